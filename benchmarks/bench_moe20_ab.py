@@ -1,9 +1,10 @@
 """Paired CPU time of chapter 17's widget moving to each mixture of experts, with moe20's drawing changes on
 (``new``: the planner figure's cloud of plans stamps each pixel's marker once, ``charts._PointCloud``;
 ``charts._plan_groups`` keyed on the columns it reads, ``charts._groups_key``; the widget canvas's renderer
-keeps a new string's bitmap from the layout it measured, ``widgets.canvas``) and off in the same process
-(``base``: matplotlib's own ``Line2D.draw`` and ``RendererAgg.get_text_width_height_descent``, and the
-groups keyed on the whole table, ``charts._table_key``), rounds alternating base-new and new-base
+keeps a new string's bitmap from the layout it measured, ``widgets.canvas``; ``plan_candidates._candidates``
+numbers its pairs with a dict) and off in the same process (``base``: matplotlib's own ``Line2D.draw`` and
+``RendererAgg.get_text_width_height_descent``, the groups keyed on the whole table, ``charts._table_key``,
+and ``np.unique``'s numbering, ``_FEW_ROWS = -1``), rounds alternating base-new and new-base
 (benchmarks/ab_rounds.py). Each round: kept results cleared (bench_planner.kept, and the kept plan groups),
 a new widget (a new canvas: no kept texts) on a dense model, then each MoE model in turn at the widget's
 defaults (as bench_ch17_models).
@@ -38,6 +39,7 @@ def main() -> None:
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
+    from llmsizing import plan_candidates
     from llmsizing.charts import time_money_plan as tmp
     from llmsizing.widgets import canvas
 
@@ -45,13 +47,15 @@ def main() -> None:
     canvas._text_cache_canvas()(fig)
     renderer = type(fig.canvas.get_renderer())
     new = dict(draw=tmp._PointCloud.draw, key=tmp._groups_key,
-               measure=renderer.get_text_width_height_descent)
-    base = dict(draw=Line2D.draw, key=tmp._table_key, measure=RendererAgg.get_text_width_height_descent)
+               measure=renderer.get_text_width_height_descent, few=plan_candidates._FEW_ROWS)
+    base = dict(draw=Line2D.draw, key=tmp._table_key, measure=RendererAgg.get_text_width_height_descent,
+                few=-1)
 
     def use(side: dict) -> None:
         tmp._PointCloud.draw = side["draw"]
         tmp._groups_key = side["key"]
         renderer.get_text_width_height_descent = side["measure"]
+        plan_candidates._FEW_ROWS = side["few"]
 
     ab_rounds.run(__doc__.split("\n\n")[0], use, new, base, extra_caches=(_GroupsKept,))
 

@@ -191,6 +191,27 @@ def test_groups_key_follows_what_the_groups_read(table):
     assert repr(got) == repr(want)
 
 
+def test_cloud_in_a_vector_file_keeps_every_point():
+    import io
+
+    rng = np.random.default_rng(5)
+    x, y = np.exp(rng.uniform(0, 5, 3000)), np.exp(rng.uniform(0, 5, 3000))
+    svg = []
+    for cls in (tmp._PointCloud, Line2D):
+        fig = Figure(figsize=(4, 3), dpi=96)
+        ax = fig.add_axes([0.1, 0.1, 0.8, 0.8])
+        ax.add_line(cls(x, y, ls="none", marker=".", ms=2.5, color="0.8", gid="cloud"))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(0.5, 300)
+        ax.set_ylim(0.5, 300)
+        buf = io.StringIO()
+        with matplotlib.rc_context({"svg.hashsalt": "moe20"}):
+            fig.savefig(buf, format="svg", metadata={"Date": None})
+        svg.append(buf.getvalue())
+    assert svg[0] == svg[1] and svg[0].count("<use ") >= 3000
+
+
 def test_groups_key_of_a_table_without_the_columns_is_the_whole_tables():
     df = pd.DataFrame({"gpu": ["a", "b"], "days": [1.0, 2.0]})
     assert tmp._groups_key(df) == ("whole", tmp._table_key(df))

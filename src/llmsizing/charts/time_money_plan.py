@@ -53,15 +53,17 @@ class _PointCloud(Line2D):
     anti-aliased rim of a pixel's marker differs a little (a few levels of 255: a marker stamped again over
     itself darkens its rim). Points within 1e-6 pixel of a rounding boundary, and any not finite, are drawn
     as they are. Kept markers and the drawing order are the data's (the first point of each pixel), so the
-    figure is the same from one draw to the next."""
+    figure is the same from one draw to the next. Any other renderer (SVG, PDF: no pixels) gets every
+    point."""
 
     def draw(self, renderer):
         import numpy as np
+        from matplotlib.backends.backend_agg import RendererAgg
 
         if self._invalidy or self._invalidx:
             self.recache()
-        if (not self.get_visible() or self._subslice or self._markevery is not None
-                or self._linestyle not in ("None", "none", "", " ")):
+        if (not isinstance(renderer, RendererAgg) or not self.get_visible() or self._subslice
+                or self._markevery is not None or self._linestyle not in ("None", "none", "", " ")):
             return super().draw(renderer)
         tpath, affine = self._get_transformed_path().get_transformed_points_and_affine()
         xy = affine.transform(tpath.vertices)
