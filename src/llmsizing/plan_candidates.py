@@ -63,14 +63,25 @@ def _candidates(tp: int, pp: int, ep: int, *, table: dict, units, max_gpus, v: i
     # the whole step in flight on the first stage at m = pp, and from 2 pp on the warm-up's own count)
     cls = np.where(m > 1, max(2, pp), 1) if v == 1 else np.where(m > pp, 2 * pp, pp)
     # the distinct (cp, accumulation class) pairs, numbered in the order they first appear
-    _, first, at = np.unique(cp_ * (2 * pp + 1) + cls, return_index=True, return_inverse=True)
-    order = np.argsort(first)
-    number = np.empty(len(first), dtype=np.int64)
-    number[order] = np.arange(len(first))
-    group = number[at.reshape(-1)]
-    pairs = {(int(cp_[f]), int(cls[f])): None for f in first[order].tolist()}
+    if len(rows) <= _FEW_ROWS:             # (a dict's numbering: no NumPy calls on a few dozen rows)
+        pairs: dict = {}
+        group = np.array([pairs.setdefault(k, len(pairs)) for k in zip(cp_.tolist(), cls.tolist())],
+                         dtype=np.int64)
+    else:
+        _, first, at = np.unique(cp_ * (2 * pp + 1) + cls, return_index=True, return_inverse=True)
+        order = np.argsort(first)
+        number = np.empty(len(first), dtype=np.int64)
+        number[order] = np.arange(len(first))
+        group = number[at.reshape(-1)]
+        pairs = {(int(cp_[f]), int(cls[f])): None for f in first[order].tolist()}
     return dict(block=table["block"][rows], cp=cp_, micro=b_.astype(float), dp=dp_, m=m, group=group,
                 pairs=tuple(pairs), dpf=dp_.astype(float))
+
+
+#: Up to this many rows :func:`_candidates` numbers its (cp, accumulation class) pairs with a dict, beyond it
+#: with ``np.unique``: the same numbers (first appearance), ~6 us sooner on the ~50 rows of a chapter 17
+#: layout (issue 35: a MoE model move builds ~250 such tables).
+_FEW_ROWS = 256
 
 
 #: The interleaved model chunks per pipeline stage the planner tries by default (``virtual_stages=None``):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from ..units import GiB
 from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_hbars, _kept_legend, _line, _log_axis,
@@ -42,6 +43,45 @@ def _plan_label(r) -> str:
             f"{f', ep={r.ep}' if r.get('ep', 1) > 1 else ''}, ZeRO-{r.zero}"
             f"{', SP' if r.sp else ''}), micro-batch {r.micro_batch} x {r.grad_accum}, "
             f"recompute={recompute_label(r, True)}")
+
+
+class _PointCloud(Line2D):
+    """The grey cloud of every plan that fits: a line of markers only, each pixel's marker drawn once. Agg
+    stamps a marker at its point's position rounded to the pixel (``RendererAgg.draw_markers``), so the
+    ~25,000 plans of a chapter 17 search land on ~2,000 distinct pixels; drawing each of those once instead
+    of every plan (about 7 ms of a widget's move, issue 35) covers the same pixels in the same grey. Only the
+    anti-aliased rim of a pixel's marker differs a little (a few levels of 255: a marker stamped again over
+    itself darkens its rim). Points within 1e-6 pixel of a rounding boundary, and any not finite, are drawn
+    as they are. Kept markers and the drawing order are the data's (the first point of each pixel), so the
+    figure is the same from one draw to the next. Any other renderer (SVG, PDF: no pixels) gets every
+    point."""
+
+    def draw(self, renderer):
+        import numpy as np
+        from matplotlib.backends.backend_agg import RendererAgg
+
+        if self._invalidy or self._invalidx:
+            self.recache()
+        if (not isinstance(renderer, RendererAgg) or not self.get_visible() or self._subslice
+                or self._markevery is not None or self._linestyle not in ("None", "none", "", " ")):
+            return super().draw(renderer)
+        tpath, affine = self._get_transformed_path().get_transformed_points_and_affine()
+        xy = affine.transform(tpath.vertices)
+        if len(xy) < 2:
+            return super().draw(renderer)
+        with np.errstate(invalid="ignore"):                 # (inf - inf: NaN, not sure)
+            at = np.floor(xy + 0.5)
+            sure = (np.isfinite(xy) & (np.abs(xy - np.floor(xy) - 0.5) > 1e-6)
+                    & (np.abs(at) < 2.0 ** 30)).all(axis=1)
+        rows = np.flatnonzero(sure)
+        code = (at[rows, 0].astype(np.int64) << 31) + at[rows, 1].astype(np.int64)
+        keep = ~sure
+        keep[rows[np.unique(code, return_index=True)[1]]] = True
+        self._markevery = np.flatnonzero(keep)
+        try:
+            return super().draw(renderer)
+        finally:
+            self._markevery = None
 
 
 #: The planner figure's legend size, points: 8 pt is 10.7 px at the figure's 96 dpi (issue 38: at 6.5 pt the
@@ -116,8 +156,9 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     fig, (ax, ax_m, ax_t) = figure_axes(7.9, 4.4, into, ("plan",), build, keep_log=((0, "x"), (0, "y")))
 
     # ---- left: every plan, each GPU type's front, the front, the chosen plan (_log_axis sets the limits)
-    _line(ax, plans["days"], plans["cost_usd"], ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
-          label=f"{len(plans):,} plans that fit")
+    ax.add_line(_PointCloud(plans["days"].to_numpy(dtype=float), plans["cost_usd"].to_numpy(dtype=float),
+                            ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
+                            label=f"{len(plans):,} plans that fit"))     # (as _line: nothing autoscaled)
     groups = _plan_groups(plans)
     for name, days, cost in groups["own"]:
         _line(ax, days, cost, color=GPU_COLORS.get(name, "0.4"), lw=1.0, alpha=0.6, zorder=2,
@@ -306,7 +347,7 @@ def _plan_groups(plans) -> dict:
 
     from ..planner import _pareto, recompute_label
 
-    key = _table_key(plans)
+    key = _groups_key(plans)
     if key in _PLAN_GROUPS_KEPT:
         return _PLAN_GROUPS_KEPT[key]
     # on the columns' arrays, not on sub-tables: groupby and sort_values on the ~3,000 x 24 table cost a
@@ -366,6 +407,39 @@ def _row_type(columns: tuple):
     from collections import namedtuple
 
     return namedtuple("Pandas", ["Index", *columns], rename=True)
+
+
+#: The columns :func:`_plan_groups` reads in full (of the other columns it reads the front's rows only).
+_GROUPS_COLUMNS = ("gpu", "days", "cost_usd", "memory_per_gpu_bytes", "pareto")
+
+
+def _groups_key(plans) -> tuple:
+    """What :func:`_plan_groups`' answer depends on, as a key: the table's shape, column names and dtypes,
+    and a SHA-1 digest of the columns it reads whole (:data:`_GROUPS_COLUMNS`) and of the front's rows (their
+    index labels and every value). Two tables with the same key get the same groups, and a change to any of
+    these (in place too) is a new key; a change elsewhere leaves the groups as they were. ~1 ms on a chapter
+    17 search's ~25,000 plans, where :func:`_table_key` of the whole table took ~4-6 ms (issue 35: a model
+    move of chapter 17's widget is a new table, never found in the kept ones). A table without one of those
+    columns is keyed whole."""
+    import hashlib
+
+    import numpy as np
+
+    if not all(c in plans.columns for c in _GROUPS_COLUMNS) or not plans.columns.is_unique:
+        return ("whole", _table_key(plans))
+    def values(name):          # (a NumPy column as its array, an extension column, Int64 say, as itself)
+        col = plans[name]
+        return col.to_numpy() if isinstance(col.dtype, np.dtype) else col.array
+
+    digest = hashlib.sha1(usedforsecurity=False)
+    for name in _GROUPS_COLUMNS:
+        digest.update(name.encode() + b"\x00" + _values_bytes(values(name)) + b"\x00|")
+    front = np.flatnonzero(plans["pareto"].to_numpy(dtype=bool))
+    digest.update(b"f" + front.astype(np.int64).tobytes() + b"\x00|")
+    digest.update(_values_bytes(plans.index[front]) + b"\x00|")
+    for name in plans.columns:
+        digest.update(_values_bytes(values(name)[front]) + b"\x00|")
+    return ("groups", plans.shape, tuple(plans.columns), tuple(map(str, plans.dtypes)), digest.digest())
 
 
 def _table_key(table) -> tuple:
