@@ -200,11 +200,11 @@ def deadline_kept(rule: str | None, days, days_high, deadline: float, listed=Non
 
 
 def budget_kept(rule: str | None, cost_usd, cost_usd_high, budget: float, listed=None) -> np.ndarray:
-    """Which plans stay within ``budget`` USD by ``rule``, the deadline's (:data:`DEADLINE_RULES`; ``None``:
-    :data:`DEFAULT_DEADLINE_RULE`): ``"slow_end"`` by ``cost_usd_high``, the cost at the slow end of the 80%
-    range, ``"estimate"`` by ``cost_usd``. With ``None``, where a ``listed`` plan is within it by its point
-    cost only, a :class:`FutureWarning` says so once per process (apart from the deadline's) and names
-    ``deadline_rule="estimate"`` for the old result."""
+    """Which plans stay within ``budget`` USD by ``rule`` (the deadline's).
+    ``rule`` is one of :data:`DEADLINE_RULES` (``None``: :data:`DEFAULT_DEADLINE_RULE`): ``"slow_end"`` by
+    ``cost_usd_high``, the cost at the slow end of the 80% range, ``"estimate"`` by ``cost_usd``. With
+    ``None``, where a ``listed`` plan is within it by its point cost only, a :class:`FutureWarning` says so
+    once per process (apart from the deadline's) and names ``deadline_rule="estimate"`` for the old result."""
     return _kept(rule, cost_usd, cost_usd_high, budget, listed, "budget", f"budget_usd={budget:,.0f}")
 
 
