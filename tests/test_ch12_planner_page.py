@@ -203,7 +203,7 @@ def test_widget_deadline_rule_filters_by_the_slow_end_and_says_so():
     assert [(r.gpu, r.n_gpus, r.tp, r.pp, r.dp, r.zero) for r in want.itertuples()] == \
         [(r.gpu, r.n_gpus, r.tp, r.pp, r.dp, r.zero) for r in front.itertuples()]
     set_controls(w, deadline_rule="slow_end", deadline=0.0)                 # the default rule, no deadline
-    assert "deadline rule" not in summary_text(w) and w.error.value == ""
+    assert "limit rule" not in summary_text(w) and w.error.value == ""
 
 
 def test_widget_deadline_rule_without_a_deadline_says_it_keeps_every_plan():
@@ -214,13 +214,34 @@ def test_widget_deadline_rule_without_a_deadline_says_it_keeps_every_plan():
     set_controls(w, model="llama-3-8b", tokens=1e11, gpus=SMALL["gpus"], seq=4096, global_batch=256,
                  max_gpus=512, budget=0.0, deadline=0.0, deadline_rule="slow_end", choice=0)
     before = summary_text(w)
-    assert "deadline rule" not in before
+    assert "limit rule" not in before
     w.controls["deadline_rule"].value = "estimate"
     after = summary_text(w)
-    assert "deadline rule: point estimate, but no deadline is set: every plan is kept" in after
+    assert "limit rule: point estimate, but no deadline or budget is set: every plan is kept" in after
     assert f"{len(small_plans()):,} plans fit" in after and f"{len(small_plans()):,} plans fit" in before
     w.controls["deadline_rule"].value = "slow_end"
     assert summary_text(w) == before
+
+
+def test_widget_budget_follows_the_rule():
+    """The budget is kept by the same rule as the deadline (issue 34): at the slow end (the default) the widget
+    keeps the plans whose cost_usd_high is within it, as plan() does; by the point estimate those whose cost_usd
+    is. Llama 3 8B on 1T tokens costs from about $0.12M to $1.4M by its point estimate, so a $1M budget drops
+    the dearest plans by either rule, and more at the slow end (cost / 0.7157 > $1M from a point cost of $716k)."""
+    w = widget()
+    run = dict(SMALL, tokens=1e12)
+    set_controls(w, model="llama-3-8b", tokens=1e12, gpus=SMALL["gpus"], seq=4096, global_batch=256,
+                 max_gpus=512, deadline=0.0, budget=1e6, deadline_rule="slow_end", choice=0)
+    text = summary_text(w)
+    want = plan("llama-3-8b", **run, budget_usd=1e6, deadline_rule="slow_end")
+    est = plan("llama-3-8b", **run, budget_usd=1e6, deadline_rule="estimate")
+    assert (want["cost_usd_high"] <= 1e6).all() and (est["cost_usd"] <= 1e6).all() and len(est) > len(want)
+    assert f"{len(want):,} plans fit" in text
+    assert "budget $1M, kept by the slow end of the 80% range (cost_usd_high <= 1,000,000)" in text
+    assert "within the budget at the slow end of its range: yes" in text
+    w.controls["deadline_rule"].value = "estimate"
+    text = summary_text(w)
+    assert f"{len(est):,} plans fit" in text and "kept by the point estimate (cost_usd <= 1,000,000" in text
 
 
 def test_widget_bad_deadline_rule_is_a_message_not_a_traceback():

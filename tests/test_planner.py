@@ -102,9 +102,12 @@ def test_best_plans_land_in_the_calibrated_range(p70):
 
 def test_deadline_and_budget_filter(p70):
     fast = plan("llama-3-70b", tokens=1e12, gpus=("H100 SXM", "A100 80GB"), seq=SEQ, global_batch=512,
-                max_gpus=2048, deadline_days=30, budget_usd=2e6)
-    assert len(fast) and (fast["days"] <= 30).all() and (fast["cost_usd"] <= 2e6).all()
+                max_gpus=2048, deadline_days=30, budget_usd=2e6, deadline_rule="slow_end")
+    assert len(fast) and (fast["days_high"] <= 30).all() and (fast["cost_usd_high"] <= 2e6).all()
     assert len(fast) < len(p70)
+    est = plan("llama-3-70b", tokens=1e12, gpus=("H100 SXM", "A100 80GB"), seq=SEQ, global_batch=512,
+               max_gpus=2048, deadline_days=30, budget_usd=2e6, deadline_rule="estimate")
+    assert (est["days"] <= 30).all() and (est["cost_usd"] <= 2e6).all() and len(est) > len(fast)
 
 
 def test_nothing_fits_is_explained():

@@ -199,3 +199,76 @@ def test_the_default_deadline_rule_is_the_slow_end_and_warns_once(monkeypatch):
         warnings.simplefilter("error")                      # nothing lost (plan 1 not listed): no warning
         deadline_kept(None, days, high, 11, listed=np.array([False, True, True, True]))
         deadline_kept("slow_end", days, high, 11)
+
+
+# ---- the budget follows the deadline's rule (issue 34)
+def test_budget_kept_by_hand(monkeypatch):
+    """By hand: point costs $1.0M, $1.0M, $0.8M, $1.2M, slow ends $1.2M, $1.1M, $0.9M, $1.3M, a budget of
+    $1.1M. The slow end keeps plans 2 and 3 (1.1 <= 1.1, 0.9 <= 1.1); the point estimate also keeps plan 1
+    (1.0 <= 1.1 < 1.2). Given no rule the slow end applies and a FutureWarning says so once per process, apart
+    from the deadline's warning (a process told about the deadline is not yet told about the budget)."""
+    import warnings
+
+    from llmsizing.plan_rank import budget_kept, budget_rule_text, deadline_kept
+
+    cost, high = [1.0e6, 1.0e6, 0.8e6, 1.2e6], [1.2e6, 1.1e6, 0.9e6, 1.3e6]
+    assert list(budget_kept("estimate", cost, high, 1.1e6)) == [True, True, True, False]
+    assert list(budget_kept("slow_end", cost, high, 1.1e6)) == [False, True, True, False]
+    monkeypatch.setattr(plan_rank, "_WARNED", [])
+    with pytest.warns(FutureWarning, match="deadline_days=11"):
+        deadline_kept(None, [10, 10], [12, 11], 11)
+    with pytest.warns(FutureWarning, match=r"plan\(budget_usd=1,100,000\) keeps a plan only if the slow end .* "
+                                           "budget .*1 plans meeting it by their point estimate only"):
+        assert list(budget_kept(None, cost, high, 1.1e6)) == [False, True, True, False]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert list(budget_kept(None, cost, high, 1.1e6)) == [False, True, True, False]   # once
+        budget_kept(None, cost, high, 1.3e6)                                               # nothing lost
+    assert "cost_usd_high <= 1,100,000" in budget_rule_text("slow_end", 1.1e6)
+    assert "point estimate (cost_usd <= 1,100,000" in budget_rule_text("estimate", 1.1e6)
+    with pytest.raises(ValueError, match="deadline_rule"):
+        budget_kept("median", cost, high, 1.1e6)
+
+
+def test_a_budget_its_point_cost_fits_and_its_slow_end_does_not(p70, monkeypatch):
+    """The cheapest plan of Llama 3 70B on 1T tokens (8,192-token sequences, 1,024 per batch), priced by hand:
+    1e12 / (1,024 x 8,192) steps x its step time x its GPUs x the H100 SXM's list price $3.99/h
+    (data/gpu_prices.csv), and its slow end that cost over the low MFU factor 0.7157 of the 80% range (the
+    pooled training-layout row of data/intervals.csv, which an H100 in BF16 without a stack takes). A budget
+    between the two keeps it by the point estimate and drops it by the slow end, the default (warned once)."""
+    kw = dict(tokens=1e12, gpus=("H100 SXM", "A100 80GB"), seq=8192, global_batch=1024, max_gpus=4096)
+    r = p70.iloc[0]
+    assert r.gpu == "H100 SXM" and p70.attrs["range_rows"]["H100 SXM"] in ("all", "bf16")
+    cost = 1e12 / (1024 * 8192) * r.step_time_s / 3600 * r.n_gpus * 3.99
+    assert r.cost_usd == pytest.approx(cost, rel=1e-12)
+    assert r.cost_usd_high == pytest.approx(cost / 0.7157, rel=1e-12)
+    budget = (cost * cost / 0.7157) ** 0.5                 # between the point cost and the slow end's
+    key = ["gpu", "tp", "cp", "pp", "virtual_stages", "zero", "micro_batch", "dp"]
+
+    def row(df):
+        return df[(df[key] == r[key]).all(axis=1)]
+
+    kept = plan(L70, budget_usd=budget, deadline_rule="estimate", **kw)
+    assert len(row(kept)) == 1 and (kept["cost_usd"] <= budget).all()
+    assert "point estimate" in kept.attrs["budget_rule"] and "deadline_rule" not in kept.attrs
+    # every GPU here takes the same range, so no plan's slow end is below the cheapest plan's: none is left
+    strict = plan(L70, budget_usd=budget, deadline_rule="slow_end", explain=False, **kw)
+    assert strict.empty
+    monkeypatch.setattr(plan_rank, "_WARNED", [])
+    with pytest.warns(FutureWarning, match="budget_usd=.*deadline_rule='estimate' for the old result"):
+        with pytest.raises(NoPlanError, match=rf"the cheapest costs \${cost:,.0f} \(\${cost / 0.7157:,.0f} at the "
+                                              r"slow end of the 80% range; .*budget was checked by the slow end"):
+            plan(L70, budget_usd=budget, **kw)
+    loose = plan(L70, budget_usd=cost / 0.7157 * 1.001, **kw)     # just above its slow end: kept
+    assert len(row(loose)) == 1 and (loose["cost_usd_high"] <= cost / 0.7157 * 1.001).all()
+    assert "slow end" in loose.attrs["budget_rule"] and "meets_deadline" not in loose
+
+
+def test_no_plan_within_the_budget_says_the_rule():
+    kw = dict(tokens=1e12, gpus=("H100 SXM",), seq=8192, global_batch=1024, max_gpus=256, budget_usd=1e3)
+    with pytest.raises(NoPlanError, match=r"none meets budget_usd=1,000: .*the cheapest costs \$[\d,]+ "
+                                          r"\(\$[\d,]+ at the slow end of the 80% range; .*budget was checked by the slow end"):
+        plan(L70, **kw)
+    with pytest.raises(NoPlanError, match="budget was checked by the point estimate"):
+        plan(L70, deadline_rule="estimate", **kw)
+

@@ -326,10 +326,11 @@ def cmd_plan(args) -> None:
         return
     out = plan_table(df, _model(args.model, moe=True).layers)
     which = "plans" if args.all else "plans on the time-vs-cost front"
-    rule = df.attrs.get("deadline_rule")
+    rule = "; ".join(f"{k} kept by the {df.attrs[k + '_rule']}" for k in ("deadline", "budget")
+                     if k + "_rule" in df.attrs)
     notes = "".join(f"; on the {g}: {n}" for g, n in df.attrs.get("range_notes", {}).items())  # stand-ins
     _emit(out, args, title=f"{len(out)} {which}, cheapest first (assumes {df.attrs.get('assumes', '')})"
-          + ("" if rule is None else f"; deadline kept by the {rule}") + notes + ":")
+          + (rule and f"; {rule}") + notes + ":")
 
 
 def _command(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
@@ -439,11 +440,11 @@ def parser() -> argparse.ArgumentParser:
                         "--max-gpus GPUs (the cheapest without --max-gpus), and the total is added up")
     p.add_argument("--gpu", action="append", help="a catalogue GPU; repeat for several (default: H100 SXM)")
     p.add_argument("--max-gpus", type=integer(), help="largest GPU count to consider")
-    p.add_argument("--deadline-days", type=number(0, inclusive=False),
-                   help="drop plans slower than this (by --deadline-rule)")
+    p.add_argument("--deadline-days", type=number(0, inclusive=False), help="drop plans slower than this")
     p.add_argument("--deadline-rule", choices=("estimate", "slow_end"), default=None,
-                   help="keep a plan whose 80%% range's slow end meets --deadline-days (the default), or its "
-                        "point estimate; the deadline column says yes (met at the slow end) or likely")
+                   help="keep a plan whose 80%% range's slow end meets --deadline-days and --budget (the "
+                        "default), or its point estimate; the deadline column says yes (at the slow end) "
+                        "or likely")
     p.add_argument("--budget", type=count, help="drop plans dearer than this many USD, e.g. 2M")
     p.add_argument("--overlap", type=number(0, 1), default=None,
                    help="one share of communication hidden behind compute (default: group by group)")

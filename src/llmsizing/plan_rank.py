@@ -143,19 +143,23 @@ def pipelined_zero_winners(df) -> np.ndarray:
     return keep | ~new
 
 
-#: How ``plan(deadline_days=...)`` keeps plans (``deadline_rule``): ``"estimate"`` keeps a plan whose point
-#: estimate ``days`` meets the deadline; ``"slow_end"`` (the default since issue 34) one whose slow end of the
-#: 80% range, ``days_high``, does. Either way the frame's ``meets_deadline`` column says, per plan, ``"yes"``
-#: (``days_high <= deadline``: met even at the slow end of the range) or ``"likely"`` (only the point
-#: estimate meets it: at the slow end the run overshoots), and ``attrs["deadline_rule"]`` names the rule.
+#: How ``plan(deadline_days=..., budget_usd=...)`` keeps plans (``deadline_rule``, one rule for both limits):
+#: ``"estimate"`` keeps a plan whose point estimates ``days`` and ``cost_usd`` meet them; ``"slow_end"`` (the
+#: default since issue 34) one whose slow ends of the 80% range, ``days_high`` and ``cost_usd_high``, do. The
+#: two slow ends are one run (the same slow step time: ``cost_usd_high = cost_usd x days_high / days``), so
+#: one rule judges a plan's time and money at the same speed. Either way the frame's ``meets_deadline`` column
+#: says, per plan, ``"yes"`` (``days_high <= deadline``: met even at the slow end of the range) or
+#: ``"likely"`` (only the point estimate meets it: at the slow end the run overshoots), and
+#: ``attrs["deadline_rule"]`` / ``attrs["budget_rule"]`` name the rule.
 DEADLINE_RULES = ("estimate", "slow_end")
 
-#: The rule ``plan()`` applies when none is given. A deadline is a constraint: "finish by" is met at the slow
-#: end of the range (one run in ten slower, if the 80% range holds its coverage), not at a point estimate that
-#: about half of the runs like it overshoot. Until issue 34 the default was ``"estimate"``; a call that gives
-#: no rule and loses plans by the change is warned once (:func:`deadline_kept`).
+#: The rule ``plan()`` applies when none is given. A deadline or a budget is a constraint: "finish by" and
+#: "within $X" are met at the slow end of the range (one run in ten slower and dearer, if the 80% range holds
+#: its coverage), not at a point estimate that about half of the runs like it overshoot. Until issue 34 the
+#: default was ``"estimate"``; a call that gives no rule and loses plans by the change is warned once per
+#: limit (:func:`deadline_kept`, :func:`budget_kept`).
 DEFAULT_DEADLINE_RULE = "slow_end"
-_WARNED: list = []                             # the change of default is warned once per process
+_WARNED: list = []             # the limits ("deadline", "budget") whose change of default was warned
 
 
 def _caller_level() -> int:
@@ -170,23 +174,38 @@ def _caller_level() -> int:
     return level
 
 
+def _kept(rule, point, high, limit: float, listed, what: str, call: str) -> np.ndarray:
+    """:func:`deadline_kept` and :func:`budget_kept`: ``point``/``high`` against ``limit`` by ``rule``, and
+    the change of default warned once per process for ``what``."""
+    point, high = np.asarray(point, dtype=float), np.asarray(high, dtype=float)
+    if rule is None:
+        lost = (point <= limit) & (high > limit) & (True if listed is None else listed)
+        if lost.any() and what not in _WARNED:
+            _WARNED.append(what)
+            warnings.warn(f"plan({call}) keeps a plan only if the slow end of its 80% range meets the {what} "
+                          f"(deadline_rule='slow_end', the default since issue 34); {int(lost.sum()):,} "
+                          "plans meeting it by their point estimate only were dropped. Pass "
+                          "deadline_rule='estimate' for the old result, or 'slow_end' to silence this.",
+                          FutureWarning, stacklevel=_caller_level())
+    rule = DEFAULT_DEADLINE_RULE if rule is None else check_choice("deadline_rule", rule, DEADLINE_RULES)
+    return (point if rule == "estimate" else high) <= limit
+
+
 def deadline_kept(rule: str | None, days, days_high, deadline: float, listed=None) -> np.ndarray:
     """Which plans meet ``deadline`` by ``rule`` (:data:`DEADLINE_RULES`; ``None``:
     :data:`DEFAULT_DEADLINE_RULE`). With ``None``, where a ``listed`` plan meets it by its point estimate
     only, and so the default before issue 34 would have kept it, a :class:`FutureWarning` says so once per
     process and names ``deadline_rule="estimate"`` for the old result."""
-    days, days_high = np.asarray(days, dtype=float), np.asarray(days_high, dtype=float)
-    if rule is None:
-        lost = (days <= deadline) & (days_high > deadline) & (True if listed is None else listed)
-        if lost.any() and not _WARNED:
-            _WARNED.append(True)
-            warnings.warn(f"plan(deadline_days={deadline:g}) keeps a plan only if the slow end of its 80% "
-                          f"range meets the deadline (deadline_rule='slow_end', the default since issue 34); "
-                          f"{int(lost.sum()):,} plans meeting it by their point estimate only were dropped. "
-                          "Pass deadline_rule='estimate' for the old result, or 'slow_end' to silence this.",
-                          FutureWarning, stacklevel=_caller_level())
-    rule = DEFAULT_DEADLINE_RULE if rule is None else check_choice("deadline_rule", rule, DEADLINE_RULES)
-    return (days if rule == "estimate" else days_high) <= deadline
+    return _kept(rule, days, days_high, deadline, listed, "deadline", f"deadline_days={deadline:g}")
+
+
+def budget_kept(rule: str | None, cost_usd, cost_usd_high, budget: float, listed=None) -> np.ndarray:
+    """Which plans stay within ``budget`` USD by ``rule`` (the deadline's).
+    ``rule`` is one of :data:`DEADLINE_RULES` (``None``: :data:`DEFAULT_DEADLINE_RULE`): ``"slow_end"`` by
+    ``cost_usd_high``, the cost at the slow end of the 80% range, ``"estimate"`` by ``cost_usd``. With
+    ``None``, where a ``listed`` plan is within it by its point cost only, a :class:`FutureWarning` says so
+    once per process (apart from the deadline's) and names ``deadline_rule="estimate"`` for the old result."""
+    return _kept(rule, cost_usd, cost_usd_high, budget, listed, "budget", f"budget_usd={budget:,.0f}")
 
 
 def deadline_rule_text(rule: str, deadline: float) -> str:
@@ -194,6 +213,13 @@ def deadline_rule_text(rule: str, deadline: float) -> str:
     if check_choice("deadline_rule", rule, DEADLINE_RULES) == "estimate":
         return f"point estimate (days <= {deadline:g}; the slow end of the 80% range may overshoot)"
     return f"slow end of the 80% range (days_high <= {deadline:g})"
+
+
+def budget_rule_text(rule: str, budget: float) -> str:
+    """The rule ``rule`` (:data:`DEADLINE_RULES`) for a budget of ``budget`` USD in words."""
+    if check_choice("deadline_rule", rule, DEADLINE_RULES) == "estimate":
+        return f"point estimate (cost_usd <= {budget:,.0f}; the slow end of the 80% range may overshoot)"
+    return f"slow end of the 80% range (cost_usd_high <= {budget:,.0f})"
 
 
 def meets_deadline(days, days_high, deadline: float) -> np.ndarray:

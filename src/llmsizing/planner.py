@@ -57,7 +57,8 @@ from .parallel import CP_COMMS, MAX_PP, check_layout
 from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa: F401
 # the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
 from .plan_rank import (DEADLINE_RULES, DEFAULT_DEADLINE_RULE, _digits, _lex_orders, _pareto,  # noqa: F401
-                        _ranks, _taken, deadline_kept, deadline_rule_text, interleaving_winners,
+                        _ranks, _taken, budget_kept, budget_rule_text, deadline_kept, deadline_rule_text,
+                        interleaving_winners,
                         meets_deadline, pipelined_zero_winners, plans_where, plans_within)
 # the interleaved chunks a stage may take live with the candidates
 from .plan_candidates import (MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, moe_layout_passes,  # noqa: F401
@@ -333,11 +334,13 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ``precision`` runs at the FP8 peak, efficiency and band, :func:`~llmsizing.precision.compute_dtype`, and
     refuses a GPU without FP8 tensor cores). ``pareto`` marks the plans on the time-vs-cost front (one per
     tie: the one with the least memory per GPU). ``deadline_days`` and ``budget_usd`` drop plans beyond
-    them: a plan meets the deadline by the slow end of its 80% range ``days_high`` (``"slow_end"``, the
-    default since issue 34: :data:`~llmsizing.plan_rank.DEFAULT_DEADLINE_RULE`) or by its point estimate
-    ``days`` (``deadline_rule="estimate"``, the old default); the frame then has a ``meets_deadline`` column
-    (``"yes"``: met at the slow end; ``"likely"``: by the point estimate only) and
-    ``attrs["deadline_rule"]`` names the rule, as :class:`NoPlanError`'s message does.
+    them, both by one rule, ``deadline_rule``: a plan meets them by the slow end of its 80% range,
+    ``days_high`` and ``cost_usd_high`` (``"slow_end"``, the default since issue 34:
+    :data:`~llmsizing.plan_rank.DEFAULT_DEADLINE_RULE`; the two are one slow run), or by its point estimates
+    ``days`` and ``cost_usd`` (``deadline_rule="estimate"``, the old default); with a deadline the frame has a
+    ``meets_deadline`` column (``"yes"``: met at the slow end; ``"likely"``: by the point estimate only), and
+    ``attrs["deadline_rule"]`` / ``attrs["budget_rule"]`` name the rule, as :class:`NoPlanError`'s message
+    does.
     ``price_kind`` says what each plan's price is (:func:`~llmsizing.catalog.price_kind_of`): a plan priced at
     an ``"estimate"`` is ranked by it but marked, never passed off as a list price (issue 38).
 
@@ -514,7 +517,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         added["meets_deadline"] = meets_deadline(days, added["days_high"], deadline)
         keep &= deadline_kept(rule, days, added["days_high"], deadline, keep)
     if budget is not None:
-        keep &= cost <= budget
+        keep &= budget_kept(rule, cost, added["cost_usd_high"], budget, keep)
     sel = np.flatnonzero(keep)
     if not len(sel):
         if not explain:
@@ -528,11 +531,14 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
             + f": the fastest takes {days[f]:,.1f} days"
             + (f" ({days[f] / low[f]:,.1f} at the slow end of the 80% range)" if deadline else "")
             + f" (${cost[f]:,.0f}, "
-            f"{n_gpus[f]:,} x {gpu[f]}), the cheapest costs ${cost[c]:,.0f} "
-            f"({days[c]:,.1f} days, {n_gpus[c]:,} x {gpu[c]})"
+            f"{n_gpus[f]:,} x {gpu[f]}), the cheapest costs ${cost[c]:,.0f} ("
+            + (f"${cost[c] / low[c]:,.0f} at the slow end of the 80% range; " if budget else "")
+            + f"{days[c]:,.1f} days, {n_gpus[c]:,} x {gpu[c]})"
             + ("" if max_gpus is None else f"; max_gpus={max_gpus:,} may be what limits the speed")
             + ("" if deadline is None else f"; the deadline was checked by the "
-               f"{deadline_rule_text(deadline_rule, deadline)}"))
+               f"{deadline_rule_text(deadline_rule, deadline)}")
+            + ("" if budget is None else f"; the budget was checked by the "
+               f"{budget_rule_text(deadline_rule, budget)}"))
     # plans that split the same work differently tie to the last bits of a float: compare at 12 digits, so
     # ties keep the search's order whatever the rounding (the step's compute is a sum: llmsizing.kernels)
     days_d, cost_d = _digits(days[sel]), _digits(cost[sel])
@@ -562,6 +568,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     out.attrs["cp_comm"] = cp_comm
     if deadline is not None:
         out.attrs["deadline_rule"] = deadline_rule_text(deadline_rule, deadline)
+    if budget is not None:
+        out.attrs["budget_rule"] = budget_rule_text(deadline_rule, budget)
     out.attrs["range_area"] = LAYOUT_RANGE_AREA
     out.attrs["stack"] = stack_fam                      # the stack named (its range where it states one)
     out.attrs["range_rows"] = range_rows

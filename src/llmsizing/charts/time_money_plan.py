@@ -108,11 +108,12 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     table before the deadline and budget).
 
     ``deadline_rule`` (issue 34, :data:`~llmsizing.planner.DEADLINE_RULES`): how the plans met
-    ``deadline_days``, ``"estimate"`` (their point estimate) or ``"slow_end"`` (the slow end of their 80%
-    range; ``plans`` then filtered by it, as ``plan(deadline_rule=...)`` does). Given, the summary names the
-    rule and says whether the chosen plan meets the deadline at the slow end (``"yes"``/``"likely"``, as
-    ``plan()``'s ``meets_deadline``), and the slow end without a deadline is noted as keeping every plan. None
-    (the default): ``plan()``'s default, the slow end since issue 34, stated where a deadline is set."""
+    ``deadline_days`` and ``budget_usd``, ``"estimate"`` (their point estimates) or ``"slow_end"`` (the slow
+    end of their 80% range, ``days_high`` and ``cost_usd_high``; ``plans`` then filtered by it, as
+    ``plan(deadline_rule=...)`` does). Given, the summary names the rule and says whether the chosen plan
+    meets the deadline and the budget at the slow end (``"yes"``/``"likely"``, as ``plan()``'s
+    ``meets_deadline``), and a rule other than the default without a limit is noted as keeping every plan.
+    None (the default): ``plan()``'s default, the slow end since issue 34, stated where a limit is set."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -130,7 +131,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
         plans = plan(m, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
                      deadline_days=deadline_days, budget_usd=budget_usd, kernel_efficiency=eff, overlap=ovl,
                      deadline_rule=deadline_rule)
-    if deadline_rule is None and deadline_days:
+    if deadline_rule is None and (deadline_days or budget_usd):
         deadline_rule = DEFAULT_DEADLINE_RULE               # stated in the summary, as plan() applied it
     front = plans.index[plans["pareto"].to_numpy(dtype=bool)]     # the front's row labels (no sub-table)
     if front.empty:
@@ -244,7 +245,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
              + (f", deadline {deadline_days:g} days" if deadline_days else "")
              + (f", budget {_usd(budget_usd)}" if budget_usd else "")
              + f": {len(plans):,} plans fit, {len(front)} on the time-vs-cost front",
-             *_deadline_lines(r, deadline_days, deadline_rule),
+             *_deadline_lines(r, deadline_days, deadline_rule, budget_usd),
              *(f"note: {n}" for n in notes),
              f"chosen ({f'front #{rank}' if rank else 'not on the front'}): {_plan_label(r)}",
              f"  {tm.total_bytes / GiB:.1f} GiB of {g.memory_gib:.1f} GiB on the most loaded GPU "
@@ -275,22 +276,33 @@ def _range_note_lines(plans, r, st) -> list[str]:
     return [f"  range on the {r.gpu}: {note}"] if note else []
 
 
-def _deadline_lines(r, deadline_days: float | None, deadline_rule: str | None) -> list[str]:
-    """The summary's line on the deadline's rule (issue 34), for the chosen plan ``r`` (a row of
-    :func:`~llmsizing.planner.plan`'s table): the rule in words and whether the plan meets the deadline at the
-    slow end of its 80% range (:func:`~llmsizing.planner.meets_deadline`). None without a deadline or a rule
-    (the summary as before). Formatting only."""
-    from ..planner import deadline_rule_text, meets_deadline
+def _deadline_lines(r, deadline_days: float | None, deadline_rule: str | None,
+                    budget_usd: float | None = None) -> list[str]:
+    """The summary's lines on the rule of the deadline and the budget (issue 34), for the chosen plan ``r`` (a
+    row of :func:`~llmsizing.planner.plan`'s table): the rule in words and whether the plan meets the deadline
+    and the budget at the slow end of its 80% range (:func:`~llmsizing.planner.meets_deadline`). None without
+    a limit or a rule (the summary as before). Formatting only."""
+    from ..planner import budget_rule_text, deadline_rule_text, meets_deadline
 
-    if not deadline_days or deadline_rule is None:
+    if deadline_rule is None:
         return []
+    lines = []
+    if budget_usd:
+        meets = meets_deadline([float(r.cost_usd)], [float(r.cost_usd_high)], float(budget_usd))[0]
+        why = {"yes": "even its slow end is", "likely": "only its point estimate is",
+               "no": "neither its point estimate nor its slow end is"}[meets]
+        lines = [f"budget {_usd(budget_usd)}, kept by the {budget_rule_text(deadline_rule, budget_usd)}",
+                 f"chosen plan within the budget at the slow end of its range: {meets} ({why}: "
+                 f"{_usd(r.cost_usd)}, {_usd(r.cost_usd_high)} at the slow end)"]
+    if not deadline_days:
+        return lines
     meets = meets_deadline([float(r.days)], [float(r.days_high)], float(deadline_days))[0]
     why = {"yes": "even its slow end does", "likely": "only its point estimate does",
            "no": "neither its point estimate nor its slow end does"}[meets]
     rule = deadline_rule_text(deadline_rule, deadline_days)
     return [f"deadline {deadline_days:g} days, kept by the {rule}",
             f"chosen plan meets the deadline at the slow end of its range: {meets} ({why}: "
-            f"{r.days:,.1f} days, {r.days_high:,.1f} at the slow end)"]
+            f"{r.days:,.1f} days, {r.days_high:,.1f} at the slow end)", *lines]
 
 
 def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadline_days: float | None = None,
@@ -301,8 +313,9 @@ def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadlin
     ``max_gpus`` above the front's largest GPU count (either no plan that fits uses more GPUs at this global
     batch, since each has ``dp x pp <= global_batch / micro-batch`` and ``tp`` within a node, or those that do
     are all slower than the front's fastest), and a deadline or budget that drops no plan. One sentence per
-    limit. ``deadline_rule`` (issue 34): ``"slow_end"`` judges the deadline by ``days_high``; a rule other
-    than plan()'s default is noted, without a deadline, as keeping every plan. Formatting only."""
+    limit. ``deadline_rule`` (issue 34): ``"slow_end"`` judges the deadline by ``days_high``, the budget by
+    ``cost_usd_high``; a rule other than plan()'s default is noted, without a deadline or a budget, as keeping
+    every plan. Formatting only."""
     from ..planner import DEFAULT_DEADLINE_RULE, check_global_batch
 
     global_batch, notes = check_global_batch(global_batch), []
@@ -315,18 +328,20 @@ def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadlin
         notes.append(f"the front ends at {end:,} GPUs (limit {max_gpus:,}): more does not help at this "
                      f"global batch ({global_batch:,} sequences): {why}")
     slow_end = deadline_rule == "slow_end"
-    if deadline_rule not in (None, DEFAULT_DEADLINE_RULE) and not deadline_days:
+    if deadline_rule not in (None, DEFAULT_DEADLINE_RULE) and not (deadline_days or budget_usd):
         name = "slow end of the range" if slow_end else "point estimate"
-        notes.append(f"deadline rule: {name}, but no deadline is set: every plan is kept")
+        notes.append(f"limit rule: {name}, but no deadline or budget is set: every plan is kept")
     days = "days_high" if slow_end else "days"
     if (all_plans is not None and len(all_plans) and deadline_days
             and all_plans[days].max() <= deadline_days):
         at = " at the slow end of its range" if slow_end else ""
         notes.append(f"deadline {deadline_days:g} days: every plan meets it (the slowest takes "
                      f"{all_plans[days].max():,.1f} days{at})")
-    if all_plans is not None and len(all_plans) and budget_usd and all_plans["cost_usd"].max() <= budget_usd:
+    cost = "cost_usd_high" if slow_end else "cost_usd"
+    if all_plans is not None and len(all_plans) and budget_usd and all_plans[cost].max() <= budget_usd:
+        at = " at the slow end of its range" if slow_end else ""
         notes.append(f"budget {_usd(budget_usd)}: every plan is within it (the dearest costs "
-                     f"{_usd(all_plans['cost_usd'].max())})")
+                     f"{_usd(all_plans[cost].max())}{at})")
     return notes
 
 

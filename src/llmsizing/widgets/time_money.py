@@ -88,8 +88,9 @@ PLAN_DEADLINES = (("none", 0.0), ("7 days", 7.0), ("14 days", 14.0), ("30 days",
                   ("90 days", 90.0), ("1 day", 1.0))
 PLAN_BUDGETS = (("none", 0.0), ("$500k", 5e5), ("$750k", 7.5e5), ("$1M", 1e6), ("$2M", 2e6), ("$5M", 5e6),
                 ("$10M", 1e7))
-#: How the planner widget keeps plans against the deadline (issue 34: ``plan(deadline_rule=...)``): by the
-#: slow end of their 80% range (the default, plan()'s since issue 34) or by the point estimate of their days.
+#: How the planner widget keeps plans against the deadline and the budget (issue 34:
+#: ``plan(deadline_rule=...)``, one rule for both): by the slow end of their 80% range (the default, plan()'s
+#: since issue 34) or by the point estimate of their days and cost.
 PLAN_DEADLINE_RULES = (("slow end of range", "slow_end"), ("point estimate", "estimate"))
 #: Settings whose answers (PNG and summary) the planner widget keeps: a move back to one of them is shown
 #: without a new render and draw (issue 38).
@@ -108,12 +109,13 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     to show its :class:`~llmsizing.planner.NoPlanError` message. The last :data:`PLANNER_KEPT` settings' PNGs
     and summaries are kept: a move back to one of them is answered without a render or a draw (issue 38).
 
-    The deadline's rule (issue 34, :data:`~llmsizing.planner.DEADLINE_RULES`, the ``deadline rule`` control):
-    the slow end of the 80% range, ``days_high`` (the default, ``plan()``'s since issue 34) or the point
-    estimate. The slow end also only filters the cached plans (no new search); its front is marked again among
-    the plans left (:func:`~llmsizing.planner.plans_where`), since the range's width differs by GPU and a plan
-    dominated by one beyond the deadline's slow end need not be beyond it itself. The summary names the rule
-    and says whether the chosen plan meets the deadline at the slow end of its range (``plan()``'s
+    The rule of the deadline and the budget (issue 34, :data:`~llmsizing.planner.DEADLINE_RULES`, the ``rule``
+    control, ``plan()``'s ``deadline_rule``): the slow end of the 80% range, ``days_high`` and
+    ``cost_usd_high`` (the default, ``plan()``'s since issue 34) or the point estimate. The slow end also only
+    filters the cached plans (no new search); its front is marked again among the plans left
+    (:func:`~llmsizing.planner.plans_where`), since the range's width differs by GPU and a plan dominated by
+    one beyond the slow end need not be beyond it itself. The summary names the rule and says whether the
+    chosen plan meets the deadline and the budget at the slow end of its range (``plan()``'s
     ``meets_deadline``)."""
     from ..planner import DEADLINE_RULES, plan, plans_where
 
@@ -139,9 +141,9 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
         the same arguments, so that render_plan's summary of it is reused), with its front."""
         args = dict(tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus)
         df = cached(model, **args)
-        slow_end = bool(deadline) and rule == "slow_end"
+        slow_end = bool(deadline or budget) and rule == "slow_end"
         keep = df["days_high" if slow_end else "days"] <= (deadline or float("inf"))
-        keep &= df["cost_usd"] <= (budget or float("inf"))
+        keep &= df["cost_usd_high" if slow_end else "cost_usd"] <= (budget or float("inf"))
         df = plans_where(df, keep.to_numpy()) if slow_end else df[keep]
         if df.empty:                                   # plan() explains why (raises NoPlanError)
             why = explain(model, deadline=deadline, budget=budget, rule=rule, **args)
@@ -184,9 +186,10 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
                                       description="max GPUs", **_style()),
         "deadline": W.Dropdown(options=PLAN_DEADLINES, value=0.0, description="deadline", **_style()),
         "deadline_rule": W.Dropdown(options=PLAN_DEADLINE_RULES, value="slow_end",
-                                    description="deadline rule",
-                                    tooltip="deadline rule: a plan meets the deadline by its point estimate "
-                                            "of days, or by the slow end of its 80% range", **_style()),
+                                    description="limit rule",
+                                    tooltip="limit rule: a plan meets the deadline and the budget by its "
+                                            "point estimates of days and cost, or by the slow end of its "
+                                            "80% range", **_style()),
         "budget": W.Dropdown(options=PLAN_BUDGETS, value=0.0, description="budget", **_style()),
         "choice": W.Dropdown(options=[("#1", 0)], value=0, description="front plan", **_style()),
     }
