@@ -9,7 +9,7 @@ import math
 
 import pytest
 from hypothesis import strategies as st
-from test_fuzz import EXAMPLES, Arg, Spec, _run, gpus, models, names, nums
+from test_fuzz import EXAMPLES, Arg, Spec, _run, gpus, ints, models, names, nums
 
 from llmsizing import Parallel, get_gpu, get_model
 from llmsizing import comm
@@ -220,6 +220,34 @@ def test_offload_time_by_hand():
         offload_time("llama-3-8b", Parallel(dp=8, zero=3, offload="optimizer"), host_link_gbps=0)
 
 
+
+def test_offload_time_gpus_per_host_against_published_cpu_adam():
+    """``gpus_per_host`` splits the host's CPU Adam (8 x HOST_MEMORY_GBPS = 320 GB/s of traffic at 30 bytes
+    per parameter: 10.667e9 parameters/s for the whole host) over the GPUs that share it. Checked by hand
+    against the published measurements of the test above:
+    - one GPU with a CPU of its own, DeepSpeed's SuperOffload blog (2025), Figure 5: CPU-Adam steps 8B
+      parameters in 0.769 s on a GH200's Grace, 10.403e9/s. The whole default host is 10.667 / 10.403 = 1.025x
+      faster, so a GH200 priced with gpus_per_host=1 is within 3% of the measurement;
+    - a whole DGX H100 host behind one GPU: Ren et al.'s 3.891e9/s x 614.4 / 255.936 = 9.341e9/s, the library
+      1.142x faster (the same ratio as the 8-GPU share);
+    - the default, 8, leaves old calls unchanged: 1.3333e9/s, one eighth."""
+    par = Parallel(dp=1, zero=1, offload="optimizer")
+    default = offload_time("llama-3-8b", par)
+    assert default == offload_time("llama-3-8b", par, gpus_per_host=8)
+    assert default.partition_params / default.cpu_adam_s == pytest.approx(1.3333e9, rel=1e-3)
+    own = offload_time("llama-3-8b", par, gpus_per_host=1)
+    rate = own.partition_params / own.cpu_adam_s
+    assert rate == pytest.approx(10.667e9, rel=1e-3)
+    assert rate / (8e9 / 0.769) == pytest.approx(1.025, abs=0.002)
+    assert rate / 9.341e9 == pytest.approx(1.142, abs=0.002)
+    four = offload_time("llama-3-8b", par, gpus_per_host=4)
+    assert four.cpu_adam_s == pytest.approx(default.cpu_adam_s / 2)
+    assert own.transfer_s == pytest.approx(default.transfer_s)      # the host link is each GPU's own
+    for bad, err in ((0, ValueError), (2000, ValueError), (1.5, TypeError), (True, TypeError)):
+        with pytest.raises(err, match="gpus_per_host"):
+            offload_time("llama-3-8b", par, gpus_per_host=bad)
+
+
 # ----------------------------------------------------------------------------- charts
 def test_render_zero_stages_matches_paper_and_model_states():
     v = render_zero_stages(7_500_000_000, dp=64)
@@ -293,7 +321,8 @@ SPECS = {
                                                                   **kw),
                          dict(model=models(), zero=Arg(st.integers(1, 3), st.sampled_from([4, -1])),
                               offload=names(["optimizer", "optimizer+params"]),
-                              host_link_gbps=nums(1, 1e3), host_memory_gbps=nums(1, 1e3))),
+                              host_link_gbps=nums(1, 1e3), host_memory_gbps=nums(1, 1e3),
+                              gpus_per_host=ints(1, 1024))),
     "render_zero_stages": Spec(render_zero_stages, dict(model=models(), dp=Arg(st.integers(1, 1024), st.sampled_from(
         [0, 2.5, "8"])), precision=names(RECIPES), gpu=gpus())),
     "gpu_with_link": Spec(lambda gpu, one_way_gbps: gpu_with_link(gpu, "PCIe", one_way_gbps, "pcie"),

@@ -522,17 +522,17 @@ def dp_breakeven_tokens(model: Model | str, gpu, *, dp: int, zero: int, seq: int
     return comm / (w * per_token)
 
 
-#: The host link of an offloading GPU, one way, decimal GB/s: PCIe Gen4 x16 (16 GT/s x 16 lanes x 128/130
-#: encoding / 8 bits = 31.5 GB/s each way, rounded). A100 servers have it; H100 and B200 servers have PCIe
-#: Gen5 x16, twice as fast (63 GB/s each way), but pinned-memory copies reach ~80-90% of a link and GPUs often
-#: share a PCIe switch with a NIC, so 32 is a cautious default for both. A parameter of :func:`offload_time`.
+#: The host link of an offloading GPU, one way, decimal GB/s: PCIe Gen4 x16 (16 GT/s x 16 lanes x 128/130 / 8
+#: bits = 31.5 GB/s each way) in A100 servers; H100 and B200 servers have Gen5 x16 (63 GB/s), but pinned
+#: copies reach ~80-90% of a link and GPUs often share a PCIe switch with a NIC: 32 is a cautious default.
 HOST_LINK_GBPS = 32.0
 
-#: How fast the host's CPU Adam streams one GPU's optimizer partition, decimal GB/s of memory traffic: one
-#: eighth of an 8-GPU host. Checked (:func:`~llmsizing.hardware.cpu_adam_params_per_s`, chapter 7): Ren et al.
-#: 2021's measured CPU-Adam, scaled to a DGX H100's DRAM (2 x 8 channels of DDR5-4800, 614 GB/s), gives each
-#: of 8 GPUs 1.17B parameters/s; 40 GB/s / 30 bytes is 1.33B, 14% faster. A CPU serving one GPU is faster.
-HOST_MEMORY_GBPS = 40.0
+#: How fast the host's CPU Adam streams one GPU's optimizer partition, decimal GB/s of memory traffic: an
+#: eighth of an 8-GPU host (:data:`GPUS_PER_HOST`). Checked in chapter 7: Ren et al. 2021's CPU-Adam scaled
+#: to a DGX H100's DRAM (614 GB/s, :func:`~llmsizing.hardware.cpu_adam_params_per_s`) gives each of 8 GPUs
+#: 1.17B parameters/s; 40 GB/s / 30 B is 1.33B, 14% faster. The whole host serving one GPU (8 x 40 / 30 B,
+#: 10.7B/s) is 3% faster than DeepSpeed's CPU-Adam on a GH200's Grace (SuperOffload blog: 8B in 0.769 s).
+HOST_MEMORY_GBPS, GPUS_PER_HOST = 40.0, 8
 
 #: Bytes of host memory traffic per parameter in one CPU Adam step: read the fp32 gradient (4), read and
 #: write the fp32 master weight, the first and the second moment (3 x 8), write the 16-bit weight that goes
@@ -545,8 +545,7 @@ class OffloadTime:
     """What ZeRO-Offload (Ren et al. 2021) adds to a step on one GPU, in seconds, none of it overlapped: the
     16-bit gradients sent down to the host (``grads_down_s``), the 16-bit weights sent back up
     (``weights_up_s``; with ``offload="optimizer+params"`` each micro-batch's forward and backward fetch them
-    again), and the host's Adam step over this GPU's partition (``cpu_adam_s``). ``partition_params`` is the
-    number of parameters this GPU's host process updates."""
+    again), and the host's Adam step over this GPU's ``partition_params`` parameters (``cpu_adam_s``)."""
 
     partition_params: float
     grads_down_bytes: float
@@ -567,7 +566,8 @@ class OffloadTime:
 
 def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1,
                  precision: str = "bf16-mixed", host_link_gbps: float = HOST_LINK_GBPS,
-                 host_memory_gbps: float = HOST_MEMORY_GBPS) -> OffloadTime:
+                 host_memory_gbps: float = HOST_MEMORY_GBPS, gpus_per_host: int = GPUS_PER_HOST
+                 ) -> OffloadTime:
     """Seconds ZeRO-Offload / ZeRO-Infinity add to a step per GPU (:class:`OffloadTime`): ``parallel`` must
     offload (``offload="optimizer"`` with ZeRO >= 1, or ``"optimizer+params"`` with ZeRO-3).
 
@@ -575,12 +575,12 @@ def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1,
     (:func:`~llmsizing.memory.stage_params`, most loaded stage). Per step it sends that partition's 16-bit
     gradients down the host link (once per micro-batch with ZeRO-2/3, which accumulate into the host buffer;
     once with ZeRO-1), the host runs Adam over it (:data:`CPU_ADAM_BYTES_PER_PARAM` bytes of memory traffic
-    each at ``host_memory_gbps``), and the updated 16-bit weights come back up once (with
-    ``"optimizer+params"`` the weights stay on the host and every micro-batch's forward and backward fetch the
-    partition instead). ``host_link_gbps`` is one way (:data:`HOST_LINK_GBPS`), ``host_memory_gbps`` an
-    estimate (:data:`HOST_MEMORY_GBPS`). DeepSpeed overlaps the gradient copies with the backward and, with
-    its "delayed parameter update", the CPU step with the next step's compute (Ren et al. 2021, "one-step
-    delayed parameter update"); :attr:`OffloadTime.total_s` is the cost without that. Chapter 7."""
+    each), and the updated 16-bit weights come back up once (with ``"optimizer+params"`` the weights stay on
+    the host and every micro-batch's forward and backward fetch the partition instead). ``host_link_gbps`` is
+    one way (:data:`HOST_LINK_GBPS`); the host's Adam streams 8 x ``host_memory_gbps`` (a constant above)
+    split over ``gpus_per_host`` GPUs (1 for a GH200 or a host of its own). DeepSpeed overlaps the gradient
+    copies with the backward and, with its "one-step delayed parameter update" (Ren et al. 2021), the CPU
+    step with the next step's compute; :attr:`OffloadTime.total_s` is the cost without that. Chapter 7."""
     from .memory import stage_params
 
     model = resolve_model(model)
@@ -591,10 +591,10 @@ def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1,
     m = check_int("grad_accum", grad_accum)
     recipe = RECIPES[check_recipe("precision", precision)]
     link = check_number("host_link_gbps", host_link_gbps, minimum=MIN_GPU_SPEED)
-    mem = check_number("host_memory_gbps", host_memory_gbps, minimum=MIN_GPU_SPEED)
+    mem = check_number("host_memory_gbps", host_memory_gbps, minimum=MIN_GPU_SPEED) * GPUS_PER_HOST
+    mem /= check_int("gpus_per_host", gpus_per_host, maximum=1024)
     part = max(stage_params(model, par)) / par.dp
-    g_b, w_b = DTYPE_BYTES[recipe.grads], DTYPE_BYTES[recipe.weights]
-    down = part * g_b * (m if par.zero >= 2 else 1)
-    up = part * w_b * (2 * m if par.offload == "optimizer+params" else 1)
+    down = part * DTYPE_BYTES[recipe.grads] * (m if par.zero >= 2 else 1)
+    up = part * DTYPE_BYTES[recipe.weights] * (2 * m if par.offload == "optimizer+params" else 1)
     return OffloadTime(part, down, up, down / (link * 1e9), up / (link * 1e9),
                        part * CPU_ADAM_BYTES_PER_PARAM / (mem * 1e9))
