@@ -330,8 +330,7 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
             raise ValueError("gen_gpus applies to split pools (colocated=False); a colocated pool "
                              "generates on all n_gpus")
         train_bytes = _train_bytes(m, n, seq)
-        states = 0.0 if offload else trainer_state_bytes(
-            m, n, a["layout"] or default_layout(m, n, node_.gpus_per_node), a["cpu_optimizer"])
+        states = 0.0 if offload else trainer_state_bytes(m, n, a["layout"], a["cpu_optimizer"])
         a["util"] = 0.9 - states / cap     # without offload the states stay beside the engine, not the peak
         if a["util"] <= 0.05:
             raise ValueError(f"colocated without offload: the trainer's model states, {states / 2**30:.1f} "
@@ -367,7 +366,7 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
             if len(splits) > 1:
                 continue    # this split's trainer pool does not take the (given or default) layout
             raise
-        sb = trainer_state_bytes(m, tg, eng[5], a["cpu_optimizer"])
+        sb = trainer_state_bytes(m, tg, a["layout"], a["cpu_optimizer"])
         sync, moves = _sync_s(m, g, node_, colocated=colocated, gpus=n, gen_tp=tp_, offload=offload,
                               state_bytes=sb, bucket_s=bucket_s)
         if eng[6]:

@@ -323,17 +323,17 @@ def trainer_state_bytes(m, gpus: int, layout=None, cpu_optimizer: bool = False) 
     """The trainer's model states per GPU (weights, gradients, optimizer): what stays on a GPU between two
     updates, so what a colocated ``offload`` moves to the host and back, and what a colocated trainer
     without it keeps beside the engine (module docstring). Without ``layout``: FSDP (ZeRO-3) over ``gpus``,
-    16 bytes per parameter over the pool. With a layout ``(tp, cp, ep, pp)``: :func:`layout_parallel`'s
-    distributed optimizer (ZeRO-1: the weights and gradients split over tensor, pipeline and expert
-    parallelism only), its most loaded GPU (:func:`llmsizing.memory.model_states`); ``cpu_optimizer`` keeps
-    the optimizer on the host (``offload="optimizer"``). No activations: they are freed after the update."""
+    16 bytes per parameter over the pool (also for a mixture of experts timed on :func:`default_layout`,
+    which is chosen for its all-to-all, not for memory). With a given layout ``(tp, cp, ep, pp)``:
+    :func:`layout_parallel`'s distributed optimizer (ZeRO-1: the weights and gradients split over tensor,
+    pipeline and expert parallelism only), its most loaded GPU (:func:`llmsizing.memory.model_states`).
+    ``cpu_optimizer`` keeps the optimizer on the host (``offload="optimizer"``). No activations: they are
+    freed after the update."""
     from dataclasses import replace
 
     from .memory import model_states
 
-    if layout is None:
-        return model_states(m, parallel=Parallel(dp=gpus, zero=3)).total_bytes
-    par = layout_parallel(m, layout, gpus)
+    par = Parallel(dp=gpus, zero=3) if layout is None else layout_parallel(m, layout, gpus)
     if cpu_optimizer:
         par = replace(par, offload="optimizer")
     return model_states(m, parallel=par).total_bytes
