@@ -141,7 +141,11 @@ def test_the_host_trip_is_priced_on_the_trainer_layouts_states():
       2.008 s;
     * ``(2, 1, 1, 1)``: tensor parallelism 2 splits every matrix and the vocabulary, the 32 x 2 + 1 norms of
       4,096 (266,240 parameters) stay whole: (N - 266,240) / 2 + 266,240 = 4,015,263,744 per GPU, data
-      parallelism 8: (4 + 12 / 8) x 4,015,263,744 = 22,083,950,592 bytes."""
+      parallelism 8: (4 + 12 / 8) x 4,015,263,744 = 22,083,950,592 bytes.
+
+    A mixture of experts without a given layout is timed on expert parallelism within a node
+    (``default_layout``, chosen for the all-to-all, not for memory), but its states stay FSDP's: Qwen3-30B-A3B
+    (30,532,122,624 parameters) on 32 H100s, 16 x 30,532,122,624 / 32 = 15,266,061,312 bytes."""
     run = dict(gpu=H100, n_gpus=16, prompts_per_step=32, samples_per_prompt=4, prompt=128, steps=1,
                response=(900, 4096))
     n = 8_030_261_248
@@ -155,6 +159,9 @@ def test_the_host_trip_is_priced_on_the_trainer_layouts_states():
     tp = rl_run("llama-3-8b", train_layout=(2, 1, 1, 1), **run)
     assert tp.state_bytes_per_gpu == pytest.approx(22_083_950_592, rel=1e-9)
     assert trainer_state_bytes(resolve_model("llama-3-8b"), 16) == pytest.approx(n, rel=1e-9)
+    moe = rl_run("qwen3-30b-a3b", **{**run, "n_gpus": 32})
+    assert moe.train_layout == (1, 1, 8, 1)
+    assert moe.state_bytes_per_gpu == pytest.approx(15_266_061_312, rel=1e-9)
 
 
 def test_rl_run_sums_the_moves_into_weight_sync_and_takes_a_layout():
