@@ -12,7 +12,7 @@ from llmsizing.network import get_node
 from llmsizing.rl import published_rl, rl_run
 from llmsizing.rl_trainer import (colocated_moves_s, default_layout, layout_parallel, layout_trainer,
                                   micro_batches, response_length_bounds, response_length_check,
-                                  response_second_moment)
+                                  response_second_moment, trainer_state_bytes)
 
 H100 = "H100 SXM"
 
@@ -106,6 +106,62 @@ def test_the_host_trip_carries_the_states_not_the_activations():
     assert long.train_bytes_per_gpu > short.train_bytes_per_gpu > short.state_bytes_per_gpu
     no = rl_run("llama-3-8b", response=(900, 4096), offload=False, **run)
     assert no.moves["trainer_offload"] == 0
+
+
+def test_without_offload_the_engine_shares_the_gpu_with_the_states_not_the_peak():
+    """Colocated without offload, the trainer keeps its model states beside the engine while it generates;
+    its activations were freed after the backward (verl empties the allocator's cache before the engine
+    wakes, ``rollout_mode`` in verl/workers/fsdp_workers.py). So vLLM's share is 0.9 of the memory less the
+    states, 8,030,261,248 x 16 / 16 = 8.03e9 bytes per GPU (Llama 3 8B, ZeRO-3 over 16 H100s), not less
+    the peak. The engine's room shrinks by exactly those bytes: Llama 3 8B's KV per token is 2 (K, V) x 32
+    layers x 8 KV heads x 128 x 2 bytes = 131,072 bytes, a 16-token block 2,097,152 bytes, so 8.03e9 bytes
+    are 3,829.1 blocks; a sequence of 128 + 900 tokens takes ceil(1,028 / 16) = 65 blocks, so the engine
+    holds 3,829.1 / 65 = 58.9 sequences fewer: 58 or 59 after the floors. The peak (19.2e9 bytes with the
+    4,096-token row's activations) would have taken about 141 away."""
+    run = dict(gpu=H100, n_gpus=16, prompts_per_step=32, samples_per_prompt=4, prompt=128, steps=1,
+               response=(900, 4096), gen_tp=1)
+    on = rl_run("llama-3-8b", **run)
+    off = rl_run("llama-3-8b", offload=False, **run)
+    assert off.state_bytes_per_gpu == pytest.approx(8_030_261_248, rel=1e-9)
+    assert on.engine_max_batch - off.engine_max_batch in (58, 59)
+    assert off.moves["trainer_offload"] == 0
+    with pytest.raises(ValueError, match="model states"):   # 16 x 70.6e9 / 8 = 141 GB > 80 GB
+        rl_run("llama-3-70b", gpu=H100, n_gpus=8, prompts_per_step=8, prompt=128, response=512,
+               offload=False)
+
+
+def test_the_host_trip_is_priced_on_the_trainer_layouts_states():
+    """With a Megatron layout the states per GPU are that layout's, not FSDP's over the pool. Llama 3 8B
+    (N = 8,030,261,248) on 16 H100s:
+
+    * ``(1, 1, 1, 1)``: data parallelism 16 with the distributed optimizer (ZeRO-1): every GPU holds the bf16
+      weights and gradients, 2 + 2 bytes per parameter, and 1/16 of the fp32 master and two moments, 12 / 16:
+      4.75 N = 38.14e9 bytes; down and back up at 32 GB/s: 2 x 38.14e9 / 32e9 = 2.384 s (FSDP's was 0.502 s);
+    * the same with the optimizer on the host (Megatron's ``--optimizer-cpu-offload``): 4 N = 32.12e9 bytes,
+      2.008 s;
+    * ``(2, 1, 1, 1)``: tensor parallelism 2 splits every matrix and the vocabulary, the 32 x 2 + 1 norms of
+      4,096 (266,240 parameters) stay whole: (N - 266,240) / 2 + 266,240 = 4,015,263,744 per GPU, data
+      parallelism 8: (4 + 12 / 8) x 4,015,263,744 = 22,083,950,592 bytes.
+
+    A mixture of experts without a given layout is timed on expert parallelism within a node
+    (``default_layout``, chosen for the all-to-all, not for memory), but its states stay FSDP's: Qwen3-30B-A3B
+    (30,532,122,624 parameters) on 32 H100s, 16 x 30,532,122,624 / 32 = 15,266,061,312 bytes."""
+    run = dict(gpu=H100, n_gpus=16, prompts_per_step=32, samples_per_prompt=4, prompt=128, steps=1,
+               response=(900, 4096))
+    n = 8_030_261_248
+    dp = rl_run("llama-3-8b", train_layout=(1, 1, 1, 1), **run)
+    assert dp.state_bytes_per_gpu == pytest.approx(4.75 * n, rel=1e-9)
+    assert dp.moves["trainer_offload"] == pytest.approx(2 * 4.75 * n / 32e9, rel=1e-9)
+    assert dp.moves["trainer_offload"] == pytest.approx(2.384, abs=1e-3)
+    cpu = rl_run("llama-3-8b", train_layout=(1, 1, 1, 1), cpu_optimizer=True, **run)
+    assert cpu.state_bytes_per_gpu == pytest.approx(4 * n, rel=1e-9)
+    assert cpu.moves["trainer_offload"] == pytest.approx(2.008, abs=1e-3)
+    tp = rl_run("llama-3-8b", train_layout=(2, 1, 1, 1), **run)
+    assert tp.state_bytes_per_gpu == pytest.approx(22_083_950_592, rel=1e-9)
+    assert trainer_state_bytes(resolve_model("llama-3-8b"), 16) == pytest.approx(n, rel=1e-9)
+    moe = rl_run("qwen3-30b-a3b", **{**run, "n_gpus": 32})
+    assert moe.train_layout == (1, 1, 8, 1)
+    assert moe.state_bytes_per_gpu == pytest.approx(15_266_061_312, rel=1e-9)
 
 
 def test_rl_run_sums_the_moves_into_weight_sync_and_takes_a_layout():

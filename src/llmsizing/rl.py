@@ -48,13 +48,13 @@ from ._validate import check_bool, check_choice, check_int, check_number
 from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
 from .comm import HOST_LINK_GBPS
 from .flops import forward_flops_per_token, training_flops_per_token
-from .memory import model_states, training_memory
+from .memory import training_memory
 from .model import Model
 from .network import collective_time_s, get_node, group_link
 from .parallel import Parallel, check_layout
 from .rl_trainer import (SLIME_SYNC_BUCKET_S, colocated_moves_s, cpu_adam_s, default_layout,
                          layout_parallel, layout_trainer, response_second_moment, rollout_attention_seq,
-                         weight_backup_s)
+                         trainer_state_bytes, weight_backup_s)
 from .rl_generation import GEN_TP_CHOICES, default_gen_tp, generation_s
 from .serve_engine import weights_bytes_per_gpu
 from .time_cost import training_time
@@ -139,8 +139,9 @@ class RLRun:
     price_kind: str = "list"
     #: The trainer's attention length: packed rollouts' (:func:`~llmsizing.rl_trainer.rollout_attention_seq`).
     attention_seq: int = 0
-    #: The trainer's model states per GPU (weights, gradients, optimizer; :func:`_state_bytes`): what a
-    #: colocated ``offload`` moves to the host and back, less than ``train_bytes_per_gpu`` by the activations.
+    #: The trainer's model states per GPU on its layout (weights, gradients, optimizer;
+    #: :func:`~llmsizing.rl_trainer.trainer_state_bytes`): what a colocated ``offload`` moves to the host and
+    #: back, and what a colocated trainer without it keeps beside the engine.
     state_bytes_per_gpu: float = 0.0
 
     @property
@@ -329,10 +330,12 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
             raise ValueError("gen_gpus applies to split pools (colocated=False); a colocated pool "
                              "generates on all n_gpus")
         train_bytes = _train_bytes(m, n, seq)
-        a["util"] = 0.9 if offload else 0.9 - train_bytes / cap
+        states = 0.0 if offload else trainer_state_bytes(m, n, a["layout"], a["cpu_optimizer"])
+        a["util"] = 0.9 - states / cap     # without offload the states stay beside the engine, not the peak
         if a["util"] <= 0.05:
-            raise ValueError(f"colocated without offload: the trainer's {train_bytes / 2**30:.1f} GiB per "
-                             f"GPU leave no room for the engine on {g.name}; use offload=True or more GPUs")
+            raise ValueError(f"colocated without offload: the trainer's model states, {states / 2**30:.1f} "
+                             f"GiB per GPU, leave no room for the engine on {g.name}; use offload=True or "
+                             "more GPUs")
         tp = (_check_tp(gen_tp, n, m) if gen_tp is not None
               else default_gen_tp(m, g, a["prompt"], a["mean"], node_, n))
         splits = [(n, n, tp)]
@@ -363,8 +366,9 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
             if len(splits) > 1:
                 continue    # this split's trainer pool does not take the (given or default) layout
             raise
+        sb = trainer_state_bytes(m, tg, a["layout"], a["cpu_optimizer"])
         sync, moves = _sync_s(m, g, node_, colocated=colocated, gpus=n, gen_tp=tp_, offload=offload,
-                              state_bytes=_state_bytes(m, n), bucket_s=bucket_s)
+                              state_bytes=sb, bucket_s=bucket_s)
         if eng[6]:
             moves = {**moves, "weight_backup": eng[6]}
             sync += eng[6]
@@ -372,18 +376,18 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
         fits = tb <= cap and eng[3] >= 1
         key = (not fits, step[0])
         if best is None or key < best[0]:
-            best = (key, gg, tg, tp_, p, eng, warns, sync, step, tb, fits, moves)
+            best = (key, gg, tg, tp_, p, eng, warns, sync, step, tb, fits, moves, sb)
     if best is None:
         raise ValueError(f"train_layout={a['layout']} fits none of the split pools of n_gpus={n} (give "
                          "gen_gpus= or train_layout=)")
-    _, gg, tg, tp_, p, eng, warns, sync, step, tb, fits, moves = best
+    _, gg, tg, tp_, p, eng, warns, sync, step, tb, fits, moves, sb = best
     phases = {k: v[0] for k, v in p.items()} | {"weight_sync": sync}
     low = {k: v[1] for k, v in p.items()} | {"weight_sync": sync}
     high = {k: v[2] for k, v in p.items()} | {"weight_sync": sync}
     return RLRun(m.name, g.name, n, a["algorithm"], colocated, off, a["rollouts"], a["prompt"], a["mean"],
                  a["top"], steps, gg, tg, tp_, eng[0], eng[1], eng[2], a["rebatch"], phases, low, high,
                  step[0], step[1], step[2], tb, eng[3], cap, fits, price, eng[4], tuple(warns), moves,
-                 eng[5], price_kind_of(g, price), a["att"], _state_bytes(m, n))
+                 eng[5], price_kind_of(g, price), a["att"], sb)
 
 
 def _check_evaluation(evaluation):
@@ -424,16 +428,6 @@ def _check_tp(tp, limit, m):
     except ValueError as e:
         raise ValueError(f"gen_tp={tp}: {e}") from None
     return tp
-
-
-@functools.lru_cache(maxsize=256)
-def _state_bytes(m, gpus):
-    """The trainer's model states per GPU under FSDP (ZeRO-3) over ``gpus`` GPUs, as :func:`_train_bytes`
-    shards them: 16-bit weights and gradients, fp32 master weights and Adam's two moments (16 bytes per
-    parameter over ``gpus``, :func:`~llmsizing.states.model_states`). What a colocated offload moves: verl's
-    ``param_offload``/``optimizer_offload`` and OpenRLHF's ``offload_deepspeed_states`` move these, and no
-    framework moves activations (:mod:`llmsizing.rl_trainer`)."""
-    return model_states(m, parallel=Parallel(dp=gpus, zero=3)).total_bytes
 
 
 @functools.lru_cache(maxsize=256)

@@ -42,6 +42,16 @@ MFU of whole pre-training runs, which a model of 3B active parameters in 30B nev
     optimizer states, its gradient buffer and its fp32 and 16-bit parameters
     (``openrlhf/utils/deepspeed/deepspeed_utils.py``).
 
+* **What stays without offload** (:func:`trainer_state_bytes`). A colocated trainer that does not offload
+  keeps its model states on the GPU while the engine generates, not its peak: the activations of the last
+  micro-batch are freed after its backward, and verl empties the allocator's cache before the engine wakes
+  (``aggressive_empty_cache`` in ``rollout_mode``, ``verl/workers/fsdp_workers.py``). The engine's share of
+  the memory (vLLM's ``gpu_memory_utilization``) is what those states leave. Which states stay is the
+  trainer's: DeepSpeed ZeRO-3 keeps the four kinds OpenRLHF's offload names (optimizer states, the gradient
+  buffer, fp32 and 16-bit parameters), and Megatron-Core keeps its gradient buffer, so the 16 bytes per
+  parameter hold for them; verl's FSDP actor holds fp32 parameters and frees its gradients at the end of
+  ``update_policy`` (``actor_optimizer.zero_grad()``, ``verl/workers/actor/dp_actor.py``; PyTorch sets them
+  to ``None``), so 12 of its 16 bytes stay and the count is 4/3 of verl's.
 * **Sync as slime runs it** (:func:`bucketed_sync_s`). The bandwidth of the gather is not what sets slime's
   colocated update: every rank gathers the weights into 512 MiB buckets (``--update-weight-buffer-size``,
   ``slime/utils/arguments.py``), and each bucket is converted to Hugging Face names, turned into CUDA IPC
@@ -308,6 +318,27 @@ def colocated_moves_s(m, g, node, *, gpus: int, gen_tp: int, offload: bool, stat
             "trainer_offload": 2 * state_bytes / host if offload else 0.0}
 
 
+@functools.lru_cache(maxsize=256)
+def trainer_state_bytes(m, gpus: int, layout=None, cpu_optimizer: bool = False) -> float:
+    """The trainer's model states per GPU (weights, gradients, optimizer): what stays on a GPU between two
+    updates, so what a colocated ``offload`` moves to the host and back, and what a colocated trainer
+    without it keeps beside the engine (module docstring). Without ``layout``: FSDP (ZeRO-3) over ``gpus``,
+    16 bytes per parameter over the pool (also for a mixture of experts timed on :func:`default_layout`,
+    which is chosen for its all-to-all, not for memory). With a given layout ``(tp, cp, ep, pp)``:
+    :func:`layout_parallel`'s distributed optimizer (ZeRO-1: the weights and gradients split over tensor,
+    pipeline and expert parallelism only), its most loaded GPU (:func:`llmsizing.memory.model_states`).
+    ``cpu_optimizer`` keeps the optimizer on the host (``offload="optimizer"``). No activations: they are
+    freed after the update."""
+    from dataclasses import replace
+
+    from .memory import model_states
+
+    par = Parallel(dp=gpus, zero=3) if layout is None else layout_parallel(m, layout, gpus)
+    if cpu_optimizer:
+        par = replace(par, offload="optimizer")
+    return model_states(m, parallel=par).total_bytes
+
+
 def cpu_adam_s(m, par: Parallel, gpus: int, host_link_gbps: float = HOST_LINK_GBPS,
                host_memory_gbps: float = HOST_MEMORY_GBPS) -> float:
     """Seconds a CPU optimizer adds to one update (Megatron's ``--optimizer-cpu-offload``, which slime's and
@@ -349,5 +380,6 @@ __all__ = ["TRAIN_RECOMPUTE", "SLIME_SYNC_BUCKET_BYTES", "SLIME_SYNC_QWEN3_30B_S
            "SLIME_SYNC_QWEN3_30B_BYTES", "SLIME_SYNC_BUCKET_S", "default_layout", "layout_parallel",
            "micro_batches", "packed_attention_seq", "response_second_moment", "rollout_attention_seq",
            "layout_trainer", "forward_comm_share", "forward_pass_s", "colocated_moves_s",
+           "trainer_state_bytes",
            "cpu_adam_s", "bucketed_sync_s", "weight_backup_s", "RESPONSE_LENGTHS_CSV",
            "response_length_bounds", "response_length_check"]
