@@ -479,8 +479,17 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     computes its active FLOPs on each stage's dense and MoE layers and adds the expert-parallel all-to-all
     (:mod:`llmsizing.moe`; the routing's node limit ``max_nodes``: ``"model"``, the default, is the model's
     own from its config's ``n_group``/``topk_group``, as :func:`~llmsizing.planner.plan` takes it; ``None``
-    routes over every node), exposed except the share ``ep_overlap`` (0 to 1; DualPipe's overlap) and what
-    the shared experts hide with ``parallel.shared_expert_overlap``.
+    routes over every node), exposed except the share ``ep_overlap`` (0 to 1) and what the shared experts hide
+    with ``parallel.shared_expert_overlap``. ``ep_overlap`` is 0 by default because Megatron-Core's own
+    overlap is off by default (``overlap_moe_expert_parallel_comm: bool = False``,
+    megatron/core/model_parallel_config.py; ``--overlap-moe-expert-parallel-comm --delay-wgrad-compute``,
+    MCore 0.14). Turned on, it runs one micro-batch's forward beside another's backward layer by layer, each
+    all-to-all behind the other's attention and MLP (pipeline_parallel/combined_1f1b.py), only in the 1F1B
+    phase: the first forward, the last backward and a pipeline's warm-up and cool-down stay exposed; it needs
+    a virtual pipeline when ``pp > 1`` and refuses full recomputation and the shared-expert overlap
+    (transformer/transformer_config.py). No source gives the share it hides, so none is assumed: a run with it
+    on gives its own. DualPipe: 1 (DeepSeek-V3, arXiv 2412.19437 Sec. 3.2.1, "fully hidden"; the DeepSeek
+    rows' value). Chapter 18.
     ``step_time(job)`` takes a :class:`~llmsizing.job.Job`. ``attention_kernel``: the attention kernel whose
     published speed prices the attention core (:func:`~llmsizing.kernels.attention_kernels`; default the GPU
     generation's, as the planner uses). Issue 35's MoE terms (:mod:`llmsizing.moe_time`): ``schedule``

@@ -47,14 +47,14 @@ What is here, and which hooks call it (every other module only calls into this o
   inter-node bytes: ``max_nodes``. The all-to-all is exposed by default (it sits between the router and the
   experts). DeepSeek's DualPipe (Sec. 3.2.1) hides it by running one micro-batch's forward chunk against
   another's backward chunk, so that each chunk's all-to-all overlaps the other's computation: ``ep_overlap``
-  (0 to 1) is the share hidden.
+  (0 to 1) is the share hidden, 1 for DualPipe and 0 by default, as Megatron-Core's own all-to-all overlap is
+  off by default (:func:`llmsizing.layouts.step_time` says what it hides).
 
-The FLOPs of a mixture of experts are those of its active parameters (:mod:`llmsizing.flops`); grouped GEMMs
-of small experts run below a dense GEMM's efficiency, which the step time does not model (it uses the dense
-kernel efficiency: an optimistic assumption, stated where DeepSeek-V3's numbers are compared). Load imbalance
-(the busiest expert's GPU receives more than ``tokens x k``) is not modelled: the gloo measurement shows a
-skewed router's busiest rank at 1.2-2.1x the uniform bytes. Chapter 18
-(:func:`llmsizing.dist_compare.compare_all_to_all`).
+The FLOPs of a mixture of experts are those of its active parameters (:mod:`llmsizing.flops`); the time they
+take beyond that, the grouped GEMMs of small experts, the routing kernels and the load imbalance (the busiest
+expert's GPU receives more than ``tokens x k``: the gloo measurement shows a skewed router's busiest rank at
+1.2-2.1x the uniform bytes, :func:`llmsizing.dist_compare.compare_all_to_all`), is priced in
+:mod:`llmsizing.moe_time` (issue 35). Chapter 18.
 """
 
 from __future__ import annotations

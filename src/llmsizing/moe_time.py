@@ -102,7 +102,11 @@ def load_skew(model, ep: int, routing: str | None = None, capacity_factor: float
     published per-expert maximal violation of ``routing`` (default :func:`routing_of`; the mean of that
     routing's rows in ``data/moe_load_skew.csv``) and ``E / ep`` experts per rank (a rank sums the loads of
     its experts, whose deviations, taken as independent, shrink as ``1 / sqrt(E / ep)``: the assumption of
-    this term). 1 without expert parallelism: one GPU holds every expert and does all the routed work.
+    this term). 1 without expert parallelism: one GPU holds every expert and does all the routed work. The
+    default ``v`` is the mean of the two models of Wang et al. (arXiv:2408.15664, Table 2, as the CSV's rows
+    transcribe it), 1B and 3B: 0.62 with an auxiliary loss (0.72 and 0.52), 0.04 without (both). That spread
+    is not in the stated range (:func:`~llmsizing.mfu.layout_range_factors`, measured on dense runs); chapter
+    18 gives what it does to Mixtral's step.
 
     ``capacity_factor`` (default ``None``: dropless, as Megatron-Core and DeepSeek-V3 train) models token
     dropping: each expert takes at most ``capacity_factor x`` its mean share of the tokens and drops the rest

@@ -358,9 +358,10 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ZeRO shards over the expert-data-parallel GPUs); time adds the all-to-all
     (:func:`llmsizing.moe.ep_all_to_all`) with the routing's node limit ``max_nodes`` (``"model"``: the
     model's own, :func:`llmsizing.moe_layouts.route_max_nodes`, 4 nodes for DeepSeek-V3; ``None``: no limit),
-    exposed but for the share ``ep_overlap`` (0 to 1: DualPipe's overlap); the FLOPs and the MFU are the
-    active parameters'. The frame then has an ``ep`` column (:data:`MOE_PLAN_COLUMNS`). A dense model refuses
-    ``ep_degrees`` above 1 and ``expert_tp``. ``shared_expert_overlap=True`` builds every layout with
+    exposed but for the share ``ep_overlap`` (0 to 1; 0 by default, as Megatron-Core's all-to-all overlap is
+    off by default, and 1 for DualPipe: :func:`~llmsizing.layouts.step_time` says why); the FLOPs and the MFU
+    are the active parameters'. The frame then has an ``ep`` column (:data:`MOE_PLAN_COLUMNS`). A dense model
+    refuses ``ep_degrees`` above 1 and ``expert_tp``. ``shared_expert_overlap=True`` builds every layout with
     :attr:`~llmsizing.parallel.Parallel.shared_expert_overlap` (the shared experts' GEMMs beside each
     all-to-all, :func:`llmsizing.moe_time.shared_overlap_exposed_s`; a model without shared experts is
     refused), so a row is ``step_time`` of that layout. Off by default, as in Megatron-Core
