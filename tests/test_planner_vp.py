@@ -307,3 +307,10 @@ def test_the_budget_column_only_with_a_budget(p70):
     # the estimate keeps no "no", and no "yes": both GPUs take the same range, so no plan's slow end is below
     # the cheapest plan's $1.66M
     assert set(both["within_budget"]) == {"likely"}
+    # the command line's table shows both marks, in the frame's order
+    from llmsizing.cli_args import plan_table
+
+    shown = plan_table(both, 80)
+    assert list(shown.columns[-2:]) == ["deadline", "budget"]
+    assert list(shown["budget"]) == list(both["within_budget"])
+    assert "budget" not in plan_table(p70, 80)
