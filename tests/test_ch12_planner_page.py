@@ -269,3 +269,30 @@ def test_plans_where_marks_the_front_again_among_the_plans_left():
     assert list(out["gpu"]) == ["Y"] and list(out["pareto"]) == [True] and out.attrs == df.attrs
     out = plans_where(df, (df["days_high"] <= 20).to_numpy())
     assert list(out["pareto"]) == [True, False, False]
+
+
+def test_the_budget_line_says_which_cost_it_is_held_to():
+    """Issue 34: the figure's dots are point costs, but the default rule holds the budget to each plan's slow
+    end. The budget's line says so, the chosen plan's slow end is drawn, and the axes reach the line. By hand:
+    Llama 3 8B on 1T tokens (SMALL's run); its cheapest plan on H100s at its point cost c, and its slow end c /
+    0.7157, the low MFU factor of the pooled training-layout row of data/intervals.csv (an H100 in BF16
+    without a stack takes it). A budget of 1.2 c / 0.7157 keeps it by either rule."""
+    run = dict(SMALL, tokens=1e12)
+    cheap = plan("llama-3-8b", **run).iloc[0]
+    assert cheap.gpu == "H100 SXM"
+    slow = cheap.cost_usd / 0.7157
+    budget = round(1.2 * slow, -3)
+    for rule, said in (("slow_end", "vs slow-end costs (diamond: chosen)"),
+                       ("estimate", "vs point costs (the dots)")):
+        view = render_plan("llama-3-8b", **run, budget_usd=budget, deadline_rule=rule)
+        ax = view.figure.axes[0]
+        assert f"budget ${budget / 1e3:,.0f}k {said}" in [t.get_text() for t in ax.texts]
+        lo, hi = ax.get_ylim()
+        assert lo < budget < hi and lo < slow < hi
+        diamond = next(line for line in ax.lines if line.get_label() == "chosen plan, slow end of its range")
+        assert float(diamond.get_ydata()[0]) == pytest.approx(slow, rel=1e-4)
+        assert "within the budget at the slow end of its range: yes" in view.summary
+    # no limit: no diamond, no text, the figure as before
+    ax = render_plan("llama-3-8b", **run).figure.axes[0]
+    assert not [line for line in ax.lines if "slow end" in str(line.get_label())]
+    assert not [t for t in ax.texts if t.get_text().startswith("budget")]

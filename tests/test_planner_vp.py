@@ -15,7 +15,7 @@ from llmsizing import plan_rank
 from llmsizing.job import Job
 from llmsizing.pipeline_schedule import pipelined_zero_fields
 from llmsizing.planner import (DEADLINE_RULES, NoPlanError, PLAN_COLUMNS, meets_deadline, plan,
-                               recompute_kwargs, stage_chunk_options)
+                               recompute_kwargs, stage_chunk_options, within_budget)
 
 L405, L70 = "llama-3.1-405b", "llama-3-70b"
 K405 = dict(tokens=15.6e12, seq=8192, global_batch=2048, gpus=("H100 SXM",), max_gpus=16384)
@@ -250,6 +250,9 @@ def test_a_budget_its_point_cost_fits_and_its_slow_end_does_not(p70, monkeypatch
 
     kept = plan(L70, budget_usd=budget, deadline_rule="estimate", **kw)
     assert len(row(kept)) == 1 and (kept["cost_usd"] <= budget).all()
+    # its column: within the budget by its point cost only
+    assert list(kept.columns) == list(PLAN_COLUMNS) + ["within_budget"]
+    assert list(row(kept)["within_budget"]) == ["likely"]
     assert "point estimate" in kept.attrs["budget_rule"] and "deadline_rule" not in kept.attrs
     # every GPU here takes the same range, so no plan's slow end is below the cheapest plan's: none is left
     strict = plan(L70, budget_usd=budget, deadline_rule="slow_end", explain=False, **kw)
@@ -262,6 +265,7 @@ def test_a_budget_its_point_cost_fits_and_its_slow_end_does_not(p70, monkeypatch
     loose = plan(L70, budget_usd=cost / 0.7157 * 1.001, **kw)     # just above its slow end: kept
     assert len(row(loose)) == 1 and (loose["cost_usd_high"] <= cost / 0.7157 * 1.001).all()
     assert "slow end" in loose.attrs["budget_rule"] and "meets_deadline" not in loose
+    assert list(row(loose)["within_budget"]) == ["yes"] and set(loose["within_budget"]) == {"yes"}
 
 
 def test_no_plan_within_the_budget_says_the_rule():
@@ -272,3 +276,41 @@ def test_no_plan_within_the_budget_says_the_rule():
     with pytest.raises(NoPlanError, match="budget was checked by the point estimate"):
         plan(L70, deadline_rule="estimate", **kw)
 
+
+
+def test_within_budget_by_hand():
+    """As meets_deadline for the deadline (issue 34): point costs $1.0M, $1.0M, $0.8M, $1.2M, slow ends $1.2M,
+    $1.1M, $0.9M, $1.3M, a budget of $1.1M. Plan 1 is within it by its point cost only (1.0 <= 1.1 < 1.2:
+    "likely"), plans 2 and 3 even at the slow end (1.1 <= 1.1, 0.9 <= 1.1: "yes"), plan 4 by neither (1.2 and
+    1.3 > 1.1: "no")."""
+    got = within_budget([1.0e6, 1.0e6, 0.8e6, 1.2e6], [1.2e6, 1.1e6, 0.9e6, 1.3e6], 1.1e6)
+    assert list(got) == ["likely", "yes", "yes", "no"]
+
+
+def test_the_budget_column_only_with_a_budget(p70):
+    """A budget adds ``within_budget`` after ``meets_deadline``; without one the columns are as before. Llama
+    3 70B's cheapest plan here (2,048 H100s) costs about $1.19M by its point estimate and $1.66M at its slow
+    end (priced by hand in the test above), in about 6 days, 8.4 at the slow end: a $1.4M budget and a 30-day
+    deadline under the point-estimate rule mark it "likely" within the budget and "yes" for the deadline.
+    Every row's mark follows the rule's definition."""
+    kw = dict(tokens=1e12, gpus=("H100 SXM", "A100 80GB"), seq=8192, global_batch=1024, max_gpus=4096)
+    r = p70.iloc[0]
+    assert list(p70.columns) == list(PLAN_COLUMNS)                          # no limit, no column
+    assert r.cost_usd < 1.4e6 < r.cost_usd_high and r.days_high < 30
+    both = plan(L70, deadline_days=30, budget_usd=1.4e6, deadline_rule="estimate", **kw)
+    assert list(both.columns) == list(PLAN_COLUMNS) + ["meets_deadline", "within_budget"]
+    first = both.iloc[0]
+    assert (first.gpu, first.n_gpus, first.tp, first.pp, first.dp) == (r.gpu, r.n_gpus, r.tp, r.pp, r.dp)
+    assert (first.meets_deadline, first.within_budget) == ("yes", "likely")
+    yes, likely = both["cost_usd_high"] <= 1.4e6, both["cost_usd"] <= 1.4e6
+    assert (both["within_budget"] == np.where(yes, "yes", np.where(likely, "likely", "no"))).all()
+    # the estimate keeps no "no", and no "yes": both GPUs take the same range, so no plan's slow end is below
+    # the cheapest plan's $1.66M
+    assert set(both["within_budget"]) == {"likely"}
+    # the command line's table shows both marks, in the frame's order
+    from llmsizing.cli_args import plan_table
+
+    shown = plan_table(both, 80)
+    assert list(shown.columns[-2:]) == ["deadline", "budget"]
+    assert list(shown["budget"]) == list(both["within_budget"])
+    assert "budget" not in plan_table(p70, 80)

@@ -236,7 +236,7 @@ def plan_table(df, layers: int):
     recomputation (``full (N layers)`` where fewer than all are rerun, per model chunk with ``vp > 1``),
     memory, step, MFU, days with their 80% range, cost, and with a deadline whether each plan meets it
     (``yes`` at the slow end of the range, ``likely`` by its point estimate:
-    :data:`~llmsizing.planner.DEADLINE_RULES`)."""
+    :data:`~llmsizing.planner.DEADLINE_RULES`), with a budget whether each stays within it (the same)."""
     out = df[["gpu", "n_gpus", "tp", "cp", "pp"] + (["ep"] if "ep" in df else [])
              + ["virtual_stages", "dp", "zero", "micro_batch", "grad_accum", "recompute"]].copy()
     out = out.rename(columns={"virtual_stages": "vp"})
@@ -252,4 +252,6 @@ def plan_table(df, layers: int):
     out["cost"] = df["cost_usd"].map("${:,.0f}".format) + df["price_kind"].map(_estimate_mark)
     if "meets_deadline" in df:
         out["deadline"] = df["meets_deadline"]
+    if "within_budget" in df:
+        out["budget"] = df["within_budget"]
     return out

@@ -149,8 +149,9 @@ def pipelined_zero_winners(df) -> np.ndarray:
 #: two slow ends are one run (the same slow step time: ``cost_usd_high = cost_usd x days_high / days``), so
 #: one rule judges a plan's time and money at the same speed. Either way the frame's ``meets_deadline`` column
 #: says, per plan, ``"yes"`` (``days_high <= deadline``: met even at the slow end of the range) or
-#: ``"likely"`` (only the point estimate meets it: at the slow end the run overshoots), and
-#: ``attrs["deadline_rule"]`` / ``attrs["budget_rule"]`` name the rule.
+#: ``"likely"`` (only the point estimate meets it: at the slow end the run overshoots), its
+#: ``within_budget`` column the same of ``cost_usd_high`` and ``cost_usd`` against the budget
+#: (:func:`within_budget`), and ``attrs["deadline_rule"]`` / ``attrs["budget_rule"]`` name the rule.
 DEADLINE_RULES = ("estimate", "slow_end")
 
 #: The rule ``plan()`` applies when none is given. A deadline or a budget is a constraint: "finish by" and
@@ -228,6 +229,13 @@ def meets_deadline(days, days_high, deadline: float) -> np.ndarray:
     (:data:`DEADLINE_RULES`)."""
     days, days_high = np.asarray(days, dtype=float), np.asarray(days_high, dtype=float)
     return np.where(days_high <= deadline, "yes", np.where(days <= deadline, "likely", "no")).astype(object)
+
+
+def within_budget(cost_usd, cost_usd_high, budget: float) -> np.ndarray:
+    """Per plan, as :func:`meets_deadline` for the deadline: ``"yes"`` where ``cost_usd_high <= budget``
+    (within it at the slow end of the 80% range), ``"likely"`` where only ``cost_usd <= budget`` (the point
+    estimate), ``"no"`` otherwise (:data:`DEADLINE_RULES`)."""
+    return meets_deadline(cost_usd, cost_usd_high, budget)
 
 
 def plans_within(plans, max_gpus: int):

@@ -59,7 +59,7 @@ from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa
 from .plan_rank import (DEADLINE_RULES, DEFAULT_DEADLINE_RULE, _digits, _lex_orders, _pareto,  # noqa: F401
                         _ranks, _taken, budget_kept, budget_rule_text, deadline_kept, deadline_rule_text,
                         interleaving_winners,
-                        meets_deadline, pipelined_zero_winners, plans_where, plans_within)
+                        meets_deadline, pipelined_zero_winners, plans_where, plans_within, within_budget)
 # the interleaved chunks a stage may take live with the candidates
 from .plan_candidates import (MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, moe_layout_passes,  # noqa: F401
                               stage_chunk_options)
@@ -73,8 +73,9 @@ from .mfu import LAYOUT_RANGE_AREA, layout_range_factors, layout_range_group
 from .mfu_inputs import layout_range_note
 
 #: Columns of :func:`plan`'s DataFrame, in order. ``virtual_stages``: the interleaved model chunks per
-#: pipeline stage (1: plain 1F1B; issue 34). With ``deadline_days`` a last column, ``meets_deadline``
-#: (:data:`DEADLINE_RULES`).
+#: pipeline stage (1: plain 1F1B; issue 34). With ``deadline_days`` a last column, ``meets_deadline``, and
+#: with ``budget_usd`` one after it, ``within_budget`` (``"yes"``: within it at the slow end of the 80% range,
+#: ``cost_usd_high``; ``"likely"``: by the point cost only; :data:`DEADLINE_RULES`). No limit, no column.
 PLAN_COLUMNS = ("gpu", "n_gpus", "dp", "tp", "cp", "pp", "virtual_stages", "zero", "sp", "micro_batch",
                 "grad_accum",
                 "recompute",
@@ -338,7 +339,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ``days_high`` and ``cost_usd_high`` (``"slow_end"``, the default since issue 34:
     :data:`~llmsizing.plan_rank.DEFAULT_DEADLINE_RULE`; the two are one slow run), or by its point estimates
     ``days`` and ``cost_usd`` (``deadline_rule="estimate"``, the old default); with a deadline the frame has a
-    ``meets_deadline`` column (``"yes"``: met at the slow end; ``"likely"``: by the point estimate only), and
+    ``meets_deadline`` column (``"yes"``: met at the slow end; ``"likely"``: by the point estimate only), with
+    a budget a ``within_budget`` column (the same of ``cost_usd_high`` and ``cost_usd``), and
     ``attrs["deadline_rule"]`` / ``attrs["budget_rule"]`` name the rule, as :class:`NoPlanError`'s message
     does.
     ``price_kind`` says what each plan's price is (:func:`~llmsizing.catalog.price_kind_of`): a plan priced at
@@ -413,7 +415,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     rule = None if deadline_rule is None else check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
     deadline_rule = DEFAULT_DEADLINE_RULE if rule is None else rule
     columns = MOE_PLAN_COLUMNS if model.is_moe else PLAN_COLUMNS
-    columns += () if deadline_days is None else ("meets_deadline",)
+    columns += (() if deadline_days is None else ("meets_deadline",)) + (() if budget_usd is None else
+                                                                          ("within_budget",))
     gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus,
                                                                          example='("H100 SXM", "A100 80GB")')]
     max_gpus = None if max_gpus is None else check_int("max_gpus", max_gpus)
@@ -518,6 +521,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         added["meets_deadline"] = meets_deadline(days, added["days_high"], deadline)
         keep &= deadline_kept(rule, days, added["days_high"], deadline, keep)
     if budget is not None:
+        added["within_budget"] = within_budget(cost, added["cost_usd_high"], budget)
         keep &= budget_kept(rule, cost, added["cost_usd_high"], budget, keep)
     sel = np.flatnonzero(keep)
     if not len(sel):

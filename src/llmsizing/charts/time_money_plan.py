@@ -112,8 +112,12 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     end of their 80% range, ``days_high`` and ``cost_usd_high``; ``plans`` then filtered by it, as
     ``plan(deadline_rule=...)`` does). Given, the summary names the rule and says whether the chosen plan
     meets the deadline and the budget at the slow end (``"yes"``/``"likely"``, as ``plan()``'s
-    ``meets_deadline``), and a rule other than the default without a limit is noted as keeping every plan.
-    None (the default): ``plan()``'s default, the slow end since issue 34, stated where a limit is set."""
+    ``meets_deadline`` and ``within_budget``), and a rule other than the default without a limit is noted as
+    keeping every plan. None (the default): ``plan()``'s default, the slow end since issue 34, stated where a
+    limit is set. The dots are point estimates; with a limit the chosen plan's slow end (``days_high``,
+    ``cost_usd_high`` of ``plan()``'s table) is drawn as well (a hollow diamond, joined to it), the axes reach
+    the dashed limits, and the budget's line says what it is held to: the slow-end costs or the point costs
+    (the dots)."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -170,12 +174,26 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
               zorder=4, label=f"front: {name}")
     _line(ax, [r.days], [r.cost_usd], ls="none", marker="o", ms=12, mfc="none", mec="#D55E00", mew=2,
           zorder=5, label="chosen plan", color="C0")     # (the cycle's first colour, as plot gave it; unseen)
+    # the dots are point estimates, and a limit is checked by the rule (issue 34): with a limit, the chosen
+    # plan's slow end of its range (plan()'s days_high, cost_usd_high) is drawn, and the budget's line says
+    # which cost it is held to
+    x_hi, y_hi = plans["days"].max(), plans["cost_usd"].max()
+    if deadline_rule is not None and (deadline_days or budget_usd):
+        _line(ax, [r.days, r.days_high], [r.cost_usd, r.cost_usd_high], ls=":", lw=0.9, color="#D55E00",
+              zorder=5)
+        _line(ax, [r.days_high], [r.cost_usd_high], ls="none", marker="D", ms=5, mfc="white", mec="#D55E00",
+              mew=1.2, color="#D55E00", zorder=5, label="chosen plan, slow end of its range")
+        x_hi, y_hi = max(x_hi, r.days_high, deadline_days or 0), max(y_hi, r.cost_usd_high, budget_usd or 0)
     if deadline_days:
         ax.axvline(deadline_days, color="#D55E00", lw=0.9, ls="--")
-    if budget_usd:
+    if budget_usd:           # (the text under the legend where they meet: the legend names the diamond)
         ax.axhline(budget_usd, color="#D55E00", lw=0.9, ls="--")
-    _log_axis(ax.xaxis, plans["days"].min(), plans["days"].max(), lambda v: f"{v:g}")
-    _log_axis(ax.yaxis, plans["cost_usd"].min(), plans["cost_usd"].max(), _usd)
+        held = ("slow-end costs (diamond: chosen)" if deadline_rule == "slow_end"
+                else "point costs (the dots)")
+        ax.text(0.015, budget_usd, f"budget {_usd(budget_usd)} vs {held}", ha="left", va="bottom",
+                transform=ax.get_yaxis_transform(), fontsize=6.5, color="#D55E00", zorder=4)
+    _log_axis(ax.xaxis, min(plans["days"].min(), deadline_days or np.inf), x_hi, lambda v: f"{v:g}")
+    _log_axis(ax.yaxis, min(plans["cost_usd"].min(), budget_usd or np.inf), y_hi, _usd)
     ax.set_xlabel("days of training (log scale)")
     ax.set_ylabel("cost of the run, USD (log scale)")
     ax.spines[["top", "right"]].set_visible(False)
@@ -280,15 +298,16 @@ def _deadline_lines(r, deadline_days: float | None, deadline_rule: str | None,
                     budget_usd: float | None = None) -> list[str]:
     """The summary's lines on the rule of the deadline and the budget (issue 34), for the chosen plan ``r`` (a
     row of :func:`~llmsizing.planner.plan`'s table): the rule in words and whether the plan meets the deadline
-    and the budget at the slow end of its 80% range (:func:`~llmsizing.planner.meets_deadline`). None without
+    and the budget at the slow end of its 80% range (:func:`~llmsizing.planner.meets_deadline`,
+    :func:`~llmsizing.planner.within_budget`). None without
     a limit or a rule (the summary as before). Formatting only."""
-    from ..planner import budget_rule_text, deadline_rule_text, meets_deadline
+    from ..planner import budget_rule_text, deadline_rule_text, meets_deadline, within_budget
 
     if deadline_rule is None:
         return []
     lines = []
     if budget_usd:
-        meets = meets_deadline([float(r.cost_usd)], [float(r.cost_usd_high)], float(budget_usd))[0]
+        meets = within_budget([float(r.cost_usd)], [float(r.cost_usd_high)], float(budget_usd))[0]
         why = {"yes": "even its slow end is", "likely": "only its point estimate is",
                "no": "neither its point estimate nor its slow end is"}[meets]
         lines = [f"budget {_usd(budget_usd)}, kept by the {budget_rule_text(deadline_rule, budget_usd)}",
