@@ -84,6 +84,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ._compat import forward as _forward
 from ._validate import check_choice, check_fraction, check_int, check_number
 from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
 from .finetune import ALL_LINEAR, METHODS, block_matrices, lora_params
@@ -451,18 +452,6 @@ def _kernel_seconds(model, g, fl, *, seq: int, batch: int, recompute: str) -> fl
     return compute_seconds(fl.hardware_flops, full, causal, batch * seq, gemm, attention)
 
 
-def __getattr__(name):
-    """``strategy_table`` moved to :mod:`llmsizing.finetune_strategies` (issue 34); the old import works."""
-    if name == "strategy_table":
-        import warnings
-
-        warnings.warn("llmsizing.finetune_time.strategy_table moved to llmsizing.finetune_strategies",
-                      DeprecationWarning, stacklevel=2)
-        from .finetune_strategies import strategy_table
-        return strategy_table
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # =========================================================================== calibration
 def _published_frame():
     import pandas as pd
@@ -593,3 +582,7 @@ def finetune_residuals():
     lo, hi = RESIDUAL_RANGE
     df["in_range"] = (df["ratio"] >= lo) & (df["ratio"] <= hi)
     return df
+
+
+# moved when its table took the range of the hours (issue 34); the old import forwards for one release
+__getattr__ = _forward(__name__, {"strategy_table": "llmsizing.finetune_strategies"})
