@@ -387,6 +387,19 @@ def test_serve_states_the_itl_range(capsys):
     assert "--engine" in capsys.readouterr().err
 
 
+def test_serve_text_names_the_engine(capsys):
+    """The plain-text plan names the engine whose step overhead it priced (issue 34, audit34 item 8), the same
+    value as the JSON's "engine": vLLM's continuous-batching fit by default, TensorRT-LLM's when asked."""
+    for extra, engine in (([], "vLLM/continuous"), (["--engine", "TensorRT-LLM"], "TensorRT-LLM/continuous")):
+        (row,) = _json(capsys, _SERVE + ["--users", "1000", "--json"] + extra)
+        assert row["engine"] == engine
+        assert cli.main(_SERVE + ["--users", "1000"] + extra) == 0
+        text = capsys.readouterr().out
+        assert "engine" in text and engine in text
+        other = {"vLLM/continuous": "TensorRT-LLM", "TensorRT-LLM/continuous": "vLLM"}[engine]
+        assert other not in text
+
+
 def test_serve_csv_has_one_row(capsys):
     assert cli.main(_SERVE + ["--rps", "20", "--csv"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

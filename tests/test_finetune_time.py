@@ -6,7 +6,8 @@ import pytest
 from llmsizing.finetune import finetune_memory
 from llmsizing.finetune_time import (adapter_checkpoint_bytes, dequant_bytes, finetune_communication,
                                      finetune_flops_per_token, finetune_memory_per_gpu, finetune_time,
-                                     gathered_unit_bytes, max_batch_per_gpu, max_seq, strategy_table)
+                                     gathered_unit_bytes, max_batch_per_gpu, max_seq)
+from llmsizing.finetune_strategies import strategy_table
 
 # Llama-3-8B: 32 layers, h 4096, 32 heads of 128, 8 KV heads (1024 wide), FFN 14336, vocab 128256, untied
 L8, H8, KV8, F8, V = 32, 4096, 1024, 14336, 128256
@@ -243,6 +244,35 @@ def test_strategy_table_says_ddp_lora_70b_does_not_fit():
     df = strategy_table("llama-3-70b", "H100 SXM", n_gpus=8, method="lora", seq=2048, tokens=1e7)
     assert not df.loc["ddp", "fits"] and df.loc["fsdp", "fits"] and df.loc["zero3", "fits"]
     assert df.loc["fsdp", "sent_per_step_bytes"] > 100 * df.loc["ddp", "sent_per_step_bytes"]
+
+
+def test_strategy_table_states_the_fine_tuning_range_of_its_hours_gpu_hours_and_dollars():
+    """Issue 34 (audit34 item 8): each recipe's hours come with the stated fine-tuning range, read here from
+    data/finetune_model.csv (range_low/high), and the GPU-hours and dollars are those hours on 8 GPUs at the
+    catalogue's H100 price. Full fine-tuning, which the published rows do not bound, has no range."""
+    import pandas as pd
+
+    from llmsizing.catalog import DATA_DIR, get_gpu, gpu_price
+
+    fit = pd.read_csv(DATA_DIR / "finetune_model.csv").set_index("constant")["value"]
+    lo, hi = float(fit["range_low"]), float(fit["range_high"])
+    df = strategy_table("llama-3-70b", "H100 SXM", n_gpus=8, method="qlora", seq=2048, tokens=1e7)
+    price = gpu_price(get_gpu("H100 SXM"))
+    for s, r in df.iterrows():
+        assert (r["hours_low"], r["hours_high"]) == pytest.approx((r["hours"] * lo, r["hours"] * hi)), s
+        assert r["hours"] == pytest.approx(24 * r["days"]) and r["gpu_hours"] == pytest.approx(8 * r["hours"])
+        assert (r["gpu_hours_low"], r["gpu_hours_high"]) == pytest.approx((8 * r["hours_low"], 8 * r["hours_high"]))
+        assert (r["cost_usd_low"], r["cost_usd_high"]) == pytest.approx(
+            (price * r["gpu_hours_low"], price * r["gpu_hours_high"]))
+    full = strategy_table("llama-3-8b", "H100 SXM", n_gpus=8, method="full", seq=2048, tokens=1e7)
+    assert full[["hours_low", "gpu_hours_high", "cost_usd_low"]].isna().all().all()
+
+
+def test_strategy_table_still_imports_from_finetune_time_with_a_warning():
+    import llmsizing.finetune_time as ft
+
+    with pytest.warns(DeprecationWarning, match="finetune_strategies"):
+        assert ft.strategy_table is strategy_table
 
 
 @pytest.mark.parametrize("kw, name", [

@@ -41,7 +41,8 @@ def cmd_serve(args) -> None:
     layout = f"{plan.replicas:,} x " + (f"ep={s.ep} (tp={plan.tp} attention groups)" if s.ep > 1
                                         else f"tp={plan.tp}") \
         + (f" x pp={s.pp}" if s.pp > 1 else "")
-    out = {"GPUs": f"{plan.gpus:,}", "layout": layout, "batch": f"{plan.batch:,}",
+    # the engine whose fitted step overhead the plan used: the JSON/CSV "engine" column, the same value
+    out = {"GPUs": f"{plan.gpus:,}", "layout": layout, "engine": s.engine, "batch": f"{plan.batch:,}",
            "TTFT ms": f"{s.ttft_s * 1e3:,.1f}", "ITL ms": f"{s.itl_s * 1e3:,.1f}",
            "ITL stated range ms": f"{rng[0] * 1e3:,.1f}-{rng[1] * 1e3:,.1f}",
            "requests/s": f"{plan.requests_per_s:,.2f}",

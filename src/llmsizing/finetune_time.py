@@ -74,6 +74,7 @@ it at the attention kernels' rate (a caller's ``kernel_efficiency``: one flat sh
   Hugging Face's PEFT guides run it for LoRA in bf16. The two differ in implementation (flat parameters,
   prefetch buckets), not in the bytes counted here.
 
+The recipes side by side, with the range of their hours: :func:`llmsizing.finetune_strategies.strategy_table`.
 Full fine-tuning over several GPUs is plain training: :func:`~llmsizing.finetune.finetune_memory` with
 ``Parallel(dp=n, zero=0 or 3)`` and :func:`~llmsizing.layouts.step_time` on the same layout.
 """
@@ -83,6 +84,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ._compat import forward as _forward
 from ._validate import check_choice, check_fraction, check_int, check_number
 from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
 from .finetune import ALL_LINEAR, METHODS, block_matrices, lora_params
@@ -327,6 +329,17 @@ class FinetuneTime:
         return None if self.method == "full" else tuple(self.hours * f for f in RESIDUAL_RANGE)
 
     @property
+    def gpu_hours_range(self) -> tuple | None:
+        """:attr:`hours_range` on all the GPUs: the same GPUs for longer or shorter (``None`` for full)."""
+        return None if self.hours_range is None else tuple(h * self.n_gpus for h in self.hours_range)
+
+    @property
+    def cost_usd_range(self) -> tuple | None:
+        """:attr:`gpu_hours_range` at the same price per GPU-hour (``None`` for full fine-tuning)."""
+        return None if self.hours_range is None else tuple(h * self.price_usd_per_gpu_hour
+                                                            for h in self.gpu_hours_range)
+
+    @property
     def cost_usd(self) -> float:
         return self.gpu_hours * self.price_usd_per_gpu_hour
 
@@ -437,34 +450,6 @@ def _kernel_seconds(model, g, fl, *, seq: int, batch: int, recompute: str) -> fl
     gemm, attention = rates(model, g, tp=1, cp=1, batch=batch, seq=seq, dtype="bf16",
                             kernel_efficiency=step_kernel_efficiency(g, "bf16"))
     return compute_seconds(fl.hardware_flops, full, causal, batch * seq, gemm, attention)
-
-
-def strategy_table(model: Model | str, gpu, *, n_gpus: int, method: str = "lora", batch: int = 1, seq: int,
-                   tokens: float, epochs: float = 1.0, grad_accum: int = 1, rank: int = 16,
-                   recompute: str = "full", usable_fraction: float = 0.9, **kw):
-    """DDP, FSDP and ZeRO-3 side by side for one fine-tune on ``n_gpus`` GPUs: per-GPU memory, whether it fits
-    ``usable_fraction`` of the GPU, the bytes each GPU sends per step, the step time and the run's days and
-    dollars. A DataFrame indexed by strategy; shown in chapter 16."""
-    import pandas as pd
-
-    g = get_gpu(gpu)
-    frac = check_fraction("usable_fraction", usable_fraction)
-    rows = []
-    for s in STRATEGIES:
-        mem = finetune_memory_per_gpu(model, n_gpus=n_gpus, strategy=s, method=method, batch=batch, seq=seq,
-                                      rank=rank, recompute=recompute)
-        t = finetune_time(model, gpu=g, method=method, tokens=tokens, epochs=epochs, seq=seq, batch=batch,
-                          grad_accum=grad_accum, n_gpus=n_gpus, strategy=s, rank=rank, recompute=recompute,
-                          **kw)
-        sent = 0.0
-        if method != "full":
-            sent = finetune_communication(model, g, n_gpus=n_gpus, strategy=s, method=method, rank=rank,
-                                          grad_accum=grad_accum).bytes_sent_per_step
-        rows.append({"strategy": s, "memory_per_gpu_bytes": mem.total_bytes,
-                     "fits": bool(mem.total_bytes <= frac * g.memory_bytes), "sent_per_step_bytes": sent,
-                     "step_s": t.step_s, "exposed_comm_s": t.exposed_comm_s, "days": t.days,
-                     "gpu_hours": t.gpu_hours, "cost_usd": t.cost_usd})
-    return pd.DataFrame(rows).set_index("strategy")
 
 
 # =========================================================================== calibration
@@ -597,3 +582,7 @@ def finetune_residuals():
     lo, hi = RESIDUAL_RANGE
     df["in_range"] = (df["ratio"] >= lo) & (df["ratio"] <= hi)
     return df
+
+
+# moved when its table took the range of the hours (issue 34); the old import forwards for one release
+__getattr__ = _forward(__name__, {"strategy_table": "llmsizing.finetune_strategies"})
