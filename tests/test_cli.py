@@ -300,6 +300,23 @@ def test_finetune_text_says_whether_it_fits(capsys):
     assert "(fits" in out and "fsdp" in out and "adapter checkpoint" in out
 
 
+def test_finetune_text_gives_the_cost_its_range(capsys):
+    """The cost line carries the stated range as the time line does: the same hours on the same GPUs at the
+    same price (issue 34: every budget shows its range); full fine-tuning has no stated range, so none."""
+    import re
+
+    assert cli.main(["finetune", "llama-3-8b", "--method", "lora", "--gpus", "2", "--strategy", "fsdp"]) == 0
+    out = capsys.readouterr().out
+    lo_h, hi_h = map(float, re.search(r"stated range ([\d.,]+)-([\d.,]+) hours", out).groups())
+    price = float(re.search(r"GPU-hours x \$([\d.]+)", out).group(1))
+    lo_c, hi_c = (float(x.replace(",", "")) for x in re.search(r"stated range \$([\d.,]+)-\$([\d.,]+)",
+                                                                  out).groups())
+    assert lo_c == pytest.approx(lo_h * 2 * price, rel=0.05)        # hours printed to 0.1
+    assert hi_c == pytest.approx(hi_h * 2 * price, rel=0.05)
+    assert cli.main(["finetune", "llama-3-8b", "--method", "full"]) == 0
+    assert "stated range" not in capsys.readouterr().out
+
+
 def test_finetune_csv_has_one_row(capsys):
     assert cli.main(_FINETUNE + ["--csv"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
