@@ -146,8 +146,9 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
     Each GPU keeps ``1 / ep`` of its buffer and sends ``1 / ep`` to each peer, all at once (NCCL runs an
     all-to-all as grouped sends that progress together; DeepSeek's DeepEP kernels likewise), so the latency is
     charged once, not ``ep - 1`` times. Inside one scale-up domain (``ep <= domain``: 8 GPUs of an HGX node)
-    the ``(ep - 1) / ep`` that leaves rides the GPU's own link. Across domains the peers in the GPU's own
-    domain (``domain - 1`` of them) are reached over NVLink while the other ``(ep - domain) / ep`` of the
+    the ``(ep - 1) / ep`` that leaves rides the GPU's own link. Across domains (without ``max_nodes``: see
+    the forwarding leg below for node-limited routing) the peers in the GPU's own domain (``domain - 1`` of
+    them) are reached over NVLink while the other ``(ep - domain) / ep`` of the
     buffer leaves through the GPU's own share of its node's NICs (every GPU of a node sends across at once, so
     each gets one NIC: :func:`~llmsizing.network.group_link` with ranks a domain apart); the two go in
     parallel and the slower sets the time:

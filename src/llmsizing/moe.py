@@ -433,13 +433,16 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     as the forward combine); full recomputation repeats the forward's two. Each sends
     :func:`all_to_all_bytes` and takes :func:`llmsizing.all_to_all.all_to_all_s` of its
     ``tokens x k x hidden`` buffer, the model serving uses (within 0.90-0.99x of DeepEP's published H800
-    latencies at EP 16-256), with DeepSeek's node limit ``max_nodes`` and the ``ep`` ranks ``etp`` apart:
-    inside a scale-up domain over NVLink; across domains the cross-node share over the GPU's own NIC and the
-    rest over NVLink, concurrently. A row's ``bandwidth_gbps`` is the effective one (bytes sent / that time,
-    latency included), its ``latency_s`` 0. ``_tokens``: a NumPy array of the tokens a GPU routes in place of
-    the layout's (``batch``, ``tp``, ``cp`` then unread), the rows' numbers arrays of them, element by element
-    the same arithmetic (issue 35: :func:`llmsizing.plan_pricing.moe_all_to_all_s` prices every token count
-    of a group of links at once).
+    low-latency kernels at EP 16-256), with DeepSeek's node limit ``max_nodes`` and the ``ep`` ranks ``etp``
+    apart: inside a scale-up domain over NVLink; across domains the cross-node share over the GPU's own NIC
+    and, concurrently, an NVLink leg: with a node limit DeepEP's forwarding, ``(domain - 1) / domain`` of the
+    buffer (each copy forwarded by the node's receiving GPU; 0.95-0.99x of DeepEP's normal kernels at EP
+    16-64, ``tests/test_deepep_forwarding.py``), without one the own node's ``(domain - 1) / ep``
+    (:func:`llmsizing.all_to_all.all_to_all_s` says why). A row's ``bandwidth_gbps`` is the effective one
+    (bytes sent / that time, latency included), its ``latency_s`` 0. ``_tokens``: a NumPy array of the
+    tokens a GPU routes in place of the layout's (``batch``, ``tp``, ``cp`` then unread), the rows' numbers
+    arrays of them, element by element the same arithmetic (issue 35:
+    :func:`llmsizing.plan_pricing.moe_all_to_all_s` prices every token count of a group of links at once).
 
     Group-limited routing inside one scale-up domain (issue 35): when the model's own groups
     (:func:`llmsizing.all_to_all.route_max_ranks`, its config's ``n_group`` / ``topk_group``) put a token's
