@@ -57,4 +57,5 @@ __all__ = ["parameter_counts_widget", "model_states_widget", "inference_memory_w
            "planner_widget", "seed_audit_widget", "serving_widget", "fleet_widget", "finetune_widget",
            "long_context_widget", "moe_layout_widget", "rl_widget"]
 from .measure import measured_step_widget; __all__.insert(5, "measured_step_widget")  # noqa: E402 (ch5)
-from .measure_split import collective_time_widget; __all__.insert(9, "collective_time_widget")  # noqa: E402 (ch9)
+from .measure_split import collective_time_widget  # noqa: E402 (ch9)
+__all__.insert(9, "collective_time_widget")
