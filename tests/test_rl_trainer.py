@@ -276,3 +276,18 @@ def test_response_length_bounds_by_hand_and_refused_input():
         response_length_bounds(60, 0, 100, 1.5)
     with pytest.raises(ValueError, match="cap"):
         response_length_bounds(60, 0, 50, 0.1)
+
+
+def test_every_response_length_row_has_a_source_and_a_date():
+    """data/rl_response_lengths.csv, as every catalogue: a source, its address and an ISO as_of date a row."""
+    import csv
+    import datetime
+
+    from llmsizing.rl_trainer import RESPONSE_LENGTHS_CSV
+
+    with open(RESPONSE_LENGTHS_CSV, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows
+    for r in rows:
+        assert r["source"].strip() and r["url"].startswith("https://"), r["run"]
+        datetime.date.fromisoformat(r["as_of"])
