@@ -325,6 +325,7 @@ FUNCTIONS = {
     "get_gpu": Spec(L.get_gpu, dict(name=gpus()), aliases={"name": ("gpu",)}),
     "fmt_gib": Spec(units.fmt_gib, dict(n_bytes=nums(-1e12, 1e15, signed=True), digits=ints(0, 6))),
     "fmt_bytes": Spec(units.fmt_bytes, dict(n_bytes=nums(-1e12, 1e15, signed=True), digits=ints(0, 6))),
+    "fmt_size": Spec(units.fmt_size, dict(n_bytes=nums(-1e12, 1e15, signed=True))),
     "fmt_count": Spec(units.fmt_count, dict(n=nums(-1e12, 1e15, signed=True), digits=ints(0, 6))),
     "from_hf_config[llama]": _hf_spec("llama"),
     "from_hf_config[mistral]": _hf_spec("mistral"),

@@ -394,6 +394,13 @@ def test_secondary_helpers_validate():
         with pytest.raises(ValueError, match="digits"):
             f(1.0, -1)
     assert fmt_gib(-2**30) == "-1.0 GiB"                             # signed differences still format
+    from llmsizing.units import fmt_size
+
+    # chapter 9's sizes: whole where whole (2**20 = 1 MiB), one decimal otherwise (1,536 B = 1.5 KiB)
+    assert [fmt_size(x) for x in (8, 1536, 2**20, 3 * 2**29, 8 * 2**30)] == \
+        ["8 B", "1.5 KiB", "1 MiB", "1.5 GiB", "8 GiB"]
+    with pytest.raises(ValueError, match="n_bytes"):
+        fmt_size(float("nan"))
 
 
 @pytest.mark.parametrize("factory", ["parameter_counts_widget", "model_states_widget", "inference_memory_widget",

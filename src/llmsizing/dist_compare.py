@@ -36,6 +36,7 @@ from .measurements import DATA_DIR
 from .memory import model_states
 from .model import Model
 from .parallel import Parallel
+from .units import fmt_size
 
 #: The committed collectives of one step, per rank (tools/measure_memory.py dist).
 DIST_COLLECTIVES_CSV = DATA_DIR / "dist_collectives.csv"
@@ -428,7 +429,7 @@ def collective_time_at(sweep: str, collective: str, n_ranks: int, size_bytes: fl
     side = "small" if s_row < fit.split_bytes else "large"
     own = errors[f"{side}-message line"]
     gap = errors[line]
-    split = _size_text(fit.split_bytes)
+    split = fmt_size(fit.split_bytes)
     if line == "one line":
         cause = (f"one straight line through all {len(sizes)} sizes; the sweep bends at {split} (the best "
                  f"split into two lines), and on this row's side the {side}-message line alone is off by "
@@ -456,12 +457,3 @@ def collective_time_at(sweep: str, collective: str, n_ranks: int, size_bytes: fl
                   f"from it" + (" (more than the gap: noise covers it)" if abs(spread) > abs(gap) else ""))
     out["cause"] = cause
     return out
-
-
-def _size_text(size_bytes: float) -> str:
-    """A size in B, KiB, MiB or GiB, whole where it is a power of two (``4 MiB``)."""
-    for unit, name in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if size_bytes >= unit:
-            v = size_bytes / unit
-            return f"{v:,.0f} {name}" if v == int(v) else f"{v:,.1f} {name}"
-    return f"{size_bytes:,.0f} B"

@@ -49,6 +49,17 @@ def fmt_bytes(n_bytes: float, digits: int = 1) -> str:
     return f"{n_bytes:,.0f} B"
 
 
+def fmt_size(n_bytes: float) -> str:
+    """A message size in B, KiB, MiB or GiB, whole where it is a whole number of the unit (``4 MiB``,
+    ``1.5 KiB``): nccl-tests' sizes as chapter 9 prints them."""
+    n_bytes = _fmt_args("n_bytes", n_bytes, 0)[0]
+    for name, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(n_bytes) >= size:
+            v = n_bytes / size
+            return f"{v:,.0f} {name}" if v == int(v) else f"{v:,.1f} {name}"
+    return f"{n_bytes:,.0f} B"
+
+
 def fmt_count(n: float, digits: int = 2) -> str:
     """Format a count with a decimal suffix: ``fmt_count(6_738_415_616) == '6.74B'``."""
     n, digits = _fmt_args("n", n, digits)

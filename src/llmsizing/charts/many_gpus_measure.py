@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from ..units import fmt_size
 from .base import FixedView, _line, _log_axis, figure_axes
 
 #: Chapter 9's widget starts here: the gloo all-reduce on 2 ranks of the chapter's table, at 1 MiB, priced
@@ -20,12 +21,7 @@ COLLECTIVE_TIME_DEFAULT = dict(sweep="gloo, this CPU", collective="all_reduce", 
 COLLECTIVE_TIME_SIZES = tuple(2**k for k in range(3, 34))
 
 
-def _bytes_text(size_bytes: float) -> str:
-    for unit, name in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if size_bytes >= unit:
-            v = size_bytes / unit
-            return f"{v:,.0f} {name}" if v == int(v) else f"{v:,.1f} {name}"
-    return f"{size_bytes:,.0f} B"
+_bytes_text = fmt_size          # (the name the chapter's widget and charts/__init__ use)
 
 
 def _size_axis(axis, lo: float, hi: float, most: int, pad: float = 1.4) -> None:
