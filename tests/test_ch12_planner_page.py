@@ -95,7 +95,8 @@ def test_widget_deadline_keeps_plans_front():
     set_controls(w, model="llama-3-8b", tokens=1e11, gpus=SMALL["gpus"], seq=4096, global_batch=256, max_gpus=512,
                  budget=0.0, choice=0)
     w.controls["deadline"].value = 7.0
-    want = plan("llama-3-8b", **SMALL, deadline_days=7.0)
+    # (the widget's rule named: plan() without one warns that its default changed, issue 34)
+    want = plan("llama-3-8b", **SMALL, deadline_days=7.0, deadline_rule=w.controls["deadline_rule"].value)
     want = want[want["pareto"]]
     labels = [o[0] for o in w.controls["choice"].options]
     assert len(labels) == len(want)

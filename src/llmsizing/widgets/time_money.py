@@ -117,7 +117,9 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     one beyond the slow end need not be beyond it itself. The summary names the rule and says whether the
     chosen plan meets the deadline and the budget at the slow end of its range (``plan()``'s
     ``meets_deadline``)."""
-    from ..planner import DEADLINE_RULES, plan, plans_where
+    import numpy as np
+
+    from ..planner import DEADLINE_RULES, budget_kept, deadline_kept, plan, plans_where
 
     get_model(model)
 
@@ -142,9 +144,12 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
         args = dict(tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus)
         df = cached(model, **args)
         slow_end = bool(deadline or budget) and rule == "slow_end"
-        keep = df["days_high" if slow_end else "days"] <= (deadline or float("inf"))
-        keep &= df["cost_usd_high" if slow_end else "cost_usd"] <= (budget or float("inf"))
-        df = plans_where(df, keep.to_numpy()) if slow_end else df[keep]
+        keep = np.ones(len(df), dtype=bool)            # plan()'s own rule (the rule is given: never warned)
+        if deadline:
+            keep &= deadline_kept(rule, df["days"], df["days_high"], deadline)
+        if budget:
+            keep &= budget_kept(rule, df["cost_usd"], df["cost_usd_high"], budget)
+        df = plans_where(df, keep) if slow_end else df[keep]
         if df.empty:                                   # plan() explains why (raises NoPlanError)
             why = explain(model, deadline=deadline, budget=budget, rule=rule, **args)
             if why is not None:
