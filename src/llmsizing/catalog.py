@@ -419,7 +419,8 @@ def list_gpus() -> list[str]:
 
 def list_gpu_variants() -> list[str]:
     """Names of the GPU variants (``data/gpu_variants.csv``): parts a published run used that no one sells,
-    priced for those runs and left out of every list of GPUs to choose from."""
+    priced for those runs and left out of every list of GPUs to choose from. Each row cites its source
+    (``spec_source``, ``as_of``); chapter 10 prices torchtitan's H100 runs on Meta's part."""
     return [n for n in _gpus() if n not in _gpu_specs()]
 
 

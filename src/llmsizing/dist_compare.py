@@ -342,7 +342,8 @@ def collective_time_fit(sweep: str, collective: str, n_ranks: int):
     """The :class:`~llmsizing.alpha_beta.TwoRegimes` fit (:func:`~llmsizing.alpha_beta.fit_two_regimes`) of
     one measured sweep of :func:`collective_time_sweeps`: ``sweep`` is :data:`GLOO_SWEEP` or a saved log's
     stem. A collective or a rank count the sweep did not time raises a ValueError naming it and what was
-    timed. Kept once per process (the fit's lines are frozen)."""
+    timed. Kept once per process (the fit's lines are frozen). Chapter 9 (the chapter's table is
+    :func:`~llmsizing.alpha_beta.gloo_fits`; nccl-tests' formulas, its ``doc/PERFORMANCE.md``)."""
     df = _time_sweeps()
     sweep = check_choice("sweep", sweep, tuple(df["sweep"].unique()))
     if not isinstance(collective, str):

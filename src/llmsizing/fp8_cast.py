@@ -78,5 +78,6 @@ def linear_cast_bytes(m: int, n: int, k: int, copies: int = 1) -> float:
 
 def cast_seconds(cast_bytes: float, hbm_bytes_per_s: float) -> float:
     """Seconds the cast kernels take to move ``cast_bytes`` at :data:`CAST_BANDWIDTH_SHARE` of the HBM
-    bandwidth ``hbm_bytes_per_s``."""
+    bandwidth ``hbm_bytes_per_s`` (memory-bound kernels, as torchao's float8 roofline prices them; chapter
+    10)."""
     return cast_bytes / (CAST_BANDWIDTH_SHARE * hbm_bytes_per_s)

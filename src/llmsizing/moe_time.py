@@ -193,8 +193,9 @@ __all__ = ["GPU_SMS", "DEEPSEEK_V3_COMM_SMS", "SCHEDULES", "ROUTINGS", "expert_r
 def shared_expert_params(model) -> tuple[int, int]:
     """The weights of a MoE layer's shared experts in their first GEMMs (gate and up projections) and in their
     last (the down projection), the two halves :func:`shared_expert_window_s` pairs with the all-to-alls (the
-    planner's copy, :func:`llmsizing.plan_pricing.moe_all_to_all_s`, reads them too). A model with no shared
-    experts is refused: ValueError naming ``shared_expert_overlap``."""
+    planner's copy, :func:`llmsizing.plan_pricing.moe_all_to_all_s`, reads them too; Megatron-Core's
+    ``SharedExpertMLP`` overlaps its ``linear_fc1`` with the dispatch and ``linear_fc2`` with the combine).
+    A model with no shared experts is refused: ValueError naming ``shared_expert_overlap``. Chapter 18."""
     if not model.is_moe or not model.shared_experts:
         raise ValueError(f"shared_expert_overlap=True, but {model.name!r} has no shared experts to overlap "
                          "the all-to-all with")
@@ -259,7 +260,8 @@ def shared_overlap_rows_s(rows, window_s, calls):
     ``rows`` (plans x 4) the seconds of :func:`llmsizing.moe.ep_all_to_all`'s four rows in its order (the
     forward dispatch and combine, the backward combine and dispatch), each of ``calls`` calls, and
     ``window_s`` (plans x 2) each plan's :func:`shared_expert_window_s`: the seconds left of each row,
-    ``max(0, t - calls x passes x window)`` with :data:`_PARTNER`'s pairs (in that same order)."""
+    ``max(0, t - calls x passes x window)`` with :data:`_PARTNER`'s pairs (in that same order). Chapter 18;
+    ``tests/test_plan_shared_overlap.py`` holds it to :func:`shared_overlap_exposed_s` row by row."""
     import numpy as np
 
     w = np.asarray(window_s, dtype=float)

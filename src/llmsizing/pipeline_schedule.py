@@ -163,7 +163,8 @@ def schedule_table(m: int, v: int, group: int) -> list[tuple[int, int]]:
     """Megatron-Core's ``get_schedule_table``: the interleaved schedule's forwards in order, as (micro-batch,
     chunk): micro-batches in groups of ``group`` (``microbatch_group_size_per_vp_stage``), each group through
     chunk 0, then chunk 1, ...; the last group holds ``m mod group`` micro-batches (``group`` if none are
-    left over)."""
+    left over). Source: ``megatron/core/pipeline_parallel/schedules.py`` (as :func:`check_microbatch_group`).
+    Chapter 8."""
     out = []
     for lo in range(0, m, group):
         hi = m if lo + group >= m else lo + group

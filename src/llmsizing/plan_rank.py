@@ -205,7 +205,8 @@ def budget_kept(rule: str | None, cost_usd, cost_usd_high, budget: float, listed
     ``rule`` is one of :data:`DEADLINE_RULES` (``None``: :data:`DEFAULT_DEADLINE_RULE`): ``"slow_end"`` by
     ``cost_usd_high``, the cost at the slow end of the 80% range, ``"estimate"`` by ``cost_usd``. With
     ``None``, where a ``listed`` plan is within it by its point cost only, a :class:`FutureWarning` says so
-    once per process (apart from the deadline's) and names ``deadline_rule="estimate"`` for the old result."""
+    once per process (apart from the deadline's) and names ``deadline_rule="estimate"`` for the old result.
+    Chapter 12."""
     return _kept(rule, cost_usd, cost_usd_high, budget, listed, "budget", f"budget_usd={budget:,.0f}")
 
 
@@ -217,7 +218,7 @@ def deadline_rule_text(rule: str, deadline: float) -> str:
 
 
 def budget_rule_text(rule: str, budget: float) -> str:
-    """The rule ``rule`` (:data:`DEADLINE_RULES`) for a budget of ``budget`` USD in words."""
+    """The rule ``rule`` (:data:`DEADLINE_RULES`) for a budget of ``budget`` USD in words (chapter 12)."""
     if check_choice("deadline_rule", rule, DEADLINE_RULES) == "estimate":
         return f"point estimate (cost_usd <= {budget:,.0f}; the slow end of the 80% range may overshoot)"
     return f"slow end of the 80% range (cost_usd_high <= {budget:,.0f})"
@@ -234,7 +235,7 @@ def meets_deadline(days, days_high, deadline: float) -> np.ndarray:
 def within_budget(cost_usd, cost_usd_high, budget: float) -> np.ndarray:
     """Per plan, as :func:`meets_deadline` for the deadline: ``"yes"`` where ``cost_usd_high <= budget``
     (within it at the slow end of the 80% range), ``"likely"`` where only ``cost_usd <= budget`` (the point
-    estimate), ``"no"`` otherwise (:data:`DEADLINE_RULES`)."""
+    estimate), ``"no"`` otherwise (:data:`DEADLINE_RULES`). Chapter 12."""
     return meets_deadline(cost_usd, cost_usd_high, budget)
 
 

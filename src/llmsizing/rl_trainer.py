@@ -187,7 +187,8 @@ def response_length_bounds(mean: float, shortest: float, cap: float,
     ``shortest``, the ``cap`` and the share ``clip_ratio`` cut at the cap (the four figures verl logs each
     step). The cut share sits at the cap; the others have mean ``m' = (mean - clip_ratio x cap) /
     (1 - clip_ratio)``: all at ``m'`` gives the least, split between ``shortest`` and the cap (a limit: just
-    under it) the most."""
+    under it) the most. Lengths in tokens, the bounds in tokens squared; verl's ``response_length/*`` metrics
+    (``verl/trainer/ppo/metric_utils.py``) are the four figures. Chapter 19."""
     mean = check_number("mean", mean, allow_equal=False)
     cap = check_number("cap", cap, allow_equal=False)
     shortest = check_number("shortest", shortest, maximum=mean)
