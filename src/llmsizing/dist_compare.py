@@ -299,6 +299,11 @@ GLOO_SWEEP = "gloo, this CPU"
 #: training's ``links.csv``) and the cheaper of the two regimes' lines at each size (serving's
 #: ``protocols=True``).
 TIME_LINES = ("one line", "model line", "cheaper of two")
+#: Each of :data:`TIME_LINES` in words, as chapter 9's figure names it (:func:`collective_time_at`'s
+#: ``line_words``).
+TIME_LINE_WORDS = {"one line": "through every size",
+                   "model line": "alpha from the small messages, bandwidth from the large",
+                   "cheaper of two": "the cheaper line at this size"}
 
 
 @functools.cache
@@ -397,8 +402,9 @@ def collective_time_at(sweep: str, collective: str, n_ranks: int, size_bytes: fl
     :data:`TIME_LINES` fitted on ``sweep`` (:func:`collective_time_fit`), next to the sweep's nearest measured
     size (nearest on a log scale; the smaller on a tie). Returns a dict:
 
-    * ``predicted_s``: the line at ``size_bytes``; ``inside``: whether ``size_bytes`` lies within the sizes
-      timed (outside, the line is extrapolated);
+    * ``line_words``: the line in words (:data:`TIME_LINE_WORDS`); ``predicted_s``: the line at
+      ``size_bytes``; ``inside``: whether ``size_bytes`` lies within the sizes timed (outside, the line is
+      extrapolated);
     * the nearest row: ``row_size_bytes``, ``measured_s`` (``fastest_s`` and ``repeats`` for gloo), the
       line there, ``row_predicted_s``, and ``gap`` = ``row_predicted_s / measured_s - 1``;
     * ``errors``: every line's relative error at that row (the single line, the small- and large-message
@@ -445,7 +451,7 @@ def collective_time_at(sweep: str, collective: str, n_ranks: int, size_bytes: fl
         cause = (f"the cheaper of the small-message line ({errors['small-message line']:+.0%} here) and the "
                  f"large-message line ({errors['large-message line']:+.0%}), split at {split}")
     out = {"sweep": sweep, "collective": collective, "n_ranks": n_ranks, "size_bytes": size_bytes,
-           "line": line, "predicted_s": _line_at(fit, line, size_bytes),
+           "line": line, "line_words": TIME_LINE_WORDS[line], "predicted_s": _line_at(fit, line, size_bytes),
            "inside": bool(sizes.min() <= size_bytes <= sizes.max()),
            "min_size_bytes": int(sizes.min()), "max_size_bytes": int(sizes.max()), "rows": len(sizes),
            "row_size_bytes": int(s_row), "measured_s": t_row, "row_predicted_s": predicted[line], "gap": gap,

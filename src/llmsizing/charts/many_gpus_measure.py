@@ -111,13 +111,9 @@ def render_collective_time(sweep: str = "gloo, this CPU", collective: str = "all
     bx.set_title(f"{line}: worst {np.abs(errors).max():.0f}% over {len(s)} sizes", fontsize=7.5, loc="left")
     for a in (ax, bx):
         a.tick_params(labelsize=6.5)
-    if line == "cheaper of two":
-        what = "the cheaper line at this size"
-    else:
-        what = "alpha from the small messages, bandwidth from the large" if line == "model line" else \
-            "through every size"
     lines = [f"{sweep}: {collective} over {n_ranks} ranks, {r['rows']} sizes timed "
-             f"({_bytes_text(r['min_size_bytes'])} to {_bytes_text(r['max_size_bytes'])}); {line} ({what}): "
+             f"({_bytes_text(r['min_size_bytes'])} to {_bytes_text(r['max_size_bytes'])}); "
+             f"{line} ({r['line_words']}): "
              f"alpha {r['alpha_s'] * 1e6:,.2f} µs a step, bus bandwidth {r['busbw_gbps']:,.2f} GB/s",
              f"  the line at {_bytes_text(size_bytes)}: {_time_text(r['predicted_s'])}"
              + ("" if r["inside"] else " (outside the sizes timed: extrapolated)"),
