@@ -3,6 +3,8 @@ figure or arithmetic written out here, not against the code's own output."""
 
 import math
 
+import re
+
 import pytest
 
 from llmsizing import moe_time
@@ -49,6 +51,23 @@ def test_sms_kept_for_communication_slow_the_compute_by_132_over_112():
         moe_time.comm_sm_share("H800", 132)
     with pytest.raises(ValueError, match="SM count"):
         moe_time.comm_sm_share("L4", 10)
+
+
+def test_sm_counts_are_data_with_a_source_for_every_catalogued_gpu_they_name():
+    """The SM counts come from data/gpu_sms.csv (a source and an ISO as-of date per row), never a table in the
+    code, and name only GPUs the catalogue knows (its variants included: Meta's H100 runs at 20 kept SMs)."""
+    import csv
+
+    from llmsizing.catalog import DATA_DIR, list_gpu_variants, list_gpus
+
+    with open(DATA_DIR / "gpu_sms.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    known = set(list_gpus()) | set(list_gpu_variants())
+    for r in rows:
+        assert r["gpu"] in known and r["source"].strip() and re.fullmatch(r"\d{4}-\d{2}-\d{2}", r["as_of"]), r
+    assert moe_time.GPU_SMS == {r["gpu"]: int(r["sms"]) for r in rows}
+    assert moe_time.GPU_SMS["H100 SXM"] == 132 and moe_time.GPU_SMS["A100 80GB"] == 108   # the whitepapers
+    assert moe_time.comm_sm_share("H100 HBM2e (Meta)", 20) == pytest.approx(20 / 132)
 
 
 def test_pipeline_bubbles_from_the_dualpipe_table():

@@ -27,16 +27,15 @@ from functools import lru_cache
 from pathlib import Path
 
 from ._validate import check_choice, check_int, check_number
-from .catalog import get_gpu, resolve_model
+from .catalog import _read, get_gpu, resolve_model
 from .moe import mtp_flops_per_token  # noqa: F401 (the MTP term, beside the others)
 from .parallel import pipeline_bubble
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
-#: Streaming multiprocessors per GPU (NVIDIA H100 whitepaper: 132 SMs on the H100 SXM5, 114 on the PCIe card;
-#: the H800 is the SXM5 part with NVLink cut, DeepSeek-V3 Sec. 3.2.2 "20 out of 132 SMs"; A100 whitepaper:
-#: 108; the H200 is the H100 SXM5 die with more HBM).
-GPU_SMS = {"H100 SXM": 132, "H800": 132, "H200": 132, "H100 PCIe": 114, "A100 80GB": 108, "A100 40GB": 108}
+#: Streaming multiprocessors per GPU, from ``data/gpu_sms.csv`` (a source and an as-of date on every row:
+#: NVIDIA's H100 and A100 whitepapers, DeepSeek-V3 Sec. 3.2.2 for the H800).
+GPU_SMS = {r["gpu"]: int(r["sms"]) for r in _read("gpu_sms.csv")}
 
 #: DeepSeek-V3's SMs for its communication kernels (Sec. 3.2.2: "only 20 SMs are sufficient").
 DEEPSEEK_V3_COMM_SMS = 20
