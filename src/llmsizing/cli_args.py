@@ -215,6 +215,15 @@ def _add_output(p) -> None:
     g.add_argument("--csv", action="store_true", help="print CSV (for scripts)")
 
 
+def add_mtp_flag(p) -> None:
+    """``--mtp-depth N`` (``memory`` and ``time``): a mixture of experts' multi-token-prediction modules,
+    DeepSeek-V3's one (:mod:`llmsizing.mtp`; ``training_memory``'s and ``training_time``'s ``mtp_depth``).
+    ``plan`` has none: :func:`~llmsizing.planner.plan` does not search the module."""
+    p.add_argument("--mtp-depth", type=integer(0), default=0, metavar="N",
+                   help="multi-token-prediction modules of a mixture of experts on its last pipeline stage "
+                        "(DeepSeek-V3: 1; default 0)")
+
+
 def add_plan_moe_flags(p) -> None:
     """``llmsizing plan``'s mixture-of-experts flags: ``--ep``, ``--ep-overlap`` and
     ``--shared-expert-overlap`` (:func:`~llmsizing.planner.plan`'s ``ep_degrees``, ``ep_overlap`` and

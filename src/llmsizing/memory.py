@@ -21,6 +21,7 @@ from .moe import largest_tensor as _moe_largest_tensor
 from .moe import moe_model_states as _moe_model_states
 from .moe import _most
 from .moe_arrays import EpLayouts
+from .mtp import check_mtp_depth, mtp_layout, mtp_sides
 from .activations import (STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms,
                           stage_activations)
 from .catalog import resolve_model
@@ -197,7 +198,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                     dropout: bool = False, grad_accum: int = 1, parallel: Parallel | None = None,
                     overhead_bytes: float | None = None, stack: str = "fused",
                     optimizer_impl: str = "foreach", _all_stages: bool = False, _stages=None,
-                    recompute_layers: int | None = None, attention_mask: bool = False) -> TrainingMemory:
+                    recompute_layers: int | None = None, attention_mask: bool = False,
+                    mtp_depth: int = 0) -> TrainingMemory:
     """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
     allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
@@ -213,14 +215,13 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     autocast's mix for ``bf16-amp``); an FP8 recipe (``fp8-mixed``, ``fp8-deepseek``) saves its Linear inputs
     in FP8 (:func:`~llmsizing.activations.layer_terms` with ``fp8=``, ``stack="fused"`` only) and keeps its
     FP8 weight copies alive with the weights (:class:`ModelStates`). ``grad_accum`` changes the global batch
-    (``batch * grad_accum * dp``),
-    and from the second micro-batch on the gradients are alive during the forward. With ``parallel``, the
-    result is per GPU, for the most loaded one: each pipeline stage gets its own parameters
-    (:func:`stage_params`), its own activations (1F1B keeps up to ``pp`` micro-batches in flight on the first
-    stage, more when interleaved; the logits and the loss live on the last stage), ZeRO-3's gathered unit,
-    and ``offload`` moves states to the host; the pipeline's micro-batches are the ``grad_accum`` steps.
-    ``flops_per_token`` is
-    the compute one token costs, including recomputation (:func:`~llmsizing.flops.training_flops_per_token`).
+    (``batch * grad_accum * dp``), and from the second micro-batch on the gradients are alive during the
+    forward. With ``parallel``, the result is per GPU, for the most loaded one: each pipeline stage gets its
+    own parameters (:func:`stage_params`), its own activations (1F1B keeps up to ``pp`` micro-batches in
+    flight on the first stage, more when interleaved; the logits and the loss on the last stage), ZeRO-3's
+    gathered unit, and ``offload`` moves states to the host; the pipeline's micro-batches are the
+    ``grad_accum`` steps. ``flops_per_token``: one token's compute, recomputation included
+    (:func:`~llmsizing.flops.training_flops_per_token`).
     With context parallelism (``parallel.cp``) each GPU holds the activations, logits and loss temporaries of
     ``seq / cp`` tokens (``seq`` a multiple of ``2 cp``, flash attention), ZeRO shards over ``dp x cp``, and
     one layer's attention holds the K and V it exchanges
@@ -229,8 +230,10 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     of each model chunk only, Megatron-LM's ``--recompute-method block``
     (:func:`~llmsizing.activations.stage_activations`). ``attention_mask=True`` (``stack="hf"``): a padded
     batch, on which Hugging Face's SDPA path keeps K and V at the query heads' width and a copy of the mask
-    per layer (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`). Taught in chapter 4; checked against
-    measured steps in chapter 5; context parallelism and partial recomputation in "Long context".
+    per layer (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`). ``mtp_depth``: a mixture of experts'
+    multi-token-prediction modules on the last stage (DeepSeek-V3's: :mod:`llmsizing.mtp`; issue 35). Taught
+    in chapter 4; checked against measured steps in chapter 5; context parallelism and partial recomputation
+    in "Long context".
     """
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
@@ -238,40 +241,37 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     stack = check_choice("stack", stack, STACKS)
     impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     check_recipe("precision", precision)
-    par = resolve_parallel(parallel, model, seq=seq)
+    depth, base = check_mtp_depth(model, mtp_depth), model
+    model, par = mtp_layout(model, resolve_parallel(parallel, model, seq=seq), depth)   # its blocks: layers
     if overhead_bytes is not None:
         overhead_bytes = check_number("overhead_bytes", overhead_bytes)
     stages = tuple(range(par.pp) if _stages is None else sorted(set(_stages)))
     # the activations' side (no ZeRO stage, dp or ep in it) and the model states' side (no micro-batch,
-    # recomputation or sequence in it): kept for the planner's searches (_stages: issue 35, a search asks for
-    # the same activations under every ZeRO stage, dp and ep, and the same states under every micro-batch and
-    # recomputation), worked out afresh for every other call
+    # recomputation or sequence): kept for the planner's searches (_stages: issue 35), else afresh
     kept = _all_stages and _stages is not None
     acts = (_kept_act_side if kept else _act_side)(
         model, batch, seq, precision, attention, dropout, recompute, recompute_layers, grad_accum, stack,
         attention_mask, _act_layout(par) if kept else par, stages)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     states = (_kept_state_side if kept else _state_side)(model, precision, optimizer, impl, par, stages)
+    if depth:
+        acts, states = mtp_sides(base, par, depth, acts, states, precision=precision, optimizer=optimizer,
+                                 batch=batch, seq=seq, recompute=recompute)
     flops, cp_buffers, loss, working, stage_acts, in_flight = acts
     gathered, copies, head_copy, by_stage = states
-
     results = []
-    # _stages: only these pipeline stages (the planner asks for the first and the last: with Megatron's even
-    # split, the first holds the most micro-batches in flight and the embedding, the last the logits and head,
-    # so one of them is the most loaded; tests/test_planner.py checks this against every stage)
+    # _stages: only these stages (the planner asks for the first, with the most micro-batches in flight and
+    # the embedding, and the last, with the logits and head: tests/test_planner.py checks it on every stage)
     for i in stages:
         last = i == par.pp - 1
         st, head_grads, stage_opt = by_stage[i]
         phases = _stage_phases(model, par, i, grad_accum, acts, states)
-        if overhead_bytes is None:   # of the peak: the largest piece
-            overhead = default_overhead_bytes(max(sum(v.values()) for v in phases.values()))
-        else:
-            overhead = overhead_bytes
+        overhead = (default_overhead_bytes(max(sum(v.values()) for v in phases.values()))  # of the peak
+                    if overhead_bytes is None else overhead_bytes)
         results.append(TrainingMemory(st, stage_acts[i], overhead, batch, grad_accum, seq, flops, phases,
                                       stack, impl, copies, loss if last else 0.0, stage_opt, i, in_flight[i],
                                       gathered))
-    if _all_stages and _stages is not None:
-        # (the searches read only the pieces of the stages they ask for: no stage table)
+    if _all_stages and _stages is not None:     # (the searches read only their stages' pieces: no table)
         return results
     on_stage = _stage_params_of(model, par)
     rows = tuple(_stage_row(r, on_stage[r.stage]) for r in results)
