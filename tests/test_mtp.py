@@ -160,3 +160,53 @@ def test_the_cli_takes_mtp_depth(capsys):
     assert capsys.readouterr().out != base
     assert cli.main(["memory", "llama-3-8b", "--batch", "1", "--seq", "4096", "--mtp-depth", "1"]) == 2
     assert "dense" in capsys.readouterr().err
+
+
+# ---- capacity_factor as a model option (issue 35's load balance: token dropping at an expert capacity)
+
+
+def test_capacity_one_means_no_rank_above_its_mean_share():
+    """At capacity factor 1 an expert takes at most its mean share of the tokens (Switch Transformer,
+    Fedus et al. 2021, Sec. 2.2: capacity = tokens per batch / experts x capacity factor), so the slowest
+    expert-parallel rank does the mean work: a load skew of exactly 1."""
+    kw = dict(batch=1, seq=T, grad_accum=32)
+    at_one = step_time(QWEN, "H100 SXM", QPAR, capacity_factor=1.0, **kw)
+    assert at_one == step_time(QWEN, "H100 SXM", QPAR, load_skew=1.0, **kw)
+    assert at_one.step_s < step_time(QWEN, "H100 SXM", QPAR, **kw).step_s      # dropless: skewed
+    with pytest.raises(ValueError, match="capacity_factor"):
+        step_time(QWEN, "H100 SXM", QPAR, capacity_factor=1.0, load_skew=1.1, **kw)
+    with pytest.raises(ValueError, match="capacity_factor"):
+        step_time("llama-3-8b", "H100 SXM", L.Parallel(dp=8), capacity_factor=1.0, **kw)
+
+
+def test_capacity_sizes_the_expert_buffers_linearly_and_one_is_dropless():
+    """Dropless buffers hold the tokens' k copies exactly (Megatron-Core's dropless dispatcher), a capacity
+    factor c pads every expert to c times its mean share: the expert rows, so the bytes above the rest of
+    the step, grow as c."""
+    kw = dict(batch=1, seq=T, parallel=QPAR, grad_accum=32)
+    acts = {c: training_memory(QWEN, capacity_factor=c, **kw).activations.total_bytes
+            for c in (1.0, 1.5, 2.0)}
+    assert acts[1.0] == training_memory(QWEN, **kw).activations.total_bytes
+    assert acts[2.0] - acts[1.5] == pytest.approx(acts[1.5] - acts[1.0], rel=1e-12)
+    assert acts[2.0] > acts[1.0]
+    with pytest.raises(ValueError, match="capacity_factor"):
+        training_memory(QWEN, capacity_factor=0.5, **kw)
+
+
+def test_capacity_reaches_training_time_job_and_the_cli(capsys):
+    t = training_time(QWEN, tokens=1e12, gpu="H100 SXM", seq=T, parallel=QPAR, global_batch=512,
+                      capacity_factor=1.0)
+    s = step_time(QWEN, "H100 SXM", QPAR, batch=1, seq=T, grad_accum=32, capacity_factor=1.0)
+    assert t.mfu == pytest.approx(s.mfu, rel=1e-12)
+    job = Job(QWEN, "H100 SXM", T, QPAR, grad_accum=32, capacity_factor=1.0)
+    assert step_time(job) == s
+    assert training_time(job, tokens=1e12) == t
+    with pytest.raises(ValueError, match="capacity_factor"):
+        Job("llama-3-8b", "H100 SXM", T, capacity_factor=1.0)
+    with pytest.raises(ValueError, match="capacity_factor=1.0"):
+        L.plan(QWEN, tokens=1e12, seq=T, global_batch=512, capacity_factor=1.0)
+    with pytest.raises(ValueError, match="capacity_factor=1.0"):
+        training_time(QWEN, tokens=1e12, gpu="H100 SXM", seq=T, n_gpus=64, capacity_factor=1.0, mfu=0.3)
+    assert cli.main(["time", QWEN, "--tokens", "1T", "--gpu", "H100 SXM", "--gpus", "64", "--seq", "4096",
+                     "--capacity-factor", "1.25"]) == 0
+    assert "capacity factor 1.25" in capsys.readouterr().out

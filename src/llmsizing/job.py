@@ -25,6 +25,7 @@ from .catalog import GPU, get_gpu, resolve_model
 from .frameworks import stack_family
 from .hardware import check_recipe_runs_on
 from .model import Model
+from .moe import check_capacity_factor
 from .mtp import check_mtp_depth
 from .parallel import RECOMPUTE, SINGLE_GPU, Parallel, check_recompute_layers, resolve_parallel
 from .pipeline_schedule import pipelined_zero_fields
@@ -41,8 +42,9 @@ class Job:
     beyond that; ``framework`` names the training software (e.g. ``"megatron-core"``, ``"torchtitan"``), whose
     stack family sets the range of the step's MFU and the plan's days (``None``: unknown, the pooled range;
     :func:`~llmsizing.frameworks.stack_family`). ``mtp_depth``: a mixture of experts' multi-token-prediction
-    modules (DeepSeek-V3's, :mod:`llmsizing.mtp`), which its memory, step and time price (``plan()`` refuses
-    them). Checked when made: a model and layout that cannot run together are refused here, once."""
+    modules (DeepSeek-V3's, :mod:`llmsizing.mtp`), and ``capacity_factor`` its token dropping (``None``:
+    dropless), which its memory, step and time price (``plan()`` refuses both). Checked when made: a model
+    and layout that cannot run together are refused here, once."""
 
     model: Model | str
     gpu: GPU | str
@@ -63,6 +65,7 @@ class Job:
     overlap: float | None = field(default=None)
     framework: str | None = None
     mtp_depth: int = 0
+    capacity_factor: float | None = None
 
     def __post_init__(self):
         model = resolve_model(self.model, moe=True)
@@ -86,6 +89,11 @@ class Job:
         set_("ep_overlap", check_number("ep_overlap", self.ep_overlap, maximum=1.0))
         stack_family(self.framework)                    # TypeError/ValueError unless a known name or None
         set_("mtp_depth", check_mtp_depth(model, self.mtp_depth))
+        if self.capacity_factor is not None:
+            if not model.is_moe:
+                raise ValueError(f"capacity_factor={self.capacity_factor!r}: {model.name} is dense (no "
+                                 "experts)")
+            set_("capacity_factor", check_capacity_factor(self.capacity_factor))
 
     @property
     def n_gpus(self) -> int:
@@ -108,8 +116,7 @@ class Job:
         (:func:`~llmsizing.planner.plan`: the model, GPU and recipe; the layout is what a plan searches, so
         the job's is not passed)."""
         recipe = dict(precision=self.precision, recompute=self.recompute,
-                      recompute_layers=self.recompute_layers,
-                      **({"mtp_depth": self.mtp_depth} if self.mtp_depth else {}))
+                      recompute_layers=self.recompute_layers, **self._moe_options())
         if kind == "memory":
             return dict(model=self.model, batch=self.micro_batch, seq=self.seq, grad_accum=self.grad_accum,
                         parallel=self.parallel, optimizer=self.optimizer, attention=self.attention,
@@ -126,8 +133,13 @@ class Job:
             return dict(model=self.model, gpus=(self.gpu.name,), seq=self.seq, global_batch=self.global_batch,
                         precision=self.precision, optimizer=self.optimizer, attention=self.attention,
                         stack=self.stack, max_nodes=self.max_nodes, ep_overlap=self.ep_overlap,
-                        framework=self.framework, **({"mtp_depth": self.mtp_depth} if self.mtp_depth else {}))
+                        framework=self.framework, **self._moe_options())
         raise ValueError(f"kind must be one of 'memory', 'step', 'time', 'plan'; got {kind!r}")
+
+    def _moe_options(self) -> dict:
+        """``mtp_depth`` and ``capacity_factor`` where not their defaults (old calls' keywords unchanged)."""
+        return {**({"mtp_depth": self.mtp_depth} if self.mtp_depth else {}),
+                **({"capacity_factor": self.capacity_factor} if self.capacity_factor is not None else {})}
 
     @classmethod
     def from_plan_row(cls, row, model, *, seq: int, precision: str = "bf16-mixed", optimizer: str = "adamw",

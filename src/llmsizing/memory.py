@@ -137,7 +137,6 @@ def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float | None = N
 # ----------------------------------------------------------------------------- the peak of a step
 
 
-
 def optimizer_temporaries_bytes(model: Model | str, *, precision: str = "bf16-mixed",
                                 optimizer: str = "adamw", optimizer_impl: str = "foreach",
                                 parallel: Parallel | None = None) -> float:
@@ -168,8 +167,8 @@ def _optimizer_temporaries(model: Model, precision: str, optimizer: str, impl: s
     state = DTYPE_BYTES[recipe.states]
     shard = par.tp * par.pp * (par.dp_cp if par.zero >= 1 else 1)
     if impl == "foreach":
-        return (_moe_foreach_temporary_bytes(model, state,
-                                             par) if model.is_moe else model.n_params * state / shard)
+        return (_moe_foreach_temporary_bytes(model, state, par) if model.is_moe else
+                model.n_params * state / shard)
     largest = _moe_largest_tensor(model, par) if model.is_moe else max(math.prod(s) for _, _, s,
                                                                        _ in model.tensors())
     return 2 * largest * state / par.tp          # the largest tensor, split by tensor parallelism
@@ -185,8 +184,7 @@ def autocast_copies_bytes(model: Model | str, *, parallel: Parallel | None = Non
     parameter. Per GPU: divided by ``tp * pp``. Measured in ``data/step_measurements.csv`` (chapter 5).
     """
     model = resolve_model(model)
-    par = resolve_parallel(parallel, model)
-    parts = model.param_breakdown()
+    par, parts = resolve_parallel(parallel, model), model.param_breakdown()
     matmul = (parts["attention"] + parts["mlp"]
               + (parts["embedding"] if model.tied_embeddings else parts["lm_head"]))
     return 2.0 * matmul / (par.tp * par.pp)
@@ -199,7 +197,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                     overhead_bytes: float | None = None, stack: str = "fused",
                     optimizer_impl: str = "foreach", _all_stages: bool = False, _stages=None,
                     recompute_layers: int | None = None, attention_mask: bool = False,
-                    mtp_depth: int = 0) -> TrainingMemory:
+                    mtp_depth: int = 0, capacity_factor: float | None = None) -> TrainingMemory:
     """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
     allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
@@ -230,10 +228,11 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     of each model chunk only, Megatron-LM's ``--recompute-method block``
     (:func:`~llmsizing.activations.stage_activations`). ``attention_mask=True`` (``stack="hf"``): a padded
     batch, on which Hugging Face's SDPA path keeps K and V at the query heads' width and a copy of the mask
-    per layer (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`). ``mtp_depth``: a mixture of experts'
-    multi-token-prediction modules on the last stage (DeepSeek-V3's: :mod:`llmsizing.mtp`; issue 35). Taught
-    in chapter 4; checked against measured steps in chapter 5; context parallelism and partial recomputation
-    in "Long context".
+    per layer (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`). A mixture of experts' ``mtp_depth``
+    (DeepSeek-V3's MTP modules on the last stage, :mod:`llmsizing.mtp`) and ``capacity_factor`` (expert
+    buffers at that capacity, :func:`~llmsizing.moe.moe_layer_terms`; ``None``: dropless): issue 35. Taught in
+    chapter 4; checked against measured steps in chapter 5; context parallelism and partial recomputation in
+    "Long context".
     """
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
@@ -242,16 +241,16 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     check_recipe("precision", precision)
     depth, base = check_mtp_depth(model, mtp_depth), model
+    cap = {} if capacity_factor is None else {"capacity_factor": capacity_factor}
     model, par = mtp_layout(model, resolve_parallel(parallel, model, seq=seq), depth)   # its blocks: layers
-    if overhead_bytes is not None:
-        overhead_bytes = check_number("overhead_bytes", overhead_bytes)
+    overhead_bytes = None if overhead_bytes is None else check_number("overhead_bytes", overhead_bytes)
     stages = tuple(range(par.pp) if _stages is None else sorted(set(_stages)))
     # the activations' side (no ZeRO stage, dp or ep in it) and the model states' side (no micro-batch,
     # recomputation or sequence): kept for the planner's searches (_stages: issue 35), else afresh
     kept = _all_stages and _stages is not None
     acts = (_kept_act_side if kept else _act_side)(
         model, batch, seq, precision, attention, dropout, recompute, recompute_layers, grad_accum, stack,
-        attention_mask, _act_layout(par) if kept else par, stages)
+        attention_mask, _act_layout(par) if kept else par, stages, **cap)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     states = (_kept_state_side if kept else _state_side)(model, precision, optimizer, impl, par, stages)
     if depth:
@@ -342,15 +341,15 @@ def _stage_params_of(model: Model, par: Parallel) -> list[float]:
 
 def _act_side(model: Model, batch: int, seq: int, precision: str, attention: str, dropout: bool,
               recompute: str, recompute_layers, grad_accum: int, stack: str, attention_mask: bool,
-              par: Parallel, stages: tuple, core=None, flops: bool = True) -> tuple:
+              par: Parallel, stages: tuple, core=None, flops: bool = True, **cap) -> tuple:
     """:func:`training_memory`'s activations' side for checked arguments: the FLOPs per token, context
     parallelism's K and V buffers, the loss's temporaries, one layer's working set, each stage of ``stages``'
     activations (:func:`~llmsizing.activations.stage_activations`) and each stage's micro-batches in flight.
     None depends on the ZeRO stage, ``dp`` or ``ep`` (:func:`_act_layout`). ``core``: :func:`_act_core` or
-    the planner's kept one. ``flops=False``: None in place of the FLOPs, which the searches never read."""
+    the planner's kept one (``cap``: its ``capacity_factor=``). ``flops=False``: no FLOPs (searches)."""
     acts, cp_buffers, loss, working = (core or _act_core)(model, batch, seq, precision, attention, dropout,
                                                           recompute, stack, attention_mask, par.tp, par.sp,
-                                                          par.cp, par.cp_comm, par.expert_tp)
+                                                          par.cp, par.cp_comm, par.expert_tp, **cap)
     act_kw = _act_kwargs(batch, seq, precision, attention, dropout, stack, attention_mask, par.tp, par.sp,
                          par.cp, par.expert_tp)
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
@@ -387,13 +386,14 @@ def _act_kwargs(batch: int, seq: int, precision: str, attention: str, dropout: b
 
 def _act_core(model: Model, batch: int, seq: int, precision: str, attention: str, dropout: bool,
               recompute: str, stack: str, attention_mask: bool, tp: int, sp: bool, cp: int, cp_comm: str,
-              expert_tp: bool) -> tuple:
+              expert_tp: bool, capacity_factor: float | None = None) -> tuple:
     """What :func:`_act_side` reads of the layout's ``tp``, ``sp``, ``cp`` alone (not of ``pp``, the
     micro-batches or the stages): :func:`~llmsizing.activations.activation_memory` with ``recompute``, context
-    parallelism's K and V buffers, the loss's temporaries and one layer's working set."""
+    parallelism's K and V buffers, the loss's temporaries and one layer's working set (experts' buffers at
+    ``capacity_factor``)."""
     act_kw = _act_kwargs(batch, seq, precision, attention, dropout, stack, attention_mask, tp, sp, cp,
                          expert_tp)
-    acts = activation_memory(model, recompute=recompute, **act_kw)
+    acts = activation_memory(model, recompute=recompute, capacity_factor=capacity_factor, **act_kw)
     local = seq // cp                                  # this GPU's tokens of each sequence
     cp_buffers = cp_attention_buffers_bytes(model, batch=batch, seq=seq, tp=tp, cp=cp, cp_comm=cp_comm,
                                             dtype=act_kw["dtype"])
