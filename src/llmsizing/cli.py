@@ -14,7 +14,7 @@ import sys
 from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFIX, _TEMPORARIES,  # noqa: F401
                        STAGE_FORM, _add_output, _emit, _finite, _fmt_frame, _is_dir, _model, _parse, _refuse,
                        _estimate_mark, _price_text, add_plan_moe_flags, count, integer, memory_frame, number,
-                       plan_table, stage)
+                       plan_table, stage, add_moe_step_flags)
 from .cli_tune import add_rl_command, cmd_finetune, cmd_serve
 
 EXAMPLES = """examples:
@@ -42,9 +42,6 @@ EXAMPLES = """examples:
   llmsizing finetune llama-3-8b --method lora --gpu "H100 SXM" --tokens 100M --seq 2048 --batch 4
   llmsizing finetune llama-3-70b --method qlora --gpu "A100 80GB" --gpus 4 --strategy fsdp --tokens 50M --json
 """
-
-
-
 
 stage.__name__ = "stage"
 
@@ -105,14 +102,16 @@ def cmd_memory(args) -> None:
 
 
 def _recompute(args) -> dict:
-    """``recompute=`` and ``recompute_layers=`` from ``--recompute`` and ``--recompute-layers`` (partial
-    recomputation: only with ``--recompute full``; the library checks the range)."""
+    """``recompute=``, ``recompute_layers=`` (only with ``--recompute full``; the library checks the range)
+    and, if given, ``mtp_depth=``/``capacity_factor=`` (:func:`~llmsizing.cli_args.add_moe_step_flags`)."""
     n = args.recompute_layers
     recompute = "none" if args.recompute is None else args.recompute      # (`time` leaves it unset: none)
     if n is not None and recompute != "full":
         raise ValueError(f"--recompute-layers {n} recomputes whole layers (Megatron-LM's block method): give "
                          f"--recompute full, got --recompute {recompute}")
-    return {"recompute": recompute, "recompute_layers": n}
+    cf = getattr(args, "capacity_factor", None)
+    return {"recompute": recompute, "recompute_layers": n, **({} if cf is None else {"capacity_factor": cf}),
+            **({"mtp_depth": args.mtp_depth} if getattr(args, "mtp_depth", 0) else {})}
 
 
 def _check_single_or_stages(args, *, single: tuple) -> None:
@@ -369,6 +368,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--attention", default="flash", choices=list(ATTENTION))
     p.add_argument("--recompute", default="none", choices=list(RECOMPUTE))
     p.add_argument("--recompute-layers", type=integer(0), metavar="N", help=_RECOMPUTE_LAYERS_HELP)
+    add_moe_step_flags(p)
     p.add_argument("--stack", default="fused", choices=list(STACKS))
     p.add_argument("--grad-accum", type=integer(), default=1,
                    help="gradient-accumulation steps (= pipeline micro-batches)")
@@ -424,6 +424,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--recompute-layers", type=integer(0), metavar="N",
                    help=_RECOMPUTE_LAYERS_HELP
                    + " (without a layout the model is one chunk: 0 to its layers)")
+    add_moe_step_flags(p)
     _add_output(p)
     p.set_defaults(func=cmd_time)
 

@@ -215,6 +215,18 @@ def _add_output(p) -> None:
     g.add_argument("--csv", action="store_true", help="print CSV (for scripts)")
 
 
+def add_moe_step_flags(p) -> None:
+    """``--mtp-depth N`` and ``--capacity-factor C`` (``memory`` and ``time``): a mixture of experts'
+    multi-token-prediction modules, DeepSeek-V3's one (:mod:`llmsizing.mtp`), and its token dropping
+    (``training_memory``'s and ``training_time``'s ``mtp_depth`` and ``capacity_factor``). ``plan`` has
+    neither: :func:`~llmsizing.planner.plan` does not search them."""
+    p.add_argument("--mtp-depth", type=integer(0), default=0, metavar="N",
+                   help="multi-token-prediction modules of a mixture of experts on its last pipeline stage "
+                        "(DeepSeek-V3: 1; default 0)")
+    p.add_argument("--capacity-factor", type=number(1, 64), default=None, metavar="C",
+                   help="token dropping at this expert capacity (1 to 64; default: dropless)")
+
+
 def add_plan_moe_flags(p) -> None:
     """``llmsizing plan``'s mixture-of-experts flags: ``--ep``, ``--ep-overlap`` and
     ``--shared-expert-overlap`` (:func:`~llmsizing.planner.plan`'s ``ep_degrees``, ``ep_overlap`` and

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from ._validate import check_bool, check_choice, check_int, check_number
 from .model import Model
 from .moe import _moe_indices, moe_model_states
+from .mtp import MTP_EMBEDDING_BYTES, add_states, mtp_layout, mtp_projection_states
 from .parallel import Parallel, check_ep, layers_per_stage
 
 
@@ -169,7 +170,7 @@ def deepseek_memory(model: Model | str = "deepseek-v3", parallel: Parallel | Non
     :data:`DEEPSEEK_V3_LAYOUT`, ``grad_accum`` to :data:`DEEPSEEK_V3_MICRO_BATCHES` (DualPipe needs at least
     ``2 pp`` micro-batches)."""
     from .catalog import resolve_model
-    from .memory import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, ModelStates, _states,
+    from .memory import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, ModelStates,
                          default_overhead_bytes, optimizer_state_elements, step_phases)
     from .activations import ActivationMemory
     from .parallel import pipeline_in_flight
@@ -197,16 +198,11 @@ def deepseek_memory(model: Model | str = "deepseek-v3", parallel: Parallel | Non
     t = batch * seq
     moe_b = sum(deepseek_layer_bytes(model, probs_in_swiglu=probs_in_swiglu).values()) * t
     dense_b = sum(deepseek_layer_bytes(model, moe=False).values()) * t
-    # the main model's split, the MTP block(s) appended to the last chunk as MoE layers
-    split = list(layers_per_stage(model.layers, par))
-    split[-1] += depth
-    moe_idx = sorted(_moe_indices(model)) + list(range(model.layers, model.layers + depth))
-    ext = replace(model, layers=model.layers + depth, moe_layers=tuple(moe_idx),
-                  name=f"{model.name} (+{depth} MTP)") if depth else model
-    epar = replace(par, stage_layers=tuple(split))
+    # the main model's split, the MTP block(s) appended to the last chunk as MoE layers (llmsizing.mtp)
+    ext, epar = mtp_layout(model, replace(par, stage_layers=layers_per_stage(model.layers, par)), depth)
+    split, moe_idx = epar.stage_layers, sorted(_moe_indices(ext))
     elements = optimizer_state_elements(ext, "adamw")
     h = model.hidden
-    proj = depth * (2 * h * h + 2 * h)                 # MTP: projection M and its two RMSNorms (Sec. 2.2)
     per_chunk, start = [], 0
     moe_set = set(moe_idx)
     for i, n in enumerate(split):
@@ -220,10 +216,9 @@ def deepseek_memory(model: Model | str = "deepseek-v3", parallel: Parallel | Non
         if i == pp - 1:
             # main and MTP heads: the final norm's input and fp32 log-probabilities per head (the library's
             # logits rule), and the MTP block's second input, the next token's embedding (BF16)
-            logits = (1 + depth) * (2.0 * h + 4.0 * model.vocab) * t + depth * 2.0 * h * t
+            logits = (1 + depth) * (2.0 * h + 4.0 * model.vocab) * t + depth * MTP_EMBEDDING_BYTES * h * t
             if depth:
-                st = _add_states(st, _states(proj, 2 * proj, "fp8-deepseek", "adamw", par, on_rank=proj,
-                                             linear=(2 * h * h * depth, 0)), ModelStates)
+                st = add_states(st, mtp_projection_states(model, depth, "fp8-deepseek", "adamw", par))
         per_chunk.append(dict(acts=acts, emb=emb, logits=logits, states=st, moe=k))
     rebuilt = deepseek_rebuilt_bytes(model) * t
     loss = LOSS_BACKWARD_BYTES_PER_LOGIT["fused"] * t * model.vocab
@@ -234,7 +229,7 @@ def deepseek_memory(model: Model | str = "deepseek-v3", parallel: Parallel | Non
             a, b = per_chunk[i], per_chunk[pp - 1 - i]
             na, nb = float(pp - i), float(i + 1)
             chunks, flight = (i, pp - 1 - i), (na, nb)
-            states = _add_states(a["states"], b["states"], ModelStates)
+            states = add_states(a["states"], b["states"])
             kept = na * a["acts"] + nb * b["acts"]
             emb, logits = na * a["emb"] + nb * b["emb"], na * a["logits"] + nb * b["logits"]
             has_head = True if i == 0 else False
@@ -259,13 +254,9 @@ def deepseek_memory(model: Model | str = "deepseek-v3", parallel: Parallel | Non
     return DeepSeekMemory(tuple(ranks), top, schedule)
 
 
-def _add_states(a, b, cls):
-    """Two :class:`~llmsizing.memory.ModelStates` on one GPU (DualPipe's two chunks, or a chunk and the MTP
-    projection), field by field."""
-    return cls(a.n_params, a.precision, a.optimizer, a.weights_bytes + b.weights_bytes,
-               a.gradients_bytes + b.gradients_bytes, a.master_bytes + b.master_bytes,
-               a.optimizer_state_bytes + b.optimizer_state_bytes, a.parallel, a.host_bytes + b.host_bytes,
-               a.fp8_weights_bytes + b.fp8_weights_bytes, a.fp8_meta_bytes + b.fp8_meta_bytes)
+def _add_states(a, b, cls=None):
+    """Two model states on one GPU, field by field (:func:`llmsizing.mtp.add_states`, for old callers)."""
+    return add_states(a, b)
 
 
 def deepseek_v3_check(*, gpu_memory_gib: float = 80.0) -> dict:

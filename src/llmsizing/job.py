@@ -25,6 +25,8 @@ from .catalog import GPU, get_gpu, resolve_model
 from .frameworks import stack_family
 from .hardware import check_recipe_runs_on
 from .model import Model
+from .moe import check_capacity_factor
+from .mtp import check_mtp_depth
 from .parallel import RECOMPUTE, SINGLE_GPU, Parallel, check_recompute_layers, resolve_parallel
 from .pipeline_schedule import pipelined_zero_fields
 from .precision import OPTIMIZERS, check_recipe
@@ -39,8 +41,10 @@ class Job:
     ``ep_overlap``, ``kernel_efficiency`` and ``overlap`` (``None``: calibrated) are what the step model reads
     beyond that; ``framework`` names the training software (e.g. ``"megatron-core"``, ``"torchtitan"``), whose
     stack family sets the range of the step's MFU and the plan's days (``None``: unknown, the pooled range;
-    :func:`~llmsizing.frameworks.stack_family`). Checked when made: a model and layout that cannot run
-    together are refused here, once."""
+    :func:`~llmsizing.frameworks.stack_family`). ``mtp_depth``: a mixture of experts' multi-token-prediction
+    modules (DeepSeek-V3's, :mod:`llmsizing.mtp`), and ``capacity_factor`` its token dropping (``None``:
+    dropless), which its memory, step and time price (``plan()`` refuses both). Checked when made: a model
+    and layout that cannot run together are refused here, once."""
 
     model: Model | str
     gpu: GPU | str
@@ -60,6 +64,8 @@ class Job:
     kernel_efficiency: float | None = None
     overlap: float | None = field(default=None)
     framework: str | None = None
+    mtp_depth: int = 0
+    capacity_factor: float | None = None
 
     def __post_init__(self):
         model = resolve_model(self.model, moe=True)
@@ -82,6 +88,12 @@ class Job:
             set_("max_nodes", check_int("max_nodes", self.max_nodes))
         set_("ep_overlap", check_number("ep_overlap", self.ep_overlap, maximum=1.0))
         stack_family(self.framework)                    # TypeError/ValueError unless a known name or None
+        set_("mtp_depth", check_mtp_depth(model, self.mtp_depth))
+        if self.capacity_factor is not None:
+            if not model.is_moe:
+                raise ValueError(f"capacity_factor={self.capacity_factor!r}: {model.name} is dense (no "
+                                 "experts)")
+            set_("capacity_factor", check_capacity_factor(self.capacity_factor))
 
     @property
     def n_gpus(self) -> int:
@@ -104,7 +116,7 @@ class Job:
         (:func:`~llmsizing.planner.plan`: the model, GPU and recipe; the layout is what a plan searches, so
         the job's is not passed)."""
         recipe = dict(precision=self.precision, recompute=self.recompute,
-                      recompute_layers=self.recompute_layers)
+                      recompute_layers=self.recompute_layers, **self._moe_options())
         if kind == "memory":
             return dict(model=self.model, batch=self.micro_batch, seq=self.seq, grad_accum=self.grad_accum,
                         parallel=self.parallel, optimizer=self.optimizer, attention=self.attention,
@@ -121,8 +133,13 @@ class Job:
             return dict(model=self.model, gpus=(self.gpu.name,), seq=self.seq, global_batch=self.global_batch,
                         precision=self.precision, optimizer=self.optimizer, attention=self.attention,
                         stack=self.stack, max_nodes=self.max_nodes, ep_overlap=self.ep_overlap,
-                        framework=self.framework)
+                        framework=self.framework, **self._moe_options())
         raise ValueError(f"kind must be one of 'memory', 'step', 'time', 'plan'; got {kind!r}")
+
+    def _moe_options(self) -> dict:
+        """``mtp_depth`` and ``capacity_factor`` where not their defaults (old calls' keywords unchanged)."""
+        return {**({"mtp_depth": self.mtp_depth} if self.mtp_depth else {}),
+                **({"capacity_factor": self.capacity_factor} if self.capacity_factor is not None else {})}
 
     @classmethod
     def from_plan_row(cls, row, model, *, seq: int, precision: str = "bf16-mixed", optimizer: str = "adamw",

@@ -27,6 +27,7 @@ from .mfu_inputs import layout_range_note
 from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages
 from .exposure import exposed_by_group  # noqa: F401  (re-exported: its old home)
+from .moe_time import load_skew as _load_skew
 from .moe_time import schedule_bubble, shared_expert_window_s
 from .network import get_node
 from .parallel import MAX_PP, Parallel, check_layout, layers_per_stage, recomputed_layers
@@ -454,7 +455,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
               ep_overlap: float = 0.0, max_nodes: int | str | None = "model",
               attention_kernel: str | None = None, schedule: str = "1f1b", mtp_depth: int = 0,
               comm_sms: int = 0, load_skew: float | None = None, framework: str | None = None,
-              attention_seq: int | None = None) -> StepTime:
+              attention_seq: int | None = None, capacity_factor: float | None = None) -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
@@ -495,7 +496,9 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     generation's, as the planner uses). Issue 35's MoE terms (:mod:`llmsizing.moe_time`): ``schedule``
     ``"1f1b"`` (default), ``"zb1p"`` or ``"dualpipe"`` sets the bubble
     (:func:`~llmsizing.moe_time.schedule_bubble`); ``mtp_depth``, ``comm_sms`` and ``load_skew`` go to
-    :func:`~llmsizing.comm.step_compute_time_s`. ``framework``: the software stack; its family sets the range.
+    :func:`~llmsizing.comm.step_compute_time_s`; ``capacity_factor`` (token dropping, ``None``: dropless) sets
+    ``load_skew`` as :func:`~llmsizing.moe_time.load_skew` caps it (and ``training_memory`` the expert
+    buffers). ``framework``: the software stack; its family sets the range.
     ``attention_seq``: a packed row's attention length (:func:`~llmsizing.comm.step_compute_time_s`)."""
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
@@ -512,6 +515,11 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
                          recompute=recompute, node=node, recompute_layers=recompute_layers,
                          max_nodes=max_nodes)
     par = comm.parallel
+    if capacity_factor is not None:     # token dropping caps the skew (moe_time.load_skew; Switch)
+        if load_skew is not None or not model.is_moe:
+            raise ValueError(f"capacity_factor={capacity_factor!r} sets a mixture of experts' load skew: "
+                             f"give it or load_skew=, not both ({model.name}: is_moe={model.is_moe})")
+        load_skew = _load_skew(model, par.ep, capacity_factor=capacity_factor)
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     compute = step_compute_time_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
                                   kernel_efficiency=eff, dtype=dtype, recompute_layers=recompute_layers,

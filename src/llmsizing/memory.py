@@ -21,6 +21,7 @@ from .moe import largest_tensor as _moe_largest_tensor
 from .moe import moe_model_states as _moe_model_states
 from .moe import _most
 from .moe_arrays import EpLayouts
+from .mtp import check_mtp_depth, mtp_layout, mtp_sides
 from .activations import (STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms,
                           stage_activations)
 from .catalog import resolve_model
@@ -136,7 +137,6 @@ def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float | None = N
 # ----------------------------------------------------------------------------- the peak of a step
 
 
-
 def optimizer_temporaries_bytes(model: Model | str, *, precision: str = "bf16-mixed",
                                 optimizer: str = "adamw", optimizer_impl: str = "foreach",
                                 parallel: Parallel | None = None) -> float:
@@ -167,8 +167,8 @@ def _optimizer_temporaries(model: Model, precision: str, optimizer: str, impl: s
     state = DTYPE_BYTES[recipe.states]
     shard = par.tp * par.pp * (par.dp_cp if par.zero >= 1 else 1)
     if impl == "foreach":
-        return (_moe_foreach_temporary_bytes(model, state,
-                                             par) if model.is_moe else model.n_params * state / shard)
+        return (_moe_foreach_temporary_bytes(model, state, par) if model.is_moe else
+                model.n_params * state / shard)
     largest = _moe_largest_tensor(model, par) if model.is_moe else max(math.prod(s) for _, _, s,
                                                                        _ in model.tensors())
     return 2 * largest * state / par.tp          # the largest tensor, split by tensor parallelism
@@ -184,8 +184,7 @@ def autocast_copies_bytes(model: Model | str, *, parallel: Parallel | None = Non
     parameter. Per GPU: divided by ``tp * pp``. Measured in ``data/step_measurements.csv`` (chapter 5).
     """
     model = resolve_model(model)
-    par = resolve_parallel(parallel, model)
-    parts = model.param_breakdown()
+    par, parts = resolve_parallel(parallel, model), model.param_breakdown()
     matmul = (parts["attention"] + parts["mlp"]
               + (parts["embedding"] if model.tied_embeddings else parts["lm_head"]))
     return 2.0 * matmul / (par.tp * par.pp)
@@ -197,7 +196,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                     dropout: bool = False, grad_accum: int = 1, parallel: Parallel | None = None,
                     overhead_bytes: float | None = None, stack: str = "fused",
                     optimizer_impl: str = "foreach", _all_stages: bool = False, _stages=None,
-                    recompute_layers: int | None = None, attention_mask: bool = False) -> TrainingMemory:
+                    recompute_layers: int | None = None, attention_mask: bool = False,
+                    mtp_depth: int = 0, capacity_factor: float | None = None) -> TrainingMemory:
     """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
     allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
@@ -213,14 +213,13 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     autocast's mix for ``bf16-amp``); an FP8 recipe (``fp8-mixed``, ``fp8-deepseek``) saves its Linear inputs
     in FP8 (:func:`~llmsizing.activations.layer_terms` with ``fp8=``, ``stack="fused"`` only) and keeps its
     FP8 weight copies alive with the weights (:class:`ModelStates`). ``grad_accum`` changes the global batch
-    (``batch * grad_accum * dp``),
-    and from the second micro-batch on the gradients are alive during the forward. With ``parallel``, the
-    result is per GPU, for the most loaded one: each pipeline stage gets its own parameters
-    (:func:`stage_params`), its own activations (1F1B keeps up to ``pp`` micro-batches in flight on the first
-    stage, more when interleaved; the logits and the loss live on the last stage), ZeRO-3's gathered unit,
-    and ``offload`` moves states to the host; the pipeline's micro-batches are the ``grad_accum`` steps.
-    ``flops_per_token`` is
-    the compute one token costs, including recomputation (:func:`~llmsizing.flops.training_flops_per_token`).
+    (``batch * grad_accum * dp``), and from the second micro-batch on the gradients are alive during the
+    forward. With ``parallel``, the result is per GPU, for the most loaded one: each pipeline stage gets its
+    own parameters (:func:`stage_params`), its own activations (1F1B keeps up to ``pp`` micro-batches in
+    flight on the first stage, more when interleaved; the logits and the loss on the last stage), ZeRO-3's
+    gathered unit, and ``offload`` moves states to the host; the pipeline's micro-batches are the
+    ``grad_accum`` steps. ``flops_per_token``: one token's compute, recomputation included
+    (:func:`~llmsizing.flops.training_flops_per_token`).
     With context parallelism (``parallel.cp``) each GPU holds the activations, logits and loss temporaries of
     ``seq / cp`` tokens (``seq`` a multiple of ``2 cp``, flash attention), ZeRO shards over ``dp x cp``, and
     one layer's attention holds the K and V it exchanges
@@ -229,8 +228,11 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     of each model chunk only, Megatron-LM's ``--recompute-method block``
     (:func:`~llmsizing.activations.stage_activations`). ``attention_mask=True`` (``stack="hf"``): a padded
     batch, on which Hugging Face's SDPA path keeps K and V at the query heads' width and a copy of the mask
-    per layer (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`). Taught in chapter 4; checked against
-    measured steps in chapter 5; context parallelism and partial recomputation in "Long context".
+    per layer (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`). A mixture of experts' ``mtp_depth``
+    (DeepSeek-V3's MTP modules on the last stage, :mod:`llmsizing.mtp`) and ``capacity_factor`` (expert
+    buffers at that capacity, :func:`~llmsizing.moe.moe_layer_terms`; ``None``: dropless): issue 35. Taught in
+    chapter 4; checked against measured steps in chapter 5; context parallelism and partial recomputation in
+    "Long context".
     """
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
@@ -238,40 +240,37 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     stack = check_choice("stack", stack, STACKS)
     impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     check_recipe("precision", precision)
-    par = resolve_parallel(parallel, model, seq=seq)
-    if overhead_bytes is not None:
-        overhead_bytes = check_number("overhead_bytes", overhead_bytes)
+    depth, base = check_mtp_depth(model, mtp_depth), model
+    cap = {} if capacity_factor is None else {"capacity_factor": capacity_factor}
+    model, par = mtp_layout(model, resolve_parallel(parallel, model, seq=seq), depth)   # its blocks: layers
+    overhead_bytes = None if overhead_bytes is None else check_number("overhead_bytes", overhead_bytes)
     stages = tuple(range(par.pp) if _stages is None else sorted(set(_stages)))
     # the activations' side (no ZeRO stage, dp or ep in it) and the model states' side (no micro-batch,
-    # recomputation or sequence in it): kept for the planner's searches (_stages: issue 35, a search asks for
-    # the same activations under every ZeRO stage, dp and ep, and the same states under every micro-batch and
-    # recomputation), worked out afresh for every other call
+    # recomputation or sequence): kept for the planner's searches (_stages: issue 35), else afresh
     kept = _all_stages and _stages is not None
     acts = (_kept_act_side if kept else _act_side)(
         model, batch, seq, precision, attention, dropout, recompute, recompute_layers, grad_accum, stack,
-        attention_mask, _act_layout(par) if kept else par, stages)
+        attention_mask, _act_layout(par) if kept else par, stages, **cap)
     check_choice("optimizer", optimizer, OPTIMIZERS)
     states = (_kept_state_side if kept else _state_side)(model, precision, optimizer, impl, par, stages)
+    if depth:
+        acts, states = mtp_sides(base, par, depth, acts, states, precision=precision, optimizer=optimizer,
+                                 batch=batch, seq=seq, recompute=recompute)
     flops, cp_buffers, loss, working, stage_acts, in_flight = acts
     gathered, copies, head_copy, by_stage = states
-
     results = []
-    # _stages: only these pipeline stages (the planner asks for the first and the last: with Megatron's even
-    # split, the first holds the most micro-batches in flight and the embedding, the last the logits and head,
-    # so one of them is the most loaded; tests/test_planner.py checks this against every stage)
+    # _stages: only these stages (the planner asks for the first, with the most micro-batches in flight and
+    # the embedding, and the last, with the logits and head: tests/test_planner.py checks it on every stage)
     for i in stages:
         last = i == par.pp - 1
         st, head_grads, stage_opt = by_stage[i]
         phases = _stage_phases(model, par, i, grad_accum, acts, states)
-        if overhead_bytes is None:   # of the peak: the largest piece
-            overhead = default_overhead_bytes(max(sum(v.values()) for v in phases.values()))
-        else:
-            overhead = overhead_bytes
+        overhead = (default_overhead_bytes(max(sum(v.values()) for v in phases.values()))  # of the peak
+                    if overhead_bytes is None else overhead_bytes)
         results.append(TrainingMemory(st, stage_acts[i], overhead, batch, grad_accum, seq, flops, phases,
                                       stack, impl, copies, loss if last else 0.0, stage_opt, i, in_flight[i],
                                       gathered))
-    if _all_stages and _stages is not None:
-        # (the searches read only the pieces of the stages they ask for: no stage table)
+    if _all_stages and _stages is not None:     # (the searches read only their stages' pieces: no table)
         return results
     on_stage = _stage_params_of(model, par)
     rows = tuple(_stage_row(r, on_stage[r.stage]) for r in results)
@@ -342,15 +341,15 @@ def _stage_params_of(model: Model, par: Parallel) -> list[float]:
 
 def _act_side(model: Model, batch: int, seq: int, precision: str, attention: str, dropout: bool,
               recompute: str, recompute_layers, grad_accum: int, stack: str, attention_mask: bool,
-              par: Parallel, stages: tuple, core=None, flops: bool = True) -> tuple:
+              par: Parallel, stages: tuple, core=None, flops: bool = True, **cap) -> tuple:
     """:func:`training_memory`'s activations' side for checked arguments: the FLOPs per token, context
     parallelism's K and V buffers, the loss's temporaries, one layer's working set, each stage of ``stages``'
     activations (:func:`~llmsizing.activations.stage_activations`) and each stage's micro-batches in flight.
     None depends on the ZeRO stage, ``dp`` or ``ep`` (:func:`_act_layout`). ``core``: :func:`_act_core` or
-    the planner's kept one. ``flops=False``: None in place of the FLOPs, which the searches never read."""
+    the planner's kept one (``cap``: its ``capacity_factor=``). ``flops=False``: no FLOPs (searches)."""
     acts, cp_buffers, loss, working = (core or _act_core)(model, batch, seq, precision, attention, dropout,
                                                           recompute, stack, attention_mask, par.tp, par.sp,
-                                                          par.cp, par.cp_comm, par.expert_tp)
+                                                          par.cp, par.cp_comm, par.expert_tp, **cap)
     act_kw = _act_kwargs(batch, seq, precision, attention, dropout, stack, attention_mask, par.tp, par.sp,
                          par.cp, par.expert_tp)
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
@@ -387,13 +386,14 @@ def _act_kwargs(batch: int, seq: int, precision: str, attention: str, dropout: b
 
 def _act_core(model: Model, batch: int, seq: int, precision: str, attention: str, dropout: bool,
               recompute: str, stack: str, attention_mask: bool, tp: int, sp: bool, cp: int, cp_comm: str,
-              expert_tp: bool) -> tuple:
+              expert_tp: bool, capacity_factor: float | None = None) -> tuple:
     """What :func:`_act_side` reads of the layout's ``tp``, ``sp``, ``cp`` alone (not of ``pp``, the
     micro-batches or the stages): :func:`~llmsizing.activations.activation_memory` with ``recompute``, context
-    parallelism's K and V buffers, the loss's temporaries and one layer's working set."""
+    parallelism's K and V buffers, the loss's temporaries and one layer's working set (experts' buffers at
+    ``capacity_factor``)."""
     act_kw = _act_kwargs(batch, seq, precision, attention, dropout, stack, attention_mask, tp, sp, cp,
                          expert_tp)
-    acts = activation_memory(model, recompute=recompute, **act_kw)
+    acts = activation_memory(model, recompute=recompute, capacity_factor=capacity_factor, **act_kw)
     local = seq // cp                                  # this GPU's tokens of each sequence
     cp_buffers = cp_attention_buffers_bytes(model, batch=batch, seq=seq, tp=tp, cp=cp, cp_comm=cp_comm,
                                             dtype=act_kw["dtype"])

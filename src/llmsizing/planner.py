@@ -275,7 +275,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          cp_degrees=None, cp_comm: str = "p2p", ep_degrees=None, expert_tp: bool = False, max_nodes="model",
          ep_overlap: float = 0.0, partial_recompute: bool = True, framework: str | None = None,
          virtual_stages=VIRTUAL_STAGES, deadline_rule: str | None = None,
-         shard_under_pipeline: bool = False, shared_expert_overlap: bool = False):
+         shard_under_pipeline: bool = False, shared_expert_overlap: bool = False, mtp_depth: int = 0,
+         capacity_factor: float | None = None):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest
     first.
@@ -369,7 +370,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     refused), so a row is ``step_time`` of that layout. Off by default, as in Megatron-Core
     (``moe_shared_expert_overlap=False``: the shared experts run after the routed ones): a training stack
     must be told to, of the published MoE runs only DeepSeek-V2 states it, and the all-to-all's SMs slowing
-    the GEMMs beside it are not priced, so the option errs fast.
+    the GEMMs beside it are not priced, so the option errs fast. ``mtp_depth`` above 0 and a
+    ``capacity_factor`` are refused: the search's memory holds neither the MTP module nor capacity-sized
+    expert buffers (price a layout with ``step_time`` or ``training_time(parallel=)``).
 
     ``shard_under_pipeline=True`` (issue 34; off by default) also searches ZeRO-2 and ZeRO-3 under a pipeline
     for a dense model, ZeRO-3 as Meta ran Llama 3 405B (:data:`~llmsizing.pipeline_schedule.PIPELINED_FSDP`),
@@ -401,6 +404,10 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
     if check_bool("shared_expert_overlap", shared_expert_overlap):
         shared_expert_params(model)                   # (refused without shared experts)
+    if check_int("mtp_depth", mtp_depth, minimum=0, maximum=8) or capacity_factor is not None:
+        raise ValueError(f"mtp_depth={mtp_depth}, capacity_factor={capacity_factor!r}: plan() searches "
+                         "neither (not in its memory); use step_time(..., mtp_depth=, capacity_factor=) or "
+                         "training_time(..., parallel=)")
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
     shard_pp = check_bool("shard_under_pipeline", shard_under_pipeline) and not model.is_moe
     vps = None if virtual_stages is None else tuple(sorted({check_int("virtual_stages[i]", v) for v in

@@ -228,7 +228,8 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
 def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch: int, global_batch: int,
                 precision: str, dtype: str, recompute: str, recompute_layers: int | None, causal: bool,
                 price_value: float, node=None, max_nodes="model", goodput: float = 1.0,
-                whole_run: bool = False) -> TrainingTime:
+                whole_run: bool = False, mtp_depth: int = 0,
+                capacity_factor: float | None = None) -> TrainingTime:
     """A run timed on its layout's own step (a stage's case 2 above;
     :func:`~llmsizing.time_cost.training_time` with ``parallel`` and ``global_batch``):
     :func:`~llmsizing.layouts.step_time` with ``global_batch / (micro_batch x dp)`` micro-batches gives the
@@ -236,13 +237,15 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     (:func:`~llmsizing.mfu.layout_range_factors`); a layout that does not fit adds a warning (the caller chose
     it). ``whole_run`` (a mixture of experts' whole run, issue 35): the step's MFU times the calibration's
     whole-run share (:func:`~llmsizing.mfu.whole_run_factor`: restarts, evaluation, stragglers), the layout's
-    range around it."""
+    range around it. ``mtp_depth`` (the MTP module on the last stage) and ``capacity_factor`` (token
+    dropping; issue 35): as ``step_time`` and ``training_memory`` price them."""
     per_step = micro_batch * par.dp
     if global_batch % per_step:
         raise ValueError(f"global_batch={global_batch:,} is not a multiple of micro_batch x dp = "
                          f"{micro_batch} x {par.dp}: the layout cannot reach it")
     accum = global_batch // per_step
-    rc = dict(recompute=recompute, recompute_layers=recompute_layers, precision=precision)
+    rc = dict(recompute=recompute, recompute_layers=recompute_layers, precision=precision,
+              mtp_depth=mtp_depth, capacity_factor=capacity_factor)
     step = step_time(model, g, par, batch=micro_batch, seq=seq, grad_accum=accum, dtype=dtype, node=node,
                      max_nodes=max_nodes, **rc)
     share = whole_run_factor(model, g, seq=seq, dtype=dtype) if whole_run else 1.0
@@ -402,9 +405,11 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
 
 
 def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_layers, precision, dtype,
-             causal, price, goodput, ep_degrees=None, whole_run=False):
+             causal, price, goodput, ep_degrees=None, whole_run=False, mtp_depth=0, capacity_factor=None):
     """:func:`training_time`'s mixture of experts without a global batch: ``(the run, its layout)`` on the
-    MoE step of ``parallel`` or :func:`moe_default_layout`, or ``None`` when there is none."""
+    MoE step of ``parallel`` or :func:`moe_default_layout`, or ``None`` when there is none. ``mtp_depth``
+    and ``capacity_factor`` go to the step (:func:`layout_time`); :func:`moe_default_layout`'s plan is chosen
+    without them (``plan()`` does not search them), which the warning says."""
     n = None if n_gpus is None else check_int("n_gpus", n_gpus)
     if parallel is not None:
         par = resolve_parallel(parallel, model, seq)
@@ -417,11 +422,13 @@ def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_la
     par, gb, micro = chosen
     return _moe_step_run(model, g, par, tokens=tokens, seq=seq, micro_batch=micro, recompute=recompute,
                          recompute_layers=recompute_layers, precision=precision, dtype=dtype, causal=causal,
-                         global_batch=gb, price=price, goodput=goodput, whole_run=whole_run), par
+                         global_batch=gb, price=price, goodput=goodput, whole_run=whole_run,
+                         mtp_depth=mtp_depth, capacity_factor=capacity_factor, planned=parallel is None), par
 
 
 def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recompute, recompute_layers,
-                  precision, dtype, causal, price, goodput, global_batch=None, whole_run=False):
+                  precision, dtype, causal, price, goodput, global_batch=None, whole_run=False, mtp_depth=0,
+                  capacity_factor=None, planned=False):
     """A mixture of experts' run on the MoE step of layout ``par`` (:func:`~llmsizing.stages.layout_time`,
     as ``training_time(parallel=, global_batch=)``), the global batch :func:`moe_default_global_batch`'s
     unless given, with a warning that names both."""
@@ -431,9 +438,14 @@ def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recomput
                     micro_batch=micro_batch, global_batch=gb, precision=precision, dtype=dtype,
                     recompute=recompute, recompute_layers=recompute_layers,
                     causal=check_bool("causal", causal), price_value=gpu_price(g, price), goodput=goodput,
-                    whole_run=check_bool("whole_run", whole_run))
+                    whole_run=check_bool("whole_run", whole_run), mtp_depth=mtp_depth,
+                    capacity_factor=capacity_factor)
     note = (f"{model.name} is a mixture of experts: timed on its MoE step (llmsizing.moe_time) on the layout "
-            f"{_layout_label(par)}, {gb:,} sequences per step; the range is a layout's")
+            f"{_layout_label(par)}, {gb:,} sequences per step; the range is a layout's"
+            + (f"; with {mtp_depth} MTP module(s) on its last stage" if mtp_depth else "")
+            + (f"; capacity factor {capacity_factor:g}" if capacity_factor is not None else "")
+            + ("; the layout was planned without them (plan() does not search MTP or capacity)"
+               if planned and (mtp_depth or capacity_factor is not None) else ""))
     return dataclasses.replace(t, warnings=(note, *t.warnings))
 
 

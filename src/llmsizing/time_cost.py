@@ -23,6 +23,7 @@ from .flops import RECOMPUTE
 from .hardware import effective_dtype
 from .job import takes_job
 from .model import Model
+from .mtp import check_mtp_depth
 from .moe_layouts import ep_candidates
 from .parallel import Parallel, resolve_parallel
 from .precision import compute_dtype
@@ -41,7 +42,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                   whole_run: bool = False, precision: str | None = None, stages=None,
                   plan_options: dict | None = None, goodput: float = 1.0, recompute_layers: int | None = None,
                   global_batch: int | None = None, micro_batch: int = 1, moe_dense_mfu: bool = False,
-                  framework: str | None = None, tokens_per_step: float | None = None):
+                  framework: str | None = None, tokens_per_step: float | None = None, mtp_depth: int = 0,
+                  capacity_factor: float | None = None):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given). Without either, the GPU-hours and
     the cost stand (they do not depend on the GPU count; a model card gives none) and the days are ``None``.
@@ -99,7 +101,13 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     of its own is timed so too (issue 35). A given ``mfu`` or ``mfu_range``, or an ``n_gpus`` with no such
     layout, keep the calibrated MFU at the active size (a warning says it is an extrapolation from dense
     runs). ``moe_dense_mfu=True`` (deprecated) asks for that old estimate, stages and whole runs included.
-    Chapter 18.
+    ``mtp_depth`` (issue 35): DeepSeek-V3's multi-token-prediction modules on the MoE step's last stage, their
+    FLOPs (:func:`~llmsizing.moe.mtp_flops_per_token`, 3.8% of V3's) and memory (:mod:`llmsizing.mtp`), as
+    ``step_time(mtp_depth=)`` and ``training_memory(mtp_depth=)`` give them; only on a MoE step (not with
+    ``mfu``, ``mfu_range``, ``stages`` or ``moe_dense_mfu``). Without ``parallel`` the layout is
+    :func:`moe_default_layout`'s, planned without the module (``plan()`` does not search it).
+    ``capacity_factor`` (token dropping; ``None``: dropless) likewise: the step's load skew capped
+    (:func:`~llmsizing.moe_time.load_skew`) and the expert buffers at that capacity. Chapter 18.
 
     **Goodput.** ``goodput`` (default 1.0: today's numbers, a steady state) is the useful share of wall time
     left by interruptions and checkpoints, from :func:`~llmsizing.reliability.goodput`; days, GPU-hours and
@@ -117,6 +125,10 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                          "with global_batch=, stages= or a mixture of experts (plan() and Job take a "
                          "framework)")
     g = get_gpu(gpu)
+    moe_opts = check_mtp_depth(model, mtp_depth) or capacity_factor is not None
+    if moe_opts and (stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
+        raise ValueError(f"mtp_depth={mtp_depth} and capacity_factor={capacity_factor!r} price a mixture of "
+                         "experts' MoE step: not with stages=, mfu=, mfu_range= or moe_dense_mfu=True")
     if stages is None:
         dtype = compute_dtype("bf16-mixed" if precision is None else precision, dtype)
     if check_bool("moe_dense_mfu", moe_dense_mfu):
@@ -132,9 +144,14 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                        recompute=check_choice("recompute", recompute, RECOMPUTE),
                        recompute_layers=recompute_layers,
                        precision="bf16-mixed" if precision is None else precision, dtype=dtype, causal=causal,
-                       price=price_usd_per_gpu_hour, goodput=goodput, whole_run=whole_run)
+                       price=price_usd_per_gpu_hour, goodput=goodput, whole_run=whole_run,
+                       mtp_depth=mtp_depth, capacity_factor=capacity_factor)
         if run is not None:
             return run[0]
+    if moe_opts and global_batch is None:
+        raise ValueError(f"mtp_depth={mtp_depth}, capacity_factor={capacity_factor!r}: no MoE step to price "
+                         f"them on (give tokens=, seq= and parallel=, or an n_gpus that {model.name} has a "
+                         "layout on; a dense model has neither)")
     if global_batch is not None:
         if stages is not None or parallel is None or mfu is not None or mfu_range is not None or whole_run:
             raise ValueError("global_batch= times the run on its layout's own step: give it with parallel= "
@@ -151,7 +168,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                         precision="bf16-mixed" if precision is None else precision, dtype=dtype,
                         recompute=check_choice("recompute", recompute, RECOMPUTE),
                         recompute_layers=recompute_layers, causal=check_bool("causal", causal),
-                        price_value=gpu_price(g, price_usd_per_gpu_hour), goodput=goodput)
+                        price_value=gpu_price(g, price_usd_per_gpu_hour), goodput=goodput,
+                        mtp_depth=mtp_depth, capacity_factor=capacity_factor)
         return t
     if stages is not None:
         if goodput < 1:
