@@ -68,13 +68,15 @@ class Report:
         return ok
 
 
-def run(cmd, *, cwd=None, env=None, log: Path | None = None) -> subprocess.CompletedProcess:
+def run(cmd, *, cwd=None, env=None, log: Path | None = None, timeout_s: float = 1200
+        ) -> subprocess.CompletedProcess:
     """Run ``cmd``; its output goes to ``log`` (appended) if given, else is captured and returned."""
     print(f"$ {' '.join(str(c) for c in cmd)}", flush=True)
     if log is None:
-        return subprocess.run(cmd, cwd=cwd, env=env, text=True, capture_output=True)
+        return subprocess.run(cmd, cwd=cwd, env=env, text=True, capture_output=True, timeout=timeout_s)
     with open(log, "a") as f:
-        return subprocess.run(cmd, cwd=cwd, env=env, text=True, stdout=f, stderr=subprocess.STDOUT)
+        return subprocess.run(cmd, cwd=cwd, env=env, text=True, stdout=f, stderr=subprocess.STDOUT,
+                              timeout=timeout_s)
 
 
 def must(proc: subprocess.CompletedProcess, what: str, log: Path | None = None) -> None:
@@ -239,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{(before.stdout.strip() or before.stderr.strip().splitlines()[-1])}", flush=True)
     (repo / "postBuild").chmod(0o755)
     log = logs / "postBuild.log"
-    must(run(["./postBuild"], cwd=repo, env=env, log=log), "postBuild", log)
+    must(run(["./postBuild"], cwd=repo, env=env, log=log, timeout_s=300), "postBuild", log)
     after = run([env_python, *probe], cwd=work, env=env)
     report.check(after.stdout.startswith(f"True {repo / 'data'}"),
                  "after postBuild the library finds its data",
