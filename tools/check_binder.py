@@ -242,6 +242,12 @@ def main(argv: list[str] | None = None) -> int:
     (repo / "postBuild").chmod(0o755)
     log = logs / "postBuild.log"
     must(run(["./postBuild"], cwd=repo, env=env, log=log, timeout_s=300), "postBuild", log)
+    written = env_dir / "etc" / "jupyter" / "jupyter_server_config.py"
+    try:
+        compile(written.read_text(), str(written), "exec")
+        report.check(True, "postBuild wrote a server config that is valid Python", str(written))
+    except (OSError, SyntaxError) as e:
+        report.check(False, "postBuild wrote a server config that is valid Python", repr(e))
     after = run([env_python, *probe], cwd=work, env=env)
     report.check(after.stdout.startswith(f"True {repo / 'data'}"),
                  "after postBuild the library finds its data",
