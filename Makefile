@@ -160,6 +160,11 @@ $(MSTAMP): pyproject.toml
 measure: $(MSTAMP) ## Measure real memory with PyTorch + HF transformers (optional; own venv .venv-measure, heavy)
 	$(MVENV)/bin/python tools/measure_memory.py all
 
+# Not part of `make test` or .ci/run: it needs PyPI and minutes, and builds no image (no Docker here).
+.PHONY: check-binder
+check-binder: ## repo2docker --no-build on a clean clone of HEAD, its steps replayed in a venv, lab + load test
+	$(PYTHON) tools/check_binder.py $(BINDER_ARGS)
+
 .PHONY: bench
 bench: $(STAMP) ## Run the benchmarks (benchmarks/bench.py)
 	$(PY) benchmarks/bench.py

@@ -17,6 +17,11 @@ It reports, as N grows:
 * the redraw time per move as the client sees it (request sent -> reply received: the kernel's redraw plus the
   server's and the socket's share), median and 90th percentile over every participant's moves.
 
+With ``--as-installed`` the server is ``jupyter lab`` with no ``--config``: it reads the configuration its
+environment holds, as a JupyterHub or Binder image started from this repository does (postBuild writes it;
+tools/check_binder.py runs this test that way), instead of serve-live's (no kernel culling then: the server is
+stopped after each N anyway).
+
 The server and its kernels are stopped after each N. Only 127.0.0.1 is used; nothing leaves the machine. On a
 shared machine keep N small: every participant is a kernel of about 140 MiB running the chapter's code.
 """
@@ -151,11 +156,29 @@ async def participant(base: str, token: str, cells: list[str], widget: str | Non
     return {"run_s": run_s, "move_s": times, "errors": errors}
 
 
-def run_n(notebook: Path, n: int, moves: int) -> dict:
+def installed_command(port: int, token: str) -> tuple[list[str], dict]:
+    """``jupyter lab`` as an image's environment starts it: no ``--config``, so it reads the
+    ``jupyter_server_config.py`` of its config path (``{sys.prefix}/etc/jupyter``, where postBuild puts the
+    book's lab configuration). Bound to 127.0.0.1, the token in its environment as for serve-live."""
+    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.ip={serve_live.HOST}",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--ServerApp.open_browser=False",
+           f"--ServerApp.root_dir={BOOK}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    env = serve_live._kernel_env()
+    env.pop("JUPYTER_TOKEN_FILE", None)
+    env["JUPYTER_TOKEN"] = token
+    return cmd, env
+
+
+def run_n(notebook: Path, n: int, moves: int, as_installed: bool = False) -> dict:
     """One server, ``n`` participants at once: the numbers for this N."""
     cells, widget = code_cells(notebook)
     port, token = serve_live.free_port(), secrets.token_hex(16)
-    cmd, env = serve_live.jupyter_command("http://127.0.0.1:1", port=port, token=token)
+    if as_installed:
+        cmd, env = installed_command(port, token)
+    else:
+        cmd, env = serve_live.jupyter_command("http://127.0.0.1:1", port=port, token=token)
     proc = subprocess.Popen(cmd, cwd=BOOK, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -188,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-n", "--participants", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--moves", type=int, default=8, help="control moves per participant (default 8)")
     ap.add_argument("--json", type=Path, help="also write the rows to this file")
+    ap.add_argument("--as-installed", action="store_true",
+                    help="start `jupyter lab` with the configuration its environment holds (postBuild's), "
+                         "not serve-live's")
     args = ap.parse_args(argv)
     if any(n < 1 for n in args.participants):
         print("participants: each N must be at least 1", file=sys.stderr)
@@ -198,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'N':>3} {'kernels':>7} {'MiB/kernel':>10} {'MiB total':>9} {'run s (med/max)':>16} "
           f"{'redraw ms (med/p90)':>20}  errors", flush=True)
     for n in args.participants:
-        row = run_n(notebook, n, args.moves)
+        row = run_n(notebook, n, args.moves, args.as_installed)
         rows.append(row)
         print(f"{n:>3} {row['kernels']:>7} {row['kernel_rss_mib_median']!s:>10} "
               f"{row['kernel_rss_mib_total']:>9} "
