@@ -205,6 +205,9 @@ def shared_expert_params(model) -> tuple[int, int]:
                 fc2 += math.prod(shape)
             else:
                 fc1 += math.prod(shape)
+    if not (fc1 and fc2):        # the names are the library's own (Model._moe_mlp_tensors): never a silent 0
+        raise RuntimeError(f"{model.name!r}: shared experts declared, but no 'shared_experts.' gate/up and "
+                           "down weights in Model._moe_mlp_tensors")
     return fc1, fc2
 
 
