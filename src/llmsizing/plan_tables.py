@@ -110,13 +110,16 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin):
     # (the kept ones read directly, a mixture of experts' A + B / ep ones on rows; an autocast recipe's: one
     # SearchMemory per recomputation, each made by states)
     st_list = stored_states(memory, _tuples(st, firsts), rc)
-    fixed, sharded = (padded([s[i] for s in st_list], -np.inf if i == 0 else 0.0) for i in (0, 1))
+    # (the tables are held piece by row, (piece, candidate): the same entries and elementwise operations, and
+    # each candidate's maximum over its pieces a reduction down contiguous columns, ~10x faster than along
+    # its row; moe21)
+    fixed, sharded = (_by_piece(padded([s[i] for s in st_list], -np.inf if i == 0 else 0.0)) for i in (0, 1))
     rows_state = state_at[at]
     cp = k[:, CP].astype(float)[at]
-    fixed, sharded = fixed[rows_state], sharded[rows_state] / cp[:, None] / dpf[rows][:, None]
+    fixed, sharded = fixed.take(rows_state, axis=1), sharded.take(rows_state, axis=1) / cp / dpf[rows]
     # the floor (micro-batch 0: fixed + 0 + sharded / dp, the same values; pieces are finite, -inf the pads
     # of fixed)
-    floor = (fixed + sharded).max(axis=1)
+    floor = (fixed + sharded).max(axis=0)
     live = ~(floor > limits.max() * (1 + margin))              # (beyond the largest limit: beyond every one)
     need = np.zeros(len(ids), dtype=bool)
     need[at[live]] = True
@@ -125,15 +128,20 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin):
     mk = k[:, [TP, PP, C, CP, V]].copy()
     mk[~need, 3] = 1
     firsts, micro_at = first_seen(mk)
-    per_micro = padded([memory.per_micro(tp, pp, rc, c, cp, v) for tp, pp, c, cp, v in _tuples(mk, firsts)],
-                       0.0)
+    per_micro = _by_piece(padded([memory.per_micro(tp, pp, rc, c, cp, v)
+                                  for tp, pp, c, cp, v in _tuples(mk, firsts)], 0.0))
     # _total_bytes' sum on the rows read (``sharded / dp`` shared with the floor); the others keep their floor
     peak, micro_at = floor.copy(), micro_at[at]
     if not live.all():
         live = np.flatnonzero(live)
-        fixed, sharded, micro_at, rows = fixed[live], sharded[live], micro_at[live], rows[live]
-    peak[live] = (fixed + micro[rows][:, None] * per_micro[micro_at] + sharded).max(axis=1)
+        fixed, sharded, micro_at, rows = fixed[:, live], sharded[:, live], micro_at[live], rows[live]
+    peak[live] = (fixed + micro[rows] * per_micro.take(micro_at, axis=1) + sharded).max(axis=0)
     return tuple(FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * x for x in (peak, floor))
+
+
+def _by_piece(table: np.ndarray) -> np.ndarray:
+    """``table`` (a row per entry, a column per piece) as a C-contiguous (piece, entry) table."""
+    return np.ascontiguousarray(table.T)
 
 
 def padded(arrays: list, pad: float) -> np.ndarray:
