@@ -98,8 +98,7 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin):
     entry, and ``x / 1 = x``). A row whose floor exceeds every GPU's entry of ``limits`` (by more than the
     relative ``margin``) keeps its floor as total (fitting_plans drops it unread): its ``per_micro`` is read
     at ``cp = 1`` (the calls made before, so its ``cp > 1`` is not asked for, two calls)."""
-    ids, at = np.unique(coef_id[rows], return_inverse=True)
-    at = at.reshape(-1)
+    ids, at = _distinct_ids(coef_id[rows], len(keys))
     k = keys[ids]                                                   # each pair asked: its key
     sv = np.where((k[:, ZERO] == 3) & (k[:, PP] > 1), k[:, V], 1)  # plan_candidates.state_chunks
     lay6 = k[:, [TP, PP, ZERO, EP, C, V]]
@@ -137,6 +136,15 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin):
         fixed, sharded, micro_at, rows = fixed[:, live], sharded[:, live], micro_at[live], rows[live]
     peak[live] = (fixed + micro[rows] * per_micro.take(micro_at, axis=1) + sharded).max(axis=0)
     return tuple(FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * x for x in (peak, floor))
+
+
+def _distinct_ids(ids: np.ndarray, n: int) -> tuple:
+    """``np.unique(ids, return_inverse=True)`` of integers ``ids`` in ``[0, n)``: the distinct ones in
+    increasing order and each entry's position among them, by marking them in a table of ``n`` (no sort:
+    ~0.2 ms instead of ~1.2 ms for the ~40,000 candidates of a Qwen3-30B-A3B search; moe21)."""
+    seen = np.zeros(n, dtype=bool)
+    seen[ids] = True
+    return np.flatnonzero(seen), (np.cumsum(seen) - 1)[ids]
 
 
 def _by_piece(table: np.ndarray) -> np.ndarray:
