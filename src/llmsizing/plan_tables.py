@@ -99,18 +99,18 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin, ke
     relative ``margin``) keeps its floor as total (fitting_plans drops it unread): its ``per_micro`` is read
     at ``cp = 1`` (the calls made before, so its ``cp > 1`` is not asked for, two calls).
 
-    ``kept``: a dict one search's recomputations share, when its model states are the same for all of them
-    (not an autocast recipe's): the first call keeps there its state tables and each pair's row in them, and
-    a later call, whose pairs are among the first's (each recomputation weighs only candidates the lighter
-    ones left without a plan), reads them instead of reading the entries again (they are all made by then:
-    nothing is asked of ``memory`` that the read would have asked; moe21)."""
+    ``kept``: a dict one search's recomputations share: when its model states are the same for all of them
+    (``kept["share_states"]``; not an autocast recipe's) the first call keeps there its state tables and each
+    pair's row in them, and a later call, whose pairs are among the first's (each recomputation weighs only
+    candidates the lighter ones left without a plan), reads them instead of reading the entries again (they
+    are all made by then: nothing is asked of ``memory`` that the read would have asked; moe21)."""
     ids, at = _distinct_ids(coef_id[rows], len(keys))
     k = keys[ids]                                                   # each pair asked: its key
     sv = np.where((k[:, ZERO] == 3) & (k[:, PP] > 1), k[:, V], 1)  # plan_candidates.state_chunks
     lay6 = k[:, [TP, PP, ZERO, EP, C, V]]
     firsts, _ = first_seen(lay6)
     memory.prefetch(_tuples(lay6, firsts), rc)
-    if kept:                                  # (a later recomputation: its pairs' states all kept)
+    if kept and "fixed" in kept:              # (a later recomputation: its pairs' states all kept)
         fixed, sharded = kept["fixed"], kept["sharded"]
         state_at = kept["pair_state"][ids]
     else:
@@ -124,7 +124,7 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin, ke
         # along its row; moe21)
         fixed, sharded = (_by_piece(padded([s[i] for s in st_list], -np.inf if i == 0 else 0.0))
                           for i in (0, 1))
-        if kept is not None:
+        if kept and kept.get("share_states"):
             pair_state = np.full(len(keys), -1, dtype=np.int64)
             pair_state[ids] = state_at
             kept.update(fixed=fixed, sharded=sharded, pair_state=pair_state)
