@@ -1,15 +1,20 @@
 """Paired CPU time of chapter 17's widget moving to each mixture of experts, with moe21's change to the memory
 fit's coefficient table on (``new``: :func:`llmsizing.plan_tables.table_totals` holds its tables piece by
-candidate, so that each candidate's maximum over its ~27 pieces reduces down contiguous columns, and numbers
-the candidates' coefficient ids by marking them in a table instead of sorting them) and off in the same
+candidate, so that each candidate's maximum over its ~10 pieces reduces down contiguous columns, numbers the
+candidates' coefficient ids by marking them in a table instead of sorting them, and a search's
+recomputations share its state tables and its pairs' keys, plan_memory.fitting_plans) and off in the same
 process (``base``: :func:`table_totals_rows` below, table_totals as it stood before moe21, a row per
-candidate, ``max(axis=1)`` and ``np.unique``), rounds alternating base-new and new-base
+candidate, ``max(axis=1)`` and ``np.unique``, each recomputation reading its states itself, and the pairs'
+keys made once per recomputation, :func:`_table_totals_before`), rounds alternating base-new and new-base
 (benchmarks/ab_rounds.py; each round as bench_ch17_models: kept results cleared, a new widget on a dense
 model, then each MoE model in turn at the widget's defaults).
 
-    PYTHONPATH=src:tests .venv/bin/python benchmarks/bench_moe21_ab.py [--rounds N]
+    PYTHONPATH=src:tests .venv/bin/python benchmarks/bench_moe21_ab.py [--rounds N] [--plan]
 
 Prints per model the median CPU ms per move of each side and the median of the paired ratios new / base.
+``--plan``: plan() alone instead of the widget's move (the search of each MoE model at the widget's defaults
+after a dense model's, kept results cleared before each), where the change acts: the render and the PNG
+draw, ~30 ms a move, scatter more than the change under load.
 
 MEASURED
 """
@@ -72,14 +77,64 @@ def table_totals_rows(memory, keys, rc, coef_id, rows, micro, dpf, limits, margi
 
 
 
+def _table_totals_before(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, limits, kept=None):
+    """llmsizing.plan_memory._table_totals as it stood before moe21: the pairs' keys made on every call."""
+    from llmsizing import plan_memory
+
+    return plan_memory.table_totals(memory, plan_memory.pair_keys(parts), rc, coef_id, rows, micro, dpf,
+                                    limits, plan_memory.FLOOR_MARGIN)
+
+
+def plan_only(rounds: int, new, base, use) -> None:
+    """``--plan``: CPU time of plan() alone, chapter 17's search of each MoE model at the widget's defaults
+    after a dense model's (kept results cleared before each), the sides alternating as ab_rounds does."""
+    import statistics
+    import time
+
+    import bench_ch17_models
+    import bench_planner
+
+    from llmsizing import planner
+    from llmsizing.widgets.long_context import LONG_CONTEXT_MAX_GPUS, LONG_CONTEXT_TOKENS
+
+    kw = dict(tokens=LONG_CONTEXT_TOKENS, gpus=("H100 SXM",), seq=131072, global_batch=2**24 // 131072,
+              max_gpus=max(LONG_CONTEXT_MAX_GPUS), cp_comm="p2p")
+    models = bench_ch17_models.moe_models()
+    got = {(m, side): [] for m in models for side in ("base", "new")}
+    try:
+        for r in range(rounds):
+            for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
+                use(new if side == "new" else base)
+                for m in models:
+                    for kept in bench_planner.kept():
+                        kept.cache_clear()
+                    planner.plan("llama-3-8b", **kw)
+                    c0 = time.process_time()
+                    planner.plan(m, **kw)
+                    got[m, side].append(time.process_time() - c0)
+    finally:
+        use(new)
+    print(f"{'model: plan() alone':24s} {'base ms':>8s} {'new ms':>7s} {'new/base':>9s}")
+    for m in models:
+        b, n = got[m, "base"], got[m, "new"]
+        ratio = statistics.median([y / x for x, y in zip(b, n)])
+        print(f"{m:24s} {statistics.median(b) * 1e3:8.1f} {statistics.median(n) * 1e3:7.1f} {ratio:9.3f}")
+
+
 def main() -> None:
     from llmsizing import plan_memory
 
-    new, base = plan_memory.table_totals, table_totals_rows
+    new = (plan_memory.table_totals, plan_memory._table_totals)
+    base = (table_totals_rows, _table_totals_before)
 
     def use(side) -> None:
-        plan_memory.table_totals = side
+        plan_memory.table_totals, plan_memory._table_totals = side
 
+    if "--plan" in sys.argv:
+        sys.argv.remove("--plan")
+        rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 20
+        plan_only(rounds, new, base, use)
+        return
     ab_rounds.run(__doc__.split("\n\n")[0], use, new, base)
 
 
