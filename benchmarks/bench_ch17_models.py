@@ -53,9 +53,12 @@ same venv; base, new, new, base one after the other, 17:09:48-17:10:42 UTC, load
     olmoe-1b-7b               94 (60) ->  88 (55) ->  88 (55) ->  97 (63)
     all 100 moves             93      ->  89      ->  86      ->  97
 
-The load was above the 1.6 at which main measured Qwen3-30B-A3B 118, DeepSeek-V2 110, granite 1B 102 and
-gpt-oss-120b 94 ms: scaled by the ratios here, about 106, 104, 94 and 88 ms. Issue 35's bar is still NOT met
-for Qwen3-30B-A3B and DeepSeek-V2 (moe21's report, /work/notes/moe21.md, lists what is left).
+Then main, branch (17:15:35-17:16:00 UTC, load 2.0-2.5): Qwen3-30B-A3B 129 -> 123, DeepSeek-V2 118 -> 110,
+granite 1B 117 -> 106, gpt-oss-120b 107 -> 98, all 93 -> 87. Over the three main-branch comparisons the
+branch takes 0.91 of main's time for Qwen3-30B-A3B, 0.94 for DeepSeek-V2, 0.92 for granite 1B and
+gpt-oss-120b: from main's 118, 110, 102 and 94 ms measured at load 1.6 before moe21, about 107, 103, 94
+and 87 ms. Issue 35's bar is still NOT met for Qwen3-30B-A3B and DeepSeek-V2 (/work/notes/moe21.md lists
+what is left).
 """
 
 from __future__ import annotations
