@@ -296,6 +296,7 @@ KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search
                        (plan_tables, "kept_pair_table"), (plan_candidates, "_kept_chunk_options"),
                        (kernels, "_gemm_efficiencies_of"), (plan_tables, "kept_surviving"),
                        (sys.modules.get("llmsizing.plan_kept_candidates"), "_dp_values"),
+                       (sys.modules.get("llmsizing.plan_kept_candidates"), "_kept_survivors"),
                        (sys.modules.get("llmsizing.plan_terms"), "_kept_wire_factor"),
                        (sys.modules.get("llmsizing.plan_terms"), "_kept_latency_steps"))
 

@@ -17,14 +17,15 @@ from llmsizing.plan_candidates import _candidates, _pair_table, state_chunks
 from llmsizing.layouts import _divisors
 
 
-def _reference_table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, limits):
+def _reference_table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, limits, kept=None):
     """:func:`~llmsizing.plan_pricing._total_bytes` of the candidates ``rows`` (of any layouts) with
     recomputation ``rc``, from one table of their coefficients (:meth:`SearchMemory.coefficients`, a row per
     (layout, pair) asked for; pieces a layout lacks padded with ``-inf``, which no peak takes). The entries
     are asked for in :meth:`SearchMemory.coefficients`' order; the table is stacked from the distinct ones
     (``fixed`` and ``sharded`` per layout, ``per_micro`` per pair), ``sharded / cp`` on the whole table (the
     same quotient entry by entry, and ``x / 1 = x``). A row whose floor exceeds every GPU's entry of
-    ``limits`` keeps its floor as total (fitting_plans drops it unread)."""
+    ``limits`` keeps its floor as total (fitting_plans drops it unread). ``kept`` (the tables the fast path's
+    recomputations share, moe21) is not read: each call asks for every entry itself."""
     ids, first, at = np.unique(coef_id[rows], return_index=True, return_inverse=True)
     # each row's (layout, (cp, accumulation class)); the layouts' states that take one call each, at once
     lays, pairs = (x[rows[first]].tolist() for x in (lay, pair_of))

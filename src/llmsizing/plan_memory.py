@@ -365,6 +365,9 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     if isinstance(memory, _PerRecompute):
         even &= np.array([key[4] == 1 for key, _, _ in parts])[lay]
     chosen = ~on2d                                                  # (a GPU off the layout: never a plan)
+    # (what the recomputations share of the table: its pairs' keys, and the model states, the same for all
+    # but an autocast recipe's)
+    kept = {"share_states": not isinstance(memory, _PerRecompute)}
     fits, totals, layers = [], [], []
     for r, rc in enumerate(rcs):
         rows = np.flatnonzero(~chosen.all(axis=0))                  # the candidates some GPU has nothing for
@@ -375,7 +378,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
             plain = rows[~least]
             if len(plain):
                 total, floor = _table_totals(memory, parts, rc, coef_id, lay, pair_of, plain, cat["micro"],
-                                             cat["dpf"], limits)
+                                             cat["dpf"], limits, kept)
                 t[:, plain] = total[None, :]
                 # a GPU whose limit the model states alone exceed fits no recomputation: weighed no further
                 chosen[:, plain] |= floor[None, :] > limits[:, None] * (1 + FLOOR_MARGIN)
@@ -426,12 +429,19 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     return {k: np.asarray(v).astype(np.int64) for k, v in cols.items()}, np.stack(totals)[r_, g_, j_]
 
 
-def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, limits):
+def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, limits, kept=None):
     """:func:`~llmsizing.plan_tables.table_totals` of the candidates ``rows`` (of any layouts of ``parts``)
     with recomputation ``rc``: their totals and floors, from one table of their coefficients, the floor
     margin :data:`FLOOR_MARGIN` (``lay`` and ``pair_of``: each candidate's layout and pair, which
-    ``coef_id`` numbers)."""
-    return table_totals(memory, pair_keys(parts), rc, coef_id, rows, micro, dpf, limits, FLOOR_MARGIN)
+    ``coef_id`` numbers). ``kept``: what one search's recomputations share (table_totals'), and the
+    :func:`~llmsizing.plan_tables.pair_keys` of ``parts``, made once (~1 ms for a MoE search's ~700
+    layouts)."""
+    keys = None if kept is None else kept.get("pair_keys")
+    if keys is None:
+        keys = pair_keys(parts)
+        if kept is not None:
+            kept["pair_keys"] = keys
+    return table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, FLOOR_MARGIN, kept)
 
 
 def _least(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_layers, limits, on):
