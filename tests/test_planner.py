@@ -161,12 +161,12 @@ def test_the_kept_search_gives_what_a_fresh_search_gives(monkeypatch):
     table = returned[-1]                                      # the table the search keeps
     columns, digest = list(table.columns), int(pd.util.hash_pandas_object(table).sum())
     hits = search.cache_info().hits
-    kept = plan("llama-3-8b", tokens=3e11, deadline_days=40, **kw)
+    kept = plan("llama-3-8b", tokens=3e11, deadline_days=40, deadline_rule="slow_end", **kw)
     assert search.cache_info().hits == hits + 1 and returned[-1] is table   # the search was reused ...
     # ... and plan() added its columns to a copy: the kept table is as the search left it
     assert list(table.columns) == columns and int(pd.util.hash_pandas_object(table).sum()) == digest
     search.cache_clear()
-    fresh = plan("llama-3-8b", tokens=3e11, deadline_days=40, **kw)
+    fresh = plan("llama-3-8b", tokens=3e11, deadline_days=40, deadline_rule="slow_end", **kw)
     assert search.cache_info().misses == 1                    # this one searched again
     assert kept.equals(fresh) and "nonsense" not in set(kept["gpu"])
     # the token budget scales days and cost, nothing else
