@@ -35,6 +35,7 @@ median CPU ms, base -> new (median paired ratio new / base):
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -101,10 +102,6 @@ def _table_totals_before(memory, parts, rc, coef_id, lay, pair_of, rows, micro, 
 def plan_only(rounds: int, new, base, use) -> None:
     """``--plan``: CPU time of plan() alone, chapter 17's search of each MoE model at the widget's defaults
     after a dense model's (kept results cleared before each), the sides alternating as ab_rounds does."""
-    import statistics
-    import time
-
-    import bench_ch17_models
     import bench_planner
 
     from llmsizing import planner
@@ -112,26 +109,17 @@ def plan_only(rounds: int, new, base, use) -> None:
 
     kw = dict(tokens=LONG_CONTEXT_TOKENS, gpus=("H100 SXM",), seq=131072, global_batch=2**24 // 131072,
               max_gpus=max(LONG_CONTEXT_MAX_GPUS), cp_comm="p2p")
-    models = bench_ch17_models.moe_models()
-    got = {(m, side): [] for m in models for side in ("base", "new")}
-    try:
-        for r in range(rounds):
-            for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
-                use(new if side == "new" else base)
-                for m in models:
-                    for kept in bench_planner.kept():
-                        kept.cache_clear()
-                    planner.plan("llama-3-8b", **kw)
-                    c0 = time.process_time()
-                    planner.plan(m, **kw)
-                    got[m, side].append(time.process_time() - c0)
-    finally:
-        use(new)
-    print(f"{'model: plan() alone':24s} {'base ms':>8s} {'new ms':>7s} {'new/base':>9s}")
-    for m in models:
-        b, n = got[m, "base"], got[m, "new"]
-        ratio = statistics.median([y / x for x, y in zip(b, n)])
-        print(f"{m:24s} {statistics.median(b) * 1e3:8.1f} {statistics.median(n) * 1e3:7.1f} {ratio:9.3f}")
+
+    def move(_, m):
+        for kept in bench_planner.kept():
+            kept.cache_clear()
+        planner.plan("llama-3-8b", **kw)             # (untimed: the dense model a reader leaves warm)
+        c0 = time.process_time()
+        planner.plan(m, **kw)
+        return time.process_time() - c0
+
+    ab_rounds.report(ab_rounds.alternate(rounds, use, new, base, lambda: None, move),
+                     "model: plan() alone", 1)
 
 
 def main() -> None:
