@@ -10,7 +10,7 @@ import itertools
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from _same_plans import same_plans
+from _same_plans import same_plans, searched_with
 from llmsizing import kernels, plan_candidates, planner
 from llmsizing.catalog import get_model
 from llmsizing.layouts import _divisors
@@ -35,16 +35,9 @@ def _old_rates(model, gpu, tp, tokens, dtype, eps):
 
 
 def _searched(old: bool, **kw):
-    with pytest.MonkeyPatch.context() as m:
-        if old:
-            m.setattr(planner, "moe_layout_passes", _old_check)
-            m.setattr(kernels, "_kept_gemm_efficiencies", _old_rates)
-        planner._search.cache_clear()
-        kernels._gemm_efficiencies_of.cache_clear()
-        try:
-            return planner.plan(tokens=8e11, **kw)
-        finally:
-            planner._search.cache_clear()
+    return searched_with(old, [(planner, "moe_layout_passes", _old_check),
+                               (kernels, "_kept_gemm_efficiencies", _old_rates)],
+                         [planner._search, kernels._gemm_efficiencies_of], **kw)
 
 
 def _same(**kw):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from _same_plans import same_plans
+from _same_plans import same_plans, searched_with
 from llmsizing import plan_memory, plan_tables, planner
 from llmsizing.memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
 from llmsizing.plan_candidates import _candidates, _pair_table, state_chunks
@@ -37,7 +37,7 @@ def _reference_table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micr
         sv = state_chunks(key[2], key[1], key[4])
         state_at.append(state_of.setdefault((key[:4], c, sv), len(state_of)))
     st_list = [memory.states(*key, c, rc, sv) for key, c, sv in state_of]
-    fixed, sharded = (_reference_padded([st[i] for st in st_list], -np.inf if i == 0 else 0.0)
+    fixed, sharded = (plan_tables.padded([st[i] for st in st_list], -np.inf if i == 0 else 0.0)
                       for i in (0, 1))
     at = at.reshape(-1)
     rows_state = np.array(state_at)[at]
@@ -55,8 +55,8 @@ def _reference_table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micr
                        rc)
     for (key, (cp, c)), n in zip(asked, need.tolist()):
         micro_at.append(micro_of.setdefault((*key[:2], c, cp if n else 1, *key[4:]), len(micro_of)))
-    per_micro = _reference_padded([memory.per_micro(tp, pp, rc, c, cp, *v) for tp, pp, c, cp, *v in micro_of],
-                                  0.0)
+    per_micro = plan_tables.padded(
+        [memory.per_micro(tp, pp, rc, c, cp, *v) for tp, pp, c, cp, *v in micro_of], 0.0)
     # _total_bytes' sum on the rows read (``sharded / dp`` shared with the floor); the others keep their floor
     peak, micro_at = floor.copy(), np.array(micro_at)[at]
     if not live.all():
@@ -66,15 +66,14 @@ def _reference_table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micr
     return tuple(FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * x for x in (peak, floor))
 
 
-def _reference_padded(arrays: list, pad: float) -> np.ndarray:
-    """``arrays`` (1-D) as the rows of one table as wide as the widest, the others' missing pieces ``pad``."""
-    width = max(len(x) for x in arrays)
-    if all(len(x) == width for x in arrays):
-        return np.array(arrays)
-    tab = np.full((len(arrays), width), pad)
-    for k, x in enumerate(arrays):
-        tab[k, :len(x)] = x
-    return tab
+def test_padded_fills_the_short_rows_by_hand():
+    """The padding the reference loop and the arrays share (plan_tables.padded): rows as wide as the widest
+    (or ``width``), the missing pieces ``pad``; rows of one width are stacked as they are."""
+    tab = plan_tables.padded([np.array([1.0, 2.0]), np.array([3.0])], -np.inf)
+    assert tab.tolist() == [[1.0, 2.0], [3.0, -np.inf]]
+    assert plan_tables.padded([np.array([1.0]), np.array([2.0])], 0.0, 3).tolist() == [[1.0, 0.0, 0.0],
+                                                                                     [2.0, 0.0, 0.0]]
+    assert plan_tables.padded([np.array([1.0, 2.0])], 0.0).tolist() == [[1.0, 2.0]]
 
 
 def _direct_candidates(cps, micros, global_batch, max_gpus, pp, tp_pp, units, interleaved):
@@ -89,17 +88,9 @@ def _direct_candidates(cps, micros, global_batch, max_gpus, pp, tp_pp, units, in
 
 def _searched(reference: bool, **kw):
     """plan() from scratch with the arrays (``reference`` False) or the loop and per-search candidates."""
-    with pytest.MonkeyPatch.context() as m:
-        if reference:
-            m.setattr(plan_memory, "_table_totals", _reference_table_totals)
-            m.setattr(plan_memory, "kept_candidates", _direct_candidates)
-        planner._search.cache_clear()
-        plan_memory.kept_search_memory.cache_clear()
-        try:
-            return planner.plan(tokens=8e11, **kw)
-        finally:
-            planner._search.cache_clear()
-            plan_memory.kept_search_memory.cache_clear()
+    return searched_with(reference, [(plan_memory, "_table_totals", _reference_table_totals),
+                                     (plan_memory, "kept_candidates", _direct_candidates)],
+                         [planner._search, plan_memory.kept_search_memory], **kw)
 
 
 def _same(**kw):
