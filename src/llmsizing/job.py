@@ -43,7 +43,7 @@ class Job:
     stack family sets the range of the step's MFU and the plan's days (``None``: unknown, the pooled range;
     :func:`~llmsizing.frameworks.stack_family`). ``mtp_depth``: a mixture of experts' multi-token-prediction
     modules (DeepSeek-V3's, :mod:`llmsizing.mtp`), and ``capacity_factor`` its token dropping (``None``:
-    dropless), which its memory, step and time price (``plan()`` refuses both). Checked when made: a model
+    dropless), which its memory, step, time and plan price. Checked when made: a model
     and layout that cannot run together are refused here, once."""
 
     model: Model | str
@@ -146,10 +146,12 @@ class Job:
                       attention: str = "flash", stack: str = "fused", cp_comm: str = "p2p",
                       expert_tp: bool = False, max_nodes="model", ep_overlap: float = 0.0,
                       kernel_efficiency: float | None = None, overlap: float | None = None,
-                      framework: str | None = None, shared_expert_overlap: bool = False) -> "Job":
+                      framework: str | None = None, shared_expert_overlap: bool = False, mtp_depth: int = 0,
+                      capacity_factor: float | None = None) -> "Job":
         """The job one row of :func:`~llmsizing.planner.plan`'s frame prices (a ``Series`` or an
         ``itertuples()`` row), given the plan's own options (the keywords here are :func:`plan`'s, with its
-        defaults; ``shared_expert_overlap`` goes to the layout). ``training_memory(job)``, ``step_time(job)``
+        defaults; ``shared_expert_overlap`` goes to the layout; ``mtp_depth`` and ``capacity_factor`` to the
+        job). ``training_memory(job)``, ``step_time(job)``
         and ``training_time(job, tokens=...)`` then reproduce the row's memory, step and days
         (``tests/test_job.py``). The row's ``virtual_stages``
         (interleaved chunks, 1 if absent) and its pipeline split (issue 34: a ``pp`` that does not divide the
@@ -172,7 +174,8 @@ class Job:
                    grad_accum=int(get("grad_accum")), precision=precision, optimizer=optimizer,
                    recompute=get("recompute"), recompute_layers=None if n is None or pd.isna(n) else int(n),
                    attention=attention, stack=stack, max_nodes=max_nodes, ep_overlap=ep_overlap,
-                   kernel_efficiency=kernel_efficiency, overlap=overlap, framework=framework)
+                   kernel_efficiency=kernel_efficiency, overlap=overlap, framework=framework,
+                   mtp_depth=mtp_depth, capacity_factor=capacity_factor)
 
 
 def takes_job(kind: str):
