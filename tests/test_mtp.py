@@ -102,11 +102,18 @@ def test_training_time_on_a_layout_is_step_time_with_the_mtp_module():
             > training_memory(QWEN, **kw)[-1].total_bytes)
 
 
-def test_training_time_without_a_layout_says_the_plan_left_the_module_out():
+def test_training_time_without_a_layout_plans_it_with_the_module():
+    """(issue 35, one MoE path: the layout was planned without the module before plan() searched it) the
+    run is the step of plan(mtp_depth=1)'s fastest plan on exactly the GPUs given."""
     t = training_time(QWEN, tokens=1e12, gpu="H100 SXM", seq=T, n_gpus=64, mtp_depth=1)
     t0 = training_time(QWEN, tokens=1e12, gpu="H100 SXM", seq=T, n_gpus=64)
     assert t.gpu_hours > t0.gpu_hours
-    assert "1 MTP module" in t.warnings[0] and "plan() does not search MTP" in t.warnings[0]
+    assert "1 MTP module" in t.warnings[0] and "without" not in t.warnings[0]
+    df = L.plan(QWEN, tokens=1e12, gpus=("H100 SXM",), seq=T, global_batch=1024, max_gpus=64,
+                recomputes=("none",), mtp_depth=1)
+    r = df[df["n_gpus"] == 64].sort_values("step_time_s").iloc[0]
+    job = Job.from_plan_row(r, QWEN, seq=T, mtp_depth=1)
+    assert t.mfu == pytest.approx(step_time(job).mfu, rel=1e-9)
 
 
 @pytest.mark.parametrize("kw", [dict(mfu=0.3), dict(moe_dense_mfu=True)])

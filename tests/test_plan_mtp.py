@@ -19,9 +19,10 @@ from llmsizing import cli
 from llmsizing.catalog import resolve_model
 from llmsizing.flops import training_flops_per_token
 from llmsizing.job import Job
-from llmsizing.layouts import step_time
+from llmsizing.layouts import min_gpus, step_time
 from llmsizing.moe import moe_stage_flops
 from llmsizing.states import USABLE_FRACTION
+from llmsizing.time_cost import cost_by_gpu
 
 T = 4096
 QWEN, V3 = "qwen3-30b-a3b", "deepseek-v3"
@@ -186,3 +187,26 @@ def test_the_cli_plan_takes_the_options(capsys):
     assert cli.main(["plan", "llama-3-8b", "--tokens", "1T", "--seq", "4096", "--global-batch", "64",
                      "--mtp-depth", "1"]) == 2
     assert "dense" in capsys.readouterr().err
+
+
+def test_cost_by_gpu_plans_and_times_with_the_options():
+    """cost_by_gpu's fewest GPUs (min_gpus), its plan on that many and its step all take the options (one
+    MoE path): each row is training_time on that many GPUs with them, and the fewest GPUs hold a step of the
+    row's layout in training_memory with them."""
+    opts = dict(mtp_depth=1, capacity_factor=1.25)
+    kw = dict(tokens=1e12, seq=T, gpus=("H100 SXM", "A100 80GB"))
+    base, df = cost_by_gpu(QWEN, **kw), cost_by_gpu(QWEN, **kw, **opts)
+    assert list(df["fits"]) == [True, True]
+    for r in df.itertuples():
+        fewest = min_gpus(QWEN, r.gpu, batch=1, seq=T, recompute="full", **opts)
+        assert r.min_gpus == fewest.gpus
+        assert L.training_memory(QWEN, batch=1, seq=T, recompute="full", parallel=fewest.parallel,
+                                 **opts).total_bytes <= USABLE_FRACTION * L.get_gpu(r.gpu).memory_bytes
+        t = L.training_time(QWEN, tokens=1e12, gpu=r.gpu, seq=T, n_gpus=r.min_gpus, recompute="full", **opts)
+        assert r.gpu_hours == pytest.approx(t.gpu_hours, rel=1e-9)
+        assert "1 MTP module" in r.warnings and "capacity factor 1.25" in r.warnings
+        assert r.gpu_hours > base.set_index("gpu").loc[r.gpu, "gpu_hours"]
+    with pytest.raises(ValueError, match="mtp_depth=1"):
+        cost_by_gpu(QWEN, **kw, mtp_depth=1, mfu=0.3)
+    with pytest.raises(ValueError, match="mtp_depth=1.*dense"):
+        cost_by_gpu("llama-3-8b", **kw, mtp_depth=1)
