@@ -88,12 +88,9 @@ class Job:
             set_("max_nodes", check_int("max_nodes", self.max_nodes))
         set_("ep_overlap", check_number("ep_overlap", self.ep_overlap, maximum=1.0))
         stack_family(self.framework)                    # TypeError/ValueError unless a known name or None
-        set_("mtp_depth", check_mtp_depth(model, self.mtp_depth))
-        if self.capacity_factor is not None:
-            if not model.is_moe:
-                raise ValueError(f"capacity_factor={self.capacity_factor!r}: {model.name} is dense (no "
-                                 "experts)")
-            set_("capacity_factor", check_capacity_factor(self.capacity_factor))
+        options = check_moe_options(model, self.mtp_depth, self.capacity_factor)
+        set_("mtp_depth", options.get("mtp_depth", 0))
+        set_("capacity_factor", options.get("capacity_factor"))
 
     @property
     def n_gpus(self) -> int:
@@ -176,6 +173,22 @@ class Job:
                    attention=attention, stack=stack, max_nodes=max_nodes, ep_overlap=ep_overlap,
                    kernel_efficiency=kernel_efficiency, overlap=overlap, framework=framework,
                    mtp_depth=mtp_depth, capacity_factor=capacity_factor)
+
+
+def check_moe_options(model: Model, mtp_depth, capacity_factor) -> dict:
+    """``mtp_depth`` and ``capacity_factor`` checked for ``model`` as every answer checks them (a depth from 0
+    to 8, :func:`~llmsizing.mtp.check_mtp_depth`, and a capacity factor from 1 to 64,
+    :func:`~llmsizing.moe.check_capacity_factor`, both for a mixture of experts only), as keywords: only those
+    not at their defaults (``{}`` for ``mtp_depth=0, capacity_factor=None``: an old call's keywords). The one
+    check of :class:`Job`, :func:`~llmsizing.planner.plan`, :func:`~llmsizing.layouts.min_gpus` and
+    :func:`~llmsizing.time_cost.cost_by_gpu` (issue 35)."""
+    depth = check_mtp_depth(model, mtp_depth)
+    cap = check_capacity_factor(capacity_factor)
+    if cap is not None and not model.is_moe:
+        raise ValueError(f"capacity_factor={capacity_factor!r} drops tokens a mixture of experts routes; "
+                         f"{model.name} is dense (experts=0): give capacity_factor=None")
+    return {**({"mtp_depth": depth} if depth else {}),
+            **({"capacity_factor": cap} if cap is not None else {})}
 
 
 def takes_job(kind: str):

@@ -21,7 +21,7 @@ from .flops import _partial_flops_per_token, attention_flops_per_token, training
 from .hardware import check_recipe_runs_on, dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .kernels import rates
-from .job import takes_job
+from .job import check_moe_options, takes_job
 from .mfu import LAYOUT_RANGE_AREA, layout_range_factors
 from .mfu_inputs import layout_range_note
 from .model import Model
@@ -186,7 +186,6 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
     """
     from .memory import training_memory
-    from .plan_moe import check_options
     model = resolve_model(model, moe=True)
     eps = ep_candidates(model, ep_degrees)
     expert_tp = check_bool("expert_tp", expert_tp)
@@ -205,7 +204,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     limit = frac * g.memory_bytes
     kw = dict(batch=batch, seq=seq, grad_accum=m, precision=precision, optimizer=optimizer,
               attention=attention, recompute=recompute, stack=stack, optimizer_impl=optimizer_impl)
-    options = check_options(model, mtp_depth, capacity_factor)          # ({} by default: as before)
+    options = check_moe_options(model, mtp_depth, capacity_factor)          # ({} by default: as before)
     kw.update(options)
 
     candidates = []

@@ -33,31 +33,18 @@ import numpy as np
 from .all_to_all import _links as a2a_links
 from .footprint import phase_values
 from .memory import _act_layout, _kept_act_side, _kept_state_side, _stage_phases
-from .moe import _split, check_capacity_factor, ep_all_to_all, stage_moe_layers
+from .moe import _split, ep_all_to_all, stage_moe_layers
 from .moe_time import shared_overlap_rows_s
-from .mtp import check_mtp_depth, mtp_layout, mtp_sides
+from .mtp import mtp_layout, mtp_sides
 from .parallel import kept_parallel, layers_per_stage, resolve_parallel
 from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _row_links
 from .plan_terms import _group_columns, _groups, dp_unit_rows
 from .precision import DTYPE_BYTES, RECIPES
 
 #: The keywords of :func:`~llmsizing.planner.plan` this module adds to the search's memory keywords when they
-#: are not their defaults (``mtp_depth=0``, ``capacity_factor=None``).
+#: are not their defaults (``mtp_depth=0``, ``capacity_factor=None``), as
+#: :func:`~llmsizing.job.check_moe_options` gives them.
 OPTION_KEYS = ("mtp_depth", "capacity_factor")
-
-
-def check_options(model, mtp_depth, capacity_factor) -> dict:
-    """``plan()``'s ``mtp_depth`` and ``capacity_factor`` checked for ``model`` (as
-    :func:`~llmsizing.memory.training_memory` and :func:`~llmsizing.layouts.step_time` check them: a depth
-    from 0 to 8 and a capacity factor from 1 to 64, both for a mixture of experts only), as the keywords the
-    search takes: only those not at their defaults (``{}`` for ``mtp_depth=0, capacity_factor=None``)."""
-    depth = check_mtp_depth(model, mtp_depth)
-    cap = check_capacity_factor(capacity_factor)
-    if cap is not None and not model.is_moe:
-        raise ValueError(f"capacity_factor={capacity_factor!r} drops tokens a mixture of experts routes; "
-                         f"{model.name} is dense (experts=0): give capacity_factor=None")
-    return {**({"mtp_depth": depth} if depth else {}),
-            **({"capacity_factor": cap} if cap is not None else {})}
 
 
 def has_options(kw: dict) -> bool:
@@ -213,5 +200,5 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
         per_plan(rows), per_plan(shared_overlap_rows_s(rows, window[on], model.n_moe_layers)))
 
 
-__all__ = ["OPTION_KEYS", "check_options", "has_options", "option_pieces", "stage_moe_layer_counts",
+__all__ = ["OPTION_KEYS", "has_options", "option_pieces", "stage_moe_layer_counts",
            "moe_dp_collectives", "moe_all_to_all_s"]

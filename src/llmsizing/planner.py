@@ -48,12 +48,11 @@ from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors
 from .memory import OPTIMIZER_IMPLS
 from .network import get_node
 from .hardware import check_recipe_runs_on
-from .job import takes_job
+from .job import check_moe_options, takes_job
 from .model import Model
 from .all_to_all import node_limit, routing_note
 from .moe_layouts import ep_candidates
 from .moe_time import shared_expert_params
-from .plan_moe import check_options
 from .parallel import CP_COMMS, MAX_PP, check_layout
 from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa: F401
 # the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
@@ -192,7 +191,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     the tokens, the deadline or the budget (the planner widget's token drop-down) then costs milliseconds
     instead of the search's 0.1-0.5 s. The cached table is shared: :func:`plan` copies it before adding
     columns. ``options``: ``plan()``'s MTP module and token dropping as sorted pairs
-    (:func:`llmsizing.plan_moe.check_options`; none by default)."""
+    (:func:`llmsizing.job.check_moe_options`; none by default)."""
     import pandas as pd
 
     kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack,
@@ -406,7 +405,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
     if check_bool("shared_expert_overlap", shared_expert_overlap):
         shared_expert_params(model)                   # (refused without shared experts)
-    options = check_options(model, mtp_depth, capacity_factor)      # ({} by default: the search as before)
+    options = check_moe_options(model, mtp_depth, capacity_factor)     # ({} by default: the search as before)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
     shard_pp = check_bool("shard_under_pipeline", shard_under_pipeline) and not model.is_moe
     vps = None if virtual_stages is None else tuple(sorted({check_int("virtual_stages[i]", v) for v in

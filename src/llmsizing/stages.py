@@ -19,14 +19,13 @@ from dataclasses import dataclass
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import get_gpu, gpu_price, resolve_model
 from .flops import RECOMPUTE
-from .job import Job
+from .job import Job, check_moe_options
 from .layouts import min_gpus, step_time
 from .memory import training_memory
 from .mfu import (PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _layout_label, _time_at,
                   layout_range_factors, mfu_range_factors, run_time, whole_run_factor)
 from .model import Model
 from .parallel import Parallel, check_recompute_layers, recomputed_layers, resolve_parallel
-from .plan_moe import check_options
 from .planner import check_global_batch, plan, recompute_kwargs
 from .precision import RECIPES, check_recipe, compute_dtype
 
@@ -351,7 +350,7 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
     recompute = check_choice("recompute", recompute, RECOMPUTE)
     precision = check_choice("precision", precision, RECIPES)
     eps = None if ep_degrees is None else tuple(ep_degrees)
-    options = tuple(sorted(check_options(model, mtp_depth, capacity_factor).items()))
+    options = tuple(sorted(check_moe_options(model, mtp_depth, capacity_factor).items()))
     return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps, options)
 
 

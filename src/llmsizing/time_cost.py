@@ -21,13 +21,12 @@ from .mfu import (FLOPS_CONVENTIONS, MFU_MODEL_CSV, PUBLISHED_RUNS_CSV, MfuEstim
                   mfu_residuals, published_runs, run_time)
 from .flops import RECOMPUTE
 from .hardware import effective_dtype
-from .job import takes_job
+from .job import check_moe_options, takes_job
 from .model import Model
 from .mtp import check_mtp_depth
 from .moe_layouts import ep_candidates
 from .parallel import Parallel, resolve_parallel
 from .precision import compute_dtype
-from .plan_moe import check_options
 from .planner import check_global_batch
 from .stages import _staged, layout_time
 # the one MoE time path (issue 35) lives in stages, below this module: stages=... and whole runs use it too
@@ -229,7 +228,7 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     model = resolve_model(model, moe=True)
     if ep_degrees is not None:                         # refused here, not as a "does not fit" on every GPU
         ep_degrees = ep_candidates(model, ep_degrees)
-    options = check_options(model, mtp_depth, capacity_factor)          # ({} by default: as before)
+    options = check_moe_options(model, mtp_depth, capacity_factor)          # ({} by default: as before)
     if options and (mfu is not None or moe_dense_mfu):
         raise ValueError(f"mtp_depth={mtp_depth} and capacity_factor={capacity_factor!r} price a mixture of "
                          "experts' MoE step: not with mfu= or moe_dense_mfu=True")
