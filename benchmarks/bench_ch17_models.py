@@ -104,8 +104,8 @@ def main() -> None:
     import inspect
 
     # (an older library, a git archive of main on PYTHONPATH, has no warm argument: it builds cold)
-    build_kw = ({"warm": False} if args.no_warm and "warm" in inspect.signature(long_context_widget).parameters
-                else {})
+    takes_warm = "warm" in inspect.signature(long_context_widget).parameters
+    build_kw = {"warm": False} if args.no_warm and takes_warm else {}
     builds: list = []
     models = moe_models()
     moves: dict = {m: [] for m in models}

@@ -57,13 +57,15 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True) -> 
     same table as a search at that limit). The answers (PNG and summary) of the last
     :data:`LONG_CONTEXT_KEPT` settings drawn are kept too: going back to one is not drawn again.
 
-    ``warm`` (issue 35): the searches of the drop-down's mixtures of experts (:func:`long_context_warm_models`)
-    at the other controls' defaults are made when the widget is built, before its first view: a reader's
-    pick of one of them is then its render and PNG (~30 ms) instead of a new search as well (100-125 ms). The
-    searches are the planner's own (:func:`~llmsizing.planner.plan`, the same tables a pick would make, kept
-    in this widget's cache and the planner's); they cost the building cell ~0.5 s once per kernel (a widget
-    built again reads them from the planner's kept searches, ~5 ms each). A setting where nothing fits is
-    left to the pick, which shows the planner's message."""
+    ``warm`` (issue 35): the searches of the drop-down's mixtures of experts
+    (:func:`long_context_warm_models`) at the other controls' defaults are made when the widget is built,
+    before its first view: a reader's pick of one of them is then its render and PNG (~30 ms of CPU) instead
+    of a new search as well (100-125 ms). The searches are the planner's own
+    (:func:`~llmsizing.planner.plan`: the tables a pick would make, kept in this widget's cache and the
+    planner's); they cost the building cell ~0.6-0.7 s of CPU once per kernel, and a widget built again ~80
+    ms (its tables from the planner's kept searches). Memory: the ten tables and the planner's kept work for
+    them, ~70 MB more at the peak. A setting where nothing fits is left to the pick, which shows the
+    planner's message. ``warm=False``: built cold, as before."""
     from collections import OrderedDict
 
     from ..planner import plan, plans_within
@@ -111,11 +113,11 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True) -> 
         "cp_comm": W.Dropdown(options=[("ring (p2p)", "p2p"), ("all-gather", "all_gather")], value="p2p",
                               description="CP exchange", **_style()),
     }
-    if warm:             # (before the first view: the dashboard's first draw freezes what they keep, _freeze_once)
+    if warm:            # (before the first view: the first dashboard's draw freezes them, _freeze_once)
         at = {k: w.value for k, w in controls.items() if k != "model"}
         for other in long_context_warm_models(controls["model"].options):
             try:
                 cached(other, at["seq"], tuple(at["gpus"]), at["batch_tokens"], at["max_gpus"], at["cp_comm"])
-            except ValueError:                           # (nothing fits: the pick shows the planner's message)
+            except ValueError:                          # (nothing fits: the pick shows the planner's message)
                 pass
     return Dashboard(render, controls, name="long_context_widget", keep=LONG_CONTEXT_KEPT)
