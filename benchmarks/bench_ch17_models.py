@@ -59,6 +59,35 @@ branch takes 0.91 of main's time for Qwen3-30B-A3B, 0.94 for DeepSeek-V2, 0.92 f
 gpt-oss-120b: from main's 118, 110, 102 and 94 ms measured at load 1.6 before moe21, about 107, 103, 94
 and 87 ms. Issue 35's bar is still NOT met for Qwen3-30B-A3B and DeepSeek-V2 (/work/notes/moe21.md lists
 what is left).
+
+Since moe23 the widget is built warm (``long_context_widget(warm=True)``): it makes the searches of the
+drop-down's mixtures of experts at the other defaults before its first view, so a model move here is its
+render and PNG only; the row ``building the widget`` gives the build's CPU ms (each round clears the kept
+results first, so each round's build searches again), ``--no-warm`` builds it cold as before. Measured
+2026-12-01 (branch moe23; base = main 7da13bf as a ``git archive`` of src and data on PYTHONPATH, the same
+venv; base, new, base, new one after the other, 18:15:41-18:17:03 UTC, load 5.9-6.4 on 2 cores shared with
+other sessions), --rounds 8 --split, median CPU ms of the model moves, base -> new (two pairs):
+
+    mixtral-8x7b               87 ->  34     79 ->  34
+    qwen3-30b-a3b             133 ->  35    121 ->  34
+    qwen3-235b-a22b            67 ->  28     61 ->  27
+    deepseek-v2               121 ->  33    116 ->  31
+    deepseek-v3                61 ->  28     62 ->  27
+    gpt-oss-120b              114 ->  32    101 ->  30
+    llama-4-scout              95 ->  32     84 ->  30
+    granite-3.0-1b-a400m      115 ->  43    108 ->  41
+    granite-3.0-3b-a800m       85 ->  34     79 ->  32
+    olmoe-1b-7b                99 ->  32     87 ->  33
+    all 80 moves               98 ->  33     88 ->  31
+    building the widget       138 -> 826    134 -> 786    (first round: 418 -> 1016, 336 -> 900)
+
+(plan ms: 30-94 -> 0; PNG ms unchanged, 14-24.) ``--no-warm`` against the base (18:17:06-18:18:30, load
+5.9-6.9): all 99 -> 106 and 101 -> 99, within the spread at that load; moe23's render change (``_bare``, ~2-3
+ms a move) shows only in its paired A/B (bench_moe23_ab.py). ``--controls --rounds 3`` (18:11:52-18:12:43,
+load 5.1-5.5): the other controls' moves after a model still search, as before (the same medians within the
+noise): Qwen3-30B-A3B's move to 32K (96 -> 103 ms) and to two GPU types (107 -> 115), DeepSeek-V2's to 32K (89
+-> 107) and granite 1B's to two GPU types (100 -> 108) are still around or over 100 ms at that load; the
+median of all six moves per MoE model, 44-84 -> 39-76 ms.
 """
 
 from __future__ import annotations
@@ -98,7 +127,15 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=None)
     ap.add_argument("--split", action="store_true", help="also time plan() and the PNG draw of each move")
     ap.add_argument("--controls", action="store_true", help="also move the other controls after each model")
+    ap.add_argument("--no-warm", action="store_true",
+                    help="build the widget without its searches of the MoE models (warm=False, moe23)")
     args = ap.parse_args()
+    import inspect
+
+    # (an older library, a git archive of main on PYTHONPATH, has no warm argument: it builds cold)
+    takes_warm = "warm" in inspect.signature(long_context_widget).parameters
+    build_kw = {"warm": False} if args.no_warm and takes_warm else {}
+    builds: list = []
     models = moe_models()
     moves: dict = {m: [] for m in models}
     others: dict = {(m, c): [] for m in models for c, _ in CONTROL_MOVES}
@@ -122,7 +159,9 @@ def main() -> None:
         for _ in range(args.rounds):
             for kept in bench_planner.kept():
                 kept.cache_clear()
-            w = long_context_widget("llama-3-8b")
+            c0 = time.process_time()
+            w = long_context_widget("llama-3-8b", **build_kw)
+            builds.append(time.process_time() - c0)
             if args.seq:
                 w.controls["seq"].value = args.seq
             for m in models:
@@ -165,6 +204,8 @@ def main() -> None:
     every = [x for m in models for x in moves[m]]
     print(f"{'all':28s} {statistics.median(every) * 1e3:10.0f}   over 100 ms: "
           f"{sum(statistics.median(moves[m]) > 0.1 for m in models)} of {len(models)} models' medians")
+    print(f"{'building the widget':28s} {statistics.median(builds) * 1e3:10.0f}   (first round "
+          f"{builds[0] * 1e3:.0f} ms: the process's first searches)")
 
 
 if __name__ == "__main__":

@@ -72,6 +72,14 @@ setting:
     rl_widget                     39    45     70    76    26    31     44    54
     all moves: median 94 -> 85 ms (new settings 98 -> 90 ms); total 99.5 s CPU -> 91.3 s CPU
 
+Measured 2026-12-01 (branch moe23; base = main 7da13bf as a ``git archive`` of src and data on PYTHONPATH;
+base, new, base, new, 18:19:02-18:20:41 UTC, load 6.6-8.1 on 2 cores, a test run beside them), --moves 4
+--only long_context_widget planner_widget, first answer and the median of the moves to new settings, base ->
+new (two pairs): long_context_widget first 398 -> 1059, 411 -> 1129 ms (its build now searches the
+drop-down's ten mixtures of experts, ``warm=True``), new settings 75 -> 63, 72 -> 63 ms (a move to a
+neighbouring mixture of experts is no longer a search: 2 -> 3 moves without one); planner_widget new settings
+45 -> 43, 48 -> 45 ms (``_bare`` in render_plan, within the noise at that load).
+
 A second pair at 22:04 (before = a checkout of 9525b41, load 1.2-4, one widget-test run beside them): total
 97.0 -> 89.0 s CPU, median 87 -> 80 ms (new settings 90 -> 82 ms). Best of the two runs, median per move
 before -> after: planner 160 -> 134, long context 160 -> 149, fleet 146 -> 83 (new settings: planner

@@ -137,7 +137,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                      deadline_rule=deadline_rule)
     if deadline_rule is None and (deadline_days or budget_usd):
         deadline_rule = DEFAULT_DEADLINE_RULE               # stated in the summary, as plan() applied it
-    front = plans.index[plans["pareto"].to_numpy(dtype=bool)]     # the front's row labels (no sub-table)
+    table = _bare(plans)             # (its columns read without a copy of plan()'s attrs each time, issue 35)
+    front = table.index[table["pareto"].to_numpy(dtype=bool)]     # the front's row labels (no sub-table)
     if front.empty:
         raise ValueError("plans must hold at least one plan on the front (planner.plan's result)")
     if highlight is None:
@@ -145,7 +146,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     if highlight not in plans.index:
         raise ValueError(f"highlight must be a row label of the plans (0 to {len(plans) - 1:,}) or None; "
                          f"got {highlight!r}")
-    r = plans.loc[highlight]
+    r = table.loc[highlight]
     g = get_gpu(r.gpu)
     # (the row's layout with its interleaved chunks and pipeline split: issue 34)
     par = Job.from_plan_row(r, m, seq=seq, cp_comm=plans.attrs.get("cp_comm", "p2p")).parallel
@@ -161,10 +162,10 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     fig, (ax, ax_m, ax_t) = figure_axes(7.9, 4.4, into, ("plan",), build, keep_log=((0, "x"), (0, "y")))
 
     # ---- left: every plan, each GPU type's front, the front, the chosen plan (_log_axis sets the limits)
-    ax.add_line(_PointCloud(plans["days"].to_numpy(dtype=float), plans["cost_usd"].to_numpy(dtype=float),
+    ax.add_line(_PointCloud(table["days"].to_numpy(dtype=float), table["cost_usd"].to_numpy(dtype=float),
                             ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
                             label=f"{len(plans):,} plans that fit"))     # (as _line: nothing autoscaled)
-    groups = _plan_groups(plans)
+    groups = _plan_groups(table)
     for name, days, cost in groups["own"]:
         _line(ax, days, cost, color=GPU_COLORS.get(name, "0.4"), lw=1.0, alpha=0.6, zorder=2,
               label=f"best on {name} alone")
@@ -177,7 +178,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     # the dots are point estimates, and a limit is checked by the rule (issue 34): with a limit, the chosen
     # plan's slow end of its range (plan()'s days_high, cost_usd_high) is drawn, and the budget's line says
     # which cost it is held to
-    x_hi, y_hi = plans["days"].max(), plans["cost_usd"].max()
+    x_hi, y_hi = table["days"].max(), table["cost_usd"].max()
     if deadline_rule is not None and (deadline_days or budget_usd):
         _line(ax, [r.days, r.days_high], [r.cost_usd, r.cost_usd_high], ls=":", lw=0.9, color="#D55E00",
               zorder=5)
@@ -192,8 +193,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                 else "point costs (the dots)")
         ax.text(0.015, budget_usd, f"budget {_usd(budget_usd)} vs {held}", ha="left", va="bottom",
                 transform=ax.get_yaxis_transform(), fontsize=6.5, color="#D55E00", zorder=4)
-    _log_axis(ax.xaxis, min(plans["days"].min(), deadline_days or np.inf), x_hi, lambda v: f"{v:g}")
-    _log_axis(ax.yaxis, min(plans["cost_usd"].min(), budget_usd or np.inf), y_hi, _usd)
+    _log_axis(ax.xaxis, min(table["days"].min(), deadline_days or np.inf), x_hi, lambda v: f"{v:g}")
+    _log_axis(ax.yaxis, min(table["cost_usd"].min(), budget_usd or np.inf), y_hi, _usd)
     ax.set_xlabel("days of training (log scale)")
     ax.set_ylabel("cost of the run, USD (log scale)")
     ax.spines[["top", "right"]].set_visible(False)
@@ -247,7 +248,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     ax_t.set_title(f"step {st.step_s:.2f} s, MFU {r.mfu:.0%}: {r.days:,.1f} days, {_usd(r.cost_usd)}",
                    fontsize=8.5, loc="left")
 
-    notes = plan_notes(plans, global_batch=global_batch, max_gpus=max_gpus, deadline_days=deadline_days,
+    notes = plan_notes(table, global_batch=global_batch, max_gpus=max_gpus, deadline_days=deadline_days,
                        budget_usd=budget_usd, all_plans=all_plans, deadline_rule=deadline_rule)
     if notes:                 # bottom right of the left panel: below the cloud of plans, away from the front
         import textwrap
@@ -258,7 +259,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
 
     rank = list(front).index(highlight) + 1 if highlight in front else None
     lines = [f"{m.name}, {_tokens(tokens)} tokens of {seq:,}, global batch {global_batch:,} sequences "
-             f"({global_batch * seq / 1e6:.2f}M tokens), on {', '.join(plans['gpu'].unique())}"
+             f"({global_batch * seq / 1e6:.2f}M tokens), on {', '.join(table['gpu'].unique())}"
              + (f", at most {max_gpus:,} GPUs" if max_gpus else "")
              + (f", deadline {deadline_days:g} days" if deadline_days else "")
              + (f", budget {_usd(budget_usd)}" if budget_usd else "")
@@ -381,6 +382,7 @@ def _plan_groups(plans) -> dict:
 
     from ..planner import _pareto, recompute_label
 
+    plans = _bare(plans)
     key = _groups_key(plans)
     if key in _PLAN_GROUPS_KEPT:
         return _PLAN_GROUPS_KEPT[key]
@@ -415,6 +417,17 @@ def _plan_groups(plans) -> dict:
         del _PLAN_GROUPS_KEPT[next(iter(_PLAN_GROUPS_KEPT))]          # the oldest
     _PLAN_GROUPS_KEPT[key] = out
     return out
+
+
+def _bare(table):
+    """``table`` as a frame of the same columns, index and values (shared, not copied: ~0.05 ms) without its
+    ``attrs``, or ``table`` itself when it has none. pandas deep-copies a frame's ``attrs`` into every column
+    it gives (``df[name]``, ``__finalize__``): plan()'s tables carry a few (``assumes``, ``range_notes``...),
+    and a chapter 17 move read ~50 columns, 30-70 us each of copying instead of ~5 us (issue 35). For reading
+    columns only: the attrs are read from the table itself."""
+    import pandas as pd
+
+    return pd.DataFrame(table) if table.attrs else table
 
 
 def _front_rows(plans, rows):

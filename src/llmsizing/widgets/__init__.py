@@ -41,7 +41,8 @@ from .serve_tune import (FLEET_CACHED, FLEET_PERCENTILES, FLEET_USERS, _FINETUNE
                          finetune_widget,
                          fleet_widget, serving_widget)
 from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_CACHED, LONG_CONTEXT_KEPT,
-                           LONG_CONTEXT_MAX_GPUS, LONG_CONTEXT_SEQS, LONG_CONTEXT_TOKENS, long_context_widget)
+                           LONG_CONTEXT_MAX_GPUS, LONG_CONTEXT_SEQS, LONG_CONTEXT_TOKENS,
+                           long_context_warm_models, long_context_widget)
 from .moe import MOE_DPS, MOE_EPS, _eps_for, moe_layout_widget  # noqa: F401
 from .pixels import (_DRAWING, _box_key, _common_key, _font_key, _handle_key, _legend_key,
                      _legends_kept_as_pixels, _line_style_key, _text_key)

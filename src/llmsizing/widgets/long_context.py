@@ -12,6 +12,7 @@ import ipywidgets as W
 import numpy as np
 
 from .. import charts
+from .._validate import check_bool
 from ..catalog import get_model, list_models
 from .controls import _gpu_multiselect, _style
 from .dashboard import Dashboard
@@ -37,7 +38,15 @@ LONG_CONTEXT_CACHED = 128
 LONG_CONTEXT_KEPT = 64
 
 
-def long_context_widget(model: str = "llama-3.1-405b") -> Dashboard:
+def long_context_warm_models(options) -> tuple[str, ...]:
+    """The models of the drop-down ``options`` whose search at the widget's other defaults
+    :func:`long_context_widget` makes when it is built (``warm=True``): the mixtures of experts (issue 35: a
+    pick of one of them was a new planner search of 60-90 ms, with its render and PNG 100-125 ms a move, where
+    a dense model's search takes 5-40 ms). Read from the catalogue (``is_moe``), not from the names."""
+    return tuple(m for m in options if get_model(m).is_moe)
+
+
+def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True) -> Dashboard:
     """Chapter 17: model x context length x GPU types x tokens per batch x GPU limit x how context parallelism
     exchanges K and V -> the planner's plans (:func:`~llmsizing.planner.plan`, which tries context parallelism
     from 16K tokens on) and its fastest plan (:func:`~llmsizing.charts.render_plan`), for
@@ -46,12 +55,23 @@ def long_context_widget(model: str = "llama-3.1-405b") -> Dashboard:
     setting where nothing fits shows the planner's message. A lower GPU limit than the largest, for settings
     already searched at the largest, is a cut of that search (:func:`~llmsizing.planner.plans_within`: the
     same table as a search at that limit). The answers (PNG and summary) of the last
-    :data:`LONG_CONTEXT_KEPT` settings drawn are kept too: going back to one is not drawn again."""
+    :data:`LONG_CONTEXT_KEPT` settings drawn are kept too: going back to one is not drawn again.
+
+    ``warm`` (issue 35): the searches of the drop-down's mixtures of experts
+    (:func:`long_context_warm_models`) at the other controls' defaults are made when the widget is built,
+    before its first view: a reader's pick of one of them is then its render and PNG (~30 ms of CPU) instead
+    of a new search as well (100-125 ms). The searches are the planner's own
+    (:func:`~llmsizing.planner.plan`: the tables a pick would make, kept in this widget's cache and the
+    planner's); they cost the building cell ~0.6-0.7 s of CPU once per kernel, and a widget built again ~80
+    ms (its tables from the planner's kept searches). Memory: the ten tables and the planner's kept work for
+    them, ~70 MB more at the peak. A setting where nothing fits is left to the pick, which shows the
+    planner's message. ``warm=False``: built cold, as before."""
     from collections import OrderedDict
 
     from ..planner import plan, plans_within
 
     get_model(model)
+    warm = check_bool("warm", warm)
     most = max(LONG_CONTEXT_MAX_GPUS)
     widest: OrderedDict = OrderedDict()      # the searches at the largest GPU limit, by the other settings
 
@@ -93,4 +113,11 @@ def long_context_widget(model: str = "llama-3.1-405b") -> Dashboard:
         "cp_comm": W.Dropdown(options=[("ring (p2p)", "p2p"), ("all-gather", "all_gather")], value="p2p",
                               description="CP exchange", **_style()),
     }
+    if warm:            # (before the first view: the first dashboard's draw freezes them, _freeze_once)
+        at = {k: w.value for k, w in controls.items() if k != "model"}
+        for other in long_context_warm_models(controls["model"].options):
+            try:
+                cached(other, at["seq"], tuple(at["gpus"]), at["batch_tokens"], at["max_gpus"], at["cp_comm"])
+            except ValueError:                          # (nothing fits: the pick shows the planner's message)
+                pass
     return Dashboard(render, controls, name="long_context_widget", keep=LONG_CONTEXT_KEPT)

@@ -1,0 +1,106 @@
+"""Chapter 17's widget built warm (moe23, issue 35): ``long_context_widget(warm=True)`` makes the searches of
+its drop-down's mixtures of experts at the other defaults before its first view, so that a reader's pick
+of one is answered without a new search; the answer (PNG and summary) must be the very one the cold widget
+gives. And ``charts.render_plan`` reading the plans' columns from a frame without ``attrs`` (``_bare``)
+draws the same."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+
+import llmsizing.planner as planner_module
+from llmsizing import charts
+from llmsizing.catalog import get_model, list_models
+from llmsizing.charts import time_money_plan
+from llmsizing.widgets import long_context as lc
+from llmsizing.widgets import long_context_widget
+
+#: Mixtures of experts of the catalogue, named by hand from their papers and model cards (Mixtral 8x7B,
+#: Jiang et al. 2024; Qwen3-30B-A3B, Qwen3 technical report 2025; DeepSeek-V2, DeepSeek-AI 2024; gpt-oss-120b,
+#: OpenAI 2025; granite-3.0-1b-a400m, IBM 2024) and dense models (Llama 3, Dubey et al. 2024).
+SOME_MOE = ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v2", "gpt-oss-120b", "granite-3.0-1b-a400m")
+SOME_DENSE = ("llama-3-8b", "llama-3.1-405b")
+
+
+def test_the_warm_models_are_the_drop_downs_mixtures_of_experts():
+    warm = lc.long_context_warm_models(list_models())
+    assert set(SOME_MOE) <= set(warm) and not set(SOME_DENSE) & set(warm)
+    assert list(warm) == [m for m in list_models() if m in warm]            # (the drop-down's order)
+    assert all(get_model(m).is_moe for m in warm)
+    assert lc.long_context_warm_models(["llama-3-8b"]) == ()
+
+
+def test_warm_must_be_a_bool():
+    with pytest.raises(TypeError, match="warm"):
+        long_context_widget("llama-3-8b", warm=1)
+
+
+def _counting(monkeypatch):
+    """planner.plan, counting its calls (the widget binds it when it is built)."""
+    calls = []
+    real = planner_module.plan
+
+    def plan(*a, **k):
+        calls.append(a[0] if a else k.get("model"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(planner_module, "plan", plan)
+    return calls
+
+
+def test_a_warm_widgets_pick_of_a_mixture_of_experts_is_no_new_search(monkeypatch):
+    calls = _counting(monkeypatch)
+    w = long_context_widget("llama-3-8b")
+    built = list(calls)
+    assert set(SOME_MOE) <= set(built)                # searched when built, before any move
+    for m in SOME_MOE:
+        w.controls["model"].value = m
+        assert w.error.layout.display == "none"
+    assert calls == built                                              # no search at the picks
+    w.controls["seq"].value = 32768                                    # another setting: a search, as before
+    assert len(calls) == len(built) + 1
+
+
+def test_a_cold_widget_searches_at_the_pick(monkeypatch):
+    calls = _counting(monkeypatch)
+    w = long_context_widget("llama-3-8b", warm=False)
+    assert calls == ["llama-3-8b"]
+    w.controls["model"].value = "qwen3-30b-a3b"
+    assert calls == ["llama-3-8b", "qwen3-30b-a3b"]
+
+
+def test_warm_and_cold_widgets_show_the_same_answers():
+    warm, cold = long_context_widget("llama-3-8b"), long_context_widget("llama-3-8b", warm=False)
+    for m in (*SOME_MOE, "llama-3-8b"):
+        for w in (warm, cold):
+            w.controls["model"].value = m
+        assert bytes(warm.image.value) == bytes(cold.image.value), m
+        assert warm.summary.value == cold.summary.value, m
+
+
+def test_render_plan_draws_the_same_with_or_without_the_bare_table(monkeypatch):
+    plans = planner_module.plan("qwen3-30b-a3b", tokens=lc.LONG_CONTEXT_TOKENS, gpus=("H100 SXM",), seq=32768,
+                                global_batch=512, max_gpus=4096)
+    assert plans.attrs                                       # (plan()'s tables carry attrs: the case here)
+    kw = dict(tokens=lc.LONG_CONTEXT_TOKENS, gpus=("H100 SXM",), seq=32768, global_batch=512, max_gpus=4096,
+              plans=plans)
+    new = charts.render_plan("qwen3-30b-a3b", **kw)
+    time_money_plan._PLAN_GROUPS_KEPT.clear()
+    monkeypatch.setattr(time_money_plan, "_bare", lambda table: table)
+    old = charts.render_plan("qwen3-30b-a3b", **kw)
+    assert new.summary == old.summary
+    assert new.png() == old.png()
+
+
+def test_bare_shares_the_values_and_leaves_the_table_alone():
+    plans = planner_module.plan("mixtral-8x7b", tokens=1e11, gpus=("H100 SXM",), seq=8192, global_batch=256,
+                                max_gpus=512)
+    attrs = dict(plans.attrs)
+    bare = time_money_plan._bare(plans)
+    assert bare.attrs == {} and plans.attrs == attrs
+    assert bare.index.equals(plans.index) and list(bare.columns) == list(plans.columns)
+    for name in plans.columns:
+        assert bare[name].equals(plans[name]) and bare[name].dtype == plans[name].dtype
+    assert time_money_plan._bare(bare) is bare
