@@ -2,7 +2,7 @@
 option"): training_memory, training_time, Job and the memory/time CLI take mtp_depth, with the MTP module
 priced as DeepSeek-V3's report describes it (arXiv:2412.19437, Sec. 2.2, Fig. 3: one more MoE transformer
 block plus its projection M from 2h to h, sharing the embedding and the output head, on the last pipeline
-stage with the head, Sec. 3.2.1). plan() refuses mtp_depth > 0 (its search's memory holds no MTP module).
+stage with the head, Sec. 3.2.1). plan() searches with it too: tests/test_plan_mtp.py.
 
 The expected values are derived here by hand from DeepSeek-V3's config.json (hidden 7,168, 128 heads, MLA
 ranks 1,536 / 512, rope 64, nope 128, v 128, 256 routed + 1 shared experts of 2,048, vocabulary 129,280) and
@@ -102,11 +102,18 @@ def test_training_time_on_a_layout_is_step_time_with_the_mtp_module():
             > training_memory(QWEN, **kw)[-1].total_bytes)
 
 
-def test_training_time_without_a_layout_says_the_plan_left_the_module_out():
+def test_training_time_without_a_layout_plans_it_with_the_module():
+    """(issue 35, one MoE path: the layout was planned without the module before plan() searched it) the
+    run is the step of plan(mtp_depth=1)'s fastest plan on exactly the GPUs given."""
     t = training_time(QWEN, tokens=1e12, gpu="H100 SXM", seq=T, n_gpus=64, mtp_depth=1)
     t0 = training_time(QWEN, tokens=1e12, gpu="H100 SXM", seq=T, n_gpus=64)
     assert t.gpu_hours > t0.gpu_hours
-    assert "1 MTP module" in t.warnings[0] and "plan() does not search MTP" in t.warnings[0]
+    assert "1 MTP module" in t.warnings[0] and "without" not in t.warnings[0]
+    df = L.plan(QWEN, tokens=1e12, gpus=("H100 SXM",), seq=T, global_batch=1024, max_gpus=64,
+                recomputes=("none",), mtp_depth=1)
+    r = df[df["n_gpus"] == 64].sort_values("step_time_s").iloc[0]
+    job = Job.from_plan_row(r, QWEN, seq=T, mtp_depth=1)
+    assert t.mfu == pytest.approx(step_time(job).mfu, rel=1e-9)
 
 
 @pytest.mark.parametrize("kw", [dict(mfu=0.3), dict(moe_dense_mfu=True)])
@@ -141,11 +148,12 @@ def test_a_job_carries_mtp_depth_to_memory_step_and_time():
                                                                mtp_depth=0).kwargs("step")
 
 
-def test_plan_refuses_mtp_and_names_step_time():
-    with pytest.raises(ValueError, match=r"mtp_depth=1.*step_time"):
-        L.plan(QWEN, tokens=1e12, seq=T, global_batch=512, mtp_depth=1)
-    with pytest.raises(ValueError, match=r"mtp_depth=1.*step_time"):
-        L.plan(Job(QWEN, "H100 SXM", T, QPAR, grad_accum=32, mtp_depth=1), tokens=1e12)
+def test_plan_takes_mtp_from_a_job():
+    """(issue 35: plan() refused mtp_depth > 0; it now prices the module, tests/test_plan_mtp.py)"""
+    kw = dict(tokens=1e12, max_gpus=128, micro_batches=(1,))
+    got = L.plan(Job(QWEN, "H100 SXM", T, QPAR, grad_accum=32, mtp_depth=1), **kw)
+    assert got.equals(L.plan(QWEN, gpus=("H100 SXM",), seq=T, global_batch=512, mtp_depth=1, **kw))
+    assert "mtp_depth=1" in got.attrs["assumes"]
 
 
 def test_the_cli_takes_mtp_depth(capsys):
@@ -203,8 +211,6 @@ def test_capacity_reaches_training_time_job_and_the_cli(capsys):
     assert training_time(job, tokens=1e12) == t
     with pytest.raises(ValueError, match="capacity_factor"):
         Job("llama-3-8b", "H100 SXM", T, capacity_factor=1.0)
-    with pytest.raises(ValueError, match="capacity_factor=1.0"):
-        L.plan(QWEN, tokens=1e12, seq=T, global_batch=512, capacity_factor=1.0)
     with pytest.raises(ValueError, match="capacity_factor=1.0"):
         training_time(QWEN, tokens=1e12, gpu="H100 SXM", seq=T, n_gpus=64, capacity_factor=1.0, mfu=0.3)
     assert cli.main(["time", QWEN, "--tokens", "1T", "--gpu", "H100 SXM", "--gpus", "64", "--seq", "4096",

@@ -14,7 +14,7 @@ import sys
 from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFIX, _TEMPORARIES,  # noqa: F401
                        STAGE_FORM, _add_output, _emit, _finite, _fmt_frame, _is_dir, _model, _parse, _refuse,
                        _estimate_mark, _price_text, add_plan_moe_flags, count, integer, memory_frame, number,
-                       plan_table, stage, add_moe_step_flags)
+                       plan_table, stage, add_moe_step_flags, moe_step_options)
 from .cli_tune import add_rl_command, cmd_finetune, cmd_serve
 
 EXAMPLES = """examples:
@@ -109,9 +109,7 @@ def _recompute(args) -> dict:
     if n is not None and recompute != "full":
         raise ValueError(f"--recompute-layers {n} recomputes whole layers (Megatron-LM's block method): give "
                          f"--recompute full, got --recompute {recompute}")
-    cf = getattr(args, "capacity_factor", None)
-    return {"recompute": recompute, "recompute_layers": n, **({} if cf is None else {"capacity_factor": cf}),
-            **({"mtp_depth": args.mtp_depth} if getattr(args, "mtp_depth", 0) else {})}
+    return {"recompute": recompute, "recompute_layers": n, **moe_step_options(args)}
 
 
 def _check_single_or_stages(args, *, single: tuple) -> None:
@@ -258,8 +256,9 @@ def cmd_cost(args) -> None:
 
 def _plan_layout_options(args) -> dict:
     """The layout flags of ``plan`` as :func:`~llmsizing.planner.plan` keywords: ``--cp``, ``--cp-comm``,
-    ``--ep``, ``--ep-overlap``, ``--shared-expert-overlap``, ``--shard-under-pipeline``. One place, so a
-    single plan and every planned ``--stage`` take them alike (issue 33: the stage path dropped them)."""
+    ``--ep``, ``--ep-overlap``, ``--shared-expert-overlap``, ``--shard-under-pipeline``, ``--mtp-depth``,
+    ``--capacity-factor``. One place, so a single plan and every planned ``--stage`` take them alike (issue
+    33: the stage path dropped them)."""
     out = {"cp_comm": args.cp_comm}
     if getattr(args, "framework", None) is not None:
         out["framework"] = args.framework
@@ -270,7 +269,7 @@ def _plan_layout_options(args) -> dict:
     if args.ep_overlap is not None:
         out["ep_overlap"] = args.ep_overlap
     flags = ("shard_under_pipeline", "shared_expert_overlap")          # (store_true: only when given)
-    return {**out, **{k: True for k in flags if getattr(args, k, False)}}
+    return {**out, **{k: True for k in flags if getattr(args, k, False)}, **moe_step_options(args)}
 
 
 def _plan_stages(args) -> None:

@@ -218,8 +218,8 @@ def _add_output(p) -> None:
 def add_moe_step_flags(p) -> None:
     """``--mtp-depth N`` and ``--capacity-factor C`` (``memory`` and ``time``): a mixture of experts'
     multi-token-prediction modules, DeepSeek-V3's one (:mod:`llmsizing.mtp`), and its token dropping
-    (``training_memory``'s and ``training_time``'s ``mtp_depth`` and ``capacity_factor``). ``plan`` has
-    neither: :func:`~llmsizing.planner.plan` does not search them."""
+    (``training_memory``'s, ``training_time``'s and, through :func:`add_plan_moe_flags`, ``plan``'s
+    ``mtp_depth`` and ``capacity_factor``: :func:`moe_step_options`)."""
     p.add_argument("--mtp-depth", type=integer(0), default=0, metavar="N",
                    help="multi-token-prediction modules of a mixture of experts on its last pipeline stage "
                         "(DeepSeek-V3: 1; default 0)")
@@ -227,10 +227,19 @@ def add_moe_step_flags(p) -> None:
                    help="token dropping at this expert capacity (1 to 64; default: dropless)")
 
 
+def moe_step_options(args) -> dict:
+    """``mtp_depth=`` and ``capacity_factor=`` of :func:`add_moe_step_flags`' flags, each only where given
+    (an old call's keywords unchanged)."""
+    cf, depth = getattr(args, "capacity_factor", None), getattr(args, "mtp_depth", 0)
+    return {**({} if cf is None else {"capacity_factor": cf}), **({"mtp_depth": depth} if depth else {})}
+
+
 def add_plan_moe_flags(p) -> None:
-    """``llmsizing plan``'s mixture-of-experts flags: ``--ep``, ``--ep-overlap`` and
-    ``--shared-expert-overlap`` (:func:`~llmsizing.planner.plan`'s ``ep_degrees``, ``ep_overlap`` and
-    ``shared_expert_overlap``)."""
+    """``llmsizing plan``'s mixture-of-experts flags: ``--ep``, ``--ep-overlap``,
+    ``--shared-expert-overlap``, ``--mtp-depth`` and ``--capacity-factor`` (:func:`~llmsizing.planner.plan`'s
+    ``ep_degrees``, ``ep_overlap``, ``shared_expert_overlap``, ``mtp_depth`` and ``capacity_factor``:
+    :func:`add_moe_step_flags`)."""
+    add_moe_step_flags(p)
     p.add_argument("--ep", type=integer(), action="append",
                    help="an expert-parallel degree to search for a mixture of experts; repeat for several "
                         "(default: every divisor of its routed experts)")

@@ -29,6 +29,7 @@ from .memory import _kept_act_core, _kept_in_flight, _kept_state_side, _search_l
 from .moe import stage_offset_bytes
 from .parallel import layers_per_stage, pipeline_in_flight, stage_chunks
 from .plan_candidates import state_chunks, state_key
+from .plan_moe import has_options
 from .plan_pricing import _piece_layout
 from .precision import RECIPES
 
@@ -42,8 +43,10 @@ def supports(model, kw: dict) -> bool:
     """Whether :func:`search_pieces` takes calls of ``model`` with the keywords ``kw``: a recipe without
     autocast, no partial recomputation (the layouts' own limits: :func:`search_pieces`). A mixture of experts'
     layouts are single layouts here (no :class:`~llmsizing.moe_arrays.EpLayouts`): :func:`prefetch` reads
-    only its reference layouts (``ep = 1``) so."""
-    return not RECIPES[kw.get("precision", "bf16-mixed")].autocast and kw.get("recompute_layers") is None
+    only its reference layouts (``ep = 1``) so. Not ``plan()``'s MTP module or token dropping
+    (:func:`llmsizing.plan_moe.has_options`: their pieces are :func:`llmsizing.plan_moe.option_pieces`')."""
+    return (not RECIPES[kw.get("precision", "bf16-mixed")].autocast and kw.get("recompute_layers") is None
+            and not has_options(kw))
 
 
 def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,

@@ -43,7 +43,7 @@ class Job:
     stack family sets the range of the step's MFU and the plan's days (``None``: unknown, the pooled range;
     :func:`~llmsizing.frameworks.stack_family`). ``mtp_depth``: a mixture of experts' multi-token-prediction
     modules (DeepSeek-V3's, :mod:`llmsizing.mtp`), and ``capacity_factor`` its token dropping (``None``:
-    dropless), which its memory, step and time price (``plan()`` refuses both). Checked when made: a model
+    dropless), which its memory, step, time and plan price. Checked when made: a model
     and layout that cannot run together are refused here, once."""
 
     model: Model | str
@@ -88,12 +88,9 @@ class Job:
             set_("max_nodes", check_int("max_nodes", self.max_nodes))
         set_("ep_overlap", check_number("ep_overlap", self.ep_overlap, maximum=1.0))
         stack_family(self.framework)                    # TypeError/ValueError unless a known name or None
-        set_("mtp_depth", check_mtp_depth(model, self.mtp_depth))
-        if self.capacity_factor is not None:
-            if not model.is_moe:
-                raise ValueError(f"capacity_factor={self.capacity_factor!r}: {model.name} is dense (no "
-                                 "experts)")
-            set_("capacity_factor", check_capacity_factor(self.capacity_factor))
+        options = check_moe_options(model, self.mtp_depth, self.capacity_factor)
+        set_("mtp_depth", options.get("mtp_depth", 0))
+        set_("capacity_factor", options.get("capacity_factor"))
 
     @property
     def n_gpus(self) -> int:
@@ -146,10 +143,12 @@ class Job:
                       attention: str = "flash", stack: str = "fused", cp_comm: str = "p2p",
                       expert_tp: bool = False, max_nodes="model", ep_overlap: float = 0.0,
                       kernel_efficiency: float | None = None, overlap: float | None = None,
-                      framework: str | None = None, shared_expert_overlap: bool = False) -> "Job":
+                      framework: str | None = None, shared_expert_overlap: bool = False, mtp_depth: int = 0,
+                      capacity_factor: float | None = None) -> "Job":
         """The job one row of :func:`~llmsizing.planner.plan`'s frame prices (a ``Series`` or an
         ``itertuples()`` row), given the plan's own options (the keywords here are :func:`plan`'s, with its
-        defaults; ``shared_expert_overlap`` goes to the layout). ``training_memory(job)``, ``step_time(job)``
+        defaults; ``shared_expert_overlap`` goes to the layout; ``mtp_depth`` and ``capacity_factor`` to the
+        job). ``training_memory(job)``, ``step_time(job)``
         and ``training_time(job, tokens=...)`` then reproduce the row's memory, step and days
         (``tests/test_job.py``). The row's ``virtual_stages``
         (interleaved chunks, 1 if absent) and its pipeline split (issue 34: a ``pp`` that does not divide the
@@ -172,7 +171,24 @@ class Job:
                    grad_accum=int(get("grad_accum")), precision=precision, optimizer=optimizer,
                    recompute=get("recompute"), recompute_layers=None if n is None or pd.isna(n) else int(n),
                    attention=attention, stack=stack, max_nodes=max_nodes, ep_overlap=ep_overlap,
-                   kernel_efficiency=kernel_efficiency, overlap=overlap, framework=framework)
+                   kernel_efficiency=kernel_efficiency, overlap=overlap, framework=framework,
+                   mtp_depth=mtp_depth, capacity_factor=capacity_factor)
+
+
+def check_moe_options(model: Model, mtp_depth, capacity_factor) -> dict:
+    """``mtp_depth`` and ``capacity_factor`` checked for ``model`` as every answer checks them (a depth from 0
+    to 8, :func:`~llmsizing.mtp.check_mtp_depth`, and a capacity factor from 1 to 64,
+    :func:`~llmsizing.moe.check_capacity_factor`, both for a mixture of experts only), as keywords: only those
+    not at their defaults (``{}`` for ``mtp_depth=0, capacity_factor=None``: an old call's keywords). The one
+    check of :class:`Job`, :func:`~llmsizing.planner.plan`, :func:`~llmsizing.layouts.min_gpus` and
+    :func:`~llmsizing.time_cost.cost_by_gpu` (issue 35)."""
+    depth = check_mtp_depth(model, mtp_depth)
+    cap = check_capacity_factor(capacity_factor)
+    if cap is not None and not model.is_moe:
+        raise ValueError(f"capacity_factor={capacity_factor!r} drops tokens a mixture of experts routes; "
+                         f"{model.name} is dense (experts=0): give capacity_factor=None")
+    return {**({"mtp_depth": depth} if depth else {}),
+            **({"capacity_factor": cap} if cap is not None else {})}
 
 
 def takes_job(kind: str):

@@ -21,7 +21,7 @@ from .flops import _partial_flops_per_token, attention_flops_per_token, training
 from .hardware import check_recipe_runs_on, dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .kernels import rates
-from .job import takes_job
+from .job import check_moe_options, takes_job
 from .mfu import LAYOUT_RANGE_AREA, layout_range_factors
 from .mfu_inputs import layout_range_note
 from .model import Model
@@ -154,7 +154,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
              gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
              kernel_efficiency: float | None = None, max_gpus: int = 65536, offload: bool = False,
              optimizer_impl: str = "foreach", node=None, mfu: float | None = None, ep_degrees=None,
-             expert_tp: bool = False) -> Plan:
+             expert_tp: bool = False, mtp_depth: int = 0, capacity_factor: float | None = None) -> Plan:
     """The smallest number of ``gpu`` whose most loaded GPU holds a training step of micro-batch ``batch``
     (sequences of ``seq`` tokens, ``grad_accum`` micro-batches per step) within ``usable_fraction`` of its
     memory, and a layout that does it (a :class:`Plan`).
@@ -179,7 +179,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     experts split by tensor parallelism only with ``expert_tp`` (as :func:`~llmsizing.planner.plan` searches
     them); the step time that breaks ties includes the all-to-all with the model's node limit
     (:func:`llmsizing.all_to_all.route_max_nodes` of each layout). A dense model refuses ``ep_degrees``
-    above 1 and ``expert_tp``.
+    above 1 and ``expert_tp``. ``mtp_depth`` and ``capacity_factor`` (issue 35) go to every
+    ``training_memory`` and ``step_time`` call, as :func:`~llmsizing.planner.plan` takes them.
 
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
@@ -203,6 +204,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     limit = frac * g.memory_bytes
     kw = dict(batch=batch, seq=seq, grad_accum=m, precision=precision, optimizer=optimizer,
               attention=attention, recompute=recompute, stack=stack, optimizer_impl=optimizer_impl)
+    options = check_moe_options(model, mtp_depth, capacity_factor)          # ({} by default: as before)
+    kw.update(options)
 
     candidates = []
     fewest = max_gpus                 # no layout of more GPUs than the fewest found so far can be the answer
@@ -267,7 +270,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
         if c.gpus != fewest:
             continue
         st = step_time(model, g, c, batch=batch, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=0.0,
-                       recompute=recompute, precision=precision, node=nd,
+                       recompute=recompute, precision=precision, node=nd, **options,
                        **({"max_nodes": "model"} if model.is_moe else {}))
         total = training_memory(model, parallel=c, **kw).total_bytes          # every stage, this time
         if total <= limit:

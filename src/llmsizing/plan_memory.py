@@ -25,6 +25,7 @@ from .moe_layouts import dp_unit
 from .moe_prefetch import prefetch_states
 from .parallel import kept_parallel
 from .plan_candidates import _candidates, _pair_table, state_chunks, state_key  # noqa: F401
+from .plan_moe import has_options
 from .plan_pricing import (_cp_coefficients, _heavy_stages, _least_recompute_layers, _memory_coefficients,
                            _one_layer_coefficients, _pieces, _total_bytes, chunk_top, ep_affine)
 from .plan_tables import kept_candidates, pair_keys, table_totals
@@ -161,7 +162,8 @@ class SearchMemory:
         if arrays_prefetch(self, keys, rc):     # a dense model's all on arrays (interleaved too), a MoE's
             return                              # per_micro (issue 35, dense35)
         recipe = RECIPES[self.kw.get("precision", "bf16-mixed")]
-        if (recipe.autocast
+        # (plan()'s MTP module or token dropping: every entry off its own calls, plan_moe.option_pieces)
+        if (recipe.autocast or has_options(self.kw)
                 or self.kw.get("optimizer_impl", "foreach") != "foreach"):
             return
         prefetch_states(self, keys, rc)       # (one EpLayouts per (tp, pp, zero, c), summed on arrays)

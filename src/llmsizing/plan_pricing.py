@@ -16,22 +16,24 @@ import functools
 
 import numpy as np
 
-from .all_to_all import _links as a2a_links
 from .comm import communication
 from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
 from .kernels import compute_seconds
 from .layouts import _divisors
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces, stage_params, training_memory
-from .moe import _split, ep_all_to_all, moe_stage_flops, stage_moe_layers
+from .moe import moe_stage_flops
 from .moe_layouts import dp_unit, heavy_stages
 from .moe_time import (load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token,
-                       shared_expert_params, shared_overlap_rows_s)
+                       shared_expert_params)
 from .parallel import Parallel, kept_parallel, layers_per_stage, stage_chunks
 from .pipeline_schedule import pipelined_zero_fields
 # the data-parallel slots and links live in plan_dp; their names stay importable from here
 from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _kept_runs, _row_links  # noqa: F401
 from .plan_terms import _group_columns, _groups, dp_link_rows, dp_unit_rows, layer_terms  # noqa: F401
-from .precision import DTYPE_BYTES, RECIPES, compute_dtype
+# a mixture of experts' collectives and all-to-alls, and plan()'s MTP and capacity options, live in plan_moe
+from .plan_moe import (has_options, moe_all_to_all_s, moe_dp_collectives, option_pieces,  # noqa: F401
+                       stage_moe_layer_counts)
+from .precision import compute_dtype
 
 #: The :class:`~llmsizing.parallel.Parallel` fields of a split that counts the embedding and the loss as one
 #: layer's place each (:func:`pipeline_split`).
@@ -78,9 +80,11 @@ def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_co
     """The bytes of every piece (:func:`~llmsizing.memory.step_phases`) of the stages a search weighs, stage
     by stage, as one :func:`~llmsizing.memory.training_memory` call gives them
     (:func:`~llmsizing.memory._search_pieces`), at the layout and stages of :func:`_piece_layout`; ``v``
-    interleaved model chunks per stage (a dense model's only: ``virtual_stages``, issue 34)."""
+    interleaved model chunks per stage (a dense model's only: ``virtual_stages``, issue 34); ``plan()``'s MTP
+    module or token dropping in ``kw``: :func:`llmsizing.plan_moe.option_pieces`."""
     par, stages = _piece_layout(model, tp, pp, zero, cp, cp_comm, ep, expert_tp, dp, v)
-    return np.array(_search_pieces(model, par, stages, batch=batch, grad_accum=m, **kw), dtype=float)
+    pieces = option_pieces if has_options(kw) else _search_pieces
+    return np.array(pieces(model, par, stages, batch=batch, grad_accum=m, **kw), dtype=float)
 
 
 def _piece_layout(model, tp: int, pp: int, zero: int, cp: int, cp_comm: str, ep: int, expert_tp: bool,
@@ -267,7 +271,7 @@ def _least_recompute_layers(one, every, layers, micro, dps: np.ndarray, limits: 
 
 
 def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs,
-           expert_tp=False, max_nodes=None, ep_overlap=0.0, shared=False):
+           expert_tp=False, max_nodes=None, ep_overlap=0.0, shared=False, mtp_depth=0, capacity_factor=None):
     """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``,
     an index into ``gpu_list``, ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``, ``m``, ``rc``, an index
     into ``rcs``): what one :func:`~llmsizing.layouts.step_time` per candidate gives, with the library called
@@ -306,7 +310,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     * the expert-parallel all-to-all (:func:`llmsizing.moe.ep_all_to_all`): one call per (GPU, tp, cp,
       micro-batch, ep, recomputation) without a pipeline gives all the MoE layers' for one micro-batch, scaled
       by the most loaded stage's MoE layers and ``m``; exposed but for what the shared experts beside each
-      call hide with ``shared`` (:func:`llmsizing.moe_time.shared_overlap_rows_s`), then for ``ep_overlap``.
+      call hide with ``shared`` (:func:`llmsizing.moe_time.shared_overlap_rows_s`), then for ``ep_overlap``;
+    * ``mtp_depth`` MTP modules on the last stage and the load skew capped at ``capacity_factor``, as
+      ``step_time`` takes them (:mod:`llmsizing.plan_moe`).
 
     Equal to one ``step_time`` per candidate to floating-point rounding: ``tests/test_planner_speed.py``
     compares whole searches with the direct one (every ZeRO stage, both ``cp_comm``, a given ``overlap``,
@@ -354,10 +360,10 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     stage = np.zeros((len(stage_keys), 6))
     for k, (p_, r_) in enumerate(stage_keys):
         par, rc = kept_parallel(pp=p_, **pipeline_split(model, p_)), rcs[r_]
-        flops = (moe_stage_flops(model, par, seq=seq, recompute=rc) if moe else
+        flops = (moe_stage_flops(model, par, seq=seq, recompute=rc, mtp_depth=mtp_depth) if moe else
                  stage_flops_per_token(model, par, seq=seq, recompute=rc))
         slowest = max(range(len(flops)), key=flops.__getitem__)
-        stage[k, 5] = stage_moe_layers(model, par)[slowest] if moe else 0.0
+        stage[k, 5] = stage_moe_layer_counts(model, par, mtp_depth)[slowest] if moe else 0.0
         stage[k, :5] = (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers,
                     training_flops_per_token(model, seq=seq) / 3 / training_flops_per_token(model, seq=seq,
                                                                                              recompute=rc),
@@ -377,7 +383,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         rc_flops = np.array([routed_expert_flops_per_token(model, recompute=r) for r in rcs])[ri]
         hbm = np.array([g.memory_bandwidth_gbps * 1e9 for g in gpu_list])[gi]
         e_of, e_at = np.unique(epc, return_inverse=True)             # one load_skew per ep degree
-        skew = np.array([load_skew(model, e_) for e_ in e_of.tolist()])[e_at.reshape(-1)]
+        skew = np.array([load_skew(model, e_, capacity_factor=capacity_factor)
+                         for e_ in e_of.tolist()])[e_at.reshape(-1)]
         compute = compute + moe_extra_seconds(S[:, 5], per_gpu, route_bytes=rc_bytes, hbm_bytes_per_s=hbm,
                                               skew=skew, expert_flops=rc_flops, gemm_rate=L[:, 0])
     busy = compute + (pp - 1) / (vp * m) * compute               # + the bubble (pipeline_bubble)
@@ -483,118 +490,3 @@ def ep_affine(at_e1, at_e2, e1: int, e2: int, ep: int):
     """``A + B / ep`` at ``ep``, from its values at ``e1`` and ``e2`` (:func:`moe_ep_coefficients`)."""
     w = (1 / ep - 1 / e1) / (1 / e1 - 1 / e2)
     return at_e1 + (at_e1 - at_e2) * w
-
-
-def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precision, node_of, expert_tp):
-    """A mixture of experts' data-parallel collectives for the planner's pricing
-    (:func:`~llmsizing.planner._price`): ``(exposed, total)`` seconds per plan,
-    the dense part over ``dp x cp`` (``tp`` apart) and the routed experts' over ``edp`` (``etp x ep`` apart),
-    each exposed on its own. Each part's collectives (:func:`~llmsizing.comm.dp_schedule`, priced by
-    :func:`~llmsizing.comm.ring_collective` as :func:`~llmsizing.comm.communication` prices them) are worked
-    out once per (tp, ZeRO stage, group size, ep, the group leaving the scale-up domain) on a unit link
-    (bytes do not depend on the link, latency steps only on leaving the domain), for one stage's parameters
-    without a pipeline, then scaled by each row's link and the most loaded stage's parameters (issue 35:
-    1,800 schedules for DeepSeek-V3 over the catalogue instead of 8,300, worked out on arrays of them by
-    :func:`llmsizing.plan_terms.dp_unit_rows`)."""
-
-    recipe = RECIPES[precision]
-    w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
-    # one call's seconds per slot depend on (GPU, tp, pp, ZeRO stage, ep, dp x cp) only: worked out once per
-    # distinct key (Mixtral-8x7B over the catalogue: 17,685 of 43,567 plans), the same numbers row by row
-    (gi, tp, pp, zero, ep, dpcp_k), _, at = _group_columns(*(cols[k] for k in ("gpu", "tp", "pp", "zero",
-                                                                                  "ep")), dpcp)
-    etp = tp if expert_tp else np.ones_like(tp)
-    edp = tp * dpcp_k // (etp * ep)
-    n_slots = len(_DP_SLOTS)
-    unit = []                 # each part's (traffic, latency, seconds per byte): the dense part, the experts
-    for part, (n_col, e_col) in ((0, (dpcp_k, np.ones_like(ep))), (1, (edp, ep))):
-        bw, alpha, across, per = _row_links(gpu_list, node_of, gi, n_col, tp if part == 0 else etp * ep)
-        keys, idx = _groups(tp, zero, n_col, e_col, across, per)
-        # bytes of a pass, latency steps per call
-        rows = dp_unit_rows(model, keys, part, w_b=w_b, g_b=g_b, expert_tp=expert_tp, n_slots=n_slots,
-                            slot_of=_dp_slot, dp_calls=_dp_calls)
-        unit.append((rows[idx, 0], rows[idx, 1] * alpha[:, None], (1 / (bw * 1e9))[:, None]))
-    # the most loaded stage's dense and expert parameters, relative to one stage's (the messages scale)
-    held_keys, held_idx = _groups(tp, pp, ep)
-    share = np.zeros((len(held_keys), 2))
-    held = np.zeros((len(held_keys), 3))                 # the stage's dense and expert parameters, its layers
-    ones = {k: _split(model, k[0], 1, None, k[1], expert_tp)[0] for k in {(t, e) for t, _, e in held_keys}}
-    most = {p_: max(layers_per_stage(model.layers, kept_parallel(pp=p_))) for p_ in {k[1] for k in held_keys}}
-    for k, (t_, p_, e_) in enumerate(held_keys):
-        # (the first stage of the most parameters; stages of equal rows share one row object: each once)
-        row = max(dict.fromkeys(_split(model, t_, p_, None, e_, expert_tp)), key=lambda r: r[0] + r[1])
-        one = ones[t_, e_]
-        share[k] = (row[0] / one[0], row[1] / one[1])
-        held[k] = (row[0], row[1], most[p_])
-    share, held = share[held_idx], held[held_idx]
-    dense, experts = (share[:, part, None] * traffic * per_byte
-                      + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency
-                      for part, (traffic, latency, per_byte), n_ in zip((0, 1), unit, (dpcp_k, edp)))
-    dense, experts = dense[at], experts[at]
-    # each collective is exposed on its own, but ZeRO-3's backward gathers and reduce-scatters hide together
-    # behind each backward (exposed_by_group): the two parts' slot 1 is one window
-    # (a row of that one window alone: its other slots' terms, 0 with fwd, bwd >= 0, add nothing)
-    both = dense[:, 1] + experts[:, 1]
-    dense[:, 1] = experts[:, 1] = 0.0
-    exposed = (_dp_exposed(dense, fwd, bwd, mf) + _dp_exposed(experts, fwd, bwd, mf)
-               + mf * np.maximum(0.0, both - bwd))
-    total = sum(mf * (c[:, 0] + c[:, 1] + c[:, 3]) + c[:, 2] + c[:, 4] for c in (dense, experts)) + mf * both
-    return exposed, total
-
-
-def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_comm, rcs, expert_tp,
-                     max_nodes, window=None):
-    """Seconds per plan of a mixture of experts' expert-parallel all-to-alls
-    (:func:`llmsizing.moe.ep_all_to_all`) for :func:`~llmsizing.planner._price`: all the MoE layers' of one
-    micro-batch without a pipeline, scaled by the most loaded stage's MoE layers over all of them, times the
-    micro-batches. With ``window`` (plans x 2, the shared experts' windows), ``(all, left)``: ``left`` what
-    the shared experts do not hide (:func:`llmsizing.moe_time.shared_overlap_rows_s`)."""
-    gi, tp, cp, pp, b, ep, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "micro", "ep", "rc"))
-    out = np.zeros(len(gi))
-    on = np.flatnonzero(ep > 1)
-    if not len(on):
-        return out if window is None else (out, out.copy())
-    # ep_all_to_all sees (tp, cp, micro) only as the tokens a GPU routes, micro x (seq // cp) / tp (SP when
-    # tp > 1), and the ranks' stride etp: one call per (GPU, tokens, etp, ep), on the first plan with them
-    t_on, c_on, b_on = tp[on], cp[on], b[on]
-    _, tok = np.unique(b_on * (seq // c_on) / t_on, return_inverse=True)
-    etp = t_on if expert_tp else np.ones_like(t_on)
-    key = np.ravel_multi_index((gi[on], tok.reshape(-1), etp, ep[on]),
-                               (len(gpu_list), int(tok.max()) + 1, int(etp.max()) + 1, int(ep[on].max()) + 1))
-    _, first, idx = np.unique(key, return_index=True, return_inverse=True)
-    # the forward's two all-to-alls and the backward's, without recomputation; full recomputation repeats the
-    # forward's (ep_all_to_all); one call per (the links all_to_all_s reads, tokens, etp, ep), shared by the
-    # GPUs whose all-to-all rides equal links (all_to_all._links; the node's domain sets what crosses)
-    seen, links_of, groups, order = {}, {}, {}, []
-    firsts = (np.asarray(a)[first].tolist() for a in (gi[on], t_on, c_on, b_on, ep[on], tok.reshape(-1), etp))
-    for g_, t_, c_, b_, e_, k_, s_ in zip(*firsts):
-        g, node = gpu_list[g_], node_of[gpu_list[g_].name]
-        if (g_, s_, e_) not in links_of:
-            links_of[g_, s_, e_] = (node.scaleup_domain_gpus, a2a_links(e_, g, node, s_))
-        shared = (links_of[g_, s_, e_], k_, s_, e_)
-        if shared not in seen:     # the tokens a GPU routes, as ep_all_to_all works them out of the layout
-            seen[shared] = b_ * (seq // c_) / (t_ if t_ > 1 else 1)
-            groups.setdefault((links_of[g_, s_, e_], s_, e_), (g, node, t_, c_, b_, e_, []))[6].append(shared)
-        order.append(shared)
-    # one ep_all_to_all per (links, etp, ep), every token count of the group at once (its _tokens)
-    for g, node, t_, c_, b_, e_, keys in groups.values():
-        times = [c.time_s for c in ep_all_to_all(
-            model, kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_, expert_tp=expert_tp),
-            batch=b_, seq=seq, gpu=g, node=node, grad_accum=1, precision=precision, recompute="none",
-            max_nodes=max_nodes, _tokens=np.array([seen[k] for k in keys], dtype=float))]
-        for j, k in enumerate(keys):
-            seen[k] = [float(x[j]) for x in times]
-    # (each row: n_moe_layers calls, the full recomputation's forward twice that)
-    rows = np.array([seen[k] for k in order])[idx.reshape(-1)]
-    full = np.array([r == "full" for r in rcs])[ri[on]]
-    pp_keys, pp_idx = _groups(pp[on])
-    most = np.array([max(stage_moe_layers(model, kept_parallel(pp=p_)))
-                     for (p_,) in pp_keys]) / model.n_moe_layers
-
-    def per_plan(rows):                     # (the backward's combine and dispatch, rows 2 and 3)
-        back, got = rows[:, 2] + rows[:, 3], np.zeros(len(gi))
-        got[on] = np.where(full, 2 * rows[:, 0] + 2 * rows[:, 1] + back, rows[:, 0] + rows[:, 1] + back
-                           ) * most[pp_idx] * mf[on]
-        return got
-    return per_plan(rows) if window is None else (
-        per_plan(rows), per_plan(shared_overlap_rows_s(rows, window[on], model.n_moe_layers)))

@@ -48,7 +48,7 @@ from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors
 from .memory import OPTIMIZER_IMPLS
 from .network import get_node
 from .hardware import check_recipe_runs_on
-from .job import takes_job
+from .job import check_moe_options, takes_job
 from .model import Model
 from .all_to_all import node_limit, routing_note
 from .moe_layouts import ep_candidates
@@ -184,17 +184,18 @@ class NoPlanError(ValueError):
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention,
             stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
             cp_comm="p2p", eps=(1,), expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False,
-            vps=(1,), shard_pp=False, shared=False):
+            vps=(1,), shard_pp=False, shared=False, options=()):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
     the tokens, the deadline or the budget (the planner widget's token drop-down) then costs milliseconds
     instead of the search's 0.1-0.5 s. The cached table is shared: :func:`plan` copies it before adding
-    columns."""
+    columns. ``options``: ``plan()``'s MTP module and token dropping as sorted pairs
+    (:func:`llmsizing.job.check_moe_options`; none by default)."""
     import pandas as pd
 
     kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack,
-              optimizer_impl=optimizer_impl)
+              optimizer_impl=optimizer_impl, **dict(options))
     model_flops_step = training_flops_per_token(model, seq=seq) * global_batch * seq
     node_of = dict(nodes)
     domains = {g.name: node_of[g.name].scaleup_domain_gpus for g in gpu_list}
@@ -241,7 +242,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
         return None
     step_s, peak = _price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
                           node_of=node_of, cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes,
-                          ep_overlap=ep_overlap, shared=shared)
+                          ep_overlap=ep_overlap, shared=shared, **dict(options))
     price_of = dict(prices)
     names = np.array([g.name for g in gpu_list], dtype=object)
     gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
@@ -370,9 +371,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     refused), so a row is ``step_time`` of that layout. Off by default, as in Megatron-Core
     (``moe_shared_expert_overlap=False``: the shared experts run after the routed ones): a training stack
     must be told to, of the published MoE runs only DeepSeek-V2 states it, and the all-to-all's SMs slowing
-    the GEMMs beside it are not priced, so the option errs fast. ``mtp_depth`` above 0 and a
-    ``capacity_factor`` are refused: the search's memory holds neither the MTP module nor capacity-sized
-    expert buffers (price a layout with ``step_time`` or ``training_time(parallel=)``).
+    the GEMMs beside it are not priced, so the option errs fast. ``mtp_depth`` (DeepSeek-V3's
+    multi-token-prediction modules on the last stage) and ``capacity_factor`` (token dropping; ``None``:
+    dropless) are priced as ``training_memory`` and ``step_time`` price them (:mod:`llmsizing.plan_moe`).
 
     ``shard_under_pipeline=True`` (issue 34; off by default) also searches ZeRO-2 and ZeRO-3 under a pipeline
     for a dense model, ZeRO-3 as Meta ran Llama 3 405B (:data:`~llmsizing.pipeline_schedule.PIPELINED_FSDP`),
@@ -404,10 +405,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
     if check_bool("shared_expert_overlap", shared_expert_overlap):
         shared_expert_params(model)                   # (refused without shared experts)
-    if check_int("mtp_depth", mtp_depth, minimum=0, maximum=8) or capacity_factor is not None:
-        raise ValueError(f"mtp_depth={mtp_depth}, capacity_factor={capacity_factor!r}: plan() searches "
-                         "neither (not in its memory); use step_time(..., mtp_depth=, capacity_factor=) or "
-                         "training_time(..., parallel=)")
+    options = check_moe_options(model, mtp_depth, capacity_factor)     # ({} by default: the search as before)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
     shard_pp = check_bool("shard_under_pipeline", shard_under_pipeline) and not model.is_moe
     vps = None if virtual_stages is None else tuple(sorted({check_int("virtual_stages[i]", v) for v in
@@ -489,6 +487,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                                   ("shared", shared_expert_overlap)) if on}
     if vps != (1,):
         more["vps"] = vps
+    if options:
+        more["options"] = tuple(sorted(options.items()))
     try:
         hash(args)
     # an unhashable argument: not cached; the search rejects it with its own message
@@ -573,6 +573,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                                f", expert parallelism ep in {eps}{' with expert_tp' if expert_tp else ''}, "
                                f"all-to-all {ep_overlap:.0%} hidden"
                                + (" after the shared experts'" if shared_expert_overlap else "")
+                               + "".join(f", {k}={v:g}" for k, v in options.items())
                                + ", routing "
                                + routing_note(model, max_nodes))
                             + f", range of the {stack_fam} stack"

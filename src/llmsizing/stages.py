@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import get_gpu, gpu_price, resolve_model
 from .flops import RECOMPUTE
-from .job import Job
+from .job import Job, check_moe_options
 from .layouts import min_gpus, step_time
 from .memory import training_memory
 from .mfu import (PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _layout_label, _time_at,
@@ -341,15 +341,17 @@ def moe_default_global_batch(par: Parallel, *, seq: int, micro_batch: int = 1) -
 
 
 def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
-                       precision: str = "bf16-mixed", ep_degrees=None):
+                       precision: str = "bf16-mixed", ep_degrees=None, mtp_depth: int = 0,
+                       capacity_factor: float | None = None):
     """The layout a mixture of experts is timed on when none is given (:func:`_moe_default_layout`), kept
     for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
-    one again)."""
+    one again). ``mtp_depth`` and ``capacity_factor``: planned with them (issue 35, one MoE path)."""
     model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
     recompute = check_choice("recompute", recompute, RECOMPUTE)
     precision = check_choice("precision", precision, RECIPES)
     eps = None if ep_degrees is None else tuple(ep_degrees)
-    return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps)
+    options = tuple(sorted(check_moe_options(model, mtp_depth, capacity_factor).items()))
+    return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps, options)
 
 
 #: How many of :func:`moe_default_layout`'s answers are kept.
@@ -357,13 +359,13 @@ MOE_LAYOUTS_KEPT = 256
 
 
 @functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
-def _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, ep_degrees):
+def _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, ep_degrees, options=()):
     return _moe_default_layout(model, gpu, seq=seq, n_gpus=n_gpus, recompute=recompute, precision=precision,
-                               ep_degrees=ep_degrees)
+                               ep_degrees=ep_degrees, **dict(options))
 
 
 def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
-                        precision: str = "bf16-mixed", ep_degrees=None):
+                        precision: str = "bf16-mixed", ep_degrees=None, **options):
     """The layout a mixture of experts is timed on when none is given (:func:`training_time`), as
     ``(parallel, global_batch, micro_batch)``, or ``None`` when there is none. With ``n_gpus``: the fastest
     plan of :func:`~llmsizing.planner.plan` (one GPU type, ``recompute`` only) that uses exactly ``n_gpus``,
@@ -372,10 +374,11 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
     layout below widened by data parallelism when ``n_gpus`` is a multiple of its GPUs. Without: the fewest
     GPUs that hold a step of one sequence (:func:`~llmsizing.layouts.min_gpus`, its own expert-parallel
     search), at :func:`moe_default_global_batch`. ``ep_degrees``: the expert-parallel degrees searched
-    (default: every divisor of the routed experts). Chapter 18."""
+    (default: every divisor of the routed experts). ``options``: ``mtp_depth`` and ``capacity_factor``, given
+    to both. Chapter 18."""
     from .planner import MAX_GLOBAL_BATCH, plan
 
-    moe_kw = {} if ep_degrees is None else {"ep_degrees": ep_degrees}
+    moe_kw = {**({} if ep_degrees is None else {"ep_degrees": ep_degrees}), **options}
 
     def fewest():
         try:
@@ -408,27 +411,28 @@ def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_la
              causal, price, goodput, ep_degrees=None, whole_run=False, mtp_depth=0, capacity_factor=None):
     """:func:`training_time`'s mixture of experts without a global batch: ``(the run, its layout)`` on the
     MoE step of ``parallel`` or :func:`moe_default_layout`, or ``None`` when there is none. ``mtp_depth``
-    and ``capacity_factor`` go to the step (:func:`layout_time`); :func:`moe_default_layout`'s plan is chosen
-    without them (``plan()`` does not search them), which the warning says."""
+    and ``capacity_factor`` go to the step (:func:`layout_time`) and to :func:`moe_default_layout`'s plan
+    (issue 35: it was chosen without them before ``plan()`` searched them)."""
     n = None if n_gpus is None else check_int("n_gpus", n_gpus)
     if parallel is not None:
         par = resolve_parallel(parallel, model, seq)
         chosen = (par, moe_default_global_batch(par, seq=seq), 1) if n in (None, par.gpus) else None
     else:
         chosen = moe_default_layout(model, g, seq=seq, n_gpus=n, recompute=recompute, precision=precision,
-                                    ep_degrees=ep_degrees)
+                                    ep_degrees=ep_degrees, mtp_depth=mtp_depth,
+                                    capacity_factor=capacity_factor)
     if chosen is None:
         return None
     par, gb, micro = chosen
     return _moe_step_run(model, g, par, tokens=tokens, seq=seq, micro_batch=micro, recompute=recompute,
                          recompute_layers=recompute_layers, precision=precision, dtype=dtype, causal=causal,
                          global_batch=gb, price=price, goodput=goodput, whole_run=whole_run,
-                         mtp_depth=mtp_depth, capacity_factor=capacity_factor, planned=parallel is None), par
+                         mtp_depth=mtp_depth, capacity_factor=capacity_factor), par
 
 
 def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recompute, recompute_layers,
                   precision, dtype, causal, price, goodput, global_batch=None, whole_run=False, mtp_depth=0,
-                  capacity_factor=None, planned=False):
+                  capacity_factor=None):
     """A mixture of experts' run on the MoE step of layout ``par`` (:func:`~llmsizing.stages.layout_time`,
     as ``training_time(parallel=, global_batch=)``), the global batch :func:`moe_default_global_batch`'s
     unless given, with a warning that names both."""
@@ -443,9 +447,7 @@ def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recomput
     note = (f"{model.name} is a mixture of experts: timed on its MoE step (llmsizing.moe_time) on the layout "
             f"{_layout_label(par)}, {gb:,} sequences per step; the range is a layout's"
             + (f"; with {mtp_depth} MTP module(s) on its last stage" if mtp_depth else "")
-            + (f"; capacity factor {capacity_factor:g}" if capacity_factor is not None else "")
-            + ("; the layout was planned without them (plan() does not search MTP or capacity)"
-               if planned and (mtp_depth or capacity_factor is not None) else ""))
+            + (f"; capacity factor {capacity_factor:g}" if capacity_factor is not None else ""))
     return dataclasses.replace(t, warnings=(note, *t.warnings))
 
 

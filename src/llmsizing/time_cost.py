@@ -21,7 +21,7 @@ from .mfu import (FLOPS_CONVENTIONS, MFU_MODEL_CSV, PUBLISHED_RUNS_CSV, MfuEstim
                   mfu_residuals, published_runs, run_time)
 from .flops import RECOMPUTE
 from .hardware import effective_dtype
-from .job import takes_job
+from .job import check_moe_options, takes_job
 from .model import Model
 from .mtp import check_mtp_depth
 from .moe_layouts import ep_candidates
@@ -195,7 +195,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
 
 def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch: int = 1,
                 recompute: str = "full", mfu: float | None = None, prices: dict | None = None,
-                max_gpus: int = 65536, ep_degrees=None, moe_dense_mfu: bool = False):
+                max_gpus: int = 65536, ep_degrees=None, moe_dense_mfu: bool = False, mtp_depth: int = 0,
+                capacity_factor: float | None = None):
     """The cost of the finished job on each GPU type, not the hourly rate: for each of ``gpus`` (default: the
     whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.layouts.min_gpus`,
     micro-batch ``batch`` of ``seq`` tokens with ``recompute``), the days on that many, and the GPU-hours and
@@ -216,7 +217,9 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     (deprecated: the calibrated MFU at the active size). The frame then has an ``ep`` column after
     ``layout`` and a ``warnings`` column (``training_time``'s warnings, joined by `` | ``), and
     ``attrs["warnings"]`` lists every distinct one once. A dense model's frame is as before (no ``ep``, no
-    ``warnings``).
+    ``warnings``). ``mtp_depth`` (DeepSeek-V3's multi-token-prediction modules) and ``capacity_factor``
+    (token dropping; ``None``: dropless) go to all three, the fewest GPUs, the plan and the step (issue 35:
+    one MoE path); not with ``mfu`` or ``moe_dense_mfu``, which do not time the MoE step.
     Chapter 18."""
     import pandas as pd
 
@@ -225,7 +228,11 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     model = resolve_model(model, moe=True)
     if ep_degrees is not None:                         # refused here, not as a "does not fit" on every GPU
         ep_degrees = ep_candidates(model, ep_degrees)
-    moe_kw = {"ep_degrees": ep_degrees} if ep_degrees is not None else {}
+    options = check_moe_options(model, mtp_depth, capacity_factor)          # ({} by default: as before)
+    if options and (mfu is not None or moe_dense_mfu):
+        raise ValueError(f"mtp_depth={mtp_depth} and capacity_factor={capacity_factor!r} price a mixture of "
+                         "experts' MoE step: not with mfu= or moe_dense_mfu=True")
+    moe_kw = {**({"ep_degrees": ep_degrees} if ep_degrees is not None else {}), **options}
     gpu_list = resolve_gpus(list_gpus() if gpus is None else gpus)
     prices = resolve_prices(prices, gpu_list)
     # everything checked before the first GPU, so that a bad argument is refused even where nothing fits
@@ -254,7 +261,8 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
                 run = _moe_run(model, g, tokens=tokens, seq=seq, n_gpus=plan.gpus, parallel=None,
                                recompute=recompute, recompute_layers=None, precision="bf16-mixed",
                                dtype=compute_dtype("bf16-mixed"), causal=False,
-                               price=row["price_usd_per_gpu_hour"], goodput=1.0, ep_degrees=ep_degrees)
+                               price=row["price_usd_per_gpu_hour"], goodput=1.0, ep_degrees=ep_degrees,
+                               **options)
             except ValueError as e:                  # e.g. a step so slow that its MFU is below 0.1%
                 rows.append({**row, "fits": False, "why": str(e)})
                 continue
