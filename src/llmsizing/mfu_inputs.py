@@ -63,9 +63,9 @@ def inputs_log_mfu(generation: str, key_dtype: str, *, size: float, seq: int, sh
     state, the stack ``family`` (``"unknown"`` is the fit's reference) and ``tokens_per_gpu`` per optimizer
     step (``None``: not known, read as the fit reads a run whose source publishes no batch: the tokens term
     at its reference :data:`TOKENS_PER_GPU_REF`, i.e. 0, and the ``batch_unpublished`` term on), and the
-    range's factors (the generation's: the same with or without a batch). ``known`` is False for a (generation, dtype) without published runs: then
-    the lower median intercept of the dtype's rows and the widest range of any row are used, as the production
-    model does (:func:`~llmsizing.mfu.mfu_estimate`)."""
+    range's factors (the generation's: the same with or without a batch). ``known`` is False for a
+    (generation, dtype) without published runs: then the lower median intercept of the dtype's rows and the
+    widest range of any row are used (:func:`~llmsizing.mfu.mfu_estimate` warns)."""
     import math
 
     if family not in _STACKS + ("unknown",):
