@@ -275,7 +275,8 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     (``recompute="full"``), what a whole run's GPU-hours lose against a measured steady state
     (``whole_run=True``: restarts, evaluation, stragglers), the stack's offset and the tokens per GPU per
     step. The range is an 80% prediction interval per GPU generation: the conformal bounds of the
-    residuals of leave-one-source-out fits (:mod:`llmsizing.intervals`), whose coverage of sources the fit never saw is measured and stored in ``data/intervals.csv`` and stated with the
+    residuals of leave-one-source-out fits (:mod:`llmsizing.intervals`), whose coverage of sources the fit
+    never saw is measured and stored in ``data/intervals.csv`` and stated with the
     estimate (``range_note``): for an FP8 recipe the FP8 runs' own coverage (chapter 10); for a generation
     and dtype with no calibration run, that no calibrated range applies and where its published runs sit
     (:func:`~llmsizing.mfu_inputs.estimate_note`).
@@ -370,7 +371,8 @@ def mfu_residuals():
     """Every published run (:func:`published_runs`) against the calibrated end-to-end MFU model: its
     ``generation``, ``implied_mfu``, the ``predicted_mfu`` of :func:`mfu_estimate` for the same model, GPU,
     sequence length, dtype, full recomputation, whole-run total, stack and tokens per step (where published),
-    the ``residual`` ``implied / predicted``, the range ``low``/``high`` of its generation as MFUs, and ``inside``: whether the run lies in that range.
+    the ``residual`` ``implied / predicted``, the range ``low``/``high`` of its generation as MFUs, and
+    ``inside``: whether the run lies in that range.
     The range is stated at 80%, so about one run in five lies outside it; whether a run lies inside the range
     computed *without* its source (the honest check) is
     :func:`~llmsizing.calibration.mfu_loso_check`'s. One row per run, in the order of
