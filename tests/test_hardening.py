@@ -67,7 +67,9 @@ REQUIRED = dict(model="llama-2-7b", gpu="H100 SXM", gpu_a="H100 SXM", gpu_b="A10
 AUDITED = ("activations", "comm", "cost", "finetune", "flops", "hardware", "inference", "layouts", "memory",
            "parallel", "planner", "runs", "serve", "serve_step", "time_cost",
            # where issue 32 moved functions the modules above had (each function is audited where it is defined)
-           "act_terms", "states", "footprint", "mfu", "job", "all_to_all")
+           "act_terms", "states", "footprint", "mfu", "job", "all_to_all",
+           # and where the 600-line rule moved them in session 21
+           "gpu_states", "zero_traffic")
 #: String parameters that are labels, not choices.
 NOT_A_CHOICE = {("gpu_with_link", "link"), ("cost_vs_gpus", "gpu"), ("audit_cost_table", "gpu"),
                 ("plan", "max_nodes"), ("step_time", "max_nodes")}   # (an int, None or "model": the model's own

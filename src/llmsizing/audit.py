@@ -42,7 +42,8 @@ calibrated MFU of each dtype (:func:`~llmsizing.time_cost.mfu_estimate`) with th
 the seed's own arithmetic (a table's cost = its days x its cost per day) names that claim in ``counted_with``;
 :func:`verdict_counts` leaves such rows out, and counts by seed with ``by="article"``.
 
-**The verdict rule** (:func:`verdict`). With ``r = claimed / library``:
+**The verdict rule** (:func:`verdict`, in :mod:`llmsizing.audit_verdict` with :data:`BAND`, :data:`BOUNDS`
+and :data:`KINDS`, all importable from here too). With ``r = claimed / library``:
 
 * ``about``: the claim holds if ``1/BAND <= r <= BAND`` (within 25% either way), otherwise it is
   "off by fx (too low / too high)" with ``f = max(r, 1/r)``;
@@ -73,6 +74,8 @@ from pathlib import Path
 from ._validate import check_choice, check_number
 from . import audit_readings as _readings
 from .units import GB
+from .audit_verdict import (BAND, BOUNDS, KINDS, _factor, verdict, verdict_kind,  # noqa: F401
+                            verdict_number, verdict_short)
 from .audit_readings import (  # noqa: F401  (re-exported: audit.SEQ, audit.Finding, ... keep working)
     DAYS_PER_MONTH, DAYS_PER_YEAR, GPUS_PER_HOST, HOST_BYTES_PER_NODE, Finding, OPEN_SETTINGS,
     SEED_PRICES_USD, SEQ, SEQS, at_seq,
@@ -89,15 +92,6 @@ from .audit_readings import (  # noqa: F401  (re-exported: audit.SEQ, audit.Find
 )
 
 SEED_CLAIMS_CSV = Path(__file__).resolve().parents[2] / "data" / "seed_claims.csv"
-
-#: The tolerance of the verdict rule: a claim within a factor 1.25 of the library (25% either way) holds.
-BAND = 1.25
-
-#: How a claimed value is meant: a point, a lower bound, an upper bound (a capacity), or a range.
-BOUNDS = ("about", "at least", "at most", "range")
-
-#: How a verdict is counted (:func:`verdict_kind`), from best to worst.
-KINDS = ("holds", "needs CPU offload", "off", "wrong in kind")
 
 #: The yardstick of each kind of claim (the ``kind`` column of ``data/seed_claims.csv``): every claim of a
 #: kind is judged the same way.
@@ -354,86 +348,6 @@ def not_computed_claims():
              "claimed": float(r["claimed"]), "unit": r["unit"], "why": r["not_computed"], "line": r["line"]}
             for r in _rows() if r["not_computed"]]
     return pd.DataFrame(rows)
-
-
-def _factor(f: float) -> str:
-    return f"{f:.1f}x" if f < 9.95 else f"{f:,.0f}x"
-
-
-def verdict(claimed: float, library: float, *, bound: str = "about", claimed_high: float | None = None,
-            reason: str = "", band: float = BAND, offload: str = "") -> str:
-    """The verdict on one claim (the rule is in this module's docstring): ``"holds"``, ``"off by 4.1x (too
-    low)"``, ``"holds as a lower bound (library 9.3x higher)"``, ``"needs CPU offload: <how> (the number:
-    ...)"`` or ``"wrong: <reason> (the number alone: ...)"``.
-
-    ``claimed`` and ``library`` are in the same unit (``library`` > 0); ``claimed_high`` is the top of a
-    ``range``; ``band`` > 1 is the tolerance factor (default :data:`BAND`); ``offload`` says how the claim's
-    premise holds with CPU offload (a ``reason`` wins over it). Taught in chapter 14."""
-    claimed = check_number("claimed", claimed, allow_equal=False)
-    library = check_number("library", library, allow_equal=False)
-    band = check_number("band", band, minimum=1.0)
-    check_choice("bound", bound, BOUNDS)
-    if bound == "range":
-        if claimed_high is None:
-            raise ValueError("claimed_high must be given (a number >= claimed) when bound='range'")
-        high = check_number("claimed_high", claimed_high, allow_equal=False)
-        if high < claimed:
-            raise ValueError(f"claimed_high must be >= claimed ({claimed:g}), got {high:g}")
-    elif claimed_high is not None:
-        raise ValueError(f"claimed_high is only for bound='range', got bound={bound!r}")
-    for name, text in (("reason", reason), ("offload", offload)):
-        if not isinstance(text, str):
-            raise TypeError(f"{name} must be a string, got {type(text).__name__}")
-    if not 1e-300 <= claimed / library <= 1e300:      # (a factor that overflows is no verdict: "off by infx")
-        raise ValueError(f"claimed={claimed:g} and library={library:g} are too far apart to compare: their "
-                         "ratio overflows (the same unit for both?)")
-
-    if bound == "about":
-        r = claimed / library
-        alone = "holds" if 1 / band <= r <= band else \
-            f"off by {_factor(max(r, 1 / r))} ({'too low' if r < 1 else 'too high'})"
-    elif bound == "at least":
-        if library >= claimed / band:
-            alone = "holds" if library <= claimed * band else \
-                f"holds as a lower bound (library {_factor(library / claimed)} higher)"
-        else:
-            alone = f"off by {_factor(claimed / library)} (too high)"
-    elif bound == "at most":
-        alone = "holds" if library <= claimed * band else f"off by {_factor(library / claimed)} (too low)"
-    else:
-        if claimed / band <= library <= high * band:
-            alone = "holds"
-        elif library > high:
-            alone = f"off by {_factor(library / high)} (too low)"
-        else:
-            alone = f"off by {_factor(claimed / library)} (too high)"
-    if reason:
-        return f"wrong: {reason} (the number alone: {alone})"
-    if offload:
-        return f"needs CPU offload: {offload} (the number: {alone})"
-    return alone
-
-
-def verdict_kind(v: str) -> str:
-    """Which of :data:`KINDS` a verdict string is."""
-    if v.startswith("wrong"):
-        return "wrong in kind"
-    if v.startswith("needs CPU offload"):
-        return "needs CPU offload"
-    return "holds" if v.startswith("holds") else "off"
-
-
-def verdict_number(v: str) -> str:
-    """What the number alone scores in a verdict: the bracket of an offload or wrong-in-kind verdict ("off by
-    1.5x (too high)"), else the verdict itself ("holds", "off by 2.0x (too low)")."""
-    return v.rsplit("(the number", 1)[1].split(": ", 1)[1][:-1] if "(the number" in v else v
-
-
-def verdict_short(v: str) -> str:
-    """A verdict's kind and factor without the layout or reason: "off by 2.0x (too high)", "needs CPU offload
-    (the number: off by 1.5x (too high))"."""
-    kind = verdict_kind(v)
-    return v if kind in ("holds", "off") else f"{kind} (the number: {verdict_number(v)})"
 
 
 def _value(result) -> Finding:

@@ -76,7 +76,8 @@ def routing_bytes_per_token(model, *, act_bytes: float = 2.0, recompute: str = "
 @lru_cache(maxsize=None)
 def load_skew_table():
     """``data/moe_load_skew.csv``: the published maximal violation (``max_vio``: the most loaded expert's
-    tokens over the mean, minus 1) by routing, with its source."""
+    tokens over the mean, minus 1) by routing, gate, expert count and auxiliary-loss coefficient, each row
+    with its source and the stored copy it was read in."""
     import pandas as pd
 
     return pd.read_csv(DATA / "moe_load_skew.csv")
@@ -84,10 +85,11 @@ def load_skew_table():
 
 @lru_cache(maxsize=8)
 def _mean_max_vio(routing: str) -> float:
-    """The mean ``max_vio`` of ``routing``'s rows of :func:`load_skew_table`, read once per routing (a data
-    file, like the catalogue's: issue 35, the planner asks :func:`load_skew` once per ``ep`` of a search)."""
+    """The mean ``max_vio`` of ``routing``'s ``MaxVio_global`` rows of :func:`load_skew_table`, read once
+    per routing (a data file, like the catalogue's: issue 35, the planner asks :func:`load_skew` once per
+    ``ep`` of a search)."""
     t = load_skew_table()
-    return float(t.loc[t["routing"] == routing, "max_vio"].mean())
+    return float(t.loc[(t["routing"] == routing) & (t["metric"] == "MaxVio_global"), "max_vio"].mean())
 
 
 def routing_of(model) -> str:
@@ -102,17 +104,23 @@ def load_skew(model, ep: int, routing: str | None = None, capacity_factor: float
     routing's rows in ``data/moe_load_skew.csv``) and ``E / ep`` experts per rank (a rank sums the loads of
     its experts, whose deviations, taken as independent, shrink as ``1 / sqrt(E / ep)``: the assumption of
     this term). 1 without expert parallelism: one GPU holds every expert and does all the routed work. The
-    default ``v`` is the mean of the two models of Wang et al. (arXiv:2408.15664, Table 2, as the CSV's rows
-    transcribe it), 1B and 3B: 0.62 with an auxiliary loss (0.72 and 0.52), 0.04 without (both). That spread
-    is not in the stated range (:func:`~llmsizing.mfu.layout_range_factors`, measured on dense runs); chapter
-    18 gives what it does to Mixtral's step.
+    default ``v`` is the mean of the routing's rows, all from Wang et al. (arXiv:2408.15664; re-read in a
+    stored copy of its text, session 21): with an auxiliary loss 0.726, of 0.72 and 0.52 (Table 2, sigmoid
+    gate, 1B and 3B) and 0.937 (Table 6, softmax gate, 1B); without one 0.036, of 0.04, 0.04 and 0.027. One
+    value per routing, not one per gate, size or expert count: every row has 64 experts (top-6), each gate has
+    one row per routing and its auxiliary-loss row a different coefficient (0.0003, not 0.001), and two sizes
+    do not make a trend, so nothing in the rows separates those effects; the ``sqrt(ep / E)`` per-rank
+    shrinkage is assumed, not measured (the paper's per-computation-batch figure, Fig. 5, is a plot). That
+    spread is not in the stated range (:func:`~llmsizing.mfu.layout_range_factors`, measured on dense runs);
+    chapter 18 gives what it does to Mixtral's step.
 
     ``capacity_factor`` (default ``None``: dropless, as Megatron-Core and DeepSeek-V3 train) models token
     dropping: each expert takes at most ``capacity_factor x`` its mean share of the tokens and drops the rest
     (Switch Transformer's expert capacity, Fedus, Zoph and Shazeer 2022, arXiv:2101.03961, Sec. 2.2; GShard,
     Lepikhin et al. 2020), so no rank does more than that factor of its mean work: the skew is
     ``min(1 + v sqrt(ep / E), capacity_factor)`` (below 1 when even a balanced load is cut). The dropped
-    tokens' cost to quality is not modelled. Chapter 18."""
+    tokens' cost to quality is not modelled (Switch reports them "typically <1%" at its coefficient 0.01,
+    Sec. 2.2, a bound, not a table row). Chapter 18."""
     model = resolve_model(model, moe=True)
     ep = check_int("ep", ep)
     routing = routing_of(model) if routing is None else check_choice("routing", routing, ROUTINGS)

@@ -1,0 +1,171 @@
+"""What ZeRO's data parallelism moves per training step (chapter 7): the collectives of DDP and ZeRO-1/2/3
+among the data-parallel GPUs, split into gradient buckets or FSDP units, and ZeRO-Offload's transfers to and
+from the host with the host's Adam step.
+
+Sources: Rajbhandari et al. 2020 (ZeRO), Sec. 7 and Fig. 1: which stage reduce-scatters the gradients and
+all-gathers the weights, and how often; Megatron-Core's ``DistributedDataParallelConfig.bucket_size`` (core
+v0.7) for DDP's and the distributed optimizer's buckets; torchtitan's ``apply_fsdp`` (one FSDP unit per
+transformer block) for ZeRO-3's calls; Ren et al. 2021 (ZeRO-Offload) for the host's side. Chapter 9 counts
+the calls on FSDP2. :func:`~llmsizing.comm.communication` prices these collectives on each group's link and
+the planner reuses them (:mod:`llmsizing.plan_terms`). Moved out of :mod:`llmsizing.comm` (which re-exports
+every name, so ``from llmsizing.comm import dp_schedule`` still works) to keep that module under 600 lines.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ._validate import check_int, check_number
+from .catalog import MIN_GPU_SPEED, resolve_model
+from .gpu_states import stage_params
+from .model import Model
+from .parallel import Parallel, resolve_parallel
+from .precision import DTYPE_BYTES, RECIPES, check_recipe
+
+
+#: Layers per ZeRO-3 unit: one all-gather (forward, and again in the backward) and one gradient reduce-scatter
+#: per unit and micro-batch. PyTorch FSDP gathers one FSDP unit at a time, and the recipes wrap each
+#: transformer block as its own unit (torchtitan's ``apply_fsdp`` in ``parallelize_llama.py`` calls
+#: ``fully_shard`` on every transformer block, then on the root): one call per layer. Chapter 9 counts them on
+#: FSDP2 (one all-gather, or two, and one reduce-scatter per layer, plus the root unit's, folded in here).
+#: DeepSpeed's ZeRO-3 issues its own calls (per module, prefetched up to ``stage3_prefetch_bucket_size``; the
+#: gradients reduced per ``reduce_bucket_size``): not modelled.
+FSDP_UNIT_LAYERS = 1
+
+#: Megatron-Core's default gradient bucket, parameters: ``max(40,000,000, 1,000,000 x dp)`` with ``dp`` the
+#: data-parallel size with context parallelism (``DistributedDataParallelConfig.bucket_size`` in
+#: ``megatron/core/distributed/distributed_data_parallel_config.py``, core v0.7: "larger DP sizes need larger
+#: buckets to ensure collectives do not become latency-bound"). DDP's all-reduce and the
+#: distributed optimizer's (ZeRO-1/2) reduce-scatter and all-gather run one call per bucket.
+DP_BUCKET_MIN_PARAMS = 40_000_000
+DP_BUCKET_PARAMS_PER_RANK = 1_000_000
+
+
+def dp_bucket_params(dp: int) -> int:
+    """Parameters per gradient bucket for a data-parallel group of ``dp`` GPUs (``dp x cp`` with context
+    parallelism): Megatron-Core's default ``max(40e6, 1e6 x dp)`` (:data:`DP_BUCKET_MIN_PARAMS`). Ch. 7."""
+    dp = check_int("dp", dp)
+    return max(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * dp)
+
+
+def dp_calls(zero: int, on_rank: float, *, layers: int = 1, bucket_params: float | None = None) -> int:
+    """Calls of each data-parallel collective per pass (per micro-batch for ZeRO-3's, per step or micro-batch
+    for the others, :func:`dp_schedule`): ZeRO-3, one per FSDP unit, ``ceil(layers / FSDP_UNIT_LAYERS)``;
+    DDP and ZeRO-1/2, one per gradient bucket, ``ceil(on_rank / bucket_params)`` (one call when
+    ``bucket_params`` is None)."""
+    layers = check_int("layers", layers)
+    if zero == 3:
+        return math.ceil(layers / FSDP_UNIT_LAYERS)
+    if bucket_params is None:
+        return 1
+    bucket = check_number("bucket_params", bucket_params, minimum=1.0)
+    return max(1, math.ceil(on_rank / bucket))
+
+
+def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
+                reshard_after_forward: bool = True, *, layers: int = 1, pipelined: bool = False,
+                bucket_params: float | None = None, grad_reduces: int | None = None) -> list[tuple]:
+    """The data-parallel collectives of one step for ``on_rank`` parameters on a GPU, as ``(name, kind,
+    message bytes of one call, calls)`` (:func:`~llmsizing.comm.communication`'s rules): DDP's gradient
+    all-reduce; ZeRO-1's gradient reduce-scatter and weight all-gather once per step; ZeRO-2's reduce-scatter
+    every micro-batch; ZeRO-3's forward (and, resharded after the forward, backward) weight all-gathers and
+    gradient reduce-scatter every micro-batch (``grad_reduces`` times per step if given: ``grad_reduce=
+    "chunk_run"``). Each is split into :func:`dp_calls` calls: ZeRO-3 gathers and reduce-scatters one FSDP
+    unit of ``layers`` at a time (:data:`FSDP_UNIT_LAYERS`), the others one bucket of ``bucket_params`` at a
+    time (:func:`dp_bucket_params`; one call when None, the old rule), so each call pays its own latency.
+    :func:`~llmsizing.comm.communication` prices them on the group's link (the planner reuses them).
+    ``pipelined`` (``pp > 1``) ZeRO-3 without resharding gathers the weights once per step, not per
+    micro-batch (:attr:`~llmsizing.parallel.Parallel.reshard_after_forward` says why)."""
+    k = dp_calls(zero, on_rank, layers=layers, bucket_params=bucket_params)
+    w, g, m = on_rank * weight_bytes / k, on_rank * grad_bytes / k, grad_accum
+    if zero == 0:
+        return [("DP gradient all-reduce", "all-reduce", g, k)]
+    if zero == 1:
+        return [("ZeRO-1 gradient reduce-scatter", "reduce-scatter", g, k),
+                ("ZeRO-1 weight all-gather", "all-gather", w, k)]
+    if zero == 2:
+        return [("ZeRO-2 gradient reduce-scatter", "reduce-scatter", g, m * k),
+                ("ZeRO-2 weight all-gather", "all-gather", w, k)]
+    kept = pipelined and not reshard_after_forward    # hidden as ZeRO-1/2's gather is (exposed_by_group)
+    return ([("FSDP weight all-gather (kept for the step)", "all-gather", w, k) if kept else
+             ("ZeRO-3 weight all-gather (forward)", "all-gather", w, m * k)]
+            + ([("ZeRO-3 weight all-gather (backward)", "all-gather", w, m * k)] if reshard_after_forward
+               else [])
+            + [("ZeRO-3 gradient reduce-scatter", "reduce-scatter", g, (grad_reduces or m) * k)])
+
+
+#: The host link of an offloading GPU, one way, decimal GB/s: PCIe Gen4 x16 (16 GT/s x 16 lanes x 128/130 / 8
+#: bits = 31.5 GB/s each way) in A100 servers; H100 and B200 servers have Gen5 x16 (63 GB/s), but pinned
+#: copies reach ~80-90% of a link and GPUs often share a PCIe switch with a NIC: 32 is a cautious default.
+HOST_LINK_GBPS = 32.0
+
+#: How fast the host's CPU Adam streams one GPU's optimizer partition, decimal GB/s of memory traffic: an
+#: eighth of an 8-GPU host (:data:`GPUS_PER_HOST`). Checked in chapter 7: Ren et al. 2021's CPU-Adam scaled
+#: to a DGX H100's DRAM (614 GB/s, :func:`~llmsizing.hardware.cpu_adam_params_per_s`) gives each of 8 GPUs
+#: 1.17B parameters/s; 40 GB/s / 30 B is 1.33B, 14% faster. The whole host serving one GPU (8 x 40 / 30 B,
+#: 10.7B/s) is 3% faster than DeepSpeed's CPU-Adam on a GH200's Grace (SuperOffload blog: 8B in 0.769 s).
+HOST_MEMORY_GBPS, GPUS_PER_HOST = 40.0, 8
+
+#: Bytes of host memory traffic per parameter in one CPU Adam step: read the fp32 gradient (4), read and
+#: write the fp32 master weight, the first and the second moment (3 x 8), write the 16-bit weight that goes
+#: back to the GPU (2).
+CPU_ADAM_BYTES_PER_PARAM = 4 + 3 * 8 + 2
+
+
+@dataclass(frozen=True)
+class OffloadTime:
+    """What ZeRO-Offload (Ren et al. 2021) adds to a step on one GPU, in seconds, none of it overlapped: the
+    16-bit gradients sent down to the host (``grads_down_s``), the 16-bit weights sent back up
+    (``weights_up_s``; with ``offload="optimizer+params"`` each micro-batch's forward and backward fetch them
+    again), and the host's Adam step over this GPU's ``partition_params`` parameters (``cpu_adam_s``)."""
+
+    partition_params: float
+    grads_down_bytes: float
+    weights_up_bytes: float
+    grads_down_s: float
+    weights_up_s: float
+    cpu_adam_s: float
+
+    @property
+    def transfer_s(self) -> float:
+        return self.grads_down_s + self.weights_up_s
+
+    @property
+    def total_s(self) -> float:
+        """Transfers + CPU Adam, back to back: the cost with no overlap at all."""
+        return self.transfer_s + self.cpu_adam_s
+
+
+def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1,
+                 precision: str = "bf16-mixed", host_link_gbps: float = HOST_LINK_GBPS,
+                 host_memory_gbps: float = HOST_MEMORY_GBPS, gpus_per_host: int = GPUS_PER_HOST
+                 ) -> OffloadTime:
+    """Seconds ZeRO-Offload / ZeRO-Infinity add to a step per GPU (:class:`OffloadTime`): ``parallel`` must
+    offload (``offload="optimizer"`` with ZeRO >= 1, or ``"optimizer+params"`` with ZeRO-3).
+
+    Each GPU owns ``1/dp`` of its (tensor- and pipeline-parallel) parameters
+    (:func:`~llmsizing.memory.stage_params`, most loaded stage). Per step it sends that partition's 16-bit
+    gradients down the host link (once per micro-batch with ZeRO-2/3, which accumulate into the host buffer;
+    once with ZeRO-1), the host runs Adam over it (:data:`CPU_ADAM_BYTES_PER_PARAM` bytes of memory traffic
+    each), and the updated 16-bit weights come back up once (with ``"optimizer+params"`` the weights stay on
+    the host and every micro-batch's forward and backward fetch the partition instead). ``host_link_gbps`` is
+    one way (:data:`HOST_LINK_GBPS`); the host's Adam streams 8 x ``host_memory_gbps`` (a constant above)
+    split over ``gpus_per_host`` GPUs (1 for a GH200 or a host of its own). DeepSpeed overlaps the gradient
+    copies with the backward and, with its "one-step delayed parameter update" (Ren et al. 2021), the CPU
+    step with the next step's compute; :attr:`OffloadTime.total_s` is the cost without that. Chapter 7."""
+    model = resolve_model(model)
+    par = resolve_parallel(parallel, model)
+    if par.offload == "none":
+        raise ValueError("parallel.offload is 'none': offload_time needs offload='optimizer' (ZeRO >= 1) or "
+                         "'optimizer+params' (ZeRO-3)")
+    m = check_int("grad_accum", grad_accum)
+    recipe = RECIPES[check_recipe("precision", precision)]
+    link = check_number("host_link_gbps", host_link_gbps, minimum=MIN_GPU_SPEED)
+    mem = check_number("host_memory_gbps", host_memory_gbps, minimum=MIN_GPU_SPEED) * GPUS_PER_HOST
+    mem /= check_int("gpus_per_host", gpus_per_host, maximum=1024)
+    part = max(stage_params(model, par)) / par.dp
+    down = part * DTYPE_BYTES[recipe.grads] * (m if par.zero >= 2 else 1)
+    up = part * DTYPE_BYTES[recipe.weights] * (2 * m if par.offload == "optimizer+params" else 1)
+    return OffloadTime(part, down, up, down / (link * 1e9), up / (link * 1e9),
+                       part * CPU_ADAM_BYTES_PER_PARAM / (mem * 1e9))
