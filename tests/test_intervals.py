@@ -311,7 +311,7 @@ def test_only_a_calibrated_range_states_a_coverage():
     from llmsizing.time_cost import training_time
 
     kw = dict(tokens=1e12, gpu="H100 SXM", n_gpus=64, seq=8192)
-    assert "steady states" in training_time("llama-3-70b", **kw).range_note
+    assert "hopper runs" in training_time("llama-3-70b", **kw).range_note          # the generation's range
     assert "whole-run totals" in training_time("llama-3-70b", whole_run=True, **kw).range_note
     assert training_time("llama-3-70b", mfu=0.4, **kw).range_note == ""
     assert training_time("llama-3-70b", mfu_range=(0.2, 0.6), **kw).range_note == ""   # the caller's range
@@ -333,7 +333,7 @@ def test_a_whole_run_with_the_inputs_states_the_whole_run_totals_count():
 
 
 def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
-    """data/mfu_model.csv calibrates three rows (ampere bf16, hopper bf16, hopper fp8). Any other generation
+    """data/mfu_inputs_model.csv calibrates three rows (ampere bf16, hopper bf16, hopper fp8). Any other generation
     and dtype is priced on a stand-in intercept, so no calibrated range applies to it, and the note says so
     first (issue 34). An MI300X (CDNA3) in 16-bit or an L40S in FP8 (Ada) has no published run at all. MI300X
     and B200 in FP8 have pytorch/ao's held-out runs (Llama 3 8B on 8 GPUs): the note states where they sit
@@ -341,10 +341,15 @@ def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
     that the calibrated range held none of them. An H100 is calibrated, so its note is the coverage alone."""
     from llmsizing.time_cost import mfu_estimate, published_runs
 
+    from llmsizing.frameworks import stack_family
+
     runs = published_runs()
     for gpu, gen in (("MI300X", "cdna3"), ("B200", "blackwell")):
         mine = runs[(runs["gpu"] == gpu) & (runs["dtype"] == "fp8")]
-        ratios = [r.implied_mfu / mfu_estimate(r.model, gpu=gpu, seq=int(r.seq), dtype="fp8").mfu
+        # each run estimated with its own published stack and batch, as the fit reads it
+        ratios = [r.implied_mfu / mfu_estimate(r.model, gpu=gpu, seq=int(r.seq), dtype="fp8", n_gpus=int(r.n_gpus),
+                                               framework=stack_family(r.framework, lenient=True),
+                                               tokens_per_step=r.global_batch * r.seq).mfu
                   for r in mine.itertuples()]
         note = mfu_estimate("llama-3-8b", gpu=gpu, seq=8192, precision="fp8-mixed").range_note
         assert note.startswith(
@@ -353,20 +358,26 @@ def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
             "inside the calibrated range (the band shown is the calibrated cells': 80% range;")
     assert mfu_estimate("llama-3-8b", gpu="MI300X", seq=8192, precision="fp8-mixed").range_note.startswith(
         "no calibrated range applies: no cdna3 FP8 run calibrates it; the 2 published cdna3 FP8 runs (1 "
-        "source) sit at 0.53-0.55 of this estimate")           # pytorch/ao's MI300X rows, by hand: 0.527, 0.551
+        "source) sit at 0.54-0.57 of this estimate")           # pytorch/ao's MI300X rows, by hand: 0.542, 0.567
     assert mfu_estimate("llama-3-8b", gpu="B200", seq=8192).range_note.startswith(
         "no calibrated range applies: no blackwell 16-bit run calibrates it; no blackwell 16-bit run is "
         "published (the band shown is the calibrated cells': 80% range; out of source it held ")
     assert mfu_estimate("llama-3-8b", gpu="MI300X", seq=8192).range_note.endswith(
         "; no cdna3 16-bit run is published (the band shown is the calibrated cells': 80% range; out of source "
-        "it held 90 of 103 steady states (23 sources), 2.00x wide at the median)")
+        "it held 104 of 118 published runs (28 sources), 1.57x wide at the median; and 18 of 22 runs without a "
+        "published batch, estimated as this one (9 sources), 1.57x wide at the median)")
     assert mfu_estimate("llama-3-8b", gpu="L40S", seq=8192, precision="fp8-mixed").range_note == (
         "no calibrated range applies: no ada FP8 run calibrates it; no ada FP8 run is published (the band "
         "shown is the calibrated cells': 80% range; out of source it held 9 of 11 FP8 runs (5 sources), "
-        "2.01x wide at the median)")
+        "2.04x wide at the median; and 18 of 22 runs without a published batch, estimated as this one (9 sources), "
+        "1.57x wide at the median)")
     h100 = mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=8192).range_note
-    assert h100 == ("80% range; out of source it held 90 of 103 steady states (23 sources), 2.00x wide at "
-                    "the median")                            # 0.8738 x 103, 1.9972 in intervals.csv
+    # training-inputs rows hopper (0.8393 x 56, 2.0501) and batch:unpublished (0.8182 x 22, 1.5651), by hand
+    assert h100 == ("80% range; out of source it held 47 of 56 hopper runs (15 sources), 2.05x wide at "
+                    "the median; and 18 of 22 runs without a published batch, estimated as this one (9 sources), "
+                    "1.57x wide at the median")
+    with_batch = mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=8192, n_gpus=64, tokens_per_step=2**22).range_note
+    assert with_batch == h100.split("; and")[0]
 
 
 def test_a_row_priced_on_a_stand_in_sets_no_bound():

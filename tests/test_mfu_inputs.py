@@ -1,6 +1,7 @@
 """The end-to-end MFU model with the planner's inputs (llmsizing.mfu_inputs; issue 34, ranges34p): the
 procedure registered before it was checked, its stored coverage and bounds recomputed by hand, and the
-optional arguments of mfu_estimate / training_time (the default keeps the old estimate)."""
+optional arguments of mfu_estimate / training_time (without them: the fit's "batch unpublished", unknown
+stack)."""
 
 import csv
 import math
@@ -65,19 +66,24 @@ def test_a_granite_like_job_by_hand():
     assert unknown.mfu == pytest.approx(math.exp(log_mfu - row["stack_megatron"]), rel=1e-12)
 
 
-def test_the_default_is_the_old_estimate_and_its_pooled_range():
-    old = mfu_estimate("llama-3-8b", gpu=GPU, seq=SEQ, n_gpus=64)
-    row = next(r for r in _csv("mfu_model.csv") if (r["generation"], r["dtype"]) == ("hopper", "bf16"))
-    log_mfu = float(row["intercept"]) + float(row["size_exponent"]) * math.log(
-        get_model("llama-3-8b").n_params / 1e10)
-    assert old.mfu == pytest.approx(math.exp(log_mfu), rel=1e-12)
-    assert old.low == pytest.approx(old.mfu * float(row["low"]), rel=1e-12)
-    # a stack alone is not used (the model reads it with the batch) and a warning says so
+def test_the_default_is_the_fits_unpublished_batch_and_the_generations_range():
+    # one estimate (issue 34): without tokens_per_step the same model, read as the fit reads a run whose source
+    # publishes no batch (the tokens term at its reference, 0; the flag's term on), by hand from the CSV
+    row = _inputs_row("hopper")
+    plain = mfu_estimate("llama-3-8b", gpu=GPU, seq=SEQ, n_gpus=64)
+    log_mfu = row["intercept"] + row["size_exponent"] * math.log(get_model("llama-3-8b").n_params / 1e10)
+    assert plain.mfu == pytest.approx(math.exp(log_mfu + row["batch_unpublished"]), rel=1e-12)
+    assert (plain.low, plain.high) == pytest.approx((plain.mfu * row["low"], plain.mfu * row["high"]), rel=1e-12)
+    # a stack alone is used now (its offset), with no warning
     alone = mfu_estimate("llama-3-8b", gpu=GPU, seq=SEQ, n_gpus=64, framework="torchtitan")
-    assert (alone.mfu, alone.low, alone.high) == (old.mfu, old.low, old.high)
-    assert any("tokens_per_step" in w for w in alone.warnings)
-    t_old = L.training_time("llama-3-8b", tokens=1e12, gpu=GPU, seq=SEQ, n_gpus=64)
-    assert t_old.mfu == old.mfu
+    assert alone.mfu == pytest.approx(plain.mfu * math.exp(row["stack_pytorch"]), rel=1e-12)
+    assert not any("tokens_per_step" in w for w in alone.warnings)
+    # at the reference 4,096 tokens per GPU per step the two agree but for the flag's term
+    ref = mfu_estimate("llama-3-8b", gpu=GPU, seq=SEQ, n_gpus=64, tokens_per_step=4096 * 64)
+    assert ref.mfu == pytest.approx(math.exp(log_mfu), rel=1e-12)
+    assert ref.high / ref.mfu == pytest.approx(plain.high / plain.mfu, rel=1e-12)
+    t_plain = L.training_time("llama-3-8b", tokens=1e12, gpu=GPU, seq=SEQ, n_gpus=64)
+    assert t_plain.mfu == plain.mfu
 
 
 def _absolute_bound(res, src, coverage=0.8):

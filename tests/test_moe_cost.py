@@ -150,14 +150,14 @@ def test_moe_cost_by_gpu_old_estimate_is_deprecated():
 
 def test_moe_whole_run_and_stages_take_the_moe_step():
     """Issue 35: whole_run=True and stages=... time a mixture of experts on its MoE step too (the one path).
-    A whole run keeps exp(whole_run) of the steady step's MFU, whole_run being data/mfu_model.csv's hopper
+    A whole run keeps exp(whole_run) of the steady step's MFU, whole_run being data/mfu_inputs_model.csv's hopper
     bf16 row (a fitted value that moves whenever tools/calibrate.py refits, so it is read, not typed; it is
     negative: a whole run is slower than its steady state), so the GPU-hours are the steady run's x
     exp(-whole_run). A single stage is the single call; each of two stages is the single call at its own
     tokens and seq. The old estimate stays behind moe_dense_mfu=True, with a DeprecationWarning."""
     import math
 
-    with open(Path(L.__file__).parents[2] / "data" / "mfu_model.csv", newline="") as f:
+    with open(Path(L.__file__).parents[2] / "data" / "mfu_inputs_model.csv", newline="") as f:
         row = next(r for r in csv.DictReader(f) if (r["generation"], r["dtype"]) == ("hopper", "bf16"))
     whole_run = float(row["whole_run"])
     assert whole_run < 0

@@ -91,9 +91,9 @@ def test_one_stage_is_the_old_call(model, kw):
 
 
 def test_each_stage_gets_the_calibrated_mfu_of_its_own_seq():
-    """The calibrated MFU goes as seq**seq_exponent (data/mfu_model.csv, fitted on the published runs): a stage at
-    32K gets (32768 / 8192)**exponent of the 8K stage's MFU, by hand."""
-    with open(DATA / "mfu_model.csv", newline="") as fh:
+    """The calibrated MFU goes as seq**seq_exponent (data/mfu_inputs_model.csv, fitted on the published runs): a
+    stage at 32K gets (32768 / 8192)**exponent of the 8K stage's MFU, by hand."""
+    with open(DATA / "mfu_inputs_model.csv", newline="") as fh:
         row = next(r for r in csv.DictReader(fh) if (r["generation"], r["dtype"]) == ("hopper", "bf16"))
     exponent = float(row["seq_exponent"])
     assert exponent < 0                          # longer sequences: lower MFU in the published runs

@@ -54,24 +54,33 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _mfu_model_rows():
-    """data/mfu_model.csv read by hand: {(generation, dtype): row of floats}."""
-    with open(ROOT / "data" / "mfu_model.csv", newline="") as fh:
-        return {(r["generation"], r["dtype"]): {k: float(v) for k, v in r.items() if k not in ("generation", "dtype")}
+    """data/mfu_inputs_model.csv (the one end-to-end model, issue 34) read by hand: {(generation, dtype): row}."""
+    with open(ROOT / "data" / "mfu_inputs_model.csv", newline="") as fh:
+        return {(r["generation"], r["dtype"]): {k: float(v) for k, v in r.items()
+                                                 if k not in ("generation", "dtype", "range_group")}
                 for r in csv.DictReader(fh)}
 
 
-def _by_hand(row, n_params, seq, full, whole):
-    """ln MFU = c + a ln(N / 1e10) + b ln(seq / 4096) + r [full recomputation] + w [whole-run total]."""
+def _by_hand(row, n_params, seq, full, whole, family="unknown", tokens_per_gpu=None):
+    """ln MFU = c + a ln(N / 1e10) + b ln(seq / 4096) + r [full recomputation] + w [whole-run total]
+    + s_family [stack] + t ln(tokens per GPU per step / 4096), or + u [batch unpublished] without a batch."""
+    stack = row[f"stack_{family}"] if family != "unknown" else 0.0
+    batch = (row["batch_unpublished"] if tokens_per_gpu is None
+             else row["log_tokens_per_gpu"] * math.log(tokens_per_gpu / 4096))
     return math.exp(row["intercept"] + row["size_exponent"] * math.log(n_params / 1e10)
                     + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * full
-                    + row["whole_run"] * whole)
+                    + row["whole_run"] * whole + stack + batch)
 
 
 def test_runs_outside_the_stated_range_are_the_ones_the_library_says():
     # issue 34: the range is an 80% interval, not the envelope of every run. Each run's implied MFU over the
-    # calibrated prediction (computed here from the CSV's coefficients, not by the library) is compared with its
-    # range (the whole-run columns for GPU-hour totals); the runs outside are exactly those mfu_residuals()
-    # marks, and they are a minority (an 80% range set on out-of-source residuals holds most runs in sample)
+    # calibrated prediction (computed here from the CSV's coefficients, not by the library; the stack and tokens
+    # per GPU where the source publishes them, else the "unpublished" flag) is compared with its generation's
+    # range (one range for steady states and whole-run totals); the runs outside are exactly those
+    # mfu_residuals() marks, and they are a minority (an 80% range set on out-of-source residuals holds most
+    # runs in sample)
+    from llmsizing.frameworks import stack_family
+
     rows = _mfu_model_rows()
     runs = T.published_runs()
     assert len(runs) >= 50 and runs["calibration"].sum() >= 30 and (~runs["calibration"]).sum() >= 10
@@ -88,14 +97,44 @@ def test_runs_outside_the_stated_range_are_the_ones_the_library_says():
             gen = "hopper"
         row = rows[gen, dtype]
         whole = r.kind == "pretraining-total"
-        lo, hi = (row["low_whole_run"], row["high_whole_run"]) if whole else (row["low"], row["high"])
-        ratio = r.implied_mfu / _by_hand(row, L.get_model(r.model).n_params, r.seq, r.recompute == "full", whole)
-        if not lo * (1 - 1e-9) <= ratio <= hi * (1 + 1e-9):
+        tokens = r.global_batch * r.seq / r.n_gpus if r.global_batch == r.global_batch and r.n_gpus == r.n_gpus \
+            else None
+        ratio = r.implied_mfu / _by_hand(row, L.get_model(r.model).n_params, r.seq, r.recompute == "full", whole,
+                                         stack_family(r.framework, lenient=True), tokens)
+        if not row["low"] * (1 - 1e-9) <= ratio <= row["high"] * (1 + 1e-9):
             outside.append(r.run)
     res = T.mfu_residuals()
     assert len(res) == len(runs)
     assert sorted(res.loc[~res["inside"], "run"]) == sorted(outside)
     assert 0 < len(outside) <= 0.3 * len(runs)
+
+
+def test_an_estimate_without_a_batch_is_the_fits_unpublished_batch():
+    # one estimate (issue 34): without tokens_per_step the model reads the run as the fit reads a run whose source
+    # publishes no batch; computed here from the CSV by hand; the range is the generation's either way
+    rows = _mfu_model_rows()
+    row = rows["hopper", "bf16"]
+    m = L.get_model("llama-3-70b")
+    plain = T.mfu_estimate(m, gpu="H100 SXM", seq=8192)
+    assert plain.mfu == pytest.approx(_by_hand(row, m.n_params, 8192, False, False), rel=1e-12)
+    assert (plain.low / plain.mfu, plain.high / plain.mfu) == pytest.approx((row["low"], row["high"]), rel=1e-12)
+    assert not any("framework" in w for w in plain.warnings)
+    named = T.mfu_estimate(m, gpu="H100 SXM", seq=8192, framework="megatron-core")
+    assert named.mfu / plain.mfu == pytest.approx(math.exp(row["stack_megatron"]), rel=1e-12)
+    assert not any("framework" in w for w in named.warnings)      # the framework is used without a batch too
+    # at the fit's reference (4,096 tokens per GPU per step) a published batch differs only by the flag's term
+    at_ref = T.mfu_estimate(m, gpu="H100 SXM", seq=8192, n_gpus=1024, tokens_per_step=4096 * 1024)
+    assert plain.mfu / at_ref.mfu == pytest.approx(math.exp(row["batch_unpublished"]), rel=1e-12)
+    assert (at_ref.low / at_ref.mfu, at_ref.high / at_ref.mfu) == pytest.approx((row["low"], row["high"]))
+    assert T.mfu_range_factors("H100 SXM") == T.mfu_range_factors("H100 SXM", whole_run=True) \
+        == (row["low"], row["high"])
+    # the range note states what the range held of the runs estimated this way (data/intervals.csv, by hand)
+    with open(ROOT / "data" / "intervals.csv", newline="") as fh:
+        iv = {(r["area"], r["group"]): r for r in csv.DictReader(fh)}
+    nb = iv["training-inputs", "batch:unpublished"]
+    assert f"{round(float(nb['measured_coverage']) * int(nb['n_rows']))} of {nb['n_rows']} runs without" \
+        in plain.range_note
+    assert "runs without a published batch" not in at_ref.range_note
 
 
 def test_range_width_per_generation_is_reported():
@@ -105,10 +144,9 @@ def test_range_width_per_generation_is_reported():
     table = T.mfu_model_table().set_index(["generation", "dtype"])
     for key, row in rows.items():
         assert table.loc[key, "width"] == pytest.approx(widths[key])
-        assert table.loc[key, "width_whole_run"] == pytest.approx(row["high_whole_run"] / row["low_whole_run"])
-        # a range holds its own central estimate; a whole run's total reaches lower than a steady state
-        assert row["low"] <= 1 <= row["high"] and row["low_whole_run"] < row["low"]
-    # the Hopper BF16 range is no longer set by its worst run: Meta's Llama 3.1 8B total lies below it
+        assert table.loc[key, "width_whole_run"] == pytest.approx(widths[key])   # one range per generation
+        assert row["low"] <= 1 <= row["high"]          # a range holds its own central estimate
+    # the Hopper BF16 range is not set by its worst run: Meta's Llama 3.1 8B total lies below it
     res = T.mfu_residuals().set_index("run")
     assert not res.loc["Llama 3.1 8B pre-training", "inside"]
     assert widths[("hopper", "bf16")] < 2.66                  # the envelope of every run was 2.66x wide

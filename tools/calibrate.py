@@ -147,7 +147,8 @@ METHOD = {
                 "calibration runs of the other sources), each source weighing the same; steady states and "
                 "whole-run totals apart where a kind has 9+ sources (else pooled); coverage measured nested: "
                 "each source's runs against the interval computed without it; the dtype rows count those "
-                "intervals' coverage of that dtype's runs (no range of their own)"
+                "intervals' coverage of that dtype's runs (no range of their own); the baseline without the "
+                "planner's inputs, which the library no longer states (it states training-inputs)"
                 + STAND_IN_WORDS,
     "fine-tuning": ("80% conformal bounds on log(published / predicted step time) of leave-one-source-out "
                     "fits (every covered row of the other sources), rows weighing the same (weighing sources "
@@ -178,8 +179,10 @@ METHOD = {
         "the reference) and log tokens per GPU per optimizer step (with a flag where a source publishes no "
         "batch); 80% conformal bounds of the absolute out-of-source residual (Lei et al. 2018), each source "
         "weighing the same, per GPU generation with 9+ sources (else pooled); coverage measured nested; the "
-        "family, dtype and kind rows count the generation ranges' coverage of those runs (no range of their "
-        "own)" + STAND_IN_WORDS)}
+        "family, dtype, kind and batch rows count the generation ranges' coverage of those runs (no range of "
+        "their own; batch:unpublished, the runs whose source publishes no global batch or GPU count, are "
+        "predicted as llmsizing.mfu.mfu_estimate predicts without tokens_per_step); the model and range the "
+        "library states" + STAND_IN_WORDS)}
 
 
 def _interval_rows(area, check, groups, sources, ranged=None):
@@ -290,8 +293,8 @@ def _inputs_interval_rows(cells):
 
     check, per_run = registered_check()
     groups = [("all", per_run.index == per_run.index)]
-    for by in REPORT_BY:
-        prefix = "stack:" if by == "stack_family" else ""
+    for by in REPORT_BY + ("batch",):
+        prefix = {"stack_family": "stack:", "batch": "batch:"}.get(by, "")
         groups += [(f"{prefix}{g}", (per_run[by] == g).to_numpy()) for g in sorted(set(per_run[by]))]
     cells += _stand_in_cells(AREA, check, per_run["generation"], per_run["dtype"], per_run["source_key"])
     return _interval_rows(AREA, check, groups, per_run["source_key"], check.bounds)

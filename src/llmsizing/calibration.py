@@ -12,8 +12,10 @@ when it runs (``tests/test_calibration.py`` re-fits and compares):
    (:data:`KERNEL_FIT_MAX_CP`): they are the held-out check of the context-parallel step model (issue 23;
    Llama 3 405B's 128K stage must come out within 20% of its published MFU, which fitting on it would make
    circular), and keeping them out leaves every generation's default where the cp = 1 runs put it.
-2. **End-to-end MFU** (``data/mfu_model.csv``), for :func:`~llmsizing.time_cost.training_time`, which knows no
-   layout: ``ln MFU = c[generation, dtype] + a ln(N / 10^10) + b ln(seq / 4096) + r [full recomputation] + w
+2. **End-to-end MFU** (``data/mfu_model.csv``), the baseline of :func:`~llmsizing.time_cost.training_time`'s
+   estimate, which knows no layout (the library states this fit with a stack offset and a term in tokens per
+   GPU per step added, :mod:`llmsizing.mfu_inputs`, issue 34; this one stays as the baseline it is compared
+   with): ``ln MFU = c[generation, dtype] + a ln(N / 10^10) + b ln(seq / 4096) + r [full recomputation] + w
    [whole-run total]``, least squares over every calibration run. ``r`` is what full recomputation costs (its
    extra forward is work the model does not need); ``w`` what a whole run's GPU-hour total loses against a
    measured steady state (restarts, evaluation, stragglers). The range (issue 34) is an 80% conformal

@@ -153,36 +153,42 @@ def _mfu_model() -> dict:
 
 
 def mfu_model_table():
-    """``data/mfu_model.csv`` as a DataFrame, one row per calibrated GPU generation and dtype: the fit's
-    intercept and shared terms (:func:`mfu_estimate`), the 80% range's factors ``low``/``high``, its ``width``
-    (``high / low``) and the region of its runs. Shown in chapter 10."""
-    import pandas as pd
+    """The calibrated end-to-end MFU model :func:`mfu_estimate` uses (``data/mfu_inputs_model.csv``,
+    :func:`~llmsizing.mfu_inputs.inputs_model_table`) as a DataFrame, one row per calibrated GPU generation
+    and dtype: the fit's intercept and terms, the 80% range's factors ``low``/``high`` and its ``width``
+    (``high / low``; ``width_whole_run`` the same: the range is the generation's for a steady state and a
+    whole run alike), and the extent of the generation's runs (``data/mfu_model.csv``: ``runs``,
+    ``min_params`` ...). Shown in chapter 10."""
+    from .mfu_inputs import inputs_model_table
 
-    df = pd.DataFrame(list(_mfu_model().values()))
+    df = inputs_model_table()
+    extent = ("runs", "calibration_runs", "min_params", "max_params", "min_seq", "max_seq", "min_gpus",
+              "max_gpus")
+    model = _mfu_model()
+    for c in extent:
+        df[c] = [model.get((g, d), {}).get(c, float("nan")) for g, d in zip(df["generation"], df["dtype"])]
     df["width"] = df["high"] / df["low"]
-    df["width_whole_run"] = df["high_whole_run"] / df["low_whole_run"]
+    df["width_whole_run"] = df["width"]
     return df
 
 
 def mfu_range_factors(gpu, dtype: str = "bf16", *, whole_run: bool = False) -> tuple[float, float]:
     """``(low, high)``: the factors of the 80% range around the calibrated MFU of ``gpu``'s generation in
-    ``dtype`` (``data/mfu_model.csv``: leave-one-source-out conformal bounds, :mod:`llmsizing.intervals`;
-    their measured coverage is in ``data/intervals.csv``; the widest of any generation for a GPU with no
-    published run). ``whole_run=True``: the range of a whole run's GPU-hour total (restarts included), which
-    the published totals make wider than a steady state's. A prediction's range is ``prediction x low`` to
-    ``prediction x high``: what :func:`training_time`, :func:`~llmsizing.planner.plan` and
+    ``dtype`` (``data/mfu_inputs_model.csv``: leave-one-source-out conformal bounds per GPU generation,
+    :mod:`llmsizing.mfu_inputs`; their measured coverage is in ``data/intervals.csv``, area
+    ``training-inputs``; the widest of any generation for a GPU with no published run). ``whole_run`` is
+    checked and gives the same range: the generation's range holds steady states and whole-run totals alike
+    (its coverage of the totals is the row ``pretraining-total``). A prediction's range is ``prediction x
+    low`` to ``prediction x high``: what :func:`training_time`, :func:`~llmsizing.planner.plan` and
     :func:`~llmsizing.runs.run_from_step` report."""
     from .hardware import kernel_efficiency_row
+    from .mfu_inputs import range_factors
 
     # FP4 (NVFP4) runs are priced with the FP8 rows: no FP4 training run is published yet (issue 36)
     key_dtype = "fp8" if check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4")) in ("fp8", "fp4") \
         else "bf16"
-    lo, hi = _range_columns(check_bool("whole_run", whole_run))
-    table = _mfu_model()
-    row = table.get((kernel_efficiency_row(gpu, dtype).generation, key_dtype))
-    if row is None:
-        return min(r[lo] for r in table.values()), max(r[hi] for r in table.values())
-    return row[lo], row[hi]
+    check_bool("whole_run", whole_run)
+    return range_factors(kernel_efficiency_row(gpu, dtype).generation, key_dtype)
 
 
 #: The area of ``data/intervals.csv`` that holds the range of an MFU predicted from a layout
@@ -243,11 +249,6 @@ def layout_range_group(gpu, dtype: str = "bf16", framework: str | None = None) -
                      "tools/calibrate.py")
 
 
-def _range_columns(whole_run: bool) -> tuple[str, str]:
-    """The columns of ``data/mfu_model.csv`` that hold the range of a steady state or a whole run."""
-    return ("low_whole_run", "high_whole_run") if whole_run else ("low", "high")
-
-
 @dataclass(frozen=True)
 class MfuEstimate:
     """The end-to-end MFU the calibration predicts for a run (:func:`mfu_estimate`), its range, and why it may
@@ -268,13 +269,14 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
                  precision: str = "bf16-mixed", recompute_layers: int | None = None,
                  parallel: Parallel | None = None, framework: str | None = None,
                  tokens_per_step: float | None = None) -> MfuEstimate:
-    """The calibrated end-to-end MFU of a run (``data/mfu_model.csv``, fitted by ``tools/calibrate.py`` with
-    :func:`~llmsizing.calibration.fit_mfu_model` on ``data/published_runs.csv``): the GPU generation's and
-    dtype's intercept, a term in model size and one in sequence length, what full recomputation costs
-    (``recompute="full"``) and what a whole run's GPU-hours lose against a measured steady state
-    (``whole_run=True``: restarts, evaluation, stragglers). The range is an 80% prediction interval: the
-    conformal bounds of the residuals of leave-one-source-out fits (:mod:`llmsizing.intervals`), whose
-    coverage of sources the fit never saw is measured and stored in ``data/intervals.csv`` and stated with the
+    """The calibrated end-to-end MFU of a run (``data/mfu_inputs_model.csv``, :mod:`llmsizing.mfu_inputs`,
+    fitted by ``tools/calibrate.py`` on ``data/published_runs.csv``): the GPU generation's and dtype's
+    intercept, a term in model size and one in sequence length, what full recomputation costs
+    (``recompute="full"``), what a whole run's GPU-hours lose against a measured steady state
+    (``whole_run=True``: restarts, evaluation, stragglers), the stack's offset and the tokens per GPU per
+    step. The range is an 80% prediction interval per GPU generation: the conformal bounds of the
+    residuals of leave-one-source-out fits (:mod:`llmsizing.intervals`), whose coverage of sources the fit
+    never saw is measured and stored in ``data/intervals.csv`` and stated with the
     estimate (``range_note``): for an FP8 recipe the FP8 runs' own coverage (chapter 10); for a generation
     and dtype with no calibration run, that no calibrated range applies and where its published runs sit
     (:func:`~llmsizing.mfu_inputs.estimate_note`).
@@ -298,9 +300,9 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     all-to-all (:func:`~llmsizing.layouts.step_time` models the latter) are not in the fit. Chapter 18.
 
     ``tokens_per_step`` (the global batch in tokens, with ``n_gpus``) and ``framework`` (the stack; ``None``:
-    unknown): the model with a stack offset and a term in tokens per GPU per step, and its range per GPU
-    generation (:mod:`llmsizing.mfu_inputs`, issue 34; chapter 10). Without ``tokens_per_step`` (the
-    default) the model above and its pooled range."""
+    unknown): the tokens per GPU per step and the stack offset. Without ``tokens_per_step`` (the default) the
+    same model as its fit reads a run whose source publishes no batch, with the same range (one estimate,
+    issue 34; chapter 10); ``range_note`` then adds what that range held of those runs."""
     from .hardware import kernel_efficiency_row
     from .mfu_inputs import AREA, estimate_note, inputs_log_mfu, inputs_of
 
@@ -314,29 +316,24 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     share = float(recompute == "full") if recompute_layers is None else _rerun_layers(
         model, recompute, recompute_layers, parallel) / model.layers
     whole_run = check_bool("whole_run", whole_run)
-    table = _mfu_model()
     generation = kernel_efficiency_row(g, dtype).generation
     warnings = []
-    inputs = inputs_of(framework, tokens_per_step, n_gpus, warnings)
+    family, tokens_per_gpu = inputs_of(framework, tokens_per_step, n_gpus)
     size = float(model.active_params) if model.is_moe else model.n_params
     if model.is_moe:
         warnings.append(f"{model.name} is a mixture of experts: the calibration's runs are dense; the size "
                         f"term is taken at its {size / 1e9:,.3g}B active parameters, without its grouped "
                         "GEMMs' lower efficiency or its all-to-all (step_time models the all-to-all)")
-    row = table.get((generation, key_dtype))
-    if row is None:
-        same = sorted((r for r in table.values() if r["dtype"] == key_dtype), key=lambda r: r["intercept"])
-        same = same or sorted(table.values(), key=lambda r: r["intercept"])
-        row = {**same[(len(same) - 1) // 2], "min_params": float("nan")}
-        lo, hi = _range_columns(whole_run)
-        row[lo] = min(r[lo] for r in table.values())
-        row[hi] = max(r[hi] for r in table.values())
+    log_mfu, low, high, known = inputs_log_mfu(generation, key_dtype, size=size, seq=seq, share=share,
+                                               whole_run=whole_run, family=family,
+                                               tokens_per_gpu=tokens_per_gpu)
+    row = _mfu_model().get((generation, key_dtype))    # (the extent of the generation's published runs)
+    if not known or row is None:
         warnings.append(f"no published {key_dtype} run calibrates a {g.name} ({generation}): the median "
                         "generation's MFU and the widest range of any generation are used")
     else:
-        n = size
-        if not row["min_params"] / 2 <= n <= row["max_params"] * 2:
-            warnings.append(f"{n / 1e9:,.3g}B parameters is outside the {generation} {key_dtype} runs' "
+        if not row["min_params"] / 2 <= size <= row["max_params"] * 2:
+            warnings.append(f"{size / 1e9:,.3g}B parameters is outside the {generation} {key_dtype} runs' "
                             f"{row['min_params'] / 1e9:,.3g}B to {row['max_params'] / 1e9:,.3g}B")
         if not row["min_seq"] / 2 <= seq <= row["max_seq"] * 2:
             warnings.append(f"seq={seq:,} is outside the {generation} {key_dtype} runs' "
@@ -347,27 +344,17 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
                             f"{row['min_gpus']:,.0f} to {row['max_gpus']:,.0f}")
     import math
 
-    log_mfu = (row["intercept"] + row["size_exponent"] * math.log(size / 1e10)
-               + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * share
-               + row["whole_run"] * whole_run)
-    lo, hi = _range_columns(whole_run)
-    low, high = row[lo], row[hi]
-    if inputs is not None:
-        log_mfu, low, high, known = inputs_log_mfu(generation, key_dtype, size=size, seq=seq, share=share,
-                                                   whole_run=whole_run, family=inputs[0],
-                                                   tokens_per_gpu=inputs[1])
     central = min(math.exp(log_mfu), 1.0)
-    # the coverage stated: the FP8 runs' own, the whole-run totals' own (inputs or not), else the range's
+    # the coverage stated: the FP8 runs' own, the whole-run totals' own, else the generation's range's
     if key_dtype == "fp8":
         group, runs = "fp8", "FP8 runs"
-    elif whole_run or inputs is None:
-        group, runs = (("pretraining-total", "whole-run totals") if whole_run
-                       else ("steady-state", "steady states"))
+    elif whole_run:
+        group, runs = "pretraining-total", "whole-run totals"
     else:
         group, runs = (generation, f"{generation} runs") if known else ("all", "published runs")
     return MfuEstimate(central, central * low, min(1.0, central * high), generation, tuple(warnings),
-                       estimate_note("training" if inputs is None else AREA, group, runs, generation,
-                                     key_dtype, (generation, key_dtype) in table))
+                       estimate_note(AREA, group, runs, generation, key_dtype, known and row is not None,
+                                     tokens_per_gpu is not None))
 
 
 def _rerun_layers(model: Model, recompute: str, recompute_layers, parallel) -> int:
@@ -383,19 +370,27 @@ def _rerun_layers(model: Model, recompute: str, recompute_layers, parallel) -> i
 def mfu_residuals():
     """Every published run (:func:`published_runs`) against the calibrated end-to-end MFU model: its
     ``generation``, ``implied_mfu``, the ``predicted_mfu`` of :func:`mfu_estimate` for the same model, GPU,
-    sequence length, dtype, full recomputation and whole-run total, the ``residual`` ``implied / predicted``,
-    the range ``low``/``high`` of its generation as MFUs, and ``inside``: whether the run lies in that range.
+    sequence length, dtype, full recomputation, whole-run total, stack and tokens per step (where published),
+    the ``residual`` ``implied / predicted``, the range ``low``/``high`` of its generation as MFUs, and
+    ``inside``: whether the run lies in that range.
     The range is stated at 80%, so about one run in five lies outside it; whether a run lies inside the range
     computed *without* its source (the honest check) is
     :func:`~llmsizing.calibration.mfu_loso_check`'s. One row per run, in the order of
     ``data/published_runs.csv``. Taught in chapter 10."""
     import pandas as pd
 
+    from .frameworks import stack_family
+
     rows = []
     for r in published_runs().itertuples():
+        # the batch and stack as the fit reads them (range_candidates._columns): a run without a published
+        # global batch or GPU count is estimated as one whose batch is unpublished
+        batch = pd.notna(r.global_batch) and pd.notna(r.n_gpus)
         est = mfu_estimate(r.model, gpu=r.gpu, seq=int(r.seq), dtype=r.dtype,
                            recompute="full" if r.recompute == "full" else "none",
-                           whole_run=r.kind == "pretraining-total")
+                           whole_run=r.kind == "pretraining-total", n_gpus=int(r.n_gpus) if batch else None,
+                           framework=stack_family(r.framework, lenient=True),
+                           tokens_per_step=r.global_batch * r.seq if batch else None)
         rows.append({"run": r.run, "gpu": r.gpu, "dtype": "fp8" if r.dtype == "fp8" else "bf16",
                      "generation": est.generation, "framework": r.framework, "calibration": r.calibration,
                      "implied_mfu": r.implied_mfu, "predicted_mfu": est.mfu,
@@ -475,7 +470,7 @@ class TrainingTime:
 def whole_run_factor(model, gpu, *, seq: int, dtype: str | None = None) -> float:
     """What a whole run's GPU-hours keep of a steady state's MFU (restarts, evaluation, stragglers): the
     calibration's ``whole_run`` term, ``exp(coefficient)`` of the GPU generation's row of
-    ``data/mfu_model.csv`` (:func:`mfu_estimate` with and without ``whole_run``), used on a mixture of
+    ``data/mfu_inputs_model.csv`` (:func:`mfu_estimate` with and without ``whole_run``), used on a mixture of
     experts' step MFU (issue 35). Chapter 10."""
     whole = mfu_estimate(model, gpu=gpu, seq=seq, dtype=dtype, whole_run=True).mfu
     return whole / mfu_estimate(model, gpu=gpu, seq=seq, dtype=dtype).mfu

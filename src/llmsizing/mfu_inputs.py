@@ -5,8 +5,12 @@ family (:func:`~llmsizing.frameworks.stack_family`) and the tokens each GPU proc
 :data:`~llmsizing.range_candidates.REGISTERED`): the production model's terms plus a stack offset and a slope
 in log tokens per GPU, with an 80% range per GPU generation (conformal bounds of the absolute out-of-source
 residual, Lei et al. 2018 Sec. 2.2, each source weighing the same); its coverage of sources the fit never saw
-is in ``data/intervals.csv`` (area :data:`AREA`). :func:`~llmsizing.mfu.mfu_estimate` uses it when it is
-given a global batch and a GPU count; without them it keeps the production model and its pooled range."""
+is in ``data/intervals.csv`` (area :data:`AREA`). It is the library's one end-to-end estimate
+(:func:`~llmsizing.mfu.mfu_estimate`, issue 34): without a global batch it predicts as the fit treats a run
+whose source publishes none (the tokens term at its reference, the flag ``batch_unpublished`` on: 22 of the
+118 runs, whose out-of-source coverage is the row ``batch:unpublished``), without a framework as a run of an
+unknown stack. The pooled model without these inputs (``data/mfu_model.csv``, area ``training``) stays only
+as the baseline ``tools/calibrate.py`` and chapter 10 compare it with."""
 
 from __future__ import annotations
 
@@ -32,34 +36,50 @@ def _rows() -> dict:
                 for r in csv.DictReader(fh)}
 
 
+def _row_of(generation: str, key_dtype: str) -> tuple[dict, bool]:
+    """``(row, known)``: the model's row of ``generation`` in ``key_dtype`` (``"bf16"`` or ``"fp8"``), or,
+    ``known`` False, the lower median intercept of the dtype's rows with the widest range of any row."""
+    table = _rows()
+    row = table.get((generation, key_dtype))
+    if row is not None:
+        return row, True
+    same = sorted((r for r in table.values() if r["dtype"] == key_dtype), key=lambda r: r["intercept"])
+    same = same or sorted(table.values(), key=lambda r: r["intercept"])
+    return {**same[(len(same) - 1) // 2], "low": min(r["low"] for r in table.values()),
+            "high": max(r["high"] for r in table.values())}, False
+
+
+def range_factors(generation: str, key_dtype: str) -> tuple[float, float]:
+    """``(low, high)``: the 80% range's factors of ``generation`` in ``key_dtype`` (the widest of any row
+    where no run calibrates it): :func:`~llmsizing.mfu.mfu_range_factors`."""
+    row, _ = _row_of(generation, key_dtype)
+    return row["low"], row["high"]
+
+
 def inputs_log_mfu(generation: str, key_dtype: str, *, size: float, seq: int, share: float, whole_run: bool,
-                   family: str, tokens_per_gpu: float) -> tuple[float, float, float, bool]:
+                   family: str, tokens_per_gpu: float | None) -> tuple[float, float, float, bool]:
     """``(log_mfu, low, high, known)``: the log MFU of the inputs model for a run of ``size`` parameters
     (active ones for an MoE), ``seq`` tokens, a ``share`` of its layers recomputed, a whole run or a steady
     state, the stack ``family`` (``"unknown"`` is the fit's reference) and ``tokens_per_gpu`` per optimizer
-    step, and the range's factors. ``known`` is False for a (generation, dtype) without published runs: then
-    the lower median intercept of the dtype's rows and the widest range of any row are used, as the production
-    model does (:func:`~llmsizing.mfu.mfu_estimate`)."""
+    step (``None``: not known, read as the fit reads a run whose source publishes no batch: the tokens term
+    at its reference :data:`TOKENS_PER_GPU_REF`, i.e. 0, and the ``batch_unpublished`` term on), and the
+    range's factors (the generation's: the same with or without a batch). ``known`` is False for a
+    (generation, dtype) without published runs: then the lower median intercept of the dtype's rows and the
+    widest range of any row are used (:func:`~llmsizing.mfu.mfu_estimate` warns)."""
     import math
 
     if family not in _STACKS + ("unknown",):
         raise ValueError(f"family must be one of {', '.join(_STACKS)} or unknown; got {family!r}")
-    if not (isinstance(tokens_per_gpu, (int, float)) and math.isfinite(tokens_per_gpu)
-            and tokens_per_gpu > 0):
+    if tokens_per_gpu is not None and not (isinstance(tokens_per_gpu, (int, float))
+                                           and math.isfinite(tokens_per_gpu) and tokens_per_gpu > 0):
         raise ValueError(f"tokens_per_gpu must be a finite number > 0; got {tokens_per_gpu!r}")
-    table = _rows()
-    row = table.get((generation, key_dtype))
-    known = row is not None
-    if not known:
-        same = sorted((r for r in table.values() if r["dtype"] == key_dtype), key=lambda r: r["intercept"])
-        same = same or sorted(table.values(), key=lambda r: r["intercept"])
-        row = {**same[(len(same) - 1) // 2], "low": min(r["low"] for r in table.values()),
-               "high": max(r["high"] for r in table.values())}
+    row, known = _row_of(generation, key_dtype)
     log_mfu = (row["intercept"] + row["size_exponent"] * math.log(size / 1e10)
                + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * share
                + row["whole_run"] * bool(whole_run)
                + (row[f"stack_{family}"] if family != "unknown" else 0.0)
-               + row["log_tokens_per_gpu"] * math.log(tokens_per_gpu / TOKENS_PER_GPU_REF))
+               + (row["batch_unpublished"] if tokens_per_gpu is None
+                  else row["log_tokens_per_gpu"] * math.log(tokens_per_gpu / TOKENS_PER_GPU_REF)))
     return log_mfu, row["low"], row["high"], known
 
 
@@ -71,12 +91,13 @@ def inputs_model_table():
     return pd.DataFrame(list(_rows().values()))
 
 
-def inputs_of(framework, tokens_per_step, n_gpus, warnings: list):
-    """``(family, tokens_per_gpu)`` for the inputs model, or ``None`` (the production model and its pooled
-    range) when ``tokens_per_step`` (tokens per optimizer step: global batch x sequence length) is not given.
-    ``framework`` names the training software (:func:`~llmsizing.frameworks.stack_family`; ``None`` is the
-    fit's ``"unknown"`` stack); given without ``tokens_per_step`` it is not used and a warning in
-    ``warnings`` says so. ``tokens_per_step`` needs ``n_gpus``."""
+def inputs_of(framework, tokens_per_step, n_gpus, warnings: list | None = None):
+    """``(family, tokens_per_gpu)`` for the inputs model: ``framework`` names the training software
+    (:func:`~llmsizing.frameworks.stack_family`; ``None`` is the fit's ``"unknown"`` stack) and
+    ``tokens_per_step`` (tokens per optimizer step: global batch x sequence length, with ``n_gpus``) gives
+    the tokens per GPU; without it ``tokens_per_gpu`` is ``None``, the fit's "batch not published"
+    (:func:`inputs_log_mfu`). ``warnings`` is kept for old callers: nothing is added to it (a framework is
+    used with or without a batch)."""
     import math
     import numbers
 
@@ -84,10 +105,7 @@ def inputs_of(framework, tokens_per_step, n_gpus, warnings: list):
 
     family = stack_family(framework)             # TypeError/ValueError unless a known name or None
     if tokens_per_step is None:
-        if framework is not None:
-            warnings.append(f"framework={framework!r} is used only with tokens_per_step= (the global batch "
-                            "in tokens) and n_gpus=: without them the range is the pooled one")
-        return None
+        return family, None
     if isinstance(tokens_per_step, bool) or not isinstance(tokens_per_step, numbers.Real):
         raise TypeError(f"tokens_per_step must be a number (tokens per optimizer step, e.g. 4_194_304); got "
                         f"{type(tokens_per_step).__name__}")
@@ -147,14 +165,21 @@ def stand_in_note(area: str, generation: str, dtype: str) -> str:
             f"this estimate, {cell['inside']} of them inside the calibrated range")
 
 
-def estimate_note(area: str, group: str, runs: str, generation: str, dtype: str, calibrated: bool) -> str:
+def estimate_note(area: str, group: str, runs: str, generation: str, dtype: str, calibrated: bool,
+                  batch_known: bool = True) -> str:
     """:func:`~llmsizing.mfu.mfu_estimate`'s ``range_note``: the measured coverage of ``data/intervals.csv``'s
     row ``(area, group)`` (:func:`~llmsizing.intervals.coverage_note`, ``runs`` naming its runs) for a
     ``calibrated`` generation and dtype; otherwise :func:`stand_in_note` first, then that coverage as the
-    calibrated cells' (the band the estimate borrows), issue 34."""
+    calibrated cells' (the band the estimate borrows), issue 34. Without a batch (``batch_known=False``), and
+    for :data:`AREA`, what the same ranges held of the runs whose source publishes none (the row
+    ``batch:unpublished``): the runs predicted as this estimate is."""
     from .intervals import coverage_note
 
     note = coverage_note(area, group, runs)
+    if not batch_known and area == AREA:
+        held = coverage_note(AREA, "batch:unpublished", "runs without a published batch, estimated as this "
+                             "one").split("; out of source it held ", 1)[1]
+        note += f"; and {held}"
     if calibrated:
         return note + no_run_note(generation, dtype)
     return f"{stand_in_note(area, generation, dtype)} (the band shown is the calibrated cells': {note})"

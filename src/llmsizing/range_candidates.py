@@ -332,7 +332,9 @@ def registered_check(name: str = "registered", *, coverage: float = 0.8):
     ``tools/calibrate.py`` checks the production range) of the pre-registered procedure ``name``
     (:data:`REGISTERED`): the end-to-end fit with its extra terms, its score, and bounds of their own per GPU
     generation with :func:`~llmsizing.intervals.min_units` sources (else pooled). Returns ``(check,
-    per_run)``: ``per_run`` has per run its source, :data:`REPORT_BY` groups, ``inside`` and ``width``."""
+    per_run)``: ``per_run`` has per run its source, :data:`REPORT_BY` groups, ``inside``, ``width`` and
+    ``batch`` (``"unpublished"`` where the fit reads no tokens per GPU: how an estimate without
+    ``tokens_per_step`` is predicted)."""
     from .intervals import copied_check
 
     if name not in REGISTERED:
@@ -365,7 +367,8 @@ def _registered_check(name, coverage):
                             "dtype": df["dtype"].to_numpy(object), "kind": kind,
                             "stack_family": _columns_family(df), "inside": check.inside,
                             "calibrated": check.calibrated_rows,
-                            "width": np.exp(check.high_log - check.low_log)})
+                            "width": np.exp(check.high_log - check.low_log),
+                            "batch": np.where(columns["batch_unpublished"] > 0, "unpublished", "published")})
     return check, per_run
 
 

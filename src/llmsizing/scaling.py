@@ -260,8 +260,8 @@ def largest_compute_optimal(*, gpu, n_gpus: int, days: float, seq: int, mfu: flo
     ``gpu`` train in ``days`` days. The budget is ``n_gpus x dense peak x MFU x goodput x days`` (the
     arithmetic of :func:`~llmsizing.time_cost.training_time`); ``mfu`` defaults to the calibrated estimate
     (:func:`~llmsizing.time_cost.mfu_estimate` at ``seq``) for the catalogued model closest in size to the
-    answer (found by iterating; the MFU varies little with size, ``data/mfu_model.csv``). ``goodput`` (from
-    :func:`~llmsizing.reliability.goodput`, default 1) takes out the time lost to interruptions. The MFU
+    answer (found by iterating; the MFU varies little with size, ``data/mfu_inputs_model.csv``). ``goodput``
+    (from :func:`~llmsizing.reliability.goodput`, default 1) takes out the time lost to interruptions. The MFU
     counts attention FLOPs while ``C = 6ND`` does not, so at long ``seq`` the model is slightly optimistic.
     Taught in chapter 10."""
     from .catalog import get_gpu, get_model, list_models

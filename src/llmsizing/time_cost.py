@@ -72,11 +72,12 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     ``dtype="fp8"`` does. Taught in the "FLOPs, MFU and training time" chapter.
 
     **What the planner knows** (issue 34). ``tokens_per_step`` (the global batch in tokens per optimizer
-    step, e.g. 4,194,304) with ``n_gpus`` and, optionally, ``framework`` (the stack: e.g. ``"megatron-core"``,
-    ``"torchtitan"``, ``"deepspeed"``; ``None`` is unknown) time a dense model on the calibrated estimate with
-    a stack offset and a term in tokens per GPU per step, whose range is its GPU generation's
+    step, e.g. 4,194,304) with ``n_gpus`` and ``framework`` (the stack: e.g. ``"megatron-core"``,
+    ``"torchtitan"``, ``"deepspeed"``; ``None`` is unknown) are terms of the calibrated estimate (a stack
+    offset and a term in tokens per GPU per step), whose range is its GPU generation's
     (:mod:`llmsizing.mfu_inputs`; measured coverage in ``data/intervals.csv``, area ``training-inputs``).
-    Without ``tokens_per_step`` (the default): the estimate above and its pooled range.
+    Without ``tokens_per_step`` (the default) the same model reads the run as its fit reads one whose source
+    publishes no batch, with the same range.
 
     **Stages.** ``stages=[(tokens, seq), ...]`` (or :class:`Stage` objects, each with its own layout, global
     batch, GPU count or MFU) instead of ``tokens``/``seq`` plans a run that changes its context on the way and
