@@ -55,6 +55,26 @@ def test_tp_and_cp_already_pay_per_layer_by_hand():
     assert tp_latency == pytest.approx(32 * 4 * 14 * 2.3e-6)
 
 
+
+@pytest.mark.parametrize("cp_comm", ["p2p", "all_gather"])
+def test_cp_pays_per_layer_by_hand(cp_comm):
+    """Context parallelism, cp = 4 on NVLink (2.3 us a ring step, data/links.csv), Llama 2 7B (32 layers, 32 KV
+    heads of 128), one 16,384-token sequence: each rank's K, V chunk is 4,096 x 4,096 x 2 bytes x 2 = 64 MiB.
+    The ring sends it cp - 1 = 3 hops per layer forward and 3 backward (K, V out, dK, dV back: 128 MiB), one
+    ring step each: 32 x 3 = 96 calls and 96 x 2.3 us = 0.22 ms of latency per pass. The all-gather (Dubey et
+    al. 2024, Sec. 3.3.2) is one call per layer of 3 ring steps, the same 0.22 ms, three times per layer:
+    forward gather, backward gather and the dK, dV reduce-scatter."""
+    c = communication("llama-2-7b", Parallel(cp=4, cp_comm=cp_comm), batch=1, seq=16384, gpu="A100 80GB")
+    cp = [x for x in c.collectives if x.group == "cp"]
+    chunk = 4096 * 4096 * 2 * 2
+    if cp_comm == "p2p":
+        assert [x.calls for x in cp] == [96, 96]
+        assert [x.message_bytes for x in cp] == [chunk, 2 * chunk]
+    else:
+        assert [x.calls for x in cp] == [32, 32, 32]
+        assert all(x.message_bytes == 4 * chunk for x in cp)
+    assert all(x.latency_s == pytest.approx(96 * 2.3e-6) for x in cp)
+
 def test_ddp_buckets_by_hand():
     """Megatron-Core's default bucket is max(40e6, 1e6 x dp) parameters (DistributedDataParallelConfig): at
     dp = 8, 40e6, so Llama 2 7B's 6.74e9 parameters are ceil(168.5) = 169 all-reduces of 14 steps; at dp = 64,
