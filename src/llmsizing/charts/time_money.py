@@ -41,20 +41,25 @@ def render_mfu_calibration() -> View:
     """Every published run against the calibrated end-to-end MFU model
     (:func:`~llmsizing.time_cost.mfu_residuals`): left, the MFU each run implies against the one the model
     predicts for it (the diagonal is a perfect prediction); right, each run's residual (implied / predicted,
-    log axis), grouped by GPU generation and dtype, with the 80% range of a steady state shaded. Filled dots
-    are calibration runs, open ones held out. Chapter 10."""
+    log axis), grouped by GPU generation and dtype, with the generation's 80% range shaded (one range per
+    generation, the same for a steady state and a whole run's total). Filled dots are calibration runs, open
+    ones held out. Chapter 10."""
     import numpy as np
 
+    from ..mfu_inputs import range_factors
     from ..time_cost import mfu_model_table, mfu_residuals
 
     df = mfu_residuals()
     ranges = mfu_model_table().set_index(["generation", "dtype"])
 
     def _steady_range(ranges, key) -> tuple:
-        """A steady state's 80% range for the group ``key``: every generation's row states the same one; a
-        generation with held-out runs and no row of its own (MI300X, B200 in FP8; issue 34) takes it too."""
-        row = ranges.loc[key] if key in ranges.index else ranges.iloc[0]
-        return row["low"], row["high"]
+        """The 80% range the library states for the group ``key``: its generation's, for a steady state and a
+        whole run alike. A generation with held-out runs and no row of its own (MI300X, B200 in FP8; issue 34)
+        gets what an estimate there shows, the widest range of any row
+        (:func:`~llmsizing.mfu_inputs.range_factors`), not the first row's."""
+        if key in ranges.index:
+            return ranges.loc[key, "low"], ranges.loc[key, "high"]
+        return range_factors(*key)
 
     groups = sorted(set(zip(df["generation"], df["dtype"])),
                     key=lambda k: (-len(df[(df["generation"] == k[0]) & (df["dtype"] == k[1])]), k))
@@ -91,7 +96,7 @@ def render_mfu_calibration() -> View:
     for key in groups:
         sub = df[(df["generation"] == key[0]) & (df["dtype"] == key[1])].sort_values("residual")
         c = CALIBRATION_COLORS.get(key, "0.4")
-        lo, hi = _steady_range(ranges, key)        # a steady state's 80% range
+        lo, hi = _steady_range(ranges, key)        # the generation's 80% range
         ys = np.arange(y, y + len(sub))
         ax_r.fill_betweenx([y - 0.5, y + len(sub) - 0.5], lo, hi, color=c, alpha=0.12, lw=0)
         for yy, v, cal in zip(ys, sub["residual"], sub["calibration"]):
@@ -110,8 +115,7 @@ def render_mfu_calibration() -> View:
     ticks = [0.5, 0.67, 0.8, 1, 1.25, 1.5, 2]
     ax_r.set_xticks(ticks, [f"x{t:g}" for t in ticks], fontsize=7.5)
     ax_r.axvline(1, color="0.3", lw=0.8, ls="--")
-    ax_r.set_xlabel("implied / predicted MFU (log scale); shaded: the 80% range of a steady state",
-                    fontsize=8)
+    ax_r.set_xlabel("implied / predicted MFU (log scale); shaded: the generation's 80% range", fontsize=8)
     ax_r.spines[["top", "right"]].set_visible(False)
 
     inside = int(df["inside"].sum())
