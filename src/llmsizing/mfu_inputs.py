@@ -2,14 +2,14 @@
 family (:func:`~llmsizing.frameworks.stack_family`) and the tokens each GPU processes per optimizer step
 (``global_batch x seq / n_gpus``). Fitted and checked by ``tools/calibrate.py``
 (:func:`~llmsizing.range_candidates.inputs_model_table`, the procedure registered in advance in
-:data:`~llmsizing.range_candidates.REGISTERED`): the production model's terms plus a stack offset and a slope
-in log tokens per GPU, with an 80% range per GPU generation (conformal bounds of the absolute out-of-source
-residual, Lei et al. 2018 Sec. 2.2, each source weighing the same); its coverage of sources the fit never saw
-is in ``data/intervals.csv`` (area :data:`AREA`). It is the library's one end-to-end estimate
-(:func:`~llmsizing.mfu.mfu_estimate`, issue 34): without a global batch it predicts as the fit treats a run
-whose source publishes none (the tokens term at its reference, the flag ``batch_unpublished`` on: 22 of the
-118 runs, whose out-of-source coverage is the row ``batch:unpublished``), without a framework as a run of an
-unknown stack. The pooled model without these inputs (``data/mfu_model.csv``, area ``training``) stays only
+:data:`~llmsizing.range_candidates.REGISTERED`): the baseline model's terms (data/mfu_model.csv) plus a stack
+offset and a slope in log tokens per GPU, with an 80% range per GPU generation (conformal bounds of the
+absolute out-of-source residual, Lei et al. 2018 Sec. 2.2, each source weighing the same); its coverage of
+sources the fit never saw is in ``data/intervals.csv`` (area :data:`AREA`). It is the library's one end-to-end
+estimate (:func:`~llmsizing.mfu.mfu_estimate`, issue 34): without a global batch it predicts as the fit treats
+a run whose source publishes none (the tokens term at its reference, the flag ``batch_unpublished`` on: 22 of
+the 118 runs, whose out-of-source coverage is the row ``batch:unpublished``), without a framework as a run of
+an unknown stack. The pooled model without these inputs (``data/mfu_model.csv``, area ``training``) stays only
 as the baseline ``tools/calibrate.py`` and chapter 10 compare it with."""
 
 from __future__ import annotations

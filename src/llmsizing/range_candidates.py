@@ -73,9 +73,10 @@ def _columns(df) -> dict:
 
 _STACK = tuple(f"stack_{f}" for f in FAMILIES)
 _BATCH = ("log_tokens_per_gpu", "batch_unpublished")
-#: The candidates: name -> (the extra terms, what they say). ``"none"`` is the production model.
+#: The candidates: name -> (the extra terms, what they say). ``"none"`` is the baseline model
+#: (data/mfu_model.csv), which the library no longer answers with.
 CANDIDATES = {
-    "none": ((), "the production model (generation and dtype, size, sequence, full recompute, whole run)"),
+    "none": ((), "the baseline model (generation and dtype, size, sequence, full recompute, whole run)"),
     "gpus": (("log_gpus",), "+ log GPU count"),
     "stack": (_STACK, "+ stack family offsets"),
     "stack+gpus": (_STACK + ("log_gpus",), "+ stack family and log GPU count"),
