@@ -250,6 +250,40 @@ def add_plan_moe_flags(p) -> None:
                         "Megatron-Core's --moe-shared-expert-overlap do (default: after the routed experts)")
 
 
+def _check_single_or_stages(args, *, single: tuple) -> None:
+    """``--stage`` replaces ``single`` (e.g. ``--tokens``/``--seq``); refuse a mix, or neither."""
+    flags = {f: getattr(args, f.lstrip("-").replace("-", "_")) for f in single}
+    if args.stage:
+        given = [f for f, v in flags.items() if v is not None]
+        if given:
+            raise ValueError(f"give either --stage {STAGE_FORM} (repeated, one per stage) or "
+                             f"{' and '.join(single)}, not both: got {', '.join(given)} with --stage")
+    else:
+        missing = [f for f, v in flags.items() if v is None]
+        if missing:
+            raise ValueError(f"the following arguments are required: {', '.join(missing)} "
+                             f"(or one --stage {STAGE_FORM} per stage)")
+
+
+def _staged_output(r, args, title: str) -> None:
+    """A staged run (:class:`~llmsizing.stages.StagedTrainingTime`): one row per stage and the total."""
+    df = r.to_frame()
+    if args.json or args.csv:
+        _emit(df, args)
+        return
+    out = df[["tokens", "seq", "n_gpus", "layout", "mfu_source"]].copy()
+    out["tokens"] = out["tokens"].map("{:.3g}".format)
+    out["seq"] = out["seq"].map(lambda x: "" if x != x or x is None else f"{x:,.0f}")
+    out["n_gpus"] = out["n_gpus"].map("{:,.0f}".format)
+    out["MFU"] = df["mfu"].map("{:.0%}".format)
+    out["days"] = [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(df["days"], df["days_low"],
+                                                                          df["days_high"])]
+    out["GPU-hours"] = df["gpu_hours"].map("{:,.0f}".format)
+    out["cost"] = df["cost_usd"].map("${:,.0f}".format)
+    _emit(out, args, title=title)
+    for w in r.warnings:
+        print(f"warning: {w}")
+
 
 def plan_table(df, layers: int):
     """The table ``llmsizing plan`` prints of a :func:`~llmsizing.planner.plan` frame ``df`` (a model of
