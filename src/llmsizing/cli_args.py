@@ -227,11 +227,27 @@ def add_moe_step_flags(p) -> None:
                    help="token dropping at this expert capacity (1 to 64; default: dropless)")
 
 
-def moe_step_options(args) -> dict:
+def moe_step_options(args, model=None) -> dict:
     """``mtp_depth=`` and ``capacity_factor=`` of :func:`add_moe_step_flags`' flags, each only where given
-    (an old call's keywords unchanged)."""
+    (an old call's keywords unchanged). With ``model``, checked for it as the library checks them
+    (:func:`~llmsizing.job.check_moe_options`), an error naming the flags given (``--mtp-depth 9: ...``)."""
     cf, depth = getattr(args, "capacity_factor", None), getattr(args, "mtp_depth", 0)
-    return {**({} if cf is None else {"capacity_factor": cf}), **({"mtp_depth": depth} if depth else {})}
+    out = {**({} if cf is None else {"capacity_factor": cf}), **({"mtp_depth": depth} if depth else {})}
+    if model is not None and out:
+        from .job import check_moe_options
+
+        try:
+            check_moe_options(model, depth, cf)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{moe_step_flags_text(out)}: {e}") from None
+    return out
+
+
+def moe_step_flags_text(options: dict) -> str:
+    """:func:`moe_step_options`' keywords as the flags that gave them: ``"--mtp-depth 1 --capacity-factor
+    1.25"``."""
+    return " ".join(f"--{k.replace('_', '-')} {options[k]:g}" for k in ("mtp_depth", "capacity_factor")
+                    if k in options)
 
 
 def add_plan_moe_flags(p) -> None:

@@ -7,16 +7,22 @@ computed here.
 from __future__ import annotations
 
 from .cli_args import (STAGE_FORM, _add_output, _check_single_or_stages, _emit, _estimate_mark, _model,
-                       _staged_output, add_plan_moe_flags, count, integer, moe_step_options, number,
-                       plan_table, stage)
+                       _staged_output, add_moe_step_flags, add_plan_moe_flags, count, integer,
+                       moe_step_flags_text, moe_step_options, number, plan_table, stage)
 
 
 def cmd_cost(args) -> None:
     from .time_cost import cost_by_gpu
 
-    df = cost_by_gpu(_model(args.model, moe=True), tokens=args.tokens, seq=args.seq, gpus=args.gpu,
+    model = _model(args.model, moe=True)
+    options = moe_step_options(args, model)            # --mtp-depth, --capacity-factor (only where given)
+    if options and args.mfu is not None:
+        raise ValueError(f"{moe_step_flags_text(options)}: not with --mfu (they are priced on a mixture of "
+                         "experts' MoE step on its layout; --mfu prices the run at one MFU): drop one or the "
+                         "other")
+    df = cost_by_gpu(model, tokens=args.tokens, seq=args.seq, gpus=args.gpu,
                      batch=args.batch, recompute=args.recompute, mfu=args.mfu, max_gpus=args.max_gpus,
-                     **({} if args.ep is None else {"ep_degrees": tuple(args.ep)}))
+                     **({} if args.ep is None else {"ep_degrees": tuple(args.ep)}), **options)
     if args.json or args.csv:
         _emit(df, args)
         return
@@ -29,7 +35,8 @@ def cmd_cost(args) -> None:
                    zip(ok["cost_usd"], ok["cost_usd_low"], ok["cost_usd_high"])]
     _emit(out.reset_index(drop=True), args,
           title=f"{args.model}: {args.tokens:.3g} tokens of {args.seq:,}, cost of "
-          "the finished job on each GPU type (its fewest GPUs; cheapest first):")
+          "the finished job on each GPU type (its fewest GPUs; cheapest first"
+          + (f"; with {moe_step_flags_text(options)}" if options else "") + "):")
     for _, r in df[~df["fits"]].iterrows():
         print(f"{r['gpu']}: does not fit: {r['why']}")
     for w in df.attrs.get("warnings", ())[:1]:
@@ -185,5 +192,6 @@ def add_plan_commands(sub, command) -> None:
     p.add_argument("--ep", type=integer(), action="append",
                    help="an expert-parallel degree to search for a mixture of experts; repeat for several "
                         "(default: every divisor of its routed experts)")
+    add_moe_step_flags(p)
     _add_output(p)
     p.set_defaults(func=cmd_cost)
