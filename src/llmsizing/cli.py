@@ -197,10 +197,13 @@ def cmd_time(args) -> None:
         print(line)                                    # the range's measured coverage, then the warnings
 
 
-def _command(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
-    """A subcommand with its description and the shared examples."""
-    return sub.add_parser(name, help=help, description=description, epilog=EXAMPLES,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+def _command(sub, name: str, help: str, description: str,
+             model_help: str = "a catalogue name or a Hugging Face config.json") -> argparse.ArgumentParser:
+    """A subcommand with its description, the shared examples and its first argument, the model."""
+    p = sub.add_parser(name, help=help, description=description, epilog=EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help=model_help)
+    return p
 
 
 def parser() -> argparse.ArgumentParser:
@@ -224,8 +227,8 @@ def parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "memory", "per-GPU memory of one training step",
                  "Per-GPU memory of one training step (training_memory), the most loaded GPU of a parallel "
-                 "layout.")
-    p.add_argument("model", help="a catalogue name (see `llmsizing models`) or a Hugging Face config.json")
+                 "layout.",
+                 model_help="a catalogue name (see `llmsizing models`) or a Hugging Face config.json")
     p.add_argument("--batch", type=integer(), required=True, help="micro-batch, sequences per GPU")
     p.add_argument("--seq", type=integer(), required=True, help="sequence length, tokens")
     p.add_argument("--precision", default="bf16-mixed", choices=list(RECIPES))
@@ -261,7 +264,6 @@ def parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "time", "days, GPU-hours and cost of a training run",
                  "Days, GPU-hours and cost of a run (training_time), with the range the MFU range implies.")
-    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--tokens", type=count, help="training tokens, e.g. 1T, 500B, 2e12 (or --stage)")
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see `llmsizing gpus`)")
     p.add_argument("--gpus", type=integer(), required=True, help="number of GPUs")
@@ -302,7 +304,6 @@ def parser() -> argparse.ArgumentParser:
                  "a mixture of experts) that serve a load within an ITL and TTFT target "
                  "(replicas_for): users via Little's law, or a request rate. Mixtures of experts are "
                  "accepted: every expert resident, a decode step reading the experts its batch touches.")
-    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see `llmsizing gpus`)")
     p.add_argument("--prompt", type=integer(), help="prompt tokens per request (or --workload)")
     p.add_argument("--output", type=integer(), help="generated tokens per request (or --workload)")
@@ -344,7 +345,6 @@ def parser() -> argparse.ArgumentParser:
     p = _command(sub, "finetune", "memory, largest batch and context, time and cost of a fine-tune",
                  "Per-GPU memory of a LoRA, QLoRA or full fine-tuning step, the largest micro-batch and "
                  "context that fit, and the time and cost of the run (finetune_time).")
-    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--method", choices=list(METHODS), default="lora")
     p.add_argument("--rank", type=integer(1, 65536), default=16,
                    help="LoRA rank (all linear layers; default 16)")

@@ -122,7 +122,7 @@ def cmd_plan(args) -> None:
 
 def add_plan_commands(sub, command) -> None:
     """Add ``plan`` and ``cost`` to the subparsers ``sub`` (``command``: :mod:`llmsizing.cli`'s subcommand
-    factory, with its description and the shared examples)."""
+    factory, with its description, the shared examples and the model argument)."""
     from .activations import RECOMPUTE
     from .parallel import CP_COMMS
     from .precision import RECIPES
@@ -130,7 +130,6 @@ def add_plan_commands(sub, command) -> None:
     p = command(sub, "plan", "ranked plans: GPUs, layout, days and cost",
                 "Every layout that fits and reaches the global batch (plan), with step time, MFU, days and "
                 "cost; by default only the time-vs-cost front.")
-    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--tokens", type=count, help="training tokens, e.g. 1T (or --stage)")
     p.add_argument("--seq", type=integer(), help="sequence length, tokens (or --stage)")
     p.add_argument("--global-batch", type=integer(), help="sequences per optimizer step")
@@ -179,7 +178,6 @@ def add_plan_commands(sub, command) -> None:
                 "The cost of the finished job on each GPU type (cost_by_gpu): each type's fewest GPUs that "
                 "hold a step, the GPU-hours and dollars, with the MFU range; mixtures of experts too "
                 "(expert parallelism).")
-    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--tokens", type=count, required=True, help="training tokens, e.g. 1T")
     p.add_argument("--seq", type=integer(), required=True, help="sequence length, tokens")
     p.add_argument("--gpu", action="append", help="a catalogue GPU; repeat for several (default: every one)")
