@@ -323,7 +323,7 @@ With plan()'s MTP module and token dropping (issue 35, branch mtpplan: ``mtp_dep
 a search with either skips the arrays prefetch and calls plan_moe.option_pieces once per entry). Measured
 2026-12-01 at 18:39 and 18:40 UTC (branch cli39, base main b4695ec, load 2.3 to 4.1 on the 2 cores), this
 script's cpu() (best of 3 from scratch) on bench_planner's cases, one process a run, first run / second run;
-the mtpplan report's figures (/work/notes/mtpplan.md) agree within 0.02 s:
+the figures of the mtpplan merge (b4695ec) agree within 0.02 s:
 
     case                                          defaults       mtp_depth=1    capacity_factor=1.25
     deepseek-v3, whole catalogue                  0.06 / 0.07    0.09 / 0.10    0.06 / 0.07
