@@ -1,7 +1,7 @@
 """The command line's argument types and output (issue 32: split out of :mod:`llmsizing.cli`): counts and
-numbers with their suffixes and separators, ``--stage``, a model by name or config file, and the table, JSON
-or CSV printer (and the table of a step's memory). Nothing is computed here; :mod:`llmsizing.cli` re-exports
-every name.
+numbers with their suffixes and separators, ``--stage`` (and the check that it replaces ``--tokens`` and
+``--seq``), a model by name or config file, and the table, JSON or CSV printer (and the tables of a step's
+memory and of a run in stages). Nothing is computed here; :mod:`llmsizing.cli` re-exports every name.
 """
 
 from __future__ import annotations
@@ -216,10 +216,10 @@ def _add_output(p) -> None:
 
 
 def add_moe_step_flags(p) -> None:
-    """``--mtp-depth N`` and ``--capacity-factor C`` (``memory`` and ``time``): a mixture of experts'
-    multi-token-prediction modules, DeepSeek-V3's one (:mod:`llmsizing.mtp`), and its token dropping
-    (``training_memory``'s, ``training_time``'s and, through :func:`add_plan_moe_flags`, ``plan``'s
-    ``mtp_depth`` and ``capacity_factor``: :func:`moe_step_options`)."""
+    """``--mtp-depth N`` and ``--capacity-factor C`` (``memory``, ``time`` and ``cost``): a mixture of
+    experts' multi-token-prediction modules, DeepSeek-V3's one (:mod:`llmsizing.mtp`), and its token dropping
+    (``training_memory``'s, ``training_time``'s, ``cost_by_gpu``'s and, through :func:`add_plan_moe_flags`,
+    ``plan``'s ``mtp_depth`` and ``capacity_factor``: :func:`moe_step_options`)."""
     p.add_argument("--mtp-depth", type=integer(0), default=0, metavar="N",
                    help="multi-token-prediction modules of a mixture of experts on its last pipeline stage "
                         "(DeepSeek-V3: 1; default 0)")
