@@ -318,6 +318,24 @@ cost_by_gpu("deepseek-v3") over the catalogue 0.37 / 0.36 s CPU. The widgets' co
 new settings (a whole plan()) 46-101 ms, the slowest Qwen3-30B-A3B at 64K (100-101 ms) and at 32K (91 ms);
 a move that keeps the memory coefficients 23-65 ms; chapter 18's 1-2 ms. The targets (the whole catalogue
 <= 0.3 s for a mixture of experts, any plan() <= 1 s): met, with about 2.5x to spare on the slowest case.
+
+With plan()'s MTP module and token dropping (issue 35, branch mtpplan: ``mtp_depth=``, ``capacity_factor=``;
+a search with either skips the arrays prefetch and calls plan_moe.option_pieces once per entry). Measured
+2026-12-01 at 18:39 and 18:40 UTC (branch cli39, base main b4695ec, load 2.3 to 4.1 on the 2 cores), this
+script's cpu() (best of 3 from scratch) on bench_planner's cases, one process a run, first run / second run;
+the figures of the mtpplan merge (b4695ec) agree within 0.02 s:
+
+    case                                          defaults       mtp_depth=1    capacity_factor=1.25
+    deepseek-v3, whole catalogue                  0.06 / 0.07    0.09 / 0.10    0.06 / 0.07
+    deepseek-v3 at 15,360 sequences, <= 4,096     0.08 / 0.08    0.10 / 0.11    0.08 / 0.09
+    mixtral-8x7b, whole catalogue                 0.08 / 0.09    0.12 / 0.15    0.08 / 0.09
+    qwen3-30b-a3b at 64K on H100s                 0.07 / 0.08    0.21 / 0.22    0.09 / 0.10
+    mixtral-8x7b at 32K on H100s                  0.04 / 0.04    0.11 / 0.12    0.05 / 0.05
+
+cost_by_gpu("deepseek-v3") over the catalogue: 0.38 / 0.41 s CPU with the defaults, 0.49 / 0.52 s with
+``mtp_depth=1``. Every case is under its target (the whole catalogue <= 0.3 s, any plan() <= 1 s); MTP costs
+up to 3x on Qwen3-30B-A3B at 64K (0.07 -> 0.21 s); the step to take if a widget ever offers the options is
+option_pieces on arrays.
 """
 
 from __future__ import annotations

@@ -10,11 +10,14 @@ import argparse
 import sys
 
 # Argument types, the model reader and the printer live in cli_args, the serving and fine-tuning commands in
-# cli_tune (issue 32); every name they had here still imports from here.
+# cli_tune (issue 32), the plan and cost commands in cli_plan; every name they had here still imports from
+# here.
 from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFIX, _TEMPORARIES,  # noqa: F401
-                       STAGE_FORM, _add_output, _emit, _finite, _fmt_frame, _is_dir, _model, _parse, _refuse,
-                       _estimate_mark, _price_text, add_plan_moe_flags, count, integer, memory_frame, number,
-                       plan_table, stage, add_moe_step_flags, moe_step_options)
+                       STAGE_FORM, _add_output, _check_single_or_stages, _emit, _finite, _fmt_frame, _is_dir,
+                       _model, _parse, _refuse, _estimate_mark, _price_text, _staged_output,
+                       add_plan_moe_flags, count, integer, memory_frame, number, plan_table, stage,
+                       add_moe_step_flags, moe_step_options)
+from .cli_plan import _plan_layout_options, _plan_stages, add_plan_commands, cmd_cost, cmd_plan  # noqa: F401
 from .cli_tune import add_rl_command, cmd_finetune, cmd_serve
 
 EXAMPLES = """examples:
@@ -112,41 +115,6 @@ def _recompute(args) -> dict:
     return {"recompute": recompute, "recompute_layers": n, **moe_step_options(args)}
 
 
-def _check_single_or_stages(args, *, single: tuple) -> None:
-    """``--stage`` replaces ``single`` (e.g. ``--tokens``/``--seq``); refuse a mix, or neither."""
-    flags = {f: getattr(args, f.lstrip("-").replace("-", "_")) for f in single}
-    if args.stage:
-        given = [f for f, v in flags.items() if v is not None]
-        if given:
-            raise ValueError(f"give either --stage {STAGE_FORM} (repeated, one per stage) or "
-                             f"{' and '.join(single)}, not both: got {', '.join(given)} with --stage")
-    else:
-        missing = [f for f, v in flags.items() if v is None]
-        if missing:
-            raise ValueError(f"the following arguments are required: {', '.join(missing)} "
-                             f"(or one --stage {STAGE_FORM} per stage)")
-
-
-def _staged_output(r, args, title: str) -> None:
-    """A staged run (:class:`~llmsizing.stages.StagedTrainingTime`): one row per stage and the total."""
-    df = r.to_frame()
-    if args.json or args.csv:
-        _emit(df, args)
-        return
-    out = df[["tokens", "seq", "n_gpus", "layout", "mfu_source"]].copy()
-    out["tokens"] = out["tokens"].map("{:.3g}".format)
-    out["seq"] = out["seq"].map(lambda x: "" if x != x or x is None else f"{x:,.0f}")
-    out["n_gpus"] = out["n_gpus"].map("{:,.0f}".format)
-    out["MFU"] = df["mfu"].map("{:.0%}".format)
-    out["days"] = [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(df["days"], df["days_low"],
-                                                                          df["days_high"])]
-    out["GPU-hours"] = df["gpu_hours"].map("{:,.0f}".format)
-    out["cost"] = df["cost_usd"].map("${:,.0f}".format)
-    _emit(out, args, title=title)
-    for w in r.warnings:
-        print(f"warning: {w}")
-
-
 #: What a stage with GLOBAL_BATCH takes from its plan, by the flag that would set it (refused there).
 _PLANNED = {"mfu": "its MFU is an output of the planned layout's step time",
             "mfu_range": "its range is the measured range of an MFU predicted from a layout",
@@ -229,112 +197,13 @@ def cmd_time(args) -> None:
         print(line)                                    # the range's measured coverage, then the warnings
 
 
-def cmd_cost(args) -> None:
-    from .time_cost import cost_by_gpu
-
-    df = cost_by_gpu(_model(args.model, moe=True), tokens=args.tokens, seq=args.seq, gpus=args.gpu,
-                     batch=args.batch, recompute=args.recompute, mfu=args.mfu, max_gpus=args.max_gpus,
-                     **({} if args.ep is None else {"ep_degrees": tuple(args.ep)}))
-    if args.json or args.csv:
-        _emit(df, args)
-        return
-    ok = df[df["fits"]]
-    out = ok[["gpu", "min_gpus", "layout"]].copy()
-    out["$/GPU-h"] = ok["price_usd_per_gpu_hour"].map("{:.2f}".format) + ok["price_kind"].map(_estimate_mark)
-    out["GPU-hours"] = ok["gpu_hours"].map("{:,.0f}".format)
-    out["days on min"] = ok["days_on_min_gpus"].map("{:,.0f}".format)
-    out["cost"] = [f"${c:,.0f} (${lo:,.0f}-${hi:,.0f})" for c, lo, hi in
-                   zip(ok["cost_usd"], ok["cost_usd_low"], ok["cost_usd_high"])]
-    _emit(out.reset_index(drop=True), args,
-          title=f"{args.model}: {args.tokens:.3g} tokens of {args.seq:,}, cost of "
-          "the finished job on each GPU type (its fewest GPUs; cheapest first):")
-    for _, r in df[~df["fits"]].iterrows():
-        print(f"{r['gpu']}: does not fit: {r['why']}")
-    for w in df.attrs.get("warnings", ())[:1]:
-        print(f"warning: {w}")
-
-
-def _plan_layout_options(args) -> dict:
-    """The layout flags of ``plan`` as :func:`~llmsizing.planner.plan` keywords: ``--cp``, ``--cp-comm``,
-    ``--ep``, ``--ep-overlap``, ``--shared-expert-overlap``, ``--shard-under-pipeline``, ``--mtp-depth``,
-    ``--capacity-factor``. One place, so a single plan and every planned ``--stage`` take them alike (issue
-    33: the stage path dropped them)."""
-    out = {"cp_comm": args.cp_comm}
-    if getattr(args, "framework", None) is not None:
-        out["framework"] = args.framework
-    if args.cp is not None:
-        out["cp_degrees"] = tuple(args.cp)
-    if args.ep is not None:
-        out["ep_degrees"] = tuple(args.ep)
-    if args.ep_overlap is not None:
-        out["ep_overlap"] = args.ep_overlap
-    flags = ("shard_under_pipeline", "shared_expert_overlap")          # (store_true: only when given)
-    return {**out, **{k: True for k in flags if getattr(args, k, False)}, **moe_step_options(args)}
-
-
-def _plan_stages(args) -> None:
-    from dataclasses import replace
-
-    from .time_cost import training_time
-
-    for flag, value in (("--deadline-days", args.deadline_days), ("--budget", args.budget)):
-        if value is not None:
-            raise ValueError(f"{flag} applies to a single-stage plan; with --stage each stage gets its "
-                             "fastest plan on at most --max-gpus GPUs (the cheapest without --max-gpus)")
-    if args.gpu and len(args.gpu) > 1:
-        raise ValueError(f"--stage plans every stage on one GPU type: give one --gpu, got {len(args.gpu)}")
-    stages = []
-    for i, st in enumerate(args.stage):
-        if st.global_batch is None:
-            if args.global_batch is None:
-                raise ValueError(f"--stage number {i + 1} ({st.tokens:.3g}:{st.seq}) has no GLOBAL_BATCH and "
-                                 f"there is no --global-batch: write {STAGE_FORM}")
-            st = replace(st, global_batch=args.global_batch)
-        stages.append(st)
-    options = dict(overlap=args.overlap, kernel_efficiency=args.kernel_efficiency, precision=args.precision,
-                   optimizer_impl=args.optimizer_impl, partial_recompute=not args.no_partial_recompute,
-                   **_plan_layout_options(args))
-    gpu = (args.gpu or ["H100 SXM"])[0]
-    r = training_time(_model(args.model, moe=True), stages=stages, gpu=gpu, n_gpus=args.max_gpus,
-                      plan_options=options)
-    which = f"the fastest plan on at most {args.max_gpus:,} GPUs" if args.max_gpus else "the cheapest plan"
-    _staged_output(r, args, f"{r.model} on {r.gpu}: {len(r.stages)} stages, each with {which}")
-
-
-def cmd_plan(args) -> None:
-    from .planner import plan
-
-    _check_single_or_stages(args, single=("--tokens", "--seq") if args.stage else
-                            ("--tokens", "--seq", "--global-batch"))
-    if args.stage:
-        _plan_stages(args)
-        return
-    df = plan(_model(args.model, moe=True), tokens=args.tokens, gpus=tuple(args.gpu or ("H100 SXM",)),
-              seq=args.seq, global_batch=args.global_batch, max_gpus=args.max_gpus,
-              deadline_days=args.deadline_days, budget_usd=args.budget, overlap=args.overlap,
-              deadline_rule=args.deadline_rule,
-              kernel_efficiency=args.kernel_efficiency, precision=args.precision,
-              optimizer_impl=args.optimizer_impl, partial_recompute=not args.no_partial_recompute,
-              **_plan_layout_options(args))
-    if not args.all:
-        df = df[df["pareto"]]
-    df = df.head(args.top).reset_index(drop=True)
-    if args.json or args.csv:
-        _emit(df, args)
-        return
-    out = plan_table(df, _model(args.model, moe=True).layers)
-    which = "plans" if args.all else "plans on the time-vs-cost front"
-    rule = "; ".join(f"{k} kept by the {df.attrs[k + '_rule']}" for k in ("deadline", "budget")
-                     if k + "_rule" in df.attrs)
-    notes = "".join(f"; on the {g}: {n}" for g, n in df.attrs.get("range_notes", {}).items())  # stand-ins
-    _emit(out, args, title=f"{len(out)} {which}, cheapest first (assumes {df.attrs.get('assumes', '')})"
-          + (rule and f"; {rule}") + notes + ":")
-
-
-def _command(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
-    """A subcommand with its description and the shared examples."""
-    return sub.add_parser(name, help=help, description=description, epilog=EXAMPLES,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+def _command(sub, name: str, help: str, description: str,
+             model_help: str = "a catalogue name or a Hugging Face config.json") -> argparse.ArgumentParser:
+    """A subcommand with its description, the shared examples and its first argument, the model."""
+    p = sub.add_parser(name, help=help, description=description, epilog=EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help=model_help)
+    return p
 
 
 def parser() -> argparse.ArgumentParser:
@@ -358,8 +227,8 @@ def parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "memory", "per-GPU memory of one training step",
                  "Per-GPU memory of one training step (training_memory), the most loaded GPU of a parallel "
-                 "layout.")
-    p.add_argument("model", help="a catalogue name (see `llmsizing models`) or a Hugging Face config.json")
+                 "layout.",
+                 model_help="a catalogue name (see `llmsizing models`) or a Hugging Face config.json")
     p.add_argument("--batch", type=integer(), required=True, help="micro-batch, sequences per GPU")
     p.add_argument("--seq", type=integer(), required=True, help="sequence length, tokens")
     p.add_argument("--precision", default="bf16-mixed", choices=list(RECIPES))
@@ -395,7 +264,6 @@ def parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "time", "days, GPU-hours and cost of a training run",
                  "Days, GPU-hours and cost of a run (training_time), with the range the MFU range implies.")
-    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--tokens", type=count, help="training tokens, e.g. 1T, 500B, 2e12 (or --stage)")
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see `llmsizing gpus`)")
     p.add_argument("--gpus", type=integer(), required=True, help="number of GPUs")
@@ -427,73 +295,7 @@ def parser() -> argparse.ArgumentParser:
     _add_output(p)
     p.set_defaults(func=cmd_time)
 
-    p = _command(sub, "plan", "ranked plans: GPUs, layout, days and cost",
-                 "Every layout that fits and reaches the global batch (plan), with step time, MFU, days and "
-                 "cost; by default only the time-vs-cost front.")
-    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
-    p.add_argument("--tokens", type=count, help="training tokens, e.g. 1T (or --stage)")
-    p.add_argument("--seq", type=integer(), help="sequence length, tokens (or --stage)")
-    p.add_argument("--global-batch", type=integer(), help="sequences per optimizer step")
-    p.add_argument("--stage", type=stage, action="append", metavar="TOKENS:SEQ[:GLOBAL_BATCH]",
-                   help="one stage of the run (repeat, in order; replaces --tokens and --seq; GLOBAL_BATCH "
-                        "defaults to --global-batch): each stage gets its own plan, the fastest on at most "
-                        "--max-gpus GPUs (the cheapest without --max-gpus), and the total is added up")
-    p.add_argument("--gpu", action="append", help="a catalogue GPU; repeat for several (default: H100 SXM)")
-    p.add_argument("--max-gpus", type=integer(), help="largest GPU count to consider")
-    p.add_argument("--deadline-days", type=number(0, inclusive=False), help="drop plans slower than this")
-    p.add_argument("--deadline-rule", choices=("estimate", "slow_end"), default=None,
-                   help="keep a plan whose 80%% range's slow end meets --deadline-days and --budget (the "
-                        "default), or its point estimate; the deadline column says yes (at the slow end) "
-                        "or likely")
-    p.add_argument("--budget", type=count, help="drop plans dearer than this many USD, e.g. 2M")
-    p.add_argument("--overlap", type=number(0, 1), default=None,
-                   help="one share of communication hidden behind compute (default: group by group)")
-    p.add_argument("--kernel-efficiency", "--compute-efficiency", dest="kernel_efficiency",
-                   type=number(0, 1, inclusive=False), default=None,
-                   help="share of the dense peak while computing (default: calibrated per GPU; "
-                        "--compute-efficiency is its old name)")
-    p.add_argument("--precision", choices=sorted(RECIPES), default="bf16-mixed",
-                   help="memory recipe (bf16-mixed-fp32-grads is Megatron-LM's default)")
-    p.add_argument("--optimizer-impl", choices=("foreach", "fused"), default="foreach",
-                   help="the optimizer step: PyTorch's default foreach, or the fused kernel (smaller)")
-    p.add_argument("--cp", type=integer(), action="append",
-                   help="a context-parallel degree to search; repeat for several (default: 1 below 16K "
-                        "tokens, powers of two up to 32 from 16K)")
-    p.add_argument("--cp-comm", choices=list(CP_COMMS), default="p2p",
-                   help="how context parallelism exchanges K and V: a ring (p2p, default) or an all-gather")
-    add_plan_moe_flags(p)
-    p.add_argument("--framework", default=None,
-                   help="the training software (e.g. megatron-core, nemo, torchtitan, llm-foundry): its "
-                        "stack family sets the days' range (default: unknown, the pooled range)")
-    p.add_argument("--no-partial-recompute", action="store_true",
-                   help="recompute every layer where only full recomputation fits (default: the fewest "
-                        "layers per pipeline stage that fit, shown as 'full (N layers)')")
-    p.add_argument("--shard-under-pipeline", action="store_true", help="also search ZeRO-2/3 under a "
-                   "pipeline (off by default: doubles the layouts searched; for memory-tight pipelines)")
-    p.add_argument("--all", action="store_true", help="every plan, not only the time-vs-cost front")
-    p.add_argument("--top", type=integer(), default=20, help="print at most this many rows (default 20)")
-    _add_output(p)
-    p.set_defaults(func=cmd_plan)
-
-    p = _command(sub, "cost", "the finished job's cost on each GPU type",
-                 "The cost of the finished job on each GPU type (cost_by_gpu): each type's fewest GPUs that "
-                 "hold a step, the GPU-hours and dollars, with the MFU range; mixtures of experts too "
-                 "(expert parallelism).")
-    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
-    p.add_argument("--tokens", type=count, required=True, help="training tokens, e.g. 1T")
-    p.add_argument("--seq", type=integer(), required=True, help="sequence length, tokens")
-    p.add_argument("--gpu", action="append", help="a catalogue GPU; repeat for several (default: every one)")
-    p.add_argument("--batch", type=integer(), default=1, help="micro-batch, sequences per GPU (default 1)")
-    p.add_argument("--recompute", default="full", choices=list(RECOMPUTE), help="default full")
-    p.add_argument("--mfu", type=number(0, 1, inclusive=False),
-                   help="model FLOPs utilisation, exact (default: calibrated, with its range)")
-    p.add_argument("--max-gpus", type=integer(), default=65536,
-                   help="largest GPU count per type (default 65,536)")
-    p.add_argument("--ep", type=integer(), action="append",
-                   help="an expert-parallel degree to search for a mixture of experts; repeat for several "
-                        "(default: every divisor of its routed experts)")
-    _add_output(p)
-    p.set_defaults(func=cmd_cost)
+    add_plan_commands(sub, _command)
 
     from .serve import ENGINES, KV_FORMATS, WEIGHT_FORMATS, WORKLOADS
 
@@ -502,7 +304,6 @@ def parser() -> argparse.ArgumentParser:
                  "a mixture of experts) that serve a load within an ITL and TTFT target "
                  "(replicas_for): users via Little's law, or a request rate. Mixtures of experts are "
                  "accepted: every expert resident, a decode step reading the experts its batch touches.")
-    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see `llmsizing gpus`)")
     p.add_argument("--prompt", type=integer(), help="prompt tokens per request (or --workload)")
     p.add_argument("--output", type=integer(), help="generated tokens per request (or --workload)")
@@ -544,7 +345,6 @@ def parser() -> argparse.ArgumentParser:
     p = _command(sub, "finetune", "memory, largest batch and context, time and cost of a fine-tune",
                  "Per-GPU memory of a LoRA, QLoRA or full fine-tuning step, the largest micro-batch and "
                  "context that fit, and the time and cost of the run (finetune_time).")
-    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--method", choices=list(METHODS), default="lora")
     p.add_argument("--rank", type=integer(1, 65536), default=16,
                    help="LoRA rank (all linear layers; default 16)")

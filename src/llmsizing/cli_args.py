@@ -1,7 +1,7 @@
 """The command line's argument types and output (issue 32: split out of :mod:`llmsizing.cli`): counts and
-numbers with their suffixes and separators, ``--stage``, a model by name or config file, and the table, JSON
-or CSV printer (and the table of a step's memory). Nothing is computed here; :mod:`llmsizing.cli` re-exports
-every name.
+numbers with their suffixes and separators, ``--stage`` (and the check that it replaces ``--tokens`` and
+``--seq``), a model by name or config file, and the table, JSON or CSV printer (and the tables of a step's
+memory and of a run in stages). Nothing is computed here; :mod:`llmsizing.cli` re-exports every name.
 """
 
 from __future__ import annotations
@@ -216,10 +216,10 @@ def _add_output(p) -> None:
 
 
 def add_moe_step_flags(p) -> None:
-    """``--mtp-depth N`` and ``--capacity-factor C`` (``memory`` and ``time``): a mixture of experts'
-    multi-token-prediction modules, DeepSeek-V3's one (:mod:`llmsizing.mtp`), and its token dropping
-    (``training_memory``'s, ``training_time``'s and, through :func:`add_plan_moe_flags`, ``plan``'s
-    ``mtp_depth`` and ``capacity_factor``: :func:`moe_step_options`)."""
+    """``--mtp-depth N`` and ``--capacity-factor C`` (``memory``, ``time`` and ``cost``): a mixture of
+    experts' multi-token-prediction modules, DeepSeek-V3's one (:mod:`llmsizing.mtp`), and its token dropping
+    (``training_memory``'s, ``training_time``'s, ``cost_by_gpu``'s and, through :func:`add_plan_moe_flags`,
+    ``plan``'s ``mtp_depth`` and ``capacity_factor``: :func:`moe_step_options`)."""
     p.add_argument("--mtp-depth", type=integer(0), default=0, metavar="N",
                    help="multi-token-prediction modules of a mixture of experts on its last pipeline stage "
                         "(DeepSeek-V3: 1; default 0)")
@@ -227,11 +227,27 @@ def add_moe_step_flags(p) -> None:
                    help="token dropping at this expert capacity (1 to 64; default: dropless)")
 
 
-def moe_step_options(args) -> dict:
+def moe_step_options(args, model=None) -> dict:
     """``mtp_depth=`` and ``capacity_factor=`` of :func:`add_moe_step_flags`' flags, each only where given
-    (an old call's keywords unchanged)."""
+    (an old call's keywords unchanged). With ``model``, checked for it as the library checks them
+    (:func:`~llmsizing.job.check_moe_options`), an error naming the flags given (``--mtp-depth 9: ...``)."""
     cf, depth = getattr(args, "capacity_factor", None), getattr(args, "mtp_depth", 0)
-    return {**({} if cf is None else {"capacity_factor": cf}), **({"mtp_depth": depth} if depth else {})}
+    out = {**({} if cf is None else {"capacity_factor": cf}), **({"mtp_depth": depth} if depth else {})}
+    if model is not None and out:
+        from .job import check_moe_options
+
+        try:
+            check_moe_options(model, depth, cf)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{moe_step_flags_text(out)}: {e}") from None
+    return out
+
+
+def moe_step_flags_text(options: dict) -> str:
+    """:func:`moe_step_options`' keywords as the flags that gave them: ``"--mtp-depth 1 --capacity-factor
+    1.25"``."""
+    return " ".join(f"--{k.replace('_', '-')} {options[k]:g}" for k in ("mtp_depth", "capacity_factor")
+                    if k in options)
 
 
 def add_plan_moe_flags(p) -> None:
@@ -249,6 +265,40 @@ def add_plan_moe_flags(p) -> None:
                    help="run the shared experts' GEMMs beside each all-to-all, as DeepSeek-V2 and "
                         "Megatron-Core's --moe-shared-expert-overlap do (default: after the routed experts)")
 
+
+def _check_single_or_stages(args, *, single: tuple) -> None:
+    """``--stage`` replaces ``single`` (e.g. ``--tokens``/``--seq``); refuse a mix, or neither."""
+    flags = {f: getattr(args, f.lstrip("-").replace("-", "_")) for f in single}
+    if args.stage:
+        given = [f for f, v in flags.items() if v is not None]
+        if given:
+            raise ValueError(f"give either --stage {STAGE_FORM} (repeated, one per stage) or "
+                             f"{' and '.join(single)}, not both: got {', '.join(given)} with --stage")
+    else:
+        missing = [f for f, v in flags.items() if v is None]
+        if missing:
+            raise ValueError(f"the following arguments are required: {', '.join(missing)} "
+                             f"(or one --stage {STAGE_FORM} per stage)")
+
+
+def _staged_output(r, args, title: str) -> None:
+    """A staged run (:class:`~llmsizing.stages.StagedTrainingTime`): one row per stage and the total."""
+    df = r.to_frame()
+    if args.json or args.csv:
+        _emit(df, args)
+        return
+    out = df[["tokens", "seq", "n_gpus", "layout", "mfu_source"]].copy()
+    out["tokens"] = out["tokens"].map("{:.3g}".format)
+    out["seq"] = out["seq"].map(lambda x: "" if x != x or x is None else f"{x:,.0f}")
+    out["n_gpus"] = out["n_gpus"].map("{:,.0f}".format)
+    out["MFU"] = df["mfu"].map("{:.0%}".format)
+    out["days"] = [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(df["days"], df["days_low"],
+                                                                          df["days_high"])]
+    out["GPU-hours"] = df["gpu_hours"].map("{:,.0f}".format)
+    out["cost"] = df["cost_usd"].map("${:,.0f}".format)
+    _emit(out, args, title=title)
+    for w in r.warnings:
+        print(f"warning: {w}")
 
 
 def plan_table(df, layers: int):

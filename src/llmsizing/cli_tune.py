@@ -161,14 +161,14 @@ def cmd_rl(args) -> None:
 
 
 def add_rl_command(sub, command) -> None:
-    """``llmsizing rl``: the subcommand's arguments (``command`` makes a subparser, as cli's ``_command``)."""
+    """``llmsizing rl``: the subcommand's arguments (``command`` makes a subparser with its model argument, as
+    cli's ``_command``)."""
     from .cli_args import _add_output, integer, number
     from .rl import ALGORITHMS
 
     p = command(sub, "rl", "GPUs, hours and cost of RL post-training (GRPO/PPO)",
                 "Time per RL step by phase (generation, log-probabilities, reward, update, weight sync), "
                 "GPU-hours and cost of a run of --steps steps (rl_run, chapter 19).")
-    p.add_argument("model", help="a catalogue name or a Hugging Face config.json")
     p.add_argument("--gpu", default="H100 SXM", help="a catalogue GPU (default: H100 SXM)")
     p.add_argument("--gpus", type=integer(1, 1 << 20), required=True, help="GPUs in the run")
     p.add_argument("--prompts", type=integer(), required=True, help="prompts per step")
