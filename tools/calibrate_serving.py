@@ -29,7 +29,7 @@ from llmsizing.serve_calibration import (METHOD, _read, _trainable, fit_constant
                                          fit_serving_constants, grouping_table, interval_table)
 from llmsizing.serve_engine import DEFAULT_ENGINE  # noqa: E402
 
-AS_OF = "2026-11-29"
+AS_OF = "2026-12-01"
 SRC = "fitted on the calibration=yes rows of data/serving_published.csv (tools/calibrate_serving.py)"
 NOTES = {"weights_bu": "share of HBM bandwidth reading the weights in a decode step (MBU)",
          "attention_bu": "share of HBM bandwidth reading the paged KV cache",
