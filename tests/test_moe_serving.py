@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MIXTRAL_TOTAL = 46_702_792_704
 MIXTRAL_ROUTED = 32 * 8 * 3 * 4096 * 14336            # 45,097,156,608
 MIXTRAL_REST = MIXTRAL_TOTAL - MIXTRAL_ROUTED         # 1,605,636,096: attention, norms, router, embeddings, head
+MIXTRAL_EMB = 32000 * 4096                            # the untied input embedding: a gather of one row a token
 
 
 def test_experts_touched_uniform_routing_by_hand():
@@ -42,23 +43,32 @@ def test_experts_touched_uniform_routing_by_hand():
 def test_decode_reads_active_weights_at_batch_1_and_all_by_batch_64():
     # batch 1: the rest once + 2 of 8 experts = Mixtral's "12.9B active" (12,879,925,248), as bf16 bytes
     assert MIXTRAL_REST + MIXTRAL_ROUTED // 4 == 12_879_925_248
-    assert decode_weight_bytes_read("mixtral-8x7b", 1) == pytest.approx(2 * 12_879_925_248, rel=1e-12)
+    # ... less the input embedding table (untied: 32,000 x 4,096 x 2 B = 262,144,000 B), plus the one row the
+    # token gathers (4,096 x 2 B): 25,759,850,496 - 262,144,000 + 8,192 = 25,497,714,688 B = 25.50 GB
+    assert decode_weight_bytes_read("mixtral-8x7b", 1) == pytest.approx(
+        2 * 12_879_925_248 - 2 * MIXTRAL_EMB + 2 * 4096, rel=1e-12)
+    assert decode_weight_bytes_read("mixtral-8x7b", 1) == pytest.approx(25_497_714_688, rel=1e-12)
     assert routed_expert_bytes("mixtral-8x7b") == 2 * MIXTRAL_ROUTED
     assert moe_expert_bytes_read("mixtral-8x7b", 4) == pytest.approx(2 * MIXTRAL_ROUTED * (1 - 81 / 256), rel=1e-12)
-    # batch 64: every expert, all 46.7B
-    assert decode_weight_bytes_read("mixtral-8x7b", 64) == pytest.approx(2 * MIXTRAL_TOTAL, rel=1e-7)
+    # batch 64: every expert, all 46.7B, less the table plus the 64 rows gathered
+    assert decode_weight_bytes_read("mixtral-8x7b", 64) == pytest.approx(
+        2 * MIXTRAL_TOTAL - 2 * MIXTRAL_EMB + 64 * 4096 * 2, rel=1e-7)
     # fp8 halves the experts' bytes (linear layers) but not the embeddings and head (bf16)
     fp8 = decode_weight_bytes_read("mixtral-8x7b", 1, "fp8")
     assert fp8 < 0.55 * decode_weight_bytes_read("mixtral-8x7b", 1)
-    # a dense model reads all its weights at any batch
-    assert decode_weight_bytes_read("llama-3-8b", 64) == weights_bytes("llama-3-8b")
+    # a dense model reads all its weights at any batch, but for the untied input embedding: Llama 3 8B
+    # (8,030,261,248 parameters, vocabulary 128,256, hidden 4,096) gathers one row per token
+    l3 = 2 * 8_030_261_248
+    assert decode_weight_bytes_read("llama-3-8b", 1) == l3 - 128_256 * 4096 * 2 + 4096 * 2
+    assert decode_weight_bytes_read("llama-3-8b", 64) == l3 - 128_256 * 4096 * 2 + 64 * 4096 * 2
 
 
 def test_serving_mixtral_decode_bytes_and_flops_by_hand():
     s = serving("mixtral-8x7b", "H100 SXM", tp=1, batch=1, prompt=1024, output=256)
     ctx = 1024 + 128                                   # the mean decode context
     kv = 2 * 32 * 8 * 128 * 2 * ctx                    # K and V, 32 layers, 8 KV heads of 128, 2 bytes
-    assert s.decode_bytes_per_gpu == pytest.approx(2 * 12_879_925_248 + kv, rel=1e-12)
+    assert s.decode_bytes_per_gpu == pytest.approx(2 * 12_879_925_248 - 2 * MIXTRAL_EMB + 2 * 4096 + kv,
+                                                   rel=1e-12)
     assert s.experts_touched == pytest.approx(2.0)
     # FLOPs: 2 x active weights less the input embedding, plus 4 x keys x heads x head_dim x layers
     active_matmul = 12_879_925_248 - 32000 * 4096
