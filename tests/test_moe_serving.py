@@ -81,7 +81,8 @@ def test_moe_decode_is_cheap_at_batch_1_and_approaches_dense_of_its_total_size()
     one = serving("mixtral-8x7b", "H100 SXM", tp=2, batch=1)
     big = serving("mixtral-8x7b", "H100 SXM", tp=2, batch=64)
     w = weights_bytes("mixtral-8x7b") / 2
-    kv1 = one.decode_bytes_per_gpu - w * 12_879_925_248 / MIXTRAL_TOTAL
+    # the active share less the input embedding's table (gathered: one row), over the two GPUs
+    kv1 = one.decode_bytes_per_gpu - w * 12_879_925_248 / MIXTRAL_TOTAL + (MIXTRAL_EMB - 4096) * 2 / 2
     assert kv1 > 0 and kv1 < 0.01 * w                  # batch 1: the active share plus one sequence's cache
     assert big.decode_bytes_per_gpu > w                # batch 64: every expert plus 64 caches
     assert one.itl_s < 0.5 * big.itl_s
@@ -124,10 +125,12 @@ def test_expert_parallel_decode_step_by_hand():
     msg = 8 * 2 * 4096 * 2
     assert s.decode_comm_s == pytest.approx(2 * 32 * all_to_all_s(msg, 8, "H100 SXM"), rel=1e-12)
     assert s.all_to_all_s == pytest.approx(all_to_all_s(msg, 8, "H100 SXM"), rel=1e-12)
-    # bytes: the rest once + 1/8 of the experts the 64 tokens touch + the GPU's 8 sequences' caches
+    # bytes: the rest once (the input embedding: the 8 rows of the GPU's own tokens, not the table) + 1/8 of
+    # the experts the 64 tokens touch + the GPU's 8 sequences' caches
     kv = 8 * 2 * 32 * 8 * 128 * 2 * (1024 + 128)
     touched = 1 - 0.75 ** 64
-    assert s.decode_bytes_per_gpu == pytest.approx(2 * (MIXTRAL_REST + MIXTRAL_ROUTED * touched / 8) + kv, rel=1e-12)
+    rest = MIXTRAL_REST - MIXTRAL_EMB + 8 * 4096
+    assert s.decode_bytes_per_gpu == pytest.approx(2 * (rest + MIXTRAL_ROUTED * touched / 8) + kv, rel=1e-12)
     # FLOPs: 8 sequences' non-expert work + 1/8 of the 64 tokens' expert work (2 of 8 experts each)
     full = serving("mixtral-8x7b", "H100 SXM", tp=1, batch=1, prompt=1024, output=256).decode_flops_per_gpu
     expert = 2 * MIXTRAL_ROUTED / 4
