@@ -201,3 +201,24 @@ def test_cli_serve_accepts_moe_and_ep(capsys):
     assert cli.main(["serve", "llama-3-8b", "--gpu", "H100 SXM", "--prompt", "1024", "--output", "256",
                      "--users", "20", "--itl-ms", "30", "--ep", "2"]) == 2
     assert "ep=2" in capsys.readouterr().err
+
+
+def test_lookup_tables_are_gathered_not_read_by_hand():
+    """The input embedding is a lookup (vLLM's VocabParallelEmbedding: F.embedding; llama.cpp: ggml_get_rows):
+    a step reads the rows its tokens gather, not the table. Tied embeddings are also the LM head, read whole."""
+    # tied and no learned positions (Granite 3.0 2B): nothing changes at any batch
+    for b in (1, 64):
+        assert decode_weight_bytes_read("granite-3.0-2b", b) == weights_bytes("granite-3.0-2b")
+    # GPT-2: tied (no change for the vocabulary) but 1,024 learned positions of 768, a lookup too:
+    # 124,439,808 x 2 B less 1,023 unread rows of 768 x 2 B = 248,879,616 - 1,571,328 = 247,308,288 B
+    assert decode_weight_bytes_read("gpt2", 1) == 2 * 124_439_808 - 1023 * 768 * 2 == 247_308_288
+    # a batch larger than the table gathers at most every row
+    assert decode_weight_bytes_read("gpt2", 5000) == weights_bytes("gpt2")
+    # GGUF Q4_K_M keeps Llama 3 8B's token_embd in Q4_K (144 bytes per 256 numbers): 128,255 rows unread
+    q4 = weights_bytes("llama-3-8b", "q4_k_m") - decode_weight_bytes_read("llama-3-8b", 1, "q4_k_m")
+    assert q4 == pytest.approx(128_255 * 4096 * 144 / 256, rel=1e-12)
+    # int4-g128 (AWQ) leaves the embedding in 16 bits: the same 2-byte table as bf16
+    awq = weights_bytes("llama-3-8b", "int4-g128") - decode_weight_bytes_read("llama-3-8b", 1, "int4-g128")
+    assert awq == 128_255 * 4096 * 2
+    with pytest.raises(ValueError, match="batch"):
+        decode_weight_bytes_read("llama-3-8b", 0)

@@ -154,27 +154,27 @@ def _lookup_tables(model: Model, dtype: str) -> list[tuple[int, int, float]]:
     return tables
 
 
-def dense_weight_bytes_read(model: Model | str, tokens: int, dtype: str = "bf16") -> float:
-    """Weight bytes one forward step over ``tokens`` tokens reads, routed experts left out (whole model, one
+def dense_weight_bytes_read(model: Model | str, batch: int, dtype: str = "bf16") -> float:
+    """Weight bytes one forward step over ``batch`` tokens reads, routed experts left out (whole model, one
     GPU's worth before any split): :func:`weights_bytes` less the routed experts
     (:func:`routed_expert_bytes`), with every lookup table charged only the rows the step gathers,
-    ``min(tokens, rows) x numbers per row x bytes``, instead of the whole table.
+    ``min(batch, rows) x numbers per row x bytes``, instead of the whole table.
 
     The input embedding is a gather, not a matmul: vLLM's ``VocabParallelEmbedding.forward``
     (``vllm/model_executor/layers/vocab_parallel_embedding.py``) masks the token ids to its shard and calls
     ``quant_method.embedding``, which for unquantised weights is ``F.embedding(input_, layer.weight)``
     (``UnquantizedEmbeddingMethod``), and PyTorch's embedding kernel reads only the indexed rows; llama.cpp
     builds the same step as ``ggml_get_rows(ctx0, tok_embd, inp->tokens)``. So an untied embedding costs a
-    step ``tokens x hidden x bytes`` (8 KB per token for Llama 3 8B, against its 1.05 GB table), as do
+    step ``batch x hidden x bytes`` (8 KB per token for Llama 3 8B, against its 1.05 GB table), as do
     learned positions (GPT-2) and the other tables of the ``embedding`` component. With tied embeddings the
     same matrix is the LM head, a matmul over the whole vocabulary, and stays read in full; an untied LM head
     is read in full too. The same convention as :func:`llmsizing.flops.matmul_params`. Chapter 15."""
     model = resolve_model(model, moe=True)
-    tokens = check_int("tokens", tokens)
+    batch = check_int("batch", batch)
     dtype = check_choice("dtype", dtype, WEIGHT_DTYPES)
     total = weights_bytes(model, dtype) - routed_expert_bytes(model, dtype)
     for rows, width, per in _lookup_tables(model, dtype):
-        total -= (rows - min(tokens, rows)) * width * per
+        total -= (rows - min(batch, rows)) * width * per
     return total
 
 
