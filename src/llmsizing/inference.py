@@ -148,8 +148,9 @@ def _lookup_tables(model: Model, dtype: str) -> list[tuple[int, int, float]]:
             continue
         if comp == "embedding" and model.tied_embeddings and name == "embed_tokens.weight":
             continue                        # the same matrix is the LM head: read in full
-        if gguf:
-            per = DTYPE_BYTES[gguf.lm_head if comp == "embedding" and model.tied_embeddings else gguf.embedding]
+        if gguf:        # (a tied model's other tables take the output's type, as in weights_bytes)
+            tied = comp == "embedding" and model.tied_embeddings
+            per = DTYPE_BYTES[gguf.lm_head if tied else gguf.embedding]
         tables.append((shape[0] * k, math.prod(shape[1:]), per))
     return tables
 
