@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MIXTRAL_TOTAL = 46_702_792_704
 MIXTRAL_ROUTED = 32 * 8 * 3 * 4096 * 14336            # 45,097,156,608
 MIXTRAL_REST = MIXTRAL_TOTAL - MIXTRAL_ROUTED         # 1,605,636,096: attention, norms, router, embeddings, head
+MIXTRAL_EMB = 32000 * 4096                            # the untied input embedding: a gather of one row a token
 
 
 def test_experts_touched_uniform_routing_by_hand():
@@ -42,23 +43,32 @@ def test_experts_touched_uniform_routing_by_hand():
 def test_decode_reads_active_weights_at_batch_1_and_all_by_batch_64():
     # batch 1: the rest once + 2 of 8 experts = Mixtral's "12.9B active" (12,879,925,248), as bf16 bytes
     assert MIXTRAL_REST + MIXTRAL_ROUTED // 4 == 12_879_925_248
-    assert decode_weight_bytes_read("mixtral-8x7b", 1) == pytest.approx(2 * 12_879_925_248, rel=1e-12)
+    # ... less the input embedding table (untied: 32,000 x 4,096 x 2 B = 262,144,000 B), plus the one row the
+    # token gathers (4,096 x 2 B): 25,759,850,496 - 262,144,000 + 8,192 = 25,497,714,688 B = 25.50 GB
+    assert decode_weight_bytes_read("mixtral-8x7b", 1) == pytest.approx(
+        2 * 12_879_925_248 - 2 * MIXTRAL_EMB + 2 * 4096, rel=1e-12)
+    assert decode_weight_bytes_read("mixtral-8x7b", 1) == pytest.approx(25_497_714_688, rel=1e-12)
     assert routed_expert_bytes("mixtral-8x7b") == 2 * MIXTRAL_ROUTED
     assert moe_expert_bytes_read("mixtral-8x7b", 4) == pytest.approx(2 * MIXTRAL_ROUTED * (1 - 81 / 256), rel=1e-12)
-    # batch 64: every expert, all 46.7B
-    assert decode_weight_bytes_read("mixtral-8x7b", 64) == pytest.approx(2 * MIXTRAL_TOTAL, rel=1e-7)
+    # batch 64: every expert, all 46.7B, less the table plus the 64 rows gathered
+    assert decode_weight_bytes_read("mixtral-8x7b", 64) == pytest.approx(
+        2 * MIXTRAL_TOTAL - 2 * MIXTRAL_EMB + 64 * 4096 * 2, rel=1e-7)
     # fp8 halves the experts' bytes (linear layers) but not the embeddings and head (bf16)
     fp8 = decode_weight_bytes_read("mixtral-8x7b", 1, "fp8")
     assert fp8 < 0.55 * decode_weight_bytes_read("mixtral-8x7b", 1)
-    # a dense model reads all its weights at any batch
-    assert decode_weight_bytes_read("llama-3-8b", 64) == weights_bytes("llama-3-8b")
+    # a dense model reads all its weights at any batch, but for the untied input embedding: Llama 3 8B
+    # (8,030,261,248 parameters, vocabulary 128,256, hidden 4,096) gathers one row per token
+    l3 = 2 * 8_030_261_248
+    assert decode_weight_bytes_read("llama-3-8b", 1) == l3 - 128_256 * 4096 * 2 + 4096 * 2
+    assert decode_weight_bytes_read("llama-3-8b", 64) == l3 - 128_256 * 4096 * 2 + 64 * 4096 * 2
 
 
 def test_serving_mixtral_decode_bytes_and_flops_by_hand():
     s = serving("mixtral-8x7b", "H100 SXM", tp=1, batch=1, prompt=1024, output=256)
     ctx = 1024 + 128                                   # the mean decode context
     kv = 2 * 32 * 8 * 128 * 2 * ctx                    # K and V, 32 layers, 8 KV heads of 128, 2 bytes
-    assert s.decode_bytes_per_gpu == pytest.approx(2 * 12_879_925_248 + kv, rel=1e-12)
+    assert s.decode_bytes_per_gpu == pytest.approx(2 * 12_879_925_248 - 2 * MIXTRAL_EMB + 2 * 4096 + kv,
+                                                   rel=1e-12)
     assert s.experts_touched == pytest.approx(2.0)
     # FLOPs: 2 x active weights less the input embedding, plus 4 x keys x heads x head_dim x layers
     active_matmul = 12_879_925_248 - 32000 * 4096
@@ -71,7 +81,8 @@ def test_moe_decode_is_cheap_at_batch_1_and_approaches_dense_of_its_total_size()
     one = serving("mixtral-8x7b", "H100 SXM", tp=2, batch=1)
     big = serving("mixtral-8x7b", "H100 SXM", tp=2, batch=64)
     w = weights_bytes("mixtral-8x7b") / 2
-    kv1 = one.decode_bytes_per_gpu - w * 12_879_925_248 / MIXTRAL_TOTAL
+    # the active share less the input embedding's table (gathered: one row), over the two GPUs
+    kv1 = one.decode_bytes_per_gpu - w * 12_879_925_248 / MIXTRAL_TOTAL + (MIXTRAL_EMB - 4096) * 2 / 2
     assert kv1 > 0 and kv1 < 0.01 * w                  # batch 1: the active share plus one sequence's cache
     assert big.decode_bytes_per_gpu > w                # batch 64: every expert plus 64 caches
     assert one.itl_s < 0.5 * big.itl_s
@@ -114,10 +125,12 @@ def test_expert_parallel_decode_step_by_hand():
     msg = 8 * 2 * 4096 * 2
     assert s.decode_comm_s == pytest.approx(2 * 32 * all_to_all_s(msg, 8, "H100 SXM"), rel=1e-12)
     assert s.all_to_all_s == pytest.approx(all_to_all_s(msg, 8, "H100 SXM"), rel=1e-12)
-    # bytes: the rest once + 1/8 of the experts the 64 tokens touch + the GPU's 8 sequences' caches
+    # bytes: the rest once (the input embedding: the 8 rows of the GPU's own tokens, not the table) + 1/8 of
+    # the experts the 64 tokens touch + the GPU's 8 sequences' caches
     kv = 8 * 2 * 32 * 8 * 128 * 2 * (1024 + 128)
     touched = 1 - 0.75 ** 64
-    assert s.decode_bytes_per_gpu == pytest.approx(2 * (MIXTRAL_REST + MIXTRAL_ROUTED * touched / 8) + kv, rel=1e-12)
+    rest = MIXTRAL_REST - MIXTRAL_EMB + 8 * 4096
+    assert s.decode_bytes_per_gpu == pytest.approx(2 * (rest + MIXTRAL_ROUTED * touched / 8) + kv, rel=1e-12)
     # FLOPs: 8 sequences' non-expert work + 1/8 of the 64 tokens' expert work (2 of 8 experts each)
     full = serving("mixtral-8x7b", "H100 SXM", tp=1, batch=1, prompt=1024, output=256).decode_flops_per_gpu
     expert = 2 * MIXTRAL_ROUTED / 4
@@ -188,3 +201,24 @@ def test_cli_serve_accepts_moe_and_ep(capsys):
     assert cli.main(["serve", "llama-3-8b", "--gpu", "H100 SXM", "--prompt", "1024", "--output", "256",
                      "--users", "20", "--itl-ms", "30", "--ep", "2"]) == 2
     assert "ep=2" in capsys.readouterr().err
+
+
+def test_lookup_tables_are_gathered_not_read_by_hand():
+    """The input embedding is a lookup (vLLM's VocabParallelEmbedding: F.embedding; llama.cpp: ggml_get_rows):
+    a step reads the rows its tokens gather, not the table. Tied embeddings are also the LM head, read whole."""
+    # tied and no learned positions (Granite 3.0 2B): nothing changes at any batch
+    for b in (1, 64):
+        assert decode_weight_bytes_read("granite-3.0-2b", b) == weights_bytes("granite-3.0-2b")
+    # GPT-2: tied (no change for the vocabulary) but 1,024 learned positions of 768, a lookup too:
+    # 124,439,808 x 2 B less 1,023 unread rows of 768 x 2 B = 248,879,616 - 1,571,328 = 247,308,288 B
+    assert decode_weight_bytes_read("gpt2", 1) == 2 * 124_439_808 - 1023 * 768 * 2 == 247_308_288
+    # a batch larger than the table gathers at most every row
+    assert decode_weight_bytes_read("gpt2", 5000) == weights_bytes("gpt2")
+    # GGUF Q4_K_M keeps Llama 3 8B's token_embd in Q4_K (144 bytes per 256 numbers): 128,255 rows unread
+    q4 = weights_bytes("llama-3-8b", "q4_k_m") - decode_weight_bytes_read("llama-3-8b", 1, "q4_k_m")
+    assert q4 == pytest.approx(128_255 * 4096 * 144 / 256, rel=1e-12)
+    # int4-g128 (AWQ) leaves the embedding in 16 bits: the same 2-byte table as bf16
+    awq = weights_bytes("llama-3-8b", "int4-g128") - decode_weight_bytes_read("llama-3-8b", 1, "int4-g128")
+    assert awq == 128_255 * 4096 * 2
+    with pytest.raises(ValueError, match="batch"):
+        decode_weight_bytes_read("llama-3-8b", 0)

@@ -131,19 +131,68 @@ def moe_expert_bytes_read(model: Model | str, batch: int, dtype: str = "bf16") -
     return routed * touched / model.experts if model.is_moe else 0.0
 
 
+def _lookup_tables(model: Model, dtype: str) -> list[tuple[int, int, float]]:
+    """The weight matrices a forward pass GATHERS rows of instead of reading: ``(rows, numbers per row,
+    bytes per number)`` for the input embedding when it is untied, learned positions and any other table of
+    the ``embedding`` component (segment, prompt, Gemma 3n's per-layer embeddings). Bytes per number as
+    :func:`weights_bytes` stores them (16-bit under a linear-layer format, the file's embedding type in a
+    GGUF file)."""
+    gguf = STORED_FORMATS.get(dtype)
+    if dtype in EXPERT_FORMATS:
+        per = DTYPE_BYTES["bf16"]
+    elif not gguf:
+        per = max(DTYPE_BYTES[dtype], DTYPE_BYTES["bf16"])
+    tables = []
+    for comp, name, shape, k in model.tensors():
+        if comp not in ("embedding", "position") or len(shape) < 2:
+            continue
+        if comp == "embedding" and model.tied_embeddings and name == "embed_tokens.weight":
+            continue                        # the same matrix is the LM head: read in full
+        if gguf:        # (a tied model's other tables take the output's type, as in weights_bytes)
+            tied = comp == "embedding" and model.tied_embeddings
+            per = DTYPE_BYTES[gguf.lm_head if tied else gguf.embedding]
+        tables.append((shape[0] * k, math.prod(shape[1:]), per))
+    return tables
+
+
+def dense_weight_bytes_read(model: Model | str, batch: int, dtype: str = "bf16") -> float:
+    """Weight bytes one forward step over ``batch`` tokens reads, routed experts left out (whole model, one
+    GPU's worth before any split): :func:`weights_bytes` less the routed experts
+    (:func:`routed_expert_bytes`), with every lookup table charged only the rows the step gathers,
+    ``min(batch, rows) x numbers per row x bytes``, instead of the whole table.
+
+    The input embedding is a gather, not a matmul: vLLM's ``VocabParallelEmbedding.forward``
+    (``vllm/model_executor/layers/vocab_parallel_embedding.py``) masks the token ids to its shard and calls
+    ``quant_method.embedding``, which for unquantised weights is ``F.embedding(input_, layer.weight)``
+    (``UnquantizedEmbeddingMethod``), and PyTorch's embedding kernel reads only the indexed rows; llama.cpp
+    builds the same step as ``ggml_get_rows(ctx0, tok_embd, inp->tokens)``. So an untied embedding costs a
+    step ``batch x hidden x bytes`` (8 KB per token for Llama 3 8B, against its 1.05 GB table), as do
+    learned positions (GPT-2) and the other tables of the ``embedding`` component. With tied embeddings the
+    same matrix is the LM head, a matmul over the whole vocabulary, and stays read in full; an untied LM head
+    is read in full too. The same convention as :func:`llmsizing.flops.matmul_params`. Chapter 15."""
+    model = resolve_model(model, moe=True)
+    batch = check_int("batch", batch)
+    dtype = check_choice("dtype", dtype, WEIGHT_DTYPES)
+    total = weights_bytes(model, dtype) - routed_expert_bytes(model, dtype)
+    for rows, width, per in _lookup_tables(model, dtype):
+        total -= (rows - min(batch, rows)) * width * per
+    return total
+
+
 def decode_weight_bytes_read(model: Model | str, batch: int, dtype: str = "bf16") -> float:
     """Weight bytes one decode step over ``batch`` tokens reads (whole model, one GPU's worth before any
-    split): every weight but the routed experts once (attention, embeddings and LM head, dense layers, the
-    router, shared experts, which every token uses), plus the routed experts the batch touches
-    (:func:`moe_expert_bytes_read`). A dense model reads all of :func:`weights_bytes`. Mixtral-8x7B in bf16:
-    25.8 GB at batch 1 (the 12.9B "active" parameters of its model card, as 2-byte numbers), 93.4 GB (all
-    46.7B) by batch 64. Chapter 15."""
+    split): every weight but the routed experts and the lookup tables once (attention, LM head, dense layers,
+    the router, shared experts, which every token uses), the ``batch`` rows the step gathers from the input
+    embedding (untied) and any other lookup table (:func:`dense_weight_bytes_read`), plus the routed experts
+    the batch touches (:func:`moe_expert_bytes_read`).
+
+    Llama 3 8B in bf16 (untied, vocabulary 128,256, hidden 4,096) at batch 1: its 16.06 GB less the
+    128,256 x 4,096 x 2 B = 1.051 GB table plus one 8,192-byte row, 15.01 GB. Mixtral-8x7B in bf16 (untied,
+    vocabulary 32,000, hidden 4,096) at batch 1: the 12,879,925,248 "active" parameters of its model card
+    (input embedding included) as 2-byte numbers, 25.76 GB, less the 32,000 x 4,096 x 2 B = 0.262 GB table,
+    plus one row: 25.50 GB; 93.1 GB by batch 64 (all 46.7B, less the same table). Chapter 15."""
     model = resolve_model(model, moe=True)
-    total = weights_bytes(model, dtype)
-    if not model.is_moe:
-        check_int("batch", batch)
-        return total
-    return total - routed_expert_bytes(model, dtype) + moe_expert_bytes_read(model, batch, dtype)
+    return dense_weight_bytes_read(model, batch, dtype) + moe_expert_bytes_read(model, batch, dtype)
 
 
 def kv_numbers_per_token_per_layer(model: Model | str, *, expanded: bool = False) -> int:

@@ -20,8 +20,8 @@ from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
 from .comm import ring_bytes
 from .flops import forward_flops_per_token, matmul_params, mla_decode_flops_per_token
 from .hardware import COMPUTE_DTYPES, dense_tflops
-from .inference import (decode_weight_bytes_read, kv_cache_bytes_per_token, kv_cached_tokens,
-                        moe_expert_bytes_read, routed_expert_bytes, weights_bytes)
+from .inference import (decode_weight_bytes_read, dense_weight_bytes_read, kv_cache_bytes_per_token,
+                        kv_cached_tokens, moe_expert_bytes_read)
 from .model import Model
 from .network import Node, collective_time_s, get_node, group_link, link_bandwidth_one_way_gbps
 from .parallel import check_layout
@@ -274,7 +274,9 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     """Latency, throughput and cost of one replica of ``tp`` GPUs serving ``batch`` requests of ``prompt``
     input and ``output`` generated tokens.
 
-    Per GPU, with ``W`` the weight bytes (:func:`~llmsizing.inference.weights_bytes`), ``K`` the KV bytes per
+    Per GPU, with ``W`` the weight bytes a step over its tokens reads
+    (:func:`~llmsizing.inference.decode_weight_bytes_read`: every weight, except that the input embedding
+    (untied) and other lookup tables give only the rows the step's tokens gather), ``K`` the KV bytes per
     token, ``F(s)`` the forward FLOPs per token at context ``s``
     (:func:`~llmsizing.flops.forward_flops_per_token`), ``B`` the HBM bandwidth, ``P`` the dense peak in
     ``compute``, ``t0`` = ``step_overhead_s``, ``T`` = ``max_num_batched_tokens`` (the prefill chunk):
@@ -434,17 +436,15 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     max_batch = cap.blocks // blocks_per_seq * dp
     moe = m.is_moe
     if moe:
-        routed = routed_expert_bytes(m, weights)
-        rest_w = weights_bytes(m, weights) - routed             # read once per step by every attention group
         expert_share = m.experts_per_token / m.experts           # of the routed experts' FLOPs, per token
         expert_flops = 2 * m.routed_expert_params * expert_share  # expert matmul FLOPs per token
 
     def weights_read(tokens):    # weight bytes per GPU one step over `tokens` tokens (of the replica) reads
-        if not moe:
-            return w_gpu
-        if ep == 1:
+        if ep == 1:     # (input embedding and other lookup tables: only the rows the tokens gather)
             return decode_weight_bytes_read(m, tokens, weights) / tp
-        return rest_w / tp + moe_expert_bytes_read(m, tokens, weights) / min(ep, m.experts)
+        # all but the routed experts, read once per step by every attention group (its own tokens' rows)
+        return (dense_weight_bytes_read(m, math.ceil(tokens / dp), weights) / tp
+                + moe_expert_bytes_read(m, tokens, weights) / min(ep, m.experts))
 
     def per_gpu_flops(seqs_group, tokens, per_token):   # FLOPs per GPU: attention group's tokens + experts
         if ep == 1:
@@ -468,13 +468,6 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         return 2 * m.layers * ((full if full else 1) * per + last)
 
     def prefill(n):   # n prompts prefilled together -> (FLOPs, bytes, compute s, memory s, comm s, chunks)
-        if ep == 1 and not moe:
-            flops = n * prompt * forward_flops_per_token(m, seq=prompt, causal=True) / tp
-            chunks = math.ceil(n * prompt / chunk)
-            kv_written = n * kv_tok_gpu * kv_cached_tokens(m, prompt)
-            read = chunks * w_gpu + kv_written
-            memory = chunks * w_gpu / (hbm * mbu) + kv_written / (hbm * attention_bu)
-            return flops, read, flops / (peak * mfu), memory, ar(n * prompt), chunks
         group = math.ceil(n / dp)                  # prompts per attention group (with ep: groups in parallel)
         flops = per_gpu_flops(group * prompt, n * prompt, forward_flops_per_token(m, seq=prompt, causal=True))
         chunks = math.ceil(group * prompt / chunk)
