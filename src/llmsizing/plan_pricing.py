@@ -12,7 +12,9 @@ formula of its own: every number is read off :func:`~llmsizing.memory.training_m
 
 from __future__ import annotations
 
+import collections
 import functools
+import hashlib
 
 import numpy as np
 
@@ -455,6 +457,78 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
     peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
     return step, peaks[gi]
+
+
+#: How many GPUs' priced blocks :func:`kept_price` keeps (least recently used dropped first; each 16 bytes a
+#: candidate plan, ~0.5 MB for a mixture of experts' ~30,000).
+KEPT_PRICE_BLOCKS = 32
+
+
+def _digest(cols: dict) -> bytes:
+    """A SHA-1 of one GPU's candidate plans: their columns' names, dtypes, shapes and bytes."""
+    h = hashlib.sha1()
+    for k in sorted(cols):
+        a = np.ascontiguousarray(cols[k])
+        h.update(f"{k}:{a.dtype.str}:{a.shape};".encode())
+        h.update(a.data)
+    return h.digest()
+
+
+class _KeptBlocks(collections.OrderedDict):
+    """:func:`kept_price`'s kept blocks, least recently used first, at most :data:`KEPT_PRICE_BLOCKS`; with
+    ``cache_clear`` as the library's other kept results have."""
+
+    def get_kept(self, key):
+        got = self.get(key)
+        if got is not None:
+            self.move_to_end(key)
+        return got
+
+    def keep(self, key, value):
+        self[key] = value
+        while len(self) > KEPT_PRICE_BLOCKS:
+            self.popitem(last=False)
+
+    def cache_clear(self):
+        self.clear()
+
+
+_kept_blocks = _KeptBlocks()
+
+
+def kept_price(model, gpu_list, cols: dict, *, node_of: dict, **kw):
+    """:func:`_price`, one GPU of ``gpu_list`` at a time, each GPU's step times and peaks kept for the last
+    :data:`KEPT_PRICE_BLOCKS` (model, GPU, node, candidate plans, ``kw``) (issues 35 and 38: chapter 17's move
+    from one GPU type to two prices the second alone, the first was priced by the pick's search). A plan's
+    step time reads its own GPU's and its own columns' pieces only, so each GPU's block holds the same
+    numbers, bit for bit, as a search of all of them (``tests/test_price25_kept.py``,
+    ``tools/freeze_plans.py``). The kept arrays are read-only; the caller gets fresh ones, in the rows'
+    order."""
+    try:
+        frozen = tuple(sorted(kw.items()))
+        hash((model, frozen, tuple(gpu_list), tuple(node_of[g.name] for g in gpu_list)))
+    except TypeError:                       # (an unhashable argument: priced, not kept)
+        return _price(model, gpu_list, cols, node_of=node_of, **kw)
+    gi = cols["gpu"]
+    step, peak = np.empty(len(gi)), np.empty(len(gi))
+    for g, gpu in enumerate(gpu_list):
+        at = None if len(gpu_list) == 1 else np.flatnonzero(gi == g)
+        if at is not None and not len(at):
+            continue
+        sub = cols if at is None else {k: (np.zeros(len(at), dtype=v.dtype) if k == "gpu" else v[at])
+                                       for k, v in cols.items()}
+        key = (model, gpu, node_of[gpu.name], frozen, _digest(sub))
+        got = _kept_blocks.get_kept(key)
+        if got is None:
+            got = _price(model, [gpu], sub, node_of={gpu.name: node_of[gpu.name]}, **kw)
+            for a in got:
+                a.flags.writeable = False
+            _kept_blocks.keep(key, got)
+        if at is None:
+            step[:], peak[:] = got
+        else:
+            step[at], peak[at] = got
+    return step, peak
 
 
 def moe_ep_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, ep: int, eps, expert_tp: bool,

@@ -67,6 +67,7 @@ from .plan_candidates import (MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, moe_layout_pas
 from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups,  # noqa: F401
                            moe_ep_coefficients, _least_recompute_layers, _memory_coefficients,
                            _one_layer_coefficients, _partial_coefficients, _price,
+                           kept_price,
                            _total_bytes, pipeline_degrees, pipeline_split)
 # the frame's columns, the search's bounds and defaults, and a row's recomputation live in plan_space
 from .plan_space import (CP_DEGREES, CP_MIN_SEQ, CP_MIN_TOKENS_PER_RANK, MAX_GLOBAL_BATCH,  # noqa: F401
@@ -141,9 +142,10 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                                       in_all=4 if shard_pp else 2)
     if cols is None:
         return None
-    step_s, peak = _price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
-                          node_of=node_of, cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes,
-                          ep_overlap=ep_overlap, shared=shared, **dict(options))
+    # (each GPU's block kept: a search that adds a GPU type prices the new one only)
+    step_s, peak = kept_price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
+                              node_of=node_of, cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp,
+                              max_nodes=max_nodes, ep_overlap=ep_overlap, shared=shared, **dict(options))
     price_of = dict(prices)
     names = np.array([g.name for g in gpu_list], dtype=object)
     gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
