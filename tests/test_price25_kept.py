@@ -138,3 +138,21 @@ def test_kept_blocks_are_bounded(monkeypatch):
     assert [(k[1].name, dict(k[3])["seq"]) for k in plan_pricing._kept_blocks] == [
         (H100, 4096), (A100, 8192), (H100, 8192)]
     _clear()
+
+
+def test_kept_blocks_are_bounded_in_bytes(monkeypatch):
+    _clear()
+    _plan("llama-3-8b", 8192, (A100, H100))
+    sizes = [sum(a.nbytes for a in v) for v in plan_pricing._kept_blocks.values()]
+    assert plan_pricing._kept_blocks.nbytes == sum(sizes) > 0
+    # room for the larger block alone: the search before's go, the last one stays whatever its size
+    monkeypatch.setattr(plan_pricing, "KEPT_PRICE_BYTES", max(sizes))
+    _plan("llama-3-8b", 4096, (H100,))
+    assert len(plan_pricing._kept_blocks) == 1
+    assert plan_pricing._kept_blocks.nbytes == sum(a.nbytes for v in plan_pricing._kept_blocks.values()
+                                                   for a in v)
+    monkeypatch.setattr(plan_pricing, "KEPT_PRICE_BYTES", 1)
+    df = _plan("llama-3-8b", 2048, (A100, H100))
+    assert len(plan_pricing._kept_blocks) == 1 and len(df)
+    _clear()
+    assert plan_pricing._kept_blocks.nbytes == 0

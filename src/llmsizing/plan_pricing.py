@@ -459,9 +459,10 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     return step, peaks[gi]
 
 
-#: How many GPUs' priced blocks :func:`kept_price` keeps (least recently used dropped first; each 16 bytes a
-#: candidate plan, ~0.5 MB for a mixture of experts' ~30,000).
+#: How many GPUs' priced blocks :func:`kept_price` keeps, and at most how many bytes of them (least recently
+#: used dropped first; 16 bytes a candidate plan: ~0.4 MB for a mixture of experts' ~25,000 on one GPU).
 KEPT_PRICE_BLOCKS = 32
+KEPT_PRICE_BYTES = 32 * 2**20
 
 
 def _digest(cols: dict) -> bytes:
@@ -475,8 +476,11 @@ def _digest(cols: dict) -> bytes:
 
 
 class _KeptBlocks(collections.OrderedDict):
-    """:func:`kept_price`'s kept blocks, least recently used first, at most :data:`KEPT_PRICE_BLOCKS`; with
-    ``cache_clear`` as the library's other kept results have."""
+    """:func:`kept_price`'s kept blocks, least recently used first, at most :data:`KEPT_PRICE_BLOCKS` of them
+    and :data:`KEPT_PRICE_BYTES` in all (the last one kept whatever its size); with ``cache_clear`` as the
+    library's other kept results have."""
+
+    nbytes = 0
 
     def get_kept(self, key):
         got = self.get(key)
@@ -485,12 +489,16 @@ class _KeptBlocks(collections.OrderedDict):
         return got
 
     def keep(self, key, value):
+        if key in self:
+            self.nbytes -= sum(a.nbytes for a in self.pop(key))
         self[key] = value
-        while len(self) > KEPT_PRICE_BLOCKS:
-            self.popitem(last=False)
+        self.nbytes += sum(a.nbytes for a in value)
+        while len(self) > 1 and (len(self) > KEPT_PRICE_BLOCKS or self.nbytes > KEPT_PRICE_BYTES):
+            self.nbytes -= sum(a.nbytes for a in self.popitem(last=False)[1])
 
     def cache_clear(self):
         self.clear()
+        self.nbytes = 0
 
 
 _kept_blocks = _KeptBlocks()
