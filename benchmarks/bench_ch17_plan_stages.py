@@ -29,6 +29,24 @@ Measured 2026-12-01 (branch moe24, 18:34:29-18:34:36 UTC, load 3.7 on 2 cores sh
 and activations of every layout at the new context, then the numpy table), the move to two GPU types mostly
 _price (both GPUs priced again, the H100's as the pick's search priced it: its layer_terms and
 moe_dp_collectives), and plan() outside _search (the table, its ranking and front, in planner.py) 8-18 ms.
+
+Since price25, _search prices through plan_pricing.kept_price (each GPU's block kept; its stages here:
+kept_price, its _digest of each GPU's candidates and _price), and the benchmark takes a fourth model.
+Measured 2026-12-01 (branch price25, 18:52:48-18:52:55 UTC, load 3.8), --rounds 3 qwen3-30b-a3b deepseek-v2
+granite-3.0-1b-a400m gpt-oss-120b, median CPU ms:
+
+    stage                 qwen3 32K  qwen3 x2  dsv2 32K  dsv2 x2  gran1b 32K  gran1b x2  gptoss 32K  gptoss x2
+    plan                       76.9      85.9      68.0     57.3        60.2       71.0        60.7       55.9
+    _search                    68.3      61.1      64.1     49.4        51.7       51.0        55.4       44.8
+    fitting_plans              44.6      28.7      48.2     27.6        30.3       22.1        37.5       20.7
+     table_totals              32.3      14.6      36.5     16.5        21.6        8.7        26.2       10.4
+    kept_price                 19.4      25.6      12.0     17.2        18.0       23.5        14.8       19.6
+     _digest                    1.4       2.8       0.6      1.3         1.4        2.8         0.8        1.8
+     _price                    18.0      21.7      11.4     15.5        16.5       19.5        13.9       17.1
+
+The two-GPU move now prices the B200 alone (_price 38.1 -> 21.7 ms for Qwen3, 37.5 -> 19.5 for granite 1B,
+23.1 -> 15.5 for DeepSeek-V2); the SHA-1 of each GPU's candidates and the split by GPU cost 1.5-4 ms. The move
+to 32K is unchanged: nothing of the pick's search is at that context.
 """
 
 from __future__ import annotations

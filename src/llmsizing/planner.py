@@ -16,7 +16,9 @@ days and cost. It adds no formula of its own:
   dense peak, default each GPU generation's calibrated one, the pipeline bubble, and what each group's
   communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide), worked out for all
   the plans at once (:func:`_price`: the library called once per piece that many plans share, NumPy for the
-  rest; ``tests/test_planner_speed.py`` checks whole searches against one ``step_time`` per plan);
+  rest; ``tests/test_planner_speed.py`` checks whole searches against one ``step_time`` per plan), one GPU
+  type at a time, each GPU's block kept between searches (:func:`~llmsizing.plan_pricing.kept_price`: a search
+  that adds a GPU type prices that one only);
 * where only full recomputation fits, the fewest layers per stage that fit (partial recomputation,
   Megatron-LM's block method; issue 23): the memory is affine in them, so
   :func:`~llmsizing.plan_pricing._least_recompute_layers` solves for them in closed form, and each per-layer
