@@ -35,8 +35,8 @@ def _plan(model, seq, gpus, max_gpus=16384, global_batch=None):
 
 
 def _clear():
-    planner._search.cache_clear()
-    plan_pricing._kept_blocks.cache_clear()
+    planner._search.cache_clear()             # (the priced blocks too)
+    assert not plan_pricing._kept_blocks
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_walk_gives_the_fresh_plans(fresh, order):
     _clear()
     steps = list(enumerate(WALK))
     for i, s in (steps if order == "forward" else steps[::-1]):
-        planner._search.cache_clear()             # (the search again: only the priced blocks are kept)
+        planner._search.clear_tables()            # (the search again: only the priced blocks are kept)
         _same(_plan(*s), fresh[i])
     for i, s in steps:                             # (and with the searches kept too)
         _same(_plan(*s), fresh[i])
@@ -138,6 +138,16 @@ def test_kept_blocks_are_bounded(monkeypatch):
     assert [(k[1].name, dict(k[3])["seq"]) for k in plan_pricing._kept_blocks] == [
         (H100, 4096), (A100, 8192), (H100, 8192)]
     _clear()
+
+
+def test_clearing_the_search_clears_the_priced_blocks():
+    _clear()
+    _plan("llama-3-8b", 8192, (H100,))
+    planner._search.clear_tables()
+    assert len(plan_pricing._kept_blocks) == 1 and planner._search.cache_info().currsize == 0
+    _plan("llama-3-8b", 8192, (H100,))
+    planner._search.cache_clear()             # (tests and benchmarks: a search from scratch)
+    assert len(plan_pricing._kept_blocks) == 0 and planner._search.cache_info().currsize == 0
 
 
 def test_kept_blocks_are_bounded_in_bytes(monkeypatch):

@@ -69,7 +69,7 @@ from .plan_candidates import (MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, moe_layout_pas
 from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups,  # noqa: F401
                            moe_ep_coefficients, _least_recompute_layers, _memory_coefficients,
                            _one_layer_coefficients, _partial_coefficients, _price,
-                           kept_price,
+                           _kept_blocks, kept_price,
                            _total_bytes, pipeline_degrees, pipeline_split)
 # the frame's columns, the search's bounds and defaults, and a row's recomputation live in plan_space
 from .plan_space import (CP_DEGREES, CP_MIN_SEQ, CP_MIN_TOKENS_PER_RANK, MAX_GLOBAL_BATCH,  # noqa: F401
@@ -166,6 +166,17 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     # (kept with the search: plan() reads it on every call)
     df["listed"] = interleaving_winners(df) & pipelined_zero_winners(df)
     return df
+
+
+def _clear_search() -> None:
+    """``_search.cache_clear()``: the kept searches and the GPUs' priced blocks they kept
+    (:func:`~llmsizing.plan_pricing.kept_price`), so a search after it starts from scratch, as before the
+    blocks were kept (``_search.clear_tables()`` clears the searches alone)."""
+    _search.clear_tables()
+    _kept_blocks.cache_clear()
+
+
+_search.clear_tables, _search.cache_clear = _search.cache_clear, _clear_search
 
 
 @takes_job("plan")
