@@ -52,6 +52,7 @@ to 32K is unchanged: nothing of the pick's search is at that context.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -78,6 +79,11 @@ STAGES = ((planner, "_search", "_search (planner.py)"),
 MOVES = ((32768, ("H100 SXM",)), (131072, ("H100 SXM", "B200")))
 
 
+def _called(context, f, a, k):
+    with context:
+        return f(*a, **k)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
@@ -87,14 +93,14 @@ def main() -> None:
     clock: dict = {}
     real = [(mod, name, getattr(mod, name)) for mod, name, _ in STAGES]
 
+    @contextlib.contextmanager
+    def counted(label):                  # (a stage's CPU time added to its total, nested stages inside it)
+        c0 = time.process_time()
+        yield
+        clock[label] = clock.get(label, 0.0) + time.process_time() - c0
+
     def timed(f, label):
-        def g(*a, **k):
-            c0 = time.process_time()
-            try:
-                return f(*a, **k)
-            finally:
-                clock[label] = clock.get(label, 0.0) + time.process_time() - c0
-        return g
+        return lambda *a, **k: _called(counted(label), f, a, k)
 
     for (mod, name, f), (_, _, label) in zip(real, STAGES):
         setattr(mod, name, timed(f, label))
