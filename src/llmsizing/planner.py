@@ -168,11 +168,11 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     return df
 
 
-def _clear_search() -> None:
+def _clear_search(tables=_search.cache_clear) -> None:
     """``_search.cache_clear()``: the kept searches and the GPUs' priced blocks they kept
     (:func:`~llmsizing.plan_pricing.kept_price`), so a search after it starts from scratch, as before the
     blocks were kept (``_search.clear_tables()`` clears the searches alone)."""
-    _search.clear_tables()
+    tables()
     _kept_blocks.cache_clear()
 
 
