@@ -2,9 +2,10 @@
 :mod:`llmsizing.planner` (issue 23's partial recomputation would have pushed it past 800 lines): the memory
 coefficients that give a layout's per-GPU total for every micro-batch and ``dp`` at once
 (:func:`_memory_coefficients`, :func:`_cp_coefficients`, :func:`_partial_coefficients`,
-:func:`_least_recompute_layers`), and the step times of all candidate plans at once (:func:`_price`). No
-formula of its own: every number is read off :func:`~llmsizing.memory.training_memory`,
-:func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.comm.communication`, and
+:func:`_least_recompute_layers`), and the step times of all candidate plans at once (:func:`_price`; each
+GPU's kept between searches, :func:`kept_price`). No formula of its own: every number is read off
+:func:`~llmsizing.memory.training_memory`, :func:`~llmsizing.layouts.step_time` and
+:func:`~llmsizing.comm.communication`, and
 ``tests/test_planner_speed.py`` checks whole searches against one direct call per plan. The terms per
 (GPU, tp, cp, micro-batch) come from the step model's pieces in :mod:`llmsizing.plan_terms`.
 :mod:`llmsizing.planner` re-exports these names.
