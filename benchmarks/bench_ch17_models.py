@@ -88,6 +88,25 @@ load 5.1-5.5): the other controls' moves after a model still search, as before (
 noise): Qwen3-30B-A3B's move to 32K (96 -> 103 ms) and to two GPU types (107 -> 115), DeepSeek-V2's to 32K (89
 -> 107) and granite 1B's to two GPU types (100 -> 108) are still around or over 100 ms at that load; the
 median of all six moves per MoE model, 44-84 -> 39-76 ms.
+
+Since price25 the planner keeps each GPU's priced block (``plan_pricing.kept_price``: the step times of one
+GPU's candidate plans, kept by model, GPU, node, pricing arguments and the candidates' bytes), so the move to
+two GPU types prices the B200 alone: the H100's block was priced by the move before. Measured 2026-12-01
+(branch price25; base = main fe389f3 as a ``git archive`` of src and data on PYTHONPATH, the same venv;
+base, new, base, new one after the other, 18:54:55-18:56:27 UTC, load 2.2-3.6 on 2 cores shared with other
+sessions), --rounds 3 --controls --split, median CPU ms of the other controls' moves, base -> new (two pairs):
+
+    model                   to 32K                  to H100 SXM + B200
+    qwen3-30b-a3b           117 -> 116   115 -> 117   134 -> 119   136 -> 115
+    deepseek-v2             123 -> 102   119 -> 107    96 ->  87   102 ->  95
+    granite-3.0-1b-a400m    106 ->  96   101 ->  81   120 -> 102   120 ->  87
+    gpt-oss-120b            110 ->  93    97 ->  80   118 ->  93   112 ->  81
+    the other six models     59-92 -> 53-83          63-107 -> 47-83
+
+(the move to 32K is a search at a new context, nothing of it kept: its change is the load's; the batch,
+all-gather and max_gpus moves 24-97 ms on both sides.) The move to two GPU types is 10-30 ms faster; at
+this load Qwen3-30B-A3B's and granite 1B's are still around 100-120 ms, and every model's move to 32K is a
+whole search (bench_ch17_plan_stages.py: the memory fit at the new context, ~45 ms of Qwen3's 77).
 """
 
 from __future__ import annotations

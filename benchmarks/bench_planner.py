@@ -298,7 +298,8 @@ KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search
                        (sys.modules.get("llmsizing.plan_kept_candidates"), "_dp_values"),
                        (sys.modules.get("llmsizing.plan_kept_candidates"), "_kept_survivors"),
                        (sys.modules.get("llmsizing.plan_terms"), "_kept_wire_factor"),
-                       (sys.modules.get("llmsizing.plan_terms"), "_kept_latency_steps"))
+                       (sys.modules.get("llmsizing.plan_terms"), "_kept_latency_steps"),
+                       (plan_pricing, "_kept_blocks"))
 
 
 def main() -> None:

@@ -2,9 +2,10 @@
 :mod:`llmsizing.planner` (issue 23's partial recomputation would have pushed it past 800 lines): the memory
 coefficients that give a layout's per-GPU total for every micro-batch and ``dp`` at once
 (:func:`_memory_coefficients`, :func:`_cp_coefficients`, :func:`_partial_coefficients`,
-:func:`_least_recompute_layers`), and the step times of all candidate plans at once (:func:`_price`). No
-formula of its own: every number is read off :func:`~llmsizing.memory.training_memory`,
-:func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.comm.communication`, and
+:func:`_least_recompute_layers`), and the step times of all candidate plans at once (:func:`_price`; each
+GPU's kept between searches, :func:`kept_price`). No formula of its own: every number is read off
+:func:`~llmsizing.memory.training_memory`, :func:`~llmsizing.layouts.step_time` and
+:func:`~llmsizing.comm.communication`, and
 ``tests/test_planner_speed.py`` checks whole searches against one direct call per plan. The terms per
 (GPU, tp, cp, micro-batch) come from the step model's pieces in :mod:`llmsizing.plan_terms`.
 :mod:`llmsizing.planner` re-exports these names.
@@ -12,7 +13,9 @@ formula of its own: every number is read off :func:`~llmsizing.memory.training_m
 
 from __future__ import annotations
 
+import collections
 import functools
+import hashlib
 
 import numpy as np
 
@@ -455,6 +458,86 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         step = busy + np.maximum((1.0 - overlap) * comm_s, comm_s - busy)
     peaks = np.array([peak_of.get(k, 0.0) for k in range(len(gpu_list))])
     return step, peaks[gi]
+
+
+#: How many GPUs' priced blocks :func:`kept_price` keeps, and at most how many bytes of them (least recently
+#: used dropped first; 16 bytes a candidate plan: ~0.4 MB for a mixture of experts' ~25,000 on one GPU).
+KEPT_PRICE_BLOCKS = 32
+KEPT_PRICE_BYTES = 32 * 2**20
+
+
+def _digest(cols: dict) -> bytes:
+    """A SHA-1 of one GPU's candidate plans: their columns' names, dtypes, shapes and bytes."""
+    h = hashlib.sha1()
+    for k in sorted(cols):
+        a = np.ascontiguousarray(cols[k])
+        h.update(f"{k}:{a.dtype.str}:{a.shape};".encode())
+        h.update(a.data)
+    return h.digest()
+
+
+class _KeptBlocks(collections.OrderedDict):
+    """:func:`kept_price`'s kept blocks, least recently used first, at most :data:`KEPT_PRICE_BLOCKS` of them
+    and :data:`KEPT_PRICE_BYTES` in all (the last one kept whatever its size); with ``cache_clear`` as the
+    library's other kept results have."""
+
+    nbytes = 0
+
+    def get_kept(self, key):
+        got = self.get(key)
+        if got is not None:
+            self.move_to_end(key)
+        return got
+
+    def keep(self, key, value):
+        if key in self:
+            self.nbytes -= sum(a.nbytes for a in self.pop(key))
+        self[key] = value
+        self.nbytes += sum(a.nbytes for a in value)
+        while len(self) > 1 and (len(self) > KEPT_PRICE_BLOCKS or self.nbytes > KEPT_PRICE_BYTES):
+            self.nbytes -= sum(a.nbytes for a in self.popitem(last=False)[1])
+
+    def cache_clear(self):
+        self.clear()
+        self.nbytes = 0
+
+
+_kept_blocks = _KeptBlocks()
+
+
+def kept_price(model, gpu_list, cols: dict, *, node_of: dict, **kw):
+    """:func:`_price`, one GPU of ``gpu_list`` at a time, each GPU's step times and peaks kept for the last
+    :data:`KEPT_PRICE_BLOCKS` (model, GPU, node, candidate plans, ``kw``) (issues 35 and 38: chapter 17's move
+    from one GPU type to two prices the second alone, the first was priced by the pick's search). A plan's
+    step time reads its own GPU's and its own columns' pieces only, so each GPU's block holds the same
+    numbers, bit for bit, as a search of all of them (``tests/test_price25_kept.py``,
+    ``tools/freeze_plans.py``). The kept arrays are read-only; the caller gets fresh ones, in the rows'
+    order."""
+    try:
+        frozen = tuple(sorted(kw.items()))
+        hash((model, frozen, tuple(gpu_list), tuple(node_of[g.name] for g in gpu_list)))
+    except TypeError:                       # (an unhashable argument: priced, not kept)
+        return _price(model, gpu_list, cols, node_of=node_of, **kw)
+    gi = cols["gpu"]
+    step, peak = np.empty(len(gi)), np.empty(len(gi))
+    for g, gpu in enumerate(gpu_list):
+        at = None if len(gpu_list) == 1 else np.flatnonzero(gi == g)
+        if at is not None and not len(at):
+            continue
+        sub = cols if at is None else {k: (np.zeros(len(at), dtype=v.dtype) if k == "gpu" else v[at])
+                                       for k, v in cols.items()}
+        key = (model, gpu, node_of[gpu.name], frozen, _digest(sub))
+        got = _kept_blocks.get_kept(key)
+        if got is None:
+            got = _price(model, [gpu], sub, node_of={gpu.name: node_of[gpu.name]}, **kw)
+            for a in got:
+                a.flags.writeable = False
+            _kept_blocks.keep(key, got)
+        if at is None:
+            step[:], peak[:] = got
+        else:
+            step[at], peak[at] = got
+    return step, peak
 
 
 def moe_ep_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, ep: int, eps, expert_tp: bool,

@@ -16,7 +16,9 @@ days and cost. It adds no formula of its own:
   dense peak, default each GPU generation's calibrated one, the pipeline bubble, and what each group's
   communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide), worked out for all
   the plans at once (:func:`_price`: the library called once per piece that many plans share, NumPy for the
-  rest; ``tests/test_planner_speed.py`` checks whole searches against one ``step_time`` per plan);
+  rest; ``tests/test_planner_speed.py`` checks whole searches against one ``step_time`` per plan), one GPU
+  type at a time, each GPU's block kept between searches (:func:`~llmsizing.plan_pricing.kept_price`: a search
+  that adds a GPU type prices that one only);
 * where only full recomputation fits, the fewest layers per stage that fit (partial recomputation,
   Megatron-LM's block method; issue 23): the memory is affine in them, so
   :func:`~llmsizing.plan_pricing._least_recompute_layers` solves for them in closed form, and each per-layer
@@ -67,6 +69,7 @@ from .plan_candidates import (MAX_VIRTUAL_STAGES, VIRTUAL_STAGES, moe_layout_pas
 from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _groups,  # noqa: F401
                            moe_ep_coefficients, _least_recompute_layers, _memory_coefficients,
                            _one_layer_coefficients, _partial_coefficients, _price,
+                           _kept_blocks, kept_price,
                            _total_bytes, pipeline_degrees, pipeline_split)
 # the frame's columns, the search's bounds and defaults, and a row's recomputation live in plan_space
 from .plan_space import (CP_DEGREES, CP_MIN_SEQ, CP_MIN_TOKENS_PER_RANK, MAX_GLOBAL_BATCH,  # noqa: F401
@@ -141,9 +144,10 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                                       in_all=4 if shard_pp else 2)
     if cols is None:
         return None
-    step_s, peak = _price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
-                          node_of=node_of, cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes,
-                          ep_overlap=ep_overlap, shared=shared, **dict(options))
+    # (each GPU's block kept: a search that adds a GPU type prices the new one only)
+    step_s, peak = kept_price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
+                              node_of=node_of, cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp,
+                              max_nodes=max_nodes, ep_overlap=ep_overlap, shared=shared, **dict(options))
     price_of = dict(prices)
     names = np.array([g.name for g in gpu_list], dtype=object)
     gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
@@ -162,6 +166,17 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     # (kept with the search: plan() reads it on every call)
     df["listed"] = interleaving_winners(df) & pipelined_zero_winners(df)
     return df
+
+
+def _clear_search(tables=_search.cache_clear) -> None:
+    """``_search.cache_clear()``: the kept searches and the GPUs' priced blocks they kept
+    (:func:`~llmsizing.plan_pricing.kept_price`), so a search after it starts from scratch, as before the
+    blocks were kept (``_search.clear_tables()`` clears the searches alone)."""
+    tables()
+    _kept_blocks.cache_clear()
+
+
+_search.clear_tables, _search.cache_clear = _search.cache_clear, _clear_search
 
 
 @takes_job("plan")
