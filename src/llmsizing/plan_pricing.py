@@ -510,7 +510,7 @@ def kept_price(model, gpu_list, cols: dict, *, node_of: dict, **kw):
     :data:`KEPT_PRICE_BLOCKS` (model, GPU, node, candidate plans, ``kw``) (issues 35 and 38: chapter 17's move
     from one GPU type to two prices the second alone, the first was priced by the pick's search). A plan's
     step time reads its own GPU's and its own columns' pieces only, so each GPU's block holds the same
-    numbers, bit for bit, as a search of all of them (``tests/test_price25_kept.py``,
+    numbers, bit for bit, as a search of all of them (``tests/test_plan_kept_price.py``,
     ``tools/freeze_plans.py``). The kept arrays are read-only; the caller gets fresh ones, in the rows'
     order."""
     try:

@@ -46,7 +46,7 @@ def fresh(tmp_path_factory):
     code = textwrap.dedent(f"""
         import pickle, sys
         sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent)!r})
-        from test_price25_kept import WALK, _clear, _plan
+        from test_plan_kept_price import WALK, _clear, _plan
         got = []
         for s in WALK:
             _clear()
