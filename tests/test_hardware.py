@@ -99,38 +99,122 @@ def test_mfu_above_the_dense_peak_is_refused():
 # ----------------------------------------------------------------------------- the decode roofline
 def test_decode_roofline_by_hand_llama2_7b():
     # Llama-2-7B: N = 6,738,415,616 (published), bf16 weights 2N bytes; a 1-token context caches
-    # 2 (K,V) x 32 layers x 32 heads x 128 x 2 bytes = 524,288 bytes.
+    # 2 (K,V) x 32 layers x 32 heads x 128 x 2 bytes = 524,288 bytes. The untied input embedding
+    # (32,000 x 4,096) is a lookup: the step gathers one 4,096 x 2-byte row, not the 262 MB table.
     n, emb = 6_738_415_616, 32_000 * 4096
+    read = 2 * n - 2 * emb + 2 * 4096 + 524_288
     r = decode_step_roofline("llama-2-7b", "H100 SXM", batch=1, context=1)
-    assert r.bytes_read == 2 * n + 524_288
+    assert r.bytes_read == read
+    assert r.resident_bytes == 2 * n + 524_288                # what the GPU holds: the whole table too
     # FLOPs: 2 per matmul weight (the input embedding is a lookup) + QK^T and attn@V over 1 position
     assert r.flops == 2 * (n - emb) + 4 * 1 * 32 * 128 * 32
-    assert r.memory_time_s == pytest.approx((2 * n + 524_288) / 3.35e12)
+    assert r.memory_time_s == pytest.approx(read / 3.35e12)
     assert r.compute_time_s == pytest.approx(r.flops / 989.4e12)
     assert r.bound == "memory" and r.time_s == r.memory_time_s
-    assert r.tokens_per_s == pytest.approx(3.35e12 / (2 * n + 524_288))          # ~249 tokens/s
+    assert r.tokens_per_s == pytest.approx(3.35e12 / read)                       # ~256 tokens/s
     assert r.intensity_flops_per_byte == pytest.approx(1.0, abs=0.03)            # ~1 FLOP per byte
 
 
-def test_decode_batch_raises_intensity_and_kv_cache_scales_with_batch():
-    m = get_model("llama-3-8b")
-    kv_per_seq = 2 * m.layers * m.kv_heads * m.head_dim * 2 * 1024
-    a = decode_step_roofline(m, "H100 SXM", batch=1, context=1024)
-    b = decode_step_roofline(m, "H100 SXM", batch=8, context=1024)
-    assert b.bytes_read - a.bytes_read == 7 * kv_per_seq
-    assert b.flops == pytest.approx(8 * a.flops)
-    assert b.intensity_flops_per_byte > a.intensity_flops_per_byte
+def test_decode_roofline_llama3_8b_batch1_gathers_one_embedding_row():
+    """The brief's figure by hand: Llama 3 8B in bf16 is 16,060,522,496 B; its untied table is 128,256 x
+    4,096 x 2 B, of which one 4,096 x 2-byte row is gathered. Context 1 caches 2 x 32 x 8 x 128 x 2 B."""
+    r = decode_step_roofline("llama-3-8b", "H100 SXM", batch=1, context=1)
+    kv = 2 * 32 * 8 * 128 * 2
+    assert r.bytes_read == 16_060_522_496 - 128_256 * 4_096 * 2 + 4_096 * 2 + kv
+    assert r.resident_bytes == 16_060_522_496 + kv
+    # batch 64: 64 rows and 64 caches
+    r64 = decode_step_roofline("llama-3-8b", "H100 SXM", batch=64, context=1)
+    assert r64.bytes_read == 16_060_522_496 - 128_256 * 4_096 * 2 + 64 * (4_096 * 2 + kv)
+
+
+def test_decode_roofline_of_a_tied_model_reads_all_its_weights():
+    # Granite 3.0 2B ties its embedding to the LM head: the matrix is a matmul over the vocabulary, read whole
+    from llmsizing.inference import weights_bytes
+
+    for b in (1, 64):
+        r = decode_step_roofline("granite-3.0-2b", "H100 SXM", batch=b, context=1)
+        assert r.bytes_read == r.resident_bytes
+        assert r.bytes_read - b * (r.resident_bytes - weights_bytes("granite-3.0-2b")) / b == \
+            weights_bytes("granite-3.0-2b")
+
+
+@pytest.mark.parametrize("model, weights, batch, context, gpu", [
+    ("llama-3-70b", "bf16", 1, 1024, "H100 SXM"), ("llama-3-70b", "fp8", 32, 2048, "H200"),
+    ("llama-3-8b", "bf16", 16, 4096, "H100 SXM"), ("llama-2-7b", "int4-g128", 8, 512, "A100 80GB"), ("llama-3-8b", "q4_k_m", 2, 256, "H100 SXM"),
+    ("granite-3.0-2b", "bf16", 4, 128, "H100 SXM")])
+def test_roofline_reads_the_bytes_serving_reads(model, weights, batch, context, gpu):
+    """The roofline reads what the serving model's decode step reads (serve_step.serving, tp = 1, at its
+    decode context): the weights of inference.decode_weight_bytes_read and the batch's KV cache."""
+    from llmsizing.inference import decode_weight_bytes_read, kv_cache_bytes_per_token, kv_cached_tokens
+    from llmsizing.serve import serving
+
+    s = serving(model, gpu, tp=1, batch=batch, prompt=context, output=64, weights=weights)
+    r = decode_step_roofline(model, gpu, batch=batch, context=s.decode_context, weights=weights)
+    kv = batch * kv_cache_bytes_per_token(model) * kv_cached_tokens(get_model(model), s.decode_context)
+    assert r.bytes_read - kv == decode_weight_bytes_read(model, batch, weights)
+    assert r.bytes_read == pytest.approx(s.decode_bytes_per_gpu, rel=1e-12)
 
 
 def test_compute_bound_batch_is_where_the_bound_flips():
     b = decode_compute_bound_batch("llama-2-7b", "H100 SXM", context=1)
-    # hand: B = R W / (F - R K) with the figures of the test above
+    # hand: intensity B F / (W0 + B (K + r)) = R gives B = R W0 / (F - R (K + r)), W0 the weights less the
+    # untied 32,000 x 4,096 table, r one 4,096 x 2-byte row, with the figures of the test above
     n, emb = 6_738_415_616, 32_000 * 4096
-    R, W, K = 989.4e12 / 3.35e12, 2 * n, 524_288
+    R, W0, K, r = 989.4e12 / 3.35e12, 2 * n - 2 * emb, 524_288, 2 * 4096
     F = 2 * (n - emb) + 4 * 32 * 128 * 32
-    assert b == pytest.approx(R * W / (F - R * K))
+    assert b == pytest.approx(R * W0 / (F - R * (K + r)))
     assert decode_step_roofline("llama-2-7b", "H100 SXM", batch=math.floor(b), context=1).bound == "memory"
     assert decode_step_roofline("llama-2-7b", "H100 SXM", batch=math.ceil(b), context=1).bound == "compute"
+
+
+def _brute_force_flip(model, gpu, context, weights="bf16", top=4_000):
+    """The first integer batch whose step is compute-bound, trying every batch in turn (None up to top)."""
+    for b in range(1, top + 1):
+        if decode_step_roofline(model, gpu, batch=b, context=context, weights=weights).bound == "compute":
+            return b
+    return None
+
+
+@pytest.mark.parametrize("model, context, weights", [
+    ("llama-2-7b", 1, "bf16"), ("llama-2-7b", 64, "bf16"), ("llama-3-8b", 128, "bf16"),
+    ("llama-3-8b", 16, "fp8"), ("granite-3.0-2b", 8, "bf16"), ("gpt2", 1, "bf16"), ("gpt2", 4, "bf16"),
+    ("gpt2", 8, "bf16"), ("gpt2", 16, "bf16"), ("gpt2", 20, "bf16"), ("gpt2", 24, "bf16")])
+def test_closed_form_flip_matches_a_brute_force_search(model, context, weights):
+    """The closed form against every batch tried in turn: the first compute-bound batch is the ceiling of
+    the closed form's B. GPT-2's 1,024 learned positions are whole past batch 1,024 (its tied embedding
+    is read whole anyway), so the short contexts test the stretch past a table's row count."""
+    gpu = "H100 SXM"
+    b = decode_compute_bound_batch(model, gpu, context=context, weights=weights)
+    brute = _brute_force_flip(model, gpu, context, weights)
+    if b is None:
+        assert brute is None
+    else:
+        assert brute == math.ceil(b - 1e-9)
+
+
+def test_closed_form_past_a_tables_rows_by_hand():
+    """GPT-2 (tied; 1,024 learned positions of 768 x 2 B) at a context where the ridge batch is past 1,024:
+    there the positions are read whole and the form is B = R W / (F - R K), all the weights in W."""
+    from llmsizing.flops import forward_flops_per_token
+    from llmsizing.inference import kv_cache_bytes_per_token, weights_bytes
+
+    g = get_model("gpt2")
+    R = 989.4e12 / 3.35e12
+    for ctx in range(1, 64):
+        W, K = weights_bytes(g), kv_cache_bytes_per_token(g) * ctx
+        F = forward_flops_per_token(g, seq=ctx)
+        past = R * W / (F - R * K) if F > R * K else None
+        if past is not None and past > 1024:
+            assert decode_compute_bound_batch("gpt2", "H100 SXM", context=ctx) == pytest.approx(past)
+            break
+    else:
+        pytest.fail("no context puts GPT-2's ridge batch past its 1,024 positions")
+    # and before it, the gathered form: W0 = W - 1,024 x 768 x 2, per sequence K + 768 x 2
+    W, K, F = weights_bytes(g), kv_cache_bytes_per_token(g) * 1, forward_flops_per_token(g, seq=1)
+    W0, r = W - 1024 * 768 * 2, 768 * 2
+    within = R * W0 / (F - R * (K + r))
+    assert within < 1024
+    assert decode_compute_bound_batch("gpt2", "H100 SXM", context=1) == pytest.approx(within)
 
 
 def test_long_context_decode_never_becomes_compute_bound():

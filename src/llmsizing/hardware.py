@@ -148,7 +148,10 @@ def model_flops_utilization(achieved_tflops: float, gpu, dtype: str = "bf16") ->
 @dataclass(frozen=True)
 class Roofline:
     """One decode step on the roofline (:func:`decode_step_roofline`): what it reads from HBM, what it
-    computes, and the two lower bounds on its time. The step can run no faster than the larger of them."""
+    computes, and the two lower bounds on its time. The step can run no faster than the larger of them.
+    ``bytes_read`` is what the step READS (the lookup tables' gathered rows, not the tables);
+    ``resident_bytes`` is what the GPU must HOLD for it (every weight and the batch's KV cache): use it to ask
+    whether a batch fits."""
 
     model: str
     gpu: str
@@ -159,6 +162,7 @@ class Roofline:
     memory_time_s: float
     compute_time_s: float
     ridge_flops_per_byte: float
+    resident_bytes: float = 0.0
 
     @property
     def time_s(self) -> float:
@@ -182,7 +186,8 @@ class Roofline:
 
 
 def _decode_terms(model, gpu, context, weights, kv_cache, compute):
-    """(model, gpu, weight bytes, KV bytes per sequence, FLOPs per token, peak FLOP/s, HBM bytes/s)."""
+    """(model, gpu, resident weight bytes, KV bytes per sequence, FLOPs per token, peak FLOP/s, HBM
+    bytes/s)."""
     from .catalog import get_gpu, resolve_model
     from .flops import forward_flops_per_token
     from .inference import kv_cache_bytes_per_token, kv_cached_tokens, weights_bytes
@@ -207,31 +212,59 @@ def decode_step_roofline(model, gpu, *, batch: int, context: int, weights: str =
                          kv_cache: str = "bf16", compute: str = "bf16") -> Roofline:
     """One decode step of ``batch`` sequences that each hold ``context`` tokens, on the roofline.
 
-    Bytes read: every weight once (:func:`~llmsizing.inference.weights_bytes`), plus each sequence's KV cache
-    (:func:`~llmsizing.inference.kv_cache_bytes_per_token` x cached tokens, at most the sliding window).
-    FLOPs: ``batch`` x :func:`~llmsizing.flops.forward_flops_per_token` at ``context``: the new token attends
-    to every cached position, at most the sliding window (the same cap as prefill and training). Time bounds:
-    bytes / HBM bandwidth and FLOPs / the dense peak in ``compute`` (Williams et al. 2009; Pope et al. 2022,
-    "Efficiently Scaling Transformer Inference"). Activations, kernel launches and communication are ignored:
-    a lower bound. Taught in chapter 6; serving builds on it."""
+    Bytes read: the weights the step reads, the same bytes as the serving model's step
+    (:func:`~llmsizing.inference.decode_weight_bytes_read`: every weight once, except the untied input
+    embedding and the other lookup tables, of which the step gathers one row per sequence), plus each
+    sequence's KV cache (:func:`~llmsizing.inference.kv_cache_bytes_per_token` x cached tokens, at most the
+    sliding window). Llama 3 8B in bf16 at batch 1 reads 16,060,522,496 - 128,256 x 4,096 x 2 + 4,096 x 2 B
+    of weights; a tied model reads all of its weights. ``resident_bytes`` is what the GPU holds instead: all
+    the weights (:func:`~llmsizing.inference.weights_bytes`) and the batch's KV cache. FLOPs: ``batch`` x
+    :func:`~llmsizing.flops.forward_flops_per_token` at ``context``: the new token attends to every cached
+    position, at most the sliding window (the same cap as prefill and training). Time bounds: bytes / HBM
+    bandwidth and FLOPs / the dense peak in ``compute`` (Williams et al. 2009; Pope et al. 2022, "Efficiently
+    Scaling Transformer Inference"). Activations, kernel launches and communication are ignored: a lower
+    bound. Taught in chapter 6; serving builds on it."""
+    from .inference import decode_weight_bytes_read
+
     batch = check_int("batch", batch)
     m, g, w, kv_seq, flops_tok, peak, hbm = _decode_terms(model, gpu, context, weights, kv_cache, compute)
-    read = w + batch * kv_seq
+    read = decode_weight_bytes_read(m, batch, weights) + batch * kv_seq
     flops = batch * flops_tok
     return Roofline(m.name, g.name, batch, check_int("context", context), read, flops, read / hbm,
-                    flops / peak, peak / hbm)
+                    flops / peak, peak / hbm, w + batch * kv_seq)
 
 
 def decode_compute_bound_batch(model, gpu, *, context: int, weights: str = "bf16", kv_cache: str = "bf16",
                                compute: str = "bf16") -> float | None:
     """The batch at which a decode step (:func:`decode_step_roofline`) reaches the ridge point, or ``None`` if
-    it never does. Intensity is ``B F / (W + B K)`` (``F`` FLOPs per token, ``W`` weight bytes, ``K`` KV bytes
-    per sequence); setting it equal to the ridge ``R`` gives ``B = R W / (F - R K)``, and no batch is
-    enough once the KV cache alone, ``F / K`` FLOP/byte, is below ``R``. Taught in chapter 6."""
-    _, _, w, kv_seq, flops_tok, peak, hbm = _decode_terms(model, gpu, context, weights, kv_cache, compute)
+    it never does. A step of ``B`` sequences reads ``W0 + B (K + r)`` bytes: ``W0`` the weights less the
+    lookup tables (the untied input embedding, learned positions), ``r`` the bytes of one row of each table
+    (:func:`~llmsizing.inference.lookup_table_rows`), ``K`` the KV bytes per sequence. Its intensity is
+    ``B F / (W0 + B (K + r))`` (``F`` FLOPs per token); setting it equal to the ridge ``R`` gives
+    ``B = R W0 / (F - R (K + r))``. Once ``B`` passes a table's row count the table is read whole: its
+    ``rows x row bytes`` move into ``W0`` and its row out of ``r``, and the same equation is solved again on
+    that stretch (with every table whole it is ``B = R W / (F - R K)``, ``W`` all the weights). The
+    intensity only grows with ``B``, so the first stretch that holds its own solution holds the answer, and
+    no batch is enough once the KV cache alone, ``F / K`` FLOP/byte, is below ``R``. Taught in chapter 6."""
+    from .inference import lookup_table_rows
+
+    m, _, w, kv_seq, flops_tok, peak, hbm = _decode_terms(model, gpu, context, weights, kv_cache, compute)
     ridge = peak / hbm
-    denom = flops_tok - ridge * kv_seq
-    return ridge * w / denom if denom > 0 else None
+    tables = sorted(lookup_table_rows(m, weights))
+    fixed = w - sum(rows * row for rows, row in tables)            # W0: the bytes read whatever the batch
+    per_seq = kv_seq + sum(row for _, row in tables)               # K + r
+    lo = 0
+    for rows, row in tables + [(None, 0.0)]:
+        denom = flops_tok - ridge * per_seq
+        if denom > 0:
+            b = ridge * fixed / denom
+            if b >= lo and (rows is None or b <= rows):
+                return b
+        if rows is not None:                                       # past this table: it is read whole
+            fixed += rows * row
+            per_seq -= row
+            lo = rows
+    return None
 
 
 #: Columns of :func:`gpu_comparison`, units in the names.

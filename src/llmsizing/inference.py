@@ -155,6 +155,16 @@ def _lookup_tables(model: Model, dtype: str) -> list[tuple[int, int, float]]:
     return tables
 
 
+def lookup_table_rows(model: Model | str, dtype: str = "bf16") -> list[tuple[int, float]]:
+    """The tables a forward step gathers rows of (:func:`dense_weight_bytes_read`): ``(rows, bytes per
+    row)`` for each, in ``dtype`` as :func:`weights_bytes` stores them; empty for a tied model with no other
+    table. Chapter 6's roofline solves its ridge batch with them (:func:`llmsizing.hardware.
+    decode_compute_bound_batch`)."""
+    model = resolve_model(model, moe=True)
+    dtype = check_choice("dtype", dtype, WEIGHT_DTYPES)
+    return [(rows, width * per) for rows, width, per in _lookup_tables(model, dtype)]
+
+
 def dense_weight_bytes_read(model: Model | str, batch: int, dtype: str = "bf16") -> float:
     """Weight bytes one forward step over ``batch`` tokens reads, routed experts left out (whole model, one
     GPU's worth before any split): :func:`weights_bytes` less the routed experts

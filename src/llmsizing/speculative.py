@@ -19,8 +19,9 @@ The cost of a round is the target's verify step plus ``k`` draft steps. Both are
 (:func:`llmsizing.hardware.decode_step_roofline`), each bound at an achieved fraction of the peak, as in
 :mod:`llmsizing.serve`: ``max(bytes / (HBM x mbu), FLOPs / (peak x mfu))``. The verify step reads the weights
 and the KV cache once, like a plain decode step, but does ``k + 1`` times its FLOPs. While the batch is small
-the step is memory-bound and verifying ``k + 1`` tokens costs about as much as generating one: that is the
-whole trick. As the batch grows the step nears the ridge point, the extra FLOPs stop being free, and the
+the step is memory-bound and verifying ``k + 1`` tokens costs about as much as generating one (the same
+weights, plus ``k`` more gathered rows of the input embedding per sequence): that is the whole
+trick. As the batch grows the step nears the ridge point, the extra FLOPs stop being free, and the
 speed-up falls below 1 (:func:`speculative_breakeven_batch`).
 
 Every step, draft or verify, is one engine step and pays the engine's fixed overhead ``t0`` (scheduling,
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from ._validate import check_fraction, check_int, check_number
 from .catalog import resolve_model
 from .hardware import decode_step_roofline
+from .inference import decode_weight_bytes_read
 from .serve import ENGINE_STEP_OVERHEAD_S, MBU_DEFAULT, MFU_DEFAULT, STEP_OVERHEAD_S
 
 #: The largest draft length accepted: engines use 1-10 (vLLM's ``num_speculative_tokens``); beyond 64 the
@@ -123,8 +125,9 @@ class Speculative:
         return 1.0 / self.itl_s
 
 
-def _step_s(roofline, mbu: float, mfu: float, flops_factor: float = 1.0) -> tuple[float, str]:
-    memory = roofline.memory_time_s / mbu
+def _step_s(roofline, mbu: float, mfu: float, flops_factor: float = 1.0,
+            extra_bytes: float = 0.0) -> tuple[float, str]:
+    memory = roofline.memory_time_s * (1.0 + extra_bytes / roofline.bytes_read) / mbu
     compute = flops_factor * roofline.compute_time_s / mfu
     return max(memory, compute), ("memory" if memory >= compute else "compute")
 
@@ -139,8 +142,10 @@ def speculative_decoding(model, draft, gpu, *, k: int = 4, acceptance: float = 0
 
     Steps come from :func:`llmsizing.hardware.decode_step_roofline` at ``batch`` and ``context``, each priced
     at ``max(memory time / mbu, compute time / mfu)``: the plain target step, the draft step (in
-    ``draft_weights``, default ``weights``), and the verify step, which reads what a plain step reads and does
-    ``k + 1`` times its FLOPs. A round is ``k`` draft steps plus one verify step and yields
+    ``draft_weights``, default ``weights``), and the verify step, which reads what a plain step reads (the
+    serving model's bytes, :func:`~llmsizing.inference.decode_weight_bytes_read`), plus the ``k`` more input
+    embedding rows per sequence its ``k + 1`` positions gather, and does ``k + 1`` times its FLOPs. A round is
+    ``k`` draft steps plus one verify step and yields
     :func:`expected_tokens_per_step` tokens. Every step pays ``step_overhead_s`` (default: ``engine``'s fitted
     overhead, vLLM's without one; 0 gives the figure before issue 37). Draft and target must share a
     vocabulary: the draft's tokens are the target's. Taught in chapter 15.
@@ -167,7 +172,10 @@ def speculative_decoding(model, draft, gpu, *, k: int = 4, acceptance: float = 0
     target = decode_step_roofline(m, gpu, weights=weights, **kw)
     small = decode_step_roofline(d, gpu, weights=weights if draft_weights is None else draft_weights, **kw)
     plain_s, _ = _step_s(target, mbu, mfu)
-    verify_s, bound = _step_s(target, mbu, mfu, flops_factor=k + 1)
+    # the verify step gathers k + 1 embedding rows per sequence, a plain step one
+    rows = (decode_weight_bytes_read(m, batch * (k + 1), weights)
+            - decode_weight_bytes_read(m, batch, weights))
+    verify_s, bound = _step_s(target, mbu, mfu, flops_factor=k + 1, extra_bytes=rows)
     draft_s, _ = _step_s(small, mbu, mfu)
     return Speculative(model=m.name, draft=d.name, gpu=target.gpu, k=k, acceptance=a, batch=batch,
                        context=target.context, target_step_s=plain_s, verify_step_s=verify_s,
