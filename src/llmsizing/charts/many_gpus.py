@@ -193,7 +193,7 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
     flip = decode_compute_bound_batch(model, gpu, context=context, weights=weights)
     capacity = get_gpu(gpu).memory_bytes
     fig, ax = _inch_margins(7.2, 3.5, left=0.75, bottom=0.55, top=0.3, right=0.2, into=into, keep_log="xy")
-    too_big = [b for b, r in zip(batches, rs) if r.bytes_read > capacity]
+    too_big = [b for b, r in zip(batches, rs) if r.resident_bytes > capacity]
     if too_big:   # weights + KV cache alone exceed one GPU: the bound is moot there (chapter 3)
         ax.axvspan(too_big[0] / 2**0.5, batches[-1] * 2**0.5, color="0.9", zorder=0,
                    label="weights + KV cache exceed one GPU")
@@ -228,8 +228,8 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
              f"{chosen.tokens_per_s:,.0f} tokens/s",
              f"  intensity {chosen.intensity_flops_per_byte:,.1f} FLOP/byte vs ridge "
              f"{chosen.ridge_flops_per_byte:,.0f}; {flip_text}"]
-    if chosen.bytes_read > capacity:
-        lines.append(f"  (weights + KV cache, {chosen.bytes_read / GiB:,.1f} GiB, exceed one {chosen.gpu}: "
+    if chosen.resident_bytes > capacity:
+        lines.append(f"  (weights + KV cache, {chosen.resident_bytes / GiB:,.1f} GiB, exceed one {chosen.gpu}: "
                      "see chapter 3)")
     return FixedView(fig, "\n".join(lines))
 
