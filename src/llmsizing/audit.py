@@ -74,8 +74,8 @@ from pathlib import Path
 from ._validate import check_choice, check_number
 from . import audit_readings as _readings
 from .units import GB
-from .audit_verdict import (BAND, BOUNDS, KINDS, _factor, verdict, verdict_kind,  # noqa: F401
-                            verdict_number, verdict_short)
+from .audit_verdict import (BAND, BOUNDS, KINDS, verdict, verdict_kind, verdict_number,  # noqa: F401
+                            verdict_short)
 from .audit_readings import (  # noqa: F401  (re-exported: audit.SEQ, audit.Finding, ... keep working)
     DAYS_PER_MONTH, DAYS_PER_YEAR, GPUS_PER_HOST, HOST_BYTES_PER_NODE, Finding, OPEN_SETTINGS,
     SEED_PRICES_USD, SEQ, SEQS, at_seq,

@@ -32,7 +32,7 @@ from .parallel import Parallel, kept_parallel, layers_per_stage, stage_chunks
 from .pipeline_schedule import pipelined_zero_fields
 # the data-parallel slots and links live in plan_dp; their names stay importable from here
 from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _kept_runs, _row_links  # noqa: F401
-from .plan_terms import _group_columns, _groups, dp_link_rows, dp_unit_rows, layer_terms  # noqa: F401
+from .plan_terms import _group_columns, _groups, dp_link_rows, layer_terms
 # a mixture of experts' collectives and all-to-alls, and plan()'s MTP and capacity options, live in plan_moe
 from .plan_moe import (has_options, moe_all_to_all_s, moe_dp_collectives, option_pieces,  # noqa: F401
                        stage_moe_layer_counts)
