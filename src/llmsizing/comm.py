@@ -49,9 +49,10 @@ from .network import (Collective, GroupLink, Node, get_node, group_link, latency
 from .parallel import Parallel, check_recompute_layers, layers_per_stage, recomputed_layers, resolve_parallel
 from .pipeline_schedule import dualpipe_rank_mean, grad_reduces
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
-from .zero_traffic import (CPU_ADAM_BYTES_PER_PARAM, DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK,  # noqa: F401
-                           FSDP_UNIT_LAYERS, GPUS_PER_HOST, HOST_LINK_GBPS, HOST_MEMORY_GBPS, OffloadTime,
-                           dp_bucket_params, dp_calls, dp_schedule, offload_time)
+from .zero_traffic import (CPU_ADAM_BYTES_PER_PARAM, DP_BUCKET_MIN_PARAMS,  # noqa: F401
+                           DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, GPUS_PER_HOST, HOST_LINK_GBPS,
+                           HOST_MEMORY_GBPS, OffloadTime, dp_bucket_params, dp_calls, dp_schedule,
+                           offload_time)
 
 #: Columns of :meth:`Communication.to_frame`.
 COMM_COLUMNS = ("collective", "group", "group_size", "link", "calls", "message_bytes", "bytes_per_gpu",
