@@ -441,10 +441,11 @@ def test_mfu_band_reading(table):
     slow_days = 1e11 * flops / (989.4e12 * est.low) / 86400
     assert r["library"] == pytest.approx(slow_days, rel=1e-6)
     assert r["library"] > r["library_central"]                 # the claim (262 days) is past the central value
-    # and past the slow end of the 80% band too (issue 34: the band is no longer the envelope of every run); the
-    # verdict follows the module's rule: within BAND of that end it holds, beyond it the claim is too high
-    assert r["claimed"] / slow_days > 1
-    assert r["verdict"].endswith("(too high))" if r["claimed"] / slow_days > BAND else "(the number: holds)")
+    # and past the slow end of the 80% band too (issue 34: the band is no longer the envelope of every run), but
+    # within BAND of it (262 days against ~219, 1.19x since one34's one estimate; "too high" before, > 1.25x),
+    # so by the module's rule the number holds: one outcome asserted, not whichever the ratio gives
+    assert 1 < r["claimed"] / slow_days <= BAND
+    assert r["verdict"].endswith("(the number: holds)")
 
 
 def test_unqualified_fine_tuning_is_read_both_ways(table):
