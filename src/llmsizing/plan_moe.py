@@ -89,7 +89,7 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     """A mixture of experts' data-parallel collectives for the planner's pricing
     (:func:`~llmsizing.plan_pricing._price`): ``(exposed, total)`` seconds per plan,
     the dense part over ``dp x cp`` (``tp`` apart) and the routed experts' over ``edp`` (``etp x ep`` apart),
-    each exposed on its own. Each part's collectives (:func:`~llmsizing.comm.dp_schedule`, priced by
+    each exposed on its own. Each part's collectives (:func:`~llmsizing.zero_traffic.dp_schedule`, priced by
     :func:`~llmsizing.comm.ring_collective` as :func:`~llmsizing.comm.communication` prices them) are worked
     out once per (tp, ZeRO stage, group size, ep, the group leaving the scale-up domain) on a unit link
     (bytes do not depend on the link, latency steps only on leaving the domain), for one stage's parameters

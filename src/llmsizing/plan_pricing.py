@@ -299,7 +299,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     * the data-parallel collectives depend on (the group's link, tp, ZeRO stage, ``dp x cp``) and on the
       parameters a GPU holds: one :func:`~llmsizing.comm.communication` per key without a pipeline gives each
       collective's bytes and latency per call, the bytes scaled by the parameters of the most loaded stage
-      (:func:`~llmsizing.memory.stage_params`) for each ``pp``; exposed by :data:`_DP_SLOTS`' rules.
+      (:func:`~llmsizing.gpu_states.stage_params`) for each ``pp``; exposed by :data:`_DP_SLOTS`' rules.
 
     A mixture of experts (issue 24; ``cols["ep"]``, ``expert_tp``, DeepSeek's node limit ``max_nodes``, the
     share ``ep_overlap`` of the all-to-all hidden) adds:
