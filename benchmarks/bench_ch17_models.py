@@ -60,13 +60,13 @@ gpt-oss-120b: from main's 118, 110, 102 and 94 ms measured at load 1.6 before mo
 and 87 ms. Issue 35's bar is still NOT met for Qwen3-30B-A3B and DeepSeek-V2 (/work/notes/moe21.md lists
 what is left).
 
-Since moe23 the widget is built warm (``long_context_widget(warm=True)``): it makes the searches of the
-drop-down's mixtures of experts at the other defaults before its first view, so a model move here is its
-render and PNG only; the row ``building the widget`` gives the build's CPU ms (each round clears the kept
-results first, so each round's build searches again), ``--no-warm`` builds it cold as before. Measured
-2026-12-01 (branch moe23; base = main 7da13bf as a ``git archive`` of src and data on PYTHONPATH, the same
-venv; base, new, base, new one after the other, 18:15:41-18:17:03 UTC, load 5.9-6.4 on 2 cores shared with
-other sessions), --rounds 8 --split, median CPU ms of the model moves, base -> new (two pairs):
+Since 2026-12-01 (merge 1ffe32c) the widget is built warm (``long_context_widget(warm=True)``): it makes the
+searches of the drop-down's mixtures of experts at the other defaults before its first view, so a model move
+here is its render and PNG only; the row ``building the widget`` gives the build's CPU ms (each round clears
+the kept results first, so each round's build searches again), ``--no-warm`` builds it cold as before.
+Measured 2026-12-01 (branch moe23; base = main 7da13bf as a ``git archive`` of src and data on PYTHONPATH, the
+same venv; base, new, base, new one after the other, 18:15:41-18:17:03 UTC, load 5.9-6.4 on 2 cores shared
+with other sessions), --rounds 8 --split, median CPU ms of the model moves, base -> new (two pairs):
 
     mixtral-8x7b               87 ->  34     79 ->  34
     qwen3-30b-a3b             133 ->  35    121 ->  34
@@ -82,19 +82,20 @@ other sessions), --rounds 8 --split, median CPU ms of the model moves, base -> n
     building the widget       138 -> 826    134 -> 786    (first round: 418 -> 1016, 336 -> 900)
 
 (plan ms: 30-94 -> 0; PNG ms unchanged, 14-24.) ``--no-warm`` against the base (18:17:06-18:18:30, load
-5.9-6.9): all 99 -> 106 and 101 -> 99, within the spread at that load; moe23's render change (``_bare``, ~2-3
-ms a move) shows only in its paired A/B (bench_moe23_ab.py). ``--controls --rounds 3`` (18:11:52-18:12:43,
-load 5.1-5.5): the other controls' moves after a model still search, as before (the same medians within the
-noise): Qwen3-30B-A3B's move to 32K (96 -> 103 ms) and to two GPU types (107 -> 115), DeepSeek-V2's to 32K (89
--> 107) and granite 1B's to two GPU types (100 -> 108) are still around or over 100 ms at that load; the
-median of all six moves per MoE model, 44-84 -> 39-76 ms.
+5.9-6.9): all 99 -> 106 and 101 -> 99, within the spread at that load; the same merge's render change
+(``_bare``, ~2-3 ms a move) shows only in its paired A/B (bench_moe23_ab.py). ``--controls --rounds 3``
+(18:11:52-18:12:43, load 5.1-5.5): the other controls' moves after a model still search, as before (the same
+medians within the noise): Qwen3-30B-A3B's move to 32K (96 -> 103 ms) and to two GPU types (107 -> 115),
+DeepSeek-V2's to 32K (89 -> 107) and granite 1B's to two GPU types (100 -> 108) are still around or over 100
+ms at that load; the median of all six moves per MoE model, 44-84 -> 39-76 ms.
 
-Since price25 the planner keeps each GPU's priced block (``plan_pricing.kept_price``: the step times of one
-GPU's candidate plans, kept by model, GPU, node, pricing arguments and the candidates' bytes), so the move to
-two GPU types prices the B200 alone: the H100's block was priced by the move before. Measured 2026-12-01
-(branch price25; base = main fe389f3 as a ``git archive`` of src and data on PYTHONPATH, the same venv;
-base, new, base, new one after the other, 18:54:55-18:56:27 UTC, load 2.2-3.6 on 2 cores shared with other
-sessions), --rounds 3 --controls --split, median CPU ms of the other controls' moves, base -> new (two pairs):
+Since 2026-12-01 (merge 98a9287) the planner keeps each GPU's priced block (``plan_pricing.kept_price``: the
+step times of one GPU's candidate plans, kept by model, GPU, node, pricing arguments and the candidates'
+bytes), so the move to two GPU types prices the B200 alone: the H100's block was priced by the move before.
+Measured 2026-12-01 (branch price25; base = main fe389f3 as a ``git archive`` of src and data on PYTHONPATH,
+the same venv; base, new, base, new one after the other, 18:54:55-18:56:27 UTC, load 2.2-3.6 on 2 cores shared
+with other sessions), --rounds 3 --controls --split, median CPU ms of the other controls' moves, base -> new
+(two pairs):
 
     model                   to 32K                  to H100 SXM + B200
     qwen3-30b-a3b           117 -> 116   115 -> 117   134 -> 119   136 -> 115
@@ -147,7 +148,7 @@ def main() -> None:
     ap.add_argument("--split", action="store_true", help="also time plan() and the PNG draw of each move")
     ap.add_argument("--controls", action="store_true", help="also move the other controls after each model")
     ap.add_argument("--no-warm", action="store_true",
-                    help="build the widget without its searches of the MoE models (warm=False, moe23)")
+                    help="build the widget cold, without its searches of the MoE models (warm=False)")
     args = ap.parse_args()
     import inspect
 

@@ -1,4 +1,4 @@
-"""Where plan()'s CPU time goes in the chapter 17 moves that stay over 100 ms (moe24, issue 35): after a pick
+"""Where plan()'s CPU time goes in the chapter 17 moves that stay over 100 ms (issue 35): after a pick
 of a mixture of experts (its search at the widget's defaults, 128K and H100 SXM, made first and kept), a new
 search at context 32K, or at 128K on H100 SXM and B200. Each round clears the planner's kept results
 (benchmarks/bench_planner.kept), makes the pick's search, then times the move's search with each stage's CPU
@@ -30,7 +30,7 @@ and activations of every layout at the new context, then the numpy table), the m
 _price (both GPUs priced again, the H100's as the pick's search priced it: its layer_terms and
 moe_dp_collectives), and plan() outside _search (the table, its ranking and front, in planner.py) 8-18 ms.
 
-Since price25, _search prices through plan_pricing.kept_price (each GPU's block kept; its stages here:
+Since merge 98a9287, _search prices through plan_pricing.kept_price (each GPU's block kept; its stages here:
 kept_price, its _digest of each GPU's candidates and _price), and the benchmark takes a fourth model.
 Measured 2026-12-01 (branch price25, 18:52:48-18:52:55 UTC, load 3.8), --rounds 3 qwen3-30b-a3b deepseek-v2
 granite-3.0-1b-a400m gpt-oss-120b, median CPU ms:

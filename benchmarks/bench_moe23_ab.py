@@ -1,8 +1,8 @@
-"""Paired A/B (ab_rounds) of moe23's render change: chapter 17's widget moving to each mixture of experts,
-``charts.time_money_plan._bare`` (the plans' columns read from a frame without plan()'s ``attrs``, which
-pandas deep-copies into every column it gives) against reading them from the table itself (base). The
-widget is built warm (``long_context_widget(warm=True)``, moe23), so each move is its render and PNG, the
-part this change touches.
+"""Paired A/B (ab_rounds) of merge 1ffe32c's render change: chapter 17's widget moving to each mixture of
+experts, ``charts.time_money_plan._bare`` (the plans' columns read from a frame without plan()'s ``attrs``,
+which pandas deep-copies into every column it gives) against reading them from the table itself (base). The
+widget is built warm (``long_context_widget(warm=True)``), so each move is its render and PNG, the part this
+change touches.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_moe23_ab.py [--rounds N]
 

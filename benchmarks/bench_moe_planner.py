@@ -319,7 +319,7 @@ new settings (a whole plan()) 46-101 ms, the slowest Qwen3-30B-A3B at 64K (100-1
 a move that keeps the memory coefficients 23-65 ms; chapter 18's 1-2 ms. The targets (the whole catalogue
 <= 0.3 s for a mixture of experts, any plan() <= 1 s): met, with about 2.5x to spare on the slowest case.
 
-With plan()'s MTP module and token dropping (issue 35, branch mtpplan: ``mtp_depth=``, ``capacity_factor=``;
+With plan()'s MTP module and token dropping (issue 35, merge b4695ec: ``mtp_depth=``, ``capacity_factor=``;
 a search with either skips the arrays prefetch and calls plan_moe.option_pieces once per entry). Measured
 2026-12-01 at 18:39 and 18:40 UTC (branch cli39, base main b4695ec, load 2.3 to 4.1 on the 2 cores), this
 script's cpu() (best of 3 from scratch) on bench_planner's cases, one process a run, first run / second run;

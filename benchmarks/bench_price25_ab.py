@@ -1,16 +1,17 @@
-"""Paired A/B (ab_rounds) of price25's kept pricing: chapter 17's widget, after a pick of each mixture of
-experts (kept by the widget's warm-up), moving the GPU types from H100 SXM to H100 SXM and B200 (``--move
-gpus``, a new search whose H100 half the pick's search priced) or the context to 32K (``--move seq``, a new
-search at a new context: nothing kept applies, a control). New: ``planner.kept_price`` (each GPU's priced
-block kept); base: ``plan_pricing._price`` called on all the GPUs at once, as before. Each move is timed
-whole (search, render and PNG) and set back (not timed) before the next model.
+"""Paired A/B (ab_rounds) of the kept pricing (merge 98a9287): chapter 17's widget, after a pick of each
+mixture of experts (kept by the widget's warm-up), moving the GPU types from H100 SXM to H100 SXM and B200
+(``--move gpus``, a new search whose H100 half the pick's search priced) or the context to 32K (``--move
+seq``, a new search at a new context: nothing kept applies, a control). New: ``plan_pricing.kept_price`` (each
+GPU's priced block kept); base: ``plan_pricing._price`` called on all the GPUs at once, as before. Each move
+is timed whole (search, render and PNG) and set back (not timed) before the next model.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_price25_ab.py [--rounds N] [--move gpus|seq]
         [--plan-only]
 
 Prints per model the median CPU ms per move of each side and the median paired ratio. ``--plan-only``: plan()
 alone, no widget: the pick's search (128K, H100 SXM) made with the searches cleared, then the two-GPU search
-timed, sides alternating, for the four models moe24 left over 100 ms. Does not assert.
+timed, sides alternating, for the four models whose moves were over 100 ms (bench_ch17_plan_stages.py,
+2026-12-01). Does not assert.
 
 Measured 2026-12-01 (branch price25, 2 cores shared with other sessions), median CPU ms, base -> new (median
 paired ratio):

@@ -441,10 +441,11 @@ def test_mfu_band_reading(table):
     slow_days = 1e11 * flops / (989.4e12 * est.low) / 86400
     assert r["library"] == pytest.approx(slow_days, rel=1e-6)
     assert r["library"] > r["library_central"]                 # the claim (262 days) is past the central value
-    # and past the slow end of the 80% band too (issue 34: the band is no longer the envelope of every run); the
-    # verdict follows the module's rule: within BAND of that end it holds, beyond it the claim is too high
-    assert r["claimed"] / slow_days > 1
-    assert r["verdict"].endswith("(too high))" if r["claimed"] / slow_days > BAND else "(the number: holds)")
+    # and past the slow end of the 80% band too (issue 34: the band is no longer the envelope of every run), but
+    # within BAND of it (262 days against ~219, 1.19x since issue 34's one estimate; "too high" before, > 1.25x),
+    # so by the module's rule the number holds: one outcome asserted, not whichever the ratio gives
+    assert 1 < r["claimed"] / slow_days <= BAND
+    assert r["verdict"].endswith("(the number: holds)")
 
 
 def test_unqualified_fine_tuning_is_read_both_ways(table):
@@ -518,7 +519,7 @@ def test_seed_arithmetic_by_hand():
 def test_a100_band_for_llama2_70b_is_the_calibrated_range():
     """Issue 38: the A100's band for Llama 2 70B reaches about 69% MFU. It is the central estimate times the
     stored 80% factors of Ampere (data/mfu_inputs_model.csv, read by hand: the one end-to-end model since
-    one34; the pooled model's 0.7289 and 1.4409 before), nothing added; and MosaicML's MPT
+    Dec 2026, issue 34; the pooled model's 0.7289 and 1.4409 before), nothing added; and MosaicML's MPT
     70B on 64 A100s (llm-foundry benchmark table: 166 model TFLOP/s per GPU with activation checkpointing)
     kept its GPUs about 166 x 4/3 / 312 = 71% busy counting the recomputed forward: the band's top is about
     what the best A100 runs of that size reach in hardware FLOPs."""

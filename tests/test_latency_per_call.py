@@ -55,7 +55,6 @@ def test_tp_and_cp_already_pay_per_layer_by_hand():
     assert tp_latency == pytest.approx(32 * 4 * 14 * 2.3e-6)
 
 
-
 @pytest.mark.parametrize("cp_comm", ["p2p", "all_gather"])
 def test_cp_pays_per_layer_by_hand(cp_comm):
     """Context parallelism, cp = 4 on NVLink (2.3 us a ring step, data/links.csv), Llama 2 7B (32 layers, 32 KV
@@ -74,6 +73,7 @@ def test_cp_pays_per_layer_by_hand(cp_comm):
         assert [x.calls for x in cp] == [32, 32, 32]
         assert all(x.message_bytes == 4 * chunk for x in cp)
     assert all(x.latency_s == pytest.approx(96 * 2.3e-6) for x in cp)
+
 
 def test_ddp_buckets_by_hand():
     """Megatron-Core's default bucket is max(40e6, 1e6 x dp) parameters (DistributedDataParallelConfig): at

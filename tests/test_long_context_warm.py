@@ -1,4 +1,4 @@
-"""Chapter 17's widget built warm (moe23, issue 35): ``long_context_widget(warm=True)`` makes the searches of
+"""Chapter 17's widget built warm (issue 35): ``long_context_widget(warm=True)`` makes the searches of
 its drop-down's mixtures of experts at the other defaults before its first view, so that a reader's pick
 of one is answered without a new search; the answer (PNG and summary) must be the very one the cold widget
 gives. And ``charts.render_plan`` reading the plans' columns from a frame without ``attrs`` (``_bare``)

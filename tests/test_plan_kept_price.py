@@ -1,4 +1,4 @@
-"""Each GPU's priced block kept between searches (price25, issues 35 and 38: chapter 17's move from one GPU
+"""Each GPU's priced block kept between searches (issues 35 and 38: chapter 17's move from one GPU
 type to two priced the first one again). The plans must not move by a bit: a sequence of searches of one model
 (a pick, a GPU-set change, a context change, back, the GPUs in the other order) gives frames equal, exactly
 and in their attrs, to the same settings searched in a fresh Python process with nothing kept; the kept
@@ -42,7 +42,7 @@ def _clear():
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory):
     """Each setting of :data:`WALK` planned in a new Python process (nothing kept from a search before)."""
-    out = tmp_path_factory.mktemp("price25") / "fresh.pkl"
+    out = tmp_path_factory.mktemp("kept_price") / "fresh.pkl"
     code = textwrap.dedent(f"""
         import pickle, sys
         sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent)!r})

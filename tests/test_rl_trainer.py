@@ -210,11 +210,11 @@ def test_published_rows_use_their_layout_and_more_land_inside():
     2 (m - 1) / m S per node, not a flat ring's 2 (n - 1) / n S per GPU): DeepSeek V3 on-policy on 256 H100
     (v0.7) is predicted 75.1 s instead of 77.2 s (its generation's collectives across nodes), the parts'
     range's top fell from 94.8 s to 92.2 s, under the published 93.0 s. 5 are since the serving refit that
-    stopped charging a decode step for the untied input embedding's table (emb34): the serving range narrowed
+    stopped charging a decode step for the untied input embedding's table (Dec 2026): the serving range narrowed
     from 1.745x (x0.787-1.374) to 1.681x (x0.796-1.338) and the parts' range's top for Llama 3.1 8B on-policy
     on 16 H100 (v0.4) fell from 97.8 s to 96.8 s, under the published 97.7 s (predicted 74.7 s -> 74.4 s).
-    Their median is below 1.40. Six sources are checked in all (NeMo RL v0.4-v0.7, Miles, and since issue 39's fourth pass verl's DeepSeek V3
-    page).
+    Their median is below 1.40. Six sources are checked in all (NeMo RL v0.4-v0.7, Miles, and since issue 39's
+    fourth pass verl's DeepSeek V3 page).
 
     A regression guard, not a coverage claim: the parts' range is the training and generation ranges put
     together, not an 80% range of the RL step (that is ``rl_interval``'s, measured leaving sources out), so

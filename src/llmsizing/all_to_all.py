@@ -217,7 +217,7 @@ def _links(ep: int, g, n: Node, stride: int) -> tuple:
     apart: ``d``, the group's GPUs in one scale-up domain, and the links
     (:func:`~llmsizing.network.group_link`) it prices on: inside one domain; else across domains (ranks a
     domain apart) and inside the GPU's own (``None`` when unused). Two GPUs with equal tuples take the same
-    seconds for any message (the planner shares them, :func:`llmsizing.plan_pricing.moe_all_to_all_s`)."""
+    seconds for any message (the planner shares them, :func:`llmsizing.plan_moe.moe_all_to_all_s`)."""
     d = max(1, n.scaleup_domain_gpus // stride)           # the ep group's GPUs in one scale-up domain
     if ep <= d:
         return d, group_link(g, n, size=ep, stride=stride), None, None

@@ -74,8 +74,8 @@ from pathlib import Path
 from ._validate import check_choice, check_number
 from . import audit_readings as _readings
 from .units import GB
-from .audit_verdict import (BAND, BOUNDS, KINDS, _factor, verdict, verdict_kind,  # noqa: F401
-                            verdict_number, verdict_short)
+from .audit_verdict import (BAND, BOUNDS, KINDS, verdict, verdict_kind, verdict_number,  # noqa: F401
+                            verdict_short)
 from .audit_readings import (  # noqa: F401  (re-exported: audit.SEQ, audit.Finding, ... keep working)
     DAYS_PER_MONTH, DAYS_PER_YEAR, GPUS_PER_HOST, HOST_BYTES_PER_NODE, Finding, OPEN_SETTINGS,
     SEED_PRICES_USD, SEQ, SEQS, at_seq,
@@ -136,9 +136,9 @@ class Claim:
     """One numeric claim from a seed article and the function that recomputes it (:data:`COMPUTE`).
 
     ``claimed`` is the value as written (the low end for a ``range``; ``claimed_high`` the high end), in
-    ``unit``; ``bound`` is one of :data:`BOUNDS`. ``compute()`` returns a float or a :class:`Finding`.
-    ``kind`` is a key of :data:`YARDSTICKS`, ``line`` the line of the seed file it comes from,
-    ``from_image`` whether the seed gave it in an image (so the paraphrase is a reconstruction) and
+    ``unit``; ``bound`` is one of :data:`~llmsizing.audit_verdict.BOUNDS`. ``compute()`` returns a float or a
+    :class:`Finding`. ``kind`` is a key of :data:`YARDSTICKS`, ``line`` the line of the seed file it comes
+    from, ``from_image`` whether the seed gave it in an image (so the paraphrase is a reconstruction) and
     ``counted_with`` the claim it repeats or follows from (left out of the headline counts)."""
 
     id: str
@@ -414,8 +414,9 @@ def _methods(f: Finding, judged: list[tuple]) -> list[tuple]:
 
 def _judge(c: Claim, f: Finding, band: float) -> tuple[float, str, str, str, str]:
     """(value judged, verdict, reading, depends, depends_verdicts) for one claim at its most favourable
-    reading (the best :data:`KINDS`, then the smallest factor off). When the methods' verdicts differ in kind,
-    ``depends`` lists their kinds and ``depends_verdicts`` their :func:`verdict_short` (else both empty)."""
+    reading (the best :data:`~llmsizing.audit_verdict.KINDS`, then the smallest factor off). When the methods'
+    verdicts differ in kind, ``depends`` lists their kinds and ``depends_verdicts`` their
+    :func:`~llmsizing.audit_verdict.verdict_short` (else both empty)."""
     judged = _judge_all(c, f, band)
     best = min(judged, key=lambda j: j[:2])
     methods = _methods(f, judged)
@@ -429,8 +430,9 @@ def _judge(c: Claim, f: Finding, band: float) -> tuple[float, str, str, str, str
 def readings(claim_id: str, band: float = BAND):
     """Each method of reading one claim at :data:`SEQ` tokens, judged on its own (a DataFrame, the claim's own
     first): ``reading``, ``library`` (the value judged: its range's point nearest the claim),
-    ``library_central``, ``verdict``, ``verdict_kind``, ``number`` (:func:`verdict_number`): what ``depends``
-    in :func:`audit_table` sums up (seed 000's "fine-tuning": full or LoRA). Taught in chapter 14."""
+    ``library_central``, ``verdict``, ``verdict_kind``, ``number``
+    (:func:`~llmsizing.audit_verdict.verdict_number`): what ``depends`` in :func:`audit_table` sums up (seed
+    000's "fine-tuning": full or LoRA). Taught in chapter 14."""
     import pandas as pd
 
     found = {c.id: (c, f) for c, f in _findings()}
@@ -461,8 +463,9 @@ def audit_table(band: float = BAND):
     range; ``library`` is the value judged, the point of the most favourable reading (:data:`OPEN_SETTINGS`)
     nearest the claim; ``library_central`` is the central estimate of the same method and layout (:data:`SEQ`
     tokens, the centre of the MFU band); ``ratio`` = claimed / library, and the verdict follows
-    :func:`verdict` with tolerance ``band`` (default :data:`BAND`). The library values are computed once per
-    session; a new ``band`` only re-judges them. Taught in chapter 14."""
+    :func:`~llmsizing.audit_verdict.verdict` with tolerance ``band`` (default
+    :data:`~llmsizing.audit_verdict.BAND`). The library values are computed once per session; a new ``band``
+    only re-judges them. Taught in chapter 14."""
     import pandas as pd
 
     band = check_number("band", band, minimum=1.0)
@@ -484,9 +487,9 @@ def audit_table(band: float = BAND):
 
 def verdict_counts(df=None, *, by: str | None = None, headline: bool = False):
     """How many claims hold, need CPU offload, are off by more than the band, or are wrong in kind (over
-    :func:`audit_table`): a dict keyed by :data:`KINDS`. ``headline=True`` leaves out the claims that only
-    repeat or follow from another (``counted_with``), so that no error is counted twice. ``by="article"``
-    returns a DataFrame instead: one row per seed, one column per kind, and the total."""
+    :func:`audit_table`): a dict keyed by :data:`~llmsizing.audit_verdict.KINDS`. ``headline=True`` leaves out
+    the claims that only repeat or follow from another (``counted_with``), so that no error is counted twice.
+    ``by="article"`` returns a DataFrame instead: one row per seed, one column per kind, and the total."""
     df = audit_table() if df is None else df
     kinds = df["verdict"].map(verdict_kind)
     if headline:

@@ -11,13 +11,13 @@ import sys
 
 # Argument types, the model reader and the printer live in cli_args, the serving and fine-tuning commands in
 # cli_tune (issue 32), the plan and cost commands in cli_plan; every name they had here still imports from
-# here.
+# here (but cli_plan's two private helpers, which nothing imported from here).
 from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFIX, _TEMPORARIES,  # noqa: F401
                        STAGE_FORM, _add_output, _check_single_or_stages, _emit, _finite, _fmt_frame, _is_dir,
                        _model, _parse, _refuse, _estimate_mark, _price_text, _staged_output,
                        add_plan_moe_flags, count, integer, memory_frame, number, plan_table, stage,
                        add_moe_step_flags, moe_step_options)
-from .cli_plan import _plan_layout_options, _plan_stages, add_plan_commands, cmd_cost, cmd_plan  # noqa: F401
+from .cli_plan import add_plan_commands, cmd_cost, cmd_plan  # noqa: F401
 from .cli_tune import add_rl_command, cmd_finetune, cmd_serve
 
 EXAMPLES = """examples:

@@ -1,7 +1,9 @@
 """The command line's argument types and output (issue 32: split out of :mod:`llmsizing.cli`): counts and
 numbers with their suffixes and separators, ``--stage`` (and the check that it replaces ``--tokens`` and
-``--seq``), a model by name or config file, and the table, JSON or CSV printer (and the tables of a step's
-memory and of a run in stages). Nothing is computed here; :mod:`llmsizing.cli` re-exports every name.
+``--seq``), a mixture of experts' step flags (``--mtp-depth``, ``--capacity-factor``) and their reader, a
+model by name or config file, and the table, JSON or CSV printer (and the tables of a step's memory and of a
+run in stages). Nothing is computed here; every name that lived in :mod:`llmsizing.cli` still imports from
+there.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The command line's planning commands (split out of :mod:`llmsizing.cli`, which re-exports every name):
-``llmsizing plan`` (:func:`~llmsizing.planner.plan`, one run, or each ``--stage`` of a run planned)
-and ``llmsizing cost`` (:func:`~llmsizing.time_cost.cost_by_gpu`), their parsers and their tables. Nothing is
-computed here.
+"""The command line's planning commands (split out of :mod:`llmsizing.cli`, which re-exports their handlers
+and :func:`add_plan_commands`): ``llmsizing plan`` (:func:`~llmsizing.planner.plan`, one run, or each
+``--stage`` of a run planned) and ``llmsizing cost`` (:func:`~llmsizing.time_cost.cost_by_gpu`), their parsers
+and their tables. Nothing is computed here.
 """
 
 from __future__ import annotations

@@ -49,9 +49,10 @@ from .network import (Collective, GroupLink, Node, get_node, group_link, latency
 from .parallel import Parallel, check_recompute_layers, layers_per_stage, recomputed_layers, resolve_parallel
 from .pipeline_schedule import dualpipe_rank_mean, grad_reduces
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
-from .zero_traffic import (CPU_ADAM_BYTES_PER_PARAM, DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK,  # noqa: F401
-                           FSDP_UNIT_LAYERS, GPUS_PER_HOST, HOST_LINK_GBPS, HOST_MEMORY_GBPS, OffloadTime,
-                           dp_bucket_params, dp_calls, dp_schedule, offload_time)
+from .zero_traffic import (CPU_ADAM_BYTES_PER_PARAM, DP_BUCKET_MIN_PARAMS,  # noqa: F401
+                           DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, GPUS_PER_HOST, HOST_LINK_GBPS,
+                           HOST_MEMORY_GBPS, OffloadTime, dp_bucket_params, dp_calls, dp_schedule,
+                           offload_time)
 
 #: Columns of :meth:`Communication.to_frame`.
 COMM_COLUMNS = ("collective", "group", "group_size", "link", "calls", "message_bytes", "bytes_per_gpu",
@@ -154,11 +155,13 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     * ``zero=1``: one reduce-scatter of the gradients + one all-gather of the updated weights;
     * ``zero=2``: the gradients are reduce-scattered after every micro-batch (the full gradient is never
       kept), then one all-gather of the weights;
-    * ``zero=3``: per micro-batch, an all-gather of the weights in the forward and again in the backward
-      (the forward's only with ``reshard_after_forward=False``, once per step with a pipeline), and a
-      reduce-scatter of the gradients, each one call per layer of the stage (:data:`FSDP_UNIT_LAYERS`);
+    * ``zero=3``: per micro-batch, an all-gather of the weights in the forward and again in the backward (the
+      forward's only with ``reshard_after_forward=False``, once per step with a pipeline), and a
+      reduce-scatter of the gradients, each one call per layer of the stage
+      (:data:`~llmsizing.zero_traffic.FSDP_UNIT_LAYERS`);
     * DDP's and ZeRO-1/2's collectives run one call per gradient bucket (Megatron-Core's default,
-      :func:`dp_bucket_params`): every call, here as for TP and CP, pays its own latency;
+      :func:`~llmsizing.zero_traffic.dp_bucket_params`): every call, here as for TP and CP, pays its own
+      latency;
     * TP: per micro-batch and layer, 2 all-reduces of ``b s h`` activations in the forward and 2 in the
       backward (2 more with full recomputation); with ``sp`` all-gathers and reduce-scatters instead (same
       bytes, twice the calls), plus 2 all-gathers per layer in the backward where Megatron-LM gathers each

@@ -10,7 +10,7 @@ DistributedDataParallel, ZeroRedundancyOptimizer (ZeRO-1), FSDP2 ``fully_shard``
   optimizer), kind, op, dtype and full-buffer size (``message_bytes``), with its number of ``calls``.
 
 This module reads both and lines them up with :func:`~llmsizing.comm.communication` and
-:func:`~llmsizing.memory.model_states`. No torch is needed. Bytes per GPU of a measured collective use the
+:func:`~llmsizing.gpu_states.model_states`. No torch is needed. Bytes per GPU of a measured collective use the
 same ring costs as the library (:func:`~llmsizing.comm.ring_bytes`; NCCL's ring algorithms): gloo's own
 algorithms differ, so what is measured is the *calls and buffers* a framework issues, and the per-GPU bytes
 are what those calls would cost on a ring. A broadcast of ``S`` bytes is charged ``(n - 1) / n x S`` per GPU:
@@ -175,11 +175,11 @@ def compare_collectives(df=None):
 
 
 def compare_states(df=None):
-    """Each rank's measured parameter, gradient and AdamW bytes against :func:`~llmsizing.memory.model_states`
-    (fp32, AdamW, the layout's ZeRO stage), with ``*_error`` = measured - predicted in bytes. The TP rows have
-    weights only. ZeRO-1's optimizer error is ZeroRedundancyOptimizer's whole-parameter partition. FSDP2
-    without resharding after the forward keeps ZeRO-3's sharded states between steps (only its traffic is
-    ZeRO-2's)."""
+    """Each rank's measured parameter, gradient and AdamW bytes against
+    :func:`~llmsizing.gpu_states.model_states` (fp32, AdamW, the layout's ZeRO stage), with ``*_error`` =
+    measured - predicted in bytes. The TP rows have weights only. ZeRO-1's optimizer error is
+    ZeroRedundancyOptimizer's whole-parameter partition. FSDP2 without resharding after the forward keeps
+    ZeRO-3's sharded states between steps (only its traffic is ZeRO-2's)."""
     import pandas as pd
 
     df = load_dist_states() if df is None else df

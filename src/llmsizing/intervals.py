@@ -418,13 +418,25 @@ def coverage_note(area: str, group: str, runs: str) -> str:
     wide at the median"`` (the nominal coverage, then each run against the interval computed without its
     source, and the median end-to-end width of those intervals: issue 34 states both). What
     :func:`~llmsizing.mfu.mfu_estimate` states with its range (``MfuEstimate.range_note``); chapter 10."""
+    return (f"{float(_measured_row(area, group)['nominal_coverage']):.0%} range; out of source it held "
+            + held_note(area, group, runs))
+
+
+def held_note(area: str, group: str, runs: str) -> str:
+    """The measured half of :func:`coverage_note`: ``"3 of 6 FP8 runs (3 sources), 1.83x wide at the median"``
+    (what :func:`~llmsizing.mfu_inputs.estimate_note` adds for a second row)."""
+    row = _measured_row(area, group)
+    n = int(row["n_rows"])
+    held = round(float(row["measured_coverage"]) * n)
+    return (f"{held} of {n} {runs} ({row['n_sources']} sources), {float(row['median_width']):.2f}x wide at "
+            "the median")
+
+
+def _measured_row(area: str, group: str) -> dict:
     row = _measured_rows().get((area, group))
     if row is None:
         raise ValueError(f"data/intervals.csv has no row ({area!r}, {group!r}): run tools/calibrate.py")
-    n = int(row["n_rows"])
-    held = round(float(row["measured_coverage"]) * n)
-    return (f"{float(row['nominal_coverage']):.0%} range; out of source it held {held} of {n} {runs} "
-            f"({row['n_sources']} sources), {float(row['median_width']):.2f}x wide at the median")
+    return row
 
 
 def median_factor_check(y, src, coverage: float, unit: str = "source") -> tuple:

@@ -108,13 +108,14 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
     allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
-    The parts: :func:`model_states`; :func:`~llmsizing.activations.activation_memory` of one micro-batch of
-    ``batch`` sequences of ``seq`` tokens, on the software ``stack`` (``"fused"``: Megatron-style kernels;
-    ``"hf"``: Hugging Face ``transformers`` modules as they are); the loss's temporaries
-    (:data:`LOSS_BACKWARD_BYTES_PER_LOGIT`); the optimizer's temporaries (:func:`optimizer_temporaries_bytes`,
-    ``optimizer_impl`` one of :data:`OPTIMIZER_IMPLS`); and with ``precision="bf16-amp"`` (fp32 weights, grads
-    and AdamW states under ``torch.autocast(bf16)``, what the Hugging Face Trainer's ``bf16=True`` runs) the
-    cached 16-bit weight copies (:func:`autocast_copies_bytes`).
+    The parts: :func:`~llmsizing.gpu_states.model_states`; :func:`~llmsizing.activations.activation_memory` of
+    one micro-batch of ``batch`` sequences of ``seq`` tokens, on the software ``stack`` (``"fused"``:
+    Megatron-style kernels; ``"hf"``: Hugging Face ``transformers`` modules as they are); the loss's
+    temporaries (:data:`LOSS_BACKWARD_BYTES_PER_LOGIT`); the optimizer's temporaries
+    (:func:`optimizer_temporaries_bytes`, ``optimizer_impl`` one of :data:`OPTIMIZER_IMPLS`); and with
+    ``precision="bf16-amp"`` (fp32 weights, grads and AdamW states under ``torch.autocast(bf16)``, what the
+    Hugging Face Trainer's ``bf16=True`` runs) the cached 16-bit weight copies
+    (:func:`autocast_copies_bytes`).
 
     Activations are saved in the recipe's working dtype (fp32 for ``fp32``, 16-bit for the mixed recipes,
     autocast's mix for ``bf16-amp``); an FP8 recipe (``fp8-mixed``, ``fp8-deepseek``) saves its Linear inputs
@@ -122,14 +123,13 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     FP8 weight copies alive with the weights (:class:`ModelStates`). ``grad_accum`` changes the global batch
     (``batch * grad_accum * dp``), and from the second micro-batch on the gradients are alive during the
     forward. With ``parallel``, the result is per GPU, for the most loaded one: each pipeline stage gets its
-    own parameters (:func:`stage_params`), its own activations (1F1B keeps up to ``pp`` micro-batches in
-    flight on the first stage, more when interleaved; the logits and the loss on the last stage), ZeRO-3's
-    gathered unit, and ``offload`` moves states to the host; the pipeline's micro-batches are the
-    ``grad_accum`` steps. ``flops_per_token``: one token's compute, recomputation included
-    (:func:`~llmsizing.flops.training_flops_per_token`).
-    With context parallelism (``parallel.cp``) each GPU holds the activations, logits and loss temporaries of
-    ``seq / cp`` tokens (``seq`` a multiple of ``2 cp``, flash attention), ZeRO shards over ``dp x cp``, and
-    one layer's attention holds the K and V it exchanges
+    own parameters (:func:`~llmsizing.gpu_states.stage_params`), its own activations (1F1B keeps up to ``pp``
+    micro-batches in flight on the first stage, more when interleaved; the logits and the loss on the last
+    stage), ZeRO-3's gathered unit, and ``offload`` moves states to the host; the pipeline's micro-batches are
+    the ``grad_accum`` steps. ``flops_per_token``: one token's compute, recomputation included
+    (:func:`~llmsizing.flops.training_flops_per_token`). With context parallelism (``parallel.cp``) each GPU
+    holds the activations, logits and loss temporaries of ``seq / cp`` tokens (``seq`` a multiple of ``2 cp``,
+    flash attention), ZeRO shards over ``dp x cp``, and one layer's attention holds the K and V it exchanges
     (:func:`~llmsizing.activations.cp_attention_buffers_bytes`, by ``parallel.cp_comm``).
     ``recompute_layers=N`` with ``recompute="full"`` (``None``: every layer) recomputes the first ``N`` layers
     of each model chunk only, Megatron-LM's ``--recompute-method block``

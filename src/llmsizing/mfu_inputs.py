@@ -173,13 +173,12 @@ def estimate_note(area: str, group: str, runs: str, generation: str, dtype: str,
     calibrated cells' (the band the estimate borrows), issue 34. Without a batch (``batch_known=False``), and
     for :data:`AREA`, what the same ranges held of the runs whose source publishes none (the row
     ``batch:unpublished``): the runs predicted as this estimate is."""
-    from .intervals import coverage_note
+    from .intervals import coverage_note, held_note
 
     note = coverage_note(area, group, runs)
     if not batch_known and area == AREA:
-        held = coverage_note(AREA, "batch:unpublished", "runs without a published batch, estimated as this "
-                             "one").split("; out of source it held ", 1)[1]
-        note += f"; and {held}"
+        note += "; and " + held_note(AREA, "batch:unpublished",
+                                     "runs without a published batch, estimated as this one")
     if calibrated:
         return note + no_run_note(generation, dtype)
     return f"{stand_in_note(area, generation, dtype)} (the band shown is the calibrated cells': {note})"

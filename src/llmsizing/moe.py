@@ -204,7 +204,7 @@ def _layer_split(model: Model, tp: int, ep: int, expert_tp: bool) -> tuple:
 
 def stage_split(model: Model, parallel: Parallel) -> list[dict]:
     """Per pipeline stage, the parameters one GPU holds: ``dense`` (embedding, attention, norms, dense MLPs,
-    the router and the shared experts, split by ``tp`` as :func:`~llmsizing.memory.stage_params` splits a
+    the router and the shared experts, split by ``tp`` as :func:`~llmsizing.gpu_states.stage_params` splits a
     dense model), ``experts`` (the routed experts of the stage's MoE layers, ``experts / ep`` of each, divided
     by ``tp`` only with ``expert_tp``), ``dense_linear`` and ``experts_linear`` (their matrices, which an FP8
     recipe copies), ``layers``."""
@@ -227,8 +227,8 @@ def _rows(model: Model, par: Parallel) -> tuple:
 
 
 def gpu_params(model: Model, parallel: Parallel) -> list[float]:
-    """Parameters on one GPU of each stage (dense + routed experts): :func:`~llmsizing.memory.stage_params`
-    for a mixture of experts."""
+    """Parameters on one GPU of each stage (dense + routed experts):
+    :func:`~llmsizing.gpu_states.stage_params` for a mixture of experts."""
     return [r[0] + r[1] for r in _rows(model, parallel)]
 
 
@@ -442,7 +442,7 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     (bytes sent / that time, latency included), its ``latency_s`` 0. ``_tokens``: a NumPy array of the
     tokens a GPU routes in place of the layout's (``batch``, ``tp``, ``cp`` then unread), the rows' numbers
     arrays of them, element by element the same arithmetic (issue 35:
-    :func:`llmsizing.plan_pricing.moe_all_to_all_s` prices every token count of a group of links at once).
+    :func:`llmsizing.plan_moe.moe_all_to_all_s` prices every token count of a group of links at once).
 
     Group-limited routing inside one scale-up domain (issue 35): when the model's own groups
     (:func:`llmsizing.all_to_all.route_max_ranks`, its config's ``n_group`` / ``topk_group``) put a token's

@@ -200,7 +200,7 @@ __all__ = ["GPU_SMS", "DEEPSEEK_V3_COMM_SMS", "SCHEDULES", "ROUTINGS", "expert_r
 def shared_expert_params(model) -> tuple[int, int]:
     """The weights of a MoE layer's shared experts in their first GEMMs (gate and up projections) and in their
     last (the down projection), the two halves :func:`shared_expert_window_s` pairs with the all-to-alls (the
-    planner's copy, :func:`llmsizing.plan_pricing.moe_all_to_all_s`, reads them too; Megatron-Core's
+    planner's copy, :func:`llmsizing.plan_moe.moe_all_to_all_s`, reads them too; Megatron-Core's
     ``SharedExpertMLP`` overlaps its ``linear_fc1`` with the dispatch and ``linear_fc2`` with the combine).
     A model with no shared experts is refused: ValueError naming ``shared_expert_overlap``. Chapter 18."""
     if not model.is_moe or not model.shared_experts:

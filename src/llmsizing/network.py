@@ -38,11 +38,11 @@ step counts):
 So a collective of ``S`` bytes over ``n`` GPUs costs ``steps x alpha + wire_factor x S / (achievable fraction
 x bandwidth)``. What it leaves out: NCCL's protocol switches (LL, LL128, Simple) and in-network reduction
 (NVLS, SHARP), which make the real curve bumpier and, at the largest messages, up to about 20% faster than the
-fitted line; and contention with other jobs. Every call pays its latency (issue 34): a framework's
-collectives are as many calls as it issues, one per layer for tensor and context parallelism and for FSDP's
-per-block gathers, one per gradient bucket for DDP and the distributed optimizer
-(:func:`llmsizing.comm.dp_schedule`). Over a group of ``n`` GPUs a ring call is ``n - 1`` steps, so an FSDP
-group spanning a thousand GPUs pays milliseconds per layer: latency, not bandwidth, then sets its cost.
+fitted line; and contention with other jobs. Every call pays its latency (issue 34): a framework's collectives
+are as many calls as it issues, one per layer for tensor and context parallelism and for FSDP's per-block
+gathers, one per gradient bucket for DDP and the distributed optimizer
+(:func:`llmsizing.zero_traffic.dp_schedule`). Over a group of ``n`` GPUs a ring call is ``n - 1`` steps, so an
+FSDP group spanning a thousand GPUs pays milliseconds per layer: latency, not bandwidth, then sets its cost.
 """
 
 from __future__ import annotations

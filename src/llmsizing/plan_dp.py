@@ -1,10 +1,11 @@
 """The planner's data-parallel collectives on arrays (Part III, "How many GPUs do you need?"), split out of
 :mod:`llmsizing.plan_pricing` (issue 34: interleaved pipelines pushed it past 600 lines): the slots
 :func:`~llmsizing.plan_pricing._price` keeps the collectives of :func:`~llmsizing.comm.communication` in
-(:data:`_DP_SLOTS`), their calls per pass (:func:`_dp_calls`, :func:`~llmsizing.comm.dp_calls` on arrays),
-what :func:`~llmsizing.layouts.exposed_by_group` leaves exposed of them (:func:`_dp_exposed`) and each row's
-group link (:func:`_row_links`). No formula of its own; :mod:`llmsizing.plan_pricing` re-exports these names
-and ``tests/test_planner_speed.py`` checks searches priced with them against one ``step_time`` per plan.
+(:data:`_DP_SLOTS`), their calls per pass (:func:`_dp_calls`, :func:`~llmsizing.zero_traffic.dp_calls` on
+arrays), what :func:`~llmsizing.layouts.exposed_by_group` leaves exposed of them (:func:`_dp_exposed`) and
+each row's group link (:func:`_row_links`). No formula of its own; :mod:`llmsizing.plan_pricing` re-exports
+these names and ``tests/test_planner_speed.py`` checks searches priced with them against one ``step_time`` per
+plan.
 """
 
 from __future__ import annotations
@@ -61,9 +62,10 @@ def _row_links(gpu_list, node_of, gi, size, stride):
 
 
 def _dp_calls(zero, on_rank, layers, dpcp) -> np.ndarray:
-    """Calls per pass of each :data:`_DP_SLOTS` slot, one row per plan (:func:`~llmsizing.comm.dp_calls`):
-    ZeRO-3's slots one per FSDP unit of the stage's ``layers``, the others one per gradient bucket of the
-    ``on_rank`` parameters (:func:`~llmsizing.comm.dp_bucket_params` of ``dp x cp``)."""
+    """Calls per pass of each :data:`_DP_SLOTS` slot, one row per plan
+    (:func:`~llmsizing.zero_traffic.dp_calls`): ZeRO-3's slots one per FSDP unit of the stage's ``layers``,
+    the others one per gradient bucket of the ``on_rank`` parameters
+    (:func:`~llmsizing.zero_traffic.dp_bucket_params` of ``dp x cp``)."""
     units = np.ceil(np.round(layers) / FSDP_UNIT_LAYERS)
     bucket = np.maximum(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * dpcp)
     buckets = np.maximum(1.0, np.ceil(on_rank / bucket))

@@ -87,9 +87,9 @@ def stage_moe_layer_counts(model, par, mtp_depth: int = 0) -> tuple:
 
 def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precision, node_of, expert_tp):
     """A mixture of experts' data-parallel collectives for the planner's pricing
-    (:func:`~llmsizing.planner._price`): ``(exposed, total)`` seconds per plan,
+    (:func:`~llmsizing.plan_pricing._price`): ``(exposed, total)`` seconds per plan,
     the dense part over ``dp x cp`` (``tp`` apart) and the routed experts' over ``edp`` (``etp x ep`` apart),
-    each exposed on its own. Each part's collectives (:func:`~llmsizing.comm.dp_schedule`, priced by
+    each exposed on its own. Each part's collectives (:func:`~llmsizing.zero_traffic.dp_schedule`, priced by
     :func:`~llmsizing.comm.ring_collective` as :func:`~llmsizing.comm.communication` prices them) are worked
     out once per (tp, ZeRO stage, group size, ep, the group leaving the scale-up domain) on a unit link
     (bytes do not depend on the link, latency steps only on leaving the domain), for one stage's parameters
@@ -145,10 +145,10 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
 def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_comm, rcs, expert_tp,
                      max_nodes, window=None):
     """Seconds per plan of a mixture of experts' expert-parallel all-to-alls
-    (:func:`llmsizing.moe.ep_all_to_all`) for :func:`~llmsizing.planner._price`: all the MoE layers' of one
-    micro-batch without a pipeline, scaled by the most loaded stage's MoE layers over all of them, times the
-    micro-batches. With ``window`` (plans x 2, the shared experts' windows), ``(all, left)``: ``left`` what
-    the shared experts do not hide (:func:`llmsizing.moe_time.shared_overlap_rows_s`)."""
+    (:func:`llmsizing.moe.ep_all_to_all`) for :func:`~llmsizing.plan_pricing._price`: all the MoE layers' of
+    one micro-batch without a pipeline, scaled by the most loaded stage's MoE layers over all of them, times
+    the micro-batches. With ``window`` (plans x 2, the shared experts' windows), ``(all, left)``: ``left``
+    what the shared experts do not hide (:func:`llmsizing.moe_time.shared_overlap_rows_s`)."""
     gi, tp, cp, pp, b, ep, ri = (cols[k] for k in ("gpu", "tp", "cp", "pp", "micro", "ep", "rc"))
     out = np.zeros(len(gi))
     on = np.flatnonzero(ep > 1)

@@ -32,7 +32,7 @@ from .parallel import Parallel, kept_parallel, layers_per_stage, stage_chunks
 from .pipeline_schedule import pipelined_zero_fields
 # the data-parallel slots and links live in plan_dp; their names stay importable from here
 from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _kept_runs, _row_links  # noqa: F401
-from .plan_terms import _group_columns, _groups, dp_link_rows, dp_unit_rows, layer_terms  # noqa: F401
+from .plan_terms import _group_columns, _groups, dp_link_rows, layer_terms
 # a mixture of experts' collectives and all-to-alls, and plan()'s MTP and capacity options, live in plan_moe
 from .plan_moe import (has_options, moe_all_to_all_s, moe_dp_collectives, option_pieces,  # noqa: F401
                        stage_moe_layer_counts)
@@ -299,7 +299,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     * the data-parallel collectives depend on (the group's link, tp, ZeRO stage, ``dp x cp``) and on the
       parameters a GPU holds: one :func:`~llmsizing.comm.communication` per key without a pipeline gives each
       collective's bytes and latency per call, the bytes scaled by the parameters of the most loaded stage
-      (:func:`~llmsizing.memory.stage_params`) for each ``pp``; exposed by :data:`_DP_SLOTS`' rules.
+      (:func:`~llmsizing.gpu_states.stage_params`) for each ``pp``; exposed by :data:`_DP_SLOTS`' rules.
 
     A mixture of experts (issue 24; ``cols["ep"]``, ``expert_tp``, DeepSeek's node limit ``max_nodes``, the
     share ``ep_overlap`` of the all-to-all hidden) adds:

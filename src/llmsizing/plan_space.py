@@ -41,19 +41,18 @@ def check_global_batch(global_batch) -> int:
     return gb
 
 
-#: The most layouts (tp x pp x ZeRO stage, times the recomputations) ``plan()`` weighs in memory in one
-#: call, and the most plans that fit it prices: bounds that keep a call under about a second on the book's
-#: 2-core machine. The book's searches weigh at most about 300 layouts (Llama 3.1 405B). Pricing is vectorised
-#: (:func:`_price`, tens of microseconds a plan), so the plan bound is set by what the largest real search
-#: needs, not by the step-time model's speed. :data:`MAX_PLANS` counts the plans without interleaving or
-#: ZeRO-2/3 under a pipeline, and twice as many are priced in all (issue 34: the interleaved ones, which
-#: ``plan()`` lists only where they can win): Llama 3.1 405B over the whole GPU catalogue prices about
-#: 21,300 plans at 8K tokens (13,200 plain) and about 41,600 at 128K (25,600; context parallelism multiplies
-#: the layouts). ``shard_under_pipeline=True`` doubles both bounds (its ZeRO-2/3 pipelines: 43,600 and 90,400
-#: plans). A
-#: model whose layer count has many divisors (pp), or a global batch with hundreds of divisors (dp: 55,440 has
-#: 120, and 33,000 plans of Llama 2 7B without interleaving fit on two GPU types), is refused with what to
-#: narrow instead of searched for seconds.
+#: The most layouts (tp x pp x ZeRO stage, times the recomputations) ``plan()`` weighs in memory in one call,
+#: and the most plans that fit it prices: bounds that keep a call under about a second on the book's 2-core
+#: machine. The book's searches weigh at most about 300 layouts (Llama 3.1 405B). Pricing is vectorised
+#: (:func:`~llmsizing.plan_pricing._price`, tens of microseconds a plan), so the plan bound is set by what the
+#: largest real search needs, not by the step-time model's speed. :data:`MAX_PLANS` counts the plans without
+#: interleaving or ZeRO-2/3 under a pipeline, and twice as many are priced in all (issue 34: the interleaved
+#: ones, which ``plan()`` lists only where they can win): Llama 3.1 405B over the whole GPU catalogue prices
+#: about 21,300 plans at 8K tokens (13,200 plain) and about 41,600 at 128K (25,600; context parallelism
+#: multiplies the layouts). ``shard_under_pipeline=True`` doubles both bounds (its ZeRO-2/3 pipelines: 43,600
+#: and 90,400 plans). A model whose layer count has many divisors (pp), or a global batch with hundreds of
+#: divisors (dp: 55,440 has 120, and 33,000 plans of Llama 2 7B without interleaving fit on two GPU types), is
+#: refused with what to narrow instead of searched for seconds.
 MAX_LAYOUTS = 600
 MAX_PLANS = 30_000
 

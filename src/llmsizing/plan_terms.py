@@ -160,10 +160,10 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
     kept, the gradients reduce-scattered once per pass, a pass being one run of a chunk's backwards.
 
     :func:`~llmsizing.comm.communication`'s data-parallel rows without its call (issue 32: one per key was
-    ~15% of a long-context search's pricing): the collectives of :func:`~llmsizing.comm.dp_schedule` once
-    per (tp, ZeRO stage, dp x cp), each priced as :func:`~llmsizing.comm.ring_collective` prices it on the
-    key's own :func:`~llmsizing.network.group_link`, the same operations on the same floats in the same order
-    (``tests/test_planner_speed.py``, ``tests/test_plan_terms.py``). A message beyond
+    ~15% of a long-context search's pricing): the collectives of :func:`~llmsizing.zero_traffic.dp_schedule`
+    once per (tp, ZeRO stage, dp x cp), each priced as :func:`~llmsizing.comm.ring_collective` prices it on
+    the key's own :func:`~llmsizing.network.group_link`, the same operations on the same floats in the same
+    order (``tests/test_planner_speed.py``, ``tests/test_plan_terms.py``). A message beyond
     :data:`~llmsizing._validate.MAX_MEANINGFUL` goes through :func:`~llmsizing.comm.communication`, which
     raises its own error."""
     per_byte, traffic, latency = ([[0.0] * n_slots for _ in keys] for _ in range(3))
@@ -209,16 +209,16 @@ def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: b
                  dp_calls) -> np.ndarray:
     """Each key ``(tp, ZeRO stage, group size n, ep, leaving the scale-up domain, the GPUs per domain that set
     its bytes: 1 for a flat ring, :func:`_per`)``'s data-parallel collectives of one stage without a pipeline,
-    on a unit link (bandwidth 1, latency 1 per step), as ``(bytes of a pass, latency steps of one call)`` per
-    slot (``slot_of``, the planner's :func:`~llmsizing.plan_pricing._dp_slot`): the dense parameters (``part``
-    0) or the routed experts' (1) of :func:`llmsizing.moe.stage_split`. What one
-    :func:`~llmsizing.comm.dp_schedule` and one :func:`~llmsizing.comm.ring_collective` per collective and key
-    give, on arrays of keys: the schedule's collectives are read once per ZeRO stage,
+    on a unit link (bandwidth 1, latency 1 per step), as ``(bytes of a pass, latency steps of one
+    call)`` per slot (``slot_of``, the planner's :func:`~llmsizing.plan_pricing._dp_slot`): the dense
+    parameters (``part`` 0) or the routed experts' (1) of :func:`llmsizing.moe.stage_split`. What one
+    :func:`~llmsizing.zero_traffic.dp_schedule` and one :func:`~llmsizing.comm.ring_collective` per collective
+    and key give, on arrays of keys: the schedule's collectives are read once per ZeRO stage,
     :func:`~llmsizing.network.wire_factor` once per (kind, n, GPUs per domain) and
     :func:`~llmsizing.network.latency_steps` once per (kind, n, leaving) (bytes are linear in the message, so
     its value at 1 byte times the message is the same float), the calls per pass from ``dp_calls``
-    (:func:`~llmsizing.plan_pricing._dp_calls`, :func:`~llmsizing.comm.dp_calls` on arrays). Keys with ``n =
-    1`` send nothing. Issue 35 (DeepSeek-V3 over the catalogue: 1,700 keys)."""
+    (:func:`~llmsizing.plan_pricing._dp_calls`, :func:`~llmsizing.zero_traffic.dp_calls` on arrays). Keys with
+    ``n = 1`` send nothing. Issue 35 (DeepSeek-V3 over the catalogue: 1,700 keys)."""
     rows = np.zeros((len(keys), 2, n_slots))
     if not len(keys):
         return rows

@@ -15,10 +15,10 @@ days and cost. It adds no formula of its own:
 * time is :func:`~llmsizing.layouts.step_time` (the slowest stage's compute at ``kernel_efficiency`` of the
   dense peak, default each GPU generation's calibrated one, the pipeline bubble, and what each group's
   communication (:func:`~llmsizing.comm.communication`, on each GPU's node) cannot hide), worked out for all
-  the plans at once (:func:`_price`: the library called once per piece that many plans share, NumPy for the
-  rest; ``tests/test_planner_speed.py`` checks whole searches against one ``step_time`` per plan), one GPU
-  type at a time, each GPU's block kept between searches (:func:`~llmsizing.plan_pricing.kept_price`: a search
-  that adds a GPU type prices that one only);
+  the plans at once (:func:`~llmsizing.plan_pricing._price`: the library called once per piece that many plans
+  share, NumPy for the rest; ``tests/test_planner_speed.py`` checks whole searches against one ``step_time``
+  per plan), one GPU type at a time, each GPU's block kept between searches
+  (:func:`~llmsizing.plan_pricing.kept_price`: a search that adds a GPU type prices that one only);
 * where only full recomputation fits, the fewest layers per stage that fit (partial recomputation,
   Megatron-LM's block method; issue 23): the memory is affine in them, so
   :func:`~llmsizing.plan_pricing._least_recompute_layers` solves for them in closed form, and each per-layer
@@ -195,36 +195,35 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          shard_under_pipeline: bool = False, shared_expert_overlap: bool = False, mtp_depth: int = 0,
          capacity_factor: float | None = None):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
-    ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame (:data:`PLAN_COLUMNS`), cheapest
-    first.
+    ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame
+    (:data:`~llmsizing.plan_space.PLAN_COLUMNS`), cheapest first.
 
     Searched: ``tp`` among the divisors of each GPU's scale-up domain (its node's, or ``gpus_per_node``) that
-    the model's heads allow (sequence parallelism on
-    whenever ``tp > 1``), ``pp`` among the divisors of the layer count up to ``max_pp`` (Megatron-LM's even
-    split) and, for a dense model, those of the layers plus two, the embedding and the loss each counted as a
-    layer's place (Megatron-LM's ``--account-for-embedding/loss-in-pipeline-split``, Llama 3 405B's 16 stages:
+    the model's heads allow (sequence parallelism on whenever ``tp > 1``), ``pp`` among the divisors of the
+    layer count up to ``max_pp`` (Megatron-LM's even split) and, for a dense model, those of the layers plus
+    two, the embedding and the loss each counted as a layer's place (Megatron-LM's
+    ``--account-for-embedding/loss-in-pipeline-split``, Llama 3 405B's 16 stages:
     :func:`~llmsizing.plan_pricing.pipeline_split`), each with ``virtual_stages`` interleaved chunks per stage
     (issue 34; :func:`~llmsizing.plan_candidates.stage_chunk_options`: 1 and, by default, the fewest and the
     most equal chunks, with ``grad_accum`` a multiple of ``pp`` as Megatron-LM's interleaved schedule needs;
     the bubble ``(pp - 1) / (v m)``, the micro-batches in flight and the ``2 m v`` sends are those of
     :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory`; an interleaved plan is
     listed only where no plan of the same layout, GPU, micro-batch and ``dp`` is as fast and as light:
-    :func:`~llmsizing.plan_rank.interleaving_winners`; partial recomputation counts layers per model chunk
-    and is searched on even splits, for an autocast recipe without interleaving only; not for a mixture of
+    :func:`~llmsizing.plan_rank.interleaving_winners`; partial recomputation counts layers per model chunk and
+    is searched on even splits, for an autocast recipe without interleaving only; not for a mixture of
     experts), ZeRO stages ``zero_stages`` (2 and 3 only without a pipeline, unless ``shard_under_pipeline``;
-    see below), micro-batches ``micro_batches``
-    and, for each, ``dp`` such that ``global_batch = micro_batch x grad_accum x dp`` with whole numbers and
-    ``grad_accum >= pp`` (fewer micro-batches than stages leave most of the pipeline idle), ``tp x pp x dp``
-    at most ``max_gpus``; context parallelism ``cp`` among ``cp_degrees`` (default
-    :func:`default_cp_degrees`: none below :data:`CP_MIN_SEQ` tokens, up to 32 at long context, each leaving a
-    rank at least :data:`CP_MIN_TOKENS_PER_RANK` tokens; a given tuple is searched as is, each degree dividing
-    ``seq`` into ``2 cp`` chunks), with K and V exchanged as ``cp_comm`` says
+    see below), micro-batches ``micro_batches`` and, for each, ``dp`` such that
+    ``global_batch = micro_batch x grad_accum x dp`` with whole numbers and ``grad_accum >= pp`` (fewer
+    micro-batches than stages leave most of the pipeline idle), ``tp x pp x dp`` at most ``max_gpus``; context
+    parallelism ``cp`` among ``cp_degrees`` (default :func:`~llmsizing.plan_space.default_cp_degrees`: none
+    below :data:`~llmsizing.plan_space.CP_MIN_SEQ` tokens, up to 32 at long context, each leaving a rank at
+    least :data:`~llmsizing.plan_space.CP_MIN_TOKENS_PER_RANK` tokens; a given tuple is searched as is, each
+    degree dividing ``seq`` into ``2 cp`` chunks), with K and V exchanged as ``cp_comm`` says
     (:data:`~llmsizing.parallel.CP_COMMS`: the ring ``"p2p"``, Megatron-LM's default, or ``"all_gather"``;
     Ulysses' ``"a2a"``, limited by the heads, is not searched), ``tp x cp x pp x dp`` GPUs in all. For each
-    layout and micro-batch only the lightest recomputation in
-    ``recomputes`` that fits is kept (heavier recomputation costs time and buys nothing once it fits). A plan
-    fits when its most loaded GPU's total (:func:`~llmsizing.memory.training_memory`) is at most
-    ``usable_fraction`` of the GPU's memory.
+    layout and micro-batch only the lightest recomputation in ``recomputes`` that fits is kept (heavier
+    recomputation costs time and buys nothing once it fits). A plan fits when its most loaded GPU's total
+    (:func:`~llmsizing.memory.training_memory`) is at most ``usable_fraction`` of the GPU's memory.
 
     **Partial recomputation** (issue 23; ``partial_recompute=True``, the default, for a dense model): where
     only ``"full"`` fits, the plan recomputes the fewest layers of each pipeline stage that make it fit,
@@ -280,14 +279,15 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     model's own, :func:`llmsizing.moe_layouts.route_max_nodes`, 4 nodes for DeepSeek-V3; ``None``: no limit),
     exposed but for the share ``ep_overlap`` (0 to 1; 0 by default, as Megatron-Core's all-to-all overlap is
     off by default, and 1 for DualPipe: :func:`~llmsizing.layouts.step_time` says why); the FLOPs and the MFU
-    are the active parameters'. The frame then has an ``ep`` column (:data:`MOE_PLAN_COLUMNS`). A dense model
-    refuses ``ep_degrees`` above 1 and ``expert_tp``. ``shared_expert_overlap=True`` builds every layout with
+    are the active parameters'. The frame then has an ``ep`` column
+    (:data:`~llmsizing.plan_space.MOE_PLAN_COLUMNS`). A dense model refuses ``ep_degrees`` above 1 and
+    ``expert_tp``. ``shared_expert_overlap=True`` builds every layout with
     :attr:`~llmsizing.parallel.Parallel.shared_expert_overlap` (the shared experts' GEMMs beside each
     all-to-all, :func:`llmsizing.moe_time.shared_overlap_exposed_s`; a model without shared experts is
     refused), so a row is ``step_time`` of that layout. Off by default, as in Megatron-Core
-    (``moe_shared_expert_overlap=False``: the shared experts run after the routed ones): a training stack
-    must be told to, of the published MoE runs only DeepSeek-V2 states it, and the all-to-all's SMs slowing
-    the GEMMs beside it are not priced, so the option errs fast. ``mtp_depth`` (DeepSeek-V3's
+    (``moe_shared_expert_overlap=False``: the shared experts run after the routed ones): a training stack must
+    be told to, of the published MoE runs only DeepSeek-V2 states it, and the all-to-all's SMs slowing the
+    GEMMs beside it are not priced, so the option errs fast. ``mtp_depth`` (DeepSeek-V3's
     multi-token-prediction modules on the last stage) and ``capacity_factor`` (token dropping; ``None``:
     dropless) are priced as ``training_memory`` and ``step_time`` price them (:mod:`llmsizing.plan_moe`).
 

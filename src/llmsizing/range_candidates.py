@@ -1,13 +1,13 @@
 """What might explain the spread of the end-to-end MFU model's out-of-source residuals (chapter 10; issue 34).
 
-The end-to-end model (:func:`~llmsizing.calibration.fit_mfu_model`, fit 2) knows no layout; its 80% range is
-the widest of the book's training ranges. Each candidate here adds terms to its least-squares fit, terms a
-user planning a job knows before it runs (GPU count, stack family, global batch, GPU memory, the date), or
-changes how the conformal bounds score a residual (:data:`~llmsizing.intervals.SCORES`), and is checked the
-way the production range is (:func:`~llmsizing.calibration.mfu_loso_check`): leaving whole sources out,
-nested, each source weighing the same, widths apart for steady states and whole-run totals where a kind has
-enough sources. A candidate meets issue 34 when its measured coverage is at least :data:`MIN_COVERAGE` and its
-median width at most :data:`MAX_WIDTH`.
+The baseline end-to-end model (:func:`~llmsizing.calibration.fit_mfu_model`, fit 2) knows no layout; its 80%
+range is the widest of the book's training ranges. Each candidate here adds terms to its least-squares fit,
+terms a user planning a job knows before it runs (GPU count, stack family, global batch, GPU memory, the
+date), or changes how the conformal bounds score a residual (:data:`~llmsizing.intervals.SCORES`), and is
+checked the way the baseline's range is (:func:`~llmsizing.calibration.mfu_loso_check`): leaving whole sources
+out, nested, each source weighing the same, widths apart for steady states and whole-run totals where a kind
+has enough sources. A candidate meets issue 34 when its measured coverage is at least :data:`MIN_COVERAGE` and
+its median width at most :data:`MAX_WIDTH`.
 
 Where a run does not publish the quantity a term reads (a model card gives no GPU count or batch), the term is
 0 there and, for the batch terms, an indicator "not published" takes its place: a user always knows it, the
@@ -93,9 +93,9 @@ CANDIDATES = {
 def candidate_check(name: str = "none", *, score: str = "tails", coverage: float = 0.8):
     """The nested leave-one-source-out check (:func:`~llmsizing.intervals.loso_check`) of the end-to-end
     model with candidate ``name``'s terms (:data:`CANDIDATES`) added to its fit, its bounds scored by
-    ``score`` (:data:`~llmsizing.intervals.SCORES`), strata as the production range
+    ``score`` (:data:`~llmsizing.intervals.SCORES`), strata as the baseline's range
     (:data:`~llmsizing.calibration.INTERVAL_STRATA`): ``(check, runs)``. ``name="none"`` with ``"tails"``
-    is the production check."""
+    is the baseline's check."""
     from .intervals import SCORES, copied_check
 
     if name not in CANDIDATES:
@@ -258,7 +258,7 @@ def selection_check(groups=None, *, score: str = "absolute", coverage: float = 0
     """The term choice itself checked leaving whole sources out: for each source ``k``, every subset of
     ``groups`` (names of :data:`TERM_GROUPS`, default all: 256 subsets, minutes) is scored on the other
     sources alone (the bounds of their out-of-source residuals, each fit also without ``k``; strata as the
-    production range) and the subset with the narrowest median width is kept; ``k``'s runs are then predicted
+    baseline's range) and the subset with the narrowest median width is kept; ``k``'s runs are then predicted
     with it and checked against its bounds. Returns ``(coverage, median_width, chosen, per_run)``: the
     measured coverage and median width over the runs calibrated in their fold (as
     :class:`~llmsizing.intervals.LosoCheck` counts them), ``{source: chosen subset}`` and per run its source,
@@ -330,7 +330,7 @@ REPORT_BY = ("generation", "stack_family", "dtype", "kind")
 
 def registered_check(name: str = "registered", *, coverage: float = 0.8):
     """The nested leave-one-source-out check (:func:`~llmsizing.intervals.loso_check`, as
-    ``tools/calibrate.py`` checks the production range) of the pre-registered procedure ``name``
+    ``tools/calibrate.py`` checks the baseline's range) of the pre-registered procedure ``name``
     (:data:`REGISTERED`): the end-to-end fit with its extra terms, its score, and bounds of their own per GPU
     generation with :func:`~llmsizing.intervals.min_units` sources (else pooled). Returns ``(check,
     per_run)``: ``per_run`` has per run its source, :data:`REPORT_BY` groups, ``inside``, ``width`` and

@@ -11,8 +11,8 @@ section "Interruptions and goodput").
   times as often per GPU. Meta's research-cluster study (Kokolis et al. 2024: a mean time to failure of 7.9
   hours for 1,024-GPU jobs on two A100 clusters) is held out too: about six times Llama 3's rate.
 * **What a checkpoint costs.** It holds the weights and the optimizer states (the master copy and the moments;
-  not the gradients): :func:`checkpoint_bytes`, from :func:`~llmsizing.memory.model_states`. Written at the
-  storage bandwidth you name, it takes ``δ = bytes / bandwidth`` (synchronous; an asynchronous checkpoint
+  not the gradients): :func:`checkpoint_bytes`, from :func:`~llmsizing.gpu_states.model_states`. Written at
+  the storage bandwidth you name, it takes ``δ = bytes / bandwidth`` (synchronous; an asynchronous checkpoint
   only stalls for the copy out of GPU memory, so pass that time instead: :func:`goodput` takes ``write_s``).
 * **When to write one.** Young (1974) and Daly (2006): the interval that minimises the time lost is
   ``τ = sqrt(2 δ M)`` for a mean time between interruptions ``M`` (:func:`optimal_checkpoint_interval_s`;
@@ -123,10 +123,10 @@ def interruption_causes():
 
 def checkpoint_bytes(model: Model | str, *, precision: str = "bf16-mixed", optimizer: str = "adamw") -> float:
     """Bytes of one full checkpoint of a training run: the weights and the optimizer's states (master copy and
-    moments) of :func:`~llmsizing.memory.model_states` for the whole model, without the gradients (recomputed
-    after a restart) or FP8 weight copies (rebuilt from the master). 14 bytes per parameter for ``bf16-mixed``
-    AdamW (2 + 4 + 8), as a Megatron-LM or torch.distributed.checkpoint sharded save of those states
-    writes."""
+    moments) of :func:`~llmsizing.gpu_states.model_states` for the whole model, without the gradients
+    (recomputed after a restart) or FP8 weight copies (rebuilt from the master). 14 bytes per parameter for
+    ``bf16-mixed`` AdamW (2 + 4 + 8), as a Megatron-LM or torch.distributed.checkpoint sharded save of those
+    states writes."""
     from .memory import model_states
 
     st = model_states(resolve_model(model, moe=True), precision=precision, optimizer=optimizer)

@@ -26,7 +26,7 @@ Schulman et al. 2017) is not one training step but a sequence of phases, as verl
    :func:`llmsizing.network.collective_time_s`), the engine sleeps and wakes (its ``W / gen_tp`` to the host
    and back) and, with ``offload``, the trainer's model states (weights, gradients, optimizer: not its
    activations, which are freed, not moved) go to the host and back (at
-   :data:`llmsizing.comm.HOST_LINK_GBPS`): :func:`llmsizing.rl_trainer.colocated_moves_s`. Split pools
+   :data:`llmsizing.zero_traffic.HOST_LINK_GBPS`): :func:`llmsizing.rl_trainer.colocated_moves_s`. Split pools
    (OpenRLHF, Tülu 3's NCCL broadcast): the full 16-bit weights ``W`` cross the network to the engines.
 
 Colocated, the phases run one after the other on all ``n_gpus``. Split, ``gen_gpus`` generate while the rest

@@ -33,7 +33,7 @@ MFU of whole pre-training runs, which a model of 3B active parameters in 30B nev
     by CUDA IPC), an all-gather of ``W`` over the pool (:func:`llmsizing.network.collective_time_s`);
   - the engine's sleep and wake: vLLM's sleep mode level 1 "offloads model weights and discards the KV
     cache" (vLLM docs, "Sleep Mode"); waking copies them back: ``2 x W / gen_tp`` per GPU over the host link
-    (:data:`llmsizing.comm.HOST_LINK_GBPS`);
+    (:data:`llmsizing.zero_traffic.HOST_LINK_GBPS`);
   - with ``offload``, the trainer's model states (weights, gradients, optimizer) to the host and back while
     the engine runs: ``2 x`` their bytes per GPU over the host link. The states, not the trainer's peak: the
     activations are freed when the step ends and nothing moves them. verl's ``offload_fsdp_model_to_cpu``
@@ -327,7 +327,7 @@ def trainer_state_bytes(m, gpus: int, layout=None, cpu_optimizer: bool = False) 
     16 bytes per parameter over the pool (also for a mixture of experts timed on :func:`default_layout`,
     which is chosen for its all-to-all, not for memory). With a given layout ``(tp, cp, ep, pp)``:
     :func:`layout_parallel`'s distributed optimizer (ZeRO-1: the weights and gradients split over tensor,
-    pipeline and expert parallelism only), its most loaded GPU (:func:`llmsizing.memory.model_states`).
+    pipeline and expert parallelism only), its most loaded GPU (:func:`llmsizing.gpu_states.model_states`).
     ``cpu_optimizer`` keeps the optimizer on the host (``offload="optimizer"``). No activations: they are
     freed after the update."""
     from dataclasses import replace
@@ -344,11 +344,11 @@ def cpu_adam_s(m, par: Parallel, gpus: int, host_link_gbps: float = HOST_LINK_GB
                host_memory_gbps: float = HOST_MEMORY_GBPS) -> float:
     """Seconds a CPU optimizer adds to one update (Megatron's ``--optimizer-cpu-offload``, which slime's and
     Miles' MoE recipes set): the GPU's optimizer partition's 16-bit gradients down and 16-bit weights up the
-    host link, and the host's Adam over it at :data:`~llmsizing.comm.CPU_ADAM_BYTES_PER_PARAM` bytes of
-    memory traffic per parameter (the ZeRO-Offload costs of :func:`llmsizing.comm.offload_time`, chapter 7).
-    The partition is the GPU's parameters (:func:`llmsizing.memory.stage_params`) over the group that shards
-    them: data parallelism for a dense model; for a mixture of experts, whose parameters are mostly experts,
-    the expert-data-parallel group ``gpus / (ep x pp)``."""
+    host link, and the host's Adam over it at :data:`~llmsizing.zero_traffic.CPU_ADAM_BYTES_PER_PARAM` bytes
+    of memory traffic per parameter (the ZeRO-Offload costs of :func:`llmsizing.zero_traffic.offload_time`,
+    chapter 7). The partition is the GPU's parameters (:func:`llmsizing.gpu_states.stage_params`) over the
+    group that shards them: data parallelism for a dense model; for a mixture of experts, whose parameters are
+    mostly experts, the expert-data-parallel group ``gpus / (ep x pp)``."""
     from .memory import stage_params
 
     local = max(stage_params(m, par))
@@ -359,8 +359,8 @@ def cpu_adam_s(m, par: Parallel, gpus: int, host_link_gbps: float = HOST_LINK_GB
 
 def weight_backup_s(m, par: Parallel, *, reference: bool,
                     host_link_gbps: float = HOST_LINK_GBPS) -> float:
-    """Seconds per step of slime's host copies of the weights (module docstring): the GPU's 16-bit
-    parameters (:func:`llmsizing.memory.stage_params`, largest stage) once down after the update, and with a
+    """Seconds per step of slime's host copies of the weights (module docstring): the GPU's 16-bit parameters
+    (:func:`llmsizing.gpu_states.stage_params`, largest stage) once down after the update, and with a
     ``reference`` twice more up (the reference in, the policy back), over the host link."""
     from .memory import stage_params
 

@@ -28,9 +28,9 @@ from .time_cost import TrainingTime, training_time
 
 
 def offload_exposed_s(offload: OffloadTime, step: StepTime, *, delayed_update: bool = False) -> float:
-    """Seconds of a ZeRO-Offload step (:func:`~llmsizing.comm.offload_time`) that the GPU waits for, given
-    the layout's ``step`` (:func:`~llmsizing.layouts.step_time`), whose busy time (compute + bubble) is what
-    the host's work can hide behind.
+    """Seconds of a ZeRO-Offload step (:func:`~llmsizing.zero_traffic.offload_time`) that the GPU waits for,
+    given the layout's ``step`` (:func:`~llmsizing.layouts.step_time`), whose busy time (compute + bubble) is
+    what the host's work can hide behind.
 
     ZeRO-Offload (Ren et al. 2021, Sec. 4) copies each gradient bucket to the host while the backward runs, so
     the copies cost only what outlasts the step's busy time. Then the host runs Adam and sends the 16-bit

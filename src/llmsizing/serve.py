@@ -4,13 +4,15 @@ A request has two phases (Pope et al. 2022, "Efficiently Scaling Transformer Inf
 book's "All About Transformer Inference" chapter; LLM-Viewer, Yuan et al. 2024, "LLM Inference Unveiled"):
 
 * **prefill** runs the whole prompt through the model at once. It does ``2 N`` FLOPs per prompt token (plus
-  attention) and reads every weight once, so its arithmetic intensity is about the number of prompt tokens:
-  compute-bound on every catalogued GPU for prompts of a few hundred tokens. Its time is the time to first
-  token (TTFT).
-* **decode** produces one token per sequence per step. Each step reads every weight and every cached K and V
-  of the batch, and does ``2 N`` FLOPs per sequence: the intensity is about the batch size, far below the
-  ridge point (:func:`llmsizing.hardware.ridge_point_flops_per_byte`) until the batch is in the hundreds.
-  Its time per step is the inter-token latency (ITL).
+  attention) and reads every weight once (the untied input embedding only in the rows its tokens gather), so
+  its arithmetic intensity is about the number of prompt tokens: compute-bound on every catalogued GPU for
+  prompts of a few hundred tokens. Its time is the time to first token (TTFT).
+* **decode** produces one token per sequence per step. Each step reads every weight but the untied input
+  embedding, of which it gathers one row per sequence (:func:`~llmsizing.inference.decode_weight_bytes_read`;
+  vLLM's ``VocabParallelEmbedding`` is ``F.embedding``), and every cached K and V of the batch, and does
+  ``2 N`` FLOPs per sequence: the intensity is about the batch size, far below the ridge point
+  (:func:`llmsizing.hardware.ridge_point_flops_per_byte`) until the batch is in the hundreds. Its time per
+  step is the inter-token latency (ITL).
 
 Each phase's time is the larger of its two roofline bounds, each at an achieved fraction of the peak:
 ``bytes / (HBM bandwidth x MBU)`` and ``FLOPs / (dense peak x MFU)``, plus the tensor-parallel all-reduces
@@ -25,14 +27,14 @@ What an engine adds (issue 22; :mod:`llmsizing.serve_engine`):
 * **KV capacity** as vLLM counts it (:func:`~llmsizing.serve_engine.kv_capacity_tokens`): 90% of the memory,
   minus the weights, the profiled activation peak of the largest prefill chunk, CUDA graphs and buffers, cut
   into 16-token blocks. It caps the batch (``max_batch``). Before issue 22 all memory but 1 GiB held KV.
-* **Decode step**: the weights read once at ``mbu`` of the HBM bandwidth, each sequence's cached KV read at
-  its own ``attention_bu``, the matmuls' FLOPs at ``mfu`` (the larger of memory and compute), a fixed
-  ``step_overhead_s`` (scheduling, sampling, launches) and the tensor-parallel all-reduces priced by the
-  network model (:func:`llmsizing.network.collective_time_s` on :func:`~llmsizing.network.group_link`), two
-  per layer of ``batch x hidden x 2`` bytes, with NCCL's choice of protocol per message size
-  (``collective_time_s(..., protocols=True)``: a 128-token prefill's 2 MiB all-reduces sit at the knee the
-  single alpha-beta line misses). Before, the step was ``max(bytes / (B x 0.8), FLOPs / (P x 0.5))`` and
-  each all-reduce cost a fixed 10 us.
+* **Decode step**: the weights it reads (as above) once at ``mbu`` of the HBM bandwidth, each sequence's
+  cached KV read at its own ``attention_bu``, the matmuls' FLOPs at ``mfu`` (the larger of memory and
+  compute), a fixed ``step_overhead_s`` (scheduling, sampling, launches) and the tensor-parallel all-reduces
+  priced by the network model (:func:`llmsizing.network.collective_time_s` on
+  :func:`~llmsizing.network.group_link`), two per layer of ``batch x hidden x 2`` bytes, with NCCL's choice of
+  protocol per message size (``collective_time_s(..., protocols=True)``: a 128-token prefill's 2 MiB
+  all-reduces sit at the knee the single alpha-beta line misses). Before, the step was
+  ``max(bytes / (B x 0.8), FLOPs / (P x 0.5))`` and each all-reduce cost a fixed 10 us.
 * **Chunked prefill**: a prompt is prefilled in chunks of ``max_num_batched_tokens`` tokens that ride along
   with the decode steps, so under load each running sequence's ITL carries the other sequences' prefills
   (``itl_s``), and a step that carries a full chunk costs more (``chunk_step_s``).

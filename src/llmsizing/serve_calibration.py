@@ -69,7 +69,7 @@ GROUPINGS = {
 #: (and 1.82x against 2.02x for the ranges built without the row's source): :func:`grouping_table`.
 #: Re-measured after the 2026-12-01 audit read the SGLang rows as TPOT: calibrated-kind 69.7% at 1.80x (2.00x
 #: out of sample), pooled 81.8% at 1.745x (1.808x); ``engine`` ties pooled out of sample, so pooled stays.
-#: Again once a step stopped reading the untied input embedding's table (emb34): calibrated-kind 77.3% at
+#: Again once a step stopped reading the untied input embedding's table (2026-12-01): calibrated-kind 77.3% at
 #: 1.72x (1.98x), pooled 81.8% at 1.681x (1.743x), ``engine`` the same as pooled; pooled stays.
 SERVING_GROUPING = "pooled"
 #: How the range is built (written to ``data/serving_intervals.csv``).

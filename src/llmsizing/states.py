@@ -1,7 +1,8 @@
 """Model states per GPU (chapter 2, "Bytes per parameter"; chapter 7 for ZeRO): the weights, gradients and
 optimizer states one GPU holds under a layout, the allowances for what no formula models, and the share of GPU
 memory a plan may fill. A mixture of experts' split of the same states is :mod:`llmsizing.moe`'s; the public
-:func:`~llmsizing.memory.model_states` picks one of them. Sources are listed in :mod:`llmsizing.precision`.
+:func:`~llmsizing.gpu_states.model_states` picks one of them. Sources are listed in
+:mod:`llmsizing.precision`.
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1,
     offload (``offload="optimizer"`` with ZeRO >= 1, or ``"optimizer+params"`` with ZeRO-3).
 
     Each GPU owns ``1/dp`` of its (tensor- and pipeline-parallel) parameters
-    (:func:`~llmsizing.memory.stage_params`, most loaded stage). Per step it sends that partition's 16-bit
+    (:func:`~llmsizing.gpu_states.stage_params`, most loaded stage). Per step it sends that partition's 16-bit
     gradients down the host link (once per micro-batch with ZeRO-2/3, which accumulate into the host buffer;
     once with ZeRO-1), the host runs Adam over it (:data:`CPU_ADAM_BYTES_PER_PARAM` bytes of memory traffic
     each), and the updated 16-bit weights come back up once (with ``"optimizer+params"`` the weights stay on

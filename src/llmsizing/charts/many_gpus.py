@@ -240,9 +240,9 @@ def render_zero_stages(model="llama-3-8b", dp: int = 8, precision: str = "bf16-m
                        into: Figure | None = None) -> View:
     """Model states on each GPU for ZeRO stages 0 (DDP), 1, 2 and 3 (FSDP full-shard) over ``dp`` GPUs:
     weights, gradients and optimizer bytes (master copy included), all from
-    :func:`~llmsizing.memory.model_states`, against ``gpu``'s memory. ``model`` may also be a bare parameter
-    count (an int, as in the ZeRO paper's 7.5B example; :func:`~llmsizing.memory.model_states_for_params`).
-    Chapter 7."""
+    :func:`~llmsizing.gpu_states.model_states`, against ``gpu``'s memory. ``model`` may also be a bare
+    parameter count (an int, as in the ZeRO paper's 7.5B example;
+    :func:`~llmsizing.memory.model_states_for_params`). Chapter 7."""
     import numpy as np
 
     from .._validate import check_int

@@ -188,7 +188,7 @@ def render_model_states(model="llama-3-8b", precision="bf16-mixed", optimizer="a
     """Model states (weights, gradients, master copy, optimizer states) of ``model`` for several recipe x
     optimizer pairs, the selected ``precision`` x ``optimizer`` in bold, against the memory of ``count``
     GPUs of each type in ``gpus``. The summary gives the minimum GPU counts from
-    :func:`llmsizing.memory.min_gpus_for_bytes`. Chapter 2."""
+    :func:`llmsizing.gpu_states.min_gpus_for_bytes`. Chapter 2."""
     from .._validate import check_int, check_sequence
     from ..catalog import resolve_model
     from ..memory import min_gpus_for_bytes, model_states

@@ -95,12 +95,11 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
                       into: Figure | None = None) -> View:
     """Every recomputed seed claim as one point: the library's value (x) against the claimed value (y), both
     in the claim's own unit, on log axes, with the line y = x and the band of the verdict rule
-    (:data:`~llmsizing.audit.BAND`). Points above the band are claims that are too high, below it too low.
-    Colour and marker give the verdict (holds / needs CPU offload / off by more than the band / wrong in
+    (:data:`~llmsizing.audit_verdict.BAND`). Points above the band are claims that are too high, below it too
+    low. Colour and marker give the verdict (holds / needs CPU offload / off by more than the band / wrong in
     kind). ``df`` defaults to :func:`~llmsizing.audit.audit_table` judged with ``band`` (default
-    :data:`~llmsizing.audit.BAND`; give either ``df`` or ``band``); ``article`` ("all", or a seed's number
-    such as
-    "000") keeps one article's claims. Taught in chapter 14."""
+    :data:`~llmsizing.audit_verdict.BAND`; give either ``df`` or ``band``); ``article`` ("all", or a seed's
+    number such as "000") keeps one article's claims. Taught in chapter 14."""
     import numpy as np
     from matplotlib.ticker import LogLocator, NullLocator
 

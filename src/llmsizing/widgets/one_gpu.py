@@ -100,7 +100,7 @@ _WIDGET_STATES_COMPARE = (("fp32", "adamw"), ("bf16-mixed", "adamw"), ("bf16-mix
 def model_states_widget(model: str = "llama-3-8b") -> Dashboard:
     """Chapter 2: model x recipe x optimizer -> model states (weights, gradients, master copy, optimizer
     states) against the memory of ``count`` GPUs of the chosen types, and the minimum GPU count for the
-    states alone (from :func:`llmsizing.memory.min_gpus_for_bytes`)."""
+    states alone (from :func:`llmsizing.gpu_states.min_gpus_for_bytes`)."""
     from ..precision import OPTIMIZERS, RECIPES
 
     get_model(model)
@@ -137,7 +137,7 @@ def gpus_per_line_cap(model, precision: str, optimizer: str, gpus) -> int:
       ``ceil(widest / smallest GPU memory)`` (so every line can cross every bar),
 
     and at least 1. Beyond it the axis, which spans the farthest capacity line, squeezes the bars to slivers.
-    Uses :func:`llmsizing.memory.model_states` (chapter 2)."""
+    Uses :func:`llmsizing.gpu_states.model_states` (chapter 2)."""
     import math
 
     from ..catalog import get_gpu
