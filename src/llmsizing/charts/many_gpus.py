@@ -229,8 +229,8 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
              f"  intensity {chosen.intensity_flops_per_byte:,.1f} FLOP/byte vs ridge "
              f"{chosen.ridge_flops_per_byte:,.0f}; {flip_text}"]
     if chosen.resident_bytes > capacity:
-        lines.append(f"  (weights + KV cache, {chosen.resident_bytes / GiB:,.1f} GiB, exceed one {chosen.gpu}: "
-                     "see chapter 3)")
+        lines.append(f"  (weights + KV cache, {chosen.resident_bytes / GiB:,.1f} GiB, exceed one "
+                     f"{chosen.gpu}: see chapter 3)")
     return FixedView(fig, "\n".join(lines))
 
 
