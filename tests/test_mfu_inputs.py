@@ -198,3 +198,15 @@ def test_training_time_takes_the_inputs_and_refuses_them_where_they_mean_nothing
         L.training_time("llama-3-8b", **kw, mfu=0.4, tokens_per_step=4_194_304)
     with pytest.raises(ValueError, match="mixture of experts"):
         L.training_time("mixtral-8x7b", **kw, tokens_per_step=4_194_304)
+
+
+def test_inputs_of_old_warnings_argument_still_works_with_a_deprecation_warning():
+    """``inputs_of(..., warnings)`` was the list a framework without a batch was reported in; a framework now
+    counts with or without a batch, so the list stays empty and passing it warns once."""
+    from llmsizing.mfu_inputs import inputs_of
+
+    kept = []
+    with pytest.warns(DeprecationWarning, match="warnings"):
+        old = inputs_of("torchtitan", None, None, kept)
+    assert old == inputs_of("torchtitan", None, None) == ("pytorch", None) and kept == []
+    assert inputs_of(None, 4_194_304, 1024) == ("unknown", 4096.0)

@@ -414,7 +414,8 @@ def cpu_adam_params_per_s(host_dram_gbps: float, gpus_per_host: int = 1) -> floa
     """Parameters per second that one GPU's share of a host's CPU Adam updates: the measured rate of
     :data:`CPU_ADAM_MEASURED`, scaled by the host's DRAM peak ``host_dram_gbps`` (decimal GB/s; CPU Adam
     streams the fp32 states through DRAM, so it is memory-bound) and split evenly over the ``gpus_per_host``
-    GPUs whose optimizer processes share the host. The check of :data:`llmsizing.comm.HOST_MEMORY_GBPS`
+    GPUs whose optimizer processes share the host. The check of
+    :data:`llmsizing.zero_traffic.HOST_MEMORY_GBPS`
     (chapter 7); the same scaling predicts the measured step on a GH200's Grace (:data:`CPU_ADAM_GRACE`)
     1.37x too slow, so it is good to about 1.4x across hosts."""
     dram = check_number("host_dram_gbps", host_dram_gbps, allow_equal=False)

@@ -96,13 +96,19 @@ def inputs_of(framework, tokens_per_step, n_gpus, warnings: list | None = None):
     (:func:`~llmsizing.frameworks.stack_family`; ``None`` is the fit's ``"unknown"`` stack) and
     ``tokens_per_step`` (tokens per optimizer step: global batch x sequence length, with ``n_gpus``) gives
     the tokens per GPU; without it ``tokens_per_gpu`` is ``None``, the fit's "batch not published"
-    (:func:`inputs_log_mfu`). ``warnings`` is kept for old callers: nothing is added to it (a framework is
-    used with or without a batch)."""
+    (:func:`inputs_log_mfu`). ``warnings`` is deprecated (a DeprecationWarning): nothing is added to it (a
+    framework is used with or without a batch)."""
     import math
     import numbers
 
     from .frameworks import stack_family
 
+    if warnings is not None:
+        import warnings as _warnings
+
+        _warnings.warn("inputs_of(warnings=) is no longer used (a framework counts with or without a batch) "
+                       "and will go; call inputs_of(framework, tokens_per_step, n_gpus)", DeprecationWarning,
+                       stacklevel=2)
     family = stack_family(framework)             # TypeError/ValueError unless a known name or None
     if tokens_per_step is None:
         return family, None

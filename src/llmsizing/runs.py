@@ -38,7 +38,7 @@ def offload_exposed_s(offload: OffloadTime, step: StepTime, *, delayed_update: b
     update" (``delayed_update=True``) overlaps them, with the copies, with the next step's compute (then only
     what exceeds the busy time is exposed). Taught in the "Case studies" chapter."""
     if not isinstance(offload, OffloadTime):
-        raise TypeError("offload must be an OffloadTime from comm.offload_time(...), got "
+        raise TypeError("offload must be an OffloadTime from zero_traffic.offload_time(...), got "
                         f"{type(offload).__name__}")
     if not isinstance(step, StepTime):
         raise TypeError(f"step must be a StepTime from layouts.step_time(...), got {type(step).__name__}")
