@@ -48,6 +48,26 @@ move (chapter 17 from the first run only):
 Chapter 18 meets 100 ms per move (12-22 ms; its compute, one training_memory and one step_time, is 1-2 ms in
 bench_moe_planner.py, the rest is drawing). Chapter 17 does not for every model: a new setting is a
 whole plan(), 124 ms for Qwen3-30B-A3B at 32K here (issue 35's open item; benchmarks/bench_ch17_models.py).
+
+Measured 2026-12-01 (branch w100, issue 38; main = 7c21f03: three runs 19:26:22-19:26:39 UTC, load 4.6-4.7 by
+uptime, beside bench_widget_moves and two other helpers; then the branch once, 19:36:42, load 1.5: the
+difference is mostly the load, the branch's changes are timed in bench_widget_moves), CPU and wall ms per
+move, median of the three main runs -> the branch run:
+
+    move                                          CPU          wall
+    ch17: llama-3.1-405b 128K -> 64K (search)     116 ->  84   259 ->  85
+    ch17: back to 128K (kept plans)                 0 ->   0     0 ->   0
+    ch17: mixtral-8x7b at 128K (search)            45 ->  37    87 ->  37
+    ch17: mixtral-8x7b at 32K (search)             70 ->  69   136 ->  69
+    ch17: qwen3-30b-a3b at 32K (search)           120 -> 120   343 -> 120
+    ch18: dp 4 -> 8                                15 ->  17    31 ->  17
+    ch18: ep -> 4                                  16 ->  17    28 ->  17
+    ch18: back to dp 4                             14 ->  15    27 ->  17
+    ch18: model -> deepseek-v3                     16 ->  15    28 ->  16
+    ch18: all-to-all hidden 50%                    19 ->  19    35 ->  19
+
+Chapter 18 is under 100 ms (CPU and wall). Chapter 17's searches at a new context are not, for Qwen3-30B-A3B
+(plan(): left to the planner's own work) and, at a load of 4-5, for the wall clock of the others.
 """
 
 from __future__ import annotations

@@ -21,6 +21,13 @@ Re-measured 2026-11-29 (branch rl39c, forward passes priced by parts; load avera
 Every move stays under 100 ms of CPU. A redraw does no I/O, so on an idle core its wall clock is its CPU
 time; here the wall clock is 8-10x that, which is the run queue (12 runnable processes on 2 cores), not the
 widget. No idle machine was available to show the wall clock directly.
+
+Measured 2026-12-01 (branch w100, issue 38: every widget <= 100 ms per move as a participant sees it; main =
+7c21f03; 19:26:11-19:26:18 UTC, load 4.5-4.7 by uptime, beside bench_widget_moves and two other helpers),
+three runs of ``bench_rl_widget.py 1``: the 9 moves to a new setting, median (max) per run, CPU 15.2 (23.9),
+14.7 (26.3), 12.6 (19.1) ms; wall 64.0 (90.0), 16.6 (99.9), 13.2 (19.1) ms; the 9 moves back 0.3 ms (kept
+answers). ``bench_rl_widget.py 2`` (36 moves, the second pass all kept) gives a median of 0.3 ms: read the
+first pass. Under 100 ms, CPU and wall.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ module does not model. A mixture of experts keeps every expert resident: its wei
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -65,6 +66,16 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
     bpe = DTYPE_BYTES[gguf.blocks if gguf else dtype]
     if quantize_all or (bpe >= 2 and not gguf):
         return model.n_params * bpe
+    return _mixed_bytes(model, dtype)
+
+
+@functools.lru_cache(maxsize=512)
+def _mixed_bytes(model: Model, dtype: str) -> float:
+    """:func:`weights_bytes` of a quantised or GGUF ``dtype`` (checked), tensor by tensor. Kept per (Model,
+    dtype): a serving search prices hundreds of steps of one model (issue 38: chapter 15's fleet widget
+    called this ~2,000 times a move)."""
+    gguf = STORED_FORMATS.get(dtype)
+    bpe = DTYPE_BYTES[gguf.blocks if gguf else dtype]
     total = 0.0
     for comp, name, shape, k in model.tensors():
         n = math.prod(shape) * k
@@ -131,12 +142,13 @@ def moe_expert_bytes_read(model: Model | str, batch: int, dtype: str = "bf16") -
     return routed * touched / model.experts if model.is_moe else 0.0
 
 
-def _lookup_tables(model: Model, dtype: str) -> list[tuple[int, int, float]]:
+@functools.lru_cache(maxsize=512)
+def _lookup_tables(model: Model, dtype: str) -> tuple[tuple[int, int, float], ...]:
     """The weight matrices a forward pass GATHERS rows of instead of reading: ``(rows, numbers per row,
     bytes per number)`` for the input embedding when it is untied, learned positions and any other table of
     the ``embedding`` component (segment, prompt, Gemma 3n's per-layer embeddings). Bytes per number as
     :func:`weights_bytes` stores them (16-bit under a linear-layer format, the file's embedding type in a
-    GGUF file)."""
+    GGUF file). Kept per (Model, dtype), as a tuple (issue 38: a serving search reads them per step)."""
     gguf = STORED_FORMATS.get(dtype)
     if dtype in EXPERT_FORMATS:
         per = DTYPE_BYTES["bf16"]
@@ -152,7 +164,7 @@ def _lookup_tables(model: Model, dtype: str) -> list[tuple[int, int, float]]:
             tied = comp == "embedding" and model.tied_embeddings
             per = DTYPE_BYTES[gguf.lm_head if tied else gguf.embedding]
         tables.append((shape[0] * k, math.prod(shape[1:]), per))
-    return tables
+    return tuple(tables)
 
 
 def lookup_table_rows(model: Model | str, dtype: str = "bf16") -> list[tuple[int, float]]:

@@ -364,6 +364,19 @@ def _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, ep_degrees, 
                                ep_degrees=ep_degrees, **dict(options))
 
 
+@functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
+def _kept_fewest(model, gpu, seq, recompute, precision, moe_items=()):
+    """:func:`_moe_default_layout`'s fewest-GPU layout of one sequence (:func:`~llmsizing.layouts.min_gpus`'s
+    ``parallel``), or ``None`` when no layout holds it. Kept: the same question comes once per GPU count
+    that ``plan()`` leaves without an exact fit (issue 38: chapter 10's chart asked it three times a move for
+    DeepSeek-V3 on the H100, ~70 ms each)."""
+    try:
+        return min_gpus(model, gpu, batch=1, seq=seq, recompute=recompute, precision=precision,
+                        **dict(moe_items)).parallel
+    except ValueError:
+        return None
+
+
 def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
                         precision: str = "bf16-mixed", ep_degrees=None, **options):
     """The layout a mixture of experts is timed on when none is given (:func:`training_time`), as
@@ -381,11 +394,7 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
     moe_kw = {**({} if ep_degrees is None else {"ep_degrees": ep_degrees}), **options}
 
     def fewest():
-        try:
-            return min_gpus(model, gpu, batch=1, seq=seq, recompute=recompute, precision=precision,
-                            **moe_kw).parallel
-        except ValueError:
-            return None
+        return _kept_fewest(model, gpu, seq, recompute, precision, tuple(sorted(moe_kw.items())))
 
     if n_gpus is None:
         par = fewest()
