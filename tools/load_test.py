@@ -3,6 +3,7 @@
 
     .venv/bin/python tools/load_test.py                          # chapter 12, 1, 2 and 4 participants
     .venv/bin/python tools/load_test.py --chapter 17 -n 1 2 4 8 --moves 12 --json out.json
+    .venv/bin/python tools/load_test.py --chapter 7 -n 8 --think-s 3   # a move every 3 s, as a reader does
 
 For each N it starts one Jupyter server on 127.0.0.1 (the command and config of ``make serve-live``:
 tools/serve_live.py, kernels culled as there), then N participants at once, each as a reader's browser does it
@@ -10,12 +11,18 @@ through the server's REST and kernel WebSocket API: start a kernel (``POST /api/
 code cells top to bottom (``execute_request`` on the kernel's channels), then move the controls of the
 chapter's first widget one after another (``--moves`` moves: the next option of a drop-down, toggle or
 selection slider, one step of a number slider), each move a request that returns once the widget has redrawn.
-It reports, as N grows:
+By default every participant moves again as soon as the last redraw came back, the worst case: N people
+dragging sliders without a pause. ``--think-s S`` waits S seconds between a participant's moves (a reader who
+looks at the figure before the next move). It reports, as N grows:
 
-* the kernels' memory (resident set, read from /proc for the server's child processes) after the run;
-* how long running the chapter took each participant;
+* the kernels' memory (resident set, read from /proc for the server's child processes) after the run, and the
+  server's own;
+* how long starting a kernel (``POST /api/kernels`` and its WebSocket) and running the chapter took each
+  participant;
 * the redraw time per move as the client sees it (request sent -> reply received: the kernel's redraw plus the
-  server's and the socket's share), median and 90th percentile over every participant's moves.
+  server's and the socket's share), median and 90th percentile (nearest rank) over every participant's moves;
+* the machine's 1-minute load average before and after (``os.getloadavg``): on a shared machine the other
+  work counts too.
 
 With ``--as-installed`` the server is ``jupyter lab`` with no ``--config``: it reads the configuration its
 environment holds, as a JupyterHub or Binder image started from this repository does (postBuild writes it;
@@ -31,7 +38,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
+import re
 import secrets
 import statistics
 import subprocess
@@ -73,6 +82,40 @@ def code_cells(notebook: Path) -> tuple[list[str], str | None]:
         if widget is None and "nbval-ignore-output" in cell.get("metadata", {}).get("tags", []):
             widget = src
     return cells, widget
+
+
+def chapter_notebook(spec: str) -> Path:
+    """``--chapter``: as for ``make app CH=`` (``07``, ``07_data_parallelism``, a path), and a bare number
+    too: ``7`` is ``07``, ``4b`` is ``04b``. ValueError naming the option when no chapter or several match."""
+    spec = (spec or "").strip()
+    if re.fullmatch(r"\d[a-z]?", spec):
+        spec = "0" + spec
+    try:
+        return serve_live.chapter_notebook(spec)
+    except ValueError as e:
+        raise ValueError(f"--chapter: {e}".replace("CH: ", "")) from None
+
+
+def nearest_rank(sorted_values: list[float], p: float) -> float:
+    """The p-quantile (0 < p <= 1) of ascending ``sorted_values`` by the nearest-rank rule: the smallest value
+    with at least a fraction p of the values at or below it (of 10 values, p = 0.9 gives the 9th)."""
+    if not sorted_values:
+        raise ValueError("sorted_values: need at least one value")
+    if not 0 < p <= 1:
+        raise ValueError(f"p: must be in (0, 1], got {p}")
+    rank = math.ceil(round(p * len(sorted_values), 9))     # round first: 0.9 * 10 is 9.000000000000002
+    return sorted_values[max(rank, 1) - 1]
+
+
+def rss_mib(pid: int) -> float | None:
+    """Resident memory (MiB) of one process, or None once it has gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def kernel_rss_mib(server_pid: int) -> list[float]:
@@ -131,8 +174,10 @@ class Participant:
                 return reply["content"]
 
 
-async def participant(base: str, token: str, cells: list[str], widget: str | None, moves: int) -> dict:
+async def participant(base: str, token: str, cells: list[str], widget: str | None, moves: int,
+                      think_s: float = 0.0) -> dict:
     p = Participant(base, token)
+    t_start = time.monotonic()
     await p.start()
     t0 = time.monotonic()
     errors = []
@@ -146,6 +191,8 @@ async def participant(base: str, token: str, cells: list[str], widget: str | Non
     if widget and not errors and moves:
         await p.execute(f"_book_w = {widget.strip().splitlines()[-1]}\n" + MOVE_HELPER)
         for k in range(moves):
+            if k and think_s:
+                await asyncio.sleep(think_s)
             t = time.monotonic()
             reply = await p.execute(f"__book_move({k})")
             times.append(time.monotonic() - t)
@@ -153,7 +200,7 @@ async def participant(base: str, token: str, cells: list[str], widget: str | Non
                 errors.append(f"move {k}: {reply.get('ename')}: {reply.get('evalue')}")
                 break
     p.ws.close()
-    return {"run_s": run_s, "move_s": times, "errors": errors}
+    return {"start_s": t0 - t_start, "run_s": run_s, "move_s": times, "errors": errors}
 
 
 def installed_command(port: int, token: str) -> tuple[list[str], dict]:
@@ -171,8 +218,9 @@ def installed_command(port: int, token: str) -> tuple[list[str], dict]:
     return cmd, env
 
 
-def run_n(notebook: Path, n: int, moves: int, as_installed: bool = False) -> dict:
+def run_n(notebook: Path, n: int, moves: int, as_installed: bool = False, think_s: float = 0.0) -> dict:
     """One server, ``n`` participants at once: the numbers for this N."""
+    load_before = os.getloadavg()[0]
     cells, widget = code_cells(notebook)
     port, token = serve_live.free_port(), secrets.token_hex(16)
     if as_installed:
@@ -185,51 +233,74 @@ def run_n(notebook: Path, n: int, moves: int, as_installed: bool = False) -> dic
         serve_live._wait_http(f"{base}/api/status?token={token}", proc, 120, "jupyter server")
 
         async def everyone():
-            return await asyncio.gather(*(participant(base, token, cells, widget, moves) for _ in range(n)))
+            return await asyncio.gather(*(participant(base, token, cells, widget, moves, think_s)
+                                          for _ in range(n)))
 
         t0 = time.monotonic()
         results = asyncio.run(everyone())
         wall = time.monotonic() - t0
         rss = kernel_rss_mib(proc.pid)
+        server_rss = rss_mib(proc.pid)
     finally:
         serve_live._stop(proc)
     moves_ms = sorted(1000 * t for r in results for t in r["move_s"])
-    q = (lambda p: moves_ms[min(len(moves_ms) - 1, int(p * len(moves_ms)))]) if moves_ms else (lambda p: None)
-    return {"participants": n, "chapter": notebook.name, "wall_s": round(wall, 1),
+    return {"participants": n, "chapter": notebook.name, "think_s": think_s, "wall_s": round(wall, 1),
             "kernels": len(rss), "kernel_rss_mib_median": round(statistics.median(rss), 1) if rss else None,
             "kernel_rss_mib_total": round(sum(rss), 1),
+            "server_rss_mib": round(server_rss, 1) if server_rss is not None else None,
+            "start_s_median": round(statistics.median(r["start_s"] for r in results), 1),
+            "start_s_max": round(max(r["start_s"] for r in results), 1),
             "run_s_median": round(statistics.median(r["run_s"] for r in results), 1),
             "run_s_max": round(max(r["run_s"] for r in results), 1),
-            "moves": len(moves_ms), "redraw_ms_median": round(q(0.5)) if moves_ms else None,
-            "redraw_ms_p90": round(q(0.9)) if moves_ms else None,
+            "moves": len(moves_ms),
+            "redraw_ms_median": round(nearest_rank(moves_ms, 0.5)) if moves_ms else None,
+            "redraw_ms_p90": round(nearest_rank(moves_ms, 0.9)) if moves_ms else None,
+            "load_before": round(load_before, 1), "load_after": round(os.getloadavg()[0], 1),
             "errors": [e for r in results for e in r["errors"]]}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--chapter", default="12", help="a chapter as for `make app CH=` (default 12)")
+    ap.add_argument("--chapter", default="12",
+                    help="a chapter as for `make app CH=`, or its number: 7, 07, 4b (default 12)")
     ap.add_argument("-n", "--participants", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--moves", type=int, default=8, help="control moves per participant (default 8)")
+    ap.add_argument("--think-s", type=float, default=0.0,
+                    help="seconds each participant waits between two moves (default 0: back to back)")
     ap.add_argument("--json", type=Path, help="also write the rows to this file")
     ap.add_argument("--as-installed", action="store_true",
                     help="start `jupyter lab` with the configuration its environment holds (postBuild's), "
                          "not serve-live's")
     args = ap.parse_args(argv)
     if any(n < 1 for n in args.participants):
-        print("participants: each N must be at least 1", file=sys.stderr)
+        print(f"--participants: each N must be at least 1, got {args.participants}", file=sys.stderr)
+        return 2
+    if args.moves < 0:
+        print(f"--moves: must be 0 or more, got {args.moves}", file=sys.stderr)
+        return 2
+    if not 0 <= args.think_s <= 600:
+        print(f"--think-s: must be between 0 and 600 seconds, got {args.think_s}", file=sys.stderr)
+        return 2
+    try:
+        notebook = chapter_notebook(args.chapter)
+    except ValueError as e:
+        print(e, file=sys.stderr)
         return 2
     os.environ.pop("MPLBACKEND", None)
-    notebook = serve_live.chapter_notebook(args.chapter)
     rows = []
-    print(f"{'N':>3} {'kernels':>7} {'MiB/kernel':>10} {'MiB total':>9} {'run s (med/max)':>16} "
-          f"{'redraw ms (med/p90)':>20}  errors", flush=True)
+    print(f"{notebook.name}, {args.moves} moves each, {args.think_s:g} s between moves; "
+          f"{os.cpu_count()} CPUs", flush=True)
+    print(f"{'N':>3} {'kernels':>7} {'MiB/kernel':>10} {'MiB total':>9} {'server':>6} {'start s':>9} "
+          f"{'run s (med/max)':>16} {'redraw ms (med/p90)':>20} {'load':>9}  errors", flush=True)
     for n in args.participants:
-        row = run_n(notebook, n, args.moves, args.as_installed)
+        row = run_n(notebook, n, args.moves, args.as_installed, args.think_s)
         rows.append(row)
         print(f"{n:>3} {row['kernels']:>7} {row['kernel_rss_mib_median']!s:>10} "
-              f"{row['kernel_rss_mib_total']:>9} "
+              f"{row['kernel_rss_mib_total']:>9} {row['server_rss_mib']!s:>6} "
+              f"{row['start_s_median']:>4}/{row['start_s_max']:<4} "
               f"{row['run_s_median']:>8}/{row['run_s_max']:<7} {row['redraw_ms_median']!s:>10}/"
-              f"{row['redraw_ms_p90']!s:<9}  {len(row['errors'])}", flush=True)
+              f"{row['redraw_ms_p90']!s:<9} {row['load_before']:>4}/{row['load_after']:<4}  "
+              f"{len(row['errors'])}", flush=True)
         for e in row["errors"][:3]:
             print(f"      {e}", flush=True)
     if args.json:
