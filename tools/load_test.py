@@ -21,8 +21,10 @@ looks at the figure before the next move). It reports, as N grows:
   participant;
 * the redraw time per move as the client sees it (request sent -> reply received: the kernel's redraw plus the
   server's and the socket's share), median and 90th percentile (nearest rank) over every participant's moves;
-* the machine's 1-minute load average before and after (``os.getloadavg``): on a shared machine the other
-  work counts too.
+* the CPU time each participant's kernel used (the chapter and its moves), and the cores busy on average
+  while this N ran: ours (server, kernels, this client) and everything else on the machine (/proc/stat's
+  busy time less ours); with the 1-minute load average before and after (``os.getloadavg``, which lags and
+  counts our own previous N). On a shared machine the other work matters as much as N.
 
 With ``--as-installed`` the server is ``jupyter lab`` with no ``--config``: it reads the configuration its
 environment holds, as a JupyterHub or Binder image started from this repository does (postBuild writes it;
@@ -118,20 +120,45 @@ def rss_mib(pid: int) -> float | None:
     return None
 
 
-def kernel_rss_mib(server_pid: int) -> list[float]:
-    """Resident memory (MiB) of each ipykernel process whose parent is the server."""
+def kernel_pids(server_pid: int) -> list[int]:
+    """The ipykernel processes whose parent is the server."""
     out = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if ppid != server_pid or b"ipykernel" not in (entry / "cmdline").read_bytes():
-                continue
-            for line in (entry / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    out.append(int(line.split()[1]) / 1024)
+            if ppid == server_pid and b"ipykernel" in (entry / "cmdline").read_bytes():
+                out.append(int(entry.name))
         except (OSError, ValueError, IndexError):
             continue
     return out
+
+
+def kernel_rss_mib(server_pid: int) -> list[float]:
+    """Resident memory (MiB) of each ipykernel process whose parent is the server."""
+    return [m for m in (rss_mib(pid) for pid in kernel_pids(server_pid)) if m is not None]
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_s(pid: int) -> float:
+    """CPU time (user + system, s) one process has used so far; 0 once it has gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def machine_busy_s() -> float:
+    """CPU time (s, summed over every core) the whole machine has spent busy since boot: /proc/stat's
+    ``cpu`` line less idle and iowait. Its growth over a window, less our own processes', is other work."""
+    try:
+        first = Path("/proc/stat").read_text().splitlines()[0].split()
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in first[1:9])
+        return (user + nice + system + irq + softirq + steal) / CLK_TCK
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 class Participant:
@@ -227,6 +254,7 @@ def run_n(notebook: Path, n: int, moves: int, as_installed: bool = False, think_
         cmd, env = installed_command(port, token)
     else:
         cmd, env = serve_live.jupyter_command("http://127.0.0.1:1", port=port, token=token)
+    t_a, busy_a, self_a = time.monotonic(), machine_busy_s(), time.process_time()
     proc = subprocess.Popen(cmd, cwd=BOOK, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -241,6 +269,10 @@ def run_n(notebook: Path, n: int, moves: int, as_installed: bool = False, think_
         wall = time.monotonic() - t0
         rss = kernel_rss_mib(proc.pid)
         server_rss = rss_mib(proc.pid)
+        kernel_cpu = [cpu_s(pid) for pid in kernel_pids(proc.pid)]
+        ours = cpu_s(proc.pid) + sum(kernel_cpu) + time.process_time() - self_a
+        window = time.monotonic() - t_a
+        other_cores = max(machine_busy_s() - busy_a - ours, 0.0) / window
     finally:
         serve_live._stop(proc)
     moves_ms = sorted(1000 * t for r in results for t in r["move_s"])
@@ -248,6 +280,8 @@ def run_n(notebook: Path, n: int, moves: int, as_installed: bool = False, think_
             "kernels": len(rss), "kernel_rss_mib_median": round(statistics.median(rss), 1) if rss else None,
             "kernel_rss_mib_total": round(sum(rss), 1),
             "server_rss_mib": round(server_rss, 1) if server_rss is not None else None,
+            "kernel_cpu_s_median": round(statistics.median(kernel_cpu), 1) if kernel_cpu else None,
+            "our_cores": round(ours / window, 2), "other_cores": round(other_cores, 2),
             "start_s_median": round(statistics.median(r["start_s"] for r in results), 1),
             "start_s_max": round(max(r["start_s"] for r in results), 1),
             "run_s_median": round(statistics.median(r["run_s"] for r in results), 1),
@@ -291,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{notebook.name}, {args.moves} moves each, {args.think_s:g} s between moves; "
           f"{os.cpu_count()} CPUs", flush=True)
     print(f"{'N':>3} {'kernels':>7} {'MiB/kernel':>10} {'MiB total':>9} {'server':>6} {'start s':>9} "
-          f"{'run s (med/max)':>16} {'redraw ms (med/p90)':>20} {'load':>9}  errors", flush=True)
+          f"{'run s (med/max)':>16} {'redraw ms (med/p90)':>20} {'CPU s':>5} {'cores us/other':>14} "
+          f"{'load':>9}  errors", flush=True)
     for n in args.participants:
         row = run_n(notebook, n, args.moves, args.as_installed, args.think_s)
         rows.append(row)
@@ -299,7 +334,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['kernel_rss_mib_total']:>9} {row['server_rss_mib']!s:>6} "
               f"{row['start_s_median']:>4}/{row['start_s_max']:<4} "
               f"{row['run_s_median']:>8}/{row['run_s_max']:<7} {row['redraw_ms_median']!s:>10}/"
-              f"{row['redraw_ms_p90']!s:<9} {row['load_before']:>4}/{row['load_after']:<4}  "
+              f"{row['redraw_ms_p90']!s:<9} {row['kernel_cpu_s_median']!s:>5} "
+              f"{row['our_cores']:>7}/{row['other_cores']:<6} "
+              f"{row['load_before']:>4}/{row['load_after']:<4}  "
               f"{len(row['errors'])}", flush=True)
         for e in row["errors"][:3]:
             print(f"      {e}", flush=True)
