@@ -81,3 +81,28 @@ def test_a_move_steps_each_control_in_turn_and_wraps():
     assert space["__book_move"](1) == "n" and W.controls["n"].value == 1             # 4 is max -> min
     assert space["__book_move"](2) == "drop" and W.controls["drop"].index == 1
     assert space["__book_move"](3) == "n" and W.controls["n"].value == 2
+
+
+def test_a_participant_that_cannot_start_is_an_error_of_its_own_not_a_crash():
+    import asyncio
+    import socket
+
+    with socket.socket() as s:                               # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = asyncio.run(load_test.participant(f"http://127.0.0.1:{port}", "t", ["1"], None, 2))
+    assert out["start_s"] is None and out["run_s"] is None and out["move_s"] == []
+    assert len(out["errors"]) == 1 and out["errors"][0].startswith("start: ")
+
+
+def test_cpu_and_busy_time_grow_with_work():
+    import os
+    import time
+
+    me, busy = load_test.cpu_s(os.getpid()), load_test.machine_busy_s()
+    t = time.process_time()
+    while time.process_time() - t < 0.3:
+        pass
+    assert load_test.cpu_s(os.getpid()) - me >= 0.2         # clock ticks: 0.3 s of work, at least 0.2 counted
+    assert load_test.machine_busy_s() - busy >= 0.2
+    assert load_test.cpu_s(2**22 + 7) == 0.0 and load_test.rss_mib(2**22 + 7) is None   # no such process

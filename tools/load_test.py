@@ -177,7 +177,10 @@ class Participant:
         kernel = json.loads((await AsyncHTTPClient().fetch(req)).body)
         ws_url = self.base.replace("http://", "ws://") + f"/api/kernels/{kernel['id']}/channels"
         auth = {"Authorization": f"token {self.token}"}
-        self.ws = await websocket_connect(HTTPRequest(ws_url, headers=auth), max_message_size=64 * 2**20)
+        # the server answers the handshake once the kernel replies to kernel_info (jupyter_server waits up to
+        # its kernel_info_timeout, 60 s): tornado's own 20 s would give up first on a busy machine
+        ws_req = HTTPRequest(ws_url, headers=auth, connect_timeout=120, request_timeout=120)
+        self.ws = await websocket_connect(ws_req, max_message_size=64 * 2**20)
 
     async def execute(self, code: str, timeout_s: float = 600) -> dict:
         """Run ``code``; return the execute_reply's content once it comes."""
@@ -203,31 +206,42 @@ class Participant:
 
 async def participant(base: str, token: str, cells: list[str], widget: str | None, moves: int,
                       think_s: float = 0.0) -> dict:
+    """One participant from start to last move. A failure (a timeout, a closed socket, a cell's error) is this
+    participant's error, named by the phase it happened in; the others go on."""
     p = Participant(base, token)
-    t_start = time.monotonic()
-    await p.start()
-    t0 = time.monotonic()
-    errors = []
-    for src in cells:
-        reply = await p.execute(src)
-        if reply.get("status") != "ok":
-            errors.append(f"{reply.get('ename')}: {reply.get('evalue')}")
-            break
-    run_s = time.monotonic() - t0
-    times = []
-    if widget and not errors and moves:
-        await p.execute(f"_book_w = {widget.strip().splitlines()[-1]}\n" + MOVE_HELPER)
-        for k in range(moves):
-            if k and think_s:
-                await asyncio.sleep(think_s)
-            t = time.monotonic()
-            reply = await p.execute(f"__book_move({k})")
-            times.append(time.monotonic() - t)
+    out: dict = {"start_s": None, "run_s": None, "move_s": [], "errors": []}
+    phase, t = "start", time.monotonic()
+    try:
+        await p.start()
+        out["start_s"] = time.monotonic() - t
+        phase, t = "run", time.monotonic()
+        for src in cells:
+            reply = await p.execute(src)
             if reply.get("status") != "ok":
-                errors.append(f"move {k}: {reply.get('ename')}: {reply.get('evalue')}")
-                break
-    p.ws.close()
-    return {"start_s": t0 - t_start, "run_s": run_s, "move_s": times, "errors": errors}
+                out["errors"].append(f"run: {reply.get('ename')}: {reply.get('evalue')}")
+                return out
+        out["run_s"] = time.monotonic() - t
+        if widget and moves:
+            phase = "widget"
+            reply = await p.execute(f"_book_w = {widget.strip().splitlines()[-1]}\n" + MOVE_HELPER)
+            if reply.get("status") != "ok":
+                out["errors"].append(f"widget: {reply.get('ename')}: {reply.get('evalue')}")
+                return out
+            for k in range(moves):
+                if k and think_s:
+                    await asyncio.sleep(think_s)
+                phase, t = f"move {k}", time.monotonic()
+                reply = await p.execute(f"__book_move({k})")
+                out["move_s"].append(time.monotonic() - t)
+                if reply.get("status") != "ok":
+                    out["errors"].append(f"move {k}: {reply.get('ename')}: {reply.get('evalue')}")
+                    return out
+    except Exception as e:      # noqa: BLE001 -- any failure is this participant's, reported, not the run's end
+        out["errors"].append(f"{phase}: {type(e).__name__}: {e}")
+    finally:
+        if p.ws is not None:
+            p.ws.close()
+    return out
 
 
 def installed_command(port: int, token: str) -> tuple[list[str], dict]:
@@ -260,6 +274,10 @@ def run_n(notebook: Path, n: int, moves: int, as_installed: bool = False, think_
     try:
         serve_live._wait_http(f"{base}/api/status?token={token}", proc, 120, "jupyter server")
 
+        from tornado.httpclient import AsyncHTTPClient
+
+        AsyncHTTPClient.configure(None, max_clients=max(10, n))    # each participant a browser: no queue
+
         async def everyone():
             return await asyncio.gather(*(participant(base, token, cells, widget, moves, think_s)
                                           for _ in range(n)))
@@ -276,16 +294,19 @@ def run_n(notebook: Path, n: int, moves: int, as_installed: bool = False, think_
     finally:
         serve_live._stop(proc)
     moves_ms = sorted(1000 * t for r in results for t in r["move_s"])
+    started = [r["start_s"] for r in results if r["start_s"] is not None]
+    ran = [r["run_s"] for r in results if r["run_s"] is not None]
     return {"participants": n, "chapter": notebook.name, "think_s": think_s, "wall_s": round(wall, 1),
             "kernels": len(rss), "kernel_rss_mib_median": round(statistics.median(rss), 1) if rss else None,
             "kernel_rss_mib_total": round(sum(rss), 1),
             "server_rss_mib": round(server_rss, 1) if server_rss is not None else None,
             "kernel_cpu_s_median": round(statistics.median(kernel_cpu), 1) if kernel_cpu else None,
             "our_cores": round(ours / window, 2), "other_cores": round(other_cores, 2),
-            "start_s_median": round(statistics.median(r["start_s"] for r in results), 1),
-            "start_s_max": round(max(r["start_s"] for r in results), 1),
-            "run_s_median": round(statistics.median(r["run_s"] for r in results), 1),
-            "run_s_max": round(max(r["run_s"] for r in results), 1),
+            "started": len(started), "ran": len(ran),
+            "start_s_median": round(statistics.median(started), 1) if started else None,
+            "start_s_max": round(max(started), 1) if started else None,
+            "run_s_median": round(statistics.median(ran), 1) if ran else None,
+            "run_s_max": round(max(ran), 1) if ran else None,
             "moves": len(moves_ms),
             "redraw_ms_median": round(nearest_rank(moves_ms, 0.5)) if moves_ms else None,
             "redraw_ms_p90": round(nearest_rank(moves_ms, 0.9)) if moves_ms else None,
@@ -332,8 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"{n:>3} {row['kernels']:>7} {row['kernel_rss_mib_median']!s:>10} "
               f"{row['kernel_rss_mib_total']:>9} {row['server_rss_mib']!s:>6} "
-              f"{row['start_s_median']:>4}/{row['start_s_max']:<4} "
-              f"{row['run_s_median']:>8}/{row['run_s_max']:<7} {row['redraw_ms_median']!s:>10}/"
+              f"{row['start_s_median']!s:>4}/{row['start_s_max']!s:<4} "
+              f"{row['run_s_median']!s:>8}/{row['run_s_max']!s:<7} {row['redraw_ms_median']!s:>10}/"
               f"{row['redraw_ms_p90']!s:<9} {row['kernel_cpu_s_median']!s:>5} "
               f"{row['our_cores']:>7}/{row['other_cores']:<6} "
               f"{row['load_before']:>4}/{row['load_after']:<4}  "
