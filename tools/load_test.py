@@ -3,7 +3,7 @@
 
     .venv/bin/python tools/load_test.py                          # chapter 12, 1, 2 and 4 participants
     .venv/bin/python tools/load_test.py --chapter 17 -n 1 2 4 8 --moves 12 --json out.json
-    .venv/bin/python tools/load_test.py --chapter 7 -n 8 --think-s 3   # a move every 3 s, as a reader does
+    .venv/bin/python tools/load_test.py --chapter 7 -n 8 --think-s 3   # a move every 3 s or so
 
 For each N it starts one Jupyter server on 127.0.0.1 (the command and config of ``make serve-live``:
 tools/serve_live.py, kernels culled as there), then N participants at once, each as a reader's browser does it
@@ -12,8 +12,9 @@ code cells top to bottom (``execute_request`` on the kernel's channels), then mo
 chapter's first widget one after another (``--moves`` moves: the next option of a drop-down, toggle or
 selection slider, one step of a number slider), each move a request that returns once the widget has redrawn.
 By default every participant moves again as soon as the last redraw came back, the worst case: N people
-dragging sliders without a pause. ``--think-s S`` waits S seconds between a participant's moves (a reader who
-looks at the figure before the next move). It reports, as N grows:
+dragging sliders without a pause. ``--think-s S`` waits between a participant's moves (a reader who looks at
+the figure first): each pause drawn uniformly from 0 to 2S (mean S; participant i's draws seeded with i, so a
+run repeats), so that N participants do not move in lockstep. It reports, as N grows:
 
 * the kernels' memory (resident set, read from /proc for the server's child processes) after the run, and the
   server's own;
@@ -42,6 +43,7 @@ import asyncio
 import json
 import math
 import os
+import random
 import re
 import secrets
 import statistics
@@ -205,10 +207,11 @@ class Participant:
 
 
 async def participant(base: str, token: str, cells: list[str], widget: str | None, moves: int,
-                      think_s: float = 0.0) -> dict:
+                      think_s: float = 0.0, seed: int = 0) -> dict:
     """One participant from start to last move. A failure (a timeout, a closed socket, a cell's error) is this
     participant's error, named by the phase it happened in; the others go on."""
     p = Participant(base, token)
+    pauses = random.Random(seed)
     out: dict = {"start_s": None, "run_s": None, "move_s": [], "errors": []}
     phase, t = "start", time.monotonic()
     try:
@@ -229,7 +232,7 @@ async def participant(base: str, token: str, cells: list[str], widget: str | Non
                 return out
             for k in range(moves):
                 if k and think_s:
-                    await asyncio.sleep(think_s)
+                    await asyncio.sleep(pauses.uniform(0, 2 * think_s))
                 phase, t = f"move {k}", time.monotonic()
                 reply = await p.execute(f"__book_move({k})")
                 out["move_s"].append(time.monotonic() - t)
@@ -279,8 +282,8 @@ def run_n(notebook: Path, n: int, moves: int, as_installed: bool = False, think_
         AsyncHTTPClient.configure(None, max_clients=max(10, n))    # each participant a browser: no queue
 
         async def everyone():
-            return await asyncio.gather(*(participant(base, token, cells, widget, moves, think_s)
-                                          for _ in range(n)))
+            return await asyncio.gather(*(participant(base, token, cells, widget, moves, think_s, seed=i)
+                                          for i in range(n)))
 
         t0 = time.monotonic()
         results = asyncio.run(everyone())
@@ -321,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-n", "--participants", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--moves", type=int, default=8, help="control moves per participant (default 8)")
     ap.add_argument("--think-s", type=float, default=0.0,
-                    help="seconds each participant waits between two moves (default 0: back to back)")
+                    help="mean seconds a participant waits between two moves, each pause uniform on "
+                         "[0, 2S] (default 0: back to back)")
     ap.add_argument("--json", type=Path, help="also write the rows to this file")
     ap.add_argument("--as-installed", action="store_true",
                     help="start `jupyter lab` with the configuration its environment holds (postBuild's), "
