@@ -239,7 +239,7 @@ async def participant(base: str, token: str, cells: list[str], widget: str | Non
                 if reply.get("status") != "ok":
                     out["errors"].append(f"move {k}: {reply.get('ename')}: {reply.get('evalue')}")
                     return out
-    except Exception as e:      # noqa: BLE001 -- any failure is this participant's, reported, not the run's end
+    except Exception as e:      # noqa: BLE001 -- a failure is this participant's, not the run's end
         out["errors"].append(f"{phase}: {type(e).__name__}: {e}")
     finally:
         if p.ws is not None:
