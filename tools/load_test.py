@@ -212,7 +212,8 @@ async def participant(base: str, token: str, cells: list[str], widget: str | Non
     participant's error, named by the phase it happened in; the others go on."""
     p = Participant(base, token)
     pauses = random.Random(seed)
-    out: dict = {"start_s": None, "run_s": None, "move_s": [], "errors": []}
+    out: dict = {"start_s": None, "run_s": None, "run_end_at": None, "move_s": [], "move_at": [],
+                 "errors": []}
     phase, t = "start", time.monotonic()
     try:
         await p.start()
@@ -223,7 +224,8 @@ async def participant(base: str, token: str, cells: list[str], widget: str | Non
             if reply.get("status") != "ok":
                 out["errors"].append(f"run: {reply.get('ename')}: {reply.get('evalue')}")
                 return out
-        out["run_s"] = time.monotonic() - t
+        out["run_end_at"] = time.monotonic()
+        out["run_s"] = out["run_end_at"] - t
         if widget and moves:
             phase = "widget"
             reply = await p.execute(f"_book_w = {widget.strip().splitlines()[-1]}\n" + MOVE_HELPER)
@@ -234,6 +236,7 @@ async def participant(base: str, token: str, cells: list[str], widget: str | Non
                 if k and think_s:
                     await asyncio.sleep(pauses.uniform(0, 2 * think_s))
                 phase, t = f"move {k}", time.monotonic()
+                out["move_at"].append(t)
                 reply = await p.execute(f"__book_move({k})")
                 out["move_s"].append(time.monotonic() - t)
                 if reply.get("status") != "ok":
@@ -314,7 +317,12 @@ def run_n(notebook: Path, n: int, moves: int, as_installed: bool = False, think_
             "redraw_ms_median": round(nearest_rank(moves_ms, 0.5)) if moves_ms else None,
             "redraw_ms_p90": round(nearest_rank(moves_ms, 0.9)) if moves_ms else None,
             "load_before": round(load_before, 1), "load_after": round(os.getloadavg()[0], 1),
-            "errors": [e for r in results for e in r["errors"]]}
+            "errors": [e for r in results for e in r["errors"]],
+            # each participant's timeline, seconds from the moment all started: when its chapter run ended,
+            # when each move was sent and how long it took (ms)
+            "timelines": [{"run_end_s": round(r["run_end_at"] - t0, 2) if r["run_end_at"] else None,
+                           "move_sent_s": [round(a - t0, 2) for a in r["move_at"]],
+                           "move_ms": [round(1000 * m) for m in r["move_s"]]} for r in results]}
 
 
 def main(argv: list[str] | None = None) -> int:
