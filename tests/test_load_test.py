@@ -106,3 +106,18 @@ def test_cpu_and_busy_time_grow_with_work():
     assert load_test.cpu_s(os.getpid()) - me >= 0.2         # clock ticks: 0.3 s of work, at least 0.2 counted
     assert load_test.machine_busy_s() - busy >= 0.2
     assert load_test.cpu_s(2**22 + 7) == 0.0 and load_test.rss_mib(2**22 + 7) is None   # no such process
+
+
+def test_the_moves_go_to_the_widget_the_chapter_displayed_not_a_new_one():
+    class Dash:
+        controls = {"x": None}
+
+    made = []
+    space: dict = {"Out": {7: Dash()}, "make": lambda: made.append(1) or Dash()}
+    exec(load_test.widget_setup("from x import make\nmake()", 7), space)
+    assert space["_book_w"] is space["Out"][7] and made == []
+    for count in (None, 8):                                  # no result kept: a new widget from the last line
+        space = {"Out": {}, "make": lambda: made.append(1) or Dash()}
+        exec(load_test.widget_setup("make()", count), space)
+        assert isinstance(space["_book_w"], Dash)
+    assert made == [1, 1]

@@ -13,8 +13,8 @@ chapter's first widget one after another (``--moves`` moves: the next option of 
 selection slider, one step of a number slider), each move a request that returns once the widget has redrawn.
 By default every participant moves again as soon as the last redraw came back, the worst case: N people
 dragging sliders without a pause. ``--think-s S`` waits between a participant's moves (a reader who looks at
-the figure first): each pause drawn uniformly from 0 to 2S (mean S; participant i's draws seeded with i, so a
-run repeats), so that N participants do not move in lockstep. It reports, as N grows:
+the figure first, the first move too): each pause drawn uniformly from 0 to 2S (mean S; participant i's draws
+seeded with i, so a run repeats), so that N participants do not move in lockstep. It reports, as N grows:
 
 * the kernels' memory (resident set, read from /proc for the server's child processes) after the run, and the
   server's own;
@@ -72,6 +72,15 @@ def __book_move(k):
         c.value = c.value + c.step if c.value + c.step <= c.max else c.min
     return keys[k % len(keys)]
 '''
+
+
+def widget_setup(widget: str, execution_count: int | None) -> str:
+    """Code that names the widget to move ``_book_w``: the one the chapter's run displayed (``Out[n]``, the
+    widget cell's result), so the moves redraw what a reader sees and the kernel holds no second copy; a new
+    one from the widget cell's last line only if that result is not there."""
+    make = widget.strip().splitlines()[-1]
+    return (f"_book_w = Out.get({execution_count!r})\n"
+            f"if not hasattr(_book_w, 'controls'):\n    _book_w = {make}\n" + MOVE_HELPER)
 
 
 def code_cells(notebook: Path) -> tuple[list[str], str | None]:
@@ -184,14 +193,14 @@ class Participant:
         ws_req = HTTPRequest(ws_url, headers=auth, connect_timeout=120, request_timeout=120)
         self.ws = await websocket_connect(ws_req, max_message_size=64 * 2**20)
 
-    async def execute(self, code: str, timeout_s: float = 600) -> dict:
+    async def execute(self, code: str, timeout_s: float = 600, store_history: bool = False) -> dict:
         """Run ``code``; return the execute_reply's content once it comes."""
         msg_id = uuid.uuid4().hex
         msg = {"header": {"msg_id": msg_id, "msg_type": "execute_request", "session": self.session,
                           "username": "load-test", "date": "", "version": "5.3"},
                "parent_header": {}, "metadata": {}, "channel": "shell",
-               "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
-                           "allow_stdin": False, "stop_on_error": True}}
+               "content": {"code": code, "silent": False, "store_history": store_history,
+                           "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}
         await self.ws.write_message(json.dumps(msg))
         deadline = time.monotonic() + timeout_s
         while True:
@@ -219,8 +228,11 @@ async def participant(base: str, token: str, cells: list[str], widget: str | Non
         await p.start()
         out["start_s"] = time.monotonic() - t
         phase, t = "run", time.monotonic()
+        widget_count = None
         for src in cells:
-            reply = await p.execute(src)
+            reply = await p.execute(src, store_history=True)        # as a notebook's Run All sends it
+            if src is widget:
+                widget_count = reply.get("execution_count")
             if reply.get("status") != "ok":
                 out["errors"].append(f"run: {reply.get('ename')}: {reply.get('evalue')}")
                 return out
@@ -228,12 +240,12 @@ async def participant(base: str, token: str, cells: list[str], widget: str | Non
         out["run_s"] = out["run_end_at"] - t
         if widget and moves:
             phase = "widget"
-            reply = await p.execute(f"_book_w = {widget.strip().splitlines()[-1]}\n" + MOVE_HELPER)
+            reply = await p.execute(widget_setup(widget, widget_count))
             if reply.get("status") != "ok":
                 out["errors"].append(f"widget: {reply.get('ename')}: {reply.get('evalue')}")
                 return out
             for k in range(moves):
-                if k and think_s:
+                if think_s:         # before the first move too: no one moves the moment the run ends
                     await asyncio.sleep(pauses.uniform(0, 2 * think_s))
                 phase, t = f"move {k}", time.monotonic()
                 out["move_at"].append(t)
