@@ -121,3 +121,21 @@ def test_the_moves_go_to_the_widget_the_chapter_displayed_not_a_new_one():
         exec(load_test.widget_setup("make()", count), space)
         assert isinstance(space["_book_w"], Dash)
     assert made == [1, 1]
+
+
+def test_a_kernels_worker_processes_count_in_its_memory_and_cpu():
+    import os
+    import subprocess
+    import time
+
+    worker = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                               "while time.process_time() - t < 0.4: pass\ntime.sleep(30)"])
+    try:
+        time.sleep(1.0)
+        assert worker.pid in load_test.descendants(os.getpid())
+        alone, with_workers = load_test.cpu_s(os.getpid()), load_test.cpu_s(os.getpid(), children=True)
+        assert with_workers - alone >= 0.3                   # the worker's 0.4 s of CPU, in clock ticks
+        assert load_test.rss_mib(worker.pid) > 1
+    finally:
+        worker.kill()
+        worker.wait()

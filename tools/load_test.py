@@ -144,21 +144,47 @@ def kernel_pids(server_pid: int) -> list[int]:
     return out
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes under ``pid`` (children, their children, ...): a kernel's worker processes, e.g. the
+    one chapter 17's widget starts to work out a reader's next searches."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    out, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        out.append(child)
+        todo.extend(children.get(child, []))
+    return out
+
+
 def kernel_rss_mib(server_pid: int) -> list[float]:
-    """Resident memory (MiB) of each ipykernel process whose parent is the server."""
-    return [m for m in (rss_mib(pid) for pid in kernel_pids(server_pid)) if m is not None]
+    """Resident memory (MiB) of each ipykernel process whose parent is the server, with its own worker
+    processes (what a participant's kernel costs the machine)."""
+    out = []
+    for pid in kernel_pids(server_pid):
+        mine = [m for m in (rss_mib(p) for p in [pid, *descendants(pid)]) if m is not None]
+        if mine:
+            out.append(sum(mine))
+    return out
 
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def cpu_s(pid: int) -> float:
-    """CPU time (user + system, s) one process has used so far; 0 once it has gone."""
+def cpu_s(pid: int, children: bool = False) -> float:
+    """CPU time (user + system, s) one process has used so far; 0 once it has gone. With ``children``, add
+    its live descendants' and the children it has already waited for (cutime + cstime)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        total = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
     except (OSError, ValueError, IndexError):
         return 0.0
+    return total / CLK_TCK + (sum(cpu_s(c) for c in descendants(pid)) if children else 0.0)
 
 
 def machine_busy_s() -> float:
@@ -305,7 +331,7 @@ def run_n(notebook: Path, n: int, moves: int, as_installed: bool = False, think_
         wall = time.monotonic() - t0
         rss = kernel_rss_mib(proc.pid)
         server_rss = rss_mib(proc.pid)
-        kernel_cpu = [cpu_s(pid) for pid in kernel_pids(proc.pid)]
+        kernel_cpu = [cpu_s(pid, children=True) for pid in kernel_pids(proc.pid)]
         ours = cpu_s(proc.pid) + sum(kernel_cpu) + time.process_time() - self_a
         window = time.monotonic() - t_a
         other_cores = max(machine_busy_s() - busy_a - ours, 0.0) / window
