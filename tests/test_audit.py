@@ -517,12 +517,12 @@ def test_seed_arithmetic_by_hand():
 
 
 def test_a100_band_for_llama2_70b_is_the_calibrated_range():
-    """Issue 38: the A100's band for Llama 2 70B reaches about 69% MFU. It is the central estimate times the
-    stored 80% factors of Ampere (data/mfu_inputs_model.csv, read by hand: the one end-to-end model since
-    Dec 2026, issue 34; the pooled model's 0.7289 and 1.4409 before), nothing added; and MosaicML's MPT
-    70B on 64 A100s (llm-foundry benchmark table: 166 model TFLOP/s per GPU with activation checkpointing)
-    kept its GPUs about 166 x 4/3 / 312 = 71% busy counting the recomputed forward: the band's top is about
-    what the best A100 runs of that size reach in hardware FLOPs."""
+    """Issue 38: the A100's band for Llama 2 70B is the central estimate times the stored 80% factors of Ampere
+    (data/mfu_inputs_model.csv, read by hand: the one end-to-end model since Dec 2026, issue 34), nothing added.
+    MosaicML's MPT 70B on 64 A100s (llm-foundry benchmark table: 166 model TFLOP/s per GPU with activation
+    checkpointing) kept its GPUs about 166 x 4/3 / 312 = 71% busy counting the recomputed forward. Since the
+    refit on 31 sources (whole34) the band's top is about 64%, so chapter 14 says such a run, keeping its
+    activations, would land above the band's top (before: about at it, 69%)."""
     from llmsizing.mfu import mfu_estimate, published_runs
     from llmsizing.time_cost import training_time
 
@@ -534,14 +534,14 @@ def test_a100_band_for_llama2_70b_is_the_calibrated_range():
     est = mfu_estimate("llama-2-70b", gpu="A100 80GB", seq=2048)
     assert est.low == pytest.approx(est.mfu * float(row["low"])) and est.high == pytest.approx(
         est.mfu * float(row["high"]))
-    assert 0.65 < est.high < 0.74
+    assert 0.55 < est.high < 0.70
     runs = published_runs().set_index("run")
     mpt = runs.loc["MPT 70b (llm-foundry benchmark), 64 x A100 80GB, seq 2,048"]
     assert mpt["implied_mfu"] == pytest.approx(166 / 312, rel=0.01)
     hfu = training_time("mpt-bench-70b", tokens=1e9, gpu="A100 80GB", n_gpus=64, seq=2048, recompute="full",
                         mfu=mpt["implied_mfu"]).hfu
     assert hfu == pytest.approx(166 * 4 / 3 / 312, rel=0.02)
-    assert abs(hfu - est.high) < 0.03
+    assert hfu > est.high + 0.03                      # chapter 14: "would land above the band's top"
 
 
 def test_paraphrases_fixed(table):
