@@ -132,8 +132,8 @@ def test_default_prices_the_step_as_the_step_model_does_by_hand():
     seconds = (m * linear_per_token / (989.4e12 * kernel_efficiency("H100 SXM") * shape_eff)
                + m * causal / (989.4e12 * attention_efficiency("H100 SXM", head_dim=128, seq=seq))
                # the memory-bound kernels (llmsizing.pointwise, tests/_kernels_by_hand.py) at 3.35 TB/s
-               + m * (32 * KH.pointwise_layer_bytes(*KH.LLAMA3_8B) + sum(KH.pointwise_end_bytes(4096, 128256)))
-               / KH.H100_HBM)
+               + m * (32 * KH.pointwise_layer_bytes(*KH.LLAMA3_8B)
+                      + sum(KH.pointwise_end_bytes(4096, 128256))) / KH.H100_HBM)
     assert t.step_s == pytest.approx(seconds, rel=1e-9)
     # and the efficiency it reports is the one rate that would give that time for every hardware FLOP
     per_token = linear_per_token + 3 * _attention(seq)

@@ -56,7 +56,8 @@ def test_full_recomputation_runs_each_layers_forward_again():
     m = get_model("llama-3-8b")
     (fr, _), (fs, _) = _llama3_8b_by_hand()
     none = pointwise.stage_pointwise_bytes_per_token(m, Parallel())[0]
-    assert pointwise.stage_pointwise_bytes_per_token(m, Parallel(), recompute="full")[0] == none + 32 * (fr + fs)
+    full = pointwise.stage_pointwise_bytes_per_token(m, Parallel(), recompute="full")[0]
+    assert full == none + 32 * (fr + fs)
     assert pointwise.stage_pointwise_bytes_per_token(m, Parallel(), recompute="selective")[0] == none
     part = pointwise.stage_pointwise_bytes_per_token(m, Parallel(), recompute="full", recompute_layers=5)[0]
     assert part == none + 5 * (fr + fs)
@@ -93,7 +94,8 @@ def test_their_share_falls_with_the_width():
 
     def per_flop(name):
         m = get_model(name)
-        return pointwise.stage_pointwise_bytes_per_token(m, Parallel())[0] / training_flops_per_token(m, seq=4096)
+        bytes_ = pointwise.stage_pointwise_bytes_per_token(m, Parallel())[0]
+        return bytes_ / training_flops_per_token(m, seq=4096)
 
     assert per_flop("granite-3.0-1b-a400m") > 5 * per_flop("llama-3-70b")
     assert per_flop("llama-3-8b") > 2 * per_flop("llama-3-70b")

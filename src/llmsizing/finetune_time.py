@@ -452,8 +452,8 @@ def _kernel_seconds(model, g, fl, *, seq: int, batch: int, recompute: str) -> fl
     gemm, attention = rates(model, g, tp=1, cp=1, batch=batch, seq=seq, dtype="bf16",
                             kernel_efficiency=step_kernel_efficiency(g, "bf16"))
     return (compute_seconds(fl.hardware_flops, full, causal, batch * seq, gemm, attention)
-            + pointwise_seconds(stage_pointwise_bytes_per_token(model, par, recompute=recompute)[0], batch * seq,
-                                g.memory_bandwidth_gbps * 1e9))
+            + pointwise_seconds(stage_pointwise_bytes_per_token(model, par, recompute=recompute)[0],
+                                batch * seq, g.memory_bandwidth_gbps * 1e9))
 
 
 # =========================================================================== calibration

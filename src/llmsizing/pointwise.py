@@ -112,8 +112,9 @@ def ends_pointwise_bytes_per_token(model, *, act_bytes: float = 2.0):
     return first, last
 
 
-def stage_pointwise_bytes_per_token(model, par, *, recompute: str = "none", recompute_layers: int | None = None,
-                                    mtp_depth: int = 0, act_bytes: float = 2.0) -> tuple[float, ...]:
+def stage_pointwise_bytes_per_token(model, par, *, recompute: str = "none",
+                                    recompute_layers: int | None = None, mtp_depth: int = 0,
+                                    act_bytes: float = 2.0) -> tuple[float, ...]:
     """Per pipeline stage: the HBM bytes of its memory-bound kernels per token of one GPU's share
     (``tokens / (tp cp)``), forward, backward and a recomputed forward (``recompute="full"``, all layers or
     ``recompute_layers`` of each chunk): its layers' (:func:`layer_pointwise_bytes_per_token`; a mixture of
