@@ -310,7 +310,9 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
 
     ``kernel_efficiency`` defaults to the calibrated value of the GPU's generation
     (:func:`~llmsizing.hardware.kernel_efficiency`): the scale of the GEMM-shape curve, what a step loses
-    besides the GEMMs' shape (norms, activations, launches). It is what the kernels reach while they run,
+    besides the GEMMs' shape and the memory-bound kernels it prices apart (launches, what is not counted).
+    The norms, residual adds, activation, rotary embedding and loss are priced on HBM bandwidth by their bytes
+    (:mod:`llmsizing.pointwise`, issue 35). It is what the kernels reach while they run,
     not the run's MFU: the bubble and the exposed communication come on top
     (:func:`~llmsizing.layouts.step_time`), and the MFU is what is left
     (:attr:`~llmsizing.layouts.StepTime.mfu`). ``mfu=`` is the old name of ``kernel_efficiency``
