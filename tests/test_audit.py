@@ -461,12 +461,15 @@ def test_unqualified_fine_tuning_shows_each_readings_factor(table):
     takes d days, so the claim is off by 3 / d, too high (the LoRA run is faster)."""
     from llmsizing.finetune_time import finetune_time
 
-    lora_days = finetune_time("mistral-7b", gpu="H100 SXM", method="lora", tokens=1e9, seq=4096, batch=1).days
+    run = finetune_time("mistral-7b", gpu="H100 SXM", method="lora", tokens=1e9, seq=4096, batch=1)
+    lora_days = run.days
     assert 3 / lora_days > BAND                                       # a miss the band does not cover
     want = f"off by {3 / lora_days:.1f}x (too high)"
     r = by_id(table, "000-faq-finetune-days")
     lora = [x for x in r["depends_verdicts"].split(" | ") if x.startswith("LoRA")]
-    assert len(lora) == 1 and lora[0].endswith(f"MFU 45%: {want}")
+    # the run's own MFU (44% since ew35 priced the memory-bound kernels; 45% before)
+    assert 0.40 < run.mfu < 0.50
+    assert len(lora) == 1 and lora[0].endswith(f"MFU {run.mfu:.0%}: {want}")
     full = r["depends_verdicts"].split(" | ")[0]
     # full fine-tuning: the claim against the slow end of the calibrated band, days = tokens x FLOPs per token /
     # (dense peak x the band's low MFU), by hand (as test_mfu_band_reading)
