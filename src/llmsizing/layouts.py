@@ -148,11 +148,15 @@ def _fits_from(dp: int, top: int, fits) -> int | None:
     return hi
 
 
+#: The GPUs :func:`min_gpus` searches up to by default (its ``max_gpus``).
+MIN_GPUS_MAX = 65536
+
+
 def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int = 1,
              precision: str = "bf16-mixed", optimizer: str = "adamw", attention: str = "flash",
              recompute: str = "none", stack: str = "fused", usable_fraction: float = USABLE_FRACTION,
              gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
-             kernel_efficiency: float | None = None, max_gpus: int = 65536, offload: bool = False,
+             kernel_efficiency: float | None = None, max_gpus: int = MIN_GPUS_MAX, offload: bool = False,
              optimizer_impl: str = "foreach", node=None, mfu: float | None = None, ep_degrees=None,
              expert_tp: bool = False, mtp_depth: int = 0, capacity_factor: float | None = None) -> Plan:
     """The smallest number of ``gpu`` whose most loaded GPU holds a training step of micro-batch ``batch``
@@ -242,6 +246,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                     dp = _fits_from(dp, fewest // (tp * pp), fits)
                 else:                              # ---- a mixture of experts: dp in multiples of a
                     a = dp_unit(tp, 1, ep, expert_tp)
+                    if tp * pp * a > fewest:       # (its fewest GPUs, a x tp x pp, already beaten: skipped
+                        continue                   # unweighed, as _fits_from's limit below would refuse it)
 
                     def par(dp, tp=tp, pp=pp, zero=zero, off=off, ep=ep):
                         return Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off, ep=ep,

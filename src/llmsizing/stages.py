@@ -20,7 +20,7 @@ from ._validate import check_bool, check_choice, check_fraction, check_int, chec
 from .catalog import get_gpu, gpu_price, resolve_model
 from .flops import RECOMPUTE
 from .job import Job, check_moe_options
-from .layouts import min_gpus, step_time
+from .layouts import MIN_GPUS_MAX, min_gpus, step_time
 from .memory import training_memory
 from .mfu import (PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _layout_label, _time_at,
                   layout_range_factors, mfu_range_factors, run_time, whole_run_factor)
@@ -365,14 +365,14 @@ def _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, ep_degrees, 
 
 
 @functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
-def _kept_fewest(model, gpu, seq, recompute, precision, moe_items=()):
+def _kept_fewest(model, gpu, seq, recompute, precision, moe_items=(), max_gpus=None):
     """:func:`_moe_default_layout`'s fewest-GPU layout of one sequence (:func:`~llmsizing.layouts.min_gpus`'s
-    ``parallel``), or ``None`` when no layout holds it. Kept: the same question comes once per GPU count
-    that ``plan()`` leaves without an exact fit (issue 38: chapter 10's chart asked it three times a move for
-    DeepSeek-V3 on the H100, ~70 ms each)."""
+    ``parallel``), or ``None`` when no layout holds it (with ``max_gpus``: none of at most that many GPUs).
+    Kept: the same question comes once per GPU count that ``plan()`` leaves without an exact fit (issue 38:
+    chapter 10's chart asked it three times a move for DeepSeek-V3 on the H100, ~70 ms each)."""
     try:
         return min_gpus(model, gpu, batch=1, seq=seq, recompute=recompute, precision=precision,
-                        **dict(moe_items)).parallel
+                        **dict(moe_items), **({} if max_gpus is None else {"max_gpus": max_gpus})).parallel
     except ValueError:
         return None
 
@@ -393,23 +393,38 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
 
     moe_kw = {**({} if ep_degrees is None else {"ep_degrees": ep_degrees}), **options}
 
-    def fewest():
-        return _kept_fewest(model, gpu, seq, recompute, precision, tuple(sorted(moe_kw.items())))
+    def fewest(limit=None):
+        return _kept_fewest(model, gpu, seq, recompute, precision, tuple(sorted(moe_kw.items())), limit)
 
     if n_gpus is None:
         par = fewest()
         return None if par is None else (par, moe_default_global_batch(par, seq=seq), 1)
     gb = n_gpus * math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * n_gpus))
     if gb <= MAX_GLOBAL_BATCH:
-        rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=n_gpus,
-                    recomputes=(recompute,), precision=precision, explain=False, **moe_kw)
+        def search(limit):
+            return plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=limit,
+                        recomputes=(recompute,), precision=precision, explain=False, **moe_kw)
+        # One search answers every GPU count of this global batch (issue 35: chapter 10's chart asks up to
+        # seven counts, and those below ~4M tokens' sequences share one global batch): ``plan()`` is kept per
+        # limit, and its plans on at most n GPUs are, bit for bit and in order, its search at the limit n
+        # (:func:`~llmsizing.plan_rank.plans_within`, tests/test_planner.py), so the rows on exactly n_gpus
+        # and their fastest are the same whichever limit was searched. gb >= n_gpus, and gb's own count has
+        # the same global batch, so the limit gb is a function of gb alone. Where that wider search refuses
+        # (more plans than one call weighs), the search at n_gpus, as before.
+        try:
+            rows = search(gb)
+        except ValueError:
+            rows = search(n_gpus)
         rows = rows[rows["n_gpus"] == n_gpus]
         if len(rows):
             r = rows.loc[rows["step_time_s"].idxmin()]
             par = Parallel(tp=int(r["tp"]), cp=int(r["cp"]), pp=int(r["pp"]), dp=int(r["dp"]),
                            zero=int(r["zero"]), sp=bool(r["sp"]), ep=int(r["ep"]))
             return par, gb, int(r["micro_batch"])
-    one = fewest()
+    # (only a fewest-GPU layout of at most n_gpus GPUs can divide n_gpus: min_gpus searched up to n_gpus finds
+    # the same layout when it has at most n_gpus GPUs, and none otherwise, weighing fewer layouts; issue 35,
+    # chapter 10's chart: 35 -> ~20 ms for DeepSeek-V3's three counts below its 244 GPUs on the H100)
+    one = fewest(min(n_gpus, MIN_GPUS_MAX))
     if one is None or n_gpus % one.gpus:
         return None
     par = dataclasses.replace(one, dp=one.dp * (n_gpus // one.gpus))
