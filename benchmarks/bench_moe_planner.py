@@ -2,6 +2,7 @@
 any plan() <= 1 s, e.g. Qwen3-30B-A3B at 64K), with the MoE time terms of llmsizing.moe_time in the search.
 
     .venv/bin/python benchmarks/bench_moe_planner.py        # best of 3 each, from scratch
+    .venv/bin/python benchmarks/bench_moe_planner.py --ch10 # chapter 10's chart at moves to an MoE, once
 
 The MoE cases of benchmarks/bench_planner.py, timed by its own loop (kept results cleared before each run).
 Prints; does not assert (timings are not tests).
@@ -430,8 +431,39 @@ def widgets_and_cost() -> None:
         print(f"{f'ch18 move: {model} {lay}':50s} {cpu(move) * 1e3:6.0f} ms CPU")
 
 
+#: Chapter 10's widget (training_time_widget) moves of the model to a mixture of experts, from its default
+#: (Llama 3 70B, 1T tokens, H100 SXM, 8,192 tokens, 1,024 GPUs marked): render_training_time asks
+#: training_time at 7 GPU counts, each a stages.moe_default_layout.
+CH10_MOVES = (("deepseek-v3", "H100 SXM", 8192), ("deepseek-v3", "H100 SXM", 2048),
+              ("mixtral-8x7b", "H100 SXM", 8192), ("qwen3-30b-a3b", "H100 SXM", 4096),
+              ("deepseek-v2", "A100 80GB", 8192))
+
+
+def ch10_moves() -> None:
+    """Chapter 10's chart (charts.render_training_time, with its PNG) at a move to a mixture of experts,
+    CPU and wall ms, each in this process after one dense chart (the widget's first answer), the first move
+    to each model (its searches, memory coefficients and fewest-GPU layout not kept yet). One process, one
+    pass: run it a few times, alternating with another commit (``PYTHONPATH=<archive>/src``), to compare."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas  # noqa: F401  (a chapter kernel has it: plan() imports it on its first call)
+
+    from llmsizing.charts import render_training_time
+
+    render_training_time("llama-3-70b", tokens=1e12, gpu="H100 SXM", seq=8192, n_gpus=1024)
+    for model, gpu, seq in CH10_MOVES:
+        c0, w0 = time.process_time(), time.perf_counter()
+        render_training_time(model, tokens=1e12, gpu=gpu, seq=seq, n_gpus=1024)
+        cpu_ms, wall_ms = (time.process_time() - c0) * 1e3, (time.perf_counter() - w0) * 1e3
+        print(f"{f'ch10 move: {model} on {gpu} at {seq:,}':50s} {cpu_ms:6.0f} ms CPU {wall_ms:6.0f} ms wall")
+
+
 if __name__ == "__main__":
     bench_planner.CASES[:] = [c for c in bench_planner.CASES if c[1] in MOE]
+    if "--ch10" in sys.argv:
+        ch10_moves()
+        sys.exit()
     if "--widgets" not in sys.argv:
         bench_planner.main()
     widgets_and_cost()

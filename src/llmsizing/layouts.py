@@ -92,7 +92,7 @@ def _kept_stage_runs(model, par, stages: tuple, kw_items: tuple) -> tuple:
     return tuple(training_memory(model, parallel=par, _all_stages=True, _stages=stages, **dict(kw_items)))
 
 
-def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None) -> int | None:
+def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None, first=None) -> int | None:
     """The smallest ``dp`` for which every piece of the first and last pipeline stages' steps
     (:func:`~llmsizing.memory.step_phases`) fits ``limit`` with the default allowance, or ``None`` if no
     ``dp`` does. Each piece is ``fixed + sharded / dp`` (ZeRO divides the sharded states by ``dp``), read off
@@ -103,14 +103,16 @@ def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None)
     A mixture of experts with expert parallelism: every ``dp`` is a multiple of ``unit``
     (:func:`llmsizing.moe_layouts.dp_unit`), the pieces are read off ``dp = unit`` and ``2 unit`` (the
     experts' ZeRO shards over ``edp``, proportional to ``dp``), the answer is a multiple of ``unit``, and
-    ``stages`` are :func:`llmsizing.moe_layouts.heavy_stages`."""
+    ``stages`` are :func:`llmsizing.moe_layouts.heavy_stages`. ``first``: ``par(unit)`` when the caller has
+    it."""
     from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
 
     room = (limit - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)     # total = FIXED + (1 + F) x peak
     a = unit
-    stages = (0, par(a).pp - 1) if stages is None else stages
-    one = _stage_runs(model, par(a), stages, kw)
-    if par(a).zero == 0:
+    first = par(a) if first is None else first          # (one checked layout, not three)
+    stages = (0, first.pp - 1) if stages is None else stages
+    one = _stage_runs(model, first, stages, kw)
+    if first.zero == 0:
         return a if all(v <= room for r in one for v in r.pieces_bytes.values()) else None
     two = _stage_runs(model, par(2 * a), stages, kw)
     dp = 1
@@ -253,12 +255,13 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                         return Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off, ep=ep,
                                         expert_tp=expert_tp)
 
-                    stages = heavy_stages(model, par(a))
+                    first = par(a)
+                    stages = heavy_stages(model, first)
 
-                    def fits(k, par=par, a=a, stages=stages):
-                        runs = _stage_runs(model, par(a * k), stages, kw)
+                    def fits(k, par=par, a=a, stages=stages, first=first):
+                        runs = _stage_runs(model, first if k == 1 else par(a * k), stages, kw)
                         return max(r.total_bytes for r in runs) <= limit
-                    dp = _smallest_dp(par, limit, kw, model, unit=a, stages=stages)
+                    dp = _smallest_dp(par, limit, kw, model, unit=a, stages=stages, first=first)
                     if dp is None:
                         continue
                     k = _fits_from(dp // a, fewest // (tp * pp * a), fits)

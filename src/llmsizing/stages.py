@@ -16,6 +16,8 @@ import functools
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import get_gpu, gpu_price, resolve_model
 from .flops import RECOMPUTE
@@ -377,6 +379,40 @@ def _kept_fewest(model, gpu, seq, recompute, precision, moe_items=(), max_gpus=N
         return None
 
 
+@functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
+def _kept_fastest(model, gpu, seq, gb, recompute, precision, moe_items, max_gpus) -> _Fastest:
+    """:func:`_moe_default_layout`'s search: the fastest plan (the least ``step_time_s``, the first in the
+    table's order on a tie, as ``idxmin``) on each GPU count of ``plan()``'s table at global batch ``gb`` and
+    GPU limit ``max_gpus`` (a :class:`_Fastest`); a ``ValueError`` when ``plan()`` refuses. Kept: each GPU
+    count of the search asks again (``plan()`` keeps the search but builds its table again, ~2 ms)."""
+    from .planner import plan
+
+    rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=max_gpus,
+                recomputes=(recompute,), precision=precision, explain=False, **dict(moe_items))
+    return _Fastest(rows)
+
+
+class _Fastest:
+    """:func:`_kept_fastest`'s answer: ``fastest.get(n)`` is ``(parallel, micro_batch)`` of the fastest plan
+    on ``n`` GPUs of the table (``rows[rows["n_gpus"] == n]``'s ``step_time_s.idxmin()``: the first least,
+    NaN skipped), or ``None``; each count's row is found when first asked."""
+
+    def __init__(self, rows):
+        self.rows, self._n, self._at = rows, rows["n_gpus"].to_numpy(), {}
+
+    def get(self, n: int):
+        if n not in self._at:
+            on_n = np.flatnonzero(self._n == n)
+            if not len(on_n):
+                self._at[n] = None
+            else:
+                r = self.rows.iloc[on_n[np.nanargmin(self.rows["step_time_s"].to_numpy()[on_n])]]
+                self._at[n] = (Parallel(tp=int(r["tp"]), cp=int(r["cp"]), pp=int(r["pp"]), dp=int(r["dp"]),
+                                        zero=int(r["zero"]), sp=bool(r["sp"]), ep=int(r["ep"])),
+                               int(r["micro_batch"]))
+        return self._at[n]
+
+
 def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
                         precision: str = "bf16-mixed", ep_degrees=None, **options):
     """The layout a mixture of experts is timed on when none is given (:func:`training_time`), as
@@ -389,7 +425,7 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
     search), at :func:`moe_default_global_batch`. ``ep_degrees``: the expert-parallel degrees searched
     (default: every divisor of the routed experts). ``options``: ``mtp_depth`` and ``capacity_factor``, given
     to both. Chapter 18."""
-    from .planner import MAX_GLOBAL_BATCH, plan
+    from .planner import MAX_GLOBAL_BATCH
 
     moe_kw = {**({} if ep_degrees is None else {"ep_degrees": ep_degrees}), **options}
 
@@ -401,26 +437,20 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
         return None if par is None else (par, moe_default_global_batch(par, seq=seq), 1)
     gb = n_gpus * math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * n_gpus))
     if gb <= MAX_GLOBAL_BATCH:
-        def search(limit):
-            return plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=limit,
-                        recomputes=(recompute,), precision=precision, explain=False, **moe_kw)
         # One search answers every GPU count of this global batch (issue 35: chapter 10's chart asks up to
-        # seven counts, and those below ~4M tokens' sequences share one global batch): ``plan()`` is kept per
-        # limit, and its plans on at most n GPUs are, bit for bit and in order, its search at the limit n
+        # seven counts, and those below ~4M tokens' sequences share one global batch): ``plan()``'s plans on
+        # at most n GPUs are, bit for bit and in order, its search at the limit n
         # (:func:`~llmsizing.plan_rank.plans_within`, tests/test_planner.py), so the rows on exactly n_gpus
         # and their fastest are the same whichever limit was searched. gb >= n_gpus, and gb's own count has
         # the same global batch, so the limit gb is a function of gb alone. Where that wider search refuses
         # (more plans than one call weighs), the search at n_gpus, as before.
+        key = (model, gpu, seq, gb, recompute, precision, tuple(sorted(moe_kw.items())))
         try:
-            rows = search(gb)
+            fastest = _kept_fastest(*key, gb)
         except ValueError:
-            rows = search(n_gpus)
-        rows = rows[rows["n_gpus"] == n_gpus]
-        if len(rows):
-            r = rows.loc[rows["step_time_s"].idxmin()]
-            par = Parallel(tp=int(r["tp"]), cp=int(r["cp"]), pp=int(r["pp"]), dp=int(r["dp"]),
-                           zero=int(r["zero"]), sp=bool(r["sp"]), ep=int(r["ep"]))
-            return par, gb, int(r["micro_batch"])
+            fastest = _kept_fastest(*key, n_gpus)
+        if (best := fastest.get(n_gpus)) is not None:
+            return best[0], gb, best[1]
     # (only a fewest-GPU layout of at most n_gpus GPUs can divide n_gpus: min_gpus searched up to n_gpus finds
     # the same layout when it has at most n_gpus GPUs, and none otherwise, weighing fewer layouts; issue 35,
     # chapter 10's chart: 35 -> ~20 ms for DeepSeek-V3's three counts below its 244 GPUs on the H100)

@@ -1,0 +1,66 @@
+"""stages.moe_default_layout at several GPU counts (issue 35, fast10: chapter 10's chart asks seven counts a
+move). One plan() per global batch answers every count that shares it, and the fewest-GPU layout is searched
+up to the count asked: the answers must be those of the old way (a search up to each count, and min_gpus over
+every count), whatever was asked before in the process."""
+
+import dataclasses
+
+import pytest
+
+from llmsizing import layouts, stages
+from llmsizing.catalog import get_gpu, resolve_model
+from llmsizing.parallel import Parallel
+from llmsizing.planner import plan
+
+
+def _clear():
+    for f in (stages._kept_moe_layout, stages._kept_fewest, stages._kept_fastest):
+        f.cache_clear()
+
+
+def _old_way(model, gpu, seq, n):
+    """_moe_default_layout as it was before fast10: plan() up to n GPUs, else min_gpus over every count."""
+    gb = n * -(-stages.MOE_DEFAULT_BATCH_TOKENS // (seq * n))
+    rows = plan(model, tokens=1e12, gpus=(gpu,), seq=seq, global_batch=gb, max_gpus=n, recomputes=("none",),
+                explain=False)
+    rows = rows[rows["n_gpus"] == n]
+    if len(rows):
+        r = rows.loc[rows["step_time_s"].idxmin()]
+        return (Parallel(tp=int(r["tp"]), cp=int(r["cp"]), pp=int(r["pp"]), dp=int(r["dp"]),
+                         zero=int(r["zero"]), sp=bool(r["sp"]), ep=int(r["ep"])), gb, int(r["micro_batch"]))
+    try:
+        one = layouts.min_gpus(model, gpu, batch=1, seq=seq).parallel
+    except ValueError:
+        return None
+    if n % one.gpus:
+        return None
+    par = dataclasses.replace(one, dp=one.dp * (n // one.gpus))
+    return par, stages.moe_default_global_batch(par, seq=seq), 1
+
+
+COUNTS = (1, 8, 64, 512, 1024, 4096)
+
+
+@pytest.mark.parametrize("model, gpu, seq", [("deepseek-v3", "H100 SXM", 8192),
+                                             ("mixtral-8x7b", "A100 80GB", 4096)])
+def test_counts_answer_as_the_search_up_to_each(model, gpu, seq):
+    _clear()
+    new = {n: stages.moe_default_layout(model, gpu, seq=seq, n_gpus=n) for n in COUNTS}
+    assert any(v is None for v in new.values()) and any(v is not None for v in new.values())
+    for n in COUNTS:
+        assert new[n] == _old_way(model, gpu, seq, n), n
+    _clear()                                             # any order: the same answers
+    assert {n: stages.moe_default_layout(model, gpu, seq=seq, n_gpus=n) for n in reversed(COUNTS)} == new
+    _clear()
+
+
+def test_fewest_searched_up_to_a_count():
+    """min_gpus(max_gpus=n) is min_gpus's layout when that has at most n GPUs, and refuses otherwise."""
+    m, g = resolve_model("deepseek-v3", moe=True), get_gpu("H100 SXM")
+    full = layouts.min_gpus(m, g, batch=1, seq=8192)
+    assert full.parallel.gpus == 244                      # tp 4 x pp 61 (DeepSeek-V3's 61 layers), ep 4
+    for n in (1, 64, 243):
+        with pytest.raises(ValueError, match="max_gpus"):
+            layouts.min_gpus(m, g, batch=1, seq=8192, max_gpus=n)
+    for n in (244, 256, 4096):
+        assert layouts.min_gpus(m, g, batch=1, seq=8192, max_gpus=n) == full
