@@ -134,18 +134,20 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     price_of = dict(prices)
     names = np.array([g.name for g in gpu_list], dtype=object)
     gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
+    n_gpus = tp * cp * pp * dp
+    # (the columns built as arrays, mfu too, and the frame once: the same values as pandas' column
+    # arithmetic, element by element, for a fraction of its overhead; issue 35)
     df = pd.DataFrame({
-        "gpu": names[gi], "n_gpus": tp * cp * pp * dp, "dp": dp, "tp": tp, "cp": cp, "pp": pp,
+        "gpu": names[gi], "n_gpus": n_gpus, "dp": dp, "tp": tp, "cp": cp, "pp": pp,
+        **({"ep": cols["ep"]} if model.is_moe else {}),
         "virtual_stages": cols["vp"], "zero": cols["zero"], "sp": tp > 1, "micro_batch": cols["micro"],
         "grad_accum": cols["m"],
         "recompute": np.array(rcs, dtype=object)[cols["rc"]],
         "recompute_layers": pd.Series(cols["rl"]).where(cols["rl"] >= 0).astype("Int64"),
         "memory_per_gpu_bytes": total_bytes,
         "capacity_bytes": np.array([float(g.memory_bytes) for g in gpu_list])[gi], "step_time_s": step_s,
-        "price": np.array([float(price_of[g.name]) for g in gpu_list])[gi], "peak": peak})
-    if model.is_moe:
-        df.insert(df.columns.get_loc("pp") + 1, "ep", cols["ep"])
-    df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
+        "price": np.array([float(price_of[g.name]) for g in gpu_list])[gi], "peak": peak,
+        "mfu": model_flops_step / (step_s * n_gpus * peak)})
     # (kept with the search: plan() reads it on every call)
     df["listed"] = interleaving_winners(df) & pipelined_zero_winners(df)
     return df
