@@ -337,6 +337,35 @@ cost_by_gpu("deepseek-v3") over the catalogue: 0.38 / 0.41 s CPU with the defaul
 ``mtp_depth=1``. Every case is under its target (the whole catalogue <= 0.3 s, any plan() <= 1 s); MTP costs
 up to 3x on Qwen3-30B-A3B at 64K (0.07 -> 0.21 s); the step to take if a widget ever offers the options is
 option_pieces on arrays.
+
+Issue 35, fast10 (2026-12-01, base main dc37b66): chapter 10's chart (``--ch10``). Its 7 GPU counts each asked
+stages.moe_default_layout, a plan() per count and, for a count no plan fills exactly, layouts.min_gpus over
+every count (~35 ms for DeepSeek-V3 on the H100). Now one plan() per global batch answers every count that
+shares it (searched up to gb, not up to n: its rows on n GPUs are those of the search up to n, bit for bit,
+as plans_within relies on; at 8K tokens the counts 1-512 share gb = 512, 4 searches instead of 7), its
+fastest plan per count is read once (stages._kept_fastest), min_gpus is searched up to the count asked
+(only a fewest-GPU layout of at most n GPUs can divide n: DeepSeek-V3's three counts below its 244 GPUs
+cost ~17 ms instead of ~35), min_gpus builds each MoE layout it weighs once, and plan() keeps its layout
+list (planner._kept_layouts) and builds its frame once from arrays. Every answer is main's: 1,920
+moe_default_layout calls (10 MoE models x 4 GPUs x 3 sequence lengths x 16 counts) equal in sorted,
+shuffled and reversed order; plan() frames exactly equal on 29 searches (441,964 rows); freeze_plans
+unchanged; the chart's PNG bytes equal on 6 settings. CPU ms, one move per process after a dense chart,
+processes alternating main (``PYTHONPATH`` to a ``git archive`` of dc37b66) and branch, 21:02-21:04 UTC at a
+load of 5 to 10 on the 2 shared cores (uptime before and after):
+
+    move (1T tokens, 1,024 GPUs marked)           main              branch
+    deepseek-v3 on H100 SXM at 8,192 (7 runs)     152-252 (188)     108-184 (117)
+    deepseek-v3 on H100 SXM at 8,192 (--ch10)     251 151 152       113 118 125
+    deepseek-v3 on H100 SXM at 2,048              160 110 130        85  77  78
+    mixtral-8x7b on H100 SXM at 8,192             215 246 175       128  93 107
+    qwen3-30b-a3b on H100 SXM at 4,096            311 390 276       204 180 178
+    deepseek-v2 on A100 80GB at 8,192             610 743 548       277 279 267
+
+Of the branch's DeepSeek-V3 move (~110-120 ms at that load): 4 searches ~60-70 (the first, with the model's
+memory coefficients, ~25; in plan_tables.table_totals and moe_prefetch), min_gpus ~17-20, the chart and PNG
+~25-30 (charts/, not touched). The bar (100 ms at a load of 2-3) could not be read at this load: main's move
+read 118-155 ms at 2-3 (notes/w100.md) and the branch takes 0.6-0.65 of main's paired. DeepSeek-V2 on the
+A100 is still ~270 ms (its first search ~110 ms, min_gpus up to 64 GPUs ~80 ms: 60 layers, 160 experts).
 """
 
 from __future__ import annotations
@@ -369,9 +398,14 @@ def clear() -> None:
     """Every kept result a search, a layout or cost_by_gpu leaves (so each figure is from scratch)."""
     from llmsizing import time_cost
 
+    from llmsizing import stages
+
     for kept in bench_planner.kept():
         kept.cache_clear()
     time_cost._kept_moe_layout.cache_clear()
+    for name in ("_kept_fewest", "_kept_fastest"):           # (absent before issue 38 / fast10)
+        if hasattr(stages, name):
+            getattr(stages, name).cache_clear()
 
 
 def cpu(f) -> float:
