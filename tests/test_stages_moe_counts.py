@@ -64,3 +64,24 @@ def test_fewest_searched_up_to_a_count():
             layouts.min_gpus(m, g, batch=1, seq=8192, max_gpus=n)
     for n in (244, 256, 4096):
         assert layouts.min_gpus(m, g, batch=1, seq=8192, max_gpus=n) == full
+
+
+def test_a_refused_wide_search_falls_back_to_the_count(monkeypatch):
+    """Where plan() refuses the search up to the global batch (more plans than one call weighs), the search up
+    to the count answers, as before fast10."""
+    from llmsizing import planner
+
+    real = planner.plan
+
+    def refusing(model, **kw):
+        if kw["max_gpus"] == kw["global_batch"] and kw["max_gpus"] > 64:
+            raise ValueError("more than MAX_MOE_PLANS plans fit (test)")
+        return real(model, **kw)
+
+    _clear()
+    want = _old_way("mixtral-8x7b", "H100 SXM", 4096, 64)
+    monkeypatch.setattr(planner, "plan", refusing)
+    assert want is not None
+    assert stages.moe_default_layout("mixtral-8x7b", "H100 SXM", seq=4096, n_gpus=64) == want
+    assert stages._kept_fastest.cache_info().currsize == 1           # the search up to 64 GPUs, kept
+    _clear()
