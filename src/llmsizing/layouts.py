@@ -30,7 +30,7 @@ from .exposure import exposed_by_group  # noqa: F401  (re-exported: its old home
 from .moe_time import load_skew as _load_skew
 from .moe_time import schedule_bubble, shared_expert_window_s
 from .network import get_node
-from .parallel import MAX_PP, Parallel, check_layout, layers_per_stage, recomputed_layers
+from .parallel import MAX_PP, Parallel, check_layout, kept_parallel, layers_per_stage, recomputed_layers
 from .precision import compute_dtype
 from .states import USABLE_FRACTION
 
@@ -213,7 +213,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     options = check_moe_options(model, mtp_depth, capacity_factor)          # ({} by default: as before)
     kw.update(options)
 
-    candidates = []
+    candidates, passes = [], {}
     fewest = max_gpus                 # no layout of more GPUs than the fewest found so far can be the answer
     for tp, pp in sorted(((t, p) for t in _divisors(per_node) for p in _divisors(model.layers, MAX_PP)),
                          key=lambda tp_pp: tp_pp[0] * tp_pp[1]):
@@ -227,9 +227,16 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
             if zero >= 2 and pp > 1:
                 continue
             if model.is_moe:
-                try:
-                    check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, ep=ep, expert_tp=expert_tp)
-                except ValueError:                 # zero=3 with ep > 1, an expert width tp does not divide
+                # (refused: zero=3 with ep > 1, an expert width tp does not divide). Past the (tp, pp) check
+                # above no rule of check_layout reads pp, so the first pp's verdict is every pp's, as the
+                # planner keeps it (plan_candidates.moe_layout_passes)
+                if (tp, zero, ep) not in passes:
+                    try:
+                        check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, ep=ep, expert_tp=expert_tp)
+                        passes[tp, zero, ep] = True
+                    except ValueError:
+                        passes[tp, zero, ep] = False
+                if not passes[tp, zero, ep]:
                     continue
             offloads = ["none"] + (["optimizer"] if offload and zero >= 1 else []) \
                 + (["optimizer+params"] if offload and zero == 3 else [])
@@ -252,8 +259,9 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                         continue                   # unweighed, as _fits_from's limit below would refuse it)
 
                     def par(dp, tp=tp, pp=pp, zero=zero, off=off, ep=ep):
-                        return Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off, ep=ep,
-                                        expert_tp=expert_tp)
+                        # (kept_parallel: the same fields give an equal layout, checked once)
+                        return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off, ep=ep,
+                                             expert_tp=expert_tp)
 
                     first = par(a)
                     stages = heavy_stages(model, first)
