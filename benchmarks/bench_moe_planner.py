@@ -366,6 +366,12 @@ memory coefficients, ~25; in plan_tables.table_totals and moe_prefetch), min_gpu
 ~25-30 (charts/, not touched). The bar (100 ms at a load of 2-3) could not be read at this load: main's move
 read 118-155 ms at 2-3 (notes/w100.md) and the branch takes 0.6-0.65 of main's paired. DeepSeek-V2 on the
 A100 is still ~270 ms (its first search ~110 ms, min_gpus up to 64 GPUs ~80 ms: 60 layers, 160 experts).
+
+Then (f4e3bc5) min_gpus keeps an MoE layout's check_layout verdict per (tp, zero, ep) and builds its layouts
+through kept_parallel: DeepSeek-V2 on the A100, min_gpus up to 1, 8 and 64 GPUs, 246 ms (main) -> 81 ms, the
+same answers. --ch10 again, 3 pairs, 21:10-21:11 UTC, load 10 to 12, CPU ms main -> branch: DeepSeek-V3 at
+8,192 180 141 143 -> 113 107 112, at 2,048 162 98 121 -> 72 88 91, Mixtral 183 152 163 -> 106 108 109,
+Qwen3-30B-A3B 265 292 279 -> 191 169 208, DeepSeek-V2 on the A100 462 507 487 -> 223 232 225.
 """
 
 from __future__ import annotations
