@@ -85,3 +85,22 @@ def test_a_refused_wide_search_falls_back_to_the_count(monkeypatch):
     assert stages.moe_default_layout("mixtral-8x7b", "H100 SXM", seq=4096, n_gpus=64) == want
     assert stages._kept_fastest.cache_info().currsize == 1           # the search up to 64 GPUs, kept
     _clear()
+
+
+def test_fastest_per_count_is_idxmin():
+    """stages._Fastest reads each count's fastest row as ``rows[rows.n_gpus == n].step_time_s.idxmin()``: the
+    least, NaN skipped, the first in the table's order on a tie."""
+    import numpy as np
+    import pandas as pd
+
+    rows = pd.DataFrame({"n_gpus": [8, 16, 8, 8, 16, 32], "step_time_s": [2.0, np.nan, 1.5, 1.5, 3.0, 1.0],
+                         "tp": [1, 2, 4, 8, 1, 2], "cp": 1, "pp": 1, "dp": [8, 8, 2, 1, 16, 16], "zero": 1,
+                         "sp": [False, True, True, True, False, True], "ep": 1,
+                         "micro_batch": [1, 2, 4, 1, 2, 1]})
+    got = stages._Fastest(rows)
+    for n in (8, 16, 32):
+        r = rows.loc[rows[rows["n_gpus"] == n]["step_time_s"].idxmin()]
+        par, micro = got.get(n)
+        assert (par.tp, par.dp, par.sp, micro) == (r["tp"], r["dp"], r["sp"], r["micro_batch"])
+    assert got.get(8)[0].tp == 4 and got.get(64) is None                 # the tie: the first of the two
+    assert stages._Fastest(pd.DataFrame(columns=list(rows.columns))).get(8) is None

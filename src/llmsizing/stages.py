@@ -394,23 +394,27 @@ def _kept_fastest(model, gpu, seq, gb, recompute, precision, moe_items, max_gpus
 
 class _Fastest:
     """:func:`_kept_fastest`'s answer: ``fastest.get(n)`` is ``(parallel, micro_batch)`` of the fastest plan
-    on ``n`` GPUs of the table (``rows[rows["n_gpus"] == n]``'s ``step_time_s.idxmin()``: the first least,
-    NaN skipped), or ``None``; each count's row is found when first asked."""
+    on ``n`` GPUs of the table (``rows[rows["n_gpus"] == n]``'s ``step_time_s.idxmin()``: the least, NaN
+    skipped, the first in the table's order on a tie), or ``None``. Those rows are kept, not the table."""
+
+    COLUMNS = ("tp", "cp", "pp", "dp", "zero", "sp", "ep", "micro_batch")
 
     def __init__(self, rows):
-        self.rows, self._n, self._at = rows, rows["n_gpus"].to_numpy(), {}
+        self._row, self._cols = {}, {}
+        if not len(rows):                                    # (plan()'s empty table: object columns)
+            return
+        n, step = rows["n_gpus"].to_numpy(), rows["step_time_s"].to_numpy(dtype=float)
+        order = np.lexsort((np.where(np.isnan(step), np.inf, step), n))     # (stable: ties in table order)
+        first = order[np.r_[True, n[order][1:] != n[order][:-1]]]
+        self._row = {int(k): j for j, k in enumerate(n[first].tolist())}
+        self._cols = {c: rows[c].to_numpy()[first].tolist() for c in self.COLUMNS}
 
     def get(self, n: int):
-        if n not in self._at:
-            on_n = np.flatnonzero(self._n == n)
-            if not len(on_n):
-                self._at[n] = None
-            else:
-                r = self.rows.iloc[on_n[np.nanargmin(self.rows["step_time_s"].to_numpy()[on_n])]]
-                self._at[n] = (Parallel(tp=int(r["tp"]), cp=int(r["cp"]), pp=int(r["pp"]), dp=int(r["dp"]),
-                                        zero=int(r["zero"]), sp=bool(r["sp"]), ep=int(r["ep"])),
-                               int(r["micro_batch"]))
-        return self._at[n]
+        if n not in self._row:
+            return None
+        tp, cp, pp, dp, zero, sp, ep, micro = (self._cols[c][self._row[n]] for c in self.COLUMNS)
+        return (Parallel(tp=int(tp), cp=int(cp), pp=int(pp), dp=int(dp), zero=int(zero), sp=bool(sp),
+                         ep=int(ep)), int(micro))
 
 
 def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
