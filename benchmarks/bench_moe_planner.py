@@ -372,6 +372,12 @@ through kept_parallel: DeepSeek-V2 on the A100, min_gpus up to 1, 8 and 64 GPUs,
 same answers. --ch10 again, 3 pairs, 21:10-21:11 UTC, load 10 to 12, CPU ms main -> branch: DeepSeek-V3 at
 8,192 180 141 143 -> 113 107 112, at 2,048 162 98 121 -> 72 88 91, Mixtral 183 152 163 -> 106 108 109,
 Qwen3-30B-A3B 265 292 279 -> 191 169 208, DeepSeek-V2 on the A100 462 507 487 -> 223 232 225.
+
+Final code (4b35fe9: _Fastest keeps each count's fastest row, not the table), the DeepSeek-V3 move (8,192
+tokens, H100 SXM, one move per process after a dense chart), 7 pairs alternating, 21:18:51-21:19:17 UTC at a
+load of 3.1 to 3.3, CPU ms: main 161 148 158 180 160 159 149 (median 159) -> branch 113 116 106 93 99 105 104
+(median 105); wall 172-354 -> 94-214. At a load of 3 the branch's median move is 105 ms, not yet under 100:
+about 60 ms of it is the 4 searches, 15 ms min_gpus, 25-30 ms the chart and its PNG (charts/).
 """
 
 from __future__ import annotations
