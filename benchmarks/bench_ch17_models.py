@@ -155,20 +155,30 @@ def main() -> None:
     ap.add_argument("--controls", action="store_true", help="also move the other controls after each model")
     ap.add_argument("--no-warm", action="store_true",
                     help="build the widget cold, without its searches of the MoE models (warm=False)")
+    ap.add_argument("--only", nargs="+", default=None, help="these mixtures of experts only")
+    ap.add_argument("--pause", type=float, default=0.0,
+                    help="seconds of wall time after each timed move (a reader looking at the answer)")
+    ap.add_argument("--no-speculate", action="store_true",
+                    help="no worker process working out the likely next searches (speculate=False)")
     args = ap.parse_args()
     import inspect
 
     # (an older library, a git archive of main on PYTHONPATH, has no warm argument: it builds cold)
     takes_warm = "warm" in inspect.signature(long_context_widget).parameters
     build_kw = {"warm": False} if args.no_warm and takes_warm else {}
+    if args.no_speculate and "speculate" in inspect.signature(long_context_widget).parameters:
+        build_kw["speculate"] = False
     builds: list = []
-    models = moe_models()
+    models = [m for m in moe_models() if args.only is None or m in args.only]
     moves: dict = {m: [] for m in models}
     others: dict = {(m, c): [] for m in models for c, _ in CONTROL_MOVES}
+    walls: dict = {m: [] for m in models}
+    other_walls: dict = {(m, c): [] for m in models for c, _ in CONTROL_MOVES}
     plans: dict = {m: [] for m in models}
     draws: dict = {m: [] for m in models}
     real_plan, real_png = planner.plan, dashboard._figure_png
     clock = {"plan": 0.0, "png": 0.0}
+    taken = 0
 
     def timed(kind, f):
         def g(*a, **k):
@@ -192,9 +202,11 @@ def main() -> None:
                 w.controls["seq"].value = args.seq
             for m in models:
                 clock.update(plan=0.0, png=0.0)
-                c0 = time.process_time()
+                c0, t0 = time.process_time(), time.perf_counter()
                 w.controls["model"].value = m
                 moves[m].append(time.process_time() - c0)
+                walls[m].append(time.perf_counter() - t0)
+                time.sleep(args.pause)
                 plans[m].append(clock["plan"])
                 draws[m].append(clock["png"])
                 if w.error.value:
@@ -203,11 +215,16 @@ def main() -> None:
                     continue
                 defaults = {c: w.controls[c].value for c, _ in CONTROL_MOVES}
                 for c, value in CONTROL_MOVES:
-                    c0 = time.process_time()
+                    c0, t0 = time.process_time(), time.perf_counter()
                     w.controls[c].value = value
                     others[m, c].append(time.process_time() - c0)
+                    other_walls[m, c].append(time.perf_counter() - t0)
+                    time.sleep(args.pause)
                 for c, _ in CONTROL_MOVES[::-1]:
                     w.controls[c].value = defaults[c]
+            spec = getattr(w, "speculation", None)
+            if spec is not None:
+                taken += spec.taken
     finally:
         planner.plan, dashboard._figure_png = real_plan, real_png
     print(f"{'model':28s} {'median ms':>10s} {'p90 ms':>7s} {'max ms':>7s}"
@@ -227,9 +244,20 @@ def main() -> None:
             print(f"{m:28s} " + " ".join(f"{statistics.median(others[m, c]) * 1e3:12.0f}"
                                          for c, _ in CONTROL_MOVES)
                   + f" {statistics.median(every_move) * 1e3:11.0f}")
+        print(f"\n{'wall ms (perf_counter)':28s} " + " ".join(f"{c:>12s}" for c, _ in CONTROL_MOVES)
+              + f" {'model':>11s}")
+        for m in models:
+            print(f"{m:28s} " + " ".join(f"{statistics.median(other_walls[m, c]) * 1e3:12.0f}"
+                                         for c, _ in CONTROL_MOVES)
+                  + f" {statistics.median(walls[m]) * 1e3:11.0f}")
+        slowest = max(statistics.median(others[m, c]) for m in models for c, _ in CONTROL_MOVES)
+        print(f"slowest median CPU ms of a control move: {slowest * 1e3:.0f}; moves over 100 ms CPU "
+              f"(median): {sum(statistics.median(others[m, c]) > 0.1 for m in models for c, _ in CONTROL_MOVES)}"
+              f" of {len(models) * len(CONTROL_MOVES)}")
     every = [x for m in models for x in moves[m]]
     print(f"{'all':28s} {statistics.median(every) * 1e3:10.0f}   over 100 ms: "
           f"{sum(statistics.median(moves[m]) > 0.1 for m in models)} of {len(models)} models' medians")
+    print(f"searches taken from the speculating worker: {taken}")
     print(f"{'building the widget':28s} {statistics.median(builds) * 1e3:10.0f}   (first round "
           f"{builds[0] * 1e3:.0f} ms: the process's first searches)")
 
