@@ -251,9 +251,9 @@ def main() -> None:
                                          for c, _ in CONTROL_MOVES)
                   + f" {statistics.median(walls[m]) * 1e3:11.0f}")
         slowest = max(statistics.median(others[m, c]) for m in models for c, _ in CONTROL_MOVES)
+        over = sum(statistics.median(others[m, c]) > 0.1 for m in models for c, _ in CONTROL_MOVES)
         print(f"slowest median CPU ms of a control move: {slowest * 1e3:.0f}; moves over 100 ms CPU "
-              f"(median): {sum(statistics.median(others[m, c]) > 0.1 for m in models for c, _ in CONTROL_MOVES)}"
-              f" of {len(models) * len(CONTROL_MOVES)}")
+              f"(median): {over} of {len(models) * len(CONTROL_MOVES)}")
     every = [x for m in models for x in moves[m]]
     print(f"{'all':28s} {statistics.median(every) * 1e3:10.0f}   over 100 ms: "
           f"{sum(statistics.median(moves[m]) > 0.1 for m in models)} of {len(models)} models' medians")

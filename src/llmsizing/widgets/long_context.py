@@ -52,7 +52,8 @@ def long_context_ahead(values: dict, most: int) -> list[tuple]:
     next, most likely first, as the widget's search keys ``(model, seq, gpus, batch_tokens, max_gpus,
     cp_comm)``: the other context lengths (the chapter's control; the nearest on the slider first), the other
     K/V exchange, the other tokens per batch, then a second GPU type next to a chosen one in the catalogue's
-    order (its two neighbours on each side). Only searches at the largest GPU limit ``most`` (a lower one is a cut of it, no search)."""
+    order (its two neighbours on each side). Only searches at the largest GPU limit ``most`` (a lower one is a
+    cut of it, no search)."""
     from ..catalog import list_gpus
 
     m, seq, gpus, bt, cp = (values[k] for k in ("model", "seq", "gpus", "batch_tokens", "cp_comm"))

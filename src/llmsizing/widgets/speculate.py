@@ -13,9 +13,9 @@ pickled table comes back bit for bit.
 
 What a move's kernel never does: wait for the worker (a search not done is searched in the kernel, the worker
 being a separate process that holds no lock the kernel needs), or share a cache with it. Thread safety: the
-kernel's only other thread here is :class:`concurrent.futures.ProcessPoolExecutor`'s, which moves results in
-:class:`~concurrent.futures.Future` objects (documented thread-safe); this module's own dict of futures is read
-and written by the kernel's thread alone (the moves' callbacks). Bounded: at most :data:`SPECULATE_JOBS`
+kernel's only other thread here is :class:`concurrent.futures.ProcessPoolExecutor`'s, which moves results
+in :class:`~concurrent.futures.Future` objects (documented thread-safe); this module's own dict of futures is
+read and written by the kernel's thread alone (the moves' callbacks). Bounded: at most :data:`SPECULATE_JOBS`
 searches a move, and :data:`SPECULATE_HELD` results held; each move makes the jobs of the move before stale
 (a shared generation number: a stale job not yet started returns at once, and is cancelled where the pool
 still can). Where no process can be spawned (Pyodide, JupyterLite), nothing is speculated.
