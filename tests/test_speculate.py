@@ -139,3 +139,35 @@ def test_the_likely_next_searches():
     assert all(k[4] == most for k in got)                  # (a lower limit is a cut of the widest)
     pairs = [k[2] for k in got[8:]]
     assert all(len(p) == 2 and "H100 SXM" in p for p in pairs) and ("H100 SXM", "B200") in pairs
+
+
+_KILLED_KERNEL = """
+import os, sys, time
+from llmsizing.widgets import speculate
+if __name__ == "__main__":
+    s = speculate.Speculation(time.sleep)
+    s.ahead([(("a",), (0.1,), {})])
+    s._futures[("a",)].result(timeout=120)
+    print(*speculate._POOL["pool"]._processes, flush=True)
+    os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_killed_kernel_leaves_no_worker(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "kernel.py"
+    script.write_text(_KILLED_KERNEL)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    worker = int(out.stdout.split()[0])
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(worker, 9)
+    raise AssertionError("the worker outlived its kernel")

@@ -36,15 +36,30 @@ SPECULATE_HELD = 16
 _POOL: dict = {}          # the one worker pool of the process and its generation counter ("pool", "gen")
 
 
-def _worker_init(generation) -> None:
-    """The worker's set-up: the lowest CPU priority (it yields to the kernel and everything else) and the
-    shared generation number its jobs are checked against."""
+#: How often (s) the worker checks that the kernel that started it is still there (a kernel killed, e.g.
+#: restarted by force, leaves no worker behind).
+PARENT_CHECK_S = 0.5
+
+
+def _worker_init(generation, parent: int) -> None:
+    """The worker's set-up: the lowest CPU priority (it yields to the kernel and everything else), the
+    shared generation number its jobs are checked against, and a watch that ends the worker once its kernel
+    (process ``parent``) is gone: its parent process is another."""
+    import threading
+    import time
+
     global _GENERATION
     _GENERATION = generation
     try:
         os.nice(19)
     except (AttributeError, OSError):                     # (no nice: run as is)
         pass
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="llmsizing-speculate-watch", daemon=True).start()
 
 
 _GENERATION = None
@@ -75,7 +90,7 @@ def _pool():
             ctx = mp.get_context("spawn")     # (not fork: the kernel has threads)
             gen = ctx.Value("q", 0, lock=False)
             pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_worker_init,
-                                       initargs=(gen,))
+                                       initargs=(gen, os.getpid()))
             _POOL["gen"] = gen
         except (ImportError, OSError, NotImplementedError, ValueError):
             pool = None
