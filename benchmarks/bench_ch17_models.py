@@ -258,6 +258,16 @@ def main() -> None:
     print(f"{'all':28s} {statistics.median(every) * 1e3:10.0f}   over 100 ms: "
           f"{sum(statistics.median(moves[m]) > 0.1 for m in models)} of {len(models)} models' medians")
     print(f"searches taken from the speculating worker: {taken}")
+    import resource
+
+    spec_mod = sys.modules.get("llmsizing.widgets.speculate")          # (an older library: none)
+    pool = getattr(spec_mod, "_POOL", {}).get("pool")
+    peaks = []
+    for pid in getattr(pool, "_processes", None) or {}:
+        with open(f"/proc/{pid}/status") as f:
+            peaks += [line.split()[1] for line in f if line.startswith("VmHWM")]
+    print(f"peak RSS: this process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB, "
+          f"the worker {', '.join(f'{int(k) / 1024:.0f} MB' for k in peaks) or 'none'}")
     print(f"{'building the widget':28s} {statistics.median(builds) * 1e3:10.0f}   (first round "
           f"{builds[0] * 1e3:.0f} ms: the process's first searches)")
 

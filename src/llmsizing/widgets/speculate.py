@@ -14,11 +14,13 @@ pickled table comes back bit for bit.
 What a move's kernel never does: wait for the worker (a search not done is searched in the kernel, the worker
 being a separate process that holds no lock the kernel needs), or share a cache with it. Thread safety: the
 kernel's only other thread here is :class:`concurrent.futures.ProcessPoolExecutor`'s, which moves results
-in :class:`~concurrent.futures.Future` objects (documented thread-safe); this module's own dict of futures is
-read and written by the kernel's thread alone (the moves' callbacks). Bounded: at most :data:`SPECULATE_JOBS`
-searches a move, and :data:`SPECULATE_HELD` results held; each move makes the jobs of the move before stale
-(a shared generation number: a stale job not yet started returns at once, and is cancelled where the pool
-still can). Where no process can be spawned (Pyodide, JupyterLite), nothing is speculated.
+in :class:`~concurrent.futures.Future` objects (documented thread-safe; a table arriving during a move is
+unpickled by that thread, ~5-10 ms); this module's own dict of futures is read and written by the kernel's
+thread alone (the moves' callbacks). Bounded: at most :data:`SPECULATE_JOBS` searches a move; each move makes
+the jobs of the move before stale (a shared generation number: a stale job not yet started returns at once,
+and is cancelled where the pool still can); at most :data:`SPECULATE_JOBS` + :data:`SPECULATE_HELD` results
+held. The worker ends with its kernel, even one killed by force. Where no process can be spawned (Pyodide,
+JupyterLite), nothing is speculated.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from collections import OrderedDict
 
 #: How many searches one move hands to the worker (the most likely first).
 SPECULATE_JOBS = 12
-#: How many finished speculative results a widget holds (the oldest dropped first): ~4-25 MB each for
-#: chapter 17's plan tables.
-SPECULATE_HELD = 16
+#: How many finished results of earlier moves' searches a widget holds beside the last move's (the oldest
+#: dropped first): each a plan table of ~5-25 MB in chapter 17 (the process's peak memory: see
+#: long_context_widget).
+SPECULATE_HELD = 4
 
 _POOL: dict = {}          # the one worker pool of the process and its generation counter ("pool", "gen")
 
@@ -138,7 +141,7 @@ class Speculation:
                 except RuntimeError:                     # (the pool broke or was shut down)
                     shutdown()
                     return
-        done = [k for k, f in self._futures.items() if f.done()]
+        done = [k for k, f in self._futures.items() if f.done() and k not in keys]      # (earlier moves')
         for key in done[:max(len(done) - self.held, 0)]:
             del self._futures[key]
 
