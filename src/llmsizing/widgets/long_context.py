@@ -100,8 +100,11 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     next (:func:`long_context_ahead`) are worked out by a worker process at the lowest priority
     (:class:`~.speculate.Speculation`), while the reader looks at the answer; a move whose search the worker
     has done takes its table (the planner's own, the same bits) and draws it, and any other move searches as
-    before. No worker is started until the reader's first move (building the widget starts none).
-    ``speculate=False``: no worker."""
+    before. No worker is started until the reader's first move (building the widget starts none). Measured
+    (benchmarks/bench_ch17_models.py, 2026-12-01, load 7-9 on 2 cores): with a pause of 1.5 s between moves,
+    8 of the 50 moves after a mixture of experts' pick over 100 ms of CPU instead of 27; back to back, no
+    gain. It costs a second process (~0.4 GB at the peak) and ~0.2 GB more in the kernel (the tables it
+    holds). ``speculate=False``: no worker."""
     from collections import OrderedDict
 
     from ..planner import plan, plans_within
