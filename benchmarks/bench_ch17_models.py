@@ -140,6 +140,14 @@ from other sessions), --controls, median CPU ms of the other controls' moves (wa
     is dearer than in the base, 195 -> 271 for Qwen3, as the kernel's planner holds none of those searches'
     kept work: kept_price's H100 block, the setting's SearchMemory).
   Peak RSS: this process 961-971 MB against 769-795 MB (base), the worker 420 MB.
+  Then, as the load fell, the four slowest --rounds 3 --pause 1.5, base 21:16:41 (load 5.2), new 21:18:51
+  (load 3.1-2.9): moves over 100 ms CPU 9 of 20 (base) against 0 of 20 (new); the slowest median 143 against
+  79 ms (Qwen3-30B-A3B's move to two GPU types, taken from the worker); each model's six moves 83-100
+  against 51-61; wall 110-349 against 48-128 ms (46 searches taken). All ten --rounds 2 --pause 1.5 right
+  after (21:22-21:26, load 6-9 again): 7 of 50 over 100 ms (DeepSeek-V2 to 32K 132, to all-gather 121, to
+  two GPU types 112; granite 1B to 32K 108; Qwen3 to 32K 104). Back to back, the four slowest --rounds 3
+  (21:26, load 7-9): base 7 of 20 over 100 ms, new 8 of 20, each model's six moves 74-88 against 80-96
+  (the worker, at nice 19, and the tables it sends cost the kernel ~5-10% when moves come without a pause).
 """
 
 from __future__ import annotations
