@@ -86,6 +86,33 @@ def test_no_worker_where_no_process_can_be_spawned(monkeypatch, plain):
     assert w.speculation.taken == 0 and speculate._POOL == {"pool": None}
 
 
+def test_no_worker_where_too_little_memory_is_free(monkeypatch, plain):
+    # a workshop server's 1 GB per participant, a kernel of 0.8 GB: 0.2 GB left, under the worker's 1.2 GB
+    monkeypatch.setattr(speculate, "_POOL", {})
+    monkeypatch.setattr(speculate, "free_bytes", lambda: 0.2 * 2**30)
+    w = long_context_widget("llama-3-8b", warm=False)
+    for (control, value), want in list(zip(WALK, plain))[:3]:
+        w.controls[control].value = value
+        assert _shown(w) == want
+    assert w.speculation.taken == 0 and speculate._POOL == {"pool": None}
+
+
+def test_free_bytes_reads_the_machine_and_the_cgroup(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:  8000000 kB\nMemAvailable:    4000000 kB\n")
+    limit, usage = tmp_path / "memory.max", tmp_path / "memory.current"
+    limit.write_text("1073741824\n")                  # 1 GiB
+    usage.write_text("805306368\n")                   # 0.75 GiB used
+    cg = ((str(limit), str(usage)),)
+    assert speculate.free_bytes(str(meminfo), ()) == 4000000 * 1024
+    assert speculate.free_bytes(str(meminfo), cg) == 2**30 - 0.75 * 2**30           # the cgroup's is smaller
+    limit.write_text("max\n")                         # cgroup v2 without a limit: the machine's
+    assert speculate.free_bytes(str(meminfo), cg) == 4000000 * 1024
+    limit.write_text("9223372036854771712\n")         # cgroup v1 without a limit (2**63 rounded to pages)
+    assert speculate.free_bytes(str(meminfo), cg) == 4000000 * 1024
+    assert speculate.free_bytes(str(tmp_path / "none"), ((str(tmp_path / "a"), str(tmp_path / "b")),)) is None
+
+
 def test_speculate_is_checked():
     with pytest.raises(TypeError, match="speculate"):
         long_context_widget("llama-3-8b", speculate=1)

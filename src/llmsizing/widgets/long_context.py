@@ -104,8 +104,9 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     (benchmarks/bench_ch17_models.py, 2026-12-01, 2 cores): with a pause of 1.5 s between moves, 8 of the 50
     moves after a mixture of experts' pick over 100 ms of CPU instead of 27 (load 7-9), and none of the four
     slowest models' 20 instead of 9 (load 3-5); back to back, no gain (~5-10% dearer). It costs a second
-    process (~0.4 GB at the peak) and ~0.2 GB more in the kernel (the tables it holds). ``speculate=False``:
-    no worker."""
+    process (~0.4 GB at the peak) and ~0.2 GB more in the kernel (the tables it holds), so no worker starts
+    where less than :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free (e.g. a server's 1 GB per
+    participant). ``speculate=False``: no worker."""
     from collections import OrderedDict
 
     from ..planner import plan, plans_within

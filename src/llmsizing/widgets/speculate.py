@@ -20,7 +20,8 @@ thread alone (the moves' callbacks). Bounded: at most :data:`SPECULATE_JOBS` sea
 the jobs of the move before stale (a shared generation number: a stale job not yet started returns at once,
 and is cancelled where the pool still can); at most :data:`SPECULATE_JOBS` + :data:`SPECULATE_HELD` results
 held. The worker ends with its kernel, even one killed by force. Where no process can be spawned (Pyodide,
-JupyterLite), nothing is speculated.
+JupyterLite), or where too little memory is free for a second process (:data:`SPECULATE_MIN_FREE_BYTES`,
+e.g. a workshop server's 1 GB per participant), nothing is speculated.
 """
 
 from __future__ import annotations
@@ -37,6 +38,46 @@ SPECULATE_JOBS = 12
 SPECULATE_HELD = 4
 
 _POOL: dict = {}          # the one worker pool of the process and its generation counter ("pool", "gen")
+
+
+#: The memory that must be free for this process before a worker is started: the worker's own peak (~0.4 GB
+#: in chapter 17), the tables the kernel holds for it (~0.2 GB) and as much again to spare. A server that
+#: gives each participant 1 GB (the README's Littlest JupyterHub recipe) leaves less, and the widget then
+#: searches in the kernel alone, as without speculation.
+SPECULATE_MIN_FREE_BYTES = int(1.2 * 2**30)
+
+#: Where the memory left to this process is read (Linux): the machine's, then its cgroup's (v2, then v1).
+MEMINFO = "/proc/meminfo"
+CGROUP_FILES = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                 "/sys/fs/cgroup/memory/memory.usage_in_bytes"))
+
+
+def free_bytes(meminfo: str = MEMINFO, cgroups=CGROUP_FILES) -> float | None:
+    """The memory this process may still take, in bytes: the smaller of the machine's available memory
+    (``MemAvailable`` of ``/proc/meminfo``) and what its cgroup's limit leaves (the limit less the usage;
+    "max" or a v1 limit near 2**63 is no limit). None where neither can be read (not Linux)."""
+    found = []
+    try:
+        with open(meminfo) as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    found.append(float(line.split()[1]) * 1024)
+                    break
+    except OSError:
+        pass
+    for limit_path, usage_path in cgroups:
+        try:
+            with open(limit_path) as fh:
+                limit = fh.read().strip()
+            with open(usage_path) as fh:
+                usage = float(fh.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit != "max" and float(limit) < 2.0**60:
+            found.append(max(float(limit) - usage, 0.0))
+        break
+    return min(found) if found else None
 
 
 #: How often (s) the worker checks that the kernel that started it is still there (a kernel killed, e.g.
@@ -81,11 +122,13 @@ def _run(gen: int, fn, args: tuple, kw: dict):
 
 
 def _pool():
-    """The process's worker pool (one worker), started on first use; None where no process can be spawned."""
+    """The process's worker pool (one worker), started on first use; None where no process can be spawned or
+    less than :data:`SPECULATE_MIN_FREE_BYTES` of memory is free for it (:func:`free_bytes`, read once)."""
     if "pool" in _POOL:
         return _POOL["pool"]
     pool = None
-    if sys.platform not in ("emscripten", "wasi"):
+    free = free_bytes()
+    if sys.platform not in ("emscripten", "wasi") and (free is None or free >= SPECULATE_MIN_FREE_BYTES):
         try:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor
