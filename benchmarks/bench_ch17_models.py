@@ -10,10 +10,14 @@ K/V exchange, H100 SXM and B200, at most 4,096 GPUs: each a new search but the l
 set back to the defaults (not timed) before the next model.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_ch17_models.py [--rounds N] [--seq S] [--split]
-        [--controls]
+        [--controls] [--pause S] [--only MODEL ...] [--no-speculate]
 
 Prints one row per model: median, p90 and max CPU ms per move over the rounds (``--split``: also the median
-of its plan() and its PNG draw). Does not assert (timings are not tests).
+of its plan() and its PNG draw); with ``--controls`` also the wall-clock medians (perf_counter) of every move,
+the number of searches taken from the widget's speculating worker and the peak RSS of this process and of the
+worker. ``--pause S``: S seconds of wall time after each timed move, a reader looking at the answer (the
+worker works meanwhile; 0, the default: moves back to back, the worst case). ``--only``: these models.
+``--no-speculate``: the widget without its worker. Does not assert (timings are not tests).
 
 Measured 2026-12-01 (branch moe17; base = main e9a9e23 as a ``git archive`` on PYTHONPATH, the same venv; base
 and new run one after the other, three pairs, 13:33-13:46 UTC, load 2.6-5.5 on 2 cores shared with other
@@ -114,6 +118,36 @@ uptime, beside bench_widget_moves and two other helpers; the branch once, 19:36:
 --rounds 5 --split, median CPU ms of the model moves (warm: render and PNG only): all 32, 35 -> 29; the
 slowest model granite-3.0-1b-a400m 43, 48 -> 39; the other nine 26-44 -> 25-31; none over 100 ms. Building
 the widget (its ten searches) 840, 941 -> 764 ms.
+
+Since 2026-12-01 (branch fast17, issue 35) the widget hands the searches a reader is likely to ask for next
+to a worker process at nice 19 (``widgets.speculate``; the CPU times here are this process's, the worker's are
+not in them). Measured 2026-12-01 (base = main dc37b66 as a ``git archive`` of src and data on PYTHONPATH, the
+same venv; one after the other; the machine's load was 7-12 by uptime, three to five times the brief's 2-3,
+from other sessions), --controls, median CPU ms of the other controls' moves (wall ms in brackets):
+
+  --only the four slowest --rounds 3 (20:42-20:56 UTC, load 8-12), base, new, base, new:
+    with --pause 1.5: moves over 100 ms CPU 17, 6, 16, 5 of 20; Qwen3-30B-A3B's move to 32K 223 (1169), 158
+    (665), 152 (346), 137 (233); DeepSeek-V2's 202 (772), 134 (343), 138 (305), 44 (88); its 8M tokens 138,
+    49, 118, 44; the all-gather exchange 156, 47, 126, 49; the move to H100 SXM + B200, which the worker
+    rarely reached in 1.5 s at that load, 115-219 on both sides. Searches taken from the worker 31 and 34.
+    back to back (--pause 0): 14, 15, 10, 14 of 20 over 100 ms; nothing taken, so no gain (the worker at
+    nice 19 has its job cancelled or made stale at each move).
+  all ten models --rounds 2 --pause 1.5 (new 20:57-21:01, load 7-9; base 21:01-21:05, load 7-8): moves
+    over 100 ms CPU 8 of 50 (new) against 27 of 50 (base); the median of each MoE model's six moves 53-67
+    (new) against 68-123 (base); wall, the move to 32K 126-348 ms (new) against 201-784 (base). What is
+    still over: the move to two GPU types of Qwen3-30B-A3B, DeepSeek-V2, granite-3.0-1b-a400m, gpt-oss-120b
+    and OLMoE (141-273 ms, not reached by the worker in time; such a miss after moves taken from the worker
+    is dearer than in the base, 195 -> 271 for Qwen3, as the kernel's planner holds none of those searches'
+    kept work: kept_price's H100 block, the setting's SearchMemory).
+  Peak RSS: this process 961-971 MB against 769-795 MB (base), the worker 420 MB.
+  Then, as the load fell, the four slowest --rounds 3 --pause 1.5, base 21:16:41 (load 5.2), new 21:18:51
+  (load 3.1-2.9): moves over 100 ms CPU 9 of 20 (base) against 0 of 20 (new); the slowest median 143 against
+  79 ms (Qwen3-30B-A3B's move to two GPU types, taken from the worker); each model's six moves 83-100
+  against 51-61; wall 110-349 against 48-128 ms (46 searches taken). All ten --rounds 2 --pause 1.5 right
+  after (21:22-21:26, load 6-9 again): 7 of 50 over 100 ms (DeepSeek-V2 to 32K 132, to all-gather 121, to
+  two GPU types 112; granite 1B to 32K 108; Qwen3 to 32K 104). Back to back, the four slowest --rounds 3
+  (21:26, load 7-9): base 7 of 20 over 100 ms, new 8 of 20, each model's six moves 74-88 against 80-96
+  (the worker, at nice 19, and the tables it sends cost the kernel ~5-10% when moves come without a pause).
 """
 
 from __future__ import annotations
@@ -155,20 +189,30 @@ def main() -> None:
     ap.add_argument("--controls", action="store_true", help="also move the other controls after each model")
     ap.add_argument("--no-warm", action="store_true",
                     help="build the widget cold, without its searches of the MoE models (warm=False)")
+    ap.add_argument("--only", nargs="+", default=None, help="these mixtures of experts only")
+    ap.add_argument("--pause", type=float, default=0.0,
+                    help="seconds of wall time after each timed move (a reader looking at the answer)")
+    ap.add_argument("--no-speculate", action="store_true",
+                    help="no worker process working out the likely next searches (speculate=False)")
     args = ap.parse_args()
     import inspect
 
     # (an older library, a git archive of main on PYTHONPATH, has no warm argument: it builds cold)
     takes_warm = "warm" in inspect.signature(long_context_widget).parameters
     build_kw = {"warm": False} if args.no_warm and takes_warm else {}
+    if args.no_speculate and "speculate" in inspect.signature(long_context_widget).parameters:
+        build_kw["speculate"] = False
     builds: list = []
-    models = moe_models()
+    models = [m for m in moe_models() if args.only is None or m in args.only]
     moves: dict = {m: [] for m in models}
     others: dict = {(m, c): [] for m in models for c, _ in CONTROL_MOVES}
+    walls: dict = {m: [] for m in models}
+    other_walls: dict = {(m, c): [] for m in models for c, _ in CONTROL_MOVES}
     plans: dict = {m: [] for m in models}
     draws: dict = {m: [] for m in models}
     real_plan, real_png = planner.plan, dashboard._figure_png
     clock = {"plan": 0.0, "png": 0.0}
+    taken = 0
 
     def timed(kind, f):
         def g(*a, **k):
@@ -192,9 +236,11 @@ def main() -> None:
                 w.controls["seq"].value = args.seq
             for m in models:
                 clock.update(plan=0.0, png=0.0)
-                c0 = time.process_time()
+                c0, t0 = time.process_time(), time.perf_counter()
                 w.controls["model"].value = m
                 moves[m].append(time.process_time() - c0)
+                walls[m].append(time.perf_counter() - t0)
+                time.sleep(args.pause)
                 plans[m].append(clock["plan"])
                 draws[m].append(clock["png"])
                 if w.error.value:
@@ -203,11 +249,16 @@ def main() -> None:
                     continue
                 defaults = {c: w.controls[c].value for c, _ in CONTROL_MOVES}
                 for c, value in CONTROL_MOVES:
-                    c0 = time.process_time()
+                    c0, t0 = time.process_time(), time.perf_counter()
                     w.controls[c].value = value
                     others[m, c].append(time.process_time() - c0)
+                    other_walls[m, c].append(time.perf_counter() - t0)
+                    time.sleep(args.pause)
                 for c, _ in CONTROL_MOVES[::-1]:
                     w.controls[c].value = defaults[c]
+            spec = getattr(w, "speculation", None)
+            if spec is not None:
+                taken += spec.taken
     finally:
         planner.plan, dashboard._figure_png = real_plan, real_png
     print(f"{'model':28s} {'median ms':>10s} {'p90 ms':>7s} {'max ms':>7s}"
@@ -227,9 +278,30 @@ def main() -> None:
             print(f"{m:28s} " + " ".join(f"{statistics.median(others[m, c]) * 1e3:12.0f}"
                                          for c, _ in CONTROL_MOVES)
                   + f" {statistics.median(every_move) * 1e3:11.0f}")
+        print(f"\n{'wall ms (perf_counter)':28s} " + " ".join(f"{c:>12s}" for c, _ in CONTROL_MOVES)
+              + f" {'model':>11s}")
+        for m in models:
+            print(f"{m:28s} " + " ".join(f"{statistics.median(other_walls[m, c]) * 1e3:12.0f}"
+                                         for c, _ in CONTROL_MOVES)
+                  + f" {statistics.median(walls[m]) * 1e3:11.0f}")
+        slowest = max(statistics.median(others[m, c]) for m in models for c, _ in CONTROL_MOVES)
+        over = sum(statistics.median(others[m, c]) > 0.1 for m in models for c, _ in CONTROL_MOVES)
+        print(f"slowest median CPU ms of a control move: {slowest * 1e3:.0f}; moves over 100 ms CPU "
+              f"(median): {over} of {len(models) * len(CONTROL_MOVES)}")
     every = [x for m in models for x in moves[m]]
     print(f"{'all':28s} {statistics.median(every) * 1e3:10.0f}   over 100 ms: "
           f"{sum(statistics.median(moves[m]) > 0.1 for m in models)} of {len(models)} models' medians")
+    print(f"searches taken from the speculating worker: {taken}")
+    import resource
+
+    spec_mod = sys.modules.get("llmsizing.widgets.speculate")          # (an older library: none)
+    pool = getattr(spec_mod, "_POOL", {}).get("pool")
+    peaks = []
+    for pid in getattr(pool, "_processes", None) or {}:
+        with open(f"/proc/{pid}/status") as f:
+            peaks += [line.split()[1] for line in f if line.startswith("VmHWM")]
+    print(f"peak RSS: this process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB, "
+          f"the worker {', '.join(f'{int(k) / 1024:.0f} MB' for k in peaks) or 'none'}")
     print(f"{'building the widget':28s} {statistics.median(builds) * 1e3:10.0f}   (first round "
           f"{builds[0] * 1e3:.0f} ms: the process's first searches)")
 

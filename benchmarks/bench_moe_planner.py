@@ -2,6 +2,7 @@
 any plan() <= 1 s, e.g. Qwen3-30B-A3B at 64K), with the MoE time terms of llmsizing.moe_time in the search.
 
     .venv/bin/python benchmarks/bench_moe_planner.py        # best of 3 each, from scratch
+    .venv/bin/python benchmarks/bench_moe_planner.py --ch10 # chapter 10's chart at moves to an MoE, once
 
 The MoE cases of benchmarks/bench_planner.py, timed by its own loop (kept results cleared before each run).
 Prints; does not assert (timings are not tests).
@@ -336,6 +337,47 @@ cost_by_gpu("deepseek-v3") over the catalogue: 0.38 / 0.41 s CPU with the defaul
 ``mtp_depth=1``. Every case is under its target (the whole catalogue <= 0.3 s, any plan() <= 1 s); MTP costs
 up to 3x on Qwen3-30B-A3B at 64K (0.07 -> 0.21 s); the step to take if a widget ever offers the options is
 option_pieces on arrays.
+
+Issue 35, fast10 (2026-12-01, base main dc37b66): chapter 10's chart (``--ch10``). Its 7 GPU counts each asked
+stages.moe_default_layout, a plan() per count and, for a count no plan fills exactly, layouts.min_gpus over
+every count (~35 ms for DeepSeek-V3 on the H100). Now one plan() per global batch answers every count that
+shares it (searched up to gb, not up to n: its rows on n GPUs are those of the search up to n, bit for bit,
+as plans_within relies on; at 8K tokens the counts 1-512 share gb = 512, 4 searches instead of 7), its
+fastest plan per count is read once (stages._kept_fastest), min_gpus is searched up to the count asked
+(only a fewest-GPU layout of at most n GPUs can divide n: DeepSeek-V3's three counts below its 244 GPUs
+cost ~17 ms instead of ~35), min_gpus builds each MoE layout it weighs once, and plan() keeps its layout
+list (planner._kept_layouts) and builds its frame once from arrays. Every answer is main's: 1,920
+moe_default_layout calls (10 MoE models x 4 GPUs x 3 sequence lengths x 16 counts) equal in sorted,
+shuffled and reversed order; plan() frames exactly equal on 29 searches (441,964 rows); freeze_plans
+unchanged; the chart's PNG bytes equal on 6 settings. CPU ms, one move per process after a dense chart,
+processes alternating main (``PYTHONPATH`` to a ``git archive`` of dc37b66) and branch, 21:02-21:04 UTC at a
+load of 5 to 10 on the 2 shared cores (uptime before and after):
+
+    move (1T tokens, 1,024 GPUs marked)           main              branch
+    deepseek-v3 on H100 SXM at 8,192 (7 runs)     152-252 (188)     108-184 (117)
+    deepseek-v3 on H100 SXM at 8,192 (--ch10)     251 151 152       113 118 125
+    deepseek-v3 on H100 SXM at 2,048              160 110 130        85  77  78
+    mixtral-8x7b on H100 SXM at 8,192             215 246 175       128  93 107
+    qwen3-30b-a3b on H100 SXM at 4,096            311 390 276       204 180 178
+    deepseek-v2 on A100 80GB at 8,192             610 743 548       277 279 267
+
+Of the branch's DeepSeek-V3 move (~110-120 ms at that load): 4 searches ~60-70 (the first, with the model's
+memory coefficients, ~25; in plan_tables.table_totals and moe_prefetch), min_gpus ~17-20, the chart and PNG
+~25-30 (charts/, not touched). The bar (100 ms at a load of 2-3) could not be read at this load: main's move
+read 118-155 ms at 2-3 (notes/w100.md) and the branch takes 0.6-0.65 of main's paired. DeepSeek-V2 on the
+A100 is still ~270 ms (its first search ~110 ms, min_gpus up to 64 GPUs ~80 ms: 60 layers, 160 experts).
+
+Then (f4e3bc5) min_gpus keeps an MoE layout's check_layout verdict per (tp, zero, ep) and builds its layouts
+through kept_parallel: DeepSeek-V2 on the A100, min_gpus up to 1, 8 and 64 GPUs, 246 ms (main) -> 81 ms, the
+same answers. --ch10 again, 3 pairs, 21:10-21:11 UTC, load 10 to 12, CPU ms main -> branch: DeepSeek-V3 at
+8,192 180 141 143 -> 113 107 112, at 2,048 162 98 121 -> 72 88 91, Mixtral 183 152 163 -> 106 108 109,
+Qwen3-30B-A3B 265 292 279 -> 191 169 208, DeepSeek-V2 on the A100 462 507 487 -> 223 232 225.
+
+Final code (4b35fe9: _Fastest keeps each count's fastest row, not the table), the DeepSeek-V3 move (8,192
+tokens, H100 SXM, one move per process after a dense chart), 7 pairs alternating, 21:18:51-21:19:17 UTC at a
+load of 3.1 to 3.3, CPU ms: main 161 148 158 180 160 159 149 (median 159) -> branch 113 116 106 93 99 105 104
+(median 105); wall 172-354 -> 94-214. At a load of 3 the branch's median move is 105 ms, not yet under 100:
+about 60 ms of it is the 4 searches, 15 ms min_gpus, 25-30 ms the chart and its PNG (charts/).
 """
 
 from __future__ import annotations
@@ -368,9 +410,14 @@ def clear() -> None:
     """Every kept result a search, a layout or cost_by_gpu leaves (so each figure is from scratch)."""
     from llmsizing import time_cost
 
+    from llmsizing import stages
+
     for kept in bench_planner.kept():
         kept.cache_clear()
     time_cost._kept_moe_layout.cache_clear()
+    for name in ("_kept_fewest", "_kept_fastest"):           # (absent before issue 38 / fast10)
+        if hasattr(stages, name):
+            getattr(stages, name).cache_clear()
 
 
 def cpu(f) -> float:
@@ -430,8 +477,39 @@ def widgets_and_cost() -> None:
         print(f"{f'ch18 move: {model} {lay}':50s} {cpu(move) * 1e3:6.0f} ms CPU")
 
 
+#: Chapter 10's widget (training_time_widget) moves of the model to a mixture of experts, from its default
+#: (Llama 3 70B, 1T tokens, H100 SXM, 8,192 tokens, 1,024 GPUs marked): render_training_time asks
+#: training_time at 7 GPU counts, each a stages.moe_default_layout.
+CH10_MOVES = (("deepseek-v3", "H100 SXM", 8192), ("deepseek-v3", "H100 SXM", 2048),
+              ("mixtral-8x7b", "H100 SXM", 8192), ("qwen3-30b-a3b", "H100 SXM", 4096),
+              ("deepseek-v2", "A100 80GB", 8192))
+
+
+def ch10_moves() -> None:
+    """Chapter 10's chart (charts.render_training_time, with its PNG) at a move to a mixture of experts,
+    CPU and wall ms, each in this process after one dense chart (the widget's first answer), the first move
+    to each model (its searches, memory coefficients and fewest-GPU layout not kept yet). One process, one
+    pass: run it a few times, alternating with another commit (``PYTHONPATH=<archive>/src``), to compare."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas  # noqa: F401  (a chapter kernel has it: plan() imports it on its first call)
+
+    from llmsizing.charts import render_training_time
+
+    render_training_time("llama-3-70b", tokens=1e12, gpu="H100 SXM", seq=8192, n_gpus=1024)
+    for model, gpu, seq in CH10_MOVES:
+        c0, w0 = time.process_time(), time.perf_counter()
+        render_training_time(model, tokens=1e12, gpu=gpu, seq=seq, n_gpus=1024)
+        cpu_ms, wall_ms = (time.process_time() - c0) * 1e3, (time.perf_counter() - w0) * 1e3
+        print(f"{f'ch10 move: {model} on {gpu} at {seq:,}':50s} {cpu_ms:6.0f} ms CPU {wall_ms:6.0f} ms wall")
+
+
 if __name__ == "__main__":
     bench_planner.CASES[:] = [c for c in bench_planner.CASES if c[1] in MOE]
+    if "--ch10" in sys.argv:
+        ch10_moves()
+        sys.exit()
     if "--widgets" not in sys.argv:
         bench_planner.main()
     widgets_and_cost()

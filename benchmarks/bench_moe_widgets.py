@@ -68,6 +68,14 @@ move, median of the three main runs -> the branch run:
 
 Chapter 18 is under 100 ms (CPU and wall). Chapter 17's searches at a new context are not, for Qwen3-30B-A3B
 (plan(): left to the planner's own work) and, at a load of 4-5, for the wall clock of the others.
+
+Measured 2026-12-01 21:05 UTC (branch fast10, base main dc37b66; load 7.2 to 7.6 by uptime before and after,
+other sessions on the 2 cores), this script once, CPU / wall ms per move: ch18 dp 4 -> 8 20 / 28, ep -> 4
+22 / 34, back to dp 4 19 / 31, model -> deepseek-v3 21 / 29, all-to-all hidden 50% 28 / 40; ch17 405B 128K
+-> 64K 100 / 116, Mixtral at 128K 49 / 77, at 32K 69 / 74, Qwen3-30B-A3B at 32K 153 / 232. The figures of
+2026-11-29 at the top (ch18 118-175 ms, "neither widget met 100 ms") are superseded (audit35 item 7):
+chapter 18 meets 100 ms per move, CPU and wall; chapter 17's Qwen3-30B-A3B search does not (fast17's).
+Chapter 10's chart at a move to a mixture of experts: benchmarks/bench_moe_planner.py --ch10.
 """
 
 from __future__ import annotations

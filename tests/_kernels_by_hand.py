@@ -36,3 +36,26 @@ def fa2_h100_rate(seq):
 LLAMA3_8B = (4096, 32, 8, 128, 14336)
 LLAMA3_70B = (8192, 64, 8, 128, 28672)
 LLAMA31_405B = (16384, 128, 8, 128, 53248)
+
+
+def pointwise_layer_bytes(h, heads, kv, d, ffn, *, norm_stat=4, recompute=False, repeat=1, passes="all"):
+    """One layer's memory-bound kernels, bytes per token, BF16 (llmsizing.pointwise's sources: Megatron-Core's
+    fused SwiGLU and bias-dropout-add, TE's LayerNormLinear and fused RoPE), counted here from the kernels:
+    two norms (forward read + write h, backward read 2 h write h, each with its fp32 statistic), two residual
+    adds (read 2 h write h, each way), SwiGLU (forward read 2 ffn write ffn; backward read 3 ffn write 2 ffn),
+    RoPE on (heads + kv) d (read + write, each way); the forward again with full recomputation. ``repeat``:
+    the norms and adds counted that many times (tensor parallelism without sequence parallelism: every GPU
+    of the group runs them on every token); ``passes="forward"``: the forward only."""
+    rot = (heads + kv) * d
+    fwd = repeat * (2 * (2 * h * 2 + norm_stat) + 2 * 3 * h * 2) + 3 * ffn * 2 + 2 * rot * 2
+    bwd = repeat * (2 * (3 * h * 2 + norm_stat) + 2 * 3 * h * 2) + 5 * ffn * 2 + 2 * rot * 2
+    if passes == "forward":
+        return fwd
+    return fwd + bwd + (fwd if recompute else 0)
+
+
+def pointwise_end_bytes(h, vocab):
+    """``(first, last)`` stage extras, bytes per token: the embedding's gather (forward read + write h;
+    backward read the gradient, update an fp32 row) and the final RMSNorm plus Megatron-Core's fp32
+    vocabulary-parallel cross-entropy (38 bytes per logit forward, 14 backward)."""
+    return 2 * h * 2 + h * 2 + 8 * h, (2 * h * 2 + 4) + (3 * h * 2 + 4) + 52 * vocab

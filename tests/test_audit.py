@@ -461,12 +461,15 @@ def test_unqualified_fine_tuning_shows_each_readings_factor(table):
     takes d days, so the claim is off by 3 / d, too high (the LoRA run is faster)."""
     from llmsizing.finetune_time import finetune_time
 
-    lora_days = finetune_time("mistral-7b", gpu="H100 SXM", method="lora", tokens=1e9, seq=4096, batch=1).days
+    run = finetune_time("mistral-7b", gpu="H100 SXM", method="lora", tokens=1e9, seq=4096, batch=1)
+    lora_days = run.days
     assert 3 / lora_days > BAND                                       # a miss the band does not cover
     want = f"off by {3 / lora_days:.1f}x (too high)"
     r = by_id(table, "000-faq-finetune-days")
     lora = [x for x in r["depends_verdicts"].split(" | ") if x.startswith("LoRA")]
-    assert len(lora) == 1 and lora[0].endswith(f"MFU 45%: {want}")
+    # the run's own MFU (44% since ew35 priced the memory-bound kernels; 45% before)
+    assert 0.40 < run.mfu < 0.50
+    assert len(lora) == 1 and lora[0].endswith(f"MFU {run.mfu:.0%}: {want}")
     full = r["depends_verdicts"].split(" | ")[0]
     # full fine-tuning: the claim against the slow end of the calibrated band, days = tokens x FLOPs per token /
     # (dense peak x the band's low MFU), by hand (as test_mfu_band_reading)
@@ -517,12 +520,12 @@ def test_seed_arithmetic_by_hand():
 
 
 def test_a100_band_for_llama2_70b_is_the_calibrated_range():
-    """Issue 38: the A100's band for Llama 2 70B reaches about 69% MFU. It is the central estimate times the
-    stored 80% factors of Ampere (data/mfu_inputs_model.csv, read by hand: the one end-to-end model since
-    Dec 2026, issue 34; the pooled model's 0.7289 and 1.4409 before), nothing added; and MosaicML's MPT
-    70B on 64 A100s (llm-foundry benchmark table: 166 model TFLOP/s per GPU with activation checkpointing)
-    kept its GPUs about 166 x 4/3 / 312 = 71% busy counting the recomputed forward: the band's top is about
-    what the best A100 runs of that size reach in hardware FLOPs."""
+    """Issue 38: the A100's band for Llama 2 70B is the central estimate times the stored 80% factors of Ampere
+    (data/mfu_inputs_model.csv, read by hand: the one end-to-end model since Dec 2026, issue 34), nothing added.
+    MosaicML's MPT 70B on 64 A100s (llm-foundry benchmark table: 166 model TFLOP/s per GPU with activation
+    checkpointing) kept its GPUs about 166 x 4/3 / 312 = 71% busy counting the recomputed forward. Since the
+    refit on 31 sources (whole34) the band's top is about 64%, so chapter 14 says such a run, keeping its
+    activations, would land above the band's top (before: about at it, 69%)."""
     from llmsizing.mfu import mfu_estimate, published_runs
     from llmsizing.time_cost import training_time
 
@@ -534,14 +537,14 @@ def test_a100_band_for_llama2_70b_is_the_calibrated_range():
     est = mfu_estimate("llama-2-70b", gpu="A100 80GB", seq=2048)
     assert est.low == pytest.approx(est.mfu * float(row["low"])) and est.high == pytest.approx(
         est.mfu * float(row["high"]))
-    assert 0.65 < est.high < 0.74
+    assert 0.55 < est.high < 0.70
     runs = published_runs().set_index("run")
     mpt = runs.loc["MPT 70b (llm-foundry benchmark), 64 x A100 80GB, seq 2,048"]
     assert mpt["implied_mfu"] == pytest.approx(166 / 312, rel=0.01)
     hfu = training_time("mpt-bench-70b", tokens=1e9, gpu="A100 80GB", n_gpus=64, seq=2048, recompute="full",
                         mfu=mpt["implied_mfu"]).hfu
     assert hfu == pytest.approx(166 * 4 / 3 / 312, rel=0.02)
-    assert abs(hfu - est.high) < 0.03
+    assert hfu > est.high + 0.03                      # chapter 14: "would land above the band's top"
 
 
 def test_paraphrases_fixed(table):

@@ -22,13 +22,19 @@ def _single_gpu_step(batch=1, grad_accum=8, mfu=0.4):
 def _single_gpu_mfu_by_hand(batch=1):
     """The step's MFU on one GPU: the model's FLOPs over the peak x the compute time (issue 34,
     tests/_kernels_by_hand.py): Linear layers at 0.4 x their GEMMs' efficiency (``batch`` x 4,096 tokens,
-    Llama-2-7B's widths), the attention core's causal half at FlashAttention-2's 294 TFLOP/s x 3 / 3.5 (H100, 4K)."""
+    Llama-2-7B's widths), the attention core's causal half at FlashAttention-2's 294 TFLOP/s x 3 / 3.5 (H100, 4K),
+    the memory-bound kernels at the HBM bandwidth."""
     m = L.get_model("llama-2-7b")
     attention = 3 * 4 * SEQ * m.heads * m.head_dim * m.layers          # the whole matrix, 3 passes
     model = L.training_flops_per_token(m, seq=SEQ)
     g = KH.layer_gemm_eff(m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn_hidden, tp=1, tokens=batch * SEQ,
                           ridge=989.4 / 3.35)
-    seconds_per_token = (model - attention) / (989.4e12 * 0.4 * g) + attention / 2 / (294e12 * 3 / 3.5)
+    # and the memory-bound kernels (llmsizing.pointwise) at 3.35 TB/s: 32 layers (MLP 11,008, no GQA), the
+    # embedding and the loss over 32,000 logits
+    pw = (m.layers * KH.pointwise_layer_bytes(m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn_hidden)
+          + sum(KH.pointwise_end_bytes(m.hidden, m.vocab)))
+    seconds_per_token = ((model - attention) / (989.4e12 * 0.4 * g) + attention / 2 / (294e12 * 3 / 3.5)
+                         + pw / KH.H100_HBM)
     return model / (989.4e12 * seconds_per_token)
 
 

@@ -158,9 +158,16 @@ def test_step_time_compute_is_the_slowest_stage_by_hand():
     gemm_rate = 989.4e12 * 0.4 * KH.layer_gemm_eff(*KH.LLAMA3_70B, tp=8, tokens=b * s, ridge=989.4 / 3.35)
     tokens = b * s * m / 8
 
-    def by_hand(flops, layers):
-        return (flops - layers * attention) * tokens / gemm_rate + layers * attention / 2 * tokens / (294e12 * 3 / 3.5)
-    expected = by_hand(last, 20)
+    # the memory-bound kernels (llmsizing.pointwise) at the H100's 3.35 TB/s: 20 layers + the loss on the last
+    # (and the embedding on the first stage)
+    pw_layer = KH.pointwise_layer_bytes(*KH.LLAMA3_70B)
+    pw_embedding, pw_loss = KH.pointwise_end_bytes(mdl.hidden, mdl.vocab)
+
+    def by_hand(flops, layers, end_bytes):
+        return ((flops - layers * attention) * tokens / gemm_rate
+                + layers * attention / 2 * tokens / (294e12 * 3 / 3.5)
+                + (layers * pw_layer + end_bytes) * tokens / KH.H100_HBM)
+    expected = by_hand(last, 20, pw_loss)
     assert st.compute_s == pytest.approx(expected)
     assert st.compute_s > _flops_per_token("llama-3-70b", s) * b * s * m / (8 * 4) / (989.4e12 * 0.4)
     assert st.bubble == pytest.approx(3 / 16)
@@ -169,7 +176,8 @@ def test_step_time_compute_is_the_slowest_stage_by_hand():
     # uneven stages (one layer fewer on the last): 21, 20, 20, 19 + head
     uneven = Parallel(tp=8, pp=4, dp=2, sp=True, stage_layers=uneven_stages(80, 4, first=21, last=19))
     assert stage_flops_per_token(mdl, uneven, seq=s)[-1] == pytest.approx(19 * layer + head)
-    slow = by_hand(21 * layer, 21) if 21 * layer > 19 * layer + head else by_hand(19 * layer + head, 19)
+    slow = (by_hand(21 * layer, 21, pw_embedding) if 21 * layer > 19 * layer + head else
+            by_hand(19 * layer + head, 19, pw_loss))
     assert step_time("llama-3-70b", H100, uneven, batch=b, seq=s, grad_accum=m,
                      kernel_efficiency=0.4).compute_s == pytest.approx(slow)
 
@@ -198,7 +206,10 @@ def test_exposed_by_group_rules_by_hand():
     attention = 3 * 4 * s * mdl.heads * mdl.head_dim * mdl.layers
     gemm_rate = 989.4e12 * 0.5 * KH.layer_gemm_eff(*KH.LLAMA3_8B, tp=1, tokens=b * s, ridge=989.4 / 3.35)
     compute = ((_flops_per_token("llama-3-8b", s) - attention) * b * s * m / gemm_rate
-               + attention / 2 * b * s * m / (294e12 * 3 / 3.5))
+               + attention / 2 * b * s * m / (294e12 * 3 / 3.5)
+               # the memory-bound kernels (llmsizing.pointwise): 32 layers, the embedding and the loss
+               + (32 * KH.pointwise_layer_bytes(*KH.LLAMA3_8B) + sum(KH.pointwise_end_bytes(4096, 128256)))
+               * b * s * m / KH.H100_HBM)
     assert ddp.compute_s == pytest.approx(compute)
     last_backward = compute / m * 2 / 3
     assert ddp.comm_by_group_s["dp"] == pytest.approx(ring)

@@ -172,8 +172,12 @@ def test_each_rank_computes_one_cp_th():
     linear = L.training_flops_per_token(L8, seq=SEQ) - attention
     rate = KH.fa2_h100_rate(16384)
 
+    # and the memory-bound kernels (llmsizing.pointwise) at 3.35 TB/s: tp = 2 without sequence parallelism,
+    # so each GPU runs the norms and residual adds on every token of its rank (repeat=2)
+    pw = 32 * KH.pointwise_layer_bytes(*KH.LLAMA3_8B, repeat=2) + sum(KH.pointwise_end_bytes(4096, 128256))
+
     def by_hand(g, n):
-        return (linear / (989.4e12 * 0.5 * g) + attention / 2 / rate) * SEQ * 4 / (2 * n)
+        return (linear / (989.4e12 * 0.5 * g) + attention / 2 / rate + pw / KH.H100_HBM) * SEQ * 4 / (2 * n)
     assert one == pytest.approx(by_hand(g_one, 1), rel=1e-9)
     assert step_compute_time_s(L8, Parallel(tp=2, cp=8), **kw) == pytest.approx(by_hand(g_cp, 8), rel=1e-9)
 

@@ -1,6 +1,7 @@
 """Fine-tuning time and cost, and LoRA/QLoRA over several GPUs (llmsizing.finetune_time): FLOPs, bytes and
 seconds recomputed by hand from the models' shapes and the GPUs' datasheet figures."""
 
+import _kernels_by_hand as KH
 import pytest
 
 from llmsizing.finetune import finetune_memory
@@ -129,7 +130,10 @@ def test_default_prices_the_step_as_the_step_model_does_by_hand():
     linear_per_token = 4 * M8 + 6 * P8_R16                        # everything but the attention core
     causal = 3 * _attention(seq) / 2                              # fwd + 2 bwd; a query sees s / 2 keys
     seconds = (m * linear_per_token / (989.4e12 * kernel_efficiency("H100 SXM") * shape_eff)
-               + m * causal / (989.4e12 * attention_efficiency("H100 SXM", head_dim=128, seq=seq)))
+               + m * causal / (989.4e12 * attention_efficiency("H100 SXM", head_dim=128, seq=seq))
+               # the memory-bound kernels (llmsizing.pointwise, tests/_kernels_by_hand.py) at 3.35 TB/s
+               + m * (32 * KH.pointwise_layer_bytes(*KH.LLAMA3_8B)
+                      + sum(KH.pointwise_end_bytes(4096, 128256))) / KH.H100_HBM)
     assert t.step_s == pytest.approx(seconds, rel=1e-9)
     # and the efficiency it reports is the one rate that would give that time for every hardware FLOP
     per_token = linear_per_token + 3 * _attention(seq)

@@ -34,8 +34,10 @@ def test_stand_in_kernel_efficiency_scaled_by_the_best_gemm():
     assert best_gemm_share(("MI300X",)) == pytest.approx(mi, rel=1e-6)
     assert best_gemm_share(("H100 SXM",)) == pytest.approx(h100, rel=1e-6)
     assert best_gemm_share(("H20",)) is None
-    assert kernel_efficiency_row("MI300X").kernel_efficiency == pytest.approx(base * mi / h100, abs=6e-4)
-    assert kernel_efficiency_row("B200").kernel_efficiency == pytest.approx(base * b200 / h100, abs=6e-4)
+    # both the base read here and the stored stand-in are rounded to 3 decimals (the stand-in from the unrounded
+    # median): at most 0.0005 x the share ratio (< 1) + 0.0005 apart, so 1e-3
+    assert kernel_efficiency_row("MI300X").kernel_efficiency == pytest.approx(base * mi / h100, abs=1e-3)
+    assert kernel_efficiency_row("B200").kernel_efficiency == pytest.approx(base * b200 / h100, abs=1e-3)
     assert kernel_efficiency_row("H100 SXM").kernel_efficiency == pytest.approx(hopper, abs=6e-4)
 
 

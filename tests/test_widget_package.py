@@ -15,7 +15,7 @@ import pytest
 widgets = pytest.importorskip("llmsizing.widgets")
 
 PACKAGE = Path(widgets.__file__).parent
-MACHINERY = ("pixels", "canvas", "dashboard", "controls")          # lowest first
+MACHINERY = ("speculate", "pixels", "canvas", "dashboard", "controls")          # lowest first
 PARTS = ("one_gpu", "measure", "many_gpus", "measure_split", "time_money", "serve_tune", "long_context", "moe", "rl")  # V: 17, 18; VI: 19
 MAX_LINES = 800
 
@@ -50,6 +50,7 @@ def test_no_module_is_too_long(path):
 
 
 def test_imports_go_only_downwards():
+    assert sibling_imports("speculate") == set()
     assert sibling_imports("pixels") == set()
     assert sibling_imports("canvas") <= {"pixels"}
     assert sibling_imports("dashboard") <= {"pixels", "canvas"}

@@ -310,7 +310,9 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
 
     ``kernel_efficiency`` defaults to the calibrated value of the GPU's generation
     (:func:`~llmsizing.hardware.kernel_efficiency`): the scale of the GEMM-shape curve, what a step loses
-    besides the GEMMs' shape (norms, activations, launches). It is what the kernels reach while they run,
+    besides the GEMMs' shape and the memory-bound kernels it prices apart (launches, what is not counted).
+    The norms, residual adds, activation, rotary embedding and loss are priced on HBM bandwidth by their bytes
+    (:mod:`llmsizing.pointwise`, issue 35). It is what the kernels reach while they run,
     not the run's MFU: the bubble and the exposed communication come on top
     (:func:`~llmsizing.layouts.step_time`), and the MFU is what is left
     (:attr:`~llmsizing.layouts.StepTime.mfu`). ``mfu=`` is the old name of ``kernel_efficiency``
@@ -359,6 +361,14 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
         attention_rate = rates(model, g, tp=par.tp, cp=par.cp, batch=1, seq=att, dtype=dtype,
                                kernel_efficiency=eff, attention_kernel=attention_kernel, ep=par.ep)[1]
     out = compute_seconds(stages[slowest], full[slowest], causal[slowest], per_gpu, gemm_rate, attention_rate)
+    # ---- the memory-bound kernels of every layer (norms, residual adds, activation, rotary, loss) on HBM
+    from .pointwise import pointwise_seconds, stage_pointwise_bytes_per_token
+
+    pw = stage_pointwise_bytes_per_token(model, par, recompute=recompute, recompute_layers=recompute_layers,
+                                         mtp_depth=mtp_depth if model.is_moe else 0)
+    if schedule == "dualpipe":
+        pw = dualpipe_rank_mean(pw)
+    out += pointwise_seconds(pw[slowest], per_gpu, g.memory_bandwidth_gbps * 1e9)
     if model.is_moe:                         # ---- the MoE layers' routing and imbalance (llmsizing.moe_time)
         from .moe import stage_moe_layers
         from .moe_time import moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token

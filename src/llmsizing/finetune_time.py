@@ -438,18 +438,22 @@ def _kernel_seconds(model, g, fl, *, seq: int, batch: int, recompute: str) -> fl
     """One micro-batch's compute seconds on one GPU as :func:`~llmsizing.comm.step_compute_time_s` prices a
     training step (:mod:`llmsizing.kernels`): the Linear layers (the base's, the adapters') at the calibrated
     :func:`~llmsizing.hardware.kernel_efficiency` x the GEMM efficiency of the micro-batch's shape, the
-    attention core as causal kernels run it, at the attention kernels' rate."""
+    attention core as causal kernels run it, at the attention kernels' rate, and the layers' memory-bound
+    kernels (norms, activation, loss) at the HBM bandwidth (:mod:`llmsizing.pointwise`)."""
     from .flops import stage_attention_flops_per_token
     from .hardware import kernel_efficiency as step_kernel_efficiency
     from .kernels import compute_seconds, rates
     from .parallel import Parallel
+    from .pointwise import pointwise_seconds, stage_pointwise_bytes_per_token
 
     par = Parallel()
     full = stage_attention_flops_per_token(model, par, seq=seq, recompute=recompute)[0]
     causal = stage_attention_flops_per_token(model, par, seq=seq, recompute=recompute, causal=True)[0]
     gemm, attention = rates(model, g, tp=1, cp=1, batch=batch, seq=seq, dtype="bf16",
                             kernel_efficiency=step_kernel_efficiency(g, "bf16"))
-    return compute_seconds(fl.hardware_flops, full, causal, batch * seq, gemm, attention)
+    return (compute_seconds(fl.hardware_flops, full, causal, batch * seq, gemm, attention)
+            + pointwise_seconds(stage_pointwise_bytes_per_token(model, par, recompute=recompute)[0],
+                                batch * seq, g.memory_bandwidth_gbps * 1e9))
 
 
 # =========================================================================== calibration

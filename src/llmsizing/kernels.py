@@ -41,11 +41,13 @@ lose to few rows per expert (:func:`grouped_gemm_share`).
 
 The step model (:func:`~llmsizing.comm.step_compute_time_s` and the planner's copy) charges the Linear layers
 at ``kernel_efficiency x gemm_efficiency`` (the calibrated ``kernel_efficiency``,
-``data/kernel_efficiency.csv``, is what a step loses besides the GEMM shape: norms, activations, launches)
-and the attention core at :func:`attention_efficiency`: :func:`compute_seconds` is that sum, in one place
-for both. Under an FP8 recipe the Linear layers' rate also pays the kernels that cast their operands to FP8,
-by the bytes they move at the HBM bandwidth (:mod:`llmsizing.fp8_cast`; :func:`rates`): about 8-10% of an
-H100's FP8 GEMM time for Llama 3 8B or MPT-3B, the most for narrow layers and few tokens per micro-batch.
+``data/kernel_efficiency.csv``, is what a step loses besides the GEMM shape and the terms priced apart:
+launches and what is not counted) and the attention core at :func:`attention_efficiency`:
+:func:`compute_seconds` is that sum, in one place for both; the norms, residual adds, activation, rotary
+embedding and loss are priced apart on HBM bandwidth by their bytes (:mod:`llmsizing.pointwise`). Under an
+FP8 recipe the Linear layers' rate also pays the kernels that cast their operands to FP8, by the bytes they
+move at the HBM bandwidth (:mod:`llmsizing.fp8_cast`; :func:`rates`): about 8-10% of an H100's FP8 GEMM time
+for Llama 3 8B or MPT-3B, the most for narrow layers and few tokens per micro-batch.
 """
 
 from __future__ import annotations

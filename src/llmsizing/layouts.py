@@ -30,7 +30,7 @@ from .exposure import exposed_by_group  # noqa: F401  (re-exported: its old home
 from .moe_time import load_skew as _load_skew
 from .moe_time import schedule_bubble, shared_expert_window_s
 from .network import get_node
-from .parallel import MAX_PP, Parallel, check_layout, layers_per_stage, recomputed_layers
+from .parallel import MAX_PP, Parallel, check_layout, kept_parallel, layers_per_stage, recomputed_layers
 from .precision import compute_dtype
 from .states import USABLE_FRACTION
 
@@ -92,7 +92,7 @@ def _kept_stage_runs(model, par, stages: tuple, kw_items: tuple) -> tuple:
     return tuple(training_memory(model, parallel=par, _all_stages=True, _stages=stages, **dict(kw_items)))
 
 
-def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None) -> int | None:
+def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None, first=None) -> int | None:
     """The smallest ``dp`` for which every piece of the first and last pipeline stages' steps
     (:func:`~llmsizing.memory.step_phases`) fits ``limit`` with the default allowance, or ``None`` if no
     ``dp`` does. Each piece is ``fixed + sharded / dp`` (ZeRO divides the sharded states by ``dp``), read off
@@ -103,14 +103,16 @@ def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None)
     A mixture of experts with expert parallelism: every ``dp`` is a multiple of ``unit``
     (:func:`llmsizing.moe_layouts.dp_unit`), the pieces are read off ``dp = unit`` and ``2 unit`` (the
     experts' ZeRO shards over ``edp``, proportional to ``dp``), the answer is a multiple of ``unit``, and
-    ``stages`` are :func:`llmsizing.moe_layouts.heavy_stages`."""
+    ``stages`` are :func:`llmsizing.moe_layouts.heavy_stages`. ``first``: ``par(unit)`` when the caller has
+    it."""
     from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
 
     room = (limit - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)     # total = FIXED + (1 + F) x peak
     a = unit
-    stages = (0, par(a).pp - 1) if stages is None else stages
-    one = _stage_runs(model, par(a), stages, kw)
-    if par(a).zero == 0:
+    first = par(a) if first is None else first          # (one checked layout, not three)
+    stages = (0, first.pp - 1) if stages is None else stages
+    one = _stage_runs(model, first, stages, kw)
+    if first.zero == 0:
         return a if all(v <= room for r in one for v in r.pieces_bytes.values()) else None
     two = _stage_runs(model, par(2 * a), stages, kw)
     dp = 1
@@ -148,11 +150,15 @@ def _fits_from(dp: int, top: int, fits) -> int | None:
     return hi
 
 
+#: The GPUs :func:`min_gpus` searches up to by default (its ``max_gpus``).
+MIN_GPUS_MAX = 65536
+
+
 def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int = 1,
              precision: str = "bf16-mixed", optimizer: str = "adamw", attention: str = "flash",
              recompute: str = "none", stack: str = "fused", usable_fraction: float = USABLE_FRACTION,
              gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
-             kernel_efficiency: float | None = None, max_gpus: int = 65536, offload: bool = False,
+             kernel_efficiency: float | None = None, max_gpus: int = MIN_GPUS_MAX, offload: bool = False,
              optimizer_impl: str = "foreach", node=None, mfu: float | None = None, ep_degrees=None,
              expert_tp: bool = False, mtp_depth: int = 0, capacity_factor: float | None = None) -> Plan:
     """The smallest number of ``gpu`` whose most loaded GPU holds a training step of micro-batch ``batch``
@@ -207,7 +213,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     options = check_moe_options(model, mtp_depth, capacity_factor)          # ({} by default: as before)
     kw.update(options)
 
-    candidates = []
+    candidates, passes = [], {}
     fewest = max_gpus                 # no layout of more GPUs than the fewest found so far can be the answer
     for tp, pp in sorted(((t, p) for t in _divisors(per_node) for p in _divisors(model.layers, MAX_PP)),
                          key=lambda tp_pp: tp_pp[0] * tp_pp[1]):
@@ -221,9 +227,16 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
             if zero >= 2 and pp > 1:
                 continue
             if model.is_moe:
-                try:
-                    check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, ep=ep, expert_tp=expert_tp)
-                except ValueError:                 # zero=3 with ep > 1, an expert width tp does not divide
+                # (refused: zero=3 with ep > 1, an expert width tp does not divide). Past the (tp, pp) check
+                # above no rule of check_layout reads pp, so the first pp's verdict is every pp's, as the
+                # planner keeps it (plan_candidates.moe_layout_passes)
+                if (tp, zero, ep) not in passes:
+                    try:
+                        check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, ep=ep, expert_tp=expert_tp)
+                        passes[tp, zero, ep] = True
+                    except ValueError:
+                        passes[tp, zero, ep] = False
+                if not passes[tp, zero, ep]:
                     continue
             offloads = ["none"] + (["optimizer"] if offload and zero >= 1 else []) \
                 + (["optimizer+params"] if offload and zero == 3 else [])
@@ -242,17 +255,21 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                     dp = _fits_from(dp, fewest // (tp * pp), fits)
                 else:                              # ---- a mixture of experts: dp in multiples of a
                     a = dp_unit(tp, 1, ep, expert_tp)
+                    if tp * pp * a > fewest:       # (its fewest GPUs, a x tp x pp, already beaten: skipped
+                        continue                   # unweighed, as _fits_from's limit below would refuse it)
 
                     def par(dp, tp=tp, pp=pp, zero=zero, off=off, ep=ep):
-                        return Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off, ep=ep,
-                                        expert_tp=expert_tp)
+                        # (kept_parallel: the same fields give an equal layout, checked once)
+                        return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off, ep=ep,
+                                             expert_tp=expert_tp)
 
-                    stages = heavy_stages(model, par(a))
+                    first = par(a)
+                    stages = heavy_stages(model, first)
 
-                    def fits(k, par=par, a=a, stages=stages):
-                        runs = _stage_runs(model, par(a * k), stages, kw)
+                    def fits(k, par=par, a=a, stages=stages, first=first):
+                        runs = _stage_runs(model, first if k == 1 else par(a * k), stages, kw)
                         return max(r.total_bytes for r in runs) <= limit
-                    dp = _smallest_dp(par, limit, kw, model, unit=a, stages=stages)
+                    dp = _smallest_dp(par, limit, kw, model, unit=a, stages=stages, first=first)
                     if dp is None:
                         continue
                     k = _fits_from(dp // a, fewest // (tp * pp * a), fits)

@@ -30,6 +30,7 @@ from .moe_time import (load_skew, moe_extra_seconds, routed_expert_flops_per_tok
                        shared_expert_params)
 from .parallel import Parallel, kept_parallel, layers_per_stage, stage_chunks
 from .pipeline_schedule import pipelined_zero_fields
+from .pointwise import pointwise_seconds, stage_pointwise_bytes_per_token
 # the data-parallel slots and links live in plan_dp; their names stay importable from here
 from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _kept_runs, _row_links  # noqa: F401
 from .plan_terms import _group_columns, _groups, dp_link_rows, layer_terms
@@ -360,13 +361,15 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     # per (pp, recomputation): the most loaded stage's FLOPs per token (stage_flops_per_token), its layers
     # over the model's, and the forward's share of the hardware FLOPs (recomputation is backward)
     stage_keys, stage_idx = _groups(*plus_none(pp, ri))
-    stage = np.zeros((len(stage_keys), 6))
+    stage = np.zeros((len(stage_keys), 7))
     for k, (p_, r_) in enumerate(stage_keys):
         par, rc = kept_parallel(pp=p_, **pipeline_split(model, p_)), rcs[r_]
         flops = (moe_stage_flops(model, par, seq=seq, recompute=rc, mtp_depth=mtp_depth) if moe else
                  stage_flops_per_token(model, par, seq=seq, recompute=rc))
         slowest = max(range(len(flops)), key=flops.__getitem__)
         stage[k, 5] = stage_moe_layer_counts(model, par, mtp_depth)[slowest] if moe else 0.0
+        stage[k, 6] = stage_pointwise_bytes_per_token(        # memory-bound kernels (llmsizing.pointwise)
+            model, par, recompute=rc, mtp_depth=mtp_depth if moe else 0)[slowest]
         stage[k, :5] = (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers,
                     training_flops_per_token(model, seq=seq) / 3 / training_flops_per_token(model, seq=seq,
                                                                                              recompute=rc),
@@ -380,7 +383,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     # step_compute_time_s's own expression (kernels.compute_seconds): the Linear layers at the GEMM rate, the
     # attention core as causal kernels run it at the attention rate
     per_gpu = b * seq * m / (tp * cp)
-    compute = compute_seconds(S[:, 0], S[:, 3], S[:, 4], per_gpu, L[:, 0], L[:, 5])
+    compute = compute_seconds(S[:, 0], S[:, 3], S[:, 4], per_gpu, L[:, 0], L[:, 5]) + pointwise_seconds(
+        S[:, 6], per_gpu, np.array([g.memory_bandwidth_gbps * 1e9 for g in gpu_list])[gi])
     if moe:       # the MoE layers' routing kernels and load skew (step_compute_time_s, llmsizing.moe_time)
         rc_bytes = np.array([routing_bytes_per_token(model, recompute=r) for r in rcs])[ri]
         rc_flops = np.array([routed_expert_flops_per_token(model, recompute=r) for r in rcs])[ri]

@@ -104,25 +104,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     node_of = dict(nodes)
     domains = {g.name: node_of[g.name].scaleup_domain_gpus for g in gpu_list}
 
-    # (tp, pp, zero, ep, v) the model and the engines allow (v: interleaved chunks per stage, dense only)
-    layouts, checked = [], {}
-    for tp in sorted({t for d in set(domains.values()) for t in _divisors(d)}):
-        for pp in pipeline_degrees(model, max_pp):
-            try:
-                check_layout(model, tp=tp, pp=pp)
-            except ValueError:
-                continue
-            for zero in zeros:
-                if zero >= 2 and pp > 1 and (model.is_moe or not shard_pp):   # (PIPELINED_FSDP: opt-in)
-                    continue
-                for ep in eps:                            # (1,) for a dense model
-                    # (refused: zero=3 with ep > 1, an expert width tp does not divide)
-                    if model.is_moe and not moe_layout_passes(checked, model, tp=tp, pp=pp, zero=zero, ep=ep,
-                                                              expert_tp=expert_tp):
-                        continue
-                    places = (model.layers + 2 * bool(pipeline_split(model, pp))) // pp
-                    for v in stage_chunk_options(places, vps) if pp > 1 else (1,):
-                        layouts.append((tp, pp, zero, ep, v))
+    tps = tuple(sorted({t for d in set(domains.values()) for t in _divisors(d)}))
+    layouts = list(_kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps))
 
     # (a mixture of experts' ep degrees multiply the layouts, and are bounded by the divisors of its experts)
     n_layouts, most_layouts = len({lay[:3] for lay in layouts}), MAX_LAYOUTS * (1 + shard_pp)
@@ -151,29 +134,61 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     price_of = dict(prices)
     names = np.array([g.name for g in gpu_list], dtype=object)
     gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
+    n_gpus = tp * cp * pp * dp
+    # (the columns built as arrays, mfu too, and the frame once: the same values as pandas' column
+    # arithmetic, element by element, for a fraction of its overhead; issue 35)
     df = pd.DataFrame({
-        "gpu": names[gi], "n_gpus": tp * cp * pp * dp, "dp": dp, "tp": tp, "cp": cp, "pp": pp,
+        "gpu": names[gi], "n_gpus": n_gpus, "dp": dp, "tp": tp, "cp": cp, "pp": pp,
+        **({"ep": cols["ep"]} if model.is_moe else {}),
         "virtual_stages": cols["vp"], "zero": cols["zero"], "sp": tp > 1, "micro_batch": cols["micro"],
         "grad_accum": cols["m"],
         "recompute": np.array(rcs, dtype=object)[cols["rc"]],
         "recompute_layers": pd.Series(cols["rl"]).where(cols["rl"] >= 0).astype("Int64"),
         "memory_per_gpu_bytes": total_bytes,
         "capacity_bytes": np.array([float(g.memory_bytes) for g in gpu_list])[gi], "step_time_s": step_s,
-        "price": np.array([float(price_of[g.name]) for g in gpu_list])[gi], "peak": peak})
-    if model.is_moe:
-        df.insert(df.columns.get_loc("pp") + 1, "ep", cols["ep"])
-    df["mfu"] = model_flops_step / (df["step_time_s"] * df["n_gpus"] * df["peak"])
+        "price": np.array([float(price_of[g.name]) for g in gpu_list])[gi], "peak": peak,
+        "mfu": model_flops_step / (step_s * n_gpus * peak)})
     # (kept with the search: plan() reads it on every call)
     df["listed"] = interleaving_winners(df) & pipelined_zero_winners(df)
     return df
 
 
+@functools.lru_cache(maxsize=64)
+def _kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps) -> tuple:
+    """:func:`_search`'s layouts ``(tp, pp, zero, ep, v)`` that the model and the engines allow (``v``:
+    interleaved chunks per stage, dense only), in the search's order, for the tensor-parallel degrees ``tps``
+    (those of the GPUs' scale-up domains). Kept (issue 35): they depend on neither the global batch, the GPU
+    limit nor the GPUs' memory, and chapter 10's chart searches a mixture of experts at four global batches
+    a move (~150 check_layout calls each for DeepSeek-V3)."""
+    layouts, checked = [], {}
+    for tp in tps:
+        for pp in pipeline_degrees(model, max_pp):
+            try:
+                check_layout(model, tp=tp, pp=pp)
+            except ValueError:
+                continue
+            for zero in zeros:
+                if zero >= 2 and pp > 1 and (model.is_moe or not shard_pp):   # (PIPELINED_FSDP: opt-in)
+                    continue
+                for ep in eps:                            # (1,) for a dense model
+                    # (refused: zero=3 with ep > 1, an expert width tp does not divide)
+                    if model.is_moe and not moe_layout_passes(checked, model, tp=tp, pp=pp, zero=zero, ep=ep,
+                                                              expert_tp=expert_tp):
+                        continue
+                    places = (model.layers + 2 * bool(pipeline_split(model, pp))) // pp
+                    for v in stage_chunk_options(places, vps) if pp > 1 else (1,):
+                        layouts.append((tp, pp, zero, ep, v))
+    return tuple(layouts)
+
+
 def _clear_search(tables=_search.cache_clear) -> None:
-    """``_search.cache_clear()``: the kept searches and the GPUs' priced blocks they kept
-    (:func:`~llmsizing.plan_pricing.kept_price`), so a search after it starts from scratch, as before the
-    blocks were kept (``_search.clear_tables()`` clears the searches alone)."""
+    """``_search.cache_clear()``: the kept searches, the GPUs' priced blocks they kept
+    (:func:`~llmsizing.plan_pricing.kept_price`) and their layouts (:func:`_kept_layouts`), so a search after
+    it starts from scratch, as before the blocks were kept (``_search.clear_tables()`` clears the searches
+    alone)."""
     tables()
     _kept_blocks.cache_clear()
+    _kept_layouts.cache_clear()
 
 
 _search.clear_tables, _search.cache_clear = _search.cache_clear, _clear_search

@@ -16,11 +16,13 @@ import functools
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import get_gpu, gpu_price, resolve_model
 from .flops import RECOMPUTE
 from .job import Job, check_moe_options
-from .layouts import min_gpus, step_time
+from .layouts import MIN_GPUS_MAX, min_gpus, step_time
 from .memory import training_memory
 from .mfu import (PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _layout_label, _time_at,
                   layout_range_factors, mfu_range_factors, run_time, whole_run_factor)
@@ -365,16 +367,54 @@ def _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, ep_degrees, 
 
 
 @functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
-def _kept_fewest(model, gpu, seq, recompute, precision, moe_items=()):
+def _kept_fewest(model, gpu, seq, recompute, precision, moe_items=(), max_gpus=None):
     """:func:`_moe_default_layout`'s fewest-GPU layout of one sequence (:func:`~llmsizing.layouts.min_gpus`'s
-    ``parallel``), or ``None`` when no layout holds it. Kept: the same question comes once per GPU count
-    that ``plan()`` leaves without an exact fit (issue 38: chapter 10's chart asked it three times a move for
-    DeepSeek-V3 on the H100, ~70 ms each)."""
+    ``parallel``), or ``None`` when no layout holds it (with ``max_gpus``: none of at most that many GPUs).
+    Kept: the same question comes once per GPU count that ``plan()`` leaves without an exact fit (issue 38:
+    chapter 10's chart asked it three times a move for DeepSeek-V3 on the H100, ~70 ms each)."""
     try:
         return min_gpus(model, gpu, batch=1, seq=seq, recompute=recompute, precision=precision,
-                        **dict(moe_items)).parallel
+                        **dict(moe_items), **({} if max_gpus is None else {"max_gpus": max_gpus})).parallel
     except ValueError:
         return None
+
+
+@functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
+def _kept_fastest(model, gpu, seq, gb, recompute, precision, moe_items, max_gpus) -> _Fastest:
+    """:func:`_moe_default_layout`'s search: the fastest plan (the least ``step_time_s``, the first in the
+    table's order on a tie, as ``idxmin``) on each GPU count of ``plan()``'s table at global batch ``gb`` and
+    GPU limit ``max_gpus`` (a :class:`_Fastest`); a ``ValueError`` when ``plan()`` refuses. Kept: each GPU
+    count of the search asks again (``plan()`` keeps the search but builds its table again, ~2 ms)."""
+    from .planner import plan
+
+    rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=max_gpus,
+                recomputes=(recompute,), precision=precision, explain=False, **dict(moe_items))
+    return _Fastest(rows)
+
+
+class _Fastest:
+    """:func:`_kept_fastest`'s answer: ``fastest.get(n)`` is ``(parallel, micro_batch)`` of the fastest plan
+    on ``n`` GPUs of the table (``rows[rows["n_gpus"] == n]``'s ``step_time_s.idxmin()``: the least, NaN
+    skipped, the first in the table's order on a tie), or ``None``. Those rows are kept, not the table."""
+
+    COLUMNS = ("tp", "cp", "pp", "dp", "zero", "sp", "ep", "micro_batch")
+
+    def __init__(self, rows):
+        self._row, self._cols = {}, {}
+        if not len(rows):                                    # (plan()'s empty table: object columns)
+            return
+        n, step = rows["n_gpus"].to_numpy(), rows["step_time_s"].to_numpy(dtype=float)
+        order = np.lexsort((np.where(np.isnan(step), np.inf, step), n))     # (stable: ties in table order)
+        first = order[np.r_[True, n[order][1:] != n[order][:-1]]]
+        self._row = {int(k): j for j, k in enumerate(n[first].tolist())}
+        self._cols = {c: rows[c].to_numpy()[first].tolist() for c in self.COLUMNS}
+
+    def get(self, n: int):
+        if n not in self._row:
+            return None
+        tp, cp, pp, dp, zero, sp, ep, micro = (self._cols[c][self._row[n]] for c in self.COLUMNS)
+        return (Parallel(tp=int(tp), cp=int(cp), pp=int(pp), dp=int(dp), zero=int(zero), sp=bool(sp),
+                         ep=int(ep)), int(micro))
 
 
 def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
@@ -389,27 +429,36 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
     search), at :func:`moe_default_global_batch`. ``ep_degrees``: the expert-parallel degrees searched
     (default: every divisor of the routed experts). ``options``: ``mtp_depth`` and ``capacity_factor``, given
     to both. Chapter 18."""
-    from .planner import MAX_GLOBAL_BATCH, plan
+    from .planner import MAX_GLOBAL_BATCH
 
     moe_kw = {**({} if ep_degrees is None else {"ep_degrees": ep_degrees}), **options}
 
-    def fewest():
-        return _kept_fewest(model, gpu, seq, recompute, precision, tuple(sorted(moe_kw.items())))
+    def fewest(limit=None):
+        return _kept_fewest(model, gpu, seq, recompute, precision, tuple(sorted(moe_kw.items())), limit)
 
     if n_gpus is None:
         par = fewest()
         return None if par is None else (par, moe_default_global_batch(par, seq=seq), 1)
     gb = n_gpus * math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * n_gpus))
     if gb <= MAX_GLOBAL_BATCH:
-        rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=n_gpus,
-                    recomputes=(recompute,), precision=precision, explain=False, **moe_kw)
-        rows = rows[rows["n_gpus"] == n_gpus]
-        if len(rows):
-            r = rows.loc[rows["step_time_s"].idxmin()]
-            par = Parallel(tp=int(r["tp"]), cp=int(r["cp"]), pp=int(r["pp"]), dp=int(r["dp"]),
-                           zero=int(r["zero"]), sp=bool(r["sp"]), ep=int(r["ep"]))
-            return par, gb, int(r["micro_batch"])
-    one = fewest()
+        # One search answers every GPU count of this global batch (issue 35: chapter 10's chart asks up to
+        # seven counts, and those below ~4M tokens' sequences share one global batch): ``plan()``'s plans on
+        # at most n GPUs are, bit for bit and in order, its search at the limit n
+        # (:func:`~llmsizing.plan_rank.plans_within`, tests/test_planner.py), so the rows on exactly n_gpus
+        # and their fastest are the same whichever limit was searched. gb >= n_gpus, and gb's own count has
+        # the same global batch, so the limit gb is a function of gb alone. Where that wider search refuses
+        # (more plans than one call weighs), the search at n_gpus, as before.
+        key = (model, gpu, seq, gb, recompute, precision, tuple(sorted(moe_kw.items())))
+        try:
+            fastest = _kept_fastest(*key, gb)
+        except ValueError:
+            fastest = _kept_fastest(*key, n_gpus)
+        if (best := fastest.get(n_gpus)) is not None:
+            return best[0], gb, best[1]
+    # (only a fewest-GPU layout of at most n_gpus GPUs can divide n_gpus: min_gpus searched up to n_gpus finds
+    # the same layout when it has at most n_gpus GPUs, and none otherwise, weighing fewer layouts; issue 35,
+    # chapter 10's chart: 35 -> ~20 ms for DeepSeek-V3's three counts below its 244 GPUs on the H100)
+    one = fewest(min(n_gpus, MIN_GPUS_MAX))
     if one is None or n_gpus % one.gpus:
         return None
     par = dataclasses.replace(one, dp=one.dp * (n_gpus // one.gpus))

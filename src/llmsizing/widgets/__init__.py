@@ -7,6 +7,7 @@ rejects) shows the library's error message in the widget instead of a traceback.
 The package, by part of the book (each module imports only the machinery, never another part):
 
 * :mod:`.dashboard`: :class:`Dashboard` (layout, redraw into one kept figure) and the PNG machinery;
+* :mod:`.speculate`: the searches a reader is likely to ask for next, worked out by a worker process;
 * :mod:`.canvas`: the Agg canvas every dashboard draws on, which keeps texts' bitmaps and layouts between
   redraws; :mod:`.pixels`: the legends' and texts' pixels it keeps;
 * :mod:`.controls`: the controls the widgets share and how they are wired to the redraw;
@@ -41,8 +42,10 @@ from .serve_tune import (FLEET_CACHED, FLEET_PERCENTILES, FLEET_USERS, _FINETUNE
                          finetune_widget,
                          fleet_widget, serving_widget)
 from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_CACHED, LONG_CONTEXT_KEPT,
-                           LONG_CONTEXT_MAX_GPUS, LONG_CONTEXT_SEQS, LONG_CONTEXT_TOKENS,
-                           long_context_warm_models, long_context_widget)
+                           LONG_CONTEXT_MAX_GPUS, LONG_CONTEXT_SEQS, LONG_CONTEXT_TOKENS, _plan_args,
+                           long_context_ahead, long_context_warm_models, long_context_widget)
+from .speculate import (_GENERATION, _POOL, PARENT_CHECK_S, SPECULATE_JOBS, SPECULATE_HELD, Speculation,  # noqa: F401
+                        _pool, _run, _worker_init, shutdown)
 from .moe import MOE_DPS, MOE_EPS, _eps_for, moe_layout_widget  # noqa: F401
 from .pixels import (_DRAWING, _box_key, _common_key, _font_key, _handle_key, _legend_key,
                      _legends_kept_as_pixels, _line_style_key, _text_key)

@@ -16,6 +16,7 @@ from .._validate import check_bool
 from ..catalog import get_model, list_models
 from .controls import _gpu_multiselect, _style
 from .dashboard import Dashboard
+from .speculate import Speculation
 
 #: The context lengths the chapter 17 widget offers: 8K (Llama 3's first stage) to 256K.
 LONG_CONTEXT_SEQS = (8192, 16384, 32768, 65536, 131072, 262144)
@@ -46,7 +47,35 @@ def long_context_warm_models(options) -> tuple[str, ...]:
     return tuple(m for m in options if get_model(m).is_moe)
 
 
-def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True) -> Dashboard:
+def long_context_ahead(values: dict, most: int) -> list[tuple]:
+    """The settings a reader of chapter 17's widget at ``values`` (its controls' values) is likely to ask for
+    next, most likely first, as the widget's search keys ``(model, seq, gpus, batch_tokens, max_gpus,
+    cp_comm)``: the other context lengths (the chapter's control; the nearest on the slider first), the other
+    K/V exchange, the other tokens per batch, then a second GPU type next to a chosen one in the catalogue's
+    order (its two neighbours on each side). Only searches at the largest GPU limit ``most`` (a lower one is a
+    cut of it, no search)."""
+    from ..catalog import list_gpus
+
+    m, seq, gpus, bt, cp = (values[k] for k in ("model", "seq", "gpus", "batch_tokens", "cp_comm"))
+    gpus = tuple(gpus)
+    at = LONG_CONTEXT_SEQS.index(seq) if seq in LONG_CONTEXT_SEQS else 0
+    near = sorted((s for s in LONG_CONTEXT_SEQS if s != seq),
+                  key=lambda s: (abs(LONG_CONTEXT_SEQS.index(s) - at), -s))
+    out = [(m, s, gpus, bt, most, cp) for s in near]
+    out += [(m, seq, gpus, bt, most, c) for c in ("p2p", "all_gather") if c != cp]
+    out += [(m, seq, gpus, b, most, cp) for _, b in LONG_CONTEXT_BATCH_TOKENS if b != bt]
+    every = list_gpus()
+    picked = [every.index(g) for g in gpus if g in every]
+    for step in (1, -1, 2, -2):
+        for i in picked:
+            j = i + step
+            if 0 <= j < len(every) and every[j] not in gpus:
+                out.append((m, seq, tuple(g for g in every if g in gpus or g == every[j]), bt, most, cp))
+    return list(dict.fromkeys(out))
+
+
+def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
+                        speculate: bool = True) -> Dashboard:
     """Chapter 17: model x context length x GPU types x tokens per batch x GPU limit x how context parallelism
     exchanges K and V -> the planner's plans (:func:`~llmsizing.planner.plan`, which tries context parallelism
     from 16K tokens on) and its fastest plan (:func:`~llmsizing.charts.render_plan`), for
@@ -65,27 +94,53 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True) -> 
     planner's); they cost the building cell ~0.6-0.7 s of CPU once per kernel, and a widget built again ~80
     ms (its tables from the planner's kept searches). Memory: the ten tables and the planner's kept work for
     them, ~70 MB more at the peak. A setting where nothing fits is left to the pick, which shows the
-    planner's message. ``warm=False``: built cold, as before."""
+    planner's message. ``warm=False``: built cold, as before.
+
+    ``speculate`` (issue 35): after each move of the reader's, the searches the reader is likely to ask for
+    next (:func:`long_context_ahead`) are worked out by a worker process at the lowest priority
+    (:class:`~.speculate.Speculation`), while the reader looks at the answer; a move whose search the worker
+    has done takes its table (the planner's own, the same bits) and draws it, and any other move searches as
+    before. No worker is started until the reader's first move (building the widget starts none). Measured
+    (benchmarks/bench_ch17_models.py, 2026-12-01, 2 cores): with a pause of 1.5 s between moves, 8 of the 50
+    moves after a mixture of experts' pick over 100 ms of CPU instead of 27 (load 7-9), and none of the four
+    slowest models' 20 instead of 9 (load 3-5); back to back, no gain (~5-10% dearer). It costs a second
+    process (~0.4 GB at the peak) and ~0.2 GB more in the kernel (the tables it holds), so no worker starts
+    where less than :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free (e.g. a server's 1 GB per
+    participant). ``speculate=False``: no worker."""
     from collections import OrderedDict
 
     from ..planner import plan, plans_within
 
     get_model(model)
     warm = check_bool("warm", warm)
+    spec = Speculation(plan) if check_bool("speculate", speculate) else None
     most = max(LONG_CONTEXT_MAX_GPUS)
     widest: OrderedDict = OrderedDict()      # the searches at the largest GPU limit, by the other settings
+    searched: OrderedDict = OrderedDict()    # the settings cached() searched or took (a hint for speculation)
 
     @functools.lru_cache(maxsize=LONG_CONTEXT_CACHED)
     def cached(model, seq, gpus, batch_tokens, max_gpus, cp_comm):
         key = (model, seq, gpus, batch_tokens, cp_comm)
+        if max_gpus < most and key not in widest and spec is not None:
+            got = spec.take((model, seq, gpus, batch_tokens, most, cp_comm))      # (the widest, worked out)
+            if got is not None:
+                widest[key] = got[1]
+                searched[model, seq, gpus, batch_tokens, most, cp_comm] = None
         if max_gpus < most and key in widest:
             # a lower GPU limit: the plans of the widest search that it allows, no new search (issue 35;
             # planner.plans_within); where none is left, the search says why
             within = plans_within(widest[key], max_gpus)
             if len(within):
                 return within
-        df = plan(model, tokens=LONG_CONTEXT_TOKENS, gpus=gpus, seq=seq,
-                  global_batch=max(batch_tokens // seq, 1), max_gpus=max_gpus, cp_comm=cp_comm)
+        got = spec.take((model, seq, gpus, batch_tokens, max_gpus, cp_comm)) if spec is not None else None
+        if got is not None:                 # (the worker's search: plan()'s table, pickled bit for bit)
+            df = got[1]
+        else:
+            args, kw = _plan_args(model, seq, gpus, batch_tokens, max_gpus, cp_comm)
+            df = plan(*args, **kw)
+        searched[model, seq, gpus, batch_tokens, max_gpus, cp_comm] = None
+        while len(searched) > LONG_CONTEXT_CACHED:
+            searched.popitem(last=False)
         if max_gpus == most:
             widest[key] = df
             while len(widest) > LONG_CONTEXT_CACHED:
@@ -120,4 +175,20 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True) -> 
                 cached(other, at["seq"], tuple(at["gpus"]), at["batch_tokens"], at["max_gpus"], at["cp_comm"])
             except ValueError:                          # (nothing fits: the pick shows the planner's message)
                 pass
-    return Dashboard(render, controls, name="long_context_widget", keep=LONG_CONTEXT_KEPT)
+    board = Dashboard(render, controls, name="long_context_widget", keep=LONG_CONTEXT_KEPT)
+    if spec is not None:
+        def ahead(change=None) -> None:
+            # (after the move's own draw: observers run in the order they were added, the Dashboard's first)
+            wanted = [k for k in long_context_ahead(board.values(), most) if k not in searched]
+            spec.ahead((k, *_plan_args(*k)) for k in wanted)
+
+        for w in controls.values():
+            w.observe(ahead, names="value")
+        board.speculation = spec
+    return board
+
+
+def _plan_args(model, seq, gpus, batch_tokens, max_gpus, cp_comm) -> tuple:
+    """The arguments of the widget's :func:`~llmsizing.planner.plan` call for a setting: ``(args, kw)``."""
+    return (model,), dict(tokens=LONG_CONTEXT_TOKENS, gpus=tuple(gpus), seq=seq,
+                          global_batch=max(batch_tokens // seq, 1), max_gpus=max_gpus, cp_comm=cp_comm)

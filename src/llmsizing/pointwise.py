@@ -1,0 +1,173 @@
+"""The memory-bound kernels of every layer (issue 35's "the smaller the experts, the larger the gap", issue
+34's small GEMMs): the norms, the residual adds, the MLP's activation, the rotary embedding and the loss's
+softmax over the vocabulary, priced by the bytes they move through HBM, as the MoE routing kernels are
+(:func:`llmsizing.moe_time.routing_bytes_per_token`). Their bytes grow like the hidden size while a layer's
+GEMM FLOPs grow like its square, so they weigh most in narrow models.
+
+**Counted** per token, in the kernels of Megatron-Core with Transformer Engine (the stack of most runs with a
+published layout in ``data/published_runs.csv``), ``b`` bytes per activation (2: BF16), ``h`` the hidden
+size, ``w`` the MLP width a token passes through (a dense layer's ``ffn_hidden``; a MoE layer's
+``k x expert_ffn_hidden`` plus its shared experts' widths), ``r`` the rotated query and key widths:
+
+* **Norms** (``norms_per_layer``; TE's ``LayerNormLinear`` writes the normalised input to HBM for the GEMM
+  after it, ``transformer_engine/pytorch/module/layernorm_linear.py``): forward reads ``h b`` and writes
+  ``h b`` plus its fp32 statistics (RMSNorm's ``rstd``, 4 bytes; LayerNorm's mean too, 8); backward reads
+  the input, the output's gradient and the statistics and writes the input's gradient: ``3 h b`` + stats.
+* **Residual adds** (two per layer, Megatron-Core's ``bias_dropout_add``,
+  ``megatron/core/fusions/fused_bias_dropout.py``, without bias and dropout as Llama-style models train):
+  forward reads two ``h b`` and writes one, ``3 h b`` each; backward adds the two gradients that meet at the
+  residual's fork, ``3 h b`` each.
+* **Activation** (``megatron/core/fusions/fused_bias_swiglu.py``: ``swiglu`` reads ``[gate | up]`` and
+  writes their product; ``swiglu_back`` reads ``[gate | up]`` and the gradient, writes both gradients):
+  gated ``3 w b`` forward and ``5 w b`` backward; GeLU (``fused_bias_gelu.py``) ``2 w b`` and ``3 w b``.
+* **Rotary embedding** (TE's ``fused_apply_rotary_pos_emb``: reads the query and key heads and writes them
+  rotated; its backward the same on the gradients): ``2 r b`` each way; ``r`` is ``(heads + kv_heads) x
+  head_dim`` (MLA: ``(heads + 1) x qk_rope_head_dim``); none with learned positions. A per-head query and
+  key norm (``qk_norm``) adds ``2 r b`` forward and ``3 r b`` backward.
+* **Loss** (the last stage; Megatron-Core's ``tensor_parallel/cross_entropy.py``,
+  ``_VocabParallelCrossEntropy``, on ``V`` logits): ``.float()`` (read 2, write 4 bytes per logit), the
+  max (read 4), the in-place subtraction (4 + 4), ``exp`` (4 + 4), the sum (4), the division into the
+  softmax kept for the backward (4 + 4): 38 bytes per logit forward; backward the in-place product with the
+  loss's gradient (4 + 4) and the cast of the fp32 gradient back to the logits' BF16 (4 + 2): 14. With the
+  final norm and the embedding's gather (``2 h b`` forward; backward reading the gradient and updating an
+  fp32 gradient row, ``h b + 8 h``).
+
+A step moves each layer's forward and backward bytes, the forward again with full recomputation
+(Megatron-LM's selective recomputation reruns the attention core only: no pointwise kernel). Under tensor
+parallelism with sequence parallelism each GPU runs the norms and residual adds on ``1 / tp`` of the tokens
+and the activation and the rotary embedding on ``1 / tp`` of the widths; without sequence parallelism the
+norms and residual adds run on every token on each of the ``tp`` GPUs (:func:`stage_pointwise_bytes_per_token`
+counts them ``tp`` times).
+
+**Where it is an approximation.** Every pass at the full HBM bandwidth (the MoE routing kernels' convention;
+torchao's roofline takes 92% for its pointwise kernels, :data:`llmsizing.fp8_cast.CAST_BANDWIDTH_SHARE`); no
+dropout (modern pre-training runs use none; GPT-3-era runs with hidden dropout move one byte of mask more per
+element each way); FP8 recipes' norms writing FP8 outputs (one byte, not two) are not told apart; PyTorch
+eager stacks (Hugging Face's ``LlamaRMSNorm`` upcasts to fp32 in several kernels) move more than the fused
+kernels counted here; state-space mixer layers are counted as attention layers; the optimizer step (about
+30 bytes per parameter once per step) is not a per-token term and is not priced here.
+"""
+
+from __future__ import annotations
+
+from ._validate import check_choice, check_number
+from .catalog import resolve_model
+
+#: Bytes per logit the loss's kernels move forward and backward (module docstring, "Loss").
+LOSS_BYTES_PER_LOGIT = (38.0, 14.0)
+
+
+def _rotary_width(model) -> int:
+    """The query and key widths the rotary embedding rotates (0 with learned positions)."""
+    if model.learned_pos:
+        return 0
+    if getattr(model, "qk_rope_head_dim", None):
+        return (model.heads + 1) * model.qk_rope_head_dim
+    return (model.heads + (model.kv_heads or model.heads)) * model.head_dim
+
+
+def _mlp_width(model, moe_layer: bool) -> int:
+    """The MLP width one token passes through in a dense layer, or a MoE layer's routed and shared experts."""
+    if not moe_layer:
+        return model.ffn_hidden
+    fe = model.expert_ffn_hidden or model.ffn_hidden
+    fs = model.shared_expert_ffn_hidden or fe
+    return model.experts_per_token * fe + model.shared_experts * fs
+
+
+def layer_pointwise_bytes_per_token(model, *, moe_layer: bool = False, act_bytes: float = 2.0):
+    """``((fwd_rep, bwd_rep), (fwd_split, bwd_split))``: HBM bytes one layer's memory-bound kernels move per
+    token (module docstring), forward and backward, in two parts: the norms and residual adds, which run on
+    every token of each GPU of a tensor-parallel group without sequence parallelism (``rep``), and the
+    activation and rotary embedding, split over the group (``split``). ``moe_layer``: the layer's MLP is its
+    routed experts (``k`` of them) and shared experts."""
+    model = resolve_model(model, moe=True)
+    b = check_number("act_bytes", act_bytes, allow_equal=False)
+    h, n = model.hidden, model.norms_per_layer
+    stat = 8 if model.norm.startswith("layernorm") else 4
+    adds = 1 if model.parallel_block else 2
+    fwd_rep = n * (2 * h * b + stat) + adds * 3 * h * b
+    bwd_rep = n * (3 * h * b + stat) + adds * 3 * h * b
+    w, r = _mlp_width(model, moe_layer), _rotary_width(model)
+    gated = model.gated_mlp
+    fwd_split = (3 if gated else 2) * w * b + 2 * r * b
+    bwd_split = (5 if gated else 3) * w * b + 2 * r * b
+    if model.qk_norm:
+        q_k = (model.heads + (model.kv_heads or model.heads)) * model.head_dim
+        fwd_split += 2 * q_k * b + 8
+        bwd_split += 3 * q_k * b + 8
+    return (fwd_rep, bwd_rep), (fwd_split, bwd_split)
+
+
+def ends_pointwise_bytes_per_token(model, *, act_bytes: float = 2.0):
+    """``(first, last)``: the bytes per token of a step (forward and backward) of the embedding's gather on
+    the first stage and of the final norm and the loss over the vocabulary on the last (module docstring);
+    the loss's logits are split over tensor parallelism (vocabulary-parallel), so each GPU's share is its
+    tokens' (``tokens / (tp cp)`` of them, a full vocabulary each)."""
+    model = resolve_model(model, moe=True)
+    b = check_number("act_bytes", act_bytes, allow_equal=False)
+    h = model.hidden
+    first = 2 * h * b + (h * b + 8 * h)
+    last = (2 * h * b + 4) + (3 * h * b + 4) + sum(LOSS_BYTES_PER_LOGIT) * model.vocab
+    return first, last
+
+
+def stage_pointwise_bytes_per_token(model, par, *, recompute: str = "none",
+                                    recompute_layers: int | None = None, mtp_depth: int = 0,
+                                    act_bytes: float = 2.0) -> tuple[float, ...]:
+    """Per pipeline stage: the HBM bytes of its memory-bound kernels per token of one GPU's share
+    (``tokens / (tp cp)``), forward, backward and a recomputed forward (``recompute="full"``, all layers or
+    ``recompute_layers`` of each chunk): its layers' (:func:`layer_pointwise_bytes_per_token`; a mixture of
+    experts' MoE layers with their experts' widths, ``mtp_depth`` multi-token-prediction blocks counted as
+    MoE layers with a loss each on the last stage), the embedding on the first stage and the loss on the last
+    (:func:`ends_pointwise_bytes_per_token`). The norms and residual adds count ``tp`` times without sequence
+    parallelism. Seconds: these bytes x the GPU's tokens / its HBM bandwidth
+    (:func:`~llmsizing.comm.step_compute_time_s`; the planner's copy reads this same function)."""
+    from .parallel import check_recompute_layers, layers_per_stage, recomputed_layers
+
+    model = resolve_model(model, moe=True)
+    check_choice("recompute", recompute, ("none", "selective", "full"))
+    stages = layers_per_stage(model.layers, par)
+    n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
+    if recompute != "full":
+        rerun = (0,) * len(stages)
+    elif n_rc is None:
+        rerun = stages
+    else:
+        rerun = recomputed_layers(model.layers, par, n_rc)
+    if model.is_moe:
+        from .moe import stage_moe_layers
+
+        moe = stage_moe_layers(model, par)
+    else:
+        moe = (0,) * len(stages)
+    rep_factor = par.tp if par.tp > 1 and not par.sp else 1
+    out = []
+    for i, (n, n_moe, n_rerun) in enumerate(zip(stages, moe, rerun)):
+        per = {}
+        for kind in (False, True):
+            (fr, br), (fs, bs) = layer_pointwise_bytes_per_token(model, moe_layer=kind, act_bytes=act_bytes)
+            per[kind] = (rep_factor * fr + fs, rep_factor * br + bs)
+        dense = n - n_moe
+        total = dense * sum(per[False]) + n_moe * sum(per[True])
+        # a recomputed layer's forward again (MoE layers taken first: an upper bound for mixed stages)
+        moe_rc = min(n_rerun, n_moe)
+        total += moe_rc * per[True][0] + (n_rerun - moe_rc) * per[False][0]
+        first, last = ends_pointwise_bytes_per_token(model, act_bytes=act_bytes)
+        if i == 0:
+            total += first
+        if i == len(stages) - 1:
+            total += last + mtp_depth * (sum(per[True]) + last)
+        out.append(float(total))
+    return tuple(out)
+
+
+def pointwise_seconds(stage_bytes, tokens, hbm_bytes_per_s):
+    """Seconds one GPU spends on its stage's memory-bound kernels: ``stage_bytes`` per token (of
+    :func:`stage_pointwise_bytes_per_token`) for ``tokens`` tokens at ``hbm_bytes_per_s``. Scalars or NumPy
+    arrays (the planner's copy, :mod:`llmsizing.plan_pricing`, uses the same expression)."""
+    return stage_bytes * tokens / hbm_bytes_per_s
+
+
+__all__ = ["LOSS_BYTES_PER_LOGIT", "layer_pointwise_bytes_per_token", "ends_pointwise_bytes_per_token",
+           "stage_pointwise_bytes_per_token", "pointwise_seconds"]

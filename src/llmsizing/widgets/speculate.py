@@ -1,0 +1,212 @@
+"""Searches a widget's reader is likely to ask for next, worked out while the reader looks at the last answer
+(issue 35/38: chapter 17's widget, where a new planner search after a mixture of experts' pick took 90-140 ms
+of a move's CPU, over the 100 ms a move may take).
+
+:class:`Speculation` hands such searches to one worker process (spawned, at the lowest CPU priority, shared by
+every widget of the kernel and started at a reader's first move, never by building a widget: nbval and the
+static pages make no move). The worker runs the same pure function the widget would run (e.g.
+:func:`~llmsizing.planner.plan`) and sends back its result; a move whose search is done by then takes that
+result instead of searching itself, and any other move searches in the kernel as before. Its results are the
+function's: the planner gives the same table whatever a process searched before
+(``tests/test_plan_kept_price.py`` and ``tests/test_speculate.py`` compare with fresh processes), and a
+pickled table comes back bit for bit.
+
+What a move's kernel never does: wait for the worker (a search not done is searched in the kernel, the worker
+being a separate process that holds no lock the kernel needs), or share a cache with it. Thread safety: the
+kernel's only other thread here is :class:`concurrent.futures.ProcessPoolExecutor`'s, which moves results
+in :class:`~concurrent.futures.Future` objects (documented thread-safe; a table arriving during a move is
+unpickled by that thread, ~5-10 ms); this module's own dict of futures is read and written by the kernel's
+thread alone (the moves' callbacks). Bounded: at most :data:`SPECULATE_JOBS` searches a move; each move makes
+the jobs of the move before stale (a shared generation number: a stale job not yet started returns at once,
+and is cancelled where the pool still can); at most :data:`SPECULATE_JOBS` + :data:`SPECULATE_HELD` results
+held. The worker ends with its kernel, even one killed by force. Where no process can be spawned (Pyodide,
+JupyterLite), or where too little memory is free for a second process (:data:`SPECULATE_MIN_FREE_BYTES`,
+e.g. a workshop server's 1 GB per participant), nothing is speculated.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import OrderedDict
+
+#: How many searches one move hands to the worker (the most likely first).
+SPECULATE_JOBS = 12
+#: How many finished results of earlier moves' searches a widget holds beside the last move's (the oldest
+#: dropped first): each a plan table of ~5-25 MB in chapter 17 (the process's peak memory: see
+#: long_context_widget).
+SPECULATE_HELD = 4
+
+_POOL: dict = {}          # the one worker pool of the process and its generation counter ("pool", "gen")
+
+
+#: The memory that must be free for this process before a worker is started: the worker's own peak (~0.4 GB
+#: in chapter 17), the tables the kernel holds for it (~0.2 GB) and as much again to spare. A server that
+#: gives each participant 1 GB (the README's Littlest JupyterHub recipe) leaves less, and the widget then
+#: searches in the kernel alone, as without speculation.
+SPECULATE_MIN_FREE_BYTES = int(1.2 * 2**30)
+
+#: Where the memory left to this process is read (Linux): the machine's, then its cgroup's (v2, then v1).
+MEMINFO = "/proc/meminfo"
+CGROUP_FILES = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                 "/sys/fs/cgroup/memory/memory.usage_in_bytes"))
+
+
+def free_bytes(meminfo: str = MEMINFO, cgroups=CGROUP_FILES) -> float | None:
+    """The memory this process may still take, in bytes: the smaller of the machine's available memory
+    (``MemAvailable`` of ``/proc/meminfo``) and what its cgroup's limit leaves (the limit less the usage;
+    "max" or a v1 limit near 2**63 is no limit). None where neither can be read (not Linux)."""
+    found = []
+    try:
+        with open(meminfo) as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    found.append(float(line.split()[1]) * 1024)
+                    break
+    except OSError:
+        pass
+    for limit_path, usage_path in cgroups:
+        try:
+            with open(limit_path) as fh:
+                limit = fh.read().strip()
+            with open(usage_path) as fh:
+                usage = float(fh.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit != "max" and float(limit) < 2.0**60:
+            found.append(max(float(limit) - usage, 0.0))
+        break
+    return min(found) if found else None
+
+
+#: How often (s) the worker checks that the kernel that started it is still there (a kernel killed, e.g.
+#: restarted by force, leaves no worker behind).
+PARENT_CHECK_S = 0.5
+
+
+def _worker_init(generation, parent: int) -> None:
+    """The worker's set-up: the lowest CPU priority (it yields to the kernel and everything else), the
+    shared generation number its jobs are checked against, and a watch that ends the worker once its kernel
+    (process ``parent``) is gone: its parent process is another."""
+    import threading
+    import time
+
+    global _GENERATION
+    _GENERATION = generation
+    try:
+        os.nice(19)
+    except (AttributeError, OSError):                     # (no nice: run as is)
+        pass
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="llmsizing-speculate-watch", daemon=True).start()
+
+
+_GENERATION = None
+
+
+def _run(gen: int, fn, args: tuple, kw: dict):
+    """One job in the worker: ``fn(*args, **kw)``, or ``("stale",)`` if a later move made it stale before it
+    started, or ``("error", message)`` if the function refuses the setting (the kernel then asks it itself,
+    and shows its message)."""
+    if _GENERATION is not None and _GENERATION.value != gen:
+        return ("stale",)
+    try:
+        return ("ok", fn(*args, **kw))
+    except (ValueError, TypeError) as exc:
+        return ("error", str(exc))
+
+
+def _pool():
+    """The process's worker pool (one worker), started on first use; None where no process can be spawned or
+    less than :data:`SPECULATE_MIN_FREE_BYTES` of memory is free for it (:func:`free_bytes`, read once)."""
+    if "pool" in _POOL:
+        return _POOL["pool"]
+    pool = None
+    free = free_bytes()
+    if sys.platform not in ("emscripten", "wasi") and (free is None or free >= SPECULATE_MIN_FREE_BYTES):
+        try:
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor
+
+            ctx = mp.get_context("spawn")     # (not fork: the kernel has threads)
+            gen = ctx.Value("q", 0, lock=False)
+            pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_worker_init,
+                                       initargs=(gen, os.getpid()))
+            _POOL["gen"] = gen
+        except (ImportError, OSError, NotImplementedError, ValueError):
+            pool = None
+    _POOL["pool"] = pool
+    return pool
+
+
+def shutdown() -> None:
+    """Stop the process's worker (its running job is left to finish, the others dropped); the next
+    speculation starts a new one."""
+    pool = _POOL.pop("pool", None)
+    _POOL.pop("gen", None)
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+class Speculation:
+    """One widget's speculative searches: ``fn(*args, **kw)`` for the keys it is asked to work out ahead
+    (:meth:`ahead`), taken by the widget's move that needs one (:meth:`take`). ``fn`` must be picklable (a
+    module-level function) and pure: its result a function of its arguments alone."""
+
+    def __init__(self, fn, *, jobs: int = SPECULATE_JOBS, held: int = SPECULATE_HELD):
+        self.fn, self.jobs, self.held = fn, jobs, held
+        self._futures: OrderedDict = OrderedDict()       # key -> Future (the kernel's thread only)
+        self.taken = self.missed = 0                     # (moves that took a result / searched themselves)
+
+    def ahead(self, wanted) -> None:
+        """Hand the worker the searches of ``wanted`` (``(key, args, kw)``, most likely first; the first
+        :attr:`jobs` of them), after making the last move's stale: those not started are cancelled, and a
+        result already done is held (at most :attr:`held`, the oldest dropped)."""
+        pool = _pool()
+        if pool is None:
+            return
+        wanted = list(wanted)[:self.jobs]
+        keys = {k for k, _, _ in wanted}
+        gen = _POOL["gen"]
+        gen.value += 1
+        for key, f in list(self._futures.items()):
+            if not f.done() and (f.cancel() or key not in keys):
+                del self._futures[key]                   # (stale: cancelled, or returns at once)
+        for key, args, kw in wanted:
+            if key not in self._futures:
+                try:
+                    self._futures[key] = pool.submit(_run, gen.value, self.fn, args, kw)
+                except RuntimeError:                     # (the pool broke or was shut down)
+                    shutdown()
+                    return
+        done = [k for k, f in self._futures.items() if f.done() and k not in keys]      # (earlier moves')
+        for key in done[:max(len(done) - self.held, 0)]:
+            del self._futures[key]
+
+    def take(self, key):
+        """The worker's result for ``key`` if it is done (``("ok", result)``), else None: the caller searches
+        itself (a job not started is cancelled; one running is left to finish, its result dropped)."""
+        f = self._futures.pop(key, None)
+        if f is None or not f.done() or f.cancelled():
+            if f is not None:
+                f.cancel()
+            self.missed += 1
+            return None
+        try:
+            got = f.result()
+        except Exception:           # (the worker died: BrokenProcessPool; search in the kernel)
+            got = ("broken",)
+        if got[0] != "ok":
+            self.missed += 1
+            return None
+        self.taken += 1
+        return got
+
+    def known(self, key) -> bool:
+        """Whether ``key`` is asked of the worker (running, waiting or done)."""
+        return key in self._futures

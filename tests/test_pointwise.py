@@ -1,0 +1,109 @@
+"""The memory-bound kernels of every layer (llmsizing.pointwise, issue 35/34): the byte counts derived by hand
+from the kernels' code (Megatron-Core's fused_bias_swiglu.py, fused_bias_dropout.py, tensor_parallel/
+cross_entropy.py; Transformer Engine's LayerNormLinear and fused RoPE) on Llama 3 8B's published shape
+(Meta's model card and config: hidden 4,096, MLP 14,336, 32 heads, 8 KV heads of 128, vocabulary 128,256,
+32 layers, RMSNorm, SwiGLU, RoPE), and the step model charging them at HBM bandwidth."""
+
+import pytest
+
+from llmsizing import pointwise
+from llmsizing.catalog import get_gpu, get_model
+from llmsizing.parallel import Parallel
+
+H, F, HEADS, KV, HD, V, LAYERS, B = 4096, 14336, 32, 8, 128, 128256, 32, 2
+
+
+def _llama3_8b_by_hand():
+    """Per layer and token, bytes (module docstring of llmsizing.pointwise, counted by hand here):
+    two RMSNorms: forward read + write 2 x 4,096 x 2 bytes + a 4-byte fp32 rstd; backward read input and
+    gradient, write gradient, 3 x 4,096 x 2 + 4. Two residual adds, 3 x 4,096 x 2 each way. SwiGLU: read
+    [gate | up] (2 x 14,336 x 2), write 14,336 x 2 forward; backward read [gate | up] and the gradient, write
+    both gradients: 5 x 14,336 x 2. RoPE on (32 + 8) x 128 query and key elements, read + write, each way."""
+    fwd_rep = 2 * (2 * H * B + 4) + 2 * 3 * H * B          # 32,776 + 49,152
+    bwd_rep = 2 * (3 * H * B + 4) + 2 * 3 * H * B          # 49,160 + 49,152
+    rot = (HEADS + KV) * HD                                 # 5,120
+    fwd_split = 3 * F * B + 2 * rot * B                     # 86,016 + 20,480
+    bwd_split = 5 * F * B + 2 * rot * B                     # 143,360 + 20,480
+    return (fwd_rep, bwd_rep), (fwd_split, bwd_split)
+
+
+def test_llama3_8b_layer_bytes_by_hand():
+    got = pointwise.layer_pointwise_bytes_per_token(get_model("llama-3-8b"))
+    assert got == _llama3_8b_by_hand()
+    assert sum(got[0]) + sum(got[1]) == 450_576
+
+
+def test_the_loss_bytes_per_logit_by_hand():
+    """Megatron-Core's _VocabParallelCrossEntropy on BF16 logits: forward .float() (read 2, write 4), max
+    (read 4), in-place -= max (4 + 4), exp into the same buffer (4 + 4), sum (4), div_ by the sum (4 + 4) =
+    38; backward mul_ by the loss's gradient (4 + 4), the fp32 gradient cast back to BF16 (4 + 2) = 14."""
+    assert pointwise.LOSS_BYTES_PER_LOGIT == (2 + 4 + 4 + 8 + 8 + 4 + 8, 8 + 6)
+    first, last = pointwise.ends_pointwise_bytes_per_token(get_model("llama-3-8b"))
+    assert first == 2 * H * B + H * B + 8 * H
+    assert last == (2 * H * B + 4) + (3 * H * B + 4) + 52 * V
+
+
+def test_one_stage_and_pipeline_stages_sum_to_the_model():
+    m = get_model("llama-3-8b")
+    one = pointwise.stage_pointwise_bytes_per_token(m, Parallel())
+    first, last = pointwise.ends_pointwise_bytes_per_token(m)
+    assert one == (LAYERS * 450_576 + first + last,)
+    four = pointwise.stage_pointwise_bytes_per_token(m, Parallel(pp=4))
+    assert four == (8 * 450_576 + first, 8 * 450_576, 8 * 450_576, 8 * 450_576 + last)
+
+
+def test_full_recomputation_runs_each_layers_forward_again():
+    m = get_model("llama-3-8b")
+    (fr, _), (fs, _) = _llama3_8b_by_hand()
+    none = pointwise.stage_pointwise_bytes_per_token(m, Parallel())[0]
+    full = pointwise.stage_pointwise_bytes_per_token(m, Parallel(), recompute="full")[0]
+    assert full == none + 32 * (fr + fs)
+    assert pointwise.stage_pointwise_bytes_per_token(m, Parallel(), recompute="selective")[0] == none
+    part = pointwise.stage_pointwise_bytes_per_token(m, Parallel(), recompute="full", recompute_layers=5)[0]
+    assert part == none + 5 * (fr + fs)
+
+
+def test_tensor_parallel_without_sequence_parallelism_repeats_the_norms_and_adds():
+    m = get_model("llama-3-8b")
+    (fr, br), _ = _llama3_8b_by_hand()
+    sp = pointwise.stage_pointwise_bytes_per_token(m, Parallel(tp=4, sp=True))[0]
+    no_sp = pointwise.stage_pointwise_bytes_per_token(m, Parallel(tp=4, sp=False))[0]
+    assert no_sp - sp == 3 * LAYERS * (fr + br)
+
+
+def test_the_step_pays_them_at_hbm_bandwidth(monkeypatch):
+    """step_compute_time_s with the term, minus the same step with no pointwise bytes, is the bytes x the
+    GPU's tokens / its HBM bandwidth."""
+    from llmsizing.comm import step_compute_time_s
+
+    m, g = get_model("llama-3-8b"), get_gpu("H100 SXM")
+    kw = dict(batch=2, seq=4096, grad_accum=3, kernel_efficiency=0.7, gpu=g)
+    with_term = step_compute_time_s(m, Parallel(), **kw)
+    bytes_ = pointwise.stage_pointwise_bytes_per_token(m, Parallel())[0]
+    monkeypatch.setattr(pointwise, "stage_pointwise_bytes_per_token", lambda *a, **k: (0.0,))
+    without = step_compute_time_s(m, Parallel(), **kw)
+    assert with_term - without == pytest.approx(bytes_ * 2 * 4096 * 3 / (g.memory_bandwidth_gbps * 1e9),
+                                                rel=1e-9)
+    assert 0.04 < (with_term - without) / with_term < 0.08      # about 6% of Llama 3 8B's H100 step
+
+
+def test_their_share_falls_with_the_width():
+    """Bytes grow like the hidden size, GEMM FLOPs like its square: per FLOP, a 1B-wide MoE moves several
+    times what Llama 3 70B moves."""
+    from llmsizing.flops import training_flops_per_token
+
+    def per_flop(name):
+        m = get_model(name)
+        bytes_ = pointwise.stage_pointwise_bytes_per_token(m, Parallel())[0]
+        return bytes_ / training_flops_per_token(m, seq=4096)
+
+    assert per_flop("granite-3.0-1b-a400m") > 5 * per_flop("llama-3-70b")
+    assert per_flop("llama-3-8b") > 2 * per_flop("llama-3-70b")
+
+
+def test_bad_input_is_refused():
+    m = get_model("llama-3-8b")
+    with pytest.raises(ValueError, match="act_bytes"):
+        pointwise.layer_pointwise_bytes_per_token(m, act_bytes=0)
+    with pytest.raises(ValueError, match="recompute"):
+        pointwise.stage_pointwise_bytes_per_token(m, Parallel(), recompute="some")

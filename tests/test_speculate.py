@@ -1,0 +1,200 @@
+"""Chapter 17's widget working out the reader's likely next searches in a worker process (issue 35/38:
+``long_context_widget(speculate=True)``, :mod:`llmsizing.widgets.speculate`).
+
+What must hold: a move answered from the worker shows the same PNG bytes and summary as the same move searched
+in the kernel (the worker runs the planner's own pure ``plan()`` in another process, and its table comes back
+pickled); a move made while the worker is still busy is answered correctly (searched in the kernel); building
+the widget starts no worker (nbval and the static pages make no move); stale jobs do not run; where no process
+can be spawned (Pyodide) the widget works without one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import operator
+import time
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+
+from llmsizing.widgets import long_context, speculate  # noqa: E402
+from llmsizing.widgets.long_context import long_context_ahead, long_context_widget  # noqa: E402
+
+# (a dense model, then a mixture of experts: the moves the worker is asked ahead of and those it is not)
+WALK = (("model", "granite-3.0-1b-a400m"), ("seq", 65536), ("cp_comm", "all_gather"), ("batch_tokens", 2**23),
+        ("seq", 32768), ("max_gpus", 4096), ("model", "llama-3-8b"), ("seq", 16384))
+
+
+def _shown(w) -> tuple:
+    return hashlib.sha1(w.image.value).hexdigest(), w.summary.value, w.error.value
+
+
+def _settle(w, timeout_s: float = 60.0) -> None:
+    """Wait (wall time) until every search the widget handed its worker is done."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if all(f.done() for f in w.speculation._futures.values()):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the worker did not finish its searches in time")
+
+
+@pytest.fixture(scope="module")
+def plain():
+    """Each step of WALK as a widget without a worker shows it."""
+    w = long_context_widget("llama-3-8b", warm=False, speculate=False)
+    out = []
+    for control, value in WALK:
+        w.controls[control].value = value
+        out.append(_shown(w))
+    return out
+
+
+def test_the_worker_s_answers_are_the_kernel_s(plain):
+    w = long_context_widget("llama-3-8b", warm=False)
+    for (control, value), want in zip(WALK, plain):
+        w.controls[control].value = value
+        assert _shown(w) == want, (control, value)
+        _settle(w)
+    assert w.speculation.taken >= 4           # (seq 64K, all-gather, 8M, 32K, 16K: worked out ahead)
+
+
+def test_a_move_while_the_worker_is_busy_is_answered_right(plain):
+    w = long_context_widget("llama-3-8b", warm=False)
+    for (control, value), want in zip(WALK, plain):      # back to back: no wait for the worker
+        w.controls[control].value = value
+        assert _shown(w) == want, (control, value)
+
+
+def test_building_starts_no_worker(monkeypatch):
+    started = []
+    monkeypatch.setattr(speculate, "_pool", lambda: started.append(1))
+    w = long_context_widget("llama-3-8b", warm=False)
+    assert started == []
+    w.controls["seq"].value = 65536
+    assert started == [1]
+
+
+def test_no_worker_where_no_process_can_be_spawned(monkeypatch, plain):
+    monkeypatch.setattr(speculate, "_POOL", {})
+    monkeypatch.setattr(speculate.sys, "platform", "emscripten")
+    w = long_context_widget("llama-3-8b", warm=False)
+    for (control, value), want in list(zip(WALK, plain))[:3]:
+        w.controls[control].value = value
+        assert _shown(w) == want
+    assert w.speculation.taken == 0 and speculate._POOL == {"pool": None}
+
+
+def test_no_worker_where_too_little_memory_is_free(monkeypatch, plain):
+    # a workshop server's 1 GB per participant, a kernel of 0.8 GB: 0.2 GB left, under the worker's 1.2 GB
+    monkeypatch.setattr(speculate, "_POOL", {})
+    monkeypatch.setattr(speculate, "free_bytes", lambda: 0.2 * 2**30)
+    w = long_context_widget("llama-3-8b", warm=False)
+    for (control, value), want in list(zip(WALK, plain))[:3]:
+        w.controls[control].value = value
+        assert _shown(w) == want
+    assert w.speculation.taken == 0 and speculate._POOL == {"pool": None}
+
+
+def test_free_bytes_reads_the_machine_and_the_cgroup(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:  8000000 kB\nMemAvailable:    4000000 kB\n")
+    limit, usage = tmp_path / "memory.max", tmp_path / "memory.current"
+    limit.write_text("1073741824\n")                  # 1 GiB
+    usage.write_text("805306368\n")                   # 0.75 GiB used
+    cg = ((str(limit), str(usage)),)
+    assert speculate.free_bytes(str(meminfo), ()) == 4000000 * 1024
+    assert speculate.free_bytes(str(meminfo), cg) == 2**30 - 0.75 * 2**30           # the cgroup's is smaller
+    limit.write_text("max\n")                         # cgroup v2 without a limit: the machine's
+    assert speculate.free_bytes(str(meminfo), cg) == 4000000 * 1024
+    limit.write_text("9223372036854771712\n")         # cgroup v1 without a limit (2**63 rounded to pages)
+    assert speculate.free_bytes(str(meminfo), cg) == 4000000 * 1024
+    assert speculate.free_bytes(str(tmp_path / "none"), ((str(tmp_path / "a"), str(tmp_path / "b")),)) is None
+
+
+def test_speculate_is_checked():
+    with pytest.raises(TypeError, match="speculate"):
+        long_context_widget("llama-3-8b", speculate=1)
+
+
+def test_stale_jobs_do_not_run_and_take_is_by_key(monkeypatch):
+    s = speculate.Speculation(operator.mul)
+    s.ahead([(("a",), (6, 7), {})])
+    f = s._futures[("a",)]
+    assert f.result(timeout=60) == ("ok", 42)
+    assert s.take(("b",)) is None and s.take(("a",)) == ("ok", 42) and s.take(("a",)) is None
+    gen = speculate._POOL["gen"]
+    monkeypatch.setattr(speculate, "_GENERATION", gen)         # (as the worker's set-up leaves it)
+    assert speculate._run(gen.value - 1, operator.mul, (2, 3), {}) == ("stale",)
+    assert speculate._run(gen.value, operator.mul, (2, 3), {}) == ("ok", 6)
+    assert speculate._run(gen.value, operator.truediv, (1, "x"), {})[0] == "error"
+
+
+def test_a_move_makes_the_last_move_s_jobs_stale():
+    s = speculate.Speculation(time.sleep)
+    s.ahead([(("x", i), (0.3,), {}) for i in range(5)])
+    jobs = list(s._futures.values())
+    s.ahead([])                                   # the next move: nothing asked
+    assert s._futures == {}
+    got = [f.result(timeout=60) if not f.cancelled() else "cancelled" for f in jobs]
+    # at most the job running and the one the pool had queued run; every later one is cancelled or stale
+    assert sum(g == ("ok", None) for g in got) <= 2
+    assert all(g in (("ok", None), ("stale",), "cancelled") for g in got)
+    assert got[-1] in (("stale",), "cancelled")
+
+
+def test_held_results_are_bounded():
+    s = speculate.Speculation(operator.mul, held=2)
+    for i in range(4):
+        s.ahead([((i, j), (i, j), {}) for j in range(3)])
+        for f in list(s._futures.values()):
+            f.result(timeout=60)
+    s.ahead([])
+    assert len(s._futures) <= 2
+
+
+def test_the_likely_next_searches():
+    most = max(long_context.LONG_CONTEXT_MAX_GPUS)
+    values = dict(model="m", seq=131072, gpus=("H100 SXM",), batch_tokens=2**24, max_gpus=4096,
+                  cp_comm="p2p")
+    got = long_context_ahead(values, most)
+    assert len(got) == len(set(got))
+    assert [k[1] for k in got[:5]] == [262144, 65536, 32768, 16384, 8192]     # the slider, nearest first
+    assert got[5] == ("m", 131072, ("H100 SXM",), 2**24, most, "all_gather")
+    assert {k[3] for k in got[6:8]} == {2**22, 2**23}
+    assert all(k[4] == most for k in got)                  # (a lower limit is a cut of the widest)
+    pairs = [k[2] for k in got[8:]]
+    assert all(len(p) == 2 and "H100 SXM" in p for p in pairs) and ("H100 SXM", "B200") in pairs
+
+
+_KILLED_KERNEL = """
+import os, sys, time
+from llmsizing.widgets import speculate
+if __name__ == "__main__":
+    s = speculate.Speculation(time.sleep)
+    s.ahead([(("a",), (0.1,), {})])
+    s._futures[("a",)].result(timeout=120)
+    print(*speculate._POOL["pool"]._processes, flush=True)
+    os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_killed_kernel_leaves_no_worker(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "kernel.py"
+    script.write_text(_KILLED_KERNEL)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    worker = int(out.stdout.split()[0])
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(worker, 9)
+    raise AssertionError("the worker outlived its kernel")
