@@ -21,6 +21,8 @@ pytest.importorskip("ipywidgets")
 from llmsizing.widgets import long_context, speculate  # noqa: E402
 from llmsizing.widgets.long_context import long_context_ahead, long_context_widget  # noqa: E402
 
+SPARE_CORES = speculate.spare_cores          # (the module's own, before the fixture below replaces it)
+
 # (a dense model, then a mixture of experts: the moves the worker is asked ahead of and those it is not)
 WALK = (("model", "granite-3.0-1b-a400m"), ("seq", 65536), ("cp_comm", "all_gather"), ("batch_tokens", 2**23),
         ("seq", 32768), ("max_gpus", 4096), ("model", "llama-3-8b"), ("seq", 16384))
@@ -38,6 +40,13 @@ def _settle(w, timeout_s: float = 60.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("the worker did not finish its searches in time")
+
+
+@pytest.fixture(autouse=True)
+def idle_cores(monkeypatch):
+    """The machine as a reader's own: cores to spare, whatever the test machine's load (the gate on busy cores
+    has its own test, which sets it again)."""
+    monkeypatch.setattr(speculate, "spare_cores", lambda: 8.0)
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +122,47 @@ def test_free_bytes_reads_the_machine_and_the_cgroup(tmp_path):
     assert speculate.free_bytes(str(tmp_path / "none"), ((str(tmp_path / "a"), str(tmp_path / "b")),)) is None
 
 
+def test_the_memory_limit_is_read_where_a_hub_sets_it(tmp_path):
+    # a TLJH participant's server: cgroup v2, a systemd unit with MemoryMax=1.5G, 1.2 GiB of it used; the
+    # slice above has no limit; the machine has 4,000,000 kB available: 0.3 GiB is what is left
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/system.slice/jupyter-ann.service\n")
+    unit = tmp_path / "system.slice" / "jupyter-ann.service"
+    unit.mkdir(parents=True)
+    (unit / "memory.max").write_text(f"{int(1.5 * 2**30)}\n")
+    (unit / "memory.current").write_text(f"{int(1.2 * 2**30)}\n")
+    (tmp_path / "system.slice" / "memory.max").write_text("max\n")
+    (tmp_path / "system.slice" / "memory.current").write_text("123\n")
+    files = speculate.cgroup_files(str(proc), str(tmp_path))
+    assert files[0] == (str(unit / "memory.max"), str(unit / "memory.current"))
+    assert len(files) == 3                                   # the unit, the slice and the root
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemAvailable:    4000000 kB\n")
+    assert speculate.free_bytes(str(meminfo), files) == pytest.approx(0.3 * 2**30, abs=1)
+    # cgroup v1: the memory controller's line
+    proc.write_text("12:cpu,cpuacct:/x\n9:memory:/user/ann\n")
+    v1 = speculate.cgroup_files(str(proc), str(tmp_path))
+    assert v1[0] == (str(tmp_path / "memory" / "user" / "ann" / "memory.limit_in_bytes"),
+                     str(tmp_path / "memory" / "user" / "ann" / "memory.usage_in_bytes"))
+    assert speculate.cgroup_files(str(tmp_path / "none"), str(tmp_path)) == ()
+
+
+def test_nothing_is_handed_on_while_the_cores_are_busy(monkeypatch, plain):
+    monkeypatch.setattr(speculate, "_POOL", {})
+    monkeypatch.setattr(speculate, "spare_cores", lambda: 0.2)        # 2 cores, load 1.8
+    w = long_context_widget("llama-3-8b", warm=False)
+    for (control, value), want in list(zip(WALK, plain))[:3]:
+        w.controls[control].value = value
+        assert _shown(w) == want
+    assert w.speculation.taken == 0 and w.speculation.skipped == 3 and speculate._POOL == {}
+
+
+def test_spare_cores_is_the_affinity_less_the_load(monkeypatch):
+    monkeypatch.setattr(speculate.os, "getloadavg", lambda: (1.25, 9.0, 9.0))
+    monkeypatch.setattr(speculate.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert SPARE_CORES() == 4 - 1.25
+
+
 def test_speculate_is_checked():
     with pytest.raises(TypeError, match="speculate"):
         long_context_widget("llama-3-8b", speculate=1)
@@ -171,6 +221,7 @@ def test_the_likely_next_searches():
 _KILLED_KERNEL = """
 import os, sys, time
 from llmsizing.widgets import speculate
+speculate.spare_cores = lambda: 8.0          # (the gate on busy cores is tested apart)
 if __name__ == "__main__":
     s = speculate.Speculation(time.sleep)
     s.ahead([(("a",), (0.1,), {})])

@@ -106,7 +106,9 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     slowest models' 20 instead of 9 (load 3-5); back to back, no gain (~5-10% dearer). It costs a second
     process (~0.4 GB at the peak) and ~0.2 GB more in the kernel (the tables it holds), so no worker starts
     where less than :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free (e.g. a server's 1 GB per
-    participant). ``speculate=False``: no worker."""
+    participant), and a move hands nothing on while the machine's cores are busy
+    (:data:`~.speculate.SPECULATE_MIN_SPARE_CORES`: on a server shared by a room the workers slowed everyone's
+    redraws, README). ``speculate=False``: no worker."""
     from collections import OrderedDict
 
     from ..planner import plan, plans_within

@@ -21,7 +21,9 @@ the jobs of the move before stale (a shared generation number: a stale job not y
 and is cancelled where the pool still can); at most :data:`SPECULATE_JOBS` + :data:`SPECULATE_HELD` results
 held. The worker ends with its kernel, even one killed by force. Where no process can be spawned (Pyodide,
 JupyterLite), or where too little memory is free for a second process (:data:`SPECULATE_MIN_FREE_BYTES`,
-e.g. a workshop server's 1 GB per participant), nothing is speculated.
+e.g. a workshop server's 1 GB per participant), nothing is speculated; and a move made while the machine's
+cores are busy (:data:`SPECULATE_MIN_SPARE_CORES`: a server shared by a room) hands nothing on. Speculation
+is for a reader with a machine of their own; it changes how soon an answer comes, never the answer.
 """
 
 from __future__ import annotations
@@ -46,17 +48,44 @@ _POOL: dict = {}          # the one worker pool of the process and its generatio
 #: searches in the kernel alone, as without speculation.
 SPECULATE_MIN_FREE_BYTES = int(1.2 * 2**30)
 
-#: Where the memory left to this process is read (Linux): the machine's, then its cgroup's (v2, then v1).
+#: Where the memory left to this process is read (Linux): the machine's, and the limits of its own cgroup and
+#: each cgroup above it (a JupyterHub that limits each participant, e.g. The Littlest JupyterHub's systemd
+#: units, sets the limit there, not at the root).
 MEMINFO = "/proc/meminfo"
-CGROUP_FILES = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                 "/sys/fs/cgroup/memory/memory.usage_in_bytes"))
+PROC_CGROUP = "/proc/self/cgroup"
+CGROUP_ROOT = "/sys/fs/cgroup"
 
 
-def free_bytes(meminfo: str = MEMINFO, cgroups=CGROUP_FILES) -> float | None:
-    """The memory this process may still take, in bytes: the smaller of the machine's available memory
-    (``MemAvailable`` of ``/proc/meminfo``) and what its cgroup's limit leaves (the limit less the usage;
-    "max" or a v1 limit near 2**63 is no limit). None where neither can be read (not Linux)."""
+def cgroup_files(proc_cgroup: str = PROC_CGROUP, root: str = CGROUP_ROOT) -> tuple:
+    """``(limit file, usage file)`` of this process's memory cgroup and of each cgroup above it, as
+    ``proc_cgroup`` names them: cgroup v2 (``0::/path``: ``memory.max``, ``memory.current``) and v1 (the
+    ``memory`` controller's line: ``memory.limit_in_bytes``, ``memory.usage_in_bytes``)."""
+    try:
+        with open(proc_cgroup) as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return ()
+    out = []
+    for line in lines:
+        idx, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if idx == "0" and controllers == "":
+            base, names = root, ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            base, names = os.path.join(root, "memory"), ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        parts = [x for x in path.split("/") if x]
+        for i in range(len(parts), -1, -1):
+            here = os.path.join(base, *parts[:i])
+            out.append((os.path.join(here, names[0]), os.path.join(here, names[1])))
+    return tuple(out)
+
+
+def free_bytes(meminfo: str = MEMINFO, cgroups=None) -> float | None:
+    """The memory this process may still take, in bytes: the smallest of the machine's available memory
+    (``MemAvailable`` of ``/proc/meminfo``) and what each cgroup limit above it leaves (the limit less that
+    cgroup's usage; "max" or a v1 limit near 2**63 is no limit; ``cgroups``: :func:`cgroup_files` by default).
+    None where none can be read (not Linux)."""
     found = []
     try:
         with open(meminfo) as fh:
@@ -66,7 +95,7 @@ def free_bytes(meminfo: str = MEMINFO, cgroups=CGROUP_FILES) -> float | None:
                     break
     except OSError:
         pass
-    for limit_path, usage_path in cgroups:
+    for limit_path, usage_path in (cgroup_files() if cgroups is None else cgroups):
         try:
             with open(limit_path) as fh:
                 limit = fh.read().strip()
@@ -76,8 +105,27 @@ def free_bytes(meminfo: str = MEMINFO, cgroups=CGROUP_FILES) -> float | None:
             continue
         if limit != "max" and float(limit) < 2.0**60:
             found.append(max(float(limit) - usage, 0.0))
-        break
     return min(found) if found else None
+
+
+#: The cores that must be idle before a move's searches are handed to the worker: where they are not (a
+#: server shared by a room, a busy laptop), the worker, even at the lowest priority, slowed the others'
+#: redraws (README, the load test of chapter 17: medians 1.4-2.8x at 8 and 12 participants on 2 cores).
+SPECULATE_MIN_SPARE_CORES = 0.5
+
+
+def spare_cores() -> float | None:
+    """The cores this process may use (its CPU affinity) less the machine's one-minute load average; None
+    where the load average cannot be read."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return cores - load
 
 
 #: How often (s) the worker checks that the kernel that started it is still there (a kernel killed, e.g.
@@ -162,11 +210,26 @@ class Speculation:
         self.fn, self.jobs, self.held = fn, jobs, held
         self._futures: OrderedDict = OrderedDict()       # key -> Future (the kernel's thread only)
         self.taken = self.missed = 0                     # (moves that took a result / searched themselves)
+        self.skipped = 0                                 # (moves whose searches were not handed on: busy)
+
+    def _stale(self) -> None:
+        """Make every search handed on and not started stale (cancelled, or returning at once)."""
+        if "gen" in _POOL:
+            _POOL["gen"].value += 1
+        for key, f in list(self._futures.items()):
+            if not f.done():
+                f.cancel()
+                del self._futures[key]
 
     def ahead(self, wanted) -> None:
         """Hand the worker the searches of ``wanted`` (``(key, args, kw)``, most likely first; the first
         :attr:`jobs` of them), after making the last move's stale: those not started are cancelled, and a
         result already done is held (at most :attr:`held`, the oldest dropped)."""
+        spare = spare_cores()
+        if spare is not None and spare < SPECULATE_MIN_SPARE_CORES:
+            self.skipped += 1
+            self._stale()
+            return
         pool = _pool()
         if pool is None:
             return
