@@ -98,8 +98,11 @@ outputs: $(STAMP) ## Re-execute all notebooks in place to refresh their stored o
 # LAB_DIR: the folder JupyterLab opens (tests/browser serves a copy of book/ this way); LAB_ARGS: more flags.
 LAB_DIR ?= book/
 .PHONY: lab
+# LLMSIZING_SPECULATE=1: chapter 17's widget works out a reader's next searches in a worker process, for a
+# reader on a machine of their own (llmsizing.widgets.speculate); LLMSIZING_SPECULATE=0 make lab turns it off.
 lab: $(STAMP) ## Open JupyterLab on book/ for a live workshop (offline once set up)
 	JUPYTER_CONFIG_PATH="$(CURDIR)/tools/lab/config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	LLMSIZING_SPECULATE=$${LLMSIZING_SPECULATE-1} \
 	$(VENV)/bin/jupyter lab $(LAB_DIR) --ServerApp.ip=127.0.0.1 \
 	  --config="$(CURDIR)/tools/lab/jupyter_server_config.py" \
 	  --LabApp.news_url=None \

@@ -10,18 +10,16 @@ K/V exchange, H100 SXM and B200, at most 4,096 GPUs: each a new search but the l
 set back to the defaults (not timed) before the next model.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_ch17_models.py [--rounds N] [--seq S] [--split]
-        [--controls] [--pause S] [--only MODEL ...] [--no-speculate] [--idle-gate]
+        [--controls] [--pause S] [--only MODEL ...] [--no-speculate]
 
 Prints one row per model: median, p90 and max CPU ms per move over the rounds (``--split``: also the median
 of its plan() and its PNG draw); with ``--controls`` also the wall-clock medians (perf_counter) of every move,
 the number of searches taken from the widget's speculating worker and the peak RSS of this process and of the
 worker. ``--pause S``: S seconds of wall time after each timed move, a reader looking at the answer (the
 worker works meanwhile; 0, the default: moves back to back, the worst case). ``--only``: these models.
-``--no-speculate``: the widget without its worker. Since the worker is gated (no searches handed on while the
-machine's cores are busy, ``speculate.spare_cores``), on a loaded machine this measures the widget without its
-worker too; ``--idle-gate`` opens the gate whatever the load, to measure what a reader on an idle machine of
-their own gets (the figures below were measured before the gate, so as with ``--idle-gate``). Does not assert
-(timings are not tests).
+``--no-speculate``: the widget without its worker (which is otherwise built with ``speculate=True``, as
+``make lab`` does through ``LLMSIZING_SPECULATE=1``; the library's default follows that variable). Does not
+assert (timings are not tests).
 
 Measured 2026-12-01 (branch moe17; base = main e9a9e23 as a ``git archive`` on PYTHONPATH, the same venv; base
 and new run one after the other, three pairs, 13:33-13:46 UTC, load 2.6-5.5 on 2 cores shared with other
@@ -157,7 +155,6 @@ from other sessions), --controls, median CPU ms of the other controls' moves (wa
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -199,24 +196,14 @@ def main() -> None:
                     help="seconds of wall time after each timed move (a reader looking at the answer)")
     ap.add_argument("--no-speculate", action="store_true",
                     help="no worker process working out the likely next searches (speculate=False)")
-    ap.add_argument("--idle-gate", action="store_true",
-                    help="hand searches to the worker whatever the machine's load (speculate.spare_cores)")
     args = ap.parse_args()
     import inspect
-
-    if args.idle_gate:
-        try:
-            from llmsizing.widgets import speculate
-        except ImportError:                             # (an older library: no worker, no gate)
-            speculate = None
-        if speculate is not None and hasattr(speculate, "spare_cores"):
-            speculate.spare_cores = lambda: float(os.cpu_count() or 1)
 
     # (an older library, a git archive of main on PYTHONPATH, has no warm argument: it builds cold)
     takes_warm = "warm" in inspect.signature(long_context_widget).parameters
     build_kw = {"warm": False} if args.no_warm and takes_warm else {}
-    if args.no_speculate and "speculate" in inspect.signature(long_context_widget).parameters:
-        build_kw["speculate"] = False
+    if "speculate" in inspect.signature(long_context_widget).parameters:
+        build_kw["speculate"] = not args.no_speculate
     builds: list = []
     models = [m for m in moe_models() if args.only is None or m in args.only]
     moves: dict = {m: [] for m in models}

@@ -21,7 +21,6 @@ pytest.importorskip("ipywidgets")
 from llmsizing.widgets import long_context, speculate  # noqa: E402
 from llmsizing.widgets.long_context import long_context_ahead, long_context_widget  # noqa: E402
 
-SPARE_CORES = speculate.spare_cores          # (the module's own, before the fixture below replaces it)
 
 # (a dense model, then a mixture of experts: the moves the worker is asked ahead of and those it is not)
 WALK = (("model", "granite-3.0-1b-a400m"), ("seq", 65536), ("cp_comm", "all_gather"), ("batch_tokens", 2**23),
@@ -43,10 +42,10 @@ def _settle(w, timeout_s: float = 60.0) -> None:
 
 
 @pytest.fixture(autouse=True)
-def idle_cores(monkeypatch):
-    """The machine as a reader's own: cores to spare, whatever the test machine's load (the gate on busy cores
-    has its own test, which sets it again)."""
-    monkeypatch.setattr(speculate, "spare_cores", lambda: 8.0)
+def speculation_asked(monkeypatch):
+    """The widgets built here with ``speculate=None`` speculate, as under ``make lab``
+    (``LLMSIZING_SPECULATE=1``); the default without it has its own test, which unsets it."""
+    monkeypatch.setenv(speculate.ENV, "1")
 
 
 @pytest.fixture(scope="module")
@@ -147,20 +146,28 @@ def test_the_memory_limit_is_read_where_a_hub_sets_it(tmp_path):
     assert speculate.cgroup_files(str(tmp_path / "none"), str(tmp_path)) == ()
 
 
-def test_nothing_is_handed_on_while_the_cores_are_busy(monkeypatch, plain):
-    monkeypatch.setattr(speculate, "_POOL", {})
-    monkeypatch.setattr(speculate, "spare_cores", lambda: 0.2)        # 2 cores, load 1.8
-    w = long_context_widget("llama-3-8b", warm=False)
-    for (control, value), want in list(zip(WALK, plain))[:3]:
-        w.controls[control].value = value
-        assert _shown(w) == want
-    assert w.speculation.taken == 0 and w.speculation.skipped == 3 and speculate._POOL == {}
+def test_the_default_follows_the_environment(monkeypatch):
+    monkeypatch.delenv(speculate.ENV, raising=False)
+    assert not hasattr(long_context_widget("llama-3-8b", warm=False), "speculation")      # Voila, a hub
+    monkeypatch.setenv(speculate.ENV, "0")
+    assert not hasattr(long_context_widget("llama-3-8b", warm=False), "speculation")
+    monkeypatch.setenv(speculate.ENV, "1")                                                # make lab
+    assert hasattr(long_context_widget("llama-3-8b", warm=False), "speculation")
+    monkeypatch.delenv(speculate.ENV)
+    assert hasattr(long_context_widget("llama-3-8b", warm=False, speculate=True), "speculation")
 
 
-def test_spare_cores_is_the_affinity_less_the_load(monkeypatch):
-    monkeypatch.setattr(speculate.os, "getloadavg", lambda: (1.25, 9.0, 9.0))
-    monkeypatch.setattr(speculate.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    assert SPARE_CORES() == 4 - 1.25
+def test_a_still_wanted_job_is_sent_again():
+    # the pool moves the running job and one more into its call queue, where neither can be cancelled; a
+    # move that wants them again must not keep the queued one, which comes back stale
+    s = speculate.Speculation(time.sleep)
+    keys = [(("w", i), (0.5,), {}) for i in range(3)]
+    s.ahead(keys)
+    s.ahead(keys)                                   # the next move wants the same three
+    for f in list(s._futures.values()):
+        f.result(timeout=60)
+    assert sorted(s._futures) == sorted(k for k, _, _ in keys)
+    assert all(s.take(k) == ("ok", None) for k, _, _ in keys)
 
 
 def test_speculate_is_checked():
@@ -183,7 +190,7 @@ def test_stale_jobs_do_not_run_and_take_is_by_key(monkeypatch):
 
 def test_a_move_makes_the_last_move_s_jobs_stale():
     s = speculate.Speculation(time.sleep)
-    s.ahead([(("x", i), (0.3,), {}) for i in range(5)])
+    s.ahead([(("x", i), (2.0,), {}) for i in range(5)])        # (long enough not to be done at the next move)
     jobs = list(s._futures.values())
     s.ahead([])                                   # the next move: nothing asked
     assert s._futures == {}
@@ -221,7 +228,6 @@ def test_the_likely_next_searches():
 _KILLED_KERNEL = """
 import os, sys, time
 from llmsizing.widgets import speculate
-speculate.spare_cores = lambda: 8.0          # (the gate on busy cores is tested apart)
 if __name__ == "__main__":
     s = speculate.Speculation(time.sleep)
     s.ahead([(("a",), (0.1,), {})])

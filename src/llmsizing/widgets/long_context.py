@@ -16,7 +16,7 @@ from .._validate import check_bool
 from ..catalog import get_model, list_models
 from .controls import _gpu_multiselect, _style
 from .dashboard import Dashboard
-from .speculate import Speculation
+from .speculate import Speculation, wanted_by_environment
 
 #: The context lengths the chapter 17 widget offers: 8K (Llama 3's first stage) to 256K.
 LONG_CONTEXT_SEQS = (8192, 16384, 32768, 65536, 131072, 262144)
@@ -75,7 +75,7 @@ def long_context_ahead(values: dict, most: int) -> list[tuple]:
 
 
 def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
-                        speculate: bool = True) -> Dashboard:
+                        speculate: bool | None = None) -> Dashboard:
     """Chapter 17: model x context length x GPU types x tokens per batch x GPU limit x how context parallelism
     exchanges K and V -> the planner's plans (:func:`~llmsizing.planner.plan`, which tries context parallelism
     from 16K tokens on) and its fastest plan (:func:`~llmsizing.charts.render_plan`), for
@@ -104,18 +104,19 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     (benchmarks/bench_ch17_models.py, 2026-12-01, 2 cores): with a pause of 1.5 s between moves, 8 of the 50
     moves after a mixture of experts' pick over 100 ms of CPU instead of 27 (load 7-9), and none of the four
     slowest models' 20 instead of 9 (load 3-5); back to back, no gain (~5-10% dearer). It costs a second
-    process (~0.4 GB at the peak) and ~0.2 GB more in the kernel (the tables it holds), so no worker starts
-    where less than :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free (e.g. a server's 1 GB per
-    participant), and a move hands nothing on while the machine's cores are busy
-    (:data:`~.speculate.SPECULATE_MIN_SPARE_CORES`: on a server shared by a room the workers slowed everyone's
-    redraws, README). ``speculate=False``: no worker."""
+    process (~0.4 GB at the peak) and up to ~0.4 GB more in the kernel (the tables it holds), so no worker
+    starts where less than :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free. Those figures were measured
+    on a reader's own machine; on one server shared by a room the workers slowed every participant's redraws
+    (README, the load test), so ``speculate=None`` (the default) speculates only where the environment asks
+    for it (``LLMSIZING_SPECULATE=1``, set by ``make lab``); ``True`` always, ``False`` never."""
     from collections import OrderedDict
 
     from ..planner import plan, plans_within
 
     get_model(model)
     warm = check_bool("warm", warm)
-    spec = Speculation(plan) if check_bool("speculate", speculate) else None
+    on = wanted_by_environment() if speculate is None else check_bool("speculate", speculate)
+    spec = Speculation(plan) if on else None
     most = max(LONG_CONTEXT_MAX_GPUS)
     widest: OrderedDict = OrderedDict()      # the searches at the largest GPU limit, by the other settings
     searched: OrderedDict = OrderedDict()    # the settings cached() searched or took (a hint for speculation)

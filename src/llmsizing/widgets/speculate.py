@@ -20,10 +20,14 @@ thread alone (the moves' callbacks). Bounded: at most :data:`SPECULATE_JOBS` sea
 the jobs of the move before stale (a shared generation number: a stale job not yet started returns at once,
 and is cancelled where the pool still can); at most :data:`SPECULATE_JOBS` + :data:`SPECULATE_HELD` results
 held. The worker ends with its kernel, even one killed by force. Where no process can be spawned (Pyodide,
-JupyterLite), or where too little memory is free for a second process (:data:`SPECULATE_MIN_FREE_BYTES`,
-e.g. a workshop server's 1 GB per participant), nothing is speculated; and a move made while the machine's
-cores are busy (:data:`SPECULATE_MIN_SPARE_CORES`: a server shared by a room) hands nothing on. Speculation
-is for a reader with a machine of their own; it changes how soon an answer comes, never the answer.
+JupyterLite), or where too little memory is free for a second process (:data:`SPECULATE_MIN_FREE_BYTES`),
+nothing is speculated.
+
+**Who gets it.** Speculation is for a reader on a machine of their own: on one server shared by a room, the
+workers slowed every participant's redraws 1.4-2.8x even at the lowest priority (README, the load test of
+chapter 17). A widget built with ``speculate=None`` (the default) speculates only where the environment says
+so, ``LLMSIZING_SPECULATE=1`` (:data:`ENV`), which ``make lab`` sets; Voila (``make app``), JupyterHub and
+Binder do not. It changes how soon an answer comes, never the answer.
 """
 
 from __future__ import annotations
@@ -42,10 +46,20 @@ SPECULATE_HELD = 4
 _POOL: dict = {}          # the one worker pool of the process and its generation counter ("pool", "gen")
 
 
+#: The environment variable that turns speculation on for widgets built with ``speculate=None``: "1" on,
+#: anything else or unset off (``make lab`` sets it: a reader's own machine).
+ENV = "LLMSIZING_SPECULATE"
+
+
+def wanted_by_environment() -> bool:
+    """Whether :data:`ENV` asks for speculation ("1")."""
+    return os.environ.get(ENV, "").strip() == "1"
+
+
 #: The memory that must be free for this process before a worker is started: the worker's own peak (~0.4 GB
-#: in chapter 17), the tables the kernel holds for it (~0.2 GB) and as much again to spare. A server that
-#: gives each participant 1 GB (the README's Littlest JupyterHub recipe) leaves less, and the widget then
-#: searches in the kernel alone, as without speculation.
+#: in chapter 17, most of it the widgets package it imports), the tables the kernel holds for it (up to
+#: ~0.4 GB: :data:`SPECULATE_JOBS` + :data:`SPECULATE_HELD` tables of 5-25 MB) and some to spare. A laptop
+#: short of memory then searches in the kernel alone, as without speculation.
 SPECULATE_MIN_FREE_BYTES = int(1.2 * 2**30)
 
 #: Where the memory left to this process is read (Linux): the machine's, and the limits of its own cgroup and
@@ -106,26 +120,6 @@ def free_bytes(meminfo: str = MEMINFO, cgroups=None) -> float | None:
         if limit != "max" and float(limit) < 2.0**60:
             found.append(max(float(limit) - usage, 0.0))
     return min(found) if found else None
-
-
-#: The cores that must be idle before a move's searches are handed to the worker: where they are not (a
-#: server shared by a room, a busy laptop), the worker, even at the lowest priority, slowed the others'
-#: redraws (README, the load test of chapter 17: medians 1.4-2.8x at 8 and 12 participants on 2 cores).
-SPECULATE_MIN_SPARE_CORES = 0.5
-
-
-def spare_cores() -> float | None:
-    """The cores this process may use (its CPU affinity) less the machine's one-minute load average; None
-    where the load average cannot be read."""
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return None
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return cores - load
 
 
 #: How often (s) the worker checks that the kernel that started it is still there (a kernel killed, e.g.
@@ -210,26 +204,13 @@ class Speculation:
         self.fn, self.jobs, self.held = fn, jobs, held
         self._futures: OrderedDict = OrderedDict()       # key -> Future (the kernel's thread only)
         self.taken = self.missed = 0                     # (moves that took a result / searched themselves)
-        self.skipped = 0                                 # (moves whose searches were not handed on: busy)
-
-    def _stale(self) -> None:
-        """Make every search handed on and not started stale (cancelled, or returning at once)."""
-        if "gen" in _POOL:
-            _POOL["gen"].value += 1
-        for key, f in list(self._futures.items()):
-            if not f.done():
-                f.cancel()
-                del self._futures[key]
 
     def ahead(self, wanted) -> None:
         """Hand the worker the searches of ``wanted`` (``(key, args, kw)``, most likely first; the first
-        :attr:`jobs` of them), after making the last move's stale: those not started are cancelled, and a
-        result already done is held (at most :attr:`held`, the oldest dropped)."""
-        spare = spare_cores()
-        if spare is not None and spare < SPECULATE_MIN_SPARE_CORES:
-            self.skipped += 1
-            self._stale()
-            return
+        :attr:`jobs` of them), after making the last move's stale: every job not done is dropped (cancelled
+        where the pool still can; one already in the pool's call queue returns at once, one running finishes
+        unused) and handed on again if still wanted; a result already done is held (at most :attr:`held`, the
+        oldest dropped), unless it came back stale or broken."""
         pool = _pool()
         if pool is None:
             return
@@ -238,8 +219,11 @@ class Speculation:
         gen = _POOL["gen"]
         gen.value += 1
         for key, f in list(self._futures.items()):
-            if not f.done() and (f.cancel() or key not in keys):
-                del self._futures[key]                   # (stale: cancelled, or returns at once)
+            if not f.done():
+                f.cancel()
+                del self._futures[key]                   # (stale now: sent again below if still wanted)
+            elif f.cancelled() or f.exception() is not None or f.result()[0] in ("stale", "broken"):
+                del self._futures[key]
         for key, args, kw in wanted:
             if key not in self._futures:
                 try:
