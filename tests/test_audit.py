@@ -537,7 +537,6 @@ def test_a100_band_for_llama2_70b_is_the_calibrated_range():
     est = mfu_estimate("llama-2-70b", gpu="A100 80GB", seq=2048)
     assert est.low == pytest.approx(est.mfu * float(row["low"])) and est.high == pytest.approx(
         est.mfu * float(row["high"]))
-    assert 0.55 < est.high < 0.70
     runs = published_runs().set_index("run")
     mpt = runs.loc["MPT 70b (llm-foundry benchmark), 64 x A100 80GB, seq 2,048"]
     assert mpt["implied_mfu"] == pytest.approx(166 / 312, rel=0.01)

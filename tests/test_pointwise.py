@@ -84,7 +84,6 @@ def test_the_step_pays_them_at_hbm_bandwidth(monkeypatch):
     without = step_compute_time_s(m, Parallel(), **kw)
     assert with_term - without == pytest.approx(bytes_ * 2 * 4096 * 3 / (g.memory_bandwidth_gbps * 1e9),
                                                 rel=1e-9)
-    assert 0.04 < (with_term - without) / with_term < 0.08      # about 6% of Llama 3 8B's H100 step
 
 
 def test_their_share_falls_with_the_width():
