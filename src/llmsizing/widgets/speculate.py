@@ -32,6 +32,7 @@ Binder do not. It changes how soon an answer comes, never the answer.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from collections import OrderedDict
@@ -180,10 +181,21 @@ def _pool():
             pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_worker_init,
                                        initargs=(gen, os.getpid()))
             _POOL["gen"] = gen
+            atexit.register(_shutdown_at_exit)
         except (ImportError, OSError, NotImplementedError, ValueError):
             pool = None
     _POOL["pool"] = pool
     return pool
+
+
+def _shutdown_at_exit() -> None:
+    """At the interpreter's exit: stop the worker while the modules its pool's threads use are still there
+    (left to the pool's own finaliser, a pytest worker's exit printed "Exception ignored ... 'NoneType' object
+    has no attribute 'util'")."""
+    pool = _POOL.pop("pool", None)
+    _POOL.pop("gen", None)
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def shutdown() -> None:
