@@ -28,6 +28,8 @@ arguments) and checks DeepSeek-V3's MTP FLOPs by hand from its config. The defau
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 
 from .all_to_all import _links as a2a_links
@@ -95,14 +97,34 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     (bytes do not depend on the link, latency steps only on leaving the domain), for one stage's parameters
     without a pipeline, then scaled by each row's link and the most loaded stage's parameters (issue 35:
     1,800 schedules for DeepSeek-V3 over the catalogue instead of 8,300, worked out on arrays of them by
-    :func:`llmsizing.plan_terms.dp_unit_rows`)."""
+    :func:`llmsizing.plan_terms.dp_unit_rows`). One call's seconds per slot, per (GPU, tp, pp, ZeRO stage, ep,
+    ``dp x cp``), are kept between searches (:func:`_kept_key_rows`)."""
 
-    recipe = RECIPES[precision]
-    w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
     # one call's seconds per slot depend on (GPU, tp, pp, ZeRO stage, ep, dp x cp) only: worked out once per
     # distinct key (Mixtral-8x7B over the catalogue: 17,685 of 43,567 plans), the same numbers row by row
     (gi, tp, pp, zero, ep, dpcp_k), _, at = _group_columns(*(cols[k] for k in ("gpu", "tp", "pp", "zero",
                                                                                   "ep")), dpcp)
+    dense, experts = _kept_key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, ep,
+                                    dpcp_k)
+    dense, experts = dense[at], experts[at]
+    # each collective is exposed on its own, but ZeRO-3's backward gathers and reduce-scatters hide together
+    # behind each backward (exposed_by_group): the two parts' slot 1 is one window
+    # (a row of that one window alone: its other slots' terms, 0 with fwd, bwd >= 0, add nothing)
+    both = dense[:, 1] + experts[:, 1]
+    dense[:, 1] = experts[:, 1] = 0.0
+    exposed = (_dp_exposed(dense, fwd, bwd, mf) + _dp_exposed(experts, fwd, bwd, mf)
+               + mf * np.maximum(0.0, both - bwd))
+    total = sum(mf * (c[:, 0] + c[:, 1] + c[:, 3]) + c[:, 2] + c[:, 4] for c in (dense, experts)) + mf * both
+    return exposed, total
+
+
+def _key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, ep, dpcp_k):
+    """:func:`moe_dp_collectives`' one call's seconds per slot of the dense part and of the experts' (two
+    arrays, one row per key) for the keys ``(GPU index, tp, pp, ZeRO stage, ep, dp x cp)`` given as columns.
+    Each key's row is worked out from that key alone (its link, its unit rows, its stage's parameters), so
+    a row is the same, bit for bit, whichever other keys are asked with it."""
+    recipe = RECIPES[precision]
+    w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
     etp = tp if expert_tp else np.ones_like(tp)
     edp = tp * dpcp_k // (etp * ep)
     n_slots = len(_DP_SLOTS)
@@ -110,9 +132,8 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     for part, (n_col, e_col) in ((0, (dpcp_k, np.ones_like(ep))), (1, (edp, ep))):
         bw, alpha, across, per = _row_links(gpu_list, node_of, gi, n_col, tp if part == 0 else etp * ep)
         keys, idx = _groups(tp, zero, n_col, e_col, across, per)
-        # bytes of a pass, latency steps per call
-        rows = dp_unit_rows(model, keys, part, w_b=w_b, g_b=g_b, expert_tp=expert_tp, n_slots=n_slots,
-                            slot_of=_dp_slot, dp_calls=_dp_calls)
+        # bytes of a pass, latency steps per call (kept by key: they depend on no GPU)
+        rows = kept_unit_rows(model, keys, part, w_b=w_b, g_b=g_b, expert_tp=expert_tp, n_slots=n_slots)
         unit.append((rows[idx, 0], rows[idx, 1] * alpha[:, None], (1 / (bw * 1e9))[:, None]))
     # the most loaded stage's dense and expert parameters, relative to one stage's (the messages scale)
     held_keys, held_idx = _groups(tp, pp, ep)
@@ -130,16 +151,119 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     dense, experts = (share[:, part, None] * traffic * per_byte
                       + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency
                       for part, (traffic, latency, per_byte), n_ in zip((0, 1), unit, (dpcp_k, edp)))
-    dense, experts = dense[at], experts[at]
-    # each collective is exposed on its own, but ZeRO-3's backward gathers and reduce-scatters hide together
-    # behind each backward (exposed_by_group): the two parts' slot 1 is one window
-    # (a row of that one window alone: its other slots' terms, 0 with fwd, bwd >= 0, add nothing)
-    both = dense[:, 1] + experts[:, 1]
-    dense[:, 1] = experts[:, 1] = 0.0
-    exposed = (_dp_exposed(dense, fwd, bwd, mf) + _dp_exposed(experts, fwd, bwd, mf)
-               + mf * np.maximum(0.0, both - bwd))
-    total = sum(mf * (c[:, 0] + c[:, 1] + c[:, 3]) + c[:, 2] + c[:, 4] for c in (dense, experts)) + mf * both
-    return exposed, total
+    return dense, experts
+
+
+#: How many (model, part, bytes per weight and gradient, expert_tp) dictionaries of
+#: :func:`~llmsizing.plan_terms.dp_unit_rows`' rows :func:`kept_unit_rows` keeps, and at most how many keys
+#: one holds.
+KEPT_UNIT_TABLES = 16
+KEPT_UNIT_KEYS = 2**15
+_kept_units: collections.OrderedDict = collections.OrderedDict()
+
+
+def kept_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: bool, n_slots: int):
+    """:func:`~llmsizing.plan_terms.dp_unit_rows` of ``keys`` (with the planner's slots and calls per pass),
+    each key's row kept between searches (issue 35: on a unit link they depend on no GPU, so chapter 17's
+    move to a second GPU type asks the rows the first one's search worked out). A key's row reads that key
+    alone, so it is the same, bit for bit, asked with any others."""
+    at = (model, part, w_b, g_b, expert_tp, n_slots)
+    try:
+        table = _kept_units.setdefault(at, {})
+    except TypeError:                                            # (an unhashable model: not kept)
+        return dp_unit_rows(model, keys, part, w_b=w_b, g_b=g_b, expert_tp=expert_tp, n_slots=n_slots,
+                            slot_of=_dp_slot, dp_calls=_dp_calls)
+    _kept_units.move_to_end(at)
+    new = [k for k in dict.fromkeys(keys) if k not in table]
+    if len(table) + len(new) > KEPT_UNIT_KEYS:                 # (full: start again from these keys)
+        table.clear()
+        new = list(dict.fromkeys(keys))
+    if new:
+        rows = dp_unit_rows(model, new, part, w_b=w_b, g_b=g_b, expert_tp=expert_tp, n_slots=n_slots,
+                            slot_of=_dp_slot, dp_calls=_dp_calls)
+        rows.flags.writeable = False
+        table.update(zip(new, rows))
+    while len(_kept_units) > KEPT_UNIT_TABLES:
+        _kept_units.popitem(last=False)
+    return np.array([table[k] for k in keys]).reshape(len(keys), 2, n_slots)
+
+
+kept_unit_rows.cache_clear = _kept_units.clear
+
+
+#: How many (model, GPU, node, precision, expert_tp) tables of :func:`_key_rows` :func:`_kept_key_rows` keeps
+#: (least recently used dropped first), and at most how many keys one holds (80 bytes a key: a mixture of
+#: experts' search on one GPU asks ~4,000-5,000).
+KEPT_DP_TABLES = 16
+KEPT_DP_KEYS = 2**16
+#: The bits of each key column in :func:`_key_code` (tp, pp, ZeRO stage, ep, dp x cp): 62 in all.
+_KEY_BITS = (10, 10, 2, 12, 28)
+
+
+def _key_code(*columns):
+    """The keys ``(tp, pp, ZeRO stage, ep, dp x cp)`` packed one int64 each (in :data:`_KEY_BITS`), or None
+    when a value does not fit its bits (the caller then works every key out)."""
+    code = np.zeros(len(columns[0]), dtype=np.int64)
+    for c, bits in zip(columns, _KEY_BITS):
+        c = np.asarray(c, dtype=np.int64)
+        if len(c) and (int(c.min()) < 0 or int(c.max()) >= 1 << bits):
+            return None
+        code = (code << bits) | c
+    return code
+
+
+class _KeptTables(collections.OrderedDict):
+    """Kept tables, least recently used first, at most :data:`KEPT_DP_TABLES`; with ``cache_clear`` as the
+    library's other kept results have."""
+
+    def cache_clear(self):
+        self.clear()
+
+
+_kept_dp_rows = _KeptTables()
+
+
+def _kept_key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, ep, dpcp_k):
+    """:func:`_key_rows`, with each GPU's rows kept between searches by (model, GPU, its node, precision,
+    expert_tp) and key (issue 35: chapter 17's move to a new context length asks ~97% of the keys the search
+    before it asked, a data-parallel group's collectives do not depend on the context; 6-10 ms of a
+    mixture of experts' pricing). The same numbers, bit for bit: each key's row is worked out from that key
+    alone (:func:`_key_rows`); a key not kept is worked out as before."""
+    code = _key_code(tp, pp, zero, ep, dpcp_k)
+    try:
+        hash((model, tuple(gpu_list), tuple(node_of[g.name] for g in gpu_list), precision, expert_tp))
+    except TypeError:
+        code = None
+    if code is None:                             # (an unhashable argument, or a degree beyond the bits)
+        return _key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, ep, dpcp_k)
+    n_slots = len(_DP_SLOTS)
+    dense, experts = np.empty((len(gi), n_slots)), np.empty((len(gi), n_slots))
+    for g, gpu in enumerate(gpu_list):
+        sel = np.flatnonzero(gi == g)
+        if not len(sel):
+            continue
+        node = node_of[gpu.name]
+        key = (model, gpu, node, precision, expert_tp)
+        codes, rows = _kept_dp_rows.get(key, (np.zeros(0, dtype=np.int64), np.zeros((0, 2, n_slots))))
+        pos = np.minimum(np.searchsorted(codes, code[sel]), max(len(codes) - 1, 0))
+        miss = sel[codes[pos] != code[sel]] if len(codes) else sel
+        if len(codes) + len(miss) > KEPT_DP_KEYS:                   # (full: start again from these keys)
+            codes, rows, miss = codes[:0], rows[:0], sel
+        if len(miss):
+            new = np.stack(_key_rows(model, [gpu], {gpu.name: node}, precision, expert_tp,
+                                     np.zeros(len(miss), dtype=int), tp[miss], pp[miss], zero[miss], ep[miss],
+                                     dpcp_k[miss]), axis=1)
+            codes = np.concatenate([codes, code[miss]])
+            order = np.argsort(codes, kind="stable")
+            codes, rows = codes[order], np.concatenate([rows, new])[order]
+            codes.flags.writeable = rows.flags.writeable = False
+            pos = np.searchsorted(codes, code[sel])
+        _kept_dp_rows[key] = (codes, rows)
+        _kept_dp_rows.move_to_end(key)
+        while len(_kept_dp_rows) > KEPT_DP_TABLES:
+            _kept_dp_rows.popitem(last=False)
+        dense[sel], experts[sel] = rows[pos, 0], rows[pos, 1]
+    return dense, experts
 
 
 def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_comm, rcs, expert_tp,

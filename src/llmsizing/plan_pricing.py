@@ -274,6 +274,27 @@ def _least_recompute_layers(one, every, layers, micro, dps: np.ndarray, limits: 
     return n, total
 
 
+@functools.lru_cache(maxsize=1024)
+def _stage_row(model, pp: int, rc: str, seq: int, mtp_depth: int) -> tuple:
+    """:func:`_price`'s terms of the most loaded of ``pp`` stages with recomputation ``rc``: its FLOPs per
+    token, its layers over the model's, the forward's share of the hardware FLOPs, its attention FLOPs per
+    token (all, causal), its MoE layers and its memory-bound bytes per token. Kept (issue 35: they depend on
+    no GPU and no candidate, and chapter 17's moves to a second GPU type or another batch ask them again)."""
+    moe = model.is_moe
+    par = kept_parallel(pp=pp, **pipeline_split(model, pp))
+    flops = (moe_stage_flops(model, par, seq=seq, recompute=rc, mtp_depth=mtp_depth) if moe else
+             stage_flops_per_token(model, par, seq=seq, recompute=rc))
+    slowest = max(range(len(flops)), key=flops.__getitem__)
+    forward = (training_flops_per_token(model, seq=seq) / 3
+               / training_flops_per_token(model, seq=seq, recompute=rc))
+    return (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers, forward,
+            stage_attention_flops_per_token(model, par, seq=seq, recompute=rc)[slowest],
+            stage_attention_flops_per_token(model, par, seq=seq, recompute=rc, causal=True)[slowest],
+            stage_moe_layer_counts(model, par, mtp_depth)[slowest] if moe else 0.0,
+            stage_pointwise_bytes_per_token(        # memory-bound kernels (llmsizing.pointwise)
+                model, par, recompute=rc, mtp_depth=mtp_depth if moe else 0)[slowest])
+
+
 def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs,
            expert_tp=False, max_nodes=None, ep_overlap=0.0, shared=False, mtp_depth=0, capacity_factor=None):
     """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``,
@@ -361,20 +382,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     # per (pp, recomputation): the most loaded stage's FLOPs per token (stage_flops_per_token), its layers
     # over the model's, and the forward's share of the hardware FLOPs (recomputation is backward)
     stage_keys, stage_idx = _groups(*plus_none(pp, ri))
-    stage = np.zeros((len(stage_keys), 7))
-    for k, (p_, r_) in enumerate(stage_keys):
-        par, rc = kept_parallel(pp=p_, **pipeline_split(model, p_)), rcs[r_]
-        flops = (moe_stage_flops(model, par, seq=seq, recompute=rc, mtp_depth=mtp_depth) if moe else
-                 stage_flops_per_token(model, par, seq=seq, recompute=rc))
-        slowest = max(range(len(flops)), key=flops.__getitem__)
-        stage[k, 5] = stage_moe_layer_counts(model, par, mtp_depth)[slowest] if moe else 0.0
-        stage[k, 6] = stage_pointwise_bytes_per_token(        # memory-bound kernels (llmsizing.pointwise)
-            model, par, recompute=rc, mtp_depth=mtp_depth if moe else 0)[slowest]
-        stage[k, :5] = (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers,
-                    training_flops_per_token(model, seq=seq) / 3 / training_flops_per_token(model, seq=seq,
-                                                                                             recompute=rc),
-                    stage_attention_flops_per_token(model, par, seq=seq, recompute=rc)[slowest],
-                    stage_attention_flops_per_token(model, par, seq=seq, recompute=rc, causal=True)[slowest])
+    stage = np.array([_stage_row(model, p_, rcs[r_], seq, mtp_depth) for p_, r_ in stage_keys]).reshape(-1, 7)
     S = stage[stage_idx[:n]]
     if len(pi):     # FLOPs: affine; the forward's share: its inverse is (the hardware FLOPs are)
         none, full = stage[stage_idx[n:]], S[pi]
@@ -471,11 +479,17 @@ KEPT_PRICE_BYTES = 32 * 2**20
 
 
 def _digest(cols: dict) -> bytes:
-    """A SHA-1 of one GPU's candidate plans: their columns' names, dtypes, shapes and bytes."""
+    """A SHA-1 of one GPU's candidate plans: their columns' names, dtypes, shapes and values. An integer
+    column is hashed in the narrowest integer type that holds its values (named with it: the same values, a
+    quarter to an eighth of the bytes; issue 35, ~5 ms of a 35,000-plan block's 7)."""
     h = hashlib.sha1()
     for k in sorted(cols):
         a = np.ascontiguousarray(cols[k])
-        h.update(f"{k}:{a.dtype.str}:{a.shape};".encode())
+        if a.dtype.kind in "iu" and a.size:
+            lo, hi = int(a.min()), int(a.max())
+            a = next((a.astype(t) for t in (np.int8, np.int16, np.int32)
+                      if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max), a)
+        h.update(f"{k}:{cols[k].dtype.str}:{a.dtype.str}:{a.shape};".encode())
         h.update(a.data)
     return h.digest()
 
