@@ -74,14 +74,32 @@ class _PointCloud(Line2D):
             sure = (np.isfinite(xy) & (np.abs(xy - np.floor(xy) - 0.5) > 1e-6)
                     & (np.abs(at) < 2.0 ** 30)).all(axis=1)
         rows = np.flatnonzero(sure)
-        code = (at[rows, 0].astype(np.int64) << 31) + at[rows, 1].astype(np.int64)
         keep = ~sure
-        keep[rows[np.unique(code, return_index=True)[1]]] = True
+        keep[rows[_first_of_each(at[rows, 0].astype(np.int64), at[rows, 1].astype(np.int64))]] = True
         self._markevery = np.flatnonzero(keep)
         try:
             return super().draw(renderer)
         finally:
             self._markevery = None
+
+
+def _first_of_each(x, y):
+    """The positions of the first point on each distinct pixel ``(x, y)`` (integer arrays), in no particular
+    order: what ``np.unique(code, return_index=True)[1]`` gives, from a table of the pixels the points span
+    (no sort; issue 35: ~2 ms instead of ~5 for a chapter 17 cloud of 59,000 plans), or from that sort where
+    the points span more than a few pixels per point."""
+    import numpy as np
+
+    n = len(x)
+    if not n:
+        return np.zeros(0, dtype=np.intp)
+    x0, y0 = int(x.min()), int(y.min())
+    w, h = int(x.max()) - x0 + 1, int(y.max()) - y0 + 1
+    if w * h > 16 * n + 2**20:                                      # (a sparse span: sort the codes)
+        return np.unique((x << 31) + y, return_index=True)[1]
+    first = np.full(w * h, n, dtype=np.intp)
+    np.minimum.at(first, (x - x0) * h + (y - y0), np.arange(n, dtype=np.intp))
+    return first[first < n]
 
 
 #: The planner figure's legend size, points: 8 pt is 10.7 px at the figure's 96 dpi (issue 38: at 6.5 pt the
