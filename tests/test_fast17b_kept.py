@@ -1,0 +1,134 @@
+"""Issue 35 (fast17b): what chapter 17's moves ask again is kept between searches, with the same bits.
+
+* ``plan_moe._kept_key_rows``: a mixture of experts' data-parallel rows per (model, GPU, node, precision,
+  expert_tp) and key, and ``plan_moe.kept_unit_rows``: the unit-link rows per key, across GPUs;
+* ``plan_pricing._stage_row``: the most loaded stage's terms per (model, pp, recomputation, seq, MTP);
+* ``plan_pricing._digest``: the SHA-1 of a GPU's candidates over narrowed integer columns;
+* ``charts.time_money_plan._first_of_each``: the point cloud's first point per pixel, without a sort.
+
+The oracle of each is the path without it: every setting planned with every kept table cleared, compared
+exactly (``check_exact``) with the same settings planned in a walk that keeps them, forward and reversed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from llmsizing import plan_moe, plan_pricing, planner
+from llmsizing.charts.time_money_plan import _first_of_each
+
+MODEL = "granite-3.0-1b-a400m"           # (a small mixture of experts: its searches take ~0.1-0.3 s)
+SETTINGS = (
+    dict(seq=131072, global_batch=128, gpus=("H100 SXM",)),
+    dict(seq=32768, global_batch=512, gpus=("H100 SXM",)),
+    dict(seq=32768, global_batch=256, gpus=("H100 SXM",)),
+    dict(seq=32768, global_batch=256, gpus=("H100 SXM",), cp_comm="all_gather"),
+    dict(seq=32768, global_batch=256, gpus=("H100 SXM", "B200"), cp_comm="all_gather"),
+    dict(seq=131072, global_batch=128, gpus=("B200", "A100 80GB"), expert_tp=True),
+)
+
+
+def _clear_all() -> None:
+    planner._search.cache_clear()            # (the searches, the priced blocks and the layouts)
+    plan_moe._kept_dp_rows.cache_clear()
+    plan_moe._kept_units.clear()
+    plan_pricing._stage_row.cache_clear()
+
+
+def _plan(setting):
+    return planner.plan(MODEL, tokens=8e11, max_gpus=16384, **setting)
+
+
+@pytest.fixture(scope="module")
+def fresh():
+    """Each setting planned from scratch, without the kept data-parallel rows (nothing kept from another
+    search; the rows worked out by the code they stand for)."""
+    out = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plan_moe, "_kept_key_rows", plan_moe._key_rows)
+        mp.setattr(plan_moe, "kept_unit_rows", lambda model, keys, part, **kw: plan_moe.dp_unit_rows(
+            model, keys, part, slot_of=plan_moe._dp_slot, dp_calls=plan_moe._dp_calls, **kw))
+        for s in SETTINGS:
+            _clear_all()
+            out.append(_plan(s))
+    _clear_all()
+    return out
+
+
+@pytest.mark.parametrize("order", ["forward", "reversed"])
+def test_a_walk_keeping_the_rows_plans_the_same_bits(fresh, order):
+    at = list(range(len(SETTINGS)))
+    if order == "reversed":
+        at.reverse()
+    _clear_all()
+    for i in at:
+        planner._search.cache_clear()        # (each search priced again: only this change's tables kept)
+        df = _plan(SETTINGS[i])
+        pd.testing.assert_frame_equal(df, fresh[i], check_exact=True)
+        assert df.attrs == fresh[i].attrs
+    # the walk used them: a second GPU type's rows were asked once per GPU, the stage rows once per seq
+    assert {k[1].name for k in plan_moe._kept_dp_rows} >= {"H100 SXM", "B200", "A100 80GB"}
+    assert plan_pricing._stage_row.cache_info().hits > 0
+    _clear_all()
+
+
+def test_kept_key_rows_are_the_rows_of_each_key_alone():
+    """The kept rows of keys asked in two searches are those of the keys asked together in one."""
+    from llmsizing.catalog import get_gpu, get_model
+    from llmsizing.network import get_node
+
+    m, g = get_model(MODEL), get_gpu("H100 SXM")
+    node_of = {g.name: get_node(None, g)}
+    rng = np.random.default_rng(35)
+    n = 400
+    cols = dict(tp=rng.choice([1, 2, 4, 8], n), pp=rng.choice([1, 2, 4], n), zero=rng.choice([0, 1, 2], n),
+                ep=rng.choice([1, 2, 4, 8], n), dpcp=rng.choice([1, 2, 8, 64, 512, 4096], n))
+    cols["dpcp"] = np.lcm(cols["dpcp"], cols["ep"])                  # (ep divides tp x dp x cp)
+    keys = np.unique(np.stack([cols[k] for k in ("tp", "pp", "zero", "ep", "dpcp")], axis=1), axis=0)
+    gi = np.zeros(len(keys), dtype=int)
+    args = (m, [g], node_of, "bf16-mixed", False)
+    whole = plan_moe._key_rows(*args, gi, *keys.T)
+    plan_moe._kept_dp_rows.cache_clear()
+    half = len(keys) // 2
+    plan_moe._kept_key_rows(*args, gi[:half], *keys[:half].T)       # (the first half kept)
+    got = plan_moe._kept_key_rows(*args, gi, *keys.T)               # (the rest worked out, then all read)
+    for a, b in zip(got, whole):
+        assert np.array_equal(a, b)
+    codes, rows = plan_moe._kept_dp_rows[(m, g, node_of[g.name], "bf16-mixed", False)]
+    assert len(codes) == len(keys) and not rows.flags.writeable
+    plan_moe._kept_dp_rows.cache_clear()
+
+
+def test_a_degree_beyond_the_packed_bits_is_worked_out_not_kept():
+    assert plan_moe._key_code(np.array([1]), np.array([1]), np.array([0]), np.array([1]),
+                              np.array([2**28])) is None
+    assert plan_moe._key_code(np.array([8]), np.array([4]), np.array([3]), np.array([64]),
+                              np.array([2**28 - 1])) is not None
+
+
+def test_digest_names_the_narrowed_type():
+    """Equal candidates, equal digests; other values, dtypes or shapes, other digests (a narrowed int16 256
+    has the bytes of an int8 [0, 1]: the dtype and the shape keep them apart)."""
+    one = {"tp": np.array([1, 2, 8], dtype=np.int64), "dp": np.array([3, 70000, 5], dtype=np.int64)}
+    same = {k: v.copy() for k, v in one.items()}
+    assert plan_pricing._digest(one) == plan_pricing._digest(same)
+    other = dict(one, dp=np.array([3, 70001, 5], dtype=np.int64))
+    assert plan_pricing._digest(one) != plan_pricing._digest(other)
+    assert plan_pricing._digest({"a": np.array([256])}) != plan_pricing._digest({"a": np.array([0, 1])})
+    assert (plan_pricing._digest({"a": np.array([1, 2], dtype=np.int32)})
+            != plan_pricing._digest({"a": np.array([1, 2], dtype=np.int64)}))
+    assert plan_pricing._digest({"a": np.array([-129, 5])}) != plan_pricing._digest({"a": np.array([127, 5])})
+
+
+@pytest.mark.parametrize("case", ["dense", "negative", "sparse", "one", "empty"])
+def test_first_of_each_is_numpys_first_occurrence(case):
+    rng = np.random.default_rng(17)
+    n = {"one": 1, "empty": 0}.get(case, 5000)
+    span = {"dense": 60, "negative": 60, "sparse": 2**29}.get(case, 10)
+    x, y = rng.integers(0, span, n), rng.integers(0, span, n)
+    if case == "negative":
+        x, y = x - 100, y - 2**20
+    want = np.unique((x << 31) + y, return_index=True)[1]
+    assert np.array_equal(np.sort(_first_of_each(x, y)), np.sort(want))
