@@ -132,3 +132,33 @@ def test_first_of_each_is_numpys_first_occurrence(case):
         x, y = x - 100, y - 2**20
     want = np.unique((x << 31) + y, return_index=True)[1]
     assert np.array_equal(np.sort(_first_of_each(x, y)), np.sort(want))
+
+
+@pytest.mark.parametrize("kind", ["ties", "near_front", "not_finite", "all_on_front"])
+def test_pareto_of_the_rows_no_bin_rules_out_is_the_sorted_one(kind):
+    """``plan_rank._pareto`` without an order (the chart's front of each GPU type) keeps only the rows that no
+    strictly faster and strictly cheaper bin rules out before it sorts (``_undominated``): the same front as
+    the sort of every row."""
+    from llmsizing import plan_rank
+
+    rng = np.random.default_rng(len(kind))
+    for _ in range(20):
+        n = int(rng.integers(4097, 9000))
+        if kind == "ties":
+            days = rng.choice(np.round(rng.random(150) * 50, 2), n)
+            cost = rng.choice(np.round(rng.random(80) * 1e6), n)
+        elif kind == "near_front":
+            days = rng.random(n) * 1e3
+            cost = 1e9 / days * (1 + 0.01 * rng.random(n))
+        elif kind == "not_finite":
+            days = rng.choice([1.0, 2.0, np.inf, np.nan, 0.0, 3.0, 1e-300], n)
+            cost = rng.choice([5.0, 4.0, np.nan, np.inf, 1.0, 0.0], n)
+        else:
+            x = rng.random(n)
+            days, cost = np.exp(x * 10), np.exp((1 - x) * 10)
+        memory = rng.integers(0, 5, n) if n % 2 else rng.choice([1.0, 2.0, -0.0, 0.0], n)
+        ok = np.isfinite(days) & np.isfinite(cost)
+        d, c = np.where(ok, days, np.inf), np.where(ok, cost, np.inf)
+        sorted_front = plan_rank._pareto(days, cost, memory,
+                                         order=plan_rank._lex_orders((np.asarray(memory), c, d))[0])
+        assert np.array_equal(plan_rank._pareto(days, cost, memory), sorted_front)

@@ -78,6 +78,11 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray,
     if not len(days):
         return front
     ok = np.isfinite(days) & np.isfinite(cost)
+    if order is None and len(days) > 4096:      # (only the rows no strictly faster, cheaper bin rules out)
+        rows = np.flatnonzero(_undominated(days, cost, ok))
+        d, c, m = days[rows], cost[rows], np.asarray(memory)[rows]
+        front[rows[_pareto(d, c, m, order=_lex_orders((m, c, d))[0])]] = True
+        return front
     days, cost = np.where(ok, days, np.inf), np.where(ok, cost, np.inf)
     if order is None:           # (np.lexsort's order from integer sorts: ~1 ms for 25k plans, not ~3 ms)
         order = _lex_orders((np.asarray(memory), cost, days))[0]
@@ -88,6 +93,28 @@ def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray,
     best = np.minimum.accumulate(np.concatenate(([np.inf], c[:-1])))
     front[firsts[c < best]] = True
     return front
+
+
+def _undominated(days: np.ndarray, cost: np.ndarray, ok: np.ndarray, bins: int = 512) -> np.ndarray:
+    """True for the finite rows (``ok``) that no row of a strictly faster bin of ``days`` beats on cost (the
+    bins: ``bins`` equal steps of ``log(days)``): a superset of :func:`_pareto`'s front, found without a sort.
+    A row ruled out is strictly slower and strictly dearer than another, so it is on no front and takes no
+    front row's place (that row beats whatever it beats, and is faster than its speed's other rows): the
+    front of the rows kept is the front of all (issue 35: the chart's front of each GPU type, ~50,000 plans
+    in chapter 17, sorted as a few thousand)."""
+    keep = ok.copy()
+    at = np.flatnonzero(ok)
+    if not len(at):
+        return keep
+    d = np.log(np.maximum(days[at], np.finfo(float).tiny))
+    lo, hi = float(d.min()), float(d.max())
+    b = np.zeros(len(at), dtype=np.intp) if hi <= lo else np.minimum(
+        ((d - lo) * (bins / (hi - lo))).astype(np.intp), bins - 1)
+    least = np.full(bins + 1, np.inf)
+    np.minimum.at(least, b + 1, cost[at])
+    before = np.minimum.accumulate(least)[:-1]              # (the least cost of the bins before each bin)
+    keep[at] = ~(before[b] < cost[at])
+    return keep
 
 
 def interleaving_winners(df) -> np.ndarray:
