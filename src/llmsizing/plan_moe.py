@@ -156,9 +156,9 @@ def _key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, 
 
 #: How many (model, part, bytes per weight and gradient, expert_tp) dictionaries of
 #: :func:`~llmsizing.plan_terms.dp_unit_rows`' rows :func:`kept_unit_rows` keeps, and at most how many keys
-#: one holds.
-KEPT_UNIT_TABLES = 16
-KEPT_UNIT_KEYS = 2**15
+#: they hold in all (a model's part ~100-1,000; ~200 bytes a key).
+KEPT_UNIT_TABLES = 64
+KEPT_UNIT_KEYS = 2**16
 _kept_units: collections.OrderedDict = collections.OrderedDict()
 
 
@@ -183,7 +183,8 @@ def kept_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp:
                             slot_of=_dp_slot, dp_calls=_dp_calls)
         rows.flags.writeable = False
         table.update(zip(new, rows))
-    while len(_kept_units) > KEPT_UNIT_TABLES:
+    while len(_kept_units) > 1 and (len(_kept_units) > KEPT_UNIT_TABLES
+                                    or sum(map(len, _kept_units.values())) > KEPT_UNIT_KEYS):
         _kept_units.popitem(last=False)
     return np.array([table[k] for k in keys]).reshape(len(keys), 2, n_slots)
 
@@ -192,10 +193,11 @@ kept_unit_rows.cache_clear = _kept_units.clear
 
 
 #: How many (model, GPU, node, precision, expert_tp) tables of :func:`_key_rows` :func:`_kept_key_rows` keeps
-#: (least recently used dropped first), and at most how many keys one holds (80 bytes a key: a mixture of
-#: experts' search on one GPU asks ~4,000-5,000).
-KEPT_DP_TABLES = 16
-KEPT_DP_KEYS = 2**16
+#: (least recently used dropped first), and at most how many keys they hold in all (88 bytes a key: a
+#: mixture of experts' search on one GPU asks ~300-5,000; chapter 17's widget, its ten mixtures of experts
+#: on two GPU types, ~50,000; 2**18 keys, ~23 MB).
+KEPT_DP_TABLES = 64
+KEPT_DP_KEYS = 2**18
 #: The bits of each key column in :func:`_key_code` (tp, pp, ZeRO stage, ep, dp x cp): 62 in all.
 _KEY_BITS = (10, 10, 2, 12, 28)
 
@@ -260,7 +262,8 @@ def _kept_key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, z
             pos = np.searchsorted(codes, code[sel])
         _kept_dp_rows[key] = (codes, rows)
         _kept_dp_rows.move_to_end(key)
-        while len(_kept_dp_rows) > KEPT_DP_TABLES:
+        while len(_kept_dp_rows) > 1 and (len(_kept_dp_rows) > KEPT_DP_TABLES or sum(
+                len(c) for c, _ in _kept_dp_rows.values()) > KEPT_DP_KEYS):
             _kept_dp_rows.popitem(last=False)
         dense[sel], experts[sel] = rows[pos, 0], rows[pos, 1]
     return dense, experts
