@@ -277,7 +277,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
 
     rank = list(front).index(highlight) + 1 if highlight in front else None
     lines = [f"{m.name}, {_tokens(tokens)} tokens of {seq:,}, global batch {global_batch:,} sequences "
-             f"({global_batch * seq / 1e6:.2f}M tokens), on {', '.join(table['gpu'].unique())}"
+             f"({global_batch * seq / 1e6:.2f}M tokens), on {', '.join(name for name, *_ in groups['own'])}"
              + (f", at most {max_gpus:,} GPUs" if max_gpus else "")
              + (f", deadline {deadline_days:g} days" if deadline_days else "")
              + (f", budget {_usd(budget_usd)}" if budget_usd else "")
