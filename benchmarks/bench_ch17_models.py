@@ -150,6 +150,42 @@ from other sessions), --controls, median CPU ms of the other controls' moves (wa
   two GPU types 112; granite 1B to 32K 108; Qwen3 to 32K 104). Back to back, the four slowest --rounds 3
   (21:26, load 7-9): base 7 of 20 over 100 ms, new 8 of 20, each model's six moves 74-88 against 80-96
   (the worker, at nice 19, and the tables it sends cost the kernel ~5-10% when moves come without a pause).
+
+Since 2026-12-01 (branch fast17b, issue 35: the move itself, without the worker) what a move after a mixture
+of experts' pick asks again is kept: its data-parallel rows per (model, GPU, node) and key
+(``plan_moe._kept_key_rows``: a move to a new context asks ~97% of the keys the pick's search asked), the
+unit-link rows across GPUs (``plan_moe.kept_unit_rows``), the stage terms (``plan_pricing._stage_row``); the
+priced blocks' SHA-1 reads narrowed integer columns; the chart's point cloud finds its first point per pixel
+from a table, not a sort (``charts.time_money_plan._first_of_each``), and each GPU type's front sorts only the
+rows no strictly faster, cheaper bin rules out (``plan_rank._undominated``). Same bits: every plan frame and
+every widget PNG and summary of a 48-setting walk equal main's. Measured 2026-12-01 (base = main 4839f4d as a
+``git archive`` of src and data on PYTHONPATH, the same venv; main and branch alternately, three pairs,
+--controls --rounds 3 --no-speculate, best of the three runs' medians, CPU ms), base -> new:
+
+  23:38:36-23:40:26 UTC, load 1.5-2.5 (branch at a1aee5c):
+    model                      to 32K     8M tokens   all-gather   H100+B200   4,096 GPUs
+    qwen3-30b-a3b            108 -> 101    82 ->  77    83 ->  77   112 -> 106   48 -> 45
+    deepseek-v2              103 ->  99    65 ->  61    72 ->  72    86 ->  82   34 -> 37
+    granite-3.0-1b-a400m      98 ->  89    66 ->  55    69 ->  67    99 ->  93   47 -> 42
+    gpt-oss-120b              92 ->  86    66 ->  59    73 ->  63    85 ->  88   41 -> 38
+    the other six             49-87 -> 52-83 (seq), 39-61 -> 37-55 (batch), 40-62 -> 40-59 (all-gather),
+                              47-76 -> 47-75 (two GPU types), 27-46 -> 28-49 (4,096 GPUs)
+    moves over 100 ms CPU: 3 of 50 (main) against 2 of 50 (branch: Qwen3-30B-A3B's to 32K, 101, and to two
+    GPU types, 106)
+  23:41:19-23:43:02 UTC, load 1.9-2.4 (branch at b449741): over 100 ms 7 of 50 (main) against 3 of 50
+    (DeepSeek-V2 to 32K 111 -> 110, Qwen3-30B-A3B to 32K 116 -> 110 and to two GPU types 127 -> 119); the
+    same moves from one run set to the next move by up to 10% at the same load.
+  Paired in one process (each round a new widget after clearing every kept result, the branch's changes
+  switched off and on in alternate rounds, six rounds, 23:43 UTC, load 2.4-2.6), the four slowest models:
+  median paired ratio 0.894 over 120 moves; to 32K 0.85-0.96, 8M tokens 0.79-0.87, all-gather 0.83-0.94,
+  two GPU types 0.93-0.96, 4,096 GPUs 0.92-0.99; kept_price 16-22 -> 13-18 ms (to 32K), 14-20 -> 8-13 (8M,
+  all-gather), 20-27 -> 16-22 (two GPU types). Peak RSS 1071 -> 1078 MB.
+  What is left of Qwen3-30B-A3B's move to 32K (~105-120 ms): the memory fit at the new context
+  (plan_memory.fitting_plans, ~45-60 ms), plan()'s table outside the search (planner.py, ~13-16 ms), pricing
+  ~13-18 ms, render ~15-18 and PNG ~20; of its move to two GPU types: fit ~30, plan()'s table of 59,000 plans
+  ~20-28, pricing of the B200 ~16-22 (its layer terms and all-to-alls, new for a new GPU), render ~20 and PNG
+  ~24 (each stage timed by a wrapper around plan, fitting_plans, kept_price, render_plan and the PNG draw,
+  load 2-5).
 """
 
 from __future__ import annotations
