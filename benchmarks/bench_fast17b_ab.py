@@ -1,9 +1,9 @@
-"""Paired A/B of chapter 17's moves after a mixture of experts' pick, in one process (issue 35, fast17b):
-the branch's kept rows and shortcuts on (new) and off (base: the data-parallel and unit-link rows worked out
-at each search, the stage terms not kept, the priced blocks' SHA-1 over the columns as they are, the point cloud's
-first point per pixel and each GPU type's front from sorts). Rounds alternate base and new; each round clears
-every kept result (benchmarks/bench_planner.kept) and builds a new widget (speculate=False), then moves the
-model to each of the four slowest mixtures of experts and the other controls as bench_ch17_models.py
+"""Paired A/B of chapter 17's moves after a mixture of experts' pick, in one process (issue 35, fast17b): the
+branch's kept rows and shortcuts on (new) and off (base: the data-parallel and unit-link rows worked out at
+each search, the stage terms not kept, the priced blocks' SHA-1 over the columns as they are, the point
+cloud's first point per pixel and each GPU type's front from sorts). Rounds alternate base and new; each round
+clears every kept result (benchmarks/bench_planner.kept) and builds a new widget (speculate=False), then moves
+the model to each of the four slowest mixtures of experts and the other controls as bench_ch17_models.py
 --controls does. Prints the median CPU ms of each move base -> new with the median paired ratio, and
 plan_pricing.kept_price's CPU ms within the moves. Does not assert (timings are not tests).
 
@@ -12,8 +12,7 @@ plan_pricing.kept_price's CPU ms within the moves. Does not assert (timings are 
 Measured 2026-12-01 23:43 UTC (load 2.4-2.6 on 2 cores shared with other sessions), 6 rounds: median paired
 ratio 0.894 over 120 moves; to 32K 0.85-0.96, 8M tokens 0.79-0.87, all-gather 0.83-0.94, two GPU types
 0.93-0.96, 4,096 GPUs 0.92-0.99 (the numbers and bench_ch17_models.py's process-level pairs are in that
-benchmark's docstring).
-"""
+benchmark's docstring)."""
 
 from __future__ import annotations
 
