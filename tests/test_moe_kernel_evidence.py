@@ -232,11 +232,11 @@ def test_olmoe_dense_twin_pair_against_the_library(ev):
 
 # ---- session 23 (moe35s): what the small-MoE rows' sources say about their hours, and the controlled pairs
 def test_granite_table7_hours_are_gpu_hours_not_node_hours(ev):
-    """The Granite 3.0 report's Table 7 gives each model's GPU-hours beside its energy, and Sec. 6 the formula:
-    Wh = GPU-hours x GPU power x PUE, with 700 W H100s and a PUE of 1.3. By hand: 71,171 x 0.7 kW x 1.3 =
-    64.8 MWh (printed 64.5), 133,308 -> 121.3 (121.2), 192,030 -> 174.7 (174.6), 832,102 -> 757.2 (757.0). Each
-    hour is one GPU's at its own 700 W: node-hours would carry 8 GPUs' power, 8x the energy printed. So the MoE
-    rows read the hours right; the ~1.4x they take over the step is not a unit slip."""
+    """The Granite 3.0 report's Table 7 gives each model's GPU-hours beside its energy, and Sec. 6 the
+    formula: Wh = GPU-hours x GPU power x PUE, with 700 W H100s and a PUE of 1.3. By hand: 71,171 x 0.7 kW x
+    1.3 = 64.8 MWh (printed 64.5), 133,308 -> 121.3 (121.2), 192,030 -> 174.7 (174.6), 832,102 -> 757.2
+    (757.0). Each hour is one GPU's at its own 700 W: node-hours would carry 8 GPUs' power, 8x the energy
+    printed. So the MoE rows read the hours right; the ~1.4x they take over the step is not a unit slip."""
     from llmsizing.moe_runs import moe_published_runs
 
     runs = moe_published_runs().set_index("run")
@@ -249,10 +249,10 @@ def test_granite_table7_hours_are_gpu_hours_not_node_hours(ev):
 
 
 def test_jetmoe_hours_are_a_steady_state_of_gpu_hours(ev):
-    """JetMoE-8B: 30,000 H100 GPU-hours for 1.25T tokens (arXiv:2404.07413, abstract); its steady state, by the
-    transformers documentation its author contributed, is about 100B tokens a day on 96 H100s: 1.25e12 / 100e9
-    days x 24 x 96 = 28,800 GPU-hours, 4% under the total. So the total is per-GPU hours of a steady state
-    (as 12 nodes' hours it would be 8x that), and the run's ~1.5x over the step is in its step, not in
+    """JetMoE-8B: 30,000 H100 GPU-hours for 1.25T tokens (arXiv:2404.07413, abstract); its steady state, by
+    the transformers documentation its author contributed, is about 100B tokens a day on 96 H100s: 1.25e12 /
+    100e9 days x 24 x 96 = 28,800 GPU-hours, 4% under the total. So the total is per-GPU hours of a steady
+    state (as 12 nodes' hours it would be 8x that), and the run's ~1.5x over the step is in its step, not in
     restarts or accounting."""
     from llmsizing.moe_runs import moe_published_runs
 
@@ -277,11 +277,12 @@ def test_small_moes_without_expert_parallelism_miss_on_their_compute_alone():
     """The four MoE runs with hidden <= 2,048 and no expert parallelism (JetMoE-8B, Granite 3.0 1B and 3B,
     OLMoE-1B-7B: three teams, three stacks, MegaBlocks in Megatron, ScatterMoE, MegaBlocks in OLMo's FSDP) all
     ran slower than the step's compute and bubble alone: Granite and JetMoE beyond the range's top (published
-    over predicted GPU-hours above 1 / 0.727 = x1.375), OLMoE at its edge (x1.37, within 1%). OLMoE lies inside
-    the range only through the exposed communication of its row's assumed one sequence per micro-batch (ZeRO-3
-    gathers the weights for every micro-batch, and more than a quarter of its priced step waits for them); at
-    two sequences a micro-batch the gathers hide and it lies above the range with the others. So the row inside is not a counter-example to the small-MoE gap: what sets
-    Granite and JetMoE apart from it is no term of the step, only that communication."""
+    over predicted GPU-hours above 1 / 0.727 = x1.375), OLMoE at its edge (x1.37, within 1%). OLMoE lies
+    inside the range only through the exposed communication of its row's assumed one sequence per micro-batch
+    (ZeRO-3 gathers the weights for every micro-batch, and more than a quarter of its priced step waits for
+    them); at two sequences a micro-batch the gathers hide and it lies above the range with the others. So the
+    row inside is not a counter-example to the small-MoE gap: what sets Granite and JetMoE apart from it is no
+    term of the step, only that communication."""
     from llmsizing.moe_runs import _model, moe_published_runs, moe_run_check, run_step
 
     runs = moe_published_runs().set_index("run", drop=False)
@@ -323,7 +324,8 @@ def test_olmoe_dense_twin_lies_inside_where_its_moe_does_not(ev):
     for m, key in ((moe, "olmoe_fig4_moe_tps"), (twin, "olmoe_fig4_dense_tps")):
         st = step_time(m, "H100 SXM", Parallel(dp=128, zero=3), batch=8, seq=4096, grad_accum=1,
                        precision="bf16-mixed")
-        over[key] = st.tokens / st.step_s / 128 / float(ev.loc[key, "value"])   # = published / predicted hours
+        # tokens a second priced over measured = published over predicted GPU-hours
+        over[key] = st.tokens / st.step_s / 128 / float(ev.loc[key, "value"])
     assert 1 / hi <= over["olmoe_fig4_dense_tps"] <= 1 / lo
     assert over["olmoe_fig4_moe_tps"] > 1 / lo
     assert over["olmoe_fig4_moe_tps"] / over["olmoe_fig4_dense_tps"] > 1.15
@@ -332,12 +334,12 @@ def test_olmoe_dense_twin_lies_inside_where_its_moe_does_not(ev):
 @pytest.mark.parametrize("recompute", ["full", "none"])
 def test_grin_throughput_study_runs_faster_than_priced_for_the_moe_and_its_twin_alike(ev, recompute):
     """GRIN's Table 3 in absolute terms: Phi-3.5-MoE's architecture (16 experts of 6,400, top-2, hidden 4,096)
-    at 7,077 tokens/s a GPU and its 6.6B dense twin at 8,176, on 64 H100s in one parallelism setting of data and
-    pipeline parallelism (Sec. 3.2; activation checkpointing in GRIN's training, not said for the study), priced
-    at 16 stages (the fewest powers of two that hold the MoE's 42B parameters at 16 bytes each, ZeRO 0, in
-    80 GB) with 4M-token batches of 4K sequences: both ran faster than priced, and by the same factor within
-    10%, with recomputation or without. So where the Phi-3.5-MoE row lies below the range, the library prices
-    this stack slow on a dense model as much as on the MoE: the miss is not in the MoE terms."""
+    at 7,077 tokens/s a GPU and its 6.6B dense twin at 8,176, on 64 H100s in one parallelism setting of data
+    and pipeline parallelism (Sec. 3.2; activation checkpointing in GRIN's training, not said for the study),
+    priced at 16 stages (the fewest powers of two that hold the MoE's 42B parameters at 16 bytes each, ZeRO 0,
+    in 80 GB) with 4M-token batches of 4K sequences: both ran faster than priced, and by the same factor
+    within 10%, with recomputation or without. So where the Phi-3.5-MoE row lies below the range, the library
+    prices this stack slow on a dense model as much as on the MoE: the miss is not in the MoE terms."""
     from dataclasses import replace
 
     from llmsizing.moe_runs import PHI_35_MOE_STANDIN
