@@ -106,3 +106,59 @@ def test_bad_input_is_refused():
         pointwise.layer_pointwise_bytes_per_token(m, act_bytes=0)
     with pytest.raises(ValueError, match="recompute"):
         pointwise.stage_pointwise_bytes_per_token(m, Parallel(), recompute="some")
+
+
+# --------------------------------------------------------------- other layouts, by hand (review22 M4, M5)
+def test_bloom_layernorm_gelu_and_alibi_by_hand():
+    """BLOOM 176B (Scao et al. 2022; HF bigscience/bloom config: hidden 14,336, 112 heads, MLP 4 x hidden =
+    57,344, LayerNorm, GeLU, ALiBi). Two LayerNorms with mean and rstd (8 bytes each), two residual adds;
+    GeLU reads 57,344 and writes 57,344 forward, reads both and the gradient backward, no rotary pass: ALiBi
+    is added to the scores inside the attention kernel. The rotary reading charged before moved 4 x (224 x
+    128) x 2 = 229,376 bytes more."""
+    h, f = 14336, 4 * 14336
+    got = pointwise.layer_pointwise_bytes_per_token(get_model("bloom-176b"))
+    assert got == ((2 * (2 * h * B + 8) + 2 * 3 * h * B, 2 * (3 * h * B + 8) + 2 * 3 * h * B),
+                   (2 * f * B, 3 * f * B))
+    assert got[1] == (229_376, 344_064)
+
+
+def test_qwen3_moe_width_and_per_head_qk_norm_by_hand():
+    """Qwen3-30B-A3B (config.json: hidden 2,048, 32 heads, 4 KV heads of 128, 128 experts of 768, top-8,
+    per-head q/k RMSNorm): a MoE layer's SwiGLU over 8 x 768 = 6,144; rotary and q/k norm over (32 + 4) x 128
+    = 4,608 numbers; the q/k norm's rstd, one fp32 per head of each token: 36 x 4 = 144 bytes each way."""
+    w, qk, rows = 8 * 768, 36 * 128, 36
+    _, split = pointwise.layer_pointwise_bytes_per_token(get_model("qwen3-30b-a3b"), moe_layer=True)
+    assert split == (3 * w * B + 2 * qk * B + 2 * qk * B + rows * 4,
+                     5 * w * B + 2 * qk * B + 3 * qk * B + rows * 4)
+    assert split == (73_872, 107_664)
+
+
+def test_olmoe_projection_qk_norm_has_two_statistics():
+    """OLMoE-1B-7B (arXiv:2409.02060: hidden 2,048, 16 heads of 128, 64 experts of 1,024, top-8, QK-norm over
+    the whole projections): one rstd for the query and one for the key, 2 x 4 bytes."""
+    w, qk = 8 * 1024, 32 * 128
+    _, split = pointwise.layer_pointwise_bytes_per_token(get_model("olmoe-1b-7b"), moe_layer=True)
+    assert split[0] == 3 * w * B + 2 * qk * B + 2 * qk * B + 2 * 4 == 81_928
+
+
+def test_smollm3_rotates_three_layers_in_four():
+    """SmolLM3 (stage1_8T.yaml: hidden 2,048, 16 heads, 4 KV heads of 128, SwiGLU 11,008, no RoPE on every
+    4th of 36 layers): the rotary bytes of (16 + 4) x 128 numbers on 27 of 36 layers, 3/4 of them a layer."""
+    _, split = pointwise.layer_pointwise_bytes_per_token(get_model("smollm3-3b"))
+    assert split[0] == 3 * 11008 * B + 2 * (20 * 128 * 27 / 36) * B == 73_728
+
+
+def test_a_learned_table_adds_its_gather_and_add_on_the_first_stage():
+    """GPT-3 175B (Brown et al. 2020, learned positions, hidden 12,288): the token row's gather (2 h b) and
+    its gradient (h b + 8 h), the position row's gather, the add (3 h b) and its gradient: 9 h b + 16 h."""
+    h = 12288
+    first, _ = pointwise.ends_pointwise_bytes_per_token(get_model("gpt3-175b"))
+    assert first == 9 * h * B + 16 * h == 417_792
+
+
+def test_a_parallel_block_moves_the_residual_adds_of_a_sequential_one():
+    """Hugging Face's Falcon: ``mlp_output += attention_output`` then ``dropout_add(mlp_output, residual)``:
+    two binary adds of 3 h b, as a sequential block's two."""
+    m = get_model("llama-3-8b")
+    assert (pointwise.layer_pointwise_bytes_per_token(m.with_(parallel_block=True))
+            == pointwise.layer_pointwise_bytes_per_token(m))
