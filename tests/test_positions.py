@@ -1,7 +1,8 @@
 """Position encodings (llmsizing.positions, review22 M3): the catalogue's ``positions`` column, each row
 with a source; the Hugging Face reading from the config's own keys (the measured configs of
-data/hf_meta_param_counts.csv and data/hf_type_sweep.csv); the checks. Counts of rotating layers are derived by hand from the published
-configs (SmolLM3: no RoPE on every 4th of 36 layers; Llama 4 Scout: on every 4th of 48)."""
+data/hf_meta_param_counts.csv and data/hf_type_sweep.csv); the checks. Counts of rotating layers are
+derived by hand from the published configs (SmolLM3: no RoPE on every 4th of 36 layers; Llama 4 Scout: on
+every 4th of 48)."""
 
 import csv
 import json
