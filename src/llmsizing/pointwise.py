@@ -54,7 +54,15 @@ norms and residual adds run on every token on each of the ``tp`` GPUs (:func:`st
 counts them ``tp`` times).
 
 **Where it is an approximation.** Every pass at the full HBM bandwidth (the MoE routing kernels' convention;
-torchao's roofline takes 92% for its pointwise kernels, :data:`llmsizing.fp8_cast.CAST_BANDWIDTH_SHARE`); no
+torchao's roofline takes 92% for its pointwise kernels, :data:`llmsizing.fp8_cast.CAST_BANDWIDTH_SHARE`).
+Measured kernels fall short of it (review22 M4; Liger-Kernel's published benchmark table,
+``benchmark/data/all_benchmark_data.csv``, H100 80GB HBM3, 8,192 BF16 tokens, ``tests/test_pointwise.py``):
+Megatron-Core's own ``vocab_parallel_cross_entropy``, the chain counted under "Loss", moves its 38 bytes a
+logit at 0.77 of the 3.35 TB/s and its 52 forward and backward at 0.78 (15.8 and 21.2 ms at 131,072
+logits); Megatron's fused SwiGLU forward reaches 0.56; Liger's own fused Triton RMSNorm and SwiGLU forwards,
+which move the bytes counted here, 0.84 and 0.91. So this term is about 1.1 to 1.8 times short, 1.3 on the
+loss; the calibrated kernel efficiency absorbs the rest of a step (a share of 0.77 on every pass, refitted,
+moves Ampere's 0.752 to 0.767 and Hopper's 0.676 to 0.682, and leaves the ranges' coverage as it is). No
 dropout (modern pre-training runs use none; GPT-3-era runs with hidden dropout move one byte of mask more per
 element each way); FP8 recipes' norms writing FP8 outputs (one byte, not two) are not told apart; PyTorch
 eager stacks (Hugging Face's ``LlamaRMSNorm`` upcasts to fp32 in several kernels) move more than the fused
