@@ -284,9 +284,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     A step is ``compute x (1 + bubble)`` plus each group's exposed communication
     (:func:`~llmsizing.layouts.exposed_by_group`). With ``m`` micro-batches per step:
 
-    * the compute is :func:`~llmsizing.comm.step_compute_time_s`'s, formed in the same order (bit for bit),
-      from the most loaded stage's FLOPs per token (:func:`~llmsizing.flops.stage_flops_per_token`, per
-      ``pp`` and recomputation) and the peak at the kernel efficiency;
+    * the compute is :func:`~llmsizing.comm.step_compute_time_s`'s, formed in the same order (bit for bit):
+      the largest time of the stages that can be the slowest (:func:`~llmsizing.pointwise.stage_candidates`:
+      FLOPs, memory-bound bytes and MoE layers per ``pp`` and recomputation) at the kernel efficiency;
     * the tensor-parallel collectives and the context-parallel ring (and the attention it hides behind) scale
       with ``m`` and with the layers of the most loaded stage, and do not depend on ``dp`` or the ZeRO stage:
       the step model's communication per (GPU, tp, cp, micro-batch, recomputation) without a pipeline,
