@@ -214,3 +214,14 @@ def test_deepseek_v3_mla_rotary_and_shared_expert_by_hand():
     r, w = 129 * 64, 9 * 2048
     _, split = pointwise.layer_pointwise_bytes_per_token(get_model("deepseek-v3"), moe_layer=True)
     assert split == (3 * w * B + 2 * r * B, 5 * w * B + 2 * r * B) == (143_616, 217_344)
+
+
+def test_deepseek_v3s_mtp_module_is_a_moe_layer_and_a_loss_on_the_last_stage():
+    """DeepSeek-V3's multi-token-prediction module (arXiv:2412.19437 Sec. 2.2: a transformer block and the
+    shared output head, depth 1): one MoE layer's bytes, 143,368 + 172,040 + 143,616 + 217,344 = 676,368, and
+    a second final norm and loss: 5 x 7,168 x 2 + 8 + 52 x 129,280 = 6,794,248 bytes a token."""
+    m = get_model("deepseek-v3")
+    assert (m.hidden, m.vocab) == (7168, 129280)
+    one = pointwise.stage_pointwise_bytes_per_token(m, Parallel())[0]
+    mtp = pointwise.stage_pointwise_bytes_per_token(m, Parallel(), mtp_depth=1)[0]
+    assert mtp - one == 676_368 + 5 * 7168 * B + 8 + 52 * 129280 == 7_470_616
