@@ -26,9 +26,10 @@ def test_each_layout_solves_as_smallest_dp(name, gpu):
     weighed = solved = 0
     for tp in (1, 2, 8):
         for pp in (1, 2, 4):
-            for zero in (0, 1, 2):
-                if zero >= 2 and pp > 1:
-                    continue
+            def par(dp, ep, zero):
+                return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, ep=ep)
+            groups = []                            # (every ZeRO stage's layouts in one call, as min_gpus)
+            for zero in (0, 1, 2) if pp == 1 else (0, 1):
                 calls = []
                 for ep in ep_candidates(model):
                     try:
@@ -36,18 +37,16 @@ def test_each_layout_solves_as_smallest_dp(name, gpu):
                     except ValueError:
                         continue
                     calls.append((ep, dp_unit(tp, 1, ep)))
-                if not calls:
-                    continue
-
-                def par(dp, ep):
-                    return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, ep=ep)
-                base = par(calls[0][1], calls[0][0])
-                stages = heavy_stages(model, base)
-                got = smallest_dps(model, base, calls, stages, KW, room, {})
+                if calls:
+                    groups.append((par(calls[0][1], calls[0][0], zero), calls))
+            if not groups:
+                continue
+            stages = heavy_stages(model, groups[0][0])
+            for (base, calls), got in zip(groups, smallest_dps(model, groups, stages, KW, room, {})):
                 for (ep, a), dp in zip(calls, got):
-                    want = layouts._smallest_dp(lambda d, ep=ep: par(d, ep), limit, KW, model, unit=a,
-                                                stages=stages)
-                    assert dp == want, (tp, pp, zero, ep)
+                    want = layouts._smallest_dp(lambda d, ep=ep, z=base.zero: par(d, ep, z), limit, KW, model,
+                                                unit=a, stages=stages)
+                    assert dp == want, (tp, pp, base.zero, ep)
                     weighed += 1
                     solved += dp is not None
     assert weighed > 40 and 0 < solved < weighed          # (both answers met)

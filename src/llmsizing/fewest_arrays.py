@@ -39,49 +39,59 @@ def supports(model, kw: dict, offload: str) -> bool:
             and kw.get("optimizer_impl", "foreach") == "foreach")
 
 
-def smallest_dps(model, base, calls, stages, kw: dict, room: float, kept: dict) -> list:
-    """:func:`~llmsizing.layouts._smallest_dp` of each layout ``(ep, a)`` of ``calls`` (``a``: its
-    :func:`~llmsizing.moe_layouts.dp_unit`), all of ``base``'s other fields (a checked layout, the first of
-    them), on the pipeline ``stages``, with ``room`` the bytes a piece may take (``_smallest_dp``'s): the
-    smallest ``dp``, a multiple of ``a``, or ``None``. Each piece is ``fixed + sharded / dp``, read off
-    ``dp = a`` and ``2 a`` (one :class:`~llmsizing.moe_arrays.EpLayouts` each, ZeRO-0's first only).
-    ``kept``: what the calls of one :func:`~llmsizing.layouts.min_gpus` share (the activations' rows)."""
-    one = _pieces(model, base, [(ep, a) for ep, a in calls], stages, kw, kept)
-    two = None if base.zero == 0 else _pieces(model, base, [(ep, 2 * a) for ep, a in calls], stages, kw, kept)
+def smallest_dps(model, groups, stages, kw: dict, room: float, kept: dict) -> list:
+    """:func:`~llmsizing.layouts._smallest_dp` of each layout ``(ep, a)`` of each group ``(base, calls)`` of
+    ``groups`` (``a``: its :func:`~llmsizing.moe_layouts.dp_unit`; ``base`` a checked layout of the group, the
+    others differing from it in ``ep`` and ``dp`` only), on the pipeline ``stages``, with ``room`` the bytes a
+    piece may take (``_smallest_dp``'s): per group, each layout's smallest ``dp``, a multiple of ``a``, or
+    ``None``. Each piece is ``fixed + sharded / dp``, read off ``dp = a`` and ``2 a`` (one
+    :class:`~llmsizing.moe_arrays.EpLayouts` per group for both, ZeRO-0's first only; the groups' pieces in
+    one table). ``kept``: what the calls of one :func:`~llmsizing.layouts.min_gpus` share (the activations'
+    rows)."""
+    ep_dps = [[(ep, a) for ep, a in calls] + ([] if base.zero == 0 else [(ep, 2 * a) for ep, a in calls])
+              for base, calls in groups]
     out = []
-    for j, (_, a) in enumerate(calls):
-        t1s = one[j]
-        if two is None:
-            out.append(a if all(v <= room for v in t1s) else None)
-            continue
-        dp = 1
-        for t1, t2 in zip(t1s, two[j]):          # (_smallest_dp's arithmetic, in Python floats)
-            fixed, sharded = 2 * t2 - t1, 2 * a * (t1 - t2)
-            if t1 <= room:
+    for (base, calls), got in zip(groups, _pieces(model, groups, ep_dps, stages, kw, kept)):
+        one, two = got[:len(calls)], None if base.zero == 0 else got[len(calls):]
+        dps = []
+        for j, (_, a) in enumerate(calls):
+            t1s = one[j]
+            if two is None:
+                dps.append(a if all(v <= room for v in t1s) else None)
                 continue
-            if fixed >= room or sharded <= 0:
-                dp = None
-                break
-            dp = max(dp, math.ceil(sharded / (room - fixed) - 1e-9))
-        out.append(None if dp is None else dp if a == 1 else a * math.ceil(dp / a))
+            dp = 1
+            for t1, t2 in zip(t1s, two[j]):          # (_smallest_dp's arithmetic, in Python floats)
+                fixed, sharded = 2 * t2 - t1, 2 * a * (t1 - t2)
+                if t1 <= room:
+                    continue
+                if fixed >= room or sharded <= 0:
+                    dp = None
+                    break
+                dp = max(dp, math.ceil(sharded / (room - fixed) - 1e-9))
+            dps.append(None if dp is None else dp if a == 1 else a * math.ceil(dp / a))
+        out.append(dps)
     return out
 
 
-def _pieces(model, base, ep_dp, stages, kw: dict, kept: dict) -> list:
-    """Each layout's pieces, stage by stage (:func:`~llmsizing.memory._search_pieces`' order), as lists of
-    Python floats (the same values: NumPy's float64 entries): on the planner's arrays
+def _pieces(model, groups, ep_dps, stages, kw: dict, kept: dict) -> list:
+    """Each group's layouts' pieces, stage by stage (:func:`~llmsizing.memory._search_pieces`' order), as
+    lists of Python floats (the same values: NumPy's float64 entries): on the planner's arrays
     (:func:`llmsizing.moe_prefetch._columns`, bit for bit ``_search_pieces``'), else one
-    ``_search_pieces``."""
+    ``_search_pieces`` per group."""
     from .dense_arrays import supports as arrays_take
     from .moe_prefetch import _columns
     from .plan_pricing import _heavy_stages
 
-    pars = EpLayouts.over(base, ep_dp)
+    pars = [EpLayouts.over(base, ep_dp) for (base, _), ep_dp in zip(groups, ep_dps)]
+    pp = groups[0][0].pp
+    got = [None] * len(groups)
     if kw["batch"] == 1 and arrays_take(model, kw) and tuple(stages) == tuple(sorted(set(
-            _heavy_stages(model, base.pp)))):
-        job = ((base.tp, base.pp, base.zero, kw["grad_accum"]), None, ep_dp, None, pars)
-        got = _columns(model, kw, [job], kept)[0]
-        if got is not None:
-            return got.tolist()
-    got = _search_pieces(model, pars, stages, **kw)
-    return np.array(np.broadcast_arrays(*got), dtype=float).T.tolist()
+            _heavy_stages(model, pp)))):
+        jobs = [((base.tp, pp, base.zero, kw["grad_accum"]), None, ep_dp, None, p)
+                for (base, _), ep_dp, p in zip(groups, ep_dps, pars)]
+        got = [None if x is None else x.tolist() for x in _columns(model, kw, jobs, kept)]
+    for i, p in enumerate(pars):
+        if got[i] is None:
+            one = _search_pieces(model, p, stages, **kw)
+            got[i] = np.array(np.broadcast_arrays(*one), dtype=float).T.tolist()
+    return got

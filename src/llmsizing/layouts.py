@@ -270,16 +270,18 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                         return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off, ep=ep,
                                              expert_tp=expert_tp)
 
-                    if fast and group != (tp, pp, zero) and off == "none":
-                        group, calls = (tp, pp, zero), [(e, u) for e in eps if moe_passes(tp, pp, zero, e)
-                                                        and tp * pp * (u := dp_unit(tp, 1, e, expert_tp))
-                                                        <= fewest]
-                        base = par(calls[0][1], ep=calls[0][0])
-                        group_stages = heavy_stages(model, base)     # (pp's: the same for every ep)
-                        solved = dict(zip((e for e, _ in calls),
-                                          smallest_dps(model, base, calls, group_stages, kw, room, kept)))
-                    if fast and off == "none" and ep in solved:
-                        dp = solved[ep]
+                    if fast and group != (tp, pp) and off == "none":      # (every ZeRO stage's groups)
+                        group, groups = (tp, pp), []
+                        for z in (0, 1, 2, 3) if pp == 1 else (0, 1):
+                            calls = [(e, u) for e in eps if moe_passes(tp, pp, z, e)
+                                     and tp * pp * (u := dp_unit(tp, 1, e, expert_tp)) <= fewest]
+                            if calls:
+                                groups.append((par(calls[0][1], zero=z, ep=calls[0][0]), calls))
+                        group_stages = heavy_stages(model, groups[0][0])     # (pp's: the same for every ep)
+                        solved = {(b.zero, e): dp for (b, calls), dps in zip(groups, smallest_dps(
+                            model, groups, group_stages, kw, room, kept)) for (e, _), dp in zip(calls, dps)}
+                    if fast and off == "none" and (zero, ep) in solved:
+                        dp = solved[zero, ep]
                         if dp is None or dp // a > fewest // (tp * pp * a):
                             continue               # (_fits_from's refusal, without a layout built)
                         first, stages = par(a), group_stages
