@@ -41,6 +41,11 @@ def test_rows_are_those_of_the_search_of_every_count(model, kw, counts):
     pd.testing.assert_frame_equal(again, got, check_exact=True)
 
 
+def test_no_plan_on_the_counts_says_which():
+    with pytest.raises(ValueError, match=r"gpu_counts=\(1, 2\)"):
+        plan("deepseek-v3", tokens=1e12, seq=8192, global_batch=512, gpu_counts=(2, 1))
+
+
 def test_a_count_beyond_max_gpus_has_no_plans():
     got = plan("mixtral-8x7b", tokens=1e12, gpus=("H100 SXM",), seq=4096, global_batch=1024, max_gpus=128,
                gpu_counts=(64, 1024), explain=False)

@@ -458,6 +458,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         raise NoPlanError(
             f"no layout holds {model.name} with micro-batches {micros} of {seq:,} tokens on {limit}"
             + (f" within max_gpus={max_gpus:,}" if max_gpus is not None else "")
+            + ("" if counts is None else f" on gpu_counts={counts}")
             + f" at global_batch={global_batch:,}" + ("" if cps == (1,) else f", context parallelism {cps}")
             + ": allow more GPUs, a larger global batch (more data-parallel ranks), recomputation, "
             + ("context parallelism (cp_degrees=...), " if cps == (1,) else "")
