@@ -180,7 +180,8 @@ def planner_layout_check(runs=None):
     ``plan_mfu`` and ``gap = log(plan / step)`` (NaN where no plan uses exactly the run's GPUs), and the
     nested check of ``log(published / plan_mfu)`` around the other sources' median (calibration runs), which
     is what a range built on the planner's choice would measure. The planner's choice is made once, at the
-    efficiency fitted on every source: a small leak the layout area's check (fold efficiencies) does not have."""
+    efficiency fitted on every source: a small leak the layout area's check (fold efficiencies) does not
+    have."""
     import numpy as np
 
     from .calibration import run_mfu_at
