@@ -127,6 +127,12 @@ def test_small_expert_layers_run_no_slower_than_the_library_prices_them():
     below it, the bars being read to +-10 TFLOP/s). So the ~1.5x the small MoE runs take over their
     prediction is not in their expert kernels as these run today (Dec 2025 versions: ScatterMoE's Triton
     kernels were rewritten in Oct 2024, after Granite 3.0's pre-training)."""
+    ratios = _small_expert_ratios()
+    assert max(ratios) > 1.5           # at 256-wide experts well above the library's price (ScatterMoE 1.6-1.8x)
+
+
+def _small_expert_ratios():
+    """SonicMoE Fig. 14's ScatterMoE and MegaBlocks bars (hidden <= 1,536) over the library's price."""
     t = pd.read_csv(DATA.parent / "moe_layer_kernels.csv")
     t = t[t["kernel"].isin(["ScatterMoE", "MegaBlocks"]) & (t["hidden"] <= 1536)]
     assert len(t) == 12
@@ -134,8 +140,16 @@ def test_small_expert_layers_run_no_slower_than_the_library_prices_them():
     for _, r in t.iterrows():
         lib = _library_layer_tflops(r["tokens"], r["hidden"], r["expert_ffn"], r["experts"], r["top_k"])
         ratios += [r["fwd_tflops"] / lib, r["bwd_tflops"] / lib]
-    assert min(ratios) > 0.85          # measured never well below the library's price ...
-    assert max(ratios) > 1.5           # ... and at 256-wide experts well above it (ScatterMoE 1.6-1.8x)
+    return ratios
+
+
+@pytest.mark.xfail(strict=True, reason="recorded miss (nodes34, Dec 2026): with the Hopper BF16 kernel efficiency "
+                   "refitted on the runs' nodes (0.676 -> 0.684) MegaBlocks' forward at hidden 1,536, experts "
+                   "1,024 wide (218 TFLOP/s read off the bar, +-10) is 0.842 of the library's price (0.851 "
+                   "before): 16% below it, past the 15% this test states; the bound is not widened after the miss")
+def test_small_expert_layers_never_run_well_below_the_library_price():
+    """The other half of the claim above: measured never more than 15% below the library's price."""
+    assert min(_small_expert_ratios()) > 0.85
 
 
 def _granite_per_layer_call_s():
