@@ -154,7 +154,8 @@ from other sessions), --controls, median CPU ms of the other controls' moves (wa
 Since 2026-12-01 (branch fast17b, issue 35: the move itself, without the worker) what a move after a mixture
 of experts' pick asks again is kept: its data-parallel rows per (model, GPU, node) and key
 (``plan_moe._kept_key_rows``: a move to a new context asks ~97% of the keys the pick's search asked), the
-unit-link rows across GPUs (``plan_moe.kept_unit_rows``), the stage terms (``plan_pricing._stage_row``); the
+unit-link rows across GPUs (``plan_moe.kept_unit_rows``), the stage terms (``_stage_row``, dropped when main's
+stage loop changed, see below); the
 priced blocks' SHA-1 reads narrowed integer columns; the chart's point cloud finds its first point per pixel
 from a table, not a sort (``charts.time_money_plan._first_of_each``), and each GPU type's front sorts only the
 rows no strictly faster, cheaper bin rules out (``plan_rank._undominated``). Same bits: every plan frame and

@@ -3,8 +3,9 @@ machine (issue 35): run it alternately with PYTHONPATH at each commit's src, so 
 
     PYTHONPATH=<commit>/src .venv/bin/python benchmarks/bench_compare.py CASE     # best of 3, CPU s
 
-CASE: a label prefix of bench_planner.CASES, "cost_by_gpu", "ch17 MODEL SEQ" (the chapter 17 widget's
-plan() for a new setting), or "ch17kept MODEL SEQ limit|tokens" (its move of the GPU limit to 4,096 or of the
+CASE: a label prefix of bench_planner.CASES, "cost_by_gpu", "ch10 MODEL GPU SEQ" (chapter 10's chart at a
+move to MODEL, after the dense chart it leaves; GPU with "_" for spaces, "H100_SXM"), "ch17 MODEL SEQ" (the
+chapter 17 widget's plan() for a new setting), or "ch17kept MODEL SEQ limit|tokens" (its move of the GPU limit to 4,096 or of the
 tokens per batch to 8M, after the setting it leaves). Every kept result is cleared before each run (bench_moe_planner.clear). Prints
 "CASE<tab>seconds<tab>training_memory calls<tab>group_link calls" of the best run.
 """
@@ -27,6 +28,20 @@ def job(case: str):
 
     if case == "cost_by_gpu":
         return lambda: cost_by_gpu("deepseek-v3", tokens=14.8e12, seq=4096)
+    if case.startswith("ch10 "):                # chapter 10's chart, after the dense one (not timed)
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from llmsizing.charts import render_training_time
+
+        _, model, gpu, seq = case.split()
+
+        def move():
+            render_training_time(model, tokens=1e12, gpu=gpu.replace("_", " "), seq=int(seq), n_gpus=1024)
+
+        move.before = lambda: render_training_time("llama-3-70b", tokens=1e12, gpu="H100 SXM", seq=8192,
+                                                   n_gpus=1024)
+        return move
     if case.startswith("ch17kept "):             # a move of the GPU limit or the tokens per batch, after
         _, model, seq, what = case.split()       # the setting it leaves was searched (not timed)
         seq = int(seq)

@@ -1,6 +1,6 @@
 """Paired A/B of chapter 17's moves after a mixture of experts' pick, in one process (issue 35, fast17b): the
 branch's kept rows and shortcuts on (new) and off (base: the data-parallel and unit-link rows worked out at
-each search, the stage terms not kept, the priced blocks' SHA-1 over the columns as they are, the point
+each search, the priced blocks' SHA-1 over the columns as they are, the point
 cloud's first point per pixel and each GPU type's front from sorts). Rounds alternate base and new; each round
 clears every kept result (benchmarks/bench_planner.kept) and builds a new widget (speculate=False), then moves
 the model to each of the four slowest mixtures of experts and the other controls as bench_ch17_models.py
@@ -68,14 +68,14 @@ def _unit_rows(model, keys, part, **kw):
                                  **kw)
 
 
-NEW = (plan_moe._kept_key_rows, plan_moe.kept_unit_rows, plan_pricing._stage_row, plan_pricing._digest,
+NEW = (plan_moe._kept_key_rows, plan_moe.kept_unit_rows, plan_pricing._digest,
        time_money_plan._first_of_each, _new_pareto)
-BASE = (plan_moe._key_rows, _unit_rows, plan_pricing._stage_row.__wrapped__, _old_digest, _old_first,
+BASE = (plan_moe._key_rows, _unit_rows, _old_digest, _old_first,
         _old_pareto)
 
 
 def _use(side) -> None:
-    (plan_moe._kept_key_rows, plan_moe.kept_unit_rows, plan_pricing._stage_row, plan_pricing._digest,
+    (plan_moe._kept_key_rows, plan_moe.kept_unit_rows, plan_pricing._digest,
      time_money_plan._first_of_each, planner._pareto) = side
 
 

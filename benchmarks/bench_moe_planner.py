@@ -378,6 +378,33 @@ tokens, H100 SXM, one move per process after a dense chart), 7 pairs alternating
 load of 3.1 to 3.3, CPU ms: main 161 148 158 180 160 159 149 (median 159) -> branch 113 116 106 93 99 105 104
 (median 105); wall 172-354 -> 94-214. At a load of 3 the branch's median move is 105 ms, not yet under 100:
 about 60 ms of it is the 4 searches, 15 ms min_gpus, 25-30 ms the chart and its PNG (charts/).
+
+Issue 35/38, fast10b (2026-12-01, base main 4839f4d): the same chart, two changes. (1) The search of each global
+batch weighs and prices only the GPU counts that can ask for it (``plan(gpu_counts=)``; a count d asks for gb
+only if d divides gb and d x ceil(4M tokens / (seq d)) = gb, ``stages._sharing``): the counts 4,096 and 32,768
+are searched alone instead of with every count below them (Qwen3-30B-A3B at 4K: 685 rows priced instead of
+8,453 and 13,204). (2) ``min_gpus`` weighs a mixture of experts' layouts of one (tp, pp), every ZeRO stage and
+ep, in one table (``fewest_arrays``, on ``moe_prefetch._columns``' EpLayouts arrays) and builds a layout only
+where the solved dp is within the limit: DeepSeek-V2 on the A100 up to 1, 8 and 64 GPUs makes no
+training_memory call at all (main: 700). Every answer is main's: 1,920 moe_default_layout calls (10 MoE models
+x H100/A100 80GB/H200/B200 x 2K/4K/8K x 16 counts 1-32,768), equal in sorted, shuffled and reversed order, each
+order a fresh process; 479 min_gpus answers (8 MoE models, 2 GPUs, 2 lengths, 5 limits, 3 recipes; Plans and
+messages) equal; tests/test_plan_gpu_counts.py and tests/test_fewest_arrays.py. CPU ms,
+``benchmarks/bench_compare.py "ch10 MODEL GPU SEQ"`` (best of 3 from scratch, the dense chart before each, not
+timed), main (``git archive`` of 4839f4d) and branch alternating, 3 pairs, 23:26-23:28 UTC at a load of 6.9 to
+8.4 on the 2 shared cores:
+
+    move (1T tokens, 1,024 GPUs marked)           main              branch
+    deepseek-v3 on H100 SXM at 8,192              119 102 102        85  92  75
+    deepseek-v3 on H100 SXM at 2,048              104 149  93        99  72  69
+    mixtral-8x7b on H100 SXM at 8,192             114 119 128       112 108 120
+    qwen3-30b-a3b on H100 SXM at 4,096            205 191 196       139 118 124
+    deepseek-v2 on A100 80GB at 8,192             270 271 356       181 162 123
+
+Left: each search still costs ~10-15 ms however few its rows (Mixtral's searches weigh few rows either way, so
+it did not move): about 40% pricing (plan_pricing._price), 25% the memory fit's per-layout loop and table, the
+rest plan()'s frames; min_gpus' EpLayouts state sides (~25 ms for DeepSeek-V2 up to 64 GPUs); the chart and
+its PNG (~25 ms) and the seven training_time calls (~8 ms).
 """
 
 from __future__ import annotations

@@ -310,7 +310,7 @@ KEPT_SINCE_ISSUE_35 = ((layouts, "_kept_stage_runs"), (plan_memory, "kept_search
                        (sys.modules.get("llmsizing.plan_terms"), "_kept_wire_factor"),
                        (sys.modules.get("llmsizing.plan_terms"), "_kept_latency_steps"),
                        (plan_pricing, "_kept_blocks"), (planner, "_kept_layouts"),
-                       (plan_pricing, "_stage_row"), (sys.modules.get("llmsizing.plan_moe"), "_kept_dp_rows"),
+                       (sys.modules.get("llmsizing.plan_moe"), "_kept_dp_rows"),
                        (sys.modules.get("llmsizing.plan_moe"), "kept_unit_rows"))
 
 

@@ -11,6 +11,7 @@ from conftest import calibrate_check
 import llmsizing as L
 from llmsizing import calibration as C
 from llmsizing.hardware import kernel_efficiency_row
+from llmsizing.run_nodes import run_node
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +36,8 @@ def test_each_runs_kernel_efficiency_gives_back_its_published_mfu(fitted):
         st = L.step_time(r.model, r.gpu, par, batch=micro, seq=int(r.seq), grad_accum=accum, recompute=recompute,
                          kernel_efficiency=r.kernel_efficiency, dtype=r.dtype,
                          attention_kernel=C.attention_kernel_of(r.framework, r.gpu),
-                         async_tp=r.tp_comm_overlap == "yes")     # the run's published TP overlap
+                         async_tp=r.tp_comm_overlap == "yes",     # the run's published TP overlap
+                         node=run_node(r))                        # and its node (blank: the GPU's default)
         assert st.mfu == pytest.approx(r.implied_mfu, rel=1e-6), r.run
         # the losses only take away: the MFU is at most what the kernels reach. The Linear layers reach at most the
         # kernel efficiency (their GEMMs' share is below 1); the attention core, counted as the whole s x s matrix

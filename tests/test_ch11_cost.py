@@ -1,6 +1,7 @@
 """Chapter 11 "Cost" (llmsizing.cost and its charts and widget): expected values derived by hand."""
 
 import pytest
+from conftest import pooled_layout_factors
 from hypothesis import strategies as st
 
 from llmsizing import charts, cost, get_model
@@ -111,18 +112,19 @@ def test_cost_vs_gpus_arithmetic():
 
 def test_cost_vs_gpus_carries_the_layout_range():
     # each row is a step-model prediction from a layout, so its 80% range is the one data/intervals.csv states
-    # for an MFU predicted from a layout (area training-layout, bf16: 0.7273 to 1.2280 of the MFU, as the
-    # planner reports; 0.8164 before issue 34's FP8 sources of Dec 2026, 0.6981 with them until strata34 left
-    # the runs on stand-in efficiencies out of the bounds), not the range of an MFU predicted from a run's
-    # inputs (0.7289 to 1.4409 on Hopper).
-    # Days and dollars go the other way: a low MFU means more days, so low = days / 1.2280, high = days / 0.7273
+    # for an MFU predicted from a layout (area training-layout, the pooled row an H100 in BF16 takes: 0.7187 to
+    # 1.2032 of the MFU since the runs are priced on their nodes, 0.7273 to 1.2280 before; 0.8164 before issue
+    # 34's FP8 sources of Dec 2026, 0.6981 with them until strata34 left the runs on stand-in efficiencies out
+    # of the bounds), not the range of an MFU predicted from a run's inputs (0.7289 to 1.4409 on Hopper).
+    # Days and dollars go the other way: a low MFU means more days, so low = days / high, high = days / low
+    low, high = pooled_layout_factors()
     df = cost.cost_vs_gpus("llama-3-70b", tokens=1e12, gpu="H100 SXM", seq=8192, global_batch=512, tp=8, pp=4)
-    assert (df["days_low"] / df["days"]).to_numpy() == pytest.approx(1 / 1.2280, rel=1e-4)
-    assert (df["days_high"] / df["days"]).to_numpy() == pytest.approx(1 / 0.7273, rel=1e-4)
-    assert (df["cost_usd_high"] / df["cost_usd"]).to_numpy() == pytest.approx(1 / 0.7273, rel=1e-4)
+    assert (df["days_low"] / df["days"]).to_numpy() == pytest.approx(1 / high, rel=1e-4)
+    assert (df["days_high"] / df["days"]).to_numpy() == pytest.approx(1 / low, rel=1e-4)
+    assert (df["cost_usd_high"] / df["cost_usd"]).to_numpy() == pytest.approx(1 / low, rel=1e-4)
     # the planner's range for the same job is the same multiple (chapter 11 quotes both side by side)
     best = plan("llama-3-70b", tokens=1e12, gpus=("H100 SXM",), seq=8192, global_batch=512).iloc[0]
-    assert best["cost_usd_high"] / best["cost_usd"] == pytest.approx(1 / 0.7273, rel=1e-4)
+    assert best["cost_usd_high"] / best["cost_usd"] == pytest.approx(1 / low, rel=1e-4)
 
 
 def test_cost_vs_gpus_refuses_a_dp_beyond_the_global_batch():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 
 import pytest
+from conftest import pooled_layout_factors
 
 from llmsizing.job import Job
 from llmsizing.charts import render_plan
@@ -228,7 +229,7 @@ def test_widget_budget_follows_the_rule():
     """The budget is kept by the same rule as the deadline (issue 34): at the slow end (the default) the widget
     keeps the plans whose cost_usd_high is within it, as plan() does; by the point estimate those whose cost_usd
     is. Llama 3 8B on 1T tokens costs from about $0.12M to $1.4M by its point estimate, so a $1M budget drops
-    the dearest plans by either rule, and more at the slow end (cost / 0.7273 > $1M from a point cost of $716k)."""
+    the dearest plans by either rule, and more at the slow end (cost / low > $1M from a point cost of $716k)."""
     w = widget()
     run = dict(SMALL, tokens=1e12)
     set_controls(w, model="llama-3-8b", tokens=1e12, gpus=SMALL["gpus"], seq=4096, global_batch=256,
@@ -276,12 +277,12 @@ def test_the_budget_line_says_which_cost_it_is_held_to():
     """Issue 34: the figure's dots are point costs, but the default rule holds the budget to each plan's slow
     end. The budget's line says so, the chosen plan's slow end is drawn, and the axes reach the line. By hand:
     Llama 3 8B on 1T tokens (SMALL's run); its cheapest plan on H100s at its point cost c, and its slow end c /
-    0.7273, the low MFU factor of the pooled training-layout row of data/intervals.csv (an H100 in BF16
-    without a stack takes it). A budget of 1.2 c / 0.7273 keeps it by either rule."""
+    low, the low MFU factor of the pooled training-layout row of data/intervals.csv (an H100 in BF16 without a
+    stack takes it; read from the file). A budget of 1.2 c / low keeps it by either rule."""
     run = dict(SMALL, tokens=1e12)
     cheap = plan("llama-3-8b", **run).iloc[0]
     assert cheap.gpu == "H100 SXM"
-    slow = cheap.cost_usd / 0.7273
+    slow = cheap.cost_usd / pooled_layout_factors()[0]
     budget = round(1.2 * slow, -3)
     for rule, said in (("slow_end", "vs slow-end costs (diamond: chosen)"),
                        ("estimate", "vs point costs (the dots)")):

@@ -1,8 +1,9 @@
 """The shape of ``llmsizing.charts`` (issue "The house by part"): a package with a base module and one module per
 part of the book, in book order, none over 800 lines; a part over 600 lines keeps some chapters' figures in
-chapter modules of its own (issue 32); imports run only downwards (a chapter module imports ``base``, a part
-``base`` and its chapter modules, ``base`` imports no other module, the parts do not import each other, the
-package imports the parts);
+chapter modules of its own, and ``base`` keeps its figures-and-axes reuse and its labels in two modules below it
+(issue 32); imports run only downwards (a chapter module imports ``base``, a part ``base`` and its chapter
+modules, ``base`` only the two modules it is built on, ``figures`` only ``labels``, ``labels`` none, the parts
+do not import each other, the package imports the parts);
 every top-level name of every module is re-exported by the package as the same object, so ``charts.X`` and
 ``from llmsizing.charts import X`` keep working for every name the former single module had. Plus the short
 numbers that the figures' tick labels and summaries share one suffix ladder for."""
@@ -21,9 +22,11 @@ from llmsizing.charts import base
 PACKAGE = Path(charts.__file__).parent
 PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune", "long_context", "moe", "rl")   # Parts I-VI (V: 17, 18; VI: 19)
 #: The chapter modules of a part (issue 32: modules under 600 lines), which the part imports and re-exports.
-CHAPTERS = {"one_gpu": ("one_gpu_measure",), "many_gpus": ("pipeline", "many_gpus_measure"),
+CHAPTERS = {"one_gpu": ("one_gpu_activations", "one_gpu_measure"), "many_gpus": ("pipeline", "many_gpus_measure"),
             "time_money": ("time_money_plan", "time_money_checks")}
 SUBS = tuple(sub for subs in CHAPTERS.values() for sub in subs)
+#: The modules ``base`` is built on (issue 32), lowest first; it imports and re-exports every name of theirs.
+BASES = ("labels", "figures")
 MAX_LINES = 800
 
 
@@ -51,7 +54,7 @@ def _defined(name: str) -> set[str]:
 
 
 def test_the_package_holds_base_and_one_module_per_part():
-    assert sorted(p.stem for p in PACKAGE.glob("*.py")) == sorted(["__init__", "base", *PARTS, *SUBS])
+    assert sorted(p.stem for p in PACKAGE.glob("*.py")) == sorted(["__init__", "base", *BASES, *PARTS, *SUBS])
 
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.glob("*.py")), ids=lambda p: p.name)
@@ -61,7 +64,9 @@ def test_no_module_is_over_800_lines(path):
 
 
 def test_imports_run_only_downwards():
-    assert _package_imports("base") == set(), "base must import no module of the package"
+    assert _package_imports("labels") == set(), "labels must import no module of the package"
+    assert _package_imports("figures") == {"labels"}, "figures may import labels only"
+    assert _package_imports("base") == set(BASES), "base may import only the modules it is built on"
     for part in PARTS:
         chapters = set(CHAPTERS.get(part, ()))
         assert _package_imports(part) == {"base", *chapters}, f"{part} may import base and its chapters"
@@ -70,7 +75,7 @@ def test_imports_run_only_downwards():
     assert _package_imports("__init__") == {"base", *PARTS}
 
 
-@pytest.mark.parametrize("module", ["base", *PARTS, *SUBS])
+@pytest.mark.parametrize("module", [*BASES, "base", *PARTS, *SUBS])
 def test_every_name_is_re_exported_as_the_same_object(module):
     mod = importlib.import_module(f"llmsizing.charts.{module}")
     for name in _defined(module):
@@ -86,9 +91,11 @@ def test_a_part_still_exports_its_chapter_modules_names(part, sub):
 
 
 def test_shared_state_is_one_object():
-    from llmsizing.charts import one_gpu, time_money
+    from llmsizing.charts import figures, labels, one_gpu, time_money
 
     assert charts.COLORS is base.COLORS
+    assert charts.DPI == base.DPI == figures.DPI and charts._SUFFIXES is base._SUFFIXES is labels._SUFFIXES
+    assert charts._MMB_KEPT is one_gpu._MMB_KEPT                   # chapter 4's kept curves: one dict
     assert all(charts.COLORS[label] for label in one_gpu.ACT_LABELS.values())   # chapter 4's names are coloured
     assert charts._PLAN_GROUPS_KEPT is time_money._PLAN_GROUPS_KEPT
 

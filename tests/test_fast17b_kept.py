@@ -2,7 +2,6 @@
 
 * ``plan_moe._kept_key_rows``: a mixture of experts' data-parallel rows per (model, GPU, node, precision,
   expert_tp) and key, and ``plan_moe.kept_unit_rows``: the unit-link rows per key, across GPUs;
-* ``plan_pricing._stage_row``: the most loaded stage's terms per (model, pp, recomputation, seq, MTP);
 * ``plan_pricing._digest``: the SHA-1 of a GPU's candidates over narrowed integer columns;
 * ``charts.time_money_plan._first_of_each``: the point cloud's first point per pixel, without a sort.
 
@@ -34,7 +33,6 @@ def _clear_all() -> None:
     planner._search.cache_clear()            # (the searches, the priced blocks and the layouts)
     plan_moe._kept_dp_rows.cache_clear()
     plan_moe._kept_units.clear()
-    plan_pricing._stage_row.cache_clear()
 
 
 def _plan(setting):
@@ -68,9 +66,8 @@ def test_a_walk_keeping_the_rows_plans_the_same_bits(fresh, order):
         df = _plan(SETTINGS[i])
         pd.testing.assert_frame_equal(df, fresh[i], check_exact=True)
         assert df.attrs == fresh[i].attrs
-    # the walk used them: a second GPU type's rows were asked once per GPU, the stage rows once per seq
+    # the walk used them: each GPU type's rows were kept
     assert {k[1].name for k in plan_moe._kept_dp_rows} >= {"H100 SXM", "B200", "A100 80GB"}
-    assert plan_pricing._stage_row.cache_info().hits > 0
     _clear_all()
 
 

@@ -127,6 +127,12 @@ def test_small_expert_layers_run_no_slower_than_the_library_prices_them():
     below it, the bars being read to +-10 TFLOP/s). So the ~1.5x the small MoE runs take over their
     prediction is not in their expert kernels as these run today (Dec 2025 versions: ScatterMoE's Triton
     kernels were rewritten in Oct 2024, after Granite 3.0's pre-training)."""
+    ratios = _small_expert_ratios()
+    assert max(ratios) > 1.5           # at 256-wide experts well above the library's price (ScatterMoE 1.6-1.8x)
+
+
+def _small_expert_ratios():
+    """SonicMoE Fig. 14's ScatterMoE and MegaBlocks bars (hidden <= 1,536) over the library's price."""
     t = pd.read_csv(DATA.parent / "moe_layer_kernels.csv")
     t = t[t["kernel"].isin(["ScatterMoE", "MegaBlocks"]) & (t["hidden"] <= 1536)]
     assert len(t) == 12
@@ -134,8 +140,16 @@ def test_small_expert_layers_run_no_slower_than_the_library_prices_them():
     for _, r in t.iterrows():
         lib = _library_layer_tflops(r["tokens"], r["hidden"], r["expert_ffn"], r["experts"], r["top_k"])
         ratios += [r["fwd_tflops"] / lib, r["bwd_tflops"] / lib]
-    assert min(ratios) > 0.85          # measured never well below the library's price ...
-    assert max(ratios) > 1.5           # ... and at 256-wide experts well above it (ScatterMoE 1.6-1.8x)
+    return ratios
+
+
+@pytest.mark.xfail(strict=True, reason="recorded miss (nodes34, Dec 2026): with the Hopper BF16 kernel efficiency "
+                   "refitted on the runs' nodes (0.676 -> 0.684) MegaBlocks' forward at hidden 1,536, experts "
+                   "1,024 wide (218 TFLOP/s read off the bar, +-10) is 0.842 of the library's price (0.851 "
+                   "before): 16% below it, past the 15% this test states; the bound is not widened after the miss")
+def test_small_expert_layers_never_run_well_below_the_library_price():
+    """The other half of the claim above: measured never more than 15% below the library's price."""
+    assert min(_small_expert_ratios()) > 0.85
 
 
 def _granite_per_layer_call_s():
@@ -228,3 +242,133 @@ def test_olmoe_dense_twin_pair_against_the_library(ev):
 
     assert ratio(1) == pytest.approx(measured, rel=0.05)
     assert ratio(8) / measured > 1.15
+
+
+# ---- session 23 (moe35s): what the small-MoE rows' sources say about their hours, and the controlled pairs
+def test_granite_table7_hours_are_gpu_hours_not_node_hours(ev):
+    """The Granite 3.0 report's Table 7 gives each model's GPU-hours beside its energy, and Sec. 6 the
+    formula: Wh = GPU-hours x GPU power x PUE, with 700 W H100s and a PUE of 1.3. By hand: 71,171 x 0.7 kW x
+    1.3 = 64.8 MWh (printed 64.5), 133,308 -> 121.3 (121.2), 192,030 -> 174.7 (174.6), 832,102 -> 757.2
+    (757.0). Each hour is one GPU's at its own 700 W: node-hours would carry 8 GPUs' power, 8x the energy
+    printed. So the MoE rows read the hours right; the ~1.4x they take over the step is not a unit slip."""
+    from llmsizing.moe_runs import moe_published_runs
+
+    runs = moe_published_runs().set_index("run")
+    hours = {"granite30_2b_mwh": ev.loc["granite30_2b_gpu_hours", "value"],
+             "granite30_8b_mwh": ev.loc["granite30_8b_gpu_hours", "value"],
+             "granite30_1b_a400m_mwh": runs.loc["Granite 3.0 1B-A400M pre-training", "gpu_hours"],
+             "granite30_3b_a800m_mwh": runs.loc["Granite 3.0 3B-A800M pre-training", "gpu_hours"]}
+    for key, gpu_hours in hours.items():
+        assert float(gpu_hours) * 0.700 * 1.3 / 1000 == pytest.approx(float(ev.loc[key, "value"]), rel=0.005)
+
+
+def test_jetmoe_hours_are_a_steady_state_of_gpu_hours(ev):
+    """JetMoE-8B: 30,000 H100 GPU-hours for 1.25T tokens (arXiv:2404.07413, abstract); its steady state, by
+    the transformers documentation its author contributed, is about 100B tokens a day on 96 H100s: 1.25e12 /
+    100e9 days x 24 x 96 = 28,800 GPU-hours, 4% under the total. So the total is per-GPU hours of a steady
+    state (as 12 nodes' hours it would be 8x that), and the run's ~1.5x over the step is in its step, not in
+    restarts or accounting."""
+    from llmsizing.moe_runs import moe_published_runs
+
+    row = moe_published_runs().set_index("run").loc["JetMoE-8B pre-training"]
+    per_day = float(ev.loc["jetmoe_tokens_per_day", "value"])
+    steady = float(row["tokens"]) / per_day * 24 * int(row["n_gpus"])
+    assert steady == pytest.approx(28_800)
+    assert 1.0 < float(row["gpu_hours"]) / steady < 1.05
+
+
+def _busy_ratio(row):
+    """Published tokens a GPU-second of a row of moe_published_runs over the step's compute and bubble alone
+    (no communication): how much faster the library's compute is than the run."""
+    from llmsizing.moe_runs import run_step
+
+    st = run_step(row)
+    published = float(row["tokens"]) / (float(row["gpu_hours"]) * 3600)
+    return st.tokens / st.busy_s / st.communication.parallel.gpus / published
+
+
+def test_small_moes_without_expert_parallelism_miss_on_their_compute_alone():
+    """The four MoE runs with hidden <= 2,048 and no expert parallelism (JetMoE-8B, Granite 3.0 1B and 3B,
+    OLMoE-1B-7B: three teams, three stacks, MegaBlocks in Megatron, ScatterMoE, MegaBlocks in OLMo's FSDP) all
+    ran slower than the step's compute and bubble alone: Granite and JetMoE beyond the range's top (published
+    over predicted GPU-hours above 1 / 0.727 = x1.375), OLMoE at its edge (x1.37, within 1%). OLMoE lies
+    inside the range only through the exposed communication of its row's assumed one sequence per micro-batch
+    (ZeRO-3 gathers the weights for every micro-batch, and more than a quarter of its priced step waits for
+    them); at two sequences a micro-batch the gathers hide and it lies above the range with the others. So the
+    row inside is not a counter-example to the small-MoE gap: what sets Granite and JetMoE apart from it is no
+    term of the step, only that communication."""
+    from llmsizing.moe_runs import _model, moe_published_runs, moe_run_check, run_step
+
+    runs = moe_published_runs().set_index("run", drop=False)
+    check = moe_run_check()
+    lo, _ = layout_range_factors("H100 SXM", "bf16")
+    small = [n for n, r in runs.iterrows() if int(r["ep"]) == 1 and _model(r["model"]).hidden <= 2048]
+    assert sorted(small) == ["Granite 3.0 1B-A400M pre-training", "Granite 3.0 3B-A800M pre-training",
+                             "JetMoE-8B pre-training", "OLMoE-1B-7B pre-training"]
+    for name in small:
+        assert _busy_ratio(runs.loc[name]) > (0.99 if name.startswith("OLMoE") else 1.0) / lo, name
+    olmoe = runs.loc["OLMoE-1B-7B pre-training"]
+    assert check.loc[olmoe["run"], "inside"]
+    st = run_step(olmoe)
+    assert st.exposed_by_group_s["dp"] / st.step_s > 0.25
+    par = Parallel(dp=int(olmoe["dp"]), zero=int(olmoe["zero"]))
+    two = step_time(_model(olmoe["model"]), olmoe["gpu"], par, batch=2, seq=int(olmoe["seq"]),
+                    grad_accum=int(olmoe["global_batch"]) // par.dp // 2, precision=olmoe["precision"])
+    published = float(olmoe["tokens"]) / (float(olmoe["gpu_hours"]) * 3600)
+    assert two.tokens / two.step_s / par.gpus / published > 1 / lo
+
+
+def test_olmoe_dense_twin_lies_inside_where_its_moe_does_not(ev):
+    """OLMoE's Fig. 4 pair in absolute terms (23,600 and 37,500 tokens/s a GPU on 128 H100s), priced with FSDP
+    (ZeRO-3), 4,096-token sequences and the OLMoE configurations' 8 sequences a micro-batch (1,024 / 128 = 8 a
+    GPU: one micro-batch a step): the dense twin runs slower than priced but inside the range (published over
+    predicted GPU-hours within [1 / 1.228, 1 / 0.727]); its MoE lies above it, and by more than 1.15x the
+    twin's excess. Measured against a dense control from the same paper, cluster and stack, part of the gap
+    belongs to the MoE layers as OLMo's 2024 MegaBlocks ran them. (At one sequence a micro-batch both lie
+    inside: the pair's micro-batch is not published; test_olmoe_dense_twin_pair_against_the_library.)"""
+    from dataclasses import replace
+
+    from llmsizing.catalog import get_model
+
+    moe = get_model("olmoe-1b-7b")
+    twin = replace(moe, name="olmoe dense twin (test)", experts=0, experts_per_token=0,
+                   expert_ffn_hidden=None, ffn_hidden=8192)
+    lo, hi = layout_range_factors("H100 SXM", "bf16")
+    over = {}
+    for m, key in ((moe, "olmoe_fig4_moe_tps"), (twin, "olmoe_fig4_dense_tps")):
+        st = step_time(m, "H100 SXM", Parallel(dp=128, zero=3), batch=8, seq=4096, grad_accum=1,
+                       precision="bf16-mixed")
+        # tokens a second priced over measured = published over predicted GPU-hours
+        over[key] = st.tokens / st.step_s / 128 / float(ev.loc[key, "value"])
+    assert 1 / hi <= over["olmoe_fig4_dense_tps"] <= 1 / lo
+    assert over["olmoe_fig4_moe_tps"] > 1 / lo
+    assert over["olmoe_fig4_moe_tps"] / over["olmoe_fig4_dense_tps"] > 1.15
+
+
+@pytest.mark.parametrize("recompute", ["full", "none"])
+def test_grin_throughput_study_runs_faster_than_priced_for_the_moe_and_its_twin_alike(ev, recompute):
+    """GRIN's Table 3 in absolute terms: Phi-3.5-MoE's architecture (16 experts of 6,400, top-2, hidden 4,096)
+    at 7,077 tokens/s a GPU and its 6.6B dense twin at 8,176, on 64 H100s in one parallelism setting of data
+    and pipeline parallelism (Sec. 3.2; activation checkpointing in GRIN's training, not said for the study),
+    priced at 16 stages (the fewest powers of two that hold the MoE's 42B parameters at 16 bytes each, ZeRO 0,
+    in 80 GB) with 4M-token batches of 4K sequences: both ran faster than priced, and by the same factor
+    within 10%, with recomputation or without. So where the Phi-3.5-MoE row lies below the range, the library
+    prices this stack slow on a dense model as much as on the MoE: the miss is not in the MoE terms."""
+    from dataclasses import replace
+
+    from llmsizing.moe_runs import PHI_35_MOE_STANDIN
+
+    moe = PHI_35_MOE_STANDIN
+    twin = replace(moe, name="grin dense twin (test)", experts=0, experts_per_token=0,
+                   expert_ffn_hidden=None, ffn_hidden=12800)
+    assert abs(twin.active_params / moe.active_params - 1) < 0.01
+    assert moe.n_params * 16 / 16 < 80e9 < moe.n_params * 16 / 8
+    faster = {}
+    for m, key in ((moe, "grin_t3_moe_42b_tps"), (twin, "grin_t3_dense_6p6b_tps")):
+        st = step_time(m, "H100 SXM", Parallel(pp=16, dp=4, zero=0), batch=1, seq=4096, grad_accum=256,
+                       precision="bf16-mixed", recompute=recompute)
+        faster[key] = float(ev.loc[key, "value"]) / (st.tokens / st.step_s / 64)
+    assert min(faster.values()) > 1.1
+    assert faster["grin_t3_moe_42b_tps"] / faster["grin_t3_dense_6p6b_tps"] == pytest.approx(1.0, abs=0.1)
+    assert float(ev.loc["grin_t3_moe_42b_tps", "value"]) / float(ev.loc["grin_t3_dense_6p6b_tps", "value"]) \
+        == pytest.approx(float(ev.loc["grin_moe_over_dense", "value"]), abs=0.001)

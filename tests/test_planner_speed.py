@@ -224,6 +224,12 @@ SETTINGS = {
         partial_recompute=False),
     "405b at 128K on H100s (issue 23)": dict(
         model="llama-3.1-405b", tokens=8e11, gpus=("H100 SXM",), seq=131072, global_batch=64, max_gpus=16384),
+    # (accounted splits whose slowest stage by time is the last while a middle one has the most FLOPs:
+    # review22 M6, tests/test_slowest_stage.py; the fast search prices a few candidate stages per layout. A
+    # 1.5B model fits without recomputing: no partial recomputation to compare)
+    "zb-gpt-1.5b, accounted splits slowest at the loss": dict(
+        model="zb-gpt-1.5b", tokens=1e11, gpus=("H100 SXM", "A100 80GB"), seq=4096, global_batch=64,
+        max_gpus=96, partial_recompute=False),
     "8b, chosen micro-batches, recomputations, ZeRO stages and cp degrees": dict(
         model="llama-3-8b", tokens=1e11, gpus=("A100 80GB", "L40S"), seq=16384, global_batch=48,
         micro_batches=(1, 3), recomputes=("selective", "full"), zero_stages=(1, 3), cp_degrees=(1, 2, 4)),

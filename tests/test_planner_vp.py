@@ -9,6 +9,7 @@ checked against direct step_time and training_memory calls on the layout built b
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import pooled_layout_factors
 
 import llmsizing as L
 from llmsizing import plan_rank
@@ -233,16 +234,18 @@ def test_budget_kept_by_hand(monkeypatch):
 def test_a_budget_its_point_cost_fits_and_its_slow_end_does_not(p70, monkeypatch):
     """The cheapest plan of Llama 3 70B on 1T tokens (8,192-token sequences, 1,024 per batch), priced by hand:
     1e12 / (1,024 x 8,192) steps x its step time x its GPUs x the H100 SXM's list price $3.99/h
-    (data/gpu_prices.csv), and its slow end that cost over the low MFU factor 0.7273 of the 80% range (the
-    pooled training-layout row of data/intervals.csv, which an H100 in BF16 without a stack takes). A budget
-    between the two keeps it by the point estimate and drops it by the slow end, the default (warned once)."""
+    (data/gpu_prices.csv), and its slow end that cost over the low MFU factor of the 80% range (the pooled
+    training-layout row of data/intervals.csv, which an H100 in BF16 without a stack takes; read from the
+    file). A budget between the two keeps it by the point estimate and drops it by the slow end, the default
+    (warned once)."""
+    low = pooled_layout_factors()[0]
     kw = dict(tokens=1e12, gpus=("H100 SXM", "A100 80GB"), seq=8192, global_batch=1024, max_gpus=4096)
     r = p70.iloc[0]
     assert r.gpu == "H100 SXM" and p70.attrs["range_rows"]["H100 SXM"] in ("all", "bf16")
     cost = 1e12 / (1024 * 8192) * r.step_time_s / 3600 * r.n_gpus * 3.99
     assert r.cost_usd == pytest.approx(cost, rel=1e-12)
-    assert r.cost_usd_high == pytest.approx(cost / 0.7273, rel=1e-12)
-    budget = (cost * cost / 0.7273) ** 0.5                 # between the point cost and the slow end's
+    assert r.cost_usd_high == pytest.approx(cost / low, rel=1e-12)
+    budget = (cost * cost / low) ** 0.5                    # between the point cost and the slow end's
     key = ["gpu", "tp", "cp", "pp", "virtual_stages", "zero", "micro_batch", "dp"]
 
     def row(df):
@@ -259,11 +262,11 @@ def test_a_budget_its_point_cost_fits_and_its_slow_end_does_not(p70, monkeypatch
     assert strict.empty
     monkeypatch.setattr(plan_rank, "_WARNED", [])
     with pytest.warns(FutureWarning, match="budget_usd=.*deadline_rule='estimate' for the old result"):
-        with pytest.raises(NoPlanError, match=rf"the cheapest costs \${cost:,.0f} \(\${cost / 0.7273:,.0f} at the "
+        with pytest.raises(NoPlanError, match=rf"the cheapest costs \${cost:,.0f} \(\${cost / low:,.0f} at the "
                                               r"slow end of the 80% range; .*budget was checked by the slow end"):
             plan(L70, budget_usd=budget, **kw)
-    loose = plan(L70, budget_usd=cost / 0.7273 * 1.001, **kw)     # just above its slow end: kept
-    assert len(row(loose)) == 1 and (loose["cost_usd_high"] <= cost / 0.7273 * 1.001).all()
+    loose = plan(L70, budget_usd=cost / low * 1.001, **kw)     # just above its slow end: kept
+    assert len(row(loose)) == 1 and (loose["cost_usd_high"] <= cost / low * 1.001).all()
     assert "slow end" in loose.attrs["budget_rule"] and "meets_deadline" not in loose
     assert list(row(loose)["within_budget"]) == ["yes"] and set(loose["within_budget"]) == {"yes"}
 

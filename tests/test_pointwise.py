@@ -106,3 +106,122 @@ def test_bad_input_is_refused():
         pointwise.layer_pointwise_bytes_per_token(m, act_bytes=0)
     with pytest.raises(ValueError, match="recompute"):
         pointwise.stage_pointwise_bytes_per_token(m, Parallel(), recompute="some")
+
+
+# --------------------------------------------------------------- other layouts, by hand (review22 M4, M5)
+def test_bloom_layernorm_gelu_and_alibi_by_hand():
+    """BLOOM 176B (Scao et al. 2022; HF bigscience/bloom config: hidden 14,336, 112 heads, MLP 4 x hidden =
+    57,344, LayerNorm, GeLU, ALiBi). Two LayerNorms with mean and rstd (8 bytes each), two residual adds;
+    GeLU reads 57,344 and writes 57,344 forward, reads both and the gradient backward, no rotary pass: ALiBi
+    is added to the scores inside the attention kernel. The rotary reading charged before moved 4 x (224 x
+    128) x 2 = 229,376 bytes more."""
+    h, f = 14336, 4 * 14336
+    got = pointwise.layer_pointwise_bytes_per_token(get_model("bloom-176b"))
+    assert got == ((2 * (2 * h * B + 8) + 2 * 3 * h * B, 2 * (3 * h * B + 8) + 2 * 3 * h * B),
+                   (2 * f * B, 3 * f * B))
+    assert got[1] == (229_376, 344_064)
+
+
+def test_qwen3_moe_width_and_per_head_qk_norm_by_hand():
+    """Qwen3-30B-A3B (config.json: hidden 2,048, 32 heads, 4 KV heads of 128, 128 experts of 768, top-8,
+    per-head q/k RMSNorm): a MoE layer's SwiGLU over 8 x 768 = 6,144; rotary and q/k norm over (32 + 4) x 128
+    = 4,608 numbers; the q/k norm's rstd, one fp32 per head of each token: 36 x 4 = 144 bytes each way."""
+    w, qk, rows = 8 * 768, 36 * 128, 36
+    _, split = pointwise.layer_pointwise_bytes_per_token(get_model("qwen3-30b-a3b"), moe_layer=True)
+    assert split == (3 * w * B + 2 * qk * B + 2 * qk * B + rows * 4,
+                     5 * w * B + 2 * qk * B + 3 * qk * B + rows * 4)
+    assert split == (73_872, 107_664)
+
+
+def test_olmoe_projection_qk_norm_has_two_statistics():
+    """OLMoE-1B-7B (arXiv:2409.02060: hidden 2,048, 16 heads of 128, 64 experts of 1,024, top-8, QK-norm over
+    the whole projections): one rstd for the query and one for the key, 2 x 4 bytes."""
+    w, qk = 8 * 1024, 32 * 128
+    _, split = pointwise.layer_pointwise_bytes_per_token(get_model("olmoe-1b-7b"), moe_layer=True)
+    assert split[0] == 3 * w * B + 2 * qk * B + 2 * qk * B + 2 * 4 == 81_928
+
+
+def test_smollm3_rotates_three_layers_in_four():
+    """SmolLM3 (stage1_8T.yaml: hidden 2,048, 16 heads, 4 KV heads of 128, SwiGLU 11,008, no RoPE on every
+    4th of 36 layers): the rotary bytes of (16 + 4) x 128 numbers on 27 of 36 layers, 3/4 of them a layer."""
+    _, split = pointwise.layer_pointwise_bytes_per_token(get_model("smollm3-3b"))
+    assert split[0] == 3 * 11008 * B + 2 * (20 * 128 * 27 / 36) * B == 73_728
+
+
+def test_a_learned_table_adds_its_gather_and_add_on_the_first_stage():
+    """GPT-3 175B (Brown et al. 2020, learned positions, hidden 12,288): the token row's gather (2 h b) and
+    its gradient (h b + 8 h), the position row's gather, the add (3 h b) and its gradient: 9 h b + 16 h."""
+    h = 12288
+    first, _ = pointwise.ends_pointwise_bytes_per_token(get_model("gpt3-175b"))
+    assert first == 9 * h * B + 16 * h == 417_792
+
+
+def test_a_parallel_block_moves_the_residual_adds_of_a_sequential_one():
+    """Hugging Face's Falcon: ``mlp_output += attention_output`` then ``dropout_add(mlp_output, residual)``:
+    two binary adds of 3 h b, as a sequential block's two."""
+    m = get_model("llama-3-8b")
+    assert (pointwise.layer_pointwise_bytes_per_token(m.with_(parallel_block=True))
+            == pointwise.layer_pointwise_bytes_per_token(m))
+
+
+# --------------------------------------------------------------- against measured kernel times (review22 M4)
+#: Liger-Kernel's published benchmark table (linkedin/Liger-Kernel benchmark/data/all_benchmark_data.csv,
+#: rows of 2026-06-15 to 2026-07-26, liger 0.8.0/0.8.1, "NVIDIA H100 80GB HBM3", median of triton's do_bench):
+#: Megatron-Core's own kernels on BF16 activations of 2,048 x 4 = 8,192 tokens. ``megatron_cross_entropy``,
+#: provider ``megatron-unfused``: ``vocab_parallel_cross_entropy`` (benchmark_megatron_cross_entropy.py), the
+#: _VocabParallelCrossEntropy chain pointwise.py counts; ``megatron_swiglu``, provider ``megatron``:
+#: ``bias_swiglu_impl`` forward (benchmark_megatron_swiglu.py). Milliseconds.
+LIGER_H100 = {("cross_entropy", "forward", 131072): 15.8124, ("cross_entropy", "full", 131072): 21.2458,
+              ("cross_entropy", "forward", 32768): 4.0231, ("cross_entropy", "full", 32768): 5.4108,
+              ("swiglu", "forward", 32768): 0.8585, ("swiglu", "forward", 8192): 0.2202}
+TOKENS = 2048 * 4
+
+
+@pytest.mark.parametrize("vocab", [131072, 32768])
+def test_the_loss_against_megatrons_measured_cross_entropy(vocab):
+    """Bytes over measured time is the bandwidth the kernels reached: 38 bytes x 8,192 x 131,072 logits = 40.8
+    GB in 15.81 ms forward is 2.58 TB/s, 0.77 of the H100's 3.35 TB/s; with the backward 52 bytes a logit
+    (55.8 GB) in 21.25 ms, 2.63 TB/s, 0.78. The library charges the whole 3.35 TB/s, so its loss time is
+    about 0.77 of the measured one (module docstring, "Where it is an approximation"); at 32,768 logits the
+    same, 0.76 and 0.77."""
+    hbm = get_gpu("H100 SXM").memory_bandwidth_gbps * 1e9
+    assert hbm == 3.35e12
+    fwd, bwd = pointwise.LOSS_BYTES_PER_LOGIT
+    for mode, per_logit in (("forward", fwd), ("full", fwd + bwd)):
+        measured_s = LIGER_H100["cross_entropy", mode, vocab] * 1e-3
+        charged_s = pointwise.pointwise_seconds(per_logit * vocab, TOKENS, hbm)
+        assert 0.74 < charged_s / measured_s < 0.80, (mode, charged_s / measured_s)
+
+
+@pytest.mark.parametrize("ffn", [32768, 8192])
+def test_the_activation_against_megatrons_measured_swiglu(ffn):
+    """Megatron's fused SwiGLU forward reads [gate | up] and writes their product, 3 x ffn x 2 bytes a token:
+    8,192 tokens at ffn 32,768 move 1.61 GB, which took 0.859 ms: 1.88 TB/s, 0.56 of the peak the library
+    charges (at 8,192: 0.40 GB in 0.220 ms, 0.55)."""
+    hbm = get_gpu("H100 SXM").memory_bandwidth_gbps * 1e9
+    m = get_model("llama-3-8b").with_(ffn_hidden=ffn)
+    _, (fwd_split, _) = pointwise.layer_pointwise_bytes_per_token(m)
+    act = fwd_split - 2 * (HEADS + KV) * HD * B             # the forward's activation bytes, without the rotary
+    assert act == 3 * ffn * B
+    charged_s = pointwise.pointwise_seconds(act, TOKENS, hbm)
+    assert 0.52 < charged_s / (LIGER_H100["swiglu", "forward", ffn] * 1e-3) < 0.60
+
+
+def test_deepseek_v3_mla_rotary_and_shared_expert_by_hand():
+    """DeepSeek-V3 (arXiv:2412.19437 Sec. 2.1 and config.json: 128 heads, decoupled RoPE of 64 on each query
+    head and on one key shared by all heads, 8 routed experts of 2,048 and 1 shared of 2,048 per token): the
+    rotary kernel turns (128 + 1) x 64 = 8,256 numbers; a MoE layer's SwiGLU spans 9 x 2,048 = 18,432."""
+    r, w = 129 * 64, 9 * 2048
+    _, split = pointwise.layer_pointwise_bytes_per_token(get_model("deepseek-v3"), moe_layer=True)
+    assert split == (3 * w * B + 2 * r * B, 5 * w * B + 2 * r * B) == (143_616, 217_344)
+
+
+def test_deepseek_v3s_mtp_module_is_a_moe_layer_and_a_loss_on_the_last_stage():
+    """DeepSeek-V3's multi-token-prediction module (arXiv:2412.19437 Sec. 2.2: a transformer block and the
+    shared output head, depth 1): one MoE layer's bytes, 143,368 + 172,040 + 143,616 + 217,344 = 676,368, and
+    a second final norm and loss: 5 x 7,168 x 2 + 8 + 52 x 129,280 = 6,794,248 bytes a token."""
+    m = get_model("deepseek-v3")
+    assert (m.hidden, m.vocab) == (7168, 129280)
+    one = pointwise.stage_pointwise_bytes_per_token(m, Parallel())[0]
+    mtp = pointwise.stage_pointwise_bytes_per_token(m, Parallel(), mtp_depth=1)[0]
+    assert mtp - one == 676_368 + 5 * 7168 * B + 8 + 52 * 129280 == 7_470_616

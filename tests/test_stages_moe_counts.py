@@ -67,8 +67,8 @@ def test_fewest_searched_up_to_a_count():
 
 
 def test_a_refused_wide_search_falls_back_to_the_count(monkeypatch):
-    """Where plan() refuses the search up to the global batch (more plans than one call weighs), the search up
-    to the count answers, as before fast10."""
+    """Where plan() refuses the search of the counts sharing the global batch (more plans than one call weighs),
+    the search of the count alone answers (fast10b; up to the count before), with the old way's answer."""
     from llmsizing import planner
 
     real = planner.plan

@@ -5,7 +5,7 @@
     .venv/bin/python tools/step_terms.py --all             # every row with a layout: published / predicted
 
 For each run it prices the published layout as tools/calibrate.py does (llmsizing.calibration.run_mfu_at: the
-same Parallel, micro-batches, recomputation, TP overlap and attention kernel), at the calibrated kernel
+same Parallel, micro-batches, recomputation, TP overlap, attention kernel and node), at the calibrated kernel
 efficiency of the run's GPU generation and dtype (data/kernel_efficiency.csv), and prints the compute, the
 bubble, every collective in full and what the step waits for of each group. ``--meta`` adds the layout Meta
 describes for Llama 3 405B (llmsizing.parallel.llama3_405b_layout: FSDP without resharding after the forward,
@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from llmsizing.calibration import _layout_of, attention_kernel_of, tp_overlap_of  # noqa: E402
 from llmsizing.hardware import kernel_efficiency  # noqa: E402
 from llmsizing.layouts import step_time  # noqa: E402
+from llmsizing.run_nodes import run_node  # noqa: E402
 from llmsizing.time_cost import published_runs  # noqa: E402
 
 
@@ -38,7 +39,8 @@ def row_step(row, **over):
     par = over.pop("parallel", par)
     kw = dict(batch=micro, seq=int(row.seq), grad_accum=accum, recompute=recompute, dtype=_dtype(row),
               kernel_efficiency=kernel_efficiency(row.gpu, _dtype(row)), async_tp=tp_overlap_of(row),
-              attention_kernel=attention_kernel_of(getattr(row, "framework", None), row.gpu))
+              attention_kernel=attention_kernel_of(getattr(row, "framework", None), row.gpu),
+              node=run_node(row))
     kw.update(over)
     return step_time(row.model, row.gpu, par, **kw)
 

@@ -7,15 +7,26 @@ Each returns a number or a :class:`Finding`: the value, the reading it was compu
 offload, LoRA, the calibrated MFU and its band), and what the claim's premise needs (CPU offload) or why it
 fails (a reason: wrong in kind). :mod:`llmsizing.audit` holds the claims, the verdict rule and the table; its
 module docstring states the conventions these functions follow.
+
+Here are the readings taken at :data:`SEQ` tokens (:func:`at_seq` reads them at another length); what reads
+no sequence length (the :class:`Finding`, the settings and prices, the seeds' own arithmetic, the look-ups at
+a fixed shape) is :mod:`llmsizing.audit_inputs`'s, whose every name is importable from here too.
 """
 
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache
 
+# what reads no sequence length lives in audit_inputs (issue 32: modules under 600 lines); every name of
+# theirs is still importable from here (audit imports them from here)
+from .audit_inputs import (_A100, _COST_TABLES, _H100, _H200, _L2_13, _L2_7, _L2_70,  # noqa: F401
+                           _L3_70, _L3_8, _L405, _M7, _MATRIX, DAYS_PER_MONTH, DAYS_PER_YEAR, GPUS_PER_HOST,
+                           HOST_BYTES_PER_NODE, OPEN_SETTINGS, SECONDS_PER_DAY, SEED_PRICES_USD, Finding,
+                           _bytes, _gpu, _model, _one_way_gbps, _par, _qlora, _qlora_fits, _serving,
+                           _serving_factor, _stage_params_billion, _states, _weights_gb, favourable_point,
+                           seed_days_at_throughput, seed_gpu_days_usd, ten_b_stand_in)
 from .units import GB
 
 #: Sequence length of the central reading of every training claim (the seeds give none; 4,096 is Llama 2's
@@ -25,65 +36,6 @@ SEQ = 4096
 SEQS = (4096, 2048)
 #: Micro-batches (sequences) the claim that FP8 saves memory is read at: the seed names none.
 FP8_BATCHES = (1, 8)
-
-#: The one rule of the most favourable reading (issue 38): each setting a seed leaves open, and the values the
-#: audit tries for it, the same for every claim. The claim is judged at the combination that gives the best
-#: verdict (then the smallest factor off); where one value is always at least as favourable (the fused
-#: optimizer needs no more memory than ``foreach``), only that value is tried.
-OPEN_SETTINGS = {
-    "sequence length": "4,096 (central) and 2,048 tokens",
-    "optimizer step": "fused AdamW (never needs more memory than foreach)",
-    "layout": "without and, for a run on n GPUs that does not fit, with CPU offload (ZeRO-Offload)",
-    "method": "full fine-tuning and LoRA, where a seed says 'fine-tuning'",
-    "efficiency": "any MFU in the calibrated band of chapter 10 (times, throughputs, costs)",
-    "recomputation": "full for a memory claim (the least a step keeps); full (central) and none for a "
-                     "memory ratio",
-    "micro-batch": "the seed's; where it names none, one sequence (the least memory: the most favourable "
-                   "reading of an absolute memory claim), and 1 and 8 for FP8's memory ratio (the one ratio "
-                   "without a batch; a larger batch favours FP8)",
-    "ratio of two runs": "each at its central calibrated MFU (by GPU and dtype), without the band: the one "
-                         "setting not read at its most favourable",
-}
-
-#: Prices per GPU-hour that seed 000 states (RunPod, as quoted there): costs are recomputed at these.
-SEED_PRICES_USD = {"H100 SXM": 2.69, "A100 80GB": 1.39}
-
-#: Host memory of one 8-GPU server, the most an offloaded run may put on the CPU side of a node: NVIDIA's DGX
-#: H100 datasheet lists 2 TB of system memory (a DGX A100 has 1 or 2 TB). A run on fewer than 8 GPUs is given
-#: a whole server's host memory; a run on more gets 2 TB per 8 GPUs. NVMe offload (ZeRO-Infinity) is not
-#: counted.
-HOST_BYTES_PER_NODE = 2e12
-GPUS_PER_HOST = 8
-
-#: Days per month and per year, to express a time claim in the seed's own unit.
-DAYS_PER_YEAR = 365.25
-DAYS_PER_MONTH = DAYS_PER_YEAR / 12
-
-_L2_70, _L3_70, _L405, _M7, _L2_13, _L2_7 = ("llama-2-70b", "llama-3-70b", "llama-3.1-405b", "mistral-7b",
-                                             "llama-2-13b", "llama-2-7b")
-_L3_8 = "llama-3-8b"
-_H100, _A100, _H200 = "H100 SXM", "A100 80GB", "H200"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """A library value together with what it takes for the claim's premise to hold.
-
-    ``reason`` makes the claim wrong in kind (empty when there is none); ``offload`` says that the premise
-    holds only with CPU offload, and how. ``reading`` names the reading judged (fused AdamW, offload, LoRA,
-    the MFU). ``low`` and ``high`` are the library's range under that reading (the calibrated MFU band): the
-    claim is judged at the point of the range nearest to it. ``others`` are other readings of the same claim
-    (e.g. full fine-tuning against LoRA): the most favourable one is judged, and ``depends`` reports when they
-    disagree."""
-
-    value: float
-    reason: str = ""
-    reading: str = ""
-    low: float | None = None
-    high: float | None = None
-    offload: str = ""
-    others: tuple = ()
-
 
 # ----------------------------------------------------------------------------- library look-ups (no formulas)
 _FUSED = "fused"
@@ -304,55 +256,6 @@ def _run_recompute():
     return training_time(_M7, tokens=1e9, gpu=_H100, n_gpus=1, seq=SEQ, recompute="full")
 
 
-SECONDS_PER_DAY = 86_400
-
-
-def seed_days_at_throughput(tokens: float, tokens_per_s: float) -> float:
-    """Days a run of ``tokens`` takes at a throughput of ``tokens_per_s`` (all its GPUs together): tokens /
-    throughput / 86,400 s. The arithmetic seed 000's cost tables skip: each row gives a throughput and a
-    number of days for the same run (Mistral 7B, 100B tokens on one H100: 3,500 tokens/s and 262 days), and
-    the one does not follow from the other (chapter 14)."""
-    from ._validate import check_number
-
-    tokens = check_number("tokens", tokens, minimum=0.0, allow_equal=False)
-    tokens_per_s = check_number("tokens_per_s", tokens_per_s, minimum=0.0, allow_equal=False)
-    return tokens / tokens_per_s / SECONDS_PER_DAY
-
-
-def seed_gpu_days_usd(n_gpus: int, days: float, gpu: str = _H100) -> float:
-    """USD of ``n_gpus`` GPUs rented for ``days`` days at the price per GPU-hour seed 000 states for ``gpu``
-    (:data:`SEED_PRICES_USD`): GPU-days x 24 hours x price. Seed 000's FAQ answer "8 GPUs for 50 days is
-    cheaper than 1 GPU for 400 days" compares two runs of 400 GPU-days each: at one price they cost the same
-    (chapter 14)."""
-    from ._validate import check_choice, check_int, check_number
-
-    n_gpus = check_int("n_gpus", n_gpus, minimum=1)
-    days = check_number("days", days, minimum=0.0)
-    check_choice("gpu", gpu, tuple(SEED_PRICES_USD))
-    return n_gpus * days * 24 * SEED_PRICES_USD[gpu]
-
-
-def favourable_point(claimed: float, ranges) -> float:
-    """The point a claim with no stated bound is judged at: in each reading's ``(low, high)`` range the point
-    nearest ``claimed``, then of those the nearest to it on a log scale: chapter 14's most favourable reading
-    of a new claim, as its exercise 1 applies it (:func:`llmsizing.audit.audit_table` ranks the seeds'
-    readings by verdict kind first, which picks the same point unless a reading needs CPU offload)."""
-    from ._validate import check_number
-
-    claimed = check_number("claimed", claimed, minimum=0.0, allow_equal=False)
-    pairs = list(ranges)
-    if not pairs:
-        raise ValueError("ranges must hold at least one (low, high) pair")
-    points = []
-    for i, (lo, hi) in enumerate(pairs):
-        lo = check_number(f"ranges[{i}] low", lo, minimum=0.0, allow_equal=False)
-        hi = check_number(f"ranges[{i}] high", hi, minimum=0.0, allow_equal=False)
-        if lo > hi:
-            raise ValueError(f"ranges[{i}] must be (low, high) with low <= high, got ({lo}, {hi})")
-        points.append(min(max(claimed, lo), hi))
-    return min(points, key=lambda x: abs(math.log(claimed / x)))
-
-
 def offload_fit(model: str, gpu: str, n_gpus: int) -> str:
     """How ``n_gpus`` x ``gpu`` hold a training step of ``model`` with CPU offload, in words ("" if no
     ZeRO-Offload layout does): chapter 14's reading of a claim that fits only with the optimizer on the
@@ -371,67 +274,6 @@ def _same_gpu_days_cost_ratio() -> Finding:
                           f"the same (USD {seed_gpu_days_usd(8, 50):,.0f} at the seed's USD "
                           f"{SEED_PRICES_USD[_H100]}), and more GPUs never raise the MFU",
                    f"calibrated MFU, same on 1 and 8 GPUs; cost ratio {ratio:.2f}")
-
-
-def _qlora_fits(model: str) -> float:
-    """QLoRA's per-GPU memory (GB) in the configuration of seed 004's quoted benchmark (:func:`_qlora`)."""
-    return _qlora(model).total_bytes / GB
-
-
-def _weights_gb(model: str, dtype: str) -> float:
-    from .inference import weights_bytes
-
-    return weights_bytes(model, dtype) / GB
-
-
-def _states(model: str | None = None, n_params: int | None = None, parallel=None):
-    from .memory import model_states, model_states_for_params
-
-    if model is not None:
-        return model_states(model, parallel=parallel)
-    return model_states_for_params(n_params, parallel=parallel)
-
-
-def _stage_params_billion(model: str, parallel) -> float:
-    from .memory import stage_params
-
-    return max(stage_params(model, parallel)) / 1e9
-
-
-def _serving(model: str, batch: int, context: int):
-    from .inference import inference_memory
-
-    return inference_memory(model, batch=batch, context=context)
-
-
-def _gpu(name: str):
-    from .catalog import get_gpu
-
-    return get_gpu(name)
-
-
-def _model(name: str):
-    from .catalog import get_model
-
-    return get_model(name)
-
-
-def _one_way_gbps(gpu: str) -> float:
-    from .hardware import link_bandwidth_one_way_gbps
-
-    return link_bandwidth_one_way_gbps(gpu)
-
-
-def _bytes(dtype: str) -> float:
-    from .precision import bytes_per_element
-
-    return bytes_per_element(dtype)
-
-
-def _par(**kw):
-    from .parallel import Parallel
-
-    return Parallel(**kw)
 
 
 def _b200_speedup() -> float:
@@ -457,11 +299,6 @@ def _activations_gb(model: str, batch: int) -> float:
     from .activations import activation_memory
 
     return activation_memory(model, batch=batch, seq=SEQ, recompute="full").total_bytes / GB
-
-
-def _serving_factor(model: str, batch: int, context: int) -> float:
-    r = _serving(model, batch, context)
-    return r.total_bytes / r.weights_bytes
 
 
 def _fp8_tps(model: str, gpu: str, precision: str) -> float:
@@ -505,23 +342,6 @@ def _fp8_vram(model: str) -> Finding:
 # ----------------------------------------------------------------------------- look-ups for particular claims
 
 
-@cache
-def ten_b_stand_in():
-    """Seed 002's 10B model: Llama 2 13B's blocks (h = 5,120) cut to 31 layers, 10.16B parameters (the
-    catalogue has no 10B model; the seed gives none)."""
-    import dataclasses
-
-    return dataclasses.replace(_model(_L2_13), name="llama-2-13b-31-layers", layers=31)
-
-
-def _qlora(model: str):
-    """QLoRA (rank 16, all linear layers) of one 2,048-token sequence with gradient checkpointing: the
-    configuration of seed 004's quoted benchmark (chapter 16)."""
-    from .finetune import finetune_memory
-
-    return finetune_memory(model, method="qlora", batch=1, seq=2048, recompute="full")
-
-
 def _one_gpu_gb(model, batch: int, gpu: str) -> Finding:
     """Training memory of ``model`` at micro-batch ``batch`` on one ``gpu``: without offload, and (the other
     reading) with the least offloaded ZeRO-Offload layout that fits the GPU (:data:`_OFFLOADS`; the one that
@@ -544,17 +364,6 @@ def _one_gpu_gb(model, batch: int, gpu: str) -> Finding:
            f"of a {name} step on the GPU ({r.host_bytes / 1e12:.2f} TB of host memory)")
     return Finding(plain.value, reading=plain.reading,
                    others=(Finding(r.total_bytes / GB, reading="CPU offload", offload=off),))
-
-
-_COST_TABLES = (("mistral7b", _M7, 1e11, (1, 2, 4)), ("llama2-13b", _L2_13, 1e11, (1, 4, 8)),
-                ("llama2-70b", _L2_70, 1e12, (8, 16, 32, 64)))
-#: seed 000's GPU recommendation matrix: (id part, model, tokens, GPU, count)
-_MATRIX = (("mistral7b-50b-h100", _M7, 5e10, _H100, 2), ("mistral7b-50b-a100", _M7, 5e10, _A100, 1),
-           ("mistral7b-300b-h100", _M7, 3e11, _H100, 4), ("mistral7b-300b-a100", _M7, 3e11, _A100, 8),
-           ("llama2-7b-100b-h100", _L2_7, 1e11, _H100, 1), ("llama2-7b-100b-a100", _L2_7, 1e11, _A100, 2),
-           ("llama2-13b-100b-h100", _L2_13, 1e11, _H100, 4), ("llama2-13b-100b-a100", _L2_13, 1e11, _A100, 8),
-           ("llama2-70b-1t-h100", _L2_70, 1e12, _H100, 32), ("llama2-70b-1t-a100", _L2_70, 1e12, _A100, 64),
-           ("405b-15t-h100", _L405, 15e12, _H100, 256), ("405b-15t-a100", _L405, 15e12, _A100, 512))
 
 
 def _matrix(model: str, tokens: float, gpu: str, n: int) -> Finding:

@@ -273,19 +273,21 @@ def _layout_of(row):
 def run_mfu_at(row, efficiency: float) -> float:
     """The MFU :func:`~llmsizing.layouts.step_time` gives ``row``'s published layout (:func:`_layout_of`,
     which must not be ``None``) at kernel efficiency ``efficiency``, with the attention kernel of the row's
-    framework (:func:`attention_kernel_of`) and its published TP overlap (:func:`tp_overlap_of`): the one
-    call :func:`run_kernel_efficiency` inverts and :mod:`llmsizing.step_intervals` predicts with. ``row`` may
-    be a row of ``itertuples()``, a ``Series`` or a dict (a ``Series``' own ``dtype`` attribute would
-    otherwise shadow the run's ``dtype`` field and price an FP8 run in BF16)."""
+    framework (:func:`attention_kernel_of`), its TP overlap (:func:`tp_overlap_of`) and its node
+    (:func:`~llmsizing.run_nodes.run_node`): the one call :func:`run_kernel_efficiency` inverts and
+    :mod:`llmsizing.step_intervals` predicts with. ``row`` may be a row of ``itertuples()``, a ``Series`` or a
+    dict (a ``Series``' own ``dtype`` attribute would otherwise shadow the run's ``dtype`` field and price an
+    FP8 run in BF16)."""
     import pandas as pd
 
     from .layouts import step_time
+    from .run_nodes import run_node
 
     if isinstance(row, (pd.Series, dict)):
         row = _check_row(row)
     par, micro, accum, recompute = _layout_of(row)
     return step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
-                     kernel_efficiency=efficiency, recompute=recompute,
+                     kernel_efficiency=efficiency, recompute=recompute, node=run_node(row),
                      dtype="fp8" if row.dtype == "fp8" else "bf16", async_tp=tp_overlap_of(row),
                      attention_kernel=attention_kernel_of(getattr(row, "framework", None), row.gpu)).mfu
 
@@ -326,12 +328,13 @@ def run_flat_efficiency(row, kernel_efficiency: float) -> float:
     from .catalog import get_model
     from .flops import stage_flops_per_token
     from .layouts import step_time
+    from .run_nodes import run_node
 
     row = _check_row(row)
     par, micro, accum, recompute = _layout_of(row)
     dtype = "fp8" if row.dtype == "fp8" else "bf16"
     st = step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
-                   kernel_efficiency=kernel_efficiency, recompute=recompute, dtype=dtype,
+                   kernel_efficiency=kernel_efficiency, recompute=recompute, dtype=dtype, node=run_node(row),
                    async_tp=tp_overlap_of(row),
                    attention_kernel=attention_kernel_of(getattr(row, "framework", None), row.gpu))
     stage = max(stage_flops_per_token(get_model(row.model), par, seq=int(row.seq), recompute=recompute))

@@ -63,12 +63,12 @@ class ModelEntry:
 
 
 #: Columns of ``data/models.csv`` added for mixtures of experts, multi-head latent attention and the odd parts
-#: of other families (issue 24); blank for a dense Llama-style model, and optional: a file without them still
-#: loads.
+#: of other families (issue 24) and the position encoding (``positions``, ``rope_layers``: review22 M3); blank
+#: for a dense Llama-style model, and optional: a file without them still loads.
 _OPTIONAL_INT = ("experts", "experts_per_token", "expert_ffn_hidden", "shared_experts",
                  "shared_expert_ffn_hidden", "window_layers", "q_lora_rank", "kv_lora_rank",
                  "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "expert_groups",
-                 "expert_groups_per_token")
+                 "expert_groups_per_token", "rope_layers")
 _OPTIONAL_FLAG = ("router_bias", "attn_sinks")
 
 
@@ -88,8 +88,9 @@ def _model_from_row(r: dict[str, str]) -> Model:
             extra[k] = flag(k)
     if cell("mlp_bias"):
         extra["mlp_bias"] = flag("mlp_bias")
-    if cell("qk_norm"):
-        extra["qk_norm"] = cell("qk_norm")
+    for k in ("qk_norm", "positions"):
+        if cell(k):
+            extra[k] = cell(k)
     if cell("first_dense_layers") and int(cell("first_dense_layers")):
         extra["moe_layers"] = moe_layer_indices(int(r["layers"]), first_dense=int(cell("first_dense_layers")))
     return Model(

@@ -296,7 +296,8 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
                         recompute_layers: int | None = None, attention_kernel: str | None = None,
                         mtp_depth: int = 0, comm_sms: int = 0, load_skew: float | None = None,
                         schedule: str = "1f1b", attention_seq: int | None = None) -> float:
-    """Seconds of computing per step on a GPU of the slowest pipeline stage: that stage's training FLOPs
+    """Seconds of computing per step on a GPU of the slowest pipeline stage (the one whose GEMMs, attention,
+    memory-bound and MoE kernels take longest together, not the one with the most FLOPs): its training FLOPs
     (:func:`~llmsizing.flops.stage_flops_per_token`, recomputation included: hardware FLOPs) for
     ``batch x seq x grad_accum`` tokens, over its ``tp x cp`` GPUs, as kernels run them
     (:mod:`llmsizing.kernels`, issue 34): the Linear layers at the dense peak in ``dtype`` (``"bf16"``,
@@ -351,7 +352,6 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
         # DualPipe: rank i holds stages i and pp-1-i and runs half the micro-batches through each
         # (deepseek-ai/DualPipe; arXiv:2412.19437 Sec. 3.2.1), so a rank's work is the pair's mean
         stages, full, causal = (dualpipe_rank_mean(x) for x in (stages, full, causal))
-    slowest = max(range(len(stages)), key=stages.__getitem__)
     per_gpu = batch * seq * m / (par.tp * par.cp)
     # the Linear layers at the shape's GEMM efficiency x the calibrated scale; the attention core as causal
     # kernels run it (half the score matrix, at the attention kernels' efficiency, in BF16 under FP8 recipes)
@@ -360,7 +360,7 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     if att != seq:                           # packed rows: the attention kernel at its sequences' length
         attention_rate = rates(model, g, tp=par.tp, cp=par.cp, batch=1, seq=att, dtype=dtype,
                                kernel_efficiency=eff, attention_kernel=attention_kernel, ep=par.ep)[1]
-    out = compute_seconds(stages[slowest], full[slowest], causal[slowest], per_gpu, gemm_rate, attention_rate)
+    hbm = g.memory_bandwidth_gbps * 1e9
     # ---- the memory-bound kernels of every layer (norms, residual adds, activation, rotary, loss) on HBM
     from .pointwise import pointwise_seconds, stage_pointwise_bytes_per_token
 
@@ -368,7 +368,11 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
                                          mtp_depth=mtp_depth if model.is_moe else 0)
     if schedule == "dualpipe":
         pw = dualpipe_rank_mean(pw)
-    out += pointwise_seconds(pw[slowest], per_gpu, g.memory_bandwidth_gbps * 1e9)
+    # every stage's time, GEMMs, attention and memory-bound kernels together: the slowest stage is the one
+    # whose sum is largest (the last stage's loss over a large vocabulary can outweigh a middle stage's extra
+    # layer: review22 M6), not the one with the most FLOPs
+    per_stage = [compute_seconds(stages[i], full[i], causal[i], per_gpu, gemm_rate, attention_rate)
+                 + pointwise_seconds(pw[i], per_gpu, hbm) for i in range(len(stages))]
     if model.is_moe:                         # ---- the MoE layers' routing and imbalance (llmsizing.moe_time)
         from .moe import stage_moe_layers
         from .moe_time import moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token
@@ -379,11 +383,12 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
         moe_layers = stage_moe_layers(model, par)[:-1] + (stage_moe_layers(model, par)[-1] + mtp_depth,)
         if schedule == "dualpipe":
             moe_layers = dualpipe_rank_mean(moe_layers)
-        out += moe_extra_seconds(moe_layers[slowest], per_gpu,
-                                 route_bytes=routing_bytes_per_token(model, recompute=recompute),
-                                 hbm_bytes_per_s=g.memory_bandwidth_gbps * 1e9, skew=skew,
-                                 expert_flops=routed_expert_flops_per_token(model, recompute=recompute),
-                                 gemm_rate=gemm_rate)
+        route_bytes = routing_bytes_per_token(model, recompute=recompute)
+        expert_flops = routed_expert_flops_per_token(model, recompute=recompute)
+        per_stage = [t + moe_extra_seconds(moe_layers[i], per_gpu, route_bytes=route_bytes,
+                                           hbm_bytes_per_s=hbm, skew=skew, expert_flops=expert_flops,
+                                           gemm_rate=gemm_rate) for i, t in enumerate(per_stage)]
+    out = max(per_stage)
     if comm_sms:
         from .moe_time import comm_sm_share
 

@@ -24,7 +24,8 @@ from .model_keys import (_ALIASES, _FAMILY_KEY_OF_FIELD, _GPT2_KEY_OF_FIELD,  # 
                          ACTIVATIONS, HF_DEFAULTS, HF_FAMILIES, MOE_KEYS, moe_layer_indices)
 from .hf_generic import generic_fields, refuse_unread
 from .hf_ssm import SSM_TYPES, ssm_fields
-from .hf_types import EXPERT_COUNT_KEYS, REFUSED_TYPES, TYPE_RULES, class_default, synonyms
+from .hf_types import EXPERT_COUNT_KEYS, REFUSED_TYPES, TYPE_RULES, class_default, config_classes, synonyms
+from .positions import hf_positions
 
 
 def model_from_hf_config(cls, config, name=None):
@@ -55,7 +56,7 @@ def model_from_hf_config(cls, config, name=None):
                          f"it reads: {', '.join(HF_FAMILIES)} and llmsizing.hf_types.TYPE_RULES")
     if isinstance(mtype, str) and mtype in SSM_TYPES:
         try:
-            return cls(name=name, **ssm_fields(config, where, mtype))
+            return cls(name=name, **_with_positions(config, where, mtype, ssm_fields(config, where, mtype)))
         except (TypeError, ValueError) as exc:
             text = str(exc)
             raise type(exc)(text if text.startswith(where) else f"{where} ({SSM_TYPES[mtype][1]}): {text}") \
@@ -63,7 +64,8 @@ def model_from_hf_config(cls, config, name=None):
     if isinstance(mtype, str) and mtype in TYPE_RULES and mtype not in HF_DEFAULTS:
         rule = TYPE_RULES[mtype]
         try:
-            return cls(name=name, **generic_fields(config, where, mtype, rule))
+            return cls(name=name, **_with_positions(config, where, mtype,
+                                                    generic_fields(config, where, mtype, rule)))
         except (TypeError, ValueError) as exc:
             text = str(exc)
             raise type(exc)(text if text.startswith(where) else f"{where} ({rule.source}): {text}") from None
@@ -223,6 +225,13 @@ def _bloom_fields(get: "_ConfigReader") -> dict:
 
 _OTHER_LAYOUTS = {"gpt_neox": _gpt_neox_fields, "falcon": _falcon_fields, "opt": _opt_fields,
                   "bloom": _bloom_fields}
+
+
+def _with_positions(config: dict, where: str, mtype: str, fields: dict) -> dict:
+    """``fields`` with the config's ``positions`` and ``rope_layers``
+    (:func:`llmsizing.positions.hf_positions`, over the config class's defaults)."""
+    defaults = config_classes().get(mtype, {}).get("defaults", {})
+    return {**fields, **hf_positions(config, where, mtype, fields, defaults)}
 
 
 def _short(value, limit: int = 60) -> str:
@@ -575,7 +584,7 @@ class _ConfigReader:
         is an error naming it (issue 36; :func:`llmsizing.hf_generic.refuse_unread`)."""
         refuse_unread(self.config, self.where, self.mtype, self.used)
         try:
-            return cls(name=name, **fields)
+            return cls(name=name, **_with_positions(self.config, self.where, self.mtype, fields))
         except (TypeError, ValueError) as exc:
             keys = _FAMILY_KEY_OF_FIELD.get(self.mtype, _HF_KEY_OF_FIELD)
             text = re.sub(r"\b(" + "|".join(keys) + r")\b", lambda m: keys[m.group(1)], str(exc))

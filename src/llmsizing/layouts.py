@@ -26,6 +26,7 @@ from .mfu import LAYOUT_RANGE_AREA, layout_range_factors
 from .mfu_inputs import layout_range_note
 from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages
+from .fewest_arrays import smallest_dps, supports
 from .exposure import exposed_by_group  # noqa: F401  (re-exported: its old home)
 from .moe_time import load_skew as _load_skew
 from .moe_time import schedule_bubble, shared_expert_window_s
@@ -191,7 +192,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
     """
-    from .memory import training_memory
+    from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
     model = resolve_model(model, moe=True)
     eps = ep_candidates(model, ep_degrees)
     expert_tp = check_bool("expert_tp", expert_tp)
@@ -212,8 +213,24 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
               attention=attention, recompute=recompute, stack=stack, optimizer_impl=optimizer_impl)
     options = check_moe_options(model, mtp_depth, capacity_factor)          # ({} by default: as before)
     kw.update(options)
+    fast = supports(model, kw, "none")
 
     candidates, passes = [], {}
+
+    def moe_passes(tp, pp, zero, ep):
+        # (refused: zero=3 with ep > 1, an expert width tp does not divide). Past the (tp, pp) check no rule
+        # of check_layout reads pp, so the first pp's verdict is every pp's, as the planner keeps it
+        # (plan_candidates.moe_layout_passes)
+        if (tp, zero, ep) not in passes:
+            try:
+                check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, ep=ep, expert_tp=expert_tp)
+                passes[tp, zero, ep] = True
+            except ValueError:
+                passes[tp, zero, ep] = False
+        return passes[tp, zero, ep]
+
+    # a mixture of experts' layouts of one (tp, pp, ZeRO stage) solved together (fewest_arrays: the same dp)
+    group, solved, kept, room = None, {}, {}, (limit - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)
     fewest = max_gpus                 # no layout of more GPUs than the fewest found so far can be the answer
     for tp, pp in sorted(((t, p) for t in _divisors(per_node) for p in _divisors(model.layers, MAX_PP)),
                          key=lambda tp_pp: tp_pp[0] * tp_pp[1]):
@@ -226,18 +243,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
         for zero, ep in ((z, e) for z in (0, 1, 2, 3) for e in eps):
             if zero >= 2 and pp > 1:
                 continue
-            if model.is_moe:
-                # (refused: zero=3 with ep > 1, an expert width tp does not divide). Past the (tp, pp) check
-                # above no rule of check_layout reads pp, so the first pp's verdict is every pp's, as the
-                # planner keeps it (plan_candidates.moe_layout_passes)
-                if (tp, zero, ep) not in passes:
-                    try:
-                        check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, ep=ep, expert_tp=expert_tp)
-                        passes[tp, zero, ep] = True
-                    except ValueError:
-                        passes[tp, zero, ep] = False
-                if not passes[tp, zero, ep]:
-                    continue
+            if model.is_moe and not moe_passes(tp, pp, zero, ep):
+                continue
             offloads = ["none"] + (["optimizer"] if offload and zero >= 1 else []) \
                 + (["optimizer+params"] if offload and zero == 3 else [])
             for off in offloads:
@@ -263,15 +270,31 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                         return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off, ep=ep,
                                              expert_tp=expert_tp)
 
-                    first = par(a)
-                    stages = heavy_stages(model, first)
+                    if fast and group != (tp, pp) and off == "none":      # (every ZeRO stage's groups)
+                        group, groups = (tp, pp), []
+                        for z in (0, 1, 2, 3) if pp == 1 else (0, 1):
+                            calls = [(e, u) for e in eps if moe_passes(tp, pp, z, e)
+                                     and tp * pp * (u := dp_unit(tp, 1, e, expert_tp)) <= fewest]
+                            if calls:
+                                groups.append((par(calls[0][1], zero=z, ep=calls[0][0]), calls))
+                        group_stages = heavy_stages(model, groups[0][0])     # (pp's: the same for every ep)
+                        solved = {(b.zero, e): dp for (b, calls), dps in zip(groups, smallest_dps(
+                            model, groups, group_stages, kw, room, kept)) for (e, _), dp in zip(calls, dps)}
+                    if fast and off == "none" and (zero, ep) in solved:
+                        dp = solved[zero, ep]
+                        if dp is None or dp // a > fewest // (tp * pp * a):
+                            continue               # (_fits_from's refusal, without a layout built)
+                        first, stages = par(a), group_stages
+                    else:
+                        first = par(a)
+                        stages = heavy_stages(model, first)
+                        dp = _smallest_dp(par, limit, kw, model, unit=a, stages=stages, first=first)
+                        if dp is None:
+                            continue
 
                     def fits(k, par=par, a=a, stages=stages, first=first):
                         runs = _stage_runs(model, first if k == 1 else par(a * k), stages, kw)
                         return max(r.total_bytes for r in runs) <= limit
-                    dp = _smallest_dp(par, limit, kw, model, unit=a, stages=stages, first=first)
-                    if dp is None:
-                        continue
                     k = _fits_from(dp // a, fewest // (tp * pp * a), fits)
                     dp = None if k is None else a * k
                 if dp is not None:

@@ -37,6 +37,8 @@ from .model_keys import (_HF_ACTIVATION_ALIASES, ACTIVATIONS, HF_DEFAULTS, HF_FA
 from .model_tensors import _NORM_NAMES, TensorLayout  # noqa: F401
 from .hf_types import sweep_coverage  # noqa: F401  (chapter 1: which Hugging Face types load; issue 36)
 from .layer_kinds import AttentionLayout, Indexer, StateMixer, check_layer_kinds
+from .moe_fields import _opt_int, check_moe_fields
+from .positions import POSITIONS, check_positions  # noqa: F401
 
 #: Norm kinds: LayerNorm (gain and bias), RMSNorm (gain), and three without some parameters (issue 36):
 #: ``layernorm_nobias`` (MPT), ``layernorm_noweight`` (OLMo's non-parametric LayerNorm), ``rmsnorm_noweight``
@@ -84,10 +86,6 @@ def require_dense(model: "Model", what: str) -> "Model":
             "(training_memory, step_time with Parallel(ep=...)), the planner (plan, min_gpus), "
             "training_time, implied_mfu, cost_by_gpu and serving are modelled (chapter 18)")
     return model
-
-
-def _opt_int(name: str, value, minimum: int = 1):
-    return None if value is None else check_int(name, value, minimum=minimum)
 
 
 @dataclass(frozen=True)
@@ -138,8 +136,11 @@ class Model(TensorLayout):
       ``out_proj``);
     * ``final_norm``: the norm after the last block (``False``: GPT-1's post-norm stack has none).
 
-    Position encodings without parameters (rotary, partial rotary, ALiBi), logit soft-capping and attention
-    scaling change no parameter and no cache byte, and have no field.
+    Position encodings without parameters change no parameter and no cache byte; ``positions`` (``"rope"``,
+    ``"alibi"``, ``"learned"``, ``"none"``; ``None``: ``"learned"`` with ``learned_pos``, else ``"rope"``) and
+    ``rope_layers`` (how many layers rotate; ``None``: all) say which kernels run
+    (:mod:`llmsizing.positions`, :mod:`llmsizing.pointwise`). Logit soft-capping and attention scaling have
+    no field.
 
     **Mixtures of experts** (``experts > 0``; Shazeer et al. 2017, Fedus et al. 2021; Mixtral, Jiang et al.
     2024; DeepSeekMoE, Dai et al. 2024): an MoE layer replaces the MLP by ``experts`` routed expert MLPs of
@@ -234,6 +235,8 @@ class Model(TensorLayout):
     mlp_free_layers: tuple[int, ...] = ()  # layers with no MLP (Nemotron-H; layer_kinds.check_layer_kinds)
     extra_layer_tensors: tuple = ()       # ((component, name, shape), ...) in every layer: sub-norms, scalars
     attention_layout: AttentionLayout | None = None   # full layers' own widths, KV sharing (Gemma 3n/4)
+    positions: str | None = None          # rope / alibi / learned / none (positions.POSITIONS)
+    rope_layers: int | None = None        # layers with a rotary embedding (None: all, with "rope")
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -290,7 +293,8 @@ class Model(TensorLayout):
             object.__setattr__(self, "window_layers",
                                check_int("window_layers", self.window_layers, minimum=0,
                                                                 maximum=self.layers))
-        self._check_moe()
+        check_moe_fields(self)                          # experts, moe_layers, groups (moe_fields)
+        check_positions(self)                           # positions, rope_layers (positions)
         check_layer_kinds(self)                         # mixer, mlp_free_layers, indexer (layer_kinds)
 
     def _check_mla(self, kv: int) -> None:
@@ -305,49 +309,6 @@ class Model(TensorLayout):
         if self.fused_qkv or self.qk_norm is not None or self.qkv_bias or self.bias:
             raise ValueError("multi-head latent attention (kv_lora_rank) has no fused_qkv, qk_norm, qkv_bias "
                              "or bias variant in this library")
-
-    def _check_moe(self) -> None:
-        e = check_int("experts", self.experts, minimum=0)
-        object.__setattr__(self, "experts", e)
-        for f in ("experts_per_token", "shared_experts"):
-            object.__setattr__(self, f, check_int(f, getattr(self, f), minimum=0))
-        if e == 0:
-            for f in ("experts_per_token", "shared_experts", "expert_ffn_hidden", "shared_expert_ffn_hidden",
-                      "moe_layers"):
-                if getattr(self, f) not in (None, 0):
-                    raise ValueError(f"{f} describes a mixture of experts: give experts (routed experts per "
-                                     f"MoE layer) >= 1 too, or leave {f} unset")
-            for f in ("shared_expert_gate", "router_bias", "expert_groups", "expert_groups_per_token"):
-                if getattr(self, f):
-                    raise ValueError(f"{f} describes a mixture of experts: give experts >= 1 too")
-            return
-        groups = check_int("expert_groups", self.expert_groups, minimum=0)
-        per_token = check_int("expert_groups_per_token", self.expert_groups_per_token, minimum=0)
-        if (groups == 0) != (per_token == 0) or per_token > groups or (groups and e % groups):
-            raise ValueError(f"expert_groups ({groups}) must divide experts ({e}) and "
-                             f"expert_groups_per_token ({per_token}) be from 1 to expert_groups; both 0 for "
-                             "routing without groups")
-        object.__setattr__(self, "expert_groups", groups)
-        object.__setattr__(self, "expert_groups_per_token", per_token)
-        k = self.experts_per_token
-        if not 1 <= k <= e:
-            raise ValueError(f"experts_per_token must be an integer >= 1 and <= experts ({e}), got {k}")
-        object.__setattr__(self, "expert_ffn_hidden", _opt_int("expert_ffn_hidden", self.expert_ffn_hidden))
-        object.__setattr__(self, "shared_expert_ffn_hidden",
-                           _opt_int("shared_expert_ffn_hidden", self.shared_expert_ffn_hidden))
-        if self.shared_expert_gate and not self.shared_experts:
-            raise ValueError("shared_expert_gate gates a shared expert: give shared_experts >= 1 too")
-        if self.moe_layers is not None:
-            if isinstance(self.moe_layers, (str, bytes)) or not hasattr(self.moe_layers, "__iter__"):
-                raise TypeError(f"moe_layers must be a sequence of layer indices, got {self.moe_layers!r}")
-            idx = tuple(sorted({check_int("moe_layers[i]", i, minimum=0, maximum=self.layers - 1)
-                                for i in self.moe_layers}))
-            if len(idx) != len(tuple(self.moe_layers)):
-                raise ValueError(f"moe_layers lists a layer twice: {tuple(self.moe_layers)!r}")
-            if not idx:
-                raise ValueError("moe_layers is empty: a model with experts needs at least one MoE layer "
-                                 "(or set experts=0 for a dense model)")
-            object.__setattr__(self, "moe_layers", None if len(idx) == self.layers else idx)
 
     # ------------------------------------------------------------------ layer kinds
     @property

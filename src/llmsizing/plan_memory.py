@@ -310,7 +310,7 @@ _SIBLINGS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: dict, limits: np.ndarray,
                   global_batch: int, max_gpus, micros, cps, rcs, partial: bool, expert_tp: bool, most: int,
-                  in_all: int = 2):
+                  in_all: int = 2, counts=None):
     """The plans of :func:`~llmsizing.planner.plan`'s search that fit, as ``(columns, total bytes)``, or
     ``(None, None)``: for every layout ``(tp, pp, zero, ep, v)`` of ``layouts`` (``v`` interleaved chunks),
     every GPU of ``gpu_list`` whose scale-up domain (``domains``) ``tp`` divides and every candidate
@@ -328,15 +328,17 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     only on the candidates some GPU has none for yet (a heavier one is never kept), all layouts' candidates at
     once (issue 35: one :func:`~llmsizing.plan_pricing._total_bytes` per recomputation, each candidate's
     coefficients a row of one table per recomputation, pieces the other layouts lack padded with
-    ``-inf``)."""
+    ``-inf``). ``counts``: ``plan(gpu_counts=)``, sorted (None: every count), a layout whose ``tp x pp``
+    divides none of them left out and a candidate on another count never a plan, so that the rows are those of
+    the search of every count, in the same order (each candidate keeps its place)."""
     domain = np.array([domains[g.name] for g in gpu_list])
     cands, parts, n_lay, on_of, units = {}, [], [], {}, {}
     for tp, pp, zero, ep, v in layouts:
         if tp not in on_of:
             on_of[tp] = on if (on := domain % tp == 0).any() else None    # tp inside the scale-up domain
         on = on_of[tp]
-        if on is None:
-            continue
+        if on is None or counts is not None and all(n % (tp * pp) for n in counts):
+            continue                              # (no count of counts is tp x pp x cp x dp)
         # _candidates reads (tp, pp, ep) only as pp, tp x pp (max_gpus) and each cp's dp_unit: layouts that
         # share these share its (read-only) columns
         if (tp, ep) not in units:
@@ -367,6 +369,9 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     if isinstance(memory, _PerRecompute):
         even &= np.array([key[4] == 1 for key, _, _ in parts])[lay]
     chosen = ~on2d                                                  # (a GPU off the layout: never a plan)
+    if counts is not None:                                          # (a count not asked for: never a plan)
+        tp_pp = np.array([key[0] * key[1] for key, _, _ in parts], dtype=np.int64)[lay]
+        chosen |= ~np.isin(tp_pp * cat["cp"] * cat["dp"], counts)[None, :]
     # (what the recomputations share of the table: its pairs' keys, and the model states, the same for all
     # but an autocast recipe's)
     kept = {"share_states": not isinstance(memory, _PerRecompute)}

@@ -30,7 +30,7 @@ from .moe_time import (load_skew, moe_extra_seconds, routed_expert_flops_per_tok
                        shared_expert_params)
 from .parallel import Parallel, kept_parallel, layers_per_stage, stage_chunks
 from .pipeline_schedule import pipelined_zero_fields
-from .pointwise import pointwise_seconds, stage_pointwise_bytes_per_token
+from .pointwise import pointwise_seconds, stage_candidates, stage_pointwise_bytes_per_token
 # the data-parallel slots and links live in plan_dp; their names stay importable from here
 from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _kept_runs, _row_links  # noqa: F401
 from .plan_terms import _group_columns, _groups, dp_link_rows, layer_terms
@@ -274,27 +274,6 @@ def _least_recompute_layers(one, every, layers, micro, dps: np.ndarray, limits: 
     return n, total
 
 
-@functools.lru_cache(maxsize=1024)
-def _stage_row(model, pp: int, rc: str, seq: int, mtp_depth: int) -> tuple:
-    """:func:`_price`'s terms of the most loaded of ``pp`` stages with recomputation ``rc``: its FLOPs per
-    token, its layers over the model's, the forward's share of the hardware FLOPs, its attention FLOPs per
-    token (all, causal), its MoE layers and its memory-bound bytes per token. Kept (issue 35: they depend on
-    no GPU and no candidate, and chapter 17's moves to a second GPU type or another batch ask them again)."""
-    moe = model.is_moe
-    par = kept_parallel(pp=pp, **pipeline_split(model, pp))
-    flops = (moe_stage_flops(model, par, seq=seq, recompute=rc, mtp_depth=mtp_depth) if moe else
-             stage_flops_per_token(model, par, seq=seq, recompute=rc))
-    slowest = max(range(len(flops)), key=flops.__getitem__)
-    forward = (training_flops_per_token(model, seq=seq) / 3
-               / training_flops_per_token(model, seq=seq, recompute=rc))
-    return (flops[slowest], max(layers_per_stage(model.layers, par)) / model.layers, forward,
-            stage_attention_flops_per_token(model, par, seq=seq, recompute=rc)[slowest],
-            stage_attention_flops_per_token(model, par, seq=seq, recompute=rc, causal=True)[slowest],
-            stage_moe_layer_counts(model, par, mtp_depth)[slowest] if moe else 0.0,
-            stage_pointwise_bytes_per_token(        # memory-bound kernels (llmsizing.pointwise)
-                model, par, recompute=rc, mtp_depth=mtp_depth if moe else 0)[slowest])
-
-
 def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs,
            expert_tp=False, max_nodes=None, ep_overlap=0.0, shared=False, mtp_depth=0, capacity_factor=None):
     """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``,
@@ -305,9 +284,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     A step is ``compute x (1 + bubble)`` plus each group's exposed communication
     (:func:`~llmsizing.layouts.exposed_by_group`). With ``m`` micro-batches per step:
 
-    * the compute is :func:`~llmsizing.comm.step_compute_time_s`'s, formed in the same order (bit for bit),
-      from the most loaded stage's FLOPs per token (:func:`~llmsizing.flops.stage_flops_per_token`, per
-      ``pp`` and recomputation) and the peak at the kernel efficiency;
+    * the compute is :func:`~llmsizing.comm.step_compute_time_s`'s, formed in the same order (bit for bit):
+      the largest time of the stages that can be the slowest (:func:`~llmsizing.pointwise.stage_candidates`:
+      FLOPs, memory-bound bytes and MoE layers per ``pp`` and recomputation) at the kernel efficiency;
     * the tensor-parallel collectives and the context-parallel ring (and the attention it hides behind) scale
       with ``m`` and with the layers of the most loaded stage, and do not depend on ``dp`` or the ZeRO stage:
       the step model's communication per (GPU, tp, cp, micro-batch, recomputation) without a pipeline,
@@ -379,29 +358,54 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     if len(pi):
         none = lay[lay_idx[n:]]
         L[pi] = none + x * (L[pi] - none)
-    # per (pp, recomputation): the most loaded stage's FLOPs per token (stage_flops_per_token), its layers
-    # over the model's, and the forward's share of the hardware FLOPs (recomputation is backward)
+    # per (pp, recomputation) and each stage that can be the slowest (pointwise.stage_candidates over the pp's
+    # stages, as step_compute_time_s takes the largest time): its FLOPs per token, the most loaded stage's
+    # layers over the model's, the forward's share of the hardware FLOPs (recomputation is backward), its
+    # attention FLOPs (full and causal), MoE layers and memory-bound bytes (llmsizing.pointwise)
     stage_keys, stage_idx = _groups(*plus_none(pp, ri))
-    stage = np.array([_stage_row(model, p_, rcs[r_], seq, mtp_depth) for p_, r_ in stage_keys]).reshape(-1, 7)
-    S = stage[stage_idx[:n]]
+    per = {}
+    for p_, r_ in sorted({(k[0], r) for k in stage_keys for r in range(len(rcs))}):  # (every rc: see cand)
+        par, rc = kept_parallel(pp=p_, **pipeline_split(model, p_)), rcs[r_]
+        flops = (moe_stage_flops(model, par, seq=seq, recompute=rc, mtp_depth=mtp_depth) if moe else
+                 stage_flops_per_token(model, par, seq=seq, recompute=rc))
+        one = np.ones(len(flops))
+        per[p_, r_] = np.column_stack((flops, max(layers_per_stage(model.layers, par)) / model.layers * one,
+                                       training_flops_per_token(model, seq=seq) / 3 * one
+                                       / training_flops_per_token(model, seq=seq, recompute=rc),
+                                       stage_attention_flops_per_token(model, par, seq=seq, recompute=rc),
+                                       stage_attention_flops_per_token(model, par, seq=seq, recompute=rc,
+                                                                       causal=True),
+                                       stage_moe_layer_counts(model, par, mtp_depth) if moe else 0 * one,
+                                       stage_pointwise_bytes_per_token(model, par, recompute=rc,
+                                                                       mtp_depth=mtp_depth if moe else 0)))
+    # (the union over every recomputation of the pp's: a row's own slowest stage is among them, and the
+    # set, so the result, does not depend on the other rows priced with it)
+    cand = {p_: sorted({i for (q, _), v in per.items() if q == p_
+                        for i in stage_candidates(np.column_stack((v[:, 0] - v[:, 3], v[:, 4:])))})
+            for p_, _ in stage_keys}
+    c_max = max(len(c) for c in cand.values())
+    stage = np.stack([per[k][cand[k[0]] + cand[k[0]][:1] * (c_max - len(cand[k[0]]))] for k in stage_keys])
+    S = stage[stage_idx[:n]]                                      # (row, candidate stage, piece)
     if len(pi):     # FLOPs: affine; the forward's share: its inverse is (the hardware FLOPs are)
         none, full = stage[stage_idx[n:]], S[pi]
-        S[pi] = none + x * (full - none)
-        S[pi, 2] = 1 / (1 / none[:, 2] + x[:, 0] * (1 / full[:, 2] - 1 / none[:, 2]))
+        S[pi] = none + x[:, :, None] * (full - none)
+        S[pi, :, 2] = 1 / (1 / none[:, :, 2] + x * (1 / full[:, :, 2] - 1 / none[:, :, 2]))
     # step_compute_time_s's own expression (kernels.compute_seconds): the Linear layers at the GEMM rate, the
-    # attention core as causal kernels run it at the attention rate
+    # attention core as causal kernels run it at the attention rate; the slowest candidate's time
     per_gpu = b * seq * m / (tp * cp)
-    compute = compute_seconds(S[:, 0], S[:, 3], S[:, 4], per_gpu, L[:, 0], L[:, 5]) + pointwise_seconds(
-        S[:, 6], per_gpu, np.array([g.memory_bandwidth_gbps * 1e9 for g in gpu_list])[gi])
+    hbm = np.array([g.memory_bandwidth_gbps * 1e9 for g in gpu_list])[gi]
+    compute = [compute_seconds(S[:, c, 0], S[:, c, 3], S[:, c, 4], per_gpu, L[:, 0], L[:, 5])
+               + pointwise_seconds(S[:, c, 6], per_gpu, hbm) for c in range(c_max)]
     if moe:       # the MoE layers' routing kernels and load skew (step_compute_time_s, llmsizing.moe_time)
         rc_bytes = np.array([routing_bytes_per_token(model, recompute=r) for r in rcs])[ri]
         rc_flops = np.array([routed_expert_flops_per_token(model, recompute=r) for r in rcs])[ri]
-        hbm = np.array([g.memory_bandwidth_gbps * 1e9 for g in gpu_list])[gi]
         e_of, e_at = np.unique(epc, return_inverse=True)             # one load_skew per ep degree
         skew = np.array([load_skew(model, e_, capacity_factor=capacity_factor)
                          for e_ in e_of.tolist()])[e_at.reshape(-1)]
-        compute = compute + moe_extra_seconds(S[:, 5], per_gpu, route_bytes=rc_bytes, hbm_bytes_per_s=hbm,
-                                              skew=skew, expert_flops=rc_flops, gemm_rate=L[:, 0])
+        compute = [t + moe_extra_seconds(S[:, c, 5], per_gpu, route_bytes=rc_bytes, hbm_bytes_per_s=hbm,
+                                         skew=skew, expert_flops=rc_flops, gemm_rate=L[:, 0])
+                   for c, t in enumerate(compute)]
+    compute, S = np.max(compute, axis=0), S[:, 0]   # (the layers' and forward's shares: every candidate's)
     busy = compute + (pp - 1) / (vp * m) * compute               # + the bubble (pipeline_bubble)
     one = compute / mf                                            # one micro-batch's compute (_window_s)
     fwd, bwd = one * S[:, 2], one * (1 - S[:, 2])

@@ -88,14 +88,15 @@ class NoPlanError(ValueError):
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention,
             stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
             cp_comm="p2p", eps=(1,), expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False,
-            vps=(1,), shard_pp=False, shared=False, options=()):
+            vps=(1,), shard_pp=False, shared=False, options=(), counts=None):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
     the tokens, the deadline or the budget (the planner widget's token drop-down) then costs milliseconds
     instead of the search's 0.1-0.5 s. The cached table is shared: :func:`plan` copies it before adding
     columns. ``options``: ``plan()``'s MTP module and token dropping as sorted pairs
-    (:func:`llmsizing.job.check_moe_options`; none by default)."""
+    (:func:`llmsizing.job.check_moe_options`; none by default). ``counts``: ``plan(gpu_counts=)``, sorted (the
+    GPU limit is then the largest count, at most ``max_gpus``)."""
     import pandas as pd
 
     kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack,
@@ -121,7 +122,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     memory = kept_search_memory(model, tuple(sorted(kw.items())), cps, cp_comm, eps, expert_tp, by_ep)
     cols, total_bytes = fitting_plans(model, layouts, memory, gpu_list=gpu_list, domains=domains,
                                       limits=np.array([frac * g.memory_bytes for g in gpu_list]),
-                                      global_batch=global_batch, max_gpus=max_gpus, micros=micros, cps=cps,
+                                      global_batch=global_batch, max_gpus=_count_limit(max_gpus, counts),
+                                      micros=micros, cps=cps, counts=counts,
                                       rcs=rcs, partial=partial, expert_tp=expert_tp,
                                       most=MAX_MOE_PLANS if model.is_moe else MAX_PLANS,
                                       in_all=4 if shard_pp else 2)
@@ -151,6 +153,16 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     # (kept with the search: plan() reads it on every call)
     df["listed"] = interleaving_winners(df) & pipelined_zero_winners(df)
     return df
+
+
+def _count_limit(max_gpus, counts):
+    """The GPU limit of a search of ``counts`` only (``plan(gpu_counts=)``): the largest count, at most
+    ``max_gpus``. Its plans on a count are the search's at ``max_gpus`` on it, bit for bit and in order
+    (:func:`~llmsizing.plan_rank.plans_within`: a search's plans on at most ``n`` GPUs are its search at
+    ``n``)."""
+    if counts is None:
+        return max_gpus
+    return counts[-1] if max_gpus is None else min(max_gpus, counts[-1])
 
 
 @functools.lru_cache(maxsize=64)
@@ -208,7 +220,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          ep_overlap: float = 0.0, partial_recompute: bool = True, framework: str | None = None,
          virtual_stages=VIRTUAL_STAGES, deadline_rule: str | None = None,
          shard_under_pipeline: bool = False, shared_expert_overlap: bool = False, mtp_depth: int = 0,
-         capacity_factor: float | None = None):
+         capacity_factor: float | None = None, gpu_counts=None):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame
     (:data:`~llmsizing.plan_space.PLAN_COLUMNS`), cheapest first.
@@ -320,6 +332,13 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
 
     The search itself, everything but the token budget, the deadline and the budget, is kept for the last 32
     settings (:func:`_search`): asking again with another token budget costs milliseconds.
+
+    ``gpu_counts`` (issue 35/38; default: every count up to ``max_gpus``): the plans on these GPU counts only,
+    searched up to the largest (at most ``max_gpus``). Each is, column for column and in the same order, the
+    row the search of every count gives (:func:`~llmsizing.plan_rank.plans_within`;
+    ``tests/test_plan_gpu_counts.py``), and only those rows are weighed and priced, so a question about a few
+    cluster sizes costs a fraction of the whole search; ``pareto`` is then the front of the rows returned.
+    Chapter 10's chart reads its counts so (:func:`~llmsizing.stages.moe_default_layout`).
     """
     import pandas as pd
 
@@ -356,6 +375,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus,
                                                                          example='("H100 SXM", "A100 80GB")')]
     max_gpus = None if max_gpus is None else check_int("max_gpus", max_gpus)
+    counts = None if gpu_counts is None else tuple(sorted({
+        check_int("gpu_counts[i]", n)
+        for n in check_sequence("gpu_counts", gpu_counts, example="(512, 1024)")}))
     deadline = None if deadline_days is None else check_number("deadline_days", deadline_days,
                                                                allow_equal=False)
     budget = None if budget_usd is None else check_number("budget_usd", budget_usd, allow_equal=False)
@@ -420,6 +442,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         more["vps"] = vps
     if options:
         more["options"] = tuple(sorted(options.items()))
+    if counts is not None:
+        more["counts"] = counts
     try:
         hash(args)
     # an unhashable argument: not cached; the search rejects it with its own message
@@ -434,6 +458,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         raise NoPlanError(
             f"no layout holds {model.name} with micro-batches {micros} of {seq:,} tokens on {limit}"
             + (f" within max_gpus={max_gpus:,}" if max_gpus is not None else "")
+            + ("" if counts is None else f" on gpu_counts={counts}")
             + f" at global_batch={global_batch:,}" + ("" if cps == (1,) else f", context parallelism {cps}")
             + ": allow more GPUs, a larger global batch (more data-parallel ranks), recomputation, "
             + ("context parallelism (cp_degrees=...), " if cps == (1,) else "")

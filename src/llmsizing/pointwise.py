@@ -16,21 +16,35 @@ size, ``w`` the MLP width a token passes through (a dense layer's ``ffn_hidden``
 * **Residual adds** (two per layer, Megatron-Core's ``bias_dropout_add``,
   ``megatron/core/fusions/fused_bias_dropout.py``, without bias and dropout as Llama-style models train):
   forward reads two ``h b`` and writes one, ``3 h b`` each; backward adds the two gradients that meet at the
-  residual's fork, ``3 h b`` each.
+  residual's fork, ``3 h b`` each. A parallel block (``parallel_block``: GPT-J, GPT-NeoX, Falcon) adds its
+  two branches and the residual as two binary adds as well (Hugging Face's ``modeling_falcon.py``:
+  ``mlp_output += attention_output``, then ``dropout_add(mlp_output, residual)``; GPT-NeoX's
+  ``gpt_j_residual``: ``bias_dropout_fn(mlp_output, residual=attention_output)``, then ``residual + ...``),
+  and its backward meets two forks too (the residual and the norm, the norm's output feeding both
+  branches), so it is counted as two adds, like the sequential block.
 * **Activation** (``megatron/core/fusions/fused_bias_swiglu.py``: ``swiglu`` reads ``[gate | up]`` and
   writes their product; ``swiglu_back`` reads ``[gate | up]`` and the gradient, writes both gradients):
   gated ``3 w b`` forward and ``5 w b`` backward; GeLU (``fused_bias_gelu.py``) ``2 w b`` and ``3 w b``.
 * **Rotary embedding** (TE's ``fused_apply_rotary_pos_emb``: reads the query and key heads and writes them
   rotated; its backward the same on the gradients): ``2 r b`` each way; ``r`` is ``(heads + kv_heads) x
-  head_dim`` (MLA: ``(heads + 1) x qk_rope_head_dim``); none with learned positions. A per-head query and
-  key norm (``qk_norm``) adds ``2 r b`` forward and ``3 r b`` backward.
+  head_dim`` (MLA: ``(heads + 1) x qk_rope_head_dim``), the whole head even with partial rotary (the kernel
+  copies the unrotated part), times the share of the layers that rotate (``rope_layers``: SmolLM3's NoPE
+  layers, spread evenly over the stages); none with ALiBi (its bias is added to the scores inside the
+  attention kernel), learned positions or none (:mod:`llmsizing.positions`, read from the catalogue's
+  ``positions`` column, never from a name). A query and key norm (``qk_norm``; Megatron-Core's
+  ``q_layernorm``/``k_layernorm`` are TE norms over the last dimension, ``megatron/core/transformer/
+  attention.py``) reads and writes ``q_k = (heads + kv_heads) x head_dim`` numbers: ``2 q_k b`` forward and
+  ``3 q_k b`` backward, plus one fp32 statistic per normalised row each way (a row per head with
+  ``"head"``, per projection with ``"proj"``; 4 bytes for RMSNorm, 8 for LayerNorm's ``"head_ln"``).
 * **Loss** (the last stage; Megatron-Core's ``tensor_parallel/cross_entropy.py``,
   ``_VocabParallelCrossEntropy``, on ``V`` logits): ``.float()`` (read 2, write 4 bytes per logit), the
   max (read 4), the in-place subtraction (4 + 4), ``exp`` (4 + 4), the sum (4), the division into the
   softmax kept for the backward (4 + 4): 38 bytes per logit forward; backward the in-place product with the
   loss's gradient (4 + 4) and the cast of the fp32 gradient back to the logits' BF16 (4 + 2): 14. With the
   final norm and the embedding's gather (``2 h b`` forward; backward reading the gradient and updating an
-  fp32 gradient row, ``h b + 8 h``).
+  fp32 gradient row, ``h b + 8 h``); with a learned position table (``positions="learned"``) a second
+  gather and the add of the two rows (Megatron-LM's ``Embedding``: ``words_embeddings +
+  position_embeddings``): ``2 h b + 3 h b`` forward, ``h b + 8 h`` backward.
 
 A step moves each layer's forward and backward bytes, the forward again with full recomputation
 (Megatron-LM's selective recomputation reruns the attention core only: no pointwise kernel). Under tensor
@@ -40,7 +54,15 @@ norms and residual adds run on every token on each of the ``tp`` GPUs (:func:`st
 counts them ``tp`` times).
 
 **Where it is an approximation.** Every pass at the full HBM bandwidth (the MoE routing kernels' convention;
-torchao's roofline takes 92% for its pointwise kernels, :data:`llmsizing.fp8_cast.CAST_BANDWIDTH_SHARE`); no
+torchao's roofline takes 92% for its pointwise kernels, :data:`llmsizing.fp8_cast.CAST_BANDWIDTH_SHARE`).
+Measured kernels fall short of it (review22 M4; Liger-Kernel's published benchmark table,
+``benchmark/data/all_benchmark_data.csv``, H100 80GB HBM3, 8,192 BF16 tokens, ``tests/test_pointwise.py``):
+Megatron-Core's own ``vocab_parallel_cross_entropy``, the chain counted under "Loss", moves its 38 bytes a
+logit at 0.77 of the 3.35 TB/s and its 52 forward and backward at 0.78 (15.8 and 21.2 ms at 131,072
+logits); Megatron's fused SwiGLU forward reaches 0.56; Liger's own fused Triton RMSNorm and SwiGLU forwards,
+which move the bytes counted here, 0.84 and 0.91. So this term is about 1.1 to 1.8 times short, 1.3 on the
+loss; the calibrated kernel efficiency absorbs the rest of a step (a share of 0.77 on every pass, refitted,
+moves Ampere's 0.752 to 0.767 and Hopper's 0.676 to 0.682, and leaves the ranges' coverage as it is). No
 dropout (modern pre-training runs use none; GPT-3-era runs with hidden dropout move one byte of mask more per
 element each way); FP8 recipes' norms writing FP8 outputs (one byte, not two) are not told apart; PyTorch
 eager stacks (Hugging Face's ``LlamaRMSNorm`` upcasts to fp32 in several kernels) move more than the fused
@@ -52,18 +74,27 @@ from __future__ import annotations
 
 from ._validate import check_choice, check_number
 from .catalog import resolve_model
+from .positions import position_encoding, rotary_layers
 
 #: Bytes per logit the loss's kernels move forward and backward (module docstring, "Loss").
 LOSS_BYTES_PER_LOGIT = (38.0, 14.0)
 
 
-def _rotary_width(model) -> int:
-    """The query and key widths the rotary embedding rotates (0 with learned positions)."""
-    if model.learned_pos:
-        return 0
+def _rotary_width(model) -> float:
+    """The query and key widths the rotary embedding reads and writes, averaged over the layers (0 without
+    rotary positions; :func:`llmsizing.positions.rotary_layers` of the layers rotate)."""
+    share = rotary_layers(model) / model.layers
     if getattr(model, "qk_rope_head_dim", None):
-        return (model.heads + 1) * model.qk_rope_head_dim
-    return (model.heads + (model.kv_heads or model.heads)) * model.head_dim
+        return share * (model.heads + 1) * model.qk_rope_head_dim
+    return share * (model.heads + (model.kv_heads or model.heads)) * model.head_dim
+
+
+def _qk_norm_rows(model) -> tuple[int, int]:
+    """``(rows, stat_bytes)`` of the query and key norm per token: a statistic per head (``"head"``,
+    ``"head_ln"``) or per projection (``"proj"``), 4 bytes (RMSNorm's ``rstd``) or 8 (LayerNorm's mean
+    too)."""
+    rows = 2 if model.qk_norm == "proj" else model.heads + (model.kv_heads or model.heads)
+    return rows, (8 if model.qk_norm == "head_ln" else 4)
 
 
 def _mlp_width(model, moe_layer: bool) -> int:
@@ -85,17 +116,18 @@ def layer_pointwise_bytes_per_token(model, *, moe_layer: bool = False, act_bytes
     b = check_number("act_bytes", act_bytes, allow_equal=False)
     h, n = model.hidden, model.norms_per_layer
     stat = 8 if model.norm.startswith("layernorm") else 4
-    adds = 1 if model.parallel_block else 2
-    fwd_rep = n * (2 * h * b + stat) + adds * 3 * h * b
-    bwd_rep = n * (3 * h * b + stat) + adds * 3 * h * b
+    # two residual adds each way, a parallel block's too (module docstring)
+    fwd_rep = n * (2 * h * b + stat) + 2 * 3 * h * b
+    bwd_rep = n * (3 * h * b + stat) + 2 * 3 * h * b
     w, r = _mlp_width(model, moe_layer), _rotary_width(model)
     gated = model.gated_mlp
     fwd_split = (3 if gated else 2) * w * b + 2 * r * b
     bwd_split = (5 if gated else 3) * w * b + 2 * r * b
     if model.qk_norm:
         q_k = (model.heads + (model.kv_heads or model.heads)) * model.head_dim
-        fwd_split += 2 * q_k * b + 8
-        bwd_split += 3 * q_k * b + 8
+        rows, q_stat = _qk_norm_rows(model)
+        fwd_split += 2 * q_k * b + rows * q_stat
+        bwd_split += 3 * q_k * b + rows * q_stat
     return (fwd_rep, bwd_rep), (fwd_split, bwd_split)
 
 
@@ -108,6 +140,8 @@ def ends_pointwise_bytes_per_token(model, *, act_bytes: float = 2.0):
     b = check_number("act_bytes", act_bytes, allow_equal=False)
     h = model.hidden
     first = 2 * h * b + (h * b + 8 * h)
+    if position_encoding(model) == "learned":          # the position row's gather, the add, its gradient
+        first += 5 * h * b + (h * b + 8 * h)
     last = (2 * h * b + 4) + (3 * h * b + 4) + sum(LOSS_BYTES_PER_LOGIT) * model.vocab
     return first, last
 
@@ -162,6 +196,20 @@ def stage_pointwise_bytes_per_token(model, par, *, recompute: str = "none",
     return tuple(out)
 
 
+def stage_candidates(pieces) -> tuple[int, ...]:
+    """The stages that can be the slowest: the indices of the rows of ``pieces`` (one a stage, one column a
+    piece of its time that a non-negative rate turns into seconds: GEMM FLOPs, causal attention FLOPs, MoE
+    layers, memory-bound bytes) that no other row matches or exceeds in every column (of equal rows the
+    first). Whatever the rates, the slowest stage is one of them (review22 M6: a stage is picked by its whole
+    time, not by its FLOPs; :mod:`llmsizing.plan_pricing` prices these few per layout)."""
+    rows = [tuple(float(v) for v in r) for r in pieces]
+
+    def covers(j, i):           # stage j is at least as heavy as stage i in every piece
+        return all(a >= c for a, c in zip(rows[j], rows[i])) and (rows[j] != rows[i] or j < i)
+
+    return tuple(i for i in range(len(rows)) if not any(covers(j, i) for j in range(len(rows)) if j != i))
+
+
 def pointwise_seconds(stage_bytes, tokens, hbm_bytes_per_s):
     """Seconds one GPU spends on its stage's memory-bound kernels: ``stage_bytes`` per token (of
     :func:`stage_pointwise_bytes_per_token`) for ``tokens`` tokens at ``hbm_bytes_per_s``. Scalars or NumPy
@@ -170,4 +218,4 @@ def pointwise_seconds(stage_bytes, tokens, hbm_bytes_per_s):
 
 
 __all__ = ["LOSS_BYTES_PER_LOGIT", "layer_pointwise_bytes_per_token", "ends_pointwise_bytes_per_token",
-           "stage_pointwise_bytes_per_token", "pointwise_seconds"]
+           "stage_pointwise_bytes_per_token", "stage_candidates", "pointwise_seconds"]

@@ -174,19 +174,21 @@ def candidate_table(names=None, scores=("tails", "absolute")):
 def planner_layout_check(runs=None):
     """The runs with a published layout (:func:`~llmsizing.step_intervals.layout_runs`) priced two ways at
     today's kernel efficiency: at their published layout (:func:`~llmsizing.calibration.run_mfu_at`) and at
-    the fastest layout :func:`~llmsizing.planner.plan` finds for the same model, GPU, GPU count, sequence and
-    global batch (every layer recomputed or none, as the published layouts; no interleaving searched). Returns
-    ``(check, per_run)``: ``per_run`` with ``step_mfu``, ``plan_mfu`` and ``gap = log(plan / step)`` (NaN
-    where no plan uses exactly the run's GPUs), and the nested check of ``log(published / plan_mfu)``
-    around the other sources' median (calibration runs), which is what a range built on the planner's choice
-    would measure. The planner's choice is made once, at the efficiency fitted on every source: a small
-    leak the layout area's check (fold efficiencies) does not have."""
+    the fastest layout :func:`~llmsizing.planner.plan` finds for the same model, GPU, GPU count, sequence,
+    global batch and node (:func:`~llmsizing.run_nodes.plan_network`) (every layer recomputed or none, as the
+    published layouts; no interleaving searched). Returns ``(check, per_run)``: ``per_run`` with ``step_mfu``,
+    ``plan_mfu`` and ``gap = log(plan / step)`` (NaN where no plan uses exactly the run's GPUs), and the
+    nested check of ``log(published / plan_mfu)`` around the other sources' median (calibration runs), which
+    is what a range built on the planner's choice would measure. The planner's choice is made once, at the
+    efficiency fitted on every source: a small leak the layout area's check (fold efficiencies) does not
+    have."""
     import numpy as np
 
     from .calibration import run_mfu_at
     from .hardware import kernel_efficiency
     from .intervals import loso_check
     from .planner import plan
+    from .run_nodes import plan_network
     from .step_intervals import layout_runs
 
     df = layout_runs(runs)
@@ -195,7 +197,8 @@ def planner_layout_check(runs=None):
         step.append(run_mfu_at(r, kernel_efficiency(r.gpu, r.dtype)))
         frame = plan(r.model, tokens=1e10, gpus=(r.gpu,), seq=int(r.seq), global_batch=int(r.global_batch),
                      max_gpus=int(r.n_gpus), explain=False, partial_recompute=False,
-                     precision="fp8-mixed" if r.dtype == "fp8" else "bf16-mixed", micro_batches=(1, 2, 4, 8))
+                     precision="fp8-mixed" if r.dtype == "fp8" else "bf16-mixed", micro_batches=(1, 2, 4, 8),
+                     **plan_network(r))
         frame = frame[frame["n_gpus"] == int(r.n_gpus)]
         planned.append(float(frame["mfu"].max()) if len(frame) else np.nan)
     df["step_mfu"], df["plan_mfu"] = step, planned

@@ -22,7 +22,7 @@ from ._validate import check_bool, check_choice, check_fraction, check_int, chec
 from .catalog import get_gpu, gpu_price, resolve_model
 from .flops import RECOMPUTE
 from .job import Job, check_moe_options
-from .layouts import MIN_GPUS_MAX, min_gpus, step_time
+from .layouts import MIN_GPUS_MAX, _divisors, min_gpus, step_time
 from .memory import training_memory
 from .mfu import (PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _layout_label, _time_at,
                   layout_range_factors, mfu_range_factors, run_time, whole_run_factor)
@@ -380,16 +380,23 @@ def _kept_fewest(model, gpu, seq, recompute, precision, moe_items=(), max_gpus=N
 
 
 @functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
-def _kept_fastest(model, gpu, seq, gb, recompute, precision, moe_items, max_gpus) -> _Fastest:
+def _kept_fastest(model, gpu, seq, gb, recompute, precision, moe_items, counts) -> _Fastest:
     """:func:`_moe_default_layout`'s search: the fastest plan (the least ``step_time_s``, the first in the
-    table's order on a tie, as ``idxmin``) on each GPU count of ``plan()``'s table at global batch ``gb`` and
-    GPU limit ``max_gpus`` (a :class:`_Fastest`); a ``ValueError`` when ``plan()`` refuses. Kept: each GPU
-    count of the search asks again (``plan()`` keeps the search but builds its table again, ~2 ms)."""
+    table's order on a tie, as ``idxmin``) on each GPU count of ``plan()``'s table at global batch ``gb`` on
+    the GPU ``counts`` only (``gpu_counts``, up to the largest; a :class:`_Fastest`); a ``ValueError`` when
+    ``plan()`` refuses. Kept: each count of the search asks again."""
     from .planner import plan
 
-    rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=max_gpus,
-                recomputes=(recompute,), precision=precision, explain=False, **dict(moe_items))
+    rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=max(counts),
+                gpu_counts=counts, recomputes=(recompute,), precision=precision, explain=False,
+                **dict(moe_items))
     return _Fastest(rows)
+
+
+def _sharing(gb: int, seq: int) -> tuple:
+    """The GPU counts whose :func:`_moe_default_layout` global batch is ``gb`` at ``seq`` tokens: the divisors
+    ``d`` of ``gb`` with ``d x ceil(MOE_DEFAULT_BATCH_TOKENS / (seq d)) = gb``."""
+    return tuple(d for d in _divisors(gb) if d * math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * d)) == gb)
 
 
 class _Fastest:
@@ -441,18 +448,18 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
         return None if par is None else (par, moe_default_global_batch(par, seq=seq), 1)
     gb = n_gpus * math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * n_gpus))
     if gb <= MAX_GLOBAL_BATCH:
-        # One search answers every GPU count of this global batch (issue 35: chapter 10's chart asks up to
-        # seven counts, and those below ~4M tokens' sequences share one global batch): ``plan()``'s plans on
-        # at most n GPUs are, bit for bit and in order, its search at the limit n
-        # (:func:`~llmsizing.plan_rank.plans_within`, tests/test_planner.py), so the rows on exactly n_gpus
-        # and their fastest are the same whichever limit was searched. gb >= n_gpus, and gb's own count has
-        # the same global batch, so the limit gb is a function of gb alone. Where that wider search refuses
-        # (more plans than one call weighs), the search at n_gpus, as before.
+        # One search answers every GPU count of this global batch (issue 35: chapter 10's chart asks seven
+        # counts), of those counts alone (plan(gpu_counts=), issue 35/38: a count d asks for gb only if d
+        # divides gb and d x ceil(tokens / (seq d)) = gb, so the search up to gb's 4,096 GPUs priced ~12x the
+        # plans any count reads): plan()'s plans on n GPUs are, bit for bit and in order, those of its search
+        # up to n or any larger limit (:func:`~llmsizing.plan_rank.plans_within`, tests/test_planner.py), so
+        # their fastest is the same, and the counts and limit are a function of gb alone. Where it refuses
+        # (more plans than one call weighs), the search of n_gpus alone.
         key = (model, gpu, seq, gb, recompute, precision, tuple(sorted(moe_kw.items())))
         try:
-            fastest = _kept_fastest(*key, gb)
+            fastest = _kept_fastest(*key, _sharing(gb, seq))
         except ValueError:
-            fastest = _kept_fastest(*key, n_gpus)
+            fastest = _kept_fastest(*key, (n_gpus,))
         if (best := fastest.get(n_gpus)) is not None:
             return best[0], gb, best[1]
     # (only a fewest-GPU layout of at most n_gpus GPUs can divide n_gpus: min_gpus searched up to n_gpus finds

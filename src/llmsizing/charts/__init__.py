@@ -6,11 +6,12 @@ a redraw empties and reuses its axes (:func:`figure_axes`) instead of building a
 fraction of the time (``benchmarks/bench.py``).
 
 One module per part of the book, each importing only :mod:`~llmsizing.charts.base` (the palette, :class:`View`
-and :func:`show`, figure and axes reuse, bars, log axes and short numbers) and its own chapter modules
-(below), never each other:
+and :func:`show`, figure and axes reuse, bars, log axes and short numbers; base itself is built on
+:mod:`~llmsizing.charts.figures` and :mod:`~llmsizing.charts.labels` and re-exports their names) and its own
+chapter modules (below), never each other:
 
-* :mod:`~llmsizing.charts.one_gpu`: Part I, chapters 1-5 (chapter 5's figures in
-  :mod:`~llmsizing.charts.one_gpu_measure`);
+* :mod:`~llmsizing.charts.one_gpu`: Part I, chapters 1-5 (chapter 4's figures in
+  :mod:`~llmsizing.charts.one_gpu_activations`, chapter 5's in :mod:`~llmsizing.charts.one_gpu_measure`);
 * :mod:`~llmsizing.charts.many_gpus`: Part II, chapters 6-9;
 * :mod:`~llmsizing.charts.time_money`: Part III, chapters 10-14 (chapter 12's in
   :mod:`~llmsizing.charts.time_money_plan`, 13 and 14's in :mod:`~llmsizing.charts.time_money_checks`);

@@ -1,10 +1,13 @@
 """What every figure of the book shares (:mod:`llmsizing.charts`'s base; the part modules import it, it
 imports none of them): the palette, the :class:`View` a render function returns and :func:`show`, which prints
-its summary and displays its PNG with alt text (:func:`figure_alt_text`); figures and axes a widget redraws
-into (:func:`new_figure`, :func:`blank_figure`, :func:`figure_axes`, :func:`reset_axes`, :func:`_kept_legend`,
-:func:`_kept_figure_legend`, fixed margins with :class:`FixedView`); bars (the fast PolyCollection bars of
-:func:`_bar_collection`, :func:`capacity_line`); captions drawn inside a PNG (:func:`_caption_room`); and
-plain-text numbers on log axes (:func:`_log_axis`, :func:`_short_number`, :func:`_tokens`, :func:`_usd`).
+its summary and displays its PNG with alt text (:func:`figure_alt_text`), fixed margins with
+:class:`FixedView`; and bars (the fast PolyCollection bars of :func:`_bar_collection`,
+:func:`capacity_line`). It is built on two modules of its own, whose every name it imports and re-exports
+(issue 32: modules under 600 lines): :mod:`~llmsizing.charts.figures`, figures and axes a widget redraws into
+(:func:`new_figure`, :func:`blank_figure`, :func:`figure_axes`, :func:`reset_axes`, :func:`_kept_legend`,
+:func:`_kept_figure_legend`), and :mod:`~llmsizing.charts.labels`, captions drawn inside a PNG
+(:func:`_caption_room`) and plain-text numbers on log axes (:func:`_log_axis`, :func:`_short_number`,
+:func:`_tokens`, :func:`_usd`).
 
 No formula lives here: render functions only call the library and draw.
 """
@@ -18,6 +21,12 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ..units import GiB
+# figures and axes reused, and what the figures write: every name of these two modules is still here
+from .figures import (DPI, _fixed_figure, _flat, _grid, _inch_margins,  # noqa: F401
+                      _kept_figure_legend, _kept_legend, _settle_grids, blank_figure, figure_axes, new_figure,
+                      reset_axes)
+from .labels import (_CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPTION_PT, _SUFFIXES,  # noqa: F401
+                     _caption_room, _log_axis, _log_kept, _log_scale, _short_number, _suffixed, _tokens, _usd)
 
 # Colours are safe for colour-blind readers (issue 12): Okabe & Ito's "Color Universal Design" set (2008:
 # #0072B2 blue, #E69F00 orange, #009E73 green, #D55E00 vermillion, #CC79A7 reddish purple, #56B4E9 sky blue,
@@ -56,8 +65,6 @@ GPU_COLORS = {"A10": "#BBBBBB", "L40S": "#555555", "RTX 4090": "#AA4499", "A100 
 #: chapter 12), in drawing order, with their colours.
 EXPLORER_TIME_COLORS = {"compute": "#0072B2", "pipeline bubble": "#BBBBBB", "dp": "#E69F00", "tp": "#009E73",
                         "pp": "#CC79A7", "cp": "#56B4E9"}
-
-DPI = 96
 
 
 # =========================================================================== what a render function returns
@@ -143,208 +150,6 @@ def figure_alt_text(view: View, *, limit: int = 400) -> str:
     parts = [p for p in (sup, "; ".join(panels), caption or first) if p]
     alt = ". ".join(parts) if parts else "Chart (its numbers are printed above it)"
     return alt if len(alt) <= limit else alt[: limit - 1].rstrip() + "…"
-
-
-# =========================================================================== figures and axes, reused
-def new_figure(width: float = 7.0, height: float = 3.6, ncols: int = 1):
-    """A figure detached from pyplot (no global state, no leaks when widgets redraw)."""
-    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
-    axes = fig.subplots(1, ncols)
-    return fig, axes
-
-
-def blank_figure(width: float, height: float, into: Figure | None = None) -> Figure:
-    """An empty ``width`` x ``height``-inch figure without a layout engine (the caller sets its margins).
-    ``into``: a widget's kept figure, cleared and drawn again (it keeps its canvas, renderer and text caches;
-    the drawing is the same as on a new figure)."""
-    if into is None:
-        return Figure(figsize=(width, height), dpi=DPI)
-    into.clear()
-    into.set_layout_engine(None)
-    into.set_size_inches(width, height, forward=False)
-    into.set_dpi(DPI)
-    into.llmsizing_layout = None
-    return into
-
-
-def figure_axes(width: float, height: float, into: Figure | None, layout: tuple, build, *, keep_log=(),
-                resize=None):
-    """``(figure, axes)`` for a render function: ``build(figure)`` makes the axes (and fixes the margins) of a
-    :func:`blank_figure`. ``layout`` names that arrangement (with every argument that shapes it).
-
-    When ``into`` (a widget's kept figure) already holds the axes of the same ``layout`` from the previous
-    redraw, they are emptied (:func:`reset_axes`) and returned instead, with their ticks and text caches
-    (``tests/test_widget_layout.py`` checks the result equals a render on a new figure).
-
-    ``keep_log``: ``(i, "x")``/``(i, "y")`` pairs naming the axes (``i``: position in the flattened axes)
-    that the render makes log with :func:`_log_axis` or :func:`_log_scale` on every redraw: such a scale
-    is kept instead of going back to linear and to log again (~5 ms a planner redraw, issue 38).
-
-    ``resize``: ``(kind, adjust)``, where the axes of every layout of that ``kind`` are the same but for the
-    figure's size and their place in it: a kept figure of the same kind but another size (the model-states
-    figure grows a bar per recipe) is resized and ``adjust(figure)`` places its axes again (a
-    ``subplots_adjust``), instead of new axes being built (issue 38: ~40 ms)."""
-    kept = getattr(into, "llmsizing_layout", None) if into is not None else None
-    if (kept is not None and kept != (width, height, layout) and resize is not None
-            and getattr(into, "llmsizing_resize_kind", None) == resize[0]):
-        into.set_size_inches(width, height, forward=False)
-        resize[1](into)
-        into.llmsizing_layout = kept = (width, height, layout)
-    if kept is not None and kept == (width, height, layout):
-        for artist in [*into.legends, *into.texts]:
-            if not hasattr(artist, "llmsizing_key"):            # (a legend of _kept_figure_legend stays)
-                artist.remove()
-        axes = into.llmsizing_axes
-        for i, ax in enumerate(_flat(axes)):
-            reset_axes(ax, keep_log="".join(xy for j, xy in keep_log if j == i))
-        return into, axes
-    fig = blank_figure(width, height, into)
-    axes = build(fig)
-    if into is not None:
-        fig.llmsizing_layout, fig.llmsizing_axes = (width, height, layout), axes
-        fig.llmsizing_resize_kind = None if resize is None else resize[0]
-    return fig, axes
-
-
-def _kept_legend(ax, key, make):
-    """``ax``'s legend: ``make()`` (a call of ``ax.legend``) unless the axes already shows the legend made for
-    the same ``key`` at the last redraw of a widget's kept figure, which is then kept as it is (making a
-    legend of 6-8 entries costs a redraw 2-3 ms). ``key`` must determine everything the legend shows (its
-    labels, and whatever sets its handles' styles and its placement). :func:`reset_axes` leaves such a legend
-    in place, so a render function must call this for the same axes on every redraw, or its stale legend
-    stays."""
-    legend = ax.get_legend()
-    if legend is not None and getattr(legend, "llmsizing_key", None) == key:
-        return legend
-    if legend is not None:
-        legend.remove()
-    legend = make()
-    legend.llmsizing_key = key
-    return legend
-
-
-def _grid(ax, which: str = "major", **style) -> None:
-    """``ax.grid(True, which=which, **style)``, unless the axes shows that very grid from the last redraw of
-    a widget's kept figure (:func:`reset_axes` leaves a grid made here in place, and the view turns it off,
-    :func:`_settle_grids`, if the render does not ask for it again): turning a grid off and on restyles every
-    tick twice (~5 ms a widget's move, issue 38)."""
-    key = (which, tuple(sorted(style.items())))
-    if getattr(ax, "llmsizing_grid_pending", False):
-        ax.llmsizing_grid_pending = False
-        if ax.llmsizing_grid == key:
-            return
-        ax.grid(False, which="both")
-    ax.grid(True, which=which, **style)
-    ax.llmsizing_grid = key
-
-
-def _settle_grids(fig) -> None:
-    """Turn off the grids that :func:`reset_axes` left for :func:`_grid` and the render did not ask for."""
-    for ax in fig.axes:
-        if getattr(ax, "llmsizing_grid_pending", False):
-            ax.grid(False, which="both")
-            ax.llmsizing_grid_pending, ax.llmsizing_grid = False, None
-
-
-def _kept_figure_legend(fig, key, make):
-    """``fig``'s legend (a figure legend, ``fig.legend``): ``make()`` unless the figure already shows the one
-    made for the same ``key`` at the last redraw of a widget's kept figure, which is then kept as it is (as
-    :func:`_kept_legend` does for an axes' legend; issue 38: 5-7 ms a redraw). Any other figure legend made
-    by this function goes. :func:`figure_axes` leaves such a legend in place, so a render function must call
-    this on every redraw of the same layout, or its stale legend stays."""
-    kept = None
-    for legend in list(fig.legends):
-        if kept is None and getattr(legend, "llmsizing_key", None) == key:
-            kept = legend
-        elif hasattr(legend, "llmsizing_key"):
-            legend.remove()
-    if kept is not None:
-        return kept
-    legend = make()
-    legend.llmsizing_key = key
-    return legend
-
-
-def _flat(axes) -> list:
-    import numpy as np
-
-    return list(np.ravel(axes)) if isinstance(axes, (tuple, list, np.ndarray)) else [axes]
-
-
-def reset_axes(ax, keep_log: str = "") -> None:
-    """Empty an axes for the next redraw of the same figure (public matplotlib API only): remove what was
-    plotted, the legend (unless :func:`_kept_legend` made it), titles and labels; back to linear scales,
-    default locators and formatters, the first colour of the cycle, autoscaling, no grid, visible spines,
-    upright axes and normal-weight tick labels. The tick objects themselves are kept.
-
-    ``keep_log`` (``"x"``, ``"y"``, ``"xy"``): an axis named there that is still the log scale
-    :func:`_log_axis` made keeps it (the caller makes it a log axis again with :func:`_log_axis`, which then
-    does not set a new scale)."""
-    from matplotlib.scale import LinearScale
-
-    for artist in [*ax.containers, *ax.lines, *ax.patches, *ax.collections, *ax.texts, *ax.images, *ax.tables,
-                   *ax.artists]:
-        if artist in ax.containers or artist.axes is ax:          # a container removes its bars with it
-            artist.remove()
-    if ax.get_legend() is not None and not hasattr(ax.get_legend(), "llmsizing_key"):   # (see _kept_legend)
-        ax.get_legend().remove()
-    ticks = [*ax.xaxis.majorTicks, *ax.yaxis.majorTicks]      # (get_*ticklabels would place the ticks first)
-    for tick in ticks:
-        tick.label1.set_fontweight("normal")
-    pinned = getattr(ax, "llmsizing_titles_pinned", False)
-    for loc in ("left", "center", "right"):
-        # y given: the titles stay at the top of the axes (where a new figure's automatic placement puts them
-        # when no top tick labels or offset text are in the way) without re-measuring the axis on every draw.
-        # Once pinned, they stay pinned (set_title without y keeps y), so an empty title needs nothing.
-        if ax.get_title(loc) or not pinned:
-            ax.set_title("", loc=loc, y=1.0)
-    ax.llmsizing_titles_pinned = True
-    ax.set_xlabel("")
-    ax.set_ylabel("")
-    for name, axis, scale, set_scale in (("x", ax.xaxis, ax.get_xscale(), ax.set_xscale),
-                                         ("y", ax.yaxis, ax.get_yscale(), ax.set_yscale)):
-        if name in keep_log and _log_kept(axis):
-            pass
-        elif scale == "linear":        # the default locators and formatters back, without a new scale's cost
-            LinearScale(axis).set_default_locators_and_formatters(axis)
-            # ... marked as defaults, as set_xscale leaves them (a units converter, e.g. for categories, may
-            # then replace them)
-            axis.isDefault_majloc = axis.isDefault_minloc = \
-                axis.isDefault_majfmt = axis.isDefault_minfmt = True
-        else:
-            set_scale("linear")
-        if axis.get_inverted():
-            axis.set_inverted(False)
-    if getattr(ax, "llmsizing_grid", None) is not None:
-        ax.llmsizing_grid_pending = True       # left on for _grid to keep, else turned off by _settle_grids
-    elif any(t.gridline.get_visible() for t in [*ticks, *ax.xaxis.minorTicks, *ax.yaxis.minorTicks]):
-        ax.grid(False, which="both")                           # (costly: it restyles every tick)
-    for spine in ax.spines.values():
-        spine.set_visible(True)
-    ax.set_prop_cycle(None)                                       # the colour cycle starts again
-    ax.set_autoscale_on(True)
-    ax.relim()
-    ax.ignore_existing_data_limits = True
-
-
-def _fixed_figure(width: float, height: float, *, into: Figure | None = None, keep_log: str = "", **margins):
-    """Like :func:`new_figure` but with fixed margins instead of constrained layout, which would cost a widget
-    redraw ~100 ms of text measuring on a 2-core machine. ``into``, ``keep_log``: :func:`figure_axes`."""
-    def build(fig):
-        fig.subplots_adjust(**margins)
-        return fig.subplots()
-
-    return figure_axes(width, height, into, ("one axes", tuple(sorted(margins.items()))), build,
-                       resize=(("one axes",), lambda fig: fig.subplots_adjust(**margins)),
-                       keep_log=[(0, xy) for xy in keep_log])
-
-
-def _inch_margins(width: float, height: float, *, left: float, bottom: float, top: float = 0.3,
-                  right: float = 0.15, into: Figure | None = None, keep_log: str = ""):
-    """A fixed-margin figure (:func:`_fixed_figure`) with margins in inches: figures of variable height keep
-    the room for tick labels and legend (``FixedView`` saves it without the tight-bbox pass: half the time)"""
-    return _fixed_figure(width, height, left=left / width, right=1 - right / width, bottom=bottom / height,
-                         top=1 - top / height, into=into, keep_log=keep_log)
 
 
 # =========================================================================== bars
@@ -493,104 +298,3 @@ def _step_time_bars(ax, st, *, fontsize: float) -> None:
     ax.set_yticks(np.arange(len(names)), [n if n in ("compute", "pipeline bubble") else f"{n} comm."
                                           for n in names], fontsize=fontsize)
     ax.invert_yaxis()
-
-
-# =========================================================================== numbers and log axes
-#: A caption's font size (pt), line spacing (in font sizes) and the room left under it (inches).
-_CAPTION_PT, _CAPTION_LINESPACING, _CAPTION_PAD_IN = 8.0, 1.25, 0.06
-
-
-def _caption_room(caption: str, width_in: float) -> tuple[str, float]:
-    """A render function's ``caption`` wrapped to ``width_in`` inches of text (each line measured in the
-    caption's font) and the height (inches) it adds under the axes (0.0 for ``""``), for the render function
-    to grow its figure by: the words travel inside the PNG, so the static site, Voila and the lab show the
-    same caption (issue 38: chapter 4's figure had no caption argument). A caption is a ``str``; anything
-    else is a TypeError."""
-    from matplotlib.font_manager import FontProperties
-    from matplotlib.textpath import TextToPath
-
-    if not isinstance(caption, str):
-        raise TypeError(f"caption must be a str (the text under the figure; '' for none), got "
-                        f"{type(caption).__name__}")
-    if not caption.split():
-        return "", 0.0
-    font, measure = FontProperties(size=_CAPTION_PT), TextToPath().get_text_width_height_descent
-    lines, line = [], ""
-    for word in caption.split():
-        longer = f"{line} {word}" if line else word
-        if line and measure(longer, font, ismath=False)[0] > 0.98 * width_in * 72:   # (points)
-            lines, line = [*lines, line], word
-        else:
-            line = longer
-    lines.append(line)
-    return "\n".join(lines), len(lines) * _CAPTION_LINESPACING * _CAPTION_PT / 72 + 2 * _CAPTION_PAD_IN
-
-
-#: The suffix ladder of every short number in the book's figures: trillion, billion, million, thousand.
-_SUFFIXES = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
-
-
-def _suffixed(v, spec: str, *, below: str, ladder=_SUFFIXES) -> str:
-    """``v`` in the largest unit of ``ladder`` (a slice of :data:`_SUFFIXES`) that its size reaches, formatted
-    with ``spec`` and followed by the unit's letter; ``v`` formatted with ``below`` when it reaches none."""
-    for unit, name in ladder:
-        if abs(v) >= unit:
-            return f"{v / unit:{spec}}{name}"
-    return f"{v:{below}}"
-
-
-def _short_number(v, _=None) -> str:
-    """A tick label in plain text (no mathtext, which is slow to lay out): 0.01, 0.5, 20, 1k, 10k, 2M, 1B,
-    1T."""
-    return _suffixed(v, "g", below="g")
-
-
-def _log_kept(axis) -> bool:
-    """Whether ``axis`` still has the log scale :func:`_log_scale` set last (no other scale since)."""
-    kept = getattr(axis, "llmsizing_log_transform", None)
-    return axis.get_scale() == "log" and axis.get_transform() is kept
-
-
-def _log_scale(axis, base: float = 10) -> None:
-    """``set_xscale("log", base=base)`` (or y), unless ``axis`` still has that scale from the last redraw of
-    a widget's kept figure (``keep_log`` of :func:`figure_axes`): a new scale costs a redraw ~1 ms."""
-    if not (_log_kept(axis) and axis.get_transform().base == base):
-        (axis.axes.set_xscale if axis is axis.axes.xaxis else axis.axes.set_yscale)("log", base=base)
-        axis.llmsizing_log_transform = axis.get_transform()
-
-
-def _tokens(n: float) -> str:
-    """A token count in a short form: 1T, 300B, 15.6T (below a million: 250,000)."""
-    return _suffixed(n, ".3g", below=",.0f", ladder=_SUFFIXES[:3])
-
-
-def _usd(v, _=None) -> str:
-    """Dollars in a short form: $850, $12k, $1.2M, $2.5B."""
-    return "$" + _suffixed(v, ".3g", below=",.0f", ladder=_SUFFIXES[1:])
-
-
-def _log_axis(axis, lo: float, hi: float, fmt, *, pad: float = 1.4) -> None:
-    """A log axis from ``lo / pad`` to ``hi * pad`` with fixed 1-2-5 ticks (decades only over more than
-    2.5 decades) labelled by ``fmt`` and no minor ticks: a log axis left to its default locators spends most
-    of a redraw laying out minor ticks and mathtext labels."""
-    import math
-
-    from matplotlib.ticker import FixedLocator, NullLocator
-
-    if not (lo > 0 and hi >= lo):
-        raise ValueError(f"a log axis needs 0 < lo <= hi; got lo={lo!r}, hi={hi!r}")
-    lo, hi = lo / pad, hi * pad
-    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
-    for steps in ((1,) if hi / lo >= 300 else (), (1, 2, 5), (1, 2, 3, 4, 5, 6, 7, 8, 9)):
-        ticks = [m * 10**e for e in decades for m in steps if lo <= m * 10**e <= hi]
-        if len(ticks) >= 2:
-            break
-    if len(ticks) < 2:            # a range narrower than two 1-9 steps: its two ends, to 3 significant digits
-        def unit(x):
-            return 10.0 ** (math.floor(math.log10(x)) - 2)
-        ticks = [math.ceil(lo / unit(lo)) * unit(lo), math.floor(hi / unit(hi)) * unit(hi)]
-    _log_scale(axis)
-    (axis.axes.set_xlim if axis is axis.axes.xaxis else axis.axes.set_ylim)(lo, hi)
-    axis.set_major_locator(FixedLocator(ticks))
-    axis.set_minor_locator(NullLocator())
-    axis.set_ticks(ticks, [fmt(t) for t in ticks])

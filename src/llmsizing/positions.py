@@ -1,0 +1,102 @@
+"""Position encodings (review22 M3; issue 34's memory-bound kernels, :mod:`llmsizing.pointwise`): how a model
+tells attention where each token is, which decides whether a rotary kernel passes over its queries and keys.
+A :class:`~llmsizing.model.Model` records it in ``positions`` (:data:`POSITIONS`) and ``rope_layers``:
+
+* ``"rope"``: the rotary embedding (Su et al. 2021, arXiv:2104.09864), run on the query and key heads of
+  ``rope_layers`` of the layers (``None``: all of them). SmolLM3 leaves it out of every fourth layer and
+  Llama 4 out of its full-attention layers (``no_rope_layers`` in their Hugging Face configs, where 1 marks a
+  layer that rotates: ``SmolLM3Config``, ``Llama4TextConfig``). Partial rotary (GPT-NeoX's ``rotary_pct``,
+  GPT-J's ``rotary_dim``, Phi's ``partial_rotary_factor``) turns only part of each head, but the kernels
+  still read and write the whole head: Transformer Engine's fused kernel copies the unrotated tail to its
+  output ("copy the rest", ``transformer_engine/common/fused_rope/fused_rope.cu``) and Hugging Face's
+  partial-rotary models concatenate the turned and the passed parts again (``torch.cat``), so no rotary
+  fraction is kept;
+* ``"alibi"``: ALiBi (Press et al. 2022, arXiv:2108.12409; BLOOM, MPT, BloombergGPT, Falcon with
+  ``alibi``): a linear bias per head added to the attention scores inside the attention kernel, with no pass
+  of its own over the queries and keys: FlashAttention-2 takes it as ``alibi_slopes`` of
+  ``flash_attn_func``, and BLOOM's Megatron-DeepSpeed and Hugging Face code pass the bias as the addend of
+  the score GEMM (``torch.baddbmm(alibi, query, key)``). Its cost is in the attention core, not here;
+* ``"learned"``: a table of learned positions (``learned_pos``, its parameters counted in chapter 1; GPT-2,
+  GPT-3, OPT), read beside the token embedding on the first stage;
+* ``"none"``: no position signal at all (NoPE; attention-free state-space stacks).
+
+``positions=None`` (the default) keeps the reading the library had before the field: ``"learned"`` with
+``learned_pos``, ``"rope"`` otherwise (:func:`position_encoding`).
+"""
+
+from __future__ import annotations
+
+from ._validate import check_choice, check_int
+
+#: ``Model.positions`` values (module docstring).
+POSITIONS = ("rope", "alibi", "learned", "none")
+
+#: Hugging Face model types whose modelling code adds ALiBi whatever the config holds:
+#: ``modeling_bloom.py``'s ``build_alibi_tensor`` and ``modeling_mpt.py``'s ``build_mpt_alibi_tensor``.
+ALIBI_TYPES = ("bloom", "mpt")
+
+
+def position_encoding(model) -> str:
+    """The model's position encoding, one of :data:`POSITIONS`: ``model.positions``, or without it
+    ``"learned"`` with a learned table (``learned_pos``) and ``"rope"`` otherwise."""
+    if model.positions is not None:
+        return model.positions
+    return "learned" if model.learned_pos else "rope"
+
+
+def rotary_layers(model) -> int:
+    """How many of the model's layers run the rotary embedding: ``rope_layers`` (default all) with
+    ``"rope"``, none with any other encoding."""
+    if position_encoding(model) != "rope":
+        return 0
+    return model.layers if model.rope_layers is None else model.rope_layers
+
+
+def check_positions(model) -> None:
+    """Check a :class:`~llmsizing.model.Model`'s ``positions`` and ``rope_layers``: ``positions`` one of
+    :data:`POSITIONS` (or ``None``) and ``"learned"`` exactly when ``learned_pos`` is set; ``rope_layers``
+    from 0 to ``layers``, only with rotary positions."""
+    if model.positions is not None:
+        check_choice("positions", model.positions, POSITIONS)
+        if (model.positions == "learned") != model.learned_pos:
+            raise ValueError(f"positions={model.positions!r} and learned_pos={model.learned_pos} disagree: a "
+                             "learned position table is positions='learned' with learned_pos=True")
+    if model.rope_layers is not None:
+        if position_encoding(model) != "rope":
+            raise ValueError(f"rope_layers counts the layers with a rotary embedding: only with "
+                             f"positions='rope', got positions={position_encoding(model)!r}")
+        object.__setattr__(model, "rope_layers",
+                           check_int("rope_layers", model.rope_layers, minimum=0, maximum=model.layers))
+
+
+def hf_positions(config: dict, where: str, mtype: str, fields: dict, defaults: dict | None = None) -> dict:
+    """``positions`` (and ``rope_layers``) of a Hugging Face config read into ``fields``, from the config's
+    keys over its class's ``defaults``: a learned table (``learned_pos`` in ``fields``); ALiBi for
+    :data:`ALIBI_TYPES` or ``alibi: true`` (Falcon); ``"none"`` when every layer is an attention-free mixer or
+    the class's ``position_embedding_type`` is not ``"rope"`` (Granite 4.0's ``GraniteMoeHybridConfig``:
+    NoPE); otherwise rotary, on
+    the layers ``no_rope_layers`` marks 1, or without that list on all but every
+    ``no_rope_layer_interval``-th (``SmolLM3Config``, ``Llama4TextConfig``)."""
+    cfg = {**(defaults or {}), **config}
+    if fields.get("learned_pos"):
+        return {"positions": "learned"}
+    if mtype in ALIBI_TYPES or cfg.get("alibi") is True:
+        return {"positions": "alibi"}
+    if (fields.get("mixer") is not None and fields.get("mixer_layers") is None
+            and not fields.get("mixer_parallel")) or ("position_embedding_type" in (defaults or {})
+                                                      and cfg["position_embedding_type"] != "rope"):
+        return {"positions": "none"}
+    layers = fields["layers"]
+    flags, interval = cfg.get("no_rope_layers"), cfg.get("no_rope_layer_interval")
+    if flags:
+        if not isinstance(flags, list) or len(flags) != layers or any(f not in (0, 1) for f in flags):
+            raise ValueError(f"{where}: no_rope_layers must be a list of {layers} flags (0 or 1)")
+        return {"positions": "rope", "rope_layers": sum(flags)}
+    if interval is not None:
+        interval = check_int("no_rope_layer_interval", interval)
+        return {"positions": "rope", "rope_layers": sum(1 for i in range(layers) if (i + 1) % interval)}
+    return {"positions": "rope"}
+
+
+__all__ = ["POSITIONS", "ALIBI_TYPES", "position_encoding", "rotary_layers", "check_positions",
+           "hf_positions"]

@@ -1,0 +1,103 @@
+"""Position encodings (llmsizing.positions, review22 M3): the catalogue's ``positions`` column, each row
+with a source; the Hugging Face reading from the config's own keys (the measured configs of
+data/hf_meta_param_counts.csv and data/hf_type_sweep.csv); the checks. Counts of rotating layers are
+derived by hand from the published configs (SmolLM3: no RoPE on every 4th of 36 layers; Llama 4 Scout: on
+every 4th of 48)."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from llmsizing.catalog import get_model, list_models
+from llmsizing.model import Model
+from llmsizing.positions import POSITIONS, position_encoding, rotary_layers
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _rows(name):
+    return list(csv.DictReader(open(DATA / name, newline="")))
+
+
+@pytest.mark.parametrize("row", _rows("models.csv"), ids=lambda r: r["name"])
+def test_every_catalogue_row_states_its_positions_with_a_source(row):
+    assert row["positions"] in POSITIONS
+    assert len(row["positions_source"].strip()) > 20
+    m = get_model(row["name"])
+    assert position_encoding(m) == row["positions"]
+    assert (row["positions"] == "learned") == m.learned_pos
+
+
+def test_the_catalogues_alibi_and_nope_rows():
+    """BLOOM (Scao et al. 2022) and BloombergGPT (Wu et al. 2023, built on BLOOM) use ALiBi; SmolLM3 drops
+    RoPE from layers 4, 8, ..., 36 (36 - 9 = 27 rotate); Llama 4 Scout from every 4th of 48 (48 - 12 = 36)."""
+    alibi = [n for n in list_models() if position_encoding(get_model(n)) == "alibi"]
+    assert alibi == ["bloom-176b", "bloomberggpt-50b"]
+    assert [rotary_layers(get_model(n)) for n in ("bloom-176b", "gpt3-175b", "smollm3-3b", "llama-4-scout",
+                                                  "llama-3-8b")] == [0, 0, 27, 36, 32]
+
+
+def _config(file, key, value):
+    row = next(r for r in _rows(file) if r[key] == value)
+    return json.loads(row["config_json"])
+
+
+@pytest.mark.parametrize("file, key, value, want, rope", [
+    ("hf_meta_param_counts.csv", "config_name", "bloom (176B)", "alibi", 0),
+    ("hf_meta_param_counts.csv", "config_name", "small-falcon-serial", "alibi", 0),    # alibi: true
+    ("hf_meta_param_counts.csv", "config_name", "falcon-7b", "rope", 32),              # alibi: false
+    ("hf_meta_param_counts.csv", "config_name", "pythia-1.4b", "rope", 24),            # rotary_pct 0.25
+    ("hf_meta_param_counts.csv", "config_name", "opt-1.3b", "learned", 0),
+    ("hf_meta_param_counts.csv", "config_name", "Mixtral-8x7B-v0.1", "rope", 32),
+    ("hf_type_sweep.csv", "model_type", "mpt", "alibi", 0),
+    ("hf_type_sweep.csv", "model_type", "smollm3", "rope", 27),
+    ("hf_type_sweep.csv", "model_type", "llama4_text", "rope", 36),
+    ("hf_type_sweep.csv", "model_type", "granitemoehybrid", "none", 0),     # position_embedding_type null
+    ("hf_type_sweep.csv", "model_type", "mamba", "none", 0),
+])
+def test_hugging_face_configs_give_their_positions(file, key, value, want, rope):
+    m = Model.from_hf_config(_config(file, key, value))
+    assert (position_encoding(m), rotary_layers(m)) == (want, rope)
+
+
+def test_the_rotating_layers_follow_the_interval_without_a_list():
+    """Llama4TextConfig and SmolLM3Config derive the list from no_rope_layer_interval (default 4): with 3,
+    layers 3, 6, ..., 36 of 36 do not rotate."""
+    cfg = _config("hf_type_sweep.csv", "model_type", "smollm3")
+    cfg.pop("no_rope_layers")
+    assert rotary_layers(Model.from_hf_config(cfg)) == 27
+    cfg["no_rope_layer_interval"] = 3
+    assert rotary_layers(Model.from_hf_config(cfg)) == 24
+    cfg["no_rope_layers"] = [1] * 35
+    with pytest.raises(ValueError, match="no_rope_layers must be a list of 36"):
+        Model.from_hf_config(cfg)
+
+
+def _tiny(**kw):
+    return Model(name="tiny", layers=4, hidden=64, heads=4, ffn_hidden=128, vocab=100, **kw)
+
+
+def test_defaults_keep_the_older_reading():
+    assert position_encoding(_tiny()) == "rope" and rotary_layers(_tiny()) == 4
+    assert position_encoding(_tiny(learned_pos=True)) == "learned"
+    assert rotary_layers(_tiny(positions="rope", rope_layers=3)) == 3
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(positions="sinusoidal"), "positions"),
+    (dict(positions="alibi", learned_pos=True), "learned_pos"),
+    (dict(positions="learned"), "learned_pos"),
+    (dict(positions="alibi", rope_layers=2), "rope_layers"),
+    (dict(rope_layers=5), "rope_layers"),
+    (dict(rope_layers=-1), "rope_layers"),
+])
+def test_bad_positions_are_refused_by_name(kw, match):
+    with pytest.raises(ValueError, match=match):
+        _tiny(**kw)
+
+
+def test_a_non_integer_rope_layers_is_a_type_error():
+    with pytest.raises(TypeError, match="rope_layers"):
+        _tiny(rope_layers=2.5)
