@@ -187,6 +187,19 @@ every widget PNG and summary of a 48-setting walk equal main's. Measured 2026-12
   ~20-28, pricing of the B200 ~16-22 (its layer terms and all-to-alls, new for a new GPU), render ~20 and PNG
   ~24 (each stage timed by a wrapper around plan, fitting_plans, kept_price, render_plan and the PNG draw,
   load 2-5).
+  After merging main d5b9461 (fast10b's searches, pw34's slowest stage by time, whose new stage loop replaced
+  the one _stage_row kept: dropped), against that main, 23:51:04-23:52:35 UTC, load 1.3-2.3, best of three:
+    model                      to 32K     8M tokens   all-gather   H100+B200   4,096 GPUs
+    qwen3-30b-a3b            113 -> 102    88 ->  78    91 ->  80   121 -> 112   48 -> 44
+    deepseek-v2              111 ->  98    75 ->  66    80 ->  77    90 ->  93   35 -> 36
+    granite-3.0-1b-a400m     103 ->  94    65 ->  66    74 ->  69   104 -> 100   48 -> 43
+    gpt-oss-120b              91 ->  92    70 ->  71    78 ->  77    94 ->  88   43 -> 38
+    the other six             52-88 -> 50-85 (seq), 44-62 -> 41-61 (batch), 42-69 -> 42-63 (all-gather),
+                              51-86 -> 51-85 (two GPU types), 28-45 -> 27-43 (4,096 GPUs)
+    moves over 100 ms CPU: 5 of 50 (main) against 2 of 50 (Qwen3-30B-A3B's to 32K, 102, and to two GPU
+    types, 112). Paired in one process (benchmarks/bench_fast17b_ab.py 6, 23:52 UTC, load 1.1-1.9): 0.943
+    over 120 moves; kept_price 18.5-23.5 -> 16.1-20.3 ms (to 32K), 16.9-22.3 -> 13.8-18.1 (8M, all-gather),
+    21.8-27.5 -> 20.2-26.9 (two GPU types). Peak RSS 1072 -> 1079 MB.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ plan_pricing.kept_price's CPU ms within the moves. Does not assert (timings are 
 Measured 2026-12-01 23:43 UTC (load 2.4-2.6 on 2 cores shared with other sessions), 6 rounds: median paired
 ratio 0.894 over 120 moves; to 32K 0.85-0.96, 8M tokens 0.79-0.87, all-gather 0.83-0.94, two GPU types
 0.93-0.96, 4,096 GPUs 0.92-0.99 (the numbers and bench_ch17_models.py's process-level pairs are in that
-benchmark's docstring)."""
+benchmark's docstring). After merging main d5b9461 (its new stage loop; fast17b's kept stage rows dropped),
+23:52 UTC, load 1.1-1.9, 6 rounds: 0.943 over 120 moves; to 32K 0.95-0.98, 8M tokens 0.90-0.94, all-gather
+0.93-0.95, two GPU types 0.93-1.01, 4,096 GPUs 0.90-0.95."""
 
 from __future__ import annotations
 
