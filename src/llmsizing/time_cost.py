@@ -210,7 +210,8 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     price's :attr:`~llmsizing.catalog.GPU.price_kind`: sorted by cost, the GPUs with an *estimated* price
     after all the others (never ranked as if it were a list price). Taught in the "Cost" chapter.
 
-    A mixture of experts (issue 24) gets each GPU's fewest GPUs from :func:`~llmsizing.fewest_gpus.min_gpus`'s own
+    A mixture of experts (issue 24) gets each GPU's fewest GPUs from
+    :func:`~llmsizing.fewest_gpus.min_gpus`'s own
     search over expert parallelism (``ep`` among the divisors of its routed experts, or ``ep_degrees``), and
     its run from :func:`training_time` on that many GPUs: the MoE step (:mod:`llmsizing.moe_time`) of the
     fastest plan of :func:`~llmsizing.planner.plan` on exactly that many (:func:`moe_default_layout`, which
