@@ -370,10 +370,10 @@ def _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, ep_degrees, 
 @functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
 def _kept_fewest(model, gpu, seq, recompute, precision, moe_items=(), max_gpus=None):
     """:func:`_moe_default_layout`'s fewest-GPU layout of one sequence
-    (:func:`~llmsizing.fewest_gpus.min_gpus`'s
-    ``parallel``), or ``None`` when no layout holds it (with ``max_gpus``: none of at most that many GPUs).
-    Kept: the same question comes once per GPU count that ``plan()`` leaves without an exact fit (issue 38:
-    chapter 10's chart asked it three times a move for DeepSeek-V3 on the H100, ~70 ms each)."""
+    (:func:`~llmsizing.fewest_gpus.min_gpus`'s ``parallel``), or ``None`` when no layout holds it (with
+    ``max_gpus``: none of at most that many GPUs). Kept: the same question comes once per GPU count that
+    ``plan()`` leaves without an exact fit (issue 38: chapter 10's chart asked it three times a move for
+    DeepSeek-V3 on the H100, ~70 ms each)."""
     try:
         return min_gpus(model, gpu, batch=1, seq=seq, recompute=recompute, precision=precision,
                         **dict(moe_items), **({} if max_gpus is None else {"max_gpus": max_gpus})).parallel

@@ -210,14 +210,13 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     price's :attr:`~llmsizing.catalog.GPU.price_kind`: sorted by cost, the GPUs with an *estimated* price
     after all the others (never ranked as if it were a list price). Taught in the "Cost" chapter.
 
-    A mixture of experts (issue 24) gets each GPU's fewest GPUs from
-    :func:`~llmsizing.fewest_gpus.min_gpus`'s own
-    search over expert parallelism (``ep`` among the divisors of its routed experts, or ``ep_degrees``), and
-    its run from :func:`training_time` on that many GPUs: the MoE step (:mod:`llmsizing.moe_time`) of the
+    A mixture of experts (issue 24) gets each GPU's fewest GPUs from :func:`~llmsizing.fewest_gpus.min_gpus`'s
+    own search over expert parallelism (``ep`` among the divisors of its routed experts, or ``ep_degrees``),
+    and its run from :func:`training_time` on that many GPUs: the MoE step (:mod:`llmsizing.moe_time`) of the
     fastest plan of :func:`~llmsizing.planner.plan` on exactly that many (:func:`moe_default_layout`, which
     the ``layout`` and ``ep`` columns then name), unless ``mfu`` is given or ``moe_dense_mfu=True``
-    (deprecated: the calibrated MFU at the active size). The frame then has an ``ep`` column after
-    ``layout`` and a ``warnings`` column (``training_time``'s warnings, joined by `` | ``), and
+    (deprecated: the calibrated MFU at the active size). The frame then has an ``ep`` column after ``layout``
+    and a ``warnings`` column (``training_time``'s warnings, joined by `` | ``), and
     ``attrs["warnings"]`` lists every distinct one once. A dense model's frame is as before (no ``ep``, no
     ``warnings``). ``mtp_depth`` (DeepSeek-V3's multi-token-prediction modules) and ``capacity_factor``
     (token dropping; ``None``: dropless) go to all three, the fewest GPUs, the plan and the step (issue 35:
