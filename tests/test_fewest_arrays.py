@@ -1,11 +1,11 @@
 """min_gpus weighs a mixture of experts' layouts of one (tp, pp, ZeRO stage) together (fewest_arrays, issue
-35, fast10b): each layout's smallest dp must be layouts._smallest_dp's, bit for bit the same solve on the
+35, fast10b): each layout's smallest dp must be fewest_gpus._smallest_dp's, bit for bit the same solve on the
 same pieces, and min_gpus' answer (its Plan, floats and all) the one it gives with every layout weighed by
 its own calls."""
 
 import pytest
 
-from llmsizing import layouts
+from llmsizing import fewest_gpus
 from llmsizing.catalog import get_gpu, resolve_model
 from llmsizing.fewest_arrays import smallest_dps, supports
 from llmsizing.memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
@@ -44,7 +44,7 @@ def test_each_layout_solves_as_smallest_dp(name, gpu):
             stages = heavy_stages(model, groups[0][0])
             for (base, calls), got in zip(groups, smallest_dps(model, groups, stages, KW, room, {})):
                 for (ep, a), dp in zip(calls, got):
-                    want = layouts._smallest_dp(lambda d, ep=ep, z=base.zero: par(d, ep, z), limit, KW, model,
+                    want = fewest_gpus._smallest_dp(lambda d, ep=ep, z=base.zero: par(d, ep, z), limit, KW, model,
                                                 unit=a, stages=stages)
                     assert dp == want, (tp, pp, base.zero, ep)
                     weighed += 1
@@ -62,14 +62,14 @@ def test_min_gpus_answers_as_one_layout_at_a_time(name, gpu, seq, monkeypatch):
         out = []
         for kw in ({}, {"max_gpus": 64}, {"recompute": "full"}, {"max_gpus": 512, "optimizer_impl": "fused"}):
             try:
-                out.append(layouts.min_gpus(name, gpu, batch=1, seq=seq, **kw))
+                out.append(fewest_gpus.min_gpus(name, gpu, batch=1, seq=seq, **kw))
             except ValueError as e:
                 out.append(str(e))
         return out
 
-    layouts._kept_stage_runs.cache_clear()
+    fewest_gpus._kept_stage_runs.cache_clear()
     fast = answers()
-    monkeypatch.setattr(layouts, "supports", lambda *a: False)      # every layout by its own calls
-    layouts._kept_stage_runs.cache_clear()
+    monkeypatch.setattr(fewest_gpus, "supports", lambda *a: False)      # every layout by its own calls
+    fewest_gpus._kept_stage_runs.cache_clear()
     assert answers() == fast
     assert any(not isinstance(x, str) for x in fast)

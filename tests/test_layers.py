@@ -202,3 +202,12 @@ def test_the_readme_layer_table_names_every_module_of_the_contract():
     rows = [line.split("|")[2] for line in table.splitlines() if re.match(r"\| \d\. ", line)]
     in_table = {m.rstrip("/") for row in rows for m in re.findall(r"`([a-z_0-9]+/?)`", row)}
     assert in_contract == in_table, (sorted(in_contract - in_table), sorted(in_table - in_contract))
+
+
+def test_min_gpus_forwards_from_layouts_with_a_warning():
+    """min_gpus moved up to fewest_gpus (session 23: it weighs an MoE's layouts on the planner's arrays, which
+    import layouts); the old path still gives the same function for one release, and says where it went."""
+    from llmsizing import fewest_gpus, layouts
+
+    with pytest.warns(DeprecationWarning, match="fewest_gpus"):
+        assert layouts.min_gpus is fewest_gpus.min_gpus

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 import llmsizing as L
 from llmsizing import cli
 from llmsizing.cost import cost_sensitivity, cost_vs_gpus
-from llmsizing.layouts import min_gpus, step_time
+from llmsizing.fewest_gpus import min_gpus
+from llmsizing.layouts import step_time
 from llmsizing.runs import run_from_step
 from llmsizing.time_cost import _layout_label, cost_by_gpu, implied_mfu, mfu_estimate, training_time
 

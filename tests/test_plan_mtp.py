@@ -19,7 +19,8 @@ from llmsizing import cli
 from llmsizing.catalog import resolve_model
 from llmsizing.flops import training_flops_per_token
 from llmsizing.job import Job
-from llmsizing.layouts import min_gpus, step_time
+from llmsizing.fewest_gpus import min_gpus
+from llmsizing.layouts import step_time
 from llmsizing.moe import moe_stage_flops
 from llmsizing.states import USABLE_FRACTION
 from llmsizing.time_cost import cost_by_gpu

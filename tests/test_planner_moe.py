@@ -8,7 +8,8 @@ import pytest
 
 import llmsizing as L
 from llmsizing import deepseek, moe, moe_layouts, planner
-from llmsizing.layouts import min_gpus, step_time
+from llmsizing.fewest_gpus import min_gpus
+from llmsizing.layouts import step_time
 from llmsizing.planner import MOE_PLAN_COLUMNS, NoPlanError, PLAN_COLUMNS, plan
 
 SEQ = 4096

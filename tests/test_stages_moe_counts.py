@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from llmsizing import layouts, stages
+from llmsizing import fewest_gpus, stages
 from llmsizing.catalog import get_gpu, resolve_model
 from llmsizing.parallel import Parallel
 from llmsizing.planner import plan
@@ -29,7 +29,7 @@ def _old_way(model, gpu, seq, n):
         return (Parallel(tp=int(r["tp"]), cp=int(r["cp"]), pp=int(r["pp"]), dp=int(r["dp"]),
                          zero=int(r["zero"]), sp=bool(r["sp"]), ep=int(r["ep"])), gb, int(r["micro_batch"]))
     try:
-        one = layouts.min_gpus(model, gpu, batch=1, seq=seq).parallel
+        one = fewest_gpus.min_gpus(model, gpu, batch=1, seq=seq).parallel
     except ValueError:
         return None
     if n % one.gpus:
@@ -57,13 +57,13 @@ def test_counts_answer_as_the_search_up_to_each(model, gpu, seq):
 def test_fewest_searched_up_to_a_count():
     """min_gpus(max_gpus=n) is min_gpus's layout when that has at most n GPUs, and refuses otherwise."""
     m, g = resolve_model("deepseek-v3", moe=True), get_gpu("H100 SXM")
-    full = layouts.min_gpus(m, g, batch=1, seq=8192)
+    full = fewest_gpus.min_gpus(m, g, batch=1, seq=8192)
     fewest = full.parallel.gpus                          # (whatever it is: the relations below are the test)
     for n in (1, fewest // 2, fewest - 1):
         with pytest.raises(ValueError, match="max_gpus"):
-            layouts.min_gpus(m, g, batch=1, seq=8192, max_gpus=n)
+            fewest_gpus.min_gpus(m, g, batch=1, seq=8192, max_gpus=n)
     for n in (fewest, fewest + 12, 4096):
-        assert layouts.min_gpus(m, g, batch=1, seq=8192, max_gpus=n) == full
+        assert fewest_gpus.min_gpus(m, g, batch=1, seq=8192, max_gpus=n) == full
 
 
 def test_a_refused_wide_search_falls_back_to_the_count(monkeypatch):

@@ -26,7 +26,8 @@ from .activations import ActivationMemory, activation_memory
 from .hardware import INTER_NODE_GBPS_PER_GPU, decode_step_roofline, link_bandwidth_one_way_gbps
 from .parallel import LLAMA3_RECIPE, Parallel, llama3_405b_layout, pipeline_bubble, pipeline_in_flight
 from .comm import Communication, communication, step_compute_time_s
-from .layouts import Plan, StepTime, min_gpus, step_time
+from .fewest_gpus import min_gpus
+from .layouts import Plan, StepTime, step_time
 
 # Part III, time and money (ch 10-14): FLOPs and MFU, training time, cost, the planner.
 from .flops import forward_flops_per_token, training_flops_per_token

@@ -31,7 +31,7 @@ the same method and layout at :data:`SEQ` tokens and the centre of the MFU band)
 peak of a step on the most loaded GPU plus the allowance (:func:`~llmsizing.memory.training_memory`, full
 recomputation, flash attention, one sequence of :data:`SEQ` tokens per micro-batch unless the seed names a
 batch); "model states" only the weights, gradients and optimizer states, for the claims that name them; a
-"GPU count" is :func:`~llmsizing.layouts.min_gpus` of that same step; and so on. Costs use the price per
+"GPU count" is :func:`~llmsizing.fewest_gpus.min_gpus` of that same step; and so on. Costs use the price per
 GPU-hour the seed itself states (:data:`SEED_PRICES_USD`), so that a cost measures the seed's arithmetic, not
 the price list. The FP8 claims dispute how much of the FP8 peak a run reaches, so they compare the central
 calibrated MFU of each dtype (:func:`~llmsizing.time_cost.mfu_estimate`) with the FP8 recipes of

@@ -45,7 +45,7 @@ _FUSED = "fused"
 def _min_plan(model: str, gpu: str):
     """The fewest GPUs that hold one training sequence of :data:`SEQ` tokens with full recomputation and the
     fused AdamW step, without offload."""
-    from .layouts import min_gpus
+    from .fewest_gpus import min_gpus
 
     return min_gpus(model, gpu, batch=1, seq=SEQ, recompute="full", optimizer_impl=_FUSED)
 

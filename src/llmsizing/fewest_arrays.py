@@ -1,11 +1,11 @@
 """The smallest data-parallel degree of many expert-parallel layouts at once, for
-:func:`~llmsizing.layouts.min_gpus` (chapter 8, "3D layouts"; chapter 18; issue 35).
+:func:`~llmsizing.fewest_gpus.min_gpus` (chapter 8, "3D layouts"; chapter 18; issue 35).
 
-No formula of its own. :func:`~llmsizing.layouts.min_gpus` weighs a mixture of experts' layouts one at a time:
-for each ``(tp, pp, ZeRO stage, ep)`` two :func:`~llmsizing.memory.training_memory` calls, at ``dp = a`` and
-``2 a`` (``a``: :func:`~llmsizing.moe_layouts.dp_unit`), from which the smallest ``dp`` is solved
-(:func:`~llmsizing.layouts._smallest_dp`). DeepSeek-V2's 60 layers and 160 experts make ~450 such layouts, and
-chapter 10's chart asks it up to three times a move. Here the layouts of one ``(tp, pp, ZeRO stage)`` that
+No formula of its own. :func:`~llmsizing.fewest_gpus.min_gpus` weighs a mixture of experts' layouts one at a
+time: for each ``(tp, pp, ZeRO stage, ep)`` two :func:`~llmsizing.memory.training_memory` calls, at ``dp = a``
+and ``2 a`` (``a``: :func:`~llmsizing.moe_layouts.dp_unit`), from which the smallest ``dp`` is solved
+(:func:`~llmsizing.fewest_gpus._smallest_dp`). DeepSeek-V2's 60 layers and 160 experts make ~450 such layouts,
+and chapter 10's chart asks it up to three times a move. Here the layouts of one ``(tp, pp, ZeRO stage)`` that
 differ in ``ep`` (and so in ``dp``) are weighed in one :func:`~llmsizing.memory._search_pieces` call per
 ``dp`` multiple on :class:`~llmsizing.moe_arrays.EpLayouts`, which gives each layout's pieces bit for bit as
 its own call does (the planner's prefetch, :mod:`llmsizing.moe_prefetch`, relies on the same), and the same
@@ -40,14 +40,14 @@ def supports(model, kw: dict, offload: str) -> bool:
 
 
 def smallest_dps(model, groups, stages, kw: dict, room: float, kept: dict) -> list:
-    """:func:`~llmsizing.layouts._smallest_dp` of each layout ``(ep, a)`` of each group ``(base, calls)`` of
-    ``groups`` (``a``: its :func:`~llmsizing.moe_layouts.dp_unit`; ``base`` a checked layout of the group, the
-    others differing from it in ``ep`` and ``dp`` only), on the pipeline ``stages``, with ``room`` the bytes a
-    piece may take (``_smallest_dp``'s): per group, each layout's smallest ``dp``, a multiple of ``a``, or
-    ``None``. Each piece is ``fixed + sharded / dp``, read off ``dp = a`` and ``2 a`` (one
+    """:func:`~llmsizing.fewest_gpus._smallest_dp` of each layout ``(ep, a)`` of each group ``(base, calls)``
+    of ``groups`` (``a``: its :func:`~llmsizing.moe_layouts.dp_unit`; ``base`` a checked layout of the group,
+    the others differing from it in ``ep`` and ``dp`` only), on the pipeline ``stages``, with ``room`` the
+    bytes a piece may take (``_smallest_dp``'s): per group, each layout's smallest ``dp``, a multiple of
+    ``a``, or ``None``. Each piece is ``fixed + sharded / dp``, read off ``dp = a`` and ``2 a`` (one
     :class:`~llmsizing.moe_arrays.EpLayouts` per group for both, ZeRO-0's first only; the groups' pieces in
-    one table). ``kept``: what the calls of one :func:`~llmsizing.layouts.min_gpus` share (the activations'
-    rows)."""
+    one table). ``kept``: what the calls of one :func:`~llmsizing.fewest_gpus.min_gpus` share (the
+    activations' rows)."""
     ep_dps = [[(ep, a) for ep, a in calls] + ([] if base.zero == 0 else [(ep, 2 * a) for ep, a in calls])
               for base, calls in groups]
     out = []

@@ -180,7 +180,7 @@ def check_moe_options(model: Model, mtp_depth, capacity_factor) -> dict:
     to 8, :func:`~llmsizing.mtp.check_mtp_depth`, and a capacity factor from 1 to 64,
     :func:`~llmsizing.moe.check_capacity_factor`, both for a mixture of experts only), as keywords: only those
     not at their defaults (``{}`` for ``mtp_depth=0, capacity_factor=None``: an old call's keywords). The one
-    check of :class:`Job`, :func:`~llmsizing.planner.plan`, :func:`~llmsizing.layouts.min_gpus` and
+    check of :class:`Job`, :func:`~llmsizing.planner.plan`, :func:`~llmsizing.fewest_gpus.min_gpus` and
     :func:`~llmsizing.time_cost.cost_by_gpu` (issue 35)."""
     depth = check_mtp_depth(model, mtp_depth)
     cap = check_capacity_factor(capacity_factor)

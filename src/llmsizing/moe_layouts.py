@@ -1,6 +1,6 @@
 """Which expert-parallel layouts a search tries (issue 24; chapter 18): the helpers
-:func:`~llmsizing.planner.plan` and :func:`~llmsizing.layouts.min_gpus` share to search ``ep`` for a mixture
-of experts. The parts of the planner's vectorised pricing that only a mixture of experts has are in
+:func:`~llmsizing.planner.plan` and :func:`~llmsizing.fewest_gpus.min_gpus` share to search ``ep`` for a
+mixture of experts. The parts of the planner's vectorised pricing that only a mixture of experts has are in
 :mod:`llmsizing.plan_pricing`. The arithmetic of expert parallelism itself (memory, the all-to-all, FLOPs) is
 in :mod:`llmsizing.moe`; these only call it (and :mod:`llmsizing.comm`) once per piece many plans share."""
 

@@ -5,7 +5,7 @@ recomputation for the runs that fit in memory and reach a global batch, and give
 days and cost. It adds no formula of its own:
 
 * memory is :func:`~llmsizing.memory.training_memory`'s per-GPU peak (the most loaded GPU), the same number
-  the memory chapters and :func:`~llmsizing.layouts.min_gpus` use. Within one layout it is linear in the
+  the memory chapters and :func:`~llmsizing.fewest_gpus.min_gpus` use. Within one layout it is linear in the
   micro-batch (activations) and in ``1 / (dp x cp)`` (ZeRO's shards), so a few evaluations give it for every
   micro-batch and ``dp`` at once (NumPy), and the layouts share them: the activations do not depend on the
   ZeRO stage, ``ep`` or ``dp``, nor the model states on the recomputation or the micro-batch

@@ -22,7 +22,8 @@ from ._validate import check_bool, check_choice, check_fraction, check_int, chec
 from .catalog import get_gpu, gpu_price, resolve_model
 from .flops import RECOMPUTE
 from .job import Job, check_moe_options
-from .layouts import MIN_GPUS_MAX, _divisors, min_gpus, step_time
+from .fewest_gpus import MIN_GPUS_MAX, min_gpus
+from .layouts import _divisors, step_time
 from .memory import training_memory
 from .mfu import (PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _layout_label, _time_at,
                   layout_range_factors, mfu_range_factors, run_time, whole_run_factor)
@@ -368,10 +369,11 @@ def _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, ep_degrees, 
 
 @functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
 def _kept_fewest(model, gpu, seq, recompute, precision, moe_items=(), max_gpus=None):
-    """:func:`_moe_default_layout`'s fewest-GPU layout of one sequence (:func:`~llmsizing.layouts.min_gpus`'s
-    ``parallel``), or ``None`` when no layout holds it (with ``max_gpus``: none of at most that many GPUs).
-    Kept: the same question comes once per GPU count that ``plan()`` leaves without an exact fit (issue 38:
-    chapter 10's chart asked it three times a move for DeepSeek-V3 on the H100, ~70 ms each)."""
+    """:func:`_moe_default_layout`'s fewest-GPU layout of one sequence
+    (:func:`~llmsizing.fewest_gpus.min_gpus`'s ``parallel``), or ``None`` when no layout holds it (with
+    ``max_gpus``: none of at most that many GPUs). Kept: the same question comes once per GPU count that
+    ``plan()`` leaves without an exact fit (issue 38: chapter 10's chart asked it three times a move for
+    DeepSeek-V3 on the H100, ~70 ms each)."""
     try:
         return min_gpus(model, gpu, batch=1, seq=seq, recompute=recompute, precision=precision,
                         **dict(moe_items), **({} if max_gpus is None else {"max_gpus": max_gpus})).parallel
@@ -432,7 +434,7 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
     at a global batch of :data:`MOE_DEFAULT_BATCH_TOKENS` tokens rounded up to a multiple of ``n_gpus``
     sequences (so that every data-parallel degree the GPUs allow divides it); if none does, the fewest-GPU
     layout below widened by data parallelism when ``n_gpus`` is a multiple of its GPUs. Without: the fewest
-    GPUs that hold a step of one sequence (:func:`~llmsizing.layouts.min_gpus`, its own expert-parallel
+    GPUs that hold a step of one sequence (:func:`~llmsizing.fewest_gpus.min_gpus`, its own expert-parallel
     search), at :func:`moe_default_global_batch`. ``ep_degrees``: the expert-parallel degrees searched
     (default: every divisor of the routed experts). ``options``: ``mtp_depth`` and ``capacity_factor``, given
     to both. Chapter 18."""

@@ -14,7 +14,7 @@ import warnings as _warnings
 from ._compat import retire as _retire
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number
 from .catalog import get_gpu, gpu_price, resolve_gpus, resolve_model, resolve_prices
-from .layouts import min_gpus
+from .fewest_gpus import min_gpus
 from .mfu import (FLOPS_CONVENTIONS, MFU_MODEL_CSV, PUBLISHED_RUNS_CSV, MfuEstimate,  # noqa: F401
                   TrainingTime, _causal_factor, _layout_label, _mfu_model, _peak_flops, _rerun_layers,
                   _runs_frame, _time_at, implied_mfu, mfu_estimate, mfu_model_table, mfu_range_factors,
@@ -199,7 +199,7 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
                 max_gpus: int = 65536, ep_degrees=None, moe_dense_mfu: bool = False, mtp_depth: int = 0,
                 capacity_factor: float | None = None):
     """The cost of the finished job on each GPU type, not the hourly rate: for each of ``gpus`` (default: the
-    whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.layouts.min_gpus`,
+    whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.fewest_gpus.min_gpus`,
     micro-batch ``batch`` of ``seq`` tokens with ``recompute``), the days on that many, and the GPU-hours and
     dollars of the run (:func:`training_time`), with the MFU range. ``prices`` maps a GPU name to a USD price
     per GPU-hour (default: the catalogue's), any spelling :func:`~llmsizing.catalog.get_gpu` accepts; a key
@@ -210,13 +210,13 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     price's :attr:`~llmsizing.catalog.GPU.price_kind`: sorted by cost, the GPUs with an *estimated* price
     after all the others (never ranked as if it were a list price). Taught in the "Cost" chapter.
 
-    A mixture of experts (issue 24) gets each GPU's fewest GPUs from :func:`~llmsizing.layouts.min_gpus`'s own
-    search over expert parallelism (``ep`` among the divisors of its routed experts, or ``ep_degrees``), and
-    its run from :func:`training_time` on that many GPUs: the MoE step (:mod:`llmsizing.moe_time`) of the
+    A mixture of experts (issue 24) gets each GPU's fewest GPUs from :func:`~llmsizing.fewest_gpus.min_gpus`'s
+    own search over expert parallelism (``ep`` among the divisors of its routed experts, or ``ep_degrees``),
+    and its run from :func:`training_time` on that many GPUs: the MoE step (:mod:`llmsizing.moe_time`) of the
     fastest plan of :func:`~llmsizing.planner.plan` on exactly that many (:func:`moe_default_layout`, which
     the ``layout`` and ``ep`` columns then name), unless ``mfu`` is given or ``moe_dense_mfu=True``
-    (deprecated: the calibrated MFU at the active size). The frame then has an ``ep`` column after
-    ``layout`` and a ``warnings`` column (``training_time``'s warnings, joined by `` | ``), and
+    (deprecated: the calibrated MFU at the active size). The frame then has an ``ep`` column after ``layout``
+    and a ``warnings`` column (``training_time``'s warnings, joined by `` | ``), and
     ``attrs["warnings"]`` lists every distinct one once. A dense model's frame is as before (no ``ep``, no
     ``warnings``). ``mtp_depth`` (DeepSeek-V3's multi-token-prediction modules) and ``capacity_factor``
     (token dropping; ``None``: dropless) go to all three, the fewest GPUs, the plan and the step (issue 35:

@@ -1,0 +1,271 @@
+"""The fewest GPUs that hold a training step, and the layout that does it (:func:`min_gpus`; chapter 8, "3D
+layouts"; chapter 11's cost per GPU type; chapter 18). Moved out of :mod:`llmsizing.layouts` (which forwards
+``min_gpus``, ``MIN_GPUS_MAX`` and ``STAGE_RUNS_KEPT`` with a :class:`DeprecationWarning`, session 23): a
+mixture of experts' layouts are weighed on the planner's arrays (:mod:`llmsizing.fewest_arrays`), which sit
+above the step model, so the search sits above them too and :mod:`llmsizing.layouts` imports none of it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from ._validate import check_bool, check_fraction, check_int, renamed
+from .catalog import resolve_model
+from .fewest_arrays import smallest_dps, supports
+from .hardware import check_recipe_runs_on
+from .job import check_moe_options
+from .layouts import MAX_GPUS_PER_NODE, Plan, _divisors, step_time
+from .model import Model
+from .moe_layouts import dp_unit, ep_candidates, heavy_stages
+from .network import get_node
+from .parallel import MAX_PP, Parallel, check_layout, kept_parallel
+from .states import USABLE_FRACTION
+
+
+#: How many stage evaluations :func:`_stage_runs` keeps.
+STAGE_RUNS_KEPT = 8192
+
+
+def _stage_runs(model, par, stages, kw: dict) -> tuple:
+    """:func:`~llmsizing.memory.training_memory` of the pipeline ``stages`` of layout ``par`` (``kw``: its
+    other arguments), kept (issue 35): the memory does not depend on the GPU, so :func:`min_gpus` on each GPU
+    type of :func:`~llmsizing.time_cost.cost_by_gpu` weighs a layout once, not once per GPU type."""
+    return _kept_stage_runs(model, par, tuple(stages), tuple(sorted(kw.items())))
+
+
+@functools.lru_cache(maxsize=STAGE_RUNS_KEPT)
+def _kept_stage_runs(model, par, stages: tuple, kw_items: tuple) -> tuple:
+    from .memory import training_memory
+
+    return tuple(training_memory(model, parallel=par, _all_stages=True, _stages=stages, **dict(kw_items)))
+
+
+def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None, first=None) -> int | None:
+    """The smallest ``dp`` for which every piece of the first and last pipeline stages' steps
+    (:func:`~llmsizing.memory.step_phases`) fits ``limit`` with the default allowance, or ``None`` if no
+    ``dp`` does. Each piece is ``fixed + sharded / dp`` (ZeRO divides the sharded states by ``dp``), read off
+    ``dp = 1`` and ``dp = 2``. With Megatron-LM's even split the first stage (the embedding, the most
+    micro-batches in flight) or the last (the LM head, the logits) is the most loaded, as the planner also
+    assumes (``tests/test_planner.py`` checks it against every stage): two stages, not ``pp``, per evaluation.
+
+    A mixture of experts with expert parallelism: every ``dp`` is a multiple of ``unit``
+    (:func:`llmsizing.moe_layouts.dp_unit`), the pieces are read off ``dp = unit`` and ``2 unit`` (the
+    experts' ZeRO shards over ``edp``, proportional to ``dp``), the answer is a multiple of ``unit``, and
+    ``stages`` are :func:`llmsizing.moe_layouts.heavy_stages`. ``first``: ``par(unit)`` when the caller has
+    it."""
+    from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
+
+    room = (limit - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)     # total = FIXED + (1 + F) x peak
+    a = unit
+    first = par(a) if first is None else first          # (one checked layout, not three)
+    stages = (0, first.pp - 1) if stages is None else stages
+    one = _stage_runs(model, first, stages, kw)
+    if first.zero == 0:
+        return a if all(v <= room for r in one for v in r.pieces_bytes.values()) else None
+    two = _stage_runs(model, par(2 * a), stages, kw)
+    dp = 1
+    for r1, r2 in zip(one, two):
+        for k, t1 in r1.pieces_bytes.items():
+            t2 = r2.pieces_bytes[k]
+            fixed, sharded = 2 * t2 - t1, 2 * a * (t1 - t2)        # a piece is fixed + sharded / dp
+            if t1 <= room:
+                continue
+            if fixed >= room or sharded <= 0:
+                return None
+            dp = max(dp, math.ceil(sharded / (room - fixed) - 1e-9))
+    return dp if a == 1 else a * math.ceil(dp / a)
+
+
+def _fits_from(dp: int, top: int, fits) -> int | None:
+    """The smallest ``d`` in ``[dp, top]`` with ``fits(d)`` (memory only falls as ``dp`` grows), or ``None``:
+    ``dp`` itself almost always (it was solved for); otherwise doubling, then bisection, so that a
+    floating-point edge costs a few evaluations, never one per GPU up to ``max_gpus``."""
+    if dp > top:
+        return None
+    if fits(dp):
+        return dp
+    lo, hi = dp, dp                               # not fits(lo)
+    while True:
+        hi = min(2 * hi, top)
+        if fits(hi):
+            break
+        if hi == top:
+            return None
+        lo = hi
+    while hi - lo > 1:                            # not fits(lo), fits(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return hi
+
+
+#: The GPUs :func:`min_gpus` searches up to by default (its ``max_gpus``).
+MIN_GPUS_MAX = 65536
+
+
+def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int = 1,
+             precision: str = "bf16-mixed", optimizer: str = "adamw", attention: str = "flash",
+             recompute: str = "none", stack: str = "fused", usable_fraction: float = USABLE_FRACTION,
+             gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
+             kernel_efficiency: float | None = None, max_gpus: int = MIN_GPUS_MAX, offload: bool = False,
+             optimizer_impl: str = "foreach", node=None, mfu: float | None = None, ep_degrees=None,
+             expert_tp: bool = False, mtp_depth: int = 0, capacity_factor: float | None = None) -> Plan:
+    """The smallest number of ``gpu`` whose most loaded GPU holds a training step of micro-batch ``batch``
+    (sequences of ``seq`` tokens, ``grad_accum`` micro-batches per step) within ``usable_fraction`` of its
+    memory, and a layout that does it (a :class:`Plan`).
+
+    Layouts tried: ``tp`` from the divisors of the node's scale-up domain (``node``, default the GPU's in
+    ``data/nodes.csv``, or ``gpus_per_node``, at most :data:`MAX_GPUS_PER_NODE`) that the
+    model allows (tensor parallelism stays inside a node), with sequence parallelism whenever ``tp > 1``;
+    ``pp`` from the divisors of the layer count up to :data:`~llmsizing.parallel.MAX_PP` (Megatron-LM's even
+    split); ZeRO stages 0-3 (2 and 3 only without a pipeline); with ``offload=True`` (a bool) also
+    ZeRO-Offload's layouts. For each, :func:`~llmsizing.memory.training_memory` is
+    linear in ``1 / dp`` (ZeRO divides the sharded states by ``dp``; nothing else depends on it), so the
+    smallest ``dp`` is solved for from two evaluations and then checked. Among the layouts with the fewest
+    GPUs, the one with the shortest pessimistic step (:attr:`Plan.step_s`, from :func:`step_time` with no
+    overlap, at ``kernel_efficiency``: default the calibrated one; ``mfu=`` is its old name) wins; ties go to
+    the simpler layout (smaller ``tp``, ``pp``, ZeRO stage). ``optimizer_impl`` is the optimizer step's
+    implementation (:data:`~llmsizing.memory.OPTIMIZER_IMPLS`: PyTorch's default ``"foreach"`` or the
+    smaller ``"fused"``).
+
+    A mixture of experts (issue 24; chapter 18) also tries expert parallelism: ``ep`` among the divisors of
+    its routed experts (or ``ep_degrees``), ``dp`` a multiple of what ``ep`` needs (``ep`` divides
+    ``tp x cp x dp / etp``: :class:`~llmsizing.parallel.Parallel`), no ZeRO-3 with ``ep > 1``, the routed
+    experts split by tensor parallelism only with ``expert_tp`` (as :func:`~llmsizing.planner.plan` searches
+    them); the step time that breaks ties includes the all-to-all with the model's node limit
+    (:func:`llmsizing.all_to_all.route_max_nodes` of each layout). A dense model refuses ``ep_degrees``
+    above 1 and ``expert_tp``. ``mtp_depth`` and ``capacity_factor`` (issue 35) go to every
+    ``training_memory`` and ``step_time`` call, as :func:`~llmsizing.planner.plan` takes them.
+
+    Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
+    alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
+    """
+    from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
+    model = resolve_model(model, moe=True)
+    eps = ep_candidates(model, ep_degrees)
+    expert_tp = check_bool("expert_tp", expert_tp)
+    if expert_tp and not model.is_moe:
+        raise ValueError(f"expert_tp=True splits routed experts, but {model.name!r} is dense (experts=0)")
+    g = check_recipe_runs_on(precision, gpu)
+    batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
+    frac = check_fraction("usable_fraction", usable_fraction)
+    if gpus_per_node is not None:
+        check_int("gpus_per_node", gpus_per_node, maximum=MAX_GPUS_PER_NODE)
+    nd = get_node(node, g, gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
+    per_node = check_int("the node's scale-up domain", nd.scaleup_domain_gpus, maximum=MAX_GPUS_PER_NODE)
+    eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
+    max_gpus = check_int("max_gpus", max_gpus)
+    offload = check_bool("offload", offload)
+    limit = frac * g.memory_bytes
+    kw = dict(batch=batch, seq=seq, grad_accum=m, precision=precision, optimizer=optimizer,
+              attention=attention, recompute=recompute, stack=stack, optimizer_impl=optimizer_impl)
+    options = check_moe_options(model, mtp_depth, capacity_factor)          # ({} by default: as before)
+    kw.update(options)
+    fast = supports(model, kw, "none")
+
+    candidates, passes = [], {}
+
+    def moe_passes(tp, pp, zero, ep):
+        # (refused: zero=3 with ep > 1, an expert width tp does not divide). Past the (tp, pp) check no rule
+        # of check_layout reads pp, so the first pp's verdict is every pp's, as the planner keeps it
+        # (plan_candidates.moe_layout_passes)
+        if (tp, zero, ep) not in passes:
+            try:
+                check_layout(model, tp=tp, pp=pp, zero=zero, sp=tp > 1, ep=ep, expert_tp=expert_tp)
+                passes[tp, zero, ep] = True
+            except ValueError:
+                passes[tp, zero, ep] = False
+        return passes[tp, zero, ep]
+
+    # a mixture of experts' layouts of one (tp, pp, ZeRO stage) solved together (fewest_arrays: the same dp)
+    group, solved, kept, room = None, {}, {}, (limit - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)
+    fewest = max_gpus                 # no layout of more GPUs than the fewest found so far can be the answer
+    for tp, pp in sorted(((t, p) for t in _divisors(per_node) for p in _divisors(model.layers, MAX_PP)),
+                         key=lambda tp_pp: tp_pp[0] * tp_pp[1]):
+        if tp * pp > fewest:          # (sorted by tp x pp: neither can any layout after it)
+            break
+        try:
+            check_layout(model, tp=tp, pp=pp)
+        except ValueError:
+            continue
+        for zero, ep in ((z, e) for z in (0, 1, 2, 3) for e in eps):
+            if zero >= 2 and pp > 1:
+                continue
+            if model.is_moe and not moe_passes(tp, pp, zero, ep):
+                continue
+            offloads = ["none"] + (["optimizer"] if offload and zero >= 1 else []) \
+                + (["optimizer+params"] if offload and zero == 3 else [])
+            for off in offloads:
+                if not model.is_moe:
+                    def par(dp, tp=tp, pp=pp, zero=zero, off=off):
+                        return Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off)
+
+                    def fits(dp, par=par, pp=pp):
+                        runs = _stage_runs(model, par(dp), (0, pp - 1), kw)
+                        return max(r.total_bytes for r in runs) <= limit
+                    dp = _smallest_dp(par, limit, kw, model)
+                    if dp is None:
+                        continue
+                    # floating-point edge: step up until it fits
+                    dp = _fits_from(dp, fewest // (tp * pp), fits)
+                else:                              # ---- a mixture of experts: dp in multiples of a
+                    a = dp_unit(tp, 1, ep, expert_tp)
+                    if tp * pp * a > fewest:       # (its fewest GPUs, a x tp x pp, already beaten: skipped
+                        continue                   # unweighed, as _fits_from's limit below would refuse it)
+
+                    def par(dp, tp=tp, pp=pp, zero=zero, off=off, ep=ep):
+                        # (kept_parallel: the same fields give an equal layout, checked once)
+                        return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off, ep=ep,
+                                             expert_tp=expert_tp)
+
+                    if fast and group != (tp, pp) and off == "none":      # (every ZeRO stage's groups)
+                        group, groups = (tp, pp), []
+                        for z in (0, 1, 2, 3) if pp == 1 else (0, 1):
+                            calls = [(e, u) for e in eps if moe_passes(tp, pp, z, e)
+                                     and tp * pp * (u := dp_unit(tp, 1, e, expert_tp)) <= fewest]
+                            if calls:
+                                groups.append((par(calls[0][1], zero=z, ep=calls[0][0]), calls))
+                        group_stages = heavy_stages(model, groups[0][0])     # (pp's: the same for every ep)
+                        solved = {(b.zero, e): dp for (b, calls), dps in zip(groups, smallest_dps(
+                            model, groups, group_stages, kw, room, kept)) for (e, _), dp in zip(calls, dps)}
+                    if fast and off == "none" and (zero, ep) in solved:
+                        dp = solved[zero, ep]
+                        if dp is None or dp // a > fewest // (tp * pp * a):
+                            continue               # (_fits_from's refusal, without a layout built)
+                        first, stages = par(a), group_stages
+                    else:
+                        first = par(a)
+                        stages = heavy_stages(model, first)
+                        dp = _smallest_dp(par, limit, kw, model, unit=a, stages=stages, first=first)
+                        if dp is None:
+                            continue
+
+                    def fits(k, par=par, a=a, stages=stages, first=first):
+                        runs = _stage_runs(model, first if k == 1 else par(a * k), stages, kw)
+                        return max(r.total_bytes for r in runs) <= limit
+                    k = _fits_from(dp // a, fewest // (tp * pp * a), fits)
+                    dp = None if k is None else a * k
+                if dp is not None:
+                    candidates.append(par(dp))
+                    fewest = min(fewest, tp * pp * dp)
+    if not candidates:
+        raise ValueError(f"no layout of up to max_gpus={max_gpus:,} {g.name} GPUs holds batch={batch}, "
+                         f"seq={seq:,} within usable_fraction={frac:g} of their memory: lower batch or seq, "
+                         "or set recompute='full'")
+    fewest = min(c.gpus for c in candidates)
+    plans = []
+    for c in candidates:
+        if c.gpus != fewest:
+            continue
+        st = step_time(model, g, c, batch=batch, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=0.0,
+                       recompute=recompute, precision=precision, node=nd, **options,
+                       **({"max_nodes": "model"} if model.is_moe else {}))
+        total = training_memory(model, parallel=c, **kw).total_bytes          # every stage, this time
+        if total <= limit:
+            plans.append(Plan(c, total, float(g.memory_bytes), st.comm_s, st.compute_s, st.bubble))
+    # (a middle pipeline stage heavier than the first and the last: never seen)
+    if not plans:
+        raise ValueError(f"no layout of {fewest:,} {g.name} GPUs holds batch={batch}, seq={seq:,} on every "
+                         "pipeline stage: raise max_gpus or lower batch or seq")
+    return min(plans, key=lambda p: (round(p.step_s, 9), p.parallel.tp, p.parallel.pp, p.parallel.zero,
+                                     p.parallel.offload != "none", p.parallel.ep))
