@@ -69,7 +69,9 @@ AUDITED = ("activations", "comm", "cost", "finetune", "flops", "hardware", "infe
            # where issue 32 moved functions the modules above had (each function is audited where it is defined)
            "act_terms", "states", "footprint", "mfu", "job", "all_to_all",
            # and where the 600-line rule moved them in session 21
-           "gpu_states", "zero_traffic")
+           "gpu_states", "zero_traffic",
+           # and where min_gpus moved in session 23 (above the planner's arrays it weighs an MoE on)
+           "fewest_gpus")
 #: String parameters that are labels, not choices.
 NOT_A_CHOICE = {("gpu_with_link", "link"), ("cost_vs_gpus", "gpu"), ("audit_cost_table", "gpu"),
                 ("plan", "max_nodes"), ("step_time", "max_nodes")}   # (an int, None or "model": the model's own
