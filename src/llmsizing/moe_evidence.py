@@ -1,0 +1,178 @@
+"""What the small MoE runs' own sources say about their hours and their stacks (issue 35; chapter 18).
+
+The published MoE runs of :mod:`llmsizing.moe_runs` that are smallest and trained without expert parallelism
+(Granite 3.0 1B-A400M and 3B-A800M, JetMoE-8B, OLMoE-1B-7B) take about 1.4x the GPU-hours the library's step
+says, and Phi-3.5-MoE less than it. This module holds the pieces of evidence chapter 18 and
+``tests/test_moe_kernel_evidence.py`` read about them, computed once here:
+
+- :func:`table7_energy_mwh`: the energy of a Granite 3.0 run by the formula of IBM's Granite 3.0 report
+  (Sec. 6, Table 7): energy = GPU-hours x a GPU's power (700 W, an H100's TDP) x the data centre's PUE (1.3).
+  The report *computes* Table 7's MWh from the hours by that formula, it does not meter them: that the
+  figures match per-GPU hours shows that IBM's own accounting counts each hour as one GPU's, not a node's. It
+  is no independent measurement of the run.
+- :func:`compute_only_ratio`: a run's published tokens a GPU-second over the step's compute and pipeline
+  bubble alone (no communication): how much faster the library's compute is than the run.
+- :func:`grin_table3_faster`: GRIN's throughput study (Liu et al. 2024, arXiv:2409.12136, Table 3 and
+  Sec. 3.2: Phi-3.5-MoE's architecture at 7,077 tokens/s a GPU and its 6.6B dense twin at 8,176, on 64 H100s
+  with data and pipeline parallelism) against the step at :data:`GRIN_T3_STAGES` stages. The study's layout is
+  not published: the stage count is an assumption, the fewest powers of two that hold the MoE's 42B
+  parameters at 16 bytes each (ZeRO 0) in 80 GB.
+- :func:`moe_layer_tflops` and :func:`sonicmoe_layer_ratios`: the library's price of one MoE layer as
+  SonicMoE's benchmark counts it (Guo et al. 2025, arXiv:2512.14080, Fig. 14, ``data/moe_layer_kernels.csv``),
+  and the measured ScatterMoE and MegaBlocks layers over it.
+
+Nothing here is priced into a step or fitted: these are checks, and the figures come from
+``data/moe_kernel_evidence.csv`` and ``data/moe_layer_kernels.csv`` (each row with its source and date).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from ._validate import check_choice, check_int, check_number
+from .model import Model
+
+#: Issue 35's kernel-level and controlled-pair figures, one row each with its source, place and date.
+MOE_KERNEL_EVIDENCE_CSV = Path(__file__).resolve().parents[2] / "data" / "moe_kernel_evidence.csv"
+#: SonicMoE's Fig. 14: whole MoE layers of several kernels on an H100, forward and backward TFLOP/s.
+MOE_LAYER_KERNELS_CSV = MOE_KERNEL_EVIDENCE_CSV.parent / "moe_layer_kernels.csv"
+
+#: Granite 3.0 report, Sec. 6: the H100's power in its energy formula (W) and the data centre's PUE.
+TABLE7_GPU_WATTS = 700.0
+TABLE7_PUE = 1.3
+
+#: GRIN's Table 3 study (arXiv:2409.12136, Sec. 3.2): 64 H100s; the stage count assumed (see the module's
+#: docstring); 4,096-token sequences in batches of 1,024 (4M tokens, assumed as for the Phi-3.5-MoE row).
+GRIN_T3_GPUS = 64
+GRIN_T3_STAGES = 16
+GRIN_T3_SEQ = 4096
+GRIN_T3_BATCH_SEQS = 1024
+#: How close the MoE's and its dense twin's measured-over-priced factors must be for chapter 18 to call them
+#: "the same factor": within 10% of each other.
+GRIN_T3_TOLERANCE = 0.10
+#: The dense twin's MLP: the MoE's two active experts of 6,400 side by side (GRIN, Table 3: "6.6B dense").
+GRIN_T3_DENSE_FFN = 2 * 6400
+
+
+def moe_kernel_evidence():
+    """``data/moe_kernel_evidence.csv`` as a DataFrame indexed by ``id`` (the column kept)."""
+    import pandas as pd
+
+    return pd.read_csv(MOE_KERNEL_EVIDENCE_CSV).set_index("id", drop=False)
+
+
+def table7_energy_mwh(gpu_hours, *, watts: float = TABLE7_GPU_WATTS, pue: float = TABLE7_PUE) -> float:
+    """Training energy in MWh by the Granite 3.0 report's formula (Sec. 6, Table 7): ``gpu_hours x watts x
+    pue``. IBM computes its Table 7 energy this way from the hours (it is not metered), so a match says how
+    IBM counts its hours (each one GPU's at 700 W), not that the hours were measured independently."""
+    hours = check_number("gpu_hours", gpu_hours, allow_equal=False)
+    watts = check_number("watts", watts, allow_equal=False)
+    pue = check_number("pue", pue, minimum=1.0)
+    return hours * watts * pue / 1e6
+
+
+def compute_only_ratio(row) -> float:
+    """A row of :func:`~llmsizing.moe_runs.moe_published_runs`: its published tokens a GPU-second
+    (``tokens / (gpu_hours x 3,600)``) over the tokens a GPU-second of its step's compute and pipeline bubble
+    alone (:attr:`~llmsizing.layouts.StepTime.busy_s`, no communication), priced by
+    :func:`~llmsizing.moe_runs.run_step`. Above 1: the run was slower than the library's compute alone."""
+    from .moe_runs import run_step
+
+    hours = check_number("row['gpu_hours']", row["gpu_hours"], allow_equal=False)
+    tokens = check_number("row['tokens']", row["tokens"], allow_equal=False)
+    st = run_step(row)
+    return st.tokens / st.busy_s / st.communication.parallel.gpus / (tokens / (hours * 3600))
+
+
+def grin_dense_twin() -> Model:
+    """Phi-3.5-MoE's dense twin of GRIN's Table 3: the same model with one MLP :data:`GRIN_T3_DENSE_FFN` wide
+    (the two active experts), 6.6B parameters."""
+    from .moe_runs import PHI_35_MOE_STANDIN
+
+    return replace(PHI_35_MOE_STANDIN, name="grin dense twin", experts=0, experts_per_token=0,
+                   expert_ffn_hidden=None, ffn_hidden=GRIN_T3_DENSE_FFN)
+
+
+def grin_table3_layout():
+    """The layout GRIN's Table 3 is priced on: :data:`GRIN_T3_STAGES` pipeline stages, the rest of the
+    :data:`GRIN_T3_GPUS` GPUs data-parallel, ZeRO 0."""
+    from .parallel import Parallel
+
+    return Parallel(pp=GRIN_T3_STAGES, dp=GRIN_T3_GPUS // GRIN_T3_STAGES, zero=0)
+
+
+def grin_table3_faster(recompute: str = "full", evidence=None) -> tuple[float, float]:
+    """GRIN's Table 3 against the step: measured over priced tokens a second per GPU of (the MoE, its dense
+    twin), on :func:`grin_table3_layout`, micro-batches of one :data:`GRIN_T3_SEQ`-token sequence,
+    :data:`GRIN_T3_BATCH_SEQS` sequences a step, BF16, with ``recompute`` (``"full"``, as GRIN's training
+    ran, or ``"none"``: the study does not say). ``evidence``: :func:`moe_kernel_evidence`, default read."""
+    from .layouts import step_time
+    from .moe_runs import PHI_35_MOE_STANDIN
+
+    recompute = check_choice("recompute", recompute, ("full", "none"))
+    ev = moe_kernel_evidence() if evidence is None else evidence
+    par = grin_table3_layout()
+    out = []
+    pairs = ((PHI_35_MOE_STANDIN, "grin_t3_moe_42b_tps"), (grin_dense_twin(), "grin_t3_dense_6p6b_tps"))
+    for m, key in pairs:
+        st = step_time(m, "H100 SXM", par, batch=1, seq=GRIN_T3_SEQ, grad_accum=GRIN_T3_BATCH_SEQS // par.dp,
+                       precision="bf16-mixed", recompute=recompute)
+        out.append(float(ev.loc[key, "value"]) / (st.tokens / st.step_s / par.gpus))
+    return out[0], out[1]
+
+
+def moe_layer_tflops(tokens: int, hidden: int, expert_ffn: int, experts: int, top_k: int,
+                     gpu="H100 SXM") -> float:
+    """The library's price of one MoE layer's forward in TFLOP/s as SonicMoE's benchmark counts it (expert
+    FLOPs ``6 T n d K`` over the layer's time): the two grouped GEMMs at the GPU's BF16 peak x its kernel
+    efficiency x :func:`~llmsizing.kernels.gemm_efficiency` (all rows) x
+    :func:`~llmsizing.kernels.grouped_gemm_share` (rows an expert), as
+    :func:`~llmsizing.kernels.layer_gemm_efficiency` takes a GPU's experts, plus the routing kernels' forward
+    bytes (:func:`~llmsizing.moe_time.routing_bytes_per_token`, a step's third) at HBM bandwidth. The
+    backward runs at the same rate (2x the FLOPs, 2x the bytes)."""
+    from . import kernels
+    from .catalog import get_gpu
+    from .hardware import dense_tflops, kernel_efficiency_row
+    from .moe_time import routing_bytes_per_token
+
+    tokens, hidden = check_int("tokens", tokens, minimum=1), check_int("hidden", hidden, minimum=1)
+    ffn, experts = check_int("expert_ffn", expert_ffn, minimum=1), check_int("experts", experts, minimum=1)
+    top_k = check_int("top_k", top_k, minimum=1, maximum=experts)
+    peak = dense_tflops(gpu, "bf16") * 1e12 * kernel_efficiency_row(gpu, "bf16").kernel_efficiency
+    rows = tokens * top_k
+    share = kernels.grouped_gemm_share(rows / experts)
+    up, down = 2 * rows * 2 * ffn * hidden, 2 * rows * ffn * hidden
+    gemm_s = (up / kernels.gemm_efficiency(gpu, rows, 2 * ffn, hidden)
+              + down / kernels.gemm_efficiency(gpu, rows, hidden, ffn)) / (share * peak)
+    layer = Model(name=f"sonicmoe layer h{hidden}", layers=1, hidden=hidden, heads=max(1, hidden // 128),
+                  head_dim=128, ffn_hidden=ffn, vocab=32000, gated_mlp=True, experts=experts,
+                  experts_per_token=top_k, expert_ffn_hidden=ffn)
+    hbm_bytes_per_s = get_gpu(gpu).memory_bandwidth_gbps * 1e9
+    route_s = tokens * routing_bytes_per_token(layer, act_bytes=2) / 3 / hbm_bytes_per_s
+    return (up + down) / (gemm_s + route_s) / 1e12
+
+
+def sonicmoe_layer_ratios(kernels=("ScatterMoE", "MegaBlocks"), max_hidden: int = 1536):
+    """SonicMoE's Fig. 14 bars of ``kernels`` at hidden sizes up to ``max_hidden`` (the small-MoE widths)
+    over :func:`moe_layer_tflops`: ``data/moe_layer_kernels.csv``'s rows with ``library_tflops``,
+    ``fwd_ratio`` and ``bwd_ratio`` added (measured over priced; the bars are read to +-10 TFLOP/s)."""
+    import pandas as pd
+
+    t = pd.read_csv(MOE_LAYER_KERNELS_CSV)
+    t = t[t["kernel"].isin(list(kernels)) & (t["hidden"] <= max_hidden)].copy()
+    if t.empty:
+        raise ValueError(f"sonicmoe_layer_ratios: kernels {tuple(kernels)} have no bar at hidden <= "
+                         f"{max_hidden} (max_hidden must reach 768)")
+    t["library_tflops"] = [moe_layer_tflops(r["tokens"], r["hidden"], r["expert_ffn"], r["experts"],
+                                            r["top_k"], r["gpu"]) for _, r in t.iterrows()]
+    t["fwd_ratio"] = t["fwd_tflops"] / t["library_tflops"]
+    t["bwd_ratio"] = t["bwd_tflops"] / t["library_tflops"]
+    return t.reset_index(drop=True)
+
+
+__all__ = ["MOE_KERNEL_EVIDENCE_CSV", "MOE_LAYER_KERNELS_CSV", "TABLE7_GPU_WATTS", "TABLE7_PUE",
+           "GRIN_T3_GPUS", "GRIN_T3_STAGES", "GRIN_T3_SEQ", "GRIN_T3_BATCH_SEQS", "GRIN_T3_TOLERANCE",
+           "GRIN_T3_DENSE_FFN", "moe_kernel_evidence", "table7_energy_mwh", "compute_only_ratio",
+           "grin_dense_twin", "grin_table3_layout", "grin_table3_faster", "moe_layer_tflops",
+           "sonicmoe_layer_ratios"]
