@@ -56,6 +56,13 @@ def _config(file, key, value):
     ("hf_type_sweep.csv", "model_type", "llama4_text", "rope", 36),
     ("hf_type_sweep.csv", "model_type", "granitemoehybrid", "none", 0),     # position_embedding_type null
     ("hf_type_sweep.csv", "model_type", "mamba", "none", 0),
+    # review23a M2: hybrids whose attention layers take no position signal (Lieber et al. 2024, Jamba,
+    # Sec. 6.5 "Jamba does not require explicit positional information"; Nemotron-H and Zamba likewise);
+    # their config classes (data/hf_config_classes.json) hold no rope or rotary key at all
+    ("hf_type_sweep.csv", "model_type", "jamba", "none", 0),
+    ("hf_type_sweep.csv", "model_type", "nemotron_h", "none", 0),
+    ("hf_type_sweep.csv", "model_type", "zamba", "none", 0),
+    ("hf_type_sweep.csv", "model_type", "xglm", "none", 0),                 # a fixed sinusoidal table
 ])
 def test_hugging_face_configs_give_their_positions(file, key, value, want, rope):
     m = Model.from_hf_config(_config(file, key, value))
@@ -101,3 +108,13 @@ def test_bad_positions_are_refused_by_name(kw, match):
 def test_a_non_integer_rope_layers_is_a_type_error():
     with pytest.raises(TypeError, match="rope_layers"):
         _tiny(rope_layers=2.5)
+
+
+def test_a_rotary_key_in_the_config_keeps_a_class_without_one_rotary():
+    """The rule reads data, not the type's name: a Jamba config that sets ``rope_theta`` rotates, and a
+    class the library has no defaults for keeps the old reading (rotary)."""
+    cfg = _config("hf_type_sweep.csv", "model_type", "jamba")
+    assert position_encoding(Model.from_hf_config({**cfg, "rope_theta": 10000.0})) == "rope"
+    from llmsizing.positions import hf_positions
+    assert hf_positions({}, "x", "unknown", {"layers": 4}, {}) == {"positions": "rope"}
+    assert hf_positions({}, "x", "unknown", {"layers": 4}, {"hidden_size": 8}) == {"positions": "none"}

@@ -18,7 +18,11 @@ A :class:`~llmsizing.model.Model` records it in ``positions`` (:data:`POSITIONS`
   the score GEMM (``torch.baddbmm(alibi, query, key)``). Its cost is in the attention core, not here;
 * ``"learned"``: a table of learned positions (``learned_pos``, its parameters counted in chapter 1; GPT-2,
   GPT-3, OPT), read beside the token embedding on the first stage;
-* ``"none"``: no position signal at all (NoPE; attention-free state-space stacks).
+* ``"none"``: no position signal at all (NoPE; attention-free state-space stacks; the attention layers of
+  Jamba, Nemotron-H and Zamba). Read from a Hugging Face config it means "no rotary embedding and no learned
+  table", so it also holds the fixed sinusoidal tables of CTRL and XGLM and CPM-Ant's position bias inside
+  attention: their add on the first stage (the learned table's ``h b`` per token, without its gather and
+  gradient) is not counted, an approximation of well under 0.1% of a step.
 
 ``positions=None`` (the default) keeps the reading the library had before the field: ``"learned"`` with
 ``learned_pos``, ``"rope"`` otherwise (:func:`position_encoding`).
@@ -26,10 +30,18 @@ A :class:`~llmsizing.model.Model` records it in ``positions`` (:data:`POSITIONS`
 
 from __future__ import annotations
 
+import re
+
 from ._validate import check_choice, check_int
 
 #: ``Model.positions`` values (module docstring).
 POSITIONS = ("rope", "alibi", "learned", "none")
+
+#: A Hugging Face config key that sets up a rotary embedding (``rope_theta``, ``rope_parameters``,
+#: ``rope_scaling``, ``qk_rope_head_dim``, ``no_rope_layers``, ``rotary_pct``, ``rotary_dim``,
+#: ``partial_rotary_factor``, ...): every rotary config class in data/hf_config_classes.json has one, and a
+#: class with none builds no rotary embedding (review23a M2).
+_ROTARY_KEY = re.compile(r"rope|rotary")
 
 #: Hugging Face model types whose modelling code adds ALiBi whatever the config holds:
 #: ``modeling_bloom.py``'s ``build_alibi_tensor`` and ``modeling_mpt.py``'s ``build_mpt_alibi_tensor``.
@@ -74,9 +86,10 @@ def hf_positions(config: dict, where: str, mtype: str, fields: dict, defaults: d
     keys over its class's ``defaults``: a learned table (``learned_pos`` in ``fields``); ALiBi for
     :data:`ALIBI_TYPES` or ``alibi: true`` (Falcon); ``"none"`` when every layer is an attention-free mixer or
     the class's ``position_embedding_type`` is not ``"rope"`` (Granite 4.0's ``GraniteMoeHybridConfig``:
-    NoPE); otherwise rotary, on
-    the layers ``no_rope_layers`` marks 1, or without that list on all but every
-    ``no_rope_layer_interval``-th (``SmolLM3Config``, ``Llama4TextConfig``)."""
+    NoPE), or when the class is known and neither its defaults nor the config hold a rotary key
+    (:data:`_ROTARY_KEY`: Jamba's, Nemotron-H's and Zamba's attention layers take no position signal, and
+    their config classes have none); otherwise rotary, on the layers ``no_rope_layers`` marks 1, or without
+    that list on all but every ``no_rope_layer_interval``-th (``SmolLM3Config``, ``Llama4TextConfig``)."""
     cfg = {**(defaults or {}), **config}
     if fields.get("learned_pos"):
         return {"positions": "learned"}
@@ -85,6 +98,8 @@ def hf_positions(config: dict, where: str, mtype: str, fields: dict, defaults: d
     if (fields.get("mixer") is not None and fields.get("mixer_layers") is None
             and not fields.get("mixer_parallel")) or ("position_embedding_type" in (defaults or {})
                                                       and cfg["position_embedding_type"] != "rope"):
+        return {"positions": "none"}
+    if defaults and not any(_ROTARY_KEY.search(key) for key in cfg):
         return {"positions": "none"}
     layers = fields["layers"]
     flags, interval = cfg.get("no_rope_layers"), cfg.get("no_rope_layer_interval")
