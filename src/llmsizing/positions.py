@@ -31,6 +31,7 @@ A :class:`~llmsizing.model.Model` records it in ``positions`` (:data:`POSITIONS`
 from __future__ import annotations
 
 import re
+import warnings
 
 from ._validate import check_choice, check_int
 
@@ -81,6 +82,47 @@ def check_positions(model) -> None:
                            check_int("rope_layers", model.rope_layers, minimum=0, maximum=model.layers))
 
 
+def rotary_interval(layers: int, rope_layers: int) -> int | None:
+    """The ``k`` for which leaving out every ``k``-th of ``layers`` layers (layers ``k``, ``2k``, ...: Hugging
+    Face's ``no_rope_layer_interval`` rule) leaves ``rope_layers`` rotating, or ``None`` if no ``k`` does."""
+    for k in range(1, layers + 1):
+        if layers - layers // k == rope_layers:
+            return k
+    return None
+
+
+def positions_changes(model, changes: dict) -> dict:
+    """``changes`` for ``Model.with_`` with the position fields that follow from them (review23a M4), so
+    edits that worked before the fields existed still do:
+
+    * a change of ``learned_pos`` without ``positions`` resets ``positions`` (and ``rope_layers``) to their
+      defaults, which follow ``learned_pos`` (:func:`position_encoding`);
+    * a change of ``layers`` without ``rope_layers`` keeps the rule that set ``rope_layers``: with every
+      ``k``-th layer left out (:func:`rotary_interval`; SmolLM3's and Llama 4's 4) the new stack leaves out
+      every ``k``-th too; a count no interval gives is scaled to the new depth (rounded) with a
+      DeprecationWarning, as the rule is not known (pass ``rope_layers``)."""
+    changes = dict(changes)
+    if ("learned_pos" in changes and "positions" not in changes
+            and changes["learned_pos"] != model.learned_pos):
+        changes["positions"] = None
+        changes.setdefault("rope_layers", None)
+    layers = changes.get("layers", model.layers)
+    if ("rope_layers" not in changes and model.rope_layers is not None and layers != model.layers
+            and isinstance(layers, int) and not isinstance(layers, bool) and layers >= 1):
+        k = rotary_interval(model.layers, model.rope_layers)
+        if model.rope_layers == model.layers:
+            changes["rope_layers"] = layers
+        elif k is not None:
+            changes["rope_layers"] = layers - layers // k
+        else:
+            changes["rope_layers"] = min(layers, round(model.rope_layers * layers / model.layers))
+            warnings.warn(f"with_(layers={layers}): rope_layers={model.rope_layers} of {model.layers} "
+                          "follows no every-k-th-layer rule, so it is scaled to "
+                          f"{changes['rope_layers']} of {layers}; pass rope_layers= with layers= (a later "
+                          "version will require it)", DeprecationWarning, stacklevel=3)
+    return changes
+
+
 def hf_positions(config: dict, where: str, mtype: str, fields: dict, defaults: dict | None = None) -> dict:
     """``positions`` (and ``rope_layers``) of a Hugging Face config read into ``fields``, from the config's
     keys over its class's ``defaults``: a learned table (``learned_pos`` in ``fields``); ALiBi for
@@ -114,4 +156,4 @@ def hf_positions(config: dict, where: str, mtype: str, fields: dict, defaults: d
 
 
 __all__ = ["POSITIONS", "ALIBI_TYPES", "position_encoding", "rotary_layers", "check_positions",
-           "hf_positions"]
+           "hf_positions", "rotary_interval", "positions_changes"]
