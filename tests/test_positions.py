@@ -56,6 +56,13 @@ def _config(file, key, value):
     ("hf_type_sweep.csv", "model_type", "llama4_text", "rope", 36),
     ("hf_type_sweep.csv", "model_type", "granitemoehybrid", "none", 0),     # position_embedding_type null
     ("hf_type_sweep.csv", "model_type", "mamba", "none", 0),
+    # review23a M2: hybrids whose attention layers take no position signal (Lieber et al. 2024, Jamba,
+    # Sec. 6.5 "Jamba does not require explicit positional information"; Nemotron-H and Zamba likewise);
+    # their config classes (data/hf_config_classes.json) hold no rope or rotary key at all
+    ("hf_type_sweep.csv", "model_type", "jamba", "none", 0),
+    ("hf_type_sweep.csv", "model_type", "nemotron_h", "none", 0),
+    ("hf_type_sweep.csv", "model_type", "zamba", "none", 0),
+    ("hf_type_sweep.csv", "model_type", "xglm", "none", 0),                 # a fixed sinusoidal table
 ])
 def test_hugging_face_configs_give_their_positions(file, key, value, want, rope):
     m = Model.from_hf_config(_config(file, key, value))
@@ -101,3 +108,42 @@ def test_bad_positions_are_refused_by_name(kw, match):
 def test_a_non_integer_rope_layers_is_a_type_error():
     with pytest.raises(TypeError, match="rope_layers"):
         _tiny(rope_layers=2.5)
+
+
+def test_a_rotary_key_in_the_config_keeps_a_class_without_one_rotary():
+    """The rule reads data, not the type's name: a Jamba config that sets ``rope_theta`` rotates, and a
+    class the library has no defaults for keeps the old reading (rotary)."""
+    cfg = _config("hf_type_sweep.csv", "model_type", "jamba")
+    assert position_encoding(Model.from_hf_config({**cfg, "rope_theta": 10000.0})) == "rope"
+    from llmsizing.positions import hf_positions
+    assert hf_positions({}, "x", "unknown", {"layers": 4}, {}) == {"positions": "rope"}
+    assert hf_positions({}, "x", "unknown", {"layers": 4}, {"hidden_size": 8}) == {"positions": "none"}
+
+
+# review23a M4: edits that worked before the position fields existed (4839f4d) work again
+def test_with_learned_pos_resets_the_positions_it_implies():
+    m = get_model("llama-3-8b").with_(learned_pos=True)
+    assert (m.learned_pos, position_encoding(m), rotary_layers(m)) == (True, "learned", 0)
+    g = get_model("gpt2").with_(learned_pos=False)          # without a table the old reading: rotary
+    assert (g.learned_pos, position_encoding(g), rotary_layers(g)) == (False, "rope", 12)
+    s = get_model("smollm3-3b").with_(learned_pos=True)     # its NoPE layer count goes with the rotary
+    assert (position_encoding(s), s.rope_layers) == ("learned", None)
+    # an unchanged learned_pos keeps the stated encoding: BLOOM stays ALiBi
+    assert position_encoding(get_model("bloom-176b").with_(learned_pos=False)) == "alibi"
+
+
+def test_with_layers_keeps_every_fourth_layer_without_rope():
+    """SmolLM3Config leaves out layers 4, 8, ... (no_rope_layer_interval 4): 27 of 36 rotate, so 12 layers
+    leave out layers 4, 8 and 12, and 9 rotate; 10 layers leave out 4 and 8, and 8 rotate."""
+    m = get_model("smollm3-3b")
+    assert (m.with_(layers=12).rope_layers, m.with_(layers=10).rope_layers) == (9, 8)
+    assert m.with_(layers=12, rope_layers=12).rope_layers == 12     # given: taken as it is
+    full = Model(name="t", layers=8, hidden=64, heads=4, ffn_hidden=128, vocab=100, positions="rope",
+                 rope_layers=8)
+    assert full.with_(layers=20).rope_layers == 20
+
+
+def test_with_layers_scales_a_count_no_interval_gives_with_a_warning():
+    m = get_model("smollm3-3b").with_(rope_layers=20)      # 20 of 36: no every-k-th rule gives it
+    with pytest.warns(DeprecationWarning, match="rope_layers=20 of 36 follows no every-k-th-layer rule"):
+        assert m.with_(layers=12).rope_layers == 7          # round(20 x 12 / 36)

@@ -321,10 +321,12 @@ def run_kernel_efficiency(row) -> float | None:
 
 
 def run_flat_efficiency(row, kernel_efficiency: float) -> float:
-    """The one share of the dense peak at which all the hardware FLOPs of ``row``'s slowest stage take the
-    compute time :func:`~llmsizing.layouts.step_time` gives at ``kernel_efficiency`` (its attention and GEMM
-    terms folded into one number): the flat efficiency the step model charged before issue 34
-    (:func:`~llmsizing.hardware.flat_kernel_efficiency`; fine-tuning charged it until round 4)."""
+    """The one share of the dense peak at which the hardware FLOPs of ``row``'s stage with the most FLOPs
+    (the stage a flat rate makes the slowest) take the step's compute time that
+    :func:`~llmsizing.layouts.step_time` gives at ``kernel_efficiency`` (its slowest stage by time, with
+    its attention, GEMM and memory-bound terms, folded into one number): the flat efficiency the step model
+    charged before issue 34 (:func:`~llmsizing.hardware.flat_kernel_efficiency`; fine-tuning charged it
+    until round 4)."""
     from .catalog import get_model
     from .flops import stage_flops_per_token
     from .layouts import step_time

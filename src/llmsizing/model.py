@@ -38,7 +38,7 @@ from .model_tensors import _NORM_NAMES, TensorLayout  # noqa: F401
 from .hf_types import sweep_coverage  # noqa: F401  (chapter 1: which Hugging Face types load; issue 36)
 from .layer_kinds import AttentionLayout, Indexer, StateMixer, check_layer_kinds
 from .moe_fields import _opt_int, check_moe_fields
-from .positions import POSITIONS, check_positions  # noqa: F401
+from .positions import POSITIONS, check_positions, positions_changes  # noqa: F401
 
 #: Norm kinds: LayerNorm (gain and bias), RMSNorm (gain), and three without some parameters (issue 36):
 #: ``layernorm_nobias`` (MPT), ``layernorm_noweight`` (OLMo's non-parametric LayerNorm), ``rmsnorm_noweight``
@@ -439,7 +439,9 @@ class Model(TensorLayout):
         return out
 
     def with_(self, **changes) -> "Model":
-        """A copy with some fields changed (``head_dim``/``kv_heads`` recomputed unless given)."""
+        """A copy with some fields changed (``head_dim``/``kv_heads`` recomputed unless given; the position
+        fields follow ``learned_pos`` and ``layers``: :func:`llmsizing.positions.positions_changes`)."""
+        changes = positions_changes(self, changes)
         if ("hidden" in changes or "heads" in changes) and not self.is_mla:
             changes.setdefault("head_dim", None)
         if "heads" in changes and not self.is_mla:

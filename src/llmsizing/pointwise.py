@@ -67,7 +67,11 @@ dropout (modern pre-training runs use none; GPT-3-era runs with hidden dropout m
 element each way); FP8 recipes' norms writing FP8 outputs (one byte, not two) are not told apart; PyTorch
 eager stacks (Hugging Face's ``LlamaRMSNorm`` upcasts to fp32 in several kernels) move more than the fused
 kernels counted here; state-space mixer layers are counted as attention layers; the optimizer step (about
-30 bytes per parameter once per step) is not a per-token term and is not priced here.
+30 bytes per parameter once per step) is not a per-token term and is not priced here. MLA's two latent
+RMSNorms (DeepSeek-V3's ``q_a_layernorm`` over 1,536 and ``kv_a_layernorm`` over 512: about 8.2 kB forward
+and 12.3 kB backward a layer-token, 3% of its bytes) and the multi-token-prediction module's two RMSNorms and
+its embedding gather (arXiv:2412.19437 Sec. 2.2, ``M_k[RMSNorm(h); RMSNorm(Emb)]``: about 0.24 MB of its
+7.47 MB a token, 3%) are not counted; on a step they weigh well under 1% (review23a L2).
 """
 
 from __future__ import annotations
