@@ -224,8 +224,19 @@ def test_model_table():
     exact = t[t["published_rounded_to"] == 1]
     assert len(exact) >= 10
     assert (exact["n_params"] == exact["published_params"]).all()
-    rounded = t[t["published_rounded_to"] > 1]
+    rounded = t[(t["published_rounded_to"] > 1) & (t.index != "mcore-gpt-1.7b")]
     assert ((rounded["n_params"] - rounded["published_params"]).abs() <= rounded["published_rounded_to"] / 2).all()
+
+
+@pytest.mark.xfail(strict=True, reason="session 23: with Megatron-Core's default learned position table (what "
+                   "the README's runs use: no flag changes it) the 1.7B row of NVIDIA's model table counts "
+                   "1.7539B, 0.004B over the table's rounding (1.7455B without the table, 1.7497B with a "
+                   "2,048-row one); the other eight sizes of that table agree with the table. Kept as a "
+                   "recorded miss rather than swapping in a looser published figure")
+def test_the_megatron_table_s_1_7b_row_rounds_to_its_count():
+    row = model_table().loc["mcore-gpt-1.7b"]
+    assert row["published_params"] == 1_700_000_000 and row["published_rounded_to"] == 100_000_000
+    assert abs(row["n_params"] - row["published_params"]) <= row["published_rounded_to"] / 2
 
 
 def test_unknown_model_without_close_match_lists_known():
