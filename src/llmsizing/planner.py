@@ -352,7 +352,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
 
     ``gpu_counts`` (issue 35/38; default: every count up to ``max_gpus``): the plans on these GPU counts only,
     searched up to the largest; a count above ``max_gpus`` is refused (ValueError naming its index). Each
-    is, column for column and in the same order, the row the search of every count gives (:func:`~llmsizing.plan_rank.plans_within`;
+    is, column for column and in the same order, the row the search of every count gives
+    (:func:`~llmsizing.plan_rank.plans_within`;
     ``tests/test_plan_gpu_counts.py``), and only those rows are weighed and priced, so a question about a few
     cluster sizes costs a fraction of the whole search; ``pareto`` is then the front of the rows returned.
     Chapter 10's chart reads its counts so (:func:`~llmsizing.stages.moe_default_layout`).
