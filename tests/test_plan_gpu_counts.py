@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from llmsizing import plan_memory, planner, stages
-from llmsizing.planner import plan
+from llmsizing.planner import NoPlanError, plan
 
 
 def _clear():
@@ -46,10 +46,32 @@ def test_no_plan_on_the_counts_says_which():
         plan("deepseek-v3", tokens=1e12, seq=8192, global_batch=512, gpu_counts=(2, 1))
 
 
-def test_a_count_beyond_max_gpus_has_no_plans():
+@pytest.mark.parametrize("counts, index, count", [((64, 1024), 1, "1,024"), ([2048], 0, "2,048"),
+                                                   ((64, 32, 129), 2, "129")])
+def test_a_count_beyond_max_gpus_is_refused(counts, index, count):
+    """review23b L2: a count above max_gpus is a bad argument (ValueError naming its index, the value and the
+    limit), neither dropped in silence nor a NoPlanError about memory; with explain=False as well."""
+    for explain in (True, False):
+        with pytest.raises(ValueError, match=rf"gpu_counts\[{index}\]: {count} is above max_gpus=128") as e:
+            plan("mixtral-8x7b", tokens=1e12, gpus=("H100 SXM",), seq=4096, global_batch=1024, max_gpus=128,
+                 gpu_counts=counts, explain=explain)
+        assert not isinstance(e.value, NoPlanError)
+
+
+def test_a_count_at_max_gpus_is_kept():
     got = plan("mixtral-8x7b", tokens=1e12, gpus=("H100 SXM",), seq=4096, global_batch=1024, max_gpus=128,
-               gpu_counts=(64, 1024), explain=False)
-    assert set(got["n_gpus"]) == {64}
+               gpu_counts=(64, 128), explain=False)
+    assert set(got["n_gpus"]) <= {64, 128} and 64 in set(got["n_gpus"])
+
+
+@pytest.mark.parametrize("bad, error, says", [((64, -8), ValueError, r"gpu_counts\[1\]"),
+                                              ((64.5,), TypeError, r"gpu_counts\[0\]"),
+                                              ((8, 16, 0), ValueError, r"gpu_counts\[2\]"),
+                                              ("64", TypeError, "gpu_counts must be a list or tuple"),
+                                              (64, TypeError, "gpu_counts must be a list or tuple")])
+def test_bad_counts_name_the_index(bad, error, says):
+    with pytest.raises(error, match=says):
+        plan("mixtral-8x7b", tokens=1e12, seq=4096, global_batch=1024, gpu_counts=bad)
 
 
 @pytest.mark.parametrize("bad, error", [((0,), ValueError), ((64, -8), ValueError), ((64.5,), TypeError),

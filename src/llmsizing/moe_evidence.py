@@ -10,6 +10,10 @@ says, and Phi-3.5-MoE less than it. This module holds the pieces of evidence cha
   The report *computes* Table 7's MWh from the hours by that formula, it does not meter them: that the
   figures match per-GPU hours shows that IBM's own accounting counts each hour as one GPU's, not a node's. It
   is no independent measurement of the run.
+- :func:`node_hours_reading`: a run's published hours read two ways, as GPU-hours (as published) and as
+  node-hours of its node's GPUs (the node from the run's ``node`` cell, else its GPU's default node of
+  ``data/nodes.csv``): tokens a GPU-second and the implied MFU under each. Chapter 18 uses it to show that the
+  Granite 3.0 hours cannot be node-hours.
 - :func:`compute_only_ratio`: a run's published tokens a GPU-second over the step's compute and pipeline
   bubble alone (no communication): how much faster the library's compute is than the run.
 - :func:`grin_table3_faster`: GRIN's throughput study (Liu et al. 2024, arXiv:2409.12136, Table 3 and
@@ -27,7 +31,7 @@ Nothing here is priced into a step or fitted: these are checks, and the figures 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ._validate import check_choice, check_int, check_number
@@ -70,6 +74,44 @@ def table7_energy_mwh(gpu_hours, *, watts: float = TABLE7_GPU_WATTS, pue: float 
     watts = check_number("watts", watts, allow_equal=False)
     pue = check_number("pue", pue, minimum=1.0)
     return hours * watts * pue / 1e6
+
+
+@dataclass(frozen=True)
+class NodeHoursReading:
+    """A run's published hours read as GPU-hours and as node-hours (:func:`node_hours_reading`)."""
+
+    gpus_per_node: int
+    tokens_per_gpu_s: float          # read as GPU-hours (as published)
+    node_tokens_per_gpu_s: float     # read as node-hours of ``gpus_per_node`` GPUs
+    mfu: float                       # the MFU the GPU-hours imply
+    node_mfu: float                  # the MFU the node-hours would imply
+
+
+def node_hours_reading(row, gpus_per_node: int | None = None) -> NodeHoursReading:
+    """A row of :func:`~llmsizing.moe_runs.moe_published_runs` (``model``, ``gpu``, ``seq``, ``tokens``,
+    ``gpu_hours``): tokens a GPU-second ``tokens / (hours x 3,600)`` and the implied MFU
+    (:func:`~llmsizing.mfu.implied_mfu`) with the hours read as GPU-hours, and the same with them read as
+    node-hours, each hour ``gpus_per_node`` GPUs'. ``gpus_per_node``: default the run's node
+    (:func:`~llmsizing.run_nodes.run_node`, where the row names one), else its GPU's default node
+    (:func:`~llmsizing.network.get_node`). Granite 3.0 1B-A400M: 10e12 / (71,171 x 3,600) = 39,030 tokens a
+    GPU-second as published, 4,879 as node-hours of 8 H100s (Blue Vela, Sec. 6 of its report)."""
+    from .mfu import implied_mfu
+    from .moe_runs import STANDINS
+    from .network import get_node
+    from .run_nodes import run_node
+
+    hours = check_number("row['gpu_hours']", row["gpu_hours"], allow_equal=False)
+    tokens = check_number("row['tokens']", row["tokens"], allow_equal=False)
+    if gpus_per_node is None:
+        node = run_node(row) or get_node(gpu=row["gpu"])
+        gpus_per_node = node.gpus_per_node
+    per_node = check_int("gpus_per_node", gpus_per_node, minimum=1, maximum=65536)
+    model = STANDINS.get(row["model"], row["model"])
+    seq = int(row["seq"])
+    mfu = implied_mfu(model, gpu=row["gpu"], seq=seq, tokens=tokens, gpu_hours=hours)
+    node_mfu = implied_mfu(model, gpu=row["gpu"], seq=seq, tokens=tokens, gpu_hours=hours * per_node)
+    tps = tokens / (hours * 3600)
+    return NodeHoursReading(per_node, tps, tps / per_node, mfu, node_mfu)
 
 
 def compute_only_ratio(row) -> float:
@@ -173,6 +215,7 @@ def sonicmoe_layer_ratios(kernels=("ScatterMoE", "MegaBlocks"), max_hidden: int 
 
 __all__ = ["MOE_KERNEL_EVIDENCE_CSV", "MOE_LAYER_KERNELS_CSV", "TABLE7_GPU_WATTS", "TABLE7_PUE",
            "GRIN_T3_GPUS", "GRIN_T3_STAGES", "GRIN_T3_SEQ", "GRIN_T3_BATCH_SEQS", "GRIN_T3_TOLERANCE",
-           "GRIN_T3_DENSE_FFN", "moe_kernel_evidence", "table7_energy_mwh", "compute_only_ratio",
+           "GRIN_T3_DENSE_FFN", "moe_kernel_evidence", "table7_energy_mwh", "NodeHoursReading",
+           "node_hours_reading", "compute_only_ratio",
            "grin_dense_twin", "grin_table3_layout", "grin_table3_faster", "moe_layer_tflops",
            "sonicmoe_layer_ratios"]

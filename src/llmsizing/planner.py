@@ -155,6 +155,23 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     return df
 
 
+def _check_counts(gpu_counts, max_gpus) -> tuple:
+    """``plan(gpu_counts=)`` checked and sorted without repeats: a list or tuple (a set or an array also
+    serves) of GPU counts of at least 1, none above ``max_gpus``: a count above it is refused, naming its
+    index, not dropped (review23b L2)."""
+    try:
+        items = check_sequence("gpu_counts", gpu_counts, example="(512, 1024)")
+    except TypeError:
+        raise TypeError(f"gpu_counts must be a list or tuple of GPU counts, e.g. (512, 1024); got "
+                        f"{type(gpu_counts).__name__} {gpu_counts!r}") from None
+    counts = [check_int(f"gpu_counts[{i}]", n) for i, n in enumerate(items)]
+    for i, n in enumerate(counts):
+        if max_gpus is not None and n > max_gpus:
+            raise ValueError(f"gpu_counts[{i}]: {n:,} is above max_gpus={max_gpus:,}; raise max_gpus or drop "
+                             "the count")
+    return tuple(sorted(set(counts)))
+
+
 def _count_limit(max_gpus, counts):
     """The GPU limit of a search of ``counts`` only (``plan(gpu_counts=)``): the largest count, at most
     ``max_gpus``. Its plans on a count are the search's at ``max_gpus`` on it, bit for bit and in order
@@ -334,8 +351,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     settings (:func:`_search`): asking again with another token budget costs milliseconds.
 
     ``gpu_counts`` (issue 35/38; default: every count up to ``max_gpus``): the plans on these GPU counts only,
-    searched up to the largest (at most ``max_gpus``). Each is, column for column and in the same order, the
-    row the search of every count gives (:func:`~llmsizing.plan_rank.plans_within`;
+    searched up to the largest; a count above ``max_gpus`` is refused (ValueError naming its index). Each
+    is, column for column and in the same order, the row the search of every count gives
+    (:func:`~llmsizing.plan_rank.plans_within`;
     ``tests/test_plan_gpu_counts.py``), and only those rows are weighed and priced, so a question about a few
     cluster sizes costs a fraction of the whole search; ``pareto`` is then the front of the rows returned.
     Chapter 10's chart reads its counts so (:func:`~llmsizing.stages.moe_default_layout`).
@@ -375,9 +393,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus,
                                                                          example='("H100 SXM", "A100 80GB")')]
     max_gpus = None if max_gpus is None else check_int("max_gpus", max_gpus)
-    counts = None if gpu_counts is None else tuple(sorted({
-        check_int("gpu_counts[i]", n)
-        for n in check_sequence("gpu_counts", gpu_counts, example="(512, 1024)")}))
+    counts = None if gpu_counts is None else _check_counts(gpu_counts, max_gpus)
     deadline = None if deadline_days is None else check_number("deadline_days", deadline_days,
                                                                allow_equal=False)
     budget = None if budget_usd is None else check_number("budget_usd", budget_usd, allow_equal=False)
