@@ -69,6 +69,66 @@ def test_fsdp_across_eight_full_nodes_spends_at_most_a_third_of_one_nic_per_gpu(
     assert now.by_group()["dp"] <= old.by_group()["dp"] / 3
 
 
+def gpu_links_csv():
+    """Each catalogued GPU's (and variant's) link to its node-mates, one way, GB/s, read off the CSVs: a
+    datasheet's bidirectional figure halved."""
+    out = {}
+    for f in ("gpus.csv", "gpu_variants.csv"):
+        with open(DATA / f, newline="") as fh:
+            for r in csv.DictReader(fh):
+                bw = float(r["link_bandwidth_gbps"])
+                out[r["name"]] = bw / 2 if r["link_direction"] == "bidirectional" else bw
+    return out
+
+
+def test_every_switch_and_pcie_row_agrees_with_its_gpus_link():
+    """Issue 34: a switch or PCIe node row's ``intra_link_gbps_one_way`` caps its GPU's link. Listed before
+    that rule was made (session 24): no switch or PCIe row disagrees with its GPU's catalogue link, so the
+    rule moved no catalogued price. Each row's figure is its own source's (DGX H100 900 GB/s per GPU
+    bidirectional, DGX A100 600, HGX H800 400, DGX B200 1.8 TB/s, ...); the rows that assume an NVSwitch
+    baseboard say so. A row that disagrees must say which is right, from its source, in its note."""
+    links = gpu_links_csv()
+    differ = [(r["name"], float(r["intra_link_gbps_one_way"]), links[r["gpu"]]) for r in nodes_csv().values()
+              if r["intra_topology"] in ("switch", "pcie")
+              and float(r["intra_link_gbps_one_way"]) != links[r["gpu"]]]
+    assert differ == []
+
+
+def test_a_switch_rows_link_caps_the_gpus():
+    """The MegaScale row read as an A800 server: NVIDIA's A800 SXM4 datasheet gives 400 GB/s of NVLink
+    (bidirectional), 200 one way, against the A100's 600 / 300. The node row's 200 now counts: a TP8 group
+    inside the node gets 200 x the NVLink class's achievable fraction, and a group across such nodes has its
+    phase inside the node capped at 200 too. A row above the GPU's link does not raise it."""
+    from dataclasses import replace
+    frac = float(links_csv()["nvlink"]["achievable_fraction"])
+    row = network.get_node("MegaScale Ampere server (8x 200 Gb/s)")
+    a800 = replace(row, intra_link_gbps_one_way=200.0)
+    tp8 = network.group_link("A100 80GB", a800, size=8)
+    assert tp8.nominal_gbps == 200.0 and tp8.bandwidth_gbps == pytest.approx(200.0 * frac)
+    assert network.group_link("A100 80GB", row, size=8).nominal_gbps == 300.0          # the A100's 600 / 2
+    # 16 GPUs over two nodes, 8 a node: the network's 8 x 25 GB/s x its fraction, or the phase inside the
+    # node, 200 x frac x bus_factor(2) / bus_factor(8) = 200 x frac x 1 / 1.75, whichever is smaller
+    net = float(links_csv()["network"]["achievable_fraction"])
+    wide = network.group_link("A100 80GB", a800, size=16)
+    assert wide.across and wide.bandwidth_gbps == pytest.approx(min(8 * 25.0 * net, 200.0 * frac / 1.75))
+    assert network.group_link("A100 80GB", replace(row, intra_link_gbps_one_way=900.0),
+                              size=8).nominal_gbps == 300.0
+
+
+def test_a_gpu_without_a_node_row_keeps_its_own_link():
+    """A renamed catalogue GPU has no node row: its default node carries the GPU's own link (an MI300X's
+    896 GB/s bidirectional as a mesh, 448 / 7 = 64 a peer; an H100's 450 through a switch), not a placeholder
+    that the mesh rule (or a switch row's cap) would read as 1 GB/s."""
+    from dataclasses import replace
+    mi = replace(L.get_gpu("MI300X"), name="MI300X (renamed)")
+    h = replace(L.get_gpu("H100 SXM"), name="H100 SXM (renamed)")
+    node = network.get_node(gpu=mi)
+    assert node.intra_topology == "mesh" and node.intra_link_gbps_one_way == pytest.approx(64.0)
+    assert network.group_link(mi, node, size=8).nominal_gbps == pytest.approx(7 * 64.0)
+    assert network.group_link(mi, node, size=2).nominal_gbps == pytest.approx(64.0)
+    assert network.group_link(h, network.get_node(gpu=h), size=8).nominal_gbps == 450.0
+
+
 def test_mi300x_pair_gets_one_link_and_a_node_seven():
     per_peer = float(nodes_csv()["MI300X platform (8-GPU)"]["intra_link_gbps_one_way"])   # 64 GB/s
     frac = float(links_csv()["infinity-fabric"]["achievable_fraction"])

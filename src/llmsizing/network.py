@@ -83,9 +83,11 @@ COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "send/recv")
 class Node:
     """One system a GPU sits in (a row of ``data/nodes.csv``). Bandwidths are one way, decimal GB/s; NIC
     line rates in Gb/s as vendors print them. ``intra_link_gbps_one_way`` is per GPU through the switch, or
-    per peer for a ``mesh``. ``peer_to_peer``: whether the GPUs of a ``pcie`` node write into each other's
-    memory (GPUDirect P2P) or go through the host's (consumer cards, many VMs), which sets the PCIe link's
-    achievable share (``data/links.csv``: ``pcie-p2p`` or ``pcie``)."""
+    per peer for a ``mesh``; it caps the GPU's own link (:func:`group_link`), so a row can seat a cut-down
+    part (an A800's 200 GB/s NVLink on an A100's row) without a GPU of its own. ``peer_to_peer``: whether
+    the GPUs of a ``pcie`` node write into each other's memory (GPUDirect P2P) or go through the host's
+    (consumer cards, many VMs), which sets the PCIe link's achievable share (``data/links.csv``:
+    ``pcie-p2p`` or ``pcie``)."""
 
     name: str
     gpu: str
@@ -232,7 +234,9 @@ def get_node(node=None, gpu=None, *, gpus_per_node: int | None = None,
         else:                 # a GPU with no node row: an 8-GPU box of its own link, one 400 Gb/s NIC per GPU
             topo = {"nvlink": "switch",
                     "infinity-fabric": "mesh"}.get(g.link_class, "pcie")   # (its data, not its name)
-            n = Node(f"8x {g.name} (no catalogued node)", g.name, 8, 8, topo, 1.0, 8, 400.0,
+            own = link_bandwidth_one_way_gbps(g)      # (a mesh: one link to each of the 7 peers, own / 7)
+            n = Node(f"8x {g.name} (no catalogued node)", g.name, 8, 8, topo,
+                     own / 7 if topo == "mesh" else own, 8, 400.0,
                      "default for a GPU without a node row", "", "")
     if gpus_per_node is not None:
         per_node = check_int("gpus_per_node", gpus_per_node, maximum=65536)
@@ -283,14 +287,16 @@ def group_link(gpu, node: Node, *, size: int, stride: int = 1) -> GroupLink:
     tensor-parallel ranks next to each other, data-parallel ones ``tp`` apart, pipeline stages ``tp x dp``
     apart).
 
-    Inside one scale-up domain (``size x stride <= domain``): the GPU's own link (for a ``mesh``, ``k - 1``
-    peer links for ``k`` GPUs, capped by the GPU's total). Across domains: ``k`` = the group's GPUs per domain
-    (``domain // stride``, at least 1), and each GPU gets ``k`` NICs' worth of the node's egress per GPU; the
-    latency is the network's. Both at the link class's achievable fraction. With ``k > 1`` the collective is
-    hierarchical (:func:`wire_factor`): its phase inside the node moves :func:`bus_factor` over the ``k`` GPUs
-    on the scale-up link while the network moves it over the ``m`` nodes, pipelined, so the bandwidth is
-    capped at the scale-up link's x ``bus_factor(m) / bus_factor(k)`` (over two DGX H100s, 346.5 x 1 / 1.75 =
-    198 GB/s: NVLink, not the NICs, bounds the all-reduce; over 16 of them the NICs' 364 GB/s do)."""
+    Inside one scale-up domain (``size x stride <= domain``): the smaller of the GPU's own link and the node
+    row's ``intra_link_gbps_one_way`` (per GPU through a switch or PCIe; for a ``mesh``, ``k - 1`` peer links
+    for ``k`` GPUs, capped by the GPU's total): the node's figure counts for every topology (issue 34).
+    Across domains: ``k`` = the group's GPUs per domain (``domain // stride``, at least 1), and each GPU gets
+    ``k`` NICs' worth of the node's egress per GPU; the latency is the network's. Both at the link class's
+    achievable fraction. With ``k > 1`` the collective is hierarchical (:func:`wire_factor`): its phase inside
+    the node moves :func:`bus_factor` over the ``k`` GPUs on the scale-up link while the network moves it over
+    the ``m`` nodes, pipelined, so the bandwidth is capped at the scale-up link's x ``bus_factor(m) /
+    bus_factor(k)`` (over two DGX H100s, 346.5 x 1 / 1.75 = 198 GB/s: NVLink, not the NICs, bounds the
+    all-reduce; over 16 of them the NICs' 364 GB/s do)."""
     g = get_gpu(gpu)
     size, stride = check_int("size", size), check_int("stride", stride)
     if not isinstance(node, Node):
@@ -311,7 +317,7 @@ def _group_link(g, node: Node, size: int, stride: int) -> GroupLink:
     def intra(k: int) -> float:
         if node.intra_topology == "mesh":        # (a node row's fact: the MI300X's and the V100's alike)
             return min(own, max(k - 1, 1) * node.intra_link_gbps_one_way)
-        return own
+        return min(own, node.intra_link_gbps_one_way)     # the row's link per GPU caps the GPU's (issue 34)
 
     scale_up = _links()[cls]
     if not across:
