@@ -153,6 +153,8 @@ def model_from_hf_config(cls, config, name=None):
         fields.update(get.moe(layers))
         if mtype == "llama4_text":    # dense layers are intermediate_size_mlp wide, experts intermediate_size
             fields["ffn_hidden"] = get.int("intermediate_size_mlp")
+            if get.bool("use_qk_norm"):       # modeling_llama4's Llama4TextL2Norm: no gains, rotating layers
+                fields["qk_norm"] = "head_l2"
     return get.build(cls, name, fields)
 
 
