@@ -1,18 +1,19 @@
 """What PyTorch's own ring attention moves around its attention kernels (issue 34, long24), and why the step
 model does not price it.
 
-``data/cp_merge_bytes.csv`` is measured by ``tools/measure_memory.py cp-merge`` (``tools/measure/cp_merge.py``):
-torch's ``_templated_ring_attention`` and its backward, run with gloo at cp = 2 and 4, every ATen op outside the
-attention kernel and the collectives counted by the bytes it reads and writes. The expected counts below are
-worked out by hand from torch's loop (``torch/distributed/tensor/experimental/_context_parallel/_attention.py``,
-torch 2.13, the same loop as torch 2.6's), per element of the rank's queries (``N``; K and V have as many, as
-torchtitan's Llama passes them after ``repeat_kv``), bf16 2 bytes, fp32 4:
+``data/cp_merge_bytes.csv`` is measured by ``tools/measure_memory.py cp-merge``
+(``tools/measure/cp_merge.py``): torch's ``_templated_ring_attention`` and its backward, run with gloo at cp =
+2 and 4, every ATen op outside the attention kernel and the collectives counted by the bytes it reads and
+writes. The expected counts below are worked out by hand from torch's loop
+(``torch/distributed/tensor/experimental/_context_parallel/_attention.py``, torch 2.13, the same loop as torch
+2.6's), per element of the rank's queries (``N``; K and V have as many, as torchtitan's Llama passes them
+after ``repeat_kv``), bf16 2 bytes, fp32 4:
 
 forward, rank ``r`` of ``c``: the first step's output cast to fp32 (read 2, write 4: 6); each of the ``c - 1``
 sends packs K and V (``torch.cat``: read 4, write 4: 8); a later step from an earlier rank (``r`` of them,
 whole q, whole output) casts (6), ``out - block_out`` (read 8, write 4: 12), times the sigmoid (8), subtracts
-(12): 38; a later step from a later rank (``c - 1 - r``, half of q) casts half (3), the same three on half
-(6 + 4 + 6) and ``_partial_update`` concatenates the whole fp32 output again (8): 27; the last cast to bf16 (6).
+(12): 38; a later step from a later rank (``c - 1 - r``, half of q) casts half (3), the same three on half (6
++ 4 + 6) and ``_partial_update`` concatenates the whole fp32 output again (8): 27; the last cast to bf16 (6).
 ``12 + 35 (c - 1) + 11 r``.
 
 backward: three fp32 zero buffers (12); step 0 packs K and V (8), adds dK and dV in fp32 (read 4 + 2, write
@@ -74,12 +75,13 @@ def _series():
     bw = get_gpu("H100 HBM2e (Meta)").memory_bandwidth_gbps * 1e9
     out = []
     for seq, cp, tps in TABLE2:
-        st = step_time("llama-3-8b", "H100 HBM2e (Meta)", Parallel(dp=8 // cp, cp=cp, zero=3), batch=1, seq=seq,
-                       recompute="full", precision="fp8-mixed")
+        st = step_time("llama-3-8b", "H100 HBM2e (Meta)", Parallel(dp=8 // cp, cp=cp, zero=3), batch=1,
+                       seq=seq, recompute="full", precision="fp8-mixed")
         per_elem = 0 if cp == 1 else 2 * _mean_over_ranks("fwd", cp) + _mean_over_ranks("bwd", cp)
         merge_s = 32 * per_elem * (seq // cp) * 4096 / bw
         tokens = seq // cp
-        out.append((cp, tps / (tokens / st.step_s), tps / (tokens / (st.step_s + merge_s)), merge_s / st.step_s))
+        out.append((cp, tps / (tokens / st.step_s), tps / (tokens / (st.step_s + merge_s)),
+                    merge_s / st.step_s))
     return out
 
 
@@ -98,7 +100,7 @@ def test_the_ring_bytes_do_not_explain_torchtitans_long_context_gap():
     eager loop, the runs compiled it (torch.compile may fuse the merge), and the one pair that could show the
     cost (cp 1 -> 2) does not."""
     s = {cp: (before, after) for cp, before, after, _ in _series()}
-    assert s[2][0] == pytest.approx(s[1][0], abs=0.03)             # cp = 2 at cp = 1's ratio without the bytes
-    assert s[2][1] - s[1][0] > 0.03                                 # with them it would run faster than cp = 1
+    assert s[2][0] == pytest.approx(s[1][0], abs=0.03)      # cp = 2 at cp = 1's ratio without the bytes
+    assert s[2][1] - s[1][0] > 0.03                          # with them it would run faster than cp = 1
     for cp in (4, 8):
         assert s[cp][0] < 0.65 and s[cp][1] - s[cp][0] < 0.04 and s[cp][1] < 0.7

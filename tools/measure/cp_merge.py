@@ -1,29 +1,26 @@
 """Sub-command ``cp-merge``: the memory traffic PyTorch's own ring attention adds around its attention kernels
 (issue 34, long24).
 
-What runs
----------
-PyTorch's context-parallel attention itself, not a copy: ``_templated_ring_attention`` and
+What runs --------- PyTorch's context-parallel attention itself, not a copy: ``_templated_ring_attention`` and
 ``_templated_ring_attention_backward`` of ``torch/distributed/tensor/experimental/_context_parallel/
 _attention.py`` (torch 2.13; the same loop as torch 2.6's ``_attention.py`` that torchtitan's December 2024
-benchmarks ran), called on ``cp`` = 2 and 4 CPU processes joined by gloo, with its defaults
-(``_cp_options``: ``convert_to_f32=True``, round-robin load balancing, K/V rotated by an all-gather, dK/dV by
-all-to-all). Those functions take the attention kernel as an argument (``op``); on CUDA it is
-``aten._scaled_dot_product_flash_attention`` (or the efficient / cuDNN kernel) and its backward. Here ``op`` is a
-plain bf16 math attention of the same signature and outputs (``out`` in the input dtype, the fp32
+benchmarks ran), called on ``cp`` = 2 and 4 CPU processes joined by gloo, with its defaults (``_cp_options``:
+``convert_to_f32=True``, round-robin load balancing, K/V rotated by an all-gather, dK/dV by all-to-all). Those
+functions take the attention kernel as an argument (``op``); on CUDA it is
+``aten._scaled_dot_product_flash_attention`` (or the efficient / cuDNN kernel) and its backward. Here ``op``
+is a plain bf16 math attention of the same signature and outputs (``out`` in the input dtype, the fp32
 log-sum-exp, and for the backward dQ, dK, dV in the input dtype), so everything around the kernel is torch's.
 
-What is counted
----------------
-Every ATen op the two functions run outside ``op`` and outside the collectives (``_c10d_functional``, ``c10d``)
-is counted under a ``TorchDispatchMode``: the bytes of its tensor inputs (read) and of its outputs (written);
-views (``OpOverload.is_view``) move nothing and count 0, and a fill (``zeros_like``) counts its output only. That is the HBM traffic an eager CUDA run issues as
-separate memory-bound kernels: the fp32 conversion of each step's partial output, the log-sum-exp merge
-(``out - sigmoid(block_lse - lse) * (out - block_out)``), ``_partial_update``'s ``torch.cat`` that rebuilds the
-whole output or gradient when half of it changes, the K/V packing for the send (``torch.cat`` of the flattened
-K and V), the fp32 accumulation of dQ, dK and dV. The counts are exact for torch's loop (they depend only on the
-shapes), not a timing: a fused or compiled version could move less. ``op``'s own FLOPs are counted too (what the
-kernel computes: ``4 sq sk h d`` for a whole block, half of it for the causal diagonal step; the backward
+What is counted --------------- Every ATen op the two functions run outside ``op`` and outside the collectives
+(``_c10d_functional``, ``c10d``) is counted under a ``TorchDispatchMode``: the bytes of its tensor inputs
+(read) and of its outputs (written); views (``OpOverload.is_view``) move nothing and count 0, and a fill
+(``zeros_like``) counts its output only. That is the HBM traffic an eager CUDA run issues as separate
+memory-bound kernels: the fp32 conversion of each step's partial output, the log-sum-exp merge (``out -
+sigmoid(block_lse - lse) * (out - block_out)``), ``_partial_update``'s ``torch.cat`` that rebuilds the whole
+output or gradient when half of it changes, the K/V packing for the send (``torch.cat`` of the flattened K and
+V), the fp32 accumulation of dQ, dK and dV. The counts are exact for torch's loop (they depend only on the
+shapes), not a timing: a fused or compiled version could move less. ``op``'s own FLOPs are counted too (what
+the kernel computes: ``4 sq sk h d`` for a whole block, half of it for the causal diagonal step; the backward
 ``2.5 x`` that, FlashAttention's convention), so the rows give bytes per attention FLOP.
 
 Correctness: rank outputs and gradients are compared with full-sequence causal attention computed in one
@@ -40,8 +37,8 @@ import torch
 from .core import date_today, free_port, gather_ranks, write_csv
 
 CP_MERGE_SIZES = (2, 4)
-#: (batch, query heads, head dim, tokens per rank): K/V have the query heads, as torchtitan's Llama passes them
-#: to SDPA after ``repeat_kv`` (GQA expanded before the kernel)
+#: (batch, query heads, head dim, tokens per rank): K/V have the query heads, as torchtitan's Llama passes
+#: them to SDPA after ``repeat_kv`` (GQA expanded before the kernel)
 CP_MERGE_SHAPES = ((1, 4, 64, 128), (1, 8, 64, 256))
 
 
@@ -88,7 +85,7 @@ class _Counter(torch.utils._python_dispatch.TorchDispatchMode):
         flat_in = torch.utils._pytree.tree_leaves((args, kwargs))
         flat_out = torch.utils._pytree.tree_leaves(out)
         name = func.overloadpacket.__name__
-        # a fill (zeros_like, empty_like, new_zeros) takes a tensor for its shape and dtype only: it reads nothing
+        # a fill (zeros_like, empty_like, new_zeros) reads its tensor for shape and dtype only: no bytes
         fill = name.endswith("_like") or name.startswith("new_")
         r = 0 if fill else sum(t.numel() * t.element_size() for t in flat_in if isinstance(t, torch.Tensor))
         w = sum(t.numel() * t.element_size() for t in flat_out if isinstance(t, torch.Tensor))
@@ -140,7 +137,8 @@ def _merge_worker(rank, world, port, queue):
         def bwd_op(*, query, key, value, out, logsumexp, is_causal, grad_out, **kw):
             counter.inside = True
             try:
-                flops["bwd"] += 2.5 * 4.0 * query.shape[2] * key.shape[2] * h * d * b * (0.5 if is_causal else 1.0)
+                causal_share = 0.5 if is_causal else 1.0
+                flops["bwd"] += 2.5 * 4.0 * query.shape[2] * key.shape[2] * h * d * b * causal_share
                 return _math_backward(query, key, value, out, logsumexp, grad_out, is_causal, scale)
             finally:
                 counter.inside = False
