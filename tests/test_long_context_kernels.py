@@ -61,3 +61,13 @@ def test_llm_foundrys_a100_rows_are_too_fast_for_the_triton_kernel(name):
     calibrated = kernel_efficiency_row("A100 80GB", "bf16").kernel_efficiency
     fa2, _ = _row_mfu(name, None, calibrated)
     assert fa2 > published * 0.8
+
+
+def test_beyond_the_tables_16k_the_rate_is_held_flat():
+    """The published figures stop at 16K; the library holds the 16K rate (kernels._interp). Every table's
+    trend is still rising there (FlashAttention-2 on H100, head dim 128: 308 at 8K, 328 at 16K), so any
+    extrapolation would price long context faster, not slower: the long-context gap is not this."""
+    for gpu in ("A100 80GB", "H100 SXM"):
+        at16 = attention_efficiency(gpu, head_dim=128, seq=16384)
+        assert attention_efficiency(gpu, head_dim=128, seq=131072) == at16
+        assert at16 > attention_efficiency(gpu, head_dim=128, seq=8192)
