@@ -173,9 +173,9 @@ def test_a_retired_symbol_in_a_printed_output_is_caught():
     assert not output_problems("6N FLOPs per token; N = 70.55B parameters")
 
 
-#: Notebooks whose printed outputs still hold a retired symbol, waiting for their owner (fix24 does not own them):
-#: chapter 7 prints "ring all-reduce over N GPUs" (a ring of n GPUs). Remove a chapter once it is fixed.
-OUTPUT_PENDING = {"07_data_parallelism.ipynb"}
+#: Notebooks whose printed outputs still hold a retired symbol, waiting for their owner (none now: chapter 7
+#: printed "ring all-reduce over N GPUs" until session 24). Remove a chapter once it is fixed.
+OUTPUT_PENDING: set = set()
 
 
 def _outputs(path):
