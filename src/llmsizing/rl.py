@@ -48,6 +48,7 @@ from pathlib import Path
 
 from ._validate import check_bool, check_choice, check_int, check_number
 from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
+from .comm import HOST_LINK_GBPS  # noqa: F401  (the host link rl_run prices: chapter 19 imports it from here)
 from .memory import training_memory
 from .model import Model
 from .network import get_node
