@@ -34,7 +34,11 @@ train: on-policy the pools wait for each other (the step is the sum); with ``off
 (asynchronous RL) generation of the next batch overlaps the update, and the step is the longer of the two
 plus the sync. The ranges are those of the parts: the serving model's per-token range (leave-one-source-out,
 ``data/serving_intervals.csv``) on generation and the training MFU's range on the trainer's phases; no RL
-figure was fitted. :func:`published_rl` compares both with ``data/rl_published.csv``. The response lengths,
+figure was fitted. :func:`published_rl` compares both with ``data/rl_published.csv``. A fit on those rows
+(:func:`rl_loso`, :func:`rl_interval`, :func:`llmsizing.rl_split.forward_split_interval`) reads only the rows
+whose ``calibrate`` column says ``yes`` (:func:`fit_rows`): NeMo RL's performance-summary pages are NVIDIA NeMo
+performance-summary tables, which the project keeps out of every fit, range and calibration (issue 35; the
+row's ``calibrate_why`` says so), and are shown only as a check against the parts' range. The response lengths,
 the run's result (:class:`RLRun`) and each phase's seconds live in :mod:`llmsizing.rl_phases` (session 24),
 whose names stay importable from here.
 """
@@ -191,6 +195,9 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
         raise ValueError(f"train_layout={a['layout']} fits none of the split pools of n_gpus={n} (give "
                          "gen_gpus= or train_layout=)")
     _, gg, tg, tp_, p, eng, warns, sync, step, tb, fits, moves, sb = best
+    if eng[5] is not None:     # timed on a layout, but the memory check lays out FSDP only (_train_bytes)
+        warns = (*warns, f"the trainer is timed on its layout {eng[5]} (tp, cp, ep, pp) but its memory "
+                 f"(train_bytes_per_gpu, fits) is checked as FSDP over {tg} GPUs, not on that layout")
     phases = {k: v[0] for k, v in p.items()} | {"weight_sync": sync}
     low = {k: v[1] for k, v in p.items()} | {"weight_sync": sync}
     high = {k: v[2] for k, v in p.items()} | {"weight_sync": sync}
@@ -277,10 +284,33 @@ def row_run(r, drain: bool = False) -> RLRun:
                   drain=drain)
 
 
+def fit_rows(published):
+    """The rows of ``published`` (``data/rl_published.csv`` or :func:`published_rl`'s frame) that a fit may
+    use: ``checked == "yes"`` (the row gives every input of a step) and ``calibrate == "yes"``. The data
+    decides, not a framework's name: a row whose source is an NVIDIA NeMo / Megatron-Bridge performance
+    summary says ``calibrate = no`` and why (``calibrate_why``; issue 35), and stays a check only. A frame
+    without the ``calibrate`` column is refused (ValueError): it cannot say which rows may be fitted."""
+    return published[(published["checked"] == "yes") & may_calibrate(published)]
+
+
+def may_calibrate(frame):
+    """A boolean mask over ``frame``'s rows: ``calibrate == "yes"`` (:func:`fit_rows`). ValueError when the
+    column is missing or holds anything but ``yes``/``no``."""
+    if "calibrate" not in frame.columns:
+        raise ValueError("published: no 'calibrate' column (yes/no per row, data/rl_published.csv): a fit "
+                         "reads only the rows marked calibrate=yes")
+    bad = sorted(set(frame["calibrate"].dropna()) - {"yes", "no"})
+    if bad or frame["calibrate"].isna().any():
+        raise ValueError(f"published['calibrate'] must be 'yes' or 'no' on every row, got {bad or 'a blank'}")
+    return frame["calibrate"] == "yes"
+
+
 def published_rl():
     """``data/rl_published.csv`` beside :func:`rl_run`'s prediction for each row that gives its setup
-    (``checked == "yes"``): ``predicted_step_s``, its ``low``/``high`` and ``inside``; the ratio is published
-    over predicted. Every row is out of sample: nothing was fitted on them."""
+    (``checked == "yes"``): ``predicted_step_s``, its ``low``/``high`` (the parts' range) and ``inside``; the
+    ratio is published over predicted. Every row is out of sample: nothing in :func:`rl_run` was fitted on
+    them. The ``calibrate`` column says which rows a fit may read (:func:`fit_rows`); the others, NeMo RL's
+    performance-summary pages, are a check against the parts' range only."""
     import pandas as pd
 
     df = pd.read_csv(PUBLISHED_CSV)
@@ -323,15 +353,21 @@ def published_forward_ratios():
 def rl_loso(published=None):
     """What a one-number correction fitted on the published step times would do for a source it never saw
     (:func:`llmsizing.intervals.loso_residuals`, sources by :func:`~llmsizing.intervals.source_key`): per
-    checked row, the factor ``exp(median log ratio)`` of the *other* sources' rows, the out-of-source ratio
-    (published over corrected prediction) and whether the parts' range times that factor holds the row."""
+    row a fit may read (:func:`fit_rows`), the factor ``exp(median log ratio)`` of the *other* sources' rows,
+    the out-of-source ratio (published over corrected prediction) and whether the parts' range times that
+    factor holds the row. Since session 24 the rows marked ``calibrate = no`` (NeMo RL's performance-summary
+    pages, issue 35) are neither fitted nor returned: two sources are left, so each factor is the other
+    source's median. ValueError with fewer than two sources."""
     import numpy as np
 
     from .intervals import loso_residuals, source_key
 
     d = published_rl() if published is None else published
-    d = d[d["checked"] == "yes"].copy()
+    d = fit_rows(d).copy()
     d["source_key"] = [source_key(s) for s in d["source"]]
+    if d["source_key"].nunique() < 2:
+        raise ValueError(f"the RL rows a fit may read (calibrate=yes) come from {d['source_key'].nunique()} "
+                         "source(s): leaving one out needs at least 2")
     log_r = np.log(d["ratio"].to_numpy(float))
 
     def fit_predict(train, test):
@@ -370,25 +406,40 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
     as the units, checked by a nested leave-one-source-out (:func:`llmsizing.intervals.loso_check`). Nested,
     each fold keeps ``S - 1`` sources, and a bound is finite only with :func:`~llmsizing.intervals.min_units`
     of them, so ``coverage=None`` takes the highest of :data:`RL_COVERAGES` the sources allow (9 + 1 for 80%;
-    5 sources allow 60%). Nothing is widened by hand."""
+    5 sources allow 60%). Nothing is widened by hand.
+
+    Only the rows a fit may read enter (:func:`fit_rows`: ``calibrate == "yes"``). Since session 24 NeMo RL's
+    performance-summary pages are marked ``calibrate = no`` (NVIDIA NeMo performance-summary tables stay out
+    of every fit and range, issue 35), which leaves two sources (Miles, verl's DeepSeek page): with the
+    shipped data this function raises ValueError, and chapter 19 states an RL step with the parts' range
+    (:func:`rl_run`'s ``step_s_low``/``step_s_high``) and no RL-specific coverage. It returns a range again
+    when enough sources that may be fitted are added to ``data/rl_published.csv``."""
     import numpy as np
 
     from .intervals import median_factor_check, min_units, source_key
 
     d = published_rl() if published is None else published
-    d = d[d["checked"] == "yes"]
+    d = fit_rows(d)
     y = np.log(d["ratio"].to_numpy(float))
     src = np.array([source_key(s) for s in d["source"]], dtype=object)
     n_src = len(set(src))
     if coverage is None:
         ok = [c for c in RL_COVERAGES if n_src - 1 >= min_units(c)]
         if not ok:
-            raise ValueError(f"the published RL rows come from {n_src} sources: a nested check needs 4")
+            low = RL_COVERAGES[-1]
+            raise ValueError(f"the published RL rows a fit may read (calibrate=yes, data/rl_published.csv) "
+                             f"come from {n_src} sources: a nested check needs {min_units(low) + 1} (at "
+                             f"{low:.0%}, the lowest of RL_COVERAGES); rows marked calibrate=no are a check "
+                             "only")
         coverage = ok[0]
+    elif n_src < 2:
+        raise ValueError(f"the published RL rows a fit may read (calibrate=yes) come from {n_src} source(s): "
+                         "leaving one out needs at least 2")
 
     chk, lo, hi = median_factor_check(y, src, coverage)
     return RLInterval(lo, hi, coverage, chk.measured_coverage, chk.median_width, len(y), n_src)
 
 
 __all__ = ["ALGORITHMS", "MAX_NUM_SEQS", "PHASES", "RL_COVERAGES", "RLInterval", "RLRun", "response_lengths",
-           "rl_run", "row_run", "published_rl", "rl_loso", "rl_interval", "published_forward_ratios"]
+           "rl_run", "row_run", "fit_rows", "may_calibrate", "published_rl", "rl_loso", "rl_interval",
+           "published_forward_ratios"]
