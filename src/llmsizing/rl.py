@@ -35,12 +35,12 @@ train: on-policy the pools wait for each other (the step is the sum); with ``off
 plus the sync. The ranges are those of the parts: the serving model's per-token range (leave-one-source-out,
 ``data/serving_intervals.csv``) on generation and the training MFU's range on the trainer's phases; no RL
 figure was fitted. :func:`published_rl` compares both with ``data/rl_published.csv``. A fit on those rows
-(:func:`rl_loso`, :func:`rl_interval`, :func:`llmsizing.rl_split.forward_split_interval`) reads only the rows
-whose ``calibrate`` column says ``yes`` (:func:`fit_rows`): NeMo RL's performance-summary pages are NVIDIA NeMo
-performance-summary tables, which the project keeps out of every fit, range and calibration (issue 35; the
-row's ``calibrate_why`` says so), and are shown only as a check against the parts' range. The response lengths,
-the run's result (:class:`RLRun`) and each phase's seconds live in :mod:`llmsizing.rl_phases` (session 24),
-whose names stay importable from here.
+(:func:`rl_loso`, :func:`rl_interval`, :func:`llmsizing.rl_split.forward_split_interval`) reads only the
+rows whose ``calibrate`` column says ``yes`` (:func:`fit_rows`): NeMo RL's performance-summary pages are
+NVIDIA NeMo performance-summary tables, which the project keeps out of every fit, range and calibration
+(issue 35; the row's ``calibrate_why`` says so), and are shown only as a check against the parts' range.
+The response lengths, the run's result (:class:`RLRun`) and each phase's seconds live in
+:mod:`llmsizing.rl_phases` (session 24), whose names stay importable from here.
 """
 
 from __future__ import annotations

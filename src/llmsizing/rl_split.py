@@ -87,7 +87,8 @@ def forward_splits(published=None):
     d["ratio"] = d["published_share"] / d["predicted_share"]
     d["source_key"] = [source_key(s) for s in d["source"]]
     return d[["run", "model", "gpu", "n_gpus", "framework", "published_log_probs_s", "published_update_s",
-              "published_share", "predicted_share", "ratio", "source_key", "calibrate"]].reset_index(drop=True)
+              "published_share", "predicted_share", "ratio", "source_key",
+              "calibrate"]].reset_index(drop=True)
 
 
 @dataclass(frozen=True)
