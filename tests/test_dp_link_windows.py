@@ -2,9 +2,9 @@
 
 A mixture of experts reduces its dense gradients over dp x cp and its routed experts' over edp: two
 collectives behind the same last backward (two weight all-gathers before the same first forward). On one link
-they share its bandwidth, so their times add before the window is taken off; on two links they run side by side. The
-expected values below are worked out by hand from round numbers (or from the collectives' own seconds, with
-the window rule done by hand), never read off the code's output.
+they share its bandwidth, so their times add before the window is taken off; on two links they run side by
+side. The expected values below are worked out by hand from round numbers (or from the collectives' own
+seconds, with the window rule done by hand), never read off the code's output.
 """
 
 import warnings
@@ -17,7 +17,8 @@ from llmsizing.comm import Communication, communication
 from llmsizing.network import Collective
 from llmsizing.parallel import Parallel
 
-# a step of two micro-batches of 0.6 s, a third of each the forward: windows of 0.2 s (forward), 0.4 s (backward)
+# a step of two micro-batches of 0.6 s, a third of each the forward: windows of 0.2 s (forward) and
+# 0.4 s (backward)
 COMPUTE_S, M, FWD_SHARE = 1.2, 2, 1 / 3
 FWD_S, BWD_S = 0.2, 0.4
 
@@ -84,8 +85,9 @@ def test_zero3_forward_gathers_share_each_forward():
             _row("ZeRO-3 weight all-gather (forward) (experts)", 0.26, "network"),
             _row("ZeRO-3 weight all-gather (backward) (experts)", 0.10, "network"),
             _row("ZeRO-3 gradient reduce-scatter (experts)", 0.20, "network")]
-    rows = [r if "(forward)" in r.collective else
-            Collective(r.collective, "dp", 16, r.link, M, r.message_bytes, r.bytes_per_gpu, 1.0) for r in rows]
+    rows = [r if "(forward)" in r.collective else          # the backward's: one call per micro-batch
+            Collective(r.collective, "dp", 16, r.link, M, r.message_bytes, r.bytes_per_gpu, 1.0)
+            for r in rows]
     assert _exposed_dp(rows, Parallel(dp=16, ep=8, zero=3)) == pytest.approx(0.16, rel=1e-12)
 
 
