@@ -182,3 +182,55 @@ def test_more_compute_never_makes_a_moe_step_faster():
     assert slower.step_s >= base.step_s
     rose = slower.compute_s - base.compute_s
     assert slower.exposed_by_group_s["dp"] >= base.exposed_by_group_s["dp"] - rose
+
+
+def test_experts_in_the_dense_buffer_are_one_collective():
+    """Megatron-Core's group_params_for_buffers gives the experts a buffer of their own only with ep > 1 or
+    etp != tp, and FSDP's block unit gathers them with the attention: otherwise one collective per bucket.
+    OLMoE-1B-7B (6,919,161,856 parameters, its config: 16 layers of 64 experts of 3 x 2,048 x 1,024 and
+    attention with q/k norms, 50,304 x 2,048 embeddings twice) under ZeRO-1 in one 8-GPU node: one
+    reduce-scatter of the whole model's bf16 gradients, 7/8 x 6,919,161,856 x 2 bytes from each GPU, no
+    "(experts)" row."""
+    from llmsizing.comm import experts_apart
+
+    assert not experts_apart(Parallel(dp=8))
+    assert not experts_apart(Parallel(tp=2, dp=8, sp=True, expert_tp=True))
+    assert experts_apart(Parallel(dp=8, ep=2)) and experts_apart(Parallel(tp=2, dp=8, sp=True))
+    # per layer: the experts, q k v o, the router, two block norms, the q and k norms; then the embedding and
+    # the head, the final norm
+    layer = 64 * 3 * 2048 * 1024 + 4 * 2048 * 2048 + 64 * 2048 + 2 * 2048 + 2 * 2048
+    params = 16 * layer + 2 * 50304 * 2048 + 2048
+    assert params == 6_919_161_856
+    one = communication("olmoe-1b-7b", Parallel(dp=8, zero=1), batch=1, seq=4096, gpu="H100 SXM")
+    rows = {c.collective: c for c in _dp_rows(one)}
+    assert set(rows) == {"ZeRO-1 gradient reduce-scatter", "ZeRO-1 weight all-gather"}
+    grads = rows["ZeRO-1 gradient reduce-scatter"].bytes_per_gpu
+    assert grads == pytest.approx(7 / 8 * params * 2, rel=1e-12)
+    apart = communication("olmoe-1b-7b", Parallel(dp=8, ep=2, zero=1), batch=1, seq=4096, gpu="H100 SXM")
+    assert {c.collective for c in _dp_rows(apart)} >= {"ZeRO-1 gradient reduce-scatter (experts)"}
+
+
+@pytest.mark.parametrize("expert_tp", [False, True])
+def test_the_planner_prices_the_moe_windows_as_step_time(expert_tp):
+    # every plan with one expert buffer (ep = 1, etp = tp) or two (ep > 1, or etp != tp), against step_time
+    from llmsizing.planner import plan
+
+    kw = dict(tokens=1e12, gpus=("H100 SXM",), seq=4096, global_batch=64, max_gpus=256, expert_tp=expert_tp)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        df = plan("mixtral-8x7b", **kw)
+        import pandas as pd
+
+        ep1 = df["ep"] == 1
+        parts = [df[ep1 & (df["tp"] == 1)], df[ep1 & (df["tp"] > 1)], df[~ep1]]
+        assert all(len(x) for x in parts)
+        rows = pd.concat([x.sample(min(8, len(x)), random_state=3) for x in parts])
+        exposed = 0
+        for r in rows.itertuples():
+            par = Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp),
+                           cp=int(r.cp), ep=int(r.ep), expert_tp=expert_tp)
+            st = layouts.step_time("mixtral-8x7b", "H100 SXM", par, batch=int(r.micro_batch), seq=4096,
+                                   grad_accum=int(r.grad_accum), recompute=r.recompute)
+            assert r.step_time_s == pytest.approx(st.step_s, rel=1e-9), par
+            exposed += r.ep == 1 and st.exposed_by_group_s["dp"] > 0
+        assert exposed >= 4                     # (plans whose data-parallel windows show: the rule is tested)

@@ -150,6 +150,12 @@ def _key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, 
     dense, experts = (share[:, part, None] * traffic * per_byte
                       + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency
                       for part, (traffic, latency, per_byte), n_ in zip((0, 1), unit, (dpcp_k, edp)))
+    one = (ep == 1) & (etp == tp)       # the experts in the dense buffer, one collective (comm.experts_apart)
+    if one.any():
+        (t_d, lat_d, pb_d), (t_e, _, _) = unit        # (the same group and link: the dense part's latency)
+        both = ((share[:, 0, None] * t_d + share[:, 1, None] * t_e) * pb_d
+                + _dp_calls(zero, held[:, 0] + held[:, 1], held[:, 2], dpcp_k) * lat_d)
+        dense, experts = np.where(one[:, None], both, dense), np.where(one[:, None], 0.0, experts)
     return dense, experts
 
 
