@@ -244,7 +244,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     share ``ep_overlap`` of the all-to-all hidden) adds:
 
     * the compute of each stage's dense and MoE layers (:func:`llmsizing.moe.moe_stage_flops`, active FLOPs);
-    * its data-parallel collectives in two parts, each exposed on its own as :func:`exposed_by_group` does:
+    * its data-parallel collectives in two parts on one link, added up per window as :func:`exposed_by_group`:
       the dense parameters over ``dp x cp`` and the routed experts over the ``edp`` expert-data-parallel GPUs
       (one :func:`~llmsizing.comm.communication` per (GPU, tp, ZeRO stage, ``dp x cp``, ep) without a
       pipeline, each part scaled by the most loaded stage's dense and expert parameters,
