@@ -430,7 +430,9 @@ def gpu_with_link(gpu, link: str, one_way_gbps: float, link_class: str | None = 
     """The catalogue's ``gpu`` with its node-mate link replaced by ``link`` (a label) at ``one_way_gbps``
     (decimal GB/s, one direction) of the class ``link_class`` (``"nvlink"``, ``"infinity-fabric"`` or
     ``"pcie"``, which sets its achievable fraction and latency: ``data/links.csv``): the same chip over
-    NVLink, PCIe or a slower fabric, so that a comparison changes only the link. Taught in chapter 7. Without
+    NVLink, PCIe or a slower fabric, so that a comparison changes only the link: its default node is the
+    catalogue row's box (GPUs a node, NICs) carrying this link, never capped by the row's figure
+    (:func:`~llmsizing.network.get_node`; a node passed by name still caps it). Taught in chapter 7. Without
     ``link_class`` (the old call) the class is read off the label, with a :class:`DeprecationWarning`:
     behaviour comes from data, not from a name (issue 33)."""
     import warnings

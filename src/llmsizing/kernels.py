@@ -12,7 +12,10 @@ benchmarks count a causal pass as half the matrix and forward plus backward as 3
 recomputes ``QK^T``: ``benchmarks/benchmark_flash_attention.py``); the library counts 3 forwards (the model's
 FLOPs), so the rate in its convention is ``3 / 3.5`` of the published one. The same A100 figure's Triton
 bars (``"flash-attention-triton"``, the kernel llm-foundry copied) are there on request, not as any stack's
-default: llm-foundry's own A100 rows run faster than that kernel allows (tests/test_long_context_kernels.py).
+default: at the calibrated Ampere efficiency they fit llm-foundry's A100 rows less well than FlashAttention-2
+(published / predicted 1.22 and 1.29 against 0.99 and 0.83 for MPT-7B at 8K and MPT-13B at 32K), although
+those rows' notes, from their source, say the sweep ran it: a model inference, not a finding about what ran
+(tests/test_long_context_kernels.py).
 
 **Unfused attention** (``"unfused"``, ``"unfused-dropout"``: :func:`unfused_attention_efficiency`). Before
 FlashAttention (Dao et al. 2022) a layer's attention wrote each head's ``s x s`` scores to HBM and read them

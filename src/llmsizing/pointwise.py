@@ -119,7 +119,11 @@ def _qk_norm_rows(model) -> tuple[int, int]:
 
 def _qk_norm_share(model) -> float:
     """The share of the layers that run the query and key norm: those that rotate for ``"head_l2"`` (Llama
-    4's ``Llama4TextL2Norm`` is built only where the layer's ``use_rope``), every layer otherwise."""
+    4's ``Llama4TextL2Norm`` is built only where the layer's ``use_rope``), every layer otherwise. The share
+    is spread evenly over every layer and pipeline stage: exact for the model in total and for stages that
+    hold whole periods of the rotating pattern (Scout's 12-layer stages, three of every four layers
+    rotating), off by up to one layer's norm bytes a stage on other splits (a stage of 5 Scout layers holds
+    one or two that do not rotate)."""
     return rotary_layers(model) / model.layers if model.qk_norm == "head_l2" else 1
 
 

@@ -102,7 +102,7 @@ def _round_robin(x, rank, cp):
     return torch.cat([ch[rank], ch[2 * cp - 1 - rank]], dim=2)
 
 
-def _merge_worker(rank, world, port, queue):
+def _merge_worker(rank, world, port, queue, shapes=CP_MERGE_SHAPES):
     import torch.distributed as dist
     from torch.distributed.tensor.experimental._context_parallel import _attention as A
 
@@ -110,7 +110,7 @@ def _merge_worker(rank, world, port, queue):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     group = dist.group.WORLD
     rows = []
-    for b, h, d, per_rank in CP_MERGE_SHAPES:
+    for b, h, d, per_rank in shapes:
         seq = per_rank * world
         scale = 1 / math.sqrt(d)
         gen = torch.Generator().manual_seed(1234)
@@ -177,13 +177,14 @@ def cmd_cp_merge(args):
     import torch.multiprocessing as mp
 
     today = date_today()
+    shapes = CP_MERGE_SHAPES[:1] if getattr(args, "quick", False) else CP_MERGE_SHAPES   # --quick: the smaller
     rows = []
     for world in CP_MERGE_SIZES:
         t0 = time.perf_counter()
         ctx = mp.get_context("spawn")
         queue = ctx.Queue()
         port = free_port()
-        procs = [ctx.Process(target=_merge_worker, args=(r, world, port, queue)) for r in range(world)]
+        procs = [ctx.Process(target=_merge_worker, args=(r, world, port, queue, shapes)) for r in range(world)]
         got = gather_ranks(procs, queue, world, f"cp-merge x {world}")
         for rank, rws, tv in sorted(got, key=lambda g: g[0]):
             for row in rws:
