@@ -287,8 +287,9 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
     """Cost per million output and input tokens on each GPU type (default: the catalogue), at the cheapest
     layout (tp, batch) that meets ``ttft_s`` and ``itl_s``: for each tp the largest batch that meets them
     (:func:`replicas_for`'s search), then the lowest cost per output token. A GPU where no layout meets the
-    target gets NaN figures and the reason. Prices are the catalogue's (on-demand, dated; ``price_kind``
-    says which are estimates, not to be ranked as list prices: issue 38). A GPU without BF16
+    target gets NaN figures and the reason. Prices are the catalogue's (on-demand, dated: ``price_as_of``, a
+    GPU's own date, since providers and days differ; ``price_kind`` says which are estimates, not to be ranked
+    as list prices: issue 38). A GPU without BF16
     (the V100) computes in FP16 at its FP16 rate when ``compute`` is ``"bf16"``
     (:func:`~llmsizing.hardware.dense_tflops`),
     and its ``note`` says so. A mixture of experts is accepted (:func:`serving`; ``ep=`` too). Chapter 15."""
@@ -319,6 +320,7 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
             rows.append({"gpu": g.name, "tp": s.tp, "batch": s.batch, "itl_s": s.itl_s, "ttft_s": s.ttft_s,
                          "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
                          "price_usd_per_gpu_hour": s.price_usd_per_gpu_hour, "price_kind": g.price_kind,
+                         "price_as_of": g.price_as_of or g.as_of,
                          "usd_per_million_output_tokens": s.usd_per_million_output_tokens,
                          "usd_per_million_input_tokens": s.usd_per_million_input_tokens,
                          "note": _dtype_note(g, kwargs)})
@@ -326,6 +328,7 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
             rows.append({"gpu": g.name, "tp": None, "batch": None, "itl_s": math.nan, "ttft_s": math.nan,
                          "output_tokens_per_s_per_gpu": math.nan,
                          "price_usd_per_gpu_hour": g.price_usd_per_gpu_hour, "price_kind": g.price_kind,
+                         "price_as_of": g.price_as_of or g.as_of,
                          "usd_per_million_output_tokens": math.nan, "usd_per_million_input_tokens": math.nan,
                          "note": "; ".join(x for x in ("no layout meets the target",
                                                        _dtype_note(g, kwargs)) if x)})

@@ -156,7 +156,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
 def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 256, itl_s: float = 0.05,
                         ttft_s: float = 1.0, weights: str = "bf16", gpus=None) -> View:
     """Chapter 15: cost per million output tokens on each GPU type at its cheapest layout meeting the latency
-    targets (:func:`llmsizing.serve.serving_cost_by_gpu`), labelled with the layout (tp x batch)."""
+    targets (:func:`llmsizing.serve.serving_cost_by_gpu`), labelled with the layout (tp x batch); the
+    summary's table gives each price's as-of date."""
     from ..serve import serving_cost_by_gpu
 
     df = serving_cost_by_gpu(model, gpus=gpus, prompt=prompt, output=output, itl_s=itl_s, ttft_s=ttft_s,
@@ -181,8 +182,9 @@ def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 2
     ax.set_title(f"{model}, {weights} weights, {prompt:,} in / {output:,} out, ITL <= {itl_s * 1e3:g} ms, "
                  f"TTFT <= {ttft_s:g} s", fontsize=9, loc="left")
     ax.spines[["top", "right"]].set_visible(False)
+    # each price with its own date: providers and days differ down the ranking (reader24c)
     lines = [f"{'GPU':<10s} {'tp':>3s} {'batch':>6s} {'ITL ms':>7s} {'tok/s/GPU':>10s} {'$/h':>6s} "
-             f"{'$/M out':>8s} {'$/M in':>7s}"]
+             f"{'$/M out':>8s} {'$/M in':>7s}  price as of"]
     for n, r in df.iterrows():
         if r["note"]:
             lines.append(f"{n:<10s} {r['note']}{price_note(r['price_kind'])}")
@@ -190,7 +192,8 @@ def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 2
             lines.append(f"{n:<10s} {int(r['tp']):>3d} {int(r['batch']):>6d} {r['itl_s'] * 1e3:>7.1f} "
                          f"{r['output_tokens_per_s_per_gpu']:>10,.0f} {r['price_usd_per_gpu_hour']:>6.2f} "
                          f"{r['usd_per_million_output_tokens']:>8.3f} "
-                         f"{r['usd_per_million_input_tokens']:>7.3f}{price_note(r['price_kind'])}")
+                         f"{r['usd_per_million_input_tokens']:>7.3f}  {r['price_as_of']}"
+                         f"{price_note(r['price_kind'])}")
     return View(fig, "\n".join(lines))
 
 
