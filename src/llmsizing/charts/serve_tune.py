@@ -219,7 +219,8 @@ def render_speculative_speedup(model="llama-3-70b", draft="llama-3-8b", gpu: str
         ups = [speculative_decoding(model, draft, gpu, k=k, acceptance=float(a), batch=batch, context=context,
                                     weights=weights).speedup for a in rates]
         rows[k] = dict(zip(np.round(rates, 3), ups))
-        ax.plot(rates, ups, color=SPECULATIVE_COLORS.get(k, "0.4"), lw=1.8, label=f"k = {k}")
+        ax.plot(rates, ups, color=SPECULATIVE_COLORS.get(k, "0.4"), lw=1.8,
+                label=f"$k_\\mathrm{{draft}}$ = {k}")         # k is the experts per token (chapter 15)
     ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
     ax.set_xlabel("per-token acceptance rate ρ")
     ax.set_ylabel("speed-up over plain decoding")
@@ -230,9 +231,9 @@ def render_speculative_speedup(model="llama-3-70b", draft="llama-3-8b", gpu: str
                  fontsize=9, loc="left")
     ax.spines[["top", "right"]].set_visible(False)
     shown = (0.5, 0.7, 0.8, 0.9)
-    lines = ["k    " + " ".join(f"ρ={a:<5g}" for a in shown)]
+    lines = ["k_draft " + " ".join(f"ρ={a:<5g}" for a in shown)]
     for k in ks:
-        lines.append(f"{k:<4d} " + " ".join(f"{rows[k][a]:>7.2f}" for a in shown))
+        lines.append(f"{k:<7d} " + " ".join(f"{rows[k][a]:>7.2f}" for a in shown))
     return View(fig, "\n".join(lines))
 
 
