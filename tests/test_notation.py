@@ -471,10 +471,44 @@ def test_the_appendix_holds_the_one_table():
     assert "90_formula_summary.ipynb#notation" in intro
 
 
+#: "$X$ GPUs", "$X$ nodes", "$X$ of its GPUs": X counts GPUs, nodes or ranks right where it is used
+COUNTED = re.compile(r"\$\s*(\\?[A-Za-z]+)\s*\$\s+(?:of its |of the |more )?(GPUs?|nodes?|ranks?)\b")
+
+
+def count_problems(md: str, chapter: str, glob=None, local=None) -> list[str]:
+    """Uses of a table symbol as a count of GPUs, nodes or ranks ("with $g$ GPUs per node") where neither the
+    table nor a local row for ``chapter`` makes it one (its meaning names no GPU, node, rank or parallel
+    degree): a symbol with two meanings across chapters, caught without a definition next to it (reader24c:
+    chapter 18 wrote $g$, the KV heads, for GPUs per node)."""
+    if glob is None:
+        glob, local = _tables()
+    out = []
+    text = _strip(md).replace("\n", " ")
+    for m in COUNTED.finditer(text):
+        sym = m[1]
+        if sym not in glob:
+            continue
+        allowed = [glob[sym]] + [mean for syms, mean, where in local if sym in syms and chapter in _chapter_of(where)]
+        if not any(re.search(r"GPU|node|rank|degree", a) for a in allowed):
+            out.append(f"${sym}$ counts {m[2]}: the table says {glob[sym].strip()!r}")
+    return out
+
+
+def test_a_symbol_counting_gpus_against_the_table_is_caught():
+    glob = {"g": "key/value heads", "n": "a number of GPUs", "t": "tensor-parallel degree", "k": "experts"}
+    assert count_problems("instead of $(n_\\text{ep} - g)/n_\\text{ep}$ with $g$ GPUs per node", "x", glob, [])
+    assert count_problems("a group with $k$ of its GPUs in a node", "x", glob, [])
+    assert count_problems("across $g$ nodes", "x", glob, [])
+    assert not count_problems("a ring of $n$ GPUs", "x", glob, [])
+    assert not count_problems("split over $t$ GPUs with tensor parallelism", "x", glob, [])
+    assert not count_problems("with $n_\\text{local}$ GPUs per node", "x", glob, [])
+
+
 def test_no_symbol_with_a_meaning_the_table_does_not_give_it():
     glob, local = _tables()
     bad = [(f, i, p) for f, i, md in markdown_cells() if f not in PENDING
-           for p in meaning_problems(md, f, glob, local) + clash_problems(md, f)]
+           for p in meaning_problems(md, f, glob, local) + clash_problems(md, f)
+           + count_problems(md, f, glob, local)]
     assert not bad, "\n".join(f"{f} cell {i}: {p}" for f, i, p in bad)
 
 
