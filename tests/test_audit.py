@@ -866,3 +866,19 @@ def test_checkpointing_memory_is_read_as_mixed_precision_is(table):
     assert r["library"] == pytest.approx(100 * (1 - peak(2048, "full") / peak(2048, "none")))
     assert r["bound"] == "range" and r["kind"] == "memory ratio"
     assert "000-checkpointing" not in set(not_computed_claims()["id"])
+
+
+def test_offload_batch_flip_leaves_no_state():
+    """A speed-up must not make a result depend on what ran first: the table after a batch search is the table
+    of a fresh computation, bit for bit (the cache of findings is keyed by the offload batch)."""
+    import pandas as pd
+
+    from llmsizing import audit_readings
+    from llmsizing.audit import _findings_at
+    from llmsizing.audit_runs import offload_batch_flip
+
+    before = audit_table()
+    offload_batch_flip("000-faq-finetune-usd", larger=False)
+    assert audit_readings._TOKENS_PER_STEP == audit.OFFLOAD_TOKENS_PER_STEP
+    _findings_at.cache_clear()
+    pd.testing.assert_frame_equal(audit_table(), before, check_exact=True)

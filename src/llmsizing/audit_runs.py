@@ -27,6 +27,8 @@ def offload_batch_flip(claim_id: str, *, larger: bool = True, band: float = BAND
         raise ValueError(f"claim_id must be an id of a recomputed claim in {SEED_CLAIMS_CSV.name}, got "
                          f"{claim_id!r}")
     c, band = found[claim_id], check_number("band", band, minimum=1.0)
+    if not isinstance(larger, bool):
+        raise TypeError(f"larger must be True or False, got {type(larger).__name__} {larger!r}")
 
     def verdict_at(k: int) -> str:
         with at_offload_batch(k * SEQ):
