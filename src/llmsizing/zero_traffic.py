@@ -59,13 +59,13 @@ TORCH_DDP_FIRST_BUCKET_BYTES = 2**20
 
 def torch_ddp_buckets(model: Model | str, *, precision: str = "bf16-mixed",
                       bucket_cap_mb: float = TORCH_DDP_BUCKET_BYTES / 2**20) -> int:
-    """Gradient buckets, so all-reduce calls per step, of PyTorch's ``DistributedDataParallel`` for ``model``'s
-    gradients in the recipe's gradient dtype, with ``bucket_cap_mb`` MiB buckets (PyTorch's default 25).
+    """Gradient buckets, so all-reduce calls per step, of PyTorch's ``DistributedDataParallel`` for
+    ``model``'s gradients in the recipe's gradient dtype, with ``bucket_cap_mb`` MiB buckets (default 25).
 
     PyTorch fills its buckets by bytes, tensor by tensor, in the order the backward pass produces the
-    gradients (DDP rebuilds its buckets in that order after the first step), and closes a bucket as soon as it
-    holds at least the cap: the first bucket at 1 MiB (:data:`TORCH_DDP_FIRST_BUCKET_BYTES`), the others at the
-    cap (``_compute_bucket_assignment_by_size`` in ``torch/csrc/distributed/c10d/reducer.cpp``). A tensor
+    gradients (DDP rebuilds its buckets in that order after the first step), and closes a bucket as soon as
+    it holds at least the cap: the first bucket at 1 MiB (:data:`TORCH_DDP_FIRST_BUCKET_BYTES`), the others at
+    the cap (``_compute_bucket_assignment_by_size`` in ``torch/csrc/distributed/c10d/reducer.cpp``). A tensor
     larger than the cap closes a bucket of its own, so a model of large matrices has fewer buckets than
     ``bytes / cap``. Here the order is the reverse of the definition order (the LM head first, then the
     blocks from the last, each block's tensors in reverse): the order DDP assumes before it has seen a step.
