@@ -73,3 +73,13 @@ def test_torch_ddp_buckets_fewer_than_bytes_over_cap():
     assert torch_ddp_buckets("llama-3-8b") < math.ceil(2 * n / (25 * 2**20))
     with pytest.raises(ValueError, match="bucket_cap_mb"):
         torch_ddp_buckets("llama-3-8b", bucket_cap_mb=0)
+
+
+def test_narayanan_eq3_by_hand():
+    # Narayanan et al. 2021, Eq. 3 for GPT-3 175B (96 layers, hidden 12,288) at 2,048 tokens, vocabulary 51,200
+    from llmsizing.flops import narayanan_eq3_flops_per_token
+
+    by_hand = 96 * 96 * 12288**2 * (1 + 2048 / (6 * 12288) + 51200 / (16 * 96 * 12288))
+    assert narayanan_eq3_flops_per_token("gpt3-175b", seq=2048, vocab=51200) == pytest.approx(by_hand, rel=1e-12)
+    # 96 L h^2 is 8 x 12 L h^2: about 8N per token (forward, backward, recomputed forward), plus attention
+    assert by_hand == pytest.approx(8 * 12 * 96 * 12288**2 * 1.0305, rel=1e-3)
