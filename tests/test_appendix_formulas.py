@@ -217,14 +217,14 @@ def test_finetune_step_takes_the_larger_of_work_and_launches(page):
 
 
 def test_speculative_itl_pays_the_step_overhead(page):
-    r"""ITL $= (k (t_\text{draft} + t_0) + t_\text{verify} + t_0)$ / tokens, tokens
-    $(1 - \rho^{k+1})/(1 - \rho)$; at $t_0 = 0$, memory-bound, Leviathan et al.'s Theorem 3.8 with kappa the
+    r"""ITL $= (k_\text{draft} (t_\text{draft} + t_0) + t_\text{verify} + t_0)$ / tokens, tokens
+    $(1 - \rho^{k+1})/(1 - \rho)$ with $k = k_\text{draft}$; at $t_0 = 0$, memory-bound, Leviathan et al.'s Theorem 3.8 with kappa the
     draft step over the target's."""
     from llmsizing.serve import MBU_DEFAULT
     from llmsizing.speculative import speculative_decoding
 
-    assert (r"ITL = $(k\,(t_\text{draft} + t_0) + t_\text{verify} + t_0)$ / tokens" in page
-            and r"$(1 - \rho^{k+1}) / ((1 - \rho)(k \kappa + 1))$" in page)
+    assert (r"ITL = $(k_\text{draft}\,(t_\text{draft} + t_0) + t_\text{verify} + t_0)$ / tokens" in page
+            and r"$(1 - \rho^{k_\text{draft}+1}) / ((1 - \rho)(k_\text{draft} \kappa + 1))$" in page)
     for k, rho in ((4, 0.8), (2, 0.6), (6, 0.9)):
         tokens = (1 - rho ** (k + 1)) / (1 - rho)
         s = speculative_decoding("llama-3-70b", "llama-3-8b", "H100 SXM", k=k, acceptance=rho)
