@@ -310,7 +310,7 @@ _SIBLINGS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: dict, limits: np.ndarray,
                   global_batch: int, max_gpus, micros, cps, rcs, partial: bool, expert_tp: bool, most: int,
-                  in_all: int = 2, counts=None):
+                  in_all: int = 2, counts=None, segments: bool = False):
     """The plans of :func:`~llmsizing.planner.plan`'s search that fit, as ``(columns, total bytes)``, or
     ``(None, None)``: for every layout ``(tp, pp, zero, ep, v)`` of ``layouts`` (``v`` interleaved chunks),
     every GPU of ``gpu_list`` whose scale-up domain (``domains``) ``tp`` divides and every candidate
@@ -330,7 +330,9 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     coefficients a row of one table per recomputation, pieces the other layouts lack padded with
     ``-inf``). ``counts``: ``plan(gpu_counts=)``, sorted (None: every count), a layout whose ``tp x pp``
     divides none of them left out and a candidate on another count never a plan, so that the rows are those of
-    the search of every count, in the same order (each candidate keeps its place)."""
+    the search of every count, in the same order (each candidate keeps its place). ``segments``
+    (:mod:`llmsizing.plan_fits`): no check of ``most``, and a third array, each row's segment (its layout and
+    (cp, micro-batch) block, numbered in the search's order)."""
     domain = np.array([domains[g.name] for g in gpu_list])
     cands, parts, n_lay, on_of, units = {}, [], [], {}, {}
     for tp, pp, zero, ep, v in layouts:
@@ -351,7 +353,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
             parts.append(((tp, pp, zero, ep, v), on, cand))
             n_lay.append(len(cand["dp"]))
     if not parts:
-        return None, None
+        return (None,) * (2 + segments)
     lay = np.repeat(np.arange(len(parts)), n_lay)                   # each candidate's layout
     cat = {k: np.concatenate([c[k] for _, _, c in parts]) for k in ("block", "cp", "micro", "dp", "m", "dpf")}
     # a candidate's coefficients: one per (layout, its (cp, accumulation class) pair)
@@ -412,11 +414,11 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     fit[:, :, (zeros > 0) & (cat["cp"] == 1) & (cat["dp"] == 1)] = False   # ZeRO over one rank is no ZeRO
     g_, r_, j_ = np.nonzero(fit)
     if not len(g_):
-        return None, None
+        return (None,) * (2 + segments)
     # (at most ``most`` plans without interleaving or ZeRO-2/3 under a pipeline, ``in_all`` times as many in
     # all: MAX_PLANS)
     plain = np.array([key[4] == 1 and not (key[2] >= 2 and key[1] > 1) for key, _, _ in parts])[lay[j_]]
-    if plain.sum() > most or len(g_) > in_all * most:
+    if not segments and (plain.sum() > most or len(g_) > in_all * most):
         raise ValueError(
             f"more than {most:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
             f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
@@ -433,7 +435,10 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     cols = dict(gpu=g_, tp=keys[:, 0], cp=cat["cp"][j_], pp=keys[:, 1], zero=keys[:, 2],
                 micro=cat["micro"][j_], dp=cat["dp"][j_], m=cat["m"][j_], rc=r_, ep=keys[:, 3], vp=keys[:, 4],
                 rl=np.stack(layers)[r_, g_, j_])
-    return {k: np.asarray(v).astype(np.int64) for k, v in cols.items()}, np.stack(totals)[r_, g_, j_]
+    cols = {k: np.asarray(v).astype(np.int64) for k, v in cols.items()}
+    if segments:                                    # (plan_fits: unchecked, with each row's segment)
+        return cols, np.stack(totals)[r_, g_, j_], seg[j_]
+    return cols, np.stack(totals)[r_, g_, j_]
 
 
 def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, limits, kept=None):
