@@ -80,8 +80,9 @@ def _kept_fit(gpu, domain: int, limit: float, args: dict):
     row's segment; None if nothing fits. Kept on the search's memory, by everything the fit reads but the
     memory: the GPU's domain and limit (not its name), the layouts and the search's arguments."""
     memory = args["memory"]
-    key = (domain, limit, tuple(args["layouts"]), *(args[k] for k in ("global_batch", "max_gpus", "micros", "cps", "rcs",
-                                              "partial", "expert_tp", "counts")))
+    key = (domain, limit, tuple(args["layouts"]),
+           *(args[k] for k in ("global_batch", "max_gpus", "micros", "cps", "rcs", "partial", "expert_tp",
+                               "counts")))
     try:
         hash(key)
     except TypeError:                                   # (an unhashable argument: not kept)
