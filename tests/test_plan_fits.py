@@ -1,6 +1,5 @@
 """Issue 35 (fast17c): the planner's memory fit on several GPU types from each GPU type's fit alone, kept
-(``plan_fits.fitting_plans``), and plan()'s frame taken by one gather of a table of its columns
-(``plan_frame.taken_columns``).
+(``plan_fits.fitting_plans``).
 
 The oracle of the fit is :func:`llmsizing.plan_memory.fitting_plans` weighing all GPU types at once, on a
 memory of its own (nothing shared with the path under test), compared exactly: columns, totals and order.
@@ -17,8 +16,6 @@ import pytest
 from llmsizing import plan_fits, plan_memory, planner
 from llmsizing.catalog import get_gpu, get_model
 from llmsizing.network import get_node
-from llmsizing.plan_frame import taken_columns
-from llmsizing.plan_rank import _taken
 from llmsizing.moe_layouts import ep_candidates
 from llmsizing.plan_space import MAX_MOE_PLANS, MAX_PLANS, default_cp_degrees
 
@@ -123,32 +120,6 @@ def test_narrowed_columns_hold_the_same_integers(values):
     assert got.astype(np.int64).tolist() == values
     assert got.dtype.itemsize == min(s for s in (1, 2, 4, 8) if all(
         np.iinfo(f"int{8 * s}").min <= v <= np.iinfo(f"int{8 * s}").max for v in values))
-
-
-def test_taken_columns_are_each_columns_own_take():
-    rng = np.random.default_rng(3)
-    n = 1000
-    rl = pd.Series(rng.integers(-1, 4, n)).where(lambda s: s >= 0).astype("Int64")
-    df = pd.DataFrame({"gpu": np.array(["H100 SXM", "B200"], dtype=object)[rng.integers(0, 2, n)],
-                       "dp": rng.integers(1, 1 << 40, n), "sp": rng.random(n) < 0.5, "recompute_layers": rl,
-                       "step_time_s": rng.random(n) * 1e3, "neg": -rng.random(n),
-                       "i32": np.arange(n, dtype=np.int32)})
-    added = {"days": rng.random(n), "nan": np.full(n, np.nan), "n": rng.integers(0, 9, n),
-             "kind": np.array(["a", "b"])[rng.integers(0, 2, n)]}
-    rows = rng.permutation(n)[:700]
-    columns = ["gpu", "days", "dp", "sp", "recompute_layers", "kind", "step_time_s", "nan", "neg", "n", "i32"]
-    got = taken_columns(df, added, rows, columns)
-    assert list(got) == columns
-    for c in columns:
-        want = added[c][rows] if c in added else _taken(df[c], rows)
-        assert got[c].dtype == want.dtype, c
-        if isinstance(want, np.ndarray):
-            assert np.ascontiguousarray(got[c]).tobytes() == want.tobytes(), c
-        else:
-            assert got[c].equals(want), c
-    pd.testing.assert_frame_equal(pd.DataFrame(got, copy=False),
-                                  pd.DataFrame({c: added[c][rows] if c in added else _taken(df[c], rows)
-                                                for c in columns}), check_exact=True)
 
 
 MODEL = "granite-3.0-1b-a400m"

@@ -57,7 +57,6 @@ from .moe_layouts import ep_candidates
 from .moe_time import shared_expert_params
 from .parallel import CP_COMMS, MAX_PP, check_layout
 from .plan_fits import fitting_plans
-from .plan_frame import taken_columns
 from .plan_memory import SearchMemory, kept_search_memory  # noqa: F401
 # the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
 from .plan_rank import (DEADLINE_RULES, DEFAULT_DEADLINE_RULE, _digits, _lex_orders, _pareto,  # noqa: F401
@@ -534,7 +533,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     added["pareto"][sel] = _pareto(days_d, cost_d, memory_d, order=by_days)
     rows = sel[by_cost]
     # (every column a fresh array: copy=False keeps them as they are instead of stacking them into blocks)
-    out = pd.DataFrame(taken_columns(df, added, rows, columns), copy=False)
+    out = pd.DataFrame({c: added[c][rows] if c in added else _taken(df[c], rows) for c in columns},
+                       copy=False)
     range_rows = {g.name: layout_range_group(g, dtype, framework) for g in gpu_list}
     # a known stack whose row states no range (under 75% out of source) gets the pooled one: say so
     pooled = stack_fam != "unknown" and not all(r.startswith("stack:") for r in range_rows.values())
