@@ -1,6 +1,6 @@
 """Paired A/B of chapter 17's moves after a mixture of experts' pick, in one process (issues 35 and 38,
 fast17c): the branch's changes on (new) and off (base: the memory fit of all GPU types at once,
-plan_memory.fitting_plans, and plan()'s frame taken column by column). Rounds alternate base and new; each round
+plan_memory.fitting_plans). Rounds alternate base and new; each round
 clears every kept result (benchmarks/bench_planner.kept) and builds a new widget (speculate=False), then moves
 the model to each of the four slowest mixtures of experts and the other controls as bench_ch17_models.py
 --controls does. Prints the median CPU ms of each move base -> new with the median paired ratio. Does not
@@ -23,8 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_planner  # noqa: E402
 
-from llmsizing import plan_fits, plan_frame, plan_memory, planner  # noqa: E402
-from llmsizing.plan_rank import _taken  # noqa: E402
+from llmsizing import plan_fits, plan_memory, planner  # noqa: E402
 from llmsizing.widgets import long_context_widget  # noqa: E402
 
 MOVES = (("seq", 32768), ("batch_tokens", 2**23), ("cp_comm", "all_gather"), ("gpus", ("H100 SXM", "B200")),
@@ -32,16 +31,12 @@ MOVES = (("seq", 32768), ("batch_tokens", 2**23), ("cp_comm", "all_gather"), ("g
 SLOWEST = ("qwen3-30b-a3b", "deepseek-v2", "granite-3.0-1b-a400m", "gpt-oss-120b")
 
 
-def _old_taken(df, added, rows, columns):                 # (main's: one take per column)
-    return {c: added[c][rows] if c in added else _taken(df[c], rows) for c in columns}
-
-
-NEW = (plan_fits.fitting_plans, plan_frame.taken_columns)
-BASE = (plan_memory.fitting_plans, _old_taken)
+NEW = plan_fits.fitting_plans
+BASE = plan_memory.fitting_plans
 
 
 def _use(side) -> None:
-    planner.fitting_plans, planner.taken_columns = side
+    planner.fitting_plans = side
 
 
 def main() -> None:

@@ -78,6 +78,21 @@ def test_each_gpu_type_alone_gives_the_fit_of_all_at_once(model_name, seq, globa
     _same(plan_fits.fitting_plans(model, layouts, memory(), **args), want)        # (nothing kept)
 
 
+@pytest.mark.parametrize("model_name, seq, global_batch", [("granite-3.0-1b-a400m", 131072, 128),
+                                                          ("olmoe-1b-7b", 32768, 256), ("llama-3-8b", 65536, 256)])
+def test_kept_totals_under_smaller_and_larger_limits_give_each_fit(model_name, seq, global_batch):
+    """One memory's candidates weighed under limits that fall, rise and fall again (GPU types of one domain,
+    each alone): a floor kept as total under a smaller limit is weighed again under a larger one, a total
+    weighed under a larger one is reused under a smaller; each fit equals the fit on a memory of its own."""
+    model, layouts, memory, args = _fit_args(model_name, seq, global_batch, ("H100 SXM",), most=10**6)
+    mem = memory()
+    for scale in (1.0, 2.4, 1.7, 0.5, 3.0, 1.0):
+        one = {**args, "limits": args["limits"] * scale}
+        _same(plan_fits.fitting_plans(model, layouts, mem, **one),
+              plan_memory.fitting_plans(model, layouts, memory(), **one))
+    assert len(mem.__dict__["_plan_totals"]) == 1          # (one set of candidates, every limit)
+
+
 def test_the_limit_on_plans_is_checked_on_all_gpu_types_with_the_same_message():
     model, layouts, memory, args = _fit_args("granite-3.0-1b-a400m", 32768, 512, GPUS[:2])
     cols, _ = plan_memory.fitting_plans(model, layouts, memory(), **args)

@@ -52,6 +52,13 @@ def fitting_plans(model, layouts, memory, *, gpu_list, domains: dict, limits: np
                 in_all=in_all, counts=counts)
     if len({domains[g.name] for g in gpu_list}) > 1 or not hasattr(memory, "__dict__"):
         return _one_fit(gpu_list=gpu_list, domains=domains, limits=limits, **args)
+    if len(gpu_list) == 1:                  # (one GPU type: its fit as made, its narrowed copy kept)
+        got = _kept_fit(gpu_list[0], domains[gpu_list[0].name], float(limits[0]), args, made=True)
+        if got is None:
+            return None, None
+        cols, totals = got
+        _check(cols, most, in_all, global_batch, 1, max_gpus)
+        return cols, totals
     got = [_kept_fit(g, domains[g.name], float(limit), args) for g, limit in zip(gpu_list, limits)]
     got = [(k, x) for k, x in enumerate(got) if x is not None]
     if not got:
@@ -64,17 +71,22 @@ def fitting_plans(model, layouts, memory, *, gpu_list, domains: dict, limits: np
     cols = {c: gpu[order] if c == "gpu" else np.concatenate([x[c] for _, x in got])[order].astype(np.int64)
             for c in COLUMNS}
     totals = np.concatenate([x["totals"] for _, x in got])[order]
-    plain = (cols["vp"] == 1) & ~((cols["zero"] >= 2) & (cols["pp"] > 1))
-    if plain.sum() > most or len(order) > in_all * most:          # (plan_memory.fitting_plans' check)
-        raise ValueError(
-            f"more than {most:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
-            f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
-            "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
-            "global_batch with fewer divisors (a power of two)")
+    _check(cols, most, in_all, global_batch, len(gpu_list), max_gpus)
     return cols, totals
 
 
-def _kept_fit(gpu, domain: int, limit: float, args: dict):
+def _check(cols: dict, most: int, in_all: int, global_batch: int, n_gpus: int, max_gpus) -> None:
+    """:func:`llmsizing.plan_memory.fitting_plans`' check of the number of plans, with its message."""
+    plain = (cols["vp"] == 1) & ~((cols["zero"] >= 2) & (cols["pp"] > 1))
+    if plain.sum() > most or len(plain) > in_all * most:
+        raise ValueError(
+            f"more than {most:,} plans fit (global_batch={global_batch:,} on {n_gpus} GPU "
+            f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
+            "prices in one call: give a smaller max_gpus, fewer gpus, micro_batches or zero_stages, or a "
+            "global_batch with fewer divisors (a power of two)")
+
+
+def _kept_fit(gpu, domain: int, limit: float, args: dict, made: bool = False):
     """One GPU type's fit (``gpu``, its scale-up domain and memory limit) with :func:`fitting_plans`'
     ``args``: its columns but ``gpu`` in the narrowest integer type that holds them, its totals and each
     row's segment; None if nothing fits. Kept on the search's memory, by everything the fit reads but the
@@ -90,17 +102,43 @@ def _kept_fit(gpu, domain: int, limit: float, args: dict):
     kept = memory.__dict__.setdefault("_plan_fits", {})
     if key is not None and key in kept:
         kept[key] = kept.pop(key)                       # (the most recently used last)
-        return kept[key]
+        got = kept[key]
+        return got if not made or got is None else _widened(got)
     one = {k: v for k, v in args.items() if k not in ("most", "in_all")}
     cols, totals, seg = _one_fit(gpu_list=[gpu], domains={gpu.name: domain}, limits=np.array([limit]),
-                                 most=0, in_all=0, segments=True, **one)
+                                 most=0, in_all=0, segments=True, kept_totals=_kept_totals(memory, key),
+                                 **one)
     got = None if cols is None else {**{c: _narrow(cols[c]) for c in COLUMNS if c != "gpu"},
-                                     "totals": totals, "seg": _narrow(seg)}
+                                     "totals": totals.copy(), "seg": _narrow(seg)}
     if key is not None:
         kept[key] = got
         while len(kept) > FITS_KEPT:
             kept.pop(next(iter(kept)))
+    if made:                                            # (the fit as made: ``(columns, totals)``)
+        return None if cols is None else (cols, totals)
     return got
+
+
+def _widened(got: dict) -> tuple:
+    """A kept fit of one GPU type (the first of the search) as :func:`fitting_plans` returns it."""
+    cols = {c: np.zeros(len(got["seg"]), dtype=np.int64) if c == "gpu" else got[c].astype(np.int64)
+            for c in COLUMNS}
+    return cols, got["totals"].copy()
+
+
+def _kept_totals(memory, key) -> dict | None:
+    """The dict where :func:`llmsizing.plan_memory.fitting_plans` keeps each recomputation's totals of the
+    candidates of the fits ``key`` names but for the limit (the same candidates on any GPU type of that
+    scale-up domain), on ``memory``: the last :data:`FITS_KEPT`. None for no key."""
+    if key is None:
+        return None
+    kept = memory.__dict__.setdefault("_plan_totals", {})
+    k = key[:1] + key[2:]
+    got = kept.pop(k, None)
+    kept[k] = {} if got is None else got                  # (the most recently used last)
+    while len(kept) > FITS_KEPT:
+        kept.pop(next(iter(kept)))
+    return kept[k]
 
 
 def _narrow(x: np.ndarray) -> np.ndarray:
