@@ -462,7 +462,7 @@ def _kept_totals(totals: dict, rc: str, rows, n: int, top: float, weigh, kept: d
     to a call on all of ``rows`` (whose pairs hold every later recomputation's), else a dict of its own."""
     if rc not in totals and len(rows) == n:            # (every candidate, none kept: kept as weighed)
         t_, f_ = weigh(rows, kept)
-        totals[rc] = (t_, f_, kept["live"], np.full(n, top))
+        totals[rc] = (t_, f_, _weighed(kept, n), np.full(n, top))
         return t_, f_
     if rc not in totals:
         totals[rc] = (np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=bool), np.zeros(n))
@@ -472,8 +472,16 @@ def _kept_totals(totals: dict, rc: str, rows, n: int, top: float, weigh, kept: d
         sub = rows[need] if not need.all() else rows
         own = kept if sub is rows else {k: v for k, v in kept.items() if k in ("share_states", "pair_keys")}
         t_, f_ = weigh(sub, own)
-        total[sub], floor[sub], live[sub], at[sub] = t_, f_, own["live"], top
+        total[sub], floor[sub], live[sub], at[sub] = t_, f_, _weighed(own, len(sub)), top
     return total[rows], floor[rows]
+
+
+def _weighed(kept: dict, n: int) -> np.ndarray:
+    """Which of the ``n`` rows :func:`~llmsizing.plan_tables.table_totals` just weighed (``kept["live"]``,
+    taken); none if it did not say (another implementation in its place, as tests put one): their totals are
+    then reused only under a largest limit at most the one they were weighed under."""
+    got = kept.pop("live", None)
+    return np.zeros(n, dtype=bool) if got is None else got
 
 
 def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, limits, kept=None):
