@@ -7,6 +7,20 @@ the model to each of the four slowest mixtures of experts and the other controls
 assert (timings are not tests).
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_fast17c_ab.py ROUNDS [MODEL ...]
+
+Measured 2026-12-02 01:55 UTC (load 1.9 on 2 cores shared with other sessions), 6 rounds, median CPU ms base
+-> new (median paired ratio):
+
+    model                       to 32K        8M tokens      all-gather      H100+B200     4,096 GPUs
+    qwen3-30b-a3b            116->112 (0.95) 84->85 (1.03) 86->86 (1.10) 117->106 (0.92) 48->49 (1.10)
+    deepseek-v2              112->112 (1.06) 74->78 (0.99) 86->89 (1.02) 101->102 (1.05) 39->39 (0.99)
+    granite-3.0-1b-a400m     100-> 93 (0.95) 72->68 (1.01) 77->81 (1.07) 106-> 93 (0.91) 51->47 (1.02)
+    gpt-oss-120b             106->101 (0.99) 75->71 (0.98) 80->80 (1.00) 111-> 91 (0.79) 43->43 (0.96)
+    median paired ratio, all 120 moves: 0.999; moves over 100 ms (median): base 8, new 5 of 20
+
+Only the move to two GPU types is meant to change (the others are new searches either way, their ratios the
+noise at this load); at load ~6 (01:40 UTC) the same run gave 1.045 over all moves, every ratio within
+0.89-1.26, the noise of that load (a move that searches nothing, to 4,096 GPUs, 1.02-1.21).
 """
 
 from __future__ import annotations
