@@ -25,7 +25,8 @@ import pandas as pd
 
 matplotlib.use("Agg")
 
-MODELS = ("qwen3-30b-a3b", "deepseek-v2", "granite-3.0-1b-a400m", "gpt-oss-120b", "mixtral-8x7b", "llama-3-8b")
+MODELS = ("qwen3-30b-a3b", "deepseek-v2", "granite-3.0-1b-a400m", "gpt-oss-120b", "mixtral-8x7b",
+          "llama-3-8b")
 DEFAULT = dict(seq=131072, gpus=("H100 SXM",), batch_tokens=2**24, max_gpus=16384, cp_comm="p2p")
 MOVES = (dict(), dict(seq=32768), dict(batch_tokens=2**23), dict(cp_comm="all_gather"),
          dict(gpus=("H100 SXM", "B200")), dict(gpus=("B200", "A100 80GB")),

@@ -78,8 +78,8 @@ def test_each_gpu_type_alone_gives_the_fit_of_all_at_once(model_name, seq, globa
     _same(plan_fits.fitting_plans(model, layouts, memory(), **args), want)        # (nothing kept)
 
 
-@pytest.mark.parametrize("model_name, seq, global_batch", [("granite-3.0-1b-a400m", 131072, 128),
-                                                          ("olmoe-1b-7b", 32768, 256), ("llama-3-8b", 65536, 256)])
+@pytest.mark.parametrize("model_name, seq, global_batch", [
+    ("granite-3.0-1b-a400m", 131072, 128), ("olmoe-1b-7b", 32768, 256), ("llama-3-8b", 65536, 256)])
 def test_kept_totals_under_smaller_and_larger_limits_give_each_fit(model_name, seq, global_batch):
     """One memory's candidates weighed under limits that fall, rise and fall again (GPU types of one domain,
     each alone): a floor kept as total under a smaller limit is weighed again under a larger one, a total
