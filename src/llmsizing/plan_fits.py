@@ -36,6 +36,10 @@ from .plan_memory import fitting_plans as _one_fit
 #: planner keeps 16, :func:`~llmsizing.plan_memory.kept_search_memory`).
 FITS_KEPT = 6
 
+#: How many candidate sets' kept totals each :class:`~llmsizing.plan_memory.SearchMemory` keeps (~2 MB each
+#: for Qwen3-30B-A3B at 128K: three recomputations' totals and floors of ~40,000 candidates).
+TOTALS_KEPT = 2
+
 #: The columns of a fit, in :func:`llmsizing.plan_memory.fitting_plans`' order.
 COLUMNS = ("gpu", "tp", "cp", "pp", "zero", "micro", "dp", "m", "rc", "ep", "vp", "rl")
 
@@ -129,14 +133,14 @@ def _widened(got: dict) -> tuple:
 def _kept_totals(memory, key) -> dict | None:
     """The dict where :func:`llmsizing.plan_memory.fitting_plans` keeps each recomputation's totals of the
     candidates of the fits ``key`` names but for the limit (the same candidates on any GPU type of that
-    scale-up domain), on ``memory``: the last :data:`FITS_KEPT`. None for no key."""
+    scale-up domain), on ``memory``: the last :data:`TOTALS_KEPT`. None for no key."""
     if key is None:
         return None
     kept = memory.__dict__.setdefault("_plan_totals", {})
     k = key[:1] + key[2:]
     got = kept.pop(k, None)
     kept[k] = {} if got is None else got                  # (the most recently used last)
-    while len(kept) > FITS_KEPT:
+    while len(kept) > TOTALS_KEPT:
         kept.pop(next(iter(kept)))
     return kept[k]
 

@@ -453,33 +453,32 @@ def _kept_totals(totals: dict, rc: str, rows, n: int, top: float, weigh, kept: d
     ``totals`` by earlier searches of the same memory, layouts and candidates (other GPU types: chapter 17's
     move to two GPU types weighs the B200 on the H100's totals). Each candidate's total and floor are its own
     (elementwise from the memory's entries, whichever candidates are weighed beside it). A total weighed
-    (its floor within the largest limit then, ``live``) is kept and reused as it is; a floor kept as total
-    (beyond that limit) is reused only under a largest limit at most that one (beyond it too, so
-    :func:`_table_totals` would keep it too), else weighed again. A total reused where :func:`_table_totals`
+    (its floor within the largest limit then, ``live``) is kept and reused as it is; any other candidate (its
+    floor kept as total, beyond that limit) is weighed again. A total reused where :func:`_table_totals`
     would give the floor (a floor beyond the largest limit now, weighed under a larger one before) is at
     least that floor, so it fits no GPU either (no such row is a plan, and only plans' totals are returned).
     ``kept``: the search's shared tables (:func:`~llmsizing.plan_tables.table_totals`' ``kept``), given only
     to a call on all of ``rows`` (whose pairs hold every later recomputation's), else a dict of its own."""
     if rc not in totals and len(rows) == n:            # (every candidate, none kept: kept as weighed)
         t_, f_ = weigh(rows, kept)
-        totals[rc] = (t_, f_, _weighed(kept, n), np.full(n, top))
+        totals[rc] = (t_, f_, _weighed(kept, n))
         return t_, f_
     if rc not in totals:
-        totals[rc] = (np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, dtype=bool), np.zeros(n))
-    total, floor, live, at = totals[rc]
-    need = np.isnan(floor[rows]) | (~live[rows] & (top > at[rows]))
+        totals[rc] = (np.zeros(n), np.zeros(n), np.zeros(n, dtype=bool))
+    total, floor, live = totals[rc]
+    need = ~live[rows]
     if need.any():
         sub = rows[need] if not need.all() else rows
         own = kept if sub is rows else {k: v for k, v in kept.items() if k in ("share_states", "pair_keys")}
         t_, f_ = weigh(sub, own)
-        total[sub], floor[sub], live[sub], at[sub] = t_, f_, _weighed(own, len(sub)), top
+        total[sub], floor[sub], live[sub] = t_, f_, _weighed(own, len(sub))
     return total[rows], floor[rows]
 
 
 def _weighed(kept: dict, n: int) -> np.ndarray:
     """Which of the ``n`` rows :func:`~llmsizing.plan_tables.table_totals` just weighed (``kept["live"]``,
-    taken); none if it did not say (another implementation in its place, as tests put one): their totals are
-    then reused only under a largest limit at most the one they were weighed under."""
+    taken); none if it did not say (another implementation in its place, as tests put one): they are then
+    weighed again by any later search."""
     got = kept.pop("live", None)
     return np.zeros(n, dtype=bool) if got is None else got
 
