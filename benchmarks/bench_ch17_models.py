@@ -229,6 +229,11 @@ Issue 35's bar is still NOT met for the moves to 32K of Qwen3-30B-A3B and DeepSe
 context is a new search (its memory entries ~20-25 ms, the fit's tables ~13, candidates ~6, pricing ~20,
 plan()'s frame ~15, render ~12 and PNG ~18), and for Qwen3-30B-A3B's move to two GPU types (~102-108: the
 B200's pricing ~25 ms is new, plan()'s 59,000-row frame ~19, render and PNG ~36).
+At the branch's last commit (a20e673: only totals weighed within the largest limit are reused), two pairs
+at load 3.3-4.9 (02:14:35-02:15:49 UTC): the move to two GPU types, main -> branch, Qwen3-30B-A3B 121 -> 112
+and 117 -> 109, DeepSeek-V2 91 -> 89 and 98 -> 85, OLMoE 101 -> 81 and 82 -> 94, the other seven 52-108 ->
+57-106; moves over 100 ms 8 and 5 (main) against 5 and 7 (branch): at that load the spread of one move from
+run to run (~10-15%) is larger than the change.
 """
 
 from __future__ import annotations
