@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from llmsizing import inference, stages
+from llmsizing import inference, moe_default, stages
 from llmsizing.catalog import get_gpu, resolve_model
 from llmsizing.serve_fleet import _poisson_quantile, poisson_quantile
 
@@ -58,7 +58,7 @@ def test_fewest_moe_layout_asked_once(monkeypatch):
             raise ValueError("seq too long for any layout")
         return type("P", (), {"parallel": "layout"})()
 
-    monkeypatch.setattr(stages, "min_gpus", fake_min_gpus)
+    monkeypatch.setattr(moe_default, "min_gpus", fake_min_gpus)     # (_kept_fewest's home since session 24)
     stages._kept_fewest.cache_clear()
     m, g = resolve_model("mixtral-8x7b", moe=True), get_gpu("H100 SXM")
     for _ in range(3):

@@ -219,10 +219,13 @@ def test_small_moe_gap_is_not_the_routing_kernels_on_hbm(ev):
 def test_olmoe_dense_twin_pair_against_the_library(ev):
     """OLMoE's controlled pair (arXiv:2409.02060 Fig. 4: the 64-expert MoE at 23,600 tokens/s a GPU against
     its dense twin, the same 1.3B active model with one 8,192-wide SwiGLU MLP, at 37,500 on 128 H100s; FSDP):
-    the library's MoE / dense ratio, priced with FSDP (ZeRO-3) and 4,096-token sequences, matches the measured
-    0.63 at one sequence a micro-batch (0.62) but not at the 8 the OLMoE configurations ask for (0.77):
-    there the MoE runs 1.2x slower against its twin than the library says, the same direction as the
-    small-MoE gap, and the pair cannot tell which micro-batch Fig. 4 used. Recorded, not priced."""
+    the library's MoE / dense ratio, priced with FSDP (ZeRO-3) and 4,096-token sequences, is above the
+    measured 0.63 at one sequence a micro-batch (0.73) and at the 8 the OLMoE configurations ask for (0.79):
+    the MoE runs 1.16x and 1.25x slower against its twin than the library says, the same direction as the
+    small-MoE gap, whichever micro-batch Fig. 4 used. Recorded, not priced. (Until exp24, Dec 2026, the
+    one-sequence ratio matched, 0.65, only because the experts' ZeRO-3 gathers were priced as collectives of
+    their own, each call paying its latency again; FSDP's unit of a block gathers them with the rest, as
+    comm.experts_apart says: one collective.)"""
     from dataclasses import replace
 
     from llmsizing.catalog import get_model
@@ -240,7 +243,7 @@ def test_olmoe_dense_twin_pair_against_the_library(ev):
                                                             precision="bf16-mixed")) for m in (moe, twin)]
         return tps[0] / tps[1]
 
-    assert ratio(1) == pytest.approx(measured, rel=0.05)
+    assert ratio(1) / measured > 1.1
     assert ratio(8) / measured > 1.15
 
 
@@ -364,7 +367,7 @@ def test_granite_and_jetmoe_miss_on_their_compute_alone():
 def test_olmoe_is_under_the_top_on_its_compute_alone_and_above_it_at_two_sequences_a_micro_batch():
     """OLMoE-1B-7B (MegaBlocks in OLMo's FSDP), what chapter 18 says of it: it lies inside the range only
     through the exposed communication of its row's assumed one sequence per micro-batch (ZeRO-3 gathers the
-    weights for every micro-batch, and more than a quarter of its priced step waits for them). On its compute
+    weights for every micro-batch, and more than a fifth of its priced step waits for them). On its compute
     alone it is slower than the library's compute (above 1) but still under the range's top, unlike Granite
     and JetMoE; at two sequences a micro-batch the gathers hide and it lies above the range with them. So the
     row inside is no counter-example to the small-MoE gap, nor does it join the misses on compute alone."""
@@ -377,7 +380,7 @@ def test_olmoe_is_under_the_top_on_its_compute_alone_and_above_it_at_two_sequenc
     assert moe_run_check().loc[olmoe["run"], "inside"]
     assert 1 < compute_only_ratio(olmoe) < 1 / lo
     st = run_step(olmoe)
-    assert st.exposed_by_group_s["dp"] / st.step_s > 0.25
+    assert st.exposed_by_group_s["dp"] / st.step_s > 0.2             # 22% (exp24, Dec 2026; 35% before)
     par = Parallel(dp=int(olmoe["dp"]), zero=int(olmoe["zero"]))
     two = step_time(_model(olmoe["model"]), olmoe["gpu"], par, batch=2, seq=int(olmoe["seq"]),
                     grad_accum=int(olmoe["global_batch"]) // par.dp // 2, precision=olmoe["precision"])

@@ -69,6 +69,141 @@ def test_fsdp_across_eight_full_nodes_spends_at_most_a_third_of_one_nic_per_gpu(
     assert now.by_group()["dp"] <= old.by_group()["dp"] / 3
 
 
+def gpu_links_csv():
+    """Each catalogued GPU's (and variant's) link to its node-mates, one way, GB/s, read off the CSVs: a
+    datasheet's bidirectional figure halved."""
+    out = {}
+    for f in ("gpus.csv", "gpu_variants.csv"):
+        with open(DATA / f, newline="") as fh:
+            for r in csv.DictReader(fh):
+                bw = float(r["link_bandwidth_gbps"])
+                out[r["name"]] = bw / 2 if r["link_direction"] == "bidirectional" else bw
+    return out
+
+
+#: What a node row's note must carry to disagree with its GPU's catalogue link: the lower figure (one way or
+#: bidirectional, as its source prints it) and a word that names where it comes from.
+SOURCE_WORDS = ("datasheet", "sec.", "table", "paper", "report", "guide", "page", "http", ".md", "whitepaper")
+
+
+def unsourced_disagreements(rows, links):
+    """The switch and PCIe rows whose ``intra_link_gbps_one_way`` differs from their GPU's catalogue link and
+    whose note does not name the lower figure's source: ``(name, row figure, GPU's figure)``."""
+    out = []
+    for r in rows:
+        if r["intra_topology"] not in ("switch", "pcie"):
+            continue
+        row, gpu = float(r["intra_link_gbps_one_way"]), links[r["gpu"]]
+        if row == gpu:
+            continue
+        low, note = min(row, gpu), r.get("note", "").lower()
+        figure = any(f"{x:g}" in note.replace(",", "") for x in (low, 2 * low))
+        if not (figure and any(w in note for w in SOURCE_WORDS)):
+            out.append((r["name"], row, gpu))
+    return out
+
+
+def test_every_switch_and_pcie_row_agrees_with_its_gpus_link():
+    """Issue 34: a switch or PCIe node row's ``intra_link_gbps_one_way`` caps its GPU's link. Listed before
+    that rule was made (session 24): no switch or PCIe row disagrees with its GPU's catalogue link, so the
+    rule moved no catalogued price. Each row's figure is its own source's (DGX H100 900 GB/s per GPU
+    bidirectional, DGX A100 600, HGX H800 400, DGX B200 1.8 TB/s, ...); the rows that assume an NVSwitch
+    baseboard say so. A row may disagree only as a sourced exception: its note names the lower figure and
+    where it comes from (an A800 reading of an A100 row: "A800 datasheet: 400 GB/s bidirectional")."""
+    assert unsourced_disagreements(nodes_csv().values(), gpu_links_csv()) == []
+
+
+def test_a_disagreeing_row_needs_the_lower_figures_source_in_its_note():
+    """The rule above, on made-up rows of the A100 (300 GB/s one way): a row at 200 with no note fails; with
+    the A800 datasheet's figure in its note (400 bidirectional, or 200 one way) it is a sourced exception; a
+    note that names the figure but no source, or a source but another figure, does not do."""
+    links = {"A100 80GB": 300.0}
+    row = {"name": "A800 box", "gpu": "A100 80GB", "intra_topology": "switch",
+           "intra_link_gbps_one_way": "200"}
+    assert unsourced_disagreements([row], links) == [("A800 box", 200.0, 300.0)]
+    for note in ("A800 SXM4 datasheet: NVLink 400 GB/s bidirectional", "200 GB/s one way (A800 datasheet)"):
+        assert unsourced_disagreements([{**row, "note": note}], links) == []
+    for note in ("the A800's 400 GB/s", "A800 datasheet: NVLink 600 GB/s"):
+        assert unsourced_disagreements([{**row, "note": note}], links) == [("A800 box", 200.0, 300.0)]
+    assert unsourced_disagreements([{**row, "intra_topology": "mesh"}], links) == []   # per peer: not here
+
+
+def test_a_switch_rows_link_caps_the_gpus():
+    """The MegaScale row read as an A800 server: NVIDIA's A800 SXM4 datasheet gives 400 GB/s of NVLink
+    (bidirectional), 200 one way, against the A100's 600 / 300. The node row's 200 now counts: a TP8 group
+    inside the node gets 200 x the NVLink class's achievable fraction, and a group across such nodes has its
+    phase inside the node capped at 200 too. A row above the GPU's link does not raise it."""
+    from dataclasses import replace
+    frac = float(links_csv()["nvlink"]["achievable_fraction"])
+    row = network.get_node("MegaScale Ampere server (8x 200 Gb/s)")
+    a800 = replace(row, intra_link_gbps_one_way=200.0)
+    tp8 = network.group_link("A100 80GB", a800, size=8)
+    assert tp8.nominal_gbps == 200.0 and tp8.bandwidth_gbps == pytest.approx(200.0 * frac)
+    assert network.group_link("A100 80GB", row, size=8).nominal_gbps == 300.0          # the A100's 600 / 2
+    # 16 GPUs over two nodes, 8 a node: the network's 8 x 25 GB/s x its fraction, or the phase inside the
+    # node, 200 x frac x bus_factor(2) / bus_factor(8) = 200 x frac x 1 / 1.75, whichever is smaller
+    net = float(links_csv()["network"]["achievable_fraction"])
+    wide = network.group_link("A100 80GB", a800, size=16)
+    assert wide.across and wide.bandwidth_gbps == pytest.approx(min(8 * 25.0 * net, 200.0 * frac / 1.75))
+    assert network.group_link("A100 80GB", replace(row, intra_link_gbps_one_way=900.0),
+                              size=8).nominal_gbps == 300.0
+
+
+def test_a_gpu_without_a_node_row_keeps_its_own_link():
+    """A renamed catalogue GPU has no node row: its default node carries the GPU's own link (an MI300X's
+    896 GB/s bidirectional as a mesh, 448 / 7 = 64 a peer; an H100's 450 through a switch), not a placeholder
+    that the mesh rule (or a switch row's cap) would read as 1 GB/s."""
+    from dataclasses import replace
+    mi = replace(L.get_gpu("MI300X"), name="MI300X (renamed)")
+    h = replace(L.get_gpu("H100 SXM"), name="H100 SXM (renamed)")
+    node = network.get_node(gpu=mi)
+    assert node.intra_topology == "mesh" and node.intra_link_gbps_one_way == pytest.approx(64.0)
+    assert network.group_link(mi, node, size=8).nominal_gbps == pytest.approx(7 * 64.0)
+    assert network.group_link(mi, node, size=2).nominal_gbps == pytest.approx(64.0)
+    assert network.group_link(h, network.get_node(gpu=h), size=8).nominal_gbps == 450.0
+
+
+def test_a_gpu_given_another_link_is_not_capped_by_its_names_row():
+    """review24a H2: ``gpu_with_link`` keeps the catalogue name, so the default row found by that name (the
+    DGX A100's 300 GB/s one way) must not cap the link the GPU now has. An A100 given a 450 GB/s NVLink: a
+    TP8 group gets 450 nominal and 450 x the NVLink class's achievable fraction; an H100 given 900 gets 900
+    (the DGX H100 row says 450). The row's NICs stay (the DGX A100's eight 200 Gb/s HDR ports: 25 GB/s a
+    GPU), so only the link changes. An H100 given PCIe Gen4's 32 GB/s keeps the host path (no P2P)."""
+    from llmsizing.comm import gpu_with_link
+    frac = float(links_csv()["nvlink"]["achievable_fraction"])
+    a = gpu_with_link("A100 80GB", "x", 450, "nvlink")
+    node = network.get_node(gpu=a)
+    tp8 = network.group_link(a, node, size=8)
+    assert tp8.nominal_gbps == 450.0 and tp8.bandwidth_gbps == pytest.approx(450.0 * frac)
+    assert node.nic_gbps_per_gpu == 25.0 and node.gpus_per_node == 8
+    h = gpu_with_link("H100 SXM", "x", 900, "nvlink")
+    tp8 = network.group_link(h, network.get_node(gpu=h), size=8)
+    assert tp8.nominal_gbps == 900.0 and tp8.bandwidth_gbps == pytest.approx(900.0 * frac)
+    # the catalogue's own link keeps the row itself; a row the caller names still caps (issue 34)
+    same = gpu_with_link("A100 80GB", "NVLink 3", 300, "nvlink")
+    row = network.get_node("DGX A100 (80GB)")
+    assert network.get_node(gpu=same) == network.get_node(gpu="A100 80GB") == row
+    assert network.group_link(a, network.get_node("DGX A100 (80GB)"), size=8).nominal_gbps == 300.0
+    pcie = gpu_with_link("H100 SXM", "PCIe Gen4 x16", 32.0, "pcie")
+    link = network.group_link(pcie, network.get_node(gpu=pcie), size=8)
+    assert link.nominal_gbps == 32.0
+    assert link.bandwidth_gbps == pytest.approx(32.0 * float(links_csv()["pcie"]["achievable_fraction"]))
+
+
+def test_a_smaller_mesh_shares_the_gpus_links_among_fewer_peers():
+    """review24a L9: an MI300X mesh resized to 4 GPUs a node wires the GPU's seven 64 GB/s links (448 one
+    way) to 3 peers, 448 / 3 a peer: a pair gets 149.3 GB/s, the 4-GPU group all 448 (the 8-GPU row's 3 of 7
+    links would leave it 192). The V100's hybrid cube-mesh row (25 a peer over 7, 175 > its own 150) shares
+    the GPU's own 150 among 3: 50 a pair. A switch node's figure is per GPU and does not change."""
+    mi = network.get_node(gpu="MI300X", gpus_per_node=4)
+    assert mi.intra_link_gbps_one_way == pytest.approx(448 / 3)
+    assert network.group_link("MI300X", mi, size=2).nominal_gbps == pytest.approx(448 / 3)
+    assert network.group_link("MI300X", mi, size=4).nominal_gbps == pytest.approx(448.0)
+    assert network.get_node(gpu="V100", gpus_per_node=4).intra_link_gbps_one_way == pytest.approx(50.0)
+    assert network.get_node(gpu="MI300X", gpus_per_node=8) == network.get_node(gpu="MI300X")
+    assert network.get_node(gpu="H100 SXM", gpus_per_node=4).intra_link_gbps_one_way == 450.0
+
+
 def test_mi300x_pair_gets_one_link_and_a_node_seven():
     per_peer = float(nodes_csv()["MI300X platform (8-GPU)"]["intra_link_gbps_one_way"])   # 64 GB/s
     frac = float(links_csv()["infinity-fabric"]["achievable_fraction"])

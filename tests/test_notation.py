@@ -64,8 +64,11 @@ def problems(md: str) -> list[str]:
         # N: the parameter count only
         if re.search(r"N_d\b|N_\{d\}|\(N\s*-\s*1\)|N\s*-\s*1\b|(?<!D)/\s*N\b(?!\s*\^)|\\log_2\s*N\b", sym):
             say("N as a GPU count (ring size / data-parallel degree): use n, n_dp")
+        elif re.search(r"(?<![A-Za-z\\_{])N\s*-\s*[pvmtb]\b|(?<![A-Za-z\\_{])[pvmtb]\s*-\s*N\b", sym):
+            say("N in a difference with a layout count (N - p): N is the parameter count only")
         elif re.fullmatch(r"\s*N\s*(=.*)?", sym, re.S) and (
-                re.match(r"\s*(\w+\s+)?(GPUs?|ranks?|nodes?|layers?)\b", text[m.end():m.end() + 30])
+                re.match(r"\s*(\w+\s+)?(GPUs?|ranks?|nodes?|layers?|micro-?batch(es)?|chunks?|stages?|sequences?)\b",
+                         text[m.end():m.end() + 30])
                 or re.search(r"\b(ring|ranks|GPUs|recompute\w*|least|fewest)\b[^.]{0,20}$", before)):
             say("N next to GPUs/ranks/layers: N is the parameter count only")
         if "\\Psi" in tex:
@@ -111,6 +114,9 @@ RETIRED = [
     "NCCL's tree all-reduce takes $2\\log_2 N$ steps instead of the ring's $2(N-1)$",
     "The fewest recomputed layers that fit is $N = $ 4",
     "reruns the first $N$ layers of every model chunk",
+    # reader24 (issue 38): chapter 8 used N, undefined, for Megatron-Core's micro-batch group
+    "its schedule runs a stage's chunk for $N$ micro-batches in a row and accumulates",
+    "every stage's warm-up grows by $(v-1)(N-p)$ chunk forwards",
     "| 1 | optimizer states | $2\\Psi + 2\\Psi + K\\Psi/N_d$ |",
     "times the $d$ data-parallel replicas, **are** the global batch, $B = m\\,b\\,d$.",
     "the smallest $t \\cdot p \\cdot d$ whose layout fits",
@@ -144,6 +150,52 @@ ALLOWED = [
     "The H100 at \\$2.69 per GPU-hour and $6N$ FLOPs per token",
     "`B = 1` in code is not maths",
 ]
+
+
+#: Printed outputs (a table's header or index, a progress line) that name a count by a retired symbol: the
+#: markdown rules above never see them (reader24: chapter 17's exercise printed "least N" for l_rc).
+OUTPUT_RULES = [
+    (re.compile(r"\b(?:least|fewest|most|recomputed|recompute)\s+N\b|\bN\s+(?:recomputed|layers|GPUs|micro)"),
+     "N as a count in a printed output: N is the parameter count (l_rc, n, m)"),
+]
+
+
+def output_problems(text: str) -> list[str]:
+    return [f"{why}: {text[max(0, m.start() - 30):m.end() + 30]!r}"
+            for rule, why in OUTPUT_RULES for m in rule.finditer(text)]
+
+
+def test_a_retired_symbol_in_a_printed_output_is_caught():
+    assert output_problems("  chunks of an 8-layer stage least N recomputed most loaded GPU")
+    assert output_problems("fewest N that fits: 4")
+    assert output_problems("6.06 GB; ring all-reduce over N GPUs")
+    assert not output_problems("least l_rc  recomputed  most loaded GPU")
+    assert not output_problems("6N FLOPs per token; N = 70.55B parameters")
+
+
+#: Notebooks whose printed outputs still hold a retired symbol, waiting for their owner (none now: chapter 7
+#: printed "ring all-reduce over N GPUs" until session 24). Remove a chapter once it is fixed.
+OUTPUT_PENDING: set = set()
+
+
+def _outputs(path):
+    for i, c in enumerate(nbformat.read(path, as_version=4).cells):
+        for o in c.get("outputs", []) if c.cell_type == "code" else ():
+            yield i, o.get("text", "") + "".join(o.get("data", {}).get("text/plain", ""))
+
+
+def test_each_pending_output_is_still_there():
+    for name in OUTPUT_PENDING:
+        assert any(output_problems(t) for _, t in _outputs(ROOT / "book" / name)), \
+            f"{name} no longer prints a retired symbol: take it out of OUTPUT_PENDING"
+
+
+def test_no_retired_symbol_in_printed_outputs():
+    bad = []
+    for path in [p for p in NOTEBOOKS if p.name not in OUTPUT_PENDING]:
+        for i, text in _outputs(path):
+            bad += [(path.name, i, p) for p in output_problems(text)]
+    assert not bad, "\n".join(f"{f} cell {i}: {p}" for f, i, p in bad)
 
 
 @pytest.mark.parametrize("md", RETIRED)
@@ -419,10 +471,44 @@ def test_the_appendix_holds_the_one_table():
     assert "90_formula_summary.ipynb#notation" in intro
 
 
+#: "$X$ GPUs", "$X$ nodes", "$X$ of its GPUs": X counts GPUs, nodes or ranks right where it is used
+COUNTED = re.compile(r"\$\s*(\\?[A-Za-z]+)\s*\$\s+(?:of its |of the |more )?(GPUs?|nodes?|ranks?)\b")
+
+
+def count_problems(md: str, chapter: str, glob=None, local=None) -> list[str]:
+    """Uses of a table symbol as a count of GPUs, nodes or ranks ("with $g$ GPUs per node") where neither the
+    table nor a local row for ``chapter`` makes it one (its meaning names no GPU, node, rank or parallel
+    degree): a symbol with two meanings across chapters, caught without a definition next to it (reader24c:
+    chapter 18 wrote $g$, the KV heads, for GPUs per node)."""
+    if glob is None:
+        glob, local = _tables()
+    out = []
+    text = _strip(md).replace("\n", " ")
+    for m in COUNTED.finditer(text):
+        sym = m[1]
+        if sym not in glob:
+            continue
+        allowed = [glob[sym]] + [mean for syms, mean, where in local if sym in syms and chapter in _chapter_of(where)]
+        if not any(re.search(r"GPU|node|rank|degree", a) for a in allowed):
+            out.append(f"${sym}$ counts {m[2]}: the table says {glob[sym].strip()!r}")
+    return out
+
+
+def test_a_symbol_counting_gpus_against_the_table_is_caught():
+    glob = {"g": "key/value heads", "n": "a number of GPUs", "t": "tensor-parallel degree", "k": "experts"}
+    assert count_problems("instead of $(n_\\text{ep} - g)/n_\\text{ep}$ with $g$ GPUs per node", "x", glob, [])
+    assert count_problems("a group with $k$ of its GPUs in a node", "x", glob, [])
+    assert count_problems("across $g$ nodes", "x", glob, [])
+    assert not count_problems("a ring of $n$ GPUs", "x", glob, [])
+    assert not count_problems("split over $t$ GPUs with tensor parallelism", "x", glob, [])
+    assert not count_problems("with $n_\\text{local}$ GPUs per node", "x", glob, [])
+
+
 def test_no_symbol_with_a_meaning_the_table_does_not_give_it():
     glob, local = _tables()
     bad = [(f, i, p) for f, i, md in markdown_cells() if f not in PENDING
-           for p in meaning_problems(md, f, glob, local) + clash_problems(md, f)]
+           for p in meaning_problems(md, f, glob, local) + clash_problems(md, f)
+           + count_problems(md, f, glob, local)]
     assert not bad, "\n".join(f"{f} cell {i}: {p}" for f, i, p in bad)
 
 

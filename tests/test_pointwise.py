@@ -210,22 +210,91 @@ def test_the_activation_against_megatrons_measured_swiglu(ffn):
 def test_deepseek_v3_mla_rotary_and_shared_expert_by_hand():
     """DeepSeek-V3 (arXiv:2412.19437 Sec. 2.1 and config.json: 128 heads, decoupled RoPE of 64 on each query
     head and on one key shared by all heads, 8 routed experts of 2,048 and 1 shared of 2,048 per token): the
-    rotary kernel turns (128 + 1) x 64 = 8,256 numbers; a MoE layer's SwiGLU spans 9 x 2,048 = 18,432.
-    Left out, as the library leaves them out (pointwise's "Where it is an approximation"): MLA's latent
-    RMSNorms over 1,536 and 512 (``q_a_layernorm``, ``kv_a_layernorm``), about 3% of these bytes."""
+    rotary kernel turns (128 + 1) x 64 = 8,256 numbers; a MoE layer's SwiGLU spans 9 x 2,048 = 18,432."""
     r, w = 129 * 64, 9 * 2048
     _, split = pointwise.layer_pointwise_bytes_per_token(get_model("deepseek-v3"), moe_layer=True)
     assert split == (3 * w * B + 2 * r * B, 5 * w * B + 2 * r * B) == (143_616, 217_344)
 
 
-def test_deepseek_v3s_mtp_module_is_a_moe_layer_and_a_loss_on_the_last_stage():
-    """DeepSeek-V3's multi-token-prediction module (arXiv:2412.19437 Sec. 2.2: a transformer block and the
-    shared output head, depth 1): one MoE layer's bytes, 143,368 + 172,040 + 143,616 + 217,344 = 676,368, and
-    a second final norm and loss: 5 x 7,168 x 2 + 8 + 52 x 129,280 = 6,794,248 bytes a token. Left out, as
-    the library leaves them out (pointwise's "Where it is an approximation"): the module's RMSNorms of h and
-    of the next token's embedding and that embedding's gather (Sec. 2.2), about 0.24 MB, 3% of the total."""
+def test_deepseek_v3_mla_latent_norms_by_hand():
+    """DeepSeek-V3's config.json: hidden 7,168, q_lora_rank 1,536, kv_lora_rank 512. The block's two
+    RMSNorms and two residual adds, 2 (2 x 7,168 x 2 + 4) + 2 x 3 x 7,168 x 2 = 143,368 forward and
+    2 (3 x 7,168 x 2 + 4) + 86,016 = 172,040 backward, plus MLA's two latent RMSNorms (transformers'
+    modeling_deepseek_v3 q_a_layernorm and kv_a_layernorm) over 1,536 + 512 = 2,048 numbers: 2 x 2,048 x 2 +
+    2 x 4 = 8,200 forward and 3 x 2,048 x 2 + 2 x 4 = 12,296 backward (review23a L2's "about 8.2 kB and 12.3
+    kB"), on every token of each GPU of a tensor-parallel group without sequence parallelism."""
+    h, d = 7168, 1536 + 512
+    block = (2 * (2 * h * B + 4) + 2 * 3 * h * B, 2 * (3 * h * B + 4) + 2 * 3 * h * B)
+    assert block == (143_368, 172_040)
     m = get_model("deepseek-v3")
-    assert (m.hidden, m.vocab) == (7168, 129280)
+    for moe_layer in (False, True):
+        rep, _ = pointwise.layer_pointwise_bytes_per_token(m, moe_layer=moe_layer)
+        assert rep == (block[0] + 2 * d * B + 2 * 4, block[1] + 3 * d * B + 2 * 4) == (151_568, 184_336)
+    # without a query bottleneck (q_lora_rank None, as DeepSeek-V2-Lite) only kv_a_layernorm: one norm of 512
+    lite = m.with_(q_lora_rank=None)
+    rep, _ = pointwise.layer_pointwise_bytes_per_token(lite)
+    assert rep == (block[0] + 2 * 512 * B + 4, block[1] + 3 * 512 * B + 4)
+    # not multi-head latent attention: no latent norm (Llama 3 8B's block, by hand above)
+    assert pointwise.layer_pointwise_bytes_per_token(get_model("llama-3-8b"))[0] == _llama3_8b_by_hand()[0]
+
+
+def test_deepseek_v3s_mtp_module_is_a_moe_layer_a_loss_and_its_join_on_the_last_stage():
+    """DeepSeek-V3's multi-token-prediction module (arXiv:2412.19437 Sec. 2.2, depth 1: ``M [RMSNorm(h);
+    RMSNorm(Emb(t))]``, a transformer block and the shared output head; Megatron-Core's
+    multi_token_prediction.py ``_concat_embeddings``: enorm, hnorm, torch.cat, eh_proj): one MoE layer's
+    bytes, 151,568 + 184,336 + 143,616 + 217,344 = 696,864; a second final norm and loss, 5 x 7,168 x 2 + 8 +
+    52 x 129,280 = 6,794,248; the join's two RMSNorms over h, 2 (2 h b + 4) + 2 (3 h b + 4) = 143,376, and
+    the concatenation's copy, read and write 2 h b, 57,344; the next token's embedding gathered, 2 h b + h b
+    + 8 h = 100,352: 7,792,184 bytes a token."""
+    m = get_model("deepseek-v3")
+    h = 7168
+    assert (m.hidden, m.vocab) == (h, 129280)
+    join = 2 * (2 * h * B + 4) + 2 * (3 * h * B + 4) + 2 * 2 * h * B
+    gather = 2 * h * B + h * B + 8 * h
+    assert pointwise.mtp_pointwise_bytes_per_token(m) == (join, gather) == (200_720, 100_352)
     one = pointwise.stage_pointwise_bytes_per_token(m, Parallel())[0]
     mtp = pointwise.stage_pointwise_bytes_per_token(m, Parallel(), mtp_depth=1)[0]
-    assert mtp - one == 676_368 + 5 * 7168 * B + 8 + 52 * 129280 == 7_470_616
+    assert mtp - one == 696_864 + 5 * h * B + 8 + 52 * 129280 + join + gather == 7_792_184
+    # tensor parallelism without sequence parallelism: the join's norms and copy on every token of each GPU
+    tp = Parallel(tp=4, sp=False)
+    one4 = pointwise.stage_pointwise_bytes_per_token(m, tp)[0]
+    mtp4 = pointwise.stage_pointwise_bytes_per_token(m, tp, mtp_depth=1)[0]
+    (fr, br), (fs, bs) = pointwise.layer_pointwise_bytes_per_token(m, moe_layer=True)
+    assert mtp4 - one4 == pytest.approx(4 * (fr + br) + fs + bs + 5 * h * B + 8 + 52 * 129280
+                                        + 4 * join + gather, rel=1e-12)
+
+
+def test_llama4_scouts_weightless_qk_norm_on_its_rotating_layers_by_hand():
+    """Llama 4 Scout (meta-llama/Llama-4-Scout-17B-16E config.json text_config: hidden 5,120, 40 heads and 8
+    KV heads of 128, 16 experts of 8,192, top-1, a shared expert of 8,192, use_qk_norm true, no RoPE on every
+    4th of 48 layers). transformers' modeling_llama4 builds Llama4TextL2Norm (no weights) where
+    ``config.use_qk_norm and self.use_rope``: 36 of 48 layers. Per MoE layer-token, SwiGLU over 2 x 8,192:
+    3 x 16,384 x 2 = 98,304 forward, 163,840 backward; rotary over 48 x 128 = 6,144 numbers on 3/4 of the
+    layers, 2 x 4,608 x 2 = 18,432 each way; the L2 norm on 3/4 of the layers, (2 x 6,144 x 2 + 48 x 4) x 3/4 =
+    18,576 forward and (3 x 6,144 x 2 + 48 x 4) x 3/4 = 27,792 backward."""
+    m = get_model("llama-4-scout")
+    assert (m.qk_norm, m.rope_layers, m.layers) == ("head_l2", 36, 48)
+    _, split = pointwise.layer_pointwise_bytes_per_token(m, moe_layer=True)
+    assert split == (98_304 + 18_432 + 18_576, 163_840 + 18_432 + 27_792) == (135_312, 210_064)
+    # the norm has no parameters: the count is the one transformers gives Llama4ForCausalLM's text model
+    assert m.n_params == m.with_(qk_norm=None).n_params
+    no_norm = pointwise.layer_pointwise_bytes_per_token(m.with_(qk_norm=None), moe_layer=True)[1]
+    assert (split[0] - no_norm[0], split[1] - no_norm[1]) == (18_576, 27_792)
+
+
+def test_llama4s_qk_norm_is_read_from_use_qk_norm_not_the_name():
+    """The Hugging Face reading takes ``use_qk_norm`` from the config (Llama4TextConfig's default: true);
+    Maverick's config sets it false (modeling_llama4: "the 128E model does not use qk_norm")."""
+    import csv
+    import json
+    from pathlib import Path
+
+    from llmsizing.model import Model
+    from llmsizing.moe_runs import MAVERICK_STANDIN
+
+    with open(Path(__file__).resolve().parents[1] / "data" / "hf_type_sweep.csv", newline="") as fh:
+        cfg = next(json.loads(r["config_json"]) for r in csv.DictReader(fh)
+                   if (r["model_type"], r["kind"]) == ("llama4_text", "saved"))
+    assert Model.from_hf_config({**cfg, "use_qk_norm": True}).qk_norm == "head_l2"
+    assert Model.from_hf_config({**cfg, "use_qk_norm": False}).qk_norm is None
+    assert MAVERICK_STANDIN.qk_norm is None

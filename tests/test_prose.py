@@ -219,3 +219,26 @@ def test_kernel_answers_jupyterlab_myst_with_the_text(tmp_path):
     assert results["0"]["data"]["text/plain"] == "$1.23 million"
     assert results["1"]["data"]["text/plain"] == "'quoted'"          # a plain str would carry quotes
     assert results["2"]["status"] == "error" and results["2"]["ename"] == "NameError"
+
+
+# --------------------------------------------------------------------------- no negative intensity (reader24c)
+#: A printed arithmetic intensity below zero ("-17 FLOP/byte"): chapter 15 printed one when a step's bytes
+#: less the resident weights went negative (the input embedding had become a gather).
+NEGATIVE_INTENSITY = re.compile(r"(?<![\w.])[-−]\s?\d[\d,]*(?:\.\d+)?\s*FLOPs?\s*(?:/|per)\s*byte", re.I)
+
+
+def test_a_negative_intensity_is_caught():
+    assert NEGATIVE_INTENSITY.search("vs ridge 295; the KV cache alone: -17 FLOP/byte")
+    assert NEGATIVE_INTENSITY.search("yields only −17 FLOP per byte")
+    assert not NEGATIVE_INTENSITY.search("intensity 14.3 FLOP/byte vs ridge 295")
+    assert not NEGATIVE_INTENSITY.search("ratio 2-17 FLOP/byte")
+
+
+def test_no_printed_intensity_is_negative():
+    bad = []
+    for path in NOTEBOOKS:
+        for i, c in enumerate(nbformat.read(path, as_version=4).cells):
+            texts = [c.source] + [o.get("text", "") + "".join(o.get("data", {}).get("text/plain", ""))
+                                  for o in (c.get("outputs", []) if c.cell_type == "code" else ())]
+            bad += [(path.name, i, m[0]) for t in texts for m in NEGATIVE_INTENSITY.finditer(t)]
+    assert not bad, bad

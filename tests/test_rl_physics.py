@@ -72,18 +72,21 @@ def test_miles_runs_a_reference_pass():
     assert m["predicted_reference_s"] == pytest.approx(m["predicted_log_probs_s"], rel=1e-9)
 
 
-def test_verl_deepseek_run_lands_inside_the_range_measured_without_it():
-    """verl's DeepSeek 671B page: 96 H20, mean response 1,960, rollout 1,050 s, step 1,700 s. The 60% range
-    computed from the other five sources (its own left out) must hold its published/predicted ratio: the
-    GPU-hours of a run are step x 96 GPUs x steps, so the same ratio holds for them."""
+def test_verl_deepseek_run_against_the_parts_range():
+    """verl's DeepSeek 671B page: 96 H20, mean response 1,960, rollout 1,050 s, step 1,700 s. Without NeMo
+    RL's pages (calibrate=no, issue 35) no RL range can be built without verl's own page (Miles alone is
+    left), so the row is checked against the parts' range only: recorded outside, above the slow end (the
+    chapter says so, and why: most of the gap is its rollout, run without CUDA graphs). The GPU-hours of a run are step x 96 GPUs
+    x steps, so the same ratio holds for them."""
     d = published_rl()
     row = d[d["run"] == "DeepSeek V3 GRPO, 96 H20 (verl)"].iloc[0]
     assert row["checked"] == "yes" and row["n_gpus"] == 96 and row["rollouts_per_step"] == 96 * 8
+    assert row["calibrate"] == "yes"
     others = d[~d["source"].str.startswith("verl documentation, Training DeepSeek")]
-    iv = rl_interval(published=others)
-    assert iv.n_sources == 5 and iv.coverage == 0.6
-    print(f"verl DeepSeek V3: ratio {row['ratio']:.2f}, range without it {iv.low:.2f}-{iv.high:.2f}")
-    assert iv.low <= row["ratio"] <= iv.high
+    with pytest.raises(ValueError, match="1 sources"):
+        rl_interval(published=others)
+    print(f"verl DeepSeek V3: ratio {row['ratio']:.2f}, parts' range {row['low']:.0f}-{row['high']:.0f} s")
+    assert not row["inside"] and row["step_s"] > row["high"]
     hours = 1700 * 96 / 3600
     assert row["step_s"] * 96 / 3600 == pytest.approx(hours)
     assert row["gpu_hours"] != row["gpu_hours"]          # not published (NaN): derived from the step

@@ -490,3 +490,39 @@ def test_pp_through_replicas_for_and_old_calls():
 def test_pp_bad_input_is_named(kw, exc, name):
     with pytest.raises(exc, match=name):
         S.serving("llama-3-70b", "H100 SXM", tp=4, **kw)
+
+
+# ------------------------------------------------------------------ the KV cache alone (reader24c, ch15 H1)
+def test_kv_cache_alone_intensity_by_hand():
+    # Llama-3-8B at the mean context of 1,024 + 256 tokens, 1,152: a token's FLOPs are the matmuls' 2 x
+    # (parameters - the input embedding, a gather) plus attention's QK^T and AV, 2 x 2 x 1,152 x 32 heads x
+    # 128 per layer: 15,009,849,344 + 603,979,776 = 15.61 GFLOP; its KV cache 131,072 B x 1,152 = 151.0 MB
+    ctx = 1024 + 128
+    flops = 2 * (L3_8B_PARAMS - L3_8B_EMB) + 32 * 4 * ctx * 32 * 128
+    assert flops == 15_613_829_120
+    kv = L3_8B_KV_PER_TOKEN * ctx
+    for batch, tp in ((1, 1), (64, 1), (16, 2)):     # the same whatever the batch and the tp split
+        s = S.serving("llama-3-8b", "H100 SXM", batch=batch, tp=tp, prompt=1024, output=256)
+        x = S.decode_kv_intensity(s)
+        assert x.flops_per_byte == pytest.approx(flops / kv, rel=1e-9)      # 103.4 FLOP/byte
+        assert 103 < x.flops_per_byte < 104
+        # chapter 15's formula as b grows: 2N / (M_tok s) = 16.06e9 / 151.0e6 = 106.4
+        assert x.formula_flops_per_byte == pytest.approx(2 * L3_8B_PARAMS / kv, rel=1e-12)
+        assert 106 < x.formula_flops_per_byte < 107
+        assert x.context == ctx
+        # the step's intensity climbs towards it from below and never reaches it (no batch is compute-bound)
+        assert 0 < s.decode_intensity_flops_per_byte < x.flops_per_byte
+        assert x.flops_per_byte < ridge_point_flops_per_byte("H100 SXM")
+
+
+def test_kv_cache_alone_intensity_is_positive_where_the_weights_are_not_all_read():
+    # the old arithmetic, FLOPs / (step bytes - resident weights), went negative once the input embedding
+    # became a gather (step bytes < resident weights + KV): -17 FLOP/byte on chapter 15's page
+    s = S.serving("llama-3-8b", "H100 SXM", batch=1, prompt=1024, output=256)
+    assert s.decode_bytes_per_gpu - s.weights_bytes_per_gpu < 0
+    assert S.decode_kv_intensity(s).flops_per_byte > 0
+
+
+def test_kv_cache_alone_intensity_bad_input_is_named():
+    with pytest.raises(TypeError, match="s must be a Serving"):
+        S.decode_kv_intensity("llama-3-8b")

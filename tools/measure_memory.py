@@ -3,7 +3,10 @@
 
 Usage (from the repository root, in the optional torch venv; ``make measure`` runs ``all``)::
 
-    .venv-measure/bin/python tools/measure_memory.py [all|saved|step|dist|peft|lora|loss|loss-peak|nf4|dropout|collectives|cp|a2a|ulysses|hf-counts|hf-sweep] [--quick] [options]
+    .venv-measure/bin/python tools/measure_memory.py COMMAND [--quick] [options]
+
+    COMMAND: all, saved, step, dist, peft, lora, loss, loss-peak, nf4, dropout, collectives, cp, cp-merge,
+    a2a, ulysses, hf-counts, hf-sweep, mask or swiglu (``--quick``: a handful of small configurations)
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
@@ -25,6 +28,11 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
            attention and all-gather KV (the tool's stand-ins for Transformer Engine's functions), per-rank saved
            bytes by category, every message, receive-buffer peaks, and the check against a whole-sequence run
            (about 4 minutes on 2 cores)
+    cp-merge [--out data/cp_merge_bytes.csv]
+           the bytes PyTorch's own ring attention (``_templated_ring_attention`` and its backward, torch's
+           defaults) moves outside its attention kernel and collectives at cp = 2 and 4: the fp32 log-sum-exp
+           merge, ``_partial_update``'s concatenations, K/V packing and fp32 gradient accumulation (issue 34;
+           ``cp_merge.py``; about 20 s; ``--quick``: the smaller of its two shapes only)
     a2a    [--out data/moe_all_to_all_gloo.csv]
            expert-parallel dispatch/combine all-to-all of one MoE layer step (HF MixtralSparseMoeBlock, hidden 256,
            8 experts, top-2), ep = 2 and 4 under gloo: bytes and messages per rank, phase and direction, the

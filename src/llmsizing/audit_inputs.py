@@ -20,6 +20,12 @@ from functools import cache
 
 from .units import GB
 
+#: Tokens each GPU accumulates per optimizer step when the host's time of a CPU-offloaded run is counted
+#: (:data:`OPEN_SETTINGS`, "offload time"): 64 sequences of 4,096 tokens, chapter 13's case 1 (128 sequences
+#: at 2,048 tokens, so that the sequence length does not change the number of optimizer steps). No seed names
+#: a batch; this one is fixed for every offloaded time, throughput and cost, whatever verdict it gives.
+OFFLOAD_TOKENS_PER_STEP = 64 * 4096
+
 #: The one rule of the most favourable reading (issue 38): each setting a seed leaves open, and the values the
 #: audit tries for it, the same for every claim. The claim is judged at the combination that gives the best
 #: verdict (then the smallest factor off); where one value is always at least as favourable (the fused
@@ -35,6 +41,11 @@ OPEN_SETTINGS = {
     "micro-batch": "the seed's; where it names none, one sequence (the least memory: the most favourable "
                    "reading of an absolute memory claim), and 1 and 8 for FP8's memory ratio (the one ratio "
                    "without a batch; a larger batch favours FP8)",
+    "offload time": "for a time, throughput or cost of a run that fits only with CPU offload: the host's "
+                    "exposed time (the CPU's Adam step, the copies) hidden, as DeepSpeed's delayed parameter "
+                    "update hides it, and counted, as its default does, each GPU accumulating "
+                    f"{OFFLOAD_TOKENS_PER_STEP:,} tokens per optimizer step (chapter 13's case 1: 64 "
+                    "sequences of 4,096 tokens)",
     "ratio of two runs": "each at its central calibrated MFU (by GPU and dtype), without the band: the one "
                          "setting not read at its most favourable",
 }

@@ -23,7 +23,8 @@ from functools import cache
 # theirs is still importable from here (audit imports them from here)
 from .audit_inputs import (_A100, _COST_TABLES, _H100, _H200, _L2_13, _L2_7, _L2_70,  # noqa: F401
                            _L3_70, _L3_8, _L405, _M7, _MATRIX, DAYS_PER_MONTH, DAYS_PER_YEAR, GPUS_PER_HOST,
-                           HOST_BYTES_PER_NODE, OPEN_SETTINGS, SECONDS_PER_DAY, SEED_PRICES_USD, Finding,
+                           HOST_BYTES_PER_NODE, OFFLOAD_TOKENS_PER_STEP, OPEN_SETTINGS, SECONDS_PER_DAY,
+                           SEED_PRICES_USD, Finding,
                            _bytes, _gpu, _model, _one_way_gbps, _par, _qlora, _qlora_fits, _serving,
                            _serving_factor, _stage_params_billion, _states, _weights_gb, favourable_point,
                            seed_days_at_throughput, seed_gpu_days_usd, ten_b_stand_in)
@@ -36,6 +37,9 @@ SEQ = 4096
 SEQS = (4096, 2048)
 #: Micro-batches (sequences) the claim that FP8 saves memory is read at: the seed names none.
 FP8_BATCHES = (1, 8)
+#: The tail of the reading of a time, throughput or cost with the offload's exposed host time counted.
+OFFLOAD_COUNTED = (f"offload time counted ({OFFLOAD_TOKENS_PER_STEP:,} tokens per GPU per optimizer "
+                   "step, DeepSpeed's default: no delayed update)")
 
 # ----------------------------------------------------------------------------- library look-ups (no formulas)
 _FUSED = "fused"
@@ -56,10 +60,11 @@ _OFFLOADS = ((1, "optimizer"), (2, "optimizer"), (3, "optimizer"), (3, "optimize
 
 
 @cache
-def _offload_fit(model: str, gpu: str, n_gpus: int) -> str:
-    """How ``n_gpus`` x ``gpu`` hold a training step of ``model`` with CPU offload ("" if no layout does):
-    data parallelism over all of them with one of :data:`_OFFLOADS`, within the usable share of each GPU and
-    :data:`HOST_BYTES_PER_NODE` of host memory per server."""
+def _offload_layout(model: str, gpu: str, n_gpus: int):
+    """The least offloaded of :data:`_OFFLOADS` that holds a training step of ``model`` on ``n_gpus`` x
+    ``gpu`` (data parallelism over all of them, within the usable share of each GPU and
+    :data:`HOST_BYTES_PER_NODE` of host memory per server): ``(zero, what, training_memory result)``, or
+    ``None`` if none does."""
     from .layouts import USABLE_FRACTION
     from .memory import training_memory
     from .parallel import Parallel
@@ -70,10 +75,58 @@ def _offload_fit(model: str, gpu: str, n_gpus: int) -> str:
         par = Parallel(dp=n_gpus, zero=zero, offload=what)
         r = training_memory(model, batch=1, seq=SEQ, recompute="full", optimizer_impl=_FUSED, parallel=par)
         if r.total_bytes <= limit and r.host_bytes * per_host <= HOST_BYTES_PER_NODE:
-            return (f"ZeRO-{zero} with the {what.replace('+', ' and ')} on the CPU holds a {model} step on "
-                    f"{'one' if n_gpus == 1 else n_gpus} {gpu} ({r.total_bytes / GB:,.0f} GB per GPU, "
-                    f"{r.host_bytes * per_host / 1e12:.2f} TB of host memory per server)")
-    return ""
+            return zero, what, r
+    return None
+
+
+@cache
+def _offload_fit(model: str, gpu: str, n_gpus: int) -> str:
+    """How ``n_gpus`` x ``gpu`` hold a training step of ``model`` with CPU offload ("" if no layout does), in
+    words: the layout of :func:`_offload_layout`."""
+    found = _offload_layout(model, gpu, n_gpus)
+    if found is None:
+        return ""
+    zero, what, r = found
+    per_host = min(n_gpus, GPUS_PER_HOST)
+    return (f"ZeRO-{zero} with the {what.replace('+', ' and ')} on the CPU holds a {model} step on "
+            f"{'one' if n_gpus == 1 else n_gpus} {gpu} ({r.total_bytes / GB:,.0f} GB per GPU, "
+            f"{r.host_bytes * per_host / 1e12:.2f} TB of host memory per server)")
+
+
+@cache
+def _offload_s_per_token(model: str, gpu: str, n_gpus: int) -> float:
+    """Seconds of host time the GPUs wait for, per token of the run, when ``n_gpus`` x ``gpu`` train
+    ``model`` with the CPU offload of :func:`_offload_layout`: :func:`~llmsizing.runs.offload_exposed_s` of
+    one optimizer step (:func:`~llmsizing.zero_traffic.offload_time`: the gradients down, the CPU's Adam, the
+    weights up; DeepSpeed's default, without the delayed parameter update) over the step of
+    :func:`~llmsizing.layouts.step_time` it hides behind (micro-batch 1, full recomputation, as the fit
+    check), each GPU accumulating :data:`OFFLOAD_TOKENS_PER_STEP` tokens. Chapter 13 (case 1) times it."""
+    from .layouts import step_time
+    from .parallel import Parallel
+    from .runs import offload_exposed_s
+    from .zero_traffic import offload_time
+
+    found = _offload_layout(model, gpu, n_gpus)
+    if found is None:
+        return 0.0
+    zero, what, _ = found
+    accum = OFFLOAD_TOKENS_PER_STEP // SEQ
+    par = Parallel(dp=n_gpus, zero=zero, offload=what)
+    st = step_time(model, gpu, par, batch=1, seq=SEQ, grad_accum=accum, recompute="full")
+    exposed = offload_exposed_s(offload_time(model, par, grad_accum=accum), st)
+    return exposed / (accum * SEQ * n_gpus)
+
+
+def offload_exposed_days(model: str, tokens: float, gpu: str, n_gpus: int) -> float:
+    """Days the host's exposed work adds to a run of ``tokens`` tokens of ``model`` on ``n_gpus`` x ``gpu``
+    that fits only with CPU offload (0 when no offload layout holds the step): the time the audit counts in
+    the other reading of an offloaded run (:data:`OFFLOAD_COUNTED`, :data:`OFFLOAD_TOKENS_PER_STEP`).
+    Chapter 14 (its exercise 1) and chapter 13 (case 1)."""
+    from ._validate import check_int, check_number
+
+    tokens = check_number("tokens", tokens, allow_equal=False)
+    n = check_int("n_gpus", n_gpus, minimum=1)
+    return tokens * _offload_s_per_token(str(model), str(gpu), n) / SECONDS_PER_DAY
 
 
 @cache
@@ -189,31 +242,58 @@ def _mfu_reading(t) -> str:
     return f"calibrated MFU {t.mfu:.0%} (band {t.mfu_low:.0%} to {t.mfu_high:.0%})"
 
 
+def _counted(found: "Finding", extra: float, *, slower: bool = True) -> "Finding":
+    """``found`` (an offloaded time or cost, or with ``slower=False`` a throughput) with the offload's exposed
+    host time counted: ``extra`` added to the value and both ends of its band (a throughput is given as the
+    seconds one token takes, ``1 / value``, plus ``extra``), named by :data:`OFFLOAD_COUNTED`."""
+    def add(x):
+        return x + extra if slower else 1 / (1 / x + extra)
+
+    return Finding(add(found.value), found.reason, f"{found.reading}; {OFFLOAD_COUNTED}", add(found.low),
+                   add(found.high), found.offload)
+
+
+def _with_counted(found: "Finding", model: str, gpu: str, n_gpus: int, per_token: float,
+                  *, slower: bool = True) -> "Finding":
+    """``found`` with, as its other reading, the same with the offload's host time counted
+    (:func:`_counted`), when the run fits only with CPU offload: the time hidden (DeepSpeed's delayed
+    parameter update) and counted (its default) are both tried, one open setting of :data:`OPEN_SETTINGS`."""
+    if not found.offload:
+        return found
+    s = _offload_s_per_token(model, gpu, n_gpus)
+    return replace(found, others=found.others + (_counted(found, s * per_token, slower=slower),))
+
+
 def _days(model: str, tokens: float, gpu: str, n_gpus: int, *, per: float = 1.0) -> Finding:
     """Days (divided by ``per``: 30.4 for months, 365.25 for years) of the run, over the calibrated MFU band,
-    with the fit check. Offload's own extra time is not added (it can only lengthen the run)."""
+    with the fit check; a run that fits only with CPU offload is read with the host's exposed time hidden and,
+    as its other reading, counted (:func:`_with_counted`)."""
     t = _run(model, tokens, gpu, n_gpus)
     reason, off, how = _fit(model, gpu, n_gpus)
     reading = _mfu_reading(t) + ("" if how == "fused AdamW" else f"; {how}")
-    return Finding(t.days / per, reason, reading, t.days_low / per, t.days_high / per, off)
+    found = Finding(t.days / per, reason, reading, t.days_low / per, t.days_high / per, off)
+    return _with_counted(found, model, gpu, n_gpus, tokens / SECONDS_PER_DAY / per)
 
 
 def _cost(model: str, tokens: float, gpu: str, n_gpus: int, price: float | None = None) -> Finding:
-    """USD of the run at the seed's own price, over the calibrated MFU band, with the fit check."""
+    """USD of the run at the seed's own price, over the calibrated MFU band, with the fit check (and the
+    offload's host time hidden or counted, as :func:`_days`)."""
     t = _run(model, tokens, gpu, n_gpus, price)
     reason, off, how = _fit(model, gpu, n_gpus)
     reading = _mfu_reading(t) + ("" if how == "fused AdamW" else f"; {how}")
-    return Finding(t.cost_usd, reason, reading, t.cost_usd_low, t.cost_usd_high, off)
+    found = Finding(t.cost_usd, reason, reading, t.cost_usd_low, t.cost_usd_high, off)
+    return _with_counted(found, model, gpu, n_gpus, tokens * n_gpus * t.price_usd_per_gpu_hour / 3600)
 
 
 def _tps(model: str, gpu: str, *, n_gpus: int = 1, fit: bool = False) -> Finding:
     """Tokens per second (of ``n_gpus`` GPUs together) over the calibrated MFU band; with ``fit``, also
-    whether the GPUs hold a step."""
+    whether the GPUs hold a step (and the offload's host time hidden or counted, as :func:`_days`)."""
     t = _run(model, 1e12, gpu, n_gpus)
     reason, off, how = _fit(model, gpu, n_gpus) if fit else ("", "", "fused AdamW")
     tps = t.tokens_per_s_per_gpu * n_gpus
     reading = _mfu_reading(t) + ("" if how == "fused AdamW" else f"; {how}")
-    return Finding(tps, reason, reading, tps * t.mfu_low / t.mfu, tps * t.mfu_high / t.mfu, off)
+    found = Finding(tps, reason, reading, tps * t.mfu_low / t.mfu, tps * t.mfu_high / t.mfu, off)
+    return _with_counted(found, model, gpu, n_gpus, 1.0, slower=False)
 
 
 def _lora_run(model: str, tokens: float, gpu: str, what: str) -> Finding:
@@ -236,10 +316,8 @@ def _finetune(model: str, tokens: float, gpu: str, what: str) -> Finding:
     """A "fine-tuning" run the seed does not qualify: full fine-tuning (:func:`_days`/:func:`_cost`), with
     LoRA as the other reading."""
     full = _days(model, tokens, gpu, 1) if what == "days" else _cost(model, tokens, gpu, 1)
-    full = Finding(full.value, full.reason, "full fine-tuning, " + full.reading, full.low, full.high,
-                   full.offload)
-    return Finding(full.value, full.reason, full.reading, full.low, full.high, full.offload,
-                   others=(_lora_run(model, tokens, gpu, what),))
+    named = [replace(g, reading="full fine-tuning, " + g.reading, others=()) for g in (full, *full.others)]
+    return replace(named[0], others=(*named[1:], _lora_run(model, tokens, gpu, what)))
 
 
 def _recompute_flops_factor() -> float:
@@ -376,7 +454,8 @@ def _matrix(model: str, tokens: float, gpu: str, n: int) -> Finding:
 
 
 def _clear_caches() -> None:
-    for f in (_min_plan, _offload_fit, _min_offload_gpus, _run, _run_recompute):
+    for f in (_min_plan, _offload_layout, _offload_fit, _offload_s_per_token, _min_offload_gpus, _run,
+              _run_recompute):
         f.cache_clear()
 
 

@@ -134,6 +134,17 @@ def group_links(parallel: Parallel, gpu, *, gpus_per_node: int | None = None,
                           inter_node_gbps=inter_node_gbps).items()}
 
 
+def experts_apart(parallel: Parallel) -> bool:
+    """Whether a mixture of experts' routed experts reduce their gradients (and gather their ZeRO shards) in
+    collectives of their own, over the expert-data-parallel group, rather than in the dense parameters' own:
+    Megatron-Core gives them a buffer of their own (``is_expert_parallel``) "when expert-parallelism > 1,
+    expert-tensor-parallelism != tensor-parallelism" (``group_params_for_buffers``,
+    megatron/core/distributed/param_and_grad_buffer.py); without either, both are one group of ranks and one
+    buffer, so one collective per bucket (and FSDP's unit of a block gathers its experts with its attention).
+    Read off the layout, never the model's name."""
+    return parallel.ep > 1 or parallel.etp != parallel.tp
+
+
 def communication(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
                   gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
                   precision: str = "bf16-mixed", grad_accum: int = 1, recompute: str = "none",
@@ -179,7 +190,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
       all-to-alls, forward and backward, with DeepSeek-V3's node limit ``max_nodes``
       (:func:`llmsizing.moe.ep_all_to_all`); the routed experts' gradients are reduced, and their ZeRO shards
       gathered, over the ``edp = tp x cp x dp / (etp x ep)`` expert-data-parallel GPUs (rows marked
-      "(experts)"), the rest over ``dp x cp``.
+      "(experts)"), the rest over ``dp x cp``, when they have buffers of their own (:func:`experts_apart`);
+      otherwise with the rest, one collective.
 
     The embedding's and loss's small tensor-parallel all-reduces are left out (one ``b s h`` each way per
     micro-batch against ``4 L`` of them). With partial recomputation (``recompute_layers``, see
@@ -205,7 +217,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     reduced = (par.dp_cp > 1 or model.is_moe) and want("dp")     # (a dense model's dp x cp = 1: nothing)
     on_rank = max(stage_params(model, par)) if reduced else 0.0
     dp_parts = [("", par.dp_cp, on_rank, None)] if reduced else []
-    if model.is_moe and reduced:              # ---- mixture of experts: expert gradients over edp
+    if model.is_moe and reduced and experts_apart(par):   # ---- mixture of experts: expert gradients over edp
         split = stage_split(model, par)
         i = max(range(par.pp), key=lambda j: split[j]["dense"] + split[j]["experts"])
         edp = expert_data_parallel(par)
@@ -418,7 +430,9 @@ def gpu_with_link(gpu, link: str, one_way_gbps: float, link_class: str | None = 
     """The catalogue's ``gpu`` with its node-mate link replaced by ``link`` (a label) at ``one_way_gbps``
     (decimal GB/s, one direction) of the class ``link_class`` (``"nvlink"``, ``"infinity-fabric"`` or
     ``"pcie"``, which sets its achievable fraction and latency: ``data/links.csv``): the same chip over
-    NVLink, PCIe or a slower fabric, so that a comparison changes only the link. Taught in chapter 7. Without
+    NVLink, PCIe or a slower fabric, so that a comparison changes only the link: its default node is the
+    catalogue row's box (GPUs a node, NICs) carrying this link, never capped by the row's figure
+    (:func:`~llmsizing.network.get_node`; a node passed by name still caps it). Taught in chapter 7. Without
     ``link_class`` (the old call) the class is read off the label, with a :class:`DeprecationWarning`:
     behaviour comes from data, not from a name (issue 33)."""
     import warnings

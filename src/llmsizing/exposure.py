@@ -6,8 +6,66 @@ exposed_by_group`` still works) to keep that module under 600 lines."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from .moe_time import shared_overlap_exposed_s
 from .pipeline_schedule import grad_reduces, zero3_exposed_s
+
+#: The data-parallel collectives of :func:`~llmsizing.comm.communication` by the window each hides behind, in
+#: the order :func:`dp_window_exposed_s` takes them (and the planner keeps them in, :mod:`llmsizing.plan_dp`):
+#: ZeRO-3's forward gathers behind each forward; its backward gathers and reduce-scatters, together, behind
+#: each backward; the ZeRO-1/2 weight all-gather behind the next step's first forward; ZeRO-2's
+#: reduce-scatter behind each backward; DDP's and ZeRO-1's gradients behind the last backward.
+DP_SLOTS = ("ZeRO-3 forward gather", "ZeRO-3 backward", "weight all-gather", "ZeRO-2 reduce-scatter",
+            "gradients")
+#: Which :data:`DP_SLOTS` run once per micro-batch (their seconds per pass: a step's over ``grad_accum``).
+DP_PER_MICRO_BATCH = (True, True, False, True, False)
+
+
+def dp_slot(name: str) -> int:
+    """The :data:`DP_SLOTS` index of the data-parallel collective called ``name`` (a
+    :class:`~llmsizing.network.Collective`'s; the experts' rows end in " (experts)")."""
+    if "all-gather (forward)" in name:
+        return 0
+    if name.startswith("ZeRO-3"):
+        return 1
+    if "weight all-gather" in name:
+        return 2
+    if name.startswith("ZeRO-2 gradient"):
+        return 3
+    return 4
+
+
+def _pos(x):
+    """``max(0, x)`` of a float or, element by element, of an array."""
+    return max(0.0, x) if isinstance(x, float) else np.maximum(0.0, x)
+
+
+def dp_window_exposed_s(per_pass, fwd, bwd, micro_batches, slot1=None):
+    """Seconds the step waits for the data-parallel collectives of ONE link: ``per_pass`` holds, per
+    :data:`DP_SLOTS` slot, the seconds of one pass of all that slot's collectives on the link added up (a
+    micro-batch's for the per-micro-batch slots, :data:`DP_PER_MICRO_BATCH`, the step's for the others;
+    floats, or arrays with one entry per plan), ``fwd`` and ``bwd`` one micro-batch's forward and backward on
+    the slowest stage, ``micro_batches`` the micro-batches per step; ``slot1``, if given, the exposed seconds
+    of ZeRO-3's backward slot (under a pipeline: :func:`~llmsizing.pipeline_schedule.zero3_exposed_s`).
+
+    Collectives that share a link share its bandwidth while they overlap the same compute, so their times add
+    before the window is taken off, once (issue 35). Megatron-Core keeps a mixture of experts' dense and
+    expert parameters in separate buffers (``self.buffers``, ``self.expert_parallel_buffers``) and launches
+    both buffers' bucket groups together (``start_grad_sync``: ``for bucket_group in self.bucket_groups +
+    self.expert_parallel_bucket_groups``; ``start_param_sync`` likewise for the weight all-gathers;
+    megatron/core/distributed/distributed_data_parallel.py), each asynchronously on its own process group
+    (``_coalescing_manager(communication_group, async_ops=async_op)``, param_and_grad_buffer.py) once the last
+    micro-batch's backward has made a bucket's gradients (``register_grad_ready`` counts them only ``if
+    self.is_last_microbatch``): two streams on one set of NICs during one backward, not two backwards. The
+    sum is exact for the bytes; every call's latency counts in full, as if the two ran one after the other
+    (at most the shorter one's latencies too much). The one rule of :func:`exposed_by_group` and the planner
+    (:func:`llmsizing.plan_dp._dp_exposed`, one plan per array entry)."""
+    s0, s1, s2, s3, s4 = per_pass
+    m = micro_batches
+    if slot1 is None:
+        slot1 = m * _pos(s1 - bwd)
+    return m * _pos(s0 - fwd) + slot1 + _pos(s2 - fwd) + m * _pos(s3 - bwd) + _pos(s4 - bwd)
 
 
 def _window_s(compute_s: float, micro: int, fwd_share: float) -> tuple[float, float]:
@@ -33,6 +91,14 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
     * ZeRO-3's gathers (one call per layer) are prefetched behind each micro-batch's forward and backward,
       its reduce-scatters behind the backward: a micro-batch's calls, latencies included, against its window
       (under a pipeline each unit's own window, :func:`~llmsizing.pipeline_schedule.zero3_exposed_s`);
+    * the data-parallel collectives of one window that ride the same link (a mixture of experts' dense
+      parameters over ``dp x cp`` and its routed experts' over ``edp``, the rows "(experts)") share it: their
+      times add and the window is taken off once per link (:func:`dp_window_exposed_s`, issue 35), while
+      collectives on different links (each :class:`~llmsizing.network.Collective`'s ``link``) run side by
+      side, each against the whole window. Megatron-Core's expert grid (etp-ep-edp-pp) keeps the dense grid's
+      (tp-cp-dp-pp) pipeline groups (``parallel_state.initialize_model_parallel`` asserts it), so both groups
+      span the same ``tp x cp x dp`` ranks and :func:`~llmsizing.comm.communication` puts them on one link;
+      two links come only from collectives built by hand;
     * pipeline sends hide in 1F1B's steady state; the fill and drain wait for ``2 (pp - 1)`` of them;
     * nothing hides in the pipeline bubble (the stages are idle because they wait for each other);
     * context parallelism (a ``"cp"`` entry, only when ``cp > 1``): the ring's hops (``cp_comm="p2p"``) run
@@ -57,7 +123,7 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
     if comm.parallel.ep > 1:
         out["ep"] = 0.0
     tp_total = 0.0
-    zero3_bwd = 0.0
+    dp_links: dict = {}                   # each link's five slots' seconds per step and ZeRO-3's units
     for c in comm.collectives:
         t = c.time_s
         if c.group == "ep":                                    # ---- expert parallelism (llmsizing.moe)
@@ -72,17 +138,15 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
             tp_total += t
         elif c.group == "pp":
             out["pp"] += min(t, 2 * (comm.parallel.pp - 1) * c.one_call_s)
-        elif "all-gather (forward)" in c.collective:           # ZeRO-3, per micro-batch (one call a layer)
-            out["dp"] += m * max(0.0, t / m - fwd)
-        elif c.collective.startswith("ZeRO-3"):        # backward gather and gradient reduce-scatter (or runs)
-            zero3_bwd, units = zero3_bwd + t, c.calls // grad_reduces(comm.parallel, m)
-        elif "weight all-gather" in c.collective:              # ZeRO-1/2 after the optimizer step
-            out["dp"] += max(0.0, t - fwd)
-        elif c.collective.startswith("ZeRO-2 gradient"):       # ZeRO-2's reduce-scatter, every micro-batch
-            out["dp"] += m * max(0.0, t / m - bwd)
-        else:                                                  # DDP / ZeRO-1 gradients: the last backward
-            out["dp"] += max(0.0, t - bwd)
-    if zero3_bwd:
-        out["dp"] += zero3_exposed_s(comm.parallel, m, units, fwd, bwd, zero3_bwd)
+        else:                   # data parallelism: added up per link and slot (DP_SLOTS, dp_window_exposed_s)
+            per_step, units = dp_links.setdefault(c.link, ([0.0] * len(DP_SLOTS), [0]))
+            k = dp_slot(c.collective)
+            per_step[k] += t
+            if k == 1:                                 # ZeRO-3's backward: its calls per micro-batch (or run)
+                units[0] = c.calls // grad_reduces(comm.parallel, m)
+    for per_step, units in dp_links.values():                  # each link's windows, once
+        zero3 = zero3_exposed_s(comm.parallel, m, units[0], fwd, bwd, per_step[1]) if per_step[1] else 0.0
+        per_pass = [t / m if each else t for t, each in zip(per_step, DP_PER_MICRO_BATCH)]
+        out["dp"] += dp_window_exposed_s(per_pass, fwd, bwd, m, slot1=zero3)
     out["tp"] = max(0.0, tp_total - compute_s) if async_tp else tp_total
     return out

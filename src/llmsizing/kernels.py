@@ -10,7 +10,12 @@ flash-attention README's H100 figure; Shah et al. 2024, Figs. 5-6), at the head 
 each GPU's kernel sees, interpolated in ``log2(seq)`` and ``head_dim`` and held flat beyond the table. Those
 benchmarks count a causal pass as half the matrix and forward plus backward as 3.5 forwards (the backward
 recomputes ``QK^T``: ``benchmarks/benchmark_flash_attention.py``); the library counts 3 forwards (the model's
-FLOPs), so the rate in its convention is ``3 / 3.5`` of the published one.
+FLOPs), so the rate in its convention is ``3 / 3.5`` of the published one. The same A100 figure's Triton
+bars (``"flash-attention-triton"``, the kernel llm-foundry copied) are there on request, not as any stack's
+default: at the calibrated Ampere efficiency they fit llm-foundry's A100 rows less well than FlashAttention-2
+(published / predicted 1.22 and 1.29 against 0.99 and 0.83 for MPT-7B at 8K and MPT-13B at 32K), although
+those rows' notes, from their source, say the sweep ran it: a model inference, not a finding about what ran
+(tests/test_long_context_kernels.py).
 
 **Unfused attention** (``"unfused"``, ``"unfused-dropout"``: :func:`unfused_attention_efficiency`). Before
 FlashAttention (Dao et al. 2022) a layer's attention wrote each head's ``s x s`` scores to HBM and read them

@@ -52,8 +52,10 @@ COMPONENTS = ("embedding", "position", "attention", "mlp", "norms", "lm_head")
 
 #: ``qk_norm`` values: a norm over each head's query and key vectors (``head_dim`` gains each: Qwen3, Gemma 3,
 #: Qwen3-MoE), or over the whole query and key projections (``heads x head_dim`` and ``kv_heads x head_dim``
-#: gains: OLMo 2).
-QK_NORMS = ("head", "proj", "head_ln")   # head_ln: per head with a bias too (Persimmon's q/k LayerNorms)
+#: gains: OLMo 2). ``head_l2``: a norm over each head without gains, on the layers that rotate only (Llama
+#: 4's ``Llama4TextL2Norm``, built where ``use_qk_norm`` and the layer's ``use_rope``: no parameters, but
+#: its bytes are moved, :mod:`llmsizing.pointwise`).
+QK_NORMS = ("head", "proj", "head_ln", "head_l2")   # head_ln: per head with a bias too (Persimmon's)
 #: ``attn_gate`` values: a gate per attention output number (``"full"``) or per head (``"head"``).
 ATTN_GATES = ("full", "head")
 
@@ -118,7 +120,8 @@ class Model(TensorLayout):
     * ``mlp_bias`` (``None``: the same as ``bias``): biases on the MLP's matrices independently of the
       attention's (Qwen3's and Llama's ``attention_bias`` without ``mlp_bias``; Nemotron's ``mlp_bias``);
     * ``qk_norm``: ``"head"`` (a norm of ``head_dim`` gains on queries and on keys: Qwen3, Gemma 3) or
-      ``"proj"`` (over the whole projections: OLMo 2), :data:`QK_NORMS`;
+      ``"proj"`` (over the whole projections: OLMo 2) or ``"head_l2"`` (per head, no gains, rotating layers
+      only: Llama 4), :data:`QK_NORMS`;
     * ``attn_sinks``: one learned logit per head that every softmax also normalises over (gpt-oss's
       ``sinks``);
     * ``norms_per_layer`` (1 to 4; default 2): Falcon-7B's parallel block has one norm, Gemma 2 and 3 four;

@@ -58,14 +58,14 @@ PHI_35_MOE_STANDIN = Model(name="phi-3.5-moe (stand-in)", layers=32, hidden=4096
 #: meta-llama/Llama-4-Maverick-17B-128E's ``text_config`` (as TensorRT-LLM's Llama 4 tests copy them):
 #: 48 layers, hidden 5,120, 40 query and 8 KV heads of 128, 128 routed experts of width 8,192 and a
 #: shared one, top-1, an MoE layer every 2nd layer, dense layers 16,384 wide, vocabulary 202,048,
-#: 8,192-token chunked attention. ``use_qk_norm`` (false for Maverick) is left out: the L2 norm has no
-#: weights, so the count does not move. 400.7B parameters, 17.2B active (Meta's card: "400B", "17B").
+#: 8,192-token chunked attention, ``use_qk_norm`` false (its config; modeling_llama4: "the 128E model does
+#: not use qk_norm"). 400.7B parameters, 17.2B active (Meta's card: "400B", "17B").
 MAVERICK_STANDIN = Model.from_hf_config(
     {"model_type": "llama4_text", "num_hidden_layers": 48, "hidden_size": 5120, "num_attention_heads": 40,
      "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
      "num_local_experts": 128, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2,
      "vocab_size": 202048, "attention_chunk_size": 8192, "max_position_embeddings": 1048576,
-     "tie_word_embeddings": False}, name="llama-4-maverick (stand-in)")
+     "tie_word_embeddings": False, "use_qk_norm": False}, name="llama-4-maverick (stand-in)")
 
 #: The stand-ins by name (:func:`moe_published_runs`' ``model`` column).
 STANDINS = {m.name: m for m in (JETMOE_8B_STANDIN, PHI_35_MOE_STANDIN, MAVERICK_STANDIN)}

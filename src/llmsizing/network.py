@@ -83,9 +83,11 @@ COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "send/recv")
 class Node:
     """One system a GPU sits in (a row of ``data/nodes.csv``). Bandwidths are one way, decimal GB/s; NIC
     line rates in Gb/s as vendors print them. ``intra_link_gbps_one_way`` is per GPU through the switch, or
-    per peer for a ``mesh``. ``peer_to_peer``: whether the GPUs of a ``pcie`` node write into each other's
-    memory (GPUDirect P2P) or go through the host's (consumer cards, many VMs), which sets the PCIe link's
-    achievable share (``data/links.csv``: ``pcie-p2p`` or ``pcie``)."""
+    per peer for a ``mesh``; it caps the GPU's own link (:func:`group_link`), so a row can seat a cut-down
+    part (an A800's 200 GB/s NVLink on an A100's row) without a GPU of its own. ``peer_to_peer``: whether
+    the GPUs of a ``pcie`` node write into each other's memory (GPUDirect P2P) or go through the host's
+    (consumer cards, many VMs), which sets the PCIe link's achievable share (``data/links.csv``:
+    ``pcie-p2p`` or ``pcie``)."""
 
     name: str
     gpu: str
@@ -211,10 +213,18 @@ def get_node(node=None, gpu=None, *, gpus_per_node: int | None = None,
     """A :class:`Node`: ``node`` (a name from ``data/nodes.csv`` or a ``Node``), or the default node of
     ``gpu``.
 
+    The default node is the GPU's row (``default_for_gpu``) only while the GPU's link is the one that row was
+    written for: the same one-way figure and link class as the catalogue GPU the row names. A GPU whose link
+    differs (``comm.gpu_with_link`` keeps the catalogue name) gets the row's size, scale-up domain and NICs
+    with its own link (:func:`_own_link_node`), so a faster link is never capped by a row found by the
+    GPU's name; a GPU with no row gets an 8-GPU box of its own link with one 400 Gb/s NIC per GPU. Only a
+    node the caller names or passes caps a GPU's link with a figure of its own (issue 34).
+
     Two overrides keep the book's earlier calls working: ``gpus_per_node`` changes the node's size (the
-    scale-up domain follows it when it was the node, and the NICs keep their bandwidth per GPU), and
-    ``inter_node_gbps`` sets the network bandwidth per GPU, one way (one NIC of ``8 x inter_node_gbps`` Gb/s
-    per GPU: the old single-number network)."""
+    scale-up domain follows it when it was the node, and the NICs keep their bandwidth per GPU; a ``mesh``
+    shares the GPU's peer links among its new peers, :func:`_resized_per_peer`), and ``inter_node_gbps``
+    sets the network bandwidth per GPU, one way (one NIC of ``8 x inter_node_gbps`` Gb/s per GPU: the old
+    single-number network)."""
     if isinstance(node, Node):
         n = node
     elif node is not None:
@@ -226,14 +236,7 @@ def get_node(node=None, gpu=None, *, gpus_per_node: int | None = None,
         n = rows[node][0]
     else:
         g = get_gpu(gpu)
-        found = _default_nodes().get(g.name)
-        if found:
-            n = found
-        else:                 # a GPU with no node row: an 8-GPU box of its own link, one 400 Gb/s NIC per GPU
-            topo = {"nvlink": "switch",
-                    "infinity-fabric": "mesh"}.get(g.link_class, "pcie")   # (its data, not its name)
-            n = Node(f"8x {g.name} (no catalogued node)", g.name, 8, 8, topo, 1.0, 8, 400.0,
-                     "default for a GPU without a node row", "", "")
+        n = _default_node(g)
     if gpus_per_node is not None:
         per_node = check_int("gpus_per_node", gpus_per_node, maximum=65536)
         domain = (per_node if n.scaleup_domain_gpus == n.gpus_per_node
@@ -241,11 +244,78 @@ def get_node(node=None, gpu=None, *, gpus_per_node: int | None = None,
         if domain % per_node:
             domain = per_node
         n = replace(n, gpus_per_node=per_node, scaleup_domain_gpus=domain,
-                    nics_per_node=per_node, nic_gbits=n.nic_gbps_per_gpu * 8)
+                    nics_per_node=per_node, nic_gbits=n.nic_gbps_per_gpu * 8,
+                    intra_link_gbps_one_way=_resized_per_peer(n, per_node, gpu))
     if inter_node_gbps is not None:
         bw = check_number("inter_node_gbps", inter_node_gbps, minimum=MIN_GPU_SPEED)
         n = replace(n, nics_per_node=n.gpus_per_node, nic_gbits=8 * bw)
     return n
+
+
+@lru_cache(maxsize=1024)
+def _default_node(g) -> Node:
+    """:func:`get_node`'s default node of the GPU ``g`` (kept: a function of the GPU's data alone)."""
+    own = link_bandwidth_one_way_gbps(g)
+    found = _default_nodes().get(g.name)
+    if found is not None and _same_link(g, found.gpu, own):
+        return found
+    if found is not None:               # the catalogue's name, another link (gpu_with_link): the row's box
+        return _own_link_node(found, g, own)
+    # a GPU with no node row: an 8-GPU box of its own link, one 400 Gb/s NIC per GPU
+    topo = _TOPOLOGY_OF_CLASS.get(g.link_class, "pcie")   # (its data, not its name)
+    return Node(f"8x {g.name} (no catalogued node)", g.name, 8, 8, topo,
+                own / 7 if topo == "mesh" else own, 8, 400.0,      # (a mesh: a link to each of 7 peers)
+                "default for a GPU without a node row", "", "")
+
+
+#: The topology a link class implies for a node built from a GPU's own link (NVLink through a switch,
+#: Infinity Fabric as a full mesh, anything else over PCIe): the GPU's data, never its name.
+_TOPOLOGY_OF_CLASS = {"nvlink": "switch", "infinity-fabric": "mesh"}
+
+
+def _same_link(g, row_gpu: str, own: float) -> bool:
+    """Whether GPU ``g`` (its one-way link ``own``) has the link of the catalogue GPU ``row_gpu`` (one-way
+    figure and class; a hand-made GPU without a class takes its node's, :func:`_class_of`): the link a node
+    row of that GPU was written for."""
+    cls, one_way = _catalogue_link(row_gpu)
+    return g.link_class in (None, cls) and own == one_way
+
+
+@cache
+def _catalogue_link(name: str) -> tuple[str | None, float]:
+    """The link class and one-way link (GB/s) of the catalogue GPU ``name``, kept (catalogue data)."""
+    c = get_gpu(name)
+    return c.link_class, link_bandwidth_one_way_gbps(c)
+
+
+def _own_link_node(row: Node, g, own: float) -> Node:
+    """``row`` (the default node of the catalogue GPU named like ``g``) carrying ``g``'s own link instead of
+    the row's: the same GPUs a node, scale-up domain and NICs, so that a comparison changes only the link
+    (chapter 7). Its figure is the GPU's one-way link, through a switch or PCIe, or that link shared by the
+    ``gpus_per_node - 1`` peers of a mesh. The row's topology stays when the link class is the catalogue
+    GPU's; another class brings its own (:data:`_TOPOLOGY_OF_CLASS`) and the host path between PCIe GPUs
+    (no GPUDirect P2P), as a PCIe link on an NVLink board has."""
+    same_class = g.link_class in (None, _catalogue_link(row.gpu)[0])
+    topo = row.intra_topology if same_class else _TOPOLOGY_OF_CLASS.get(g.link_class, "pcie")
+    per = own / (row.gpus_per_node - 1) if topo == "mesh" and row.gpus_per_node > 1 else own
+    return replace(row, name=f"{row.name} with {g.name}'s own link ({g.link})", intra_topology=topo,
+                   intra_link_gbps_one_way=per, peer_to_peer=row.peer_to_peer and same_class,
+                   note=f"{row.note} [the GPU's own link, {own:g} GB/s one way, replaces the row's "
+                        f"{row.intra_link_gbps_one_way:g}]".lstrip())
+
+
+def _resized_per_peer(n: Node, per_node: int, gpu=None) -> float:
+    """A node's ``intra_link_gbps_one_way`` at ``per_node`` GPUs a node. Through a switch or PCIe it is per
+    GPU and does not change. In a ``mesh`` it is per peer: the row's links per GPU, ``per peer x (n - 1)``
+    (capped by the GPU's own link when the GPU is known), are shared by the ``per_node - 1`` peers, as a
+    4-GPU board wires the same links to 3 peers (an MI300X's 448 GB/s one way: 64 a peer among 7, 149 among
+    3). A node of one GPU keeps the row's figure (it has no peers to share with)."""
+    if n.intra_topology != "mesh" or per_node == n.gpus_per_node or per_node < 2 or n.gpus_per_node < 2:
+        return n.intra_link_gbps_one_way
+    total = n.intra_link_gbps_one_way * (n.gpus_per_node - 1)
+    if gpu is not None:
+        total = min(total, link_bandwidth_one_way_gbps(gpu))
+    return total / (per_node - 1)
 
 
 def _class_of(gpu, node: Node) -> str:
@@ -283,14 +353,16 @@ def group_link(gpu, node: Node, *, size: int, stride: int = 1) -> GroupLink:
     tensor-parallel ranks next to each other, data-parallel ones ``tp`` apart, pipeline stages ``tp x dp``
     apart).
 
-    Inside one scale-up domain (``size x stride <= domain``): the GPU's own link (for a ``mesh``, ``k - 1``
-    peer links for ``k`` GPUs, capped by the GPU's total). Across domains: ``k`` = the group's GPUs per domain
-    (``domain // stride``, at least 1), and each GPU gets ``k`` NICs' worth of the node's egress per GPU; the
-    latency is the network's. Both at the link class's achievable fraction. With ``k > 1`` the collective is
-    hierarchical (:func:`wire_factor`): its phase inside the node moves :func:`bus_factor` over the ``k`` GPUs
-    on the scale-up link while the network moves it over the ``m`` nodes, pipelined, so the bandwidth is
-    capped at the scale-up link's x ``bus_factor(m) / bus_factor(k)`` (over two DGX H100s, 346.5 x 1 / 1.75 =
-    198 GB/s: NVLink, not the NICs, bounds the all-reduce; over 16 of them the NICs' 364 GB/s do)."""
+    Inside one scale-up domain (``size x stride <= domain``): the smaller of the GPU's own link and the node
+    row's ``intra_link_gbps_one_way`` (per GPU through a switch or PCIe; for a ``mesh``, ``k - 1`` peer links
+    for ``k`` GPUs, capped by the GPU's total): the node's figure counts for every topology (issue 34).
+    Across domains: ``k`` = the group's GPUs per domain (``domain // stride``, at least 1), and each GPU gets
+    ``k`` NICs' worth of the node's egress per GPU; the latency is the network's. Both at the link class's
+    achievable fraction. With ``k > 1`` the collective is hierarchical (:func:`wire_factor`): its phase inside
+    the node moves :func:`bus_factor` over the ``k`` GPUs on the scale-up link while the network moves it over
+    the ``m`` nodes, pipelined, so the bandwidth is capped at the scale-up link's x ``bus_factor(m) /
+    bus_factor(k)`` (over two DGX H100s, 346.5 x 1 / 1.75 = 198 GB/s: NVLink, not the NICs, bounds the
+    all-reduce; over 16 of them the NICs' 364 GB/s do)."""
     g = get_gpu(gpu)
     size, stride = check_int("size", size), check_int("stride", stride)
     if not isinstance(node, Node):
@@ -311,7 +383,7 @@ def _group_link(g, node: Node, size: int, stride: int) -> GroupLink:
     def intra(k: int) -> float:
         if node.intra_topology == "mesh":        # (a node row's fact: the MI300X's and the V100's alike)
             return min(own, max(k - 1, 1) * node.intra_link_gbps_one_way)
-        return own
+        return min(own, node.intra_link_gbps_one_way)     # the row's link per GPU caps the GPU's (issue 34)
 
     scale_up = _links()[cls]
     if not across:

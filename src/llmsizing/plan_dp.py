@@ -15,32 +15,15 @@ import functools
 import numpy as np
 
 from .comm import DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS
+from .exposure import DP_SLOTS, dp_slot, dp_window_exposed_s
 from .network import group_link
 from .plan_terms import _group_columns, _per
 
 #: The data-parallel collectives of :func:`~llmsizing.comm.communication`, in the slots :func:`_price` keeps
-#: them in, with whether each runs every micro-batch (ZeRO-2's gradient reduce-scatter, ZeRO-3's gathers and
-#: reduce-scatter) or once per step, and the window it hides behind
-#: (:func:`~llmsizing.layouts.exposed_by_group`): ZeRO-3's forward gathers behind each forward; its backward
-#: gathers and reduce-scatters, together, behind each backward; the ZeRO-1/2 weight all-gather behind the next
-#: step's first forward; ZeRO-2's reduce-scatter behind each backward; DDP's and ZeRO-1's gradients behind the
-#: last backward.
-_DP_SLOTS = ("ZeRO-3 forward gather", "ZeRO-3 backward", "weight all-gather", "ZeRO-2 reduce-scatter",
-             "gradients")
-
-
-def _dp_slot(name: str) -> int:
-    """The :data:`_DP_SLOTS` index of the data-parallel collective called ``name`` (the tests of
-    :func:`~llmsizing.layouts.exposed_by_group`, in its order)."""
-    if "all-gather (forward)" in name:
-        return 0
-    if name.startswith("ZeRO-3"):
-        return 1
-    if "weight all-gather" in name:
-        return 2
-    if name.startswith("ZeRO-2 gradient"):
-        return 3
-    return 4
+#: them in, and the window each hides behind: :data:`llmsizing.exposure.DP_SLOTS` (the one table).
+_DP_SLOTS = DP_SLOTS
+#: The :data:`_DP_SLOTS` index of a data-parallel collective's name: :func:`llmsizing.exposure.dp_slot`.
+_dp_slot = dp_slot
 
 
 def _row_links(gpu_list, node_of, gi, size, stride):
@@ -76,14 +59,11 @@ def _dp_calls(zero, on_rank, layers, dpcp) -> np.ndarray:
 
 
 def _dp_exposed(call, fwd, bwd, mf, slot1=None):
-    """The exposed seconds of the data-parallel collectives ``call`` (one call's seconds per :data:`_DP_SLOTS`
-    slot, one row per plan), by :func:`~llmsizing.layouts.exposed_by_group`'s rules; ``slot1``, if given,
-    the exposed seconds of ZeRO-3's backward slot (under a pipeline: :func:`_run_exposed`)."""
-    if slot1 is None:
-        slot1 = mf * np.maximum(0.0, call[:, 1] - bwd)
-    return (mf * np.maximum(0.0, call[:, 0] - fwd) + slot1
-            + np.maximum(0.0, call[:, 2] - fwd) + mf * np.maximum(0.0, call[:, 3] - bwd)
-            + np.maximum(0.0, call[:, 4] - bwd))
+    """The exposed seconds of the data-parallel collectives ``call`` of one link (one call's seconds per
+    :data:`_DP_SLOTS` slot, one row per plan): :func:`~llmsizing.exposure.dp_window_exposed_s`, the rule
+    :func:`~llmsizing.layouts.exposed_by_group` applies; ``slot1``, if given, the exposed seconds of ZeRO-3's
+    backward slot (under a pipeline: :func:`_run_exposed`)."""
+    return dp_window_exposed_s(call.T, fwd, bwd, mf, slot1)
 
 
 @functools.lru_cache(maxsize=512)

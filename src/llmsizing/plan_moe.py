@@ -91,7 +91,8 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     """A mixture of experts' data-parallel collectives for the planner's pricing
     (:func:`~llmsizing.plan_pricing._price`): ``(exposed, total)`` seconds per plan,
     the dense part over ``dp x cp`` (``tp`` apart) and the routed experts' over ``edp`` (``etp x ep`` apart),
-    each exposed on its own. Each part's collectives (:func:`~llmsizing.zero_traffic.dp_schedule`, priced by
+    on one link, so their times add in each window (:func:`~llmsizing.exposure.dp_window_exposed_s`). Each
+    part's collectives (:func:`~llmsizing.zero_traffic.dp_schedule`, priced by
     :func:`~llmsizing.comm.ring_collective` as :func:`~llmsizing.comm.communication` prices them) are worked
     out once per (tp, ZeRO stage, group size, ep, the group leaving the scale-up domain) on a unit link
     (bytes do not depend on the link, latency steps only on leaving the domain), for one stage's parameters
@@ -107,13 +108,11 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
     dense, experts = _kept_key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, ep,
                                     dpcp_k)
     dense, experts = dense[at], experts[at]
-    # each collective is exposed on its own, but ZeRO-3's backward gathers and reduce-scatters hide together
-    # behind each backward (exposed_by_group): the two parts' slot 1 is one window
-    # (a row of that one window alone: its other slots' terms, 0 with fwd, bwd >= 0, add nothing)
+    # the two parts ride one link (both groups span the same tp x cp x dp ranks: exposure.exposed_by_group),
+    # so each window's collectives add up before it is taken off, once (exposure.dp_window_exposed_s)
+    exposed = _dp_exposed(dense + experts, fwd, bwd, mf)
     both = dense[:, 1] + experts[:, 1]
     dense[:, 1] = experts[:, 1] = 0.0
-    exposed = (_dp_exposed(dense, fwd, bwd, mf) + _dp_exposed(experts, fwd, bwd, mf)
-               + mf * np.maximum(0.0, both - bwd))
     total = sum(mf * (c[:, 0] + c[:, 1] + c[:, 3]) + c[:, 2] + c[:, 4] for c in (dense, experts)) + mf * both
     return exposed, total
 
@@ -151,6 +150,12 @@ def _key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, 
     dense, experts = (share[:, part, None] * traffic * per_byte
                       + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency
                       for part, (traffic, latency, per_byte), n_ in zip((0, 1), unit, (dpcp_k, edp)))
+    one = (ep == 1) & (etp == tp)       # the experts in the dense buffer, one collective (comm.experts_apart)
+    if one.any():
+        (t_d, lat_d, pb_d), (t_e, _, _) = unit        # (the same group and link: the dense part's latency)
+        both = ((share[:, 0, None] * t_d + share[:, 1, None] * t_e) * pb_d
+                + _dp_calls(zero, held[:, 0] + held[:, 1], held[:, 2], dpcp_k) * lat_d)
+        dense, experts = np.where(one[:, None], both, dense), np.where(one[:, None], 0.0, experts)
     return dense, experts
 
 

@@ -7,76 +7,37 @@ GPU's kept between searches, :func:`kept_price`). No formula of its own: every n
 :func:`~llmsizing.memory.training_memory`, :func:`~llmsizing.layouts.step_time` and
 :func:`~llmsizing.comm.communication`, and
 ``tests/test_planner_speed.py`` checks whole searches against one direct call per plan. The terms per
-(GPU, tp, cp, micro-batch) come from the step model's pieces in :mod:`llmsizing.plan_terms`.
+(GPU, tp, cp, micro-batch) come from the step model's pieces in :mod:`llmsizing.plan_terms`; the planner's
+pipeline split, the stages it weighs and the terms per (``pp``, recomputation) of each stage that can be the
+slowest from :mod:`llmsizing.plan_stage_terms` (session 24), whose names stay importable from here.
 :mod:`llmsizing.planner` re-exports these names.
 """
 
 from __future__ import annotations
 
 import collections
-import functools
 import hashlib
 
 import numpy as np
 
 from .comm import communication
-from .flops import stage_attention_flops_per_token, stage_flops_per_token, training_flops_per_token
 from .kernels import compute_seconds
-from .layouts import _divisors
 from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces, stage_params, training_memory
-from .moe import moe_stage_flops
-from .moe_layouts import dp_unit, heavy_stages
+from .moe_layouts import dp_unit
 from .moe_time import (load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token,
                        shared_expert_params)
-from .parallel import Parallel, kept_parallel, layers_per_stage, stage_chunks
-from .pipeline_schedule import pipelined_zero_fields
-from .pointwise import pointwise_seconds, stage_candidates, stage_pointwise_bytes_per_token
+from .parallel import Parallel, kept_parallel
+from .pointwise import pointwise_seconds
 # the data-parallel slots and links live in plan_dp; their names stay importable from here
 from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _kept_runs, _row_links  # noqa: F401
 from .plan_terms import _group_columns, _groups, dp_link_rows, layer_terms
 # a mixture of experts' collectives and all-to-alls, and plan()'s MTP and capacity options, live in plan_moe
 from .plan_moe import (has_options, moe_all_to_all_s, moe_dp_collectives, option_pieces,  # noqa: F401
                        stage_moe_layer_counts)
+# the planner's pipeline split, the stages a search weighs and their time terms live in plan_stage_terms
+from .plan_stage_terms import (ACCOUNTED, _heavy_stages, _piece_layout, chunk_top,  # noqa: F401
+                               pipeline_degrees, pipeline_split, search_stages, stage_terms)
 from .precision import compute_dtype
-
-#: The :class:`~llmsizing.parallel.Parallel` fields of a split that counts the embedding and the loss as one
-#: layer's place each (:func:`pipeline_split`).
-ACCOUNTED = {"account_for_embedding": True, "account_for_loss": True}
-
-
-def pipeline_split(model, pp: int) -> dict:
-    """The :class:`~llmsizing.parallel.Parallel` fields of the planner's split of ``model``'s layers over
-    ``pp`` stages (issue 34): none for Megatron-LM's even split (``pp`` divides the layers), else
-    :data:`ACCOUNTED`: ``--account-for-embedding-in-pipeline-split`` and
-    ``--account-for-loss-in-pipeline-split``, ``(layers + 2) / pp`` places per stage, the first and the last
-    stage one layer fewer (Llama 3 405B: 126 layers on 16 stages, 7, fourteen 8s, 7; Dubey et al. 2024,
-    Sec. 3.3.2). The search gives a dense model such a ``pp`` only where it divides ``layers + 2`` and not the
-    layers, so ``pp`` alone names the split."""
-    return {} if model.layers % pp == 0 else ACCOUNTED
-
-
-def pipeline_degrees(model, max_pp: int) -> list[int]:
-    """The pipeline degrees the planner searches (at most ``max_pp``): the divisors of the layers
-    (Megatron-LM's even split), and for a dense model those of ``layers + 2`` up to the layers
-    (:func:`pipeline_split`)."""
-    even = set(_divisors(model.layers, max_pp))
-    if not model.is_moe:
-        even |= {d for d in _divisors(model.layers + 2, max_pp) if 2 <= d <= model.layers}
-    return sorted(even)
-
-
-def search_stages(model, pp: int) -> tuple[int, ...]:
-    """The pipeline stages a dense search weighs: the first and the last, and with an accounted split
-    (:func:`pipeline_split`) the second, the first of the full middle stages, which holds the most
-    micro-batches in flight among them (:func:`~llmsizing.parallel.pipeline_in_flight`)."""
-    return (0, pp - 1) if not pipeline_split(model, pp) else tuple(sorted({0, min(1, pp - 1), pp - 1}))
-
-
-def chunk_top(model, pp: int, v: int = 1) -> int:
-    """The layers of the largest model chunk of the planner's split over ``pp`` stages of ``v`` chunks (the
-    most ``recompute_layers`` may take: :func:`~llmsizing.parallel.check_recompute_layers`)."""
-    par = kept_parallel(pp=pp, **({} if v == 1 else {"virtual_stages": v}), **pipeline_split(model, pp))
-    return max(max(c) for c in stage_chunks(model.layers, par))
 
 
 def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_comm: str, ep: int,
@@ -89,29 +50,6 @@ def _pieces(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int, cp_co
     par, stages = _piece_layout(model, tp, pp, zero, cp, cp_comm, ep, expert_tp, dp, v)
     pieces = option_pieces if has_options(kw) else _search_pieces
     return np.array(pieces(model, par, stages, batch=batch, grad_accum=m, **kw), dtype=float)
-
-
-def _piece_layout(model, tp: int, pp: int, zero: int, cp: int, cp_comm: str, ep: int, expert_tp: bool,
-                  dp: int, v: int = 1) -> tuple:
-    """The layout and the stages :func:`_pieces` weighs (and :mod:`llmsizing.dense_arrays`' calls on arrays:
-    one place): for a dense model :func:`search_stages` of the split :func:`pipeline_split` with ``v``
-    interleaved chunks per stage, for a mixture of experts the first and the last stage and
-    :func:`llmsizing.moe_layouts.heavy_stages` (which depend on ``pp`` only). The layout comes from
-    :func:`~llmsizing.parallel.kept_parallel` (the search builds the same ones again and again)."""
-    if model.is_moe:
-        return (kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
-                              expert_tp=expert_tp), _heavy_stages(model, pp))
-    more = {} if v == 1 else {"virtual_stages": v}      # (v = 1: the same kept layouts as before)
-    return (kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, **more,
-                          **pipeline_split(model, pp), **pipelined_zero_fields(zero, pp)),
-            search_stages(model, pp))
-
-
-@functools.lru_cache(maxsize=256)
-def _heavy_stages(model, pp: int) -> tuple[int, ...]:
-    """:func:`~llmsizing.moe_layouts.heavy_stages` of the search's layouts with ``pp`` stages (Megatron's even
-    split: nothing else of the layout moves them), kept (issue 35: asked on every call of :func:`_pieces`)."""
-    return heavy_stages(model, kept_parallel(pp=pp))
 
 
 def _memory_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cp: int = 1,
@@ -306,7 +244,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     share ``ep_overlap`` of the all-to-all hidden) adds:
 
     * the compute of each stage's dense and MoE layers (:func:`llmsizing.moe.moe_stage_flops`, active FLOPs);
-    * its data-parallel collectives in two parts, each exposed on its own as :func:`exposed_by_group` does:
+    * its data-parallel collectives in two parts on one link, added up per window as :func:`exposed_by_group`:
       the dense parameters over ``dp x cp`` and the routed experts over the ``edp`` expert-data-parallel GPUs
       (one :func:`~llmsizing.comm.communication` per (GPU, tp, ZeRO stage, ``dp x cp``, ep) without a
       pipeline, each part scaled by the most loaded stage's dense and expert parameters,
@@ -358,33 +296,11 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     if len(pi):
         none = lay[lay_idx[n:]]
         L[pi] = none + x * (L[pi] - none)
-    # per (pp, recomputation) and each stage that can be the slowest (pointwise.stage_candidates over the pp's
-    # stages, as step_compute_time_s takes the largest time): its FLOPs per token, the most loaded stage's
-    # layers over the model's, the forward's share of the hardware FLOPs (recomputation is backward), its
-    # attention FLOPs (full and causal), MoE layers and memory-bound bytes (llmsizing.pointwise)
+    # per (pp, recomputation) and each stage that can be the slowest (plan_stage_terms.stage_terms: its FLOPs
+    # per token, layers, forward's share, attention FLOPs, MoE layers and memory-bound bytes)
     stage_keys, stage_idx = _groups(*plus_none(pp, ri))
-    per = {}
-    for p_, r_ in sorted({(k[0], r) for k in stage_keys for r in range(len(rcs))}):  # (every rc: see cand)
-        par, rc = kept_parallel(pp=p_, **pipeline_split(model, p_)), rcs[r_]
-        flops = (moe_stage_flops(model, par, seq=seq, recompute=rc, mtp_depth=mtp_depth) if moe else
-                 stage_flops_per_token(model, par, seq=seq, recompute=rc))
-        one = np.ones(len(flops))
-        per[p_, r_] = np.column_stack((flops, max(layers_per_stage(model.layers, par)) / model.layers * one,
-                                       training_flops_per_token(model, seq=seq) / 3 * one
-                                       / training_flops_per_token(model, seq=seq, recompute=rc),
-                                       stage_attention_flops_per_token(model, par, seq=seq, recompute=rc),
-                                       stage_attention_flops_per_token(model, par, seq=seq, recompute=rc,
-                                                                       causal=True),
-                                       stage_moe_layer_counts(model, par, mtp_depth) if moe else 0 * one,
-                                       stage_pointwise_bytes_per_token(model, par, recompute=rc,
-                                                                       mtp_depth=mtp_depth if moe else 0)))
-    # (the union over every recomputation of the pp's: a row's own slowest stage is among them, and the
-    # set, so the result, does not depend on the other rows priced with it)
-    cand = {p_: sorted({i for (q, _), v in per.items() if q == p_
-                        for i in stage_candidates(np.column_stack((v[:, 0] - v[:, 3], v[:, 4:])))})
-            for p_, _ in stage_keys}
-    c_max = max(len(c) for c in cand.values())
-    stage = np.stack([per[k][cand[k[0]] + cand[k[0]][:1] * (c_max - len(cand[k[0]]))] for k in stage_keys])
+    stage = stage_terms(model, stage_keys, rcs, seq=seq, mtp_depth=mtp_depth)
+    c_max = stage.shape[1]
     S = stage[stage_idx[:n]]                                      # (row, candidate stage, piece)
     if len(pi):     # FLOPs: affine; the forward's share: its inverse is (the hardware FLOPs are)
         none, full = stage[stage_idx[n:]], S[pi]

@@ -36,6 +36,17 @@ size, ``w`` the MLP width a token passes through (a dense layer's ``ffn_hidden``
   attention.py``) reads and writes ``q_k = (heads + kv_heads) x head_dim`` numbers: ``2 q_k b`` forward and
   ``3 q_k b`` backward, plus one fp32 statistic per normalised row each way (a row per head with
   ``"head"``, per projection with ``"proj"``; 4 bytes for RMSNorm, 8 for LayerNorm's ``"head_ln"``).
+  Llama 4's weightless L2 norm (``"head_l2"``: ``use_qk_norm`` in its config; transformers'
+  ``modeling_llama4.py``, ``Llama4TextL2Norm``, ``x * rsqrt(mean(x^2) + eps)`` over each head) moves the
+  same bytes as ``"head"`` but runs only on the layers that rotate (``if config.use_qk_norm and
+  self.use_rope``): times ``rope_layers / layers``, 36 of Scout's 48.
+* **Latent norms** of multi-head latent attention (transformers' ``modeling_deepseek_v3.py``:
+  ``q_a_layernorm``, an RMSNorm over ``q_lora_rank``, none without it, and ``kv_a_layernorm`` over
+  ``kv_lora_rank``; Megatron-Core's ``multi_latent_attention.py``: ``q_layernorm`` and ``kv_layernorm`` on
+  the down-projections' outputs, which are duplicated over tensor parallelism and hold ``s / tp`` tokens
+  with sequence parallelism): as a block norm over ``d = q_lora_rank + kv_lora_rank`` numbers, ``2 d b``
+  forward and ``3 d b`` backward plus a statistic per norm each way, with the norms that repeat on every
+  token without sequence parallelism. DeepSeek-V3: ``d = 1,536 + 512``, 8,200 and 12,296 bytes a layer.
 * **Loss** (the last stage; Megatron-Core's ``tensor_parallel/cross_entropy.py``,
   ``_VocabParallelCrossEntropy``, on ``V`` logits): ``.float()`` (read 2, write 4 bytes per logit), the
   max (read 4), the in-place subtraction (4 + 4), ``exp`` (4 + 4), the sum (4), the division into the
@@ -45,6 +56,13 @@ size, ``w`` the MLP width a token passes through (a dense layer's ``ffn_hidden``
   fp32 gradient row, ``h b + 8 h``); with a learned position table (``positions="learned"``) a second
   gather and the add of the two rows (Megatron-LM's ``Embedding``: ``words_embeddings +
   position_embeddings``): ``2 h b + 3 h b`` forward, ``h b + 8 h`` backward.
+* **Multi-token prediction** (``mtp_depth`` modules on the last stage; DeepSeek-V3, arXiv:2412.19437 Sec.
+  2.2, ``h' = M [RMSNorm(h); RMSNorm(Emb(t))]``; Megatron-Core's ``multi_token_prediction.py``,
+  ``_concat_embeddings``: ``enorm``, ``hnorm``, ``torch.cat``, ``eh_proj``): a transformer layer (a MoE
+  layer's bytes) and a second final norm and loss, and its join: two norms over ``h`` (``2 h b`` + stat
+  forward, ``3 h b`` + stat backward each), the concatenation's copy (read and write ``2 h b``, forward;
+  its backward hands each norm a slice of the gradient, a view), all on the sequence-parallel shard, and
+  the next token's embedding gathered as on the first stage (:func:`mtp_pointwise_bytes_per_token`).
 
 A step moves each layer's forward and backward bytes, the forward again with full recomputation
 (Megatron-LM's selective recomputation reruns the attention core only: no pointwise kernel). Under tensor
@@ -67,11 +85,9 @@ dropout (modern pre-training runs use none; GPT-3-era runs with hidden dropout m
 element each way); FP8 recipes' norms writing FP8 outputs (one byte, not two) are not told apart; PyTorch
 eager stacks (Hugging Face's ``LlamaRMSNorm`` upcasts to fp32 in several kernels) move more than the fused
 kernels counted here; state-space mixer layers are counted as attention layers; the optimizer step (about
-30 bytes per parameter once per step) is not a per-token term and is not priced here. MLA's two latent
-RMSNorms (DeepSeek-V3's ``q_a_layernorm`` over 1,536 and ``kv_a_layernorm`` over 512: about 8.2 kB forward
-and 12.3 kB backward a layer-token, 3% of its bytes) and the multi-token-prediction module's two RMSNorms and
-its embedding gather (arXiv:2412.19437 Sec. 2.2, ``M_k[RMSNorm(h); RMSNorm(Emb)]``: about 0.24 MB of its
-7.47 MB a token, 3%) are not counted; on a step they weigh well under 1% (review23a L2).
+30 bytes per parameter once per step) is not a per-token term and is not priced here. Should a norm's
+backward copy its strided slice of the concatenation's gradient, the multi-token-prediction join moves ``4 h
+b`` more a token (57 kB on DeepSeek-V3's 7.8 MB, 0.7%).
 """
 
 from __future__ import annotations
@@ -95,10 +111,44 @@ def _rotary_width(model) -> float:
 
 def _qk_norm_rows(model) -> tuple[int, int]:
     """``(rows, stat_bytes)`` of the query and key norm per token: a statistic per head (``"head"``,
-    ``"head_ln"``) or per projection (``"proj"``), 4 bytes (RMSNorm's ``rstd``) or 8 (LayerNorm's mean
-    too)."""
+    ``"head_ln"``, ``"head_l2"``) or per projection (``"proj"``), 4 bytes (RMSNorm's ``rstd``) or 8
+    (LayerNorm's mean too)."""
     rows = 2 if model.qk_norm == "proj" else model.heads + (model.kv_heads or model.heads)
     return rows, (8 if model.qk_norm == "head_ln" else 4)
+
+
+def _qk_norm_share(model) -> float:
+    """The share of the layers that run the query and key norm: those that rotate for ``"head_l2"`` (Llama
+    4's ``Llama4TextL2Norm`` is built only where the layer's ``use_rope``), every layer otherwise. The share
+    is spread evenly over every layer and pipeline stage: exact for the model in total and for stages that
+    hold whole periods of the rotating pattern (Scout's 12-layer stages, three of every four layers
+    rotating), off by up to one layer's norm bytes a stage on other splits (a stage of 5 Scout layers holds
+    one or two that do not rotate)."""
+    return rotary_layers(model) / model.layers if model.qk_norm == "head_l2" else 1
+
+
+def _latent_norms(model) -> tuple[int, int]:
+    """``(norms, width)`` of multi-head latent attention's two latent norms per token (``q_a_layernorm``
+    over ``q_lora_rank``, none without it; ``kv_a_layernorm`` over ``kv_lora_rank``); ``(0, 0)`` without
+    MLA."""
+    if not model.kv_lora_rank:
+        return 0, 0
+    q = model.q_lora_rank or 0
+    return (2 if q else 1), q + model.kv_lora_rank
+
+
+def mtp_pointwise_bytes_per_token(model, *, act_bytes: float = 2.0) -> tuple[float, float]:
+    """``(rep, once)``: the bytes per token of one multi-token-prediction module's join, forward and backward,
+    beyond its transformer layer and its loss (module docstring): the norms of the previous depth's hidden
+    state and of the next token's embedding and their concatenation (``rep``: on ``1 / tp`` of the tokens with
+    sequence parallelism, like the block's norms), and the embedding's gather (``once``: the first stage's
+    :func:`ends_pointwise_bytes_per_token`)."""
+    model = resolve_model(model, moe=True)
+    b = check_number("act_bytes", act_bytes, allow_equal=False)
+    h = model.hidden
+    stat = 8 if model.norm.startswith("layernorm") else 4
+    rep = 2 * (2 * h * b + stat) + 2 * (3 * h * b + stat) + 2 * 2 * h * b
+    return rep, ends_pointwise_bytes_per_token(model, act_bytes=b)[0]
 
 
 def _mlp_width(model, moe_layer: bool) -> int:
@@ -123,6 +173,9 @@ def layer_pointwise_bytes_per_token(model, *, moe_layer: bool = False, act_bytes
     # two residual adds each way, a parallel block's too (module docstring)
     fwd_rep = n * (2 * h * b + stat) + 2 * 3 * h * b
     bwd_rep = n * (3 * h * b + stat) + 2 * 3 * h * b
+    n_lat, d_lat = _latent_norms(model)       # MLA's latent norms, on the down-projections' tokens
+    fwd_rep += 2 * d_lat * b + n_lat * stat
+    bwd_rep += 3 * d_lat * b + n_lat * stat
     w, r = _mlp_width(model, moe_layer), _rotary_width(model)
     gated = model.gated_mlp
     fwd_split = (3 if gated else 2) * w * b + 2 * r * b
@@ -130,8 +183,9 @@ def layer_pointwise_bytes_per_token(model, *, moe_layer: bool = False, act_bytes
     if model.qk_norm:
         q_k = (model.heads + (model.kv_heads or model.heads)) * model.head_dim
         rows, q_stat = _qk_norm_rows(model)
-        fwd_split += 2 * q_k * b + rows * q_stat
-        bwd_split += 3 * q_k * b + rows * q_stat
+        share = _qk_norm_share(model)
+        fwd_split += share * (2 * q_k * b + rows * q_stat)
+        bwd_split += share * (3 * q_k * b + rows * q_stat)
     return (fwd_rep, bwd_rep), (fwd_split, bwd_split)
 
 
@@ -195,7 +249,10 @@ def stage_pointwise_bytes_per_token(model, par, *, recompute: str = "none",
         if i == 0:
             total += first
         if i == len(stages) - 1:
-            total += last + mtp_depth * (sum(per[True]) + last)
+            total += last
+            if mtp_depth:
+                join, gather = mtp_pointwise_bytes_per_token(model, act_bytes=act_bytes)
+                total += mtp_depth * (sum(per[True]) + last + rep_factor * join + gather)
         out.append(float(total))
     return tuple(out)
 
@@ -222,4 +279,5 @@ def pointwise_seconds(stage_bytes, tokens, hbm_bytes_per_s):
 
 
 __all__ = ["LOSS_BYTES_PER_LOGIT", "layer_pointwise_bytes_per_token", "ends_pointwise_bytes_per_token",
-           "stage_pointwise_bytes_per_token", "stage_candidates", "pointwise_seconds"]
+           "mtp_pointwise_bytes_per_token", "stage_pointwise_bytes_per_token", "stage_candidates",
+           "pointwise_seconds"]

@@ -34,7 +34,13 @@ train: on-policy the pools wait for each other (the step is the sum); with ``off
 (asynchronous RL) generation of the next batch overlaps the update, and the step is the longer of the two
 plus the sync. The ranges are those of the parts: the serving model's per-token range (leave-one-source-out,
 ``data/serving_intervals.csv``) on generation and the training MFU's range on the trainer's phases; no RL
-figure was fitted. :func:`published_rl` compares both with ``data/rl_published.csv``.
+figure was fitted. :func:`published_rl` compares both with ``data/rl_published.csv``. A fit on those rows
+(:func:`rl_loso`, :func:`rl_interval`, :func:`llmsizing.rl_split.forward_split_interval`) reads only the
+rows whose ``calibrate`` column says ``yes`` (:func:`fit_rows`): NeMo RL's performance-summary pages are
+NVIDIA NeMo performance-summary tables, which the project keeps out of every fit, range and calibration
+(issue 35; the row's ``calibrate_why`` says so), and are shown only as a check against the parts' range.
+The response lengths, the run's result (:class:`RLRun`) and each phase's seconds live in
+:mod:`llmsizing.rl_phases` (session 24), whose names stay importable from here.
 """
 
 from __future__ import annotations
@@ -46,18 +52,17 @@ from pathlib import Path
 
 from ._validate import check_bool, check_choice, check_int, check_number
 from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
-from .comm import HOST_LINK_GBPS
-from .flops import forward_flops_per_token, training_flops_per_token
+from .comm import HOST_LINK_GBPS  # noqa: F401  (the host link rl_run prices: chapter 19 imports it from here)
 from .memory import training_memory
 from .model import Model
-from .network import collective_time_s, get_node, group_link
+from .network import get_node
 from .parallel import Parallel, check_layout
-from .rl_trainer import (SLIME_SYNC_BUCKET_S, colocated_moves_s, cpu_adam_s, default_layout,
-                         layout_parallel, layout_trainer, response_second_moment, rollout_attention_seq,
-                         trainer_state_bytes, weight_backup_s)
-from .rl_generation import GEN_TP_CHOICES, default_gen_tp, generation_s
-from .serve_engine import weights_bytes_per_gpu
-from .time_cost import training_time
+from .rl_trainer import (SLIME_SYNC_BUCKET_S, response_second_moment, rollout_attention_seq,
+                         trainer_state_bytes)
+from .rl_generation import GEN_TP_CHOICES, default_gen_tp
+# the response lengths, the run's result and each phase's seconds live in rl_phases; their names stay
+# importable from here
+from .rl_phases import RLRun, _compose, _phases, _sync_s, _trainer, response_lengths  # noqa: F401
 
 #: The algorithms :func:`rl_run` prices: GRPO (no critic) and PPO (a critic of the policy's size).
 ALGORITHMS = ("grpo", "ppo")
@@ -65,197 +70,6 @@ ALGORITHMS = ("grpo", "ppo")
 MAX_NUM_SEQS = 256
 PHASES = ("generation", "log_probs", "reference", "values", "reward", "update", "weight_sync")
 PUBLISHED_CSV = Path(__file__).resolve().parents[2] / "data" / "rl_published.csv"
-
-
-def response_lengths(response) -> tuple[float, int]:
-    """``(mean, longest)`` response tokens from ``response``: one length (every response that long), a pair
-    ``(mean, longest)``, or three or more measured lengths (their mean and maximum)."""
-    if isinstance(response, bool):
-        raise TypeError("response must be a length, a (mean, longest) pair or a list of lengths, got a bool")
-    if isinstance(response, (int, float)):
-        n = check_int("response", response) if isinstance(response, int) else None
-        if n is None:
-            raise TypeError(f"response must be a whole number of tokens, got {response!r}")
-        return float(n), n
-    try:
-        values = list(response)
-    except TypeError:
-        raise TypeError("response must be a length, a (mean, longest) pair or a list of lengths, got "
-                        f"{type(response).__name__}") from None
-    if len(values) == 2:
-        mean = check_number("response[0] (mean)", values[0], allow_equal=False)
-        top = check_int("response[1] (longest)", values[1])
-        if mean > top:
-            raise ValueError(f"response=(mean, longest) needs mean <= longest; got ({mean:g}, {top})")
-        return float(mean), top
-    if len(values) < 3:
-        raise ValueError("response as a list needs 3 or more lengths (or give a (mean, longest) pair)")
-    lengths = [check_int(f"response[{i}]", v) for i, v in enumerate(values)]
-    return sum(lengths) / len(lengths), max(lengths)
-
-
-@dataclass(frozen=True)
-class RLRun:
-    """What :func:`rl_run` found. ``phases`` maps each phase of :data:`PHASES` to its seconds per step
-    (``phases_low``/``phases_high``: the fast and slow ends of the parts' ranges); ``step_s`` composes them
-    (a sum, or with asynchronous split pools the longer side plus the sync). GPU-hours count every GPU of
-    the run for ``steps`` steps. ``fits`` is the memory check: the trainer's peak per GPU
-    (``train_bytes_per_gpu``) and an engine holding its weights and at least one sequence."""
-
-    model: str
-    gpu: str
-    n_gpus: int
-    algorithm: str
-    colocated: bool
-    off_policy_steps: int
-    rollouts: int
-    prompt: int
-    response_mean: float
-    response_max: int
-    steps: int
-    gen_gpus: int
-    train_gpus: int
-    gen_tp: int
-    engines: int
-    engine_batch: int
-    decode_steps: float
-    rebatch: bool
-    phases: dict
-    phases_low: dict
-    phases_high: dict
-    step_s: float
-    step_s_low: float
-    step_s_high: float
-    train_bytes_per_gpu: float
-    engine_max_batch: int
-    memory_bytes_per_gpu: float
-    fits: bool
-    price_usd_per_gpu_hour: float
-    engine: str
-    warnings: tuple = ()
-    moves: dict | None = None
-    train_layout: tuple | None = None
-    #: What the price is: ``"list"``, ``"estimate"`` or ``"reader"`` (:func:`.catalog.price_kind_of`).
-    price_kind: str = "list"
-    #: The trainer's attention length: packed rollouts' (:func:`~llmsizing.rl_trainer.rollout_attention_seq`).
-    attention_seq: int = 0
-    #: The trainer's model states per GPU on its layout (weights, gradients, optimizer;
-    #: :func:`~llmsizing.rl_trainer.trainer_state_bytes`): what a colocated ``offload`` moves to the host and
-    #: back, and what a colocated trainer without it keeps beside the engine.
-    state_bytes_per_gpu: float = 0.0
-
-    @property
-    def gpu_hours(self) -> float:
-        return self.step_s * self.steps * self.n_gpus / 3600
-
-    @property
-    def gpu_hours_low(self) -> float:
-        return self.step_s_low * self.steps * self.n_gpus / 3600
-
-    @property
-    def gpu_hours_high(self) -> float:
-        return self.step_s_high * self.steps * self.n_gpus / 3600
-
-    @property
-    def days(self) -> float:
-        return self.step_s * self.steps / 86400
-
-    @property
-    def cost_usd(self) -> float:
-        return self.gpu_hours * self.price_usd_per_gpu_hour
-
-    @property
-    def generation_share(self) -> float:
-        """Generation's share of the sum of the phases (what a framework's timing log would show)."""
-        return self.phases["generation"] / sum(self.phases.values())
-
-    def to_frame(self):
-        """One row per phase: seconds per step (central, fast, slow) and share of the phases' sum."""
-        import pandas as pd
-
-        total = sum(self.phases.values())
-        return pd.DataFrame({"seconds": self.phases, "seconds_low": self.phases_low,
-                             "seconds_high": self.phases_high,
-                             "share": {k: v / total for k, v in self.phases.items()}})
-
-
-def _trainer(m, g, *, gpus, tokens, seq, price):
-    """Seconds (central, fast, slow) of one training pass over ``tokens`` tokens on ``gpus`` GPUs."""
-    t = training_time(m, tokens=tokens, gpu=g, n_gpus=gpus, seq=seq, price_usd_per_gpu_hour=price)
-    return (t.days * 86400, t.days_low * 86400, t.days_high * 86400), t.warnings
-
-
-def _sync_s(m, g, node, *, colocated, gpus, gen_tp, offload, state_bytes, bucket_s=0.0):
-    """``(seconds, moves)``: colocated, the pool's moves of :func:`~llmsizing.rl_trainer.colocated_moves_s`
-    summed; split, the 16-bit weights sent over the inter-node link (Tulu 3's NCCL broadcast)."""
-    if colocated:
-        moves = colocated_moves_s(m, g, node, gpus=gpus, gen_tp=gen_tp, offload=offload,
-                                  state_bytes=state_bytes, host_link_gbps=HOST_LINK_GBPS,
-                                  sync_bucket_s=bucket_s)
-        return sum(moves.values()), moves
-    w = weights_bytes_per_gpu(m, "bf16", tp=1)
-    across = group_link(g, node, size=2, stride=node.gpus_per_node)
-    t = collective_time_s("send/recv", w, 2, across)
-    return t, {"sync": t}
-
-
-def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
-    """Every phase's (central, fast, slow) seconds for one split of the pool."""
-    gen, engines, b, steps, max_b, engine = generation_s(
-        m, g, gpus=gen_gpus, tp=gen_tp, rollouts=a["rollouts"], prompt=a["prompt"], mean=a["mean"],
-        top=a["top"], rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node, util=a["util"],
-        drain=a["drain"], second_moment=a["e2"])
-    seq, att = a["prompt"] + a["top"], a["att"]         # the row; its attention (packed rollouts')
-    tokens = a["rollouts"] * (a["prompt"] + a["mean"])
-    layout = a["layout"] or default_layout(m, train_gpus, node.gpus_per_node)
-    if layout is None:
-        upd, warns = _trainer(m, g, gpus=train_gpus, tokens=tokens * a["ppo_epochs"], seq=att, price=price)
-        fwd_share = forward_flops_per_token(m, seq=att) / training_flops_per_token(m, seq=att)
-    backup = 0.0
-    if layout is not None:
-        par = layout_parallel(m, layout, train_gpus)
-        if a["weight_backup"]:
-            backup = weight_backup_s(m, par, reference=a["reference"])
-        one, fwd_share = layout_trainer(m, g, node, par, tokens=tokens, rollouts=a["rollouts"], seq=seq,
-                                        packing=a["packing"], attention_seq=att)
-        upd, warns = tuple(x * a["ppo_epochs"] for x in one), ()
-        if a["cpu_optimizer"]:
-            fwd_share *= upd[0] / (upd[0] + cpu_adam_s(m, par, train_gpus))
-            upd = tuple(x + a["ppo_epochs"] * cpu_adam_s(m, par, train_gpus) for x in upd)
-    one_fwd = tuple(x * fwd_share / a["ppo_epochs"] for x in upd)
-    ppo = a["algorithm"] == "ppo"
-    zero = (0.0, 0.0, 0.0)
-    reward = zero
-    if a["reward_model"] is not None:
-        rm = a["reward_model"]
-        r_upd, _ = _trainer(rm, g, gpus=train_gpus, tokens=tokens, seq=att, price=price)
-        share = forward_flops_per_token(rm, seq=att) / training_flops_per_token(rm, seq=att)
-        reward = tuple(x * share for x in r_upd)
-    reward = tuple(x + a["reward_s"] for x in reward)
-    p = {"generation": gen, "log_probs": one_fwd, "reference": one_fwd if a["reference"] else zero,
-         "values": one_fwd if ppo else zero, "reward": reward,
-         "update": tuple(x * (2 if ppo else 1) for x in upd)}
-    if a["evaluation"] is not None:
-        n_eval, (e_mean, e_top), every = a["evaluation"]
-        ev = generation_s(m, g, gpus=gen_gpus, tp=gen_tp, rollouts=n_eval, prompt=a["prompt"], mean=e_mean,
-                          top=e_top, rebatch=a["rebatch"], max_num_seqs=a["max_num_seqs"], node=node,
-                          util=a["util"], drain=a["drain"],
-                          second_moment=response_second_moment(e_mean, e_top))[0]
-        p["evaluation"] = tuple(x / every for x in ev)
-    return p, (engines, b, steps, max_b, engine, layout, backup), warns
-
-
-def _compose(p, sync, asynchronous):
-    """``(central, fast, slow)`` step seconds: the phases in turn, or generation beside the trainer's side."""
-    out = []
-    for i in range(3):
-        if asynchronous:
-            gen_side = ("generation", "evaluation")
-            side = sum(v[i] for k, v in p.items() if k not in gen_side)
-            out.append(max(sum(p[k][i] for k in gen_side if k in p), side) + sync)
-        else:
-            out.append(sum(v[i] for v in p.values()) + sync)
-    return tuple(out)
 
 
 def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, samples_per_prompt: int = 16,
@@ -381,6 +195,9 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
         raise ValueError(f"train_layout={a['layout']} fits none of the split pools of n_gpus={n} (give "
                          "gen_gpus= or train_layout=)")
     _, gg, tg, tp_, p, eng, warns, sync, step, tb, fits, moves, sb = best
+    if eng[5] is not None:     # timed on a layout, but the memory check lays out FSDP only (_train_bytes)
+        warns = (*warns, f"the trainer is timed on its layout {eng[5]} (tp, cp, ep, pp) but its memory "
+                 f"(train_bytes_per_gpu, fits) is checked as FSDP over {tg} GPUs, not on that layout")
     phases = {k: v[0] for k, v in p.items()} | {"weight_sync": sync}
     low = {k: v[1] for k, v in p.items()} | {"weight_sync": sync}
     high = {k: v[2] for k, v in p.items()} | {"weight_sync": sync}
@@ -467,10 +284,33 @@ def row_run(r, drain: bool = False) -> RLRun:
                   drain=drain)
 
 
+def fit_rows(published):
+    """The rows of ``published`` (``data/rl_published.csv`` or :func:`published_rl`'s frame) that a fit may
+    use: ``checked == "yes"`` (the row gives every input of a step) and ``calibrate == "yes"``. The data
+    decides, not a framework's name: a row whose source is an NVIDIA NeMo / Megatron-Bridge performance
+    summary says ``calibrate = no`` and why (``calibrate_why``; issue 35), and stays a check only. A frame
+    without the ``calibrate`` column is refused (ValueError): it cannot say which rows may be fitted."""
+    return published[(published["checked"] == "yes") & may_calibrate(published)]
+
+
+def may_calibrate(frame):
+    """A boolean mask over ``frame``'s rows: ``calibrate == "yes"`` (:func:`fit_rows`). ValueError when the
+    column is missing or holds anything but ``yes``/``no``."""
+    if "calibrate" not in frame.columns:
+        raise ValueError("published: no 'calibrate' column (yes/no per row, data/rl_published.csv): a fit "
+                         "reads only the rows marked calibrate=yes")
+    bad = sorted(set(frame["calibrate"].dropna()) - {"yes", "no"})
+    if bad or frame["calibrate"].isna().any():
+        raise ValueError(f"published['calibrate'] must be 'yes' or 'no' on every row, got {bad or 'a blank'}")
+    return frame["calibrate"] == "yes"
+
+
 def published_rl():
     """``data/rl_published.csv`` beside :func:`rl_run`'s prediction for each row that gives its setup
-    (``checked == "yes"``): ``predicted_step_s``, its ``low``/``high`` and ``inside``; the ratio is published
-    over predicted. Every row is out of sample: nothing was fitted on them."""
+    (``checked == "yes"``): ``predicted_step_s``, its ``low``/``high`` (the parts' range) and ``inside``; the
+    ratio is published over predicted. Every row is out of sample: nothing in :func:`rl_run` was fitted on
+    them. The ``calibrate`` column says which rows a fit may read (:func:`fit_rows`); the others, NeMo RL's
+    performance-summary pages, are a check against the parts' range only."""
     import pandas as pd
 
     df = pd.read_csv(PUBLISHED_CSV)
@@ -513,15 +353,21 @@ def published_forward_ratios():
 def rl_loso(published=None):
     """What a one-number correction fitted on the published step times would do for a source it never saw
     (:func:`llmsizing.intervals.loso_residuals`, sources by :func:`~llmsizing.intervals.source_key`): per
-    checked row, the factor ``exp(median log ratio)`` of the *other* sources' rows, the out-of-source ratio
-    (published over corrected prediction) and whether the parts' range times that factor holds the row."""
+    row a fit may read (:func:`fit_rows`), the factor ``exp(median log ratio)`` of the *other* sources' rows,
+    the out-of-source ratio (published over corrected prediction) and whether the parts' range times that
+    factor holds the row. Since session 24 the rows marked ``calibrate = no`` (NeMo RL's performance-summary
+    pages, issue 35) are neither fitted nor returned: two sources are left, so each factor is the other
+    source's median. ValueError with fewer than two sources."""
     import numpy as np
 
     from .intervals import loso_residuals, source_key
 
     d = published_rl() if published is None else published
-    d = d[d["checked"] == "yes"].copy()
+    d = fit_rows(d).copy()
     d["source_key"] = [source_key(s) for s in d["source"]]
+    if d["source_key"].nunique() < 2:
+        raise ValueError(f"the RL rows a fit may read (calibrate=yes) come from {d['source_key'].nunique()} "
+                         "source(s): leaving one out needs at least 2")
     log_r = np.log(d["ratio"].to_numpy(float))
 
     def fit_predict(train, test):
@@ -560,25 +406,40 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
     as the units, checked by a nested leave-one-source-out (:func:`llmsizing.intervals.loso_check`). Nested,
     each fold keeps ``S - 1`` sources, and a bound is finite only with :func:`~llmsizing.intervals.min_units`
     of them, so ``coverage=None`` takes the highest of :data:`RL_COVERAGES` the sources allow (9 + 1 for 80%;
-    5 sources allow 60%). Nothing is widened by hand."""
+    5 sources allow 60%). Nothing is widened by hand.
+
+    Only the rows a fit may read enter (:func:`fit_rows`: ``calibrate == "yes"``). Since session 24 NeMo RL's
+    performance-summary pages are marked ``calibrate = no`` (NVIDIA NeMo performance-summary tables stay out
+    of every fit and range, issue 35), which leaves two sources (Miles, verl's DeepSeek page): with the
+    shipped data this function raises ValueError, and chapter 19 states an RL step with the parts' range
+    (:func:`rl_run`'s ``step_s_low``/``step_s_high``) and no RL-specific coverage. It returns a range again
+    when enough sources that may be fitted are added to ``data/rl_published.csv``."""
     import numpy as np
 
     from .intervals import median_factor_check, min_units, source_key
 
     d = published_rl() if published is None else published
-    d = d[d["checked"] == "yes"]
+    d = fit_rows(d)
     y = np.log(d["ratio"].to_numpy(float))
     src = np.array([source_key(s) for s in d["source"]], dtype=object)
     n_src = len(set(src))
     if coverage is None:
         ok = [c for c in RL_COVERAGES if n_src - 1 >= min_units(c)]
         if not ok:
-            raise ValueError(f"the published RL rows come from {n_src} sources: a nested check needs 4")
+            low = RL_COVERAGES[-1]
+            raise ValueError(f"the published RL rows a fit may read (calibrate=yes, data/rl_published.csv) "
+                             f"come from {n_src} sources: a nested check needs {min_units(low) + 1} (at "
+                             f"{low:.0%}, the lowest of RL_COVERAGES); rows marked calibrate=no are a check "
+                             "only")
         coverage = ok[0]
+    elif n_src < 2:
+        raise ValueError(f"the published RL rows a fit may read (calibrate=yes) come from {n_src} source(s): "
+                         "leaving one out needs at least 2")
 
     chk, lo, hi = median_factor_check(y, src, coverage)
     return RLInterval(lo, hi, coverage, chk.measured_coverage, chk.median_width, len(y), n_src)
 
 
 __all__ = ["ALGORITHMS", "MAX_NUM_SEQS", "PHASES", "RL_COVERAGES", "RLInterval", "RLRun", "response_lengths",
-           "rl_run", "row_run", "published_rl", "rl_loso", "rl_interval", "published_forward_ratios"]
+           "rl_run", "row_run", "fit_rows", "may_calibrate", "published_rl", "rl_loso", "rl_interval",
+           "published_forward_ratios"]

@@ -17,7 +17,9 @@ not only the rows whose whole setup is published:
 * **the range** (:func:`forward_split_interval`): the log of published over predicted, corrected by the median
   of the other sources' (as :func:`llmsizing.rl.rl_interval` does for the step), with conformal bounds whose
   units are rows (three sources are too few for source units) and whose coverage is measured leaving whole
-  sources out, nested (:func:`llmsizing.intervals.loso_check`). Nothing is widened by hand.
+  sources out, nested (:func:`llmsizing.intervals.loso_check`). Nothing is widened by hand. Only the rows
+  marked ``calibrate = yes`` enter it (:func:`llmsizing.rl.may_calibrate`): an NVIDIA NeMo / Megatron-Bridge
+  performance summary stays out of every fit (issue 35). No such row publishes a split today.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from .catalog import get_gpu, resolve_model
 from .flops import forward_flops_per_token, training_flops_per_token
 from .network import get_node
-from .rl import PUBLISHED_CSV, RL_COVERAGES, RLInterval, row_run
+from .rl import PUBLISHED_CSV, RL_COVERAGES, RLInterval, may_calibrate, row_run
 from .rl_trainer import TRAIN_RECOMPUTE, default_layout, layout_parallel, layout_trainer
 
 #: A dense model's forward share of its update by FLOPs when its shapes are not in the catalogue: 2N of 8N
@@ -72,8 +74,8 @@ def predicted_forward_share(r) -> float:
 def forward_splits(published=None):
     """The rows of ``data/rl_published.csv`` that publish both the policy's log-probability pass and the
     update: ``published_share`` (log-probs over update), ``predicted_share``
-    (:func:`predicted_forward_share`), their ``ratio`` and the row's ``source_key``
-    (:func:`llmsizing.intervals.source_key`)."""
+    (:func:`predicted_forward_share`), their ``ratio``, the row's ``source_key``
+    (:func:`llmsizing.intervals.source_key`) and ``calibrate`` (whether a fit may read it)."""
     import pandas as pd
 
     from .intervals import source_key
@@ -85,7 +87,8 @@ def forward_splits(published=None):
     d["ratio"] = d["published_share"] / d["predicted_share"]
     d["source_key"] = [source_key(s) for s in d["source"]]
     return d[["run", "model", "gpu", "n_gpus", "framework", "published_log_probs_s", "published_update_s",
-              "published_share", "predicted_share", "ratio", "source_key"]].reset_index(drop=True)
+              "published_share", "predicted_share", "ratio", "source_key",
+              "calibrate"]].reset_index(drop=True)
 
 
 @dataclass(frozen=True)
@@ -100,12 +103,15 @@ class SplitInterval(RLInterval):
 def forward_split_interval(coverage: float | None = None, splits=None) -> SplitInterval:
     """The range of the published forward/update split around the predicted one, measured leaving whole
     sources out (module docstring). ``coverage=None`` takes the highest of :data:`llmsizing.rl.RL_COVERAGES`
-    for which every nested fold keeps :func:`~llmsizing.intervals.min_units` rows."""
+    for which every nested fold keeps :func:`~llmsizing.intervals.min_units` rows. Only the splits marked
+    ``calibrate = yes`` are read (:func:`llmsizing.rl.may_calibrate`; ``held_out`` has no entry for the
+    others)."""
     import numpy as np
 
     from .intervals import median_factor_check, min_units
 
     d = forward_splits() if splits is None else splits
+    d = d[may_calibrate(d)]
     y = np.log(d["ratio"].to_numpy(float))
     src = d["source_key"].to_numpy(object)
     keys = list(dict.fromkeys(src))

@@ -103,6 +103,46 @@ def serving_sweep(model: Model | str, gpu, *, batches=None, **kwargs) -> list[Se
     return [serving(model, gpu, batch=b, **kwargs) for b in batches]
 
 
+@dataclass(frozen=True)
+class DecodeKVIntensity:
+    """What a decode step's KV cache alone gives in FLOPs per byte (:func:`decode_kv_intensity`)."""
+
+    model: str
+    context: int                   # the step's mean context, tokens
+    flops_per_byte: float          # the step's FLOPs over the KV bytes it reads, per GPU
+    formula_flops_per_byte: float  # 2N / (M_tok s): chapter 15's I_decode as the batch grows without end
+
+
+def decode_kv_intensity(s: Serving, model: Model | str | None = None) -> DecodeKVIntensity:
+    """The arithmetic intensity a decode step's KV cache allows: each sequence adds its FLOPs and its own
+    cache to the step, so however large the batch the step's intensity stays below the FLOPs per KV byte.
+
+    ``flops_per_byte`` is ``s``'s decode FLOPs per GPU over the KV-cache bytes the step reads per GPU
+    (``decode_kv_bytes_per_gpu``: the cache at the step's mean context, and a hybrid's state; the weights
+    excluded). ``formula_flops_per_byte`` is the limit of chapter 15's roofline formula
+    ``I = 2 N b / (2 N + b M_tok s)`` as ``b`` grows: ``2 N / (M_tok s)``, ``N`` the parameters a token uses
+    (:attr:`~llmsizing.model.Model.active_params`), ``M_tok`` the KV bytes per cached token of the whole
+    model (:func:`~llmsizing.inference.kv_cache_bytes_per_token`) and ``s`` the cached tokens at the mean
+    context (:func:`~llmsizing.inference.kv_cached_tokens`). The formula counts the embedding table as
+    multiplied and leaves out attention's FLOPs, so it differs from the step's figure by a few percent
+    (Llama-3-8B at 1,152 tokens: 106 against 103). Per GPU, a latent cache that tensor parallelism does not
+    split (multi-head latent attention) or expert parallelism moves the step's figure away from the whole
+    model's formula. Pope et al. (2022), Sec. 3; jax-ml scaling book,
+    "All About Transformer Inference". ``model`` defaults to the catalogue's model of ``s.model``; pass it for
+    a model made by hand. Chapter 15."""
+    from .inference import kv_cache_bytes_per_token, kv_cached_tokens
+
+    if not isinstance(s, Serving):
+        raise TypeError(f"s must be a Serving result (llmsizing.serve.serving(...)), got {type(s).__name__}")
+    m = resolve_model(s.model if model is None else model, moe=True)
+    kv_seq = kv_cache_bytes_per_token(m, s.kv_cache) * kv_cached_tokens(m, s.decode_context)
+    if s.decode_kv_bytes_per_gpu <= 0 or kv_seq <= 0:
+        raise ValueError(f"model: {m.name} keeps no KV cache a decode step reads, so no intensity of the KV "
+                         "cache alone exists")
+    return DecodeKVIntensity(m.name, s.decode_context, s.decode_flops_per_gpu / s.decode_kv_bytes_per_gpu,
+                             2 * m.active_params / kv_seq)
+
+
 def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None, users: int | None = None,
                  prompt: int = 1024, output: int = 256, ttft_s: float = 1.0, itl_s: float = 0.05,
                  tps=TP_CHOICES, think_s: float = 0.0, percentile: float | None = None,
@@ -247,8 +287,9 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
     """Cost per million output and input tokens on each GPU type (default: the catalogue), at the cheapest
     layout (tp, batch) that meets ``ttft_s`` and ``itl_s``: for each tp the largest batch that meets them
     (:func:`replicas_for`'s search), then the lowest cost per output token. A GPU where no layout meets the
-    target gets NaN figures and the reason. Prices are the catalogue's (on-demand, dated; ``price_kind``
-    says which are estimates, not to be ranked as list prices: issue 38). A GPU without BF16
+    target gets NaN figures and the reason. Prices are the catalogue's (on-demand, dated: ``price_as_of``, a
+    GPU's own date, since providers and days differ; ``price_kind`` says which are estimates, not to be ranked
+    as list prices: issue 38). A GPU without BF16
     (the V100) computes in FP16 at its FP16 rate when ``compute`` is ``"bf16"``
     (:func:`~llmsizing.hardware.dense_tflops`),
     and its ``note`` says so. A mixture of experts is accepted (:func:`serving`; ``ep=`` too). Chapter 15."""
@@ -279,6 +320,7 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
             rows.append({"gpu": g.name, "tp": s.tp, "batch": s.batch, "itl_s": s.itl_s, "ttft_s": s.ttft_s,
                          "output_tokens_per_s_per_gpu": s.output_tokens_per_s_per_gpu,
                          "price_usd_per_gpu_hour": s.price_usd_per_gpu_hour, "price_kind": g.price_kind,
+                         "price_as_of": g.price_as_of or g.as_of,
                          "usd_per_million_output_tokens": s.usd_per_million_output_tokens,
                          "usd_per_million_input_tokens": s.usd_per_million_input_tokens,
                          "note": _dtype_note(g, kwargs)})
@@ -286,6 +328,7 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
             rows.append({"gpu": g.name, "tp": None, "batch": None, "itl_s": math.nan, "ttft_s": math.nan,
                          "output_tokens_per_s_per_gpu": math.nan,
                          "price_usd_per_gpu_hour": g.price_usd_per_gpu_hour, "price_kind": g.price_kind,
+                         "price_as_of": g.price_as_of or g.as_of,
                          "usd_per_million_output_tokens": math.nan, "usd_per_million_input_tokens": math.nan,
                          "note": "; ".join(x for x in ("no layout meets the target",
                                                        _dtype_note(g, kwargs)) if x)})
@@ -333,7 +376,8 @@ def reasoning_cost(model: Model | str, gpu, *, outputs=REASONING_OUTPUTS, prompt
 # name still works for one release, with a DeprecationWarning (issue 32: no import runs back up to it).
 __getattr__ = _retire(__name__, RETIRED, moved={"published_serving": "llmsizing.serve_calibration"})
 
-__all__ = ["all_to_all_s", "Serving", "serving", "serving_sweep", "ServingPlan", "replicas_for",
+__all__ = ["all_to_all_s", "Serving", "serving", "serving_sweep", "DecodeKVIntensity", "decode_kv_intensity",
+           "ServingPlan", "replicas_for",
            "prefill_share", "with_prefix_cache", "WORKLOADS", "REASONING_OUTPUTS", "reasoning_cost",
            "ServingPlanRange", "replicas_range", "at_speed", "serving_cost_by_gpu", "MBU_DEFAULT",
            "MFU_DEFAULT",

@@ -117,6 +117,7 @@ class Serving:
     all_to_all_s: float = 0.0
     engine: str = ""           # the engine whose step overhead this is ("vLLM/continuous"), or "given"
     price_kind: str = "list"   # what the price is: "list", "estimate" or "reader" (catalog.price_kind_of)
+    decode_kv_bytes_per_gpu: float = 0.0   # of decode_bytes_per_gpu, the KV cache's (and a hybrid's state)
 
     @property
     def gpus(self) -> int:
@@ -546,7 +547,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         interleave_s=interleave, kv_capacity=cap, pp=pp, microbatch=mb, pp_send_s=send(mb), ep=ep,
         experts_touched=experts_touched(m, mb),
         all_to_all_s=a2a(seqs_gpu / tp) / (2 * m.n_moe_layers) if ep > 1 else 0.0, engine=used,
-        price_kind=price_kind_of(g, price))
+        price_kind=price_kind_of(g, price), decode_kv_bytes_per_gpu=kv_read * share)
 
 
 __all__ = ["Serving", "serving", "WEIGHT_FORMATS", "KV_FORMATS", "MBU_DEFAULT",

@@ -14,6 +14,7 @@ import torch
 from .collective_time import cmd_collectives
 from .core import DATA
 from .cp import cmd_cp
+from .cp_merge import cmd_cp_merge
 from .dist import cmd_dist
 from .dropout import cmd_dropout
 from .hf_counts import cmd_hf_counts
@@ -67,6 +68,9 @@ def main(argv=None):
                                       "cp = 1, 2, 4 (gloo, CPU; issue 23)")
     p_cp.add_argument("--out", default=str(data / "cp_gloo_measurements.csv"))
     p_cp.add_argument("--messages-out", default=str(data / "cp_gloo_messages.csv"))
+    p_cpm = sub.add_parser("cp-merge", help="bytes PyTorch's ring attention moves around its attention kernels "
+                                            "(merge, fp32 accumulation) at cp = 2 and 4 (gloo, CPU; issue 34)")
+    p_cpm.add_argument("--out", default=str(data / "cp_merge_bytes.csv"))
     p_a2a = sub.add_parser("a2a", help="expert-parallel all-to-all bytes and times of one MoE layer step (HF "
                                        "Mixtral block, ep = 2 and 4, gloo; issue 24)")
     p_a2a.add_argument("--out", default=str(data / "moe_all_to_all_gloo.csv"))
@@ -92,14 +96,15 @@ def main(argv=None):
     p_all = sub.add_parser("all", help="every sub-command in turn (saved ... collectives, cp, a2a, hf-counts), with "
                                        "the default output files (the default)")
     p_all.set_defaults(only=None)
-    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_a2a, p_uly, p_hfc, p_hfs, p_mask, p_sw,
-              p_all):
+    for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_cpm,
+              p_a2a, p_uly, p_hfc, p_hfs, p_mask, p_sw, p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
     commands = {"saved": cmd_saved, "step": cmd_step, "dist": cmd_dist, "peft": cmd_peft, "lora": cmd_lora, "loss": cmd_loss,
                 "loss-peak": cmd_loss_peak,
                 "nf4": cmd_nf4, "dropout": cmd_dropout, "collectives": cmd_collectives, "cp": cmd_cp,
+                "cp-merge": cmd_cp_merge,
                 "a2a": cmd_a2a, "ulysses": cmd_ulysses,
                 "hf-counts": cmd_hf_counts, "hf-sweep": cmd_hf_sweep, "mask": cmd_mask, "swiglu": cmd_swiglu}
     if args.command in commands:

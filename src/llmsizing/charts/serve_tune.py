@@ -156,7 +156,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
 def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 256, itl_s: float = 0.05,
                         ttft_s: float = 1.0, weights: str = "bf16", gpus=None) -> View:
     """Chapter 15: cost per million output tokens on each GPU type at its cheapest layout meeting the latency
-    targets (:func:`llmsizing.serve.serving_cost_by_gpu`), labelled with the layout (tp x batch)."""
+    targets (:func:`llmsizing.serve.serving_cost_by_gpu`), labelled with the layout (tp x batch); the
+    summary's table gives each price's as-of date."""
     from ..serve import serving_cost_by_gpu
 
     df = serving_cost_by_gpu(model, gpus=gpus, prompt=prompt, output=output, itl_s=itl_s, ttft_s=ttft_s,
@@ -181,8 +182,9 @@ def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 2
     ax.set_title(f"{model}, {weights} weights, {prompt:,} in / {output:,} out, ITL <= {itl_s * 1e3:g} ms, "
                  f"TTFT <= {ttft_s:g} s", fontsize=9, loc="left")
     ax.spines[["top", "right"]].set_visible(False)
+    # each price with its own date: providers and days differ down the ranking (reader24c)
     lines = [f"{'GPU':<10s} {'tp':>3s} {'batch':>6s} {'ITL ms':>7s} {'tok/s/GPU':>10s} {'$/h':>6s} "
-             f"{'$/M out':>8s} {'$/M in':>7s}"]
+             f"{'$/M out':>8s} {'$/M in':>7s}  price as of"]
     for n, r in df.iterrows():
         if r["note"]:
             lines.append(f"{n:<10s} {r['note']}{price_note(r['price_kind'])}")
@@ -190,7 +192,8 @@ def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 2
             lines.append(f"{n:<10s} {int(r['tp']):>3d} {int(r['batch']):>6d} {r['itl_s'] * 1e3:>7.1f} "
                          f"{r['output_tokens_per_s_per_gpu']:>10,.0f} {r['price_usd_per_gpu_hour']:>6.2f} "
                          f"{r['usd_per_million_output_tokens']:>8.3f} "
-                         f"{r['usd_per_million_input_tokens']:>7.3f}{price_note(r['price_kind'])}")
+                         f"{r['usd_per_million_input_tokens']:>7.3f}  {r['price_as_of']}"
+                         f"{price_note(r['price_kind'])}")
     return View(fig, "\n".join(lines))
 
 
@@ -216,7 +219,8 @@ def render_speculative_speedup(model="llama-3-70b", draft="llama-3-8b", gpu: str
         ups = [speculative_decoding(model, draft, gpu, k=k, acceptance=float(a), batch=batch, context=context,
                                     weights=weights).speedup for a in rates]
         rows[k] = dict(zip(np.round(rates, 3), ups))
-        ax.plot(rates, ups, color=SPECULATIVE_COLORS.get(k, "0.4"), lw=1.8, label=f"k = {k}")
+        ax.plot(rates, ups, color=SPECULATIVE_COLORS.get(k, "0.4"), lw=1.8,
+                label=f"$k_\\mathrm{{draft}}$ = {k}")         # k is the experts per token (chapter 15)
     ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
     ax.set_xlabel("per-token acceptance rate ρ")
     ax.set_ylabel("speed-up over plain decoding")
@@ -227,9 +231,9 @@ def render_speculative_speedup(model="llama-3-70b", draft="llama-3-8b", gpu: str
                  fontsize=9, loc="left")
     ax.spines[["top", "right"]].set_visible(False)
     shown = (0.5, 0.7, 0.8, 0.9)
-    lines = ["k    " + " ".join(f"ρ={a:<5g}" for a in shown)]
+    lines = ["k_draft " + " ".join(f"ρ={a:<5g}" for a in shown)]
     for k in ks:
-        lines.append(f"{k:<4d} " + " ".join(f"{rows[k][a]:>7.2f}" for a in shown))
+        lines.append(f"{k:<7d} " + " ".join(f"{rows[k][a]:>7.2f}" for a in shown))
     return View(fig, "\n".join(lines))
 
 

@@ -1,0 +1,175 @@
+"""The layout and global batch a mixture of experts is timed on when none is given (chapters 10 and 18; issue
+35), split out of :mod:`llmsizing.stages` (session 24: it had reached the 600-line limit): the default global
+batch of about 4M tokens (:data:`MOE_DEFAULT_BATCH_TOKENS`, Llama 2's: Touvron et al. 2023, Sec. 2.2) rounded
+to whole micro-batches (:func:`moe_default_global_batch`), and the layout: the fastest plan of
+:func:`~llmsizing.planner.plan` on the GPU count asked, else the fewest GPUs that hold a step
+(:func:`~llmsizing.fewest_gpus.min_gpus`) widened by data parallelism (:func:`moe_default_layout`, its answers
+kept: :func:`_kept_moe_layout`, :func:`_kept_fewest`, :func:`_kept_fastest`). No formula of its own: it only
+chooses among the planner's and ``min_gpus``' answers. :mod:`llmsizing.stages` (and
+:mod:`llmsizing.time_cost`) re-export these names; ``tests/test_stages_moe_counts.py`` checks the kept answers
+against a search per count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import numpy as np
+
+from ._validate import check_choice
+from .catalog import get_gpu, resolve_model
+from .fewest_gpus import MIN_GPUS_MAX, min_gpus
+from .flops import RECOMPUTE
+from .job import check_moe_options
+from .layouts import _divisors
+from .parallel import Parallel
+from .precision import RECIPES
+
+
+#: The default global batch of a mixture of experts timed without one (:func:`moe_default_global_batch`):
+#: about 4M tokens, Llama 2's (Touvron et al. 2023, arXiv:2307.09288, Sec. 2.2: "a global batch-size of 4M
+#: tokens"), 2**22 so that it is 1,024 sequences of 4,096 tokens.
+MOE_DEFAULT_BATCH_TOKENS = 2**22
+
+
+def moe_default_global_batch(par: Parallel, *, seq: int, micro_batch: int = 1) -> int:
+    """Sequences per optimizer step for a mixture of experts timed without a global batch
+    (:func:`training_time`, :func:`cost_by_gpu`): :data:`MOE_DEFAULT_BATCH_TOKENS` tokens rounded up to whole
+    micro-batches of ``micro_batch`` on every data-parallel rank, and at least ``pp`` micro-batches (1F1B
+    needs as many to fill the pipeline). Chapter 18."""
+    per_step = micro_batch * par.dp
+    m = max(par.pp, math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * per_step)))
+    return m * per_step
+
+
+def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
+                       precision: str = "bf16-mixed", ep_degrees=None, mtp_depth: int = 0,
+                       capacity_factor: float | None = None):
+    """The layout a mixture of experts is timed on when none is given (:func:`_moe_default_layout`), kept
+    for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
+    one again). ``mtp_depth`` and ``capacity_factor``: planned with them (issue 35, one MoE path)."""
+    model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
+    recompute = check_choice("recompute", recompute, RECOMPUTE)
+    precision = check_choice("precision", precision, RECIPES)
+    eps = None if ep_degrees is None else tuple(ep_degrees)
+    options = tuple(sorted(check_moe_options(model, mtp_depth, capacity_factor).items()))
+    return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps, options)
+
+
+#: How many of :func:`moe_default_layout`'s answers are kept.
+MOE_LAYOUTS_KEPT = 256
+
+
+@functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
+def _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, ep_degrees, options=()):
+    return _moe_default_layout(model, gpu, seq=seq, n_gpus=n_gpus, recompute=recompute, precision=precision,
+                               ep_degrees=ep_degrees, **dict(options))
+
+
+@functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
+def _kept_fewest(model, gpu, seq, recompute, precision, moe_items=(), max_gpus=None):
+    """:func:`_moe_default_layout`'s fewest-GPU layout of one sequence
+    (:func:`~llmsizing.fewest_gpus.min_gpus`'s ``parallel``), or ``None`` when no layout holds it (with
+    ``max_gpus``: none of at most that many GPUs). Kept: the same question comes once per GPU count that
+    ``plan()`` leaves without an exact fit (issue 38: chapter 10's chart asked it three times a move for
+    DeepSeek-V3 on the H100, ~70 ms each)."""
+    try:
+        return min_gpus(model, gpu, batch=1, seq=seq, recompute=recompute, precision=precision,
+                        **dict(moe_items), **({} if max_gpus is None else {"max_gpus": max_gpus})).parallel
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=MOE_LAYOUTS_KEPT)
+def _kept_fastest(model, gpu, seq, gb, recompute, precision, moe_items, counts) -> _Fastest:
+    """:func:`_moe_default_layout`'s search: the fastest plan (the least ``step_time_s``, the first in the
+    table's order on a tie, as ``idxmin``) on each GPU count of ``plan()``'s table at global batch ``gb`` on
+    the GPU ``counts`` only (``gpu_counts``, up to the largest; a :class:`_Fastest`); a ``ValueError`` when
+    ``plan()`` refuses. Kept: each count of the search asks again."""
+    from .planner import plan
+
+    rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=max(counts),
+                gpu_counts=counts, recomputes=(recompute,), precision=precision, explain=False,
+                **dict(moe_items))
+    return _Fastest(rows)
+
+
+def _sharing(gb: int, seq: int) -> tuple:
+    """The GPU counts whose :func:`_moe_default_layout` global batch is ``gb`` at ``seq`` tokens: the divisors
+    ``d`` of ``gb`` with ``d x ceil(MOE_DEFAULT_BATCH_TOKENS / (seq d)) = gb``."""
+    return tuple(d for d in _divisors(gb) if d * math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * d)) == gb)
+
+
+class _Fastest:
+    """:func:`_kept_fastest`'s answer: ``fastest.get(n)`` is ``(parallel, micro_batch)`` of the fastest plan
+    on ``n`` GPUs of the table (``rows[rows["n_gpus"] == n]``'s ``step_time_s.idxmin()``: the least, NaN
+    skipped, the first in the table's order on a tie), or ``None``. Those rows are kept, not the table."""
+
+    COLUMNS = ("tp", "cp", "pp", "dp", "zero", "sp", "ep", "micro_batch")
+
+    def __init__(self, rows):
+        self._row, self._cols = {}, {}
+        if not len(rows):                                    # (plan()'s empty table: object columns)
+            return
+        n, step = rows["n_gpus"].to_numpy(), rows["step_time_s"].to_numpy(dtype=float)
+        order = np.lexsort((np.where(np.isnan(step), np.inf, step), n))     # (stable: ties in table order)
+        first = order[np.r_[True, n[order][1:] != n[order][:-1]]]
+        self._row = {int(k): j for j, k in enumerate(n[first].tolist())}
+        self._cols = {c: rows[c].to_numpy()[first].tolist() for c in self.COLUMNS}
+
+    def get(self, n: int):
+        if n not in self._row:
+            return None
+        tp, cp, pp, dp, zero, sp, ep, micro = (self._cols[c][self._row[n]] for c in self.COLUMNS)
+        return (Parallel(tp=int(tp), cp=int(cp), pp=int(pp), dp=int(dp), zero=int(zero), sp=bool(sp),
+                         ep=int(ep)), int(micro))
+
+
+def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
+                        precision: str = "bf16-mixed", ep_degrees=None, **options):
+    """The layout a mixture of experts is timed on when none is given (:func:`training_time`), as
+    ``(parallel, global_batch, micro_batch)``, or ``None`` when there is none. With ``n_gpus``: the fastest
+    plan of :func:`~llmsizing.planner.plan` (one GPU type, ``recompute`` only) that uses exactly ``n_gpus``,
+    at a global batch of :data:`MOE_DEFAULT_BATCH_TOKENS` tokens rounded up to a multiple of ``n_gpus``
+    sequences (so that every data-parallel degree the GPUs allow divides it); if none does, the fewest-GPU
+    layout below widened by data parallelism when ``n_gpus`` is a multiple of its GPUs. Without: the fewest
+    GPUs that hold a step of one sequence (:func:`~llmsizing.fewest_gpus.min_gpus`, its own expert-parallel
+    search), at :func:`moe_default_global_batch`. ``ep_degrees``: the expert-parallel degrees searched
+    (default: every divisor of the routed experts). ``options``: ``mtp_depth`` and ``capacity_factor``, given
+    to both. Chapter 18."""
+    from .planner import MAX_GLOBAL_BATCH
+
+    moe_kw = {**({} if ep_degrees is None else {"ep_degrees": ep_degrees}), **options}
+
+    def fewest(limit=None):
+        return _kept_fewest(model, gpu, seq, recompute, precision, tuple(sorted(moe_kw.items())), limit)
+
+    if n_gpus is None:
+        par = fewest()
+        return None if par is None else (par, moe_default_global_batch(par, seq=seq), 1)
+    gb = n_gpus * math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * n_gpus))
+    if gb <= MAX_GLOBAL_BATCH:
+        # One search answers every GPU count of this global batch (issue 35: chapter 10's chart asks seven
+        # counts), of those counts alone (plan(gpu_counts=), issue 35/38: a count d asks for gb only if d
+        # divides gb and d x ceil(tokens / (seq d)) = gb, so the search up to gb's 4,096 GPUs priced ~12x the
+        # plans any count reads): plan()'s plans on n GPUs are, bit for bit and in order, those of its search
+        # up to n or any larger limit (:func:`~llmsizing.plan_rank.plans_within`, tests/test_planner.py), so
+        # their fastest is the same, and the counts and limit are a function of gb alone. Where it refuses
+        # (more plans than one call weighs), the search of n_gpus alone.
+        key = (model, gpu, seq, gb, recompute, precision, tuple(sorted(moe_kw.items())))
+        try:
+            fastest = _kept_fastest(*key, _sharing(gb, seq))
+        except ValueError:
+            fastest = _kept_fastest(*key, (n_gpus,))
+        if (best := fastest.get(n_gpus)) is not None:
+            return best[0], gb, best[1]
+    # (only a fewest-GPU layout of at most n_gpus GPUs can divide n_gpus: min_gpus searched up to n_gpus finds
+    # the same layout when it has at most n_gpus GPUs, and none otherwise, weighing fewer layouts; issue 35,
+    # chapter 10's chart: 35 -> ~20 ms for DeepSeek-V3's three counts below its 244 GPUs on the H100)
+    one = fewest(min(n_gpus, MIN_GPUS_MAX))
+    if one is None or n_gpus % one.gpus:
+        return None
+    par = dataclasses.replace(one, dp=one.dp * (n_gpus // one.gpus))
+    return par, moe_default_global_batch(par, seq=seq), 1
