@@ -21,9 +21,12 @@ Qwen3-30B-A3B at 128K), though the H100's rows are those of the search before. W
   the GPUs' rows, taken GPU after GPU, on (segment, GPU) gives it, as each GPU's own rows are in that order
   within a segment.
 
-GPU types of different scale-up domains, or one GPU type, go through
-:func:`llmsizing.plan_memory.fitting_plans` as before. The limit on the plans priced in one call is checked on
-the rows of all GPUs, with the same message. ``tests/test_plan_fits.py`` compares the two paths.
+A search of one GPU type keeps its fit too (the pick's, for the move to two), and each fit keeps its
+candidates' totals for the next GPU type of the same candidates
+(:func:`llmsizing.plan_memory._kept_totals`: the B200 weighs only what its larger memory brings in). GPU
+types of different scale-up domains go through :func:`llmsizing.plan_memory.fitting_plans` as before. The
+limit on the plans priced in one call is checked on the rows of all GPUs, with the same message.
+``tests/test_plan_fits.py`` compares the two paths.
 """
 
 from __future__ import annotations
