@@ -379,8 +379,9 @@ def test_seed_004_fp8_verdicts():
     assert faster["library"] == pytest.approx(1978.9 * f8 / (989.4 * bf), rel=1e-9)
     assert 1.0 < faster["library"] < 2.0
     # "significantly faster" names no factor: read at its most favourable reading as every claim (issue 38),
-    # faster at all, a lower bound of 1; the library's ratio is above 1 and within the band of it, so it holds
-    assert (faster["bound"], faster["claimed"]) == ("at least", 1.0)
+    # faster at all, a direction claim above 1 (review24a M1: FP8 slower would be off, however close); the
+    # library's ratio is above 1 and within the band of it, so it holds
+    assert (faster["bound"], faster["claimed"]) == ("above", 1.0)
     assert faster["verdict"] == "holds"
     vram = t.loc["004-fp8-less-vram"]
     # one sequence with full recomputation (the central reading): the FP8 weight copies outweigh the activations

@@ -349,6 +349,12 @@ CLASHES = [
     # round 6 (read0810): chapter 10 and the appendix wrote Approach 3's loss L(N, D) next to 12 L a d s
     (re.compile(r"(?<![A-Za-z\\_{])L\s*\(\s*N\s*,\s*D\s*\)"), re.compile(r"loss|Approach 3", re.I),
      "L(N, D) as the loss: L is layers (the loss is script L)"),
+    # round 7 (reader24b): chapter 10 wrote b for the tokens each GPU works through per step; ch12 wrote g as a
+    # group index
+    (re.compile(r"(?<![A-Za-z\\_{])b(?![A-Za-z_])"), re.compile(r"tokens (?:each GPU|per GPU|one GPU)", re.I),
+     "b as tokens per GPU per step: b is sequences (n_tok)"),
+    (re.compile(r"_\{g\s*\\,?\s*\\in|,\s*\\?,?\s*g\}"), re.compile(r"exposed", re.I),
+     "g as a group index: g is the KV head count (write the group)"),
 ]
 #: Chapters where one of CLASHES is a declared local use (the appendix's local table says so).
 CLASH_LOCAL = {"m x k matrix sizes outside chapter 6: n_1, n_2, n_3": {"06_hardware.ipynb"}}
@@ -417,6 +423,10 @@ CLASHED = [
     # round 6 (read0810): chapter 10 and the appendix before this session
     ("Approach 3 fits a loss surface $$L(N, D) = L_0 + \\frac{K_N}{N^{\\alpha_N}}$$", "L(N, D) as the loss"),
     ("Approach 3's parametric loss $L(N, D) = L_0 + K_N/N^{\\alpha_N}$", "L(N, D) as the loss"),
+    # round 7 (reader24b): chapters 10 and 12 before session 24's fix
+    ("the software stack, and $b$, the tokens each GPU works through per optimizer step", "b as tokens per GPU"),
+    ("$$t_\\text{step} = t_\\text{compute} + \\sum_{g\\,\\in\\,\\{\\text{tp}\\}} t_{\\text{exposed},\\,g}$$",
+     "g as a group index"),
 ]
 #: Uses the round-5 rules must let pass (each is in the book or the appendix now).
 ALLOWED_ROUND5 = [

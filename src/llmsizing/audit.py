@@ -10,7 +10,8 @@ module holds, for each claim id, a small function that asks the library for the 
 **The most favourable reading: one rule** (issue 38). Every setting a seed leaves open is tried at each value
 of one list, the same for every claim (:data:`OPEN_SETTINGS`: sequence lengths :data:`SEQS`, the optimizer
 kernel, CPU offload, full fine-tuning or LoRA, the MFU band, the batch and recomputation of a memory ratio);
-the claim is judged at the combination with the best verdict, then the smallest factor off, and the table
+the claim is judged at the combination with the best verdict (then the one whose number holds), then the
+smallest factor off, and the table
 names that reading (the ``reading`` column) and gives the central estimate beside it (``library_central``:
 the same method and layout at :data:`SEQ` tokens and the centre of the MFU band). Its instances:
 
@@ -20,8 +21,9 @@ the same method and layout at :data:`SEQ` tokens and the centre of the MFU band)
   layouts, :class:`~llmsizing.parallel.Parallel` with ``offload=``), as long as the host memory it needs fits
   :data:`HOST_BYTES_PER_NODE` per node: the verdict is then "needs CPU offload", not "wrong in kind";
 * the time such an offloaded run spends waiting for the host (the CPU's Adam step and the copies,
-  :func:`~llmsizing.runs.offload_exposed_s`) is tried both **hidden** (DeepSpeed's delayed parameter update)
-  and **counted** (its default), at one stated batch for every such claim
+  :func:`~llmsizing.runs.offload_exposed_s`) is tried both **hidden** (the delayed parameter update of Ren
+  et al. 2021, ZeRO-Offload, Sec. 5.2) and **counted** (a step that waits for its host), at one stated batch
+  for every such claim
   (:data:`~llmsizing.audit_inputs.OFFLOAD_TOKENS_PER_STEP` tokens per GPU per optimizer step, chapter 13's
   case 1): counting it favours a claim that is too slow, hiding it one that is too fast;
 * where a seed says "fine-tuning" without saying which, both **full fine-tuning and LoRA** are computed; when
@@ -42,7 +44,8 @@ cost measures the seed's arithmetic, not the price list. The FP8 claims dispute 
 run reaches, so they compare the central calibrated MFU of each dtype
 (:func:`~llmsizing.time_cost.mfu_estimate`) with the FP8 recipes of :data:`~llmsizing.precision.RECIPES`;
 "significantly faster", which names no factor, is read at its most favourable reading as every claim: faster
-at all (at least 1x). "GB" is 10**9 bytes, as the seeds use it ("140 GB" for 70B parameters in 16 bits).
+at all (a direction claim, ``above`` 1). "GB" is 10**9 bytes, as the seeds use it ("140 GB" for 70B
+parameters in 16 bits).
 
 **No double counting.** A claim that only repeats another (the same run in two tables) or follows from it by
 the seed's own arithmetic (a table's cost = its days x its cost per day) names that claim in ``counted_with``;
@@ -56,6 +59,9 @@ and :data:`KINDS`, all importable from here too). With ``r = claimed / library``
 * ``at least`` (a claim written "N+" or "more than N"): holds if the library value is at least N/BAND;
 * ``at most`` (a claim that something fits in N GB, or that N GPUs suffice): holds if the library value is at
   most N x BAND;
+* ``above`` / ``below`` (a claim that names a direction only, "faster", "reduces", "outperforms", "costs
+  less", read as a ratio bounded by 1): holds only if the library value lies strictly on the claim's side of
+  1, the band widening that side alone (0.9 is off for "faster", 1.05 holds);
 * ``range`` (a claim "from lo to hi"): holds if the library value lies in ``[lo/BAND, hi x BAND]``, otherwise
   it is off by the factor to the nearer end; ``ratio`` uses the middle of the range.
 
@@ -235,7 +241,7 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "000-opt3-days": lambda: _days(_L2_70, 1e12, _H100, 64),
     "000-opt3-cost": lambda: _cost(_L2_70, 1e12, _H100, 64),
     # ---- seed 000: cost tables (throughput of all the GPUs, days, total cost)
-    **{f"000-cost-{key}-{n}-tps": (lambda m=m, n=n: _tps(m, _H100, n_gpus=n))
+    **{f"000-cost-{key}-{n}-tps": (lambda m=m, n=n: _tps(m, _H100, n_gpus=n, fit=True))   # as -days, -usd
        for key, m, t, ns in _COST_TABLES for n in ns},
     **{f"000-cost-{key}-{n}-days": (lambda m=m, t=t, n=n: _days(m, t, _H100, n))
        for key, m, t, ns in _COST_TABLES for n in ns},
@@ -371,23 +377,35 @@ def _at_other_seq(f: Finding, seq: int, kind: str) -> tuple[Finding, ...]:
     return tuple(replace(g, reading=(g.reading or READINGS[kind]) + tag, others=()) for g in (f, *f.others))
 
 
-@cache
 def _findings() -> tuple[tuple[Claim, Finding], ...]:
-    """Every claim with the library's finding, computed once per session (a few seconds: the GPU counts
-    search layouts): the central reading at :data:`SEQ` tokens, and as other readings the same at every other
-    length of :data:`SEQS` (the one rule of :data:`OPEN_SETTINGS`)."""
-    out = {c.id: _value(c.compute()) for c in claims()}
+    """Every claim with the library's finding, computed once per session and offload batch
+    (:func:`_findings_at`)."""
+    return _findings_at(_readings._TOKENS_PER_STEP)
+
+
+@cache
+def _findings_at(tokens_per_step: int) -> tuple[tuple[Claim, Finding], ...]:
+    """:func:`_compute` of every claim, keyed by the offload batch it is computed at
+    (:func:`~llmsizing.audit_readings.at_offload_batch`), so that no result depends on what ran first."""
+    return _compute(claims())
+
+
+def _compute(cs: tuple[Claim, ...]) -> tuple[tuple[Claim, Finding], ...]:
+    """Each claim of ``cs`` with the library's finding (a few seconds for all: the GPU counts search
+    layouts): the central reading at :data:`SEQ` tokens, and as other readings the same at every other length
+    of :data:`SEQS` (the one rule of :data:`OPEN_SETTINGS`)."""
+    out = {c.id: _value(c.compute()) for c in cs}
     for seq in SEQS:
         if seq == SEQ:
             continue
         with at_seq(seq):
-            alt = {c.id: (c, _value(c.compute())) for c in claims()}
+            alt = {c.id: (c, _value(c.compute())) for c in cs}
         for cid, (c, g) in alt.items():
             f = out[cid]
             if g.value == f.value and g.low == f.low and g.high == f.high and g.reason == f.reason:
                 continue                        # the length does not enter this claim: no second reading
             out[cid] = replace(f, others=f.others + _at_other_seq(g, seq, c.kind))
-    return tuple((c, out[c.id]) for c in claims())
+    return tuple((c, out[c.id]) for c in cs)
 
 
 def _favourable(c: Claim, f: Finding) -> float:
@@ -395,22 +413,25 @@ def _favourable(c: Claim, f: Finding) -> float:
     if f.low is None or f.high is None:
         return f.value
     lo, hi = min(f.low, f.high), max(f.low, f.high)
-    if c.bound == "at least":
+    if c.bound in ("at least", "above"):
         return hi
-    if c.bound == "at most":
+    if c.bound in ("at most", "below"):
         return lo
     top = c.claimed if c.claimed_high is None else c.claimed_high
     return min(max(c.claimed, lo), hi) if c.claimed >= lo else min(max(top, lo), hi)
 
 
 def _judge_all(c: Claim, f: Finding, band: float) -> list[tuple]:
-    """Each reading judged (its own first): ``(kind rank, |log factor|, value, verdict, reading)``."""
+    """Each reading judged (its own first): ``(rank, |log factor|, value, verdict, reading)``; the rank is the
+    verdict's kind, then whether its number holds (an offload verdict whose number holds beats one whose
+    number is off, however near: a direction claim at 1.0 is off)."""
     judged = []
     for g in (f, *f.others):
         x = _favourable(c, g)
         v = verdict(c.claimed, x, bound=c.bound, claimed_high=c.claimed_high, reason=g.reason, band=band,
                     offload=g.offload)
-        judged.append((KINDS.index(verdict_kind(v)), abs(math.log(c.claimed_mid / x)), x, v, g.reading))
+        rank = 2 * KINDS.index(verdict_kind(v)) + (verdict_kind(verdict_number(v)) != "holds")
+        judged.append((rank, abs(math.log(c.claimed_mid / x)), x, v, g.reading))
     return judged
 
 

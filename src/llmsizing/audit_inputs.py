@@ -42,8 +42,9 @@ OPEN_SETTINGS = {
                    "reading of an absolute memory claim), and 1 and 8 for FP8's memory ratio (the one ratio "
                    "without a batch; a larger batch favours FP8)",
     "offload time": "for a time, throughput or cost of a run that fits only with CPU offload: the host's "
-                    "exposed time (the CPU's Adam step, the copies) hidden, as DeepSpeed's delayed parameter "
-                    "update hides it, and counted, as its default does, each GPU accumulating "
+                    "exposed time (the CPU's Adam step, the copies) hidden, as the delayed parameter update "
+                    "of Ren et al. 2021 (ZeRO-Offload, Sec. 5.2) hides it, and counted, as a step that "
+                    "waits for its host does, each GPU accumulating "
                     f"{OFFLOAD_TOKENS_PER_STEP:,} tokens per optimizer step (chapter 13's case 1: 64 "
                     "sequences of 4,096 tokens)",
     "ratio of two runs": "each at its central calibrated MFU (by GPU and dtype), without the band: the one "

@@ -39,7 +39,11 @@ SEQS = (4096, 2048)
 FP8_BATCHES = (1, 8)
 #: The tail of the reading of a time, throughput or cost with the offload's exposed host time counted.
 OFFLOAD_COUNTED = (f"offload time counted ({OFFLOAD_TOKENS_PER_STEP:,} tokens per GPU per optimizer "
-                   "step, DeepSpeed's default: no delayed update)")
+                   "step, no delayed parameter update)")
+#: Tokens per GPU per optimizer step the counted reading uses now: :data:`OFFLOAD_TOKENS_PER_STEP` except
+#: inside :func:`at_offload_batch` (which :func:`llmsizing.audit.offload_batch_flip` uses to find the batch at
+#: which a verdict changes).
+_TOKENS_PER_STEP = OFFLOAD_TOKENS_PER_STEP
 
 # ----------------------------------------------------------------------------- library look-ups (no formulas)
 _FUSED = "fused"
@@ -94,13 +98,14 @@ def _offload_fit(model: str, gpu: str, n_gpus: int) -> str:
 
 
 @cache
-def _offload_s_per_token(model: str, gpu: str, n_gpus: int) -> float:
+def _offload_s_per_token(model: str, gpu: str, n_gpus: int, tokens_per_step: int) -> float:
     """Seconds of host time the GPUs wait for, per token of the run, when ``n_gpus`` x ``gpu`` train
     ``model`` with the CPU offload of :func:`_offload_layout`: :func:`~llmsizing.runs.offload_exposed_s` of
     one optimizer step (:func:`~llmsizing.zero_traffic.offload_time`: the gradients down, the CPU's Adam, the
-    weights up; DeepSpeed's default, without the delayed parameter update) over the step of
+    weights up; without the delayed parameter update of Ren et al. 2021, Sec. 5.2) over the step of
     :func:`~llmsizing.layouts.step_time` it hides behind (micro-batch 1, full recomputation, as the fit
-    check), each GPU accumulating :data:`OFFLOAD_TOKENS_PER_STEP` tokens. Chapter 13 (case 1) times it."""
+    check), each GPU accumulating ``tokens_per_step`` tokens (whole sequences of :data:`SEQ`; the audit's is
+    :data:`OFFLOAD_TOKENS_PER_STEP`). Chapter 13 (case 1) times it."""
     from .layouts import step_time
     from .parallel import Parallel
     from .runs import offload_exposed_s
@@ -110,23 +115,43 @@ def _offload_s_per_token(model: str, gpu: str, n_gpus: int) -> float:
     if found is None:
         return 0.0
     zero, what, _ = found
-    accum = OFFLOAD_TOKENS_PER_STEP // SEQ
+    accum = max(1, tokens_per_step // SEQ)
     par = Parallel(dp=n_gpus, zero=zero, offload=what)
     st = step_time(model, gpu, par, batch=1, seq=SEQ, grad_accum=accum, recompute="full")
     exposed = offload_exposed_s(offload_time(model, par, grad_accum=accum), st)
     return exposed / (accum * SEQ * n_gpus)
 
 
-def offload_exposed_days(model: str, tokens: float, gpu: str, n_gpus: int) -> float:
+def _names(model, gpu) -> tuple[str, str]:
+    """Catalogue names of ``model`` and ``gpu`` (a :class:`~llmsizing.model.Model` or
+    :class:`~llmsizing.hardware.GPU` object, or a name), checked against the catalogues."""
+    from .catalog import get_gpu, resolve_model
+
+    return resolve_model(model, moe=True).name, get_gpu(gpu).name
+
+
+def offload_exposed_days(model, tokens: float, gpu, n_gpus: int, *,
+                         tokens_per_step: int = OFFLOAD_TOKENS_PER_STEP) -> float:
     """Days the host's exposed work adds to a run of ``tokens`` tokens of ``model`` on ``n_gpus`` x ``gpu``
-    that fits only with CPU offload (0 when no offload layout holds the step): the time the audit counts in
-    the other reading of an offloaded run (:data:`OFFLOAD_COUNTED`, :data:`OFFLOAD_TOKENS_PER_STEP`).
-    Chapter 14 (its exercise 1) and chapter 13 (case 1)."""
+    that fits only with CPU offload: the time the audit counts in the other reading of an offloaded run
+    (:data:`OFFLOAD_COUNTED`), each GPU accumulating ``tokens_per_step`` tokens per optimizer step
+    (:data:`OFFLOAD_TOKENS_PER_STEP` by default; a larger batch adds less host time, a smaller one more).
+    ``model`` and ``gpu`` are catalogue names or :class:`~llmsizing.model.Model` /
+    :class:`~llmsizing.hardware.GPU` objects. A run that fits without offload gets 0.0 (it waits for no
+    host); a run that fits in no layout, offload included, raises ValueError. Chapter 14 (its exercise 1)
+    and chapter 13 (case 1)."""
     from ._validate import check_int, check_number
 
     tokens = check_number("tokens", tokens, allow_equal=False)
     n = check_int("n_gpus", n_gpus, minimum=1)
-    return tokens * _offload_s_per_token(str(model), str(gpu), n) / SECONDS_PER_DAY
+    per_step = check_int("tokens_per_step", tokens_per_step, minimum=SEQ)
+    m, g = _names(model, gpu)
+    if n >= _min_plan(m, g).gpus:
+        return 0.0
+    if _offload_layout(m, g, n) is None:
+        raise ValueError(f"n_gpus={n}: a {m} training step fits on {n} {g} in no layout, offload included "
+                         f"(it needs at least {_min_plan(m, g).gpus} without offload)")
+    return tokens * _offload_s_per_token(m, g, n, per_step) / SECONDS_PER_DAY
 
 
 @cache
@@ -256,11 +281,12 @@ def _counted(found: "Finding", extra: float, *, slower: bool = True) -> "Finding
 def _with_counted(found: "Finding", model: str, gpu: str, n_gpus: int, per_token: float,
                   *, slower: bool = True) -> "Finding":
     """``found`` with, as its other reading, the same with the offload's host time counted
-    (:func:`_counted`), when the run fits only with CPU offload: the time hidden (DeepSpeed's delayed
-    parameter update) and counted (its default) are both tried, one open setting of :data:`OPEN_SETTINGS`."""
+    (:func:`_counted`), when the run fits only with CPU offload: the time hidden (the delayed parameter update
+    of Ren et al. 2021, Sec. 5.2) and counted (without it) are both tried, one open setting of
+    :data:`OPEN_SETTINGS`."""
     if not found.offload:
         return found
-    s = _offload_s_per_token(model, gpu, n_gpus)
+    s = _offload_s_per_token(model, gpu, n_gpus, _TOKENS_PER_STEP)
     return replace(found, others=found.others + (_counted(found, s * per_token, slower=slower),))
 
 
@@ -345,13 +371,27 @@ def offload_fit(model: str, gpu: str, n_gpus: int) -> str:
 
 def _same_gpu_days_cost_ratio() -> Finding:
     """Seed 000's "8 GPUs for 50 days is cheaper than 1 GPU for 400 days": the cost of a run on 8 H100s over
-    the same run on one, at the same price (Mistral 7B on 100B tokens, the seed's own example run)."""
-    eight, one = _run(_M7, 1e11, _H100, 8), _run(_M7, 1e11, _H100, 1)
-    ratio = eight.cost_usd / one.cost_usd
-    return Finding(ratio, f"8 x 50 and 1 x 400 are both 400 GPU-days: at one price per GPU-hour they cost "
-                          f"the same (USD {seed_gpu_days_usd(8, 50):,.0f} at the seed's USD "
-                          f"{SEED_PRICES_USD[_H100]}), and more GPUs never raise the MFU",
-                   f"calibrated MFU, same on 1 and 8 GPUs; cost ratio {ratio:.2f}")
+    the same run on one (Mistral 7B on 100B tokens, the seed's own example run), built from both sides'
+    :func:`_cost`, each at its central calibrated MFU (a ratio of two runs, :data:`OPEN_SETTINGS`): with the
+    offload's host time hidden on both sides, and (the other reading) counted on both. One H100 holds the
+    step only with CPU offload, so the claim needs it; it is wrong in kind only if no reading makes the
+    8-GPU run cheaper."""
+    eight, one = _cost(_M7, 1e11, _H100, 8), _cost(_M7, 1e11, _H100, 1)
+
+    def counted(f: Finding) -> Finding:
+        return next((g for g in f.others if g.reading.endswith(OFFLOAD_COUNTED)), f)
+
+    ratios = [eight.value / one.value, counted(eight).value / counted(one).value]
+    reason = "" if min(ratios) < 1 else (
+        f"8 x 50 and 1 x 400 are both 400 GPU-days: at one price per GPU-hour they cost the same (USD "
+        f"{seed_gpu_days_usd(8, 50):,.0f} at the seed's USD {SEED_PRICES_USD[_H100]}), and with the host's "
+        "time hidden or counted more GPUs do not make the run cheaper")
+    off = "; ".join(f"the {n}-GPU run: {f.offload}" for n, f in ((8, eight), (1, one)) if f.offload)
+    reading = "each run at its central calibrated MFU" + ("; CPU offload" if off else "")
+    found = [Finding(r, reason, reading, offload=off) for r in ratios]
+    if ratios[1] == ratios[0]:
+        return found[0]
+    return replace(found[0], others=(replace(found[1], reading=f"{reading}; {OFFLOAD_COUNTED}"),))
 
 
 def _b200_speedup() -> float:
@@ -473,3 +513,20 @@ def at_seq(seq: int):
     finally:
         SEQ = old
         _clear_caches()
+
+
+@contextmanager
+def at_offload_batch(tokens_per_step: int):
+    """Count an offloaded run's host time at ``tokens_per_step`` tokens per GPU per optimizer step instead
+    of :data:`OFFLOAD_TOKENS_PER_STEP` (a multiple of :data:`SEQ` at least :data:`SEQ`): what
+    :func:`llmsizing.audit.offload_batch_flip` varies. The cached look-up is keyed by the batch, so nothing
+    computed inside depends on what ran before."""
+    from ._validate import check_int
+
+    global _TOKENS_PER_STEP
+    per_step = check_int("tokens_per_step", tokens_per_step, minimum=SEQ)
+    old, _TOKENS_PER_STEP = _TOKENS_PER_STEP, per_step
+    try:
+        yield
+    finally:
+        _TOKENS_PER_STEP = old

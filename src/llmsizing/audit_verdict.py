@@ -4,7 +4,8 @@ against the library's, with the band of tolerance :data:`BAND`, the ways a claim
 
 The rule is stated in full in :mod:`llmsizing.audit`'s docstring; that module applies it to every claim of
 ``data/seed_claims.csv``: a point claim holds within a factor :data:`BAND` either way, a lower or upper bound
-on its side of the band, a range when the library lies within it widened by the band; a premise that needs
+on its side of the band, a direction claim only strictly on its side (the band widens that side alone),
+a range when the library lies within it widened by the band; a premise that needs
 CPU offload or fails whatever the number is said before the number's own score. No formula of the library
 lives here, only the comparison. Moved out of :mod:`llmsizing.audit` (which re-exports every name, so ``from
 llmsizing.audit import verdict`` still works) to keep that module under 600 lines.
@@ -18,8 +19,12 @@ from ._validate import check_choice, check_number
 #: The tolerance of the verdict rule: a claim within a factor 1.25 of the library (25% either way) holds.
 BAND = 1.25
 
-#: How a claimed value is meant: a point, a lower bound, an upper bound (a capacity), or a range.
-BOUNDS = ("about", "at least", "at most", "range")
+#: How a claimed value is meant: a point, a lower bound, an upper bound (a capacity), a range, or a direction
+#: only: "above" / "below" for a claim that names no factor, only a direction ("faster", "reduces",
+#: "outperforms", "costs less"), read as a ratio bounded by 1. A direction claim holds only on its side of
+#: the claimed value (the band applies above it for "above", below it for "below"); on the other side it is
+#: off, however close: "FP8 trains faster" does not hold with FP8 slower.
+BOUNDS = ("about", "at least", "at most", "range", "above", "below")
 
 #: How a verdict is counted (:func:`verdict_kind`), from best to worst.
 KINDS = ("holds", "needs CPU offload", "off", "wrong in kind")
@@ -33,7 +38,10 @@ def verdict(claimed: float, library: float, *, bound: str = "about", claimed_hig
             reason: str = "", band: float = BAND, offload: str = "") -> str:
     """The verdict on one claim (the rule is in :mod:`llmsizing.audit`): ``"holds"``, ``"off by 4.1x (too
     low)"``, ``"holds as a lower bound (library 9.3x higher)"``, ``"needs CPU offload: <how> (the number:
-    ...)"`` or ``"wrong: <reason> (the number alone: ...)"``.
+    ...)"`` or ``"wrong: <reason> (the number alone: ...)"``. A direction claim (``bound="above"`` or
+    ``"below"``, :data:`BOUNDS`) holds only when the library lies strictly on its side of ``claimed``: the
+    band widens that side, never the other (``verdict(1, 0.9, bound="above")`` is off, ``verdict(1, 1.05,
+    bound="above")`` holds).
 
     ``claimed`` and ``library`` are in the same unit (``library`` > 0); ``claimed_high`` is the top of a
     ``range``; ``band`` > 1 is the tolerance factor (default :data:`BAND`); ``offload`` says how the claim's
@@ -69,6 +77,18 @@ def verdict(claimed: float, library: float, *, bound: str = "about", claimed_hig
             alone = f"off by {_factor(claimed / library)} (too high)"
     elif bound == "at most":
         alone = "holds" if library <= claimed * band else f"off by {_factor(library / claimed)} (too low)"
+    elif bound == "above":
+        if library > claimed:
+            alone = "holds" if library <= claimed * band else \
+                f"holds as a lower bound (library {_factor(library / claimed)} higher)"
+        else:
+            alone = f"off by {_factor(claimed / library)} (too high)"
+    elif bound == "below":
+        if library < claimed:
+            alone = "holds" if library >= claimed / band else \
+                f"holds as an upper bound (library {_factor(claimed / library)} lower)"
+        else:
+            alone = f"off by {_factor(library / claimed)} (too low)"
     else:
         if claimed / band <= library <= high * band:
             alone = "holds"

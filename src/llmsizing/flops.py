@@ -152,6 +152,19 @@ def training_flops_per_token(model: Model | str, *, seq: int, recompute: str = "
     return _partial_flops_per_token(model, seq, n, causal)
 
 
+def narayanan_eq3_flops_per_token(model: Model | str, *, seq: int, vocab: int | None = None) -> float:
+    """Hardware FLOPs per token by Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on
+    GPU Clusters Using Megatron-LM", Eq. 3): ``96 L h^2 (1 + s / (6h) + V / (16 L h))``, the forward, the
+    backward and the forward re-run by full recomputation, for a model with a 4h MLP, no biases or norms.
+    ``vocab`` defaults to the model's (Megatron pads it: 51,200 for GPT-3's 50,257). The paper's count, to
+    compare with :func:`training_flops_per_token` with ``recompute="full"`` (chapter 10)."""
+    model = resolve_model(model)
+    seq = check_int("seq", seq)
+    v = model.vocab if vocab is None else check_int("vocab", vocab)
+    layers, h = model.layers, model.hidden
+    return 96 * layers * h**2 * (1 + seq / (6 * h) + v / (16 * layers * h))
+
+
 def _partial_flops_per_token(model: Model, seq: int, rerun_layers: int, causal: bool) -> float:
     """Training FLOPs per token when ``rerun_layers`` of the model's layers are recomputed (in any stages):
     the no-recomputation count plus that share of what full recomputation reruns (each layer's forward,

@@ -418,6 +418,31 @@ def _zero3_gathered(model: Model, precision: str, par: Parallel) -> float:
     return (weights + DTYPE_BYTES[recipe.grads]) * max(block, matrix)
 
 
+def activation_room_bytes(model: Model | str, gpu, *, parallel: Parallel | None = None,
+                          precision: str = "bf16-mixed", optimizer: str = "adamw",
+                          usable_fraction: float = USABLE_FRACTION) -> float:
+    """Bytes of activations one GPU can still hold under the book's memory rule, the one the planner applies
+    (chapter 12): the step's peak, model states + ZeRO-3's gathered unit (:func:`zero3_gathered_bytes`) +
+    activations, plus the overhead allowance on that peak (:func:`default_overhead_bytes`: 1 GiB + 8%), must
+    stay within ``usable_fraction`` (:data:`USABLE_FRACTION`, 90%) of the GPU's memory. So the room is
+    ``(usable_fraction x capacity - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION) - states - gathered``;
+    negative when the states alone do not fit. A bound that counts no loss or optimizer temporaries
+    (:func:`training_memory` does). ``gpu`` is a catalogue name or :class:`~llmsizing.catalog.GPU`.
+    Chapter 7 (Exercise 7.1)."""
+    from ._validate import check_fraction
+    from .catalog import get_gpu
+
+    model = resolve_model(model, moe=True)
+    check_recipe("precision", precision)
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    frac = check_fraction("usable_fraction", usable_fraction)
+    par = resolve_parallel(parallel, model)
+    states = model_states(model, precision=precision, optimizer=optimizer, parallel=par).total_bytes
+    gathered = _zero3_gathered(model, precision, par)
+    usable = frac * get_gpu(gpu).memory_bytes
+    return (usable - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION) - states - gathered
+
+
 # ----------------------------------------------------------------------------- largest micro-batch
 def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixed", optimizer: str = "adamw",
                     attention: str = "flash", recompute: str = "none", dropout: bool = False,

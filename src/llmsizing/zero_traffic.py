@@ -49,6 +49,49 @@ def dp_bucket_params(dp: int) -> int:
     return max(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * dp)
 
 
+#: PyTorch ``DistributedDataParallel``'s default gradient buckets, in bytes: ``bucket_cap_mb=25`` (25 MiB,
+#: ``kDefaultBucketBytesCap`` in ``torch/csrc/distributed/c10d/reducer.hpp``), and a first bucket of 1 MiB
+#: (``kDefaultFirstBucketBytes``, ``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``) so that the first
+#: all-reduce starts early in the backward pass.
+TORCH_DDP_BUCKET_BYTES = 25 * 2**20
+TORCH_DDP_FIRST_BUCKET_BYTES = 2**20
+
+
+def torch_ddp_buckets(model: Model | str, *, precision: str = "bf16-mixed",
+                      bucket_cap_mb: float = TORCH_DDP_BUCKET_BYTES / 2**20) -> int:
+    """Gradient buckets, so all-reduce calls per step, of PyTorch's ``DistributedDataParallel`` for
+    ``model``'s gradients in the recipe's gradient dtype, with ``bucket_cap_mb`` MiB buckets (default 25).
+
+    PyTorch fills its buckets by bytes, tensor by tensor, in the order the backward pass produces the
+    gradients (DDP rebuilds its buckets in that order after the first step), and closes a bucket as soon as
+    it holds at least the cap: the first bucket at 1 MiB (:data:`TORCH_DDP_FIRST_BUCKET_BYTES`), the others at
+    the cap (``_compute_bucket_assignment_by_size`` in ``torch/csrc/distributed/c10d/reducer.cpp``). A tensor
+    larger than the cap closes a bucket of its own, so a model of large matrices has fewer buckets than
+    ``bytes / cap``. Here the order is the reverse of the definition order (the LM head first, then the
+    blocks from the last, each block's tensors in reverse): the order DDP assumes before it has seen a step.
+    Megatron-Core's DDP buckets by parameters instead (:func:`dp_bucket_params`), and that is the count
+    :func:`~llmsizing.comm.communication` prices. Chapter 7."""
+    model = resolve_model(model, moe=True)
+    check_recipe("precision", precision)
+    cap = check_number("bucket_cap_mb", bucket_cap_mb, minimum=1e-3) * 2**20
+    grad_b = DTYPE_BYTES[RECIPES[precision].grads]
+    t = model.tensors()
+    first = next((i for i, e in enumerate(t) if e[1].startswith("layers.")), len(t))
+    block = [e for e in t if e[1].startswith("layers.")]
+    before = t[:first]
+    after = [e for e in t[first:] if not e[1].startswith("layers.")]
+    forward = [math.prod(s) for _, _, s, _ in before]
+    for i in range(model.layers):
+        forward += [math.prod(s) for _, _, s, k in block if i < k]
+    forward += [math.prod(s) for _, _, s, _ in after]
+    buckets, filled, limit = 0, 0.0, min(TORCH_DDP_FIRST_BUCKET_BYTES, cap)
+    for n in reversed(forward):
+        filled += n * grad_b
+        if filled >= limit:
+            buckets, filled, limit = buckets + 1, 0.0, cap
+    return buckets + (filled > 0)
+
+
 def dp_calls(zero: int, on_rank: float, *, layers: int = 1, bucket_params: float | None = None) -> int:
     """Calls of each data-parallel collective per pass (per micro-batch for ZeRO-3's, per step or micro-batch
     for the others, :func:`dp_schedule`): ZeRO-3, one per FSDP unit, ``ceil(layers / FSDP_UNIT_LAYERS)``;

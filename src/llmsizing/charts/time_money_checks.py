@@ -162,9 +162,12 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     r = df["ratio"].to_numpy(float)
     worst = df.iloc[int(np.argmax(np.abs(np.log(r))))]
     label = "" if article == "all" else f"seed {article}, "
-    summary = (f"{label}{len(df)} claims: {counts['holds']} hold (within {band - 1:.0%}), "
-               f"{counts['needs CPU offload']} need CPU offload, "
-               f"{counts['off']} are off by more, {counts['wrong in kind']} are wrong in kind\n"
+    def n(k: str, one: str, many: str) -> str:                     # "1 is wrong in kind", "2 are ..."
+        return f"{counts[k]} {one if counts[k] == 1 else many}"
+
+    summary = (f"{label}{len(df)} claims: {n('holds', 'holds', 'hold')} (within {band - 1:.0%}), "
+               f"{n('needs CPU offload', 'needs', 'need')} CPU offload, "
+               f"{n('off', 'is', 'are')} off by more, {n('wrong in kind', 'is', 'are')} wrong in kind\n"
                f"claimed / library: median {np.median(r):.2f}, from {r.min():.3g} to {r.max():.3g}; "
                f"furthest: {worst['id']} ({worst['ratio']:.3g})")
     return FixedView(fig, summary)
