@@ -200,6 +200,40 @@ every widget PNG and summary of a 48-setting walk equal main's. Measured 2026-12
     types, 112). Paired in one process (benchmarks/bench_fast17b_ab.py 6, 23:52 UTC, load 1.1-1.9): 0.943
     over 120 moves; kept_price 18.5-23.5 -> 16.1-20.3 ms (to 32K), 16.9-22.3 -> 13.8-18.1 (8M, all-gather),
     21.8-27.5 -> 20.2-26.9 (two GPU types). Peak RSS 1072 -> 1079 MB.
+
+Since 2026-12-02 (branch fast17c, issues 35 and 38) a search of several GPU types of one scale-up domain fits
+each type alone and keeps the fit (``plan_fits``), and each recomputation's totals of the search's candidates
+are kept between such fits (``plan_memory._kept_totals``): the move to H100 SXM + B200 takes the H100's fit of
+the pick and weighs only the candidates the B200's larger memory brings in. Same bits: the 96 lines of
+benchmarks/walk_ch17_bits.py (48 plan frames, 48 widget PNGs, summaries and errors) equal main's, forward and
+reversed, each in a fresh process. Measured 2026-12-02 (base = main c4af242 as a ``git archive`` of src and
+data on PYTHONPATH, the same venv; main and branch alternately, three pairs, 01:53:21-01:54:53 UTC, load
+1.6-2.1), --controls --rounds 3 --no-speculate, median CPU ms, base -> new (pairs 1, 2, 3):
+
+    model                      to 32K            H100 SXM + B200       the other three moves
+    qwen3-30b-a3b            111->112 106->115 103->105   116->107 114->108 113->102   within the noise
+    deepseek-v2              109->119 119->108 102->101    91->82  101->89   91->81    within the noise
+    granite-3.0-1b-a400m      95->92   99->97  105->94     96->86   98->93   95->93    within the noise
+    gpt-oss-120b              92->87   97->96   88->95     90->90   93->93   93->88    within the noise
+    olmoe-1b-7b               80->77   83->84   80->78     88->72   84->83   84->81    within the noise
+    moves over 100 ms CPU (median): 3, 4, 4 of 50 (main) against 3, 3, 3 (branch): Qwen3-30B-A3B's and
+    DeepSeek-V2's to 32K (101-120 ms on both sides, a search at a new context), Qwen3-30B-A3B's to two GPU
+    types (102-108, was 113-116).
+
+Paired in one process (benchmarks/bench_fast17c_ab.py 6, 01:55 UTC, load 1.9): the move to two GPU types
+0.79-0.92 (Qwen3-30B-A3B 117 -> 106, granite 1B 106 -> 93, gpt-oss-120b 111 -> 91; DeepSeek-V2 1.05, 101 ->
+102), the other moves 0.95-1.10 (unchanged: their fits are new searches); 8 -> 5 of 20 moves over 100 ms.
+The fit of the two-GPU move alone (main's fit of both types after the pick's, against the branch's, 8 paired
+rounds, load ~6): Qwen3-30B-A3B 41 -> 15 ms, DeepSeek-V2 34 -> 22, granite 1B 27 -> 6, gpt-oss-120b 32 -> 17.
+Issue 35's bar is still NOT met for the moves to 32K of Qwen3-30B-A3B and DeepSeek-V2 (~105-120 ms): a new
+context is a new search (its memory entries ~20-25 ms, the fit's tables ~13, candidates ~6, pricing ~20,
+plan()'s frame ~15, render ~12 and PNG ~18), and for Qwen3-30B-A3B's move to two GPU types (~102-108: the
+B200's pricing ~25 ms is new, plan()'s 59,000-row frame ~19, render and PNG ~36).
+At the branch's last commit (a20e673: only totals weighed within the largest limit are reused), two pairs
+at load 3.3-4.9 (02:14:35-02:15:49 UTC): the move to two GPU types, main -> branch, Qwen3-30B-A3B 121 -> 112
+and 117 -> 109, DeepSeek-V2 91 -> 89 and 98 -> 85, OLMoE 101 -> 81 and 82 -> 94, the other seven 52-108 ->
+57-106; moves over 100 ms 8 and 5 (main) against 5 and 7 (branch): at that load the spread of one move from
+run to run (~10-15%) is larger than the change.
 """
 
 from __future__ import annotations

@@ -200,6 +200,9 @@ def test_the_floor_skips_gpus_and_changes_no_plan(monkeypatch):
         return real(memory, parts, rc, coef_id, lay, pair_of, picked, *rest)
 
     monkeypatch.setattr(plan_memory, "_table_totals", counted)
+    # (all GPU types weighed at once, as this function does: plan() otherwise fits each type alone and keeps
+    # the totals between them, plan_fits, whose rows tests/test_plan_fits.py compares with these)
+    monkeypatch.setattr(planner, "fitting_plans", plan_memory.fitting_plans)
     with_floor = _fresh_plan(**kw)
     weighed = sum(rows)
     rows.clear()

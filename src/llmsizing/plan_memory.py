@@ -310,7 +310,7 @@ _SIBLINGS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: dict, limits: np.ndarray,
                   global_batch: int, max_gpus, micros, cps, rcs, partial: bool, expert_tp: bool, most: int,
-                  in_all: int = 2, counts=None):
+                  in_all: int = 2, counts=None, segments: bool = False, kept_totals: dict | None = None):
     """The plans of :func:`~llmsizing.planner.plan`'s search that fit, as ``(columns, total bytes)``, or
     ``(None, None)``: for every layout ``(tp, pp, zero, ep, v)`` of ``layouts`` (``v`` interleaved chunks),
     every GPU of ``gpu_list`` whose scale-up domain (``domains``) ``tp`` divides and every candidate
@@ -330,7 +330,11 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     coefficients a row of one table per recomputation, pieces the other layouts lack padded with
     ``-inf``). ``counts``: ``plan(gpu_counts=)``, sorted (None: every count), a layout whose ``tp x pp``
     divides none of them left out and a candidate on another count never a plan, so that the rows are those of
-    the search of every count, in the same order (each candidate keeps its place)."""
+    the search of every count, in the same order (each candidate keeps its place). ``segments``
+    (:mod:`llmsizing.plan_fits`): no check of ``most``, and a third array, each row's segment (its layout and
+    (cp, micro-batch) block, numbered in the search's order). ``kept_totals``: a dict kept between searches
+    of the same memory, layouts and candidates (:mod:`llmsizing.plan_fits`), where each recomputation's
+    totals and floors of the candidates are kept (:func:`_kept_totals`)."""
     domain = np.array([domains[g.name] for g in gpu_list])
     cands, parts, n_lay, on_of, units = {}, [], [], {}, {}
     for tp, pp, zero, ep, v in layouts:
@@ -351,7 +355,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
             parts.append(((tp, pp, zero, ep, v), on, cand))
             n_lay.append(len(cand["dp"]))
     if not parts:
-        return None, None
+        return (None,) * (2 + segments)
     lay = np.repeat(np.arange(len(parts)), n_lay)                   # each candidate's layout
     cat = {k: np.concatenate([c[k] for _, _, c in parts]) for k in ("block", "cp", "micro", "dp", "m", "dpf")}
     # a candidate's coefficients: one per (layout, its (cp, accumulation class) pair)
@@ -384,8 +388,12 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
             least = (rc == "full" and partial) & (stage_layers[rows] > 1) & even[rows]
             plain = rows[~least]
             if len(plain):
-                total, floor = _table_totals(memory, parts, rc, coef_id, lay, pair_of, plain, cat["micro"],
-                                             cat["dpf"], limits, kept)
+                def weigh(sub, kp, rc=rc):
+                    return _table_totals(memory, parts, rc, coef_id, lay, pair_of, sub, cat["micro"],
+                                         cat["dpf"], limits, kp)
+                total, floor = (weigh(plain, kept) if kept_totals is None else
+                                _kept_totals(kept_totals, rc, plain, len(lay), float(limits.max()), weigh,
+                                             kept))
                 t[:, plain] = total[None, :]
                 # a GPU whose limit the model states alone exceed fits no recomputation: weighed no further
                 chosen[:, plain] |= floor[None, :] > limits[:, None] * (1 + FLOOR_MARGIN)
@@ -412,11 +420,11 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     fit[:, :, (zeros > 0) & (cat["cp"] == 1) & (cat["dp"] == 1)] = False   # ZeRO over one rank is no ZeRO
     g_, r_, j_ = np.nonzero(fit)
     if not len(g_):
-        return None, None
+        return (None,) * (2 + segments)
     # (at most ``most`` plans without interleaving or ZeRO-2/3 under a pipeline, ``in_all`` times as many in
     # all: MAX_PLANS)
     plain = np.array([key[4] == 1 and not (key[2] >= 2 and key[1] > 1) for key, _, _ in parts])[lay[j_]]
-    if plain.sum() > most or len(g_) > in_all * most:
+    if not segments and (plain.sum() > most or len(g_) > in_all * most):
         raise ValueError(
             f"more than {most:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
             f"type(s){'' if max_gpus is None else f' within max_gpus={max_gpus:,}'}), more than plan() "
@@ -433,7 +441,46 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     cols = dict(gpu=g_, tp=keys[:, 0], cp=cat["cp"][j_], pp=keys[:, 1], zero=keys[:, 2],
                 micro=cat["micro"][j_], dp=cat["dp"][j_], m=cat["m"][j_], rc=r_, ep=keys[:, 3], vp=keys[:, 4],
                 rl=np.stack(layers)[r_, g_, j_])
-    return {k: np.asarray(v).astype(np.int64) for k, v in cols.items()}, np.stack(totals)[r_, g_, j_]
+    cols = {k: np.asarray(v).astype(np.int64) for k, v in cols.items()}
+    if segments:                                    # (plan_fits: unchecked, with each row's segment)
+        return cols, np.stack(totals)[r_, g_, j_], seg[j_]
+    return cols, np.stack(totals)[r_, g_, j_]
+
+
+def _kept_totals(totals: dict, rc: str, rows, n: int, top: float, weigh, kept: dict) -> tuple:
+    """``weigh(rows, kept)`` (:func:`_table_totals` of the candidates ``rows`` of a search of ``n``
+    candidates, with recomputation ``rc`` and largest limit ``top``), from the totals and floors kept in
+    ``totals`` by earlier searches of the same memory, layouts and candidates (other GPU types: chapter 17's
+    move to two GPU types weighs the B200 on the H100's totals). Each candidate's total and floor are its own
+    (elementwise from the memory's entries, whichever candidates are weighed beside it). A total weighed
+    (its floor within the largest limit then, ``live``) is kept and reused as it is; any other candidate (its
+    floor kept as total, beyond that limit) is weighed again. A total reused where :func:`_table_totals`
+    would give the floor (a floor beyond the largest limit now, weighed under a larger one before) is at
+    least that floor, so it fits no GPU either (no such row is a plan, and only plans' totals are returned).
+    ``kept``: the search's shared tables (:func:`~llmsizing.plan_tables.table_totals`' ``kept``), given only
+    to a call on all of ``rows`` (whose pairs hold every later recomputation's), else a dict of its own."""
+    if rc not in totals and len(rows) == n:            # (every candidate, none kept: kept as weighed)
+        t_, f_ = weigh(rows, kept)
+        totals[rc] = (t_, f_, _weighed(kept, n))
+        return t_, f_
+    if rc not in totals:
+        totals[rc] = (np.zeros(n), np.zeros(n), np.zeros(n, dtype=bool))
+    total, floor, live = totals[rc]
+    need = ~live[rows]
+    if need.any():
+        sub = rows[need] if not need.all() else rows
+        own = kept if sub is rows else {k: v for k, v in kept.items() if k in ("share_states", "pair_keys")}
+        t_, f_ = weigh(sub, own)
+        total[sub], floor[sub], live[sub] = t_, f_, _weighed(own, len(sub))
+    return total[rows], floor[rows]
+
+
+def _weighed(kept: dict, n: int) -> np.ndarray:
+    """Which of the ``n`` rows :func:`~llmsizing.plan_tables.table_totals` just weighed (``kept["live"]``,
+    taken); none if it did not say (another implementation in its place, as tests put one): they are then
+    weighed again by any later search."""
+    got = kept.pop("live", None)
+    return np.zeros(n, dtype=bool) if got is None else got
 
 
 def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, limits, kept=None):

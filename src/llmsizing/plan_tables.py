@@ -135,6 +135,8 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin, ke
     # of fixed)
     floor = (fixed + sharded).max(axis=0)
     live = ~(floor > limits.max() * (1 + margin))              # (beyond the largest limit: beyond every one)
+    if kept is not None:                 # (which rows' totals are weighed: plan_memory's kept totals)
+        kept["live"] = live
     need = np.zeros(len(ids), dtype=bool)
     need[at[live]] = True
     later = k[need & (k[:, CP] > 1)][:, [TP, PP, C, V]]            # (each distinct key once, in order)

@@ -56,7 +56,8 @@ from .all_to_all import node_limit, routing_note
 from .moe_layouts import ep_candidates
 from .moe_time import shared_expert_params
 from .parallel import CP_COMMS, MAX_PP, check_layout
-from .plan_memory import SearchMemory, fitting_plans, kept_search_memory  # noqa: F401
+from .plan_fits import fitting_plans
+from .plan_memory import SearchMemory, kept_search_memory  # noqa: F401
 # the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
 from .plan_rank import (DEADLINE_RULES, DEFAULT_DEADLINE_RULE, _digits, _lex_orders, _pareto,  # noqa: F401
                         _ranks, _taken, budget_kept, budget_rule_text, deadline_kept, deadline_rule_text,
