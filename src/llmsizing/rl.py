@@ -429,9 +429,9 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
         if not ok:
             low = RL_COVERAGES[-1]
             raise ValueError(f"the published RL rows a fit may read (calibrate=yes, data/rl_published.csv) "
-                             f"come from {n_src} source{'s' * (n_src != 1)}: a nested check needs {nested_min_units(low)} (at "
-                             f"{low:.0%}, the lowest of RL_COVERAGES); rows marked calibrate=no are a check "
-                             "only")
+                             f"come from {n_src} source{'s' * (n_src != 1)}: a nested check needs "
+                             f"{nested_min_units(low)} (at {low:.0%}, the lowest of RL_COVERAGES); rows "
+                             "marked calibrate=no are a check only")
         coverage = ok[0]
     elif n_src < 2:
         raise ValueError(f"the published RL rows a fit may read (calibrate=yes) come from {n_src} source(s): "
