@@ -3,7 +3,7 @@
 A mixture of experts reduces its dense gradients over dp x cp and its routed experts' over edp: two
 collectives behind the same last backward (two weight all-gathers before the same first forward). On one link
 they share its bandwidth, so their times add before the window is taken off; on two links they run side by
-side. The expected values below are worked out by hand from round numbers (or from the collectives' own
+side, and in each window the step waits for the one that ends last (review24b M2). The expected values below are worked out by hand from round numbers (or from the collectives' own
 seconds, with the window rule done by hand), never read off the code's output.
 """
 
