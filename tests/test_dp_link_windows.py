@@ -3,7 +3,7 @@
 A mixture of experts reduces its dense gradients over dp x cp and its routed experts' over edp: two
 collectives behind the same last backward (two weight all-gathers before the same first forward). On one link
 they share its bandwidth, so their times add before the window is taken off; on two links they run side by
-side. The expected values below are worked out by hand from round numbers (or from the collectives' own
+side, and in each window the step waits for the one that ends last (review24b M2). The expected values below are worked out by hand from round numbers (or from the collectives' own
 seconds, with the window rule done by hand), never read off the code's output.
 """
 
@@ -234,3 +234,53 @@ def test_the_planner_prices_the_moe_windows_as_step_time(expert_tp):
             assert r.step_time_s == pytest.approx(st.step_s, rel=1e-9), par
             exposed += r.ep == 1 and st.exposed_by_group_s["dp"] > 0
         assert exposed >= 4                     # (plans whose data-parallel windows show: the rule is tested)
+
+
+def test_two_links_expose_the_later_one_not_the_sum():
+    """review24b M2: the dense ZeRO-1 reduce-scatter on the NICs and the experts' on NVLink start in the same
+    last backward (Megatron-Core launches both buffers' bucket groups together) and run side by side, so the
+    step waits for the one that ends last: 0.5 s and 0.5 s against a 0.4 s backward leave 0.5 - 0.4 = 0.10 s,
+    not (0.5 - 0.4) + (0.5 - 0.4) = 0.20 s (the sum of each link's exposure, the rule before). On one link
+    the two share its bandwidth: 0.5 + 0.5 - 0.4 = 0.60 s. Gathers 0.1 s each, inside the 0.2 s forward."""
+    rows = [_row("ZeRO-1 gradient reduce-scatter", 0.50, "network"),
+            _row("ZeRO-1 weight all-gather", 0.10, "network"),
+            _row("ZeRO-1 gradient reduce-scatter (experts)", 0.50, "NVLink 4"),
+            _row("ZeRO-1 weight all-gather (experts)", 0.10, "NVLink 4")]
+    assert _exposed_dp(rows, ZERO1) == pytest.approx(0.10, rel=1e-12)
+    shared = [r if r.link == "network" else _row(r.collective, r.time_s, "network") for r in rows]
+    assert _exposed_dp(shared, ZERO1) == pytest.approx(0.60, rel=1e-12)
+
+
+def test_two_links_wait_for_the_later_one_window_by_window():
+    """Slot by slot: the NICs' reduce-scatter 0.7 s and gather 0.1 s, NVLink's 0.5 s and 0.3 s. In the last
+    backward (0.4 s) the NICs end last, 0.30 s exposed; before the first forward (0.2 s) NVLink does, 0.10 s:
+    0.40 s in all (the larger link on its own would give 0.30 + 0 = 0.30 s, the sum of the two links'
+    0.30 + 0.10 + 0.10 = 0.50 s)."""
+    rows = [_row("ZeRO-1 gradient reduce-scatter", 0.70, "network"),
+            _row("ZeRO-1 weight all-gather", 0.10, "network"),
+            _row("ZeRO-1 gradient reduce-scatter (experts)", 0.50, "NVLink 4"),
+            _row("ZeRO-1 weight all-gather (experts)", 0.30, "NVLink 4")]
+    assert _exposed_dp(rows, ZERO1) == pytest.approx(0.40, rel=1e-12)
+
+
+def test_every_collective_dp_schedule_names_has_a_window():
+    """review24b L2: exposure.dp_slot reads the window off the name, so the names dp_schedule gives and the
+    table dp_slot reads must be the same set; a name it does not know is refused, never sent to a default
+    window."""
+    from llmsizing.zero_traffic import dp_schedule
+
+    names = {row[0] for zero in (0, 1, 2, 3) for reshard in (False, True) for pipelined in (False, True)
+             for row in dp_schedule(zero, 1e9, 2.0, 4.0, 4, reshard, pipelined=pipelined)}
+    assert names == set(exposure.DP_SLOT_OF)
+    for name in names:
+        assert exposure.dp_slot(name + " (experts)") == exposure.dp_slot(name)
+    with pytest.raises(ValueError, match="name="):
+        exposure.dp_slot("ZeRO-1 gradient all-reduce")
+
+
+def test_the_window_rule_keeps_its_old_keywords():
+    per_pass = (0.0, 0.0, 0.3, 0.0, 0.5)           # 0.1 s over the forward, 0.1 s over the backward
+    assert exposure.dp_window_exposed_s(per_pass, fwd_s=0.2, bwd_s=0.4, micro_batches=2) == pytest.approx(0.2)
+    with pytest.warns(DeprecationWarning, match="fwd_s"):
+        old = exposure.dp_window_exposed_s(per_pass, fwd=0.2, bwd=0.4, micro_batches=2)
+    assert old == pytest.approx(0.2)

@@ -243,8 +243,14 @@ def test_olmoe_dense_twin_pair_against_the_library(ev):
                                                             precision="bf16-mixed")) for m in (moe, twin)]
         return tps[0] / tps[1]
 
-    assert ratio(1) / measured > 1.1
-    assert ratio(8) / measured > 1.15
+    one, eight = ratio(1), ratio(8)        # 0.73 and 0.79 (recorded, exp24, Dec 2026): 1.16x, 1.25x measured
+    # the published side (Fig. 4): the MoE ran at 0.63 of its twin, slower against it than the library says at
+    # either micro-batch (the small-MoE gap's direction); the margins are recorded above, not asserted
+    assert measured < one and measured < eight
+    # physics: the MoE does its twin's FLOPs (the same active parameters, within 1%) plus the router's and
+    # gathers 5x the bytes under ZeRO-3 (6.9B parameters against 1.3B): it cannot run faster than its twin;
+    # and 8 sequences a micro-batch gather once a step instead of 8 times, which spares the MoE the more
+    assert one < eight < 1
 
 
 # ---- session 23 (moe35s): what the small-MoE rows' sources say about their hours, and the controlled pairs
@@ -367,10 +373,11 @@ def test_granite_and_jetmoe_miss_on_their_compute_alone():
 def test_olmoe_is_under_the_top_on_its_compute_alone_and_above_it_at_two_sequences_a_micro_batch():
     """OLMoE-1B-7B (MegaBlocks in OLMo's FSDP), what chapter 18 says of it: it lies inside the range only
     through the exposed communication of its row's assumed one sequence per micro-batch (ZeRO-3 gathers the
-    weights for every micro-batch, and more than a fifth of its priced step waits for them). On its compute
-    alone it is slower than the library's compute (above 1) but still under the range's top, unlike Granite
-    and JetMoE; at two sequences a micro-batch the gathers hide and it lies above the range with them. So the
-    row inside is no counter-example to the small-MoE gap, nor does it join the misses on compute alone."""
+    weights for every micro-batch, and part of its priced step waits for them: 22% recorded in Dec 2026). On
+    its compute alone it is slower than the library's compute (above 1) but still under the range's top,
+    unlike Granite and JetMoE; at two sequences a micro-batch less of the step waits for the gathers and it
+    lies above the range with them. So the row inside is no counter-example to the small-MoE gap, nor does it
+    join the misses on compute alone."""
     from llmsizing.moe_evidence import compute_only_ratio
     from llmsizing.moe_runs import _model, moe_run_check, run_step
 
@@ -380,13 +387,17 @@ def test_olmoe_is_under_the_top_on_its_compute_alone_and_above_it_at_two_sequenc
     assert moe_run_check().loc[olmoe["run"], "inside"]
     assert 1 < compute_only_ratio(olmoe) < 1 / lo
     st = run_step(olmoe)
-    assert st.exposed_by_group_s["dp"] / st.step_s > 0.2             # 22% (exp24, Dec 2026; 35% before)
+    share = st.exposed_by_group_s["dp"] / st.step_s            # 22% (recorded: exp24, Dec 2026; 35% before)
+    assert share > 0                                                 # the chapter: the step waits for them
     par = Parallel(dp=int(olmoe["dp"]), zero=int(olmoe["zero"]))
     two = step_time(_model(olmoe["model"]), olmoe["gpu"], par, batch=2, seq=int(olmoe["seq"]),
                     grad_accum=int(olmoe["global_batch"]) // par.dp // 2, precision=olmoe["precision"])
     published = float(olmoe["tokens"]) / (float(olmoe["gpu_hours"]) * 3600)   # 5.133e12 / 61,440 h: 23,207
     assert published == pytest.approx(23_207, abs=1)
     assert two.tokens / two.step_s / par.gpus / published > 1 / lo
+    # twice the sequences a micro-batch: each gather's window twice as long and half as many gathers a step,
+    # so less of the step waits for them (the physical reason the row leaves the range)
+    assert two.exposed_by_group_s["dp"] / two.step_s < share
 
 
 def test_olmoe_dense_twin_lies_inside_where_its_moe_does_not(ev):

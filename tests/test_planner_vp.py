@@ -281,6 +281,24 @@ def test_no_plan_within_the_budget_says_the_rule():
 
 
 
+def test_no_plan_counts_the_plans_the_table_lists():
+    """reader24b's ch12 L1: chapter 12 read "5,652 plans fit in memory" in the message where its table listed
+    5,055 for the same search: the message counted the search's rows, before the interleaved and pipelined
+    ZeRO-2/3 twins that another plan of the same GPUs beats are dropped. The message now counts (and names
+    the fastest and the cheapest of) the plans ``plan()`` lists for the same search without limits."""
+    import re
+
+    kw = dict(tokens=1e12, gpus=("H100 SXM",), seq=8192, global_batch=1024, max_gpus=256)
+    listed = plan(L70, **kw)
+    with pytest.raises(NoPlanError) as exc:
+        plan(L70, deadline_days=1, budget_usd=1e3, **kw)
+    msg = str(exc.value)
+    n = int(re.match(r"([\d,]+) plans fit in memory \(those plan\(\) lists without", msg)[1].replace(",", ""))
+    assert n == len(listed)
+    assert f"the fastest takes {listed['days'].min():,.1f} days" in msg
+    assert f"the cheapest costs ${listed['cost_usd'].min():,.0f} (" in msg
+
+
 def test_within_budget_by_hand():
     """As meets_deadline for the deadline (issue 34): point costs $1.0M, $1.0M, $0.8M, $1.2M, slow ends $1.2M,
     $1.1M, $0.9M, $1.3M, a budget of $1.1M. Plan 1 is within it by its point cost only (1.0 <= 1.1 < 1.2:

@@ -83,7 +83,7 @@ def test_verl_deepseek_run_against_the_parts_range():
     assert row["checked"] == "yes" and row["n_gpus"] == 96 and row["rollouts_per_step"] == 96 * 8
     assert row["calibrate"] == "yes"
     others = d[~d["source"].str.startswith("verl documentation, Training DeepSeek")]
-    with pytest.raises(ValueError, match="1 sources"):
+    with pytest.raises(ValueError, match="1 source: "):   # (singular since fix24f, review24b L9)
         rl_interval(published=others)
     print(f"verl DeepSeek V3: ratio {row['ratio']:.2f}, parts' range {row['low']:.0f}-{row['high']:.0f} s")
     assert not row["inside"] and row["step_s"] > row["high"]

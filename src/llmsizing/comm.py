@@ -134,15 +134,33 @@ def group_links(parallel: Parallel, gpu, *, gpus_per_node: int | None = None,
                           inter_node_gbps=inter_node_gbps).items()}
 
 
+def experts_apart_of(ep, etp, tp):
+    """:func:`experts_apart`'s rule on plain values, ``ep > 1 or etp != tp``, written with ``|`` and ``!=``
+    so that it reads ints (a bool) or arrays of layouts (an array of bools, the planner's
+    :mod:`llmsizing.plan_moe`): one rule in one place (review24b M3)."""
+    return (ep > 1) | (etp != tp)
+
+
 def experts_apart(parallel: Parallel) -> bool:
     """Whether a mixture of experts' routed experts reduce their gradients (and gather their ZeRO shards) in
     collectives of their own, over the expert-data-parallel group, rather than in the dense parameters' own:
     Megatron-Core gives them a buffer of their own (``is_expert_parallel``) "when expert-parallelism > 1,
     expert-tensor-parallelism != tensor-parallelism" (``group_params_for_buffers``,
     megatron/core/distributed/param_and_grad_buffer.py); without either, both are one group of ranks and one
-    buffer, so one collective per bucket (and FSDP's unit of a block gathers its experts with its attention).
-    Read off the layout, never the model's name."""
-    return parallel.ep > 1 or parallel.etp != parallel.tp
+    buffer, so one collective per bucket (and FSDP's unit of a block gathers its experts with its attention;
+    torchtitan wraps the experts apart only when they are sharded over ep > 1).
+
+    This is Megatron-Core's rule, applied whatever the stack. DeepSpeed-MoE differs: its ``Experts``
+    constructor (deepspeed/moe/experts.py) sets ``param.allreduce = False`` and an expert ``group_name`` on
+    every expert parameter whatever ``ep``, so it reduces its experts apart even at ``ep = 1``. The bytes are
+    the same either way (at ``ep = 1`` with ``etp = tp`` the expert-data-parallel group is the dense one);
+    only the calls differ, one more set of them (the experts' buckets, under ZeRO-3 their units) and their
+    latency steps, which this rule leaves out for a DeepSpeed run at ``ep = 1``: a small share of the step
+    where buckets are large (the Phi-3.5-MoE and Granite rows barely moved when the rule came in, exp24,
+    Dec 2026), more under ZeRO-3's per-unit calls (OLMoE's one-sequence micro-batches against its dense twin,
+    tests/test_moe_kernel_evidence.py). Read off the layout, never the model's name
+    (:func:`experts_apart_of`)."""
+    return bool(experts_apart_of(parallel.ep, parallel.etp, parallel.tp))
 
 
 def communication(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,

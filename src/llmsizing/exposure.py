@@ -6,6 +6,8 @@ exposed_by_group`` still works) to keep that module under 600 lines."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .moe_time import shared_overlap_exposed_s
@@ -22,18 +24,30 @@ DP_SLOTS = ("ZeRO-3 forward gather", "ZeRO-3 backward", "weight all-gather", "Ze
 DP_PER_MICRO_BATCH = (True, True, False, True, False)
 
 
+#: Each data-parallel collective :func:`~llmsizing.zero_traffic.dp_schedule` names, by its :data:`DP_SLOTS`
+#: index (the experts' rows add " (experts)", :func:`~llmsizing.comm.communication`).
+DP_SLOT_OF = {"ZeRO-3 weight all-gather (forward)": 0, "ZeRO-3 weight all-gather (backward)": 1,
+              "ZeRO-3 gradient reduce-scatter": 1, "FSDP weight all-gather (kept for the step)": 2,
+              "ZeRO-1 weight all-gather": 2, "ZeRO-2 weight all-gather": 2,
+              "ZeRO-2 gradient reduce-scatter": 3, "DP gradient all-reduce": 4,
+              "ZeRO-1 gradient reduce-scatter": 4}
+
+
 def dp_slot(name: str) -> int:
     """The :data:`DP_SLOTS` index of the data-parallel collective called ``name`` (a
-    :class:`~llmsizing.network.Collective`'s; the experts' rows end in " (experts)")."""
-    if "all-gather (forward)" in name:
-        return 0
-    if name.startswith("ZeRO-3"):
-        return 1
-    if "weight all-gather" in name:
-        return 2
-    if name.startswith("ZeRO-2 gradient"):
-        return 3
-    return 4
+    :class:`~llmsizing.network.Collective`'s; the experts' rows end in " (experts)"), looked up in
+    :data:`DP_SLOT_OF`, the names :func:`~llmsizing.zero_traffic.dp_schedule` gives (a test holds the two
+    together); a name it does not hold is refused, so a collective renamed there cannot silently move to
+    another window. The window is still read off the name: carrying it as a field of
+    :class:`~llmsizing.network.Collective`, from :func:`~llmsizing.zero_traffic.dp_schedule`'s rows, is the
+    full fix, left undone (review24b L2) because it changes the shape of both, which the planner's unit rows
+    (:mod:`llmsizing.plan_terms`) and tests build on."""
+    base = name[:-len(" (experts)")] if name.endswith(" (experts)") else name
+    try:
+        return DP_SLOT_OF[base]
+    except KeyError:
+        raise ValueError(f"name={name!r} is no data-parallel collective of zero_traffic.dp_schedule: "
+                         f"one of {sorted(DP_SLOT_OF)}, optionally followed by ' (experts)'") from None
 
 
 def _pos(x):
@@ -41,13 +55,32 @@ def _pos(x):
     return max(0.0, x) if isinstance(x, float) else np.maximum(0.0, x)
 
 
-def dp_window_exposed_s(per_pass, fwd, bwd, micro_batches, slot1=None):
+def _longer(a, b):
+    """The larger of two exposures, floats or, element by element, arrays."""
+    return max(a, b) if isinstance(a, float) and isinstance(b, float) else np.maximum(a, b)
+
+
+def dp_window_terms_s(per_pass, fwd_s, bwd_s, micro_batches, slot1=None) -> tuple:
+    """The seconds the step waits for each :data:`DP_SLOTS` slot's data-parallel collectives of ONE link
+    (a tuple of five, floats or arrays; :func:`dp_window_exposed_s` takes the same arguments and adds them
+    up): the per-micro-batch slots (:data:`DP_PER_MICRO_BATCH`) ``micro_batches x max(0, pass - window)``,
+    the others ``max(0, step - window)``, ZeRO-3's backward slot ``slot1`` if given. Kept apart so that
+    :func:`exposed_by_group` can take, slot by slot, the longest of several links' (review24b M2)."""
+    s0, s1, s2, s3, s4 = per_pass
+    m = micro_batches
+    if slot1 is None:
+        slot1 = m * _pos(s1 - bwd_s)
+    return m * _pos(s0 - fwd_s), slot1, _pos(s2 - fwd_s), m * _pos(s3 - bwd_s), _pos(s4 - bwd_s)
+
+
+def dp_window_exposed_s(per_pass, fwd_s=None, bwd_s=None, micro_batches=None, slot1=None, **old):
     """Seconds the step waits for the data-parallel collectives of ONE link: ``per_pass`` holds, per
     :data:`DP_SLOTS` slot, the seconds of one pass of all that slot's collectives on the link added up (a
     micro-batch's for the per-micro-batch slots, :data:`DP_PER_MICRO_BATCH`, the step's for the others;
-    floats, or arrays with one entry per plan), ``fwd`` and ``bwd`` one micro-batch's forward and backward on
-    the slowest stage, ``micro_batches`` the micro-batches per step; ``slot1``, if given, the exposed seconds
-    of ZeRO-3's backward slot (under a pipeline: :func:`~llmsizing.pipeline_schedule.zero3_exposed_s`).
+    floats, or arrays with one entry per plan), ``fwd_s`` and ``bwd_s`` one micro-batch's forward and
+    backward on the slowest stage, ``micro_batches`` the micro-batches per step; ``slot1``, if given, the
+    exposed seconds of ZeRO-3's backward slot (under a pipeline:
+    :func:`~llmsizing.pipeline_schedule.zero3_exposed_s`).
 
     Collectives that share a link share its bandwidth while they overlap the same compute, so their times add
     before the window is taken off, once (issue 35). Megatron-Core keeps a mixture of experts' dense and
@@ -60,12 +93,28 @@ def dp_window_exposed_s(per_pass, fwd, bwd, micro_batches, slot1=None):
     self.is_last_microbatch``): two streams on one set of NICs during one backward, not two backwards. The
     sum is exact for the bytes; every call's latency counts in full, as if the two ran one after the other
     (at most the shorter one's latencies too much). The one rule of :func:`exposed_by_group` and the planner
-    (:func:`llmsizing.plan_dp._dp_exposed`, one plan per array entry)."""
-    s0, s1, s2, s3, s4 = per_pass
-    m = micro_batches
-    if slot1 is None:
-        slot1 = m * _pos(s1 - bwd)
-    return m * _pos(s0 - fwd) + slot1 + _pos(s2 - fwd) + m * _pos(s3 - bwd) + _pos(s4 - bwd)
+    (:func:`llmsizing.plan_dp._dp_exposed`, one plan per array entry): the sum of
+    :func:`dp_window_terms_s`. (``fwd=`` and ``bwd=``, the old keywords, still work and warn.)"""
+    if old:                                            # (the names before review24b L8: fwd, bwd)
+        fwd_s, bwd_s = _renamed(old, fwd_s, bwd_s)
+    if fwd_s is None or bwd_s is None or micro_batches is None:
+        raise TypeError("dp_window_exposed_s() needs per_pass, fwd_s, bwd_s and micro_batches")
+    t0, t1, t2, t3, t4 = dp_window_terms_s(per_pass, fwd_s, bwd_s, micro_batches, slot1)
+    return t0 + t1 + t2 + t3 + t4
+
+
+def _renamed(old: dict, fwd_s, bwd_s) -> tuple:
+    """``(fwd_s, bwd_s)`` from the keywords ``fwd=`` and ``bwd=`` of ``old`` (renamed with their unit), with
+    one DeprecationWarning; anything else in ``old`` is refused."""
+    unknown = set(old) - {"fwd", "bwd"}
+    if unknown:
+        raise TypeError(f"dp_window_exposed_s() got an unexpected keyword argument {min(unknown)!r}")
+    for name, given in (("fwd", fwd_s), ("bwd", bwd_s)):
+        if name in old and given is not None:
+            raise TypeError(f"dp_window_exposed_s() got both {name}= and {name}_s=: give {name}_s= only")
+    warnings.warn("dp_window_exposed_s(fwd=..., bwd=...) is now fwd_s=..., bwd_s=... (seconds in the name)",
+                  DeprecationWarning, stacklevel=3)
+    return old.get("fwd", fwd_s), old.get("bwd", bwd_s)
 
 
 def _window_s(compute_s: float, micro: int, fwd_share: float) -> tuple[float, float]:
@@ -95,10 +144,13 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
       parameters over ``dp x cp`` and its routed experts' over ``edp``, the rows "(experts)") share it: their
       times add and the window is taken off once per link (:func:`dp_window_exposed_s`, issue 35), while
       collectives on different links (each :class:`~llmsizing.network.Collective`'s ``link``) run side by
-      side, each against the whole window. Megatron-Core's expert grid (etp-ep-edp-pp) keeps the dense grid's
-      (tp-cp-dp-pp) pipeline groups (``parallel_state.initialize_model_parallel`` asserts it), so both groups
-      span the same ``tp x cp x dp`` ranks and :func:`~llmsizing.comm.communication` puts them on one link;
-      two links come only from collectives built by hand;
+      side, each against the whole window, so in each window the step waits for the link that finishes last:
+      slot by slot the longest exposure over the links, then the slots added up (review24b M2; Megatron-Core
+      launches both buffers' bucket groups together, :func:`dp_window_exposed_s`). Megatron-Core's expert
+      grid (etp-ep-edp-pp) keeps the dense grid's (tp-cp-dp-pp) pipeline groups
+      (``parallel_state.initialize_model_parallel`` asserts it), so both groups span the same ``tp x cp x
+      dp`` ranks and :func:`~llmsizing.comm.communication` puts them on one link; two links come only from
+      collectives built by hand;
     * pipeline sends hide in 1F1B's steady state; the fill and drain wait for ``2 (pp - 1)`` of them;
     * nothing hides in the pipeline bubble (the stages are idle because they wait for each other);
     * context parallelism (a ``"cp"`` entry, only when ``cp > 1``): the ring's hops (``cp_comm="p2p"``) run
@@ -144,9 +196,15 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
             per_step[k] += t
             if k == 1:                                 # ZeRO-3's backward: its calls per micro-batch (or run)
                 units[0] = c.calls // grad_reduces(comm.parallel, m)
-    for per_step, units in dp_links.values():                  # each link's windows, once
+    # each link's windows, once; links run side by side, so in each slot the step waits for the longest
+    exposed = None
+    for per_step, units in dp_links.values():
         zero3 = zero3_exposed_s(comm.parallel, m, units[0], fwd, bwd, per_step[1]) if per_step[1] else 0.0
         per_pass = [t / m if each else t for t, each in zip(per_step, DP_PER_MICRO_BATCH)]
-        out["dp"] += dp_window_exposed_s(per_pass, fwd, bwd, m, slot1=zero3)
+        terms = dp_window_terms_s(per_pass, fwd, bwd, m, slot1=zero3)
+        exposed = terms if exposed is None else tuple(map(_longer, exposed, terms))
+    if exposed is not None:
+        t0, t1, t2, t3, t4 = exposed
+        out["dp"] = t0 + t1 + t2 + t3 + t4
     out["tp"] = max(0.0, tp_total - compute_s) if async_tp else tp_total
     return out

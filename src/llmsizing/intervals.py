@@ -95,6 +95,13 @@ def min_units(coverage: float = NOMINAL_COVERAGE) -> int:
     return math.ceil((2 - alpha) / alpha - 1e-9)
 
 
+def nested_min_units(coverage: float = NOMINAL_COVERAGE) -> int:
+    """The fewest units a nested leave-one-unit-out check of :func:`conformal_bounds` needs at ``coverage``:
+    each fold sets its bounds from the other ``S - 1`` units, which must be :func:`min_units`, so ``S =
+    min_units + 1`` (10 at 80%, 5 at 60%; :func:`llmsizing.rl.rl_interval`, chapter 19)."""
+    return min_units(coverage) + 1
+
+
 def sources_outside(n_sources: int, coverage: float = NOMINAL_COVERAGE) -> float:
     """How many sources' weight each bound of :func:`conformal_bounds` leaves outside it when ``n_sources``
     sources (each weighing ``1 / n_sources``) set it: ``n_sources - (1 - alpha / 2)(n_sources + 1)``, at

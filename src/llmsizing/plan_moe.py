@@ -33,6 +33,7 @@ import collections
 import numpy as np
 
 from .all_to_all import _links as a2a_links
+from .comm import experts_apart_of
 from .footprint import phase_values
 from .memory import _act_layout, _kept_act_side, _kept_state_side, _stage_phases
 from .moe import _split, ep_all_to_all, stage_moe_layers
@@ -150,7 +151,7 @@ def _key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, 
     dense, experts = (share[:, part, None] * traffic * per_byte
                       + _dp_calls(zero, held[:, part], held[:, 2], n_) * latency
                       for part, (traffic, latency, per_byte), n_ in zip((0, 1), unit, (dpcp_k, edp)))
-    one = (ep == 1) & (etp == tp)       # the experts in the dense buffer, one collective (comm.experts_apart)
+    one = ~experts_apart_of(ep, etp, tp)       # the experts in the dense buffer, one collective
     if one.any():
         (t_d, lat_d, pb_d), (t_e, _, _) = unit        # (the same group and link: the dense part's latency)
         both = ((share[:, 0, None] * t_d + share[:, 1, None] * t_e) * pb_d

@@ -497,6 +497,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     # (an interleaved plan another one beats is not listed)
     keep = (df["listed"].to_numpy().copy() if "listed" in df
             else interleaving_winners(df) & pipelined_zero_winners(df))
+    listed = keep.copy()                  # (what the table lists without limits: the message counts these)
     if deadline is not None:
         added["meets_deadline"] = meets_deadline(days, added["days_high"], deadline)
         keep &= deadline_kept(rule, days, added["days_high"], deadline, keep)
@@ -507,10 +508,14 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     if not len(sel):
         if not explain:
             return pd.DataFrame(columns=list(columns))
-        f, c = int(np.argmin(days)), int(np.argmin(cost))              # the fastest and the cheapest
+        # the fastest and the cheapest of the plans the table would list (an interleaved or pipelined-ZeRO
+        # twin another plan beats is neither counted nor named: reader24b's ch12 L1)
+        at_listed = np.flatnonzero(listed)
+        f, c = (int(at_listed[np.argmin(x[at_listed])]) for x in (days, cost))
         n_gpus, gpu = df["n_gpus"].to_numpy(), df["gpu"].to_numpy()
         raise NoPlanError(
-            f"{len(df):,} plans fit in memory, but none meets "
+            f"{len(at_listed):,} plans fit in memory (those plan() lists without deadline_days and "
+            "budget_usd), but none meets "
             + " and ".join(x for x in (f"deadline_days={deadline:g}" if deadline else "",
                                        f"budget_usd={budget:,.0f}" if budget else "") if x)
             + f": the fastest takes {days[f]:,.1f} days"

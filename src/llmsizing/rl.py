@@ -405,7 +405,8 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
     """A one-factor correction (the median of ``log(published / predicted)``) with conformal bounds, sources
     as the units, checked by a nested leave-one-source-out (:func:`llmsizing.intervals.loso_check`). Nested,
     each fold keeps ``S - 1`` sources, and a bound is finite only with :func:`~llmsizing.intervals.min_units`
-    of them, so ``coverage=None`` takes the highest of :data:`RL_COVERAGES` the sources allow (9 + 1 for 80%;
+    of them, so ``coverage=None`` takes the highest of :data:`RL_COVERAGES` the sources allow
+    (:func:`~llmsizing.intervals.nested_min_units`: 9 + 1 for 80%;
     5 sources allow 60%). Nothing is widened by hand.
 
     Only the rows a fit may read enter (:func:`fit_rows`: ``calibrate == "yes"``). Since session 24 NeMo RL's
@@ -416,7 +417,7 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
     when enough sources that may be fitted are added to ``data/rl_published.csv``."""
     import numpy as np
 
-    from .intervals import median_factor_check, min_units, source_key
+    from .intervals import median_factor_check, nested_min_units, source_key
 
     d = published_rl() if published is None else published
     d = fit_rows(d)
@@ -424,13 +425,13 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
     src = np.array([source_key(s) for s in d["source"]], dtype=object)
     n_src = len(set(src))
     if coverage is None:
-        ok = [c for c in RL_COVERAGES if n_src - 1 >= min_units(c)]
+        ok = [c for c in RL_COVERAGES if n_src >= nested_min_units(c)]
         if not ok:
             low = RL_COVERAGES[-1]
             raise ValueError(f"the published RL rows a fit may read (calibrate=yes, data/rl_published.csv) "
-                             f"come from {n_src} sources: a nested check needs {min_units(low) + 1} (at "
-                             f"{low:.0%}, the lowest of RL_COVERAGES); rows marked calibrate=no are a check "
-                             "only")
+                             f"come from {n_src} source{'s' * (n_src != 1)}: a nested check needs "
+                             f"{nested_min_units(low)} (at {low:.0%}, the lowest of RL_COVERAGES); rows "
+                             "marked calibrate=no are a check only")
         coverage = ok[0]
     elif n_src < 2:
         raise ValueError(f"the published RL rows a fit may read (calibrate=yes) come from {n_src} source(s): "

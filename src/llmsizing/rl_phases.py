@@ -104,6 +104,18 @@ class RLRun:
     state_bytes_per_gpu: float = 0.0
 
     @property
+    def train_range_area(self) -> str:
+        """The area of ``data/intervals.csv`` whose range the trainer's phases carry (review24b M4): a trainer
+        without a layout (FSDP, :func:`~llmsizing.time_cost.training_time`) the end-to-end model's,
+        ``"training-inputs"`` (:data:`llmsizing.mfu_inputs.AREA`); one timed on a layout (``train_layout``,
+        or a mixture of experts' default) the step model's, ``"training-layout"``
+        (:data:`llmsizing.mfu.LAYOUT_RANGE_AREA`)."""
+        from .mfu import LAYOUT_RANGE_AREA
+        from .mfu_inputs import AREA
+
+        return AREA if self.train_layout is None else LAYOUT_RANGE_AREA
+
+    @property
     def gpu_hours(self) -> float:
         return self.step_s * self.steps * self.n_gpus / 3600
 

@@ -36,15 +36,17 @@ def render_rl_step(model: str = "llama-3-8b", gpu: str = "H100 SXM", n_gpus: int
                samples_per_prompt=samples_per_prompt, prompt=prompt, response=(response_mean, response_max),
                steps=steps, algorithm=algorithm, colocated=colocated, off_policy_steps=off_policy_steps)
     names = list(r.phases)
-    fig, ax = _fixed_figure(7.2, 3.0, into=into, left=0.16, right=0.97, bottom=0.17, top=0.88)
+    fig, ax = _fixed_figure(7.2, 3.0, into=into, left=0.16, right=0.97, bottom=0.21, top=0.88)
     ys = np.arange(len(names))
     _fast_hbars(ax, ys, [r.phases[k] for k in names], colors=[RL_PHASE_COLORS[k] for k in names])
     ax.hlines(ys, [r.phases_low[k] for k in names], [r.phases_high[k] for k in names], color="black",
               lw=1.2)                       # one collection, not a line per phase: a widget redraw draws less
     ax.set_yticks(ys, [k.replace("_", " ") for k in names], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel(f"seconds per RL step (line: the parts' 80% range); {r.steps:,} steps = "
-                  f"{r.gpu_hours:,.0f} GPU-hours", fontsize=8)
+    # (each line is the range of the part that prices the phase, serving's or training's; their ends added up
+    # give the step's, which is no measured range of an RL step: chapter 19)
+    ax.set_xlabel("seconds per RL step (line: the range of the part that prices each phase, not a measured "
+                  f"range of the RL step);\n{r.steps:,} steps = {r.gpu_hours:,.0f} GPU-hours", fontsize=8)
     pools = ("one pool of " + str(r.n_gpus) if r.colocated
              else f"{r.gen_gpus} generating + {r.train_gpus} training")
     ax.set_title(f"{r.model}, {r.algorithm.upper()} on {pools} x {r.gpu}: step {r.step_s:,.0f} s, "
@@ -57,7 +59,8 @@ def render_rl_step(model: str = "llama-3-8b", gpu: str = "H100 SXM", n_gpus: int
              f"  engines: {r.engines} of tp={r.gen_tp}, {r.engine_batch} sequences in flight each "
              f"(KV room for {r.engine_max_batch}), {r.decode_steps:,.0f} decode steps",
              "  phases (s): " + ", ".join(f"{k.replace('_', ' ')} {v:,.1f}" for k, v in r.phases.items()),
-             f"  step {r.step_s:,.1f} s (range {r.step_s_low:,.1f} to {r.step_s_high:,.1f}); {r.steps:,} "
+             f"  step {r.step_s:,.1f} s (the parts' ranges added up: {r.step_s_low:,.1f} to "
+             f"{r.step_s_high:,.1f}); {r.steps:,} "
              f"steps = {r.days:,.1f} days, {r.gpu_hours:,.0f} GPU-hours ({r.gpu_hours_low:,.0f} to "
              f"{r.gpu_hours_high:,.0f}), ${r.cost_usd:,.0f}",
              f"  trainer memory {r.train_bytes_per_gpu / 2**30:,.1f} GiB per GPU of "
