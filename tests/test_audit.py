@@ -657,6 +657,17 @@ def test_offload_batch_flip_of_the_fine_tune():
         offload_batch_flip("no-such-claim")
 
 
+def test_offload_batch_flip_caps_the_edge_it_cannot_price():
+    """Review24c M1: 256 x 64 sequences per GPU for Meta's 405B under ZeRO-3 are 16,384 micro-batches x 126
+    layers of weight gathers per step, more than comm counts exactly; the edge is halved until it prices, and
+    the 405B days (a verdict no priced batch moves) keep their promise of None, both ways."""
+    from llmsizing.audit_runs import offload_batch_flip
+
+    assert 16_384 * 126 == 2_064_384                                 # the gathers comm refused, by hand
+    assert offload_batch_flip("000-fsdp-405b-days") is None
+    assert offload_batch_flip("000-fsdp-405b-days", larger=False) is None
+
+
 def test_judge_run_matches_the_table():
     """Review24a L1: an ad-hoc claim judged by the library's one reading, as a seed claim is: the same run and
     number as a seed row gives that row's verdict and value."""

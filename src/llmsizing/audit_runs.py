@@ -17,7 +17,10 @@ def offload_batch_flip(claim_id: str, *, larger: bool = True, band: float = BAND
     """The tokens per GPU per optimizer step nearest :data:`OFFLOAD_TOKENS_PER_STEP` (larger or, with
     ``larger=False``, smaller; whole sequences of :data:`SEQ`) at which the verdict of ``claim_id`` differs
     from its verdict at the stated batch, or ``None`` if no batch from one sequence to 256 times the stated
-    one changes it: how far the one stated batch of :data:`OPEN_SETTINGS` carries a verdict. A larger batch
+    one changes it: how far the one stated batch of :data:`OPEN_SETTINGS` carries a verdict. Where the
+    library cannot price 256 times the stated batch (e.g. too many ZeRO-3 gathers per step for
+    :func:`~llmsizing.comm.communication` to count exactly), the larger edge is halved until it prices, so
+    ``None`` then means no change up to that batch (review24c M1). A larger batch
     adds less host time per token, a smaller one more; the verdict is found by bisection, which assumes it
     changes once on that side. Chapter 14 and chapter 13 (seed 000's fine-tune)."""
     from .audit_readings import at_offload_batch
@@ -36,7 +39,16 @@ def offload_batch_flip(claim_id: str, *, larger: bool = True, band: float = BAND
 
     k0 = OFFLOAD_TOKENS_PER_STEP // SEQ
     v0, edge = verdict_at(k0), (256 * k0 if larger else 1)
-    if verdict_at(edge) == v0:
+    while True:                             # the larger edge halved to the largest batch the library prices
+        try:
+            v_edge = verdict_at(edge)
+            break
+        except ValueError as e:             # e.g. more gathers per step than comm can count exactly
+            if edge // 2 <= k0:
+                raise ValueError(f"claim_id {claim_id!r}: the library cannot price any batch above the "
+                                 f"stated {k0} sequences ({e})") from e
+            edge //= 2
+    if v_edge == v0:
         return None
     same, moved = k0, edge                  # bisect between a batch that keeps v0 and one that does not
     while abs(moved - same) > 1:
