@@ -66,6 +66,10 @@ def test_torch_ddp_buckets_llama8_by_hand():
     h, kv, f = 4096, 1024, 14336
     assert 2 * h * f >= 25 * 2**20 and 2 * (h * h + h) >= 25 * 2**20 and 2 * (2 * h * kv) < 25 * 2**20
     assert torch_ddp_buckets("llama-3-8b") == 1 + 32 * 5 + 1
+    # under autocast the gradients are fp32: v + k (2 x 16.8 MB) now reach 25 MiB and close a bucket of their
+    # own, so each block closes 6 buckets: down, up, gate, MLP norm + o_proj, v + k, q (+ the attention norm)
+    assert 4 * 2 * h * kv >= 25 * 2**20 and 4 * h * h >= 25 * 2**20
+    assert torch_ddp_buckets("llama-3-8b", precision="bf16-mixed-fp32-grads") == 1 + 32 * 6 + 1
 
 
 def test_torch_ddp_buckets_fewer_than_bytes_over_cap():
