@@ -38,7 +38,8 @@ def by_id(table, claim_id):
 # ----------------------------------------------------------------------------- the registry
 def test_csv_columns_and_values(rows):
     assert list(rows[0]) == ["id", "article", "source", "topic", "claim", "claimed", "claimed_high", "bound",
-                             "unit", "kind", "line", "from_image", "counted_with", "not_computed", "as_of"]
+                             "unit", "kind", "line", "from_image", "counted_with", "not_computed", "run_gpus",
+                             "as_of"]
     ids = [r["id"] for r in rows]
     assert len(ids) == len(set(ids)), "claim ids must be unique"
     for r in rows:
@@ -412,7 +413,7 @@ YARDSTICK_CALLS = {
     "model states": {"_states", "_stage_params_billion"},
     "GPU count": {"_min_gpus", "_suffices", "_matrix", "_min_plan"},
     "time": {"_days", "_finetune"},
-    "throughput": {"_tps"},
+    "throughput": {"_tps", "_tps_of"},
     "fine-tuning memory": {"_qlora", "_qlora_fits"},
 }
 
@@ -554,8 +555,9 @@ _TABLE_MODELS = {"mistral7b": _M7, "llama2-13b": _L13, "llama2-70b": _L70}
 RUNS = {
     "000-dp-mistral7b-days": [(_M7, _A, 4)], "000-tp-70b-days": [(_L70, _H, 8)],
     "000-pp-405b-days": [(_L405, _H, 16)], "000-fsdp-405b-days": [(_L405, _H, 32)],
-    "000-tps-h100": None, "000-tps-a100": None, "000-tps-h200": None,     # "an H100 processes ...": no run
-    "000-tps-a10": [(_M7, "A10", 1)], "000-tps-rtx4090": [(_M7, "RTX 4090", 1)],
+    # the TPS table's "an H100 / A10 ... processes N tokens per second": a per-GPU rate, no run (review24c M3)
+    "000-tps-h100": None, "000-tps-a100": None, "000-tps-h200": None, "000-tps-a10": None,
+    "000-tps-rtx4090": None,
     "000-opt1-days": [(_L70, _A, 8)], "000-opt1-cost": [(_L70, _A, 8)], "000-opt2-days": [(_L70, _H, 8)],
     "000-opt2-cost": [(_L70, _H, 8)], "000-opt3-days": [(_L70, _H, 64)], "000-opt3-cost": [(_L70, _H, 64)],
     **{f"000-cost-{key}-{n}-{what}": [(m, _H, n)] for key, m in _TABLE_MODELS.items()
@@ -567,6 +569,32 @@ RUNS = {
     "000-faq-finetune-days": [(_M7, _H, 1)], "000-faq-finetune-usd": [(_M7, _H, 1)],
     "000-faq-8x50-cheaper": [(_M7, _H, 8), (_M7, _H, 1)],
 }
+
+
+def test_run_gpus_column_is_the_seed_s_runs():
+    """Review24c M3: which claims are run-bound is data (``run_gpus`` of seed_claims.csv, dated), and it is the
+    run the seed's words name (RUNS, written from the seed, not from the code); a rate has none."""
+    import csv
+
+    with open(audit.SEED_CLAIMS_CSV, newline="") as f:
+        rows = {r["id"]: r for r in csv.DictReader(f)}
+    for cid, runs in RUNS.items():
+        assert rows[cid]["run_gpus"] == (";".join(str(n) for _, _, n in runs) if runs else ""), cid
+        assert rows[cid]["as_of"], cid
+    assert all(not r["run_gpus"] for cid, r in rows.items() if cid not in RUNS)
+
+
+def test_throughput_rates_and_runs_follow_one_rule(table):
+    """Review24c M3: the TPS table's five rows are per-GPU rates, read alike on the fewest GPUs of their type that
+    hold a step without offload (so never "needs CPU offload"); a throughput of a named run gets the fit check
+    (the cost table's Mistral 7B on one H100 needs offload: 16 bytes x 7.24B = 116 GB > 80 GB)."""
+    assert 16 * 7_241_732_096 > 80e9
+    for cid in ("000-tps-h100", "000-tps-a100", "000-tps-h200", "000-tps-a10", "000-tps-rtx4090"):
+        r = by_id(table, cid)
+        assert r["verdict_kind"] != "needs CPU offload" and "the fewest that hold a step" in r["reading"], cid
+    assert by_id(table, "000-cost-mistral7b-1-tps")["verdict_kind"] == "needs CPU offload"
+    assert "RUN_GPUS_RULE" not in audit.YARDSTICKS["throughput"]
+    assert audit.RUN_GPUS_RULE in audit.YARDSTICKS["throughput"]
 
 
 def test_offloaded_time_is_read_hidden_and_counted(table):

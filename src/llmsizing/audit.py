@@ -90,7 +90,8 @@ from .audit_verdict import (BAND, BOUNDS, KINDS, verdict, verdict_kind, verdict_
                             verdict_short)
 from .audit_readings import (  # noqa: F401  (re-exported: audit.SEQ, audit.Finding, ... keep working)
     DAYS_PER_MONTH, DAYS_PER_YEAR, GPUS_PER_HOST, HOST_BYTES_PER_NODE, Finding, OFFLOAD_COUNTED,
-    OFFLOAD_TOKENS_PER_STEP, OPEN_SETTINGS, SEED_PRICES_USD, SEQ, SEQS, at_seq, offload_exposed_days,
+    OFFLOAD_TOKENS_PER_STEP, OPEN_SETTINGS, RUN_GPUS_RULE, SEED_PRICES_USD, SEQ, SEQS, at_seq,
+    offload_exposed_days,
     _OFFLOADS, _fit, _fit_reason, _min_offload_gpus, _offload_fit, _A100,
     _COST_TABLES, _H100, _H200, _L2_13, _L2_7, _L2_70,
     _L3_70, _L3_8, _L405, _M7, _MATRIX, _activations_gb,
@@ -119,8 +120,7 @@ YARDSTICKS = {
     "activations": "activation_memory with full recomputation (the least a step can keep)",
     "GPU count": "min_gpus for the training-memory step (fused AdamW; CPU offload when the claim's count "
                  "needs it)",
-    "throughput": "training_time's tokens per second per GPU at the calibrated MFU and its band (with CPU "
-                  "offload: its host time hidden and counted)",
+    "throughput": "training_time's tokens per second at the calibrated MFU and its band; " + RUN_GPUS_RULE,
     "time": "training_time's days at the calibrated MFU and its band (fit checked as for a GPU count; with "
             "CPU offload: its host time hidden and counted)",
     "cost": "training_time's cost at the seed's own price per GPU-hour, calibrated MFU and its band (with "
@@ -228,11 +228,11 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "000-fsdp-405b-mem": lambda: _train_gb(_L405, 1, _par(dp=32, zero=3)),
     "000-fsdp-405b-days": lambda: _days(_L405, 1e11, _H100, 32),
     # ---- seed 000: throughput and time
-    "000-tps-h100": lambda: _tps(_L2_70, _H100),
-    "000-tps-a100": lambda: _tps(_L2_70, _A100),
-    "000-tps-h200": lambda: _tps(_L2_70, _H200),
-    "000-tps-a10": lambda: _tps(_M7, "A10", fit=True),
-    "000-tps-rtx4090": lambda: _tps(_M7, "RTX 4090", fit=True),
+    "000-tps-h100": lambda: _tps_of("000-tps-h100", _L2_70, _H100),
+    "000-tps-a100": lambda: _tps_of("000-tps-a100", _L2_70, _A100),
+    "000-tps-h200": lambda: _tps_of("000-tps-h200", _L2_70, _H200),
+    "000-tps-a10": lambda: _tps_of("000-tps-a10", _M7, "A10"),
+    "000-tps-rtx4090": lambda: _tps_of("000-tps-rtx4090", _M7, "RTX 4090"),
     "000-time-formula": lambda: _run(_L2_70, 1e12, _H100, 1).flops_per_token / _states(_L2_70).n_params,
     "000-opt1-days": lambda: _days(_L2_70, 1e12, _A100, 8),
     "000-opt1-cost": lambda: _cost(_L2_70, 1e12, _A100, 8),
@@ -241,7 +241,7 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "000-opt3-days": lambda: _days(_L2_70, 1e12, _H100, 64),
     "000-opt3-cost": lambda: _cost(_L2_70, 1e12, _H100, 64),
     # ---- seed 000: cost tables (throughput of all the GPUs, days, total cost)
-    **{f"000-cost-{key}-{n}-tps": (lambda m=m, n=n: _tps(m, _H100, n_gpus=n, fit=True))   # as -days, -usd
+    **{f"000-cost-{key}-{n}-tps": (lambda m=m, c=f"000-cost-{key}-{n}-tps": _tps_of(c, m, _H100))
        for key, m, t, ns in _COST_TABLES for n in ns},
     **{f"000-cost-{key}-{n}-days": (lambda m=m, t=t, n=n: _days(m, t, _H100, n))
        for key, m, t, ns in _COST_TABLES for n in ns},
@@ -352,6 +352,18 @@ def claims() -> tuple[Claim, ...]:
                          check_choice("kind", r["kind"], tuple(YARDSTICKS)), r["line"],
                          _flag(r["from_image"]), r["counted_with"]))
     return tuple(out)
+
+
+def _run_gpus(claim_id: str) -> tuple[int, ...]:
+    """The GPU counts of the runs a claim's seed names (its ``run_gpus``; empty for none)."""
+    row = next(r for r in _rows() if r["id"] == claim_id)
+    return tuple(int(k) for k in row["run_gpus"].split(";") if k)
+
+
+def _tps_of(claim_id: str, model: str, gpu: str) -> Finding:
+    """A throughput claim read by :data:`RUN_GPUS_RULE`: on the run its seed names, or as a per-GPU rate."""
+    runs = _run_gpus(claim_id)
+    return _tps(model, gpu, n_gpus=runs[0] if runs else None)
 
 
 def not_computed_claims():

@@ -26,6 +26,15 @@ from .units import GB
 #: a batch; this one is fixed for every offloaded time, throughput and cost, whatever verdict it gives.
 OFFLOAD_TOKENS_PER_STEP = 64 * 4096
 
+#: Which throughput is a run and which a rate (review24c M3), one rule for every throughput claim: a claim
+#: whose seed names the GPUs of its run (the ``run_gpus`` column of ``data/seed_claims.csv``, dated by
+#: ``as_of``) is read on that run, with the memory-fit check and, where the step fits only with CPU offload,
+#: both offload readings; a per-GPU rate whose seed names no run is read per GPU on the fewest GPUs of its
+#: type that hold a step without offload (a rate names no card count that must hold the step).
+RUN_GPUS_RULE = ("a throughput whose seed names its run's GPUs is read on that run (memory-fit check; with "
+                 "CPU offload both offload readings); a per-GPU rate that names no run, per GPU on the "
+                 "fewest GPUs that hold a step without offload")
+
 #: The one rule of the most favourable reading (issue 38): each setting a seed leaves open, and the values the
 #: audit tries for it, the same for every claim. The claim is judged at the combination that gives the best
 #: verdict (then the smallest factor off); where one value is always at least as favourable (the fused

@@ -24,7 +24,7 @@ from functools import cache
 from .audit_inputs import (_A100, _COST_TABLES, _H100, _H200, _L2_13, _L2_7, _L2_70,  # noqa: F401
                            _L3_70, _L3_8, _L405, _M7, _MATRIX, DAYS_PER_MONTH, DAYS_PER_YEAR, GPUS_PER_HOST,
                            HOST_BYTES_PER_NODE, OFFLOAD_TOKENS_PER_STEP, OPEN_SETTINGS, SECONDS_PER_DAY,
-                           SEED_PRICES_USD, Finding,
+                           RUN_GPUS_RULE, SEED_PRICES_USD, Finding,
                            _bytes, _gpu, _model, _one_way_gbps, _par, _qlora, _qlora_fits, _serving,
                            _serving_factor, _stage_params_billion, _states, _weights_gb, favourable_point,
                            seed_days_at_throughput, seed_gpu_days_usd, ten_b_stand_in)
@@ -311,11 +311,19 @@ def _cost(model: str, tokens: float, gpu: str, n_gpus: int, price: float | None 
     return _with_counted(found, model, gpu, n_gpus, tokens * n_gpus * t.price_usd_per_gpu_hour / 3600)
 
 
-def _tps(model: str, gpu: str, *, n_gpus: int = 1, fit: bool = False) -> Finding:
-    """Tokens per second (of ``n_gpus`` GPUs together) over the calibrated MFU band; with ``fit``, also
-    whether the GPUs hold a step (and the offload's host time hidden or counted, as :func:`_days`)."""
+def _tps(model: str, gpu: str, *, n_gpus: int | None = None) -> Finding:
+    """Tokens per second over the calibrated MFU band, under the one rule of :data:`RUN_GPUS_RULE`: with
+    ``n_gpus`` (the run the seed names), of those GPUs together, with the fit check (and the offload's host
+    time hidden or counted, as :func:`_days`); without (a per-GPU rate that names no run), per GPU on the
+    fewest ``gpu`` that hold a step without offload (:func:`_min_plan`)."""
+    if n_gpus is None:
+        n = _min_plan(model, gpu).gpus
+        t = _run(model, 1e12, gpu, n)
+        tps = t.tokens_per_s_per_gpu
+        reading = _mfu_reading(t) + f"; per GPU of {n}, the fewest that hold a step"
+        return Finding(tps, "", reading, tps * t.mfu_low / t.mfu, tps * t.mfu_high / t.mfu)
     t = _run(model, 1e12, gpu, n_gpus)
-    reason, off, how = _fit(model, gpu, n_gpus) if fit else ("", "", "fused AdamW")
+    reason, off, how = _fit(model, gpu, n_gpus)
     tps = t.tokens_per_s_per_gpu * n_gpus
     reading = _mfu_reading(t) + ("" if how == "fused AdamW" else f"; {how}")
     found = Finding(tps, reason, reading, tps * t.mfu_low / t.mfu, tps * t.mfu_high / t.mfu, off)

@@ -74,7 +74,7 @@ def judge_run(model, tokens: float, gpu, n_gpus: int, claimed: float, *, unit: s
     tokens = check_number("tokens", tokens, allow_equal=False)
     n = check_int("n_gpus", n_gpus, minimum=1)
     kinds = {"days": ("time", lambda: _days(m, tokens, g, n)), "tokens/s": ("throughput", lambda: _tps(
-        m, g, n_gpus=n, fit=True)), "usd": ("cost", lambda: _cost(m, tokens, g, n))}
+        m, g, n_gpus=n)), "usd": ("cost", lambda: _cost(m, tokens, g, n))}
     kind, compute = kinds[check_choice("unit", unit, tuple(kinds))]
     c = Claim("ad hoc", "", "", "", check_number("claimed", claimed, allow_equal=False), unit, compute,
               bound=check_choice("bound", bound, ("about", "at least", "at most")), kind=kind)
