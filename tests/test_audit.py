@@ -921,3 +921,47 @@ def test_offload_batch_flip_leaves_no_state():
     assert audit_readings._TOKENS_PER_STEP == audit.OFFLOAD_TOKENS_PER_STEP
     _findings_at.cache_clear()
     pd.testing.assert_frame_equal(audit_table(), before, check_exact=True)
+
+
+def test_findings_are_keyed_by_the_sequence_length_too():
+    """Review24c L4: a first call made inside at_seq(2048) must not be cached as the central reading."""
+    import pandas as pd
+
+    from llmsizing import audit_readings
+    from llmsizing.audit import _findings, _findings_at
+
+    _findings_at.cache_clear()
+    with audit_readings.at_seq(2048):
+        inside = _findings()
+    central = _findings()
+    assert central is not inside
+    _findings_at.cache_clear()
+    pd.testing.assert_frame_equal(audit_table(), audit_table(), check_exact=True)
+
+
+def test_fragile_offload_verdicts_flip_where_they_say():
+    """Review24c M2/L2: the offloaded verdicts that change within half to twice the stated 64 sequences, each
+    checked at its flip batch and one sequence before it (the kind of the verdict or of its number's score
+    changes, not its wording); seed 000's fine-tune days are one of them (its flip, about 490K tokens = 120
+    sequences, worked by hand in test_offload_batch_flip_of_the_fine_tune, is below 128), and "8 x 50 is
+    cheaper", whose wording alone moves at 40 sequences, is not."""
+    from llmsizing.audit_readings import at_offload_batch
+    from llmsizing.audit_runs import fragile_offload_verdicts, offload_batch_flip
+    from llmsizing.audit_verdict import verdict_number
+
+    fragile = {d["id"]: d for d in fragile_offload_verdicts(2.0)}
+    assert "000-faq-finetune-days" in fragile and "000-faq-8x50-cheaper" not in fragile
+    assert offload_batch_flip("000-faq-8x50-cheaper", larger=False) is None
+
+    def key(cid, seqs):
+        with at_offload_batch(seqs * audit.SEQ):
+            r = by_id(audit_table(), cid)
+        return r["verdict_kind"], audit.verdict_kind(verdict_number(r["verdict"]))
+
+    for cid, d in fragile.items():
+        for side, step in (("above", -1), ("below", 1)):
+            if d[side] is not None:
+                assert 32 <= d[side] <= 128
+                assert key(cid, d[side]) != key(cid, 64) == key(cid, d[side] + step), (cid, side)
+    with pytest.raises(ValueError, match="factor"):
+        fragile_offload_verdicts(0.5)

@@ -23,20 +23,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load_test import nearest_rank as _nearest_rank_sorted  # noqa: E402
 
 GOAL_MS = 100
 
 
 def nearest_rank(values: list[float], p: float) -> float:
-    """The ``p``-quantile (0 < p <= 1) of ``values`` by nearest rank: the ceil(p*n)-th smallest."""
+    """The ``p``-quantile (0 < p <= 1) of ``values`` (any order) by nearest rank: the ceil(p*n)-th smallest,
+    :func:`load_test.nearest_rank` of the sorted values (one rule for both tools)."""
     if not values:
         raise ValueError("values: at least one value needed")
-    if not 0 < p <= 1:
-        raise ValueError(f"p: must be in (0, 1], got {p}")
-    ordered = sorted(values)
-    return ordered[max(1, math.ceil(p * len(ordered))) - 1]
+    return _nearest_rank_sorted(sorted(values), p)
 
 
 def split(move: dict) -> dict:

@@ -392,13 +392,14 @@ def _at_other_seq(f: Finding, seq: int, kind: str) -> tuple[Finding, ...]:
 def _findings() -> tuple[tuple[Claim, Finding], ...]:
     """Every claim with the library's finding, computed once per session and offload batch
     (:func:`_findings_at`)."""
-    return _findings_at(_readings._TOKENS_PER_STEP)
+    return _findings_at(_readings.SEQ, _readings._TOKENS_PER_STEP)
 
 
 @cache
-def _findings_at(tokens_per_step: int) -> tuple[tuple[Claim, Finding], ...]:
-    """:func:`_compute` of every claim, keyed by the offload batch it is computed at
-    (:func:`~llmsizing.audit_readings.at_offload_batch`), so that no result depends on what ran first."""
+def _findings_at(seq: int, tokens_per_step: int) -> tuple[tuple[Claim, Finding], ...]:
+    """:func:`_compute` of every claim, keyed by the sequence length and the offload batch it is computed at
+    (:func:`~llmsizing.audit_readings.at_seq`, :func:`~llmsizing.audit_readings.at_offload_batch`), so that
+    no result depends on what ran first (review24c L4)."""
     return _compute(claims())
 
 

@@ -9,6 +9,7 @@ readings.
 from __future__ import annotations
 
 from ._validate import check_choice, check_number
+from .audit_verdict import verdict_kind, verdict_number
 from .audit import (BAND, OFFLOAD_TOKENS_PER_STEP, SEED_CLAIMS_CSV, SEQ, Claim, _compute, _cost, _days,
                     _findings, _judge, _judge_all, _tps)
 
@@ -17,12 +18,14 @@ def offload_batch_flip(claim_id: str, *, larger: bool = True, band: float = BAND
     """The tokens per GPU per optimizer step nearest :data:`OFFLOAD_TOKENS_PER_STEP` (larger or, with
     ``larger=False``, smaller; whole sequences of :data:`SEQ`) at which the verdict of ``claim_id`` differs
     from its verdict at the stated batch, or ``None`` if no batch from one sequence to 256 times the stated
-    one changes it: how far the one stated batch of :data:`OPEN_SETTINGS` carries a verdict. Where the
-    library cannot price 256 times the stated batch (e.g. too many ZeRO-3 gathers per step for
-    :func:`~llmsizing.comm.communication` to count exactly), the larger edge is halved until it prices, so
-    ``None`` then means no change up to that batch (review24c M1). A larger batch
-    adds less host time per token, a smaller one more; the verdict is found by bisection, which assumes it
-    changes once on that side. Chapter 14 and chapter 13 (seed 000's fine-tune)."""
+    one changes it: how far the one stated batch of :data:`OPEN_SETTINGS` carries a verdict. A verdict
+    differs when its kind or the kind of its number's score does ("holds" against "off"), not its wording
+    (review24c L2). The batches are scanned by doubling (or halving) first, then bisected between the last
+    that keeps the verdict and the first that does not, so a verdict that changes and changes back within
+    one doubling can be missed. Where the library cannot price a larger batch (e.g. too many ZeRO-3 gathers
+    per step for :func:`~llmsizing.comm.communication` to count exactly), the scan stops at the last batch
+    it prices, so ``None`` then means no change up to that batch (review24c M1). A larger batch adds less
+    host time per token, a smaller one more. Chapter 14 and chapter 13 (seed 000's fine-tune)."""
     from .audit_readings import at_offload_batch
 
     found = {c.id: c for c, _ in _findings()}
@@ -33,28 +36,47 @@ def offload_batch_flip(claim_id: str, *, larger: bool = True, band: float = BAND
     if not isinstance(larger, bool):
         raise TypeError(f"larger must be True or False, got {type(larger).__name__} {larger!r}")
 
-    def verdict_at(k: int) -> str:
+    def key_at(k: int) -> tuple[str, str]:
         with at_offload_batch(k * SEQ):
-            return _judge(c, _compute((c,))[0][1], band)[1]
+            v = _judge(c, _compute((c,))[0][1], band)[1]
+        return verdict_kind(v), verdict_kind(verdict_number(v))
 
     k0 = OFFLOAD_TOKENS_PER_STEP // SEQ
-    v0, edge = verdict_at(k0), (256 * k0 if larger else 1)
-    while True:                             # the larger edge halved to the largest batch the library prices
+    v0, same, moved = key_at(k0), k0, None
+    while moved is None and (same < 256 * k0 if larger else same > 1):
+        k = min(2 * same, 256 * k0) if larger else max(same // 2, 1)
         try:
-            v_edge = verdict_at(edge)
-            break
-        except ValueError as e:             # e.g. more gathers per step than comm can count exactly
-            if edge // 2 <= k0:
-                raise ValueError(f"claim_id {claim_id!r}: the library cannot price any batch above the "
-                                 f"stated {k0} sequences ({e})") from e
-            edge //= 2
-    if v_edge == v0:
+            v = key_at(k)
+        except ValueError:                  # the library cannot price it: the scan ends at the last it did
+            if larger:
+                break
+            raise
+        same, moved = (k, None) if v == v0 else (same, k)
+    if moved is None:
         return None
-    same, moved = k0, edge                  # bisect between a batch that keeps v0 and one that does not
-    while abs(moved - same) > 1:
+    while abs(moved - same) > 1:            # bisect between a batch that keeps v0 and one that does not
         mid = (same + moved) // 2
-        same, moved = (mid, moved) if verdict_at(mid) == v0 else (same, mid)
+        same, moved = (mid, moved) if key_at(mid) == v0 else (same, mid)
     return moved * SEQ
+
+
+def fragile_offload_verdicts(factor: float = 2.0, *, band: float = BAND) -> list[dict]:
+    """The offloaded time, throughput and cost claims whose verdict changes at a batch within ``factor`` of
+    the stated :data:`OFFLOAD_TOKENS_PER_STEP` (from stated / factor to stated x factor,
+    :func:`offload_batch_flip` both ways): one dict per claim, ``id`` and the flip batches in sequences of
+    :data:`SEQ` (``above``, ``below``; None where it does not change within the factor). Chapter 14
+    (review24c M2)."""
+    factor = check_number("factor", factor, minimum=1.0)
+    k0, out = OFFLOAD_TOKENS_PER_STEP // SEQ, []
+    for c, f in _findings():
+        if c.kind not in ("time", "throughput", "cost") or not f.offload:
+            continue
+        up, down = (offload_batch_flip(c.id, larger=b, band=band) for b in (True, False))
+        up = up // SEQ if up is not None and up // SEQ <= factor * k0 else None
+        down = down // SEQ if down is not None and down // SEQ >= k0 / factor else None
+        if up is not None or down is not None:
+            out.append({"id": c.id, "above": up, "below": down})
+    return out
 
 
 def judge_run(model, tokens: float, gpu, n_gpus: int, claimed: float, *, unit: str = "days",

@@ -392,8 +392,7 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
                     return _table_totals(memory, parts, rc, coef_id, lay, pair_of, sub, cat["micro"],
                                          cat["dpf"], limits, kp)
                 total, floor = (weigh(plain, kept) if kept_totals is None else
-                                _kept_totals(kept_totals, rc, plain, len(lay), float(limits.max()), weigh,
-                                             kept))
+                                _kept_totals(kept_totals, rc, plain, len(lay), weigh, kept))
                 t[:, plain] = total[None, :]
                 # a GPU whose limit the model states alone exceed fits no recomputation: weighed no further
                 chosen[:, plain] |= floor[None, :] > limits[:, None] * (1 + FLOOR_MARGIN)
@@ -447,9 +446,9 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     return cols, np.stack(totals)[r_, g_, j_]
 
 
-def _kept_totals(totals: dict, rc: str, rows, n: int, top: float, weigh, kept: dict) -> tuple:
+def _kept_totals(totals: dict, rc: str, rows, n: int, weigh, kept: dict) -> tuple:
     """``weigh(rows, kept)`` (:func:`_table_totals` of the candidates ``rows`` of a search of ``n``
-    candidates, with recomputation ``rc`` and largest limit ``top``), from the totals and floors kept in
+    candidates, with recomputation ``rc``), from the totals and floors kept in
     ``totals`` by earlier searches of the same memory, layouts and candidates (other GPU types: chapter 17's
     move to two GPU types weighs the B200 on the H100's totals). Each candidate's total and floor are its own
     (elementwise from the memory's entries, whichever candidates are weighed beside it). A total weighed
