@@ -965,3 +965,14 @@ def test_fragile_offload_verdicts_flip_where_they_say():
                 assert key(cid, d[side]) != key(cid, 64) == key(cid, d[side] + step), (cid, side)
     with pytest.raises(ValueError, match="factor"):
         fragile_offload_verdicts(0.5)
+
+
+def test_a_counted_reading_names_the_batch_it_was_counted_at():
+    """Review24c L1: inside at_offload_batch(k) a counted reading says k tokens per GPU, not the stated 262,144
+    (32 sequences of 4,096 = 131,072 tokens)."""
+    from llmsizing.audit_readings import at_offload_batch, offload_counted
+
+    assert offload_counted(64 * 4096) == audit.OFFLOAD_COUNTED
+    with at_offload_batch(32 * 4096):
+        r = by_id(audit_table(), "000-faq-finetune-days")
+    assert "131,072 tokens per GPU" in r["reading"] and audit.OFFLOAD_COUNTED not in r["reading"]

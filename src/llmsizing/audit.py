@@ -454,10 +454,11 @@ def _methods(c: Claim, f: Finding, judged: list[tuple]) -> list[tuple]:
     verdict says so), each with its offload's host time hidden or counted, whichever is more favourable
     (:data:`OPEN_SETTINGS`)."""
     best: dict[str, tuple] = {}
+    counted = f"; {_readings.offload_counted(_readings._TOKENS_PER_STEP)}"
     for g, j in zip((f, *f.others), judged):
         if g is not f and (g.reading == "CPU offload" or _SETTING.search(g.reading)):
             continue
-        method = (g.reading or READINGS[c.kind]).replace(f"; {OFFLOAD_COUNTED}", "")
+        method = (g.reading or READINGS[c.kind]).replace(counted, "")
         if method not in best or j[:2] < best[method][:2]:
             best[method] = j
     return list(best.values())

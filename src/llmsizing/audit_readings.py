@@ -37,9 +37,17 @@ SEQ = 4096
 SEQS = (4096, 2048)
 #: Micro-batches (sequences) the claim that FP8 saves memory is read at: the seed names none.
 FP8_BATCHES = (1, 8)
-#: The tail of the reading of a time, throughput or cost with the offload's exposed host time counted.
-OFFLOAD_COUNTED = (f"offload time counted ({OFFLOAD_TOKENS_PER_STEP:,} tokens per GPU per optimizer "
-                   "step, no delayed parameter update)")
+
+
+def offload_counted(tokens_per_step: int) -> str:
+    """The tail of the reading of a time, throughput or cost with the offload's exposed host time counted at
+    ``tokens_per_step`` tokens per GPU per optimizer step (review24c L1: the batch it was counted at)."""
+    return (f"offload time counted ({tokens_per_step:,} tokens per GPU per optimizer step, no delayed "
+            "parameter update)")
+
+
+#: :func:`offload_counted` at the stated batch, :data:`OFFLOAD_TOKENS_PER_STEP`.
+OFFLOAD_COUNTED = offload_counted(OFFLOAD_TOKENS_PER_STEP)
 #: Tokens per GPU per optimizer step the counted reading uses now: :data:`OFFLOAD_TOKENS_PER_STEP` except
 #: inside :func:`at_offload_batch` (which :func:`llmsizing.audit.offload_batch_flip` uses to find the batch at
 #: which a verdict changes).
@@ -274,7 +282,8 @@ def _counted(found: "Finding", extra: float, *, slower: bool = True) -> "Finding
     def add(x):
         return x + extra if slower else 1 / (1 / x + extra)
 
-    return Finding(add(found.value), found.reason, f"{found.reading}; {OFFLOAD_COUNTED}", add(found.low),
+    return Finding(add(found.value), found.reason, f"{found.reading}; {offload_counted(_TOKENS_PER_STEP)}",
+                   add(found.low),
                    add(found.high), found.offload)
 
 
@@ -387,7 +396,7 @@ def _same_gpu_days_cost_ratio() -> Finding:
     eight, one = _cost(_M7, 1e11, _H100, 8), _cost(_M7, 1e11, _H100, 1)
 
     def counted(f: Finding) -> Finding:
-        return next((g for g in f.others if g.reading.endswith(OFFLOAD_COUNTED)), f)
+        return next((g for g in f.others if g.reading.endswith(offload_counted(_TOKENS_PER_STEP))), f)
 
     ratios = [eight.value / one.value, counted(eight).value / counted(one).value]
     reason = "" if min(ratios) < 1 else (
@@ -399,7 +408,8 @@ def _same_gpu_days_cost_ratio() -> Finding:
     found = [Finding(r, reason, reading, offload=off) for r in ratios]
     if ratios[1] == ratios[0]:
         return found[0]
-    return replace(found[0], others=(replace(found[1], reading=f"{reading}; {OFFLOAD_COUNTED}"),))
+    tail = offload_counted(_TOKENS_PER_STEP)
+    return replace(found[0], others=(replace(found[1], reading=f"{reading}; {tail}"),))
 
 
 def _b200_speedup() -> float:
