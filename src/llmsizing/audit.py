@@ -464,13 +464,20 @@ def _methods(c: Claim, f: Finding, judged: list[tuple]) -> list[tuple]:
     return list(best.values())
 
 
+def _best(judged):
+    """The most favourable of :func:`_judge_all`'s readings: the best verdict kind, then a number that holds,
+    then the smallest factor off (its first two fields); the one rule, shared by :func:`_judge` and
+    :func:`~llmsizing.audit_runs.judge_run`."""
+    return min(judged, key=lambda j: j[:2])
+
+
 def _judge(c: Claim, f: Finding, band: float) -> tuple[float, str, str, str, str]:
     """(value judged, verdict, reading, depends, depends_verdicts) for one claim at its most favourable
     reading (the best :data:`~llmsizing.audit_verdict.KINDS`, then the smallest factor off). When the methods'
     verdicts differ in kind, ``depends`` lists their kinds and ``depends_verdicts`` their
     :func:`~llmsizing.audit_verdict.verdict_short` (else both empty)."""
     judged = _judge_all(c, f, band)
-    best = min(judged, key=lambda j: j[:2])
+    best = _best(judged)
     methods = _methods(c, f, judged)
     if len({verdict_kind(j[3]) for j in methods}) < 2:
         return best[2], best[3], best[4], "", ""

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ._validate import check_choice, check_number
 from .audit_verdict import verdict_kind, verdict_number
-from .audit import (BAND, OFFLOAD_TOKENS_PER_STEP, SEED_CLAIMS_CSV, SEQ, Claim, _compute, _cost, _days,
-                    _findings, _judge, _judge_all, _tps)
+from .audit import (BAND, OFFLOAD_TOKENS_PER_STEP, SEED_CLAIMS_CSV, SEQ, Claim, _best, _compute, _cost,
+                    _days, _findings, _judge, _judge_all, _tps)
 
 
 def offload_batch_flip(claim_id: str, *, larger: bool = True, band: float = BAND) -> int | None:
@@ -102,6 +102,6 @@ def judge_run(model, tokens: float, gpu, n_gpus: int, claimed: float, *, unit: s
               bound=check_choice("bound", bound, ("about", "at least", "at most")), kind=kind)
     f = _compute((c,))[0][1]
     judged = _judge_all(c, f, check_number("band", band, minimum=1.0))
-    best = min(judged, key=lambda j: j[:2])
+    best = _best(judged)
     return pd.DataFrame([{"reading": j[4], "central": r.value, "low": r.low, "high": r.high, "library": j[2],
                           "verdict": j[3], "judged": j is best} for r, j in zip((f, *f.others), judged)])
