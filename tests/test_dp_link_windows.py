@@ -33,6 +33,20 @@ def _exposed_dp(rows, parallel, m=M):
     return exposure.exposed_by_group(comm, COMPUTE_S, grad_accum=m, fwd_share=FWD_SHARE)["dp"]
 
 
+def _zero1_rows(dense_rs, dense_ag, expert_rs, expert_ag, expert_link="NVLink 4"):
+    """ZeRO-1's four data-parallel collectives of a mixture of experts: the dense ones on the NICs, the
+    experts' on ``expert_link`` (seconds each, by hand)."""
+    return [_row("ZeRO-1 gradient reduce-scatter", dense_rs, "network"),
+            _row("ZeRO-1 weight all-gather", dense_ag, "network"),
+            _row("ZeRO-1 gradient reduce-scatter (experts)", expert_rs, expert_link),
+            _row("ZeRO-1 weight all-gather (experts)", expert_ag, expert_link)]
+
+
+def _on_the_nics(rows):
+    """The same collectives, all on the NICs (one shared link)."""
+    return [r if r.link == "network" else _row(r.collective, r.time_s, "network") for r in rows]
+
+
 ZERO1 = Parallel(dp=16, ep=8, zero=1)
 
 
@@ -51,12 +65,9 @@ def test_an_expert_group_inside_the_node_runs_beside_the_nic():
     # the experts' collectives on NVLink, the dense ones on the NICs: each against the whole window,
     # dense 0.50 - 0.40 = 0.10 s exposed, its gather 0.10 < 0.20 hidden; the experts' 0.25 < 0.40 and
     # 0.15 < 0.20 hidden: 0.10 s (on one link it would be 0.50 + 0.25 - 0.40 + 0.10 + 0.15 - 0.20 = 0.40 s)
-    rows = [_row("ZeRO-1 gradient reduce-scatter", 0.50, "network"),
-            _row("ZeRO-1 weight all-gather", 0.10, "network"),
-            _row("ZeRO-1 gradient reduce-scatter (experts)", 0.25, "NVLink 4"),
-            _row("ZeRO-1 weight all-gather (experts)", 0.15, "NVLink 4")]
+    rows = _zero1_rows(0.50, 0.10, 0.25, 0.15)
     assert _exposed_dp(rows, ZERO1) == pytest.approx(0.10, rel=1e-12)
-    shared = [r if r.link == "network" else _row(r.collective, r.time_s, "network") for r in rows]
+    shared = _on_the_nics(rows)
     assert _exposed_dp(shared, ZERO1) == pytest.approx(0.40, rel=1e-12)
 
 
@@ -242,12 +253,9 @@ def test_two_links_expose_the_later_one_not_the_sum():
     step waits for the one that ends last: 0.5 s and 0.5 s against a 0.4 s backward leave 0.5 - 0.4 = 0.10 s,
     not (0.5 - 0.4) + (0.5 - 0.4) = 0.20 s (the sum of each link's exposure, the rule before). On one link
     the two share its bandwidth: 0.5 + 0.5 - 0.4 = 0.60 s. Gathers 0.1 s each, inside the 0.2 s forward."""
-    rows = [_row("ZeRO-1 gradient reduce-scatter", 0.50, "network"),
-            _row("ZeRO-1 weight all-gather", 0.10, "network"),
-            _row("ZeRO-1 gradient reduce-scatter (experts)", 0.50, "NVLink 4"),
-            _row("ZeRO-1 weight all-gather (experts)", 0.10, "NVLink 4")]
+    rows = _zero1_rows(0.50, 0.10, 0.50, 0.10)
     assert _exposed_dp(rows, ZERO1) == pytest.approx(0.10, rel=1e-12)
-    shared = [r if r.link == "network" else _row(r.collective, r.time_s, "network") for r in rows]
+    shared = _on_the_nics(rows)
     assert _exposed_dp(shared, ZERO1) == pytest.approx(0.60, rel=1e-12)
 
 
@@ -256,10 +264,7 @@ def test_two_links_wait_for_the_later_one_window_by_window():
     backward (0.4 s) the NICs end last, 0.30 s exposed; before the first forward (0.2 s) NVLink does, 0.10 s:
     0.40 s in all (the larger link on its own would give 0.30 + 0 = 0.30 s, the sum of the two links'
     0.30 + 0.10 + 0.10 = 0.50 s)."""
-    rows = [_row("ZeRO-1 gradient reduce-scatter", 0.70, "network"),
-            _row("ZeRO-1 weight all-gather", 0.10, "network"),
-            _row("ZeRO-1 gradient reduce-scatter (experts)", 0.50, "NVLink 4"),
-            _row("ZeRO-1 weight all-gather (experts)", 0.30, "NVLink 4")]
+    rows = _zero1_rows(0.70, 0.10, 0.50, 0.30)
     assert _exposed_dp(rows, ZERO1) == pytest.approx(0.40, rel=1e-12)
 
 
