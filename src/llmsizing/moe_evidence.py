@@ -21,6 +21,12 @@ says, and Phi-3.5-MoE less than it. This module holds the pieces of evidence cha
   with data and pipeline parallelism) against the step at :data:`GRIN_T3_STAGES` stages. The study's layout is
   not published: the stage count is an assumption, the fewest powers of two that hold the MoE's 42B
   parameters at 16 bytes each (ZeRO 0) in 80 GB.
+- :func:`card_tokens_per_gpu_s` and :func:`grin_production_over_study`: the same architecture's two 512-GPU
+  runs (GRIN MoE's card: 18 days, 4.0T tokens; Phi-3.5-MoE's: 23 days, 4.9T) ran at 0.71 and 0.68 of the
+  64-GPU study's speed per GPU; the library's step on the study's layout, with the same 4M-token batch spread
+  over 8x the GPUs (32 micro-batches a pipeline instead of 256, so a larger 1F1B bubble), gives 0.71. So the
+  Phi-3.5-MoE row's batch and layout reading explain the drop from the study to the run, and the row's miss
+  is the study's own (dense twin and MoE alike), not its bubble or its hours.
 - :func:`moe_layer_tflops` and :func:`sonicmoe_layer_ratios`: the library's price of one MoE layer as
   SonicMoE's benchmark counts it (Guo et al. 2025, arXiv:2512.14080, Fig. 14, ``data/moe_layer_kernels.csv``),
   and the measured ScatterMoE and MegaBlocks layers over it.
@@ -57,6 +63,9 @@ GRIN_T3_BATCH_SEQS = 1024
 GRIN_T3_TOLERANCE = 0.10
 #: The dense twin's MLP: the MoE's two active experts of 6,400 side by side (GRIN, Table 3: "6.6B dense").
 GRIN_T3_DENSE_FFN = 2 * 6400
+#: GPUs of the 16 x 3.8B architecture's production runs: 512 H100-80G (GRIN MoE's card, README of
+#: github.com/microsoft/GRIN-MoE at 60c44a3; Phi-3.5-MoE-instruct's card).
+GRIN_PRODUCTION_GPUS = 512
 
 
 def moe_kernel_evidence():
@@ -164,6 +173,42 @@ def grin_table3_faster(recompute: str = "full", evidence=None) -> tuple[float, f
     return out[0], out[1]
 
 
+def card_tokens_per_gpu_s(tokens: float, gpus: int, days: float) -> float:
+    """Tokens a GPU-second of a model card's ``Training data`` / (``GPUs`` x ``Training time``), the days
+    read as wall-clock days of all the GPUs (the reading of the Phi-3.5-MoE row's GPU-hours)."""
+    tokens = check_number("tokens", tokens, allow_equal=False)
+    gpus = check_int("gpus", gpus, minimum=1)
+    days = check_number("days", days, allow_equal=False)
+    return tokens / (gpus * days * 86400)
+
+
+def grin_production_over_study(model: Model | None = None, recompute: str = "full",
+                               gpus: int = GRIN_PRODUCTION_GPUS) -> float:
+    """The library's tokens a second per GPU on ``gpus`` GPUs over that on GRIN's 64-GPU study
+    (:func:`grin_table3_layout`), the same :data:`GRIN_T3_STAGES` stages, ZeRO 0, micro-batches of one
+    :data:`GRIN_T3_SEQ`-token sequence and the same :data:`GRIN_T3_BATCH_SEQS`-sequence batch, so each
+    pipeline runs ``64 / gpus`` as many micro-batches (256 -> 32 at 512 GPUs) and its 1F1B bubble,
+    ``(pp - 1) / m``, grows from 15/256 to 15/32 of the stages' compute. ``model``: default Phi-3.5-MoE's
+    architecture (:data:`~llmsizing.moe_runs.PHI_35_MOE_STANDIN`); ``recompute`` ``"full"`` or ``"none"``.
+    The measured counterpart is :func:`card_tokens_per_gpu_s` of the 512-GPU cards over Table 3's 7,077."""
+    from .layouts import step_time
+    from .moe_runs import PHI_35_MOE_STANDIN
+    from .parallel import Parallel
+
+    recompute = check_choice("recompute", recompute, ("full", "none"))
+    gpus = check_int("gpus", gpus, minimum=GRIN_T3_STAGES)
+    if gpus % GRIN_T3_STAGES or GRIN_T3_BATCH_SEQS % (gpus // GRIN_T3_STAGES):
+        raise ValueError(f"grin_production_over_study: gpus must be a multiple of {GRIN_T3_STAGES} whose "
+                         f"data-parallel degree divides {GRIN_T3_BATCH_SEQS} sequences, got {gpus}")
+    model = PHI_35_MOE_STANDIN if model is None else model
+    speeds = []
+    for par in (grin_table3_layout(), Parallel(pp=GRIN_T3_STAGES, dp=gpus // GRIN_T3_STAGES, zero=0)):
+        st = step_time(model, "H100 SXM", par, batch=1, seq=GRIN_T3_SEQ,
+                       grad_accum=GRIN_T3_BATCH_SEQS // par.dp, precision="bf16-mixed", recompute=recompute)
+        speeds.append(st.tokens / st.step_s / par.gpus)
+    return speeds[1] / speeds[0]
+
+
 def moe_layer_tflops(tokens: int, hidden: int, expert_ffn: int, experts: int, top_k: int,
                      gpu="H100 SXM") -> float:
     """The library's price of one MoE layer's forward in TFLOP/s as SonicMoE's benchmark counts it (expert
@@ -215,7 +260,8 @@ def sonicmoe_layer_ratios(kernels=("ScatterMoE", "MegaBlocks"), max_hidden: int 
 
 __all__ = ["MOE_KERNEL_EVIDENCE_CSV", "MOE_LAYER_KERNELS_CSV", "TABLE7_GPU_WATTS", "TABLE7_PUE",
            "GRIN_T3_GPUS", "GRIN_T3_STAGES", "GRIN_T3_SEQ", "GRIN_T3_BATCH_SEQS", "GRIN_T3_TOLERANCE",
-           "GRIN_T3_DENSE_FFN", "moe_kernel_evidence", "table7_energy_mwh", "NodeHoursReading",
-           "node_hours_reading", "compute_only_ratio",
-           "grin_dense_twin", "grin_table3_layout", "grin_table3_faster", "moe_layer_tflops",
+           "GRIN_T3_DENSE_FFN", "GRIN_PRODUCTION_GPUS", "moe_kernel_evidence", "table7_energy_mwh",
+           "NodeHoursReading", "node_hours_reading", "compute_only_ratio",
+           "grin_dense_twin", "grin_table3_layout", "grin_table3_faster", "card_tokens_per_gpu_s",
+           "grin_production_over_study", "moe_layer_tflops",
            "sonicmoe_layer_ratios"]
