@@ -91,9 +91,22 @@ def test_deepseek_v3_total_and_active():
     m = get_model("deepseek-v3")
     assert m.n_params == 671_026_419_200                      # without the MTP module
     assert (m.n_moe_layers, m.n_dense_layers) == (58, 3)
-    # "37B activated": 36.63B without the input embedding (DeepSeek's convention), 37.55B with it
-    assert abs(matmul_params(m) / 37e9 - 1) < 0.011           # 36.63B: rounds to "37B"
-    assert abs(m.active_params / 37e9 - 1) < 0.015
+    # the active count term by term from config.json (h 7168, 128 heads, q_lora 1536, kv_lora 512, rope 64,
+    # nope 128, v 128; 3 dense layers of width 18432; 58 MoE layers of 8 routed + 1 shared experts of 2048)
+    h, L = 7168, 61
+    attn = h * 1536 + 1536 * 128 * 192 + h * (512 + 64) + 512 * 128 * (128 + 128) + 128 * 128 * h
+    dense_mlp = 3 * (3 * h * 18432)
+    experts = 58 * (8 + 1) * (3 * h * 2048)
+    router = 58 * (256 * h + 256)
+    norms = L * (2 * h + 1536 + 512) + h
+    emb = 129280 * h
+    assert m.active_params == L * attn + dense_mlp + experts + router + norms + 2 * emb == 37_552_297_472
+    assert matmul_params(m) == m.active_params - emb
+    # DeepSeek's README_WEIGHTS.md: "Activation parameters: 36.7B (including 0.9B for Embedding and 0.9B for
+    # the output Head)". The count from the config is 0.85B (2.3%) more; DeepSeek publishes no breakdown, so
+    # the gap is recorded here, not explained (chapter 1)
+    assert 0.020 < m.active_params / 36.7e9 - 1 < 0.025
+    assert abs(2 * emb / 1.8e9 - 1) < 0.03                    # its "0.9B" embedding and "0.9B" head
     # the router bias (e_score_correction_bias) is 256 per MoE layer, counted once per layer in both
     assert m.moe_breakdown()["router"] == 58 * (256 * 7168 + 256)
 

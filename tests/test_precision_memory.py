@@ -501,3 +501,11 @@ def test_virtual_stages_and_bubble():
     assert pipeline_bubble(8, 32) == 7 / 32
     assert pipeline_bubble(8, 32, virtual_stages=4) == 7 / 128
     assert pipeline_bubble(1, 5) == 0
+
+
+def test_muon_matrix_params_by_hand():
+    # Llama-3-8B (h 4096, 32 heads, 8 KV heads of 128, ffn 14336, 32 layers): per block the q and o
+    # projections 2 x 4096^2, k and v 2 x 4096 x 1024, the gated MLP 3 x 4096 x 14336; no embedding or head
+    from llmsizing.states import muon_matrix_params
+    per_block = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336
+    assert muon_matrix_params("llama-3-8b") == 32 * per_block == 6_979_321_856

@@ -33,7 +33,8 @@ from functools import lru_cache
 
 from ._validate import check_choice, check_fraction, check_int, check_number
 from .catalog import DATA_DIR
-from .inference import kv_cache_bytes_per_token, routed_expert_bytes, state_bytes_per_sequence, weights_bytes
+from .inference import (kv_cache_bytes_per_token, kv_cached_tokens, routed_expert_bytes,
+                        state_bytes_per_sequence, weights_bytes)
 from .precision import KV_DTYPES
 from .states import FIXED_OVERHEAD_BYTES
 from .model import Model
@@ -53,7 +54,13 @@ CUDA_GRAPH_BYTES = 0.5 * GiB
 
 @dataclass(frozen=True)
 class KVCapacity:
-    """The KV-cache budget of one GPU (:func:`kv_capacity_tokens`): bytes per term, the blocks and tokens."""
+    """The KV-cache budget of one GPU (:func:`kv_capacity_tokens`): bytes per term, the blocks and tokens.
+
+    ``tokens`` is ``blocks x block_size`` with every attention layer priced for every token: the figure vLLM
+    logs as "GPU KV cache size: N tokens" (``vllm/v1/core/kv_cache_utils.py`` divides its blocks by the
+    number of KV-cache groups, each group's pages covering the same token slots). With sliding-window layers
+    a sequence keeps only its last window in them, so more context fits than ``tokens`` says; whole sequences
+    are counted by :func:`kv_capacity_sequences`."""
 
     memory_bytes: float
     usable_bytes: float
@@ -190,6 +197,34 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
                       blocks * block_size)
 
 
+def blocks_per_sequence(model: Model | str, context: int, *, block_size: int = BLOCK_SIZE) -> int:
+    """Blocks of :func:`kv_capacity_tokens` (``block_size`` tokens priced at every attention layer) one
+    sequence of ``context`` tokens holds: ``ceil(kv_cached_tokens(context) / block_size)``, where
+    :func:`~llmsizing.inference.kv_cached_tokens` averages the layers, a sliding-window layer keeping at most
+    its window. vLLM's hybrid KV-cache manager does this: a sliding-window layer's KV-cache group
+    (``SlidingWindowSpec`` in ``vllm/v1/kv_cache_interface.py``) has its blocks that fall wholly out of the
+    window freed (``SlidingWindowManager.remove_skipped_blocks`` in
+    ``vllm/v1/core/single_type_kv_cache_manager.py``), so a running sequence holds the window plus at most
+    one partial block there. Approximations: that partial block (``SlidingWindowSpec.max_memory_usage_bytes``
+    adds 1 block per window group) and, while a prompt is prefilled in chunks, the ``window - 1 +
+    max_num_batched_tokens`` tokens a windowed layer briefly needs are left out; both are one sequence's
+    transient or under one block per group. Chapters 3 and 15."""
+    block_size = check_int("block_size", block_size, maximum=4096)
+    return math.ceil(kv_cached_tokens(model, context) / block_size)
+
+
+def kv_capacity_sequences(model: Model | str, gpu, context: int, **kwargs) -> int:
+    """How many sequences of ``context`` tokens (prompt + output) the KV cache of one replica of ``tp`` GPUs
+    holds at once, as vLLM allocates it: ``kv_capacity_tokens(...).blocks // blocks_per_sequence(context)``
+    (:func:`blocks_per_sequence`: sliding-window layers keep only their window). ``kwargs`` are those of
+    :func:`kv_capacity_tokens` (``tp``, ``weights``, ``kv_cache``, ``gpu_memory_utilization``, ...). 0 when
+    not even one sequence fits. With expert parallelism (``ep > 1``) this is one attention group's count;
+    :func:`llmsizing.serve.serving`'s ``max_batch`` multiplies it by the ``ep / tp`` groups. Chapters 3 and
+    15."""
+    per_sequence = blocks_per_sequence(model, context, block_size=kwargs.get("block_size", BLOCK_SIZE))
+    return kv_capacity_tokens(model, gpu, **kwargs).blocks // per_sequence
+
+
 # ----------------------------------------------------------------------------- calibrated constants
 #: The engine a serving figure is priced for when the caller names none: vLLM, the most used open engine of
 #: today (issue 34). Every result names its engine (:attr:`llmsizing.serve.Serving.engine`).
@@ -252,5 +287,6 @@ def engine_key(engine: str, fitted) -> str | None:
 __all__ = ["stage_share", "kv_split", "weights_bytes_per_gpu", "GPU_MEMORY_UTILIZATION",
            "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "BLOCK_SIZE", "CUDA_GRAPH_BYTES",
            "KVCapacity", "activation_peak_bytes", "kv_capacity_tokens", "state_bytes_per_gpu",
+           "blocks_per_sequence", "kv_capacity_sequences",
            "ServingConstants",
            "serving_constants", "DEFAULT_ENGINE", "BATCHING", "engine_key"]

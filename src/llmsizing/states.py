@@ -101,6 +101,16 @@ class ModelStates:
         return _frame({**rows, "total": self.total_bytes}, self.n_params)
 
 
+def muon_matrix_params(model: Model | str) -> int:
+    """Parameters Muon orthogonalises, the "hidden matrices": every tensor of two or more dimensions in the
+    blocks (attention, MLP, experts' stacks, routers), not the embedding, learned positions or LM head, which
+    stay on AdamW with the vectors (Jordan et al. 2024, "Muon: An optimizer for hidden layers in neural
+    networks"; its reference ``Muon`` takes ``p.ndim >= 2`` hidden parameters). Chapter 2."""
+    model = resolve_model(model, moe=True)
+    return sum(math.prod(s) * k for kind, _, s, k in model.tensors()
+               if len(s) >= 2 and kind not in ("embedding", "position", "lm_head"))
+
+
 def optimizer_state_elements(model: Model | str, optimizer: str) -> float:
     """How many numbers the optimizer keeps (before choosing their dtype).
 
@@ -113,9 +123,7 @@ def optimizer_state_elements(model: Model | str, optimizer: str) -> float:
     opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
     n = opt.states * model.n_params
     if opt.matrix_states is not None:   # Muon: the hidden matrices (experts' stacks too) keep fewer buffers
-        n -= (opt.states - opt.matrix_states) * sum(
-            math.prod(s) * k for kind, _, s, k in model.tensors()
-            if len(s) >= 2 and kind not in ("embedding", "position", "lm_head"))
+        n -= (opt.states - opt.matrix_states) * muon_matrix_params(model)
     if opt.factored:
         n += sum((s[0] + s[1] if len(s) == 2 else math.prod(s)) * k for _, _, s, k in model.tensors())
     return n
