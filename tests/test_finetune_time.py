@@ -196,16 +196,52 @@ def test_slow_links_expose_fsdp_gathers():
 def test_fsdp_memory_shards_the_states_and_gathers_one_unit():
     n = 4
     kw = dict(method="qlora", batch=1, seq=2048, recompute="full")
-    one = finetune_memory("llama-3-70b", **kw)
+    one = finetune_memory("llama-3-70b", kbit_prep=False, **kw)     # FSDP-QLoRA: no k-bit preparation
     four = finetune_memory_per_gpu("llama-3-70b", n_gpus=n, strategy="fsdp", **kw)
     unit = 128256 * 8192 * 2                                      # the bf16 embedding outweighs an nf4 block
     assert gathered_unit_bytes("llama-3-70b", "qlora") == unit
     states = one.base_weights_bytes + one.adapter_bytes + one.optimizer_bytes
     assert four.peak_bytes == pytest.approx(one.peak_bytes - states * (n - 1) / n + unit)
     ddp = finetune_memory_per_gpu("llama-3-70b", n_gpus=n, strategy="ddp", **kw)
-    assert ddp.total_bytes == pytest.approx(one.total_bytes)
-    assert finetune_memory_per_gpu("llama-3-70b", n_gpus=n, strategy="zero3", **kw).total_bytes == \
-        pytest.approx(four.total_bytes)
+    assert ddp.total_bytes == pytest.approx(finetune_memory("llama-3-70b", **kw).total_bytes)   # prepared
+    assert finetune_memory_per_gpu("llama-3-70b", n_gpus=n, strategy="zero3", kbit_prep=False,
+                                   **kw).total_bytes == pytest.approx(four.total_bytes)
+
+
+# Llama-3-70B's config.json: hidden 8192, 80 layers, vocabulary 128,256, untied head; 70,553,706,496 weights
+_L3_70B_EMBED_HEAD = 2 * 128256 * 8192                  # 2,101,346,304
+_L3_70B_NORMS = (2 * 80 + 1) * 8192                     # two RMSNorms per block and the final one: 1,318,912
+_L3_70B_BLOCKS = 70_553_706_496 - _L3_70B_EMBED_HEAD - _L3_70B_NORMS      # 68,451,041,280 matrix weights
+_NF4_BYTES = (4 + 8 / 64 + 32 / (64 * 256)) / 8         # QLoRA paper Sec. 3: 4.127 bits, double quantisation
+
+
+def test_fsdp_qlora_memory_and_traffic_assume_one_recipe():
+    """reader25c M8: FSDP-QLoRA's memory sharded the base with PEFT's fp32 casts while its gathers moved the
+    16-bit embeddings. Answer.AI's fsdp_qlora/train.py calls get_peft_model without
+    prepare_model_for_kbit_training, so both now count the unprepared base, by hand:
+    68,451,041,280 x 0.51587 B + 2 B x (2,101,346,304 + 1,318,912) = 39.517 GB (43.722 GB prepared)."""
+    from llmsizing.finetune import frozen_base_bytes
+    from llmsizing.finetune_sharded import default_kbit_prep
+
+    bare = _L3_70B_BLOCKS * _NF4_BYTES + 2 * (_L3_70B_EMBED_HEAD + _L3_70B_NORMS)
+    prepared = bare + 2 * (_L3_70B_EMBED_HEAD + _L3_70B_NORMS)          # fp32: 2 more bytes each
+    assert bare == pytest.approx(39.517e9, rel=1e-4) and prepared == pytest.approx(43.722e9, rel=1e-4)
+    assert not default_kbit_prep("qlora", "fsdp") and default_kbit_prep("qlora", "ddp")
+    kw = dict(method="qlora", batch=1, seq=2048, recompute="full")
+    fsdp = finetune_memory_per_gpu("llama-3-70b", n_gpus=8, strategy="fsdp", **kw)
+    assert fsdp.single.base_weights_bytes == pytest.approx(bare, rel=1e-9)
+    assert frozen_base_bytes("llama-3-70b", "qlora", kbit_prep=False) == pytest.approx(bare, rel=1e-9)
+    ddp = finetune_memory_per_gpu("llama-3-70b", n_gpus=8, strategy="ddp", **kw)
+    assert ddp.single.base_weights_bytes == pytest.approx(prepared, rel=1e-9)
+    # the gathers move the same base: per micro-batch twice (n - 1)/n of (base + fp32 adapter grads), + a
+    # reduce-scatter of those gradients
+    n, grads = 8, 4 * 207_093_760                                      # rank-16 adapters of Llama-3-70B
+    c = finetune_communication("llama-3-70b", "H100 SXM", n_gpus=n, strategy="fsdp", method="qlora", rank=16)
+    assert c.bytes_sent_per_step == pytest.approx((n - 1) / n * (2 * (bare + grads) + grads), rel=1e-9)
+    prep = finetune_communication("llama-3-70b", "H100 SXM", n_gpus=n, strategy="fsdp", method="qlora",
+                                  rank=16, kbit_prep=True)
+    assert prep.bytes_sent_per_step - c.bytes_sent_per_step == pytest.approx(
+        (n - 1) / n * 2 * (prepared - bare), rel=1e-9)
 
 
 def test_lora_bf16_unit_is_a_block_when_the_block_is_larger():

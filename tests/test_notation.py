@@ -241,7 +241,7 @@ def _chapter_of(where: str) -> set[str]:
     for n in re.findall(r"chapters? (\d+b?)|(\d+b?)(?=,| and)", where):
         num = next(x for x in n if x)
         out |= {p.name for p in NOTEBOOKS if re.match(rf"0*{num}_", p.name)}
-    if "summary" in where:
+    if "summary" in where or "summaries" in where:
         out.add(APPENDIX.name)
     return out
 
@@ -355,6 +355,10 @@ CLASHES = [
      "b as tokens per GPU per step: b is sequences (n_tok)"),
     (re.compile(r"_\{g\s*\\,?\s*\\in|,\s*\\?,?\s*g\}"), re.compile(r"exposed", re.I),
      "g as a group index: g is the KV head count (write the group)"),
+    # reader25c M7: a bare k or v naming the key and value projections (k is experts per token, v the chunks)
+    (re.compile(r"(?<![A-Za-z\\_{])[kv](?![A-Za-z_])"), re.compile(r"\$[kv]\$ and \$[kv]\$ (?:are|is)\b.{0,40}\bwide",
+                                                                re.I | re.S),
+     "k, v as the key and value projections: k is experts per token, v the pipeline chunks (k_proj, v_proj)"),
 ]
 #: Chapters where one of CLASHES is a declared local use (the appendix's local table says so).
 CLASH_LOCAL = {"m x k matrix sizes outside chapter 6: n_1, n_2, n_3": {"06_hardware.ipynb"}}
@@ -530,3 +534,113 @@ def test_each_pending_clash_is_still_there():
             found = [p for f, _, md in cells if f == chapter
                      for p in clash_problems(md, "90_formula_summary.ipynb") if p.startswith(why)]
             assert found, f"{chapter} no longer has '{why}': take it out of CLASH_PENDING"
+
+
+# ------------------------------------------------------------------ one meaning per page (reader25c M7, M13, L12)
+def _bare_symbols(syms: list[str]) -> list[str]:
+    """The symbols of a table cell with nothing attached (``m``, ``\\lambda``; not ``m_\\text{f}``)."""
+    return [s.strip() for s in syms if re.fullmatch(r"\s*\\?[A-Za-z]+\s*", s)]
+
+
+#: A local row may reuse a letter of the main table in a chapter that never uses the main meaning, where the
+#: derivation defines it on the spot: chapter 6's roofline writes a matrix multiply as m x k by k x n (its
+#: chapter has no micro-batches, experts or GPU counts in its maths), chapter 16 writes LoRA's scale alpha (no
+#: collective latency in its maths). Each entry: (symbol, notebook).
+SHADOWS = {("m", "06_hardware.ipynb"), ("k", "06_hardware.ipynb"), ("n", "06_hardware.ipynb"),
+           ("\\alpha", "16_finetuning.ipynb")}
+
+
+def meanings_per_page(glob=None, local=None) -> dict[tuple[str, str], list[str]]:
+    """For every (symbol, notebook) the meanings the tables give it there: the main table's (every chapter)
+    and each local row's that names the notebook ("summary below" names the appendix)."""
+    if glob is None:
+        glob, local = _tables()
+    pages = [p.name for p in NOTEBOOKS]
+    out: dict[tuple[str, str], list[str]] = {}
+    for sym, meaning in glob.items():
+        for page in pages:
+            out.setdefault((sym.strip(), page), []).append(meaning.strip())
+    for syms, meaning, where in local:
+        for sym in (s.strip() for s in syms):
+            for page in _chapter_of(where):
+                out.setdefault((sym, page), []).append(meaning.strip())
+    return out
+
+
+def two_meanings(glob=None, local=None, shadows=SHADOWS) -> list[str]:
+    return [f"{page}: ${sym}$ has {len(m)} meanings: {m}" for (sym, page), m in meanings_per_page(glob, local).items()
+            if len(m) > 1 and (sym, page) not in shadows]
+
+
+def test_a_symbol_with_two_meanings_on_one_page_is_caught():
+    glob = {"m": "micro-batches per optimizer step", "E": "routed experts per MoE layer"}
+    local = [(["m"], "matrices in an MLP block", "chapter 1's parameter count and its summary below"),
+             (["E"], "epochs of a fine-tune", "chapter 16 and its summary below"),
+             (["\\lambda"], "learned positions flag", "chapter 1 and its summary below"),
+             (["\\lambda"], "a rate", "chapters 11 and 15, and their summaries below"),
+             (["m_\\text{f}"], "micro-batches in flight", "chapter 17"),
+             (["s_\\text{max}"], "learned positions", "chapter 1 and its summary below"),
+             (["s_\\text{max}"], "longest RL response", "chapter 19 and its summary below")]
+    found = "\n".join(two_meanings(glob, local, shadows=set()))
+    for sym, page in (("m", "01_parameters"), ("m", "90_formula"), ("E", "16_finetuning"), ("E", "90_formula"),
+                      ("\\lambda", "90_formula"), ("s_\\text{max}", "90_formula")):
+        assert re.search(rf"{page}[^:]*: \${re.escape(sym)}\$", found), (sym, page, found)
+    assert "m_" not in found and "11_cost.ipynb: $\\lambda$" not in found
+
+
+def test_no_symbol_has_two_meanings_on_one_page():
+    bad = two_meanings()
+    assert not bad, "\n".join(bad)
+
+
+def test_each_shadow_is_a_local_row():
+    glob, local = _tables()
+    for sym, page in SHADOWS:
+        assert sym in glob and any(sym in _bare_symbols(s) and page in _chapter_of(w) for s, _, w in local), \
+            (sym, page)
+
+
+#: A subscripted symbol whose letter the main table gives is listed itself, unless the letter's row says its
+#: subscript names a part ("named by its subscript", "subscripts name a part").
+SUBSCRIPTED = re.compile(r"(?<![A-Za-z\\])(\\?[A-Za-z]+)_(?:\\text\{([^{}]+)\}|\{\\text\{([^{}]+)\}\})")
+
+
+def unlisted_symbols(md: str, glob=None, local=None) -> list[str]:
+    if glob is None:
+        glob, local = _tables()
+    def flat(tex: str) -> str:
+        return re.sub(r"\s|\{|\}|\\bar", "", tex)
+
+    listed = set(glob) | {s.strip() for syms, _, _ in local for s in syms}
+    # a symbol named in a row's meaning is listed too ("training tokens ($D_\text{opt}$: ...)")
+    listed |= {x for meaning in glob.values() for x in re.findall(r"\$([^$]+)\$", meaning)}
+    listed_flat = {flat(s) for s in listed}
+    out = []
+    for m in MATH.finditer(_strip(md)):
+        tex = m["d"] if m["d"] is not None else m["i"]
+        for s in SUBSCRIPTED.finditer(tex):
+            base, sub = s[1], s[2] or s[3]
+            if base not in glob or any(re.search(r"subscript", v) for k, v in glob.items()
+                                       if k == base or k.startswith(base + "_")):
+                continue
+            if flat(f"{base}_\\text{{{sub}}}") not in listed_flat:
+                out.append(f"${base}_\\text{{{sub}}}$")
+    return sorted(set(out))
+
+
+def test_an_unlisted_subscripted_symbol_is_caught():
+    glob = {"N": "number of parameters", "M": "a memory in bytes, named by its subscript"}
+    local = [(["N_\\text{routed}"], "the routed experts' parameters", "chapter 18")]
+    assert unlisted_symbols("$N_\\text{mm}$ and $N_\\text{routed}$ and $M_\\text{kv}$", glob, local) == \
+        ["$N_\\text{mm}$"]
+
+
+def test_the_summary_lists_every_symbol_it_uses():
+    md = "\n".join(c.source for c in nbformat.read(APPENDIX, 4).cells if c.cell_type == "markdown")
+    bad = unlisted_symbols(md)
+    assert not bad, bad
+
+
+def test_a_table_letter_as_a_projection_is_caught():
+    assert any("projections" in p for p in clash_problems(
+        "With grouped-query attention $k$ and $v$ are only $g \\cdot d$ wide", "16_finetuning.ipynb"))

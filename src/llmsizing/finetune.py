@@ -383,15 +383,9 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
                          "fine-tuning (method='full') takes a layout here")
     shapes = _target_shapes(model, targets)
     trainable = model.layers * sum(rank * (d_out + d_in) for d_out, d_in in shapes.values())
-    from .inference import weights_bytes
-
-    base = weights_bytes(model, "nf4" if method == "qlora" else dtype)
-    prep = kbit_prep_bytes(model) if kbit_prep else {"weights": 0.0, "head_copy": 0.0}
-    if recast_embeddings:     # qlora.py: embedding and LM head back to bf16, only the norms (and biases) fp32
-        parts = model.param_breakdown()
-        embeddings = parts["embedding"] + (0.0 if model.tied_embeddings else parts["lm_head"])
-        prep = {"weights": prep["weights"] - 2.0 * embeddings, "head_copy": 0.0}
-    base += prep["weights"]
+    prep = _prep_bytes(model, kbit_prep, recast_embeddings)
+    base = frozen_base_bytes(model, method, kbit_prep=kbit_prep, recast_embeddings=recast_embeddings,
+                             dtype=dtype)
     adapters = _states(trainable, _adapter_state_elements(shapes, rank, model.layers, optimizer), "fp32",
                        optimizer, Parallel())                            # fp32 states (and adapters), one GPU
     ab = DTYPE_BYTES[adapter_dtype]
@@ -456,6 +450,40 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
                           0.0 if paged_optimizer else opt_states, acts.total_bytes, peak, overhead,
                           phase.replace(" (start)", "").replace(" (end)", ""), dequant, host_bytes=host,
                           loop=loop, kept_output_bytes=kept, assumptions=notes)
+
+
+def _prep_bytes(model: Model, kbit_prep: bool, recast_embeddings: bool) -> dict[str, float]:
+    """:func:`kbit_prep_bytes` as a recipe applies it: nothing without the preparation; with
+    ``recast_embeddings`` (``qlora.py``: embedding and LM head back to bf16) only the norms' (and biases')."""
+    prep = kbit_prep_bytes(model) if kbit_prep else {"weights": 0.0, "head_copy": 0.0}
+    if recast_embeddings:
+        parts = model.param_breakdown()
+        embeddings = parts["embedding"] + (0.0 if model.tied_embeddings else parts["lm_head"])
+        prep = {"weights": prep["weights"] - 2.0 * embeddings, "head_copy": 0.0}
+    return prep
+
+
+def frozen_base_bytes(model: Model | str, method: str = "lora", *, kbit_prep: bool | None = None,
+                      recast_embeddings: bool = False, dtype: str = "bf16") -> float:
+    """Bytes of a LoRA/QLoRA run's frozen base as the recipe holds it (chapter 16, "Frozen base"): the
+    weights in their storage format (:func:`~llmsizing.inference.weights_bytes`: nf4 block matrices for
+    ``"qlora"``, embeddings, head and norms in 16 bits; ``dtype`` for ``"lora"``), plus the fp32 casts of
+    PEFT's k-bit preparation when ``kbit_prep`` (default: ``True`` for ``"qlora"``, as
+    :func:`finetune_memory`; :func:`kbit_prep_bytes`). The one count of the base that the memory of a step
+    (``FinetuneMemory.base_weights_bytes``) and the gathers of a sharded step
+    (:func:`~llmsizing.finetune_terms.finetune_communication`) share, so one row never assumes two recipes."""
+    from .inference import weights_bytes
+
+    model = resolve_model(model)
+    method = check_choice("method", method, METHODS)
+    if method == "full":
+        raise ValueError("method='full': a full fine-tune has no frozen base; give 'lora' or 'qlora'")
+    kbit_prep = method == "qlora" if kbit_prep is None else check_bool("kbit_prep", kbit_prep)
+    if kbit_prep and method != "qlora":
+        raise ValueError(f"kbit_prep=True with method={method!r}: the k-bit preparation is for "
+                         "method='qlora'")
+    prep = _prep_bytes(model, kbit_prep, check_bool("recast_embeddings", recast_embeddings))
+    return weights_bytes(model, "nf4" if method == "qlora" else dtype) + prep["weights"]
 
 
 def kbit_prep_bytes(model: Model | str) -> dict[str, float]:

@@ -26,6 +26,18 @@ def _base_dtype(method: str) -> str:
     return "nf4" if method == "qlora" else "bf16"
 
 
+def default_kbit_prep(method: str, strategy: str = "ddp") -> bool:
+    """The recipe each strategy's QLoRA row assumes, one for its memory and its traffic alike: PEFT's k-bit
+    preparation (:func:`~llmsizing.finetune.kbit_prep_bytes`, fp32 embeddings, head and norms) for a
+    replicated step (``"ddp"``, as the QLoRA script and most one-GPU recipes run it) and ZeRO-3; none for
+    ``"fsdp"``, whose recipe, Answer.AI's FSDP-QLoRA (``fsdp_qlora/train.py``), builds the PEFT model without
+    ``prepare_model_for_kbit_training`` and keeps the embeddings and head in the 16-bit storage dtype that
+    FSDP shards. ``False`` for every method but ``"qlora"``."""
+    method = check_choice("method", method, METHODS)
+    strategy = check_choice("strategy", strategy, STRATEGIES)
+    return method == "qlora" and strategy != "fsdp"
+
+
 @dataclass(frozen=True)
 class ShardedFinetuneMemory:
     """Per-GPU memory of LoRA/QLoRA (or full fine-tuning) on ``n_gpus`` with ``strategy``
@@ -71,7 +83,9 @@ def finetune_memory_per_gpu(model: Model | str, *, n_gpus: int = 1, strategy: st
     adapters and their optimizer states over the GPUs (``(n - 1) / n`` of them leave each GPU) and gather one
     unit at a time (:func:`gathered_unit_bytes`) in the forward and backward phases; the adapters' gradients
     are left unsharded unless the peak is the optimizer step (at most their size too much: a small,
-    conservative error). Full fine-tuning goes to :func:`~llmsizing.finetune.finetune_memory` with
+    conservative error). QLoRA's ``kbit_prep`` defaults to the strategy's recipe (:func:`default_kbit_prep`:
+    none for ``"fsdp"``), the one :func:`~llmsizing.finetune_terms.finetune_communication` gathers. Full
+    fine-tuning goes to :func:`~llmsizing.finetune.finetune_memory` with
     ``Parallel(dp=n, zero=0 or 3)``, the training model's own ZeRO arithmetic."""
     model = resolve_model(model)
     n = check_int("n_gpus", n_gpus, maximum=65536)
@@ -81,6 +95,8 @@ def finetune_memory_per_gpu(model: Model | str, *, n_gpus: int = 1, strategy: st
         par = None if n == 1 else Parallel(dp=n, zero=0 if strategy == "ddp" else 3)
         f = finetune_memory(model, method="full", batch=batch, seq=seq, parallel=par, **kw)
         return ShardedFinetuneMemory(strategy, n, f, 0.0, 0.0, f.peak_bytes, f.overhead_bytes)
+    if method == "qlora" and kw.get("kbit_prep") is None:     # the strategy's recipe (default_kbit_prep)
+        kw = {**kw, "kbit_prep": default_kbit_prep(method, strategy)}
     f = finetune_memory(model, method=method, batch=batch, seq=seq, **kw)
     if strategy == "ddp" or n == 1:
         return ShardedFinetuneMemory(strategy, n, f, 0.0, 0.0, f.peak_bytes, f.overhead_bytes)

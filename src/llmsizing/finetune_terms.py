@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from ._validate import check_choice, check_int
 from .catalog import get_gpu, resolve_model
-from .finetune import ALL_LINEAR, METHODS, block_matrices, lora_params
-from .finetune_sharded import STRATEGIES, _base_dtype
+from .finetune import ALL_LINEAR, METHODS, block_matrices, frozen_base_bytes, lora_params
+from .finetune_sharded import STRATEGIES, _base_dtype, default_kbit_prep
 from .flops import RECOMPUTE, attention_flops_per_token, forward_flops_per_token, training_flops_per_token
 from .model import Model
 from .precision import DTYPE_BYTES
@@ -124,7 +124,7 @@ class FinetuneComm:
 
 def finetune_communication(model: Model | str, gpu, *, n_gpus: int, strategy: str = "ddp",
                            method: str = "lora", rank: int = 16, targets=ALL_LINEAR, grad_accum: int = 1,
-                           node=None) -> FinetuneComm:
+                           node=None, kbit_prep: bool | None = None) -> FinetuneComm:
     """The collectives of a LoRA/QLoRA step over ``n_gpus`` on the network model
     (:func:`~llmsizing.network.collective_time_s` over the data-parallel group's
     :func:`~llmsizing.network.group_link`):
@@ -133,8 +133,10 @@ def finetune_communication(model: Model | str, gpu, *, n_gpus: int, strategy: st
     * ``"fsdp"``/``"zero3"``: per micro-batch, an all-gather of the base in its storage format plus the
       adapters (fp32) for the forward and again for the backward, and a reduce-scatter of the adapters'
       gradients, one call per unit (the blocks, the embedding and the LM head: each call pays its latency).
+      The base gathered is the one the step's memory shards (:func:`~llmsizing.finetune.frozen_base_bytes`,
+      with ``kbit_prep`` defaulting to the strategy's recipe,
+      :func:`~llmsizing.finetune_sharded.default_kbit_prep`).
     Bytes sent per GPU: those the times charge (:func:`~llmsizing.network.link_wire_factor`)."""
-    from .inference import weights_bytes
     from .network import collective_time_s, get_node, group_link, link_wire_factor
 
     model = resolve_model(model)
@@ -156,7 +158,9 @@ def finetune_communication(model: Model | str, gpu, *, n_gpus: int, strategy: st
         return FinetuneComm("ddp", n, 0.0, 0.0, t, False, link_wire_factor("all-reduce", n, link) * grads)
     units = model.layers + (1 if model.tied_embeddings else 2)
     # the adapters (fp32) with their unit
-    gathered = weights_bytes(model, _base_dtype(method)) + grads
+    if kbit_prep is None:
+        kbit_prep = default_kbit_prep(method, strategy)
+    gathered = frozen_base_bytes(model, method, kbit_prep=kbit_prep) + grads
     gather = units * collective_time_s("all-gather", gathered / units, n, link)
     reduce = units * collective_time_s("reduce-scatter", grads / units, n, link)
     sent = m * (2 * link_wire_factor("all-gather", n, link) * gathered + grads * link_wire_factor(

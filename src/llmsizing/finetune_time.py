@@ -385,6 +385,19 @@ def _fit_on(rows, refine: bool = False) -> tuple[float, float]:
     return overhead, frac
 
 
+def published_frame():
+    """The published LoRA/QLoRA/full fine-tuning step times (``data/finetune_published.csv``) as the
+    calibration reads them: ``strategy`` defaults to ``"ddp"``, ``known_out`` and ``miss_reason`` to ``""``.
+    Chapter 16 refits on parts of it (:func:`fit_on`)."""
+    return _published_frame()
+
+
+def fit_on(rows, refine: bool = False) -> tuple[float, float]:
+    """``(layer_overhead_s, dequant_bandwidth_fraction)`` fitted on ``rows`` of :func:`published_frame`
+    (the calibration's fit, module docstring): chapter 16 fits without one source to show what it sets."""
+    return _fit_on(rows, refine=refine)
+
+
 def finetune_loso_check(coverage: float = 0.8, unit: str = "row"):
     """The fine-tuning step model checked by leaving one source out (:mod:`llmsizing.intervals`): each
     source's LoRA/QLoRA rows (not ``known_out``) are predicted with the constants refitted on every covered
