@@ -125,8 +125,8 @@ B200_MEMORY_CLOCK_MHZ = 3996.0
 
 
 def memory_interface_gbps(bus_bits: int, clock_mhz: float) -> float:
-    """The most a memory interface carries, GB/s: ``bus_bits / 8`` bytes per transfer at two transfers per clock
-    (double data rate). The shipping B200: 960 B x 7.992 GT/s = 7,672 GB/s (chapter 6)."""
+    """The most a memory interface carries, GB/s: ``bus_bits / 8`` bytes per transfer at two transfers per
+    clock (double data rate). The shipping B200: 960 B x 7.992 GT/s = 7,672 GB/s (chapter 6)."""
     bits = check_int("bus_bits", bus_bits)
     mhz = check_number("clock_mhz", clock_mhz, allow_equal=False)
     return bits / 8 * 2 * mhz * 1e6 / 1e9

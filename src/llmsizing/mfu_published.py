@@ -196,7 +196,8 @@ def best_published_run(gpu, dtype: str = "bf16", kind: str = "steady-state") -> 
     ``dtype`` (``"bf16"`` includes the ``fp16`` runs, which run at the same peak) and of ``kind``, fitted or
     held out alike: what chapter 6 sets beside Llama 3 405B's 38-43% (the largest dense run, not the best).
     The MFU is :func:`published_runs`' ``implied_mfu``. Raises ValueError if no run matches."""
-    names = [gpu] if isinstance(gpu, str) else check_sequence("gpu", gpu, example='("A100 80GB", "A100 40GB")')
+    names = [gpu] if isinstance(gpu, str) else check_sequence("gpu", gpu,
+                                                                  example='("A100 80GB", "A100 40GB")')
     gpus = tuple(get_gpu(g).name for g in names)
     dtype = check_choice("dtype", dtype, ("bf16", "fp8"))
     kind = check_choice("kind", kind, RUN_KINDS)

@@ -159,8 +159,9 @@ def capacity_line(ax, gib: float, label: str, *, horizontal: bool = True, color:
     end if ``left``: over the short bars of a chart whose tall ones are on the right)."""
     if horizontal:
         ax.axhline(gib, color=color, lw=1, ls="--")
-        ax.annotate(f"{label} ({gib:.1f} GiB)", (0.01 if left else 1.0, gib), xycoords=("axes fraction", "data"),
-                    ha="left" if left else "right", va="bottom", fontsize=8, color=color)
+        ax.annotate(f"{label} ({gib:.1f} GiB)", (0.01 if left else 1.0, gib),
+                    xycoords=("axes fraction", "data"), ha="left" if left else "right", va="bottom",
+                    fontsize=8, color=color)
     else:
         ax.axvline(gib, color=color, lw=1, ls="--")
         ax.annotate(f"{label}\n{gib:.1f} GiB", (gib, 1.0), xycoords=("data", "axes fraction"),
