@@ -12,8 +12,7 @@ chapter modules (below), never each other:
 
 * :mod:`~llmsizing.charts.one_gpu`: Part I, chapters 1-5 (chapter 4's figures in
   :mod:`~llmsizing.charts.one_gpu_activations`, chapter 5's in :mod:`~llmsizing.charts.one_gpu_measure`);
-* :mod:`~llmsizing.charts.many_gpus`: Part II, chapters 6-9 (chapter 6's bus-bandwidth figure with the model
-  at its network log's setup: :mod:`~llmsizing.charts.bus_logs`);
+* :mod:`~llmsizing.charts.many_gpus`: Part II, chapters 6-9;
 * :mod:`~llmsizing.charts.time_money`: Part III, chapters 10-14 (chapter 12's in
   :mod:`~llmsizing.charts.time_money_plan`, 13 and 14's in :mod:`~llmsizing.charts.time_money_checks`);
 * :mod:`~llmsizing.charts.serve_tune`: Part IV, chapters 15-16;
@@ -62,7 +61,6 @@ from .many_gpus import (BUS_BANDWIDTH_SIZES, DECODE_BATCHES, DP_SCALING_PANELS, 
                         render_gpu_landscape, render_parallel_explorer, render_pipeline_bubble,
                         render_zero_stages, SCHEDULE_PANELS, render_pipeline_schedules)
 from .many_gpus import COLLECTIVE_TIME_DEFAULT, COLLECTIVE_TIME_SIZES, render_collective_time  # ch9 widget
-from .bus_logs import render_bus_bandwidth_with_log_setup   # ch6: the model at the network log's own setup
 from .many_gpus import (_KIND_COLORS, _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES, _bytes_text,  # noqa: F401
                         _size_axis, _time_text)
 
@@ -109,7 +107,6 @@ __all__ = [
     "MEASURED_STEP_DEFAULT", "render_measured_step",
     # Part II
     "BUS_BANDWIDTH_SIZES", "DECODE_BATCHES", "DP_SCALING_PANELS", "render_bus_bandwidth",
-    "render_bus_bandwidth_with_log_setup",
     "SCHEDULE_PANELS", "render_pipeline_schedules",
     "render_collectives_vs_prediction", "render_decode_roofline", "render_dp_scaling", "render_gpu_landscape",
     "render_parallel_explorer", "render_pipeline_bubble", "render_zero_stages",
