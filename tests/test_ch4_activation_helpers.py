@@ -66,3 +66,21 @@ def test_render_functions_default_and_errors():
         render_activation_memory(attention="flashy")
     with pytest.raises(ValueError, match="zero3_gpus"):
         render_max_micro_batch(zero3_gpus=0)
+
+
+def test_selective_flash_extra_bytes_by_hand_and_measured():
+    """Chapter 4's "flash + selective buys nothing": by hand for Llama-3-8B at 8K (h = 4096, a = 32, L = 32):
+    the rebuilt output 2 x 8192 x 4096 = 67,108,864 B minus 31 layers' log-sum-exps 31 x 4 x 32 x 8192 =
+    32,505,856 B = 34,603,008 B (33 MiB); and chapter 5's measurement (data/activation_measurements.csv,
+    tiny-llama, bf16, CPU flash, 2 x 256 tokens): selective minus none = 20,326,404 - 20,113,412 = 212,992 B."""
+    from llmsizing.act_terms import selective_flash_extra_bytes
+    from llmsizing.measurements import load_measurements, measured_model
+
+    assert selective_flash_extra_bytes("llama-3-8b", batch=1, seq=8192) == 67_108_864 - 32_505_856
+    assert selective_flash_extra_bytes("llama-3-8b", batch=1, seq=8192, tp=8) == (67_108_864 - 32_505_856) / 8
+    m = load_measurements()
+    row = m[(m.model == "tiny-llama") & (m["mode"] == "bf16") & (m.attention_impl == "sdpa-flash-cpu")
+            & (m.batch == 2) & (m.seq == 256) & (m.recompute == "none")].iloc[0]
+    assert selective_flash_extra_bytes(measured_model(row), batch=2, seq=256) == 20_326_404 - 20_113_412
+    with pytest.raises(ValueError, match="dtype"):
+        selective_flash_extra_bytes("llama-3-8b", batch=1, seq=8192, dtype="int8")

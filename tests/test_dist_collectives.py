@@ -209,3 +209,17 @@ def test_a_panel_without_runs_says_so_under_its_title():
     assert not four.axison and any("no run on 4 ranks" in t.get_text() for t in four.texts)
     two = render_collectives_vs_prediction(2).figure.axes[1]
     assert two.axison and not any("no run" in t.get_text() for t in two.texts)
+
+
+def test_torch_zero1_time_ratio_by_hand():
+    """(2(n-1)/n + 1) / (2(n-1)/n): n=2: (1 + 1) / 1 = 2; n=4: (1.5 + 1) / 1.5 = 5/3; n=64: (126/64 + 1) /
+    (126/64) = 190/126 = 1.508 (chapter 9, exercise 1)."""
+    import pytest
+
+    from llmsizing.dist_compare import torch_zero1_time_ratio
+
+    assert torch_zero1_time_ratio(2) == pytest.approx(2.0)
+    assert torch_zero1_time_ratio(4) == pytest.approx(5 / 3)
+    assert torch_zero1_time_ratio(64) == pytest.approx(190 / 126)
+    with pytest.raises(ValueError, match="n"):
+        torch_zero1_time_ratio(1)

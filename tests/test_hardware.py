@@ -358,3 +358,16 @@ def test_catalogue_sweeps_price_the_v100_in_fp16():
     assert np.isfinite(t) and 0.8 * a10 < t < a10
     with pytest.raises(ValueError, match="dtype"):
         step_compute_time_s("llama-2-7b", batch=1, seq=2048, gpu="V100", dtype="fp8")
+
+
+def test_memory_interface_of_the_shipping_b200_by_hand():
+    """7,680 bits / 8 = 960 B per transfer; 3,996 MHz x 2 = 7.992 GT/s; 960 x 7.992 = 7,672.32 GB/s, 4.3% below
+    NVIDIA's 8 TB/s (data/gpus.csv's B200 row, pytorch/ao PR 4002)."""
+    import pytest
+
+    from llmsizing.hardware import B200_MEMORY_BUS_BITS, B200_MEMORY_CLOCK_MHZ, memory_interface_gbps
+
+    assert memory_interface_gbps(B200_MEMORY_BUS_BITS, B200_MEMORY_CLOCK_MHZ) == pytest.approx(7672.32)
+    assert 8000 / 7672.32 == pytest.approx(1.043, abs=1e-3)
+    with pytest.raises(ValueError, match="clock_mhz"):
+        memory_interface_gbps(7680, 0)

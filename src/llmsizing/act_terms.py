@@ -487,3 +487,21 @@ def korthikanti_bytes_per_layer(model: Model | str, *, batch: int, seq: int, tp:
     if sp:
         return s * b * h * (34 + 5 * a * s / h) / t
     return s * b * h * (10 + 24 / t + 5 * a * s / (h * t))
+
+
+def selective_flash_extra_bytes(model: Model | str, *, batch: int, seq: int, dtype: str = "bf16",
+                                tp: int = 1) -> float:
+    """What selective recomputation adds to the saved activations under flash attention, while one layer is
+    rebuilt in the backward (chapter 4, "Recomputation"; measured in chapter 5): the rebuilt kernel saves a
+    fresh output for its own backward, ``p b s a d / t`` bytes (``p s b h / t`` when ``a d = h``), and the
+    other ``L - 1`` layers no longer keep their fp32 log-sum-exps, ``(L - 1) 4 a b s / t``. Positive for any
+    real model: with flash attention selective recomputation buys no memory (Korthikanti et al. 2022, Sec. 5,
+    recompute the attention core; Dao 2023, FlashAttention-2, one fp32 log-sum-exp per row and head).
+    :func:`~llmsizing.activations.activation_memory`'s ``"selective"`` minus ``"none"`` with flash."""
+    model = resolve_model(model)
+    b, s = check_int("batch", batch), check_int("seq", seq)
+    p = DTYPE_BYTES[check_choice("dtype", dtype, ACTIVATION_DTYPES)]
+    t = check_int("tp", tp)
+    check_layout(model, tp=t)
+    a, d, L = model.heads, model.head_dim, model.layers
+    return (p * b * s * a * d - (L - 1) * 4 * a * b * s) / t

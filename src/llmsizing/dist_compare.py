@@ -79,6 +79,21 @@ def dist_model(row) -> Model:
                  vocab=int(row["vocab"]), tied_embeddings=str(row["tied_embeddings"]) == "True")
 
 
+def torch_zero1_time_ratio(n: int) -> float:
+    """PyTorch's ZeRO-1 (``ZeroRedundancyOptimizer`` on DDP: an all-reduce of the whole gradient, then a
+    broadcast of each updated parameter from its owner) over the library's ZeRO-1 (a reduce-scatter and an
+    all-gather, Rajbhandari et al. 2020, Sec. 7.2), in time over ``n`` ranks at one bus bandwidth: each
+    collective of ``S`` bytes takes nccl-tests' bus factor x ``S`` / busbw
+    (:func:`~llmsizing.alpha_beta.bus_factor`; a ring broadcast's factor is 1 whatever ``n``), so the ratio is
+    ``(2 (n-1)/n + 1) / (2 (n-1)/n)``: 2 on 2 ranks, tending to the bytes' 1.5 on many. Chapter 9, ZeRO-1's
+    gap and exercise 1."""
+    from .alpha_beta import bus_factor
+
+    n = check_int("n", n, minimum=2)
+    return ((bus_factor("all_reduce", n) + bus_factor("broadcast", n))
+            / (bus_factor("reduce_scatter", n) + bus_factor("all_gather", n)))
+
+
 def collective_bytes_per_gpu(kind: str, message_bytes: float, n: int) -> float:
     """Bytes one GPU sends for one collective of a ``message_bytes`` buffer over ``n`` ranks, at ring cost:
     :func:`~llmsizing.comm.ring_bytes` for all-reduce, reduce-scatter and all-gather, ``(n - 1) / n x S`` for

@@ -117,6 +117,21 @@ def ridge_point_flops_per_byte(gpu, dtype: str = "bf16") -> float:
     return dense_tflops(g, dtype) * 1e12 / (hbm * 1e9)
 
 
+#: The shipping B200's memory interface as a B200 reports it (``data/gpus.csv``'s B200 row and its source,
+#: pytorch/ao PR 4002): a 7,680-bit bus (the CUDA driver's ``memoryBusWidth``) at a 3,996 MHz double-data-rate
+#: memory clock (nvidia-smi). The announced part has 8,192 bits. Chapter 6 checks NVIDIA's 8 TB/s against it.
+B200_MEMORY_BUS_BITS = 7680
+B200_MEMORY_CLOCK_MHZ = 3996.0
+
+
+def memory_interface_gbps(bus_bits: int, clock_mhz: float) -> float:
+    """The most a memory interface carries, GB/s: ``bus_bits / 8`` bytes per transfer at two transfers per
+    clock (double data rate). The shipping B200: 960 B x 7.992 GT/s = 7,672 GB/s (chapter 6)."""
+    bits = check_int("bus_bits", bus_bits)
+    mhz = check_number("clock_mhz", clock_mhz, allow_equal=False)
+    return bits / 8 * 2 * mhz * 1e6 / 1e9
+
+
 def matmul_intensity_flops_per_byte(m: int, k: int, n: int, bytes_per_element: float = 2) -> float:
     """Arithmetic intensity of ``(m x k) @ (k x n)``: ``2mkn`` FLOPs over the bytes of reading both inputs and
     writing the output once, ``bytes_per_element x (mk + kn + mn)`` (the scaling-book's "Rooflines" chapter;

@@ -11,10 +11,11 @@ dense peak, Chowdhery et al. 2022, App. B; a reported hardware-FLOPs figure conv
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from ._validate import check_bool, check_choice, check_fraction, check_int, check_number
+from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import get_gpu, resolve_model
 from .flops import training_flops_per_token
 from .hardware import dense_tflops
@@ -171,3 +172,42 @@ def mfu_range_factors(gpu, dtype: str = "bf16", *, whole_run: bool = False) -> t
         else "bf16"
     check_bool("whole_run", whole_run)
     return range_factors(kernel_efficiency_row(gpu, dtype).generation, key_dtype)
+
+
+@dataclass(frozen=True)
+class BestPublishedRun:
+    """The published run of ``data/published_runs.csv`` with the highest MFU among those asked for
+    (:func:`best_published_run`): its ``run`` label, ``gpu``, ``n_gpus`` (0 where the source gives none),
+    the MFU it implies in the library's FLOP count (``mfu``) and how many runs were compared (``among``)."""
+
+    run: str
+    gpu: str
+    n_gpus: int
+    mfu: float
+    among: int
+
+
+#: the ``kind`` cells of ``data/published_runs.csv``: a step's steady state, or a whole run's GPU-hours
+RUN_KINDS = ("steady-state", "pretraining-total")
+
+
+def best_published_run(gpu, dtype: str = "bf16", kind: str = "steady-state") -> BestPublishedRun:
+    """The highest-MFU run among the published runs on ``gpu`` (a catalogue name, or a tuple of them) in
+    ``dtype`` (``"bf16"`` includes the ``fp16`` runs, which run at the same peak) and of ``kind``, fitted or
+    held out alike: what chapter 6 sets beside Llama 3 405B's 38-43% (the largest dense run, not the best).
+    The MFU is :func:`published_runs`' ``implied_mfu``. Raises ValueError if no run matches."""
+    names = [gpu] if isinstance(gpu, str) else check_sequence("gpu", gpu,
+                                                                  example='("A100 80GB", "A100 40GB")')
+    gpus = tuple(get_gpu(g).name for g in names)
+    dtype = check_choice("dtype", dtype, ("bf16", "fp8"))
+    kind = check_choice("kind", kind, RUN_KINDS)
+    df = published_runs()
+    dtypes = ("bf16", "fp16") if dtype == "bf16" else ("fp8",)
+    rows = df[df["gpu"].isin(gpus) & df["dtype"].isin(dtypes) & (df["kind"] == kind)]
+    if rows.empty:
+        raise ValueError(f"no published {kind} run on {', '.join(gpus)} in {dtype}: data/published_runs.csv "
+                         f"has runs on {', '.join(sorted(df['gpu'].unique()))}")
+    best = rows.loc[rows["implied_mfu"].idxmax()]
+    n = 0 if best["n_gpus"] != best["n_gpus"] else int(best["n_gpus"])   # NaN: the source gives no count
+    return BestPublishedRun(str(best["run"]), str(best["gpu"]), n, float(best["implied_mfu"]), len(rows))
+

@@ -153,12 +153,15 @@ def figure_alt_text(view: View, *, limit: int = 400) -> str:
 
 
 # =========================================================================== bars
-def capacity_line(ax, gib: float, label: str, *, horizontal: bool = True, color: str = "0.25") -> None:
-    """Mark a GPU's memory capacity on a bar chart."""
+def capacity_line(ax, gib: float, label: str, *, horizontal: bool = True, color: str = "0.25",
+                  left: bool = False) -> None:
+    """Mark a GPU's memory capacity on a bar chart (a horizontal line's label at the right end, or at the left
+    end if ``left``: over the short bars of a chart whose tall ones are on the right)."""
     if horizontal:
         ax.axhline(gib, color=color, lw=1, ls="--")
-        ax.annotate(f"{label} ({gib:.1f} GiB)", (1.0, gib), xycoords=("axes fraction", "data"),
-                    ha="right", va="bottom", fontsize=8, color=color)
+        ax.annotate(f"{label} ({gib:.1f} GiB)", (0.01 if left else 1.0, gib),
+                    xycoords=("axes fraction", "data"), ha="left" if left else "right", va="bottom",
+                    fontsize=8, color=color)
     else:
         ax.axvline(gib, color=color, lw=1, ls="--")
         ax.annotate(f"{label}\n{gib:.1f} GiB", (gib, 1.0), xycoords=("data", "axes fraction"),

@@ -106,7 +106,7 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
     else:
         fig, ax = _fixed_figure(7.6, 3.9, left=0.08, right=0.69, bottom=0.13, top=0.92, into=into)
     _fast_stacked_columns(ax, [_seq_label(s) for s in seqs], stacks)
-    capacity_line(ax, g.memory_gib, g.name)
+    capacity_line(ax, g.memory_gib, g.name, left=True)      # over the short sequences' bars, left
     top = 1.12 * max(totals.max(), g.memory_gib)
     if top > 2.5 * g.memory_gib:                              # keep the capacity line readable
         top = 2.5 * g.memory_gib
