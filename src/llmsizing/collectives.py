@@ -97,6 +97,19 @@ def ring_bytes(kind: str, message_bytes: float, n: int) -> float:
     return wire_factor(kind, n) * s
 
 
+#: The windows a data-parallel collective hides behind (issue 21's "overlap per group", chapter 8), in the
+#: order :func:`~llmsizing.exposure.dp_window_exposed_s` takes them (and the planner keeps them in,
+#: :mod:`llmsizing.plan_dp`): ZeRO-3's forward gathers behind each forward; its backward gathers and
+#: reduce-scatters, together, behind each backward; the ZeRO-1/2 weight all-gather behind the next step's
+#: first forward (Megatron-LM's ``--overlap-param-gather``); ZeRO-2's reduce-scatter behind each backward;
+#: DDP's and ZeRO-1's gradients behind the last backward. A data-parallel :class:`Collective`'s ``slot`` is
+#: one of them, set where :func:`~llmsizing.zero_traffic.dp_collectives` defines it.
+DP_SLOTS = ("ZeRO-3 forward gather", "ZeRO-3 backward", "weight all-gather", "ZeRO-2 reduce-scatter",
+            "gradients")
+#: Which :data:`DP_SLOTS` run once per micro-batch (their seconds per pass: a step's over ``grad_accum``).
+DP_PER_MICRO_BATCH = (True, True, False, True, False)
+
+
 @dataclass(frozen=True)
 class Collective:
     """One kind of collective in a step, on one GPU. ``message_bytes`` is the full buffer of one call (before
@@ -104,7 +117,10 @@ class Collective:
     one-way bandwidth the ``link`` reaches (nominal x achievable fraction), ``latency_s`` the algorithm steps
     of all ``calls`` x the link's latency per step, ``time_s`` = bytes / bandwidth + latency. For a group with
     several GPUs per node across nodes the bytes are :func:`wire_factor`'s (the node's network bytes, at the
-    bandwidth of the group's NICs there), not a flat ring's per GPU (issue 34)."""
+    bandwidth of the group's NICs there), not a flat ring's per GPU (issue 34). ``slot``: for a data-parallel
+    collective (group ``"dp"``), the window of :data:`DP_SLOTS` it hides behind, carried from where it is
+    defined (:func:`~llmsizing.zero_traffic.dp_collectives`, review24c M5: never read off its name); ``None``
+    for every other group."""
 
     collective: str
     group: str
@@ -115,6 +131,14 @@ class Collective:
     bytes_per_gpu: float
     bandwidth_gbps: float
     latency_s: float = 0.0
+    slot: str | None = None
+
+    def __post_init__(self):
+        if self.slot is not None:
+            if self.group != "dp":
+                raise ValueError(f"slot is the window of a data-parallel collective (group 'dp'); "
+                                 f"{self.collective!r} is in group {self.group!r}: leave slot=None")
+            check_choice("slot", self.slot, DP_SLOTS)
 
     @property
     def time_s(self) -> float:

@@ -371,7 +371,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     dp_keys, dp_idx = _groups(gi, tp, zero, dpcp, kept)
     # seconds per byte of a call's traffic, bytes of a pass (all calls), the latency of one call, per slot
     per_byte, traffic, latency = dp_link_rows(model, gpu_list, dp_keys, seq=seq, precision=precision,
-                                              node_of=node_of, slot_of=_dp_slot, n_slots=len(_DP_SLOTS))
+                                              node_of=node_of, n_slots=len(_DP_SLOTS))
     # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
     held_keys, held_idx = _groups(tp, pp)
     held = np.array([(max(stage_params(model, kept_parallel(tp=t_, pp=p_, **pipeline_split(model, p_)))),
