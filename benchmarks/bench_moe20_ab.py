@@ -47,6 +47,7 @@ def main() -> None:
     from matplotlib.lines import Line2D
 
     from llmsizing import plan_candidates
+    from llmsizing.charts import plan_groups
     from llmsizing.charts import time_money_plan as tmp
     from llmsizing.widgets import canvas
 
@@ -60,7 +61,7 @@ def main() -> None:
 
     def use(side: dict) -> None:
         tmp._PointCloud.draw = side["draw"]
-        tmp._groups_key = side["key"]
+        plan_groups._groups_key = side["key"]          # (where _plan_groups reads it, session 25)
         renderer.get_text_width_height_descent = side["measure"]
         plan_candidates._FEW_ROWS = side["few"]
 

@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ab_rounds  # noqa: E402
 
-from llmsizing.charts import time_money_plan  # noqa: E402
+from llmsizing.charts import plan_groups, time_money_plan  # noqa: E402
 
 
 def use(bare) -> None:
-    time_money_plan._bare = bare
+    time_money_plan._bare = plan_groups._bare = bare     # (render_plan's and _plan_groups', session 25)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,23 @@ COMPUTE_S, M, FWD_SHARE = 1.2, 2, 1 / 3
 FWD_S, BWD_S = 0.2, 0.4
 
 
-def _row(name, seconds, link):
-    """A hand-made collective of ``seconds`` (bytes at 1 GB/s, no latency) on ``link``."""
-    return Collective(name, "dp", 16, link, 1, seconds * 1e9, seconds * 1e9, 1.0)
+#: The window each hand-made collective below hides behind (ZeRO, Rajbhandari et al. 2020, Sec. 7, as chapter 8
+#: tells it): written here by hand, the test's own data (review24c M5: the library reads a collective's slot).
+_WINDOW = {"DP gradient all-reduce": "gradients", "ZeRO-1 gradient reduce-scatter": "gradients",
+           "ZeRO-1 weight all-gather": "weight all-gather", "ZeRO-2 weight all-gather": "weight all-gather",
+           "ZeRO-2 gradient reduce-scatter": "ZeRO-2 reduce-scatter",
+           "ZeRO-3 weight all-gather (forward)": "ZeRO-3 forward gather",
+           "ZeRO-3 weight all-gather (backward)": "ZeRO-3 backward",
+           "ZeRO-3 gradient reduce-scatter": "ZeRO-3 backward",
+           # ZeRO-3 under a pipeline without resharding gathers once per step, before the first forward
+           "FSDP weight all-gather (kept for the step)": "weight all-gather"}
+
+
+def _row(name, seconds, link, slot=None, calls=1):
+    """A hand-made collective of ``seconds`` (bytes at 1 GB/s, no latency) on ``link``, in its window
+    (``slot``; by default :data:`_WINDOW`'s for its name, the experts' rows as the dense ones)."""
+    slot = slot or _WINDOW[name.removesuffix(" (experts)")]
+    return Collective(name, "dp", 16, link, calls, seconds * 1e9, seconds * 1e9, 1.0, slot=slot)
 
 
 def _exposed_dp(rows, parallel, m=M):
@@ -44,7 +58,7 @@ def _zero1_rows(dense_rs, dense_ag, expert_rs, expert_ag, expert_link="NVLink 4"
 
 def _on_the_nics(rows):
     """The same collectives, all on the NICs (one shared link)."""
-    return [r if r.link == "network" else _row(r.collective, r.time_s, "network") for r in rows]
+    return [r if r.link == "network" else _row(r.collective, r.time_s, "network", r.slot) for r in rows]
 
 
 ZERO1 = Parallel(dp=16, ep=8, zero=1)
@@ -97,7 +111,7 @@ def test_zero3_forward_gathers_share_each_forward():
             _row("ZeRO-3 weight all-gather (backward) (experts)", 0.10, "network"),
             _row("ZeRO-3 gradient reduce-scatter (experts)", 0.20, "network")]
     rows = [r if "(forward)" in r.collective else          # the backward's: one call per micro-batch
-            Collective(r.collective, "dp", 16, r.link, M, r.message_bytes, r.bytes_per_gpu, 1.0)
+            Collective(r.collective, "dp", 16, r.link, M, r.message_bytes, r.bytes_per_gpu, 1.0, slot=r.slot)
             for r in rows]
     assert _exposed_dp(rows, Parallel(dp=16, ep=8, zero=3)) == pytest.approx(0.16, rel=1e-12)
 
@@ -268,19 +282,57 @@ def test_two_links_wait_for_the_later_one_window_by_window():
     assert _exposed_dp(rows, ZERO1) == pytest.approx(0.40, rel=1e-12)
 
 
-def test_every_collective_dp_schedule_names_has_a_window():
-    """review24b L2: exposure.dp_slot reads the window off the name, so the names dp_schedule gives and the
-    table dp_slot reads must be the same set; a name it does not know is refused, never sent to a default
-    window."""
-    from llmsizing.zero_traffic import dp_schedule
+def test_every_data_parallel_collective_carries_its_window():
+    """review24c M5: a data-parallel collective's window is its ``slot``, set where dp_collectives defines it
+    (one of DP_SLOTS), and communication's rows carry it, the experts' as the dense ones; the window the
+    exposure takes is the slot's, whatever the name says."""
+    from llmsizing.collectives import DP_SLOTS
+    from llmsizing.zero_traffic import dp_collectives, dp_schedule
 
-    names = {row[0] for zero in (0, 1, 2, 3) for reshard in (False, True) for pipelined in (False, True)
-             for row in dp_schedule(zero, 1e9, 2.0, 4.0, 4, reshard, pipelined=pipelined)}
-    assert names == set(exposure.DP_SLOT_OF)
-    for name in names:
-        assert exposure.dp_slot(name + " (experts)") == exposure.dp_slot(name)
-    with pytest.raises(ValueError, match="name="):
+    for zero in (0, 1, 2, 3):
+        for reshard in (False, True):
+            for pipelined in (False, True):
+                rows = dp_collectives(zero, 1e9, 2.0, 4.0, 4, reshard, pipelined=pipelined)
+                assert {slot for *_, slot in rows} <= set(DP_SLOTS)
+                assert dp_schedule(zero, 1e9, 2.0, 4.0, 4, reshard, pipelined=pipelined) == \
+                    [row[:4] for row in rows]
+                assert {name: slot for name, *_, slot in rows} == {name: _WINDOW[name] for name, *_ in rows}
+    for par in (Parallel(dp=16, ep=8, zero=1), Parallel(dp=8, zero=3), Parallel(dp=8, pp=2, zero=2)):
+        comm = communication("mixtral-8x7b", par, batch=1, seq=4096, gpu="H100 SXM", grad_accum=M)
+        dp_rows = _dp_rows(comm)
+        assert dp_rows and all(c.slot == _WINDOW[c.collective.removesuffix(" (experts)")] for c in dp_rows)
+        assert all(c.slot is None for c in comm.collectives if c.group != "dp")
+    # the slot, not the name: a reduce-scatter placed in the next step's first forward (0.2 s) by its slot
+    as_gather = [_row("ZeRO-1 gradient reduce-scatter", 0.30, "network", slot="weight all-gather")]
+    assert _exposed_dp(as_gather, ZERO1) == pytest.approx(0.30 - 0.20, rel=1e-12)
+    assert _exposed_dp([_row("ZeRO-1 gradient reduce-scatter", 0.30, "network")], ZERO1) == 0.0
+
+
+def test_a_slot_is_checked():
+    with pytest.raises(ValueError, match="slot"):
+        Collective("ZeRO-1 gradient reduce-scatter", "dp", 16, "network", 1, 1e9, 1e9, 1.0, slot="backward")
+    with pytest.raises(ValueError, match="slot.*group 'tp'"):
+        Collective("TP all-reduce (forward)", "tp", 8, "NVLink 4", 1, 1e9, 1e9, 1.0, slot="gradients")
+
+
+def test_the_name_lookup_still_works_with_a_warning():
+    """The old path for one release: dp_slot(name) and a data-parallel Collective without a slot are still
+    placed by the name (a table read off dp_collectives' rows), each with a DeprecationWarning; a name it
+    does not know is refused, never sent to a default window."""
+    from llmsizing.collectives import DP_SLOTS
+
+    for name, window in _WINDOW.items():
+        with pytest.warns(DeprecationWarning, match="Collective.slot"):
+            assert exposure.dp_slot(name) == DP_SLOTS.index(window)
+        with pytest.warns(DeprecationWarning, match="Collective.slot"):
+            assert exposure.dp_slot(name + " (experts)") == DP_SLOTS.index(window)
+    assert exposure.DP_SLOT_OF == {name: DP_SLOTS.index(window) for name, window in _WINDOW.items()}
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="name="):
         exposure.dp_slot("ZeRO-1 gradient all-reduce")
+    rows = _zero1_rows(0.50, 0.10, 0.25, 0.15)
+    bare = [Collective(r.collective, "dp", 16, r.link, 1, r.message_bytes, r.bytes_per_gpu, 1.0) for r in rows]
+    with pytest.warns(DeprecationWarning, match="no slot"):
+        assert _exposed_dp(bare, ZERO1) == _exposed_dp(rows, ZERO1)
 
 
 def test_the_window_rule_keeps_its_old_keywords():

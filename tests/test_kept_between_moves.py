@@ -47,7 +47,7 @@ def fresh():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(plan_moe, "_kept_key_rows", plan_moe._key_rows)
         mp.setattr(plan_moe, "kept_unit_rows", lambda model, keys, part, **kw: plan_moe.dp_unit_rows(
-            model, keys, part, slot_of=plan_moe._dp_slot, dp_calls=plan_moe._dp_calls, **kw))
+            model, keys, part, dp_calls=plan_moe._dp_calls, **kw))
         for s in SETTINGS:
             _clear_all()
             out.append(_plan(s))

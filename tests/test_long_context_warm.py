@@ -13,7 +13,7 @@ pytest.importorskip("ipywidgets")
 import llmsizing.planner as planner_module
 from llmsizing import charts
 from llmsizing.catalog import get_model, list_models
-from llmsizing.charts import time_money_plan
+from llmsizing.charts import plan_groups, time_money_plan
 from llmsizing.widgets import long_context as lc
 from llmsizing.widgets import long_context_widget
 
@@ -89,6 +89,7 @@ def test_render_plan_draws_the_same_with_or_without_the_bare_table(monkeypatch):
     new = charts.render_plan("qwen3-30b-a3b", **kw)
     time_money_plan._PLAN_GROUPS_KEPT.clear()
     monkeypatch.setattr(time_money_plan, "_bare", lambda table: table)
+    monkeypatch.setattr(plan_groups, "_bare", lambda table: table)       # (_plan_groups' own, session 25)
     old = charts.render_plan("qwen3-30b-a3b", **kw)
     assert new.summary == old.summary
     assert new.png() == old.png()

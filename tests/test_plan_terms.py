@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from llmsizing import catalog
-from llmsizing.comm import communication, dp_bucket_params, dp_schedule, ring_collective
+from llmsizing.collectives import DP_SLOTS
+from llmsizing.comm import communication, dp_bucket_params, dp_collectives, ring_collective
 from llmsizing.kernels import rates
 from llmsizing.layouts import step_time
 from llmsizing.moe import _split
@@ -58,19 +59,31 @@ def test_dp_unit_rows_are_the_schedules(part):
     # (the last column: the group's GPUs per domain, 1 inside it or one per node; 8 a hierarchical one)
     keys = [(t, z, n, e, x, p) for t in (1, 2, 8) for z in (0, 1, 2, 3) for n in (1, 2, 6, 16, 128)
             for e in (1, 8) for x in (0, 1) for p in ((1, 8) if x and n > 8 else (1,))]
-    rows = dp_unit_rows(m, keys, part, w_b=2.0, g_b=4.0, expert_tp=False, n_slots=5, slot_of=_dp_slot,
-                        dp_calls=_dp_calls)
+    rows = dp_unit_rows(m, keys, part, w_b=2.0, g_b=4.0, expert_tp=False, n_slots=5, dp_calls=_dp_calls)
     unit = {(x, p): GroupLink("unit", 1.0, 1.0, 1.0, p, bool(x)) for x in (0, 1) for p in (1, 8)}
     for (t, z, n, e, x, p), got in zip(keys, rows):
         want = np.zeros((2, 5))
         if n > 1:                        # the loop plan_pricing ran before issue 35's fifth round
             on_rank = _split(m, t, 1, None, e, False)[0][part]
-            for name, kind, message, calls in dp_schedule(z, on_rank, 2.0, 4.0, 1, layers=m.layers,
-                                                          bucket_params=dp_bucket_params(n)):
-                c = ring_collective(name, "dp", n, kind, message, calls, unit[x, p])
-                want[0, _dp_slot(c.collective)] += c.bytes_per_gpu
-                want[1, _dp_slot(c.collective)] += c.latency_s / c.calls
+            for name, kind, message, calls, slot in dp_collectives(z, on_rank, 2.0, 4.0, 1, layers=m.layers,
+                                                                   bucket_params=dp_bucket_params(n)):
+                c = ring_collective(name, "dp", n, kind, message, calls, unit[x, p], slot)
+                want[0, DP_SLOTS.index(c.slot)] += c.bytes_per_gpu
+                want[1, DP_SLOTS.index(c.slot)] += c.latency_s / c.calls
         assert np.array_equal(got, want), (t, z, n, e, x, p)
+
+
+def test_the_old_slot_of_still_prices_the_same_with_a_warning():
+    """review24c M5: the rows read each collective's own slot; ``slot_of`` (its window from its name) is
+    still taken for one release, with a DeprecationWarning, and gives the same rows."""
+    m = catalog.get_model("mixtral-8x7b")
+    keys = [(t, z, n, 1, x, 1) for t in (1, 8) for z in (0, 1, 2, 3) for n in (2, 16) for x in (0, 1)]
+    new = dp_unit_rows(m, keys, 0, w_b=2.0, g_b=4.0, expert_tp=False, n_slots=5, dp_calls=_dp_calls)
+    with pytest.warns(DeprecationWarning) as said:           # (slot_of's, and dp_slot's own)
+        old = dp_unit_rows(m, keys, 0, w_b=2.0, g_b=4.0, expert_tp=False, n_slots=5, dp_calls=_dp_calls,
+                           slot_of=_dp_slot)
+    assert any("slot_of" in str(w.message) for w in said)
+    assert np.array_equal(new, old)
 
 
 def _front(days, cost, memory):
@@ -101,7 +114,7 @@ def test_dp_link_rows_are_communications_rows(model, precision):
     keys = [(g_, t, z, d) for g_ in range(len(gpus)) for t in (1, 2, 8) for z in (0, 1, 2, 3)
             for d in (1, 2, 6, 16, 64, 512)]
     per_byte, traffic, latency = dp_link_rows(m, gpus, keys, seq=8192, precision=precision, node_of=node_of,
-                                              slot_of=_dp_slot, n_slots=5)
+                                              n_slots=5)
     for k, (g_, t, z, d) in enumerate(keys):
         g = gpus[g_]
         want = np.zeros((3, 5))
@@ -110,7 +123,7 @@ def test_dp_link_rows_are_communications_rows(model, precision):
                                  precision=precision, node=node_of[g.name])
             for c in comm.collectives:
                 if c.group == "dp":
-                    s = _dp_slot(c.collective)
+                    s = DP_SLOTS.index(c.slot)
                     want[0, s] = 1 / (c.bandwidth_gbps * 1e9)
                     want[1, s] += c.bytes_per_gpu
                     want[2, s] += c.latency_s / c.calls

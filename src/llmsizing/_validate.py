@@ -128,6 +128,30 @@ def check_choice(name: str, value, choices: Iterable[str]) -> str:
 MAX_ITEMS = 1024
 
 
+def _suggest(name, known: list[str]) -> str | None:
+    """The known name closest to ``name``, compared case-, space- and hyphen-insensitively; a known name that
+    starts with (or contains) what was typed wins ("H100" -> "H100 SXM")."""
+    norm = lambda s: str(s).lower().replace(" ", "").replace("-", "").replace("_", "")  # noqa: E731
+    by_norm = {norm(k): k for k in known}
+    q = norm(name)
+    if not q:
+        return None
+    for test in (str.startswith, str.__contains__):
+        hits = [k for k in by_norm if test(k, q)]
+        if hits:
+            return by_norm[difflib.get_close_matches(q, hits, n=1, cutoff=0.0)[0]]
+    close = difflib.get_close_matches(q, list(by_norm), n=1, cutoff=0.4)
+    return by_norm[close[0]] if close else None
+
+
+def _unknown(kind: str, name, known: list[str]) -> ValueError:
+    """The error for an unknown catalogue name (a model, a GPU, a node): the known names, and the closest one
+    (:func:`_suggest`). Moved here from :mod:`llmsizing.catalog` (session 25)."""
+    close = _suggest(name, known)
+    hint = f" Did you mean {close!r}?" if close else ""
+    return ValueError(f"unknown {kind} {name!r}.{hint} Known: {', '.join(known)}")
+
+
 def check_sequence(name: str, value, *, example: str, allow_empty: bool = False,
                    max_items: int = MAX_ITEMS) -> list:
     """Return ``value`` as a list if it is a list-like of items (a list, tuple, set or array; not a string or

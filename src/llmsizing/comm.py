@@ -51,8 +51,8 @@ from .pipeline_schedule import dualpipe_rank_mean, grad_reduces
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
 from .zero_traffic import (CPU_ADAM_BYTES_PER_PARAM, DP_BUCKET_MIN_PARAMS,  # noqa: F401
                            DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, GPUS_PER_HOST, HOST_LINK_GBPS,
-                           HOST_MEMORY_GBPS, OffloadTime, dp_bucket_params, dp_calls, dp_schedule,
-                           offload_time)
+                           HOST_MEMORY_GBPS, OffloadTime, dp_bucket_params, dp_calls, dp_collectives,
+                           dp_schedule, offload_time)
 
 #: Columns of :meth:`Communication.to_frame`.
 COMM_COLUMNS = ("collective", "group", "group_size", "link", "calls", "message_bytes", "bytes_per_gpu",
@@ -90,14 +90,16 @@ class Communication:
         return pd.DataFrame(rows, columns=list(COMM_COLUMNS)).set_index("collective")
 
 
-def ring_collective(name: str, group: str, n: int, kind: str, message: float, calls: int, gl) -> "Collective":
+def ring_collective(name: str, group: str, n: int, kind: str, message: float, calls: int, gl,
+                    slot: str | None = None) -> "Collective":
     """One collective of ``calls`` calls of a ``message``-byte buffer over ``n`` GPUs on the link ``gl``
     (:class:`~llmsizing.network.GroupLink`): :func:`~llmsizing.network.link_wire_factor` bytes per call at its
     bandwidth (a flat ring's, or hierarchical for a group with several GPUs per node: issue 34), and
-    :func:`~llmsizing.network.latency_steps` latencies per call."""
+    :func:`~llmsizing.network.latency_steps` latencies per call. ``slot``: a data-parallel collective's window
+    (:data:`~llmsizing.collectives.DP_SLOTS`, from :func:`~llmsizing.zero_traffic.dp_collectives`)."""
     sent = calls * (link_wire_factor(kind, n, gl) * message)
     return Collective(name, group, n, gl.link, calls, message, sent, gl.bandwidth_gbps,
-                      calls * latency_steps(kind, n, gl.across) * gl.alpha_s)
+                      calls * latency_steps(kind, n, gl.across) * gl.alpha_s, slot)
 
 
 GROUP_STRIDES = ("tp", "cp", "dp", "pp")
@@ -250,22 +252,21 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         return ValueError(f"{name}: {calls:,} message(s) of {message:.4g} bytes per step ({source}) are "
                           f"beyond {MAX_MEANINGFUL:,} bytes")
 
-    def add(name, group, n, kind, message, calls, gl=None):
+    def add(name, group, n, kind, message, calls, gl=None, slot=None):
         if n == 1 or calls == 0 or not want(group):
             return
         if message * calls > MAX_MEANINGFUL:   # per step: bucketed and per-layer calls split one volume
             raise too_large(name, message, calls)
-        out.append(ring_collective(name, group, n, kind, message, calls, gl or links[group]))
+        out.append(ring_collective(name, group, n, kind, message, calls, gl or links[group], slot))
 
     stages = layers_per_stage(model.layers, par)
     most = max(range(par.pp), key=lambda i: stages[i])      # the most loaded stage (the first of the largest)
     layers = stages[most]
     for tag, dp, on_rank, gl in dp_parts:                     # gradients are reduced over dp x cp
-        for name, kind, message, calls in dp_schedule(par.zero, on_rank, w_b, g_b, m,
-                                                      par.reshard_after_forward, layers=layers,
-                                                      pipelined=par.pp > 1, grad_reduces=grad_reduces(par, m),
-                                                      bucket_params=dp_bucket_params(dp)):
-            add(name + tag, "dp", dp, kind, message, calls, gl)
+        for name, kind, message, calls, slot in dp_collectives(
+                par.zero, on_rank, w_b, g_b, m, par.reshard_after_forward, layers=layers,
+                pipelined=par.pp > 1, grad_reduces=grad_reduces(par, m), bucket_params=dp_bucket_params(dp)):
+            add(name + tag, "dp", dp, kind, message, calls, gl, slot)       # (its window: data, M5)
 
     local = seq // par.cp                                     # this GPU's tokens of each sequence
     act = act_b * batch * local * model.hidden                # one b x s x h activation (s / cp tokens)

@@ -10,44 +10,58 @@ import warnings
 
 import numpy as np
 
+# the windows a data-parallel collective hides behind, and which run once per micro-batch: one table,
+# collectives.DP_SLOTS (a "dp" Collective carries its own in slot, from zero_traffic.dp_collectives); still
+# importable here
+from .collectives import DP_PER_MICRO_BATCH, DP_SLOTS  # noqa: F401
 from .moe_time import shared_overlap_exposed_s
 from .pipeline_schedule import grad_reduces, zero3_exposed_s
+from .zero_traffic import dp_collectives
 
-#: The data-parallel collectives of :func:`~llmsizing.comm.communication` by the window each hides behind, in
-#: the order :func:`dp_window_exposed_s` takes them (and the planner keeps them in, :mod:`llmsizing.plan_dp`):
-#: ZeRO-3's forward gathers behind each forward; its backward gathers and reduce-scatters, together, behind
-#: each backward; the ZeRO-1/2 weight all-gather behind the next step's first forward; ZeRO-2's
-#: reduce-scatter behind each backward; DDP's and ZeRO-1's gradients behind the last backward.
-DP_SLOTS = ("ZeRO-3 forward gather", "ZeRO-3 backward", "weight all-gather", "ZeRO-2 reduce-scatter",
-            "gradients")
-#: Which :data:`DP_SLOTS` run once per micro-batch (their seconds per pass: a step's over ``grad_accum``).
-DP_PER_MICRO_BATCH = (True, True, False, True, False)
+#: Each window's index in :data:`DP_SLOTS`.
+_SLOT_INDEX = {name: i for i, name in enumerate(DP_SLOTS)}
 
-
-#: Each data-parallel collective :func:`~llmsizing.zero_traffic.dp_schedule` names, by its :data:`DP_SLOTS`
-#: index (the experts' rows add " (experts)", :func:`~llmsizing.comm.communication`).
-DP_SLOT_OF = {"ZeRO-3 weight all-gather (forward)": 0, "ZeRO-3 weight all-gather (backward)": 1,
-              "ZeRO-3 gradient reduce-scatter": 1, "FSDP weight all-gather (kept for the step)": 2,
-              "ZeRO-1 weight all-gather": 2, "ZeRO-2 weight all-gather": 2,
-              "ZeRO-2 gradient reduce-scatter": 3, "DP gradient all-reduce": 4,
-              "ZeRO-1 gradient reduce-scatter": 4}
+#: Each data-parallel collective :func:`~llmsizing.zero_traffic.dp_collectives` names, by its
+#: :data:`DP_SLOTS` index: read off its own rows (every ZeRO stage, resharded or not, pipelined or not), so
+#: it cannot drift from them. Deprecated with :func:`dp_slot` (review24c M5): the
+#: window is a collective's ``slot``, not its name.
+DP_SLOT_OF = {name: _SLOT_INDEX[slot] for zero in range(4) for reshard in (True, False)
+              for pipelined in (False, True)
+              for name, _, _, _, slot in dp_collectives(zero, 1.0, 2.0, 2.0, 1, reshard, pipelined=pipelined)}
 
 
-def dp_slot(name: str) -> int:
-    """The :data:`DP_SLOTS` index of the data-parallel collective called ``name`` (a
-    :class:`~llmsizing.network.Collective`'s; the experts' rows end in " (experts)"), looked up in
-    :data:`DP_SLOT_OF`, the names :func:`~llmsizing.zero_traffic.dp_schedule` gives (a test holds the two
-    together); a name it does not hold is refused, so a collective renamed there cannot silently move to
-    another window. The window is still read off the name: carrying it as a field of
-    :class:`~llmsizing.network.Collective`, from :func:`~llmsizing.zero_traffic.dp_schedule`'s rows, is the
-    full fix, left undone (review24b L2) because it changes the shape of both, which the planner's unit rows
-    (:mod:`llmsizing.plan_terms`) and tests build on."""
+def _slot_of_name(name: str) -> int:
     base = name[:-len(" (experts)")] if name.endswith(" (experts)") else name
     try:
         return DP_SLOT_OF[base]
     except KeyError:
-        raise ValueError(f"name={name!r} is no data-parallel collective of zero_traffic.dp_schedule: "
+        raise ValueError(f"name={name!r} is no data-parallel collective of zero_traffic.dp_collectives: "
                          f"one of {sorted(DP_SLOT_OF)}, optionally followed by ' (experts)'") from None
+
+
+def dp_slot(name: str) -> int:
+    """Deprecated (review24c M5): the :data:`DP_SLOTS` index of the data-parallel collective called ``name``
+    (the experts' rows end in " (experts)"), looked up in :data:`DP_SLOT_OF`; a name it does not hold is
+    refused. A data-parallel :class:`~llmsizing.collectives.Collective` carries its window in ``slot``
+    (``DP_SLOTS.index(c.slot)``), set from :func:`~llmsizing.zero_traffic.dp_collectives`' rows; read that."""
+    warnings.warn("exposure.dp_slot(name) reads a collective's window off its name and goes in the next "
+                  "release: read Collective.slot (DP_SLOTS.index(c.slot)), set by "
+                  "zero_traffic.dp_collectives",
+                  DeprecationWarning, stacklevel=2)
+    return _slot_of_name(name)
+
+
+def _dp_slot_index(c) -> int:
+    """The :data:`DP_SLOTS` index of a data-parallel :class:`~llmsizing.collectives.Collective`: its
+    ``slot``. One built without a slot (by hand, before review24c M5) is still placed by its name, with a
+    DeprecationWarning."""
+    if c.slot is not None:
+        return _SLOT_INDEX[c.slot]
+    warnings.warn(f"data-parallel Collective {c.collective!r} has no slot: its window is read off its name, "
+                  "which goes in the next release; give Collective(..., slot=...) (one of "
+                  "collectives.DP_SLOTS, as zero_traffic.dp_collectives names it)", DeprecationWarning,
+                  stacklevel=3)
+    return _slot_of_name(c.collective)
 
 
 def _pos(x):
@@ -192,7 +206,7 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
             out["pp"] += min(t, 2 * (comm.parallel.pp - 1) * c.one_call_s)
         else:                   # data parallelism: added up per link and slot (DP_SLOTS, dp_window_exposed_s)
             per_step, units = dp_links.setdefault(c.link, ([0.0] * len(DP_SLOTS), [0]))
-            k = dp_slot(c.collective)
+            k = _dp_slot_index(c)                     # (its window: the collective's slot, M5)
             per_step[k] += t
             if k == 1:                                 # ZeRO-3's backward: its calls per micro-batch (or run)
                 units[0] = c.calls // grad_reduces(comm.parallel, m)

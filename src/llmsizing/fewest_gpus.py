@@ -54,9 +54,9 @@ def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None,
     experts' ZeRO shards over ``edp``, proportional to ``dp``), the answer is a multiple of ``unit``, and
     ``stages`` are :func:`llmsizing.moe_layouts.heavy_stages`. ``first``: ``par(unit)`` when the caller has
     it."""
-    from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
+    from .memory import peak_room_bytes
 
-    room = (limit - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)     # total = FIXED + (1 + F) x peak
+    room = peak_room_bytes(limit)                # total = FIXED + (1 + F) x peak (states.peak_room_bytes)
     a = unit
     first = par(a) if first is None else first          # (one checked layout, not three)
     stages = (0, first.pp - 1) if stages is None else stages
@@ -140,7 +140,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
     """
-    from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, training_memory
+    from .memory import peak_room_bytes, training_memory
     model = resolve_model(model, moe=True)
     eps = ep_candidates(model, ep_degrees)
     expert_tp = check_bool("expert_tp", expert_tp)
@@ -178,7 +178,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
         return passes[tp, zero, ep]
 
     # a mixture of experts' layouts of one (tp, pp, ZeRO stage) solved together (fewest_arrays: the same dp)
-    group, solved, kept, room = None, {}, {}, (limit - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)
+    group, solved, kept, room = None, {}, {}, peak_room_bytes(limit)
     fewest = max_gpus                 # no layout of more GPUs than the fewest found so far can be the answer
     for tp, pp in sorted(((t, p) for t in _divisors(per_node) for p in _divisors(model.layers, MAX_PP)),
                          key=lambda tp_pp: tp_pp[0] * tp_pp[1]):

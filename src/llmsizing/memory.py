@@ -34,7 +34,8 @@ from .parallel import (Parallel, check_recompute_layers, kept_parallel, layers_p
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
 from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, ModelStates, _frame, _stage_linear,  # noqa: F401
                      _kept_state_elements, _stage_params, _states, _tp_share, default_overhead_bytes,
-                     edge_params, model_states_for_params, optimizer_state_elements)
+                     edge_params, model_states_for_params, optimizer_state_elements, peak_room_bytes,
+                     total_with_allowance_bytes)
 from .footprint import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, OPTIMIZER_IMPLS, PHASES,  # noqa: F401
                         STEP_PARTS, TrainingMemory, phase_values, step_phases)
 from .gpu_states import (_checked_stage_params, bytes_per_param_table, min_gpus_for_bytes,  # noqa: F401
@@ -425,7 +426,8 @@ def activation_room_bytes(model: Model | str, gpu, *, parallel: Parallel | None 
     (chapter 12): the step's peak, model states + ZeRO-3's gathered unit (:func:`zero3_gathered_bytes`) +
     activations, plus the overhead allowance on that peak (:func:`default_overhead_bytes`: 1 GiB + 8%), must
     stay within ``usable_fraction`` (:data:`USABLE_FRACTION`, 90%) of the GPU's memory. So the room is
-    ``(usable_fraction x capacity - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION) - states - gathered``;
+    ``(usable_fraction x capacity - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION) - states - gathered``
+    (:func:`~llmsizing.states.peak_room_bytes` of the usable memory);
     negative when the states alone do not fit. A bound that counts no loss or optimizer temporaries
     (:func:`training_memory` does). ``gpu`` is a catalogue name or :class:`~llmsizing.catalog.GPU`.
     Chapter 7 (Exercise 7.1)."""
@@ -440,7 +442,7 @@ def activation_room_bytes(model: Model | str, gpu, *, parallel: Parallel | None 
     states = model_states(model, precision=precision, optimizer=optimizer, parallel=par).total_bytes
     gathered = _zero3_gathered(model, precision, par)
     usable = frac * get_gpu(gpu).memory_bytes
-    return (usable - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION) - states - gathered
+    return peak_room_bytes(usable) - states - gathered
 
 
 # ----------------------------------------------------------------------------- largest micro-batch
@@ -488,8 +490,8 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
     # every pipeline stage's pieces: the most loaded stage may change with the micro-batch
     runs = [[training_memory(model, batch=b, seq=int(s), _all_stages=True,
                              **kw) for s in points] for b in (1, 2)]
-    if overhead_bytes is None:   # total = FIXED + (1 + FRAGMENTATION) x peak
-        limit = (capacity - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)
+    if overhead_bytes is None:   # total = FIXED + (1 + FRAGMENTATION) x peak (states.peak_room_bytes)
+        limit = peak_room_bytes(capacity)
     else:
         limit = capacity - runs[0][0][0].overhead_bytes
     s = seqs.astype(float)

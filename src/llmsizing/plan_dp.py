@@ -22,7 +22,8 @@ from .plan_terms import _group_columns, _per
 #: The data-parallel collectives of :func:`~llmsizing.comm.communication`, in the slots :func:`_price` keeps
 #: them in, and the window each hides behind: :data:`llmsizing.exposure.DP_SLOTS` (the one table).
 _DP_SLOTS = DP_SLOTS
-#: The :data:`_DP_SLOTS` index of a data-parallel collective's name: :func:`llmsizing.exposure.dp_slot`.
+#: The :data:`_DP_SLOTS` index of a data-parallel collective's name: :func:`llmsizing.exposure.dp_slot`,
+#: deprecated (review24c M5: the pricing reads each collective's own slot, :mod:`llmsizing.plan_terms`).
 _dp_slot = dp_slot
 
 

@@ -40,7 +40,7 @@ from .moe import _split, ep_all_to_all, stage_moe_layers
 from .moe_time import shared_overlap_rows_s
 from .mtp import mtp_layout, mtp_sides
 from .parallel import kept_parallel, layers_per_stage, resolve_parallel
-from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _row_links
+from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _row_links  # noqa: F401 (_dp_slot: old path)
 from .plan_terms import _group_columns, _groups, dp_unit_rows
 from .precision import DTYPE_BYTES, RECIPES
 
@@ -178,7 +178,7 @@ def kept_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp:
         table = _kept_units.setdefault(at, {})
     except TypeError:                                            # (an unhashable model: not kept)
         return dp_unit_rows(model, keys, part, w_b=w_b, g_b=g_b, expert_tp=expert_tp, n_slots=n_slots,
-                            slot_of=_dp_slot, dp_calls=_dp_calls)
+                            dp_calls=_dp_calls)
     _kept_units.move_to_end(at)
     new = [k for k in dict.fromkeys(keys) if k not in table]
     if len(table) + len(new) > KEPT_UNIT_KEYS:                 # (full: start again from these keys)
@@ -186,7 +186,7 @@ def kept_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp:
         new = list(dict.fromkeys(keys))
     if new:
         rows = dp_unit_rows(model, new, part, w_b=w_b, g_b=g_b, expert_tp=expert_tp, n_slots=n_slots,
-                            slot_of=_dp_slot, dp_calls=_dp_calls)
+                            dp_calls=_dp_calls)
         rows.flags.writeable = False
         table.update(zip(new, rows))
     while len(_kept_units) > 1 and (len(_kept_units) > KEPT_UNIT_TABLES

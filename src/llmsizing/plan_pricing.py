@@ -22,7 +22,8 @@ import numpy as np
 
 from .comm import communication
 from .kernels import compute_seconds
-from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces, stage_params, training_memory
+from .memory import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces, peak_room_bytes,  # noqa: F401
+                     stage_params, total_with_allowance_bytes, training_memory)
 from .moe_layouts import dp_unit
 from .moe_time import (load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token,
                        shared_expert_params)
@@ -123,7 +124,7 @@ def _total_bytes(coef, micro: np.ndarray, dp: np.ndarray) -> np.ndarray:
     one row of them per plan (2-D)."""
     fixed, per_micro, sharded = coef
     peak = (fixed + micro[:, None] * per_micro + sharded / dp[:, None]).max(axis=1)
-    return FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * peak
+    return total_with_allowance_bytes(peak)
 
 
 def _partial_coefficients(model, kw: dict, tp: int, pp: int, zero: int, m: int, cps, cp_comm: str,
@@ -198,15 +199,15 @@ def _least_recompute_layers(one, every, layers, micro, dps: np.ndarray, limits: 
     p1 = f1 + micro[d, None] * u1 + s1 / dps[d, None]              # at 1 layer
     pl = fl + micro[d, None] * ul + sl / dps[d, None]              # ... at every layer
     slope = (pl - p1) / (lay - 1)[:, None]                         # per extra layer (<= 0)
-    over = p1 - ((limits[g] - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION))[:, None]   # above the peak allowed
+    over = p1 - peak_room_bytes(limits[g])[:, None]                 # above the peak allowed
     with np.errstate(divide="ignore", invalid="ignore"):
         need = np.where(over <= 0, 0.0, np.where(slope < 0, np.ceil(over / -slope - 1e-9), np.inf))
     k = np.minimum(1 + need.max(axis=1), lay)                         # (every layer fits: at most layers)
-    t = FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * (p1 + (k - 1)[:, None] * slope).max(axis=1)
+    t = total_with_allowance_bytes((p1 + (k - 1)[:, None] * slope).max(axis=1))
     edge = (k < lay) & (t > limits[g])                                # (a floating-point edge: one more)
     if edge.any():
         k = np.where(edge, k + 1, k)
-        t = FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * (p1 + (k - 1)[:, None] * slope).max(axis=1)
+        t = total_with_allowance_bytes((p1 + (k - 1)[:, None] * slope).max(axis=1))
     t = np.where(k == lay, total_every[d], t)
     n[g, d], total[g, d] = k.astype(np.int64), t
     return n, total
@@ -371,7 +372,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     dp_keys, dp_idx = _groups(gi, tp, zero, dpcp, kept)
     # seconds per byte of a call's traffic, bytes of a pass (all calls), the latency of one call, per slot
     per_byte, traffic, latency = dp_link_rows(model, gpu_list, dp_keys, seq=seq, precision=precision,
-                                              node_of=node_of, slot_of=_dp_slot, n_slots=len(_DP_SLOTS))
+                                              node_of=node_of, n_slots=len(_DP_SLOTS))
     # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
     held_keys, held_idx = _groups(tp, pp)
     held = np.array([(max(stage_params(model, kept_parallel(tp=t_, pp=p_, **pipeline_split(model, p_)))),

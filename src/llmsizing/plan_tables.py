@@ -18,7 +18,7 @@ import functools
 
 import numpy as np
 
-from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
+from .memory import total_with_allowance_bytes
 from .moe_prefetch import stored_states
 from .plan_candidates import _candidates
 from .plan_kept_candidates import (  # noqa: F401 (re-exported)
@@ -152,7 +152,7 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin, ke
         live = np.flatnonzero(live)
         fixed, sharded, micro_at, rows = fixed[:, live], sharded[:, live], micro_at[live], rows[live]
     peak[live] = (fixed + micro[rows] * per_micro.take(micro_at, axis=1) + sharded).max(axis=0)
-    return tuple(FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * x for x in (peak, floor))
+    return tuple(total_with_allowance_bytes(x) for x in (peak, floor))
 
 
 def _distinct_ids(ids: np.ndarray, n: int) -> tuple:

@@ -13,12 +13,14 @@ ring's hops hide behind the attention core only), so they are the same numbers, 
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import replace
 
 import numpy as np
 
 from ._validate import MAX_MEANINGFUL
-from .comm import communication, dp_bucket_params, dp_schedule, group_network
+from .collectives import DP_SLOTS
+from .comm import communication, dp_bucket_params, dp_collectives, group_network
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .kernels import rates
@@ -149,13 +151,14 @@ def _per(link) -> int:
     return link.per_domain if link.across else 1
 
 
-def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: dict, slot_of,
+def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: dict, slot_of=None,
                  n_slots: int) -> tuple:
     """A dense model's data-parallel collectives for the planner's pricing
     (:func:`~llmsizing.plan_pricing._price`) per key ``(GPU index, tp, ZeRO stage, dp x cp)`` of ``keys``,
     without a pipeline: ``(seconds per byte of a call's traffic, bytes of a pass, latency of one call)``,
-    each an array of a row per key and a column per slot (``slot_of``, the planner's
-    :func:`~llmsizing.plan_pricing._dp_slot`). Keys with ``dp x cp = 1`` send nothing. A fifth entry, true,
+    each an array of a row per key and a column per slot (:data:`~llmsizing.collectives.DP_SLOTS`: each
+    collective's own, from :func:`~llmsizing.zero_traffic.dp_collectives`; ``slot_of``, a function of its
+    name, is deprecated, review24c M5). Keys with ``dp x cp = 1`` send nothing. A fifth entry, true,
     is ZeRO-3 under a pipeline (:data:`~llmsizing.parallel.PIPELINED_FSDP`): the weights gathered once and
     kept, the gradients reduce-scattered once per pass, a pass being one run of a chunk's backwards.
 
@@ -166,6 +169,7 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
     order (``tests/test_planner_speed.py``, ``tests/test_plan_terms.py``). A message beyond
     :data:`~llmsizing._validate.MAX_MEANINGFUL` goes through :func:`~llmsizing.comm.communication`, which
     raises its own error."""
+    _slot_of_deprecated(slot_of)
     per_byte, traffic, latency = ([[0.0] * n_slots for _ in keys] for _ in range(3))
     recipe = RECIPES[precision]
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
@@ -185,7 +189,7 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
                 by_tp[t_] = (par, max(stage_params(model, par)), layers_per_stage(model.layers, par)[0])
             par, on_rank, layers = by_tp[t_]
             rows = []
-            for name, kind, message, calls in dp_schedule(
+            for name, kind, message, calls, slot in dp_collectives(
                     z_, on_rank, w_b, g_b, 1, par.reshard_after_forward and not kept, layers=layers,
                     pipelined=kept, grad_reduces=grad_reduces(par, 1), bucket_params=dp_bucket_params(d_)):
                 if calls == 0:
@@ -193,7 +197,8 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
                 if message * calls > MAX_MEANINGFUL:        # (communication's own error)
                     communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1,
                                   seq=seq, gpu=g, precision=precision, node=node_of[g.name], _groups=("dp",))
-                rows.append((slot_of(name), kind, calls * (wire_factor(kind, d_, p_) * message), calls))
+                rows.append((slot_of(name) if slot_of else DP_SLOTS.index(slot), kind,
+                             calls * (wire_factor(kind, d_, p_) * message), calls))
             sched[t_, z_, d_, p_, kept] = rows
         bw, alpha, across = gl.bandwidth_gbps, gl.alpha_s, gl.across
         tr, pb, lat = traffic[k], per_byte[k], latency[k]
@@ -205,12 +210,22 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
             np.array(latency).reshape(len(keys), n_slots))
 
 
-def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: bool, n_slots: int, slot_of,
-                 dp_calls) -> np.ndarray:
+def _slot_of_deprecated(slot_of) -> None:
+    """Warn for a ``slot_of`` (review24c M5: a collective's window is its own ``slot``, not a function of its
+    name); the pricing still uses it, as before, for one release."""
+    if slot_of is not None:
+        warnings.warn("slot_of= (a collective's window from its name) goes in the next release: each "
+                      "collective of zero_traffic.dp_collectives carries its own slot", DeprecationWarning,
+                      stacklevel=3)
+
+
+def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: bool, n_slots: int,
+                 slot_of=None, dp_calls) -> np.ndarray:
     """Each key ``(tp, ZeRO stage, group size n, ep, leaving the scale-up domain, the GPUs per domain that set
     its bytes: 1 for a flat ring, :func:`_per`)``'s data-parallel collectives of one stage without a pipeline,
     on a unit link (bandwidth 1, latency 1 per step), as ``(bytes of a pass, latency steps of one
-    call)`` per slot (``slot_of``, the planner's :func:`~llmsizing.plan_pricing._dp_slot`): the dense
+    call)`` per slot (:data:`~llmsizing.collectives.DP_SLOTS`, each collective's own; ``slot_of`` is
+    deprecated, as for :func:`dp_link_rows`): the dense
     parameters (``part`` 0) or the routed experts' (1) of :func:`llmsizing.moe.stage_split`. What one
     :func:`~llmsizing.zero_traffic.dp_schedule` and one :func:`~llmsizing.comm.ring_collective` per collective
     and key give, on arrays of keys: the schedule's collectives are read once per ZeRO stage,
@@ -219,6 +234,7 @@ def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: b
     its value at 1 byte times the message is the same float), the calls per pass from ``dp_calls``
     (:func:`~llmsizing.plan_pricing._dp_calls`, :func:`~llmsizing.zero_traffic.dp_calls` on arrays). Keys with
     ``n = 1`` send nothing. Issue 35 (DeepSeek-V3 over the catalogue: 1,700 keys)."""
+    _slot_of_deprecated(slot_of)
     rows = np.zeros((len(keys), 2, n_slots))
     if not len(keys):
         return rows
@@ -238,13 +254,14 @@ def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: b
         ns, at_n = np.unique(nz * base + p[live], return_inverse=True)
         nx, at_x = np.unique(2 * nz + xz, return_inverse=True)
         ns, nx, at_n, at_x = ns.tolist(), nx.tolist(), at_n.reshape(-1), at_x.reshape(-1)
-        # the schedule's collectives (name, kind, message, calls): one call of weights (1) or gradients (2)
-        for name, kind, probe, _ in dp_schedule(zero, 1.0, 1.0, 2.0, 1, layers=1):
+        # the schedule's collectives (name, kind, message, calls, window): one call of weights (1) or
+        # gradients (2)
+        for name, kind, probe, _, slot in dp_collectives(zero, 1.0, 1.0, 2.0, 1, layers=1):
             f = np.array([_kept_wire_factor(kind, v // base, v % base) for v in ns])[at_n]
             s = np.array([_kept_latency_steps(kind, v // 2, bool(v % 2)) for v in nx], dtype=float)[at_x]
             message = (w if probe == 1.0 else g)[live]
             c = calls[live]
-            j = slot_of(name)
+            j = slot_of(name) if slot_of else DP_SLOTS.index(slot)
             rows[live, 0, j] += c * (f * message)
             rows[live, 1, j] += c * s * 1.0 / c
     return rows

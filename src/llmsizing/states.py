@@ -36,6 +36,23 @@ def default_overhead_bytes(tensor_bytes: float) -> float:
     return FIXED_OVERHEAD_BYTES + FRAGMENTATION * tensor_bytes
 
 
+def total_with_allowance_bytes(peak_bytes):
+    """What a step whose modelled peak is ``peak_bytes`` (a number or a NumPy array) needs with the book's
+    default allowance on it (:func:`default_overhead_bytes`): ``FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) x
+    peak``, the rule the planner's arrays and the fewest-GPU searches test a layout's fit with (chapter 3; the
+    one place it is written, session 25). Equal to ``peak + default_overhead_bytes(peak)`` but for the last
+    bits of the float sum, which :attr:`~llmsizing.footprint.TrainingMemory.total_bytes` adds that way."""
+    return FIXED_OVERHEAD_BYTES + (1 + FRAGMENTATION) * peak_bytes
+
+
+def peak_room_bytes(limit_bytes):
+    """The largest modelled peak whose :func:`total_with_allowance_bytes` stays within ``limit_bytes`` (a
+    number or a NumPy array): ``(limit - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)``, the inverse of the
+    allowance rule (chapter 3; :func:`~llmsizing.memory.activation_room_bytes`, the planner's recomputation
+    and the fewest-GPU searches)."""
+    return (limit_bytes - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)
+
+
 def _frame(rows: dict[str, float], n_params: int):
     import pandas as pd
 

@@ -7,32 +7,21 @@ No formula lives here: render functions only call the library and draw.
 
 from __future__ import annotations
 
-import functools
-
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from ..units import GiB
 from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_hbars, _kept_legend, _line, _log_axis,
                    _step_time_bars, _tokens, _usd, figure_axes)
+# what the figure draws whatever plan is chosen, kept by table (moved out in session 25; every name here)
+from .plan_groups import (_GROUPS_COLUMNS, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _bare,  # noqa: F401
+                          _cp_text, _front_rows, _groups_key, _number_dtype, _plan_groups, _row_type,
+                          _table_key, _values_bytes, _vp_text)
 
 
 # =========================================================================== chapter 12: the planner
 #: GPU types and settings of chapter 12's worked example (and the planner widget's defaults).
 PLAN_GPUS = ("H100 SXM", "H200", "B200", "A100 80GB")
-
-
-def _cp_text(r, sep: str = " ") -> str:
-    """``" cp=16"`` for a plan row with context parallelism, ``""`` without (or for a table from before the
-    ``cp`` column)."""
-    cp = int(getattr(r, "cp", 1))
-    return f"{sep}cp={cp}" if cp > 1 else ""
-
-
-def _vp_text(r, sep: str = " ") -> str:
-    """``" vp=20"`` for a plan with interleaved chunks per pipeline stage (issue 34), ``""`` without."""
-    v = int(r.get("virtual_stages", 1)) if hasattr(r, "get") else int(getattr(r, "virtual_stages", 1))
-    return f"{sep}vp={v}" if v > 1 else ""
 
 
 def _plan_label(r) -> str:
@@ -381,185 +370,3 @@ def plan_notes(plans, *, global_batch: int, max_gpus: int | None = None, deadlin
         notes.append(f"budget {_usd(budget_usd)}: every plan is within it (the dearest costs "
                      f"{_usd(all_plans[cost].max())}{at})")
     return notes
-
-
-#: What :func:`_plan_groups` found for the last few plans tables, keyed by their content (:func:`_table_key`:
-#: a digest of every value and the index): a widget redraw that moves the chosen plan, or returns to a table
-#: it saw before, reuses it; a table changed in place is a new key.
-_PLAN_GROUPS_KEPT: dict = {}
-_PLAN_GROUPS_KEEP = 8
-
-
-def _plan_groups(plans) -> dict:
-    """What :func:`render_plan` draws from ``plans`` whatever plan is chosen: each GPU type's own front
-    (``own``: name, days, cost, fastest first), the time-vs-cost front (``front``: days, cost, fastest first;
-    ``front_by_gpu`` per GPU type) and the summary's line per front plan (``front_lines``: row label, text).
-    Kept for the last few tables, by content (:func:`_table_key`), and computed for any other."""
-    import numpy as np
-    import pandas as pd
-
-    from ..planner import _pareto, recompute_label
-
-    plans = _bare(plans)
-    key = _groups_key(plans)
-    if key in _PLAN_GROUPS_KEPT:
-        return _PLAN_GROUPS_KEPT[key]
-    # on the columns' arrays, not on sub-tables: groupby and sort_values on the ~3,000 x 24 table cost a
-    # deadline's or budget's first redraw ~8-16 ms (issue 38); the same groups (in order of first appearance,
-    # as groupby(sort=False)), rows and quicksort order (as sort_values' nargsort)
-    gpu, days, cost = plans["gpu"].to_numpy(), plans["days"].to_numpy(), plans["cost_usd"].to_numpy()
-    memory, on_front = plans["memory_per_gpu_bytes"].to_numpy(), plans["pareto"].to_numpy(dtype=bool)
-    own, by_gpu = [], []
-    for name in pd.unique(gpu):
-        if pd.isna(name):                                            # (groupby drops a missing key)
-            continue
-        rows = np.flatnonzero(gpu == name)
-        best = rows[_pareto(days[rows], cost[rows], memory[rows])]
-        best = best[days[best].argsort(kind="quicksort")]
-        own.append((name, days[best], cost[best]))
-    fs = np.flatnonzero(on_front)
-    fs = fs[days[fs].argsort(kind="quicksort")]                    # the front, fastest first
-    for name in pd.unique(gpu[fs]):
-        if not pd.isna(name):
-            rows = fs[gpu[fs] == name]
-            by_gpu.append((name, days[rows], cost[rows]))
-    lines = []
-    for i, f in enumerate(_front_rows(plans, np.flatnonzero(on_front)), 1):
-        lines.append((f.Index, f"{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} tp={f.tp}{_cp_text(f)} "
-                     f"pp={f.pp:<2d}{_vp_text(f)} dp={f.dp:<4d} ZeRO-{f.zero} "
-                     f"mb={f.micro_batch} x{f.grad_accum:<4d} "
-                     f"{recompute_label(f):<9s} {f.memory_per_gpu_bytes / GiB:6.1f} GiB  MFU {f.mfu:4.0%}  "
-                     f"{f.days:8,.1f} days  {_usd(f.cost_usd):>8s}"))
-    out = {"own": own, "front": (days[fs], cost[fs]), "front_by_gpu": by_gpu, "front_lines": lines}
-    if len(_PLAN_GROUPS_KEPT) >= _PLAN_GROUPS_KEEP:
-        del _PLAN_GROUPS_KEPT[next(iter(_PLAN_GROUPS_KEPT))]          # the oldest
-    _PLAN_GROUPS_KEPT[key] = out
-    return out
-
-
-def _bare(table):
-    """``table`` as a frame of the same columns, index and values (shared, not copied: ~0.05 ms) without its
-    ``attrs``, or ``table`` itself when it has none. pandas deep-copies a frame's ``attrs`` into every column
-    it gives (``df[name]``, ``__finalize__``): plan()'s tables carry a few (``assumes``, ``range_notes``...),
-    and a chapter 17 move read ~50 columns, 30-70 us each of copying instead of ~5 us (issue 35). For reading
-    columns only: the attrs are read from the table itself."""
-    import pandas as pd
-
-    return pd.DataFrame(table) if table.attrs else table
-
-
-def _front_rows(plans, rows):
-    """The rows ``rows`` (positions) of ``plans`` as ``plans.iloc[rows].itertuples()`` gives them (a named
-    tuple per row: ``Index``, then the columns; the values as iterating each column gives them), from the
-    columns' arrays: ~0.1 ms for the front's ~30 rows instead of ~2-3 ms (issue 35: the sub-table, its
-    columns and a new named-tuple class at every redraw)."""
-    from pandas.api.extensions import ExtensionDtype
-
-    row = _row_type(tuple(plans.columns))
-    columns = [plans.index[rows].tolist()]
-    for name in plans.columns:
-        col = plans[name]
-        # (a Series iterates a NumPy column as .item() of each value, which is what tolist gives, and an
-        # extension array, Int64, by iterating it)
-        columns.append(list(col.array[rows]) if isinstance(col.dtype, ExtensionDtype)
-                       else col.to_numpy()[rows].tolist())
-    return map(row._make, zip(*columns))
-
-
-@functools.lru_cache(maxsize=16)
-def _row_type(columns: tuple):
-    """The named tuple ``DataFrame.itertuples()`` makes for a frame with ``columns`` (and its index)."""
-    from collections import namedtuple
-
-    return namedtuple("Pandas", ["Index", *columns], rename=True)
-
-
-#: The columns :func:`_plan_groups` reads in full (of the other columns it reads the front's rows only).
-_GROUPS_COLUMNS = ("gpu", "days", "cost_usd", "memory_per_gpu_bytes", "pareto")
-
-
-def _groups_key(plans) -> tuple:
-    """What :func:`_plan_groups`' answer depends on, as a key: the table's shape, column names and dtypes,
-    and a SHA-1 digest of the columns it reads whole (:data:`_GROUPS_COLUMNS`) and of the front's rows (their
-    index labels and every value). Two tables with the same key get the same groups, and a change to any of
-    these (in place too) is a new key; a change elsewhere leaves the groups as they were. ~1 ms on a chapter
-    17 search's ~25,000 plans, where :func:`_table_key` of the whole table took ~4-6 ms (issue 35: a model
-    move of chapter 17's widget is a new table, never found in the kept ones). A table without one of those
-    columns is keyed whole."""
-    import hashlib
-
-    import numpy as np
-
-    if not all(c in plans.columns for c in _GROUPS_COLUMNS) or not plans.columns.is_unique:
-        return ("whole", _table_key(plans))
-    def values(name):          # (a NumPy column as its array, an extension column, Int64 say, as itself)
-        col = plans[name]
-        return col.to_numpy() if isinstance(col.dtype, np.dtype) else col.array
-
-    digest = hashlib.sha1(usedforsecurity=False)
-    for name in _GROUPS_COLUMNS:
-        digest.update(name.encode() + b"\x00" + _values_bytes(values(name)) + b"\x00|")
-    front = np.flatnonzero(plans["pareto"].to_numpy(dtype=bool))
-    digest.update(b"f" + front.astype(np.int64).tobytes() + b"\x00|")
-    digest.update(_values_bytes(plans.index[front]) + b"\x00|")
-    for name in plans.columns:
-        digest.update(_values_bytes(values(name)[front]) + b"\x00|")
-    return ("groups", plans.shape, tuple(plans.columns), tuple(map(str, plans.dtypes)), digest.digest())
-
-
-def _table_key(table) -> tuple:
-    """A key for a table's content: its shape, column names and dtypes, and a SHA-1 digest of its index and
-    values, read block by block from pandas' block manager (each block: where its columns go, then its values,
-    :func:`_values_bytes`). ~1.5-2.5 ms for the planner's ~3,000 plans x 24 columns, where pandas'
-    ``hash_pandas_object`` takes ~3-6 ms (issue 38: most of ``_plan_groups``' time when a widget redraws a
-    table it has kept); column by column through ``table.iloc`` where the blocks are not there to read."""
-    import hashlib
-
-    import numpy as np
-
-    # (a cache key, not a signature: SHA-1 hashes the ~1-2 MB of a large table ~2.7x as fast as BLAKE2b did
-    # on the book's machine, issue 35)
-    digest = hashlib.sha1(usedforsecurity=False)
-    digest.update(_values_bytes(table.index) + b"\x00|")
-    try:
-        blocks = [(np.asarray(b.mgr_locs.as_array), b.values) for b in table._mgr.blocks]
-    except AttributeError:                                   # another pandas: one column at a time
-        blocks = [(np.array([i]), table.iloc[:, i].array) for i in range(table.shape[1])]
-    for where, values in blocks:
-        digest.update(where.astype(np.int64).tobytes() + b"\x00|")
-        if isinstance(values, np.ndarray) and values.ndim == 2 and _number_dtype(values.dtype):
-            digest.update(b"n" + np.ascontiguousarray(values).tobytes() + b"\x00|")
-        elif getattr(values, "ndim", 1) == 2:
-            for row in values:
-                digest.update(_values_bytes(row) + b"\x00|")
-        else:
-            digest.update(_values_bytes(values) + b"\x00|")
-    return (table.shape, tuple(table.columns), tuple(map(str, table.dtypes)), digest.digest())
-
-
-def _number_dtype(dtype) -> bool:
-    import numpy as np
-
-    return isinstance(dtype, np.dtype) and dtype.kind in "biufcmM"
-
-
-def _values_bytes(values) -> bytes:
-    """A column's (or an index's) values as bytes that differ for different values: numbers by their bytes,
-    nullable integers and booleans by their mask and values, strings joined by NUL (when every value is a
-    string without one), anything else by the ``repr`` of its values; each kind marked apart."""
-    import numpy as np
-
-    dtype = values.dtype
-    if _number_dtype(dtype):
-        return b"n" + np.ascontiguousarray(np.asarray(values)).tobytes()
-    if getattr(dtype, "kind", "") in "iub" and hasattr(dtype, "numpy_dtype"):       # Int64, boolean
-        na = np.asarray(values.isna())
-        return b"m" + na.tobytes() + np.asarray(values.fillna(0), dtype=dtype.numpy_dtype).tobytes()
-    objects = np.asarray(values, dtype=object)
-    try:
-        text = "\x00".join(objects)
-    except TypeError:
-        text = None
-    if text is not None and text.count("\x00") == max(len(objects) - 1, 0):
-        return b"s" + text.encode("utf-8", "surrogatepass")
-    return b"r" + repr(list(objects)).encode("utf-8", "surrogatepass")

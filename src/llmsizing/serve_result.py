@@ -1,0 +1,221 @@
+"""One serving replica's result and the calibrated constants it is priced with (chapter 15, "Serving"): the
+:class:`Serving` dataclass (a replica's prefill and decode steps, their bounds, throughput and price per
+token), the weight and KV formats an engine reads, and the constants fitted on published figures
+(``data/serving_model.csv``, :func:`~llmsizing.serve_engine.serving_constants`; the fit is
+:mod:`llmsizing.serve_calibration`'s). :func:`~llmsizing.serve_step.serving` fills it in; moved out of
+:mod:`llmsizing.serve_step` unchanged (session 25), which still exports every name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .serve_engine import KVCapacity, serving_constants
+
+#: Weight formats a serving engine reads: 16-bit, or weight-only / W8A8 quantised. Quantisation changes the
+#: bytes read, not the FLOPs (the matmuls still run in ``compute``).
+WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4", "int4-g128", "q8_0", "q6_k", "q4_0",
+                  "q4_k", "q4_k_m")
+#: KV-cache formats (vLLM's ``kv_cache_dtype``: auto = the model's 16 bits, or fp8).
+KV_FORMATS = ("bf16", "fp16", "fp8", "int8")
+
+_FIT = serving_constants()
+#: Achieved fraction of HBM bandwidth reading the weights in decode (MBU): the calibrated default
+#: (``data/serving_model.csv``).
+MBU_DEFAULT = _FIT.weights_bu
+#: Achieved fraction of HBM bandwidth reading the paged KV cache (attention kernels): calibrated.
+ATTENTION_BU_DEFAULT = _FIT.attention_bu
+#: The step overhead fitted per engine and batching era (seconds), keyed ``"vLLM/continuous"``,
+#: ``"TensorRT-LLM/static"``, ... (issue 34: TensorRT-LLM's static-batching overhead is not its in-flight
+#: one).
+ENGINE_STEP_OVERHEAD_S = dict(_FIT.engine_step_overhead_s)
+#: The step overhead pooled per batching era (seconds): what an engine without its own fit is priced at.
+ERA_STEP_OVERHEAD_S = dict(_FIT.era_step_overhead_s)
+#: Fixed time per engine step (scheduling, sampling, kernel launches) of the default engine
+#: (:data:`~llmsizing.serve_engine.DEFAULT_ENGINE`, vLLM), seconds: calibrated. Before issue 34 it was one
+#: overhead pooled over every engine (3.22 ms, set mostly by TensorRT-LLM's static batching).
+STEP_OVERHEAD_S = _FIT.step_overhead_s
+#: The engines :func:`serving` knows by name (``engine=``): bare names (their continuous-batching fit where
+#: they have one) and ``engine/batching`` keys.
+ENGINES = tuple(sorted({k.split("/")[0] for k in ENGINE_STEP_OVERHEAD_S})) + tuple(ENGINE_STEP_OVERHEAD_S)
+#: Achieved fraction of the dense peak (MFU) in prefill and in decode's matmuls: calibrated.
+MFU_DEFAULT = _FIT.prefill_mfu
+#: The stated 80% range of a calibrated engine's per-token figures: a published speed lies within
+#: ``RANGE_LOW x`` and ``RANGE_HIGH x`` the central prediction, with a coverage measured by leaving one source
+#: out at a time (``data/serving_intervals.csv``; :func:`~llmsizing.serve_calibration.serving_range`).
+RANGE_LOW, RANGE_HIGH = _FIT.low, _FIT.high
+#: Fixed time per tensor-parallel all-reduce (seconds) of the old model; now used only when a caller passes
+#: ``allreduce_latency_s=`` to :func:`serving` (the default prices all-reduces with the network model).
+ALLREDUCE_LATENCY_S = 10e-6
+#: Bytes of one activation element in the all-reduces (16-bit activations).
+ACTIVATION_BYTES = 2
+
+
+@dataclass(frozen=True)
+class Serving:
+    """One serving replica (``tp`` GPUs) running ``batch`` requests of ``prompt`` + ``output`` tokens
+    (:func:`serving`). Times are per replica; bytes and FLOPs are per GPU."""
+
+    model: str
+    gpu: str
+    tp: int
+    weights: str
+    kv_cache: str
+    prompt: int
+    output: int
+    batch: int
+    mbu: float
+    mfu: float
+    price_usd_per_gpu_hour: float
+    weights_bytes_per_gpu: float
+    kv_bytes_per_sequence_per_gpu: float
+    capacity_bytes_per_gpu: float
+    overhead_bytes_per_gpu: float
+    max_batch: int
+    prefill_flops_per_gpu: float
+    prefill_bytes_per_gpu: float
+    prefill_compute_s: float
+    prefill_memory_s: float
+    prefill_comm_s: float
+    batch_prefill_s: float
+    decode_context: int
+    decode_flops_per_gpu: float
+    decode_bytes_per_gpu: float
+    decode_compute_s: float
+    decode_memory_s: float
+    decode_comm_s: float
+    attention_bu: float = ATTENTION_BU_DEFAULT
+    step_overhead_s: float = STEP_OVERHEAD_S
+    prefill_chunks: int = 1
+    chunk_extra_s: float = 0.0
+    interleave_s: float = 0.0
+    kv_capacity: KVCapacity | None = None
+    pp: int = 1
+    microbatch: int = 0
+    pp_send_s: float = 0.0
+    ep: int = 1
+    experts_touched: float = 0.0
+    all_to_all_s: float = 0.0
+    engine: str = ""           # the engine whose step overhead this is ("vLLM/continuous"), or "given"
+    price_kind: str = "list"   # what the price is: "list", "estimate" or "reader" (catalog.price_kind_of)
+    decode_kv_bytes_per_gpu: float = 0.0   # of decode_bytes_per_gpu, the KV cache's (and a hybrid's state)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs in the replica: ``tp x pp``, or with expert parallelism the ``ep`` GPUs the experts are spread
+        over (attention groups of ``tp`` GPUs, ``ep / tp`` of them data-parallel)."""
+        return self.tp * self.pp if self.ep == 1 else self.ep
+
+    @property
+    def attention_dp(self) -> int:
+        """Data-parallel attention groups of ``tp`` GPUs in the replica: ``ep / tp`` (1 without expert
+        parallelism)."""
+        return self.ep // self.tp if self.ep > 1 else 1
+
+    @property
+    def fits(self) -> bool:
+        """Whether the batch's KV cache (at ``prompt + output`` tokens) fits the engine's KV budget."""
+        return self.batch <= self.max_batch
+
+    @property
+    def ttft_s(self) -> float:
+        """Time to first token: one prompt's prefill in ``prefill_chunks`` steps, ``max(compute, memory) +
+        all-reduces + chunks x step overhead`` (queueing is not modelled)."""
+        return (max(self.prefill_compute_s, self.prefill_memory_s) + self.prefill_comm_s
+                + self.prefill_chunks * self.step_overhead_s)
+
+    @property
+    def decode_step_s(self) -> float:
+        """One decode step carrying no prefill: ``max(memory, compute) + all-reduces + step overhead``."""
+        return max(self.decode_memory_s, self.decode_compute_s) + self.decode_comm_s + self.step_overhead_s
+
+    @property
+    def itl_s(self) -> float:
+        """Mean inter-token latency under continuous batching: a decode step plus the other ``batch - 1``
+        sequences' prefills spread over the ``output`` steps (chunked prefill rides along with decode):
+        ``decode_step_s + (batch - 1) x interleave_s / output``. Issue 22: the step has an overhead, its own
+        attention efficiency and network-priced all-reduces, and it carries the others' prefills."""
+        return self.decode_step_s + (self.batch - 1) * self.interleave_s / self.output
+
+    @property
+    def chunk_step_s(self) -> float:
+        """A decode step that also carries one prefill chunk (``min(prompt, max_num_batched_tokens)`` tokens):
+        the worst ITL a running sequence sees when a new request arrives."""
+        return self.decode_step_s + self.chunk_extra_s
+
+    @property
+    def decode_bound(self) -> str:
+        """``"memory"`` or ``"compute"``: the larger of the decode step's two bounds."""
+        return "memory" if self.decode_memory_s >= self.decode_compute_s else "compute"
+
+    @property
+    def prefill_bound(self) -> str:
+        return "compute" if self.prefill_compute_s >= self.prefill_memory_s else "memory"
+
+    @property
+    def decode_intensity_flops_per_byte(self) -> float:
+        """FLOPs per byte read in one decode step (compare with the GPU's ridge point)."""
+        return self.decode_flops_per_gpu / self.decode_bytes_per_gpu
+
+    @property
+    def prefill_intensity_flops_per_byte(self) -> float:
+        return self.prefill_flops_per_gpu / self.prefill_bytes_per_gpu
+
+    @property
+    def cycle_s(self) -> float:
+        """GPU time to serve ``batch`` requests completely: prefill all their prompts (``batch_prefill_s``)
+        and decode ``output`` steps: ``batch_prefill_s + output x decode_step_s``."""
+        return self.batch_prefill_s + self.output * self.decode_step_s
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        """Tokens the replica generates per second, prefills included: ``batch x output / cycle_s``
+        (issue 22; before, ``batch / itl_s`` with no prefill)."""
+        return self.batch * self.output / self.cycle_s
+
+    @property
+    def output_tokens_per_s_per_gpu(self) -> float:
+        return self.output_tokens_per_s / self.gpus
+
+    @property
+    def request_s(self) -> float:
+        """One request end to end: ``ttft_s + output x itl_s``."""
+        return self.ttft_s + self.output * self.itl_s
+
+    @property
+    def requests_per_s(self) -> float:
+        """Requests the replica completes per second running batches back to back: ``batch / cycle_s``."""
+        return self.batch / self.cycle_s
+
+    @property
+    def usd_per_hour(self) -> float:
+        return self.price_usd_per_gpu_hour * self.gpus
+
+    @property
+    def usd_per_million_output_tokens(self) -> float:
+        """The replica's decode time per generated token, priced: ``gpus x price x decode_step_s / batch``."""
+        return self.usd_per_hour / 3600 * self.decode_step_s / self.batch * 1e6
+
+    @property
+    def usd_per_million_input_tokens(self) -> float:
+        """The replica's prefill time per prompt token, priced: ``gpus x price x batch_prefill_s / (batch x
+        prompt)``."""
+        return self.usd_per_hour / 3600 * self.batch_prefill_s / (self.batch * self.prompt) * 1e6
+
+    def to_frame(self):
+        """A one-column DataFrame of the figures, units in the row names."""
+        import pandas as pd
+
+        rows = {"engine": self.engine, "gpus": self.gpus, "tp": self.tp, "pp": self.pp, "ep": self.ep,
+                "batch": self.batch,
+                "max_batch": self.max_batch, "fits": self.fits, "mbu": self.mbu, "mfu": self.mfu,
+                "ttft_s": self.ttft_s, "prefill_bound": self.prefill_bound,
+                "decode_step_s": self.decode_step_s, "itl_s": self.itl_s, "chunk_step_s": self.chunk_step_s,
+                "decode_bound": self.decode_bound,
+                "decode_intensity_flops_per_byte": self.decode_intensity_flops_per_byte,
+                "output_tokens_per_s": self.output_tokens_per_s,
+                "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
+                "requests_per_s": self.requests_per_s,
+                "usd_per_million_output_tokens": self.usd_per_million_output_tokens,
+                "usd_per_million_input_tokens": self.usd_per_million_input_tokens}
+        return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
