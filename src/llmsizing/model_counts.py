@@ -105,7 +105,8 @@ class ModelCounts:
         explain: chapter 1). OpenAI's "5.13B active" for gpt-oss-120b leaves it out (5.13B here), and
         DeepSeek-V2's "21B" and V2-Lite's "2.4B" lie nearer the count without it (20.85B, 2.45B; their
         reports do not say): that count is :func:`llmsizing.flops.matmul_params`, which the FLOPs use, as
-        they leave the embedding lookup out of a dense model's FLOPs. A dense model's active parameters are its parameters."""
+        they leave the embedding lookup out of a dense model's FLOPs. A dense model's active parameters
+        are its parameters."""
         if not self.is_moe:
             return self.n_params
         return self.n_params - self.routed_expert_params + self.routed_expert_params \
