@@ -66,7 +66,12 @@ def fitting_plans(model, layouts, memory, *, gpu_list, domains: dict, limits: np
         cols, totals = got
         _check(cols, most, in_all, global_batch, 1, max_gpus)
         return cols, totals
-    got = [_kept_fit(g, domains[g.name], float(limit), args) for g, limit in zip(gpu_list, limits)]
+    # (the largest memory first, issue 38: its totals are then reused by the others, and a candidate found
+    # beyond it is beyond them too, so each recomputation is weighed about once; the order of the fits changes
+    # no fit, each its own)
+    got = [None] * len(gpu_list)
+    for k in sorted(range(len(gpu_list)), key=lambda k: -float(limits[k])):
+        got[k] = _kept_fit(gpu_list[k], domains[gpu_list[k].name], float(limits[k]), args)
     got = [(k, x) for k, x in enumerate(got) if x is not None]
     if not got:
         return None, None
