@@ -121,6 +121,29 @@ def test_candidates_beyond_a_larger_limit_are_not_weighed_again_under_a_smaller(
         _same(got, plan_memory.fitting_plans(model, layouts, memory(), **one))
 
 
+@pytest.mark.parametrize("gpus", [GPUS, ("H100 SXM", "H200", "B200", "A100 80GB"), GPUS[1:]])
+def test_a_fit_of_all_at_once_keeps_each_gpu_types_own_fit(gpus):
+    """Issue 38: a search of several GPU types none of whose fits is kept (chapter 12's model pick) fits them
+    all at once and keeps each GPU type's rows as its fit (H100 SXM and A100 80GB: one limit, one key); each
+    GPU type alone, and any two, then equal their fits on a memory of its own."""
+    model, layouts, memory, args = _fit_args("olmoe-1b-7b", 8192, 512, gpus, most=10**6)
+    mem = memory()
+    _same(plan_fits.fitting_plans(model, layouts, mem, **args),
+          plan_memory.fitting_plans(model, layouts, memory(), **args))
+    assert len(mem.__dict__["_plan_fits"]) == len({float(x) for x in args["limits"]})
+    called = []
+    real = plan_fits._one_fit
+    plan_fits._one_fit = lambda *a, **k: called.append(1) or real(*a, **k)
+    try:
+        for pick in [[k] for k in range(len(gpus))] + [[0, len(gpus) - 1], [len(gpus) - 1, 0]]:
+            sub = {**args, "gpu_list": [args["gpu_list"][k] for k in pick], "limits": args["limits"][pick]}
+            _same(plan_fits.fitting_plans(model, layouts, mem, **sub),
+                  plan_memory.fitting_plans(model, layouts, memory(), **sub))
+    finally:
+        plan_fits._one_fit = real
+    assert not called                                   # (every one of them kept)
+
+
 def test_the_limit_on_plans_is_checked_on_all_gpu_types_with_the_same_message():
     model, layouts, memory, args = _fit_args("granite-3.0-1b-a400m", 32768, 512, GPUS[:2])
     cols, _ = plan_memory.fitting_plans(model, layouts, memory(), **args)
