@@ -1,9 +1,9 @@
-"""Same bits, whatever was computed first (issue 38, speed25): chapter 12's settings walked in a fresh process,
-one line per setting with the SHA-256 of the planner's frame (benchmarks/walk_ch17_bits.frame_digest: every
-column's bytes, dtypes, order and attrs) or of its error, and of the widget's PNG, summary and error. Run it on
-two libraries (this one, and main as a ``git archive`` of src and data on PYTHONPATH, the same venv), each
-forward and reversed, each in its own process, and compare the lines by setting: every line must be the same
-in all four runs.
+"""Same bits, whatever was computed first (issue 38, speed25): chapter 12's settings walked in a fresh
+process, one line per setting with the SHA-256 of the planner's frame (benchmarks/walk_ch17_bits.frame_digest:
+every column's bytes, dtypes, order and attrs) or of its error, and of the widget's PNG, summary and error.
+Run it on two libraries (this one, and main as a ``git archive`` of src and data on PYTHONPATH, the same
+venv), each forward and reversed, each in its own process, and compare the lines by setting: every line must
+be the same in all four runs.
 
     PYTHONPATH=src .venv/bin/python benchmarks/walk_ch12_bits.py {forward,reversed} [--plan-only]
 

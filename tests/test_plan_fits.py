@@ -109,7 +109,8 @@ def test_candidates_beyond_a_larger_limit_are_not_weighed_again_under_a_smaller(
     monkeypatch.setattr(plan_memory, "table_totals", counted)
     mem = memory()
     seen: dict = {}
-    for scale, again in ((0.05, False), (0.02, False), (0.04, False), (0.05, False), (0.1, True), (0.07, False)):
+    for scale, again in ((0.05, False), (0.02, False), (0.04, False), (0.05, False), (0.1, True),
+                         (0.07, False)):
         weighed.clear()
         one = {**args, "limits": args["limits"] * scale}
         got = plan_fits.fitting_plans(model, layouts, mem, **one)
