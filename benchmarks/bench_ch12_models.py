@@ -14,6 +14,30 @@ Prints per model the median, p90 and max CPU ms (``time.process_time``) of its p
 (``--split``: the medians of its plan() calls, of render_plan and of the PNG draw, ``dashboard._figure_png``),
 and the median and p90 of all picks. ``--profile FILE``: cProfile of all timed moves into FILE. Does not
 assert (timings are not tests).
+
+Measured 2026-12-02 (branch speed25; base = main 957e83b as a ``git archive`` of src and data on PYTHONPATH,
+the same venv; base, new, base, new one after the other, 04:41:14-04:42:40 UTC, load 4.1-4.7 on 2 cores
+shared with other sessions), --rounds 5 --split --steps, CPU ms, base -> new (two pairs):
+
+    picks, median of the 40          86 -> 66      88 -> 66
+    picks, p90                      129 -> 94     127 -> 95
+    picks over 50 ms                 40 -> 40      40 -> 40
+    steps, median of the 160         62 -> 45      64 -> 45
+    steps, p90                      104 -> 71     104 -> 72
+    steps over 50 ms                121 -> 54     121 -> 57
+
+    per pick (median)    mixtral 83-87 -> 66-68, llama-3-8b 71-72 -> 55, qwen3-30b-a3b 123-125 -> 97-99,
+                         llama-3.1-405b 108-111 -> 66-67, deepseek-v2 127-130 -> 89-90, mistral-7b
+                         67-68 -> 52-53, olmoe-1b-7b 78-79 -> 67-68, llama-2-13b 89-91 -> 61-62
+    a pick's plan() 42-99 -> 25-65 ms; its render_plan 8-13 and PNG 13-17 ms unchanged.
+
+What changed (speed25): each pipeline degree's stage terms kept across GPU types and searches
+(``plan_stage_terms._pp_terms``), the pointwise bytes per stage made once per call, a fresh search of
+several GPU types fitted all at once (``plan_fits._all_at_once``) and priced in one call
+(``plan_pricing.kept_price``).
+What is left of a pick (~50-100 ms): the new model's memory entries and fit (~12-31 ms), its pricing (~13-30),
+plan()'s frame (~3-9), render_plan (~10) and the PNG (~14): the 50 ms of issue 38 is met by none of the picks
+(the smallest, Mistral 7B, ~52 ms).
 """
 
 from __future__ import annotations
