@@ -15,29 +15,41 @@ Prints per model the median, p90 and max CPU ms (``time.process_time``) of its p
 and the median and p90 of all picks. ``--profile FILE``: cProfile of all timed moves into FILE. Does not
 assert (timings are not tests).
 
-Measured 2026-12-02 (branch speed25; base = main 957e83b as a ``git archive`` of src and data on PYTHONPATH,
-the same venv; base, new, base, new one after the other, 04:41:14-04:42:40 UTC, load 4.1-4.7 on 2 cores
-shared with other sessions), --rounds 5 --split --steps, CPU ms, base -> new (two pairs):
+Measured 2026-12-02 (branch speed25 at 5e46a9a; base = main 957e83b as a ``git archive`` of src and data on
+PYTHONPATH, the same venv; base, new, base, new one after the other, 04:41:14-04:42:40 UTC, load 4.1-4.7 on 2
+cores shared with other sessions), --rounds 5 --split --steps, CPU ms, base -> new (two pairs):
 
     picks, median of the 40          86 -> 66      88 -> 66
     picks, p90                      129 -> 94     127 -> 95
-    picks over 50 ms                 40 -> 40      40 -> 40
     steps, median of the 160         62 -> 45      64 -> 45
     steps, p90                      104 -> 71     104 -> 72
     steps over 50 ms                121 -> 54     121 -> 57
 
-    per pick (median)    mixtral 83-87 -> 66-68, llama-3-8b 71-72 -> 55, qwen3-30b-a3b 123-125 -> 97-99,
-                         llama-3.1-405b 108-111 -> 66-67, deepseek-v2 127-130 -> 89-90, mistral-7b
-                         67-68 -> 52-53, olmoe-1b-7b 78-79 -> 67-68, llama-2-13b 89-91 -> 61-62
-    a pick's plan() 42-99 -> 25-65 ms; its render_plan 8-13 and PNG 13-17 ms unchanged.
+Then at fedef93 (the widget's lower GPU limit also a cut of its wider search: ``plans_within``, no new
+search), 04:48:33-04:49:30 UTC, load 2.2-2.7, the same way:
+
+    picks, median of the 40          84 -> 64      84 -> 64
+    picks, p90                      126 -> 90     123 -> 91
+    picks over 50 ms                 40 -> 36      40 -> 36
+    steps, median of the 160         60 -> 34      60 -> 35
+    steps, p90                      101 -> 61     100 -> 60
+    steps over 50 ms                121 -> 35     121 -> 34
+
+    per pick (median)    mixtral 80-81 -> 66-68, llama-3-8b 68 -> 51, qwen3-30b-a3b 121 -> 93,
+                         llama-3.1-405b 107-108 -> 63, deepseek-v2 125-126 -> 85-86, mistral-7b 66 -> 49,
+                         olmoe-1b-7b 76-77 -> 68, llama-2-13b 85-87 -> 57-58
+    per step (median of the models) tokens 22-31 -> 21-31 (no search), sequence 59-106 -> 42-76, global
+                         batch 56-104 -> 35-77, max GPUs 54-94 -> 20-32
+    a pick's plan() 41-96 -> 24-61 ms; its render_plan 8-12 and PNG 13-15 ms unchanged.
 
 What changed (speed25): each pipeline degree's stage terms kept across GPU types and searches
 (``plan_stage_terms._pp_terms``), the pointwise bytes per stage made once per call, a fresh search of
 several GPU types fitted all at once (``plan_fits._all_at_once``) and priced in one call
-(``plan_pricing.kept_price``).
-What is left of a pick (~50-100 ms): the new model's memory entries and fit (~12-31 ms), its pricing (~13-30),
-plan()'s frame (~3-9), render_plan (~10) and the PNG (~14): the 50 ms of issue 38 is met by none of the picks
-(the smallest, Mistral 7B, ~52 ms).
+(``plan_pricing.kept_price``); a lower GPU limit is a cut of the widget's wider search.
+What is left of a pick (~50-95 ms): the new model's memory entries and fit (~11-31 ms), its pricing (~12-30),
+plan()'s frame (~3-9), render_plan (~10) and the PNG (~14): the 50 ms of issue 38 is met by 4 of the 40 picks
+(Mistral 7B's, 49 ms median); the steps' median is met, not their p90 (60-61 ms: the sequence and global
+batch steps of the mixtures of experts, each a new search).
 """
 
 from __future__ import annotations
