@@ -125,7 +125,7 @@ def test_candidates_beyond_a_larger_limit_are_not_weighed_again_under_a_smaller(
 @pytest.mark.parametrize("gpus", [GPUS, ("H100 SXM", "H200", "B200", "A100 80GB"), GPUS[1:]])
 def test_a_fit_of_all_at_once_keeps_each_gpu_types_own_fit(gpus):
     """Issue 38: a search of several GPU types none of whose fits is kept (chapter 12's model pick) fits them
-    all at once and keeps each GPU type's rows as its fit (H100 SXM and A100 80GB: one limit, one key); each
+    all at once and keeps each GPU type's rows as its fit (one per distinct limit of the domain); each
     GPU type alone, and any two, then equal their fits on a memory of its own."""
     model, layouts, memory, args = _fit_args("olmoe-1b-7b", 8192, 512, gpus, most=10**6)
     mem = memory()
