@@ -310,6 +310,7 @@ KEPT_SINCE_ISSUE_35 = ((fewest_gpus, "_kept_stage_runs"), (plan_memory, "kept_se
                        (memory, "_search_layouts"), (plan_tables, "kept_candidates"),
                        (plan_tables, "kept_pair_table"), (plan_candidates, "_kept_chunk_options"),
                        (kernels, "_gemm_efficiencies_of"), (plan_tables, "kept_surviving"),
+                       (sys.modules.get("llmsizing.plan_stage_terms"), "_pp_terms"),
                        (sys.modules.get("llmsizing.plan_kept_candidates"), "_dp_values"),
                        (sys.modules.get("llmsizing.plan_kept_candidates"), "_kept_survivors"),
                        (sys.modules.get("llmsizing.plan_terms"), "_kept_wire_factor"),

@@ -93,6 +93,58 @@ def test_kept_totals_under_smaller_and_larger_limits_give_each_fit(model_name, s
     assert len(mem.__dict__["_plan_totals"]) == 1          # (one set of candidates, every limit)
 
 
+def test_candidates_beyond_a_larger_limit_are_not_weighed_again_under_a_smaller(monkeypatch):
+    """Issue 38: a candidate whose floor was found beyond a limit is beyond any smaller limit too, so under a
+    limit no larger than the largest before, no candidate is weighed again with a recomputation it was
+    weighed with (every total kept, or a floor beyond); under a larger limit those beyond are weighed again.
+    Each fit equals the fit on a memory of its own."""
+    model, layouts, memory, args = _fit_args("llama-3-8b", 65536, 256, ("H100 SXM",), most=10**6)
+    weighed = []
+    real = plan_memory.table_totals
+
+    def counted(memory, keys, rc, coef_id, rows, *a, **k):
+        weighed.append((rc, rows.copy()))
+        return real(memory, keys, rc, coef_id, rows, *a, **k)
+
+    monkeypatch.setattr(plan_memory, "table_totals", counted)
+    mem = memory()
+    seen: dict = {}
+    for scale, again in ((0.05, False), (0.02, False), (0.04, False), (0.05, False), (0.1, True),
+                         (0.07, False)):
+        weighed.clear()
+        one = {**args, "limits": args["limits"] * scale}
+        got = plan_fits.fitting_plans(model, layouts, mem, **one)
+        twice = sum(len(np.intersect1d(rows, seen.get(rc, []))) for rc, rows in weighed)
+        assert (twice > 0) == again, (scale, twice)
+        for rc, rows in weighed:
+            seen[rc] = np.union1d(seen.get(rc, []), rows)
+        weighed.clear()
+        _same(got, plan_memory.fitting_plans(model, layouts, memory(), **one))
+
+
+@pytest.mark.parametrize("gpus", [GPUS, ("H100 SXM", "H200", "B200", "A100 80GB"), GPUS[1:]])
+def test_a_fit_of_all_at_once_keeps_each_gpu_types_own_fit(gpus):
+    """Issue 38: a search of several GPU types none of whose fits is kept (chapter 12's model pick) fits them
+    all at once and keeps each GPU type's rows as its fit (one per distinct limit of the domain); each
+    GPU type alone, and any two, then equal their fits on a memory of its own."""
+    model, layouts, memory, args = _fit_args("olmoe-1b-7b", 8192, 512, gpus, most=10**6)
+    mem = memory()
+    _same(plan_fits.fitting_plans(model, layouts, mem, **args),
+          plan_memory.fitting_plans(model, layouts, memory(), **args))
+    assert len(mem.__dict__["_plan_fits"]) == len({float(x) for x in args["limits"]})
+    called = []
+    real = plan_fits._one_fit
+    plan_fits._one_fit = lambda *a, **k: called.append(1) or real(*a, **k)
+    try:
+        for pick in [[k] for k in range(len(gpus))] + [[0, len(gpus) - 1], [len(gpus) - 1, 0]]:
+            sub = {**args, "gpu_list": [args["gpu_list"][k] for k in pick], "limits": args["limits"][pick]}
+            _same(plan_fits.fitting_plans(model, layouts, mem, **sub),
+                  plan_memory.fitting_plans(model, layouts, memory(), **sub))
+    finally:
+        plan_fits._one_fit = real
+    assert not called                                   # (every one of them kept)
+
+
 def test_the_limit_on_plans_is_checked_on_all_gpu_types_with_the_same_message():
     model, layouts, memory, args = _fit_args("granite-3.0-1b-a400m", 32768, 512, GPUS[:2])
     cols, _ = plan_memory.fitting_plans(model, layouts, memory(), **args)

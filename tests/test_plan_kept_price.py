@@ -166,3 +166,33 @@ def test_kept_blocks_are_bounded_in_bytes(monkeypatch):
     assert len(plan_pricing._kept_blocks) == 1 and len(df)
     _clear()
     assert plan_pricing._kept_blocks.nbytes == 0
+
+
+def test_new_gpus_priced_in_one_call_keep_each_gpus_own_block(monkeypatch):
+    """Issue 38: the GPUs whose blocks are not kept are priced in one call (chapter 12's pick of a model, four
+    new GPU types); each block kept from it equals that GPU priced alone, bit for bit, and a later search of
+    one of them prices nothing."""
+    _clear()
+    got = {}
+    real = plan_pricing.kept_price
+
+    def keep_args(model, gpu_list, cols, **kw):
+        got["args"] = (model, gpu_list, cols, kw)
+        return real(model, gpu_list, cols, **kw)
+
+    monkeypatch.setattr(planner, "kept_price", keep_args)
+    planner.plan("olmoe-1b-7b", tokens=8e11, gpus=(A100, H100, B200), seq=8192, global_batch=512,
+                 max_gpus=4096)
+    model, gpu_list, cols, kw = got["args"]
+    assert len(plan_pricing._kept_blocks) == 3
+    price, calls = plan_pricing._price, []
+    monkeypatch.setattr(plan_pricing, "_price", lambda *a, **k: calls.append(1) or price(*a, **k))
+    for g, gpu in enumerate(gpu_list):
+        at = np.flatnonzero(cols["gpu"] == g)
+        sub = {k: (np.zeros(len(at), dtype=v.dtype) if k == "gpu" else v[at]) for k, v in cols.items()}
+        one = {**kw, "node_of": {gpu.name: kw["node_of"][gpu.name]}}
+        kept = real(model, [gpu], sub, **one)                    # (the kept block: nothing priced)
+        for x, y in zip(kept, price(model, [gpu], sub, **one)):
+            assert np.array_equal(x.view(np.int64), y.view(np.int64))
+    assert not calls
+    _clear()

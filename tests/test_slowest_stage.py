@@ -7,6 +7,7 @@ layer fewer). A middle stage holds 3 layers; the last 2 layers, the LM head (6 x
 MFLOP a token) and the loss's softmax over 32,000 logits, 52 bytes each (1.66 MB a token): fewer FLOPs,
 more time."""
 
+import numpy as np
 import pytest
 
 from llmsizing.catalog import get_gpu, get_model
@@ -56,3 +57,25 @@ def test_every_accounted_split_prices_its_slowest_stage(pp):
     _, seconds = _stage_seconds(m, par, g, 0.65)
     step = step_compute_time_s(m, par, batch=BATCH, seq=SEQ, grad_accum=M, gpu=g, kernel_efficiency=0.65)
     assert step == max(seconds)
+
+
+def test_stage_candidates_match_the_pair_by_pair_definition():
+    """Issue 38: stage_candidates compares all pairs at once; the oracle is its definition pair by pair
+    (no other row at least as heavy in every piece, of equal rows the first), on random small-integer
+    tables with many ties and repeats, and on tables with negative pieces."""
+    rng = np.random.default_rng(38)
+
+    def by_pairs(rows):
+        rows = [tuple(float(v) for v in r) for r in rows]
+
+        def covers(j, i):
+            return all(a >= c for a, c in zip(rows[j], rows[i])) and (rows[j] != rows[i] or j < i)
+
+        return tuple(i for i in range(len(rows)) if not any(covers(j, i) for j in range(len(rows)) if j != i))
+
+    for _ in range(300):
+        n, k = rng.integers(1, 12), rng.integers(1, 6)
+        rows = rng.integers(-2, 3, size=(n, k)).astype(float)
+        assert stage_candidates(rows) == by_pairs(rows)
+    assert stage_candidates([]) == ()
+    assert stage_candidates([(1.0, 2.0), (1.0, 2.0), (0.0, 3.0)]) == (0, 2)

@@ -392,7 +392,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
                     return _table_totals(memory, parts, rc, coef_id, lay, pair_of, sub, cat["micro"],
                                          cat["dpf"], limits, kp)
                 total, floor = (weigh(plain, kept) if kept_totals is None else
-                                _kept_totals(kept_totals, rc, plain, len(lay), weigh, kept))
+                                _kept_totals(kept_totals, rc, plain, len(lay), weigh, kept,
+                                             float(limits.max())))
                 t[:, plain] = total[None, :]
                 # a GPU whose limit the model states alone exceed fits no recomputation: weighed no further
                 chosen[:, plain] |= floor[None, :] > limits[:, None] * (1 + FLOOR_MARGIN)
@@ -446,31 +447,38 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     return cols, np.stack(totals)[r_, g_, j_]
 
 
-def _kept_totals(totals: dict, rc: str, rows, n: int, weigh, kept: dict) -> tuple:
+def _kept_totals(totals: dict, rc: str, rows, n: int, weigh, kept: dict, limit: float = np.inf) -> tuple:
     """``weigh(rows, kept)`` (:func:`_table_totals` of the candidates ``rows`` of a search of ``n``
     candidates, with recomputation ``rc``), from the totals and floors kept in
     ``totals`` by earlier searches of the same memory, layouts and candidates (other GPU types: chapter 17's
     move to two GPU types weighs the B200 on the H100's totals). Each candidate's total and floor are its own
     (elementwise from the memory's entries, whichever candidates are weighed beside it). A total weighed
     (its floor within the largest limit then, ``live``) is kept and reused as it is; any other candidate (its
-    floor kept as total, beyond that limit) is weighed again. A total reused where :func:`_table_totals`
-    would give the floor (a floor beyond the largest limit now, weighed under a larger one before) is at
-    least that floor, so it fits no GPU either (no such row is a plan, and only plans' totals are returned).
+    floor kept as total, beyond that limit) is weighed again, unless the largest limit now, ``limit``, is at
+    most the one it was found beyond (issue 38): its floor is then beyond ``limit`` too (``x (1 + margin)``
+    is monotonic), and :func:`_table_totals` would give its floor as its total again, the same bits. A total
+    reused where :func:`_table_totals` would give the floor (a floor beyond the largest limit now, weighed
+    under a larger one before) is at least that floor, so it fits no GPU either (no such row is a plan, and
+    only plans' totals are returned).
     ``kept``: the search's shared tables (:func:`~llmsizing.plan_tables.table_totals`' ``kept``), given only
     to a call on all of ``rows`` (whose pairs hold every later recomputation's), else a dict of its own."""
     if rc not in totals and len(rows) == n:            # (every candidate, none kept: kept as weighed)
         t_, f_ = weigh(rows, kept)
-        totals[rc] = (t_, f_, _weighed(kept, n))
+        said = "live" in kept
+        live = _weighed(kept, n)
+        totals[rc] = (t_, f_, live, np.where(live | (not said), -np.inf, limit))
         return t_, f_
     if rc not in totals:
-        totals[rc] = (np.zeros(n), np.zeros(n), np.zeros(n, dtype=bool))
-    total, floor, live = totals[rc]
-    need = ~live[rows]
+        totals[rc] = (np.zeros(n), np.zeros(n), np.zeros(n, dtype=bool), np.full(n, -np.inf))
+    total, floor, live, beyond = totals[rc]
+    need = ~live[rows] & ~(beyond[rows] >= limit)
     if need.any():
         sub = rows[need] if not need.all() else rows
         own = kept if sub is rows else {k: v for k, v in kept.items() if k in ("share_states", "pair_keys")}
         t_, f_ = weigh(sub, own)
+        said = "live" in own
         total[sub], floor[sub], live[sub] = t_, f_, _weighed(own, len(sub))
+        beyond[sub] = np.where(live[sub] | (not said), -np.inf, limit)   # (not said: weighed again later)
     return total[rows], floor[rows]
 
 

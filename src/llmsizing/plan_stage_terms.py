@@ -102,26 +102,45 @@ def stage_terms(model, keys, rcs, *, seq: int, mtp_depth: int = 0) -> np.ndarray
     repeat cannot change the largest time). Moved out of ``_price`` unchanged (session 24);
     ``tests/test_planner_speed.py`` checks whole searches against one :func:`~llmsizing.layouts.step_time` per
     plan."""
+    per, cand = {}, {}
+    for p_ in sorted({int(k[0]) for k in keys}):   # (every rc of each pp: see _pp_terms)
+        rows, cand[p_] = _pp_terms(model, p_, tuple(rcs), int(seq), int(mtp_depth))
+        per.update(((p_, r_), v) for r_, v in enumerate(rows))
+    c_max = max(len(c) for c in cand.values())
+    return np.stack([per[int(k[0]), int(k[1])][cand[int(k[0])] + cand[int(k[0])][:1]
+                                               * (c_max - len(cand[int(k[0])]))] for k in keys])
+
+
+#: How many (model, pp, recomputations, sequence, MTP depth) sets of stage terms :func:`_pp_terms` keeps.
+PP_TERMS_KEPT = 256
+
+
+@functools.lru_cache(maxsize=PP_TERMS_KEPT)
+def _pp_terms(model, p_: int, rcs: tuple, seq: int, mtp_depth: int) -> tuple[tuple, list]:
+    """``(rows, candidates)`` of :func:`stage_terms` for one ``pp``: per recomputation of ``rcs`` (in order)
+    the array (stage, piece) of every stage's terms, and the stages that can be the slowest over the union of
+    every recomputation's rows. Kept (issue 38): a search prices each GPU type apart (plan_pricing._price),
+    and none of these terms depends on the GPU, so a search of four GPU types asked them four times. A pure
+    function of its arguments (each array built by the same calls as before, read-only), so what is kept
+    never depends on what was asked before."""
     moe = model.is_moe
-    per = {}
-    for p_, r_ in sorted({(k[0], r) for k in keys for r in range(len(rcs))}):  # (every rc: see cand)
-        par, rc = kept_parallel(pp=p_, **pipeline_split(model, p_)), rcs[r_]
+    rows = []
+    for rc in rcs:
+        par = kept_parallel(pp=p_, **pipeline_split(model, p_))
         flops = (moe_stage_flops(model, par, seq=seq, recompute=rc, mtp_depth=mtp_depth) if moe else
                  stage_flops_per_token(model, par, seq=seq, recompute=rc))
         one = np.ones(len(flops))
-        per[p_, r_] = np.column_stack((flops, max(layers_per_stage(model.layers, par)) / model.layers * one,
-                                       training_flops_per_token(model, seq=seq) / 3 * one
-                                       / training_flops_per_token(model, seq=seq, recompute=rc),
-                                       stage_attention_flops_per_token(model, par, seq=seq, recompute=rc),
-                                       stage_attention_flops_per_token(model, par, seq=seq, recompute=rc,
-                                                                       causal=True),
-                                       stage_moe_layer_counts(model, par, mtp_depth) if moe else 0 * one,
-                                       stage_pointwise_bytes_per_token(model, par, recompute=rc,
-                                                                       mtp_depth=mtp_depth if moe else 0)))
+        v = np.column_stack((flops, max(layers_per_stage(model.layers, par)) / model.layers * one,
+                             training_flops_per_token(model, seq=seq) / 3 * one
+                             / training_flops_per_token(model, seq=seq, recompute=rc),
+                             stage_attention_flops_per_token(model, par, seq=seq, recompute=rc),
+                             stage_attention_flops_per_token(model, par, seq=seq, recompute=rc, causal=True),
+                             stage_moe_layer_counts(model, par, mtp_depth) if moe else 0 * one,
+                             stage_pointwise_bytes_per_token(model, par, recompute=rc,
+                                                             mtp_depth=mtp_depth if moe else 0)))
+        v.setflags(write=False)
+        rows.append(v)
     # (the union over every recomputation of the pp's: a row's own slowest stage is among them, and the
     # set, so the result, does not depend on the other rows priced with it)
-    cand = {p_: sorted({i for (q, _), v in per.items() if q == p_
-                        for i in stage_candidates(np.column_stack((v[:, 0] - v[:, 3], v[:, 4:])))})
-            for p_, _ in keys}
-    c_max = max(len(c) for c in cand.values())
-    return np.stack([per[k][cand[k[0]] + cand[k[0]][:1] * (c_max - len(cand[k[0]]))] for k in keys])
+    cand = sorted({i for v in rows for i in stage_candidates(np.column_stack((v[:, 0] - v[:, 3], v[:, 4:])))})
+    return tuple(rows), cand

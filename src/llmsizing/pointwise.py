@@ -92,6 +92,8 @@ b`` more a token (57 kB on DeepSeek-V3's 7.8 MB, 0.7%).
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._validate import check_choice, check_number
 from .catalog import resolve_model
 from .positions import position_encoding, rotary_layers
@@ -234,18 +236,19 @@ def stage_pointwise_bytes_per_token(model, par, *, recompute: str = "none",
     else:
         moe = (0,) * len(stages)
     rep_factor = par.tp if par.tp > 1 and not par.sp else 1
+    # (the same for every stage: made once, issue 38; the same values and sums as per stage before)
+    per = {}
+    for kind in (False, True):
+        (fr, br), (fs, bs) = layer_pointwise_bytes_per_token(model, moe_layer=kind, act_bytes=act_bytes)
+        per[kind] = (rep_factor * fr + fs, rep_factor * br + bs)
+    first, last = ends_pointwise_bytes_per_token(model, act_bytes=act_bytes)
     out = []
     for i, (n, n_moe, n_rerun) in enumerate(zip(stages, moe, rerun)):
-        per = {}
-        for kind in (False, True):
-            (fr, br), (fs, bs) = layer_pointwise_bytes_per_token(model, moe_layer=kind, act_bytes=act_bytes)
-            per[kind] = (rep_factor * fr + fs, rep_factor * br + bs)
         dense = n - n_moe
         total = dense * sum(per[False]) + n_moe * sum(per[True])
         # a recomputed layer's forward again (MoE layers taken first: an upper bound for mixed stages)
         moe_rc = min(n_rerun, n_moe)
         total += moe_rc * per[True][0] + (n_rerun - moe_rc) * per[False][0]
-        first, last = ends_pointwise_bytes_per_token(model, act_bytes=act_bytes)
         if i == 0:
             total += first
         if i == len(stages) - 1:
@@ -263,12 +266,17 @@ def stage_candidates(pieces) -> tuple[int, ...]:
     layers, memory-bound bytes) that no other row matches or exceeds in every column (of equal rows the
     first). Whatever the rates, the slowest stage is one of them (review22 M6: a stage is picked by its whole
     time, not by its FLOPs; :mod:`llmsizing.plan_pricing` prices these few per layout)."""
-    rows = [tuple(float(v) for v in r) for r in pieces]
-
-    def covers(j, i):           # stage j is at least as heavy as stage i in every piece
-        return all(a >= c for a, c in zip(rows[j], rows[i])) and (rows[j] != rows[i] or j < i)
-
-    return tuple(i for i in range(len(rows)) if not any(covers(j, i) for j in range(len(rows)) if j != i))
+    if not len(pieces):
+        return ()
+    rows = np.array([[float(v) for v in r] for r in pieces], dtype=float).reshape(len(pieces), -1)
+    # covers[j, i]: stage j is at least as heavy as stage i in every piece, and differs from it or comes first
+    # (one comparison of all pairs at once, issue 38: the same test as pair by pair)
+    ge = (rows[:, None, :] >= rows[None, :, :]).all(axis=2)
+    same = (rows[:, None, :] == rows[None, :, :]).all(axis=2)
+    order = np.arange(len(rows))
+    covers = ge & (~same | (order[:, None] < order[None, :]))
+    np.fill_diagonal(covers, False)
+    return tuple(int(i) for i in np.flatnonzero(~covers.any(axis=0)))
 
 
 def pointwise_seconds(stage_bytes, tokens, hbm_bytes_per_s):

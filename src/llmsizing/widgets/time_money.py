@@ -95,6 +95,8 @@ PLAN_DEADLINE_RULES = (("slow end of range", "slow_end"), ("point estimate", "es
 #: Settings whose answers (PNG and summary) the planner widget keeps: a move back to one of them is shown
 #: without a new render and draw (issue 38).
 PLANNER_KEPT = 64
+#: How many of plan()'s searched tables the planner widget keeps to cut a lower GPU limit from (issue 38).
+PLANNER_SEARCHED = 16
 
 
 def planner_widget(model: str = "llama-3-70b") -> Dashboard:
@@ -103,7 +105,8 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     (:func:`~llmsizing.charts.render_plan`). ``plan()``'s table is cached per (model, tokens, GPU types,
     sequence, global batch, max GPUs), and its search (0.1-0.3 s, ``planner._search``) per the same without
     the tokens, so a new token budget costs milliseconds: the deadline, the budget and the plan selector only
-    filter and redraw.
+    filter and redraw. A lower GPU limit than a table searched at the other settings is a cut of it
+    (:func:`~llmsizing.planner.plans_within`, bit for bit plan()'s; issue 38), no new search.
     Filtering the cached plans by deadline and budget keeps exactly ``plan()``'s front (a plan dominated by
     one beyond the deadline or budget is beyond it too); when nothing is left, ``plan()`` is called with them
     to show its :class:`~llmsizing.planner.NoPlanError` message. The last :data:`PLANNER_KEPT` settings' PNGs
@@ -119,13 +122,30 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     ``meets_deadline``)."""
     import numpy as np
 
-    from ..planner import DEADLINE_RULES, budget_kept, deadline_kept, plan, plans_where
+    from collections import OrderedDict
+
+    from ..planner import DEADLINE_RULES, budget_kept, deadline_kept, plan, plans_where, plans_within
 
     get_model(model)
+    searched: OrderedDict = OrderedDict()   # plan()'s tables by (model, tokens, gpus, seq, batch, max_gpus)
 
     @functools.lru_cache(maxsize=16)
     def cached(model, tokens, gpus, seq, global_batch, max_gpus):
-        return plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus)
+        # a lower GPU limit than a table searched at the other settings: its plans within the limit, bit for
+        # bit plan()'s at that limit (planner.plans_within, tests/test_planner.py), no new search (issue 38,
+        # as chapter 17's widget); none left: plan() says why
+        key = (model, tokens, gpus, seq, global_batch)
+        above = [m for k, m in searched if k == key and max_gpus is not None and (m is None or m > max_gpus)]
+        if above:
+            within = plans_within(searched[key, min(above, key=lambda m: math.inf if m is None else m)],
+                                  max_gpus)
+            if len(within):
+                return within
+        df = plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus)
+        searched[key, max_gpus] = df
+        while len(searched) > PLANNER_SEARCHED:
+            searched.popitem(last=False)
+        return df
 
     @functools.lru_cache(maxsize=16)
     def explain(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, rule):
