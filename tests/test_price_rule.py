@@ -71,3 +71,24 @@ def test_a_rule_must_name_a_list_priced_neighbour(monkeypatch):
     monkeypatch.setattr(catalog, "_read", lambda f: rows if f == "gpu_prices.csv" else read(f))
     with pytest.raises(ValueError, match="H20's estimate_neighbour 'H800'"):
         catalog._prices()
+
+
+def test_a_copy_of_the_table_keeps_its_rules(tmp_path):
+    """chapter 11: a reader's edited copy of data/gpu_prices.csv is a valid price table; its estimates by rule
+    follow the copy's neighbours (B200 at $4.50: the MI355X at $5.03, as above)."""
+    import csv
+
+    rows = catalog._read("gpu_prices.csv")
+    rows = [{**r, "price_usd_per_gpu_hour": "4.50"} if r["name"] == "B200" else r for r in rows]
+    path = tmp_path / "mine.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    use_prices(path)
+    try:
+        g = get_gpu("MI355X")
+        assert (g.price_usd_per_gpu_hour, g.price_kind) == (5.03, "estimate")
+        assert get_gpu("B200").price_kind == "list"          # the copy's own kind, as chapter 11 says
+    finally:
+        use_prices(None)

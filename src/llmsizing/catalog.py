@@ -209,7 +209,8 @@ def _prices() -> dict[str, dict[str, str]]:
     reader = _READER_PRICES
     if reader is None and os.environ.get(PRICES_ENV):
         reader = _read_price_csv(os.environ[PRICES_ENV])
-    for name, r in _price_rows(reader or [], "prices").items():
+    # (a reader's copy of data/gpu_prices.csv keeps its rules)
+    for name, r in _price_rows(reader or [], "prices", rules=True).items():
         key = get_gpu_name_from(name, list(_gpu_specs()))
         table[key] = {"price_kind": "reader", "price_source": "set by the reader (use_prices)",
                       "price_as_of": "reader's price", **{k: v for k, v in r.items() if v not in (None, "")},
