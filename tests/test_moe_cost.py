@@ -18,6 +18,7 @@ from llmsizing.fewest_gpus import min_gpus
 from llmsizing.layouts import step_time
 from llmsizing.runs import run_from_step
 from llmsizing.time_cost import _layout_label, cost_by_gpu, implied_mfu, mfu_estimate, training_time
+from _price_table import csv_price
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +28,8 @@ def _gpu_row(name: str) -> dict:
     with open(ROOT / "data" / "gpus.csv", newline="") as fh:
         row = next(r for r in csv.DictReader(fh) if r["name"] == name)
     with open(ROOT / "data" / "gpu_prices.csv", newline="") as fh:
-        return {**row, **next(r for r in csv.DictReader(fh) if r["name"] == name)}
+        price = next(r for r in csv.DictReader(fh) if r["name"] == name)
+    return {**row, **price, "price_usd_per_gpu_hour": str(csv_price(name))}   # (an estimate by its rule)
 
 
 def _deepseek_v3_run() -> dict:

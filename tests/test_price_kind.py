@@ -21,6 +21,8 @@ from llmsizing.rl import rl_run
 from llmsizing.serve_step import serving
 from llmsizing.time_cost import training_time
 
+from _price_table import csv_price
+
 ROWS = {r["name"]: r for r in csv.DictReader(
     (Path(__file__).resolve().parents[1] / "data" / "gpu_prices.csv").open(encoding="utf-8"))}
 ESTIMATES = sorted(n for n, r in ROWS.items() if r["price_kind"] == "estimate")
@@ -40,7 +42,7 @@ def test_the_table_has_the_estimates_this_file_relies_on():
 def test_training_time_says_what_its_price_is(gpu):
     t = training_time("llama-3-8b", tokens=1e9, seq=2048, gpu=gpu, n_gpus=8)
     assert t.price_kind == ROWS[gpu]["price_kind"]
-    assert t.price_usd_per_gpu_hour == float(ROWS[gpu]["price_usd_per_gpu_hour"])
+    assert t.price_usd_per_gpu_hour == csv_price(gpu)
     # a price the caller gives is the caller's, whatever the GPU
     assert training_time("llama-3-8b", tokens=1e9, seq=2048, gpu=gpu, n_gpus=8,
                          price_usd_per_gpu_hour=1.23).price_kind == "reader"
@@ -104,9 +106,10 @@ def test_the_serving_cost_ranking_hatches_and_names_an_estimate():
     view = render_serving_cost("llama-3-8b", gpus=[LIST, EST])
     ax = view.figure.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert f"{EST} (est. price)" in labels and LIST in labels
+    est = f"{EST} (est. price, not ranked)"
+    assert labels == [LIST, est], labels           # the estimate after (above) the ranked bars, whatever its cost
     hatched = {lab: bool(b.get_hatch()) for lab, b in zip(labels, ax.patches)}
-    assert hatched == {f"{EST} (est. price)": True, LIST: False}
+    assert hatched == {est: True, LIST: False}
     assert "(estimated price)" in view.summary and "hatched" in ax.get_xlabel()
 
 
@@ -129,11 +132,31 @@ def test_use_prices_is_the_one_place_every_cost_path_reads():
 
 
 def test_the_mi250x_estimate_follows_the_list_price_it_is_derived_from():
-    """The MI250X GCD has no on-demand price; its row derives one from the A100 80GB's list price scaled by
-    the two BF16 peaks (191.5 / 312 TFLOP/s, AMD's and NVIDIA's datasheets). When the A100's price is
-    re-checked the estimate must move with it (read11: it still used the A100's old $1.79)."""
+    """The MI250X GCD has no on-demand price; its row names the rule (the A100 80GB's price scaled by the two
+    BF16 peaks, 191.5 / 312 TFLOP/s, AMD's and NVIDIA's datasheets), not a number, so when the A100's price
+    moves the estimate moves with it (read11: it once kept the A100's old $1.79), a reader's A100 price too."""
     a100, gcd = ROWS["A100 80GB"], ROWS["MI250X GCD"]
     assert gcd["price_kind"] == "estimate" and a100["price_kind"] == "list"
-    assert float(gcd["price_usd_per_gpu_hour"]) == pytest.approx(float(a100["price_usd_per_gpu_hour"])
-                                                                 * 191.5 / 312, abs=0.005)
-    assert gcd["price_as_of"] == a100["price_as_of"]
+    assert (gcd["estimate_neighbour"], gcd["estimate_basis"], gcd["price_usd_per_gpu_hour"]) == (
+        "A100 80GB", "bf16_dense_tflops", "")
+    g = catalog.get_gpu("MI250X GCD")
+    assert g.price_usd_per_gpu_hour == pytest.approx(float(a100["price_usd_per_gpu_hour"]) * 191.5 / 312, abs=0.005)
+    assert g.price_as_of == a100["price_as_of"]
+    use_prices({"A100 80GB": 3.12})                # 3.12 x 191.5 / 312 = 1.915, to the cent 1.92 (or 1.91)
+    try:
+        g = catalog.get_gpu("MI250X GCD")
+        assert g.price_usd_per_gpu_hour in (1.91, 1.92) and g.price_kind == "estimate"
+    finally:
+        use_prices(None)
+
+
+def test_a_survey_s_price_is_ranked_but_marked():
+    """M3 (reader25c): the MI300X's price is Vultr's as a dated third-party survey reports it, not read from a
+    provider's price page: price_kind "reported", ranked among the list prices, but named so."""
+    from llmsizing.charts import render_serving_cost
+
+    assert ROWS["MI300X"]["price_kind"] == "reported" and "survey" in ROWS["MI300X"]["price_source"]
+    assert price_note("reported") == " (reported price)"
+    view = render_serving_cost("llama-3-8b", gpus=[LIST, "MI300X"])
+    labels = [t.get_text() for t in view.figure.axes[0].get_yticklabels()]
+    assert "MI300X (rep. price)" in labels and not any(b.get_hatch() for b in view.figure.axes[0].patches)

@@ -12,11 +12,12 @@ import pytest
 
 from llmsizing.catalog import GPU, get_gpu, list_gpus, prices_as_of, use_prices
 from llmsizing.time_cost import cost_by_gpu
+from _price_table import csv_as_of, csv_price
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 ROWS = list(csv.DictReader((DATA / "gpu_prices.csv").open(encoding="utf-8")))
 BY_NAME = {r["name"]: r for r in ROWS}
-AS_OF = {r["name"]: r["price_as_of"] for r in ROWS}
+AS_OF = {r["name"]: csv_as_of(r["name"]) for r in ROWS}
 
 
 pytestmark = pytest.mark.usefixtures("catalogue_prices")      # (tests/conftest.py)
@@ -25,9 +26,11 @@ pytestmark = pytest.mark.usefixtures("catalogue_prices")      # (tests/conftest.
 def test_every_catalogued_gpu_has_one_dated_sourced_price():
     assert sorted(BY_NAME) == sorted(list_gpus())
     for r in ROWS:
+        if r["estimate_neighbour"]:                # an estimate by rule: priced and dated by its neighbour
+            r = {**r, "price_usd_per_gpu_hour": csv_price(r["name"]), "price_as_of": csv_as_of(r["name"])}
         assert float(r["price_usd_per_gpu_hour"]) > 0, r["name"]
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", r["price_as_of"]), r
-        assert r["price_kind"] in ("list", "estimate"), r
+        assert r["price_kind"] in ("list", "estimate", "reported"), r
         assert len(r["price_source"]) > 20, r
         # an estimate says so in its source, and a list price names no estimate
         assert (r["price_kind"] == "estimate") == ("estimate" in r["price_source"].lower()
@@ -39,9 +42,11 @@ def test_every_catalogued_gpu_has_one_dated_sourced_price():
 def test_the_library_reads_the_price_table():
     for name, r in BY_NAME.items():
         g = get_gpu(name)
-        assert g.price_usd_per_gpu_hour == float(r["price_usd_per_gpu_hour"])
-        assert (g.price_as_of, g.price_kind, g.price_source) == (r["price_as_of"], r["price_kind"],
-                                                                 r["price_source"])
+        assert g.price_usd_per_gpu_hour == csv_price(name)
+        assert (g.price_as_of, g.price_kind) == (csv_as_of(name), r["price_kind"])
+        # an estimate by rule keeps its row's reason and adds the sum it was priced by
+        assert g.price_source == r["price_source"] or (r["estimate_neighbour"] and g.price_source.startswith(
+            r["price_source"]) and f"= ${csv_price(name):.2f}" in g.price_source), name
 
 
 def test_one_gpu_gives_its_row_s_date():

@@ -51,8 +51,15 @@ MAX_GPU_MIB = 2**30
 
 _GPU_TEXT_FIELDS = ("vendor", "memory_source", "link", "price_source", "spec_source", "as_of", "price_as_of")
 
-#: What a price is (:attr:`GPU.price_kind`).
-PRICE_KINDS = ("list", "estimate", "reader")
+#: What a price is (:attr:`GPU.price_kind`): ``"list"`` (a provider's published price, read from its price
+#: page), ``"reported"`` (a provider's price as a dated third-party survey reports it: ranked, but
+#: marked), ``"estimate"`` (no price found: never ranked as if it were a list price) or ``"reader"``
+#: (:func:`use_prices`).
+PRICE_KINDS = ("list", "estimate", "reader", "reported")
+
+#: What an estimate's rule may scale its neighbour's price by (``estimate_basis`` in ``data/gpu_prices.csv``):
+#: a column of ``data/gpus.csv``. Only the BF16 dense peak so far (issue 38, one rule for every estimate).
+ESTIMATE_BASES = ("bf16_dense_tflops",)
 
 #: The environment variable that names a reader's own price table (a CSV with the columns of
 #: ``data/gpu_prices.csv``; only ``name`` and ``price_usd_per_gpu_hour`` are required), read when the
@@ -103,8 +110,9 @@ class GPU:
     link_class: str | None = None
     #: The date of the price (``data/gpu_prices.csv``), each dated on its own; ``""`` for a hand-made GPU.
     price_as_of: str = ""
-    #: :data:`PRICE_KINDS`: ``"list"`` (a provider's published price), ``"estimate"`` (a placeholder: never
-    #: ranked as if it were a list price) or ``"reader"`` (set with :func:`use_prices`).
+    #: :data:`PRICE_KINDS`: ``"list"`` (a provider's published price), ``"reported"`` (a provider's price as a
+    #: third-party survey reports it), ``"estimate"`` (no price found: a stated assumption or the rule of
+    #: :func:`estimated_price`; never ranked as if it were a list price) or ``"reader"`` (:func:`use_prices`).
     price_kind: str = "list"
 
     def __post_init__(self):
@@ -172,9 +180,12 @@ class GPU:
 _READER_PRICES: list[dict[str, str]] | None = None     # set by use_prices(); None: the environment's, if any
 
 
-def _price_rows(rows, where: str) -> dict[str, dict[str, str]]:
+def _price_rows(rows, where: str, *, rules: bool = False) -> dict[str, dict[str, str]]:
     out = {}
     for i, r in enumerate(rows):
+        if rules and r.get("name") and (r.get("estimate_neighbour") or "").strip():
+            out[r["name"]] = r                     # an estimate by rule: priced by _apply_rules
+            continue
         if not r.get("name") or not str(r.get("price_usd_per_gpu_hour", "")).strip():
             raise ValueError(f"{where}: row {i + 1} needs a name and a price_usd_per_gpu_hour, "
                              f"got {dict(r)!r}")
@@ -194,15 +205,62 @@ def _read_price_csv(path) -> list[dict[str, str]]:
 def _prices() -> dict[str, dict[str, str]]:
     """Each GPU's price row: ``data/gpu_prices.csv``, then the reader's table over it (:func:`use_prices` or
     the file named by :data:`PRICES_ENV`), a reader's row marked ``price_kind="reader"`` unless it says."""
-    table = _price_rows(_read("gpu_prices.csv"), "data/gpu_prices.csv")
+    table = _price_rows(_read("gpu_prices.csv"), "data/gpu_prices.csv", rules=True)
     reader = _READER_PRICES
     if reader is None and os.environ.get(PRICES_ENV):
         reader = _read_price_csv(os.environ[PRICES_ENV])
-    for name, r in _price_rows(reader or [], "prices").items():
+    # (a reader's copy of data/gpu_prices.csv keeps its rules)
+    for name, r in _price_rows(reader or [], "prices", rules=True).items():
         key = get_gpu_name_from(name, list(_gpu_specs()))
         table[key] = {"price_kind": "reader", "price_source": "set by the reader (use_prices)",
                       "price_as_of": "reader's price", **{k: v for k, v in r.items() if v not in (None, "")},
                       "name": key}
+    return _apply_rules(table)
+
+
+def estimated_price(neighbour_price_usd_per_gpu_hour: float, gpu_basis: float,
+                    neighbour_basis: float) -> float:
+    """The one rule for a GPU with no price found (issue 38): its neighbour's price scaled by the ratio of
+    their ``estimate_basis`` (the BF16 dense peak), rounded to the cent as prices are quoted.
+    ``data/gpu_prices.csv`` holds the rule (``estimate_neighbour``, ``estimate_basis``), not the number, and
+    :func:`_prices` applies it to the neighbour's *current* price (the catalogue's, or the reader's through
+    :func:`use_prices`), so an estimate cannot go stale. An approximation: the rental market prices memory,
+    age and vendor too (the MI300X is reported at $1.85 against the H100 SXM's $3.99 list for 1.32x the BF16
+    peak: AMD's hour buys some 2.8x the peak per dollar), so an estimate across vendors or generations may be
+    off by 2-3x; that is why an estimate is marked and never ranked. Chapter 11."""
+    price = check_number("neighbour_price_usd_per_gpu_hour", neighbour_price_usd_per_gpu_hour)
+    ratio = check_number("gpu_basis", gpu_basis, allow_equal=False) / check_number(
+        "neighbour_basis", neighbour_basis, allow_equal=False)
+    return round(price * ratio, 2)
+
+
+def _apply_rules(table: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """Prices each row of ``table`` that names an ``estimate_neighbour`` by :func:`estimated_price`."""
+    specs = {**_gpu_specs(), **_variant_specs()}
+    for name, r in table.items():
+        nb = (r.get("estimate_neighbour") or "").strip()
+        if not nb:
+            continue
+        where = f"data/gpu_prices.csv, the {name}'s estimate_neighbour"
+        basis = check_choice(f"data/gpu_prices.csv, the {name}'s estimate_basis", r.get("estimate_basis", ""),
+                             ESTIMATE_BASES)
+        if nb not in table or (table[nb].get("estimate_neighbour") or "").strip() \
+                or table[nb].get("price_kind") not in ("list", "reader"):
+            raise ValueError(f"{where} {nb!r} must name a GPU with a list (or the reader's) price in the "
+                             "same table, not an estimate")
+        if r.get("price_kind") != "estimate" or str(r.get("price_usd_per_gpu_hour", "")).strip():
+            raise ValueError(f"{where}: a row priced by rule has price_kind estimate and no price of its own")
+        got, theirs = (specs.get(k, {}).get(basis, "").strip() for k in (name, nb))
+        if not got or not theirs:
+            raise ValueError(f"{where}: the {name} and the {nb} both need a {basis} in data/gpus.csv")
+        n = table[nb]
+        their_price = float(n["price_usd_per_gpu_hour"])
+        price = estimated_price(their_price, float(got), float(theirs))
+        table[name] = {**r, "price_usd_per_gpu_hour": f"{price:.2f}", "price_as_of": n.get("price_as_of", ""),
+                       "price_source": f"{r.get('price_source', '').strip()}; priced by the one estimate "
+                       f"rule (catalog.estimated_price): the {nb}'s price ${their_price:.2f} "
+                       f"({n.get('price_kind', 'list')}, as of {n.get('price_as_of', '')}) x {basis} "
+                       f"{got} / {theirs} = ${price:.2f}"}
     return table
 
 
@@ -385,9 +443,11 @@ def price_kind_of(gpu: GPU, price=None) -> str:
 
 
 def price_note(kind: str) -> str:
-    """How text output marks a price of ``kind``: ``" (estimated price)"`` for an estimate, ``""`` otherwise
-    (a list price needs no mark; a reader's price is the reader's own)."""
-    return " (estimated price)" if check_choice("price_kind", kind, PRICE_KINDS) == "estimate" else ""
+    """How text output marks a price of ``kind``: ``" (estimated price)"`` for an estimate, ``" (reported
+    price)"`` for a survey's report of a provider's price, ``""`` otherwise (a list price needs no mark; a
+    reader's price is the reader's own)."""
+    kind = check_choice("price_kind", kind, PRICE_KINDS)
+    return {"estimate": " (estimated price)", "reported": " (reported price)"}.get(kind, "")
 
 
 def prices_as_of(gpus=None) -> str:

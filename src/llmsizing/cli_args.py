@@ -207,8 +207,9 @@ def _price_text(r) -> str:
 
 
 def _estimate_mark(kind: str) -> str:
-    """What a table cell adds after a price or cost computed at an estimated price: ``" (estimate)"``."""
-    return " (estimate)" if kind == "estimate" else ""
+    """What a table cell adds after a price or cost computed at an estimated price, ``" (estimate)"``, or at a
+    price a third-party survey reports, ``" (reported)"``."""
+    return {"estimate": " (estimate)", "reported": " (reported)"}.get(kind, "")
 
 
 def _add_output(p) -> None:

@@ -149,7 +149,7 @@ class FinetuneTime:
     exposed_comm_s: float
     price_usd_per_gpu_hour: float
     overhead_s: float = 0.0
-    price_kind: str = "list"     # "list", "estimate" or "reader" (catalog.price_kind_of)
+    price_kind: str = "list"     # one of catalog.PRICE_KINDS (catalog.price_kind_of)
 
     @property
     def tokens_per_step(self) -> int:

@@ -94,7 +94,7 @@ class RLRun:
     warnings: tuple = ()
     moves: dict | None = None
     train_layout: tuple | None = None
-    #: What the price is: ``"list"``, ``"estimate"`` or ``"reader"`` (:func:`.catalog.price_kind_of`).
+    #: What the price is, one of :data:`.catalog.PRICE_KINDS` (:func:`.catalog.price_kind_of`).
     price_kind: str = "list"
     #: The trainer's attention length: packed rollouts' (:func:`~llmsizing.rl_trainer.rollout_attention_seq`).
     attention_seq: int = 0

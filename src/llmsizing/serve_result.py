@@ -97,7 +97,7 @@ class Serving:
     experts_touched: float = 0.0
     all_to_all_s: float = 0.0
     engine: str = ""           # the engine whose step overhead this is ("vLLM/continuous"), or "given"
-    price_kind: str = "list"   # what the price is: "list", "estimate" or "reader" (catalog.price_kind_of)
+    price_kind: str = "list"   # what the price is: catalog.PRICE_KINDS (catalog.price_kind_of)
     decode_kv_bytes_per_gpu: float = 0.0   # of decode_bytes_per_gpu, the KV cache's (and a hybrid's state)
 
     @property

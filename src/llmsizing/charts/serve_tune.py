@@ -162,10 +162,14 @@ def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 2
 
     df = serving_cost_by_gpu(model, gpus=gpus, prompt=prompt, output=output, itl_s=itl_s, ttft_s=ttft_s,
                              weights=weights)
-    df = df.sort_values("usd_per_million_output_tokens", na_position="first")
+    # an estimated price is hatched, named and kept out of the ranking (issue 38): those bars go on top, after
+    # the ranked ones; a price a survey reports is ranked and named
+    df = df.assign(_est=df["price_kind"] == "estimate").sort_values(
+        ["_est", "usd_per_million_output_tokens"], na_position="first").drop(columns="_est")
     fig, ax = new_figure(7.2, 0.35 * len(df) + 1.2)
-    est = (df["price_kind"] == "estimate").tolist()     # an estimated price: hatched and named (issue 38)
-    names = [n + (" (est. price)" if e else "") for n, e in zip(df.index, est)]
+    est = (df["price_kind"] == "estimate").tolist()
+    marks = {"estimate": " (est. price, not ranked)", "reported": " (rep. price)"}
+    names = [n + marks.get(k, "") for n, k in zip(df.index, df["price_kind"])]
     vals = df["usd_per_million_output_tokens"].fillna(0).tolist()
     bars = ax.barh(names, vals, color=[GPU_COLORS.get(n, "0.4") for n in df.index])
     for bar, e in zip(bars, est):

@@ -281,7 +281,8 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
     for yi, (_, r) in zip(y, ok.iterrows()):
         ax.annotate(f" {r['min_gpus']:.0f} GPUs, {r['days_on_min_gpus']:,.0f} d",
                     (r["cost_usd_high"] / 1e3, yi), va="center", fontsize=7, color="0.25")
-    ax.set_yticks(y, [g + (" (est. price)" if e else "") for g, e in zip(ok["gpu"], est)], fontsize=8)
+    marks = {"estimate": " (est. price)", "reported": " (rep. price)"}     # a survey's price: ranked, marked
+    ax.set_yticks(y, [g + marks.get(k, "") for g, k in zip(ok["gpu"], ok["price_kind"])], fontsize=8)
     ax.set_xlabel("cost of the finished job (thousand USD; bar: MFU band)", fontsize=8)
     ax.set_xlim(0, ok["cost_usd_high"].max() / 1e3 * 1.45)
     ax2.barh(y, ok["price_usd_per_gpu_hour"], color=colors, alpha=0.55)
@@ -298,7 +299,8 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
             lines.append(f"  {r['gpu']:<10s} does not fit: {r['why']}")
             continue
         lines.append(f"  {r['gpu']:<10s} ${r['price_usd_per_gpu_hour']:.2f}/h"
-                     f"{' (estimated price, not ranked)' if r['price_kind'] == 'estimate' else ''}  "
+                     f"{' (estimated price, not ranked)' if r['price_kind'] == 'estimate' else ''}"
+                     f"{' (reported price)' if r['price_kind'] == 'reported' else ''}  "
                      f"{r['gpu_hours']:>12,.0f} GPU-h  "
                      f"${r['cost_usd']:>12,.0f} (${r['cost_usd_low']:,.0f}-${r['cost_usd_high']:,.0f})  "
                      f"min {r['min_gpus']:.0f} GPUs ({r['layout']}), "
