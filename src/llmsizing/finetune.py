@@ -338,17 +338,8 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
     rank = check_int("rank", rank, maximum=65536)
     adapter_dtype = check_choice("adapter_dtype", adapter_dtype, ("fp32", "bf16"))
     check_bool("paged_optimizer", paged_optimizer)
-    kbit_prep = method == "qlora" if kbit_prep is None else check_bool("kbit_prep", kbit_prep)
-    recast_embeddings = check_bool("recast_embeddings", recast_embeddings)
+    kbit_prep, recast_embeddings = _recipe(method, kbit_prep, recast_embeddings)
     loop = check_choice("loop", loop, LOOPS)
-    if kbit_prep and method != "qlora":
-        raise ValueError(f"kbit_prep=True with method={method!r}: prepare_model_for_kbit_training is for a "
-                         "quantised base (method='qlora'); on a 16-bit base it would cast every weight to "
-                         "fp32")
-    if recast_embeddings and not kbit_prep:
-        raise ValueError(f"recast_embeddings=True with kbit_prep={kbit_prep!r}, method={method!r}: it undoes "
-                         "part of prepare_model_for_kbit_training (qlora.py's casts after it); give "
-                         "method='qlora' with kbit_prep=True")
     notes = _assumptions(method, loop, kbit_prep, recast_embeddings, adapter_dtype, paged_optimizer)
     if method == "full" and (adapter_dtype != "fp32" or paged_optimizer):
         raise ValueError(f"adapter_dtype={adapter_dtype!r}, paged_optimizer={paged_optimizer!r}: these "
@@ -452,6 +443,23 @@ def finetune_memory(model: Model | str, *, method: str = "lora", rank: int = 16,
                           loop=loop, kept_output_bytes=kept, assumptions=notes)
 
 
+def _recipe(method: str, kbit_prep, recast_embeddings) -> tuple[bool, bool]:
+    """``(kbit_prep, recast_embeddings)`` checked, the one place :func:`finetune_memory` and
+    :func:`frozen_base_bytes` refuse a recipe no script runs: ``kbit_prep`` defaults to ``True`` for
+    ``"qlora"`` and is only for it; ``recast_embeddings`` undoes part of the preparation, so needs it."""
+    kbit_prep = method == "qlora" if kbit_prep is None else check_bool("kbit_prep", kbit_prep)
+    recast_embeddings = check_bool("recast_embeddings", recast_embeddings)
+    if kbit_prep and method != "qlora":
+        raise ValueError(f"kbit_prep=True with method={method!r}: prepare_model_for_kbit_training is for a "
+                         "quantised base (method='qlora'); on a 16-bit base it would cast every weight to "
+                         "fp32")
+    if recast_embeddings and not kbit_prep:
+        raise ValueError(f"recast_embeddings=True with kbit_prep={kbit_prep!r}, method={method!r}: it undoes "
+                         "part of prepare_model_for_kbit_training (qlora.py's casts after it); give "
+                         "method='qlora' with kbit_prep=True")
+    return kbit_prep, recast_embeddings
+
+
 def _prep_bytes(model: Model, kbit_prep: bool, recast_embeddings: bool) -> dict[str, float]:
     """:func:`kbit_prep_bytes` as a recipe applies it: nothing without the preparation; with
     ``recast_embeddings`` (``qlora.py``: embedding and LM head back to bf16) only the norms' (and biases')."""
@@ -478,11 +486,8 @@ def frozen_base_bytes(model: Model | str, method: str = "lora", *, kbit_prep: bo
     method = check_choice("method", method, METHODS)
     if method == "full":
         raise ValueError("method='full': a full fine-tune has no frozen base; give 'lora' or 'qlora'")
-    kbit_prep = method == "qlora" if kbit_prep is None else check_bool("kbit_prep", kbit_prep)
-    if kbit_prep and method != "qlora":
-        raise ValueError(f"kbit_prep=True with method={method!r}: the k-bit preparation is for "
-                         "method='qlora'")
-    prep = _prep_bytes(model, kbit_prep, check_bool("recast_embeddings", recast_embeddings))
+    kbit_prep, recast_embeddings = _recipe(method, kbit_prep, recast_embeddings)
+    prep = _prep_bytes(model, kbit_prep, recast_embeddings)
     return weights_bytes(model, "nf4" if method == "qlora" else dtype) + prep["weights"]
 
 

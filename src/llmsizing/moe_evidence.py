@@ -189,15 +189,15 @@ def grin_production_over_study(model: Model | None = None, recompute: str = "ful
                                gpus: int = GRIN_PRODUCTION_GPUS, *, stages: int = GRIN_T3_STAGES,
                                zero: int = 0) -> float:
     """The library's tokens a second per GPU on ``gpus`` GPUs over that on GRIN's 64-GPU study
-    (:func:`grin_table3_layout`), the same ``stages`` (default :data:`GRIN_T3_STAGES`) and ``zero`` (default 0)
-    on both, micro-batches of one :data:`GRIN_T3_SEQ`-token sequence and the same
-    :data:`GRIN_T3_BATCH_SEQS`-sequence batch, so each pipeline runs ``64 / gpus`` as many micro-batches
-    (256 -> 32 at 512 GPUs and 16 stages) and its 1F1B bubble, ``(pp - 1) / m``, grows from 15/256 to 15/32 of
-    the stages' compute. ``model``: default Phi-3.5-MoE's
-    architecture (:data:`~llmsizing.moe_runs.PHI_35_MOE_STANDIN`); ``recompute`` ``"full"`` or ``"none"``;
-    ``stages`` and ``zero``: another reading of the unpublished layout (8 stages with ZeRO-1 give the same drop
-    within 2%, so the drop cannot tell them apart). The measured counterpart is :func:`card_tokens_per_gpu_s`
-    of the 512-GPU cards over Table 3's 7,077."""
+    (:func:`grin_table3_layout`), the same ``stages`` (default :data:`GRIN_T3_STAGES`) and ``zero`` (default
+    0) on both, micro-batches of one :data:`GRIN_T3_SEQ`-token sequence and the same
+    :data:`GRIN_T3_BATCH_SEQS`-sequence batch, so each pipeline runs ``64 / gpus`` as many micro-batches (256
+    -> 32 at 512 GPUs and 16 stages) and its 1F1B bubble, ``(pp - 1) / m``, grows from 15/256 to 15/32 of the
+    stages' compute. ``model``: default Phi-3.5-MoE's architecture
+    (:data:`~llmsizing.moe_runs.PHI_35_MOE_STANDIN`); ``recompute`` ``"full"`` or ``"none"``; ``stages`` and
+    ``zero``: another reading of the unpublished layout (8 stages with ZeRO-1 give the same drop within 2%, so
+    the drop cannot tell them apart). The measured counterpart is :func:`card_tokens_per_gpu_s` of the 512-GPU
+    cards over Table 3's 7,077."""
     from .layouts import step_time
     from .moe_runs import PHI_35_MOE_STANDIN
     from .parallel import Parallel
