@@ -222,9 +222,10 @@ def kv_capacity_sequences(model: Model | str, gpu, context: int, **kwargs) -> in
     not even one sequence fits. With expert parallelism (``ep > 1``) this is one attention group's count;
     :func:`llmsizing.serve.serving`'s ``max_batch`` multiplies it by the ``ep / tp`` groups. It counts the
     steady decode state and is not capped at vLLM's ``max_num_seqs``. vLLM's logged "Maximum concurrency"
-    counts otherwise: it charges each sliding-window group ``cdiv(window - 1 + max_num_batched_tokens, 16) + 1``
-    blocks (the chunked-prefill transient), so for windowed models it logs fewer sequences than this count
-    (gpt-oss-120b at 128K on one H100: the same one sequence, at a ratio of about 1.7-1.8 against 1.82 here).
+    counts otherwise: it charges each sliding-window group ``cdiv(window - 1 + max_num_batched_tokens, 16)
+    + 1`` blocks (the chunked-prefill transient), so for windowed models it logs fewer sequences than this
+    count (gpt-oss-120b at 128K on one H100: the same one sequence, at a ratio of about 1.7-1.8 against 1.82
+    here).
     Chapters 3 and 15."""
     per_sequence = blocks_per_sequence(model, context, block_size=kwargs.get("block_size", BLOCK_SIZE))
     return kv_capacity_tokens(model, gpu, **kwargs).blocks // per_sequence
