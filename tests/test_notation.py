@@ -356,8 +356,9 @@ CLASHES = [
     (re.compile(r"_\{g\s*\\,?\s*\\in|,\s*\\?,?\s*g\}"), re.compile(r"exposed", re.I),
      "g as a group index: g is the KV head count (write the group)"),
     # reader25c M7: a bare k or v naming the key and value projections (k is experts per token, v the chunks)
-    (re.compile(r"(?<![A-Za-z\\_{])[kv](?![A-Za-z_])"), re.compile(r"\$[kv]\$ and \$[kv]\$ (?:are|is)\b.{0,40}\bwide",
-                                                                re.I | re.S),
+    (re.compile(r"(?<![A-Za-z\\_{])[kv](?![A-Za-z_])"),
+     re.compile(r"\$[kv]\$(?:\s*(?:and|,)\s*\$[kv]\$)?\s+(?:projections?\b|matri(?:x|ces)\b"
+                r"|(?:are|is)\b.{0,40}\bwide)", re.I | re.S),
      "k, v as the key and value projections: k is experts per token, v the pipeline chunks (k_proj, v_proj)"),
     # review25a M3: the uses reader25c found and fix25c renamed away, so that they cannot come back
     (re.compile(r"(?<![A-Za-z\\_{])m(?![A-Za-z_])"), re.compile(r"\bgated\b|\bmatrices\b|\bMLP\b"),
@@ -445,6 +446,8 @@ CLASHED = [
     ("with $\\lambda = 1$ for learned positions", "lambda as the learned-positions flag"),
     ("a fine-tune of $E$ epochs over the data", "E as epochs"),
     ("$\\beta$ the biases of one block", "beta as biases"),
+    ("the $k$ and $v$ projections of grouped-query attention", "k, v as the key and value projections"),
+    ("LoRA on the $v$ matrix only", "k, v as the key and value projections"),
 ]
 #: Uses the round-5 rules must let pass (each is in the book or the appendix now).
 ALLOWED_ROUND5 = [
