@@ -204,8 +204,10 @@ def test_fsdp_memory_shards_the_states_and_gathers_one_unit():
     assert four.peak_bytes == pytest.approx(one.peak_bytes - states * (n - 1) / n + unit)
     ddp = finetune_memory_per_gpu("llama-3-70b", n_gpus=n, strategy="ddp", **kw)
     assert ddp.total_bytes == pytest.approx(finetune_memory("llama-3-70b", **kw).total_bytes)   # prepared
-    assert finetune_memory_per_gpu("llama-3-70b", n_gpus=n, strategy="zero3", kbit_prep=False,
-                                   **kw).total_bytes == pytest.approx(four.total_bytes)
+    # ZeRO-3's default recipe is FSDP's (TRL skips the k-bit preparation for sharded QLoRA): the same step
+    zero3 = finetune_memory_per_gpu("llama-3-70b", n_gpus=n, strategy="zero3", **kw)
+    assert zero3.total_bytes == pytest.approx(four.total_bytes)
+    assert zero3.single.base_weights_bytes == one.base_weights_bytes
 
 
 # Llama-3-70B's config.json: hidden 8192, 80 layers, vocabulary 128,256, untied head; 70,553,706,496 weights
@@ -227,6 +229,7 @@ def test_fsdp_qlora_memory_and_traffic_assume_one_recipe():
     prepared = bare + 2 * (_L3_70B_EMBED_HEAD + _L3_70B_NORMS)          # fp32: 2 more bytes each
     assert bare == pytest.approx(39.517e9, rel=1e-4) and prepared == pytest.approx(43.722e9, rel=1e-4)
     assert not default_kbit_prep("qlora", "fsdp") and default_kbit_prep("qlora", "ddp")
+    assert not default_kbit_prep("qlora", "zero3") and not default_kbit_prep("lora", "ddp")   # review25a M1
     kw = dict(method="qlora", batch=1, seq=2048, recompute="full")
     fsdp = finetune_memory_per_gpu("llama-3-70b", n_gpus=8, strategy="fsdp", **kw)
     assert fsdp.single.base_weights_bytes == pytest.approx(bare, rel=1e-9)
@@ -353,3 +356,43 @@ def test_hours_come_with_the_stated_range(capsys):
     assert full.hours_range is None and full.to_dict()["hours_low"] is None
     assert cli.main(["finetune", "llama-3-70b", "--method", "qlora", "--gpu", "H100 SXM"]) == 0
     assert f"stated range {t.hours * lo:,.1f}-{t.hours * hi:,.1f} hours" in capsys.readouterr().out
+
+
+def test_frozen_base_refuses_the_recipes_finetune_memory_refuses():
+    """review25a M2: recast_embeddings undoes part of the k-bit preparation, so without it there is nothing
+    to undo; frozen_base_bytes gave 35.31e9 against 39.52e9 bare (2 B an embedding weight taken from zero)."""
+    from llmsizing.finetune import frozen_base_bytes
+
+    for kw in (dict(method="qlora", kbit_prep=False, recast_embeddings=True),
+               dict(method="lora", recast_embeddings=True)):
+        with pytest.raises(ValueError, match="recast_embeddings.*kbit_prep"):
+            frozen_base_bytes("llama-3-70b", **kw)
+        with pytest.raises(ValueError, match="recast_embeddings.*kbit_prep"):
+            finetune_memory("llama-3-70b", batch=1, seq=512, **kw)
+    with pytest.raises(ValueError, match="kbit_prep"):
+        frozen_base_bytes("llama-3-70b", "lora", kbit_prep=True)
+    bare = _L3_70B_BLOCKS * _NF4_BYTES + 2 * (_L3_70B_EMBED_HEAD + _L3_70B_NORMS)
+    # qlora.py's recipe: prepared, then embedding and head back to 16 bits: only the norms stay fp32
+    assert frozen_base_bytes("llama-3-70b", "qlora", recast_embeddings=True) == pytest.approx(
+        bare + 2 * _L3_70B_NORMS, rel=1e-9)
+
+
+def test_answer_ai_rows_record_their_script_s_recipe():
+    """review25a M1: Answer.AI's train.py calls get_peft_model without prepare_model_for_kbit_training under
+    every --sharding_strategy (its "ddp" rows too), and torchtune's QLoRA has no PEFT: their QLoRA rows say
+    kbit_prep "no"; the rest are blank (the strategy's recipe). Priced the row's way, a DDP row's step does
+    not move (DDP gathers no base), and an FSDP row is the strategy's default."""
+    from llmsizing import finetune_time as ftm
+
+    df = ftm.published_frame()
+    q = df[df.method == "qlora"]
+    assert set(df.kbit_prep) <= {"", "yes", "no"} and (df[df.method != "qlora"].kbit_prep == "").all()
+    mine = q.framework.str.startswith("Answer.AI") | q.framework.str.startswith("torchtune")
+    assert (q[mine].kbit_prep == "no").all() and (q[~mine].kbit_prep == "").all()
+    for r in q[mine].itertuples():
+        kw = dict(gpu=r.gpu, method="qlora", tokens=1e6, seq=int(r.seq), batch=int(r.batch), n_gpus=int(r.n_gpus),
+                  strategy=r.strategy, rank=int(r.rank), recompute=r.recompute)
+        assert ftm._predict(r, whole=True).step_s == pytest.approx(
+            ftm._predict(r._replace(kbit_prep=""), whole=True).step_s, rel=1e-12)
+        assert finetune_time(r.model, kbit_prep=False, **kw).step_s == pytest.approx(
+            finetune_time(r.model, **kw).step_s, rel=1e-12)

@@ -1,7 +1,9 @@
 """Sliding-window layers in vLLM's KV capacity (serve_engine.blocks_per_sequence, kv_capacity_sequences;
-chapters 3 and 15; reader25a M3). Expected values are derived by hand from the configs: gpt-oss-120b has 36
-attention layers of equal KV width, 18 of them windowed at 128 tokens (its config.json's
-``sliding_window: 128`` and alternating ``layer_types``); Mistral 7B v0.1 windows all 32 layers at 4,096."""
+chapters 3 and 15; reader25a M3). The blocks a sequence holds are derived by hand from the configs:
+gpt-oss-120b has 36 attention layers of equal KV width, 18 of them windowed at 128 tokens (its config.json's
+``sliding_window: 128`` and alternating ``layer_types``); Mistral 7B v0.1 windows all 32 layers at 4,096. The
+sequence counts are relations to the capacity the code computes (``cap.blocks``: how many blocks a GPU holds
+is chapter 15's test), not hand capacities (review25a L7)."""
 
 import pytest
 

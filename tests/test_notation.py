@@ -356,9 +356,19 @@ CLASHES = [
     (re.compile(r"_\{g\s*\\,?\s*\\in|,\s*\\?,?\s*g\}"), re.compile(r"exposed", re.I),
      "g as a group index: g is the KV head count (write the group)"),
     # reader25c M7: a bare k or v naming the key and value projections (k is experts per token, v the chunks)
-    (re.compile(r"(?<![A-Za-z\\_{])[kv](?![A-Za-z_])"), re.compile(r"\$[kv]\$ and \$[kv]\$ (?:are|is)\b.{0,40}\bwide",
-                                                                re.I | re.S),
+    (re.compile(r"(?<![A-Za-z\\_{])[kv](?![A-Za-z_])"),
+     re.compile(r"\$[kv]\$(?:\s*(?:and|,)\s*\$[kv]\$)?\s+(?:projections?\b|matri(?:x|ces)\b"
+                r"|(?:are|is)\b.{0,40}\bwide)", re.I | re.S),
      "k, v as the key and value projections: k is experts per token, v the pipeline chunks (k_proj, v_proj)"),
+    # review25a M3: the uses reader25c found and fix25c renamed away, so that they cannot come back
+    (re.compile(r"(?<![A-Za-z\\_{])m(?![A-Za-z_])"), re.compile(r"\bgated\b|\bmatrices\b|\bMLP\b"),
+     "m as an MLP's matrices: m is micro-batches per step (n_mat)"),
+    (re.compile(r"\\lambda(?![A-Za-z_])"), re.compile(r"learned position", re.I),
+     "lambda as the learned-positions flag: lambda is an arrival rate (s_pos)"),
+    (re.compile(r"(?<![A-Za-z\\_{])E(?![A-Za-z_])"), re.compile(r"\bepochs?\b", re.I),
+     "E as epochs: E is routed experts (n_epoch)"),
+    (re.compile(r"\\beta(?![A-Za-z_])"), re.compile(r"\bbias", re.I),
+     "beta as biases: beta is the compute-optimal exponent (N_bias)"),
 ]
 #: Chapters where one of CLASHES is a declared local use (the appendix's local table says so).
 CLASH_LOCAL = {"m x k matrix sizes outside chapter 6: n_1, n_2, n_3": {"06_hardware.ipynb"}}
@@ -431,6 +441,13 @@ CLASHED = [
     ("the software stack, and $b$, the tokens each GPU works through per optimizer step", "b as tokens per GPU"),
     ("$$t_\\text{step} = t_\\text{compute} + \\sum_{g\\,\\in\\,\\{\\text{tp}\\}} t_{\\text{exposed},\\,g}$$",
      "g as a group index"),
+    # review25a M3: chapter 1, 16 and the appendix before fix25c's renames (reader25c)
+    ("$N_\\text{mlp} = m\\,h f, \\qquad m = 3$ for a gated MLP", "m as an MLP's matrices"),
+    ("with $\\lambda = 1$ for learned positions", "lambda as the learned-positions flag"),
+    ("a fine-tune of $E$ epochs over the data", "E as epochs"),
+    ("$\\beta$ the biases of one block", "beta as biases"),
+    ("the $k$ and $v$ projections of grouped-query attention", "k, v as the key and value projections"),
+    ("LoRA on the $v$ matrix only", "k, v as the key and value projections"),
 ]
 #: Uses the round-5 rules must let pass (each is in the book or the appendix now).
 ALLOWED_ROUND5 = [
@@ -600,8 +617,9 @@ def test_each_shadow_is_a_local_row():
             (sym, page)
 
 
-#: A subscripted symbol whose letter the main table gives is listed itself, unless the letter's row says its
-#: subscript names a part ("named by its subscript", "subscripts name a part").
+#: A subscripted symbol whose letter the main table gives is listed itself, unless the letter's row is
+#: open-ended: its examples end in "..." ($M$, $t_\text{x}$). A row that names its subscripts ($N$, $F$, $W$)
+#: lists them, so any other subscript of its letter must be listed too (review25a M3).
 SUBSCRIPTED = re.compile(r"(?<![A-Za-z\\])(\\?[A-Za-z]+)_(?:\\text\{([^{}]+)\}|\{\\text\{([^{}]+)\}\})")
 
 
@@ -620,7 +638,7 @@ def unlisted_symbols(md: str, glob=None, local=None) -> list[str]:
         tex = m["d"] if m["d"] is not None else m["i"]
         for s in SUBSCRIPTED.finditer(tex):
             base, sub = s[1], s[2] or s[3]
-            if base not in glob or any(re.search(r"subscript", v) for k, v in glob.items()
+            if base not in glob or any(re.search(r"\.\.\.|…", v) for k, v in glob.items()
                                        if k == base or k.startswith(base + "_")):
                 continue
             if flat(f"{base}_\\text{{{sub}}}") not in listed_flat:
@@ -629,10 +647,20 @@ def unlisted_symbols(md: str, glob=None, local=None) -> list[str]:
 
 
 def test_an_unlisted_subscripted_symbol_is_caught():
-    glob = {"N": "number of parameters", "M": "a memory in bytes, named by its subscript"}
+    glob = {"N": "number of parameters; a subscript names a part ($N_\\text{mm}$ the matmul weights)",
+            "F": "FLOPs per token; a subscript names a part or a pass ($F_\\text{attn}$)",
+            "M": "a memory in bytes, named by its subscript ($M_\\text{kv}$, ...)"}
     local = [(["N_\\text{routed}"], "the routed experts' parameters", "chapter 18")]
-    assert unlisted_symbols("$N_\\text{mm}$ and $N_\\text{routed}$ and $M_\\text{kv}$", glob, local) == \
-        ["$N_\\text{mm}$"]
+    md = "$N_\\text{mm}$ and $N_\\text{routed}$ and $M_\\text{anything}$ and $N_\\text{ffn} + F_\\text{zzz}$"
+    # review25a M3: a row that names its subscripts does not waive the others ("subscript" is no waiver)
+    assert unlisted_symbols(md, glob, local) == ["$F_\\text{zzz}$", "$N_\\text{ffn}$"]
+
+
+def test_every_chapter_lists_its_subscripted_symbols():
+    """review25a M3: the check of the summary, run over every chapter's maths too."""
+    glob, local = _tables()
+    bad = [(f, i, u) for f, i, md in markdown_cells() for u in unlisted_symbols(md, glob, local)]
+    assert not bad, "\n".join(f"{f} cell {i}: {u}" for f, i, u in bad)
 
 
 def test_the_summary_lists_every_symbol_it_uses():

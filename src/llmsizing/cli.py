@@ -359,7 +359,9 @@ def parser() -> argparse.ArgumentParser:
                    help="trainer (HF's Trainer frees the model's output before the backward; default) or "
                         "keep_output (out = model(...); out.loss.backward(): the logits stay alive)")
     p.add_argument("--no-kbit-prep", action="store_true",
-                   help="QLoRA without PEFT's k-bit preparation (default: with it, as most recipes run)")
+                   help="QLoRA without PEFT's k-bit preparation (default: with it for ddp, as qlora.py "
+                        "and TRL run one GPU or DDP; without it for fsdp and zero3, as TRL and Answer.AI "
+                        "run them)")
     p.add_argument("--tokens", type=count, default=1e8, help="dataset tokens, e.g. 100M (default 100M)")
     p.add_argument("--epochs", type=number(0, 1e6, inclusive=False), default=1.0, help="epochs (default 1)")
     p.add_argument("--recompute", default="full", choices=list(RECOMPUTE),

@@ -89,7 +89,8 @@ def cmd_finetune(args) -> None:
     t = finetune_time(model, gpu=g, method=args.method, tokens=args.tokens, epochs=args.epochs, seq=args.seq,
                       batch=args.batch, grad_accum=args.grad_accum, n_gpus=args.gpus, strategy=args.strategy,
                       rank=args.rank, recompute=args.recompute, kernel_efficiency=args.kernel_efficiency,
-                      price_usd_per_gpu_hour=args.price)
+                      price_usd_per_gpu_hour=args.price,
+                      **({"kbit_prep": False} if args.no_kbit_prep else {}))
     adapter = 0.0 if args.method == "full" else adapter_checkpoint_bytes(model, rank=args.rank)
     row = {**t.to_dict(), "rank": args.rank, "recompute": args.recompute,
            "memory_per_gpu_bytes": m.total_bytes, "gpu_memory_bytes": float(g.memory_bytes),

@@ -27,15 +27,21 @@ def _base_dtype(method: str) -> str:
 
 
 def default_kbit_prep(method: str, strategy: str = "ddp") -> bool:
-    """The recipe each strategy's QLoRA row assumes, one for its memory and its traffic alike: PEFT's k-bit
+    """The QLoRA recipe each strategy runs by default, one for its memory and its traffic alike: PEFT's k-bit
     preparation (:func:`~llmsizing.finetune.kbit_prep_bytes`, fp32 embeddings, head and norms) for a
-    replicated step (``"ddp"``, as the QLoRA script and most one-GPU recipes run it) and ZeRO-3; none for
-    ``"fsdp"``, whose recipe, Answer.AI's FSDP-QLoRA (``fsdp_qlora/train.py``), builds the PEFT model without
-    ``prepare_model_for_kbit_training`` and keeps the embeddings and head in the 16-bit storage dtype that
-    FSDP shards. ``False`` for every method but ``"qlora"``."""
+    replicated step (``"ddp"``: one GPU or DDP, as ``qlora.py`` and TRL's ``SFTTrainer`` run it), none for a
+    sharded one (``"fsdp"``, ``"zero3"``). TRL skips the preparation for sharded QLoRA
+    (``trl/trainer/sft_trainer.py``, ``SFTTrainer._prepare_peft_model``, and ``trl/models/utils.py``,
+    ``prepare_peft_model``: the 4-bit weights on ``cpu``/``meta`` mark a sharded model, ``is_sharded_qlora``,
+    and ``prepare_model_for_kbit_training`` runs only when it is false; the older trainer's comment: never
+    call it "when doing QLoRA + FSDP / DS-Zero3"), and Answer.AI's FSDP-QLoRA (``fsdp_qlora/train.py``) builds
+    the PEFT model with ``get_peft_model`` alone, keeping the embeddings and head in the 16-bit storage dtype
+    that FSDP shards. A script that never prepares runs the same on one GPU or with DDP (Answer.AI's
+    ``train.py`` with ``--sharding_strategy ddp``): pass ``kbit_prep=False`` (the ``kbit_prep`` column of
+    ``data/finetune_published.csv`` records it per row). ``False`` for every method but ``"qlora"``."""
     method = check_choice("method", method, METHODS)
     strategy = check_choice("strategy", strategy, STRATEGIES)
-    return method == "qlora" and strategy != "fsdp"
+    return method == "qlora" and strategy == "ddp"
 
 
 @dataclass(frozen=True)
@@ -84,9 +90,9 @@ def finetune_memory_per_gpu(model: Model | str, *, n_gpus: int = 1, strategy: st
     unit at a time (:func:`gathered_unit_bytes`) in the forward and backward phases; the adapters' gradients
     are left unsharded unless the peak is the optimizer step (at most their size too much: a small,
     conservative error). QLoRA's ``kbit_prep`` defaults to the strategy's recipe (:func:`default_kbit_prep`:
-    none for ``"fsdp"``), the one :func:`~llmsizing.finetune_terms.finetune_communication` gathers. Full
-    fine-tuning goes to :func:`~llmsizing.finetune.finetune_memory` with
-    ``Parallel(dp=n, zero=0 or 3)``, the training model's own ZeRO arithmetic."""
+    none for ``"fsdp"`` and ``"zero3"``), the one :func:`~llmsizing.finetune_terms.finetune_communication`
+    gathers. Full fine-tuning goes to :func:`~llmsizing.finetune.finetune_memory` with ``Parallel(dp=n, zero=0
+    or 3)``, the training model's own ZeRO arithmetic."""
     model = resolve_model(model)
     n = check_int("n_gpus", n_gpus, maximum=65536)
     strategy = check_choice("strategy", strategy, STRATEGIES)

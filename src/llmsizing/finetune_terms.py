@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ._validate import check_choice, check_int
 from .catalog import get_gpu, resolve_model
 from .finetune import ALL_LINEAR, METHODS, block_matrices, frozen_base_bytes, lora_params
-from .finetune_sharded import STRATEGIES, _base_dtype, default_kbit_prep
+from .finetune_sharded import STRATEGIES, default_kbit_prep
 from .flops import RECOMPUTE, attention_flops_per_token, forward_flops_per_token, training_flops_per_token
 from .model import Model
 from .precision import DTYPE_BYTES

@@ -230,7 +230,7 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
                   rank: int = 16, targets=ALL_LINEAR, recompute: str = "none",
                   kernel_efficiency: float | None = None, dequant_bandwidth_fraction: float | None = None,
                   layer_overhead_s: float | None = None, price_usd_per_gpu_hour: float | None = None,
-                  node=None) -> FinetuneTime:
+                  node=None, kbit_prep: bool | None = None) -> FinetuneTime:
     """How long fine-tuning ``model`` on ``tokens`` tokens for ``epochs`` epochs takes on ``n_gpus`` GPUs of
     type ``gpu``, and what it costs (module docstring): the step's arithmetic
     (:func:`finetune_flops_per_token`'s hardware FLOPs as the step model prices them: GEMMs by shape, causal
@@ -241,9 +241,10 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
     micro-batch, default the fitted :data:`LAYER_OVERHEAD_S`; LoRA, QLoRA; since ft34 a micro-batch takes the
     larger of them and its GPU work, before, their sum), and the communication the step cannot hide
     (:func:`finetune_communication`; gathers behind each micro-batch's forward and backward, DDP's all-reduce
-    behind the last backward). Full fine-tuning on several GPUs is
-    :func:`~llmsizing.layouts.step_time` on ``Parallel(dp=n, zero=0 or 3)``. It does not check that the step
-    fits: :func:`finetune_memory_per_gpu` does."""
+    behind the last backward; ``kbit_prep``, QLoRA's recipe, sets the base an FSDP/ZeRO-3 step gathers,
+    default the strategy's, :func:`~llmsizing.finetune_sharded.default_kbit_prep`). Full fine-tuning on
+    several GPUs is :func:`~llmsizing.layouts.step_time` on ``Parallel(dp=n, zero=0 or 3)``. It does not check
+    that the step fits: :func:`finetune_memory_per_gpu` does."""
     model = resolve_model(model)
     g = get_gpu(gpu)
     method = check_choice("method", method, METHODS)
@@ -282,7 +283,7 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
     if method == "qlora":
         dq = dequant_passes(recompute) * dequant_bytes(model) / (g.memory_bandwidth_gbps * 1e9 * frac)
     comm = finetune_communication(model, g, n_gpus=n, strategy=strategy, method=method, rank=rank,
-                                  targets=targets, grad_accum=m, node=node)
+                                  targets=targets, grad_accum=m, node=node, kbit_prep=kbit_prep)
     fwd_share = fl.forward / fl.hardware_flops
     fwd_s, bwd_s = micro_s * fwd_share, micro_s * (1 - fwd_share)
     if comm.reduce_per_micro_batch:
@@ -328,7 +329,7 @@ def _published_frame():
     df = pd.read_csv(DATA_DIR / "finetune_published.csv")
     df["strategy"] = df["strategy"].fillna("ddp") if "strategy" in df else "ddp"
     # why a row is outside the model / why it misses the fitted spread
-    for col in ("known_out", "miss_reason"):
+    for col in ("known_out", "miss_reason", "kbit_prep"):
         df[col] = df[col].fillna("") if col in df else ""
     return df
 
@@ -338,9 +339,10 @@ def _predict(r, *, whole: bool = False, **constants):
     ``constants``: the fitted two); ``targets`` all-linear or short names, ``strategy`` blank for ddp."""
     targets = r.targets if r.method == "full" or r.targets == "all-linear" else tuple(r.targets.split())
     adapters = {} if r.method == "full" else dict(rank=int(r.rank), targets=targets)   # (full: every weight)
+    prep = {"yes": {"kbit_prep": True}, "no": {"kbit_prep": False}}.get(getattr(r, "kbit_prep", ""), {})
     t = finetune_time(r.model, gpu=r.gpu, method=r.method, tokens=1.0, seq=int(r.seq), batch=int(r.batch),
                       grad_accum=int(r.grad_accum), n_gpus=int(r.n_gpus), recompute=r.recompute,
-                      strategy=getattr(r, "strategy", "ddp"), **constants, **adapters)
+                      strategy=getattr(r, "strategy", "ddp"), **constants, **adapters, **prep)
     return t if whole else t.step_s
 
 
@@ -387,8 +389,11 @@ def _fit_on(rows, refine: bool = False) -> tuple[float, float]:
 
 def published_frame():
     """The published LoRA/QLoRA/full fine-tuning step times (``data/finetune_published.csv``) as the
-    calibration reads them: ``strategy`` defaults to ``"ddp"``, ``known_out`` and ``miss_reason`` to ``""``.
-    Chapter 16 refits on parts of it (:func:`fit_on`)."""
+    calibration reads them: ``strategy`` defaults to ``"ddp"``, ``known_out``, ``miss_reason`` and
+    ``kbit_prep`` to ``""`` (``kbit_prep``: ``"no"`` where the row's script never calls PEFT's k-bit
+    preparation, Answer.AI's ``train.py`` and torchtune; blank, the strategy's recipe,
+    :func:`~llmsizing.finetune_sharded.default_kbit_prep`). Chapter 16 refits on parts of it
+    (:func:`fit_on`)."""
     return _published_frame()
 
 

@@ -23,10 +23,13 @@ says, and Phi-3.5-MoE less than it. This module holds the pieces of evidence cha
   parameters at 16 bytes each (ZeRO 0) in 80 GB.
 - :func:`card_tokens_per_gpu_s` and :func:`grin_production_over_study`: the same architecture's two 512-GPU
   runs (GRIN MoE's card: 18 days, 4.0T tokens; Phi-3.5-MoE's: 23 days, 4.9T) ran at 0.71 and 0.68 of the
-  64-GPU study's speed per GPU; the library's step on the study's layout, with the same 4M-token batch spread
-  over 8x the GPUs (32 micro-batches a pipeline instead of 256, so a larger 1F1B bubble), gives 0.71. So the
-  Phi-3.5-MoE row's batch and layout reading explain the drop from the study to the run, and the row's miss
-  is the study's own (dense twin and MoE alike), not its bubble or its hours.
+  64-GPU study's speed per GPU; the library's step on the study's layout at the assumed 16 stages, with the
+  same 4M-token batch spread over 8x the GPUs (32 micro-batches a pipeline instead of 256, so a larger 1F1B
+  bubble), gives 0.71. That pins the batch (about 4M tokens) given the stage count; it does not test the stage
+  count, the recomputation or the ZeRO stage: 8 stages with ZeRO-1 give the same drop (0.72; the two cards
+  differ by 4%) and put the Phi-3.5-MoE row inside the range (x0.85 against x0.75), and selective
+  recomputation at 16 stages gives x0.90. What the drop shows is only that the row and the study share the
+  price of the assumed layout; it does not clear that layout.
 - :func:`moe_layer_tflops` and :func:`sonicmoe_layer_ratios`: the library's price of one MoE layer as
   SonicMoE's benchmark counts it (Guo et al. 2025, arXiv:2512.14080, Fig. 14, ``data/moe_layer_kernels.csv``),
   and the measured ScatterMoE and MegaBlocks layers over it.
@@ -183,26 +186,36 @@ def card_tokens_per_gpu_s(tokens: float, gpus: int, days: float) -> float:
 
 
 def grin_production_over_study(model: Model | None = None, recompute: str = "full",
-                               gpus: int = GRIN_PRODUCTION_GPUS) -> float:
+                               gpus: int = GRIN_PRODUCTION_GPUS, *, stages: int = GRIN_T3_STAGES,
+                               zero: int = 0) -> float:
     """The library's tokens a second per GPU on ``gpus`` GPUs over that on GRIN's 64-GPU study
-    (:func:`grin_table3_layout`), the same :data:`GRIN_T3_STAGES` stages, ZeRO 0, micro-batches of one
-    :data:`GRIN_T3_SEQ`-token sequence and the same :data:`GRIN_T3_BATCH_SEQS`-sequence batch, so each
-    pipeline runs ``64 / gpus`` as many micro-batches (256 -> 32 at 512 GPUs) and its 1F1B bubble,
-    ``(pp - 1) / m``, grows from 15/256 to 15/32 of the stages' compute. ``model``: default Phi-3.5-MoE's
-    architecture (:data:`~llmsizing.moe_runs.PHI_35_MOE_STANDIN`); ``recompute`` ``"full"`` or ``"none"``.
-    The measured counterpart is :func:`card_tokens_per_gpu_s` of the 512-GPU cards over Table 3's 7,077."""
+    (:func:`grin_table3_layout`), the same ``stages`` (default :data:`GRIN_T3_STAGES`) and ``zero`` (default
+    0) on both, micro-batches of one :data:`GRIN_T3_SEQ`-token sequence and the same
+    :data:`GRIN_T3_BATCH_SEQS`-sequence batch, so each pipeline runs ``64 / gpus`` as many micro-batches (256
+    -> 32 at 512 GPUs and 16 stages) and its 1F1B bubble, ``(pp - 1) / m``, grows from 15/256 to 15/32 of the
+    stages' compute. ``model``: default Phi-3.5-MoE's architecture
+    (:data:`~llmsizing.moe_runs.PHI_35_MOE_STANDIN`); ``recompute`` ``"full"`` or ``"none"``; ``stages`` and
+    ``zero``: another reading of the unpublished layout (8 stages with ZeRO-1 give the same drop within 2%, so
+    the drop cannot tell them apart). The measured counterpart is :func:`card_tokens_per_gpu_s` of the 512-GPU
+    cards over Table 3's 7,077."""
     from .layouts import step_time
     from .moe_runs import PHI_35_MOE_STANDIN
     from .parallel import Parallel
 
     recompute = check_choice("recompute", recompute, ("full", "none"))
-    gpus = check_int("gpus", gpus, minimum=GRIN_T3_STAGES)
-    if gpus % GRIN_T3_STAGES or GRIN_T3_BATCH_SEQS % (gpus // GRIN_T3_STAGES):
-        raise ValueError(f"grin_production_over_study: gpus must be a multiple of {GRIN_T3_STAGES} whose "
+    stages = check_int("stages", stages, minimum=1, maximum=GRIN_T3_GPUS)
+    zero = check_int("zero", zero, minimum=0, maximum=3)
+    if GRIN_T3_GPUS % stages or GRIN_T3_BATCH_SEQS % (GRIN_T3_GPUS // stages):
+        raise ValueError(f"grin_production_over_study: stages must divide {GRIN_T3_GPUS} GPUs into a "
+                         f"data-parallel degree that divides {GRIN_T3_BATCH_SEQS} sequences, got {stages}")
+    gpus = check_int("gpus", gpus, minimum=stages)
+    if gpus % stages or GRIN_T3_BATCH_SEQS % (gpus // stages):
+        raise ValueError(f"grin_production_over_study: gpus must be a multiple of {stages} whose "
                          f"data-parallel degree divides {GRIN_T3_BATCH_SEQS} sequences, got {gpus}")
     model = PHI_35_MOE_STANDIN if model is None else model
     speeds = []
-    for par in (grin_table3_layout(), Parallel(pp=GRIN_T3_STAGES, dp=gpus // GRIN_T3_STAGES, zero=0)):
+    for n in (GRIN_T3_GPUS, gpus):
+        par = Parallel(pp=stages, dp=n // stages, zero=zero)
         st = step_time(model, "H100 SXM", par, batch=1, seq=GRIN_T3_SEQ,
                        grad_accum=GRIN_T3_BATCH_SEQS // par.dp, precision="bf16-mixed", recompute=recompute)
         speeds.append(st.tokens / st.step_s / par.gpus)

@@ -25,8 +25,8 @@ from .inference import (decode_weight_bytes_read, dense_weight_bytes_read, kv_ca
 from .model import Model
 from .network import Node, collective_time_s, get_node, group_link, link_bandwidth_one_way_gbps
 from .parallel import check_layout
-from .serve_engine import (BLOCK_SIZE, CUDA_GRAPH_BYTES, DEFAULT_ENGINE, GPU_MEMORY_UTILIZATION,
-                           MAX_NUM_BATCHED_TOKENS, engine_key, kv_capacity_tokens, kv_split, stage_share,
+from .serve_engine import (CUDA_GRAPH_BYTES, DEFAULT_ENGINE, GPU_MEMORY_UTILIZATION, MAX_NUM_BATCHED_TOKENS,
+                           blocks_per_sequence, engine_key, kv_capacity_tokens, kv_split, stage_share,
                            state_bytes_per_gpu, weights_bytes_per_gpu)
 from .serve_moe import check_ep, experts_touched
 from .serve_result import (  # noqa: F401 (the result and the constants, still exported from here)
@@ -228,9 +228,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     w_gpu = weights_bytes_per_gpu(m, weights, tp=tp, ep=ep, redundant_experts=redundant_experts)
     kv_tok_gpu = kv_cache_bytes_per_token(m, kv_cache) / kv_split(m, tp)
     kv_seq_gpu = kv_tok_gpu * kv_cached_tokens(m, prompt + output)
-    blocks_per_seq = math.ceil(kv_cached_tokens(m, prompt + output) / BLOCK_SIZE)
     dp = ep // tp if ep > 1 else 1                # data-parallel attention groups of tp GPUs
-    max_batch = cap.blocks // blocks_per_seq * dp
+    max_batch = cap.blocks // blocks_per_sequence(m, prompt + output) * dp    # kv_capacity_sequences' rule
     moe = m.is_moe
     if moe:
         expert_share = m.experts_per_token / m.experts           # of the routed experts' FLOPs, per token
