@@ -66,7 +66,7 @@ def _old_pareto(days, cost, memory, order=None):            # (main's: every row
 
 
 def _unit_rows(model, keys, part, **kw):
-    return plan_moe.dp_unit_rows(model, keys, part, slot_of=plan_moe._dp_slot, dp_calls=plan_moe._dp_calls,
+    return plan_moe.dp_unit_rows(model, keys, part, dp_calls=plan_moe._dp_calls,
                                  **kw)
 
 

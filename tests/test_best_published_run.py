@@ -37,3 +37,28 @@ def test_no_matching_run_is_an_error():
         best_published_run("H20")
     with pytest.raises(ValueError, match="kind"):
         best_published_run("H100 SXM", kind="fine-tuning")
+
+
+def test_causal_count_of_the_flash_attention_run_by_hand():
+    """FlashAttention-2's GPT3-2.7B at 8K (Dao 2023, Sec. 4.2): the paper counts 6 x seqlen x params +
+    12 x layers x hidden x seqlen^2 FLOPs per sequence, the whole score matrix. A causal kernel computes half of
+    it (chapter 4): 6 x layers x hidden x seqlen^2. With 2.7e9 parameters, 32 layers, hidden 2,560 and 8,192
+    tokens, per token: 16.2e9 + 8.05e9 counted, 16.2e9 + 4.03e9 run, so 225/312 x 0.834 = 60%."""
+    best = best_published_run(("A100 80GB", "A100 40GB"))
+    p, layers, hidden, seq = 2.7e9, 32, 2560, 8192
+    full = 6 * p + 12 * layers * hidden * seq
+    causal = 6 * p + 6 * layers * hidden * seq
+    assert best.mfu_causal == pytest.approx(225 / 312 * causal / full, abs=0.005)
+    assert f"{best.mfu_causal:.0%}" == "60%"
+    # at 4K the H100 run's attention share is small: the two counts stay within a few points
+    h100 = best_published_run("H100 SXM")
+    assert 0.9 < h100.mfu_causal / h100.mfu < 1
+
+
+def test_a_run_without_a_gpu_count_says_none_not_zero(monkeypatch):
+    """BestPublishedRun.n_gpus is None (not 0, which reads as a count) where the source gives no count."""
+    from llmsizing import mfu_published
+
+    df = mfu_published.published_runs()
+    monkeypatch.setattr(mfu_published, "published_runs", lambda: df.assign(n_gpus=float("nan")))
+    assert mfu_published.best_published_run("H100 SXM").n_gpus is None

@@ -362,12 +362,45 @@ def test_catalogue_sweeps_price_the_v100_in_fp16():
 
 def test_memory_interface_of_the_shipping_b200_by_hand():
     """7,680 bits / 8 = 960 B per transfer; 3,996 MHz x 2 = 7.992 GT/s; 960 x 7.992 = 7,672.32 GB/s, 4.3% below
-    NVIDIA's 8 TB/s (data/gpus.csv's B200 row, pytorch/ao PR 4002)."""
+    NVIDIA's 8 TB/s (data/gpu_memory_interface.csv's B200 row, pytorch/ao PR 4002)."""
     import pytest
 
-    from llmsizing.hardware import B200_MEMORY_BUS_BITS, B200_MEMORY_CLOCK_MHZ, memory_interface_gbps
+    from llmsizing.hardware import memory_interface, memory_interface_gbps
 
-    assert memory_interface_gbps(B200_MEMORY_BUS_BITS, B200_MEMORY_CLOCK_MHZ) == pytest.approx(7672.32)
-    assert 8000 / 7672.32 == pytest.approx(1.043, abs=1e-3)
+    assert memory_interface_gbps(7680, 3996) == pytest.approx(7672.32)
+    assert memory_interface_gbps("B200") == pytest.approx(7672.32)
+    mi = memory_interface("B200")
+    assert (mi.bus_bits, mi.clock_mhz) == (7680, 3996) and mi.source and mi.as_of
+    # chapter 6's "NVIDIA's 8 TB/s is 4% above what its bus and clock can carry"
+    assert f"{8000 / memory_interface_gbps('B200') - 1:.0%}" == "4%"
     with pytest.raises(ValueError, match="clock_mhz"):
         memory_interface_gbps(7680, 0)
+    with pytest.raises(ValueError, match="gpu='H100 SXM'"):
+        memory_interface("H100 SXM")
+
+
+def test_catalogue_bandwidth_is_the_memory_interface_rounded():
+    """Where a GPU's bus and clock are known, data/gpus.csv's memory_bandwidth_gbps is their product rounded to
+    0.1 TB/s (the catalogue's precision): the two files cannot drift apart."""
+    import csv
+
+    from llmsizing import get_gpu
+    from llmsizing.hardware import GPU_MEMORY_INTERFACE_CSV, memory_interface_gbps
+
+    with open(GPU_MEMORY_INTERFACE_CSV, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows
+    for r in rows:
+        assert r["source"] and len(r["as_of"]) == 10, r["gpu"]
+        assert get_gpu(r["gpu"]).memory_bandwidth_gbps == round(memory_interface_gbps(r["gpu"]) / 100) * 100
+
+
+def test_old_b200_constants_warn_and_keep_their_values():
+    import pytest
+
+    import llmsizing.hardware as hw
+
+    with pytest.warns(DeprecationWarning, match="memory_interface"):
+        assert hw.B200_MEMORY_BUS_BITS == 7680
+    with pytest.warns(DeprecationWarning, match="memory_interface"):
+        assert hw.B200_MEMORY_CLOCK_MHZ == 3996.0

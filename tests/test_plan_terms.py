@@ -86,6 +86,22 @@ def test_the_old_slot_of_still_prices_the_same_with_a_warning():
     assert np.array_equal(new, old)
 
 
+def test_dp_link_rows_old_slot_of_prices_the_same_with_a_warning():
+    """review25b L1: dp_link_rows' ``slot_of`` path (the window from the name) warns and gives the rows the
+    collectives' own slots give."""
+    m = catalog.get_model("llama-3-8b")
+    gpus = [catalog.get_gpu(g) for g in GPUS]
+    node_of = {g.name: get_node(None, g) for g in gpus}
+    keys = [(g_, t, z, d) for g_ in range(len(gpus)) for t in (1, 8) for z in (0, 1, 2, 3) for d in (2, 16)]
+    kw = dict(seq=8192, precision="bf16-mixed", node_of=node_of, n_slots=5)
+    new = dp_link_rows(m, gpus, keys, **kw)
+    with pytest.warns(DeprecationWarning) as said:
+        old = dp_link_rows(m, gpus, keys, slot_of=_dp_slot, **kw)
+    assert any("slot_of" in str(w.message) for w in said)
+    for a, b in zip(new, old):
+        assert np.array_equal(a, b)
+
+
 def _front(days, cost, memory):
     """The definition: finite days and cost, no other row at least as fast and as cheap and better in one;
     of rows tied on both, the first with the least memory."""

@@ -38,8 +38,16 @@ def latency_steps(kind: str, n: int, across: bool = True) -> float:
         return 0
     if kind == "all-reduce":
         ring = 2 * (n - 1)
-        return min(ring, TREE_LEVEL_ALPHAS * 2 * math.ceil(math.log2(n))) if across else ring
+        return min(ring, TREE_LEVEL_ALPHAS * tree_levels(n)) if across else ring
     return n - 1
+
+
+def tree_levels(n: int) -> int:
+    """Levels of NCCL's double binary tree for an all-reduce over ``n`` GPUs, ``2 ceil(log2 n)`` (up, then
+    down; Thakur, Rabenseifner and Gropp 2005 count the steps): what :func:`latency_steps` charges at
+    :data:`TREE_LEVEL_ALPHAS` ring steps each when the tree is the cheaper count. Chapter 6."""
+    n = check_int("n", n)
+    return 2 * math.ceil(math.log2(n))
 
 
 def bus_factor(kind: str, n: int) -> float:

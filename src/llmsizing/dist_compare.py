@@ -26,6 +26,7 @@ and its cause, and :func:`collective_time_line` gives a line's times at many siz
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -48,8 +49,8 @@ DIST_STATES_CSV = DATA_DIR / "dist_measurements.csv"
 LAYOUTS = {
     "ddp": ("DistributedDataParallel", lambda n: Parallel(dp=n, zero=0)),
     "zero1": ("ZeroRedundancyOptimizer (ZeRO-1)", lambda n: Parallel(dp=n, zero=1)),
-    "fsdp2-no-reshard": ("FSDP2, reshard_after_forward=False (ZeRO-2-like)",
-                         lambda n: Parallel(dp=n, zero=2)),
+    "fsdp2-no-reshard": ("FSDP2, reshard_after_forward=False (ZeRO-2-like traffic)",
+                         lambda n: Parallel(dp=n, zero=3, reshard_after_forward=False)),
     "fsdp2": ("FSDP2 fully_shard (ZeRO-3)", lambda n: Parallel(dp=n, zero=3)),
     "tp": ("DTensor tensor parallelism", lambda n: Parallel(tp=n)),
     "sp": ("DTensor tensor + sequence parallelism", lambda n: Parallel(tp=n, sp=True)),
@@ -193,19 +194,20 @@ def compare_states(df=None):
     """Each rank's measured parameter, gradient and AdamW bytes against
     :func:`~llmsizing.gpu_states.model_states` (fp32, AdamW, the layout's ZeRO stage), with ``*_error`` =
     measured - predicted in bytes. The TP rows have weights only. ZeRO-1's optimizer error is
-    ZeroRedundancyOptimizer's whole-parameter partition. FSDP2 without resharding after the forward keeps
-    ZeRO-3's sharded states between steps (only its traffic is ZeRO-2's)."""
+    ZeroRedundancyOptimizer's whole-parameter partition. FSDP2 without resharding after the forward is the
+    library's ``zero=3, reshard_after_forward=False`` (one gather in the forward and one reduce-scatter per
+    unit, ZeRO-2's traffic); its states, read after the step, are ZeRO-3's sharded ones."""
     import pandas as pd
 
     df = load_dist_states() if df is None else df
     model = dist_model(df.iloc[0])
     rows = []
     for _, r in df.iterrows():
+        par = LAYOUTS[r["layout"]][1](int(r["world_size"]))
         if r["layout"] == "fsdp2-no-reshard":
-            # traffic like ZeRO-2, but the weights are sharded at rest (ZeRO-3)
-            par = Parallel(dp=int(r["world_size"]), zero=3)
-        else:
-            par = LAYOUTS[r["layout"]][1](int(r["world_size"]))
+            # read after the step, when FSDP2 has resharded: ZeRO-3's states at rest (model_states without
+            # resharding counts the weights held gathered from the forward to the backward, a peak)
+            par = dataclasses.replace(par, reshard_after_forward=True)
         ms = model_states(model, precision="fp32", optimizer="adamw", parallel=par)
         row = {"layout": r["layout"], "world_size": int(r["world_size"]), "rank": int(r["rank"]),
                "param_bytes": float(r["param_bytes"]), "predicted_param_bytes": ms.weights_bytes}

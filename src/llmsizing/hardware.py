@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from ._validate import check_choice, check_int, check_number
 from .network import INTER_NODE_GBPS_PER_GPU, link_bandwidth_one_way_gbps  # noqa: F401 (chapter 6's names)
@@ -117,19 +118,74 @@ def ridge_point_flops_per_byte(gpu, dtype: str = "bf16") -> float:
     return dense_tflops(g, dtype) * 1e12 / (hbm * 1e9)
 
 
-#: The shipping B200's memory interface as a B200 reports it (``data/gpus.csv``'s B200 row and its source,
-#: pytorch/ao PR 4002): a 7,680-bit bus (the CUDA driver's ``memoryBusWidth``) at a 3,996 MHz double-data-rate
-#: memory clock (nvidia-smi). The announced part has 8,192 bits. Chapter 6 checks NVIDIA's 8 TB/s against it.
-B200_MEMORY_BUS_BITS = 7680
-B200_MEMORY_CLOCK_MHZ = 3996.0
+#: Memory interfaces as GPUs report them (bus width, memory clock), one row per GPU with its source and as-of
+#: date: ``data/gpu_memory_interface.csv``. Only the B200's is there (pytorch/ao PR 4002).
+GPU_MEMORY_INTERFACE_CSV = Path(__file__).resolve().parents[2] / "data" / "gpu_memory_interface.csv"
 
 
-def memory_interface_gbps(bus_bits: int, clock_mhz: float) -> float:
+@dataclass(frozen=True)
+class MemoryInterface:
+    """A GPU's memory interface as the GPU reports it: ``bus_bits`` (the CUDA driver's ``memoryBusWidth``)
+    and ``clock_mhz`` (nvidia-smi's double-data-rate memory clock), with the row's ``source`` and ``as_of``
+    (``data/gpu_memory_interface.csv``). Chapter 6."""
+
+    gpu: str
+    bus_bits: int
+    clock_mhz: float
+    source: str
+    as_of: str
+
+
+@lru_cache(maxsize=None)
+def _memory_interfaces() -> dict[str, MemoryInterface]:
+    import csv
+
+    with open(GPU_MEMORY_INTERFACE_CSV, newline="") as fh:
+        return {r["gpu"]: MemoryInterface(r["gpu"], int(r["memory_bus_bits"]), float(r["memory_clock_mhz"]),
+                                          r["source"], r["as_of"]) for r in csv.DictReader(fh)}
+
+
+def memory_interface(gpu) -> MemoryInterface:
+    """``gpu``'s row of ``data/gpu_memory_interface.csv`` (a catalogue name or a GPU). ValueError naming
+    ``gpu`` and the GPUs that have one if it has none. Chapter 6."""
+    from .catalog import get_gpu
+
+    name = get_gpu(gpu).name
+    rows = _memory_interfaces()
+    if name not in rows:
+        raise ValueError(f"gpu={name!r} has no memory interface in data/gpu_memory_interface.csv; "
+                         f"known: {', '.join(rows)}")
+    return rows[name]
+
+
+def memory_interface_gbps(gpu_or_bus_bits, clock_mhz: float | None = None) -> float:
     """The most a memory interface carries, GB/s: ``bus_bits / 8`` bytes per transfer at two transfers per
-    clock (double data rate). The shipping B200: 960 B x 7.992 GT/s = 7,672 GB/s (chapter 6)."""
+    clock (double data rate). Either a GPU (its :func:`memory_interface`) or the two numbers ``bus_bits,
+    clock_mhz``. The shipping B200: 960 B x 7.992 GT/s = 7,672 GB/s (chapter 6), the catalogue's
+    ``memory_bandwidth_gbps`` of 7,700 rounded to 0.1 TB/s."""
+    if clock_mhz is None:
+        mi = memory_interface(gpu_or_bus_bits)
+        bus_bits, clock_mhz = mi.bus_bits, mi.clock_mhz
+    else:
+        bus_bits = gpu_or_bus_bits
     bits = check_int("bus_bits", bus_bits)
     mhz = check_number("clock_mhz", clock_mhz, allow_equal=False)
     return bits / 8 * 2 * mhz * 1e6 / 1e9
+
+
+#: Old names of the B200's interface (now ``data/gpu_memory_interface.csv``), kept one release.
+_DEPRECATED_B200 = {"B200_MEMORY_BUS_BITS": "bus_bits", "B200_MEMORY_CLOCK_MHZ": "clock_mhz"}
+
+
+def __getattr__(name: str):
+    if name in _DEPRECATED_B200:
+        import warnings
+
+        field = _DEPRECATED_B200[name]
+        warnings.warn(f"llmsizing.hardware.{name} is deprecated: use memory_interface('B200').{field} "
+                      "(data/gpu_memory_interface.csv)", DeprecationWarning, stacklevel=2)
+        return getattr(memory_interface("B200"), field)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def matmul_intensity_flops_per_byte(m: int, k: int, n: int, bytes_per_element: float = 2) -> float:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
 from .catalog import resolve_model
 from .layer_kinds import kv_groups
-from .states import FIXED_OVERHEAD_BYTES, FRAGMENTATION, _frame, default_overhead_bytes
+from .states import _frame, default_overhead_bytes, peak_room_bytes
 from .model import Model
 from .precision import DTYPE_BYTES, EXPERT_FORMATS, KV_DTYPES, STORED_FORMATS, WEIGHT_DTYPES, use_more_bits
 
@@ -351,7 +351,9 @@ def rule_of_thumb_breakeven_tokens(model: Model | str, *, weights: str = "bf16",
     allowance, ``0.2 x weights / kv_bytes_per_token``. Beyond it the rule under-estimates whatever the
     overhead is. With ``with_overhead=True``: the count at which the book's full estimate (weights + KV +
     :func:`~llmsizing.memory.default_overhead_bytes`) equals the rule, solving
-    ``W + KV + 1 GiB + 0.08 (W + KV) = 1.2 W`` for KV. That can be 0.0 when the allowance alone (1 GiB + 8% of
+    ``W + KV + 1 GiB + 0.08 (W + KV) = 1.2 W`` for KV: the allowance rule's inverse,
+    ``KV = peak_room_bytes(1.2 W) - W`` (:func:`~llmsizing.states.peak_room_bytes`). That can be 0.0 when
+    the allowance alone (1 GiB + 8% of
     the weights) exceeds the rule's margin (small or heavily quantised models): the rule then under-estimates
     at any context.
     Returns a float (a token count; compare it with ``batch * context``). Taught in chapter 3.
@@ -364,7 +366,7 @@ def rule_of_thumb_breakeven_tokens(model: Model | str, *, weights: str = "bf16",
     margin = (RULE_OF_THUMB - 1) * w
     if not check_bool("with_overhead", with_overhead):
         return margin / per_token
-    kv = (margin - FIXED_OVERHEAD_BYTES - FRAGMENTATION * w) / (1 + FRAGMENTATION)
+    kv = peak_room_bytes(RULE_OF_THUMB * w) - w    # total_with_allowance(W + KV) = 1.2 W, solved for KV
     return max(kv, 0.0) / per_token
 
 

@@ -177,14 +177,20 @@ def mfu_range_factors(gpu, dtype: str = "bf16", *, whole_run: bool = False) -> t
 @dataclass(frozen=True)
 class BestPublishedRun:
     """The published run of ``data/published_runs.csv`` with the highest MFU among those asked for
-    (:func:`best_published_run`): its ``run`` label, ``gpu``, ``n_gpus`` (0 where the source gives none),
-    the MFU it implies in the library's FLOP count (``mfu``) and how many runs were compared (``among``)."""
+    (:func:`best_published_run`): its ``run`` label, ``gpu``, ``n_gpus`` (None where the source gives none),
+    the MFU it implies in the library's FLOP count (``mfu``), how many runs were compared (``among``), and
+    ``mfu_causal``: the same run counted as a causal attention kernel runs it, half the score matrix
+    (:func:`~llmsizing.flops.training_flops_per_token` with ``causal=True``; chapter 4), the work the GPUs
+    did.
+    At long context the two differ: FlashAttention-2's GPT3-2.7B at 8K is 72% counted PaLM's way (the whole
+    score matrix, as the paper counts), 60% as run."""
 
     run: str
     gpu: str
-    n_gpus: int
+    n_gpus: int | None
     mfu: float
     among: int
+    mfu_causal: float
 
 
 #: the ``kind`` cells of ``data/published_runs.csv``: a step's steady state, or a whole run's GPU-hours
@@ -195,7 +201,8 @@ def best_published_run(gpu, dtype: str = "bf16", kind: str = "steady-state") -> 
     """The highest-MFU run among the published runs on ``gpu`` (a catalogue name, or a tuple of them) in
     ``dtype`` (``"bf16"`` includes the ``fp16`` runs, which run at the same peak) and of ``kind``, fitted or
     held out alike: what chapter 6 sets beside Llama 3 405B's 38-43% (the largest dense run, not the best).
-    The MFU is :func:`published_runs`' ``implied_mfu``. Raises ValueError if no run matches."""
+    The MFU is :func:`published_runs`' ``implied_mfu`` (the whole score matrix counted, as PaLM and most
+    papers do); ``mfu_causal`` counts what a causal kernel computes. Raises ValueError if no run matches."""
     names = [gpu] if isinstance(gpu, str) else check_sequence("gpu", gpu,
                                                                   example='("A100 80GB", "A100 40GB")')
     gpus = tuple(get_gpu(g).name for g in names)
@@ -208,6 +215,9 @@ def best_published_run(gpu, dtype: str = "bf16", kind: str = "steady-state") -> 
         raise ValueError(f"no published {kind} run on {', '.join(gpus)} in {dtype}: data/published_runs.csv "
                          f"has runs on {', '.join(sorted(df['gpu'].unique()))}")
     best = rows.loc[rows["implied_mfu"].idxmax()]
-    n = 0 if best["n_gpus"] != best["n_gpus"] else int(best["n_gpus"])   # NaN: the source gives no count
-    return BestPublishedRun(str(best["run"]), str(best["gpu"]), n, float(best["implied_mfu"]), len(rows))
+    n = None if best["n_gpus"] != best["n_gpus"] else int(best["n_gpus"])   # NaN: the source gives no count
+    mfu, seq = float(best["implied_mfu"]), int(best["seq"])
+    causal = training_flops_per_token(best["model"], seq=seq, causal=True) / training_flops_per_token(
+        best["model"], seq=seq)
+    return BestPublishedRun(str(best["run"]), str(best["gpu"]), n, mfu, len(rows), mfu * causal)
 

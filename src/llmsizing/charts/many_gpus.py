@@ -158,7 +158,8 @@ def render_bus_bandwidth(node: str = "DGX H100", nodes: int = 16,
     lines.append(f"  {network_log}: {len(net)} rows, node-level busbw {node_bus[-1]:,.1f} GB/s at "
                  f"{net['size_bytes'].iloc[-1] / 2**30:g} GiB (nccl-tests printed "
                  f"{net['busbw_gbps'].iloc[-1]:,.1f} over {int(net['n_ranks'].iloc[0])} ranks)")
-    titles = ("inside one node (scale-up link)", f"across nodes (the network), {n_nodes} nodes")
+    titles = ("inside one node (scale-up link)",
+              f"across nodes (the network), {n_nodes} nodes, at node level")
     for ax, title in zip(axes, titles):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=10)
