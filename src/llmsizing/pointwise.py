@@ -234,18 +234,18 @@ def stage_pointwise_bytes_per_token(model, par, *, recompute: str = "none",
     else:
         moe = (0,) * len(stages)
     rep_factor = par.tp if par.tp > 1 and not par.sp else 1
+    per = {}                # (one layer's and the ends' bytes are the same on every stage: worked out once)
+    for kind in (False, True):
+        (fr, br), (fs, bs) = layer_pointwise_bytes_per_token(model, moe_layer=kind, act_bytes=act_bytes)
+        per[kind] = (rep_factor * fr + fs, rep_factor * br + bs)
+    first, last = ends_pointwise_bytes_per_token(model, act_bytes=act_bytes)
     out = []
     for i, (n, n_moe, n_rerun) in enumerate(zip(stages, moe, rerun)):
-        per = {}
-        for kind in (False, True):
-            (fr, br), (fs, bs) = layer_pointwise_bytes_per_token(model, moe_layer=kind, act_bytes=act_bytes)
-            per[kind] = (rep_factor * fr + fs, rep_factor * br + bs)
         dense = n - n_moe
         total = dense * sum(per[False]) + n_moe * sum(per[True])
         # a recomputed layer's forward again (MoE layers taken first: an upper bound for mixed stages)
         moe_rc = min(n_rerun, n_moe)
         total += moe_rc * per[True][0] + (n_rerun - moe_rc) * per[False][0]
-        first, last = ends_pointwise_bytes_per_token(model, act_bytes=act_bytes)
         if i == 0:
             total += first
         if i == len(stages) - 1:
