@@ -210,6 +210,7 @@ def pytest_xdist_make_scheduler(config, log):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self._index: dict = {}          # node -> {nodeid: its index in the node's collection}
+            self._browser = None            # whether the run holds browser tests (known once collected)
 
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
@@ -246,10 +247,13 @@ def pytest_xdist_make_scheduler(config, log):
             starts a test only once it holds the next one's index; with two in hand, each test of a few
             milliseconds (most of the 7,000) waited for the controller's answer to the one before. Which tests
             run, and where each unit's tests run together, is as before; near the end every unit goes out one
-            at a time, so that none waits behind another worker's long test."""
+            at a time, so that none waits behind another worker's long test. (Not for the browser tests, whose
+            units are handed out one at a time in the order :func:`interleave_lab_and_voila` gives them.)"""
             super()._reschedule(node)
+            if self._browser is None and self.collection is not None:
+                self._browser = any(n.startswith("tests/browser/") for n in self.collection)
             work = self.assigned_work.get(node, {})
-            while (not node.shutting_down and len(self.workqueue) > TAIL_UNITS
+            while (not self._browser and not node.shutting_down and len(self.workqueue) > TAIL_UNITS
                    and sum(not done for unit in work.values() for done in unit.values()) < AHEAD):
                 self._assign_work_unit(node)
 
