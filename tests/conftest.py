@@ -62,6 +62,12 @@ FIRST = (
 )
 
 
+#: A worker is sent more units while it has fewer than this many tests to run (xdist: 3), as long as more than
+#: :data:`TAIL_UNITS` units wait (then one at a time, as xdist sends them). Only when a test runs changes.
+AHEAD = 8
+TAIL_UNITS = 60
+
+
 #: Tests that share one computation made once per process (:func:`calibrate_check`): one unit of work each.
 #: (tests/test_planner_speed.py: each setting's comparison is a unit of its own, for balance; the test that
 #: reads one setting's frames again joins that setting's unit.) The calibration unit also holds every test
@@ -201,6 +207,11 @@ def pytest_xdist_make_scheduler(config, log):
     class Scheduling(LoadGroupScheduling):
         _ordered = False
 
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._index: dict = {}          # node -> {nodeid: its index in the node's collection}
+            self._browser = None            # whether the run holds browser tests (known once collected)
+
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             if path.endswith(".ipynb") or path in WHOLE_FILES:
@@ -223,7 +234,28 @@ def pytest_xdist_make_scheduler(config, log):
                 units = interleave_lab_and_voila(sorted(self.workqueue.items(), key=rank))
                 self.workqueue.clear()
                 self.workqueue.update(units)
-            super()._assign_work_unit(node)
+            scope, unit = self.workqueue.popitem(last=False)      # xdist's, with each test's index looked up
+            self.assigned_work.setdefault(node, {})[scope] = unit   # in a dict (xdist: list.index per test)
+            index = self._index.get(node)
+            if index is None:
+                index = self._index[node] = {n: i for i, n in enumerate(self.registered_collections[node])}
+            node.send_runtest_some([index[nodeid] for nodeid, done in unit.items() if not done])
+
+        def _reschedule(self, node) -> None:
+            """xdist's (one more unit when the node has 2 tests or fewer to run), then, while more than
+            :data:`TAIL_UNITS` units wait, more units until the node has :data:`AHEAD` tests to run. A worker
+            starts a test only once it holds the next one's index; with two in hand, each test of a few
+            milliseconds (most of the 7,000) waited for the controller's answer to the one before. Which tests
+            run, and where each unit's tests run together, is as before; near the end every unit goes out one
+            at a time, so that none waits behind another worker's long test. (Not for the browser tests, whose
+            units are handed out one at a time in the order :func:`interleave_lab_and_voila` gives them.)"""
+            super()._reschedule(node)
+            if self._browser is None and self.collection is not None:
+                self._browser = any(n.startswith("tests/browser/") for n in self.collection)
+            work = self.assigned_work.get(node, {})
+            while (not self._browser and not node.shutting_down and len(self.workqueue) > TAIL_UNITS
+                   and sum(not done for unit in work.values() for done in unit.values()) < AHEAD):
+                self._assign_work_unit(node)
 
         def mark_test_complete(self, node, item_index: int, duration: float = 0) -> None:
             """xdist's, except that a unit whose tests have all completed leaves the node's assigned work.

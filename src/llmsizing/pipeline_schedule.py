@@ -35,6 +35,7 @@ next stage's backward. Times are in units of one forward of one stage (``forward
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ._validate import check_choice, check_int, check_number
@@ -420,9 +421,14 @@ def grad_reduce_runs(pp: int, micro_batches: int, virtual_stages: int) -> int:
     (:func:`_order`; the same on every stage). Megatron-LM's interleaved order runs each chunk's backward for
     ``pp`` micro-batches in a row, so ``micro_batches / pp`` runs; plain 1F1B (one chunk) one run."""
     p, m = check_int("pp", pp), check_int("micro_batches", micro_batches)
-    v = check_int("virtual_stages", virtual_stages)
-    order = _order("interleaved" if v > 1 else "1f1b", p, m, v, 0, p)
-    return sum(_run_ends(order)) // v
+    return _runs(p, m, check_int("virtual_stages", virtual_stages))
+
+
+@functools.lru_cache(maxsize=1024)
+def _runs(p: int, m: int, v: int) -> int:
+    """:func:`grad_reduce_runs` of checked arguments, kept per schedule (a whole number of the schedule
+    alone)."""
+    return sum(_run_ends(_order("interleaved" if v > 1 else "1f1b", p, m, v, 0, p))) // v
 
 
 def grad_reduces(parallel, micro_batches: int) -> int:
@@ -456,21 +462,34 @@ def reduce_scatter_windows(pp: int, micro_batches: int, virtual_stages: int, sta
         raise ValueError(f"units must be at least virtual_stages ({v}), got {k}")
     fwd = check_number("forward", forward) / k
     bwd = check_number("backward", backward) / k
+    out = []
+    for units_before, n_f, n_b, whole in _window_counts(p, m, v, i, k, bool(per_run)):
+        out += [bwd] * units_before
+        out.append(bwd + fwd * n_f + bwd * n_b if whole else 0.0)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _window_counts(p: int, m: int, v: int, i: int, k: int, per_run: bool) -> tuple:
+    """:func:`reduce_scatter_windows`' schedule in whole numbers, one row per reduce-scatter issue of stage
+    ``i``'s order (:func:`_order`): ``(units_before, n_f, n_b, whole)``, the issuing chunk's units but its
+    last (each a window of one unit's backward), the units of the forwards and of the backwards between this
+    issue and the next, and whether a next issue follows (a window of 0 after the step's last). The counts
+    depend on the schedule alone, not on the seconds: kept per schedule (a pure function of its arguments,
+    so the windows are the same floats whatever was asked before), and each stretch between two issues is
+    counted once instead of the rest of the order scanned per issue (the planner's step times call this
+    for every stage of every ZeRO-3 layout under a pipeline)."""
     per_chunk = [k // v + (c < k % v) for c in range(v)]
     order = _order("interleaved" if v > 1 else "1f1b", p, m, v, i, p)
     issues = _run_ends(order) if per_run else [op[0] == "B" for op in order]
-    out = []
-    for n, (what, _, c) in enumerate(order):
-        if not issues[n]:
-            continue
-        out += [bwd] * (per_chunk[c] - 1)
-        later = order[n + 1:]
-        nxt = next((j for j, op in enumerate(later) if issues[n + 1 + j]), None)
-        between = later[:nxt] if nxt is not None else []
+    at = [n for n, issued in enumerate(issues) if issued]
+    rows = []
+    for n, nxt in zip(at, at[1:] + [None]):
+        between = order[n + 1:nxt] if nxt is not None else []
         n_f = sum(per_chunk[op[2]] for op in between if op[0] == "F")
         n_b = sum(per_chunk[op[2]] for op in between if op[0] == "B")
-        out.append(0.0 if nxt is None else bwd + fwd * n_f + bwd * n_b)
-    return tuple(out)
+        rows.append((per_chunk[order[n][2]] - 1, n_f, n_b, nxt is not None))
+    return tuple(rows)
 
 
 def zero3_exposed_s(parallel, micro_batches: int, units: int, forward_s: float, backward_s: float,
