@@ -37,9 +37,9 @@ def cfg(name):
 
 # ---------------------------------------------------------------- chapter 1
 def test_parameters(page):
-    assert (r"$N = (2-\tau)Vh + \lambda\,s_\text{max} h + L\,[2hd(a+g) + m\,hf + 2\nu h + \beta] + \nu h$"
-            in page)
-    assert r"$d(a+2g) + 2h + (m-1)f$ with biases on every linear layer" in page
+    assert (r"$N = (2-\tau)Vh + s_\text{pos} h + L\,[2hd(a+g) + n_\text{mat}\,hf + 2\nu h + N_\text{bias}]"
+            r" + \nu h$" in page)
+    assert r"$d(a+2g) + 2h + (n_\text{mat}-1)f$ with biases on every linear layer" in page
     assert r"$d(a+2g)$ with biases on $q$, $k$, $v$ only, else 0" in page
     for name in MODELS + ["qwen2-7b"]:          # qwen2-7b: biases on q, k and v only
         c = cfg(name)
@@ -132,7 +132,7 @@ def test_masked_sdpa(page):
 def test_muon_and_8bit_adamw(page):
     """Muon: one fp32 buffer on the blocks' matrices, AdamW's two on the rest; with bf16-mixed (2 + 2 + 4 bytes
     besides the optimizer) that is 8 + 4 (2N - N_mat) / N. 8-bit AdamW: 2 (1 + 4/256) bytes for its moments."""
-    assert r"$8 + 4\,\frac{2N - N_\text{mat}}{N}$" in page and r"$N_\text{mat} = L\,[2hd(a+g) + m\,hf]$" in page
+    assert r"$8 + 4\,\frac{2N - N_\text{mat}}{N}$" in page and r"$N_\text{mat} = L\,[2hd(a+g) + n_\text{mat}\,hf]$" in page
     assert r"$2\,(1 + 4/256)$" in page
     for name in MODELS:
         c = cfg(name)
