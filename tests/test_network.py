@@ -308,3 +308,18 @@ def test_protocols_price_the_knee_the_log_measured():
         network.collective_time_s("all-reduce", two_mib, 8, mi)
     with pytest.raises(TypeError, match="protocols"):
         network.collective_time_s("all-reduce", two_mib, 8, link, protocols="yes")
+
+
+def test_tree_levels_by_hand():
+    """review25c L4: NCCL's double binary tree goes up and back down, 2 ceil(log2 n) levels (Thakur,
+    Rabenseifner and Gropp 2005): 2 GPUs 2, 3 GPUs 4, 8 GPUs 6, 128 GPUs 14, 16,384 GPUs 28; the all-reduce's
+    latency charges the cheaper of the ring's 2 (n - 1) steps and those levels at TREE_LEVEL_ALPHAS each."""
+    import pytest
+
+    from llmsizing.collectives import TREE_LEVEL_ALPHAS, latency_steps, tree_levels
+
+    assert [tree_levels(n) for n in (2, 3, 8, 128, 16384)] == [2, 4, 6, 14, 28]
+    assert latency_steps("all-reduce", 16384) == min(2 * 16383, TREE_LEVEL_ALPHAS * 28)
+    assert latency_steps("all-reduce", 16384, across=False) == 2 * 16383
+    with pytest.raises(ValueError, match="n"):
+        tree_levels(0)

@@ -92,3 +92,36 @@ def test_a_copy_of_the_table_keeps_its_rules(tmp_path):
         assert get_gpu("B200").price_kind == "list"          # the copy's own kind, as chapter 11 says
     finally:
         use_prices(None)
+
+
+def _copy_with(tmp_path, change):
+    import csv
+
+    rows = [change(r) for r in catalog._read("gpu_prices.csv")]
+    path = tmp_path / "mine.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def test_a_price_typed_into_a_copy_s_estimate_row_wins(tmp_path):
+    """review25c M2: chapter 11's workflow, a reader types their own H20 price into the H20 row of a copy of
+    data/gpu_prices.csv (the row still names its neighbour); that price is used, marked as the reader's."""
+    use_prices(_copy_with(tmp_path, lambda r: {**r, "price_usd_per_gpu_hour": "1.10"} if r["name"] == "H20"
+                          else r))
+    try:
+        g = get_gpu("H20")
+        assert (g.price_usd_per_gpu_hour, g.price_kind) == (1.10, "reader")
+        assert "estimate rule" in g.price_source
+        assert get_gpu("MI355X").price_usd_per_gpu_hour == 7.48      # the other rules still apply
+    finally:
+        use_prices(None)
+
+
+def test_a_bad_rule_in_a_reader_s_copy_names_the_reader_s_table(tmp_path):
+    path = _copy_with(tmp_path, lambda r: {**r, "estimate_neighbour": "H800"} if r["name"] == "H20" else r)
+    with pytest.raises(ValueError, match="the reader's price table, the H20's estimate_neighbour 'H800'"):
+        use_prices(path)
+    assert get_gpu("H20").price_usd_per_gpu_hour == 0.60          # refused: the catalogue as it was

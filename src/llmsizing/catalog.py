@@ -209,12 +209,17 @@ def _prices() -> dict[str, dict[str, str]]:
     reader = _READER_PRICES
     if reader is None and os.environ.get(PRICES_ENV):
         reader = _read_price_csv(os.environ[PRICES_ENV])
-    # (a reader's copy of data/gpu_prices.csv keeps its rules)
+    # (a reader's copy of data/gpu_prices.csv keeps its rules; a price typed into a rule's row wins over it)
     for name, r in _price_rows(reader or [], "prices", rules=True).items():
         key = get_gpu_name_from(name, list(_gpu_specs()))
+        row = {k: v for k, v in r.items() if v not in (None, "")}
+        if str(row.get("price_usd_per_gpu_hour", "")).strip() and row.pop("estimate_neighbour", None):
+            row.pop("estimate_basis", None)
+            row.update(price_kind="reader", price_source="set by the reader (use_prices), in place of the "
+                       "estimate rule", price_as_of="reader's price")
         table[key] = {"price_kind": "reader", "price_source": "set by the reader (use_prices)",
-                      "price_as_of": "reader's price", **{k: v for k, v in r.items() if v not in (None, "")},
-                      "name": key}
+                      "price_as_of": "reader's price", **row, "name": key,
+                      "_table": "the reader's price table"}
     return _apply_rules(table)
 
 
@@ -241,8 +246,9 @@ def _apply_rules(table: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
         nb = (r.get("estimate_neighbour") or "").strip()
         if not nb:
             continue
-        where = f"data/gpu_prices.csv, the {name}'s estimate_neighbour"
-        basis = check_choice(f"data/gpu_prices.csv, the {name}'s estimate_basis", r.get("estimate_basis", ""),
+        table_name = r.get("_table", "data/gpu_prices.csv")
+        where = f"{table_name}, the {name}'s estimate_neighbour"
+        basis = check_choice(f"{table_name}, the {name}'s estimate_basis", r.get("estimate_basis", ""),
                              ESTIMATE_BASES)
         if nb not in table or (table[nb].get("estimate_neighbour") or "").strip() \
                 or table[nb].get("price_kind") not in ("list", "reader"):

@@ -204,8 +204,8 @@ def compare_states(df=None):
     rows = []
     for _, r in df.iterrows():
         par = LAYOUTS[r["layout"]][1](int(r["world_size"]))
-        if r["layout"] == "fsdp2-no-reshard":
-            # read after the step, when FSDP2 has resharded: ZeRO-3's states at rest (model_states without
+        if par.zero == 3 and not par.reshard_after_forward:
+            # read after the step, when FSDP has resharded: ZeRO-3's states at rest (model_states without
             # resharding counts the weights held gathered from the forward to the backward, a peak)
             par = dataclasses.replace(par, reshard_after_forward=True)
         ms = model_states(model, precision="fp32", optimizer="adamw", parallel=par)

@@ -25,9 +25,10 @@ from .inference import (decode_weight_bytes_read, dense_weight_bytes_read, kv_ca
 from .model import Model
 from .network import Node, collective_time_s, get_node, group_link, link_bandwidth_one_way_gbps
 from .parallel import check_layout
-from .serve_engine import (CUDA_GRAPH_BYTES, DEFAULT_ENGINE, GPU_MEMORY_UTILIZATION, MAX_NUM_BATCHED_TOKENS,
-                           blocks_per_sequence, engine_key, kv_capacity_tokens, kv_split, stage_share,
-                           state_bytes_per_gpu, weights_bytes_per_gpu)
+from .serve_engine import (  # noqa: F401 (BLOCK_SIZE, KVCapacity, serving_constants: still exported from here)
+    BLOCK_SIZE, CUDA_GRAPH_BYTES, DEFAULT_ENGINE, GPU_MEMORY_UTILIZATION, MAX_NUM_BATCHED_TOKENS, KVCapacity,
+    blocks_per_sequence, engine_key, kv_capacity_tokens, kv_split, serving_constants, stage_share,
+    state_bytes_per_gpu, weights_bytes_per_gpu)
 from .serve_moe import check_ep, experts_touched
 from .serve_result import (  # noqa: F401 (the result and the constants, still exported from here)
     _FIT, ACTIVATION_BYTES, ALLREDUCE_LATENCY_S, ATTENTION_BU_DEFAULT, ENGINE_STEP_OVERHEAD_S, ENGINES,
