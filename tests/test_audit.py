@@ -230,6 +230,9 @@ def test_000_time_formula_and_throughput_by_hand(table):
     n, emb = 68_976_648_192, 32_000 * 8_192
     flops = 6 * (n - emb) + 12 * 80 * 64 * 128 * 4096
     assert by_id(table, "000-time-formula")["library_central"] == pytest.approx(flops / n, rel=1e-3)
+    # that count has no recomputed forward (it would be 8.58, not 6.44), and the reading must not say it has one
+    # (review read26d M2: the FLOPs rows read "6N + attention, recomputation's forward" for both)
+    assert "recomputation's forward" not in by_id(table, "000-time-formula")["reading"]
     est = mfu_estimate("llama-2-70b", gpu="H100 SXM", seq=4096)              # the calibrated MFU (chapter 10)
     tps = 989.4e12 * est.mfu / flops                                          # H100 dense BF16 peak x MFU
     assert by_id(table, "000-tps-h100")["library_central"] == pytest.approx(tps, rel=1e-3)

@@ -65,7 +65,8 @@ READINGS = {
     "model states": "states only, mixed-precision AdamW", "weights": "weights alone",
     "serving memory": "weights + KV cache + activations", "activations": "full recomputation",
     "GPU count": "min_gpus, fused AdamW", "throughput": "calibrated MFU", "time": "calibrated MFU",
-    "cost": "calibrated MFU, seed's price", "FLOPs": "6N + attention, recomputation's forward",
+    "cost": "calibrated MFU, seed's price",
+    "FLOPs": "6N + attention (the rerun forward counted for a claim about recomputation)",
     "hardware": "catalogue", "ratio": "library values",
     "fine-tuning memory": "QLoRA r16, 2,048 tokens, checkpointing",
 }
