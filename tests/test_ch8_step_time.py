@@ -62,6 +62,9 @@ def test_bubble_chart_reports_the_idle_share():
     # the interleaved schedule needs m a multiple of p (groups of p micro-batches): no m=4 point at p = 8;
     # m = 8: bubble 7/16, share 7/23 = 30%
     assert "m=4:" not in text.splitlines()[4] and "m=8: 30%" in text.splitlines()[4]
+    # the title counts the idle slots, p - 1 (Narayanan et al. 2021), not the ratio (p - 1)/m, against m
+    title = render_pipeline_bubble().figure.axes[0].get_title(loc="left")
+    assert "p - 1 idle slots per m micro-batches" in title and "(p - 1)/m idle" not in title
     with pytest.raises(ValueError, match="pps"):
         render_pipeline_bubble(pps=())
     with pytest.raises(ValueError, match="max_microbatches"):

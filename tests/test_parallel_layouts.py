@@ -22,6 +22,16 @@ def test_1f1b_in_flight_by_hand():
     assert pipeline_in_flight(1, 16) == [1]
 
 
+def test_even_split_puts_the_remainder_on_the_first_stages():
+    # 126 = 16 x 7 + 14: fourteen stages of 8, two of 7 (Megatron-LM refuses this count without a layout,
+    # chapter 8); 80 = 4 x 20 divides, Megatron-LM's split; with the embedding and the loss as places,
+    # 126 + 2 = 128 = 16 x 8 and the ends give one place each: 7, fourteen 8s, 7 (Llama 3 405B)
+    assert L.parallel.layers_per_stage(126, Parallel(pp=16)) == (8,) * 14 + (7, 7)
+    assert L.parallel.layers_per_stage(80, Parallel(pp=4)) == (20, 20, 20, 20)
+    both = Parallel(pp=16, account_for_embedding=True, account_for_loss=True)
+    assert L.parallel.layers_per_stage(126, both) == (7,) + (8,) * 14 + (7,)
+
+
 def test_interleaved_first_stage_matches_korthikanti_penalty():
     # Megatron-LM: warm-up 2(p - i - 1) + (v - 1)p chunk forwards; first stage = p (1 + (p-1)/(p v)) micro-batches
     for p, v in [(4, 2), (8, 4), (2, 2), (8, 3)]:

@@ -361,6 +361,11 @@ def test_kv_heads_and_tp_must_divide_one_another():
         activation_memory(m, batch=1, seq=64, tp=4)                  # 4 does not divide 6, nor 6 4
     with pytest.raises(ValueError, match="KV heads"):
         model_states(m, parallel=Parallel(tp=4))
+    # Megatron-LM shares a KV head among tp / kv_heads ranks since 2025-12 (commit f7dfb99): the message must
+    # not say it refuses tp > kv_heads; 12 = 2 x 6 runs, one KV head shared by two ranks
+    with pytest.raises(ValueError, match=r"Megatron-LM, since 2025-12, shares it among tp/kv_heads ranks"):
+        model_states(m, parallel=Parallel(tp=4))
+    model_states(m, parallel=Parallel(tp=12))
 
 
 def test_sp_needs_tp_in_parallel():

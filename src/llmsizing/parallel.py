@@ -219,9 +219,12 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
     * ``tp`` must divide the attention heads and the MLP width: Megatron-LM splits both column-wise and
       asserts it (``num_attention_heads % tensor_model_parallel_size == 0``).
     * KV heads: with ``tp <= kv_heads``, ``tp`` must divide them (each rank holds ``kv_heads / tp`` of them;
-      Megatron-LM asserts ``num_query_groups % tp == 0``). With ``tp > kv_heads`` Megatron-LM refuses, while
-      vLLM replicates each KV head ``tp / kv_heads`` times (so ``tp`` must be a multiple of ``kv_heads``);
-      the library follows vLLM and counts one KV head per rank.
+      Megatron-LM asserts ``num_query_groups % tp == 0``). With ``tp > kv_heads``, ``tp`` a multiple of
+      ``kv_heads``: vLLM replicates each KV head ``tp / kv_heads`` times; Megatron-LM refused it until
+      2025-12 (commit f7dfb99, "Support TP greater than num_kv_heads") and now all-gathers the Q/K/V
+      projection's output so that ``tp / kv_heads`` ranks share each KV head. The library follows vLLM and
+      counts one KV head per rank; Megatron-LM's extra all-gather is not in
+      :func:`~llmsizing.comm.communication`.
     * ``pp`` must not exceed the layer count: a pipeline stage needs at least one layer.
     * ``virtual_stages > 1`` needs ``pp > 1`` and at least one layer per chunk; chunks of a stage may differ
       by a layer (Megatron-Core's ``--pipeline-model-parallel-layout`` takes any split; issue 35; before it,
@@ -284,7 +287,7 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
     if (tp <= g and g % tp) or (tp > g and tp % g):
         raise ValueError(f"tp={tp} and the KV heads ({g}) must divide one another: below {g}, each rank "
                          f"holds kv_heads/tp of them; above, vLLM replicates each KV head tp/kv_heads times "
-                         "(Megatron-LM refuses tp > kv_heads)")
+                         "(and Megatron-LM, since 2025-12, shares it among tp/kv_heads ranks)")
     if pp > model.layers:
         raise ValueError(f"pp={pp} must be <= layers ({model.layers}): every pipeline stage needs a layer")
     if stage_layers is not None:

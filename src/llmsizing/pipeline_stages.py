@@ -4,9 +4,10 @@ chunk of an interleaved stage (:func:`chunk_layers`, :func:`stage_chunks`), the 
 with Megatron-LM's block method (:func:`check_recompute_layers`, :func:`recomputed_layers`), and the
 micro-batches whose activations each stage holds at its peak (:func:`pipeline_in_flight`).
 
-Sources: Megatron-LM's even split with ``--account-for-embedding-in-pipeline-split`` /
-``--account-for-loss-in-pipeline-split`` (``get_num_layers_to_build``, ``transformer_block.py``), its
-block recomputation (``TransformerBlock._checkpointed_forward``) and its interleaved schedule
+Sources: Megatron-LM's even split (``pp`` dividing the layers) with
+``--account-for-embedding-in-pipeline-split`` / ``--account-for-loss-in-pipeline-split``
+(``get_num_layers_to_build``, ``transformer_block.py``), its block recomputation
+(``TransformerBlock._checkpointed_forward``) and its interleaved schedule
 (``pipeline_parallel/schedules.py``); Narayanan et al. 2021 (Sec. 2.2); Korthikanti et al. 2022 (Sec. 4.2.3,
 5); Dubey et al. 2024 (Llama 3), Sec. 3.3.2.
 
@@ -52,10 +53,14 @@ _ONE_STAGE = _NoPipeline()
 
 
 def layers_per_stage(layers: int, parallel: PipelineLayout) -> tuple[int, ...]:
-    """The transformer layers of each pipeline stage: ``parallel.stage_layers``, or Megatron-LM's even split
+    """The transformer layers of each pipeline stage: ``parallel.stage_layers``, or an even split
     (``layers // pp`` each, the first ``layers % pp`` stages one more), with ``account_for_embedding`` /
     ``account_for_loss`` of ``layers + 1`` or ``+ 2`` places, the first (last) stage giving one to the
-    embedding (loss). Taught in chapter 8."""
+    embedding (loss). When ``pp`` divides the places this is Megatron-LM's split; any other count Megatron-LM
+    refuses unless it is told the stages' layers (``get_num_layers_to_build`` asserts that ``pp`` divides
+    them; ``--decoder-first/last-pipeline-num-layers`` or ``--pipeline-model-parallel-layout`` set them), so
+    the remainder on the first stages is this library's choice (126 layers on 16 stages: fourteen 8s, two 7s).
+    Taught in chapter 8."""
     if parallel.stage_layers is not None:
         return parallel.stage_layers
     emb, loss = parallel.account_for_embedding, parallel.account_for_loss

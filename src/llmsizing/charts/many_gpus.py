@@ -435,7 +435,9 @@ def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stage
     ax.set_ylabel("% of the step idle (bubble)")
     ax.grid(alpha=0.3, lw=0.5)
     ax.legend(fontsize=8, frameon=False)
-    ax.set_title("Pipeline bubble: (p - 1)/m idle slots per m micro-batches of work", fontsize=9, loc="left")
+    # p - 1 idle slots against m slots of work: the bubble is their ratio (the title once said "(p - 1)/m
+    # idle slots per m micro-batches", the ratio counted per micro-batch twice)
+    ax.set_title("Pipeline bubble: p - 1 idle slots per m micro-batches of work", fontsize=9, loc="left")
     return View(fig, "\n".join(lines))
 
 
