@@ -87,7 +87,7 @@ def test_dualpipe_ranks_do_the_mean_of_their_two_stages():
     kw = dict(batch=1, seq=4096, gpu="H800", grad_accum=32, dtype="fp8", mtp_depth=1)
     one = step_compute_time_s("deepseek-v3", V3, schedule="1f1b", **kw)
     two = step_compute_time_s("deepseek-v3", V3, schedule="dualpipe", **kw)
-    # Megatron's even split of 61 layers over 16: 13 stages of 4 then 3 of 3; the last holds the head and the
+    # the library's even split of 61 layers over 16: 13 stages of 4 then 3 of 3; the last holds the head and the
     # MTP module, so 1F1B waits for it while DualPipe's rank 0 shares it with the first stage
     assert layers_per_stage(61, V3) == (4,) * 13 + (3,) * 3
     assert two < one

@@ -31,7 +31,7 @@ DEEPSEEK_V3_MAX_NODES = 4
 
 #: A split of DeepSeek-V3's 61 layers over its 16 pipeline stages that unloads the chunks DualPipe puts on one
 #: rank with the embedding, the output head and the MTP module: one layer fewer in the first and in the last
-#: chunk. Not published (the report gives no split); :func:`deepseek_v3_check` shows Megatron's even split
+#: chunk. Not published (the report gives no split); :func:`deepseek_v3_check` shows the library's even split
 #: too.
 DEEPSEEK_V3_BALANCED_SPLIT = (3,) + (4,) * 14 + (2,)
 
@@ -161,7 +161,7 @@ def deepseek_memory(model: Model | str = "deepseek-v3", parallel: Parallel | Non
     of chunk ``i`` and ``i + 1`` of chunk ``pp - 1 - i`` at once: ``pp + 1``, the report's Table 2.
     ``schedule="1f1b"``: one chunk per rank, ``min(pp - i, grad_accum)`` in flight
     (:func:`~llmsizing.parallel.pipeline_in_flight`). The layers are split as ``parallel`` says
-    (``stage_layers``, else Megatron's even split); the MTP block joins the last chunk.
+    (``stage_layers``, else the library's even split); the MTP block joins the last chunk.
 
     The peak and its phases are :func:`~llmsizing.memory.step_phases`': the kept activations, one MoE layer
     rebuilt (:func:`deepseek_rebuilt_bytes`) plus :data:`~llmsizing.memory.LAYER_WORKING_SET` of it in its
@@ -271,14 +271,15 @@ def deepseek_v3_check(*, gpu_memory_gib: float = 80.0) -> dict:
 
     DeepSeek's own memory recipe is :func:`deepseek_memory` (DualPipe's two chunks per rank and ``pp + 1``
     micro-batches, recomputed RMSNorms and MLA up-projections, FP8/E5M6 caches, the MTP module):
-    ``memory_gib_deepseek_even`` with Megatron's even split of the layers, ``..._balanced`` with
+    ``memory_gib_deepseek_even`` with the library's even split of the layers, ``..._balanced`` with
     :data:`DEEPSEEK_V3_BALANCED_SPLIT`, ``..._combine`` with the balanced split and the experts' outputs kept
     for the combine (``probs_in_swiglu=False``), ``memory_gib_deepseek_1f1b`` the balanced split under 1F1B;
     each with ``fits_``, the most loaded ``rank_``, its ``states_gib_`` and ``activations_gib_`` and
     ``in_flight_``.
 
-    These two steps price 1F1B with Megatron's even split and none of DeepSeek's recipe beyond the all-to-all;
-    :func:`deepseek_v3_time_terms` adds the rest of what the report states, term by term (issue 35)."""
+    These two steps price 1F1B with the library's even split and none of DeepSeek's recipe beyond the
+    all-to-all; :func:`deepseek_v3_time_terms` adds the rest of what the report states, term by term
+    (issue 35)."""
     from .catalog import get_model
     from .layouts import step_time
     from .memory import training_memory

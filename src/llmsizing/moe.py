@@ -124,7 +124,7 @@ def _moe_indices(model: Model) -> frozenset:
 
 
 def stage_moe_layers(model: Model, par: Parallel) -> tuple[int, ...]:
-    """How many MoE layers each pipeline stage holds (its layers in order; Megatron's even split or
+    """How many MoE layers each pipeline stage holds (its layers in order; the library's even split or
     ``stage_layers``). DeepSeek-V3's three dense layers all sit on the first stage."""
     return _moe_layer_counts(model, layers_per_stage(model.layers, par))
 
