@@ -86,7 +86,7 @@ def test_expert_tp_splits_the_experts_over_tp_too():
 
 
 def test_deepseek_v3_moe_layers_per_stage():
-    # 61 layers over 16 stages: 13 stages of 4, 3 of 3 (the library's even split); layers 0-2 dense (stage 0)
+    # 61 layers over 16 stages: 13 stages of 4, 3 of 3 (the library's split); layers 0-2 dense (stage 0)
     got = moe.stage_moe_layers(get_model("deepseek-v3"), Parallel(pp=16, dp=128, ep=64))
     assert got == (1,) + (4,) * 12 + (3,) * 3
 
@@ -433,7 +433,7 @@ def test_deepseek_memory_of_a_middle_rank_by_hand():
 
 
 def test_deepseek_v3_fits_80gb_with_its_own_recipe(dsv3):
-    # with the library's even split the rank holding the embedding, the output head, the MTP module and the logits
+    # with the library's split the rank holding the embedding, the output head, the MTP module and the logits
     # (chunks 0 and 15) does not fit; one layer fewer in each of those chunks does, with a few GiB to spare
     assert not dsv3["fits_deepseek_even"] and dsv3["rank_deepseek_even"] == 0
     assert dsv3["fits_deepseek_balanced"] and 70 < dsv3["memory_gib_deepseek_balanced"] < 80
