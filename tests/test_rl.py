@@ -92,7 +92,8 @@ def test_ppo_adds_a_critic_and_a_reward_model_adds_its_forward():
 
 
 def test_ppo_sends_the_critic_to_the_host_too():
-    """Colocated PPO offloads the critic's model states as it does the policy's (verl, OpenRLHF). FSDP over 16
+    """Colocated PPO offloads the critic's model states as it does the policy's (``offload`` applies to both;
+    verl's and OpenRLHF's offload options are per model). FSDP over 16
     GPUs: 16 bytes x 8,030,261,248 parameters / 16 = 8.03e9 bytes per GPU per model; GRPO's trip there and
     back is 2 x 8.03e9 / 32e9 B/s = 0.502 s, PPO's (two models) 1.004 s. Without offload the states kept
     beside the engine double too (7.48 -> 14.96 GiB)."""
