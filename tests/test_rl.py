@@ -91,6 +91,25 @@ def test_ppo_adds_a_critic_and_a_reward_model_adds_its_forward():
     assert no_ref.phases["reference"] == 0 and no_ref.phases["reward"] == 3.0
 
 
+def test_ppo_sends_the_critic_to_the_host_too():
+    """Colocated PPO offloads the critic's model states as it does the policy's (``offload`` applies to both;
+    verl's and OpenRLHF's offload options are per model). FSDP over 16
+    GPUs: 16 bytes x 8,030,261,248 parameters / 16 = 8.03e9 bytes per GPU per model; GRPO's trip there and
+    back is 2 x 8.03e9 / 32e9 B/s = 0.502 s, PPO's (two models) 1.004 s. Without offload the states kept
+    beside the engine double too (7.48 -> 14.96 GiB)."""
+    kw = dict(gpu=H100, n_gpus=16, prompts_per_step=128, samples_per_prompt=16, prompt=128,
+              response=(932, 3968), steps=1)
+    per_model = 16 * 8_030_261_248 / 16
+    g, p = rl_run("llama-3-8b", **kw), rl_run("llama-3-8b", algorithm="ppo", **kw)
+    assert g.moves["trainer_offload"] == pytest.approx(2 * per_model / 32e9, rel=1e-9)
+    assert p.moves["trainer_offload"] == pytest.approx(2 * 2 * per_model / 32e9, rel=1e-9)
+    assert p.state_bytes_per_gpu == pytest.approx(2 * per_model, rel=1e-9)
+    assert p.moves["sync"] == g.moves["sync"]     # the engines still get one model's weights
+    kept = rl_run("llama-3-8b", algorithm="ppo", offload=False, **kw)
+    assert kept.state_bytes_per_gpu == pytest.approx(2 * per_model, rel=1e-9)
+    assert kept.engine_max_batch < rl_run("llama-3-8b", offload=False, **kw).engine_max_batch
+
+
 def test_split_pools_broadcast_the_weights_and_async_overlaps():
     """Split: the 16-bit weights (2 bytes x 8.03e9 parameters = 16.1 GB) cross one 400 Gb/s NIC
     (50 GB/s one way; at most 1/0.4 slower at the link's achievable share), so the sync takes 0.32-0.8 s.

@@ -25,7 +25,7 @@ Schulman et al. 2017) is not one training step but a sequence of phases, as verl
    every GPU rebuilds the full weights ``W`` (an all-gather on the pool's link,
    :func:`llmsizing.network.collective_time_s`), the engine sleeps and wakes (its ``W / gen_tp`` to the host
    and back) and, with ``offload``, the trainer's model states (weights, gradients, optimizer: not its
-   activations, which are freed, not moved) go to the host and back (at
+   activations, which are freed, not moved; with PPO the critic's as well) go to the host and back (at
    :data:`llmsizing.zero_traffic.HOST_LINK_GBPS`): :func:`llmsizing.rl_trainer.colocated_moves_s`. Split pools
    (OpenRLHF, Tülu 3's NCCL broadcast): the full 16-bit weights ``W`` cross the network to the engines.
 
@@ -139,12 +139,15 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     node_ = get_node(node, g)
     seq = a["prompt"] + a["top"]
     cap = g.memory_bytes
+    # PPO trains a critic of the policy's size on the same GPUs: its model states go to the host and back
+    # (or stay beside the engine) as the policy's do, so the states per GPU count both models
+    n_models = 2 if a["algorithm"] == "ppo" else 1
     if colocated:
         if gen_gpus is not None:
             raise ValueError("gen_gpus applies to split pools (colocated=False); a colocated pool "
                              "generates on all n_gpus")
         train_bytes = _train_bytes(m, n, seq)
-        states = 0.0 if offload else trainer_state_bytes(m, n, a["layout"], a["cpu_optimizer"])
+        states = 0.0 if offload else n_models * trainer_state_bytes(m, n, a["layout"], a["cpu_optimizer"])
         a["util"] = 0.9 - states / cap     # without offload the states stay beside the engine, not the peak
         if a["util"] <= 0.05:
             raise ValueError(f"colocated without offload: the trainer's model states, {states / 2**30:.1f} "
@@ -180,7 +183,7 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
             if len(splits) > 1:
                 continue    # this split's trainer pool does not take the (given or default) layout
             raise
-        sb = trainer_state_bytes(m, tg, a["layout"], a["cpu_optimizer"])
+        sb = n_models * trainer_state_bytes(m, tg, a["layout"], a["cpu_optimizer"])
         sync, moves = _sync_s(m, g, node_, colocated=colocated, gpus=n, gen_tp=tp_, offload=offload,
                               state_bytes=sb, bucket_s=bucket_s)
         if eng[6]:

@@ -100,7 +100,8 @@ class RLRun:
     attention_seq: int = 0
     #: The trainer's model states per GPU on its layout (weights, gradients, optimizer;
     #: :func:`~llmsizing.rl_trainer.trainer_state_bytes`): what a colocated ``offload`` moves to the host and
-    #: back, and what a colocated trainer without it keeps beside the engine.
+    #: back, and what a colocated trainer without it keeps beside the engine. With PPO the critic's too (a
+    #: second model of the policy's size on the same layout): twice the policy's.
     state_bytes_per_gpu: float = 0.0
 
     @property
