@@ -362,15 +362,15 @@ def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
         "source) sit at 0.53-0.55 of this estimate")           # pytorch/ao's MI300X rows: 0.1305 and 0.1366
     # implied over 0.2466 estimated = 0.529, 0.554 (0.542, 0.567 before whole34's refit moved the stack offsets)
     assert mfu_estimate("llama-3-8b", gpu="B200", seq=8192).range_note.startswith(
-        "no calibrated range applies: no blackwell 16-bit run calibrates it; no blackwell 16-bit run is "
-        "published (the band shown is the calibrated cells': 80% range; out of source it held ")
+        "no calibrated range applies: no blackwell 16-bit run calibrates it; no blackwell 16-bit run is in "
+        "data/published_runs.csv (the band shown is the calibrated cells': 80% range; out of source it held ")
     assert mfu_estimate("llama-3-8b", gpu="MI300X", seq=8192).range_note.endswith(
-        "; no cdna3 16-bit run is published (the band shown is the calibrated cells': 80% range; out of source "
-        "it held 106 of 123 published runs (31 sources), 1.64x wide at the median; and 18 of 22 runs without a "
+        "; no cdna3 16-bit run is in data/published_runs.csv (the band shown is the calibrated cells': 80% "
+        "range; out of source it held 106 of 123 published runs (31 sources), 1.64x wide at the median; and 18 of 22 runs without a "
         "published batch, estimated as this one (9 sources), 1.63x wide at the median)")
     assert mfu_estimate("llama-3-8b", gpu="L40S", seq=8192, precision="fp8-mixed").range_note == (
-        "no calibrated range applies: no ada FP8 run calibrates it; no ada FP8 run is published (the band "
-        "shown is the calibrated cells': 80% range; out of source it held 8 of 11 FP8 runs (5 sources), "
+        "no calibrated range applies: no ada FP8 run calibrates it; no ada FP8 run is in data/published_runs.csv "
+        "(the band shown is the calibrated cells': 80% range; out of source it held 8 of 11 FP8 runs (5 sources), "
         "1.92x wide at the median; and 18 of 22 runs without a published batch, estimated as this one (9 sources), "
         "1.63x wide at the median)")
     h100 = mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=8192).range_note

@@ -35,7 +35,7 @@ def test_the_note_quotes_the_published_stand_in_runs():
     assert f"sit at {float(cell['min_ratio']):.2f}-{float(cell['max_ratio']):.2f} of this estimate" in note
     assert f"the {cell['n_rows']} published blackwell FP8 runs" in note
     # no B200 BF16 run is in data/published_runs.csv at all
-    assert "no blackwell 16-bit run is published" in layout_range_note("B200", "bf16")
+    assert "no blackwell 16-bit run is in data/published_runs.csv" in layout_range_note("B200", "bf16")
 
 
 def test_plan_carries_the_note_per_gpu():

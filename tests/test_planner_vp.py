@@ -202,6 +202,28 @@ def test_the_default_deadline_rule_is_the_slow_end_and_warns_once(monkeypatch):
         deadline_kept("slow_end", days, high, 11)
 
 
+def test_the_rule_change_is_warned_only_for_plans_the_old_rule_keeps(monkeypatch):
+    """By hand: Llama 3 70B on 1T tokens costs at least its model FLOPs at the B200's dense BF16 peak:
+    1e12 x (6 x 69.5e9 non-embedding parameters + 12 x 80 layers x 8,192 x 8,192) = 4.81e23 FLOPs over
+    2.25e15 FLOP/s = 59,400 GPU-hours, x $6.69 (data/gpu_prices.csv) = $398k at 100% MFU. A budget of $300k is
+    below every plan's point cost, so the old default (point estimates) keeps nothing: the default's stricter
+    30-day deadline drops no plan it would have kept, and no FutureWarning may claim one (chapter 12's second
+    command line once said 160 were dropped), only the NoPlanError."""
+    import warnings
+
+    monkeypatch.setattr(plan_rank, "_WARNED", [])
+    kw = dict(tokens=1e12, gpus=("B200",), seq=8192, global_batch=512, max_gpus=4096)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        with pytest.raises(NoPlanError, match="none meets deadline_days=30 and budget_usd=300,000"):
+            plan(L70, deadline_days=30, budget_usd=300_000, **kw)
+    assert plan_rank._WARNED == []
+    # the same deadline alone does drop plans the old default keeps (point estimate within 30 days, slow end
+    # beyond): then it is warned
+    with pytest.warns(FutureWarning, match=r"plan\(deadline_days=30\) keeps a plan only if the slow end"):
+        plan(L70, deadline_days=30, **kw)
+
+
 # ---- the budget follows the deadline's rule (issue 34)
 def test_budget_kept_by_hand(monkeypatch):
     """By hand: point costs $1.0M, $1.0M, $0.8M, $1.2M, slow ends $1.2M, $1.1M, $0.9M, $1.3M, a budget of

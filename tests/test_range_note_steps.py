@@ -44,7 +44,7 @@ def _stand_in_words(gpu: str, dtype: str) -> list[str]:
         lo, hi = float(cell[0]["min_ratio"]), float(cell[0]["max_ratio"])
         out += [f"the {cell[0]['n_rows']} published {gen} {words} runs", f"sit at {lo:.2f}-{hi:.2f} of this"]
     else:
-        out.append(f"no {gen} {words} run is published")
+        out.append(f"no {gen} {words} run is in data/published_runs.csv")
     return out
 
 

@@ -157,13 +157,15 @@ def stand_in_note(area: str, generation: str, dtype: str) -> str:
     range: that no calibrated range applies, and where the published runs of that cell sit against the area's
     prediction (``data/stand_in_runs.csv``, out of source, written by ``tools/calibrate.py``): e.g. ``"no
     calibrated range applies: no cdna3 FP8 run calibrates it; the 2 published cdna3 FP8 runs (1 source) sit
-    at 0.53-0.55 of this estimate, 0 of them inside the calibrated range"``, or that none is published."""
+    at 0.53-0.55 of this estimate, 0 of them inside the calibrated range"``, or that
+    ``data/published_runs.csv`` holds none (not that none is published anywhere: pytorch/ao's README publishes
+    a BF16 row on 8 B200s that the data does not carry)."""
     key = "fp8" if dtype in ("fp8", "fp4") else "bf16"
     words = "FP8" if key == "fp8" else "16-bit"
     note = f"no calibrated range applies: no {generation} {words} run calibrates it"
     cell = _stand_in_cells().get((area, generation, key))
     if cell is None:
-        return note + f"; no {generation} {words} run is published"
+        return note + f"; no {generation} {words} run is in data/published_runs.csv"
     n = int(cell["n_rows"])
     k = cell["n_sources"]
     return (note + f"; the {n} published {generation} {words} run{'s' * (n != 1)} ({k} source"

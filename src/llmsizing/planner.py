@@ -498,12 +498,15 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     keep = (df["listed"].to_numpy().copy() if "listed" in df
             else interleaving_winners(df) & pipelined_zero_winners(df))
     listed = keep.copy()                  # (what the table lists without limits: the message counts these)
+    # what the old default (point estimates, both limits) keeps: the rule change is warned only for those
+    old = (listed & (True if deadline is None else days <= deadline)
+           & (True if budget is None else cost <= budget))
     if deadline is not None:
         added["meets_deadline"] = meets_deadline(days, added["days_high"], deadline)
-        keep &= deadline_kept(rule, days, added["days_high"], deadline, keep)
+        keep &= deadline_kept(rule, days, added["days_high"], deadline, old)
     if budget is not None:
         added["within_budget"] = within_budget(cost, added["cost_usd_high"], budget)
-        keep &= budget_kept(rule, cost, added["cost_usd_high"], budget, keep)
+        keep &= budget_kept(rule, cost, added["cost_usd_high"], budget, old)
     sel = np.flatnonzero(keep)
     if not len(sel):
         if not explain:
