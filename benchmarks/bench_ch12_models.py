@@ -50,6 +50,32 @@ What is left of a pick (~50-95 ms): the new model's memory entries and fit (~11-
 plan()'s frame (~3-9), render_plan (~10) and the PNG (~14): the 50 ms of issue 38 is met by 4 of the 40 picks
 (Mistral 7B's, 49 ms median); the steps' median is met, not their p90 (60-61 ms: the sequence and global
 batch steps of the mixtures of experts, each a new search).
+
+Measured 2026-12-02 (branch speed26 at fd9261d; base = main 47c3c4b's src on PYTHONPATH, the same venv; load
+0.7-1.1 at 06:05-06:06 UTC, 2.8-3.0 at 06:13, on 2 cores shared with other sessions), --rounds 5 --split
+(--steps in the first two pairs), CPU ms of all picks, base -> new, median (p90):
+
+    06:05-06:06  129 (213) -> 113 (198)     101 (142) -> 110 (157)
+    06:13-06:14  114 (165) -> 136 (212)     128 (184) -> 105 (160)
+
+The pairs disagree in sign: one run's median moves by 10-25 ms with the load (CPU time too: the other
+sessions share the cores' caches), more than the change. It is measured instead in one process by
+benchmarks/bench_speed26_ab.py, main's function and the new one in turn on chapter 12's recorded arguments
+(06:14 UTC, load 2.7-3.1), ms, main -> new, and whole picks paired move by move (10 rounds):
+
+    _kept_key_rows of a new model    mixtral-8x7b 7.0 -> 3.7, qwen3-30b-a3b 13.8 -> 7.5, deepseek-v2
+                                     11.3 -> 5.1, olmoe-1b-7b 10.6 -> 5.6 (every row the same bits)
+    (an earlier run, 06:11, load 3.6: 14.5 -> 6.9, 20.9 -> 11.3, 20.7 -> 9.3, 20.2 -> 10.4)
+    whole picks (median)             mixtral-8x7b 98.7 -> 94.8, qwen3-30b-a3b 154.2 -> 147.6,
+                                     deepseek-v2 138.0 -> 130.8, olmoe-1b-7b 114.3 -> 115.4;
+                                     paired difference, median of the 40: 4.7 ms
+
+What changed (speed26): a mixture of experts' data-parallel rows (plan_moe._kept_key_rows) of every GPU type
+that keeps none of a key worked out in one ``_key_rows`` call for all of them instead of one per GPU type (a
+new model on the widget's four GPU types: four calls, each with its own NumPy and link overhead). Dense
+models' picks are unchanged (no such rows), and so is chapter 17 at its one GPU type (bench_ch17_models.py,
+--rounds 5 --split --controls, two pairs at 06:06-06:11 UTC, load 1.4-4.8: the MoE moves' medians 46-64 ms
+either side, all 51-54). The walk_ch12_bits / walk_ch17_bits digests, forward and reversed, are main's.
 """
 
 from __future__ import annotations

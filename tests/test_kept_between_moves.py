@@ -98,6 +98,45 @@ def test_kept_key_rows_are_the_rows_of_each_key_alone():
     plan_moe._kept_dp_rows.cache_clear()
 
 
+def test_kept_key_rows_of_several_gpus_are_each_gpus_own():
+    """speed26: the keys no GPU type keeps are worked out in one call for all of them, rows of GPUs in any
+    order; each row is the one the GPU's own call (that GPU alone, its keys alone) gives, whether its GPU kept
+    some keys before or none."""
+    from llmsizing.catalog import get_gpu, get_model
+    from llmsizing.network import get_node
+
+    m = get_model(MODEL)
+    gpus = [get_gpu(x) for x in ("H100 SXM", "B200", "A100 80GB")]
+    node_of = {g.name: get_node(None, g) for g in gpus}
+    rng = np.random.default_rng(26)
+    n = 600
+    cols = dict(tp=rng.choice([1, 2, 4, 8], n), pp=rng.choice([1, 2, 4], n), zero=rng.choice([0, 1, 2], n),
+                ep=rng.choice([1, 2, 4, 8], n), dpcp=rng.choice([1, 2, 8, 64, 512, 4096], n))
+    cols["dpcp"] = np.lcm(cols["dpcp"], cols["ep"])                  # (ep divides tp x dp x cp)
+    keys = np.unique(np.stack([cols[k] for k in ("tp", "pp", "zero", "ep", "dpcp")], axis=1), axis=0)
+    gi = rng.integers(0, len(gpus), len(keys))                       # (the GPUs' rows interleaved)
+    own = [np.empty((len(keys), len(plan_moe._DP_SLOTS))) for _ in range(2)]
+    for g, gpu in enumerate(gpus):                                  # (the oracle: one GPU's keys alone)
+        sel = np.flatnonzero(gi == g)
+        got = plan_moe._key_rows(m, [gpu], {gpu.name: node_of[gpu.name]}, "bf16-mixed", False,
+                                 np.zeros(len(sel), dtype=int), *keys[sel].T)
+        for a, b in zip(own, got):
+            a[sel] = b
+    plan_moe._kept_dp_rows.cache_clear()
+    args = (m, gpus, node_of, "bf16-mixed", False)
+    first = np.flatnonzero(gi == 1)[::2]                             # (the B200 keeps half its keys first)
+    plan_moe._kept_key_rows(*args, gi[first], *keys[first].T)
+    for _ in range(2):                                              # (then all: worked out, then all kept)
+        got = plan_moe._kept_key_rows(*args, gi, *keys.T)
+        for a, b in zip(got, own):
+            assert np.array_equal(a, b)
+    assert {k[1].name for k in plan_moe._kept_dp_rows} == {g.name for g in gpus}
+    for g, gpu in enumerate(gpus):
+        codes, _ = plan_moe._kept_dp_rows[(m, gpu, node_of[gpu.name], "bf16-mixed", False)]
+        assert len(codes) == (gi == g).sum()
+    plan_moe._kept_dp_rows.cache_clear()
+
+
 def test_a_degree_beyond_the_packed_bits_is_worked_out_not_kept():
     assert plan_moe._key_code(np.array([1]), np.array([1]), np.array([0]), np.array([1]),
                               np.array([2**28])) is None

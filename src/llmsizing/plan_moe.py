@@ -246,21 +246,30 @@ def _kept_key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, z
         return _key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, ep, dpcp_k)
     n_slots = len(_DP_SLOTS)
     dense, experts = np.empty((len(gi), n_slots)), np.empty((len(gi), n_slots))
+    found, misses = [], []
     for g, gpu in enumerate(gpu_list):
         sel = np.flatnonzero(gi == g)
         if not len(sel):
             continue
-        node = node_of[gpu.name]
-        key = (model, gpu, node, precision, expert_tp)
+        key = (model, gpu, node_of[gpu.name], precision, expert_tp)
         codes, rows = _kept_dp_rows.get(key, (np.zeros(0, dtype=np.int64), np.zeros((0, 2, n_slots))))
         pos = np.minimum(np.searchsorted(codes, code[sel]), max(len(codes) - 1, 0))
         miss = sel[codes[pos] != code[sel]] if len(codes) else sel
         if len(codes) + len(miss) > KEPT_DP_KEYS:                   # (full: start again from these keys)
             codes, rows, miss = codes[:0], rows[:0], sel
+        found.append((key, sel, codes, rows, pos, miss))
+        misses.append(miss)
+    # every GPU's keys not kept in one call (speed26: a new model's four GPU types, one call instead of four;
+    # each key's row is its own, so the same bits)
+    every = np.concatenate(misses) if misses else np.zeros(0, dtype=np.int64)
+    if len(every):
+        got = np.stack(_key_rows(model, gpu_list, node_of, precision, expert_tp, gi[every], tp[every],
+                                 pp[every], zero[every], ep[every], dpcp_k[every]), axis=1)
+    start = 0
+    for key, sel, codes, rows, pos, miss in found:
         if len(miss):
-            new = np.stack(_key_rows(model, [gpu], {gpu.name: node}, precision, expert_tp,
-                                     np.zeros(len(miss), dtype=int), tp[miss], pp[miss], zero[miss], ep[miss],
-                                     dpcp_k[miss]), axis=1)
+            new = got[start:start + len(miss)]
+            start += len(miss)
             codes = np.concatenate([codes, code[miss]])
             order = np.argsort(codes, kind="stable")
             codes, rows = codes[order], np.concatenate([rows, new])[order]
