@@ -188,8 +188,9 @@ def test_a_16_expert_moe_trains_near_its_dense_twin_as_grin_measured():
     MoE (Phi-3.5-MoE's architecture) trains 7,077 tokens/s per GPU, the dense 6.6B of its active size 8,176
     under the same parallelism (no expert parallelism: MegaBlocks grouped GEMMs, data and pipeline parallelism):
     86.6%. The layout is not published; the step model's ratio barely moves with it (pp 4 to 16, micro-batches
-    of 1 or 2 sequences): within 10% of the measured one. Priced as lone GEMMs of 512 rows, as the library did
-    before, the MoE came out at 54% of its twin."""
+    of 1 or 2 sequences): within 10% of the measured one, and above it on every one of those layouts (the step
+    leans optimistic, as chapter 18 and ``kernels.grouped_gemm_share`` say). Priced as lone GEMMs of 512 rows,
+    as the library did before, the MoE came out at 54% of its twin."""
     import dataclasses
 
     from llmsizing.layouts import step_time
@@ -199,7 +200,7 @@ def test_a_16_expert_moe_trains_near_its_dense_twin_as_grin_measured():
     dense = dataclasses.replace(moe, name="dense twin", experts=0, experts_per_token=0, expert_ffn_hidden=0,
                                 ffn_hidden=2 * 6400)
     assert dense.active_params == pytest.approx(moe.active_params, rel=1e-3)
-    for pp, mb in ((4, 1), (8, 2), (16, 1)):
+    for pp, mb in ((4, 1), (4, 2), (8, 1), (8, 2), (16, 1), (16, 2)):
         dp = 64 // pp
         tput = {}
         for name, m in (("moe", moe), ("dense", dense)):
@@ -207,6 +208,7 @@ def test_a_16_expert_moe_trains_near_its_dense_twin_as_grin_measured():
                            grad_accum=1024 // dp // mb, recompute="full")
             tput[name] = st.tokens / st.step_s
         assert tput["moe"] / tput["dense"] == pytest.approx(7077 / 8176, rel=0.10)
+        assert tput["moe"] / tput["dense"] > 7077 / 8176
 
 
 def test_layer_gemm_efficiencies_are_the_per_gemm_functions_bit_for_bit():

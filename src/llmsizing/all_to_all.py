@@ -52,6 +52,24 @@ def inter_node_share(top_k: int, ep: int, gpus_per_node: int, max_nodes: int | N
     return min(k, m, n) / k * (n - 1) / n
 
 
+def inter_node_share_distinct(top_k: int, ep: int, gpus_per_node: int, max_nodes: int | None = None) -> float:
+    """:func:`inter_node_share` without its upper-bound step: a token's ``k`` experts drawn uniformly over
+    the ``m = min(M, n)`` nodes it may reach (``n = ep / gpus_per_node``; ``M`` = ``max_nodes``, none:
+    ``n``) land on ``D = m (1 - (1 - 1/m)^k)`` distinct nodes on average, not ``min(k, m)``, and each is
+    sent the token once (DeepSeek-V3 Sec. 3.2.2; DeepEP's normal kernels), so ``D x (n - 1) / n / k``
+    crosses the network per byte of ``tokens x k x hidden x bytes``. DeepSeek-V3's layout (``k = 8``, 8
+    nodes): ``8 (1 - (7/8)^8) x 7/8 / 8 = 0.574`` without a limit against :func:`inter_node_share`'s
+    0.875, and ``4 (1 - (3/4)^8) x 7/8 / 8 = 0.394`` at ``M = 4`` against 0.438. What
+    :func:`inter_node_share` overstates by (chapter 18, exercise 2); the library prices with the bound."""
+    k, ep, g = check_int("top_k", top_k), check_int("ep", ep), check_int("gpus_per_node", gpus_per_node)
+    mn = None if max_nodes is None else check_int("max_nodes", max_nodes)
+    if ep <= g:
+        return 0.0
+    n = ep / g
+    m = n if mn is None else min(mn, n)
+    return m * (1 - (1 - 1 / m) ** k) * (n - 1) / n / k
+
+
 def _group_spans(model, ep: int, per_unit: int) -> tuple[int, int] | None:
     """``(T, the units the T widest groups span together)`` of ``model``'s group-limited routing over
     ``ep`` ranks in units of ``per_unit`` consecutive ranks (a GPU: 1; a node: its ranks), or ``None`` without

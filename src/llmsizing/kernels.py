@@ -306,8 +306,9 @@ def grouped_gemm_share(rows: float) -> float:
     layer), which GRIN MoE's measured throughput confirms (Liu et al. 2024, arXiv:2409.12136, Table 3: a
     16-expert top-2 MoE trains at 86.6% of the speed of the dense model of its active size on MegaBlocks'
     grouped GEMMs). A stand-in outside Hopper FP8: no BF16 or Ampere grouped table is stored. Its error on
-    H100 BF16, by that check: the step model gives the MoE 0.90-0.93 of its twin's speed against the measured
-    0.866, 4-7% fast (tests/test_kernels.py, pipeline depths 4-16)."""
+    H100 BF16, by that check: the step model gives the MoE 0.91-0.94 of its twin's speed against the measured
+    0.866, 5-9% fast (tests/test_kernels.py: pipeline depths 4-16, micro-batches of one or two sequences, the
+    faster with two; chapter 18)."""
     rows = check_number("rows", rows, allow_equal=False)
     xs, ys = _grouped_xy()
     return min(1.0, _interp(math.log2(rows), xs, ys))
