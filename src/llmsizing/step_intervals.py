@@ -47,9 +47,10 @@ from .mfu import LAYOUT_RANGE_AREA
 #: The area of ``data/intervals.csv`` that holds the range of an MFU predicted from a layout.
 AREA = LAYOUT_RANGE_AREA
 
-#: What the width may depend on (a column of the per-run table, or ``None``: pooled). Pooled: with 10
-#: sources the nested folds have 9, just :func:`~llmsizing.intervals.min_units` at 80%, and no dtype or
-#: generation has 9 sources of its own (FP8: 4, Ampere: 4), so a stratum would take the pooled bounds anyway.
+#: What the width may depend on (a column of the per-run table, or ``None``: pooled). Pooled: a stratum needs
+#: 10 sources (its nested folds 9, :func:`~llmsizing.intervals.min_units` at 80%); of the dtypes only BF16 has
+#: them (17 of the 19 sources; FP8 4), so a stratum by dtype would leave FP8 on the pooled bounds and give
+#: BF16, most of the runs, nearly the pooled bounds (read26h).
 STEP_INTERVAL_STRATA = None
 #: The least out-of-source coverage of the 80% range at which a stack family (or a family:generation cell)
 #: states a range of its own (issue 34's bar for every area); below it the stack's location is not known well
