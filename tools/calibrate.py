@@ -159,8 +159,8 @@ METHOD = {
     "training-layout": (
         "80% conformal bounds on log(published / step_time MFU) of every run with a published layout, at the "
         "kernel efficiency fitted without the run's source (median per generation and dtype of the other "
-        "sources' per-run efficiencies), each source weighing the same, pooled (no dtype or generation has 9 "
-        "sources); coverage measured nested; the dtype rows count the pooled range's coverage of that "
+        "sources' per-run efficiencies), each source weighing the same, pooled (of the dtypes only BF16 has "
+        "the 10 sources a stratum of its own needs); coverage measured nested; the dtype rows count the pooled range's coverage of that "
         "dtype's runs" + STAND_IN_WORDS),
     "training-layout-stack": (
         "as training-layout, with a known stack family's location (llmsizing.frameworks.stack_family of the "
