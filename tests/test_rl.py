@@ -110,6 +110,31 @@ def test_ppo_sends_the_critic_to_the_host_too():
     assert kept.engine_max_batch < rl_run("llama-3-8b", offload=False, **kw).engine_max_batch
 
 
+def test_ppo_trainer_peak_holds_the_critic_where_it_stays_on_the_gpu():
+    """review26 M2: while the policy trains, a critic that is not offloaded holds its model states on the same
+    GPUs (verl's PPO colocates actor and critic workers; their FSDP offload is off by default). Mixed-precision
+    AdamW keeps 2 (bf16 weights) + 2 (bf16 gradients) + 4 (fp32 master) + 8 (two fp32 moments) = 16 bytes per
+    parameter, sharded by FSDP over the trainer's GPUs: Llama-3-8B's 8,030,261,248 parameters give
+    16 x 8,030,261,248 / 16 = 8.03e9 bytes per GPU on 16 GPUs, 16 x 8,030,261,248 / tg on a trainer pool of tg.
+    The critic's activations are freed (the two models train one after the other), so the peak grows by its
+    states alone: colocated without offload by 8.03e9, on split pools by 1.285e11 / tg; colocated with
+    offload not at all (the critic waits on the host)."""
+    n_params = 8_030_261_248
+    kw = dict(gpu=H100, n_gpus=16, prompts_per_step=128, samples_per_prompt=16, prompt=128,
+              response=(932, 3968), steps=1)
+    for extra in (dict(offload=False), dict(colocated=False, gen_tp=1, gen_gpus=4),
+                  dict(colocated=False)):
+        g, p = rl_run("llama-3-8b", **kw, **extra), rl_run("llama-3-8b", algorithm="ppo", **kw, **extra)
+        assert p.train_gpus == g.train_gpus
+        critic = 16 * n_params / p.train_gpus
+        assert p.train_bytes_per_gpu - g.train_bytes_per_gpu == pytest.approx(critic, rel=1e-9)
+        assert p.fits == (p.train_bytes_per_gpu <= p.memory_bytes_per_gpu and p.engine_max_batch >= 1)
+    assert rl_run("llama-3-8b", colocated=False, gen_tp=1, gen_gpus=4, **kw).train_gpus == 12
+    off = dict(offload=True)
+    assert (rl_run("llama-3-8b", algorithm="ppo", **kw, **off).train_bytes_per_gpu
+            == rl_run("llama-3-8b", **kw, **off).train_bytes_per_gpu)
+
+
 def test_split_pools_broadcast_the_weights_and_async_overlaps():
     """Split: the 16-bit weights (2 bytes x 8.03e9 parameters = 16.1 GB) cross one 400 Gb/s NIC
     (50 GB/s one way; at most 1/0.4 slower at the link's achievable share), so the sync takes 0.32-0.8 s.

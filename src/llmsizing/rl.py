@@ -146,7 +146,7 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
         if gen_gpus is not None:
             raise ValueError("gen_gpus applies to split pools (colocated=False); a colocated pool "
                              "generates on all n_gpus")
-        train_bytes = _train_bytes(m, n, seq)
+        train_bytes = _train_bytes(m, n, seq, n_models if not offload else 1)
         states = 0.0 if offload else n_models * trainer_state_bytes(m, n, a["layout"], a["cpu_optimizer"])
         a["util"] = 0.9 - states / cap     # without offload the states stay beside the engine, not the peak
         if a["util"] <= 0.05:
@@ -173,10 +173,9 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
             splits = [(j * tp, n - j * tp, tp) for j in picks if n - j * tp >= 1]
     best = None
     for gg, tg, tp_ in splits:
-        if colocated:
-            tb = train_bytes
-        else:
-            tb = _train_bytes(m, tg, seq)
+        # the trainer's peak: the policy's, plus the critic's model states wherever both models stay on
+        # the GPU while the policy trains (split pools always; colocated without offload)
+        tb = train_bytes if colocated else _train_bytes(m, tg, seq, n_models)
         try:
             p, eng, warns = _phases(m, g, node_, a, gg, tg, tp_, price)
         except ValueError:
@@ -251,12 +250,18 @@ def _check_tp(tp, limit, m):
 
 
 @functools.lru_cache(maxsize=256)
-def _train_bytes(m, gpus, seq):
+def _train_bytes(m, gpus, seq, resident_models=1):
     """The trainer's peak per GPU: FSDP (ZeRO-3) over ``gpus`` GPUs, one sequence per micro-batch, full
     recomputation (verl's and OpenRLHF's defaults for long responses),
-    :func:`~llmsizing.memory.training_memory`."""
+    :func:`~llmsizing.memory.training_memory`. ``resident_models = 2`` (PPO with its critic on the GPU while
+    the policy trains: split pools, or colocated without offload) adds the critic's model states, a model of
+    the policy's size sharded the same way (:func:`~llmsizing.rl_trainer.trainer_state_bytes` without a
+    layout, 16 bytes per parameter over ``gpus``); its activations are freed, as the two models train one
+    after the other (verl's ``RayPPOTrainer`` colocates its worker groups, the critic's included, and runs
+    ``update_critic`` then ``update_actor``; the critic's own update has the same peak, roles swapped)."""
     par = Parallel(dp=gpus, zero=3)
-    return training_memory(m, batch=1, seq=seq, recompute="full", parallel=par).total_bytes
+    peak = training_memory(m, batch=1, seq=seq, recompute="full", parallel=par).total_bytes
+    return peak + (resident_models - 1) * trainer_state_bytes(m, gpus)
 
 
 def _row_layout(r):

@@ -59,7 +59,9 @@ class RLRun:
     (``phases_low``/``phases_high``: the fast and slow ends of the parts' ranges); ``step_s`` composes them
     (a sum, or with asynchronous split pools the longer side plus the sync). GPU-hours count every GPU of
     the run for ``steps`` steps. ``fits`` is the memory check: the trainer's peak per GPU
-    (``train_bytes_per_gpu``) and an engine holding its weights and at least one sequence."""
+    (``train_bytes_per_gpu``: the policy's FSDP peak; with PPO plus the critic's model states wherever the
+    critic stays on the GPU while the policy trains, i.e. split pools and colocated without ``offload``)
+    and an engine holding its weights and at least one sequence."""
 
     model: str
     gpu: str
