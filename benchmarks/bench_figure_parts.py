@@ -1,7 +1,7 @@
-"""Where the figure's CPU of a widget move goes (issues 35, 38): chapter 17's ``long_context_widget`` and chapter
-12's ``planner_widget`` walked as bench_ch17_models.py --controls and bench_ch12_models.py --steps walk them
-(each model, then each other control to a new setting and back), every move timed in three parts: the render
-(``charts.render_plan``, the plans given by the widget's cache where it holds them), the draw
+"""Where the figure's CPU of a widget move goes (issues 35, 38): chapter 17's ``long_context_widget`` and
+chapter 12's ``planner_widget`` walked as bench_ch17_models.py --controls and bench_ch12_models.py --steps walk
+them (each model, then each other control to a new setting and back), every move timed in three parts: the
+render (``charts.render_plan``, the plans given by the widget's cache where it holds them), the draw
 (``figure.canvas.draw()`` on the widget's own canvas) and the PNG encode (``dashboard.encode_png``); and the
 draw split by the artists it draws (each axes' children, by type; ``--artists``).
 
@@ -9,12 +9,17 @@ draw split by the artists it draws (each axes' children, by type; ``--artists``)
 
 Prints, per chapter, the median CPU ms (``time.process_time``) of each part over the moves that drew, and with
 ``--artists`` the mean CPU ms per move of each axes and of its children by type. Does not assert (timings are
-not tests). Measured 2026-12-02 (branch speed26b at main 30d8d28, 06:32 UTC, load 1.9-2.3 on 2 cores shared with
-other sessions): chapter 17, 61 moves, render 13.4, draw 13.3, encode 2.8 (sum 29.2); chapter 12, 41 moves,
-render 16.9, draw 17.3, encode 3.1 (sum 37.0). The draw's largest parts (--artists, wall ms): the planner's
-legend 2.7 (ch17) and 3.2 (ch12), drawn at every move (what lies under it, the point cloud and the fronts,
-changes with the table, and its frame lets 10% of it through: its kept pixels never match); the point cloud
-1.9-2.1; each axis (ticks and labels) 0.9-1.5, six of them 6-7 in all; texts 0.2-0.3 each.
+not tests).
+
+Measured 2026-12-02 (main 30d8d28, 06:32-06:36 UTC, load 1.6-2.3 on 2 cores shared with other sessions):
+chapter 17, 61 moves: render 12-13, draw 13, encode 2.7-2.8 ms (sum 29); chapter 12, 41 moves: render 12-17,
+draw 13-17, encode 2.9-3.1 (sum 28-37). The draw's largest parts (--artists): the planner's legend 2.2-2.7
+(drawn afresh at nearly every move: what lies under it, the point cloud and the fronts, changes with the table
+and shows through its frame, so its kept pixels match at ~1 move in 4); the point cloud 1.7-1.8; each of the
+six axes (ticks and labels) 0.7-1.2, 6 in all; the titles and other texts 0.2-0.3 each. Branch speed26b
+(a legend drawn afresh checks its region's edges only) against main, alternated, three pairs 06:39-06:40 UTC
+(load 2.2-2.7): the planner's legend 2.49-3.16 -> 2.27-2.41 ms a move (chapter 17), 3.06-3.77 -> 2.96-2.98
+(chapter 12); the sums moved by more than that from run to run (29-39 ms).
 """
 
 from __future__ import annotations
