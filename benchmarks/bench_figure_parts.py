@@ -1,7 +1,7 @@
 """Where the figure's CPU of a widget move goes (issues 35, 38): chapter 17's ``long_context_widget`` and
 chapter 12's ``planner_widget`` walked as bench_ch17_models.py --controls and bench_ch12_models.py --steps
-walk them (each model, then each other control to a new setting and back), every move timed in three parts: the
-render (``charts.render_plan``, the plans given by the widget's cache where it holds them), the draw
+walk them (each model, then each other control to a new setting and back), every move timed in three parts:
+the render (``charts.render_plan``, the plans given by the widget's cache where it holds them), the draw
 (``figure.canvas.draw()`` on the widget's own canvas) and the PNG encode (``dashboard.encode_png``); and the
 draw split by the artists it draws (each axes' children, by type; ``--artists``).
 
