@@ -447,6 +447,34 @@ def test_kept_legend_pixels_follow_the_legend_and_what_lies_under_it():
     assert _kept_equals_plain(fig)
 
 
+#: (marker, legend loc, handle first): a handle's marker 80 px long that spills over one edge of the legend's
+#: region only (the axes fill the figure, the legend touches its edge, where the region is cut by the canvas).
+SPILLS = {"bottom": ("|", "upper center", True), "top": ("|", "lower center", True),
+          "left": ("_", "center", True), "right": ("_", "center", False)}
+
+
+@pytest.mark.parametrize("edge", SPILLS)
+def test_a_legend_that_draws_beyond_its_region_is_not_kept(edge):
+    """widgets.pixels keeps a legend's pixels only when its draw left the edges of its region (its box and
+    20 px around) as they were (issue 38: it checks the four edges alone): a handle's marker that spills
+    over any one edge is drawn afresh at every draw, and every draw equals a plain Agg canvas's; the same
+    legend with a small marker is kept."""
+    from matplotlib.figure import Figure
+
+    marker, loc, first = SPILLS[edge]
+    for size, kept in ((60, 0), (6, 1)):
+        fig = Figure(figsize=(4, 3), dpi=96)
+        widgets._text_cache_canvas()(fig)
+        ax = fig.add_axes((0, 0, 1, 1))
+        ax.plot([0.2, 0.8], [0.2, 0.8], ls="none", marker=marker, ms=size, mew=2, label="points")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.legend(loc=loc, frameon=True, borderaxespad=0, markerfirst=first)
+        assert _kept_equals_plain(fig)
+        assert len(fig.canvas.get_renderer().legend_pixels) == kept, (edge, size)
+        assert _kept_equals_plain(fig)
+
+
 def _kept_equals_plain(fig) -> bool:
     """Draw ``fig`` on its (kept-cache) canvas and on a plain Agg canvas: the same pixels? The figure gets its
     kept canvas back, caches and all, for the next draw."""

@@ -49,7 +49,7 @@ from .speculate import (_GENERATION, _POOL, CGROUP_ROOT, ENV, MEMINFO, PARENT_CH
                         _pool, _run, _shutdown_at_exit, _worker_init, cgroup_files, free_bytes, shutdown,
                         wanted_by_environment)
 from .moe import MOE_DPS, MOE_EPS, _eps_for, moe_layout_widget  # noqa: F401
-from .pixels import (_DRAWING, _box_key, _common_key, _font_key, _handle_key, _legend_key,
+from .pixels import (_DRAWING, _box_key, _changed, _common_key, _font_key, _handle_key, _legend_key,
                      _legends_kept_as_pixels, _line_style_key, _text_key)
 from .rl import RL_GPUS, RL_LENGTHS, RL_MODES, _mode, rl_widget  # noqa: F401
 from .time_money import (PLAN_BUDGETS, PLAN_DEADLINE_RULES, PLAN_DEADLINES, PLANNER_KEPT, PLANNER_SEARCHED,
