@@ -123,18 +123,9 @@ def main() -> None:
     real = {"plan": (planner, "plan"), "render": (charts, "render_plan"), "png": (dashboard, "_figure_png")}
     saved = {k: getattr(mod, name) for k, (mod, name) in real.items()}
 
-    def timed(kind, f):
-        def g(*a, **k):
-            c0 = time.process_time()
-            try:
-                return f(*a, **k)
-            finally:
-                clock[kind] += time.process_time() - c0
-        return g
-
     if args.split:
         for k, (mod, name) in real.items():
-            setattr(mod, name, timed(k, saved[k]))
+            setattr(mod, name, bench_planner.clocked(clock, k, saved[k]))
     picks: dict = {m: [] for m in models}
     parts: dict = {(m, k): [] for m in models for k in clock}
     steps: dict = {(m, c): [] for m in models for c, _ in STEPS}

@@ -313,17 +313,9 @@ def main() -> None:
     clock = {"plan": 0.0, "png": 0.0}
     taken = 0
 
-    def timed(kind, f):
-        def g(*a, **k):
-            c0 = time.process_time()
-            try:
-                return f(*a, **k)
-            finally:
-                clock[kind] += time.process_time() - c0
-        return g
-
     if args.split:
-        planner.plan, dashboard._figure_png = timed("plan", real_plan), timed("png", real_png)
+        planner.plan = bench_planner.clocked(clock, "plan", real_plan)
+        dashboard._figure_png = bench_planner.clocked(clock, "png", real_png)
     try:
         for _ in range(args.rounds):
             for kept in bench_planner.kept():

@@ -283,6 +283,18 @@ KEPT_SINCE_ISSUE_33 = tuple(getattr(mod, name) for mod, name in
                             if hasattr(mod, name))
 
 
+def clocked(clock: dict, kind: str, f):
+    """``f`` wrapped to add its CPU seconds to ``clock[kind]`` on every call (bench_ch12_models.py and
+    bench_ch17_models.py split a move's time this way with ``--split``)."""
+    def g(*a, **k):
+        c0 = time.process_time()
+        try:
+            return f(*a, **k)
+        finally:
+            clock[kind] += time.process_time() - c0
+    return g
+
+
 def kept() -> tuple:
     """The search's and the helpers' kept results, cleared before each run from scratch."""
     return (planner._search, memory._stage_params, flops._training_flops_per_token, moe._split,

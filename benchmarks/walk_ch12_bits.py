@@ -15,7 +15,6 @@ not assert: the caller compares.
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ matplotlib.use("Agg")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_ch12_models import MODELS  # noqa: E402
-from walk_ch17_bits import frame_digest  # noqa: E402
+from walk_ch17_bits import walk  # noqa: E402
 
 GPUS = ("H100 SXM", "H200", "B200", "A100 80GB")
 DEFAULT = dict(tokens=1e12, gpus=GPUS, seq=8192, global_batch=512, max_gpus=4096)
@@ -39,28 +38,11 @@ def _key(s: dict) -> str:
 
 
 def main() -> None:
-    order = sys.argv[1]
-    settings = SETTINGS if order == "forward" else SETTINGS[::-1]
-    from llmsizing import planner
-
-    for s in settings:
-        try:
-            got = frame_digest(planner.plan(**s))
-        except (ValueError, TypeError) as exc:
-            got = "error " + hashlib.sha256(str(exc).encode()).hexdigest()[:16]
-        print(f"plan   {_key(s)}: {got}", flush=True)
-    if "--plan-only" in sys.argv:
-        return
+    settings = SETTINGS if sys.argv[1] == "forward" else SETTINGS[::-1]
     from llmsizing.widgets import planner_widget
 
-    w = planner_widget()
-    for s in settings:
-        for c in ("model", "seq", "gpus", "global_batch", "max_gpus"):
-            w.controls[c].value = s[c]
-        png = hashlib.sha256(w.image.value).hexdigest()[:16]
-        summary = hashlib.sha256(w.summary.value.encode()).hexdigest()[:16]
-        error = hashlib.sha256(w.error.value.encode()).hexdigest()[:16]
-        print(f"widget {_key(s)}: png {png} summary {summary} error {error}", flush=True)
+    walk(settings, lambda planner, s: planner.plan(**s), planner_widget,
+         ("model", "seq", "gpus", "global_batch", "max_gpus"), _key)
 
 
 if __name__ == "__main__":

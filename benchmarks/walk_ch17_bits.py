@@ -55,31 +55,40 @@ def _key(s: dict) -> str:
             f"max={s['max_gpus']} {s['cp_comm']}")
 
 
-def main() -> None:
-    order = sys.argv[1]
-    settings = SETTINGS if order == "forward" else SETTINGS[::-1]
+def walk(settings, plan_call, make_widget, controls, key) -> None:
+    """Print a digest of ``plan_call(s)`` for each setting, then (unless ``--plan-only``) of the widget's PNG,
+    summary and error after its ``controls`` are set to each setting in turn. walk_ch12_bits.py shares it."""
     from llmsizing import planner
-    from llmsizing.widgets.long_context import _plan_args
 
     for s in settings:
-        args, kw = _plan_args(s["model"], s["seq"], s["gpus"], s["batch_tokens"], s["max_gpus"], s["cp_comm"])
         try:
-            got = frame_digest(planner.plan(*args, **kw))
+            got = frame_digest(plan_call(planner, s))
         except (ValueError, TypeError) as exc:
             got = "error " + hashlib.sha256(str(exc).encode()).hexdigest()[:16]
-        print(f"plan   {_key(s)}: {got}", flush=True)
+        print(f"plan   {key(s)}: {got}", flush=True)
     if "--plan-only" in sys.argv:
         return
-    from llmsizing.widgets import long_context_widget
-
-    w = long_context_widget("llama-3-8b", speculate=False)
+    w = make_widget()
     for s in settings:
-        for c in ("model", "seq", "gpus", "batch_tokens", "max_gpus", "cp_comm"):
+        for c in controls:
             w.controls[c].value = s[c]
         png = hashlib.sha256(w.image.value).hexdigest()[:16]
         summary = hashlib.sha256(w.summary.value.encode()).hexdigest()[:16]
         error = hashlib.sha256(w.error.value.encode()).hexdigest()[:16]
-        print(f"widget {_key(s)}: png {png} summary {summary} error {error}", flush=True)
+        print(f"widget {key(s)}: png {png} summary {summary} error {error}", flush=True)
+
+
+def main() -> None:
+    settings = SETTINGS if sys.argv[1] == "forward" else SETTINGS[::-1]
+    from llmsizing.widgets import long_context_widget
+    from llmsizing.widgets.long_context import _plan_args
+
+    def plan_call(planner, s):
+        args, kw = _plan_args(s["model"], s["seq"], s["gpus"], s["batch_tokens"], s["max_gpus"], s["cp_comm"])
+        return planner.plan(*args, **kw)
+
+    walk(settings, plan_call, lambda: long_context_widget("llama-3-8b", speculate=False),
+         ("model", "seq", "gpus", "batch_tokens", "max_gpus", "cp_comm"), _key)
 
 
 if __name__ == "__main__":
