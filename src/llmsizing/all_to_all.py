@@ -60,7 +60,10 @@ def inter_node_share_distinct(top_k: int, ep: int, gpus_per_node: int, max_nodes
     crosses the network per byte of ``tokens x k x hidden x bytes``. DeepSeek-V3's layout (``k = 8``, 8
     nodes): ``8 (1 - (7/8)^8) x 7/8 / 8 = 0.574`` without a limit against :func:`inter_node_share`'s
     0.875, and ``4 (1 - (3/4)^8) x 7/8 / 8 = 0.394`` at ``M = 4`` against 0.438. What
-    :func:`inter_node_share` overstates by (chapter 18, exercise 2); the library prices with the bound."""
+    :func:`inter_node_share` overstates by (chapter 18, exercise 2); the library prices with the bound.
+    An approximation twice over: the draw is with replacement (``k`` distinct experts of 256, 32 a node, reach
+    ``8 (1 - C(224, 8) / C(256, 8)) = 5.29`` nodes, not 5.25: 0.8% more), and a trained router's picks are
+    not uniform (picks that cluster on a node reach fewer nodes)."""
     k, ep, g = check_int("top_k", top_k), check_int("ep", ep), check_int("gpus_per_node", gpus_per_node)
     mn = None if max_nodes is None else check_int("max_nodes", max_nodes)
     if ep <= g:
