@@ -335,3 +335,30 @@ def test_goodput_units_and_daly_complete_model(page):
                       checkpoint_bytes=0.0)
     assert restart.goodput_exponential == pytest.approx(100 / (1000 * math.exp(0.1) * (math.exp(0.11) - 1)),
                                                         rel=1e-12)
+
+
+def test_data_parallel_traffic_counts_micro_batches(page):
+    """read27c H1, M1: ZeRO-2 reduce-scatters after every micro-batch (it keeps only its gradient slice), ZeRO-1
+    and DDP once per step, ZeRO-3 gathers twice and reduce-scatters once per micro-batch. By hand for Llama-3-8B
+    (V 128,256, h 4,096, L 32, 32 + 8 heads of 128, f 14,336, untied): N = 2 V h + L (2 h d (a + g) + 3 h f + 2 h)
+    + h = 8,030,261,248; over 8 GPUs a ring moves (7/8) x 2N bytes per GPU for each reduce-scatter or
+    all-gather of the 16-bit gradients or weights, twice that for an all-reduce."""
+    from llmsizing import Parallel
+    from llmsizing.comm import communication
+
+    assert "ZeRO-2 the same, but a reduce-scatter after every micro-batch" in page
+    assert r"1.5 $\times$ DDP's bytes at one micro-batch a step, $1.5\,m$ $\times$ at $m$" in page
+    assert "which the library models: DeepSpeed's ZeRO-1/2 all-reduce the gradients by default" in page
+    n = 2 * 128256 * 4096 + 32 * (2 * 4096 * 128 * (32 + 8) + 3 * 4096 * 14336 + 2 * 4096) + 4096
+    assert n == 8_030_261_248 == get_model("llama-3-8b").n_params
+    one = 7 / 8 * 2 * n                        # one reduce-scatter or all-gather of 2N bytes over 8 GPUs
+    expected = {0: lambda m: 2 * one, 1: lambda m: 2 * one, 2: lambda m: (m + 1) * one, 3: lambda m: 3 * m * one}
+    total = {}
+    for zero, per_step in expected.items():
+        for m in (1, 4):
+            c = communication("llama-3-8b", Parallel(dp=8, zero=zero), batch=1, seq=4096, gpu="H100 SXM",
+                              grad_accum=m)
+            total[zero, m] = sum(x.bytes_per_gpu for x in c.collectives)
+            assert total[zero, m] == pytest.approx(per_step(m), rel=1e-9), (zero, m)
+    # ZeRO-3 over DDP: 1.5 at one micro-batch a step, 1.5 m at m
+    assert total[3, 1] / total[0, 1] == pytest.approx(1.5) and total[3, 4] / total[0, 4] == pytest.approx(6.0)
