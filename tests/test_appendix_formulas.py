@@ -362,3 +362,19 @@ def test_data_parallel_traffic_counts_micro_batches(page):
             assert total[zero, m] == pytest.approx(per_step(m), rel=1e-9), (zero, m)
     # ZeRO-3 over DDP: 1.5 at one micro-batch a step, 1.5 m at m
     assert total[3, 1] / total[0, 1] == pytest.approx(1.5) and total[3, 4] / total[0, 4] == pytest.approx(6.0)
+
+
+def test_chapter_14_verdict_band(page):
+    """read27c: the verdict rule's entry. By hand at the band factor 1.25: a claim of 1.0 against a library value
+    of 0.85 is r = 1/0.85 = 1.18, inside [0.8, 1.25], so it holds; against 0.75, r = 1.33, off by 1.3x (too
+    high); a lower bound of 1.0 holds against 0.81 (>= 1.0 / 1.25 = 0.8) and not against 0.79."""
+    from llmsizing.audit_verdict import BAND, verdict
+
+    assert r"holds if $1/\beta_\text{band} \le r_\text{claim} \le \beta_\text{band}$" in page
+    assert "a lower bound holds if the library's value is at least the claim over $\\beta_\\text{band}$" in page
+    assert BAND == 1.25
+    assert verdict(1.0, 0.85) == "holds"
+    assert verdict(1.0, 0.75).startswith("off by 1.3") and verdict(1.0, 0.75).endswith("(too high)")
+    assert verdict(1.0, 0.81, bound="at least") == "holds"
+    assert verdict(1.0, 0.79, bound="at least").startswith("off by")
+    assert verdict(1.0, 1.26, bound="at most").startswith("off by")        # a capacity: at most 1.25 x the claim
