@@ -378,3 +378,31 @@ def test_chapter_14_verdict_band(page):
     assert verdict(1.0, 0.81, bound="at least") == "holds"
     assert verdict(1.0, 0.79, bound="at least").startswith("off by")
     assert verdict(1.0, 1.26, bound="at most").startswith("off by")        # a capacity: at most 1.25 x the claim
+
+
+def test_typed_constants_the_library_holds(page):
+    """read27c: numbers the page types inside its formulas, held to the library's constants by hand: MXFP4
+    (32 x 4 + 8) / 32 = 4.25 and NVFP4 (16 x 4 + 8) / 16 = 4.5 bits; slime's 512 MiB buckets; offload's
+    16 B/param (fp32 master 4 + Adam's two moments 8 + fp32 gradient 4) and 18 with the 16-bit weights; the FP8
+    copies per Linear weight, 1 + 1 (copy and transpose) with Transformer Engine and 1 + 4 / 128^2 with
+    DeepSeek-V3's 128 x 128 blocks, so the second over the first is (1 + 4/128^2) / 2."""
+    from llmsizing import Parallel
+    from llmsizing.gpu_states import recipe_tensor_table
+    from llmsizing.precision import MXFP4_BITS, NVFP4_BITS
+    from llmsizing.rl_trainer import SLIME_SYNC_BUCKET_BYTES
+
+    assert r"MXFP4 $(32 \cdot 4 + 8)/32 = 4.25$" in page and r"NVFP4 $(16 \cdot 4 + 8)/16 = 4.5$" in page
+    assert (MXFP4_BITS, NVFP4_BITS) == ((32 * 4 + 8) / 32, (16 * 4 + 8) / 16) == (4.25, 4.5)
+    assert r"\left\lceil \dfrac{2N}{512\ \text{MiB}} \right\rceil" in page
+    assert SLIME_SYNC_BUCKET_BYTES == 512 * 2**20
+    assert "16 B/param over $n_\\text{dp}$ (ZeRO-Offload); with the weights too, 18 B/param" in page
+    n = get_model("llama-3-8b").n_params
+    for offload, per_param in (("optimizer", 4 + 8 + 4), ("optimizer+params", 4 + 8 + 4 + 2)):
+        host = model_states("llama-3-8b", parallel=Parallel(dp=8, zero=3, offload=offload)).host_bytes
+        assert host == pytest.approx(per_param * n / 8, rel=1e-12), offload
+    assert r"$2 + 4 + 4 + 8 + 2 = 20$ B with Transformer Engine" in page
+    assert r"$2 + 4 + 4 + 4 + (1 + 4/128^2)$ B with DeepSeek-V3's recipe" in page
+    t = recipe_tensor_table("llama-3-8b")
+    assert t.loc["FP8 weight copies", "fp8-deepseek"] / t.loc["FP8 weight copies", "fp8-mixed"] == \
+        pytest.approx((1 + 4 / 128**2) / 2, rel=1e-9)
+    assert t.loc["optimizer states", "fp8-deepseek"] == 4.0 and t.loc["optimizer states", "fp8-mixed"] == 8.0
