@@ -406,3 +406,18 @@ def test_typed_constants_the_library_holds(page):
     assert t.loc["FP8 weight copies", "fp8-deepseek"] / t.loc["FP8 weight copies", "fp8-mixed"] == \
         pytest.approx((1 + 4 / 128**2) / 2, rel=1e-9)
     assert t.loc["optimizer states", "fp8-deepseek"] == 4.0 and t.loc["optimizer states", "fp8-mixed"] == 8.0
+
+
+def test_expert_data_parallel_group(page):
+    """read27c M6: the expert-data-parallel group is t n_cp n_dp / n_ep GPUs (n_cp n_dp / n_ep with the experts
+    tensor-parallel), n_dp / n_ep only at t = n_cp = 1: by hand, t = 2, n_dp = 4, n_ep = 4 gives 2 (1 with
+    expert_tp); t = 2, n_cp = 2, n_dp = 2, n_ep = 8 gives 1; t = 1, n_dp = 8, n_ep = 4 gives 2."""
+    from llmsizing import Parallel
+
+    assert r"$t\,n_\text{cp}\,n_\text{dp}/n_\text{ep}$ of them ($n_\text{dp}/n_\text{ep}$ at $t = n_\text{cp} = 1$" in page
+    assert Parallel(tp=2, dp=4, ep=4, sp=True).edp == 2
+    assert Parallel(tp=2, dp=4, ep=4, sp=True, expert_tp=True).edp == 1
+    assert Parallel(tp=2, cp=2, dp=2, ep=8, sp=True).edp == 1
+    assert Parallel(tp=1, dp=8, ep=4).edp == 2
+    with pytest.raises(ValueError, match="ep=4 must divide"):
+        Parallel(tp=1, dp=6, ep=4)                                     # n_ep divides t n_cp n_dp
