@@ -421,3 +421,15 @@ def test_expert_data_parallel_group(page):
     assert Parallel(tp=1, dp=8, ep=4).edp == 2
     with pytest.raises(ValueError, match="ep=4 must divide"):
         Parallel(tp=1, dp=6, ep=4)                                     # n_ep divides t n_cp n_dp
+
+
+def test_tokens_per_gpu_of_the_mfu_fit(page):
+    """read27c M7: chapter 10's fit reads the global batch's tokens over all n GPUs, m b s n_dp / n, which is
+    m b s / (t p n_cp), not m b s, once a layout has tensor, pipeline or context parallelism. By hand, Llama 3
+    405B's 16K-GPU layout (t 8, p 16, n_cp 1, n_dp 128, 16M tokens a step): 16,777,216 / 16,384 = 1,024 tokens,
+    where one data-parallel replica's m b s is 16,777,216 / 128 = 131,072."""
+    from llmsizing.mfu_inputs import inputs_of
+
+    assert r"$m\,b\,s\,n_\text{dp}/n = m\,b\,s/(t\,p\,n_\text{cp})$" in page
+    _, per_gpu = inputs_of(None, 16_777_216, 16_384)
+    assert per_gpu == 1024 == 16_777_216 / 128 / (8 * 16 * 1)
