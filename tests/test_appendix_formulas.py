@@ -335,3 +335,101 @@ def test_goodput_units_and_daly_complete_model(page):
                       checkpoint_bytes=0.0)
     assert restart.goodput_exponential == pytest.approx(100 / (1000 * math.exp(0.1) * (math.exp(0.11) - 1)),
                                                         rel=1e-12)
+
+
+def test_data_parallel_traffic_counts_micro_batches(page):
+    """read27c H1, M1: ZeRO-2 reduce-scatters after every micro-batch (it keeps only its gradient slice), ZeRO-1
+    and DDP once per step, ZeRO-3 gathers twice and reduce-scatters once per micro-batch. By hand for Llama-3-8B
+    (V 128,256, h 4,096, L 32, 32 + 8 heads of 128, f 14,336, untied): N = 2 V h + L (2 h d (a + g) + 3 h f + 2 h)
+    + h = 8,030,261,248; over 8 GPUs a ring moves (7/8) x 2N bytes per GPU for each reduce-scatter or
+    all-gather of the 16-bit gradients or weights, twice that for an all-reduce."""
+    from llmsizing import Parallel
+    from llmsizing.comm import communication
+
+    assert "ZeRO-2 the same, but a reduce-scatter after every micro-batch" in page
+    assert r"1.5 $\times$ DDP's bytes at one micro-batch a step, $1.5\,m$ $\times$ at $m$" in page
+    assert "which the library models: DeepSpeed's ZeRO-1/2 all-reduce the gradients by default" in page
+    n = 2 * 128256 * 4096 + 32 * (2 * 4096 * 128 * (32 + 8) + 3 * 4096 * 14336 + 2 * 4096) + 4096
+    assert n == 8_030_261_248 == get_model("llama-3-8b").n_params
+    one = 7 / 8 * 2 * n                        # one reduce-scatter or all-gather of 2N bytes over 8 GPUs
+    expected = {0: lambda m: 2 * one, 1: lambda m: 2 * one, 2: lambda m: (m + 1) * one, 3: lambda m: 3 * m * one}
+    total = {}
+    for zero, per_step in expected.items():
+        for m in (1, 4):
+            c = communication("llama-3-8b", Parallel(dp=8, zero=zero), batch=1, seq=4096, gpu="H100 SXM",
+                              grad_accum=m)
+            total[zero, m] = sum(x.bytes_per_gpu for x in c.collectives)
+            assert total[zero, m] == pytest.approx(per_step(m), rel=1e-9), (zero, m)
+    # ZeRO-3 over DDP: 1.5 at one micro-batch a step, 1.5 m at m
+    assert total[3, 1] / total[0, 1] == pytest.approx(1.5) and total[3, 4] / total[0, 4] == pytest.approx(6.0)
+
+
+def test_chapter_14_verdict_band(page):
+    """read27c: the verdict rule's entry. By hand at the band factor 1.25: a claim of 1.0 against a library value
+    of 0.85 is r = 1/0.85 = 1.18, inside [0.8, 1.25], so it holds; against 0.75, r = 1.33, off by 1.3x (too
+    high); a lower bound of 1.0 holds against 0.81 (>= 1.0 / 1.25 = 0.8) and not against 0.79."""
+    from llmsizing.audit_verdict import BAND, verdict
+
+    assert r"holds if $1/\beta_\text{band} \le r_\text{claim} \le \beta_\text{band}$" in page
+    assert "a lower bound holds if the library's value is at least the claim over $\\beta_\\text{band}$" in page
+    assert BAND == 1.25
+    assert verdict(1.0, 0.85) == "holds"
+    assert verdict(1.0, 0.75).startswith("off by 1.3") and verdict(1.0, 0.75).endswith("(too high)")
+    assert verdict(1.0, 0.81, bound="at least") == "holds"
+    assert verdict(1.0, 0.79, bound="at least").startswith("off by")
+    assert verdict(1.0, 1.26, bound="at most").startswith("off by")        # a capacity: at most 1.25 x the claim
+
+
+def test_typed_constants_the_library_holds(page):
+    """read27c: numbers the page types inside its formulas, held to the library's constants by hand: MXFP4
+    (32 x 4 + 8) / 32 = 4.25 and NVFP4 (16 x 4 + 8) / 16 = 4.5 bits; slime's 512 MiB buckets; offload's
+    16 B/param (fp32 master 4 + Adam's two moments 8 + fp32 gradient 4) and 18 with the 16-bit weights; the FP8
+    copies per Linear weight, 1 + 1 (copy and transpose) with Transformer Engine and 1 + 4 / 128^2 with
+    DeepSeek-V3's 128 x 128 blocks, so the second over the first is (1 + 4/128^2) / 2."""
+    from llmsizing import Parallel
+    from llmsizing.gpu_states import recipe_tensor_table
+    from llmsizing.precision import MXFP4_BITS, NVFP4_BITS
+    from llmsizing.rl_trainer import SLIME_SYNC_BUCKET_BYTES
+
+    assert r"MXFP4 $(32 \cdot 4 + 8)/32 = 4.25$" in page and r"NVFP4 $(16 \cdot 4 + 8)/16 = 4.5$" in page
+    assert (MXFP4_BITS, NVFP4_BITS) == ((32 * 4 + 8) / 32, (16 * 4 + 8) / 16) == (4.25, 4.5)
+    assert r"\left\lceil \dfrac{2N}{512\ \text{MiB}} \right\rceil" in page
+    assert SLIME_SYNC_BUCKET_BYTES == 512 * 2**20
+    assert "16 B/param over $n_\\text{dp}$ (ZeRO-Offload); with the weights too, 18 B/param" in page
+    n = get_model("llama-3-8b").n_params
+    for offload, per_param in (("optimizer", 4 + 8 + 4), ("optimizer+params", 4 + 8 + 4 + 2)):
+        host = model_states("llama-3-8b", parallel=Parallel(dp=8, zero=3, offload=offload)).host_bytes
+        assert host == pytest.approx(per_param * n / 8, rel=1e-12), offload
+    assert r"$2 + 4 + 4 + 8 + 2 = 20$ B with Transformer Engine" in page
+    assert r"$2 + 4 + 4 + 4 + (1 + 4/128^2)$ B with DeepSeek-V3's recipe" in page
+    t = recipe_tensor_table("llama-3-8b")
+    assert t.loc["FP8 weight copies", "fp8-deepseek"] / t.loc["FP8 weight copies", "fp8-mixed"] == \
+        pytest.approx((1 + 4 / 128**2) / 2, rel=1e-9)
+    assert t.loc["optimizer states", "fp8-deepseek"] == 4.0 and t.loc["optimizer states", "fp8-mixed"] == 8.0
+
+
+def test_expert_data_parallel_group(page):
+    """read27c M6: the expert-data-parallel group is t n_cp n_dp / n_ep GPUs (n_cp n_dp / n_ep with the experts
+    tensor-parallel), n_dp / n_ep only at t = n_cp = 1: by hand, t = 2, n_dp = 4, n_ep = 4 gives 2 (1 with
+    expert_tp); t = 2, n_cp = 2, n_dp = 2, n_ep = 8 gives 1; t = 1, n_dp = 8, n_ep = 4 gives 2."""
+    from llmsizing import Parallel
+
+    assert r"$t\,n_\text{cp}\,n_\text{dp}/n_\text{ep}$ of them ($n_\text{dp}/n_\text{ep}$ at $t = n_\text{cp} = 1$" in page
+    assert Parallel(tp=2, dp=4, ep=4, sp=True).edp == 2
+    assert Parallel(tp=2, dp=4, ep=4, sp=True, expert_tp=True).edp == 1
+    assert Parallel(tp=2, cp=2, dp=2, ep=8, sp=True).edp == 1
+    assert Parallel(tp=1, dp=8, ep=4).edp == 2
+    with pytest.raises(ValueError, match="ep=4 must divide"):
+        Parallel(tp=1, dp=6, ep=4)                                     # n_ep divides t n_cp n_dp
+
+
+def test_tokens_per_gpu_of_the_mfu_fit(page):
+    """read27c M7: chapter 10's fit reads the global batch's tokens over all n GPUs, m b s n_dp / n, which is
+    m b s / (t p n_cp), not m b s, once a layout has tensor, pipeline or context parallelism. By hand, Llama 3
+    405B's 16K-GPU layout (t 8, p 16, n_cp 1, n_dp 128, 16M tokens a step): 16,777,216 / 16,384 = 1,024 tokens,
+    where one data-parallel replica's m b s is 16,777,216 / 128 = 131,072."""
+    from llmsizing.mfu_inputs import inputs_of
+
+    assert r"$m\,b\,s\,n_\text{dp}/n = m\,b\,s/(t\,p\,n_\text{cp})$" in page
+    _, per_gpu = inputs_of(None, 16_777_216, 16_384)
+    assert per_gpu == 1024 == 16_777_216 / 128 / (8 * 16 * 1)

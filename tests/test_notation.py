@@ -369,6 +369,9 @@ CLASHES = [
      "E as epochs: E is routed experts (n_epoch)"),
     (re.compile(r"\\beta(?![A-Za-z_])"), re.compile(r"\bbias", re.I),
      "beta as biases: beta is the compute-optimal exponent (N_bias)"),
+    # read27c M2: the appendix's bubble entry named the interleaved schedule's micro-batch group N
+    (re.compile(r"(?<![A-Za-z\\_{])N(?![A-Za-z_])"), re.compile(r"groups of \$N\$|\$N = p\$|with \$N\$ set"),
+     "N as a micro-batch group: N is parameters (m_grp)"),
 ]
 #: Chapters where one of CLASHES is a declared local use (the appendix's local table says so).
 CLASH_LOCAL = {"m x k matrix sizes outside chapter 6: n_1, n_2, n_3": {"06_hardware.ipynb"}}
@@ -418,6 +421,7 @@ CLASHED = [
     ("With $n$ nodes the network then carries $(n-1)/n$ of it", "n as nodes"),
     ("(DeepSeek-V3, $k = 8$, at most $M = 4$ nodes)", "M as a node limit"),
     ("Let $r = \\text{claimed} / \\text{library}$, both in the claim's unit", "r as a claim's ratio"),
+    ("the interleaved schedule runs them in groups of $N$, chunk after chunk", "N as a micro-batch group"),
     ("holds if $1/\\beta \\le r \\le \\beta$ with the band factor", "beta as the band factor"),
     # round 5 (nota38): chapters 1, 6, 9, 10, 11, 15 and the appendix before session 19's fixes
     ("and $f(n)$ the bytes each GPU sends per byte of the buffer", "f(n) as a collective"),
