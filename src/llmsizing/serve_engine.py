@@ -58,10 +58,12 @@ class KVCapacity:
     """The KV-cache budget of one GPU (:func:`kv_capacity_tokens`): bytes per term, the blocks and tokens.
 
     ``tokens`` is ``blocks x block_size`` with every attention layer priced for every token: the figure vLLM
-    logs as "GPU KV cache size: N tokens" (``vllm/v1/core/kv_cache_utils.py`` divides its blocks by the
-    number of KV-cache groups, each group's pages covering the same token slots). With sliding-window layers
-    a sequence keeps only its last window in them, so more context fits than ``tokens`` says; whole sequences
-    are counted by :func:`kv_capacity_sequences`."""
+    logged as "GPU KV cache size: N tokens" up to at least 0.19 (spring 2026, vLLM issue #40691:
+    ``vllm/v1/core/kv_cache_utils.py`` divided its blocks by the number of KV-cache groups, each group's pages
+    covering the same token slots); later releases log the maximum concurrency times ``max_model_len``
+    instead, which counts each group's window. With sliding-window layers a sequence keeps only its last
+    window in them, so more context fits than ``tokens`` says; whole sequences are counted by
+    :func:`kv_capacity_sequences`."""
 
     memory_bytes: float
     usable_bytes: float
