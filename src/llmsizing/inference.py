@@ -10,7 +10,7 @@ of ``kv_lora_rank`` numbers and one rotary key of ``qk_rope_head_dim`` numbers p
 all heads: (512 + 64) = 576 numbers for DeepSeek-V3, against ``2 x kv_heads x head_dim`` for grouped-query
 attention. This is the compressed cache vLLM and SGLang keep (vLLM
 ``vllm/v1/attention/backends/mla/common.py``: "a single latent vector to represent the per-token entry of the
-KV cache"); Hugging Face's eager ``DeepseekV3Attention`` instead caches the expanded per-head keys and values
+KV cache"); Hugging Face's ``DeepseekV3Attention`` (any backend) instead caches the expanded per-head keys and values
 (``heads x (qk_nope + qk_rope + v_head_dim)`` numbers: 40,960 for DeepSeek-V3, 71 times more), which this
 module does not model. A mixture of experts keeps every expert resident: its weights are
 :attr:`Model.n_params <llmsizing.model.Model.n_params>`, not its active parameters. Taught in chapter 3
@@ -236,7 +236,7 @@ def kv_numbers_per_token_per_layer(model: Model | str, *, expanded: bool = False
     """Numbers one token adds to ONE layer's KV cache: ``2 (K and V) x kv_heads x head_dim``, or with
     multi-head latent attention the compressed latent plus the shared rotary key,
     ``kv_lora_rank + qk_rope_head_dim`` (576 for DeepSeek-V3; see the module docstring). ``expanded=True``
-    gives, for multi-head latent attention, the per-head keys and values Hugging Face's eager attention caches
+    gives, for multi-head latent attention, the per-head keys and values Hugging Face's attention caches
     instead, ``heads x (qk_nope_head_dim + qk_rope_head_dim + v_head_dim)`` (40,960 for DeepSeek-V3); it
     changes nothing for other models. Chapter 3."""
     model = resolve_model(model, moe=True)
