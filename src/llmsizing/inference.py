@@ -10,9 +10,9 @@ of ``kv_lora_rank`` numbers and one rotary key of ``qk_rope_head_dim`` numbers p
 all heads: (512 + 64) = 576 numbers for DeepSeek-V3, against ``2 x kv_heads x head_dim`` for grouped-query
 attention. This is the compressed cache vLLM and SGLang keep (vLLM
 ``vllm/v1/attention/backends/mla/common.py``: "a single latent vector to represent the per-token entry of the
-KV cache"); Hugging Face's ``DeepseekV3Attention`` (any backend) instead caches the expanded per-head keys and values
-(``heads x (qk_nope + qk_rope + v_head_dim)`` numbers: 40,960 for DeepSeek-V3, 71 times more), which this
-module does not model. A mixture of experts keeps every expert resident: its weights are
+KV cache"); Hugging Face's ``DeepseekV3Attention`` (any backend) instead caches the expanded per-head keys and
+values (``heads x (qk_nope + qk_rope + v_head_dim)`` numbers: 40,960 for DeepSeek-V3, 71 times more), which
+this module does not model. A mixture of experts keeps every expert resident: its weights are
 :attr:`Model.n_params <llmsizing.model.Model.n_params>`, not its active parameters. Taught in chapter 3
 ("Multi-head latent attention: a smaller cache").
 """
