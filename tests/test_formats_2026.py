@@ -15,7 +15,8 @@ import pytest
 from llmsizing import get_model
 from llmsizing.catalog import get_gpu
 from llmsizing.hardware import check_recipe_runs_on, dense_tflops
-from llmsizing.inference import inference_memory, kv_cache_bytes_per_token, kv_cached_tokens, weights_bytes
+from llmsizing.inference import (inference_memory, kv_cache_bytes_per_token, kv_cached_tokens, routed_expert_bytes,
+                                 weights_bytes)
 from llmsizing.precision import DTYPE_BYTES, KV_DTYPES, RECIPES, compute_dtype
 from llmsizing.memory import model_states
 from llmsizing.time_cost import training_time
@@ -48,10 +49,23 @@ def test_gpt_oss_120b_mxfp4_checkpoint_is_the_published_size():
     m = get_model("gpt-oss-120b")
     routed = LAYERS * EXPERT_PER_LAYER
     assert m.routed_expert_params == routed == 114_701_598_720
-    want = routed * 4.25 / 8 + (m.n_params - routed) * 2
+    # the checkpoint stores the expert matrices as MXFP4 *_blocks + *_scales and their biases in BF16
+    matrices = LAYERS * E * (H * 2 * F + F * H)
+    biases = LAYERS * E * (2 * F + H)
+    assert matrices + biases == routed and biases == 39_813_120
+    want = matrices * 4.25 / 8 + (m.n_params - matrices) * 2
     assert weights_bytes(m, "mxfp4-moe") == want
-    assert round(want / 2**30, 1) == 60.7          # the model card's 60.8 GiB also holds a few fp32 scales
+    assert round(want / 2**30, 1) == 60.8          # the model card's 60.8 GiB
     assert weights_bytes(m, "mxfp4") < weights_bytes(m, "mxfp4-moe")   # (attention too: not as released)
+
+
+def test_expert_format_split_is_the_same_in_weights_and_routed_bytes():
+    """weights_bytes less routed_expert_bytes is the bf16 rest, so the decode's dense reads stay consistent."""
+    m = get_model("gpt-oss-120b")
+    rest = weights_bytes(m, "mxfp4-moe") - routed_expert_bytes(m, "mxfp4-moe")
+    assert rest == (m.n_params - m.routed_expert_params) * 2
+    assert routed_expert_bytes(m, "mxfp4-moe") == (LAYERS * E * 3 * F * H * 4.25 / 8
+                                                   + LAYERS * E * 3 * F * 2)
 
 
 def test_gpt_oss_120b_mxfp4_serves_on_one_80_gb_gpu_with_its_kv_room():

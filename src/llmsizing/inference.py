@@ -10,9 +10,9 @@ of ``kv_lora_rank`` numbers and one rotary key of ``qk_rope_head_dim`` numbers p
 all heads: (512 + 64) = 576 numbers for DeepSeek-V3, against ``2 x kv_heads x head_dim`` for grouped-query
 attention. This is the compressed cache vLLM and SGLang keep (vLLM
 ``vllm/v1/attention/backends/mla/common.py``: "a single latent vector to represent the per-token entry of the
-KV cache"); Hugging Face's eager ``DeepseekV3Attention`` instead caches the expanded per-head keys and values
-(``heads x (qk_nope + qk_rope + v_head_dim)`` numbers: 40,960 for DeepSeek-V3, 71 times more), which this
-module does not model. A mixture of experts keeps every expert resident: its weights are
+KV cache"); Hugging Face's ``DeepseekV3Attention`` (any backend) instead caches the expanded per-head keys and
+values (``heads x (qk_nope + qk_rope + v_head_dim)`` numbers: 40,960 for DeepSeek-V3, 71 times more), which
+this module does not model. A mixture of experts keeps every expert resident: its weights are
 :attr:`Model.n_params <llmsizing.model.Model.n_params>`, not its active parameters. Taught in chapter 3
 ("Multi-head latent attention: a smaller cache").
 """
@@ -46,8 +46,9 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
     the output matrix in Q6_K below Q8_0 (with tied embeddings, the embedding takes the output's type),
     Q4_K_M's ``attn_v`` and ``ffn_down`` in Q6_K in the layers of :func:`llmsizing.precision.use_more_bits`,
     and vectors in fp32.
-    ``mxfp4-moe``/``nvfp4-moe`` store the routed experts in MXFP4/NVFP4 (4.25/4.5 bits with their block
-    scales) and the rest in bf16, as gpt-oss is released (:data:`llmsizing.precision.EXPERT_FORMATS`);
+    ``mxfp4-moe``/``nvfp4-moe`` store the routed experts' matrices in MXFP4/NVFP4 (4.25/4.5 bits with their
+    block scales) and the rest, the experts' biases included, in bf16, as gpt-oss is released
+    (:data:`llmsizing.precision.EXPERT_FORMATS`);
     ``mxfp4``, ``nvfp4``, ``mxfp8`` alone quantise every block matrix.
     ``quantize_all=True`` gives the naive figure ``n_params x bytes`` instead (every tensor in ``dtype``; a
     GGUF mixture in its blocks' type), to show how much the 16-bit embeddings cost. Taught in chapter 3 and
@@ -61,12 +62,25 @@ def weights_bytes(model: Model | str, dtype: str = "bf16", *, quantize_all: bool
             raise ValueError(f"dtype={dtype!r} stores a mixture of experts' routed experts; "
                              f"{model.name!r} has none: use the element format alone")
         routed = model.routed_expert_params
-        return routed * DTYPE_BYTES[EXPERT_FORMATS[dtype]] + (model.n_params - routed) * DTYPE_BYTES["bf16"]
+        return _expert_format_bytes(model, dtype) + (model.n_params - routed) * DTYPE_BYTES["bf16"]
     gguf = STORED_FORMATS.get(dtype)
     bpe = DTYPE_BYTES[gguf.blocks if gguf else dtype]
     if quantize_all or (bpe >= 2 and not gguf):
         return model.n_params * bpe
     return _mixed_bytes(model, dtype)
+
+
+def _expert_format_bytes(model: Model, dtype: str) -> float:
+    """Bytes of the routed experts in an expert-only block format (:data:`EXPERT_FORMATS`), as gpt-oss is
+    released: the expert matrices (``(experts, out, in)`` tensors) in the block format with its scales, the
+    experts' biases (``(experts, out)``) in bf16. gpt-oss's checkpoint stores ``*_blocks`` and ``*_scales``
+    (uint8) for the matrices and ``gate_up_proj_bias`` / ``down_proj_bias`` in BF16; for gpt-oss-120b the
+    biases are 39.8M numbers, 0.05 GiB more than in MXFP4, which brings the checkpoint to the model card's
+    60.8 GiB."""
+    matrices = sum(math.prod(s) * k for _, n, s, k in model.tensors()
+                   if n.startswith("layers.experts.") and len(s) >= 3)
+    return (matrices * DTYPE_BYTES[EXPERT_FORMATS[dtype]]
+            + (model.routed_expert_params - matrices) * DTYPE_BYTES["bf16"])
 
 
 @functools.lru_cache(maxsize=512)
@@ -126,7 +140,8 @@ def routed_expert_bytes(model: Model | str, dtype: str = "bf16") -> float:
     (an approximation under 5% of the experts' bytes for Q4_K_M)."""
     model = resolve_model(model, moe=True)
     dtype = check_choice("dtype", dtype, WEIGHT_DTYPES)
-    dtype = EXPERT_FORMATS.get(dtype, dtype)             # mxfp4-moe: the experts are MXFP4 (gpt-oss)
+    if dtype in EXPERT_FORMATS:         # mxfp4-moe: matrices in MXFP4, biases in bf16 (gpt-oss as released)
+        return _expert_format_bytes(model, dtype)
     gguf = STORED_FORMATS.get(dtype)
     return model.routed_expert_params * DTYPE_BYTES[gguf.blocks if gguf else dtype]
 
@@ -221,7 +236,7 @@ def kv_numbers_per_token_per_layer(model: Model | str, *, expanded: bool = False
     """Numbers one token adds to ONE layer's KV cache: ``2 (K and V) x kv_heads x head_dim``, or with
     multi-head latent attention the compressed latent plus the shared rotary key,
     ``kv_lora_rank + qk_rope_head_dim`` (576 for DeepSeek-V3; see the module docstring). ``expanded=True``
-    gives, for multi-head latent attention, the per-head keys and values Hugging Face's eager attention caches
+    gives, for multi-head latent attention, the per-head keys and values Hugging Face's attention caches
     instead, ``heads x (qk_nope_head_dim + qk_rope_head_dim + v_head_dim)`` (40,960 for DeepSeek-V3); it
     changes nothing for other models. Chapter 3."""
     model = resolve_model(model, moe=True)

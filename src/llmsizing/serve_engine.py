@@ -58,10 +58,12 @@ class KVCapacity:
     """The KV-cache budget of one GPU (:func:`kv_capacity_tokens`): bytes per term, the blocks and tokens.
 
     ``tokens`` is ``blocks x block_size`` with every attention layer priced for every token: the figure vLLM
-    logs as "GPU KV cache size: N tokens" (``vllm/v1/core/kv_cache_utils.py`` divides its blocks by the
-    number of KV-cache groups, each group's pages covering the same token slots). With sliding-window layers
-    a sequence keeps only its last window in them, so more context fits than ``tokens`` says; whole sequences
-    are counted by :func:`kv_capacity_sequences`."""
+    logged as "GPU KV cache size: N tokens" up to at least 0.19 (spring 2026, vLLM issue #40691:
+    ``vllm/v1/core/kv_cache_utils.py`` divided its blocks by the number of KV-cache groups, each group's pages
+    covering the same token slots); later releases log the maximum concurrency times ``max_model_len``
+    instead, which counts each group's window. With sliding-window layers a sequence keeps only its last
+    window in them, so more context fits than ``tokens`` says; whole sequences are counted by
+    :func:`kv_capacity_sequences`."""
 
     memory_bytes: float
     usable_bytes: float
@@ -161,9 +163,12 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
     resident; with ``ep`` GPUs of expert parallelism each GPU holds :func:`weights_bytes_per_gpu` (its
     ``1 / ep`` of the routed experts). Multi-head latent attention's latent cache is not split by ``tp``
     (:func:`kv_split`). A hybrid with Mamba or linear-attention layers first sets their fixed state aside for
-    ``max_num_seqs`` sequences (:func:`state_bytes_per_gpu`); its tokens count the attention layers only.
-    The state is kept in ``state_dtype`` (``None``: the ``kv_cache`` dtype, as transformers does; vLLM's
-    ``--mamba-ssm-cache-dtype`` and Nemotron-H's ``mamba_ssm_cache_dtype`` can ask for ``"fp32"``).
+    ``max_num_seqs`` sequences (:func:`state_bytes_per_gpu`), the case where all of them run (vLLM V1 takes
+    one state block per running request from the same pool); its tokens count the attention layers only.
+    The state is kept in ``state_dtype`` (``None``: the ``kv_cache`` dtype, as vLLM keeps it by default,
+    ``mamba_ssm_cache_dtype="auto"`` in ``MambaStateDtypeCalculator``; vLLM's ``--mamba-ssm-cache-dtype`` and
+    Nemotron-H's ``mamba_ssm_cache_dtype`` can ask for ``"fp32"``, and transformers keeps a Gated DeltaNet's
+    recurrent state in FP32).
     Taught in chapter 15."""
     from .catalog import get_gpu, resolve_model
 
