@@ -25,6 +25,7 @@ from llmsizing.flops import (attention_flops_per_token, forward_flops_per_token,
 from llmsizing.inference import (inference_memory, kv_cache_bytes_per_token, kv_cached_tokens,
                                  kv_numbers_per_token_per_layer, weights_bytes)
 from llmsizing.model import MOE_NOT_MODELLED, HF_FAMILIES, moe_layer_indices
+from llmsizing.mtp import mtp_param_counts
 from llmsizing.speculative import speculative_decoding
 
 CSV = Path(__file__).resolve().parents[1] / "data" / "hf_meta_param_counts.csv"
@@ -102,11 +103,53 @@ def test_deepseek_v3_total_and_active():
     emb = 129280 * h
     assert m.active_params == L * attn + dense_mlp + experts + router + norms + 2 * emb == 37_552_297_472
     assert matmul_params(m) == m.active_params - emb
-    # DeepSeek's README_WEIGHTS.md: "Activation parameters: 36.7B (including 0.9B for Embedding and 0.9B for
-    # the output Head)". The count from the config is 0.85B (2.3%) more; DeepSeek publishes no breakdown, so
-    # the gap is recorded here, not explained (chapter 1)
+
+
+def _rounds_to(n, published_billions):
+    """Whether ``n`` parameters round to a figure published in billions with one decimal (or none)."""
+    digits = 0 if float(published_billions).is_integer() else 1
+    return round(n / 1e9, digits) == published_billions
+
+
+def test_deepseek_v3_published_breakdown_from_the_config():
+    """DeepSeek's README_WEIGHTS.md (deepseek-ai/DeepSeek-V3, unchanged from the release commit 4c2fdb8f to HEAD
+    9b4e9788) gives the main model "Total parameters: 671B", "Activation parameters: 36.7B (including 0.9B for
+    Embedding and 0.9B for the output Head)", and the MTP module "11.5B unique parameters, excluding the shared
+    0.9B Embedding and 0.9B output Head" and "Activation parameters: 2.4B (including the shared 0.9B Embedding
+    and 0.9B output Head)". Each derived here from config.json by hand (chapter 1, "Which active?")."""
+    m = get_model("deepseek-v3")
+    h, V = 7168, 129280
+    emb = V * h                                               # one vocabulary matrix: the embedding or the head
+    attn = h * 1536 + 1536 * 128 * 192 + h * (512 + 64) + 512 * 128 * (128 + 128) + 128 * 128 * h
+    expert = 3 * h * 2048
+    layer_norms = 2 * h + 1536 + 512
+    router = 256 * h + 256                                    # weights and e_score_correction_bias
+    # the MTP module (model.layers.61.*): one MoE block, eh_proj (2h -> h), enorm, hnorm, shared_head.norm
+    block = attn + layer_norms + 256 * expert + expert + router
+    block_active = attn + layer_norms + 8 * expert + expert + router
+    projection = 2 * h * h + 3 * h
+    assert mtp_param_counts(m) == {"block": block, "block_active": block_active, "projection": projection}
+    assert (block, block_active, projection) == (11_507_286_272, 585_318_656, 102_781_952)
+    # the stated figures that the config gives, to their rounding
+    assert _rounds_to(m.n_params, 671) and not _rounds_to(m.n_params - emb, 671)    # both matrices counted
+    assert _rounds_to(block, 11.5)                            # "11.5B unique"
+    assert _rounds_to(block_active + 2 * emb, 2.4)            # "2.4B" with both shared matrices
+    assert _rounds_to(emb, 0.9)                               # its "0.9B" embedding and "0.9B" head
+    # the projection is in neither MTP figure: with it they would read 11.6B and 2.5B
+    assert _rounds_to(block + projection, 11.6) and _rounds_to(block_active + projection + 2 * emb, 2.5)
+    # the one the config does not give: "36.7B" with both matrices; the count with both is 37.6B, 2.3% more,
+    # and the gap is 92% of one vocabulary matrix: the count with one of the two (36.63B) is 0.2% under 36.7B
+    assert not _rounds_to(m.active_params, 36.7) and _rounds_to(m.active_params, 37.6)
     assert 0.020 < m.active_params / 36.7e9 - 1 < 0.025
-    assert abs(2 * emb / 1.8e9 - 1) < 0.03                    # its "0.9B" embedding and "0.9B" head
+    assert 0.90 < (m.active_params - 36.7e9) / emb < 0.93
+    assert abs((m.active_params - emb) / 36.7e9 - 1) < 0.0025
+    # DeepSeek's later README_WEIGHTS.md for DeepSeek-R1-0528 (same architecture; on Hugging Face, as copied into
+    # tenstorrent/tt-metal models/demos/deepseek_v3/reference/ at f3712cc6) counts the head only: "36.6B
+    # (including 0.9B for the output Head)" and the MTP module's "1.5B (including 0.9B for the output Head)"
+    assert _rounds_to(m.active_params - emb, 36.6) and _rounds_to(block_active + emb, 1.5)
+
+def test_deepseek_v3_router_bias():
+    m = get_model("deepseek-v3")
     # the router bias (e_score_correction_bias) is 256 per MoE layer, counted once per layer in both
     assert m.moe_breakdown()["router"] == 58 * (256 * 7168 + 256)
 
@@ -322,3 +365,14 @@ def test_a_multimodal_config_without_text_config_is_refused():
 def test_deepseek_and_openai_count_active_without_the_input_embedding(config_name, published_active, tol):
     row = next(r for r in ROWS if r["config_name"] == config_name)
     assert abs(matmul_params(Model.from_hf_config(json.loads(row["config_json"]))) / published_active - 1) < tol
+
+
+def test_mtp_param_counts_depth_and_refusals():
+    ds = get_model("deepseek-v3")
+    one, two = mtp_param_counts(ds), mtp_param_counts(ds, mtp_depth=2)
+    assert two == {k: 2 * v for k, v in one.items()}         # two modules, each its own block and projection
+    assert mtp_param_counts(ds, mtp_depth=0) == {"block": 0, "block_active": 0, "projection": 0}
+    with pytest.raises(ValueError, match="mtp_depth"):
+        mtp_param_counts(get_model("llama-3-8b"))             # dense: no MoE block to append
+    with pytest.raises(ValueError, match="mtp_depth"):
+        mtp_param_counts(ds, mtp_depth=9)

@@ -330,3 +330,26 @@ def test_deepseek_v3_terms_end_at_the_runs_prediction(check):
     # the SMs' row is the one before it x 132 / 112 on the compute and the bubble (DeepSeek-V3 Sec. 3.2.2)
     assert t["compute_s"].iloc[-1] == pytest.approx(t["compute_s"].iloc[-2] * 132 / 112, rel=1e-12)
     assert t["bubble_s"].iloc[-1] < t["bubble_s"].iloc[0]          # DualPipe's bubble, smaller than 1F1B's
+
+
+def test_deepseek_v3_batch_ramp_bound():
+    from llmsizing.deepseek import deepseek_v3_batch_ramp, deepseek_v3_time_terms
+    from llmsizing.pipeline_schedule import pipeline_schedule
+
+    r = deepseek_v3_batch_ramp()
+    # the report's Sec. 4.2: from 3,072 sequences over the first 469B of 14.8T tokens
+    assert (r["start_sequences"], r["ramp_tokens"]) == (3072, 469e9)
+    assert r["ramp_share"] == pytest.approx(469 / 14800, rel=1e-12)
+    # DualPipe needs 2 pp micro-batches: 2 x 16 x 128 data-parallel ranks = 4,096 one-sequence micro-batches
+    assert r["min_sequences"] == 2 * 16 * 128 == 4096
+    with pytest.raises(ValueError, match="2 pp"):               # 3,072 / 128 = 24 < 32: the ramp's start
+        pipeline_schedule("dualpipe", pp=16, micro_batches=24)
+    pipeline_schedule("dualpipe", pp=16, micro_batches=32)
+    assert r["run_extra_bound"] == pytest.approx(r["ramp_share"] * r["extra_per_token"], rel=1e-12)
+    # DualPipe's bubble b is the same at any micro-batch count (the report's Table 2), so at 32 micro-batches
+    # instead of 120 a token pays at least b (1/32 - 1/120) more over the full batch's step per micro-batch;
+    # the step's other fixed costs (exposed data-parallel traffic) add a little more
+    last = deepseek_v3_time_terms().iloc[-1]
+    bubble_only = last["bubble_s"] * (1 / 32 - 1 / 120) / (last["step_s"] / 120)
+    assert bubble_only <= r["extra_per_token"] < 1.1 * bubble_only
+    assert 0 < r["run_extra_bound"] < 0.005                     # chapter 18: under half a percent of the run

@@ -373,3 +373,51 @@ def deepseek_v3_time_terms():
     df.index.name = "term"
     df.attrs["published_gpu_hours"] = published
     return df
+
+
+#: DeepSeek-V3's batch ramp (Sec. 4.2): the batch "gradually increased from 3072 to 15360" sequences "in the
+#: training of the first 469B tokens": (sequences at the start, tokens of the ramp). The schedule between the
+#: two ends is not published.
+DEEPSEEK_V3_BATCH_RAMP = (3072, 469e9)
+
+
+def deepseek_v3_batch_ramp() -> dict:
+    """What DeepSeek-V3's batch ramp (:data:`DEEPSEEK_V3_BATCH_RAMP`) can add to its pre-training's GPU-hours,
+    priced with every term of :func:`deepseek_v3_time_terms`' last row. A smaller batch means fewer
+    micro-batches a step over which the pipeline's bubble and the step's fixed costs are spread (DualPipe's
+    bubble does not shrink with them: the report's Table 2).
+
+    Returns ``start_sequences`` and ``ramp_tokens`` (the report's), ``ramp_share`` (of the pre-training's
+    tokens), ``min_sequences``, the smallest batch :data:`DEEPSEEK_V3_LAYOUT` runs under DualPipe with
+    micro-batches of one sequence (``2 pp`` micro-batches per data-parallel rank), ``extra_per_token``, the
+    GPU-hours per token at ``min_sequences`` over those at the full batch, minus 1, and ``run_extra_bound``,
+    ``ramp_share x extra_per_token``: the most the ramp adds to the run from ``min_sequences`` up (every one
+    of its tokens at ``min_sequences``). Below ``min_sequences`` the layout cannot run DualPipe, and the
+    report does not say how the first steps ran: that part of the ramp is not modelled.
+    :func:`~llmsizing.layouts.step_time` prices DualPipe by its closed-form bubble and does not refuse fewer
+    micro-batches; :func:`~llmsizing.pipeline_schedule.pipeline_schedule` lays DualPipe out and does
+    (DualPipe's own assertions)."""
+    from .catalog import get_model
+    from .layouts import step_time
+    from .stages import published_stages
+
+    ds = published_stages()
+    row = ds[(ds["run"] == "DeepSeek-V3") & (ds["phase"] == "pre-training")].iloc[0]
+    start, ramp_tokens = DEEPSEEK_V3_BATCH_RAMP
+    kw: dict = {}
+    for _, more in DEEPSEEK_V3_TIME_TERMS:
+        kw |= more
+    opts = {k: v for k, v in kw.items() if k != "stage_layers"}
+    par = replace(DEEPSEEK_V3_LAYOUT, stage_layers=DEEPSEEK_V3_BALANCED_SPLIT)
+    min_micro = 2 * par.pp
+
+    def seconds_per_token(micro_batches):
+        st = step_time(get_model("deepseek-v3"), "H800", par, batch=1, seq=int(row["seq"]),
+                       grad_accum=micro_batches, precision="fp8-deepseek", ep_overlap=1.0,
+                       max_nodes=DEEPSEEK_V3_MAX_NODES, **opts)
+        return st.step_s / st.tokens
+
+    extra = seconds_per_token(min_micro) / seconds_per_token(DEEPSEEK_V3_MICRO_BATCHES) - 1
+    share = ramp_tokens / float(row["tokens"])
+    return {"start_sequences": start, "ramp_tokens": ramp_tokens, "ramp_share": share,
+            "min_sequences": min_micro * par.dp, "extra_per_token": extra, "run_extra_bound": share * extra}

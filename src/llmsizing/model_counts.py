@@ -100,13 +100,14 @@ class ModelCounts:
         embedding, the LM head, attention, norms, dense MLPs, shared experts, the router); of the routed
         experts, the ``experts_per_token`` a token is sent to in each MoE layer. The input embedding is
         counted, as Mixtral's "12.9B active" (12.88B here) and Qwen3-30B-A3B's "3.3B activated" (3.35B) count
-        it, and so does DeepSeek's "36.7B" for V3 (README_WEIGHTS.md: "including 0.9B for Embedding and
-        0.9B for the output Head"; 37.55B here, 2.3% more, a gap DeepSeek's figure gives no breakdown to
-        explain: chapter 1). OpenAI's "5.13B active" for gpt-oss-120b leaves it out (5.13B here), and
-        DeepSeek-V2's "21B" and V2-Lite's "2.4B" lie nearer the count without it (20.85B, 2.45B; their
-        reports do not say): that count is :func:`llmsizing.flops.matmul_params`, which the FLOPs use, as
-        they leave the embedding lookup out of a dense model's FLOPs. A dense model's active parameters
-        are its parameters."""
+        it; DeepSeek's "36.7B" for V3 says it does (README_WEIGHTS.md: "including 0.9B for Embedding and 0.9B
+        for the output Head"), but is one 0.93B vocabulary matrix short of the 37.55B here: 0.2% above the
+        36.63B without the input embedding, which DeepSeek's later text for R1-0528 gives as "36.6B (including
+        0.9B for the output Head)" (chapter 1). OpenAI's "5.13B active" for gpt-oss-120b leaves it out (5.13B
+        here), and DeepSeek-V2's "21B" and V2-Lite's "2.4B" lie nearer the count without it (20.85B, 2.45B;
+        their reports do not say): that count is :func:`llmsizing.flops.matmul_params`, which the FLOPs use,
+        as they leave the embedding lookup out of a dense model's FLOPs. A dense model's active parameters are
+        its parameters."""
         if not self.is_moe:
             return self.n_params
         return self.n_params - self.routed_expert_params + self.routed_expert_params \

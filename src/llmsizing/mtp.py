@@ -57,6 +57,26 @@ def mtp_projection_states(model: Model, depth: int, precision: str, optimizer: s
                    linear=(2 * h * h * depth / par.tp, 0))
 
 
+def mtp_param_counts(model: Model, mtp_depth: int = 1) -> dict[str, int]:
+    """Parameters of ``mtp_depth`` multi-token-prediction modules beside the main model's :attr:`n_params`, as
+    the released DeepSeek-V3 checkpoint lays each out (its ``model.layers.61.*``, README_WEIGHTS.md's "MTP
+    Modules"): ``block``, the module's MoE transformer block (:func:`mtp_layout`'s extra layer: attention,
+    every routed expert, the shared expert, the router and its bias, the block's norms); ``block_active``, the
+    part of it one token uses (``experts_per_token`` of the routed experts); ``projection``, the rest of the
+    module's own weights: its ``2h x h`` projection ``eh_proj`` and three RMSNorms of ``h`` (``enorm``,
+    ``hnorm`` and the head's own ``shared_head.norm``), ``mtp_depth (2h^2 + 3h)``. The embedding and the
+    output head are the main model's, shared, and counted in none of the three (the checkpoint stores one more
+    copy of each per module). DeepSeek-V3, depth 1: 11,507,286,272, 585,318,656 and 102,781,952
+    (tests/test_config_families.py sums them from the config by hand)."""
+    depth = check_mtp_depth(model, mtp_depth)
+    if not depth:
+        return {"block": 0, "block_active": 0, "projection": 0}
+    ext, _ = mtp_layout(model, Parallel(), depth)
+    h = model.hidden
+    return {"block": ext.n_params - model.n_params, "block_active": ext.active_params - model.active_params,
+            "projection": depth * (2 * h * h + 3 * h)}
+
+
 def add_states(a: ModelStates, b: ModelStates) -> ModelStates:
     """Two :class:`~llmsizing.states.ModelStates` on one GPU (DualPipe's two chunks, or a chunk and the MTP
     projection), field by field."""
@@ -99,5 +119,5 @@ def mtp_sides(model: Model, par: Parallel, depth: int, acts: tuple, states: tupl
     return (flops, cp_buffers, loss, working, stage_acts, in_flight), (gathered, copies, head_copy, by_stage)
 
 
-__all__ = ["MTP_EMBEDDING_BYTES", "check_mtp_depth", "mtp_layout", "mtp_projection_states", "add_states",
-           "mtp_sides"]
+__all__ = ["MTP_EMBEDDING_BYTES", "check_mtp_depth", "mtp_layout", "mtp_param_counts",
+           "mtp_projection_states", "add_states", "mtp_sides"]
