@@ -273,16 +273,16 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
 
 def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, recompute: str = "full",
             precision: str = "bf16-mixed", usable_fraction: float = USABLE_FRACTION) -> bool:
-    """Whether a layout of exactly ``n_gpus`` ``gpu`` holds a training step of micro-batch ``batch`` (sequences
-    of ``seq`` tokens) within ``usable_fraction`` of each GPU's memory, by the test :func:`min_gpus` applies
-    (:func:`~llmsizing.memory.training_memory` of every pipeline stage), with ``recompute`` (default
-    ``"full"``, the least memory) and without offloading to the host. A run on a count where this is False
-    cannot run at any MFU: chapter 10's time and cost figure marks such counts
+    """Whether a layout of exactly ``n_gpus`` ``gpu`` holds a training step of micro-batch ``batch``
+    (sequences of ``seq`` tokens) within ``usable_fraction`` of each GPU's memory, by the test
+    :func:`min_gpus` applies (:func:`~llmsizing.memory.training_memory` of every pipeline stage), with
+    ``recompute`` (default ``"full"``, the least memory) and without offloading to the host. A run on a
+    count where this is False cannot run at any MFU: chapter 10's time and cost figure marks such counts
     (:func:`~llmsizing.charts.render_training_time`).
 
     Fewer than :func:`min_gpus`'s fewest: False. Otherwise the fewest's layout with ``dp`` grown to fill
-    ``n_gpus`` (when its ``tp x cp x pp`` divides ``n_gpus``; ZeRO's shards only shrink as ``dp`` grows), then,
-    for a dense model, every ``tp`` (divisors of the node's scale-up domain) and ``pp`` (divisors of the
+    ``n_gpus`` (when its ``tp x cp x pp`` divides ``n_gpus``; ZeRO's shards only shrink as ``dp`` grows),
+    then, for a dense model, every ``tp`` (divisors of the node's scale-up domain) and ``pp`` (divisors of the
     layer count up to :data:`~llmsizing.parallel.MAX_PP`) whose product divides ``n_gpus``, at the largest
     ZeRO stage :func:`min_gpus` pairs with it (3 without a pipeline, 1 with one). False when none of those
     holds the step: "not shown to fit", never a fit claimed unchecked."""
@@ -293,7 +293,8 @@ def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, r
     model = resolve_model(model, moe=True)
     n = check_int("n_gpus", n_gpus)
     kw = dict(batch=check_int("batch", batch), seq=check_int("seq", seq), grad_accum=1, precision=precision,
-              optimizer="adamw", attention="flash", recompute=recompute, stack="fused", optimizer_impl="foreach")
+              optimizer="adamw", attention="flash", recompute=recompute, stack="fused",
+              optimizer_impl="foreach")
     g = check_recipe_runs_on(precision, gpu)
     limit = check_fraction("usable_fraction", usable_fraction) * g.memory_bytes
     try:

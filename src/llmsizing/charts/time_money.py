@@ -165,7 +165,7 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
     runs = [training_time(model, tokens=tokens, gpu=gpu, n_gpus=n, seq=seq, mfu=mfu) for n in counts]
     t = runs[counts.index(n_gpus)]
     ok = np.array([fits_on(model, gpu, n, seq=seq) for n in counts])
-    try:                                                 # where the shading ends (None: no layout up to 65,536)
+    try:                                                 # where the shading ends (None: nothing up to 65,536)
         fewest = min_gpus(model, gpu, batch=1, seq=seq, recompute="full").gpus
     except ValueError:
         fewest = None
@@ -181,7 +181,7 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
         hi = np.array([getattr(r, f"{key}_high") for r in runs])
         a.fill_between(x[ok], lo[ok], hi[ok], color="#0072B2", alpha=0.18, lw=0, gid="runs")
         a.plot(x[ok], mid[ok], color="#0072B2", marker="o", ms=3, gid="runs")
-        if not ok.all():                                 # runs that cannot run: crossed out, never on the line
+        if not ok.all():                                 # runs that cannot run: crossed out, off the line
             a.axvspan(x.min() / 2, x.max() * 2 if fewest is None else fewest, color="0.5", alpha=0.12, lw=0)
             a.plot(x[~ok], mid[~ok], ls="none", marker="x", ms=6, mew=1.4, color="0.35", gid="does-not-fit")
         a.plot([n_gpus], [getattr(t, key)], marker="o" if ok[counts.index(n_gpus)] else "X", ms=8,
@@ -215,9 +215,9 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
                f"${t.cost_usd:,.0f} (${t.cost_usd_low:,.0f}-${t.cost_usd_high:,.0f}) "
                f"at ${t.price_usd_per_gpu_hour:.2f}/GPU-hour{price_note(t.price_kind)}"
                + "".join(f"\nwarning: {w}" for w in t.warnings)
-               + (f"\ndoes not fit on {', '.join(f'{n:,}' for n in cannot)} x {t.gpu} (crossed out): no tp x pp x dp "
-                  f"layout of that many (ZeRO, no offload, no context parallelism) holds a step of one {t.seq:,}-"
-                  "token sequence, even with full recomputation"
+               + (f"\ndoes not fit on {', '.join(f'{n:,}' for n in cannot)} x {t.gpu} (crossed out): no "
+                  "tp x pp x dp layout of that many (ZeRO, no offload, no context parallelism) holds a step "
+                  f"of one {t.seq:,}-token sequence, even with full recomputation"
                   + ("" if fewest is None else f"; the fewest that hold one: {fewest:,}") if cannot else ""))
     return FixedView(fig, summary)
 
