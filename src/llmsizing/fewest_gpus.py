@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 
-from ._validate import check_bool, check_fraction, check_int, renamed
+from ._validate import check_bool, check_choice, check_fraction, check_int, renamed
 from .catalog import resolve_model
 from .fewest_arrays import smallest_dps, supports
 from .hardware import check_recipe_runs_on
@@ -292,6 +292,9 @@ def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, r
 
     model = resolve_model(model, moe=True)
     n = check_int("n_gpus", n_gpus)
+    from .flops import RECOMPUTE
+
+    recompute = check_choice("recompute", recompute, RECOMPUTE)     # (refused here, never read as "no fit")
     kw = dict(batch=check_int("batch", batch), seq=check_int("seq", seq), grad_accum=1, precision=precision,
               optimizer="adamw", attention="flash", recompute=recompute, stack="fused",
               optimizer_impl="foreach")
