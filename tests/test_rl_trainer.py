@@ -14,6 +14,9 @@ from llmsizing.rl_trainer import (colocated_moves_s, default_layout, layout_para
                                   micro_batches, response_length_bounds, response_length_check,
                                   response_second_moment, trainer_state_bytes)
 
+#: PCIe Gen4 x16 one way, by hand: 16 GT/s x 16 lanes x 128/130 (128b/130b line code) / 8 bits = 31.5 GB/s
+PCIE4 = 16e9 * 16 * 128 / 130 / 8
+
 H100 = "H100 SXM"
 
 
@@ -64,19 +67,19 @@ def test_layout_trainer_is_the_step_of_its_micro_batches_and_the_forward_a_quart
 
 def test_colocated_moves_by_hand():
     """Llama 3 8B: W = 2 bytes x 8.03e9 = 16.06 GB. Engine sleep and wake (vLLM sleep level 1) at gen_tp 1:
-    2 x 16.06e9 / 32e9 = 1.00 s. The trainer's offload: 2 x its bytes / 32e9. The sync gathers W on each of 8
+    2 x 16.06e9 / 31.5e9 = 1.02 s. The trainer's offload: 2 x its bytes / 31.5e9. The sync gathers W on each of 8
     GPUs: at least 7/8 x 16.06e9 / 450e9 = 0.031 s (NVLink 4's 450 GB/s each way), and NCCL reaches well
     over 70% of it, so at most 0.031 / 0.7 = 0.045 s."""
     m = resolve_model("llama-3-8b")
     g = get_gpu(H100)
     w = 16.06e9
     mv = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True, state_bytes=20e9)
-    assert mv["engine_sleep_wake"] == pytest.approx(2 * w / 32e9, rel=0.01)
-    assert mv["trainer_offload"] == pytest.approx(2 * 20e9 / 32e9)
+    assert mv["engine_sleep_wake"] == pytest.approx(2 * w / PCIE4, rel=0.01)
+    assert mv["trainer_offload"] == pytest.approx(2 * 20e9 / PCIE4)
     peak = 7 / 8 * w / 450e9
     assert peak <= mv["sync"] <= peak / 0.7
     off = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=2, offload=False, state_bytes=20e9)
-    assert off["trainer_offload"] == 0 and off["engine_sleep_wake"] == pytest.approx(w / 32e9, rel=0.01)
+    assert off["trainer_offload"] == 0 and off["engine_sleep_wake"] == pytest.approx(w / PCIE4, rel=0.01)
     with pytest.warns(DeprecationWarning, match="state_bytes"):
         old = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True, train_bytes=20e9)
     assert old == mv
@@ -94,14 +97,14 @@ def test_the_host_trip_carries_the_states_not_the_activations():
     step; no framework moves them. By hand for Llama 3 8B (8,030,261,248 parameters, its model card's 8.03B)
     on 16 H100s under ZeRO-3: 2 (bf16 weights) + 2 (bf16 gradients) + 4 (fp32 master) + 8 (Adam's two fp32
     moments) = 16 bytes per parameter (ZeRO paper, Rajbhandari et al. 2020, Sec. 3.1), over 16 GPUs: 8.03 GB
-    per GPU; down and back up over PCIe Gen4 x16 at 32 GB/s each way: 2 x 8.03e9 / 32e9 = 0.502 s. The trip
+    per GPU; down and back up over PCIe Gen4 x16 at 31.5 GB/s each way: 2 x 8.03e9 / 31.5e9 = 0.510 s. The trip
     is the same at a 4K and a 32K cap, where the peak (with the row's activations) grows."""
     run = dict(gpu=H100, n_gpus=16, prompts_per_step=32, samples_per_prompt=4, prompt=128, steps=1)
     short = rl_run("llama-3-8b", response=(900, 4096), **run)
     long = rl_run("llama-3-8b", response=(900, 32768), **run)
     states = 16 * 8_030_261_248 / 16
     assert short.state_bytes_per_gpu == pytest.approx(states, rel=1e-6)
-    assert short.moves["trainer_offload"] == pytest.approx(2 * 8.03e9 / 32e9, rel=1e-3)
+    assert short.moves["trainer_offload"] == pytest.approx(2 * 8.03e9 / PCIE4, rel=1e-3)
     assert long.moves["trainer_offload"] == short.moves["trainer_offload"]
     assert long.train_bytes_per_gpu > short.train_bytes_per_gpu > short.state_bytes_per_gpu
     no = rl_run("llama-3-8b", response=(900, 4096), offload=False, **run)
@@ -112,18 +115,19 @@ def test_without_offload_the_engine_shares_the_gpu_with_the_states_not_the_peak(
     """Colocated without offload, the trainer keeps its model states beside the engine while it generates;
     its activations were freed after the backward (verl empties the allocator's cache before the engine
     wakes, ``rollout_mode`` in verl/workers/fsdp_workers.py). So vLLM's share is 0.9 of the memory less the
-    states, 8,030,261,248 x 16 / 16 = 8.03e9 bytes per GPU (Llama 3 8B, ZeRO-3 over 16 H100s), not less
+    states, 8,030,261,248 x 16 / 16 = 8.03e9 bytes per GPU (Llama 3 8B, ZeRO-3 over 16 H100s), and the
+    reference model's 16-bit weights, 2 x 8,030,261,248 / 16 = 1.004e9 (session 27: they stay too), not less
     the peak. The engine's room shrinks by exactly those bytes: Llama 3 8B's KV per token is 2 (K, V) x 32
-    layers x 8 KV heads x 128 x 2 bytes = 131,072 bytes, a 16-token block 2,097,152 bytes, so 8.03e9 bytes
-    are 3,829.1 blocks; a sequence of 128 + 900 tokens takes ceil(1,028 / 16) = 65 blocks, so the engine
-    holds 3,829.1 / 65 = 58.9 sequences fewer: 58 or 59 after the floors. The peak (19.2e9 bytes with the
+    layers x 8 KV heads x 128 x 2 bytes = 131,072 bytes, a 16-token block 2,097,152 bytes, so 9.034e9 bytes
+    are 4,307.7 blocks; a sequence of 128 + 900 tokens takes ceil(1,028 / 16) = 65 blocks, so the engine
+    holds 4,307.7 / 65 = 66.3 sequences fewer: 66 or 67 after the floors. The peak (19.2e9 bytes with the
     4,096-token row's activations) would have taken about 141 away."""
     run = dict(gpu=H100, n_gpus=16, prompts_per_step=32, samples_per_prompt=4, prompt=128, steps=1,
                response=(900, 4096), gen_tp=1)
     on = rl_run("llama-3-8b", **run)
     off = rl_run("llama-3-8b", offload=False, **run)
     assert off.state_bytes_per_gpu == pytest.approx(8_030_261_248, rel=1e-9)
-    assert on.engine_max_batch - off.engine_max_batch in (58, 59)
+    assert on.engine_max_batch - off.engine_max_batch in (66, 67)
     assert off.moves["trainer_offload"] == 0
     with pytest.raises(ValueError, match="model states"):   # 16 x 70.6e9 / 8 = 141 GB > 80 GB
         rl_run("llama-3-70b", gpu=H100, n_gpus=8, prompts_per_step=8, prompt=128, response=512,
@@ -136,9 +140,9 @@ def test_the_host_trip_is_priced_on_the_trainer_layouts_states():
 
     * ``(1, 1, 1, 1)``: data parallelism 16 with the distributed optimizer (ZeRO-1): every GPU holds the bf16
       weights and gradients, 2 + 2 bytes per parameter, and 1/16 of the fp32 master and two moments, 12 / 16:
-      4.75 N = 38.14e9 bytes; down and back up at 32 GB/s: 2 x 38.14e9 / 32e9 = 2.384 s (FSDP's was 0.502 s);
+      4.75 N = 38.14e9 bytes; down and back up at 31.5 GB/s: 2 x 38.14e9 / 31.5e9 = 2.421 s (FSDP's was 0.510 s);
     * the same with the optimizer on the host (Megatron's ``--optimizer-cpu-offload``): 4 N = 32.12e9 bytes,
-      2.008 s;
+      2.039 s;
     * ``(2, 1, 1, 1)``: tensor parallelism 2 splits every matrix and the vocabulary, the 32 x 2 + 1 norms of
       4,096 (266,240 parameters) stay whole: (N - 266,240) / 2 + 266,240 = 4,015,263,744 per GPU, data
       parallelism 8: (4 + 12 / 8) x 4,015,263,744 = 22,083,950,592 bytes.
@@ -151,11 +155,11 @@ def test_the_host_trip_is_priced_on_the_trainer_layouts_states():
     n = 8_030_261_248
     dp = rl_run("llama-3-8b", train_layout=(1, 1, 1, 1), **run)
     assert dp.state_bytes_per_gpu == pytest.approx(4.75 * n, rel=1e-9)
-    assert dp.moves["trainer_offload"] == pytest.approx(2 * 4.75 * n / 32e9, rel=1e-9)
-    assert dp.moves["trainer_offload"] == pytest.approx(2.384, abs=1e-3)
+    assert dp.moves["trainer_offload"] == pytest.approx(2 * 4.75 * n / PCIE4, rel=1e-9)
+    assert dp.moves["trainer_offload"] == pytest.approx(2.421, abs=1e-3)
     cpu = rl_run("llama-3-8b", train_layout=(1, 1, 1, 1), cpu_optimizer=True, **run)
     assert cpu.state_bytes_per_gpu == pytest.approx(4 * n, rel=1e-9)
-    assert cpu.moves["trainer_offload"] == pytest.approx(2.008, abs=1e-3)
+    assert cpu.moves["trainer_offload"] == pytest.approx(2.039, abs=1e-3)
     tp = rl_run("llama-3-8b", train_layout=(2, 1, 1, 1), **run)
     assert tp.state_bytes_per_gpu == pytest.approx(22_083_950_592, rel=1e-9)
     assert trainer_state_bytes(resolve_model("llama-3-8b"), 16) == pytest.approx(n, rel=1e-9)
@@ -252,6 +256,7 @@ def test_the_length_assumption_against_a_published_step():
     assert row["high_tokens"] == pytest.approx(419_148 / 424.549, rel=1e-3)
     m, cap = 424.5494384765625, 1024.0
 
+
     def mean_of(lam):
         return 1 / lam - cap / math.expm1(lam * cap)
 
@@ -294,3 +299,39 @@ def test_every_response_length_row_has_a_source_and_a_date():
     for r in rows:
         assert r["source"].strip() and r["url"].startswith("https://"), r["run"]
         datetime.date.fromisoformat(r["as_of"])
+
+
+def test_the_reference_weights_go_to_the_host_with_the_states():
+    """Session 26's read of chapter 19 (L4): the frozen reference model's 16-bit weights were neither moved to
+    the host nor kept on the GPU. verl's reference worker with ``ref.fsdp_config.param_offload`` loads its
+    FSDP parameters for its pass and offloads them after (``compute_ref_log_prob``,
+    verl/workers/fsdp_workers.py); OpenRLHF's ``--ref_reward_offload`` offloads its DeepSpeed engine. By hand
+    for Llama 3 8B (8,030,261,248 parameters) on 16 H100s: FSDP shards them over the 16 GPUs, 2 x
+    8,030,261,248 / 16 = 1.004e9 bytes per GPU, down and back up over PCIe Gen4 x16 at 31.5 GB/s:
+    2 x 1.004e9 / 31.5e9 = 0.0637 s a step. On Megatron's data parallelism alone (``train_layout=(1, 1, 1,
+    1)``: the weights split by tensor, pipeline and expert parallelism only) every GPU holds all of them,
+    16.06e9 bytes: 1.02 s. Without a reference, or with slime's host backup (which swaps the reference in from
+    the host: ``weight_backup``), nothing."""
+    from llmsizing.rl_trainer import reference_weight_bytes
+
+    n = 8_030_261_248
+    run = dict(gpu=H100, n_gpus=16, prompts_per_step=128, samples_per_prompt=16, prompt=128,
+               response=(932, 3968), steps=1)
+    r = rl_run("llama-3-8b", **run)
+    assert r.reference_bytes_per_gpu == pytest.approx(2 * n / 16, rel=1e-9)
+    assert r.moves["reference_offload"] == pytest.approx(2 * 2 * n / 16 / PCIE4, rel=1e-9)
+    assert r.moves["reference_offload"] == pytest.approx(0.0637, abs=5e-4)
+    assert r.phases["weight_sync"] == pytest.approx(sum(r.moves.values()), rel=1e-12)
+    lay = rl_run("llama-3-8b", train_layout=(1, 1, 1, 1), **run)
+    assert lay.moves["reference_offload"] == pytest.approx(2 * 2 * n / PCIE4, rel=1e-9)
+    none = rl_run("llama-3-8b", reference=False, **run)
+    assert none.moves["reference_offload"] == 0 and none.reference_bytes_per_gpu == 0
+    assert r.step_s - none.step_s == pytest.approx(r.phases["reference"] + r.moves["reference_offload"],
+                                                   rel=1e-9)
+    backed = rl_run("llama-3-8b", train_layout=(1, 1, 1, 1), weight_backup=True, **run)
+    assert backed.moves["reference_offload"] == 0       # weight_backup_s carries its swaps instead
+    # kept on the GPU without offload: in the trainer's peak as well as beside the engine
+    kept, kept_none = (rl_run("llama-3-8b", offload=False, reference=ref, **run) for ref in (True, False))
+    assert kept.train_bytes_per_gpu - kept_none.train_bytes_per_gpu == pytest.approx(2 * n / 16, rel=1e-9)
+    assert kept.moves["reference_offload"] == 0
+    assert reference_weight_bytes(resolve_model("llama-3-8b"), 16) == pytest.approx(2 * n / 16, rel=1e-9)

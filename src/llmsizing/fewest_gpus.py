@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 
-from ._validate import check_bool, check_fraction, check_int, renamed
+from ._validate import check_bool, check_choice, check_fraction, check_int, renamed
 from .catalog import resolve_model
 from .fewest_arrays import smallest_dps, supports
 from .hardware import check_recipe_runs_on
@@ -269,3 +269,57 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                          "pipeline stage: raise max_gpus or lower batch or seq")
     return min(plans, key=lambda p: (round(p.step_s, 9), p.parallel.tp, p.parallel.pp, p.parallel.zero,
                                      p.parallel.offload != "none", p.parallel.ep))
+
+
+def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, recompute: str = "full",
+            precision: str = "bf16-mixed", usable_fraction: float = USABLE_FRACTION) -> bool:
+    """Whether a layout of exactly ``n_gpus`` ``gpu`` holds a training step of micro-batch ``batch``
+    (sequences of ``seq`` tokens) within ``usable_fraction`` of each GPU's memory, by the test
+    :func:`min_gpus` applies (:func:`~llmsizing.memory.training_memory` of every pipeline stage), with
+    ``recompute`` (default ``"full"``, the least memory) and without offloading to the host. A run on a
+    count where this is False cannot run at any MFU: chapter 10's time and cost figure marks such counts
+    (:func:`~llmsizing.charts.render_training_time`).
+
+    Fewer than :func:`min_gpus`'s fewest: False. Otherwise the fewest's layout with ``dp`` grown to fill
+    ``n_gpus`` (when its ``tp x cp x pp`` divides ``n_gpus``; ZeRO's shards only shrink as ``dp`` grows),
+    then, for a dense model, every ``tp`` (divisors of the node's scale-up domain) and ``pp`` (divisors of the
+    layer count up to :data:`~llmsizing.parallel.MAX_PP`) whose product divides ``n_gpus``, at the largest
+    ZeRO stage :func:`min_gpus` pairs with it (3 without a pipeline, 1 with one). False when none of those
+    holds the step: "not shown to fit", never a fit claimed unchecked."""
+    from dataclasses import replace
+
+    from .memory import training_memory
+
+    model = resolve_model(model, moe=True)
+    n = check_int("n_gpus", n_gpus)
+    from .flops import RECOMPUTE
+
+    recompute = check_choice("recompute", recompute, RECOMPUTE)     # (refused here, never read as "no fit")
+    kw = dict(batch=check_int("batch", batch), seq=check_int("seq", seq), grad_accum=1, precision=precision,
+              optimizer="adamw", attention="flash", recompute=recompute, stack="fused",
+              optimizer_impl="foreach")
+    g = check_recipe_runs_on(precision, gpu)
+    limit = check_fraction("usable_fraction", usable_fraction) * g.memory_bytes
+    try:
+        best = min_gpus(model, g, usable_fraction=usable_fraction, max_gpus=n,
+                        **{k: kw[k] for k in ("batch", "seq", "precision", "recompute")})
+    except ValueError:                       # no layout of up to n GPUs holds it (arguments checked above)
+        return False
+    if best.gpus == n:
+        return True
+    p = best.parallel
+    tries = [replace(p, dp=n // (p.tp * p.cp * p.pp))] if n % (p.tp * p.cp * p.pp) == 0 else []
+    if not model.is_moe:
+        per_node = min(get_node(None, g).scaleup_domain_gpus, MAX_GPUS_PER_NODE)
+        tries += [Parallel(tp=t, pp=pp, dp=n // (t * pp), zero=3 if pp == 1 else 1, sp=t > 1)
+                  for t in _divisors(per_node) for pp in _divisors(model.layers, MAX_PP) if n % (t * pp) == 0]
+    for par in tries:
+        try:
+            check_layout(model, tp=par.tp, pp=par.pp)
+            # the first and last stages first (the most loaded: min_gpus's test), then every stage
+            if (max(r.total_bytes for r in _stage_runs(model, par, (0, par.pp - 1), kw)) <= limit
+                    and training_memory(model, parallel=par, **kw).total_bytes <= limit):
+                return True
+        except ValueError:                   # a layout the model refuses (e.g. heads tp does not divide)
+            continue
+    return False

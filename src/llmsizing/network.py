@@ -397,6 +397,25 @@ def _group_link(g, node: Node, size: int, stride: int) -> GroupLink:
     return GroupLink("network", bw, out_bw, net.alpha_s, k, True, small, net.large_alpha_s)
 
 
+def nic_bound_nodes(gpu, node=None, *, max_nodes: int = 4096) -> int | None:
+    """The fewest nodes from which a group that fills them (every GPU of each scale-up domain, ranks next to
+    each other, as data parallelism over whole nodes is) is bound by the NICs rather than by its phase inside
+    the node: the hierarchical all-reduce's in-node phase carries ``bus_factor(m) / bus_factor(k)`` of the
+    network's count on the scale-up link (:func:`group_link`), which grows with the node count ``m`` towards
+    ``2 / bus_factor(k)``, so past some ``m`` the NICs are the slower. ``None`` if that does not happen
+    within ``max_nodes`` (a scale-up link too slow for the NICs); 2 when a domain holds one GPU (no phase
+    inside it). Over DGX H100s: 13 (chapter 7)."""
+    g = get_gpu(gpu)
+    nd = get_node(node, g)
+    domain = nd.scaleup_domain_gpus
+    net = _links()["network"].achievable_fraction
+    for m in range(2, check_int("max_nodes", max_nodes, minimum=2) + 1):
+        gl = group_link(g, nd, size=m * domain)
+        if gl.bandwidth_gbps >= gl.nominal_gbps * net * (1 - 1e-12):
+            return m
+    return None
+
+
 def link_wire_factor(kind: str, n: int, link: GroupLink) -> float:
     """:func:`wire_factor` of a collective over ``n`` GPUs on the ``link`` of :func:`group_link`: its GPUs per
     domain when it leaves the domain, else a flat ring over the scale-up link."""

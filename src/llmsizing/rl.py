@@ -57,8 +57,8 @@ from .memory import training_memory
 from .model import Model
 from .network import get_node
 from .parallel import Parallel, check_layout
-from .rl_trainer import (SLIME_SYNC_BUCKET_S, response_second_moment, rollout_attention_seq,
-                         trainer_state_bytes)
+from .rl_trainer import (SLIME_SYNC_BUCKET_S, reference_weight_bytes, response_second_moment,
+                         rollout_attention_seq, trainer_state_bytes)
 from .rl_generation import GEN_TP_CHOICES, default_gen_tp
 # the response lengths, the run's result and each phase's seconds live in rl_phases; their names stay
 # importable from here
@@ -142,12 +142,19 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     # PPO trains a critic of the policy's size on the same GPUs: its model states go to the host and back
     # (or stay beside the engine) as the policy's do, so the states per GPU count both models
     n_models = 2 if a["algorithm"] == "ppo" else 1
+    # a frozen reference model's 16-bit weights: on the GPU, or to the host and back with the offload
+    # (reference_weight_bytes); slime's host backup swaps them in instead (weight_backup_s)
+    ref_on = a["reference"] and not a["weight_backup"]
     if colocated:
         if gen_gpus is not None:
             raise ValueError("gen_gpus applies to split pools (colocated=False); a colocated pool "
                              "generates on all n_gpus")
-        train_bytes = _train_bytes(m, n, seq, n_models if not offload else 1)
-        states = 0.0 if offload else n_models * trainer_state_bytes(m, n, a["layout"], a["cpu_optimizer"])
+        # the reference's frozen weights stay too (slime swaps them through its host backup instead)
+        ref_b = reference_weight_bytes(m, n, a["layout"]) if ref_on else 0.0
+        train_bytes = (_train_bytes(m, n, seq, n_models if not offload else 1)
+                       + (0.0 if offload or not ref_on else reference_weight_bytes(m, n)))   # (FSDP's, below)
+        states = (0.0 if offload
+                  else n_models * trainer_state_bytes(m, n, a["layout"], a["cpu_optimizer"]) + ref_b)
         a["util"] = 0.9 - states / cap     # without offload the states stay beside the engine, not the peak
         if a["util"] <= 0.05:
             raise ValueError(f"colocated without offload: the trainer's model states, {states / 2**30:.1f} "
@@ -175,16 +182,19 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     for gg, tg, tp_ in splits:
         # the trainer's peak: the policy's, plus the critic's model states wherever both models stay on
         # the GPU while the policy trains (split pools always; colocated without offload)
-        tb = train_bytes if colocated else _train_bytes(m, tg, seq, n_models)
         try:
             p, eng, warns = _phases(m, g, node_, a, gg, tg, tp_, price)
         except ValueError:
             if len(splits) > 1:
                 continue    # this split's trainer pool does not take the (given or default) layout
             raise
+        # (the peak is FSDP's, as the memory check lays it out; the trip the layout's, as the states')
+        ref_tg = reference_weight_bytes(m, tg, a["layout"]) if ref_on else 0.0    # (colocated: ref_b)
+        tb = (train_bytes if colocated
+              else _train_bytes(m, tg, seq, n_models) + (reference_weight_bytes(m, tg) if ref_on else 0.0))
         sb = n_models * trainer_state_bytes(m, tg, a["layout"], a["cpu_optimizer"])
         sync, moves = _sync_s(m, g, node_, colocated=colocated, gpus=n, gen_tp=tp_, offload=offload,
-                              state_bytes=sb, bucket_s=bucket_s)
+                              state_bytes=sb, bucket_s=bucket_s, reference_bytes=ref_tg)
         if eng[6]:
             moves = {**moves, "weight_backup": eng[6]}
             sync += eng[6]
@@ -192,11 +202,11 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
         fits = tb <= cap and eng[3] >= 1
         key = (not fits, step[0])
         if best is None or key < best[0]:
-            best = (key, gg, tg, tp_, p, eng, warns, sync, step, tb, fits, moves, sb)
+            best = (key, gg, tg, tp_, p, eng, warns, sync, step, tb, fits, moves, sb, ref_tg)
     if best is None:
         raise ValueError(f"train_layout={a['layout']} fits none of the split pools of n_gpus={n} (give "
                          "gen_gpus= or train_layout=)")
-    _, gg, tg, tp_, p, eng, warns, sync, step, tb, fits, moves, sb = best
+    _, gg, tg, tp_, p, eng, warns, sync, step, tb, fits, moves, sb, ref_tg = best
     if eng[5] is not None:     # timed on a layout, but the memory check lays out FSDP only (_train_bytes)
         warns = (*warns, f"the trainer is timed on its layout {eng[5]} (tp, cp, ep, pp) but its memory "
                  f"(train_bytes_per_gpu, fits) is checked as FSDP over {tg} GPUs, not on that layout")
@@ -206,7 +216,7 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     return RLRun(m.name, g.name, n, a["algorithm"], colocated, off, a["rollouts"], a["prompt"], a["mean"],
                  a["top"], steps, gg, tg, tp_, eng[0], eng[1], eng[2], a["rebatch"], phases, low, high,
                  step[0], step[1], step[2], tb, eng[3], cap, fits, price, eng[4], tuple(warns), moves,
-                 eng[5], price_kind_of(g, price), a["att"], sb)
+                 eng[5], price_kind_of(g, price), a["att"], sb, ref_tg)
 
 
 def _check_evaluation(evaluation):

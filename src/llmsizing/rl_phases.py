@@ -105,6 +105,13 @@ class RLRun:
     #: back, and what a colocated trainer without it keeps beside the engine. With PPO the critic's too (a
     #: second model of the policy's size on the same layout): twice the policy's.
     state_bytes_per_gpu: float = 0.0
+    #: The frozen reference model's 16-bit weights per GPU
+    #: (:func:`~llmsizing.rl_trainer.reference_weight_bytes`), sharded as the policy's: what a colocated
+    #: ``offload`` moves to the host and back beside the trainer's states (``moves["reference_offload"]``),
+    #: and what stays on the GPU without it (in ``train_bytes_per_gpu`` and beside the engine). 0 without a
+    #: reference, and with slime's host backup (``weight_backup``), which swaps the reference in from the
+    #: host instead.
+    reference_bytes_per_gpu: float = 0.0
 
     @property
     def train_range_area(self) -> str:
@@ -159,13 +166,13 @@ def _trainer(m, g, *, gpus, tokens, seq, price):
     return (t.days * 86400, t.days_low * 86400, t.days_high * 86400), t.warnings
 
 
-def _sync_s(m, g, node, *, colocated, gpus, gen_tp, offload, state_bytes, bucket_s=0.0):
+def _sync_s(m, g, node, *, colocated, gpus, gen_tp, offload, state_bytes, bucket_s=0.0, reference_bytes=0.0):
     """``(seconds, moves)``: colocated, the pool's moves of :func:`~llmsizing.rl_trainer.colocated_moves_s`
     summed; split, the 16-bit weights sent over the inter-node link (Tulu 3's NCCL broadcast)."""
     if colocated:
         moves = colocated_moves_s(m, g, node, gpus=gpus, gen_tp=gen_tp, offload=offload,
                                   state_bytes=state_bytes, host_link_gbps=HOST_LINK_GBPS,
-                                  sync_bucket_s=bucket_s)
+                                  sync_bucket_s=bucket_s, reference_bytes=reference_bytes)
         return sum(moves.values()), moves
     w = weights_bytes_per_gpu(m, "bf16", tp=1)
     across = group_link(g, node, size=2, stride=node.gpus_per_node)

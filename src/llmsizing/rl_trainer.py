@@ -40,7 +40,15 @@ MFU of whole pre-training runs, which a model of 3B active parameters in 30B nev
     moves each FSDP unit's flat parameter and ``offload_fsdp_optimizer`` the optimizer's tensors
     (``verl/utils/fsdp_utils.py``); OpenRLHF's ``offload_deepspeed_states`` asks DeepSpeed ZeRO-3 for its
     optimizer states, its gradient buffer and its fp32 and 16-bit parameters
-    (``openrlhf/utils/deepspeed/deepspeed_utils.py``).
+    (``openrlhf/utils/deepspeed/deepspeed_utils.py``);
+  - with ``offload`` and a reference model, the reference's frozen 16-bit weights too, ``2 x`` their bytes
+    per GPU (:func:`reference_weight_bytes`): verl's reference worker with ``ref.fsdp_config.param_offload``
+    loads its FSDP parameters for its pass and offloads them after (``compute_ref_log_prob``,
+    ``verl/workers/fsdp_workers.py``), as OpenRLHF's ``--ref_reward_offload`` does its DeepSpeed engine;
+    without ``offload`` they stay on the GPU beside the engine (and the trainer). slime swaps them through
+    its host backup instead (:func:`weight_backup_s`, below). NeMo RL swaps them in from host memory for its
+    pass (``use_reference_model``: the policy's weights copied down, the reference's up, the policy's back
+    up), three copies of the weights where this prices two: a lower bound there.
 
 * **What stays without offload** (:func:`trainer_state_bytes`). A colocated trainer that does not offload
   keeps its model states on the GPU while the engine generates, not its peak: the activations of the last
@@ -292,11 +300,13 @@ def layout_trainer(m, g, node, par: Parallel, *, tokens: float, rollouts: int, s
 
 def colocated_moves_s(m, g, node, *, gpus: int, gen_tp: int, offload: bool, state_bytes: float | None = None,
                       host_link_gbps: float = HOST_LINK_GBPS, sync_bucket_s: float = 0.0,
-                      train_bytes: float | None = None) -> dict[str, float]:
+                      train_bytes: float | None = None, reference_bytes: float = 0.0) -> dict[str, float]:
     """Seconds of the colocated pool's moves per step (module docstring): ``sync`` (all-gather of the full
     16-bit weights over the pool, plus :func:`bucketed_sync_s` when ``sync_bucket_s`` is given),
-    ``engine_sleep_wake`` (``2 x W / gen_tp`` over the host link) and ``trainer_offload`` (``2 x
-    state_bytes``, the trainer's model states per GPU, over the host link when ``offload``).
+    ``engine_sleep_wake`` (``2 x W / gen_tp`` over the host link), ``trainer_offload`` (``2 x
+    state_bytes``, the trainer's model states per GPU, over the host link when ``offload``) and
+    ``reference_offload`` (``2 x reference_bytes``, the reference model's weights per GPU,
+    :func:`reference_weight_bytes`, likewise; 0 without a reference).
 
     ``train_bytes`` is the old name of ``state_bytes`` (deprecated: it invited the trainer's peak, which
     counts activations that are never offloaded)."""
@@ -310,13 +320,31 @@ def colocated_moves_s(m, g, node, *, gpus: int, gen_tp: int, offload: bool, stat
     if state_bytes is None:
         raise TypeError("colocated_moves_s needs state_bytes=, the trainer's model states per GPU")
     state_bytes = check_number("state_bytes", state_bytes)
+    reference_bytes = check_number("reference_bytes", reference_bytes)
     w = weights_bytes_per_gpu(m, "bf16", tp=1)
     link = group_link(g, node, size=gpus)
     host = host_link_gbps * 1e9
     gather = collective_time_s("all-gather", w, gpus, link) if gpus > 1 else 0.0
     return {"sync": gather + bucketed_sync_s(w, sync_bucket_s),
             "engine_sleep_wake": 2 * w / gen_tp / host,
-            "trainer_offload": 2 * state_bytes / host if offload else 0.0}
+            "trainer_offload": 2 * state_bytes / host if offload else 0.0,
+            "reference_offload": 2 * reference_bytes / host if offload else 0.0}
+
+
+@functools.lru_cache(maxsize=256)
+def reference_weight_bytes(m, gpus: int, layout=None) -> float:
+    """The frozen reference model's 16-bit weights per GPU (no gradients, no optimizer: it only runs
+    forward), sharded as the policy's weights are (:func:`trainer_state_bytes`): without ``layout`` FSDP
+    (ZeRO-3) over ``gpus``, ``2 N / gpus``; with a layout ``(tp, cp, ep, pp)`` split by tensor, pipeline and
+    expert parallelism only (:func:`layout_parallel`'s distributed optimizer shards the optimizer, not the
+    weights), the most loaded GPU's (:func:`llmsizing.gpu_states.stage_params`). What a colocated
+    ``offload`` moves to the host and back beside the trainer's states, and what stays on the GPU without
+    it (module docstring)."""
+    from .memory import stage_params
+
+    par = Parallel(dp=gpus, zero=3) if layout is None else layout_parallel(m, layout, gpus)
+    local = max(stage_params(m, par)) / (par.dp if par.zero == 3 else 1)
+    return 2 * local
 
 
 @functools.lru_cache(maxsize=256)
@@ -381,6 +409,6 @@ __all__ = ["TRAIN_RECOMPUTE", "SLIME_SYNC_BUCKET_BYTES", "SLIME_SYNC_QWEN3_30B_S
            "SLIME_SYNC_QWEN3_30B_BYTES", "SLIME_SYNC_BUCKET_S", "default_layout", "layout_parallel",
            "micro_batches", "packed_attention_seq", "response_second_moment", "rollout_attention_seq",
            "layout_trainer", "forward_comm_share", "forward_pass_s", "colocated_moves_s",
-           "trainer_state_bytes",
+           "trainer_state_bytes", "reference_weight_bytes",
            "cpu_adam_s", "bucketed_sync_s", "weight_backup_s", "RESPONSE_LENGTHS_CSV",
            "response_length_bounds", "response_length_check"]

@@ -157,10 +157,15 @@ def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: floa
         pipelined=pipelined, bucket_params=bucket_params, grad_reduces=grad_reduces)]
 
 
-#: The host link of an offloading GPU, one way, decimal GB/s: PCIe Gen4 x16 (16 GT/s x 16 lanes x 128/130 / 8
-#: bits = 31.5 GB/s each way) in A100 servers; H100 and B200 servers have Gen5 x16 (63 GB/s), but pinned
-#: copies reach ~80-90% of a link and GPUs often share a PCIe switch with a NIC: 32 is a cautious default.
-HOST_LINK_GBPS = 32.0
+#: PCIe Gen4 x16, one way, decimal GB/s: 16 GT/s x 16 lanes x 128/130 (the 128b/130b line code) / 8 bits =
+#: 31.5 GB/s (PCI-SIG, PCI Express Base Specification 4.0). The "32 GB/s" of datasheets rounds it up.
+PCIE_GEN4_X16_GBPS = 16 * 16 * 128 / 130 / 8
+
+#: The host link of an offloading GPU, one way, decimal GB/s: PCIe Gen4 x16 (:data:`PCIE_GEN4_X16_GBPS`) as
+#: in A100 servers. H100 and B200 servers have Gen5 x16 (twice that), but pinned copies reach ~80-90% of a
+#: link and GPUs often share a PCIe switch with a NIC: Gen4's rate is a cautious default (it was the rounded
+#: 32 GB/s until session 27).
+HOST_LINK_GBPS = PCIE_GEN4_X16_GBPS
 
 #: How fast the host's CPU Adam streams one GPU's optimizer partition, decimal GB/s of memory traffic: an
 #: eighth of an 8-GPU host (:data:`GPUS_PER_HOST`). Checked in chapter 7: Ren et al. 2021's CPU-Adam scaled

@@ -148,16 +148,27 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
                          into: Figure | None = None) -> View:
     """Days (left) and cost (right) of training ``model`` on ``tokens`` tokens against the GPU count, with the
     MFU range as a band (:func:`~llmsizing.time_cost.training_time`); ``n_gpus`` is marked. At a fixed MFU the
-    cost does not depend on the GPU count: more GPUs buy time, not a cheaper run. Chapter 10."""
+    cost does not depend on the GPU count: more GPUs buy time, not a cheaper run. Chapter 10.
+
+    A count on which no layout holds a step of one ``seq``-token sequence, even with full recomputation
+    (:func:`~llmsizing.fewest_gpus.fits_on`), is a run that cannot run: it is drawn as a grey cross (artist
+    gid ``"does-not-fit"``), outside the line and the band (gid ``"runs"``), with the counts below the fewest
+    GPUs that hold a step (:func:`~llmsizing.fewest_gpus.min_gpus`) shaded, and the summary says so."""
     import numpy as np
 
     from .._validate import check_int, check_sequence
+    from ..fewest_gpus import MIN_GPUS_MAX, fits_on, min_gpus
     from ..time_cost import training_time
 
     counts = sorted({check_int("counts[i]", c) for c in check_sequence("counts", counts, example="(8, 64)")}
                     | {check_int("n_gpus", n_gpus)})
     runs = [training_time(model, tokens=tokens, gpu=gpu, n_gpus=n, seq=seq, mfu=mfu) for n in counts]
     t = runs[counts.index(n_gpus)]
+    ok = np.array([fits_on(model, gpu, n, seq=seq) for n in counts])
+    try:                                                 # where the shading ends (None: nothing up to 65,536)
+        fewest = min_gpus(model, gpu, batch=1, seq=seq, recompute="full").gpus
+    except ValueError:
+        fewest = None
     def build(fig):                                      # fixed margins: a widget redraw skips layout passes
         fig.subplots_adjust(left=0.09, right=0.98, bottom=0.16, top=0.91, wspace=0.32)
         return fig.subplots(1, 2)
@@ -168,9 +179,13 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
         mid = np.array([getattr(r, key) for r in runs])
         lo = np.array([getattr(r, f"{key}_low") for r in runs])
         hi = np.array([getattr(r, f"{key}_high") for r in runs])
-        a.fill_between(x, lo, hi, color="#0072B2", alpha=0.18, lw=0)
-        a.plot(x, mid, color="#0072B2", marker="o", ms=3)
-        a.plot([n_gpus], [getattr(t, key)], marker="o", ms=8, color="#D55E00")
+        a.fill_between(x[ok], lo[ok], hi[ok], color="#0072B2", alpha=0.18, lw=0, gid="runs")
+        a.plot(x[ok], mid[ok], color="#0072B2", marker="o", ms=3, gid="runs")
+        if not ok.all():                                 # runs that cannot run: crossed out, off the line
+            a.axvspan(x.min() / 2, x.max() * 2 if fewest is None else fewest, color="0.5", alpha=0.12, lw=0)
+            a.plot(x[~ok], mid[~ok], ls="none", marker="x", ms=6, mew=1.4, color="0.35", gid="does-not-fit")
+        a.plot([n_gpus], [getattr(t, key)], marker="o" if ok[counts.index(n_gpus)] else "X", ms=8,
+               color="#D55E00", mfc="#D55E00" if ok[counts.index(n_gpus)] else "white")
         _log_axis(a.xaxis, x.min(), x.max(), _short_number, pad=1.5)
         if key == "days":
             _log_axis(a.yaxis, lo.min(), hi.max(), _short_number)
@@ -182,6 +197,16 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
     # the run in the figure too: two models of the same size draw the same curves (issue 25: say what moved)
     ax.set_title(f"{t.model}, {t.tokens:.3g} tokens of {t.seq:,}: {t.total_flops:.3g} model FLOPs",
                  fontsize=8.5, loc="left")
+    cannot = [n for n, fit in zip(counts, ok) if not fit]
+    if cannot:                                           # said inside the shaded counts, on both panels
+        left = ax.get_xlim()[0]
+        at = (left * min(fewest, x.max() * 2)) ** 0.5 if fewest is not None else (left * x.max() * 1.5) ** 0.5
+        say = ("x: does not fit; shaded: " + (f"fewer than {fewest:,} GPUs" if fewest is not None
+                                              else f"up to {MIN_GPUS_MAX:,} GPUs")
+               + "\n(even with full recomputation)")
+        for a in (ax, ax2):
+            a.text(at, 0.5, say, transform=a.get_xaxis_transform(), rotation=90, ha="center", va="center",
+                   fontsize=7, color="0.3")
     summary = (f"{t.model}, {t.tokens:.3g} tokens of {t.seq:,}: {t.total_flops:.3g} model FLOPs\n"
                f"{t.n_gpus:,} x {t.gpu} at {_mfu_kind(t, mfu)}MFU {t.mfu:.0%} "
                f"({t.mfu_low:.0%}-{t.mfu_high:.0%}): "
@@ -189,7 +214,11 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
                f"({t.days_low:,.1f}-{t.days_high:,.1f}), {t.gpu_hours:,.0f} GPU-hours, "
                f"${t.cost_usd:,.0f} (${t.cost_usd_low:,.0f}-${t.cost_usd_high:,.0f}) "
                f"at ${t.price_usd_per_gpu_hour:.2f}/GPU-hour{price_note(t.price_kind)}"
-               + "".join(f"\nwarning: {w}" for w in t.warnings))
+               + "".join(f"\nwarning: {w}" for w in t.warnings)
+               + (f"\ndoes not fit on {', '.join(f'{n:,}' for n in cannot)} x {t.gpu} (crossed out): no "
+                  "tp x pp x dp layout of that many (ZeRO, no offload, no context parallelism) holds a step "
+                  f"of one {t.seq:,}-token sequence, even with full recomputation"
+                  + ("" if fewest is None else f"; the fewest that hold one: {fewest:,}") if cannot else ""))
     return FixedView(fig, summary)
 
 
