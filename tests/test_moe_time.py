@@ -83,6 +83,19 @@ def test_pipeline_bubbles_from_the_dualpipe_table():
         moe_time.schedule_bubble("gpipe", 4, 8)
 
 
+@pytest.mark.parametrize("pp, m, ok", [(16, 32, True), (16, 30, False), (16, 33, False), (4, 8, True),
+                                       (4, 6, False), (2, 4, True)])
+def test_dualpipe_needs_twice_pp_micro_batches_and_an_even_count(pp, m, ok):
+    """deepseek-ai/DualPipe, dualpipe.py's step: ``assert num_ranks % 2 == 0`` and ``assert num_chunks > 0 and
+    num_chunks % 2 == 0 and num_chunks >= num_ranks * 2``: (16, 30) has too few chunks, (16, 33) an odd count
+    (lows27b: step_time(schedule="dualpipe") priced both)."""
+    if ok:
+        assert moe_time.schedule_bubble("dualpipe", pp, m) == pytest.approx((pp / 2 - 1) * 2 / (3 * m))
+    else:
+        with pytest.raises(ValueError, match="micro-batches >= 2 pp"):
+            moe_time.schedule_bubble("dualpipe", pp, m)
+
+
 def test_dualpipe_ranks_do_the_mean_of_their_two_stages():
     kw = dict(batch=1, seq=4096, gpu="H800", grad_accum=32, dtype="fp8", mtp_depth=1)
     one = step_compute_time_s("deepseek-v3", V3, schedule="1f1b", **kw)

@@ -178,8 +178,9 @@ def schedule_bubble(schedule: str, pp: int, m: int, virtual_stages: int = 1) -> 
                          f"{virtual_stages}")
     if schedule == "zb1p":
         return (pp - 1) * (3 - 2) / (3 * m)
-    if pp % 2:
-        raise ValueError(f"schedule='dualpipe' needs an even pp, got {pp} (DualPipe's own assertion)")
+    if pp % 2 or m % 2 or m < 2 * pp:
+        raise ValueError(f"schedule='dualpipe' needs an even pp and an even number of micro-batches >= 2 pp, "
+                         f"got pp={pp}, micro-batches={m} (DualPipe's own assertions, dualpipe.py's step)")
     return (pp / 2 - 1) * (3 + 2 - 3) / (3 * m)
 
 
