@@ -26,3 +26,17 @@ def test_a_stand_in_group_is_said_to_have_no_calibrated_range():
     texts = [t.get_text() for t in render_mfu_calibration().figure.axes[1].texts]
     assert any("blackwell FP8: stand-in, no calibrated range" in t for t in texts), texts
     assert any(t.startswith(" hopper BF16: x0.") for t in texts), texts
+
+
+def test_a_group_of_one_run_is_summarised_in_the_singular():
+    # data27: pytorch/ao's BF16 row is the only Blackwell BF16 run; its group line names its one residual
+    # (implied over predicted MFU of that run, read from mfu_residuals), and the panel marks it a stand-in
+    res = mfu_residuals()
+    one = res[(res["generation"] == "blackwell") & (res["dtype"] == "bf16")]
+    assert len(one) == 1
+    view = render_mfu_calibration()
+    ratio = one["implied_mfu"].iloc[0] / one["predicted_mfu"].iloc[0]
+    assert f"\nblackwell bf16: 1 run, residual x{ratio:.2f}, range x" in view.summary
+    assert ": 1 runs" not in view.summary
+    texts = [t.get_text() for t in view.figure.axes[1].texts]
+    assert any("blackwell BF16: stand-in, no calibrated range" in t for t in texts), texts

@@ -153,8 +153,10 @@ def test_training_coverage_and_width_stored_are_measured(training_check):
     total = (df["kind"] == "pretraining-total").to_numpy()
     cal = _calibrated_by_hand(df, df["calibration"].astype(bool).to_numpy())
     assert (check.calibrated == cal).all()
-    # the stand-in runs today: pytorch/ao's MI300X and B200 FP8 rows (no calibrated FP8 run on either)
-    assert sorted(df["gpu"][~cal]) == ["B200", "B200", "B200", "MI300X", "MI300X"]
+    # the stand-in runs today: pytorch/ao's MI300X and B200 FP8 rows (no calibrated FP8 run on either) and,
+    # since data27, its BF16 B200 row (no calibrated Blackwell BF16 run either): 4 B200s, 2 MI300Xs
+    assert sorted(df["gpu"][~cal]) == ["B200"] * 4 + ["MI300X"] * 2
+    assert sorted(df["dtype"][~cal & (df["gpu"] == "B200").to_numpy()]) == ["bf16", "fp8", "fp8", "fp8"]
     groups = (("all", cal), ("steady-state", ~total & cal), ("pretraining-total", total & cal),
               ("stand-in", ~cal))
     assert stored[("training", "stand-in")]["low"] == ""      # one source: no conformal range of its own
@@ -337,9 +339,10 @@ def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
     """data/mfu_inputs_model.csv calibrates three rows (ampere bf16, hopper bf16, hopper fp8). Any other generation
     and dtype is priced on a stand-in intercept, so no calibrated range applies to it, and the note says so
     first (issue 34). An MI300X (CDNA3) in 16-bit or an L40S in FP8 (Ada) has no published run at all. MI300X
-    and B200 in FP8 have pytorch/ao's held-out runs (Llama 3 8B on 8 GPUs): the note states where they sit
-    against this very estimate, recounted here from their implied MFU over mfu_estimate of each run, and
-    that the calibrated range held none of them. An H100 is calibrated, so its note is the coverage alone."""
+    and B200 in FP8 have pytorch/ao's held-out runs (Llama 3 8B on 8 GPUs), and B200 in BF16 its one BF16 row
+    (added by data27, the same README table): the note states where they sit against this very estimate,
+    recounted here from their implied MFU over mfu_estimate of each run, and that the calibrated range held
+    none of them. An H100 is calibrated, so its note is the coverage alone."""
     from llmsizing.time_cost import mfu_estimate, published_runs
 
     from llmsizing.frameworks import stack_family
@@ -361,9 +364,18 @@ def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
         "no calibrated range applies: no cdna3 FP8 run calibrates it; the 2 published cdna3 FP8 runs (1 "
         "source) sit at 0.53-0.55 of this estimate")           # pytorch/ao's MI300X rows: 0.1305 and 0.1366
     # implied over 0.2466 estimated = 0.529, 0.554 (0.542, 0.567 before whole34's refit moved the stack offsets)
+    # B200 in BF16: pytorch/ao's one BF16 row (data27), 8,307.5 tokens/s, implied 0.2138 (test_published_b200_
+    # bf16.py) over its own estimate (the torchtitan stack, 8 sequences of 8,192 on 8 GPUs), recounted here
+    b2 = runs[(runs["gpu"] == "B200") & (runs["dtype"] == "bf16")]
+    assert len(b2) == 1
+    r = next(b2.itertuples())
+    ratio = r.implied_mfu / mfu_estimate(r.model, gpu="B200", seq=int(r.seq), n_gpus=int(r.n_gpus),
+                                         framework=stack_family(r.framework, lenient=True),
+                                         tokens_per_step=r.global_batch * r.seq).mfu
     assert mfu_estimate("llama-3-8b", gpu="B200", seq=8192).range_note.startswith(
-        "no calibrated range applies: no blackwell 16-bit run calibrates it; no blackwell 16-bit run is in "
-        "data/published_runs.csv (the band shown is the calibrated cells': 80% range; out of source it held ")
+        "no calibrated range applies: no blackwell 16-bit run calibrates it; the 1 published blackwell 16-bit "
+        f"run (1 source) sits at {ratio:.2f} of this estimate, outside the calibrated range (the band shown is "
+        "the calibrated cells': 80% range; out of source it held ")
     assert mfu_estimate("llama-3-8b", gpu="MI300X", seq=8192).range_note.endswith(
         "; no cdna3 16-bit run is in data/published_runs.csv (the band shown is the calibrated cells': 80% "
         "range; out of source it held 106 of 123 published runs (31 sources), 1.64x wide at the median; and 18 of 22 runs without a "

@@ -31,7 +31,8 @@ def _generation(gpu: str) -> str:
 
 def _stand_in_words(gpu: str, dtype: str) -> list[str]:
     """What the note must say on ``gpu`` in ``dtype``, from the data: the cell has no calibration run, and
-    where its published runs sit (data/stand_in_runs.csv, area training-layout) or that none is published."""
+    where its published runs sit (data/stand_in_runs.csv, area training-layout; one run: where it sits) or that
+    data/published_runs.csv holds none."""
     gen = _generation(gpu)
     assert not _cells()[gen, dtype][0], f"{gpu} {dtype} is calibrated in data/kernel_efficiency.csv"
     words = "FP8" if dtype == "fp8" else "16-bit"
@@ -40,7 +41,12 @@ def _stand_in_words(gpu: str, dtype: str) -> list[str]:
     with open(DATA / "stand_in_runs.csv", newline="") as fh:
         cell = [r for r in csv.DictReader(fh) if (r["area"], r["generation"], r["dtype"]) ==
                 ("training-layout", gen, dtype)]
-    if cell:
+    if cell and cell[0]["n_rows"] == "1":
+        # one run (B200 BF16: pytorch/ao's BF16 row since data27): its ratio, and in or out of the range
+        where = "inside" if cell[0]["inside"] == "1" else "outside"
+        out += [f"the 1 published {gen} {words} run (1 source)",
+                f"sits at {float(cell[0]['min_ratio']):.2f} of this estimate, {where} the calibrated range"]
+    elif cell:
         lo, hi = float(cell[0]["min_ratio"]), float(cell[0]["max_ratio"])
         out += [f"the {cell[0]['n_rows']} published {gen} {words} runs", f"sit at {lo:.2f}-{hi:.2f} of this"]
     else:

@@ -157,9 +157,10 @@ def stand_in_note(area: str, generation: str, dtype: str) -> str:
     range: that no calibrated range applies, and where the published runs of that cell sit against the area's
     prediction (``data/stand_in_runs.csv``, out of source, written by ``tools/calibrate.py``): e.g. ``"no
     calibrated range applies: no cdna3 FP8 run calibrates it; the 2 published cdna3 FP8 runs (1 source) sit
-    at 0.53-0.55 of this estimate, 0 of them inside the calibrated range"``, or that
-    ``data/published_runs.csv`` holds none (not that none is published anywhere: pytorch/ao's README publishes
-    a BF16 row on 8 B200s that the data does not carry)."""
+    at 0.53-0.55 of this estimate, 0 of them inside the calibrated range"``; of a single run, ``"the 1
+    published blackwell 16-bit run (1 source) sits at 0.41 of this estimate, outside the calibrated range"``
+    (pytorch/ao's BF16 row on 8 power-limited B200s, issue 34); or that ``data/published_runs.csv`` holds
+    none (not that none is published anywhere: the data holds what the book's sources were read for)."""
     key = "fp8" if dtype in ("fp8", "fp4") else "bf16"
     words = "FP8" if key == "fp8" else "16-bit"
     note = f"no calibrated range applies: no {generation} {words} run calibrates it"
@@ -168,6 +169,10 @@ def stand_in_note(area: str, generation: str, dtype: str) -> str:
         return note + f"; no {generation} {words} run is in data/published_runs.csv"
     n = int(cell["n_rows"])
     k = cell["n_sources"]
+    if n == 1:
+        where = "inside" if int(cell["inside"]) else "outside"
+        return (note + f"; the 1 published {generation} {words} run (1 source) sits at "
+                f"{float(cell['min_ratio']):.2f} of this estimate, {where} the calibrated range")
     return (note + f"; the {n} published {generation} {words} run{'s' * (n != 1)} ({k} source"
             f"{'s' * (k != '1')}) sit at {float(cell['min_ratio']):.2f}-{float(cell['max_ratio']):.2f} of "
             f"this estimate, {cell['inside']} of them inside the calibrated range")

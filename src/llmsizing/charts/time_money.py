@@ -124,8 +124,9 @@ def render_mfu_calibration() -> View:
     for key in groups:
         sub = df[(df["generation"] == key[0]) & (df["dtype"] == key[1])]
         lo, hi = _steady_range(ranges, key)
-        lines.append(f"{key[0]} {key[1]}: {len(sub)} runs, residuals x{sub['residual'].min():.2f} to "
-                     f"x{sub['residual'].max():.2f}, range x{lo:.2f} to x{hi:.2f} (width {hi / lo:.2f}x)")
+        spread = (f"{len(sub)} runs, residuals x{sub['residual'].min():.2f} to x{sub['residual'].max():.2f}"
+                  if len(sub) != 1 else f"1 run, residual x{sub['residual'].iloc[0]:.2f}")   # (B200 BF16)
+        lines.append(f"{key[0]} {key[1]}: {spread}, range x{lo:.2f} to x{hi:.2f} (width {hi / lo:.2f}x)")
     for r in df.itertuples():
         lines.append(f"{r.run}: implied {r.implied_mfu:.1%}, predicted {r.predicted_mfu:.1%}, "
                      f"x{r.residual:.2f}{'' if r.calibration else ' (held out)'}")
