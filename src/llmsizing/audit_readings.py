@@ -414,8 +414,9 @@ def _same_gpu_days_cost_ratio() -> Finding:
 
 def _b200_speedup() -> float:
     """Days on H100 / days on B200 for the same run, each at its central calibrated MFU (chapter 10), as every
-    ratio of two runs is read (:data:`OPEN_SETTINGS`). No BF16 run on a B200 is published: the calibration
-    gives it the median generation's MFU, so the ratio is that of the dense BF16 peaks."""
+    ratio of two runs is read (:data:`OPEN_SETTINGS`). No published BF16 run on a B200 calibrates the fit
+    (torchao's, on eight power-limited B200s, is held out): it gives the B200 the median generation's MFU, so
+    the ratio is that of the dense BF16 peaks."""
     from .time_cost import training_time
 
     kw = dict(tokens=1e12, n_gpus=8, seq=SEQ)
