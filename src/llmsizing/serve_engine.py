@@ -12,9 +12,9 @@ the largest prefill chunk (``max_num_batched_tokens`` tokens) allocates, plus th
 from ``EngineArgs`` in ``vllm/engine/arg_utils.py``: 1024 sequences and an 8,192-token chunk for the API
 server at 70 GiB and more outside the A100 line, else 256 and 2,048); the library takes the GPU's
 ``max_num_seqs`` and keeps the 8,192-token chunk, the one its step constants were fitted with. The rest is cut
-into blocks of ``block_size`` = 16 tokens; a sequence of ``s`` tokens holds ``ceil(s / 16)`` of them when every
-layer keeps its whole context (with sliding-window layers, fewer: :func:`blocks_per_sequence`). :func:`kv_capacity_tokens`
-does this count, :func:`kv_capacity_sequences` the sequences it holds.
+into blocks of ``block_size`` = 16 tokens; a sequence of ``s`` tokens holds ``ceil(s / 16)`` of them when
+every layer keeps its whole context (with sliding-window layers, fewer: :func:`blocks_per_sequence`).
+:func:`kv_capacity_tokens` does this count, :func:`kv_capacity_sequences` the sequences it holds.
 
 The activation peak is modelled, not profiled: the widest tensors of one layer's forward over ``T`` tokens
 (the gated MLP's ``2 x ffn`` up-projection, its ``ffn`` product and a few ``hidden``-wide buffers, 16-bit,
