@@ -48,21 +48,25 @@ def test_the_a100_line_in_the_data_is_every_catalogue_a100():
 
 
 def test_the_sampler_logits_grow_with_the_default():
-    # 2 x max_num_seqs x vocab x 4 bytes: (1024 - 256) x 2 x 128,256 x 4 = 788,004,864 bytes more on an H100
+    # vLLM's profile_run: the forward over the chunk, then the sampler beside the kept hidden states; the peak
+    # is the larger. Forward: 8192 x (3 x 14336 + 4 x 4096) x 2 = 973,078,528 bytes. Sampler: 8192 x 4096 x 2 =
+    # 67,108,864 plus 2 x seqs x 128,256 x 4: 262,668,288 at 256 sequences (under the forward), 1,050,673,152
+    # at 1,024 (over it): 1,117,782,016 - 973,078,528 = 144,703,488 bytes more on an H100
     from llmsizing.catalog import resolve_model
     m = resolve_model("llama-3-8b")
-    assert activation_peak_bytes(m, max_num_seqs=1024) - activation_peak_bytes(m, max_num_seqs=256) \
-        == 788_004_864
+    assert activation_peak_bytes(m, max_num_seqs=256) == 973_078_528
+    assert activation_peak_bytes(m, max_num_seqs=1024) == 1_117_782_016
     h100 = kv_capacity_tokens(m, "H100 SXM")
     old = kv_capacity_tokens(m, "H100 SXM", max_num_seqs=256)           # an explicit value still wins
-    assert old.activation_peak_bytes - h100.activation_peak_bytes == -788_004_864
-    # vLLM's API server chunks 2,048 tokens on an A100: (8192 - 2048) x (3 x 14336 + 4 x 4096) x 2 =
-    # 729,808,896 bytes less than the 8,192 the library keeps on every GPU (its serving fit's chunk)
+    assert h100.activation_peak_bytes - old.activation_peak_bytes == 144_703_488
+    # vLLM's API server chunks 2,048 tokens on an A100 (256 sequences): forward 2048 x 59,392 x 2 =
+    # 243,269,632, sampler 2048 x 4096 x 2 + 262,668,288 = 279,445,504, the peak; against the 973,078,528 of
+    # the 8,192 tokens the library keeps on every GPU (its serving fit's chunk), 693,633,024 bytes less
     chunk = vllm_default_max_num_batched_tokens("A100 80GB")
     assert chunk == 2048
     a100 = kv_capacity_tokens(m, "A100 80GB", max_num_batched_tokens=chunk)
     a100_kept = kv_capacity_tokens(m, "A100 80GB")
-    assert a100_kept.activation_peak_bytes - a100.activation_peak_bytes == 729_808_896
+    assert a100_kept.activation_peak_bytes - a100.activation_peak_bytes == 693_633_024
 
 
 def test_rl_engines_take_verls_rollout_defaults():

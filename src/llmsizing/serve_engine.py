@@ -18,7 +18,8 @@ every layer keeps its whole context (with sliding-window layers, fewer: :func:`b
 
 The activation peak is modelled, not profiled: the widest tensors of one layer's forward over ``T`` tokens
 (the gated MLP's ``2 x ffn`` up-projection, its ``ffn`` product and a few ``hidden``-wide buffers, 16-bit,
-``ffn`` split over the tensor-parallel GPUs) plus ``max_num_seqs x vocab`` fp32 logits and their softmax.
+``ffn`` split over the tensor-parallel GPUs), or, if larger, the sampler's run after it: ``max_num_seqs x
+vocab`` fp32 logits and their softmax beside the forward's hidden states (:func:`activation_peak_bytes`).
 
 **Step constants.** ``data/serving_model.csv`` holds the four constants the decode and prefill costs use (the
 fixed step overhead per engine and batching era, ``step_overhead_s[vLLM/continuous]``, and pooled per era,
@@ -125,8 +126,13 @@ def vllm_default_max_num_batched_tokens(gpu, usage: str = "api_server") -> int:
 
 def activation_peak_bytes(model: Model, *, tp: int = 1, chunk: int = MAX_NUM_BATCHED_TOKENS,
                           max_num_seqs: int = MAX_NUM_SEQS) -> float:
-    """Peak activation bytes per GPU of a profiling forward over a ``chunk``-token prefill (see the module
-    docstring): ``chunk x (3 ffn / tp + 4 hidden) x 2 + 2 x max_num_seqs x vocab x 4``.
+    """Peak activation bytes per GPU of vLLM's profiling run (see the module docstring): the larger of the
+    forward over a ``chunk``-token prefill, ``chunk x (3 ffn / tp + 4 hidden) x 2``, and the sampler's run
+    after it, ``chunk x hidden x 2 + 2 x max_num_seqs x vocab x 4`` (the forward's hidden states, still held,
+    and fp32 logits for ``max_num_seqs`` sequences with their probabilities). The two do not add up: in
+    ``GPUModelRunner.profile_run`` (``vllm/v1/worker/gpu_model_runner.py``) ``_dummy_run(max_num_tokens)``
+    returns, freeing its layers' intermediates, before ``_dummy_sampler_run(last_hidden_states)`` computes the
+    logits (before session 27 the library added them: 0.85 GiB too much for Llama-3-8B at 1,024 sequences).
 
     A mixture of experts runs its MoE layers in vLLM's fused MoE kernel
     (``vllm/model_executor/layers/fused_moe/ fused_moe.py``), whose three buffers hold each token once per
@@ -139,7 +145,9 @@ def activation_peak_bytes(model: Model, *, tp: int = 1, chunk: int = MAX_NUM_BAT
         moe_up = model.experts_per_token * (gate * (model.expert_ffn_hidden or model.ffn_hidden) / tp
                                             + model.hidden)
         up = max(up if model.n_dense_layers else 0.0, moe_up)
-    return chunk * (up + 4 * model.hidden) * 2 + 2 * max_num_seqs * model.vocab * 4
+    forward = chunk * (up + 4 * model.hidden) * 2
+    sampler = chunk * model.hidden * 2 + 2 * max_num_seqs * model.vocab * 4
+    return max(forward, sampler)
 
 
 def kv_split(model: Model, tp: int = 1) -> int:
@@ -285,8 +293,8 @@ def kv_capacity_sequences(model: Model | str, gpu, context: int, **kwargs) -> in
     steady decode state and is not capped at vLLM's ``max_num_seqs``. vLLM's logged "Maximum concurrency"
     counts otherwise: it charges each sliding-window group ``cdiv(window - 1 + max_num_batched_tokens, 16)
     + 1`` blocks (the chunked-prefill transient), so for windowed models it logs fewer sequences than this
-    count (gpt-oss-120b at 128K on one H100: the same one sequence, at a ratio of about 1.7-1.8 against 1.82
-    here).
+    count (gpt-oss-120b at 128K on one H100: the same one sequence, at a ratio of about 1.7-1.8 against 1.74
+    here, with vLLM's 1,024 sequences on an H100; 1.81 with the 256 and the summed peak before session 27).
     Chapters 3 and 15."""
     per_sequence = blocks_per_sequence(model, context, block_size=kwargs.get("block_size", BLOCK_SIZE))
     return kv_capacity_tokens(model, gpu, **kwargs).blocks // per_sequence
