@@ -11,7 +11,11 @@ from llmsizing import Model
 from llmsizing.inference import (inference_memory, kv_cache_bytes_per_token, kv_cached_tokens,
                                  state_bytes_per_sequence)
 from llmsizing.layer_kinds import StateMixer
-from llmsizing.serve_engine import MAX_NUM_SEQS, kv_capacity_tokens, state_bytes_per_gpu
+from llmsizing.serve_engine import kv_capacity_tokens, state_bytes_per_gpu
+
+# vLLM's default max_num_seqs on an H100 SXM (vllm/engine/arg_utils.py, EngineArgs: 1024 when the device's
+# total memory is >= 70 GiB and its name has no "a100"; 81,559 MiB = 79.6 GiB): the states set aside
+H100_MAX_NUM_SEQS = 1024
 
 JAMBA_KV = 4 * 2 * 8 * 128 * 2                          # 4 attention layers, K and V, bf16: 16,384 bytes
 JAMBA_STATE = 28 * (8192 * 4 + 8192 * 16) * 2           # 28 Mamba layers: conv + SSM state, bf16
@@ -49,7 +53,7 @@ def test_serving_sets_the_state_aside_for_every_running_sequence():
     assert dense_room.block_bytes == 16 * 32 * 2 * 8 * 128 * 2 / 2
     assert with_state.kv_bytes == pytest.approx(
         with_state.usable_bytes - with_state.weights_bytes - with_state.activation_peak_bytes
-        - with_state.non_torch_bytes - with_state.cuda_graph_bytes - MAX_NUM_SEQS * JAMBA_STATE / 2)
+        - with_state.non_torch_bytes - with_state.cuda_graph_bytes - H100_MAX_NUM_SEQS * JAMBA_STATE / 2)
 
 
 def test_a_model_without_attention_has_no_token_capacity_but_says_why():
@@ -137,7 +141,7 @@ def test_state_dtype_fp32_doubles_the_state_terms():
     state_bf16 = 62_208                                     # test_decode_step_reads_and_writes_the_state
     bf16 = kv_capacity_tokens(m, "H100 SXM")
     fp32 = kv_capacity_tokens(m, "H100 SXM", state_dtype="fp32")
-    assert bf16.kv_bytes - fp32.kv_bytes == pytest.approx(MAX_NUM_SEQS * state_bf16)
+    assert bf16.kv_bytes - fp32.kv_bytes == pytest.approx(H100_MAX_NUM_SEQS * state_bf16)
     one, two = (serving(m, "H100 SXM", batch=2, state_dtype=d) for d in (None, "fp32"))
     assert two.decode_bytes_per_gpu - one.decode_bytes_per_gpu == pytest.approx(2 * 2 * state_bf16)
     with pytest.raises(ValueError, match="state_dtype"):

@@ -57,17 +57,22 @@ def test_int4_reads_a_quarter_of_the_linear_weights():
 
 
 def test_kv_limited_max_batch_by_hand():
-    """vLLM's budget: 90% of the driver-reported memory, minus the weights, the activation peak of an
-    8,192-token chunk (3 x 14,336 + 4 x 4,096 16-bit values per token) and 256 sequences' fp32 logits twice,
-    1 GiB of CUDA context and buffers, 0.5 GiB of CUDA graphs; 16-token blocks; 80 blocks per 1,280 tokens."""
+    """vLLM's budget: 90% of the driver-reported memory, minus the weights, the activation peak (the larger of
+    the forward over an 8,192-token chunk, 3 x 14,336 + 4 x 4,096 16-bit values per token, and the sampler's
+    run after it: the chunk's hidden states and 1,024 sequences' fp32 logits twice), 1 GiB of CUDA context and
+    buffers, 0.5 GiB of CUDA graphs; 16-token blocks; 80 blocks per 1,280 tokens. 8,192 and 1,024 are vLLM's
+    API-server defaults on an H100 (vllm/engine/arg_utils.py, EngineArgs: at least 70 GiB and not an A100).
+    With 256 sequences the forward is the peak (973,078,528 bytes against the sampler's 329,777,152): 27,811
+    blocks, 347 sequences."""
     s = S.serving("llama-3-8b", "H100 SXM", prompt=1024, output=256)
-    act = 8192 * (3 * 14336 + 4 * 4096) * 2 + 2 * 256 * 128_256 * 4
+    act = max(8192 * (3 * 14336 + 4 * 4096) * 2, 8192 * 4096 * 2 + 2 * 1024 * 128_256 * 4)   # the sampler's
     room = 0.9 * 81_559 * 2**20 - 2 * L3_8B_PARAMS - act - 2**30 - 2**29
     blocks = math.floor(room / (16 * L3_8B_KV_PER_TOKEN))
     assert s.kv_capacity.blocks == blocks and s.kv_capacity.tokens == 16 * blocks
     assert s.max_batch == blocks // 80 == 346
     assert S.serving("llama-3-8b", "H100 SXM", batch=346).fits
     assert not S.serving("llama-3-8b", "H100 SXM", batch=347).fits
+    assert S.serving("llama-3-8b", "H100 SXM", prompt=1024, output=256, max_num_seqs=256).max_batch == 347
     # a lower gpu_memory_utilization holds fewer sequences
     assert S.serving("llama-3-8b", "H100 SXM", gpu_memory_utilization=0.5).max_batch < 346
     # llama-3-70b in bf16 does not fit one H100 at all (141 GB of weights)
@@ -407,7 +412,8 @@ def test_pp_splits_weights_and_kv_and_grows_the_batch_by_hand():
     assert two.gpus == 8 and two.pp == 2 and one.gpus == 4
     assert two.weights_bytes_per_gpu == pytest.approx(2 * L3_70B_PARAMS / 8)
     assert two.kv_bytes_per_sequence_per_gpu == pytest.approx(L3_70B_KV_PER_TOKEN / 4 / 2 * 1280)
-    act = 8192 * (3 * 28672 / 4 + 4 * 8192) * 2 + 2 * 256 * 128_256 * 4
+    # the larger of the forward and the sampler (vLLM's 1,024 sequences on an H100) after it
+    act = max(8192 * (3 * 28672 / 4 + 4 * 8192) * 2, 8192 * 8192 * 2 + 2 * 1024 * 128_256 * 4)
     room = 0.9 * H100_MIB * 2**20 - 2 * L3_70B_PARAMS / 8 - act - 2**30 - 2**29
     blocks = math.floor(room / (16 * L3_70B_KV_PER_TOKEN / 4 / 2))
     assert two.kv_capacity.blocks == blocks

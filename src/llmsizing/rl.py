@@ -59,15 +59,23 @@ from .network import get_node
 from .parallel import Parallel, check_layout
 from .rl_trainer import (SLIME_SYNC_BUCKET_S, reference_weight_bytes, response_second_moment,
                          rollout_attention_seq, trainer_state_bytes)
-from .rl_generation import GEN_TP_CHOICES, default_gen_tp
+from .rl_generation import (GEN_TP_CHOICES, ROLLOUT_MAX_NUM_BATCHED_TOKENS, ROLLOUT_MAX_NUM_SEQS,
+                            default_gen_tp)
 # the response lengths, the run's result and each phase's seconds live in rl_phases; their names stay
 # importable from here
 from .rl_phases import RLRun, _compose, _phases, _sync_s, _trainer, response_lengths  # noqa: F401
 
 #: The algorithms :func:`rl_run` prices: GRPO (no critic) and PPO (a critic of the policy's size).
 ALGORITHMS = ("grpo", "ppo")
-#: vLLM's default cap on the sequences an engine runs at once (``EngineArgs.max_num_seqs``).
-MAX_NUM_SEQS = 256
+#: The cap on the sequences a rollout engine runs at once: verl's rollout default (``max_num_seqs: 1024`` in
+#: ``verl/trainer/config/rollout/rollout.yaml``, volcengine/verl commit 035682ed, which sets it for vLLM
+#: whatever the GPU). An RL run gets its framework's value, not vLLM's own default, which depends on the GPU
+#: (1024 at 70 GiB and more outside the A100 line, else 256:
+#: :func:`llmsizing.serve_engine.vllm_default_max_num_seqs`; OpenRLHF's engines, built with vLLM's ``LLM``
+#: class without a ``max_num_seqs``, get that). Before session 27 this was 256, labelled vLLM's default.
+MAX_NUM_SEQS = ROLLOUT_MAX_NUM_SEQS
+#: The rollout engine's largest prefill chunk: verl's ``max_num_batched_tokens: 8192`` (same file).
+MAX_NUM_BATCHED_TOKENS = ROLLOUT_MAX_NUM_BATCHED_TOKENS
 PHASES = ("generation", "log_probs", "reference", "values", "reward", "update", "weight_sync")
 PUBLISHED_CSV = Path(__file__).resolve().parents[2] / "data" / "rl_published.csv"
 
@@ -161,14 +169,14 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
                              f"GiB per GPU, leave no room for the engine on {g.name}; use offload=True or "
                              "more GPUs")
         tp = (_check_tp(gen_tp, n, m) if gen_tp is not None
-              else default_gen_tp(m, g, a["prompt"], a["mean"], node_, n))
+              else default_gen_tp(m, g, a["prompt"], a["mean"], node_, n, a["max_num_seqs"]))
         splits = [(n, n, tp)]
     else:
         a["util"] = 0.9
         if n < 2:
             raise ValueError("split pools need n_gpus >= 2 (one for each pool)")
         tp = (_check_tp(gen_tp, n - 1, m) if gen_tp is not None
-              else default_gen_tp(m, g, a["prompt"], a["mean"], node_, n - 1))
+              else default_gen_tp(m, g, a["prompt"], a["mean"], node_, n - 1, a["max_num_seqs"]))
         if gen_gpus is not None:
             gg = check_int("gen_gpus", gen_gpus, maximum=n - 1)
             if gg % tp:
@@ -459,6 +467,7 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
     return RLInterval(lo, hi, coverage, chk.measured_coverage, chk.median_width, len(y), n_src)
 
 
-__all__ = ["ALGORITHMS", "MAX_NUM_SEQS", "PHASES", "RL_COVERAGES", "RLInterval", "RLRun", "response_lengths",
+__all__ = ["ALGORITHMS", "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "PHASES", "RL_COVERAGES", "RLInterval",
+           "RLRun", "response_lengths",
            "rl_run", "row_run", "fit_rows", "may_calibrate", "published_rl", "rl_loso", "rl_interval",
            "published_forward_ratios"]

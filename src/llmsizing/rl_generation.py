@@ -26,18 +26,27 @@ import math
 
 from .serve_calibration import serving_range
 
+#: The rollout engine's cap on running sequences and its largest prefill chunk (tokens), as verl's rollout
+#: config sets them for vLLM whatever the GPU: ``max_num_seqs: 1024``, ``max_num_batched_tokens: 8192``
+#: (``verl/trainer/config/rollout/rollout.yaml``, volcengine/verl commit 035682ed). ``llmsizing.rl`` exports
+#: them as ``MAX_NUM_SEQS`` and ``MAX_NUM_BATCHED_TOKENS``.
+ROLLOUT_MAX_NUM_SEQS = 1024
+ROLLOUT_MAX_NUM_BATCHED_TOKENS = 8192
 #: The engine's tensor-parallel degrees tried when ``gen_tp`` is not given.
 GEN_TP_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 
 
-def default_gen_tp(m, g, prompt, mean, node, max_tp) -> int:
-    """The smallest of :data:`GEN_TP_CHOICES` (at most ``max_tp``) whose engine holds the weights and one
-    sequence of ``prompt + mean`` tokens; ValueError when none does."""
+def default_gen_tp(m, g, prompt, mean, node, max_tp, max_num_seqs: int = ROLLOUT_MAX_NUM_SEQS) -> int:
+    """The smallest of :data:`GEN_TP_CHOICES` (at most ``max_tp``) whose engine (configured with
+    ``max_num_seqs`` and :data:`ROLLOUT_MAX_NUM_BATCHED_TOKENS`) holds the weights and one sequence of
+    ``prompt + mean`` tokens; ValueError when none does."""
     for tp in GEN_TP_CHOICES:
         if tp > max_tp:
             break
         try:
-            s = serving_range(m, g, tp=tp, prompt=prompt, output=max(1, round(mean)), batch=1, node=node)
+            s = serving_range(m, g, tp=tp, prompt=prompt, output=max(1, round(mean)), batch=1, node=node,
+                              max_num_seqs=max_num_seqs,
+                              max_num_batched_tokens=ROLLOUT_MAX_NUM_BATCHED_TOKENS)
         except ValueError:
             continue
         if s.central.max_batch >= 1:
@@ -55,7 +64,10 @@ def generation_s(m, g, *, gpus, tp, rollouts, prompt, mean, top, rebatch, max_nu
     engines = gpus // tp
     n = math.ceil(rollouts / engines)
     out = max(1, round(mean))
-    kw = dict(tp=tp, prompt=prompt, node=node, gpu_memory_utilization=util)
+    # the engine as the framework configures it (ROLLOUT_MAX_NUM_BATCHED_TOKENS and the run's max_num_seqs):
+    # its profiled logits and prefill chunk, not vLLM's per-GPU defaults
+    kw = dict(tp=tp, prompt=prompt, node=node, gpu_memory_utilization=util, max_num_seqs=max_num_seqs,
+              max_num_batched_tokens=ROLLOUT_MAX_NUM_BATCHED_TOKENS)
     probe = serving_range(m, g, output=out, batch=1, **kw).central
     b = max(1, min(n, probe.max_batch, max_num_seqs))
     r = serving_range(m, g, output=out, batch=b, **kw)
@@ -73,4 +85,5 @@ def generation_s(m, g, *, gpus, tp, rollouts, prompt, mean, top, rebatch, max_nu
     return (prefill + decode, fast, slow), engines, b, steps, probe.max_batch, s.engine
 
 
-__all__ = ["GEN_TP_CHOICES", "default_gen_tp", "generation_s"]
+__all__ = ["GEN_TP_CHOICES", "ROLLOUT_MAX_NUM_BATCHED_TOKENS", "ROLLOUT_MAX_NUM_SEQS", "default_gen_tp",
+           "generation_s"]

@@ -7,15 +7,19 @@ constants (chapter 15, "Serving"; issue 22).
     ``gpu_memory_utilization x memory - weights - activation peak - non-torch memory - CUDA graphs``
 
 where ``gpu_memory_utilization`` defaults to 0.9 and the activation peak is what a profiling forward pass over
-the largest prefill chunk (``max_num_batched_tokens`` tokens, 8,192 by default with chunked prefill in vLLM
-V1) allocates, plus the sampler's logits for ``max_num_seqs`` sequences. The rest is cut into blocks of
-``block_size`` = 16 tokens; a sequence of ``s`` tokens holds ``ceil(s / 16)`` of them when every layer keeps
-its whole context (with sliding-window layers, fewer: :func:`blocks_per_sequence`). :func:`kv_capacity_tokens`
-does this count, :func:`kv_capacity_sequences` the sequences it holds.
+the largest prefill chunk (``max_num_batched_tokens`` tokens) allocates, plus the sampler's logits for
+``max_num_seqs`` sequences. vLLM V1's defaults for both depend on the GPU (:func:`vllm_default_max_num_seqs`,
+from ``EngineArgs`` in ``vllm/engine/arg_utils.py``: 1024 sequences and an 8,192-token chunk for the API
+server at 70 GiB and more outside the A100 line, else 256 and 2,048); the library takes the GPU's
+``max_num_seqs`` and keeps the 8,192-token chunk, the one its step constants were fitted with. The rest is cut
+into blocks of ``block_size`` = 16 tokens; a sequence of ``s`` tokens holds ``ceil(s / 16)`` of them when
+every layer keeps its whole context (with sliding-window layers, fewer: :func:`blocks_per_sequence`).
+:func:`kv_capacity_tokens` does this count, :func:`kv_capacity_sequences` the sequences it holds.
 
 The activation peak is modelled, not profiled: the widest tensors of one layer's forward over ``T`` tokens
 (the gated MLP's ``2 x ffn`` up-projection, its ``ffn`` product and a few ``hidden``-wide buffers, 16-bit,
-``ffn`` split over the tensor-parallel GPUs) plus ``max_num_seqs x vocab`` fp32 logits and their softmax.
+``ffn`` split over the tensor-parallel GPUs), or, if larger, the sampler's run after it: ``max_num_seqs x
+vocab`` fp32 logits and their softmax beside the forward's hidden states (:func:`activation_peak_bytes`).
 
 **Step constants.** ``data/serving_model.csv`` holds the four constants the decode and prefill costs use (the
 fixed step overhead per engine and batching era, ``step_overhead_s[vLLM/continuous]``, and pooled per era,
@@ -43,10 +47,15 @@ from .units import GiB
 
 #: vLLM's default share of GPU memory the engine may use (``gpu_memory_utilization``).
 GPU_MEMORY_UTILIZATION = 0.9
-#: vLLM V1's default largest prefill chunk with chunked prefill (``max_num_batched_tokens``), tokens.
+#: vLLM V1's largest prefill chunk (``max_num_batched_tokens``, tokens) for its API server on a GPU of at
+#: least 70 GiB outside the A100 line; other GPUs get less (:func:`vllm_default_max_num_batched_tokens`).
 MAX_NUM_BATCHED_TOKENS = 8192
-#: vLLM's default largest number of running sequences (``max_num_seqs``): the sampler's profiled logits.
+#: vLLM V1's largest number of running sequences (``max_num_seqs``) below 70 GiB and on the A100 line; larger
+#: GPUs get 1024 (:func:`vllm_default_max_num_seqs`, which the functions here use when none is given).
 MAX_NUM_SEQS = 256
+#: The usage contexts vLLM sets its batch defaults for: its ``LLM`` class and its OpenAI-compatible API
+#: server.
+VLLM_USAGES = ("llm", "api_server")
 #: Tokens per KV-cache block (vLLM's ``block_size``).
 BLOCK_SIZE = 16
 #: Memory CUDA graphs of the decode batch sizes take per GPU: an allowance (vLLM logs 0.3-1 GiB per GPU).
@@ -77,10 +86,53 @@ class KVCapacity:
     tokens: int
 
 
+@lru_cache(maxsize=1)
+def _batch_default_rows() -> tuple:
+    with open(DATA_DIR / "vllm_batch_defaults.csv", newline="") as f:
+        return tuple(csv.DictReader(f))
+
+
+def _batch_default(gpu, usage: str) -> dict:
+    """The row of ``data/vllm_batch_defaults.csv`` vLLM's rule picks for ``gpu`` and ``usage``: the first
+    tier (largest memory first) whose ``min_memory_gib`` the GPU's total memory reaches and whose
+    ``excluded_gpus`` do not list it."""
+    from .catalog import get_gpu
+
+    g = get_gpu(gpu)
+    usage = check_choice("usage", usage, VLLM_USAGES)
+    rows = sorted((r for r in _batch_default_rows() if r["usage"] == usage),
+                  key=lambda r: -float(r["min_memory_gib"]))
+    for r in rows:
+        if g.memory_bytes >= float(r["min_memory_gib"]) * GiB and g.name not in r["excluded_gpus"].split(";"):
+            return r
+    raise ValueError(f"data/vllm_batch_defaults.csv has no tier for {g.name} ({usage})")   # (a 0 GiB tier)
+
+
+def vllm_default_max_num_seqs(gpu, usage: str = "api_server") -> int:
+    """vLLM's default ``max_num_seqs`` on ``gpu`` (V1 engine; ``usage`` one of :data:`VLLM_USAGES`): 1024 on a
+    GPU whose total memory is at least 70 GiB and that is not an A100 (H100, H200, B200, MI300X...), else 256.
+    The rule and its sources are data (``data/vllm_batch_defaults.csv``): ``EngineArgs`` in vLLM's
+    ``vllm/engine/arg_utils.py`` tests ``device_memory >= 70 * GiB_bytes and "a100" not in device_name``; the
+    A100s are listed there by catalogue name. Chapters 3 and 15."""
+    return int(_batch_default(gpu, usage)["max_num_seqs"])
+
+
+def vllm_default_max_num_batched_tokens(gpu, usage: str = "api_server") -> int:
+    """vLLM's default ``max_num_batched_tokens`` (the largest prefill chunk) on ``gpu``, by the rule of
+    :func:`vllm_default_max_num_seqs`: 8192 for the API server (16384 for the ``LLM`` class) at 70 GiB and
+    more outside the A100 line, else 2048 (8192). Chapters 3 and 15."""
+    return int(_batch_default(gpu, usage)["max_num_batched_tokens"])
+
+
 def activation_peak_bytes(model: Model, *, tp: int = 1, chunk: int = MAX_NUM_BATCHED_TOKENS,
                           max_num_seqs: int = MAX_NUM_SEQS) -> float:
-    """Peak activation bytes per GPU of a profiling forward over a ``chunk``-token prefill (see the module
-    docstring): ``chunk x (3 ffn / tp + 4 hidden) x 2 + 2 x max_num_seqs x vocab x 4``.
+    """Peak activation bytes per GPU of vLLM's profiling run (see the module docstring): the larger of the
+    forward over a ``chunk``-token prefill, ``chunk x (3 ffn / tp + 4 hidden) x 2``, and the sampler's run
+    after it, ``chunk x hidden x 2 + 2 x max_num_seqs x vocab x 4`` (the forward's hidden states, still held,
+    and fp32 logits for ``max_num_seqs`` sequences with their probabilities). The two do not add up: in
+    ``GPUModelRunner.profile_run`` (``vllm/v1/worker/gpu_model_runner.py``) ``_dummy_run(max_num_tokens)``
+    returns, freeing its layers' intermediates, before ``_dummy_sampler_run(last_hidden_states)`` computes the
+    logits (before session 27 the library added them: 0.85 GiB too much for Llama-3-8B at 1,024 sequences).
 
     A mixture of experts runs its MoE layers in vLLM's fused MoE kernel
     (``vllm/model_executor/layers/fused_moe/ fused_moe.py``), whose three buffers hold each token once per
@@ -93,7 +145,9 @@ def activation_peak_bytes(model: Model, *, tp: int = 1, chunk: int = MAX_NUM_BAT
         moe_up = model.experts_per_token * (gate * (model.expert_ffn_hidden or model.ffn_hidden) / tp
                                             + model.hidden)
         up = max(up if model.n_dense_layers else 0.0, moe_up)
-    return chunk * (up + 4 * model.hidden) * 2 + 2 * max_num_seqs * model.vocab * 4
+    forward = chunk * (up + 4 * model.hidden) * 2
+    sampler = chunk * model.hidden * 2 + 2 * max_num_seqs * model.vocab * 4
+    return max(forward, sampler)
 
 
 def kv_split(model: Model, tp: int = 1) -> int:
@@ -146,7 +200,7 @@ def state_bytes_per_gpu(model: Model, kv_cache: str = "bf16", *, tp: int = 1) ->
 
 def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16", kv_cache: str = "bf16",
                        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
-                       max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, max_num_seqs: int = MAX_NUM_SEQS,
+                       max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, max_num_seqs: int | None = None,
                        cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
                        overhead_bytes_per_gpu: float = FIXED_OVERHEAD_BYTES,
                        block_size: int = BLOCK_SIZE, pp: int = 1, ep: int = 1,
@@ -169,6 +223,14 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
     ``mamba_ssm_cache_dtype="auto"`` in ``MambaStateDtypeCalculator``; vLLM's ``--mamba-ssm-cache-dtype`` and
     Nemotron-H's ``mamba_ssm_cache_dtype`` can ask for ``"fp32"``, and transformers keeps a Gated DeltaNet's
     recurrent state in FP32).
+    ``max_num_seqs`` defaults (``None``) to vLLM's default on ``g`` (:func:`vllm_default_max_num_seqs`: 1024
+    on an H100, 256 on an A100; before session 27, 256 on every GPU). ``max_num_batched_tokens`` stays
+    :data:`MAX_NUM_BATCHED_TOKENS` (8192) on every GPU, the chunk the serving constants were fitted with:
+    vLLM's API server takes 2048 on an A100 or a GPU under 70 GiB
+    (:func:`vllm_default_max_num_batched_tokens`; pass it to count that engine), an activation peak of
+    ``6144 x (3 ffn / tp + 4 hidden) x 2`` bytes less, about 0.7 GiB on Llama-3-8B. Priced as the default,
+    that chunk moved the serving fit (session 27: the vLLM step overhead from 0.30 to 0.63 ms, the held-out
+    coverage from 0.82 to 0.79), so it is left for a refit of its own.
     Taught in chapter 15."""
     from .catalog import get_gpu, resolve_model
 
@@ -176,6 +238,8 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
     g = get_gpu(gpu)
     tp = check_int("tp", tp, maximum=1024)
     util = check_fraction("gpu_memory_utilization", gpu_memory_utilization)
+    if max_num_seqs is None:
+        max_num_seqs = vllm_default_max_num_seqs(g)
     chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, maximum=10_000_000)
     seqs = check_int("max_num_seqs", max_num_seqs, maximum=1_000_000)
     graphs = check_number("cuda_graph_bytes", cuda_graph_bytes)
@@ -229,8 +293,8 @@ def kv_capacity_sequences(model: Model | str, gpu, context: int, **kwargs) -> in
     steady decode state and is not capped at vLLM's ``max_num_seqs``. vLLM's logged "Maximum concurrency"
     counts otherwise: it charges each sliding-window group ``cdiv(window - 1 + max_num_batched_tokens, 16)
     + 1`` blocks (the chunked-prefill transient), so for windowed models it logs fewer sequences than this
-    count (gpt-oss-120b at 128K on one H100: the same one sequence, at a ratio of about 1.7-1.8 against 1.82
-    here).
+    count (gpt-oss-120b at 128K on one H100: the same one sequence, at a ratio of about 1.7-1.8 against 1.74
+    here, with vLLM's 1,024 sequences on an H100; 1.81 with the 256 and the summed peak before session 27).
     Chapters 3 and 15."""
     per_sequence = blocks_per_sequence(model, context, block_size=kwargs.get("block_size", BLOCK_SIZE))
     return kv_capacity_tokens(model, gpu, **kwargs).blocks // per_sequence
@@ -296,7 +360,8 @@ def engine_key(engine: str, fitted) -> str | None:
 
 
 __all__ = ["stage_share", "kv_split", "weights_bytes_per_gpu", "GPU_MEMORY_UTILIZATION",
-           "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "BLOCK_SIZE", "CUDA_GRAPH_BYTES",
+           "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "BLOCK_SIZE", "CUDA_GRAPH_BYTES", "VLLM_USAGES",
+           "vllm_default_max_num_seqs", "vllm_default_max_num_batched_tokens",
            "KVCapacity", "activation_peak_bytes", "kv_capacity_tokens", "state_bytes_per_gpu",
            "blocks_per_sequence", "kv_capacity_sequences",
            "ServingConstants",

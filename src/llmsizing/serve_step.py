@@ -68,7 +68,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
             step_overhead_s: float | None = None, gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
             max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
             node=None, attention_kernel: str = "grouped", engine: str | None = None, pp: int = 1,
-            ep: int = 1, redundant_experts: int = 0, state_dtype: str | None = None) -> Serving:
+            ep: int = 1, redundant_experts: int = 0, state_dtype: str | None = None,
+            max_num_seqs: int | None = None) -> Serving:
     """Latency, throughput and cost of one replica of ``tp`` GPUs serving ``batch`` requests of ``prompt``
     input and ``output`` generated tokens.
 
@@ -93,7 +94,9 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
       group's :func:`~llmsizing.network.group_link` in ``node``, default the GPU's node). Passing
       ``allreduce_latency_s=`` restores the old price: ring bytes at the link bandwidth plus that latency;
     * ``max_batch``: the KV blocks vLLM would allocate (:func:`~llmsizing.serve_engine.kv_capacity_tokens`,
-      with ``gpu_memory_utilization``, ``max_num_batched_tokens``, ``cuda_graph_bytes`` and
+      with ``gpu_memory_utilization``, ``max_num_batched_tokens`` (8,192 on every GPU: the fitted chunk),
+      ``max_num_seqs`` (``None``: vLLM's default on the GPU,
+      :func:`~llmsizing.serve_engine.vllm_default_max_num_seqs`), ``cuda_graph_bytes`` and
       ``overhead_bytes_per_gpu``) over the blocks one sequence of ``prompt + output`` tokens holds. The result
       reports ``fits``; it does not refuse a batch that does not fit.
 
@@ -201,7 +204,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, maximum=10_000_000)
     cap = kv_capacity_tokens(m, g, tp=tp, weights=weights, kv_cache=kv_cache,
                              gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=chunk,
-                             cuda_graph_bytes=cuda_graph_bytes, overhead_bytes_per_gpu=overhead, pp=pp, ep=ep,
+                             max_num_seqs=max_num_seqs, cuda_graph_bytes=cuda_graph_bytes,
+                             overhead_bytes_per_gpu=overhead, pp=pp, ep=ep,
                              redundant_experts=redundant_experts, state_dtype=state_dtype)
     state_dt = kv_cache if state_dtype is None else state_dtype      # checked by kv_capacity_tokens
     price = gpu_price(g, price_usd_per_gpu_hour)
