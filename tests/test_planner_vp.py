@@ -204,8 +204,9 @@ def test_the_default_deadline_rule_is_the_slow_end_and_warns_once(monkeypatch):
 
 def test_the_rule_change_is_warned_only_for_plans_the_old_rule_keeps(monkeypatch):
     """By hand: Llama 3 70B on 1T tokens costs at least its model FLOPs at the B200's dense BF16 peak:
-    1e12 x (6 x 69.5e9 non-embedding parameters + 12 x 80 layers x 8,192 x 8,192) = 4.81e23 FLOPs over
-    2.25e15 FLOP/s = 59,400 GPU-hours, x $6.69 (data/gpu_prices.csv) = $398k at 100% MFU. A budget of $300k is
+    1e12 x (6 x 69.5e9 non-embedding parameters + 6 x 80 layers x 8,192 x 8,192, the causal half of the score
+    matrix that the step model prices, chapter 17) = 4.49e23 FLOPs over 2.25e15 FLOP/s = 55,460 GPU-hours, x
+    $6.69 (data/gpu_prices.csv) = $371k at 100% MFU ($398k counting the whole matrix). A budget of $300k is
     below every plan's point cost, so the old default (point estimates) keeps nothing: the default's stricter
     30-day deadline drops no plan it would have kept, and no FutureWarning may claim one (chapter 12's second
     command line once said 160 were dropped), only the NoPlanError."""

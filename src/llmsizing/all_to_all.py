@@ -63,7 +63,8 @@ def inter_node_share_distinct(top_k: int, ep: int, gpus_per_node: int, max_nodes
     :func:`inter_node_share` overstates by (chapter 18, exercise 2); the library prices with the bound.
     An approximation twice over: the draw is with replacement (``k`` distinct experts of 256, 32 a node, reach
     ``8 (1 - C(224, 8) / C(256, 8)) = 5.29`` nodes, not 5.25: 0.8% more), and a trained router's picks are
-    not uniform (picks that cluster on a node reach fewer nodes)."""
+    not uniform (picks that cluster on a node reach fewer nodes). ``n`` may be fractional, as
+    :func:`inter_node_share`'s (128 GPUs over 72-GPU racks: ``n = 1.78``)."""
     k, ep, g = check_int("top_k", top_k), check_int("ep", ep), check_int("gpus_per_node", gpus_per_node)
     mn = None if max_nodes is None else check_int("max_nodes", max_nodes)
     if ep <= g:
