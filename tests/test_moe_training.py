@@ -452,6 +452,8 @@ def test_deepseek_memory_refuses_layouts_it_does_not_model():
         deepseek.deepseek_memory(parallel=Parallel(tp=2, pp=16, dp=64, ep=64, sp=True, zero=1))
     with pytest.raises(ValueError, match="grad_accum"):
         deepseek.deepseek_memory(grad_accum=16)
+    with pytest.raises(ValueError, match="even grad_accum"):      # dualpipe.py: num_chunks % 2 == 0 (review27 L2)
+        deepseek.deepseek_memory(grad_accum=33)
     with pytest.raises(ValueError, match="schedule"):
         deepseek.deepseek_memory(schedule="gpipe")
     with pytest.raises(TypeError, match="parallel"):

@@ -192,8 +192,8 @@ def deepseek_memory(model: Model | str = "deepseek-v3", parallel: Parallel | Non
                          f"virtual_stages={par.virtual_stages})")
     check_ep(model, par)
     pp = par.pp
-    if schedule == "dualpipe" and (pp % 2 or m < 2 * pp):
-        raise ValueError(f"schedule='dualpipe' needs an even pp (got {pp}) and grad_accum >= 2 pp "
+    if schedule == "dualpipe" and (pp % 2 or m % 2 or m < 2 * pp):
+        raise ValueError(f"schedule='dualpipe' needs an even pp (got {pp}) and an even grad_accum >= 2 pp "
                          f"(got {m}): DualPipe's own assertions")
     t = batch * seq
     moe_b = sum(deepseek_layer_bytes(model, probs_in_swiglu=probs_in_swiglu).values()) * t

@@ -217,7 +217,8 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
                f"at ${t.price_usd_per_gpu_hour:.2f}/GPU-hour{price_note(t.price_kind)}"
                + "".join(f"\nwarning: {w}" for w in t.warnings)
                + (f"\ndoes not fit on {', '.join(f'{n:,}' for n in cannot)} x {t.gpu} (crossed out): no "
-                  "tp x pp x dp layout of that many (ZeRO, no offload, no context parallelism) holds a step "
+                  "layout of that many that the fewest-GPU search tries (ZeRO, no offload, no context "
+                  "parallelism) holds a step "
                   f"of one {t.seq:,}-token sequence, even with full recomputation"
                   + ("" if fewest is None else f"; the fewest that hold one: {fewest:,}") if cannot else ""))
     return FixedView(fig, summary)
