@@ -181,3 +181,20 @@ def test_chart_legends_name_only_gpus_whose_line_is_visible():
             assert len(mine) == 1, (name, named)
             assert mine[0].endswith("beyond the axis") != visible, (name, named, lo, hi)
     assert hidden > 0                    # the defaults do put some GPUs off the axis: the case is exercised
+
+
+@pytest.mark.parametrize("dtype, bytes_per_bias", [("int4", 2), ("int8", 2), ("int4-g128", 2), ("q4_k_m", 4)])
+def test_routed_experts_biases_are_not_quantised_gpt_oss(dtype, bytes_per_bias):
+    """gpt-oss-120b's routed experts carry biases, (experts, out) per projection: 36 layers x 128 experts x
+    (2 x 2,880 gate_up + 2,880 down) = 39,813,120 numbers. 2-D as they are, they are vectors of the stacked
+    experts, not matrices: quantised formats keep them in bf16 (2 bytes), GGUF in F32 (4), as every other
+    bias. Before session 27 (read27b) the quantised formats priced them as 4- or 8-bit matrices."""
+    from dataclasses import replace
+
+    from llmsizing.catalog import get_model
+
+    m = get_model("gpt-oss-120b")
+    no_bias = replace(m, mlp_bias=False)
+    biases = 36 * 128 * (2 * 2880 + 2880)
+    assert m.n_params - no_bias.n_params == biases == 39_813_120
+    assert weights_bytes(m, dtype) - weights_bytes(no_bias, dtype) == bytes_per_bias * biases

@@ -93,7 +93,9 @@ def _mixed_bytes(model: Model, dtype: str) -> float:
     total = 0.0
     for comp, name, shape, k in model.tensors():
         n = math.prod(shape) * k
-        matrix = len(shape) >= 2                 # (a mixture of experts' routed experts: (experts, out, in))
+        # a matrix: 2-D, or 3-D for a mixture of experts' routed experts ((experts, out, in)); their biases,
+        # (experts, out), stay as the other vectors do (as _expert_format_bytes reads gpt-oss's checkpoint)
+        matrix = len(shape) >= (3 if name.startswith("layers.experts.") else 2)
         if not gguf:
             total += n * (bpe if comp in ("attention", "mlp") and matrix else DTYPE_BYTES["bf16"])
             continue
