@@ -452,7 +452,8 @@ def pooled_layout_factors() -> tuple[float, float]:
     """``(low, high)`` of the pooled ``training-layout`` row (group ``all``) of ``data/intervals.csv``, read
     from the file (not from the library): the 80% range an H100 in BF16 without a stack takes. The tests that
     price a plan's slow end by hand use it, so a refit (``tools/calibrate.py``) does not leave a stale literal
-    behind (0.7273 / 1.2280 until the runs were priced on their nodes, nodes34; 0.7187 / 1.2032 after)."""
+    behind (0.7273 / 1.2280 until the runs were priced on their nodes, nodes34; 0.7187 / 1.2032 after; 0.7222 /
+    1.2044 since data27b's pytorch/ao H100 BF16 row)."""
     import csv
 
     with open(Path(__file__).resolve().parents[1] / "data" / "intervals.csv", newline="") as fh:

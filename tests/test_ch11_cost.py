@@ -112,8 +112,9 @@ def test_cost_vs_gpus_arithmetic():
 
 def test_cost_vs_gpus_carries_the_layout_range():
     # each row is a step-model prediction from a layout, so its 80% range is the one data/intervals.csv states
-    # for an MFU predicted from a layout (area training-layout, the pooled row an H100 in BF16 takes: 0.7187 to
-    # 1.2032 of the MFU since the runs are priced on their nodes, 0.7273 to 1.2280 before; 0.8164 before issue
+    # for an MFU predicted from a layout (area training-layout, the pooled row an H100 in BF16 takes: 0.7222 to
+    # 1.2044 since data27b's held-out H100 BF16 row of pytorch/ao, 0.7187 to 1.2044 before it, 0.7187 to 1.2032
+    # once the runs were priced on their nodes, 0.7273 to 1.2280 before; 0.8164 before issue
     # 34's FP8 sources of Dec 2026, 0.6981 with them until strata34 left the runs on stand-in efficiencies out
     # of the bounds), not the range of an MFU predicted from a run's inputs (0.7289 to 1.4409 on Hopper).
     # Days and dollars go the other way: a low MFU means more days, so low = days / high, high = days / low

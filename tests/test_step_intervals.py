@@ -184,10 +184,11 @@ def test_stored_coverage_width_and_range_are_a_recount(check):
     cal = _calibrated(df)
     assert (cal == c.calibrated).all()
     # the stand-in runs today: pytorch/ao's MI300X and B200 FP8 runs (no calibrated FP8 run on either GPU) and,
-    # since data27, its B200 BF16 run (no calibrated Blackwell BF16 run either)
-    assert sorted(df["gpu"][~cal]) == ["B200"] * 4 + ["MI300X"] * 2
-    assert sorted(dtype[~cal]) == ["bf16"] + ["fp8"] * 5
-    assert stored["stand-in"]["low"] == "" and int(stored["stand-in"]["n_rows"]) == 6
+    # since data27, its B200 BF16 run (no calibrated Blackwell BF16 run either), since data27b its MI300X BF16
+    # run (no calibrated CDNA3 run); its H100 BF16 run (data27b) is calibrated by the other Hopper BF16 sources
+    assert sorted(df["gpu"][~cal]) == ["B200"] * 4 + ["MI300X"] * 3
+    assert sorted(dtype[~cal]) == ["bf16"] * 2 + ["fp8"] * 5
+    assert stored["stand-in"]["low"] == "" and int(stored["stand-in"]["n_rows"]) == 7
     for group, mask in (("all", cal), ("bf16", cal & (dtype == "bf16")), ("fp8", cal & (dtype == "fp8")),
                         ("stand-in", ~cal)):
         row = stored[group]

@@ -93,10 +93,10 @@ def test_runs_outside_the_stated_range_are_the_ones_the_library_says():
         gen = generation[r.gpu]
         dtype = "fp8" if r.dtype == "fp8" else "bf16"
         if (gen, dtype) not in rows:  # MI300X, B200: held-out FP8 runs (issue 34) of generations with no row, and
-            # (data27) B200's BF16 run; the library borrows the lower median intercept of the dtype's rows with the
-            # widest range of any row: for FP8 Hopper's, alone; for BF16 the lower of ampere's and hopper's
-            # intercepts (of two rows the lower median is the lower one)
-            assert dtype == "fp8" or r.gpu == "B200"
+            # the BF16 runs of B200 (data27) and MI300X (data27b); the library borrows the lower median intercept
+            # of the dtype's rows with the widest range of any row: for FP8 Hopper's, alone; for BF16 the lower of
+            # ampere's and hopper's intercepts (of two rows the lower median is the lower one)
+            assert dtype == "fp8" or r.gpu in ("B200", "MI300X")
             same = sorted((row for (g, d), row in rows.items() if d == dtype), key=lambda x: x["intercept"])
             row = {**same[(len(same) - 1) // 2], "low": min(x["low"] for x in rows.values()),
                    "high": max(x["high"] for x in rows.values())}
