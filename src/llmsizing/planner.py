@@ -491,8 +491,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     added = {"days": days, "days_low": days / high, "days_high": days / low, "gpu_hours": gpu_hours,
              "cost_usd": cost, "cost_usd_low": cost / high, "cost_usd_high": cost / low,
              # (each GPU's kind made a string column once and taken per plan: the frame's str dtype as it
-             # would infer it from the plans' strings, without checking every plan's string, ~2 ms a
-             # search of 59,000 plans, issue 38)
+             # would infer it from the plans' strings, without checking every plan's string: ~1 ms of a
+             # table of 59,000 plans, issue 38)
              "price_kind": pd.Series(np.array([price_kind_of(g, given.get(g.name)) for g in gpu_list])
                                      ).array.take(at)}
     if not (np.isfinite(days).all() and np.isfinite(cost).all()):     # (bounded inputs keep them finite)
