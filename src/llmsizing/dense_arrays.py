@@ -272,9 +272,9 @@ def _kept(memory) -> dict:
     """What :func:`search_pieces` keeps for ``memory``'s search (its model and keywords but ``recompute``),
     held by the :class:`~llmsizing.plan_memory.SearchMemory` itself (it lives as long as that search's
     entries) and shared with the other searches of the same model, keywords but ``seq`` and ``recompute``,
-    and ``expert_tp`` (:func:`_shared_kept`; issue 38: chapter 17's widget moving its context or its K/V
-    exchange resolved every layout and read its model states' parts again). What it keeps of the context
-    is keyed by it: the activations' rows (``cores``, ``seq`` in their key); the layouts' parts (resolved
+    and ``expert_tp`` (:func:`_shared_kept`; issue 38: chapter 17's widget moving its context resolved every
+    layout and read its model states' parts again; a layout's K/V exchange is in its key, so another
+    exchange shares little). What it keeps of the context is keyed by it: the activations' rows (``cores``, ``seq`` in their key); the layouts' parts (resolved
     layout, model states' rows, stages, layers per stage) and the MoE layouts' ``resolve_parallel``
     (:func:`~llmsizing.moe_prefetch._as_is`, at ``cp = 1``) read the context only in the check that it
     splits over ``cp``, made again where it fails: the same parts, bit for bit, whichever search made
