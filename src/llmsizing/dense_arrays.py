@@ -274,11 +274,12 @@ def _kept(memory) -> dict:
     entries) and shared with the other searches of the same model, keywords but ``seq`` and ``recompute``,
     and ``expert_tp`` (:func:`_shared_kept`; issue 38: chapter 17's widget moving its context resolved every
     layout and read its model states' parts again; a layout's K/V exchange is in its key, so another
-    exchange shares little). What it keeps of the context is keyed by it: the activations' rows (``cores``, ``seq`` in their key); the layouts' parts (resolved
-    layout, model states' rows, stages, layers per stage) and the MoE layouts' ``resolve_parallel``
-    (:func:`~llmsizing.moe_prefetch._as_is`, at ``cp = 1``) read the context only in the check that it
-    splits over ``cp``, made again where it fails: the same parts, bit for bit, whichever search made
-    them. A keyword that cannot be hashed: kept for this search alone, as before."""
+    exchange shares little). What it keeps of the context is keyed by it: the activations' rows (``cores``,
+    ``seq`` in their key); the layouts' parts (resolved layout, model states' rows, stages, layers per
+    stage) and the MoE layouts' ``resolve_parallel`` (:func:`~llmsizing.moe_prefetch._as_is`, at ``cp =
+    1``) read the context only in the check that it splits over ``cp``, made again where it fails: the same
+    parts, bit for bit, whichever search made them. A keyword that cannot be hashed: kept for this search
+    alone, as before."""
     kept = memory.__dict__.get("_dense_arrays")
     if kept is None:
         other = tuple(sorted((k, v) for k, v in memory.kw.items() if k not in ("seq", "recompute")))
