@@ -76,6 +76,13 @@ new model on the widget's four GPU types: four calls, each with its own NumPy an
 models' picks are unchanged (no such rows), and so is chapter 17 at its one GPU type (bench_ch17_models.py,
 --rounds 5 --split --controls, two pairs at 06:06-06:11 UTC, load 1.4-4.8: the MoE moves' medians 46-64 ms
 either side, all 51-54). The walk_ch12_bits / walk_ch17_bits digests, forward and reversed, are main's.
+
+Since 2026-12-02 (branch speed27): search_pieces' kept layout parts are shared across contexts
+(bench_ch17_models.py's docstring); a chapter 12 sequence step reuses them. Its steps to 4K and to a global
+batch of 1,024 (four models, 64 moves), paired (benchmarks/bench_speed27_ab.py --rounds 8, 08:41-08:44 UTC,
+load 0.6-1.1): 89.0 (136.7) -> 86.3 (125.4) ms median (p90), ratio 0.952, the parts 2.2 -> 1.1 ms a move.
+plan()'s price_kind column is taken from a string column of the GPUs' kinds (~1 ms of a 59,000-plan table,
+~0.2 ms of chapter 12's ~12,000). A pick (a new model) is unchanged: nothing of it is kept from another model.
 """
 
 from __future__ import annotations

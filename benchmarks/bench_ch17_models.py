@@ -247,6 +247,20 @@ pairs): each model's median of its five moves 32-66 -> 29-57 and 30-65 -> 29-56;
 this load. Issue 38's 50 ms is NOT met (new, median): the move to 32K of seven mixtures of experts (51-79 ms:
 all but Mixtral, Qwen3-235B-A22B and DeepSeek-V3), to two GPU types of six (52-75), Qwen3-30B-A3B's and
 DeepSeek-V2's all-gather (54-59) and Qwen3-30B-A3B's 8M tokens (52-53). Peak RSS 1118-1119 -> 1131 MB.
+
+Since 2026-12-02 (branch speed27, issue 38) the layouts' parts that ``dense_arrays.search_pieces`` keeps
+(resolved layout, model states' rows per stage, stages, layers per stage, and a mixture of experts' layouts'
+``resolve_parallel``) are shared by the searches of one model and recipe at every context and K/V exchange
+(``dense_arrays._shared_kept``): a move of the context no longer makes them all again. Same bits: the 96
+lines of benchmarks/walk_ch17_bits.py equal main's (db730f3), forward and reversed. Measured paired in one
+process (benchmarks/bench_speed27_ab.py --rounds 8, the change off and on in alternate rounds, 08:41-08:44
+UTC, load 0.6-1.1), CPU ms per move, median (p90), off -> on: the context to 64K and 256K (five models, 80
+moves) 98.0 (136.6) -> 84.5 (127.8), paired ratio 0.894, the parts it touches 15.1 -> 8.8 ms a move; the
+K/V exchange 82.8 (138.5) -> 77.9 (121.7), ratio 0.931 (its parts unchanged, 7.0 -> 6.8: a layout with cp
+> 1 is new for a new exchange); the two GPU types (untouched, the control) 100.8 -> 100.5, ratio 0.992.
+Whole runs alternated with main (/work/notes/speed27.md) move by 10-20 % from run to run at this load, more
+than the change. Issue 38's 50 ms is still NOT met by a context step (~85 ms here: the new context's
+activations and memory entries, pricing, plan()'s frame, render and PNG).
 """
 
 from __future__ import annotations

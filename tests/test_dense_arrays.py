@@ -278,3 +278,51 @@ def test_any_layout_and_stages_the_caller_gives():
             want = np.array(_search_pieces(model, par, stages, batch=batch, grad_accum=m, **kw), dtype=float)
             assert len(want) == 5 * len(set(stages))
             _check(g, want)
+
+
+def _clear_searches() -> None:
+    planner._search.cache_clear()
+    plan_memory.kept_search_memory.cache_clear()
+    dense_arrays._shared_kept.cache_clear()
+
+
+@pytest.mark.parametrize("name", ["llama-3-8b", "granite-3.0-1b-a400m"])
+def test_kept_parts_shared_across_contexts_plan_the_same_bits(name):
+    """speed27 (issue 38): the searches of one model and recipe at other contexts and K/V exchanges share
+    search_pieces' kept parts. Oracle: each setting planned from scratch (every kept search, SearchMemory
+    and shared part cleared), compared exactly with the same settings planned one after the other, so that
+    each later search takes the layouts' parts the earlier ones made."""
+    settings = [dict(seq=131072, global_batch=128), dict(seq=32768, global_batch=512),
+                dict(seq=32768, global_batch=512, cp_comm="all_gather"), dict(seq=8192, global_batch=2048),
+                dict(seq=32768, global_batch=512, precision="fp8-mixed")]     # (another recipe: its own)
+    run = dict(tokens=8e11, gpus=("H100 SXM",), max_gpus=16384)
+    want = []
+    for s in settings:
+        _clear_searches()
+        want.append(planner.plan(name, **run, **s))
+    _clear_searches()
+    try:
+        got = [planner.plan(name, **run, **s) for s in settings]
+        # (the searches' SearchMemory objects, one per context and exchange, while they are kept)
+        parts = [(m.kw["precision"], m.__dict__.get("_dense_arrays")) for m in plan_memory._SIBLINGS.values()
+                 if m.model.name == L.get_model(name).name]
+        bf16 = [p for recipe, p in parts if recipe == "bf16-mixed"]
+        fp8 = [p for recipe, p in parts if recipe == "fp8-mixed"]
+        # (one dict for the contexts 128K, 32K and 8K and each exchange of one recipe, another for fp8)
+        assert len(bf16) == 4 and all(p is not None for p in bf16) and len({id(p) for p in bf16}) == 1
+        assert len(fp8) == 1 and fp8[0] is not None and fp8[0] is not bf16[0]
+    finally:
+        _clear_searches()
+    for g, w in zip(got, want):
+        pd.testing.assert_frame_equal(g, w, check_exact=True)
+
+
+def test_a_kept_layout_is_checked_again_at_a_context_cp_does_not_split():
+    """A layout kept at one context (cp = 2 splits 8,192 tokens into 2 x 2 chunks) is still refused at a
+    context that 2 cp does not divide (8,190 = 4 x 2,047 + 2), as resolve_parallel refuses it: the kept
+    parts, shared across contexts since speed27, never stand in for that check."""
+    dense, kept, call = L.get_model("llama-3-8b"), {}, [(1, 1, 0, 1, 2, "p2p", 1, 1)]
+    dense_arrays.search_pieces(dense, _kw(8192), call, kept)
+    assert kept["layouts"]
+    with pytest.raises(ValueError, match="multiple of 2 x cp"):
+        dense_arrays.search_pieces(dense, _kw(8190), call, kept)

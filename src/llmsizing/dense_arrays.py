@@ -23,6 +23,8 @@ reads its reference layouts (``ep = 1``) so and leaves its model states over ``e
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .memory import _kept_act_core, _kept_in_flight, _kept_state_side, _search_layouts
@@ -71,7 +73,9 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
     cores, flights, rows, widths = kept.setdefault("cores", {}), kept.setdefault("flights", {}), [], []
     for tp, pp, zero, m, cp, comm, batch, dp, *v in calls:
         key = (tp, pp, zero, cp, comm, dp, *v)
-        lay = layouts.get(key)
+        # (kept across the contexts of one model and recipe: a layout's parts read the context only in
+        # resolve_parallel's check that it splits over cp, made again where it fails)
+        lay = layouts.get(key) if cp == 1 or not seq % (2 * cp) else None
         if lay is None:                                  # (as _search_pieces: resolved, kept layouts)
             par, stages = layout(model, tp, pp, zero, cp, comm, 1, expert_tp, dp, *v)
             par, act, state = _search_layouts(par, model, seq)
@@ -266,5 +270,33 @@ def prefetch_cp(memory, keys, rc: str, layout=None) -> None:
 
 def _kept(memory) -> dict:
     """What :func:`search_pieces` keeps for ``memory``'s search (its model and keywords but ``recompute``),
-    on the :class:`~llmsizing.plan_memory.SearchMemory` itself: it lives as long as that search's entries."""
-    return memory.__dict__.setdefault("_dense_arrays", {})
+    held by the :class:`~llmsizing.plan_memory.SearchMemory` itself (it lives as long as that search's
+    entries) and shared with the other searches of the same model, keywords but ``seq`` and ``recompute``,
+    and ``expert_tp`` (:func:`_shared_kept`; issue 38: chapter 17's widget moving its context resolved every
+    layout and read its model states' parts again; a layout's K/V exchange is in its key, so another
+    exchange shares little). What it keeps of the context is keyed by it: the activations' rows (``cores``,
+    ``seq`` in their key); the layouts' parts (resolved layout, model states' rows, stages, layers per
+    stage) and the MoE layouts' ``resolve_parallel`` (:func:`~llmsizing.moe_prefetch._as_is`, at ``cp =
+    1``) read the context only in the check that it splits over ``cp``, made again where it fails: the same
+    parts, bit for bit, whichever search made them. A keyword that cannot be hashed: kept for this search
+    alone, as before."""
+    kept = memory.__dict__.get("_dense_arrays")
+    if kept is None:
+        other = tuple(sorted((k, v) for k, v in memory.kw.items() if k not in ("seq", "recompute")))
+        try:
+            kept = _shared_kept(memory.model, other, memory.expert_tp)
+        except TypeError:                                          # (unhashable)
+            kept = {}
+        memory.__dict__["_dense_arrays"] = kept
+    return kept
+
+
+#: How many models and recipes :func:`_shared_kept` keeps parts for (plan_memory's SEARCH_MEMORIES_KEPT).
+SHARED_KEPT = 16
+
+
+@functools.lru_cache(maxsize=SHARED_KEPT)
+def _shared_kept(model, kw_items: tuple, expert_tp: bool) -> dict:
+    """The dict of :func:`search_pieces`' kept parts shared by the searches of ``model`` with the keywords
+    ``kw_items`` (sorted items, without ``seq`` and ``recompute``) and ``expert_tp`` (:func:`_kept`)."""
+    return {}
