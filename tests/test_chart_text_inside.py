@@ -82,3 +82,22 @@ def test_a_captioned_activation_figure_keeps_its_text_inside_the_png(kw):
     outside, small = _texts_outside(charts.render_activation_memory(**kw).figure)
     assert not outside, "text cut at the figure's edge: " + "; ".join(outside)
     assert not small, "text too small to read: " + "; ".join(small)
+
+
+def test_planner_figure_keeps_a_long_chosen_title_inside():
+    """Chapter 12's figure of its fastest plan (4,096 x B200, tp=8 pp=4 vp=20 dp=128 ZeRO-1, read27d): the
+    title at the memory bar ran past the PNG's right edge and lost "ZeRO-1". A title that would not fit drops
+    the GPU's name (the axis label below names it) and keeps every degree and the ZeRO stage."""
+    from llmsizing.charts import PLAN_GPUS
+    from llmsizing.planner import plan
+
+    run = dict(tokens=1e12, gpus=PLAN_GPUS, seq=8192, global_batch=512, max_gpus=4096)
+    df = plan("llama-3-70b", **run)
+    fast = df[df["pareto"]]["days"].idxmin()
+    r = df.loc[fast]
+    assert (r["gpu"], r["tp"], r["pp"], r["virtual_stages"], r["dp"], r["zero"]) == ("B200", 8, 4, 20, 128, 1)
+    fig = charts.render_plan("llama-3-70b", **run, plans=df, highlight=fast).figure
+    outside, _ = _texts_outside(fig)
+    assert not outside, "text cut at the figure's edge: " + "; ".join(outside)
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert "chosen: 4,096 GPUs, tp=8 pp=4 vp=20 dp=128 ZeRO-1" in titles

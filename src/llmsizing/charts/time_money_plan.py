@@ -236,13 +236,14 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                  lambda: ax_m.legend(handles, list(parts), fontsize=PLAN_LEGEND_PT, frameon=False, ncols=3,
                                      loc="upper center", bbox_to_anchor=(0.5, -0.58), handlelength=1.2,
                                      columnspacing=0.9, labelspacing=0.3))
-    if _cp_text(r):                   # one more degree: the GPU's name is in the summary, not the title
-        ax_m.set_title(f"chosen: {int(r.n_gpus):,} GPUs, tp={r.tp}{_cp_text(r)} pp={r.pp}{_vp_text(r)} "
-                       f"dp={r.dp} ZeRO-{r.zero}", fontsize=7.5, loc="left")
-    else:
-        ax_m.set_title(f"chosen: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp}{_vp_text(r)} dp={r.dp} "
-                       f"ZeRO-{r.zero}",
-                       fontsize=8.5, loc="left")
+    title = ax_m.set_title(f"chosen: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp}{_vp_text(r)} dp={r.dp} "
+                           f"ZeRO-{r.zero}", fontsize=8.5, loc="left")
+    # one more degree (cp), or a title that would run past the figure's right edge (chapter 12's fastest plan,
+    # vp=20, lost its ZeRO stage there: read27d): the GPU's name is in the summary and the axis label instead
+    if _cp_text(r) or title.get_window_extent().x1 > fig.bbox.width:
+        title.set_text(f"chosen: {int(r.n_gpus):,} GPUs, tp={r.tp}{_cp_text(r)} pp={r.pp}{_vp_text(r)} "
+                       f"dp={r.dp} ZeRO-{r.zero}")
+        title.set_fontsize(7.5)
 
     # ---- right, bottom: where the step's time goes
     _step_time_bars(ax_t, st, fontsize=7.5)
