@@ -53,3 +53,27 @@ def test_the_full_batch_charge_is_nearer_the_published_generation_times():
         full = row_run(r).phases["generation"]
         drained = row_run(r, drain=True).phases["generation"]
         assert drained < full < r.published_generation_s     # so the drain is the further of the two
+
+
+def test_engine_memory_share_by_hand():
+    """The rollout engine takes 0.9 of the GPU (vLLM's EngineArgs default gpu_memory_utilization), not verl's
+    rollout default 0.5 (verl rollout.yaml, commit 035682ed). What the 0.4 between them holds, by hand: an H100
+    SXM has 81,559 MiB (nvidia-smi); Llama 3 8B keeps 2 (K, V) x 32 layers x 8 KV heads x 128 x 2 bytes =
+    131,072 bytes per token, and a sequence of the mean length, 128 + 932 = 1,060 tokens, holds
+    ceil(1,060 / 16) = 67 blocks of 16 tokens: 0.4 x 81,559 x 2^20 / (67 x 16 x 131,072) = 243.5 sequences.
+    The weights and the engine's fixed overheads are the same at either share, so the rooms differ by that."""
+    from llmsizing.rl import ENGINE_MEMORY_UTILIZATION, VERL_ROLLOUT_GPU_MEMORY_UTILIZATION
+    from llmsizing.rl_generation import ROLLOUT_MAX_NUM_BATCHED_TOKENS, ROLLOUT_MAX_NUM_SEQS
+    from llmsizing.serve_calibration import serving_range
+
+    assert (ENGINE_MEMORY_UTILIZATION, VERL_ROLLOUT_GPU_MEMORY_UTILIZATION) == (0.9, 0.5)
+    kw = dict(tp=1, prompt=128, output=932, batch=1, max_num_seqs=ROLLOUT_MAX_NUM_SEQS,
+              max_num_batched_tokens=ROLLOUT_MAX_NUM_BATCHED_TOKENS)
+    room = {u: serving_range("llama-3-8b", H100, gpu_memory_utilization=u, **kw).central.max_batch
+            for u in (0.9, 0.5)}
+    assert room[0.9] - room[0.5] == pytest.approx(0.4 * 81_559 * 2**20 / (67 * 16 * 131_072), abs=2)
+    # rl_run's colocated engine, its trainer offloaded, has the 0.9 room, and engine_room says the same
+    from llmsizing.rl import engine_room
+    assert rl_run("llama-3-8b", **DEFAULT).engine_max_batch == room[0.9]
+    for u in (0.9, 0.5):
+        assert engine_room("llama-3-8b", H100, tp=1, prompt=128, mean=932, gpu_memory_utilization=u) == room[u]

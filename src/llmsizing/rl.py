@@ -59,8 +59,9 @@ from .network import get_node
 from .parallel import Parallel, check_layout
 from .rl_trainer import (SLIME_SYNC_BUCKET_S, reference_weight_bytes, response_second_moment,
                          rollout_attention_seq, trainer_state_bytes)
-from .rl_generation import (GEN_TP_CHOICES, ROLLOUT_MAX_NUM_BATCHED_TOKENS, ROLLOUT_MAX_NUM_SEQS,
-                            default_gen_tp)
+from .rl_generation import (ENGINE_MEMORY_UTILIZATION, GEN_TP_CHOICES, ROLLOUT_MAX_NUM_BATCHED_TOKENS,
+                            ROLLOUT_MAX_NUM_SEQS, VERL_ROLLOUT_GPU_MEMORY_UTILIZATION, default_gen_tp,
+                            engine_room)
 # the response lengths, the run's result and each phase's seconds live in rl_phases; their names stay
 # importable from here
 from .rl_phases import RLRun, _compose, _phases, _sync_s, _trainer, response_lengths  # noqa: F401
@@ -163,7 +164,8 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
                        + (0.0 if offload or not ref_on else reference_weight_bytes(m, n)))   # (FSDP's, below)
         states = (0.0 if offload
                   else n_models * trainer_state_bytes(m, n, a["layout"], a["cpu_optimizer"]) + ref_b)
-        a["util"] = 0.9 - states / cap     # without offload the states stay beside the engine, not the peak
+        # without offload the states stay beside the engine, not the peak
+        a["util"] = ENGINE_MEMORY_UTILIZATION - states / cap
         if a["util"] <= 0.05:
             raise ValueError(f"colocated without offload: the trainer's model states, {states / 2**30:.1f} "
                              f"GiB per GPU, leave no room for the engine on {g.name}; use offload=True or "
@@ -172,7 +174,7 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
               else default_gen_tp(m, g, a["prompt"], a["mean"], node_, n, a["max_num_seqs"]))
         splits = [(n, n, tp)]
     else:
-        a["util"] = 0.9
+        a["util"] = ENGINE_MEMORY_UTILIZATION
         if n < 2:
             raise ValueError("split pools need n_gpus >= 2 (one for each pool)")
         tp = (_check_tp(gen_tp, n - 1, m) if gen_tp is not None
@@ -467,7 +469,8 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
     return RLInterval(lo, hi, coverage, chk.measured_coverage, chk.median_width, len(y), n_src)
 
 
-__all__ = ["ALGORITHMS", "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "PHASES", "RL_COVERAGES", "RLInterval",
-           "RLRun", "response_lengths",
+__all__ = ["ALGORITHMS", "ENGINE_MEMORY_UTILIZATION", "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "PHASES",
+           "RL_COVERAGES", "RLInterval", "RLRun", "VERL_ROLLOUT_GPU_MEMORY_UTILIZATION", "engine_room",
+           "response_lengths",
            "rl_run", "row_run", "fit_rows", "may_calibrate", "published_rl", "rl_loso", "rl_interval",
            "published_forward_ratios"]

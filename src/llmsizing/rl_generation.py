@@ -32,6 +32,14 @@ from .serve_calibration import serving_range
 #: them as ``MAX_NUM_SEQS`` and ``MAX_NUM_BATCHED_TOKENS``.
 ROLLOUT_MAX_NUM_SEQS = 1024
 ROLLOUT_MAX_NUM_BATCHED_TOKENS = 8192
+#: The share of each GPU's memory the rollout engine may take (vLLM's ``gpu_memory_utilization``): vLLM's own
+#: default, 0.9 (``EngineArgs``), since the trainer's states are on the host (colocated with offload) or on
+#: the other pool (split); a colocated trainer that keeps its states takes them off it (``llmsizing.rl``).
+#: Not verl's rollout default, :data:`VERL_ROLLOUT_GPU_MEMORY_UTILIZATION`: frameworks and recipes set their
+#: own, and chapter 19 says what verl's would leave.
+ENGINE_MEMORY_UTILIZATION = 0.9
+#: verl's rollout ``gpu_memory_utilization: 0.5`` (the same ``rollout.yaml`` at commit 035682ed).
+VERL_ROLLOUT_GPU_MEMORY_UTILIZATION = 0.5
 #: The engine's tensor-parallel degrees tried when ``gen_tp`` is not given.
 GEN_TP_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 
@@ -54,6 +62,17 @@ def default_gen_tp(m, g, prompt, mean, node, max_tp, max_num_seqs: int = ROLLOUT
     raise ValueError(f"the engine does not fit: {m.name} at prompt + response = {prompt:,} + {mean:,.0f} "
                      f"tokens on {g.name} needs more than {max_tp} GPUs per engine (give a larger pool, "
                      "shorter sequences or gen_tp=)")
+
+
+def engine_room(model, gpu, *, tp: int, prompt: int, mean: float,
+                gpu_memory_utilization: float = ENGINE_MEMORY_UTILIZATION,
+                max_num_seqs: int = ROLLOUT_MAX_NUM_SEQS, node=None) -> int:
+    """How many sequences of ``prompt + mean`` tokens a rollout engine of ``tp`` GPUs has KV room for, at
+    ``gpu_memory_utilization`` of each GPU's memory and at most ``max_num_seqs`` (the room
+    :func:`generation_s` keeps in flight, before the engine's share of the rollouts caps it)."""
+    return serving_range(model, gpu, tp=tp, prompt=prompt, output=max(1, round(mean)), batch=1, node=node,
+                         gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
+                         max_num_batched_tokens=ROLLOUT_MAX_NUM_BATCHED_TOKENS).central.max_batch
 
 
 def generation_s(m, g, *, gpus, tp, rollouts, prompt, mean, top, rebatch, max_num_seqs, node, util,
@@ -85,5 +104,6 @@ def generation_s(m, g, *, gpus, tp, rollouts, prompt, mean, top, rebatch, max_nu
     return (prefill + decode, fast, slow), engines, b, steps, probe.max_batch, s.engine
 
 
-__all__ = ["GEN_TP_CHOICES", "ROLLOUT_MAX_NUM_BATCHED_TOKENS", "ROLLOUT_MAX_NUM_SEQS", "default_gen_tp",
+__all__ = ["ENGINE_MEMORY_UTILIZATION", "GEN_TP_CHOICES", "ROLLOUT_MAX_NUM_BATCHED_TOKENS",
+           "ROLLOUT_MAX_NUM_SEQS", "VERL_ROLLOUT_GPU_MEMORY_UTILIZATION", "default_gen_tp", "engine_room",
            "generation_s"]
