@@ -289,9 +289,16 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
     layouts, its MFU warning)."""
     import numpy as np
 
-    from ..time_cost import cost_by_gpu
+    from ..hardware import kernel_efficiency_row
+    from ..time_cost import cost_by_gpu, mfu_model_table
 
     df = cost_by_gpu(model, tokens=tokens, seq=seq, gpus=gpus, mfu=mfu, prices=prices)
+    # a GPU generation and dtype with no calibration run borrows the median generation's MFU (chapter 10):
+    # its bar and band rest on that, not on its own runs, and the figure says so next to the bar
+    fitted = set(zip(*(mfu_model_table()[c] for c in ("generation", "dtype"))))
+    df["borrowed"] = [mfu is None and (kernel_efficiency_row(g, d).generation,
+                                       "fp8" if d in ("fp8", "fp4") else "bf16") not in fitted
+                      for g, d in zip(df["gpu"], df["dtype"])]
     ok = df[df["fits"]].iloc[::-1]
     if ok.empty:
         raise ValueError(f"gpus: no GPU type in {list(df['gpu'])} holds a training step of {seq:,} tokens "
@@ -310,7 +317,8 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
             bar.set_hatch("///")
             bar.set_edgecolor("white")
     for yi, (_, r) in zip(y, ok.iterrows()):
-        ax.annotate(f" {r['min_gpus']:.0f} GPUs, {r['days_on_min_gpus']:,.0f} d",
+        ax.annotate(f" {r['min_gpus']:.0f} GPUs, {r['days_on_min_gpus']:,.0f} d"
+                    + ("; borrowed MFU" if r["borrowed"] else ""),
                     (r["cost_usd_high"] / 1e3, yi), va="center", fontsize=7, color="0.25")
     marks = {"estimate": " (est. price)", "reported": " (rep. price)"}     # a survey's price: ranked, marked
     ax.set_yticks(y, [g + marks.get(k, "") for g, k in zip(ok["gpu"], ok["price_kind"])], fontsize=8)
@@ -331,7 +339,8 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
             continue
         lines.append(f"  {r['gpu']:<10s} ${r['price_usd_per_gpu_hour']:.2f}/h"
                      f"{' (estimated price, not ranked)' if r['price_kind'] == 'estimate' else ''}"
-                     f"{' (reported price)' if r['price_kind'] == 'reported' else ''}  "
+                     f"{' (reported price)' if r['price_kind'] == 'reported' else ''}"
+                     f"{' (borrowed MFU: no calibration run)' if r['borrowed'] else ''}  "
                      f"{r['gpu_hours']:>12,.0f} GPU-h  "
                      f"${r['cost_usd']:>12,.0f} (${r['cost_usd_low']:,.0f}-${r['cost_usd_high']:,.0f})  "
                      f"min {r['min_gpus']:.0f} GPUs ({r['layout']}), "
