@@ -72,13 +72,17 @@ def render_mfu_calibration() -> View:
     ax, ax_r = fig.add_subplot(gs[0]), fig.add_subplot(gs[1])
 
     # ---- top: implied against predicted
+    grey = iter("s^Dv<>ph")                 # the groups without a colour of their own: one marker each
     for key in groups:
         sub = df[(df["generation"] == key[0]) & (df["dtype"] == key[1])]
         c = CALIBRATION_COLORS.get(key, "0.4")
+        m = "o" if key in CALIBRATION_COLORS else next(grey, "o")
+        # the legend shows the group's calibration marker (filled), or its held-out one (open) if it has none
+        shown = bool(sub["calibration"].any())
         for cal, face in ((True, c), (False, "white")):
             part = sub[sub["calibration"] == cal]
-            ax.plot(part["predicted_mfu"] * 100, part["implied_mfu"] * 100, ls="none", marker="o", ms=5,
-                    mec=c, mfc=face, label=f"{key[0]} {key[1].upper()}" if cal else None)
+            ax.plot(part["predicted_mfu"] * 100, part["implied_mfu"] * 100, ls="none", marker=m, ms=5,
+                    mec=c, mfc=face, label=f"{key[0]} {key[1].upper()}" if cal == shown else None)
     most = df[["implied_mfu", "predicted_mfu"]].to_numpy().max()
     top = max(65, 5 * np.ceil(most * 20 + 0.2))        # the axes hold every dot (A100 runs reach 72%)
     ax.plot([10, top], [10, top], color="0.3", lw=0.8, ls="--")
