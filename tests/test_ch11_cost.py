@@ -72,6 +72,21 @@ def test_cost_by_gpu_when_nothing_fits():
         charts.render_cost_by_gpu("llama-3.1-405b", seq=131072, gpus=["A10"])
 
 
+def test_cost_by_gpu_chart_marks_a_borrowed_mfu():
+    """data/published_runs.csv has no calibration run on a Blackwell or CDNA3 part (checked by hand: its B200 and
+    MI300X rows, torchao's, are all held out), so the B200 and the MI300X borrow the median generation's MFU
+    (chapter 10) and the figure says so on their bars and lines only; the A100, H100 and H200 have their own
+    runs. A reader's ``mfu=`` borrows nothing."""
+    view = charts.render_cost_by_gpu("llama-3-70b", tokens=1e11, seq=8192)
+    lines = {ln.split()[0]: ln for ln in view.summary.splitlines()[1:-1]}
+    assert {g for g, ln in lines.items() if "borrowed MFU" in ln} == {"B200", "MI300X"}
+    labels = [t.get_text() for t in view.figure.axes[0].texts]
+    assert sum(t.endswith("; borrowed MFU") for t in labels) == 2 and len(labels) == 5
+    given = charts.render_cost_by_gpu("llama-3-70b", tokens=1e11, seq=8192, mfu=0.4)
+    assert "borrowed" not in given.summary
+    assert not any("borrowed" in t.get_text() for t in given.figure.axes[0].texts)
+
+
 # ----------------------------------------------------------------------------- price x MFU
 def test_cost_sensitivity_by_hand():
     F = training_flops_per_token("llama-3-70b", seq=8192)

@@ -40,3 +40,20 @@ def test_a_group_of_one_run_is_summarised_in_the_singular():
     assert ": 1 runs" not in view.summary
     texts = [t.get_text() for t in view.figure.axes[1].texts]
     assert any("blackwell BF16: stand-in, no calibrated range" in t for t in texts), texts
+
+
+def test_the_legend_draws_a_held_out_only_group_open_and_tells_the_grey_groups_apart():
+    """data/published_runs.csv has no calibration run on a Blackwell or CDNA3 part (checked by hand: every B200
+    and MI300X row is torchao's, held out), so their legend entries are open markers, as their dots are; the
+    calibrated groups (Ampere BF16, Hopper BF16 and FP8) keep filled ones. The groups drawn in the same grey
+    each get a marker of their own, so the legend tells them apart (read27f)."""
+    view = render_mfu_calibration()
+    handles, names = view.figure.axes[0].get_legend_handles_labels()
+    face = {n: h.get_markerfacecolor() for h, n in zip(handles, names)}
+    marker = {n: h.get_marker() for h, n in zip(handles, names)}
+    held_out_only = {n for n in names if n.split()[0] in ("blackwell", "cdna3")}
+    assert {"ampere BF16", "hopper BF16", "hopper FP8"} <= set(names) and len(held_out_only) >= 3
+    assert all(face[n] == "white" for n in held_out_only)
+    assert all(face[n] != "white" for n in ("ampere BF16", "hopper BF16", "hopper FP8"))
+    grey = [n for n, h in zip(names, handles) if h.get_markeredgecolor() == "0.4"]
+    assert len(grey) >= 2 and len({marker[n] for n in grey}) == len(grey)

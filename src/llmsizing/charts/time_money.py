@@ -72,13 +72,17 @@ def render_mfu_calibration() -> View:
     ax, ax_r = fig.add_subplot(gs[0]), fig.add_subplot(gs[1])
 
     # ---- top: implied against predicted
+    grey = iter("s^Dv<>ph")                 # the groups without a colour of their own: one marker each
     for key in groups:
         sub = df[(df["generation"] == key[0]) & (df["dtype"] == key[1])]
         c = CALIBRATION_COLORS.get(key, "0.4")
+        m = "o" if key in CALIBRATION_COLORS else next(grey, "o")
+        # the legend shows the group's calibration marker (filled), or its held-out one (open) if it has none
+        shown = bool(sub["calibration"].any())
         for cal, face in ((True, c), (False, "white")):
             part = sub[sub["calibration"] == cal]
-            ax.plot(part["predicted_mfu"] * 100, part["implied_mfu"] * 100, ls="none", marker="o", ms=5,
-                    mec=c, mfc=face, label=f"{key[0]} {key[1].upper()}" if cal else None)
+            ax.plot(part["predicted_mfu"] * 100, part["implied_mfu"] * 100, ls="none", marker=m, ms=5,
+                    mec=c, mfc=face, label=f"{key[0]} {key[1].upper()}" if cal == shown else None)
     most = df[["implied_mfu", "predicted_mfu"]].to_numpy().max()
     top = max(65, 5 * np.ceil(most * 20 + 0.2))        # the axes hold every dot (A100 runs reach 72%)
     ax.plot([10, top], [10, top], color="0.3", lw=0.8, ls="--")
@@ -289,9 +293,16 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
     layouts, its MFU warning)."""
     import numpy as np
 
-    from ..time_cost import cost_by_gpu
+    from ..hardware import kernel_efficiency_row
+    from ..time_cost import cost_by_gpu, mfu_model_table
 
     df = cost_by_gpu(model, tokens=tokens, seq=seq, gpus=gpus, mfu=mfu, prices=prices)
+    # a GPU generation and dtype with no calibration run borrows the median generation's MFU (chapter 10):
+    # its bar and band rest on that, not on its own runs, and the figure says so next to the bar
+    fitted = set(zip(*(mfu_model_table()[c] for c in ("generation", "dtype"))))
+    df["borrowed"] = [mfu is None and (kernel_efficiency_row(g, d).generation,
+                                       "fp8" if d in ("fp8", "fp4") else "bf16") not in fitted
+                      for g, d in zip(df["gpu"], df["dtype"])]
     ok = df[df["fits"]].iloc[::-1]
     if ok.empty:
         raise ValueError(f"gpus: no GPU type in {list(df['gpu'])} holds a training step of {seq:,} tokens "
@@ -310,7 +321,8 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
             bar.set_hatch("///")
             bar.set_edgecolor("white")
     for yi, (_, r) in zip(y, ok.iterrows()):
-        ax.annotate(f" {r['min_gpus']:.0f} GPUs, {r['days_on_min_gpus']:,.0f} d",
+        ax.annotate(f" {r['min_gpus']:.0f} GPUs, {r['days_on_min_gpus']:,.0f} d"
+                    + ("; borrowed MFU" if r["borrowed"] else ""),
                     (r["cost_usd_high"] / 1e3, yi), va="center", fontsize=7, color="0.25")
     marks = {"estimate": " (est. price)", "reported": " (rep. price)"}     # a survey's price: ranked, marked
     ax.set_yticks(y, [g + marks.get(k, "") for g, k in zip(ok["gpu"], ok["price_kind"])], fontsize=8)
@@ -331,7 +343,8 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
             continue
         lines.append(f"  {r['gpu']:<10s} ${r['price_usd_per_gpu_hour']:.2f}/h"
                      f"{' (estimated price, not ranked)' if r['price_kind'] == 'estimate' else ''}"
-                     f"{' (reported price)' if r['price_kind'] == 'reported' else ''}  "
+                     f"{' (reported price)' if r['price_kind'] == 'reported' else ''}"
+                     f"{' (borrowed MFU: no calibration run)' if r['borrowed'] else ''}  "
                      f"{r['gpu_hours']:>12,.0f} GPU-h  "
                      f"${r['cost_usd']:>12,.0f} (${r['cost_usd_low']:,.0f}-${r['cost_usd_high']:,.0f})  "
                      f"min {r['min_gpus']:.0f} GPUs ({r['layout']}), "
