@@ -71,6 +71,14 @@ def test_a_walk_keeping_the_rows_plans_the_same_bits(fresh, order):
     _clear_all()
 
 
+def _random_keys(rng, n: int):
+    """``n`` random (tp, pp, zero, ep, dp x cp) layout keys, unique and sorted, with ep dividing dp x cp."""
+    cols = dict(tp=rng.choice([1, 2, 4, 8], n), pp=rng.choice([1, 2, 4], n), zero=rng.choice([0, 1, 2], n),
+                ep=rng.choice([1, 2, 4, 8], n), dpcp=rng.choice([1, 2, 8, 64, 512, 4096], n))
+    cols["dpcp"] = np.lcm(cols["dpcp"], cols["ep"])                  # (ep divides tp x dp x cp)
+    return np.unique(np.stack([cols[k] for k in ("tp", "pp", "zero", "ep", "dpcp")], axis=1), axis=0)
+
+
 def test_kept_key_rows_are_the_rows_of_each_key_alone():
     """The kept rows of keys asked in two searches are those of the keys asked together in one."""
     from llmsizing.catalog import get_gpu, get_model
@@ -78,12 +86,7 @@ def test_kept_key_rows_are_the_rows_of_each_key_alone():
 
     m, g = get_model(MODEL), get_gpu("H100 SXM")
     node_of = {g.name: get_node(None, g)}
-    rng = np.random.default_rng(35)
-    n = 400
-    cols = dict(tp=rng.choice([1, 2, 4, 8], n), pp=rng.choice([1, 2, 4], n), zero=rng.choice([0, 1, 2], n),
-                ep=rng.choice([1, 2, 4, 8], n), dpcp=rng.choice([1, 2, 8, 64, 512, 4096], n))
-    cols["dpcp"] = np.lcm(cols["dpcp"], cols["ep"])                  # (ep divides tp x dp x cp)
-    keys = np.unique(np.stack([cols[k] for k in ("tp", "pp", "zero", "ep", "dpcp")], axis=1), axis=0)
+    keys = _random_keys(np.random.default_rng(35), 400)
     gi = np.zeros(len(keys), dtype=int)
     args = (m, [g], node_of, "bf16-mixed", False)
     whole = plan_moe._key_rows(*args, gi, *keys.T)
@@ -109,11 +112,7 @@ def test_kept_key_rows_of_several_gpus_are_each_gpus_own():
     gpus = [get_gpu(x) for x in ("H100 SXM", "B200", "A100 80GB")]
     node_of = {g.name: get_node(None, g) for g in gpus}
     rng = np.random.default_rng(26)
-    n = 600
-    cols = dict(tp=rng.choice([1, 2, 4, 8], n), pp=rng.choice([1, 2, 4], n), zero=rng.choice([0, 1, 2], n),
-                ep=rng.choice([1, 2, 4, 8], n), dpcp=rng.choice([1, 2, 8, 64, 512, 4096], n))
-    cols["dpcp"] = np.lcm(cols["dpcp"], cols["ep"])                  # (ep divides tp x dp x cp)
-    keys = np.unique(np.stack([cols[k] for k in ("tp", "pp", "zero", "ep", "dpcp")], axis=1), axis=0)
+    keys = _random_keys(rng, 600)
     gi = rng.integers(0, len(gpus), len(keys))                       # (the GPUs' rows interleaved)
     own = [np.empty((len(keys), len(plan_moe._DP_SLOTS))) for _ in range(2)]
     for g, gpu in enumerate(gpus):                                  # (the oracle: one GPU's keys alone)
