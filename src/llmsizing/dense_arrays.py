@@ -38,7 +38,7 @@ from .precision import RECIPES
 #: :func:`~llmsizing.memory._search_pieces`' keywords and their defaults (``seq`` has none).
 _DEFAULTS = dict(precision="bf16-mixed", optimizer="adamw", attention="flash", recompute="none",
                  dropout=False, stack="fused", optimizer_impl="foreach", recompute_layers=None,
-                 attention_mask=False)
+                 attention_mask=False, grad_buffer=False)
 
 
 def supports(model, kw: dict) -> bool:
@@ -100,7 +100,8 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
         moe = n_pp > 1 and bool(getattr(acts, "moe_layers", None))      # (stage_activations' MoE term)
         for slot, i in enumerate(stages):
             rows.append((*st[slot], *core[:-1], n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i],
-                         flight[i], m > 1, model.tied_embeddings and n_pp == 1, moe,
+                         flight[i], m > 1 or (o["grad_buffer"] and zero <= 1),    # (gradients alive)
+                         model.tied_embeddings and n_pp == 1, moe,
                          stage_offset_bytes(acts, act, i) if moe else 0.0))
         widths.append(len(stages))
     pieces = _phase_sums(np.array(rows, dtype=float))
