@@ -140,12 +140,18 @@ def test_measured_ddp_keeps_one_buffer_of_the_gradients_dtype():
 
 
 def test_measured_accumulation_without_buffer_matches_the_model():
-    """A plain step's second micro-batch holds the first's gradients (what training_memory counts with
-    grad_accum > 1); DDP under no_sync holds them beside its buckets, twice (not modelled: docstring)."""
+    """A plain step's second micro-batch holds the first's gradients, once: what training_memory adds to the
+    forward with grad_accum > 1 (params x the recipe's gradient bytes, by hand). DDP under no_sync holds them
+    beside its buckets, twice: not modelled (see training_memory), so there only the data is checked."""
     for r in _rows():
         if r["phase"] == "forward peak" and r["grad_accum"] == "2" and r["micro_batch"] == "2":
             ratio = int(r["gradient_bytes"]) / int(r["param_bytes"])
             assert ratio == (1 if r["layout"] == "plain" else 2)
+            if r["layout"] == "plain":
+                per_param = {"fp32": 4, "bf16": 2}[r["param_dtype"]]
+                added = (_forward(precision=r["param_dtype"], grad_accum=2)["forward"]
+                         - _forward(precision=r["param_dtype"])["forward"])
+                assert added == pytest.approx(N_PARAMS * per_param * ratio, rel=1e-12)
 
 
 def test_plan_fits_with_the_buffer_and_agrees_with_training_memory():

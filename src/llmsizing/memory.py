@@ -15,7 +15,7 @@ import functools
 import math
 from dataclasses import fields, replace
 
-from ._validate import MAX_MEANINGFUL, check_choice, check_int, check_number
+from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int, check_number
 from .moe import foreach_temporary_bytes as _moe_foreach_temporary_bytes
 from .moe import largest_tensor as _moe_largest_tensor
 from .moe import moe_model_states as _moe_model_states
@@ -221,8 +221,6 @@ def check_grad_buffer(grad_buffer, zero: int) -> bool:
     """``grad_buffer`` checked (a bool) against the ZeRO stage ``zero``: a persistent gradient buffer is
     DDP's or ZeRO-1's (Megatron-Core's distributed optimizer keeps the whole buffer); ZeRO-2 and 3 shard
     the gradients and free them (FSDP's ``set_to_none``), which :func:`training_memory` models without it."""
-    from ._validate import check_bool
-
     grad_buffer = check_bool("grad_buffer", grad_buffer)
     if grad_buffer and zero >= 2:
         raise ValueError(f"grad_buffer=True needs parallel.zero <= 1 (DDP or ZeRO-1, whose gradients stay "
