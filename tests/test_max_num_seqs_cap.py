@@ -128,3 +128,20 @@ def test_a_result_built_without_the_new_fields_keeps_max_batch():
     frame = s.to_frame()["value"]
     assert frame["max_batch"] == s.max_batch and frame["kv_batch"] == s.kv_batch
     assert frame["batch_bound"] == "kv"
+
+
+def test_the_cli_takes_the_cap(capsys):
+    import json
+
+    from llmsizing import cli
+
+    base = ["serve", "llama-3-8b", "--gpu", "A100 80GB", "--prompt", "128", "--output", "128", "--users", "5000",
+            "--itl-ms", "100", "--json"]
+    rows = []
+    for extra in ([], ["--max-num-seqs", "4096"]):
+        assert cli.main(base + extra) == 0
+        rows.append(json.loads(capsys.readouterr().out)[0])
+    assert rows[0]["batch"] == 256                      # vLLM's A100 default caps the batch
+    assert rows[1]["batch"] > 256 and rows[1]["gpus"] < rows[0]["gpus"]
+    assert cli.main(base + ["--max-num-seqs", "0"]) == 2
+    assert "--max-num-seqs" in capsys.readouterr().err
