@@ -38,7 +38,8 @@ def _kv_room(mib, seqs, context):
 
 def test_the_cap_binds_on_an_a100_with_short_sequences():
     # 128 + 128 tokens: 16 blocks a sequence;
-    # (77,309,411,328 - 16,060,522,496 - 973,078,528 - 1 GiB - 0.5 GiB) / 2 MiB = 27,973 blocks: room for 1,748 sequences, where vLLM's A100 default runs 256
+    # (77,309,411,328 - 16,060,522,496 - 973,078,528 - 1 GiB - 0.5 GiB) / 2 MiB = 27,973 blocks: room for
+    # 1,748 sequences, where vLLM's A100 default runs 256
     room = _kv_room(81_920, 256, 256)
     assert room == 1748
     s = serving("llama-3-8b", "A100 80GB", prompt=128, output=128)
