@@ -259,6 +259,22 @@ def phase_values(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: 
             (W, O, G, optimizer_bytes))
 
 
+def check_grad_buffer(grad_buffer, zero: int) -> bool:
+    """``grad_buffer`` checked (a bool) against the ZeRO stage ``zero``: a persistent gradient buffer is
+    DDP's or ZeRO-1's (Megatron-Core's distributed optimizer keeps the whole buffer); ZeRO-2 and 3 shard
+    the gradients and free them (FSDP's ``set_to_none``; DeepSpeed's ZeRO-2 frees its gradient partition in
+    ``step()``), which :func:`~llmsizing.memory.training_memory` models without it. The one check of
+    ``training_memory``, :class:`~llmsizing.job.Job` and the command line."""
+    from ._validate import check_bool
+
+    grad_buffer = check_bool("grad_buffer", grad_buffer)
+    if grad_buffer and zero >= 2:
+        raise ValueError(f"grad_buffer=True needs parallel.zero <= 1 (DDP or ZeRO-1, whose gradients stay "
+                         f"whole in a persistent buffer), got zero={zero}: ZeRO-2 and 3 shard the gradients "
+                         "and free them each step")
+    return grad_buffer
+
+
 #: What :func:`step_phases` reports as alive in each phase.
 STEP_PARTS = ("weights", "optimizer states", "gradients", "activations", "autocast copies", "temporaries")
 

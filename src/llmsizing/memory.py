@@ -37,7 +37,7 @@ from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, Model
                      edge_params, model_states_for_params, optimizer_state_elements, peak_room_bytes,
                      total_with_allowance_bytes)
 from .footprint import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, OPTIMIZER_IMPLS, PHASES,  # noqa: F401
-                        STEP_PARTS, TrainingMemory, phase_values, step_phases)
+                        STEP_PARTS, TrainingMemory, check_grad_buffer, phase_values, step_phases)
 from .gpu_states import (_checked_stage_params, bytes_per_param_table, min_gpus_for_bytes,  # noqa: F401
                          model_states, recipe_tensor_table, stage_params)
 
@@ -215,20 +215,6 @@ def _stage_phases(model: Model, par: Parallel, i: int, grad_accum: int, acts: tu
                                              else 0.0),
                        gathered_bytes=gathered, cp_buffers_bytes=cp_buffers,
                        grad_buffer=grad_buffer and par.zero <= 1)
-
-
-def check_grad_buffer(grad_buffer, zero: int) -> bool:
-    """``grad_buffer`` checked (a bool) against the ZeRO stage ``zero``: a persistent gradient buffer is
-    DDP's or ZeRO-1's (Megatron-Core's distributed optimizer keeps the whole buffer); ZeRO-2 and 3 shard
-    the gradients and free them (FSDP's ``set_to_none``), which :func:`training_memory` models without it."""
-    from ._validate import check_bool
-
-    grad_buffer = check_bool("grad_buffer", grad_buffer)
-    if grad_buffer and zero >= 2:
-        raise ValueError(f"grad_buffer=True needs parallel.zero <= 1 (DDP or ZeRO-1, whose gradients stay "
-                         f"whole in a persistent buffer), got zero={zero}: ZeRO-2 and 3 shard the gradients "
-                         "and free them each step")
-    return grad_buffer
 
 
 def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accum: int, seq: int,
