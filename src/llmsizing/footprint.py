@@ -275,6 +275,37 @@ def check_grad_buffer(grad_buffer, zero: int) -> bool:
     return grad_buffer
 
 
+#: DeepSpeed ZeRO's default ``reduce_bucket_size``, in elements (``deepspeed/runtime/zero/config.py``:
+#: ``reduce_bucket_size: int = Field(pp_int(5e8), ge=0)``, deepspeedai/DeepSpeed at edaa7221, 2026-08-22).
+DEEPSPEED_REDUCE_BUCKET_SIZE = 500_000_000
+
+
+def deepspeed_bucket_bytes(precision: str = "bf16-mixed", *,
+                           reduce_bucket_size: int = DEEPSPEED_REDUCE_BUCKET_SIZE,
+                           overlap_comm: bool = False) -> float:
+    """The most bytes DeepSpeed ZeRO-1/2's gradient reduce buckets hold during a backward, which
+    :func:`~llmsizing.memory.training_memory` does not count (chapter 12).
+
+    From ``deepspeed/runtime/zero/stage_1_and_2.py`` (deepspeedai/DeepSpeed at edaa7221, 2026-08-22):
+    with ``contiguous_gradients`` (its default), ``setup_buckets`` allocates, at a backward's first gradient
+    hook, a bucket of ``reduce_bucket_size``
+    elements in the optimizer's parameter dtype (the recipe's working weights), and a second one with
+    ``overlap_comm`` (its default is on for ZeRO-3 only, ``zero/config.py``); ``_release_ipg_buffers`` frees
+    them at the end of the backward (ZeRO-2: each micro-batch's; ZeRO-1: the last one's, where it reduces).
+    Each reduction flattens the bucket's contents into one more tensor of that size (``allreduce_bucket``'s
+    ``self.flatten``, under the default ``use_multi_rank_bucket_allreduce``), so the most is one bucket more
+    than are allocated. A parameter larger than the bucket is reduced on its own, through a flattened copy
+    of its size: not counted here. The buffers are the same size whatever the model, the layout and ``dp``.
+    """
+    from ._validate import check_bool, check_int
+    from .precision import DTYPE_BYTES, RECIPES, check_recipe
+
+    check_recipe("precision", precision)
+    size = check_int("reduce_bucket_size", reduce_bucket_size, minimum=0)
+    buckets = 2 if check_bool("overlap_comm", overlap_comm) else 1
+    return float(size * DTYPE_BYTES[RECIPES[precision].weights] * (buckets + 1))
+
+
 #: What :func:`step_phases` reports as alive in each phase.
 STEP_PARTS = ("weights", "optimizer states", "gradients", "activations", "autocast copies", "temporaries")
 

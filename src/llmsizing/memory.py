@@ -147,10 +147,15 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     "bf16-mixed-fp32-grads"``, Megatron-LM's default) and PyTorch DDP's buckets (the parameters' dtype;
     ``data/grad_buffer_measurements.csv``). The buffer is the recipe's gradients, full size with ZeRO-1 (the
     distributed optimizer shards the optimizer only); ZeRO-2 and 3 free their sharded gradients: refused
-    there. PyTorch DDP with ``gradient_as_bucket_view=False`` also holds the ``.grad`` copies at the end of
-    the backward, and under ``no_sync`` accumulation both DDP modes hold them apart from the buckets (twice
-    the gradients, measured): not counted. Taught in chapter 4; checked against measured steps in chapter 5;
-    context parallelism and partial recomputation in "Long context"; the buffer in chapter 12.
+    there. DeepSpeed's ZeRO-1 and 2 keep no such buffer (``stage_1_and_2.py``: the gradients are freed by
+    the reduction and the optimizer step; their reduce bucket,
+    :func:`~llmsizing.footprint.deepspeed_bucket_bytes`, is not counted), but its bf16 ZeRO-1 with
+    ``grad_accum_dtype`` fp32 runs ``BF16_Optimizer``, whose whole-model FP32 buffer is ``grad_buffer=True``
+    with ``"bf16-mixed-fp32-grads"``. PyTorch DDP with ``gradient_as_bucket_view=False`` also holds the
+    ``.grad`` copies at the end of the backward, and under ``no_sync`` accumulation both DDP modes hold them
+    apart from the buckets (twice the gradients, measured): not counted. Taught in chapter 4; checked
+    against measured steps in chapter 5; context parallelism and partial recomputation in "Long context";
+    the buffer in chapter 12.
     """
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
