@@ -195,8 +195,9 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
       on top of the forward's activations and of the backward's working set.
 
     Against the measured Hugging Face steps (chapter 5) the forward and the loss backward are within -1% / +5%
-    and the optimizer step exact; the backward is the least exact phase, -4% to +9% (its working set is a
-    fitted half layer, :data:`LAYER_WORKING_SET`), and it rarely holds the peak.
+    and the optimizer step exact; the backward is the least exact phase, -4% to +9% (its working set,
+    :data:`LAYER_WORKING_SET`, is half a layer: a cautious round-up of the best fit, 0.395), and it rarely
+    holds the peak.
 
     Returns five pieces, each a dict of what is alive (keys of :data:`STEP_PARTS`) and each linear in the
     micro-batch: the two ends of the backward are kept apart (``"backward (start)"``, ``"backward (end)"``),
