@@ -192,7 +192,7 @@ def test_plan_refuses_a_non_bool():
         plan("llama-3-8b", tokens=1e11, seq=4096, global_batch=256, max_gpus=64, grad_buffer="on")
 
 
-# ----------------------------------------------------------------------------- DeepSpeed ZeRO-1/2's reduce bucket
+# ------------------------------------------------------------------------- DeepSpeed ZeRO-1/2's reduce bucket
 # deepspeed/runtime/zero/config.py (deepspeedai/DeepSpeed at edaa7221): reduce_bucket_size = 5e8 elements,
 # overlap_comm off for stages 1 and 2; stage_1_and_2.py: the bucket in the parameters' dtype, a second with
 # overlap_comm, and allreduce_bucket's flattened copy of its contents during each reduction.
@@ -200,7 +200,7 @@ def test_plan_refuses_a_non_bool():
     ({}, 500_000_000 * 2 * (1 + 1)),                                   # bf16: one bucket + its flattened copy
     ({"overlap_comm": True}, 500_000_000 * 2 * (2 + 1)),               # double buffers
     ({"precision": "fp32"}, 500_000_000 * 4 * 2),                      # fp32 parameters: 4 bytes an element
-    ({"precision": "bf16-mixed-fp32-grads"}, 500_000_000 * 2 * 2),     # the bucket is in the parameters' dtype
+    ({"precision": "bf16-mixed-fp32-grads"}, 500_000_000 * 2 * 2),     # the bucket: the parameters' dtype
     ({"reduce_bucket_size": 200_000_000}, 200_000_000 * 2 * 2),
 ])
 def test_deepspeed_bucket_by_hand(kw, expected):
