@@ -32,7 +32,8 @@ DISPATCHERS = {
     "alltoall": Dispatcher("alltoall", False, (
         "Megatron-Core MoEAlltoAllTokenDispatcher (--moe-token-dispatcher-type alltoall), "
         "megatron/core/transformer/moe/token_dispatcher.py: input_splits sum routing_map per expert over "
-        "each rank's experts, num_out_tokens = tokens x moe_router_topk (dropless): a token once per expert")),
+        "each rank's experts, num_out_tokens = tokens x moe_router_topk (dropless): a token once per "
+        "expert")),
     "deepep": Dispatcher("deepep", True, (
         "Megatron-Core MoEFlexTokenDispatcher with DeepEP (--moe-token-dispatcher-type flex "
         "--moe-enable-deepep), token_dispatcher.py: _DeepepManager.dispatch sends the unpermuted tokens "

@@ -209,7 +209,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
       data-parallel collectives run over ``dp x cp`` GPUs, and every activation above is of ``s / cp`` tokens.
     * EP (``parallel.ep > 1``, a mixture of experts): per MoE layer and micro-batch the dispatch and combine
       all-to-alls, forward and backward, with DeepSeek-V3's node limit ``max_nodes`` and the token
-      ``dispatcher`` (``"alltoall"`` or ``"deepep"``: :func:`llmsizing.moe.ep_all_to_all`); the routed experts' gradients are reduced, and their ZeRO shards
+      ``dispatcher`` (``"alltoall"`` or ``"deepep"``: :func:`llmsizing.moe.ep_all_to_all`); the routed
+      experts' gradients are reduced, and their ZeRO shards
       gathered, over the ``edp = tp x cp x dp / (etp x ep)`` expert-data-parallel GPUs (rows marked
       "(experts)"), the rest over ``dp x cp``, when they have buffers of their own (:func:`experts_apart`);
       otherwise with the rest, one collective.

@@ -99,6 +99,7 @@ def run_step(row, model: Model | None = None):
     micro-batches of one sequence, with the row's recipe: ``precision``, ``schedule``, ``mtp_depth``,
     ``comm_sms``, ``ep_overlap``, ``shared_expert_overlap`` (``yes``: the layout's
     :attr:`~llmsizing.parallel.Parallel.shared_expert_overlap`), ``max_nodes``, ``recompute``,
+    ``dispatcher`` (empty or absent: ``"alltoall"``; :data:`llmsizing.all_to_all.DISPATCHERS`),
     ``capacity_factor`` (empty: dropless; a number: token dropping at that capacity, the load skew of
     :func:`llmsizing.moe_time.load_skew`) and ``stage_layers`` (``;``-separated, empty: Megatron's even
     split). ``model``: a variant of the row's model to price in its place (chapter 18 prices DeepSeek-V2
@@ -119,7 +120,13 @@ def run_step(row, model: Model | None = None):
                      grad_accum=int(row["global_batch"]) // par.dp, precision=row["precision"],
                      ep_overlap=float(row["ep_overlap"]), max_nodes=_int_or_none(row["max_nodes"]),
                      schedule=row["schedule"], mtp_depth=int(row["mtp_depth"]), comm_sms=int(row["comm_sms"]),
-                     recompute=row["recompute"])
+                     recompute=row["recompute"], **_dispatcher(row))
+
+
+def _dispatcher(row) -> dict:
+    """A row's ``dispatcher`` as :func:`~llmsizing.layouts.step_time`'s keyword (none for the default)."""
+    d = row.get("dispatcher", "") if hasattr(row, "get") else ""
+    return {} if d != d or d in ("", "alltoall") else {"dispatcher": d}
 
 
 def predict_moe_run(row, model: Model | None = None) -> dict:
