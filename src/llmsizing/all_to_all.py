@@ -75,7 +75,7 @@ def distinct_reached(top_k: int, units: float, per_unit: float | None = None) ->
         miss = 1.0
         for i in range(k):
             miss *= max(0.0, (n - per - i) / (n - i))
-    return units * (1 - miss)
+    return min(units * (1 - miss), float(k))               # (k when every pick is its own unit, to rounding)
 
 
 def all_to_all_bytes(tokens: float, top_k: int, hidden: int, bytes_per_element: float, ep: int) -> float:
