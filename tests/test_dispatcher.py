@@ -1,7 +1,7 @@
-"""The token dispatcher (issue 35, moe28): Megatron-Core's "alltoall" sends a token once per expert (k copies),
-its "flex" dispatcher on DeepEP ("deepep") once to each GPU holding one of its experts and once to each node.
-Every expected value is worked out here by hand (math.prod over the hypergeometric's factors, the H800 node's
-links) or is a relation; none is copied from the library's output.
+"""The token dispatcher (issue 35, moe28): Megatron-Core's "alltoall" sends a token once per expert (k
+copies), its "flex" dispatcher on DeepEP ("deepep") once to each GPU holding one of its experts and once to
+each node. Every expected value is worked out here by hand (math.prod over the hypergeometric's factors, the
+H800 node's links) or is a relation; none is copied from the library's output.
 
 Sources: Megatron-Core megatron/core/transformer/moe/token_dispatcher.py
 (MoEAlltoAllTokenDispatcher.preprocess: input_splits sum routing_map over each rank's experts, num_out_tokens
