@@ -328,14 +328,13 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ZeRO shards over the expert-data-parallel GPUs); time adds the all-to-all
     (:func:`llmsizing.moe.ep_all_to_all`) with the routing's node limit ``max_nodes`` (``"model"``: the
     model's own, :func:`llmsizing.moe_layouts.route_max_nodes`, 4 nodes for DeepSeek-V3; ``None``: no limit)
-    and token ``dispatcher`` (``"alltoall"``, ``k`` copies a token, or ``"deepep"``),
-    exposed but for the share ``ep_overlap`` (0 to 1; 0 by default, as Megatron-Core's all-to-all overlap is
-    off by default, and 1 for DualPipe: :func:`~llmsizing.layouts.step_time` says why); the FLOPs and the MFU
-    are the active parameters'. The frame then has an ``ep`` column
-    (:data:`~llmsizing.plan_space.MOE_PLAN_COLUMNS`). A dense model refuses ``ep_degrees`` above 1 and
-    ``expert_tp``. ``shared_expert_overlap=True`` builds every layout with
-    :attr:`~llmsizing.parallel.Parallel.shared_expert_overlap` (the shared experts' GEMMs beside each
-    all-to-all, :func:`llmsizing.moe_time.shared_overlap_exposed_s`; a model without shared experts is
+    and ``dispatcher`` (``"alltoall"``: ``k`` copies a token; ``"deepep"``), exposed but for the share
+    ``ep_overlap`` (0 to 1; 0 by default, as Megatron-Core's all-to-all overlap is off by default, and 1 for
+    DualPipe: :func:`~llmsizing.layouts.step_time` says why); the FLOPs and the MFU are the active
+    parameters'. The frame then has an ``ep`` column (:data:`~llmsizing.plan_space.MOE_PLAN_COLUMNS`). A
+    dense model refuses ``ep_degrees`` above 1 and ``expert_tp``. ``shared_expert_overlap=True`` builds every
+    layout with :attr:`~llmsizing.parallel.Parallel.shared_expert_overlap` (the shared experts' GEMMs beside
+    each all-to-all, :func:`llmsizing.moe_time.shared_overlap_exposed_s`; a model without shared experts is
     refused), so a row is ``step_time`` of that layout. Off by default, as in Megatron-Core
     (``moe_shared_expert_overlap=False``: the shared experts run after the routed ones): a training stack must
     be told to, of the published MoE runs only DeepSeek-V2 states it, and the all-to-all's SMs slowing the
@@ -476,8 +475,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         more["options"] = tuple(sorted(options.items()))
     if counts is not None:
         more["counts"] = counts
-    if dispatcher != "alltoall" and model.is_moe:
-        more["dispatcher"] = dispatcher
+    more.update({"dispatcher": dispatcher} if dispatcher != "alltoall" and model.is_moe else {})
     try:
         hash(args)
     # an unhashable argument: not cached; the search rejects it with its own message
@@ -595,8 +593,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     return out
 
 
-# Retired (issue 21, warned since issue 32): the planner's old fixed compute efficiency and single overlap
-# share.
+# Retired (issue 21, warned since issue 32): the planner's old fixed compute efficiency and overlap share.
 __getattr__ = _retire(__name__, {
     "COMPUTE_EFFICIENCY": (0.5, "hardware.kernel_efficiency(gpu, dtype), or plan(kernel_efficiency=...)"),
     "OVERLAP": (None,
