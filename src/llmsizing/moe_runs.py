@@ -77,8 +77,9 @@ def moe_published_runs():
     tokens, GPU-hours, precision recipe, the layout (``pp``, ``ep``, ``dp``, ``zero``, ``recompute``), the
     global batch in sequences, the share of the all-to-all the run hides (``ep_overlap``), whether its shared
     experts run beside the all-to-all (``shared_expert_overlap``, ``yes``/``no``), DeepSeek's node
-    limit (``max_nodes``), the capacity factor of token dropping (``capacity_factor``, empty: dropless),
-    ``role`` (``check``: every run checks the range, none is fitted), source, as-of date and note."""
+    limit (``max_nodes``), the token ``dispatcher`` (``alltoall`` or ``deepep``), the capacity factor of
+    token dropping (``capacity_factor``, empty: dropless), ``role`` (``check``: every run checks the range,
+    none is fitted), source, as-of date and note."""
     import pandas as pd
 
     return pd.read_csv(MOE_PUBLISHED_RUNS_CSV, keep_default_na=False, na_values=[""])
