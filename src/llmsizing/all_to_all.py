@@ -27,7 +27,8 @@ class Dispatcher:
     source: str
 
 
-#: The token dispatchers :func:`all_to_all_s` prices, by their Megatron-Core names (chapter 18)
+#: The token dispatchers :func:`all_to_all_s` prices: Megatron-Core's ``alltoall``, and its ``flex`` on DeepEP
+#: as ``deepep`` (chapter 18)
 DISPATCHERS = {
     "alltoall": Dispatcher("alltoall", False, (
         "Megatron-Core MoEAlltoAllTokenDispatcher (--moe-token-dispatcher-type alltoall), "
@@ -286,7 +287,7 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
     always reached; else the distinct nodes of ``k`` uniform draws), ``D_g`` the distinct GPUs among the
     reached nodes' ``D_n x d``. Uniform routing is the approximation: a trained router's picks cluster, so
     they reach fewer GPUs. Against DeepEP's published normal kernels (:func:`deepep_normal_published_s`):
-    0.87x at EP 8 (the ``alltoall`` count 1.32x), 0.79x at EP 16, 0.99x at EP 64
+    0.88x at EP 8 (the ``alltoall`` count 1.32x), 0.80x at EP 16, 0.99x at EP 64
     (``tests/test_dispatcher.py``)."""
     s = check_number("message_bytes", message_bytes)
     ep = check_int("ep", ep, maximum=65536)
@@ -374,15 +375,13 @@ def deepep_destinations(ep: int, top_k: int, experts: int, gpus_per_node: int, t
     sit on, a group a node, each taken as reached: ``min(nodes, topk_groups)`` (2 at EP 16, where 0.7% of
     tokens keep all eight experts in one group; 4 at EP 64; at EP 32 an upper bound, the fourth group
     missing all eight for some tokens). Used by :func:`deepep_normal_published_s`."""
-    from math import comb
-
     ep, k, e = check_int("ep", ep), check_int("top_k", top_k), check_int("experts", experts)
     g, t = check_int("gpus_per_node", gpus_per_node), check_int("topk_groups", topk_groups)
     if e % ep or k > e:
         raise ValueError(f"deepep_destinations: ep must divide experts={e} and top_k <= experts, got "
                          f"ep={ep}, top_k={k}")
     if ep <= g:
-        return ep * (1 - comb(e - e // ep, k) / comb(e, k))
+        return distinct_reached(k, ep, e // ep)                 # (the same draw all_to_all_s prices "deepep" on)
     return float(min(-(-ep // g), t))
 
 
