@@ -381,7 +381,7 @@ def deepep_destinations(ep: int, top_k: int, experts: int, gpus_per_node: int, t
         raise ValueError(f"deepep_destinations: ep must divide experts={e} and top_k <= experts, got "
                          f"ep={ep}, top_k={k}")
     if ep <= g:
-        return distinct_reached(k, ep, e // ep)                 # (the same draw all_to_all_s prices "deepep" on)
+        return distinct_reached(k, ep, e // ep)          # (the draw all_to_all_s prices "deepep" on)
     return float(min(-(-ep // g), t))
 
 
