@@ -53,12 +53,12 @@ PART_COLUMNS = ("weights", "optimizer states", "gradients", "activations", "temp
 #: A dense row's ``dtype`` -> the recipe its memory is priced with today.
 DENSE_RECIPE = {"bf16": "bf16-mixed", "fp8": "bf16-mixed", "fp16": "fp16-mixed"}
 
-#: The stack of each MoE row (``data/moe_published_runs.csv`` has no framework column). JetMoE-8B
-#: (arXiv:2404.07413) and the Granite 3.0 MoE models (IBM's report) were trained on Megatron; OLMoE
-#: (arXiv:2409.02060) on FSDP. DeepSeek's (HAI-LLM), Llama 4's and Phi-3.5-MoE's stacks are neither stated nor
-#: Megatron's, so they are ``"unknown"``.
-MOE_FRAMEWORK = {"JetMoE-8B pre-training": "megatron", "Granite 3.0 1B-A400M pre-training": "megatron",
-                 "Granite 3.0 3B-A800M pre-training": "megatron", "OLMoE-1B-7B pre-training": "fsdp"}
+#: The stack of each MoE row (``data/moe_published_runs.csv`` has no framework column), as the row's note
+#: gives it. JetMoE-8B runs on Megatron without a distributed optimizer ("Megatron without a distributed
+#: optimizer"), and OLMoE on FSDP ("data parallelism by FSDP"). The other rows name no stack (DeepSeek's
+#: HAI-LLM is not Megatron-Core; Granite 3.0's report names ScatterMoE, not the trainer), so they are
+#: ``"unknown"``.
+MOE_FRAMEWORK = {"JetMoE-8B pre-training": "megatron", "OLMoE-1B-7B pre-training": "fsdp"}
 
 #: What a source states that its row's columns cannot carry, by the row's ``framework`` (dense) or ``model``
 #: (MoE). Each entry is a text and, for :func:`_stated_memory`, a kind.
