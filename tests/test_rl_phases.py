@@ -58,6 +58,9 @@ def test_cpu_adam_by_hand_for_the_miles_layout():
     gen4 = 2 * local * 2 / PCIE4 + local * 30 / 40e9
     assert gen4 == pytest.approx(3.52, abs=0.03)
     assert cpu_adam_s(m, par, 8, host_link_gbps=PCIE4 / 1e9) == pytest.approx(gen4, rel=0.03)
+    with pytest.warns(DeprecationWarning, match="gpu="):          # the old call, naming no GPU: Gen4 still
+        assert cpu_adam_s(m, par, 8) == cpu_adam_s(m, par, 8, host_link_gbps=PCIE4 / 1e9)
+    assert cpu_adam_s(m, par, 8, gpu="A100 80GB") == pytest.approx(gen4, rel=0.03)    # an A100's host: Gen4
     plain = rl_run("qwen3-30b-a3b", **MILES)
     cpu = rl_run("qwen3-30b-a3b", cpu_optimizer=True, **MILES)
     assert cpu.phases["update"] - plain.phases["update"] == pytest.approx(cpu_adam_s(m, par, 8, gpu="MI300X"),

@@ -111,9 +111,9 @@ def _offload_s_per_token(model: str, gpu: str, n_gpus: int, tokens_per_step: int
     ``model`` with the CPU offload of :func:`_offload_layout`: :func:`~llmsizing.runs.offload_exposed_s` of
     one optimizer step (:func:`~llmsizing.zero_traffic.offload_time` over ``gpu``'s host link: the gradients
     down, the CPU's Adam, the weights up; without the delayed parameter update of Ren et al. 2021, Sec. 5.2)
-    over the step of :func:`~llmsizing.layouts.step_time` it hides behind (micro-batch 1, full recomputation, as the fit
-    check), each GPU accumulating ``tokens_per_step`` tokens (whole sequences of :data:`SEQ`; the audit's is
-    :data:`OFFLOAD_TOKENS_PER_STEP`). Chapter 13 (case 1) times it."""
+    over the step of :func:`~llmsizing.layouts.step_time` it hides behind (micro-batch 1, full recomputation,
+    as the fit check), each GPU accumulating ``tokens_per_step`` tokens (whole sequences of :data:`SEQ`; the
+    audit's is :data:`OFFLOAD_TOKENS_PER_STEP`). Chapter 13 (case 1) times it."""
     from .layouts import step_time
     from .parallel import Parallel
     from .runs import offload_exposed_s
