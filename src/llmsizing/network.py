@@ -504,8 +504,9 @@ PCIE_GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}
 def pcie_gbps_one_way(generation: int, lanes: int = 16) -> float:
     """One direction of a PCIe link, decimal GB/s: ``GT/s per lane x lanes x line code / 8`` (PCI-SIG base
     specifications; :data:`PCIE_GT_PER_S`), the line code 8/10 up to Gen2 and 128/130 from Gen3. Gen5 x16:
-    32 x 16 x 128/130 / 8 = 63.0; Gen4 x16 31.5; Gen3 x16 15.75. Packet headers and flow control take a few
-    per cent more of it: a pinned copy reaches about 80-90% (not priced). Chapter 7."""
+    32 x 16 x 128/130 / 8 = 63.0; Gen4 x16 31.5; Gen3 x16 15.75. The line rate: packet headers and flow control
+    take part of it, and a host copy reaches less (no measured copy in data/ to fit the share on; not priced).
+    Chapter 7."""
     gen = check_int("generation", generation, minimum=min(PCIE_GT_PER_S), maximum=max(PCIE_GT_PER_S))
     n = check_int("lanes", lanes, maximum=32)
     if n & (n - 1):
@@ -530,8 +531,8 @@ def host_link_gbps(gpu) -> float:
     its ``host_link_gbps_one_way`` for a link that is not PCIe (a GB200's NVLink-C2C to its Grace; Frontier's
     Infinity Fabric, 36 GB/s a GCD). ``gpu``: a catalogue name, a :class:`~llmsizing.catalog.GPU`, or a
     :class:`Node` (its GPU's link: no node row names a host link of its own). A GPU without host data
-    (hand-made) gets :data:`UNKNOWN_HOST_LINK_GBPS`. Raw: a pinned copy reaches some 80-90% of it, and GPUs
-    that share a PCIe switch with a NIC share its uplink (neither is priced)."""
+    (hand-made) gets :data:`UNKNOWN_HOST_LINK_GBPS`. The line rate: a host copy reaches only part of it, and
+    GPUs that share a PCIe switch with a NIC share its uplink (neither is priced)."""
     g = get_gpu(gpu.gpu if isinstance(gpu, Node) else gpu)
     if g.host_link_gbps_one_way is not None:
         return g.host_link_gbps_one_way
