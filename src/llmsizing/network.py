@@ -504,9 +504,9 @@ PCIE_GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}
 def pcie_gbps_one_way(generation: int, lanes: int = 16) -> float:
     """One direction of a PCIe link, decimal GB/s: ``GT/s per lane x lanes x line code / 8`` (PCI-SIG base
     specifications; :data:`PCIE_GT_PER_S`), the line code 8/10 up to Gen2 and 128/130 from Gen3. Gen5 x16:
-    32 x 16 x 128/130 / 8 = 63.0; Gen4 x16 31.5; Gen3 x16 15.75. The line rate: packet headers and flow control
-    take part of it, and a host copy reaches less (no measured copy in data/ to fit the share on; not priced).
-    Chapter 7."""
+    32 x 16 x 128/130 / 8 = 63.0; Gen4 x16 31.5; Gen3 x16 15.75. The line rate: packet headers and flow
+    control take part of it, and a host copy reaches less (no measured copy in data/ to fit the share on; not
+    priced). Chapter 7."""
     gen = check_int("generation", generation, minimum=min(PCIE_GT_PER_S), maximum=max(PCIE_GT_PER_S))
     n = check_int("lanes", lanes, maximum=32)
     if n & (n - 1):
