@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from llmsizing import audit
 from llmsizing.audit import BAND, BOUNDS, COMPUTE, SEED_CLAIMS_CSV, audit_table, claims, not_computed_claims, verdict
 
-#: PCIe Gen4 x16 one way, by hand: 16 GT/s x 16 lanes x 128/130 (128b/130b line code) / 8 bits = 31.5 GB/s
-PCIE4 = 16e9 * 16 * 128 / 130 / 8
+#: PCIe Gen5 x16, an H100 SXM's host link (NVIDIA H100 datasheet): 32 GT/s x 16 x 128/130 / 8 = 63.0 GB/s
+PCIE5 = 32e9 * 16 * 128 / 130 / 8
 
 SEEDS = {"000_d6a575a5f6cf2fc5.txt", "001_728459bae6ee56ef.txt", "002_cf3ae0560e47cdf5.txt",
          "003_49a84688992d7c26.txt", "004_cd8d1bb82c5d028d.txt"}
@@ -544,13 +544,14 @@ def _offload_days_by_hand(published: bool = True) -> float:
     parameter, at Ren et al. 2021's published rate scaled to an eighth of a DGX H100 (1.168B parameters/s,
     REN_PARAMS_PER_S_PER_GPU: 6.20 s) or, with ``published=False``, at the library's stated rate (40 GB/s over
     30 bytes per parameter, 1.333B/s, 14% faster: 5.43 s; test_ch7_data_parallel checks that constant against
-    the same paper), and the 16-bit weights go back over a 31.5 GB/s host link (0.46 s); the gradients' one copy
+    the same paper), and the 16-bit weights go back over the H100's host link, PCIe Gen5 x16 at 63.0 GB/s
+    (0.23 s); the gradients' one copy
     down (ZeRO-1) hides behind the ~30 s of compute. Both wait on the critical path unless the delayed parameter
     update (Ren et al. 2021, Sec. 5.2) hides them."""
     n = 7_241_732_096                                               # Mistral 7B's parameters (its config)
     rate = REN_PARAMS_PER_S_PER_GPU if published else 40e9 / 30
-    per_step = n / rate + n * 2 / PCIE4                              # 6.20 (5.43) s + 0.46 s
-    return 1e9 / (64 * 4096) * per_step / 86_400                    # 3,815 steps: 0.29 (0.26) days
+    per_step = n / rate + n * 2 / PCIE5                              # 6.20 (5.43) s + 0.23 s
+    return 1e9 / (64 * 4096) * per_step / 86_400                    # 3,815 steps: 0.28 (0.25) days
 
 
 #: Each time, throughput and cost claim's run, from the seed's own words (model, GPU, GPUs), independent of the

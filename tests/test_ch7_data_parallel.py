@@ -202,17 +202,20 @@ def test_offload_time_by_hand():
     n = get_model("llama-3-70b").n_params
     part = n / 8
     assert CPU_ADAM_BYTES_PER_PARAM == 30
-    t = offload_time("llama-3-70b", Parallel(dp=8, zero=3, offload="optimizer"), grad_accum=2)
+    t = offload_time("llama-3-70b", Parallel(dp=8, zero=3, offload="optimizer"), grad_accum=2,
+                     host_link_gbps=HOST_LINK_GBPS)
     assert t.partition_params == pytest.approx(part)
     assert t.grads_down_s == pytest.approx(2 * 2 * part / (HOST_LINK_GBPS * 1e9))
     assert t.weights_up_s == pytest.approx(2 * part / (HOST_LINK_GBPS * 1e9))
     assert t.cpu_adam_s == pytest.approx(30 * part / (HOST_MEMORY_GBPS * 1e9))
     assert t.total_s == pytest.approx(t.grads_down_s + t.weights_up_s + t.cpu_adam_s)
     # offload_param: the weights are fetched for every forward and backward instead of once
-    p = offload_time("llama-3-70b", Parallel(dp=8, zero=3, offload="optimizer+params"), grad_accum=2)
+    p = offload_time("llama-3-70b", Parallel(dp=8, zero=3, offload="optimizer+params"), grad_accum=2,
+                     host_link_gbps=HOST_LINK_GBPS)
     assert p.weights_up_s == pytest.approx(4 * t.weights_up_s)
     # ZeRO-1 sends the gradient partition once per step
-    z1 = offload_time("llama-3-8b", Parallel(dp=8, zero=1, offload="optimizer"), grad_accum=4)
+    z1 = offload_time("llama-3-8b", Parallel(dp=8, zero=1, offload="optimizer"), grad_accum=4,
+                      host_link_gbps=HOST_LINK_GBPS)
     assert z1.grads_down_bytes == pytest.approx(2 * get_model("llama-3-8b").n_params / 8)
     with pytest.raises(ValueError, match="offload"):
         offload_time("llama-3-8b", Parallel(dp=8, zero=3))
@@ -230,12 +233,24 @@ def test_pcie_link_rates_by_hand():
 
     assert PCIE_GEN4_X16_GBPS == pytest.approx(31.508, abs=5e-4)
     assert PCIE_GEN5_X16_GBPS == pytest.approx(63.015, abs=5e-4)
-    assert HOST_LINK_GBPS == PCIE_GEN4_X16_GBPS                  # the cautious default stays Gen4
+    assert HOST_LINK_GBPS == PCIE_GEN4_X16_GBPS          # what a call naming no GPU gets (deprecated)
     par = Parallel(zero=2, offload="optimizer")
-    gen4 = offload_time("mistral-7b", par, grad_accum=64)
+    gen4 = offload_time("mistral-7b", par, grad_accum=64, host_link_gbps=PCIE_GEN4_X16_GBPS)
     gen5 = offload_time("mistral-7b", par, grad_accum=64, host_link_gbps=PCIE_GEN5_X16_GBPS)
     assert gen4.grads_down_s == pytest.approx(29.42, abs=0.01)
     assert gen5.grads_down_s == pytest.approx(14.71, abs=0.01)
+    # the default is the GPU's own host link (data/gpus.csv): an H100 SXM's is Gen5 x16, an A100's Gen4 x16
+    assert offload_time("mistral-7b", par, grad_accum=64, gpu="H100 SXM").grads_down_s == pytest.approx(14.71,
+                                                                                                     abs=0.01)
+    assert offload_time("mistral-7b", par, grad_accum=64, gpu="A100 80GB").grads_down_s == pytest.approx(29.42,
+                                                                                                      abs=0.01)
+    # a given link wins over the GPU's; naming neither still prices Gen4, with a DeprecationWarning
+    assert offload_time("mistral-7b", par, grad_accum=64, gpu="H100 SXM",
+                        host_link_gbps=PCIE_GEN4_X16_GBPS) == gen4
+    with pytest.warns(DeprecationWarning, match="gpu="):
+        assert offload_time("mistral-7b", par, grad_accum=64) == gen4
+    with pytest.raises(ValueError, match="GPU|gpu"):
+        offload_time("mistral-7b", par, grad_accum=64, gpu="H999")
 
 
 
@@ -250,20 +265,20 @@ def test_offload_time_gpus_per_host_against_published_cpu_adam():
       1.142x faster (the same ratio as the 8-GPU share);
     - the default, 8, leaves old calls unchanged: 1.3333e9/s, one eighth."""
     par = Parallel(dp=1, zero=1, offload="optimizer")
-    default = offload_time("llama-3-8b", par)
-    assert default == offload_time("llama-3-8b", par, gpus_per_host=8)
+    default = offload_time("llama-3-8b", par, gpu="H100 SXM")
+    assert default == offload_time("llama-3-8b", par, gpu="H100 SXM", gpus_per_host=8)
     assert default.partition_params / default.cpu_adam_s == pytest.approx(1.3333e9, rel=1e-3)
-    own = offload_time("llama-3-8b", par, gpus_per_host=1)
+    own = offload_time("llama-3-8b", par, gpu="H100 SXM", gpus_per_host=1)
     rate = own.partition_params / own.cpu_adam_s
     assert rate == pytest.approx(10.667e9, rel=1e-3)
     assert rate / (8e9 / 0.769) == pytest.approx(1.025, abs=0.002)
     assert rate / 9.341e9 == pytest.approx(1.142, abs=0.002)
-    four = offload_time("llama-3-8b", par, gpus_per_host=4)
+    four = offload_time("llama-3-8b", par, gpu="H100 SXM", gpus_per_host=4)
     assert four.cpu_adam_s == pytest.approx(default.cpu_adam_s / 2)
     assert own.transfer_s == pytest.approx(default.transfer_s)      # the host link is each GPU's own
     for bad, err in ((0, ValueError), (2000, ValueError), (1.5, TypeError), (True, TypeError)):
         with pytest.raises(err, match="gpus_per_host"):
-            offload_time("llama-3-8b", par, gpus_per_host=bad)
+            offload_time("llama-3-8b", par, gpu="H100 SXM", gpus_per_host=bad)
 
 
 # ----------------------------------------------------------------------------- charts

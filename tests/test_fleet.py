@@ -139,10 +139,15 @@ def test_prefix_cache_saves_prefill_and_gpus():
 def test_kv_offload_by_hand():
     """Llama-3-8B on one H100: 32 layers x 8 KV heads x 128 x 2 x 2 bytes = 131,072 bytes per token; 250 GB of
     host memory holds 250e9 / 131,072 = 1,907,348 tokens, and a 1,024-token prompt's cache (134 MB) takes
-    2.13 ms over 63 GB/s."""
+    2.13 ms over the H100's PCIe Gen5 x16 (32 GT/s x 16 x 128/130 / 8 = 63.0 GB/s one way); on an A100
+    (PCIe Gen4 x16, 31.5 GB/s) twice that."""
     o = kv_offload(serving("llama-3-8b", "H100 SXM", prompt=1024))
     assert o.cpu_tokens == 1_907_348
-    assert o.reload_s == pytest.approx(131_072 * 1024 / 63e9, rel=1e-12)
+    assert o.reload_s == pytest.approx(131_072 * 1024 / (32e9 * 16 * 128 / 130 / 8), rel=1e-12)
+    a100 = kv_offload(serving("llama-3-8b", "A100 80GB", prompt=1024))
+    assert a100.reload_s == pytest.approx(131_072 * 1024 / (16e9 * 16 * 128 / 130 / 8), rel=1e-12)
+    assert kv_offload(serving("llama-3-8b", "H100 SXM", prompt=1024), pcie_gbps=63.0).reload_s == pytest.approx(
+        131_072 * 1024 / 63e9, rel=1e-12)
     assert o.reload_pays and o.capacity_gain > 2
 
 

@@ -9,7 +9,8 @@ import pytest
 
 import llmsizing as L
 from llmsizing import network
-from llmsizing.catalog import list_gpu_variants
+from llmsizing.catalog import get_gpu, list_gpu_variants, list_gpus
+from llmsizing.network import get_node
 from llmsizing.comm import communication, group_network
 from llmsizing.parallel import Parallel
 
@@ -323,3 +324,63 @@ def test_tree_levels_by_hand():
     assert latency_steps("all-reduce", 16384, across=False) == 2 * 16383
     with pytest.raises(ValueError, match="n"):
         tree_levels(0)
+
+
+# ------------------------------------------------------------------- the host link (session 28, hostlink28)
+def test_pcie_rates_by_hand():
+    """PCI-SIG base specifications: Gen3/4/5 run 8/16/32 GT/s a lane with the 128b/130b line code, Gen1/2
+    2.5/5 GT/s with 8b/10b. One way, x16: Gen5 32 x 16 x 128/130 / 8 = 63.015 GB/s, Gen4 31.508, Gen3
+    15.754; Gen2 5 x 16 x 8/10 / 8 = 8.0; Gen4 x8 15.754."""
+    from llmsizing.network import pcie_gbps_one_way
+
+    assert pcie_gbps_one_way(5, 16) == pytest.approx(63.015, abs=5e-4)
+    assert pcie_gbps_one_way(4, 16) == pytest.approx(31.508, abs=5e-4)
+    assert pcie_gbps_one_way(3, 16) == pytest.approx(15.754, abs=5e-4)
+    assert pcie_gbps_one_way(2, 16) == pytest.approx(8.0)
+    assert pcie_gbps_one_way(4, 8) == pytest.approx(15.754, abs=5e-4)
+    for bad, match in ((dict(generation=6), "generation"), (dict(generation=0), "generation"),
+                       (dict(generation=4, lanes=12), "lanes"), (dict(generation=4, lanes=0), "lanes")):
+        with pytest.raises(ValueError, match=match):
+            pcie_gbps_one_way(**bad)
+    with pytest.raises(TypeError, match="generation"):
+        pcie_gbps_one_way(4.0)
+
+
+def test_host_link_from_each_gpus_data():
+    """Each GPU's host link, from its datasheet (data/gpus.csv host_link_source): H100 SXM, H200, B200 and
+    MI300X hosts are PCIe Gen5 x16 (63.0 GB/s one way); A100, L40S, L4 and RTX 4090 Gen4 x16 (31.5); the
+    V100 Gen3 x16 (15.75); Frontier's MI250X GCD 36 GB/s of Infinity Fabric CPU-GPU (OLCF user guide)."""
+    from llmsizing.network import host_link_gbps
+
+    gen5, gen4, gen3 = 32 * 16 * 128 / 130 / 8, 16 * 16 * 128 / 130 / 8, 8 * 16 * 128 / 130 / 8
+    for name in ("H100 SXM", "H200", "B200", "MI300X"):
+        assert host_link_gbps(name) == pytest.approx(gen5)
+    for name in ("A100 80GB", "A100 40GB", "L40S", "L4", "RTX 4090"):
+        assert host_link_gbps(name) == pytest.approx(gen4)
+    assert host_link_gbps("V100") == pytest.approx(gen3)
+    assert host_link_gbps("MI250X GCD") == 36.0
+    assert host_link_gbps(get_node(None, "H100 SXM")) == pytest.approx(gen5)      # a node: its GPU's
+    for name in list_gpus():                                                     # every row cites its source
+        g = get_gpu(name)
+        assert g.host_link_source and g.host_link_as_of, name
+        assert (g.host_pcie_gen is None) != (g.host_link_gbps_one_way is None), name
+
+
+def test_host_link_of_a_hand_made_gpu_and_bad_host_fields():
+    from dataclasses import replace
+
+    from llmsizing.network import UNKNOWN_HOST_LINK_GBPS, host_link_gbps
+
+    h100 = get_gpu("H100 SXM")
+    bare = replace(h100, name="bare", host_pcie_gen=None, host_pcie_lanes=None)
+    assert host_link_gbps(bare) == UNKNOWN_HOST_LINK_GBPS == pytest.approx(16 * 16 * 128 / 130 / 8)
+    assert host_link_gbps(replace(h100, host_pcie_lanes=8)) == pytest.approx(32 * 8 * 128 / 130 / 8)
+    for bad, match in ((dict(host_pcie_gen=6), "host_pcie_gen"), (dict(host_pcie_lanes=None), "go together"),
+                       (dict(host_pcie_lanes=12), "host_pcie_lanes"),
+                       (dict(host_link_gbps_one_way=100.0), "not both"),
+                       (dict(host_pcie_gen=None, host_pcie_lanes=None, host_link_gbps_one_way=0.0),
+                        "host_link_gbps_one_way")):
+        with pytest.raises(ValueError, match=match):
+            replace(h100, **bad)
+    with pytest.raises(TypeError, match="host_pcie_gen"):
+        replace(h100, host_pcie_gen="5")

@@ -12,6 +12,8 @@ from llmsizing.serve import serving
 
 #: PCIe Gen4 x16 one way, by hand: 16 GT/s x 16 lanes x 128/130 (128b/130b line code) / 8 bits = 31.5 GB/s
 PCIE4 = 16e9 * 16 * 128 / 130 / 8
+#: PCIe Gen5 x16, an H100 SXM's host link (NVIDIA H100 datasheet): 32 GT/s x 16 x 128/130 / 8 = 63.0 GB/s
+PCIE5 = 32e9 * 16 * 128 / 130 / 8
 
 H100 = "H100 SXM"
 
@@ -98,14 +100,14 @@ def test_ppo_sends_the_critic_to_the_host_too():
     """Colocated PPO offloads the critic's model states as it does the policy's (``offload`` applies to both;
     verl's and OpenRLHF's offload options are per model). FSDP over 16
     GPUs: 16 bytes x 8,030,261,248 parameters / 16 = 8.03e9 bytes per GPU per model; GRPO's trip there and
-    back is 2 x 8.03e9 / 31.5e9 B/s = 0.510 s, PPO's (two models) 1.020 s. Without offload the states kept
+    back over the H100's PCIe Gen5 x16 is 2 x 8.03e9 / 63.0e9 B/s = 0.255 s, PPO's (two models) 0.510 s. Without offload the states kept
     beside the engine double too (7.48 -> 14.96 GiB)."""
     kw = dict(gpu=H100, n_gpus=16, prompts_per_step=128, samples_per_prompt=16, prompt=128,
               response=(932, 3968), steps=1)
     per_model = 16 * 8_030_261_248 / 16
     g, p = rl_run("llama-3-8b", **kw), rl_run("llama-3-8b", algorithm="ppo", **kw)
-    assert g.moves["trainer_offload"] == pytest.approx(2 * per_model / PCIE4, rel=1e-9)
-    assert p.moves["trainer_offload"] == pytest.approx(2 * 2 * per_model / PCIE4, rel=1e-9)
+    assert g.moves["trainer_offload"] == pytest.approx(2 * per_model / PCIE5, rel=1e-9)
+    assert p.moves["trainer_offload"] == pytest.approx(2 * 2 * per_model / PCIE5, rel=1e-9)
     assert p.state_bytes_per_gpu == pytest.approx(2 * per_model, rel=1e-9)
     assert p.moves["sync"] == g.moves["sync"]     # the engines still get one model's weights
     kept = rl_run("llama-3-8b", algorithm="ppo", offload=False, **kw)

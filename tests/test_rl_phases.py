@@ -14,6 +14,7 @@ from llmsizing.catalog import resolve_model
 
 #: PCIe Gen4 x16 one way, by hand: 16 GT/s x 16 lanes x 128/130 (128b/130b line code) / 8 bits = 31.5 GB/s
 PCIE4 = 16e9 * 16 * 128 / 130 / 8
+PCIE5 = 32e9 * 16 * 128 / 130 / 8        # an MI300X's host link: PCIe Gen5 x16 (AMD MI300X datasheet)
 
 MILES = dict(gpu="MI300X", n_gpus=8, prompts_per_step=256, samples_per_prompt=1, prompt=128,
              response=(5642.0, 8192), steps=1, reference=False, train_layout=(4, 1, 8, 1))
@@ -44,18 +45,26 @@ def test_cpu_adam_by_hand_for_the_miles_layout():
     experts 48 x 128 x 3 x 2048 x 768 / EP8 = 3.624e9; attention 48 x (2 x 2048 x 4096 + 2 x 2048 x 512)
     / TP4 = 0.226e9; embedding and head 2 x 151,936 x 2048 / TP4 = 0.156e9; router 48 x 2048 x 128 =
     0.0126e9 -> about 4.02e9 parameters per GPU, all of them in its optimizer partition (expert-data-parallel
-    group 8 / (8 x 1) = 1). CPU Adam: 2 x 4.02e9 x 2 B / 31.5 GB/s (gradients down, weights up) + 4.02e9 x 30 B
-    / 40 GB/s = 0.51 + 3.01 = 3.52 s."""
+    group 8 / (8 x 1) = 1). CPU Adam over an MI300X's PCIe Gen5 x16 (63.0 GB/s one way): 2 x 4.02e9 x 2 B /
+    63.0 GB/s (gradients down, weights up) + 4.02e9 x 30 B / 40 GB/s = 0.26 + 3.01 = 3.27 s; over Gen4 x16
+    (31.5 GB/s) 0.51 + 3.01 = 3.52 s."""
     m = resolve_model("qwen3-30b-a3b", moe=True)
     par = layout_parallel(m, (4, 1, 8, 1), 8)
     local = 48 * 128 * 3 * 2048 * 768 / 8 + 48 * (2 * 2048 * 4096 + 2 * 2048 * 512) / 4 \
         + 2 * 151936 * 2048 / 4 + 48 * 2048 * 128
-    by_hand = 2 * local * 2 / PCIE4 + local * 30 / 40e9
-    assert by_hand == pytest.approx(3.52, abs=0.03)
-    assert cpu_adam_s(m, par, 8) == pytest.approx(by_hand, rel=0.03)
+    by_hand = 2 * local * 2 / PCIE5 + local * 30 / 40e9
+    assert by_hand == pytest.approx(3.27, abs=0.03)
+    assert cpu_adam_s(m, par, 8, gpu="MI300X") == pytest.approx(by_hand, rel=0.03)
+    gen4 = 2 * local * 2 / PCIE4 + local * 30 / 40e9
+    assert gen4 == pytest.approx(3.52, abs=0.03)
+    assert cpu_adam_s(m, par, 8, host_link_gbps=PCIE4 / 1e9) == pytest.approx(gen4, rel=0.03)
+    with pytest.warns(DeprecationWarning, match="gpu="):          # the old call, naming no GPU: Gen4 still
+        assert cpu_adam_s(m, par, 8) == cpu_adam_s(m, par, 8, host_link_gbps=PCIE4 / 1e9)
+    assert cpu_adam_s(m, par, 8, gpu="A100 80GB") == pytest.approx(gen4, rel=0.03)    # an A100's host: Gen4
     plain = rl_run("qwen3-30b-a3b", **MILES)
     cpu = rl_run("qwen3-30b-a3b", cpu_optimizer=True, **MILES)
-    assert cpu.phases["update"] - plain.phases["update"] == pytest.approx(cpu_adam_s(m, par, 8), rel=1e-9)
+    assert cpu.phases["update"] - plain.phases["update"] == pytest.approx(cpu_adam_s(m, par, 8, gpu="MI300X"),
+                                                                          rel=1e-9)
     assert cpu.phases["log_probs"] == pytest.approx(plain.phases["log_probs"], rel=1e-9)
 
 

@@ -14,6 +14,7 @@ from llmsizing.rl_trainer import layout_parallel, weight_backup_s
 
 #: PCIe Gen4 x16 one way, by hand: 16 GT/s x 16 lanes x 128/130 (128b/130b line code) / 8 bits = 31.5 GB/s
 PCIE4 = 16e9 * 16 * 128 / 130 / 8
+PCIE5 = 32e9 * 16 * 128 / 130 / 8        # an MI300X's host link: PCIe Gen5 x16 (AMD MI300X datasheet)
 
 
 def test_stand_in_kernel_efficiency_scaled_by_the_best_gemm():
@@ -48,23 +49,27 @@ def test_weight_backup_by_hand_for_the_miles_layout():
     """slime copies the policy's 16-bit weights to the host after each update, and with a reference swaps it
     in and the policy back: 3 copies of the GPU's parameters. Qwen3-30B-A3B on TP4/EP8 (by hand: experts
     48 x 128 x 3 x 2048 x 768 / 8, attention 48 x (2 x 2048 x 4096 + 2 x 2048 x 512) / 4, embedding and head
-    2 x 151,936 x 2048 / 4, router 48 x 2048 x 128: about 4.02e9 parameters): 3 x 2 B x 4.02e9 / 31.5 GB/s =
-    0.77 s; 0.26 s without a reference."""
+    2 x 151,936 x 2048 / 4, router 48 x 2048 x 128: about 4.02e9 parameters), over an MI300X's PCIe Gen5 x16
+    (63.0 GB/s one way): 3 x 2 B x 4.02e9 / 63.0 GB/s = 0.38 s; 0.13 s without a reference; over a Gen4 x16
+    link (31.5 GB/s) twice that."""
     m = resolve_model("qwen3-30b-a3b", moe=True)
     par = layout_parallel(m, (4, 1, 8, 1), 8)
     local = 48 * 128 * 3 * 2048 * 768 / 8 + 48 * (2 * 2048 * 4096 + 2 * 2048 * 512) / 4 \
         + 2 * 151936 * 2048 / 4 + 48 * 2048 * 128
-    assert weight_backup_s(m, par, reference=True) == pytest.approx(3 * 2 * local / PCIE4, rel=0.01)
-    assert weight_backup_s(m, par, reference=False) == pytest.approx(2 * local / PCIE4, rel=0.01)
+    assert weight_backup_s(m, par, reference=True, gpu="MI300X") == pytest.approx(3 * 2 * local / PCIE5, rel=0.01)
+    assert weight_backup_s(m, par, reference=False, gpu="MI300X") == pytest.approx(2 * local / PCIE5, rel=0.01)
+    assert weight_backup_s(m, par, reference=False, host_link_gbps=PCIE4 / 1e9) == pytest.approx(
+        2 * local / PCIE4, rel=0.01)
     kw = dict(gpu="MI300X", n_gpus=8, prompts_per_step=256, samples_per_prompt=1, prompt=128,
               response=(5642.0, 8192), steps=1, train_layout=(4, 1, 8, 1))
     plain, backed = rl_run("qwen3-30b-a3b", **kw), rl_run("qwen3-30b-a3b", weight_backup=True, **kw)
-    assert backed.moves["weight_backup"] == pytest.approx(weight_backup_s(m, par, reference=True), rel=1e-9)
+    assert backed.moves["weight_backup"] == pytest.approx(weight_backup_s(m, par, reference=True, gpu="MI300X"),
+                                                          rel=1e-9)
     # without the backup the reference's weights go to the host and back with the offload (2 copies of the
-    # same 2 B x local bytes: 0.51 s); the backup's 3 copies replace them, one copy (0.26 s) more
-    assert plain.moves["reference_offload"] == pytest.approx(2 * 2 * local / PCIE4, rel=0.01)
+    # same 2 B x local bytes: 0.26 s); the backup's 3 copies replace them, one copy (0.13 s) more
+    assert plain.moves["reference_offload"] == pytest.approx(2 * 2 * local / PCIE5, rel=0.01)
     assert backed.moves["reference_offload"] == 0
-    assert backed.step_s - plain.step_s == pytest.approx(2 * local / PCIE4, rel=0.01)
+    assert backed.step_s - plain.step_s == pytest.approx(2 * local / PCIE5, rel=0.01)
     assert backed.step_s - plain.step_s == pytest.approx(
         backed.moves["weight_backup"] - plain.moves["reference_offload"], rel=1e-9)
     with pytest.raises(TypeError, match="weight_backup"):

@@ -16,6 +16,8 @@ from llmsizing.rl_trainer import (colocated_moves_s, default_layout, layout_para
 
 #: PCIe Gen4 x16 one way, by hand: 16 GT/s x 16 lanes x 128/130 (128b/130b line code) / 8 bits = 31.5 GB/s
 PCIE4 = 16e9 * 16 * 128 / 130 / 8
+#: PCIe Gen5 x16, an H100 SXM's host link (NVIDIA H100 datasheet): 32 GT/s x 16 x 128/130 / 8 = 63.0 GB/s
+PCIE5 = 32e9 * 16 * 128 / 130 / 8
 
 H100 = "H100 SXM"
 
@@ -66,20 +68,25 @@ def test_layout_trainer_is_the_step_of_its_micro_batches_and_the_forward_a_quart
 
 
 def test_colocated_moves_by_hand():
-    """Llama 3 8B: W = 2 bytes x 8.03e9 = 16.06 GB. Engine sleep and wake (vLLM sleep level 1) at gen_tp 1:
-    2 x 16.06e9 / 31.5e9 = 1.02 s. The trainer's offload: 2 x its bytes / 31.5e9. The sync gathers W on each of 8
+    """Llama 3 8B: W = 2 bytes x 8.03e9 = 16.06 GB. Engine sleep and wake (vLLM sleep level 1) at gen_tp 1,
+    over an H100's host link, PCIe Gen5 x16 (32 GT/s x 16 x 128/130 / 8 = 63.0 GB/s one way): 2 x 16.06e9 /
+    63.0e9 = 0.51 s. The trainer's offload: 2 x its bytes / 63.0e9; over a given Gen4 link (31.5e9) twice that.
+    The sync gathers W on each of 8
     GPUs: at least 7/8 x 16.06e9 / 450e9 = 0.031 s (NVLink 4's 450 GB/s each way), and NCCL reaches well
     over 70% of it, so at most 0.031 / 0.7 = 0.045 s."""
     m = resolve_model("llama-3-8b")
     g = get_gpu(H100)
     w = 16.06e9
     mv = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True, state_bytes=20e9)
-    assert mv["engine_sleep_wake"] == pytest.approx(2 * w / PCIE4, rel=0.01)
-    assert mv["trainer_offload"] == pytest.approx(2 * 20e9 / PCIE4)
+    assert mv["engine_sleep_wake"] == pytest.approx(2 * w / PCIE5, rel=0.01)
+    assert mv["trainer_offload"] == pytest.approx(2 * 20e9 / PCIE5)
+    gen4 = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True, state_bytes=20e9,
+                             host_link_gbps=PCIE4 / 1e9)
+    assert gen4["trainer_offload"] == pytest.approx(2 * 20e9 / PCIE4)
     peak = 7 / 8 * w / 450e9
     assert peak <= mv["sync"] <= peak / 0.7
     off = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=2, offload=False, state_bytes=20e9)
-    assert off["trainer_offload"] == 0 and off["engine_sleep_wake"] == pytest.approx(w / PCIE4, rel=0.01)
+    assert off["trainer_offload"] == 0 and off["engine_sleep_wake"] == pytest.approx(w / PCIE5, rel=0.01)
     with pytest.warns(DeprecationWarning, match="state_bytes"):
         old = colocated_moves_s(m, g, get_node(None, g), gpus=8, gen_tp=1, offload=True, train_bytes=20e9)
     assert old == mv
@@ -97,14 +104,15 @@ def test_the_host_trip_carries_the_states_not_the_activations():
     step; no framework moves them. By hand for Llama 3 8B (8,030,261,248 parameters, its model card's 8.03B)
     on 16 H100s under ZeRO-3: 2 (bf16 weights) + 2 (bf16 gradients) + 4 (fp32 master) + 8 (Adam's two fp32
     moments) = 16 bytes per parameter (ZeRO paper, Rajbhandari et al. 2020, Sec. 3.1), over 16 GPUs: 8.03 GB
-    per GPU; down and back up over PCIe Gen4 x16 at 31.5 GB/s each way: 2 x 8.03e9 / 31.5e9 = 0.510 s. The trip
+    per GPU; down and back up over the H100's PCIe Gen5 x16 at 63.0 GB/s each way: 2 x 8.03e9 / 63.0e9 =
+    0.255 s. The trip
     is the same at a 4K and a 32K cap, where the peak (with the row's activations) grows."""
     run = dict(gpu=H100, n_gpus=16, prompts_per_step=32, samples_per_prompt=4, prompt=128, steps=1)
     short = rl_run("llama-3-8b", response=(900, 4096), **run)
     long = rl_run("llama-3-8b", response=(900, 32768), **run)
     states = 16 * 8_030_261_248 / 16
     assert short.state_bytes_per_gpu == pytest.approx(states, rel=1e-6)
-    assert short.moves["trainer_offload"] == pytest.approx(2 * 8.03e9 / PCIE4, rel=1e-3)
+    assert short.moves["trainer_offload"] == pytest.approx(2 * 8.03e9 / PCIE5, rel=1e-3)
     assert long.moves["trainer_offload"] == short.moves["trainer_offload"]
     assert long.train_bytes_per_gpu > short.train_bytes_per_gpu > short.state_bytes_per_gpu
     no = rl_run("llama-3-8b", response=(900, 4096), offload=False, **run)
@@ -140,9 +148,10 @@ def test_the_host_trip_is_priced_on_the_trainer_layouts_states():
 
     * ``(1, 1, 1, 1)``: data parallelism 16 with the distributed optimizer (ZeRO-1): every GPU holds the bf16
       weights and gradients, 2 + 2 bytes per parameter, and 1/16 of the fp32 master and two moments, 12 / 16:
-      4.75 N = 38.14e9 bytes; down and back up at 31.5 GB/s: 2 x 38.14e9 / 31.5e9 = 2.421 s (FSDP's was 0.510 s);
+      4.75 N = 38.14e9 bytes; down and back up over the H100's PCIe Gen5 x16, 63.0 GB/s: 2 x 38.14e9 / 63.0e9
+      = 1.211 s (FSDP's was 0.255 s);
     * the same with the optimizer on the host (Megatron's ``--optimizer-cpu-offload``): 4 N = 32.12e9 bytes,
-      2.039 s;
+      1.019 s;
     * ``(2, 1, 1, 1)``: tensor parallelism 2 splits every matrix and the vocabulary, the 32 x 2 + 1 norms of
       4,096 (266,240 parameters) stay whole: (N - 266,240) / 2 + 266,240 = 4,015,263,744 per GPU, data
       parallelism 8: (4 + 12 / 8) x 4,015,263,744 = 22,083,950,592 bytes.
@@ -155,11 +164,11 @@ def test_the_host_trip_is_priced_on_the_trainer_layouts_states():
     n = 8_030_261_248
     dp = rl_run("llama-3-8b", train_layout=(1, 1, 1, 1), **run)
     assert dp.state_bytes_per_gpu == pytest.approx(4.75 * n, rel=1e-9)
-    assert dp.moves["trainer_offload"] == pytest.approx(2 * 4.75 * n / PCIE4, rel=1e-9)
-    assert dp.moves["trainer_offload"] == pytest.approx(2.421, abs=1e-3)
+    assert dp.moves["trainer_offload"] == pytest.approx(2 * 4.75 * n / PCIE5, rel=1e-9)
+    assert dp.moves["trainer_offload"] == pytest.approx(1.211, abs=1e-3)
     cpu = rl_run("llama-3-8b", train_layout=(1, 1, 1, 1), cpu_optimizer=True, **run)
     assert cpu.state_bytes_per_gpu == pytest.approx(4 * n, rel=1e-9)
-    assert cpu.moves["trainer_offload"] == pytest.approx(2.039, abs=1e-3)
+    assert cpu.moves["trainer_offload"] == pytest.approx(1.019, abs=1e-3)
     tp = rl_run("llama-3-8b", train_layout=(2, 1, 1, 1), **run)
     assert tp.state_bytes_per_gpu == pytest.approx(22_083_950_592, rel=1e-9)
     assert trainer_state_bytes(resolve_model("llama-3-8b"), 16) == pytest.approx(n, rel=1e-9)
@@ -307,10 +316,10 @@ def test_the_reference_weights_go_to_the_host_with_the_states():
     FSDP parameters for its pass and offloads them after (``compute_ref_log_prob``,
     verl/workers/fsdp_workers.py); OpenRLHF's ``--ref_reward_offload`` offloads its DeepSpeed engine. By hand
     for Llama 3 8B (8,030,261,248 parameters) on 16 H100s: FSDP shards them over the 16 GPUs, 2 x
-    8,030,261,248 / 16 = 1.004e9 bytes per GPU, down and back up over PCIe Gen4 x16 at 31.5 GB/s:
-    2 x 1.004e9 / 31.5e9 = 0.0637 s a step. On Megatron's data parallelism alone (``train_layout=(1, 1, 1,
+    8,030,261,248 / 16 = 1.004e9 bytes per GPU, down and back up over the H100's PCIe Gen5 x16 at 63.0 GB/s:
+    2 x 1.004e9 / 63.0e9 = 0.0319 s a step. On Megatron's data parallelism alone (``train_layout=(1, 1, 1,
     1)``: the weights split by tensor, pipeline and expert parallelism only) every GPU holds all of them,
-    16.06e9 bytes: 1.02 s. Without a reference, or with slime's host backup (which swaps the reference in from
+    16.06e9 bytes: 0.510 s. Without a reference, or with slime's host backup (which swaps the reference in from
     the host: ``weight_backup``), nothing."""
     from llmsizing.rl_trainer import reference_weight_bytes
 
@@ -319,11 +328,11 @@ def test_the_reference_weights_go_to_the_host_with_the_states():
                response=(932, 3968), steps=1)
     r = rl_run("llama-3-8b", **run)
     assert r.reference_bytes_per_gpu == pytest.approx(2 * n / 16, rel=1e-9)
-    assert r.moves["reference_offload"] == pytest.approx(2 * 2 * n / 16 / PCIE4, rel=1e-9)
-    assert r.moves["reference_offload"] == pytest.approx(0.0637, abs=5e-4)
+    assert r.moves["reference_offload"] == pytest.approx(2 * 2 * n / 16 / PCIE5, rel=1e-9)
+    assert r.moves["reference_offload"] == pytest.approx(0.0319, abs=5e-4)
     assert r.phases["weight_sync"] == pytest.approx(sum(r.moves.values()), rel=1e-12)
     lay = rl_run("llama-3-8b", train_layout=(1, 1, 1, 1), **run)
-    assert lay.moves["reference_offload"] == pytest.approx(2 * 2 * n / PCIE4, rel=1e-9)
+    assert lay.moves["reference_offload"] == pytest.approx(2 * 2 * n / PCIE5, rel=1e-9)
     none = rl_run("llama-3-8b", reference=False, **run)
     assert none.moves["reference_offload"] == 0 and none.reference_bytes_per_gpu == 0
     assert r.step_s - none.step_s == pytest.approx(r.phases["reference"] + r.moves["reference_offload"],

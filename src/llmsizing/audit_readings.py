@@ -109,11 +109,11 @@ def _offload_fit(model: str, gpu: str, n_gpus: int) -> str:
 def _offload_s_per_token(model: str, gpu: str, n_gpus: int, tokens_per_step: int) -> float:
     """Seconds of host time the GPUs wait for, per token of the run, when ``n_gpus`` x ``gpu`` train
     ``model`` with the CPU offload of :func:`_offload_layout`: :func:`~llmsizing.runs.offload_exposed_s` of
-    one optimizer step (:func:`~llmsizing.zero_traffic.offload_time`: the gradients down, the CPU's Adam, the
-    weights up; without the delayed parameter update of Ren et al. 2021, Sec. 5.2) over the step of
-    :func:`~llmsizing.layouts.step_time` it hides behind (micro-batch 1, full recomputation, as the fit
-    check), each GPU accumulating ``tokens_per_step`` tokens (whole sequences of :data:`SEQ`; the audit's is
-    :data:`OFFLOAD_TOKENS_PER_STEP`). Chapter 13 (case 1) times it."""
+    one optimizer step (:func:`~llmsizing.zero_traffic.offload_time` over ``gpu``'s host link: the gradients
+    down, the CPU's Adam, the weights up; without the delayed parameter update of Ren et al. 2021, Sec. 5.2)
+    over the step of :func:`~llmsizing.layouts.step_time` it hides behind (micro-batch 1, full recomputation,
+    as the fit check), each GPU accumulating ``tokens_per_step`` tokens (whole sequences of :data:`SEQ`; the
+    audit's is :data:`OFFLOAD_TOKENS_PER_STEP`). Chapter 13 (case 1) times it."""
     from .layouts import step_time
     from .parallel import Parallel
     from .runs import offload_exposed_s
@@ -126,7 +126,7 @@ def _offload_s_per_token(model: str, gpu: str, n_gpus: int, tokens_per_step: int
     accum = max(1, tokens_per_step // SEQ)
     par = Parallel(dp=n_gpus, zero=zero, offload=what)
     st = step_time(model, gpu, par, batch=1, seq=SEQ, grad_accum=accum, recompute="full")
-    exposed = offload_exposed_s(offload_time(model, par, grad_accum=accum), st)
+    exposed = offload_exposed_s(offload_time(model, par, grad_accum=accum, gpu=gpu), st)
     return exposed / (accum * SEQ * n_gpus)
 
 

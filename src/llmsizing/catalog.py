@@ -42,6 +42,10 @@ LINK_DIRECTIONS = ("bidirectional", "one-way")
 #: its fitted achievable fraction and latency in ``data/links.csv`` (:mod:`llmsizing.network`).
 GPU_LINK_CLASSES = ("nvlink", "infinity-fabric", "pcie")
 
+#: PCIe generations a GPU's host link may name (``host_pcie_gen`` in ``data/gpus.csv``): 1 and 2 (8b/10b line
+#: code), 3 to 5 (128b/130b), whose one-way rates :func:`llmsizing.network.pcie_gbps_one_way` works out.
+HOST_PCIE_GENERATIONS = (1, 2, 3, 4, 5)
+
 #: The smallest speed a GPU may claim, for its dense TFLOP/s and its GB/s of HBM and link bandwidth: 0.001
 #: (a GFLOP/s, a MB/s). A GPU at zero would divide every time by zero.
 MIN_GPU_SPEED = 1e-3
@@ -114,6 +118,16 @@ class GPU:
     #: third-party survey reports it), ``"estimate"`` (no price found: a stated assumption or the rule of
     #: :func:`estimated_price`; never ranked as if it were a list price) or ``"reader"`` (:func:`use_prices`).
     price_kind: str = "list"
+    #: The GPU's link to its host's memory (:func:`llmsizing.network.host_link_gbps`, chapter 7): a PCIe
+    #: generation (1-5, :data:`HOST_PCIE_GENERATIONS`) and its lanes, or, for a link that is not PCIe (a
+    #: GB200's NVLink-C2C to its Grace, Frontier's Infinity Fabric CPU-GPU), ``host_link_gbps_one_way``; each
+    #: row's ``host_link_source`` and ``host_link_as_of`` (``data/gpus.csv``). All None: not known (a
+    #: hand-made GPU).
+    host_pcie_gen: int | None = None
+    host_pcie_lanes: int | None = None
+    host_link_gbps_one_way: float | None = None
+    host_link_source: str = ""
+    host_link_as_of: str = ""
 
     def __post_init__(self):
         # a hand-made GPU (or dataclasses.replace of a catalogued one) is checked like the catalogue's rows: a
@@ -149,6 +163,33 @@ class GPU:
         check_choice(f"price_kind of GPU {self.name!r}", self.price_kind, PRICE_KINDS)
         if self.link_class is not None:
             check_choice(f"link_class of GPU {self.name!r}", self.link_class, GPU_LINK_CLASSES)
+        self._check_host_link()
+
+    def _check_host_link(self):
+        """The host link's fields: a PCIe generation with its lanes, or a one-way figure, never both."""
+        pcie = (self.host_pcie_gen, self.host_pcie_lanes)
+        if (pcie[0] is None) != (pcie[1] is None):
+            raise ValueError(f"host_pcie_gen and host_pcie_lanes of GPU {self.name!r} go together: give both "
+                             f"or neither, got {pcie}")
+        if pcie[0] is not None:
+            if self.host_link_gbps_one_way is not None:
+                raise ValueError(f"GPU {self.name!r}: give its host link as a PCIe generation and lanes "
+                                 "or as host_link_gbps_one_way, not both")
+            gen = check_int(f"host_pcie_gen of GPU {self.name!r}", pcie[0],
+                            minimum=min(HOST_PCIE_GENERATIONS), maximum=max(HOST_PCIE_GENERATIONS))
+            lanes = check_int(f"host_pcie_lanes of GPU {self.name!r}", pcie[1], maximum=32)
+            if lanes & (lanes - 1):
+                raise ValueError(f"host_pcie_lanes of GPU {self.name!r} must be 1, 2, 4, 8, 16 or 32 (a PCIe "
+                                 f"link's width), got {lanes}")
+            object.__setattr__(self, "host_pcie_gen", gen)
+            object.__setattr__(self, "host_pcie_lanes", lanes)
+        if self.host_link_gbps_one_way is not None:
+            object.__setattr__(self, "host_link_gbps_one_way", check_number(
+                f"host_link_gbps_one_way of GPU {self.name!r}", self.host_link_gbps_one_way,
+                minimum=MIN_GPU_SPEED))
+        for f in ("host_link_source", "host_link_as_of"):
+            if not isinstance(getattr(self, f), str):
+                raise TypeError(f"{f} of GPU {self.name!r} must be a string, got {getattr(self, f)!r}")
 
     @property
     def has_bf16(self) -> bool:
@@ -318,6 +359,15 @@ def _variant_specs() -> dict[str, dict[str, str]]:
     return {r["name"]: r for r in _read("gpu_variants.csv")}
 
 
+def _int_or_none(cell: str | None) -> int | None:
+    """A CSV cell as an int, or None when empty or absent (a catalogue copied without the column)."""
+    return int(cell) if cell and cell.strip() else None
+
+
+def _float_or_none(cell: str | None) -> float | None:
+    return float(cell) if cell and cell.strip() else None
+
+
 @cache
 def _gpus() -> dict[str, GPU]:
     out = {}
@@ -341,6 +391,10 @@ def _gpus() -> dict[str, GPU]:
             spec_source=r["spec_source"], as_of=r["as_of"], fp16_dense_tflops=num("fp16_dense_tflops"),
             fp16_acc16_dense_tflops=num("fp16_acc16_dense_tflops"), link_class=r["link_class"],
             fp4_dense_tflops=fp4.get(r["name"]), price_as_of=r["price_as_of"], price_kind=r["price_kind"],
+            host_pcie_gen=_int_or_none(r.get("host_pcie_gen")),
+            host_pcie_lanes=_int_or_none(r.get("host_pcie_lanes")),
+            host_link_gbps_one_way=_float_or_none(r.get("host_link_gbps_one_way")),
+            host_link_source=r.get("host_link_source") or "", host_link_as_of=r.get("host_link_as_of") or "",
         )
         out[g.name] = g
     return out

@@ -493,3 +493,49 @@ def link_bandwidth_one_way_gbps(gpu) -> float:
     g = get_gpu(gpu)
     bw = check_number("link_bandwidth_gbps", g.link_bandwidth_gbps, allow_equal=False)
     return bw / 2 if g.link_direction == "bidirectional" else bw
+
+
+# ------------------------------------------------------------------- the host link (GPU <-> its CPU's memory)
+#: PCIe transfer rate per lane, GT/s, by generation (PCI-SIG, PCI Express Base Specifications 1.0 to 5.0):
+#: each generation doubles the last but Gen3, which moved from the 8b/10b line code to 128b/130b instead.
+PCIE_GT_PER_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}
+
+
+def pcie_gbps_one_way(generation: int, lanes: int = 16) -> float:
+    """One direction of a PCIe link, decimal GB/s: ``GT/s per lane x lanes x line code / 8`` (PCI-SIG base
+    specifications; :data:`PCIE_GT_PER_S`), the line code 8/10 up to Gen2 and 128/130 from Gen3. Gen5 x16:
+    32 x 16 x 128/130 / 8 = 63.0; Gen4 x16 31.5; Gen3 x16 15.75. The line rate: packet headers and flow
+    control take part of it, and a host copy reaches less (no measured copy in data/ to fit the share on; not
+    priced). Chapter 7."""
+    gen = check_int("generation", generation, minimum=min(PCIE_GT_PER_S), maximum=max(PCIE_GT_PER_S))
+    n = check_int("lanes", lanes, maximum=32)
+    if n & (n - 1):
+        raise ValueError(f"lanes must be 1, 2, 4, 8, 16 or 32 (a PCIe link's width), got {n}")
+    code = 8 / 10 if gen <= 2 else 128 / 130
+    return PCIE_GT_PER_S[gen] * n * code / 8
+
+
+#: The host link of a GPU whose host interface is not known (a hand-made GPU without ``host_pcie_gen``): PCIe
+#: Gen4 x16, 31.5 GB/s one way, the slower of the two links of today's training GPUs (the cautious figure,
+#: :data:`llmsizing.zero_traffic.HOST_LINK_GBPS`).
+UNKNOWN_HOST_LINK_GBPS = pcie_gbps_one_way(4, 16)
+
+
+def host_link_gbps(gpu) -> float:
+    """The GPU's link to its host's memory, one way, decimal GB/s: what ZeRO-Offload's copies, a CPU
+    optimizer's, an RL engine's sleep and wake and a KV cache's reload from host memory ride on (chapter 7).
+
+    From the GPU's data (``data/gpus.csv``, each row with ``host_link_source`` and ``host_link_as_of``):
+    :func:`pcie_gbps_one_way` of its ``host_pcie_gen`` and ``host_pcie_lanes`` (an H100 SXM, H200, B200 or
+    MI300X host: Gen5 x16, 63.0; an A100, L40S, L4 or RTX 4090: Gen4 x16, 31.5; a V100: Gen3 x16, 15.75), or
+    its ``host_link_gbps_one_way`` for a link that is not PCIe (a GB200's NVLink-C2C to its Grace; Frontier's
+    Infinity Fabric, 36 GB/s a GCD). ``gpu``: a catalogue name, a :class:`~llmsizing.catalog.GPU`, or a
+    :class:`Node` (its GPU's link: no node row names a host link of its own). A GPU without host data
+    (hand-made) gets :data:`UNKNOWN_HOST_LINK_GBPS`. The line rate: a host copy reaches only part of it, and
+    GPUs that share a PCIe switch with a NIC share its uplink (neither is priced)."""
+    g = get_gpu(gpu.gpu if isinstance(gpu, Node) else gpu)
+    if g.host_link_gbps_one_way is not None:
+        return g.host_link_gbps_one_way
+    if g.host_pcie_gen is not None:
+        return pcie_gbps_one_way(g.host_pcie_gen, g.host_pcie_lanes)
+    return UNKNOWN_HOST_LINK_GBPS

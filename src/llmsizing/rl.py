@@ -25,9 +25,10 @@ Schulman et al. 2017) is not one training step but a sequence of phases, as verl
    every GPU rebuilds the full weights ``W`` (an all-gather on the pool's link,
    :func:`llmsizing.network.collective_time_s`), the engine sleeps and wakes (its ``W / gen_tp`` to the host
    and back) and, with ``offload``, the trainer's model states (weights, gradients, optimizer: not its
-   activations, which are freed, not moved; with PPO the critic's as well) go to the host and back (at
-   :data:`llmsizing.zero_traffic.HOST_LINK_GBPS`): :func:`llmsizing.rl_trainer.colocated_moves_s`. Split pools
-   (OpenRLHF, Tülu 3's NCCL broadcast): the full 16-bit weights ``W`` cross the network to the engines.
+   activations, which are freed, not moved; with PPO the critic's as well) go to the host and back (over
+   the GPU's host link, :func:`llmsizing.network.host_link_gbps`):
+   :func:`llmsizing.rl_trainer.colocated_moves_s`. Split pools (OpenRLHF, Tülu 3's NCCL broadcast): the full
+   16-bit weights ``W`` cross the network to the engines.
 
 Colocated, the phases run one after the other on all ``n_gpus``. Split, ``gen_gpus`` generate while the rest
 train: on-policy the pools wait for each other (the step is the sum); with ``off_policy_steps >= 1``
@@ -52,7 +53,8 @@ from pathlib import Path
 
 from ._validate import check_bool, check_choice, check_int, check_number
 from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
-from .comm import HOST_LINK_GBPS  # noqa: F401  (the host link rl_run prices: chapter 19 imports it from here)
+from .comm import HOST_LINK_GBPS  # noqa: F401  (PCIe Gen4 x16: a call without a GPU; still importable)
+from .network import host_link_gbps  # noqa: F401  (the host link rl_run prices, the GPU's: chapter 19)
 from .memory import training_memory
 from .model import Model
 from .network import get_node

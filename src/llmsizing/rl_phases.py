@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._validate import check_int, check_number
-from .comm import HOST_LINK_GBPS
 from .flops import forward_flops_per_token, training_flops_per_token
 from .network import collective_time_s, group_link
 from .rl_generation import generation_s
@@ -171,7 +170,7 @@ def _sync_s(m, g, node, *, colocated, gpus, gen_tp, offload, state_bytes, bucket
     summed; split, the 16-bit weights sent over the inter-node link (Tulu 3's NCCL broadcast)."""
     if colocated:
         moves = colocated_moves_s(m, g, node, gpus=gpus, gen_tp=gen_tp, offload=offload,
-                                  state_bytes=state_bytes, host_link_gbps=HOST_LINK_GBPS,
+                                  state_bytes=state_bytes,
                                   sync_bucket_s=bucket_s, reference_bytes=reference_bytes)
         return sum(moves.values()), moves
     w = weights_bytes_per_gpu(m, "bf16", tp=1)
@@ -196,13 +195,14 @@ def _phases(m, g, node, a, gen_gpus, train_gpus, gen_tp, price):
     if layout is not None:
         par = layout_parallel(m, layout, train_gpus)
         if a["weight_backup"]:
-            backup = weight_backup_s(m, par, reference=a["reference"])
+            backup = weight_backup_s(m, par, reference=a["reference"], gpu=g)
         one, fwd_share = layout_trainer(m, g, node, par, tokens=tokens, rollouts=a["rollouts"], seq=seq,
                                         packing=a["packing"], attention_seq=att)
         upd, warns = tuple(x * a["ppo_epochs"] for x in one), ()
         if a["cpu_optimizer"]:
-            fwd_share *= upd[0] / (upd[0] + cpu_adam_s(m, par, train_gpus))
-            upd = tuple(x + a["ppo_epochs"] * cpu_adam_s(m, par, train_gpus) for x in upd)
+            adam = cpu_adam_s(m, par, train_gpus, gpu=g)
+            fwd_share *= upd[0] / (upd[0] + adam)
+            upd = tuple(x + a["ppo_epochs"] * adam for x in upd)
     one_fwd = tuple(x * fwd_share / a["ppo_epochs"] for x in upd)
     ppo = a["algorithm"] == "ppo"
     zero = (0.0, 0.0, 0.0)

@@ -32,8 +32,8 @@ MFU of whole pre-training runs, which a model of 3B active parameters in 30B nev
     ``UpdateWeightFromTensor``: "broadcast PP/EP, gather TP, convert HF, send" to the engine on the same GPU
     by CUDA IPC), an all-gather of ``W`` over the pool (:func:`llmsizing.network.collective_time_s`);
   - the engine's sleep and wake: vLLM's sleep mode level 1 "offloads model weights and discards the KV
-    cache" (vLLM docs, "Sleep Mode"); waking copies them back: ``2 x W / gen_tp`` per GPU over the host link
-    (:data:`llmsizing.zero_traffic.HOST_LINK_GBPS`);
+    cache" (vLLM docs, "Sleep Mode"); waking copies them back: ``2 x W / gen_tp`` per GPU over the GPU's host
+    link (:func:`llmsizing.network.host_link_gbps`: PCIe Gen5 x16 on an H100 or MI300X, Gen4 on an A100);
   - with ``offload``, the trainer's model states (weights, gradients, optimizer) to the host and back while
     the engine runs: ``2 x`` their bytes per GPU over the host link. The states, not the trainer's peak: the
     activations are freed when the step ends and nothing moves them. verl's ``offload_fsdp_model_to_cpu``
@@ -91,12 +91,13 @@ import warnings
 from pathlib import Path
 
 from ._validate import check_number
-from .comm import CPU_ADAM_BYTES_PER_PARAM, HOST_LINK_GBPS, HOST_MEMORY_GBPS
+from .comm import CPU_ADAM_BYTES_PER_PARAM, HOST_LINK_GBPS, HOST_MEMORY_GBPS  # noqa: F401 (still importable)
 from .flops import forward_flops_per_token, training_flops_per_token
 from .layouts import step_time
 from .network import collective_time_s, group_link
 from .parallel import Parallel
 from .serve_engine import weights_bytes_per_gpu
+from .zero_traffic import resolve_host_link
 
 #: How the trainer recomputes activations: full, as verl, OpenRLHF and NeMo RL's long-response recipes do.
 TRAIN_RECOMPUTE = "full"
@@ -299,14 +300,15 @@ def layout_trainer(m, g, node, par: Parallel, *, tokens: float, rollouts: int, s
 
 
 def colocated_moves_s(m, g, node, *, gpus: int, gen_tp: int, offload: bool, state_bytes: float | None = None,
-                      host_link_gbps: float = HOST_LINK_GBPS, sync_bucket_s: float = 0.0,
+                      host_link_gbps: float | None = None, sync_bucket_s: float = 0.0,
                       train_bytes: float | None = None, reference_bytes: float = 0.0) -> dict[str, float]:
     """Seconds of the colocated pool's moves per step (module docstring): ``sync`` (all-gather of the full
     16-bit weights over the pool, plus :func:`bucketed_sync_s` when ``sync_bucket_s`` is given),
     ``engine_sleep_wake`` (``2 x W / gen_tp`` over the host link), ``trainer_offload`` (``2 x
     state_bytes``, the trainer's model states per GPU, over the host link when ``offload``) and
     ``reference_offload`` (``2 x reference_bytes``, the reference model's weights per GPU,
-    :func:`reference_weight_bytes`, likewise; 0 without a reference).
+    :func:`reference_weight_bytes`, likewise; 0 without a reference). ``host_link_gbps`` (one way) None: the
+    GPU ``g``'s (:func:`llmsizing.network.host_link_gbps`).
 
     ``train_bytes`` is the old name of ``state_bytes`` (deprecated: it invited the trainer's peak, which
     counts activations that are never offloaded)."""
@@ -323,7 +325,7 @@ def colocated_moves_s(m, g, node, *, gpus: int, gen_tp: int, offload: bool, stat
     reference_bytes = check_number("reference_bytes", reference_bytes)
     w = weights_bytes_per_gpu(m, "bf16", tp=1)
     link = group_link(g, node, size=gpus)
-    host = host_link_gbps * 1e9
+    host = resolve_host_link(host_link_gbps, g, caller="colocated_moves_s") * 1e9
     gather = collective_time_s("all-gather", w, gpus, link) if gpus > 1 else 0.0
     return {"sync": gather + bucketed_sync_s(w, sync_bucket_s),
             "engine_sleep_wake": 2 * w / gen_tp / host,
@@ -368,32 +370,38 @@ def trainer_state_bytes(m, gpus: int, layout=None, cpu_optimizer: bool = False) 
     return model_states(m, parallel=par).total_bytes
 
 
-def cpu_adam_s(m, par: Parallel, gpus: int, host_link_gbps: float = HOST_LINK_GBPS,
-               host_memory_gbps: float = HOST_MEMORY_GBPS) -> float:
+def cpu_adam_s(m, par: Parallel, gpus: int, host_link_gbps: float | None = None,
+               host_memory_gbps: float = HOST_MEMORY_GBPS, *, gpu=None) -> float:
     """Seconds a CPU optimizer adds to one update (Megatron's ``--optimizer-cpu-offload``, which slime's and
     Miles' MoE recipes set): the GPU's optimizer partition's 16-bit gradients down and 16-bit weights up the
     host link, and the host's Adam over it at :data:`~llmsizing.zero_traffic.CPU_ADAM_BYTES_PER_PARAM` bytes
     of memory traffic per parameter (the ZeRO-Offload costs of :func:`llmsizing.zero_traffic.offload_time`,
     chapter 7). The partition is the GPU's parameters (:func:`llmsizing.gpu_states.stage_params`) over the
     group that shards them: data parallelism for a dense model; for a mixture of experts, whose parameters are
-    mostly experts, the expert-data-parallel group ``gpus / (ep x pp)``."""
+    mostly experts, the expert-data-parallel group ``gpus / (ep x pp)``. ``host_link_gbps`` (one way) None:
+    ``gpu``'s (:func:`llmsizing.network.host_link_gbps`); neither: PCIe Gen4 x16 with a DeprecationWarning."""
     from .memory import stage_params
+
+    link = resolve_host_link(host_link_gbps, gpu, caller="cpu_adam_s")
 
     local = max(stage_params(m, par))
     shards = max(1, gpus // (par.ep * par.pp)) if m.is_moe else par.dp
     part = local / shards
-    return 2 * part * 2 / (host_link_gbps * 1e9) + part * CPU_ADAM_BYTES_PER_PARAM / (host_memory_gbps * 1e9)
+    return 2 * part * 2 / (link * 1e9) + part * CPU_ADAM_BYTES_PER_PARAM / (host_memory_gbps * 1e9)
 
 
 def weight_backup_s(m, par: Parallel, *, reference: bool,
-                    host_link_gbps: float = HOST_LINK_GBPS) -> float:
+                    host_link_gbps: float | None = None, gpu=None) -> float:
     """Seconds per step of slime's host copies of the weights (module docstring): the GPU's 16-bit parameters
     (:func:`llmsizing.gpu_states.stage_params`, largest stage) once down after the update, and with a
-    ``reference`` twice more up (the reference in, the policy back), over the host link."""
+    ``reference`` twice more up (the reference in, the policy back), over the host link (``host_link_gbps``
+    one way; None: ``gpu``'s, :func:`llmsizing.network.host_link_gbps`)."""
     from .memory import stage_params
 
+    link = resolve_host_link(host_link_gbps, gpu, caller="weight_backup_s")
+
     copies = 3 if reference else 1
-    return copies * 2 * max(stage_params(m, par)) / (host_link_gbps * 1e9)
+    return copies * 2 * max(stage_params(m, par)) / (link * 1e9)
 
 
 def bucketed_sync_s(weights_bytes: float, bucket_s: float,

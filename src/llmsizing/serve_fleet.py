@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 
 from ._validate import check_bool, check_number
 from .inference import kv_cache_bytes_per_token, kv_cached_tokens
-from .network import collective_time_s, get_node, group_link
+from .network import collective_time_s, get_node, group_link, host_link_gbps
 from .queueing import wait_quantile_s
 from .serve_engine import kv_split
 from .serve_search import ServingPlan, _cut, _explain, adjusted, largest_batch
@@ -229,8 +229,9 @@ def fleet_plan(m, g, rps, users, think, kwargs, ttft_s, itl_s, tps, *, percentil
 #: Host memory per GPU a KV offload can use by default, bytes: a DGX H100's 2 TB of system memory over its 8
 #: GPUs (NVIDIA DGX H100 datasheet).
 CPU_BYTES_PER_GPU = 2e12 / 8
-#: Host-to-GPU bandwidth by default, GB/s one way: PCIe Gen5 x16 (32 GT/s x 16 lanes, 128b/130b: 63 GB/s,
-#: PCI-SIG), the link of every H100/H200/B200 to its host CPU. Raw: a reload takes at least this long.
+#: PCIe Gen5 x16 rounded, GB/s one way (32 GT/s x 16 lanes, 128b/130b: 63.0 GB/s, PCI-SIG). Until session 28
+#: every GPU's host link in :func:`kv_offload`; now each GPU's comes from its data
+#: (:func:`~llmsizing.network.host_link_gbps`: 63.015 on an H100, 31.5 on an A100). Kept importable.
 PCIE_GBPS = 63.0
 
 
@@ -256,15 +257,19 @@ class KVOffload:
         return self.reload_s < self.recompute_s
 
 
-def kv_offload(s, *, cpu_bytes_per_gpu: float = CPU_BYTES_PER_GPU, pcie_gbps: float = PCIE_GBPS,
-               model=None) -> KVOffload:
+def kv_offload(s, *, cpu_bytes_per_gpu: float = CPU_BYTES_PER_GPU, pcie_gbps: float | None = None,
+               model=None, gpu=None) -> KVOffload:
     """KV cache offloaded to host memory for a replica ``s`` (a :class:`~llmsizing.serve.Serving`), as vLLM's
     CPU offloading and LMCache keep evicted prefix blocks: ``cpu_bytes_per_gpu / K`` more tokens per GPU
     (``K`` the KV bytes per token on one GPU), and a hit on them costs the prompt's KV bytes per GPU over the
-    host link (``pcie_gbps``, one way, every GPU of the replica on its own link) instead of its prefill
+    host link (``pcie_gbps``, one way, every GPU of the replica on its own link; None: the GPU's,
+    :func:`~llmsizing.network.host_link_gbps`, PCIe Gen5 x16 on an H100) instead of its prefill
     (``s.ttft_s``). A hit in host memory pays when its reload is shorter than the prefill (``reload_pays``).
-    Left out: the reload sharing the link with other traffic, and the engine overlapping it with compute."""
+    Left out: the reload sharing the link with other traffic, and the engine overlapping it with compute.
+    ``gpu``: the replica's GPU when it is not in the catalogue (``s.gpu`` names it otherwise)."""
     cpu = check_number("cpu_bytes_per_gpu", cpu_bytes_per_gpu)
+    if pcie_gbps is None:
+        pcie_gbps = host_link_gbps(s.gpu if gpu is None else gpu)
     bw = check_number("pcie_gbps", pcie_gbps, allow_equal=False, maximum=1e5) * 1e9
     from .catalog import resolve_model
 

@@ -21,6 +21,7 @@ from .catalog import MIN_GPU_SPEED, resolve_model
 from .collectives import DP_PER_MICRO_BATCH, DP_SLOTS  # noqa: F401 (the windows dp_collectives names)
 from .gpu_states import stage_params
 from .model import Model
+from .network import host_link_gbps as gpu_host_link_gbps
 from .parallel import Parallel, resolve_parallel
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
 
@@ -162,16 +163,31 @@ def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: floa
 PCIE_GEN4_X16_GBPS = 16 * 16 * 128 / 130 / 8
 
 #: PCIe Gen5 x16, one way, decimal GB/s: 32 GT/s x 16 lanes x 128/130 / 8 = 63.0 GB/s (PCI-SIG, PCI Express
-#: Base Specification 5.0: twice Gen4's transfer rate, the same line code), the host link of H100 and B200
-#: servers. Not the default (:data:`HOST_LINK_GBPS`); chapter 13 shows what it changes.
+#: Base Specification 5.0: twice Gen4's transfer rate, the same line code), the host link of H100, H200, B200
+#: and MI300X servers (their rows of ``data/gpus.csv``: :func:`~llmsizing.network.host_link_gbps`).
 PCIE_GEN5_X16_GBPS = 32 * 16 * 128 / 130 / 8
 
-#: The host link of an offloading GPU, one way, decimal GB/s: PCIe Gen4 x16 (:data:`PCIE_GEN4_X16_GBPS`) as
-#: in A100 servers. H100 and B200 servers have Gen5 x16 (twice that), but pinned copies reach only part of a
-#: link's rate (no measured host copy in data/ to fit the share on; read28e dropped an unsourced "80-90%")
-#: and GPUs often share a PCIe switch with a NIC: Gen4's rate is a cautious default (it was the rounded
-#: 32 GB/s until session 27).
+#: PCIe Gen4 x16 (:data:`PCIE_GEN4_X16_GBPS`), one way, decimal GB/s: the host link of A100, L40S and L4
+#: servers. Until session 28 it was every GPU's host link; now each GPU's comes from its data
+#: (:func:`~llmsizing.network.host_link_gbps`, ``host_link_gbps=None``), and this figure is what a call that
+#: names no GPU still gets (with a DeprecationWarning), and a hand-made GPU without host data.
 HOST_LINK_GBPS = PCIE_GEN4_X16_GBPS
+
+
+def resolve_host_link(host_link_gbps: float | None, gpu=None, *, caller: str = "offload_time") -> float:
+    """The host link a caller prices, one way, GB/s: ``host_link_gbps`` if given (checked), else ``gpu``'s
+    (:func:`~llmsizing.network.host_link_gbps`: its row of ``data/gpus.csv``), else, for an old call that
+    names neither, :data:`HOST_LINK_GBPS` with a DeprecationWarning. Chapter 7."""
+    if host_link_gbps is not None:
+        return check_number("host_link_gbps", host_link_gbps, minimum=MIN_GPU_SPEED)
+    if gpu is not None:
+        return gpu_host_link_gbps(gpu)
+    import warnings
+
+    warnings.warn(f"{caller}() without gpu= or host_link_gbps= is deprecated: it prices PCIe Gen4 x16 "
+                  f"({HOST_LINK_GBPS:.1f} GB/s) for every GPU; pass gpu= to price the GPU's own host link "
+                  "(data/gpus.csv, network.host_link_gbps)", DeprecationWarning, stacklevel=3)
+    return HOST_LINK_GBPS
 
 #: How fast the host's CPU Adam streams one GPU's optimizer partition, decimal GB/s of memory traffic: an
 #: eighth of an 8-GPU host (:data:`GPUS_PER_HOST`). Checked in chapter 7: Ren et al. 2021's CPU-Adam scaled
@@ -211,9 +227,9 @@ class OffloadTime:
 
 
 def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1,
-                 precision: str = "bf16-mixed", host_link_gbps: float = HOST_LINK_GBPS,
-                 host_memory_gbps: float = HOST_MEMORY_GBPS, gpus_per_host: int = GPUS_PER_HOST
-                 ) -> OffloadTime:
+                 precision: str = "bf16-mixed", host_link_gbps: float | None = None,
+                 host_memory_gbps: float = HOST_MEMORY_GBPS, gpus_per_host: int = GPUS_PER_HOST,
+                 gpu=None) -> OffloadTime:
     """Seconds ZeRO-Offload / ZeRO-Infinity add to a step per GPU (:class:`OffloadTime`): ``parallel`` must
     offload (``offload="optimizer"`` with ZeRO >= 1, or ``"optimizer+params"`` with ZeRO-3).
 
@@ -223,10 +239,13 @@ def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1,
     once with ZeRO-1), the host runs Adam over it (:data:`CPU_ADAM_BYTES_PER_PARAM` bytes of memory traffic
     each), and the updated 16-bit weights come back up once (with ``"optimizer+params"`` the weights stay on
     the host and every micro-batch's forward and backward fetch the partition instead). ``host_link_gbps`` is
-    one way (:data:`HOST_LINK_GBPS`); the host's Adam streams 8 x ``host_memory_gbps`` (a constant above)
-    split over ``gpus_per_host`` GPUs (1 for a GH200 or a host of its own). DeepSpeed overlaps the gradient
-    copies with the backward and, with its "one-step delayed parameter update" (Ren et al. 2021), the CPU
-    step with the next step's compute; :attr:`OffloadTime.total_s` is the cost without that. Chapter 7."""
+    one way; None (the default) takes ``gpu``'s (:func:`~llmsizing.network.host_link_gbps`: PCIe Gen5 x16,
+    63.0 GB/s, on an H100; Gen4 x16, 31.5, on an A100), and a call with neither gets :data:`HOST_LINK_GBPS`
+    with a DeprecationWarning (:func:`resolve_host_link`). The host's Adam streams 8 x ``host_memory_gbps``
+    (a constant above) split over ``gpus_per_host`` GPUs (1 for a GH200 or a host of its own). DeepSpeed
+    overlaps the gradient copies with the backward and, with its "one-step delayed parameter update" (Ren et
+    al. 2021), the CPU step with the next step's compute; :attr:`OffloadTime.total_s` is the cost without
+    that. Chapter 7."""
     model = resolve_model(model)
     par = resolve_parallel(parallel, model)
     if par.offload == "none":
@@ -234,7 +253,7 @@ def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1,
                          "'optimizer+params' (ZeRO-3)")
     m = check_int("grad_accum", grad_accum)
     recipe = RECIPES[check_recipe("precision", precision)]
-    link = check_number("host_link_gbps", host_link_gbps, minimum=MIN_GPU_SPEED)
+    link = resolve_host_link(host_link_gbps, gpu)
     mem = check_number("host_memory_gbps", host_memory_gbps, minimum=MIN_GPU_SPEED) * GPUS_PER_HOST
     mem /= check_int("gpus_per_host", gpus_per_host, maximum=1024)
     part = max(stage_params(model, par)) / par.dp
