@@ -159,27 +159,28 @@ def _links_row(cls):
 
 def test_pcie_card_with_and_without_peer_to_peer_by_hand():
     """The same PCIe Gen5 x16 card (64 GB/s each way) in a server whose row says peer-to-peer (the 8x H100
-    PCIe server) reaches the published P2P share, 25.95 GB/s of PCIe Gen4's 31.5 = 0.82 (tinygrad issue #36:
-    64 x 0.82 = 52.5 GB/s); on a node without it, through the host, the RTX 2080 Ti log's 4.03 of 15.75 =
-    0.26 (64 x 0.26 = 16.6 GB/s). Which one comes from the node row, not the card's name."""
+    PCIe server) reaches the published P2P share, 25.95 GB/s of PCIe Gen4's 32 (the datasheets' figure, the
+    one the catalogue keeps) = 0.81 (tinygrad issue #36: 64 x 0.81 = 51.8 GB/s); on a node without it,
+    through the host, the RTX 2080 Ti log's 4.03 of PCIe Gen3's 16 = 0.25 (64 x 0.25 = 16 GB/s). Which one
+    comes from the node row, not the card's name."""
     from dataclasses import replace
 
-    assert float(_links_row("pcie-p2p")["achievable_fraction"]) == pytest.approx(25.95 / 31.5, abs=0.005)
-    assert float(_links_row("pcie")["achievable_fraction"]) == pytest.approx(4.03 / 15.75, abs=0.005)
+    assert float(_links_row("pcie-p2p")["achievable_fraction"]) == pytest.approx(25.95 / 32, abs=0.005)
+    assert float(_links_row("pcie")["achievable_fraction"]) == pytest.approx(4.03 / 16, abs=0.005)
     node = get_node(gpu="H100 PCIe")
     assert node.intra_topology == "pcie" and node.peer_to_peer
     with_p2p = group_link("H100 PCIe", node, size=2)
     without = group_link("H100 PCIe", replace(node, peer_to_peer=False), size=2)
-    assert with_p2p.bandwidth_gbps == pytest.approx(64 * 0.82)
-    assert without.bandwidth_gbps == pytest.approx(64 * 0.26)
+    assert with_p2p.bandwidth_gbps == pytest.approx(64 * 0.81)
+    assert without.bandwidth_gbps == pytest.approx(64 * 0.25)
     # a consumer card: the GeForce driver refuses peer access (data/nodes.csv's RTX 4090 server row)
     assert not get_node(gpu="RTX 4090").peer_to_peer
-    assert group_link("RTX 4090", get_node(gpu="RTX 4090"), size=2).bandwidth_gbps == pytest.approx(32 * 0.26)
+    assert group_link("RTX 4090", get_node(gpu="RTX 4090"), size=2).bandwidth_gbps == pytest.approx(32 * 0.25)
     # an NVLink node's GPU given a PCIe link (gpu_with_link, chapter 7) keeps the host path
     from llmsizing.comm import gpu_with_link
 
     pcie = gpu_with_link("H100 SXM", "PCIe Gen4 x16", 32.0, "pcie")
-    assert group_link(pcie, get_node(gpu="H100 SXM"), size=2).bandwidth_gbps == pytest.approx(32 * 0.26)
+    assert group_link(pcie, get_node(gpu="H100 SXM"), size=2).bandwidth_gbps == pytest.approx(32 * 0.25)
 
 
 def test_node_peer_to_peer_bad_inputs():

@@ -31,6 +31,9 @@ RETIRED = {
         "NVIDIA's Blackwell datasheet, as reproduced by a Verda blog post (chapter 6)",
     # lows28: the book has no sourced spot interruption rate (chapter 11)
     r"lose much of their time to it": "no sourced spot rate; AWS publishes bands only (chapter 11)",
+    # pcie28 (review28a L15): links.csv's PCIe fractions are over the datasheets' figure they are applied to
+    r"divide measured bandwidth by the line rate|PCIe Gen3's 15\.75|put a PCIe transfer \S+ faster":
+        "PCIe fractions are busbw over the datasheets' 16 / 32 GB/s, the figure applied (chapters 6 and 9)",
 }
 
 

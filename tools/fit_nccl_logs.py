@@ -10,9 +10,12 @@ combined line and its worst relative error) and rewrites the rows of data/links.
 (the other rows, e.g. infinity-fabric with no log, are kept as they are). ``--check`` writes nothing and exits 1
 if either file differs from what the logs give.
 
-achievable_fraction = the large-message bus bandwidth / the link's nominal one-way bandwidth per GPU. For a
-multi-node log the bus bandwidth is taken at node level, algbw x :func:`llmsizing.network.wire_factor` of the
-log's ranks with its GPUs per node (2(N-1)/N over N nodes), and compared with the node's egress, NICs x line
+achievable_fraction = the large-message bus bandwidth / the link's nominal one-way bandwidth per GPU: the
+figure the library applies it to. For PCIe that is the datasheets' figure data/gpus.csv keeps (GT/s x lanes / 8:
+16 GB/s for Gen3 x16, 32 for Gen4; not the line rates after the 128b/130b code, 15.75 and 31.5), so the two
+agree (review28a L15). For a multi-node log the bus bandwidth is taken at node level, algbw x
+:func:`llmsizing.network.wire_factor` of the log's ranks with its GPUs per node (2(N-1)/N over N nodes), and
+compared with the node's egress, NICs x line
 rate / 8 = the per-GPU NIC bandwidth x the GPUs per node: NCCL reduces inside the node first, so the network
 carries 2(N-1)/N x S per node (issue 34). The library's collective times use the same function, so the
 fraction is applied with the byte count it was fitted with. alpha_us = the small-message regime's alpha, per
@@ -45,8 +48,10 @@ LINKS_CSV = ROOT / "data" / "links.csv"
 LINKS = {
     "nvlink": ("a100_sxm4_8gpu_nvlink_oci_all_reduce.txt", 300.0, 1,
                "NVLink 3 (A100 SXM4) 300 GB/s one way per GPU"),
-    "pcie": ("rtx2080ti_2gpu_pcie3_all_reduce.txt", 15.75, 1,
-             "PCIe Gen3 x16 15.75 GB/s one way; no peer-to-peer (through host memory)"),
+    "pcie": ("rtx2080ti_2gpu_pcie3_all_reduce.txt", 8 * 16 / 8, 1,
+             "PCIe Gen3 x16 16 GB/s one way (8 GT/s x 16 lanes / 8, the datasheets' figure as data/gpus.csv "
+             "keeps PCIe; the 128b/130b line code makes the line rate 15.75); no peer-to-peer (through host "
+             "memory)"),
     "network": ("h100_2x8_gcp_a3mega_tcpxo_all_reduce.txt", 8 * 200 / 8, 2,
                 "node egress 8 NICs x 200 Gb/s / 8 = 200 GB/s (25 GB/s per GPU x 8 GPUs)"),
 }

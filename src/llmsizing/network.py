@@ -122,7 +122,10 @@ class Node:
 @dataclass(frozen=True)
 class LinkClass:
     """A row of ``data/links.csv``: the share of the nominal bandwidth a large collective reaches, and the
-    latency per algorithm step, fitted from nccl-tests logs (see each row's source)."""
+    latency per algorithm step, fitted from nccl-tests logs (see each row's source). The share is taken
+    against the figure it is applied to: for PCIe the datasheets' one in ``data/gpus.csv`` (GT/s x lanes / 8,
+    32 GB/s each way for Gen4 x16, not the 31.5 GB/s the 128b/130b line code leaves), so the two agree
+    (chapter 6)."""
 
     name: str
     achievable_fraction: float
