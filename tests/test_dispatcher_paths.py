@@ -185,3 +185,16 @@ def test_bad_input_is_refused_naming_the_parameter(call, words):
 def test_the_cost_command_refuses_the_dispatcher_with_an_mfu(capsys):
     rc, out, err = _cli(capsys, ARGV + ["--dispatcher", "deepep", "--mfu", "0.4"])
     assert rc == 2 and out == "" and "--dispatcher deepep: not with --mfu" in err
+
+
+def test_a_planned_stage_takes_the_dispatcher_as_a_single_plan_does(capsys):
+    """`plan --stage` takes the layout flags as a single plan does (issue 33 #2): its stage is the fastest
+    row of plan(dispatcher="deepep") on at most --max-gpus GPUs."""
+    argv = ["plan", M, "--gpu", GPU, "--max-gpus", "16", "--ep", "8", "--json", "--stage", "100B:4096:256"]
+    rc, out, err = _cli(capsys, argv + ["--dispatcher", "deepep"])
+    assert (rc, err) == (0, "")
+    row = L.plan(M, tokens=100e9, gpus=(GPU,), seq=SEQ, global_batch=256, max_gpus=16, ep_degrees=EPS,
+                 dispatcher="deepep").sort_values(["days", "cost_usd"]).iloc[0]
+    assert json.loads(out)[0]["days"] == pytest.approx(row["days"], rel=1e-9)
+    rc, out0, _ = _cli(capsys, argv)
+    assert rc == 0 and json.loads(out0)[0]["days"] > json.loads(out)[0]["days"]
