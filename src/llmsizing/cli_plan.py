@@ -23,9 +23,9 @@ def cmd_cost(args) -> None:
                          "other")
     disp = dispatcher_option(args)                     # --dispatcher (only where given)
     if disp and args.mfu is not None:
-        raise ValueError(f"--dispatcher {args.dispatcher}: not with --mfu (a dispatcher is priced on a mixture "
-                         "of experts' MoE step on its layout; --mfu prices the run at one MFU): drop one or "
-                         "the other")
+        raise ValueError(f"--dispatcher {args.dispatcher}: not with --mfu (a dispatcher is priced on a "
+                         "mixture of experts' MoE step on its layout; --mfu prices the run at one MFU): drop "
+                         "one or the other")
     said = " ".join(([moe_step_flags_text(options)] if options else [])
                     + ([f"--dispatcher {args.dispatcher}"] if disp else []))
     df = cost_by_gpu(model, tokens=args.tokens, seq=args.seq, gpus=args.gpu,

@@ -102,7 +102,8 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
              f"  compute {st.compute_s:.3f} s + bubble {st.bubble_s:.3f} s; all-to-all {a2a:.3f} s, exposed "
              f"{exposed.get('ep', 0.0):.3f} s ({ep_overlap:.0%} hidden"
              + (f", each token to at most {nodes} nodes" if nodes else "") + ")"
-             + ("" if disp == "alltoall" else f"; the {disp} dispatcher (alltoall's all-to-all {plain:.3f} s)"),
+             + ("" if disp == "alltoall" else
+                f"; the {disp} dispatcher (alltoall's all-to-all {plain:.3f} s)"),
              "  other communication, exposed of all: " + (", ".join(
                  f"{k} {exposed[k]:.3f} of {by[k]:.3f} s" for k in ("dp", "tp", "pp")
                  if by[k] > 0) or "none"),
