@@ -337,7 +337,8 @@ def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_la
     """:func:`training_time`'s mixture of experts without a global batch: ``(the run, its layout)`` on the
     MoE step of ``parallel`` or :func:`moe_default_layout`, or ``None`` when there is none. ``mtp_depth``,
     ``capacity_factor`` and ``dispatcher`` go to the step (:func:`layout_time`) and to
-    :func:`moe_default_layout`'s plan (issue 35: it was chosen without them before ``plan()`` searched them)."""
+    :func:`moe_default_layout`'s plan (issue 35: it was chosen without them before ``plan()`` searched
+    them)."""
     n = None if n_gpus is None else check_int("n_gpus", n_gpus)
     if parallel is not None:
         par = resolve_parallel(parallel, model, seq)

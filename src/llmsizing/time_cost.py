@@ -132,8 +132,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     disp = check_dispatcher(dispatcher).name
     if disp != "alltoall" and global_batch is None and (
             stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
-        raise ValueError(f"dispatcher={dispatcher!r} prices a mixture of experts' MoE step: not with stages=, "
-                         "mfu=, mfu_range= or moe_dense_mfu=True")
+        raise ValueError(f"dispatcher={dispatcher!r} prices a mixture of experts' MoE step: not with "
+                         "stages=, mfu=, mfu_range= or moe_dense_mfu=True")
     moe_opts = check_mtp_depth(model, mtp_depth) or capacity_factor is not None
     if moe_opts and (stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
         raise ValueError(f"mtp_depth={mtp_depth} and capacity_factor={capacity_factor!r} price a mixture of "
@@ -248,8 +248,8 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
                          "experts' MoE step: not with mfu= or moe_dense_mfu=True")
     if check_dispatcher(dispatcher).name != "alltoall":              # (the step's only, as max_nodes travels)
         if mfu is not None or moe_dense_mfu:
-            raise ValueError(f"dispatcher={dispatcher!r} prices a mixture of experts' MoE step: not with mfu= "
-                             "or moe_dense_mfu=True")
+            raise ValueError(f"dispatcher={dispatcher!r} prices a mixture of experts' MoE step: not with "
+                             "mfu= or moe_dense_mfu=True")
         options = {**options, "dispatcher": dispatcher}
     moe_kw = {**({"ep_degrees": ep_degrees} if ep_degrees is not None else {}), **options}
     gpu_list = resolve_gpus(list_gpus() if gpus is None else gpus)
