@@ -106,7 +106,8 @@ def test_min_gpus_breaks_ties_on_the_deepep_step():
     kw = dict(batch=1, seq=SEQ, recompute="full", ep_degrees=EPS)
     deep, plain = min_gpus(M, GPU, dispatcher="deepep", **kw), min_gpus(M, GPU, **kw)
     assert deep.gpus == plain.gpus and deep.total_bytes == plain.total_bytes
-    st = step_time(M, GPU, deep.parallel, batch=1, seq=SEQ, recompute="full", overlap=0.0, dispatcher="deepep")
+    st = step_time(M, GPU, deep.parallel, batch=1, seq=SEQ, recompute="full", overlap=0.0,
+                   dispatcher="deepep")
     assert deep.step_s == pytest.approx(st.step_s, rel=1e-12)
     assert deep.step_s < plain.step_s
 
@@ -151,7 +152,8 @@ def test_the_plan_command_is_plan_with_the_dispatcher(capsys):
     got = json.loads(out)
     df = L.plan(M, tokens=1e12, gpus=(GPU,), seq=SEQ, global_batch=256, max_gpus=16, ep_degrees=EPS,
                 dispatcher="deepep").head(20)
-    assert [r["step_time_s"] for r in got] == pytest.approx(list(df["step_time_s"]), rel=1e-9)   # (JSON: 10 digits)
+    # (JSON keeps 10 significant digits)
+    assert [r["step_time_s"] for r in got] == pytest.approx(list(df["step_time_s"]), rel=1e-9)
     rc, out0, _ = _cli(capsys, argv)
     base = json.loads(out0)
     assert rc == 0 and len(base) == len(got) and base != got
