@@ -187,8 +187,12 @@ def test_a_job_and_training_time_check_the_dispatcher():
 
     with pytest.raises(ValueError, match="dispatcher"):
         Job("olmoe-1b-7b", "H100 SXM", 4096, Parallel(dp=8, ep=8), dispatcher="nccl")
+    # (moe28b: without a global batch it is carried to the MoE step; refused where no MoE step is priced)
     with pytest.raises(ValueError, match="global_batch"):
-        L.training_time("olmoe-1b-7b", tokens=1e12, gpu="H100 SXM", n_gpus=8, seq=4096, dispatcher="deepep")
+        L.training_time("llama-3-8b", tokens=1e12, gpu="H100 SXM", n_gpus=8, seq=4096, dispatcher="deepep")
+    with pytest.raises(ValueError, match="not with stages=, mfu="):
+        L.training_time("olmoe-1b-7b", tokens=1e12, gpu="H100 SXM", n_gpus=8, seq=4096, mfu=0.3,
+                        dispatcher="deepep")
     job = Job("olmoe-1b-7b", "H100 SXM", 4096, Parallel(dp=8, ep=8), dispatcher="deepep")
     assert job.kwargs("step")["dispatcher"] == "deepep"
     assert "dispatcher" not in job.replace(dispatcher="alltoall").kwargs("step")

@@ -121,3 +121,35 @@ def test_ep_slider_offers_only_degrees_that_divide_the_models_experts():
     assert box.controls["ep"].value == 8
     box.controls["model"].value = "deepseek-v3"
     assert box.controls["ep"].value == 64
+
+
+def test_dispatcher_toggle_moves_the_step_as_the_library_says(w):
+    """Issue 35: the dispatcher toggle gives step_time(dispatcher=) of the same layout. At ep=4 each GPU holds
+    two of Mixtral's eight experts; a token's two distinct experts share a GPU with probability
+    4 x C(2,2) / C(8,2) = 1/7, so it reaches 2 - 1/7 = 13/7 GPUs and DeepEP's one copy per GPU sends 13/14 of
+    alltoall's k = 2 copies (by hand). The summary names the dispatcher and gives alltoall's all-to-all beside
+    it, the figure changes, and back to alltoall the chapter's figure returns."""
+    from llmsizing.all_to_all import DISPATCHERS
+
+    assert list(w.controls["dispatcher"].options) == list(DISPATCHERS)
+    par = L.Parallel(dp=32, ep=4, zero=1)
+    kw = dict(batch=1, seq=4096, grad_accum=8, recompute="full")
+    steps = {d: L.step_time("mixtral-8x7b", "H100 SXM", par, dispatcher=d, **kw) for d in DISPATCHERS}
+    rows = {d: [c for c in st.communication.collectives if c.group == "ep"] for d, st in steps.items()}
+    assert rows["deepep"] and len(rows["deepep"]) == len(rows["alltoall"])
+    for a, b in zip(rows["alltoall"], rows["deepep"]):
+        assert b.message_bytes == pytest.approx(a.message_bytes * 13 / 14, rel=1e-12)
+    a2a, a2a0 = (steps[d].comm_by_group_s["ep"] for d in ("deepep", "alltoall"))
+    assert a2a < a2a0
+    _set(w, ep=4)
+    try:
+        before = bytes(w.image.value)
+        _set(w, dispatcher="deepep")
+        text = w.summary.value
+        assert w.error.layout.display == "none", w.error.value
+        assert f"step time {steps['deepep'].step_s:.3f} s" in text and f"all-to-all {a2a:.3f} s" in text
+        assert "deepep dispatcher" in text and f"all-to-all {a2a0:.3f} s)" in text
+        assert bytes(w.image.value) != before
+    finally:
+        _set(w, dispatcher="alltoall", ep=charts.MOE_LAYOUT_DEFAULT["ep"])
+    assert w.summary.value == widgets.summary_html(charts.render_moe_layout().summary)

@@ -1,6 +1,7 @@
 """The command line's argument types and output (issue 32: split out of :mod:`llmsizing.cli`): counts and
 numbers with their suffixes and separators, ``--stage`` (and the check that it replaces ``--tokens`` and
-``--seq``), a mixture of experts' step flags (``--mtp-depth``, ``--capacity-factor``) and their reader, a
+``--seq``), a mixture of experts' step flags (``--mtp-depth``, ``--capacity-factor``, ``--dispatcher``) and
+their readers, a
 model by name or config file, and the table, JSON or CSV printer (and the tables of a step's memory and of a
 run in stages). Nothing is computed here; every name that lived in :mod:`llmsizing.cli` still imports from
 there.
@@ -253,12 +254,37 @@ def moe_step_flags_text(options: dict) -> str:
                     if k in options)
 
 
+#: The dispatcher a call without ``--dispatcher`` prices (the library's default).
+DEFAULT_DISPATCHER = "alltoall"
+
+
+def add_dispatcher_flag(p) -> None:
+    """``--dispatcher NAME`` (``plan`` and ``cost``): a mixture of experts' token dispatcher, one of
+    :data:`~llmsizing.all_to_all.DISPATCHERS` (the choices and their help read from that table), as
+    ``plan``'s and ``cost_by_gpu``'s ``dispatcher`` (:func:`dispatcher_option`; issue 35)."""
+    from .all_to_all import DISPATCHERS
+
+    sends = "; ".join(f"{k}: a token sent once per GPU and once per node" if d.once_per_gpu else
+                      f"{k}: one copy per routed expert" for k, d in DISPATCHERS.items())
+    p.add_argument("--dispatcher", choices=list(DISPATCHERS), default=None,
+                   help=f"a mixture of experts' token dispatcher ({sends}; default {DEFAULT_DISPATCHER})")
+
+
+def dispatcher_option(args) -> dict:
+    """``dispatcher=`` of :func:`add_dispatcher_flag`'s flag, only where given (an old call's keywords
+    unchanged)."""
+    d = getattr(args, "dispatcher", None)
+    return {} if d is None else {"dispatcher": d}
+
+
 def add_plan_moe_flags(p) -> None:
     """``llmsizing plan``'s mixture-of-experts flags: ``--ep``, ``--ep-overlap``,
-    ``--shared-expert-overlap``, ``--mtp-depth`` and ``--capacity-factor`` (:func:`~llmsizing.planner.plan`'s
-    ``ep_degrees``, ``ep_overlap``, ``shared_expert_overlap``, ``mtp_depth`` and ``capacity_factor``:
-    :func:`add_moe_step_flags`)."""
+    ``--shared-expert-overlap``, ``--mtp-depth``, ``--capacity-factor`` and ``--dispatcher``
+    (:func:`~llmsizing.planner.plan`'s ``ep_degrees``, ``ep_overlap``, ``shared_expert_overlap``,
+    ``mtp_depth``, ``capacity_factor`` and ``dispatcher``: :func:`add_moe_step_flags`,
+    :func:`add_dispatcher_flag`)."""
     add_moe_step_flags(p)
+    add_dispatcher_flag(p)
     p.add_argument("--ep", type=integer(), action="append",
                    help="an expert-parallel degree to search for a mixture of experts; repeat for several "
                         "(default: every divisor of its routed experts)")

@@ -7,8 +7,9 @@ and their tables. Nothing is computed here.
 from __future__ import annotations
 
 from .cli_args import (STAGE_FORM, _add_output, _check_single_or_stages, _emit, _estimate_mark, _model,
-                       _staged_output, add_moe_step_flags, add_plan_moe_flags, count, integer,
-                       moe_step_flags_text, moe_step_options, number, plan_table, stage)
+                       _staged_output, add_dispatcher_flag, add_moe_step_flags, add_plan_moe_flags, count,
+                       dispatcher_option, integer, moe_step_flags_text, moe_step_options, number, plan_table,
+                       stage)
 
 
 def cmd_cost(args) -> None:
@@ -20,9 +21,16 @@ def cmd_cost(args) -> None:
         raise ValueError(f"{moe_step_flags_text(options)}: not with --mfu (they are priced on a mixture of "
                          "experts' MoE step on its layout; --mfu prices the run at one MFU): drop one or the "
                          "other")
+    disp = dispatcher_option(args)                     # --dispatcher (only where given)
+    if disp and args.mfu is not None:
+        raise ValueError(f"--dispatcher {args.dispatcher}: not with --mfu (a dispatcher is priced on a "
+                         "mixture of experts' MoE step on its layout; --mfu prices the run at one MFU): drop "
+                         "one or the other")
+    said = " ".join(([moe_step_flags_text(options)] if options else [])
+                    + ([f"--dispatcher {args.dispatcher}"] if disp else []))
     df = cost_by_gpu(model, tokens=args.tokens, seq=args.seq, gpus=args.gpu,
                      batch=args.batch, recompute=args.recompute, mfu=args.mfu, max_gpus=args.max_gpus,
-                     **({} if args.ep is None else {"ep_degrees": tuple(args.ep)}), **options)
+                     **({} if args.ep is None else {"ep_degrees": tuple(args.ep)}), **options, **disp)
     if args.json or args.csv:
         _emit(df, args)
         return
@@ -36,7 +44,7 @@ def cmd_cost(args) -> None:
     _emit(out.reset_index(drop=True), args,
           title=f"{args.model}: {args.tokens:.3g} tokens of {args.seq:,}, cost of "
           "the finished job on each GPU type (its fewest GPUs; cheapest first"
-          + (f"; with {moe_step_flags_text(options)}" if options else "") + "):")
+          + (f"; with {said}" if said else "") + "):")
     for _, r in df[~df["fits"]].iterrows():
         print(f"{r['gpu']}: does not fit: {r['why']}")
     for w in df.attrs.get("warnings", ())[:1]:
@@ -46,7 +54,8 @@ def cmd_cost(args) -> None:
 def _plan_layout_options(args) -> dict:
     """The layout flags of ``plan`` as :func:`~llmsizing.planner.plan` keywords: ``--cp``, ``--cp-comm``,
     ``--ep``, ``--ep-overlap``, ``--shared-expert-overlap``, ``--shard-under-pipeline``, ``--mtp-depth``,
-    ``--capacity-factor``, ``--grad-buffer``. One place, so a single plan and every planned ``--stage`` take
+    ``--capacity-factor``, ``--dispatcher``, ``--grad-buffer``. One place, so a single plan and every planned
+    ``--stage`` take
     them alike (issue 33: the stage path dropped them)."""
     out = {"cp_comm": args.cp_comm}
     if getattr(args, "framework", None) is not None:
@@ -58,7 +67,8 @@ def _plan_layout_options(args) -> dict:
     if args.ep_overlap is not None:
         out["ep_overlap"] = args.ep_overlap
     flags = ("shard_under_pipeline", "shared_expert_overlap", "grad_buffer")   # (store_true: only when given)
-    return {**out, **{k: True for k in flags if getattr(args, k, False)}, **moe_step_options(args)}
+    return {**out, **{k: True for k in flags if getattr(args, k, False)}, **moe_step_options(args),
+            **dispatcher_option(args)}
 
 
 def _plan_stages(args) -> None:
@@ -196,5 +206,6 @@ def add_plan_commands(sub, command) -> None:
                    help="an expert-parallel degree to search for a mixture of experts; repeat for several "
                         "(default: every divisor of its routed experts)")
     add_moe_step_flags(p)
+    add_dispatcher_flag(p)
     _add_output(p)
     p.set_defaults(func=cmd_cost)

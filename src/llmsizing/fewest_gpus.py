@@ -11,6 +11,7 @@ import functools
 import math
 
 from ._validate import check_bool, check_choice, check_fraction, check_int, renamed
+from .all_to_all import check_dispatcher
 from .catalog import resolve_model
 from .fewest_arrays import smallest_dps, supports
 from .hardware import check_recipe_runs_on
@@ -109,7 +110,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
              gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
              kernel_efficiency: float | None = None, max_gpus: int = MIN_GPUS_MAX, offload: bool = False,
              optimizer_impl: str = "foreach", node=None, mfu: float | None = None, ep_degrees=None,
-             expert_tp: bool = False, mtp_depth: int = 0, capacity_factor: float | None = None) -> Plan:
+             expert_tp: bool = False, mtp_depth: int = 0, capacity_factor: float | None = None,
+             dispatcher: str = "alltoall") -> Plan:
     """The smallest number of ``gpu`` whose most loaded GPU holds a training step of micro-batch ``batch``
     (sequences of ``seq`` tokens, ``grad_accum`` micro-batches per step) within ``usable_fraction`` of its
     memory, and a layout that does it (a :class:`Plan`).
@@ -135,7 +137,9 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     them); the step time that breaks ties includes the all-to-all with the model's node limit
     (:func:`llmsizing.all_to_all.route_max_nodes` of each layout). A dense model refuses ``ep_degrees``
     above 1 and ``expert_tp``. ``mtp_depth`` and ``capacity_factor`` (issue 35) go to every
-    ``training_memory`` and ``step_time`` call, as :func:`~llmsizing.planner.plan` takes them.
+    ``training_memory`` and ``step_time`` call, as :func:`~llmsizing.planner.plan` takes them; ``dispatcher``
+    (the MoE token dispatcher, :data:`~llmsizing.all_to_all.DISPATCHERS`) to the ``step_time`` that breaks
+    ties (it moves no bytes of memory).
 
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
@@ -161,6 +165,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
               attention=attention, recompute=recompute, stack=stack, optimizer_impl=optimizer_impl)
     options = check_moe_options(model, mtp_depth, capacity_factor)          # ({} by default: as before)
     kw.update(options)
+    disp = check_dispatcher(dispatcher).name                                # (the step's only: not memory)
+    step_kw = {**options, **({} if disp == "alltoall" else {"dispatcher": disp})}
     fast = supports(model, kw, "none")
 
     candidates, passes = [], {}
@@ -258,7 +264,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
         if c.gpus != fewest:
             continue
         st = step_time(model, g, c, batch=batch, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=0.0,
-                       recompute=recompute, precision=precision, node=nd, **options,
+                       recompute=recompute, precision=precision, node=nd, **step_kw,
                        **({"max_nodes": "model"} if model.is_moe else {}))
         total = training_memory(model, parallel=c, **kw).total_bytes          # every stage, this time
         if total <= limit:

@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from ._validate import check_choice
+from .all_to_all import check_dispatcher
 from .catalog import get_gpu, resolve_model
 from .fewest_gpus import MIN_GPUS_MAX, min_gpus
 from .flops import RECOMPUTE
@@ -46,15 +47,18 @@ def moe_default_global_batch(par: Parallel, *, seq: int, micro_batch: int = 1) -
 
 def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
                        precision: str = "bf16-mixed", ep_degrees=None, mtp_depth: int = 0,
-                       capacity_factor: float | None = None):
+                       capacity_factor: float | None = None, dispatcher: str = "alltoall"):
     """The layout a mixture of experts is timed on when none is given (:func:`_moe_default_layout`), kept
     for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
-    one again). ``mtp_depth`` and ``capacity_factor``: planned with them (issue 35, one MoE path)."""
+    one again). ``mtp_depth``, ``capacity_factor`` and ``dispatcher`` (the token dispatcher,
+    :data:`~llmsizing.all_to_all.DISPATCHERS`): planned with them (issue 35, one MoE path)."""
     model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
     recompute = check_choice("recompute", recompute, RECOMPUTE)
     precision = check_choice("precision", precision, RECIPES)
     eps = None if ep_degrees is None else tuple(ep_degrees)
-    options = tuple(sorted(check_moe_options(model, mtp_depth, capacity_factor).items()))
+    disp = check_dispatcher(dispatcher).name                 # (only when not the default: old keys unchanged)
+    options = tuple(sorted({**check_moe_options(model, mtp_depth, capacity_factor),
+                            **({} if disp == "alltoall" else {"dispatcher": disp})}.items()))
     return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps, options)
 
 
@@ -137,8 +141,8 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
     layout below widened by data parallelism when ``n_gpus`` is a multiple of its GPUs. Without: the fewest
     GPUs that hold a step of one sequence (:func:`~llmsizing.fewest_gpus.min_gpus`, its own expert-parallel
     search), at :func:`moe_default_global_batch`. ``ep_degrees``: the expert-parallel degrees searched
-    (default: every divisor of the routed experts). ``options``: ``mtp_depth`` and ``capacity_factor``, given
-    to both. Chapter 18."""
+    (default: every divisor of the routed experts). ``options``: ``mtp_depth``, ``capacity_factor`` and
+    ``dispatcher``, given to both. Chapter 18."""
     from .planner import MAX_GLOBAL_BATCH
 
     moe_kw = {**({} if ep_degrees is None else {"ep_degrees": ep_degrees}), **options}

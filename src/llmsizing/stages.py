@@ -332,11 +332,13 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
 
 
 def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_layers, precision, dtype,
-             causal, price, goodput, ep_degrees=None, whole_run=False, mtp_depth=0, capacity_factor=None):
+             causal, price, goodput, ep_degrees=None, whole_run=False, mtp_depth=0, capacity_factor=None,
+             dispatcher="alltoall"):
     """:func:`training_time`'s mixture of experts without a global batch: ``(the run, its layout)`` on the
-    MoE step of ``parallel`` or :func:`moe_default_layout`, or ``None`` when there is none. ``mtp_depth``
-    and ``capacity_factor`` go to the step (:func:`layout_time`) and to :func:`moe_default_layout`'s plan
-    (issue 35: it was chosen without them before ``plan()`` searched them)."""
+    MoE step of ``parallel`` or :func:`moe_default_layout`, or ``None`` when there is none. ``mtp_depth``,
+    ``capacity_factor`` and ``dispatcher`` go to the step (:func:`layout_time`) and to
+    :func:`moe_default_layout`'s plan (issue 35: it was chosen without them before ``plan()`` searched
+    them)."""
     n = None if n_gpus is None else check_int("n_gpus", n_gpus)
     if parallel is not None:
         par = resolve_parallel(parallel, model, seq)
@@ -344,19 +346,19 @@ def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_la
     else:
         chosen = moe_default_layout(model, g, seq=seq, n_gpus=n, recompute=recompute, precision=precision,
                                     ep_degrees=ep_degrees, mtp_depth=mtp_depth,
-                                    capacity_factor=capacity_factor)
+                                    capacity_factor=capacity_factor, dispatcher=dispatcher)
     if chosen is None:
         return None
     par, gb, micro = chosen
     return _moe_step_run(model, g, par, tokens=tokens, seq=seq, micro_batch=micro, recompute=recompute,
                          recompute_layers=recompute_layers, precision=precision, dtype=dtype, causal=causal,
                          global_batch=gb, price=price, goodput=goodput, whole_run=whole_run,
-                         mtp_depth=mtp_depth, capacity_factor=capacity_factor), par
+                         mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=dispatcher), par
 
 
 def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recompute, recompute_layers,
                   precision, dtype, causal, price, goodput, global_batch=None, whole_run=False, mtp_depth=0,
-                  capacity_factor=None):
+                  capacity_factor=None, dispatcher="alltoall"):
     """A mixture of experts' run on the MoE step of layout ``par`` (:func:`~llmsizing.stages.layout_time`,
     as ``training_time(parallel=, global_batch=)``), the global batch :func:`moe_default_global_batch`'s
     unless given, with a warning that names both."""
@@ -367,11 +369,12 @@ def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recomput
                     recompute=recompute, recompute_layers=recompute_layers,
                     causal=check_bool("causal", causal), price_value=gpu_price(g, price), goodput=goodput,
                     whole_run=check_bool("whole_run", whole_run), mtp_depth=mtp_depth,
-                    capacity_factor=capacity_factor)
+                    capacity_factor=capacity_factor, dispatcher=dispatcher)
     note = (f"{model.name} is a mixture of experts: timed on its MoE step (llmsizing.moe_time) on the layout "
             f"{_layout_label(par)}, {gb:,} sequences per step; the range is a layout's"
             + (f"; with {mtp_depth} MTP module(s) on its last stage" if mtp_depth else "")
-            + (f"; capacity factor {capacity_factor:g}" if capacity_factor is not None else ""))
+            + (f"; capacity factor {capacity_factor:g}" if capacity_factor is not None else "")
+            + ("" if dispatcher == "alltoall" else f"; the {dispatcher} dispatcher"))
     return dataclasses.replace(t, warnings=(note, *t.warnings))
 
 

@@ -110,7 +110,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     :func:`moe_default_layout`'s, planned without the module (``plan()`` does not search it).
     ``capacity_factor`` (token dropping; ``None``: dropless) likewise: the step's load skew capped
     (:func:`~llmsizing.moe_time.load_skew`) and the expert buffers at that capacity. ``dispatcher`` (the MoE
-    token dispatcher, :func:`~llmsizing.layouts.step_time`'s): only with ``global_batch``. Chapter 18.
+    token dispatcher, :func:`~llmsizing.layouts.step_time`'s): with ``global_batch``, or on the MoE step
+    without it (its layout then planned with it), as ``mtp_depth``. Chapter 18.
 
     **Goodput.** ``goodput`` (default 1.0: today's numbers, a steady state) is the useful share of wall time
     left by interruptions and checkpoints, from :func:`~llmsizing.reliability.goodput`; days, GPU-hours and
@@ -128,9 +129,11 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                          "with global_batch=, stages= or a mixture of experts (plan() and Job take a "
                          "framework)")
     g = get_gpu(gpu)
-    if check_dispatcher(dispatcher).name != "alltoall" and global_batch is None:
-        raise ValueError(f"dispatcher={dispatcher!r} prices a layout's own MoE step: give it with "
-                         "global_batch= and parallel=")
+    disp = check_dispatcher(dispatcher).name
+    if disp != "alltoall" and global_batch is None and (
+            stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
+        raise ValueError(f"dispatcher={dispatcher!r} prices a mixture of experts' MoE step: not with "
+                         "stages=, mfu=, mfu_range= or moe_dense_mfu=True")
     moe_opts = check_mtp_depth(model, mtp_depth) or capacity_factor is not None
     if moe_opts and (stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
         raise ValueError(f"mtp_depth={mtp_depth} and capacity_factor={capacity_factor!r} price a mixture of "
@@ -151,9 +154,13 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                        recompute_layers=recompute_layers,
                        precision="bf16-mixed" if precision is None else precision, dtype=dtype, causal=causal,
                        price=price_usd_per_gpu_hour, goodput=goodput, whole_run=whole_run,
-                       mtp_depth=mtp_depth, capacity_factor=capacity_factor)
+                       mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=disp)
         if run is not None:
             return run[0]
+    if disp != "alltoall" and global_batch is None:
+        raise ValueError(f"dispatcher={dispatcher!r}: no MoE step to price it on (give tokens=, seq= and "
+                         f"global_batch= with parallel=, or an n_gpus that {model.name} has a layout on; a "
+                         "dense model has neither)")
     if moe_opts and global_batch is None:
         raise ValueError(f"mtp_depth={mtp_depth}, capacity_factor={capacity_factor!r}: no MoE step to price "
                          f"them on (give tokens=, seq= and parallel=, or an n_gpus that {model.name} has a "
@@ -175,8 +182,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                         recompute=check_choice("recompute", recompute, RECOMPUTE),
                         recompute_layers=recompute_layers, causal=check_bool("causal", causal),
                         price_value=gpu_price(g, price_usd_per_gpu_hour), goodput=goodput,
-                        mtp_depth=mtp_depth, capacity_factor=capacity_factor,
-                        dispatcher=check_dispatcher(dispatcher).name)
+                        mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=disp)
         return t
     if stages is not None:
         if goodput < 1:
@@ -203,7 +209,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
 def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch: int = 1,
                 recompute: str = "full", mfu: float | None = None, prices: dict | None = None,
                 max_gpus: int = 65536, ep_degrees=None, moe_dense_mfu: bool = False, mtp_depth: int = 0,
-                capacity_factor: float | None = None):
+                capacity_factor: float | None = None, dispatcher: str = "alltoall"):
     """The cost of the finished job on each GPU type, not the hourly rate: for each of ``gpus`` (default: the
     whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.fewest_gpus.min_gpus`,
     micro-batch ``batch`` of ``seq`` tokens with ``recompute``), the days on that many, and the GPU-hours and
@@ -226,7 +232,8 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     ``attrs["warnings"]`` lists every distinct one once. A dense model's frame is as before (no ``ep``, no
     ``warnings``). ``mtp_depth`` (DeepSeek-V3's multi-token-prediction modules) and ``capacity_factor``
     (token dropping; ``None``: dropless) go to all three, the fewest GPUs, the plan and the step (issue 35:
-    one MoE path); not with ``mfu`` or ``moe_dense_mfu``, which do not time the MoE step.
+    one MoE path); not with ``mfu`` or ``moe_dense_mfu``, which do not time the MoE step. ``dispatcher``
+    (the MoE token dispatcher, :data:`~llmsizing.all_to_all.DISPATCHERS`) likewise, to the step of all three.
     Chapter 18."""
     import pandas as pd
 
@@ -239,6 +246,11 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     if options and (mfu is not None or moe_dense_mfu):
         raise ValueError(f"mtp_depth={mtp_depth} and capacity_factor={capacity_factor!r} price a mixture of "
                          "experts' MoE step: not with mfu= or moe_dense_mfu=True")
+    if check_dispatcher(dispatcher).name != "alltoall":              # (the step's only, as max_nodes travels)
+        if mfu is not None or moe_dense_mfu:
+            raise ValueError(f"dispatcher={dispatcher!r} prices a mixture of experts' MoE step: not with "
+                             "mfu= or moe_dense_mfu=True")
+        options = {**options, "dispatcher": dispatcher}
     moe_kw = {**({"ep_degrees": ep_degrees} if ep_degrees is not None else {}), **options}
     gpu_list = resolve_gpus(list_gpus() if gpus is None else gpus)
     prices = resolve_prices(prices, gpu_list)

@@ -16,15 +16,16 @@ MOE_TIME_COLORS = {**EXPLORER_TIME_COLORS, "ep": "#D55E00"}
 #: Chapter 18's default layout: Mixtral-8x7B on 32 H100s, the experts split eight ways (one expert of each
 #: layer per GPU), ZeRO-1 over the 32 data-parallel GPUs (the experts' shards over the 4 that hold the same
 #: expert), full recomputation, micro-batches of one 4K sequence, 8 per step (a global batch of 256
-#: sequences).
+#: sequences), Megatron-Core's default ``alltoall`` token dispatcher.
 MOE_LAYOUT_DEFAULT = dict(model="mixtral-8x7b", gpu="H100 SXM", tp=1, pp=1, dp=32, ep=8, zero=1,
-                          recompute="full", batch=1, seq=4096, grad_accum=8, ep_overlap=0.0)
+                          recompute="full", batch=1, seq=4096, grad_accum=8, ep_overlap=0.0,
+                          dispatcher="alltoall")
 
 
 def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: int = 1, pp: int = 1,
                       dp: int = 32, ep: int = 8, zero: int = 1, recompute: str = "full", batch: int = 1,
                       seq: int = 4096, grad_accum: int = 8, ep_overlap: float = 0.0,
-                      precision: str = "bf16-mixed", max_nodes="model", *,
+                      precision: str = "bf16-mixed", max_nodes="model", dispatcher: str = "alltoall", *,
                       into: Figure | None = None) -> View:
     """Chapter 18: one layout of a mixture of experts with ``ep``-way expert parallelism (inside the layout's
     ``tp x dp`` GPUs; sequence parallelism on whenever ``tp > 1``). Left, the most loaded GPU of each pipeline
@@ -33,12 +34,14 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     (:func:`~llmsizing.layouts.step_time`): compute, the pipeline bubble and each group's communication in
     full (pale) with the part the step waits for drawn over it (the expert-parallel all-to-all exposed but for
     ``ep_overlap``, with the routing's node limit: ``max_nodes="model"`` is the model's own,
-    :func:`llmsizing.all_to_all.route_max_nodes` of the layout). A layout the library refuses (``ep`` not
+    :func:`llmsizing.all_to_all.route_max_nodes` of the layout, and the token ``dispatcher``,
+    :data:`~llmsizing.all_to_all.DISPATCHERS`: another than ``"alltoall"`` labels the all-to-all's bar and the
+    summary gives ``"alltoall"``'s all-to-all beside it). A layout the library refuses (``ep`` not
     dividing the experts or ``tp x dp``, a dense model with ``ep > 1``...) raises its ``ValueError``, which
     the widget shows."""
     import numpy as np
 
-    from ..all_to_all import route_max_nodes
+    from ..all_to_all import check_dispatcher, route_max_nodes
     from ..catalog import get_gpu, resolve_model
     from ..layouts import step_time
     from ..memory import training_memory
@@ -51,7 +54,9 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, ep=ep)
     kw = dict(batch=batch, seq=seq, grad_accum=grad_accum, recompute=recompute, precision=precision)
     tm = training_memory(m, parallel=par, **kw)
-    st = step_time(m, g, par, ep_overlap=ep_overlap, max_nodes=max_nodes, **kw)
+    disp = check_dispatcher(dispatcher).name
+    st = step_time(m, g, par, ep_overlap=ep_overlap, max_nodes=max_nodes, **kw,
+                   **({} if disp == "alltoall" else {"dispatcher": disp}))
     rows = list(tm.stages)
     d = max(1, st.communication.node.scaleup_domain_gpus // par.etp)      # the EP ranks a node holds
     nodes = None if ep <= d else route_max_nodes(m, ep, d) if max_nodes == "model" else max_nodes
@@ -74,7 +79,8 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     groups = [k for k in names if k in exposed]
     _fast_hbars(ax_t, [names.index(k) for k in groups], [exposed[k] for k in groups], height=0.5,
                 colors=[MOE_TIME_COLORS[k] for k in groups])
-    ax_t.set_yticks(ys, [{"ep": "all-to-all (ep)"}.get(n, n if n in ("compute", "pipeline bubble")
+    a2a_label = "all-to-all (ep)" if disp == "alltoall" else f"all-to-all (ep, {disp})"
+    ax_t.set_yticks(ys, [{"ep": a2a_label}.get(n, n if n in ("compute", "pipeline bubble")
                                                           else f"{n} comm.")
                          for n in names], fontsize=8)
     ax_t.invert_yaxis()
@@ -84,6 +90,8 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     fits = tm.total_bytes <= g.memory_bytes
     by = st.comm_by_group_s
     a2a = by.get("ep", 0.0)
+    plain = a2a if disp == "alltoall" else step_time(m, g, par, ep_overlap=ep_overlap, max_nodes=max_nodes,
+                                                      **kw).comm_by_group_s.get("ep", 0.0)
     lines = [f"{m.name} on {par.gpus} x {g.name}: tp={par.tp}, pp={par.pp}, dp={par.dp}, ep={par.ep} "
              f"({m.experts // par.ep} of {m.experts} experts per GPU in each MoE layer), ZeRO-{par.zero}"
              f"{' (experts sharded over edp=' + str(par.edp) + ')' if par.zero else ''}, micro-batch {batch} "
@@ -93,7 +101,9 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
              f"{g.memory_gib:.1f} GiB",
              f"  compute {st.compute_s:.3f} s + bubble {st.bubble_s:.3f} s; all-to-all {a2a:.3f} s, exposed "
              f"{exposed.get('ep', 0.0):.3f} s ({ep_overlap:.0%} hidden"
-             + (f", each token to at most {nodes} nodes" if nodes else "") + ")",
+             + (f", each token to at most {nodes} nodes" if nodes else "") + ")"
+             + ("" if disp == "alltoall" else
+                f"; the {disp} dispatcher (alltoall's all-to-all {plain:.3f} s)"),
              "  other communication, exposed of all: " + (", ".join(
                  f"{k} {exposed[k]:.3f} of {by[k]:.3f} s" for k in ("dp", "tp", "pp")
                  if by[k] > 0) or "none"),

@@ -1,8 +1,8 @@
 """Part V, "The models of 2026": the widget of chapter 18.
 
 * chapter 18, :func:`moe_layout_widget`: pick a mixture of experts, a GPU and a layout with expert parallelism
-  (ep, tp, pp, dp, ZeRO, recomputation, micro-batches) and see the memory per GPU and where the step's time
-  goes (compute, the all-to-all, the bubble).
+  (ep, tp, pp, dp, ZeRO, recomputation, micro-batches, the token dispatcher) and see the memory per GPU and
+  where the step's time goes (compute, the all-to-all, the bubble).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipywidgets as W
 
 from .. import charts
+from ..all_to_all import DISPATCHERS
 from ..catalog import get_model, list_gpus, list_models
 from .controls import _choice, _nearest, _reroute, _set_quietly, _style
 from .dashboard import KEPT_ANSWERS, Dashboard
@@ -31,7 +32,8 @@ MOE_DPS = tuple(2**k for k in range(13))
 
 def moe_layout_widget(model: str = "mixtral-8x7b") -> Dashboard:
     """Chapter 18: mixture of experts x GPU x ep, tp, pp, dp, ZeRO stage, recomputation, micro-batch,
-    micro-batches per step and the share of the all-to-all hidden (DeepSeek's DualPipe) -> the memory of the
+    micro-batches per step, the share of the all-to-all hidden (DeepSeek's DualPipe) and the token dispatcher
+    (:data:`~llmsizing.all_to_all.DISPATCHERS`: Megatron-Core's ``alltoall`` or DeepEP's) -> the memory of the
     most loaded GPU of each stage and the step's time (:func:`~llmsizing.charts.render_moe_layout`). Starts at
     :data:`~llmsizing.charts.MOE_LAYOUT_DEFAULT` (the chapter's checked figure). A layout the library refuses
     (``ep`` that does not divide the experts or the layout's GPUs, ``tp`` that does not divide the heads,
@@ -55,12 +57,14 @@ def moe_layout_widget(model: str = "mixtral-8x7b") -> Dashboard:
                                         description="micro-batches", **_style()),
         "ep_overlap": W.FloatSlider(min=0.0, max=1.0, step=0.25, value=d["ep_overlap"],
                                     description="all-to-all hidden", readout_format=".0%", **_style()),
+        "dispatcher": _choice(list(DISPATCHERS), d["dispatcher"], "dispatcher"),
     }
 
-    def render(model, gpu, ep, tp, pp, dp, zero, recompute, batch, grad_accum, ep_overlap, into=None):
+    def render(model, gpu, ep, tp, pp, dp, zero, recompute, batch, grad_accum, ep_overlap, dispatcher,
+               into=None):
         return charts.render_moe_layout(model, gpu, tp=tp, pp=pp, dp=dp, ep=ep, zero=zero,
                                         recompute=recompute, batch=batch, seq=d["seq"], grad_accum=grad_accum,
-                                        ep_overlap=ep_overlap, into=into)
+                                        ep_overlap=ep_overlap, dispatcher=dispatcher, into=into)
 
     box = Dashboard(render, controls, keep=KEPT_ANSWERS)     # (a function of the controls' values)
     slider, wanted = box.controls["ep"], {"value": box.controls["ep"].value}
