@@ -288,6 +288,23 @@ def test_landscape_and_decode_figures():
         render_decode_roofline(batch=0)
 
 
+def test_landscape_names_coinciding_dots_once():
+    """The H800 is an H100 SXM with its NVLink cut (same 3.35 TB/s, same 81,559 MiB): one dot, one label of
+    both names; the B200 (7.7 TB/s, 179.1 GiB) and the GB200 (8 TB/s, 185 GiB) are 0.3 TB/s apart: two labels
+    (read28g: the names printed over each other)."""
+    import matplotlib.pyplot as plt
+
+    from llmsizing.charts import render_gpu_landscape
+    from llmsizing.charts.many_gpus import _landscape_groups
+
+    names = ["H100 SXM", "H800", "B200", "GB200"]
+    assert _landscape_groups(gpu_comparison(names)) == [["H100 SXM", "H800"], ["B200"], ["GB200"]]
+    fig = render_gpu_landscape(names).figure
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert sorted(texts) == sorted(["H100 SXM\nH800", "B200", "GB200"])
+    plt.close(fig)
+
+
 def test_decode_roofline_widget_moves():
     from llmsizing.widgets import decode_roofline_widget
 
