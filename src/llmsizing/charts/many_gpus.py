@@ -34,19 +34,13 @@ _LANDSCAPE_LABEL_OFFSETS = {"A100 80GB": (0, 7, "center"), "RTX 4090": (5, -8, "
 
 def _landscape_groups(df) -> list[list[str]]:
     """The GPUs of ``df`` whose dots (nearly) coincide in the capacity panel, in catalogue order: within
-    0.15 TB/s and 2% of the memory axis of the group's first GPU (the H100 SXM and the H800 sit on one dot).
-    One label names each group, one name a line, so that names never print over each other."""
+    0.15 TB/s and 2% of the memory axis of the group's first GPU (the H100 SXM and the H800 share a dot).
+    One label, one name a line, names each group, so that names never print over each other."""
     groups: list[list[str]] = []
-    top = float(df["memory_gib"].max())
-    for name, r in df.iterrows():
-        for g in groups:
-            a = df.loc[g[0]]
-            if (abs(r["hbm_tbps"] - a["hbm_tbps"]) <= 0.15
-                    and abs(r["memory_gib"] - a["memory_gib"]) <= 0.02 * top):
-                g.append(name)
-                break
-        else:
-            groups.append([name])
+    near = (df[["hbm_tbps", "memory_gib"]] / [0.15, 0.02 * float(df["memory_gib"].max())]).T
+    for name in df.index:
+        g = next((g for g in groups if (abs(near[name] - near[g[0]]) <= 1).all()), None)
+        groups.append([name]) if g is None else g.append(name)
     return groups
 
 
