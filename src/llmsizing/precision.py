@@ -327,14 +327,16 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
            description="Megatron-LM's default: gradients accumulated in fp32: 2 + 4 + 12 = 18 B/param."),
     Recipe("bf16-mixed-dual-grads", "bf16", "bf16", "fp32", "fp32", extra_grads="fp32",
            description="16-bit grads plus an fp32 copy for the optimizer step (DeepSpeed ZeRO-1/2 style): "
-                       "2 + 2 + 4 + 12 = 20 B/param, the top of EleutherAI's 16-20 range."),
+                       "2 + 2 + 4 + 12 = 20 B/param, two more than Transformer Math 101's fp32-gradient 18."),
     Recipe("bf16", "bf16", "bf16", None, "bf16",
            description="Pure bf16, no master copy: 2 + 2 + 4 = 8 B/param for Adam (risky: small updates "
                        "round away)."),
     Recipe("bf16-amp", "fp32", "fp32", None, "fp32", autocast=True,
            description="fp32 weights, gradients and Adam moments under torch.autocast(bf16), what the "
-                       "Hugging Face Trainer's bf16=True runs: 4 + 4 + 8 = 16 B/param, plus about 2 B/param "
-                       "of cached bf16 weight copies during forward and backward."),
+                       "Hugging Face Trainer's bf16=True runs on a model loaded in fp32, on one GPU or "
+                       "under DDP: 4 + 4 + 8 = 16 B/param, plus about 2 B/param of cached bf16 weight copies "
+                       "during forward and backward (with FSDP, Accelerate sets a bf16 MixedPrecision "
+                       "policy: no copies, closer to bf16-mixed)."),
     Recipe("fp8-mixed", "bf16", "fp32", "fp32", "fp32", fp8="fp8-mixed",
            description="Transformer Engine FP8 with Megatron-LM: bf16 weights, fp32 gradients (main_grad), "
                        "fp32 master + Adam moments, plus FP8 copies of every Linear weight and its "

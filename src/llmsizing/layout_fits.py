@@ -1,0 +1,207 @@
+"""Do the published layouts fit? The memory model checked against the runs that ran (issues 38 and 34).
+
+Every run of ``data/published_runs.csv`` with a layout, and every run of ``data/moe_published_runs.csv``,
+ran without running out of memory. So :func:`~llmsizing.memory.training_memory` must give each one a
+per-GPU total (peak + the book's allowance) within its GPU's memory (the driver's total,
+:attr:`~llmsizing.catalog.GPU.memory_bytes`). :func:`published_layout_fits` prices each row three ways.
+
+* **Today**: the row as the step model reads it.
+  - A dense row goes through :func:`llmsizing.calibration._layout_of`: a blank micro-batch is 1, a blank
+    ZeRO stage 0, a blank recomputation none. ``dtype`` bf16 and fp8 price ``bf16-mixed`` (the step model's
+    FP8 is a GEMM rate on that recipe's memory), and fp16 prices ``fp16-mixed``. The 2021-22 Megatron and
+    Megatron-DeepSpeed stacks get eager attention, with dropout on Megatron-LM's own
+    (:func:`llmsizing.calibration.attention_kernel_of`); the others get flash attention. Every stack gets
+    Megatron-style fused layers.
+  - A MoE row gets :func:`llmsizing.moe_runs.run_step`'s layout, recipe and micro-batches of one sequence.
+* **With the stack's buffer**: a Megatron-family stack (:func:`~llmsizing.frameworks.stack_family`) at
+  ZeRO 0 or 1 keeps its gradients in Megatron-Core's persistent buffer (``grad_buffer=True``).
+  - The buffer is FP32 with bf16 (``bf16-mixed-fp32-grads``: ``--bf16`` turns on
+    ``accumulate_allreduce_grads_in_fp32`` in Megatron-LM's ``arguments.py``).
+  - It is in the parameters' dtype with fp16, where that switch stays off. FP8 recipes already hold FP32
+    gradients.
+  - Every other stack is priced as today: FSDP, ZeRO-3 and DeepSpeed's ZeRO-1/2 keep no persistent
+    buffer (``notes/grad28b.md``).
+* **As the source states it** (``gib_stated``), where the library holds what the row's columns cannot
+  carry (:data:`STATED`).
+  - KempnerForge casts its model to bf16 (``scripts/train.py``: ``model.to(dtype=tc.param_dtype)``), so its
+    AdamW states are bf16 too: the ``bf16`` recipe. Its report states fused AdamW.
+  - Llama 3 405B is priced on :func:`~llmsizing.parallel.llama3_405b_layout` with
+    :data:`~llmsizing.parallel.LLAMA3_RECIPE`: FSDP without resharding after the forward, stage outputs
+    freed.
+  - DeepSeek-V3 is priced by :func:`~llmsizing.deepseek.deepseek_memory` on the balanced split: DualPipe,
+    recomputed RMSNorms and MLA up-projections, FP8 caches.
+
+No formula here: the module reads rows and calls the memory model. A run that does not fit is a finding
+against the model or against the row, reported in ``data/published_layout_fits.csv``
+(``tools/layout_fits.py``), and never fixed with a constant.
+"""
+
+from __future__ import annotations
+
+from .frameworks import stack_family
+
+#: The columns of :func:`published_layout_fits` (``data/published_layout_fits.csv``).
+FIT_COLUMNS = ("run", "table", "gpu", "stack", "layout", "assumed", "precision_today", "gib_today",
+               "grad_buffer", "precision_buffer", "gib_buffer", "gpu_gib", "fits_today", "fits_buffer",
+               "peak_phase", "dominant", "weights_gib", "optimizer_states_gib", "gradients_gib",
+               "activations_gib", "temporaries_gib", "gib_stated", "stated", "method", "source", "as_of")
+
+#: The parts of today's peak phase that are kept (of :data:`~llmsizing.footprint.STEP_PARTS`; the autocast
+#: copies are 0 for these recipes).
+PART_COLUMNS = ("weights", "optimizer states", "gradients", "activations", "temporaries")
+
+#: A dense row's ``dtype`` -> the recipe its memory is priced with today.
+DENSE_RECIPE = {"bf16": "bf16-mixed", "fp8": "bf16-mixed", "fp16": "fp16-mixed"}
+
+#: The stack of each MoE row (``data/moe_published_runs.csv`` has no framework column), as the row's note
+#: gives it. JetMoE-8B runs on Megatron without a distributed optimizer ("Megatron without a distributed
+#: optimizer"), and OLMoE on FSDP ("data parallelism by FSDP"). The other rows name no stack (DeepSeek's
+#: HAI-LLM is not Megatron-Core; Granite 3.0's report names ScatterMoE, not the trainer), so they are
+#: ``"unknown"``.
+MOE_FRAMEWORK = {"JetMoE-8B pre-training": "megatron", "OLMoE-1B-7B pre-training": "fsdp"}
+
+#: What a source states that its row's columns cannot carry, by the row's ``framework`` (dense) or ``model``
+#: (MoE). Each entry is a text and, for :func:`_stated_memory`, a kind.
+STATED = {
+    "kempnerforge": ("pure bf16 (KempnerForge scripts/train.py at abbbac3 casts the model with "
+                     "model.to(dtype=bf16), so AdamW's states are bf16) and fused AdamW (its "
+                     "mfu_scaling.md: 'fused AdamW')", "recipe"),
+    "llama-3.1-405b": ("llama3_405b_layout with LLAMA3_RECIPE: Dubey et al. 2024 Sec. 3.3.2, FSDP that "
+                       "does not reshard after the forward, FP32 gradients, stage outputs freed once sent",
+                       "llama3"),
+    "deepseek-v3": ("deepseek_memory on DEEPSEEK_V3_BALANCED_SPLIT: arXiv:2412.19437 Sec. 3.2.3 "
+                    "(RMSNorm and MLA up-projection recomputed), Sec. 3.3 (FP8 caches), DualPipe",
+                    "deepseek"),
+}
+
+#: How the totals were computed (the ``method`` column).
+METHOD = "llmsizing.layout_fits.published_layout_fits (training_memory: peak of the step + allowance)"
+
+
+def _blank(x) -> bool:
+    return x is None or x != x or x == ""
+
+
+def _buffer_recipe(precision: str) -> str:
+    """The recipe of Megatron-Core's gradient buffer with ``precision`` (bf16 -> FP32 gradients)."""
+    return "bf16-mixed-fp32-grads" if precision == "bf16-mixed" else precision
+
+
+def _dense_job_args(row):
+    """``(training_memory keywords, assumed)`` of one dense row with a layout, or ``None``."""
+    from .calibration import _layout_of, attention_kernel_of
+
+    lay = _layout_of(row)
+    if lay is None:
+        return None
+    par, micro, accum, recompute = lay
+    assumed = [text for text, col in (("micro_batch 1", "micro_batch"), ("zero 0", "zero"),
+                                      ("recompute none", "recompute")) if _blank(getattr(row, col))]
+    kernel = attention_kernel_of(row.framework, row.gpu) or "flash"
+    args = dict(model=row.model, batch=micro, seq=int(row.seq), grad_accum=accum, parallel=par,
+                precision=DENSE_RECIPE[row.dtype], recompute=recompute,
+                attention="eager" if kernel.startswith("unfused") else "flash",
+                dropout=kernel == "unfused-dropout")
+    return args, assumed
+
+
+def _moe_parallel(row):
+    from .parallel import Parallel
+
+    split = "" if _blank(row["stage_layers"]) else str(row["stage_layers"])
+    return Parallel(pp=int(row["pp"]), dp=int(row["dp"]), ep=int(row["ep"]), zero=int(row["zero"]),
+                    stage_layers=tuple(int(x) for x in split.split(";")) if split else None,
+                    shared_expert_overlap=row["shared_expert_overlap"] == "yes")
+
+
+def _moe_job_args(row):
+    """``(training_memory keywords, assumed)`` of one MoE row, as :func:`llmsizing.moe_runs.run_step` builds
+    its step (micro-batches of one sequence, an assumption of every MoE row)."""
+    from .moe_runs import _model
+
+    par = _moe_parallel(row)
+    cap = {} if _blank(row["capacity_factor"]) else {"capacity_factor": float(row["capacity_factor"])}
+    args = dict(model=_model(row["model"]), batch=1, seq=int(row["seq"]),
+                grad_accum=int(row["global_batch"]) // par.dp, parallel=par, precision=row["precision"],
+                recompute=row["recompute"], mtp_depth=int(row["mtp_depth"]), **cap)
+    assumed = ["micro_batch 1"] + ([] if row["layout_published"] == "yes" else
+                                   [f"layout_published {row['layout_published']} (see its note)"])
+    return args, assumed
+
+
+def _layout_text(par, micro) -> str:
+    parts = [f"tp{par.tp}", f"pp{par.pp}"] + ([f"vp{par.virtual_stages}"] if par.virtual_stages > 1 else [])
+    parts += ([f"cp{par.cp}"] if par.cp > 1 else []) + ([f"ep{par.ep}"] if par.ep > 1 else [])
+    return " ".join(parts + [f"dp{par.dp}", f"zero{par.zero}", f"mb{micro}"])
+
+
+def _stated_memory(kind: str, args: dict) -> float:
+    """Total bytes of a row priced as its source states it (:data:`STATED`)."""
+    from dataclasses import replace
+
+    from .memory import training_memory
+
+    par = args["parallel"]
+    if kind == "recipe":
+        return training_memory(**{**args, "precision": "bf16"}, optimizer_impl="fused").total_bytes
+    if kind == "llama3":
+        from .parallel import LLAMA3_RECIPE, llama3_405b_layout
+
+        return training_memory(**{**args, "parallel": llama3_405b_layout(par.dp, par.cp),
+                                  "precision": LLAMA3_RECIPE}).total_bytes
+    from .deepseek import DEEPSEEK_V3_BALANCED_SPLIT, deepseek_memory
+
+    return deepseek_memory(args["model"], replace(par, stage_layers=DEEPSEEK_V3_BALANCED_SPLIT),
+                           seq=args["seq"], grad_accum=args["grad_accum"]).total_bytes
+
+
+def _fit_row(row: dict, family: str, args: dict, assumed: list, stated_key) -> dict:
+    from .catalog import get_gpu
+    from .memory import training_memory
+    from .units import GiB
+
+    g = get_gpu(row["gpu"])
+    today = training_memory(**args)
+    par = args["parallel"]
+    buffer = family == "megatron" and par.zero <= 1
+    rec = _buffer_recipe(args["precision"]) if buffer else args["precision"]
+    withb = training_memory(**{**args, "precision": rec}, grad_buffer=True) if buffer else today
+    parts = today.phase_parts[today.peak_phase]
+    text, kind = STATED.get(stated_key, ("", None))
+    stated = _stated_memory(kind, args) / GiB if kind else float("nan")
+    return dict(run=row["run"], table=row["table"], gpu=g.name, stack=family,
+                layout=_layout_text(par, args["batch"]), assumed="; ".join(assumed),
+                precision_today=args["precision"], gib_today=today.total_bytes / GiB, grad_buffer=buffer,
+                precision_buffer=rec, gib_buffer=withb.total_bytes / GiB, gpu_gib=g.memory_gib,
+                fits_today=today.total_bytes <= g.memory_bytes,
+                fits_buffer=withb.total_bytes <= g.memory_bytes,
+                peak_phase=today.peak_phase, dominant=max(PART_COLUMNS, key=parts.get),
+                **{f"{k.replace(' ', '_')}_gib": parts[k] / GiB for k in PART_COLUMNS},
+                gib_stated=stated, stated=text, method=METHOD, source=row["source"], as_of=row["as_of"])
+
+
+def published_layout_fits():
+    """One row per published run with a layout (the dense runs, then the MoE runs): :data:`FIT_COLUMNS`.
+    Each is priced today, with the stack's buffer and as its source states it (module docstring), against
+    its GPU's memory."""
+    import pandas as pd
+
+    from .mfu_published import PUBLISHED_RUNS_CSV
+    from .moe_runs import moe_published_runs
+
+    dense = pd.read_csv(PUBLISHED_RUNS_CSV)
+    dense["dtype"] = dense["dtype"].fillna("bf16")
+    out = []
+    for row in dense.itertuples():
+        got = None if _blank(row.dp) else _dense_job_args(row)
+        if got is None:
+            continue
+        framework = row.framework.strip().lower() if isinstance(row.framework, str) else ""
+        key = row.model if framework.startswith("meta internal") else framework
+        out.append(_fit_row({**row._asdict(), "table": "published_runs"},
+                            stack_family(row.framework, lenient=True), *got, key))
+    for _, row in moe_published_runs().iterrows():
+        family = stack_family(MOE_FRAMEWORK.get(row["run"]))
+        out.append(_fit_row({**row.to_dict(), "table": "moe_published_runs"}, family, *_moe_job_args(row),
+                            row["model"]))
+    return pd.DataFrame(out, columns=list(FIT_COLUMNS))
