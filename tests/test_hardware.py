@@ -34,6 +34,26 @@ def test_dense_and_sparse_peaks_match_the_datasheets():
     assert dense_tflops("L40S", "fp8") == 733 and sparse_tflops("L40S", "fp8") == 1466
 
 
+def test_no_sparse_peak_without_structured_sparsity():
+    """2:4 sparsity came with Ampere (NVIDIA A100 whitepaper 2020) and, at AMD, with CDNA 3: the V100's and
+    the MI250X's datasheets print dense peaks only, so the book gives them no "with sparsity" figure (read28g)."""
+    from llmsizing.catalog import get_gpu, list_gpus
+    from llmsizing.hardware import has_structured_sparsity
+
+    for name in ("V100", "MI250X GCD"):
+        assert not has_structured_sparsity(name)
+        with pytest.raises(ValueError, match="gpu='" + name):
+            sparse_tflops(name)
+    for name in ("A100 80GB", "A10", "H100 SXM", "L40S", "B200", "MI300X", "MI355X"):
+        assert has_structured_sparsity(name)
+    # every GPU whose datasheet source in data/gpus.csv quotes a "with sparsity" figure is one that has it
+    quoted = [g for g in list_gpus() if "sparsity" in (get_gpu(g).spec_source or "").lower()]
+    assert quoted and all(has_structured_sparsity(g) for g in quoted)
+    table = gpu_comparison()
+    assert table["bf16_sparse_tflops"].isna()[["V100", "MI250X GCD"]].all()
+    assert table.loc["H100 SXM", "bf16_sparse_tflops"] == pytest.approx(2 * 989.4)   # the datasheet's 1,979
+
+
 def test_no_fp8_on_ampere_names_the_dtype():
     with pytest.raises(ValueError, match="dtype"):
         dense_tflops("A100 80GB", "fp8")
@@ -268,6 +288,23 @@ def test_landscape_and_decode_figures():
         render_decode_roofline(batch=0)
 
 
+def test_landscape_names_coinciding_dots_once():
+    """The H800 is an H100 SXM with its NVLink cut (same 3.35 TB/s, same 81,559 MiB): one dot, one label of
+    both names; the B200 (7.7 TB/s, 179.1 GiB) and the GB200 (8 TB/s, 185 GiB) are 0.3 TB/s apart: two labels
+    (read28g: the names printed over each other)."""
+    import matplotlib.pyplot as plt
+
+    from llmsizing.charts import render_gpu_landscape
+    from llmsizing.charts.many_gpus import _landscape_groups
+
+    names = ["H100 SXM", "H800", "B200", "GB200"]
+    assert _landscape_groups(gpu_comparison(names)) == [["H100 SXM", "H800"], ["B200"], ["GB200"]]
+    fig = render_gpu_landscape(names).figure
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert sorted(texts) == sorted(["H100 SXM\nH800", "B200", "GB200"])
+    plt.close(fig)
+
+
 def test_decode_roofline_widget_moves():
     from llmsizing.widgets import decode_roofline_widget
 
@@ -328,8 +365,13 @@ def test_gpu_comparison_covers_the_whole_catalogue_without_nan():
 
     df = gpu_comparison()
     assert list(df.index) == list_gpus()
-    numbers = df.drop(columns=["link", "dtype"]).to_numpy(dtype=float)
+    numbers = df.drop(columns=["link", "dtype", "bf16_sparse_tflops"]).to_numpy(dtype=float)
     assert np.isfinite(numbers).all() and (numbers > 0).all()
+    from llmsizing.hardware import has_structured_sparsity      # NaN only where no sparse peak exists
+
+    sparse = df["bf16_sparse_tflops"]
+    assert (sparse.isna() == [not has_structured_sparsity(g) for g in df.index]).all()
+    assert (sparse.dropna() == 2 * df["bf16_dense_tflops"][sparse.notna()]).all()
     assert df.loc["V100", "dtype"] == "fp16" and (df.drop(index="V100")["dtype"] == "bf16").all()
     assert df.loc["V100", "bf16_dense_tflops"] == 125
 

@@ -100,10 +100,38 @@ def dense_tflops(gpu, dtype: str = "bf16") -> float:
     return float(peak)
 
 
+#: The GPUs whose tensor cores have no 2:4 structured sparsity (the V100, before Ampere; the MI250X, before
+#: CDNA 3), one row each with its source: ``data/gpu_structured_sparsity.csv``. Every other GPU has it.
+GPU_STRUCTURED_SPARSITY_CSV = Path(__file__).resolve().parents[2] / "data" / "gpu_structured_sparsity.csv"
+
+
+@lru_cache(maxsize=None)
+def _structured_sparsity() -> dict[str, bool]:
+    import csv
+
+    with open(GPU_STRUCTURED_SPARSITY_CSV, newline="") as fh:
+        return {r["gpu"]: r["structured_sparsity"].strip().lower() == "true" for r in csv.DictReader(fh)}
+
+
+def has_structured_sparsity(gpu) -> bool:
+    """Whether ``gpu``'s tensor cores skip the zeros of 2:4 structured sparsity, so that its datasheet prints
+    a "with sparsity" peak: False for the rows of ``data/gpu_structured_sparsity.csv`` that say so (the V100,
+    the MI250X), True otherwise. Chapter 6."""
+    from .catalog import get_gpu
+
+    return _structured_sparsity().get(get_gpu(gpu).name, True)
+
+
 def sparse_tflops(gpu, dtype: str = "bf16") -> float:
     """The "with sparsity" figure a datasheet prints first: :func:`dense_tflops` x :data:`SPARSITY_FACTOR`
     (2:4 structured sparsity). Only a matrix pruned to that pattern reaches it; the book never uses it for
-    training or serving time. Taught in chapter 6."""
+    training or serving time. ValueError naming ``gpu`` for a GPU without structured sparsity
+    (:func:`has_structured_sparsity`), which has no such figure. Taught in chapter 6."""
+    if not has_structured_sparsity(gpu):
+        from .catalog import get_gpu
+
+        raise ValueError(f"gpu={get_gpu(gpu).name!r} has no 2:4 structured sparsity "
+                         "(data/gpu_structured_sparsity.csv), so no 'with sparsity' peak; use dense_tflops")
     return SPARSITY_FACTOR * dense_tflops(gpu, dtype)
 
 
@@ -345,7 +373,8 @@ GPU_COMPARISON_COLUMNS = ("memory_gib", "hbm_tbps", "bf16_dense_tflops", "bf16_s
 
 def gpu_comparison(gpus=None):
     """A DataFrame, one row per GPU (default: the whole catalogue): capacity as the driver reports it (GiB),
-    HBM bandwidth (TB/s, decimal), the dense and "with sparsity" bf16 peaks, the bf16 ridge point, and the
+    HBM bandwidth (TB/s, decimal), the dense and "with sparsity" bf16 peaks (``<NA>`` on a GPU without
+    structured sparsity: :func:`has_structured_sparsity`), the bf16 ridge point, and the
     link to node-mates, one way (GB/s): ``link_one_way_gbps`` is the GPU's total (all its links at once),
     ``pair_one_way_gbps`` what two GPUs of its default node reach between them (nominal, before the achievable
     fraction: :func:`~llmsizing.network.group_link` with ``size=2``). They differ on a mesh: an MI300X has
@@ -359,13 +388,14 @@ def gpu_comparison(gpus=None):
     rows = {}
     for g in resolve_gpus(list_gpus() if gpus is None else gpus, example='["H100 SXM", "B200"]'):
         rows[g.name] = {"memory_gib": g.memory_gib, "hbm_tbps": g.memory_bandwidth_gbps / 1000,
-                        "bf16_dense_tflops": dense_tflops(g), "bf16_sparse_tflops": sparse_tflops(g),
+                        "bf16_dense_tflops": dense_tflops(g),
+                        "bf16_sparse_tflops": sparse_tflops(g) if has_structured_sparsity(g) else None,
                         "ridge_flops_per_byte": ridge_point_flops_per_byte(g), "link": g.link,
                         "link_one_way_gbps": link_bandwidth_one_way_gbps(g),
                         "pair_one_way_gbps": group_link(g, get_node(gpu=g), size=2).nominal_gbps,
                         "dtype": effective_dtype(g)}
-    return pd.DataFrame.from_dict(rows, orient="index",
-                                  columns=list(GPU_COMPARISON_COLUMNS)).rename_axis("gpu")
+    df = pd.DataFrame.from_dict(rows, orient="index", columns=list(GPU_COMPARISON_COLUMNS)).rename_axis("gpu")
+    return df.astype({"bf16_sparse_tflops": "Float64"})      # <NA>: no such peak (does not apply)
 
 
 # ========================================================================== chapter 10: the kernel efficiency

@@ -26,8 +26,22 @@ from .many_gpus_measure import _bytes_text, _size_axis, _time_text  # noqa: F401
 
 # =========================================================================== chapter 6: hardware
 #: Where a GPU's name sits next to its dot in the capacity panel (points; alignment), where the default
-#: overlaps.
-_LANDSCAPE_LABEL_OFFSETS = {"A100 80GB": (-5, 4, "right"), "RTX 4090": (5, -8, "left")}
+#: overlaps. A label of several GPUs whose dots (nearly) coincide is keyed by its first name.
+_LANDSCAPE_LABEL_OFFSETS = {"A100 80GB": (0, 7, "center"), "RTX 4090": (5, -8, "left"),
+                            "H100 SXM": (5, -4, "left"), "B200": (-5, -3, "right"), "L40S": (0, 7, "center"),
+                            "A10": (0, 5, "center"), "L4": (0, -7, "center")}
+
+
+def _landscape_groups(df) -> list[list[str]]:
+    """The GPUs of ``df`` whose dots (nearly) coincide in the capacity panel, in catalogue order: within
+    0.15 TB/s and 2% of the memory axis of the group's first GPU (the H100 SXM and the H800 share a dot).
+    One label, one name a line, names each group, so that names never print over each other."""
+    groups: list[list[str]] = []
+    near = (df[["hbm_tbps", "memory_gib"]] / [0.15, 0.02 * float(df["memory_gib"].max())]).T
+    for name in df.index:
+        g = next((g for g in groups if (abs(near[name] - near[g[0]]) <= 1).all()), None)
+        groups.append([name]) if g is None else g.append(name)
+    return groups
 
 
 def render_gpu_landscape(gpus=None) -> View:
@@ -43,11 +57,14 @@ def render_gpu_landscape(gpus=None) -> View:
     df = gpu_comparison(gpus)
     fig, (ax1, ax2) = new_figure(9.6, 3.9, ncols=2)
     for name, r in df.iterrows():
-        c = GPU_COLORS.get(name, "0.3")
-        ax1.scatter(r["hbm_tbps"], r["memory_gib"], color=c, s=40, zorder=3)
-        dx, dy, ha = _LANDSCAPE_LABEL_OFFSETS.get(name, (4, 3, "left"))
-        ax1.annotate(name, (r["hbm_tbps"], r["memory_gib"]), xytext=(dx, dy), textcoords="offset points",
-                     fontsize=7.5, color=c, ha=ha)
+        ax1.scatter(r["hbm_tbps"], r["memory_gib"], color=GPU_COLORS.get(name, "0.3"), s=40, zorder=3)
+    for group in _landscape_groups(df):
+        r = df.loc[group[0]]
+        c = GPU_COLORS.get(group[0], "0.3") if len(group) == 1 else "0.25"
+        dx, dy, ha = _LANDSCAPE_LABEL_OFFSETS.get(group[0], (4, 3, "left"))
+        va = "bottom" if dy > 0 else "top" if dy < -5 else "center_baseline"
+        ax1.annotate("\n".join(group), (r["hbm_tbps"], r["memory_gib"]), xytext=(dx, dy),
+                     textcoords="offset points", fontsize=7.5, color=c, ha=ha, va=va, linespacing=1.0)
     ax1.set_xlabel("HBM / GDDR bandwidth (TB/s, decimal)")
     ax1.set_ylabel("memory (GiB, as reported)")
     ax1.set_xlim(0, df["hbm_tbps"].max() * 1.22)
