@@ -221,6 +221,24 @@ def test_offload_time_by_hand():
 
 
 
+def test_pcie_link_rates_by_hand():
+    """PCIe x16 one way: transfer rate (GT/s) x 16 lanes x 128/130 (the 128b/130b line code) / 8 bits. Gen4
+    (16 GT/s): 256 Gb/s raw, 252.06 Gb/s coded, 31.508 GB/s; Gen5 (32 GT/s): 63.015 GB/s. Chapter 13's case 1
+    with ZeRO-2 offload sends Mistral-7B's bf16 gradients (7,241,732,096 parameters, its HF config) down once per
+    micro-batch, 64 of them: 64 x 2 x 7,241,732,096 = 926.94 GB, 29.42 s over Gen4 and 14.71 s over Gen5."""
+    from llmsizing.zero_traffic import PCIE_GEN4_X16_GBPS, PCIE_GEN5_X16_GBPS
+
+    assert PCIE_GEN4_X16_GBPS == pytest.approx(31.508, abs=5e-4)
+    assert PCIE_GEN5_X16_GBPS == pytest.approx(63.015, abs=5e-4)
+    assert HOST_LINK_GBPS == PCIE_GEN4_X16_GBPS                  # the cautious default stays Gen4
+    par = Parallel(zero=2, offload="optimizer")
+    gen4 = offload_time("mistral-7b", par, grad_accum=64)
+    gen5 = offload_time("mistral-7b", par, grad_accum=64, host_link_gbps=PCIE_GEN5_X16_GBPS)
+    assert gen4.grads_down_s == pytest.approx(29.42, abs=0.01)
+    assert gen5.grads_down_s == pytest.approx(14.71, abs=0.01)
+
+
+
 def test_offload_time_gpus_per_host_against_published_cpu_adam():
     """``gpus_per_host`` splits the host's CPU Adam (8 x HOST_MEMORY_GBPS = 320 GB/s of traffic at 30 bytes
     per parameter: 10.667e9 parameters/s for the whole host) over the GPUs that share it. Checked by hand

@@ -98,3 +98,39 @@ def test_without_a_node_limit_nothing_is_forwarded():
     for ep in (16, 64):
         nic = T * K * FP8_TOKEN_B * (ep - 8) / ep / (NIC_GBPS * 1e9)
         assert all_to_all_s(T * K * FP8_TOKEN_B, ep, G, NODE) == pytest.approx(nic, rel=0.02)
+
+
+def test_deepep_published_times_on_its_own_counting():
+    """data/deepep_normal_kernels.csv turned back into times on the bytes DeepEP's tests count (a token once
+    to each GPU or node holding one of its experts, its own included), every value by hand."""
+    from math import prod
+
+    from llmsizing.all_to_all import deepep_destinations, deepep_normal_published_s
+
+    # EP 8 (tests/test_intranode.py): 8 distinct experts of 256, 32 a GPU; a GPU misses all 8 with
+    # probability (224 x 223 x ... x 217) / (256 x 255 x ... x 249) = 0.338, so a token reaches 5.29 GPUs
+    miss = prod(range(217, 225)) / prod(range(249, 257))
+    assert miss == pytest.approx(0.3382, abs=1e-4)
+    assert deepep_destinations(8, 8, 256, 8, 4) == pytest.approx(8 * (1 - miss), rel=1e-12)
+    assert deepep_normal_published_s(8) == pytest.approx(T * 8 * (1 - miss) * FP8_TOKEN_B / 153e9, rel=1e-12)
+    assert deepep_normal_published_s(8) == pytest.approx(1.048e-3, rel=1e-3)
+    assert deepep_normal_published_s(8, "combine") == pytest.approx(T * 8 * (1 - miss) * BF16_TOKEN_B / 158e9)
+    # across nodes: a token's chosen nodes, its own included: 2 at EP 16, 4 at EP 64 (the tests above)
+    assert deepep_normal_published_s(16) == pytest.approx(1.408e-3, rel=1e-3)
+    assert deepep_normal_published_s(64) == pytest.approx(T * 4 * FP8_TOKEN_B / 51e9, rel=1e-12)
+    assert deepep_normal_published_s(64, "combine") == pytest.approx(4.698e-3, rel=1e-3)
+    # the model against them (chapter 18): over the network the times agree; in one node the model sends all
+    # 8 x 7/8 = 7 copies a token where DeepEP sends 5.29 x 7/8 = 4.63, so it is the slower there
+    assert 0.95 < _model_s(64, FP8_TOKEN_B, 4) / deepep_normal_published_s(64) < 1.02
+    assert _model_s(8, FP8_TOKEN_B, 4) / deepep_normal_published_s(8) > 1.2
+
+
+def test_deepep_published_refuses_what_it_does_not_hold():
+    from llmsizing.all_to_all import deepep_destinations, deepep_normal_published_s
+
+    with pytest.raises(ValueError, match="ep must be one of"):
+        deepep_normal_published_s(128)
+    with pytest.raises(ValueError, match="op"):
+        deepep_normal_published_s(8, "all-gather")
+    with pytest.raises(ValueError, match="ep must divide experts"):
+        deepep_destinations(7, 8, 256, 8, 4)

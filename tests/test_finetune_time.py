@@ -396,3 +396,32 @@ def test_answer_ai_rows_record_their_script_s_recipe():
             ftm._predict(r._replace(kbit_prep=""), whole=True).step_s, rel=1e-12)
         assert finetune_time(r.model, kbit_prep=False, **kw).step_s == pytest.approx(
             finetune_time(r.model, **kw).step_s, rel=1e-12)
+
+
+def test_attention_seconds_by_hand():
+    """The attention core of one micro-batch as finetune_time prices it. Causal kernels compute half the score
+    matrix: per token and layer 2 s h FLOPs in the forward (QK^T and AV, 4 s h for the full matrix, halved),
+    twice that in the backward and once more in a recomputed forward: 8 s h L per token with full
+    recomputation, 6 s h L without. Llama-2-7B (h = 4,096, L = 32) at 32,768 tokens: 8 x 32,768 x 4,096 x 32 =
+    3.436e10 FLOPs per token, at the attention kernels' rate (kernels.rates, the rate the step model uses)."""
+    from llmsizing import get_gpu, get_model
+    from llmsizing.finetune_time import attention_seconds
+    from llmsizing.hardware import kernel_efficiency
+    from llmsizing.kernels import rates
+
+    s, h, layers = 32_768, 4_096, 32
+    rate = rates(get_model("llama-2-7b"), get_gpu("A100 40GB"), tp=1, cp=1, batch=1, seq=s, dtype="bf16",
+                 kernel_efficiency=kernel_efficiency(get_gpu("A100 40GB"), "bf16"))[1]
+    full = attention_seconds("llama-2-7b", "A100 40GB", seq=s, recompute="full")
+    assert full == pytest.approx(8 * s * h * layers * s / rate, rel=1e-12)
+    assert attention_seconds("llama-2-7b", "A100 40GB", seq=s) == pytest.approx(full * 6 / 8, rel=1e-12)
+    # a part of the micro-batch's compute, and it grows with the context faster than the rest does
+    t = finetune_time("llama-2-7b", gpu="A100 40GB", method="qlora", batch=1, seq=s, tokens=1e6, recompute="full")
+    assert 0 < full < t.compute_s / t.grad_accum
+    short = attention_seconds("llama-2-7b", "A100 40GB", seq=2048, recompute="full")
+    t2 = finetune_time("llama-2-7b", gpu="A100 40GB", method="qlora", batch=1, seq=2048, tokens=1e6,
+                       recompute="full")
+    assert short / (t2.compute_s / t2.grad_accum) < full / (t.compute_s / t.grad_accum)
+    for bad in (dict(seq=0), dict(seq=2048, batch=0), dict(seq=2048, recompute="some")):
+        with pytest.raises(ValueError, match=next(iter(k for k in ("recompute", "batch", "seq") if k in bad))):
+            attention_seconds("llama-2-7b", "A100 40GB", **bad)

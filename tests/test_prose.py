@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from llmsizing.prose import PROSE_NAME, ProseText, inline_glue
+from llmsizing.prose import PROSE_NAME, ProseText, inline_glue, three_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
@@ -88,6 +88,22 @@ def test_regluing_a_glued_name_replaces_it():
     inline_glue(ns)("x", "1")
     inline_glue(ns)("x", "2")
     assert ns["x"] == "2"
+
+
+@pytest.mark.parametrize("x, text", [
+    (1.8951, "1.90"),        # rounded: the trailing zero is a significant figure (review27 L6: not "1.9")
+    (11.9657, "12.0"), (35.0456, "35.0"), (7.5041, "7.50"), (2.5247, "2.52"), (0.2563, "0.256"),
+    (16.0, "16"), (0.5, "0.5"), (80, "80"), (7.7, "7.7"),      # exact in fewer figures: as it is
+    (99.96, "100"), (283.4, "283"), (1194.3, "1,194"), (-1.8951, "-1.90")])
+def test_three_figures_keeps_the_zeros_it_rounded_to(x, text):
+    assert three_figures(x) == text
+
+
+@pytest.mark.parametrize("bad, err", [("1.9", TypeError), (True, TypeError), (None, TypeError),
+                                      (float("nan"), ValueError), (float("inf"), ValueError)])
+def test_three_figures_refuses_what_is_not_a_finite_number(bad, err):
+    with pytest.raises(err, match="x must be"):
+        three_figures(bad)
 
 
 def test_the_name_rule_is_myst_nb_s():

@@ -71,6 +71,21 @@ def test_the_h100_fp8_rows_name_the_script_their_readme_names():
             assert r["note"].startswith("torchao's float8_training_benchmark.sh")
 
 
+def test_the_mi300x_fp8_rows_name_the_script_and_recipe_that_ran_them():
+    """At 853f87d1 (2025-08-11), the commit that added the MI300X table, the README's reproduce step still names
+    torchtitan_benchmark.sh, but 1c969942 (2025-08-06) had renamed it llama3.sh; each FP8 row's recipe is the
+    FLOAT8_RECIPE_WITH_BEST_SETTINGS value of its README line (tensorwise: float8 all-gather; rowwise: bf16)."""
+    rows = {r["run"]: r for r in _rows("published_runs.csv")
+            if r["gpu"] == "MI300X" and r["dtype"] == "fp8" and "torchao README" in r["run"]}
+    assert len(rows) == 2
+    for run, r in rows.items():
+        recipe = "tensorwise" if "float8 tensorwise" in run else "rowwise"
+        assert r["note"].startswith(f"torchao's benchmarks/float8/training/llama3.sh with "
+                                    f"FLOAT8_RECIPE_WITH_BEST_SETTINGS={recipe} (")
+        assert "its name until 1c969942" in r["note"]
+        assert ("all-gather in float8" if recipe == "tensorwise" else "all-gather in bf16") in r["note"]
+
+
 @pytest.mark.parametrize("gpu, tps, peak, peak_tflops, mfu", [
     ("H100 SXM", 6150, H100_BF16_DENSE, 989.4, 0.35999), ("MI300X", 5376.5, MI300X_BF16_DENSE, 1307.4, 0.23817)])
 def test_tokens_per_second_to_mfu_by_hand(gpu, tps, peak, peak_tflops, mfu):

@@ -137,7 +137,7 @@ def test_goodput_refuses_double_counting_and_bad_input():
 
 
 @pytest.mark.parametrize("name", ["interruption_logs.csv", "llama3_interruption_causes.csv", "scaling_fits.csv",
-                                  "chinchilla_tables.csv"])
+                                  "chinchilla_tables.csv", "chinchilla_flops_ratio.csv"])
 def test_every_row_has_a_source_and_a_date(name):
     import pandas as pd
 

@@ -22,6 +22,11 @@ RETIRED = {
     # lows27b: DeepSeek-V3's 36.7B is one vocabulary matrix short of its note (chapter 1 derives its figures)
     r"gap stays recorded, not explained|we cannot say where the difference lies":
         "the 36.7B holds one vocabulary matrix, not two (chapter 1)",
+    # lows28: NVIDIA's Blackwell datasheet gives an HGX B200 7.7 TB/s; 8 TB/s is the DGX B200's per-GPU share
+    r"NVIDIA still quotes|not NVIDIA's figure|NVIDIA's per-GPU share":
+        "NVIDIA gives two B200 bandwidths, DGX 8 TB/s and HGX 7.7 TB/s (chapter 6)",
+    # lows28: the book has no sourced spot interruption rate (chapter 11)
+    r"lose much of their time to it": "no sourced spot rate; AWS publishes bands only (chapter 11)",
 }
 
 

@@ -239,3 +239,45 @@ def test_the_grouping_used_is_one_the_rule_accepts():
     assert before["median_width"] > used["median_width"]
     assert before["median_width_out_of_sample"] > used["median_width_out_of_sample"]
     assert g["source"].notna().all() and g["as_of"].notna().all()
+
+
+def _row(**kw):
+    """One row of data/serving_published.csv's shape (a namedtuple, as the fit reads rows)."""
+    base = dict(engine="vLLM", batching="continuous", model="llama-3-8b", gpu="H100 SXM", tp=1,
+                weights="bf16", kv_cache="bf16", compute="bf16", prompt=1024, output=1, batch=1,
+                metric="ttft_s", value=0.0, attention_kernel="grouped", calibration="no", known_out="")
+    return next(pd.DataFrame([{**base, **kw}]).itertuples())
+
+
+def test_fit_mfu_recovers_an_mfu_set_by_hand():
+    """A time to first token built by hand at an MFU of 0.5 must fit back to 0.5. Llama-3-8B (config: 32
+    layers, hidden 4,096, vocabulary 128,256, 8,030,261,248 parameters), a 1,024-token prompt on one H100 SXM
+    (989.4 TFLOP/s bf16 dense, datasheet): 2 FLOPs per matmul weight per token, the input embedding being a
+    lookup, plus causal attention, 4 x layers x hidden FLOPs per key with (n + 1) / 2 keys on average. One
+    chunk, no tensor parallelism: TTFT = FLOPs / (peak x 0.5) + vLLM's step overhead (the prefill is
+    compute-bound: its 15 GB of weights take under 7 ms at any fitted u_w, the FLOPs about 30 ms)."""
+    n, layers, hidden, vocab, params = 1024, 32, 4096, 128_256, 8_030_261_248
+    flops = n * 2 * (params - vocab * hidden) + 4 * layers * hidden * n * (n + 1) / 2
+    t0 = S.ENGINE_STEP_OVERHEAD_S["vLLM/continuous"]
+    ttft = flops / (989.4e12 * 0.5) + t0
+    held = dict(weights_bu=S.MBU_DEFAULT, attention_bu=S.ATTENTION_BU_DEFAULT,
+                step_overhead_s={"vLLM/continuous": t0})
+    assert C.fit_mfu([_row(value=ttft)], **held) == pytest.approx(0.5, abs=2e-3)
+    assert C.fit_mfu([_row(value=ttft * 0.5 / 0.7)], **held) > 0.6    # a faster engine fits a higher MFU
+    with pytest.raises(ValueError, match="rows"):
+        C.fit_mfu([], **held)
+    with pytest.raises(KeyError, match="SGLang/continuous"):
+        C.fit_mfu([_row(value=ttft, engine="SGLang")], **held)
+
+
+def test_mfu_by_compute_brackets_the_shared_mfu():
+    """Fitted alone, the FP8 rows must pull the MFU below the shared one and the 16-bit rows above it (FP8
+    kernels reach a smaller share of their doubled peak: chapter 10's kernel efficiencies), the groups must
+    partition the rows the fit learns from, and every such row together must give back the stored MFU (the
+    joint fit's optimum, to the search's rounding)."""
+    t = C.mfu_by_compute()
+    assert t.loc["fp8", "prefill_mfu"] < S.MFU_DEFAULT < t.loc["16-bit", "prefill_mfu"]
+    assert t.loc["fp8", "n_rows"] + t.loc["16-bit", "n_rows"] == t.loc["all", "n_rows"]
+    assert t.loc["all", "prefill_mfu"] == pytest.approx(S.MFU_DEFAULT, abs=2e-3)
+    with pytest.raises(ValueError, match="groups\\['fp4'\\]"):
+        C.mfu_by_compute({"fp4": ("fp4",)})

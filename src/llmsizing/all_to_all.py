@@ -247,6 +247,66 @@ def _links(ep: int, g, n: Node, stride: int) -> tuple:
             group_link(g, n, size=d, stride=stride) if d > 1 else None)
 
 
+#: DeepEP's published normal-kernel bottleneck bandwidths (its README's legacy V1 table), a row per op and EP
+DEEPEP_NORMAL_CSV = "deepep_normal_kernels.csv"
+
+
+def deepep_normal_rows(op: str = "dispatch") -> dict[int, dict]:
+    """The rows of ``data/deepep_normal_kernels.csv`` for ``op`` (``"dispatch"`` or ``"combine"``), by EP:
+    DeepEP's README, legacy V1 table (H800, 4,096 tokens a GPU, hidden 7,168, 256 experts, top-8, top-4
+    groups, FP8 dispatch, BF16 combine), each with its bottleneck ``bandwidth_gbps`` and ``link``."""
+    import csv
+
+    from ._validate import check_choice
+    from .catalog import DATA_DIR
+
+    op = check_choice("op", op, ("dispatch", "combine"))
+    with open(DATA_DIR / DEEPEP_NORMAL_CSV, newline="") as fh:
+        return {int(r["ep"]): r for r in csv.DictReader(fh) if r["op"] == op}
+
+
+def deepep_destinations(ep: int, top_k: int, experts: int, gpus_per_node: int, topk_groups: int) -> float:
+    """What DeepEP's tests count a token sent to, its own GPU or node included, under uniform routing: in one
+    node (``ep <= gpus_per_node``, ``tests/test_intranode.py``'s received tokens) the GPUs holding any of
+    its ``k`` distinct experts of ``E``, ``E / ep`` a GPU: ``ep (1 - C(E - E/ep, k) / C(E, k))`` (8 (1 -
+    C(224, 8) / C(256, 8)) = 5.29 of 8 at EP 8: a GPU holding two of a token's experts receives it once);
+    across nodes (``tests/legacy/test_internode.py``'s ``num_rdma_token_sent``) the nodes its chosen groups
+    sit on, a group a node, each taken as reached: ``min(nodes, topk_groups)`` (2 at EP 16, where 0.7% of
+    tokens keep all eight experts in one group; 4 at EP 64; at EP 32 an upper bound, the fourth group
+    missing all eight for some tokens). Used by :func:`deepep_normal_published_s`."""
+    from math import comb
+
+    ep, k, e = check_int("ep", ep), check_int("top_k", top_k), check_int("experts", experts)
+    g, t = check_int("gpus_per_node", gpus_per_node), check_int("topk_groups", topk_groups)
+    if e % ep or k > e:
+        raise ValueError(f"deepep_destinations: ep must divide experts={e} and top_k <= experts, got "
+                         f"ep={ep}, top_k={k}")
+    if ep <= g:
+        return ep * (1 - comb(e - e // ep, k) / comb(e, k))
+    return float(min(-(-ep // g), t))
+
+
+def deepep_normal_published_s(ep: int, op: str = "dispatch", gpus_per_node: int = 8) -> float:
+    """One DeepEP normal-kernel dispatch (or combine) as its README's legacy V1 table publishes it
+    (:func:`deepep_normal_rows`), in seconds: its bottleneck bandwidth turned back into time on the bytes
+    DeepEP counts for it, ``tokens x`` :func:`deepep_destinations` ``x hidden x bytes``. DeepEP sends a
+    token once to each GPU (in one node) or node (across nodes) holding one of its experts and counts its
+    own among them, so its bandwidths are not the model's (:func:`all_to_all_s` prices ``k`` copies a token
+    in one node, the remote share across nodes): compare times. EP 8: ``4,096 x 5.29 x 7,392 B / 153 GB/s
+    = 1.05 ms``; EP 16: ``4,096 x 2 x 7,392 / 43 = 1.41 ms``; EP 64: ``4,096 x 4 x 7,392 / 51 = 2.37 ms``.
+    ``gpus_per_node``: the H800 nodes' 8. ``ep`` must be one of the table's (8, 16, 32, 64). Chapter 18."""
+    rows = deepep_normal_rows(op)
+    ep = check_int("ep", ep)
+    if ep not in rows:
+        raise ValueError(f"deepep_normal_published_s: ep must be one of DeepEP's published {sorted(rows)}, "
+                         f"got {ep}")
+    r = rows[ep]
+    dest = deepep_destinations(ep, int(r["experts_per_token"]), int(r["experts"]), gpus_per_node,
+                               int(r["topk_groups"]))
+    return (int(r["tokens_per_gpu"]) * dest * int(r["hidden"]) * float(r["bytes_per_number"])
+            / (float(r["bandwidth_gbps"]) * 1e9))
+
+
 def ulysses_collectives(model, par, *, batch: int, seq: int, gpu, node, fwd_layers: int, layers: int,
                         grad_accum: int, act_bytes: float) -> list:
     """Ulysses-style context parallelism (``cp_comm="a2a"``; Jacobs et al. 2023, DeepSpeed-Ulysses, Sec. 3.1;

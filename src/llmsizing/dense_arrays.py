@@ -38,7 +38,7 @@ from .precision import RECIPES
 #: :func:`~llmsizing.memory._search_pieces`' keywords and their defaults (``seq`` has none).
 _DEFAULTS = dict(precision="bf16-mixed", optimizer="adamw", attention="flash", recompute="none",
                  dropout=False, stack="fused", optimizer_impl="foreach", recompute_layers=None,
-                 attention_mask=False)
+                 attention_mask=False, grad_buffer=False)
 
 
 def supports(model, kw: dict) -> bool:
@@ -99,16 +99,17 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
             if row is None:
                 row = cores[ckey] = _core_row(model, batch, core_args, act)
             core = core_rows_kept[ckey] = (np.array(row[:-1], dtype=float), row[-1])
-        own = by_m.get(m)
+        alive = m > 1 or (o["grad_buffer"] and zero <= 1)            # (gradients alive)
+        own = by_m.get((m, alive))
         if own is None:                                  # (the stages' columns: the layout's and m's alone)
             if act.virtual_stages == 1:
                 flight = _kept_in_flight(act.pp, min(m, act.pp))
             elif (flight := flights.get((act, m))) is None:   # (as _act_side: all m, the chunks counted)
                 flight = flights[act, m] = pipeline_in_flight(act.pp, m, act.virtual_stages,
                                                               chunks=stage_chunks(model.layers, act))
-            own = by_m[m] = np.array([(n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i], flight[i],
-                                       m > 1, model.tied_embeddings and n_pp == 1) for i in stages],
-                                     dtype=float).reshape(len(stages), -1)
+            own = by_m[m, alive] = np.array([(n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i],
+                                              flight[i], alive, model.tied_embeddings and n_pp == 1)
+                                             for i in stages], dtype=float).reshape(len(stages), -1)
         acts = core[1]
         moe = n_pp > 1 and bool(getattr(acts, "moe_layers", None))      # (stage_activations' MoE term)
         st_blocks.append(st)
@@ -244,7 +245,8 @@ def prefetch(memory, keys, rc: str, layout=None) -> bool:
         fixed = b1d1 - per_micro - sharded / a
         done.update(zip(rows, zip(fixed, per_micro, sharded)))
     keys = list(micro)
-    done.update(_on_references({i: memory._reference[key] for key, (n, i) in zip(keys, coefs) if n == 1}, got))
+    refs = {i: memory._reference[key] for key, (n, i) in zip(keys, coefs) if n == 1}
+    done.update(_on_references(refs, got))
     for key, (n, i) in zip(keys, coefs):
         coef = done[i]
         if n == 2:

@@ -98,6 +98,7 @@ from .finetune_sharded import (STRATEGIES, ShardedFinetuneMemory, _base_dtype, _
 from .finetune_terms import (ADAPTER_FLOPS_PER_PARAM, ADAPTER_GRAD_BYTES, FinetuneComm,  # noqa: F401
                              FinetuneFlops, adapter_checkpoint_bytes, dequant_bytes, dequant_passes,
                              finetune_communication, finetune_flops_per_token)
+from .flops import RECOMPUTE
 from .hardware import dense_tflops
 from .model import Model
 
@@ -318,6 +319,27 @@ def _kernel_seconds(model, g, fl, *, seq: int, batch: int, recompute: str) -> fl
     return (compute_seconds(fl.hardware_flops, full, causal, batch * seq, gemm, attention)
             + pointwise_seconds(stage_pointwise_bytes_per_token(model, par, recompute=recompute)[0],
                                 batch * seq, g.memory_bandwidth_gbps * 1e9))
+
+
+def attention_seconds(model: Model | str, gpu, *, seq: int, batch: int = 1, recompute: str = "none") -> float:
+    """The attention core's seconds in one micro-batch on one GPU, as :func:`finetune_time` prices them
+    (:func:`_kernel_seconds`: the core as causal kernels compute it, half the score matrix, in the forward,
+    the backward and a recomputed forward, at the attention kernels' rate, :func:`~llmsizing.kernels.rates`):
+    the part of a micro-batch's compute spent in attention, whatever the method (LoRA leaves the core alone).
+    Chapter 16 reads it against the step at 32K tokens."""
+    from .flops import stage_attention_flops_per_token
+    from .hardware import kernel_efficiency as step_kernel_efficiency
+    from .kernels import rates
+    from .parallel import Parallel
+
+    model = resolve_model(model)
+    g = get_gpu(gpu)
+    seq, batch = check_int("seq", seq), check_int("batch", batch)
+    recompute = check_choice("recompute", recompute, RECOMPUTE)
+    causal = stage_attention_flops_per_token(model, Parallel(), seq=seq, recompute=recompute, causal=True)[0]
+    attention = rates(model, g, tp=1, cp=1, batch=batch, seq=seq, dtype="bf16",
+                      kernel_efficiency=step_kernel_efficiency(g, "bf16"))[1]
+    return causal * batch * seq / attention
 
 
 # =========================================================================== calibration

@@ -28,7 +28,8 @@ class TrainingMemory:
     """The memory of one training step on one GPU, phase by phase (chapter 4, "The peak of a step").
 
     ``phases_bytes`` holds the largest live bytes of each phase in :data:`PHASES`, at steady state (the
-    optimizer states already exist; the gradients were freed by ``zero_grad(set_to_none=True)``):
+    optimizer states already exist; the gradients were freed by ``zero_grad(set_to_none=True)``, unless
+    ``grad_buffer``: they live in a persistent buffer, :func:`phase_values`):
     ``peak_bytes`` is the largest of them and ``total_bytes`` adds the overhead allowance to it. Gradient
     accumulation multiplies the global batch, not the activations.
 
@@ -62,6 +63,7 @@ class TrainingMemory:
     in_flight: float = 1.0
     gathered_bytes: float = 0.0
     stages: tuple = ()
+    grad_buffer: bool = False
 
     @property
     def weights_bytes(self) -> float:
@@ -165,11 +167,12 @@ class TrainingMemory:
 def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: float, loss_bytes: float,
                 optimizer_bytes: float, layer_working_bytes: float, head_grad_bytes: float,
                 head_copy_bytes: float = 0.0, embedding_grad_bytes: float = 0.0,
-                gathered_bytes: float = 0.0, cp_buffers_bytes: tuple = (0.0, 0.0)) -> dict[str, float]:
+                gathered_bytes: float = 0.0, cp_buffers_bytes: tuple = (0.0, 0.0),
+                grad_buffer: bool = False) -> dict[str, float]:
     """The live bytes of each phase of one step (see :class:`TrainingMemory`), from its parts.
 
     * forward: weights + optimizer states + activations + autocast copies (+ gradients from the previous
-      micro-batch when accumulating);
+      micro-batch when accumulating, or always with ``grad_buffer``: :func:`phase_values`);
     * loss backward: the forward's bytes + the loss's temporaries (the fp32 gradient of the logits and its
       companions, ``loss_bytes``);
     * backward: the loss's and the LM head's tensors are gone; the layers' activations are freed layer by
@@ -204,7 +207,8 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
                                  loss_bytes=loss_bytes, optimizer_bytes=optimizer_bytes,
                                  layer_working_bytes=layer_working_bytes, head_grad_bytes=head_grad_bytes,
                                  head_copy_bytes=head_copy_bytes, embedding_grad_bytes=embedding_grad_bytes,
-                                 gathered_bytes=gathered_bytes, cp_buffers_bytes=cp_buffers_bytes))}
+                                 gathered_bytes=gathered_bytes, cp_buffers_bytes=cp_buffers_bytes,
+                                 grad_buffer=grad_buffer))}
 
 
 #: :func:`step_phases`' phases and, for each, what is alive in it, in order (:func:`phase_values`' order).
@@ -221,16 +225,23 @@ PHASE_KEYS = (("forward", ("weights", "optimizer states", "gradients", "activati
 def phase_values(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: float, loss_bytes: float,
                  optimizer_bytes: float, layer_working_bytes: float, head_grad_bytes: float,
                  head_copy_bytes: float = 0.0, embedding_grad_bytes: float = 0.0,
-                 gathered_bytes: float = 0.0, cp_buffers_bytes: tuple = (0.0, 0.0)) -> tuple:
+                 gathered_bytes: float = 0.0, cp_buffers_bytes: tuple = (0.0, 0.0),
+                 grad_buffer: bool = False) -> tuple:
     """:func:`step_phases` as tuples: each phase's live bytes in the order of :data:`PHASE_KEYS` (the one
     place they are worked out; issue 32: the planner's searches sum them a few hundred times per search
-    and need no dicts)."""
+    and need no dicts).
+
+    ``grad_buffer`` (issue 38): the gradients live in a buffer allocated once and only zeroed between steps
+    (Megatron-Core's ``DistributedDataParallel`` grad buffer, ``main_grad``; PyTorch DDP's buckets), so they
+    are alive in every phase, as from the second micro-batch on when accumulating. Without it the step starts
+    with them freed (``zero_grad(set_to_none=True)``)."""
     W, G, O = states.working_weights_bytes, states.gradients_bytes, states.optimizer_bytes
     # what the forward leaves alive; with recomputation, the layer rebuilt during the backward comes on top
     # only in the backward (activation_memory reports the backward peak, rebuilt layer included)
     kept = acts.total_bytes - acts.rebuilt_bytes
     A, A_emb = kept, acts.embedding_bytes
-    g_fwd = G if grad_accum > 1 else 0.0
+    grads_alive = grad_accum > 1 or grad_buffer      # the gradients exist before this micro-batch's backward
+    g_fwd = G if grads_alive else 0.0
     cp_fwd, cp_bwd = cp_buffers_bytes
     bwd_temps = layer_working_bytes + gathered_bytes + cp_bwd
     # autocast's copies after the forward: a recomputed layer's are freed with autocast's cache, and the
@@ -242,7 +253,7 @@ def phase_values(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: 
         copies_bwd = copies_bwd * (n - r + 1) / n
     return ((W, O, g_fwd, A, autocast_bytes, gathered_bytes + cp_fwd),
             (W, O, g_fwd, A, copies_after, loss_bytes + gathered_bytes),
-            (W, O, G if grad_accum > 1 else head_grad_bytes, A - acts.logits_bytes + acts.rebuilt_bytes,
+            (W, O, G if grads_alive else head_grad_bytes, A - acts.logits_bytes + acts.rebuilt_bytes,
              copies_bwd, bwd_temps),
             (W, O, G + embedding_grad_bytes, A_emb, bwd_temps),
             (W, O, G, optimizer_bytes))

@@ -105,7 +105,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                     overhead_bytes: float | None = None, stack: str = "fused",
                     optimizer_impl: str = "foreach", _all_stages: bool = False, _stages=None,
                     recompute_layers: int | None = None, attention_mask: bool = False,
-                    mtp_depth: int = 0, capacity_factor: float | None = None) -> TrainingMemory:
+                    mtp_depth: int = 0, capacity_factor: float | None = None,
+                    grad_buffer: bool = False) -> TrainingMemory:
     """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
     allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
@@ -138,9 +139,18 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     batch, on which Hugging Face's SDPA path keeps K and V at the query heads' width and a copy of the mask
     per layer (:func:`~llmsizing.activations.masked_sdpa_extra_bytes`). A mixture of experts' ``mtp_depth``
     (DeepSeek-V3's MTP modules on the last stage, :mod:`llmsizing.mtp`) and ``capacity_factor`` (expert
-    buffers at that capacity, :func:`~llmsizing.moe.moe_layer_terms`; ``None``: dropless): issue 35. Taught in
-    chapter 4; checked against measured steps in chapter 5; context parallelism and partial recomputation in
-    "Long context".
+    buffers at that capacity, :func:`~llmsizing.moe.moe_layer_terms`; ``None``: dropless): issue 35.
+    ``grad_buffer=True`` (issue 38): the gradients live in a persistent buffer, alive in every phase (not
+    freed by ``zero_grad(set_to_none=True)``), as Megatron-Core's ``DistributedDataParallel`` keeps them
+    (``param_and_grad_buffer.py``: one ``grad_data`` of all the chunk's parameters, zeroed by ``reset()``
+    each step, never freed; FP32 unless ``--grad-reduce-in-bf16``, so with ``precision=
+    "bf16-mixed-fp32-grads"``, Megatron-LM's default) and PyTorch DDP's buckets (the parameters' dtype;
+    ``data/grad_buffer_measurements.csv``). The buffer is the recipe's gradients, full size with ZeRO-1 (the
+    distributed optimizer shards the optimizer only); ZeRO-2 and 3 free their sharded gradients: refused
+    there. PyTorch DDP with ``gradient_as_bucket_view=False`` also holds the ``.grad`` copies at the end of
+    the backward, and under ``no_sync`` accumulation both DDP modes hold them apart from the buckets (twice
+    the gradients, measured): not counted. Taught in chapter 4; checked against measured steps in chapter 5;
+    context parallelism and partial recomputation in "Long context"; the buffer in chapter 12.
     """
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
@@ -151,6 +161,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     depth, base = check_mtp_depth(model, mtp_depth), model
     cap = {} if capacity_factor is None else {"capacity_factor": capacity_factor}
     model, par = mtp_layout(model, resolve_parallel(parallel, model, seq=seq), depth)   # its blocks: layers
+    grad_buffer = check_grad_buffer(grad_buffer, par.zero)
     overhead_bytes = None if overhead_bytes is None else check_number("overhead_bytes", overhead_bytes)
     stages = tuple(range(par.pp) if _stages is None else sorted(set(_stages)))
     # the activations' side (no ZeRO stage, dp or ep in it) and the model states' side (no micro-batch,
@@ -172,12 +183,12 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     for i in stages:
         last = i == par.pp - 1
         st, head_grads, stage_opt = by_stage[i]
-        phases = _stage_phases(model, par, i, grad_accum, acts, states)
+        phases = _stage_phases(model, par, i, grad_accum, acts, states, grad_buffer=grad_buffer)
         overhead = (default_overhead_bytes(max(sum(v.values()) for v in phases.values()))  # of the peak
                     if overhead_bytes is None else overhead_bytes)
         results.append(TrainingMemory(st, stage_acts[i], overhead, batch, grad_accum, seq, flops, phases,
                                       stack, impl, copies, loss if last else 0.0, stage_opt, i, in_flight[i],
-                                      gathered))
+                                      gathered, grad_buffer=grad_buffer))
     if _all_stages and _stages is not None:     # (the searches read only their stages' pieces: no table)
         return results
     on_stage = _stage_params_of(model, par)
@@ -188,10 +199,10 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
 
 
 def _stage_phases(model: Model, par: Parallel, i: int, grad_accum: int, acts: tuple, states: tuple,
-                  phases=step_phases) -> dict:
+                  phases=step_phases, grad_buffer: bool = False) -> dict:
     """:func:`step_phases` of stage ``i`` from :func:`_act_side`'s ``acts`` and :func:`_state_side`'s
     ``states`` (shared by :func:`training_memory` and :func:`_search_pieces`, which reads them as tuples:
-    ``phases=phase_values``)."""
+    ``phases=phase_values``). ``grad_buffer`` counts for ZeRO 0 and 1 only (:func:`check_grad_buffer`)."""
     _, cp_buffers, loss, working, stage_acts, _ = acts
     gathered, copies, head_copy, by_stage = states
     last = i == par.pp - 1
@@ -202,14 +213,29 @@ def _stage_phases(model: Model, par: Parallel, i: int, grad_accum: int, acts: tu
                        head_copy_bytes=head_copy if last else 0.0,
                        embedding_grad_bytes=(2 * head_grads if model.tied_embeddings and par.pp == 1
                                              else 0.0),
-                       gathered_bytes=gathered, cp_buffers_bytes=cp_buffers)
+                       gathered_bytes=gathered, cp_buffers_bytes=cp_buffers,
+                       grad_buffer=grad_buffer and par.zero <= 1)
+
+
+def check_grad_buffer(grad_buffer, zero: int) -> bool:
+    """``grad_buffer`` checked (a bool) against the ZeRO stage ``zero``: a persistent gradient buffer is
+    DDP's or ZeRO-1's (Megatron-Core's distributed optimizer keeps the whole buffer); ZeRO-2 and 3 shard
+    the gradients and free them (FSDP's ``set_to_none``), which :func:`training_memory` models without it."""
+    from ._validate import check_bool
+
+    grad_buffer = check_bool("grad_buffer", grad_buffer)
+    if grad_buffer and zero >= 2:
+        raise ValueError(f"grad_buffer=True needs parallel.zero <= 1 (DDP or ZeRO-1, whose gradients stay "
+                         f"whole in a persistent buffer), got zero={zero}: ZeRO-2 and 3 shard the gradients "
+                         "and free them each step")
+    return grad_buffer
 
 
 def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accum: int, seq: int,
                    precision: str = "bf16-mixed", optimizer: str = "adamw", attention: str = "flash",
                    recompute: str = "none", dropout: bool = False, stack: str = "fused",
                    optimizer_impl: str = "foreach", recompute_layers: int | None = None,
-                   attention_mask: bool = False) -> list[float]:
+                   attention_mask: bool = False, grad_buffer: bool = False) -> list[float]:
     """The bytes of every piece (:func:`step_phases`, each summed) of the stages ``stages``, stage by
     stage: what ``training_memory(..., _all_stages=True, _stages=stages)``'s ``pieces_bytes`` hold, without
     its other checks nor its result objects (issue 35: the planner's searches make hundreds of calls with
@@ -235,8 +261,9 @@ def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accu
                              grad_accum if act_par.virtual_stages > 1 else min(grad_accum, act_par.pp), stack,
                              attention_mask, act_par, stages)
     states = _kept_state_side(model, precision, optimizer, optimizer_impl, state_par, stages)
+    # (grad_buffer: ZeRO-2 and 3 layouts of a search free their gradients as before, _stage_phases)
     return [sum(v) for i in stages for v in _stage_phases(model, par, i, grad_accum, acts, states,
-                                                           phase_values)]
+                                                           phase_values, grad_buffer=grad_buffer)]
 
 
 def _stage_params_of(model: Model, par: Parallel) -> list[float]:
@@ -450,8 +477,10 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
                     attention: str = "flash", recompute: str = "none", dropout: bool = False,
                     parallel: Parallel | None = None, overhead_bytes: float | None = None,
                     stack: str = "fused", optimizer_impl: str = "foreach", grad_accum: int = 1,
-                    recompute_layers: int | None = None, attention_mask: bool = False):
-    """The largest micro-batch (sequences) whose :func:`training_memory` (``attention_mask`` too) fits
+                    recompute_layers: int | None = None, attention_mask: bool = False,
+                    grad_buffer: bool = False):
+    """The largest micro-batch (sequences) whose :func:`training_memory` (``attention_mask`` and
+    ``grad_buffer`` too) fits
     ``gpu``, for one sequence length ``seq`` (an int; returns an int) or many (a 1-D array of ints; returns an
     int array).
 
@@ -480,7 +509,7 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
     kw = dict(precision=precision, optimizer=optimizer, attention=attention, recompute=recompute,
               dropout=dropout, parallel=parallel, overhead_bytes=overhead_bytes, stack=stack,
               optimizer_impl=optimizer_impl, grad_accum=grad_accum, recompute_layers=recompute_layers,
-              attention_mask=attention_mask)
+              attention_mask=attention_mask, grad_buffer=grad_buffer)
     cp = resolve_parallel(parallel).cp
     if cp > 1 and (seqs % (2 * cp)).any():
         bad = int(seqs[seqs % (2 * cp) != 0].flat[0])

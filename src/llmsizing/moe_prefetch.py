@@ -112,7 +112,8 @@ def _columns(model, kw: dict, jobs: list, kept: dict) -> list:
                                    gathered)):
                 block[:, j] = x                          # (an entry per layout, or one for all)
             block[:, 6:] = (*core[:-1], n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i], flight[i],
-                            c > 1, model.tied_embeddings and n_pp == 1, moe,
+                            c > 1 or (o["grad_buffer"] and zero <= 1),       # (gradients alive)
+                            model.tied_embeddings and n_pp == 1, moe,
                             stage_offset_bytes(acts, act, i) if moe else 0.0)
             blocks.append(block)
         shapes.append((len(stages), n))

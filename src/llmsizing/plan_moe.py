@@ -60,7 +60,7 @@ def option_pieces(model, par, stages, *, batch: int, grad_accum: int, seq: int, 
                   optimizer: str = "adamw", attention: str = "flash", recompute: str = "none",
                   dropout: bool = False, stack: str = "fused", optimizer_impl: str = "foreach",
                   recompute_layers: int | None = None, attention_mask: bool = False, mtp_depth: int = 0,
-                  capacity_factor: float | None = None) -> list[float]:
+                  capacity_factor: float | None = None, grad_buffer: bool = False) -> list[float]:
     """The bytes of every piece (:func:`~llmsizing.footprint.phase_values`, each summed) of the stages
     ``stages``, stage by stage, as ``training_memory(..., mtp_depth=, capacity_factor=, _all_stages=True,
     _stages=stages)`` works them out: the same kept sides (``_kept_act_side`` with the capacity,
@@ -77,7 +77,7 @@ def option_pieces(model, par, stages, *, batch: int, grad_accum: int, seq: int, 
         acts, states = mtp_sides(model, epar, mtp_depth, acts, states, precision=precision,
                                  optimizer=optimizer, batch=batch, seq=seq, recompute=recompute)
     return [sum(v) for i in stages for v in _stage_phases(ext, epar, i, grad_accum, acts, states,
-                                                           phase_values)]
+                                                           phase_values, grad_buffer=grad_buffer)]
 
 
 def stage_moe_layer_counts(model, par, mtp_depth: int = 0) -> tuple:

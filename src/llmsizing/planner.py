@@ -89,7 +89,7 @@ class NoPlanError(ValueError):
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention,
             stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
             cp_comm="p2p", eps=(1,), expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False,
-            vps=(1,), shard_pp=False, shared=False, options=(), counts=None):
+            vps=(1,), shard_pp=False, shared=False, options=(), counts=None, grad_buffer=False):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
@@ -97,11 +97,14 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     instead of the search's 0.1-0.5 s. The cached table is shared: :func:`plan` copies it before adding
     columns. ``options``: ``plan()``'s MTP module and token dropping as sorted pairs
     (:func:`llmsizing.job.check_moe_options`; none by default). ``counts``: ``plan(gpu_counts=)``, sorted (the
-    GPU limit is then the largest count, at most ``max_gpus``)."""
+    GPU limit is then the largest count, at most ``max_gpus``). ``grad_buffer``: ``plan()``'s (in the memory
+    keywords only when on: the default search's keywords as before)."""
     import pandas as pd
 
     kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack,
               optimizer_impl=optimizer_impl, **dict(options))
+    if grad_buffer:
+        kw["grad_buffer"] = True
     model_flops_step = training_flops_per_token(model, seq=seq) * global_batch * seq
     node_of = dict(nodes)
     domains = {g.name: node_of[g.name].scaleup_domain_gpus for g in gpu_list}
@@ -238,7 +241,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          ep_overlap: float = 0.0, partial_recompute: bool = True, framework: str | None = None,
          virtual_stages=VIRTUAL_STAGES, deadline_rule: str | None = None,
          shard_under_pipeline: bool = False, shared_expert_overlap: bool = False, mtp_depth: int = 0,
-         capacity_factor: float | None = None, gpu_counts=None):
+         capacity_factor: float | None = None, gpu_counts=None, grad_buffer: bool = False):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame
     (:data:`~llmsizing.plan_space.PLAN_COLUMNS`), cheapest first.
@@ -358,6 +361,12 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     ``tests/test_plan_gpu_counts.py``), and only those rows are weighed and priced, so a question about a few
     cluster sizes costs a fraction of the whole search; ``pareto`` is then the front of the rows returned.
     Chapter 10's chart reads its counts so (:func:`~llmsizing.stages.moe_default_layout`).
+
+    ``grad_buffer=True`` (issue 38; off by default): the DDP and ZeRO-1 layouts keep their gradients in a
+    persistent buffer, alive at every phase's peak (:func:`~llmsizing.memory.training_memory`'s
+    ``grad_buffer``: Megatron-Core's grad buffer, in FP32 with ``precision="bf16-mixed-fp32-grads"``,
+    Megatron-LM's default; PyTorch DDP's buckets); ZeRO-2 and 3 layouts free theirs as before.
+    ``attrs["assumes"]`` says so.
     """
     import pandas as pd
 
@@ -377,6 +386,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     options = check_moe_options(model, mtp_depth, capacity_factor)     # ({} by default: the search as before)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
     shard_pp = check_bool("shard_under_pipeline", shard_under_pipeline) and not model.is_moe
+    grad_buffer = check_bool("grad_buffer", grad_buffer)
     vps = None if virtual_stages is None else tuple(sorted({check_int("virtual_stages[i]", v) for v in
                                                            check_sequence("virtual_stages", virtual_stages,
                                                                           example="(1, 2, 4)")}))
@@ -454,7 +464,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         args += (eps, expert_tp, max_nodes, ep_overlap)
     # (the default search is called as before: main's, without the keywords left off)
     more = {k: True for k, on in (("partial", partial), ("shard_pp", shard_pp),
-                                  ("shared", shared_expert_overlap)) if on}
+                                  ("shared", shared_expert_overlap), ("grad_buffer", grad_buffer)) if on}
     if vps != (1,):
         more["vps"] = vps
     if options:
@@ -561,6 +571,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                                + "".join(f", {k}={v:g}" for k, v in options.items())
                                + ", routing "
                                + routing_note(model, max_nodes))
+                            + (", a persistent gradient buffer (DDP, ZeRO-1)" if grad_buffer else "")
                             + f", range of the {stack_fam} stack"
                             + (" where it states one, else the pooled range" if pooled else ""))
     out.attrs["cp_comm"] = cp_comm

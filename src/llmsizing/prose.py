@@ -22,10 +22,11 @@ Each glued value is a :class:`ProseText`: a ``str`` that displays as its own tex
 from __future__ import annotations
 
 import keyword
+import math
 import re
 from collections.abc import Callable, MutableMapping
 
-__all__ = ["ProseText", "inline_glue", "PROSE_NAME"]
+__all__ = ["ProseText", "inline_glue", "PROSE_NAME", "three_figures"]
 
 #: What a prose reference may be: myst-nb's default ``nb_eval_name_regex`` (a plain ASCII identifier). Names
 #: outside it are refused when glued, rather than failing later in the build.
@@ -85,3 +86,23 @@ def inline_glue(namespace: MutableMapping[str, object]) -> Callable[..., None]:
             show(text)
 
     return glue
+
+
+def three_figures(x: float) -> str:
+    """``x`` to three significant figures for the prose, one rule for a chapter (chapter 14's audit).
+
+    Rounded digits keep their trailing zeros, so the printed digits say how precise the value is: 1.8951
+    prints ``1.90`` and 11.97 ``12.0``. A value exact in three figures or fewer prints as it is (16 bytes,
+    0.5, 80 GB), and from 100 on a value prints as a whole number with thousands separated (1,194).
+
+    Raises ``TypeError`` for a non-number (or a bool) and ``ValueError`` for a value that is not finite.
+    """
+    if isinstance(x, bool) or not isinstance(x, (int, float)) and not hasattr(x, "__float__"):
+        raise TypeError(f"x must be a real number, got {type(x).__name__} {x!r}")
+    x = float(x)
+    if not math.isfinite(x):
+        raise ValueError(f"x must be finite, got {x!r}")
+    if abs(x) >= 99.95:                        # 99.96 would round to 100 at three figures: a whole number
+        return f"{x:,.0f}"
+    short = f"{x:.3g}"
+    return short if float(short) == x else f"{x:#.3g}"

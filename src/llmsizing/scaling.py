@@ -19,10 +19,13 @@ The default is Approach 1, the one the paper's Table 3 and Chinchilla itself (70
 Sec. 4) follow. The fits' constants, with their uncertainty and sources, are in ``data/scaling_fits.csv``; the
 paper's projected tables are in ``data/chinchilla_tables.csv``.
 
-**Where this is an approximation.** ``C = 6ND`` leaves out attention (Hoffmann et al., Table A4: within 10% of
-their exact count for 73M-6.8B models); the fits were made on models up to 16B parameters and 500B tokens of
-MassiveText and are extrapolated beyond; "optimal" means the lowest pre-training loss for the FLOPs, not the
-cheapest model to serve (which is why Llama 3 trained its 8B model on 15T tokens: :func:`overtrained`).
+**Where this is an approximation.** ``C = 6ND`` leaves out attention's sequence-length terms: at 2,048-token
+sequences the paper's fuller count is 0.99 to 1.10 times ``6ND`` for its 73M-6.8B models (Table A4,
+:func:`six_nd_ratios`), so ``6ND`` is up to 9% low there, and more at longer sequences (the library's
+count, :func:`llmsizing.flops.training_flops_per_token`, includes attention); the fits were made on models
+up to 16B parameters and 500B tokens of MassiveText and are extrapolated beyond; "optimal" means the lowest
+pre-training loss for the FLOPs, not the cheapest model to serve (which is why Llama 3 trained its 8B model on
+15T tokens: :func:`overtrained`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ._validate import check_choice, check_fraction, check_int, check_number
 DATA = Path(__file__).resolve().parents[2] / "data"
 FITS_CSV = DATA / "scaling_fits.csv"
 TABLES_CSV = DATA / "chinchilla_tables.csv"
+A4_CSV = DATA / "chinchilla_flops_ratio.csv"
 
 #: Training FLOPs per parameter per token in the Chinchilla convention ``C = 6ND`` (Kaplan et al. 2020).
 FLOPS_PER_PARAM_TOKEN = 6.0
@@ -89,6 +93,15 @@ def chinchilla_tables():
     df["predicted_params"] = [compute_optimal(f, fit=a).params for f, a in zip(df["flops"], df["approach"])]
     df["ratio"] = df["predicted_params"] / df["params"]
     return df
+
+
+def six_nd_ratios():
+    """Hoffmann et al. 2022's Table A4 (App. F), from ``data/chinchilla_flops_ratio.csv``: for six of their
+    models (73M to 6.8B parameters) the FLOPs they count per 2,048-token sequence, attention included, over
+    ``6ND`` (``flop_ratio``). How far ``C = 6ND`` is from a fuller count at that length (chapter 10)."""
+    import pandas as pd
+
+    return pd.read_csv(A4_CSV)
 
 
 def _fit(fit: str) -> dict:

@@ -43,7 +43,7 @@ from .serve_step import ENGINE_STEP_OVERHEAD_S, ENGINES, ERA_STEP_OVERHEAD_S, RA
 # names stay importable from here (loso_residuals calls fit_constants through this module's name)
 from .serve_fit import (_FIELDS, _PROBE, _READS, FITTED, RATIO_METRICS, TIME_METRICS, _fast_rows,  # noqa: F401
                         _in_bounds, _key, _loss_of, _nelder_mead, _Row, _serving_of, _value, fit_constants,
-                        predict_row)
+                        fit_mfu, predict_row)
 
 
 #: The nominal coverage of the stated range.
@@ -339,7 +339,38 @@ def serving_range(model, gpu, *, engine: str | None = None, batching: str = "con
                         central.engine)
 
 
+#: The compute formats :func:`mfu_by_compute` fits apart by default: FP8 and the 16-bit formats.
+MFU_GROUPS = {"fp8": ("fp8",), "16-bit": ("bf16", "fp16", "fp16-acc16")}
+
+
+def mfu_by_compute(groups=None):
+    """The prefill MFU each group of the rows the fit learns from (:func:`_trainable`) would fit alone, the
+    bandwidth shares and step overheads held at the stored constants (:func:`~llmsizing.serve_fit.fit_mfu`):
+    a DataFrame indexed by group (``groups``: label -> the ``compute`` formats of
+    ``data/serving_published.csv`` it takes, default :data:`MFU_GROUPS`), then ``all`` (every such row), with
+    ``n_rows`` and ``prefill_mfu``. ``all`` reproduces the stored MFU, the joint fit's optimum; a group's
+    differs where its rows pull the shared MFU their way. Chapter 15 ("Prefill is compute-bound")."""
+    import pandas as pd
+
+    from .serve_step import _FIT
+
+    groups = MFU_GROUPS if groups is None else groups
+    if not isinstance(groups, dict) or not groups:
+        raise TypeError(f"groups must be a non-empty dict of label -> compute formats, got {groups!r}")
+    rows = [r for r in _read().itertuples() if _trainable(r)]
+    held = dict(weights_bu=_FIT.weights_bu, attention_bu=_FIT.attention_bu,
+                step_overhead_s=dict(_FIT.engine_step_overhead_s))
+    out = {}
+    for label, formats in {**groups, "all": None}.items():
+        sub = rows if formats is None else [r for r in rows if r.compute in formats]
+        if not sub:
+            raise ValueError(f"groups[{label!r}]: no row the fit learns from computes in {formats}")
+        out[label] = {"n_rows": len(sub), "prefill_mfu": fit_mfu(sub, **held)}
+    return pd.DataFrame(out).T.astype({"n_rows": int})
+
+
 __all__ = ["FITTED", "COVERAGE", "MIN_GROUP", "predict_row", "published_serving", "fit_constants",
            "fit_serving_constants", "loso_residuals", "interval_table", "grouping_table",
            "conformal_quantiles", "GROUPINGS", "SERVING_GROUPING",
-           "overhead_interval", "ServingRange", "serving_range", "RANGE_LOW", "RANGE_HIGH"]
+           "overhead_interval", "ServingRange", "serving_range", "RANGE_LOW", "RANGE_HIGH", "MFU_GROUPS",
+           "mfu_by_compute", "fit_mfu"]

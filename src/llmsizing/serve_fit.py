@@ -264,3 +264,24 @@ def fit_constants(rows) -> dict:
     eras = {b: pooled([r for r in rows if r.batching == b]) for b in sorted({r.batching for r in rows})}
     return dict(weights_bu=x[0], attention_bu=x[1], prefill_mfu=x[2], engines=dict(zip(keys, x[3:])),
                 eras=eras, any=pooled(rows))
+
+
+def fit_mfu(rows, *, weights_bu: float, attention_bu: float, step_overhead_s: dict) -> float:
+    """The prefill MFU ``rows`` alone would fit with the other constants held: the two bandwidth shares as
+    given and each row's step overhead ``step_overhead_s[engine/batching]`` (:func:`_key`). The same loss as
+    :func:`fit_constants` (squared log ratios of published over predicted speed), searched over the MFU only,
+    within :data:`FITTED`'s box. Chapter 15 fits the FP8 and the 16-bit rows apart with it, to show which way
+    each pulls the one shared MFU (``serve_calibration.mfu_by_compute``). Raises ``ValueError`` for no rows
+    and a ``KeyError`` naming an engine without an overhead."""
+    rows = [r for r in rows if r.metric not in RATIO_METRICS]
+    if not rows:
+        raise ValueError("rows: fitting the MFU needs at least one row whose metric is a speed or a time")
+    keys = sorted({_key(r) for r in rows})
+    missing = [k for k in keys if k not in step_overhead_s]
+    if missing:
+        raise KeyError(f"step_overhead_s has no overhead for {missing}: give one per engine/batching key")
+    loss = _loss_of(rows, keys, _fast_rows(rows))
+    fixed = [weights_bu, attention_bu]
+    t0 = [step_overhead_s[k] for k in keys]
+    (mfu,), _ = _nelder_mead(lambda x: loss(fixed + [x[0]] + t0), [0.5], [0.1], iters=120)
+    return round(mfu, 3)

@@ -132,9 +132,10 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     * prefill: a prompt's ``c`` chunks flow through the stages like micro-batches (vLLM V1's chunked pipeline
       parallelism, vllm-project/vllm#13637 and #38726), so the TTFT is ``(c + pp - 1)`` stage times of one
       chunk, plus ``pp - 1`` sends, plus ``c t0``: a long prompt (``c >> pp``) is prefilled about ``pp`` times
-      faster, a single chunk no faster. Chunks are taken as equal; later ones attend to more context, so the
-      drain is slightly under-estimated. Other sequences' prefills riding along with decode cost each stage
-      its share.
+      faster, a single chunk no faster. A best case: an open report (vllm-project/vllm#41682, May 2026)
+      measured no such gain for a 128K-token prompt over four stages. Chunks are taken as equal; later ones
+      attend to more context, so the drain is slightly under-estimated. Other sequences' prefills riding along
+      with decode cost each stage its share.
 
     **A mixture of experts** (chapter 15, "Serving a mixture of experts"; issue 24) keeps every expert
     resident (the weights are the total parameters), but a decode step reads only the experts its tokens are

@@ -161,6 +161,11 @@ def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: floa
 #: 31.5 GB/s (PCI-SIG, PCI Express Base Specification 4.0). The "32 GB/s" of datasheets rounds it up.
 PCIE_GEN4_X16_GBPS = 16 * 16 * 128 / 130 / 8
 
+#: PCIe Gen5 x16, one way, decimal GB/s: 32 GT/s x 16 lanes x 128/130 / 8 = 63.0 GB/s (PCI-SIG, PCI Express
+#: Base Specification 5.0: twice Gen4's transfer rate, the same line code), the host link of H100 and B200
+#: servers. Not the default (:data:`HOST_LINK_GBPS`); chapter 13 shows what it changes.
+PCIE_GEN5_X16_GBPS = 32 * 16 * 128 / 130 / 8
+
 #: The host link of an offloading GPU, one way, decimal GB/s: PCIe Gen4 x16 (:data:`PCIE_GEN4_X16_GBPS`) as
 #: in A100 servers. H100 and B200 servers have Gen5 x16 (twice that), but pinned copies reach ~80-90% of a
 #: link and GPUs often share a PCIe switch with a NIC: Gen4's rate is a cautious default (it was the rounded
