@@ -102,7 +102,8 @@ def one_round(widgets, name: str, n: int, controls) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("base", nargs="?", default="main")
-    ap.add_argument("--rounds", type=int, default=4, help="rounds (each side once a round, order alternating)")
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="rounds (each side once a round, order alternating)")
     ap.add_argument("--moves", type=int, default=4)
     ap.add_argument("--only", nargs="*", default=["long_context_widget", "planner_widget"])
     ap.add_argument("--controls", nargs="*", default=None)
@@ -110,8 +111,8 @@ def main() -> None:
     diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", args.base, "--",
                            *(f"src/llmsizing/{m.replace('.', '/')}.py" for m in SHARED)])
     if diff.returncode:
-        raise SystemExit(f"{', '.join(SHARED)} differ from {args.base}'s: both sides share them, so this tool "
-                         "cannot compare them")
+        raise SystemExit(f"{', '.join(SHARED)} differ from {args.base}'s: both sides share them, so this "
+                         "tool cannot compare them")
     tmp = Path(tempfile.mkdtemp(prefix="bench_widget_ab_"))
     try:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.base, "src", "data"],
@@ -131,11 +132,15 @@ def main() -> None:
         for r in range(args.rounds):
             for side in (sides if r % 2 == 0 else reversed(list(sides))):
                 clear("llmsizing_base" if side == "base" else "llmsizing", names)
-                times[side].append({(name, *k): t for name in args.only
-                                    for k, t in one_round(sides[side], name, args.moves, args.controls).items()})
+                got = {}
+                for name in args.only:
+                    got.update(((name, *k), t) for k, t in
+                               one_round(sides[side], name, args.moves, args.controls).items())
+                times[side].append(got)
         loads.append(Path("/proc/loadavg").read_text().split()[0])
         report(times, args.only)
-        print(f"base {args.base}; {args.rounds} rounds; load average (1 min) before and after: {', '.join(loads)}")
+        print(f"base {args.base}; {args.rounds} rounds; load average (1 min) before and after: "
+              f"{', '.join(loads)}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -149,8 +154,8 @@ def report(times: dict, only) -> None:
             return
         x, y = [p[1] for p in sel], [p[2] for p in sel]
         ratio = statistics.median(q / p for p, q in zip(x, y) if p > 0)
-        print(f"{label:42s} {len(sel):5d} {statistics.median(x) * 1e3:8.1f} -> {statistics.median(y) * 1e3:6.1f}"
-              f"   {ratio:6.3f}")
+        print(f"{label:42s} {len(sel):5d} {statistics.median(x) * 1e3:8.1f} -> "
+              f"{statistics.median(y) * 1e3:6.1f}   {ratio:6.3f}")
 
     print(f"{'widget.control':42s} {'moves':>5s} {'base ms':>8s}    {'new':>6s}   {'ratio':>6s}")
     for name in only:
