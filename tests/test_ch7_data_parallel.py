@@ -372,3 +372,20 @@ def test_gpu_with_link_class_comes_from_data_not_the_label():
     assert old == g
     with pytest.raises(ValueError, match="link_class"):
         gpu_with_link("H100 SXM", "PCIe", 32.0, "copper")
+
+
+def test_dp_scaling_labels_the_fill_panels_bandwidth_range():
+    """The panel whose group fills whole DGX H100 nodes names both ends of its per-GPU bandwidth (review read28e).
+    Over two nodes NVLink's phase binds: each GPU moves 2 x 7/8 of the gradient at NVLink's achieved rate, and the
+    bandwidth is counted against the one gradient each node sends (2 (n_node - 1)/n_node = 1), so 450 GB/s x the
+    nvlink share / 1.75. Over many nodes the node's eight 400 Gb/s NICs bind: 8 x 50 GB/s x the network share.
+    The shares are data/links.csv's, the rates the datasheets'."""
+    nv, _ = _achievable("nvlink")
+    net, _ = _achievable("network")
+    two_nodes = NVLINK_NOMINAL * nv / (2 * 7 / 8) / 1e9
+    many_nodes = 8 * NIC_PER_GPU * net / 1e9
+    summary = render_dp_scaling("llama-3-8b", gpu="H100 SXM", global_batch=512, seq=4096).summary
+    fill = next(line for line in summary.splitlines() if "fills" in line)
+    assert f"{two_nodes:,.0f} to {many_nodes:,.0f} GB/s per GPU" in fill
+    one = next(line for line in summary.splitlines() if "one GPU per node" in line)
+    assert f"(network, {NIC_PER_GPU * net / 1e9:,.0f} GB/s per GPU" in one   # one NIC whatever dp

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 
 from llmsizing.prose import PROSE_NAME, ProseText, inline_glue, three_figures
@@ -100,10 +101,33 @@ def test_three_figures_keeps_the_zeros_it_rounded_to(x, text):
 
 
 @pytest.mark.parametrize("bad, err", [("1.9", TypeError), (True, TypeError), (None, TypeError),
+                                      (np.True_, TypeError), (np.bool_(False), TypeError),   # review28a #12
                                       (float("nan"), ValueError), (float("inf"), ValueError)])
 def test_three_figures_refuses_what_is_not_a_finite_number(bad, err):
     with pytest.raises(err, match="x must be"):
         three_figures(bad)
+
+
+@pytest.mark.parametrize("x, text", [
+    (0.0001, "0.0001"), (0.00012345, "0.000123"),   # fixed point down to 1e-4
+    (9.996e-5, "0.000100"),                         # rounds up to 1.00e-4: still fixed point, zeros kept
+    (0.0, "0"), (-0.0, "0"), (np.float64(7.5041), "7.50"), (np.int64(80), "80")])
+def test_three_figures_small_values_zero_and_numpy_numbers(x, text):
+    assert three_figures(x) == text
+
+
+@pytest.mark.parametrize("x", [1.23e-5, -1.23e-5, 9.994e-5])      # 9.994e-5 rounds to 9.99e-5, below 1e-4
+def test_three_figures_refuses_values_it_would_print_in_exponent_form(x):
+    with pytest.raises(ValueError, match=r"x must be 0 or at least 1e-4 .*smaller unit"):
+        three_figures(x)
+
+
+def test_three_figures_float_noise_is_not_exact():
+    """0.1 + 0.2 is 0.30000000000000004 in binary floating point: not exact, so its rounded digits print
+    (the docstring says so, and to round such a value first)."""
+    assert three_figures(0.1 + 0.2) == "0.300"
+    assert three_figures(0.3) == "0.3"
+    assert three_figures(round(0.1 + 0.2, 9)) == "0.3"
 
 
 def test_the_name_rule_is_myst_nb_s():

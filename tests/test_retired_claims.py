@@ -25,6 +25,10 @@ RETIRED = {
     # lows28: NVIDIA's Blackwell datasheet gives an HGX B200 7.7 TB/s; 8 TB/s is the DGX B200's per-GPU share
     r"NVIDIA still quotes|not NVIDIA's figure|NVIDIA's per-GPU share":
         "NVIDIA gives two B200 bandwidths, DGX 8 TB/s and HGX 7.7 TB/s (chapter 6)",
+    # review28a #14 (fix28a): the HGX B200's 7.7 TB/s rests on a reproduction of NVIDIA's datasheet (a Verda
+    # blog post, data/gpus.csv), not on the PDF: the prose says "as reproduced by" wherever it cites it
+    r"Blackwell datasheet(?!, as reproduced by)":
+        "NVIDIA's Blackwell datasheet, as reproduced by a Verda blog post (chapter 6)",
     # lows28: the book has no sourced spot interruption rate (chapter 11)
     r"lose much of their time to it": "no sourced spot rate; AWS publishes bands only (chapter 11)",
 }

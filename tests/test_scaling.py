@@ -162,7 +162,7 @@ def test_table_a4_rows_are_what_appendix_f_counts():
     for r in df.itertuples():
         by_hand = _appendix_f_ratio(r.layers, r.d_model, r.ffw_size, r.heads, r.kv_size, r.seq)
         assert round(by_hand, 2) == pytest.approx(r.flop_ratio, abs=1e-9), r.params
-    # the prose (appendix, scaling's docstring): 0.99 to 1.10, so 6ND is at most 9% below the fuller count
+    # the prose (appendix, scaling's docstring): 0.99 to 1.10, so 6ND is at most 9% below the paper's count
     assert (df["flop_ratio"].min(), df["flop_ratio"].max()) == (0.99, 1.10)
     assert 1 - 1 / df["flop_ratio"].max() == pytest.approx(0.0909, abs=1e-4)
 

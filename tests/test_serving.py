@@ -72,7 +72,9 @@ def test_kv_limited_max_batch_by_hand():
     assert s.max_batch == blocks // 80 == 346
     assert S.serving("llama-3-8b", "H100 SXM", batch=346).fits
     assert not S.serving("llama-3-8b", "H100 SXM", batch=347).fits
-    assert S.serving("llama-3-8b", "H100 SXM", prompt=1024, output=256, max_num_seqs=256).max_batch == 347
+    # at 256 sequences the KV room is 347, but the scheduler runs at most 256 of them (issue 38)
+    at256 = S.serving("llama-3-8b", "H100 SXM", prompt=1024, output=256, max_num_seqs=256)
+    assert at256.kv_batch == 347 and at256.max_batch == 256 and at256.batch_bound == "max_num_seqs"
     # a lower gpu_memory_utilization holds fewer sequences
     assert S.serving("llama-3-8b", "H100 SXM", gpu_memory_utilization=0.5).max_batch < 346
     # llama-3-70b in bf16 does not fit one H100 at all (141 GB of weights)
@@ -417,7 +419,8 @@ def test_pp_splits_weights_and_kv_and_grows_the_batch_by_hand():
     room = 0.9 * H100_MIB * 2**20 - 2 * L3_70B_PARAMS / 8 - act - 2**30 - 2**29
     blocks = math.floor(room / (16 * L3_70B_KV_PER_TOKEN / 4 / 2))
     assert two.kv_capacity.blocks == blocks
-    assert two.max_batch == blocks // 80 > 2 * one.max_batch     # the freed weights hold more KV too
+    assert two.kv_batch == blocks // 80 > 2 * one.kv_batch       # the freed weights hold more KV too
+    assert two.max_batch == 1024                # but one scheduler runs at most vLLM's 1,024 (issue 38)
 
 
 def test_pp_decode_step_by_hand():

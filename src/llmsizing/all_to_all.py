@@ -7,11 +7,76 @@ here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ._validate import check_int, check_number
 from .catalog import get_gpu
 from .network import Node, _collective_time_s, get_node, group_link
+
+
+@dataclass(frozen=True)
+class Dispatcher:
+    """What an MoE token dispatcher sends (issue 35): ``once_per_gpu`` (a token goes once to each GPU
+    holding one of its experts, and once to each node, forwarded inside it over NVLink) or ``k`` copies a
+    token, one per expert. ``source``: where that is read."""
+
+    name: str
+    once_per_gpu: bool
+    source: str
+
+
+#: The token dispatchers :func:`all_to_all_s` prices: Megatron-Core's ``alltoall``, and its ``flex`` on DeepEP
+#: as ``deepep`` (chapter 18)
+DISPATCHERS = {
+    "alltoall": Dispatcher("alltoall", False, (
+        "Megatron-Core MoEAlltoAllTokenDispatcher (--moe-token-dispatcher-type alltoall), "
+        "megatron/core/transformer/moe/token_dispatcher.py: input_splits sum routing_map per expert over "
+        "each rank's experts, num_out_tokens = tokens x moe_router_topk (dropless): a token once per "
+        "expert")),
+    "deepep": Dispatcher("deepep", True, (
+        "Megatron-Core MoEFlexTokenDispatcher with DeepEP (--moe-token-dispatcher-type flex "
+        "--moe-enable-deepep), token_dispatcher.py: _DeepepManager.dispatch sends the unpermuted tokens "
+        "(fused_dispatch on topk_idx) and permutes them by local expert after they arrive; DeepEP's "
+        "get_dispatch_layout counts num_tokens_per_rank and num_tokens_per_rdma_rank, a token once per "
+        "rank and once per node (README, docs/legacy.md: normal kernels with NVLink and RDMA forwarding; "
+        "DeepSeek-V3, arXiv:2412.19437, Sec. 3.2.2)")),
+}
+
+
+def check_dispatcher(dispatcher) -> Dispatcher:
+    """A :data:`DISPATCHERS` entry from its name (or the entry itself); a ``ValueError`` naming
+    ``dispatcher`` and the choices else."""
+    if isinstance(dispatcher, Dispatcher):
+        return dispatcher
+    if not isinstance(dispatcher, str) or dispatcher not in DISPATCHERS:
+        raise ValueError(f"dispatcher must be one of {sorted(DISPATCHERS)}, got {dispatcher!r}")
+    return DISPATCHERS[dispatcher]
+
+
+def distinct_reached(top_k: int, units: float, per_unit: float | None = None) -> float:
+    """The expected number of distinct units (GPUs, or nodes) a token's ``k`` experts sit on, drawn
+    uniformly over ``units`` units: ``units x (1 - P(a unit holds none))``. With ``per_unit`` experts a
+    unit the ``k`` distinct experts are drawn without replacement from ``units x per_unit``:
+    ``P = C(N - per_unit, k) / C(N, k)`` (the hypergeometric, as a product so that ``units`` may be
+    fractional: 128 GPUs over 72-GPU racks); without it, with replacement: ``(1 - 1 / units)^k`` (many
+    experts a unit). DeepSeek-V3 at EP 8 (256 experts, 32 a GPU, top-8): ``8 (1 - C(224, 8) / C(256, 8))
+    = 5.29``, against ``8 (1 - (7/8)^8) = 5.25``. Never more than ``k`` nor ``units``."""
+    k = check_int("top_k", top_k)
+    units = check_number("units", units)
+    if units <= 1:
+        return min(1.0, units)
+    if per_unit is None:
+        miss = (1 - 1 / units) ** k
+    else:
+        per, n = check_number("per_unit", per_unit), units * per_unit
+        if k > n:
+            raise ValueError(f"distinct_reached: top_k={k} exceeds the {n:g} experts on the units")
+        miss = 1.0
+        for i in range(k):
+            miss *= max(0.0, (n - per - i) / (n - i))
+    return min(units * (1 - miss), float(k))               # (k when every pick is its own unit, to rounding)
 
 
 def all_to_all_bytes(tokens: float, top_k: int, hidden: int, bytes_per_element: float, ep: int) -> float:
@@ -161,7 +226,8 @@ def routing_note(model, max_nodes) -> str:
 
 
 def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | None = None,
-                 max_nodes: int | None = None, stride: int = 1) -> float:
+                 max_nodes: int | None = None, stride: int = 1, dispatcher: str = "alltoall",
+                 experts: int | None = None) -> float:
     """One all-to-all (an MoE layer's dispatch, or its combine) over ``ep`` GPUs of ``message_bytes`` per GPU
     (its tokens x ``k`` hidden vectors), priced on the network model (:mod:`llmsizing.network`).
 
@@ -205,27 +271,62 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
     including its own (``tests/legacy/test_internode.py``'s ``num_rdma_token_sent``): 1.41 ms, where the
     NIC's share alone would take 0.67 ms (0.49x); the forwarding leg's 1.38 ms is 0.98x of it, and the
     RDMA-bound EP 32 and 64 (0.95-0.99x, counting 4 nodes a token) do not move
-    (``tests/test_deepep_forwarding.py``)."""
+    (``tests/test_deepep_forwarding.py``).
+
+    **The dispatcher** (``dispatcher``, a :data:`DISPATCHERS` name; issue 35). ``"alltoall"`` (the default,
+    all of the above) sends a token once per expert, ``k`` copies, as Megatron-Core's
+    ``MoEAlltoAllTokenDispatcher`` does. ``"deepep"`` (Megatron-Core's ``flex`` dispatcher on DeepEP's normal
+    kernels) sends it once to each GPU holding one of its experts and, across nodes, once to each node and
+    on over NVLink (the forwarding leg above, also without ``max_nodes``). It needs ``top_k``; ``experts``
+    (the routed experts over the ``ep`` GPUs) makes the draw exact, without replacement
+    (:func:`distinct_reached`). Inside a domain ``(ep - 1) / ep x D / k`` of the buffer leaves, ``D`` the
+    GPUs a token reaches: ``8 (1 - C(224, 8) / C(256, 8)) = 5.29`` of 8 for top-8 of 256 experts at EP 8,
+    0.66 of the ``alltoall``'s bytes. Across domains the network carries ``D_n x (n - 1) / n / k`` and the
+    NVLink leg ``D_g x (d - 1) / d / k``: ``D_n`` the nodes (with ``max_nodes`` its bound ``min(k, M, n)``,
+    as DeepSeek's group-limited router picks groups by their best experts, so a chosen group is nearly
+    always reached; else the distinct nodes of ``k`` uniform draws), ``D_g`` the distinct GPUs among the
+    reached nodes' ``D_n x d``. Uniform routing is the approximation: a trained router's picks cluster, so
+    they reach fewer GPUs. Against DeepEP's published normal kernels (:func:`deepep_normal_published_s`):
+    0.88x at EP 8 (the ``alltoall`` count 1.32x), 0.80x at EP 16, 0.99x at EP 64
+    (``tests/test_dispatcher.py``)."""
     s = check_number("message_bytes", message_bytes)
     ep = check_int("ep", ep, maximum=65536)
     stride = check_int("stride", stride, maximum=65536)
+    disp = check_dispatcher(dispatcher)
+    if max_nodes is not None or disp.once_per_gpu:
+        top_k = check_int("top_k", top_k)
     if max_nodes is not None:
-        max_nodes, top_k = check_int("max_nodes", max_nodes), check_int("top_k", top_k)
+        max_nodes = check_int("max_nodes", max_nodes)
+    if experts is not None:
+        experts = check_int("experts", experts, minimum=top_k or 1)
     g = get_gpu(gpu)
     n = node if isinstance(node, Node) else get_node(node, gpu=g)
-    return _all_to_all_s(s, ep, g, n, top_k, max_nodes, stride)
+    return _all_to_all_s(s, ep, g, n, top_k, max_nodes, stride, disp, experts)
 
 
-def _all_to_all_s(s, ep: int, g, n: Node, top_k, max_nodes, stride: int):
+def _all_to_all_s(s, ep: int, g, n: Node, top_k, max_nodes, stride: int, disp: Dispatcher | None = None,
+                  experts: int | None = None, max_ranks: int | None = None):
     """:func:`all_to_all_s` of checked arguments (a GPU and a :class:`~llmsizing.network.Node`): training's
     per-step all-to-alls call it with their layout's own (issue 35: a planner's search prices ~500), ``s`` a
-    number or a NumPy array of message bytes (element by element, the same arithmetic)."""
+    number or a NumPy array of message bytes (element by element, the same arithmetic). ``disp``: a
+    :class:`Dispatcher` (``None``: ``"alltoall"``); ``max_ranks``: with ``"deepep"``, the GPUs a token's
+    group-limited routing may reach inside one domain (:func:`route_max_ranks`)."""
     if ep == 1:
         return 0.0
     d, inside, cross_link, intra_link = _links(ep, g, n, stride)
+    per = None if experts is None else experts / ep                   # (routed experts a GPU)
+    once = disp is not None and disp.once_per_gpu
     if ep <= d:
-        return _collective_time_s("send/recv", s * (ep - 1) / ep, 2, inside, True)
-    if max_nodes is None:                  # every copy straight to its GPU: the own node's peers over NVLink
+        reach = 1.0 if not once else (min(top_k, max_ranks) if max_ranks is not None and max_ranks < top_k
+                                      else distinct_reached(top_k, ep, per)) / top_k
+        return _collective_time_s("send/recv", s * reach * (ep - 1) / ep, 2, inside, True)
+    if once:        # ---- DeepEP: once a node over the network, once a GPU over NVLink (forwarded)
+        nodes = ep / d
+        reach_n = (min(top_k, max_nodes, nodes) if max_nodes is not None
+                   else distinct_reached(top_k, nodes, None if per is None else per * d))
+        reach_g = distinct_reached(top_k, reach_n * d, per)
+        share, near = reach_n * (nodes - 1) / nodes / top_k, reach_g * (d - 1) / d / top_k
+    elif max_nodes is None:                # every copy straight to its GPU: the own node's peers over NVLink
         share, near = (ep - d) / ep, (d - 1) / ep
     else:          # ---- node-limited routing (llmsizing.moe): DeepEP's NVLink leg forwards every copy
         share, near = inter_node_share(top_k, ep, d, max_nodes), (d - 1) / d
@@ -274,15 +375,13 @@ def deepep_destinations(ep: int, top_k: int, experts: int, gpus_per_node: int, t
     sit on, a group a node, each taken as reached: ``min(nodes, topk_groups)`` (2 at EP 16, where 0.7% of
     tokens keep all eight experts in one group; 4 at EP 64; at EP 32 an upper bound, the fourth group
     missing all eight for some tokens). Used by :func:`deepep_normal_published_s`."""
-    from math import comb
-
     ep, k, e = check_int("ep", ep), check_int("top_k", top_k), check_int("experts", experts)
     g, t = check_int("gpus_per_node", gpus_per_node), check_int("topk_groups", topk_groups)
     if e % ep or k > e:
         raise ValueError(f"deepep_destinations: ep must divide experts={e} and top_k <= experts, got "
                          f"ep={ep}, top_k={k}")
     if ep <= g:
-        return ep * (1 - comb(e - e // ep, k) / comb(e, k))
+        return distinct_reached(k, ep, e // ep)          # (the draw all_to_all_s prices "deepep" on)
     return float(min(-(-ep // g), t))
 
 

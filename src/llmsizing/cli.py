@@ -27,6 +27,8 @@ EXAMPLES = """examples:
   llmsizing memory llama-3-70b --batch 1 --seq 4096 --tp 8 --pp 2 --dp 4 --zero 1 --grad-accum 8
   llmsizing memory mixtral-8x7b --batch 1 --seq 4096 --dp 16 --ep 8 --zero 2 --recompute full --gpu "H100 SXM"
   llmsizing memory path/to/config.json --batch 2 --seq 2048 --json
+  llmsizing memory llama-3-70b --batch 1 --seq 8192 --tp 8 --dp 8 --zero 1 --grad-buffer \
+      --precision bf16-mixed-fp32-grads
   llmsizing time llama-3-70b --tokens 1T --gpu "H100 SXM" --gpus 1024 --seq 8192
   llmsizing time llama-3.1-405b --tokens 15.6T --gpu "H100 SXM" --gpus 16384 --seq 8192 --mfu 0.38
   llmsizing time llama-3.1-405b --stage 14.8T:8192 --stage 800B:131072 --gpu "H100 SXM" --gpus 16384 \
@@ -86,13 +88,14 @@ def cmd_memory(args) -> None:
     g = None if args.gpu is None else check_recipe_runs_on(args.precision, args.gpu)
     t = training_memory(model, batch=args.batch, seq=args.seq, precision=args.precision,
                         optimizer=args.optimizer, attention=args.attention, grad_accum=args.grad_accum,
-                        parallel=_parallel(args), stack=args.stack, **_recompute(args))
+                        parallel=_parallel(args), stack=args.stack, **_recompute(args), **_grad_buffer(args))
     df = memory_frame(t)
     if args.json or args.csv:
         _emit(df, args)
         return
     title = (f"{t.states.n_params:,} parameters; per GPU (the most loaded one), batch {args.batch} x seq "
-             f"{args.seq}; alive at the peak of the step (the {t.peak_phase}):")
+             f"{args.seq}{'; gradients in a persistent buffer' if t.grad_buffer else ''}; alive at the peak "
+             f"of the step (the {t.peak_phase}):")
     out = df[["GiB", "bytes/param"]].copy()
     out["GiB"] = out["GiB"].map("{:,.2f}".format)
     out["bytes/param"] = out["bytes/param"].map("{:.3f}".format)
@@ -102,6 +105,18 @@ def cmd_memory(args) -> None:
     if g is not None:
         verdict = "fits" if t.total_bytes <= g.memory_bytes else "does NOT fit"
         print(f"\n{t.total_bytes / 2**30:,.1f} GiB {verdict} on one {g.label}")
+
+
+def _grad_buffer(args) -> dict:
+    """``grad_buffer=True`` where ``--grad-buffer`` is given (else nothing: an old call's keywords), refused
+    with ``--zero`` 2 or 3 as the library refuses it (:func:`~llmsizing.footprint.check_grad_buffer`)."""
+    if not args.grad_buffer:
+        return {}
+    if args.zero >= 2:
+        raise ValueError(f"--grad-buffer needs --zero 0 or 1 (DDP or ZeRO-1 keep the gradients whole in a "
+                         f"persistent buffer), got --zero {args.zero}: ZeRO-2 and 3 shard the gradients and "
+                         "free them each step")
+    return {"grad_buffer": True}
 
 
 def _recompute(args) -> dict:
@@ -258,6 +273,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--expert-tp", action="store_true",
                    help="split the routed experts by --tp as well (Megatron-LM's default; "
                         "default: not split)")
+    p.add_argument("--grad-buffer", action="store_true",
+                   help="the gradients live in a persistent buffer, alive in every phase (Megatron-LM's DDP "
+                        "grad buffer, FP32 with --precision bf16-mixed-fp32-grads; PyTorch DDP's buckets); "
+                        "--zero 0 or 1 only (default: freed after each step)")
     p.add_argument("--gpu", help="say whether the total fits on this catalogue GPU")
     _add_output(p)
     p.set_defaults(func=cmd_memory)
@@ -335,6 +354,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-cache", default="bf16", choices=list(KV_FORMATS))
     p.add_argument("--engine", choices=list(ENGINES),
                    help="a calibrated engine's own step overhead (default: vLLM's, continuous batching)")
+    p.add_argument("--max-num-seqs", type=integer(), help="the engine's cap on running sequences per "
+                   "replica (vLLM's --max-num-seqs; default vLLM's on the GPU: 256 on an A100 or under 70 "
+                   "GiB, else 1024)")
     p.add_argument("--price", type=number(0),
                    help="USD per GPU-hour (default: the catalogue's on-demand price)")
     _add_output(p)

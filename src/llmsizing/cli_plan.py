@@ -46,8 +46,8 @@ def cmd_cost(args) -> None:
 def _plan_layout_options(args) -> dict:
     """The layout flags of ``plan`` as :func:`~llmsizing.planner.plan` keywords: ``--cp``, ``--cp-comm``,
     ``--ep``, ``--ep-overlap``, ``--shared-expert-overlap``, ``--shard-under-pipeline``, ``--mtp-depth``,
-    ``--capacity-factor``. One place, so a single plan and every planned ``--stage`` take them alike (issue
-    33: the stage path dropped them)."""
+    ``--capacity-factor``, ``--grad-buffer``. One place, so a single plan and every planned ``--stage`` take
+    them alike (issue 33: the stage path dropped them)."""
     out = {"cp_comm": args.cp_comm}
     if getattr(args, "framework", None) is not None:
         out["framework"] = args.framework
@@ -57,7 +57,7 @@ def _plan_layout_options(args) -> dict:
         out["ep_degrees"] = tuple(args.ep)
     if args.ep_overlap is not None:
         out["ep_overlap"] = args.ep_overlap
-    flags = ("shard_under_pipeline", "shared_expert_overlap")          # (store_true: only when given)
+    flags = ("shard_under_pipeline", "shared_expert_overlap", "grad_buffer")   # (store_true: only when given)
     return {**out, **{k: True for k in flags if getattr(args, k, False)}, **moe_step_options(args)}
 
 
@@ -169,6 +169,11 @@ def add_plan_commands(sub, command) -> None:
                         "layers per pipeline stage that fit, shown as 'full (N layers)')")
     p.add_argument("--shard-under-pipeline", action="store_true", help="also search ZeRO-2/3 under a "
                    "pipeline (off by default: doubles the layouts searched; for memory-tight pipelines)")
+    p.add_argument("--grad-buffer", action="store_true",
+                   help="the DDP and ZeRO-1 layouts keep their gradients in a persistent buffer, alive in "
+                        "every phase (Megatron-LM's, PyTorch DDP's; FP32 with --precision "
+                        "bf16-mixed-fp32-grads); ZeRO-2/3 layouts free theirs after each step (default: "
+                        "every layout frees them)")
     p.add_argument("--all", action="store_true", help="every plan, not only the time-vs-cost front")
     p.add_argument("--top", type=integer(), default=20, help="print at most this many rows (default 20)")
     _add_output(p)

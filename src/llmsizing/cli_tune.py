@@ -24,7 +24,8 @@ def cmd_serve(args) -> None:
                 raise ValueError(f"--{k} is required (or give --workload, one of {sorted(WORKLOADS)})")
             setattr(args, k, preset[k])
     kw = dict(prompt=args.prompt, output=args.output, weights=args.weights, kv_cache=args.kv_cache,
-              pp=args.pp, ep=args.ep, engine=args.engine)
+              pp=args.pp, ep=args.ep, engine=args.engine,
+              max_num_seqs=getattr(args, "max_num_seqs", None))
     fleet = dict(percentile=getattr(args, "percentile", None), occupancy=getattr(args, "occupancy", None),
                  disaggregated=getattr(args, "disaggregated", False),
                  prefix_hit=getattr(args, "prefix_hit", 0.0))
@@ -43,6 +44,9 @@ def cmd_serve(args) -> None:
         + (f" x pp={s.pp}" if s.pp > 1 else "")
     # the engine whose fitted step overhead the plan used: the JSON/CSV "engine" column, the same value
     out = {"GPUs": f"{plan.gpus:,}", "layout": layout, "engine": s.engine, "batch": f"{plan.batch:,}",
+           # issue 38: the engine's largest batch and what caps it (KV room or max_num_seqs)
+           "max batch": f"{s.max_batch:,} (" + ("KV room" if s.batch_bound == "kv"
+                                                 else f"max_num_seqs; KV room {s.kv_batch:,}") + ")",
            "TTFT ms": f"{s.ttft_s * 1e3:,.1f}", "ITL ms": f"{s.itl_s * 1e3:,.1f}",
            "ITL stated range ms": f"{rng[0] * 1e3:,.1f}-{rng[1] * 1e3:,.1f}",
            "requests/s": f"{plan.requests_per_s:,.2f}",

@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, renamed
-from .all_to_all import node_limit, ulysses_collectives
+from .all_to_all import check_dispatcher, node_limit, ulysses_collectives
 from .catalog import MIN_GPU_SPEED, get_gpu, resolve_model
 from .flops import stage_attention_flops_per_token, stage_flops_per_token
 from .hardware import dense_tflops
@@ -169,7 +169,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
                   gpus_per_node: int | None = None, inter_node_gbps: float | None = None,
                   precision: str = "bf16-mixed", grad_accum: int = 1, recompute: str = "none",
                   node=None, recompute_layers: int | None = None, max_nodes: int | str | None = None,
-                  _groups: tuple | None = None, _links: dict | None = None) -> Communication:
+                  _groups: tuple | None = None, _links: dict | None = None,
+                  dispatcher: str = "alltoall") -> Communication:
     """The collectives of one training step, per GPU, for the most loaded pipeline stage.
 
     ``batch`` is the micro-batch (sequences), ``grad_accum`` the micro-batches per step (a pipeline's
@@ -207,8 +208,9 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
       runs 2 all-to-alls forward and 2 backward (:func:`~llmsizing.all_to_all.ulysses_collectives`). The
       data-parallel collectives run over ``dp x cp`` GPUs, and every activation above is of ``s / cp`` tokens.
     * EP (``parallel.ep > 1``, a mixture of experts): per MoE layer and micro-batch the dispatch and combine
-      all-to-alls, forward and backward, with DeepSeek-V3's node limit ``max_nodes``
-      (:func:`llmsizing.moe.ep_all_to_all`); the routed experts' gradients are reduced, and their ZeRO shards
+      all-to-alls, forward and backward, with DeepSeek-V3's node limit ``max_nodes`` and the token
+      ``dispatcher`` (``"alltoall"`` or ``"deepep"``: :func:`llmsizing.moe.ep_all_to_all`); the routed
+      experts' gradients are reduced, and their ZeRO shards
       gathered, over the ``edp = tp x cp x dp / (etp x ep)`` expert-data-parallel GPUs (rows marked
       "(experts)"), the rest over ``dp x cp``, when they have buffers of their own (:func:`experts_apart`);
       otherwise with the rest, one collective.
@@ -228,7 +230,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     recipe = RECIPES[check_recipe("precision", precision)]
     check_choice("recompute", recompute, ("none", "selective", "full"))
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
-    max_nodes = node_limit(max_nodes)
+    max_nodes, dispatcher = node_limit(max_nodes), check_dispatcher(dispatcher).name
     nd = get_node(node, get_gpu(gpu), gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
     links = _links or group_network(par, gpu, node=nd, _groups=_groups)
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
@@ -317,7 +319,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         from .moe import ep_all_to_all
 
         out += ep_all_to_all(model, par, batch=batch, seq=seq, gpu=get_gpu(gpu), node=nd, grad_accum=m,
-                             precision=precision, recompute=recompute, max_nodes=max_nodes)
+                             precision=precision, recompute=recompute, max_nodes=max_nodes,
+                             dispatcher=dispatcher)
     return Communication(tuple(out), par, nd)
 
 

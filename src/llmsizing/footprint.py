@@ -195,8 +195,9 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
       on top of the forward's activations and of the backward's working set.
 
     Against the measured Hugging Face steps (chapter 5) the forward and the loss backward are within -1% / +5%
-    and the optimizer step exact; the backward is the least exact phase, -4% to +9% (its working set is a
-    fitted half layer, :data:`LAYER_WORKING_SET`), and it rarely holds the peak.
+    and the optimizer step exact; the backward is the least exact phase, -4% to +9% (its working set,
+    :data:`LAYER_WORKING_SET`, is half a layer: a cautious round-up of the best fit, 0.395), and it rarely
+    holds the peak.
 
     Returns five pieces, each a dict of what is alive (keys of :data:`STEP_PARTS`) and each linear in the
     micro-batch: the two ends of the backward are kept apart (``"backward (start)"``, ``"backward (end)"``),
@@ -257,6 +258,53 @@ def phase_values(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: 
              copies_bwd, bwd_temps),
             (W, O, G + embedding_grad_bytes, A_emb, bwd_temps),
             (W, O, G, optimizer_bytes))
+
+
+def check_grad_buffer(grad_buffer, zero: int) -> bool:
+    """``grad_buffer`` checked (a bool) against the ZeRO stage ``zero``: a persistent gradient buffer is
+    DDP's or ZeRO-1's (Megatron-Core's distributed optimizer keeps the whole buffer); ZeRO-2 and 3 shard
+    the gradients and free them (FSDP's ``set_to_none``; DeepSpeed's ZeRO-2 frees its gradient partition in
+    ``step()``), which :func:`~llmsizing.memory.training_memory` models without it. The one check of
+    ``training_memory``, :class:`~llmsizing.job.Job` and the command line."""
+    from ._validate import check_bool
+
+    grad_buffer = check_bool("grad_buffer", grad_buffer)
+    if grad_buffer and zero >= 2:
+        raise ValueError(f"grad_buffer=True needs parallel.zero <= 1 (DDP or ZeRO-1, whose gradients stay "
+                         f"whole in a persistent buffer), got zero={zero}: ZeRO-2 and 3 shard the gradients "
+                         "and free them each step")
+    return grad_buffer
+
+
+#: DeepSpeed ZeRO's default ``reduce_bucket_size``, in elements (``deepspeed/runtime/zero/config.py``:
+#: ``reduce_bucket_size: int = Field(pp_int(5e8), ge=0)``, deepspeedai/DeepSpeed at edaa7221, 2026-08-22).
+DEEPSPEED_REDUCE_BUCKET_SIZE = 500_000_000
+
+
+def deepspeed_bucket_bytes(precision: str = "bf16-mixed", *,
+                           reduce_bucket_size: int = DEEPSPEED_REDUCE_BUCKET_SIZE,
+                           overlap_comm: bool = False) -> float:
+    """The most bytes DeepSpeed ZeRO-1/2's gradient reduce buckets hold during a backward, which
+    :func:`~llmsizing.memory.training_memory` does not count (chapter 12).
+
+    From ``deepspeed/runtime/zero/stage_1_and_2.py`` (deepspeedai/DeepSpeed at edaa7221, 2026-08-22):
+    with ``contiguous_gradients`` (its default), ``setup_buckets`` allocates, at a backward's first gradient
+    hook, a bucket of ``reduce_bucket_size``
+    elements in the optimizer's parameter dtype (the recipe's working weights), and a second one with
+    ``overlap_comm`` (its default is on for ZeRO-3 only, ``zero/config.py``); ``_release_ipg_buffers`` frees
+    them at the end of the backward (ZeRO-2: each micro-batch's; ZeRO-1: the last one's, where it reduces).
+    Each reduction flattens the bucket's contents into one more tensor of that size (``allreduce_bucket``'s
+    ``self.flatten``, under the default ``use_multi_rank_bucket_allreduce``), so the most is one bucket more
+    than are allocated. A parameter larger than the bucket is reduced on its own, through a flattened copy
+    of its size: not counted here. The buffers are the same size whatever the model, the layout and ``dp``.
+    """
+    from ._validate import check_bool, check_int
+    from .precision import DTYPE_BYTES, RECIPES, check_recipe
+
+    check_recipe("precision", precision)
+    size = check_int("reduce_bucket_size", reduce_bucket_size, minimum=0)
+    buckets = 2 if check_bool("overlap_comm", overlap_comm) else 1
+    return float(size * DTYPE_BYTES[RECIPES[precision].weights] * (buckets + 1))
 
 
 #: What :func:`step_phases` reports as alive in each phase.

@@ -19,9 +19,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field, replace
 
-from ._validate import check_choice, check_int, check_number
+from ._validate import check_bool, check_choice, check_int, check_number
 from .act_terms import ATTENTION, STACKS
+from .all_to_all import check_dispatcher
 from .catalog import GPU, get_gpu, resolve_model
+from .footprint import check_grad_buffer
 from .frameworks import stack_family
 from .hardware import check_recipe_runs_on
 from .model import Model
@@ -43,8 +45,12 @@ class Job:
     stack family sets the range of the step's MFU and the plan's days (``None``: unknown, the pooled range;
     :func:`~llmsizing.frameworks.stack_family`). ``mtp_depth``: a mixture of experts' multi-token-prediction
     modules (DeepSeek-V3's, :mod:`llmsizing.mtp`), and ``capacity_factor`` its token dropping (``None``:
-    dropless), which its memory, step, time and plan price. Checked when made: a model
-    and layout that cannot run together are refused here, once."""
+    dropless), which its memory, step, time and plan price; ``dispatcher`` its token dispatcher
+    (``"alltoall"`` or ``"deepep"``, :data:`~llmsizing.all_to_all.DISPATCHERS`), which its step and plan
+    price. ``grad_buffer`` (issue 38): the gradients live in a persistent buffer (Megatron-Core's DDP grad
+    buffer, PyTorch DDP's buckets), which its memory and plan price
+    (:func:`~llmsizing.memory.training_memory`; DDP and ZeRO-1 only, refused with ZeRO-2 or 3). Checked
+    when made: a model and layout that cannot run together are refused here, once."""
 
     model: Model | str
     gpu: GPU | str
@@ -66,6 +72,8 @@ class Job:
     framework: str | None = None
     mtp_depth: int = 0
     capacity_factor: float | None = None
+    grad_buffer: bool = False
+    dispatcher: str = "alltoall"
 
     def __post_init__(self):
         model = resolve_model(self.model, moe=True)
@@ -87,10 +95,12 @@ class Job:
         if not (self.max_nodes is None or self.max_nodes == "model"):
             set_("max_nodes", check_int("max_nodes", self.max_nodes))
         set_("ep_overlap", check_number("ep_overlap", self.ep_overlap, maximum=1.0))
+        set_("dispatcher", check_dispatcher(self.dispatcher).name)
         stack_family(self.framework)                    # TypeError/ValueError unless a known name or None
         options = check_moe_options(model, self.mtp_depth, self.capacity_factor)
         set_("mtp_depth", options.get("mtp_depth", 0))
         set_("capacity_factor", options.get("capacity_factor"))
+        set_("grad_buffer", check_grad_buffer(self.grad_buffer, self.parallel.zero))
 
     @property
     def n_gpus(self) -> int:
@@ -111,26 +121,29 @@ class Job:
         (:func:`~llmsizing.memory.training_memory`), ``"step"`` (:func:`~llmsizing.layouts.step_time`),
         ``"time"`` (:func:`~llmsizing.time_cost.training_time`, timed on the layout's own step) or ``"plan"``
         (:func:`~llmsizing.planner.plan`: the model, GPU and recipe; the layout is what a plan searches, so
-        the job's is not passed)."""
+        the job's is not passed). ``grad_buffer`` goes to the memory and the plan, and only where set (an
+        old job's keywords unchanged)."""
         recipe = dict(precision=self.precision, recompute=self.recompute,
                       recompute_layers=self.recompute_layers, **self._moe_options())
+        buffer = {"grad_buffer": True} if self.grad_buffer else {}
         if kind == "memory":
             return dict(model=self.model, batch=self.micro_batch, seq=self.seq, grad_accum=self.grad_accum,
                         parallel=self.parallel, optimizer=self.optimizer, attention=self.attention,
-                        stack=self.stack, **recipe)
+                        stack=self.stack, **recipe, **buffer)
         if kind == "step":
             return dict(model=self.model, gpu=self.gpu, parallel=self.parallel, batch=self.micro_batch,
                         seq=self.seq, grad_accum=self.grad_accum, node=self.node, max_nodes=self.max_nodes,
                         ep_overlap=self.ep_overlap, kernel_efficiency=self.kernel_efficiency,
-                        overlap=self.overlap, framework=self.framework, **recipe)
+                        overlap=self.overlap, framework=self.framework, **recipe, **self._dispatch())
         if kind == "time":
             return dict(model=self.model, gpu=self.gpu, parallel=self.parallel, seq=self.seq,
-                        global_batch=self.global_batch, micro_batch=self.micro_batch, **recipe)
+                        global_batch=self.global_batch, micro_batch=self.micro_batch, **recipe,
+                        **self._dispatch())
         if kind == "plan":
             return dict(model=self.model, gpus=(self.gpu.name,), seq=self.seq, global_batch=self.global_batch,
                         precision=self.precision, optimizer=self.optimizer, attention=self.attention,
                         stack=self.stack, max_nodes=self.max_nodes, ep_overlap=self.ep_overlap,
-                        framework=self.framework, **self._moe_options())
+                        framework=self.framework, **self._moe_options(), **self._dispatch(), **buffer)
         raise ValueError(f"kind must be one of 'memory', 'step', 'time', 'plan'; got {kind!r}")
 
     def _moe_options(self) -> dict:
@@ -138,17 +151,23 @@ class Job:
         return {**({"mtp_depth": self.mtp_depth} if self.mtp_depth else {}),
                 **({"capacity_factor": self.capacity_factor} if self.capacity_factor is not None else {})}
 
+    def _dispatch(self) -> dict:
+        """``dispatcher`` where not the default (an old call's keywords unchanged)."""
+        return {} if self.dispatcher == "alltoall" else {"dispatcher": self.dispatcher}
+
     @classmethod
     def from_plan_row(cls, row, model, *, seq: int, precision: str = "bf16-mixed", optimizer: str = "adamw",
                       attention: str = "flash", stack: str = "fused", cp_comm: str = "p2p",
                       expert_tp: bool = False, max_nodes="model", ep_overlap: float = 0.0,
                       kernel_efficiency: float | None = None, overlap: float | None = None,
                       framework: str | None = None, shared_expert_overlap: bool = False, mtp_depth: int = 0,
-                      capacity_factor: float | None = None) -> "Job":
+                      capacity_factor: float | None = None, grad_buffer: bool = False,
+                      dispatcher: str = "alltoall") -> "Job":
         """The job one row of :func:`~llmsizing.planner.plan`'s frame prices (a ``Series`` or an
         ``itertuples()`` row), given the plan's own options (the keywords here are :func:`plan`'s, with its
         defaults; ``shared_expert_overlap`` goes to the layout; ``mtp_depth`` and ``capacity_factor`` to the
-        job). ``training_memory(job)``, ``step_time(job)``
+        job; ``grad_buffer`` to the job where the row's ZeRO stage is 0 or 1, as :func:`plan` applies it).
+        ``training_memory(job)``, ``step_time(job)``
         and ``training_time(job, tokens=...)`` then reproduce the row's memory, step and days
         (``tests/test_job.py``). The row's ``virtual_stages``
         (interleaved chunks, 1 if absent) and its pipeline split (issue 34: a ``pp`` that does not divide the
@@ -156,6 +175,7 @@ class Job:
         :func:`~llmsizing.plan_pricing.pipeline_split`) are the layout's."""
         import pandas as pd
 
+        grad_buffer = check_bool("grad_buffer", grad_buffer)
         get = row.get if hasattr(row, "get") else functools.partial(getattr, row)
         n = get("recompute_layers", None)
         pp = int(get("pp"))
@@ -172,7 +192,8 @@ class Job:
                    recompute=get("recompute"), recompute_layers=None if n is None or pd.isna(n) else int(n),
                    attention=attention, stack=stack, max_nodes=max_nodes, ep_overlap=ep_overlap,
                    kernel_efficiency=kernel_efficiency, overlap=overlap, framework=framework,
-                   mtp_depth=mtp_depth, capacity_factor=capacity_factor)
+                   mtp_depth=mtp_depth, capacity_factor=capacity_factor,
+                   grad_buffer=grad_buffer and int(get("zero")) <= 1, dispatcher=dispatcher)
 
 
 def check_moe_options(model: Model, mtp_depth, capacity_factor) -> dict:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ._compat import forward as _forward
 from ._validate import check_bool, check_fraction, check_int, check_number, renamed
-from .all_to_all import node_limit
+from .all_to_all import check_dispatcher, node_limit
 from .catalog import get_gpu, resolve_model
 from .comm import communication, exposed_share_s, step_compute_time_s
 from .flops import _partial_flops_per_token, attention_flops_per_token, training_flops_per_token
@@ -247,7 +247,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
               ep_overlap: float = 0.0, max_nodes: int | str | None = "model",
               attention_kernel: str | None = None, schedule: str = "1f1b", mtp_depth: int = 0,
               comm_sms: int = 0, load_skew: float | None = None, framework: str | None = None,
-              attention_seq: int | None = None, capacity_factor: float | None = None) -> StepTime:
+              attention_seq: int | None = None, capacity_factor: float | None = None,
+              dispatcher: str = "alltoall") -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
@@ -291,7 +292,10 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     :func:`~llmsizing.comm.step_compute_time_s`; ``capacity_factor`` (token dropping, ``None``: dropless) sets
     ``load_skew`` as :func:`~llmsizing.moe_time.load_skew` caps it (and ``training_memory`` the expert
     buffers). ``framework``: the software stack; its family sets the range.
-    ``attention_seq``: a packed row's attention length (:func:`~llmsizing.comm.step_compute_time_s`)."""
+    ``attention_seq``: a packed row's attention length (:func:`~llmsizing.comm.step_compute_time_s`).
+    ``dispatcher``: the MoE token dispatcher, ``"alltoall"`` (default: ``k`` copies a token, Megatron-Core's
+    ``alltoall``) or ``"deepep"`` (once a GPU and once a node, Megatron-Core's ``flex`` on DeepEP;
+    :func:`~llmsizing.all_to_all.all_to_all_s`)."""
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
@@ -305,7 +309,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     comm = communication(model, parallel, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node,
                          inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m,
                          recompute=recompute, node=node, recompute_layers=recompute_layers,
-                         max_nodes=max_nodes)
+                         max_nodes=max_nodes, dispatcher=check_dispatcher(dispatcher).name)
     par = comm.parallel
     if capacity_factor is not None:     # token dropping caps the skew (moe_time.load_skew; Switch)
         if load_skew is not None or not model.is_moe:

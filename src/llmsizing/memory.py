@@ -15,7 +15,7 @@ import functools
 import math
 from dataclasses import fields, replace
 
-from ._validate import MAX_MEANINGFUL, check_choice, check_int, check_number
+from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int, check_number
 from .moe import foreach_temporary_bytes as _moe_foreach_temporary_bytes
 from .moe import largest_tensor as _moe_largest_tensor
 from .moe import moe_model_states as _moe_model_states
@@ -37,7 +37,7 @@ from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, Model
                      edge_params, model_states_for_params, optimizer_state_elements, peak_room_bytes,
                      total_with_allowance_bytes)
 from .footprint import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, OPTIMIZER_IMPLS, PHASES,  # noqa: F401
-                        STEP_PARTS, TrainingMemory, phase_values, step_phases)
+                        STEP_PARTS, TrainingMemory, check_grad_buffer, phase_values, step_phases)
 from .gpu_states import (_checked_stage_params, bytes_per_param_table, min_gpus_for_bytes,  # noqa: F401
                          model_states, recipe_tensor_table, stage_params)
 
@@ -147,10 +147,15 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     "bf16-mixed-fp32-grads"``, Megatron-LM's default) and PyTorch DDP's buckets (the parameters' dtype;
     ``data/grad_buffer_measurements.csv``). The buffer is the recipe's gradients, full size with ZeRO-1 (the
     distributed optimizer shards the optimizer only); ZeRO-2 and 3 free their sharded gradients: refused
-    there. PyTorch DDP with ``gradient_as_bucket_view=False`` also holds the ``.grad`` copies at the end of
-    the backward, and under ``no_sync`` accumulation both DDP modes hold them apart from the buckets (twice
-    the gradients, measured): not counted. Taught in chapter 4; checked against measured steps in chapter 5;
-    context parallelism and partial recomputation in "Long context"; the buffer in chapter 12.
+    there. DeepSpeed's ZeRO-1 and 2 keep no such buffer (``stage_1_and_2.py``: the gradients are freed by
+    the reduction and the optimizer step; their reduce bucket,
+    :func:`~llmsizing.footprint.deepspeed_bucket_bytes`, is not counted), but its bf16 ZeRO-1 with
+    ``grad_accum_dtype`` fp32 runs ``BF16_Optimizer``, whose whole-model FP32 buffer is ``grad_buffer=True``
+    with ``"bf16-mixed-fp32-grads"``. PyTorch DDP with ``gradient_as_bucket_view=False`` also holds the
+    ``.grad`` copies at the end of the backward, and under ``no_sync`` accumulation both DDP modes hold them
+    apart from the buckets (twice the gradients, measured): not counted. Taught in chapter 4; checked
+    against measured steps in chapter 5; context parallelism and partial recomputation in "Long context";
+    the buffer in chapter 12.
     """
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
@@ -215,20 +220,6 @@ def _stage_phases(model: Model, par: Parallel, i: int, grad_accum: int, acts: tu
                                              else 0.0),
                        gathered_bytes=gathered, cp_buffers_bytes=cp_buffers,
                        grad_buffer=grad_buffer and par.zero <= 1)
-
-
-def check_grad_buffer(grad_buffer, zero: int) -> bool:
-    """``grad_buffer`` checked (a bool) against the ZeRO stage ``zero``: a persistent gradient buffer is
-    DDP's or ZeRO-1's (Megatron-Core's distributed optimizer keeps the whole buffer); ZeRO-2 and 3 shard
-    the gradients and free them (FSDP's ``set_to_none``), which :func:`training_memory` models without it."""
-    from ._validate import check_bool
-
-    grad_buffer = check_bool("grad_buffer", grad_buffer)
-    if grad_buffer and zero >= 2:
-        raise ValueError(f"grad_buffer=True needs parallel.zero <= 1 (DDP or ZeRO-1, whose gradients stay "
-                         f"whole in a persistent buffer), got zero={zero}: ZeRO-2 and 3 shard the gradients "
-                         "and free them each step")
-    return grad_buffer
 
 
 def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accum: int, seq: int,

@@ -71,7 +71,8 @@ from .act_terms import (ACTIVATION_DTYPES, _check_fp8, _fp8_saved, _int_or_array
                         dense_layer_terms)
 from .act_terms import ActivationMemory as _ActivationMemory
 from .all_to_all import all_to_all_bytes, all_to_all_s, inter_node_share  # noqa: F401 (issue 24's home)
-from .all_to_all import _all_to_all_bytes, _all_to_all_s, node_limit, route_max_nodes, route_max_ranks
+from .all_to_all import (_all_to_all_bytes, _all_to_all_s, check_dispatcher, distinct_reached, node_limit,
+                         route_max_nodes, route_max_ranks)
 from .catalog import resolve_model
 from .model import Model
 from .moe_arrays import EpLayouts  # noqa: F401 (issue 35's home before moe35n)
@@ -423,7 +424,8 @@ def moe_block_terms(model: Model, *, capacity_factor: float | None = None, **kw)
 
 
 def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, node, grad_accum: int,
-                  precision: str, recompute: str, max_nodes: int | str | None = None, _tokens=None) -> list:
+                  precision: str, recompute: str, max_nodes: int | str | None = None,
+                  dispatcher: str = "alltoall", _tokens=None) -> list:
     """The expert-parallel all-to-alls of one step on the GPU of the stage with the most MoE layers, as
     :class:`~llmsizing.network.Collective` rows (group ``"ep"``): per MoE layer and micro-batch the forward
     dispatch (in FP8 with ``fp8-deepseek``: :data:`FP8_DISPATCH_BYTES`), the forward combine, and the
@@ -455,9 +457,16 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     ``M`` GPUs sends fewer copies. Across domains the node limit (``max_nodes``) prices the network share as
     before and the GPUs inside a node are not limited further. ``max_nodes="model"`` is the model's own
     routing for this layout: :func:`llmsizing.all_to_all.route_max_nodes` of ``ep`` ranks,
-    ``domain / etp`` of them a node (issue 35: a group wider than a node reaches several)."""
+    ``domain / etp`` of them a node (issue 35: a group wider than a node reaches several).
+
+    ``dispatcher`` (:data:`llmsizing.all_to_all.DISPATCHERS`): ``"alltoall"``, the default, all of the above
+    (Megatron-Core's ``alltoall`` dispatcher, ``k`` copies a token); ``"deepep"`` (its ``flex`` dispatcher on
+    DeepEP) a token once to each GPU it reaches, the model's ``experts`` drawn without replacement, and
+    once to each node, forwarded (:func:`llmsizing.all_to_all.all_to_all_s`); a row's bytes are then the ones
+    it sends inside a domain, and across domains the ``k``-copy buffer's, as with a node limit."""
     if par.ep == 1 or not model.is_moe:
         return []
+    disp = check_dispatcher(dispatcher)
     max_nodes = node_limit(max_nodes)
     if max_nodes == "model":
         max_nodes = route_max_nodes(model, par.ep, max(1, node.scaleup_domain_gpus // par.etp))
@@ -470,7 +479,11 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     fwd = 2 if recompute == "full" else 1
     across = ep * par.etp > node.scaleup_domain_gpus
     ranks = None if across else route_max_ranks(model, ep)
-    if ranks is not None and ranks < k:   # device-limited routing inside one domain: once per GPU reached
+    reach = 1.0                           # (the share of the k copies sent: deepep's distinct GPUs a token)
+    if disp.once_per_gpu and not across:
+        reach = (min(k, ranks) if ranks is not None and ranks < k
+                 else distinct_reached(k, ep, model.experts / ep)) / k
+    elif ranks is not None and ranks < k:   # device-limited routing inside one domain: once per GPU reached
         k = ranks
     out, seconds = [], {}     # (bytes and all_to_all_s per buffer: two kinds, one without FP8 dispatch)
     for name, b, n_calls in (("EP all-to-all dispatch (forward)", disp_b, calls * fwd),
@@ -478,8 +491,10 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
                              ("EP all-to-all combine (backward)", disp_b, calls),
                              ("EP all-to-all dispatch (backward)", act_b, calls)):
         if b not in seconds:
-            seconds[b] = ((all_to_all_bytes if _tokens is None else _all_to_all_bytes)(tokens, k, h, b, ep),
-                          _all_to_all_s(tokens * k * h * b, ep, gpu, node, k, max_nodes, par.etp))
+            seconds[b] = ((all_to_all_bytes if _tokens is None else _all_to_all_bytes)(tokens, k, h, b, ep)
+                          * reach,
+                          _all_to_all_s(tokens * k * h * b, ep, gpu, node, k, max_nodes, par.etp, disp,
+                                        model.experts, ranks))
         one, t = seconds[b]
         out.append(Collective(name, "ep", ep, "network" if across else gpu.link, n_calls, one, n_calls * one,
                               one / t / 1e9, 0.0))

@@ -77,8 +77,9 @@ def moe_published_runs():
     tokens, GPU-hours, precision recipe, the layout (``pp``, ``ep``, ``dp``, ``zero``, ``recompute``), the
     global batch in sequences, the share of the all-to-all the run hides (``ep_overlap``), whether its shared
     experts run beside the all-to-all (``shared_expert_overlap``, ``yes``/``no``), DeepSeek's node
-    limit (``max_nodes``), the capacity factor of token dropping (``capacity_factor``, empty: dropless),
-    ``role`` (``check``: every run checks the range, none is fitted), source, as-of date and note."""
+    limit (``max_nodes``), the token ``dispatcher`` (``alltoall`` or ``deepep``), the capacity factor of
+    token dropping (``capacity_factor``, empty: dropless), ``role`` (``check``: every run checks the range,
+    none is fitted), source, as-of date and note."""
     import pandas as pd
 
     return pd.read_csv(MOE_PUBLISHED_RUNS_CSV, keep_default_na=False, na_values=[""])
@@ -99,6 +100,7 @@ def run_step(row, model: Model | None = None):
     micro-batches of one sequence, with the row's recipe: ``precision``, ``schedule``, ``mtp_depth``,
     ``comm_sms``, ``ep_overlap``, ``shared_expert_overlap`` (``yes``: the layout's
     :attr:`~llmsizing.parallel.Parallel.shared_expert_overlap`), ``max_nodes``, ``recompute``,
+    ``dispatcher`` (empty or absent: ``"alltoall"``; :data:`llmsizing.all_to_all.DISPATCHERS`),
     ``capacity_factor`` (empty: dropless; a number: token dropping at that capacity, the load skew of
     :func:`llmsizing.moe_time.load_skew`) and ``stage_layers`` (``;``-separated, empty: Megatron's even
     split). ``model``: a variant of the row's model to price in its place (chapter 18 prices DeepSeek-V2
@@ -119,7 +121,13 @@ def run_step(row, model: Model | None = None):
                      grad_accum=int(row["global_batch"]) // par.dp, precision=row["precision"],
                      ep_overlap=float(row["ep_overlap"]), max_nodes=_int_or_none(row["max_nodes"]),
                      schedule=row["schedule"], mtp_depth=int(row["mtp_depth"]), comm_sms=int(row["comm_sms"]),
-                     recompute=row["recompute"])
+                     recompute=row["recompute"], **_dispatcher(row))
+
+
+def _dispatcher(row) -> dict:
+    """A row's ``dispatcher`` as :func:`~llmsizing.layouts.step_time`'s keyword (none for the default)."""
+    d = row.get("dispatcher", "") if hasattr(row, "get") else ""
+    return {} if d != d or d in ("", "alltoall") else {"dispatcher": d}
 
 
 def predict_moe_run(row, model: Model | None = None) -> dict:

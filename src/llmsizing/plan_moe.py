@@ -285,7 +285,7 @@ def _kept_key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, z
 
 
 def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_comm, rcs, expert_tp,
-                     max_nodes, window=None):
+                     max_nodes, window=None, dispatcher="alltoall"):
     """Seconds per plan of a mixture of experts' expert-parallel all-to-alls
     (:func:`llmsizing.moe.ep_all_to_all`) for :func:`~llmsizing.plan_pricing._price`: all the MoE layers' of
     one micro-batch without a pipeline, scaled by the most loaded stage's MoE layers over all of them, times
@@ -323,7 +323,8 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
         times = [c.time_s for c in ep_all_to_all(
             model, kept_parallel(tp=t_, sp=t_ > 1, cp=c_, cp_comm=cp_comm, dp=e_, ep=e_, expert_tp=expert_tp),
             batch=b_, seq=seq, gpu=g, node=node, grad_accum=1, precision=precision, recompute="none",
-            max_nodes=max_nodes, _tokens=np.array([seen[k] for k in keys], dtype=float))]
+            max_nodes=max_nodes, dispatcher=dispatcher,
+            _tokens=np.array([seen[k] for k in keys], dtype=float))]
         for j, k in enumerate(keys):
             seen[k] = [float(x[j]) for x in times]
     # (each row: n_moe_layers calls, the full recomputation's forward twice that)

@@ -214,7 +214,8 @@ def _least_recompute_layers(one, every, layers, micro, dps: np.ndarray, limits: 
 
 
 def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs,
-           expert_tp=False, max_nodes=None, ep_overlap=0.0, shared=False, mtp_depth=0, capacity_factor=None):
+           expert_tp=False, max_nodes=None, ep_overlap=0.0, shared=False, mtp_depth=0, capacity_factor=None,
+           dispatcher="alltoall"):
     """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``,
     an index into ``gpu_list``, ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``, ``m``, ``rc``, an index
     into ``rcs``): what one :func:`~llmsizing.layouts.step_time` per candidate gives, with the library called
@@ -359,7 +360,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
                                                 for f in shared_expert_params(model)], axis=1)
         ep_all = moe_all_to_all_s(model, gpu_list, cols, mf, seq=seq, precision=precision, node_of=node_of,
                                   cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes,
-                                  window=win)
+                                  window=win, dispatcher=dispatcher)
         ep_all, ep_left = ep_all if shared else (ep_all, ep_all)
         if overlap is None:
             step = busy + (dp_exposed + tp_exposed + pp_exposed + cp_exposed + ep_left * (1.0 - ep_overlap))

@@ -52,7 +52,7 @@ from .network import get_node
 from .hardware import check_recipe_runs_on
 from .job import check_moe_options, takes_job
 from .model import Model
-from .all_to_all import node_limit, routing_note
+from .all_to_all import check_dispatcher, node_limit, routing_note
 from .moe_layouts import ep_candidates
 from .moe_time import shared_expert_params
 from .parallel import CP_COMMS, MAX_PP, check_layout
@@ -89,7 +89,8 @@ class NoPlanError(ValueError):
 def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, precision, optimizer, attention,
             stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
             cp_comm="p2p", eps=(1,), expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False,
-            vps=(1,), shard_pp=False, shared=False, options=(), counts=None, grad_buffer=False):
+            vps=(1,), shard_pp=False, shared=False, options=(), counts=None, grad_buffer=False,
+            dispatcher="alltoall"):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
@@ -136,7 +137,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     # (each GPU's block kept: a search that adds a GPU type prices the new one only)
     step_s, peak = kept_price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
                               node_of=node_of, cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp,
-                              max_nodes=max_nodes, ep_overlap=ep_overlap, shared=shared, **dict(options))
+                              max_nodes=max_nodes, ep_overlap=ep_overlap, shared=shared, **dict(options),
+                              **({} if dispatcher == "alltoall" else {"dispatcher": dispatcher}))
     price_of = dict(prices)
     names = np.array([g.name for g in gpu_list], dtype=object)
     gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
@@ -241,7 +243,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          ep_overlap: float = 0.0, partial_recompute: bool = True, framework: str | None = None,
          virtual_stages=VIRTUAL_STAGES, deadline_rule: str | None = None,
          shard_under_pipeline: bool = False, shared_expert_overlap: bool = False, mtp_depth: int = 0,
-         capacity_factor: float | None = None, gpu_counts=None, grad_buffer: bool = False):
+         capacity_factor: float | None = None, gpu_counts=None, grad_buffer: bool = False,
+         dispatcher: str = "alltoall"):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame
     (:data:`~llmsizing.plan_space.PLAN_COLUMNS`), cheapest first.
@@ -324,14 +327,14 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     :func:`~llmsizing.memory.training_memory`'s (:func:`llmsizing.moe.moe_model_states`: the routed experts'
     ZeRO shards over the expert-data-parallel GPUs); time adds the all-to-all
     (:func:`llmsizing.moe.ep_all_to_all`) with the routing's node limit ``max_nodes`` (``"model"``: the
-    model's own, :func:`llmsizing.moe_layouts.route_max_nodes`, 4 nodes for DeepSeek-V3; ``None``: no limit),
-    exposed but for the share ``ep_overlap`` (0 to 1; 0 by default, as Megatron-Core's all-to-all overlap is
-    off by default, and 1 for DualPipe: :func:`~llmsizing.layouts.step_time` says why); the FLOPs and the MFU
-    are the active parameters'. The frame then has an ``ep`` column
-    (:data:`~llmsizing.plan_space.MOE_PLAN_COLUMNS`). A dense model refuses ``ep_degrees`` above 1 and
-    ``expert_tp``. ``shared_expert_overlap=True`` builds every layout with
-    :attr:`~llmsizing.parallel.Parallel.shared_expert_overlap` (the shared experts' GEMMs beside each
-    all-to-all, :func:`llmsizing.moe_time.shared_overlap_exposed_s`; a model without shared experts is
+    model's own, :func:`llmsizing.moe_layouts.route_max_nodes`, 4 nodes for DeepSeek-V3; ``None``: no limit)
+    and ``dispatcher`` (``"alltoall"``: ``k`` copies a token; ``"deepep"``), exposed but for the share
+    ``ep_overlap`` (0 to 1; 0 by default, as Megatron-Core's all-to-all overlap is off by default, and 1 for
+    DualPipe: :func:`~llmsizing.layouts.step_time` says why); the FLOPs and the MFU are the active
+    parameters'. The frame then has an ``ep`` column (:data:`~llmsizing.plan_space.MOE_PLAN_COLUMNS`). A
+    dense model refuses ``ep_degrees`` above 1 and ``expert_tp``. ``shared_expert_overlap=True`` builds every
+    layout with :attr:`~llmsizing.parallel.Parallel.shared_expert_overlap` (the shared experts' GEMMs beside
+    each all-to-all, :func:`llmsizing.moe_time.shared_overlap_exposed_s`; a model without shared experts is
     refused), so a row is ``step_time`` of that layout. Off by default, as in Megatron-Core
     (``moe_shared_expert_overlap=False``: the shared experts run after the routed ones): a training stack must
     be told to, of the published MoE runs only DeepSeek-V2 states it, and the all-to-all's SMs slowing the
@@ -381,6 +384,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         raise ValueError(f"expert_tp=True splits routed experts, but {model.name!r} is dense (experts=0)")
     max_nodes = node_limit(max_nodes)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
+    dispatcher = check_dispatcher(dispatcher).name
     if check_bool("shared_expert_overlap", shared_expert_overlap):
         shared_expert_params(model)                   # (refused without shared experts)
     options = check_moe_options(model, mtp_depth, capacity_factor)     # ({} by default: the search as before)
@@ -471,6 +475,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         more["options"] = tuple(sorted(options.items()))
     if counts is not None:
         more["counts"] = counts
+    more.update({"dispatcher": dispatcher} if dispatcher != "alltoall" and model.is_moe else {})
     try:
         hash(args)
     # an unhashable argument: not cached; the search rejects it with its own message
@@ -570,7 +575,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                                + (" after the shared experts'" if shared_expert_overlap else "")
                                + "".join(f", {k}={v:g}" for k, v in options.items())
                                + ", routing "
-                               + routing_note(model, max_nodes))
+                               + routing_note(model, max_nodes)
+                               + ("" if dispatcher == "alltoall" else f", the {dispatcher} dispatcher"))
                             + (", a persistent gradient buffer (DDP, ZeRO-1)" if grad_buffer else "")
                             + f", range of the {stack_fam} stack"
                             + (" where it states one, else the pooled range" if pooled else ""))
@@ -587,8 +593,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     return out
 
 
-# Retired (issue 21, warned since issue 32): the planner's old fixed compute efficiency and single overlap
-# share.
+# Retired (issue 21, warned since issue 32): the planner's old fixed compute efficiency and overlap share.
 __getattr__ = _retire(__name__, {
     "COMPUTE_EFFICIENCY": (0.5, "hardware.kernel_efficiency(gpu, dtype), or plan(kernel_efficiency=...)"),
     "OVERLAP": (None,

@@ -333,8 +333,10 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
                        "round away)."),
     Recipe("bf16-amp", "fp32", "fp32", None, "fp32", autocast=True,
            description="fp32 weights, gradients and Adam moments under torch.autocast(bf16), what the "
-                       "Hugging Face Trainer's bf16=True runs: 4 + 4 + 8 = 16 B/param, plus about 2 B/param "
-                       "of cached bf16 weight copies during forward and backward."),
+                       "Hugging Face Trainer's bf16=True runs on one GPU or under DDP: 4 + 4 + 8 = 16 "
+                       "B/param, plus about 2 B/param of cached bf16 weight copies during forward and "
+                       "backward (with FSDP, Accelerate sets a bf16 MixedPrecision policy: no copies, "
+                       "closer to bf16-mixed)."),
     Recipe("fp8-mixed", "bf16", "fp32", "fp32", "fp32", fp8="fp8-mixed",
            description="Transformer Engine FP8 with Megatron-LM: bf16 weights, fp32 gradients (main_grad), "
                        "fp32 master + Adam moments, plus FP8 copies of every Linear weight and its "

@@ -26,6 +26,8 @@ import math
 import re
 from collections.abc import Callable, MutableMapping
 
+from ._validate import _is_bool
+
 __all__ = ["ProseText", "inline_glue", "PROSE_NAME", "three_figures"]
 
 #: What a prose reference may be: myst-nb's default ``nb_eval_name_regex`` (a plain ASCII identifier). Names
@@ -95,14 +97,26 @@ def three_figures(x: float) -> str:
     prints ``1.90`` and 11.97 ``12.0``. A value exact in three figures or fewer prints as it is (16 bytes,
     0.5, 80 GB), and from 100 on a value prints as a whole number with thousands separated (1,194).
 
-    Raises ``TypeError`` for a non-number (or a bool) and ``ValueError`` for a value that is not finite.
+    "Exact" is exact in binary floating point: a computed value off by float noise (``0.1 + 0.2`` is
+    0.30000000000000004) is not, and prints its rounded digits (``0.300``, where ``0.3`` prints ``0.3``), so
+    one column can mix ``7`` and ``7.00``. Round such a value first (``round(x, 9)``) if it should count as
+    exact.
+
+    Raises ``TypeError`` for a non-number (or a bool, Python's or NumPy's) and ``ValueError`` for a value that
+    is not finite, or nonzero and below 1e-4 in magnitude once rounded to three figures (Python would print
+    it in exponent form, ``1.23e-05``: give it in a smaller unit instead).
     """
-    if isinstance(x, bool) or not isinstance(x, (int, float)) and not hasattr(x, "__float__"):
+    if _is_bool(x) or not isinstance(x, (int, float)) and not hasattr(x, "__float__"):
         raise TypeError(f"x must be a real number, got {type(x).__name__} {x!r}")
     x = float(x)
     if not math.isfinite(x):
         raise ValueError(f"x must be finite, got {x!r}")
+    if x == 0:
+        return "0"                             # -0.0 too
     if abs(x) >= 99.95:                        # 99.96 would round to 100 at three figures: a whole number
         return f"{x:,.0f}"
     short = f"{x:.3g}"
+    if "e" in short:                           # below 1e-4 once rounded: exponent form
+        raise ValueError(f"x must be 0 or at least 1e-4 in magnitude at three figures, got {x!r}: "
+                         "give it in a smaller unit")
     return short if float(short) == x else f"{x:#.3g}"

@@ -68,11 +68,12 @@ def engine_room(model, gpu, *, tp: int, prompt: int, mean: float,
                 gpu_memory_utilization: float = ENGINE_MEMORY_UTILIZATION,
                 max_num_seqs: int = ROLLOUT_MAX_NUM_SEQS, node=None) -> int:
     """How many sequences of ``prompt + mean`` tokens a rollout engine of ``tp`` GPUs has KV room for, at
-    ``gpu_memory_utilization`` of each GPU's memory and at most ``max_num_seqs`` (the room
-    :func:`generation_s` keeps in flight, before the engine's share of the rollouts caps it)."""
+    ``gpu_memory_utilization`` of each GPU's memory (the engine's ``kv_batch``; ``max_num_seqs`` sets the
+    profiled logits, and :func:`generation_s` caps the batch it keeps in flight at it and at the engine's
+    share of the rollouts)."""
     return serving_range(model, gpu, tp=tp, prompt=prompt, output=max(1, round(mean)), batch=1, node=node,
                          gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-                         max_num_batched_tokens=ROLLOUT_MAX_NUM_BATCHED_TOKENS).central.max_batch
+                         max_num_batched_tokens=ROLLOUT_MAX_NUM_BATCHED_TOKENS).central.kv_batch
 
 
 def generation_s(m, g, *, gpus, tp, rollouts, prompt, mean, top, rebatch, max_num_seqs, node, util,
@@ -88,7 +89,7 @@ def generation_s(m, g, *, gpus, tp, rollouts, prompt, mean, top, rebatch, max_nu
     kw = dict(tp=tp, prompt=prompt, node=node, gpu_memory_utilization=util, max_num_seqs=max_num_seqs,
               max_num_batched_tokens=ROLLOUT_MAX_NUM_BATCHED_TOKENS)
     probe = serving_range(m, g, output=out, batch=1, **kw).central
-    b = max(1, min(n, probe.max_batch, max_num_seqs))
+    b = max(1, min(n, probe.max_batch))       # max_batch: the KV room, capped at max_num_seqs (issue 38)
     r = serving_range(m, g, output=out, batch=b, **kw)
     s = r.central
     steps = max(n * mean / b, top) if rebatch else math.ceil(n / b) * top
@@ -101,7 +102,7 @@ def generation_s(m, g, *, gpus, tp, rollouts, prompt, mean, top, rebatch, max_nu
     decode = steps * d.central.decode_step_s
     fast = prefill * r.itl_s[0] / s.itl_s + decode * d.itl_s[0] / d.central.itl_s
     slow = prefill * r.itl_s[1] / s.itl_s + decode * d.itl_s[1] / d.central.itl_s
-    return (prefill + decode, fast, slow), engines, b, steps, probe.max_batch, s.engine
+    return (prefill + decode, fast, slow), engines, b, steps, probe.kv_batch, s.engine
 
 
 __all__ = ["ENGINE_MEMORY_UTILIZATION", "GEN_TP_CHOICES", "ROLLOUT_MAX_NUM_BATCHED_TOKENS",

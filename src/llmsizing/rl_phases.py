@@ -88,7 +88,7 @@ class RLRun:
     step_s_low: float
     step_s_high: float
     train_bytes_per_gpu: float
-    engine_max_batch: int
+    engine_max_batch: int          # an engine's KV room, sequences (kv_batch: not capped at max_num_seqs)
     memory_bytes_per_gpu: float
     fits: bool
     price_usd_per_gpu_hour: float

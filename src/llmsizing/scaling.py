@@ -20,12 +20,13 @@ Sec. 4) follow. The fits' constants, with their uncertainty and sources, are in 
 paper's projected tables are in ``data/chinchilla_tables.csv``.
 
 **Where this is an approximation.** ``C = 6ND`` leaves out attention's sequence-length terms: at 2,048-token
-sequences the paper's fuller count is 0.99 to 1.10 times ``6ND`` for its 73M-6.8B models (Table A4,
-:func:`six_nd_ratios`), so ``6ND`` is up to 9% low there, and more at longer sequences (the library's
-count, :func:`llmsizing.flops.training_flops_per_token`, includes attention); the fits were made on models
-up to 16B parameters and 500B tokens of MassiveText and are extrapolated beyond; "optimal" means the lowest
-pre-training loss for the FLOPs, not the cheapest model to serve (which is why Llama 3 trained its 8B model on
-15T tokens: :func:`overtrained`).
+sequences the paper's own count (App. F, Table A4, :func:`six_nd_ratios`: attention included, the embedding
+and output layer left out although ``N`` holds the output layer, which is why the 6.8B model's ratio is below
+1) is 0.99 to 1.10 times ``6ND`` for its 73M-6.8B models, so ``6ND`` is up to 9% low there, and more at
+longer sequences (the library's count, :func:`llmsizing.flops.training_flops_per_token`, includes
+attention); the fits were made on models up to 16B parameters and 500B tokens of MassiveText and are
+extrapolated beyond; "optimal" means the lowest pre-training loss for the FLOPs, not the cheapest model to
+serve (which is why Llama 3 trained its 8B model on 15T tokens: :func:`overtrained`).
 """
 
 from __future__ import annotations
@@ -98,7 +99,10 @@ def chinchilla_tables():
 def six_nd_ratios():
     """Hoffmann et al. 2022's Table A4 (App. F), from ``data/chinchilla_flops_ratio.csv``: for six of their
     models (73M to 6.8B parameters) the FLOPs they count per 2,048-token sequence, attention included, over
-    ``6ND`` (``flop_ratio``). How far ``C = 6ND`` is from a fuller count at that length (chapter 10)."""
+    ``6ND`` (``flop_ratio``). How far ``C = 6ND`` is from the paper's count at that length, a count that
+    leaves out the embedding and the output layer: App. F's text lists them, but only the count without them
+    reproduces the table (karpathy/nanoGPT ``scaling_laws.ipynb``; ``tests/test_scaling.py`` recounts it).
+    Used by the appendix (``book/90_formula_summary.ipynb``, its chapter 10 entry)."""
     import pandas as pd
 
     return pd.read_csv(A4_CSV)

@@ -26,7 +26,8 @@ What an engine adds (issue 22; :mod:`llmsizing.serve_engine`):
 
 * **KV capacity** as vLLM counts it (:func:`~llmsizing.serve_engine.kv_capacity_tokens`): 90% of the memory,
   minus the weights, the profiled activation peak of the largest prefill chunk, CUDA graphs and buffers, cut
-  into 16-token blocks. It caps the batch (``max_batch``). Before issue 22 all memory but 1 GiB held KV.
+  into 16-token blocks. It caps the batch (``kv_batch``), and so does the scheduler's ``max_num_seqs``
+  (``max_batch`` is the smaller; issue 38). Before issue 22 all memory but 1 GiB held KV.
 * **Decode step**: the weights it reads (as above) once at ``mbu`` of the HBM bandwidth, each sequence's
   cached KV read at its own ``attention_bu``, the matmuls' FLOPs at ``mfu`` (the larger of memory and
   compute), a fixed ``step_overhead_s`` (scheduling, sampling, launches) and the tensor-parallel all-reduces
@@ -91,8 +92,9 @@ TP_CHOICES = (1, 2, 4, 8)
 
 
 def serving_sweep(model: Model | str, gpu, *, batches=None, **kwargs) -> list[Serving]:
-    """:func:`serving` at each batch in ``batches`` (default: powers of two up to the KV-cache limit, and the
-    limit itself). Used by the chapter's latency/throughput curve. Taught in chapter 15."""
+    """:func:`serving` at each batch in ``batches`` (default: powers of two up to ``max_batch``, the KV room
+    capped at ``max_num_seqs``, and that limit itself). Used by the chapter's latency/throughput curve.
+    Taught in chapter 15."""
     first = serving(model, gpu, batch=1, **kwargs)
     if batches is None:
         top = max(first.max_batch, 1)
@@ -161,12 +163,14 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     were ``ceil(users / batch)`` replicas with no prefill budgeted.
 
     For each ``tp`` in ``tps`` that the model allows, the largest batch meeting ``ttft_s`` and ``itl_s`` and
-    fitting the KV cache is found by bisection (both latencies never fall as the batch grows); the layout with
-    the fewest GPUs wins, ties going to the lower ITL. Other keywords go to :func:`serving` (``weights``,
-    ``kv_cache``, ``mbu``, ``mfu``, ``pp``, ...); with ``pp`` pipeline stages each replica is ``tp x pp``
-    GPUs. When no layout meets the target, raises ``ValueError`` saying which tp does not fit and what came
-    closest. A mixture of experts is served with every expert resident (:func:`serving`); with ``ep=`` each
-    replica is ``ep`` GPUs and only the ``tps`` that divide ``ep`` are tried.
+    within :attr:`Serving.max_batch` (the KV room, capped at the engine's ``max_num_seqs``: keyword
+    ``max_num_seqs``, default vLLM's on the GPU; issue 38) is found by bisection (both latencies never fall
+    as the batch grows); the layout with the fewest GPUs wins, ties going to the lower ITL. Other keywords
+    go to :func:`serving` (``weights``, ``kv_cache``, ``mbu``, ``mfu``, ``pp``, ``max_num_seqs``, ...); with
+    ``pp`` pipeline stages each replica is ``tp x pp`` GPUs. When no layout meets the target, raises
+    ``ValueError`` saying which tp does not fit and what came closest. A mixture of experts is served with
+    every expert resident (:func:`serving`); with ``ep=`` each replica is ``ep`` GPUs and only the ``tps``
+    that divide ``ep`` are tried.
 
     The mean answer carries ``gpus_low``/``gpus_high`` (unless ``with_range=False``): the GPUs the same load
     needs at the fast and slow ends of the stated 80% range of the engine's speed, exactly the ``gpus_low``
@@ -348,9 +352,9 @@ def reasoning_cost(model: Model | str, gpu, *, outputs=REASONING_OUTPUTS, prompt
                    ttft_s: float = 2.0, itl_s: float = 0.05, tps=TP_CHOICES, **kwargs):
     """Cost per million output tokens of a reasoning workload at each output length in ``outputs``: the
     cheapest layout meeting ``itl_s`` and ``ttft_s`` (:func:`serving_cost_by_gpu`'s search on one GPU type),
-    with the batch it reaches, the KV-limited batch, the minutes an answer takes and its price. Long answers
-    hold their KV cache for thousands of steps: the batch falls with the output, and the cost per token rises.
-    Chapter 15."""
+    with the batch it reaches, ``max_batch`` (the KV room, capped at ``max_num_seqs``), the minutes an answer
+    takes and its price. Long answers hold their KV cache for thousands of steps: the batch falls with the
+    output, and the cost per token rises. Chapter 15."""
     import pandas as pd
 
     outs = [check_int("outputs[i]", o) for o in check_sequence("outputs", outputs, example="(4096, 32768)")]

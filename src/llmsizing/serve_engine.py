@@ -14,7 +14,10 @@ server at 70 GiB and more outside the A100 line, else 256 and 2,048); the librar
 ``max_num_seqs`` and keeps the 8,192-token chunk, the one its step constants were fitted with. The rest is cut
 into blocks of ``block_size`` = 16 tokens; a sequence of ``s`` tokens holds ``ceil(s / 16)`` of them when
 every layer keeps its whole context (with sliding-window layers, fewer: :func:`blocks_per_sequence`).
-:func:`kv_capacity_tokens` does this count, :func:`kv_capacity_sequences` the sequences it holds.
+:func:`kv_capacity_tokens` does this count, :func:`kv_capacity_sequences` the sequences it holds. The
+scheduler also runs at most ``max_num_seqs`` sequences at once, however much KV room is left
+(``vllm/v1/core/sched/scheduler.py``: ``max_num_running_reqs``): :func:`llmsizing.serve.serving`'s
+``max_batch`` is the smaller of the two (issue 38).
 
 The activation peak is modelled, not profiled: the widest tensors of one layer's forward over ``T`` tokens
 (the gated MLP's ``2 x ffn`` up-projection, its ``ffn`` product and a few ``hidden``-wide buffers, 16-bit,
@@ -289,13 +292,13 @@ def kv_capacity_sequences(model: Model | str, gpu, context: int, **kwargs) -> in
     (:func:`blocks_per_sequence`: sliding-window layers keep only their window). ``kwargs`` are those of
     :func:`kv_capacity_tokens` (``tp``, ``weights``, ``kv_cache``, ``gpu_memory_utilization``, ...). 0 when
     not even one sequence fits. With expert parallelism (``ep > 1``) this is one attention group's count;
-    :func:`llmsizing.serve.serving`'s ``max_batch`` multiplies it by the ``ep / tp`` groups. It counts the
-    steady decode state and is not capped at vLLM's ``max_num_seqs``. vLLM's logged "Maximum concurrency"
-    counts otherwise: it charges each sliding-window group ``cdiv(window - 1 + max_num_batched_tokens, 16)
-    + 1`` blocks (the chunked-prefill transient), so for windowed models it logs fewer sequences than this
-    count (gpt-oss-120b at 128K on one H100: the same one sequence, at a ratio of about 1.7-1.8 against 1.74
-    here, with vLLM's 1,024 sequences on an H100; 1.81 with the 256 and the summed peak before session 27).
-    Chapters 3 and 15."""
+    :func:`llmsizing.serve.serving`'s ``kv_batch`` multiplies it by the ``ep / tp`` groups. It counts the
+    steady decode state and is not capped at vLLM's ``max_num_seqs`` (``serving``'s ``max_batch`` is).
+    vLLM's logged "Maximum concurrency" counts otherwise: it charges each sliding-window group
+    ``cdiv(window - 1 + max_num_batched_tokens, 16) + 1`` blocks (the chunked-prefill transient), so for
+    windowed models it logs fewer sequences than this count (gpt-oss-120b at 128K on one H100: the same one
+    sequence, at a ratio of about 1.7-1.8 against 1.74 here, with vLLM's 1,024 sequences on an H100; 1.81
+    with the 256 and the summed peak before session 27). Chapters 3 and 15."""
     per_sequence = blocks_per_sequence(model, context, block_size=kwargs.get("block_size", BLOCK_SIZE))
     return kv_capacity_tokens(model, gpu, **kwargs).blocks // per_sequence
 

@@ -99,6 +99,14 @@ class Serving:
     engine: str = ""           # the engine whose step overhead this is ("vLLM/continuous"), or "given"
     price_kind: str = "list"   # what the price is: catalog.PRICE_KINDS (catalog.price_kind_of)
     decode_kv_bytes_per_gpu: float = 0.0   # of decode_bytes_per_gpu, the KV cache's (and a hybrid's state)
+    # issue 38: max_batch = min(kv_batch, max_num_seqs x attention groups); kv_batch the KV room alone (None:
+    # a result built by hand before the cap, taken as max_batch), max_num_seqs the scheduler's cap per group
+    kv_batch: int | None = None
+    max_num_seqs: int | None = None
+
+    def __post_init__(self):
+        if self.kv_batch is None:
+            object.__setattr__(self, "kv_batch", self.max_batch)
 
     @property
     def gpus(self) -> int:
@@ -114,8 +122,15 @@ class Serving:
 
     @property
     def fits(self) -> bool:
-        """Whether the batch's KV cache (at ``prompt + output`` tokens) fits the engine's KV budget."""
+        """Whether the engine runs the whole batch at once: its KV cache (at ``prompt + output`` tokens) fits
+        the engine's KV budget and it is within ``max_num_seqs`` (``batch <= max_batch``)."""
         return self.batch <= self.max_batch
+
+    @property
+    def batch_bound(self) -> str:
+        """What caps ``max_batch``: ``"kv"`` (the KV room, ``kv_batch``) or ``"max_num_seqs"`` (the
+        scheduler's cap, smaller than the KV room)."""
+        return "max_num_seqs" if self.max_batch < self.kv_batch else "kv"
 
     @property
     def ttft_s(self) -> float:
@@ -208,7 +223,8 @@ class Serving:
 
         rows = {"engine": self.engine, "gpus": self.gpus, "tp": self.tp, "pp": self.pp, "ep": self.ep,
                 "batch": self.batch,
-                "max_batch": self.max_batch, "fits": self.fits, "mbu": self.mbu, "mfu": self.mfu,
+                "max_batch": self.max_batch, "kv_batch": self.kv_batch, "max_num_seqs": self.max_num_seqs,
+                "batch_bound": self.batch_bound, "fits": self.fits, "mbu": self.mbu, "mfu": self.mfu,
                 "ttft_s": self.ttft_s, "prefill_bound": self.prefill_bound,
                 "decode_step_s": self.decode_step_s, "itl_s": self.itl_s, "chunk_step_s": self.chunk_step_s,
                 "decode_bound": self.decode_bound,

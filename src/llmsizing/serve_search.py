@@ -137,8 +137,9 @@ def adjusted(kwargs):
 
 
 def largest_batch(m, g, tp, ok, kwargs):
-    """(Serving at the largest batch for which ``ok(serving)`` holds and the KV cache fits, or None; Serving
-    at batch 1). ``ok`` must only turn false as the batch grows: bisection."""
+    """(Serving at the largest batch for which ``ok(serving)`` holds and within ``max_batch`` (the KV room,
+    capped at ``max_num_seqs``), or None; Serving at batch 1). ``ok`` must only turn false as the batch
+    grows: bisection."""
     serving, kwargs = adjusted(kwargs)
     one = serving(m, g, tp=tp, batch=1, **kwargs)
     if one.max_batch < 1 or not ok(one):

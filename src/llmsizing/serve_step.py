@@ -28,7 +28,7 @@ from .parallel import check_layout
 from .serve_engine import (  # noqa: F401 (BLOCK_SIZE, KVCapacity, serving_constants: still exported from here)
     BLOCK_SIZE, CUDA_GRAPH_BYTES, DEFAULT_ENGINE, GPU_MEMORY_UTILIZATION, MAX_NUM_BATCHED_TOKENS, KVCapacity,
     blocks_per_sequence, engine_key, kv_capacity_tokens, kv_split, serving_constants, stage_share,
-    state_bytes_per_gpu, weights_bytes_per_gpu)
+    state_bytes_per_gpu, vllm_default_max_num_seqs, weights_bytes_per_gpu)
 from .serve_moe import check_ep, experts_touched
 from .serve_result import (  # noqa: F401 (the result and the constants, still exported from here)
     _FIT, ACTIVATION_BYTES, ALLREDUCE_LATENCY_S, ATTENTION_BU_DEFAULT, ENGINE_STEP_OVERHEAD_S, ENGINES,
@@ -93,12 +93,23 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     * all-reduces: the network model (:func:`llmsizing.network.collective_time_s` on the tensor-parallel
       group's :func:`~llmsizing.network.group_link` in ``node``, default the GPU's node). Passing
       ``allreduce_latency_s=`` restores the old price: ring bytes at the link bandwidth plus that latency;
-    * ``max_batch``: the KV blocks vLLM would allocate (:func:`~llmsizing.serve_engine.kv_capacity_tokens`,
-      with ``gpu_memory_utilization``, ``max_num_batched_tokens`` (8,192 on every GPU: the fitted chunk),
-      ``max_num_seqs`` (``None``: vLLM's default on the GPU,
-      :func:`~llmsizing.serve_engine.vllm_default_max_num_seqs`), ``cuda_graph_bytes`` and
-      ``overhead_bytes_per_gpu``) over the blocks one sequence of ``prompt + output`` tokens holds. The result
-      reports ``fits``; it does not refuse a batch that does not fit.
+    * ``max_batch``: the most sequences the engine runs at once, ``min(kv_batch, max_num_seqs)`` (issue 38).
+      ``kv_batch`` is the KV room: the KV blocks vLLM would allocate
+      (:func:`~llmsizing.serve_engine.kv_capacity_tokens`, with ``gpu_memory_utilization``,
+      ``max_num_batched_tokens`` (8,192 on every GPU: the fitted chunk), ``max_num_seqs``,
+      ``cuda_graph_bytes`` and ``overhead_bytes_per_gpu``) over the blocks one sequence of ``prompt +
+      output`` tokens holds.
+      ``max_num_seqs`` is the scheduler's cap on running sequences (vLLM's ``--max-num-seqs``; ``None``: vLLM
+      V1's default on the GPU, :func:`~llmsizing.serve_engine.vllm_default_max_num_seqs`: 256 on an A100 or a
+      GPU under 70 GiB, 1,024 otherwise); the result names it (``max_num_seqs``) and which of the two binds
+      (``batch_bound``). With ``ep`` each of the ``ep / tp`` attention groups is an engine of its own (vLLM's
+      data-parallel ranks each schedule up to ``max_num_seqs``), so both counts are per group times the
+      groups; with ``pp`` one scheduler keeps every micro-batch, so the cap is the replica's. Another
+      engine has its own cap (SGLang's ``--max-running-requests``, TensorRT-LLM's ``max_batch_size``): pass
+      it. Before issue 38 ``max_batch`` was the KV room alone (Llama-3-8B at 128 + 128 tokens on an A100
+      80GB: 1,748 sequences where vLLM runs 256). The result reports ``fits``; it does not refuse a batch
+      that does not fit, and a stated ``batch`` is priced as given (the calibration's published batches do
+      not move).
 
     ``mbu``, ``attention_bu``, ``step_overhead_s`` and ``mfu`` default to the calibrated constants
     (``data/serving_model.csv``). The fixed step overhead is fitted per engine and batching era: ``engine=``
@@ -203,9 +214,11 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
                                                                 maximum=1.0)
     overhead = check_number("overhead_bytes_per_gpu", overhead_bytes_per_gpu)
     chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, maximum=10_000_000)
+    seqs = (vllm_default_max_num_seqs(g) if max_num_seqs is None
+            else check_int("max_num_seqs", max_num_seqs, maximum=1_000_000))
     cap = kv_capacity_tokens(m, g, tp=tp, weights=weights, kv_cache=kv_cache,
                              gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=chunk,
-                             max_num_seqs=max_num_seqs, cuda_graph_bytes=cuda_graph_bytes,
+                             max_num_seqs=seqs, cuda_graph_bytes=cuda_graph_bytes,
                              overhead_bytes_per_gpu=overhead, pp=pp, ep=ep,
                              redundant_experts=redundant_experts, state_dtype=state_dtype)
     state_dt = kv_cache if state_dtype is None else state_dtype      # checked by kv_capacity_tokens
@@ -235,7 +248,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     kv_tok_gpu = kv_cache_bytes_per_token(m, kv_cache) / kv_split(m, tp)
     kv_seq_gpu = kv_tok_gpu * kv_cached_tokens(m, prompt + output)
     dp = ep // tp if ep > 1 else 1                # data-parallel attention groups of tp GPUs
-    max_batch = cap.blocks // blocks_per_sequence(m, prompt + output) * dp    # kv_capacity_sequences' rule
+    kv_batch = cap.blocks // blocks_per_sequence(m, prompt + output) * dp    # kv_capacity_sequences' rule
+    max_batch = min(kv_batch, seqs * dp)          # each attention group's scheduler runs <= max_num_seqs
     moe = m.is_moe
     if moe:
         expert_share = m.experts_per_token / m.experts           # of the routed experts' FLOPs, per token
@@ -348,7 +362,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         interleave_s=interleave, kv_capacity=cap, pp=pp, microbatch=mb, pp_send_s=send(mb), ep=ep,
         experts_touched=experts_touched(m, mb),
         all_to_all_s=a2a(seqs_gpu / tp) / (2 * m.n_moe_layers) if ep > 1 else 0.0, engine=used,
-        price_kind=price_kind_of(g, price), decode_kv_bytes_per_gpu=kv_read * share)
+        price_kind=price_kind_of(g, price), decode_kv_bytes_per_gpu=kv_read * share, kv_batch=kv_batch,
+        max_num_seqs=seqs)
 
 
 __all__ = ["Serving", "serving", "WEIGHT_FORMATS", "KV_FORMATS", "MBU_DEFAULT",

@@ -234,7 +234,7 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
                 precision: str, dtype: str, recompute: str, recompute_layers: int | None, causal: bool,
                 price_value: float, node=None, max_nodes="model", goodput: float = 1.0,
                 whole_run: bool = False, mtp_depth: int = 0,
-                capacity_factor: float | None = None) -> TrainingTime:
+                capacity_factor: float | None = None, dispatcher: str = "alltoall") -> TrainingTime:
     """A run timed on its layout's own step (a stage's case 2 above;
     :func:`~llmsizing.time_cost.training_time` with ``parallel`` and ``global_batch``):
     :func:`~llmsizing.layouts.step_time` with ``global_batch / (micro_batch x dp)`` micro-batches gives the
@@ -243,7 +243,8 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     it). ``whole_run`` (a mixture of experts' whole run, issue 35): the step's MFU times the calibration's
     whole-run share (:func:`~llmsizing.mfu.whole_run_factor`: restarts, evaluation, stragglers), the layout's
     range around it. ``mtp_depth`` (the MTP module on the last stage) and ``capacity_factor`` (token
-    dropping; issue 35): as ``step_time`` and ``training_memory`` price them."""
+    dropping; issue 35): as ``step_time`` and ``training_memory`` price them; ``dispatcher`` (the MoE token
+    dispatcher) as ``step_time`` does."""
     per_step = micro_batch * par.dp
     if global_batch % per_step:
         raise ValueError(f"global_batch={global_batch:,} is not a multiple of micro_batch x dp = "
@@ -252,7 +253,8 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     rc = dict(recompute=recompute, recompute_layers=recompute_layers, precision=precision,
               mtp_depth=mtp_depth, capacity_factor=capacity_factor)
     step = step_time(model, g, par, batch=micro_batch, seq=seq, grad_accum=accum, dtype=dtype, node=node,
-                     max_nodes=max_nodes, **rc)
+                     max_nodes=max_nodes, **rc,
+                     **({} if dispatcher == "alltoall" else {"dispatcher": dispatcher}))
     share = whole_run_factor(model, g, seq=seq, dtype=dtype) if whole_run else 1.0
     m = check_fraction("the layout's MFU", step.mfu * share * _causal_factor(model, seq, causal))
     warnings = []

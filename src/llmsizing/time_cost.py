@@ -21,6 +21,7 @@ from .mfu import (FLOPS_CONVENTIONS, MFU_MODEL_CSV, PUBLISHED_RUNS_CSV, MfuEstim
                   mfu_residuals, published_runs, run_time)
 from .flops import RECOMPUTE
 from .hardware import effective_dtype
+from .all_to_all import check_dispatcher
 from .job import check_moe_options, takes_job
 from .model import Model
 from .mtp import check_mtp_depth
@@ -43,7 +44,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                   plan_options: dict | None = None, goodput: float = 1.0, recompute_layers: int | None = None,
                   global_batch: int | None = None, micro_batch: int = 1, moe_dense_mfu: bool = False,
                   framework: str | None = None, tokens_per_step: float | None = None, mtp_depth: int = 0,
-                  capacity_factor: float | None = None):
+                  capacity_factor: float | None = None, dispatcher: str = "alltoall"):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given). Without either, the GPU-hours and
     the cost stand (they do not depend on the GPU count; a model card gives none) and the days are ``None``.
@@ -108,7 +109,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     ``mfu``, ``mfu_range``, ``stages`` or ``moe_dense_mfu``). Without ``parallel`` the layout is
     :func:`moe_default_layout`'s, planned without the module (``plan()`` does not search it).
     ``capacity_factor`` (token dropping; ``None``: dropless) likewise: the step's load skew capped
-    (:func:`~llmsizing.moe_time.load_skew`) and the expert buffers at that capacity. Chapter 18.
+    (:func:`~llmsizing.moe_time.load_skew`) and the expert buffers at that capacity. ``dispatcher`` (the MoE
+    token dispatcher, :func:`~llmsizing.layouts.step_time`'s): only with ``global_batch``. Chapter 18.
 
     **Goodput.** ``goodput`` (default 1.0: today's numbers, a steady state) is the useful share of wall time
     left by interruptions and checkpoints, from :func:`~llmsizing.reliability.goodput`; days, GPU-hours and
@@ -126,6 +128,9 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                          "with global_batch=, stages= or a mixture of experts (plan() and Job take a "
                          "framework)")
     g = get_gpu(gpu)
+    if check_dispatcher(dispatcher).name != "alltoall" and global_batch is None:
+        raise ValueError(f"dispatcher={dispatcher!r} prices a layout's own MoE step: give it with "
+                         "global_batch= and parallel=")
     moe_opts = check_mtp_depth(model, mtp_depth) or capacity_factor is not None
     if moe_opts and (stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
         raise ValueError(f"mtp_depth={mtp_depth} and capacity_factor={capacity_factor!r} price a mixture of "
@@ -170,7 +175,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                         recompute=check_choice("recompute", recompute, RECOMPUTE),
                         recompute_layers=recompute_layers, causal=check_bool("causal", causal),
                         price_value=gpu_price(g, price_usd_per_gpu_hour), goodput=goodput,
-                        mtp_depth=mtp_depth, capacity_factor=capacity_factor)
+                        mtp_depth=mtp_depth, capacity_factor=capacity_factor,
+                        dispatcher=check_dispatcher(dispatcher).name)
         return t
     if stages is not None:
         if goodput < 1:

@@ -167,8 +167,9 @@ PCIE_GEN4_X16_GBPS = 16 * 16 * 128 / 130 / 8
 PCIE_GEN5_X16_GBPS = 32 * 16 * 128 / 130 / 8
 
 #: The host link of an offloading GPU, one way, decimal GB/s: PCIe Gen4 x16 (:data:`PCIE_GEN4_X16_GBPS`) as
-#: in A100 servers. H100 and B200 servers have Gen5 x16 (twice that), but pinned copies reach ~80-90% of a
-#: link and GPUs often share a PCIe switch with a NIC: Gen4's rate is a cautious default (it was the rounded
+#: in A100 servers. H100 and B200 servers have Gen5 x16 (twice that), but pinned copies reach only part of a
+#: link's rate (no measured host copy in data/ to fit the share on; read28e dropped an unsourced "80-90%")
+#: and GPUs often share a PCIe switch with a NIC: Gen4's rate is a cautious default (it was the rounded
 #: 32 GB/s until session 27).
 HOST_LINK_GBPS = PCIE_GEN4_X16_GBPS
 

@@ -48,8 +48,8 @@ def main(argv=None):
     p_dist.add_argument("--out", default=str(data / "dist_measurements.csv"))
     p_dist.add_argument("--collectives-out", default=str(data / "dist_collectives.csv"))
     p_dist.add_argument("--only", nargs="*", help="only these layouts (e.g. tp sp); for a quick look")
-    p_gb = sub.add_parser("grad-buffer", help="gradient bytes alive at the forward peak under DDP (bucket view "
-                                             "off/on) vs set_to_none (gloo, CPU; issue 38)")
+    p_gb = sub.add_parser("grad-buffer", help="gradient bytes alive at the forward peak under DDP (bucket "
+                                             "view off/on) vs set_to_none (gloo, CPU; issue 38)")
     p_gb.add_argument("--out", default=str(data / "grad_buffer_measurements.csv"))
     p_peft = sub.add_parser("peft", help="trainable/total parameters PEFT reports for LoRA (meta device)")
     p_peft.add_argument("--out", default=str(data / "peft_trainable_params.csv"))
@@ -111,7 +111,7 @@ def main(argv=None):
                 "cp-merge": cmd_cp_merge,
                 "a2a": cmd_a2a, "ulysses": cmd_ulysses,
                 "hf-counts": cmd_hf_counts, "hf-sweep": cmd_hf_sweep, "mask": cmd_mask, "swiglu": cmd_swiglu,
-                "grad-buffer": lambda a: cmd_grad_buffer(a.out)}
+                "grad-buffer": lambda a: cmd_grad_buffer(a.out, quick=a.quick)}
     if args.command in commands:
         t0 = time.perf_counter()
         commands[args.command](args)

@@ -1,20 +1,20 @@
-"""Sub-command ``grad-buffer``: which gradient bytes are alive at the forward peak of a steady-state step under
-PyTorch DDP (``gradient_as_bucket_view`` False and True) against a plain step whose gradients
+"""Sub-command ``grad-buffer``: which gradient bytes are alive at the forward peak of a steady-state step
+under PyTorch DDP (``gradient_as_bucket_view`` False and True) against a plain step whose gradients
 ``zero_grad(set_to_none=True)`` frees (issue 38: a persistent gradient buffer; chapter 12).
 
-Two gloo ranks on the CPU train a small stack of linear layers for four steps and keeps the last two (DDP
-rebuilds its buckets at the start of the second). Every storage that can hold a gradient is followed with ``weakref.finalize`` on its
-``untyped_storage()`` (PyTorch keeps a storage's Python object alive as long as its C++ storage, so the
-finalizer runs when the memory is freed): each parameter's ``.grad`` after a backward, and each DDP bucket's
-flat gradient tensor, which the reducer hands to a communication hook (``GradBucket.buffer()``; the hook
-all-reduces it as DDP's default hook does). At the forward peak of every micro-batch (a forward hook on the
-output layer, when the micro-batch's activations are all alive) and at the end of every backward, the bytes of
-the followed storages still alive are summed, each storage once (with ``gradient_as_bucket_view=True`` a
-``.grad`` is a view into a bucket). What is measured is the gradient side only: the weights, optimizer states
-and activations are the same in every layout.
+Two gloo ranks on the CPU train a small stack of linear layers for four steps and keep the last two (DDP
+rebuilds its buckets at the start of the second). Every storage that can hold a gradient is followed with
+``weakref.finalize`` on its ``untyped_storage()`` (PyTorch keeps a storage's Python object alive as long as
+its C++ storage, so the finalizer runs when the memory is freed): each parameter's ``.grad`` after a backward,
+and each DDP bucket's flat gradient tensor, which the reducer hands to a communication hook
+(``GradBucket.buffer()``; the hook all-reduces it as DDP's default hook does). At the forward peak of every
+micro-batch (a forward hook on the output layer, when the micro-batch's activations are all alive) and at the
+end of every backward, the bytes of the followed storages still alive are summed, each storage once (with
+``gradient_as_bucket_view=True`` a ``.grad`` is a view into a bucket). What is measured is the gradient side
+only: the weights, optimizer states and activations are the same in every layout.
 
-Run: ``.venv-measure/bin/python tools/measure_memory.py grad-buffer`` (about 20 s), or this file directly
-(it needs torch only).
+Run: ``.venv-measure/bin/python tools/measure_memory.py grad-buffer`` (about 25 s on 2 cores), or this file
+directly (it needs torch only). ``--quick``: the fp32 rows only.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class Followed:
         return sum(n for n, k in self.alive.values() if kind is None or k == kind)
 
 
-def _worker(rank, world, port, queue):
+def _worker(rank, world, port, queue, dtypes=tuple(DTYPES)):
     gloo_join(rank, world, port)
     import contextlib
 
@@ -79,7 +79,8 @@ def _worker(rank, world, port, queue):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     rows = []
-    for dname, dtype in DTYPES.items():
+    for dname in dtypes:
+        dtype = DTYPES[dname]
         for layout in LAYOUTS:
             for accum in (1, 2):
                 torch.manual_seed(0)
@@ -102,7 +103,8 @@ def _worker(rank, world, port, queue):
                 where = {"step": 0, "micro": 0}
 
                 def fwd_peak(mod, args, out, fol=fol, at=at, where=where):
-                    at[where["step"], where["micro"], "forward peak"] = (fol.bytes("bucket"), fol.bytes("grad"))
+                    at[where["step"], where["micro"], "forward peak"] = (fol.bytes("bucket"),
+                                                                         fol.bytes("grad"))
 
                 net[-1].register_forward_hook(fwd_peak)
                 g = torch.Generator().manual_seed(rank)
@@ -112,7 +114,8 @@ def _worker(rank, world, port, queue):
                         x = torch.randn(BATCH, WIDTH, generator=g).to(dtype)
                         y = torch.randint(0, CLASSES, (BATCH,), generator=g)
                         last = micro == accum
-                        sync = (model.no_sync() if layout != "plain" and not last else contextlib.nullcontext())
+                        sync = (model.no_sync() if layout != "plain" and not last
+                                else contextlib.nullcontext())
                         with sync:
                             loss = torch.nn.functional.cross_entropy(model(x).float(), y) / accum
                             loss.backward()
@@ -139,13 +142,15 @@ def _worker(rank, world, port, queue):
     dist.destroy_process_group()
 
 
-def cmd_grad_buffer(out, world=2):
+def cmd_grad_buffer(out, world=2, quick=False):
+    """Measure at ``world`` gloo ranks and write ``out``; ``quick``: the fp32 rows only (a smoke test)."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, queue)) for r in range(world)]
+    dtypes = ("fp32",) if quick else tuple(DTYPES)
+    procs = [ctx.Process(target=_worker, args=(r, world, port, queue, dtypes)) for r in range(world)]
     got = gather_ranks(procs, queue, world, "grad-buffer")
     by_rank = sorted(got, key=lambda rows: rows[0]["rank"])
     strip = [[{k: v for k, v in r.items() if k != "rank"} for r in rows] for rows in by_rank]
@@ -154,8 +159,9 @@ def cmd_grad_buffer(out, world=2):
     rows = [{**r, "source": src, "as_of": today} for r in strip[0]]
     write_csv(out, rows)
     for r in rows:
-        print(f"{r['layout']:9s} {r['param_dtype']} accum {r['grad_accum']} step {r['step']} micro {r['micro_batch']} "
-              f"{r['phase']:13s} gradients {r['gradient_bytes'] / r['param_bytes']:.2f} x params "
+        print(f"{r['layout']:9s} {r['param_dtype']} accum {r['grad_accum']} step {r['step']} "
+              f"micro {r['micro_batch']} {r['phase']:13s} "
+              f"gradients {r['gradient_bytes'] / r['param_bytes']:.2f} x params "
               f"(buckets {r['bucket_bytes']:,}, grads apart {r['grad_only_bytes']:,})")
     return rows
 

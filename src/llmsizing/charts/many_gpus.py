@@ -367,7 +367,11 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
             lines.append(f"  {title}: no dp in range")
             continue
         link = group_link(g, node_k, size=max(dps), stride=1)
-        lines.append(f"  {title} ({link.link}, {link.bandwidth_gbps:,.0f} GB/s per GPU one way, achieved):")
+        # filling whole nodes, the bandwidth rises with dp until the NICs, not NVLink's phase, bind
+        low = group_link(g, node_k, size=min(dps), stride=1).bandwidth_gbps
+        bw = (f"{link.bandwidth_gbps:,.0f}" if f"{low:,.0f}" == f"{link.bandwidth_gbps:,.0f}"
+              else f"{low:,.0f} to {link.bandwidth_gbps:,.0f}")
+        lines.append(f"  {title} ({link.link}, {bw} GB/s per GPU one way, achieved):")
         for z, (name, color, style) in _ZERO_STYLES.items():
             ys = []
             for d in dps:
@@ -380,7 +384,7 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
         ax.minorticks_off()
         ax.set_ylim(0, 1.05)
         ax.axhline(0.2, color="0.6", lw=0.8, ls=":")
-        ax.set_title(f"{title}\n{link.link}, {link.bandwidth_gbps:,.0f} GB/s per GPU", fontsize=8)
+        ax.set_title(f"{title}\n{link.link}, {bw} GB/s per GPU", fontsize=8)
         ax.set_xlabel("data-parallel GPUs (dp)", fontsize=8)
     axes[0].set_ylabel("busy fraction (compute / step)", fontsize=8)
     next(ax for ax in axes if ax.axison).legend(fontsize=7, frameon=False, loc="lower left")

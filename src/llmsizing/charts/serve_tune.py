@@ -54,10 +54,11 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
                          kv_cache: str = "bf16", prompt: int = 1024, output: int = 256, batch: int = 16, *,
                          into: Figure | None = None) -> View:
     """Chapter 15: left, inter-token latency against output tokens/s per GPU as the batch grows (powers of
-    two up to the KV-cache limit, :func:`llmsizing.serve.serving_sweep`), the last point being the largest
-    batch the KV cache holds; right, the GPU's bf16 roofline (attainable TFLOP/s = min(peak, intensity x
-    bandwidth)) with the decode step and the prefill of one prompt placed on it at their achieved rates. The
-    chosen ``batch`` is marked on both (a red cross if its KV cache does not fit)."""
+    two up to the largest batch, :func:`llmsizing.serve.serving_sweep`), the last point being the largest
+    batch the engine runs (the KV room, capped at vLLM's ``max_num_seqs``); right, the GPU's bf16 roofline
+    (attainable TFLOP/s = min(peak, intensity x bandwidth)) with the decode step and the prefill of one
+    prompt placed on it at their achieved rates. The chosen ``batch`` is marked on both (a red cross if it
+    does not fit)."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -133,7 +134,9 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
         if text.get_text() != label:
             text.set_text(label)
     ax2.set_title(f"ridge point {peak / bw_tbps:,.0f} FLOP/byte", fontsize=9, loc="left")
-    fit = "fits" if chosen.fits else f"DOES NOT FIT (KV cache holds {chosen.max_batch:,})"
+    fit = "fits" if chosen.fits else ("DOES NOT FIT (" + (f"KV cache holds {chosen.max_batch:,}"
+                                                            if chosen.batch_bound == "kv" else
+                                                            f"max_num_seqs {chosen.max_num_seqs:,}") + ")")
     rng = serving_range(model, gpu, batch=batch, **kw)
     itl_lo, itl_hi = rng.itl_s
     lines = [f"{chosen.model} on {tp} x {chosen.gpu}, {weights} weights, {kv_cache} KV cache, prompt "
