@@ -371,6 +371,15 @@ settings, median base -> branch, and the median of the paired ratios (branch / b
     planner (186 moves)              43.7 ->  40.8    0.955       59.4 ->  56.5    0.918
     all 282 moves                    48.3 ->  44.1    0.926       65.2 ->  59.0    0.903
 
+After main was merged again (9fa98770: the MoE dispatcher, grad_buffer through Job, serving's max_num_seqs),
+the same tool against it, 11:16-11:20 (6 rounds, load 4.2-4.5) and 11:20-11:24 (8 rounds, load 3.9-4.7):
+chapter 17's new settings 68.9 -> 68.1 ms, ratio 1.012, and 76.4 -> 76.7, ratio 0.967 (seq 0.967, 0.947;
+cp_comm 0.938, 0.963); chapter 12's 43.0 -> 43.6, 1.030, and 55.3 -> 50.6, 0.954; in the first of these the
+controls the branch leaves alone came out 1.13-1.21 (gpus, batch_tokens, max_gpus): at a load above 4 this
+tool's ratios move by +-15%. plan() from scratch, benchmarks/bench_ab.py 9fa98770 9 (11:24, load 3.9-4.2),
+paired ratios: llama-3-70b at 128K (chapter 17's widget) 0.92, llama-3-8b at 32K 0.91, mixtral-8x7b at 32K
+0.91, llama-3.1-405b at 128K on one GPU type 0.92, llama-3-70b on 4 GPU types 0.96.
+
 The planner's moves without a search (deadline, its rule, budget, plan choice) are a filter of kept plans
 and the figure, where the branch changed only the plan selector's options (~1 ms of a filter): their
 ratios, 0.96-1.14, are this tool's noise at that load. Whole runs of this
