@@ -13,7 +13,9 @@ process) must be the same on both sides and is shared.
 
 Prints per widget and control the number of moves, the median CPU ms base -> this checkout and the median of
 the paired ratios (this / base, move by move: the figure to read on a shared machine), then per widget and in
-all, and the load average before and after. Does not assert (timings are not tests).
+all, and the load average before and after. ``--parts MODULE.NAME ...`` (names of the package, e.g.
+``planner.fitting_plans``, wrapped on each side where a caller looks them up) also times the CPU spent inside
+them during each move, printed the same way below. Does not assert (timings are not tests).
 """
 
 from __future__ import annotations
@@ -76,8 +78,37 @@ def state(board) -> tuple:
     return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in board.values().items())
 
 
+#: CPU seconds spent inside the wrapped parts (--parts) since the move began.
+INSIDE = [0.0]
+
+
+def wrap_parts(package: str, parts) -> None:
+    """Wrap each ``module.name`` of ``parts`` in ``package`` to add its CPU time to :data:`INSIDE` (outermost
+    calls only)."""
+    depth = [0]
+    for spec in parts:
+        mod, name = spec.rsplit(".", 1)
+        module = importlib.import_module(f"{package}.{mod}")
+        real = getattr(module, name)
+
+        def timed(*a, _real=real, **k):
+            depth[0] += 1
+            c0 = time.process_time()
+            try:
+                return _real(*a, **k)
+            finally:
+                depth[0] -= 1
+                if not depth[0]:
+                    INSIDE[0] += time.process_time() - c0
+
+        if hasattr(real, "cache_clear"):
+            timed.cache_clear = real.cache_clear
+        setattr(module, name, timed)
+
+
 def one_round(widgets, name: str, n: int, controls) -> dict:
-    """``{(board, control, value, k): CPU s}`` of a new widget's moves to settings not drawn before."""
+    """``{(board, control, value, k): (CPU s, CPU s inside the parts)}`` of a new widget's moves to settings
+    not drawn before."""
     w = getattr(widgets, name)()
     got = {}
     for b, board in enumerate(boards(w)):
@@ -90,12 +121,12 @@ def one_round(widgets, name: str, n: int, controls) -> dict:
                 for target in (value, default):
                     if target == ctrl.value:
                         continue
-                    c0 = time.process_time()
+                    INSIDE[0], c0 = 0.0, time.process_time()
                     ctrl.value = target
                     t = time.process_time() - c0
                     if state(board) not in seen:
                         seen.add(state(board))
-                        got[b, key, repr(target), k] = t
+                        got[b, key, repr(target), k] = (t, INSIDE[0])
     return got
 
 
@@ -107,6 +138,7 @@ def main() -> None:
     ap.add_argument("--moves", type=int, default=4)
     ap.add_argument("--only", nargs="*", default=["long_context_widget", "planner_widget"])
     ap.add_argument("--controls", nargs="*", default=None)
+    ap.add_argument("--parts", nargs="*", default=[], help="module.name of the package, timed inside moves")
     args = ap.parse_args()
     diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", args.base, "--",
                            *(f"src/llmsizing/{m.replace('.', '/')}.py" for m in SHARED)])
@@ -124,6 +156,8 @@ def main() -> None:
             sys.modules[f"llmsizing_base.{m}"] = importlib.import_module(f"llmsizing.{m}")
         sides = {"base": importlib.import_module("llmsizing_base.widgets"), "new": llmsizing.widgets}
         names = kept_names()
+        for package in ("llmsizing_base", "llmsizing"):
+            wrap_parts(package, args.parts)
         for side, widgets in sides.items():                 # (warm: imports, catalogues, first draws)
             for name in args.only:
                 one_round(widgets, name, 1, args.controls)
@@ -138,22 +172,27 @@ def main() -> None:
                                one_round(sides[side], name, args.moves, args.controls).items())
                 times[side].append(got)
         loads.append(Path("/proc/loadavg").read_text().split()[0])
-        report(times, args.only)
+        report(times, args.only, 0)
+        if args.parts:
+            print(f"inside {', '.join(args.parts)}:")
+            report(times, args.only, 1)
         print(f"base {args.base}; {args.rounds} rounds; load average (1 min) before and after: "
               f"{', '.join(loads)}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def report(times: dict, only) -> None:
-    """Per widget.control, per widget and in all: moves, median CPU ms base -> new, median paired ratio."""
-    pairs = [(k, a[k], b[k]) for a, b in zip(times["base"], times["new"]) for k in a if k in b]
+def report(times: dict, only, which: int) -> None:
+    """Per widget.control, per widget and in all: moves, median CPU ms base -> new, median paired ratio, of
+    the whole moves (``which`` 0) or of the parts inside them (1)."""
+    pairs = [(k, a[k][which], b[k][which]) for a, b in zip(times["base"], times["new"]) for k in a if k in b]
 
     def row(label, sel):
         if not sel:
             return
         x, y = [p[1] for p in sel], [p[2] for p in sel]
-        ratio = statistics.median(q / p for p, q in zip(x, y) if p > 0)
+        ratios = [q / p for p, q in zip(x, y) if p > 0]           # (none where the parts never ran)
+        ratio = statistics.median(ratios) if ratios else float("nan")
         print(f"{label:42s} {len(sel):5d} {statistics.median(x) * 1e3:8.1f} -> "
               f"{statistics.median(y) * 1e3:6.1f}   {ratio:6.3f}")
 
