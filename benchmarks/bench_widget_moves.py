@@ -378,7 +378,13 @@ cp_comm 0.938, 0.963); chapter 12's 43.0 -> 43.6, 1.030, and 55.3 -> 50.6, 0.954
 controls the branch leaves alone came out 1.13-1.21 (gpus, batch_tokens, max_gpus): at a load above 4 this
 tool's ratios move by +-15%. plan() from scratch, benchmarks/bench_ab.py 9fa98770 9 (11:24, load 3.9-4.2),
 paired ratios: llama-3-70b at 128K (chapter 17's widget) 0.92, llama-3-8b at 32K 0.91, mixtral-8x7b at 32K
-0.91, llama-3.1-405b at 128K on one GPU type 0.92, llama-3-70b on 4 GPU types 0.96.
+0.91, llama-3.1-405b at 128K on one GPU type 0.92, llama-3-70b on 4 GPU types 0.96. Then with the CPU inside
+the search's memory fit and pricing timed too (bench_widget_ab.py 9fa98770 --rounds 6 --parts
+planner.fitting_plans planner.kept_price, 11:25-11:28 at a load of 4.3-3.5 and 11:27-11:31 at 3.2-2.9),
+paired ratios, run a then b: inside those parts, chapter 17's seq 0.737, 0.771, model 0.780, 0.939,
+cp_comm 0.790, 0.889, batch_tokens 0.782, 0.904, all its new settings 0.804, 0.879; chapter 12's model
+0.856, 0.877, seq 0.875, global_batch 0.876; the whole moves, chapter 17 0.854, 0.889 (seq 0.797, 0.881),
+chapter 12 0.957, 0.884.
 
 The planner's moves without a search (deadline, its rule, budget, plan choice) are a filter of kept plans
 and the figure, where the branch changed only the plan selector's options (~1 ms of a filter): their
