@@ -339,6 +339,66 @@ times (19:33:35-19:33:53, load 1.7-1.8): new settings 68 55 53 -> 43 42 40 ms, m
 ms; the same moves in one process, the collector off, three each: GPT-2 110 -> 80, int4 weights 85 -> 50.
 Chapter 12's max 165, 210 on the branch are its moves of the sequence length (a search) with a full
 collection in them: alone, main and branch alternating, the same moves took 62-71 and 63-83 ms.
+
+Measured 2026-12-02 (branch speed28, issues 38 and 35; base = main d5bb6418, which the branch had merged;
+paired in one process by benchmarks/bench_widget_ab.py --rounds 6, each round both sides' widgets built anew
+with their kept searches cleared, base and branch alternating, 282 moves to new settings a side, paired move
+by move; run 1 11:02-11:05 UTC at a load of 2.6-4.1, run 2 11:07-11:10 at 3.8-3.3 (its times ~1.5x run 1's:
+other sessions' work), on 2 shared cores), after ``dense_arrays.search_pieces`` joined each call's rows from
+kept arrays (the layout's model-states rows, the activations' row, the stages' columns per micro-batch count)
+instead of a 25-tuple a stage, ``dense_arrays.prefetch`` and ``prefetch_cp`` worked each kind of entry out on
+all its keys' rows at once, ``pointwise.stage_candidates`` read the planner's array as it is, and the planner
+widget's plan selector read the front's rows off the columns' arrays (every plan and PNG bit-identical to
+main's: benchmarks/walk_ch17_bits.py forward and reversed, walk_ch12_bits.py). CPU ms of the moves to new
+settings, median base -> branch, and the median of the paired ratios (branch / base), runs 1 and 2:
+
+    widget.control                 run 1: median      ratio     run 2: median      ratio
+    long_context.model               73.2 ->  74.9    0.926      110.2 -> 104.0    0.882
+    long_context.seq                 76.0 ->  65.1    0.884      119.7 ->  97.1    0.754
+    long_context.gpus                47.8 ->  39.9    0.860       65.2 ->  63.7    0.792
+    long_context.batch_tokens        55.4 ->  48.5    0.958       80.8 ->  77.5    0.883
+    long_context.max_gpus            16.7 ->  14.6    0.867       24.8 ->  18.7    0.816
+    long_context.cp_comm             77.9 ->  72.4    0.864      131.8 ->  93.2    0.703
+    long_context (96 moves)          62.4 ->  56.0    0.902       91.4 ->  77.5    0.813
+    planner.model                    76.6 ->  71.6    0.974      119.4 -> 104.2    0.890
+    planner.tokens                   36.2 ->  35.9    0.974       58.4 ->  52.2    0.854
+    planner.gpus                     54.3 ->  49.5    0.864       80.6 ->  69.4    0.914
+    planner.seq                      72.7 ->  63.3    0.883      111.4 ->  95.3    0.881
+    planner.global_batch             59.1 ->  62.9    0.978       82.6 ->  81.7    0.904
+    planner.max_gpus                 38.0 ->  32.6    0.939       47.1 ->  44.7    0.940
+    planner.deadline, budget, rule,  16.9-33.3 -> 17.0-33.7     24.7-48.7 -> 21.5-54.7
+      choice (no search)                   0.956-1.021                0.995-1.139
+    planner (186 moves)              43.7 ->  40.8    0.955       59.4 ->  56.5    0.918
+    all 282 moves                    48.3 ->  44.1    0.926       65.2 ->  59.0    0.903
+
+After main was merged again (9fa98770: the MoE dispatcher, grad_buffer through Job, serving's max_num_seqs),
+the same tool against it, 11:16-11:20 (6 rounds, load 4.2-4.5) and 11:20-11:24 (8 rounds, load 3.9-4.7):
+chapter 17's new settings 68.9 -> 68.1 ms, ratio 1.012, and 76.4 -> 76.7, ratio 0.967 (seq 0.967, 0.947;
+cp_comm 0.938, 0.963); chapter 12's 43.0 -> 43.6, 1.030, and 55.3 -> 50.6, 0.954; in the first of these the
+controls the branch leaves alone came out 1.13-1.21 (gpus, batch_tokens, max_gpus): at a load above 4 this
+tool's ratios move by +-15%. plan() from scratch, benchmarks/bench_ab.py 9fa98770 9 (11:24, load 3.9-4.2),
+paired ratios: llama-3-70b at 128K (chapter 17's widget) 0.92, llama-3-8b at 32K 0.91, mixtral-8x7b at 32K
+0.91, llama-3.1-405b at 128K on one GPU type 0.92, llama-3-70b on 4 GPU types 0.96. Then with the CPU inside
+the search's memory fit and pricing timed too (bench_widget_ab.py 9fa98770 --rounds 6 --parts
+planner.fitting_plans planner.kept_price, 11:25-11:28 at a load of 4.3-3.5 and 11:27-11:31 at 3.2-2.9),
+paired ratios, run a then b: inside those parts, chapter 17's seq 0.737, 0.771, model 0.780, 0.939,
+cp_comm 0.790, 0.889, batch_tokens 0.782, 0.904, all its new settings 0.804, 0.879; chapter 12's model
+0.856, 0.877, seq 0.875, global_batch 0.876; the whole moves, chapter 17 0.854, 0.889 (seq 0.797, 0.881),
+chapter 12 0.957, 0.884.
+
+The planner's moves without a search (deadline, its rule, budget, plan choice) are a filter of kept plans
+and the figure, where the branch changed only the plan selector's options (~1 ms of a filter): their
+ratios, 0.96-1.14, are this tool's noise at that load. Whole runs of this
+script, main and branch alternating in their own processes (five pairs, 11:05-11:07, load 3.5-4.6), gave
+long context's new settings 55, 56, 80, 83, 81 -> 61, 62, 69, 69, 80 ms: at that load a run moves by more
+than the change. Issue 38's ~50 ms CPU a new setting is NOT met by chapter 17's searches (the branch's run-1
+medians: seq 65, model 75, cp_comm 72 ms). What is left, per new setting of chapter 17 (its seq, model,
+cp_comm, gpus and batch_tokens moves, three widgets in turn, the parts' ``time.process_time``, medians, at a
+load of 2-3): of 71 ms, the figure ~36 (render_plan ~15, the Agg draw ~17, the PNG's encoding ~3, most of
+it zlib), plan() ~37: its memory fit ~20 (the entries on arrays ~10: resolving each new layout and the
+activations at the new context; partial recomputation's ``_least`` ~3), its pricing ~9
+(``plan_stage_terms._pp_terms`` per pipeline degree, the groups' ``communication`` calls), the frame, ranks
+and ranges ~7.
 """
 
 from __future__ import annotations

@@ -106,6 +106,27 @@ def test_widget_deadline_keeps_plans_front():
     w.controls["deadline"].value = 0.0
 
 
+def test_front_options_name_each_front_plan_as_its_row_says():
+    """The plan selector's options (widgets.time_money._front_options, read off the columns' arrays since
+    speed28) name each front plan of a mixture of experts' search (ep) and of a long-context one (cp) as its
+    row says, read here with itertuples."""
+    from llmsizing.widgets.time_money import _front_options
+
+    seen = set()
+    for model, kw in (("mixtral-8x7b", SMALL), ("llama-3-8b", dict(SMALL, seq=131072, global_batch=16))):
+        df = plan(model, **kw)
+        front = df[df["pareto"]]
+        options = _front_options(front)
+        assert [k for _, k in options] == list(range(len(front)))
+        for (label, _), r in zip(options, front.itertuples()):
+            cp = f" cp={r.cp}" if r.cp > 1 else ""
+            ep = f"ep={r.ep}, " if getattr(r, "ep", 1) > 1 else ""
+            assert label.startswith(f"#{_ + 1}: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp}{cp} pp={r.pp} "
+                                    f"dp={r.dp}, {ep}{r.days:,.1f} days, ")
+        seen.update(k for k in ("ep=", " cp=") if any(k in label for label, _ in options))
+    assert seen == {"ep=", " cp="}                     # (both kinds of row were named)
+
+
 def test_impossible_deadline_shows_the_no_plan_message():
     """The widget's default run (Llama-3-70B, 1T tokens, at most 4,096 GPUs) cannot finish in a day."""
     from llmsizing.charts import PLAN_GPUS

@@ -62,7 +62,7 @@ def test_every_accounted_split_prices_its_slowest_stage(pp):
 def test_stage_candidates_match_the_pair_by_pair_definition():
     """Issue 38: stage_candidates compares all pairs at once; the oracle is its definition pair by pair
     (no other row at least as heavy in every piece, of equal rows the first), on random small-integer
-    tables with many ties and repeats, and on tables with negative pieces."""
+    tables with many ties and repeats, and on tables with negative pieces, as arrays and as lists."""
     rng = np.random.default_rng(38)
 
     def by_pairs(rows):
@@ -77,5 +77,8 @@ def test_stage_candidates_match_the_pair_by_pair_definition():
         n, k = rng.integers(1, 12), rng.integers(1, 6)
         rows = rng.integers(-2, 3, size=(n, k)).astype(float)
         assert stage_candidates(rows) == by_pairs(rows)
+        # (an array is read as it is, speed28: lists, integer and float32 arrays give the same)
+        assert stage_candidates(rows.tolist()) == stage_candidates(rows.astype(int)) == by_pairs(rows)
+        assert stage_candidates(rows.astype(np.float32)) == by_pairs(rows)
     assert stage_candidates([]) == ()
     assert stage_candidates([(1.0, 2.0), (1.0, 2.0), (0.0, 3.0)]) == (0, 2)

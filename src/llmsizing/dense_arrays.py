@@ -70,7 +70,11 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
                  o["attention_mask"])
     kept = {} if kept is None else kept
     layouts, states = kept.setdefault("layouts", {}), kept.setdefault("states", {})
-    cores, flights, rows, widths = kept.setdefault("cores", {}), kept.setdefault("flights", {}), [], []
+    cores, flights = kept.setdefault("cores", {}), kept.setdefault("flights", {})
+    core_rows_kept = kept.setdefault("core_rows", {})        # (cores' rows as arrays, by the same key)
+    # (each call's rows as blocks of kept arrays, joined once: its stages' model states, its activations'
+    # row, its stages' own columns; issue 38: the same floats as a tuple a stage, ~3x sooner)
+    st_blocks, core_rows, stage_blocks, extra_blocks, widths = [], [], [], [], []
     for tp, pp, zero, m, cp, comm, batch, dp, *v in calls:
         key = (tp, pp, zero, cp, comm, dp, *v)
         # (kept across the contexts of one model and recipe: a layout's parts read the context only in
@@ -83,28 +87,49 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
                 raise ValueError("dense_arrays.search_pieces: no kept stage outputs")
             stages = tuple(sorted(set(stages)))
             if (state, stages) not in states:
-                states[state, stages] = _state_rows(model, o, state, stages)
+                rows = _state_rows(model, o, state, stages)
+                states[state, stages] = np.array(rows, dtype=float).reshape(len(stages), -1)
             lay = layouts[key] = (par.pp, act, states[state, stages], stages,
-                                  layers_per_stage(model.layers, act))
-        n_pp, act, st, stages, n_layers = lay
+                                  layers_per_stage(model.layers, act), {})
+        n_pp, act, st, stages, n_layers, by_m = lay
         ckey = (act.tp, act.sp, act.cp, act.cp_comm, act.expert_tp, batch, core_args)   # (_act_core's own)
-        core = cores.get(ckey)
+        core = core_rows_kept.get(ckey)
         if core is None:
-            core = cores[ckey] = _core_row(model, batch, core_args, act)
-        if act.virtual_stages == 1:
-            flight = _kept_in_flight(act.pp, min(m, act.pp))
-        elif (flight := flights.get((act, m))) is None:       # (as _act_side: all m, the chunks counted)
-            flight = flights[act, m] = pipeline_in_flight(act.pp, m, act.virtual_stages,
-                                                          chunks=stage_chunks(model.layers, act))
-        acts = core[-1]
+            row = cores.get(ckey)                        # (moe_prefetch's too: the same key and row)
+            if row is None:
+                row = cores[ckey] = _core_row(model, batch, core_args, act)
+            core = core_rows_kept[ckey] = (np.array(row[:-1], dtype=float), row[-1])
+        alive = m > 1 or (o["grad_buffer"] and zero <= 1)            # (gradients alive)
+        own = by_m.get((m, alive))
+        if own is None:                                  # (the stages' columns: the layout's and m's alone)
+            if act.virtual_stages == 1:
+                flight = _kept_in_flight(act.pp, min(m, act.pp))
+            elif (flight := flights.get((act, m))) is None:   # (as _act_side: all m, the chunks counted)
+                flight = flights[act, m] = pipeline_in_flight(act.pp, m, act.virtual_stages,
+                                                              chunks=stage_chunks(model.layers, act))
+            own = by_m[m, alive] = np.array([(n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i],
+                                              flight[i], alive, model.tied_embeddings and n_pp == 1)
+                                             for i in stages], dtype=float).reshape(len(stages), -1)
+        acts = core[1]
         moe = n_pp > 1 and bool(getattr(acts, "moe_layers", None))      # (stage_activations' MoE term)
-        for slot, i in enumerate(stages):
-            rows.append((*st[slot], *core[:-1], n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i],
-                         flight[i], m > 1 or (o["grad_buffer"] and zero <= 1),    # (gradients alive)
-                         model.tied_embeddings and n_pp == 1, moe,
-                         stage_offset_bytes(acts, act, i) if moe else 0.0))
+        st_blocks.append(st)
+        core_rows.append(core[0])
+        stage_blocks.append(own)
+        extra_blocks.append(np.array([(moe, stage_offset_bytes(acts, act, i)) for i in stages], dtype=float)
+                            if moe else None)
         widths.append(len(stages))
-    pieces = _phase_sums(np.array(rows, dtype=float))
+    if not widths:
+        return []
+    n = np.array(widths)
+    extra = np.zeros((int(n.sum()), 2))
+    if any(x is not None for x in extra_blocks):
+        at = np.concatenate([[0], np.cumsum(n)[:-1]])
+        for k, x in zip(at.tolist(), extra_blocks):
+            if x is not None:
+                extra[k:k + len(x)] = x
+    table = np.concatenate([np.concatenate(st_blocks), np.repeat(np.stack(core_rows), n, axis=0),
+                            np.concatenate(stage_blocks), extra], axis=1)
+    pieces = _phase_sums(table)
     out, k = [], 0
     for n in widths:
         out.append(pieces[k:k + n].reshape(-1))
@@ -202,32 +227,88 @@ def prefetch(memory, keys, rc: str, layout=None) -> bool:
               for dp in (1, 2)]
     if not calls:
         return dense
-    got = iter(search_pieces(memory.model, kw, calls, _kept(memory), layout, memory.expert_tp))
+    got = search_pieces(memory.model, kw, calls, _kept(memory), layout, memory.expert_tp)
     multi = any(d > 1 for d in memory.cps)
-    for (tp, pp, c), bs in micro.items():            # (_memory_coefficients at zero = 0, cp = 1, a = 1)
-        a = 1
-        if len(bs) == 2:
-            b1d1, b2d1 = next(got), next(got)
-            b1d2 = b1d1
-            per_micro = b2d1 - b1d1
-            sharded = 2 * a * (b1d1 - b1d2)
-            fixed = b1d1 - per_micro - sharded / a
-            coef = memory._reference[tp, pp, c] = (fixed, per_micro, sharded)
-        else:
-            coef = _on_reference(memory._reference[tp, pp, c], next(got))
+    # (each kind of entry worked out on the rows of all its keys at once, a table per width of the pieces:
+    # the same elementwise operations, so the same bits as key by key; issue 38, speed28)
+    at, coefs = 0, []
+    for (tp, pp, c), bs in micro.items():
+        coefs.append((len(bs), at))
+        at += len(bs)
+    done = {}
+    for rows in _rows_by_width([i for (n, i) in coefs if n == 2], got):
+        b1d1, b2d1 = _stacked(got, rows, (0, 1))
+        a = 1                                        # (_memory_coefficients at zero = 0, cp = 1, a = 1)
+        b1d2 = b1d1
+        per_micro = b2d1 - b1d1
+        sharded = 2 * a * (b1d1 - b1d2)
+        fixed = b1d1 - per_micro - sharded / a
+        done.update(zip(rows, zip(fixed, per_micro, sharded)))
+    keys = list(micro)
+    refs = {i: memory._reference[key] for key, (n, i) in zip(keys, coefs) if n == 1}
+    done.update(_on_references(refs, got))
+    for key, (n, i) in zip(keys, coefs):
+        coef = done[i]
+        if n == 2:
+            memory._reference[key] = coef
+        tp, pp, c = key
         memory._micro[tp, pp, rc, c] = {1: coef[1]}
         if multi:
             memory._cp_base[tp, pp, rc, c] = coef
-    for tp, pp, c, v in chunked:                     # (per_micro with v > 1: one call on the reference)
-        coef = _on_reference(memory._reference[tp, pp, c], next(got))
+    done = _on_references({at + j: memory._reference[tp, pp, c] for j, (tp, pp, c, v) in enumerate(chunked)},
+                          got)
+    for j, (tp, pp, c, v) in enumerate(chunked):     # (per_micro with v > 1: one call on the reference)
+        coef = done[at + j]
         memory._micro[tp, pp, rc, c, v] = {1: coef[1]}
         if multi:
             memory._cp_base[tp, pp, rc, c, v] = coef
-    for tp, pp, zero, c, sv in zeros:
+    at += len(chunked)
+    entries = {}
+    for k, (tp, pp, zero, c, sv) in enumerate(zeros):
         u = memory.per_micro(tp, pp, rc, c, 1, sv)
-        memory._states[state_key(tp, pp, zero, 1, c, sv)] = memory._entry(tp, pp, zero, 1, c, rc, u,
-                                                                          next(got), next(got))
+        kind = (memory._kind(tp, pp, zero, 1, c), memory._dps(tp, zero, 1, "one")[0], len(u),
+                len(got[at + 2 * k]))
+        entries.setdefault(kind, []).append((k, tp, pp, zero, c, sv, u))
+    done = {}
+    for (kind, *_), group in entries.items():
+        if kind != "two":                            # (SearchMemory._entry key by key)
+            done.update((k, memory._entry(tp, pp, zero, 1, c, rc, u, got[at + 2 * k], got[at + 2 * k + 1]))
+                        for k, tp, pp, zero, c, sv, u in group)
+            continue
+        k, tp, pp, zero, c, sv, _ = group[0]         # (_entry reads the key only for its kind and dp: shared)
+        u = np.stack([x[-1] for x in group])
+        b1d1, b1d2 = _stacked(got, [at + 2 * x[0] for x in group], (0, 1))
+        fixed, sharded = memory._entry(tp, pp, zero, 1, c, rc, u, b1d1, b1d2)
+        done.update((x[0], (f, s)) for x, f, s in zip(group, fixed, sharded))
+    for k, (tp, pp, zero, c, sv) in enumerate(zeros):
+        memory._states[state_key(tp, pp, zero, 1, c, sv)] = done[k]
     return dense
+
+
+def _rows_by_width(rows: list, got: list) -> list:
+    """``rows`` (positions in ``got``, :func:`search_pieces`' arrays) grouped by their arrays' length."""
+    groups: dict = {}
+    for i in rows:
+        groups.setdefault(len(got[i]), []).append(i)
+    return list(groups.values())
+
+
+def _stacked(got: list, rows: list, steps: tuple) -> list:
+    """For each step of ``steps``, the arrays ``got[i + step]`` of ``rows`` as the rows of one table."""
+    return [np.stack([got[i + step] for i in rows]) for step in steps]
+
+
+def _on_references(refs: dict, got: list) -> dict:
+    """:func:`_on_reference` of ``(refs[i], got[i])`` for each position ``i`` of ``refs``, on a table per
+    width of the pieces (the same elementwise operations: the same bits)."""
+    out = {}
+    for rows in _rows_by_width(list(refs), got):
+        fixed, sharded = (np.stack([refs[i][j] for i in rows]) for j in (0, 2))
+        (b1d1,) = _stacked(got, rows, (0,))
+        sharded = sharded / 1
+        per_micro = b1d1 - fixed - sharded / 1
+        out.update((i, (refs[i][0], p, s)) for i, p, s in zip(rows, per_micro, sharded))
+    return out
 
 
 def _on_reference(reference, b1d1) -> tuple:
@@ -255,18 +336,26 @@ def prefetch_cp(memory, keys, rc: str, layout=None) -> None:
     calls = [(tp, pp, 0, c, d, memory.cp_comm, 1, 1, *v) for tp, pp, _, c, *v in todo for d in pair]
     if not calls:
         return
-    got = iter(search_pieces(memory.model, kw, calls, _kept(memory), layout, memory.expert_tp))
+    got = search_pieces(memory.model, kw, calls, _kept(memory), layout, memory.expert_tp)
     a = 1                     # (dp_unit at ep = 1)
-    for key in todo:
-        fixed, _, sharded = memory._cp_base.pop(key)
-        p = [next(got) - fixed - (sharded / d) / a for d in pair]  # (_memory_coefficients with base, at d)
-        if len(degrees) == 1:
-            memory._micro[key][degrees[0]] = p[0]
+    n = len(pair)                          # (each key's calls: one per degree of the pair)
+    base = {n * k: memory._cp_base.pop(key) for k, key in enumerate(todo)}
+    inverse = np.array(degrees, dtype=float)[:, None]
+    # (on the rows of all keys of a width at once: the same elementwise operations as key by key, so the
+    # same bits; issue 38, speed28)
+    for rows in _rows_by_width(list(base), got):
+        fixed, sharded = (np.stack([base[i][j] for i in rows]) for j in (0, 2))
+        p = [g - fixed - (sharded / d) / a for g, d in zip(_stacked(got, rows, range(n)), pair)]
+        if len(degrees) == 1:               # (_memory_coefficients with base, at d)
+            for i, p0 in zip(rows, p[0]):
+                memory._micro[todo[i // n]][degrees[0]] = p0
             continue
         (c1, c2), (p1, p2) = pair, p
         y = (c2 * p2 - c1 * p1) / (c2 - c1)
         x = (p1 - y) * c1
-        memory._micro[key].update(zip(degrees, x / np.array(degrees, dtype=float)[:, None] + y))
+        at = x[:, None, :] / inverse[None] + y[:, None, :]            # (key, degree, piece)
+        for i, by_degree in zip(rows, at):
+            memory._micro[todo[i // n]].update(zip(degrees, by_degree))
 
 
 def _kept(memory) -> dict:

@@ -268,7 +268,10 @@ def stage_candidates(pieces) -> tuple[int, ...]:
     time, not by its FLOPs; :mod:`llmsizing.plan_pricing` prices these few per layout)."""
     if not len(pieces):
         return ()
-    rows = np.array([[float(v) for v in r] for r in pieces], dtype=float).reshape(len(pieces), -1)
+    # (an array as it is, in float64: the values float() gives each entry; issue 38: the planner's call, ~1 ms
+    # a search as a list of lists)
+    rows = (pieces.astype(float).reshape(len(pieces), -1) if isinstance(pieces, np.ndarray) else
+            np.array([[float(v) for v in r] for r in pieces], dtype=float).reshape(len(pieces), -1))
     # covers[j, i]: stage j is at least as heavy as stage i in every piece, and differs from it or comes first
     # (one comparison of all pairs at once, issue 38: the same test as pair by pair)
     ge = (rows[:, None, :] >= rows[None, :, :]).all(axis=2)

@@ -230,11 +230,18 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
 
 
 def _front_options(front) -> list[tuple[str, int]]:
-    """The plan selector's options: one per front plan (cheapest first)."""
+    """The plan selector's options: one per front plan (cheapest first). Its rows as ``front.itertuples()``
+    gives them, from the columns' arrays (:func:`~llmsizing.charts.plan_groups._front_rows`; issue 38: ~1 ms
+    of a planner move, each of plan()'s ~30 columns copied with its attrs)."""
+    import numpy as np
+
+    from ..charts.plan_groups import _bare, _front_rows
+
+    rows = _front_rows(_bare(front), np.arange(len(front)))
     return [(f"#{i}: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp}{charts.time_money._cp_text(r)} "
              f"pp={r.pp} dp={r.dp}, "
              + (f"ep={r.ep}, " if getattr(r, "ep", 1) > 1 else "") + f"{r.days:,.1f} days, "
-             f"{charts._usd(r.cost_usd)}", i - 1) for i, r in enumerate(front.itertuples(), 1)]
+             f"{charts._usd(r.cost_usd)}", i - 1) for i, r in enumerate(rows, 1)]
 
 
 def _set_front_options(box: Dashboard, front, choice: int, options=None) -> None:

@@ -1,0 +1,209 @@
+"""Paired A/B of widget moves (issue 38): the library at another commit (``BASE``, main by default) against
+this checkout, both in ONE process, side by side round by round, so that the load of a shared machine falls
+on both alike (as benchmarks/bench_ab.py does for ``plan()``). Each round builds each side's widget anew,
+with every kept search cleared (bench_planner.kept(), by module and name on each side), and moves its
+controls as benchmarks/bench_widget_moves.py does (each control to up to ``--moves`` other values and back);
+the moves to a setting not drawn before in the round are timed (CPU, ``time.process_time``) and paired move
+by move. The base side is ``BASE``'s ``src`` and ``data`` (``git archive``) imported as ``llmsizing_base``;
+the widgets' canvas (``widgets/canvas.py``, ``widgets/pixels.py``: matplotlib's classes patched once per
+process) must be the same on both sides and is shared.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_widget_ab.py [BASE] [--rounds N] [--moves N]
+        [--only WIDGET ...] [--controls CONTROL ...]
+
+Prints per widget and control the number of moves, the median CPU ms base -> this checkout and the median of
+the paired ratios (this / base, move by move: the figure to read on a shared machine), then per widget and in
+all, and the load average before and after. ``--parts MODULE.NAME ...`` (names of the package, e.g.
+``planner.fitting_plans``, wrapped on each side where a caller looks them up) also times the CPU spent inside
+them during each move, printed the same way below. Does not assert (timings are not tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_planner  # noqa: E402
+from bench_widget_moves import other_values  # noqa: E402
+
+import llmsizing  # noqa: E402
+import llmsizing.widgets  # noqa: E402
+
+#: The widgets' canvas modules, shared by both sides (they patch matplotlib's classes once per process).
+SHARED = ("widgets.pixels", "widgets.canvas")
+
+
+def kept_names() -> list[tuple[str, str]]:
+    """bench_planner.kept()'s kept results as (module under the package, name)."""
+    out = []
+    for f in bench_planner.kept():
+        for name, mod in list(sys.modules.items()):
+            if name.startswith("llmsizing.") and mod is not None:
+                hit = next((a for a, v in vars(mod).items() if v is f), None)
+                if hit is not None:
+                    out.append((name.split(".", 1)[1], hit))
+                    break
+    return out
+
+
+def clear(package: str, names) -> None:
+    for mod, name in names:
+        f = getattr(sys.modules.get(f"{package}.{mod}"), name, None)
+        if f is not None and hasattr(f, "cache_clear"):
+            f.cache_clear()
+
+
+def boards(w) -> list:
+    """The dashboards in a widget (either side's Dashboard class: by its controls)."""
+    if hasattr(w, "controls") and hasattr(w, "render"):
+        return [w]
+    return [d for child in getattr(w, "children", ()) for d in boards(child)]
+
+
+def state(board) -> tuple:
+    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in board.values().items())
+
+
+#: CPU seconds spent inside the wrapped parts (--parts) since the move began.
+INSIDE = [0.0]
+
+
+def wrap_parts(package: str, parts) -> None:
+    """Wrap each ``module.name`` of ``parts`` in ``package`` to add its CPU time to :data:`INSIDE` (outermost
+    calls only)."""
+    depth = [0]
+    for spec in parts:
+        mod, name = spec.rsplit(".", 1)
+        module = importlib.import_module(f"{package}.{mod}")
+        real = getattr(module, name)
+
+        def timed(*a, _real=real, **k):
+            depth[0] += 1
+            c0 = time.process_time()
+            try:
+                return _real(*a, **k)
+            finally:
+                depth[0] -= 1
+                if not depth[0]:
+                    INSIDE[0] += time.process_time() - c0
+
+        if hasattr(real, "cache_clear"):
+            timed.cache_clear = real.cache_clear
+        setattr(module, name, timed)
+
+
+def one_round(widgets, name: str, n: int, controls) -> dict:
+    """``{(board, control, value, k): (CPU s, CPU s inside the parts)}`` of a new widget's moves to settings
+    not drawn before."""
+    w = getattr(widgets, name)()
+    got = {}
+    for b, board in enumerate(boards(w)):
+        seen = {state(board)}
+        for key, ctrl in board.controls.items():
+            if controls and key not in controls:
+                continue
+            default = ctrl.value
+            for k, value in enumerate(other_values(ctrl, n)):
+                for target in (value, default):
+                    if target == ctrl.value:
+                        continue
+                    INSIDE[0], c0 = 0.0, time.process_time()
+                    ctrl.value = target
+                    t = time.process_time() - c0
+                    if state(board) not in seen:
+                        seen.add(state(board))
+                        got[b, key, repr(target), k] = (t, INSIDE[0])
+    return got
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("base", nargs="?", default="main")
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="rounds (each side once a round, order alternating)")
+    ap.add_argument("--moves", type=int, default=4)
+    ap.add_argument("--only", nargs="*", default=["long_context_widget", "planner_widget"])
+    ap.add_argument("--controls", nargs="*", default=None)
+    ap.add_argument("--parts", nargs="*", default=[], help="module.name of the package, timed inside moves")
+    args = ap.parse_args()
+    diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", args.base, "--",
+                           *(f"src/llmsizing/{m.replace('.', '/')}.py" for m in SHARED)])
+    if diff.returncode:
+        raise SystemExit(f"{', '.join(SHARED)} differ from {args.base}'s: both sides share them, so this "
+                         "tool cannot compare them")
+    tmp = Path(tempfile.mkdtemp(prefix="bench_widget_ab_"))
+    try:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.base, "src", "data"],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+        (tmp / "src" / "llmsizing").rename(tmp / "src" / "llmsizing_base")
+        sys.path.insert(0, str(tmp / "src"))
+        for m in SHARED:
+            sys.modules[f"llmsizing_base.{m}"] = importlib.import_module(f"llmsizing.{m}")
+        sides = {"base": importlib.import_module("llmsizing_base.widgets"), "new": llmsizing.widgets}
+        names = kept_names()
+        for package in ("llmsizing_base", "llmsizing"):
+            wrap_parts(package, args.parts)
+        for side, widgets in sides.items():                 # (warm: imports, catalogues, first draws)
+            for name in args.only:
+                one_round(widgets, name, 1, args.controls)
+        loads = [Path("/proc/loadavg").read_text().split()[0]]
+        times = {s: [] for s in sides}
+        for r in range(args.rounds):
+            for side in (sides if r % 2 == 0 else reversed(list(sides))):
+                clear("llmsizing_base" if side == "base" else "llmsizing", names)
+                got = {}
+                for name in args.only:
+                    got.update(((name, *k), t) for k, t in
+                               one_round(sides[side], name, args.moves, args.controls).items())
+                times[side].append(got)
+        loads.append(Path("/proc/loadavg").read_text().split()[0])
+        report(times, args.only, 0)
+        if args.parts:
+            print(f"inside {', '.join(args.parts)}:")
+            report(times, args.only, 1)
+        print(f"base {args.base}; {args.rounds} rounds; load average (1 min) before and after: "
+              f"{', '.join(loads)}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def report(times: dict, only, which: int) -> None:
+    """Per widget.control, per widget and in all: moves, median CPU ms base -> new, median paired ratio, of
+    the whole moves (``which`` 0) or of the parts inside them (1)."""
+    pairs = [(k, a[k][which], b[k][which]) for a, b in zip(times["base"], times["new"]) for k in a if k in b]
+
+    def row(label, sel):
+        if not sel:
+            return
+        x, y = [p[1] for p in sel], [p[2] for p in sel]
+        ratios = [q / p for p, q in zip(x, y) if p > 0]           # (none where the parts never ran)
+        ratio = statistics.median(ratios) if ratios else float("nan")
+        print(f"{label:42s} {len(sel):5d} {statistics.median(x) * 1e3:8.1f} -> "
+              f"{statistics.median(y) * 1e3:6.1f}   {ratio:6.3f}")
+
+    print(f"{'widget.control':42s} {'moves':>5s} {'base ms':>8s}    {'new':>6s}   {'ratio':>6s}")
+    for name in only:
+        mine = [p for p in pairs if p[0][0] == name]
+        for control in dict.fromkeys(p[0][2] for p in mine):
+            row(f"{name}.{control}", [p for p in mine if p[0][2] == control])
+        row(f"{name} (all new settings)", mine)
+    row("all", pairs)
+
+
+if __name__ == "__main__":
+    main()
