@@ -229,7 +229,7 @@ MISS_CAUSES = ("stand-in layout", "recipe the row cannot state", "term the model
 MISSES = {
     "Llama 3.1 405B, 8,192 GPUs (TP8 PP16 DP64)": (
         "stand-in layout",
-        "zero=1 stands in for Meta's FSDP; as Meta states it, only the 8% allowance is over",
+        "zero=1 stands in for Meta's FSDP; as Meta states it, only the fragmentation allowance is over",
     ),
     "Llama 3.1 405B, 16,384 GPUs (TP8 PP16 DP128)": (
         "stand-in layout", "zero=1 stands in for Meta's FSDP without resharding; as Meta states it, it fits"),
@@ -309,12 +309,14 @@ def _evidence(statistic: str, model_gib: float, measured_gib: float) -> str:
 
 def published_measured_memory():
     """Each published memory measurement (:data:`MEASURED_MEMORY_CSV`) against the model's peak of the step
-    for its run, without the allowance: run, statistic, measured_gib, micro_batch, model_gib, ratio
-    (measured / model), evidence. The run is priced as :func:`published_layout_fits` prices it, as its source
-    states it where :data:`STATED` has a recipe, at the micro-batch the measured run used where the file
-    gives one. A peak above a max reserved over-counts (reserved >= allocated); against a max allocated (the
-    live tensors' peak) a peak below under-counts and one above over-counts; a peak below a max reserved is
-    no evidence, since the cache may hold the difference."""
+    for its run: run, statistic, measured_gib, micro_batch, model_gib (the peak, no allowance),
+    model_total_gib (with it), ratio (measured / model_gib) and evidence (:func:`_evidence`).
+
+    The run is priced as :func:`published_layout_fits` prices it, as its source states it where
+    :data:`STATED` has a recipe, and at the micro-batch the measured run used where the file gives one.
+    Reserved >= allocated, since PyTorch's caching allocator keeps freed blocks: a peak above a max reserved
+    over-counts, a peak below one is no evidence; against a max allocated (the live tensors' peak) a peak
+    below under-counts and one above over-counts."""
     import pandas as pd
 
     from .memory import training_memory
@@ -341,6 +343,7 @@ def published_measured_memory():
         step = _stated_step(kind, args) if kind == "recipe" else training_memory(**args)
         model_gib = step.peak_bytes / GiB
         out.append(dict(run=m.run, statistic=m.statistic, measured_gib=m.measured_gib,
-                        micro_batch=args["batch"], model_gib=model_gib, ratio=m.measured_gib / model_gib,
+                        micro_batch=args["batch"], model_gib=model_gib,
+                        model_total_gib=step.total_bytes / GiB, ratio=m.measured_gib / model_gib,
                         evidence=_evidence(m.statistic, model_gib, m.measured_gib)))
     return pd.DataFrame(out)
