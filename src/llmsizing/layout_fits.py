@@ -224,8 +224,8 @@ def published_layout_fits():
 MISS_CAUSES = ("stand-in layout", "recipe the row cannot state", "term the model lacks", "row assumption")
 
 #: Why each run that ran does not fit as read today: ``run -> (cause, one line)``, from the sources cited in
-#: ``tests/test_layout_fits.py`` (``DOES_NOT_FIT``). A stand-in layout is one the row assumes in place of what the source ran; a row
-#: assumption is a blank or config value read literally.
+#: ``tests/test_layout_fits.py`` (``DOES_NOT_FIT``). A stand-in layout is one the row assumes in place of
+#: what the source ran; a row assumption is a blank or config value read literally.
 MISSES = {
     "Llama 3.1 405B, 8,192 GPUs (TP8 PP16 DP64)": (
         "stand-in layout",
