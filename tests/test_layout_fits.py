@@ -143,3 +143,90 @@ def test_fp32_buffer_by_hand(fits):
     n_shard = (layers * per_layer + 2 * v * h) / 8                 # the norms (kilobytes) left out
     extra = row["gib_buffer"] - row["gib_today"]
     assert extra == pytest.approx(1.08 * 2 * n_shard / GiB, rel=0.01)
+
+
+# ----------------------------------------------------------------------------- chapter 5's table
+
+def test_every_miss_has_one_cause_and_the_same_as_here(fits):
+    from llmsizing.layout_fits import MISS_CAUSES, MISSES, layout_misses
+
+    miss = layout_misses(fits.reset_index())
+    assert set(miss["run"]) == set(MISSES) == set(DOES_NOT_FIT)
+    assert set(miss["cause"]) <= set(MISS_CAUSES)
+    assert all(len(why) <= 100 for _, why in MISSES.values())     # one line in the chapter's table
+
+
+def test_the_summary_counts_every_run_once(fits):
+    from llmsizing.layout_fits import layout_fit_summary, layout_misses
+
+    table = fits.reset_index()
+    summary = layout_fit_summary(table).set_index("outcome")["runs"]
+    assert summary.sum() == len(table) == len(RUNS)
+    assert summary["fits"] == len(RUNS) - len(DOES_NOT_FIT)
+    by_cause = layout_misses(table)["cause"].value_counts()
+    assert all(summary[f"does not fit: {c}"] == n for c, n in by_cause.items())
+
+
+def test_a_cause_that_disagrees_with_the_table_is_an_error(fits):
+    from llmsizing.layout_fits import layout_misses
+
+    table = fits.reset_index()
+    flipped = table.assign(fits_today=table["fits_today"] | (table["run"] == "DeepSeek-V3 pre-training"))
+    with pytest.raises(ValueError, match="fits"):
+        layout_misses(flipped)
+
+
+def test_the_gradient_buffer_changes_no_miss(fits):
+    miss = fits.loc[list(DOES_NOT_FIT)]
+    assert not miss["grad_buffer"].any() and not miss["fits_buffer"].any()
+
+
+# ----------------------------------------------------------------------------- measured memory
+
+MEASURED = ROOT / "data" / "published_measured_memory.csv"
+
+
+def test_evidence_rules_by_hand():
+    from llmsizing.layout_fits import _evidence
+
+    # reserved >= allocated: a model peak above the max reserved over-counts, one below proves nothing
+    assert _evidence("max_reserved", 10.0, 9.0) == "over-counts"
+    assert _evidence("max_reserved", 9.0, 10.0) == "no evidence"
+    # the max allocated is the live tensors' peak: either side is evidence
+    assert _evidence("max_allocated", 9.0, 10.0) == "under-counts"
+    assert _evidence("max_allocated", 10.0, 9.0) == "over-counts"
+    with pytest.raises(ValueError, match="statistic"):
+        _evidence("max_active", 1.0, 1.0)
+
+
+def test_measured_rows_name_their_run_statistic_and_source():
+    rows = list(csv.DictReader(open(MEASURED, newline="")))
+    published = {r["run"] for r in csv.DictReader(open(ROOT / "data" / "published_runs.csv", newline=""))}
+    assert rows and all(r["run"] in published and r["source"] and r["as_of"] for r in rows)
+    # torchtitan logs reserved_bytes.all.peak, KempnerForge max_memory_allocated (the sources' code)
+    assert all(r["statistic"] == ("max_reserved" if "torchtitan" in r["run"] else "max_allocated") for r in rows)
+    assert all(r["micro_batch_source"] for r in rows if r["micro_batch"])
+
+
+def test_measured_comparison_follows_its_rule():
+    from llmsizing.layout_fits import published_measured_memory
+
+    m = published_measured_memory()
+    assert len(m) == len(list(csv.DictReader(open(MEASURED, newline=""))))
+    assert (m["ratio"] == m["measured_gib"] / m["model_gib"]).all()
+    over = m["model_gib"] > m["measured_gib"]
+    assert (m.loc[over, "evidence"] == "over-counts").all()
+    under = ~over & (m["statistic"] == "max_allocated") & (m["model_gib"] < m["measured_gib"])
+    assert (m.loc[under, "evidence"] == "under-counts").all()
+    assert (m.loc[~over & (m["statistic"] == "max_reserved"), "evidence"] == "no evidence").all()
+
+
+def test_kempnerforge_single_gpu_measured_by_hand():
+    """KempnerForge's 1-GPU run, as mfu_bench.sh ran it (micro-batch 2), pure bf16: weights, gradients and
+    AdamW's two moments are 2 B each, 8 B per parameter of Llama-3-8B's 8,030,261,248 at the optimizer
+    step, so the model's peak is at least that, and the measured 80.7 GiB allocated is above both."""
+    from llmsizing.layout_fits import published_measured_memory
+
+    m = published_measured_memory().set_index("run").loc["KempnerForge 7B (llama-3-8b), 1 x H200, single GPU"]
+    assert m["micro_batch"] == 2
+    assert 8 * 8_030_261_248 / GiB <= m["model_gib"] < m["measured_gib"] == 80.7

@@ -38,6 +38,8 @@ against the model or against the row, reported in ``data/published_layout_fits.c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .frameworks import stack_family
 
 #: The columns of :func:`published_layout_fits` (``data/published_layout_fits.csv``).
@@ -135,24 +137,35 @@ def _layout_text(par, micro) -> str:
     return " ".join(parts + [f"dp{par.dp}", f"zero{par.zero}", f"mb{micro}"])
 
 
-def _stated_memory(kind: str, args: dict) -> float:
-    """Total bytes of a row priced as its source states it (:data:`STATED`)."""
+def _stated_step(kind: str, args: dict):
+    """The step of a row priced as its source states it (:data:`STATED`)."""
     from dataclasses import replace
 
     from .memory import training_memory
 
     par = args["parallel"]
     if kind == "recipe":
-        return training_memory(**{**args, "precision": "bf16"}, optimizer_impl="fused").total_bytes
+        return training_memory(**{**args, "precision": "bf16"}, optimizer_impl="fused")
     if kind == "llama3":
         from .parallel import LLAMA3_RECIPE, llama3_405b_layout
 
         return training_memory(**{**args, "parallel": llama3_405b_layout(par.dp, par.cp),
-                                  "precision": LLAMA3_RECIPE}).total_bytes
+                                  "precision": LLAMA3_RECIPE})
     from .deepseek import DEEPSEEK_V3_BALANCED_SPLIT, deepseek_memory
 
     return deepseek_memory(args["model"], replace(par, stage_layers=DEEPSEEK_V3_BALANCED_SPLIT),
-                           seq=args["seq"], grad_accum=args["grad_accum"]).total_bytes
+                           seq=args["seq"], grad_accum=args["grad_accum"])
+
+
+def _stated_memory(kind: str, args: dict) -> float:
+    """Total bytes of a row priced as its source states it (:data:`STATED`)."""
+    return _stated_step(kind, args).total_bytes
+
+
+def _stated_key(row) -> str:
+    """A dense row's key in :data:`STATED`: its model for Meta's internal stack, else its framework."""
+    framework = row.framework.strip().lower() if isinstance(row.framework, str) else ""
+    return row.model if framework.startswith("meta internal") else framework
 
 
 def _fit_row(row: dict, family: str, args: dict, assumed: list, stated_key) -> dict:
@@ -196,12 +209,141 @@ def published_layout_fits():
         got = None if _blank(row.dp) else _dense_job_args(row)
         if got is None:
             continue
-        framework = row.framework.strip().lower() if isinstance(row.framework, str) else ""
-        key = row.model if framework.startswith("meta internal") else framework
         out.append(_fit_row({**row._asdict(), "table": "published_runs"},
-                            stack_family(row.framework, lenient=True), *got, key))
+                            stack_family(row.framework, lenient=True), *got, _stated_key(row)))
     for _, row in moe_published_runs().iterrows():
         family = stack_family(MOE_FRAMEWORK.get(row["run"]))
         out.append(_fit_row({**row.to_dict(), "table": "moe_published_runs"}, family, *_moe_job_args(row),
                             row["model"]))
     return pd.DataFrame(out, columns=list(FIT_COLUMNS))
+
+
+# ----------------------------------------------------------------------------- the misses, for chapter 5
+
+#: The kinds of cause of a run that ran but does not fit as read today (:data:`MISSES`).
+MISS_CAUSES = ("stand-in layout", "recipe the row cannot state", "term the model lacks", "row assumption")
+
+#: Why each run that ran does not fit as read today: ``run -> (cause, one line)``, from the sources cited in
+#: ``tests/test_layout_fits.py`` (``DOES_NOT_FIT``). A stand-in layout is one the row assumes in place of
+#: what the source ran; a row assumption is a blank or config value read literally.
+MISSES = {
+    "Llama 3.1 405B, 8,192 GPUs (TP8 PP16 DP64)": (
+        "stand-in layout",
+        "zero=1 stands in for Meta's FSDP; as Meta states it, only the fragmentation allowance is over",
+    ),
+    "Llama 3.1 405B, 16,384 GPUs (TP8 PP16 DP128)": (
+        "stand-in layout", "zero=1 stands in for Meta's FSDP without resharding; as Meta states it, it fits"),
+    "Llama 3.1 405B, 16,384 GPUs, 128K context (TP8 CP16 PP16 DP4)": (
+        "stand-in layout", "zero=1 stands in for Meta's FSDP without resharding; as Meta states it, it fits"),
+    "Llama 4 Scout pre-training": ("stand-in layout", "layout not published: pp 4, ep 16, ZeRO-1 assumed"),
+    "Llama 4 Maverick pre-training": ("stand-in layout", "layout not published: Scout's assumptions kept"),
+    "KempnerForge 7B (llama-3-8b), 1 x H200, single GPU": (
+        "recipe the row cannot state", "the model is cast to bf16, so AdamW keeps 8 B/param, not 16"),
+    "Llama 3.1 8B, 8 GPUs FSDP + torch.compile (torchtitan)": (
+        "term the model lacks", "torchtitan's op-level selective recomputation saves less than Megatron's"),
+    "Llama 3.1 8B, 128 GPUs FSDP + compile + Float8 (torchtitan)": (
+        "term the model lacks", "torchtitan's op-level selective recomputation saves less than Megatron's"),
+    "GPT3-1.3B 8k (FlashAttention-2 paper, 8 x A100 80GB, ZeRO-1 DDP)": (
+        "term the model lacks", "flash-attn's cross-entropy writes its gradient in place (inplace_backward)"),
+    "DeepSeek-V3 pre-training": (
+        "term the model lacks", "recomputed RMSNorms, MLA up-projections, FP8 caches: deepseek_memory fits",
+    ),
+    "DeepSeek-V2 pre-training": (
+        "term the model lacks", "'a portion of the operators are recomputed': which ones is not stated"),
+    "GLM-130B, 768 A100 40GB (DeepSpeed PipeDream-Flush, TP4 PP8 DP24)": (
+        "row assumption", "ZeRO stage not stated, read as 0: the optimizer states alone exceed 40 GB"),
+    "GPT3-2.7B 8k (FlashAttention-2 paper, 8 x A100 80GB, ZeRO-1 DDP)": (
+        "row assumption", "micro-batch 4, the 2k config's formula copied; unresolved without a measurement",
+    ),
+}
+
+
+def layout_misses(fits=None):
+    """The runs of :func:`published_layout_fits` that do not fit as read today, with their cause
+    (:data:`MISSES`): run, gpu, gib_today, gpu_gib, gib_buffer, gib_stated, cause, why. Raises ``ValueError``
+    if a miss has no cause or a cause names a run that fits: the table and the causes must agree."""
+    fits = published_layout_fits() if fits is None else fits
+    miss = fits[~fits["fits_today"]]
+    unknown = sorted(set(miss["run"]) - set(MISSES))
+    stale = sorted(set(MISSES) - set(miss["run"]))
+    if unknown or stale:
+        raise ValueError(f"fits: runs without a cause in MISSES {unknown}, causes of runs that fit {stale}")
+    cols = ["run", "gpu", "gib_today", "gpu_gib", "gib_buffer", "gib_stated"]
+    out = miss[cols].assign(cause=[MISSES[r][0] for r in miss["run"]],
+                            why=[MISSES[r][1] for r in miss["run"]])
+    order = {c: i for i, c in enumerate(MISS_CAUSES)}
+    return out.sort_values("cause", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)
+
+
+def layout_fit_summary(fits=None):
+    """Counts for chapter 5: one row per outcome ("fits", then each of :data:`MISS_CAUSES`) with ``runs``."""
+    import pandas as pd
+
+    fits = published_layout_fits() if fits is None else fits
+    miss = layout_misses(fits)
+    counts = [("fits", int(fits["fits_today"].sum()))]
+    counts += [(f"does not fit: {c}", int((miss["cause"] == c).sum())) for c in MISS_CAUSES]
+    return pd.DataFrame(counts, columns=["outcome", "runs"])
+
+
+# ----------------------------------------------------------------------------- measured memory
+
+#: Memory that sources measured on their runs (torchtitan's max reserved, KempnerForge's max allocated).
+MEASURED_MEMORY_CSV = Path(__file__).resolve().parents[2] / "data" / "published_measured_memory.csv"
+
+#: What each statistic of :data:`MEASURED_MEMORY_CSV` bounds. PyTorch's caching allocator keeps freed blocks,
+#: so the peak reserved is at least the peak allocated (torch.cuda memory notes, ch5).
+STATISTICS = ("max_allocated", "max_reserved")
+
+
+def _evidence(statistic: str, model_gib: float, measured_gib: float) -> str:
+    """What one measurement says about the model's peak (tensors only, no allowance)."""
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic must be one of {STATISTICS}, got {statistic!r}")
+    if model_gib > measured_gib:
+        return "over-counts"
+    if statistic == "max_allocated" and model_gib < measured_gib:
+        return "under-counts"
+    return "no evidence" if statistic == "max_reserved" else "matches"
+
+
+def published_measured_memory():
+    """Each published memory measurement (:data:`MEASURED_MEMORY_CSV`) against the model's peak of the step
+    for its run: run, statistic, measured_gib, micro_batch, model_gib (the peak, no allowance),
+    model_total_gib (with it), ratio (measured / model_gib) and evidence (:func:`_evidence`).
+
+    The run is priced as :func:`published_layout_fits` prices it, as its source states it where
+    :data:`STATED` has a recipe, and at the micro-batch the measured run used where the file gives one.
+    Reserved >= allocated, since PyTorch's caching allocator keeps freed blocks: a peak above a max reserved
+    over-counts, a peak below one is no evidence; against a max allocated (the live tensors' peak) a peak
+    below under-counts and one above over-counts."""
+    import pandas as pd
+
+    from .memory import training_memory
+    from .mfu_published import PUBLISHED_RUNS_CSV
+    from .units import GiB
+
+    meas = pd.read_csv(MEASURED_MEMORY_CSV)
+    dense = pd.read_csv(PUBLISHED_RUNS_CSV)
+    dense["dtype"] = dense["dtype"].fillna("bf16")
+    rows = {r.run: r for r in dense.itertuples()}
+    out = []
+    for m in meas.itertuples():
+        if m.run not in rows:
+            raise ValueError(f"run {m.run!r} of {MEASURED_MEMORY_CSV.name} is not in published_runs.csv")
+        row = rows[m.run]
+        args, _ = _dense_job_args(row)
+        if not _blank(m.micro_batch):
+            mb = int(m.micro_batch)
+            tokens = args["batch"] * args["grad_accum"]
+            if tokens % mb:
+                raise ValueError(f"micro_batch {mb} of {m.run!r} must divide its {tokens} sequences per GPU")
+            args = {**args, "batch": mb, "grad_accum": tokens // mb}
+        kind = STATED.get(_stated_key(row), ("", None))[1]
+        step = _stated_step(kind, args) if kind == "recipe" else training_memory(**args)
+        model_gib = step.peak_bytes / GiB
+        out.append(dict(run=m.run, statistic=m.statistic, measured_gib=m.measured_gib,
+                        micro_batch=args["batch"], model_gib=model_gib,
+                        model_total_gib=step.total_bytes / GiB, ratio=m.measured_gib / model_gib,
+                        evidence=_evidence(m.statistic, model_gib, m.measured_gib)))
+    return pd.DataFrame(out)
