@@ -355,8 +355,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=list(ENGINES),
                    help="a calibrated engine's own step overhead (default: vLLM's, continuous batching)")
     p.add_argument("--max-num-seqs", type=integer(), help="the engine's cap on running sequences per "
-                   "replica (vLLM's --max-num-seqs; default vLLM's on the GPU: 256 on an A100 or under 70 "
-                   "GiB, else 1024)")
+                   "replica, per attention group with expert parallelism (vLLM's --max-num-seqs; default "
+                   "vLLM's on the GPU: 256 on an A100 or under 70 GiB, else 1024)")
     p.add_argument("--price", type=number(0),
                    help="USD per GPU-hour (default: the catalogue's on-demand price)")
     _add_output(p)

@@ -460,7 +460,9 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     ``domain / etp`` of them a node (issue 35: a group wider than a node reaches several).
 
     ``dispatcher`` (:data:`llmsizing.all_to_all.DISPATCHERS`): ``"alltoall"``, the default, all of the above
-    (Megatron-Core's ``alltoall`` dispatcher, ``k`` copies a token); ``"deepep"`` (its ``flex`` dispatcher on
+    (Megatron-Core's ``alltoall`` dispatcher, ``k`` copies a token, except where the group- or node-limited
+    routing above already sends a token once per GPU or node it reaches, as DeepSeek's kernels do, whichever
+    dispatcher is named); ``"deepep"`` (its ``flex`` dispatcher on
     DeepEP) a token once to each GPU it reaches, the model's ``experts`` drawn without replacement, and
     once to each node, forwarded (:func:`llmsizing.all_to_all.all_to_all_s`); a row's bytes are then the ones
     it sends inside a domain, and across domains the ``k``-copy buffer's, as with a node limit."""
