@@ -230,3 +230,21 @@ def test_kempnerforge_single_gpu_measured_by_hand():
     m = published_measured_memory().set_index("run").loc["KempnerForge 7B (llama-3-8b), 1 x H200, single GPU"]
     assert m["micro_batch"] == 2
     assert 8 * 8_030_261_248 / GiB <= m["model_gib"] < m["measured_gib"] == 80.7
+
+
+def test_stacks_and_stated_pricing_come_from_data_not_names(monkeypatch, tmp_path):
+    """A MoE row's stack is its ``framework`` cell: JetMoE's report runs Megatron (arXiv:2404.07413 Sec. 4.1),
+    so the buffer applies; OLMoE's FSDP does not keep one. The "as stated" pricing is keyed by run in
+    data/memory_as_stated.csv, and a run there that no table prices (a renamed run) raises."""
+    from llmsizing import layout_fits, moe_runs
+
+    runs = moe_runs.moe_published_runs().set_index("run")
+    assert runs.loc["JetMoE-8B pre-training", "framework"] == "megatron"
+    assert runs.loc["OLMoE-1B-7B pre-training", "framework"] == "fsdp"
+    stated = list(csv.DictReader(open(layout_fits.STATED_CSV, newline="")))
+    assert stated and all(r["source"] and r["as_of"] and r["text"] for r in stated)
+    bad = tmp_path / "memory_as_stated.csv"
+    bad.write_text("run,kind,text,source,as_of\nNo such run,recipe,t,s,2026-01-01\n")
+    monkeypatch.setattr(layout_fits, "STATED_CSV", bad)
+    with pytest.raises(ValueError, match="memory_as_stated.csv"):
+        layout_fits.published_layout_fits()

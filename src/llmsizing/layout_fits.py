@@ -21,8 +21,8 @@ per-GPU total (peak + the book's allowance) within its GPU's memory (the driver'
     gradients.
   - Every other stack is priced as today: FSDP, ZeRO-3 and DeepSpeed's ZeRO-1/2 keep no persistent
     buffer (``notes/grad28b.md``).
-* **As the source states it** (``gib_stated``), where the library holds what the row's columns cannot
-  carry (:data:`STATED`).
+* **As the source states it** (``gib_stated``), where ``data/memory_as_stated.csv`` holds, by run, what the
+  row's columns cannot carry (:func:`stated_rows`).
   - KempnerForge casts its model to bf16 (``scripts/train.py``: ``model.to(dtype=tc.param_dtype)``), so its
     AdamW states are bf16 too: the ``bf16`` recipe. Its report states fused AdamW.
   - Llama 3 405B is priced on :func:`~llmsizing.parallel.llama3_405b_layout` with
@@ -55,26 +55,25 @@ PART_COLUMNS = ("weights", "optimizer states", "gradients", "activations", "temp
 #: A dense row's ``dtype`` -> the recipe its memory is priced with today.
 DENSE_RECIPE = {"bf16": "bf16-mixed", "fp8": "bf16-mixed", "fp16": "fp16-mixed"}
 
-#: The stack of each MoE row (``data/moe_published_runs.csv`` has no framework column), as the row's note
-#: gives it. JetMoE-8B runs on Megatron without a distributed optimizer ("Megatron without a distributed
-#: optimizer"), and OLMoE on FSDP ("data parallelism by FSDP"). The other rows name no stack (DeepSeek's
-#: HAI-LLM is not Megatron-Core; Granite 3.0's report names ScatterMoE, not the trainer), so they are
-#: ``"unknown"``.
-MOE_FRAMEWORK = {"JetMoE-8B pre-training": "megatron", "OLMoE-1B-7B pre-training": "fsdp"}
+#: What a source states that its row's columns cannot carry: ``run, kind, text, source, as_of``, one row
+#: per run priced that way (:func:`stated_rows`). ``kind`` selects how :func:`_stated_memory` prices it.
+STATED_CSV = Path(__file__).resolve().parents[2] / "data" / "memory_as_stated.csv"
 
-#: What a source states that its row's columns cannot carry, by the row's ``framework`` (dense) or ``model``
-#: (MoE). Each entry is a text and, for :func:`_stated_memory`, a kind.
-STATED = {
-    "kempnerforge": ("pure bf16 (KempnerForge scripts/train.py at abbbac3 casts the model with "
-                     "model.to(dtype=bf16), so AdamW's states are bf16) and fused AdamW (its "
-                     "mfu_scaling.md: 'fused AdamW')", "recipe"),
-    "llama-3.1-405b": ("llama3_405b_layout with LLAMA3_RECIPE: Dubey et al. 2024 Sec. 3.3.2, FSDP that "
-                       "does not reshard after the forward, FP32 gradients, stage outputs freed once sent",
-                       "llama3"),
-    "deepseek-v3": ("deepseek_memory on DEEPSEEK_V3_BALANCED_SPLIT: arXiv:2412.19437 Sec. 3.2.3 "
-                    "(RMSNorm and MLA up-projection recomputed), Sec. 3.3 (FP8 caches), DualPipe",
-                    "deepseek"),
-}
+#: The kinds of ``data/memory_as_stated.csv`` (:func:`_stated_step`).
+STATED_KINDS = ("recipe", "llama3", "deepseek")
+
+
+def stated_rows() -> dict:
+    """``data/memory_as_stated.csv`` as ``run -> (text, kind)``; an unknown kind raises ValueError."""
+    import csv
+
+    with open(STATED_CSV, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    bad = sorted({r["kind"] for r in rows} - set(STATED_KINDS))
+    if bad:
+        raise ValueError(f"kind in {STATED_CSV.name} must be one of {', '.join(STATED_KINDS)}; got {bad}")
+    return {r["run"]: (r["text"], r["kind"]) for r in rows}
+
 
 #: How the totals were computed (the ``method`` column).
 METHOD = "llmsizing.layout_fits.published_layout_fits (training_memory: peak of the step + allowance)"
@@ -138,7 +137,7 @@ def _layout_text(par, micro) -> str:
 
 
 def _stated_step(kind: str, args: dict):
-    """The step of a row priced as its source states it (:data:`STATED`)."""
+    """The step of a row priced as its source states it (:func:`stated_rows`)."""
     from dataclasses import replace
 
     from .memory import training_memory
@@ -158,17 +157,11 @@ def _stated_step(kind: str, args: dict):
 
 
 def _stated_memory(kind: str, args: dict) -> float:
-    """Total bytes of a row priced as its source states it (:data:`STATED`)."""
+    """Total bytes of a row priced as its source states it (:func:`stated_rows`)."""
     return _stated_step(kind, args).total_bytes
 
 
-def _stated_key(row) -> str:
-    """A dense row's key in :data:`STATED`: its model for Meta's internal stack, else its framework."""
-    framework = row.framework.strip().lower() if isinstance(row.framework, str) else ""
-    return row.model if framework.startswith("meta internal") else framework
-
-
-def _fit_row(row: dict, family: str, args: dict, assumed: list, stated_key) -> dict:
+def _fit_row(row: dict, family: str, args: dict, assumed: list, stated: dict) -> dict:
     from .catalog import get_gpu
     from .memory import training_memory
     from .units import GiB
@@ -180,8 +173,8 @@ def _fit_row(row: dict, family: str, args: dict, assumed: list, stated_key) -> d
     rec = _buffer_recipe(args["precision"]) if buffer else args["precision"]
     withb = training_memory(**{**args, "precision": rec}, grad_buffer=True) if buffer else today
     parts = today.phase_parts[today.peak_phase]
-    text, kind = STATED.get(stated_key, ("", None))
-    stated = _stated_memory(kind, args) / GiB if kind else float("nan")
+    text, kind = stated.get(row["run"], ("", None))
+    gib_stated = _stated_memory(kind, args) / GiB if kind else float("nan")
     return dict(run=row["run"], table=row["table"], gpu=g.name, stack=family,
                 layout=_layout_text(par, args["batch"]), assumed="; ".join(assumed),
                 precision_today=args["precision"], gib_today=today.total_bytes / GiB, grad_buffer=buffer,
@@ -190,7 +183,7 @@ def _fit_row(row: dict, family: str, args: dict, assumed: list, stated_key) -> d
                 fits_buffer=withb.total_bytes <= g.memory_bytes,
                 peak_phase=today.peak_phase, dominant=max(PART_COLUMNS, key=parts.get),
                 **{f"{k.replace(' ', '_')}_gib": parts[k] / GiB for k in PART_COLUMNS},
-                gib_stated=stated, stated=text, method=METHOD, source=row["source"], as_of=row["as_of"])
+                gib_stated=gib_stated, stated=text, method=METHOD, source=row["source"], as_of=row["as_of"])
 
 
 def published_layout_fits():
@@ -204,17 +197,21 @@ def published_layout_fits():
 
     dense = pd.read_csv(PUBLISHED_RUNS_CSV)
     dense["dtype"] = dense["dtype"].fillna("bf16")
-    out = []
+    stated, out = stated_rows(), []
     for row in dense.itertuples():
         got = None if _blank(row.dp) else _dense_job_args(row)
         if got is None:
             continue
         out.append(_fit_row({**row._asdict(), "table": "published_runs"},
-                            stack_family(row.framework, lenient=True), *got, _stated_key(row)))
+                            stack_family(row.framework, lenient=True), *got, stated))
     for _, row in moe_published_runs().iterrows():
-        family = stack_family(MOE_FRAMEWORK.get(row["run"]))
+        family = stack_family(row["framework"], lenient=True)
         out.append(_fit_row({**row.to_dict(), "table": "moe_published_runs"}, family, *_moe_job_args(row),
-                            row["model"]))
+                            stated))
+    lost = sorted(set(stated) - {r["run"] for r in out})
+    if lost:
+        raise ValueError(f"run in {STATED_CSV.name} must name a priced row of published_runs.csv or "
+                         f"moe_published_runs.csv; not found: {lost}")
     return pd.DataFrame(out, columns=list(FIT_COLUMNS))
 
 
@@ -313,7 +310,7 @@ def published_measured_memory():
     model_total_gib (with it), ratio (measured / model_gib) and evidence (:func:`_evidence`).
 
     The run is priced as :func:`published_layout_fits` prices it, as its source states it where
-    :data:`STATED` has a recipe, and at the micro-batch the measured run used where the file gives one.
+    ``data/memory_as_stated.csv`` has a recipe (:func:`stated_rows`), and at the micro-batch the measured run used where the file gives one.
     Reserved >= allocated, since PyTorch's caching allocator keeps freed blocks: a peak above a max reserved
     over-counts, a peak below one is no evidence; against a max allocated (the live tensors' peak) a peak
     below under-counts and one above over-counts."""
@@ -327,7 +324,7 @@ def published_measured_memory():
     dense = pd.read_csv(PUBLISHED_RUNS_CSV)
     dense["dtype"] = dense["dtype"].fillna("bf16")
     rows = {r.run: r for r in dense.itertuples()}
-    out = []
+    stated, out = stated_rows(), []
     for m in meas.itertuples():
         if m.run not in rows:
             raise ValueError(f"run {m.run!r} of {MEASURED_MEMORY_CSV.name} is not in published_runs.csv")
@@ -339,7 +336,7 @@ def published_measured_memory():
             if tokens % mb:
                 raise ValueError(f"micro_batch {mb} of {m.run!r} must divide its {tokens} sequences per GPU")
             args = {**args, "batch": mb, "grad_accum": tokens // mb}
-        kind = STATED.get(_stated_key(row), ("", None))[1]
+        kind = stated.get(m.run, ("", None))[1]
         step = _stated_step(kind, args) if kind == "recipe" else training_memory(**args)
         model_gib = step.peak_bytes / GiB
         out.append(dict(run=m.run, statistic=m.statistic, measured_gib=m.measured_gib,
