@@ -73,14 +73,15 @@ STANDINS = {m.name: m for m in (JETMOE_8B_STANDIN, PHI_35_MOE_STANDIN, MAVERICK_
 
 def moe_published_runs():
     """``data/moe_published_runs.csv`` as a DataFrame: run, catalogue model (or ``"jetmoe-8b (stand-in)"``),
-    GPU, the training stack its source names (``framework``, blank if none; read by
-    :mod:`llmsizing.layout_fits`), GPUs (``n_gpus_published`` says whether the count is the source's or
-    assumed), sequence length, tokens, GPU-hours, precision recipe, the layout (``pp``, ``ep``, ``dp``, ``zero``, ``recompute``), the
-    global batch in sequences, the share of the all-to-all the run hides (``ep_overlap``), whether its shared
-    experts run beside the all-to-all (``shared_expert_overlap``, ``yes``/``no``), DeepSeek's node
-    limit (``max_nodes``), the token ``dispatcher`` (``alltoall`` or ``deepep``), the capacity factor of
-    token dropping (``capacity_factor``, empty: dropless), ``role`` (``check``: every run checks the range,
-    none is fitted), source, as-of date and note."""
+    GPU,
+    the training stack its source names (``framework``, blank if none; read by :mod:`llmsizing.layout_fits`),
+    GPUs (``n_gpus_published`` says whether the count is the source's or assumed), sequence length, tokens,
+    GPU-hours, precision recipe, the layout (``pp``, ``ep``, ``dp``, ``zero``, ``recompute``), the global
+    batch in sequences, the share of the all-to-all the run hides (``ep_overlap``), whether its shared experts
+    run beside the all-to-all (``shared_expert_overlap``, ``yes``/``no``), DeepSeek's node limit
+    (``max_nodes``), the token ``dispatcher`` (``alltoall`` or ``deepep``), the capacity factor of token
+    dropping (``capacity_factor``, empty: dropless), ``role`` (``check``: every run checks the range, none is
+    fitted), source, as-of date and note."""
     import pandas as pd
 
     return pd.read_csv(MOE_PUBLISHED_RUNS_CSV, keep_default_na=False, na_values=[""])
