@@ -310,7 +310,8 @@ def published_measured_memory():
     model_total_gib (with it), ratio (measured / model_gib) and evidence (:func:`_evidence`).
 
     The run is priced as :func:`published_layout_fits` prices it, as its source states it where
-    ``data/memory_as_stated.csv`` has a recipe (:func:`stated_rows`), and at the micro-batch the measured run used where the file gives one.
+    ``data/memory_as_stated.csv`` has a recipe (:func:`stated_rows`), and at the micro-batch the measured
+    run used where the file gives one.
     Reserved >= allocated, since PyTorch's caching allocator keeps freed blocks: a peak above a max reserved
     over-counts, a peak below one is no evidence; against a max allocated (the live tensors' peak) a peak
     below under-counts and one above over-counts."""

@@ -73,8 +73,8 @@ STANDINS = {m.name: m for m in (JETMOE_8B_STANDIN, PHI_35_MOE_STANDIN, MAVERICK_
 
 def moe_published_runs():
     """``data/moe_published_runs.csv`` as a DataFrame: run, catalogue model (or ``"jetmoe-8b (stand-in)"``),
-    GPU,
-    the training stack its source names (``framework``, blank if none; read by :mod:`llmsizing.layout_fits`),
+    GPU, the training stack its source names (``framework``, blank if none; read by
+    :mod:`llmsizing.layout_fits`),
     GPUs (``n_gpus_published`` says whether the count is the source's or assumed), sequence length, tokens,
     GPU-hours, precision recipe, the layout (``pp``, ``ep``, ``dp``, ``zero``, ``recompute``), the global
     batch in sequences, the share of the all-to-all the run hides (``ep_overlap``), whether its shared experts
