@@ -235,8 +235,7 @@ def test_kempnerforge_single_gpu_measured_by_hand():
 def test_stacks_and_stated_pricing_come_from_data_not_names(monkeypatch, tmp_path):
     """A MoE row's stack is its ``framework`` cell: JetMoE's report runs Megatron (arXiv:2404.07413
     Sec. 4.1), so the buffer applies; OLMoE's FSDP does not keep one. The "as stated" pricing is keyed by
-    run in
-    data/memory_as_stated.csv, and a run there that no table prices (a renamed run) raises."""
+    run in data/memory_as_stated.csv, and a run there that no table prices (a renamed run) raises."""
     from llmsizing import layout_fits, moe_runs
 
     runs = moe_runs.moe_published_runs().set_index("run")
