@@ -28,13 +28,18 @@ class Dispatcher:
 
 
 #: The token dispatchers :func:`all_to_all_s` prices: Megatron-Core's ``alltoall``, and its ``flex`` on DeepEP
-#: as ``deepep`` (chapter 18)
+#: as ``deepep`` (chapter 18). ``alltoall`` sends ``k`` copies a token only where the routing is not limited:
+#: under a model's group-limited routing inside one domain (:func:`route_max_ranks`, DeepSeek-V2's ``M``) it
+#: sends a token once to each GPU reached, and with ``max_nodes`` once to each node over the network (every
+#: copy forwarded over NVLink), as DeepSeek's kernels do, whichever dispatcher is named.
 DISPATCHERS = {
     "alltoall": Dispatcher("alltoall", False, (
         "Megatron-Core MoEAlltoAllTokenDispatcher (--moe-token-dispatcher-type alltoall), "
         "megatron/core/transformer/moe/token_dispatcher.py: input_splits sum routing_map per expert over "
         "each rank's experts, num_out_tokens = tokens x moe_router_topk (dropless): a token once per "
-        "expert")),
+        "expert; priced so only without a group or node limit: with route_max_ranks < k a token goes once "
+        "per GPU reached, with max_nodes once per node over the network, as DeepSeek's kernels send it "
+        "(DeepSeek-V2, arXiv:2405.04434, Sec. 2.2.2; DeepSeek-V3, arXiv:2412.19437, Sec. 3.2.2)")),
     "deepep": Dispatcher("deepep", True, (
         "Megatron-Core MoEFlexTokenDispatcher with DeepEP (--moe-token-dispatcher-type flex "
         "--moe-enable-deepep), token_dispatcher.py: _DeepepManager.dispatch sends the unpermuted tokens "
@@ -273,22 +278,23 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
     RDMA-bound EP 32 and 64 (0.95-0.99x, counting 4 nodes a token) do not move
     (``tests/test_deepep_forwarding.py``).
 
-    **The dispatcher** (``dispatcher``, a :data:`DISPATCHERS` name; issue 35). ``"alltoall"`` (the default,
-    all of the above) sends a token once per expert, ``k`` copies, as Megatron-Core's
-    ``MoEAlltoAllTokenDispatcher`` does. ``"deepep"`` (Megatron-Core's ``flex`` dispatcher on DeepEP's normal
-    kernels) sends it once to each GPU holding one of its experts and, across nodes, once to each node and
-    on over NVLink (the forwarding leg above, also without ``max_nodes``). It needs ``top_k``; ``experts``
-    (the routed experts over the ``ep`` GPUs) makes the draw exact, without replacement
-    (:func:`distinct_reached`). Inside a domain ``(ep - 1) / ep x D / k`` of the buffer leaves, ``D`` the
-    GPUs a token reaches: ``8 (1 - C(224, 8) / C(256, 8)) = 5.29`` of 8 for top-8 of 256 experts at EP 8,
-    0.66 of the ``alltoall``'s bytes. Across domains the network carries ``D_n x (n - 1) / n / k`` and the
-    NVLink leg ``D_g x (d - 1) / d / k``: ``D_n`` the nodes (with ``max_nodes`` its bound ``min(k, M, n)``,
-    as DeepSeek's group-limited router picks groups by their best experts, so a chosen group is nearly
-    always reached; else the distinct nodes of ``k`` uniform draws), ``D_g`` the distinct GPUs among the
-    reached nodes' ``D_n x d``. Uniform routing is the approximation: a trained router's picks cluster, so
-    they reach fewer GPUs. Against DeepEP's published normal kernels (:func:`deepep_normal_published_s`):
-    0.88x at EP 8 (the ``alltoall`` count 1.32x), 0.80x at EP 16, 0.99x at EP 64
-    (``tests/test_dispatcher.py``)."""
+    **The dispatcher** (``dispatcher``, a :data:`DISPATCHERS` name; issue 35). ``"alltoall"`` (the
+    default, all of the above) sends a token once per expert, ``k`` copies, as Megatron-Core's
+    ``MoEAlltoAllTokenDispatcher`` does, except that with ``max_nodes`` the network carries it once per
+    node (above; and :func:`llmsizing.moe.ep_all_to_all` sends it once per GPU under group-limited
+    routing). ``"deepep"`` (Megatron-Core's ``flex`` dispatcher on DeepEP's normal kernels) sends it once
+    to each GPU holding one of its experts and, across nodes, once to each node and on over NVLink (the
+    forwarding leg above, also without ``max_nodes``). It needs ``top_k``; ``experts`` (the routed experts
+    over the ``ep`` GPUs) makes the draw exact, without replacement (:func:`distinct_reached`). Inside a
+    domain ``(ep - 1) / ep x D / k`` of the buffer leaves, ``D`` the GPUs a token reaches: ``8 (1 - C(224,
+    8) / C(256, 8)) = 5.29`` of 8 for top-8 of 256 experts at EP 8, 0.66 of the ``alltoall``'s bytes.
+    Across domains the network carries ``D_n x (n - 1) / n / k`` and the NVLink leg ``D_g x (d - 1) / d /
+    k``: ``D_n`` the nodes (with ``max_nodes`` its bound ``min(k, M, n)``, as DeepSeek's group-limited
+    router picks groups by their best experts, so a chosen group is nearly always reached; else the
+    distinct nodes of ``k`` uniform draws), ``D_g`` the distinct GPUs among the reached nodes' ``D_n x
+    d``. Uniform routing is the approximation: a trained router's picks cluster, so they reach fewer GPUs.
+    Against DeepEP's published normal kernels (:func:`deepep_normal_published_s`): 0.88x at EP 8 (the
+    ``alltoall`` count 1.32x), 0.80x at EP 16, 0.99x at EP 64 (``tests/test_dispatcher.py``)."""
     s = check_number("message_bytes", message_bytes)
     ep = check_int("ep", ep, maximum=65536)
     stride = check_int("stride", stride, maximum=65536)

@@ -47,7 +47,9 @@ class Job:
     modules (DeepSeek-V3's, :mod:`llmsizing.mtp`), and ``capacity_factor`` its token dropping (``None``:
     dropless), which its memory, step, time and plan price; ``dispatcher`` its token dispatcher
     (``"alltoall"`` or ``"deepep"``, :data:`~llmsizing.all_to_all.DISPATCHERS`), which its step and plan
-    price. ``grad_buffer`` (issue 38): the gradients live in a persistent buffer (Megatron-Core's DDP grad
+    price; under the model's group-limited routing or a ``max_nodes`` limit ``"alltoall"`` too sends a
+    token once per GPU or node it reaches (DeepSeek's kernels), so the two can price alike there.
+    ``grad_buffer`` (issue 38): the gradients live in a persistent buffer (Megatron-Core's DDP grad
     buffer, PyTorch DDP's buckets), which its memory and plan price
     (:func:`~llmsizing.memory.training_memory`; DDP and ZeRO-1 only, refused with ZeRO-2 or 3). Checked
     when made: a model and layout that cannot run together are refused here, once."""
