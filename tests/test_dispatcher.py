@@ -17,8 +17,8 @@ from math import prod
 import pytest
 
 from llmsizing import get_gpu
-from llmsizing.all_to_all import (DISPATCHERS, all_to_all_s, check_dispatcher, deepep_normal_published_s,
-                                  distinct_reached)
+from llmsizing.all_to_all import (DEFAULT_DISPATCHER, DISPATCHERS, all_to_all_s, check_dispatcher,
+                                  deepep_normal_published_s, dispatcher_kwargs, distinct_reached)
 from llmsizing.network import get_node
 
 T, H, K, E = 4096, 7168, 8, 256
@@ -171,7 +171,7 @@ def test_plan_rows_with_deepep_reproduce_through_the_job():
 @pytest.mark.parametrize("call, match", [
     (lambda: check_dispatcher("flex"), "dispatcher must be one of"),
     (lambda: check_dispatcher(None), "dispatcher must be one of"),
-    (lambda: all_to_all_s(1e6, 8, G, NODE, dispatcher="deepep"), "top_k"),
+    (lambda: all_to_all_s(1e6, 8, G, NODE, dispatcher="deepep"), "dispatcher='deepep' needs top_k"),
     (lambda: all_to_all_s(1e6, 8, G, NODE, top_k=8, dispatcher="deepep", experts=4), "experts"),
     (lambda: distinct_reached(8, 2, 2), "top_k=8 exceeds"),
 ])
@@ -197,3 +197,16 @@ def test_a_job_and_training_time_check_the_dispatcher():
     assert job.kwargs("step")["dispatcher"] == "deepep"
     assert "dispatcher" not in job.replace(dispatcher="alltoall").kwargs("step")
     assert "dispatcher" not in job.kwargs("memory")
+    # (fix28b) a dense model has no tokens to dispatch: refused as training_time refuses it, by name
+    with pytest.raises(ValueError, match="dispatcher='deepep'.*dense"):
+        Job("llama-3-8b", "H100 SXM", 4096, Parallel(dp=8), dispatcher="deepep")
+    assert Job("llama-3-8b", "H100 SXM", 4096, Parallel(dp=8)).dispatcher == DEFAULT_DISPATCHER
+
+
+def test_one_default_dispatcher_omits_its_keyword():
+    """An old call's keywords stay as they were: only a non-default dispatcher is passed on."""
+    assert DEFAULT_DISPATCHER in DISPATCHERS and not DISPATCHERS[DEFAULT_DISPATCHER].once_per_gpu
+    assert dispatcher_kwargs(DEFAULT_DISPATCHER) == {}
+    assert dispatcher_kwargs("deepep") == {"dispatcher": "deepep"}
+    with pytest.raises(ValueError, match="dispatcher must be one of"):
+        dispatcher_kwargs("flex")

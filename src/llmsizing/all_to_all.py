@@ -50,6 +50,17 @@ DISPATCHERS = {
 }
 
 
+#: The dispatcher a call without ``dispatcher`` prices (every function's default; chapter 18).
+DEFAULT_DISPATCHER = "alltoall"
+
+
+def dispatcher_kwargs(dispatcher) -> dict:
+    """``{"dispatcher": name}`` for a dispatcher other than :data:`DEFAULT_DISPATCHER`, else ``{}``: an old
+    call's keywords unchanged (the name is checked by :func:`check_dispatcher`)."""
+    name = check_dispatcher(dispatcher).name
+    return {} if name == DEFAULT_DISPATCHER else {"dispatcher": name}
+
+
 def check_dispatcher(dispatcher) -> Dispatcher:
     """A :data:`DISPATCHERS` entry from its name (or the entry itself); a ``ValueError`` naming
     ``dispatcher`` and the choices else."""
@@ -299,6 +310,8 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
     ep = check_int("ep", ep, maximum=65536)
     stride = check_int("stride", stride, maximum=65536)
     disp = check_dispatcher(dispatcher)
+    if disp.once_per_gpu and top_k is None:
+        raise ValueError(f"dispatcher={disp.name!r} needs top_k (the experts a token picks, an integer >= 1)")
     if max_nodes is not None or disp.once_per_gpu:
         top_k = check_int("top_k", top_k)
     if max_nodes is not None:

@@ -254,15 +254,11 @@ def moe_step_flags_text(options: dict) -> str:
                     if k in options)
 
 
-#: The dispatcher a call without ``--dispatcher`` prices (the library's default).
-DEFAULT_DISPATCHER = "alltoall"
-
-
 def add_dispatcher_flag(p) -> None:
     """``--dispatcher NAME`` (``plan`` and ``cost``): a mixture of experts' token dispatcher, one of
     :data:`~llmsizing.all_to_all.DISPATCHERS` (the choices and their help read from that table), as
     ``plan``'s and ``cost_by_gpu``'s ``dispatcher`` (:func:`dispatcher_option`; issue 35)."""
-    from .all_to_all import DISPATCHERS
+    from .all_to_all import DEFAULT_DISPATCHER, DISPATCHERS
 
     sends = "; ".join(f"{k}: a token sent once per GPU and once per node" if d.once_per_gpu else
                       f"{k}: one copy per routed expert" for k, d in DISPATCHERS.items())

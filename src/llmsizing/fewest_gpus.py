@@ -11,7 +11,7 @@ import functools
 import math
 
 from ._validate import check_bool, check_choice, check_fraction, check_int, renamed
-from .all_to_all import check_dispatcher
+from .all_to_all import check_dispatcher, dispatcher_kwargs
 from .catalog import resolve_model
 from .fewest_arrays import smallest_dps, supports
 from .hardware import check_recipe_runs_on
@@ -166,7 +166,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     options = check_moe_options(model, mtp_depth, capacity_factor)          # ({} by default: as before)
     kw.update(options)
     disp = check_dispatcher(dispatcher).name                                # (the step's only: not memory)
-    step_kw = {**options, **({} if disp == "alltoall" else {"dispatcher": disp})}
+    step_kw = {**options, **dispatcher_kwargs(disp)}
     fast = supports(model, kw, "none")
 
     candidates, passes = [], {}

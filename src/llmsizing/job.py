@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from ._validate import check_bool, check_choice, check_int, check_number
 from .act_terms import ATTENTION, STACKS
-from .all_to_all import check_dispatcher
+from .all_to_all import DEFAULT_DISPATCHER, check_dispatcher, dispatcher_kwargs
 from .catalog import GPU, get_gpu, resolve_model
 from .footprint import check_grad_buffer
 from .frameworks import stack_family
@@ -98,6 +98,9 @@ class Job:
             set_("max_nodes", check_int("max_nodes", self.max_nodes))
         set_("ep_overlap", check_number("ep_overlap", self.ep_overlap, maximum=1.0))
         set_("dispatcher", check_dispatcher(self.dispatcher).name)
+        if self.dispatcher != DEFAULT_DISPATCHER and not model.is_moe:   # (as training_time refuses it)
+            raise ValueError(f"dispatcher={self.dispatcher!r} prices a mixture of experts' token dispatch; "
+                             f"{model.name} is dense (experts=0): give dispatcher={DEFAULT_DISPATCHER!r}")
         stack_family(self.framework)                    # TypeError/ValueError unless a known name or None
         options = check_moe_options(model, self.mtp_depth, self.capacity_factor)
         set_("mtp_depth", options.get("mtp_depth", 0))
@@ -155,7 +158,7 @@ class Job:
 
     def _dispatch(self) -> dict:
         """``dispatcher`` where not the default (an old call's keywords unchanged)."""
-        return {} if self.dispatcher == "alltoall" else {"dispatcher": self.dispatcher}
+        return dispatcher_kwargs(self.dispatcher)
 
     @classmethod
     def from_plan_row(cls, row, model, *, seq: int, precision: str = "bf16-mixed", optimizer: str = "adamw",

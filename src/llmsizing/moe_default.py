@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from ._validate import check_choice
-from .all_to_all import check_dispatcher
+from .all_to_all import check_dispatcher, dispatcher_kwargs
 from .catalog import get_gpu, resolve_model
 from .fewest_gpus import MIN_GPUS_MAX, min_gpus
 from .flops import RECOMPUTE
@@ -58,7 +58,7 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
     eps = None if ep_degrees is None else tuple(ep_degrees)
     disp = check_dispatcher(dispatcher).name                 # (only when not the default: old keys unchanged)
     options = tuple(sorted({**check_moe_options(model, mtp_depth, capacity_factor),
-                            **({} if disp == "alltoall" else {"dispatcher": disp})}.items()))
+                            **dispatcher_kwargs(disp)}.items()))
     return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps, options)
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ._validate import check_number
+from .all_to_all import dispatcher_kwargs
 from .model import Model
 
 #: The published MoE runs (:func:`moe_published_runs`).
@@ -129,7 +130,7 @@ def run_step(row, model: Model | None = None):
 def _dispatcher(row) -> dict:
     """A row's ``dispatcher`` as :func:`~llmsizing.layouts.step_time`'s keyword (none for the default)."""
     d = row.get("dispatcher", "") if hasattr(row, "get") else ""
-    return {} if d != d or d in ("", "alltoall") else {"dispatcher": d}
+    return {} if d != d or d == "" else dispatcher_kwargs(d)
 
 
 def predict_moe_run(row, model: Model | None = None) -> dict:

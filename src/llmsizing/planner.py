@@ -52,7 +52,7 @@ from .network import get_node
 from .hardware import check_recipe_runs_on
 from .job import check_moe_options, takes_job
 from .model import Model
-from .all_to_all import check_dispatcher, node_limit, routing_note
+from .all_to_all import DEFAULT_DISPATCHER, check_dispatcher, dispatcher_kwargs, node_limit, routing_note
 from .moe_layouts import ep_candidates
 from .moe_time import shared_expert_params
 from .parallel import CP_COMMS, MAX_PP, check_layout
@@ -138,7 +138,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     step_s, peak = kept_price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
                               node_of=node_of, cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp,
                               max_nodes=max_nodes, ep_overlap=ep_overlap, shared=shared, **dict(options),
-                              **({} if dispatcher == "alltoall" else {"dispatcher": dispatcher}))
+                              **dispatcher_kwargs(dispatcher))
     price_of = dict(prices)
     names = np.array([g.name for g in gpu_list], dtype=object)
     gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
@@ -475,7 +475,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         more["options"] = tuple(sorted(options.items()))
     if counts is not None:
         more["counts"] = counts
-    more.update({"dispatcher": dispatcher} if dispatcher != "alltoall" and model.is_moe else {})
+    more.update(dispatcher_kwargs(dispatcher) if model.is_moe else {})
     try:
         hash(args)
     # an unhashable argument: not cached; the search rejects it with its own message
@@ -576,7 +576,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                                + "".join(f", {k}={v:g}" for k, v in options.items())
                                + ", routing "
                                + routing_note(model, max_nodes)
-                               + ("" if dispatcher == "alltoall" else f", the {dispatcher} dispatcher"))
+                               + ("" if dispatcher == DEFAULT_DISPATCHER
+                                  else f", the {dispatcher} dispatcher"))
                             + (", a persistent gradient buffer (DDP, ZeRO-1)" if grad_buffer else "")
                             + f", range of the {stack_fam} stack"
                             + (" where it states one, else the pooled range" if pooled else ""))

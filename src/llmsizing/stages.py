@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import get_gpu, gpu_price, resolve_model
 from .flops import RECOMPUTE
+from .all_to_all import DEFAULT_DISPATCHER, dispatcher_kwargs
 from .job import Job
 from .layouts import step_time
 from .memory import training_memory
@@ -254,7 +255,7 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
               mtp_depth=mtp_depth, capacity_factor=capacity_factor)
     step = step_time(model, g, par, batch=micro_batch, seq=seq, grad_accum=accum, dtype=dtype, node=node,
                      max_nodes=max_nodes, **rc,
-                     **({} if dispatcher == "alltoall" else {"dispatcher": dispatcher}))
+                     **dispatcher_kwargs(dispatcher))
     share = whole_run_factor(model, g, seq=seq, dtype=dtype) if whole_run else 1.0
     m = check_fraction("the layout's MFU", step.mfu * share * _causal_factor(model, seq, causal))
     warnings = []
@@ -374,7 +375,7 @@ def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recomput
             f"{_layout_label(par)}, {gb:,} sequences per step; the range is a layout's"
             + (f"; with {mtp_depth} MTP module(s) on its last stage" if mtp_depth else "")
             + (f"; capacity factor {capacity_factor:g}" if capacity_factor is not None else "")
-            + ("" if dispatcher == "alltoall" else f"; the {dispatcher} dispatcher"))
+            + ("" if dispatcher == DEFAULT_DISPATCHER else f"; the {dispatcher} dispatcher"))
     return dataclasses.replace(t, warnings=(note, *t.warnings))
 
 

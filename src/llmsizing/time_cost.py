@@ -21,7 +21,7 @@ from .mfu import (FLOPS_CONVENTIONS, MFU_MODEL_CSV, PUBLISHED_RUNS_CSV, MfuEstim
                   mfu_residuals, published_runs, run_time)
 from .flops import RECOMPUTE
 from .hardware import effective_dtype
-from .all_to_all import check_dispatcher
+from .all_to_all import DEFAULT_DISPATCHER, check_dispatcher
 from .job import check_moe_options, takes_job
 from .model import Model
 from .mtp import check_mtp_depth
@@ -130,7 +130,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                          "framework)")
     g = get_gpu(gpu)
     disp = check_dispatcher(dispatcher).name
-    if disp != "alltoall" and global_batch is None and (
+    if disp != DEFAULT_DISPATCHER and global_batch is None and (
             stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
         raise ValueError(f"dispatcher={dispatcher!r} prices a mixture of experts' MoE step: not with "
                          "stages=, mfu=, mfu_range= or moe_dense_mfu=True")
@@ -157,7 +157,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                        mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=disp)
         if run is not None:
             return run[0]
-    if disp != "alltoall" and global_batch is None:
+    if disp != DEFAULT_DISPATCHER and global_batch is None:
         raise ValueError(f"dispatcher={dispatcher!r}: no MoE step to price it on (give tokens=, seq= and "
                          f"global_batch= with parallel=, or an n_gpus that {model.name} has a layout on; a "
                          "dense model has neither)")
@@ -246,7 +246,7 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     if options and (mfu is not None or moe_dense_mfu):
         raise ValueError(f"mtp_depth={mtp_depth} and capacity_factor={capacity_factor!r} price a mixture of "
                          "experts' MoE step: not with mfu= or moe_dense_mfu=True")
-    if check_dispatcher(dispatcher).name != "alltoall":              # (the step's only, as max_nodes travels)
+    if check_dispatcher(dispatcher).name != DEFAULT_DISPATCHER:    # (the step's only, as max_nodes travels)
         if mfu is not None or moe_dense_mfu:
             raise ValueError(f"dispatcher={dispatcher!r} prices a mixture of experts' MoE step: not with "
                              "mfu= or moe_dense_mfu=True")

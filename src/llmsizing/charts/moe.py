@@ -41,7 +41,7 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     the widget shows."""
     import numpy as np
 
-    from ..all_to_all import check_dispatcher, route_max_nodes
+    from ..all_to_all import DEFAULT_DISPATCHER, check_dispatcher, dispatcher_kwargs, route_max_nodes
     from ..catalog import get_gpu, resolve_model
     from ..layouts import step_time
     from ..memory import training_memory
@@ -56,7 +56,7 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     tm = training_memory(m, parallel=par, **kw)
     disp = check_dispatcher(dispatcher).name
     st = step_time(m, g, par, ep_overlap=ep_overlap, max_nodes=max_nodes, **kw,
-                   **({} if disp == "alltoall" else {"dispatcher": disp}))
+                   **dispatcher_kwargs(disp))
     rows = list(tm.stages)
     d = max(1, st.communication.node.scaleup_domain_gpus // par.etp)      # the EP ranks a node holds
     nodes = None if ep <= d else route_max_nodes(m, ep, d) if max_nodes == "model" else max_nodes
@@ -79,7 +79,7 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     groups = [k for k in names if k in exposed]
     _fast_hbars(ax_t, [names.index(k) for k in groups], [exposed[k] for k in groups], height=0.5,
                 colors=[MOE_TIME_COLORS[k] for k in groups])
-    a2a_label = "all-to-all (ep)" if disp == "alltoall" else f"all-to-all (ep, {disp})"
+    a2a_label = "all-to-all (ep)" if disp == DEFAULT_DISPATCHER else f"all-to-all (ep, {disp})"
     ax_t.set_yticks(ys, [{"ep": a2a_label}.get(n, n if n in ("compute", "pipeline bubble")
                                                           else f"{n} comm.")
                          for n in names], fontsize=8)
@@ -90,8 +90,8 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     fits = tm.total_bytes <= g.memory_bytes
     by = st.comm_by_group_s
     a2a = by.get("ep", 0.0)
-    plain = a2a if disp == "alltoall" else step_time(m, g, par, ep_overlap=ep_overlap, max_nodes=max_nodes,
-                                                      **kw).comm_by_group_s.get("ep", 0.0)
+    plain = a2a if disp == DEFAULT_DISPATCHER else step_time(
+        m, g, par, ep_overlap=ep_overlap, max_nodes=max_nodes, **kw).comm_by_group_s.get("ep", 0.0)
     lines = [f"{m.name} on {par.gpus} x {g.name}: tp={par.tp}, pp={par.pp}, dp={par.dp}, ep={par.ep} "
              f"({m.experts // par.ep} of {m.experts} experts per GPU in each MoE layer), ZeRO-{par.zero}"
              f"{' (experts sharded over edp=' + str(par.edp) + ')' if par.zero else ''}, micro-batch {batch} "
@@ -102,7 +102,7 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
              f"  compute {st.compute_s:.3f} s + bubble {st.bubble_s:.3f} s; all-to-all {a2a:.3f} s, exposed "
              f"{exposed.get('ep', 0.0):.3f} s ({ep_overlap:.0%} hidden"
              + (f", each token to at most {nodes} nodes" if nodes else "") + ")"
-             + ("" if disp == "alltoall" else
+             + ("" if disp == DEFAULT_DISPATCHER else
                 f"; the {disp} dispatcher (alltoall's all-to-all {plain:.3f} s)"),
              "  other communication, exposed of all: " + (", ".join(
                  f"{k} {exposed[k]:.3f} of {by[k]:.3f} s" for k in ("dp", "tp", "pp")
