@@ -342,6 +342,21 @@ def test_charts_render():
     assert "H100 SXM" in render_serving_cost("llama-3-8b", gpus=["H100 SXM"]).summary
 
 
+def test_a_batch_above_max_num_seqs_is_queued_not_refused():
+    """(review28b) Within the KV room but above vLLM's max_num_seqs the engine queues the rest: the chart's
+    summary says so; beyond the KV room it does not fit, and names the KV room."""
+    from llmsizing.charts.serve_tune import _fit_text
+
+    kw = dict(prompt=1024, output=256, max_num_seqs=256)
+    room = S.serving("llama-3-8b", "H100 SXM", batch=1, **kw).kv_batch
+    assert room > 257                                       # (the case exists: the KV room exceeds the cap)
+    queued = S.serving("llama-3-8b", "H100 SXM", batch=257, **kw)
+    assert not queued.fits and queued.batch <= queued.kv_batch
+    assert _fit_text(queued) == "above max_num_seqs 256: vLLM queues the rest"
+    over = S.serving("llama-3-8b", "H100 SXM", batch=room + 1, **kw)
+    assert _fit_text(over).startswith(f"DOES NOT FIT (KV cache holds {over.kv_batch:,}; above max_num_seqs")
+
+
 def test_per_query_head_attention_reads_each_kv_head_once_per_query_head():
     """Llama-2-70B has 64 query heads over 8 KV heads: a kernel that gives each query head its own pass reads
     the KV cache 8 times; the grouped kernel once. The weights are read once either way. Llama-2-7B (no GQA,

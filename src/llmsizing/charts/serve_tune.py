@@ -134,9 +134,7 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
         if text.get_text() != label:
             text.set_text(label)
     ax2.set_title(f"ridge point {peak / bw_tbps:,.0f} FLOP/byte", fontsize=9, loc="left")
-    fit = "fits" if chosen.fits else ("DOES NOT FIT (" + (f"KV cache holds {chosen.max_batch:,}"
-                                                            if chosen.batch_bound == "kv" else
-                                                            f"max_num_seqs {chosen.max_num_seqs:,}") + ")")
+    fit = _fit_text(chosen)
     rng = serving_range(model, gpu, batch=batch, **kw)
     itl_lo, itl_hi = rng.itl_s
     lines = [f"{chosen.model} on {tp} x {chosen.gpu}, {weights} weights, {kv_cache} KV cache, prompt "
@@ -154,6 +152,19 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
              f"at ${chosen.price_usd_per_gpu_hour:.2f}/GPU-hour{price_note(chosen.price_kind)} "
              f"(MBU {chosen.mbu:.0%}, MFU {chosen.mfu:.0%})"]
     return FixedView(fig, "\n".join(lines))
+
+
+def _fit_text(s) -> str:
+    """Whether a :class:`~llmsizing.serve.Serving`'s batch runs at once: beyond the KV room it does not fit;
+    within it but above the scheduler's ``max_num_seqs`` it fits, and vLLM queues the rest (review28b)."""
+    if s.fits:
+        return "fits"
+    over_seqs = s.batch > s.max_batch and s.max_batch < s.kv_batch
+    cap = (f"above max_num_seqs {s.max_num_seqs:,}" + (f" x {s.attention_dp} groups" if s.attention_dp > 1
+                                                       else "")) if over_seqs and s.max_num_seqs else ""
+    if s.batch > s.kv_batch:
+        return f"DOES NOT FIT (KV cache holds {s.kv_batch:,}" + (f"; {cap}" if cap else "") + ")"
+    return f"{cap or 'above max_num_seqs'}: vLLM queues the rest"
 
 
 def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 256, itl_s: float = 0.05,
