@@ -110,12 +110,16 @@ def cmd_memory(args) -> None:
 def _grad_buffer(args) -> dict:
     """``grad_buffer=True`` where ``--grad-buffer`` is given (else nothing: an old call's keywords), refused
     with ``--zero`` 2 or 3 as the library refuses it (:func:`~llmsizing.footprint.check_grad_buffer`)."""
+    from .footprint import check_grad_buffer
+
     if not args.grad_buffer:
         return {}
-    if args.zero >= 2:
+    try:
+        check_grad_buffer(True, args.zero)                    # (the library's one rule, in the flags' names)
+    except ValueError:
         raise ValueError(f"--grad-buffer needs --zero 0 or 1 (DDP or ZeRO-1 keep the gradients whole in a "
                          f"persistent buffer), got --zero {args.zero}: ZeRO-2 and 3 shard the gradients and "
-                         "free them each step")
+                         "free them each step") from None
     return {"grad_buffer": True}
 
 
