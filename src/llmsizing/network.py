@@ -125,7 +125,7 @@ class LinkClass:
     latency per algorithm step, fitted from nccl-tests logs (see each row's source). The share is taken
     against the figure it is applied to: for PCIe the datasheets' one in ``data/gpus.csv`` (GT/s x lanes / 8,
     32 GB/s each way for Gen4 x16, not the 31.5 GB/s the 128b/130b line code leaves), so the two agree
-    (chapter 6)."""
+    (chapter 6). A GPU's host link is priced at that line rate instead (:func:`pcie_gbps_one_way`)."""
 
     name: str
     achievable_fraction: float
@@ -509,7 +509,9 @@ def pcie_gbps_one_way(generation: int, lanes: int = 16) -> float:
     specifications; :data:`PCIE_GT_PER_S`), the line code 8/10 up to Gen2 and 128/130 from Gen3. Gen5 x16:
     32 x 16 x 128/130 / 8 = 63.0; Gen4 x16 31.5; Gen3 x16 15.75. The line rate: packet headers and flow
     control take part of it, and a host copy reaches less (no measured copy in data/ to fit the share on; not
-    priced). Chapter 7."""
+    priced). Deliberately the line rate, not the catalogue's datasheet figure for a PCIe GPU-to-GPU link
+    (``data/gpus.csv`` ``link_bandwidth_gbps``, 32 GB/s for Gen4 x16, times a measured fraction,
+    :class:`LinkClass`): no measured share of a host copy exists to apply. Chapter 7."""
     gen = check_int("generation", generation, minimum=min(PCIE_GT_PER_S), maximum=max(PCIE_GT_PER_S))
     n = check_int("lanes", lanes, maximum=32)
     if n & (n - 1):
