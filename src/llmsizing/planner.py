@@ -574,8 +574,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                                f"all-to-all {ep_overlap:.0%} hidden"
                                + (" after the shared experts'" if shared_expert_overlap else "")
                                + "".join(f", {k}={v:g}" for k, v in options.items())
-                               + ", routing "
-                               + routing_note(model, max_nodes)
+                               + ", routing " + routing_note(model, max_nodes)
                                + ("" if dispatcher == DEFAULT_DISPATCHER
                                   else f", the {dispatcher} dispatcher"))
                             + (", a persistent gradient buffer (DDP, ZeRO-1)" if grad_buffer else "")
