@@ -210,3 +210,10 @@ def test_one_default_dispatcher_omits_its_keyword():
     assert dispatcher_kwargs("deepep") == {"dispatcher": "deepep"}
     with pytest.raises(ValueError, match="dispatcher must be one of"):
         dispatcher_kwargs("flex")
+
+
+def test_the_old_cli_default_name_still_works_with_a_warning():
+    import llmsizing.cli_args as cli_args
+
+    with pytest.warns(DeprecationWarning, match="all_to_all.DEFAULT_DISPATCHER"):
+        assert cli_args.DEFAULT_DISPATCHER == DEFAULT_DISPATCHER

@@ -351,3 +351,18 @@ def plan_table(df, layers: int):
     if "within_budget" in df:
         out["budget"] = df["within_budget"]
     return out
+
+
+def __getattr__(name: str):
+    """``cli_args.DEFAULT_DISPATCHER``, moved to :data:`llmsizing.all_to_all.DEFAULT_DISPATCHER` (fix28b):
+    the old name still works, with a DeprecationWarning."""
+    if name == "DEFAULT_DISPATCHER":
+        import warnings
+
+        from .all_to_all import DEFAULT_DISPATCHER
+
+        warnings.warn("llmsizing.cli_args.DEFAULT_DISPATCHER moved to "
+                      "llmsizing.all_to_all.DEFAULT_DISPATCHER",
+                      DeprecationWarning, stacklevel=2)
+        return DEFAULT_DISPATCHER
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
