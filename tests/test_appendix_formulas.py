@@ -433,3 +433,27 @@ def test_tokens_per_gpu_of_the_mfu_fit(page):
     assert r"$m\,b\,s\,n_\text{dp}/n = m\,b\,s/(t\,p\,n_\text{cp})$" in page
     _, per_gpu = inputs_of(None, 16_777_216, 16_384)
     assert per_gpu == 1024 == 16_777_216 / 128 / (8 * 16 * 1)
+
+
+def test_the_self_check_names_every_library_entry(page):
+    """read28j: the page's last cell says it checks that every function and constant named after "Library:"
+    exists, but its list was typed by hand and had fallen 17 names behind the page. Every ``module.name`` the
+    page gives after "Library:" must be in that list; a bare name must be a field of ``serve.serving``'s result
+    (the page names ``max_batch`` and ``kv_batch`` so) or of the top-level package."""
+    import dataclasses
+    import re
+
+    import llmsizing
+    from llmsizing.serve_result import Serving
+
+    nb = json.loads(PAGE.read_text())
+    check = "".join(nb["cells"][-1]["source"])
+    assert "every function and constant this page names" in check
+    listed = set(re.findall(r"'([\w.]+)'", check))
+    named = set()
+    for entry in re.findall(r"Library: (.*?)(?:\n|$)", page):
+        named |= set(re.findall(r"`([\w.]+)`", entry))
+    assert len(named) > 150                                      # the page's entries were all read
+    fields = {f.name for f in dataclasses.fields(Serving)}
+    missing = {n for n in named - listed if "." in n or not (hasattr(llmsizing, n) or n in fields)}
+    assert not missing, sorted(missing)
