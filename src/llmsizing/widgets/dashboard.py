@@ -488,17 +488,19 @@ def _figure_png(view) -> bytes:
 #: 28 px) for one-line labels, so a hint that wraps kept a row's height per line: a gap of about a line
 #: between its two lines under chapters 12 and 17's GPU picker (part28). Its own block sets it back.
 HINT_LINE_HEIGHT = 1.3
-#: The hint's left margin (px): under the control's box, past its description (``_style``'s label width).
-HINT_INDENT_PX = 114
+#: The hint's left margin (px): under the control's own box, past its margin, its description (``_style``'s
+#: 110 px) and the description's right margin (ipywidgets 8: twice ``--jp-widgets-inline-margin``, 8 px).
+HINT_INDENT_PX = CONTROL_MARGIN_PX + 110 + 8
 
 
 def _hint(control) -> tuple[W.HTML, ...]:
     """The small line of help a control carries in its ``hint`` attribute, placed under it (else nothing); it
-    wraps within the controls' column, its lines :data:`HINT_LINE_HEIGHT` apart."""
+    wraps under the control's box, its lines :data:`HINT_LINE_HEIGHT` apart (part28)."""
     hint = getattr(control, "hint", None)
     if not hint:
         return ()
     text = (f"<div class='llmsizing-hint' style='font-size: smaller; line-height: {HINT_LINE_HEIGHT}; "
             f"white-space: normal'>{html.escape(hint)}</div>")
-    return (W.HTML(text, tooltip="", layout=W.Layout(margin=f"0 0 4px {HINT_INDENT_PX}px",
-                                                     width=f"{CONTROLS_WIDTH_PX - HINT_INDENT_PX}px")),)
+    width = CONTROLS_WIDTH_PX - HINT_INDENT_PX - CONTROL_MARGIN_PX      # (it ends where the control ends)
+    return (W.HTML(text, tooltip="",
+                   layout=W.Layout(margin=f"0 0 4px {HINT_INDENT_PX}px", width=f"{width}px")),)
