@@ -2,10 +2,11 @@
 plan, cost_by_gpu, the CLI and chapter 18"; moe28b). The same layout with ``dispatcher="deepep"`` gives the
 same step through each entry point: ``step_time``, ``training_time(global_batch=)``, ``training_time`` on
 the MoE step without a global batch, a ``plan`` row, a ``Job``, ``min_gpus``, ``cost_by_gpu`` and the
-``plan`` and ``cost`` commands. Relations only: no value here is copied from the library's output. The case
-that moves: OLMoE-1B-7B (64 experts, top-8) at ep = 8 on one 8-GPU H100 node, where a token reaches
-8 (1 - C(56, 8) / C(64, 8)) = 5.43 GPUs, so DeepEP's one copy per GPU sends 5.43 / 8 of Megatron-Core's
-alltoall bytes (tests/test_dispatcher.py derives it); the default stays byte for byte as before.
+``plan``, ``cost`` and ``time`` commands. Relations only: no value here is copied from the library's
+output. The case that moves: OLMoE-1B-7B (64 experts, top-8) at ep = 8 on one 8-GPU H100 node, where a
+token reaches 8 (1 - C(56, 8) / C(64, 8)) = 5.43 GPUs, so DeepEP's one copy per GPU sends 5.43 / 8 of
+Megatron-Core's alltoall bytes (tests/test_dispatcher.py derives it); the default stays byte for byte as
+before.
 """
 
 from __future__ import annotations
@@ -200,3 +201,62 @@ def test_a_planned_stage_takes_the_dispatcher_as_a_single_plan_does(capsys):
     assert json.loads(out)[0]["days"] == pytest.approx(row["days"], rel=1e-9)
     rc, out0, _ = _cli(capsys, argv)
     assert rc == 0 and json.loads(out0)[0]["days"] > json.loads(out)[0]["days"]
+
+
+# `llmsizing time --dispatcher` (ui28): training_time on the MoE step without a global batch, as `cost` is
+# cost_by_gpu. Qwen3-30B-A3B (128 experts, top-8) on 64 H100s: its planned layouts carry expert parallelism,
+# so the flag moves the days (OLMoE's on 8 GPUs plans no EP: nothing to dispatch there).
+TIME_M, TIME_N = "qwen3-30b-a3b", 64
+TIME_ARGV = ["time", TIME_M, "--tokens", "1T", "--seq", str(SEQ), "--gpu", GPU, "--gpus", str(TIME_N)]
+
+
+def test_the_time_command_is_training_time_with_the_dispatcher(capsys):
+    kw = dict(tokens=TOKENS, gpu=GPU, seq=SEQ, n_gpus=TIME_N, recompute="none")     # (time's default: none)
+    deep, plain = (training_time(TIME_M, **kw, dispatcher=d) for d in ("deepep", "alltoall"))
+    assert deep.days != plain.days and "deepep dispatcher" in " ".join(deep.warnings)
+    rc, out, err = _cli(capsys, TIME_ARGV + ["--dispatcher", "deepep", "--json"])
+    assert (rc, err) == (0, "")
+    got = {r["case"]: r for r in json.loads(out)}
+    assert got["central"]["days"] == pytest.approx(deep.days, rel=1e-9)
+    assert got["central"]["gpu_hours"] == pytest.approx(deep.gpu_hours, rel=1e-9)
+    # the default: no flag and --dispatcher alltoall print the same, and that is training_time's default
+    rc, none_given, _ = _cli(capsys, TIME_ARGV + ["--json"])
+    rc2, named, _ = _cli(capsys, TIME_ARGV + ["--dispatcher", "alltoall", "--json"])
+    assert rc == rc2 == 0 and none_given == named
+    assert {r["case"]: r for r in json.loads(named)}["central"]["days"] == pytest.approx(plain.days, rel=1e-9)
+
+
+def test_the_time_command_takes_the_choices_from_the_table(capsys):
+    from llmsizing.all_to_all import DISPATCHERS
+
+    rc, _, err = _cli(capsys, TIME_ARGV + ["--dispatcher", "flex"])
+    assert rc == 2 and "invalid choice: 'flex'" in err and all(repr(k) in err for k in DISPATCHERS)
+    rc, out, _ = _cli(capsys, ["time", "--help"])
+    assert rc == 0 and "--dispatcher" in out
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--dispatcher", "deepep", "--mfu", "0.4"], "--dispatcher deepep: not with --mfu "),
+    (["--dispatcher", "deepep", "--mfu-range", "0.2", "0.4"], "--dispatcher deepep: not with --mfu-range "),
+])
+def test_the_time_command_refuses_the_dispatcher_at_an_mfu(capsys, extra, words):
+    rc, out, err = _cli(capsys, TIME_ARGV + extra)
+    assert rc == 2 and out == "" and words in err
+
+
+@pytest.mark.parametrize("command", [
+    ["time", "llama-3-8b", "--tokens", "1T", "--seq", str(SEQ), "--gpu", GPU, "--gpus", "8"],
+    ["cost", "llama-3-8b", "--tokens", "1T", "--seq", str(SEQ), "--gpu", GPU],
+])
+@pytest.mark.parametrize("dispatcher", ["alltoall", "deepep"])
+def test_a_dense_model_refuses_the_dispatcher(capsys, command, dispatcher):
+    """A dense model has no all-to-all: `cost` used to echo the flag in its title and change nothing."""
+    rc, out, err = _cli(capsys, command + ["--dispatcher", dispatcher])
+    assert rc == 2 and out == "" and f"--dispatcher {dispatcher}: llama-3-8b is dense" in err
+
+
+def test_the_time_command_refuses_the_dispatcher_with_stages(capsys):
+    """training_time prices no dispatcher on stages; `plan --stage` does (each stage's planned layout)."""
+    rc, out, err = _cli(capsys, ["time", M, "--stage", "1T:4096", "--gpu", GPU, "--gpus", "8",
+                                 "--dispatcher", "deepep"])
+    assert rc == 2 and out == "" and "--dispatcher deepep prices one run's MoE step" in err

@@ -134,6 +134,29 @@ def test_gpu_multiselects_show_every_gpu_and_say_how_to_pick_several():
             hint, label = column[i + 1], column[i].description
             assert isinstance(hint, W.HTML) and "Ctrl" in hint.value and "several" in hint.value, name
             assert label and "<" not in label, f"{name}: the label is one line of text, got {label!r}"
+            assert_hint_wraps_tight(hint, name)
+
+
+def assert_hint_wraps_tight(hint, name):
+    """part28: the GPU picker's hint wrapped onto two lines a control's row (28 px) apart, a line's gap
+    between them, because ipywidgets 8 gives an HTML widget's content ``line-height:
+    var(--jp-widgets-inline-height)``. The hint's text sits in a block of its own whose line height is a
+    multiple of its own font size (at most 1.5: a row's height would be 28 / 10.8 = 2.6 at JupyterLab's
+    13 px UI font made smaller), and the hint's box stays within the controls' column."""
+    import re
+
+    from llmsizing.widgets.dashboard import CONTROLS_WIDTH_PX
+
+    block = re.fullmatch(r"<div [^>]*style='([^']*)'>([^<]*)</div>", hint.value)
+    assert block, f"{name}: the hint is not one block of text: {hint.value!r}"
+    style = dict(part.split(":", 1) for part in block.group(1).split(";") if ":" in part)
+    style = {k.strip(): v.strip() for k, v in style.items()}
+    assert 1.0 <= float(style["line-height"]) <= 1.5, f"{name}: the hint's lines are {style} apart"
+    assert style.get("font-size") == "smaller", name
+    px = lambda v: int(v.removesuffix("px"))                                              # noqa: E731
+    left = px(hint.layout.margin.split()[3])
+    assert 0 < px(hint.layout.width) and left + px(hint.layout.width) <= CONTROLS_WIDTH_PX, (
+        f"{name}: the hint ({hint.layout.margin}, {hint.layout.width}) is wider than the column")
 
 
 # ----------------------------------------------------------------------------- "GPUs per line"

@@ -54,6 +54,15 @@ CMDS = [
      "fsdp", "--tokens", "50M", "--json"],
     ["rl", "llama-3-8b", "--gpus", "64", "--prompts", "512", "--response", "1024"],
     ["frobnicate"], ["time", "llama-3-8b"],
+    # ui28: `time --dispatcher` (training_time's dispatcher on the MoE step), refused at an MFU and on a
+    # dense model, as `cost` refuses it
+    ["time", "qwen3-30b-a3b", "--tokens", "1T", "--seq", "4096", *H, "--gpus", "64", "--dispatcher",
+     "deepep"],
+    ["time", "qwen3-30b-a3b", "--tokens", "1T", "--seq", "4096", *H, "--gpus", "64", "--dispatcher",
+     "deepep", "--mfu", "0.4"],
+    ["time", "llama-3-8b", "--tokens", "1T", "--seq", "4096", *H, "--gpus", "8", "--dispatcher", "alltoall"],
+    ["cost", "olmoe-1b-7b", "--tokens", "1T", "--seq", "4096", *H, "--ep", "8", "--dispatcher", "deepep"],
+    ["cost", "llama-3-8b", "--tokens", "1T", "--seq", "4096", *H, "--dispatcher", "deepep"],
 ]
 
 def run(i):

@@ -16,7 +16,7 @@ from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFI
                        STAGE_FORM, _add_output, _check_single_or_stages, _emit, _finite, _fmt_frame, _is_dir,
                        _model, _parse, _refuse, _estimate_mark, _price_text, _staged_output,
                        add_plan_moe_flags, count, integer, memory_frame, number, plan_table, stage,
-                       add_moe_step_flags, moe_step_options)
+                       add_dispatcher_flag, add_moe_step_flags, moe_dispatcher_option, moe_step_options)
 from .cli_plan import add_plan_commands, cmd_cost, cmd_plan  # noqa: F401
 from .cli_tune import add_rl_command, cmd_finetune, cmd_serve
 
@@ -179,24 +179,29 @@ def cmd_time(args) -> None:
     _check_single_or_stages(args, single=("--tokens", "--seq"))
     if args.stage and (args.tokens_per_step is not None or args.framework is not None):
         raise ValueError("--tokens-per-step and --framework price one run (--tokens, --seq), not --stage")
+    if args.stage and args.dispatcher is not None:
+        raise ValueError(f"--dispatcher {args.dispatcher} prices one run's MoE step (--tokens, --seq), not "
+                         "--stage (`llmsizing plan --stage` takes it: each planned stage's layout)")
     if args.stage:
         _time_stages(args)
         return
     mfu, mfu_range = args.mfu, (tuple(args.mfu_range) if args.mfu_range else None)
+    model = _model(args.model, moe=True)
+    disp = moe_dispatcher_option(args, model)          # --dispatcher (only where given; not at an MFU)
     inputs = dict(framework=args.framework, tokens_per_step=args.tokens_per_step)
     if mfu_range is not None and not mfu_range[0] <= mfu_range[1]:
         raise ValueError(f"--mfu-range LOW HIGH must have LOW <= HIGH, got {mfu_range[0]:g} {mfu_range[1]:g}")
     if mfu is not None and mfu_range is None:
         mfu_range = (mfu, mfu)                         # an MFU given alone is exact: one row, not three
     elif mfu is None and mfu_range is not None:
-        central = mfu_estimate(_model(args.model, moe=True), gpu=args.gpu, seq=args.seq, dtype=args.dtype,
+        central = mfu_estimate(model, gpu=args.gpu, seq=args.seq, dtype=args.dtype,
                                whole_run=args.whole_run, n_gpus=args.gpus, **inputs).mfu
         if not mfu_range[0] <= central <= mfu_range[1]:
             raise ValueError(f"--mfu-range {mfu_range[0]:g} {mfu_range[1]:g} does not contain the calibrated "
                              f"MFU {central:.3g}: give --mfu too")
-    t = training_time(_model(args.model, moe=True), tokens=args.tokens, gpu=args.gpu, n_gpus=args.gpus,
+    t = training_time(model, tokens=args.tokens, gpu=args.gpu, n_gpus=args.gpus,
                       seq=args.seq, mfu=mfu, mfu_range=mfu_range, price_usd_per_gpu_hour=args.price,
-                      dtype=args.dtype, whole_run=args.whole_run, **inputs, **_recompute(args))
+                      dtype=args.dtype, whole_run=args.whole_run, **inputs, **disp, **_recompute(args))
     df = t.to_frame()
     if t.mfu_low == t.mfu_high:                        # one MFU: the three cases are the same row
         df = df.loc[["central"]]
@@ -315,6 +320,7 @@ def parser() -> argparse.ArgumentParser:
                    help=_RECOMPUTE_LAYERS_HELP
                    + " (without a layout the model is one chunk: 0 to its layers)")
     add_moe_step_flags(p)
+    add_dispatcher_flag(p)
     _add_output(p)
     p.set_defaults(func=cmd_time)
 

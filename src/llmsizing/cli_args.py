@@ -255,9 +255,10 @@ def moe_step_flags_text(options: dict) -> str:
 
 
 def add_dispatcher_flag(p) -> None:
-    """``--dispatcher NAME`` (``plan`` and ``cost``): a mixture of experts' token dispatcher, one of
+    """``--dispatcher NAME`` (``plan``, ``cost`` and ``time``): a mixture of experts' token dispatcher, one of
     :data:`~llmsizing.all_to_all.DISPATCHERS` (the choices and their help read from that table), as
-    ``plan``'s and ``cost_by_gpu``'s ``dispatcher`` (:func:`dispatcher_option`; issue 35)."""
+    ``plan``'s, ``cost_by_gpu``'s and ``training_time``'s ``dispatcher`` (:func:`dispatcher_option`,
+    :func:`moe_dispatcher_option`; issue 35)."""
     from .all_to_all import DEFAULT_DISPATCHER, DISPATCHERS
 
     sends = "; ".join(f"{k}: a token sent once per GPU and once per node" if d.once_per_gpu else
@@ -271,6 +272,31 @@ def dispatcher_option(args) -> dict:
     unchanged)."""
     d = getattr(args, "dispatcher", None)
     return {} if d is None else {"dispatcher": d}
+
+
+#: The flags that price a run at an MFU rather than on its MoE step, and how they put it (``--dispatcher``
+#: is refused with them: :func:`moe_dispatcher_option`).
+_AT_AN_MFU = {"mfu": "prices the run at one MFU", "mfu_range": "prices the run on an MFU range"}
+
+
+def moe_dispatcher_option(args, model) -> dict:
+    """:func:`dispatcher_option` for a command that prices a run on its MoE step (``cost``, ``time``),
+    refused where nothing would use it: with ``--mfu`` (or ``--mfu-range``, where the command has it),
+    which price the run at an MFU, or on a dense ``model``, which has no all-to-all to dispatch (ui28: a
+    dispatcher named but unused would still be echoed in the title)."""
+    out = dispatcher_option(args)
+    if not out:
+        return out
+    for key, how in _AT_AN_MFU.items():
+        if getattr(args, key, None) is not None:
+            flag = "--" + key.replace("_", "-")
+            raise ValueError(f"--dispatcher {args.dispatcher}: not with {flag} (a dispatcher is priced on a "
+                             f"mixture of experts' MoE step on its layout; {flag} {how}): drop one or the "
+                             "other")
+    if not model.is_moe:
+        raise ValueError(f"--dispatcher {args.dispatcher}: {model.name} is dense (no routed experts, so no "
+                         "all-to-all to dispatch): drop --dispatcher, or give a mixture of experts")
+    return out
 
 
 def add_plan_moe_flags(p) -> None:

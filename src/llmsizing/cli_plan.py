@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from .cli_args import (STAGE_FORM, _add_output, _check_single_or_stages, _emit, _estimate_mark, _model,
                        _staged_output, add_dispatcher_flag, add_moe_step_flags, add_plan_moe_flags, count,
-                       dispatcher_option, integer, moe_step_flags_text, moe_step_options, number, plan_table,
-                       stage)
+                       dispatcher_option, integer, moe_dispatcher_option, moe_step_flags_text,
+                       moe_step_options, number, plan_table, stage)
 
 
 def cmd_cost(args) -> None:
@@ -21,11 +21,7 @@ def cmd_cost(args) -> None:
         raise ValueError(f"{moe_step_flags_text(options)}: not with --mfu (they are priced on a mixture of "
                          "experts' MoE step on its layout; --mfu prices the run at one MFU): drop one or the "
                          "other")
-    disp = dispatcher_option(args)                     # --dispatcher (only where given)
-    if disp and args.mfu is not None:
-        raise ValueError(f"--dispatcher {args.dispatcher}: not with --mfu (a dispatcher is priced on a "
-                         "mixture of experts' MoE step on its layout; --mfu prices the run at one MFU): drop "
-                         "one or the other")
+    disp = moe_dispatcher_option(args, model)          # --dispatcher (only where given; not with --mfu)
     said = " ".join(([moe_step_flags_text(options)] if options else [])
                     + ([f"--dispatcher {args.dispatcher}"] if disp else []))
     df = cost_by_gpu(model, tokens=args.tokens, seq=args.seq, gpus=args.gpu,

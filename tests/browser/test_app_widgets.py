@@ -172,15 +172,29 @@ def test_voila_figure_is_beside_its_controls_at_1280x720(voila_page):
     assert not problems, f"{w.name}: " + "; ".join(problems)
 
 
+#: Each control's hint (Dashboard's ``_hint``, the GPU pickers' "Ctrl-click ..."): its lines (the distinct
+#: tops of its text's boxes, half a letter apart at least), its height, its font size, its text's width and
+#: its box's. part28: it wrapped with a control's row height (28 px) per line, a line's gap between them.
+JS_HINTS = """i => Array.from(__root(i).querySelectorAll('.llmsizing-hint')).map(h => {
+  const r = document.createRange(); r.selectNodeContents(h);
+  const font = parseFloat(getComputedStyle(h).fontSize), tops = [];
+  for (const b of Array.from(r.getClientRects()).sort((a, c) => a.top - c.top))
+    if (b.height > 0 && !tops.some(t => Math.abs(t - b.top) < font / 2)) tops.push(b.top);
+  const box = h.parentElement.getBoundingClientRect();
+  return {text: h.textContent.slice(0, 30), lines: tops.length, height: box.height, font,
+          wide: h.scrollWidth, box: h.clientWidth}; })"""
+
+
 @_voila(WIDGET_CHAPTERS)
 def test_voila_control_labels_are_whole(voila_page):
     """Issue 25 and 38 on every widget as an app: every control's label is shown whole (scrollWidth <=
     clientWidth; one that had to be cut would need a tooltip that is not "null"), so is every toggle button's
     label, no element of a widget has the title "null" or "undefined", and clicking each drop-down does not
     scroll the controls' column sideways (which cut the labels' first letters) nor make it wider than its
-    box. Chapter 4 has toggle buttons (the check is not empty)."""
+    box; a control's hint wraps with its own line height (part28), within its box. Chapter 4 has toggle
+    buttons and chapters 12 and 17 hints (the checks are not empty)."""
     w = Widgets(voila_page)
-    problems = []
+    problems, hints = [], 0
     for i in range(w.count):
         labels = w.js(JS_LABELS, i)
         assert labels, f"{w.name} widget {i}: no control labels found"
@@ -195,6 +209,14 @@ def test_voila_control_labels_are_whole(voila_page):
                  .filter(e => /^(null|undefined)$/.test(e.title))
                  .map(e => `${e.className}: ${e.textContent.trim().slice(0, 40)}`)""", i)]
         problems += column_problems(w, i, f"widget {i}")
+        found = w.js(JS_HINTS, i)
+        hints += len(found)
+        problems += [f"widget {i}: hint {h['text']!r}: {h['lines']} lines in {h['height']:.0f} px at "
+                     f"{h['font']:.1f} px a letter, or {h['wide']} px in a {h['box']} px box"
+                     for h in found
+                     if h["height"] > h["lines"] * 1.6 * h["font"] + 1 or h["wide"] > h["box"] + 0.5]
     if w.name.startswith("04_"):
         assert w.js("() => document.querySelectorAll('#rendered_cells .widget-toggle-button').length") > 0
+    if w.name.startswith(("12_", "17_")):           # (their GPU pickers have a hint: the check is not empty)
+        assert hints > 0, f"{w.name}: no control hint found"
     assert not problems, f"{w.name}: " + "; ".join(problems)

@@ -483,10 +483,24 @@ def _figure_png(view) -> bytes:
     return encode_png(fig.canvas.buffer_rgba())
 
 
+#: The line height of a control's hint (:func:`_hint`), a multiple of its font size. The HTML widget's
+#: content box sets ``line-height`` to a control's row height (ipywidgets 8: ``--jp-widgets-inline-height``,
+#: 28 px) for one-line labels, so a hint that wraps kept a row's height per line: a gap of about a line
+#: between its two lines under chapters 12 and 17's GPU picker (part28). Its own block sets it back.
+HINT_LINE_HEIGHT = 1.3
+#: The hint's left margin (px): under the control's own box, past its margin, its description (``_style``'s
+#: 110 px) and the description's right margin (ipywidgets 8: twice ``--jp-widgets-inline-margin``, 8 px).
+HINT_INDENT_PX = CONTROL_MARGIN_PX + 110 + 8
+
+
 def _hint(control) -> tuple[W.HTML, ...]:
-    """The small line of help a control carries in its ``hint`` attribute, placed under it (else nothing)."""
+    """The small line of help a control carries in its ``hint`` attribute, placed under it (else nothing); it
+    wraps under the control's box, its lines :data:`HINT_LINE_HEIGHT` apart (part28)."""
     hint = getattr(control, "hint", None)
     if not hint:
         return ()
-    return (W.HTML(f"<small>{html.escape(hint)}</small>", tooltip="",
-                   layout=W.Layout(margin="0 0 4px 114px", width=f"{CONTROLS_WIDTH_PX - 114}px")),)
+    text = (f"<div class='llmsizing-hint' style='font-size: smaller; line-height: {HINT_LINE_HEIGHT}; "
+            f"white-space: normal'>{html.escape(hint)}</div>")
+    width = CONTROLS_WIDTH_PX - HINT_INDENT_PX - CONTROL_MARGIN_PX      # (it ends where the control ends)
+    return (W.HTML(text, tooltip="",
+                   layout=W.Layout(margin=f"0 0 4px {HINT_INDENT_PX}px", width=f"{width}px")),)
