@@ -461,9 +461,9 @@ def deepep_normal_published_s(ep: int, op: str = "dispatch", gpus_per_node: int 
     in one node, the remote share across nodes): compare times. EP 8: ``4,096 x 5.29 x 7,392 B / 153 GB/s
     = 1.05 ms``; EP 16: ``4,096 x 1.993 x 7,392 / 43 = 1.40 ms``; EP 32: ``4,096 x 3.61 x 7,392 / 58 = 1.89
     ms``; EP 64: ``4,096 x 4 x 7,392 / 51 = 2.37 ms``. All rows share the test's basis (24 SMs, the best
-    chunk sizes, one dispatch call timed with CUDA events, FP8 bytes ``(1 + 4/128) / 2`` of BF16's); the EP 16 row keeps DeepEP's
-    first-release value, which its README restored on 2025-04-22 when PR #130 (IBGDA, a QP a channel)
-    re-measured EP 32 and 64 (its maintainer on the PR: EP 16 "almost the same").
+    chunk sizes, one dispatch call timed with CUDA events, FP8 bytes ``(1 + 4/128) / 2`` of BF16's); the
+    EP 16 row keeps DeepEP's first-release value, which its README restored on 2025-04-22 when PR #130
+    (IBGDA, a QP a channel) re-measured EP 32 and 64 (its maintainer on the PR: EP 16 "almost the same").
     ``gpus_per_node``: the H800 nodes' 8. ``ep`` must be one of the table's (8, 16, 32, 64). Chapter 18."""
     rows = deepep_normal_rows(op)
     ep = check_int("ep", ep)
