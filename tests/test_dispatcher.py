@@ -77,14 +77,15 @@ def test_deepep_across_nodes_forwards_once_a_gpu():
     """EP 16 (2 nodes, the model's group limit reaches both): over the network a token crosses once (2 nodes x
     1/2), 4,096 x 7,392 B / 45.5 GB/s = 0.665 ms; the forwarding leg sends it to each distinct GPU of the 16
     (16 experts a GPU) but the forwarder: 16 (1 - C(240, 8) / C(256, 8)) = 6.52 x 7/8 of the copies, 1.122 ms
-    over NVLink, which sets the time: 0.80x DeepEP's published 1.408 ms (the alltoall's 7 copies: 0.98x)."""
+    over NVLink, which sets the time: 0.80x DeepEP's published 1.403 ms (the alltoall's 7 copies: 0.99x; why
+    the gap: tests/test_deepep_ep16.py)."""
     dg = 16 * (1 - _miss(256, 16))
     assert dg == pytest.approx(6.52, abs=0.01)
     nvl, nic = T * dg * 7 / 8 * B / NVL, T * 1 * B / NIC
     assert nic < nvl == pytest.approx(1.122e-3, rel=2e-3)
     got = _model(16, max_nodes=2, dispatcher="deepep")
     assert got == pytest.approx(nvl, rel=0.02)
-    assert got / deepep_normal_published_s(16) == pytest.approx(nvl / 1.408e-3, rel=0.02)     # 0.80
+    assert got / deepep_normal_published_s(16) == pytest.approx(nvl / 1.403e-3, rel=0.02)     # 0.80
     # without a node limit the nodes are drawn too: 2 (1 - C(128, 8) / C(256, 8)) = 1.993 of 2
     dn = 2 * (1 - _miss(256, 128))
     assert dn == pytest.approx(1.993, abs=1e-3)
