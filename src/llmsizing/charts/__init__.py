@@ -12,7 +12,8 @@ chapter modules (below), never each other:
 
 * :mod:`~llmsizing.charts.one_gpu`: Part I, chapters 1-5 (chapter 4's figures in
   :mod:`~llmsizing.charts.one_gpu_activations`, chapter 5's in :mod:`~llmsizing.charts.one_gpu_measure`);
-* :mod:`~llmsizing.charts.many_gpus`: Part II, chapters 6-9;
+* :mod:`~llmsizing.charts.many_gpus`: Part II, chapters 6-9 (chapter 6's landscape in
+  :mod:`~llmsizing.charts.many_gpus_hardware`);
 * :mod:`~llmsizing.charts.time_money`: Part III, chapters 10-14 (chapter 12's in
   :mod:`~llmsizing.charts.time_money_plan`, 13 and 14's in :mod:`~llmsizing.charts.time_money_checks`);
 * :mod:`~llmsizing.charts.serve_tune`: Part IV, chapters 15-16;
