@@ -339,13 +339,13 @@ def _all_to_all_s(s, ep: int, g, n: Node, top_k, max_nodes, stride: int, disp: D
         reach = 1.0 if not once else (min(top_k, max_ranks) if max_ranks is not None and max_ranks < top_k
                                       else distinct_reached(top_k, ep, per)) / top_k
         return _collective_time_s("send/recv", s * reach * (ep - 1) / ep, 2, inside, True)
-    share, near = across_shares(ep, d, top_k, max_nodes, once, per)
+    share, near = _across_shares(ep, d, top_k, max_nodes, once, per)
     cross = _collective_time_s("send/recv", s * share, 2, cross_link, True)
     intra = _collective_time_s("send/recv", s * near, 2, intra_link, True) if d > 1 else 0.0
     return np.maximum(cross, intra) if isinstance(cross, np.ndarray) else max(cross, intra)
 
 
-def across_shares(ep: int, d: int, top_k, max_nodes, once: bool, per=None) -> tuple[float, float]:
+def _across_shares(ep: int, d: int, top_k, max_nodes, once: bool, per=None) -> tuple[float, float]:
     """Across scale-up domains (``ep > d``, ``d`` of the ``ep`` GPUs a domain), the shares of a GPU's ``tokens
     x k x hidden`` buffer that :func:`all_to_all_s` sends on its two legs at once, ``(network, NVLink)``:
     every copy straight to its GPU, ``(ep - d) / ep`` and ``(d - 1) / ep``; with a node limit,

@@ -71,7 +71,7 @@ from .act_terms import (ACTIVATION_DTYPES, _check_fp8, _fp8_saved, _int_or_array
                         dense_layer_terms)
 from .act_terms import ActivationMemory as _ActivationMemory
 from .all_to_all import all_to_all_bytes, all_to_all_s, inter_node_share  # noqa: F401 (issue 24's home)
-from .all_to_all import (_all_to_all_bytes, _all_to_all_s, across_shares, check_dispatcher, distinct_reached,
+from .all_to_all import (_across_shares, _all_to_all_bytes, _all_to_all_s, check_dispatcher, distinct_reached,
                          node_limit, route_max_nodes, route_max_ranks)
 from .catalog import resolve_model
 from .model import Model
@@ -441,13 +441,13 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     buffer (each copy forwarded by the node's receiving GPU; 0.95-0.99x of DeepEP's normal kernels at EP
     16-64, ``tests/test_deepep_forwarding.py``), without one the own node's ``(domain - 1) / ep``
     (:func:`llmsizing.all_to_all.all_to_all_s` says why). A row's bytes are what the GPU sends in it, as
-    the time counts them; across domains both legs' (:func:`llmsizing.all_to_all.across_shares`), which run
-    at once, so its ``link`` names both (``"network + NVLink"``). Its ``bandwidth_gbps`` is the effective
-    rate (those bytes / that time, latency included; across domains over both links together, so above
-    either alone), its ``latency_s`` 0. ``_tokens``: a NumPy array of the
-    tokens a GPU routes in place of the layout's (``batch``, ``tp``, ``cp`` then unread), the rows' numbers
-    arrays of them, element by element the same arithmetic (issue 35:
-    :func:`llmsizing.plan_moe.moe_all_to_all_s` prices every token count of a group of links at once).
+    the time counts them; across domains both legs' (``all_to_all._across_shares``), which run at once, so
+    its ``link`` names both (``"network + NVLink"``). Its ``bandwidth_gbps`` is the effective rate (those
+    bytes / that time, latency included; across domains over both links together, so above either alone),
+    its ``latency_s`` 0. ``_tokens``: a NumPy array of the tokens a GPU routes in place of the layout's
+    (``batch``, ``tp``, ``cp`` then unread), the rows' numbers arrays of them, element by element the same
+    arithmetic (issue 35: :func:`llmsizing.plan_moe.moe_all_to_all_s` prices every token count of a group of
+    links at once).
 
     Group-limited routing inside one scale-up domain (issue 35): when the model's own groups
     (:func:`llmsizing.all_to_all.route_max_ranks`, its config's ``n_group`` / ``topk_group``) put a token's
@@ -488,7 +488,7 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     reach = 1.0                           # (the share of the k copies sent: deepep's distinct GPUs a token)
     d = max(1, node.scaleup_domain_gpus // par.etp)                  # (the group's GPUs a domain)
     if across:                            # both legs' bytes: deduplicated as the time counts them (lows29)
-        share, near = across_shares(ep, d, k, max_nodes, disp.once_per_gpu, model.experts / ep)
+        share, near = _across_shares(ep, d, k, max_nodes, disp.once_per_gpu, model.experts / ep)
         reach = (share + (near if d > 1 else 0.0)) * ep / (ep - 1)
     elif disp.once_per_gpu:
         reach = (min(k, ranks) if ranks is not None and ranks < k
