@@ -348,19 +348,29 @@ def _all_to_all_s(s, ep: int, g, n: Node, top_k, max_nodes, stride: int, disp: D
         reach = 1.0 if not once else (min(top_k, max_ranks) if max_ranks is not None and max_ranks < top_k
                                       else distinct_reached(top_k, ep, per)) / top_k
         return _collective_time_s("send/recv", s * reach * (ep - 1) / ep, 2, inside, True)
+    share, near = _across_shares(ep, d, top_k, max_nodes, once, per)
+    cross = _collective_time_s("send/recv", s * share, 2, cross_link, True)
+    intra = _collective_time_s("send/recv", s * near, 2, intra_link, True) if d > 1 else 0.0
+    return np.maximum(cross, intra) if isinstance(cross, np.ndarray) else max(cross, intra)
+
+
+def _across_shares(ep: int, d: int, top_k, max_nodes, once: bool, per=None) -> tuple[float, float]:
+    """Across scale-up domains (``ep > d``, ``d`` of the ``ep`` GPUs a domain), the shares of a GPU's ``tokens
+    x k x hidden`` buffer that :func:`all_to_all_s` sends on its two legs at once, ``(network, NVLink)``:
+    every copy straight to its GPU, ``(ep - d) / ep`` and ``(d - 1) / ep``; with a node limit,
+    :func:`~llmsizing.moe.inter_node_share` and the forwarding leg's ``(d - 1) / d``; with ``once``
+    (``"deepep"``) a token once a node and once a GPU (``per``: routed experts a GPU, for the exact draw).
+    The sum is what the GPU sends in one call (:func:`llmsizing.moe.ep_all_to_all`'s rows; lows29)."""
     if once:        # ---- DeepEP: once a node over the network, once a GPU over NVLink (forwarded)
         nodes = ep / d
         reach_n = (min(top_k, max_nodes, nodes) if max_nodes is not None
                    else distinct_reached(top_k, nodes, None if per is None else per * d))
         reach_g = distinct_reached(top_k, reach_n * d, per)
-        share, near = reach_n * (nodes - 1) / nodes / top_k, reach_g * (d - 1) / d / top_k
-    elif max_nodes is None:                # every copy straight to its GPU: the own node's peers over NVLink
-        share, near = (ep - d) / ep, (d - 1) / ep
-    else:          # ---- node-limited routing (llmsizing.moe): DeepEP's NVLink leg forwards every copy
-        share, near = inter_node_share(top_k, ep, d, max_nodes), (d - 1) / d
-    cross = _collective_time_s("send/recv", s * share, 2, cross_link, True)
-    intra = _collective_time_s("send/recv", s * near, 2, intra_link, True) if d > 1 else 0.0
-    return np.maximum(cross, intra) if isinstance(cross, np.ndarray) else max(cross, intra)
+        return reach_n * (nodes - 1) / nodes / top_k, reach_g * (d - 1) / d / top_k
+    if max_nodes is None:                  # every copy straight to its GPU: the own node's peers over NVLink
+        return (ep - d) / ep, (d - 1) / ep
+    # ---- node-limited routing (llmsizing.moe): DeepEP's NVLink leg forwards every copy
+    return inter_node_share(top_k, ep, d, max_nodes), (d - 1) / d
 
 
 def _links(ep: int, g, n: Node, stride: int) -> tuple:

@@ -280,10 +280,10 @@ _AT_AN_MFU = {"mfu": "prices the run at one MFU", "mfu_range": "prices the run o
 
 
 def moe_dispatcher_option(args, model) -> dict:
-    """:func:`dispatcher_option` for a command that prices a run on its MoE step (``cost``, ``time``),
-    refused where nothing would use it: with ``--mfu`` (or ``--mfu-range``, where the command has it),
-    which price the run at an MFU, or on a dense ``model``, which has no all-to-all to dispatch (ui28: a
-    dispatcher named but unused would still be echoed in the title)."""
+    """:func:`dispatcher_option` for a command that prices a run on its MoE step (``plan``, ``cost``,
+    ``time``), refused where nothing would use it: with ``--mfu`` (or ``--mfu-range``, where the command has
+    it), which price the run at an MFU, or on a dense ``model``, which has no all-to-all to dispatch (ui28: a
+    dispatcher named but unused would still be echoed in the title; lows29: ``plan`` ignored it)."""
     out = dispatcher_option(args)
     if not out:
         return out

@@ -101,6 +101,8 @@ def cmd_plan(args) -> None:
 
     _check_single_or_stages(args, single=("--tokens", "--seq") if args.stage else
                             ("--tokens", "--seq", "--global-batch"))
+    if args.dispatcher is not None:                    # --dispatcher: refused on a dense model, as cost does
+        moe_dispatcher_option(args, _model(args.model, moe=True))
     if args.stage:
         _plan_stages(args)
         return
