@@ -258,8 +258,8 @@ _SETTING = re.compile(r"(; [\d,]+ tokens|; (micro-batch \d+, )?\w+ recomputation
 
 def _central(c: Claim, f: Finding, reading: str) -> float:
     """The central estimate behind a judged reading: the same method and layout (offload, LoRA, ...), at the
-    central sequence length :data:`SEQ` and, for a time, throughput or cost, the centre of the MFU band; in the
-    unit it is judged in (GiB for a reading tagged :data:`GIB_READING`)."""
+    central sequence length :data:`SEQ` and, for a time, throughput or cost, the centre of the MFU band; in
+    the unit it is judged in (GiB for a reading tagged :data:`GIB_READING`)."""
     base = _SETTING.sub("", reading or READINGS[c.kind])
     if GIB_READING in (reading or ""):
         base += GIB_READING
@@ -272,8 +272,8 @@ def audit_table(band: float = BAND):
     from_image, counted_with, line, library_central, verdict_kind``). ``claimed`` is the middle of a claimed
     range; ``library`` is the value judged, the point of the most favourable reading (:data:`OPEN_SETTINGS`)
     nearest the claim; ``library_central`` is the central estimate of the same method and layout (:data:`SEQ`
-    tokens, the centre of the MFU band); ``unit`` is the claim's, or GiB where the reading judged takes its "GB"
-    as GiB (:data:`GIB_READING`); ``ratio`` = claimed / library, and the verdict follows
+    tokens, the centre of the MFU band); ``unit`` is the claim's, or GiB where the reading judged takes its
+    "GB" as GiB (:data:`GIB_READING`); ``ratio`` = claimed / library, and the verdict follows
     :func:`~llmsizing.audit_verdict.verdict` with tolerance ``band`` (default
     :data:`~llmsizing.audit_verdict.BAND`). The library values are computed once per session; a new ``band``
     only re-judges them. Taught in chapter 14."""

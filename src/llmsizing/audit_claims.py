@@ -80,9 +80,9 @@ class Claim:
     ``unit``; ``bound`` is one of :data:`~llmsizing.audit_verdict.BOUNDS`. ``compute()`` returns a float or a
     :class:`Finding`. ``kind`` is a key of :data:`YARDSTICKS`, ``line`` the line of the seed file it comes
     from, ``from_image`` whether the seed gave it in an image (so the paraphrase is a reconstruction) and
-    ``counted_with`` the claim it repeats or follows from (left out of the headline counts); ``gib_source``,
-    when not empty, the source showing that the claim's "GB" was computed as bytes / 1024**3 (GiB), so that the
-    audit reads it both ways (:data:`~llmsizing.audit_inputs.OPEN_SETTINGS`, "unit")."""
+    ``counted_with`` the claim it repeats or follows from (left out of the headline counts);
+    ``gib_source``, when not empty, the source showing that the claim's "GB" was computed as bytes / 1024**3
+    (GiB), so that the audit reads it both ways (:data:`~llmsizing.audit_inputs.OPEN_SETTINGS`, "unit")."""
 
     id: str
     article: str
