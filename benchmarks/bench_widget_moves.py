@@ -381,30 +381,31 @@ activations at the new context; partial recomputation's ``_least`` ~3), its pric
 (``plan_stage_terms._pp_terms`` per pipeline degree, the groups' ``communication`` calls), the frame, ranks
 and ranges ~7.
 
-Measured 2026-12-02 (branch speed29a, issues 35 and 38; base = main 162bf384; paired in one process by
-benchmarks/bench_widget_ab.py --rounds 6, each round both sides' widgets built anew with their kept searches
-cleared, 13:26:45-13:27:53 UTC at a load of 2.7-2.3 on 2 shared cores, other sessions' work beside it), after
-(1) the chapter 17 widget built warm also searched the eight settings one step of the context slider, the
-K/V exchange or the tokens per batch from its defaults (``long_context_warm_settings``) and (2)
-``charts.figures._kept_legend`` kept the legends it replaced (the last 4 of an axes) and showed one again when
-its key came back (chapter 17's memory legend, with or without gradients at the chosen plan's peak, was made
-anew on most steps of the context). CPU ms of the moves to new settings, median base -> branch, and the
-median of the paired ratios (branch / base):
+Measured 2026-12-02 (branch speed29a, issues 35 and 38; paired in one process by benchmarks/bench_widget_ab.py
+--rounds 6, each round both sides' widgets built anew with their kept searches cleared; run A: base = the
+branch's own base 162bf384, 13:33:05-13:34:36 UTC at a load of 4.6-3.8; run B: base = main bf66bb5a (which
+had merged ch3's and DeepEP's work, nothing of these widgets), 13:26:45-13:27:53 at 2.7-2.3; 2 shared cores,
+other sessions' work beside them), after (1) the chapter 17 widget built warm also searched the eight
+settings one step of the context slider, the K/V exchange or the tokens per batch from its defaults
+(``long_context_warm_settings``) and (2) ``charts.figures._kept_legend`` kept the legends it replaced (the
+last 4 of an axes) and showed one again when its key came back (chapter 17's memory legend, with or without
+gradients at the chosen plan's peak, was made anew on most steps of the context). CPU ms of the moves to new
+settings, median base -> branch, and the median of the paired ratios (branch / base):
 
-    widget.control               moves   median         ratio
-    long_context.model              24   113.1 ->  87.8   0.798
-    long_context.seq                24    75.8 ->  36.7   0.467
-    long_context.gpus                6    50.4 ->  48.8   0.930
-    long_context.batch_tokens       12    73.3 ->  34.8   0.487
-    long_context.max_gpus           24    20.6 ->  16.8   0.787
-    long_context.cp_comm             6    89.8 ->  32.3   0.343
-    long_context (all)              96    71.9 ->  36.5   0.660
-    planner (all; two runs)        186    43.9 ->  43.3   1.018;   39.4 -> 36.8   0.972
+    widget.control             moves   run A: median    ratio    run B: median    ratio
+    long_context.model            24    81.9 ->  79.2   0.953    113.1 ->  87.8   0.798
+    long_context.seq              24    68.8 ->  33.0   0.407     75.8 ->  36.7   0.467
+    long_context.gpus              6    43.3 ->  46.5   1.069     50.4 ->  48.8   0.930
+    long_context.batch_tokens     12    55.1 ->  31.5   0.555     73.3 ->  34.8   0.487
+    long_context.max_gpus         24    16.9 ->  18.5   0.978     20.6 ->  16.8   0.787
+    long_context.cp_comm           6    93.3 ->  29.9   0.334     89.8 ->  32.3   0.343
+    long_context (all)            96    60.2 ->  32.9   0.814     71.9 ->  36.5   0.660
+    planner (all)                186    43.8 ->  40.4   1.001     43.9 ->  43.3   1.018 (again: 0.972)
 
 The seq, cp_comm and batch_tokens moves here all start from the defaults (this tool moves each control away
 and back), so (1) answers them from the build's searches: a render and a PNG. Away from the defaults (after a
 model pick, another GPU type) a step is a search as before. The build (the widget's first answer) costs it:
-1044 -> 1349 ms CPU (median of 6 paired builds, 13:27-13:28 at a load of 2.1), ~15 MB more. (2) alone, on
+1044 -> 1349 ms CPU (6 paired builds, base bf66bb5a, 13:27-13:28 at a load of 2.1), ~15 MB more. (2) alone, on
 the moves that do not search (the plans cached, kept answers cleared, 18 moves of the context, exchange,
 batch, GPU limit and GPU types, 6 rounds paired): 26.5 -> 24.5 ms (ratio 0.946, load 1.8), 32.5 -> 30.5 ms
 (0.955, load 2.2); every PNG of a 19-move walk pixel-identical to a fresh figure's. What is left over ~50 ms:
