@@ -95,7 +95,8 @@ def cmd_memory(args) -> None:
     if args.json or args.csv:
         _emit(df, args)
         return
-    buffer = f"; {grad_buffer_note(t.grad_buffer)}" if t.grad_buffer else ""
+    buffer = ("; gradients in a persistent buffer" if t.grad_buffer is True
+              else f"; {grad_buffer_note(t.grad_buffer)}" if t.grad_buffer else "")
     title = (f"{t.states.n_params:,} parameters; per GPU (the most loaded one), batch {args.batch} x seq "
              f"{args.seq}{buffer}; alive at the peak of the step (the {t.peak_phase}):")
     out = df[["GiB", "bytes/param"]].copy()

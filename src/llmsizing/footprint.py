@@ -318,15 +318,15 @@ def check_grad_buffer_kind(grad_buffer):
 
     if grad_buffer is False or grad_buffer is True:       # (the common case first)
         return grad_buffer
-    allowed = ", ".join(map(repr, GRAD_BUFFERS))
+    allowed = "True or False or one of " + ", ".join(repr(k) for k in GRAD_BUFFERS if type(k) is str)
     if type(grad_buffer) is str:
         if grad_buffer in GRAD_BUFFERS:
             return grad_buffer
-        raise ValueError(f"grad_buffer must be one of {allowed}, got {grad_buffer!r}")
+        raise ValueError(f"grad_buffer must be {allowed}, got {grad_buffer!r}")
     try:
         return check_bool("grad_buffer", grad_buffer)
     except TypeError:
-        raise TypeError(f"grad_buffer must be one of {allowed}, got {type(grad_buffer).__name__} "
+        raise TypeError(f"grad_buffer must be {allowed}, got {type(grad_buffer).__name__} "
                         f"{grad_buffer!r}") from None
 
 
@@ -346,12 +346,12 @@ def check_grad_buffer(grad_buffer, zero: int):
 
 
 def grad_buffer_note(grad_buffer) -> str:
-    """``grad_buffer`` in words (:func:`~llmsizing.planner.plan`'s ``attrs["assumes"]``, the command line's
-    titles); ``""`` for ``False``."""
+    """``grad_buffer`` (:data:`GRAD_BUFFERS`) in words, for :func:`~llmsizing.planner.plan`'s
+    ``attrs["assumes"]`` and the command line's title; ``""`` for ``False``."""
+    kind = check_grad_buffer_kind(grad_buffer)
     return {False: "", True: "a persistent gradient buffer",
-            "ddp-view": "a persistent gradient buffer (PyTorch DDP's buckets; .grad apart under no_sync)",
-            "ddp-copy": "a persistent gradient buffer and .grad apart from it (PyTorch DDP's default)"}[
-        check_grad_buffer_kind(grad_buffer)]
+            "ddp-view": "a persistent gradient buffer, PyTorch DDP's buckets with .grad apart under no_sync",
+            "ddp-copy": "a persistent gradient buffer and .grad apart from it, PyTorch DDP's default"}[kind]
 
 
 def zero_grad_buffer(grad_buffer, zero: int):

@@ -368,11 +368,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
 
     ``grad_buffer=True`` (issue 38; off by default): the DDP and ZeRO-1 layouts keep their gradients in a
     persistent buffer, alive at every phase's peak (:func:`~llmsizing.memory.training_memory`'s
-    ``grad_buffer``: Megatron-Core's grad buffer, in FP32 with ``precision="bf16-mixed-fp32-grads"``,
-    Megatron-LM's default; PyTorch DDP's buckets; ``"ddp-copy"``, PyTorch DDP's default, adds the ``.grad``
-    tensors it keeps apart, :data:`~llmsizing.footprint.GRAD_BUFFERS`); ZeRO-2 and 3 layouts free theirs as
-    before. ``attrs["assumes"]`` says so.
-    """
+    ``grad_buffer``: Megatron-Core's grad buffer, in FP32 with ``precision="bf16-mixed-fp32-grads"``;
+    PyTorch DDP's buckets, ``"ddp-copy"`` its default with the ``.grad`` tensors apart: GRAD_BUFFERS in
+    :mod:`~llmsizing.footprint`); ZeRO-2 and 3 layouts free theirs as before. ``attrs["assumes"]`` says so."""
     import pandas as pd
 
     model = resolve_model(model, moe=True)

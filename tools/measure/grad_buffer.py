@@ -8,8 +8,9 @@ rebuilds its buckets at the start of the second). Every storage that can hold a 
 its C++ storage, so the finalizer runs when the memory is freed): each parameter's ``.grad`` after a backward,
 and each DDP bucket's flat gradient tensor, which the reducer hands to a communication hook
 (``GradBucket.buffer()``; the hook all-reduces it as DDP's default hook does). At the forward peak of every
-micro-batch (a forward hook on the output layer, when the micro-batch's activations are all alive) and at the
-end of every backward, the bytes of the followed storages still alive are summed, each storage once (with
+micro-batch (a forward hook on the output layer, when the micro-batch's activations are all alive), at the
+end of every backward and as the optimizer step starts (a step pre-hook: what the step holds beside its own
+states and temporaries), the bytes of the followed storages still alive are summed, each storage once (with
 ``gradient_as_bucket_view=True`` a ``.grad`` is a view into a bucket). What is measured is the gradient side
 only: the weights, optimizer states and activations are the same in every layout.
 
@@ -107,6 +108,12 @@ def _worker(rank, world, port, queue, dtypes=tuple(DTYPES)):
                                                                          fol.bytes("grad"))
 
                 net[-1].register_forward_hook(fwd_peak)
+
+                def step_start(optimizer, args, kwargs, fol=fol, at=at, where=where):
+                    at[where["step"], where["micro"], "optimizer step"] = (fol.bytes("bucket"),
+                                                                           fol.bytes("grad"))
+
+                opt.register_step_pre_hook(step_start)
                 g = torch.Generator().manual_seed(rank)
                 for step in range(1, STEPS + 1):
                     for micro in range(1, accum + 1):
