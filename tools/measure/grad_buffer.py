@@ -1,6 +1,7 @@
-"""Sub-command ``grad-buffer``: which gradient bytes are alive at the forward peak of a steady-state step
-under PyTorch DDP (``gradient_as_bucket_view`` False and True) against a plain step whose gradients
-``zero_grad(set_to_none=True)`` frees (issue 38: a persistent gradient buffer; chapter 12).
+"""Sub-command ``grad-buffer``: which gradient bytes are alive at the forward peak, the end of the backward and
+the start of the optimizer step of a steady-state step under PyTorch DDP (``gradient_as_bucket_view`` False
+and True) against a plain step whose gradients ``zero_grad(set_to_none=True)`` frees (issue 38: a persistent
+gradient buffer; chapter 12).
 
 Two gloo ranks on the CPU train a small stack of linear layers for four steps and keep the last two (DDP
 rebuilds its buckets at the start of the second). Every storage that can hold a gradient is followed with
