@@ -128,9 +128,16 @@ def _worker(rank, world, port, queue, dtypes=tuple(DTYPES)):
                             loss = torch.nn.functional.cross_entropy(model(x).float(), y) / accum
                             loss.backward()
                         if layout == "plain" and last:
-                            for p in net.parameters():
-                                dist.all_reduce(p.grad)
-                                p.grad.div_(world)
+                            # one flat copy all-reduced, not the .grad tensors themselves: a gloo worker thread
+                            # may hold the last tensor it reduced past the call (one run in five, a head's .grad
+                            # was still alive at the next forward on one rank); the copy is not followed
+                            grads = [p.grad for p in net.parameters()]
+                            flat = torch.cat([t.reshape(-1) for t in grads])
+                            dist.all_reduce(flat)
+                            flat.div_(world)
+                            for t, part in zip(grads, flat.split([t.numel() for t in grads])):
+                                t.copy_(part.view_as(t))
+                            del flat, grads, t, part          # (the loop names too: the last .grad)
                         for p in net.parameters():
                             fol.follow(p.grad, "grad")
                         at[step, micro, "backward end"] = (fol.bytes("bucket"), fol.bytes("grad"))
