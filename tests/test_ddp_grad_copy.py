@@ -211,3 +211,31 @@ def test_job_and_command_line_take_the_kind(capsys):
     assert _plan_layout_options(args)["grad_buffer"] == "ddp-view"
     assert cli.main(argv[:-1] + ["--grad-buffer", "ddp-copy"]) == 0
     assert "PyTorch DDP's default" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kind", GRAD_BUFFERS)
+def test_the_planner_arrays_are_the_per_layout_path_for_every_kind(kind):
+    """dense_arrays.search_pieces (the planner's arrays) gives each layout's pieces bit for bit as the
+    per-layout path (plan_pricing._pieces, through footprint.phase_values) for every kind, accumulating or
+    not, at every ZeRO stage (2 and 3: without the buffer)."""
+    import numpy as np
+
+    from llmsizing import dense_arrays, get_model
+    from llmsizing.plan_pricing import _pieces
+
+    model = get_model("llama-3-8b")
+    kw = dict(seq=4096, precision="bf16-mixed", optimizer="adamw", attention="flash", stack="fused",
+              optimizer_impl="foreach", recompute="selective", grad_buffer=kind)
+    calls = [(tp, pp, zero, m, 1, "p2p", 1, 4, 1) for tp in (1, 2) for pp in (1, 2) for zero in (0, 1, 2, 3)
+             for m in (1, 2, 8) if not (zero >= 2 and pp > 1)]
+    got = dense_arrays.search_pieces(model, kw, calls)
+    off = dense_arrays.search_pieces(model, {**kw, "grad_buffer": False}, calls)
+    for call, g, o in zip(calls, got, off):
+        tp, pp, zero, m, cp, comm, batch, dp, v = call
+        want = _pieces(model, kw, tp, pp, zero, m, cp, comm, 1, False, batch=batch, dp=dp, v=v)
+        assert np.array_equal(g, want), call
+        if zero >= 2 or kind is False or (kind is True and m > 1):
+            # ZeRO-2/3 free their gradients as before; Megatron's buffer holds what accumulation held already
+            assert np.array_equal(g, o), call
+        else:
+            assert (g >= o).all() and (g > o).any(), call          # a buffer adds, never removes

@@ -27,7 +27,7 @@ import functools
 
 import numpy as np
 
-from .footprint import grad_copies, zero_grad_buffer
+from .footprint import _GRAD_COPIES
 from .memory import _kept_act_core, _kept_in_flight, _kept_state_side, _search_layouts
 from .moe import stage_offset_bytes
 from .parallel import layers_per_stage, pipeline_in_flight, stage_chunks
@@ -100,7 +100,8 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
             if row is None:
                 row = cores[ckey] = _core_row(model, batch, core_args, act)
             core = core_rows_kept[ckey] = (np.array(row[:-1], dtype=float), row[-1])
-        copies = grad_copies(zero_grad_buffer(o["grad_buffer"], zero), m)      # (whole gradients alive)
+        # (footprint.grad_copies without its checks: the gradients' whole copies, the buffer under ZeRO 0/1)
+        copies = _GRAD_COPIES[o["grad_buffer"] if zero <= 1 else False, m > 1]
         own = by_m.get((m, copies))
         if own is None:                                  # (the stages' columns: the layout's and m's alone)
             if act.virtual_stages == 1:

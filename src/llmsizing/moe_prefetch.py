@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dense_arrays import _DEFAULTS, _core_row, _kept, _phase_sums, supports
-from .footprint import grad_copies, zero_grad_buffer
+from .footprint import _GRAD_COPIES
 from .memory import _act_layout, _kept_in_flight, _kept_state_side, _search_pieces
 from .moe import EpLayouts, stage_offset_bytes
 from .parallel import kept_parallel, layers_per_stage, resolve_parallel
@@ -113,7 +113,7 @@ def _columns(model, kw: dict, jobs: list, kept: dict) -> list:
                                    gathered)):
                 block[:, j] = x                          # (an entry per layout, or one for all)
             block[:, 6:] = (*core[:-1], n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i], flight[i],
-                            *grad_copies(zero_grad_buffer(o["grad_buffer"], zero), c),     # (gradients)
+                            *_GRAD_COPIES[o["grad_buffer"] if zero <= 1 else False, c > 1],   # (gradients)
                             model.tied_embeddings and n_pp == 1, moe,
                             stage_offset_bytes(acts, act, i) if moe else 0.0)
             blocks.append(block)
