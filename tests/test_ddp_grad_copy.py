@@ -178,6 +178,23 @@ def test_plan_with_the_copy_agrees_with_training_memory():
         assert training_memory(job).total_bytes == pytest.approx(r["memory_per_gpu_bytes"], rel=1e-9)
 
 
+def test_a_mixture_of_experts_plan_with_the_view_agrees_with_training_memory():
+    """The mixture-of-experts arrays (moe_prefetch) take the kind as the dense ones do: sampled rows of
+    plan(grad_buffer="ddp-view"), accumulating ones among them, are their jobs' training_memory."""
+    import numpy as np
+
+    from llmsizing.job import Job
+    from llmsizing.planner import plan
+
+    run = dict(tokens=1e11, gpus=("H100 SXM",), seq=4096, global_batch=256, max_gpus=128)
+    df = plan("mixtral-8x7b", **run, grad_buffer="ddp-view")
+    assert ((df["zero"] <= 1) & (df["grad_accum"] > 1)).any()
+    for i in np.random.default_rng(5).choice(len(df), size=min(15, len(df)), replace=False):
+        r = df.iloc[i]
+        job = Job.from_plan_row(r, "mixtral-8x7b", seq=run["seq"], grad_buffer="ddp-view")
+        assert training_memory(job).total_bytes == pytest.approx(r["memory_per_gpu_bytes"], rel=1e-9)
+
+
 def test_plan_with_the_copy_leaves_zero2_and_zero3_as_they_were():
     import pandas as pd
 
