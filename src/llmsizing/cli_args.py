@@ -392,3 +392,15 @@ def __getattr__(name: str):
                       DeprecationWarning, stacklevel=2)
         return DEFAULT_DISPATCHER
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def add_grad_buffer_flag(p, text: str) -> None:
+    """``--grad-buffer [KIND]`` on the parser ``p``: alone ``True``, or one of the library's kinds
+    (:data:`~llmsizing.footprint.GRAD_BUFFERS`)."""
+    from .footprint import GRAD_BUFFERS           # (a lower layer)
+
+    kinds = [k for k in GRAD_BUFFERS if isinstance(k, str)]
+    p.add_argument("--grad-buffer", nargs="?", const=True, default=False, choices=kinds, metavar="KIND",
+                   help=text + f"; KIND {' or '.join(kinds)}: PyTorch DDP with gradient_as_bucket_view "
+                        "True accumulating under no_sync, or False (its default), whose .grad tensors "
+                        "stay apart from the buckets")
