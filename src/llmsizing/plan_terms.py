@@ -168,8 +168,47 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
     the key's own :func:`~llmsizing.network.group_link`, the same operations on the same floats in the same
     order (``tests/test_planner_speed.py``, ``tests/test_plan_terms.py``). A message beyond
     :data:`~llmsizing._validate.MAX_MEANINGFUL` goes through :func:`~llmsizing.comm.communication`, which
-    raises its own error."""
+    raises its own error.
+
+    Each key's rows are its own (the same floats whichever keys are priced beside it), read neither the
+    context nor the micro-batch: kept per (model, recipe, slots) and key with its GPU and node
+    (:func:`_kept_dp_rows`, issue 38: chapter 12's widget moving its sequence or global batch priced the
+    same keys again, ~2-3 ms a search); only the keys not kept yet are priced."""
     _slot_of_deprecated(slot_of)
+    try:                                              # (each GPU's rows, by the rest of the key)
+        kept = None if slot_of is not None else _kept_dp_rows(model, precision, n_slots)
+        own = None if kept is None else [kept.setdefault((g, node_of[g.name]), {}) for g in gpu_list]
+    except TypeError:                                 # (an unhashable argument: priced, not kept)
+        own = None
+    got = [None] * len(keys) if own is None else [own[k[0]].get(tuple(k[1:])) for k in keys]
+    todo = [i for i, row in enumerate(got) if row is None]
+    if todo:
+        new = _dp_link_rows(model, gpu_list, [keys[i] for i in todo], seq=seq, precision=precision,
+                            node_of=node_of, slot_of=slot_of, n_slots=n_slots)
+        for i, row in zip(todo, zip(*new)):
+            got[i] = row
+            if own is not None:
+                own[keys[i][0]][tuple(keys[i][1:])] = row
+    return tuple(np.array([row[x] for row in got]).reshape(len(keys), n_slots) for x in range(3))
+
+
+#: How many (model, recipe, slots) :func:`_kept_dp_rows` keeps rows for.
+DP_ROWS_KEPT = 16
+
+
+@functools.lru_cache(maxsize=DP_ROWS_KEPT)
+def _kept_dp_rows(model, precision: str, n_slots: int) -> dict:
+    """The dicts of :func:`dp_link_rows`' rows of ``model`` with the recipe ``precision`` and ``n_slots``
+    slots, one per (GPU, its node), by the rest of the key ``(tp, ZeRO stage, dp x cp, ZeRO-3 under a
+    pipeline)``: ``(seconds per byte, bytes of a pass, latency of one call)``, each a list of a float per
+    slot, as :func:`_dp_link_rows` made them."""
+    return {}
+
+
+def _dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: dict, slot_of=None,
+                  n_slots: int) -> tuple:
+    """:func:`dp_link_rows`' rows of ``keys``, each priced (its docstring), as three lists (seconds per byte,
+    bytes of a pass, latency of one call) of a list per key and a float per slot."""
     per_byte, traffic, latency = ([[0.0] * n_slots for _ in keys] for _ in range(3))
     recipe = RECIPES[precision]
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
@@ -206,8 +245,7 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
             tr[s] += n_bytes
             pb[s] = 1 / (bw * 1e9)
             lat[s] += calls * latency_steps(kind, d_, across) * alpha / calls
-    return (np.array(per_byte).reshape(len(keys), n_slots), np.array(traffic).reshape(len(keys), n_slots),
-            np.array(latency).reshape(len(keys), n_slots))
+    return per_byte, traffic, latency
 
 
 def _slot_of_deprecated(slot_of) -> None:
