@@ -305,11 +305,14 @@ def plans_where(plans, keep):
     import pandas as pd
 
     rows = np.flatnonzero(keep)
-    days_d, cost_d = _digits(plans["days"].to_numpy()[rows]), _digits(plans["cost_usd"].to_numpy()[rows])
-    memory_d = plans["memory_per_gpu_bytes"].to_numpy()[rows]
+    # (its columns read off a frame without the attrs, which pandas deep-copies into every column it gives:
+    # ~30 columns a cut of chapter 12's table, issue 38)
+    bare = pd.DataFrame(plans) if plans.attrs else plans
+    days_d, cost_d = _digits(bare["days"].to_numpy()[rows]), _digits(bare["cost_usd"].to_numpy()[rows])
+    memory_d = bare["memory_per_gpu_bytes"].to_numpy()[rows]
     # (rows that tie on days, cost and memory are in the search's order here too: plan sorts stably)
     pareto = _pareto(days_d, cost_d, memory_d, order=_lex_orders((memory_d, cost_d, days_d))[0])
-    out = pd.DataFrame({c: pareto if c == "pareto" else _taken(plans[c], rows) for c in plans.columns},
+    out = pd.DataFrame({c: pareto if c == "pareto" else _taken(bare[c], rows) for c in bare.columns},
                        copy=False)
     out.attrs = copy.deepcopy(plans.attrs)
     return out
