@@ -237,14 +237,14 @@ def _dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: d
                     communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1,
                                   seq=seq, gpu=g, precision=precision, node=node_of[g.name], _groups=("dp",))
                 rows.append((slot_of(name) if slot_of else DP_SLOTS.index(slot), kind,
-                             calls * (wire_factor(kind, d_, p_) * message), calls))
+                             calls * (_kept_wire_factor(kind, d_, p_) * message), calls))
             sched[t_, z_, d_, p_, kept] = rows
         bw, alpha, across = gl.bandwidth_gbps, gl.alpha_s, gl.across
         tr, pb, lat = traffic[k], per_byte[k], latency[k]
         for s, kind, n_bytes, calls in sched[t_, z_, d_, p_, kept]:
             tr[s] += n_bytes
             pb[s] = 1 / (bw * 1e9)
-            lat[s] += calls * latency_steps(kind, d_, across) * alpha / calls
+            lat[s] += calls * _kept_latency_steps(kind, d_, across) * alpha / calls
     return per_byte, traffic, latency
 
 
