@@ -331,7 +331,9 @@ KEPT_SINCE_ISSUE_35 = ((fewest_gpus, "_kept_stage_runs"), (plan_memory, "kept_se
                        (plan_pricing, "_kept_blocks"), (planner, "_kept_layouts"),
                        (sys.modules.get("llmsizing.plan_moe"), "_kept_dp_rows"),
                        (sys.modules.get("llmsizing.plan_moe"), "kept_unit_rows"),
-                       (sys.modules.get("llmsizing.dense_arrays"), "_shared_kept"))
+                       (sys.modules.get("llmsizing.dense_arrays"), "_shared_kept"),
+                       (sys.modules.get("llmsizing.dense_arrays"), "_kept_flight"),
+                       (sys.modules.get("llmsizing.states"), "_layer_params"))
 
 
 def main() -> None:
