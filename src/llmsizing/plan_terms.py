@@ -40,7 +40,52 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
     ``grad_accum = 1``; they do not depend on ``ep``), the tensor- and context-parallel communication
     exposed and in full, as a row ``(gemm rate, tp exposed, cp exposed, tp, cp, attention rate)``; and each
     GPU's dense peak (FLOP/s) by index. ``eff`` is the kernel efficiency (``None``: the GPU generation's, as
-    :func:`~llmsizing.layouts.step_time` takes it)."""
+    :func:`~llmsizing.layouts.step_time` takes it).
+
+    Each key's row is its own (the GPUs priced together give each its own call's floats:
+    :func:`_link_terms`), so rows are kept per (model, context, efficiency, recipe, dtype, K/V exchange,
+    recomputations) and GPU with its node (:func:`_kept_layer_rows`, issue 38: chapter 12's widget moving its
+    global batch or GPU limit priced the same keys again, ~1.5 ms a search); only the keys not kept yet are
+    priced (:func:`_layer_terms`)."""
+    try:
+        kept = _kept_layer_rows(model, seq, eff, precision, dtype, cp_comm, tuple(rcs))
+        own = [kept.setdefault((g, node_of[g.name]), {}) for g in gpu_list]
+        got = [own[k[0]].get(tuple(k[1:])) for k in keys]
+    except TypeError:                                 # (an unhashable argument: priced, not kept)
+        return _layer_terms(model, gpu_list, keys, seq=seq, eff=eff, precision=precision, dtype=dtype,
+                            node_of=node_of, cp_comm=cp_comm, rcs=rcs)
+    todo = [i for i, row in enumerate(got) if row is None]
+    peak_of: dict = {}
+    if todo:
+        rows, peak_of = _layer_terms(model, gpu_list, [keys[i] for i in todo], seq=seq, eff=eff,
+                                     precision=precision, dtype=dtype, node_of=node_of, cp_comm=cp_comm,
+                                     rcs=rcs)
+        for i, row in zip(todo, rows.tolist()):
+            got[i] = own[keys[i][0]][tuple(keys[i][1:])] = row
+        if len(todo) == len(keys):                  # (none kept: the rows as made)
+            return rows, peak_of
+    for g_ in dict.fromkeys(k[0] for k in keys):        # (each GPU's peak, as _layer_terms gives it)
+        if g_ not in peak_of:
+            peak_of[g_] = dense_tflops(gpu_list[g_], dtype) * 1e12
+    return np.array(got, dtype=float).reshape(-1, 6), peak_of
+
+
+#: How many (model, context, efficiency, recipe, dtype, K/V exchange, recomputations) :func:`_kept_layer_rows`
+#: keeps rows for.
+LAYER_ROWS_KEPT = 16
+
+
+@functools.lru_cache(maxsize=LAYER_ROWS_KEPT)
+def _kept_layer_rows(model, seq: int, eff, precision: str, dtype: str, cp_comm: str, rcs: tuple) -> dict:
+    """The dicts of :func:`layer_terms`' rows, one per (GPU, its node), by the rest of the key ``(tp, cp,
+    micro-batch, ep, recomputation index)``: ``(gemm rate, tp exposed, cp exposed, tp, cp, attention rate)``
+    as :func:`_layer_terms` made them."""
+    return {}
+
+
+def _layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: str, node_of: dict,
+                 cp_comm: str, rcs) -> tuple[np.ndarray, dict]:
+    """:func:`layer_terms` of ``keys``, each priced (its docstring)."""
     out = []
     peak_of: dict = {}
     eps_of: dict = {}          # the ep degrees of each (GPU, tp, cp, micro): one rates call for them all
