@@ -60,8 +60,8 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
         rows, peak_of = _layer_terms(model, gpu_list, [keys[i] for i in todo], seq=seq, eff=eff,
                                      precision=precision, dtype=dtype, node_of=node_of, cp_comm=cp_comm,
                                      rcs=rcs)
-        for i, row in zip(todo, rows.tolist()):
-            got[i] = own[keys[i][0]][tuple(keys[i][1:])] = row
+        for i, row in zip(todo, rows.tolist()):          # (tuples of floats: the collector untracks them)
+            got[i] = own[keys[i][0]][tuple(keys[i][1:])] = tuple(row)
         if len(todo) == len(keys):                  # (none kept: the rows as made)
             return rows, peak_of
     for g_ in dict.fromkeys(k[0] for k in keys):        # (each GPU's peak, as _layer_terms gives it)
@@ -230,8 +230,8 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
     if todo:
         new = _dp_link_rows(model, gpu_list, [keys[i] for i in todo], seq=seq, precision=precision,
                             node_of=node_of, slot_of=slot_of, n_slots=n_slots)
-        for i, row in zip(todo, zip(*new)):
-            got[i] = row
+        for i, row in zip(todo, zip(*new)):              # (tuples of floats: the collector untracks them)
+            got[i] = row = tuple(map(tuple, row))
             if own is not None:
                 own[keys[i][0]][tuple(keys[i][1:])] = row
     return tuple(np.array([row[x] for row in got]).reshape(len(keys), n_slots) for x in range(3))
@@ -245,7 +245,7 @@ DP_ROWS_KEPT = 16
 def _kept_dp_rows(model, precision: str, n_slots: int) -> dict:
     """The dicts of :func:`dp_link_rows`' rows of ``model`` with the recipe ``precision`` and ``n_slots``
     slots, one per (GPU, its node), by the rest of the key ``(tp, ZeRO stage, dp x cp, ZeRO-3 under a
-    pipeline)``: ``(seconds per byte, bytes of a pass, latency of one call)``, each a list of a float per
+    pipeline)``: ``(seconds per byte, bytes of a pass, latency of one call)``, each a tuple of a float per
     slot, as :func:`_dp_link_rows` made them."""
     return {}
 
