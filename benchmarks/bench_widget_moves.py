@@ -12,29 +12,10 @@ Prints one row per widget: first answer, number of moves, median and max CPU ms 
 of a move spent drawing the PNG. Does not assert (timings are not tests).
 
 Measured 2026-11-29 (branch draw32; before = main ccad0f5, both runs side by side at a load of 4-11 on 2
-cores, --moves 4, 896 moves), CPU ms per move (median, max) and the median PNG draw of a move, before -> after
-widgets.canvas kept texts' layouts and, within a draw, axes' ticks:
-
-    widget                     median       max         draw
-    parameter_counts_widget       63    49    129   115     45    32
-    model_states_widget          120    87    251   265     75    45
-    inference_memory_widget       85    62    147   214     53    33
-    activation_memory_widget      99    84    180   241     66    49
-    max_micro_batch_widget       119    90    183   140     72    47
-    decode_roofline_widget       104    77    248   178     78    54
-    zero_stages_widget            75    41     94    66     57    28
-    parallel_explorer_widget      99    92    300   187     65    53
-    training_time_widget          98    55   2864  3175     72    37
-    cost_widget                  121    79    307   238     87    53
-    planner_widget               153   150    982  1251     94    87
-    seed_audit_widget            136    78    176   310     81    42
-    serving_widget               137    83    226   131    105    56
-    fleet_widget                 163   136    338   260     53    34
-    finetune_widget               94    71    120   256     60    38
-    long_context_widget          190   148   1429   934    111    75
-    moe_layout_widget            129    95    472   350     82    54
-    rl_widget                     52    40     89    70     40    27
-    all moves: median 106 -> 82 ms; total 113.9 s CPU -> 92.9 s CPU
+cores, --moves 4, 896 moves), after widgets.canvas kept texts' layouts and, within a draw, axes' ticks: median
+CPU ms per move (max) before -> after, planner 153 (982) -> 150 (1251), long context 190 (1429) -> 148 (934);
+the median PNG draw of a move 94 -> 87 and 111 -> 75 ms; all moves' median 106 -> 82 ms, total 113.9 s CPU ->
+92.9 s (the 18 widgets' rows were trimmed by speed29a to keep this file short).
 
 Columns ``seen`` and ``seen med ms`` (added by widget38f) count the moves back to a setting the dashboard drew
 before in the run (a widget that keeps its answers, ``Dashboard(keep=...)``, shows them without a draw), and
@@ -90,25 +71,6 @@ way).
 The same figures redrawn in one process, kept box layouts on and off interleaved (7 draws each, load 13):
 sum of the 18 medians 1000 -> 868 ms (-13%); planner 104 -> 75, activation memory 58 -> 40, moe layout
 55 -> 41, inference memory 55 -> 41 ms; widgets without a legend unchanged within +-6% (noise).
-
-Measured 2026-11-30 (branch widget38d; base = main 0d84c92; two rounds each, base and new alternating,
-01:05-01:17 UTC, load 3-11 on 2 cores with a widget-test run beside them), --moves 4 --only the five widgets
-at or above the line, CPU ms per move (median: base runs 1, 2 -> new runs 1, 2), the median PNG draw, and the
-median of the moves to new settings, after widgets.canvas skipped Text.draw's no-op set of a text's own
-string, left ticks already in place alone, measured tick labels once per draw and read the text rcParams once
-per draw, and render_plan kept its legend when only the count of plans changes and keyed its plan groups by a
-cheaper digest:
-
-    widget                     median            draw           new settings
-    planner_widget           144 147 -> 130 125   81 82 -> 71 68   221 200 -> 173 185
-    long_context_widget      139 162 -> 107 101   79 81 -> 49 53   407 461 -> 355 333
-    max_micro_batch_widget   126 134 -> 104 108   63 68 -> 48 51   126 135 -> 110 111
-    model_states_widget       97 108 ->  90  98   49 54 -> 41 44   100 111 ->  90 101
-    cost_widget               88  97 ->  87  73   56 62 -> 54 44   100 110 ->  93  81
-    all five: total 34.3, 35.2 s CPU -> 28.7, 27.5 s (-18%); median 124, 128 -> 104, 99 ms
-
-The same default figures redrawn in one process, the canvas's new parts on and off interleaved (7 draws each,
-load 13): sum of the 18 medians 776 -> 609 ms (-22%); planner 62 -> 46, long context 67 -> 56 ms.
 
 Measured 2026-11-30 (branch widget38f; base = main 437b35e; base and new alternating, 03:32-03:57 UTC, load
 6-13 on 2 cores with widget-test runs beside them; 3 base runs, 5 new runs), --moves 4, CPU ms per move:
@@ -379,6 +341,37 @@ it zlib), plan() ~37: its memory fit ~20 (the entries on arrays ~10: resolving e
 activations at the new context; partial recomputation's ``_least`` ~3), its pricing ~9
 (``plan_stage_terms._pp_terms`` per pipeline degree, the groups' ``communication`` calls), the frame, ranks
 and ranges ~7.
+
+Measured 2026-12-02 (branch speed29a, issues 35 and 38; paired in one process by benchmarks/bench_widget_ab.py
+--rounds 6, each round both sides' widgets built anew with their kept searches cleared; run A: base = the
+branch's own base 162bf384, 13:33:05-13:34:36 UTC at a load of 4.6-3.8; run B: base = main bf66bb5a (which
+had merged ch3's and DeepEP's work, nothing of these widgets), 13:26:45-13:27:53 at 2.7-2.3; 2 shared cores,
+other sessions' work beside them), after (1) the chapter 17 widget built warm also searched the eight
+settings one step of the context slider, the K/V exchange or the tokens per batch from its defaults
+(``long_context_warm_settings``) and (2) ``charts.figures._kept_legend`` kept the legends it replaced (the
+last 4 of an axes) and showed one again when its key came back (chapter 17's memory legend, with or without
+gradients at the chosen plan's peak, was made anew on most steps of the context). CPU ms of the moves to new
+settings, median base -> branch, and the median of the paired ratios (branch / base):
+
+    widget.control             moves   run A: median    ratio    run B: median    ratio
+    long_context.model            24    81.9 ->  79.2   0.953    113.1 ->  87.8   0.798
+    long_context.seq              24    68.8 ->  33.0   0.407     75.8 ->  36.7   0.467
+    long_context.gpus              6    43.3 ->  46.5   1.069     50.4 ->  48.8   0.930
+    long_context.batch_tokens     12    55.1 ->  31.5   0.555     73.3 ->  34.8   0.487
+    long_context.max_gpus         24    16.9 ->  18.5   0.978     20.6 ->  16.8   0.787
+    long_context.cp_comm           6    93.3 ->  29.9   0.334     89.8 ->  32.3   0.343
+    long_context (all)            96    60.2 ->  32.9   0.814     71.9 ->  36.5   0.660
+    planner (all)                186    43.8 ->  40.4   1.001     43.9 ->  43.3   1.018 (again: 0.972)
+
+The seq, cp_comm and batch_tokens moves here all start from the defaults (this tool moves each control away
+and back), so (1) answers them from the build's searches: a render and a PNG. Away from the defaults (after a
+model pick, another GPU type) a step is a search as before. The build (the widget's first answer) costs it:
+1044 -> 1349 ms CPU (6 paired builds, base bf66bb5a, 13:27-13:28 at a load of 2.1), ~15 MB more. (2) alone, on
+the moves that do not search (the plans cached, kept answers cleared, 18 moves of the context, exchange,
+batch, GPU limit and GPU types, 6 rounds paired): 26.5 -> 24.5 ms (ratio 0.946, load 1.8), 32.5 -> 30.5 ms
+(0.955, load 2.2); every PNG of a 19-move walk pixel-identical to a fresh figure's. What is left over ~50 ms:
+a move that searches (a model pick: plan() ~50-85 ms for a new model at long context, another GPU type
+~15-20 ms) plus the figure (~20-30 ms: render_plan ~9-13, the Agg draw ~10-15, the PNG's zlib ~2.5).
 
 Measured 2026-12-02 (branch speed29b, issues 35 and 38: chapter 12's planner widget; base = 162bf384, the
 branch's merge base with main; paired in one process by benchmarks/bench_widget_ab.py, 2 shared cores with

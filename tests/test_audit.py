@@ -42,7 +42,7 @@ def by_id(table, claim_id):
 def test_csv_columns_and_values(rows):
     assert list(rows[0]) == ["id", "article", "source", "topic", "claim", "claimed", "claimed_high", "bound",
                              "unit", "kind", "line", "from_image", "counted_with", "not_computed", "run_gpus",
-                             "as_of"]
+                             "as_of", "gib_source"]
     ids = [r["id"] for r in rows]
     assert len(ids) == len(set(ids)), "claim ids must be unique"
     for r in rows:
@@ -56,6 +56,8 @@ def test_csv_columns_and_values(rows):
         assert r["counted_with"] in ("", *ids) and r["counted_with"] != r["id"]
         assert float(r["claimed"]) > 0
         assert (r["bound"] == "range") == bool(r["claimed_high"]), r["id"]
+        if r["gib_source"]:                      # a source for reading a claim's "GB" as GiB, only where it is GB
+            assert r["unit"].startswith("GB") and "1024" in r["gib_source"], r["id"]
         if r["claimed_high"]:
             assert float(r["claimed_high"]) > float(r["claimed"]), r["id"]
     assert {r["source"] for r in rows} == SEEDS, "every seed article has at least one claim"
@@ -482,6 +484,35 @@ def test_mfu_band_reading(table):
     # number holds either way: one outcome asserted, not whichever the ratio gives
     assert 1 < r["claimed"] / counted < r["claimed"] / slow_days <= BAND
     assert r["verdict"].endswith("(the number: holds)")
+
+
+def test_a_gb_its_source_computes_in_gib_is_read_both_ways(rows, table):
+    """Seed 004's 41 GB for QLoRA of Llama 3 70B is Unsloth's, whose code divides bytes by 1024**3 and prints
+    "GB" (the row's gib_source). The unit is an open setting there: the claim is judged at the more favourable
+    of 10**9 bytes and 2**30 bytes, and no other claim gets a GiB reading."""
+    from llmsizing.finetune import finetune_memory
+
+    with_gib = {r["id"] for r in rows if r["gib_source"]}
+    assert with_gib == {"004-qlora-70b-41gb"}
+    assert not table[~table["id"].isin(with_gib)]["reading"].str.contains("GiB").any()
+    assert not table[~table["id"].isin(with_gib)]["unit"].str.contains("GiB").any()
+    # the yardstick: QLoRA r16, one 2,048-token sequence, full recomputation (chapter 16)
+    peak = finetune_memory("llama-3-70b", method="qlora", batch=1, seq=2048, recompute="full").peak_bytes
+    gb, gib = peak / 10**9, peak / 2**30
+    assert gb / gib == pytest.approx(1.073741824)                      # 2**30 / 10**9
+    r = by_id(table, "004-qlora-70b-41gb")
+    # whichever reading the rule picks, it is the one whose factor off is smaller (41 lies below both values,
+    # so the smaller value, GiB, is the nearer)
+    assert 41 < gib < gb
+    assert r["library"] == pytest.approx(gib) and r["unit"] == "GiB"
+    assert r["library_central"] == pytest.approx(gib)               # the central estimate in the unit judged
+    assert r["reading"].endswith(audit.GIB_READING) and not r["depends"]      # a setting, not a method
+    assert r["verdict"] == ("holds" if gib / 41 <= BAND else f"off by {gib / 41:.1f}x (too low)")
+    # read in decimal GB only, the verdict would be the one of the readings() table's single method
+    only = audit.readings("004-qlora-70b-41gb")
+    assert list(only["reading"]) == ["QLoRA r16, 2,048 tokens, checkpointing"]
+    assert only["library"].iloc[0] == pytest.approx(gb)
+    assert only["verdict"].iloc[0] == ("holds" if gb / 41 <= BAND else f"off by {gb / 41:.1f}x (too low)")
 
 
 def test_unqualified_fine_tuning_is_read_both_ways(table):

@@ -22,7 +22,8 @@ from llmsizing.charts import base
 PACKAGE = Path(charts.__file__).parent
 PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune", "long_context", "moe", "rl")   # Parts I-VI (V: 17, 18; VI: 19)
 #: The chapter modules of a part (issue 32: modules under 600 lines), which the part imports and re-exports.
-CHAPTERS = {"one_gpu": ("one_gpu_activations", "one_gpu_measure"), "many_gpus": ("pipeline", "many_gpus_measure"),
+CHAPTERS = {"one_gpu": ("one_gpu_activations", "one_gpu_measure"),
+            "many_gpus": ("pipeline", "many_gpus_measure", "many_gpus_hardware"),
             "time_money": ("time_money_plan", "time_money_checks")}
 SUBS = tuple(sub for subs in CHAPTERS.values() for sub in subs)
 #: The helper modules of a chapter module (session 25: modules under ~480 lines), which it imports and

@@ -589,3 +589,19 @@ def test_memory_refuses_an_fp8_recipe_on_a_gpu_without_fp8(capsys):
     assert "precision='fp8-mixed'" in err and "no FP8 tensor cores" in err
     assert cli.main(["memory", "llama-3-8b", "--batch", "1", "--seq", "4096", "--gpu", "H100 SXM",
                      "--precision", "fp8-mixed"]) == 0
+
+
+@pytest.mark.parametrize("how", [["--tokens", "100B", "--seq", "4096", "--global-batch", "256"],
+                                 ["--stage", "100B:4096:256"]])
+@pytest.mark.parametrize("dispatcher", ["alltoall", "deepep"])
+def test_plan_refuses_the_dispatcher_on_a_dense_model(how, dispatcher, capsys):
+    """A dense model has no all-to-all to dispatch: `plan --dispatcher` printed the plan as if the flag were
+    not there, while `cost` and `time` refuse it (ui28); `plan` now refuses it with their words, before
+    planning."""
+    argv = ["plan", "llama-3-8b", *how, "--gpu", "H100 SXM", "--max-gpus", "64"]
+    assert cli.main([*argv, "--dispatcher", dispatcher]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    assert f"--dispatcher {dispatcher}: llama-3-8b is dense (no routed experts" in err
+    assert cli.main([*argv, "--top", "1"]) == 0                    # the same plan without the flag runs
+    assert "H100 SXM" in capsys.readouterr().out

@@ -305,6 +305,61 @@ def test_landscape_names_coinciding_dots_once():
     plt.close(fig)
 
 
+def test_the_roofline_panel_names_the_chapters_gpus_and_greys_the_rest():
+    """(read28g, lows29) 21 rooflines, most of one grey, under a two-column legend could not be told apart.
+    The GPUs the chapter compares are coloured and named, one column; the others are light, thinner, drawn
+    below them, and share one entry that counts them. Read off the artists."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from llmsizing.charts import render_gpu_landscape
+    from llmsizing.charts.many_gpus import _ROOFLINE_NAMED
+
+    table = gpu_comparison()
+    fig = render_gpu_landscape().figure
+    ax = fig.axes[1]
+    roofs = [ln for ln in ax.lines if len(ln.get_xdata()) > 2]          # (the two marks are 2-point lines)
+    assert len(roofs) == len(table)
+    legend = ax.get_legend()
+    labels = [t.get_text() for t in legend.get_texts()]
+    named = [g for g in table.index if g in _ROOFLINE_NAMED]
+    assert 2 <= len(named) <= 8 and legend._ncols == 1
+    assert labels == named + [f"the other {len(table) - len(named)} GPUs (table above)"]
+    by_label = {ln.get_label(): ln for ln in roofs}
+    colours = [to_hex(by_label[g].get_color()) for g in named]
+    rest = [ln for ln in roofs if ln.get_label() not in named]
+    assert len(set(colours)) == len(named)                             # each named GPU its own colour
+    grey = to_hex(rest[0].get_color())
+    assert {to_hex(ln.get_color()) for ln in rest} == {grey} and grey not in colours
+    assert max(ln.get_linewidth() for ln in rest) < min(by_label[g].get_linewidth() for g in named)
+    assert max(ln.get_zorder() for ln in rest) < min(by_label[g].get_zorder() for g in named)
+    plt.close(fig)
+    few = render_gpu_landscape(["H20", "V100"]).figure                 # a small figure names each of its GPUs
+    assert [t.get_text() for t in few.axes[1].get_legend().get_texts()] == ["H20", "V100 (fp16)"]
+    plt.close(few)
+
+
+def test_the_capacity_panels_labels_keep_off_the_y_axis_and_each_other():
+    """(read28g) The "L40S / RTX 6000 Ada" label touched the y axis; it now sits in free space with a leader
+    line to its dot: its text clears the axis and overlaps no other label."""
+    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    from llmsizing.charts import render_gpu_landscape
+
+    fig = render_gpu_landscape().figure
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    boxes = {t.get_text(): Text.get_window_extent(t, renderer) for t in ax.texts}   # the text, not its line
+    l40s = boxes["L40S\nRTX 6000 Ada"]
+    assert l40s.x0 >= ax.get_window_extent(renderer).x0 + 3
+    assert not [k for k, b in boxes.items() if not k.startswith("L40S") and b.overlaps(l40s)]
+    plt.close(fig)
+
+
 def test_decode_roofline_widget_moves():
     from llmsizing.widgets import decode_roofline_widget
 

@@ -198,3 +198,41 @@ def test_routed_experts_biases_are_not_quantised_gpt_oss(dtype, bytes_per_bias):
     biases = 36 * 128 * (2 * 2880 + 2880)
     assert m.n_params - no_bias.n_params == biases == 39_813_120
     assert weights_bytes(m, dtype) - weights_bytes(no_bias, dtype) == bytes_per_bias * biases
+
+
+def test_min_serving_gpus_pays_the_fixed_part_on_every_gpu():
+    """Llama 3 70B in bf16 serving 6 sequences of 8,192 tokens on H100 SXMs, by hand: weights
+    2 x 70,553,706,496 bytes, KV cache 6 x 8,192 x (2 x 80 layers x 8 KV heads x 128 x 2 bytes); the
+    allowance is 1 GiB per GPU plus 8% of the tensors, and the driver reports 81,559 MiB. Two GPUs would each
+    hold 1 GiB + 1.08 x half the tensors, more than 81,559 MiB; three hold it. Counting the 1 GiB once for
+    the pair would have said two."""
+    from llmsizing.inference import min_serving_gpus
+
+    tensors = 2 * 70_553_706_496 + 6 * 8192 * (2 * 80 * 8 * 128 * 2)
+    h100 = 81_559 * 2**20
+    assert GiB + 1.08 * tensors / 2 > h100 >= GiB + 1.08 * tensors / 3
+    r = inference_memory("llama-3-70b", batch=6, context=8192)
+    assert r.total_bytes == pytest.approx(GiB + 1.08 * tensors)
+    assert r.total_bytes <= 2 * h100                    # the once-per-replica count: 2, one GPU short
+    assert min_serving_gpus(r, "H100 SXM") == 3
+
+
+def test_min_serving_gpus_relations_and_bad_input():
+    from llmsizing.inference import min_serving_gpus
+    from llmsizing.memory import min_gpus_for_bytes
+
+    # no allowance at all: nothing is paid per GPU, so the count is the total over the whole capacity
+    r0 = inference_memory("llama-3.1-405b", batch=4, context=8192, overhead_bytes=0)
+    whole = min_gpus_for_bytes(r0.total_bytes, "H100 SXM", usable_fraction=1.0)
+    assert min_serving_gpus(r0, "H100 SXM") == whole
+    # a fixed part paid per GPU never needs fewer GPUs than one paid once
+    for batch in (1, 6, 32):
+        r = inference_memory("llama-3-70b", batch=batch, context=8192)
+        once = min_gpus_for_bytes(r.total_bytes, "H100 SXM", usable_fraction=1.0)
+        assert min_serving_gpus(r, "H100 SXM") >= once
+    assert min_serving_gpus(inference_memory("llama-3-8b", context=8192), "A10") == 1
+    with pytest.raises(TypeError, match="memory"):
+        min_serving_gpus(r.total_bytes, "H100 SXM")
+    with pytest.raises(ValueError, match="fixed_bytes_per_gpu"):
+        min_serving_gpus(inference_memory("llama-3-8b", overhead_bytes=100 * GiB), "A10",
+                         fixed_bytes_per_gpu=50 * GiB)

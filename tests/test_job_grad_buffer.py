@@ -55,7 +55,8 @@ def test_old_jobs_pass_the_same_keywords():
     (dict(parallel=L.Parallel(dp=4, zero=2), grad_buffer=True), ValueError, "grad_buffer=True needs parallel.zero"),
     (dict(parallel=L.Parallel(dp=4, zero=3), grad_buffer=True), ValueError, "got zero=3"),
     (dict(grad_buffer=1), TypeError, "grad_buffer must be True or False"),
-    (dict(grad_buffer="yes"), TypeError, "grad_buffer"),
+    (dict(grad_buffer="yes"), ValueError, "grad_buffer must be True or False or one of 'ddp-view'"),
+    (dict(grad_buffer=None), TypeError, "grad_buffer must be True or False"),
 ])
 def test_a_bad_buffer_is_refused_when_the_job_is_made(kw, err, match):
     with pytest.raises(err, match=match):
@@ -77,8 +78,10 @@ def test_plan_rows_with_the_buffer_reproduce_through_the_job_spec():
     job = Job.from_plan_row(r, "llama-3-8b", seq=SEQ)
     assert job.grad_buffer is False
     assert L.training_memory(job).total_bytes < r["memory_per_gpu_bytes"]
-    with pytest.raises(TypeError, match="grad_buffer"):
+    with pytest.raises(ValueError, match="grad_buffer"):
         Job.from_plan_row(r, "llama-3-8b", seq=SEQ, grad_buffer="on")
+    with pytest.raises(TypeError, match="grad_buffer"):
+        Job.from_plan_row(r, "llama-3-8b", seq=SEQ, grad_buffer=1)
 
 
 # ----------------------------------------------------------------------------- the command line

@@ -63,6 +63,37 @@ def test_a_warm_widgets_pick_of_a_mixture_of_experts_is_no_new_search(monkeypatc
     assert len(calls) == len(built) + 1
 
 
+def test_the_warm_settings_are_one_step_of_context_exchange_or_batch_from_the_model_s():
+    values = dict(model="llama-3-8b", seq=131072, gpus=("H100 SXM",), batch_tokens=2**24, max_gpus=16384,
+                  cp_comm="p2p")
+    got = lc.long_context_warm_settings(values, 16384)
+    # each differs from the setting in exactly one of the context, the exchange and the tokens per batch
+    for key in got:
+        changed = {name for name, a, b in zip(("model", "seq", "gpus", "batch_tokens", "max_gpus", "cp_comm"),
+                                              key, (values[k] for k in ("model", "seq", "gpus", "batch_tokens",
+                                                                       "max_gpus", "cp_comm"))) if a != b}
+        assert len(changed) == 1 and changed <= {"seq", "cp_comm", "batch_tokens"}, key
+    assert len(got) == len(set(got)) == ((len(lc.LONG_CONTEXT_SEQS) - 1) + 1
+                                         + (len(lc.LONG_CONTEXT_BATCH_TOKENS) - 1))
+    assert got[0][1] in (65536, 262144)                  # (the slider's neighbours first)
+
+
+def test_a_warm_widgets_steps_from_the_defaults_are_no_new_search(monkeypatch):
+    calls = _counting(monkeypatch)
+    w = long_context_widget("llama-3-8b")
+    built = list(calls)
+    for name, values in (("seq", lc.LONG_CONTEXT_SEQS), ("cp_comm", ("all_gather",)),
+                         ("batch_tokens", [b for _, b in lc.LONG_CONTEXT_BATCH_TOKENS])):
+        default = w.controls[name].value
+        for v in values:
+            w.controls[name].value = v
+            assert w.error.layout.display == "none", (name, v)
+        w.controls[name].value = default
+    assert calls == built                                              # no search at these steps
+    w.controls["gpus"].value = ("H100 SXM", "H200")                    # two GPU types: a search, as before
+    assert len(calls) == len(built) + 1
+
+
 def test_a_cold_widget_searches_at_the_pick(monkeypatch):
     calls = _counting(monkeypatch)
     w = long_context_widget("llama-3-8b", warm=False)
@@ -78,6 +109,14 @@ def test_warm_and_cold_widgets_show_the_same_answers():
             w.controls["model"].value = m
         assert bytes(warm.image.value) == bytes(cold.image.value), m
         assert warm.summary.value == cold.summary.value, m
+    for name, v in (("seq", 32768), ("seq", 262144), ("cp_comm", "all_gather"), ("batch_tokens", 2**22)):
+        for w in (warm, cold):                          # (the settings warmed one step from the defaults)
+            default = w.controls[name].value
+            w.controls[name].value = v
+        assert bytes(warm.image.value) == bytes(cold.image.value), (name, v)
+        assert warm.summary.value == cold.summary.value, (name, v)
+        for w in (warm, cold):
+            w.controls[name].value = default
 
 
 def test_render_plan_draws_the_same_with_or_without_the_bare_table(monkeypatch):

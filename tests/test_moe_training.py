@@ -349,11 +349,15 @@ def test_all_to_all_across_nodes_and_the_node_limit():
     kw = dict(batch=1, seq=4096, gpu="H800", precision="fp8-deepseek")
     base = 4096 * 8 * 7168 * (1 + 4 / 128)                            # tokens x k x hidden x FP8 with scales
     times = {}
+    # bytes sent on both legs at once (lows29: they were the k-copy buffer's whatever the route): every copy
+    # straight to its GPU, 56/64 over the NIC and 7/64 over NVLink; with the limit, 4 of 8 nodes x 7/8 over
+    # the NIC and the forwarding leg's 7/8 over NVLink
+    legs = {None: 56 / 64 + 7 / 64, 4: 4 / 8 * 7 / 8 + 7 / 8}
     for max_nodes in (None, 4):
         c = communication(m, par, max_nodes=max_nodes, **kw)
         disp = next(x for x in c.collectives if x.collective == "EP all-to-all dispatch (forward)")
-        assert disp.link == "network" and disp.calls == 58              # pp=1: all 58 MoE layers
-        assert disp.bytes_per_gpu == pytest.approx(58 * base * 63 / 64)  # bytes sent: the limit changes the route
+        assert disp.link == "network + NVLink 4 (8 links)" and disp.calls == 58   # pp=1: all 58 MoE layers
+        assert disp.bytes_per_gpu == pytest.approx(58 * base * legs[max_nodes])
         times[max_nodes] = disp.time_s / disp.calls
     # 64 GPUs in 8 nodes: the network carries 56/64 of the buffer, or 4 of 8 nodes x 7/8 with DeepSeek's limit;
     # at ~240 MB per call the NIC's bytes set the time, so it halves (within the per-call latency)

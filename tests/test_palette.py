@@ -77,6 +77,10 @@ GROUPS = {
     "fine-tuning parts": list(charts.FINETUNE_COLORS.values()),
     "capacity lines": [c for c in charts._CAPACITY_COLORS if c.startswith("#")],
     "attention patterns (ch17)": [style[0] for style in charts._KEYS_STYLES.values()],
+    # the GPUs the ch6 roofline panel names, and the light grey of the others (lows29)
+    "roofline panel (ch6)": [*(charts.GPU_COLORS[g] for g in charts._ROOFLINE_NAMED), charts._ROOFLINE_OTHERS[0]],
+    # the curve, the cap's line and the chosen batch's three marks (runs, queued, does not fit; lows29)
+    "serving curve (ch15)": ["#0072B2", "#D55E00", *(m["color"] for m in charts._BATCH_MARKS.values())],
 }
 
 OKABE_ITO = {"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"}

@@ -357,6 +357,44 @@ def test_a_batch_above_max_num_seqs_is_queued_not_refused():
     assert _fit_text(over).startswith(f"DOES NOT FIT (KV cache holds {over.kv_batch:,}; above max_num_seqs")
 
 
+def test_the_serving_curve_marks_a_queued_batch_apart_from_one_that_does_not_fit():
+    """(lows29) The chart drew a queued batch (within the KV room, above vLLM's max_num_seqs) with the red
+    "does not fit" cross. Each state now has its own marker and legend entry, read here off the artists: the
+    chosen point, the left panel's legend, and the cap's note (the scheduler's cap, not a full KV cache)."""
+    from matplotlib.colors import to_hex
+
+    from llmsizing.charts import render_serving_curve
+
+    kw = dict(prompt=128, output=64)                        # short sequences: the KV room exceeds the cap
+    one = S.serving("llama-3-8b", "H100 SXM", batch=1, **kw)
+    cap, room = one.max_batch, one.kv_batch
+    assert cap < room and one.batch_bound == "max_num_seqs"
+    seen = {}
+    for state, batch, words in (("fits", cap, "runs at once"), ("queued", cap + 1, "queued"),
+                                ("does not fit", room + 1, "does not fit")):
+        s = S.serving("llama-3-8b", "H100 SXM", batch=batch, **kw)
+        ax = render_serving_curve("llama-3-8b", "H100 SXM", batch=batch, **kw).figure.axes[0]
+        point, = [ln for ln in ax.lines if list(ln.get_xdata()) == [s.output_tokens_per_s_per_gpu]]
+        assert list(point.get_ydata()) == [s.itl_s * 1e3]
+        handles, labels = ax.get_legend_handles_labels()
+        legend = ax.get_legend()
+        assert len(legend.get_texts()) == 1 and legend.get_texts()[0].get_text().startswith(f"batch {batch:,}: ")
+        assert words in legend.get_texts()[0].get_text()
+        assert legend.legend_handles[0].get_marker() == point.get_marker()
+        assert to_hex(legend.legend_handles[0].get_color()) == to_hex(point.get_color())
+        seen[state] = (point.get_marker(), to_hex(point.get_color()))
+        notes = [t.get_text() for t in ax.texts]
+        assert f"max_num_seqs reached\nat batch {cap:,}" in notes and not any("KV cache full" in t for t in notes)
+    assert seen["does not fit"] == ("x", "#d55e00")         # the red cross stays for what does not fit
+    assert len(set(seen.values())) == 3                     # and each state looks different
+    assert seen["queued"][0] != "x" and seen["queued"][1] != seen["does not fit"][1]
+    # where the KV room is the cap, the note says the cache is full
+    full = render_serving_curve("llama-3-8b", "H100 SXM", batch=16).figure.axes[0]
+    bound = S.serving("llama-3-8b", "H100 SXM", batch=16)
+    assert bound.batch_bound == "kv"
+    assert f"KV cache full\nat batch {bound.max_batch:,}" in [t.get_text() for t in full.texts]
+
+
 def test_per_query_head_attention_reads_each_kv_head_once_per_query_head():
     """Llama-2-70B has 64 query heads over 8 KV heads: a kernel that gives each query head its own pass reads
     the KV cache 8 times; the grouped kernel once. The weights are read once either way. Llama-2-7B (no GQA,

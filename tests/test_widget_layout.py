@@ -403,6 +403,57 @@ def test_kept_legend_boxes_follow_new_labels_and_stay_in_their_canvas():
     assert legend.get_window_extent(plain.get_renderer()).width > first.width * 2
 
 
+def test_a_kept_legend_replaced_comes_back_when_its_key_does():
+    """charts.figures._kept_legend keeps the legends it replaced (speed29a; chapter 17's memory legend, with
+    or without gradients, was made anew at most steps of the context): asked again for a key it showed
+    before, the axes shows that very legend again, attached as Axes.legend attaches a new one (removable,
+    drawn), and the draw equals a fresh figure's with a legend made anew, pixel for pixel; at most
+    KEPT_LEGENDS are kept besides the one shown."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    from llmsizing.charts.figures import KEPT_LEGENDS, _kept_legend
+
+    made = []
+
+    def legend_of(fig, labels):
+        ax = fig.axes[0]
+
+        def make():
+            made.append(labels)
+            return ax.legend(handles=[Patch(facecolor=f"C{i}") for i in range(len(labels))], labels=list(labels),
+                             loc="upper left", fontsize=7)
+        return _kept_legend(ax, ("test", *labels), make)
+
+    fig = Figure(figsize=(4, 3), dpi=96)
+    widgets._text_cache_canvas()(fig)
+    ax = fig.subplots()
+    ax.plot([0, 1], [0, 1], color="k")
+    first = legend_of(fig, ("weights", "gradients"))
+    fig.canvas.draw()
+    second = legend_of(fig, ("weights",))
+    fig.canvas.draw()
+    again = legend_of(fig, ("weights", "gradients"))
+    assert again is first and made == [("weights", "gradients"), ("weights",)]
+    assert ax.get_legend() is first and first.axes is ax and first.get_figure(root=False) is fig
+    assert second.axes is None                                   # (detached, kept aside)
+    fig.canvas.draw()
+    fresh = Figure(figsize=(4, 3), dpi=96)
+    fresh_ax = fresh.subplots()
+    fresh_ax.plot([0, 1], [0, 1], color="k")
+    fresh_ax.legend(handles=[Patch(facecolor=f"C{i}") for i in range(2)], labels=["weights", "gradients"],
+                    loc="upper left", fontsize=7)
+    plain = FigureCanvasAgg(fresh)
+    plain.draw()
+    assert np.array_equal(np.asarray(fig.canvas.buffer_rgba()), np.asarray(plain.buffer_rgba()))
+    first.remove()                                               # (a legend shown again is removable too)
+    assert ax.get_legend() is None
+    for k in range(KEPT_LEGENDS + 2):
+        legend_of(fig, (f"part {k}",))
+    assert len(ax.__dict__["llmsizing_legends"]) == KEPT_LEGENDS
+
+
 def test_kept_legend_pixels_follow_the_legend_and_what_lies_under_it():
     """widgets.canvas copies in a legend's kept pixels, instead of drawing it, only when the same legend
     (texts, handles, frame, place) comes back onto the same pixels (issue 38): a redraw with nothing changed

@@ -63,6 +63,12 @@ CMDS = [
     ["time", "llama-3-8b", "--tokens", "1T", "--seq", "4096", *H, "--gpus", "8", "--dispatcher", "alltoall"],
     ["cost", "olmoe-1b-7b", "--tokens", "1T", "--seq", "4096", *H, "--ep", "8", "--dispatcher", "deepep"],
     ["cost", "llama-3-8b", "--tokens", "1T", "--seq", "4096", *H, "--dispatcher", "deepep"],
+    # lows29: `plan --dispatcher` refused on a dense model as `cost` and `time` refuse it (single and staged)
+    ["plan", "llama-3-8b", "--tokens", "1T", "--seq", "8192", "--global-batch", "512", "--dispatcher",
+     "deepep"],
+    ["plan", "llama-3-8b", "--stage", "1T:8192:512", *H, "--max-gpus", "256", "--dispatcher", "alltoall"],
+    ["plan", "olmoe-1b-7b", "--tokens", "1T", "--seq", "4096", "--global-batch", "256", *H, "--max-gpus",
+     "64", "--ep", "8", "--dispatcher", "deepep", "--top", "5"],
 ]
 
 def run(i):

@@ -284,10 +284,11 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
     network fewer than ``7 x 45.5 / 154 = 2.07`` times: two or three nodes, or a node limit of 1 or 2.
     DeepEP's README (legacy V1 table, H800 with CX7, 4,096 tokens, hidden 7,168, top-8, FP8 dispatch, a group
     a node, top-``min(nodes, 4)`` groups) gives 43 GB/s at EP 16, counted over the tokens each node gets
-    including its own (``tests/legacy/test_internode.py``'s ``num_rdma_token_sent``): 1.41 ms, where the
-    NIC's share alone would take 0.67 ms (0.49x); the forwarding leg's 1.38 ms is 0.98x of it, and the
-    RDMA-bound EP 32 and 64 (0.95-0.99x, counting 4 nodes a token) do not move
-    (``tests/test_deepep_forwarding.py``).
+    including its own (``tests/legacy/test_internode.py``'s ``num_rdma_token_sent``, 1.993 nodes a token):
+    1.40 ms, where the NIC's share alone would take 0.67 ms (0.47x); the forwarding leg's 1.38 ms is 0.99x
+    of it, and the RDMA-bound EP 64 (0.99x) does not move (``tests/test_deepep_forwarding.py``). DeepEP's
+    maintainers name NVLink the bottleneck there too (issue #285: "the NVLink bandwidth will exceeds 140 GB/s,
+    making NVLink the bottleneck"; :func:`deepep_normal_nvl_gbps`).
 
     **The dispatcher** (``dispatcher``, a :data:`DISPATCHERS` name; issue 35). ``"alltoall"`` (the
     default, all of the above) sends a token once per expert, ``k`` copies, as Megatron-Core's
@@ -305,7 +306,15 @@ def all_to_all_s(message_bytes: float, ep: int, gpu, node=None, *, top_k: int | 
     distinct nodes of ``k`` uniform draws), ``D_g`` the distinct GPUs among the reached nodes' ``D_n x
     d``. Uniform routing is the approximation: a trained router's picks cluster, so they reach fewer GPUs.
     Against DeepEP's published normal kernels (:func:`deepep_normal_published_s`): 0.88x at EP 8 (the
-    ``alltoall`` count 1.32x), 0.80x at EP 16, 0.99x at EP 64 (``tests/test_dispatcher.py``)."""
+    ``alltoall`` count 1.32x), 0.81x at EP 16, 0.97x at EP 32 (no group limit in DeepEP's test: the nodes
+    drawn), 0.99x at EP 64 (``tests/test_dispatcher.py``, ``tests/test_deepep_ep16.py``). Where the NIC sets
+    the time (EP 32, 64) the model matches; where NVLink does (EP 8, 16) it is short by DeepEP's own NVLink
+    rate, not by a byte it leaves out: its kernels count a GPU's copies to itself (no link carries them, 1 in
+    8 of the counted bytes) and move the counted bytes at 153 GB/s in one node and 141 at EP 16
+    (:func:`deepep_normal_nvl_gbps`), against the model's 154 GB/s link: ``(7/8) x 153/154 = 0.87`` and
+    ``(7/8) x 141/154 = 0.80``. The internode kernel's slower rate (0.92 of the one-node kernel's) is its
+    own, through one more buffer on the way (``internode.cu``: RDMA buffer, then the forwarder's NVLink
+    buffer, then the output); the model prices links and does not fit it."""
     s = check_number("message_bytes", message_bytes)
     ep = check_int("ep", ep, maximum=65536)
     stride = check_int("stride", stride, maximum=65536)
@@ -339,19 +348,29 @@ def _all_to_all_s(s, ep: int, g, n: Node, top_k, max_nodes, stride: int, disp: D
         reach = 1.0 if not once else (min(top_k, max_ranks) if max_ranks is not None and max_ranks < top_k
                                       else distinct_reached(top_k, ep, per)) / top_k
         return _collective_time_s("send/recv", s * reach * (ep - 1) / ep, 2, inside, True)
+    share, near = _across_shares(ep, d, top_k, max_nodes, once, per)
+    cross = _collective_time_s("send/recv", s * share, 2, cross_link, True)
+    intra = _collective_time_s("send/recv", s * near, 2, intra_link, True) if d > 1 else 0.0
+    return np.maximum(cross, intra) if isinstance(cross, np.ndarray) else max(cross, intra)
+
+
+def _across_shares(ep: int, d: int, top_k, max_nodes, once: bool, per=None) -> tuple[float, float]:
+    """Across scale-up domains (``ep > d``, ``d`` of the ``ep`` GPUs a domain), the shares of a GPU's ``tokens
+    x k x hidden`` buffer that :func:`all_to_all_s` sends on its two legs at once, ``(network, NVLink)``:
+    every copy straight to its GPU, ``(ep - d) / ep`` and ``(d - 1) / ep``; with a node limit,
+    :func:`~llmsizing.moe.inter_node_share` and the forwarding leg's ``(d - 1) / d``; with ``once``
+    (``"deepep"``) a token once a node and once a GPU (``per``: routed experts a GPU, for the exact draw).
+    The sum is what the GPU sends in one call (:func:`llmsizing.moe.ep_all_to_all`'s rows; lows29)."""
     if once:        # ---- DeepEP: once a node over the network, once a GPU over NVLink (forwarded)
         nodes = ep / d
         reach_n = (min(top_k, max_nodes, nodes) if max_nodes is not None
                    else distinct_reached(top_k, nodes, None if per is None else per * d))
         reach_g = distinct_reached(top_k, reach_n * d, per)
-        share, near = reach_n * (nodes - 1) / nodes / top_k, reach_g * (d - 1) / d / top_k
-    elif max_nodes is None:                # every copy straight to its GPU: the own node's peers over NVLink
-        share, near = (ep - d) / ep, (d - 1) / ep
-    else:          # ---- node-limited routing (llmsizing.moe): DeepEP's NVLink leg forwards every copy
-        share, near = inter_node_share(top_k, ep, d, max_nodes), (d - 1) / d
-    cross = _collective_time_s("send/recv", s * share, 2, cross_link, True)
-    intra = _collective_time_s("send/recv", s * near, 2, intra_link, True) if d > 1 else 0.0
-    return np.maximum(cross, intra) if isinstance(cross, np.ndarray) else max(cross, intra)
+        return reach_n * (nodes - 1) / nodes / top_k, reach_g * (d - 1) / d / top_k
+    if max_nodes is None:                  # every copy straight to its GPU: the own node's peers over NVLink
+        return (ep - d) / ep, (d - 1) / ep
+    # ---- node-limited routing (llmsizing.moe): DeepEP's NVLink leg forwards every copy
+    return inter_node_share(top_k, ep, d, max_nodes), (d - 1) / d
 
 
 def _links(ep: int, g, n: Node, stride: int) -> tuple:
@@ -390,10 +409,13 @@ def deepep_destinations(ep: int, top_k: int, experts: int, gpus_per_node: int, t
     node (``ep <= gpus_per_node``, ``tests/test_intranode.py``'s received tokens) the GPUs holding any of
     its ``k`` distinct experts of ``E``, ``E / ep`` a GPU: ``ep (1 - C(E - E/ep, k) / C(E, k))`` (8 (1 -
     C(224, 8) / C(256, 8)) = 5.29 of 8 at EP 8: a GPU holding two of a token's experts receives it once);
-    across nodes (``tests/legacy/test_internode.py``'s ``num_rdma_token_sent``) the nodes its chosen groups
-    sit on, a group a node, each taken as reached: ``min(nodes, topk_groups)`` (2 at EP 16, where 0.7% of
-    tokens keep all eight experts in one group; 4 at EP 64; at EP 32 an upper bound, the fourth group
-    missing all eight for some tokens). Used by :func:`deepep_normal_published_s`."""
+    across nodes (``tests/legacy/test_internode.py``'s ``num_rdma_token_sent``) the nodes among its experts,
+    a routing group a node, ``topk_groups = min(nodes, 4)`` of them chosen. Where every group is chosen (2
+    nodes at EP 16, 4 at EP 32) nothing limits the plain top-``k``, so the nodes are drawn as the GPUs are:
+    ``n (1 - C(E - E/n, k) / C(E, k))``, 1.993 at EP 16 and 3.61 at EP 32 (until issue 35's deepep29 the
+    bound 2 and 4: 11% too many at EP 32). Where fewer are (EP 64: 4 of 8) each chosen group is taken as
+    reached, ``topk_groups`` (its best expert leads the group into the top-``k`` nearly always: DeepEP's
+    routing simulated gives 3.98 of 4). Used by :func:`deepep_normal_published_s`."""
     ep, k, e = check_int("ep", ep), check_int("top_k", top_k), check_int("experts", experts)
     g, t = check_int("gpus_per_node", gpus_per_node), check_int("topk_groups", topk_groups)
     if e % ep or k > e:
@@ -401,7 +423,43 @@ def deepep_destinations(ep: int, top_k: int, experts: int, gpus_per_node: int, t
                          f"ep={ep}, top_k={k}")
     if ep <= g:
         return distinct_reached(k, ep, e // ep)          # (the draw all_to_all_s prices "deepep" on)
-    return float(min(-(-ep // g), t))
+    nodes = -(-ep // g)
+    if t >= nodes:                                       # every group chosen: no limit, the nodes drawn
+        return distinct_reached(k, nodes, e / nodes)
+    return float(t)
+
+
+def _deepep_gpus_reached(ep: int, k: int, e: int, g: int, t: int) -> float:
+    """The GPUs a token reaches in DeepEP's normal-kernel tests (its own included): ``k`` of the ``E``
+    experts drawn over the GPUs of the nodes it may reach (all, or its ``t`` chosen nodes when ``t`` is
+    fewer: an approximation there, the top-``k`` of the chosen groups taken as uniform over them)."""
+    nodes = -(-ep // g)
+    return distinct_reached(k, ep if ep <= g or t >= nodes else t * g, e / ep)
+
+
+def deepep_normal_nvl_gbps(ep: int, op: str = "dispatch", gpus_per_node: int = 8) -> float:
+    """The NVLink bandwidth DeepEP's normal-kernel test prints beside a row's bottleneck bandwidth
+    (``tests/legacy/test_internode.py``: ``nvl_recv_bytes``, every token a GPU receives, its own copies too,
+    over the same kernel time), from the row (:func:`deepep_normal_rows`). In one node the row is that
+    count already (153 GB/s at EP 8). Across nodes a GPU receives ``T x`` the GPUs a token reaches while
+    its node is sent ``T x`` the nodes (:func:`deepep_destinations`; the same per GPU by symmetry), so the
+    row's bandwidth times their ratio: EP 16 ``43 x 6.52 / 1.993 = 140.7 GB/s``, which DeepEP's maintainer
+    gives as the bottleneck (issue #285: "when the RDMA bandwidth reaches 43 GB/s, the NVLink bandwidth will
+    exceeds 140 GB/s, making NVLink the bottleneck"); 117 at EP 32 and about 94 at EP 64, where the NIC sets
+    the time. 1 in 8 of these bytes is a GPU's own (a token from its forwarder on its own GPU): no link
+    carries it. Why :func:`all_to_all_s`'s ``"deepep"`` time is 0.87x DeepEP's at EP 8 and 0.80x at EP 16
+    (chapter 18)."""
+    rows = deepep_normal_rows(op)
+    ep, d = check_int("ep", ep), check_int("gpus_per_node", gpus_per_node)
+    if ep not in rows:
+        raise ValueError(f"deepep_normal_nvl_gbps: ep must be one of DeepEP's published {sorted(rows)}, "
+                         f"got {ep}")
+    r = rows[ep]
+    gbps = float(r["bandwidth_gbps"])
+    if ep <= d:
+        return gbps
+    k, e, t = int(r["experts_per_token"]), int(r["experts"]), int(r["topk_groups"])
+    return gbps * _deepep_gpus_reached(ep, k, e, d, t) / deepep_destinations(ep, k, e, d, t)
 
 
 def deepep_normal_published_s(ep: int, op: str = "dispatch", gpus_per_node: int = 8) -> float:
@@ -411,7 +469,11 @@ def deepep_normal_published_s(ep: int, op: str = "dispatch", gpus_per_node: int 
     token once to each GPU (in one node) or node (across nodes) holding one of its experts and counts its
     own among them, so its bandwidths are not the model's (:func:`all_to_all_s` prices ``k`` copies a token
     in one node, the remote share across nodes): compare times. EP 8: ``4,096 x 5.29 x 7,392 B / 153 GB/s
-    = 1.05 ms``; EP 16: ``4,096 x 2 x 7,392 / 43 = 1.41 ms``; EP 64: ``4,096 x 4 x 7,392 / 51 = 2.37 ms``.
+    = 1.05 ms``; EP 16: ``4,096 x 1.993 x 7,392 / 43 = 1.40 ms``; EP 32: ``4,096 x 3.61 x 7,392 / 58 = 1.89
+    ms``; EP 64: ``4,096 x 4 x 7,392 / 51 = 2.37 ms``. All rows share the test's basis (24 SMs, the best
+    chunk sizes, one dispatch call timed with CUDA events, FP8 bytes ``(1 + 4/128) / 2`` of BF16's); the
+    EP 16 row keeps DeepEP's first-release value, which its README restored on 2025-04-22 when PR #130
+    (IBGDA, a QP a channel) re-measured EP 32 and 64 (its maintainer on the PR: EP 16 "almost the same").
     ``gpus_per_node``: the H800 nodes' 8. ``ep`` must be one of the table's (8, 16, 32, 64). Chapter 18."""
     rows = deepep_normal_rows(op)
     ep = check_int("ep", ep)

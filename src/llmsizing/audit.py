@@ -45,7 +45,9 @@ run reaches, so they compare the central calibrated MFU of each dtype
 (:func:`~llmsizing.time_cost.mfu_estimate`) with the FP8 recipes of :data:`~llmsizing.precision.RECIPES`;
 "significantly faster", which names no factor, is read at its most favourable reading as every claim: faster
 at all (a direction claim, ``above`` 1). "GB" is 10**9 bytes, as the seeds use it ("140 GB" for 70B
-parameters in 16 bits).
+parameters in 16 bits), except where a seed quotes a source that computes its "GB" as bytes / 1024**3 (the
+``gib_source`` column: Unsloth's 41 GB for QLoRA of Llama 3 70B). The unit is then one more open setting, and
+the claim is read both as 10**9 bytes and as GiB (:data:`GIB_READING`).
 
 **No double counting.** A claim that only repeats another (the same run in two tables) or follows from it by
 the seed's own arithmetic (a table's cost = its days x its cost per day) names that claim in ``counted_with``;
@@ -85,7 +87,7 @@ from . import audit_readings as _readings
 from .audit_verdict import (BAND, BOUNDS, KINDS, verdict, verdict_kind, verdict_number,  # noqa: F401
                             verdict_short)
 from .audit_readings import (  # noqa: F401  (re-exported: audit.SEQ, audit.Finding, ... keep working)
-    DAYS_PER_MONTH, DAYS_PER_YEAR, GPUS_PER_HOST, HOST_BYTES_PER_NODE, Finding, OFFLOAD_COUNTED,
+    DAYS_PER_MONTH, DAYS_PER_YEAR, GIB_READING, GPUS_PER_HOST, HOST_BYTES_PER_NODE, Finding, OFFLOAD_COUNTED,
     OFFLOAD_TOKENS_PER_STEP, OPEN_SETTINGS, RUN_GPUS_RULE, SEED_PRICES_USD, SEQ, SEQS, at_seq,
     offload_exposed_days,
     _OFFLOADS, _fit, _fit_reason, _min_offload_gpus, _offload_fit, _A100,
@@ -147,7 +149,23 @@ def _compute(cs: tuple[Claim, ...]) -> tuple[tuple[Claim, Finding], ...]:
             if g.value == f.value and g.low == f.low and g.high == f.high and g.reason == f.reason:
                 continue                        # the length does not enter this claim: no second reading
             out[cid] = replace(f, others=f.others + _at_other_seq(g, seq, c.kind))
+    for c in cs:
+        if c.gib_source:
+            f = out[c.id]
+            out[c.id] = replace(f, others=f.others + _as_gib(f, c.kind))
     return tuple((c, out[c.id]) for c in cs)
+
+
+def _as_gib(f: Finding, kind: str) -> tuple[Finding, ...]:
+    """``f`` and its other readings with their values in GiB (2**30 bytes) instead of GB (10**9 bytes), each
+    named with :data:`GIB_READING`: the readings of a claim whose source writes GiB as "GB"."""
+    to_gib = 1e9 / 2**30
+
+    def scaled(x):
+        return None if x is None else x * to_gib
+
+    return tuple(replace(g, value=g.value * to_gib, low=scaled(g.low), high=scaled(g.high), others=(),
+                         reading=(g.reading or READINGS[kind]) + GIB_READING) for g in (f, *f.others))
 
 
 def _favourable(c: Claim, f: Finding) -> float:
@@ -234,13 +252,17 @@ def readings(claim_id: str, band: float = BAND):
 
 
 #: The tail of a reading that names an open setting's alternative value (:data:`OPEN_SETTINGS`), not a method.
-_SETTING = re.compile(r"(; [\d,]+ tokens|; (micro-batch \d+, )?\w+ recomputation)+$")
+_SETTING = re.compile(r"(; [\d,]+ tokens|; (micro-batch \d+, )?\w+ recomputation|"
+                      + re.escape(GIB_READING) + ")+$")
 
 
 def _central(c: Claim, f: Finding, reading: str) -> float:
     """The central estimate behind a judged reading: the same method and layout (offload, LoRA, ...), at the
-    central sequence length :data:`SEQ` and, for a time, throughput or cost, the centre of the MFU band."""
+    central sequence length :data:`SEQ` and, for a time, throughput or cost, the centre of the MFU band; in
+    the unit it is judged in (GiB for a reading tagged :data:`GIB_READING`)."""
     base = _SETTING.sub("", reading or READINGS[c.kind])
+    if GIB_READING in (reading or ""):
+        base += GIB_READING
     return next((g.value for g in (f, *f.others) if (g.reading or READINGS[c.kind]) == base), f.value)
 
 
@@ -250,7 +272,8 @@ def audit_table(band: float = BAND):
     from_image, counted_with, line, library_central, verdict_kind``). ``claimed`` is the middle of a claimed
     range; ``library`` is the value judged, the point of the most favourable reading (:data:`OPEN_SETTINGS`)
     nearest the claim; ``library_central`` is the central estimate of the same method and layout (:data:`SEQ`
-    tokens, the centre of the MFU band); ``ratio`` = claimed / library, and the verdict follows
+    tokens, the centre of the MFU band); ``unit`` is the claim's, or GiB where the reading judged takes its
+    "GB" as GiB (:data:`GIB_READING`); ``ratio`` = claimed / library, and the verdict follows
     :func:`~llmsizing.audit_verdict.verdict` with tolerance ``band`` (default
     :data:`~llmsizing.audit_verdict.BAND`). The library values are computed once per session; a new ``band``
     only re-judges them. Taught in chapter 14."""
@@ -263,7 +286,8 @@ def audit_table(band: float = BAND):
         central = _central(c, f, reading)
         rows.append({"id": c.id, "article": c.article, "topic": c.topic, "claim": c.claim,
                      "claimed": c.claimed_mid, "library": x, "ratio": c.claimed_mid / x, "verdict": v,
-                     "unit": c.unit, "bound": c.bound, "claimed_low": c.claimed,
+                     "unit": c.unit.replace("GB", "GiB") if GIB_READING in (reading or "") else c.unit,
+                     "bound": c.bound, "claimed_low": c.claimed,
                      "claimed_high": math.nan if c.claimed_high is None else c.claimed_high,
                      "wrong_in_kind": v.startswith("wrong"), "kind": c.kind,
                      "reading": reading or READINGS[c.kind],

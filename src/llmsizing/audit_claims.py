@@ -80,7 +80,9 @@ class Claim:
     ``unit``; ``bound`` is one of :data:`~llmsizing.audit_verdict.BOUNDS`. ``compute()`` returns a float or a
     :class:`Finding`. ``kind`` is a key of :data:`YARDSTICKS`, ``line`` the line of the seed file it comes
     from, ``from_image`` whether the seed gave it in an image (so the paraphrase is a reconstruction) and
-    ``counted_with`` the claim it repeats or follows from (left out of the headline counts)."""
+    ``counted_with`` the claim it repeats or follows from (left out of the headline counts);
+    ``gib_source``, when not empty, the source showing that the claim's "GB" was computed as bytes / 1024**3
+    (GiB), so that the audit reads it both ways (:data:`~llmsizing.audit_inputs.OPEN_SETTINGS`, "unit")."""
 
     id: str
     article: str
@@ -97,6 +99,7 @@ class Claim:
     line: str = ""
     from_image: bool = False
     counted_with: str = ""
+    gib_source: str = ""
 
     @property
     def claimed_mid(self) -> float:
@@ -276,7 +279,7 @@ def claims() -> tuple[Claim, ...]:
                          COMPUTE[r["id"]], float(r["claimed_high"]) if r["claimed_high"] else None,
                          check_choice("bound", r["bound"], BOUNDS), r["source"], r["as_of"],
                          check_choice("kind", r["kind"], tuple(YARDSTICKS)), r["line"],
-                         _flag(r["from_image"]), r["counted_with"]))
+                         _flag(r["from_image"]), r["counted_with"], r["gib_source"]))
     return tuple(out)
 
 

@@ -58,7 +58,14 @@ OPEN_SETTINGS = {
                     "sequences of 4,096 tokens)",
     "ratio of two runs": "each at its central calibrated MFU (by GPU and dtype), without the band: the one "
                          "setting not read at its most favourable",
+    "unit": "a 'GB' is 10**9 bytes, as the seeds write it ('140 GB' for 70B parameters in 16 bits); a "
+            "claim the seed quotes from a source that divides bytes by 1024**3 and calls that 'GB' "
+            "(Unsloth's 41 GB: the gib_source column of data/seed_claims.csv) is read both as 10**9 bytes "
+            "and as GiB",
 }
+
+#: The tail of a reading whose claimed "GB" is read as GiB, 2**30 bytes (:data:`OPEN_SETTINGS`, "unit").
+GIB_READING = "; GB read as GiB"
 
 #: Prices per GPU-hour that seed 000 states (RunPod, as quoted there): costs are recomputed at these.
 SEED_PRICES_USD = {"H100 SXM": 2.69, "A100 80GB": 1.39}

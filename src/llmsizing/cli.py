@@ -15,8 +15,9 @@ import sys
 from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFIX, _TEMPORARIES,  # noqa: F401
                        STAGE_FORM, _add_output, _check_single_or_stages, _emit, _finite, _fmt_frame, _is_dir,
                        _model, _parse, _refuse, _estimate_mark, _price_text, _staged_output,
-                       add_plan_moe_flags, count, integer, memory_frame, number, plan_table, stage,
-                       add_dispatcher_flag, add_moe_step_flags, moe_dispatcher_option, moe_step_options)
+                       add_grad_buffer_flag, add_plan_moe_flags, count, integer, memory_frame, number,
+                       plan_table, stage, add_dispatcher_flag, add_moe_step_flags, moe_dispatcher_option,
+                       moe_step_options)
 from .cli_plan import add_plan_commands, cmd_cost, cmd_plan  # noqa: F401
 from .cli_tune import add_rl_command, cmd_finetune, cmd_serve
 
@@ -81,6 +82,7 @@ def _parallel(args):
 
 def cmd_memory(args) -> None:
     from .hardware import check_recipe_runs_on
+    from .footprint import grad_buffer_note
     from .memory import PHASES, training_memory
 
     model = _model(args.model, moe=True)                # a mixture of experts too (with --ep: issue 24)
@@ -93,9 +95,10 @@ def cmd_memory(args) -> None:
     if args.json or args.csv:
         _emit(df, args)
         return
+    buffer = ("; gradients in a persistent buffer" if t.grad_buffer is True
+              else f"; {grad_buffer_note(t.grad_buffer)}" if t.grad_buffer else "")
     title = (f"{t.states.n_params:,} parameters; per GPU (the most loaded one), batch {args.batch} x seq "
-             f"{args.seq}{'; gradients in a persistent buffer' if t.grad_buffer else ''}; alive at the peak "
-             f"of the step (the {t.peak_phase}):")
+             f"{args.seq}{buffer}; alive at the peak of the step (the {t.peak_phase}):")
     out = df[["GiB", "bytes/param"]].copy()
     out["GiB"] = out["GiB"].map("{:,.2f}".format)
     out["bytes/param"] = out["bytes/param"].map("{:.3f}".format)
@@ -108,19 +111,20 @@ def cmd_memory(args) -> None:
 
 
 def _grad_buffer(args) -> dict:
-    """``grad_buffer=True`` where ``--grad-buffer`` is given (else nothing: an old call's keywords), refused
-    with ``--zero`` 2 or 3 as the library refuses it (:func:`~llmsizing.footprint.check_grad_buffer`)."""
+    """``grad_buffer=True`` where ``--grad-buffer`` is given alone, its kind where one is given
+    (``--grad-buffer ddp-copy``; else nothing: an old call's keywords), refused with ``--zero`` 2 or 3 as
+    the library refuses it (:func:`~llmsizing.footprint.check_grad_buffer`)."""
     from .footprint import check_grad_buffer
 
     if not args.grad_buffer:
         return {}
     try:
-        check_grad_buffer(True, args.zero)                    # (the library's one rule, in the flags' names)
+        check_grad_buffer(args.grad_buffer, args.zero)        # (the library's one rule, in the flags' names)
     except ValueError:
         raise ValueError(f"--grad-buffer needs --zero 0 or 1 (DDP or ZeRO-1 keep the gradients whole in a "
                          f"persistent buffer), got --zero {args.zero}: ZeRO-2 and 3 shard the gradients and "
                          "free them each step") from None
-    return {"grad_buffer": True}
+    return {"grad_buffer": args.grad_buffer}
 
 
 def _recompute(args) -> dict:
@@ -282,10 +286,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--expert-tp", action="store_true",
                    help="split the routed experts by --tp as well (Megatron-LM's default; "
                         "default: not split)")
-    p.add_argument("--grad-buffer", action="store_true",
-                   help="the gradients live in a persistent buffer, alive in every phase (Megatron-LM's DDP "
-                        "grad buffer, FP32 with --precision bf16-mixed-fp32-grads; PyTorch DDP's buckets); "
-                        "--zero 0 or 1 only (default: freed after each step)")
+    add_grad_buffer_flag(p, "the gradients live in a persistent buffer, alive in every phase (Megatron-LM's "
+                            "DDP grad buffer, FP32 with --precision bf16-mixed-fp32-grads; PyTorch DDP's "
+                            "buckets); --zero 0 or 1 only (default: freed after each step)")
     p.add_argument("--gpu", help="say whether the total fits on this catalogue GPU")
     _add_output(p)
     p.set_defaults(func=cmd_memory)

@@ -280,10 +280,10 @@ _AT_AN_MFU = {"mfu": "prices the run at one MFU", "mfu_range": "prices the run o
 
 
 def moe_dispatcher_option(args, model) -> dict:
-    """:func:`dispatcher_option` for a command that prices a run on its MoE step (``cost``, ``time``),
-    refused where nothing would use it: with ``--mfu`` (or ``--mfu-range``, where the command has it),
-    which price the run at an MFU, or on a dense ``model``, which has no all-to-all to dispatch (ui28: a
-    dispatcher named but unused would still be echoed in the title)."""
+    """:func:`dispatcher_option` for a command that prices a run on its MoE step (``plan``, ``cost``,
+    ``time``), refused where nothing would use it: with ``--mfu`` (or ``--mfu-range``, where the command has
+    it), which price the run at an MFU, or on a dense ``model``, which has no all-to-all to dispatch (ui28: a
+    dispatcher named but unused would still be echoed in the title; lows29: ``plan`` ignored it)."""
     out = dispatcher_option(args)
     if not out:
         return out
@@ -392,3 +392,15 @@ def __getattr__(name: str):
                       DeprecationWarning, stacklevel=2)
         return DEFAULT_DISPATCHER
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def add_grad_buffer_flag(p, text: str) -> None:
+    """``--grad-buffer [KIND]`` on the parser ``p``: alone ``True``, or one of the library's kinds
+    (:data:`~llmsizing.footprint.GRAD_BUFFERS`)."""
+    from .footprint import GRAD_BUFFERS           # (a lower layer)
+
+    kinds = [k for k in GRAD_BUFFERS if isinstance(k, str)]
+    p.add_argument("--grad-buffer", nargs="?", const=True, default=False, choices=kinds, metavar="KIND",
+                   help=text + f"; KIND {' or '.join(kinds)}: PyTorch DDP with gradient_as_bucket_view "
+                        "True accumulating under no_sync, or False (its default), whose .grad tensors "
+                        "stay apart from the buckets")

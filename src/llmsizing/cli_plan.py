@@ -7,9 +7,9 @@ and their tables. Nothing is computed here.
 from __future__ import annotations
 
 from .cli_args import (STAGE_FORM, _add_output, _check_single_or_stages, _emit, _estimate_mark, _model,
-                       _staged_output, add_dispatcher_flag, add_moe_step_flags, add_plan_moe_flags, count,
-                       dispatcher_option, integer, moe_dispatcher_option, moe_step_flags_text,
-                       moe_step_options, number, plan_table, stage)
+                       _staged_output, add_dispatcher_flag, add_grad_buffer_flag, add_moe_step_flags,
+                       add_plan_moe_flags, count, dispatcher_option, integer, moe_dispatcher_option,
+                       moe_step_flags_text, moe_step_options, number, plan_table, stage)
 
 
 def cmd_cost(args) -> None:
@@ -62,9 +62,10 @@ def _plan_layout_options(args) -> dict:
         out["ep_degrees"] = tuple(args.ep)
     if args.ep_overlap is not None:
         out["ep_overlap"] = args.ep_overlap
-    flags = ("shard_under_pipeline", "shared_expert_overlap", "grad_buffer")   # (store_true: only when given)
+    flags = ("shard_under_pipeline", "shared_expert_overlap")       # (store_true: only when given)
+    kind = getattr(args, "grad_buffer", False)                      # (True, a kind, or not given)
     return {**out, **{k: True for k in flags if getattr(args, k, False)}, **moe_step_options(args),
-            **dispatcher_option(args)}
+            **dispatcher_option(args), **({"grad_buffer": kind} if kind else {})}
 
 
 def _plan_stages(args) -> None:
@@ -101,6 +102,8 @@ def cmd_plan(args) -> None:
 
     _check_single_or_stages(args, single=("--tokens", "--seq") if args.stage else
                             ("--tokens", "--seq", "--global-batch"))
+    if args.dispatcher is not None:                    # --dispatcher: refused on a dense model, as cost does
+        moe_dispatcher_option(args, _model(args.model, moe=True))
     if args.stage:
         _plan_stages(args)
         return
@@ -175,11 +178,10 @@ def add_plan_commands(sub, command) -> None:
                         "layers per pipeline stage that fit, shown as 'full (N layers)')")
     p.add_argument("--shard-under-pipeline", action="store_true", help="also search ZeRO-2/3 under a "
                    "pipeline (off by default: doubles the layouts searched; for memory-tight pipelines)")
-    p.add_argument("--grad-buffer", action="store_true",
-                   help="the DDP and ZeRO-1 layouts keep their gradients in a persistent buffer, alive in "
-                        "every phase (Megatron-LM's, PyTorch DDP's; FP32 with --precision "
-                        "bf16-mixed-fp32-grads); ZeRO-2/3 layouts free theirs after each step (default: "
-                        "every layout frees them)")
+    add_grad_buffer_flag(p, "the DDP and ZeRO-1 layouts keep their gradients in a persistent buffer, alive "
+                            "in every phase (Megatron-LM's, PyTorch DDP's; FP32 with --precision "
+                            "bf16-mixed-fp32-grads); ZeRO-2/3 layouts free theirs after each step (default: "
+                            "every layout frees them)")
     p.add_argument("--all", action="store_true", help="every plan, not only the time-vs-cost front")
     p.add_argument("--top", type=integer(), default=20, help="print at most this many rows (default 20)")
     _add_output(p)

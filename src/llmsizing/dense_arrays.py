@@ -27,6 +27,7 @@ import functools
 
 import numpy as np
 
+from .footprint import _GRAD_COPIES
 from .memory import _kept_act_core, _kept_in_flight, _kept_state_side, _search_layouts
 from .moe import stage_offset_bytes
 from .parallel import layers_per_stage, pipeline_in_flight, stage_chunks
@@ -99,16 +100,17 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
             if row is None:
                 row = cores[ckey] = _core_row(model, batch, core_args, act)
             core = core_rows_kept[ckey] = (np.array(row[:-1], dtype=float), row[-1])
-        alive = m > 1 or (o["grad_buffer"] and zero <= 1)            # (gradients alive)
-        own = by_m.get((m, alive))
+        # (footprint.grad_copies without its checks: the gradients' whole copies, the buffer under ZeRO 0/1)
+        copies = _GRAD_COPIES[o["grad_buffer"] if zero <= 1 else False, m > 1]
+        own = by_m.get((m, copies))
         if own is None:                                  # (the stages' columns: the layout's and m's alone)
             if act.virtual_stages == 1:
                 flight = _kept_in_flight(act.pp, min(m, act.pp))
             elif (flight := flights.get((act, m))) is None:   # (as _act_side: all m, the chunks counted)
                 flight = flights[act, m] = _kept_flight(act.pp, m, act.virtual_stages,
                                                         stage_chunks(model.layers, act))
-            own = by_m[m, alive] = np.array([(n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i],
-                                              flight[i], alive, model.tied_embeddings and n_pp == 1)
+            own = by_m[m, copies] = np.array([(n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i],
+                                               flight[i], *copies, model.tied_embeddings and n_pp == 1)
                                              for i in stages], dtype=float).reshape(len(stages), -1)
         acts = core[1]
         moe = n_pp > 1 and bool(getattr(acts, "moe_layers", None))      # (stage_activations' MoE term)
@@ -174,8 +176,8 @@ def _phase_sums(t: np.ndarray) -> np.ndarray:
     :func:`~llmsizing.activations.stage_activations`' share of the stage first (the whole model's as is
     without a pipeline). No autocast: its copies are 0.0, and ``x + 0.0`` is ``x``."""
     (W, G, O, head, opt, gathered, per_layer, layers, count, emb, logits, rebuilt, cp_fwd, cp_bwd, loss,
-     working, single, first, last, kept, flight, accum, tied, moe, offset) = t.T
-    single, first, last, accum, tied, moe = (x.astype(bool) for x in (single, first, last, accum, tied, moe))
+     working, single, first, last, kept, flight, buf, before, end, step, tied, moe, offset) = t.T
+    single, first, last, tied, moe = (x.astype(bool) for x in (single, first, last, tied, moe))
     # stage_activations: kept x per layer + rebuilt (+ a mixture of experts' stage term: its MoE layers'
     # share), the embedding's (first stage) and logits (last)
     stage = kept * per_layer + rebuilt
@@ -187,17 +189,17 @@ def _phase_sums(t: np.ndarray) -> np.ndarray:
     total = layers + emb + logits
     rebuilt = np.maximum(layers - count * per_layer, 0.0)
     A = total - rebuilt
-    g_fwd = np.where(accum, G, 0.0)
+    g_fwd = G * (buf + before)                   # (footprint.grad_copies' whole copies: x 0, 1, 2 exact)
     loss = np.where(last, loss, 0.0)
     bwd_temps = working + gathered + cp_bwd
-    start_grads = np.where(accum, G, head)
+    start_grads = np.where((end > 0) & (before == 0), g_fwd + head, g_fwd)
     emb_grads = np.where(tied, 2 * head, 0.0)
     zero = 0.0
     return np.stack([W + O + g_fwd + A + zero + (gathered + cp_fwd),
                      W + O + g_fwd + A + zero + (loss + gathered),
                      W + O + start_grads + (A - logits + rebuilt) + zero + bwd_temps,
-                     W + O + (G + emb_grads) + emb + bwd_temps,
-                     W + O + G + opt], axis=1)
+                     W + O + (G * (buf + end) + emb_grads) + emb + bwd_temps,
+                     W + O + G * (buf + step) + opt], axis=1)
 
 
 def prefetch(memory, keys, rc: str, layout=None) -> bool:

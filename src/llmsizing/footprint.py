@@ -63,7 +63,7 @@ class TrainingMemory:
     in_flight: float = 1.0
     gathered_bytes: float = 0.0
     stages: tuple = ()
-    grad_buffer: bool = False
+    grad_buffer: bool | str = False
 
     @property
     def weights_bytes(self) -> float:
@@ -168,7 +168,7 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
                 optimizer_bytes: float, layer_working_bytes: float, head_grad_bytes: float,
                 head_copy_bytes: float = 0.0, embedding_grad_bytes: float = 0.0,
                 gathered_bytes: float = 0.0, cp_buffers_bytes: tuple = (0.0, 0.0),
-                grad_buffer: bool = False) -> dict[str, float]:
+                grad_buffer: bool | str = False) -> dict[str, float]:
     """The live bytes of each phase of one step (see :class:`TrainingMemory`), from its parts.
 
     * forward: weights + optimizer states + activations + autocast copies (+ gradients from the previous
@@ -227,22 +227,26 @@ def phase_values(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: 
                  optimizer_bytes: float, layer_working_bytes: float, head_grad_bytes: float,
                  head_copy_bytes: float = 0.0, embedding_grad_bytes: float = 0.0,
                  gathered_bytes: float = 0.0, cp_buffers_bytes: tuple = (0.0, 0.0),
-                 grad_buffer: bool = False) -> tuple:
+                 grad_buffer: bool | str = False) -> tuple:
     """:func:`step_phases` as tuples: each phase's live bytes in the order of :data:`PHASE_KEYS` (the one
     place they are worked out; issue 32: the planner's searches sum them a few hundred times per search
     and need no dicts).
 
-    ``grad_buffer`` (issue 38): the gradients live in a buffer allocated once and only zeroed between steps
-    (Megatron-Core's ``DistributedDataParallel`` grad buffer, ``main_grad``; PyTorch DDP's buckets), so they
-    are alive in every phase, as from the second micro-batch on when accumulating. Without it the step starts
-    with them freed (``zero_grad(set_to_none=True)``)."""
+    ``grad_buffer`` (issue 38, one of :data:`GRAD_BUFFERS`): the gradients live in a buffer allocated once
+    and only zeroed between steps (Megatron-Core's ``DistributedDataParallel`` grad buffer, ``main_grad``;
+    PyTorch DDP's buckets), so they are alive in every phase, as from the second micro-batch on when
+    accumulating; PyTorch DDP's ``.grad`` tensors apart from its buckets come on top
+    (:func:`grad_copies` says how many copies each phase holds). Without it the step starts with them freed
+    (``zero_grad(set_to_none=True)``)."""
     W, G, O = states.working_weights_bytes, states.gradients_bytes, states.optimizer_bytes
     # what the forward leaves alive; with recomputation, the layer rebuilt during the backward comes on top
     # only in the backward (activation_memory reports the backward peak, rebuilt layer included)
     kept = acts.total_bytes - acts.rebuilt_bytes
     A, A_emb = kept, acts.embedding_bytes
-    grads_alive = grad_accum > 1 or grad_buffer      # the gradients exist before this micro-batch's backward
-    g_fwd = G if grads_alive else 0.0
+    # whole copies of the gradients: the buffer's, and the .grad tensors apart from it before this
+    # micro-batch's backward, at its end and in the optimizer step (x 1 and x 2 are exact: the same floats)
+    buf, before, end, step = _GRAD_COPIES[grad_buffer, grad_accum > 1]
+    g_fwd = G * (buf + before)
     cp_fwd, cp_bwd = cp_buffers_bytes
     bwd_temps = layer_working_bytes + gathered_bytes + cp_bwd
     # autocast's copies after the forward: a recomputed layer's are freed with autocast's cache, and the
@@ -254,26 +258,106 @@ def phase_values(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: 
         copies_bwd = copies_bwd * (n - r + 1) / n
     return ((W, O, g_fwd, A, autocast_bytes, gathered_bytes + cp_fwd),
             (W, O, g_fwd, A, copies_after, loss_bytes + gathered_bytes),
-            (W, O, G if grads_alive else head_grad_bytes, A - acts.logits_bytes + acts.rebuilt_bytes,
-             copies_bwd, bwd_temps),
-            (W, O, G + embedding_grad_bytes, A_emb, bwd_temps),
-            (W, O, G, optimizer_bytes))
+            # (the LM head's gradients are the backward's first: alone, or beside the buffer's)
+            (W, O, g_fwd + head_grad_bytes if end and not before else g_fwd,
+             A - acts.logits_bytes + acts.rebuilt_bytes, copies_bwd, bwd_temps),
+            (W, O, G * (buf + end) + embedding_grad_bytes, A_emb, bwd_temps),
+            (W, O, G * (buf + step), optimizer_bytes))
 
 
-def check_grad_buffer(grad_buffer, zero: int) -> bool:
-    """``grad_buffer`` checked (a bool) against the ZeRO stage ``zero``: a persistent gradient buffer is
-    DDP's or ZeRO-1's (Megatron-Core's distributed optimizer keeps the whole buffer); ZeRO-2 and 3 shard
-    the gradients and free them (FSDP's ``set_to_none``; DeepSpeed's ZeRO-2 frees its gradient partition in
-    ``step()``), which :func:`~llmsizing.memory.training_memory` models without it. The one check of
-    ``training_memory``, :class:`~llmsizing.job.Job` and the command line."""
+#: What ``grad_buffer`` takes (issue 38): ``False``, the gradients freed after each step
+#: (``zero_grad(set_to_none=True)``); ``True``, one persistent buffer the gradients accumulate into and live
+#: in (Megatron-Core's DDP ``main_grad``; PyTorch DDP with ``gradient_as_bucket_view=True`` when it does not
+#: accumulate); ``"ddp-view"``, PyTorch DDP with ``gradient_as_bucket_view=True`` accumulating under
+#: ``no_sync``; ``"ddp-copy"``, PyTorch DDP's default (``gradient_as_bucket_view=False``): the buckets
+#: and, apart from them, the ``.grad`` tensors (:func:`grad_copies`).
+GRAD_BUFFERS = (False, True, "ddp-view", "ddp-copy")
+
+#: :func:`grad_copies` by ``(grad_buffer, grad_accum > 1)``: (buffer, before, end, step).
+_GRAD_COPIES = {(False, False): (0, 0, 1, 1), (False, True): (0, 1, 1, 1),
+                (True, False): (1, 0, 0, 0), (True, True): (1, 0, 0, 0),
+                ("ddp-view", False): (1, 0, 0, 0), ("ddp-view", True): (1, 1, 1, 0),
+                ("ddp-copy", False): (1, 0, 1, 1), ("ddp-copy", True): (1, 1, 1, 1)}
+
+
+def grad_copies(grad_buffer=False, grad_accum: int = 1) -> tuple[int, int, int, int]:
+    """How many whole copies of the gradients a step holds (issue 38, chapter 12): ``(buffer, before, end,
+    step)``, the persistent buffer's (every phase) and the ``.grad`` tensors' apart from it before a
+    micro-batch's backward (forward and loss; the backward then starts with them, or with the LM head's
+    alone where there are none), at the backward's end and in the optimizer step; for ``grad_buffer`` one of
+    :data:`GRAD_BUFFERS`, at the worst micro-batch of ``grad_accum``.
+
+    * ``False``: the ``.grad`` tensors only, freed by ``zero_grad(set_to_none=True)``, alive before the
+      backward from the second micro-batch on: ``(0, 0 or 1, 1, 1)``.
+    * ``True``: Megatron-Core's buffer; its backward hook adds each ``.grad`` into ``main_grad`` and drops
+      it: ``(1, 0, 0, 0)``.
+    * PyTorch DDP (``torch/csrc/distributed/c10d/reducer.cpp``, pytorch/pytorch at ad78a7b3; measured with
+      torch 2.13.0, ``data/grad_buffer_measurements.csv``): ``initialize_buckets`` allocates each bucket's
+      flat ``gradients`` with ``at::empty`` in the parameters' dtype (or DDP's ``mixed_precision`` dtype),
+      and the reducer keeps it until it is destroyed or rebuilt. After the backward writes a ``.grad``,
+      ``mark_variable_ready_dense`` copies it into the bucket; with ``gradient_as_bucket_view`` it then
+      points ``.grad`` at the bucket (the tensor autograd wrote is freed), without it
+      ``finalize_bucket_dense`` copies the reduced bucket back into ``.grad`` (``copy_bucket_to_grad``),
+      which stays until ``zero_grad(set_to_none=True)``. Under ``no_sync`` the forward does not call
+      ``prepare_for_backward`` (``torch/nn/parallel/distributed.py``), so ``autograd_hook`` returns early
+      and the ``.grad`` tensors accumulate apart from the buckets in both modes, until the synchronising
+      micro-batch.
+      ``"ddp-view"``: ``(1, 0, 0, 0)``, accumulating ``(1, 1, 1, 0)``; ``"ddp-copy"``: ``(1, 0, 1, 1)``,
+      accumulating ``(1, 1, 1, 1)``.
+    """
+    from ._validate import check_int
+
+    accum = check_int("grad_accum", grad_accum) > 1
+    return _GRAD_COPIES[check_grad_buffer_kind(grad_buffer), accum]
+
+
+def check_grad_buffer_kind(grad_buffer):
+    """``grad_buffer`` checked: one of :data:`GRAD_BUFFERS` (a bool, NumPy's too, or one of its strings);
+    TypeError for another type, ValueError naming the allowed values for another string."""
     from ._validate import check_bool
 
-    grad_buffer = check_bool("grad_buffer", grad_buffer)
-    if grad_buffer and zero >= 2:
-        raise ValueError(f"grad_buffer=True needs parallel.zero <= 1 (DDP or ZeRO-1, whose gradients stay "
-                         f"whole in a persistent buffer), got zero={zero}: ZeRO-2 and 3 shard the gradients "
-                         "and free them each step")
+    if grad_buffer is False or grad_buffer is True:       # (the common case first)
+        return grad_buffer
+    allowed = "True or False or one of " + ", ".join(repr(k) for k in GRAD_BUFFERS if type(k) is str)
+    if type(grad_buffer) is str:
+        if grad_buffer in GRAD_BUFFERS:
+            return grad_buffer
+        raise ValueError(f"grad_buffer must be {allowed}, got {grad_buffer!r}")
+    try:
+        return check_bool("grad_buffer", grad_buffer)
+    except TypeError:
+        raise TypeError(f"grad_buffer must be {allowed}, got {type(grad_buffer).__name__} "
+                        f"{grad_buffer!r}") from None
+
+
+def check_grad_buffer(grad_buffer, zero: int):
+    """``grad_buffer`` checked (one of :data:`GRAD_BUFFERS`, :func:`check_grad_buffer_kind`) against the
+    ZeRO stage ``zero``: a persistent gradient buffer is DDP's or ZeRO-1's (Megatron-Core's distributed
+    optimizer keeps the whole buffer); ZeRO-2 and 3 shard the gradients and free them (FSDP's
+    ``set_to_none``; DeepSpeed's ZeRO-2 frees its gradient partition in ``step()``), which
+    :func:`~llmsizing.memory.training_memory` models without it. The one check of ``training_memory``,
+    :class:`~llmsizing.job.Job` and the command line."""
+    grad_buffer = check_grad_buffer_kind(grad_buffer)
+    if grad_buffer is not False and zero >= 2:
+        raise ValueError(f"grad_buffer={grad_buffer!r} needs parallel.zero <= 1 (DDP or ZeRO-1, whose "
+                         f"gradients stay whole in a persistent buffer), got zero={zero}: ZeRO-2 and 3 shard "
+                         "the gradients and free them each step")
     return grad_buffer
+
+
+def grad_buffer_note(grad_buffer) -> str:
+    """``grad_buffer`` (:data:`GRAD_BUFFERS`) in words, for :func:`~llmsizing.planner.plan`'s
+    ``attrs["assumes"]`` and the command line's title; ``""`` for ``False``."""
+    kind = check_grad_buffer_kind(grad_buffer)
+    return {False: "", True: "a persistent gradient buffer",
+            "ddp-view": "a persistent gradient buffer, PyTorch DDP's buckets with .grad apart under no_sync",
+            "ddp-copy": "a persistent gradient buffer and .grad apart from it, PyTorch DDP's default"}[kind]
+
+
+def zero_grad_buffer(grad_buffer, zero: int):
+    """The ``grad_buffer`` a layout of ZeRO stage ``zero`` runs with: as given under ZeRO 0 and 1, ``False``
+    under ZeRO-2 and 3 (:func:`~llmsizing.planner.plan` applies it so)."""
+    return grad_buffer if zero <= 1 else False
 
 
 #: DeepSpeed ZeRO's default ``reduce_bucket_size``, in elements (``deepspeed/runtime/zero/config.py``:

@@ -101,8 +101,9 @@ def min_gpus_for_bytes(n_bytes: float, gpu, *, usable_fraction: float | None = N
     assumes the bytes shard perfectly (ZeRO-3/FSDP for model states, or tensor parallelism).
     ``usable_fraction`` (0 < f <= 1) reserves part of each GPU for what you are not counting; ``None`` is the
     planner's :data:`~llmsizing.layouts.USABLE_FRACTION` (0.9), so Parts I and II count the fewest GPUs alike
-    (issue 26; it was 1 here until then). Pass 1.0 for bytes that carry their own allowance
-    (:func:`~llmsizing.inference.inference_memory`). Chapter 2."""
+    (issue 26; it was 1 here until then). Pass 1.0 for bytes that carry their own margin (the 1.2 x weights
+    rule); a serving total with the book's allowance is counted by
+    :func:`~llmsizing.inference.min_serving_gpus`, which charges its fixed part on every GPU. Chapter 2."""
     from .catalog import get_gpu
 
     n_bytes = check_number("n_bytes", n_bytes)

@@ -23,10 +23,10 @@ import functools
 import math
 from dataclasses import dataclass
 
-from ._validate import check_bool, check_choice, check_int, check_number, check_sequence
-from .catalog import resolve_model
+from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int, check_number, check_sequence
+from .catalog import get_gpu, resolve_model
 from .layer_kinds import kv_groups
-from .states import _frame, default_overhead_bytes, peak_room_bytes
+from .states import FIXED_OVERHEAD_BYTES, _frame, default_overhead_bytes, peak_room_bytes
 from .model import Model
 from .precision import DTYPE_BYTES, EXPERT_FORMATS, KV_DTYPES, STORED_FORMATS, WEIGHT_DTYPES, use_more_bits
 
@@ -356,6 +356,37 @@ def inference_memory(model: Model | str, *, batch: int = 1, context: int = 4096,
     else:
         overhead = check_number("overhead_bytes", overhead_bytes)
     return InferenceMemory(model.n_params, batch, context, w, kv, overhead)
+
+
+def min_serving_gpus(memory: InferenceMemory, gpu, *,
+                     fixed_bytes_per_gpu: float = FIXED_OVERHEAD_BYTES) -> int:
+    """The fewest ``gpu`` (a catalogue name or GPU) that hold one serving replica of ``memory`` (an
+    :class:`InferenceMemory` from :func:`inference_memory`), weights and KV cache split evenly over them
+    (tensor parallelism: a lower bound), each GPU paying the fixed part of the allowance itself, its own CUDA
+    context, workspaces and buffers. The smallest ``n`` with ``n x capacity >= (total - fixed) + n x fixed``:
+    ``ceil((total - fixed) / (capacity - fixed))``, the whole capacity usable (``total`` carries its
+    allowance). With the default allowance (1 GiB + 8%) that is ``ceil(1.08 (W + KV) / (capacity - 1 GiB))``,
+    the count chapter 0 makes with :func:`~llmsizing.states.peak_room_bytes` and the per-GPU charge of chapter
+    15's :func:`~llmsizing.serve_engine.kv_capacity_tokens` (``overhead_bytes_per_gpu``); dividing ``total``
+    by the capacity counts the fixed part once per replica instead (chapter 3 did so before session 29: one
+    GPU short for Llama 3 70B, 6 x 8,192 tokens, on H100s). ``fixed_bytes_per_gpu`` is capped at
+    ``memory.overhead_bytes`` (a smaller ``overhead_bytes=`` holds no more per GPU). Chapter 3."""
+    if not isinstance(memory, InferenceMemory):
+        raise TypeError("memory must be an InferenceMemory (from inference_memory), got "
+                        f"{type(memory).__name__}")
+    g = get_gpu(gpu)
+    fixed = min(check_number("fixed_bytes_per_gpu", fixed_bytes_per_gpu), memory.overhead_bytes)
+    room = g.memory_bytes - fixed
+    if room <= 0:
+        raise ValueError(f"fixed_bytes_per_gpu={fixed_bytes_per_gpu:g} leaves no room on a {g.name} "
+                         f"({g.memory_bytes:,.0f} bytes): it must be below the GPU's memory")
+    rest = memory.total_bytes - fixed
+    if rest / room > MAX_MEANINGFUL:
+        raise ValueError(f"{memory.total_bytes:g} bytes need more than {MAX_MEANINGFUL:,} {g.name} GPUs")
+    n = max(1, math.ceil(rest / room))
+    if n > 1 and rest <= (n - 1) * room:   # the quotient rounded up by floating-point noise
+        n -= 1
+    return n
 
 
 # ----------------------------------------------------------------------------- the x1.2 rule, checked

@@ -23,7 +23,7 @@ from ._validate import check_bool, check_choice, check_int, check_number
 from .act_terms import ATTENTION, STACKS
 from .all_to_all import DEFAULT_DISPATCHER, check_dispatcher, dispatcher_kwargs
 from .catalog import GPU, get_gpu, resolve_model
-from .footprint import check_grad_buffer
+from .footprint import check_grad_buffer, check_grad_buffer_kind, zero_grad_buffer
 from .frameworks import stack_family
 from .hardware import check_recipe_runs_on
 from .model import Model
@@ -49,8 +49,9 @@ class Job:
     (``"alltoall"`` or ``"deepep"``, :data:`~llmsizing.all_to_all.DISPATCHERS`), which its step and plan
     price; under the model's group-limited routing or a ``max_nodes`` limit ``"alltoall"`` too sends a
     token once per GPU or node it reaches (DeepSeek's kernels), so the two can price alike there.
-    ``grad_buffer`` (issue 38): the gradients live in a persistent buffer (Megatron-Core's DDP grad
-    buffer, PyTorch DDP's buckets), which its memory and plan price
+    ``grad_buffer`` (issue 38, :data:`~llmsizing.footprint.GRAD_BUFFERS`): the gradients live in a
+    persistent buffer (Megatron-Core's DDP grad buffer, PyTorch DDP's buckets; ``"ddp-copy"``, PyTorch DDP's
+    default, with the ``.grad`` tensors apart from it), which its memory and plan price
     (:func:`~llmsizing.memory.training_memory`; DDP and ZeRO-1 only, refused with ZeRO-2 or 3). Checked
     when made: a model and layout that cannot run together are refused here, once."""
 
@@ -74,7 +75,7 @@ class Job:
     framework: str | None = None
     mtp_depth: int = 0
     capacity_factor: float | None = None
-    grad_buffer: bool = False
+    grad_buffer: bool | str = False
     dispatcher: str = "alltoall"
 
     def __post_init__(self):
@@ -130,7 +131,7 @@ class Job:
         old job's keywords unchanged)."""
         recipe = dict(precision=self.precision, recompute=self.recompute,
                       recompute_layers=self.recompute_layers, **self._moe_options())
-        buffer = {"grad_buffer": True} if self.grad_buffer else {}
+        buffer = {"grad_buffer": self.grad_buffer} if self.grad_buffer else {}
         if kind == "memory":
             return dict(model=self.model, batch=self.micro_batch, seq=self.seq, grad_accum=self.grad_accum,
                         parallel=self.parallel, optimizer=self.optimizer, attention=self.attention,
@@ -166,7 +167,7 @@ class Job:
                       expert_tp: bool = False, max_nodes="model", ep_overlap: float = 0.0,
                       kernel_efficiency: float | None = None, overlap: float | None = None,
                       framework: str | None = None, shared_expert_overlap: bool = False, mtp_depth: int = 0,
-                      capacity_factor: float | None = None, grad_buffer: bool = False,
+                      capacity_factor: float | None = None, grad_buffer: bool | str = False,
                       dispatcher: str = "alltoall") -> "Job":
         """The job one row of :func:`~llmsizing.planner.plan`'s frame prices (a ``Series`` or an
         ``itertuples()`` row), given the plan's own options (the keywords here are :func:`plan`'s, with its
@@ -180,7 +181,7 @@ class Job:
         :func:`~llmsizing.plan_pricing.pipeline_split`) are the layout's."""
         import pandas as pd
 
-        grad_buffer = check_bool("grad_buffer", grad_buffer)
+        grad_buffer = check_grad_buffer_kind(grad_buffer)
         get = row.get if hasattr(row, "get") else functools.partial(getattr, row)
         n = get("recompute_layers", None)
         pp = int(get("pp"))
@@ -198,7 +199,7 @@ class Job:
                    attention=attention, stack=stack, max_nodes=max_nodes, ep_overlap=ep_overlap,
                    kernel_efficiency=kernel_efficiency, overlap=overlap, framework=framework,
                    mtp_depth=mtp_depth, capacity_factor=capacity_factor,
-                   grad_buffer=grad_buffer and int(get("zero")) <= 1, dispatcher=dispatcher)
+                   grad_buffer=zero_grad_buffer(grad_buffer, int(get("zero"))), dispatcher=dispatcher)
 
 
 def check_moe_options(model: Model, mtp_depth, capacity_factor) -> dict:

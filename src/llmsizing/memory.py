@@ -37,7 +37,8 @@ from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, Model
                      edge_params, model_states_for_params, optimizer_state_elements, peak_room_bytes,
                      total_with_allowance_bytes)
 from .footprint import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, OPTIMIZER_IMPLS, PHASES,  # noqa: F401
-                        STEP_PARTS, TrainingMemory, check_grad_buffer, phase_values, step_phases)
+                        STEP_PARTS, TrainingMemory, check_grad_buffer, phase_values, step_phases,
+                        zero_grad_buffer)
 from .gpu_states import (_checked_stage_params, bytes_per_param_table, min_gpus_for_bytes,  # noqa: F401
                          model_states, recipe_tensor_table, stage_params)
 
@@ -106,7 +107,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                     optimizer_impl: str = "foreach", _all_stages: bool = False, _stages=None,
                     recompute_layers: int | None = None, attention_mask: bool = False,
                     mtp_depth: int = 0, capacity_factor: float | None = None,
-                    grad_buffer: bool = False) -> TrainingMemory:
+                    grad_buffer: bool | str = False) -> TrainingMemory:
     """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
     allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
@@ -151,9 +152,11 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     the reduction and the optimizer step; their reduce bucket,
     :func:`~llmsizing.footprint.deepspeed_bucket_bytes`, is not counted), but its bf16 ZeRO-1 with
     ``grad_accum_dtype`` fp32 runs ``BF16_Optimizer``, whose whole-model FP32 buffer is ``grad_buffer=True``
-    with ``"bf16-mixed-fp32-grads"``. PyTorch DDP with ``gradient_as_bucket_view=False`` also holds the
-    ``.grad`` copies at the end of the backward, and under ``no_sync`` accumulation both DDP modes hold them
-    apart from the buckets (twice the gradients, measured): not counted. Taught in chapter 4; checked
+    with ``"bf16-mixed-fp32-grads"``. ``grad_buffer="ddp-copy"``, PyTorch DDP's default
+    (``gradient_as_bucket_view=False``), also counts the ``.grad`` tensors it keeps apart from its buckets,
+    from the backward to ``zero_grad`` (twice the gradients at the end of the backward and in the optimizer
+    step, measured), and ``"ddp-view"`` those that accumulate apart under ``no_sync`` until the last
+    micro-batch (:func:`~llmsizing.footprint.grad_copies`). Taught in chapter 4; checked
     against measured steps in chapter 5; context parallelism and partial recomputation in "Long context";
     the buffer in chapter 12.
     """
@@ -204,7 +207,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
 
 
 def _stage_phases(model: Model, par: Parallel, i: int, grad_accum: int, acts: tuple, states: tuple,
-                  phases=step_phases, grad_buffer: bool = False) -> dict:
+                  phases=step_phases, grad_buffer: bool | str = False) -> dict:
     """:func:`step_phases` of stage ``i`` from :func:`_act_side`'s ``acts`` and :func:`_state_side`'s
     ``states`` (shared by :func:`training_memory` and :func:`_search_pieces`, which reads them as tuples:
     ``phases=phase_values``). ``grad_buffer`` counts for ZeRO 0 and 1 only (:func:`check_grad_buffer`)."""
@@ -219,14 +222,14 @@ def _stage_phases(model: Model, par: Parallel, i: int, grad_accum: int, acts: tu
                        embedding_grad_bytes=(2 * head_grads if model.tied_embeddings and par.pp == 1
                                              else 0.0),
                        gathered_bytes=gathered, cp_buffers_bytes=cp_buffers,
-                       grad_buffer=grad_buffer and par.zero <= 1)
+                       grad_buffer=zero_grad_buffer(grad_buffer, par.zero))
 
 
 def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accum: int, seq: int,
                    precision: str = "bf16-mixed", optimizer: str = "adamw", attention: str = "flash",
                    recompute: str = "none", dropout: bool = False, stack: str = "fused",
                    optimizer_impl: str = "foreach", recompute_layers: int | None = None,
-                   attention_mask: bool = False, grad_buffer: bool = False) -> list[float]:
+                   attention_mask: bool = False, grad_buffer: bool | str = False) -> list[float]:
     """The bytes of every piece (:func:`step_phases`, each summed) of the stages ``stages``, stage by
     stage: what ``training_memory(..., _all_stages=True, _stages=stages)``'s ``pieces_bytes`` hold, without
     its other checks nor its result objects (issue 35: the planner's searches make hundreds of calls with
@@ -469,7 +472,7 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
                     parallel: Parallel | None = None, overhead_bytes: float | None = None,
                     stack: str = "fused", optimizer_impl: str = "foreach", grad_accum: int = 1,
                     recompute_layers: int | None = None, attention_mask: bool = False,
-                    grad_buffer: bool = False):
+                    grad_buffer: bool | str = False):
     """The largest micro-batch (sequences) whose :func:`training_memory` (``attention_mask`` and
     ``grad_buffer`` too) fits
     ``gpu``, for one sequence length ``seq`` (an int; returns an int) or many (a 1-D array of ints; returns an

@@ -71,8 +71,8 @@ from .act_terms import (ACTIVATION_DTYPES, _check_fp8, _fp8_saved, _int_or_array
                         dense_layer_terms)
 from .act_terms import ActivationMemory as _ActivationMemory
 from .all_to_all import all_to_all_bytes, all_to_all_s, inter_node_share  # noqa: F401 (issue 24's home)
-from .all_to_all import (_all_to_all_bytes, _all_to_all_s, check_dispatcher, distinct_reached, node_limit,
-                         route_max_nodes, route_max_ranks)
+from .all_to_all import (_across_shares, _all_to_all_bytes, _all_to_all_s, check_dispatcher, distinct_reached,
+                         node_limit, route_max_nodes, route_max_ranks)
 from .catalog import resolve_model
 from .model import Model
 from .moe_arrays import EpLayouts  # noqa: F401 (issue 35's home before moe35n)
@@ -440,11 +440,14 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     and, concurrently, an NVLink leg: with a node limit DeepEP's forwarding, ``(domain - 1) / domain`` of the
     buffer (each copy forwarded by the node's receiving GPU; 0.95-0.99x of DeepEP's normal kernels at EP
     16-64, ``tests/test_deepep_forwarding.py``), without one the own node's ``(domain - 1) / ep``
-    (:func:`llmsizing.all_to_all.all_to_all_s` says why). A row's ``bandwidth_gbps`` is the effective one
-    (bytes sent / that time, latency included), its ``latency_s`` 0. ``_tokens``: a NumPy array of the
-    tokens a GPU routes in place of the layout's (``batch``, ``tp``, ``cp`` then unread), the rows' numbers
-    arrays of them, element by element the same arithmetic (issue 35:
-    :func:`llmsizing.plan_moe.moe_all_to_all_s` prices every token count of a group of links at once).
+    (:func:`llmsizing.all_to_all.all_to_all_s` says why). A row's bytes are what the GPU sends in it, as
+    the time counts them; across domains both legs' (``all_to_all._across_shares``), which run at once, so
+    its ``link`` names both (``"network + NVLink"``). Its ``bandwidth_gbps`` is the effective rate (those
+    bytes / that time, latency included; across domains over both links together, so above either alone),
+    its ``latency_s`` 0. ``_tokens``: a NumPy array of the tokens a GPU routes in place of the layout's
+    (``batch``, ``tp``, ``cp`` then unread), the rows' numbers arrays of them, element by element the same
+    arithmetic (issue 35: :func:`llmsizing.plan_moe.moe_all_to_all_s` prices every token count of a group of
+    links at once).
 
     Group-limited routing inside one scale-up domain (issue 35): when the model's own groups
     (:func:`llmsizing.all_to_all.route_max_ranks`, its config's ``n_group`` / ``topk_group``) put a token's
@@ -464,8 +467,9 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     routing above already sends a token once per GPU or node it reaches, as DeepSeek's kernels do, whichever
     dispatcher is named); ``"deepep"`` (its ``flex`` dispatcher on
     DeepEP) a token once to each GPU it reaches, the model's ``experts`` drawn without replacement, and
-    once to each node, forwarded (:func:`llmsizing.all_to_all.all_to_all_s`); a row's bytes are then the ones
-    it sends inside a domain, and across domains the ``k``-copy buffer's, as with a node limit."""
+    once to each node, forwarded (:func:`llmsizing.all_to_all.all_to_all_s`); a row's bytes are then the
+    ones it sends, a token once a GPU (and across domains once a node on the network leg), as with a node
+    limit (lows29: they were the ``k``-copy buffer's across domains, against a deduplicated time)."""
     if par.ep == 1 or not model.is_moe:
         return []
     disp = check_dispatcher(dispatcher)
@@ -482,7 +486,11 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
     across = ep * par.etp > node.scaleup_domain_gpus
     ranks = None if across else route_max_ranks(model, ep)
     reach = 1.0                           # (the share of the k copies sent: deepep's distinct GPUs a token)
-    if disp.once_per_gpu and not across:
+    d = max(1, node.scaleup_domain_gpus // par.etp)                  # (the group's GPUs a domain)
+    if across:                            # both legs' bytes: deduplicated as the time counts them (lows29)
+        share, near = _across_shares(ep, d, k, max_nodes, disp.once_per_gpu, model.experts / ep)
+        reach = (share + (near if d > 1 else 0.0)) * ep / (ep - 1)
+    elif disp.once_per_gpu:
         reach = (min(k, ranks) if ranks is not None and ranks < k
                  else distinct_reached(k, ep, model.experts / ep)) / k
     elif ranks is not None and ranks < k:   # device-limited routing inside one domain: once per GPU reached
@@ -498,8 +506,8 @@ def ep_all_to_all(model: Model, par: Parallel, *, batch: int, seq: int, gpu, nod
                           _all_to_all_s(tokens * k * h * b, ep, gpu, node, k, max_nodes, par.etp, disp,
                                         model.experts, ranks))
         one, t = seconds[b]
-        out.append(Collective(name, "ep", ep, "network" if across else gpu.link, n_calls, one, n_calls * one,
-                              one / t / 1e9, 0.0))
+        link = gpu.link if not across else "network" if d == 1 else f"network + {gpu.link}"
+        out.append(Collective(name, "ep", ep, link, n_calls, one, n_calls * one, one / t / 1e9, 0.0))
     return out
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dense_arrays import _DEFAULTS, _core_row, _kept, _phase_sums, supports
+from .footprint import _GRAD_COPIES
 from .memory import _act_layout, _kept_in_flight, _kept_state_side, _search_pieces
 from .moe import EpLayouts, stage_offset_bytes
 from .parallel import kept_parallel, layers_per_stage, resolve_parallel
@@ -107,12 +108,12 @@ def _columns(model, kw: dict, jobs: list, kept: dict) -> list:
         moe = n_pp > 1 and bool(getattr(acts, "moe_layers", None))      # (stage_activations' MoE term)
         for i in stages:
             s, head, opt = by_stage[i]
-            block = np.empty((n, 25))
+            block = np.empty((n, 28))
             for j, x in enumerate((s.working_weights_bytes, s.gradients_bytes, s.optimizer_bytes, head, opt,
                                    gathered)):
                 block[:, j] = x                          # (an entry per layout, or one for all)
             block[:, 6:] = (*core[:-1], n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i], flight[i],
-                            c > 1 or (o["grad_buffer"] and zero <= 1),       # (gradients alive)
+                            *_GRAD_COPIES[o["grad_buffer"] if zero <= 1 else False, c > 1],   # (gradients)
                             model.tied_embeddings and n_pp == 1, moe,
                             stage_offset_bytes(acts, act, i) if moe else 0.0)
             blocks.append(block)

@@ -60,7 +60,7 @@ def option_pieces(model, par, stages, *, batch: int, grad_accum: int, seq: int, 
                   optimizer: str = "adamw", attention: str = "flash", recompute: str = "none",
                   dropout: bool = False, stack: str = "fused", optimizer_impl: str = "foreach",
                   recompute_layers: int | None = None, attention_mask: bool = False, mtp_depth: int = 0,
-                  capacity_factor: float | None = None, grad_buffer: bool = False) -> list[float]:
+                  capacity_factor: float | None = None, grad_buffer: bool | str = False) -> list[float]:
     """The bytes of every piece (:func:`~llmsizing.footprint.phase_values`, each summed) of the stages
     ``stages``, stage by stage, as ``training_memory(..., mtp_depth=, capacity_factor=, _all_stages=True,
     _stages=stages)`` works them out: the same kept sides (``_kept_act_side`` with the capacity,

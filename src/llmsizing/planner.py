@@ -47,6 +47,7 @@ from .catalog import gpu_price, price_kind_of, resolve_gpus, resolve_model, reso
 from .flops import RECOMPUTE, training_flops_per_token
 from .frameworks import stack_family
 from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors
+from .footprint import check_grad_buffer_kind, grad_buffer_note
 from .memory import OPTIMIZER_IMPLS
 from .network import get_node
 from .hardware import check_recipe_runs_on
@@ -105,7 +106,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack,
               optimizer_impl=optimizer_impl, **dict(options))
     if grad_buffer:
-        kw["grad_buffer"] = True
+        kw["grad_buffer"] = grad_buffer
     model_flops_step = training_flops_per_token(model, seq=seq) * global_batch * seq
     node_of = dict(nodes)
     domains = {g.name: node_of[g.name].scaleup_domain_gpus for g in gpu_list}
@@ -243,7 +244,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          ep_overlap: float = 0.0, partial_recompute: bool = True, framework: str | None = None,
          virtual_stages=VIRTUAL_STAGES, deadline_rule: str | None = None,
          shard_under_pipeline: bool = False, shared_expert_overlap: bool = False, mtp_depth: int = 0,
-         capacity_factor: float | None = None, gpu_counts=None, grad_buffer: bool = False,
+         capacity_factor: float | None = None, gpu_counts=None, grad_buffer: bool | str = False,
          dispatcher: str = "alltoall"):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame
@@ -367,10 +368,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
 
     ``grad_buffer=True`` (issue 38; off by default): the DDP and ZeRO-1 layouts keep their gradients in a
     persistent buffer, alive at every phase's peak (:func:`~llmsizing.memory.training_memory`'s
-    ``grad_buffer``: Megatron-Core's grad buffer, in FP32 with ``precision="bf16-mixed-fp32-grads"``,
-    Megatron-LM's default; PyTorch DDP's buckets); ZeRO-2 and 3 layouts free theirs as before.
-    ``attrs["assumes"]`` says so.
-    """
+    ``grad_buffer``: Megatron-Core's grad buffer, in FP32 with ``precision="bf16-mixed-fp32-grads"``;
+    PyTorch DDP's buckets, ``"ddp-copy"`` its default with the ``.grad`` tensors apart: GRAD_BUFFERS in
+    :mod:`~llmsizing.footprint`); ZeRO-2 and 3 layouts free theirs as before. ``attrs["assumes"]`` says so."""
     import pandas as pd
 
     model = resolve_model(model, moe=True)
@@ -390,7 +390,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     options = check_moe_options(model, mtp_depth, capacity_factor)     # ({} by default: the search as before)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
     shard_pp = check_bool("shard_under_pipeline", shard_under_pipeline) and not model.is_moe
-    grad_buffer = check_bool("grad_buffer", grad_buffer)
+    grad_buffer = check_grad_buffer_kind(grad_buffer)
     vps = None if virtual_stages is None else tuple(sorted({check_int("virtual_stages[i]", v) for v in
                                                            check_sequence("virtual_stages", virtual_stages,
                                                                           example="(1, 2, 4)")}))
@@ -467,7 +467,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     if model.is_moe:                            # (a dense model's search is called as before)
         args += (eps, expert_tp, max_nodes, ep_overlap)
     # (the default search is called as before: main's, without the keywords left off)
-    more = {k: True for k, on in (("partial", partial), ("shard_pp", shard_pp),
+    more = {k: on if type(on) is str else True for k, on in (("partial", partial), ("shard_pp", shard_pp),
                                   ("shared", shared_expert_overlap), ("grad_buffer", grad_buffer)) if on}
     if vps != (1,):
         more["vps"] = vps
@@ -577,7 +577,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                                + ", routing " + routing_note(model, max_nodes)
                                + ("" if dispatcher == DEFAULT_DISPATCHER
                                   else f", the {dispatcher} dispatcher"))
-                            + (", a persistent gradient buffer (DDP, ZeRO-1)" if grad_buffer else "")
+                            + (f", {grad_buffer_note(grad_buffer)} (DDP, ZeRO-1)" if grad_buffer else "")
                             + f", range of the {stack_fam} stack"
                             + (" where it states one, else the pooled range" if pooled else ""))
     out.attrs["cp_comm"] = cp_comm

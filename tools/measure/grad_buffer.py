@@ -1,6 +1,7 @@
-"""Sub-command ``grad-buffer``: which gradient bytes are alive at the forward peak of a steady-state step
-under PyTorch DDP (``gradient_as_bucket_view`` False and True) against a plain step whose gradients
-``zero_grad(set_to_none=True)`` frees (issue 38: a persistent gradient buffer; chapter 12).
+"""Sub-command ``grad-buffer``: which gradient bytes are alive at the forward peak, the end of the backward and
+the start of the optimizer step of a steady-state step under PyTorch DDP (``gradient_as_bucket_view`` False
+and True) against a plain step whose gradients ``zero_grad(set_to_none=True)`` frees (issue 38: a persistent
+gradient buffer; chapter 12).
 
 Two gloo ranks on the CPU train a small stack of linear layers for four steps and keep the last two (DDP
 rebuilds its buckets at the start of the second). Every storage that can hold a gradient is followed with
@@ -8,8 +9,9 @@ rebuilds its buckets at the start of the second). Every storage that can hold a 
 its C++ storage, so the finalizer runs when the memory is freed): each parameter's ``.grad`` after a backward,
 and each DDP bucket's flat gradient tensor, which the reducer hands to a communication hook
 (``GradBucket.buffer()``; the hook all-reduces it as DDP's default hook does). At the forward peak of every
-micro-batch (a forward hook on the output layer, when the micro-batch's activations are all alive) and at the
-end of every backward, the bytes of the followed storages still alive are summed, each storage once (with
+micro-batch (a forward hook on the output layer, when the micro-batch's activations are all alive), at the
+end of every backward and as the optimizer step starts (a step pre-hook: what the step holds beside its own
+states and temporaries), the bytes of the followed storages still alive are summed, each storage once (with
 ``gradient_as_bucket_view=True`` a ``.grad`` is a view into a bucket). What is measured is the gradient side
 only: the weights, optimizer states and activations are the same in every layout.
 
@@ -107,6 +109,12 @@ def _worker(rank, world, port, queue, dtypes=tuple(DTYPES)):
                                                                          fol.bytes("grad"))
 
                 net[-1].register_forward_hook(fwd_peak)
+
+                def step_start(optimizer, args, kwargs, fol=fol, at=at, where=where):
+                    at[where["step"], where["micro"], "optimizer step"] = (fol.bytes("bucket"),
+                                                                           fol.bytes("grad"))
+
+                opt.register_step_pre_hook(step_start)
                 g = torch.Generator().manual_seed(rank)
                 for step in range(1, STEPS + 1):
                     for micro in range(1, accum + 1):
@@ -120,9 +128,16 @@ def _worker(rank, world, port, queue, dtypes=tuple(DTYPES)):
                             loss = torch.nn.functional.cross_entropy(model(x).float(), y) / accum
                             loss.backward()
                         if layout == "plain" and last:
-                            for p in net.parameters():
-                                dist.all_reduce(p.grad)
-                                p.grad.div_(world)
+                            # one flat copy all-reduced, not the .grad tensors themselves: a gloo worker thread
+                            # may hold the last tensor it reduced past the call (one run in five, a head's .grad
+                            # was still alive at the next forward on one rank); the copy is not followed
+                            grads = [p.grad for p in net.parameters()]
+                            flat = torch.cat([t.reshape(-1) for t in grads])
+                            dist.all_reduce(flat)
+                            flat.div_(world)
+                            for t, part in zip(grads, flat.split([t.numel() for t in grads])):
+                                t.copy_(part.view_as(t))
+                            del flat, grads, t, part          # (the loop names too: the last .grad)
                         for p in net.parameters():
                             fol.follow(p.grad, "grad")
                         at[step, micro, "backward end"] = (fol.bytes("bucket"), fol.bytes("grad"))

@@ -12,7 +12,8 @@ chapter modules (below), never each other:
 
 * :mod:`~llmsizing.charts.one_gpu`: Part I, chapters 1-5 (chapter 4's figures in
   :mod:`~llmsizing.charts.one_gpu_activations`, chapter 5's in :mod:`~llmsizing.charts.one_gpu_measure`);
-* :mod:`~llmsizing.charts.many_gpus`: Part II, chapters 6-9;
+* :mod:`~llmsizing.charts.many_gpus`: Part II, chapters 6-9 (chapter 6's landscape in
+  :mod:`~llmsizing.charts.many_gpus_hardware`);
 * :mod:`~llmsizing.charts.time_money`: Part III, chapters 10-14 (chapter 12's in
   :mod:`~llmsizing.charts.time_money_plan`, 13 and 14's in :mod:`~llmsizing.charts.time_money_checks`);
 * :mod:`~llmsizing.charts.serve_tune`: Part IV, chapters 15-16;
@@ -38,7 +39,8 @@ from .base import (COLORS, DPI, EXPLORER_TIME_COLORS, GPU_COLORS, FixedView, Vie
                    capacity_line, figure_alt_text, figure_axes, new_figure, reset_axes, show)
 from .base import (_CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPTION_PT, _caption_room,  # noqa: F401
                    _SUFFIXES, _bar_collection, _fast_hbars, _fast_stacked_columns,  # noqa: F401
-                   _fixed_figure, _flat, _grid, _inch_margins, _kept_figure_legend, _kept_legend,
+                   KEPT_LEGENDS, _fixed_figure, _flat, _grid, _inch_margins, _kept_figure_legend,
+                   _kept_legend,
                    _legend_entries, _line, _log_axis, _log_kept, _log_scale, _png_kwargs, _short_number,
                    _stage_memory_columns, _settle_grids, _step_time_bars, _suffixed, _tokens, _usd)
 
@@ -62,7 +64,7 @@ from .many_gpus import (BUS_BANDWIDTH_SIZES, DECODE_BATCHES, DP_SCALING_PANELS, 
                         render_zero_stages, SCHEDULE_PANELS, render_pipeline_schedules)
 from .many_gpus import COLLECTIVE_TIME_DEFAULT, COLLECTIVE_TIME_SIZES, render_collective_time  # ch9 widget
 from .many_gpus import (_KIND_COLORS, _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES, _bytes_text,  # noqa: F401
-                        _landscape_groups, _size_axis, _time_text)
+                        _ROOFLINE_NAMED, _ROOFLINE_OTHERS, _landscape_groups, _size_axis, _time_text)
 
 # Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case
 # studies' check, the seed audit.
@@ -84,7 +86,7 @@ from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, FLEET_COLORS, SPECULAT
                          fleet_plans, render_fleet,
                          render_finetune_calibration, render_finetune_memory, render_serving_cost,
                          render_serving_curve, render_speculative_speedup)
-from .serve_tune import _POINT, _fit_text, _sweep_points, _vline  # noqa: F401
+from .serve_tune import _BATCH_MARKS, _POINT, _batch_state, _fit_text, _sweep_points, _vline  # noqa: F401
 
 # Part V, the models of 2026 (ch 17-18): long context; mixtures of experts.
 from .long_context import (CP_KINDS, CP_OVERLAP_SEQS, KEYS_MODELS, KEYS_SEQS, llama3_long_context_layout,

@@ -22,7 +22,7 @@ from matplotlib.patches import Patch
 
 from ..units import GiB
 # figures and axes reused, and what the figures write: every name of these two modules is still here
-from .figures import (DPI, _fixed_figure, _flat, _grid, _inch_margins,  # noqa: F401
+from .figures import (DPI, KEPT_LEGENDS, _fixed_figure, _flat, _grid, _inch_margins,  # noqa: F401
                       _kept_figure_legend, _kept_legend, _settle_grids, blank_figure, figure_axes, new_figure,
                       reset_axes)
 from .labels import (_CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPTION_PT, _SUFFIXES,  # noqa: F401

@@ -80,18 +80,39 @@ def figure_axes(width: float, height: float, into: Figure | None, layout: tuple,
     return fig, axes
 
 
+#: How many legends :func:`_kept_legend` keeps per axes besides the one shown (by key, the least recently
+#: shown dropped first).
+KEPT_LEGENDS = 4
+
+
 def _kept_legend(ax, key, make):
     """``ax``'s legend: ``make()`` (a call of ``ax.legend``) unless the axes already shows the legend made for
     the same ``key`` at the last redraw of a widget's kept figure, which is then kept as it is (making a
     legend of 6-8 entries costs a redraw 2-3 ms). ``key`` must determine everything the legend shows (its
     labels, and whatever sets its handles' styles and its placement). :func:`reset_axes` leaves such a legend
     in place, so a render function must call this for the same axes on every redraw, or its stale legend
-    stays."""
+    stays. A legend this replaces is kept too (the last :data:`KEPT_LEGENDS` of the axes), and shown again,
+    the same object, when its key comes back (speed29a: chapter 17's memory legend, with or without
+    gradients at the peak, was made anew on most steps of the context slider)."""
     legend = ax.get_legend()
     if legend is not None and getattr(legend, "llmsizing_key", None) == key:
         return legend
+    kept = ax.__dict__.setdefault("llmsizing_legends", {})
     if legend is not None:
         legend.remove()
+        if hasattr(legend, "llmsizing_key"):
+            kept.pop(legend.llmsizing_key, None)
+            kept[legend.llmsizing_key] = legend
+            while len(kept) > KEPT_LEGENDS:
+                del kept[next(iter(kept))]                         # (the least recently shown)
+    again = kept.pop(key, None)
+    if again is not None:          # (as Axes.legend attaches a new one; Artist.remove detached this one)
+        again.axes = ax
+        again.set_figure(ax.get_figure(root=False))
+        again._remove_method = ax._remove_legend
+        ax.legend_ = again
+        again.stale = True
+        return again
     legend = make()
     legend.llmsizing_key = key
     return legend

@@ -1,11 +1,12 @@
 """Part II, many GPUs (chapters 6-9): the hardware, and how a run splits over GPUs. Chapter 6, the GPU
-landscape, one decode step's roofline (:func:`render_gpu_landscape`, :func:`render_decode_roofline`, also in
-chapter 15) and the bus bandwidth of a collective against its size (:func:`render_bus_bandwidth`); chapter 7,
-ZeRO's stages and when data parallelism stops scaling (:func:`render_zero_stages`, :func:`render_dp_scaling`);
-chapter 8, the pipeline bubble and the parallelism explorer (:func:`render_pipeline_bubble`,
-:func:`render_parallel_explorer`, also in chapter 13); chapter 9, measured collectives against the prediction
-(:func:`render_collectives_vs_prediction`) and, in :mod:`~llmsizing.charts.many_gpus_measure`, a timed
-collective against its alpha-beta line (:func:`render_collective_time`, the chapter's widget).
+landscape (:func:`render_gpu_landscape`, in :mod:`~llmsizing.charts.many_gpus_hardware`), one decode step's
+roofline (:func:`render_decode_roofline`, also in chapter 15) and the bus bandwidth of a collective against
+its size (:func:`render_bus_bandwidth`); chapter 7, ZeRO's stages and when data parallelism stops scaling
+(:func:`render_zero_stages`, :func:`render_dp_scaling`); chapter 8, the pipeline bubble and the parallelism
+explorer (:func:`render_pipeline_bubble`, :func:`render_parallel_explorer`, also in chapter 13); chapter 9,
+measured collectives against the prediction (:func:`render_collectives_vs_prediction`) and, in
+:mod:`~llmsizing.charts.many_gpus_measure`, a timed collective against its alpha-beta line
+(:func:`render_collective_time`, the chapter's widget).
 
 No formula lives here: render functions only call the library and draw.
 """
@@ -22,86 +23,11 @@ from .pipeline import _KIND_COLORS, SCHEDULE_PANELS, render_pipeline_schedules  
 from .many_gpus_measure import (COLLECTIVE_TIME_DEFAULT, COLLECTIVE_TIME_SIZES,  # noqa: F401  (chapter 9)
                                 render_collective_time)
 from .many_gpus_measure import _bytes_text, _size_axis, _time_text  # noqa: F401
+from .many_gpus_hardware import (_LANDSCAPE_LABEL_OFFSETS, _ROOFLINE_NAMED,  # noqa: F401  (chapter 6)
+                                 _ROOFLINE_OTHERS, _landscape_groups, render_gpu_landscape)
 
 
 # =========================================================================== chapter 6: hardware
-#: Where a GPU's name sits next to its dot in the capacity panel (points; alignment), where the default
-#: overlaps. A label of several GPUs whose dots (nearly) coincide is keyed by its first name.
-_LANDSCAPE_LABEL_OFFSETS = {"A100 80GB": (0, 7, "center"), "RTX 4090": (5, -8, "left"),
-                            "H100 SXM": (5, -4, "left"), "B200": (-5, -3, "right"), "L40S": (0, 7, "center"),
-                            "A10": (0, 5, "center"), "L4": (0, -7, "center")}
-
-
-def _landscape_groups(df) -> list[list[str]]:
-    """The GPUs of ``df`` whose dots (nearly) coincide in the capacity panel, in catalogue order: within
-    0.15 TB/s and 2% of the memory axis of the group's first GPU (the H100 SXM and the H800 share a dot).
-    One label, one name a line, names each group, so that names never print over each other."""
-    groups: list[list[str]] = []
-    near = (df[["hbm_tbps", "memory_gib"]] / [0.15, 0.02 * float(df["memory_gib"].max())]).T
-    for name in df.index:
-        g = next((g for g in groups if (abs(near[name] - near[g[0]]) <= 1).all()), None)
-        groups.append([name]) if g is None else g.append(name)
-    return groups
-
-
-def render_gpu_landscape(gpus=None) -> View:
-    """Chapter 6: the catalogue's GPUs (default: all) on two axes. Left: memory capacity (GiB, as the driver
-    reports it) against HBM bandwidth (TB/s). Right: the bf16 roofline of each GPU, attainable TFLOP/s =
-    min(dense peak, intensity x HBM bandwidth), with its ridge point marked, and the intensity of two matrix
-    multiplies for reference (one decoding token, and a 4096-cube training matmul). Numbers come from
-    :mod:`llmsizing.hardware`."""
-    import numpy as np
-
-    from ..hardware import gpu_comparison, matmul_intensity_flops_per_byte
-
-    df = gpu_comparison(gpus)
-    fig, (ax1, ax2) = new_figure(9.6, 3.9, ncols=2)
-    for name, r in df.iterrows():
-        ax1.scatter(r["hbm_tbps"], r["memory_gib"], color=GPU_COLORS.get(name, "0.3"), s=40, zorder=3)
-    for group in _landscape_groups(df):
-        r = df.loc[group[0]]
-        c = GPU_COLORS.get(group[0], "0.3") if len(group) == 1 else "0.25"
-        dx, dy, ha = _LANDSCAPE_LABEL_OFFSETS.get(group[0], (4, 3, "left"))
-        va = "bottom" if dy > 0 else "top" if dy < -5 else "center_baseline"
-        ax1.annotate("\n".join(group), (r["hbm_tbps"], r["memory_gib"]), xytext=(dx, dy),
-                     textcoords="offset points", fontsize=7.5, color=c, ha=ha, va=va, linespacing=1.0)
-    ax1.set_xlabel("HBM / GDDR bandwidth (TB/s, decimal)")
-    ax1.set_ylabel("memory (GiB, as reported)")
-    ax1.set_xlim(0, df["hbm_tbps"].max() * 1.22)
-    ax1.set_ylim(0, df["memory_gib"].max() * 1.12)
-    _grid(ax1, lw=0.4, alpha=0.5)
-    ax1.set_title("capacity vs bandwidth", fontsize=9, loc="left")
-
-    x = np.logspace(-1, 13, 300, base=2)
-    for name, r in df.iterrows():
-        c = GPU_COLORS.get(name, "0.3")
-        label = name if r["dtype"] == "bf16" else f"{name} ({r['dtype']})"  # the V100: no bf16, its fp16 rate
-        ax2.plot(x, np.minimum(r["bf16_dense_tflops"], x * r["hbm_tbps"]), color=c, lw=1.4, label=label)
-        ax2.scatter([r["ridge_flops_per_byte"]], [r["bf16_dense_tflops"]], color=c, s=18, zorder=3)
-    marks = {"decode, 1 token\n(1 x 4096 x 4096)": matmul_intensity_flops_per_byte(1, 4096, 4096),
-             "training matmul\n(4096 x 4096 x 4096)": matmul_intensity_flops_per_byte(4096, 4096, 4096)}
-    for label, xi in marks.items():
-        ax2.axvline(xi, color="0.35", lw=0.8, ls=":")
-        ax2.annotate(label, (xi, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -3),
-                     textcoords="offset points", ha="left", va="top", fontsize=7, color="0.25")
-    ax2.set_xscale("log", base=2)
-    ax2.set_yscale("log", base=10)
-    ax2.set_xlabel("arithmetic intensity (FLOP per byte of HBM traffic)")
-    ax2.set_ylabel("attainable dense bf16 TFLOP/s")
-    _grid(ax2, lw=0.4, alpha=0.5)
-    ax2.set_title("bf16 rooflines; dots are the ridge points", fontsize=9, loc="left")
-    ax2.legend(fontsize=6.5, frameon=False, loc="lower right", ncols=2)
-
-    lines = [f"{'GPU':<10s} {'memory':>10s} {'HBM':>10s} {'bf16 dense':>13s} {'ridge':>14s} "
-             f"{'link one way: all / one peer':>29s}"]
-    for name, r in df.iterrows():
-        lines.append(f"{name:<10s} {r['memory_gib']:>6.1f} GiB {r['hbm_tbps']:>5.2f} TB/s "
-                     f"{r['bf16_dense_tflops']:>6.0f} TFLOP/s {r['ridge_flops_per_byte']:>5.0f} FLOP/byte "
-                     f"{r['link_one_way_gbps']:>15.0f} / {r['pair_one_way_gbps']:.0f} GB/s"
-                     + ("" if r["dtype"] == "bf16" else f" ({r['dtype']}: no bf16)"))
-    return View(fig, "\n".join(lines))
-
-
 #: Message sizes (bytes) of the model curves of :func:`render_bus_bandwidth`: 8 B to 8 GiB, as nccl-tests
 #: sweeps.
 BUS_BANDWIDTH_SIZES = tuple(2.0 ** (k / 4) for k in range(12, 133))

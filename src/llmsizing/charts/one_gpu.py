@@ -253,9 +253,10 @@ def render_inference_memory(model="llama-3-8b", context: int = 8192, batch: int 
                             into: Figure | None = None) -> View:
     """Serving memory of ``model`` (weights + KV cache + overhead allowance, from
     :func:`llmsizing.inference.inference_memory`) next to the ``1.2 x weights`` rule of thumb, against GPU
-    capacities. Chapter 3."""
+    capacities, and the fewest of each GPU that hold it (:func:`llmsizing.inference.min_serving_gpus`: every
+    GPU pays the allowance's fixed part). Chapter 3."""
     from ..catalog import resolve_model
-    from ..inference import RULE_OF_THUMB, inference_memory
+    from ..inference import RULE_OF_THUMB, inference_memory, min_serving_gpus
     from ..memory import min_gpus_for_bytes
     from ..units import fmt_count
 
@@ -290,9 +291,10 @@ def render_inference_memory(model="llama-3-8b", context: int = 8192, batch: int 
              f"  ×{RULE_OF_THUMB:g} rule: {r.rule_of_thumb_bytes / GiB:,.2f} GiB "
              f"({r.rule_of_thumb_bytes / r.total_bytes - 1:+.0%} vs this book)"]
     for g in gs:
-        # both totals carry their own allowance (1 GiB + 8%, or the rule's 20%): the whole GPU is usable
-        n, n_rule = (min_gpus_for_bytes(x, g, usable_fraction=1.0) for x in (r.total_bytes,
-                                                                             r.rule_of_thumb_bytes))
+        # both totals carry their own allowance (1 GiB + 8%, or the rule's 20%): the whole GPU is usable; the
+        # book's 1 GiB is paid on every GPU (min_serving_gpus), the rule's 20% is the seed's, split as it is
+        n = min_serving_gpus(r, g)
+        n_rule = min_gpus_for_bytes(r.rule_of_thumb_bytes, g, usable_fraction=1.0)
         lines.append(f"  {g.name} ({g.memory_gib:.1f} GiB): needs ≥ {n} (rule says {n_rule})")
     return FixedView(fig, "\n".join(lines))
 

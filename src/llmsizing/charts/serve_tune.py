@@ -27,6 +27,11 @@ from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_stacked_columns, _
 #: One highlighted point drawn as a Line2D marker that looks like ``scatter(..., s=40)``: the same area
 #: (6.3 pt across) and scatter's 1.5 pt edge in the face colour.
 _POINT = dict(ms=40**0.5, mew=1.5, zorder=3)
+#: The chosen batch's marker on chapter 15's curve, by :func:`_batch_state`: it runs at once, it is queued
+#: (within the KV room but above the scheduler's ``max_num_seqs``: vLLM runs ``max_batch`` and queues the
+#: rest), or it does not fit (beyond the KV room). Each with its own legend entry (lows29).
+_BATCH_MARKS = {"fits": dict(marker="o", color="#000000"), "queued": dict(marker="D", color="#CC79A7"),
+                "does not fit": dict(marker="x", color="#D55E00")}
 
 
 @functools.lru_cache(maxsize=64)
@@ -57,8 +62,9 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     two up to the largest batch, :func:`llmsizing.serve.serving_sweep`), the last point being the largest
     batch the engine runs (the KV room, capped at vLLM's ``max_num_seqs``); right, the GPU's bf16 roofline
     (attainable TFLOP/s = min(peak, intensity x bandwidth)) with the decode step and the prefill of one
-    prompt placed on it at their achieved rates. The chosen ``batch`` is marked on both (a red cross if it
-    does not fit)."""
+    prompt placed on it at their achieved rates. The chosen ``batch`` is marked on both; on the left its
+    marker and legend entry say whether it runs at once, is queued (above ``max_num_seqs``) or does not fit
+    (:data:`_BATCH_MARKS`)."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -90,12 +96,23 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
                     textcoords="offset points", fontsize=7, color="0.3")
     cap_batch, cap_tokens_s, _ = sweep[-1]
     _vline(ax, cap_tokens_s, color="#D55E00", lw=0.9, ls="--")
-    ax.annotate(f"KV cache full\nat batch {cap_batch:,}", (cap_tokens_s, 0.97),
+    full = "KV cache full" if chosen.batch_bound == "kv" else "max_num_seqs reached"
+    ax.annotate(f"{full}\nat batch {cap_batch:,}", (cap_tokens_s, 0.97),
                 xycoords=("data", "axes fraction"), xytext=(-4, 0), textcoords="offset points", ha="right",
                 va="top", fontsize=7.5, color="#D55E00")
-    marker = dict(marker="o", color="k") if chosen.fits else dict(marker="x", color="#D55E00")
+    state = _batch_state(chosen)
     # single points as Line2D markers: scatter's PathCollection costs a widget redraw ~1 ms more each
-    ax.plot([chosen.output_tokens_per_s_per_gpu], [chosen.itl_s * 1e3], ls="none", **_POINT, **marker)
+    point, = ax.plot([chosen.output_tokens_per_s_per_gpu], [chosen.itl_s * 1e3], ls="none", **_POINT,
+                     **_BATCH_MARKS[state])
+    said = {"fits": "runs at once", "queued": f"queued\n(vLLM runs {chosen.max_batch:,} at once)",
+            "does not fit": f"does not fit\n(KV room {chosen.kv_batch:,})"}[state]
+    label = f"batch {chosen.batch:,}: {said}"
+    # the marker's style is fixed by the state: that legend is kept, and only its label changes. Left of the
+    # middle: the curve runs along the bottom and the cap's note sits top right
+    legend = _kept_legend(ax, ("serving batch", state),
+                          lambda: ax.legend([point], [label], fontsize=7, frameon=False, loc="center left"))
+    if legend.get_texts()[0].get_text() != label:
+        legend.get_texts()[0].set_text(label)
     _log_axis(ax.xaxis, min(x + [chosen.output_tokens_per_s_per_gpu]),
               max(x + [chosen.output_tokens_per_s_per_gpu]), _short_number, pad=1.25)
     ax.set_xlabel("output tokens/s per GPU (batch grows to the right)")
@@ -154,15 +171,26 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     return FixedView(fig, "\n".join(lines))
 
 
+def _batch_state(s) -> str:
+    """A :class:`~llmsizing.serve.Serving`'s batch as chapter 15's curve marks it (:data:`_BATCH_MARKS`):
+    ``"fits"`` (``batch <= max_batch``, run at once), ``"queued"`` (within the KV room ``kv_batch`` but above
+    the scheduler's cap, ``max_batch < batch <= kv_batch``: vLLM queues the rest) or ``"does not fit"``
+    (beyond the KV room)."""
+    if s.fits:
+        return "fits"
+    return "queued" if s.batch <= s.kv_batch else "does not fit"
+
+
 def _fit_text(s) -> str:
     """Whether a :class:`~llmsizing.serve.Serving`'s batch runs at once: beyond the KV room it does not fit;
     within it but above the scheduler's ``max_num_seqs`` it fits, and vLLM queues the rest (review28b)."""
-    if s.fits:
+    state = _batch_state(s)
+    if state == "fits":
         return "fits"
     over_seqs = s.batch > s.max_batch and s.max_batch < s.kv_batch
     cap = (f"above max_num_seqs {s.max_num_seqs:,}" + (f" x {s.attention_dp} groups" if s.attention_dp > 1
                                                        else "")) if over_seqs and s.max_num_seqs else ""
-    if s.batch > s.kv_batch:
+    if state == "does not fit":
         return f"DOES NOT FIT (KV cache holds {s.kv_batch:,}" + (f"; {cap}" if cap else "") + ")"
     return f"{cap or 'above max_num_seqs'}: vLLM queues the rest"
 

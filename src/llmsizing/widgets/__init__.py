@@ -44,7 +44,8 @@ from .serve_tune import (FLEET_CACHED, FLEET_PERCENTILES, FLEET_USERS, _FINETUNE
                          fleet_widget, serving_widget)
 from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_CACHED, LONG_CONTEXT_KEPT,
                            LONG_CONTEXT_MAX_GPUS, LONG_CONTEXT_SEQS, LONG_CONTEXT_TOKENS, _plan_args,
-                           long_context_ahead, long_context_warm_models, long_context_widget)
+                           long_context_ahead, long_context_warm_models, long_context_warm_settings,
+                           long_context_widget)
 from .speculate import (_GENERATION, _POOL, CGROUP_ROOT, ENV, MEMINFO, PARENT_CHECK_S,  # noqa: F401
                         PROC_CGROUP, SPECULATE_HELD, SPECULATE_JOBS, SPECULATE_MIN_FREE_BYTES, Speculation,
                         _pool, _run, _shutdown_at_exit, _worker_init, cgroup_files, free_bytes, shutdown,

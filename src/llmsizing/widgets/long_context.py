@@ -47,6 +47,16 @@ def long_context_warm_models(options) -> tuple[str, ...]:
     return tuple(m for m in options if get_model(m).is_moe)
 
 
+def long_context_warm_settings(values: dict, most: int) -> list[tuple]:
+    """The settings next to ``values`` (the controls' values) whose searches :func:`long_context_widget`
+    makes when it is built (``warm=True``), as its search keys: those of :func:`long_context_ahead` that keep
+    the model and the GPU types, the other context lengths (the slider a reader steps first: issue 35, part28
+    measured its steps at 130-149 ms painted, a search each), the other K/V exchange and the other tokens per
+    batch; not a second GPU type (a search of two)."""
+    m, gpus = values["model"], tuple(values["gpus"])
+    return [k for k in long_context_ahead(values, most) if k[0] == m and k[2] == gpus]
+
+
 def long_context_ahead(values: dict, most: int) -> list[tuple]:
     """The settings a reader of chapter 17's widget at ``values`` (its controls' values) is likely to ask for
     next, most likely first, as the widget's search keys ``(model, seq, gpus, batch_tokens, max_gpus,
@@ -94,7 +104,11 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     planner's); they cost the building cell ~0.6-0.7 s of CPU once per kernel, and a widget built again ~80
     ms (its tables from the planner's kept searches). Memory: the ten tables and the planner's kept work for
     them, ~70 MB more at the peak. A setting where nothing fits is left to the pick, which shows the
-    planner's message. ``warm=False``: built cold, as before.
+    planner's message. ``warm=False``: built cold, as before. Then (speed29a) the searches of the settings
+    one move of the context slider, the K/V exchange or the tokens per batch away from the model's
+    (:func:`long_context_warm_settings`: eight at the defaults, ~0.3 s of CPU more and ~15 MB): a reader's
+    first steps of the slider are then a render and a PNG (~30 ms of CPU) instead of a search as well
+    (60-100 ms).
 
     ``speculate`` (issue 35): after each move of the reader's, the searches the reader is likely to ask for
     next (:func:`long_context_ahead`) are worked out by a worker process at the lowest priority
@@ -177,6 +191,11 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
             try:
                 cached(other, at["seq"], tuple(at["gpus"]), at["batch_tokens"], at["max_gpus"], at["cp_comm"])
             except ValueError:                          # (nothing fits: the pick shows the planner's message)
+                pass
+        for key in long_context_warm_settings({k: w.value for k, w in controls.items()}, most):
+            try:
+                cached(*key)
+            except ValueError:                          # (nothing fits: the move shows the planner's message)
                 pass
     board = Dashboard(render, controls, name="long_context_widget", keep=LONG_CONTEXT_KEPT)
     if spec is not None:
