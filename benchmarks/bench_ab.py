@@ -38,6 +38,9 @@ KEPT = (("planner", "_search"), ("memory", "_stage_params"), ("flops", "_trainin
         ("moe", "_moe_in_stage"), ("states", "_edge_tensors"), ("kernels", "_grouped_points"),
         ("kernels", "_grouped_xy"), ("kernels", "layer_gemm_efficiency"), ("memory", "_kept_search_acts"),
         ("memory", "_kept_in_flight"), ("memory", "_search_layouts"),
+        ("plan_terms", "_kept_dp_rows"), ("plan_moe", "_kept_dp_rows"), ("dense_arrays", "_shared_kept"),
+        ("dense_arrays", "_kept_flight"), ("states", "_layer_params"),
+        ("plan_stage_terms", "_kept_pointwise"), ("plan_terms", "_kept_layer_rows"),
         ("charts.serve_tune", "_sweep_points"), ("charts.time_money_checks", "_judged"),
         ("charts.time_money_plan", "_row_type"))
 

@@ -327,10 +327,15 @@ KEPT_SINCE_ISSUE_35 = ((fewest_gpus, "_kept_stage_runs"), (plan_memory, "kept_se
                        (sys.modules.get("llmsizing.plan_kept_candidates"), "_kept_survivors"),
                        (sys.modules.get("llmsizing.plan_terms"), "_kept_wire_factor"),
                        (sys.modules.get("llmsizing.plan_terms"), "_kept_latency_steps"),
+                       (sys.modules.get("llmsizing.plan_terms"), "_kept_dp_rows"),
+                       (sys.modules.get("llmsizing.plan_terms"), "_kept_layer_rows"),
                        (plan_pricing, "_kept_blocks"), (planner, "_kept_layouts"),
                        (sys.modules.get("llmsizing.plan_moe"), "_kept_dp_rows"),
                        (sys.modules.get("llmsizing.plan_moe"), "kept_unit_rows"),
-                       (sys.modules.get("llmsizing.dense_arrays"), "_shared_kept"))
+                       (sys.modules.get("llmsizing.dense_arrays"), "_shared_kept"),
+                       (sys.modules.get("llmsizing.dense_arrays"), "_kept_flight"),
+                       (sys.modules.get("llmsizing.states"), "_layer_params"),
+                       (sys.modules.get("llmsizing.plan_stage_terms"), "_kept_pointwise"))
 
 
 def main() -> None:

@@ -72,25 +72,6 @@ The same figures redrawn in one process, kept box layouts on and off interleaved
 sum of the 18 medians 1000 -> 868 ms (-13%); planner 104 -> 75, activation memory 58 -> 40, moe layout
 55 -> 41, inference memory 55 -> 41 ms; widgets without a legend unchanged within +-6% (noise).
 
-Measured 2026-11-30 (branch widget38d; base = main 0d84c92; two rounds each, base and new alternating,
-01:05-01:17 UTC, load 3-11 on 2 cores with a widget-test run beside them), --moves 4 --only the five widgets
-at or above the line, CPU ms per move (median: base runs 1, 2 -> new runs 1, 2), the median PNG draw, and the
-median of the moves to new settings, after widgets.canvas skipped Text.draw's no-op set of a text's own
-string, left ticks already in place alone, measured tick labels once per draw and read the text rcParams once
-per draw, and render_plan kept its legend when only the count of plans changes and keyed its plan groups by a
-cheaper digest:
-
-    widget                     median            draw           new settings
-    planner_widget           144 147 -> 130 125   81 82 -> 71 68   221 200 -> 173 185
-    long_context_widget      139 162 -> 107 101   79 81 -> 49 53   407 461 -> 355 333
-    max_micro_batch_widget   126 134 -> 104 108   63 68 -> 48 51   126 135 -> 110 111
-    model_states_widget       97 108 ->  90  98   49 54 -> 41 44   100 111 ->  90 101
-    cost_widget               88  97 ->  87  73   56 62 -> 54 44   100 110 ->  93  81
-    all five: total 34.3, 35.2 s CPU -> 28.7, 27.5 s (-18%); median 124, 128 -> 104, 99 ms
-
-The same default figures redrawn in one process, the canvas's new parts on and off interleaved (7 draws each,
-load 13): sum of the 18 medians 776 -> 609 ms (-22%); planner 62 -> 46, long context 67 -> 56 ms.
-
 Measured 2026-11-30 (branch widget38f; base = main 437b35e; base and new alternating, 03:32-03:57 UTC, load
 6-13 on 2 cores with widget-test runs beside them; 3 base runs, 5 new runs), --moves 4, CPU ms per move:
 median of all moves, of the moves back to a setting drawn before (``seen``), of the moves to a new setting
@@ -116,12 +97,6 @@ a new setting (unchanged: the same render and draw):
     parallel_explorer      85  81 -> 1 1      93  80 -> 93  73
     cost                   74  78 -> 1 1      87  93 -> 96 107
     serving               101 116 -> 1 1      99 107 -> 107 116
-
-Measured 2026-11-30 (branch widget38g; base = main a4690a7, base and new alternating, 04:23-04:34 UTC, load
-5.4-6.3), after ``charts._plan_groups`` read the columns' arrays instead of groupby and sort_values over the
-plans table: ``_plan_groups`` on a deadline's or budget's first table 11.7-14.7 -> 4.7-6.7 ms (median of 10
-such moves, 3 runs each). The whole move stays within this load's noise: ``no search`` column best of 3,
---moves 4: 100 -> 81 ms; --moves 6: 77 -> 76 ms; the 10 deadline/budget moves alone, best of 3: 80.5 -> 74.
 
 Measured 2026-11-30 (branch widget38h; before = /work/main/src at 2e4989b, base and new alternating,
 06:46-07:01 UTC, load 4.8-8.8 on 2 cores with a widget-test run beside them), --moves 4, CPU ms per move of
@@ -154,20 +129,6 @@ an axis's grid lines and tick marks drawn with one call per kind (the same pixel
 
 The maxima of cost (tokens, GPU) and decode roofline did not come back when those moves were timed again
 alone (108 and 76 ms at the same load): at a load of 5-9 single moves vary by 2x.
-
-Measured 2026-11-30 (branch widget38i, load 15 on 2 cores), a widget's default figure redrawn 15 times in one
-process, the legend pixel cache (widgets.pixels) on and off interleaved, median CPU ms per draw, off -> on:
-planner 55.0 -> 37.3, activation memory 31.5 -> 21.0, decode roofline 38.2 -> 27.1, model states
-25.9 -> 16.5, seed audit 24.6 -> 18.8, serving 55.5 -> 49.8; every draw equal to a plain Agg canvas's. One
-PolyCollection for _fast_stacked_columns: 10 collections made and added 10.4 ms -> one ~1 ms. A text pixel
-cache, tried the same way, gained nothing (a text's key and place cost about its draw).
-
-bench_widget_moves --moves 4 on the 16 widgets with no-search moves, base = main 7f46ab2 and new run
-alternately (375 no-search moves; median, max CPU ms; total CPU of 796 moves), base -> new:
-    10:05-10:27, load 24 -> 6 (first legend version): 74 -> 59, 55 -> 42; total 42.0 -> 36.2, 32.0 -> 27.3 s
-    10:28-10:31, load 2.4-3.0 (first legend version): 58 -> 48, 57 -> 46; max 349, 295 -> 227, 204
-    10:34-10:36, load 0.8-1.4 (final; tests beside them): 55 -> 51, 51 -> 48; total 33.0, 30.5 -> 32.2, 28.4 s
-Per widget in /work/notes/widget38i.md.
 
 Measured 2026-11-30 (branch widget38k; base = main 06d9b57, base and new alternating, 12:42-12:52 UTC, load
 12-21 on 2 cores with a widget-test run and other helpers' browser tests beside them), --moves 4 --only the
@@ -411,6 +372,49 @@ batch, GPU limit and GPU types, 6 rounds paired): 26.5 -> 24.5 ms (ratio 0.946, 
 (0.955, load 2.2); every PNG of a 19-move walk pixel-identical to a fresh figure's. What is left over ~50 ms:
 a move that searches (a model pick: plan() ~50-85 ms for a new model at long context, another GPU type
 ~15-20 ms) plus the figure (~20-30 ms: render_plan ~9-13, the Agg draw ~10-15, the PNG's zlib ~2.5).
+
+Measured 2026-12-02 (branch speed29b, issues 35 and 38: chapter 12's planner widget; base = 162bf384, the
+branch's merge base with main; paired in one process by benchmarks/bench_widget_ab.py, 2 shared cores with
+other helpers' work beside it), after: ``plan_rank.interleaving_winners`` grouping the plans by hashed codes
+(``pd.factorize``), not ``np.unique`` of the GPU names' strings, and sorting by ``_lex_orders`` (2-6 ms a
+search, about halved); ``plan_terms.dp_link_rows`` and ``layer_terms`` keeping each key's rows per (model,
+recipe, ...) and GPU, so a search at another sequence, global batch or GPU limit prices only the keys not
+seen; ``dp_link_rows`` reading the kept wire factors and latency steps; ``states._layer_params`` (one layer's
+parameters per (model, tp): ``_stage_params`` and ``_stage_linear`` summed them again per (tp, pp, split));
+``dense_arrays._kept_flight`` (an interleaved pipeline's micro-batches in flight by (pp, m, v, chunks));
+``plan_stage_terms._kept_pointwise`` (memory-bound bytes per token read no context); ``plans_where`` reading
+the columns without the attrs. Every plan and PNG bit-identical to base's (walk_ch12_bits.py and
+walk_ch17_bits.py, forward and reversed). CPU ms of the moves to new settings (13:37:05-13:37:49 UTC, 10
+rounds, load 2.3 -> 2.0), median base -> branch and the median of the paired ratios, whole moves and inside
+plan() (``--parts planner.plan``):
+
+    control           moves    whole move        ratio    inside plan()    ratio
+    model               40    109.0 -> 101.3    0.947     53.3 -> 47.3    0.907
+    seq                 20     70.1 ->  67.1    0.973     32.1 -> 28.4    0.893
+    global_batch        40     65.7 ->  59.0    0.946     28.1 -> 22.8    0.825
+    gpus                10     53.1 ->  55.6    0.968     16.2 -> 15.0    0.858
+    tokens              40     41.8 ->  42.1    0.968      3.3 ->  3.4    0.992
+    max_gpus (cuts)     40     35.7 ->  38.7    0.979      1.2 ->  1.1    0.912
+
+An earlier run (13:33:40, 8 rounds, load 4.0 -> 3.8): model 0.942, seq 0.941, global_batch 0.923, all 248 new
+settings 47.7 -> 45.4 ms, 0.934. The moves without a search (deadline, its rule, budget, plan choice):
+0.86-1.13 in these mixed runs, 0.97-1.07 alone (13:37:53, 10 rounds, load 1.8): noise. plan() alone as the
+widget calls it, benchmarks/bench_ch12_plan_ab.py 162bf384 6 (13:38:48, load 1.3-1.4): 16 first model picks
+40.2 -> 38.9 ms, paired 0.915 (0.873 at 13:36, load 2.2); seq and global-batch moves of llama-3-70b 23.4 ->
+18.9 ms, 0.810 (0.846). bench_ab.py 162bf384 5 (13:39, load 1.4-1.8), plan() from scratch: dense cases
+0.82-0.95 (llama-3-70b on 4 GPU types 0.82), mixtures of experts 0.97-1.08, 0.98-0.99 with 21 runs (noise:
+their search is not touched but for layer_terms' kept rows). Issue 35's bars hold (bench_moe_planner.py,
+13:27, load 2.2): every mixture of experts over the catalogue 0.07-0.15 s from scratch (<= 0.3 s), the slowest
+plan() of bench_ab's cases 0.16-0.18 s (<= 1 s).
+
+Issue 38's ~50 ms CPU a new setting is NOT met by the moves that search (a quiet run of this script,
+--per-control, load 2.5-2.8: model 84-103 ms, seq 63-66, global_batch 55-72). What is left per move (parts'
+``time.process_time``, load 1-2): the figure ~32-35 ms (render_plan 10-15, of which _plan_groups 2.5-3.5 and
+figure_axes ~2; the Agg draw 16-20, of which the plans legend ~4 drawn anew since its count changes; the PNG's
+encoding 4-5); plan() of a first model pick ~35-50 ms: its memory fit 16-28 (the dense entries of each new
+layout, ``dense_arrays.search_pieces`` 9-19: each layout's model-states side, resolving it; ``_least`` 2-4),
+its pricing 11-16 (``stage_terms`` 2-4, the dp rows 2-3, layer terms ~2, NumPy on the 5,000-8,000 plans the
+rest), the frame and ranks ~4; a sequence's or global batch's search 14-25 ms.
 """
 
 from __future__ import annotations

@@ -107,8 +107,8 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
             if act.virtual_stages == 1:
                 flight = _kept_in_flight(act.pp, min(m, act.pp))
             elif (flight := flights.get((act, m))) is None:   # (as _act_side: all m, the chunks counted)
-                flight = flights[act, m] = pipeline_in_flight(act.pp, m, act.virtual_stages,
-                                                              chunks=stage_chunks(model.layers, act))
+                flight = flights[act, m] = _kept_flight(act.pp, m, act.virtual_stages,
+                                                        stage_chunks(model.layers, act))
             own = by_m[m, copies] = np.array([(n_pp == 1, i == 0, i == n_pp - 1, flight[i] * n_layers[i],
                                                flight[i], *copies, model.tied_embeddings and n_pp == 1)
                                              for i in stages], dtype=float).reshape(len(stages), -1)
@@ -137,6 +137,15 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
         out.append(pieces[k:k + n].reshape(-1))
         k += n
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _kept_flight(pp: int, m: int, v: int, chunks: tuple) -> tuple:
+    """:func:`~llmsizing.parallel.pipeline_in_flight` of an interleaved pipeline (``v`` chunks a stage of
+    ``chunks`` layers, :func:`~llmsizing.parallel.stage_chunks`), kept by its arguments alone: the layouts of
+    a search (any ``tp``, ``cp``, ZeRO stage or ``dp``) and of other models of as many layers ask for the same
+    few (issue 38: ~50 calls a chapter 12 model pick, each checking every chunk's size again). Read-only."""
+    return tuple(pipeline_in_flight(pp, m, v, chunks=chunks))
 
 
 def _state_rows(model, o: dict, state, stages: tuple) -> list:

@@ -33,7 +33,8 @@ from .parallel import (Parallel, check_recompute_layers, kept_parallel, layers_p
                        recomputed_layers, resolve_parallel, stage_chunks)
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
 from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, ModelStates, _frame, _stage_linear,  # noqa: F401
-                     _kept_state_elements, _stage_params, _states, _tp_share, default_overhead_bytes,
+                     _kept_state_elements, _layer_params, _stage_params, _states, _tp_share,
+                     default_overhead_bytes,
                      edge_params, model_states_for_params, optimizer_state_elements, peak_room_bytes,
                      total_with_allowance_bytes)
 from .footprint import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, OPTIMIZER_IMPLS, PHASES,  # noqa: F401
@@ -429,7 +430,7 @@ def _zero3_gathered(model: Model, precision: str, par: Parallel) -> float:
     if par.zero < 3:
         return 0.0
     recipe = RECIPES[precision]
-    block = sum(math.prod(s) * _tp_share("layers." + n, model, par.tp) for _, n, s in model.layer_tensors())
+    block = _layer_params(model, par.tp)[0]           # (one layer's parameters on a tp rank, kept; issue 38)
     matrix = model.vocab * model.hidden / par.tp
     # without resharding after the forward the stage's weights stay gathered and are counted with the
     # weights (ModelStates): only the unit's full gradient, before its reduce-scatter, comes on top

@@ -117,6 +117,24 @@ def _undominated(days: np.ndarray, cost: np.ndarray, ok: np.ndarray, bins: int =
     return keep
 
 
+def _group_codes(df, columns: tuple) -> np.ndarray:
+    """Each row's group: its codes in ``columns`` of ``df`` packed into one integer (equal rows, equal codes;
+    the codes' order is no sort's: only the groups matter). ``pd.factorize`` hashes the columns (issue 38:
+    ``np.unique`` sorted the GPU names' strings, ~2 ms of a planner search); more distinct rows than an int64
+    packs: ``np.unique`` on the packed rows' codes, step by step."""
+    import pandas as pd
+
+    group, span = np.zeros(len(df), dtype=np.int64), 1
+    for c in columns:
+        codes, uniques = pd.factorize(df[c].to_numpy())
+        if span * max(len(uniques), 1) >= 2**62:                  # (re-pack the groups so far)
+            group = np.unique(group, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            span = int(group.max()) + 1 if len(group) else 1
+        group = group * max(len(uniques), 1) + codes
+        span *= max(len(uniques), 1)
+    return group
+
+
 def interleaving_winners(df) -> np.ndarray:
     """True for the rows of a planner table (:func:`~llmsizing.planner.plan`'s search) worth listing: every
     plan without interleaving, and a plan with ``virtual_stages > 1`` unless another of the same layout,
@@ -126,16 +144,15 @@ def interleaving_winners(df) -> np.ndarray:
     they can win, on time or on memory; the plans the search listed before stay."""
     v = df["virtual_stages"].to_numpy()
     keep = np.ones(len(v), dtype=bool)
-    if not (v > 1).any():
+    if not (v > 1).any() or len(v) < 2:
         return keep
     # each row's group: its codes in the columns that define it, packed into one integer
-    codes = [np.unique(df[c].to_numpy(), return_inverse=True)[1].reshape(-1)
-             for c in ("gpu", "tp", "cp", "pp", "zero", "micro_batch", "dp")]
-    group = np.ravel_multi_index(codes, [int(c.max()) + 1 for c in codes])
+    group = _group_codes(df, ("gpu", "tp", "cp", "pp", "zero", "micro_batch", "dp"))
     step, memory = (_digits(df[c].to_numpy()) for c in ("step_time_s", "memory_per_gpu_bytes"))
-    order = np.lexsort((memory, step, group))              # each group by speed, then memory, stably
-    mem_rank, distinct = _ranks(memory[order]) if len(v) > 1 else (np.zeros(1, dtype=np.int64), 1)
-    g = group[order]
+    # each group by speed, then memory, stably (np.lexsort's order; the memory's ranks sorted with it)
+    mem_rank, distinct = _ranks(memory)
+    order = _lex_orders((memory, step, group))[0]
+    mem_rank, g = mem_rank[order], group[order]
     # each row's memory rank, lifted by its group's place from the end: a running minimum then never reaches
     # back into an earlier group (whose values all lie above), and a row is dominated if an earlier row of
     # its own group is no heavier
@@ -157,9 +174,7 @@ def pipelined_zero_winners(df) -> np.ndarray:
     keep = np.ones(len(new), dtype=bool)
     if not new.any() or len(new) < 2:
         return keep
-    codes = [np.unique(df[c].to_numpy(), return_inverse=True)[1].reshape(-1)
-             for c in ("gpu", "tp", "cp", "pp", "micro_batch", "dp")]
-    group = np.ravel_multi_index(codes, [int(c.max()) + 1 for c in codes])
+    group = _group_codes(df, ("gpu", "tp", "cp", "pp", "micro_batch", "dp"))
     step, memory = (_digits(df[c].to_numpy()) for c in ("step_time_s", "memory_per_gpu_bytes"))
     order = np.lexsort((new, memory, step, group))         # each group by speed, memory, the old plans first
     mem_rank, distinct = _ranks(memory[order])
@@ -290,11 +305,14 @@ def plans_where(plans, keep):
     import pandas as pd
 
     rows = np.flatnonzero(keep)
-    days_d, cost_d = _digits(plans["days"].to_numpy()[rows]), _digits(plans["cost_usd"].to_numpy()[rows])
-    memory_d = plans["memory_per_gpu_bytes"].to_numpy()[rows]
+    # (its columns read off a frame without the attrs, which pandas deep-copies into every column it gives:
+    # ~30 columns a cut of chapter 12's table, issue 38)
+    bare = pd.DataFrame(plans) if plans.attrs else plans
+    days_d, cost_d = _digits(bare["days"].to_numpy()[rows]), _digits(bare["cost_usd"].to_numpy()[rows])
+    memory_d = bare["memory_per_gpu_bytes"].to_numpy()[rows]
     # (rows that tie on days, cost and memory are in the search's order here too: plan sorts stably)
     pareto = _pareto(days_d, cost_d, memory_d, order=_lex_orders((memory_d, cost_d, days_d))[0])
-    out = pd.DataFrame({c: pareto if c == "pareto" else _taken(plans[c], rows) for c in plans.columns},
+    out = pd.DataFrame({c: pareto if c == "pareto" else _taken(bare[c], rows) for c in bare.columns},
                        copy=False)
     out.attrs = copy.deepcopy(plans.attrs)
     return out

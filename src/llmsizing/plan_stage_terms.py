@@ -116,6 +116,16 @@ PP_TERMS_KEPT = 256
 
 
 @functools.lru_cache(maxsize=PP_TERMS_KEPT)
+def _kept_pointwise(model, p_: int, rc: str, mtp_depth: int) -> tuple:
+    """:func:`~llmsizing.pointwise.stage_pointwise_bytes_per_token` of the planner's split over ``p_`` stages
+    with recomputation ``rc``, kept: bytes per token read neither the context nor the micro-batch, so chapter
+    12's widget moving its sequence asked for the same ones again (issue 38: ~1 ms of a search's
+    :func:`_pp_terms`). Its own call's tuple."""
+    par = kept_parallel(pp=p_, **pipeline_split(model, p_))
+    return stage_pointwise_bytes_per_token(model, par, recompute=rc, mtp_depth=mtp_depth)
+
+
+@functools.lru_cache(maxsize=PP_TERMS_KEPT)
 def _pp_terms(model, p_: int, rcs: tuple, seq: int, mtp_depth: int) -> tuple[tuple, list]:
     """``(rows, candidates)`` of :func:`stage_terms` for one ``pp``: per recomputation of ``rcs`` (in order)
     the array (stage, piece) of every stage's terms, and the stages that can be the slowest over the union of
@@ -136,8 +146,7 @@ def _pp_terms(model, p_: int, rcs: tuple, seq: int, mtp_depth: int) -> tuple[tup
                              stage_attention_flops_per_token(model, par, seq=seq, recompute=rc),
                              stage_attention_flops_per_token(model, par, seq=seq, recompute=rc, causal=True),
                              stage_moe_layer_counts(model, par, mtp_depth) if moe else 0 * one,
-                             stage_pointwise_bytes_per_token(model, par, recompute=rc,
-                                                             mtp_depth=mtp_depth if moe else 0)))
+                             _kept_pointwise(model, p_, rc, mtp_depth if moe else 0)))
         v.setflags(write=False)
         rows.append(v)
     # (the union over every recomputation of the pp's: a row's own slowest stage is among them, and the

@@ -40,7 +40,52 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
     ``grad_accum = 1``; they do not depend on ``ep``), the tensor- and context-parallel communication
     exposed and in full, as a row ``(gemm rate, tp exposed, cp exposed, tp, cp, attention rate)``; and each
     GPU's dense peak (FLOP/s) by index. ``eff`` is the kernel efficiency (``None``: the GPU generation's, as
-    :func:`~llmsizing.layouts.step_time` takes it)."""
+    :func:`~llmsizing.layouts.step_time` takes it).
+
+    Each key's row is its own (the GPUs priced together give each its own call's floats:
+    :func:`_link_terms`), so rows are kept per (model, context, efficiency, recipe, dtype, K/V exchange,
+    recomputations) and GPU with its node (:func:`_kept_layer_rows`, issue 38: chapter 12's widget moving its
+    global batch or GPU limit priced the same keys again, ~1.5 ms a search); only the keys not kept yet are
+    priced (:func:`_layer_terms`)."""
+    try:
+        kept = _kept_layer_rows(model, seq, eff, precision, dtype, cp_comm, tuple(rcs))
+        own = [kept.setdefault((g, node_of[g.name]), {}) for g in gpu_list]
+        got = [own[k[0]].get(tuple(k[1:])) for k in keys]
+    except TypeError:                                 # (an unhashable argument: priced, not kept)
+        return _layer_terms(model, gpu_list, keys, seq=seq, eff=eff, precision=precision, dtype=dtype,
+                            node_of=node_of, cp_comm=cp_comm, rcs=rcs)
+    todo = [i for i, row in enumerate(got) if row is None]
+    peak_of: dict = {}
+    if todo:
+        rows, peak_of = _layer_terms(model, gpu_list, [keys[i] for i in todo], seq=seq, eff=eff,
+                                     precision=precision, dtype=dtype, node_of=node_of, cp_comm=cp_comm,
+                                     rcs=rcs)
+        for i, row in zip(todo, rows.tolist()):          # (tuples of floats: the collector untracks them)
+            got[i] = own[keys[i][0]][tuple(keys[i][1:])] = tuple(row)
+        if len(todo) == len(keys):                  # (none kept: the rows as made)
+            return rows, peak_of
+    for g_ in dict.fromkeys(k[0] for k in keys):        # (each GPU's peak, as _layer_terms gives it)
+        if g_ not in peak_of:
+            peak_of[g_] = dense_tflops(gpu_list[g_], dtype) * 1e12
+    return np.array(got, dtype=float).reshape(-1, 6), peak_of
+
+
+#: How many (model, context, efficiency, recipe, dtype, K/V exchange, recomputations) :func:`_kept_layer_rows`
+#: keeps rows for.
+LAYER_ROWS_KEPT = 16
+
+
+@functools.lru_cache(maxsize=LAYER_ROWS_KEPT)
+def _kept_layer_rows(model, seq: int, eff, precision: str, dtype: str, cp_comm: str, rcs: tuple) -> dict:
+    """The dicts of :func:`layer_terms`' rows, one per (GPU, its node), by the rest of the key ``(tp, cp,
+    micro-batch, ep, recomputation index)``: ``(gemm rate, tp exposed, cp exposed, tp, cp, attention rate)``
+    as :func:`_layer_terms` made them."""
+    return {}
+
+
+def _layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: str, node_of: dict,
+                 cp_comm: str, rcs) -> tuple[np.ndarray, dict]:
+    """:func:`layer_terms` of ``keys``, each priced (its docstring)."""
     out = []
     peak_of: dict = {}
     eps_of: dict = {}          # the ep degrees of each (GPU, tp, cp, micro): one rates call for them all
@@ -168,8 +213,47 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
     the key's own :func:`~llmsizing.network.group_link`, the same operations on the same floats in the same
     order (``tests/test_planner_speed.py``, ``tests/test_plan_terms.py``). A message beyond
     :data:`~llmsizing._validate.MAX_MEANINGFUL` goes through :func:`~llmsizing.comm.communication`, which
-    raises its own error."""
+    raises its own error.
+
+    Each key's rows are its own (the same floats whichever keys are priced beside it), read neither the
+    context nor the micro-batch: kept per (model, recipe, slots) and key with its GPU and node
+    (:func:`_kept_dp_rows`, issue 38: chapter 12's widget moving its sequence or global batch priced the
+    same keys again, ~2-3 ms a search); only the keys not kept yet are priced."""
     _slot_of_deprecated(slot_of)
+    try:                                              # (each GPU's rows, by the rest of the key)
+        kept = None if slot_of is not None else _kept_dp_rows(model, precision, n_slots)
+        own = None if kept is None else [kept.setdefault((g, node_of[g.name]), {}) for g in gpu_list]
+    except TypeError:                                 # (an unhashable argument: priced, not kept)
+        own = None
+    got = [None] * len(keys) if own is None else [own[k[0]].get(tuple(k[1:])) for k in keys]
+    todo = [i for i, row in enumerate(got) if row is None]
+    if todo:
+        new = _dp_link_rows(model, gpu_list, [keys[i] for i in todo], seq=seq, precision=precision,
+                            node_of=node_of, slot_of=slot_of, n_slots=n_slots)
+        for i, row in zip(todo, zip(*new)):              # (tuples of floats: the collector untracks them)
+            got[i] = row = tuple(map(tuple, row))
+            if own is not None:
+                own[keys[i][0]][tuple(keys[i][1:])] = row
+    return tuple(np.array([row[x] for row in got]).reshape(len(keys), n_slots) for x in range(3))
+
+
+#: How many (model, recipe, slots) :func:`_kept_dp_rows` keeps rows for.
+DP_ROWS_KEPT = 16
+
+
+@functools.lru_cache(maxsize=DP_ROWS_KEPT)
+def _kept_dp_rows(model, precision: str, n_slots: int) -> dict:
+    """The dicts of :func:`dp_link_rows`' rows of ``model`` with the recipe ``precision`` and ``n_slots``
+    slots, one per (GPU, its node), by the rest of the key ``(tp, ZeRO stage, dp x cp, ZeRO-3 under a
+    pipeline)``: ``(seconds per byte, bytes of a pass, latency of one call)``, each a tuple of a float per
+    slot, as :func:`_dp_link_rows` made them."""
+    return {}
+
+
+def _dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: dict, slot_of=None,
+                  n_slots: int) -> tuple:
+    """:func:`dp_link_rows`' rows of ``keys``, each priced (its docstring), as three lists (seconds per byte,
+    bytes of a pass, latency of one call) of a list per key and a float per slot."""
     per_byte, traffic, latency = ([[0.0] * n_slots for _ in keys] for _ in range(3))
     recipe = RECIPES[precision]
     w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
@@ -198,16 +282,15 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
                     communication(model, kept_parallel(tp=t_, pp=1, dp=d_, zero=z_, sp=t_ > 1), batch=1,
                                   seq=seq, gpu=g, precision=precision, node=node_of[g.name], _groups=("dp",))
                 rows.append((slot_of(name) if slot_of else DP_SLOTS.index(slot), kind,
-                             calls * (wire_factor(kind, d_, p_) * message), calls))
+                             calls * (_kept_wire_factor(kind, d_, p_) * message), calls))
             sched[t_, z_, d_, p_, kept] = rows
         bw, alpha, across = gl.bandwidth_gbps, gl.alpha_s, gl.across
         tr, pb, lat = traffic[k], per_byte[k], latency[k]
         for s, kind, n_bytes, calls in sched[t_, z_, d_, p_, kept]:
             tr[s] += n_bytes
             pb[s] = 1 / (bw * 1e9)
-            lat[s] += calls * latency_steps(kind, d_, across) * alpha / calls
-    return (np.array(per_byte).reshape(len(keys), n_slots), np.array(traffic).reshape(len(keys), n_slots),
-            np.array(latency).reshape(len(keys), n_slots))
+            lat[s] += calls * _kept_latency_steps(kind, d_, across) * alpha / calls
+    return per_byte, traffic, latency
 
 
 def _slot_of_deprecated(slot_of) -> None:

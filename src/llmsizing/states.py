@@ -227,7 +227,7 @@ def _edge_tensors(model: Model) -> tuple:
 def _stage_params(model: Model, tp: int, pp: int, stage_layers: tuple | None = None) -> tuple[float, ...]:
     """:func:`stage_params` for a resolved model and layout, kept: the planner asks for the same few thousand
     times in one search."""
-    per_layer = sum(math.prod(s) * _tp_share("layers." + n, model, tp) for _, n, s in model.layer_tensors())
+    per_layer = _layer_params(model, tp)[0]
     edge = edge_params(model, tp, pp)
     out = []
     for i, layers in enumerate(layers_per_stage(model.layers, Parallel(pp=pp, stage_layers=stage_layers))):
@@ -238,14 +238,25 @@ def _stage_params(model: Model, tp: int, pp: int, stage_layers: tuple | None = N
 
 
 @functools.lru_cache(maxsize=256)
+def _layer_params(model: Model, tp: int) -> tuple[float, float]:
+    """One transformer layer's parameters on one tensor-parallel rank (:func:`_tp_share`), all of them and
+    its Linear weight elements alone (the 2-D tensors), kept per ``(model, tp)``: :func:`_stage_params` and
+    :func:`_stage_linear` read them for each ``pp`` and split of a search (issue 38: a planner search's ~40
+    layouts walked the layer's tensors again each, ~2 ms of chapter 12's model pick). The same sums, in the
+    same order."""
+    tensors = [(n, s) for _, n, s in model.layer_tensors()]
+    return (sum(math.prod(s) * _tp_share("layers." + n, model, tp) for n, s in tensors),
+            sum(math.prod(s) * _tp_share("layers." + n, model, tp) for n, s in tensors if len(s) == 2))
+
+
+@functools.lru_cache(maxsize=256)
 def _stage_linear(model: Model, tp: int, pp: int,
                   stage_layers: tuple | None = None) -> tuple[tuple[float, int], ...]:
     """Per pipeline stage: ``(Linear weight elements on one GPU, layers)``, the blocks' matrices that an FP8
     recipe casts to FP8 (QKV, output projection, gate/up, down, split by :func:`_tp_share`). The embedding and
     the LM head stay 16-bit: Megatron-LM's ``output_layer`` is its own ``ColumnParallelLinear``, not a
     Transformer Engine module."""
-    per_layer = sum(math.prod(s) * _tp_share("layers." + n, model, tp)
-                    for _, n, s in model.layer_tensors() if len(s) == 2)
+    per_layer = _layer_params(model, tp)[1]
     layers = layers_per_stage(model.layers, Parallel(pp=pp, stage_layers=stage_layers))
     return tuple((k * per_layer, k) for k in layers)
 
