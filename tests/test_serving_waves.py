@@ -132,3 +132,24 @@ def test_a_static_published_batch_runs_whole_in_the_calibration():
     for r in over:
         s = _serving_of(r)
         assert s.waves == 1 and s.running_batch == int(r.batch)
+
+
+def test_waves_hold_for_generated_batches_and_caps():
+    """The relations above for generated batches and caps (the fuzz test's spirit, chapter 15): the batch is
+    ``(waves - 1)`` full waves and a last one of ``1..running_batch``; the step is the running batch's."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=25, deadline=None, derandomize=True)
+    @given(batch=st.integers(1, 5000), cap=st.integers(1, 600))
+    def check(batch, cap):
+        s = _s(batch, max_num_seqs=cap)
+        run = min(batch, cap)
+        last = s.last_wave.batch if s.last_wave else run      # (a full last wave has no last_wave)
+        assert s.running_batch == run and (s.waves - 1) * run + last == batch and 1 <= last <= run
+        one = _s(run, max_num_seqs=cap)
+        assert s.itl_s == one.itl_s and s.output_tokens_per_s == one.output_tokens_per_s
+        assert s.cycle_s >= one.cycle_s * (s.waves - 1) and s.last_ttft_s >= s.queue_wait_s
+        assert s.cycle_s == pytest.approx((s.waves - 1) * one.cycle_s + (s.last_wave or one).cycle_s, rel=1e-12)
+
+    check()
