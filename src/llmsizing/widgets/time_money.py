@@ -109,6 +109,9 @@ PLAN_GRAD_BUFFER_HINT = ("grad buffer: where the gradients of the DDP and ZeRO-1
 #: Settings whose answers (PNG and summary) the planner widget keeps: a move back to one of them is shown
 #: without a new render and draw (issue 38).
 PLANNER_KEPT = 64
+#: How many GPU types the planner widget's multi-select shows before it scrolls (issue 38: with the grad
+#: buffer control, 16 rows took the controls' column past the widget's height budget).
+PLANNER_GPU_ROWS = 14
 #: How many of plan()'s searched tables the planner widget keeps to cut a lower GPU limit from (issue 38).
 PLANNER_SEARCHED = 16
 
@@ -224,7 +227,9 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),   # MoE too
         "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
-        "gpus": _gpu_multiselect(charts.PLAN_GPUS, "GPU types"),
+        # (two rows fewer than the other multi-selects: the grad buffer control keeps the column within the
+        # widget's height budget, tests/test_widget_layout.py; the rest scroll, the defaults stay in view)
+        "gpus": _gpu_multiselect(charts.PLAN_GPUS, "GPU types", max_rows=PLANNER_GPU_ROWS),
         "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
         "global_batch": W.Dropdown(options=[(f"{n:,} sequences", n) for n in (64, 128, 256, 512, 1024, 2048)],
                                    value=512,
