@@ -33,8 +33,9 @@ def board():
 
 
 def _plan(values, grad_buffer):
-    return planner.plan(values["model"], tokens=values["tokens"], gpus=tuple(values["gpus"]), seq=values["seq"],
-                        global_batch=values["global_batch"], max_gpus=values["max_gpus"], grad_buffer=grad_buffer)
+    return planner.plan(values["model"], tokens=values["tokens"], gpus=tuple(values["gpus"]),
+                        seq=values["seq"], global_batch=values["global_batch"], max_gpus=values["max_gpus"],
+                        grad_buffer=grad_buffer)
 
 
 def _layouts(df) -> set:
@@ -70,7 +71,7 @@ def test_the_copies_the_checks_below_rely_on():
     as much as True; so the plans that fit shrink (or stay) along those pairs."""
     for accum in (1, 4):
         c = {k: grad_copies(k, accum) for k in GRAD_BUFFERS}
-        holds = {k: [v[0] + v[i] for i in (1, 2, 3)] for k, v in c.items()}   # buffer + .grad apart, per phase
+        holds = {k: [v[0] + v[i] for i in (1, 2, 3)] for k, v in c.items()}   # buffer + .grad, a phase
         for more, less in (("ddp-copy", False), ("ddp-copy", "ddp-view"), ("ddp-view", True)):
             assert all(a >= b for a, b in zip(holds[more], holds[less])), (more, less, accum)
 
@@ -103,13 +104,16 @@ def test_each_move_shows_plans_table_and_moves_the_plans_as_the_memory_model_say
     for more, less in (("ddp-copy", False), ("ddp-copy", "ddp-view"), ("ddp-view", True)):
         assert layouts[more] <= layouts[less], (more, less, len(layouts[more] - layouts[less]))
         both = tables[more].merge(tables[less], on=KEY, suffixes=("_more", "_less"))
-        assert len(both) and (both["memory_per_gpu_bytes_more"] >= both["memory_per_gpu_bytes_less"]).all()
+        assert len(both)
+        assert (both["memory_per_gpu_bytes_more"] >= both["memory_per_gpu_bytes_less"]).all(), (more, less)
     cols = [c for c in tables[False].columns if c != "pareto"]
-    zero23 = {k: t.loc[t["zero"] >= 2, cols].sort_values(KEY).reset_index(drop=True) for k, t in tables.items()}
+    zero23 = {k: t.loc[t["zero"] >= 2, cols].sort_values(KEY).reset_index(drop=True)
+              for k, t in tables.items()}
     assert len(zero23[False])
     for kind, rows in zero23.items():       # (the memory summed along another path: equal to rounding)
-        assert rows.drop(columns="memory_per_gpu_bytes").equals(zero23[False].drop(columns="memory_per_gpu_bytes"))
-        assert np.allclose(rows["memory_per_gpu_bytes"], zero23[False]["memory_per_gpu_bytes"], rtol=1e-12, atol=0)
+        mem = "memory_per_gpu_bytes"
+        assert rows.drop(columns=mem).equals(zero23[False].drop(columns=mem)), kind
+        assert np.allclose(rows[mem], zero23[False][mem], rtol=1e-12, atol=0), kind
     assert len(set(counts.values())) > 1, counts
 
 
@@ -154,9 +158,9 @@ def test_a_walk_keeps_its_tables_apart_per_buffer_kind(order):
         values = w.values()
         planner._search.cache_clear()                       # (the oracle: searched afresh)
         df = _plan(values, kind)
-        fresh = charts.render_plan(MODEL, tokens=values["tokens"], gpus=tuple(values["gpus"]), seq=values["seq"],
-                                   global_batch=values["global_batch"], max_gpus=limit, plans=df,
-                                   deadline_rule="slow_end", grad_buffer=kind)
+        fresh = charts.render_plan(MODEL, tokens=values["tokens"], gpus=tuple(values["gpus"]),
+                                   seq=values["seq"], global_batch=values["global_batch"], max_gpus=limit,
+                                   plans=df, deadline_rule="slow_end", grad_buffer=kind)
         assert w.summary.value == summary_html(fresh.summary), (kind, limit)
         assert list(w.controls["choice"].options) == _front_options(df[df["pareto"]]), (kind, limit)
 
