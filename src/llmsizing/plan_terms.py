@@ -71,9 +71,9 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
 
 
 #: The most (GPU, node) pairs one kept key of :func:`_kept_layer_rows` or :func:`_kept_dp_rows` holds rows
-#: for (the catalogue's GPUs, a few times over). A GPU or node made anew (:func:`~llmsizing.catalog.use_prices`,
-#: a GPU or node built by hand) is another pair: beyond this many, the key's rows are dropped and priced again,
-#: so a long-running kernel's kept rows stay bounded (review29a).
+#: for (the catalogue's GPUs, a few times over). A GPU or node made anew
+#: (:func:`~llmsizing.catalog.use_prices`, a GPU or node built by hand) is another pair: beyond this many,
+#: the key's rows are dropped and priced again, so a long-running kernel's kept rows stay bounded (review29a).
 KEPT_GPU_NODES = 128
 
 
