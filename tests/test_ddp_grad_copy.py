@@ -287,3 +287,23 @@ def test_the_planner_arrays_are_the_per_layout_path_for_every_kind(kind):
             assert np.array_equal(g, o), call
         else:
             assert (g >= o).all() and (g > o).any(), call          # a buffer adds, never removes
+
+
+def test_step_phases_names_a_bad_grad_buffer():
+    """review29a: step_phases (public, re-exported by llmsizing.memory) read grad_copies' table unchecked, so
+    a kind it does not know was a KeyError ('yes', False); it is the checked error naming the parameter."""
+    from llmsizing import activation_memory, model_states
+    from llmsizing.footprint import step_phases
+
+    states = model_states("llama-3-8b", precision="bf16-mixed", optimizer="adamw")
+    acts = activation_memory("llama-3-8b", batch=1, seq=1024)
+    kw = dict(grad_accum=1, autocast_bytes=0.0, loss_bytes=0.0, optimizer_bytes=0.0, layer_working_bytes=0.0,
+              head_grad_bytes=0.0)
+    with pytest.raises(ValueError, match="grad_buffer must be"):
+        step_phases(states, acts, **kw, grad_buffer="yes")
+    with pytest.raises(TypeError, match="grad_buffer"):
+        step_phases(states, acts, **kw, grad_buffer=2.5)
+    # a checked kind prices as before: ddp-copy holds one more copy than True in the optimizer step
+    one, two = (step_phases(states, acts, **kw, grad_buffer=k)["optimizer step"]["gradients"]
+                for k in (True, "ddp-copy"))
+    assert two == 2 * one == 2 * states.gradients_bytes

@@ -153,3 +153,23 @@ def test_waves_hold_for_generated_batches_and_caps():
         assert s.cycle_s == pytest.approx((s.waves - 1) * one.cycle_s + (s.last_wave or one).cycle_s, rel=1e-12)
 
     check()
+
+
+def test_the_fleets_itl_tail_and_the_calibrations_fast_rows_read_the_running_batch():
+    """review29a: two readers of a Serving's batch outside serve_step. The fleet's ITL at a percentile
+    (serve_fleet.tpot_p_s) counts the other sequences running beside a request, and the calibration's fast
+    predictor (serve_fit._Row) must match predict_row; for a queued batch both are the running batch's, as
+    itl_s and output_tokens_per_s are."""
+    from llmsizing.serve_calibration import _read
+    from llmsizing.serve_fit import _Row, predict_row
+    from llmsizing.serve_fleet import tpot_p_s
+
+    two, cap = _s(2048), _s(1024)
+    for p in (50, 95, 99):
+        assert tpot_p_s(two, p) == tpot_p_s(cap, p)
+    rows = _read()
+    vllm = rows[(rows.engine == "vLLM") & (rows.batching == "continuous") & (rows.gpu == "H100 SXM")].head(1)
+    c = dict(mbu=0.7, attention_bu=0.6, mfu=0.5, step_overhead_s=0.004)
+    for metric in ("itl_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu"):
+        r = next(vllm.assign(batch=4000, metric=metric).itertuples())     # over H100's cap of 1,024
+        assert _Row(r)(**c) == pytest.approx(predict_row(r, **c), rel=1e-9), metric

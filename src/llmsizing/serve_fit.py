@@ -104,8 +104,9 @@ class _Row:
             self.coef[name] = {f: (getattr(s1, f) - getattr(s0, f)) / scale for f in _FIELDS}
         self.const = {f: getattr(s0, f) - sum(self.coef[n][f] for n in ("mbu", "attention_bu", "mfu"))
                       for f in _FIELDS}
-        self.r, self.chunks, self.batch, self.output, self.gpus = r, s0.prefill_chunks, s0.batch, s0.output, \
-            s0.gpus
+        # (the running batch: a batch over max_num_seqs runs in waves, its ITL and rate the running batch's)
+        self.r, self.chunks, self.batch, self.output, self.gpus = r, s0.prefill_chunks, s0.running_batch, \
+            s0.output, s0.gpus
         # per field: its constant and its four coefficients, in the order of __call__'s terms
         self.terms = {f: (self.const[f], *(self.coef[n][f] for n in ("mbu", "attention_bu", "mfu",
                                                                       "step_overhead_s"))) for f in _FIELDS}
