@@ -88,8 +88,8 @@ def _gpu_rows(kept: dict, gpu_list, node_of: dict) -> list[dict]:
 
 
 #: How many (model, context, efficiency, recipe, dtype, K/V exchange, recomputations) :func:`_kept_layer_rows`
-#: keeps rows for.
-LAYER_ROWS_KEPT = 16
+#: keeps rows for (as many as plan_memory's SEARCH_MEMORIES_KEPT, for the same warm-up).
+LAYER_ROWS_KEPT = 32
 
 
 @functools.lru_cache(maxsize=LAYER_ROWS_KEPT)
