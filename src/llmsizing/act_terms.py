@@ -432,8 +432,8 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
     seq = check_int("seq", seq)
     cp = check_int("cp", cp)
     if check_choice("recompute", recompute, RECOMPUTE_MODES) == OP_SAC:
-        _check_op_sac(model, tp=tp, sp=sp, cp=cp, attention=attention, stack=stack, autocast=autocast, fp8=fp8,
-                      dropout=dropout)
+        _check_op_sac(model, tp=tp, sp=sp, cp=cp, attention=attention, stack=stack, autocast=autocast,
+                      fp8=fp8, dropout=dropout)
     if cp > 1:
         check_layout(model, tp=check_int("tp", tp), cp=cp, seq=seq)
         if attention != "flash":

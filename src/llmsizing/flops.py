@@ -134,9 +134,10 @@ def training_flops_per_token(model: Model | str, *, seq: int, recompute: str = "
     (Korthikanti et al. 2022, Sec. 5), ``"op-sac"`` (torchtitan's op-level selective checkpointing,
     :func:`~llmsizing.act_terms.op_sac_matmuls`) the forward of the matmuls it does not save (``wk``, ``wo``
     and ``w3`` of a Llama layer: ``2 (h g d + a d h + h f)`` per token and layer; its pointwise ops rerun
-    too, priced on HBM by the step model, and the attention core is saved). With a sliding window the attention term is capped as in the forward
-    (:func:`attention_keys_per_token`): the windowed kernel's backward skips the same blocks. A mixture of
-    experts counts its active weights (full recomputation reruns the active part of its blocks).
+    too, priced on HBM by the step model, and the attention core is saved). With a sliding window the
+    attention term is capped as in the forward (:func:`attention_keys_per_token`): the windowed kernel's
+    backward skips the same blocks. A mixture of experts counts its active weights (full recomputation reruns
+    the active part of its blocks).
 
     ``recompute_layers`` (with ``recompute="full"`` only; ``None``: every layer) reruns the forward of that
     many layers only, the first ones of the model taken as one chunk (Megatron-LM's
