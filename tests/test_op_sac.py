@@ -141,3 +141,24 @@ def test_torchtitan_rows_fit_and_their_peak_is_below_the_measured_reserve():
                 "Llama 3.1 8B, 128 GPUs FSDP + compile + Float8 (torchtitan)"):
         assert fits.loc[run, "fits_today"]
         assert meas.loc[run, "model_gib"] <= meas.loc[run, "measured_gib"]
+
+
+def test_the_step_model_refuses_it_with_tensor_parallelism():
+    from llmsizing.comm import communication
+    from llmsizing.parallel import Parallel
+
+    with pytest.raises(ValueError, match="tp=2"):
+        communication("llama-3-8b", Parallel(tp=2, dp=4), batch=1, seq=4096, gpu="H100 SXM",
+                      recompute="op-sac")
+
+
+def test_a_step_with_it_costs_between_none_and_full():
+    """The step model reruns more than nothing (wk, wo, w3 and the pointwise kernels) and less than full
+    recomputation (which reruns every matmul and the attention core too)."""
+    from llmsizing.layouts import step_time
+    from llmsizing.parallel import Parallel
+
+    par = Parallel(dp=8, zero=3)
+    t = {rc: step_time("llama-3-8b", "H100 SXM", par, batch=2, seq=8192, recompute=rc).compute_s
+         for rc in ("none", "op-sac", "full")}
+    assert t["none"] < t["op-sac"] < t["full"]
