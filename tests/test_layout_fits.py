@@ -29,11 +29,6 @@ DOES_NOT_FIT = {
         "zero=1 stands in for Meta's FSDP without resharding (the row's note); llama3_405b_layout fits",
     "Llama 3.1 405B, 16,384 GPUs, 128K context (TP8 CP16 PP16 DP4)":
         "zero=1 stands in for Meta's FSDP without resharding (the row's note); llama3_405b_layout fits",
-    "Llama 3.1 8B, 8 GPUs FSDP + torch.compile (torchtitan)":
-        "torchtitan's 'selective' is its op-level SAC (only every other matmul output and SDPA saved), which "
-        "the library's Megatron-style selective recomputation over-counts; measured 77.0 GiB",
-    "Llama 3.1 8B, 128 GPUs FSDP + compile + Float8 (torchtitan)":
-        "torchtitan's op-level SAC as above; measured 61.8 GiB",
     "GLM-130B, 768 A100 40GB (DeepSpeed PipeDream-Flush, TP4 PP8 DP24)":
         "ZeRO stage not stated, read as 0: 16 B/param of 130B / 32 is 65 GB on a 40 GB GPU; ZeRO-1 fits",
     "GPT3-1.3B 8k (FlashAttention-2 paper, 8 x A100 80GB, ZeRO-1 DDP)":

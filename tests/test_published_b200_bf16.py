@@ -46,7 +46,7 @@ def test_the_row_is_the_readmes():
     # the layout the README and torchtitan's llama3_8b.toml at 6fc499f6 give: FSDP2 over the 8 GPUs, batch 1
     # per GPU, per-op selective checkpointing, torchtitan
     assert (r["model"], r["n_gpus"], r["seq"], r["dp"], r["zero"]) == ("llama-3-8b", "8", str(SEQ), "8", "3")
-    assert (r["micro_batch"], r["global_batch"], r["recompute"]) == ("1", "8", "selective")
+    assert (r["micro_batch"], r["global_batch"], r["recompute"]) == ("1", "8", "op-sac")
     assert (r["framework"], r["kind"], r["calibration"]) == ("torchtitan", "steady-state", "no")
     assert r["tp"] == r["pp"] == r["cp"] == ""
     # one source with the same table's FP8 rows: the text before the first " (" (llmsizing.intervals.source_key)

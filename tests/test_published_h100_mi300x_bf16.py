@@ -54,7 +54,7 @@ def test_the_rows_are_the_readmes(gpu, tps, words, commit, as_of):
     # the README's setup line and torchtitan's llama3_8b.toml: FSDP2 over the 8 GPUs, batch 1 per GPU, seq
     # 8192, per-op selective checkpointing
     assert (r["model"], r["n_gpus"], r["seq"], r["dp"], r["zero"]) == ("llama-3-8b", "8", str(SEQ), "8", "3")
-    assert (r["micro_batch"], r["global_batch"], r["recompute"]) == ("1", "8", "selective")
+    assert (r["micro_batch"], r["global_batch"], r["recompute"]) == ("1", "8", "op-sac")
     assert (r["framework"], r["kind"], r["calibration"]) == ("torchtitan", "steady-state", "no")
     assert r["tp"] == r["pp"] == r["cp"] == ""
     # one source with the same table's FP8 rows (llmsizing.intervals.source_key: the text before " (")

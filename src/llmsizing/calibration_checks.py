@@ -41,7 +41,7 @@ def _check_cell(where: str, column: str, value):
     import numpy as np
 
     from ._validate import MAX_MEANINGFUL
-    from .activations import RECOMPUTE
+    from .parallel import RECOMPUTE_MODES
     from .catalog import get_gpu, get_model
 
     def bad(allowed, exc=ValueError):
@@ -76,8 +76,8 @@ def _check_cell(where: str, column: str, value):
         if not isinstance(value, (bool, np.bool_)):
             bad("True or False (published_runs() turns the CSV's yes/no into them)", TypeError)
     elif column == "recompute":
-        if not _blank(value) and value not in RECOMPUTE:
-            bad(f"one of {', '.join(RECOMPUTE)} (blank: none)")
+        if not _blank(value) and value not in RECOMPUTE_MODES:
+            bad(f"one of {', '.join(RECOMPUTE_MODES)} (blank: none)")
     elif column == "source":
         if not isinstance(value, str) or not value.split(" (")[0].strip(" ,;:."):
             bad("the citation of a paper or benchmark (a string)", TypeError if not isinstance(value, str)

@@ -228,7 +228,10 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     par = resolve_parallel(parallel, model, seq=seq)
     m = check_int("grad_accum", grad_accum)
     recipe = RECIPES[check_recipe("precision", precision)]
-    check_choice("recompute", recompute, ("none", "selective", "full"))
+    check_choice("recompute", recompute, ("none", "selective", "full", "op-sac"))
+    if recompute == "op-sac" and (par.tp > 1 or par.cp > 1):
+        raise ValueError(f"recompute='op-sac' is modelled without tensor or context parallelism, got "
+                         f"tp={par.tp}, cp={par.cp}: which of their collectives it reruns is not modelled")
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
     max_nodes, dispatcher = node_limit(max_nodes), check_dispatcher(dispatcher).name
     nd = get_node(node, get_gpu(gpu), gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)

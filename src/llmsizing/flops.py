@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from ._validate import check_bool, check_choice, check_int
 from .catalog import resolve_model
 from .model import Model
-from .parallel import RECOMPUTE  # noqa: F401 (its home until issue 32)
+from .parallel import OP_SAC, RECOMPUTE, RECOMPUTE_MODES  # noqa: F401 (RECOMPUTE: its home until issue 32)
 
 
 def attention_keys_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
@@ -131,9 +131,13 @@ def training_flops_per_token(model: Model | str, *, seq: int, recompute: str = "
     """Training FLOPs per token: forward x 3 (backward costs two forwards), plus what recomputation reruns:
     ``"full"`` the forward of the transformer layers again (not the embedding lookup nor the LM head, which
     sit outside the checkpointed layers: about 8N instead of 6N), ``"selective"`` the attention core again
-    (Korthikanti et al. 2022, Sec. 5). With a sliding window the attention term is capped as in the forward
-    (:func:`attention_keys_per_token`): the windowed kernel's backward skips the same blocks. A mixture of
-    experts counts its active weights (full recomputation reruns the active part of its blocks).
+    (Korthikanti et al. 2022, Sec. 5), ``"op-sac"`` (torchtitan's op-level selective checkpointing,
+    :func:`~llmsizing.act_terms.op_sac_matmuls`) the forward of the matmuls it does not save (``wk``, ``wo``
+    and ``w3`` of a Llama layer: ``2 (h g d + a d h + h f)`` per token and layer; its pointwise ops rerun
+    too, priced on HBM by the step model, and the attention core is saved). With a sliding window the
+    attention term is capped as in the forward (:func:`attention_keys_per_token`): the windowed kernel's
+    backward skips the same blocks. A mixture of experts counts its active weights (full recomputation reruns
+    the active part of its blocks).
 
     ``recompute_layers`` (with ``recompute="full"`` only; ``None``: every layer) reruns the forward of that
     many layers only, the first ones of the model taken as one chunk (Megatron-LM's
@@ -144,7 +148,7 @@ def training_flops_per_token(model: Model | str, *, seq: int, recompute: str = "
     from .parallel import check_recompute_layers
 
     model = resolve_model(model, moe=True)
-    check_choice("recompute", recompute, RECOMPUTE)
+    check_choice("recompute", recompute, RECOMPUTE_MODES)
     seq, causal = check_int("seq", seq), check_bool("causal", causal)
     n = check_recompute_layers(recompute, recompute_layers, model.layers)
     if n is None:
@@ -181,11 +185,22 @@ def _training_flops_per_token(model: Model, seq: int, recompute: str, causal: bo
     sequence a few thousand times in one search)."""
     fwd = forward_flops_per_token(model, seq=seq, causal=causal)
     attention = attention_flops_per_token(model, seq=seq, causal=causal)
+    if recompute == OP_SAC:
+        return 3 * fwd + model.layers * op_sac_rerun_flops_per_token(model)
     extra = {"none": 0.0,
              "selective": attention,
              "full": (2 * model.active_block_params if model.is_moe else
                       2 * model.layers * model.params_per_layer) + attention}[recompute]
     return 3 * fwd + extra
+
+
+def op_sac_rerun_flops_per_token(model: Model | str) -> float:
+    """FLOPs per token that torchtitan's op-level selective checkpointing reruns in one layer's backward:
+    ``2 x in x out`` of each matmul it does not save (:func:`~llmsizing.act_terms.op_sac_matmuls`; a mixture
+    of experts or a biased projection is refused there). SDPA's output is saved, so no attention core."""
+    from .act_terms import op_sac_matmuls
+
+    return float(sum(2 * i * o for _, i, o, saved in op_sac_matmuls(model) if not saved))
 
 
 def stage_flops_per_token(model: Model | str, parallel=None, *, seq: int, recompute: str = "none",
@@ -201,7 +216,7 @@ def stage_flops_per_token(model: Model | str, parallel=None, *, seq: int, recomp
 
     model = resolve_model(model)
     par = resolve_parallel(parallel, model)
-    check_choice("recompute", recompute, RECOMPUTE)
+    check_choice("recompute", recompute, RECOMPUTE_MODES)
     n = check_recompute_layers(recompute, recompute_layers, model.layers, par)
     stages = layers_per_stage(model.layers, par)
     seq, causal = check_int("seq", seq), check_bool("causal", causal)
@@ -227,7 +242,8 @@ def _stage_flops(model: Model, stages: tuple, seq: int, recompute: str, causal: 
     total = _training_flops_per_token(model, seq, recompute, causal)
     attention = attention_flops_per_token(model, seq=seq, causal=causal) / model.layers
     layer_fwd = 2 * model.params_per_layer + attention
-    layer_extra = {"none": 0.0, "selective": attention, "full": layer_fwd}[recompute]
+    layer_extra = (op_sac_rerun_flops_per_token(model) if recompute == OP_SAC else
+                   {"none": 0.0, "selective": attention, "full": layer_fwd}[recompute])
     per_layer = 3 * layer_fwd + layer_extra
     head = total - model.layers * per_layer                   # the LM head (and learned positions: no matmul)
     out = [n * per_layer for n in stages]
@@ -240,7 +256,8 @@ def stage_attention_flops_per_token(model: Model | str, parallel=None, *, seq: i
                                     recompute_layers: int | None = None) -> tuple[float, ...]:
     """The attention core's part (``QK^T`` and ``attn @ V``, :func:`attention_flops_per_token`) of each
     stage's :func:`stage_flops_per_token`, in the same convention: three passes per layer (forward, and the
-    backward's two), plus the forward again where recomputation reruns it (``"selective"`` and ``"full"``;
+    backward's two), plus the forward again where recomputation reruns it (``"selective"`` and ``"full"``, not
+    ``"op-sac"``, which saves SDPA's output;
     with ``recompute_layers``, the recomputed layers only). FP8 training runs these in BF16: Transformer
     Engine's FP8 recipes quantise the Linear layers' GEMMs and leave the fused attention in BF16 unless
     ``fp8_dpa`` is set; torchtitan's Float8 converts ``nn.Linear`` only; DeepSeek-V3 keeps attention in BF16
@@ -250,14 +267,14 @@ def stage_attention_flops_per_token(model: Model | str, parallel=None, *, seq: i
 
     model = resolve_model(model, moe=True)       # the attention core of a mixture of experts is a dense one's
     par = resolve_parallel(parallel, model)
-    check_choice("recompute", recompute, RECOMPUTE)
+    check_choice("recompute", recompute, RECOMPUTE_MODES)
     n = check_recompute_layers(recompute, recompute_layers, model.layers, par)
     stages = layers_per_stage(model.layers, par)
     seq, causal = check_int("seq", seq), check_bool("causal", causal)
     a = attention_flops_per_token(model, seq=seq, causal=causal) / model.layers
     if n is not None:
         return tuple(a * (3 * k + r) for k, r in zip(stages, recomputed_layers(model.layers, par, n)))
-    return tuple(a * k * (3 + (recompute != "none")) for k in stages)
+    return tuple(a * k * (3 + (recompute in ("selective", "full"))) for k in stages)   # op SAC saves it
 
 
 @dataclass(frozen=True)

@@ -236,10 +236,6 @@ MISSES = {
     "Llama 4 Maverick pre-training": ("stand-in layout", "layout not published: Scout's assumptions kept"),
     "KempnerForge 7B (llama-3-8b), 1 x H200, single GPU": (
         "recipe the row cannot state", "the model is cast to bf16, so AdamW keeps 8 B/param, not 16"),
-    "Llama 3.1 8B, 8 GPUs FSDP + torch.compile (torchtitan)": (
-        "term the model lacks", "torchtitan's op-level selective recomputation saves less than Megatron's"),
-    "Llama 3.1 8B, 128 GPUs FSDP + compile + Float8 (torchtitan)": (
-        "term the model lacks", "torchtitan's op-level selective recomputation saves less than Megatron's"),
     "GPT3-1.3B 8k (FlashAttention-2 paper, 8 x A100 80GB, ZeRO-1 DDP)": (
         "term the model lacks", "flash-attn's cross-entropy writes its gradient in place (inplace_backward)"),
     "DeepSeek-V3 pre-training": (

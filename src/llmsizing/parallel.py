@@ -54,6 +54,16 @@ GRAD_REDUCES = ("micro_batch", "chunk_run")
 #: every layer (``recompute_layers`` for the first few only: :func:`recomputed_layers`).
 RECOMPUTE = ("none", "selective", "full")
 
+#: torchtitan's op-level selective activation checkpointing (``selective_ac_option = 'op'``; issues 34/38):
+#: each layer keeps the outputs of SDPA and of every other matmul and recomputes the rest in its backward
+#: (:data:`llmsizing.act_terms.OP_SAC_SOURCE`). Priced by the activation and step-time models for a dense
+#: bias-free block without tensor or context parallelism; not one of :data:`RECOMPUTE`, which the planner
+#: searches and every other model takes (they refuse it by that name).
+OP_SAC = "op-sac"
+
+#: The recomputation modes the activation and step-time models price: :data:`RECOMPUTE` and :data:`OP_SAC`.
+RECOMPUTE_MODES = RECOMPUTE + (OP_SAC,)
+
 
 def _as_model(model):                  # a catalogue name's Model (a model as given)
     from .catalog import get_model

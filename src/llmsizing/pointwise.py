@@ -211,19 +211,22 @@ def stage_pointwise_bytes_per_token(model, par, *, recompute: str = "none",
                                     act_bytes: float = 2.0) -> tuple[float, ...]:
     """Per pipeline stage: the HBM bytes of its memory-bound kernels per token of one GPU's share
     (``tokens / (tp cp)``), forward, backward and a recomputed forward (``recompute="full"``, all layers or
-    ``recompute_layers`` of each chunk): its layers' (:func:`layer_pointwise_bytes_per_token`; a mixture of
-    experts' MoE layers with their experts' widths, ``mtp_depth`` multi-token-prediction blocks counted as
-    MoE layers with a loss each on the last stage), the embedding on the first stage and the loss on the last
+    ``recompute_layers`` of each chunk; ``"op-sac"`` reruns every layer's pointwise kernels too): its
+    layers' (:func:`layer_pointwise_bytes_per_token`; a mixture of experts' MoE layers with their experts'
+    widths, ``mtp_depth`` multi-token-prediction blocks counted as MoE layers with a loss each on the last
+    stage), the embedding on the first stage and the loss on the last
     (:func:`ends_pointwise_bytes_per_token`). The norms and residual adds count ``tp`` times without sequence
     parallelism. Seconds: these bytes x the GPU's tokens / its HBM bandwidth
     (:func:`~llmsizing.comm.step_compute_time_s`; the planner's copy reads this same function)."""
     from .parallel import check_recompute_layers, layers_per_stage, recomputed_layers
 
     model = resolve_model(model, moe=True)
-    check_choice("recompute", recompute, ("none", "selective", "full"))
+    check_choice("recompute", recompute, ("none", "selective", "full", "op-sac"))
     stages = layers_per_stage(model.layers, par)
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
-    if recompute != "full":
+    if recompute == "op-sac":        # torchtitan's op policy saves no pointwise op: all of them rerun
+        rerun = stages
+    elif recompute != "full":
         rerun = (0,) * len(stages)
     elif n_rc is None:
         rerun = stages
