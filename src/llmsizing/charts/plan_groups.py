@@ -54,20 +54,22 @@ def _plan_groups(plans) -> dict:
     # as groupby(sort=False)), rows and quicksort order (as sort_values' nargsort)
     gpu, days, cost = plans["gpu"].to_numpy(), plans["days"].to_numpy(), plans["cost_usd"].to_numpy()
     memory, on_front = plans["memory_per_gpu_bytes"].to_numpy(), plans["pareto"].to_numpy(dtype=bool)
+    # the GPU names as integer codes, in order of first appearance (pd.unique's order; a missing name -1,
+    # dropped as groupby drops it): comparing ~10,000 names as strings once per GPU type cost a redraw
+    # ~1 ms (fig29)
+    codes, names = pd.factorize(gpu)
     own, by_gpu = [], []
-    for name in pd.unique(gpu):
-        if pd.isna(name):                                            # (groupby drops a missing key)
-            continue
-        rows = np.flatnonzero(gpu == name)
+    for k, name in enumerate(names):
+        rows = np.flatnonzero(codes == k)
         best = rows[_pareto(days[rows], cost[rows], memory[rows])]
         best = best[days[best].argsort(kind="quicksort")]
         own.append((name, days[best], cost[best]))
     fs = np.flatnonzero(on_front)
     fs = fs[days[fs].argsort(kind="quicksort")]                    # the front, fastest first
-    for name in pd.unique(gpu[fs]):
-        if not pd.isna(name):
-            rows = fs[gpu[fs] == name]
-            by_gpu.append((name, days[rows], cost[rows]))
+    for k in pd.unique(codes[fs]):
+        if k >= 0:
+            rows = fs[codes[fs] == k]
+            by_gpu.append((names[k], days[rows], cost[rows]))
     lines = []
     for i, f in enumerate(_front_rows(plans, np.flatnonzero(on_front)), 1):
         lines.append((f.Index, f"{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} tp={f.tp}{_cp_text(f)} "
