@@ -15,8 +15,8 @@ from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_hbars, _kept_legen
                    _step_time_bars, _tokens, _usd, figure_axes)
 # what the figure draws whatever plan is chosen, kept by table (moved out in session 25; every name here)
 from .plan_groups import (_GROUPS_COLUMNS, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _bare,  # noqa: F401
-                          _cp_text, _front_rows, _groups_key, _number_dtype, _plan_groups, _row_type,
-                          _table_key, _values_bytes, _vp_text)
+                          _column_arrays, _cp_text, _front_rows, _groups_key, _number_dtype, _plan_groups,
+                          _row_type, _table_key, _values_bytes, _vp_text)
 
 
 # =========================================================================== chapter 12: the planner
