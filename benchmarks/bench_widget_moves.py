@@ -448,7 +448,7 @@ def other_values(ctrl, n: int) -> list:
         opts = ctrl._options_values
         extra = next((o for o in opts if o not in v), None)
         return [tuple(v) + (extra,)] if extra is not None else [tuple(v[:-1])]
-    if isinstance(v, bool):
+    if isinstance(v, bool) and not hasattr(ctrl, "_options_values"):   # (a checkbox; a drop-down: each)
         return [not v]
     if hasattr(ctrl, "_options_values"):
         others = [o for o in ctrl._options_values if o != v]

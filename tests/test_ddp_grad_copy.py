@@ -10,6 +10,12 @@ once in the parameters' dtype; ``mark_variable_ready_dense`` copies each ``.grad
 ``gradient_as_bucket_view``, points ``.grad`` at it; without, ``copy_bucket_to_grad`` writes the reduced
 bucket back into a ``.grad`` that stays until ``zero_grad(set_to_none=True)``; under ``no_sync``
 ``autograd_hook`` returns early, so ``.grad`` accumulates apart from the bucket.
+
+``ddp-view-keep`` (chapter 7's exercise 4): ``zero_grad(set_to_none=False)`` zeroes each ``.grad`` in place
+(``torch/optim/optimizer.py`` l.1061-1069, torch 2.13.0), so it stays a view of its bucket; under ``no_sync``
+autograd adds into it in place (``AccumulateGrad``, ``torch/csrc/autograd/functions/accumulate_grad.h``
+l.251, "Case 2.3: In-place addition"), and ``mark_variable_ready_dense`` copies nothing when ``.grad``
+already views the bucket. One copy in every phase: the library's ``grad_buffer=True``, no kind of its own.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ DTYPE_BYTES = {"fp32": 4, "bf16": 2}
 #   ddp-copy: the bucket, and .grad apart from the backward on (the reduced bucket copied back), to zero_grad.
 #   ddp-view: the bucket; .grad is a view of it after a synchronising backward; under no_sync (every micro-batch
 #   but the last) .grad is autograd's own tensor, apart, until the last backward copies it in and re-points it.
+#   ddp-view-keep: the bucket only, in every phase and micro-batch: .grad is never set to None, so it stays a
+#   view of the bucket, zeroed and accumulated in place (set_to_none=False; the module docstring).
 BY_HAND = {
     ("plain", False, 1): {"forward peak": 0, "backward end": 1, "optimizer step": 1},
     ("plain", True, 1): {"forward peak": 0, "backward end": 1},
@@ -44,12 +52,16 @@ BY_HAND = {
     ("ddp-view", False, 1): {"forward peak": 1, "backward end": 1, "optimizer step": 1},
     ("ddp-view", True, 1): {"forward peak": 1, "backward end": 2},
     ("ddp-view", True, 2): {"forward peak": 2, "backward end": 1, "optimizer step": 1},
+    ("ddp-view-keep", False, 1): {"forward peak": 1, "backward end": 1, "optimizer step": 1},
+    ("ddp-view-keep", True, 1): {"forward peak": 1, "backward end": 1},
+    ("ddp-view-keep", True, 2): {"forward peak": 1, "backward end": 1, "optimizer step": 1},
 }
 
 # the model's pieces for the measured phases (the forward's peak, the end of the backward, the step)
 PIECES = {"forward peak": "forward", "backward end": "backward (end)", "optimizer step": "optimizer step"}
-# the library's kind for each measured layout
-KIND = {"plain": False, "ddp-copy": "ddp-copy", "ddp-view": "ddp-view"}
+# the library's kind for each measured layout; the remedy (ddp-view-keep) has no kind of its own: one copy in
+# every phase is Megatron-Core's persistent buffer, grad_buffer=True
+KIND = {"plain": False, "ddp-copy": "ddp-copy", "ddp-view": "ddp-view", "ddp-view-keep": True}
 
 # a small untied Llama shape for the library's side (its head writes no second gradient: no tied copy)
 SMALL = Model("ddp-copy-llama", layers=4, hidden=256, heads=8, kv_heads=2, ffn_hidden=688, vocab=8192,
@@ -91,7 +103,7 @@ def test_measured_bytes_are_the_copies_by_hand():
         assert int(r["bucket_bytes"]) == (0 if r["layout"] == "plain" else one)
 
 
-@pytest.mark.parametrize("layout", ["plain", "ddp-copy", "ddp-view"])
+@pytest.mark.parametrize("layout", ["plain", "ddp-copy", "ddp-view", "ddp-view-keep"])
 @pytest.mark.parametrize("accum", [1, 2])
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_model_holds_what_was_measured(layout, accum, dtype):
@@ -107,6 +119,25 @@ def test_model_holds_what_was_measured(layout, accum, dtype):
     one = SMALL.n_params * DTYPE_BYTES[dtype]
     for phase, piece in PIECES.items():
         assert t.pieces[piece]["gradients"] == pytest.approx(measured[phase] * one, rel=1e-12), (phase, piece)
+
+
+def test_remedy_is_one_copy_in_every_phase_as_measured():
+    """Chapter 7's exercise 4: gradient_as_bucket_view=True with zero_grad(set_to_none=False) holds the
+    parameters x the dtype's bytes x 1 copy (the bucket, which .grad views) in every measured phase and
+    micro-batch, accumulating or not (by hand: 2,233,856 x 4 = 8,935,424 B in fp32, x 2 = 4,467,712 B in
+    bf16), where the default view (set_to_none=True) holds 2 copies at the second micro-batch's forward."""
+    rows = [r for r in _rows() if r["layout"] == "ddp-view-keep"]
+    assert len(rows) == 32         # 2 dtypes x 2 steps x (3 phases; 2 and 3 at the micro-batches of m = 2)
+    one = {"fp32": 8_935_424, "bf16": 4_467_712}
+    assert one == {d: MEASURED_PARAMS * b for d, b in DTYPE_BYTES.items()}
+    for r in rows:
+        assert int(r["gradient_bytes"]) == int(r["bucket_bytes"]) == one[r["param_dtype"]], r
+        assert int(r["grad_only_bytes"]) == 0, r
+    view = [r for r in _rows() if r["layout"] == "ddp-view" and r["grad_accum"] == "2"
+            and r["micro_batch"] == "2" and r["phase"] == "forward peak"]
+    assert view and all(int(r["gradient_bytes"]) == 2 * one[r["param_dtype"]] for r in view)
+    # the library's kind for it: True (Megatron-Core's buffer) holds one copy in every phase
+    assert grad_copies(True, 1) == grad_copies(True, 2) == (1, 0, 0, 0)
 
 
 def test_grad_copies_by_hand():
@@ -256,3 +287,23 @@ def test_the_planner_arrays_are_the_per_layout_path_for_every_kind(kind):
             assert np.array_equal(g, o), call
         else:
             assert (g >= o).all() and (g > o).any(), call          # a buffer adds, never removes
+
+
+def test_step_phases_names_a_bad_grad_buffer():
+    """review29a: step_phases (public, re-exported by llmsizing.memory) read grad_copies' table unchecked, so
+    a kind it does not know was a KeyError ('yes', False); it is the checked error naming the parameter."""
+    from llmsizing import activation_memory, model_states
+    from llmsizing.footprint import step_phases
+
+    states = model_states("llama-3-8b", precision="bf16-mixed", optimizer="adamw")
+    acts = activation_memory("llama-3-8b", batch=1, seq=1024)
+    kw = dict(grad_accum=1, autocast_bytes=0.0, loss_bytes=0.0, optimizer_bytes=0.0, layer_working_bytes=0.0,
+              head_grad_bytes=0.0)
+    with pytest.raises(ValueError, match="grad_buffer must be"):
+        step_phases(states, acts, **kw, grad_buffer="yes")
+    with pytest.raises(TypeError, match="grad_buffer"):
+        step_phases(states, acts, **kw, grad_buffer=2.5)
+    # a checked kind prices as before: ddp-copy holds one more copy than True in the optimizer step
+    one, two = (step_phases(states, acts, **kw, grad_buffer=k)["optimizer step"]["gradients"]
+                for k in (True, "ddp-copy"))
+    assert two == 2 * one == 2 * states.gradients_bytes

@@ -339,6 +339,25 @@ def test_the_roofline_panel_names_the_chapters_gpus_and_greys_the_rest():
     plt.close(few)
 
 
+def test_the_roofline_panel_names_the_gpus_a_reader_picks():
+    """``named=`` chooses the coloured, named rooflines (the chapter's six by default); a name that is not
+    drawn, or a bare string, is refused with the parameter named."""
+    import matplotlib.pyplot as plt
+
+    from llmsizing.charts import render_gpu_landscape
+
+    n = len(gpu_comparison())
+    fig = render_gpu_landscape(named=["V100", "L4"]).figure
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert labels[-1] == f"the other {n - 2} GPUs (table above)" and len(labels) == 3
+    assert {lb.split(" (")[0] for lb in labels[:2]} == {"V100", "L4"}
+    plt.close(fig)
+    with pytest.raises(ValueError, match="named="):
+        render_gpu_landscape(["H100 SXM", "B200"], named=["H20"])
+    with pytest.raises(TypeError, match="named must be"):
+        render_gpu_landscape(named="H100 SXM")
+
+
 def test_the_capacity_panels_labels_keep_off_the_y_axis_and_each_other():
     """(read28g) The "L40S / RTX 6000 Ada" label touched the y axis; it now sits in free space with a leader
     line to its dot: its text clears the axis and overlaps no other label."""

@@ -147,3 +147,22 @@ def test_plan_stage_takes_the_grad_buffer_as_a_single_plan_does():
     assert _plan_layout_options(args)["grad_buffer"] is True
     args = cli.parser().parse_args(["plan", "llama-3-8b", "--stage", "100B:4096:128"])
     assert "grad_buffer" not in _plan_layout_options(args)
+
+
+def test_a_bare_grad_buffer_flag_before_the_model_still_means_true(capsys):
+    """review29a: before ddp29 ``--grad-buffer`` took no value, so ``memory --grad-buffer llama-3-8b ...`` was
+    a valid call; with ``--grad-buffer [KIND]`` argparse read the model as a bad KIND (exit 2). The old call
+    gives the flag-after-the-model's rows again; a KIND before the model, and a bad one, are read as KINDs."""
+    after = _json(capsys, _MEMORY + ["--grad-buffer", "--json"])
+    before = _json(capsys, ["memory", "--grad-buffer", *_MEMORY[1:], "--json"])
+    assert before == after
+    kind = _json(capsys, ["memory", "--grad-buffer", "ddp-copy", *_MEMORY[1:], "--json"])
+    assert kind == _json(capsys, _MEMORY + ["--grad-buffer", "ddp-copy", "--json"])
+    parse = cli.parser().parse_args
+    assert parse(cli.grad_buffer_argv(["memory", "--grad-buffer", "ddp-copy", *_MEMORY[1:]])).grad_buffer \
+        == "ddp-copy"
+    assert parse(cli.grad_buffer_argv(["memory", "--grad-buffer", *_MEMORY[1:]])).grad_buffer is True
+    assert cli.main(["memory", "--grad-buffer", "ddp-cpy", *_MEMORY[1:]]) == 2
+    assert "invalid choice: 'ddp-cpy'" in capsys.readouterr().err
+    assert cli.grad_buffer_argv(["plan", "--grad-buffer", "llama-3-8b", "--", "--grad-buffer", "x"]) == \
+        ["plan", "llama-3-8b", "--grad-buffer", "--", "--grad-buffer", "x"]

@@ -70,14 +70,17 @@ def test_a_larger_cap_lets_the_kv_room_bind_and_grows_the_logits():
     assert s.max_batch == s.kv_batch == room and s.batch_bound == "kv"
 
 
-def test_a_stated_batch_is_priced_as_given():
-    # the cap changes what fits, not the price of a batch the caller (or a published row) states
+def test_a_stated_batch_over_the_cap_runs_the_cap_at_once():
+    # issue 34 (queue29): a batch over the cap is priced as vLLM runs it, 256 at a time in 512 / 256 = 2 waves;
+    # a cap that holds it prices it at once (tests/test_serving_waves.py)
     a = serving("llama-3-8b", "A100 80GB", prompt=128, output=128, batch=512)
     b = serving("llama-3-8b", "A100 80GB", prompt=128, output=128, batch=512, max_num_seqs=4096)
+    c = serving("llama-3-8b", "A100 80GB", prompt=128, output=128, batch=256, max_num_seqs=4096)
     assert not a.fits and b.fits
-    assert a.batch == b.batch == 512
-    # the larger cap's logits take KV room, not step time: every time is the same
-    assert (a.decode_step_s, a.itl_s, a.batch_prefill_s) == (b.decode_step_s, b.itl_s, b.batch_prefill_s)
+    assert a.batch == b.batch == 512 and (a.running_batch, a.waves, b.running_batch, b.waves) == (256, 2, 512, 1)
+    # the larger cap's logits take KV room, not step time: the running batch of 256 costs the same step
+    assert (a.decode_step_s, a.itl_s, a.batch_prefill_s) == (c.decode_step_s, c.itl_s, c.batch_prefill_s)
+    assert b.decode_step_s > a.decode_step_s
 
 
 def test_expert_parallel_groups_each_schedule_their_own():

@@ -230,3 +230,36 @@ def test_moe_all_to_all_shared_by_equal_links_is_one_call_per_plan(model, expert
         one = 2 * d_f + 2 * c_f + (c_b + d_b) if rcs[r] == "full" else d_f + c_f + (c_b + d_b)
         most = max(stage_moe_layers(m, Parallel(pp=p))) / m.n_moe_layers
         assert x == one * most * f
+
+
+def test_kept_rows_stay_bounded_and_follow_a_changed_price(monkeypatch):
+    """review29a: layer_terms' and dp_link_rows' kept rows are kept by (GPU, node), and a GPU made anew (a
+    price set by catalog.use_prices, a GPU built by hand) is a new pair. In a long-running kernel the pairs
+    of one kept key stay at most plan_terms.KEPT_GPU_NODES, and every call still gives the rows priced
+    afresh (the unkept functions'), for the new GPUs and again for the old ones."""
+    import dataclasses
+
+    from llmsizing import plan_terms
+
+    monkeypatch.setattr(plan_terms, "KEPT_GPU_NODES", 6)
+    plan_terms._kept_dp_rows.cache_clear()
+    plan_terms._kept_layer_rows.cache_clear()
+    m = catalog.get_model("llama-3-8b")
+    h100 = catalog.get_gpu("H100 SXM")
+    node = get_node(None, h100)
+    dp_keys = [(0, t, z, d) for t in (1, 8) for z in (0, 3) for d in (2, 16)]
+    lay_keys = [(0, t, c, 1, 1, 0) for t in (1, 2) for c in (1, 2)]
+    dp_kw = dict(seq=8192, precision="bf16-mixed", node_of={h100.name: node}, n_slots=5)
+    lay_kw = dict(seq=8192, eff=None, precision="bf16-mixed", dtype="bf16", node_of={h100.name: node},
+                  cp_comm="p2p", rcs=("none",))
+    for i in (*range(20), 0, 1):                           # 20 prices, then two of the first again
+        g = [dataclasses.replace(h100, price_usd_per_gpu_hour=2.0 + i / 100)]
+        for got, want in zip(dp_link_rows(m, g, dp_keys, **dp_kw),
+                             plan_terms._dp_link_rows(m, g, dp_keys, **dp_kw)):
+            assert np.array_equal(got, np.array(want).reshape(len(dp_keys), 5))
+        rows, _ = layer_terms(m, g, lay_keys, **lay_kw)
+        assert np.array_equal(rows, plan_terms._layer_terms(m, g, lay_keys, **lay_kw)[0])
+        assert len(plan_terms._kept_dp_rows(m, "bf16-mixed", 5)) <= 6
+        assert len(plan_terms._kept_layer_rows(m, 8192, None, "bf16-mixed", "bf16", "p2p", ("none",))) <= 6
+    plan_terms._kept_dp_rows.cache_clear()
+    plan_terms._kept_layer_rows.cache_clear()

@@ -343,8 +343,9 @@ def test_charts_render():
 
 
 def test_a_batch_above_max_num_seqs_is_queued_not_refused():
-    """(review28b) Within the KV room but above vLLM's max_num_seqs the engine queues the rest: the chart's
-    summary says so; beyond the KV room it does not fit, and names the KV room."""
+    """(review28b) Above vLLM's max_num_seqs the engine queues the rest: the chart's summary says so. Since
+    issue 34 (queue29) the engine runs 256 at a time, so a batch beyond the KV room is queued too while its
+    waves fit; it does not fit when the batch the engine runs is beyond the KV room, and that names the room."""
     from llmsizing.charts.serve_tune import _fit_text
 
     kw = dict(prompt=1024, output=256, max_num_seqs=256)
@@ -352,9 +353,12 @@ def test_a_batch_above_max_num_seqs_is_queued_not_refused():
     assert room > 257                                       # (the case exists: the KV room exceeds the cap)
     queued = S.serving("llama-3-8b", "H100 SXM", batch=257, **kw)
     assert not queued.fits and queued.batch <= queued.kv_batch
-    assert _fit_text(queued) == "above max_num_seqs 256: vLLM queues the rest"
+    assert _fit_text(queued) == "above max_num_seqs 256: vLLM runs 256 at once and queues the rest (2 waves)"
+    waves = -(-(room + 1) // 256)
     over = S.serving("llama-3-8b", "H100 SXM", batch=room + 1, **kw)
-    assert _fit_text(over).startswith(f"DOES NOT FIT (KV cache holds {over.kv_batch:,}; above max_num_seqs")
+    assert _fit_text(over) == f"above max_num_seqs 256: vLLM runs 256 at once and queues the rest ({waves} waves)"
+    wide = S.serving("llama-3-8b", "H100 SXM", batch=room + 1, **{**kw, "max_num_seqs": room + 1})
+    assert _fit_text(wide) == f"DOES NOT FIT (KV cache holds {wide.kv_batch:,})"
 
 
 def test_the_serving_curve_marks_a_queued_batch_apart_from_one_that_does_not_fit():
@@ -369,11 +373,18 @@ def test_the_serving_curve_marks_a_queued_batch_apart_from_one_that_does_not_fit
     one = S.serving("llama-3-8b", "H100 SXM", batch=1, **kw)
     cap, room = one.max_batch, one.kv_batch
     assert cap < room and one.batch_bound == "max_num_seqs"
+    one_cap = S.serving("llama-3-8b", "H100 SXM", batch=cap, **kw)
     seen = {}
-    for state, batch, words in (("fits", cap, "runs at once"), ("queued", cap + 1, "queued"),
-                                ("does not fit", room + 1, "does not fit")):
-        s = S.serving("llama-3-8b", "H100 SXM", batch=batch, **kw)
-        ax = render_serving_curve("llama-3-8b", "H100 SXM", batch=batch, **kw).figure.axes[0]
+    # issue 34 (queue29): beyond the KV room but in waves of the cap, each within it, a batch is queued; it does
+    # not fit where the batch the engine runs is beyond the room (long sequences: room under the cap)
+    long = dict(prompt=1024, output=256)
+    tight = S.serving("llama-3-8b", "H100 SXM", batch=1, **long)
+    assert tight.kv_batch < tight.max_num_seqs and tight.batch_bound == "kv"
+    for state, batch, words, at in (("fits", cap, "runs at once", kw), ("queued", cap + 1, "queued", kw),
+                                    ("queued", room + 1, "queued", kw),
+                                    ("does not fit", tight.kv_batch + 1, "does not fit", long)):
+        s = S.serving("llama-3-8b", "H100 SXM", batch=batch, **at)
+        ax = render_serving_curve("llama-3-8b", "H100 SXM", batch=batch, **at).figure.axes[0]
         point, = [ln for ln in ax.lines if list(ln.get_xdata()) == [s.output_tokens_per_s_per_gpu]]
         assert list(point.get_ydata()) == [s.itl_s * 1e3]
         handles, labels = ax.get_legend_handles_labels()
@@ -384,7 +395,12 @@ def test_the_serving_curve_marks_a_queued_batch_apart_from_one_that_does_not_fit
         assert to_hex(legend.legend_handles[0].get_color()) == to_hex(point.get_color())
         seen[state] = (point.get_marker(), to_hex(point.get_color()))
         notes = [t.get_text() for t in ax.texts]
-        assert f"max_num_seqs reached\nat batch {cap:,}" in notes and not any("KV cache full" in t for t in notes)
+        if state == "queued":   # priced at its running batch: the curve's last point, the cap
+            assert (s.running_batch, s.itl_s) == (cap, one_cap.itl_s)
+            assert f"{s.waves} waves" in legend.get_texts()[0].get_text()
+        if at is kw:
+            assert f"max_num_seqs reached\nat batch {cap:,}" in notes
+            assert not any("KV cache full" in t for t in notes)
     assert seen["does not fit"] == ("x", "#d55e00")         # the red cross stays for what does not fit
     assert len(set(seen.values())) == 3                     # and each state looks different
     assert seen["queued"][0] != "x" and seen["queued"][1] != seen["does not fit"][1]

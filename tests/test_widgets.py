@@ -40,8 +40,8 @@ def extremes(ctrl) -> list[tuple[str, object]]:
     if isinstance(ctrl, W.SelectMultiple):
         opts = ctrl._options_values
         return [("first", (opts[0],)), ("last", (opts[-1],))]
-    if isinstance(ctrl.value, bool):
-        return [("toggled", not ctrl.value)]
+    if isinstance(ctrl.value, bool) and not hasattr(ctrl, "_options_values"):      # (a checkbox; a selection
+        return [("toggled", not ctrl.value)]                  # whose value is a bool has its options: ui29)
     if hasattr(ctrl, "_options_values"):           # Dropdown, SelectionSlider, ToggleButtons, RadioButtons...
         opts = ctrl._options_values
         return [("first", opts[0]), ("last", opts[-1])]
@@ -166,7 +166,7 @@ def every_other_value(ctrl) -> list:
         opts = ctrl._options_values
         extra = next((o for o in opts if o not in v), None)
         return [tuple(v) + (extra,)] if extra is not None else [tuple(v[:-1])]
-    if isinstance(v, bool):
+    if isinstance(v, bool) and not hasattr(ctrl, "_options_values"):   # (a checkbox; a drop-down: each)
         return [not v]
     if hasattr(ctrl, "_options_values"):
         return [o for o in ctrl._options_values if o != v]

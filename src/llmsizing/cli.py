@@ -15,9 +15,9 @@ import sys
 from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFIX, _TEMPORARIES,  # noqa: F401
                        STAGE_FORM, _add_output, _check_single_or_stages, _emit, _finite, _fmt_frame, _is_dir,
                        _model, _parse, _refuse, _estimate_mark, _price_text, _staged_output,
-                       add_grad_buffer_flag, add_plan_moe_flags, count, integer, memory_frame, number,
-                       plan_table, stage, add_dispatcher_flag, add_moe_step_flags, moe_dispatcher_option,
-                       moe_step_options)
+                       add_grad_buffer_flag, add_plan_moe_flags, count, grad_buffer_argv, integer,
+                       memory_frame, number, plan_table, stage, add_dispatcher_flag, add_moe_step_flags,
+                       moe_dispatcher_option, moe_step_options)
 from .cli_plan import add_plan_commands, cmd_cost, cmd_plan  # noqa: F401
 from .cli_tune import add_rl_command, cmd_finetune, cmd_serve
 
@@ -419,7 +419,7 @@ def main(argv=None) -> int:
     input (argparse's usage errors included), with one line on stderr and no traceback."""
     ap = parser()
     try:
-        args = ap.parse_args(argv)
+        args = ap.parse_args(grad_buffer_argv(sys.argv[1:] if argv is None else argv))
     except SystemExit as e:            # argparse has printed the usage and its message (or --help)
         return e.code if isinstance(e.code, int) else 2
     try:

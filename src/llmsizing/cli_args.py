@@ -394,6 +394,26 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def grad_buffer_argv(argv) -> list[str]:
+    """``argv`` with a bare ``--grad-buffer`` moved past the words after it that are neither an option nor a
+    KIND (:func:`add_grad_buffer_flag`), so that the flag given alone before a positional argument
+    (``memory --grad-buffer llama-3-8b ...``, a valid call before the flag took a KIND) still means ``True``
+    instead of a bad KIND (review29a). A word that starts like a KIND (``ddp-``) stays, for argparse's
+    message; nothing after ``--`` moves."""
+    from .footprint import GRAD_BUFFERS           # (a lower layer)
+
+    kinds = {k for k in GRAD_BUFFERS if isinstance(k, str)}
+    out = [str(a) for a in argv]
+    for i in range(len(out) - 1):
+        if out[i] == "--":
+            break
+        nxt = out[i + 1]
+        if out[i] == "--grad-buffer" and not nxt.startswith("-") and nxt not in kinds \
+                and not nxt.startswith("ddp-"):
+            out[i], out[i + 1] = nxt, out[i]
+    return out
+
+
 def add_grad_buffer_flag(p, text: str) -> None:
     """``--grad-buffer [KIND]`` on the parser ``p``: alone ``True``, or one of the library's kinds
     (:data:`~llmsizing.footprint.GRAD_BUFFERS`)."""

@@ -209,7 +209,7 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
                                  layer_working_bytes=layer_working_bytes, head_grad_bytes=head_grad_bytes,
                                  head_copy_bytes=head_copy_bytes, embedding_grad_bytes=embedding_grad_bytes,
                                  gathered_bytes=gathered_bytes, cp_buffers_bytes=cp_buffers_bytes,
-                                 grad_buffer=grad_buffer))}
+                                 grad_buffer=check_grad_buffer_kind(grad_buffer)))}
 
 
 #: :func:`step_phases`' phases and, for each, what is alive in it, in order (:func:`phase_values`' order).

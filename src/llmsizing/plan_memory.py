@@ -274,8 +274,10 @@ class _PerRecompute:
 #: that are extrapolated (``cp``, ``ep``) instead of read off a call.
 FLOOR_MARGIN = 1e-9
 
-#: How many :class:`SearchMemory` objects :func:`kept_search_memory` keeps.
-SEARCH_MEMORIES_KEPT = 16
+#: How many :class:`SearchMemory` objects :func:`kept_search_memory` keeps: chapter 17's widget warms the ten
+#: mixtures of experts and eight neighbours of its default at build, so 16 overflowed after a reader's model
+#: pick (part29: +25-35 ms a move); 32 cost ~13 MiB more after 30 model picks in chapters 12 and 17.
+SEARCH_MEMORIES_KEPT = 32
 
 
 @functools.lru_cache(maxsize=SEARCH_MEMORIES_KEPT)

@@ -48,8 +48,8 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
     global batch or GPU limit priced the same keys again, ~1.5 ms a search); only the keys not kept yet are
     priced (:func:`_layer_terms`)."""
     try:
-        kept = _kept_layer_rows(model, seq, eff, precision, dtype, cp_comm, tuple(rcs))
-        own = [kept.setdefault((g, node_of[g.name]), {}) for g in gpu_list]
+        own = _gpu_rows(_kept_layer_rows(model, seq, eff, precision, dtype, cp_comm, tuple(rcs)), gpu_list,
+                        node_of)
         got = [own[k[0]].get(tuple(k[1:])) for k in keys]
     except TypeError:                                 # (an unhashable argument: priced, not kept)
         return _layer_terms(model, gpu_list, keys, seq=seq, eff=eff, precision=precision, dtype=dtype,
@@ -70,9 +70,26 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
     return np.array(got, dtype=float).reshape(-1, 6), peak_of
 
 
+#: The most (GPU, node) pairs one kept key of :func:`_kept_layer_rows` or :func:`_kept_dp_rows` holds rows
+#: for (the catalogue's GPUs, a few times over). A GPU or node made anew
+#: (:func:`~llmsizing.catalog.use_prices`, a GPU or node built by hand) is another pair: beyond this many,
+#: the key's rows are dropped and priced again, so a long-running kernel's kept rows stay bounded (review29a).
+KEPT_GPU_NODES = 128
+
+
+def _gpu_rows(kept: dict, gpu_list, node_of: dict) -> list[dict]:
+    """The dicts of ``kept`` (a kept key's rows by (GPU, node)) for each GPU of ``gpu_list``, made where
+    missing; ``kept`` emptied first when the new pairs would take it past :data:`KEPT_GPU_NODES`."""
+    pairs = [(g, node_of[g.name]) for g in gpu_list]
+    new = {p for p in pairs if p not in kept}
+    if new and len(kept) + len(new) > KEPT_GPU_NODES:
+        kept.clear()
+    return [kept.setdefault(p, {}) for p in pairs]
+
+
 #: How many (model, context, efficiency, recipe, dtype, K/V exchange, recomputations) :func:`_kept_layer_rows`
-#: keeps rows for.
-LAYER_ROWS_KEPT = 16
+#: keeps rows for (as many as plan_memory's SEARCH_MEMORIES_KEPT, for the same warm-up).
+LAYER_ROWS_KEPT = 32
 
 
 @functools.lru_cache(maxsize=LAYER_ROWS_KEPT)
@@ -222,7 +239,7 @@ def dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: di
     _slot_of_deprecated(slot_of)
     try:                                              # (each GPU's rows, by the rest of the key)
         kept = None if slot_of is not None else _kept_dp_rows(model, precision, n_slots)
-        own = None if kept is None else [kept.setdefault((g, node_of[g.name]), {}) for g in gpu_list]
+        own = None if kept is None else _gpu_rows(kept, gpu_list, node_of)
     except TypeError:                                 # (an unhashable argument: priced, not kept)
         own = None
     got = [None] * len(keys) if own is None else [own[k[0]].get(tuple(k[1:])) for k in keys]

@@ -30,13 +30,20 @@ def _key(r) -> str:
     return f"{r.engine}/{r.batching}"
 
 
+def _engine_cap(r) -> dict:
+    """The running-sequence cap a row's engine ran with (issue 34): a static batch runs whole (TensorRT-LLM's
+    static batching runs the engine's ``max_batch_size`` sequences together, built at the stated batch), so
+    ``max_num_seqs`` is the row's batch; a continuous-batching row keeps the library's default (vLLM's)."""
+    return {"max_num_seqs": int(r.batch)} if r.batching == "static" else {}
+
+
 def predict_row(r, **constants) -> float:
     """What :func:`llmsizing.serve.serving` predicts for one row of ``data/serving_published.csv`` (a
     namedtuple from ``itertuples``), at the given constants (``mbu``, ``attention_bu``, ``step_overhead_s``,
     ``mfu``; default the calibrated ones, with the step overhead of the row's engine and era where it has
     one, else the era's pooled one). Rates count the prefill (:attr:`Serving.output_tokens_per_s`)."""
     kw = dict(tp=int(r.tp), weights=r.weights, kv_cache=r.kv_cache, compute=r.compute, prompt=int(r.prompt),
-              output=int(r.output), attention_kernel=r.attention_kernel, **constants)
+              output=int(r.output), attention_kernel=r.attention_kernel, **_engine_cap(r), **constants)
     if "step_overhead_s" not in constants:
         if _key(r) in ENGINE_STEP_OVERHEAD_S:
             kw["engine"] = _key(r)
@@ -97,8 +104,9 @@ class _Row:
             self.coef[name] = {f: (getattr(s1, f) - getattr(s0, f)) / scale for f in _FIELDS}
         self.const = {f: getattr(s0, f) - sum(self.coef[n][f] for n in ("mbu", "attention_bu", "mfu"))
                       for f in _FIELDS}
-        self.r, self.chunks, self.batch, self.output, self.gpus = r, s0.prefill_chunks, s0.batch, s0.output, \
-            s0.gpus
+        # (the running batch: a batch over max_num_seqs runs in waves, its ITL and rate the running batch's)
+        self.r, self.chunks, self.batch, self.output, self.gpus = r, s0.prefill_chunks, s0.running_batch, \
+            s0.output, s0.gpus
         # per field: its constant and its four coefficients, in the order of __call__'s terms
         self.terms = {f: (self.const[f], *(self.coef[n][f] for n in ("mbu", "attention_bu", "mfu",
                                                                       "step_overhead_s"))) for f in _FIELDS}
@@ -147,7 +155,7 @@ class _Row:
 
 def _serving_of(r, **constants):
     kw = dict(tp=int(r.tp), weights=r.weights, kv_cache=r.kv_cache, compute=r.compute, prompt=int(r.prompt),
-              output=int(r.output), attention_kernel=r.attention_kernel, **constants)
+              output=int(r.output), attention_kernel=r.attention_kernel, **_engine_cap(r), **constants)
     return serving(r.model, r.gpu, batch=int(r.batch), **kw)
 
 

@@ -78,8 +78,9 @@ def _poisson_quantile(mean: float, p: float) -> int:
 
 def tpot_p_s(s, percentile: float) -> float:
     """A request's mean ITL at ``percentile``: ``decode_step + n_p x interleave / output`` (module docstring);
-    at 50 about the mean :attr:`~llmsizing.serve.Serving.itl_s`."""
-    return s.decode_step_s + poisson_quantile(s.batch - 1, percentile) * s.interleave_s / s.output
+    at 50 about the mean :attr:`~llmsizing.serve.Serving.itl_s`. ``n_p`` counts the other sequences the engine
+    runs beside the request (``running_batch - 1``: a batch over ``max_num_seqs`` queues the rest)."""
+    return s.decode_step_s + poisson_quantile(s.running_batch - 1, percentile) * s.interleave_s / s.output
 
 
 def kv_transfer_s(s, node=None, model=None) -> float:

@@ -54,7 +54,9 @@ ACTIVATION_BYTES = 2
 @dataclass(frozen=True)
 class Serving:
     """One serving replica (``tp`` GPUs) running ``batch`` requests of ``prompt`` + ``output`` tokens
-    (:func:`serving`). Times are per replica; bytes and FLOPs are per GPU."""
+    (:func:`serving`). Times are per replica; bytes and FLOPs are per GPU. A batch over the engine's
+    ``max_num_seqs`` runs ``running_batch`` at a time in ``waves`` (issue 34): the step fields are one full
+    wave's, ``cycle_s`` and ``last_ttft_s`` the whole batch's."""
 
     model: str
     gpu: str
@@ -103,10 +105,17 @@ class Serving:
     # a result built by hand before the cap, taken as max_batch), max_num_seqs the scheduler's cap per group
     kv_batch: int | None = None
     max_num_seqs: int | None = None
+    # issue 34: a batch over max_num_seqs (x groups) runs in waves of running_batch sequences (None: batch,
+    # all at once); every step field above is one full wave's. last_wave: the last wave when it is not full
+    # (its own Serving, of the rest), else None
+    running_batch: int | None = None
+    last_wave: Serving | None = None
 
     def __post_init__(self):
         if self.kv_batch is None:
             object.__setattr__(self, "kv_batch", self.max_batch)
+        if self.running_batch is None:
+            object.__setattr__(self, "running_batch", self.batch)
 
     @property
     def gpus(self) -> int:
@@ -133,9 +142,38 @@ class Serving:
         return "max_num_seqs" if self.max_batch < self.kv_batch else "kv"
 
     @property
+    def waves(self) -> int:
+        """Waves the engine serves the batch in: ``ceil(batch / running_batch)``; 1 when it runs at once."""
+        return -(-self.batch // self.running_batch)
+
+    @property
+    def queued(self) -> int:
+        """Requests that wait for a running one to finish: ``batch - running_batch``."""
+        return self.batch - self.running_batch
+
+    @property
+    def wave_s(self) -> float:
+        """One full wave end to end: its ``running_batch`` prompts' prefill and ``output`` decode steps,
+        ``batch_prefill_s + output x decode_step_s``."""
+        return self.batch_prefill_s + self.output * self.decode_step_s
+
+    @property
+    def queue_wait_s(self) -> float:
+        """How long the last wave's requests wait before the engine takes them: the ``waves - 1`` waves
+        before it, ``(waves - 1) x wave_s`` (0 when the batch runs at once)."""
+        return (self.waves - 1) * self.wave_s
+
+    @property
+    def last_ttft_s(self) -> float:
+        """Time to first token of the batch's last request: its wait (``queue_wait_s``) and its wave's whole
+        prefill (``batch_prefill_s`` of the last wave: its prompt is the wave's last)."""
+        return self.queue_wait_s + (self.last_wave or self).batch_prefill_s
+
+    @property
     def ttft_s(self) -> float:
         """Time to first token: one prompt's prefill in ``prefill_chunks`` steps, ``max(compute, memory) +
-        all-reduces + chunks x step overhead`` (queueing is not modelled)."""
+        all-reduces + chunks x step overhead`` (the first request's; a queued batch's last request waits too,
+        :attr:`last_ttft_s`)."""
         return (max(self.prefill_compute_s, self.prefill_memory_s) + self.prefill_comm_s
                 + self.prefill_chunks * self.step_overhead_s)
 
@@ -146,11 +184,12 @@ class Serving:
 
     @property
     def itl_s(self) -> float:
-        """Mean inter-token latency under continuous batching: a decode step plus the other ``batch - 1``
-        sequences' prefills spread over the ``output`` steps (chunked prefill rides along with decode):
-        ``decode_step_s + (batch - 1) x interleave_s / output``. Issue 22: the step has an overhead, its own
-        attention efficiency and network-priced all-reduces, and it carries the others' prefills."""
-        return self.decode_step_s + (self.batch - 1) * self.interleave_s / self.output
+        """Mean inter-token latency under continuous batching: a decode step plus the other ``running_batch -
+        1`` sequences' prefills spread over the ``output`` steps (chunked prefill rides along with decode):
+        ``decode_step_s + (running_batch - 1) x interleave_s / output``. Issue 22: the step has an overhead,
+        its own attention efficiency and network-priced all-reduces, and it carries the others' prefills.
+        Issue 34: a queued batch's sequences run ``running_batch`` at a time, and so does their step."""
+        return self.decode_step_s + (self.running_batch - 1) * self.interleave_s / self.output
 
     @property
     def chunk_step_s(self) -> float:
@@ -179,14 +218,18 @@ class Serving:
     @property
     def cycle_s(self) -> float:
         """GPU time to serve ``batch`` requests completely: prefill all their prompts (``batch_prefill_s``)
-        and decode ``output`` steps: ``batch_prefill_s + output x decode_step_s``."""
-        return self.batch_prefill_s + self.output * self.decode_step_s
+        and decode ``output`` steps, ``batch_prefill_s + output x decode_step_s`` (``wave_s``); a queued
+        batch (issue 34) takes its waves one after the other: ``(waves - 1) x wave_s`` + the last wave's."""
+        return self.queue_wait_s + (self.last_wave or self).wave_s
 
     @property
     def output_tokens_per_s(self) -> float:
-        """Tokens the replica generates per second, prefills included: ``batch x output / cycle_s``
-        (issue 22; before, ``batch / itl_s`` with no prefill)."""
-        return self.batch * self.output / self.cycle_s
+        """Tokens the replica generates per second, prefills included: ``running_batch x output / wave_s``,
+        the engine running its batch back to back (issue 22; before, ``batch / itl_s`` with no prefill). For a
+        batch that runs at once, ``batch x output / cycle_s``; a queued batch's rate is its running batch's
+        (issue 34), and a last wave that is not full brings the batch's own mean, ``batch x output /
+        cycle_s``, below it."""
+        return self.running_batch * self.output / self.wave_s
 
     @property
     def output_tokens_per_s_per_gpu(self) -> float:
@@ -199,8 +242,9 @@ class Serving:
 
     @property
     def requests_per_s(self) -> float:
-        """Requests the replica completes per second running batches back to back: ``batch / cycle_s``."""
-        return self.batch / self.cycle_s
+        """Requests the replica completes per second running batches back to back: ``running_batch /
+        wave_s`` (``batch / cycle_s`` for a batch that runs at once)."""
+        return self.running_batch / self.wave_s
 
     @property
     def usd_per_hour(self) -> float:
@@ -208,14 +252,15 @@ class Serving:
 
     @property
     def usd_per_million_output_tokens(self) -> float:
-        """The replica's decode time per generated token, priced: ``gpus x price x decode_step_s / batch``."""
-        return self.usd_per_hour / 3600 * self.decode_step_s / self.batch * 1e6
+        """The replica's decode time per generated token, priced: ``gpus x price x decode_step_s /
+        running_batch``."""
+        return self.usd_per_hour / 3600 * self.decode_step_s / self.running_batch * 1e6
 
     @property
     def usd_per_million_input_tokens(self) -> float:
-        """The replica's prefill time per prompt token, priced: ``gpus x price x batch_prefill_s / (batch x
-        prompt)``."""
-        return self.usd_per_hour / 3600 * self.batch_prefill_s / (self.batch * self.prompt) * 1e6
+        """The replica's prefill time per prompt token, priced: ``gpus x price x batch_prefill_s /
+        (running_batch x prompt)``."""
+        return self.usd_per_hour / 3600 * self.batch_prefill_s / (self.running_batch * self.prompt) * 1e6
 
     def to_frame(self):
         """A one-column DataFrame of the figures, units in the row names."""
@@ -224,7 +269,9 @@ class Serving:
         rows = {"engine": self.engine, "gpus": self.gpus, "tp": self.tp, "pp": self.pp, "ep": self.ep,
                 "batch": self.batch,
                 "max_batch": self.max_batch, "kv_batch": self.kv_batch, "max_num_seqs": self.max_num_seqs,
-                "batch_bound": self.batch_bound, "fits": self.fits, "mbu": self.mbu, "mfu": self.mfu,
+                "batch_bound": self.batch_bound, "fits": self.fits, "running_batch": self.running_batch,
+                "waves": self.waves, "queued": self.queued, "cycle_s": self.cycle_s,
+                "last_ttft_s": self.last_ttft_s, "mbu": self.mbu, "mfu": self.mfu,
                 "ttft_s": self.ttft_s, "prefill_bound": self.prefill_bound,
                 "decode_step_s": self.decode_step_s, "itl_s": self.itl_s, "chunk_step_s": self.chunk_step_s,
                 "decode_bound": self.decode_bound,

@@ -93,7 +93,10 @@ def at_speed(s: Serving, speed: float) -> Serving:
     of the stated range (``speed`` < 1) takes ``1 / speed`` times as long for every step. Used to price a GPU
     count at the two ends of the range (:func:`replicas_range`)."""
     speed = check_number("speed", speed, allow_equal=False, maximum=100.0)
-    return s if speed == 1.0 else replace(s, **{f: getattr(s, f) / speed for f in _TIMES})
+    if speed == 1.0:
+        return s
+    last = None if s.last_wave is None else at_speed(s.last_wave, speed)     # a queued batch's last wave
+    return replace(s, last_wave=last, **{f: getattr(s, f) / speed for f in _TIMES})
 
 
 def prefill_share(m, prompt: int, hit: float) -> float:
@@ -117,7 +120,8 @@ def with_prefix_cache(s: Serving, share: float) -> Serving:
     share = check_fraction("share", share)
     if share == 1.0:
         return s
-    return replace(s, prefill_compute_s=s.prefill_compute_s * share,
+    last = None if s.last_wave is None else with_prefix_cache(s.last_wave, share)   # a queued batch's
+    return replace(s, last_wave=last, prefill_compute_s=s.prefill_compute_s * share,
                    prefill_memory_s=s.prefill_memory_s * share,
                    prefill_comm_s=s.prefill_comm_s * share,
                    batch_prefill_s=(s.batch_prefill_s - s.step_overhead_s) * share + s.step_overhead_s,

@@ -12,6 +12,7 @@ circles).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ._compat import retire as _retire
 from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number
@@ -83,7 +84,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     * prefill of ``n`` prompts: FLOPs ``n x prompt x F(prompt, causal)`` / tp, in ``c = ceil(n x prompt / T)``
       chunks, each reading ``W/tp``; time ``max(FLOPs / (P mfu), c W / (B mbu) + KV written / (B
       attention_bu)) + 2 L all-reduces of the tokens x hidden x 2 bytes + c t0``. ``ttft_s`` is one prompt's,
-      ``batch_prefill_s`` the whole batch's;
+      ``batch_prefill_s`` the running batch's (the whole batch's when it runs at once);
     * decode step, at the mean context ``c = prompt + output // 2``: ``max(W / (B mbu) + batch K c / (B
       attention_bu), batch F(c) / (P mfu)) + 2 L all-reduces of batch x hidden x 2 bytes + t0``; a hybrid's
       state-space layers add ``2 x batch x`` their per-sequence state to the bytes at ``attention_bu`` (each
@@ -108,8 +109,17 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
       engine has its own cap (SGLang's ``--max-running-requests``, TensorRT-LLM's ``max_batch_size``): pass
       it. Before issue 38 ``max_batch`` was the KV room alone (Llama-3-8B at 128 + 128 tokens on an A100
       80GB: 1,748 sequences where vLLM runs 256). The result reports ``fits``; it does not refuse a batch
-      that does not fit, and a stated ``batch`` is priced as given (the calibration's published batches do
-      not move).
+      that does not fit;
+    * a batch over the cap (issue 34): vLLM V1's scheduler (``vllm/v1/core/sched/scheduler.py``) sets
+      ``max_num_running_reqs = max_num_seqs`` and stops taking waiting requests once ``len(self.running) ==
+      max_num_running_reqs``: the rest wait in its queue. So the engine runs ``running_batch = min(batch,
+      max_num_seqs x groups)`` sequences, and every step figure (prefill, decode, ITL, throughput, price per
+      token) is that running batch's. Requests of equal length finish together, so the queue is taken in
+      ``waves = ceil(batch / running_batch)`` waves: ``cycle_s`` (the whole batch) and ``last_ttft_s`` (the
+      batch's last request) count the waits, ``queue_wait_s`` and ``queued`` say how long and how many; a last
+      wave that is not full is priced at its own size (``last_wave``). A batch over the KV room but within the
+      cap is still priced as given (``fits`` False; vLLM would preempt and recompute, which is not modelled).
+      Another engine's cap is passed as ``max_num_seqs`` (the calibration passes a static batch's own size).
 
     ``mbu``, ``attention_bu``, ``step_overhead_s`` and ``mfu`` default to the calibrated constants
     (``data/serving_model.csv``). The fixed step overhead is fitted per engine and batching era: ``engine=``
@@ -182,6 +192,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     between EP ranks, the two-micro-batch overlap that hides the all-to-all (so the EP step is an upper bound
     there), and ``ep`` with ``pp`` (refused).
     """
+    given = dict(locals())          # the call as made: a queued batch prices its waves with it
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
     tp = check_int("tp", tp, maximum=1024)
@@ -196,10 +207,20 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     # (the context a sequence reaches; say so in the caller's words)
     if prompt + output > MAX_MEANINGFUL:
         raise ValueError(f"prompt + output must be <= {MAX_MEANINGFUL:,} tokens, got {prompt:,} + {output:,}")
-    if tp > 1 and batch * prompt * m.hidden * ACTIVATION_BYTES > MAX_MEANINGFUL:
-        raise ValueError(f"batch x prompt = {batch:,} x {prompt:,} tokens prefilled at once: their "
+    seqs = (vllm_default_max_num_seqs(g) if max_num_seqs is None
+            else check_int("max_num_seqs", max_num_seqs, maximum=1_000_000))
+    dp = ep // tp if ep > 1 else 1                # data-parallel attention groups of tp GPUs
+    running = min(batch, seqs * dp)               # each group's scheduler runs <= max_num_seqs (issue 34)
+    if tp > 1 and running * prompt * m.hidden * ACTIVATION_BYTES > MAX_MEANINGFUL:
+        raise ValueError(f"batch x prompt = {running:,} x {prompt:,} tokens prefilled at once: their "
                          f"tensor-parallel all-reduce would exceed {MAX_MEANINGFUL:,} bytes; give a smaller "
                          "batch or prompt")
+    if running < batch:   # the engine runs `running` at once and queues the rest: waves of `running`
+        at = {**given, "max_num_seqs": seqs}
+        wave = serving(**{**at, "batch": running})
+        rest = batch - (math.ceil(batch / running) - 1) * running
+        return replace(wave, batch=batch, running_batch=running,
+                       last_wave=None if rest == running else serving(**{**at, "batch": rest}))
     mbu = check_fraction("mbu", mbu)
     mfu = check_fraction("mfu", mfu)
     attention_bu = check_fraction("attention_bu", attention_bu)
@@ -214,8 +235,6 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
                                                                 maximum=1.0)
     overhead = check_number("overhead_bytes_per_gpu", overhead_bytes_per_gpu)
     chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, maximum=10_000_000)
-    seqs = (vllm_default_max_num_seqs(g) if max_num_seqs is None
-            else check_int("max_num_seqs", max_num_seqs, maximum=1_000_000))
     cap = kv_capacity_tokens(m, g, tp=tp, weights=weights, kv_cache=kv_cache,
                              gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=chunk,
                              max_num_seqs=seqs, cuda_graph_bytes=cuda_graph_bytes,
@@ -247,7 +266,6 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     w_gpu = weights_bytes_per_gpu(m, weights, tp=tp, ep=ep, redundant_experts=redundant_experts)
     kv_tok_gpu = kv_cache_bytes_per_token(m, kv_cache) / kv_split(m, tp)
     kv_seq_gpu = kv_tok_gpu * kv_cached_tokens(m, prompt + output)
-    dp = ep // tp if ep > 1 else 1                # data-parallel attention groups of tp GPUs
     kv_batch = cap.blocks // blocks_per_sequence(m, prompt + output) * dp    # kv_capacity_sequences' rule
     max_batch = min(kv_batch, seqs * dp)          # each attention group's scheduler runs <= max_num_seqs
     moe = m.is_moe

@@ -49,7 +49,7 @@ def decode_tokens_per_s_per_node(model, gpu, *, itl_s: float, ep: int, tp: int =
     if lo == 0:
         raise ValueError(f"no batch of {m.name} on {ep} x {g.name} decodes within itl_s={itl_s:g}")
     s = serving(m, g, batch=lo, **kw)
-    return s.batch / s.decode_step_s * check_int("gpus_per_node", gpus_per_node) / s.gpus, s
+    return s.running_batch / s.decode_step_s * check_int("gpus_per_node", gpus_per_node) / s.gpus, s
 
 
 def prefill_tokens_per_s_per_node(model, gpu, *, prompt: int, ep: int, tp: int = 1, prefix_hit: float = 0.0,
@@ -61,7 +61,8 @@ def prefill_tokens_per_s_per_node(model, gpu, *, prompt: int, ep: int, tp: int =
     hit = check_fraction("prefix_hit", prefix_hit, minimum=0.0) if prefix_hit else 0.0
     s = serving(m, g, batch=PREFILL_BATCH, tp=tp, ep=ep, prompt=prompt, output=1, **kwargs)
     s = with_prefix_cache(s, prefill_share(m, prompt, hit))
-    return s.batch * s.prompt / s.batch_prefill_s * check_int("gpus_per_node", gpus_per_node) / s.gpus, s
+    return (s.running_batch * s.prompt / s.batch_prefill_s * check_int("gpus_per_node", gpus_per_node)
+            / s.gpus, s)
 
 
 def deepseek_service():

@@ -26,7 +26,8 @@ from pathlib import Path
 from conftest import POLL_MS, SHOTS, _api, process_age_s
 from test_app_widgets import Widgets, _voila
 from test_app_widgets import _wait_redrawn as voila_wait
-from test_lab import CONTROLS, JS_FIGURE, JS_WATCH_REDRAW, _move, _on, lab_page, notebook  # noqa: F401
+from test_lab import (CONTROLS, JS_FIGURE, JS_WATCH_REDRAW, _move, _move_right, _on, lab_page,  # noqa: F401
+                      notebook)
 from test_lab import _wait_redrawn as lab_wait
 from test_lab import scroll_widget_to_top, widget_cells
 
@@ -152,7 +153,10 @@ def participant(w, i, wait, kernel_pid) -> list[dict]:
             if r is None:
                 continue
             moves.append(r)
-            r = _timed(w, i, lambda n=n: _move(w, i, n, back=True), wait, kernel_pid, "back")
+            # (a slider at its right end went left: back is to the right; part29)
+            back = ((lambda n=n: _move_right(w, i, n)) if w.moved_left
+                    else (lambda n=n: _move(w, i, n, back=True)))
+            r = _timed(w, i, back, wait, kernel_pid, "back")
             if r is not None:
                 moves.append(r)
         if not picks and len(moves) >= MOVES:

@@ -49,7 +49,8 @@ def main(argv=None):
     p_dist.add_argument("--collectives-out", default=str(data / "dist_collectives.csv"))
     p_dist.add_argument("--only", nargs="*", help="only these layouts (e.g. tp sp); for a quick look")
     p_gb = sub.add_parser("grad-buffer", help="gradient bytes alive at the forward peak, the backward's end "
-                                             "and the optimizer step under DDP (bucket view off/on) vs "
+                                             "and the optimizer step under DDP (bucket view off/on, on with "
+                                             "set_to_none=False) vs "
                                              "set_to_none (gloo, CPU; issue 38)")
     p_gb.add_argument("--out", default=str(data / "grad_buffer_measurements.csv"))
     p_peft = sub.add_parser("peft", help="trainable/total parameters PEFT reports for LoRA (meta device)")

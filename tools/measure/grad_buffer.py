@@ -12,10 +12,11 @@ and each DDP bucket's flat gradient tensor, which the reducer hands to a communi
 micro-batch (a forward hook on the output layer, when the micro-batch's activations are all alive), at the
 end of every backward and as the optimizer step starts (a step pre-hook: what the step holds beside its own
 states and temporaries), the bytes of the followed storages still alive are summed, each storage once (with
-``gradient_as_bucket_view=True`` a ``.grad`` is a view into a bucket). What is measured is the gradient side
-only: the weights, optimizer states and activations are the same in every layout.
+``gradient_as_bucket_view=True`` a ``.grad`` is a view into a bucket). Every layout but ``ddp-view-keep``
+zeroes with ``zero_grad(set_to_none=True)``; that one with ``set_to_none=False``. What is measured is the
+gradient side only: the weights, optimizer states and activations are the same in every layout.
 
-Run: ``.venv-measure/bin/python tools/measure_memory.py grad-buffer`` (about 25 s on 2 cores), or this file
+Run: ``.venv-measure/bin/python tools/measure_memory.py grad-buffer`` (about 35 s on 2 cores), or this file
 directly (it needs torch only). ``--quick``: the fp32 rows only.
 """
 
@@ -35,8 +36,11 @@ except ImportError:                         # run directly: python tools/measure
     from measure.core import DATA, date_today, free_port, gather_ranks, gloo_join, write_csv
 
 #: The layouts measured: no DDP (gradients all-reduced by hand after the backward, freed by set_to_none), and
-#: DDP with its buckets copied into (``gradient_as_bucket_view=False``, the default) or viewed by the grads.
-LAYOUTS = ("plain", "ddp-copy", "ddp-view")
+#: DDP with its buckets copied into (``gradient_as_bucket_view=False``, the default) or viewed by the grads,
+#: these three zeroed with ``zero_grad(set_to_none=True)``; ``ddp-view-keep``: viewed by the grads, which
+#: ``zero_grad(set_to_none=False)`` keeps and zeroes in place (so they stay views of the buckets under
+#: ``no_sync``: the remedy of chapter 7's exercise 4).
+LAYOUTS = ("plain", "ddp-copy", "ddp-view", "ddp-view-keep")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 #: A small stack: 4 blocks of Linear(256, 1024), GELU, Linear(1024, 256), then a Linear(256, 512) head.
 WIDTH, FFN, CLASSES, BLOCKS, BATCH = 256, 1024, 512, 4, 8
@@ -65,6 +69,10 @@ class Followed:
         st = t.untyped_storage()
         ptr = st.data_ptr()
         if ptr in self.alive:
+            if kind == "bucket":
+                # a .grad seen first may be a view of a bucket (with set_to_none=False the grads accumulate
+                # in place under no_sync, in the buckets rebuilt at step 2's first forward): it is the bucket
+                self.alive[ptr] = (self.alive[ptr][0], kind)
             return
         self.alive[ptr] = (st.nbytes(), kind)
         weakref.finalize(st, self.alive.pop, ptr, None)
@@ -92,7 +100,7 @@ def _worker(rank, world, port, queue, dtypes=tuple(DTYPES)):
                 model = net
                 if layout != "plain":
                     model = DDP(net, bucket_cap_mb=BUCKET_CAP_MB,
-                                gradient_as_bucket_view=layout == "ddp-view")
+                                gradient_as_bucket_view=layout.startswith("ddp-view"))
 
                     def hook(state, bucket, fol=fol):
                         fol.follow(bucket.buffer(), "bucket")
@@ -142,7 +150,7 @@ def _worker(rank, world, port, queue, dtypes=tuple(DTYPES)):
                             fol.follow(p.grad, "grad")
                         at[step, micro, "backward end"] = (fol.bytes("bucket"), fol.bytes("grad"))
                     opt.step()
-                    opt.zero_grad(set_to_none=True)
+                    opt.zero_grad(set_to_none=layout != "ddp-view-keep")
                 for (step, micro, phase), (bucket, grad) in sorted(at.items()):
                     if step < 3:
                         # DDP rebuilds its buckets at the start of step 2's forward: the new ones are followed

@@ -39,13 +39,20 @@ def _landscape_groups(df) -> list[list[str]]:
     return groups
 
 
-def render_gpu_landscape(gpus=None) -> View:
+def render_gpu_landscape(gpus=None, named=None) -> View:
     """Chapter 6: the catalogue's GPUs (default: all) on two axes. Left: memory capacity (GiB, as the driver
     reports it) against HBM bandwidth (TB/s). Right: the bf16 roofline of each GPU, attainable TFLOP/s =
     min(dense peak, intensity x HBM bandwidth), with its ridge point marked, and the intensity of two matrix
-    multiplies for reference (one decoding token, and a 4096-cube training matmul). Numbers come from
-    :mod:`llmsizing.hardware`."""
+    multiplies for reference (one decoding token, and a 4096-cube training matmul). ``named`` (GPU names;
+    default :data:`_ROOFLINE_NAMED`, the ones chapter 6 compares) are coloured and named on the roofline, the
+    others drawn light under one legend entry. Numbers come from :mod:`llmsizing.hardware`."""
     import numpy as np
+
+    given = named is not None
+    if not given:
+        named = _ROOFLINE_NAMED
+    elif isinstance(named, str) or not all(isinstance(g, str) for g in named):
+        raise TypeError(f"named must be a sequence of GPU names; got {named!r}")
 
     from ..hardware import gpu_comparison, matmul_intensity_flops_per_byte
 
@@ -71,8 +78,9 @@ def render_gpu_landscape(gpus=None) -> View:
     ax1.set_title("capacity vs bandwidth", fontsize=9, loc="left")
 
     x = np.logspace(-1, 13, 300, base=2)
-    named = (list(df.index) if len(df) <= len(_ROOFLINE_NAMED) else
-             [g for g in df.index if g in _ROOFLINE_NAMED])
+    if given and (unknown := [g for g in named if g not in df.index]):
+        raise ValueError(f"named={unknown!r}: not among the GPUs drawn ({', '.join(df.index)})")
+    named = (list(df.index) if len(df) <= len(named) else [g for g in df.index if g in named])
     others = [g for g in df.index if g not in named]
     grey, thin = _ROOFLINE_OTHERS
     for name in others:                      # light, under the named ones, and one legend entry for all

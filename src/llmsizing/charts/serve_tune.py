@@ -28,8 +28,9 @@ from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_stacked_columns, _
 #: (6.3 pt across) and scatter's 1.5 pt edge in the face colour.
 _POINT = dict(ms=40**0.5, mew=1.5, zorder=3)
 #: The chosen batch's marker on chapter 15's curve, by :func:`_batch_state`: it runs at once, it is queued
-#: (within the KV room but above the scheduler's ``max_num_seqs``: vLLM runs ``max_batch`` and queues the
-#: rest), or it does not fit (beyond the KV room). Each with its own legend entry (lows29).
+#: (above the scheduler's ``max_num_seqs``: vLLM runs ``running_batch`` at once, in waves, each within the KV
+#: room), or it does not fit (the batch the engine runs is beyond the KV room). Each with its own legend
+#: entry (lows29); a queued batch sits where it is priced, at its running batch (issue 34).
 _BATCH_MARKS = {"fits": dict(marker="o", color="#000000"), "queued": dict(marker="D", color="#CC79A7"),
                 "does not fit": dict(marker="x", color="#D55E00")}
 
@@ -104,7 +105,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     # single points as Line2D markers: scatter's PathCollection costs a widget redraw ~1 ms more each
     point, = ax.plot([chosen.output_tokens_per_s_per_gpu], [chosen.itl_s * 1e3], ls="none", **_POINT,
                      **_BATCH_MARKS[state])
-    said = {"fits": "runs at once", "queued": f"queued\n(vLLM runs {chosen.max_batch:,} at once)",
+    said = {"fits": "runs at once",
+            "queued": f"queued, {chosen.waves:,} waves\n(vLLM runs {chosen.running_batch:,} at once)",
             "does not fit": f"does not fit\n(KV room {chosen.kv_batch:,})"}[state]
     label = f"batch {chosen.batch:,}: {said}"
     # the marker's style is fixed by the state: that legend is kept, and only its label changes. Left of the
@@ -168,17 +170,21 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
              f"${chosen.usd_per_million_input_tokens:,.3f} per million input tokens "
              f"at ${chosen.price_usd_per_gpu_hour:.2f}/GPU-hour{price_note(chosen.price_kind)} "
              f"(MBU {chosen.mbu:.0%}, MFU {chosen.mfu:.0%})"]
+    if chosen.waves > 1:      # issue 34: the requests over the cap wait for the running ones
+        lines.append(f"  queued: {chosen.waves:,} waves of up to {chosen.running_batch:,}; the whole batch "
+                     f"takes {chosen.cycle_s:,.1f} s, its last request's first token comes after "
+                     f"{chosen.last_ttft_s:,.1f} s")
     return FixedView(fig, "\n".join(lines))
 
 
 def _batch_state(s) -> str:
     """A :class:`~llmsizing.serve.Serving`'s batch as chapter 15's curve marks it (:data:`_BATCH_MARKS`):
-    ``"fits"`` (``batch <= max_batch``, run at once), ``"queued"`` (within the KV room ``kv_batch`` but above
-    the scheduler's cap, ``max_batch < batch <= kv_batch``: vLLM queues the rest) or ``"does not fit"``
-    (beyond the KV room)."""
+    ``"fits"`` (``batch <= max_batch``, run at once), ``"queued"`` (above the scheduler's cap, its running
+    batch within the KV room ``kv_batch``: vLLM runs ``running_batch`` at once and queues the rest, issue 34)
+    or ``"does not fit"`` (the running batch is beyond the KV room)."""
     if s.fits:
         return "fits"
-    return "queued" if s.batch <= s.kv_batch else "does not fit"
+    return "queued" if s.running_batch <= s.kv_batch else "does not fit"
 
 
 def _fit_text(s) -> str:
@@ -192,7 +198,8 @@ def _fit_text(s) -> str:
                                                        else "")) if over_seqs and s.max_num_seqs else ""
     if state == "does not fit":
         return f"DOES NOT FIT (KV cache holds {s.kv_batch:,}" + (f"; {cap}" if cap else "") + ")"
-    return f"{cap or 'above max_num_seqs'}: vLLM queues the rest"
+    return (f"{cap or 'above max_num_seqs'}: vLLM runs {s.running_batch:,} at once and queues the rest "
+            f"({s.waves:,} waves)")
 
 
 def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 256, itl_s: float = 0.05,

@@ -103,7 +103,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                 global_batch: int = 512, max_gpus: int | None = 4096, deadline_days: float | None = None,
                 budget_usd: float | None = None, highlight=None, plans=None,
                 kernel_efficiency: float | None = None, overlap: float | None = None,
-                into: Figure | None = None, all_plans=None, deadline_rule: str | None = None) -> View:
+                into: Figure | None = None, all_plans=None, deadline_rule: str | None = None,
+                grad_buffer: bool | str = False) -> View:
     """The planner's answer (chapter 12, "How many GPUs do you need?"): left, days against cost (log axes) of
     every plan :func:`~llmsizing.planner.plan` finds (grey), each GPU type's own front (thin line) and the
     time-vs-cost front (dots coloured by GPU type); right, the chosen plan's most loaded GPU (what is alive at
@@ -127,7 +128,10 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     limit is set. The dots are point estimates; with a limit the chosen plan's slow end (``days_high``,
     ``cost_usd_high`` of ``plan()``'s table) is drawn as well (a hollow diamond, joined to it), the axes reach
     the dashed limits, and the budget's line says what it is held to: the slow-end costs or the point costs
-    (the dots)."""
+    (the dots).
+
+    ``grad_buffer`` (issue 38, :func:`~llmsizing.planner.plan`'s): the plans' gradient buffer; the chosen
+    plan's memory holds it where its ZeRO stage is 0 or 1, as plan() weighed it."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -135,6 +139,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     from ..memory import training_memory
     from ..job import Job
     from .._validate import check_choice
+    from ..footprint import check_grad_buffer_kind, zero_grad_buffer
     from ..planner import DEADLINE_RULES, DEFAULT_DEADLINE_RULE, _pareto, plan, recompute_kwargs
 
     # a mixture of experts: chapter 18
@@ -144,7 +149,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     if plans is None:                  # no rule given: plan()'s default (the slow end since issue 34)
         plans = plan(m, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
                      deadline_days=deadline_days, budget_usd=budget_usd, kernel_efficiency=eff, overlap=ovl,
-                     deadline_rule=deadline_rule)
+                     deadline_rule=deadline_rule, grad_buffer=grad_buffer)
     if deadline_rule is None and (deadline_days or budget_usd):
         deadline_rule = DEFAULT_DEADLINE_RULE               # stated in the summary, as plan() applied it
     table = _bare(plans)             # (its columns read without a copy of plan()'s attrs each time, issue 35)
@@ -161,7 +166,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     # (the row's layout with its interleaved chunks and pipeline split: issue 34)
     par = Job.from_plan_row(r, m, seq=seq, cp_comm=plans.attrs.get("cp_comm", "p2p")).parallel
     run = dict(batch=int(r.micro_batch), seq=seq, grad_accum=int(r.grad_accum), **recompute_kwargs(r))
-    tm = training_memory(m, parallel=par, **run)
+    buffer = zero_grad_buffer(check_grad_buffer_kind(grad_buffer), int(r.zero))   # (as plan() weighed it)
+    tm = training_memory(m, parallel=par, **run, **({"grad_buffer": buffer} if buffer is not False else {}))
     st = step_time(m, g, par, kernel_efficiency=eff, overlap=ovl, max_nodes="model", **run)
 
     def build(fig):

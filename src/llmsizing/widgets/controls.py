@@ -83,13 +83,14 @@ GPU_SELECT_HINT = "Ctrl-click (⌘-click on a Mac) to pick several GPUs, Shift-c
 GPU_SELECT_MAX_ROWS = 16
 
 
-def _gpu_multiselect(value, description: str) -> W.SelectMultiple:
-    """A multi-select of every catalogued GPU, showing up to :data:`GPU_SELECT_MAX_ROWS` of them (the rest
-    scroll) and never hiding a default pick below the fold, with a line under it saying how to pick several
-    (:class:`Dashboard` shows ``hint``; a control's label is one line that JupyterLab and thebe cut short, so
-    the hint cannot go there)."""
+def _gpu_multiselect(value, description: str, max_rows: int = GPU_SELECT_MAX_ROWS) -> W.SelectMultiple:
+    """A multi-select of every catalogued GPU, showing up to ``max_rows`` of them
+    (:data:`GPU_SELECT_MAX_ROWS` unless a widget with more controls needs fewer; the rest scroll) and never
+    hiding a default pick below the fold, with a line under it saying how to pick several (:class:`Dashboard`
+    shows ``hint``; a control's label is one line that JupyterLab and thebe cut short, so the hint cannot go
+    there)."""
     options = list_gpus()
-    rows = min(len(options), max(GPU_SELECT_MAX_ROWS, 1 + max(options.index(v) for v in value)))
+    rows = min(len(options), max(max_rows, 1 + max(options.index(v) for v in value)))
     select = W.SelectMultiple(options=options, value=tuple(value), rows=rows, description=description,
                               tooltip=GPU_SELECT_HINT, **_style())
     select.hint = GPU_SELECT_HINT

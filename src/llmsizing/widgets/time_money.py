@@ -16,6 +16,7 @@ import ipywidgets as W
 from .. import charts
 from .._validate import check_choice
 from ..catalog import get_model, list_gpus, list_models
+from ..footprint import check_grad_buffer_kind
 from .controls import _gpu_multiselect, _reroute, _set_quietly, _style
 from .dashboard import FIGURE_MAX_PX, KEPT_ANSWERS, Dashboard
 
@@ -92,9 +93,25 @@ PLAN_BUDGETS = (("none", 0.0), ("$500k", 5e5), ("$750k", 7.5e5), ("$1M", 1e6), (
 #: ``plan(deadline_rule=...)``, one rule for both): by the slow end of their 80% range (the default, plan()'s
 #: since issue 34) or by the point estimate of their days and cost.
 PLAN_DEADLINE_RULES = (("slow end of range", "slow_end"), ("point estimate", "estimate"))
+#: Where the planner widget's DDP and ZeRO-1 plans keep their gradients (issue 38, ``plan(grad_buffer=...)``,
+#: :data:`~llmsizing.footprint.GRAD_BUFFERS`, chapter 12's "A gradient buffer that stays"): freed after each
+#: step (``zero_grad(set_to_none=True)``, the default), Megatron-Core's persistent buffer, PyTorch DDP's
+#: buckets with the ``.grad`` tensors apart (its default, ``gradient_as_bucket_view=False``) or as views of
+#: them. ZeRO-2 and 3 plans free theirs whatever is chosen (``plan()``'s ``attrs["assumes"]``).
+PLAN_GRAD_BUFFERS = (("freed at step (DeepSpeed)", False), ("kept (Megatron-Core)", True),
+                     ("PyTorch DDP default", "ddp-copy"), ("PyTorch DDP bucket view", "ddp-view"))
+#: The grad buffer control's tooltip: what each choice means and that ZeRO-2/3 plans take no buffer.
+PLAN_GRAD_BUFFER_HINT = ("grad buffer: where the gradients of the DDP and ZeRO-1 plans live between steps: "
+                         "freed after each optimizer step (DeepSpeed), kept in a persistent buffer "
+                         "(Megatron-Core), PyTorch DDP's buckets with the .grad tensors apart (its default) "
+                         "or as views of the buckets (gradient_as_bucket_view=True). ZeRO-2 and ZeRO-3 plans "
+                         "free their sharded gradients whatever is chosen here")
 #: Settings whose answers (PNG and summary) the planner widget keeps: a move back to one of them is shown
 #: without a new render and draw (issue 38).
 PLANNER_KEPT = 64
+#: How many GPU types the planner widget's multi-select shows before it scrolls (issue 38: with the grad
+#: buffer control, 16 rows took the controls' column past the widget's height budget).
+PLANNER_GPU_ROWS = 14
 #: How many of plan()'s searched tables the planner widget keeps to cut a lower GPU limit from (issue 38).
 PLANNER_SEARCHED = 16
 
@@ -119,7 +136,11 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     (:func:`~llmsizing.planner.plans_where`), since the range's width differs by GPU and a plan dominated by
     one beyond the slow end need not be beyond it itself. The summary names the rule and says whether the
     chosen plan meets the deadline and the budget at the slow end of its range (``plan()``'s
-    ``meets_deadline``)."""
+    ``meets_deadline``).
+
+    The ``grad_buffer`` control (issue 38, :data:`PLAN_GRAD_BUFFERS`) is ``plan()``'s ``grad_buffer``: every
+    table, search and kept answer is keyed on it; the DDP and ZeRO-1 plans hold the buffer, ZeRO-2/3 ones
+    not (``attrs["assumes"]``, in the summary), and the chosen plan's memory is drawn with it."""
     import numpy as np
 
     from collections import OrderedDict
@@ -130,38 +151,41 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     searched: OrderedDict = OrderedDict()   # plan()'s tables by (model, tokens, gpus, seq, batch, max_gpus)
 
     @functools.lru_cache(maxsize=16)
-    def cached(model, tokens, gpus, seq, global_batch, max_gpus):
+    def cached(model, tokens, gpus, seq, global_batch, max_gpus, grad_buffer=False):
         # a lower GPU limit than a table searched at the other settings: its plans within the limit, bit for
         # bit plan()'s at that limit (planner.plans_within, tests/test_planner.py), no new search (issue 38,
         # as chapter 17's widget); none left: plan() says why
-        key = (model, tokens, gpus, seq, global_batch)
+        key = (model, tokens, gpus, seq, global_batch, grad_buffer)
         above = [m for k, m in searched if k == key and max_gpus is not None and (m is None or m > max_gpus)]
         if above:
             within = plans_within(searched[key, min(above, key=lambda m: math.inf if m is None else m)],
                                   max_gpus)
             if len(within):
                 return within
-        df = plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus)
+        df = plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
+                  **_buffer(grad_buffer))
         searched[key, max_gpus] = df
         while len(searched) > PLANNER_SEARCHED:
             searched.popitem(last=False)
         return df
 
     @functools.lru_cache(maxsize=16)
-    def explain(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, rule):
+    def explain(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, rule, grad_buffer=False):
         """plan()'s error for these limits (None if it finds plans), computed once per set of arguments."""
         try:
             plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
-                 deadline_days=deadline or None, budget_usd=budget or None, deadline_rule=rule)
+                 deadline_days=deadline or None, budget_usd=budget or None, deadline_rule=rule,
+                 **_buffer(grad_buffer))
         except (ValueError, TypeError) as exc:
             return exc
         return None
 
     @functools.lru_cache(maxsize=16)
-    def filtered(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, rule):
+    def filtered(model, tokens, gpus, seq, global_batch, max_gpus, deadline, budget, rule, grad_buffer=False):
         """The cached plans within the deadline (by the rule ``rule``) and budget (the same table object for
         the same arguments, so that render_plan's summary of it is reused), with its front."""
-        args = dict(tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus)
+        args = dict(tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
+                    **_buffer(grad_buffer))
         df = cached(model, **args)
         slow_end = bool(deadline or budget) and rule == "slow_end"
         keep = np.ones(len(df), dtype=bool)            # plan()'s own rule (the rule is given: never warned)
@@ -181,18 +205,20 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
 
     holder: dict = {}
 
-    def prepare(model, tokens, gpus, seq, global_batch, max_gpus, deadline, deadline_rule, budget, choice):
+    def prepare(model, tokens, gpus, seq, global_batch, max_gpus, deadline, deadline_rule, budget, choice,
+                grad_buffer=False):
         """The plan selector's options for the setting (before the dashboard looks for a kept answer)."""
         rule = check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
-        args = dict(tokens=tokens, gpus=tuple(gpus), seq=seq, global_batch=global_batch, max_gpus=max_gpus)
+        args = dict(tokens=tokens, gpus=tuple(gpus), seq=seq, global_batch=global_batch, max_gpus=max_gpus,
+                    **_buffer(check_grad_buffer_kind(grad_buffer)))
         df, front, options, searched = filtered(model, deadline=deadline, budget=budget, rule=rule, **args)
         _set_front_options(holder["box"], front, choice, options)
         return args, df, front, searched
 
     def render(model, tokens, gpus, seq, global_batch, max_gpus, deadline, deadline_rule, budget, choice,
-               into=None):
+               grad_buffer=False, into=None):
         args, df, front, searched = prepare(model, tokens, gpus, seq, global_batch, max_gpus, deadline,
-                                            deadline_rule, budget, choice)
+                                            deadline_rule, budget, choice, grad_buffer)
         k = holder["box"].controls["choice"].value
         return charts.render_plan(model, **args, deadline_days=deadline or None, budget_usd=budget or None,
                                   plans=df, highlight=front.index[k], into=into, all_plans=searched,
@@ -201,7 +227,9 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     controls = {
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),   # MoE too
         "tokens": W.Dropdown(options=TOKEN_BUDGETS, value=1e12, description="tokens", **_style()),
-        "gpus": _gpu_multiselect(charts.PLAN_GPUS, "GPU types"),
+        # (two rows fewer than the other multi-selects: the grad buffer control keeps the column within the
+        # widget's height budget, tests/test_widget_layout.py; the rest scroll, the defaults stay in view)
+        "gpus": _gpu_multiselect(charts.PLAN_GPUS, "GPU types", max_rows=PLANNER_GPU_ROWS),
         "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
         "global_batch": W.Dropdown(options=[(f"{n:,} sequences", n) for n in (64, 128, 256, 512, 1024, 2048)],
                                    value=512,
@@ -216,6 +244,8 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
                                             "point estimates of days and cost, or by the slow end of its "
                                             "80% range", **_style()),
         "budget": W.Dropdown(options=PLAN_BUDGETS, value=0.0, description="budget", **_style()),
+        "grad_buffer": W.Dropdown(options=PLAN_GRAD_BUFFERS, value=False, description="grad buffer",
+                                  tooltip=PLAN_GRAD_BUFFER_HINT, **_style()),
         "choice": W.Dropdown(options=[("#1", 0)], value=0, description="front plan", **_style()),
     }
     # as wide as the figure, but never wider than the figure's side: at 1280x720 with the lab's file browser
@@ -227,6 +257,11 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     box.__init__(render, controls, above=("choice",), name="planner_widget", keep=PLANNER_KEPT,
                  prepare=prepare)
     return box
+
+
+def _buffer(grad_buffer) -> dict:
+    """``grad_buffer`` as plan()'s keyword where set (``{}`` at the default: the calls as before issue 38)."""
+    return {"grad_buffer": grad_buffer} if grad_buffer is not False else {}
 
 
 def _front_options(front) -> list[tuple[str, int]]:
