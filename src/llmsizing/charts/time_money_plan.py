@@ -15,8 +15,8 @@ from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_hbars, _kept_legen
                    _step_time_bars, _tokens, _usd, figure_axes)
 # what the figure draws whatever plan is chosen, kept by table (moved out in session 25; every name here)
 from .plan_groups import (_GROUPS_COLUMNS, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _bare,  # noqa: F401
-                          _cp_text, _front_rows, _groups_key, _number_dtype, _plan_groups, _row_type,
-                          _table_key, _values_bytes, _vp_text)
+                          _column_arrays, _cp_text, _front_rows, _groups_key, _number_dtype, _plan_groups,
+                          _row_type, _table_key, _values_bytes, _vp_text)
 
 
 # =========================================================================== chapter 12: the planner
@@ -60,11 +60,14 @@ class _PointCloud(Line2D):
             return super().draw(renderer)
         with np.errstate(invalid="ignore"):                 # (inf - inf: NaN, not sure)
             at = np.floor(xy + 0.5)
-            sure = (np.isfinite(xy) & (np.abs(xy - np.floor(xy) - 0.5) > 1e-6)
-                    & (np.abs(at) < 2.0 ** 30)).all(axis=1)
-        rows = np.flatnonzero(sure)
+            ok = np.isfinite(xy) & (np.abs(xy - np.floor(xy) - 0.5) > 1e-6) & (np.abs(at) < 2.0 ** 30)
+        sure = ok[:, 0] & ok[:, 1]           # (both coordinates; all(axis=1) on two columns: ~0.3 ms, fig29)
         keep = ~sure
-        keep[rows[_first_of_each(at[rows, 0].astype(np.int64), at[rows, 1].astype(np.int64))]] = True
+        if sure.all():                     # (as usual: every point, without picking the rows first)
+            keep[_first_of_each(at[:, 0].astype(np.int64), at[:, 1].astype(np.int64))] = True
+        else:
+            rows = np.flatnonzero(sure)
+            keep[rows[_first_of_each(at[rows, 0].astype(np.int64), at[rows, 1].astype(np.int64))]] = True
         self._markevery = np.flatnonzero(keep)
         try:
             return super().draw(renderer)

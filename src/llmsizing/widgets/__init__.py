@@ -21,10 +21,10 @@ looked up in the module that defines it: to patch one (a test's ``monkeypatch``)
 
 from __future__ import annotations
 
-from .canvas import (_FAMILY_RC, _boxes_kept_per_draw, _draw_lines_as_one, _in_place, _Joined, _kept_layouts,
-                     _null_minor_ticks_in_draws, _text_cache_canvas, _text_sets_skipped_in_draws,
-                     _tick_label_boxes_kept_per_draw, _tick_positions_kept, _ticks_drawn_together,
-                     _ticks_kept_per_draw)
+from .canvas import (_FAMILY_RC, _bbox_unions_in_one, _boxes_kept_per_draw, _draw_lines_as_one, _in_place,
+                     _Joined, _kept_layouts, _null_minor_ticks_in_draws, _text_cache_canvas,
+                     _text_sets_skipped_in_draws, _tick_label_boxes_kept_per_draw, _tick_positions_kept,
+                     _ticks_drawn_together, _ticks_kept_per_draw)
 from .controls import (_SEQS, GPU_SELECT_HINT, GPU_SELECT_MAX_ROWS, _button_px, _choice, _dense_models,
                        _divisors_up_to, _follow_max_seq, _gpu_multiselect, _nearest, _react_then_redraw,
                        _reroute, _set_quietly, _style, _up_to_max_seq)
