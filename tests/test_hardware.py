@@ -354,8 +354,9 @@ def test_the_roofline_panel_names_the_gpus_a_reader_picks():
     plt.close(fig)
     with pytest.raises(ValueError, match="named="):
         render_gpu_landscape(["H100 SXM", "B200"], named=["H20"])
-    with pytest.raises(TypeError, match="named must be"):
-        render_gpu_landscape(named="H100 SXM")
+    for bad in ("H100 SXM", 5, ["H100 SXM", 5]):        # a bare string, not a sequence, not all names
+        with pytest.raises(TypeError, match="named must be"):
+            render_gpu_landscape(named=bad)
 
 
 def test_the_capacity_panels_labels_keep_off_the_y_axis_and_each_other():

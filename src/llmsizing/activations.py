@@ -23,7 +23,7 @@ from .act_terms import OP_SAC_SOURCE, op_sac_layer_bytes, op_sac_matmuls  # noqa
 from .catalog import resolve_model
 from .model import Model
 from .moe import moe_activation_memory, moe_block_terms, stage_offset_bytes
-from .parallel import check_layout, layers_per_stage, recomputed_layers
+from .parallel import OP_SAC, check_layout, layers_per_stage, recomputed_layers
 from .precision import DTYPE_BYTES
 
 
@@ -156,7 +156,7 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
         return dense_activation_memory(model, **kw, recompute_layers=recompute_layers,
                                        attention_mask=attention_mask)
     # ---- mixture of experts (llmsizing.moe, issue 24)
-    if recompute == "op-sac":
+    if recompute == OP_SAC:
         op_sac_matmuls(model)             # refuses a mixture of experts, naming recompute
     if _check_mask(attention_mask, stack):
         raise ValueError("attention_mask=True is modelled for dense Hugging Face models only")

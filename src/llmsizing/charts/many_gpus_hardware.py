@@ -51,7 +51,8 @@ def render_gpu_landscape(gpus=None, named=None) -> View:
     given = named is not None
     if not given:
         named = _ROOFLINE_NAMED
-    elif isinstance(named, str) or not all(isinstance(g, str) for g in named):
+    elif (isinstance(named, str) or not hasattr(named, "__iter__")
+          or not all(isinstance(g, str) for g in named)):
         raise TypeError(f"named must be a sequence of GPU names; got {named!r}")
 
     from ..hardware import gpu_comparison, matmul_intensity_flops_per_byte
