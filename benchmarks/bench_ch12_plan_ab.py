@@ -7,6 +7,7 @@ and the widget's default search made, then times:
 * model picks: 16 catalogue models in turn at the widget's defaults (1T tokens, H100 SXM, H200, B200 and A100
   80GB, 8K, 512 sequences, <= 4,096 GPUs), each a first visit with what earlier picks kept still kept, as in
   the widget;
+* MoE picks (speed29c): every mixture of experts of the catalogue (``is_moe``) in turn, the same way;
 * moves of one model (llama-3-70b): six (sequence, global batch) settings, each a new search
   (``_search.clear_tables()``: the searched tables only, the model's kept parts stay, as in the widget).
 
@@ -58,7 +59,10 @@ def main() -> None:
         sides = {p: importlib.import_module(f"{p}.planner") for p in ("llmsizing_base", "llmsizing")}
         for planner in sides.values():                          # (imports and catalogues warm)
             planner.plan("llama-3-8b", **DEFAULT)
-        before, got = load(), {kind: {p: [] for p in sides} for kind in ("model picks", "moves")}
+        catalog = importlib.import_module("llmsizing")
+        moes = [m for m in catalog.list_models() if catalog.get_model(m).is_moe]
+        kinds = ("model picks", "MoE picks", "moves")
+        before, got = load(), {kind: {p: [] for p in sides} for kind in kinds}
         for i in range(rounds):
             for p in (list(sides) if i % 2 == 0 else list(sides)[::-1]):
                 planner = sides[p]
@@ -69,6 +73,10 @@ def main() -> None:
                     c0 = time.process_time()
                     planner.plan(model, **DEFAULT)
                     got["model picks"][p].append(time.process_time() - c0)
+                for model in moes:
+                    c0 = time.process_time()
+                    planner.plan(model, **DEFAULT)
+                    got["MoE picks"][p].append(time.process_time() - c0)
                 for move in MOVES:
                     planner._search.clear_tables()
                     c0 = time.process_time()
