@@ -125,9 +125,10 @@ def test_partial_recompute_and_other_models_refuse_it():
 
 
 def test_the_planner_does_not_search_it():
-    from llmsizing.parallel import OP_SAC, RECOMPUTE, RECOMPUTE_MODES
+    from llmsizing.parallel import OP_SAC, OP_SAC_SDPA_RERUN, RECOMPUTE, RECOMPUTE_MODES
 
-    assert OP_SAC not in RECOMPUTE and set(RECOMPUTE_MODES) == set(RECOMPUTE) | {OP_SAC}
+    assert OP_SAC not in RECOMPUTE and OP_SAC_SDPA_RERUN not in RECOMPUTE
+    assert set(RECOMPUTE_MODES) == set(RECOMPUTE) | {OP_SAC, OP_SAC_SDPA_RERUN}
 
 
 def test_torchtitan_rows_fit_and_their_peak_is_below_the_measured_reserve():
