@@ -213,3 +213,13 @@ def test_the_b200_rows_rerun_sdpa_and_the_others_keep_it():
     b200 = tt["gpu"].eq("B200")
     assert b200.sum() == 4 and (tt.loc[b200, "recompute"] == "op-sac-sdpa-rerun").all()
     assert (tt.loc[~b200, "recompute"] == "op-sac").all() and pd.notna(tt["source"]).all()
+
+
+def test_sdpa_saved_is_read_from_the_table_and_refuses_other_modes_by_name():
+    from llmsizing.op_sac import sdpa_saved
+
+    assert sdpa_saved("op-sac") is True and sdpa_saved("op-sac-sdpa-rerun") is False
+    with pytest.raises(ValueError, match="recompute"):
+        sdpa_saved("selective")
+    with pytest.raises(ValueError, match="recompute"):
+        op_sac_layer_bytes("llama-3-8b", batch=1, seq=8192, recompute="full")

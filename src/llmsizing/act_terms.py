@@ -23,9 +23,10 @@ This module rebuilds that count tensor by tensor so it generalises honestly:
   a fresh output), ``"full"`` keeps only each layer's input plus one layer's working set during its
   backward. Both report the peak, so ``full <= selective`` from two layers up and ``selective <= none`` for
   eager attention; with flash, selective buys nothing (it is a hair above ``none``, as measured).
-* ``"op-sac"``: torchtitan's op-level selective checkpointing (:data:`OP_SAC_SOURCE`,
+* ``"op-sac"``: torchtitan's op-level selective checkpointing (:mod:`llmsizing.op_sac`,
   :func:`op_sac_layer_bytes`): each layer keeps its input, SDPA's output and log-sum-exp and every other
-  matmul's output, and recomputes the rest, one layer at a time, in its backward.
+  matmul's output, and recomputes the rest, one layer at a time, in its backward; ``"op-sac-sdpa-rerun"``
+  keeps no SDPA output (:data:`~llmsizing.parallel.OP_SAC_SDPA_SAVED`).
 
 Context parallelism (``cp``; Liu et al. 2023, Megatron-LM with Transformer Engine, Dubey et al. 2024 Sec.
 3.3.2): each rank runs its ``seq / cp`` tokens through every layer, so every saved tensor is that of
