@@ -125,9 +125,10 @@ def test_partial_recompute_and_other_models_refuse_it():
 
 
 def test_the_planner_does_not_search_it():
-    from llmsizing.parallel import OP_SAC, RECOMPUTE, RECOMPUTE_MODES
+    from llmsizing.parallel import OP_SAC, OP_SAC_SDPA_RERUN, RECOMPUTE, RECOMPUTE_MODES
 
-    assert OP_SAC not in RECOMPUTE and set(RECOMPUTE_MODES) == set(RECOMPUTE) | {OP_SAC}
+    assert OP_SAC not in RECOMPUTE and OP_SAC_SDPA_RERUN not in RECOMPUTE
+    assert set(RECOMPUTE_MODES) == set(RECOMPUTE) | {OP_SAC, OP_SAC_SDPA_RERUN}
 
 
 def test_torchtitan_rows_fit_and_their_peak_is_below_the_measured_reserve():
@@ -162,3 +163,63 @@ def test_a_step_with_it_costs_between_none_and_full():
     t = {rc: step_time("llama-3-8b", "H100 SXM", par, batch=2, seq=8192, recompute=rc).compute_s
          for rc in ("none", "op-sac", "full")}
     assert t["none"] < t["op-sac"] < t["full"]
+
+
+# ---- "op-sac-sdpa-rerun": SDPA's output not on the save list (torchtitan before b39377f9 on B200, where
+# torchtitan/models/attention.py l.209-211 at 6fc499f6 puts cuDNN attention first and _save_list at 6fc499f6,
+# torchtitan/models/llama3/infra/parallelize.py l.234-243, names only the flash and efficient kernels)
+
+def test_without_sdpa_the_layer_keeps_no_attention_output_by_hand():
+    tokens = 2 * 8192
+    kept = 2 * tokens * (4096 + 4096 + 1024 + 14336 + 4096)       # input, wq, wv, w1, w2; no SDPA, no LSE
+    assert kept == 905_969_664
+    assert op_sac_layer_bytes("llama-3-8b", batch=2, seq=8192, recompute="op-sac-sdpa-rerun") == kept
+    a = activation_memory("llama-3-8b", batch=2, seq=8192, recompute="op-sac-sdpa-rerun")
+    assert a.per_layer_bytes == kept
+
+
+def test_without_sdpa_the_total_drops_by_31_layers_of_attention_output():
+    # every layer keeps SDPA's output (2 x 16384 x 4096 B) and fp32 LSE (4 x 16384 x 32 B) fewer; the one
+    # layer rebuilt in the backward holds them either way (as kept tensors, or as its rerun's own)
+    per = 2 * 16384 * 4096 + 4 * 16384 * 32
+    assert per == 136_314_880
+    kw = dict(batch=2, seq=8192)
+    got = (activation_memory("llama-3-8b", recompute="op-sac", **kw).total_bytes
+           - activation_memory("llama-3-8b", recompute="op-sac-sdpa-rerun", **kw).total_bytes)
+    assert got == (L - 1) * per
+
+
+def test_without_sdpa_attention_forward_reruns_by_hand():
+    # QK^T and attn @ V: 2 matmuls of s x d x s per head, 2 FLOPs per multiply-add, per token: 2 x 2 s (a d);
+    # causal masks half of it (the library's causal convention is checked against this below by relation)
+    s = 8192
+    per_layer = 2 * 2 * s * HEADS * D
+    assert per_layer == 134_217_728
+    got = (training_flops_per_token("llama-3-8b", seq=s, recompute="op-sac-sdpa-rerun")
+           - training_flops_per_token("llama-3-8b", seq=s, recompute="op-sac"))
+    assert got == pytest.approx(L * per_layer, rel=1e-12)
+    kw = dict(seq=s, causal=True)
+    assert (stage_attention_flops_per_token("llama-3-8b", recompute="op-sac-sdpa-rerun", **kw)
+            == stage_attention_flops_per_token("llama-3-8b", recompute="selective", **kw))
+
+
+def test_the_b200_rows_rerun_sdpa_and_the_others_keep_it():
+    import pandas as pd
+
+    from llmsizing.time_cost import published_runs
+
+    runs = published_runs()
+    tt = runs[runs["recompute"].astype(str).str.startswith("op-sac")]
+    b200 = tt["gpu"].eq("B200")
+    assert b200.sum() == 4 and (tt.loc[b200, "recompute"] == "op-sac-sdpa-rerun").all()
+    assert (tt.loc[~b200, "recompute"] == "op-sac").all() and pd.notna(tt["source"]).all()
+
+
+def test_sdpa_saved_is_read_from_the_table_and_refuses_other_modes_by_name():
+    from llmsizing.op_sac import sdpa_saved
+
+    assert sdpa_saved("op-sac") is True and sdpa_saved("op-sac-sdpa-rerun") is False
+    with pytest.raises(ValueError, match="recompute"):
+        sdpa_saved("selective")
+    with pytest.raises(ValueError, match="recompute"):
+        op_sac_layer_bytes("llama-3-8b", batch=1, seq=8192, recompute="full")

@@ -23,9 +23,10 @@ This module rebuilds that count tensor by tensor so it generalises honestly:
   a fresh output), ``"full"`` keeps only each layer's input plus one layer's working set during its
   backward. Both report the peak, so ``full <= selective`` from two layers up and ``selective <= none`` for
   eager attention; with flash, selective buys nothing (it is a hair above ``none``, as measured).
-* ``"op-sac"``: torchtitan's op-level selective checkpointing (:data:`OP_SAC_SOURCE`,
+* ``"op-sac"``: torchtitan's op-level selective checkpointing (:mod:`llmsizing.op_sac`,
   :func:`op_sac_layer_bytes`): each layer keeps its input, SDPA's output and log-sum-exp and every other
-  matmul's output, and recomputes the rest, one layer at a time, in its backward.
+  matmul's output, and recomputes the rest, one layer at a time, in its backward; ``"op-sac-sdpa-rerun"``
+  keeps no SDPA output (:data:`~llmsizing.parallel.OP_SAC_SDPA_SAVED`).
 
 Context parallelism (``cp``; Liu et al. 2023, Megatron-LM with Transformer Engine, Dubey et al. 2024 Sec.
 3.3.2): each rank runs its ``seq / cp`` tokens through every layer, so every saved tensor is that of
@@ -46,8 +47,10 @@ from dataclasses import dataclass, field
 from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int, check_number
 from .catalog import resolve_model
 from .model import Model
-from .parallel import OP_SAC, RECOMPUTE, RECOMPUTE_MODES, check_layout
-from .precision import DTYPE_BYTES
+from .op_sac import (OP_SAC_SOURCE, check_op_sac, op_sac_layer_bytes, op_sac_matmuls,  # noqa: F401
+                     op_sac_shared_bytes)
+from .parallel import OP_SAC_MODES, OP_SAC_SDPA_SAVED, RECOMPUTE, RECOMPUTE_MODES, check_layout
+from .precision import ACTIVATION_DTYPES, DTYPE_BYTES  # noqa: F401 (ACTIVATION_DTYPES: re-exported)
 
 
 ATTENTION = ("flash", "eager")
@@ -60,7 +63,6 @@ STACKS = ("fused", "hf")
 
 
 
-ACTIVATION_DTYPES = ("bf16", "fp16", "fp32")
 
 
 #: Bytes a dropout keeps per element for its backward on a GPU: ``torch.native_dropout``'s bool mask (what
@@ -117,75 +119,6 @@ class ActivationMemory:
         df["GiB"] = df["bytes"] / GiB
         df.index.name = "component"
         return df
-
-
-#: Where ``recompute="op-sac"`` is read from: torchtitan ``torchtitan/parallelisms/parallelize_llama.py``
-#: l.214-264 at 9dec370ad26b (the version of its 2024-12 H100 benchmarks; the same policy, moved to
-#: ``models/llama3/parallelize_llama.py`` l.218-227, at e7c0cae). ``_save_list``: ``aten.mm``, SDPA's
-#: flash and memory-efficient kernels, ``reduce_scatter_tensor``, ``abs`` and ``max``; ``_custom_policy``
-#: counts the ``mm`` calls of each checkpointed block's forward and saves the 1st, 3rd, 5th, ... (``not
-#: (mm and count % 2 == 0)``); every other op is ``PREFER_RECOMPUTE``. The matmuls of torchtitan's Llama
-#: block in call order: ``models/llama/model.py`` at 9dec370, l.189 ``wq, wk, wv``, l.214 ``wo``, l.253
-#: ``w2(silu(w1(x)) * w3(x))`` (``w1``, ``w3``, then ``w2``).
-OP_SAC_SOURCE = ("pytorch/torchtitan 9dec370ad26b torchtitan/parallelisms/parallelize_llama.py l.214-264 "
-                 "(_save_list, _custom_policy); torchtitan/models/llama/model.py l.189, 214, 253")
-
-
-def op_sac_matmuls(model: Model | str) -> tuple[tuple[str, int, int, bool], ...]:
-    """``(name, in_features, out_features, saved)`` of each matmul of one dense layer in torchtitan's call
-    order (:data:`OP_SAC_SOURCE`): ``wq, wk, wv, wo`` and ``w1, w3, w2`` (gated MLP) or ``w1, w2``; the op
-    policy saves the odd-numbered ones (1st, 3rd, ...), and the backward reruns the others' forward. A
-    mixture of experts, a model with a bias on a projection (``F.linear`` with a bias runs ``addmm``, which
-    the policy does not count) and a fused QKV matrix are refused: what their layers save is not modelled."""
-    model = resolve_model(model, moe=True)
-    _check_op_sac_model(model)
-    h, a, g, d, f = model.hidden, model.heads, model.kv_heads, model.head_dim, model.ffn_hidden
-    mms = [("wq", h, a * d), ("wk", h, g * d), ("wv", h, g * d), ("wo", a * d, h), ("w1", h, f)]
-    mms += [("w3", h, f), ("w2", f, h)] if model.gated_mlp else [("w2", f, h)]
-    return tuple((n, i, o, k % 2 == 0) for k, (n, i, o) in enumerate(mms))
-
-
-def _check_op_sac_model(model: Model) -> None:
-    if model.is_moe:
-        raise ValueError(f"recompute={OP_SAC!r} is modelled for dense layers; {model.name!r} is a mixture of "
-                         "experts (use recompute='none', 'selective' or 'full')")
-    biased = [k for k in ("bias", "qkv_bias", "mlp_bias", "o_bias", "fused_qkv") if getattr(model, k, False)]
-    if biased:
-        raise ValueError(f"recompute={OP_SAC!r} counts torchtitan's bias-free, unfused projections "
-                         f"(aten.mm); {model.name!r} has {', '.join(biased)}")
-
-
-def op_sac_layer_bytes(model: Model | str, *, batch: int, seq: int, dtype: str = "bf16") -> float:
-    """Bytes one layer keeps until its backward under torchtitan's op-level selective checkpointing
-    (:data:`OP_SAC_SOURCE`), for one micro-batch on one GPU: its input (the checkpoint's argument), the
-    outputs of the saved matmuls (:func:`op_sac_matmuls`: ``wq``, ``wv``, ``w1``, ``w2`` for Llama),
-    SDPA's output and its fp32 log-sum-exp per row and head. ``max`` outputs are scalars (0 here). For
-    Llama-3-8B that is ``p s b (4h + g d + f)`` plus ``4 a b s``. Without tensor or context parallelism."""
-    model = resolve_model(model, moe=True)
-    b, s = check_int("batch", batch), check_int("seq", seq)
-    p = DTYPE_BYTES[check_choice("dtype", dtype, ACTIVATION_DTYPES)]
-    kept = sum(o for _, _, o, saved in op_sac_matmuls(model) if saved)
-    return p * s * b * (model.hidden + kept + model.heads * model.head_dim) + 4 * b * model.heads * s
-
-
-def _op_sac_shared_bytes(model: Model, *, batch: int, seq: int, dtype: str) -> float:
-    """What a rebuilt layer's fused working set (:func:`dense_layer_terms`) shares with what op SAC keeps:
-    the layer's input (its first norm's), V, SDPA's output (the output projection's input) and log-sum-exp,
-    and ``w1``'s output (the MLP activation's input)."""
-    p, sb = DTYPE_BYTES[dtype], seq * batch
-    h, a, g, d, f = model.hidden, model.heads, model.kv_heads, model.head_dim, model.ffn_hidden
-    return p * sb * (h + g * d + a * d + f) + 4 * batch * a * seq
-
-
-def _check_op_sac(model, *, tp, sp, cp, attention, stack, autocast, fp8, dropout) -> None:
-    """Refuse what ``recompute="op-sac"`` does not model (each by its parameter)."""
-    _check_op_sac_model(model)
-    for name, value, allowed in (("tp", tp, 1), ("cp", cp, 1), ("sp", sp, False), ("attention", attention,
-                                 "flash"), ("stack", stack, "fused"), ("autocast", autocast, False),
-                                 ("fp8", fp8, None), ("dropout", dropout, False)):
-        if value != allowed:
-            raise ValueError(f"recompute={OP_SAC!r} is modelled with {name}={allowed!r} only (torchtitan's "
-                             f"SDPA block on one GPU's shard of the data), got {name}={value!r}")
 
 
 def dense_layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attention: str = "flash",
@@ -431,8 +364,9 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
     batch = check_int("batch", batch)
     seq = check_int("seq", seq)
     cp = check_int("cp", cp)
-    if check_choice("recompute", recompute, RECOMPUTE_MODES) == OP_SAC:
-        _check_op_sac(model, tp=tp, sp=sp, cp=cp, attention=attention, stack=stack, autocast=autocast,
+    if check_choice("recompute", recompute, RECOMPUTE_MODES) in OP_SAC_MODES:
+        check_op_sac(model, recompute=recompute, tp=tp, sp=sp, cp=cp, attention=attention, stack=stack,
+                     autocast=autocast,
                       fp8=fp8, dropout=dropout)
     if cp > 1:
         check_layout(model, tp=check_int("tp", tp), cp=cp, seq=seq)
@@ -480,19 +414,21 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
         for k in one_layer:
             comps[k] += rebuilt[k] - one_layer[k]
         layers = L * per_layer + sum(rebuilt.values()) - per_layer
-    elif recompute == OP_SAC:
+    elif recompute in OP_SAC_MODES:
         # every layer keeps what the op policy saves; the backward rebuilds one layer's working set at a time,
-        # of which the input, V, SDPA's output and log-sum-exp and w1's output are the kept tensors themselves
-        per_layer = op_sac_layer_bytes(model, batch=batch, seq=seq, dtype=dtype)
+        # of which the input, V, w1's output (and SDPA's output and log-sum-exp where kept) are kept tensors
+        per_layer = op_sac_layer_bytes(model, batch=batch, seq=seq, dtype=dtype, recompute=recompute)
+        sdpa = OP_SAC_SDPA_SAVED[recompute]
         sb, a_d, g_d = seq * batch, model.heads * model.head_dim, model.kv_heads * model.head_dim
         comps["norms"] = one_layer["norms"] - p * sb * h
-        comps["attention_projections"] = one_layer["attention_projections"] - p * sb * a_d
-        comps["attention_core"] = one_layer["attention_core"] - p * sb * g_d - 4 * batch * model.heads * seq
+        comps["attention_projections"] = one_layer["attention_projections"] - sdpa * p * sb * a_d
+        comps["attention_core"] = (one_layer["attention_core"] - p * sb * g_d
+                                   - sdpa * 4 * batch * model.heads * seq)
         comps["mlp"] = one_layer["mlp"] - p * sb * model.ffn_hidden
         comps["dropout_masks"] = one_layer["dropout_masks"]
         comps["residuals"] = L * per_layer                   # the kept tensors of every layer
-        layers = L * per_layer + sum(one_layer.values()) - _op_sac_shared_bytes(model, batch=batch, seq=seq,
-                                                                               dtype=dtype)
+        shared = op_sac_shared_bytes(model, batch=batch, seq=seq, dtype=dtype, recompute=recompute)
+        layers = L * per_layer + sum(one_layer.values()) - shared
     else:
         layers = L * per_layer
     stats = (2 if model.norm.startswith("layernorm") else 1) * 4

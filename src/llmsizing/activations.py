@@ -19,11 +19,11 @@ from .act_terms import (ACT_COMPONENTS, ACTIVATION_DTYPES, ATTENTION, DROPOUT_MA
                         STACKS, ActivationMemory, _check_fp8, _check_mask, _check_stack, _fp8_saved,
                         _hf_layer_terms, _int_or_array, dense_activation_memory, dense_layer_terms,
                         korthikanti_bytes_per_layer, masked_sdpa_extra_bytes, partial_recompute_activations)
-from .act_terms import OP_SAC_SOURCE, op_sac_layer_bytes, op_sac_matmuls  # noqa: F401
+from .op_sac import OP_SAC_SOURCE, op_sac_layer_bytes, op_sac_matmuls, sdpa_saved  # noqa: F401
 from .catalog import resolve_model
 from .model import Model
 from .moe import moe_activation_memory, moe_block_terms, stage_offset_bytes
-from .parallel import OP_SAC, check_layout, layers_per_stage, recomputed_layers
+from .parallel import OP_SAC_MODES, check_layout, layers_per_stage, recomputed_layers
 from .precision import DTYPE_BYTES
 
 
@@ -156,7 +156,7 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
         return dense_activation_memory(model, **kw, recompute_layers=recompute_layers,
                                        attention_mask=attention_mask)
     # ---- mixture of experts (llmsizing.moe, issue 24)
-    if recompute == OP_SAC:
+    if recompute in OP_SAC_MODES:
         op_sac_matmuls(model)             # refuses a mixture of experts, naming recompute
     if _check_mask(attention_mask, stack):
         raise ValueError("attention_mask=True is modelled for dense Hugging Face models only")

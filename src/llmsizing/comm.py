@@ -46,7 +46,7 @@ from .model import Model
 from .moe import expert_data_parallel, stage_split
 from .network import (Collective, GroupLink, Node, get_node, group_link, latency_steps, link_wire_factor,
                       ring_bytes)  # noqa: F401  (ring_bytes: comm's since chapter 7, now network's)
-from .parallel import (OP_SAC, RECOMPUTE_MODES, Parallel, check_recompute_layers, layers_per_stage,
+from .parallel import (OP_SAC_MODES, RECOMPUTE_MODES, Parallel, check_recompute_layers, layers_per_stage,
                        recomputed_layers, resolve_parallel)
 from .pipeline_schedule import dualpipe_rank_mean, grad_reduces
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
@@ -230,8 +230,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     m = check_int("grad_accum", grad_accum)
     recipe = RECIPES[check_recipe("precision", precision)]
     check_choice("recompute", recompute, RECOMPUTE_MODES)
-    if recompute == OP_SAC and (par.tp > 1 or par.cp > 1):
-        raise ValueError(f"recompute='op-sac' is modelled without tensor or context parallelism, got "
+    if recompute in OP_SAC_MODES and (par.tp > 1 or par.cp > 1):
+        raise ValueError(f"recompute={recompute!r} is modelled without tensor or context parallelism, got "
                          f"tp={par.tp}, cp={par.cp}: which of their collectives it reruns is not modelled")
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
     max_nodes, dispatcher = node_limit(max_nodes), check_dispatcher(dispatcher).name

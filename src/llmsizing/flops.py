@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from ._validate import check_bool, check_choice, check_int
 from .catalog import resolve_model
 from .model import Model
-from .parallel import OP_SAC, RECOMPUTE, RECOMPUTE_MODES  # noqa: F401 (RECOMPUTE: its home until issue 32)
+from .parallel import OP_SAC_MODES, OP_SAC_SDPA_SAVED, RECOMPUTE, RECOMPUTE_MODES  # noqa: F401 (RECOMPUTE: issue 32)
 
 
 def attention_keys_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
@@ -185,8 +185,9 @@ def _training_flops_per_token(model: Model, seq: int, recompute: str, causal: bo
     sequence a few thousand times in one search)."""
     fwd = forward_flops_per_token(model, seq=seq, causal=causal)
     attention = attention_flops_per_token(model, seq=seq, causal=causal)
-    if recompute == OP_SAC:
-        return 3 * fwd + model.layers * op_sac_rerun_flops_per_token(model)
+    if recompute in OP_SAC_MODES:             # attention's forward reruns where SDPA's output is not kept
+        return (3 * fwd + model.layers * op_sac_rerun_flops_per_token(model)
+                + (not OP_SAC_SDPA_SAVED[recompute]) * attention)
     extra = {"none": 0.0,
              "selective": attention,
              "full": (2 * model.active_block_params if model.is_moe else
@@ -197,8 +198,10 @@ def _training_flops_per_token(model: Model, seq: int, recompute: str, causal: bo
 def op_sac_rerun_flops_per_token(model: Model | str) -> float:
     """FLOPs per token that torchtitan's op-level selective checkpointing reruns in one layer's backward:
     ``2 x in x out`` of each matmul it does not save (:func:`~llmsizing.act_terms.op_sac_matmuls`; a mixture
-    of experts or a biased projection is refused there). SDPA's output is saved, so no attention core."""
-    from .act_terms import op_sac_matmuls
+    of experts or a biased projection is refused there). The attention core is not counted here: mode
+    ``"op-sac"`` keeps SDPA's output, ``"op-sac-sdpa-rerun"`` adds its forward
+    (:data:`~llmsizing.parallel.OP_SAC_SDPA_SAVED`)."""
+    from .op_sac import op_sac_matmuls
 
     return float(sum(2 * i * o for _, i, o, saved in op_sac_matmuls(model) if not saved))
 
@@ -242,7 +245,8 @@ def _stage_flops(model: Model, stages: tuple, seq: int, recompute: str, causal: 
     total = _training_flops_per_token(model, seq, recompute, causal)
     attention = attention_flops_per_token(model, seq=seq, causal=causal) / model.layers
     layer_fwd = 2 * model.params_per_layer + attention
-    layer_extra = (op_sac_rerun_flops_per_token(model) if recompute == OP_SAC else
+    layer_extra = (op_sac_rerun_flops_per_token(model) + (not OP_SAC_SDPA_SAVED[recompute]) * attention
+                   if recompute in OP_SAC_MODES else
                    {"none": 0.0, "selective": attention, "full": layer_fwd}[recompute])
     per_layer = 3 * layer_fwd + layer_extra
     head = total - model.layers * per_layer                   # the LM head (and learned positions: no matmul)
@@ -256,8 +260,8 @@ def stage_attention_flops_per_token(model: Model | str, parallel=None, *, seq: i
                                     recompute_layers: int | None = None) -> tuple[float, ...]:
     """The attention core's part (``QK^T`` and ``attn @ V``, :func:`attention_flops_per_token`) of each
     stage's :func:`stage_flops_per_token`, in the same convention: three passes per layer (forward, and the
-    backward's two), plus the forward again where recomputation reruns it (``"selective"`` and ``"full"``, not
-    ``"op-sac"``, which saves SDPA's output;
+    backward's two), plus the forward again where recomputation reruns it (``"selective"``, ``"full"`` and
+    ``"op-sac-sdpa-rerun"``, not ``"op-sac"``, which saves SDPA's output;
     with ``recompute_layers``, the recomputed layers only). FP8 training runs these in BF16: Transformer
     Engine's FP8 recipes quantise the Linear layers' GEMMs and leave the fused attention in BF16 unless
     ``fp8_dpa`` is set; torchtitan's Float8 converts ``nn.Linear`` only; DeepSeek-V3 keeps attention in BF16
@@ -274,7 +278,8 @@ def stage_attention_flops_per_token(model: Model | str, parallel=None, *, seq: i
     a = attention_flops_per_token(model, seq=seq, causal=causal) / model.layers
     if n is not None:
         return tuple(a * (3 * k + r) for k, r in zip(stages, recomputed_layers(model.layers, par, n)))
-    return tuple(a * k * (3 + (recompute in ("selective", "full"))) for k in stages)   # op SAC saves it
+    rerun = recompute in ("selective", "full") or not OP_SAC_SDPA_SAVED.get(recompute, True)
+    return tuple(a * k * (3 + rerun) for k in stages)   # "op-sac" keeps SDPA's output
 
 
 @dataclass(frozen=True)

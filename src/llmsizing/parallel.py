@@ -61,8 +61,21 @@ RECOMPUTE = ("none", "selective", "full")
 #: searches and every other model takes (they refuse it by that name).
 OP_SAC = "op-sac"
 
-#: The recomputation modes the activation and step-time models price: :data:`RECOMPUTE` and :data:`OP_SAC`.
-RECOMPUTE_MODES = RECOMPUTE + (OP_SAC,)
+#: :data:`OP_SAC` where torchtitan's ``_save_list`` lacks the SDPA kernel the run dispatched to: cuDNN
+#: attention, which torchtitan puts first on compute capability >= 10.0 from 3b85aa31 (2025-05-14, PR #1196;
+#: ``torchtitan/models/attention.py`` l.209-211 at 6fc499f6) and added to the list only in b39377f9
+#: (2025-12-01, PR #2095, after issue #2091). Its layers keep no SDPA output and rerun attention's forward.
+OP_SAC_SDPA_RERUN = "op-sac-sdpa-rerun"
+
+#: Whether each op SAC mode keeps SDPA's output and log-sum-exp (data the activation and FLOP models read).
+OP_SAC_SDPA_SAVED = {OP_SAC: True, OP_SAC_SDPA_RERUN: False}
+
+#: torchtitan's op SAC modes (:data:`OP_SAC_SDPA_SAVED`).
+OP_SAC_MODES = tuple(OP_SAC_SDPA_SAVED)
+
+#: The recomputation modes the activation and step-time models price: :data:`RECOMPUTE` and
+#: :data:`OP_SAC_MODES`.
+RECOMPUTE_MODES = RECOMPUTE + OP_SAC_MODES
 
 
 def _as_model(model):                  # a catalogue name's Model (a model as given)

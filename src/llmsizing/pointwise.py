@@ -218,13 +218,14 @@ def stage_pointwise_bytes_per_token(model, par, *, recompute: str = "none",
     (:func:`ends_pointwise_bytes_per_token`). The norms and residual adds count ``tp`` times without sequence
     parallelism. Seconds: these bytes x the GPU's tokens / its HBM bandwidth
     (:func:`~llmsizing.comm.step_compute_time_s`; the planner's copy reads this same function)."""
-    from .parallel import OP_SAC, RECOMPUTE_MODES, check_recompute_layers, layers_per_stage, recomputed_layers
+    from .parallel import (OP_SAC_MODES, RECOMPUTE_MODES, check_recompute_layers, layers_per_stage,
+                           recomputed_layers)
 
     model = resolve_model(model, moe=True)
     check_choice("recompute", recompute, RECOMPUTE_MODES)
     stages = layers_per_stage(model.layers, par)
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
-    if recompute == OP_SAC:          # torchtitan's op policy saves no pointwise op: all of them rerun
+    if recompute in OP_SAC_MODES:          # torchtitan's op policy saves no pointwise op: all of them rerun
         rerun = stages
     elif recompute != "full":
         rerun = (0,) * len(stages)

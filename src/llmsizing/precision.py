@@ -99,6 +99,9 @@ DTYPE_BYTES: dict[str, float] = {
     "fp4": 0.5,
 }
 
+#: Activation dtypes the activation models take (chapter 4; :mod:`llmsizing.act_terms`).
+ACTIVATION_DTYPES = ("bf16", "fp16", "fp32")
+
 DTYPES = tuple(DTYPE_BYTES)
 
 

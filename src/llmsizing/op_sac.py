@@ -1,0 +1,98 @@
+"""torchtitan's op-level selective activation checkpointing (``recompute="op-sac"`` and its variant
+``"op-sac-sdpa-rerun"``; issues 34/38): which tensors one dense layer keeps, from torchtitan's policy and
+its Llama block's call order (:data:`OP_SAC_SOURCE`). :mod:`llmsizing.act_terms` prices the activations
+from it and :mod:`llmsizing.flops` the rerun FLOPs. Taught in chapter 5 ("Did the published runs fit?").
+
+Whether SDPA's output is kept is data, not part of the policy's code
+(:data:`llmsizing.parallel.OP_SAC_SDPA_SAVED`): torchtitan's ``_save_list`` named SDPA's flash and
+memory-efficient kernels only until b39377f9 (2025-12-01, PR #2095), while from 3b85aa31 (2025-05-14,
+PR #1196) it puts cuDNN attention first on compute capability 10.0 and up (``torchtitan/models/attention.py``
+l.209-211 at 6fc499f6). A B200 run of that span reran its attention forward in the backward.
+"""
+
+from __future__ import annotations
+
+from ._validate import check_choice, check_int
+from .catalog import resolve_model
+from .model import Model
+from .parallel import OP_SAC, OP_SAC_MODES, OP_SAC_SDPA_SAVED
+from .precision import ACTIVATION_DTYPES, DTYPE_BYTES
+
+#: Where ``recompute="op-sac"`` is read from: torchtitan ``torchtitan/parallelisms/parallelize_llama.py``
+#: l.214-264 at 9dec370ad26b (the version of its 2024-12 H100 benchmarks; the same policy, moved to
+#: ``models/llama3/parallelize_llama.py`` l.218-227, at e7c0cae, and ``models/llama3/infra/parallelize.py``
+#: l.234-305 at 2c8b5947 and 6fc499f6). ``_save_list``: ``aten.mm``, SDPA's flash and memory-efficient
+#: kernels, ``reduce_scatter_tensor``, ``max`` (and ``abs`` until 88247277c, 2025-02-06, PR #820);
+#: ``_custom_policy`` counts the ``mm`` calls of each checkpointed block's forward and saves the 1st, 3rd,
+#: 5th, ... (``not (mm and count % 2 == 0)``); every other op is ``PREFER_RECOMPUTE``. The matmuls of
+#: torchtitan's Llama block in call order: ``models/llama/model.py`` at 9dec370, l.189 ``wq, wk, wv``, l.214
+#: ``wo``, l.253 ``w2(silu(w1(x)) * w3(x))`` (``w1``, ``w3``, then ``w2``).
+OP_SAC_SOURCE = ("pytorch/torchtitan 9dec370ad26b torchtitan/parallelisms/parallelize_llama.py l.214-264 "
+                 "(_save_list, _custom_policy); torchtitan/models/llama/model.py l.189, 214, 253")
+
+
+def sdpa_saved(recompute: str) -> bool:
+    """Whether op SAC mode ``recompute`` keeps SDPA's output and log-sum-exp
+    (:data:`~llmsizing.parallel.OP_SAC_SDPA_SAVED`)."""
+    return OP_SAC_SDPA_SAVED[check_choice("recompute", recompute, OP_SAC_MODES)]
+
+
+def op_sac_matmuls(model: Model | str) -> tuple[tuple[str, int, int, bool], ...]:
+    """``(name, in_features, out_features, saved)`` of each matmul of one dense layer in torchtitan's call
+    order (:data:`OP_SAC_SOURCE`): ``wq, wk, wv, wo`` and ``w1, w3, w2`` (gated MLP) or ``w1, w2``; the op
+    policy saves the odd-numbered ones (1st, 3rd, ...), and the backward reruns the others' forward. A
+    mixture of experts, a model with a bias on a projection (``F.linear`` with a bias runs ``addmm``, which
+    the policy does not count) and a fused QKV matrix are refused: what their layers save is not modelled."""
+    model = resolve_model(model, moe=True)
+    _check_op_sac_model(model)
+    h, a, g, d, f = model.hidden, model.heads, model.kv_heads, model.head_dim, model.ffn_hidden
+    mms = [("wq", h, a * d), ("wk", h, g * d), ("wv", h, g * d), ("wo", a * d, h), ("w1", h, f)]
+    mms += [("w3", h, f), ("w2", f, h)] if model.gated_mlp else [("w2", f, h)]
+    return tuple((n, i, o, k % 2 == 0) for k, (n, i, o) in enumerate(mms))
+
+
+def _check_op_sac_model(model: Model) -> None:
+    if model.is_moe:
+        raise ValueError(f"recompute={OP_SAC!r} is modelled for dense layers; {model.name!r} is a mixture of "
+                         "experts (use recompute='none', 'selective' or 'full')")
+    biased = [k for k in ("bias", "qkv_bias", "mlp_bias", "o_bias", "fused_qkv") if getattr(model, k, False)]
+    if biased:
+        raise ValueError(f"recompute={OP_SAC!r} counts torchtitan's bias-free, unfused projections "
+                         f"(aten.mm); {model.name!r} has {', '.join(biased)}")
+
+
+def op_sac_layer_bytes(model: Model | str, *, batch: int, seq: int, dtype: str = "bf16",
+                       recompute: str = OP_SAC) -> float:
+    """Bytes one layer keeps until its backward under torchtitan's op-level selective checkpointing
+    (:data:`OP_SAC_SOURCE`), for one micro-batch on one GPU: its input (the checkpoint's argument), the
+    outputs of the saved matmuls (:func:`op_sac_matmuls`: ``wq``, ``wv``, ``w1``, ``w2`` for Llama) and,
+    where ``recompute`` keeps it (:func:`sdpa_saved`), SDPA's output and its fp32 log-sum-exp per row and
+    head. ``max`` outputs are scalars (0 here). For Llama-3-8B that is ``p s b (4h + g d + f)`` plus
+    ``4 a b s`` (``p s b (3h + g d + f)`` without SDPA's). Without tensor or context parallelism."""
+    model = resolve_model(model, moe=True)
+    b, s = check_int("batch", batch), check_int("seq", seq)
+    p = DTYPE_BYTES[check_choice("dtype", dtype, ACTIVATION_DTYPES)]
+    kept = sum(o for _, _, o, saved in op_sac_matmuls(model) if saved)
+    sdpa = sdpa_saved(recompute)
+    return (p * s * b * (model.hidden + kept + sdpa * model.heads * model.head_dim)
+            + sdpa * 4 * b * model.heads * s)
+
+
+def op_sac_shared_bytes(model: Model, *, batch: int, seq: int, dtype: str, recompute: str = OP_SAC) -> float:
+    """What a rebuilt layer's fused working set (:func:`~llmsizing.act_terms.dense_layer_terms`) shares with
+    what op SAC keeps: the layer's input (its first norm's), V, ``w1``'s output (the MLP activation's input)
+    and, where SDPA's are kept, its output (the output projection's input) and log-sum-exp."""
+    p, sb, sdpa = DTYPE_BYTES[dtype], seq * batch, sdpa_saved(recompute)
+    h, a, g, d, f = model.hidden, model.heads, model.kv_heads, model.head_dim, model.ffn_hidden
+    return p * sb * (h + g * d + sdpa * a * d + f) + sdpa * 4 * batch * a * seq
+
+
+def check_op_sac(model, *, recompute=OP_SAC, tp, sp, cp, attention, stack, autocast, fp8, dropout) -> None:
+    """Refuse what op SAC does not model (each by its parameter)."""
+    _check_op_sac_model(model)
+    for name, value, allowed in (("tp", tp, 1), ("cp", cp, 1), ("sp", sp, False), ("attention", attention,
+                                 "flash"), ("stack", stack, "fused"), ("autocast", autocast, False),
+                                 ("fp8", fp8, None), ("dropout", dropout, False)):
+        if value != allowed:
+            raise ValueError(f"recompute={recompute!r} is modelled with {name}={allowed!r} only "
+                             f"(torchtitan's SDPA block on one GPU's data shard), got {name}={value!r}")
