@@ -1242,12 +1242,17 @@ def _record_redraw_times(key: str, entry: dict, path=REDRAW_TIMES) -> None:
         path.write_text(json.dumps(record, indent=1))
 
 
-def _move_right(notebook, i: int, n: int) -> None:
-    """Undo a slider move that went left (the slider was at its right end)."""
+def _move_right(notebook, i: int, n: int) -> str:
+    """Undo a slider move that went left (the slider was at its right end). Returns what was done, as
+    :func:`_move` does (a timed move that returns None is not recorded: part29b)."""
     root = notebook.page.evaluate_handle("i => __root(i)", i).as_element()
-    handle = root.query_selector_all(CONTROLS)[n].query_selector(".noUi-handle")
+    ctrl = root.query_selector_all(CONTROLS)[n]
+    handle = ctrl.query_selector(".noUi-handle")
+    readout = ctrl.query_selector(".widget-readout")
+    before = readout.inner_text() if readout else None
     handle.focus()
     handle.press("ArrowRight")
+    return f"slider back right {before!r} -> {readout.inner_text() if readout else '?'!r}"
 
 
 JS_STATIC_COPY = """name => {
