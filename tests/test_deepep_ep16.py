@@ -12,26 +12,13 @@ will exceeds 140 GB/s, making NVLink the bottleneck". The library's H800 node: N
 45.5 GB/s.
 """
 
-from math import prod
-
 import numpy as np
 import pytest
+# the benchmark's shape, the H800 node and the hypergeometric miss, by hand (as the dispatcher's tests)
+from test_dispatcher import B, E, G, H, K, NIC, NODE, NVL, T, _miss  # noqa: F401
 
-from llmsizing import get_gpu
 from llmsizing.all_to_all import (all_to_all_s, deepep_destinations, deepep_normal_nvl_gbps,
                                   deepep_normal_published_s)
-from llmsizing.network import get_node
-
-T, H, K, E = 4096, 7168, 8, 256
-B = H * (1 + 4 / 128)                                      # 7,392 B a token in FP8 with its scales
-G = get_gpu("H800")
-NODE = get_node(None, gpu=G)
-NVL, NIC = 154e9, 45.5e9
-
-
-def _miss(n: int, per_unit: int) -> float:
-    """P(a unit of per_unit of n experts holds none of a token's 8 distinct experts), by hand."""
-    return prod(range(n - per_unit - K + 1, n - per_unit + 1)) / prod(range(n - K + 1, n + 1))
 
 
 NODES_16 = 2 * (1 - _miss(256, 128))                       # 1.993

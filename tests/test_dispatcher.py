@@ -228,11 +228,11 @@ def _miss_f(n: float, per: float) -> float:
 @pytest.mark.parametrize("dispatcher, max_nodes", [("alltoall", None), ("alltoall", 4), ("deepep", 4),
                                                    ("deepep", None)])
 def test_an_ep_row_across_nodes_reports_the_bytes_its_time_counts(dispatcher, max_nodes):
-    """(review28b L13, lows29) DeepSeek-V3's EP 64 over 8 H800 nodes, 4,096 tokens a GPU, FP8 dispatch. Across
-    nodes a GPU sends on two legs at once, the NIC and NVLink. A row's bytes were the k-copy buffer's while its
-    time was deduplicated (a node limit, DeepEP), so its bandwidth could exceed both links'. Now the bytes are
-    both legs', worked out by hand: every copy straight to its GPU, 56/64 over the NIC and 7/64 over NVLink;
-    with the limit of 4 nodes, 4 x 7/8 crossings of 8 copies and the forwarding leg's 7/8; with DeepEP the
+    """(review28b L13, lows29) DeepSeek-V3's EP 64 over 8 H800 nodes, 4,096 tokens a GPU, FP8 dispatch.
+    Across nodes a GPU sends on two legs at once, the NIC and NVLink. A row's bytes were the k-copy buffer's
+    while its time was deduplicated (a node limit, DeepEP), so its bandwidth could exceed both links'. Now the
+    bytes are both legs', worked out by hand: every copy straight to its GPU, 56/64 over the NIC and 7/64 over
+    NVLink; with the limit of 4 nodes, 4 x 7/8 crossings of 8 copies and the forwarding leg's 7/8; with DeepEP the
     reached nodes (4, or 8 (1 - C(224, 8) / C(256, 8)) without the limit) and the distinct GPUs among their
     experts (4 a GPU), 7/8 of them another node's or GPU. bytes / bandwidth = the time, which is
     all_to_all_s's; the link names both legs, and the bandwidth stays under their sum."""
@@ -241,7 +241,8 @@ def test_an_ep_row_across_nodes_reports_the_bytes_its_time_counts(dispatcher, ma
 
     m = __import__("llmsizing").get_model("deepseek-v3")
     rows = ep_all_to_all(m, DEEPSEEK_V3_LAYOUT, batch=1, seq=T, gpu=G, node=NODE, grad_accum=1,
-                         precision="fp8-deepseek", recompute="none", dispatcher=dispatcher, max_nodes=max_nodes)
+                         precision="fp8-deepseek", recompute="none", dispatcher=dispatcher,
+                         max_nodes=max_nodes)
     row = rows[0]
     assert row.collective == "EP all-to-all dispatch (forward)" and DEEPSEEK_V3_LAYOUT.ep == 64
     s = T * K * B
