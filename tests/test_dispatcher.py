@@ -232,9 +232,9 @@ def test_an_ep_row_across_nodes_reports_the_bytes_its_time_counts(dispatcher, ma
     Across nodes a GPU sends on two legs at once, the NIC and NVLink. A row's bytes were the k-copy buffer's
     while its time was deduplicated (a node limit, DeepEP), so its bandwidth could exceed both links'. Now the
     bytes are both legs', worked out by hand: every copy straight to its GPU, 56/64 over the NIC and 7/64 over
-    NVLink; with the limit of 4 nodes, 4 x 7/8 crossings of 8 copies and the forwarding leg's 7/8; with DeepEP the
-    reached nodes (4, or 8 (1 - C(224, 8) / C(256, 8)) without the limit) and the distinct GPUs among their
-    experts (4 a GPU), 7/8 of them another node's or GPU. bytes / bandwidth = the time, which is
+    NVLink; with the limit of 4 nodes, 4 x 7/8 crossings of 8 copies and the forwarding leg's 7/8; with DeepEP
+    the reached nodes (4, or 8 (1 - C(224, 8) / C(256, 8)) without the limit) and the distinct GPUs among
+    their experts (4 a GPU), 7/8 of them another node's or GPU. bytes / bandwidth = the time, which is
     all_to_all_s's; the link names both legs, and the bandwidth stays under their sum."""
     from llmsizing.deepseek import DEEPSEEK_V3_LAYOUT
     from llmsizing.moe import ep_all_to_all
