@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from llmsizing import Model, Parallel, training_memory
-from llmsizing.footprint import GRAD_BUFFERS, grad_copies
+from llmsizing.footprint import GRAD_BUFFERS, check_grad_buffer_kind, grad_copies
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -147,6 +147,17 @@ def test_grad_copies_by_hand():
     assert grad_copies("ddp-view", 1) == (1, 0, 0, 0) and grad_copies("ddp-view", 2) == (1, 1, 1, 0)
     assert grad_copies("ddp-copy", 1) == (1, 0, 1, 1) and grad_copies("ddp-copy", 2) == (1, 1, 1, 1)
     assert GRAD_BUFFERS == (False, True, "ddp-view", "ddp-copy")
+
+
+def test_a_numpy_string_kind_is_the_kind():
+    # review29a: a kind read from a frame column is numpy.str_, which is a str; it was a TypeError
+    import numpy as np
+
+    kind = np.array(["ddp-copy"])[0]
+    assert type(kind) is np.str_ and grad_copies(kind, 2) == (1, 1, 1, 1)
+    assert type(check_grad_buffer_kind(kind)) is str
+    with pytest.raises(ValueError, match="grad_buffer must be"):
+        grad_copies(np.array(["copy"])[0])
 
 
 @pytest.mark.parametrize("bad, err", [("copy", ValueError), ("DDP-COPY", ValueError), (None, TypeError),

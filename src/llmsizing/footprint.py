@@ -312,16 +312,16 @@ def grad_copies(grad_buffer=False, grad_accum: int = 1) -> tuple[int, int, int, 
 
 
 def check_grad_buffer_kind(grad_buffer):
-    """``grad_buffer`` checked: one of :data:`GRAD_BUFFERS` (a bool, NumPy's too, or one of its strings);
+    """``grad_buffer`` checked: one of :data:`GRAD_BUFFERS` (a bool or one of its strings, NumPy's too);
     TypeError for another type, ValueError naming the allowed values for another string."""
     from ._validate import check_bool
 
     if grad_buffer is False or grad_buffer is True:       # (the common case first)
         return grad_buffer
     allowed = "True or False or one of " + ", ".join(repr(k) for k in GRAD_BUFFERS if type(k) is str)
-    if type(grad_buffer) is str:
+    if isinstance(grad_buffer, str):                    # (NumPy's str_ too, e.g. read from a frame)
         if grad_buffer in GRAD_BUFFERS:
-            return grad_buffer
+            return str(grad_buffer)
         raise ValueError(f"grad_buffer must be {allowed}, got {grad_buffer!r}")
     try:
         return check_bool("grad_buffer", grad_buffer)
