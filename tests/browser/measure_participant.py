@@ -93,6 +93,18 @@ def _model_select(w, i):
     return sel.query_selector("select") if sel else None
 
 
+def _move_over(w, i: int) -> None:
+    """Wait (20 s at most) for the move's figure or message to change, or for the dashboard's redraw to end
+    without a change (JS_WATCH_REDRAW's ``settled``): a move whose answer looks the same is timed to its
+    busy mark taken off, not to the 20 s + 10 s timeouts (part29b: 24 of 36 gradient-buffer moves in
+    chapter 12)."""
+    try:
+        w.page.wait_for_function("() => window.__redraw.redrawn !== null || window.__redraw.settled !== null",
+                                 timeout=20_000, polling=POLL_MS)
+    except Exception:  # noqa: BLE001  (neither: the route's own wait below reports it)
+        pass
+
+
 def _timed(w, i, act, wait, kernel_pid, kind):
     """Do ``act()`` (one move by the participant) and time it: JS_WATCH_REDRAW's times, the kernel's CPU."""
     before = w.js(JS_FIGURE, i)
@@ -102,7 +114,9 @@ def _timed(w, i, act, wait, kernel_pid, kind):
     what = act()
     if what is None:
         return None
-    wait(w, i, before)
+    _move_over(w, i)
+    if w.js("() => window.__redraw.redrawn !== null || window.__redraw.settled === null"):
+        wait(w, i, before)                 # (a changed figure: its busy mark gone and the image settled)
     try:
         w.page.wait_for_function("() => window.__redraw.painted !== null", timeout=10_000, polling=POLL_MS)
     except Exception:  # noqa: BLE001  (never painted: recorded as None)

@@ -1111,7 +1111,10 @@ JS_WATCH_REDRAW = """i => {
   const err = () => Array.from(cell.querySelectorAll('.widget-html')).map(h => h.textContent)
     .find(t => t.includes('⚠')) || '';
   const src0 = img(), err0 = err();
-  window.__redraw = {feedback: null, redrawn: null, painted: null, pressed_ms: null};
+  // settled: the dashboard's busy mark taken off (its redraw over), whether or not the figure changed (a
+  // move whose answer looks the same, e.g. chapter 12's gradient buffer on a small model: the harness then
+  // waited 30 s for a change, part29b)
+  window.__redraw = {feedback: null, redrawn: null, painted: null, pressed_ms: null, settled: null};
   // a frame drawn: its requestAnimationFrame, then a task queued from there runs after the frame's paint
   const afterFrame = done => requestAnimationFrame(() => {
     const c = new MessageChannel(); c.port1.onmessage = done; c.port2.postMessage(0); });
@@ -1125,9 +1128,14 @@ JS_WATCH_REDRAW = """i => {
     afterFrame(() => {
       if (window.__redraw.painted === null) window.__redraw.painted = performance.now() - t0; });
   };
-  const seen = () => {
+  const seen = records => {
     if (t0 === null) return;
     const now = performance.now() - t0, src = img(), changed = src !== src0 || err() !== err0;
+    if (window.__redraw.settled === null && !busy() && (records || []).some(r => r.target === board
+        && r.attributeName === 'class' && (r.oldValue || '').includes('llmsizing-busy'))) {
+      window.__redraw.settled = now;
+      if (!changed) ready = true;
+    }
     if (window.__redraw.feedback === null && (changed || busy())) window.__redraw.feedback = now;
     if (window.__redraw.redrawn === null && changed) {
       window.__redraw.redrawn = now;
@@ -1141,7 +1149,8 @@ JS_WATCH_REDRAW = """i => {
   };
   if (window.__redrawObserver) window.__redrawObserver.disconnect();
   window.__redrawObserver = new MutationObserver(seen);
-  window.__redrawObserver.observe(cell, {attributes: true, subtree: true, childList: true, characterData: true});
+  window.__redrawObserver.observe(cell, {attributes: true, attributeOldValue: true, subtree: true,
+                                         childList: true, characterData: true});
 }"""
 JS_IMAGE_SHOWN = """i => { const img = __root(i).querySelector('img');
   return !!img && img.offsetParent !== null && img.getBoundingClientRect().height > 0; }"""
