@@ -78,7 +78,8 @@ from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _
 # the frame's columns, the search's bounds and defaults, and a row's recomputation live in plan_space
 from .plan_space import (CP_DEGREES, CP_MIN_SEQ, CP_MIN_TOKENS_PER_RANK, MAX_GLOBAL_BATCH,  # noqa: F401
                          MAX_LAYOUTS, MAX_MOE_PLANS, MAX_PLANS, MOE_PLAN_COLUMNS, PLAN_COLUMNS,
-                         check_global_batch, default_cp_degrees, recompute_kwargs, recompute_label)
+                         SEARCH_ORDER, check_global_batch, check_recomputes, default_cp_degrees,
+                         recompute_kwargs, recompute_label)
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 
 
@@ -287,6 +288,15 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     can rerun fewer FLOPs than selective recomputation at long context; the planner keeps its lightest-first
     order), and a mixture of experts (partial recomputation of one is not modelled).
 
+    **torchtitan's op-level selective checkpointing** (issue 34; ``recomputes`` holding ``"op-sac"`` or
+    ``"op-sac-sdpa-rerun"``, :data:`~llmsizing.parallel.OP_SAC_MODES`; never in the default search) is tried
+    in :data:`~llmsizing.plan_space.SEARCH_ORDER`, after selective and before full recomputation, on the
+    layouts without tensor or context parallelism only, where the memory and step models price it
+    (:func:`~llmsizing.op_sac.check_op_sac`); the other layouts try the rest of ``recomputes``. A model or
+    recipe it does not price (a mixture of experts, biased projections, an autocast or FP8 recipe, eager
+    attention) or ``cp_degrees`` without 1 is refused with a ``ValueError`` naming ``recomputes``
+    (:func:`~llmsizing.plan_space.check_recomputes`).
+
     Time: :func:`~llmsizing.layouts.step_time` on each GPU's node (``data/nodes.csv``; ``gpus_per_node`` and
     ``inter_node_gbps`` override it), at ``kernel_efficiency`` (default: each GPU generation's calibrated one;
     ``compute_efficiency=`` is its old name, deprecated), with communication hidden group by group (or a share
@@ -410,9 +420,6 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     budget = None if budget_usd is None else check_number("budget_usd", budget_usd, allow_equal=False)
     micros = sorted({check_int("micro_batches[i]", b) for b in
                      check_sequence("micro_batches", micro_batches, example="(1, 2, 4)")})
-    rcs = [check_choice("recomputes[i]", r, RECOMPUTE) for r in
-           check_sequence("recomputes", recomputes, example='("none", "full")')]
-    rcs = [r for r in RECOMPUTE if r in rcs]                       # lightest first
     zeros = sorted({check_int("zero_stages[i]", z, minimum=0, maximum=3) for z in
                     check_sequence("zero_stages", zero_stages, example="(0, 1, 3)")})
     frac = check_fraction("usable_fraction", usable_fraction)
@@ -455,6 +462,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     optimizer = check_choice("optimizer", optimizer, OPTIMIZERS)
     attention = check_choice("attention", attention, ATTENTION)
     stack = check_choice("stack", stack, STACKS)
+    rcs = check_recomputes(model, recomputes, cps=cps, precision=precision, attention=attention, stack=stack)
     steps = tokens / (global_batch * seq)
     args = (model, tuple(gpu_list), seq, global_batch, max_gpus, tuple(micros), tuple(rcs), tuple(zeros),
             precision,
