@@ -154,6 +154,9 @@ def test_op_sac_breakdown_has_its_own_key():
     assert acts.breakdown["op_sac_saved"] == pytest.approx(saved, rel=1e-12)
     assert sum(acts.breakdown.values()) == pytest.approx(acts.total_bytes, rel=1e-12)
     assert full.breakdown["op_sac_saved"] == 0.0
+    # a table lists op SAC's own component where it holds something (chapter 2's table as before)
+    assert "op_sac_saved" in acts.to_frame().index and "op_sac_saved" not in full.to_frame().index
+    assert acts.to_frame().loc["total", "bytes"] == acts.total_bytes
 
 
 def test_the_command_line_passes_op_sac_through(capsys):

@@ -79,6 +79,9 @@ DROPOUT_MASK_BYTES = 1.0
 #: the input; 0 in every other mode).
 ACT_COMPONENTS = ("norms", "attention_projections", "attention_core", "mlp", "dropout_masks", "residuals",
                   "op_sac_saved", "embedding", "logits")
+#: Components of :data:`ACT_COMPONENTS` that one recomputation mode alone holds:
+#: :meth:`ActivationMemory.to_frame` lists them only where they are not 0.
+MODE_COMPONENTS = ("op_sac_saved",)
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,9 @@ class ActivationMemory:
 
         from .units import GiB
 
-        df = pd.DataFrame({"bytes": pd.Series(self.breakdown, dtype="float64")})
+        # (op SAC's own component is listed where it holds something: tables of other modes as before)
+        bd = {k: v for k, v in self.breakdown.items() if v or k not in MODE_COMPONENTS}
+        df = pd.DataFrame({"bytes": pd.Series(bd, dtype="float64")})
         df.loc["total"] = self.total_bytes
         df["GiB"] = df["bytes"] / GiB
         df.index.name = "component"
