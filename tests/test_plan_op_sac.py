@@ -93,16 +93,6 @@ def test_a_heavier_recomputation_only_where_the_lighter_does_not_fit(p8):
         assert _memory(r, lighter) > 0.9 * L.get_gpu(r.gpu).memory_bytes, (r.recompute, lighter)
 
 
-def test_op_sac_rows_reproduce_through_the_job_spec(p8):
-    for r in _sample(p8, 3).itertuples():
-        job = Job.from_plan_row(r, "llama-3-8b", seq=SEQ)
-        assert job.recompute == r.recompute and job.global_batch == GB
-        assert L.training_memory(job).total_bytes == pytest.approx(r.memory_per_gpu_bytes, rel=1e-9)
-        assert step_time(job).step_s == pytest.approx(r.step_time_s, rel=1e-12)
-        t = L.training_time(job, tokens=TOKENS)
-        assert t.days == pytest.approx(r.days, rel=1e-9) and t.n_gpus == r.n_gpus
-
-
 def test_a_job_that_runs_op_sac_plans_it_beside_the_default_recomputations():
     job = Job("llama-3-8b", "H100 SXM", SEQ, L.Parallel(dp=8), recompute="op-sac")
     assert job.kwargs("plan")["recomputes"] == RECOMPUTE + ("op-sac",)
