@@ -48,6 +48,18 @@ def test_fp8_plan_rows_reproduce():
     _recheck(df, "llama-3-8b", 128, n=15, precision="fp8-mixed")
 
 
+def test_op_sac_plan_rows_reproduce():
+    """torchtitan's op SAC, asked for explicitly (sac30): its rows (layouts without tp or cp) reproduce too,
+    both modes, through the job's memory, step and time on the layout's own step."""
+    modes = ("op-sac", "op-sac-sdpa-rerun")
+    df = L.plan("llama-3-8b", tokens=TOKENS, gpus=("H100 SXM", "A100 80GB"), seq=8192, global_batch=256,
+                max_gpus=256, recomputes=("none",) + modes + ("full",))
+    for m in modes:
+        rows = df[df["recompute"] == m]
+        assert len(rows) >= 3 and (rows["tp"] == 1).all() and (rows["cp"] == 1).all()
+        _recheck(rows.sample(4, random_state=0), "llama-3-8b", 256, seq=8192)
+
+
 def test_moe_plan_rows_reproduce_with_expert_parallelism():
     df = L.plan("mixtral-8x7b", tokens=TOKENS, gpus=("H100 SXM",), seq=SEQ, global_batch=256, max_gpus=512)
     assert (df["ep"] > 1).any()

@@ -61,7 +61,7 @@ GROUPS = {
     "parameter components (ch1)": _pick(C, ["embedding", "position", "attention", "mlp", "norms", "lm_head"]),
     "activation components (ch4)": _pick(C, ["embedding", "norms", "attention_projections", "attention_core",
                                              "mlp", "dropout_masks", "residuals", "logits"]),
-    "activation memory stack (ch4, 12 parts)": _pick(C, ["weights", "optimizer", "overhead",
+    "activation memory stack (ch4, 13 parts)": _pick(C, ["weights", "optimizer", "overhead",
                                                          "at the peak: gradients + temporaries",
                                                          *charts.ACT_LABELS.values()]),
     "explorer stack (ch8)": _pick(C, ["weights", "gradients", "optimizer", "activations", "temporaries",

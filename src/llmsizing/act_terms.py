@@ -72,9 +72,16 @@ STACKS = ("fused", "hf")
 DROPOUT_MASK_BYTES = 1.0
 
 
-#: Components of :attr:`ActivationMemory.breakdown`, in the order charts stack them.
+#: Components of :attr:`ActivationMemory.breakdown`, in the order charts stack them. ``"residuals"``: the
+#: layer inputs a checkpoint keeps (full or partial recomputation, op SAC; pipeline outputs kept after they
+#: are sent); ``"op_sac_saved"``: what torchtitan's op-level selective checkpointing saves beyond them (the
+#: saved matmuls' outputs, SDPA's output and log-sum-exp: :func:`~llmsizing.op_sac.op_sac_layer_bytes` less
+#: the input; 0 in every other mode).
 ACT_COMPONENTS = ("norms", "attention_projections", "attention_core", "mlp", "dropout_masks", "residuals",
-                  "embedding", "logits")
+                  "op_sac_saved", "embedding", "logits")
+#: Components of :data:`ACT_COMPONENTS` that one recomputation mode alone holds:
+#: :meth:`ActivationMemory.to_frame` lists them only where they are not 0.
+MODE_COMPONENTS = ("op_sac_saved",)
 
 
 @dataclass(frozen=True)
@@ -114,7 +121,9 @@ class ActivationMemory:
 
         from .units import GiB
 
-        df = pd.DataFrame({"bytes": pd.Series(self.breakdown, dtype="float64")})
+        # (op SAC's own component is listed where it holds something: tables of other modes as before)
+        bd = {k: v for k, v in self.breakdown.items() if v or k not in MODE_COMPONENTS}
+        df = pd.DataFrame({"bytes": pd.Series(bd, dtype="float64")})
         df.loc["total"] = self.total_bytes
         df["GiB"] = df["bytes"] / GiB
         df.index.name = "component"
@@ -396,14 +405,14 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
     one_layer = dense_layer_terms(model, **kw, selective=(recompute == "selective"))
     per_layer = sum(one_layer.values())
     comps = {k: L * v for k, v in one_layer.items()}
-    comps["residuals"] = 0.0
+    comps["residuals"] = comps["op_sac_saved"] = 0.0
     if recompute == "full":
         per_layer = p_res * sb * h / r                       # the checkpointed layer input
         comps = dict(dense_layer_terms(model, **kw))               # one layer's working set during backward,
         if stack == "fused" or model.norm.startswith("layernorm") or p_res == 4:
             comps["norms"] -= per_layer                      # whose first norm input IS its checkpoint
         # (Hugging Face's RMSNorm on a 16-bit input saves an fp32 copy instead, so nothing is shared)
-        comps["residuals"] = L * per_layer
+        comps["residuals"], comps["op_sac_saved"] = L * per_layer, 0.0
         layers = sum(comps.values())
     elif recompute == "selective":
         # During backward each layer's attention core is rebuilt, one layer at a time: the peak holds the
@@ -420,13 +429,15 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
         per_layer = op_sac_layer_bytes(model, batch=batch, seq=seq, dtype=dtype, recompute=recompute)
         sdpa = OP_SAC_SDPA_SAVED[recompute]
         sb, a_d, g_d = seq * batch, model.heads * model.head_dim, model.kv_heads * model.head_dim
-        comps["norms"] = one_layer["norms"] - p * sb * h
+        inputs = p * sb * h                                  # the layer's input: the checkpoint's argument
+        comps["norms"] = one_layer["norms"] - inputs
         comps["attention_projections"] = one_layer["attention_projections"] - sdpa * p * sb * a_d
         comps["attention_core"] = (one_layer["attention_core"] - p * sb * g_d
                                    - sdpa * 4 * batch * model.heads * seq)
         comps["mlp"] = one_layer["mlp"] - p * sb * model.ffn_hidden
         comps["dropout_masks"] = one_layer["dropout_masks"]
-        comps["residuals"] = L * per_layer                   # the kept tensors of every layer
+        comps["residuals"] = L * inputs                      # every layer's input, as full recomputation's
+        comps["op_sac_saved"] = L * per_layer - comps["residuals"]     # what the op policy saves beyond it
         shared = op_sac_shared_bytes(model, batch=batch, seq=seq, dtype=dtype, recompute=recompute)
         layers = L * per_layer + sum(one_layer.values()) - shared
     else:

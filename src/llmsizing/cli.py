@@ -236,7 +236,7 @@ def _command(sub, name: str, help: str, description: str,
 
 def parser() -> argparse.ArgumentParser:
     from .activations import ATTENTION, RECOMPUTE, STACKS
-    from .parallel import CP_COMMS, OFFLOADS
+    from .parallel import CP_COMMS, OFFLOADS, RECOMPUTE_MODES
     from .precision import OPTIMIZERS, RECIPES
 
     ap = argparse.ArgumentParser(prog="llmsizing",
@@ -262,7 +262,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", default="bf16-mixed", choices=list(RECIPES))
     p.add_argument("--optimizer", default="adamw", choices=list(OPTIMIZERS))
     p.add_argument("--attention", default="flash", choices=list(ATTENTION))
-    p.add_argument("--recompute", default="none", choices=list(RECOMPUTE))
+    p.add_argument("--recompute", default="none", choices=list(RECOMPUTE_MODES),
+                   help="activation recomputation (default none; op-sac and op-sac-sdpa-rerun: torchtitan's "
+                        "op-level selective checkpointing, without --tp, --sp or --cp)")
     p.add_argument("--recompute-layers", type=integer(0), metavar="N", help=_RECOMPUTE_LAYERS_HELP)
     add_moe_step_flags(p)
     p.add_argument("--stack", default="fused", choices=list(STACKS))

@@ -50,8 +50,8 @@ def cmd_cost(args) -> None:
 def _plan_layout_options(args) -> dict:
     """The layout flags of ``plan`` as :func:`~llmsizing.planner.plan` keywords: ``--cp``, ``--cp-comm``,
     ``--ep``, ``--ep-overlap``, ``--shared-expert-overlap``, ``--shard-under-pipeline``, ``--mtp-depth``,
-    ``--capacity-factor``, ``--dispatcher``, ``--grad-buffer``. One place, so a single plan and every planned
-    ``--stage`` take
+    ``--capacity-factor``, ``--dispatcher``, ``--grad-buffer``, ``--recompute`` (``recomputes``). One place,
+    so a single plan and every planned ``--stage`` take
     them alike (issue 33: the stage path dropped them)."""
     out = {"cp_comm": args.cp_comm}
     if getattr(args, "framework", None) is not None:
@@ -60,6 +60,8 @@ def _plan_layout_options(args) -> dict:
         out["cp_degrees"] = tuple(args.cp)
     if args.ep is not None:
         out["ep_degrees"] = tuple(args.ep)
+    if getattr(args, "recompute", None) is not None:
+        out["recomputes"] = tuple(args.recompute)
     if args.ep_overlap is not None:
         out["ep_overlap"] = args.ep_overlap
     flags = ("shard_under_pipeline", "shared_expert_overlap")       # (store_true: only when given)
@@ -134,6 +136,7 @@ def add_plan_commands(sub, command) -> None:
     factory, with its description, the shared examples and the model argument)."""
     from .activations import RECOMPUTE
     from .parallel import CP_COMMS
+    from .plan_space import SEARCH_ORDER
     from .precision import RECIPES
 
     p = command(sub, "plan", "ranked plans: GPUs, layout, days and cost",
@@ -169,6 +172,10 @@ def add_plan_commands(sub, command) -> None:
                         "tokens, powers of two up to 32 from 16K)")
     p.add_argument("--cp-comm", choices=list(CP_COMMS), default="p2p",
                    help="how context parallelism exchanges K and V: a ring (p2p, default) or an all-gather")
+    p.add_argument("--recompute", action="append", choices=list(SEARCH_ORDER),
+                   help="a recomputation to search; repeat for several, the lightest that fits is kept "
+                        "(default: none, selective, full); op-sac and op-sac-sdpa-rerun are torchtitan's "
+                        "op-level selective checkpointing, searched without --tp or --cp only")
     add_plan_moe_flags(p)
     p.add_argument("--framework", default=None,
                    help="the training software (e.g. megatron-core, nemo, torchtitan, llm-foundry): its "

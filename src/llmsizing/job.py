@@ -29,17 +29,22 @@ from .hardware import check_recipe_runs_on
 from .model import Model
 from .moe import check_capacity_factor
 from .mtp import check_mtp_depth
-from .parallel import RECOMPUTE, SINGLE_GPU, Parallel, check_recompute_layers, resolve_parallel
+from .op_sac import check_op_sac
+from .parallel import (OP_SAC_MODES, RECOMPUTE, RECOMPUTE_MODES, SINGLE_GPU, Parallel, check_recompute_layers,
+                       resolve_parallel)
 from .pipeline_schedule import pipelined_zero_fields
-from .precision import OPTIMIZERS, check_recipe
+from .precision import OPTIMIZERS, RECIPES, check_recipe
 
 @dataclass(frozen=True)
 class Job:
     """What is being run: ``model`` on ``gpu`` GPUs in the layout ``parallel``, ``micro_batch`` sequences of
     ``seq`` tokens per GPU and micro-batch, ``grad_accum`` micro-batches per optimizer step, with the recipe
     ``precision`` and ``optimizer``, the ``attention`` kernel and software ``stack``, and ``recompute``
-    (``recompute_layers`` for partial recomputation). ``node`` (a :func:`~llmsizing.network.get_node` name or
-    ``None`` for the GPU's default node), ``max_nodes`` (``"model"``: the routing's own node limit),
+    (``recompute_layers`` for partial recomputation; torchtitan's op SAC,
+    :data:`~llmsizing.parallel.OP_SAC_MODES`, refused here where :func:`~llmsizing.op_sac.check_op_sac` does
+    not model it, and its plan searches it beside the default recomputations). ``node`` (a
+    :func:`~llmsizing.network.get_node` name or ``None`` for the GPU's default node),
+    ``max_nodes`` (``"model"``: the routing's own node limit),
     ``ep_overlap``, ``kernel_efficiency`` and ``overlap`` (``None``: calibrated) are what the step model reads
     beyond that; ``framework`` names the training software (e.g. ``"megatron-core"``, ``"torchtitan"``), whose
     stack family sets the range of the step's MFU and the plan's days (``None``: unknown, the pooled range;
@@ -90,7 +95,11 @@ class Job:
         set_("precision", check_recipe("precision", self.precision))
         set_("gpu", check_recipe_runs_on(self.precision, self.gpu))
         check_choice("optimizer", self.optimizer, tuple(OPTIMIZERS))
-        check_choice("recompute", self.recompute, RECOMPUTE)
+        if check_choice("recompute", self.recompute, RECOMPUTE_MODES) in OP_SAC_MODES:    # (torchtitan's)
+            par, recipe = self.parallel, RECIPES[self.precision]
+            check_op_sac(model, recompute=self.recompute, tp=par.tp, sp=par.sp, cp=par.cp,
+                         attention=self.attention, stack=self.stack, autocast=recipe.autocast, fp8=recipe.fp8,
+                         dropout=False)
         check_choice("attention", self.attention, ATTENTION)
         check_choice("stack", self.stack, STACKS)
         if self.recompute_layers is not None:
@@ -149,13 +158,19 @@ class Job:
             return dict(model=self.model, gpus=(self.gpu.name,), seq=self.seq, global_batch=self.global_batch,
                         precision=self.precision, optimizer=self.optimizer, attention=self.attention,
                         stack=self.stack, max_nodes=self.max_nodes, ep_overlap=self.ep_overlap,
-                        framework=self.framework, **self._moe_options(), **self._dispatch(), **buffer)
+                        framework=self.framework, **self._moe_options(), **self._dispatch(), **buffer,
+                        **self._op_sac())
         raise ValueError(f"kind must be one of 'memory', 'step', 'time', 'plan'; got {kind!r}")
 
     def _moe_options(self) -> dict:
         """``mtp_depth`` and ``capacity_factor`` where not their defaults (old calls' keywords unchanged)."""
         return {**({"mtp_depth": self.mtp_depth} if self.mtp_depth else {}),
                 **({"capacity_factor": self.capacity_factor} if self.capacity_factor is not None else {})}
+
+    def _op_sac(self) -> dict:
+        """A plan's ``recomputes`` for a job that runs torchtitan's op SAC: the default search's
+        recomputations and the job's mode (the search as before for any other job)."""
+        return {"recomputes": RECOMPUTE + (self.recompute,)} if self.recompute in OP_SAC_MODES else {}
 
     def _dispatch(self) -> dict:
         """``dispatcher`` where not the default (an old call's keywords unchanged)."""

@@ -161,9 +161,9 @@ def component_comparison(df=None, **config):
     pred = activation_memory(measured_model(row), batch=int(row["batch"]), seq=int(row["seq"]), dtype=dtype,
                              attention=str(row["attention"]), dropout=bool(row["dropout"] > 0),
                              recompute=str(row["recompute"]), mask_bytes=float(row["cpu_mask_bytes"]))
-    out = pd.DataFrame({"predicted": [pred.breakdown[c] for c in ACT_COMPONENTS],
-                        "measured": [float(row[f"act_{c}"]) for c in ACT_COMPONENTS]},
-                       index=list(ACT_COMPONENTS))
+    measured = [c for c in ACT_COMPONENTS if f"act_{c}" in row.index]     # (op SAC's: never measured here)
+    out = pd.DataFrame({"predicted": [pred.breakdown[c] for c in measured],
+                        "measured": [float(row[f"act_{c}"]) for c in measured]}, index=measured)
     out.loc["total"] = out.sum()
     out["measured - predicted"] = out["measured"] - out["predicted"]
     out.index.name = "component"

@@ -23,7 +23,7 @@ from .memory import _search_pieces
 from .moe import EpLayouts
 from .moe_layouts import dp_unit
 from .moe_prefetch import prefetch_states
-from .parallel import kept_parallel
+from .parallel import OP_SAC_MODES, kept_parallel
 from .plan_candidates import _candidates, _pair_table, state_chunks, state_key  # noqa: F401
 from .plan_moe import has_options
 from .plan_pricing import (_cp_coefficients, _heavy_stages, _least_recompute_layers, _memory_coefficients,
@@ -384,6 +384,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     fits, totals, layers = [], [], []
     for r, rc in enumerate(rcs):
         rows = np.flatnonzero(~chosen.all(axis=0))                  # the candidates some GPU has nothing for
+        if rc in OP_SAC_MODES:            # (op SAC on one GPU's data shard only: op_sac.check_op_sac)
+            rows = rows[(np.array([key[0] for key, _, _ in parts])[lay[rows]] == 1) & (cat["cp"][rows] == 1)]
         t = np.full(chosen.shape, np.inf)
         n = np.full(chosen.shape, -1, dtype=np.int64)
         if len(rows):

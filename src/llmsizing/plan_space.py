@@ -1,12 +1,26 @@
 """What :func:`~llmsizing.planner.plan` searches and what it returns, apart from the search itself (split out
 of :mod:`llmsizing.planner`, which re-exports every name): the columns of its frame, the bounds of one search
 (global batch, layouts, plans), the context-parallel degrees it tries by default, and a row's recomputation as
-the library's functions take it and as tables print it (Part III, "How many GPUs do you need?").
+the library's functions take it and as tables print it, and the recomputations it tries in order (Part III,
+"How many GPUs do you need?").
 """
 
 from __future__ import annotations
 
-from ._validate import check_int
+from ._validate import check_choice, check_int, check_sequence
+from .parallel import OP_SAC_MODES, RECOMPUTE, RECOMPUTE_MODES
+
+#: The order in which ``plan()`` tries the recomputations it is given (``recomputes``), lightest first: for
+#: each layout and micro-batch it keeps the first that fits. torchtitan's op-level selective checkpointing
+#: (:data:`~llmsizing.parallel.OP_SAC_MODES`, :mod:`llmsizing.op_sac`) sits between Megatron-LM's selective
+#: and full recomputation: it reruns three of a Llama layer's seven matmuls and every pointwise op (the
+#: ``"op-sac-sdpa-rerun"`` variant the attention forward too), not the whole forward. By FLOPs that is the
+#: order at 8K tokens (Llama-3-8B: +7.4% selective, +8.8% op SAC; ``tests/test_plan_op_sac.py``); at long
+#: context selective recomputation's attention rerun grows with the sequence and can cost more than op SAC,
+#: but with flash attention it keeps about as much as no recomputation, so it rarely fits where ``"none"``
+#: does not. Searched only when asked for: the default ``recomputes`` is
+#: :data:`~llmsizing.parallel.RECOMPUTE`.
+SEARCH_ORDER = RECOMPUTE[:-1] + OP_SAC_MODES + RECOMPUTE[-1:]
 
 #: Columns of ``plan()``'s DataFrame, in order. ``virtual_stages``: the interleaved model chunks per
 #: pipeline stage (1: plain 1F1B; issue 34). With ``deadline_days`` a last column, ``meets_deadline``, and
@@ -109,3 +123,31 @@ def recompute_label(row, long: bool = False) -> str:
     n = recompute_kwargs(row)["recompute_layers"]
     where = "chunk" if getattr(row, "virtual_stages", 1) > 1 else "stage"
     return row.recompute if n is None else f"full ({n}{f' layers per {where}' if long else ''})"
+
+
+def check_recomputes(model, recomputes, *, cps: tuple, precision: str, attention: str, stack: str) -> list:
+    """``plan(recomputes=)`` checked (each one of :data:`~llmsizing.parallel.RECOMPUTE_MODES`) and put in
+    :data:`SEARCH_ORDER`. torchtitan's op SAC (:data:`~llmsizing.parallel.OP_SAC_MODES`) is priced on one
+    GPU's data shard only (:func:`~llmsizing.op_sac.check_op_sac`): the search leaves it off its layouts with
+    tensor or context parallelism and tries the other recomputations there. What no layout of the search
+    could price it on is refused here, naming ``recomputes``: a model or recipe op SAC does not model (a
+    mixture of experts, biased or fused projections, an autocast or FP8 recipe, eager attention, the
+    Hugging Face stack), or ``cp_degrees`` without 1."""
+    from .op_sac import check_op_sac
+    from .precision import RECIPES
+
+    rcs = [check_choice("recomputes[i]", r, RECOMPUTE_MODES) for r in
+           check_sequence("recomputes", recomputes, example='("none", "full")')]
+    for r in (r for r in OP_SAC_MODES if r in rcs):
+        if 1 not in cps:
+            raise ValueError(f"recomputes holds {r!r}, torchtitan's op SAC, which is priced without context "
+                             f"parallelism only, and cp_degrees={cps} has no 1: add 1 to cp_degrees or leave "
+                             f"{r!r} out of recomputes")
+        recipe = RECIPES[precision]
+        try:
+            check_op_sac(model, recompute=r, tp=1, sp=False, cp=1, attention=attention, stack=stack,
+                         autocast=recipe.autocast, fp8=recipe.fp8, dropout=False)
+        except ValueError as e:
+            raise ValueError(f"recomputes holds {r!r}, which no layout of this search can price: {e}"
+                             ) from None
+    return [r for r in SEARCH_ORDER if r in rcs]                   # lightest first

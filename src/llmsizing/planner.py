@@ -43,21 +43,23 @@ from ._compat import retire as _retire
 from ._validate import (check_bool, check_choice, check_fraction, check_int, check_number, check_sequence,
                         renamed)
 from .activations import ATTENTION, STACKS
-from .catalog import gpu_price, price_kind_of, resolve_gpus, resolve_model, resolve_prices
+from .catalog import gpu_price, resolve_gpus, resolve_model, resolve_prices
 from .flops import RECOMPUTE, training_flops_per_token
 from .frameworks import stack_family
 from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors
-from .footprint import check_grad_buffer_kind, grad_buffer_note
+from .footprint import check_grad_buffer_kind
 from .memory import OPTIMIZER_IMPLS
 from .network import get_node
 from .hardware import check_recipe_runs_on
 from .job import check_moe_options, takes_job
 from .model import Model
-from .all_to_all import DEFAULT_DISPATCHER, check_dispatcher, dispatcher_kwargs, node_limit, routing_note
+from .all_to_all import check_dispatcher, dispatcher_kwargs, node_limit
 from .moe_layouts import ep_candidates
 from .moe_time import shared_expert_params
 from .parallel import CP_COMMS, MAX_PP, check_layout
 from .plan_fits import fitting_plans
+# from the search's table to plan()'s answer (days, cost, the limits, the front, attrs) lives in plan_frame
+from .plan_frame import NoPlanError, answer_frame, nothing_fits, recipe_text  # noqa: F401
 from .plan_memory import SearchMemory, kept_search_memory  # noqa: F401
 # the ranking of plans (ties at 12 digits, the Pareto front) lives in plan_rank
 from .plan_rank import (DEADLINE_RULES, DEFAULT_DEADLINE_RULE, _digits, _lex_orders, _pareto,  # noqa: F401
@@ -76,14 +78,9 @@ from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _
 # the frame's columns, the search's bounds and defaults, and a row's recomputation live in plan_space
 from .plan_space import (CP_DEGREES, CP_MIN_SEQ, CP_MIN_TOKENS_PER_RANK, MAX_GLOBAL_BATCH,  # noqa: F401
                          MAX_LAYOUTS, MAX_MOE_PLANS, MAX_PLANS, MOE_PLAN_COLUMNS, PLAN_COLUMNS,
-                         check_global_batch, default_cp_degrees, recompute_kwargs, recompute_label)
+                         SEARCH_ORDER, check_global_batch, check_recomputes, default_cp_degrees,
+                         recompute_kwargs, recompute_label)
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
-from .mfu import LAYOUT_RANGE_AREA, layout_range_factors, layout_range_group
-from .mfu_inputs import layout_range_note
-
-
-class NoPlanError(ValueError):
-    """Nothing fits, or nothing meets the deadline or budget: the message says which and what came closest."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -291,6 +288,15 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     can rerun fewer FLOPs than selective recomputation at long context; the planner keeps its lightest-first
     order), and a mixture of experts (partial recomputation of one is not modelled).
 
+    **torchtitan's op-level selective checkpointing** (issue 34; ``recomputes`` holding ``"op-sac"`` or
+    ``"op-sac-sdpa-rerun"``, :data:`~llmsizing.parallel.OP_SAC_MODES`; never in the default search) is tried
+    in :data:`~llmsizing.plan_space.SEARCH_ORDER`, after selective and before full recomputation, on the
+    layouts without tensor or context parallelism only, where the memory and step models price it
+    (:func:`~llmsizing.op_sac.check_op_sac`); the other layouts try the rest of ``recomputes``. A model or
+    recipe it does not price (a mixture of experts, biased projections, an autocast or FP8 recipe, eager
+    attention) or ``cp_degrees`` without 1 is refused with a ``ValueError`` naming ``recomputes``
+    (:func:`~llmsizing.plan_space.check_recomputes`).
+
     Time: :func:`~llmsizing.layouts.step_time` on each GPU's node (``data/nodes.csv``; ``gpus_per_node`` and
     ``inter_node_gbps`` override it), at ``kernel_efficiency`` (default: each GPU generation's calibrated one;
     ``compute_efficiency=`` is its old name, deprecated), with communication hidden group by group (or a share
@@ -414,9 +420,6 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     budget = None if budget_usd is None else check_number("budget_usd", budget_usd, allow_equal=False)
     micros = sorted({check_int("micro_batches[i]", b) for b in
                      check_sequence("micro_batches", micro_batches, example="(1, 2, 4)")})
-    rcs = [check_choice("recomputes[i]", r, RECOMPUTE) for r in
-           check_sequence("recomputes", recomputes, example='("none", "full")')]
-    rcs = [r for r in RECOMPUTE if r in rcs]                       # lightest first
     zeros = sorted({check_int("zero_stages[i]", z, minimum=0, maximum=3) for z in
                     check_sequence("zero_stages", zero_stages, example="(0, 1, 3)")})
     frac = check_fraction("usable_fraction", usable_fraction)
@@ -459,6 +462,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     optimizer = check_choice("optimizer", optimizer, OPTIMIZERS)
     attention = check_choice("attention", attention, ATTENTION)
     stack = check_choice("stack", stack, STACKS)
+    rcs = check_recomputes(model, recomputes, cps=cps, precision=precision, attention=attention, stack=stack)
     steps = tokens / (global_batch * seq)
     args = (model, tuple(gpu_list), seq, global_batch, max_gpus, tuple(micros), tuple(rcs), tuple(zeros),
             precision,
@@ -486,111 +490,16 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     if df is None:
         if not explain:
             return pd.DataFrame(columns=list(columns))
-        limit = ", ".join(f"{g.name} ({frac:.0%} of {g.memory_gib:.1f} GiB)" for g in gpu_list)
-        raise NoPlanError(
-            f"no layout holds {model.name} with micro-batches {micros} of {seq:,} tokens on {limit}"
-            + (f" within max_gpus={max_gpus:,}" if max_gpus is not None else "")
-            + ("" if counts is None else f" on gpu_counts={counts}")
-            + f" at global_batch={global_batch:,}" + ("" if cps == (1,) else f", context parallelism {cps}")
-            + ": allow more GPUs, a larger global batch (more data-parallel ranks), recomputation, "
-            + ("context parallelism (cp_degrees=...), " if cps == (1,) else "")
-            + "or a GPU with more memory")
-    # (the search's table is kept: never change it) the new columns on arrays, and the frame built once, in
-    # its final order, from the search's columns and these (issue 35: no copy of the whole table per step)
-    factors = np.array([layout_range_factors(g, dtype, framework) for g in gpu_list], dtype=float)
-    at = pd.Index([g.name for g in gpu_list]).get_indexer(df["gpu"])       # each plan's GPU, as an index
-    low, high = factors[at, 0], factors[at, 1]
-    days = steps * df["step_time_s"].to_numpy() / 86400
-    gpu_hours = days * 24 * df["n_gpus"].to_numpy()
-    cost = gpu_hours * df["price"].to_numpy()
-    added = {"days": days, "days_low": days / high, "days_high": days / low, "gpu_hours": gpu_hours,
-             "cost_usd": cost, "cost_usd_low": cost / high, "cost_usd_high": cost / low,
-             # (each GPU's kind made a string column once and taken per plan: the frame's str dtype as it
-             # would infer it from the plans' strings, without checking every plan's string: ~1 ms of a
-             # table of 59,000 plans, issue 38)
-             "price_kind": pd.Series(np.array([price_kind_of(g, given.get(g.name)) for g in gpu_list])
-                                     ).array.take(at)}
-    if not (np.isfinite(days).all() and np.isfinite(cost).all()):     # (bounded inputs keep them finite)
-        raise ValueError(f"tokens={tokens:g} gives a plan whose days or cost is not a finite number: check "
-                         "tokens, kernel_efficiency and prices")
-    # (an interleaved plan another one beats is not listed)
-    keep = (df["listed"].to_numpy().copy() if "listed" in df
-            else interleaving_winners(df) & pipelined_zero_winners(df))
-    listed = keep.copy()                  # (what the table lists without limits: the message counts these)
-    # what the old default (point estimates, both limits) keeps: the rule change is warned only for those
-    old = (listed & (True if deadline is None else days <= deadline)
-           & (True if budget is None else cost <= budget))
-    if deadline is not None:
-        added["meets_deadline"] = meets_deadline(days, added["days_high"], deadline)
-        keep &= deadline_kept(rule, days, added["days_high"], deadline, old)
-    if budget is not None:
-        added["within_budget"] = within_budget(cost, added["cost_usd_high"], budget)
-        keep &= budget_kept(rule, cost, added["cost_usd_high"], budget, old)
-    sel = np.flatnonzero(keep)
-    if not len(sel):
-        if not explain:
-            return pd.DataFrame(columns=list(columns))
-        # the fastest and the cheapest of the plans the table would list (an interleaved or pipelined-ZeRO
-        # twin another plan beats is neither counted nor named: reader24b's ch12 L1)
-        at_listed = np.flatnonzero(listed)
-        f, c = (int(at_listed[np.argmin(x[at_listed])]) for x in (days, cost))
-        n_gpus, gpu = df["n_gpus"].to_numpy(), df["gpu"].to_numpy()
-        raise NoPlanError(
-            f"{len(at_listed):,} plans fit in memory (those plan() lists without deadline_days and "
-            "budget_usd), but none meets "
-            + " and ".join(x for x in (f"deadline_days={deadline:g}" if deadline else "",
-                                       f"budget_usd={budget:,.0f}" if budget else "") if x)
-            + f": the fastest takes {days[f]:,.1f} days"
-            + (f" ({days[f] / low[f]:,.1f} at the slow end of the 80% range)" if deadline else "")
-            + f" (${cost[f]:,.0f}, "
-            f"{n_gpus[f]:,} x {gpu[f]}), the cheapest costs ${cost[c]:,.0f} ("
-            + (f"${cost[c] / low[c]:,.0f} at the slow end of the 80% range; " if budget else "")
-            + f"{days[c]:,.1f} days, {n_gpus[c]:,} x {gpu[c]})"
-            + ("" if max_gpus is None else f"; max_gpus={max_gpus:,} may be what limits the speed")
-            + ("" if deadline is None else f"; the deadline was checked by the "
-               f"{deadline_rule_text(deadline_rule, deadline)}")
-            + ("" if budget is None else f"; the budget was checked by the "
-               f"{budget_rule_text(deadline_rule, budget)}"))
-    # plans that split the same work differently tie to the last bits of a float: compare at 12 digits, so
-    # ties keep the search's order whatever the rounding (the step's compute is a sum: llmsizing.kernels)
-    days_d, cost_d = _digits(days[sel]), _digits(cost[sel])
-    added["pareto"] = np.empty(len(df), dtype=bool)
-    memory_d = df["memory_per_gpu_bytes"].to_numpy()[sel]
-    by_days, by_cost = _lex_orders((memory_d, cost_d, days_d), (days_d, cost_d))
-    added["pareto"][sel] = _pareto(days_d, cost_d, memory_d, order=by_days)
-    rows = sel[by_cost]
-    # (every column a fresh array: copy=False keeps them as they are instead of stacking them into blocks)
-    out = pd.DataFrame({c: added[c][rows] if c in added else _taken(df[c], rows) for c in columns},
-                       copy=False)
-    range_rows = {g.name: layout_range_group(g, dtype, framework) for g in gpu_list}
-    # a known stack whose row states no range (under 75% out of source) gets the pooled one: say so
-    pooled = stack_fam != "unknown" and not all(r.startswith("stack:") for r in range_rows.values())
-    out.attrs["assumes"] = (f"precision={precision}, optimizer={optimizer} ({optimizer_impl} step), "
-                            f"kernel efficiency {'calibrated per GPU' if eff is None else f'{eff:g}'}, "
-                            f"overlap {'per group' if overlap is None else f'{overlap:g}'}"
-                            + ("" if cps == (1,) else f", context parallelism {cp_comm}")
-                            + ("" if not model.is_moe else
-                               f", expert parallelism ep in {eps}{' with expert_tp' if expert_tp else ''}, "
-                               f"all-to-all {ep_overlap:.0%} hidden"
-                               + (" after the shared experts'" if shared_expert_overlap else "")
-                               + "".join(f", {k}={v:g}" for k, v in options.items())
-                               + ", routing " + routing_note(model, max_nodes)
-                               + ("" if dispatcher == DEFAULT_DISPATCHER
-                                  else f", the {dispatcher} dispatcher"))
-                            + (f", {grad_buffer_note(grad_buffer)} (DDP, ZeRO-1)" if grad_buffer else "")
-                            + f", range of the {stack_fam} stack"
-                            + (" where it states one, else the pooled range" if pooled else ""))
-    out.attrs["cp_comm"] = cp_comm
-    if deadline is not None:
-        out.attrs["deadline_rule"] = deadline_rule_text(deadline_rule, deadline)
-    if budget is not None:
-        out.attrs["budget_rule"] = budget_rule_text(deadline_rule, budget)
-    out.attrs["range_area"] = LAYOUT_RANGE_AREA
-    out.attrs["stack"] = stack_fam                      # the stack named (its range where it states one)
-    out.attrs["range_rows"] = range_rows
-    notes = {g.name: layout_range_note(g, dtype) for g in gpu_list}   # a stand-in kernel efficiency: say so
-    out.attrs["range_notes"] = {name: note for name, note in notes.items() if note}
-    return out
+        raise nothing_fits(model, micros=micros, seq=seq, gpu_list=gpu_list, frac=frac, max_gpus=max_gpus,
+                           counts=counts, global_batch=global_batch, cps=cps)
+    assumes = recipe_text(model, precision=precision, optimizer=optimizer, optimizer_impl=optimizer_impl,
+                          eff=eff, overlap=overlap, cps=cps, cp_comm=cp_comm, eps=eps, expert_tp=expert_tp,
+                          ep_overlap=ep_overlap, shared_expert_overlap=shared_expert_overlap, options=options,
+                          max_nodes=max_nodes, dispatcher=dispatcher, grad_buffer=grad_buffer)
+    return answer_frame(df, gpu_list=gpu_list, given=given, dtype=dtype, framework=framework,
+                        stack_fam=stack_fam, tokens=tokens, steps=steps, deadline=deadline, budget=budget,
+                        rule=rule, deadline_rule=deadline_rule, explain=explain, columns=columns,
+                        max_gpus=max_gpus, cp_comm=cp_comm, assumes=assumes)
 
 
 # Retired (issue 21, warned since issue 32): the planner's old fixed compute efficiency and overlap share.

@@ -26,7 +26,7 @@ from .job import check_moe_options, takes_job
 from .model import Model
 from .mtp import check_mtp_depth
 from .moe_layouts import ep_candidates
-from .parallel import Parallel, resolve_parallel
+from .parallel import RECOMPUTE_MODES, Parallel, resolve_parallel
 from .precision import compute_dtype
 from .planner import check_global_batch
 from .stages import _staged, layout_time
@@ -179,7 +179,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                         micro_batch=check_int("micro_batch", micro_batch),
                         global_batch=check_global_batch(global_batch),
                         precision="bf16-mixed" if precision is None else precision, dtype=dtype,
-                        recompute=check_choice("recompute", recompute, RECOMPUTE),
+                        # (on the layout's own step: torchtitan's op SAC too, as step_time prices it)
+                        recompute=check_choice("recompute", recompute, RECOMPUTE_MODES),
                         recompute_layers=recompute_layers, causal=check_bool("causal", causal),
                         price_value=gpu_price(g, price_usd_per_gpu_hour), goodput=goodput,
                         mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=disp)

@@ -53,7 +53,7 @@ COLORS = {
     "norm inputs": "#F0E442", "QKV / out-proj inputs": "#E69F00",
     "attention core (Q, K, V, scores)": "#D55E00",
     "MLP": "#117733", "dropout masks": "#882255", "layer inputs (checkpoints)": "#CC6677",
-    "token ids": "#000000", "logits + loss": "#88CCEE",
+    "token ids": "#000000", "logits + loss": "#88CCEE", "saved by op SAC (matmuls, SDPA)": "#999933",
 }
 
 #: One colour per catalogued GPU in the figures of chapters 6, 11, 12 and 15 (vendor families share a hue).

@@ -23,7 +23,8 @@ from .base import (FixedView, View, _CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPT
 ACT_LABELS = {
     "norms": "norm inputs", "attention_projections": "QKV / out-proj inputs",
     "attention_core": "attention core (Q, K, V, scores)", "mlp": "MLP", "dropout_masks": "dropout masks",
-    "residuals": "layer inputs (checkpoints)", "embedding": "token ids", "logits": "logits + loss",
+    "residuals": "layer inputs (checkpoints)", "op_sac_saved": "saved by op SAC (matmuls, SDPA)",
+    "embedding": "token ids", "logits": "logits + loss",
 }
 RECOMPUTE_COLORS = {"none": "#D55E00", "selective": "#E69F00", "full": "#0072B2"}
 
