@@ -17,7 +17,6 @@ larger than the forward's 973,078,528) and the library's stated 1 GiB + 0.5 GiB 
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import pytest
 from llmsizing.charts.serve_tune import _batch_state, _fit_text
 from llmsizing.serve import serving
 from llmsizing.serve_fit import _serving_of
+from llmsizing.serve_replay import Replay, replay_scheduler, waves_against_vllm
 
 MIB, GIB = 2**20, 2**30
 KW = dict(prompt=1024, output=256)        # 1,280 tokens: 80 blocks a sequence
@@ -123,28 +123,31 @@ def test_the_static_published_rows_over_the_room_run_whole():
         assert s.kv_batch < s.batch == s.running_batch and s.waves == 1 and not s.fits
 
 
-def _replay_tool():
-    path = Path(__file__).resolve().parents[1] / "tools" / "replay_kv_preemption.py"
-    spec = importlib.util.spec_from_file_location("replay_kv_preemption_tool", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_the_replayed_scheduler_preempts_and_its_waves_match_the_library():
     # 381 requests (1.1 x the room): vLLM's rules admit them all on their prompts' blocks and preempt some
     # in decode; run with the cap at the room, nothing is preempted and the time is the library's waves'
-    r = _replay_tool().case("llama-3-8b", "H100 SXM", 1024, 256, 1.1)
-    assert r["batch"] == 381 and r["room"] == 346
-    assert r["waves_preemptions"] == 0 and r["preemptions"] > 0 and r["recomputed"] > 0
-    assert r["waves_s"] == pytest.approx(r["lib_cycle_s"], rel=0.02)
-    assert 0.7 < r["ratio"] < 1.3
+    r = waves_against_vllm("llama-3-8b", "H100 SXM", prompt=1024, output=256, over_room=1.1)
+    assert r.batch == 381 and r.kv_batch == ROOM and r.decode_bound == "memory"
+    assert r.waves.preemptions == 0 and r.vllm.preemptions > 0 and r.vllm.recomputed_tokens > 0
+    assert r.waves.recomputed_tokens == 0
+    assert r.waves.seconds == pytest.approx(r.cycle_s, rel=0.02)
+    assert 0.7 < r.ratio < 1.3
 
 
 def test_the_replay_counts_blocks_by_hand():
-    # 3 requests of 16 + 16 tokens (2 blocks each at the end) in 5 blocks: all 3 are admitted on 1 block each;
-    # at the 17th token each needs a 2nd block: 2 get it (5 = 3 + 2), the third is preempted, recomputed
-    # (16 prompt + 1 generated = 17 tokens) once the first two finish
-    tool = _replay_tool()
-    r = tool.replay(5, 3, 16, 16, 10, lambda decode, prefill: 1.0)
-    assert r["preemptions"] == 1 and r["recomputed_tokens"] == 17
+    # 3 requests of 16 + 16 tokens (2 blocks each at the end) in 5 blocks: all 3 are admitted on 1 block
+    # each; at the 17th token each needs a 2nd block: 2 get it (5 = 3 + 2), the third is preempted and
+    # recomputed (16 prompt + 1 generated = 17 tokens) once the first two finish. Steps: 1 prefill (each
+    # samples its 1st token), 15 decode steps for the first two (the step of the preemption included), then
+    # the third's recompute (which samples its 2nd token) and its 14 decode steps: 31 steps at 1 s each
+    r = replay_scheduler(5, 3, 16, 16, 10, lambda decode, prefill: 1.0)
+    assert (r.preemptions, r.recomputed_tokens, r.steps, r.seconds) == (1, 17, 31, 31.0)
+    # with room for all three whole sequences nothing is preempted: 1 prefill + 15 decode steps
+    assert replay_scheduler(6, 3, 16, 16, 10, lambda d, p: 1.0) == Replay(16.0, 16, 0, 0)
+
+
+def test_the_replay_refuses_what_it_cannot_run():
+    with pytest.raises(ValueError, match="blocks"):
+        replay_scheduler(1, 3, 16, 16, 10, lambda d, p: 1.0)      # one sequence needs 2 blocks
+    with pytest.raises(ValueError, match="tp"):
+        waves_against_vllm("llama-3-8b", "H100 SXM", prompt=1024, output=256, tp=2)
