@@ -123,7 +123,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
       ``kv_cache_manager.allocate_slots`` finds its blocks (``None`` breaks the WAITING loop), and when a
       running request cannot get its next block it preempts the latest running one (``self.running.pop()``;
       ``_preempt_request`` frees its blocks, sets ``num_computed_tokens = 0`` and puts it back at the head
-      of the waiting queue: recompute). A closed batch of equal requests is all admitted while its prompts'
+      of the waiting queue: recompute). A closed batch of equal requests is admitted while its prompts'
       blocks fit, then, as the blocks grow in decode, the latest are preempted until the survivors' whole
       sequences fit: ``kv_batch`` of them run to the end, the rest wait. The library prices that as waves of
       ``running_batch = min(batch, max_batch)`` (``running_bound`` says which bound sets it): the requests
