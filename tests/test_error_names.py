@@ -31,9 +31,14 @@ def test_a_huge_batch_is_served_in_waves_not_refused():
     2**50 / 2**10 = 2**40 waves, every time finite."""
     import math
 
-    s = L.serving("llama-3-8b", "H100 SXM", batch=2**50, tp=2)
-    assert s.running_batch == 1024 and s.waves == 2**40
+    # (kv30: at 1,024 + 256 tokens two H100s hold fewer than 1,024 sequences, and the KV room sets the waves;
+    # 128 + 64-token requests leave the cap to set them)
+    s = L.serving("llama-3-8b", "H100 SXM", batch=2**50, tp=2, prompt=128, output=64)
+    assert s.running_batch == 1024 and s.waves == 2**40 and s.running_bound == "max_num_seqs"
     assert math.isfinite(s.cycle_s) and s.cycle_s > 0
+    k = L.serving("llama-3-8b", "H100 SXM", batch=2**50, tp=2)
+    assert k.running_batch == k.kv_batch < 1024 and k.waves == -(-2**50 // k.kv_batch)
+    assert math.isfinite(k.cycle_s) and k.cycle_s > s.cycle_s
 
 
 @pytest.mark.parametrize("parallel", [L.Parallel(tp=2), L.Parallel(pp=2), L.Parallel(tp=2, pp=2, sp=True)])

@@ -337,15 +337,18 @@ def test_widget_shows_what_the_library_computes():
 def test_charts_render():
     from llmsizing.charts import render_serving_cost, render_serving_curve
 
+    # 4,096 over the KV room of 346 (tests/test_serving_kv_waves.py): vLLM runs 346 at a time,
+    # ceil(4,096 / 346) = 12 waves (kv30; before, priced as one step that does not fit)
     v = render_serving_curve("llama-3-8b", "H100 SXM", batch=4096)
-    assert "DOES NOT FIT" in v.summary
+    assert "above the KV room of 346 sequences" in v.summary and "12 waves" in v.summary
     assert "H100 SXM" in render_serving_cost("llama-3-8b", gpus=["H100 SXM"]).summary
 
 
 def test_a_batch_above_max_num_seqs_is_queued_not_refused():
     """(review28b) Above vLLM's max_num_seqs the engine queues the rest: the chart's summary says so. Since
     issue 34 (queue29) the engine runs 256 at a time, so a batch beyond the KV room is queued too while its
-    waves fit; it does not fit when the batch the engine runs is beyond the KV room, and that names the room."""
+    waves fit. Since kv30 a larger cap leaves the KV room to queue it; only a batch run at once as stated
+    (``batching="static"``) beyond the room does not fit, and that names the room."""
     from llmsizing.charts.serve_tune import _fit_text
 
     kw = dict(prompt=1024, output=256, max_num_seqs=256)
@@ -358,7 +361,12 @@ def test_a_batch_above_max_num_seqs_is_queued_not_refused():
     over = S.serving("llama-3-8b", "H100 SXM", batch=room + 1, **kw)
     assert _fit_text(over) == f"above max_num_seqs 256: vLLM runs 256 at once and queues the rest ({waves} waves)"
     wide = S.serving("llama-3-8b", "H100 SXM", batch=room + 1, **{**kw, "max_num_seqs": room + 1})
-    assert _fit_text(wide) == f"DOES NOT FIT (KV cache holds {wide.kv_batch:,})"
+    assert wide.running_batch == wide.kv_batch and wide.waves == 2
+    assert _fit_text(wide) == (f"above the KV room of {wide.kv_batch:,} sequences: vLLM runs "
+                               f"{wide.kv_batch:,} at once and queues the rest (2 waves)")
+    static = S.serving("llama-3-8b", "H100 SXM", batch=room + 1, batching="static",
+                       **{**kw, "max_num_seqs": room + 1})
+    assert _fit_text(static) == f"DOES NOT FIT (KV cache holds {static.kv_batch:,})"
 
 
 def test_the_serving_curve_marks_a_queued_batch_apart_from_one_that_does_not_fit():
@@ -375,14 +383,17 @@ def test_the_serving_curve_marks_a_queued_batch_apart_from_one_that_does_not_fit
     assert cap < room and one.batch_bound == "max_num_seqs"
     one_cap = S.serving("llama-3-8b", "H100 SXM", batch=cap, **kw)
     seen = {}
-    # issue 34 (queue29): beyond the KV room but in waves of the cap, each within it, a batch is queued; it does
-    # not fit where the batch the engine runs is beyond the room (long sequences: room under the cap)
+    # issue 34 (queue29): beyond the KV room but in waves of the cap, each within it, a batch is queued; kv30:
+    # beyond the room and within the cap too (long sequences: room under the cap), in waves of the room; it
+    # does not fit where the batch run at once is beyond the room (a static batch)
     long = dict(prompt=1024, output=256)
+    static = dict(long, batching="static")
     tight = S.serving("llama-3-8b", "H100 SXM", batch=1, **long)
     assert tight.kv_batch < tight.max_num_seqs and tight.batch_bound == "kv"
     for state, batch, words, at in (("fits", cap, "runs at once", kw), ("queued", cap + 1, "queued", kw),
                                     ("queued", room + 1, "queued", kw),
-                                    ("does not fit", tight.kv_batch + 1, "does not fit", long)):
+                                    ("queued", tight.kv_batch + 1, "queued", long),
+                                    ("does not fit", tight.kv_batch + 1, "does not fit", static)):
         s = S.serving("llama-3-8b", "H100 SXM", batch=batch, **at)
         ax = render_serving_curve("llama-3-8b", "H100 SXM", batch=batch, **at).figure.axes[0]
         point, = [ln for ln in ax.lines if list(ln.get_xdata()) == [s.output_tokens_per_s_per_gpu]]
@@ -395,8 +406,12 @@ def test_the_serving_curve_marks_a_queued_batch_apart_from_one_that_does_not_fit
         assert to_hex(legend.legend_handles[0].get_color()) == to_hex(point.get_color())
         seen[state] = (point.get_marker(), to_hex(point.get_color()))
         notes = [t.get_text() for t in ax.texts]
-        if state == "queued":   # priced at its running batch: the curve's last point, the cap
+        if state == "queued" and at is kw:   # priced at its running batch: the curve's last point, the cap
             assert (s.running_batch, s.itl_s) == (cap, one_cap.itl_s)
+        if state == "queued" and at is long:   # kv30: at the KV room's
+            full_room = S.serving("llama-3-8b", "H100 SXM", batch=tight.kv_batch, **long)
+            assert (s.running_batch, s.itl_s) == (tight.kv_batch, full_room.itl_s)
+        if state == "queued":
             assert f"{s.waves} waves" in legend.get_texts()[0].get_text()
         if at is kw:
             assert f"max_num_seqs reached\nat batch {cap:,}" in notes

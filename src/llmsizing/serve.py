@@ -28,8 +28,9 @@ What an engine adds (issue 22; :mod:`llmsizing.serve_engine`):
   minus the weights, the profiled activation peak of the largest prefill chunk, CUDA graphs and buffers, cut
   into 16-token blocks. It caps the batch (``kv_batch``), and so does the scheduler's ``max_num_seqs``
   (``max_batch`` is the smaller; issue 38). Before issue 22 all memory but 1 GiB held KV. A batch over
-  ``max_num_seqs`` runs that many at a time and queues the rest, in waves (issue 34: ``running_batch``,
-  ``waves``, ``cycle_s``, ``last_ttft_s``).
+  ``max_batch`` runs that many at a time and queues the rest, in waves (issue 34: ``running_batch``,
+  ``waves``, ``cycle_s``, ``last_ttft_s``; kv30: over the KV room too, ``running_bound`` naming the bound;
+  :mod:`llmsizing.serve_replay` replays vLLM's preemptions against those waves).
 * **Decode step**: the weights it reads (as above) once at ``mbu`` of the HBM bandwidth, each sequence's
   cached KV read at its own ``attention_bu``, the matmuls' FLOPs at ``mfu`` (the larger of memory and
   compute), a fixed ``step_overhead_s`` (scheduling, sampling, launches) and the tensor-parallel all-reduces

@@ -318,18 +318,20 @@ def serving_range(model, gpu, *, engine: str | None = None, batching: str = "con
     ``None`` is vLLM) or a given ``step_overhead_s`` takes the ``calibrated`` ranges; any other engine name is
     priced at ``batching``'s pooled overhead and takes the ``uncalibrated`` ranges, measured on engines the
     fit had not seen. Per-token figures (ITL, rates) and the TTFT each take their group's range
-    (``data/serving_intervals.csv``). ``kwargs`` go to :func:`llmsizing.serve.serving`."""
+    (``data/serving_intervals.csv``). ``kwargs`` and ``batching`` go to :func:`llmsizing.serve.serving`
+    (kv30: a static batch runs as stated, a continuous one in waves above ``max_batch``)."""
     name = DEFAULT_ENGINE if engine is None else engine
     if not isinstance(name, str):
         raise TypeError(f"engine must be an engine name (str), got {type(name).__name__}")
     check_choice("batching", batching, BATCHING)
     known = name in ENGINES or "step_overhead_s" in kwargs
     if name in ENGINES:
-        central = serving(model, gpu, engine=name, **kwargs)
+        central = serving(model, gpu, engine=name, batching=batching, **kwargs)
     else:
         from dataclasses import replace
 
-        central = serving(model, gpu, **{"step_overhead_s": ERA_STEP_OVERHEAD_S[batching], **kwargs})
+        central = serving(model, gpu, batching=batching,
+                          **{"step_overhead_s": ERA_STEP_OVERHEAD_S[batching], **kwargs})
         central = replace(central, engine=f"{name}/{batching} (pooled {batching} overhead)")
     p_lo, p_hi = _range_of(known, "itl_s")
     t_lo, t_hi = _range_of(known, "ttft_s")

@@ -33,8 +33,10 @@ def _key(r) -> str:
 def _engine_cap(r) -> dict:
     """The running-sequence cap a row's engine ran with (issue 34): a static batch runs whole (TensorRT-LLM's
     static batching runs the engine's ``max_batch_size`` sequences together, built at the stated batch), so
-    ``max_num_seqs`` is the row's batch; a continuous-batching row keeps the library's default (vLLM's)."""
-    return {"max_num_seqs": int(r.batch)} if r.batching == "static" else {}
+    ``max_num_seqs`` is the row's batch and ``batching="static"`` keeps the KV room from queueing it (kv30:
+    three static rows are over vLLM's KV room as the library counts it, yet ran whole); a continuous-batching
+    row keeps the library's defaults (vLLM's)."""
+    return {"max_num_seqs": int(r.batch), "batching": "static"} if r.batching == "static" else {}
 
 
 def predict_row(r, **constants) -> float:

@@ -54,9 +54,10 @@ ACTIVATION_BYTES = 2
 @dataclass(frozen=True)
 class Serving:
     """One serving replica (``tp`` GPUs) running ``batch`` requests of ``prompt`` + ``output`` tokens
-    (:func:`serving`). Times are per replica; bytes and FLOPs are per GPU. A batch over the engine's
-    ``max_num_seqs`` runs ``running_batch`` at a time in ``waves`` (issue 34): the step fields are one full
-    wave's, ``cycle_s`` and ``last_ttft_s`` the whole batch's."""
+    (:func:`serving`). Times are per replica; bytes and FLOPs are per GPU. A batch over ``max_batch`` (the
+    engine's ``max_num_seqs``, issue 34, or its KV room, kv30) runs ``running_batch`` at a time in ``waves``:
+    the step fields are one full wave's, ``cycle_s`` and ``last_ttft_s`` the whole batch's; ``running_bound``
+    says which bound set the running batch."""
 
     model: str
     gpu: str
@@ -105,9 +106,9 @@ class Serving:
     # a result built by hand before the cap, taken as max_batch), max_num_seqs the scheduler's cap per group
     kv_batch: int | None = None
     max_num_seqs: int | None = None
-    # issue 34: a batch over max_num_seqs (x groups) runs in waves of running_batch sequences (None: batch,
-    # all at once); every step field above is one full wave's. last_wave: the last wave when it is not full
-    # (its own Serving, of the rest), else None
+    # issue 34: a batch over max_num_seqs (x groups), or over the KV room (kv30), runs in waves of
+    # running_batch sequences (None: batch, all at once); every step field above is one full wave's.
+    # last_wave: the last wave when it is not full (its own Serving, of the rest), else None
     running_batch: int | None = None
     last_wave: Serving | None = None
 
@@ -140,6 +141,16 @@ class Serving:
         """What caps ``max_batch``: ``"kv"`` (the KV room, ``kv_batch``) or ``"max_num_seqs"`` (the
         scheduler's cap, smaller than the KV room)."""
         return "max_num_seqs" if self.max_batch < self.kv_batch else "kv"
+
+    @property
+    def running_bound(self) -> str:
+        """What sets ``running_batch`` (kv30): ``"batch"`` (the whole batch runs at once), ``"kv"`` (the KV
+        room, ``kv_batch``: vLLM keeps running only the requests whose blocks fit) or ``"max_num_seqs"`` (the
+        scheduler's cap). A batch that runs at once though it does not fit (``batching="static"``) is
+        ``"batch"``, with ``fits`` False."""
+        if self.running_batch >= self.batch:
+            return "batch"
+        return "kv" if self.running_batch == self.kv_batch else "max_num_seqs"
 
     @property
     def waves(self) -> int:
@@ -270,6 +281,7 @@ class Serving:
                 "batch": self.batch,
                 "max_batch": self.max_batch, "kv_batch": self.kv_batch, "max_num_seqs": self.max_num_seqs,
                 "batch_bound": self.batch_bound, "fits": self.fits, "running_batch": self.running_batch,
+                "running_bound": self.running_bound,
                 "waves": self.waves, "queued": self.queued, "cycle_s": self.cycle_s,
                 "last_ttft_s": self.last_ttft_s, "mbu": self.mbu, "mfu": self.mfu,
                 "ttft_s": self.ttft_s, "prefill_bound": self.prefill_bound,

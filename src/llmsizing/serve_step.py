@@ -27,8 +27,8 @@ from .model import Model
 from .network import Node, collective_time_s, get_node, group_link, link_bandwidth_one_way_gbps
 from .parallel import check_layout
 from .serve_engine import (  # noqa: F401 (BLOCK_SIZE, KVCapacity, serving_constants: still exported from here)
-    BLOCK_SIZE, CUDA_GRAPH_BYTES, DEFAULT_ENGINE, GPU_MEMORY_UTILIZATION, MAX_NUM_BATCHED_TOKENS, KVCapacity,
-    blocks_per_sequence, engine_key, kv_capacity_tokens, kv_split, serving_constants, stage_share,
+    BATCHING, BLOCK_SIZE, CUDA_GRAPH_BYTES, DEFAULT_ENGINE, GPU_MEMORY_UTILIZATION, MAX_NUM_BATCHED_TOKENS,
+    KVCapacity, blocks_per_sequence, engine_key, kv_capacity_tokens, kv_split, serving_constants, stage_share,
     state_bytes_per_gpu, vllm_default_max_num_seqs, weights_bytes_per_gpu)
 from .serve_moe import check_ep, experts_touched
 from .serve_result import (  # noqa: F401 (the result and the constants, still exported from here)
@@ -70,7 +70,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
             max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
             node=None, attention_kernel: str = "grouped", engine: str | None = None, pp: int = 1,
             ep: int = 1, redundant_experts: int = 0, state_dtype: str | None = None,
-            max_num_seqs: int | None = None) -> Serving:
+            max_num_seqs: int | None = None, batching: str = "continuous") -> Serving:
     """Latency, throughput and cost of one replica of ``tp`` GPUs serving ``batch`` requests of ``prompt``
     input and ``output`` generated tokens.
 
@@ -117,9 +117,26 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
       token) is that running batch's. Requests of equal length finish together, so the queue is taken in
       ``waves = ceil(batch / running_batch)`` waves: ``cycle_s`` (the whole batch) and ``last_ttft_s`` (the
       batch's last request) count the waits, ``queue_wait_s`` and ``queued`` say how long and how many; a last
-      wave that is not full is priced at its own size (``last_wave``). A batch over the KV room but within the
-      cap is still priced as given (``fits`` False; vLLM would preempt and recompute, which is not modelled).
-      Another engine's cap is passed as ``max_num_seqs`` (the calibration passes a static batch's own size).
+      wave that is not full is priced at its own size (``last_wave``). Another engine's cap is passed as
+      ``max_num_seqs``;
+    * a batch over the KV room (kv30): the scheduler admits a waiting request only if
+      ``kv_cache_manager.allocate_slots`` finds its blocks (``None`` breaks the WAITING loop), and when a
+      running request cannot get its next block it preempts the latest running one (``self.running.pop()``;
+      ``_preempt_request`` frees its blocks, sets ``num_computed_tokens = 0`` and puts it back at the head
+      of the waiting queue: recompute). A closed batch of equal requests is admitted while its prompts'
+      blocks fit, then, as the blocks grow in decode, the latest are preempted until the survivors' whole
+      sequences fit: ``kv_batch`` of them run to the end, the rest wait. The library prices that as waves of
+      ``running_batch = min(batch, max_batch)`` (``running_bound`` says which bound sets it): the requests
+      over the KV room wait from the start, instead of decoding a while first and recomputing their KV
+      (prompt and tokens so far) when readmitted. :func:`~llmsizing.serve_replay.waves_against_vllm` replays
+      the scheduler's rules step by step at the library's step prices (``tools/replay_kv_preemption.py``):
+      the whole batch takes 0.78-1.15x the waves' time in its cases (shorter when a few requests over the
+      room are preempted late in a long answer, longer when many waves recompute long prompts); the ITL is
+      the room's at the end, a larger batch's before the preemptions. ``batching="static"`` runs the stated
+      batch at once, as an engine built for it does (TensorRT-LLM's static batching: the calibration passes
+      its rows so), whatever the KV room and the cap; ``fits`` still says whether vLLM's room and cap would
+      hold it. If not one sequence fits the KV room (``kv_batch`` 0: vLLM would not start) only the cap
+      queues.
 
     ``mbu``, ``attention_bu``, ``step_overhead_s`` and ``mfu`` default to the calibrated constants
     (``data/serving_model.csv``). The fixed step overhead is fitted per engine and batching era: ``engine=``
@@ -209,8 +226,20 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         raise ValueError(f"prompt + output must be <= {MAX_MEANINGFUL:,} tokens, got {prompt:,} + {output:,}")
     seqs = (vllm_default_max_num_seqs(g) if max_num_seqs is None
             else check_int("max_num_seqs", max_num_seqs, maximum=1_000_000))
+    check_choice("batching", batching, BATCHING)
+    overhead = check_number("overhead_bytes_per_gpu", overhead_bytes_per_gpu)
+    chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, maximum=10_000_000)
+    cap = kv_capacity_tokens(m, g, tp=tp, weights=weights, kv_cache=kv_cache,
+                             gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=chunk,
+                             max_num_seqs=seqs, cuda_graph_bytes=cuda_graph_bytes,
+                             overhead_bytes_per_gpu=overhead, pp=pp, ep=ep,
+                             redundant_experts=redundant_experts, state_dtype=state_dtype)
     dp = ep // tp if ep > 1 else 1                # data-parallel attention groups of tp GPUs
-    running = min(batch, seqs * dp)               # each group's scheduler runs <= max_num_seqs (issue 34)
+    kv_batch = cap.blocks // blocks_per_sequence(m, prompt + output) * dp    # kv_capacity_sequences' rule
+    max_batch = min(kv_batch, seqs * dp)          # each attention group's scheduler runs <= max_num_seqs
+    # the batch the engine runs at once: each group's scheduler runs <= max_num_seqs (issue 34) and, of equal
+    # requests, the ones whose whole sequences' blocks fit (kv30); a static batch runs as stated
+    running = batch if batching == "static" else min(batch, max_batch if kv_batch else seqs * dp)
     if tp > 1 and running * prompt * m.hidden * ACTIVATION_BYTES > MAX_MEANINGFUL:
         raise ValueError(f"batch x prompt = {running:,} x {prompt:,} tokens prefilled at once: their "
                          f"tensor-parallel all-reduce would exceed {MAX_MEANINGFUL:,} bytes; give a smaller "
@@ -233,13 +262,6 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     check_choice("compute", compute, COMPUTE_DTYPES)
     lat = None if allreduce_latency_s is None else check_number("allreduce_latency_s", allreduce_latency_s,
                                                                 maximum=1.0)
-    overhead = check_number("overhead_bytes_per_gpu", overhead_bytes_per_gpu)
-    chunk = check_int("max_num_batched_tokens", max_num_batched_tokens, maximum=10_000_000)
-    cap = kv_capacity_tokens(m, g, tp=tp, weights=weights, kv_cache=kv_cache,
-                             gpu_memory_utilization=gpu_memory_utilization, max_num_batched_tokens=chunk,
-                             max_num_seqs=seqs, cuda_graph_bytes=cuda_graph_bytes,
-                             overhead_bytes_per_gpu=overhead, pp=pp, ep=ep,
-                             redundant_experts=redundant_experts, state_dtype=state_dtype)
     state_dt = kv_cache if state_dtype is None else state_dtype      # checked by kv_capacity_tokens
     price = gpu_price(g, price_usd_per_gpu_hour)
     peak = dense_tflops(g, compute) * 1e12
@@ -266,8 +288,6 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     w_gpu = weights_bytes_per_gpu(m, weights, tp=tp, ep=ep, redundant_experts=redundant_experts)
     kv_tok_gpu = kv_cache_bytes_per_token(m, kv_cache) / kv_split(m, tp)
     kv_seq_gpu = kv_tok_gpu * kv_cached_tokens(m, prompt + output)
-    kv_batch = cap.blocks // blocks_per_sequence(m, prompt + output) * dp    # kv_capacity_sequences' rule
-    max_batch = min(kv_batch, seqs * dp)          # each attention group's scheduler runs <= max_num_seqs
     moe = m.is_moe
     if moe:
         expert_share = m.experts_per_token / m.experts           # of the routed experts' FLOPs, per token

@@ -28,9 +28,10 @@ from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_stacked_columns, _
 #: (6.3 pt across) and scatter's 1.5 pt edge in the face colour.
 _POINT = dict(ms=40**0.5, mew=1.5, zorder=3)
 #: The chosen batch's marker on chapter 15's curve, by :func:`_batch_state`: it runs at once, it is queued
-#: (above the scheduler's ``max_num_seqs``: vLLM runs ``running_batch`` at once, in waves, each within the KV
-#: room), or it does not fit (the batch the engine runs is beyond the KV room). Each with its own legend
-#: entry (lows29); a queued batch sits where it is priced, at its running batch (issue 34).
+#: (above the scheduler's ``max_num_seqs`` or the KV room: vLLM runs ``running_batch`` at once, in waves,
+#: each within the KV room; issue 34, kv30), or it does not fit (the batch run at once is beyond the KV room:
+#: a static batch). Each with its own legend entry (lows29); a queued batch sits where it is priced, at its
+#: running batch.
 _BATCH_MARKS = {"fits": dict(marker="o", color="#000000"), "queued": dict(marker="D", color="#CC79A7"),
                 "does not fit": dict(marker="x", color="#D55E00")}
 
@@ -58,14 +59,15 @@ def _vline(ax, x: float, **style):
 
 def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1, weights: str = "bf16",
                          kv_cache: str = "bf16", prompt: int = 1024, output: int = 256, batch: int = 16, *,
-                         into: Figure | None = None) -> View:
+                         into: Figure | None = None, batching: str = "continuous") -> View:
     """Chapter 15: left, inter-token latency against output tokens/s per GPU as the batch grows (powers of
     two up to the largest batch, :func:`llmsizing.serve.serving_sweep`), the last point being the largest
     batch the engine runs (the KV room, capped at vLLM's ``max_num_seqs``); right, the GPU's bf16 roofline
     (attainable TFLOP/s = min(peak, intensity x bandwidth)) with the decode step and the prefill of one
     prompt placed on it at their achieved rates. The chosen ``batch`` is marked on both; on the left its
-    marker and legend entry say whether it runs at once, is queued (above ``max_num_seqs``) or does not fit
-    (:data:`_BATCH_MARKS`)."""
+    marker and legend entry say whether it runs at once, is queued (above ``max_num_seqs`` or the KV room) or
+    does not fit (:data:`_BATCH_MARKS`). ``batching="static"`` prices the chosen batch at once as stated
+    (kv30: beyond the KV room it does not fit); the curve is the same."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -74,7 +76,7 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     from ..serve_calibration import serving_range
 
     kw = dict(tp=tp, weights=weights, kv_cache=kv_cache, prompt=prompt, output=output)
-    chosen = serving(model, gpu, batch=batch, **kw)
+    chosen = serving(model, gpu, batch=batch, batching=batching, **kw)
     if chosen.max_batch < 1:
         raise ValueError(f"tp={tp}: {chosen.model} with {weights} weights does not fit {tp} x {chosen.gpu} "
                          f"({chosen.weights_bytes_per_gpu / GiB:,.1f} GiB of weights per GPU + "
@@ -154,7 +156,7 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
             text.set_text(label)
     ax2.set_title(f"ridge point {peak / bw_tbps:,.0f} FLOP/byte", fontsize=9, loc="left")
     fit = _fit_text(chosen)
-    rng = serving_range(model, gpu, batch=batch, **kw)
+    rng = serving_range(model, gpu, batch=batch, batching=batching, **kw)
     itl_lo, itl_hi = rng.itl_s
     lines = [f"{chosen.model} on {tp} x {chosen.gpu}, {weights} weights, {kv_cache} KV cache, prompt "
              f"{prompt:,}, output {output:,}, batch {chosen.batch:,} ({fit}; max batch {chosen.max_batch:,})",
@@ -170,7 +172,7 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
              f"${chosen.usd_per_million_input_tokens:,.3f} per million input tokens "
              f"at ${chosen.price_usd_per_gpu_hour:.2f}/GPU-hour{price_note(chosen.price_kind)} "
              f"(MBU {chosen.mbu:.0%}, MFU {chosen.mfu:.0%})"]
-    if chosen.waves > 1:      # issue 34: the requests over the cap wait for the running ones
+    if chosen.waves > 1:      # issue 34, kv30: the requests over the cap or the KV room wait
         lines.append(f"  queued: {chosen.waves:,} waves of up to {chosen.running_batch:,}; the whole batch "
                      f"takes {chosen.cycle_s:,.1f} s, its last request's first token comes after "
                      f"{chosen.last_ttft_s:,.1f} s")
@@ -179,17 +181,19 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
 
 def _batch_state(s) -> str:
     """A :class:`~llmsizing.serve.Serving`'s batch as chapter 15's curve marks it (:data:`_BATCH_MARKS`):
-    ``"fits"`` (``batch <= max_batch``, run at once), ``"queued"`` (above the scheduler's cap, its running
-    batch within the KV room ``kv_batch``: vLLM runs ``running_batch`` at once and queues the rest, issue 34)
-    or ``"does not fit"`` (the running batch is beyond the KV room)."""
+    ``"fits"`` (``batch <= max_batch``, run at once), ``"queued"`` (above the scheduler's cap or the KV room,
+    its running batch within the KV room ``kv_batch``: vLLM runs ``running_batch`` at once and queues the
+    rest, issue 34 and kv30) or ``"does not fit"`` (the running batch is beyond the KV room: a batch run at
+    once as stated, ``batching="static"``)."""
     if s.fits:
         return "fits"
     return "queued" if s.running_batch <= s.kv_batch else "does not fit"
 
 
 def _fit_text(s) -> str:
-    """Whether a :class:`~llmsizing.serve.Serving`'s batch runs at once: beyond the KV room it does not fit;
-    within it but above the scheduler's ``max_num_seqs`` it fits, and vLLM queues the rest (review28b)."""
+    """Whether a :class:`~llmsizing.serve.Serving`'s batch runs at once: above the scheduler's
+    ``max_num_seqs`` (review28b) or the KV room (kv30) vLLM runs what the bound allows and queues the rest,
+    and the text names the bound (``running_bound``); a batch run at once beyond the KV room does not fit."""
     state = _batch_state(s)
     if state == "fits":
         return "fits"
@@ -198,6 +202,8 @@ def _fit_text(s) -> str:
                                                        else "")) if over_seqs and s.max_num_seqs else ""
     if state == "does not fit":
         return f"DOES NOT FIT (KV cache holds {s.kv_batch:,}" + (f"; {cap}" if cap else "") + ")"
+    if s.running_bound == "kv":
+        cap = f"above the KV room of {s.kv_batch:,} sequences"
     return (f"{cap or 'above max_num_seqs'}: vLLM runs {s.running_batch:,} at once and queues the rest "
             f"({s.waves:,} waves)")
 

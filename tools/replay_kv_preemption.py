@@ -1,0 +1,34 @@
+"""Replay vLLM V1's scheduler on closed batches of equal requests over the KV room, against the library's
+waves of ``kv_batch`` (kv30, issue 34): :func:`llmsizing.serve_replay.waves_against_vllm` on the cases below
+(the rules replayed and the pricing are that module's docstring).
+
+Run: ``.venv/bin/python tools/replay_kv_preemption.py`` (about a second a case; one GPU). Session 30 (kv30):
+vLLM's rules take 0.78x (Llama-2-7B on an A100, 128 + 2,048 tokens, 60 requests over a room of 53: the 7
+preempted late keep most of their answers) to 1.15x (Llama-3-8B on an A100, 2,048 + 2,048 tokens, twice the
+room: long prompts recomputed) the waves' time; the replayed waves match ``cycle_s`` within 1%.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from llmsizing.serve_replay import waves_against_vllm  # noqa: E402
+
+#: (model, GPU, prompt, output, batch over the KV room)
+CASES = [("llama-3-8b", "H100 SXM", 1024, 256, 1.1), ("llama-3-8b", "H100 SXM", 1024, 256, 1.5),
+         ("llama-3-8b", "H100 SXM", 1024, 256, 2), ("llama-3-8b", "H100 SXM", 1024, 256, 4),
+         ("llama-2-7b", "A100 80GB", 128, 2048, 60 / 53), ("llama-3-8b", "H100 SXM", 128, 2048, 2),
+         ("llama-2-7b", "A100 80GB", 128, 2048, 2), ("llama-3-8b", "A100 80GB", 2048, 2048, 2),
+         ("llama-3-8b", "H100 SXM", 4096, 512, 2)]
+
+if __name__ == "__main__":
+    for model, gpu, prompt, output, over in CASES:
+        r = waves_against_vllm(model, gpu, prompt=prompt, output=output, over_room=over)
+        print(f"{r.model} {r.gpu} {r.prompt}+{r.output}: room {r.kv_batch}, cap {r.max_num_seqs}, batch "
+              f"{r.batch} ({r.decode_bound}-bound): library cycle {r.cycle_s:.1f} s; replayed waves "
+              f"{r.waves.seconds:.1f} s ({r.waves.preemptions} preemptions), vLLM's rules "
+              f"{r.vllm.seconds:.1f} s = {r.ratio:.3f}x, {r.vllm.preemptions:,} preemptions, "
+              f"{r.vllm.recomputed_tokens:,} tokens recomputed")
