@@ -372,18 +372,21 @@ def prefetch_cp(memory, keys, rc: str, layout=None) -> None:
 def _kept(memory) -> dict:
     """What :func:`search_pieces` keeps for ``memory``'s search (its model and keywords but ``recompute``),
     held by the :class:`~llmsizing.plan_memory.SearchMemory` itself (it lives as long as that search's
-    entries) and shared with the other searches of the same model, keywords but ``seq`` and ``recompute``,
-    and ``expert_tp`` (:func:`_shared_kept`; issue 38: chapter 17's widget moving its context resolved every
-    layout and read its model states' parts again; a layout's K/V exchange is in its key, so another
-    exchange shares little). What it keeps of the context is keyed by it: the activations' rows (``cores``,
-    ``seq`` in their key); the layouts' parts (resolved layout, model states' rows, stages, layers per
-    stage) and the MoE layouts' ``resolve_parallel`` (:func:`~llmsizing.moe_prefetch._as_is`, at ``cp =
-    1``) read the context only in the check that it splits over ``cp``, made again where it fails: the same
-    parts, bit for bit, whichever search made them. A keyword that cannot be hashed: kept for this search
+    entries) and shared with the other searches of the same model, keywords but ``seq``, ``recompute`` and
+    ``grad_buffer``, and ``expert_tp`` (:func:`_shared_kept`; issue 38: chapter 17's widget moving its context
+    resolved every layout and read its model states' parts again; a layout's K/V exchange is in its key, so
+    another exchange shares little). No part kept reads ``grad_buffer``: the gradients' copies are read per
+    call, and the stages' columns kept with them are keyed by those copies (pick30: chapter 12's grad buffer
+    control resolved every layout again). What it keeps of the context is keyed by it: the activations' rows
+    (``cores``, ``seq`` in their key); the layouts' parts (resolved layout, model states' rows, stages,
+    layers per stage) and the MoE layouts' ``resolve_parallel`` (:func:`~llmsizing.moe_prefetch._as_is`, at
+    ``cp = 1``) read the context only in the check that it splits over ``cp``, made again where it fails: the
+    same parts, bit for bit, whichever search made them. A keyword that cannot be hashed: kept for this search
     alone, as before."""
     kept = memory.__dict__.get("_dense_arrays")
     if kept is None:
-        other = tuple(sorted((k, v) for k, v in memory.kw.items() if k not in ("seq", "recompute")))
+        other = tuple(sorted((k, v) for k, v in memory.kw.items()
+                             if k not in ("seq", "recompute", "grad_buffer")))
         try:
             kept = _shared_kept(memory.model, other, memory.expert_tp)
         except TypeError:                                          # (unhashable)
