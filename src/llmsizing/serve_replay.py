@@ -40,8 +40,8 @@ from .serve_step import serving
 
 @dataclass(frozen=True)
 class Replay:
-    """One replayed schedule: its seconds, engine steps, preemptions and the tokens recomputed on
-    readmission."""
+    """One replayed schedule: its seconds, engine steps, preemptions and ``recomputed_tokens``, the tokens
+    whose KV a preemption threw away (``num_computed_tokens`` at the preemption: each is computed again)."""
 
     seconds: float
     steps: int
@@ -74,6 +74,7 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
             while need > free:                        # preempt the latest running request
                 v = running.pop()
                 free += held[v]
+                recomputed += done[v]                 # its computed KV, lost: computed again on return
                 held[v], done[v] = 0, 0
                 left += sched.pop(v, 0)
                 waiting.appendleft(v)
@@ -94,7 +95,6 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
             if need > free:
                 break
             waiting.popleft()
-            recomputed += new if gen[r] else 0
             free -= need
             held[r] += need
             running.append(r)
