@@ -95,6 +95,20 @@ def test_a_static_batch_runs_as_stated_and_does_not_fit():
     assert once.decode_step_s > _s(ROOM).decode_step_s
 
 
+def test_a_static_batch_over_the_cap_within_the_room_runs_at_once_on_the_chart():
+    # 128 + 128 tokens: 16 blocks a sequence, so the room, 27,742 blocks / 16 = 1,733 sequences, is above
+    # vLLM's 1,024 on an H100; a static batch of 1,100 runs at once, one wave: the chart must not call it
+    # queued (review30a)
+    s = _s(1100, prompt=128, output=128, batching="static")
+    assert _blocks() == 27_742 and s.kv_batch == _room(256) == 1733 and s.max_num_seqs == 1024
+    assert (s.running_batch, s.waves, s.fits) == (1100, 1, False)
+    assert _batch_state(s) == "fits"
+    assert "queues" not in _fit_text(s) and _fit_text(s).startswith("fits: a static batch")
+    # the same batch under continuous batching is queued by the cap
+    c = _s(1100, prompt=128, output=128)
+    assert (c.running_batch, c.waves, _batch_state(c)) == (1024, 2, "queued")
+
+
 def test_the_chart_names_the_kv_room_as_the_bound():
     s = _s(2 * ROOM)
     assert _batch_state(s) == "queued"
