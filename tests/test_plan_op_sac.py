@@ -130,6 +130,14 @@ def test_a_job_refuses_op_sac_where_it_is_not_modelled(layout, words):
         Job("mixtral-8x7b", "H100 SXM", 4096, recompute="op-sac")
 
 
+@pytest.mark.parametrize("kw, words", [({"attention": "bogus"}, "unknown attention .bogus.. Allowed: flash"),
+                                       ({"stack": "bogus"}, "unknown stack .bogus.. Allowed: fused")])
+def test_a_job_names_a_bad_attention_or_stack_before_op_sac(kw, words):
+    # review30a: these were refused as "recompute='op-sac' is modelled with attention='flash' only"
+    with pytest.raises(ValueError, match=words):
+        Job("llama-3-8b", "H100 SXM", recompute="op-sac", seq=SEQ, **kw)
+
+
 @pytest.mark.parametrize("model, kw, words", [
     ("mixtral-8x7b", {}, "mixture of experts"),
     ("llama-3-8b", {"precision": "fp8-mixed"}, "fp8"),
