@@ -187,3 +187,5 @@ def test_the_replay_refuses_what_it_cannot_run():
         replay_scheduler(1, 3, 16, 16, 10, lambda d, p: 1.0)      # one sequence needs 2 blocks
     with pytest.raises(ValueError, match="tp"):
         waves_against_vllm("llama-3-8b", "H100 SXM", prompt=1024, output=256, tp=2)
+    with pytest.raises(ValueError, match="over_room must be > 0"):     # (it said "batch must be", review30a)
+        waves_against_vllm("llama-3-8b", "H100 SXM", prompt=1024, output=256, over_room=0)

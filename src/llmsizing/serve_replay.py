@@ -154,7 +154,7 @@ def waves_against_vllm(model, gpu, *, prompt: int, output: int, batch: int | Non
     if room < 1:
         raise ValueError(f"{m.name} on {g.name}: no KV room for one sequence of {prompt:,} + {output:,} "
                          "tokens")
-    batch = (math.ceil(check_number("over_room", over_room, maximum=1000.0) * room) if batch is None
+    batch = (math.ceil(check_number("over_room", over_room, allow_equal=False, maximum=1000.0) * room) if batch is None
              else check_int("batch", batch))
     lib = serving(m, g, prompt=prompt, output=output, batch=batch, **kwargs)
     hbm = g.memory_bandwidth_gbps * 1e9
