@@ -154,8 +154,8 @@ def waves_against_vllm(model, gpu, *, prompt: int, output: int, batch: int | Non
     if room < 1:
         raise ValueError(f"{m.name} on {g.name}: no KV room for one sequence of {prompt:,} + {output:,} "
                          "tokens")
-    batch = (math.ceil(check_number("over_room", over_room, allow_equal=False, maximum=1000.0) * room) if batch is None
-             else check_int("batch", batch))
+    over = check_number("over_room", over_room, allow_equal=False, maximum=1000.0)
+    batch = math.ceil(over * room) if batch is None else check_int("batch", batch)
     lib = serving(m, g, prompt=prompt, output=output, batch=batch, **kwargs)
     hbm = g.memory_bandwidth_gbps * 1e9
     kv_token_s = kv_cache_bytes_per_token(m, one.kv_cache) / (hbm * one.attention_bu)
