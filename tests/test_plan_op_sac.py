@@ -138,6 +138,14 @@ def test_a_job_names_a_bad_attention_or_stack_before_op_sac(kw, words):
         Job("llama-3-8b", "H100 SXM", recompute="op-sac", seq=SEQ, **kw)
 
 
+@pytest.mark.parametrize("kw", [{}, {"stages": [(1e12, 8192)]}])
+def test_training_time_off_a_layout_names_op_sac_and_what_to_give(kw):
+    # the calibrated MFU has no op-SAC term: refused as such (review30a: "unknown recompute 'op-sac'")
+    at = {"tokens": TOKENS, "seq": SEQ} if not kw else kw
+    with pytest.raises(ValueError, match=r"recompute='op-sac'.*global_batch= with parallel="):
+        L.training_time("llama-3-8b", gpu="H100 SXM", n_gpus=8, recompute="op-sac", **at)
+
+
 @pytest.mark.parametrize("model, kw, words", [
     ("mixtral-8x7b", {}, "mixture of experts"),
     ("llama-3-8b", {"precision": "fp8-mixed"}, "fp8"),
