@@ -187,5 +187,10 @@ def test_the_replay_refuses_what_it_cannot_run():
         replay_scheduler(1, 3, 16, 16, 10, lambda d, p: 1.0)      # one sequence needs 2 blocks
     with pytest.raises(ValueError, match="tp"):
         waves_against_vllm("llama-3-8b", "H100 SXM", prompt=1024, output=256, tp=2)
+    # Mistral-7B's 4,096-token sliding window: at 4,096 + 2,048 tokens vLLM frees its old blocks, which the
+    # replay does not (its waves preempted 85 times and took 1.34x cycle_s; review30a)
+    with pytest.raises(ValueError, match="sliding_window=4096"):
+        waves_against_vllm("mistral-7b", "H100 SXM", prompt=4096, output=2048)
+    assert waves_against_vllm("mistral-7b", "H100 SXM", prompt=2048, output=2048).waves.preemptions == 0
     with pytest.raises(ValueError, match="over_room must be > 0"):     # (it said "batch must be", review30a)
         waves_against_vllm("llama-3-8b", "H100 SXM", prompt=1024, output=256, over_room=0)
