@@ -85,6 +85,22 @@ def test_op_sac_rows_are_training_memory_and_step_time(p8):
         assert r.step_time_s == pytest.approx(st.step_s, rel=1e-12)
 
 
+@pytest.mark.parametrize("op", OP_SAC_MODES)
+def test_op_sac_before_full_alone_prices_every_layout_as_direct_calls(op):
+    """torchtitan's own two choices, ``recomputes=(op, "full")``: op SAC, the lightest asked, weighs only the
+    tp = cp = 1 layouts first. The full rows of tp > 1 layouts are still training_memory's and step_time's
+    (review30a: they read the op-SAC call's kept model states, up to 2.4x off, and the step pricing gave
+    partial recomputation's "none" pieces op SAC's terms: communication() refused it at tp = 2)."""
+    df = plan("llama-3-8b", tokens=TOKENS, gpus=("H100 SXM",), seq=SEQ, global_batch=GB, max_gpus=64,
+              recomputes=(op, "full"))
+    assert set(df["recompute"]) == {op, "full"} and set(df["tp"]) == {1, 2, 4, 8}
+    for r in pd.concat([df[df["tp"] == t].sample(3, random_state=0) for t in (1, 2, 4, 8)]).itertuples():
+        assert r.memory_per_gpu_bytes == pytest.approx(_memory(r), rel=1e-9)
+        st = step_time("llama-3-8b", r.gpu, _par(r), batch=int(r.micro_batch), seq=SEQ,
+                       grad_accum=int(r.grad_accum), **recompute_kwargs(r))
+        assert r.step_time_s == pytest.approx(st.step_s, rel=1e-12)
+
+
 def test_a_heavier_recomputation_only_where_the_lighter_does_not_fit(p8):
     order = [m for m in SEARCH_ORDER if m in MODES]
     full = p8[(p8["recompute"] == "full") & (p8["tp"] == 1) & (p8["cp"] == 1)]
@@ -112,6 +128,22 @@ def test_a_job_refuses_op_sac_where_it_is_not_modelled(layout, words):
         Job("llama-3-8b", "H100 SXM", SEQ, recompute="op_sac")
     with pytest.raises(ValueError, match="mixture of experts"):
         Job("mixtral-8x7b", "H100 SXM", 4096, recompute="op-sac")
+
+
+@pytest.mark.parametrize("kw, words", [({"attention": "bogus"}, "unknown attention .bogus.. Allowed: flash"),
+                                       ({"stack": "bogus"}, "unknown stack .bogus.. Allowed: fused")])
+def test_a_job_names_a_bad_attention_or_stack_before_op_sac(kw, words):
+    # review30a: these were refused as "recompute='op-sac' is modelled with attention='flash' only"
+    with pytest.raises(ValueError, match=words):
+        Job("llama-3-8b", "H100 SXM", recompute="op-sac", seq=SEQ, **kw)
+
+
+@pytest.mark.parametrize("kw", [{}, {"stages": [(1e12, 8192)]}])
+def test_training_time_off_a_layout_names_op_sac_and_what_to_give(kw):
+    # the calibrated MFU has no op-SAC term: refused as such (review30a: "unknown recompute 'op-sac'")
+    at = {"tokens": TOKENS, "seq": SEQ} if not kw else kw
+    with pytest.raises(ValueError, match=r"recompute='op-sac'.*global_batch= with parallel="):
+        L.training_time("llama-3-8b", gpu="H100 SXM", n_gpus=8, recompute="op-sac", **at)
 
 
 @pytest.mark.parametrize("model, kw, words", [

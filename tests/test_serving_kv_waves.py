@@ -32,10 +32,14 @@ MIB, GIB = 2**20, 2**30
 KW = dict(prompt=1024, output=256)        # 1,280 tokens: 80 blocks a sequence
 
 
-def _room():
+def _blocks():
     act = max(973_078_528, 8192 * 4096 * 2 + 2 * 1024 * 128_256 * 4)
     kv = 0.9 * 81_559 * MIB - 8_030_261_248 * 2 - act - 1 * GIB - 0.5 * GIB
-    return math.floor(kv / (16 * 2 * 32 * 8 * 128 * 2)) // math.ceil(1280 / 16)
+    return math.floor(kv / (16 * 2 * 32 * 8 * 128 * 2))
+
+
+def _room(tokens: int = 1280):
+    return _blocks() // math.ceil(tokens / 16)
 
 
 ROOM = _room()
@@ -91,6 +95,20 @@ def test_a_static_batch_runs_as_stated_and_does_not_fit():
     assert once.decode_step_s > _s(ROOM).decode_step_s
 
 
+def test_a_static_batch_over_the_cap_within_the_room_runs_at_once_on_the_chart():
+    # 128 + 128 tokens: 16 blocks a sequence, so the room, 27,742 blocks / 16 = 1,733 sequences, is above
+    # vLLM's 1,024 on an H100; a static batch of 1,100 runs at once, one wave: the chart must not call it
+    # queued (review30a)
+    s = _s(1100, prompt=128, output=128, batching="static")
+    assert _blocks() == 27_742 and s.kv_batch == _room(256) == 1733 and s.max_num_seqs == 1024
+    assert (s.running_batch, s.waves, s.fits) == (1100, 1, False)
+    assert _batch_state(s) == "fits"
+    assert "queues" not in _fit_text(s) and _fit_text(s).startswith("fits: a static batch")
+    # the same batch under continuous batching is queued by the cap
+    c = _s(1100, prompt=128, output=128)
+    assert (c.running_batch, c.waves, _batch_state(c)) == (1024, 2, "queued")
+
+
 def test_the_chart_names_the_kv_room_as_the_bound():
     s = _s(2 * ROOM)
     assert _batch_state(s) == "queued"
@@ -136,14 +154,32 @@ def test_the_replayed_scheduler_preempts_and_its_waves_match_the_library():
 
 def test_the_replay_counts_blocks_by_hand():
     # 3 requests of 16 + 16 tokens (2 blocks each at the end) in 5 blocks: all 3 are admitted on 1 block
-    # each; at the 17th token each needs a 2nd block: 2 get it (5 = 3 + 2), the third is preempted and
-    # recomputed (16 prompt + 1 generated = 17 tokens) once the first two finish. Steps: 1 prefill (each
-    # samples its 1st token), 15 decode steps for the first two (the step of the preemption included), then
-    # the third's recompute (which samples its 2nd token) and its 14 decode steps: 31 steps at 1 s each
+    # each; at the 17th token each needs a 2nd block: 2 get it (5 = 3 + 2), the third is preempted, losing
+    # the KV of its 16 computed prompt tokens (its 1st generated token's KV was never computed), and
+    # recomputes them (with that token: 17) once the first two finish. Steps: 1 prefill (each samples its
+    # 1st token), 15 decode steps for the first two (the step of the preemption included), then the third's
+    # recompute (which samples its 2nd token) and its 14 decode steps: 31 steps at 1 s each
     r = replay_scheduler(5, 3, 16, 16, 10, lambda decode, prefill: 1.0)
-    assert (r.preemptions, r.recomputed_tokens, r.steps, r.seconds) == (1, 17, 31, 31.0)
+    assert (r.preemptions, r.recomputed_tokens, r.steps, r.seconds) == (1, 16, 31, 31.0)
     # with room for all three whole sequences nothing is preempted: 1 prefill + 15 decode steps
     assert replay_scheduler(6, 3, 16, 16, 10, lambda d, p: 1.0) == Replay(16.0, 16, 0, 0)
+
+
+@pytest.mark.parametrize("blocks,batch,prompt,output,budget", [(5, 3, 16, 16, 8192), (20, 12, 40, 24, 48),
+                                                                 (30, 9, 100, 60, 32)])
+def test_the_replay_conserves_tokens(blocks, batch, prompt, output, budget):
+    # every token an engine step computes is either in a finished request's KV (prompt + output - 1 tokens:
+    # the last sampled token is never fed back) or was thrown away by a preemption and computed again; with
+    # a small token budget the recompute of a readmitted request is chunked over several steps (review30a)
+    computed = []
+
+    def price(decode, prefill):
+        computed.append(len(decode) + prefill)
+        return 1.0
+
+    r = replay_scheduler(blocks, batch, prompt, output, 10, price, max_num_batched_tokens=budget)
+    assert r.preemptions > 0 and r.steps == len(computed)
+    assert sum(computed) == batch * (prompt + output - 1) + r.recomputed_tokens
 
 
 def test_the_replay_refuses_what_it_cannot_run():
@@ -151,3 +187,10 @@ def test_the_replay_refuses_what_it_cannot_run():
         replay_scheduler(1, 3, 16, 16, 10, lambda d, p: 1.0)      # one sequence needs 2 blocks
     with pytest.raises(ValueError, match="tp"):
         waves_against_vllm("llama-3-8b", "H100 SXM", prompt=1024, output=256, tp=2)
+    # Mistral-7B's 4,096-token sliding window: at 4,096 + 2,048 tokens vLLM frees its old blocks, which the
+    # replay does not (its waves preempted 85 times and took 1.34x cycle_s; review30a)
+    with pytest.raises(ValueError, match="sliding_window=4096"):
+        waves_against_vllm("mistral-7b", "H100 SXM", prompt=4096, output=2048)
+    assert waves_against_vllm("mistral-7b", "H100 SXM", prompt=2048, output=2048).waves.preemptions == 0
+    with pytest.raises(ValueError, match="over_room must be > 0"):     # (it said "batch must be", review30a)
+        waves_against_vllm("llama-3-8b", "H100 SXM", prompt=1024, output=256, over_room=0)

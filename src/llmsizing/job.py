@@ -95,13 +95,14 @@ class Job:
         set_("precision", check_recipe("precision", self.precision))
         set_("gpu", check_recipe_runs_on(self.precision, self.gpu))
         check_choice("optimizer", self.optimizer, tuple(OPTIMIZERS))
+        check_choice("attention", self.attention, ATTENTION)
+        check_choice("stack", self.stack, STACKS)
+        # (after attention and stack: a bad name is refused as such, not as what op SAC models; review30a)
         if check_choice("recompute", self.recompute, RECOMPUTE_MODES) in OP_SAC_MODES:    # (torchtitan's)
             par, recipe = self.parallel, RECIPES[self.precision]
             check_op_sac(model, recompute=self.recompute, tp=par.tp, sp=par.sp, cp=par.cp,
                          attention=self.attention, stack=self.stack, autocast=recipe.autocast, fp8=recipe.fp8,
                          dropout=False)
-        check_choice("attention", self.attention, ATTENTION)
-        check_choice("stack", self.stack, STACKS)
         if self.recompute_layers is not None:
             check_recompute_layers(self.recompute, self.recompute_layers, model.layers)
         if not (self.max_nodes is None or self.max_nodes == "model"):

@@ -110,7 +110,9 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin, ke
     lay6 = k[:, [TP, PP, ZERO, EP, C, V]]
     firsts, _ = first_seen(lay6)
     memory.prefetch(_tuples(lay6, firsts), rc)
-    if kept and "fixed" in kept:              # (a later recomputation: its pairs' states all kept)
+    # (a later recomputation: its pairs' states all kept; not so where the first weighed fewer layouts, as op
+    # SAC's, which skips tp and cp > 1 (plan_memory.fitting_plans): those pairs are read here; review30a)
+    if kept and "fixed" in kept and (kept["pair_state"][ids] >= 0).all():
         fixed, sharded = kept["fixed"], kept["sharded"]
         state_at = kept["pair_state"][ids]
     else:
@@ -124,7 +126,7 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin, ke
         # along its row; moe21)
         fixed, sharded = (_by_piece(padded([s[i] for s in st_list], -np.inf if i == 0 else 0.0))
                           for i in (0, 1))
-        if kept and kept.get("share_states"):
+        if kept and kept.get("share_states") and "fixed" not in kept:
             pair_state = np.full(len(keys), -1, dtype=np.int64)
             pair_state[ids] = state_at
             kept.update(fixed=fixed, sharded=sharded, pair_state=pair_state)

@@ -28,7 +28,7 @@ from .layouts import _cp_attention_s, exposed_by_group
 from .memory import stage_params
 from .moe import _split
 from .network import group_link, latency_steps, wire_factor
-from .parallel import kept_parallel, layers_per_stage
+from .parallel import OP_SAC_MODES, kept_parallel, layers_per_stage
 from .pipeline_schedule import grad_reduces
 from .precision import DTYPE_BYTES, RECIPES
 
@@ -121,8 +121,11 @@ def _layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype:
     max_nodes = "model"
     # one per (GPU, tp, cp, micro, rc): the communication does not depend on ep, and tp's and cp's read the
     # recomputation only as "full" or not (the forward run again: comm.communication, _cp_attention_s), so
-    # a recomputation shares the first of its class's terms (same_rc)
-    same_rc = [next(j for j, x in enumerate(rcs) if (x == "full") == (r == "full")) for r in rcs]
+    # a recomputation shares the first of its class's terms (same_rc), one that is not op SAC where the class
+    # has one: communication() refuses op SAC with tp or cp, whose rows (of "none" added for partial
+    # recomputation's pieces, _price) would otherwise take op SAC's terms (review30a)
+    first = sorted(range(len(rcs)), key=lambda j: rcs[j] in OP_SAC_MODES)      # (stable: in order otherwise)
+    same_rc = [next(j for j in first if (rcs[j] == "full") == (r == "full")) for r in rcs]
     comm_of = _link_terms(model, gpu_list, keys, seq=seq, precision=precision, dtype=dtype, node_of=node_of,
                           cp_comm=cp_comm, rcs=rcs, max_nodes=max_nodes, rates_of=rates_of, same_rc=same_rc)
     shared: dict = {}          # the rest (no tp nor cp group; Ulysses' all-to-all): per (tp, cp, micro, rc)

@@ -14,9 +14,10 @@ at commit 00024d31; ``vllm/v1/core/kv_cache_manager.py``: ``allocate_slots``):
   max_num_seqs`` and their blocks fit (``allocate_slots`` returning ``None`` ends the loop);
 * a request whose tokens are all computed samples one; at ``output`` tokens it finishes and frees its blocks.
 
-Left out: prefix caching, speculative tokens, vLLM's newer admission watermark, and arrivals (the batch is
-closed). Run with the cap at the KV room (``kv_batch``), no admitted request is ever preempted: that replay is
-the library's wave model, step by step.
+Left out: prefix caching, speculative tokens, vLLM's newer admission watermark, arrivals (the batch is
+closed) and a sliding-window layer's freed blocks (:func:`waves_against_vllm` refuses a sequence longer
+than the window). Run with the cap at the KV room (``kv_batch``), no admitted request is ever preempted:
+that replay is the library's wave model, step by step.
 
 Each step is priced from the library's own terms at batch 1 (one :func:`serving` call): the weights read and
 the step overhead once per step, each decode token's KV read at its own context at the attention bandwidth,
@@ -34,14 +35,14 @@ from dataclasses import dataclass
 from ._validate import check_int, check_number
 from .catalog import get_gpu, resolve_model
 from .inference import kv_cache_bytes_per_token
-from .serve_engine import BLOCK_SIZE, MAX_NUM_BATCHED_TOKENS
+from .serve_engine import BLOCK_SIZE, MAX_NUM_BATCHED_TOKENS, blocks_per_sequence
 from .serve_step import serving
 
 
 @dataclass(frozen=True)
 class Replay:
-    """One replayed schedule: its seconds, engine steps, preemptions and the tokens recomputed on
-    readmission."""
+    """One replayed schedule: its seconds, engine steps, preemptions and ``recomputed_tokens``, the tokens
+    whose KV a preemption threw away (``num_computed_tokens`` at the preemption: each is computed again)."""
 
     seconds: float
     steps: int
@@ -74,6 +75,7 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
             while need > free:                        # preempt the latest running request
                 v = running.pop()
                 free += held[v]
+                recomputed += done[v]                 # its computed KV, lost: computed again on return
                 held[v], done[v] = 0, 0
                 left += sched.pop(v, 0)
                 waiting.appendleft(v)
@@ -94,7 +96,6 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
             if need > free:
                 break
             waiting.popleft()
-            recomputed += new if gen[r] else 0
             free -= need
             held[r] += need
             running.append(r)
@@ -150,12 +151,18 @@ def waves_against_vllm(model, gpu, *, prompt: int, output: int, batch: int | Non
     if one.tp != 1 or one.pp != 1 or one.ep != 1:
         raise ValueError(f"waves_against_vllm prices one GPU: tp, pp and ep must be 1, got {one.tp}, "
                          f"{one.pp}, {one.ep}")
+    n = prompt + output
+    if blocks_per_sequence(m, n) != math.ceil(n / BLOCK_SIZE):      # (the replay holds every token)
+        raise ValueError(f"waves_against_vllm replays sequences that keep every token's KV, and {m.name} "
+                         f"keeps fewer at prompt + output = {n:,} tokens (sliding_window={m.sliding_window}: "
+                         "vLLM frees a windowed layer's old blocks, which the replay does not): give a "
+                         "shorter prompt + output or another model")
     room = one.kv_batch
     if room < 1:
         raise ValueError(f"{m.name} on {g.name}: no KV room for one sequence of {prompt:,} + {output:,} "
                          "tokens")
-    batch = (math.ceil(check_number("over_room", over_room, maximum=1000.0) * room) if batch is None
-             else check_int("batch", batch))
+    over = check_number("over_room", over_room, allow_equal=False, maximum=1000.0)
+    batch = math.ceil(over * room) if batch is None else check_int("batch", batch)
     lib = serving(m, g, prompt=prompt, output=output, batch=batch, **kwargs)
     hbm = g.memory_bandwidth_gbps * 1e9
     kv_token_s = kv_cache_bytes_per_token(m, one.kv_cache) / (hbm * one.attention_bu)

@@ -133,7 +133,9 @@ class Serving:
     @property
     def fits(self) -> bool:
         """Whether the engine runs the whole batch at once: its KV cache (at ``prompt + output`` tokens) fits
-        the engine's KV budget and it is within ``max_num_seqs`` (``batch <= max_batch``)."""
+        the engine's KV budget and it is within ``max_num_seqs`` (``batch <= max_batch``). A static batch
+        (``batching="static"``) runs at once either way; ``fits`` then says whether vLLM's room and cap would
+        hold it (review30a)."""
         return self.batch <= self.max_batch
 
     @property

@@ -26,7 +26,7 @@ from .job import check_moe_options, takes_job
 from .model import Model
 from .mtp import check_mtp_depth
 from .moe_layouts import ep_candidates
-from .parallel import RECOMPUTE_MODES, Parallel, resolve_parallel
+from .parallel import OP_SAC_MODES, RECOMPUTE_MODES, Parallel, resolve_parallel
 from .precision import compute_dtype
 from .planner import check_global_batch
 from .stages import _staged, layout_time
@@ -185,6 +185,10 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                         price_value=gpu_price(g, price_usd_per_gpu_hour), goodput=goodput,
                         mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=disp)
         return t
+    if isinstance(recompute, str) and recompute in OP_SAC_MODES:     # (was "unknown recompute"; review30a)
+        raise ValueError(f"recompute={recompute!r}, torchtitan's op SAC, is timed on a layout's own step "
+                         "only (the calibrated MFU has no op-SAC term): give global_batch= with parallel= "
+                         "(and micro_batch=)")
     if stages is not None:
         if goodput < 1:
             raise ValueError("goodput applies to a single stage; with stages=, divide the totals' days and "

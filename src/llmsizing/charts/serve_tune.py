@@ -184,10 +184,13 @@ def _batch_state(s) -> str:
     ``"fits"`` (``batch <= max_batch``, run at once), ``"queued"`` (above the scheduler's cap or the KV room,
     its running batch within the KV room ``kv_batch``: vLLM runs ``running_batch`` at once and queues the
     rest, issue 34 and kv30) or ``"does not fit"`` (the running batch is beyond the KV room: a batch run at
-    once as stated, ``batching="static"``)."""
+    once as stated, ``batching="static"``). A static batch over ``max_num_seqs`` but within the KV room runs
+    at once: ``"fits"`` (``fits`` is False, as vLLM's cap would queue it; review30a)."""
     if s.fits:
         return "fits"
-    return "queued" if s.running_batch <= s.kv_batch else "does not fit"
+    if s.running_batch > s.kv_batch:
+        return "does not fit"
+    return "queued" if s.waves > 1 else "fits"
 
 
 def _fit_text(s) -> str:
@@ -195,8 +198,11 @@ def _fit_text(s) -> str:
     ``max_num_seqs`` (review28b) or the KV room (kv30) vLLM runs what the bound allows and queues the rest,
     and the text names the bound (``running_bound``); a batch run at once beyond the KV room does not fit."""
     state = _batch_state(s)
-    if state == "fits":
-        return "fits"
+    if state == "fits":       # (a static batch over vLLM's cap runs at once too: say so, review30a)
+        if s.fits:
+            return "fits"
+        return (f"fits: a static batch, run at once within the KV room of {s.kv_batch:,} (vLLM's "
+                f"max_num_seqs {s.max_num_seqs:,} would queue it)")
     over_seqs = s.batch > s.max_batch and s.max_batch < s.kv_batch
     cap = (f"above max_num_seqs {s.max_num_seqs:,}" + (f" x {s.attention_dp} groups" if s.attention_dp > 1
                                                        else "")) if over_seqs and s.max_num_seqs else ""
