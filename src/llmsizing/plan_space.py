@@ -15,7 +15,7 @@ from .parallel import OP_SAC_MODES, RECOMPUTE, RECOMPUTE_MODES
 #: (:data:`~llmsizing.parallel.OP_SAC_MODES`, :mod:`llmsizing.op_sac`) sits between Megatron-LM's selective
 #: and full recomputation: it reruns three of a Llama layer's seven matmuls and every pointwise op (the
 #: ``"op-sac-sdpa-rerun"`` variant the attention forward too), not the whole forward. By FLOPs that is the
-#: order at 8K tokens (Llama-3-8B: +7.4% selective, +8.8% op SAC; ``tests/test_plan_op_sac.py``); at long
+#: order at 8K tokens (Llama-3-8B: selective below op SAC, ``tests/test_plan_op_sac.py``); at long
 #: context selective recomputation's attention rerun grows with the sequence and can cost more than op SAC,
 #: but with flash attention it keeps about as much as no recomputation, so it rarely fits where ``"none"``
 #: does not. Searched only when asked for: the default ``recomputes`` is

@@ -129,9 +129,10 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
       ``running_batch = min(batch, max_batch)`` (``running_bound`` says which bound sets it): the requests
       over the KV room wait from the start, instead of decoding a while first and recomputing their KV
       (prompt and tokens so far) when readmitted. :func:`~llmsizing.serve_replay.waves_against_vllm` replays
-      the scheduler's rules step by step at the library's step prices (``tools/replay_kv_preemption.py``):
-      the whole batch takes 0.78-1.15x the waves' time in its cases (shorter when a few requests over the
-      room are preempted late in a long answer, longer when many waves recompute long prompts); the ITL is
+      the scheduler's rules step by step at the library's step prices (``tools/replay_kv_preemption.py``
+      prints the ratio for its cases, chapter 15 glues two): the whole batch takes a little less than the
+      waves' time when a few requests over the room are preempted late in a long answer, more when many
+      waves recompute long prompts; the ITL is
       the room's at the end, a larger batch's before the preemptions. ``batching="static"`` runs the stated
       batch at once, as an engine built for it does (TensorRT-LLM's static batching: the calibration passes
       its rows so), whatever the KV room and the cap; ``fits`` still says whether vLLM's room and cap would
