@@ -211,6 +211,28 @@ def test_held_results_are_bounded():
     assert len(s._futures) <= 2
 
 
+def test_a_large_result_is_handed_over_as_a_file_and_read_once():
+    # kern30: a result of HANDOFF_MIN_BYTES or more (a plan table) comes back as a file the move that takes
+    # it reads; one never taken is deleted unread, and the directory goes with the pool
+    import os
+
+    n = speculate.HANDOFF_MIN_BYTES + 1000
+    s = speculate.Speculation(bytes, held=0)
+    s.ahead([(("big", i), (n + i,), {}) for i in range(3)] + [(("small",), (10,), {})])
+    got = {k: f.result(timeout=60) for k, f in s._futures.items()}
+    assert got[("small",)] == ("ok", bytes(10))
+    paths = [got["big", i][1] for i in range(3)]
+    assert all(got["big", i][0] == "file" and os.path.isfile(p) for i, p in enumerate(paths))
+    assert all(os.path.dirname(p) == speculate._POOL["dir"] for p in paths)
+    assert s.take(("big", 1)) == ("ok", bytes(n + 1))
+    assert not os.path.exists(paths[1]) and s.take(("big", 1)) is None
+    s.ahead([])                                      # the next move wants neither: held=0 drops them
+    assert not any(os.path.exists(p) for p in paths)
+    folder = speculate._POOL["dir"]
+    speculate.shutdown()
+    assert not os.path.exists(folder)
+
+
 def test_the_likely_next_searches():
     most = max(long_context.LONG_CONTEXT_MAX_GPUS)
     values = dict(model="m", seq=131072, gpus=("H100 SXM",), batch_tokens=2**24, max_gpus=4096,
