@@ -48,7 +48,8 @@ from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_CACHED, LONG_
                            long_context_widget)
 from .speculate import (_GENERATION, _HANDED, _HANDOFF, _POOL, CGROUP_ROOT, ENV,  # noqa: F401
                         HANDOFF_MIN_BYTES, MEMINFO, PARENT_CHECK_S, PROC_CGROUP, SPECULATE_HELD,
-                        SPECULATE_JOBS, SPECULATE_MIN_FREE_BYTES, Speculation, _drop, _handoff_dir, _pool,
+                        SPECULATE_JOBS, SPECULATE_MIN_FREE_BYTES, _UNREAD, Speculation, _delete, _drop,
+                        _handoff_dir, _pool,
                         _read_handoff, _remove_dir, _run, _shutdown_at_exit, _worker_init, cgroup_files,
                         free_bytes, shutdown, wanted_by_environment)
 from .moe import MOE_DPS, MOE_EPS, _eps_for, moe_layout_widget  # noqa: F401

@@ -18,10 +18,11 @@ in :class:`~concurrent.futures.Future` objects (documented thread-safe); this mo
 read and written by the kernel's thread alone (the moves' callbacks). A large result (a plan table) does not
 come back through the pool's pipe: the worker writes it, pickled, to a file of its kernel's own directory
 (:data:`HANDOFF_MIN_BYTES`; in ``/dev/shm`` where there is one) and sends back its path, which the move that
-takes it reads; the results never taken are deleted unread (kern30: the pool's thread received and
-unpickled every one of a move's 12 tables, 1-3 ms each and ~20 ms for a first batch of 5 MB tables, on the
-kernel's CPU: 8-10 ms of helper-thread CPU a move, most of it tables no move took). Bounded: at most
-:data:`SPECULATE_JOBS` searches a move; each move makes the jobs of the move before stale (a shared
+takes it reads; the worker deletes the files, those never read included, at the next move (kern30: the
+pool's thread received and unpickled every one of a move's 12 tables, 1-3 ms each and ~20 ms for a first
+batch of 5 MB tables, 8-10 ms of the kernel's helper-thread CPU a move, most of it tables no move took;
+deleting a 5 MB file of ``/dev/shm`` costs the deleting thread ~0.7 ms, so the worker does it). Bounded: at
+most :data:`SPECULATE_JOBS` searches a move; each move makes the jobs of the move before stale (a shared
 generation number: a stale job not yet started returns at once, and is cancelled where the pool still can);
 at most :data:`SPECULATE_JOBS` + :data:`SPECULATE_HELD` results
 held. The worker ends with its kernel, even one killed by force. Where no process can be spawned (Pyodide,
@@ -152,6 +153,10 @@ def _worker_init(generation, parent: int, handoff: str | None = None) -> None:
         os.nice(19)
     except (AttributeError, OSError):                     # (no nice: run as is)
         pass
+    try:            # (a group of its own: a kernel killed with its group, jupyter_client's forced shutdown,
+        os.setpgid(0, 0)    # leaves the worker to remove its hand-off files and end, as below)
+    except (AttributeError, OSError):
+        pass
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_CHECK_S)
@@ -165,6 +170,7 @@ def _worker_init(generation, parent: int, handoff: str | None = None) -> None:
 _GENERATION = None
 _HANDOFF = None           # (in the worker: the kernel's hand-off directory)
 _HANDED = [0]             # (in the worker: the files it wrote)
+_UNREAD: list = []        # (in the kernel: hand-off files for the worker to delete at the next move)
 
 
 def _run(gen: int, fn, args: tuple, kw: dict):
@@ -196,29 +202,48 @@ def _run(gen: int, fn, args: tuple, kw: dict):
 
 
 def _handoff_dir() -> str | None:
-    """A new directory for the worker's large results: in ``/dev/shm`` (memory) where there is one, else in
-    the temporary directory; None if neither can be made (results then come through the pool's pipe)."""
+    """A new directory for the worker's large results, named after this process: in ``/dev/shm`` (memory)
+    where there is one, else in the temporary directory; None if neither can be made (results then come
+    through the pool's pipe). The directories of processes no longer running are removed first (a kernel and
+    its worker both killed)."""
+    import glob
+    import shutil
     import tempfile
 
     for where in ("/dev/shm", None):
         if where is not None and not os.path.isdir(where):
             continue
+        for old in glob.glob(os.path.join(where or tempfile.gettempdir(), "llmsizing-speculate-*-*")):
+            try:
+                os.kill(int(os.path.basename(old).split("-")[2]), 0)
+            except ProcessLookupError:
+                shutil.rmtree(old, ignore_errors=True)
+            except (ValueError, IndexError, OSError):     # (not ours to judge: another user's, a bad name)
+                pass
         try:
-            return tempfile.mkdtemp(prefix="llmsizing-speculate-", dir=where)
+            return tempfile.mkdtemp(prefix=f"llmsizing-speculate-{os.getpid()}-", dir=where)
         except OSError:
             continue
     return None
 
 
 def _drop(f) -> None:
-    """Delete the hand-off file of a finished job's result, if it has one (a result never taken)."""
+    """Hand the file of a finished job's result, if it has one (a result never taken), to the worker to delete
+    at the next move (:func:`_delete`)."""
     if f.done() and not f.cancelled() and f.exception() is None:
         got = f.result()
         if got[0] == "file":
-            try:
-                os.unlink(got[1])
-            except OSError:
-                pass
+            _UNREAD.append(got[1])
+
+
+def _delete(paths: tuple) -> tuple:
+    """In the worker: delete hand-off files (those gone already are skipped)."""
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return ("ok", None)
 
 
 def _pool():
@@ -299,6 +324,14 @@ class Speculation:
         keys = {k for k, _, _ in wanted}
         gen = _POOL["gen"]
         gen.value += 1
+        if _UNREAD:                 # (first in the worker's queue: after its running job, before the new)
+            paths = tuple(_UNREAD)
+            del _UNREAD[:len(paths)]
+            try:
+                pool.submit(_delete, paths)
+            except RuntimeError:
+                shutdown()
+                return
         for key, f in list(self._futures.items()):
             if not f.done():
                 f.cancel()
@@ -332,7 +365,8 @@ class Speculation:
         except Exception:           # (the worker died: BrokenProcessPool; search in the kernel)
             got = ("broken",)
         if got[0] == "file":        # (a large result: read, once, by the move that takes it)
-            got = _read_handoff(got[1])
+            path, got = got[1], _read_handoff(got[1])
+            _UNREAD.append(path)
         if got[0] != "ok":
             self.missed += 1
             return None
@@ -345,7 +379,8 @@ class Speculation:
 
 
 def _read_handoff(path: str) -> tuple:
-    """``("ok", result)`` from a hand-off file, which is deleted; ``("broken",)`` if it cannot be read."""
+    """``("ok", result)`` from a hand-off file (left for the worker to delete); ``("broken",)`` if it cannot
+    be read."""
     import pickle
 
     try:
@@ -353,9 +388,4 @@ def _read_handoff(path: str) -> tuple:
             data = fh.read()
     except OSError:
         return ("broken",)
-    finally:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
     return ("ok", pickle.loads(data))
