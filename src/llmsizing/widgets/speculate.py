@@ -24,10 +24,10 @@ batch of 5 MB tables, 8-10 ms of the kernel's helper-thread CPU a move, most of 
 deleting a 5 MB file of ``/dev/shm`` costs the deleting thread ~0.7 ms, so the worker does it). Bounded: at
 most :data:`SPECULATE_JOBS` searches a move; each move makes the jobs of the move before stale (a shared
 generation number: a stale job not yet started returns at once, and is cancelled where the pool still can);
-at most :data:`SPECULATE_JOBS` + :data:`SPECULATE_HELD` results
-held. The worker ends with its kernel, even one killed by force. Where no process can be spawned (Pyodide,
-JupyterLite), or where too little memory is free for a second process (:data:`SPECULATE_MIN_FREE_BYTES`),
-nothing is speculated.
+at most :data:`SPECULATE_JOBS` + :data:`SPECULATE_HELD` results held. The worker ends with its kernel, even
+one killed by force (its hand-off files with it). Where no process can be spawned (Pyodide, JupyterLite), or
+where too little memory is free for a second process (:data:`SPECULATE_MIN_FREE_BYTES`), nothing is
+speculated.
 
 **Who gets it.** Speculation is for a reader on a machine of their own: on one server shared by a room, the
 workers slowed every participant's redraws 1.4-2.8x even at the lowest priority (README, the load test of
