@@ -211,6 +211,48 @@ def test_held_results_are_bounded():
     assert len(s._futures) <= 2
 
 
+def test_a_large_result_is_handed_over_as_a_file_and_read_once():
+    # kern30: a result of HANDOFF_MIN_BYTES or more (a plan table) comes back as a file the move that takes
+    # it reads; one never taken is deleted unread, and the directory goes with the pool
+    import os
+
+    n = speculate.HANDOFF_MIN_BYTES + 1000
+    s = speculate.Speculation(bytes, held=0)
+    s.ahead([(("big", i), (n + i,), {}) for i in range(3)] + [(("small",), (10,), {})])
+    got = {k: f.result(timeout=60) for k, f in s._futures.items()}
+    assert got[("small",)] == ("ok", bytes(10))
+    paths = [got["big", i][1] for i in range(3)]
+    assert all(got["big", i][0] == "file" and os.path.isfile(p) for i, p in enumerate(paths))
+    assert all(os.path.dirname(p) == speculate._POOL["dir"] for p in paths)
+    assert s.take(("big", 1)) == ("ok", bytes(n + 1)) and s.take(("big", 1)) is None
+    s.ahead([])                     # the next move wants none: held=0 drops them; the worker deletes all 3
+    s.ahead([(("after",), (1,), {})])
+    s._futures[("after",)].result(timeout=60)        # (the worker's deletions came before this job)
+    assert not any(os.path.exists(p) for p in paths)
+    folder = speculate._POOL["dir"]
+    speculate.shutdown()
+    assert not os.path.exists(folder)
+
+
+def test_the_hand_off_folders_of_gone_kernels_are_removed():
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    where = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    old = tempfile.mkdtemp(prefix=f"llmsizing-speculate-{gone}-", dir=where)
+    mine = speculate._handoff_dir()
+    try:
+        assert not os.path.exists(old)
+        assert os.path.basename(mine).startswith(f"llmsizing-speculate-{os.getpid()}-")
+    finally:
+        speculate._remove_dir(mine)
+        speculate._remove_dir(old)
+
+
 def test_the_likely_next_searches():
     most = max(long_context.LONG_CONTEXT_MAX_GPUS)
     values = dict(model="m", seq=131072, gpus=("H100 SXM",), batch_tokens=2**24, max_gpus=4096,

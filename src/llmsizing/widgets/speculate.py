@@ -14,14 +14,20 @@ pickled table comes back bit for bit.
 What a move's kernel never does: wait for the worker (a search not done is searched in the kernel, the worker
 being a separate process that holds no lock the kernel needs), or share a cache with it. Thread safety: the
 kernel's only other thread here is :class:`concurrent.futures.ProcessPoolExecutor`'s, which moves results
-in :class:`~concurrent.futures.Future` objects (documented thread-safe; a table arriving during a move is
-unpickled by that thread, ~5-10 ms); this module's own dict of futures is read and written by the kernel's
-thread alone (the moves' callbacks). Bounded: at most :data:`SPECULATE_JOBS` searches a move; each move makes
-the jobs of the move before stale (a shared generation number: a stale job not yet started returns at once,
-and is cancelled where the pool still can); at most :data:`SPECULATE_JOBS` + :data:`SPECULATE_HELD` results
-held. The worker ends with its kernel, even one killed by force. Where no process can be spawned (Pyodide,
-JupyterLite), or where too little memory is free for a second process (:data:`SPECULATE_MIN_FREE_BYTES`),
-nothing is speculated.
+in :class:`~concurrent.futures.Future` objects (documented thread-safe); this module's own dict of futures is
+read and written by the kernel's thread alone (the moves' callbacks). A large result (a plan table) does not
+come back through the pool's pipe: the worker writes it, pickled, to a file of its kernel's own directory
+(:data:`HANDOFF_MIN_BYTES`; in ``/dev/shm`` where there is one) and sends back its path, which the move that
+takes it reads; the worker deletes the files, those never read included, at the next move (kern30: the
+pool's thread received and unpickled every one of a move's 12 tables, 1-3 ms each and ~20 ms for a first
+batch of 5 MB tables, 8-10 ms of the kernel's helper-thread CPU a move, most of it tables no move took;
+deleting a 5 MB file of ``/dev/shm`` costs the deleting thread ~0.7 ms, so the worker does it). Bounded: at
+most :data:`SPECULATE_JOBS` searches a move; each move makes the jobs of the move before stale (a shared
+generation number: a stale job not yet started returns at once, and is cancelled where the pool still can);
+at most :data:`SPECULATE_JOBS` + :data:`SPECULATE_HELD` results held. The worker ends with its kernel, even
+one killed by force (its hand-off files with it). Where no process can be spawned (Pyodide, JupyterLite), or
+where too little memory is free for a second process (:data:`SPECULATE_MIN_FREE_BYTES`), nothing is
+speculated.
 
 **Who gets it.** Speculation is for a reader on a machine of their own: on one server shared by a room, the
 workers slowed every participant's redraws 1.4-2.8x even at the lowest priority (README, the load test of
@@ -44,7 +50,11 @@ SPECULATE_JOBS = 12
 #: long_context_widget).
 SPECULATE_HELD = 4
 
-_POOL: dict = {}          # the one worker pool of the process and its generation counter ("pool", "gen")
+_POOL: dict = {}          # the one worker pool of the process, its generation counter, its hand-off directory
+
+#: A worker's result whose pickle is at least this long (bytes) is handed over as a file (see the module's
+#: docstring); a smaller one comes back through the pool's pipe as before.
+HANDOFF_MIN_BYTES = 1 << 18
 
 
 #: The environment variable that turns speculation on for widgets built with ``speculate=None``: "1" on,
@@ -128,40 +138,112 @@ def free_bytes(meminfo: str = MEMINFO, cgroups=None) -> float | None:
 PARENT_CHECK_S = 0.5
 
 
-def _worker_init(generation, parent: int) -> None:
+def _worker_init(generation, parent: int, handoff: str | None = None) -> None:
     """The worker's set-up: the lowest CPU priority (it yields to the kernel and everything else), the
-    shared generation number its jobs are checked against, and a watch that ends the worker once its kernel
-    (process ``parent``) is gone: its parent process is another."""
+    shared generation number its jobs are checked against, the directory it hands large results over in
+    (``handoff``), and a watch that ends the worker once its kernel (process ``parent``) is gone: its parent
+    process is another (the hand-off directory is removed first)."""
+    import shutil
     import threading
     import time
 
-    global _GENERATION
-    _GENERATION = generation
+    global _GENERATION, _HANDOFF
+    _GENERATION, _HANDOFF = generation, handoff
     try:
         os.nice(19)
     except (AttributeError, OSError):                     # (no nice: run as is)
         pass
+    try:            # (a group of its own: a kernel killed with its group, jupyter_client's forced shutdown,
+        os.setpgid(0, 0)    # leaves the worker to remove its hand-off files and end, as below)
+    except (AttributeError, OSError):
+        pass
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_CHECK_S)
+        if handoff:
+            shutil.rmtree(handoff, ignore_errors=True)
         os._exit(0)
 
     threading.Thread(target=watch, name="llmsizing-speculate-watch", daemon=True).start()
 
 
 _GENERATION = None
+_HANDOFF = None           # (in the worker: the kernel's hand-off directory)
+_HANDED = [0]             # (in the worker: the files it wrote)
+_UNREAD: list = []        # (in the kernel: hand-off files for the worker to delete at the next move)
 
 
 def _run(gen: int, fn, args: tuple, kw: dict):
-    """One job in the worker: ``fn(*args, **kw)``, or ``("stale",)`` if a later move made it stale before it
-    started, or ``("error", message)`` if the function refuses the setting (the kernel then asks it itself,
-    and shows its message)."""
+    """One job in the worker: ``("ok", fn(*args, **kw))``, or ``("file", path)`` for a result whose pickle
+    is at least :data:`HANDOFF_MIN_BYTES` long (written to the hand-off directory), or ``("stale",)`` if a
+    later move made it stale before it started, or ``("error", message)`` if the function refuses the setting
+    (the kernel then asks it itself, and shows its message)."""
+    import pickle
+
     if _GENERATION is not None and _GENERATION.value != gen:
         return ("stale",)
     try:
-        return ("ok", fn(*args, **kw))
+        got = fn(*args, **kw)
     except (ValueError, TypeError) as exc:
         return ("error", str(exc))
+    if _HANDOFF is None:
+        return ("ok", got)
+    data = pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(data) < HANDOFF_MIN_BYTES:
+        return ("ok", got)
+    _HANDED[0] += 1
+    path = os.path.join(_HANDOFF, f"{os.getpid()}-{_HANDED[0]}.pickle")
+    try:
+        with open(path, "wb") as fh:
+            fh.write(data)
+    except OSError:                      # (the directory went: shut down meanwhile) through the pipe then
+        return ("ok", got)
+    return ("file", path)
+
+
+def _handoff_dir() -> str | None:
+    """A new directory for the worker's large results, named after this process: in ``/dev/shm`` (memory)
+    where there is one, else in the temporary directory; None if neither can be made (results then come
+    through the pool's pipe). The directories of processes no longer running are removed first (a kernel and
+    its worker both killed)."""
+    import glob
+    import shutil
+    import tempfile
+
+    for where in ("/dev/shm", None):
+        if where is not None and not os.path.isdir(where):
+            continue
+        for old in glob.glob(os.path.join(where or tempfile.gettempdir(), "llmsizing-speculate-*-*")):
+            try:
+                os.kill(int(os.path.basename(old).split("-")[2]), 0)
+            except ProcessLookupError:
+                shutil.rmtree(old, ignore_errors=True)
+            except (ValueError, IndexError, OSError):     # (not ours to judge: another user's, a bad name)
+                pass
+        try:
+            return tempfile.mkdtemp(prefix=f"llmsizing-speculate-{os.getpid()}-", dir=where)
+        except OSError:
+            continue
+    return None
+
+
+def _drop(f) -> None:
+    """Hand the file of a finished job's result, if it has one (a result never taken), to the worker to delete
+    at the next move (:func:`_delete`)."""
+    if f.done() and not f.cancelled() and f.exception() is None:
+        got = f.result()
+        if got[0] == "file":
+            _UNREAD.append(got[1])
+
+
+def _delete(paths: tuple) -> tuple:
+    """In the worker: delete hand-off files (those gone already are skipped)."""
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return ("ok", None)
 
 
 def _pool():
@@ -178,9 +260,10 @@ def _pool():
 
             ctx = mp.get_context("spawn")     # (not fork: the kernel has threads)
             gen = ctx.Value("q", 0, lock=False)
+            handoff = _handoff_dir()
             pool = ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_worker_init,
-                                       initargs=(gen, os.getpid()))
-            _POOL["gen"] = gen
+                                       initargs=(gen, os.getpid(), handoff))
+            _POOL["gen"], _POOL["dir"] = gen, handoff
             atexit.register(_shutdown_at_exit)
         except (ImportError, OSError, NotImplementedError, ValueError):
             pool = None
@@ -196,6 +279,7 @@ def _shutdown_at_exit() -> None:
     _POOL.pop("gen", None)
     if pool is not None:
         pool.shutdown(wait=True, cancel_futures=True)
+    _remove_dir(_POOL.pop("dir", None))
 
 
 def shutdown() -> None:
@@ -205,6 +289,16 @@ def shutdown() -> None:
     _POOL.pop("gen", None)
     if pool is not None:
         pool.shutdown(wait=False, cancel_futures=True)
+    _remove_dir(_POOL.pop("dir", None))
+
+
+def _remove_dir(path: str | None) -> None:
+    """Remove a hand-off directory and the results in it (a job still running then sends its result through
+    the pipe)."""
+    import shutil
+
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class Speculation:
@@ -230,10 +324,19 @@ class Speculation:
         keys = {k for k, _, _ in wanted}
         gen = _POOL["gen"]
         gen.value += 1
+        if _UNREAD:                 # (first in the worker's queue: after its running job, before the new)
+            paths = tuple(_UNREAD)
+            del _UNREAD[:len(paths)]
+            try:
+                pool.submit(_delete, paths)
+            except RuntimeError:
+                shutdown()
+                return
         for key, f in list(self._futures.items()):
             if not f.done():
                 f.cancel()
                 del self._futures[key]                   # (stale now: sent again below if still wanted)
+                f.add_done_callback(_drop)               # (its file, if it runs on and writes one)
             elif f.cancelled() or f.exception() is not None or f.result()[0] in ("stale", "broken"):
                 del self._futures[key]
         for key, args, kw in wanted:
@@ -245,7 +348,7 @@ class Speculation:
                     return
         done = [k for k, f in self._futures.items() if f.done() and k not in keys]      # (earlier moves')
         for key in done[:max(len(done) - self.held, 0)]:
-            del self._futures[key]
+            _drop(self._futures.pop(key))
 
     def take(self, key):
         """The worker's result for ``key`` if it is done (``("ok", result)``), else None: the caller searches
@@ -254,12 +357,16 @@ class Speculation:
         if f is None or not f.done() or f.cancelled():
             if f is not None:
                 f.cancel()
+                f.add_done_callback(_drop)
             self.missed += 1
             return None
         try:
             got = f.result()
         except Exception:           # (the worker died: BrokenProcessPool; search in the kernel)
             got = ("broken",)
+        if got[0] == "file":        # (a large result: read, once, by the move that takes it)
+            path, got = got[1], _read_handoff(got[1])
+            _UNREAD.append(path)
         if got[0] != "ok":
             self.missed += 1
             return None
@@ -269,3 +376,16 @@ class Speculation:
     def known(self, key) -> bool:
         """Whether ``key`` is asked of the worker (running, waiting or done)."""
         return key in self._futures
+
+
+def _read_handoff(path: str) -> tuple:
+    """``("ok", result)`` from a hand-off file (left for the worker to delete); ``("broken",)`` if it cannot
+    be read."""
+    import pickle
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return ("broken",)
+    return ("ok", pickle.loads(data))
