@@ -253,6 +253,29 @@ def test_the_hand_off_folders_of_gone_kernels_are_removed():
         speculate._remove_dir(old)
 
 
+def test_no_process_is_probed_on_windows(monkeypatch):
+    """On Windows ``os.kill(pid, 0)`` terminates the process (Python's docs, os.kill): a leftover folder's
+    number must never be 'probed' there (lead, session 30)."""
+    import os
+    import tempfile
+
+    where = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    old = tempfile.mkdtemp(prefix="llmsizing-speculate-1-", dir=where)
+
+    def kill(*a):
+        raise AssertionError(f"os.kill{a} called")
+
+    monkeypatch.setattr(os, "kill", kill)
+    monkeypatch.setattr(os, "name", "nt")
+    mine = speculate._handoff_dir()
+    monkeypatch.undo()
+    try:
+        assert os.path.isdir(old) and mine is not None
+    finally:
+        speculate._remove_dir(mine)
+        speculate._remove_dir(old)
+
+
 def test_the_likely_next_searches():
     most = max(long_context.LONG_CONTEXT_MAX_GPUS)
     values = dict(model="m", seq=131072, gpus=("H100 SXM",), batch_tokens=2**24, max_gpus=4096,

@@ -205,7 +205,7 @@ def _handoff_dir() -> str | None:
     """A new directory for the worker's large results, named after this process: in ``/dev/shm`` (memory)
     where there is one, else in the temporary directory; None if neither can be made (results then come
     through the pool's pipe). The directories of processes no longer running are removed first (a kernel and
-    its worker both killed)."""
+    its worker both killed; on POSIX only: on Windows ``os.kill(pid, 0)`` ends the process, not probes it)."""
     import glob
     import shutil
     import tempfile
@@ -213,7 +213,8 @@ def _handoff_dir() -> str | None:
     for where in ("/dev/shm", None):
         if where is not None and not os.path.isdir(where):
             continue
-        for old in glob.glob(os.path.join(where or tempfile.gettempdir(), "llmsizing-speculate-*-*")):
+        olds = glob.glob(os.path.join(where or tempfile.gettempdir(), "llmsizing-speculate-*-*"))
+        for old in olds if os.name == "posix" else ():
             try:
                 os.kill(int(os.path.basename(old).split("-")[2]), 0)
             except ProcessLookupError:
