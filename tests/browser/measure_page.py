@@ -170,8 +170,9 @@ def test_page_voila(voila_page):
     trace = os.environ.get("PAGE_TRACE")
     browser = voila_page.page.context.browser
     if trace:        # (Chromium's trace of the moves: its main thread's tasks by name; it costs time itself)
-        browser.start_tracing(page=voila_page.page, categories=[
-            "devtools.timeline", "disabled-by-default-devtools.timeline", "toplevel", "blink", "v8"])
+        cats = os.environ.get("PAGE_TRACE_CATEGORIES",
+                              "devtools.timeline,disabled-by-default-devtools.timeline,toplevel,blink,v8")
+        browser.start_tracing(page=voila_page.page, categories=cats.split(","))
     traced = []
     if os.environ.get("PAGE_STRACE"):     # (syscall times of the server and the kernel: where a move's ms go)
         import subprocess
