@@ -362,8 +362,35 @@ def test_voila_config_frees_kernels():
     # without a page
     assert 0 + 1 + 3 < module.CLOSE_GRACE_S < module.CULL_IDLE_TIMEOUT_S
     assert getattr(VoilaHandler.prepare, "book_xsrf", False)
+    # (page30: the kernel WebSocket sends small messages at once, not held by Nagle's algorithm)
+    from voila.tornado.kernel_websocket_handler import VoilaKernelWebsocketHandler
+
+    assert getattr(VoilaKernelWebsocketHandler.open, "book_nodelay", False)
     assert (module.CULL_IDLE_TIMEOUT_S, module.CULL_CONNECTED_IDLE_TIMEOUT_S) == (120, 3600)
     assert module.CULL_INTERVAL_S <= module.CULL_IDLE_TIMEOUT_S
+
+
+def test_send_without_delay_sets_the_flag_before_the_handler_opens_once():
+    """Issue 38 (page30): the kernel WebSocket handler sets TCP_NODELAY when its connection opens, then runs
+    its own ``open`` (awaited when it is a coroutine); patching twice wraps once."""
+    import asyncio
+
+    calls = []
+
+    class Handler:
+        def set_nodelay(self, value):
+            calls.append(("nodelay", value))
+
+        async def open(self, kernel_id):
+            calls.append(("open", kernel_id))
+            return "opened"
+
+    live_kernels.send_without_delay(Handler)
+    wrapped = Handler.open
+    live_kernels.send_without_delay(Handler)
+    assert Handler.open is wrapped
+    assert asyncio.run(Handler().open("k1")) == "opened"
+    assert calls == [("nodelay", True), ("open", "k1")]
 
 
 @pytest.mark.parametrize("code, said", [

@@ -153,7 +153,8 @@ class Dashboard(W.HBox):
         # "working..." over the figure while a setting is worked out (shown after BUSY_DELAY_MS: _BUSY_CSS)
         self.busy_note = W.HTML("⏳ working out this setting…", tooltip="")
         self.busy_note.add_class("llmsizing-busy-note")
-        style = _BUSY_CSS + (live_style(name) if name else "")
+        # (the summary's rules too: once here, not in every summary, page30)
+        style = _BUSY_CSS + _SUMMARY_CSS + (live_style(name) if name else "")
         hidden_style = W.HTML(style, layout=W.Layout(display="none"), tooltip="")
         right = W.VBox([controls[k] for k in above] + [self.busy_note, self.error, self.image, self.summary,
                                                         hidden_style],
@@ -300,7 +301,7 @@ SUMMARY_FONT_PX = 12
 _GUTTER = 2
 
 
-def summary_html(text: str) -> str:
+def summary_html(text: str, *, style: bool = False) -> str:
     """A render function's text summary as HTML that wraps instead of scrolling (issue 25: the summary box is
     readable). The summary is plain text laid out for a monospace font; widgets used to show it as it is in a
     ``<pre>`` inside a 150 px box, where long lines were cut at the right or broke mid-word. Here:
@@ -315,8 +316,17 @@ def summary_html(text: str) -> str:
     No word is ever split (``word-break: normal; overflow-wrap: normal`` on every element, whatever the page's
     style says) and there is no inner scroll: the box is as tall as its text. Formatting only: the text is the
     view's ``summary``, every character of it escaped (``tests/test_widget_layout.py`` reads the text
-    back)."""
+    back).
+
+    The rules for all this (:data:`_SUMMARY_CSS`) are not in the HTML: a :class:`Dashboard` puts them in the
+    page once, with its other style. A ``<style>`` element in each summary was parsed again at every move,
+    and each new style sheet made Chromium match its rules against the whole page again before the next frame
+    (issue 38, page30: ~3-5 ms of style work per move, in the frame that shows the new figure). ``style=True``
+    puts them in, for a summary shown without a dashboard."""
     import re
+
+    if not isinstance(style, bool):
+        raise TypeError(f"style must be True or False, got {type(style).__name__}")
 
     lines = text.split("\n")
     out: list[str] = []
@@ -336,11 +346,12 @@ def summary_html(text: str) -> str:
         else:
             out.append(_line_html(lines[i]))
             i += 1
-    return f"<div class='llmsizing-summary'>{_SUMMARY_CSS}" + "".join(out) + "</div>"
+    return f"<div class='llmsizing-summary'>{_SUMMARY_CSS if style else ''}" + "".join(out) + "</div>"
 
 
-#: The summary's style, inside its own HTML (so it holds in JupyterLab, Voila and thebe alike, whatever the
-#: page's own rules for ``pre``, ``td`` or the widget's label line height say).
+#: The summary's style, in the dashboard's own (hidden) style element, put in the page once (so it holds in
+#: JupyterLab, Voila and thebe alike, whatever the page's own rules for ``pre``, ``td`` or the widget's label
+#: line height say).
 _SUMMARY_CSS = (
     "<style>.llmsizing-summary {font-size: %dpx; line-height: 1.35; white-space: normal; word-break: normal; "
     "overflow-wrap: normal; hyphens: none; font-variant-numeric: tabular-nums}"

@@ -30,6 +30,10 @@
   and to reload (templates/book/index.html.j2; issue 38, voila38: before, the controls moved and nothing
   redrew, with no word why), and the log names the exit status of a process that exited
   (``LiveKernelManager.start_kernel``).
+
+* The page's kernel WebSocket sends each message at once (TCP_NODELAY, ``live_kernels.send_without_delay``):
+  a widget's small messages right behind its figure were held by Nagle's algorithm, up to ~40 ms now and
+  then (issue 38, page30).
 """
 
 import importlib.util
@@ -78,6 +82,10 @@ def _set_xsrf_cookie(handler_class):
 from voila.handler import VoilaHandler  # noqa: E402  (Voila is importable wherever this file is loaded)
 
 _set_xsrf_cookie(VoilaHandler)
+
+from voila.tornado.kernel_websocket_handler import VoilaKernelWebsocketHandler  # noqa: E402
+
+live_kernels.send_without_delay(VoilaKernelWebsocketHandler)
 
 c = get_config()  # noqa: F821  (defined by traitlets when it loads this file)
 c.VoilaConfiguration.prelaunch_hook = myst_voila.prelaunch_hook
