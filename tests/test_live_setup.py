@@ -317,6 +317,30 @@ def _lab_config():
     return module
 
 
+def test_the_lab_and_serve_live_send_kernel_messages_without_delay(monkeypatch):
+    """page30: Nagle's algorithm held a widget's small messages behind its figure now and then (~40 ms); Voila's
+    kernel WebSocket sets TCP_NODELAY, and so do the lab's (``make lab``) and serve-live's Jupyter servers."""
+    import builtins
+
+    from jupyter_server.services.kernels.websocket import KernelWebsocketHandler
+
+    async def plain(self, kernel_id):                  # (each config file checked from an unpatched handler)
+        return None
+
+    monkeypatch.setattr(KernelWebsocketHandler, "open", plain)
+    _lab_config()
+    assert getattr(KernelWebsocketHandler.open, "book_nodelay", False)
+    monkeypatch.setattr(KernelWebsocketHandler, "open", plain)
+    builtins.get_config = lambda: type("C", (), {"__getattr__": lambda self, n: type(n, (), {})()})()
+    try:
+        spec = importlib.util.spec_from_file_location("book_live_config",
+                                                      ROOT / "tools" / "live" / "jupyter_server_config.py")
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    finally:
+        del builtins.get_config
+    assert getattr(KernelWebsocketHandler.open, "book_nodelay", False)
+
+
 def test_the_lab_notes_to_run_an_unrun_chapter_and_saves_without_the_note():
     """Issue 38: the lab showed chapter 18's {eval} names until Run All, with nothing saying to run it. The
     lab's contents manager adds a note under the title of a chapter that quotes numbers (never to one that

@@ -163,6 +163,18 @@ from jupyter_server.services.contents.largefilemanager import AsyncLargeFileMana
 
 BookContentsManager = book_contents_manager(AsyncLargeFileManager)
 
+# The kernel WebSocket sends each message at once (TCP_NODELAY), as in Voila (page30: a widget's small messages
+# right behind its figure were now and then held ~40 ms by Nagle's algorithm; tools/live/live_kernels.py)
+import importlib.util  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("live_kernels", TOOLS / "live" / "live_kernels.py")
+_live_kernels = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_live_kernels)
+
+from jupyter_server.services.kernels.websocket import KernelWebsocketHandler  # noqa: E402
+
+_live_kernels.send_without_delay(KernelWebsocketHandler)
+
 c = get_config()  # noqa: F821  (defined by traitlets when it loads this file)
 c.ServerApp.contents_manager_class = BookContentsManager
 c.ContentsManager.pre_save_hook = strip_volatile_on_save

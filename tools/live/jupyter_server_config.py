@@ -12,6 +12,10 @@ _spec = importlib.util.spec_from_file_location("live_kernels", Path(__file__).re
 live_kernels = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(live_kernels)
 
+from jupyter_server.services.kernels.websocket import KernelWebsocketHandler  # noqa: E402
+
+live_kernels.send_without_delay(KernelWebsocketHandler)      # TCP_NODELAY, as in Voila and the lab (page30)
+
 c = get_config()  # noqa: F821  (defined by traitlets when it loads this file)
 c.ServerApp.kernel_manager_class = live_kernels.LiveKernelManager
 c.MappingKernelManager.cull_idle_timeout = live_kernels.CULL_IDLE_TIMEOUT_S
