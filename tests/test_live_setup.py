@@ -318,8 +318,8 @@ def _lab_config():
 
 
 def test_the_lab_and_serve_live_send_kernel_messages_without_delay(monkeypatch):
-    """page30: Nagle's algorithm held a widget's small messages behind its figure now and then (~40 ms); Voila's
-    kernel WebSocket sets TCP_NODELAY, and so do the lab's (``make lab``) and serve-live's Jupyter servers."""
+    """page30: Nagle's algorithm held a widget's small messages behind its figure now and then (~40 ms);
+    Voila's kernel WebSocket sets TCP_NODELAY, and so do the lab's (``make lab``) and serve-live's servers."""
     import builtins
 
     from jupyter_server.services.kernels.websocket import KernelWebsocketHandler

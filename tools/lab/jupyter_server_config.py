@@ -163,8 +163,8 @@ from jupyter_server.services.contents.largefilemanager import AsyncLargeFileMana
 
 BookContentsManager = book_contents_manager(AsyncLargeFileManager)
 
-# The kernel WebSocket sends each message at once (TCP_NODELAY), as in Voila (page30: a widget's small messages
-# right behind its figure were now and then held ~40 ms by Nagle's algorithm; tools/live/live_kernels.py)
+# The kernel WebSocket sends each message at once (TCP_NODELAY), as in Voila (page30: a widget's small
+# messages right behind its figure were now and then held ~40 ms by Nagle's algorithm; live_kernels.py)
 import importlib.util  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("live_kernels", TOOLS / "live" / "live_kernels.py")
