@@ -45,10 +45,13 @@ def load() -> str:
     return Path("/proc/loadavg").read_text().split()[0]
 
 
-def main() -> None:
+def paired(first: str, default: dict, picks: dict, moves: tuple, prefix: str) -> None:
+    """The paired A/B itself (bench_ch17_plan_ab.py shares it): ``picks`` maps a kind to its models in turn
+    (or to a function of the imported package giving them), ``moves`` are settings of ``first`` searched
+    anew; command line ``[BASE] [ROUNDS]``."""
     base = sys.argv[1] if len(sys.argv) > 1 else "main"
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    tmp = Path(tempfile.mkdtemp(prefix="bench_ch12_plan_ab_"))
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", base, "src", "data"], check=True,
                                  capture_output=True).stdout
@@ -58,29 +61,25 @@ def main() -> None:
         names = kept_names()
         sides = {p: importlib.import_module(f"{p}.planner") for p in ("llmsizing_base", "llmsizing")}
         for planner in sides.values():                          # (imports and catalogues warm)
-            planner.plan("llama-3-8b", **DEFAULT)
-        catalog = importlib.import_module("llmsizing")
-        moes = [m for m in catalog.list_models() if catalog.get_model(m).is_moe]
-        kinds = ("model picks", "MoE picks", "moves")
-        before, got = load(), {kind: {p: [] for p in sides} for kind in kinds}
+            planner.plan("llama-3-8b", **default)
+        package = importlib.import_module("llmsizing")
+        picks = {kind: (models(package) if callable(models) else models) for kind, models in picks.items()}
+        before, got = load(), {kind: {p: [] for p in sides} for kind in (*picks, "moves")}
         for i in range(rounds):
             for p in (list(sides) if i % 2 == 0 else list(sides)[::-1]):
                 planner = sides[p]
                 clear(p, names)
                 planner._search.cache_clear()
-                planner.plan("llama-3-70b", **DEFAULT)
-                for model in MODELS:
-                    c0 = time.process_time()
-                    planner.plan(model, **DEFAULT)
-                    got["model picks"][p].append(time.process_time() - c0)
-                for model in moes:
-                    c0 = time.process_time()
-                    planner.plan(model, **DEFAULT)
-                    got["MoE picks"][p].append(time.process_time() - c0)
-                for move in MOVES:
+                planner.plan(first, **default)
+                for kind, models in picks.items():
+                    for model in models:
+                        c0 = time.process_time()
+                        planner.plan(model, **default)
+                        got[kind][p].append(time.process_time() - c0)
+                for move in moves:
                     planner._search.clear_tables()
                     c0 = time.process_time()
-                    planner.plan("llama-3-70b", **{**DEFAULT, **move})
+                    planner.plan(first, **{**default, **move})
                     got["moves"][p].append(time.process_time() - c0)
         for kind, by in got.items():
             b, a = by["llmsizing_base"], by["llmsizing"]
@@ -90,6 +89,13 @@ def main() -> None:
         print(f"base {base}; {rounds} rounds; load average (1 min) before and after: {before}, {load()}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    def moes(L):
+        return [m for m in L.list_models() if L.get_model(m).is_moe]
+
+    paired("llama-3-70b", DEFAULT, {"model picks": MODELS, "MoE picks": moes}, MOVES, "bench_ch12_plan_ab_")
 
 
 if __name__ == "__main__":

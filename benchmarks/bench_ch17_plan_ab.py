@@ -19,19 +19,12 @@ load average before and after. Does not assert (timings are not tests).
 
 from __future__ import annotations
 
-import importlib
-import shutil
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_widget_ab import clear, kept_names  # noqa: E402
+from bench_ch12_plan_ab import paired  # noqa: E402
 
 TOKENS = 2 ** 24
 DEFAULT = dict(tokens=8e11, gpus=("H100 SXM",), seq=131072, global_batch=TOKENS // 131072, max_gpus=16384,
@@ -44,49 +37,8 @@ MOVES = (tuple(dict(seq=s, global_batch=TOKENS // s) for s in (8192, 32768, 6553
             dict(cp_comm="all_gather")))
 
 
-def load() -> str:
-    return Path("/proc/loadavg").read_text().split()[0]
-
-
 def main() -> None:
-    base = sys.argv[1] if len(sys.argv) > 1 else "main"
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    tmp = Path(tempfile.mkdtemp(prefix="bench_ch17_plan_ab_"))
-    try:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", base, "src", "data"], check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
-        (tmp / "src" / "llmsizing").rename(tmp / "src" / "llmsizing_base")
-        sys.path.insert(0, str(tmp / "src"))
-        names = kept_names()
-        sides = {p: importlib.import_module(f"{p}.planner") for p in ("llmsizing_base", "llmsizing")}
-        for planner in sides.values():                          # (imports and catalogues warm)
-            planner.plan("llama-3-8b", **DEFAULT)
-        kinds = ("model picks", "moves")
-        before, got = load(), {kind: {p: [] for p in sides} for kind in kinds}
-        for i in range(rounds):
-            for p in (list(sides) if i % 2 == 0 else list(sides)[::-1]):
-                planner = sides[p]
-                clear(p, names)
-                planner._search.cache_clear()
-                planner.plan(FIRST, **DEFAULT)
-                for model in MODELS:
-                    c0 = time.process_time()
-                    planner.plan(model, **DEFAULT)
-                    got["model picks"][p].append(time.process_time() - c0)
-                for move in MOVES:
-                    planner._search.clear_tables()
-                    c0 = time.process_time()
-                    planner.plan(FIRST, **{**DEFAULT, **move})
-                    got["moves"][p].append(time.process_time() - c0)
-        for kind, by in got.items():
-            b, a = by["llmsizing_base"], by["llmsizing"]
-            ratio = statistics.median(y / x for x, y in zip(b, a))
-            print(f"{kind:12s} {len(b):4d} searches a side: median {statistics.median(b) * 1e3:.1f} -> "
-                  f"{statistics.median(a) * 1e3:.1f} ms CPU, paired ratio {ratio:.3f}")
-        print(f"base {base}; {rounds} rounds; load average (1 min) before and after: {before}, {load()}")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    paired(FIRST, DEFAULT, {"model picks": MODELS}, MOVES, "bench_ch17_plan_ab_")
 
 
 if __name__ == "__main__":
