@@ -379,6 +379,35 @@ class Speculation:
         return key in self._futures
 
 
+def nearest(options, value) -> list:
+    """``options`` but ``value``, nearest to ``value`` in their order first (a tie: the later one first), as a
+    reader steps a slider or a drop-down from ``value``; all of them, in order, if ``value`` is not one."""
+    options = list(options)
+    at = options.index(value) if value in options else 0
+    return [o for _, o in sorted(((abs(i - at), -i), o) for i, o in enumerate(options) if o != value)]
+
+
+def watch(board, spec: Speculation, wanted) -> None:
+    """Speculate for ``board`` (a :class:`~.dashboard.Dashboard`): after each new value of any of its
+    controls (observed after the board's own draw), hand ``spec`` the searches ``wanted()`` lists
+    (``(key, args, kw)``, most likely first), unless they are the ones it was last handed and all still
+    asked (a move that only filters: its jobs are left to run on). ``board.speculation`` is ``spec``. Shared
+    by the widgets of chapters 12 and 17."""
+    last: list = []
+
+    def ahead(change=None) -> None:
+        jobs = list(wanted())[:spec.jobs]
+        keys = [k for k, _, _ in jobs]
+        if keys == last and all(spec.known(k) for k in keys):
+            return
+        last[:] = keys
+        spec.ahead(jobs)
+
+    for w in board.controls.values():
+        w.observe(ahead, names="value")
+    board.speculation = spec
+
+
 def _read_handoff(path: str) -> tuple:
     """``("ok", result)`` from a hand-off file (left for the worker to delete); ``("broken",)`` if it cannot
     be read."""
