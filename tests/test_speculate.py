@@ -1,6 +1,6 @@
 """Chapter 17's widget, and chapter 12's planner widget (spec30), working out the reader's likely next
-searches in a worker process (issue 35/38: ``long_context_widget(speculate=True)``, ``planner_widget(speculate=True)``,
-:mod:`llmsizing.widgets.speculate`).
+searches in a worker process (issue 35/38: ``long_context_widget(speculate=True)``,
+``planner_widget(speculate=True)``, :mod:`llmsizing.widgets.speculate`).
 
 What must hold: a move answered from the worker shows the same PNG bytes and summary as the same move searched
 in the kernel (the worker runs the planner's own pure ``plan()`` in another process, and its table comes back

@@ -127,11 +127,11 @@ def planner_ahead(values: dict, searched=(), in_kernel=()) -> list[tuple]:
     widget's search keys ``(model, tokens, gpus, seq, global_batch, max_gpus, grad_buffer)``: the nearest
     other token budgets when the shown table's search was not made in this kernel (``in_kernel``: keys
     without the tokens; the kernel's kept search makes another budget cost milliseconds, the worker's does
-    not), the other sequence lengths, the next global batches, the next GPU limits up, the other grad buffers, then the
-    global batches two steps away and the GPU limit two steps up (each control's nearest first). Left out:
-    a key of ``searched``, a lower GPU limit than one of ``searched`` at the other settings (a cut of it, no
-    search) and a setting of ``in_kernel``. The filters (deadline, budget, rule, plan choice) search
-    nothing."""
+    not), the other sequence lengths, the next global batches, the next GPU limit up, the other grad
+    buffers, then the global batches two steps away and the GPU limit two steps up (each control's nearest
+    first). Left out: a key of ``searched``, a lower GPU limit than one of ``searched`` at the other settings
+    (a cut of it, no search) and a setting of ``in_kernel``. The filters (deadline, budget, rule, plan choice)
+    search nothing."""
     from ..footprint import check_grad_buffer_kind
 
     v = dict(values, gpus=tuple(values["gpus"]), grad_buffer=check_grad_buffer_kind(values["grad_buffer"]))
