@@ -46,7 +46,7 @@ from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_CACHED, LONG_
                            LONG_CONTEXT_MAX_GPUS, LONG_CONTEXT_SEQS, LONG_CONTEXT_TOKENS, _plan_args,
                            long_context_ahead, long_context_warm_models, long_context_warm_settings,
                            long_context_widget)
-from .speculate import (_GENERATION, _HANDED, _HANDOFF, _POOL, CGROUP_ROOT, ENV,  # noqa: F401
+from .speculate import (_GENERATION, _HANDED, _HANDOFF, _POOL, AUTOGROUP, CGROUP_ROOT, ENV,  # noqa: F401
                         HANDOFF_MIN_BYTES, MEMINFO, PARENT_CHECK_S, PROC_CGROUP, SPECULATE_HELD,
                         SPECULATE_JOBS, SPECULATE_MIN_FREE_BYTES, _UNREAD, Speculation, _delete, _drop,
                         _handoff_dir, _pool,

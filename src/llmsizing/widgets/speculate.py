@@ -133,16 +133,19 @@ def free_bytes(meminfo: str = MEMINFO, cgroups=None) -> float | None:
     return min(found) if found else None
 
 
+#: Where the worker sets its autogroup's nice value (Linux; see :func:`_worker_init`).
+AUTOGROUP = "/proc/self/autogroup"
+
 #: How often (s) the worker checks that the kernel that started it is still there (a kernel killed, e.g.
 #: restarted by force, leaves no worker behind).
 PARENT_CHECK_S = 0.5
 
 
 def _worker_init(generation, parent: int, handoff: str | None = None) -> None:
-    """The worker's set-up: the lowest CPU priority (it yields to the kernel and everything else), the
-    shared generation number its jobs are checked against, the directory it hands large results over in
-    (``handoff``), and a watch that ends the worker once its kernel (process ``parent``) is gone: its parent
-    process is another (the hand-off directory is removed first)."""
+    """The worker's set-up: the lowest CPU priority, its own and its session's (it yields to the kernel and
+    everything else), the shared generation number its jobs are checked against, the directory it hands
+    large results over in (``handoff``), and a watch that ends the worker once its kernel (process
+    ``parent``) is gone: its parent process is another (the hand-off directory is removed first)."""
     import shutil
     import threading
     import time
@@ -153,9 +156,23 @@ def _worker_init(generation, parent: int, handoff: str | None = None) -> None:
         os.nice(19)
     except (AttributeError, OSError):                     # (no nice: run as is)
         pass
-    try:            # (a group of its own: a kernel killed with its group, jupyter_client's forced shutdown,
-        os.setpgid(0, 0)    # leaves the worker to remove its hand-off files and end, as below)
+    # A session, so a process group, of its own: a kernel killed with its group (jupyter_client's forced
+    # shutdown) leaves the worker to remove its hand-off files and end, as below. And, where Linux groups
+    # processes by session to share the CPU (autogroup, /proc/sys/kernel/sched_autogroup_enabled), a group
+    # of its own at the lowest priority: inside the kernel's group its nice 19 yielded to the kernel only,
+    # and the group as a whole took its equal share from the browser, the server and every other session
+    # (spec30: chapter 12's lab moves were painted later with the worker running).
+    try:
+        os.setsid()
     except (AttributeError, OSError):
+        try:
+            os.setpgid(0, 0)
+        except (AttributeError, OSError):
+            pass
+    try:
+        with open(AUTOGROUP, "w") as fh:
+            fh.write("19")
+    except OSError:                                      # (no autogroup: nice 19 is the whole story)
         pass
     def watch() -> None:
         while os.getppid() == parent:
