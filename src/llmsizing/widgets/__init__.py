@@ -48,7 +48,8 @@ from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_CACHED, LONG_
                            long_context_widget)
 from .speculate import (_GENERATION, _HANDED, _HANDOFF, _POOL, AUTOGROUP, CGROUP_ROOT, ENV,  # noqa: F401
                         HANDOFF_MIN_BYTES, MEMINFO, PARENT_CHECK_S, PROC_CGROUP, SPECULATE_HELD,
-                        SPECULATE_JOBS, SPECULATE_MIN_FREE_BYTES, _UNREAD, Speculation, _delete, _drop,
+                        SPECULATE_JOBS, SPECULATE_MIN_FREE_BYTES, START_DELAY_S, _STARTED, _UNREAD,
+                        Speculation, _delete, _drop,
                         _handoff_dir, _pool,
                         _read_handoff, _remove_dir, _run, _shutdown_at_exit, _worker_init, cgroup_files,
                         free_bytes, nearest, shutdown, wanted_by_environment, watch)

@@ -133,6 +133,13 @@ def free_bytes(meminfo: str = MEMINFO, cgroups=None) -> float | None:
     return min(found) if found else None
 
 
+#: How long (s) the worker waits before the first search a move hands it: the move's answer is still on
+#: its way to the page (the server, the browser's decoding and painting), which a search started at once
+#: slowed on 2 cores (spec30: chapter 12's lab moves with a reader's pause of 1.5 s, back moves painted at
+#: a median of 90 ms with the worker, 64-70 without); a move made meanwhile makes the searches stale, and
+#: they return at once.
+START_DELAY_S = 0.25
+
 #: Where the worker sets its autogroup's nice value (Linux; see :func:`_worker_init`).
 AUTOGROUP = "/proc/self/autogroup"
 
@@ -187,16 +194,22 @@ def _worker_init(generation, parent: int, handoff: str | None = None) -> None:
 _GENERATION = None
 _HANDOFF = None           # (in the worker: the kernel's hand-off directory)
 _HANDED = [0]             # (in the worker: the files it wrote)
+_STARTED = [None]         # (in the worker: the generation it last waited START_DELAY_S for)
 _UNREAD: list = []        # (in the kernel: hand-off files for the worker to delete at the next move)
 
 
 def _run(gen: int, fn, args: tuple, kw: dict):
-    """One job in the worker: ``("ok", fn(*args, **kw))``, or ``("file", path)`` for a result whose pickle
-    is at least :data:`HANDOFF_MIN_BYTES` long (written to the hand-off directory), or ``("stale",)`` if a
-    later move made it stale before it started, or ``("error", message)`` if the function refuses the setting
-    (the kernel then asks it itself, and shows its message)."""
+    """One job in the worker (a move's first after :data:`START_DELAY_S`): ``("ok", fn(*args, **kw))``, or
+    ``("file", path)`` for a result whose pickle is at least :data:`HANDOFF_MIN_BYTES` long (written to the
+    hand-off directory), or ``("stale",)`` if a later move made it stale before it started, or
+    ``("error", message)`` if the function refuses the setting (the kernel then asks it itself, and shows its
+    message)."""
     import pickle
+    import time
 
+    if _GENERATION is not None and _STARTED[0] != gen:
+        _STARTED[0] = gen
+        time.sleep(START_DELAY_S)
     if _GENERATION is not None and _GENERATION.value != gen:
         return ("stale",)
     try:
