@@ -135,9 +135,9 @@ def free_bytes(meminfo: str = MEMINFO, cgroups=None) -> float | None:
 
 #: How long (s) the worker waits before the first search a move hands it: the move's answer is still on
 #: its way to the page (the server, the browser's decoding and painting), which a search started at once
-#: slowed on 2 cores (spec30: chapter 12's lab moves with a reader's pause of 1.5 s, back moves painted at
-#: a median of 90 ms with the worker, 64-70 without); a move made meanwhile makes the searches stale, and
-#: they return at once.
+#: slowed on 2 cores (spec30: chapter 12's lab moves with a reader's pause of 1.5 s, the worker starting at
+#: once, were painted 1.05-1.54x later than without it; with its own autogroup and this wait, 0.76-0.93x);
+#: a move made meanwhile makes the searches stale, and they return at once.
 START_DELAY_S = 0.25
 
 #: Where the worker sets its autogroup's nice value (Linux; see :func:`_worker_init`).
