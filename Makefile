@@ -98,8 +98,9 @@ outputs: $(STAMP) ## Re-execute all notebooks in place to refresh their stored o
 # LAB_DIR: the folder JupyterLab opens (tests/browser serves a copy of book/ this way); LAB_ARGS: more flags.
 LAB_DIR ?= book/
 .PHONY: lab
-# LLMSIZING_SPECULATE=1: chapter 17's widget works out a reader's next searches in a worker process, for a
-# reader on a machine of their own (llmsizing.widgets.speculate); LLMSIZING_SPECULATE=0 make lab turns it off.
+# LLMSIZING_SPECULATE=1: the widgets of chapters 12 and 17 work out a reader's next searches in a worker
+# process, for a reader on a machine of their own (llmsizing.widgets.speculate); LLMSIZING_SPECULATE=0
+# make lab turns it off.
 lab: $(STAMP) ## Open JupyterLab on book/ for a live workshop (offline once set up)
 	JUPYTER_CONFIG_PATH="$(CURDIR)/tools/lab/config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
 	LLMSIZING_SPECULATE=$${LLMSIZING_SPECULATE-1} \

@@ -1,5 +1,6 @@
-"""Chapter 17's widget working out the reader's likely next searches in a worker process (issue 35/38:
-``long_context_widget(speculate=True)``, :mod:`llmsizing.widgets.speculate`).
+"""Chapter 17's widget, and chapter 12's planner widget (spec30), working out the reader's likely next
+searches in a worker process (issue 35/38: ``long_context_widget(speculate=True)``,
+``planner_widget(speculate=True)``, :mod:`llmsizing.widgets.speculate`).
 
 What must hold: a move answered from the worker shows the same PNG bytes and summary as the same move searched
 in the kernel (the worker runs the planner's own pure ``plan()`` in another process, and its table comes back
@@ -20,6 +21,7 @@ pytest.importorskip("ipywidgets")
 
 from llmsizing.widgets import long_context, speculate  # noqa: E402
 from llmsizing.widgets.long_context import long_context_ahead, long_context_widget  # noqa: E402
+from llmsizing.widgets.time_money import planner_ahead, planner_widget  # noqa: E402
 
 
 # (a dense model, then a mixture of experts: the moves the worker is asked ahead of and those it is not)
@@ -27,8 +29,18 @@ WALK = (("model", "granite-3.0-1b-a400m"), ("seq", 65536), ("cp_comm", "all_gath
         ("seq", 32768), ("max_gpus", 4096), ("model", "llama-3-8b"), ("seq", 16384))
 
 
+#: Chapter 12's planner widget: every control that searches (sequence, global batch, a GPU limit up, grad
+#: buffer), then a token budget and a lower GPU limit (no search in the kernel where it searched), a deadline
+#: (a filter) and a new model with its next step.
+PLANNER_WALK = (("seq", 4096), ("global_batch", 256), ("max_gpus", 8192), ("grad_buffer", True),
+                ("tokens", 1e11), ("max_gpus", 2048), ("deadline", 30.0), ("model", "llama-3-8b"),
+                ("seq", 2048), ("global_batch", 512))
+
+
 def _shown(w) -> tuple:
-    return hashlib.sha1(w.image.value).hexdigest(), w.summary.value, w.error.value
+    choice = w.controls["choice"] if "choice" in w.controls else None
+    return (hashlib.sha1(w.image.value).hexdigest(), w.summary.value, w.error.value,
+            None if choice is None else (tuple(choice.options), choice.value))
 
 
 def _settle(w, timeout_s: float = 60.0) -> None:
@@ -73,6 +85,64 @@ def test_a_move_while_the_worker_is_busy_is_answered_right(plain):
     for (control, value), want in zip(WALK, plain):      # back to back: no wait for the worker
         w.controls[control].value = value
         assert _shown(w) == want, (control, value)
+
+
+@pytest.fixture(scope="module")
+def planner_plain():
+    """Each step of PLANNER_WALK as a planner widget without a worker shows it."""
+    w = planner_widget(speculate=False)
+    out = []
+    for control, value in PLANNER_WALK:
+        w.controls[control].value = value
+        out.append(_shown(w))
+    return out
+
+
+def test_the_planner_s_worker_answers_are_the_kernel_s(planner_plain):
+    w = planner_widget()
+    for (control, value), want in zip(PLANNER_WALK, planner_plain):
+        w.controls[control].value = value
+        assert _shown(w) == want, (control, value)
+        _settle(w)
+    # (every search of the walk but the first move's and the new model's is worked out ahead: the sequence,
+    # the global batch, the GPU limit up, the grad buffer, the token budget of a table the worker searched)
+    assert w.speculation.taken >= 6
+
+
+def test_a_planner_move_while_the_worker_is_busy_is_answered_right(planner_plain):
+    w = planner_widget()
+    for (control, value), want in zip(PLANNER_WALK, planner_plain):      # back to back: no wait
+        w.controls[control].value = value
+        assert _shown(w) == want, (control, value)
+
+
+def test_the_planner_asks_ahead_for_the_searches_of_its_controls_nearest_first():
+    v = dict(model="llama-3-8b", tokens=1e12, gpus=("H100 SXM",), seq=4096, global_batch=512, max_gpus=4096,
+             grad_buffer=False, deadline=30.0, deadline_rule="slow_end", budget=0.0, choice=0)
+    here = ("llama-3-8b", ("H100 SXM",), 4096, 512, 4096, False)           # (this setting, without tokens)
+    keys = planner_ahead(v, in_kernel={here: None})
+    assert len(keys) == len(set(keys))
+    changed = [tuple(i for i in range(7) if k[i] != (v["model"], 1e12, ("H100 SXM",), 4096, 512, 4096,
+                                                         False)[i]) for k in keys]
+    assert all(len(c) == 1 for c in changed)                              # one control moved at a time
+    assert (1,) not in changed                      # the token budget: plan() kept this search in the kernel
+    assert keys[0][3] in (2048, 8192) and keys[1][3] in (2048, 8192)    # the sequence first, both neighbours
+    assert [k[4] for k in keys if changed[keys.index(k)] == (4,)][:2] in ([256, 1024], [1024, 256])
+    assert all(k[5] > 4096 for k in keys if k[5] != 4096)                 # a lower limit is a cut: not asked
+    assert {k[6] for k in keys} == {False, True, "ddp-copy", "ddp-view"}
+    # a table the worker searched: its next token budgets are asked first (the kernel keeps no search of it)
+    assert {k[1] for k in planner_ahead(v)[:2]} == {2e12, 1e11}
+    # a setting searched already, or a GPU limit under one searched, is not asked again
+    done = [("llama-3-8b", 1e12, ("H100 SXM",), 8192, 512, 4096, False),
+            ("llama-3-8b", 1e12, ("H100 SXM",), 4096, 512, 16384, False)]
+    left = planner_ahead(v, done, {here: None})
+    assert not any(k[3] == 8192 and k[5] == 4096 for k in left) and not any(k[5] > 4096 for k in left)
+
+
+def test_nearest_steps_out_from_the_value():
+    assert speculate.nearest((1, 2, 3, 4, 5), 3) == [4, 2, 5, 1]
+    assert speculate.nearest((1, 2, 3), 1) == [2, 3]
+    assert speculate.nearest((1, 2, 3), 9) == [1, 2, 3]  # (not an option: all, from the first)
 
 
 def test_building_starts_no_worker(monkeypatch):
@@ -155,6 +225,10 @@ def test_the_default_follows_the_environment(monkeypatch):
     assert hasattr(long_context_widget("llama-3-8b", warm=False), "speculation")
     monkeypatch.delenv(speculate.ENV)
     assert hasattr(long_context_widget("llama-3-8b", warm=False, speculate=True), "speculation")
+    assert not hasattr(planner_widget("llama-3-8b"), "speculation")                      # chapter 12 too
+    monkeypatch.setenv(speculate.ENV, "1")
+    assert hasattr(planner_widget("llama-3-8b"), "speculation")
+    assert not hasattr(planner_widget("llama-3-8b", speculate=False), "speculation")
 
 
 def test_a_still_wanted_job_is_sent_again():
@@ -173,6 +247,8 @@ def test_a_still_wanted_job_is_sent_again():
 def test_speculate_is_checked():
     with pytest.raises(TypeError, match="speculate"):
         long_context_widget("llama-3-8b", speculate=1)
+    with pytest.raises(TypeError, match="speculate"):
+        planner_widget("llama-3-8b", speculate="yes")
 
 
 def test_stale_jobs_do_not_run_and_take_is_by_key(monkeypatch):

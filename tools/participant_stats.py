@@ -11,8 +11,8 @@ the new figure's message in the page, ``painted`` the new figure decoded and a f
 /proc). The split of a move's wait:
 
 * ``kernel_cpu_ms``: what the kernel process computed (its threads' CPU time; on a loaded machine its wall
-  time is longer); its worker processes' CPU (``workers_cpu_ms``, chapter 17's speculative searches) runs
-  beside it and is reported apart;
+  time is longer); its worker processes' CPU (``workers_cpu_ms``, the speculative searches of chapters 12
+  and 17) runs beside it and is reported apart;
 * ``to_page_ms`` = ``redrawn`` - ``kernel_cpu_ms``: the rest of the time to the new figure in the page:
   transport (browser -> server -> kernel and back), the kernel waiting for a core, the page handling messages;
 * ``browser_ms`` = ``painted`` - ``redrawn``: fetching/decoding the PNG and painting it.

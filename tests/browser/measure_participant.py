@@ -11,7 +11,8 @@ this machine's /proc):
 The moves, for the chapter's first widget: a model picked in the model drop-down (a new model each time, from
 the one picked before, mixture-of-experts and dense in turn: never a kept answer), then every other control
 moved one step (``step``: a new setting) and back (``back``: the setting shown before, answered from the
-dashboard's kept answers), for several models until at least $PART_MOVES (55) moves. Times go to $PART_OUT
+dashboard's kept answers), for several models until at least $PART_MOVES (55) moves, $PART_PAUSE_S (0)
+seconds apart. Times go to $PART_OUT
 (_build/screenshots/participant-moves.json) under "<route> <chapter> run <PART_RUN>", with the 1-minute load
 before and after; tools/participant_stats.py summarises them (median / p90 / max, and the wait split into
 kernel CPU, the rest up to the page, browser).
@@ -34,6 +35,11 @@ from test_lab import scroll_widget_to_top, widget_cells
 OUT = Path(os.environ.get("PART_OUT", str(SHOTS / "participant-moves.json")))
 RUN = os.environ.get("PART_RUN", "1")
 MOVES = int(os.environ.get("PART_MOVES", "55"))
+#: Seconds the participant waits before each move (default 0: back to back), as a reader looks at an answer
+#: (spec30: chapter 12's speculation in the lab is measured with the pauses a reader makes). The pause is in
+#: none of a move's times; the CPU used during it is recorded apart (``pause_kernel_cpu_ms``,
+#: ``pause_workers_cpu_ms``: the worker's searches run then, and the kernel's threads take their results).
+PAUSE_S = float(os.environ.get("PART_PAUSE_S", "0"))
 CHAPTERS = ["17_long_context.ipynb", "18_mixture_of_experts.ipynb", "12_how_many_gpus.ipynb"]
 #: The mixture-of-experts models picked in turn with dense ones (measure_painted.MOE; fast17c made their
 #: first pick in chapter 17 faster)
@@ -107,6 +113,9 @@ def _move_over(w, i: int) -> None:
 
 def _timed(w, i, act, wait, kernel_pid, kind):
     """Do ``act()`` (one move by the participant) and time it: JS_WATCH_REDRAW's times, the kernel's CPU."""
+    cp = cpu_ms(kernel_pid)
+    if PAUSE_S > 0:
+        time.sleep(PAUSE_S)
     before = w.js(JS_FIGURE, i)
     w.js(JS_WATCH_REDRAW, i)
     c0 = cpu_ms(kernel_pid)
@@ -127,6 +136,9 @@ def _timed(w, i, act, wait, kernel_pid, kind):
              kernel_cpu_ms=None if c0[0] is None or c1[0] is None else round(c1[0] - c0[0], 1),
              workers_cpu_ms=None if c0[1] is None or c1[1] is None else round(c1[1] - c0[1], 1),
              load1=os.getloadavg()[0])
+    if PAUSE_S > 0:
+        r.update(pause_kernel_cpu_ms=None if cp[0] is None or c0[0] is None else round(c0[0] - cp[0], 1),
+                 pause_workers_cpu_ms=None if cp[1] is None or c0[1] is None else round(c0[1] - cp[1], 1))
     return r
 
 

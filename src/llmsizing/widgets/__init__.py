@@ -46,20 +46,22 @@ from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_CACHED, LONG_
                            LONG_CONTEXT_MAX_GPUS, LONG_CONTEXT_SEQS, LONG_CONTEXT_TOKENS, _plan_args,
                            long_context_ahead, long_context_warm_models, long_context_warm_settings,
                            long_context_widget)
-from .speculate import (_GENERATION, _HANDED, _HANDOFF, _POOL, CGROUP_ROOT, ENV,  # noqa: F401
+from .speculate import (_GENERATION, _HANDED, _HANDOFF, _POOL, AUTOGROUP, CGROUP_ROOT, ENV,  # noqa: F401
                         HANDOFF_MIN_BYTES, MEMINFO, PARENT_CHECK_S, PROC_CGROUP, SPECULATE_HELD,
-                        SPECULATE_JOBS, SPECULATE_MIN_FREE_BYTES, _UNREAD, Speculation, _delete, _drop,
+                        SPECULATE_JOBS, SPECULATE_MIN_FREE_BYTES, START_DELAY_S, _STARTED, _UNREAD,
+                        Speculation, _delete, _drop,
                         _handoff_dir, _pool,
                         _read_handoff, _remove_dir, _run, _shutdown_at_exit, _worker_init, cgroup_files,
-                        free_bytes, shutdown, wanted_by_environment)
+                        free_bytes, nearest, shutdown, wanted_by_environment, watch)
 from .moe import MOE_DPS, MOE_EPS, _eps_for, moe_layout_widget  # noqa: F401
 from .pixels import (_DRAWING, _box_key, _changed, _common_key, _font_key, _handle_key, _legend_key,
                      _legends_kept_as_pixels, _line_style_key, _text_key)
 from .rl import RL_GPUS, RL_LENGTHS, RL_MODES, _mode, rl_widget  # noqa: F401
-from .time_money import (PLAN_BUDGETS, PLAN_DEADLINE_RULES, PLAN_DEADLINES, PLAN_GRAD_BUFFER_HINT,
-                         PLAN_GRAD_BUFFERS, PLANNER_GPU_ROWS, PLANNER_KEPT, PLANNER_SEARCHED, TIME_MFUS,
-                         TOKEN_BUDGETS, _buffer, _front_options, _set_front_options, cost_widget,
-                         planner_widget, seed_audit_widget, training_time_widget)
+from .time_money import (PLAN_BUDGETS, PLAN_DEADLINE_RULES, PLAN_DEADLINES, PLAN_GLOBAL_BATCHES,
+                         PLAN_GRAD_BUFFER_HINT, PLAN_GRAD_BUFFERS, PLAN_MAX_GPUS, PLAN_SEQS, PLANNER_GPU_ROWS,
+                         PLANNER_KEPT, PLANNER_SEARCHED, TIME_MFUS, TOKEN_BUDGETS, _buffer, _front_options,
+                         _set_front_options, cost_widget, planner_ahead, planner_widget, seed_audit_widget,
+                         training_time_widget)
 
 # the factories, in book order
 __all__ = ["parameter_counts_widget", "model_states_widget", "inference_memory_widget",

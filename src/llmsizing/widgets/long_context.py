@@ -16,7 +16,7 @@ from .._validate import check_bool
 from ..catalog import get_model, list_models
 from .controls import _gpu_multiselect, _style
 from .dashboard import Dashboard
-from .speculate import Speculation, wanted_by_environment
+from .speculate import Speculation, nearest, wanted_by_environment, watch
 
 #: The context lengths the chapter 17 widget offers: 8K (Llama 3's first stage) to 256K.
 LONG_CONTEXT_SEQS = (8192, 16384, 32768, 65536, 131072, 262144)
@@ -68,10 +68,7 @@ def long_context_ahead(values: dict, most: int) -> list[tuple]:
 
     m, seq, gpus, bt, cp = (values[k] for k in ("model", "seq", "gpus", "batch_tokens", "cp_comm"))
     gpus = tuple(gpus)
-    at = LONG_CONTEXT_SEQS.index(seq) if seq in LONG_CONTEXT_SEQS else 0
-    near = sorted((s for s in LONG_CONTEXT_SEQS if s != seq),
-                  key=lambda s: (abs(LONG_CONTEXT_SEQS.index(s) - at), -s))
-    out = [(m, s, gpus, bt, most, cp) for s in near]
+    out = [(m, s, gpus, bt, most, cp) for s in nearest(LONG_CONTEXT_SEQS, seq)]
     out += [(m, seq, gpus, bt, most, c) for c in ("p2p", "all_gather") if c != cp]
     out += [(m, seq, gpus, b, most, cp) for _, b in LONG_CONTEXT_BATCH_TOKENS if b != bt]
     every = list_gpus()
@@ -199,14 +196,8 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
                 pass
     board = Dashboard(render, controls, name="long_context_widget", keep=LONG_CONTEXT_KEPT)
     if spec is not None:
-        def ahead(change=None) -> None:
-            # (after the move's own draw: observers run in the order they were added, the Dashboard's first)
-            wanted = [k for k in long_context_ahead(board.values(), most) if k not in searched]
-            spec.ahead((k, *_plan_args(*k)) for k in wanted)
-
-        for w in controls.values():
-            w.observe(ahead, names="value")
-        board.speculation = spec
+        watch(board, spec, lambda: [(k, *_plan_args(*k)) for k in long_context_ahead(board.values(), most)
+                                    if k not in searched])
     return board
 
 

@@ -133,16 +133,26 @@ def free_bytes(meminfo: str = MEMINFO, cgroups=None) -> float | None:
     return min(found) if found else None
 
 
+#: How long (s) the worker waits before the first search a move hands it: the move's answer is still on
+#: its way to the page (the server, the browser's decoding and painting), which a search started at once
+#: slowed on 2 cores (spec30: chapter 12's lab moves with a reader's pause of 1.5 s, the worker starting at
+#: once, were painted 1.05-1.54x later than without it; with its own autogroup and this wait, 0.76-0.93x);
+#: a move made meanwhile makes the searches stale, and they return at once.
+START_DELAY_S = 0.25
+
+#: Where the worker sets its autogroup's nice value (Linux; see :func:`_worker_init`).
+AUTOGROUP = "/proc/self/autogroup"
+
 #: How often (s) the worker checks that the kernel that started it is still there (a kernel killed, e.g.
 #: restarted by force, leaves no worker behind).
 PARENT_CHECK_S = 0.5
 
 
 def _worker_init(generation, parent: int, handoff: str | None = None) -> None:
-    """The worker's set-up: the lowest CPU priority (it yields to the kernel and everything else), the
-    shared generation number its jobs are checked against, the directory it hands large results over in
-    (``handoff``), and a watch that ends the worker once its kernel (process ``parent``) is gone: its parent
-    process is another (the hand-off directory is removed first)."""
+    """The worker's set-up: the lowest CPU priority, its own and its session's (it yields to the kernel and
+    everything else), the shared generation number its jobs are checked against, the directory it hands
+    large results over in (``handoff``), and a watch that ends the worker once its kernel (process
+    ``parent``) is gone: its parent process is another (the hand-off directory is removed first)."""
     import shutil
     import threading
     import time
@@ -153,9 +163,23 @@ def _worker_init(generation, parent: int, handoff: str | None = None) -> None:
         os.nice(19)
     except (AttributeError, OSError):                     # (no nice: run as is)
         pass
-    try:            # (a group of its own: a kernel killed with its group, jupyter_client's forced shutdown,
-        os.setpgid(0, 0)    # leaves the worker to remove its hand-off files and end, as below)
+    # A session, so a process group, of its own: a kernel killed with its group (jupyter_client's forced
+    # shutdown) leaves the worker to remove its hand-off files and end, as below. And, where Linux groups
+    # processes by session to share the CPU (autogroup, /proc/sys/kernel/sched_autogroup_enabled), a group
+    # of its own at the lowest priority: inside the kernel's group its nice 19 yielded to the kernel only,
+    # and the group as a whole took its equal share from the browser, the server and every other session
+    # (spec30: chapter 12's lab moves were painted later with the worker running).
+    try:
+        os.setsid()
     except (AttributeError, OSError):
+        try:
+            os.setpgid(0, 0)
+        except (AttributeError, OSError):
+            pass
+    try:
+        with open(AUTOGROUP, "w") as fh:
+            fh.write("19")
+    except OSError:                                      # (no autogroup: nice 19 is the whole story)
         pass
     def watch() -> None:
         while os.getppid() == parent:
@@ -170,16 +194,22 @@ def _worker_init(generation, parent: int, handoff: str | None = None) -> None:
 _GENERATION = None
 _HANDOFF = None           # (in the worker: the kernel's hand-off directory)
 _HANDED = [0]             # (in the worker: the files it wrote)
+_STARTED = [None]         # (in the worker: the generation it last waited START_DELAY_S for)
 _UNREAD: list = []        # (in the kernel: hand-off files for the worker to delete at the next move)
 
 
 def _run(gen: int, fn, args: tuple, kw: dict):
-    """One job in the worker: ``("ok", fn(*args, **kw))``, or ``("file", path)`` for a result whose pickle
-    is at least :data:`HANDOFF_MIN_BYTES` long (written to the hand-off directory), or ``("stale",)`` if a
-    later move made it stale before it started, or ``("error", message)`` if the function refuses the setting
-    (the kernel then asks it itself, and shows its message)."""
+    """One job in the worker (a move's first after :data:`START_DELAY_S`): ``("ok", fn(*args, **kw))``, or
+    ``("file", path)`` for a result whose pickle is at least :data:`HANDOFF_MIN_BYTES` long (written to the
+    hand-off directory), or ``("stale",)`` if a later move made it stale before it started, or
+    ``("error", message)`` if the function refuses the setting (the kernel then asks it itself, and shows its
+    message)."""
     import pickle
+    import time
 
+    if _GENERATION is not None and _STARTED[0] != gen:
+        _STARTED[0] = gen
+        time.sleep(START_DELAY_S)
     if _GENERATION is not None and _GENERATION.value != gen:
         return ("stale",)
     try:
@@ -377,6 +407,35 @@ class Speculation:
     def known(self, key) -> bool:
         """Whether ``key`` is asked of the worker (running, waiting or done)."""
         return key in self._futures
+
+
+def nearest(options, value) -> list:
+    """``options`` but ``value``, nearest to ``value`` in their order first (a tie: the later one first), as a
+    reader steps a slider or a drop-down from ``value``; all of them, in order, if ``value`` is not one."""
+    options = list(options)
+    at = options.index(value) if value in options else 0
+    return [o for _, o in sorted(((abs(i - at), -i), o) for i, o in enumerate(options) if o != value)]
+
+
+def watch(board, spec: Speculation, wanted) -> None:
+    """Speculate for ``board`` (a :class:`~.dashboard.Dashboard`): after each new value of any of its
+    controls (observed after the board's own draw), hand ``spec`` the searches ``wanted()`` lists
+    (``(key, args, kw)``, most likely first), unless they are the ones it was last handed and all still
+    asked (a move that only filters: its jobs are left to run on). ``board.speculation`` is ``spec``. Shared
+    by the widgets of chapters 12 and 17."""
+    last: list = []
+
+    def ahead(change=None) -> None:
+        jobs = list(wanted())[:spec.jobs]
+        keys = [k for k, _, _ in jobs]
+        if keys == last and all(spec.known(k) for k in keys):
+            return
+        last[:] = keys
+        spec.ahead(jobs)
+
+    for w in board.controls.values():
+        w.observe(ahead, names="value")
+    board.speculation = spec
 
 
 def _read_handoff(path: str) -> tuple:

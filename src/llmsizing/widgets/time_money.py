@@ -14,11 +14,12 @@ import math
 import ipywidgets as W
 
 from .. import charts
-from .._validate import check_choice
+from .._validate import check_bool, check_choice
 from ..catalog import get_model, list_gpus, list_models
 from ..footprint import check_grad_buffer_kind
 from .controls import _gpu_multiselect, _reroute, _set_quietly, _style
 from .dashboard import FIGURE_MAX_PX, KEPT_ANSWERS, Dashboard
+from .speculate import Speculation, nearest, wanted_by_environment, watch
 
 #: The token budgets the widgets of chapters 10-12 offer.
 TOKEN_BUDGETS = (("1B", 1e9), ("10B", 1e10), ("100B", 1e11), ("1T", 1e12), ("2T", 2e12), ("15T", 15e12))
@@ -114,9 +115,50 @@ PLANNER_KEPT = 64
 PLANNER_GPU_ROWS = 14
 #: How many of plan()'s searched tables the planner widget keeps to cut a lower GPU limit from (issue 38).
 PLANNER_SEARCHED = 16
+#: The sequence lengths, global batches (sequences) and GPU limits the planner widget offers.
+PLAN_SEQS = (2048, 4096, 8192)
+PLAN_GLOBAL_BATCHES = (64, 128, 256, 512, 1024, 2048)
+PLAN_MAX_GPUS = tuple(2**k for k in range(3, 15))
 
 
-def planner_widget(model: str = "llama-3-70b") -> Dashboard:
+def planner_ahead(values: dict, searched=(), in_kernel=()) -> list[tuple]:
+    """The settings a reader of chapter 12's planner widget at ``values`` (its controls' values) is likely to
+    ask for next that would be a new :func:`~llmsizing.planner.plan` search, most likely first, as the
+    widget's search keys ``(model, tokens, gpus, seq, global_batch, max_gpus, grad_buffer)``: the nearest
+    other token budgets when the shown table's search was not made in this kernel (``in_kernel``: keys
+    without the tokens; the kernel's kept search makes another budget cost milliseconds, the worker's does
+    not), the other sequence lengths, the next global batches, the next GPU limit up, the other grad
+    buffers, then the global batches two steps away and the GPU limit two steps up (each control's nearest
+    first). Left out: a key of ``searched``, a lower GPU limit than one of ``searched`` at the other settings
+    (a cut of it, no search) and a setting of ``in_kernel``. The filters (deadline, budget, rule, plan choice)
+    search nothing."""
+    from ..footprint import check_grad_buffer_kind
+
+    v = dict(values, gpus=tuple(values["gpus"]), grad_buffer=check_grad_buffer_kind(values["grad_buffer"]))
+    names = ("model", "tokens", "gpus", "seq", "global_batch", "max_gpus", "grad_buffer")
+
+    def at(**change) -> tuple:
+        return tuple(change.get(k, v[k]) for k in names)
+
+    near_b = nearest(PLAN_GLOBAL_BATCHES, v["global_batch"])
+    up = [m for m in PLAN_MAX_GPUS if m > v["max_gpus"]]
+    out = []
+    if at()[:1] + at()[2:] not in in_kernel:
+        out += [at(tokens=t) for t in nearest([t for _, t in TOKEN_BUDGETS], v["tokens"])[:2]]
+    out += [at(seq=s) for s in nearest(PLAN_SEQS, v["seq"])]
+    out += [at(global_batch=b) for b in near_b[:2]]
+    out += [at(max_gpus=m) for m in up[:1]]
+    out += [at(grad_buffer=g) for g in nearest([g for _, g in PLAN_GRAD_BUFFERS], v["grad_buffer"])]
+    out += [at(global_batch=b) for b in near_b[2:4]] + [at(max_gpus=m) for m in up[1:2]]
+
+    def kept(k) -> bool:     # (searched, a cut of a search at a higher GPU limit, or kept by plan() here)
+        return (k[:1] + k[2:] in in_kernel
+                or any(s[:5] + s[6:] == k[:5] + k[6:] and s[5] >= k[5] for s in searched))
+
+    return [k for k in dict.fromkeys(out) if not kept(k)]
+
+
+def planner_widget(model: str = "llama-3-70b", *, speculate: bool | None = None) -> Dashboard:
     """Chapter 12: model x token budget x GPU types x sequence x global batch x GPU limit x deadline x budget
     -> the planner's plans (:func:`~llmsizing.planner.plan`) and a chosen front plan
     (:func:`~llmsizing.charts.render_plan`). ``plan()``'s table is cached per (model, tokens, GPU types,
@@ -140,7 +182,14 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
 
     The ``grad_buffer`` control (issue 38, :data:`PLAN_GRAD_BUFFERS`) is ``plan()``'s ``grad_buffer``: every
     table, search and kept answer is keyed on it; the DDP and ZeRO-1 plans hold the buffer, ZeRO-2/3 ones
-    not (``attrs["assumes"]``, in the summary), and the chosen plan's memory is drawn with it."""
+    not (``attrs["assumes"]``, in the summary), and the chosen plan's memory is drawn with it.
+
+    ``speculate`` (spec30, as chapter 17's :func:`~.long_context.long_context_widget`): after each move, the
+    new searches the reader is likely to ask for next (:func:`planner_ahead`) are worked out by the
+    process's worker at the lowest priority (:class:`~.speculate.Speculation`); a move whose search is done
+    there takes its table (plan()'s own, the same bits) and any other searches in the kernel as before.
+    ``None`` (the default) speculates only where ``LLMSIZING_SPECULATE=1`` (``make lab``); ``True`` always,
+    ``False`` never. It changes how soon an answer comes, never the answer."""
     import numpy as np
 
     from collections import OrderedDict
@@ -148,7 +197,10 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     from ..planner import DEADLINE_RULES, budget_kept, deadline_kept, plan, plans_where, plans_within
 
     get_model(model)
+    on = wanted_by_environment() if speculate is None else check_bool("speculate", speculate)
+    spec = Speculation(plan) if on else None
     searched: OrderedDict = OrderedDict()   # plan()'s tables by (model, tokens, gpus, seq, batch, max_gpus)
+    in_kernel: OrderedDict = OrderedDict()  # the settings (no tokens) whose search plan() made in the kernel
 
     @functools.lru_cache(maxsize=16)
     def cached(model, tokens, gpus, seq, global_batch, max_gpus, grad_buffer=False):
@@ -162,8 +214,16 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
                                   max_gpus)
             if len(within):
                 return within
-        df = plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
-                  **_buffer(grad_buffer))
+        got = None if spec is None else spec.take((model, tokens, gpus, seq, global_batch, max_gpus,
+                                                     grad_buffer))
+        if got is not None:                 # (the worker's search: plan()'s table, pickled bit for bit)
+            df = got[1]
+        else:
+            df = plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
+                      **_buffer(grad_buffer))
+            in_kernel[model, gpus, seq, global_batch, max_gpus, grad_buffer] = None
+            while len(in_kernel) > 32:      # (plan()'s kept searches: planner._search, the last 32)
+                in_kernel.popitem(last=False)
         searched[key, max_gpus] = df
         while len(searched) > PLANNER_SEARCHED:
             searched.popitem(last=False)
@@ -230,12 +290,12 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
         # (two rows fewer than the other multi-selects: the grad buffer control keeps the column within the
         # widget's height budget, tests/test_widget_layout.py; the rest scroll, the defaults stay in view)
         "gpus": _gpu_multiselect(charts.PLAN_GPUS, "GPU types", max_rows=PLANNER_GPU_ROWS),
-        "seq": W.Dropdown(options=[2048, 4096, 8192], value=8192, description="sequence", **_style()),
-        "global_batch": W.Dropdown(options=[(f"{n:,} sequences", n) for n in (64, 128, 256, 512, 1024, 2048)],
+        "seq": W.Dropdown(options=list(PLAN_SEQS), value=8192, description="sequence", **_style()),
+        "global_batch": W.Dropdown(options=[(f"{n:,} sequences", n) for n in PLAN_GLOBAL_BATCHES],
                                    value=512,
                                    description="global batch",
                                    tooltip="global batch: sequences per optimizer step", **_style()),
-        "max_gpus": W.SelectionSlider(options=[2**k for k in range(3, 15)], value=4096,
+        "max_gpus": W.SelectionSlider(options=list(PLAN_MAX_GPUS), value=4096,
                                       description="max GPUs", **_style()),
         "deadline": W.Dropdown(options=PLAN_DEADLINES, value=0.0, description="deadline", **_style()),
         "deadline_rule": W.Dropdown(options=PLAN_DEADLINE_RULES, value="slow_end",
@@ -256,6 +316,14 @@ def planner_widget(model: str = "llama-3-70b") -> Dashboard:
     holder["box"] = box = Dashboard.__new__(Dashboard)
     box.__init__(render, controls, above=("choice",), name="planner_widget", keep=PLANNER_KEPT,
                  prepare=prepare)
+    if spec is not None:
+        def wanted() -> list:
+            done = [(k[0], k[1], k[2], k[3], k[4], m, k[5]) for k, m in searched]
+            return [(k, (k[0],), dict(tokens=k[1], gpus=k[2], seq=k[3], global_batch=k[4], max_gpus=k[5],
+                                      **_buffer(k[6])))
+                    for k in planner_ahead(box.values(), done, in_kernel)]
+
+        watch(box, spec, wanted)
     return box
 
 
