@@ -115,14 +115,16 @@ lab: $(STAMP) ## Open JupyterLab on book/ for a live workshop (offline once set 
 # token from the environment (not shown by ps) and culls idle kernels (tools/live/); `make app` runs Voila on
 # book/ with tools/voila/config/voila.py (the chapters' MyST prose with the kernel's numbers).
 .PHONY: serve-live
+# Both are for one reader on their own machine, so chapters 12 and 17 speculate as under `make lab`
+# (LLMSIZING_SPECULATE=0 turns it off); a shared server (JupyterHub, Binder) does not set it.
 serve-live: $(STAMP) ## Serve _build/html with a "Live code" button backed by a local Jupyter server (PORT=8000)
 	@test -f _build/html/index.html || { echo "no _build/html: run 'make book' first" >&2; exit 1; }
-	$(PY) tools/serve_live.py
+	LLMSIZING_SPECULATE=$${LLMSIZING_SPECULATE-1} $(PY) tools/serve_live.py
 
 CH ?=
 .PHONY: app
 app: $(STAMP) ## Open one chapter as a Voila app on 127.0.0.1: make app CH=07 (or CH=07_data_parallelism)
-	$(PY) tools/serve_live.py app "$(CH)"
+	LLMSIZING_SPECULATE=$${LLMSIZING_SPECULATE-1} $(PY) tools/serve_live.py app "$(CH)"
 
 # Playwright from PyPI drives Debian's /usr/bin/chromium (no browser download);
 # tools/check_site.py apt-get installs chromium if it is missing.

@@ -107,6 +107,18 @@ def test_make_app_rejects_an_unknown_or_ambiguous_chapter(spec):
         serve_live.chapter_notebook(spec)
 
 
+def test_one_reader_routes_speculate_and_a_shared_server_does_not():
+    """Session 30: `make lab`, `make app` and `make serve-live` (each one reader on 127.0.0.1) start chapters
+    12 and 17's speculation unless the reader sets LLMSIZING_SPECULATE=0; the hub and Binder files do not."""
+    make = (ROOT / "Makefile").read_text()
+    for target in ("lab", "serve-live", "app"):
+        recipe = re.search(rf"^{re.escape(target)}:.*?\n((?:\t.*\n)+)", make, re.M)[1]
+        assert "LLMSIZING_SPECULATE=$${LLMSIZING_SPECULATE-1}" in recipe, target
+    for name in ("postBuild", "binder/postBuild", "environment.yml", "binder/environment.yml"):
+        if (ROOT / name).exists():
+            assert "LLMSIZING_SPECULATE=1" not in (ROOT / name).read_text(), name
+
+
 def test_jupyter_server_refuses_a_non_loopback_origin():
     with pytest.raises(ValueError, match="site_origin"):
         serve_live.start_jupyter("http://0.0.0.0:8000")
