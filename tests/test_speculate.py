@@ -60,15 +60,19 @@ def speculation_asked(monkeypatch):
     monkeypatch.setenv(speculate.ENV, "1")
 
 
-@pytest.fixture(scope="module")
-def plain():
-    """Each step of WALK as a widget without a worker shows it."""
-    w = long_context_widget("llama-3-8b", warm=False, speculate=False)
+def _walked(w, walk) -> list:
+    """What widget ``w`` shows at each step of ``walk`` ((control, value) pairs), set in turn."""
     out = []
-    for control, value in WALK:
+    for control, value in walk:
         w.controls[control].value = value
         out.append(_shown(w))
     return out
+
+
+@pytest.fixture(scope="module")
+def plain():
+    """Each step of WALK as a widget without a worker shows it."""
+    return _walked(long_context_widget("llama-3-8b", warm=False, speculate=False), WALK)
 
 
 def test_the_worker_s_answers_are_the_kernel_s(plain):
@@ -90,12 +94,7 @@ def test_a_move_while_the_worker_is_busy_is_answered_right(plain):
 @pytest.fixture(scope="module")
 def planner_plain():
     """Each step of PLANNER_WALK as a planner widget without a worker shows it."""
-    w = planner_widget(speculate=False)
-    out = []
-    for control, value in PLANNER_WALK:
-        w.controls[control].value = value
-        out.append(_shown(w))
-    return out
+    return _walked(planner_widget(speculate=False), PLANNER_WALK)
 
 
 def test_the_planner_s_worker_answers_are_the_kernel_s(planner_plain):
