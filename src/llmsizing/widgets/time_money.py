@@ -189,7 +189,8 @@ def planner_widget(model: str = "llama-3-70b", *, speculate: bool | None = None)
     process's worker at the lowest priority (:class:`~.speculate.Speculation`); a move whose search is done
     there takes its table (plan()'s own, the same bits) and any other searches in the kernel as before.
     ``None`` (the default) speculates only where ``LLMSIZING_SPECULATE=1`` (``make lab``, ``app`` and
-    ``serve-live``); ``True`` always, ``False`` never. It changes how soon an answer comes, never the answer."""
+    ``serve-live``); ``True`` always, ``False`` never. It changes how soon an answer comes, never the
+    answer."""
     import numpy as np
 
     from collections import OrderedDict
