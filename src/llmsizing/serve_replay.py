@@ -24,6 +24,11 @@ the step overhead once per step, each decode token's KV read at its own context 
 and each prefilled token at one prompt's prefill compute and all-reduces per token (``interleave_s /
 prompt``). This holds where decode is memory-bound (it says which) and for one GPU (``tp = 1``); both
 schedules are priced alike, so their ratio is what the waves leave out.
+
+A stand-in, disclosed: this is the book's own replay of the statements above, not vLLM running (that needs a
+GPU, which this project's machines lack). It was read against the source twice (kv30, review30a); its
+agreement with the wave model where no request is preempted (within 1% of ``cycle_s``) checks the pricing,
+not the scheduler.
 """
 
 from __future__ import annotations
