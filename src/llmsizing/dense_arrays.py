@@ -91,11 +91,14 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
             if (state, stages) not in states:
                 rows = _state_rows(model, o, state, stages)
                 states[state, stages] = np.array(rows, dtype=float).reshape(len(stages), -1)
-            # (the stages' columns read the layout's activations side alone (the same for every ZeRO stage
-            # and dp): kept by it, shared by those layouts; pick31)
-            parts = act_parts.get((act, stages))
+            # (the stages' columns read only the pipeline of the layout's activations side: its stages, chunks
+            # and split (layers_per_stage, stage_chunks, pipeline_in_flight), the same for every tp, cp, ZeRO
+            # stage and dp: kept by these, shared by those layouts; pick31)
+            split = (act.pp, act.virtual_stages, act.stage_layers, act.account_for_embedding,
+                     act.account_for_loss, stages)
+            parts = act_parts.get(split)
             if parts is None:
-                parts = act_parts[act, stages] = (layers_per_stage(model.layers, act), {})
+                parts = act_parts[split] = (layers_per_stage(model.layers, act), {})
             lay = layouts[key] = (par.pp, act, states[state, stages], stages, *parts)
         n_pp, act, st, stages, n_layers, by_m = lay
         ckey = (act.tp, act.sp, act.cp, act.cp_comm, act.expert_tp, batch, core_args)   # (_act_core's own)
