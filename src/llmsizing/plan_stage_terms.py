@@ -56,12 +56,7 @@ def search_stages(model, pp: int) -> tuple[int, ...]:
     """The pipeline stages a dense search weighs: the first and the last, and with an accounted split
     (:func:`pipeline_split`) the second, the first of the full middle stages, which holds the most
     micro-batches in flight among them (:func:`~llmsizing.parallel.pipeline_in_flight`)."""
-    return _search_stages(pp, bool(pipeline_split(model, pp)))
-
-
-def _search_stages(pp: int, accounted: bool) -> tuple[int, ...]:
-    """:func:`search_stages` of ``pp`` stages, with an accounted split or not."""
-    return (0, pp - 1) if not accounted else tuple(sorted({0, min(1, pp - 1), pp - 1}))
+    return (0, pp - 1) if not pipeline_split(model, pp) else tuple(sorted({0, min(1, pp - 1), pp - 1}))
 
 
 def chunk_top(model, pp: int, v: int = 1) -> int:
@@ -81,20 +76,10 @@ def _piece_layout(model, tp: int, pp: int, zero: int, cp: int, cp_comm: str, ep:
     if model.is_moe:
         return (kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
                               expert_tp=expert_tp), _heavy_stages(model, pp))
-    return _dense_piece_layout(tp, pp, zero, cp, cp_comm, dp, v, bool(pipeline_split(model, pp)))
-
-
-@functools.lru_cache(maxsize=4096)
-def _dense_piece_layout(tp: int, pp: int, zero: int, cp: int, cp_comm: str, dp: int, v: int,
-                        accounted: bool) -> tuple:
-    """:func:`_piece_layout` of a dense model, whose layout and stages read the model only as whether the
-    planner's split of its layers over ``pp`` stages counts the embedding and the loss
-    (:func:`pipeline_split`, :func:`search_stages`): kept by that, so that the searches of other models (the
-    model drop-downs of chapters 12 and 17) find the layouts their layer counts share (pick31)."""
     more = {} if v == 1 else {"virtual_stages": v}      # (v = 1: the same kept layouts as before)
     return (kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, **more,
-                          **(ACCOUNTED if accounted else {}), **pipelined_zero_fields(zero, pp)),
-            _search_stages(pp, accounted))
+                          **pipeline_split(model, pp), **pipelined_zero_fields(zero, pp)),
+            search_stages(model, pp))
 
 
 @functools.lru_cache(maxsize=256)
@@ -150,16 +135,13 @@ def _pp_terms(model, p_: int, rcs: tuple, seq: int, mtp_depth: int) -> tuple[tup
     never depends on what was asked before."""
     moe = model.is_moe
     rows = []
-    # (what no recomputation changes, asked once for them all: the same calls, the same floats; pick31)
-    par = kept_parallel(pp=p_, **pipeline_split(model, p_))
-    most = max(layers_per_stage(model.layers, par)) / model.layers
-    plain = training_flops_per_token(model, seq=seq)
     for rc in rcs:
+        par = kept_parallel(pp=p_, **pipeline_split(model, p_))
         flops = (moe_stage_flops(model, par, seq=seq, recompute=rc, mtp_depth=mtp_depth) if moe else
                  stage_flops_per_token(model, par, seq=seq, recompute=rc))
         one = np.ones(len(flops))
-        v = np.column_stack((flops, most * one,
-                             plain / 3 * one
+        v = np.column_stack((flops, max(layers_per_stage(model.layers, par)) / model.layers * one,
+                             training_flops_per_token(model, seq=seq) / 3 * one
                              / training_flops_per_token(model, seq=seq, recompute=rc),
                              stage_attention_flops_per_token(model, par, seq=seq, recompute=rc),
                              stage_attention_flops_per_token(model, par, seq=seq, recompute=rc, causal=True),
