@@ -391,16 +391,8 @@ def _search_layouts(par: Parallel, model: Model, seq: int) -> tuple:
     reads: without ZeRO, offloading or ``ep`` neither ``dp`` nor ``cp`` (only ZeRO's shards read them), so
     layouts differing in these alone share an entry (issue 32). One lookup per :func:`_search_pieces`."""
     par = resolve_parallel(par, model, seq=seq)
-    return par, _act_layout(par), _state_layout(par)
-
-
-@functools.lru_cache(maxsize=4096)
-def _state_layout(par: Parallel) -> Parallel:
-    """The layout :func:`_state_side` reads of the resolved ``par`` (:func:`_search_layouts`): ``par`` itself
-    with ZeRO, offloading or ``ep``, else ``par`` without ``dp``, ``cp`` and the K/V exchange. Kept by the
-    layout alone (it reads no model): the searches of other models ask for the same ones (pick31)."""
     as_is = par.zero or par.offload != "none" or par.ep > 1 or par.dp * par.cp == 1
-    return par if as_is else replace(par, dp=1, cp=1, cp_comm="p2p")
+    return par, _act_layout(par), par if as_is else replace(par, dp=1, cp=1, cp_comm="p2p")
 
 
 #: :class:`~llmsizing.parallel.Parallel`'s fields but those :func:`_act_layout` sets.
