@@ -79,10 +79,8 @@ RECOMPUTE_MODES = RECOMPUTE + OP_SAC_MODES
 
 
 def _as_model(model):                  # a catalogue name's Model (a model as given)
-    if not isinstance(model, str):     # (no import statement on the hot path: ~1 us a check_layout, pick31)
-        return model
     from .catalog import get_model
-    return get_model(model)
+    return get_model(model) if isinstance(model, str) else model
 
 
 @keep_hash
