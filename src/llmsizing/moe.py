@@ -82,9 +82,11 @@ from .parallel import kept_parallel
 from .precision import DTYPE_BYTES, RECIPES
 from .states import ModelStates, _states, _tp_share, edge_params
 
-#: The dtype of the forward dispatch all-to-all by recipe: DeepSeek-V3 quantises the activations to FP8 before
-#: the dispatch (1 byte per element plus one fp32 scale per 128 elements) and combines in BF16 (Sec. 3.3.3,
-#: "Low-Precision Communication"); every other recipe sends its working dtype both ways.
+#: Bytes per element of DeepSeek-V3's FP8 all-to-alls: it quantises the activations to FP8 before the forward
+#: dispatch (1 byte per element plus one fp32 scale per 128 elements), and the activation gradients before the
+#: experts' down-projections, which the combine's backward sends along the dispatch's routes; both combine
+#: components (the forward combine and the dispatch's backward) stay in BF16 (Sec. 3.3.3, "Low-Precision
+#: Communication"; :func:`ep_all_to_all`). Every other recipe sends its working dtype all four ways.
 FP8_DISPATCH_BYTES = 1.0 + 4 / 128
 
 
