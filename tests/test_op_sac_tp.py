@@ -3,8 +3,8 @@
 What torchtitan does, read from its code at 9dec370ad26b (op_sac.OP_SAC_TP_SOURCE): ``apply_tp`` makes wq, wk,
 wv, w1, w3 ``ColwiseParallel`` (their outputs split tp ways), wo and w2 ``RowwiseParallel(output_layouts=
 Shard(1))`` (the local matmul's output is a partial sum of the whole width, reduce-scattered over the
-sequence), the norms ``SequenceParallel`` (the block's input is this rank's s / tp tokens); ``_save_list`` holds
-``mm`` (every other one: wq, wv, w1, w2 of a Llama block), SDPA and ``reduce_scatter_tensor``. Context
+sequence), the norms ``SequenceParallel`` (the block's input is this rank's s / tp tokens); ``_save_list``
+holds ``mm`` (every other one: wq, wv, w1, w2 of a Llama block), SDPA and ``reduce_scatter_tensor``. Context
 parallelism shards the sequence: every tensor of s / cp tokens. Expected values are worked out by hand from
 that and Llama-3-8B's config (hidden 4,096, 32 heads of 128, 8 KV heads, FFN 14,336, 32 layers); the torch
 measurement (``data/op_sac_tp_saved.csv``, tools/measure_op_sac_tp.py: torch 2.13's checkpoint cache on a
@@ -70,8 +70,8 @@ def _measured():
 def test_the_torch_measurement_is_the_library_per_layer_bytes():
     first, measured = _measured()
     m = Model("tiny-titan", layers=1, hidden=int(first["hidden"]), heads=int(first["heads"]),
-              kv_heads=int(first["kv_heads"]), ffn_hidden=int(first["ffn_hidden"]), vocab=2048, gated_mlp=True,
-              tied_embeddings=False, norm="rmsnorm", max_seq=512)
+              kv_heads=int(first["kv_heads"]), ffn_hidden=int(first["ffn_hidden"]), vocab=2048,
+              gated_mlp=True, tied_embeddings=False, norm="rmsnorm", max_seq=512)
     b, s = int(first["batch"]), int(first["seq"])
     assert set(measured) == {(1, False), (2, True), (4, True), (2, False), (4, False)}
     for (tp, sp), ops in measured.items():
@@ -84,7 +84,8 @@ def test_the_torch_measurement_by_op_by_hand():
     for tp in (1, 2, 4):
         sp = tp > 1
         ops = got[tp, sp]
-        assert ops["aten.mm.default"] == 2 * 128 * ((256 + 128 + 512) // tp + 256)       # wq, wv, w1; w2 whole
+        # wq, wv, w1 split; w2 whole
+        assert ops["aten.mm.default"] == 2 * 128 * ((256 + 128 + 512) // tp + 256)
         sdpa = next(v for k, v in ops.items() if "scaled_dot_product" in k)
         assert sdpa == 2 * 128 * 256 // tp + 4 * 2 * (8 // tp) * 64                    # output + fp32 LSE
         assert ops["checkpoint input"] == 2 * 128 * 256 // (tp if sp else 1)

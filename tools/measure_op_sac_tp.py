@@ -5,15 +5,16 @@ What runs: one Llama block written as torchtitan's ``models/llama/model.py`` at 
 RoPE on complex numbers, ``repeat_kv``, causal SDPA, ``wo``; ``w2(silu(w1(x)) * w3(x))``; RMSNorm; the two
 residual adds), its weights split over ``tp`` CPU processes joined by gloo with torchtitan's own plan
 (``parallelisms/parallelize_llama.py`` l.164-180 at 9dec370: ``SequenceParallel`` norms,
-``PrepareModuleInput`` Shard(1) -> Replicate, ``ColwiseParallel`` wq/wk/wv/w1/w3, ``RowwiseParallel(output_layouts=
-Shard(1))`` wo/w2) through ``torch.distributed.tensor.parallel.parallelize_module``, and, without sequence
-parallelism (``sp=0``, not a torchtitan configuration), the same plan with replicated norms and all-reduced
+``PrepareModuleInput`` Shard(1) -> Replicate, ``ColwiseParallel`` wq/wk/wv/w1/w3,
+``RowwiseParallel(output_layouts=Shard(1))`` wo/w2) through
+``torch.distributed.tensor.parallel.parallelize_module``, and, without sequence parallelism (``sp=0``, not a
+torchtitan configuration), the same plan with replicated norms and all-reduced
 ``wo``/``w2`` outputs. The block is wrapped in ``torch.utils.checkpoint.checkpoint(use_reentrant=False)`` with
 ``create_selective_checkpoint_contexts`` and torchtitan's ``_custom_policy`` (l.214-264: ``_save_list`` =
 ``mm``, SDPA's flash and efficient kernels, ``reduce_scatter_tensor``, ``abs``, ``max``; every 2nd ``mm`` of
-the block's forward recomputed). On the CPU, SDPA dispatches to ``_scaled_dot_product_flash_attention_for_cpu``
-(same outputs as the CUDA flash kernel: the bf16 output and an fp32 log-sum-exp per row and head), added to the
-list as its stand-in.
+the block's forward recomputed). On the CPU, SDPA dispatches to
+``_scaled_dot_product_flash_attention_for_cpu`` (same outputs as the CUDA flash kernel: the bf16 output and an
+fp32 log-sum-exp per row and head), added to the list as its stand-in.
 
 What is counted, on each rank after the forward: the tensors the checkpoint's caching mode holds for the
 backward (its ``storage``: every MUST_SAVE op's outputs, DTensors by their local shard), by op, each storage
@@ -51,7 +52,8 @@ def _block(torch):
             self.weight = nn.Parameter(torch.ones(HIDDEN))
 
         def forward(self, x):
-            return (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5)).type_as(x) * self.weight
+            x32 = x.float()
+            return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-5)).type_as(x) * self.weight
 
     class Attention(nn.Module):
         def __init__(self):
@@ -140,7 +142,8 @@ def _rank(rank, world, port, sp, queue):
     block = Block().to(torch.bfloat16)
     block.load_state_dict(ref.state_dict())
     seq_in = Shard(1) if sp else Replicate()
-    plan = {"attention": PrepareModuleInput(input_layouts=(seq_in, None), desired_input_layouts=(Replicate(), None)),
+    plan = {"attention": PrepareModuleInput(input_layouts=(seq_in, None),
+                                            desired_input_layouts=(Replicate(), None)),
             "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(),
             "attention.wv": ColwiseParallel(), "attention.wo": RowwiseParallel(output_layouts=seq_in),
             "feed_forward": PrepareModuleInput(input_layouts=(seq_in,), desired_input_layouts=(Replicate(),)),
@@ -215,8 +218,9 @@ def main() -> int:
             if p.exitcode:
                 raise SystemExit(f"tp={tp} sp={sp}: a rank exited with {p.exitcode}")
         for op, (n, b) in sorted(by_op.items()):
-            rows.append(dict(tp=tp, sp=sp, batch=BATCH, seq=SEQ, hidden=HIDDEN, heads=HEADS, kv_heads=KV_HEADS,
-                             ffn_hidden=FFN, dtype="bf16", op=op, tensors=n, bytes=b,
+            rows.append(dict(tp=tp, sp=sp, batch=BATCH, seq=SEQ, hidden=HIDDEN, heads=HEADS,
+                             kv_heads=KV_HEADS, ffn_hidden=FFN,
+                             dtype="bf16", op=op, tensors=n, bytes=b,
                              max_abs_grad_diff=f"{diff:.3g}", torch=torch.__version__,
                              source="tools/measure_op_sac_tp.py (torch.utils.checkpoint SAC cache, gloo CPU)",
                              as_of=today))

@@ -13,7 +13,7 @@ l.209-211 at 6fc499f6). A B200 run of that span reran its attention forward in t
 from __future__ import annotations
 
 from ._validate import check_bool, check_choice, check_int
-from .catalog import resolve_model
+from .catalog import DATA_DIR, resolve_model
 from .model import Model
 from .parallel import OP_SAC, OP_SAC_MODES, OP_SAC_SDPA_SAVED
 from .precision import ACTIVATION_DTYPES, DTYPE_BYTES
@@ -140,3 +140,29 @@ def check_op_sac(model, *, recompute=OP_SAC, tp=1, sp=False, cp=1, attention, st
         if value != allowed:
             raise ValueError(f"recompute={recompute!r} is modelled with {name}={allowed!r} only "
                              f"(torchtitan's SDPA block), got {name}={value!r}")
+
+
+#: PyTorch's own op SAC cache on a torchtitan Llama block split by torchtitan's TP plan
+#: (``tools/measure_op_sac_tp.py``, torch 2.13, gloo on CPU): bytes by op per ``(tp, sp)``.
+OP_SAC_TP_CSV = DATA_DIR / "op_sac_tp_saved.csv"
+
+
+def op_sac_tp_measured():
+    """:data:`OP_SAC_TP_CSV` as a frame, one row per ``(tp, sp)``: the block's sizes, the measured bytes one
+    rank keeps (``measured_bytes``, summed over its ops) and :func:`op_sac_layer_bytes` of the same block
+    (``model_bytes``). Checked in ``tests/test_op_sac_tp.py``; shown in chapter 5."""
+    import pandas as pd
+
+    from .model import Model
+
+    df = pd.read_csv(OP_SAC_TP_CSV)
+    keys = ["tp", "sp", "batch", "seq", "hidden", "heads", "kv_heads", "ffn_hidden"]
+    out = df.groupby(keys, as_index=False)["bytes"].sum().rename(columns={"bytes": "measured_bytes"})
+
+    def model_bytes(r):
+        block = Model("tiny-titan", layers=1, hidden=int(r.hidden), heads=int(r.heads),
+                      kv_heads=int(r.kv_heads), ffn_hidden=int(r.ffn_hidden), vocab=2048, gated_mlp=True,
+                      tied_embeddings=False, norm="rmsnorm", max_seq=int(r.seq))
+        return op_sac_layer_bytes(block, batch=int(r.batch), seq=int(r.seq), tp=int(r.tp), sp=bool(r.sp))
+    out["model_bytes"] = [model_bytes(r) for r in out.itertuples()]
+    return out
