@@ -275,6 +275,13 @@ CASES = [
     ("llama-3-8b, whole catalogue, <= 1,024 GPUs", "llama-3-8b",
      dict(tokens=1e12, seq=8192, global_batch=512, max_gpus=1024,
           gpus=("A10", "L40S", "RTX 4090", "A100 40GB", "A100 80GB", "H100 SXM", "H200", "B200", "MI300X"))),
+    # torchtitan's op SAC asked for (issue 34, sac32: searched with tp, sp and cp too, not on tp = cp = 1 only)
+    ("op SAC: llama-3-8b, 3 GPU types, <= 1,024 GPUs", "llama-3-8b",
+     dict(tokens=1e12, seq=8192, global_batch=512, max_gpus=1024, gpus=("A100 80GB", "H100 SXM", "B200"),
+          recomputes=("none", "op-sac", "full"))),
+    ("op SAC: llama-3-70b at 32K on H100s, <= 4,096", "llama-3-70b",
+     dict(tokens=1e12, seq=32768, global_batch=128, max_gpus=4096, gpus=("H100 SXM",),
+          recomputes=("none", "op-sac", "op-sac-sdpa-rerun", "full"))),
 ]
 
 # the helpers' kept results added by issue 33, cleared too where they exist (so it also times older commits)

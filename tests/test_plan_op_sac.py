@@ -1,7 +1,8 @@
 """torchtitan's op-level SAC (recompute="op-sac", "op-sac-sdpa-rerun") as an explicit choice of the planner,
 the job spec and the command line (issue 34, sac30). The planner's rows are what training_memory and step_time
-say of the same layout (as test_planner.py holds the other modes), op SAC sits only on layouts without tensor
-or context parallelism (where the memory and step models price it), the default search never tries it, and
+say of the same layout (as test_planner.py holds the other modes), op SAC sits on layouts with and without
+tensor, sequence and context parallelism (sac32; before, on one GPU's data shard only), the default search
+never tries it, and
 what no layout can price is refused naming ``recomputes``. The activations' breakdown keeps op SAC's saved
 tensors under their own key. Expected values are worked out by hand from Llama-3-8B's config (hidden 4,096, 32
 heads of 128, 8 KV heads, FFN 14,336, 32 layers) and torchtitan's policy (op_sac.OP_SAC_SOURCE: wq, wv, w1, w2
@@ -66,12 +67,34 @@ def test_the_default_search_never_tries_op_sac():
     assert len(df) and not df["recompute"].isin(OP_SAC_MODES).any()
 
 
-def test_op_sac_rows_sit_on_one_gpus_data_shard(p8):
+def test_op_sac_rows_span_tensor_and_sequence_parallelism(p8):
+    """sac32: op SAC is searched on every layout whose tp divides the 8 KV heads (torchtitan's TP is always
+    with SP, as the planner's), and those rows are training_memory's and step_time's too."""
     op = p8[p8["recompute"].isin(OP_SAC_MODES)]
     assert set(op["recompute"]) == set(OP_SAC_MODES)
-    assert (op["tp"] == 1).all() and (op["cp"] == 1).all() and not op["sp"].any()
     assert op["recompute_layers"].isna().all() and (op["pp"] > 1).any()
-    assert (p8[~p8["recompute"].isin(OP_SAC_MODES)]["tp"] > 1).any()     # the other layouts are searched
+    tp = op[op["tp"] > 1]
+    assert len(tp) and tp["sp"].all()
+    for r in tp.sample(min(6, len(tp)), random_state=0).itertuples():
+        assert r.memory_per_gpu_bytes == pytest.approx(_memory(r), rel=1e-9)
+        st = step_time("llama-3-8b", r.gpu, _par(r), batch=int(r.micro_batch), seq=SEQ,
+                       grad_accum=int(r.grad_accum), **recompute_kwargs(r))
+        assert r.step_time_s == pytest.approx(st.step_s, rel=1e-12)
+
+
+def test_op_sac_rows_with_context_parallelism_are_direct_calls():
+    df = plan("llama-3-8b", tokens=TOKENS, gpus=("H100 SXM",), seq=4 * SEQ, global_batch=64, max_gpus=64,
+              recomputes=("op-sac", "full"), cp_degrees=(1, 2, 4))
+    cp = df[(df["cp"] > 1) & (df["recompute"] == "op-sac")]
+    assert len(cp) and (cp["tp"] > 1).any()
+    for r in cp.sample(min(6, len(cp)), random_state=0).itertuples():
+        par = Job.from_plan_row(r, "llama-3-8b", seq=4 * SEQ).parallel
+        m = L.training_memory("llama-3-8b", batch=int(r.micro_batch), seq=4 * SEQ, grad_accum=int(r.grad_accum),
+                              parallel=par, recompute="op-sac").total_bytes
+        assert r.memory_per_gpu_bytes == pytest.approx(m, rel=1e-9)
+        st = step_time("llama-3-8b", r.gpu, par, batch=int(r.micro_batch), seq=4 * SEQ,
+                       grad_accum=int(r.grad_accum), recompute="op-sac")
+        assert r.step_time_s == pytest.approx(st.step_s, rel=1e-12)
 
 
 def test_op_sac_rows_are_training_memory_and_step_time(p8):
@@ -117,13 +140,11 @@ def test_a_job_that_runs_op_sac_plans_it_beside_the_default_recomputations():
     assert (df["recompute"] == "op-sac").any()
 
 
-@pytest.mark.parametrize("layout, words", [
-    (dict(tp=2, dp=4, sp=True), "tp=1"),
-    (dict(cp=2, dp=4), "cp=1"),
-])
-def test_a_job_refuses_op_sac_where_it_is_not_modelled(layout, words):
-    with pytest.raises(ValueError, match=words):
+def test_a_job_runs_op_sac_with_tp_sp_and_cp_and_refuses_what_torchtitan_cannot_split():
+    for layout in (dict(tp=2, dp=4, sp=True), dict(tp=2, dp=4), dict(cp=2, dp=4), dict(tp=2, sp=True, cp=2)):
         Job("llama-3-8b", "H100 SXM", SEQ, L.Parallel(**layout), recompute="op-sac")
+    with pytest.raises(ValueError, match="tp=16"):              # 8 KV heads over 16 ranks
+        Job("llama-3-8b", "H100 SXM", SEQ, L.Parallel(tp=16, sp=True), recompute="op-sac")
     with pytest.raises(ValueError, match="recompute"):
         Job("llama-3-8b", "H100 SXM", SEQ, recompute="op_sac")
     with pytest.raises(ValueError, match="mixture of experts"):
@@ -151,7 +172,6 @@ def test_training_time_off_a_layout_names_op_sac_and_what_to_give(kw):
     ("llama-3-8b", {"precision": "fp8-mixed"}, "fp8"),
     ("llama-3-8b", {"attention": "eager"}, "attention"),
     ("llama-3-8b", {"stack": "hf"}, "stack"),
-    ("llama-3-8b", {"cp_degrees": (2, 4)}, "cp_degrees"),
 ])
 def test_plan_refuses_op_sac_that_no_layout_can_price(model, kw, words):
     with pytest.raises(ValueError, match="recomputes holds 'op-sac'") as e:
@@ -186,7 +206,7 @@ def test_the_command_line_passes_op_sac_through(capsys):
             "--max-gpus", "64", "--all", "--json"]
     assert cli.main(base + ["--recompute", "op-sac"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows and all(r["recompute"] == "op-sac" and r["tp"] == 1 for r in rows)
+    assert rows and all(r["recompute"] == "op-sac" for r in rows)
     lib = plan("llama-3-8b", tokens=TOKENS, seq=SEQ, global_batch=GB, max_gpus=64, recomputes=("op-sac",))
     assert len(rows) == min(20, len(lib))                               # (--top 20: the cheapest 20)
     assert [r["memory_per_gpu_bytes"] for r in rows] == lib["memory_per_gpu_bytes"].head(20).tolist()
@@ -194,8 +214,8 @@ def test_the_command_line_passes_op_sac_through(capsys):
     assert cli.main(argv) == 0
     total = {r["component"]: r["bytes"] for r in json.loads(capsys.readouterr().out)}["total"]
     assert total == L.training_memory("llama-3-8b", batch=2, seq=SEQ, recompute="op-sac").total_bytes
-    for argv, words in ((["memory", "llama-3-8b", "--batch", "1", "--seq", "4096", "--tp", "2", "--recompute",
-                          "op-sac"], "tp=1"),
+    for argv, words in ((["memory", "llama-3-8b", "--batch", "1", "--seq", "4096", "--tp", "16", "--recompute",
+                          "op-sac"], "tp=16"),
                         (["plan", "mixtral-8x7b", "--tokens", "1T", "--seq", "4096", "--global-batch", "256",
                           "--recompute", "op-sac"], "recomputes holds 'op-sac'"),
                         (base + ["--recompute", "op_sac"], "--recompute")):

@@ -375,8 +375,7 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
     cp = check_int("cp", cp)
     if check_choice("recompute", recompute, RECOMPUTE_MODES) in OP_SAC_MODES:
         check_op_sac(model, recompute=recompute, tp=tp, sp=sp, cp=cp, attention=attention, stack=stack,
-                     autocast=autocast,
-                      fp8=fp8, dropout=dropout)
+                     autocast=autocast, fp8=fp8, dropout=dropout)
     if cp > 1:
         check_layout(model, tp=check_int("tp", tp), cp=cp, seq=seq)
         if attention != "flash":
@@ -426,19 +425,22 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
     elif recompute in OP_SAC_MODES:
         # every layer keeps what the op policy saves; the backward rebuilds one layer's working set at a time,
         # of which the input, V, w1's output (and SDPA's output and log-sum-exp where kept) are kept tensors
-        per_layer = op_sac_layer_bytes(model, batch=batch, seq=seq, dtype=dtype, recompute=recompute)
+        per_layer = op_sac_layer_bytes(model, batch=batch, seq=seq, dtype=dtype, recompute=recompute, tp=tp,
+                                       sp=sp)
         sdpa = OP_SAC_SDPA_SAVED[recompute]
-        sb, a_d, g_d = seq * batch, model.heads * model.head_dim, model.kv_heads * model.head_dim
-        inputs = p * sb * h                                  # the layer's input: the checkpoint's argument
+        sb, a_d = seq * batch, model.heads * model.head_dim / tp         # (per tensor-parallel rank)
+        g_d = max(model.kv_heads / tp, 1) * model.head_dim
+        inputs = p * sb * h / r                              # the layer's input: the checkpoint's argument
         comps["norms"] = one_layer["norms"] - inputs
         comps["attention_projections"] = one_layer["attention_projections"] - sdpa * p * sb * a_d
         comps["attention_core"] = (one_layer["attention_core"] - p * sb * g_d
-                                   - sdpa * 4 * batch * model.heads * seq)
-        comps["mlp"] = one_layer["mlp"] - p * sb * model.ffn_hidden
+                                   - sdpa * 4 * batch * model.heads / tp * seq)
+        comps["mlp"] = one_layer["mlp"] - p * sb * model.ffn_hidden / tp
         comps["dropout_masks"] = one_layer["dropout_masks"]
         comps["residuals"] = L * inputs                      # every layer's input, as full recomputation's
         comps["op_sac_saved"] = L * per_layer - comps["residuals"]     # what the op policy saves beyond it
-        shared = op_sac_shared_bytes(model, batch=batch, seq=seq, dtype=dtype, recompute=recompute)
+        shared = op_sac_shared_bytes(model, batch=batch, seq=seq, dtype=dtype, recompute=recompute, tp=tp,
+                                     sp=sp)
         layers = L * per_layer + sum(one_layer.values()) - shared
     else:
         layers = L * per_layer

@@ -46,8 +46,8 @@ from .model import Model
 from .moe import expert_data_parallel, stage_split
 from .network import (Collective, GroupLink, Node, get_node, group_link, latency_steps, link_wire_factor,
                       ring_bytes)  # noqa: F401  (ring_bytes: comm's since chapter 7, now network's)
-from .parallel import (OP_SAC_MODES, RECOMPUTE_MODES, Parallel, check_recompute_layers, layers_per_stage,
-                       recomputed_layers, resolve_parallel)
+from .parallel import (OP_SAC_MODES, OP_SAC_SDPA_SAVED, RECOMPUTE_MODES, Parallel, check_recompute_layers,
+                       layers_per_stage, recomputed_layers, resolve_parallel)
 from .pipeline_schedule import dualpipe_rank_mean, grad_reduces
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
 from .zero_traffic import (CPU_ADAM_BYTES_PER_PARAM, DP_BUCKET_MIN_PARAMS,  # noqa: F401
@@ -230,9 +230,10 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     m = check_int("grad_accum", grad_accum)
     recipe = RECIPES[check_recipe("precision", precision)]
     check_choice("recompute", recompute, RECOMPUTE_MODES)
-    if recompute in OP_SAC_MODES and (par.tp > 1 or par.cp > 1):
-        raise ValueError(f"recompute={recompute!r} is modelled without tensor or context parallelism, got "
-                         f"tp={par.tp}, cp={par.cp}: which of their collectives it reruns is not modelled")
+    if recompute in OP_SAC_MODES:
+        from .op_sac import _check_op_sac_tp
+
+        _check_op_sac_tp(model, recompute, par.tp, par.sp)
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
     max_nodes, dispatcher = node_limit(max_nodes), check_dispatcher(dispatcher).name
     nd = get_node(node, get_gpu(gpu), gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps)
@@ -279,6 +280,16 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     # forward passes of the stage's layers: once, and again for each recomputed layer
     fwd_layers = (layers + recomputed_layers(model.layers, par, n_rc)[most] if n_rc is not None
                   else layers * (2 if recompute == "full" else 1))
+    # torchtitan's op SAC (op_sac.OP_SAC_TP_SOURCE) reruns what its policy does not save: with sp the two
+    # all-gathers (the backward's 4 above count them: Megatron-LM's weight-gradient re-gathers; the saved
+    # reduce-scatters are not rerun), without sp wo's all-reduce (w2's output is the block's last, not rerun
+    # by the checkpoint's early stop); its ring reruns only where SDPA's output is not saved; Ulysses'
+    # all-to-alls rerun (SDPA's backward needs the gathered Q, K, V and wo's rerun the gathered output)
+    tp_fwd, cp_fwd, a2a_fwd = fwd_layers, fwd_layers, fwd_layers
+    if recompute in OP_SAC_MODES:
+        tp_fwd = layers if par.sp else layers * 3 / 2
+        cp_fwd = layers * (1 if OP_SAC_SDPA_SAVED[recompute] else 2)
+        a2a_fwd = 2 * layers
     if par.sp:
         add("SP all-gather (forward)", "tp", par.tp, "all-gather", act, 2 * fwd_layers * m)
         add("SP reduce-scatter (forward)", "tp", par.tp, "reduce-scatter", act, 2 * fwd_layers * m)
@@ -287,7 +298,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         add("SP all-gather (backward)", "tp", par.tp, "all-gather", act, 4 * layers * m)
         add("SP reduce-scatter (backward)", "tp", par.tp, "reduce-scatter", act, 2 * layers * m)
     else:
-        add("TP all-reduce (forward)", "tp", par.tp, "all-reduce", act, 2 * fwd_layers * m)
+        add("TP all-reduce (forward)", "tp", par.tp, "all-reduce", act, round(2 * tp_fwd * m))
         add("TP all-reduce (backward)", "tp", par.tp, "all-reduce", act, 2 * layers * m)
 
     if par.cp > 1 and want("cp"):
@@ -297,7 +308,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
         if par.cp_comm == "p2p":
             hops = (cp - 1) * layers * m
             for name, message, calls in (("CP ring send/recv K,V (forward)", chunk,
-                                          (cp - 1) * fwd_layers * m),
+                                          (cp - 1) * cp_fwd * m),
                                          ("CP ring send/recv K,V and dK,dV (backward)", 2 * chunk, hops)):
                 if message > MAX_MEANINGFUL:
                     raise too_large(name, message)
@@ -305,9 +316,9 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
                                       gl.bandwidth_gbps, calls * gl.alpha_s))
         elif par.cp_comm == "a2a":                          # Ulysses (llmsizing.all_to_all)
             out += ulysses_collectives(model, par, batch=batch, seq=seq, gpu=get_gpu(gpu), node=nd,
-                                       fwd_layers=fwd_layers, layers=layers, grad_accum=m, act_bytes=act_b)
+                                       fwd_layers=a2a_fwd, layers=layers, grad_accum=m, act_bytes=act_b)
         else:
-            add("CP K,V all-gather (forward)", "cp", cp, "all-gather", cp * chunk, fwd_layers * m)
+            add("CP K,V all-gather (forward)", "cp", cp, "all-gather", cp * chunk, cp_fwd * m)
             add("CP K,V all-gather (backward)", "cp", cp, "all-gather", cp * chunk, layers * m)
             add("CP dK,dV reduce-scatter (backward)", "cp", cp, "reduce-scatter", cp * chunk, layers * m)
 

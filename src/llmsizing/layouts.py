@@ -28,7 +28,8 @@ from .model import Model
 from .exposure import exposed_by_group  # noqa: F401  (re-exported: its old home)
 from .moe_time import load_skew as _load_skew
 from .moe_time import schedule_bubble, shared_expert_window_s
-from .parallel import Parallel, check_layout, layers_per_stage, recomputed_layers
+from .parallel import (OP_SAC_MODES, OP_SAC_SDPA_SAVED, Parallel, check_layout, layers_per_stage,
+                       recomputed_layers)
 from .precision import compute_dtype
 from .states import USABLE_FRACTION
 
@@ -126,7 +127,9 @@ def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, rec
            * grad_accum / (par.tp * par.cp) / rate)
     if recompute_layers is not None:
         return one * (1 + recomputed_layers(model.layers, par, recompute_layers)[most] / layers), 2 * one
-    return one * (2 if recompute == "full" else 1), 2 * one
+    # (torchtitan's op SAC reruns the ring only where SDPA's output is not saved: "op-sac-sdpa-rerun")
+    rerun = recompute == "full" or (recompute in OP_SAC_MODES and not OP_SAC_SDPA_SAVED[recompute])
+    return one * (2 if rerun else 1), 2 * one
 
 
 @dataclass(frozen=True)

@@ -56,9 +56,10 @@ RECOMPUTE = ("none", "selective", "full")
 
 #: torchtitan's op-level selective activation checkpointing (``selective_ac_option = 'op'``; issues 34/38):
 #: each layer keeps the outputs of SDPA and of every other matmul and recomputes the rest in its backward
-#: (:data:`llmsizing.act_terms.OP_SAC_SOURCE`). Priced by the activation and step-time models for a dense
-#: bias-free block without tensor or context parallelism; not one of :data:`RECOMPUTE`, which the planner
-#: searches and every other model takes (they refuse it by that name).
+#: (:data:`llmsizing.act_terms.OP_SAC_SOURCE`). Priced by the activation and step-time models for a
+#: dense bias-free block, with tensor, sequence and context parallelism too
+#: (:data:`llmsizing.op_sac.OP_SAC_TP_SOURCE`); not one of :data:`RECOMPUTE`, which the planner searches by
+#: default and every other model takes (they refuse it by that name).
 OP_SAC = "op-sac"
 
 #: :data:`OP_SAC` where torchtitan's ``_save_list`` lacks the SDPA kernel the run dispatched to: cuDNN

@@ -384,8 +384,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     fits, totals, layers = [], [], []
     for r, rc in enumerate(rcs):
         rows = np.flatnonzero(~chosen.all(axis=0))                  # the candidates some GPU has nothing for
-        if rc in OP_SAC_MODES:            # (op SAC on one GPU's data shard only: op_sac.check_op_sac)
-            rows = rows[(np.array([key[0] for key, _, _ in parts])[lay[rows]] == 1) & (cat["cp"][rows] == 1)]
+        if rc in OP_SAC_MODES:            # (op SAC where tp divides the KV heads: op_sac.check_op_sac)
+            rows = rows[model.kv_heads % np.array([key[0] for key, _, _ in parts])[lay[rows]] == 0]
         t = np.full(chosen.shape, np.inf)
         n = np.full(chosen.shape, -1, dtype=np.int64)
         if len(rows):

@@ -128,25 +128,21 @@ def recompute_label(row, long: bool = False) -> str:
 def check_recomputes(model, recomputes, *, cps: tuple, precision: str, attention: str, stack: str) -> list:
     """``plan(recomputes=)`` checked (each one of :data:`~llmsizing.parallel.RECOMPUTE_MODES`) and put in
     :data:`SEARCH_ORDER`. torchtitan's op SAC (:data:`~llmsizing.parallel.OP_SAC_MODES`) is priced on one
-    GPU's data shard only (:func:`~llmsizing.op_sac.check_op_sac`): the search leaves it off its layouts with
-    tensor or context parallelism and tries the other recomputations there. What no layout of the search
-    could price it on is refused here, naming ``recomputes``: a model or recipe op SAC does not model (a
-    mixture of experts, biased or fused projections, an autocast or FP8 recipe, eager attention, the
-    Hugging Face stack), or ``cp_degrees`` without 1."""
+    layout whose ``tp`` divides the KV heads, with or without sequence or context parallelism
+    (:func:`~llmsizing.op_sac.check_op_sac`; before issue 34's sac32 on one GPU's data shard only). What no
+    layout of the search could price it on is refused here, naming ``recomputes``: a model or recipe op SAC
+    does not model (a mixture of experts, biased or fused projections, an autocast or FP8 recipe, eager
+    attention, the Hugging Face stack)."""
     from .op_sac import check_op_sac
     from .precision import RECIPES
 
     rcs = [check_choice("recomputes[i]", r, RECOMPUTE_MODES) for r in
            check_sequence("recomputes", recomputes, example='("none", "full")')]
     for r in (r for r in OP_SAC_MODES if r in rcs):
-        if 1 not in cps:
-            raise ValueError(f"recomputes holds {r!r}, torchtitan's op SAC, which is priced without context "
-                             f"parallelism only, and cp_degrees={cps} has no 1: add 1 to cp_degrees or leave "
-                             f"{r!r} out of recomputes")
         recipe = RECIPES[precision]
         try:
-            check_op_sac(model, recompute=r, tp=1, sp=False, cp=1, attention=attention, stack=stack,
-                         autocast=recipe.autocast, fp8=recipe.fp8, dropout=False)
+            check_op_sac(model, recompute=r, attention=attention, stack=stack, autocast=recipe.autocast,
+                         fp8=recipe.fp8, dropout=False)
         except ValueError as e:
             raise ValueError(f"recomputes holds {r!r}, which no layout of this search can price: {e}"
                              ) from None

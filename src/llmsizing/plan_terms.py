@@ -120,12 +120,11 @@ def _layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype:
         rates_of.update({(g_, t_, c_, b_, x): (r, attention) for x, r in zip(eps, gemm)})
     max_nodes = "model"
     # one per (GPU, tp, cp, micro, rc): the communication does not depend on ep, and tp's and cp's read the
-    # recomputation only as "full" or not (the forward run again: comm.communication, _cp_attention_s), so
-    # a recomputation shares the first of its class's terms (same_rc), one that is not op SAC where the class
-    # has one: communication() refuses op SAC with tp or cp, whose rows (of "none" added for partial
-    # recomputation's pieces, _price) would otherwise take op SAC's terms (review30a)
+    # recomputation only by what it reruns (comm.communication, _cp_attention_s: _rerun_class), so a
+    # recomputation shares the first of its class's terms (same_rc), one that is not op SAC where the class
+    # has one (the rows of "none" added for partial recomputation's pieces, _price, review30a)
     first = sorted(range(len(rcs)), key=lambda j: rcs[j] in OP_SAC_MODES)      # (stable: in order otherwise)
-    same_rc = [next(j for j in first if (rcs[j] == "full") == (r == "full")) for r in rcs]
+    same_rc = [next(j for j in first if _rerun_class(rcs[j]) == _rerun_class(r)) for r in rcs]
     comm_of = _link_terms(model, gpu_list, keys, seq=seq, precision=precision, dtype=dtype, node_of=node_of,
                           cp_comm=cp_comm, rcs=rcs, max_nodes=max_nodes, rates_of=rates_of, same_rc=same_rc)
     shared: dict = {}          # the rest (no tp nor cp group; Ulysses' all-to-all): per (tp, cp, micro, rc)
@@ -414,3 +413,12 @@ def _group_columns(*columns):
     present = at < n
     first = at[present]
     return [c[first] for c in cols], first, (np.cumsum(present) - 1)[key]
+
+
+def _rerun_class(rc: str) -> str:
+    """Which of the forward's TP and CP collectives and ring attention ``rc`` reruns: ``"full"`` all of them,
+    ``"none"`` and ``"selective"`` none; torchtitan's op SAC modes each their own (comm.communication: its
+    Ulysses all-to-alls, and without SDPA's output its ring)."""
+    if rc in OP_SAC_MODES:
+        return rc
+    return "full" if rc == "full" else "none"

@@ -290,11 +290,11 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
 
     **torchtitan's op-level selective checkpointing** (issue 34; ``recomputes`` holding ``"op-sac"`` or
     ``"op-sac-sdpa-rerun"``, :data:`~llmsizing.parallel.OP_SAC_MODES`; never in the default search) is tried
-    in :data:`~llmsizing.plan_space.SEARCH_ORDER`, after selective and before full recomputation, on the
-    layouts without tensor or context parallelism only, where the memory and step models price it
-    (:func:`~llmsizing.op_sac.check_op_sac`); the other layouts try the rest of ``recomputes``. A model or
-    recipe it does not price (a mixture of experts, biased projections, an autocast or FP8 recipe, eager
-    attention) or ``cp_degrees`` without 1 is refused with a ``ValueError`` naming ``recomputes``
+    in :data:`~llmsizing.plan_space.SEARCH_ORDER`, after selective and before full recomputation, on every
+    layout whose ``tp`` divides the KV heads, with tensor, sequence and context parallelism too (sac32;
+    :func:`~llmsizing.op_sac.op_sac_layer_bytes`); the layouts it cannot split try the rest of
+    ``recomputes``. A model or recipe it does not price (a mixture of experts, biased projections, an
+    autocast or FP8 recipe, eager attention) is refused with a ``ValueError`` naming ``recomputes``
     (:func:`~llmsizing.plan_space.check_recomputes`).
 
     Time: :func:`~llmsizing.layouts.step_time` on each GPU's node (``data/nodes.csv``; ``gpus_per_node`` and
