@@ -11,11 +11,15 @@ at commit 00024d31; ``vllm/v1/core/kv_cache_manager.py``: ``allocate_slots``):
   set to 0 and it goes back to the head of the waiting queue. The tokens it generated are kept and recomputed
   with its prompt when it is readmitted (recompute preemption);
 * WAITING requests are taken only in a step without a preemption, while ``len(self.running) <
-  max_num_seqs`` and their blocks fit (``allocate_slots`` returning ``None`` ends the loop);
+  max_num_seqs`` and their blocks fit (``allocate_slots`` returning ``None`` ends the loop); with vLLM's
+  admission ``watermark`` (``SchedulerConfig.watermark``, a share of the blocks, vllm-project/vllm#44594; 0,
+  off, by default) their blocks plus ``int(watermark x blocks)`` must be free once a request is running
+  (``allocate_slots(..., has_scheduled_reqs=bool(self.running))``, read at commit 003df296);
 * a request whose tokens are all computed samples one; at ``output`` tokens it finishes and frees its blocks.
 
-Left out: prefix caching, speculative tokens, vLLM's newer admission watermark, arrivals (the batch is
-closed) and a sliding-window layer's freed blocks (:func:`waves_against_vllm` refuses a sequence longer
+Left out: prefix caching (vLLM's default: a preempted request's freed blocks stay cached until
+evicted, so it may recompute fewer tokens than counted here), ``scheduler_reserve_full_isl`` (off by
+default), speculative tokens, arrivals (the batch is closed) and a sliding-window layer's freed blocks (:func:`waves_against_vllm` refuses a sequence longer
 than the window). Run with the cap at the KV room (``kv_batch``), no admitted request is ever preempted:
 that replay is the library's wave model, step by step.
 
@@ -56,15 +60,17 @@ class Replay:
 
 
 def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: int, price, *,
-                     max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, block: int = BLOCK_SIZE) -> Replay:
+                     max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, block: int = BLOCK_SIZE,
+                     watermark: float = 0.0) -> Replay:
     """Replay vLLM V1's scheduler (module docstring) on ``batch`` requests of ``prompt`` + ``output`` tokens
     with ``blocks`` KV blocks of ``block`` tokens; ``price(decode_contexts, prefill_tokens)`` gives one
-    step's seconds. Chapter 15."""
+    step's seconds; ``watermark`` is vLLM's admission watermark (a share of ``blocks``). Chapter 15."""
     blocks = check_int("blocks", blocks, minimum=0)
     batch, prompt = check_int("batch", batch), check_int("prompt", prompt)
     output, cap = check_int("output", output), check_int("max_num_seqs", max_num_seqs)
     budget = check_int("max_num_batched_tokens", max_num_batched_tokens)
     block = check_int("block", block, maximum=4096)
+    mark = int(check_number("watermark", watermark, maximum=1.0) * blocks)
     if math.ceil((prompt + output) / block) > blocks:
         raise ValueError(f"blocks must hold one whole sequence, {math.ceil((prompt + output) / block):,} "
                          f"blocks of {block}, got {blocks:,}")
@@ -98,7 +104,7 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
             r = waiting[0]
             new = min(n[r], left)
             need = math.ceil(new / block)
-            if need > free:
+            if need + (mark if running else 0) > free:
                 break
             waiting.popleft()
             free -= need
@@ -146,11 +152,11 @@ class WavesAgainstVLLM:
 
 
 def waves_against_vllm(model, gpu, *, prompt: int, output: int, batch: int | None = None,
-                       over_room: float = 2.0, **kwargs) -> WavesAgainstVLLM:
+                       over_room: float = 2.0, watermark: float = 0.0, **kwargs) -> WavesAgainstVLLM:
     """Replay a closed batch of ``batch`` requests (default ``ceil(over_room x kv_batch)``) on one GPU under
     vLLM's rules and as the library's waves (:func:`replay_scheduler`), each step priced from
-    :func:`serving` at batch 1 (module docstring); ``kwargs`` go to :func:`serving` (``tp`` must be 1).
-    Chapter 15."""
+    :func:`serving` at batch 1 (module docstring); ``watermark`` is vLLM's admission watermark (vLLM's rules
+    only); ``kwargs`` go to :func:`serving` (``tp`` must be 1). Chapter 15."""
     m, g = resolve_model(model), get_gpu(gpu)
     one = serving(m, g, prompt=prompt, output=output, batch=1, **kwargs)
     if one.tp != 1 or one.pp != 1 or one.ep != 1:
@@ -180,7 +186,8 @@ def waves_against_vllm(model, gpu, *, prompt: int, output: int, batch: int | Non
     blocks = one.kv_capacity.blocks
     return WavesAgainstVLLM(m.name, g.name, prompt, output, batch, room, one.max_num_seqs, lib.decode_bound,
                             lib.cycle_s, replay_scheduler(blocks, batch, prompt, output, room, price),
-                            replay_scheduler(blocks, batch, prompt, output, one.max_num_seqs, price))
+                            replay_scheduler(blocks, batch, prompt, output, one.max_num_seqs, price,
+                                             watermark=watermark))
 
 
 __all__ = ["Replay", "replay_scheduler", "WavesAgainstVLLM", "waves_against_vllm"]
