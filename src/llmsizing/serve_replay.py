@@ -17,11 +17,11 @@ at commit 00024d31; ``vllm/v1/core/kv_cache_manager.py``: ``allocate_slots``):
   (``allocate_slots(..., has_scheduled_reqs=bool(self.running))``, read at commit 003df296);
 * a request whose tokens are all computed samples one; at ``output`` tokens it finishes and frees its blocks.
 
-Left out: prefix caching (vLLM's default: a preempted request's freed blocks stay cached until
-evicted, so it may recompute fewer tokens than counted here), ``scheduler_reserve_full_isl`` (off by
-default), speculative tokens, arrivals (the batch is closed) and a sliding-window layer's freed blocks (:func:`waves_against_vllm` refuses a sequence longer
-than the window). Run with the cap at the KV room (``kv_batch``), no admitted request is ever preempted:
-that replay is the library's wave model, step by step.
+Left out: prefix caching (vLLM's default: a preempted request's freed blocks stay cached until evicted, so it
+may recompute fewer tokens than counted here), ``scheduler_reserve_full_isl`` (off by default), speculative
+tokens, arrivals (the batch is closed) and a sliding-window layer's freed blocks (:func:`waves_against_vllm`
+refuses a sequence longer than the window). Run with the cap at the KV room (``kv_batch``), no admitted
+request is ever preempted: that replay is the library's wave model, step by step.
 
 Each step is priced from the library's own terms at batch 1 (one :func:`serving` call): the weights read and
 the step overhead once per step, each decode token's KV read at its own context at the attention bandwidth,
