@@ -101,7 +101,7 @@ def test_the_sweep_is_the_code_s():
 
 
 def test_the_watermark_cuts_the_preemptions():
-    # vllm-project/vllm#44594 measured 1,065 preemptions off, 187 at 0.05 (an open workload); a closed one here
+    # vllm-project/vllm#44594 measured 1,065 preemptions off, 187 at 0.05 (open workload); a closed one here
     off = waves_against_vllm("llama-3-8b", "H100 SXM", prompt=1024, output=256, over_room=2.0)
     on = waves_against_vllm("llama-3-8b", "H100 SXM", prompt=1024, output=256, over_room=2.0, watermark=0.05)
     assert on.vllm.preemptions < off.vllm.preemptions and on.waves == off.waves
