@@ -46,11 +46,12 @@ def rows():
         batch = math.ceil(over * (blocks // math.ceil((prompt + output) / 16)))
         r = replay_scheduler(blocks, batch, prompt, output, cap, lambda c, p: 0.0, watermark=mark)
         c = kv_churn(blocks, batch, prompt, output, cap, watermark=mark)
+        first = first_wave_recompute_tokens(blocks, batch, prompt, output, cap)
         yield {"blocks": blocks, "prompt": prompt, "output": output, "over_room": over, "batch": batch,
                "max_num_seqs": cap, "watermark": mark, "replay_recomputed_tokens": r.recomputed_tokens,
                "replay_preemptions": r.preemptions, "churn_recomputed_tokens": c.recomputed_tokens,
                "churn_preemptions": c.preemptions,
-               "first_wave_recomputed_tokens": first_wave_recompute_tokens(blocks, batch, prompt, output, cap),
+               "first_wave_recomputed_tokens": first,
                "source": SOURCE, "as_of": AS_OF}
 
 
