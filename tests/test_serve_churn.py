@@ -160,3 +160,12 @@ def test_the_priced_churn_against_the_replay_s_seconds():
         assert low < r.vllm.seconds / s.cycle_with_churn_s < high
         assert abs(s.churn.recomputed_tokens / r.vllm.recomputed_tokens - 1) < 0.02
     assert r.vllm.seconds / s.cycle_s > 1      # (the waves alone were short there too)
+
+
+def test_beyond_eight_rooms_the_churn_is_extrapolated():
+    from llmsizing.serve_churn import churn_estimate
+    at = {b: kv_churn(10_000, b, 1024, 256, 1024) for b in (500, 1000, 1500)}   # room 125: 4, 8, 12 rooms
+    line = 2 * at[1000].recomputed_tokens - at[500].recomputed_tokens     # 500 more requests: one more step
+    assert churn_estimate(10_000, 1000, 1024, 256, 1024) == at[1000]
+    assert churn_estimate(10_000, 1500, 1024, 256, 1024).recomputed_tokens == round(line)
+    assert -0.08 < line / at[1500].recomputed_tokens - 1 < 0.12     # the stated 8% low to 12% high

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from .serve_churn import Churn, kv_churn
+from .serve_churn import Churn, churn_estimate
 from .serve_engine import BLOCK_SIZE, KVCapacity, serving_constants
 
 #: Weight formats a serving engine reads: 16-bit, or weight-only / W8A8 quantised. Quantisation changes the
@@ -248,15 +248,16 @@ class Serving:
         batch runs within the room (``running_bound`` not ``"kv"``: the cap or the whole batch sets the
         running batch, no request is ever preempted); None when it cannot be counted: a result built without
         its KV capacity, or sequences longer than a sliding window (vLLM frees the window's old blocks, which
-        the estimate does not). Computed on first use (1-100 ms at 1.5-8 times the room). Chapter 15."""
+        the estimate does not). Computed on first use (milliseconds to half a second; extrapolated beyond 8
+        times the room). Chapter 15."""
         if self.running_bound != "kv":
             return Churn(0, 0, self.batch)
         groups = self.attention_dp
         per_sequence = math.ceil((self.prompt + self.output) / BLOCK_SIZE)
         if self.kv_capacity is None or self.kv_batch // groups != self.kv_capacity.blocks // per_sequence:
             return None
-        one = kv_churn(self.kv_capacity.blocks, -(-self.batch // groups), self.prompt, self.output,
-                       self.max_num_seqs or self.max_batch)
+        one = churn_estimate(self.kv_capacity.blocks, -(-self.batch // groups), self.prompt, self.output,
+                             self.max_num_seqs or self.max_batch)
         return Churn(one.recomputed_tokens * groups, one.preemptions * groups, self.batch)
 
     @property
