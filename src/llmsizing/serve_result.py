@@ -60,7 +60,8 @@ class Serving:
     (:func:`serving`). Times are per replica; bytes and FLOPs are per GPU. A batch over ``max_batch`` (the
     engine's ``max_num_seqs``, issue 34, or its KV room, kv30) runs ``running_batch`` at a time in ``waves``:
     the step fields are one full wave's, ``cycle_s`` and ``last_ttft_s`` the whole batch's; ``running_bound``
-    says which bound set the running batch."""
+    says which bound set the running batch; over the KV room ``churn``, ``churn_s`` and ``cycle_with_churn_s``
+    price the tokens vLLM's preemptions compute twice (churn32)."""
 
     model: str
     gpu: str
