@@ -282,7 +282,7 @@ class Serving:
         """``cycle_s + churn_s`` (churn32): the waves plus the tokens vLLM's preemptions compute twice.
         Against the step-by-step replay of vLLM's rules at the same step prices
         (``tools/replay_kv_preemption.py``'s nine cases) it is within 1% in the five with prompts of 1,024
-        tokens or more at 1.5 times the room or over (the waves alone: 3-16% short) and 4% high at 1.1 times;
+        tokens or more at 1.5 times the room or over (the waves alone: 3-15% short) and 4% high at 1.1 times;
         9-30% high in the three with 128-token prompts and 2,048-token answers (the waves alone: 3% short to
         28% high), where running more requests than the room in the first wave shares decode steps, a saving
         neither term prices. ``cycle_s`` is kept as the waves alone. None when :attr:`churn` is."""
