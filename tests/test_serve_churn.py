@@ -169,3 +169,15 @@ def test_beyond_eight_rooms_the_churn_is_extrapolated():
     assert churn_estimate(10_000, 1000, 1024, 256, 1024) == at[1000]
     assert churn_estimate(10_000, 1500, 1024, 256, 1024).recomputed_tokens == round(line)
     assert -0.08 < line / at[1500].recomputed_tokens - 1 < 0.12     # the stated 8% low to 12% high
+
+
+def test_long_prompts_are_replayed_token_by_token():
+    # 8,192 + 512 tokens over 8,000 blocks: 14 whole sequences; twice that. A prompt over half the 8,192-token
+    # budget is prefilled in chunks and preempted mid-prefill: the cohorts (one-step prefill) miss most of it
+    from llmsizing.serve_churn import churn_estimate
+    replay = replay_scheduler(8000, 28, 8192, 512, 1024, _free)
+    expected = Churn(replay.recomputed_tokens, replay.preemptions, 28)
+    assert churn_estimate(8000, 28, 8192, 512, 1024) == expected
+    assert replay.recomputed_tokens > 5 * kv_churn(8000, 28, 8192, 512, 1024).recomputed_tokens
+    # at half the budget or less the cohorts run (tools/churn_sweep.py checks them up to 4,096-token prompts)
+    assert churn_estimate(8000, 40, 4096, 512, 1024) == kv_churn(8000, 40, 4096, 512, 1024)

@@ -43,11 +43,9 @@ from collections import deque
 from dataclasses import dataclass
 
 from ._validate import check_int, check_number
+from .serve_engine import BLOCK_SIZE, MAX_NUM_BATCHED_TOKENS
 
-#: vLLM's KV-cache block, tokens (``block_size``); the same as :data:`llmsizing.serve_engine.BLOCK_SIZE`.
-_BLOCK = 16
-#: vLLM V1's prefill chunk the library uses (``max_num_batched_tokens``).
-_BUDGET = 8192
+_BLOCK, _BUDGET = BLOCK_SIZE, MAX_NUM_BATCHED_TOKENS
 
 
 @dataclass(frozen=True)
@@ -62,6 +60,87 @@ class Churn:
     @property
     def per_request(self) -> float:
         return self.recomputed_tokens / self.batch
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One replayed schedule: its seconds, engine steps, preemptions and ``recomputed_tokens``, the tokens
+    whose KV a preemption threw away (``num_computed_tokens`` at the preemption: each is computed again)."""
+
+    seconds: float
+    steps: int
+    preemptions: int
+    recomputed_tokens: int
+
+
+def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: int, price, *,
+                     max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, block: int = BLOCK_SIZE,
+                     watermark: float = 0.0) -> Replay:
+    """Replay vLLM V1's scheduler token by token (the rules are :mod:`llmsizing.serve_replay`'s docstring;
+    moved here from there in churn32) on ``batch`` requests of ``prompt`` + ``output`` tokens with ``blocks``
+    KV blocks of ``block`` tokens; ``price(decode_contexts, prefill_tokens)`` gives one step's seconds;
+    ``watermark`` is vLLM's admission watermark (a share of ``blocks``). Chapter 15."""
+    blocks = check_int("blocks", blocks, minimum=0)
+    batch, prompt = check_int("batch", batch), check_int("prompt", prompt)
+    output, cap = check_int("output", output), check_int("max_num_seqs", max_num_seqs)
+    budget = check_int("max_num_batched_tokens", max_num_batched_tokens)
+    block = check_int("block", block, maximum=4096)
+    mark = int(check_number("watermark", watermark, maximum=1.0) * blocks)
+    if math.ceil((prompt + output) / block) > blocks:
+        raise ValueError(f"blocks must hold one whole sequence, {math.ceil((prompt + output) / block):,} "
+                         f"blocks of {block}, got {blocks:,}")
+    n, done, gen, held = [prompt] * batch, [0] * batch, [0] * batch, [0] * batch   # tokens, computed, sampled
+    waiting, running = deque(range(batch)), []
+    free, t, steps, preemptions, recomputed, finished = blocks, 0.0, 0, 0, 0, 0
+    while finished < batch:
+        left, sched, preempted, i = budget, {}, False, 0
+        while i < len(running) and left > 0:          # RUNNING first
+            r = running[i]
+            new = min(n[r] - done[r], left)
+            need = math.ceil((done[r] + new) / block) - held[r]
+            while need > free:                        # preempt the latest running request
+                v = running.pop()
+                free += held[v]
+                recomputed += done[v]                 # its computed KV, lost: computed again on return
+                held[v], done[v] = 0, 0
+                left += sched.pop(v, 0)
+                waiting.appendleft(v)
+                preempted, preemptions = True, preemptions + 1
+                if v == r:
+                    break
+            if r not in running:
+                break
+            free -= need
+            held[r] += need
+            sched[r] = new
+            left -= new
+            i += 1
+        while not preempted and waiting and left > 0 and len(running) < cap:    # then WAITING
+            r = waiting[0]
+            new = min(n[r], left)
+            need = math.ceil(new / block)
+            if need + (mark if running else 0) > free:
+                break
+            waiting.popleft()
+            free -= need
+            held[r] += need
+            running.append(r)
+            sched[r] = new
+            left -= new
+        decode = [done[r] + 1 for r in sched if gen[r] and done[r] == n[r] - 1]
+        t += price(decode, sum(sched.values()) - len(decode))
+        steps += 1
+        for r, k in sched.items():
+            done[r] += k
+            if done[r] == n[r]:                       # all computed: one token sampled
+                gen[r] += 1
+                n[r] += 1
+                if gen[r] == output:
+                    running.remove(r)
+                    free += held[r]
+                    held[r] = 0
+                    finished += 1
+    return Replay(t, steps, preemptions, recomputed)
 
 
 def _checked(blocks, batch, prompt, output, max_num_seqs, block, max_num_batched_tokens, watermark):
@@ -173,28 +252,45 @@ def kv_churn(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: in
     return Churn(lost, preemptions, batch)
 
 
+def _no_price(contexts, prefill_tokens) -> float:
+    """A step's price when only the tokens are counted."""
+    return 0.0
+
+
 #: Beyond this many times the room (whole sequences the blocks hold), :func:`churn_estimate` extrapolates.
 EXTRAPOLATE_OVER_ROOM = 8
 
 
 def churn_estimate(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: int, *,
                    watermark: float = 0.0) -> Churn:
-    """:func:`kv_churn` with its cost bounded (the serving model's churn, chapter 15): up to
+    """:func:`kv_churn` with its cost bounded, and the token-level replay where the cohorts fail (the serving
+    model's churn, chapter 15). A prompt over half of ``max_num_batched_tokens`` (8,192) is prefilled in
+    chunks: vLLM admits it on its first chunk's blocks and preempts it mid-prefill, again and again (the
+    thrashing vllm-project/vllm#21793 and #37307 describe), which the cohorts, prefilling a prompt in one
+    step, miss (at 8,192 + 512 tokens twice the room: 8,519 tokens against the replay's 98,477): there
+    :func:`replay_scheduler` runs, token by token (its rooms are small: 0.7 s at 8 times). Up to
     :data:`EXTRAPOLATE_OVER_ROOM` times the room it runs, beyond it the churn is taken as linear in the batch
-    from the runs at 4 and 8 times the room (the run's cost grows with the waves and the room: 0.5 s at 8
+    from the runs at 4 and 8 times the room (the cohorts' cost grows with the waves and the room: 0.5 s at 8
     times, 14 s at 100 times, for Llama-3-8B on an H100 at 128 + 2,048 tokens, a room of 203). Against the
     full run at 12, 16 and 32 times the room (six rooms of 11-346 sequences, 1,024-4,096-token prompts or
     2,048-token answers) the extrapolation is 8% low to 12% high."""
     blocks, batch, prompt, output, cap, block, _, _ = _checked(blocks, batch, prompt, output, max_num_seqs,
                                                                _BLOCK, _BUDGET, watermark)
     room = blocks // math.ceil((prompt + output) / block)
+
+    def run(n):
+        if 2 * prompt <= _BUDGET:
+            return kv_churn(blocks, n, prompt, output, cap, watermark=watermark)
+        r = replay_scheduler(blocks, n, prompt, output, cap, _no_price, watermark=watermark)
+        return Churn(r.recomputed_tokens, r.preemptions, n)
+
     if batch <= EXTRAPOLATE_OVER_ROOM * room:
-        return kv_churn(blocks, batch, prompt, output, cap, watermark=watermark)
-    low, high = (kv_churn(blocks, k * room, prompt, output, cap, watermark=watermark)
-                 for k in (EXTRAPOLATE_OVER_ROOM // 2, EXTRAPOLATE_OVER_ROOM))
+        return run(batch)
+    low, high = (run(k * room) for k in (EXTRAPOLATE_OVER_ROOM // 2, EXTRAPOLATE_OVER_ROOM))
     share = (batch - high.batch) / (high.batch - low.batch)
     return Churn(round(high.recomputed_tokens + share * (high.recomputed_tokens - low.recomputed_tokens)),
                  round(high.preemptions + share * (high.preemptions - low.preemptions)), batch)
 
 
-__all__ = ["Churn", "EXTRAPOLATE_OVER_ROOM", "churn_estimate", "first_wave_recompute_tokens", "kv_churn"]
+__all__ = ["Churn", "EXTRAPOLATE_OVER_ROOM", "Replay", "churn_estimate", "first_wave_recompute_tokens",
+           "kv_churn", "replay_scheduler"]

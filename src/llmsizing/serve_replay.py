@@ -38,94 +38,14 @@ not the scheduler.
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass
 
 from ._validate import check_int, check_number
 from .catalog import get_gpu, resolve_model
 from .inference import kv_cache_bytes_per_token
-from .serve_engine import BLOCK_SIZE, MAX_NUM_BATCHED_TOKENS, blocks_per_sequence
+from .serve_churn import Replay, replay_scheduler  # (moved there in churn32; still exported here)
+from .serve_engine import BLOCK_SIZE, blocks_per_sequence
 from .serve_step import serving
-
-
-@dataclass(frozen=True)
-class Replay:
-    """One replayed schedule: its seconds, engine steps, preemptions and ``recomputed_tokens``, the tokens
-    whose KV a preemption threw away (``num_computed_tokens`` at the preemption: each is computed again)."""
-
-    seconds: float
-    steps: int
-    preemptions: int
-    recomputed_tokens: int
-
-
-def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: int, price, *,
-                     max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, block: int = BLOCK_SIZE,
-                     watermark: float = 0.0) -> Replay:
-    """Replay vLLM V1's scheduler (module docstring) on ``batch`` requests of ``prompt`` + ``output`` tokens
-    with ``blocks`` KV blocks of ``block`` tokens; ``price(decode_contexts, prefill_tokens)`` gives one
-    step's seconds; ``watermark`` is vLLM's admission watermark (a share of ``blocks``). Chapter 15."""
-    blocks = check_int("blocks", blocks, minimum=0)
-    batch, prompt = check_int("batch", batch), check_int("prompt", prompt)
-    output, cap = check_int("output", output), check_int("max_num_seqs", max_num_seqs)
-    budget = check_int("max_num_batched_tokens", max_num_batched_tokens)
-    block = check_int("block", block, maximum=4096)
-    mark = int(check_number("watermark", watermark, maximum=1.0) * blocks)
-    if math.ceil((prompt + output) / block) > blocks:
-        raise ValueError(f"blocks must hold one whole sequence, {math.ceil((prompt + output) / block):,} "
-                         f"blocks of {block}, got {blocks:,}")
-    n, done, gen, held = [prompt] * batch, [0] * batch, [0] * batch, [0] * batch   # tokens, computed, sampled
-    waiting, running = deque(range(batch)), []
-    free, t, steps, preemptions, recomputed, finished = blocks, 0.0, 0, 0, 0, 0
-    while finished < batch:
-        left, sched, preempted, i = budget, {}, False, 0
-        while i < len(running) and left > 0:          # RUNNING first
-            r = running[i]
-            new = min(n[r] - done[r], left)
-            need = math.ceil((done[r] + new) / block) - held[r]
-            while need > free:                        # preempt the latest running request
-                v = running.pop()
-                free += held[v]
-                recomputed += done[v]                 # its computed KV, lost: computed again on return
-                held[v], done[v] = 0, 0
-                left += sched.pop(v, 0)
-                waiting.appendleft(v)
-                preempted, preemptions = True, preemptions + 1
-                if v == r:
-                    break
-            if r not in running:
-                break
-            free -= need
-            held[r] += need
-            sched[r] = new
-            left -= new
-            i += 1
-        while not preempted and waiting and left > 0 and len(running) < cap:    # then WAITING
-            r = waiting[0]
-            new = min(n[r], left)
-            need = math.ceil(new / block)
-            if need + (mark if running else 0) > free:
-                break
-            waiting.popleft()
-            free -= need
-            held[r] += need
-            running.append(r)
-            sched[r] = new
-            left -= new
-        decode = [done[r] + 1 for r in sched if gen[r] and done[r] == n[r] - 1]
-        t += price(decode, sum(sched.values()) - len(decode))
-        steps += 1
-        for r, k in sched.items():
-            done[r] += k
-            if done[r] == n[r]:                       # all computed: one token sampled
-                gen[r] += 1
-                n[r] += 1
-                if gen[r] == output:
-                    running.remove(r)
-                    free += held[r]
-                    held[r] = 0
-                    finished += 1
-    return Replay(t, steps, preemptions, recomputed)
 
 
 @dataclass(frozen=True)
