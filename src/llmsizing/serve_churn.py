@@ -27,6 +27,11 @@ computed (prompt and answer so far) computes those ``d`` again when it is readmi
   the whole sweep. Its cost grows with the waves and the room: milliseconds for a few waves of a room of
   tens, half a second at 8 times a room of 203 sequences of 2,176 tokens.
 
+* :func:`churn_estimate`, what :class:`~llmsizing.serve_result.Serving` prices: :func:`kv_churn` where a
+  prompt is at most half of ``max_num_batched_tokens``; above that the token-level :func:`replay_scheduler`
+  (moved here from :mod:`llmsizing.serve_replay`), as a prompt prefilled in chunks is admitted on its first
+  chunk and preempted mid-prompt, which one-step cohorts miss; linear in the batch beyond 8 times the room.
+
 ``watermark`` is vLLM's KV-cache watermark (``SchedulerConfig.watermark``, vllm-project/vllm#44594, June
 2026; 0, off, by default): ``KVCacheManager.allocate_slots`` refuses a WAITING or PREEMPTED request unless
 its blocks plus ``int(watermark x num_blocks)`` are free, and only when a request is already running
