@@ -181,3 +181,19 @@ def test_long_prompts_are_replayed_token_by_token():
     assert replay.recomputed_tokens > 5 * kv_churn(8000, 28, 8192, 512, 1024).recomputed_tokens
     # at half the budget or less the cohorts run (tools/churn_sweep.py checks them up to 4,096-token prompts)
     assert churn_estimate(8000, 40, 4096, 512, 1024) == kv_churn(8000, 40, 4096, 512, 1024)
+
+
+def test_the_cohorts_are_the_replay_when_every_prompt_fits_a_step():
+    # small random batches (blocks of 1-16 tokens, prompts and answers of 1-60 tokens, 1-30 requests, caps of
+    # 1-30, watermark 0-0.3) with a budget no step fills: the cohort run counts exactly the replay tokens and
+    # preemptions. Its only difference is chunked prefill (test_long_prompts_are_replayed_token_by_token)
+    import random
+
+    rng = random.Random(32)
+    for _ in range(80):
+        block, prompt, output = rng.choice([1, 2, 4, 16]), rng.randint(1, 60), rng.randint(1, 60)
+        need = math.ceil((prompt + output) / block)
+        args = (rng.randint(need, 6 * need), rng.randint(1, 30), prompt, output, rng.randint(1, 30))
+        kw = dict(block=block, max_num_batched_tokens=4096, watermark=rng.choice([0.0, 0.0, 0.1, 0.3]))
+        r, c = replay_scheduler(*args, _free, **kw), kv_churn(*args, **kw)
+        assert (c.recomputed_tokens, c.preemptions) == (r.recomputed_tokens, r.preemptions), (args, kw)
