@@ -5,7 +5,11 @@ waves of ``kv_batch`` (kv30, issue 34): :func:`llmsizing.serve_replay.waves_agai
 Run: ``.venv/bin/python tools/replay_kv_preemption.py`` (about a second a case; one GPU). Session 30 (kv30):
 vLLM's rules take 0.78x (Llama-2-7B on an A100, 128 + 2,048 tokens, 60 requests over a room of 53: the 7
 preempted late keep most of their answers) to 1.15x (Llama-3-8B on an A100, 2,048 + 2,048 tokens, twice the
-room: long prompts recomputed) the waves' time; the replayed waves match ``cycle_s`` within 1%.
+room: long prompts recomputed) the waves' time; the replayed waves match ``cycle_s`` within 1%. Session 32
+(churn32): ``cycle_with_churn_s`` (the waves plus :mod:`llmsizing.serve_churn`'s recomputed tokens at the
+prefill price) comes within 1% of vLLM's rules in the five cases with 1,024-token or longer prompts at 1.5
+times the room or more (4% high at 1.1 times), and 9-30% high in the three with 128-token prompts and
+2,048-token answers, where the first wave's extra requests share decode steps (not priced).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from llmsizing.serve_replay import waves_against_vllm  # noqa: E402
+from llmsizing.serve_step import serving  # noqa: E402
 
 #: (model, GPU, prompt, output, batch over the KV room)
 CASES = [("llama-3-8b", "H100 SXM", 1024, 256, 1.1), ("llama-3-8b", "H100 SXM", 1024, 256, 1.5),
@@ -27,8 +32,11 @@ CASES = [("llama-3-8b", "H100 SXM", 1024, 256, 1.1), ("llama-3-8b", "H100 SXM", 
 if __name__ == "__main__":
     for model, gpu, prompt, output, over in CASES:
         r = waves_against_vllm(model, gpu, prompt=prompt, output=output, over_room=over)
+        s = serving(model, gpu, prompt=prompt, output=output, batch=r.batch)
         print(f"{r.model} {r.gpu} {r.prompt}+{r.output}: room {r.kv_batch}, cap {r.max_num_seqs}, batch "
               f"{r.batch} ({r.decode_bound}-bound): library cycle {r.cycle_s:.1f} s; replayed waves "
               f"{r.waves.seconds:.1f} s ({r.waves.preemptions} preemptions), vLLM's rules "
               f"{r.vllm.seconds:.1f} s = {r.ratio:.3f}x, {r.vllm.preemptions:,} preemptions, "
-              f"{r.vllm.recomputed_tokens:,} tokens recomputed")
+              f"{r.vllm.recomputed_tokens:,} tokens recomputed; with the churn priced "
+              f"{s.cycle_with_churn_s:.1f} s ({s.churn.recomputed_tokens:,} tokens): vLLM's rules "
+              f"{r.vllm.seconds / s.cycle_with_churn_s:.3f}x")

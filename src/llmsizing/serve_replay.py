@@ -11,13 +11,17 @@ at commit 00024d31; ``vllm/v1/core/kv_cache_manager.py``: ``allocate_slots``):
   set to 0 and it goes back to the head of the waiting queue. The tokens it generated are kept and recomputed
   with its prompt when it is readmitted (recompute preemption);
 * WAITING requests are taken only in a step without a preemption, while ``len(self.running) <
-  max_num_seqs`` and their blocks fit (``allocate_slots`` returning ``None`` ends the loop);
+  max_num_seqs`` and their blocks fit (``allocate_slots`` returning ``None`` ends the loop); with vLLM's
+  admission ``watermark`` (``SchedulerConfig.watermark``, a share of the blocks, vllm-project/vllm#44594; 0,
+  off, by default) their blocks plus ``int(watermark x blocks)`` must be free once a request is running
+  (``allocate_slots(..., has_scheduled_reqs=bool(self.running))``, read at commit 003df296);
 * a request whose tokens are all computed samples one; at ``output`` tokens it finishes and frees its blocks.
 
-Left out: prefix caching, speculative tokens, vLLM's newer admission watermark, arrivals (the batch is
-closed) and a sliding-window layer's freed blocks (:func:`waves_against_vllm` refuses a sequence longer
-than the window). Run with the cap at the KV room (``kv_batch``), no admitted request is ever preempted:
-that replay is the library's wave model, step by step.
+Left out: prefix caching (vLLM's default: a preempted request's freed blocks stay cached until evicted, so it
+may recompute fewer tokens than counted here), ``scheduler_reserve_full_isl`` (off by default), speculative
+tokens, arrivals (the batch is closed) and a sliding-window layer's freed blocks (:func:`waves_against_vllm`
+refuses a sequence longer than the window). Run with the cap at the KV room (``kv_batch``), no admitted
+request is ever preempted: that replay is the library's wave model, step by step.
 
 Each step is priced from the library's own terms at batch 1 (one :func:`serving` call): the weights read and
 the step overhead once per step, each decode token's KV read at its own context at the attention bandwidth,
@@ -34,92 +38,14 @@ not the scheduler.
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass
 
 from ._validate import check_int, check_number
 from .catalog import get_gpu, resolve_model
 from .inference import kv_cache_bytes_per_token
-from .serve_engine import BLOCK_SIZE, MAX_NUM_BATCHED_TOKENS, blocks_per_sequence
+from .serve_churn import Replay, replay_scheduler  # (moved there in churn32; still exported here)
+from .serve_engine import BLOCK_SIZE, blocks_per_sequence
 from .serve_step import serving
-
-
-@dataclass(frozen=True)
-class Replay:
-    """One replayed schedule: its seconds, engine steps, preemptions and ``recomputed_tokens``, the tokens
-    whose KV a preemption threw away (``num_computed_tokens`` at the preemption: each is computed again)."""
-
-    seconds: float
-    steps: int
-    preemptions: int
-    recomputed_tokens: int
-
-
-def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: int, price, *,
-                     max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, block: int = BLOCK_SIZE) -> Replay:
-    """Replay vLLM V1's scheduler (module docstring) on ``batch`` requests of ``prompt`` + ``output`` tokens
-    with ``blocks`` KV blocks of ``block`` tokens; ``price(decode_contexts, prefill_tokens)`` gives one
-    step's seconds. Chapter 15."""
-    blocks = check_int("blocks", blocks, minimum=0)
-    batch, prompt = check_int("batch", batch), check_int("prompt", prompt)
-    output, cap = check_int("output", output), check_int("max_num_seqs", max_num_seqs)
-    budget = check_int("max_num_batched_tokens", max_num_batched_tokens)
-    block = check_int("block", block, maximum=4096)
-    if math.ceil((prompt + output) / block) > blocks:
-        raise ValueError(f"blocks must hold one whole sequence, {math.ceil((prompt + output) / block):,} "
-                         f"blocks of {block}, got {blocks:,}")
-    n, done, gen, held = [prompt] * batch, [0] * batch, [0] * batch, [0] * batch   # tokens, computed, sampled
-    waiting, running = deque(range(batch)), []
-    free, t, steps, preemptions, recomputed, finished = blocks, 0.0, 0, 0, 0, 0
-    while finished < batch:
-        left, sched, preempted, i = budget, {}, False, 0
-        while i < len(running) and left > 0:          # RUNNING first
-            r = running[i]
-            new = min(n[r] - done[r], left)
-            need = math.ceil((done[r] + new) / block) - held[r]
-            while need > free:                        # preempt the latest running request
-                v = running.pop()
-                free += held[v]
-                recomputed += done[v]                 # its computed KV, lost: computed again on return
-                held[v], done[v] = 0, 0
-                left += sched.pop(v, 0)
-                waiting.appendleft(v)
-                preempted, preemptions = True, preemptions + 1
-                if v == r:
-                    break
-            if r not in running:
-                break
-            free -= need
-            held[r] += need
-            sched[r] = new
-            left -= new
-            i += 1
-        while not preempted and waiting and left > 0 and len(running) < cap:    # then WAITING
-            r = waiting[0]
-            new = min(n[r], left)
-            need = math.ceil(new / block)
-            if need > free:
-                break
-            waiting.popleft()
-            free -= need
-            held[r] += need
-            running.append(r)
-            sched[r] = new
-            left -= new
-        decode = [done[r] + 1 for r in sched if gen[r] and done[r] == n[r] - 1]
-        t += price(decode, sum(sched.values()) - len(decode))
-        steps += 1
-        for r, k in sched.items():
-            done[r] += k
-            if done[r] == n[r]:                       # all computed: one token sampled
-                gen[r] += 1
-                n[r] += 1
-                if gen[r] == output:
-                    running.remove(r)
-                    free += held[r]
-                    held[r] = 0
-                    finished += 1
-    return Replay(t, steps, preemptions, recomputed)
 
 
 @dataclass(frozen=True)
@@ -146,11 +72,11 @@ class WavesAgainstVLLM:
 
 
 def waves_against_vllm(model, gpu, *, prompt: int, output: int, batch: int | None = None,
-                       over_room: float = 2.0, **kwargs) -> WavesAgainstVLLM:
+                       over_room: float = 2.0, watermark: float = 0.0, **kwargs) -> WavesAgainstVLLM:
     """Replay a closed batch of ``batch`` requests (default ``ceil(over_room x kv_batch)``) on one GPU under
     vLLM's rules and as the library's waves (:func:`replay_scheduler`), each step priced from
-    :func:`serving` at batch 1 (module docstring); ``kwargs`` go to :func:`serving` (``tp`` must be 1).
-    Chapter 15."""
+    :func:`serving` at batch 1 (module docstring); ``watermark`` is vLLM's admission watermark (vLLM's rules
+    only); ``kwargs`` go to :func:`serving` (``tp`` must be 1). Chapter 15."""
     m, g = resolve_model(model), get_gpu(gpu)
     one = serving(m, g, prompt=prompt, output=output, batch=1, **kwargs)
     if one.tp != 1 or one.pp != 1 or one.ep != 1:
@@ -180,7 +106,8 @@ def waves_against_vllm(model, gpu, *, prompt: int, output: int, batch: int | Non
     blocks = one.kv_capacity.blocks
     return WavesAgainstVLLM(m.name, g.name, prompt, output, batch, room, one.max_num_seqs, lib.decode_bound,
                             lib.cycle_s, replay_scheduler(blocks, batch, prompt, output, room, price),
-                            replay_scheduler(blocks, batch, prompt, output, one.max_num_seqs, price))
+                            replay_scheduler(blocks, batch, prompt, output, one.max_num_seqs, price,
+                                             watermark=watermark))
 
 
 __all__ = ["Replay", "replay_scheduler", "WavesAgainstVLLM", "waves_against_vllm"]
