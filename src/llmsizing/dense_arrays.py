@@ -73,6 +73,7 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
     layouts, states = kept.setdefault("layouts", {}), kept.setdefault("states", {})
     cores, flights = kept.setdefault("cores", {}), kept.setdefault("flights", {})
     core_rows_kept = kept.setdefault("core_rows", {})        # (cores' rows as arrays, by the same key)
+    act_parts = kept.setdefault("act_parts", {})             # (layers per stage, stages' columns by m)
     # (each call's rows as blocks of kept arrays, joined once: its stages' model states, its activations'
     # row, its stages' own columns; issue 38: the same floats as a tuple a stage, ~3x sooner)
     st_blocks, core_rows, stage_blocks, extra_blocks, widths = [], [], [], [], []
@@ -90,8 +91,15 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
             if (state, stages) not in states:
                 rows = _state_rows(model, o, state, stages)
                 states[state, stages] = np.array(rows, dtype=float).reshape(len(stages), -1)
-            lay = layouts[key] = (par.pp, act, states[state, stages], stages,
-                                  layers_per_stage(model.layers, act), {})
+            # (the stages' columns read only the pipeline of the layout's activations side: its stages, chunks
+            # and split (layers_per_stage, stage_chunks, pipeline_in_flight), the same for every tp, cp, ZeRO
+            # stage and dp: kept by these, shared by those layouts; pick31)
+            split = (act.pp, act.virtual_stages, act.stage_layers, act.account_for_embedding,
+                     act.account_for_loss, stages)
+            parts = act_parts.get(split)
+            if parts is None:
+                parts = act_parts[split] = (layers_per_stage(model.layers, act), {})
+            lay = layouts[key] = (par.pp, act, states[state, stages], stages, *parts)
         n_pp, act, st, stages, n_layers, by_m = lay
         ckey = (act.tp, act.sp, act.cp, act.cp_comm, act.expert_tp, batch, core_args)   # (_act_core's own)
         core = core_rows_kept.get(ckey)

@@ -84,7 +84,10 @@ def simulate_wait_s(servers: int, rate: float, service_s: float, *, cs2: float =
     recursion keeps each server's remaining work ``V``: an arrival waits ``min V``, adds its service to that
     server, and every ``V`` falls by the next gap (floored at 0). Vectorised over ``replications`` independent
     runs (numpy arrays of ``replications x servers``); the first ``warmup`` arrivals of each are dropped.
-    Deterministic for a given ``seed``. A few seconds for a few hundred servers."""
+    Deterministic for a given ``seed``. A few seconds for a few hundred servers. Each step updates ``V`` in
+    place through a flat view (the chosen servers by ``take``/``put``): the same floating-point operations in
+    the same order as ``V[rows, j] = w + work`` and ``V = max(V - gap, 0)``, so the same waits, bit for bit
+    (fast31: 1.3-1.9x faster below 64 servers; benchmarks/bench_queue_sim_ab.py)."""
     import numpy as np
 
     c, lam, s = _check_load(servers, rate, service_s)
@@ -100,14 +103,18 @@ def simulate_wait_s(servers: int, rate: float, service_s: float, *, cs2: float =
         shape = 1 / cs2
         work = rng.gamma(shape, s / shape, size=(n, reps))
     v = np.zeros((reps, c))
-    rows = np.arange(reps)
+    flat, first = v.reshape(-1), np.arange(reps) * c      # (a view of v; each row's first index in it)
+    gaps = gaps[:, :, None]                               # (each step's gap per row, against every server)
     waits = np.empty((n, reps))
     for i in range(n):
         j = v.argmin(axis=1)
-        w = v[rows, j]
+        j += first
+        w = flat.take(j)
         waits[i] = w
-        v[rows, j] = w + work[i]
-        np.maximum(v - gaps[i][:, None], 0.0, out=v)
+        w += work[i]
+        flat.put(j, w)
+        v -= gaps[i]
+        np.maximum(v, 0.0, out=v)
     return waits[warm:].ravel()
 
 
