@@ -479,11 +479,12 @@ def test_mfu_band_reading(table):
     assert r["library"] == pytest.approx(counted, rel=1e-3)
     assert 1 < r["claimed"] / (slow_days + 100 * _offload_days_by_hand()) <= BAND     # the same verdict at Ren's
     assert r["library"] > r["library_central"]                 # the claim (262 days) is past the central value
-    # and past the slow end of the 80% band too (issue 34: the band is no longer the envelope of every run). Since
-    # rows31's refit (Dec 2026, 33 sources) Hopper's band is faster (this run's low MFU 25.4% -> 29.6%): hidden the
-    # slow end is ~194 days, which the 262 miss by 1.35x, beyond BAND; counted it is ~219 days (194 + 100 x 0.25),
-    # 1.19x, within BAND, so the number holds counted only, and that is the reading judged. One outcome asserted,
-    # not whichever the ratio gives (before the refit: ~226 hidden, 1.16x, and ~252 counted, 1.04x, both held)
+    # and past the slow end of the 80% band too (issue 34: the band is no longer the envelope of every
+    # run). Since rows31's refit (Dec 2026, 33 sources) Hopper's band is faster (this run's low MFU 25.4% ->
+    # 29.6%): hidden, the slow end is ~194 days, which the 262 miss by 1.35x, beyond BAND; counted, it is
+    # ~219 days (194 + 100 x 0.25), 1.19x, within BAND, so the number holds counted only, the reading judged.
+    # One outcome asserted, not whichever the ratio gives (before the refit: ~226 hidden, 1.16x, and ~252
+    # counted, 1.04x: both held)
     assert r["claimed"] / slow_days > BAND >= r["claimed"] / counted > 1
     assert r["verdict"].endswith("(the number: holds)")
 
@@ -548,8 +549,8 @@ def test_unqualified_fine_tuning_shows_each_readings_factor(table):
     slow_days = 1e9 * audit._run("mistral-7b", 1e9, "H100 SXM", 1).flops_per_token / (989.4e12 * est.low) / 86400
     # with the host's exposed time counted (the more favourable reading of a claim that is too slow):
     # _offload_days_by_hand, 0.25 days on top of the band's slow end (0.28 at Ren et al.'s published rate).
-    # Since rows31's refit (Dec 2026) the slow end is 1.94 days hidden and 2.19 counted: 3 days miss both ways,
-    # by 1.55x and 1.37x (before: 2.26 and 2.52 days; hidden it missed, counted it held, 1.19x)
+    # Since rows31's refit (Dec 2026) the slow end is 1.94 days hidden and 2.19 counted: 3 days miss both
+    # ways, by 1.55x and 1.37x (before: 2.26 and 2.52 days; hidden it missed, counted it held, 1.19x)
     counted = slow_days + _offload_days_by_hand(published=False)
     assert 3 / slow_days > 3 / counted > BAND                     # hidden and counted, it misses
     assert 3 / (slow_days + _offload_days_by_hand()) > BAND       # and at the published rate too
@@ -674,9 +675,9 @@ def test_offloaded_time_is_read_hidden_and_counted(table):
     assert len(needing) >= 20
     assert {"000-cost-mistral7b-1-tps", "000-cost-llama2-13b-1-tps", "000-cost-llama2-70b-8-tps",
             "000-faq-8x50-cheaper"} <= set(needing)                 # the four review24a found unread
-    # the fine-tune by hand: the band's slow end plus the host's days (since rows31's refit 1.94 + 0.25 = 2.19, so
-    # 3 days are off by 1.37x, too high, test_unqualified_fine_tuning_shows_each_readings_factor; before the refit
-    # 2.26 + 0.26 = 2.52, and 3 days held)
+    # the fine-tune by hand: the band's slow end plus the host's days (since rows31's refit 1.94 + 0.25 =
+    # 2.19, so 3 days are off by 1.37x, too high: test_unqualified_fine_tuning_shows_each_readings_factor;
+    # before the refit 2.26 + 0.26 = 2.52, and 3 days held)
     r = by_id(table, "000-faq-finetune-days")
     assert audit.OFFLOAD_COUNTED in r["reading"]
     extra = audit.offload_exposed_days("mistral-7b", 1e9, "H100 SXM", 1)
@@ -714,14 +715,14 @@ def test_offload_exposed_days_resolves_objects_and_needs_offload():
 
 
 def test_offload_batch_flip_of_the_fine_tune():
-    """Review24a M3. Since rows31's refit (Dec 2026) seed 000's fine-tune "3 days" is off at the stated 262,144
-    tokens per GPU per step even with the host's time counted: the band's slow end, 1.94 days hidden, plus 0.25
-    days of host time (_offload_days_by_hand) is 2.19 days, and 3 / 2.19 = 1.37 > 1.25. A larger batch only
-    hides more of the host's time and shortens the run, so no larger batch makes it hold: the flip upward is
-    None. A smaller one adds host time in proportion, 0.25 x 64 / k days at k sequences per step, and the claim
-    holds once the run reaches 3 / 1.25 = 2.4 days: 0.25 x 64 / k >= 2.4 - 1.94 = 0.46, so k <= about 35
-    sequences. (Before the refit it held at the stated batch, 2.26 + 0.26 = 2.52 days, and stopped holding above
-    about 490K tokens: the flip upward was 487,424 tokens, 119 sequences.)"""
+    """Review24a M3. Since rows31's refit (Dec 2026) seed 000's fine-tune "3 days" is off at the stated
+    262,144 tokens per GPU per step even with the host's time counted: the band's slow end, 1.94 days hidden,
+    plus 0.25 days of host time (_offload_days_by_hand) is 2.19 days, and 3 / 2.19 = 1.37 > 1.25. A larger
+    batch only hides more of the host's time and shortens the run, so no larger batch makes it hold: the flip
+    upward is None. A smaller one adds host time in proportion, 0.25 x 64 / k days at k sequences per step,
+    and the claim holds once the run reaches 3 / 1.25 = 2.4 days: 0.25 x 64 / k >= 2.4 - 1.94 = 0.46, so
+    k <= about 35 sequences. (Before the refit it held at the stated batch, 2.26 + 0.26 = 2.52 days, and
+    stopped holding above about 490K tokens: the flip upward was 487,424 tokens, 119 sequences.)"""
     from llmsizing.audit_runs import offload_batch_flip
     from llmsizing.time_cost import mfu_estimate
 
