@@ -325,18 +325,19 @@ def test_only_a_calibrated_range_states_a_coverage():
 def test_a_whole_run_with_the_inputs_states_the_whole_run_totals_count():
     """A whole-run estimate with tokens_per_step states the inputs model's whole-run totals' coverage, not
     its GPU generation's. By hand from data/intervals.csv (2026-11-30): training-inputs,pretraining-total
-    held 0.7895 x 19 = 15 of 19 runs from 10 sources (median width 1.6413; 11 of 15 from 6 sources before
-    whole34 added BLOOM's, GLM-130B's, SmolLM3's and BloombergGPT's totals), below the hopper row's
-    0.8103 x 58 = 47 of 58 (1.9129; 46 of 57 before data27b added pytorch/ao's BF16 H100 row, held out and
-    inside its fold's range; 47 of 56 before SmolLM3; 44 of 51 before issue 34's FP8 sources of Dec 2026),
-    which a steady-state estimate on an H100 with the same inputs states."""
+    held 0.7895 x 19 = 15 of 19 runs from 10 sources (median width 1.8637; 1.6413 before rows31 added the
+    InternLM and MaxText sources; 11 of 15 from 6 sources before whole34 added BLOOM's, GLM-130B's, SmolLM3's
+    and BloombergGPT's totals), below the hopper row's 0.8571 x 63 = 54 of 63 from 17 sources (1.9822; 47 of
+    58 from 16 at 1.9129 before rows31's five MaxText H100 rows; 46 of 57 before data27b added pytorch/ao's
+    BF16 H100 row, held out and inside its fold's range; 47 of 56 before SmolLM3; 44 of 51 before issue 34's
+    FP8 sources of Dec 2026), which a steady-state estimate on an H100 with the same inputs states."""
     from llmsizing.time_cost import mfu_estimate
 
     kw = dict(gpu="H100 SXM", seq=8192, n_gpus=1024, tokens_per_step=16 * 2**20, framework="megatron-core")
     assert mfu_estimate("llama-3-70b", whole_run=True, **kw).range_note == (
-        "80% range; out of source it held 15 of 19 whole-run totals (10 sources), 1.64x wide at the median")
+        "80% range; out of source it held 15 of 19 whole-run totals (10 sources), 1.86x wide at the median")
     assert mfu_estimate("llama-3-70b", **kw).range_note == (
-        "80% range; out of source it held 47 of 58 hopper runs (16 sources), 1.91x wide at the median")
+        "80% range; out of source it held 54 of 63 hopper runs (17 sources), 1.98x wide at the median")
 
 
 def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
@@ -367,8 +368,9 @@ def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
             "inside the calibrated range (the band shown is the calibrated cells': 80% range;")
     assert mfu_estimate("llama-3-8b", gpu="MI300X", seq=8192, precision="fp8-mixed").range_note.startswith(
         "no calibrated range applies: no cdna3 FP8 run calibrates it; the 2 published cdna3 FP8 runs (1 "
-        "source) sit at 0.53-0.55 of this estimate")           # pytorch/ao's MI300X rows: 0.1305 and 0.1366
-    # implied over 0.2466 estimated = 0.529, 0.554 (0.542, 0.567 before whole34's refit moved the stack offsets)
+        "source) sit at 0.55-0.57 of this estimate")           # pytorch/ao's MI300X rows: 0.1305 and 0.1366
+    # implied over 0.2376 estimated = 0.549, 0.575 (0.529, 0.554 over 0.2466 before rows31's refit; 0.542,
+    # 0.567 before whole34's refit moved the stack offsets)
     # B200 and MI300X in BF16: pytorch/ao's one BF16 row each (data27: 8,307.5 tokens/s, implied 0.2138, see
     # test_published_b200_bf16.py; data27b: 5,376.5 tokens/s on MI300X, see test_published_h100_mi300x_bf16.py),
     # each over its own estimate (the torchtitan stack, 8 sequences of 8,192 on 8 GPUs), recounted here
@@ -379,25 +381,27 @@ def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
         ratio = r.implied_mfu / mfu_estimate(r.model, gpu=gpu, seq=int(r.seq), n_gpus=int(r.n_gpus),
                                              framework=stack_family(r.framework, lenient=True),
                                              tokens_per_step=r.global_batch * r.seq).mfu
-        # the calibrated cells' band: training-inputs,all 0.8629 x 124 = 107 of 124 (106 of 123 before
-        # data27b's H100 BF16 row, inside its fold's range) and batch:unpublished 0.8182 x 22 = 18 of 22
+        # the calibrated cells' band: training-inputs,all 0.8429 x 140 = 118 of 140 from 33 sources, 1.8637
+        # (107 of 124 from 31, 1.6413, before rows31's InternLM and MaxText rows; 106 of 123 before data27b's
+        # H100 BF16 row, inside its fold's range) and batch:unpublished 0.8636 x 22 = 19 of 22, 1.8637 (18 of
+        # 22, 1.6305, before rows31)
         assert mfu_estimate("llama-3-8b", gpu=gpu, seq=8192).range_note == (
             f"no calibrated range applies: no {gen} 16-bit run calibrates it; the 1 published {gen} 16-bit "
             f"run (1 source) sits at {ratio:.2f} of this estimate, outside the calibrated range (the band shown "
-            "is the calibrated cells': 80% range; out of source it held 107 of 124 published runs (31 sources), "
-            "1.64x wide at the median; and 18 of 22 runs without a published batch, estimated as this one "
-            "(9 sources), 1.63x wide at the median)")
+            "is the calibrated cells': 80% range; out of source it held 118 of 140 published runs (33 sources), "
+            "1.86x wide at the median; and 19 of 22 runs without a published batch, estimated as this one "
+            "(9 sources), 1.86x wide at the median)")
     assert mfu_estimate("llama-3-8b", gpu="L40S", seq=8192, precision="fp8-mixed").range_note == (
         "no calibrated range applies: no ada FP8 run calibrates it; no ada FP8 run is in data/published_runs.csv "
-        "(the band shown is the calibrated cells': 80% range; out of source it held 8 of 11 FP8 runs (5 sources), "
-        "1.92x wide at the median; and 18 of 22 runs without a published batch, estimated as this one (9 sources), "
-        "1.63x wide at the median)")
+        "(the band shown is the calibrated cells': 80% range; out of source it held 9 of 11 FP8 runs (5 sources), "
+        "2.01x wide at the median; and 19 of 22 runs without a published batch, estimated as this one (9 sources), "
+        "1.86x wide at the median)")
     h100 = mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=8192).range_note
-    # training-inputs rows hopper (0.8103 x 58, 1.9129; 0.8070 x 57 before data27b's H100 BF16 row, inside)
-    # and batch:unpublished (0.8182 x 22, 1.6307), by hand
-    assert h100 == ("80% range; out of source it held 47 of 58 hopper runs (16 sources), 1.91x wide at "
-                    "the median; and 18 of 22 runs without a published batch, estimated as this one (9 sources), "
-                    "1.63x wide at the median")
+    # training-inputs rows hopper (0.8571 x 63, 1.9822; 0.8103 x 58, 1.9129 before rows31's MaxText rows;
+    # 0.8070 x 57 before data27b's H100 BF16 row, inside) and batch:unpublished (0.8636 x 22, 1.8637), by hand
+    assert h100 == ("80% range; out of source it held 54 of 63 hopper runs (17 sources), 1.98x wide at "
+                    "the median; and 19 of 22 runs without a published batch, estimated as this one (9 sources), "
+                    "1.86x wide at the median")
     with_batch = mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=8192, n_gpus=64, tokens_per_step=2**22).range_note
     assert with_batch == h100.split("; and")[0]
 

@@ -153,8 +153,10 @@ def test_the_stored_coverage_is_measured_and_meets_the_issue(registered):
 
 @pytest.mark.xfail(strict=True, reason=(
     "issue 34's median width <= 1.6x end to end: 1.571x on 28 sources, 1.641x on 31 (whole34 added BLOOM, "
-    "GLM-130B, SmolLM3 and BloombergGPT, whose ~25% MFU run lies outside); no source is held back for its "
-    "effect on the width"))
+    "GLM-130B, SmolLM3 and BloombergGPT, whose ~25% MFU run lies outside), 1.864x on 33 (rows31 added "
+    "InternLM's A100 table, 1.1-1.4x above the inputs model out of source with full recomputation, 2 of 11 "
+    "inside, and MaxText's A3 table, 5 of 5 inside); "
+    "no source is held back for its effect on the width"))
 def test_the_median_width_meets_the_issue():
     assert float(_intervals("training-inputs")["all"]["median_width"]) <= 1.6
 

@@ -226,7 +226,12 @@ def test_published_rows_use_their_layout_and_more_land_inside():
     stopped charging a decode step for the untied input embedding's table (Dec 2026): the serving range narrowed
     from 1.745x (x0.787-1.374) to 1.681x (x0.796-1.338) and the parts' range's top for Llama 3.1 8B on-policy
     on 16 H100 (v0.4) fell from 97.8 s to 96.8 s, under the published 97.7 s (predicted 74.7 s -> 74.4 s).
-    Their median is below 1.40. Six sources are checked in all (NeMo RL v0.4-v0.7, Miles, and since issue 39's
+    4 are since rows31's refit (InternLM's and MaxText's training runs, Dec 2026): the training-layout range's
+    floor rose from x0.722 to x0.802 of the predicted MFU (data/intervals.csv), so the update's top fell by about
+    0.722 / 0.802 = 0.90 and the parts' range's top fell under two published steps while their predictions
+    hardly moved: Llama 3.1 8B 1-step off on 16 H100 (v0.4), 78.7 s -> 74.2 s against 74.6 s (predicted 59.2 s
+    both), and Qwen3-235B on-policy on 128 H100 (v0.4), 511.9 s -> 505.5 s against 506.0 s (predicted 403.3 s ->
+    403.5 s). Their median is below 1.40 (1.391 -> 1.390). Six sources are checked in all (NeMo RL v0.4-v0.7, Miles, and since issue 39's
     fourth pass verl's DeepSeek V3 page).
 
     A regression guard, not a coverage claim: the parts' range is the training and generation ranges put
@@ -243,7 +248,7 @@ def test_published_rows_use_their_layout_and_more_land_inside():
              "Qwen3-235B on-policy, 128 GB200 (v0.7)", "Qwen3-235B 1-step off, 128 GB200 (v0.7)"}
     first = c[c["source"].str.contains("v0.4|v0.7|Miles") & ~c["run"].isin(added)]
     assert len(first) == 22
-    assert first["inside"].sum() >= 5
+    assert first["inside"].sum() >= 4
     assert first["ratio"].median() < 1.40
     assert math.isfinite(c["predicted_step_s"].sum())
 

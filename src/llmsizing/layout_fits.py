@@ -243,6 +243,12 @@ MISSES = {
     ),
     "DeepSeek-V2 pre-training": (
         "term the model lacks", "'a portion of the operators are recomputed': which ones is not stated"),
+    "Llama 2 7B, 8 H100 (MaxText on 1x A3, FSDP 8 x DP 1, batch 4 a GPU)": (
+        "recipe the row cannot state", "remat minimal_flash reruns element-wise ops only: priced as none"),
+    "Llama 2 7B, 16 H100 (MaxText on 2x A3, FSDP 8 x DP 2, batch 4 a GPU)": (
+        "recipe the row cannot state", "remat minimal_flash reruns element-wise ops only: priced as none"),
+    "Llama 2 7B, 32 H100 (MaxText on 4x A3, FSDP 8 x DP 4, batch 4 a GPU)": (
+        "recipe the row cannot state", "remat minimal_flash reruns element-wise ops only: priced as none"),
     "GLM-130B, 768 A100 40GB (DeepSpeed PipeDream-Flush, TP4 PP8 DP24)": (
         "row assumption", "ZeRO stage not stated, read as 0: the optimizer states alone exceed 40 GB"),
     "GPT3-2.7B 8k (FlashAttention-2 paper, 8 x A100 80GB, ZeRO-1 DDP)": (
