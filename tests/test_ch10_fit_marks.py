@@ -92,3 +92,26 @@ def test_fits_on_refuses_bad_input_by_name():
         fits_on("llama-3-70b", "H100 SXM", 0, seq=8192)
     with pytest.raises((ValueError, TypeError), match="seq"):
         fits_on("llama-3-70b", "H100 SXM", 8, seq=-1)
+
+
+# =========================================================================== the compute-optimal figure
+# Meta's own answer for its flagship budget (Dubey et al. 2024, Sec. 3.2.1): IsoFLOP fits extrapolated to
+# 3.8e25 FLOPs give 402B parameters on 16.55T tokens. Typed from the paper, not from the library: the figure
+# must draw that point where the paper puts it, apart from Chinchilla's lines (Approach 1 at 3.8e25 FLOPs:
+# 67B x sqrt(3.8e25 / 5.76e23) = 544B), so a reader sees the 405B was sized by Meta's law, not over-trained.
+META_N, META_D, META_C = 402e9, 16.55e12, 3.8e25
+
+
+def test_metas_own_compute_optimal_point_is_drawn_where_the_paper_puts_it():
+    from llmsizing.charts import render_compute_optimal
+
+    view = render_compute_optimal()
+    marks = [line for line in view.figure.axes[0].get_lines() if line.get_gid() == "own-fit"]
+    assert len(marks) == 1
+    (x,), (y,) = marks[0].get_xdata(), marks[0].get_ydata()
+    assert (x, y) == (META_C, META_N)
+    assert 67e9 * (META_C / 5.76e23) ** 0.5 / y > 1.3          # 544B: well above Meta's point
+    # the summary says the stated budget is not 6ND (6 x 402e9 x 16.55e12 = 3.99e25, 5% more)
+    assert "402B on 16.55T tokens at 3.80e+25 FLOPs as stated (6ND: 3.99e+25)" in view.summary
+    import matplotlib.pyplot as plt
+    plt.close(view.figure)

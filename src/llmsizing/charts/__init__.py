@@ -69,8 +69,8 @@ from .many_gpus import (_KIND_COLORS, _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES, _b
 # Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case
 # studies' check, the seed audit.
 from .time_money import (CALIBRATION_COLORS, COST_GPUS, GOODPUT_GPUS, GOODPUT_STORAGE_GB_PER_S, PLAN_GPUS,
-                         PLAN_LEGEND_PT,
-                         SCALING_FIT_COLORS, SCALING_RUNS, SENSITIVITY_MFUS, SENSITIVITY_PRICE_FACTORS,
+                         OWN_FIT_POINTS, PLAN_LEGEND_PT, SCALING_FIT_COLORS, SCALING_RUNS, SENSITIVITY_MFUS,
+                         SENSITIVITY_PRICE_FACTORS,
                          TIME_GPU_COUNTS, plan_notes, render_compute_optimal, render_cost_by_gpu,
                          render_cost_sensitivity, render_cost_vs_gpus, render_goodput, render_mfu_calibration,
                          render_plan, render_prediction_check, render_seed_audit, render_training_time,
@@ -118,7 +118,7 @@ __all__ = [
     "TIME_GPU_COUNTS", "plan_notes", "render_cost_by_gpu", "render_cost_sensitivity", "render_cost_vs_gpus",
     "render_plan", "PLAN_LEGEND_PT", "render_prediction_check", "render_mfu_calibration", "render_seed_audit",
     "render_training_time", "resolve_model_name", "GOODPUT_GPUS", "GOODPUT_STORAGE_GB_PER_S",
-    "SCALING_FIT_COLORS", "SCALING_RUNS", "render_compute_optimal", "render_goodput",
+    "OWN_FIT_POINTS", "SCALING_FIT_COLORS", "SCALING_RUNS", "render_compute_optimal", "render_goodput",
     # Part IV
     "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_calibration", "render_finetune_memory",
     "render_serving_cost", "render_serving_curve", "FLEET_COLORS", "fleet_plans", "render_fleet",

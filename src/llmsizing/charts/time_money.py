@@ -236,11 +236,21 @@ SCALING_FIT_COLORS = {"approach1": "#0072B2", "approach2": "#56B4E9", "approach3
                       "besiroglu": "#009E73"}
 
 
-def render_compute_optimal(flops_low: float = 1e19, flops_high: float = 2e28, *, runs=SCALING_RUNS) -> View:
+#: Compute-optimal points a lab published from its own scaling law (label, parameters, tokens, FLOPs as the
+#: lab states them, source): Meta's IsoFLOP fit extrapolated to the flagship budget, 402B on 16.55T tokens at
+#: 3.8e25 FLOPs (Dubey et al. 2024, Sec. 3.2.1; its 6ND is 4.0e25, and the paper does not say how it counts).
+#: Drawn at the stated budget, so a run beside it reads as sized by that law, not by Chinchilla's.
+OWN_FIT_POINTS = (("Meta's own law", 402e9, 16.55e12, 3.8e25, "Dubey et al. 2024, Sec. 3.2.1"),)
+
+
+def render_compute_optimal(flops_low: float = 1e19, flops_high: float = 2e28, *, runs=SCALING_RUNS,
+                           own_fits=OWN_FIT_POINTS) -> View:
     """Chapter 10: the compute-optimal parameter count against the training budget for Hoffmann et al.'s three
     approaches and Besiroglu et al.'s refit (:func:`~llmsizing.scaling.compute_optimal`), the published Table
-    3 rows as dots, and real runs (``runs``: label, parameters, tokens) at their ``6ND``: below the lines
-    means smaller than compute-optimal, trained on more tokens."""
+    3 rows as dots, real runs (``runs``: label, parameters, tokens) at their ``6ND``: below the lines
+    means smaller than compute-optimal, trained on more tokens; and the compute-optimal points labs derived
+    from their own laws (``own_fits``: label, parameters, tokens, FLOPs; hollow diamonds, gid
+    ``"own-fit"``)."""
     import numpy as np
 
     from ..scaling import FLOPS_PER_PARAM_TOKEN, chinchilla_tables, compute_optimal
@@ -267,6 +277,11 @@ def render_compute_optimal(flops_low: float = 1e19, flops_high: float = 2e28, *,
                     ha="right" if crowded else "left", fontsize=7)
         lines.append(f"{name:16s} {n / 1e9:7,.1f}B {d / 1e12:7,.1f}T {flops:9.2e} {d / n:9,.0f} "
                      f"{compute_optimal(flops).params / 1e9:8,.0f}B")
+    for name, n, d, flops, source in own_fits:
+        ax.plot([flops], [n], marker="D", ms=9, mfc="none", mec="#D55E00", mew=1.2, ls="none", gid="own-fit")
+        ax.annotate(name, (flops, n), textcoords="offset points", xytext=(-7, 5), ha="right", fontsize=7)
+        lines.append(f"{name} ({source}): {n / 1e9:,.0f}B on {d / 1e12:.2f}T tokens at {flops:.2e} FLOPs as "
+                     f"stated (6ND: {FLOPS_PER_PARAM_TOKEN * n * d:.2e})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("training compute C (FLOPs, C = 6ND)")
