@@ -87,7 +87,8 @@ from . import audit_readings as _readings
 from .audit_verdict import (BAND, BOUNDS, KINDS, verdict, verdict_kind, verdict_number,  # noqa: F401
                             verdict_short)
 from .audit_readings import (  # noqa: F401  (re-exported: audit.SEQ, audit.Finding, ... keep working)
-    DAYS_PER_MONTH, DAYS_PER_YEAR, GIB_READING, GPUS_PER_HOST, HOST_BYTES_PER_NODE, Finding, OFFLOAD_COUNTED,
+    DAYS_PER_MONTH, DAYS_PER_YEAR, DRIVER_GB_READING, GIB_READING, GPUS_PER_HOST, HOST_BYTES_PER_NODE,
+    Finding, OFFLOAD_COUNTED,
     OFFLOAD_TOKENS_PER_STEP, OPEN_SETTINGS, RUN_GPUS_RULE, SEED_PRICES_USD, SEQ, SEQS, at_seq,
     offload_exposed_days,
     _OFFLOADS, _fit, _fit_reason, _min_offload_gpus, _offload_fit, _A100,
@@ -253,7 +254,7 @@ def readings(claim_id: str, band: float = BAND):
 
 #: The tail of a reading that names an open setting's alternative value (:data:`OPEN_SETTINGS`), not a method.
 _SETTING = re.compile(r"(; [\d,]+ tokens|; (micro-batch \d+, )?\w+ recomputation|"
-                      + re.escape(GIB_READING) + ")+$")
+                      + re.escape(GIB_READING) + "|" + re.escape(DRIVER_GB_READING) + ")+$")
 
 
 def _central(c: Claim, f: Finding, reading: str) -> float:
