@@ -47,7 +47,9 @@ run reaches, so they compare the central calibrated MFU of each dtype
 at all (a direction claim, ``above`` 1). "GB" is 10**9 bytes, as the seeds use it ("140 GB" for 70B
 parameters in 16 bits), except where a seed quotes a source that computes its "GB" as bytes / 1024**3 (the
 ``gib_source`` column: Unsloth's 41 GB for QLoRA of Llama 3 70B). The unit is then one more open setting, and
-the claim is read both as 10**9 bytes and as GiB (:data:`GIB_READING`).
+the claim is read both as 10**9 bytes and as GiB (:data:`GIB_READING`). A GPU's memory is read both as its
+vendor sells it (the central estimate) and as its driver's bytes in 10**9 (:data:`DRIVER_GB_READING`): a B200
+sold as 180 GB reports 192.3e9 bytes.
 
 **No double counting.** A claim that only repeats another (the same run in two tables) or follows from it by
 the seed's own arithmetic (a table's cost = its days x its cost per day) names that claim in ``counted_with``;
