@@ -260,6 +260,25 @@ def test_hardware_specs_by_hand(table):
     assert by_id(table, "004-b200-speedup")["library"] == pytest.approx(2250 / 989.4, rel=1e-6)
 
 
+def test_a_gpus_memory_is_read_as_marketed_and_as_its_drivers_bytes(table):
+    """The unit rule for a GPU's memory (issue 38: "the B200 alternative"): the central reading is the vendor's
+    "GB" (data/gpus.csv memory_marketed_gb), the other the bytes the driver reports in 10**9-byte GB, and the
+    claim is judged at the nearer. By hand: a B200 reports 183,359 MiB = 183,359 x 1,048,576 = 192.27e9 bytes,
+    so seed 004's 192 GB is judged at 192.27 (the marketed 180 is 6.7% further off); an H100 is sold as 80 GB and
+    reports 81,559 MiB = 85.52e9 bytes, so its 80 GB is judged at the marketed 80."""
+    b200 = by_id(table, "004-b200-memory")
+    assert b200["library_central"] == 180
+    assert b200["library"] == pytest.approx(183_359 * 2**20 / 1e9) == pytest.approx(192.27, abs=0.005)
+    assert b200["reading"].endswith(audit.DRIVER_GB_READING) and not b200["depends"]   # a setting, no method
+    assert b200["verdict"] == "holds"
+    h100 = by_id(table, "004-h100-memory")
+    assert (h100["library"], h100["library_central"], h100["reading"]) == (80, 80, "catalogue")
+    from llmsizing.catalog import get_gpu
+
+    assert get_gpu("H100 SXM").memory_bytes / 1e9 == pytest.approx(81_559 * 2**20 / 1e9)   # the other reading
+    assert audit.readings("004-b200-memory")["reading"].tolist() == ["catalogue"]       # one method
+
+
 def test_not_computed_claims_say_why():
     df = not_computed_claims()
     assert len(df) > 0 and (df["why"].str.len() > 10).all()

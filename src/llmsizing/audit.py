@@ -47,7 +47,9 @@ run reaches, so they compare the central calibrated MFU of each dtype
 at all (a direction claim, ``above`` 1). "GB" is 10**9 bytes, as the seeds use it ("140 GB" for 70B
 parameters in 16 bits), except where a seed quotes a source that computes its "GB" as bytes / 1024**3 (the
 ``gib_source`` column: Unsloth's 41 GB for QLoRA of Llama 3 70B). The unit is then one more open setting, and
-the claim is read both as 10**9 bytes and as GiB (:data:`GIB_READING`).
+the claim is read both as 10**9 bytes and as GiB (:data:`GIB_READING`). A GPU's memory is read both as its
+vendor sells it (the central estimate) and as its driver's bytes in 10**9 (:data:`DRIVER_GB_READING`): a B200
+sold as 180 GB reports 192.3e9 bytes.
 
 **No double counting.** A claim that only repeats another (the same run in two tables) or follows from it by
 the seed's own arithmetic (a table's cost = its days x its cost per day) names that claim in ``counted_with``;
@@ -87,7 +89,8 @@ from . import audit_readings as _readings
 from .audit_verdict import (BAND, BOUNDS, KINDS, verdict, verdict_kind, verdict_number,  # noqa: F401
                             verdict_short)
 from .audit_readings import (  # noqa: F401  (re-exported: audit.SEQ, audit.Finding, ... keep working)
-    DAYS_PER_MONTH, DAYS_PER_YEAR, GIB_READING, GPUS_PER_HOST, HOST_BYTES_PER_NODE, Finding, OFFLOAD_COUNTED,
+    DAYS_PER_MONTH, DAYS_PER_YEAR, DRIVER_GB_READING, GIB_READING, GPUS_PER_HOST, HOST_BYTES_PER_NODE,
+    Finding, OFFLOAD_COUNTED,
     OFFLOAD_TOKENS_PER_STEP, OPEN_SETTINGS, RUN_GPUS_RULE, SEED_PRICES_USD, SEQ, SEQS, at_seq,
     offload_exposed_days,
     _OFFLOADS, _fit, _fit_reason, _min_offload_gpus, _offload_fit, _A100,
@@ -253,7 +256,7 @@ def readings(claim_id: str, band: float = BAND):
 
 #: The tail of a reading that names an open setting's alternative value (:data:`OPEN_SETTINGS`), not a method.
 _SETTING = re.compile(r"(; [\d,]+ tokens|; (micro-batch \d+, )?\w+ recomputation|"
-                      + re.escape(GIB_READING) + ")+$")
+                      + re.escape(GIB_READING) + "|" + re.escape(DRIVER_GB_READING) + ")+$")
 
 
 def _central(c: Claim, f: Finding, reading: str) -> float:

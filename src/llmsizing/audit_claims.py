@@ -22,7 +22,7 @@ from .audit_readings import (
     _A100, _COST_TABLES, _H100, _H200, _L2_13, _L2_7, _L2_70,
     _L3_70, _L3_8, _L405, _M7, _MATRIX, _activations_gb,
     _b200_speedup, _bytes, _cost, _days, _finetune, _fp8_speedup,
-    _fp8_tps, _fp8_vram, _gpu, _layer_activations_mb, _matrix, _memory_ratio,
+    _fp8_tps, _fp8_vram, _gpu, _gpu_memory_gb, _layer_activations_mb, _matrix, _memory_ratio,
     _min_gpus, _min_plan, _model, _one_gpu_gb, _one_way_gbps, _par,
     _qlora, _qlora_fits, _recompute_flops_factor, recompute_saving_pct, _run, _same_gpu_days_cost_ratio,
     _serving, _serving_factor, _stage_params_billion, _states, _suffices, ten_b_stand_in, _tps,
@@ -133,7 +133,7 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "000-q8-405b": lambda: _weights_gb(_L405, "int8"),
     "000-q4-405b": lambda: _weights_gb(_L405, "int4"),
     # ---- seed 000: single-GPU limits
-    **{f"000-vram-{key}": (lambda g=g: _gpu(g).memory_marketed_gb)
+    **{f"000-vram-{key}": (lambda g=g: _gpu_memory_gb(g))
        for key, g in (("rtx4090", "RTX 4090"), ("a10", "A10"), ("a100-40", "A100 40GB"), ("a100-80", _A100),
                       ("h100", _H100), ("h200", _H200))},
     "000-fit-rtx4090-mistral7b-q": lambda: _qlora_fits(_M7),
@@ -220,8 +220,8 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     # ---- seed 003
     "003-70b-fp16": lambda: _weights_gb(_L2_70, "bf16"),
     "003-nvlink4": lambda: 2 * _one_way_gbps(_H100),
-    "003-h200-memory": lambda: _gpu(_H200).memory_marketed_gb,
-    "003-mi300x-memory": lambda: _gpu("MI300X").memory_marketed_gb,
+    "003-h200-memory": lambda: _gpu_memory_gb(_H200),
+    "003-mi300x-memory": lambda: _gpu_memory_gb("MI300X"),
     "003-7b-one-a100": lambda: _suffices(_L2_7, _A100, 1),
     "003-70b-h100s": lambda: _min_gpus(_L2_70, _H100),
     "003-medium-4-8": lambda: _min_gpus("mcore-gpt-16b", _H100),
@@ -241,9 +241,9 @@ COMPUTE: dict[str, Callable[[], "float | Finding"]] = {
     "004-70b-two-nodes": lambda: _min_gpus(_L3_70, _H100),
     "004-70b-8-h100": lambda: _suffices(_L3_70, _H100, 8),
     "004-13b-2-a100": lambda: _suffices(_L2_13, _A100, 2),
-    "004-h100-memory": lambda: _gpu(_H100).memory_marketed_gb,
+    "004-h100-memory": lambda: _gpu_memory_gb(_H100),
     "004-h100-bandwidth": lambda: _gpu(_H100).memory_bandwidth_gbps / 1000,
-    "004-b200-memory": lambda: _gpu("B200").memory_marketed_gb,
+    "004-b200-memory": lambda: _gpu_memory_gb("B200"),
     "004-b200-bandwidth": lambda: _gpu("B200").memory_bandwidth_gbps / 1000,
     "004-a100-nvlink": lambda: _gpu(_A100).link_bandwidth_gbps,
     "004-b200-speedup": _b200_speedup,

@@ -61,11 +61,16 @@ OPEN_SETTINGS = {
     "unit": "a 'GB' is 10**9 bytes, as the seeds write it ('140 GB' for 70B parameters in 16 bits); a "
             "claim the seed quotes from a source that divides bytes by 1024**3 and calls that 'GB' "
             "(Unsloth's 41 GB: the gib_source column of data/seed_claims.csv) is read both as 10**9 bytes "
-            "and as GiB",
+            "and as GiB; a GPU's memory is read both as its vendor writes it (data/gpus.csv "
+            "memory_marketed_gb) and as the bytes its driver reports, in 10**9 bytes (the B200: 180 and 192)",
 }
 
 #: The tail of a reading whose claimed "GB" is read as GiB, 2**30 bytes (:data:`OPEN_SETTINGS`, "unit").
 GIB_READING = "; GB read as GiB"
+
+#: The tail of a reading of a GPU's memory in 10**9 bytes of what its driver reports, where the central
+#: reading is the vendor's own "GB" (:data:`OPEN_SETTINGS`, "unit"; :func:`_gpu_memory_gb`).
+DRIVER_GB_READING = "; driver's bytes in 10**9"
 
 #: Prices per GPU-hour that seed 000 states (RunPod, as quoted there): costs are recomputed at these.
 SEED_PRICES_USD = {"H100 SXM": 2.69, "A100 80GB": 1.39}
@@ -204,6 +209,16 @@ def _gpu(name: str):
     from .catalog import get_gpu
 
     return get_gpu(name)
+
+
+def _gpu_memory_gb(name: str) -> Finding:
+    """A GPU's memory as its vendor writes it (``memory_marketed_gb``: the central reading) and, as the other
+    reading of the unit rule, the bytes its driver reports in the seeds' GB of 10**9 bytes (``memory_bytes``).
+    They differ where the vendor's "GB" is binary: a B200 is sold as 180 GB and reports 179.1 GiB, 192.3e9
+    bytes (chapter 14)."""
+    g = _gpu(name)
+    return Finding(g.memory_marketed_gb, others=(Finding(g.memory_bytes / 1e9, reading="catalogue"
+                                                         + DRIVER_GB_READING),))
 
 
 def _model(name: str):

@@ -23,10 +23,12 @@ from functools import cache
 # theirs is still importable from here (audit imports them from here)
 from .audit_inputs import (_A100, _COST_TABLES, _H100, _H200, _L2_13, _L2_7, _L2_70,  # noqa: F401
                            _L3_70, _L3_8, _L405, _M7, _MATRIX, DAYS_PER_MONTH, DAYS_PER_YEAR, GPUS_PER_HOST,
-                           GIB_READING, HOST_BYTES_PER_NODE, OFFLOAD_TOKENS_PER_STEP, OPEN_SETTINGS,
+                           DRIVER_GB_READING, GIB_READING, HOST_BYTES_PER_NODE, OFFLOAD_TOKENS_PER_STEP,
+                           OPEN_SETTINGS,
                            SECONDS_PER_DAY,
                            RUN_GPUS_RULE, SEED_PRICES_USD, Finding,
-                           _bytes, _gpu, _model, _one_way_gbps, _par, _qlora, _qlora_fits, _serving,
+                           _bytes, _gpu, _gpu_memory_gb, _model, _one_way_gbps, _par, _qlora, _qlora_fits,
+                           _serving,
                            _serving_factor, _stage_params_billion, _states, _weights_gb, favourable_point,
                            seed_days_at_throughput, seed_gpu_days_usd, ten_b_stand_in)
 from .units import GB

@@ -95,7 +95,8 @@ from .long_context import _KEYS_STYLES, _attention_pattern  # noqa: F401
 from .moe import A2A_MACHINES, MOE_LAYOUT_DEFAULT, MOE_TIME_COLORS, render_a2a_domains, render_moe_layout
 
 # Part VI, after pre-training (ch 19): an RL step's phases.
-from .rl import RL_DEFAULT, RL_PHASE_COLORS, render_rl_step
+from .rl import (RL_DEFAULT, RL_LENGTH_CAPS, RL_PHASE_COLORS, render_rl_response_length, render_rl_step,
+                 rl_length_points)
 
 __all__ = [
     # what every figure shares
@@ -127,5 +128,6 @@ __all__ = [
     "KEYS_MODELS", "KEYS_SEQS", "render_attention_keys",
     "MOE_LAYOUT_DEFAULT", "MOE_TIME_COLORS", "render_moe_layout", "A2A_MACHINES", "render_a2a_domains",
     # Part VI
-    "RL_DEFAULT", "RL_PHASE_COLORS", "render_rl_step",
+    "RL_DEFAULT", "RL_LENGTH_CAPS", "RL_PHASE_COLORS", "render_rl_response_length", "render_rl_step",
+    "rl_length_points",
 ]
