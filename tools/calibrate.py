@@ -173,17 +173,18 @@ METHOD = {
         "cell whose out-of-source coverage is below 75% (no stated bounds); coverage measured "
         "nested, each run against the interval computed without its source" + STAND_IN_WORDS),
     "moe-layout": (
-        "80% conformal bounds of the absolute out-of-source residual (Lei et al. 2018; two-tailed bounds need "
-        "9 sources, these runs have 7) of log(implied / step_time MFU) = log(predicted / published GPU-hours) "
-        "of the published MoE pre-training runs (data/moe_published_runs.csv) on their layouts' MoE step "
-        "(llmsizing.moe_runs.predict_moe_run; nothing fitted on them: each fold's prediction is the same), "
-        "one source a publication (the Llama 4 card's and the Granite 3.0 report's two runs one source "
-        "each), each source weighing the same; residual on its own (not on top of the dense training-layout "
-        "range) and no explanatory term, both fixed before the coverage was measured; with 7 sources the "
-        "stated bound is the largest residual and each nested fold's the largest of the other 6; coverage "
-        "measured nested, each source against the interval computed without it; the dtype rows count that "
-        "coverage of that dtype's runs (no range of their own); dense: the training-layout range's in-sample "
-        "coverage of the same runs (llmsizing.moe_runs.moe_loso_check; issue 35)"),
+        "80% conformal bounds of the absolute out-of-source residual (Lei et al. 2018; two-tailed bounds "
+        "need 9 sources, these runs have 7) of log(implied / step_time MFU) = log(predicted / published "
+        "GPU-hours) of the published MoE pre-training runs (data/moe_published_runs.csv) on their layouts' "
+        "MoE step (llmsizing.moe_runs.predict_moe_run; nothing fitted on them: each fold's prediction is "
+        "the same), one source a publication (the Llama 4 card's and the Granite 3.0 report's two runs one "
+        "source each), each source weighing the same; residual on its own (not on top of the dense "
+        "training-layout range) and no explanatory term, both fixed before the coverage was measured; with "
+        "7 sources the stated bound is the largest residual and each nested fold's the largest of the other"
+        " 6; coverage measured nested, each source against the interval computed without it; the dtype rows"
+        " count that coverage of that dtype's runs (no range of their own); dense: the training-layout "
+        "range's coverage of the same runs, whose bounds saw none of them (llmsizing.moe_runs.moe_loso_check; "
+        "issue 35)"),
     "training-inputs": (
         "as training, with two inputs a planner knows added to the fit (registered before it was checked, "
         "llmsizing.range_candidates.REGISTERED): a stack family offset (megatron, deepspeed, pytorch; "

@@ -250,7 +250,7 @@ def moe_run_check(runs=None, factor: float | None = None):
     rows = {}
     for _, r in runs.iterrows():
         p = predict_moe_run(r)
-        lo, hi = layout_range_factors(r["gpu"], compute_dtype(r["precision"]))
+        lo, hi = layout_range_factors(r["gpu"], compute_dtype(r["precision"]), moe=True)
         pub, pred = float(r["gpu_hours"]), f * p["gpu_hours"]
         rows[r["run"]] = {"published": pub, "predicted": pred, "ratio": pub / pred, "low": pred / hi,
                           "high": pred / lo, "inside": pred / hi <= pub <= pred / lo, "mfu": p["mfu"],
