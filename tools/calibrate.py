@@ -183,8 +183,8 @@ METHOD = {
         "7 sources the stated bound is the largest residual and each nested fold's the largest of the other"
         " 6; coverage measured nested, each source against the interval computed without it; the dtype rows"
         " count that coverage of that dtype's runs (no range of their own); dense: the training-layout "
-        "range's coverage of the same runs, whose bounds saw none of them (llmsizing.moe_runs.moe_loso_check; "
-        "issue 35)"),
+        "range's coverage of the same runs, whose bounds saw none of them (llmsizing.moe_runs.moe_loso_check;"
+        " issue 35)"),
     "training-inputs": (
         "as training, with two inputs a planner knows added to the fit (registered before it was checked, "
         "llmsizing.range_candidates.REGISTERED): a stack family offset (megatron, deepspeed, pytorch; "
