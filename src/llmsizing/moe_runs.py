@@ -14,10 +14,11 @@ DeepSeek-V2-Lite. NVIDIA's NeMo / Megatron-Bridge performance tables are left ou
 term the row's recipe names (:mod:`llmsizing.moe_time`: grouped GEMMs by their rows, routing kernels, load
 skew, the pipeline schedule, the MTP module, the SMs kept for communication, the all-to-all and how much of
 it the schedule hides) and turns the step into GPU-hours, ``tokens / tokens per step x step x GPUs``.
-Nothing is fitted on these rows (issue 35 removed the MoE factor fitted on DeepSeek-V3, issue 24's 1.30):
-:func:`moe_run_check` sets each prediction against the range the library states for a step predicted from a
-layout (:func:`~llmsizing.mfu.layout_range_factors`, measured leaving whole sources out on dense runs,
-:mod:`llmsizing.step_intervals`); these MoE runs are sources it never saw.
+Nothing is fitted on these rows (issue 35 removed the MoE factor fitted on DeepSeek-V3, issue 24's 1.30).
+:func:`moe_loso_check` measures the range of an MoE step on them, leaving whole sources out (the dense
+layout range, set on dense runs, held 5 of these 9 runs); :func:`moe_run_check` sets each prediction against
+the range the library states for an MoE step (:func:`~llmsizing.mfu.layout_range_factors` with ``moe=True``,
+``data/intervals.csv`` area ``moe-layout``).
 """
 
 from __future__ import annotations
@@ -229,9 +230,10 @@ def _moe_loso_check(runs, coverage):
 def moe_run_check(runs=None, factor: float | None = None):
     """Every published MoE run against the library, a DataFrame indexed by run: ``published`` GPU-hours,
     ``predicted`` (:func:`predict_moe_run`), ``ratio`` (published / predicted), the range ``low`` / ``high``
-    (``predicted`` divided by the top and the bottom of the stated range of an MFU predicted from a layout,
-    :func:`~llmsizing.mfu.layout_range_factors` of the GPU and dtype: 80% nominal, measured leaving whole
-    sources out), ``inside`` (published within it), the step's ``mfu``, ``layout_published`` and ``role``.
+    (``predicted`` divided by the top and the bottom of the stated range of an MoE step,
+    :func:`~llmsizing.mfu.layout_range_factors` with ``moe=True``: 80% nominal, measured leaving whole sources
+    out on these runs, :func:`moe_loso_check`; in sample here, so the run of the largest residual sits on its
+    edge), ``inside`` (published within it), the step's ``mfu``, ``layout_published`` and ``role``.
     ``factor`` is retired (a ``DeprecationWarning``; a number multiplies the prediction as before)."""
     import warnings
 
@@ -262,4 +264,5 @@ def moe_run_check(runs=None, factor: float | None = None):
 
 __all__ = ["MOE_PUBLISHED_RUNS_CSV", "JETMOE_8B_STANDIN", "PHI_35_MOE_STANDIN", "MAVERICK_STANDIN",
            "STANDINS", "moe_published_runs",
-           "run_step", "predict_moe_run", "fit_moe_factor", "moe_run_check"]
+           "run_step", "predict_moe_run", "fit_moe_factor", "moe_run_check", "moe_loso_check",
+           "MOE_RANGE_SCORE"]
