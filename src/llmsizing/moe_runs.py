@@ -227,21 +227,27 @@ def _moe_loso_check(runs, coverage):
     return check, df
 
 
-def moe_run_check(runs=None, factor: float | None = None):
+def moe_run_check(runs=None, factor: float | None = None, *, range_area: str | None = None):
     """Every published MoE run against the library, a DataFrame indexed by run: ``published`` GPU-hours,
     ``predicted`` (:func:`predict_moe_run`), ``ratio`` (published / predicted), the range ``low`` / ``high``
     (``predicted`` divided by the top and the bottom of the stated range of an MoE step,
     :func:`~llmsizing.mfu.layout_range_factors` with ``moe=True``: 80% nominal, measured leaving whole sources
     out on these runs, :func:`moe_loso_check`; in sample here, so the run of the largest residual sits on its
     edge), ``inside`` (published within it), the step's ``mfu``, ``layout_published`` and ``role``.
-    ``factor`` is retired (a ``DeprecationWarning``; a number multiplies the prediction as before)."""
+    ``factor`` is retired (a ``DeprecationWarning``; a number multiplies the prediction as before).
+    ``range_area``: ``"moe-layout"`` (``None``, the default: the MoE range) or ``"training-layout"`` (the
+    dense layout range of the GPU and dtype, which the library stated for these runs before issue 35's MoE
+    range; chapter 18 shows what it held)."""
     import warnings
 
     import pandas as pd
 
-    from .mfu import layout_range_factors
+    from ._validate import check_choice
+    from .mfu import LAYOUT_RANGE_AREA, MOE_RANGE_AREA, layout_range_factors
     from .precision import compute_dtype
 
+    moe = (MOE_RANGE_AREA if range_area is None else check_choice(
+        "range_area", range_area, (MOE_RANGE_AREA, LAYOUT_RANGE_AREA))) == MOE_RANGE_AREA
     runs = moe_published_runs() if runs is None else runs
     f = 1.0
     if factor is not None:
@@ -252,7 +258,7 @@ def moe_run_check(runs=None, factor: float | None = None):
     rows = {}
     for _, r in runs.iterrows():
         p = predict_moe_run(r)
-        lo, hi = layout_range_factors(r["gpu"], compute_dtype(r["precision"]), moe=True)
+        lo, hi = layout_range_factors(r["gpu"], compute_dtype(r["precision"]), moe=moe)
         pub, pred = float(r["gpu_hours"]), f * p["gpu_hours"]
         rows[r["run"]] = {"published": pub, "predicted": pred, "ratio": pub / pred, "low": pred / hi,
                           "high": pred / lo, "inside": pred / hi <= pub <= pred / lo, "mfu": p["mfu"],
