@@ -55,8 +55,16 @@ LAYOUT_RANGE_AREA = "training-layout"
 MOE_RANGE_AREA = "moe-layout"
 
 
+def _layout_ranges() -> dict:
+    return _area_ranges(LAYOUT_RANGE_AREA)
+
+
+def _moe_ranges() -> dict:
+    return _area_ranges(MOE_RANGE_AREA)
+
+
 @cache
-def _layout_ranges(area: str = LAYOUT_RANGE_AREA) -> dict:
+def _area_ranges(area: str) -> dict:
     import csv
 
     with open(MFU_MODEL_CSV.parent / "intervals.csv", newline="") as fh:
@@ -89,8 +97,8 @@ def layout_range_factors(gpu, dtype: str = "bf16", framework: str | None = None,
     leaving whole sources out on the published MoE runs (:func:`~llmsizing.moe_runs.moe_loso_check`), one
     pooled row ``"all"`` for every GPU, dtype and stack (7 sources give no stratum a range of its own); the
     dense range, set on dense runs, held about half of those runs. ``framework`` is then checked only."""
-    area = layout_range_area(moe)
-    return _layout_ranges(area)[layout_range_group(gpu, dtype, framework, moe=moe)]
+    group = layout_range_group(gpu, dtype, framework, moe=moe)
+    return (_moe_ranges() if moe else _layout_ranges())[group]
 
 
 def layout_range_group(gpu, dtype: str = "bf16", framework: str | None = None, *, moe: bool = False) -> str:
@@ -107,7 +115,7 @@ def layout_range_group(gpu, dtype: str = "bf16", framework: str | None = None, *
     family = stack_family(framework)
     generation = kernel_efficiency_row(gpu, dtype).generation
     if layout_range_area(moe) == MOE_RANGE_AREA:
-        if _layout_ranges(MOE_RANGE_AREA).get("all") is None:
+        if _moe_ranges().get("all") is None:
             raise ValueError(f"data/intervals.csv has no stated range for area {MOE_RANGE_AREA!r}: run "
                              "tools/calibrate.py")
         return "all"
