@@ -106,6 +106,11 @@ def test_dense_range_coverage_of_the_moe_runs(runs):
     row = _intervals_row(MOE_RANGE_AREA, "dense")
     assert round(float(row["measured_coverage"]) * len(runs)) == held
     assert float(row["median_width"]) == pytest.approx(hi / lo, abs=1e-3)
+    # the old range kept for chapter 18's story: moe_run_check on the dense area gives the same count
+    dense_check = moe_runs.moe_run_check(range_area=LAYOUT_RANGE_AREA)
+    assert int(dense_check["inside"].sum()) == held
+    with pytest.raises(ValueError, match="range_area"):
+        moe_runs.moe_run_check(range_area="moe")
 
 
 def test_the_library_states_the_moe_range_for_moe_steps():
