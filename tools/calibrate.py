@@ -172,6 +172,19 @@ METHOD = {
         "an unknown stack takes the plain pooled range (and is checked against it), and so does a family or "
         "cell whose out-of-source coverage is below 75% (no stated bounds); coverage measured "
         "nested, each run against the interval computed without its source" + STAND_IN_WORDS),
+    "moe-layout": (
+        "80% conformal bounds of the absolute out-of-source residual (Lei et al. 2018; two-tailed bounds "
+        "need 9 sources, these runs have 7) of log(implied / step_time MFU) = log(predicted / published "
+        "GPU-hours) of the published MoE pre-training runs (data/moe_published_runs.csv) on their layouts' "
+        "MoE step (llmsizing.moe_runs.predict_moe_run; nothing fitted on them: each fold's prediction is "
+        "the same), one source a publication (the Llama 4 card's and the Granite 3.0 report's two runs one "
+        "source each), each source weighing the same; residual on its own (not on top of the dense "
+        "training-layout range) and no explanatory term, both fixed before the coverage was measured; with "
+        "7 sources the stated bound is the largest residual and each nested fold's the largest of the other"
+        " 6; coverage measured nested, each source against the interval computed without it; the dtype rows"
+        " count that coverage of that dtype's runs (no range of their own); dense: the training-layout "
+        "range's coverage of the same runs, whose bounds saw none of them (llmsizing.moe_runs.moe_loso_check;"
+        " issue 35)"),
     "training-inputs": (
         "as training, with two inputs a planner knows added to the fit (registered before it was checked, "
         "llmsizing.range_candidates.REGISTERED): a stack family offset (megatron, deepspeed, pytorch; "
@@ -285,6 +298,33 @@ def _layout_interval_rows(cells):
     return rows
 
 
+def _moe_interval_rows():
+    """The range of a mixture of experts' step from its layout (llmsizing.moe_runs.moe_loso_check): pooled,
+    its coverage per dtype, and (group dense, no range) how the dense training-layout range covers the same
+    runs, as the library stated it before issue 35's MoE range."""
+    import numpy as np
+
+    from llmsizing.mfu import MOE_RANGE_AREA
+    from llmsizing.moe_runs import moe_loso_check, moe_published_runs
+    from llmsizing.precision import compute_dtype
+    from llmsizing.step_intervals import step_loso_check
+
+    check, df = moe_loso_check()
+    runs = moe_published_runs()
+    src = df["source_key"].to_numpy(object)
+    dtype = np.array([compute_dtype(p) for p in runs["precision"]], dtype=object)
+    rows = _interval_rows(MOE_RANGE_AREA, check, [("all", dtype == dtype)] + _dtype_groups(dtype), src,
+                          ranged=("all",))
+    # the dense range the MoE runs were stated before (its pooled bounds, as this run writes them: no
+    # stratum of its own; its bounds saw none of these runs)
+    lo, hi = step_loso_check()[0].bounds[None]
+    inside = (check.residuals >= lo - 1e-12) & (check.residuals <= hi + 1e-12)
+    rows.append([MOE_RANGE_AREA, "dense", f"{check.coverage:g}", f"{inside.mean():.4f}",
+                 f"{float(np.exp(hi - lo)):.4f}", "", "", len(df), len(set(src)), INTERVALS_AS_OF,
+                 METHOD[MOE_RANGE_AREA]])
+    return rows
+
+
 def _inputs_interval_rows(cells):
     """The range of the end-to-end model with the stack and tokens per GPU (llmsizing.mfu_inputs): per GPU
     generation (its stated bounds), and its coverage of every run, per stack family, dtype and kind."""
@@ -335,6 +375,7 @@ def _interval_files() -> tuple[str, str]:
     cells += _stand_in_cells("training", check, df["generation"], df["dtype"], src)
     rows += _inputs_interval_rows(cells)
     rows += _layout_interval_rows(cells)
+    rows += _moe_interval_rows()
     ft, ft_rows = finetune_loso_check()
     fsrc = ft_rows["source_key"].to_numpy(object)
     method = ft_rows["method"].to_numpy(object)

@@ -209,7 +209,7 @@ def cost_vs_gpus(model: Model | str, *, tokens: float, gpu, seq: int, global_bat
     per_step_flops = training_flops_per_token(model, seq=seq) * gb * seq
     steps = tokens / (gb * seq)
     peak = dense_tflops(g) * 1e12
-    low, high = layout_range_factors(g)
+    low, high = layout_range_factors(g, moe=model.is_moe)
     rows = []
     for d in dps:
         par = Parallel(tp=tp, pp=pp, dp=d, zero=zero if d > 1 else 0, sp=tp > 1,

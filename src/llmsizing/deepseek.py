@@ -266,8 +266,9 @@ def deepseek_v3_check(*, gpu_memory_gib: float = 80.0) -> dict:
     :data:`DEEPSEEK_V3_LAYOUT` with ``precision="fp8-deepseek"``; the step of
     :func:`~llmsizing.layouts.step_time` with node-limited routing (:data:`DEEPSEEK_V3_MAX_NODES`) and the
     all-to-all exposed (``ep_overlap=0``) or hidden by DualPipe (``ep_overlap=1``): its MFU and the
-    pre-training's GPU-hours (tokens and GPU-hours from ``data/published_stages.csv``) with the calibrated
-    band of Hopper FP8 runs (:func:`~llmsizing.time_cost.mfu_range_factors` applied to the MFU).
+    pre-training's GPU-hours (tokens and GPU-hours from ``data/published_stages.csv``) with the step's own
+    80% range (``StepTime.range_factors``: a mixture of experts' range, measured leaving whole sources out on
+    the published MoE runs, :func:`~llmsizing.moe_runs.moe_loso_check`; issue 35).
 
     DeepSeek's own memory recipe is :func:`deepseek_memory` (DualPipe's two chunks per rank and ``pp + 1``
     micro-batches, recomputed RMSNorms and MLA up-projections, FP8/E5M6 caches, the MTP module):
@@ -284,7 +285,6 @@ def deepseek_v3_check(*, gpu_memory_gib: float = 80.0) -> dict:
     from .layouts import step_time
     from .memory import training_memory
     from .stages import published_stages
-    from .time_cost import mfu_range_factors
     from .units import GiB
 
     gpu_memory_gib = check_number("gpu_memory_gib", gpu_memory_gib)
@@ -313,9 +313,9 @@ def deepseek_v3_check(*, gpu_memory_gib: float = 80.0) -> dict:
         out[f"in_flight_deepseek_{tag}"] = top["in_flight"]
     out["memory_gib_deepseek_1f1b"] = deepseek_memory(m, balanced, seq=kw["seq"], grad_accum=kw["grad_accum"],
                                                       schedule="1f1b").total_bytes / GiB
-    low, high = mfu_range_factors("H800", "fp8")
     for tag, overlap in (("exposed", 0.0), ("dualpipe", 1.0)):
         st = step_time(m, "H800", par, ep_overlap=overlap, max_nodes=DEEPSEEK_V3_MAX_NODES, **kw)
+        low, high = st.range_factors
         hours = tokens / st.tokens * st.step_s * par.gpus / 3600
         out[f"step_s_{tag}"] = st.step_s
         out[f"mfu_{tag}"] = st.mfu

@@ -87,12 +87,16 @@ def _finite_array(name, values):
     return a
 
 
-def min_units(coverage: float = NOMINAL_COVERAGE) -> int:
+def min_units(coverage: float = NOMINAL_COVERAGE, score: str = "tails") -> int:
     """The fewest units (sources, or rows with ``unit="row"``) for which both bounds of
     :func:`conformal_bounds` are finite at ``coverage``: the smallest ``S`` with ``(1 - alpha / 2)(S + 1) / S
-    <= 1``, i.e. ``S >= (2 - alpha) / alpha`` (9 at 80%)."""
+    <= 1``, i.e. ``S >= (2 - alpha) / alpha`` (9 at 80%). With ``score="absolute"`` (one step, ``(1 -
+    alpha)(S + 1) / S <= 1``) ``S >= (1 - alpha) / alpha``: 4 at 80% (the MoE range, 7 sources; issue 35).
+    A stratum still needs the two-tailed count for a range of its own (:func:`loso_check`)."""
     alpha = 1 - _check_coverage(coverage)
-    return math.ceil((2 - alpha) / alpha - 1e-9)
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {', '.join(SCORES)}; got {score!r}")
+    return math.ceil(((1 - alpha) if score == "absolute" else (2 - alpha)) / alpha - 1e-9)
 
 
 def nested_min_units(coverage: float = NOMINAL_COVERAGE) -> int:
@@ -132,8 +136,8 @@ def conformal_bounds(log_residuals, coverage: float = NOMINAL_COVERAGE, sources=
     when the sources are exchangeable (module docstring, step 2): each of the ``S`` sources of ``sources``
     (one label per residual; ``None``: every residual its own source) weighs ``1 / S``, shared by its rows,
     and the bounds are where the weighted share of residuals passes ``(1 - alpha / 2)(S + 1) / S`` from
-    either end. Raises ``ValueError`` with fewer than :func:`min_units` sources (a bound would be
-    infinite).
+    either end. Raises ``ValueError`` with fewer than :func:`min_units` sources of ``score`` (a bound would
+    be infinite).
 
     ``score`` (:data:`SCORES`): ``"tails"`` (the default, every range of the book) keeps the two tails apart
     as above, each with its own finite-sample step ``(S + 1) / S``; ``"absolute"`` scores ``|residual|``
@@ -152,12 +156,13 @@ def conformal_bounds(log_residuals, coverage: float = NOMINAL_COVERAGE, sources=
         src = _groups("sources", sources, len(r))
     keys, inverse, counts = np.unique(src.astype(str), return_inverse=True, return_counts=True)
     n_units, alpha = len(keys), 1 - coverage
-    if n_units < min_units(coverage):
+    if n_units < min_units(coverage, score):
         raise ValueError(f"log_residuals come from {n_units} {'sources' if sources is not None else 'values'}"
-                         f": at coverage={coverage:g} both bounds need at least {min_units(coverage)}")
+                         f": at coverage={coverage:g} both bounds need at least {min_units(coverage, score)}"
+                         f" (score={score!r})")
     w = 1.0 / (n_units * counts[inverse])
     if score == "absolute":
-        level = (1 - alpha) * (n_units + 1) / n_units      # (<= 1: min_units above is the stricter bar)
+        level = (1 - alpha) * (n_units + 1) / n_units      # (<= 1: min_units of the absolute score)
         q = _upper(np.abs(r), w, level)
         return -q, q
     level = (1 - alpha / 2) * (n_units + 1) / n_units

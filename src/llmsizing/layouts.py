@@ -22,7 +22,7 @@ from .hardware import check_recipe_runs_on, dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .kernels import rates
 from .job import takes_job
-from .mfu import LAYOUT_RANGE_AREA, layout_range_factors
+from .mfu import layout_range_area, layout_range_factors
 from .mfu_inputs import layout_range_note
 from .model import Model
 from .exposure import exposed_by_group  # noqa: F401  (re-exported: its old home)
@@ -339,9 +339,11 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     exposed = None if overlap is not None else exposed_by_group(
         comm, compute, grad_accum=m, fwd_share=fwd_share, async_tp=async_tp, cp_attention_s=cp_att,
         ep_overlap=ep_overlap, shared_expert_s=sh)
-    tokens, rf = batch * seq * m * par.dp, layout_range_factors(g, dtype, framework)
+    # (a mixture of experts' step states the range measured on published MoE runs: issue 35)
+    tokens, rf = batch * seq * m * par.dp, layout_range_factors(g, dtype, framework, moe=model.is_moe)
     return StepTime(compute, bubble, comm, overlap, tokens, exposed, model_per_token * tokens,
-                    dense_tflops(g, dtype) * 1e12, eff, rf, LAYOUT_RANGE_AREA, _range_note(g, dtype))
+                    dense_tflops(g, dtype) * 1e12, eff, rf, layout_range_area(model.is_moe),
+                    _range_note(g, dtype))
 
 
 _MOVED_UP = {"cp_overlap_sweep": "llmsizing.cp_sweep", "min_gpus": "llmsizing.fewest_gpus",

@@ -50,17 +50,37 @@ from .precision import compute_dtype
 LAYOUT_RANGE_AREA = "training-layout"
 
 
-@cache
+#: The area of ``data/intervals.csv`` that holds the range of a mixture of experts' step predicted from a
+#: layout (:func:`~llmsizing.moe_runs.moe_loso_check`: measured on published MoE runs, issue 35).
+MOE_RANGE_AREA = "moe-layout"
+
+
 def _layout_ranges() -> dict:
+    return _area_ranges(LAYOUT_RANGE_AREA)
+
+
+def _moe_ranges() -> dict:
+    return _area_ranges(MOE_RANGE_AREA)
+
+
+@cache
+def _area_ranges(area: str) -> dict:
     import csv
 
     with open(MFU_MODEL_CSV.parent / "intervals.csv", newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["area"] == LAYOUT_RANGE_AREA]
+        rows = [r for r in csv.DictReader(fh) if r["area"] == area]
     # a group with no stated bounds (a stack row whose location failed its out-of-source check) maps to None
     return {r["group"]: (float(r["low"]), float(r["high"])) if r["low"] and r["high"] else None for r in rows}
 
 
-def layout_range_factors(gpu, dtype: str = "bf16", framework: str | None = None) -> tuple[float, float]:
+def layout_range_area(moe: bool = False) -> str:
+    """The area of ``data/intervals.csv`` whose range :func:`layout_range_factors` states: that of a mixture
+    of experts' step (:data:`MOE_RANGE_AREA`) if ``moe``, else :data:`LAYOUT_RANGE_AREA`."""
+    return MOE_RANGE_AREA if check_bool("moe", moe) else LAYOUT_RANGE_AREA
+
+
+def layout_range_factors(gpu, dtype: str = "bf16", framework: str | None = None, *,
+                         moe: bool = False) -> tuple[float, float]:
     """``(low, high)``: the factors of the 80% range around an MFU predicted from a layout
     (:func:`~llmsizing.layouts.step_time` at the calibrated kernel efficiency), as ``data/intervals.csv``'s
     area :data:`LAYOUT_RANGE_AREA` states it (leave-one-source-out conformal bounds of the step model's
@@ -71,24 +91,35 @@ def layout_range_factors(gpu, dtype: str = "bf16", framework: str | None = None)
     else the family's ``"stack:<family>"``; else (``None`` or ``"unknown"``) the row of ``gpu``'s generation
     or of ``dtype`` if the check gave one its own bounds, else the pooled row ``"all"``. What
     :func:`~llmsizing.layouts.step_time` (``StepTime.mfu_range``), :func:`~llmsizing.runs.run_from_step` and
-    :func:`~llmsizing.planner.plan` report; chapters 10 and 12."""
-    return _layout_ranges()[layout_range_group(gpu, dtype, framework)]
+    :func:`~llmsizing.planner.plan` report; chapters 10 and 12.
+
+    ``moe=True`` (a mixture of experts' step, issue 35): the range of area :data:`MOE_RANGE_AREA`, measured
+    leaving whole sources out on the published MoE runs (:func:`~llmsizing.moe_runs.moe_loso_check`), one
+    pooled row ``"all"`` for every GPU, dtype and stack (7 sources give no stratum a range of its own); the
+    dense range, set on dense runs, held about half of those runs. ``framework`` is then checked only."""
+    group = layout_range_group(gpu, dtype, framework, moe=moe)
+    return (_moe_ranges() if moe else _layout_ranges())[group]
 
 
-def layout_range_group(gpu, dtype: str = "bf16", framework: str | None = None) -> str:
-    """The ``group`` of ``data/intervals.csv``'s area :data:`LAYOUT_RANGE_AREA` whose range
+def layout_range_group(gpu, dtype: str = "bf16", framework: str | None = None, *, moe: bool = False) -> str:
+    """The ``group`` of ``data/intervals.csv``'s area :func:`layout_range_area` (``moe``) whose range
     :func:`layout_range_factors` gives for ``gpu``, ``dtype`` and ``framework`` (e.g.
-    ``"stack:pytorch:hopper"``, ``"stack:megatron"``, ``"bf16"`` or ``"all"``): what
-    :func:`~llmsizing.planner.plan` records in its frame's ``attrs["range_rows"]``."""
+    ``"stack:pytorch:hopper"``, ``"stack:megatron"``, ``"bf16"`` or ``"all"``; with ``moe`` always
+    ``"all"``): what :func:`~llmsizing.planner.plan` records in its frame's ``attrs["range_rows"]``."""
     from .frameworks import stack_family
     from .hardware import kernel_efficiency_row
 
     # FP4 (NVFP4) runs are priced with the FP8 rows: no FP4 training run is published yet (issue 36)
     key_dtype = "fp8" if check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4")) in ("fp8", "fp4") \
         else "bf16"
-    table = _layout_ranges()
     family = stack_family(framework)
     generation = kernel_efficiency_row(gpu, dtype).generation
+    if layout_range_area(moe) == MOE_RANGE_AREA:
+        if _moe_ranges().get("all") is None:
+            raise ValueError(f"data/intervals.csv has no stated range for area {MOE_RANGE_AREA!r}: run "
+                             "tools/calibrate.py")
+        return "all"
+    table = _layout_ranges()
     stack = (f"stack:{family}:{generation}", f"stack:{family}") if family != "unknown" else ()
     for group in (*stack, generation, key_dtype, "all"):
         if group in table:

@@ -111,7 +111,7 @@ def load_skew(model, ep: int, routing: str | None = None, capacity_factor: float
     one row per routing and its auxiliary-loss row a different coefficient (0.0003, not 0.001), and two sizes
     do not make a trend, so nothing in the rows separates those effects; the ``sqrt(ep / E)`` per-rank
     shrinkage is assumed, not measured (the paper's per-computation-batch figure, Fig. 5, is a plot). That
-    spread is not in the stated range (:func:`~llmsizing.mfu.layout_range_factors`, measured on dense runs);
+    spread is not a term of the stated range (:func:`~llmsizing.mfu.layout_range_factors`, ``moe=True``);
     chapter 18 gives what it does to Mixtral's step.
 
     ``capacity_factor`` (default ``None``: dropless, as Megatron-Core and DeepSeek-V3 train) models token

@@ -13,7 +13,7 @@ import numpy as np
 from .all_to_all import DEFAULT_DISPATCHER, routing_note
 from .catalog import price_kind_of
 from .footprint import grad_buffer_note
-from .mfu import LAYOUT_RANGE_AREA, layout_range_factors, layout_range_group
+from .mfu import layout_range_area, layout_range_factors, layout_range_group
 from .mfu_inputs import layout_range_note
 from .plan_rank import (_digits, _lex_orders, _pareto, _taken, budget_kept, budget_rule_text, deadline_kept,
                         deadline_rule_text, interleaving_winners, meets_deadline, pipelined_zero_winners,
@@ -58,17 +58,18 @@ def recipe_text(model, *, precision, optimizer, optimizer_impl, eff, overlap, cp
 
 
 def answer_frame(df, *, gpu_list, given, dtype, framework, stack_fam, tokens, steps, deadline, budget, rule,
-                 deadline_rule, explain, columns, max_gpus, cp_comm, assumes):
+                 deadline_rule, explain, columns, max_gpus, cp_comm, assumes, moe=False):
     """:func:`~llmsizing.planner.plan`'s frame from the search's table ``df`` (never changed: it is kept):
     days, GPU-hours and cost for ``steps`` optimizer steps (``tokens`` tokens) with their 80% range, the plans
     the deadline and the budget keep by ``rule`` (:class:`NoPlanError` when none is left, unless ``explain``
     is False: then the empty frame of ``columns``), ranked cheapest first with the time-vs-cost front, and its
-    ``attrs`` (``assumes``: :func:`recipe_text`)."""
+    ``attrs`` (``assumes``: :func:`recipe_text`). ``moe``: the model is a mixture of experts, whose plans
+    take the MoE range (:func:`~llmsizing.mfu.layout_range_factors` with ``moe=True``; issue 35)."""
     import pandas as pd
 
     # (the search's table is kept: never change it) the new columns on arrays, and the frame built once, in
     # its final order, from the search's columns and these (issue 35: no copy of the whole table per step)
-    factors = np.array([layout_range_factors(g, dtype, framework) for g in gpu_list], dtype=float)
+    factors = np.array([layout_range_factors(g, dtype, framework, moe=moe) for g in gpu_list], dtype=float)
     at = pd.Index([g.name for g in gpu_list]).get_indexer(df["gpu"])       # each plan's GPU, as an index
     low, high = factors[at, 0], factors[at, 1]
     days = steps * df["step_time_s"].to_numpy() / 86400
@@ -133,17 +134,19 @@ def answer_frame(df, *, gpu_list, given, dtype, framework, stack_fam, tokens, st
     # (every column a fresh array: copy=False keeps them as they are instead of stacking them into blocks)
     out = pd.DataFrame({c: added[c][rows] if c in added else _taken(df[c], rows) for c in columns},
                        copy=False)
-    range_rows = {g.name: layout_range_group(g, dtype, framework) for g in gpu_list}
+    range_rows = {g.name: layout_range_group(g, dtype, framework, moe=moe) for g in gpu_list}
     # a known stack whose row states no range (under 75% out of source) gets the pooled one: say so
     pooled = stack_fam != "unknown" and not all(r.startswith("stack:") for r in range_rows.values())
-    out.attrs["assumes"] = (assumes + f", range of the {stack_fam} stack"
-                            + (" where it states one, else the pooled range" if pooled else ""))
+    stack_words = f", range of the {stack_fam} stack" + (" where it states one, else the pooled range"
+                                                         if pooled else "")
+    moe_words = ", the range of published MoE runs (every stack)"
+    out.attrs["assumes"] = assumes + (moe_words if moe else stack_words)
     out.attrs["cp_comm"] = cp_comm
     if deadline is not None:
         out.attrs["deadline_rule"] = deadline_rule_text(deadline_rule, deadline)
     if budget is not None:
         out.attrs["budget_rule"] = budget_rule_text(deadline_rule, budget)
-    out.attrs["range_area"] = LAYOUT_RANGE_AREA
+    out.attrs["range_area"] = layout_range_area(moe)
     out.attrs["stack"] = stack_fam                      # the stack named (its range where it states one)
     out.attrs["range_rows"] = range_rows
     notes = {g.name: layout_range_note(g, dtype) for g in gpu_list}   # a stand-in kernel efficiency: say so

@@ -499,7 +499,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     return answer_frame(df, gpu_list=gpu_list, given=given, dtype=dtype, framework=framework,
                         stack_fam=stack_fam, tokens=tokens, steps=steps, deadline=deadline, budget=budget,
                         rule=rule, deadline_rule=deadline_rule, explain=explain, columns=columns,
-                        max_gpus=max_gpus, cp_comm=cp_comm, assumes=assumes)
+                        max_gpus=max_gpus, cp_comm=cp_comm, assumes=assumes, moe=model.is_moe)
 
 
 # Retired (issue 21, warned since issue 32): the planner's old fixed compute efficiency and overlap share.

@@ -228,7 +228,7 @@ def rl_run(model: Model | str, *, gpu, n_gpus: int, prompts_per_step: int, sampl
     return RLRun(m.name, g.name, n, a["algorithm"], colocated, off, a["rollouts"], a["prompt"], a["mean"],
                  a["top"], steps, gg, tg, tp_, eng[0], eng[1], eng[2], a["rebatch"], phases, low, high,
                  step[0], step[1], step[2], tb, eng[3], cap, fits, price, eng[4], tuple(warns), moves,
-                 eng[5], price_kind_of(g, price), a["att"], sb, ref_tg)
+                 eng[5], price_kind_of(g, price), a["att"], sb, ref_tg, train_moe=m.is_moe)
 
 
 def _check_evaluation(evaluation):

@@ -111,6 +111,9 @@ class RLRun:
     #: reference, and with slime's host backup (``weight_backup``), which swaps the reference in from the
     #: host instead.
     reference_bytes_per_gpu: float = 0.0
+    #: Whether the trainer's model is a mixture of experts: a trainer timed on a layout then carries the MoE
+    #: range (``"moe-layout"``, :func:`~llmsizing.mfu.layout_range_factors` with ``moe=True``; issue 35).
+    train_moe: bool = False
 
     @property
     def train_range_area(self) -> str:
@@ -118,11 +121,12 @@ class RLRun:
         without a layout (FSDP, :func:`~llmsizing.time_cost.training_time`) the end-to-end model's,
         ``"training-inputs"`` (:data:`llmsizing.mfu_inputs.AREA`); one timed on a layout (``train_layout``,
         or a mixture of experts' default) the step model's, ``"training-layout"``
-        (:data:`llmsizing.mfu.LAYOUT_RANGE_AREA`)."""
-        from .mfu import LAYOUT_RANGE_AREA
+        (:data:`llmsizing.mfu.LAYOUT_RANGE_AREA`), or for a mixture of experts the MoE step's,
+        ``"moe-layout"`` (:data:`llmsizing.mfu.MOE_RANGE_AREA`)."""
+        from .mfu import layout_range_area
         from .mfu_inputs import AREA
 
-        return AREA if self.train_layout is None else LAYOUT_RANGE_AREA
+        return AREA if self.train_layout is None else layout_range_area(self.train_moe)
 
     @property
     def gpu_hours(self) -> float:

@@ -22,7 +22,7 @@ from .hardware import dense_tflops
 from .layouts import StepTime
 from .model import Model
 from .parallel import check_recompute_layers, recomputed_layers
-from .mfu import LAYOUT_RANGE_AREA, layout_range_factors
+from .mfu import LAYOUT_RANGE_AREA, layout_range_area, layout_range_factors
 from .mfu_inputs import layout_range_note
 from .time_cost import TrainingTime, training_time
 
@@ -112,7 +112,7 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
     if mfu > 1:
         raise ValueError(f"the step implies an MFU of {mfu:.2f} > 1: is step for {model.name} on {g.name} "
                          f"with seq={seq}?")
-    low, high = step.range_factors or layout_range_factors(g, dtype)
+    low, high = step.range_factors or layout_range_factors(g, dtype, moe=model.is_moe)
     if mfu * low < MIN_FRACTION:                    # (the range's low end must be an MFU training_time takes)
         raise ValueError(f"the step ({total_s:g} s with extra_s={extra_s:g}) implies an MFU of {mfu:.4g}, "
                          f"below {MIN_FRACTION / low:.4g}: is step for {model.name} on {g.name} with "
@@ -125,4 +125,5 @@ def run_from_step(model: Model | str, step: StepTime, *, tokens: float, gpu, seq
         rerun = sum(recomputed_layers(model.layers, par, n_rc))
         t = replace(t, hfu=mfu * _partial_flops_per_token(model, seq, rerun, False) / per_token)
     note = step.range_note if step.range_factors else layout_range_note(g, dtype)   # the range's, as above
-    return StepRun(step.step_s, extra_s, tokens / step.tokens, step.tokens, t, range_note=note)
+    return StepRun(step.step_s, extra_s, tokens / step.tokens, step.tokens, t,
+                   range_area=step.range_area or layout_range_area(model.is_moe), range_note=note)

@@ -23,7 +23,8 @@ from .all_to_all import DEFAULT_DISPATCHER, dispatcher_kwargs
 from .job import Job
 from .layouts import step_time
 from .memory import training_memory
-from .mfu import (PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _layout_label, _time_at,
+from .intervals import coverage_note
+from .mfu import (MOE_RANGE_AREA, PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _layout_label, _time_at,
                   layout_range_factors, mfu_range_factors, run_time, whole_run_factor)
 # the layout and global batch a mixture of experts is timed on without one live in moe_default; their names
 # stay importable from here
@@ -265,11 +266,13 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
         warnings.append(f"the layout needs {total / 2**30:,.1f} GiB per GPU (recompute={recompute!r}), more "
                         f"than the {g.name}'s {g.memory_gib:,.1f} GiB")
     rerun = None if recompute_layers is None else sum(recomputed_layers(model.layers, par, recompute_layers))
-    low_f, high_f = layout_range_factors(g, dtype)
+    low_f, high_f = layout_range_factors(g, dtype, moe=model.is_moe)
+    # (a mixture of experts states the range of published MoE runs and what it held of them: issue 35)
+    note = coverage_note(MOE_RANGE_AREA, "all", "published MoE runs") if model.is_moe else ""
     return _time_at(model, g, tokens, seq, par.gpus, m, m * low_f, min(1.0, m * high_f), price_value,
                     recompute, dtype, causal, warnings, parallel=par,
                     source="step_time of the layout" + (", a whole run's share of it" if whole_run else ""),
-                    rerun_layers=rerun, goodput=goodput)
+                    rerun_layers=rerun, goodput=goodput, range_note=note)
 
 
 def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, price_value, recompute, dtype,
@@ -308,7 +311,7 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
                          f"its recipe's dtype, {compute_dtype(plan_options['precision'])!r} for precision="
                          f"{plan_options['precision']!r}; give precision='fp8-mixed' for FP8, or leave dtype "
                          "out")
-    low_f, high_f = layout_range_factors(g, dtype, plan_options.get("framework"))
+    low_f, high_f = layout_range_factors(g, dtype, plan_options.get("framework"), moe=model.is_moe)
     # 3: plan() for this stage alone
     kw = dict(plan_options)
     if price is not None:
