@@ -281,3 +281,88 @@ def test_mfu_by_compute_brackets_the_shared_mfu():
     assert t.loc["all", "prefill_mfu"] == pytest.approx(S.MFU_DEFAULT, abs=2e-3)
     with pytest.raises(ValueError, match="groups\\['fp4'\\]"):
         C.mfu_by_compute({"fp4": ("fp4",)})
+
+
+def _stored_range():
+    """The pooled 80% range as ``tools/calibrate_serving.py`` stored it (data/serving_intervals.csv)."""
+    iv = pd.read_csv(DATA_DIR / "serving_intervals.csv").set_index("group")
+    return iv.loc["all", "low"], iv.loc["all", "high"], iv.loc["all", "width"]
+
+
+def test_cost_by_gpu_range_derived_by_hand_from_the_stored_range():
+    """srv33 (issue 34, "every worked budget shows its range"): the H100 row of chapter 15's cost table
+    (Llama-3-70B bf16, 1,024 in / 256 out, ITL <= 50 ms, TTFT <= 1 s). Its point estimate is re-priced here
+    from the layout the row names (serving() at its tp and batch: the replica's $/h x decode step / batch),
+    and the range from the stored bounds (0.796, 1.338 today): a cost per token is the price over the speed,
+    so low = usd / 1.338 and high = usd / 0.796 ($1.496 -> $1.118-$1.879); an ITL is a time, divided the same
+    way (49.8 ms -> 37.2-62.5 ms); tokens/s are a rate, multiplied (384 -> 306-514). The cost's range must be
+    exactly as wide as the stored range (1.338 / 0.796 = 1.681x): no range of its own, none widened."""
+    lo, hi, width = _stored_range()
+    df = S.serving_cost_by_gpu("llama-3-70b", gpus=["H100 SXM"], prompt=1024, output=256, itl_s=0.05, ttft_s=1.0)
+    r = df.loc["H100 SXM"]
+    s = S.serving("llama-3-70b", "H100 SXM", tp=int(r["tp"]), batch=int(r["batch"]), prompt=1024, output=256)
+    usd = 3.99 * s.tp * s.decode_step_s / s.running_batch / 3600 * 1e6    # the catalogue's $3.99/h per H100
+    assert s.price_usd_per_gpu_hour == 3.99 and r["usd_per_million_output_tokens"] == pytest.approx(usd, rel=1e-12)
+    assert r["usd_per_million_output_tokens_low"] == pytest.approx(usd / hi, rel=1e-12)
+    assert r["usd_per_million_output_tokens_high"] == pytest.approx(usd / lo, rel=1e-12)
+    assert r["usd_per_million_output_tokens_low"] == pytest.approx(1.496 / 1.338, abs=2e-3)   # the docstring's
+    assert r["usd_per_million_output_tokens_high"] == pytest.approx(1.496 / 0.796, abs=2e-3)
+    assert r["itl_s_low"] == pytest.approx(s.itl_s / hi, rel=1e-12)
+    assert r["itl_s_high"] == pytest.approx(s.itl_s / lo, rel=1e-12)
+    assert r["output_tokens_per_s_per_gpu_low"] == pytest.approx(s.output_tokens_per_s_per_gpu * lo, rel=1e-12)
+    assert r["output_tokens_per_s_per_gpu_high"] == pytest.approx(s.output_tokens_per_s_per_gpu * hi, rel=1e-12)
+    # the input price is the prefill's time (the TTFT's range; pooled, the same bounds today)
+    assert r["usd_per_million_input_tokens_low"] == pytest.approx(s.usd_per_million_input_tokens / hi, rel=1e-12)
+    ratio = r["usd_per_million_output_tokens_high"] / r["usd_per_million_output_tokens_low"]
+    assert ratio == pytest.approx(width, abs=1e-3) and ratio == pytest.approx(hi / lo, rel=1e-12)
+    # the same bounds serving_range states for this layout's speed (one range, two views of it)
+    sr = C.serving_range("llama-3-70b", "H100 SXM", tp=int(r["tp"]), batch=int(r["batch"]), prompt=1024,
+                         output=256)
+    assert (r["itl_s_low"], r["itl_s_high"]) == pytest.approx(sr.itl_s, rel=1e-12)
+
+
+def test_reasoning_cost_range_derived_by_hand_from_the_stored_range():
+    """reasoning_cost's 4,096-token row (Llama-3-70B fp8, H100 SXM): low = usd / 1.338 and high = usd / 0.796
+    ($0.9276 -> $0.693-$1.165 per million); an answer's price the same over its 4,096 tokens; its minutes are
+    (TTFT + 4,096 x ITL) / 60 with each time divided by the speed's end."""
+    lo, hi, _ = _stored_range()
+    r = S.reasoning_cost("llama-3-70b", "H100 SXM", weights="fp8", outputs=(4096,)).loc[4096]
+    s = S.serving("llama-3-70b", "H100 SXM", tp=int(r["tp"]), batch=int(r["batch"]), weights="fp8",
+                  prompt=1024, output=4096)
+    usd = s.usd_per_million_output_tokens
+    assert r["usd_per_million_output_tokens"] == pytest.approx(usd, rel=1e-12)
+    assert r["usd_per_million_output_tokens_low"] == pytest.approx(usd / hi, rel=1e-12)
+    assert r["usd_per_million_output_tokens_high"] == pytest.approx(usd / lo, rel=1e-12)
+    assert r["usd_per_million_output_tokens_low"] == pytest.approx(0.9276 / 1.338, abs=1e-3)   # the docstring's
+    assert r["usd_per_answer_high"] == pytest.approx(usd / lo * 4096 / 1e6, rel=1e-12)
+    assert r["answer_min_low"] == pytest.approx((s.ttft_s + 4096 * s.itl_s) / hi / 60, rel=1e-12)
+    assert r["answer_min_high"] == pytest.approx((s.ttft_s + 4096 * s.itl_s) / lo / 60, rel=1e-12)
+    assert r["itl_s_low"] < r["itl_s"] < r["itl_s_high"]
+
+
+def test_cost_tables_still_refuse_bad_input_and_keep_their_columns():
+    """The range columns are added, none renamed, and bad input raises as before, naming the parameter; a GPU
+    where no layout meets the target has NaN at both ends too (never a number without a layout)."""
+    df = S.serving_cost_by_gpu("llama-3-8b", gpus=["A10"], itl_s=0.05, prompt=1024, output=256)
+    for col in ("tp", "batch", "itl_s", "ttft_s", "output_tokens_per_s_per_gpu", "price_usd_per_gpu_hour",
+                "price_kind", "price_as_of", "usd_per_million_output_tokens", "usd_per_million_input_tokens",
+                "note"):
+        assert col in df.columns
+    none = S.serving_cost_by_gpu("llama-3.1-405b", gpus=["A10"], itl_s=0.05)
+    assert none.loc["A10", "note"]
+    assert math.isnan(none.loc["A10", "usd_per_million_output_tokens_low"])
+    assert math.isnan(none.loc["A10", "usd_per_million_output_tokens_high"])
+    with pytest.raises(ValueError, match="itl_s"):
+        S.serving_cost_by_gpu("llama-3-8b", gpus=["H100 SXM"], itl_s=-0.05)
+    with pytest.raises(ValueError, match="ttft_s"):
+        S.serving_cost_by_gpu("llama-3-8b", gpus=["H100 SXM"], ttft_s=0.0)
+    with pytest.raises((ValueError, TypeError), match="tps"):
+        S.serving_cost_by_gpu("llama-3-8b", gpus=["H100 SXM"], tps=[0])
+    with pytest.raises((ValueError, TypeError), match="outputs"):
+        S.reasoning_cost("llama-3-8b", "H100 SXM", outputs=(0,))
+    with pytest.raises((ValueError, TypeError), match="outputs"):
+        S.reasoning_cost("llama-3-8b", "H100 SXM", outputs=4096)
+    r = S.reasoning_cost("llama-3-8b", "H100 SXM", outputs=(4096,))
+    for col in ("tp", "batch", "max_batch", "itl_s", "answer_min", "usd_per_million_output_tokens",
+                "usd_per_answer"):
+        assert col in r.columns

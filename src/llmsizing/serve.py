@@ -289,6 +289,36 @@ def _dtype_note(g, kwargs) -> str:
     return ""
 
 
+def _speed_ends() -> tuple[tuple[float, float], tuple[float, float]]:
+    """The stated 80% range of a calibrated engine's speed over the model's, ``(low, high)``, for per-token
+    figures and for the TTFT (:func:`~llmsizing.serve_calibration.serving_range`'s own pairs,
+    ``data/serving_intervals.csv``). Every engine :func:`serving` accepts by name is calibrated."""
+    from .serve_calibration import _range_of
+
+    return _range_of(True, "itl_s"), _range_of(True, "ttft_s")
+
+
+def _range_columns(s: Serving | None) -> dict:
+    """The low/high columns of :func:`serving_cost_by_gpu` for the layout ``s`` (NaN when there is none): the
+    same layout and batch at both ends of the stated speed range, as
+    :func:`~llmsizing.serve_calibration.serving_range` states them. A time is divided by the speed, a rate
+    multiplied, and a cost per token, the price over the rate, divided: its low is at the speed's high end."""
+    names = ("itl_s", "ttft_s", "output_tokens_per_s_per_gpu", "usd_per_million_output_tokens",
+             "usd_per_million_input_tokens")
+    if s is None:
+        return {f"{n}_{end}": math.nan for n in names for end in ("low", "high")}
+    (p_lo, p_hi), (t_lo, t_hi) = _speed_ends()
+    return {"itl_s_low": s.itl_s / p_hi, "itl_s_high": s.itl_s / p_lo,
+            "ttft_s_low": s.ttft_s / t_hi, "ttft_s_high": s.ttft_s / t_lo,
+            "output_tokens_per_s_per_gpu_low": s.output_tokens_per_s_per_gpu * p_lo,
+            "output_tokens_per_s_per_gpu_high": s.output_tokens_per_s_per_gpu * p_hi,
+            "usd_per_million_output_tokens_low": s.usd_per_million_output_tokens / p_hi,
+            "usd_per_million_output_tokens_high": s.usd_per_million_output_tokens / p_lo,
+            # the prompt's prefill is the TTFT's time, so the input price takes the TTFT's range
+            "usd_per_million_input_tokens_low": s.usd_per_million_input_tokens / t_hi,
+            "usd_per_million_input_tokens_high": s.usd_per_million_input_tokens / t_lo}
+
+
 def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, output: int = 256,
                         ttft_s: float = 1.0, itl_s: float = 0.05, tps=TP_CHOICES, **kwargs):
     """Cost per million output and input tokens on each GPU type (default: the catalogue), at the cheapest
@@ -299,7 +329,21 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
     as list prices: issue 38). A GPU without BF16
     (the V100) computes in FP16 at its FP16 rate when ``compute`` is ``"bf16"``
     (:func:`~llmsizing.hardware.dense_tflops`),
-    and its ``note`` says so. A mixture of experts is accepted (:func:`serving`; ``ep=`` too). Chapter 15."""
+    and its ``note`` says so. A mixture of experts is accepted (:func:`serving`; ``ep=`` too).
+
+    Each figure's stated 80% range (issue 34) is in ``<column>_low`` and ``<column>_high`` (``itl_s``,
+    ``ttft_s``, ``output_tokens_per_s_per_gpu``, ``usd_per_million_output_tokens``,
+    ``usd_per_million_input_tokens``): the same layout and batch at both ends of the range
+    :func:`~llmsizing.serve_calibration.serving_range` states for the engine's speed over the model's,
+    ``RANGE_LOW``-``RANGE_HIGH`` (``data/serving_intervals.csv``, measured by leaving one source out), never a
+    range of its own. A cost per token is the price over the speed, so its low is the price over the speed's
+    high: ``usd_low = usd / RANGE_HIGH`` and ``usd_high = usd / RANGE_LOW``; a time the same way, a rate
+    times the speed's ends. The input price takes the TTFT's range (the prefill is its time). Worked, for
+    Llama-3-70B at 1,024 in / 256 out, ITL <= 50 ms on H100 SXM (tp=4, batch 74, $1.496 per million output
+    tokens) with the stored range 0.796-1.338: $1.496 / 1.338 = $1.118 and $1.496 / 0.796 = $1.879. At the
+    slow end the ITL is ``itl_s / RANGE_LOW``, which may exceed ``itl_s``: the range is the stated spread of
+    this layout's figures, not the cost of another layout that would still meet the target (for a GPU count
+    that does search again at each end, see :func:`replicas_range`). Chapter 15."""
     import pandas as pd
 
     m = resolve_model(model, moe=True)
@@ -330,7 +374,7 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
                          "price_as_of": g.price_as_of or g.as_of,
                          "usd_per_million_output_tokens": s.usd_per_million_output_tokens,
                          "usd_per_million_input_tokens": s.usd_per_million_input_tokens,
-                         "note": _dtype_note(g, kwargs)})
+                         "note": _dtype_note(g, kwargs), **_range_columns(s)})
         else:
             rows.append({"gpu": g.name, "tp": None, "batch": None, "itl_s": math.nan, "ttft_s": math.nan,
                          "output_tokens_per_s_per_gpu": math.nan,
@@ -338,7 +382,8 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
                          "price_as_of": g.price_as_of or g.as_of,
                          "usd_per_million_output_tokens": math.nan, "usd_per_million_input_tokens": math.nan,
                          "note": "; ".join(x for x in ("no layout meets the target",
-                                                       _dtype_note(g, kwargs)) if x)})
+                                                       _dtype_note(g, kwargs)) if x),
+                         **_range_columns(None)})
     return pd.DataFrame(rows).set_index("gpu")
 
 
@@ -347,6 +392,8 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
 #: evaluates with a 32,768-token generation limit; :data:`REASONING_OUTPUTS` spans 4K to 32K.
 WORKLOADS = {"chat": dict(prompt=1024, output=256), "reasoning": dict(prompt=1024, output=8192),
              "reasoning-long": dict(prompt=1024, output=32768)}
+#: The columns of :func:`reasoning_cost` that carry a stated range (``_low``/``_high``).
+_REASONING_RANGED = ("itl_s", "answer_min", "usd_per_million_output_tokens", "usd_per_answer")
 #: Output lengths :func:`reasoning_cost` prices by default.
 REASONING_OUTPUTS = (4096, 8192, 16384, 32768)
 
@@ -357,11 +404,21 @@ def reasoning_cost(model: Model | str, gpu, *, outputs=REASONING_OUTPUTS, prompt
     cheapest layout meeting ``itl_s`` and ``ttft_s`` (:func:`serving_cost_by_gpu`'s search on one GPU type),
     with the batch it reaches, ``max_batch`` (the KV room, capped at ``max_num_seqs``), the minutes an answer
     takes and its price. Long answers hold their KV cache for thousands of steps: the batch falls with the
-    output, and the cost per token rises. Chapter 15."""
+    output, and the cost per token rises.
+
+    ``itl_s``, ``answer_min``, ``usd_per_million_output_tokens`` and ``usd_per_answer`` each carry their
+    stated 80% range in ``_low`` and ``_high`` columns, from the same range of the engine's speed as
+    :func:`serving_cost_by_gpu`'s (``RANGE_LOW``-``RANGE_HIGH``,
+    :func:`~llmsizing.serve_calibration.serving_range`): the cost per token is the price over the speed, so
+    its low is ``usd / RANGE_HIGH`` and its high ``usd / RANGE_LOW``; an answer's minutes are its TTFT and its
+    ``output x itl_s`` at their ends of the range (the TTFT's and the per-token figures'), added. Worked, for
+    Llama-3-70B in fp8 on H100 SXM at 4,096 output tokens ($0.9276 per million): $0.9276 / 1.338 = $0.693
+    and $0.9276 / 0.796 = $1.165. Chapter 15."""
     import pandas as pd
 
     outs = [check_int("outputs[i]", o) for o in check_sequence("outputs", outputs, example="(4096, 32768)")]
     g = get_gpu(gpu)
+    (p_lo, p_hi), (t_lo, t_hi) = _speed_ends()
     rows = []
     for o in outs:
         r = serving_cost_by_gpu(model, gpus=[g], prompt=prompt, output=o, ttft_s=ttft_s, itl_s=itl_s, tps=tps,
@@ -369,13 +426,21 @@ def reasoning_cost(model: Model | str, gpu, *, outputs=REASONING_OUTPUTS, prompt
         if r["tp"] is None or r["tp"] != r["tp"]:
             rows.append({"output": o, "tp": None, "batch": None, "max_batch": None, "itl_s": math.nan,
                          "answer_min": math.nan, "usd_per_million_output_tokens": math.nan,
-                         "usd_per_answer": math.nan})
+                         "usd_per_answer": math.nan,
+                         **{f"{n}_{end}": math.nan for n in _REASONING_RANGED for end in ("low", "high")}})
             continue
         s = serving(model, g, tp=int(r["tp"]), batch=int(r["batch"]), prompt=prompt, output=o, **kwargs)
+        usd = s.usd_per_million_output_tokens
         rows.append({"output": o, "tp": s.tp, "batch": s.batch, "max_batch": s.max_batch, "itl_s": s.itl_s,
-                     "answer_min": s.request_s / 60,
-                     "usd_per_million_output_tokens": s.usd_per_million_output_tokens,
-                     "usd_per_answer": s.usd_per_million_output_tokens * o / 1e6})
+                     "answer_min": s.request_s / 60, "usd_per_million_output_tokens": usd,
+                     "usd_per_answer": usd * o / 1e6,
+                     # the stated range (serving_range's): times over the speed, costs over it too
+                     "itl_s_low": s.itl_s / p_hi, "itl_s_high": s.itl_s / p_lo,
+                     "answer_min_low": (s.ttft_s / t_hi + o * s.itl_s / p_hi) / 60,
+                     "answer_min_high": (s.ttft_s / t_lo + o * s.itl_s / p_lo) / 60,
+                     "usd_per_million_output_tokens_low": usd / p_hi,
+                     "usd_per_million_output_tokens_high": usd / p_lo,
+                     "usd_per_answer_low": usd / p_hi * o / 1e6, "usd_per_answer_high": usd / p_lo * o / 1e6})
     return pd.DataFrame(rows).set_index("output")
 
 
