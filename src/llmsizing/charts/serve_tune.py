@@ -217,8 +217,9 @@ def _fit_text(s) -> str:
 def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 256, itl_s: float = 0.05,
                         ttft_s: float = 1.0, weights: str = "bf16", gpus=None) -> View:
     """Chapter 15: cost per million output tokens on each GPU type at its cheapest layout meeting the latency
-    targets (:func:`llmsizing.serve.serving_cost_by_gpu`), labelled with the layout (tp x batch); the
-    summary's table gives each price's as-of date."""
+    targets (:func:`llmsizing.serve.serving_cost_by_gpu`), labelled with the layout (tp x batch), whiskers
+    at the stated 80% range of the cost (the serving speed's range); the summary's table gives each figure's
+    range and each price's as-of date."""
     from ..serve import serving_cost_by_gpu
 
     df = serving_cost_by_gpu(model, gpus=gpus, prompt=prompt, output=output, itl_s=itl_s, ttft_s=ttft_s,
@@ -232,33 +233,47 @@ def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 2
     marks = {"estimate": " (est. price, not ranked)", "reported": " (rep. price)"}
     names = [n + marks.get(k, "") for n, k in zip(df.index, df["price_kind"])]
     vals = df["usd_per_million_output_tokens"].fillna(0).tolist()
-    bars = ax.barh(names, vals, color=[GPU_COLORS.get(n, "0.4") for n in df.index])
+    # the stated 80% range of each cost (serving_cost_by_gpu's _low/_high: the serving speed's range)
+    usd = df["usd_per_million_output_tokens"]
+    lows = (usd - df["usd_per_million_output_tokens_low"]).fillna(0).tolist()
+    highs = (df["usd_per_million_output_tokens_high"] - usd).fillna(0).tolist()
+    bars = ax.barh(names, vals, color=[GPU_COLORS.get(n, "0.4") for n in df.index], xerr=[lows, highs],
+                   error_kw=dict(ecolor="0.25", lw=0.8, capsize=2))
     for bar, e in zip(bars, est):
         if e:
             bar.set_hatch("///")
             bar.set_edgecolor("white")
     for i, (n, r) in enumerate(df.iterrows()):
-        text = ("no layout meets the target" if r["note"] else
+        no_layout = r["usd_per_million_output_tokens"] != r["usd_per_million_output_tokens"]   # NaN
+        text = ("no layout meets the target" if no_layout else
                 f"${r['usd_per_million_output_tokens']:.3f}  (tp={int(r['tp'])}, batch {int(r['batch'])})")
-        ax.annotate(text, (vals[i], i), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7.5)
-    ax.set_xlim(0, max(vals + [1e-9]) * 1.6)
+        ax.annotate(text, (vals[i] + highs[i], i), xytext=(3, 0), textcoords="offset points", va="center",
+                    fontsize=7.5)
+    ax.set_xlim(0, max([v + h for v, h in zip(vals, highs)] + [1e-9]) * 1.6)
     ax.set_xlabel("USD per million output tokens (catalogue on-demand prices"
-                  + ("; hatched: an estimated price, not a list price)" if any(est) else ")"))
+                  + ("; hatched: an estimated price, not a list price)" if any(est) else ")")
+                  + "\nwhiskers: the stated 80% range of the engine's speed (serving_range)")
     ax.set_title(f"{model}, {weights} weights, {prompt:,} in / {output:,} out, ITL <= {itl_s * 1e3:g} ms, "
                  f"TTFT <= {ttft_s:g} s", fontsize=9, loc="left")
     ax.spines[["top", "right"]].set_visible(False)
     # each price with its own date: providers and days differ down the ranking (reader24c)
-    lines = [f"{'GPU':<10s} {'tp':>3s} {'batch':>6s} {'ITL ms':>7s} {'tok/s/GPU':>10s} {'$/h':>6s} "
-             f"{'$/M out':>8s} {'$/M in':>7s}  price as of"]
+    # and each figure with its stated 80% range, point (low-high), as serving_cost_by_gpu gives it (srv33)
+    def ranged(r, col, fmt, scale=1.0):
+        return (f"{format(r[col] * scale, fmt)} ({format(r[col + '_low'] * scale, fmt)}-"
+                f"{format(r[col + '_high'] * scale, fmt)})")
+
+    lines = [f"{'GPU':<10s} {'tp':>3s} {'batch':>6s} {'ITL ms (80% range)':>19s} {'tok/s/GPU':>10s} "
+             f"{'$/h':>6s} {'$/M out (80% range)':>23s} {'$/M in (80% range)':>20s}  price as of"]
     for n, r in df.iterrows():
-        if r["note"]:
+        if r["usd_per_million_output_tokens"] != r["usd_per_million_output_tokens"]:   # NaN: no layout
             lines.append(f"{n:<10s} {r['note']}{price_note(r['price_kind'])}")
         else:
-            lines.append(f"{n:<10s} {int(r['tp']):>3d} {int(r['batch']):>6d} {r['itl_s'] * 1e3:>7.1f} "
+            lines.append(f"{n:<10s} {int(r['tp']):>3d} {int(r['batch']):>6d} "
+                         f"{ranged(r, 'itl_s', '.1f', 1e3):>19s} "
                          f"{r['output_tokens_per_s_per_gpu']:>10,.0f} {r['price_usd_per_gpu_hour']:>6.2f} "
-                         f"{r['usd_per_million_output_tokens']:>8.3f} "
-                         f"{r['usd_per_million_input_tokens']:>7.3f}  {r['price_as_of']}"
-                         f"{price_note(r['price_kind'])}")
+                         f"{ranged(r, 'usd_per_million_output_tokens', '.3f'):>23s} "
+                         f"{ranged(r, 'usd_per_million_input_tokens', '.3f'):>20s}  {r['price_as_of']}"
+                         f"{price_note(r['price_kind'])}" + (f"; {r['note']}" if r["note"] else ""))
     return View(fig, "\n".join(lines))
 
 
