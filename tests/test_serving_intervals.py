@@ -381,6 +381,7 @@ def test_serving_ends_derived_by_hand_from_the_stored_range():
     assert e["itl_s_low"] == pytest.approx(one.itl_s / hi, rel=1e-12)
     assert e["itl_s_high"] == pytest.approx(one.itl_s / lo, rel=1e-12)
     assert (e["itl_s_low"], e["itl_s_high"]) == pytest.approx((7.115e-3 / 1.338, 7.115e-3 / 0.796), abs=2e-6)
+    assert e["decode_step_s_high"] == pytest.approx(one.decode_step_s / lo, rel=1e-12)   # a time too
     assert e["output_tokens_per_s_low"] == pytest.approx(one.output_tokens_per_s * lo, rel=1e-12)
     assert e["output_tokens_per_s_high"] == pytest.approx(one.output_tokens_per_s * hi, rel=1e-12)
     cap = S.serving_sweep("llama-3-8b", "H100 SXM", prompt=1024, output=256)[-1]

@@ -302,7 +302,7 @@ def _speed_ends() -> tuple[tuple[float, float], tuple[float, float]]:
 #: The figures of a :class:`Serving` that carry the stated range (:func:`serving_ends`), each with the range
 #: it takes ("itl": the per-token figures', "ttft": the TTFT's) and how the speed enters it ("time": divided
 #: by the speed, "rate": multiplied, "cost": a price over a rate, divided, so its low is at the speed's high).
-RANGED_FIGURES = {"itl_s": ("itl", "time"), "ttft_s": ("ttft", "time"),
+RANGED_FIGURES = {"itl_s": ("itl", "time"), "decode_step_s": ("itl", "time"), "ttft_s": ("ttft", "time"),
                   "output_tokens_per_s": ("itl", "rate"), "output_tokens_per_s_per_gpu": ("itl", "rate"),
                   "usd_per_million_output_tokens": ("itl", "cost"),
                   # the prompt's prefill is the TTFT's time, so the input price takes the TTFT's range
