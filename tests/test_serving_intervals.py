@@ -366,3 +366,62 @@ def test_cost_tables_still_refuse_bad_input_and_keep_their_columns():
     for col in ("tp", "batch", "max_batch", "itl_s", "answer_min", "usd_per_million_output_tokens",
                 "usd_per_answer"):
         assert col in r.columns
+
+
+def test_serving_ends_derived_by_hand_from_the_stored_range():
+    """srv33b (issue 34): serving_ends on chapter 15's Llama-3-8B on one H100 (1,024 + 256 tokens). At batch
+    1 the ITL 7.115 ms is a time, so its ends are 7.115 / 1.338 = 5.318 ms and 7.115 / 0.796 = 8.939 ms
+    (the docstring's); tokens/s are a rate, times the ends. At the KV room's batch the cost per million output
+    tokens, re-priced here by hand as $3.99/h x 1 GPU x decode step / batch, has low = usd / 1.338 and high =
+    usd / 0.796, exactly the stored width apart (the cheap end is the fast engine's). The input price takes
+    the TTFT's pair (the same pooled bounds today)."""
+    lo, hi, width = _stored_range()
+    one = S.serving("llama-3-8b", "H100 SXM", batch=1, prompt=1024, output=256)
+    e = S.serving_ends(one)
+    assert e["itl_s_low"] == pytest.approx(one.itl_s / hi, rel=1e-12)
+    assert e["itl_s_high"] == pytest.approx(one.itl_s / lo, rel=1e-12)
+    assert (e["itl_s_low"], e["itl_s_high"]) == pytest.approx((7.115e-3 / 1.338, 7.115e-3 / 0.796), abs=2e-6)
+    assert e["decode_step_s_high"] == pytest.approx(one.decode_step_s / lo, rel=1e-12)   # a time too
+    assert e["output_tokens_per_s_low"] == pytest.approx(one.output_tokens_per_s * lo, rel=1e-12)
+    assert e["output_tokens_per_s_high"] == pytest.approx(one.output_tokens_per_s * hi, rel=1e-12)
+    cap = S.serving_sweep("llama-3-8b", "H100 SXM", prompt=1024, output=256)[-1]
+    usd = 3.99 * 1 * cap.decode_step_s / cap.running_batch / 3600 * 1e6    # the catalogue's $3.99/h
+    assert cap.gpus == 1 and cap.usd_per_million_output_tokens == pytest.approx(usd, rel=1e-12)
+    c = S.serving_ends(cap, ("usd_per_million_output_tokens", "usd_per_million_input_tokens"))
+    assert c["usd_per_million_output_tokens_low"] == pytest.approx(usd / hi, rel=1e-12)
+    assert c["usd_per_million_output_tokens_high"] == pytest.approx(usd / lo, rel=1e-12)
+    assert c["usd_per_million_output_tokens_high"] / c["usd_per_million_output_tokens_low"] == pytest.approx(
+        width, abs=1e-3)
+    assert c["usd_per_million_input_tokens_low"] == pytest.approx(cap.usd_per_million_input_tokens / hi, rel=1e-12)
+    assert set(c) == {f"{n}_{x}" for n in ("usd_per_million_output_tokens", "usd_per_million_input_tokens")
+                      for x in ("low", "high")}
+    # no layout: NaN at both ends; a figure with no range (a memory, a batch) is refused, naming `names`
+    assert all(math.isnan(v) for v in S.serving_ends(None).values())
+    with pytest.raises(ValueError, match="names"):
+        S.serving_ends(one, ("kv_batch",))
+    with pytest.raises(TypeError, match="s must be"):
+        S.serving_ends("llama-3-8b")
+
+
+def test_fleet_cost_range_derived_by_hand_at_both_ends_of_the_stored_range():
+    """srv33b (issue 34): chapter 15's mean answer for 1,000 users of Llama-3-70B on H100s (1,024 + 256 tokens,
+    ITL <= 50 ms, TTFT <= 1 s). Each end is the fleet sized again at the stored bound's speed (replicas_for at
+    ``_speed`` = 1.338 and 0.796, read here from the CSV); its cost is GPUs x $3.99/h over the tokens it serves,
+    requests/s x 256 x 3600 an hour: the docstring's 36 x 3.99 / (78.02 x 256 x 3600) x 1e6 = $2.00 at the
+    fast end. The low is the fast end's, and ``with_range=False`` leaves both None."""
+    lo, hi, _ = _stored_range()
+    load = dict(users=1000, prompt=1024, output=256, itl_s=0.05, ttft_s=1.0)
+    plan = S.replicas_for("llama-3-70b", "H100 SXM", **load)
+    for end, speed in (("low", hi), ("high", lo)):
+        p = S.replicas_for("llama-3-70b", "H100 SXM", with_range=False, _speed=speed, **load)
+        by_hand = p.gpus * 3.99 / (p.requests_per_s * 256 * 3600) * 1e6
+        assert getattr(plan, f"fleet_usd_per_million_output_tokens_{end}") == pytest.approx(by_hand, rel=1e-12)
+        assert getattr(plan, f"gpus_{end}") == p.gpus
+    assert plan.fleet_usd_per_million_output_tokens_low == pytest.approx(36 * 3.99 / (78.02 * 256 * 3600) * 1e6,
+                                                                          rel=1e-3)
+    assert (plan.fleet_usd_per_million_output_tokens_low < plan.fleet_usd_per_million_output_tokens
+            < plan.fleet_usd_per_million_output_tokens_high)
+    p95 = S.replicas_for("llama-3-70b", "H100 SXM", percentile=95, **load)       # the fleet module's path too
+    assert p95.fleet_usd_per_million_output_tokens_low < p95.fleet_usd_per_million_output_tokens
+    bare = S.replicas_for("llama-3-70b", "H100 SXM", with_range=False, **load)
+    assert bare.fleet_usd_per_million_output_tokens_low is None is bare.fleet_usd_per_million_output_tokens_high

@@ -69,7 +69,7 @@ chapter 15.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ._compat import retire as _retire
 from ._validate import check_bool, check_int, check_number, check_sequence
@@ -80,7 +80,7 @@ from .parallel import check_layout
 from .serve_engine import kv_capacity_tokens  # noqa: F401 (in __all__)
 from .serve_moe import check_ep
 from .serve_search import (_TIMES, ServingPlan, _cut, _explain, _largest_batch, at_speed,  # noqa: F401
-                           load_of, prefill_share, valid_tps, with_prefix_cache)
+                           load_of, prefill_share, valid_tps, with_ends, with_prefix_cache)
 # The step model lives one level down, in serve_step (issue 32); every name it had here still imports
 # from here.
 from .serve_step import (ACTIVATION_BYTES, ALLREDUCE_LATENCY_S, ATTENTION_BU_DEFAULT,  # noqa: F401
@@ -177,7 +177,9 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
 
     The mean answer carries ``gpus_low``/``gpus_high`` (unless ``with_range=False``): the GPUs the same load
     needs at the fast and slow ends of the stated 80% range of the engine's speed, exactly the ``gpus_low``
-    and ``gpus_high`` of :func:`replicas_range` (issue 38; before, only a percentile answer had them).
+    and ``gpus_high`` of :func:`replicas_range` (issue 38; before, only a percentile answer had them), and
+    ``fleet_usd_per_million_output_tokens_low``/``_high``, what those two fleets cost per million output
+    tokens (:func:`~llmsizing.serve_search.with_ends`: the low is the fast end's).
 
     Issue 37 (:mod:`llmsizing.serve_fleet`; old calls unchanged): ``percentile=95`` sizes for the 95th
     percentile TTFT and ITL under Poisson arrivals, with the slots filled to at most ``occupancy`` (default
@@ -231,8 +233,7 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     from .serve_calibration import _range_of
 
     ends = [search(dict(kwargs, _speed=speed))[0] for speed in _range_of(True, "itl_s")[::-1]]
-    return replace(best, gpus_low=None if ends[0] is None else ends[0].gpus,
-                   gpus_high=None if ends[1] is None else ends[1].gpus)
+    return with_ends(best, *ends)
 
 
 @dataclass(frozen=True)
@@ -298,25 +299,54 @@ def _speed_ends() -> tuple[tuple[float, float], tuple[float, float]]:
     return _range_of(True, "itl_s"), _range_of(True, "ttft_s")
 
 
-def _range_columns(s: Serving | None) -> dict:
-    """The low/high columns of :func:`serving_cost_by_gpu` for the layout ``s`` (NaN when there is none): the
-    same layout and batch at both ends of the stated speed range, as
-    :func:`~llmsizing.serve_calibration.serving_range` states them. A time is divided by the speed, a rate
-    multiplied, and a cost per token, the price over the rate, divided: its low is at the speed's high end."""
-    names = ("itl_s", "ttft_s", "output_tokens_per_s_per_gpu", "usd_per_million_output_tokens",
-             "usd_per_million_input_tokens")
+#: The figures of a :class:`Serving` that carry the stated range (:func:`serving_ends`), each with the range
+#: it takes ("itl": the per-token figures', "ttft": the TTFT's) and how the speed enters it ("time": divided
+#: by the speed, "rate": multiplied, "cost": a price over a rate, divided, so its low is at the speed's high).
+RANGED_FIGURES = {"itl_s": ("itl", "time"), "decode_step_s": ("itl", "time"), "ttft_s": ("ttft", "time"),
+                  "output_tokens_per_s": ("itl", "rate"), "output_tokens_per_s_per_gpu": ("itl", "rate"),
+                  "usd_per_million_output_tokens": ("itl", "cost"),
+                  # the prompt's prefill is the TTFT's time, so the input price takes the TTFT's range
+                  "usd_per_million_input_tokens": ("ttft", "cost")}
+
+
+def serving_ends(s: Serving | None, names=tuple(RANGED_FIGURES)) -> dict:
+    """The stated 80% range of each figure of ``s`` named in ``names`` (default: every one of
+    :data:`RANGED_FIGURES`), as ``{"<name>_low": ..., "<name>_high": ...}``: the same layout and batch at both
+    ends of the range :func:`~llmsizing.serve_calibration.serving_range` states for a calibrated engine's
+    speed over the model's, ``RANGE_LOW``-``RANGE_HIGH`` (``data/serving_intervals.csv``; the TTFT's own pair
+    for ``ttft_s`` and the input price), never a range of its own. A time is divided by the speed and a rate
+    multiplied; a cost per token is the price over the speed, so its low is the price over the speed's
+    high: ``usd_low = usd / RANGE_HIGH``, ``usd_high = usd / RANGE_LOW``. Worked, Llama-3-8B on one H100 at
+    batch 1 (1,024 + 256 tokens, ITL 7.115 ms) with the stored 0.796-1.338: 7.115 / 1.338 = 5.318 ms and
+    7.115 / 0.796 = 8.939 ms. The slow end keeps the layout, so its ITL may miss a latency target the point
+    met (a GPU count searched again at each end: :func:`replicas_range`). NaN at both ends when ``s`` is None
+    (no layout). Issue 34; chapter 15."""
+    bad = [n for n in names if n not in RANGED_FIGURES]
+    if bad:
+        raise ValueError(f"names: {bad[0]!r} carries no stated range; allowed: {', '.join(RANGED_FIGURES)}")
     if s is None:
         return {f"{n}_{end}": math.nan for n in names for end in ("low", "high")}
-    (p_lo, p_hi), (t_lo, t_hi) = _speed_ends()
-    return {"itl_s_low": s.itl_s / p_hi, "itl_s_high": s.itl_s / p_lo,
-            "ttft_s_low": s.ttft_s / t_hi, "ttft_s_high": s.ttft_s / t_lo,
-            "output_tokens_per_s_per_gpu_low": s.output_tokens_per_s_per_gpu * p_lo,
-            "output_tokens_per_s_per_gpu_high": s.output_tokens_per_s_per_gpu * p_hi,
-            "usd_per_million_output_tokens_low": s.usd_per_million_output_tokens / p_hi,
-            "usd_per_million_output_tokens_high": s.usd_per_million_output_tokens / p_lo,
-            # the prompt's prefill is the TTFT's time, so the input price takes the TTFT's range
-            "usd_per_million_input_tokens_low": s.usd_per_million_input_tokens / t_hi,
-            "usd_per_million_input_tokens_high": s.usd_per_million_input_tokens / t_lo}
+    if not isinstance(s, Serving):
+        raise TypeError(f"s must be a Serving result (llmsizing.serve.serving(...)) or None, "
+                        f"got {type(s).__name__}")
+    ends = dict(zip(("itl", "ttft"), _speed_ends()))
+    out = {}
+    for n in names:
+        (lo, hi), how = ends[RANGED_FIGURES[n][0]], RANGED_FIGURES[n][1]
+        v = getattr(s, n)
+        out[f"{n}_low"], out[f"{n}_high"] = (v * lo, v * hi) if how == "rate" else (v / hi, v / lo)
+    return out
+
+
+#: The columns of :func:`serving_cost_by_gpu` that carry a stated range (``_low``/``_high``).
+_COST_RANGED = ("itl_s", "ttft_s", "output_tokens_per_s_per_gpu", "usd_per_million_output_tokens",
+                "usd_per_million_input_tokens")
+
+
+def _range_columns(s: Serving | None) -> dict:
+    """The low/high columns of :func:`serving_cost_by_gpu` for the layout ``s`` (NaN when there is none):
+    :func:`serving_ends` on its five ranged columns."""
+    return serving_ends(s, _COST_RANGED)
 
 
 def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, output: int = 256,
@@ -418,7 +448,6 @@ def reasoning_cost(model: Model | str, gpu, *, outputs=REASONING_OUTPUTS, prompt
 
     outs = [check_int("outputs[i]", o) for o in check_sequence("outputs", outputs, example="(4096, 32768)")]
     g = get_gpu(gpu)
-    (p_lo, p_hi), (t_lo, t_hi) = _speed_ends()
     rows = []
     for o in outs:
         r = serving_cost_by_gpu(model, gpus=[g], prompt=prompt, output=o, ttft_s=ttft_s, itl_s=itl_s, tps=tps,
@@ -431,16 +460,18 @@ def reasoning_cost(model: Model | str, gpu, *, outputs=REASONING_OUTPUTS, prompt
             continue
         s = serving(model, g, tp=int(r["tp"]), batch=int(r["batch"]), prompt=prompt, output=o, **kwargs)
         usd = s.usd_per_million_output_tokens
+        e = serving_ends(s, ("itl_s", "ttft_s", "usd_per_million_output_tokens"))
         rows.append({"output": o, "tp": s.tp, "batch": s.batch, "max_batch": s.max_batch, "itl_s": s.itl_s,
                      "answer_min": s.request_s / 60, "usd_per_million_output_tokens": usd,
                      "usd_per_answer": usd * o / 1e6,
-                     # the stated range (serving_range's): times over the speed, costs over it too
-                     "itl_s_low": s.itl_s / p_hi, "itl_s_high": s.itl_s / p_lo,
-                     "answer_min_low": (s.ttft_s / t_hi + o * s.itl_s / p_hi) / 60,
-                     "answer_min_high": (s.ttft_s / t_lo + o * s.itl_s / p_lo) / 60,
-                     "usd_per_million_output_tokens_low": usd / p_hi,
-                     "usd_per_million_output_tokens_high": usd / p_lo,
-                     "usd_per_answer_low": usd / p_hi * o / 1e6, "usd_per_answer_high": usd / p_lo * o / 1e6})
+                     # the stated range (serving_range's, through serving_ends): an answer's minutes and
+                     # price at the ends of its TTFT, ITL and price per token
+                     **{f"{n}_{x}": e[f"{n}_{x}"] for n in ("itl_s", "usd_per_million_output_tokens")
+                        for x in ("low", "high")},
+                     **{f"answer_min_{x}": (e[f"ttft_s_{x}"] + o * e[f"itl_s_{x}"]) / 60
+                        for x in ("low", "high")},
+                     **{f"usd_per_answer_{x}": e[f"usd_per_million_output_tokens_{x}"] * o / 1e6
+                        for x in ("low", "high")}})
     return pd.DataFrame(rows).set_index("output")
 
 
@@ -451,7 +482,8 @@ __getattr__ = _retire(__name__, RETIRED, moved={"published_serving": "llmsizing.
 __all__ = ["all_to_all_s", "Serving", "serving", "serving_sweep", "DecodeKVIntensity", "decode_kv_intensity",
            "ServingPlan", "replicas_for",
            "prefill_share", "with_prefix_cache", "WORKLOADS", "REASONING_OUTPUTS", "reasoning_cost",
-           "ServingPlanRange", "replicas_range", "at_speed", "serving_cost_by_gpu", "MBU_DEFAULT",
+           "ServingPlanRange", "replicas_range", "at_speed", "serving_cost_by_gpu", "serving_ends",
+           "RANGED_FIGURES", "MBU_DEFAULT",
            "MFU_DEFAULT",
            "ALLREDUCE_LATENCY_S", "WEIGHT_FORMATS", "KV_FORMATS", "ATTENTION_BU_DEFAULT", "STEP_OVERHEAD_S",
            "ENGINE_STEP_OVERHEAD_S", "ERA_STEP_OVERHEAD_S", "ENGINES", "ATTENTION_KERNELS",

@@ -44,7 +44,7 @@ from .inference import kv_cache_bytes_per_token, kv_cached_tokens
 from .network import collective_time_s, get_node, group_link, host_link_gbps
 from .queueing import wait_quantile_s
 from .serve_engine import kv_split
-from .serve_search import ServingPlan, _cut, _explain, adjusted, largest_batch
+from .serve_search import ServingPlan, _cut, _explain, adjusted, largest_batch, with_ends
 
 #: The occupancy ceiling a percentile plan fills its batch slots to (a stated default, not a fit: issue 37).
 OCCUPANCY_CEILING = 0.8
@@ -221,9 +221,7 @@ def fleet_plan(m, g, rps, users, think, kwargs, ttft_s, itl_s, tps, *, percentil
     from .serve_calibration import _range_of
 
     lo, hi = _range_of(True, "itl_s")
-    ends = [plan(speed)[0] for speed in (hi, lo)]
-    return replace(best, gpus_low=None if ends[0] is None else ends[0].gpus,
-                   gpus_high=None if ends[1] is None else ends[1].gpus)
+    return with_ends(best, plan(hi)[0], plan(lo)[0])
 
 
 # ----------------------------------------------------------------------------- KV cache offload to CPU memory

@@ -46,6 +46,10 @@ class ServingPlan:
     prefill_replicas: int | None = None
     prefill_serving: Serving | None = None
     kv_transfer_s: float | None = None
+    # issue 34: what the fleets at the two ends of the stated range (gpus_low, gpus_high) cost per million
+    # output tokens; the low is the fast end's (with_ends). None where gpus_low / gpus_high is.
+    fleet_usd_per_million_output_tokens_low: float | None = None
+    fleet_usd_per_million_output_tokens_high: float | None = None
 
     @property
     def capacity_requests_per_s(self) -> float:
@@ -97,6 +101,27 @@ def at_speed(s: Serving, speed: float) -> Serving:
         return s
     last = None if s.last_wave is None else at_speed(s.last_wave, speed)     # a queued batch's last wave
     return replace(s, last_wave=last, **{f: getattr(s, f) / speed for f in _TIMES})
+
+
+def with_ends(plan: ServingPlan, fast: ServingPlan | None, slow: ServingPlan | None) -> ServingPlan:
+    """``plan`` with the fleets sized again at the fast and slow ends of the stated 80% range of the engine's
+    speed (:func:`at_speed` at ``RANGE_HIGH`` and ``RANGE_LOW``, :func:`~llmsizing.serve.replicas_for`):
+    their GPU counts (``gpus_low``, ``gpus_high``) and what each costs per million output tokens
+    (``fleet_usd_per_million_output_tokens_low`` and ``_high``). A fleet's cost is its hourly price over the
+    tokens it serves, so the low is the fast end's: fewer GPUs, and for users who ask again when an answer
+    ends, more requests. Each end meets the latency target, searched again (unlike
+    :func:`~llmsizing.serve.serving_ends`, which keeps one layout); an end that meets none gives None.
+    Worked, chapter 15's 1,000 users of Llama-3-70B on H100s ($3.99 an hour, 256-token answers, mean
+    answer): the fast end's 36 GPUs serve 78.02 requests/s, 36 x 3.99 / (78.02 x 256 x 3600) x 1e6 = $2.00
+    per million, against $3.11 for the central 56 and $4.43 for the slow end's 80. Issue 34; chapter 15."""
+
+    def cost(p):
+        return None if p is None else p.fleet_usd_per_million_output_tokens
+
+    return replace(plan, gpus_low=None if fast is None else fast.gpus,
+                   gpus_high=None if slow is None else slow.gpus,
+                   fleet_usd_per_million_output_tokens_low=cost(fast),
+                   fleet_usd_per_million_output_tokens_high=cost(slow))
 
 
 def prefill_share(m, prompt: int, hit: float) -> float:
@@ -227,4 +252,5 @@ def _cut(x: float) -> float:
 
 
 
-__all__ = ["ServingPlan", "at_speed", "prefill_share", "with_prefix_cache", "largest_batch", "valid_tps"]
+__all__ = ["ServingPlan", "at_speed", "with_ends", "prefill_share", "with_prefix_cache", "largest_batch",
+           "valid_tps"]

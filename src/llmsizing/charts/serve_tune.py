@@ -474,8 +474,9 @@ def render_fleet(model="llama-3-70b", gpu: str = "H100 SXM", users: int = 1000, 
     """Chapter 15: GPUs for ``users`` concurrent users within the ITL and TTFT targets, three ways: the mean
     answer (Little's law), the ``percentile`` answer with slots at most 80% full, and the same with separate
     prefill and decode pools (stacked); each bar carries the stated 80% range of the count
-    (``gpus_low``-``gpus_high``). The summary lists layout, latencies at the percentile and cost. ``ask``: see
-    :func:`fleet_plans`."""
+    (``gpus_low``-``gpus_high``). The summary lists layout, latencies at the percentile and cost, with
+    the cost of the fleets sized again at both ends of the range
+    (``fleet_usd_per_million_output_tokens_low``/``_high``). ``ask``: see :func:`fleet_plans`."""
     plans = fleet_plans(model, gpu, users, prompt, output, itl_ms, ttft_ms, percentile, prefix_hit, weights,
                         ask=ask)
     fig, ax = _fixed_figure(7.2, 2.6, into=into, left=0.24, right=0.97, top=0.86, bottom=0.2)
@@ -512,7 +513,7 @@ def render_fleet(model="llama-3-70b", gpu: str = "H100 SXM", users: int = 1000, 
                  fontsize=8.5, loc="left")
     ax.spines[["top", "right"]].set_visible(False)
     lines = [f"{'plan':<20s} {'GPUs':>6s} {'range':>10s} {'layout':>24s} {'TTFT ms':>8s} {'ITL ms':>7s} "
-             f"{'$/M out':>8s}"]
+             f"{'$/M out (80% range)':>21s}"]
     for label, p in plans.items():
         if isinstance(p, str):
             lines.append(f"{label:<20s} {p}")
@@ -520,6 +521,10 @@ def render_fleet(model="llama-3-70b", gpu: str = "H100 SXM", users: int = 1000, 
         rng = f"{p.gpus_low}-{p.gpus_high}" if p.gpus_low is not None else "-"
         layout = (f"{p.prefill_gpus}+{p.decode_gpus} (P tp={p.prefill_serving.tp}, D tp={p.tp})"
                   if p.prefill_gpus is not None else f"{p.replicas} x tp={p.tp}, batch {p.batch}")
+        # the fleet's cost and the costs of the fleets sized again at both ends of the stated speed
+        ends = (p.fleet_usd_per_million_output_tokens_low, p.fleet_usd_per_million_output_tokens_high)
+        usd = f"{p.fleet_usd_per_million_output_tokens:.3f}" + (
+            "" if None in ends else f" ({ends[0]:.3f}-{ends[1]:.3f})")
         lines.append(f"{label:<20s} {p.gpus:>6,d} {rng:>10s} {layout:>24s} {p.ttft_p_s * 1e3:>8.0f} "
-                     f"{p.itl_p_s * 1e3:>7.1f} {p.fleet_usd_per_million_output_tokens:>8.3f}")
+                     f"{p.itl_p_s * 1e3:>7.1f} {usd:>21s}")
     return FixedView(fig, "\n".join(lines))
