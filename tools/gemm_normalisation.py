@@ -25,6 +25,9 @@ same", stas00/ml-engineering compute/accelerator/README.md, as of 2026-08-22) an
 FP8 (best shapes 1280x4096x12032 and 1024x9216x14336, torch 2.7.1+cu128 against 2.7.0+cu126).
 
 Run: ``PYTHONPATH=src python tools/gemm_normalisation.py``. Prints the table; changes nothing.
+``--runs``: the kernel efficiency each published H100 SXM / H200 run needs
+(:func:`llmsizing.calibration.run_kernel_efficiency`), under the library's curve and with the H200's GEMMs
+priced at the H100's ridge (a patch of this process only): the end-to-end view of the same question.
 """
 
 from __future__ import annotations
@@ -193,5 +196,55 @@ def main() -> None:
                                                                      probe["k"], s)))
 
 
+def _run_efficiencies(h200_as_h100: bool) -> None:
+    """Print, as JSON, {run: [gpu, dtype, kernel efficiency or None]} for the H100 SXM / H200 runs; with
+    ``h200_as_h100`` the H200's GEMMs are priced at the H100's ridge (this process only: the library caches
+    step times, so each pricing runs in its own process)."""
+    import json
+
+    import llmsizing.kernels as kernels
+    from llmsizing.calibration import run_kernel_efficiency
+    from llmsizing.time_cost import published_runs
+
+    if h200_as_h100:
+        ridge = kernels.ridge_point_flops_per_byte
+        kernels.ridge_point_flops_per_byte = lambda gpu, dtype="bf16": ridge(
+            "H100 SXM" if get_gpu(gpu).name == "H200" else gpu, dtype)
+    df = published_runs()
+    df = df[df["gpu"].isin(["H200", "H100 SXM"])]
+    print(json.dumps({r.run: [r.gpu, r.dtype, run_kernel_efficiency(r)] for r in df.itertuples()}))
+
+
+def runs() -> None:
+    import json
+    import os
+    import statistics
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+
+    def get(flag):
+        out = subprocess.run([sys.executable, __file__, flag], capture_output=True, text=True, env=env,
+                             check=True)
+        return json.loads(out.stdout)
+
+    cur, same = get("--_plain"), get("--_h200-as-h100")
+
+    def show(e):
+        return "unreachable" if e is None else f"{e:.3f}"
+
+    for run, (gpu, dtype, e) in cur.items():
+        if gpu == "H200":
+            print(f"H200 {dtype:<4s} {show(e):>11s} -> {show(same[run][2]):>11s}  {run[:70]}")
+    for label, table, gpu in (("H100 SXM bf16, library", cur, "H100 SXM"),
+                              ("H200 bf16, library", cur, "H200"),
+                              ("H200 bf16, GEMMs at H100 speed", same, "H200")):
+        vals = [e for g, t, e in table.values() if g == gpu and t == "bf16" and e is not None]
+        print(f"median {label}: {statistics.median(vals):.3f} (n {len(vals)})")
+
+
 if __name__ == "__main__":
-    main()
+    if "--_plain" in sys.argv[1:] or "--_h200-as-h100" in sys.argv[1:]:
+        _run_efficiencies("--_h200-as-h100" in sys.argv[1:])
+    else:
+        runs() if "--runs" in sys.argv[1:] else main()
