@@ -36,8 +36,8 @@ help: ## Show this help
 # --- environment -------------------------------------------------------------
 
 # The requirements go in with uv (from PyPI, put into the venv by the venv's pip): it fetches and unpacks the
-# ~165 wheels in parallel and hard-links them from its cache, where pip installs them one at a time (fast33,
-# fresh clones on this machine: `make venv` 13 s wall and 12 s CPU instead of 48 s and 38 s with empty
+# ~165 wheels in parallel and hard-links them from its cache, where pip installs them one at a time (fast33, a
+# quiet machine, fresh clones: `make venv` 13 s wall and 12 s CPU instead of 48 s and 38 s with empty
 # caches; 11 s and 10 s instead of 55 s and 40 s with warm ones; the same versions as pip, `pip freeze`
 # compared). Neither byte-compiles (uv by default, pip with --no-compile): `make test` imports about a third
 # of the ~7,800 modules, and Python writes their __pycache__ on first import instead (fast31; fast33: uv's
