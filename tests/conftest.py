@@ -358,13 +358,22 @@ def controls_of(name: str):
     factory's controls are made before its dashboard draws, so the list is the one the drawn widget has.
     No test looks at this instance's view: every test uses :func:`widget`, which is drawn. (Collection no
     longer draws every widget on every worker; under ``make test`` each widget's tests go to one worker
-    (:func:`widget_of`), which alone builds and draws it.)"""
+    (:func:`widget_of`), which alone builds and draws it.)
+
+    A factory that warms its searches when it is built (``warm=True``, chapter 17's: the plans of the
+    drop-down's mixtures of experts and of the nearby settings, made after its controls) is built here with
+    ``warm=False``: the same controls, without the searches that only a drawn widget uses (fast33: chapter
+    17's cost every worker 1.9 s of CPU while it collected, 0.07 s without; the worker that runs its tests
+    makes them when :func:`widget` builds it)."""
+    import inspect
     from unittest import mock
 
     from llmsizing import widgets
 
+    factory = getattr(widgets, name)
+    cold = {"warm": False} if "warm" in inspect.signature(factory).parameters else {}
     with mock.patch.object(widgets.Dashboard, "_draw", lambda self, values: ("error", "")):
-        return getattr(widgets, name)()
+        return factory(**cold)
 
 
 @functools.cache
