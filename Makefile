@@ -43,14 +43,15 @@ help: ## Show this help
 # of the ~7,800 modules, and Python writes their __pycache__ on first import instead (fast31; fast33: uv's
 # --compile-bytecode costs 16 s more here and saves about as much at the first collection). The venv keeps
 # its own pip (`make check-live` installs playwright with it). If uv cannot be installed, pip installs the
-# requirements as before. --disable-pip-version-check: no query for a newer pip.
+# requirements as before, and so it does if uv cannot reach the index (uv reads no pip.conf).
+# --disable-pip-version-check: no query for a newer pip.
 PIP_INSTALL := $(PY) -m pip install --quiet --no-compile --disable-pip-version-check
 UV_SPEC     := uv>=0.5
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	if $(PIP_INSTALL) "$(UV_SPEC)"; then \
-	  $(VENV)/bin/uv pip install --quiet --python $(PY) -r requirements.txt; \
-	else \
+	if $(PIP_INSTALL) "$(UV_SPEC)" && $(VENV)/bin/uv pip install --quiet --python $(PY) -r requirements.txt; \
+	then :; else \
+	  echo "uv could not install the requirements: pip installs them"; \
 	  $(PIP_INSTALL) -r requirements.txt; \
 	fi
 	@touch $@
