@@ -5,7 +5,9 @@ Expected values are written out here from the sources, not read off the library:
 * Transformer Engine 2.20.0.dev0 with Megatron-LM (``fp8-mixed``), per Linear weight element: bf16 weight 2,
   fp32 main_grad 4, fp32 master 4, fp32 Adam m 4 and v 4, FP8 ``_data`` 1 and FP8 ``_transpose`` 1 (Hopper);
   per other parameter (embeddings, norms) the same without the 2 FP8 bytes. Scaling state: per Linear module
-  3 + 2 FP8 tensors, each an fp32 scale and 1,024 fp32 amax values; 4 modules per block.
+  3 + 2 FP8 tensors, each an fp32 scale and an fp32 amax history of Megatron-LM's default length, 1
+  (``--fp8-amax-history-len`` in ``megatron/training/arguments.py``, passed to TE's ``DelayedScaling``, whose
+  own default of 1,024 it overrides); 4 modules per block.
 * DeepSeek-V3 (``fp8-deepseek``): bf16 weight 2, fp32 gradient 4, fp32 master 4, bf16 m 2 and v 2, one FP8 copy
   1 + one fp32 scale per 128 x 128 block.
 * Saved activations: a Linear's input in FP8 is 1 byte per element (+ one fp32 scale per tensor for TE, not
@@ -38,7 +40,7 @@ H, HEADS, KV, D, F, L, V = 4096, 32, 8, 128, 14336, 32, 128256
 LINEAR_PER_LAYER = 2 * H * H + 2 * H * KV * D + 3 * H * F          # 218,103,808
 LINEAR = L * LINEAR_PER_LAYER                                       # 6,979,321,856
 N = 8_030_261_248                                                   # Llama 3 8B (chapter 1)
-AMAX_PER_LAYER = 4 * 5 * 4 * (1024 + 1)                             # 82,000 bytes
+AMAX_PER_LAYER = 4 * 5 * 4 * (1 + 1)                                # 160 bytes: 4 modules x 5 tensors x fp32
 
 TE_PER_LINEAR = {"weights": 2, "gradients": 4, "master": 4, "moments": 4 + 4, "fp8 copies": 1 + 1}
 DS_PER_LINEAR = {"weights": 2, "gradients": 4, "master": 4, "moments": 2 + 2, "fp8 copies": 1 + 4 / (128 * 128)}
@@ -57,7 +59,7 @@ def test_fp8_mixed_states_per_tensor():
     assert ms.master_bytes == 4 * N
     assert ms.optimizer_state_bytes == 8 * N
     assert ms.fp8_weights_bytes == 2 * LINEAR
-    assert ms.fp8_meta_bytes == L * AMAX_PER_LAYER == 2_624_000
+    assert ms.fp8_meta_bytes == L * AMAX_PER_LAYER == 5_120          # (amax + scale) x 5 x 4 x 4 B x 32
     assert ms.total_bytes == 18 * N + 2 * LINEAR + L * AMAX_PER_LAYER
     # per Linear weight: 20 bytes; the whole model: a little under (embeddings have no FP8 copy)
     assert sum(TE_PER_LINEAR.values()) == 20
@@ -80,13 +82,13 @@ def test_fp8_against_16_bit_recipes():
     base = model_states("llama-3-8b", precision="bf16-mixed-fp32-grads")
     te = model_states("llama-3-8b", precision="fp8-mixed")
     ds = model_states("llama-3-8b", precision="fp8-deepseek")
-    assert te.total_bytes - base.total_bytes == 2 * LINEAR + 2_624_000
+    assert te.total_bytes - base.total_bytes == 2 * LINEAR + L * AMAX_PER_LAYER
     assert base.total_bytes - ds.total_bytes == pytest.approx(4 * N - LINEAR * (1 + 4 / 16384), rel=1e-12)
 
 
 def test_table_and_frame_show_the_fp8_rows():
     df = bytes_per_param_table("llama-3-8b", optimizers=["adamw"])
-    assert df.loc["fp8-mixed", "adamw"] == pytest.approx((18 * N + 2 * LINEAR + 2_624_000) / N, rel=1e-12)
+    assert df.loc["fp8-mixed", "adamw"] == pytest.approx((18 * N + 2 * LINEAR + L * AMAX_PER_LAYER) / N, rel=1e-12)
     assert df.loc["bf16-mixed", "adamw"] == 16
     frame = model_states("llama-3-8b", precision="fp8-mixed").to_frame()
     assert frame.loc["FP8 weight copies", "bytes"] == 2 * LINEAR
@@ -147,9 +149,9 @@ def test_training_memory_uses_the_recipe():
     base = training_memory("llama-3-8b", precision="bf16-mixed-fp32-grads", **kw)
     te = training_memory("llama-3-8b", precision="fp8-mixed", **kw)
     assert base.activations_bytes - te.activations_bytes == L * SB * (H + F)
-    assert te.states.total_bytes - base.states.total_bytes == 2 * LINEAR + 2_624_000
+    assert te.states.total_bytes - base.states.total_bytes == 2 * LINEAR + L * AMAX_PER_LAYER
     # the FP8 copies are alive in every phase, with the weights (TE keeps them in _fp8_workspaces)
-    assert te.phase_parts["optimizer step"]["weights"] == 2 * N + 2 * LINEAR + 2_624_000
+    assert te.phase_parts["optimizer step"]["weights"] == 2 * N + 2 * LINEAR + L * AMAX_PER_LAYER
 
 
 def test_bad_fp8_input():

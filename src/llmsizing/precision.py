@@ -217,6 +217,10 @@ class Fp8Scheme:
 #: TE's delayed scaling keeps 1,024 amax values per FP8 tensor by default (``common/recipe/__init__.py``,
 #: ``DelayedScaling.amax_history_len: int = 1024``).
 TE_AMAX_HISTORY_LEN = 1024
+#: Megatron-LM overrides that default: ``--fp8-amax-history-len`` defaults to 1 (``megatron/training/
+#: arguments.py``; ``TransformerConfig.fp8_amax_history_len = 1``) and ``TEDelayedScaling`` passes it to TE's
+#: ``DelayedScaling``, so a Megatron run keeps one amax per FP8 tensor unless told otherwise.
+MEGATRON_AMAX_HISTORY_LEN = 1
 #: MXFP8 (Blackwell) and DeepSeek-V3 scale blocks: one scale per 32 elements (E8M0, 1 byte: TE
 #: ``constants.py`` ``MXFP8_BLOCK_SCALING_SIZE = 32``), DeepSeek-V3's per 1 x 128 activation tile and per
 #: 128 x 128 weight block (fp32, 4 bytes; report Sec. 3.3.2).
@@ -245,7 +249,8 @@ DEEPSEEK_TILE = 128
 #:   the output projection's input is kept twice (bf16 + FP8);
 #: * scaling state: 3 forward + 2 backward FP8 tensors per GEMM (``module/base.py``: "Max. number of fp8
 #:   tensors per GEMM = 3 (input, weight, output) for fwd and 2 (grad_output and grad_input) for bwd"), each
-#:   with 1,024 fp32 amax values and a scale.
+#:   with Megatron-LM's one fp32 amax value (:data:`MEGATRON_AMAX_HISTORY_LEN`; TE alone keeps 1,024) and a
+#:   scale.
 #:
 #: On Blackwell TE's default is MXFP8 (``quantization.py`` ``get_default_fp8_recipe``): row-wise and
 #: column-wise copies each with an E8M0 scale per 32 elements, 2 x (1 + 1/32) = 2.0625 bytes per weight
@@ -262,7 +267,7 @@ DEEPSEEK_TILE = 128
 #: whole of DeepSeek's memory plan.
 FP8_SCHEMES: dict[str, Fp8Scheme] = {s.name: s for s in (
     Fp8Scheme("fp8-mixed", weight_copy_bytes=2.0, input_bytes=1.0, attn_out_bytes=1.0,
-              amax_history_len=TE_AMAX_HISTORY_LEN, tensors_per_gemm=5,
+              amax_history_len=MEGATRON_AMAX_HISTORY_LEN, tensors_per_gemm=5,
               source="Transformer Engine 2.20.0.dev0 (d0067d0d) DelayedScaling with Megatron-LM, Hopper"),
     Fp8Scheme("fp8-deepseek", weight_copy_bytes=1.0 + 4 / DEEPSEEK_TILE ** 2,
               input_bytes=1.0 + 4 / DEEPSEEK_TILE, attn_out_bytes=1.5 + 4 / DEEPSEEK_TILE,
