@@ -13,7 +13,7 @@ from matplotlib.patches import Patch
 
 from ..units import GiB
 from .base import (COLORS, EXPLORER_TIME_COLORS, GPU_COLORS, FixedView, View, _fast_hbars, _kept_legend,
-                   _line, _log_axis, _set_hbars, _step_time_bars, _tokens, _usd, figure_axes)
+                   _line, _log_axis, _set_hbars, _step_time_bars, _tokens, _usd, figure_axes, reset_axes)
 # what the figure draws whatever plan is chosen, kept by table (moved out in session 25; every name here)
 from .plan_groups import (_GROUPS_COLUMNS, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _bare,  # noqa: F401
                           _column_arrays, _cp_text, _front_rows, _groups_key, _number_dtype, _plan_groups,
@@ -176,39 +176,71 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                               bottom=0.11, top=0.93, wspace=0.3, hspace=1.25)
         return fig.add_subplot(gs[:, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1])
 
-    # (the right-hand panels of a widget's kept figure: their artists kept and updated in place, wid33)
+    # (on a widget's kept figure the panels' artists are kept and updated in place, wid33)
     fig, (ax, ax_m, ax_t) = figure_axes(7.9, 4.4, into, ("plan",), build, keep_log=((0, "x"), (0, "y")),
-                                        retained=(1, 2))
-    kept_m, kept_t = (getattr(a, "llmsizing_panel", None) if into is not None else None for a in (ax_m, ax_t))
+                                        retained=(0, 1, 2))
+    kept_l, kept_m, kept_t = (getattr(a, "llmsizing_panel", None) if into is not None else None
+                              for a in (ax, ax_m, ax_t))
 
     # ---- left: every plan, each GPU type's front, the front, the chosen plan (_log_axis sets the limits)
-    ax.add_line(_PointCloud(table["days"].to_numpy(dtype=float), table["cost_usd"].to_numpy(dtype=float),
-                            ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
-                            label=f"{len(plans):,} plans that fit"))     # (as _line: nothing autoscaled)
     groups = _plan_groups(table)
-    for name, days, cost in groups["own"]:
-        _line(ax, days, cost, color=GPU_COLORS.get(name, "0.4"), lw=1.0, alpha=0.6, zorder=2,
-              label=f"best on {name} alone")
-    _line(ax, *groups["front"], color="0.2", lw=0.8, zorder=3)
-    for name, days, cost in groups["front_by_gpu"]:
-        _line(ax, days, cost, ls="none", marker="o", ms=4.5, color=GPU_COLORS.get(name, "0.4"),
-              zorder=4, label=f"front: {name}")
-    _line(ax, [r.days], [r.cost_usd], ls="none", marker="o", ms=12, mfc="none", mec="#D55E00", mew=2,
-          zorder=5, label="chosen plan", color="C0")     # (the cycle's first colour, as plot gave it; unseen)
     # the dots are point estimates, and a limit is checked by the rule (issue 34): with a limit, the chosen
     # plan's slow end of its range (plan()'s days_high, cost_usd_high) is drawn, and the budget's line says
     # which cost it is held to
+    slow = deadline_rule is not None and bool(deadline_days or budget_usd)
+    # (the lines the panel draws, in order: kept while the same, else the axes emptied and drawn anew)
+    left_key = (tuple(n for n, *_ in groups["own"]), tuple(n for n, *_ in groups["front_by_gpu"]), slow,
+                bool(deadline_days), bool(budget_usd))
+    if kept_l is not None and kept_l["key"] != left_key:
+        reset_axes(ax, keep_log="xy")                           # (what figure_axes does to an axes it keeps)
+        kept_l = None
+    if kept_l is None:
+        cloud = _PointCloud(table["days"].to_numpy(dtype=float), table["cost_usd"].to_numpy(dtype=float),
+                            ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
+                            label=f"{len(plans):,} plans that fit")
+        lines = [ax.add_line(cloud)]
+        for name, days, cost in groups["own"]:                  # (as _line: nothing autoscaled)
+            lines.append(_line(ax, days, cost, color=GPU_COLORS.get(name, "0.4"), lw=1.0, alpha=0.6, zorder=2,
+                               label=f"best on {name} alone"))
+        lines.append(_line(ax, *groups["front"], color="0.2", lw=0.8, zorder=3))
+        for name, days, cost in groups["front_by_gpu"]:
+            lines.append(_line(ax, days, cost, ls="none", marker="o", ms=4.5,
+                               color=GPU_COLORS.get(name, "0.4"), zorder=4, label=f"front: {name}"))
+        lines.append(_line(ax, [r.days], [r.cost_usd], ls="none", marker="o", ms=12, mfc="none",
+                           mec="#D55E00", mew=2, zorder=5, label="chosen plan",
+                           color="C0"))     # (the cycle's first colour, as plot gave it; unseen)
+        if slow:
+            lines.append(_line(ax, [r.days, r.days_high], [r.cost_usd, r.cost_usd_high], ls=":", lw=0.9,
+                               color="#D55E00", zorder=5))
+            lines.append(_line(ax, [r.days_high], [r.cost_usd_high], ls="none", marker="D", ms=5, mfc="white",
+                               mec="#D55E00", mew=1.2, color="#D55E00", zorder=5,
+                               label="chosen plan, slow end of its range"))
+        if deadline_days:
+            lines.append(ax.axvline(deadline_days, color="#D55E00", lw=0.9, ls="--"))
+        if budget_usd:
+            lines.append(ax.axhline(budget_usd, color="#D55E00", lw=0.9, ls="--"))
+        if into is not None:
+            _retain(ax, dict(key=left_key, lines=lines))
+    else:
+        for text in [*ax.texts]:                  # (the budget's and the notes' texts are made again)
+            text.remove()
+        data = [(table["days"].to_numpy(dtype=float), table["cost_usd"].to_numpy(dtype=float)),
+                *((days, cost) for _, days, cost in groups["own"]), groups["front"],
+                *((days, cost) for _, days, cost in groups["front_by_gpu"]), ([r.days], [r.cost_usd])]
+        if slow:
+            data += [([r.days, r.days_high], [r.cost_usd, r.cost_usd_high]),
+                     ([r.days_high], [r.cost_usd_high])]
+        if deadline_days:
+            data.append(([deadline_days] * 2, [0, 1]))
+        if budget_usd:
+            data.append(([0, 1], [budget_usd] * 2))
+        for line, (x, y) in zip(kept_l["lines"], data, strict=True):
+            line.set_data(np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel())
+        kept_l["lines"][0].set_label(f"{len(plans):,} plans that fit")
     x_hi, y_hi = table["days"].max(), table["cost_usd"].max()
-    if deadline_rule is not None and (deadline_days or budget_usd):
-        _line(ax, [r.days, r.days_high], [r.cost_usd, r.cost_usd_high], ls=":", lw=0.9, color="#D55E00",
-              zorder=5)
-        _line(ax, [r.days_high], [r.cost_usd_high], ls="none", marker="D", ms=5, mfc="white", mec="#D55E00",
-              mew=1.2, color="#D55E00", zorder=5, label="chosen plan, slow end of its range")
+    if slow:
         x_hi, y_hi = max(x_hi, r.days_high, deadline_days or 0), max(y_hi, r.cost_usd_high, budget_usd or 0)
-    if deadline_days:
-        ax.axvline(deadline_days, color="#D55E00", lw=0.9, ls="--")
     if budget_usd:           # (the text under the legend where they meet: the legend names the diamond)
-        ax.axhline(budget_usd, color="#D55E00", lw=0.9, ls="--")
         held = ("slow-end costs (diamond: chosen)" if deadline_rule == "slow_end"
                 else "point costs (the dots)")
         ax.text(0.015, budget_usd, f"budget {_usd(budget_usd)} vs {held}", ha="left", va="bottom",
