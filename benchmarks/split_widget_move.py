@@ -38,10 +38,11 @@ and step_time 0.8 | 0.7, _log_axis 0.7 | 0.7, add_line 0.4 | 0.5, each other cal
 lines 2.6 | 2.9. A run at load ~2 (07:52 UTC) gave the same shape: ch17 steps update 66, plan 29-32, draw
 17-20, render 15-18, encode 4; ch12 steps update 66, plan 18, draw 22, render 20, encode 4.
 
-After wid33 (the right-hand panels kept and updated in place, render_plan): figure_axes 2.5 -> 0.9-1.1 ms,
-_step_time_bars, _fast_hbars and axvline gone from a widget's move (the panels' update is in ``render:
-rest``); the render 15.4 -> 12.1 (ch17 steps) and 18.2 -> 13.2 ms (ch12 steps) in two runs at a similar load
-(3.1-4.5), not paired: the paired comparison is benchmarks/bench_widget_ab.py (wid33's report).
+After wid33 (render_plan keeps the panels' artists on a widget's figure and updates them in place): run as
+main, branch, main, branch (main as ``git archive`` on PYTHONPATH; 08:27-08:29 UTC, load 1.0-1.6), medians of
+the steps: render ch17 13.0, 13.7 -> 8.2, 9.8 ms; ch12 18.2, 15.5 -> 8.4, 10.5 ms; draw unchanged (15.5-20
+either side); encode 3.2-3.9 either side; plan as noisy as ever (ch17 29-36). The paired comparison of
+whole moves: benchmarks/bench_widget_ab.py's docstring.
 """
 from __future__ import annotations
 
