@@ -16,6 +16,17 @@ the paired ratios (this / base, move by move: the figure to read on a shared mac
 all, and the load average before and after. ``--parts MODULE.NAME ...`` (names of the package, e.g.
 ``planner.fitting_plans``, wrapped on each side where a caller looks them up) also times the CPU spent inside
 them during each move, printed the same way below. Does not assert (timings are not tests).
+
+Measured (wid33, 2026-12-03, against main b90918cc, --moves 4, the two planner widgets; medians of the moves
+to new settings, base -> branch, and the median paired ratio):
+
+* right-hand panels kept (7a911538), 4 rounds, load 2.8: long_context 38.6 -> 37.1 ms (1.007), planner
+  50.3 -> 43.7 (0.904); 10 rounds, long_context only, load 2.7: 38.7 -> 31.4 (0.831); 8 rounds, load
+  5.6-6.8: long_context 55.8 -> 48.6 (0.919), planner 66.0 -> 60.2 (0.883), all 400 moves 0.891;
+* and the left panel's lines kept (87ee5cba), 8 rounds, load 2.7 -> 1.8: long_context 41.8 -> 36.6 (0.903),
+  planner 52.5 -> 42.8 (0.851), all 400 moves 48.6 -> 40.4 ms (0.864); every control's ratio below 1;
+  again, 8 rounds, load 1.6 -> 1.2: long_context 42.8 -> 37.1 (0.882), planner 53.5 -> 45.2 (0.812), all
+  50.2 -> 43.2 ms (0.831).
 """
 
 from __future__ import annotations

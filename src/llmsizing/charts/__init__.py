@@ -38,9 +38,9 @@ No formula lives here: render functions only call the library and draw.
 from .base import (COLORS, DPI, EXPLORER_TIME_COLORS, GPU_COLORS, FixedView, View, blank_figure,
                    capacity_line, figure_alt_text, figure_axes, new_figure, reset_axes, show)
 from .base import (_CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPTION_PT, _caption_room,  # noqa: F401
-                   _SUFFIXES, _bar_collection, _fast_hbars, _fast_stacked_columns,  # noqa: F401
+                   _SUFFIXES, _bar_collection, _bar_verts, _fast_hbars, _fast_stacked_columns,  # noqa: F401
                    KEPT_LEGENDS, _fixed_figure, _flat, _grid, _inch_margins, _kept_figure_legend,
-                   _kept_legend,
+                   _kept_legend, _set_hbars,
                    _legend_entries, _line, _log_axis, _log_kept, _log_scale, _png_kwargs, _short_number,
                    _stage_memory_columns, _settle_grids, _step_time_bars, _suffixed, _tokens, _usd)
 
@@ -79,7 +79,8 @@ from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _S
                          _deadline_lines,
                          _front_rows, _judged, _log_norm, _mfu_kind, _number_dtype, _plan_groups, _plan_label,
                          _range_note_lines, _rect, _row_type, _table_key, _values_bytes, _vp_text,
-                         _GROUPS_COLUMNS, _PointCloud, _groups_key, _bare, _first_of_each, _column_arrays)
+                         _GROUPS_COLUMNS, _PointCloud, _groups_key, _bare, _first_of_each, _column_arrays,
+                         _retain, _step_time_update)
 
 # Part IV, serving and fine-tuning (ch 15-16).
 from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, FLEET_COLORS, SPECULATIVE_COLORS, SPECULATIVE_KS,

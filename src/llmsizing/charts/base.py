@@ -187,18 +187,23 @@ def _bar_collection(ax, pos, start, end, *, thickness: float, colors, horizontal
     making and drawing it (several times slower with ~100 rectangles). ``sticky``: values along the value axis
     that autoscaling adds no margin beyond (``barh``'s left ends). Returns the collection. Shared by
     :func:`_fast_stacked_columns` and :func:`_fast_hbars`."""
-    import numpy as np
     from matplotlib.collections import PolyCollection
+
+    bars = PolyCollection(_bar_verts(pos, start, end, thickness=thickness, horizontal=horizontal),
+                          facecolors=colors, edgecolors="none")
+    (bars.sticky_edges.x if horizontal else bars.sticky_edges.y).extend(sticky)
+    ax.add_collection(bars)
+    return bars
+
+
+def _bar_verts(pos, start, end, *, thickness: float, horizontal: bool):
+    """The corners of :func:`_bar_collection`'s bars, ``(n, 4, 2)`` as ``(x, y)``."""
+    import numpy as np
 
     lo, hi = pos - thickness / 2, pos + thickness / 2
     verts = np.stack([np.column_stack([lo, start]), np.column_stack([hi, start]), np.column_stack([hi, end]),
                       np.column_stack([lo, end])], axis=1)            # corners as (across, along)
-    if horizontal:
-        verts = verts[..., ::-1]                                       # (x, y) = (along, across)
-    bars = PolyCollection(verts, facecolors=colors, edgecolors="none")
-    (bars.sticky_edges.x if horizontal else bars.sticky_edges.y).extend(sticky)
-    ax.add_collection(bars)
-    return bars
+    return verts[..., ::-1] if horizontal else verts                   # (x, y) = (along, across)
 
 
 def _fast_stacked_columns(ax, labels: list[str], stacks: dict[str, list[float]], *, width: float = 0.8,
@@ -259,6 +264,20 @@ def _fast_hbars(ax, y, widths, *, left=0.0, height: float = 0.8, colors=None, au
         ax.autoscale_view()
     return [Patch(facecolor=c, edgecolor="none")
             for c in np.broadcast_to(np.asarray(colors, dtype=object), y.shape)]
+
+
+def _set_hbars(bars, y, widths, *, left=0.0, height: float = 0.8, colors=None) -> None:
+    """Make ``bars``, a collection :func:`_fast_hbars` made, the bars ``_fast_hbars(ax, y, widths, left=left,
+    height=height, colors=colors)`` would make now (wid33: a widget's kept panel updated in place instead of a
+    new collection). The data limits and the autoscaling are the caller's (a new collection's are updated by
+    ``ax.add_collection``)."""
+    import numpy as np
+
+    y = np.asarray(y, dtype=float)
+    x0 = np.broadcast_to(np.asarray(left, dtype=float), y.shape)
+    bars.set_verts(_bar_verts(y, x0, x0 + np.asarray(widths, dtype=float), thickness=height, horizontal=True))
+    bars.set_facecolor(colors)
+    bars.sticky_edges.x[:] = np.unique(x0).tolist()
 
 
 def _stage_memory_columns(ax, tm, g) -> None:

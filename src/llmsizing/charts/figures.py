@@ -42,7 +42,7 @@ def blank_figure(width: float, height: float, into: Figure | None = None) -> Fig
 
 
 def figure_axes(width: float, height: float, into: Figure | None, layout: tuple, build, *, keep_log=(),
-                resize=None):
+                resize=None, retained=()):
     """``(figure, axes)`` for a render function: ``build(figure)`` makes the axes (and fixes the margins) of a
     :func:`blank_figure`. ``layout`` names that arrangement (with every argument that shapes it).
 
@@ -57,7 +57,13 @@ def figure_axes(width: float, height: float, into: Figure | None, layout: tuple,
     ``resize``: ``(kind, adjust)``, where the axes of every layout of that ``kind`` are the same but for the
     figure's size and their place in it: a kept figure of the same kind but another size (the model-states
     figure grows a bar per recipe) is resized and ``adjust(figure)`` places its axes again (a
-    ``subplots_adjust``), instead of new axes being built (issue 38: ~40 ms)."""
+    ``subplots_adjust``), instead of new axes being built (issue 38: ~40 ms).
+
+    ``retained``: positions (in the flattened axes) of axes whose artists the render keeps and updates in
+    place from one redraw to the next (wid33: the planner's right-hand panels). A kept axes there that the
+    render has marked ``llmsizing_retained`` is returned as it is, not emptied: the render then sets again
+    all that the axes shows (``tests/test_widget_layout.py`` checks the result equals a render on a new
+    figure)."""
     kept = getattr(into, "llmsizing_layout", None) if into is not None else None
     if (kept is not None and kept != (width, height, layout) and resize is not None
             and getattr(into, "llmsizing_resize_kind", None) == resize[0]):
@@ -70,6 +76,8 @@ def figure_axes(width: float, height: float, into: Figure | None, layout: tuple,
                 artist.remove()
         axes = into.llmsizing_axes
         for i, ax in enumerate(_flat(axes)):
+            if i in retained and getattr(ax, "llmsizing_retained", False):
+                continue
             reset_axes(ax, keep_log="".join(xy for j, xy in keep_log if j == i))
         return into, axes
     fig = blank_figure(width, height, into)

@@ -26,7 +26,8 @@ from .time_money_plan import PLAN_GPUS, PLAN_LEGEND_PT, plan_notes, render_plan 
 from .time_money_plan import (_PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _cp_text, _deadline_lines,  # noqa: F401
                               _front_rows, _number_dtype, _plan_groups, _plan_label, _range_note_lines,
                               _row_type, _table_key, _GROUPS_COLUMNS, _PointCloud, _groups_key,
-                              _values_bytes, _vp_text, _bare, _first_of_each, _column_arrays)
+                              _values_bytes, _vp_text, _bare, _first_of_each, _column_arrays, _retain,
+                              _step_time_update)
 from .time_money_checks import (_AUDIT_STYLES, _Same, _judged, render_prediction_check,  # noqa: F401
                                 render_seed_audit)
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from ..units import GiB
-from .base import (COLORS, GPU_COLORS, FixedView, View, _fast_hbars, _kept_legend, _line, _log_axis,
-                   _step_time_bars, _tokens, _usd, figure_axes)
+from .base import (COLORS, EXPLORER_TIME_COLORS, GPU_COLORS, FixedView, View, _fast_hbars, _kept_legend,
+                   _line, _log_axis, _set_hbars, _step_time_bars, _tokens, _usd, figure_axes, reset_axes)
 # what the figure draws whatever plan is chosen, kept by table (moved out in session 25; every name here)
 from .plan_groups import (_GROUPS_COLUMNS, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _bare,  # noqa: F401
                           _column_arrays, _cp_text, _front_rows, _groups_key, _number_dtype, _plan_groups,
@@ -131,7 +132,12 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     (the dots).
 
     ``grad_buffer`` (issue 38, :func:`~llmsizing.planner.plan`'s): the plans' gradient buffer; the chosen
-    plan's memory holds it where its ZeRO stage is 0 or 1, as plan() weighed it."""
+    plan's memory holds it where its ZeRO stage is 0 or 1, as plan() weighed it.
+
+    ``into`` (a widget's kept figure, issue 38, wid33): the panels' artists drawn at the previous redraw are
+    kept and given the new data (the left panel's lines while the same lines are drawn, the memory bar and
+    the step-time bars always) instead of being removed and made again: ~5-8 ms of CPU a move;
+    ``tests/test_widget_layout.py`` checks the widget's figure equals a render on a new figure."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
@@ -175,36 +181,71 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                               bottom=0.11, top=0.93, wspace=0.3, hspace=1.25)
         return fig.add_subplot(gs[:, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, 1])
 
-    fig, (ax, ax_m, ax_t) = figure_axes(7.9, 4.4, into, ("plan",), build, keep_log=((0, "x"), (0, "y")))
+    # (on a widget's kept figure the panels' artists are kept and updated in place, wid33)
+    fig, (ax, ax_m, ax_t) = figure_axes(7.9, 4.4, into, ("plan",), build, keep_log=((0, "x"), (0, "y")),
+                                        retained=(0, 1, 2))
+    kept_l, kept_m, kept_t = (getattr(a, "llmsizing_panel", None) if into is not None else None
+                              for a in (ax, ax_m, ax_t))
 
     # ---- left: every plan, each GPU type's front, the front, the chosen plan (_log_axis sets the limits)
-    ax.add_line(_PointCloud(table["days"].to_numpy(dtype=float), table["cost_usd"].to_numpy(dtype=float),
-                            ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
-                            label=f"{len(plans):,} plans that fit"))     # (as _line: nothing autoscaled)
     groups = _plan_groups(table)
-    for name, days, cost in groups["own"]:
-        _line(ax, days, cost, color=GPU_COLORS.get(name, "0.4"), lw=1.0, alpha=0.6, zorder=2,
-              label=f"best on {name} alone")
-    _line(ax, *groups["front"], color="0.2", lw=0.8, zorder=3)
-    for name, days, cost in groups["front_by_gpu"]:
-        _line(ax, days, cost, ls="none", marker="o", ms=4.5, color=GPU_COLORS.get(name, "0.4"),
-              zorder=4, label=f"front: {name}")
-    _line(ax, [r.days], [r.cost_usd], ls="none", marker="o", ms=12, mfc="none", mec="#D55E00", mew=2,
-          zorder=5, label="chosen plan", color="C0")     # (the cycle's first colour, as plot gave it; unseen)
     # the dots are point estimates, and a limit is checked by the rule (issue 34): with a limit, the chosen
     # plan's slow end of its range (plan()'s days_high, cost_usd_high) is drawn, and the budget's line says
     # which cost it is held to
+    slow = deadline_rule is not None and bool(deadline_days or budget_usd)
+    # (the lines the panel draws, in order: kept while the same, else the axes emptied and drawn anew)
+    left_key = (tuple(n for n, *_ in groups["own"]), tuple(n for n, *_ in groups["front_by_gpu"]), slow,
+                bool(deadline_days), bool(budget_usd))
+    if kept_l is not None and kept_l["key"] != left_key:
+        reset_axes(ax, keep_log="xy")                           # (what figure_axes does to an axes it keeps)
+        kept_l = None
+    if kept_l is None:
+        cloud = _PointCloud(table["days"].to_numpy(dtype=float), table["cost_usd"].to_numpy(dtype=float),
+                            ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
+                            label=f"{len(plans):,} plans that fit")
+        lines = [ax.add_line(cloud)]
+        for name, days, cost in groups["own"]:                  # (as _line: nothing autoscaled)
+            lines.append(_line(ax, days, cost, color=GPU_COLORS.get(name, "0.4"), lw=1.0, alpha=0.6, zorder=2,
+                               label=f"best on {name} alone"))
+        lines.append(_line(ax, *groups["front"], color="0.2", lw=0.8, zorder=3))
+        for name, days, cost in groups["front_by_gpu"]:
+            lines.append(_line(ax, days, cost, ls="none", marker="o", ms=4.5,
+                               color=GPU_COLORS.get(name, "0.4"), zorder=4, label=f"front: {name}"))
+        lines.append(_line(ax, [r.days], [r.cost_usd], ls="none", marker="o", ms=12, mfc="none",
+                           mec="#D55E00", mew=2, zorder=5, label="chosen plan",
+                           color="C0"))     # (the cycle's first colour, as plot gave it; unseen)
+        if slow:
+            lines.append(_line(ax, [r.days, r.days_high], [r.cost_usd, r.cost_usd_high], ls=":", lw=0.9,
+                               color="#D55E00", zorder=5))
+            lines.append(_line(ax, [r.days_high], [r.cost_usd_high], ls="none", marker="D", ms=5, mfc="white",
+                               mec="#D55E00", mew=1.2, color="#D55E00", zorder=5,
+                               label="chosen plan, slow end of its range"))
+        if deadline_days:
+            lines.append(ax.axvline(deadline_days, color="#D55E00", lw=0.9, ls="--"))
+        if budget_usd:
+            lines.append(ax.axhline(budget_usd, color="#D55E00", lw=0.9, ls="--"))
+        if into is not None:
+            _retain(ax, dict(key=left_key, lines=lines))
+    else:
+        for text in [*ax.texts]:                  # (the budget's and the notes' texts are made again)
+            text.remove()
+        data = [(table["days"].to_numpy(dtype=float), table["cost_usd"].to_numpy(dtype=float)),
+                *((days, cost) for _, days, cost in groups["own"]), groups["front"],
+                *((days, cost) for _, days, cost in groups["front_by_gpu"]), ([r.days], [r.cost_usd])]
+        if slow:
+            data += [([r.days, r.days_high], [r.cost_usd, r.cost_usd_high]),
+                     ([r.days_high], [r.cost_usd_high])]
+        if deadline_days:
+            data.append(([deadline_days] * 2, [0, 1]))
+        if budget_usd:
+            data.append(([0, 1], [budget_usd] * 2))
+        for line, (x, y) in zip(kept_l["lines"], data, strict=True):
+            line.set_data(np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel())
+        kept_l["lines"][0].set_label(f"{len(plans):,} plans that fit")
     x_hi, y_hi = table["days"].max(), table["cost_usd"].max()
-    if deadline_rule is not None and (deadline_days or budget_usd):
-        _line(ax, [r.days, r.days_high], [r.cost_usd, r.cost_usd_high], ls=":", lw=0.9, color="#D55E00",
-              zorder=5)
-        _line(ax, [r.days_high], [r.cost_usd_high], ls="none", marker="D", ms=5, mfc="white", mec="#D55E00",
-              mew=1.2, color="#D55E00", zorder=5, label="chosen plan, slow end of its range")
+    if slow:
         x_hi, y_hi = max(x_hi, r.days_high, deadline_days or 0), max(y_hi, r.cost_usd_high, budget_usd or 0)
-    if deadline_days:
-        ax.axvline(deadline_days, color="#D55E00", lw=0.9, ls="--")
     if budget_usd:           # (the text under the legend where they meet: the legend names the diamond)
-        ax.axhline(budget_usd, color="#D55E00", lw=0.9, ls="--")
         held = ("slow-end costs (diamond: chosen)" if deadline_rule == "slow_end"
                 else "point costs (the dots)")
         ax.text(0.015, budget_usd, f"budget {_usd(budget_usd)} vs {held}", ha="left", va="bottom",
@@ -231,18 +272,32 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     parts = {k: v for k, v in tm.phase_parts[tm.peak_phase].items() if v > 0}
     parts["overhead"] = tm.overhead_bytes
     widths = np.array(list(parts.values())) / GiB
-    handles = _fast_hbars(ax_m, np.zeros(len(parts)), widths, left=np.cumsum(widths) - widths, height=0.6,
-                          colors=[COLORS.get(k, "0.5") for k in parts], autoscale=False)  # a bar per part
+    colors, capacity = [COLORS.get(k, "0.5") for k in parts], f" {g.memory_gib:.0f} GiB"
+    bars = dict(left=np.cumsum(widths) - widths, height=0.6, colors=colors)     # a bar per part
+    if kept_m is None:
+        _fast_hbars(ax_m, np.zeros(len(parts)), widths, **bars, autoscale=False)
+    else:
+        _set_hbars(kept_m["bars"], np.zeros(len(parts)), widths, **bars)
     left = float(widths.sum())
     ax_m.set_xlim(0, 1.05 * max(left, g.memory_gib))    # (before the lines: they then autoscale nothing)
-    ax_m.set_ylim(-0.5, 0.6)
-    ax_m.axvline(g.memory_gib, color="0.15", lw=1.1, ls="--")
-    ax_m.axvline(USABLE_FRACTION * g.memory_gib, color="0.45", lw=0.9, ls=":")
-    ax_m.text(g.memory_gib, 0.42, f" {g.memory_gib:.0f} GiB", fontsize=7, va="bottom", ha="right")
-    ax_m.set_yticks([])
+    if kept_m is None:
+        panel = dict(bars=ax_m.collections[-1])
+        ax_m.set_ylim(-0.5, 0.6)
+        panel["full"] = ax_m.axvline(g.memory_gib, color="0.15", lw=1.1, ls="--")
+        panel["usable"] = ax_m.axvline(USABLE_FRACTION * g.memory_gib, color="0.45", lw=0.9, ls=":")
+        panel["capacity"] = ax_m.text(g.memory_gib, 0.42, capacity, fontsize=7, va="bottom", ha="right")
+        ax_m.set_yticks([])
+        if into is not None:
+            _retain(ax_m, panel)
+    else:
+        kept_m["full"].set_xdata([g.memory_gib, g.memory_gib])
+        kept_m["usable"].set_xdata([USABLE_FRACTION * g.memory_gib] * 2)
+        kept_m["capacity"].set_x(g.memory_gib)
+        kept_m["capacity"].set_text(capacity)
     ax_m.set_xlabel(f"GiB on the most loaded {g.name} (peak: {tm.peak_phase})", fontsize=8)
     _kept_legend(ax_m, ("plan memory", *parts),             # (the colours follow from the parts' names)
-                 lambda: ax_m.legend(handles, list(parts), fontsize=PLAN_LEGEND_PT, frameon=False, ncols=3,
+                 lambda: ax_m.legend([Patch(facecolor=c, edgecolor="none") for c in colors], list(parts),
+                                     fontsize=PLAN_LEGEND_PT, frameon=False, ncols=3,
                                      loc="upper center", bbox_to_anchor=(0.5, -0.58), handlelength=1.2,
                                      columnspacing=0.9, labelspacing=0.3))
     title = ax_m.set_title(f"chosen: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp}{_vp_text(r)} dp={r.dp} "
@@ -255,7 +310,12 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
         title.set_fontsize(7.5)
 
     # ---- right, bottom: where the step's time goes
-    _step_time_bars(ax_t, st, fontsize=7.5)
+    if kept_t is None:
+        _step_time_bars(ax_t, st, fontsize=7.5)
+        if into is not None:
+            _retain(ax_t, dict(bars=ax_t.collections[-1], names=list(st.parts())))
+    else:
+        _step_time_update(ax_t, kept_t, st, fontsize=7.5)
     ax_t.set_xlabel("seconds per step (communication before overlap, "
                     + ("hidden group by group)" if ovl is None else f"{ovl:.0%} of it hidden)"), fontsize=7.5)
     # ends at the axis' right end and runs left, where there is room: centred, it ran 22 px past the PNG's
@@ -299,6 +359,41 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     for index, line in groups["front_lines"]:
         lines.append(f"{'>' if index == highlight else ' '}{line}")
     return FixedView(fig, "\n".join(lines))
+
+
+def _retain(ax, panel: dict) -> None:
+    """Keep ``panel`` (the artists a render updates in place) on ``ax`` of a widget's kept figure, and mark
+    the axes for :func:`~llmsizing.charts.figures.figure_axes` (``retained``) not to empty it at the next
+    redraw. Its titles are pinned at the top as :func:`~llmsizing.charts.figures.reset_axes` pins those of
+    the axes it empties (they are not measured again at every draw)."""
+    for loc in ("left", "center", "right"):          # (none set yet: the render sets its title after this)
+        ax.set_title("", loc=loc, y=1.0)
+    ax.llmsizing_titles_pinned = True
+    ax.llmsizing_panel, ax.llmsizing_retained = panel, True
+
+
+def _step_time_update(ax, panel: dict, st, *, fontsize: float) -> None:
+    """:func:`~llmsizing.charts.base._step_time_bars` on axes it drew before (``panel``: its bars and part
+    names), updated in place: the bars' corners and colours, the data limits as a new collection sets them
+    (after :func:`~llmsizing.charts.figures.reset_axes`' ``relim``), the autoscaled limits (the y axis is
+    already inverted; ``set_ybound`` keeps it so, at the limits the new axes would get), and the tick labels
+    when the parts change."""
+    import numpy as np
+
+    parts = st.parts()
+    names = list(parts)
+    bars = panel["bars"]
+    _set_hbars(bars, np.arange(len(names)), [parts[k] for k in names],
+               colors=[{**EXPLORER_TIME_COLORS, "ep": "#D55E00"}[k] for k in names])
+    ax.relim()
+    ax.ignore_existing_data_limits = True
+    bars.remove()                            # (added again: the data limits as for a new collection)
+    ax.add_collection(bars)
+    ax.autoscale_view()
+    if names != panel["names"]:
+        ax.set_yticks(np.arange(len(names)), [n if n in ("compute", "pipeline bubble") else f"{n} comm."
+                                              for n in names], fontsize=fontsize)
+        panel["names"] = names
 
 
 def _range_note_lines(plans, r, st) -> list[str]:
