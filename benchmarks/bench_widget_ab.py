@@ -9,7 +9,11 @@ the widgets' canvas (``widgets/canvas.py``, ``widgets/pixels.py``: matplotlib's 
 process) must be the same on both sides and is shared.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_widget_ab.py [BASE] [--rounds N] [--moves N]
-        [--only WIDGET ...] [--controls CONTROL ...]
+        [--only WIDGET ...] [--controls CONTROL ...] [--participant PICKS]
+
+``--participant PICKS`` walks each widget as tests/browser/measure_participant.py's participant does in the
+page instead (pick33): a model pick (its mixtures of experts and dense models in turn, never a kept answer),
+then every other control one step and back, PICKS times; the picks are the ``model`` row.
 
 Prints per widget and control the number of moves, the median CPU ms base -> this checkout and the median of
 the paired ratios (this / base, move by move: the figure to read on a shared machine), then per widget and in
@@ -27,6 +31,13 @@ to new settings, base -> branch, and the median paired ratio):
   planner 52.5 -> 42.8 (0.851), all 400 moves 48.6 -> 40.4 ms (0.864); every control's ratio below 1;
   again, 8 rounds, load 1.6 -> 1.2: long_context 42.8 -> 37.1 (0.882), planner 53.5 -> 45.2 (0.812), all
   50.2 -> 43.2 ms (0.831).
+
+Measured (pick33, 2026-12-03, against main 556b0e98, ``--only planner_widget --participant 8 --rounds 8``,
+load 1.1 -> 1.0): render_plan's left panel adding its kept lines again when the set of lines changes (most
+model picks: another model's fronts fall on other GPU types) instead of making them anew: model picks 122.8
+-> 117.5 ms (paired ratio 0.981, 64 picks), deadline 48.0 -> 44.0 (0.916), deadline rule 41.9 -> 38.7
+(0.936), every control's ratio below 1; all 704 moves 53.6 -> 50.9 ms (0.979). A first run, 4 rounds of 6
+picks with tests running beside it: picks 0.964, all 0.979.
 """
 
 from __future__ import annotations
@@ -141,6 +152,52 @@ def one_round(widgets, name: str, n: int, controls) -> dict:
     return got
 
 
+#: The mixture-of-experts models a participant picks in turn with dense ones (tests/browser/
+#: measure_participant.py's MOE, as of pick33).
+PARTICIPANT_MOE = ("qwen3-30b-a3b", "granite-3.0-1b-a400m", "granite-3.0-3b-a800m", "deepseek-v2",
+                   "gpt-oss-120b", "qwen3-235b-a22b", "deepseek-v3", "mixtral-8x7b", "olmoe-1b-7b",
+                   "llama-4-scout")
+
+
+def participant_round(widgets, name: str, picks: int, controls) -> dict:
+    """A new widget walked as measure_participant.participant walks it in the page (``--participant``):
+    a model pick (mixture of experts and dense in turn, in its order: never a kept answer), then every
+    other control one step (:func:`other_values`, one) and back, for ``picks`` picks. ``{(board, control,
+    value, k): (CPU s, CPU s inside the parts)}`` of the moves to settings not drawn before (the picks
+    under ``model``)."""
+    w = getattr(widgets, name)()
+    got = {}
+    for b, board in enumerate(boards(w)):
+        seen = {state(board)}
+        model = board.controls.get("model")
+        if model is None:
+            continue
+        options = [o[1] if isinstance(o, tuple) else o for o in model.options]
+        others = [o for o in options if o != model.value and o not in PARTICIPANT_MOE]
+        others = [others[(j * 7) % len(others)] for j in range(len(others))]
+        moe = [o for o in PARTICIPANT_MOE if o in options and o != model.value]
+        order = [x for pair in zip(moe, others) for x in pair] + moe[len(others):] + others[len(moe):]
+
+        def timed(key, ctrl, target, k):
+            INSIDE[0], c0 = 0.0, time.process_time()
+            ctrl.value = target
+            t = time.process_time() - c0
+            if state(board) not in seen:
+                seen.add(state(board))
+                got[b, key, repr(target), k] = (t, INSIDE[0])
+
+        for k, m in enumerate(order[:picks]):
+            timed("model", model, m, k)
+            for key, ctrl in board.controls.items():
+                if key == "model" or (controls and key not in controls):
+                    continue
+                default = ctrl.value
+                for value in other_values(ctrl, 1):
+                    timed(key, ctrl, value, k)
+                    ctrl.value = default
+    return got
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("base", nargs="?", default="main")
@@ -150,6 +207,8 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=["long_context_widget", "planner_widget"])
     ap.add_argument("--controls", nargs="*", default=None)
     ap.add_argument("--parts", nargs="*", default=[], help="module.name of the package, timed inside moves")
+    ap.add_argument("--participant", type=int, default=0, metavar="PICKS",
+                    help="walk each widget as the page's participant does, PICKS model picks (pick33)")
     args = ap.parse_args()
     diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", args.base, "--",
                            *(f"src/llmsizing/{m.replace('.', '/')}.py" for m in SHARED)])
@@ -179,8 +238,10 @@ def main() -> None:
                 clear("llmsizing_base" if side == "base" else "llmsizing", names)
                 got = {}
                 for name in args.only:
-                    got.update(((name, *k), t) for k, t in
-                               one_round(sides[side], name, args.moves, args.controls).items())
+                    walked = (participant_round(sides[side], name, args.participant, args.controls)
+                              if args.participant
+                              else one_round(sides[side], name, args.moves, args.controls))
+                    got.update(((name, *k), t) for k, t in walked.items())
                 times[side].append(got)
         loads.append(Path("/proc/loadavg").read_text().split()[0])
         report(times, args.only, 0)

@@ -193,7 +193,8 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     # plan's slow end of its range (plan()'s days_high, cost_usd_high) is drawn, and the budget's line says
     # which cost it is held to
     slow = deadline_rule is not None and bool(deadline_days or budget_usd)
-    # (the lines the panel draws, in order: kept while the same, else the axes emptied and drawn anew)
+    # (the lines the panel draws, in order: kept while the same; another set: each role's kept line added
+    # again, pick33)
     left_key = (tuple(n for n, *_ in groups["own"]), tuple(n for n, *_ in groups["front_by_gpu"]), slow,
                 bool(deadline_days), bool(budget_usd))
     if kept_l is not None and kept_l["key"] != left_key:
