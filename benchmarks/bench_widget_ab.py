@@ -36,8 +36,11 @@ Measured (pick33, 2026-12-03, against main 556b0e98, ``--only planner_widget --p
 load 1.1 -> 1.0): render_plan's left panel adding its kept lines again when the set of lines changes (most
 model picks: another model's fronts fall on other GPU types) instead of making them anew: model picks 122.8
 -> 117.5 ms (paired ratio 0.981, 64 picks), deadline 48.0 -> 44.0 (0.916), deadline rule 41.9 -> 38.7
-(0.936), every control's ratio below 1; all 704 moves 53.6 -> 50.9 ms (0.979). A first run, 4 rounds of 6
-picks with tests running beside it: picks 0.964, all 0.979.
+(0.936), every control's ratio below 1; all 704 moves 53.6 -> 50.9 ms (0.979). Whole moves are within this
+machine's noise, though: again, 6 rounds, load 0.8-0.9, picks 94.6 -> 92.3 (1.036), all 528 moves 1.005,
+while inside render_plan (``--parts charts.render_plan``) every run cuts it: all 10.8 -> 9.8 ms (0.939),
+deadline 0.843, budget 0.832, picks 0.959; picks and deadline alone, 10 rounds: render 15.5 -> 12.5 (0.845)
+on picks, 0.876 in all; chapter 17's widget (5 picks, 4 rounds): render 9.1 -> 8.7 (0.918), whole 0.961.
 """
 
 from __future__ import annotations
