@@ -41,6 +41,8 @@ machine's noise, though: again, 6 rounds, load 0.8-0.9, picks 94.6 -> 92.3 (1.03
 while inside render_plan (``--parts charts.render_plan``) every run cuts it: all 10.8 -> 9.8 ms (0.939),
 deadline 0.843, budget 0.832, picks 0.959; picks and deadline alone, 10 rounds: render 15.5 -> 12.5 (0.845)
 on picks, 0.876 in all; chapter 17's widget (5 picks, 4 rounds): render 9.1 -> 8.7 (0.918), whole 0.961.
+That change (pick33's 64c81160) was not merged: whole moves did not move beyond the noise, and the
+lead kept render_plan simpler (session 33's closing note).
 """
 
 from __future__ import annotations
