@@ -148,20 +148,34 @@ def one_round(widgets, name: str, n: int, controls) -> dict:
                 for target in (value, default):
                     if target == ctrl.value:
                         continue
-                    INSIDE[0], c0 = 0.0, time.process_time()
-                    ctrl.value = target
-                    t = time.process_time() - c0
-                    if state(board) not in seen:
-                        seen.add(state(board))
-                        got[b, key, repr(target), k] = (t, INSIDE[0])
+                    _timed_move(board, seen, got, (b, key, repr(target), k), ctrl, target)
     return got
 
 
-#: The mixture-of-experts models a participant picks in turn with dense ones (tests/browser/
-#: measure_participant.py's MOE, as of pick33).
-PARTICIPANT_MOE = ("qwen3-30b-a3b", "granite-3.0-1b-a400m", "granite-3.0-3b-a800m", "deepseek-v2",
-                   "gpt-oss-120b", "qwen3-235b-a22b", "deepseek-v3", "mixtral-8x7b", "olmoe-1b-7b",
-                   "llama-4-scout")
+def _timed_move(board, seen: set, got: dict, label: tuple, ctrl, target) -> None:
+    """Set ``ctrl`` to ``target`` and, when the board's setting was not drawn before (not in ``seen``), keep
+    ``got[label] = (CPU s of the move, CPU s inside the parts)``."""
+    INSIDE[0], c0 = 0.0, time.process_time()
+    ctrl.value = target
+    t = time.process_time() - c0
+    if state(board) not in seen:
+        seen.add(state(board))
+        got[label] = (t, INSIDE[0])
+
+
+def _participant_moe() -> tuple:
+    """The mixture-of-experts models a participant picks in turn with dense ones: tests/browser/
+    measure_participant.py's ``MOE``, read from its source (importing it needs Playwright)."""
+    import ast
+
+    path = Path(__file__).resolve().parents[1] / "tests" / "browser" / "measure_participant.py"
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MOE" for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    raise LookupError(f"{path}: no MOE list")
+
+
+PARTICIPANT_MOE = _participant_moe()
 
 
 def participant_round(widgets, name: str, picks: int, controls) -> dict:
@@ -184,12 +198,7 @@ def participant_round(widgets, name: str, picks: int, controls) -> dict:
         order = [x for pair in zip(moe, others) for x in pair] + moe[len(others):] + others[len(moe):]
 
         def timed(key, ctrl, target, k):
-            INSIDE[0], c0 = 0.0, time.process_time()
-            ctrl.value = target
-            t = time.process_time() - c0
-            if state(board) not in seen:
-                seen.add(state(board))
-                got[b, key, repr(target), k] = (t, INSIDE[0])
+            _timed_move(board, seen, got, (b, key, repr(target), k), ctrl, target)
 
         for k, m in enumerate(order[:picks]):
             timed("model", model, m, k)
