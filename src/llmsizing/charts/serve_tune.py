@@ -1,11 +1,11 @@
 """Part IV, serving and tuning (chapters 15-16). Chapter 15, serving: latency against throughput as the batch
-grows, with the decode step and the prefill on the GPU's roofline (:func:`render_serving_curve`), the cost per
-million output tokens on each GPU type (:func:`render_serving_cost`), and speculative decoding's speed-up
-against the acceptance rate (:func:`render_speculative_speedup`), and the GPUs a fleet needs for a load at the
-mean, at a percentile and with prefill and decode apart (:func:`render_fleet`, issue 37); the decode roofline
-chapter 15 also shows is chapter 6's (:func:`llmsizing.charts.many_gpus.render_decode_roofline`). Chapter 16,
-fine-tuning on a budget: one GPU's memory for full fine-tuning, LoRA and QLoRA
-(:func:`render_finetune_memory`).
+grows, in a band of the stated 80% range (issue 34), with the decode step and the prefill on the GPU's
+roofline (:func:`render_serving_curve`), the cost per million output tokens on each GPU type
+(:func:`render_serving_cost`), and speculative decoding's speed-up against the acceptance rate
+(:func:`render_speculative_speedup`), and the GPUs a fleet needs for a load at the mean, at a percentile and
+with prefill and decode apart (:func:`render_fleet`, issue 37); the decode roofline chapter 15 also shows is
+chapter 6's (:func:`llmsizing.charts.many_gpus.render_decode_roofline`). Chapter 16, fine-tuning on a budget:
+one GPU's memory for full fine-tuning, LoRA and QLoRA (:func:`render_finetune_memory`).
 
 No formula lives here: render functions only call the library and draw.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 
 from matplotlib.figure import Figure
+from matplotlib.patches import Polygon
 from matplotlib.ticker import NullLocator
 
 from ..catalog import price_note
@@ -38,12 +39,20 @@ _BATCH_MARKS = {"fits": dict(marker="o", color="#000000"), "queued": dict(marker
 
 @functools.lru_cache(maxsize=64)
 def _sweep_points(model, gpu, **kw) -> tuple:
-    """``(batch, output tokens/s per GPU, ITL s)`` of each point of :func:`llmsizing.serve.serving_sweep`,
-    kept per catalogue model and GPU objects and settings: the curve does not depend on the chosen batch, and
-    a batch move worked it out again (issue 38: ~5 ms a move)."""
-    from ..serve import serving_sweep
+    """``(batch, output tokens/s per GPU, ITL s, tokens/s low, tokens/s high, ITL low, ITL high)`` of each
+    point of :func:`llmsizing.serve.serving_sweep`, the ends being the stated 80% range of each figure
+    (:func:`llmsizing.serve.serving_ends`: the fast end has the high tokens/s and the low ITL), kept per
+    catalogue model and GPU objects and settings: the curve does not depend on the chosen batch, and a batch
+    move worked it out again (issue 38: ~5 ms a move)."""
+    from ..serve import serving_ends, serving_sweep
 
-    return tuple((s.batch, s.output_tokens_per_s_per_gpu, s.itl_s) for s in serving_sweep(model, gpu, **kw))
+    names = ("output_tokens_per_s_per_gpu", "itl_s")
+    out = []
+    for s in serving_sweep(model, gpu, **kw):
+        e = serving_ends(s, names)
+        out.append((s.batch, s.output_tokens_per_s_per_gpu, s.itl_s,
+                    *(e[f"{n}_{x}"] for n in names for x in ("low", "high"))))
+    return tuple(out)
 
 
 def _vline(ax, x: float, **style):
@@ -67,13 +76,20 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     prompt placed on it at their achieved rates. The chosen ``batch`` is marked on both; on the left its
     marker and legend entry say whether it runs at once, is queued (above ``max_num_seqs`` or the KV room) or
     does not fit (:data:`_BATCH_MARKS`). ``batching="static"`` prices the chosen batch at once as stated
-    (kv30: beyond the KV room it does not fit); the curve is the same."""
+    (kv30: beyond the KV room it does not fit); the curve is the same.
+
+    Issue 34: the shaded band around the curve is the stated 80% range of its points
+    (:func:`llmsizing.serve.serving_ends`, the engine's speed over the model's, never a range of its own):
+    an engine at the fast end of the range runs every batch at the high tokens/s and the low ITL, one at the
+    slow end at the low tokens/s and the high ITL, so the band runs from the fast engine's curve (right and
+    below) to the slow one's (left and above), closed at the first and the last batch by straight edges
+    between the two ends. The summary gives each figure as "point (low-high)", the same range."""
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
     from ..hardware import dense_tflops
-    from ..serve import serving
-    from ..serve_calibration import serving_range
+    from ..serve import serving, serving_ends
+    from ..serve_calibration import COVERAGE
 
     kw = dict(tp=tp, weights=weights, kv_cache=kv_cache, prompt=prompt, output=output)
     chosen = serving(model, gpu, batch=batch, batching=batching, **kw)
@@ -93,11 +109,16 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     fig, (ax, ax2) = figure_axes(7.9, 3.6, into, ("serving curve",), build, keep_log=((0, "x"), (1, "xy")))
     x = [s[1] for s in sweep]
     y = [s[2] * 1e3 for s in sweep]
+    # the stated range (issue 34): the fast engine's curve (high tokens/s, low ITL), then the slow one's back
+    band_x = [s[4] for s in sweep] + [s[3] for s in sweep[::-1]]
+    band_y = [s[5] * 1e3 for s in sweep] + [s[6] * 1e3 for s in sweep[::-1]]
+    band = ax.add_patch(Polygon(np.column_stack([band_x, band_y]), closed=True, facecolor="#0072B2",
+                                alpha=0.15, lw=0, zorder=1))
     ax.plot(x, y, color="#0072B2", marker="o", ms=3, lw=1.5)
-    for batch_s, tokens_s, itl_s in sweep[:: max(1, len(sweep) // 6)] + (sweep[-1],):
+    for batch_s, tokens_s, itl_s, *_ in sweep[:: max(1, len(sweep) // 6)] + (sweep[-1],):
         ax.annotate(f"{batch_s}", (tokens_s, itl_s * 1e3), xytext=(3, -9),
                     textcoords="offset points", fontsize=7, color="0.3")
-    cap_batch, cap_tokens_s, _ = sweep[-1]
+    cap_batch, cap_tokens_s = sweep[-1][:2]
     _vline(ax, cap_tokens_s, color="#D55E00", lw=0.9, ls="--")
     full = "KV cache full" if chosen.batch_bound == "kv" else "max_num_seqs reached"
     ax.annotate(f"{full}\nat batch {cap_batch:,}", (cap_tokens_s, 0.97),
@@ -111,17 +132,19 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
             "queued": f"queued, {chosen.waves:,} waves\n(vLLM runs {chosen.running_batch:,} at once)",
             "does not fit": f"does not fit\n(KV room {chosen.kv_batch:,})"}[state]
     label = f"batch {chosen.batch:,}: {said}"
+    band_label = f"stated {COVERAGE:.0%} range (engine speed)"
     # the marker's style is fixed by the state: that legend is kept, and only its label changes. Left of the
     # middle: the curve runs along the bottom and the cap's note sits top right
-    legend = _kept_legend(ax, ("serving batch", state),
-                          lambda: ax.legend([point], [label], fontsize=7, frameon=False, loc="center left"))
+    legend = _kept_legend(ax, ("serving batch", state, band_label),
+                          lambda: ax.legend([point, band], [label, band_label], fontsize=7, frameon=False,
+                                            loc="center left"))
     if legend.get_texts()[0].get_text() != label:
         legend.get_texts()[0].set_text(label)
-    _log_axis(ax.xaxis, min(x + [chosen.output_tokens_per_s_per_gpu]),
-              max(x + [chosen.output_tokens_per_s_per_gpu]), _short_number, pad=1.25)
+    _log_axis(ax.xaxis, min(band_x + [chosen.output_tokens_per_s_per_gpu]),
+              max(band_x + [chosen.output_tokens_per_s_per_gpu]), _short_number, pad=1.25)
     ax.set_xlabel("output tokens/s per GPU (batch grows to the right)")
     ax.set_ylabel("inter-token latency (ms)")
-    ax.set_ylim(0, max(max(y), chosen.itl_s * 1e3) * 1.15)
+    ax.set_ylim(0, max(max(band_y), chosen.itl_s * 1e3) * 1.15)
     _grid(ax, lw=0.4, alpha=0.5)
     ax.set_title(f"{chosen.model}, {weights} weights, tp={tp} x {chosen.gpu}", fontsize=9, loc="left")
 
@@ -156,26 +179,31 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
             text.set_text(label)
     ax2.set_title(f"ridge point {peak / bw_tbps:,.0f} FLOP/byte", fontsize=9, loc="left")
     fit = _fit_text(chosen)
-    rng = serving_range(model, gpu, batch=batch, batching=batching, **kw)
-    itl_lo, itl_hi = rng.itl_s
+    ends = serving_ends(chosen)     # the stated range of each figure (issue 34): "point (low-high)"
+
+    def ranged(name, fmt, scale=1.0, unit="", suffix=""):
+        v, lo, hi = (f"{unit}{x * scale:{fmt}}" for x in (getattr(chosen, name), ends[f"{name}_low"],
+                                                          ends[f"{name}_high"]))
+        return f"{v}{suffix} ({lo}-{hi})"
+
     lines = [f"{chosen.model} on {tp} x {chosen.gpu}, {weights} weights, {kv_cache} KV cache, prompt "
              f"{prompt:,}, output {output:,}, batch {chosen.batch:,} ({fit}; max batch {chosen.max_batch:,})",
-             f"  TTFT {chosen.ttft_s * 1e3:,.1f} ms ({chosen.prefill_bound}-bound), ITL "
-             f"{chosen.itl_s * 1e3:,.2f} ms ({chosen.decode_bound}-bound; TP all-reduces "
+             f"  TTFT {ranged('ttft_s', ',.1f', 1e3, suffix=' ms')}, {chosen.prefill_bound}-bound; ITL "
+             f"{ranged('itl_s', ',.2f', 1e3, suffix=' ms')}, {chosen.decode_bound}-bound (TP all-reduces "
              f"{chosen.decode_comm_s * 1e3:,.2f} ms of it)",
-             f"  {chosen.output_tokens_per_s:,.0f} output tokens/s per replica, "
-             f"{chosen.output_tokens_per_s_per_gpu:,.0f} per GPU; decode intensity "
+             f"  {ranged('output_tokens_per_s', ',.0f')} output tokens/s per replica, "
+             f"{ranged('output_tokens_per_s_per_gpu', ',.0f')} per GPU; decode intensity "
              f"{dec_i:,.1f} FLOP/byte vs ridge {peak / bw_tbps:,.0f}",
-             f"  stated range of a published ITL: {itl_lo * 1e3:,.2f}-{itl_hi * 1e3:,.2f} ms "
-             f"({rng.coverage:.0%} range, engine {rng.engine}: chapter 15)",
-             f"  ${chosen.usd_per_million_output_tokens:,.3f} per million output tokens, "
-             f"${chosen.usd_per_million_input_tokens:,.3f} per million input tokens "
+             f"  {ranged('usd_per_million_output_tokens', ',.3f', unit='$')} per million output tokens, "
+             f"{ranged('usd_per_million_input_tokens', ',.3f', unit='$')} per million input tokens "
              f"at ${chosen.price_usd_per_gpu_hour:.2f}/GPU-hour{price_note(chosen.price_kind)} "
              f"(MBU {chosen.mbu:.0%}, MFU {chosen.mfu:.0%})"]
     if chosen.waves > 1:      # issue 34, kv30: the requests over the cap or the KV room wait
         lines.append(f"  queued: {chosen.waves:,} waves of up to {chosen.running_batch:,}; the whole batch "
                      f"takes {chosen.cycle_s:,.1f} s, its last request's first token comes after "
                      f"{chosen.last_ttft_s:,.1f} s")
+    lines.append(f"  (in parentheses: the stated {COVERAGE:.0%} range of a published figure, the engine's "
+                 f"speed over the model's; engine {chosen.engine}: chapter 15)")
     return FixedView(fig, "\n".join(lines))
 
 

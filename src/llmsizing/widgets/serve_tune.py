@@ -19,8 +19,9 @@ from .dashboard import KEPT_ANSWERS, Dashboard
 def serving_widget(model: str = "llama-3-8b") -> Dashboard:
     """Chapter 15: model x GPU x weight format x tensor parallelism x prompt/output lengths x batch -> TTFT,
     ITL, throughput and cost per million tokens, with the latency/throughput curve and the roofline point
-    (:func:`llmsizing.charts.render_serving_curve`). A layout that does not fit shows the library's
-    message."""
+    (:func:`llmsizing.charts.render_serving_curve`). Each figure of the summary is "point (low-high)" and the
+    curve carries a shaded band: the stated 80% range (:func:`llmsizing.serve.serving_ends`; issue 34). A
+    layout that does not fit shows the library's message."""
     from ..serve import WEIGHT_FORMATS
 
     get_model(model)
