@@ -324,9 +324,13 @@ def test_widget_shows_what_the_library_computes():
     w = serving_widget()
     s = S.serving("llama-3-8b", "H100 SXM", batch=16, prompt=1024, output=256)
     assert f"ITL {s.itl_s * 1e3:,.2f} ms" in w.summary.value
-    assert f"${s.usd_per_million_output_tokens:,.3f} per million output tokens" in w.summary.value
-    # the default engine (vLLM) is calibrated: its 80% range, RANGE_LOW..RANGE_HIGH of the speed
-    assert f"{s.itl_s / S.RANGE_HIGH * 1e3:,.2f}-{s.itl_s / S.RANGE_LOW * 1e3:,.2f} ms" in w.summary.value
+    usd = s.usd_per_million_output_tokens
+    assert (f"${usd:,.3f} (${usd / S.RANGE_HIGH:,.3f}-${usd / S.RANGE_LOW:,.3f}) per million output tokens"
+            in w.summary.value)
+    # the default engine (vLLM) is calibrated: its 80% range, RANGE_LOW..RANGE_HIGH of the speed, as "point
+    # (low-high)" (srvcurve34; tests/test_serving_curve_range.py works every figure's ends by hand)
+    assert (f"ITL {s.itl_s * 1e3:,.2f} ms ({s.itl_s / S.RANGE_HIGH * 1e3:,.2f}-{s.itl_s / S.RANGE_LOW * 1e3:,.2f})"
+            in w.summary.value)
     assert "vLLM/continuous" in w.summary.value
     w.controls["model"].value = "llama-3-70b"                       # 141 GB on one H100: the library's message
     assert "does not fit" in w.error.value and w.image.value == b""
@@ -400,7 +404,9 @@ def test_the_serving_curve_marks_a_queued_batch_apart_from_one_that_does_not_fit
         assert list(point.get_ydata()) == [s.itl_s * 1e3]
         handles, labels = ax.get_legend_handles_labels()
         legend = ax.get_legend()
-        assert len(legend.get_texts()) == 1 and legend.get_texts()[0].get_text().startswith(f"batch {batch:,}: ")
+        # the chosen batch, then the stated range's band (srvcurve34)
+        assert len(legend.get_texts()) == 2 and legend.get_texts()[0].get_text().startswith(f"batch {batch:,}: ")
+        assert legend.get_texts()[1].get_text() == "stated 80% range (engine speed)"
         assert words in legend.get_texts()[0].get_text()
         assert legend.legend_handles[0].get_marker() == point.get_marker()
         assert to_hex(legend.legend_handles[0].get_color()) == to_hex(point.get_color())

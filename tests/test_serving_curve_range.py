@@ -1,0 +1,139 @@
+"""srvcurve34 (issue 34, "every worked budget in the book shows its range"): chapter 15's latency/throughput
+curve and its widget's summary carry the one 80% range the library states for a serving prediction, the
+engine's speed over the model's (``data/serving_intervals.csv``, group ``all``: 0.796-1.338 today), never a
+range of their own and never a wider one.
+
+Expected values are worked out here from the stored bounds, read from the CSV with the csv module (not through
+the library), and the library's point figures: a time (TTFT, ITL) is divided by the speed, so its low is
+``t / 1.338`` and its high ``t / 0.796``; a rate (tokens/s) is multiplied, ``r x 0.796`` to ``r x 1.338``; a
+price per token is the price over a rate, so its low is ``usd / 1.338`` and its high ``usd / 0.796``. Worked,
+chapter 15's Llama-3-8B on one H100 at batch 1 (1,024 + 256 tokens): ITL 7.115 ms, so 7.115 / 1.338 =
+5.318 ms and 7.115 / 0.796 = 8.939 ms (the band's first batch). The widget's text is also read back alone:
+each printed low times 1.338 and high times 0.796 must give the printed point again, within the rounding of
+the print."""
+
+from __future__ import annotations
+
+import csv
+import html
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.patches import Polygon
+
+from llmsizing import serve as S
+
+INTERVALS = Path(__file__).resolve().parents[1] / "data" / "serving_intervals.csv"
+
+
+def _stored_bounds() -> tuple[float, float]:
+    """(low, high) of the stated 80% range of a calibrated engine's speed: the CSV's ``all`` row, the only
+    row with bounds (every figure takes it today, the per-token figures' and the TTFT's alike)."""
+    with open(INTERVALS, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["low"] and r["high"]]
+    assert [r["group"] for r in rows] == ["all"]       # one stated range: if a group gets its own, revisit
+    lo, hi = float(rows[0]["low"]), float(rows[0]["high"])
+    assert (lo, hi) == (0.796, 1.338)                   # the bounds the worked figures above use
+    return lo, hi
+
+
+def _text(widget) -> str:
+    """The widget's summary as plain text (its HTML without tags)."""
+    return html.unescape(re.sub(r"<[^>]+>", " ", widget.summary.value))
+
+
+def _point_low_high(text: str, name: str, unit: str = "", suffix: str = "") -> tuple[float, float, float, int]:
+    """(point, low, high, decimals) of ``name``'s "point (low-high)" in ``text``."""
+    num = r"([\d,]+(?:\.(\d+))?)"
+    u = re.escape(unit)
+    m = re.search(rf"{name}{u}{num}{re.escape(suffix)} \({u}{num}-{u}{num}\)", text)
+    assert m, f"no '{name} point (low-high)' in: {text}"
+    vals = [float(m.group(i).replace(",", "")) for i in (1, 3, 5)]
+    return (*vals, len(m.group(2) or ""))
+
+
+def test_the_serving_widget_summary_gives_each_figure_as_point_low_high():
+    """Driven as a participant does: the default view, then the batch, the GPU, tp and the model moved. At
+    each setting the TTFT, ITL, tokens/s (per replica and per GPU) and the prices per million output and
+    input tokens read "point (low-high)", the ends worked out by hand from the stored bounds, and the engine
+    named."""
+    from llmsizing.widgets import serving_widget
+
+    lo, hi = _stored_bounds()
+    w = serving_widget()
+    for moves in ({}, {"batch": 64}, {"gpu": "A100 80GB", "batch": 4}, {"tp": 4, "model": "llama-3-70b"},
+                  {"prompt": 4096, "output": 1024, "batch": 256}):
+        for k, v in moves.items():
+            w.controls[k].value = v
+        assert w.error.value == ""
+        text = _text(w)
+        c = {k: ctl.value for k, ctl in w.controls.items()}
+        s = S.serving(c["model"], c["gpu"], tp=c["tp"], weights=c["weights"], prompt=c["prompt"],
+                      output=c["output"], batch=c["batch"])
+        # by hand: times over the speed's ends, rates times them, prices per token over them
+        t, i, u_out, u_in = s.ttft_s * 1e3, s.itl_s * 1e3, s.usd_per_million_output_tokens, \
+            s.usd_per_million_input_tokens
+        r, g = s.output_tokens_per_s, s.output_tokens_per_s_per_gpu
+        assert f"TTFT {t:,.1f} ms ({t / hi:,.1f}-{t / lo:,.1f})" in text
+        assert f"ITL {i:,.2f} ms ({i / hi:,.2f}-{i / lo:,.2f})" in text
+        assert f"{r:,.0f} ({r * lo:,.0f}-{r * hi:,.0f}) output tokens/s per replica" in text
+        assert f"{g:,.0f} ({g * lo:,.0f}-{g * hi:,.0f}) per GPU" in text
+        assert f"${u_out:,.3f} (${u_out / hi:,.3f}-${u_out / lo:,.3f}) per million output tokens" in text
+        assert f"${u_in:,.3f} (${u_in / hi:,.3f}-${u_in / lo:,.3f}) per million input tokens" in text
+        assert "stated 80% range" in text and "vLLM/continuous" in text
+        # the printed text alone: low x 1.338 and high x 0.796 give the printed point back (a time), within
+        # the print's rounding (half a unit of the last digit on each figure); no wider range passes this
+        for name, suffix in (("TTFT ", " ms"), ("ITL ", " ms")):
+            p, a, b, d = _point_low_high(text, name, suffix=suffix)
+            half = 0.5 * 10**-d
+            assert abs(a * hi - p) <= half * (1 + hi) and abs(b * lo - p) <= half * (1 + lo), (name, p, a, b)
+        p, a, b, d = _point_low_high(text, "", unit="$")      # the output price: a price, like a time
+        half = 0.5 * 10**-d
+        assert abs(a * hi - p) <= half * (1 + hi) and abs(b * lo - p) <= half * (1 + lo)
+
+
+def test_the_serving_curve_band_runs_from_the_fast_engines_curve_to_the_slow_ones():
+    """The shaded band of chapter 15's curve (the book's figure: Llama-3-8B, one H100, 1,024 + 256 tokens):
+    the sweep's points at the fast end of the stated range (tokens/s x 1.338, ITL / 1.338), then at the slow
+    end back (x 0.796, / 0.796), so at every batch it spans exactly the stated width in ITL (1.338 / 0.796 =
+    1.681x), and at batch 1 it runs from 5.318 to 8.939 ms (7.115 ms, worked above). The whole band is
+    inside the axes, and the legend names it."""
+    from llmsizing.charts import render_serving_curve
+
+    lo, hi = _stored_bounds()
+    kw = dict(prompt=1024, output=256)
+    ax = render_serving_curve("llama-3-8b", "H100 SXM", batch=16, **kw).figure.axes[0]
+    bands = [p for p in ax.patches if isinstance(p, Polygon)]
+    assert len(bands) == 1
+    xy = bands[0].get_xy()
+    sweep = S.serving_sweep("llama-3-8b", "H100 SXM", **kw)
+    n = len(sweep)
+    fast = [(s.output_tokens_per_s_per_gpu * hi, s.itl_s / hi * 1e3) for s in sweep]
+    slow = [(s.output_tokens_per_s_per_gpu * lo, s.itl_s / lo * 1e3) for s in sweep][::-1]
+    assert np.allclose(xy[:2 * n], fast + slow, rtol=1e-12, atol=0)
+    assert xy[0][1] == pytest.approx(7.115 / 1.338, abs=2e-3)          # 5.318 ms
+    assert xy[2 * n - 1][1] == pytest.approx(7.115 / 0.796, abs=2e-3)  # 8.939 ms
+    assert np.allclose(xy[2 * n - 1:n - 1:-1, 1] / xy[:n, 1], hi / lo, rtol=1e-12)   # never wider
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    assert x0 < xy[:, 0].min() and xy[:, 0].max() < x1 and y0 <= xy[:, 1].min() and xy[:, 1].max() < y1
+    assert [t.get_text() for t in ax.get_legend().get_texts()][1] == "stated 80% range (engine speed)"
+
+
+def test_the_widget_redraws_the_band_for_its_setting():
+    """A move redraws the band into the widget's kept figure: after moving the GPU and the batch, the one
+    band there is the new setting's (its batch-1 corner at the fast end, worked from the stored high bound),
+    not the last one's."""
+    from llmsizing.widgets import serving_widget
+
+    lo, hi = _stored_bounds()
+    w = serving_widget()
+    w.controls["gpu"].value = "A100 80GB"
+    w.controls["batch"].value = 8
+    ax = w._figure.axes[0]
+    bands = [p for p in ax.patches if isinstance(p, Polygon)]
+    assert len(bands) == 1
+    first = S.serving("llama-3-8b", "A100 80GB", batch=1, prompt=1024, output=256)
+    assert bands[0].get_xy()[0] == pytest.approx((first.output_tokens_per_s_per_gpu * hi, first.itl_s / hi * 1e3),
+                                                 rel=1e-12)
