@@ -137,3 +137,17 @@ def test_the_widget_redraws_the_band_for_its_setting():
     first = S.serving("llama-3-8b", "A100 80GB", batch=1, prompt=1024, output=256)
     assert bands[0].get_xy()[0] == pytest.approx((first.output_tokens_per_s_per_gpu * hi, first.itl_s / hi * 1e3),
                                                  rel=1e-12)
+
+
+def test_the_worst_itl_beside_the_curve_takes_the_per_token_range():
+    """Chapter 15's prose beside the curve quotes a plain decode step, the loaded ITL and a step carrying a full
+    prefill chunk (the worst ITL a running sequence sees), each with the stated range: all three are
+    per-token times, so each is divided by the speed's ends (t / 1.338 to t / 0.796), the same range, never
+    its own."""
+    lo, hi = _stored_bounds()
+    s = S.serving("llama-3-8b", "H100 SXM", batch=64, prompt=1024, output=256)
+    e = S.serving_ends(s, ("decode_step_s", "itl_s", "chunk_step_s"))
+    for n in ("decode_step_s", "itl_s", "chunk_step_s"):
+        v = getattr(s, n)
+        assert (e[f"{n}_low"], e[f"{n}_high"]) == pytest.approx((v / hi, v / lo), rel=1e-12), n
+    assert s.decode_step_s < s.itl_s < s.chunk_step_s       # (three different figures)

@@ -303,6 +303,9 @@ def _speed_ends() -> tuple[tuple[float, float], tuple[float, float]]:
 #: it takes ("itl": the per-token figures', "ttft": the TTFT's) and how the speed enters it ("time": divided
 #: by the speed, "rate": multiplied, "cost": a price over a rate, divided, so its low is at the speed's high).
 RANGED_FIGURES = {"itl_s": ("itl", "time"), "decode_step_s": ("itl", "time"), "ttft_s": ("ttft", "time"),
+                  # a decode step that carries a prefill chunk: the worst ITL a running sequence sees
+                  # (srvcurve34: chapter 15's prose quotes it beside the loaded ITL)
+                  "chunk_step_s": ("itl", "time"),
                   "output_tokens_per_s": ("itl", "rate"), "output_tokens_per_s_per_gpu": ("itl", "rate"),
                   "usd_per_million_output_tokens": ("itl", "cost"),
                   # the prompt's prefill is the TTFT's time, so the input price takes the TTFT's range
