@@ -43,6 +43,12 @@ deadline 0.843, budget 0.832, picks 0.959; picks and deadline alone, 10 rounds: 
 on picks, 0.876 in all; chapter 17's widget (5 picks, 4 rounds): render 9.1 -> 8.7 (0.918), whole 0.961.
 That change (pick33's 64c81160) was not merged: whole moves did not move beyond the noise, and the
 lead kept render_plan simpler (session 33's closing note).
+
+Measured (srvcurve34, 2026-12-03, against main b4841c33, ``--only serving_widget --moves 4``): chapter 15's
+curve with its band of the stated range and the summary's "point (low-high)" (serving_ends instead of a
+second serving() through serving_range): 6 rounds, load 7.9 -> 8.6, all 162 moves 26.5 -> 29.3 ms (paired
+ratio 1.070); 8 rounds, load 9.1 -> 9.8, all 216 moves 27.6 -> 30.4 ms (1.098); batch moves (the sweep
+kept) 1.035-1.053. About 3 ms a move more, far under the 100 ms a move may take.
 """
 
 from __future__ import annotations
