@@ -3,13 +3,18 @@
 
     .venv/bin/python tools/step_terms.py "405B, "          # rows of data/published_runs.csv whose run matches
     .venv/bin/python tools/step_terms.py --all             # every row with a layout: published / predicted
+    .venv/bin/python tools/step_terms.py --moe Granite     # rows of data/moe_published_runs.csv, term by term
 
 For each run it prices the published layout as tools/calibrate.py does (llmsizing.calibration.run_mfu_at: the
 same Parallel, micro-batches, recomputation, TP overlap, attention kernel and node), at the calibrated kernel
 efficiency of the run's GPU generation and dtype (data/kernel_efficiency.csv), and prints the compute, the
 bubble, every collective in full and what the step waits for of each group. ``--meta`` adds the layout Meta
 describes for Llama 3 405B (llmsizing.parallel.llama3_405b_layout: FSDP without resharding after the forward,
-eight one-layer chunks per stage, fp32 gradients), at the micro-batches of the matching rows.
+eight one-layer chunks per stage, fp32 gradients), at the micro-batches of the matching rows. ``--moe`` prices
+the matching published MoE runs as llmsizing.moe_runs.run_step does and prints each one's compute split into
+the step's terms (llmsizing.moe_evidence.compute_terms_s: Linear GEMMs and their routed experts, attention,
+memory-bound kernels, routing, load skew), the rest of the step, published / predicted GPU-hours and how much
+slower than priced its MoE layers would have to run to give the published hours (moe_part_factor_needed).
 """
 
 from __future__ import annotations
@@ -61,12 +66,37 @@ def describe(name: str, st, published: float | None) -> str:
     return "\n".join(lines)
 
 
+def moe_terms(pattern: str) -> int:
+    """Print the published MoE runs whose name contains ``pattern``, term by term (``--moe``)."""
+    from llmsizing.moe_evidence import compute_terms_s, moe_part_factor_needed
+    from llmsizing.moe_runs import moe_published_runs, predict_moe_run, run_step
+
+    runs = moe_published_runs()
+    for _, row in runs[runs["run"].str.contains(pattern, regex=False)].iterrows():
+        st, p, t = run_step(row), predict_moe_run(row), compute_terms_s(row)
+        ratio = float(row["gpu_hours"]) / p["gpu_hours"]
+        print(f"== {row['run']}: published / predicted GPU-hours {ratio:.3f}; MFU {st.mfu:.3f}; "
+              f"{t['micro_batches']} micro-batches a step")
+        print(f"   step {st.step_s:.3f} s = compute {st.compute_s:.3f} + bubble {st.bubble_s:.3f} + exposed "
+              + ", ".join(f"{k} {v:.3f}" for k, v in st.exposed_by_group_s.items()))
+        for k in ("linear", "routed_experts", "attention", "pointwise", "routing", "skew"):
+            part = "  (of linear)" if k == "routed_experts" else ""
+            print(f"     {k:15s} {t[k]:8.4f} s  {t[k] / st.step_s:6.1%} of the step{part}")
+        print(f"   the published hours need the MoE layers (routed experts, routing, skew) at "
+              f"x{moe_part_factor_needed(row):.2f} their priced seconds, the rest as priced")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("pattern", nargs="?", default="405B, ", help="a substring of the run names")
     ap.add_argument("--all", action="store_true", help="one line per run with a layout")
     ap.add_argument("--meta", action="store_true", help="also price llama3_405b_layout at the rows' batch")
+    ap.add_argument("--moe", action="store_true",
+                    help="the published MoE runs matching the pattern (all: '')")
     args = ap.parse_args(argv)
+    if args.moe:
+        return moe_terms(args.pattern if args.pattern != "405B, " else "")
     runs = published_runs()
     if args.all:
         for row in runs.itertuples():

@@ -34,6 +34,13 @@ says, and Phi-3.5-MoE less than it. This module holds the pieces of evidence cha
   SonicMoE's benchmark counts it (Guo et al. 2025, arXiv:2512.14080, Fig. 14, ``data/moe_layer_kernels.csv``),
   and the measured ScatterMoE and MegaBlocks layers over it.
 
+- :func:`compute_terms_s`: a published run's step compute split into the terms
+  :func:`~llmsizing.comm.step_compute_time_s` adds (the Linear GEMMs at the layer's rate, and of them the
+  routed experts'; the attention core; the memory-bound kernels; the routing kernels; the load skew), on its
+  slowest stage, summing to the step's ``compute_s`` (``tests/test_moe_kernel_evidence.py`` holds them to
+  it), and :func:`moe_part_factor_needed`: how much slower than priced the MoE layers' own terms (routed
+  expert GEMMs and routing kernels) would have to run for the step to take the published hours (smallmoe34).
+
 Nothing here is priced into a step or fitted: these are checks, and the figures come from
 ``data/moe_kernel_evidence.csv`` and ``data/moe_layer_kernels.csv`` (each row with its source and date).
 """
@@ -271,10 +278,112 @@ def sonicmoe_layer_ratios(kernels=("ScatterMoE", "MegaBlocks"), max_hidden: int 
     return t.reset_index(drop=True)
 
 
+def compute_terms_s(row) -> dict:
+    """A row of :func:`~llmsizing.moe_runs.moe_published_runs` priced as :func:`~llmsizing.moe_runs.run_step`
+    prices it, its step's compute (:attr:`~llmsizing.layouts.StepTime.compute_s`) split into the terms of
+    :func:`~llmsizing.comm.step_compute_time_s` on its slowest stage (seconds a step, one GPU), by the same
+    functions: ``linear`` (every Linear GEMM's FLOPs at the layer's GEMM rate,
+    :func:`~llmsizing.kernels.rates`; ``routed_experts`` is the routed experts' part of it,
+    :func:`~llmsizing.moe_time.routed_expert_flops_per_token` at the same rate), ``attention`` (the causal
+    core at the attention kernel's rate), ``pointwise`` (norms, residual adds, activation, rotary, loss:
+    :mod:`llmsizing.pointwise`), ``routing`` (router, top-k, permutation and unpermutation on HBM,
+    :func:`~llmsizing.moe_time.routing_bytes_per_token`) and ``skew``
+    (the routed work the load skew adds), each divided by ``1 - `` the share of SMs ``comm_sms`` keeps; and
+    ``micro_batches`` (a step's, per pipeline). ``linear + attention + pointwise + routing + skew`` is the
+    step's ``compute_s``. A DualPipe row's terms are each rank's mean of its two stages, as the step's are."""
+    from .comm import step_compute_time_s  # noqa: F401 (the function these terms split)
+    from .flops import stage_attention_flops_per_token
+    from .hardware import kernel_efficiency
+    from .kernels import rates
+    from .moe import moe_stage_flops, stage_moe_layers
+    from .moe_runs import run_step
+    from .moe_time import comm_sm_share, routed_expert_flops_per_token, routing_bytes_per_token
+    from .pipeline_schedule import dualpipe_rank_mean
+    from .pointwise import pointwise_seconds, stage_pointwise_bytes_per_token
+    from .precision import compute_dtype
+
+    st = run_step(row)
+    par = st.communication.parallel
+    model = _run_model(row)
+    seq, rec = int(row["seq"]), str(row["recompute"])
+    mtp, sms, sched = int(row["mtp_depth"]), int(row["comm_sms"]), str(row["schedule"])
+    dtype = compute_dtype(row["precision"])
+    gpu = row["gpu"]
+    m = int(row["global_batch"]) // par.dp
+    per_gpu = seq * m / (par.tp * par.cp)
+    stages = moe_stage_flops(model, par, seq=seq, recompute=rec, mtp_depth=mtp)
+    full = stage_attention_flops_per_token(model, par, seq=seq, recompute=rec)
+    causal = stage_attention_flops_per_token(model, par, seq=seq, recompute=rec, causal=True)
+    pw = stage_pointwise_bytes_per_token(model, par, recompute=rec, mtp_depth=mtp)
+    moe_layers = stage_moe_layers(model, par)[:-1] + (stage_moe_layers(model, par)[-1] + mtp,)
+    if sched == "dualpipe":
+        stages, full, causal, pw, moe_layers = (dualpipe_rank_mean(x) for x in
+                                                (stages, full, causal, pw, moe_layers))
+    gemm, attn = rates(model, gpu, tp=par.tp, cp=par.cp, batch=1, seq=seq, dtype=dtype,
+                       kernel_efficiency=kernel_efficiency(gpu, dtype), ep=par.ep)
+    hbm = _hbm_bytes_per_s(gpu)
+    skew = _row_skew(row, model, par.ep)
+    route = routing_bytes_per_token(model, recompute=rec)
+    expert = routed_expert_flops_per_token(model, recompute=rec)
+    slow = 1.0 / (1.0 - comm_sm_share(gpu, sms)) if sms else 1.0
+    per_stage = [{"linear": (stages[i] - full[i]) * per_gpu / gemm,
+                  "routed_experts": moe_layers[i] * per_gpu * expert / gemm,
+                  "attention": causal[i] * per_gpu / attn,
+                  "pointwise": pointwise_seconds(pw[i], per_gpu, hbm),
+                  "routing": moe_layers[i] * per_gpu * route / hbm,
+                  "skew": moe_layers[i] * per_gpu * (skew - 1.0) * expert / gemm} for i in range(len(stages))]
+    worst = max(per_stage, key=lambda t: sum(t[k] for k in ("linear", "attention", "pointwise", "routing",
+                                                             "skew")))
+    out = {k: v * slow for k, v in worst.items()}
+    out["micro_batches"] = m
+    return out
+
+
+def moe_part_factor_needed(row) -> float:
+    """How many times slower than priced a run's MoE layers' own terms (:func:`compute_terms_s`'
+    ``routed_experts``, ``routing`` and ``skew``) would have to run, everything else as priced, for its step
+    to give the published GPU-hours: ``1 + (published / predicted - 1) x step_s / moe``. Not a term of the
+    step (nothing is fitted on these rows): the size of what a missing MoE-layer cost would have to be."""
+    from .moe_runs import predict_moe_run
+
+    p = predict_moe_run(row)
+    t = compute_terms_s(row)
+    moe = t["routed_experts"] + t["routing"] + t["skew"]
+    if moe <= 0:
+        raise ValueError(f"moe_part_factor_needed: {row['run']!r} prices no MoE-layer time")
+    ratio = float(row["gpu_hours"]) / p["gpu_hours"]
+    return 1.0 + (ratio - 1.0) * p["step_s"] / moe
+
+
+def _run_model(row):
+    """The model a row of :func:`~llmsizing.moe_runs.moe_published_runs` names (its stand-in, else the
+    catalogue's)."""
+    from .catalog import get_model
+    from .moe_runs import STANDINS
+
+    return STANDINS[row["model"]] if row["model"] in STANDINS else get_model(row["model"])
+
+
+def _hbm_bytes_per_s(gpu) -> float:
+    from .catalog import get_gpu
+
+    return get_gpu(gpu).memory_bandwidth_gbps * 1e9
+
+
+def _row_skew(row, model, ep: int) -> float:
+    """The load skew :func:`~llmsizing.moe_runs.run_step` prices a row at (its capacity factor, else
+    dropless)."""
+    from .moe_time import load_skew
+
+    cap = row["capacity_factor"] if "capacity_factor" in row else None
+    dropless = cap is None or cap != cap or cap == ""
+    return load_skew(model, ep) if dropless else load_skew(model, ep, capacity_factor=float(cap))
+
+
 __all__ = ["MOE_KERNEL_EVIDENCE_CSV", "MOE_LAYER_KERNELS_CSV", "TABLE7_GPU_WATTS", "TABLE7_PUE",
            "GRIN_T3_GPUS", "GRIN_T3_STAGES", "GRIN_T3_SEQ", "GRIN_T3_BATCH_SEQS", "GRIN_T3_TOLERANCE",
            "GRIN_T3_DENSE_FFN", "GRIN_PRODUCTION_GPUS", "moe_kernel_evidence", "table7_energy_mwh",
            "NodeHoursReading", "node_hours_reading", "compute_only_ratio",
            "grin_dense_twin", "grin_table3_layout", "grin_table3_faster", "card_tokens_per_gpu_s",
            "grin_production_over_study", "moe_layer_tflops",
-           "sonicmoe_layer_ratios"]
+           "sonicmoe_layer_ratios", "compute_terms_s", "moe_part_factor_needed"]
