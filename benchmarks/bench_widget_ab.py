@@ -49,6 +49,11 @@ curve with its band of the stated range and the summary's "point (low-high)" (se
 second serving() through serving_range): 6 rounds, load 7.9 -> 8.6, all 162 moves 26.5 -> 29.3 ms (paired
 ratio 1.070); 8 rounds, load 9.1 -> 9.8, all 216 moves 27.6 -> 30.4 ms (1.098); batch moves (the sweep
 kept) 1.035-1.053. About 3 ms a move more, far under the 100 ms a move may take.
+
+Measured (srvqueue34, 2026-12-03, against main cafced21, ``--only serving_widget --moves 4``): the summary's
+queued line as "point (low-high)" (two more figures through serving_ends, two property reads): 6 rounds,
+load 3.5 -> 3.3, all 162 moves 30.1 -> 32.0 ms (1.032); 8 rounds, load 3.2 -> 3.1, 35.6 -> 36.0 ms (0.991);
+the same 8 rounds against this checkout itself (``HEAD``, an A/A) gave 1.032: within the machine's noise.
 """
 
 from __future__ import annotations

@@ -151,3 +151,68 @@ def test_the_worst_itl_beside_the_curve_takes_the_per_token_range():
         v = getattr(s, n)
         assert (e[f"{n}_low"], e[f"{n}_high"]) == pytest.approx((v / hi, v / lo), rel=1e-12), n
     assert s.decode_step_s < s.itl_s < s.chunk_step_s       # (three different figures)
+
+
+def _sum_of_steps_over(s, speed: float) -> tuple[float, float]:
+    """(whole batch s, last request's first token s) of the queued ``s`` worked from its steps alone, every
+    step divided by ``speed``: each wave is its running batch's prompts' prefill and ``output`` decode steps,
+    ``batch_prefill_s + output x decode_step_s``; the waves run one after the other, and the last request
+    waits for every wave before its own, then its wave's prefill (the last wave's own steps when it is not
+    full). The cap and the KV room set the waves; the speed does not."""
+    full = (s.batch_prefill_s + s.output * s.decode_step_s) / speed
+    last = s.last_wave or s
+    last_prefill = last.batch_prefill_s / speed
+    last_wave = last_prefill + s.output * last.decode_step_s / speed
+    wait = (s.waves - 1) * full
+    return wait + last_wave, wait + last_prefill
+
+
+@pytest.mark.parametrize("batch", [2048, 1500])
+def test_a_queued_batch_time_and_its_last_first_token_take_the_steps_range(batch):
+    """srvqueue34 (issue 34): chapter 15's queue (Llama-3-8B on one H100, 128 + 64 tokens, vLLM's cap of 1,024
+    sequences): 2,048 requests run in two full waves, 1,500 in a full one and one of 476. The whole batch's
+    time and its last request's first token are sums of engine steps, prefill and decode, and the stated
+    range divides every step by the engine's speed, so the ends are the same sums with each step over 1.338
+    (low) and over 0.796 (high), worked here from the steps (``_sum_of_steps_over``), not from ``cycle_s``.
+    Chapter 15's prose: 11.2 s whole, so 11.2 / 1.338 = 8.4 s to 11.2 / 0.796 = 14.1 s; the last first token
+    9.3 s, so 7.0 to 11.7 s."""
+    lo, hi = _stored_bounds()
+    s = S.serving("llama-3-8b", "H100 SXM", prompt=128, output=64, batch=batch)
+    assert s.running_batch == 1024 and s.waves == 2 and (s.last_wave is None) == (batch == 2048)
+    e = S.serving_ends(s, ("cycle_s", "last_ttft_s"))
+    for end, speed in (("low", hi), ("high", lo)):
+        cycle, last = _sum_of_steps_over(s, speed)
+        assert e[f"cycle_s_{end}"] == pytest.approx(cycle, rel=1e-12), end
+        assert e[f"last_ttft_s_{end}"] == pytest.approx(last, rel=1e-12), end
+    # the point is the same sum at speed 1 (the model's own figures), so the ends are exactly the stated width
+    # apart, never wider
+    assert (s.cycle_s, s.last_ttft_s) == pytest.approx(_sum_of_steps_over(s, 1.0), rel=1e-12)
+    assert e["cycle_s_high"] / e["cycle_s_low"] == pytest.approx(hi / lo, rel=1e-12)
+    if batch == 2048:     # the figures chapter 15's prose prints, rounded as it prints them
+        assert f"{s.cycle_s:.1f} ({e['cycle_s_low']:.1f}-{e['cycle_s_high']:.1f})" == \
+            f"{s.cycle_s:.1f} ({s.cycle_s / 1.338:.1f}-{s.cycle_s / 0.796:.1f})"
+
+
+def test_the_widget_queued_line_gives_the_whole_batch_and_the_last_wait_as_point_low_high():
+    """The serving widget moved to a batch over vLLM's cap (chapter 15's queue: 128 + 64 tokens, 2,048
+    requests): its "queued" line gives the whole batch's time and the last request's first token as "point
+    (low-high)", each end the point over 1.338 and over 0.796 (the stored bounds). Read back from the text
+    alone, low x 1.338 and high x 0.796 give the printed point within the print's rounding. A batch that runs
+    at once has no queued line."""
+    from llmsizing.widgets import serving_widget
+
+    lo, hi = _stored_bounds()
+    w = serving_widget()
+    assert "queued:" not in _text(w)
+    for k, v in {"prompt": 128, "output": 64, "batch": 2048}.items():
+        w.controls[k].value = v
+    assert w.error.value == ""
+    text = _text(w)
+    s = S.serving("llama-3-8b", "H100 SXM", prompt=128, output=64, batch=2048)
+    c, t = s.cycle_s, s.last_ttft_s
+    assert (f"queued: 2 waves of up to 1,024; the whole batch takes {c:,.1f} s ({c / hi:,.1f}-{c / lo:,.1f}), "
+            f"its last request's first token comes after {t:,.1f} s ({t / hi:,.1f}-{t / lo:,.1f})") in text
+    for name in ("batch takes ", "comes after "):
+        p, a, b, d = _point_low_high(text, name, suffix=" s")
+        half = 0.5 * 10**-d
+        assert abs(a * hi - p) <= half * (1 + hi) and abs(b * lo - p) <= half * (1 + lo), (name, p, a, b)

@@ -306,6 +306,12 @@ RANGED_FIGURES = {"itl_s": ("itl", "time"), "decode_step_s": ("itl", "time"), "t
                   # a decode step that carries a prefill chunk: the worst ITL a running sequence sees
                   # (srvcurve34: chapter 15's prose quotes it beside the loaded ITL)
                   "chunk_step_s": ("itl", "time"),
+                  # a queued batch's whole time and its last request's first token (issue 34,
+                  # srvqueue34): sums of whole engine steps, prefill and decode, each of which the speed
+                  # divides, so a sum takes the steps' range, as replicas_range's whole plan does; the cap and
+                  # the KV room set the waves, not the speed, so both ends keep them (the TTFT's pair is the
+                  # same pooled row today)
+                  "cycle_s": ("itl", "time"), "last_ttft_s": ("itl", "time"),
                   "output_tokens_per_s": ("itl", "rate"), "output_tokens_per_s_per_gpu": ("itl", "rate"),
                   "usd_per_million_output_tokens": ("itl", "cost"),
                   # the prompt's prefill is the TTFT's time, so the input price takes the TTFT's range

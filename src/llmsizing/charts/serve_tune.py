@@ -200,8 +200,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
              f"(MBU {chosen.mbu:.0%}, MFU {chosen.mfu:.0%})"]
     if chosen.waves > 1:      # issue 34, kv30: the requests over the cap or the KV room wait
         lines.append(f"  queued: {chosen.waves:,} waves of up to {chosen.running_batch:,}; the whole batch "
-                     f"takes {chosen.cycle_s:,.1f} s, its last request's first token comes after "
-                     f"{chosen.last_ttft_s:,.1f} s")
+                     f"takes {ranged('cycle_s', ',.1f', suffix=' s')}, its last request's first token comes "
+                     f"after {ranged('last_ttft_s', ',.1f', suffix=' s')}")
     lines.append(f"  (in parentheses: the stated {COVERAGE:.0%} range of a published figure, the engine's "
                  f"speed over the model's; engine {chosen.engine}: chapter 15)")
     return FixedView(fig, "\n".join(lines))
