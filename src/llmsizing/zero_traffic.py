@@ -28,12 +28,27 @@ from .precision import DTYPE_BYTES, RECIPES, check_recipe
 
 #: Layers per ZeRO-3 unit: one all-gather (forward, and again in the backward) and one gradient reduce-scatter
 #: per unit and micro-batch. PyTorch FSDP gathers one FSDP unit at a time, and the recipes wrap each
-#: transformer block as its own unit (torchtitan's ``apply_fsdp`` in ``parallelize_llama.py`` calls
-#: ``fully_shard`` on every transformer block, then on the root): one call per layer. Chapter 9 counts them on
-#: FSDP2 (one all-gather, or two, and one reduce-scatter per layer, plus the root unit's, folded in here).
+#: transformer block as its own unit (``fully_shard`` on every block, then on the root): one call per layer.
 #: DeepSpeed's ZeRO-3 issues its own calls (per module, prefetched up to ``stage3_prefetch_bucket_size``; the
 #: gradients reduced per ``reduce_bucket_size``): not modelled.
 FSDP_UNIT_LAYERS = 1
+
+#: FSDP units besides the blocks': the root (``fully_shard`` on the whole model) takes what no block holds,
+#: the embedding, the final norm and the LM head, as one more unit, so one more all-gather and reduce-scatter
+#: per pass: ``layers + 1`` calls. Measured on torch 2.13's ``fully_shard`` (gloo, CPU, a 1-4 layer HF Llama:
+#: ``data/fsdp_unit_calls.csv``, ``tools/measure/fsdp_units.py``; ``tests/test_fsdp_unit_calls.py``):
+#: ``reshard_after_forward=True`` on every unit (what the library prices with
+#: :attr:`~llmsizing.parallel.Parallel.reshard_after_forward`) gathers ``layers + 1`` units in the forward and
+#: again in the backward and reduce-scatters ``layers + 1``; ``False`` gathers once. torch's default (None) is
+#: False for the root ("True for non-root modules and False for root modules", ``fully_shard``'s docstring),
+#: so its backward gathers ``layers`` units and not the root's weights: one call and the root's bytes (13% of
+#: Llama-3-8B's) fewer than priced here. torchtitan's ``apply_fsdp`` wraps the embedding and
+#: ``[norm, output]`` apart: ``layers + 2`` forward all-gathers and reduce-scatters (one over the price, 3%
+#: of Llama-3-8B's 33), ``layers + 1`` backward all-gathers (the head kept). Under a pipeline a stage counts
+#: no root (``dp_calls(pipelined=True)``): exact for a middle stage, whose root holds nothing, one call under
+#: for the stages that hold the embedding or the head. Until session 34 the root was folded into the blocks'
+#: units (``layers`` calls: 32 for Llama-3-8B, 33 measured).
+FSDP_ROOT_UNITS = 1
 
 #: Megatron-Core's default gradient bucket, parameters: ``max(40,000,000, 1,000,000 x dp)`` with ``dp`` the
 #: data-parallel size with context parallelism (``DistributedDataParallelConfig.bucket_size`` in
@@ -94,14 +109,20 @@ def torch_ddp_buckets(model: Model | str, *, precision: str = "bf16-mixed",
     return buckets + (filled > 0)
 
 
-def dp_calls(zero: int, on_rank: float, *, layers: int = 1, bucket_params: float | None = None) -> int:
+def dp_calls(zero: int, on_rank: float, *, layers: int | None = None, bucket_params: float | None = None,
+             pipelined: bool = False) -> int:
     """Calls of each data-parallel collective per pass (per micro-batch for ZeRO-3's, per step or micro-batch
-    for the others, :func:`dp_schedule`): ZeRO-3, one per FSDP unit, ``ceil(layers / FSDP_UNIT_LAYERS)``;
+    for the others, :func:`dp_schedule`): ZeRO-3, one per FSDP unit, ``ceil(layers / FSDP_UNIT_LAYERS)`` and
+    the root's (:data:`FSDP_ROOT_UNITS`: ``layers + 1``, as measured on FSDP2; not under a pipeline,
+    ``pipelined``, where a middle stage's root holds nothing; ``layers=None``, one call per pass, the old
+    schedule);
     DDP and ZeRO-1/2, one per gradient bucket, ``ceil(on_rank / bucket_params)`` (one call when
     ``bucket_params`` is None)."""
+    if layers is None:               # the old schedule: one call per pass
+        layers, pipelined = 1, True
     layers = check_int("layers", layers)
     if zero == 3:
-        return math.ceil(layers / FSDP_UNIT_LAYERS)
+        return math.ceil(layers / FSDP_UNIT_LAYERS) + (0 if pipelined else FSDP_ROOT_UNITS)
     if bucket_params is None:
         return 1
     bucket = check_number("bucket_params", bucket_params, minimum=1.0)
@@ -109,7 +130,7 @@ def dp_calls(zero: int, on_rank: float, *, layers: int = 1, bucket_params: float
 
 
 def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
-                   reshard_after_forward: bool = True, *, layers: int = 1, pipelined: bool = False,
+                   reshard_after_forward: bool = True, *, layers: int | None = None, pipelined: bool = False,
                    bucket_params: float | None = None, grad_reduces: int | None = None) -> list[tuple]:
     """The data-parallel collectives of one step for ``on_rank`` parameters on a GPU, as ``(name, kind,
     message bytes of one call, calls, slot)``, ``slot`` the window of
@@ -121,15 +142,15 @@ def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: f
     all-gathers behind each forward and (resharded after the forward) its backward all-gathers and
     gradient reduce-scatters behind each backward (every micro-batch; ``grad_reduces`` times per step if
     given: ``grad_reduce="chunk_run"``). Each is split into :func:`dp_calls` calls: ZeRO-3 gathers and
-    reduce-scatters one FSDP unit of ``layers`` at a time (:data:`FSDP_UNIT_LAYERS`), the others one
-    bucket of ``bucket_params`` at a time (:func:`dp_bucket_params`; one call when None, the old rule), so
+    reduce-scatters one FSDP unit at a time (:data:`FSDP_UNIT_LAYERS`, :data:`FSDP_ROOT_UNITS`), the others
+    one bucket of ``bucket_params`` at a time (:func:`dp_bucket_params`; one call when None, the old rule), so
     each call pays its own latency. :func:`~llmsizing.comm.communication` prices them on the group's link
     and gives each :class:`~llmsizing.collectives.Collective` its ``slot`` (the planner reuses them).
     ``pipelined`` (``pp > 1``) ZeRO-3 without resharding gathers the weights once per step, not per
     micro-batch, behind the step's first forward as ZeRO-1/2's gather
     (:attr:`~llmsizing.parallel.Parallel.reshard_after_forward` says why). The window is set here, with
     the collective, so that no reader finds it from the name (review24c M5)."""
-    k = dp_calls(zero, on_rank, layers=layers, bucket_params=bucket_params)
+    k = dp_calls(zero, on_rank, layers=layers, bucket_params=bucket_params, pipelined=pipelined)
     w, g, m = on_rank * weight_bytes / k, on_rank * grad_bytes / k, grad_accum
     if zero == 0:
         return [("DP gradient all-reduce", "all-reduce", g, k, "gradients")]
@@ -149,7 +170,7 @@ def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: f
 
 
 def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
-                reshard_after_forward: bool = True, *, layers: int = 1, pipelined: bool = False,
+                reshard_after_forward: bool = True, *, layers: int | None = None, pipelined: bool = False,
                 bucket_params: float | None = None, grad_reduces: int | None = None) -> list[tuple]:
     """:func:`dp_collectives` without the window: ``(name, kind, message bytes of one call, calls)`` per
     data-parallel collective of one step (its shape before review24c M5, for callers that unpack four)."""
