@@ -111,3 +111,17 @@ def test_pipelined_stage_and_old_schedule():
     assert dp_calls(3, 1e6) == 1
     with pytest.raises((ValueError, TypeError), match="layers"):
         dp_calls(3, 1e6, layers=0)
+
+
+def test_relation_reader_agrees_and_refuses_a_broken_sweep(df, tmp_path):
+    from llmsizing.dist_compare import fsdp_unit_relation
+
+    rel = fsdp_unit_relation().set_index(["wrapping", "phase", "kind"])["k"]
+    for (w, phase, kind), k in rel.items():
+        assert k == _k(df, w, phase, kind)
+    assert len(rel) == 3 + 3 + 2 + 3                   # "reshard none" has no backward gather
+    bad = df.copy()
+    bad.loc[bad.index[0], "calls"] += 1
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(ValueError, match="one k"):
+        fsdp_unit_relation(tmp_path / "bad.csv")
