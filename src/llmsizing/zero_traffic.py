@@ -74,39 +74,64 @@ TORCH_DDP_BUCKET_BYTES = 25 * 2**20
 TORCH_DDP_FIRST_BUCKET_BYTES = 2**20
 
 
-def torch_ddp_buckets(model: Model | str, *, precision: str = "bf16-mixed",
-                      bucket_cap_mb: float = TORCH_DDP_BUCKET_BYTES / 2**20) -> int:
-    """Gradient buckets, so all-reduce calls per step, of PyTorch's ``DistributedDataParallel`` for
-    ``model``'s gradients in the recipe's gradient dtype, with ``bucket_cap_mb`` MiB buckets (default 25).
+def torch_ddp_bucket_assignment(model: Model | str, *, precision: str = "bf16-mixed",
+                                bucket_cap_mb: float | None = None) -> list[list[str]]:
+    """The gradient buckets of PyTorch's ``DistributedDataParallel`` for ``model``, in the order they are
+    all-reduced, each the names of its tensors (``layers.3.down_proj.weight``, ...): what
+    :func:`torch_ddp_buckets` counts.
 
-    PyTorch fills its buckets by bytes, tensor by tensor, in the order the backward pass produces the
-    gradients (DDP rebuilds its buckets in that order after the first step), and closes a bucket as soon as
-    it holds at least the cap: the first bucket at 1 MiB (:data:`TORCH_DDP_FIRST_BUCKET_BYTES`), the others at
-    the cap (``_compute_bucket_assignment_by_size`` in ``torch/csrc/distributed/c10d/reducer.cpp``). A tensor
-    larger than the cap closes a bucket of its own, so a model of large matrices has fewer buckets than
-    ``bytes / cap``. Here the order is the reverse of the definition order (the LM head first, then the
-    blocks from the last, each block's tensors in reverse): the order DDP assumes before it has seen a step.
-    Megatron-Core's DDP buckets by parameters instead (:func:`dp_bucket_params`), and that is the count
-    :func:`~llmsizing.comm.communication` prices. Chapter 7."""
+    The order is the reverse of the library's per-layer order (the LM head, the final norm, then each block
+    from the last: down, up, gate, its MLP norm, o, v, k, q, its attention norm; the embedding last), which is
+    the order the gradients become ready. DDP (torch 2.13) puts every gradient in one bucket for the first
+    step and then rebuilds its buckets in that order (``Reducer::rebuild_buckets``); measured on a 4-layer HF
+    Llama with gloo (``data/ddp_bucket_order.csv``, ``tools/measure/ddp_buckets.py``;
+    ``tests/test_ddp_bucket_order.py``), bucket for bucket. A bucket closes once it holds at least the cap:
+    the first at 1 MiB when ``bucket_cap_mb`` is left at its default (None: 25 MiB,
+    :data:`TORCH_DDP_BUCKET_BYTES`, :data:`TORCH_DDP_FIRST_BUCKET_BYTES`), at the cap itself when one is
+    given (``_BucketCapacityConfig.create`` in ``torch/nn/parallel/distributed.py``), as measured.
+    Chapter 7."""
     model = resolve_model(model, moe=True)
     check_recipe("precision", precision)
-    cap = check_number("bucket_cap_mb", bucket_cap_mb, minimum=1e-3) * 2**20
+    if bucket_cap_mb is None:
+        cap, limit = TORCH_DDP_BUCKET_BYTES, TORCH_DDP_FIRST_BUCKET_BYTES
+    else:
+        cap = limit = check_number("bucket_cap_mb", bucket_cap_mb, minimum=1e-3) * 2**20
     grad_b = DTYPE_BYTES[RECIPES[precision].grads]
     t = model.tensors()
     first = next((i for i, e in enumerate(t) if e[1].startswith("layers.")), len(t))
     block = [e for e in t if e[1].startswith("layers.")]
-    before = t[:first]
-    after = [e for e in t[first:] if not e[1].startswith("layers.")]
-    forward = [math.prod(s) for _, _, s, _ in before]
+    forward = [(n, math.prod(s)) for _, n, s, _ in t[:first]]
     for i in range(model.layers):
-        forward += [math.prod(s) for _, _, s, k in block if i < k]
-    forward += [math.prod(s) for _, _, s, _ in after]
-    buckets, filled, limit = 0, 0.0, min(TORCH_DDP_FIRST_BUCKET_BYTES, cap)
-    for n in reversed(forward):
+        forward += [(f"layers.{i}.{n[len('layers.'):]}", math.prod(s)) for _, n, s, k in block if i < k]
+    forward += [(n, math.prod(s)) for _, n, s, _ in t[first:] if not n.startswith("layers.")]
+    buckets, open_, filled = [], [], 0.0
+    for name, n in reversed(forward):
+        open_.append(name)
         filled += n * grad_b
         if filled >= limit:
-            buckets, filled, limit = buckets + 1, 0.0, cap
-    return buckets + (filled > 0)
+            buckets.append(open_)
+            open_, filled, limit = [], 0.0, cap
+    return buckets + ([open_] if open_ else [])
+
+
+def torch_ddp_buckets(model: Model | str, *, precision: str = "bf16-mixed",
+                      bucket_cap_mb: float | None = None) -> int:
+    """Gradient buckets, so all-reduce calls per step, of PyTorch's ``DistributedDataParallel`` for
+    ``model``'s gradients in the recipe's gradient dtype, with ``bucket_cap_mb`` MiB buckets (None: DDP's
+    default, 25 MiB after a first bucket of 1 MiB; a value given caps the first bucket too, as torch does).
+
+    PyTorch fills its buckets by bytes, tensor by tensor, in the order the backward pass produces the
+    gradients, and closes a bucket as soon as it holds at least the cap
+    (``_compute_bucket_assignment_by_size`` in ``torch/csrc/distributed/c10d/reducer.cpp``;
+    :func:`torch_ddp_bucket_assignment` gives the buckets, measured bucket for bucket on torch 2.13). A tensor
+    larger than the cap closes a bucket of its own, so a model of large matrices has fewer buckets than
+    ``bytes / cap``. This counts the buckets DDP rebuilds after its first step, which all-reduces every
+    gradient in one bucket. Until session 34 a given cap kept a 1 MiB first bucket (the default's rule) and
+    the default was written ``25.0``: one bucket more for a model whose first gradients are small (measured:
+    3 buckets, not 4, for the tied 4-layer Llama at 4 MiB). Megatron-Core's DDP buckets by parameters instead
+    (:func:`dp_bucket_params`), and that is the count :func:`~llmsizing.comm.communication` prices.
+    Chapter 7."""
+    return len(torch_ddp_bucket_assignment(model, precision=precision, bucket_cap_mb=bucket_cap_mb))
 
 
 def dp_calls(zero: int, on_rank: float, *, layers: int | None = None, bucket_params: float | None = None,
