@@ -6,8 +6,8 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
     .venv-measure/bin/python tools/measure_memory.py COMMAND [--quick] [options]
 
     COMMAND: all, saved, step, dist, peft, lora, loss, loss-peak, nf4, dropout, collectives, cp, cp-merge,
-    a2a, ulysses, hf-counts, hf-sweep, mask, swiglu, grad-buffer, fsdp-units or ddp-buckets (``--quick``: a handful of small
-    configurations)
+    a2a, ulysses, hf-counts, hf-sweep, mask, swiglu, grad-buffer, fsdp-units or ddp-buckets (``--quick``: a
+    handful of small configurations)
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
