@@ -124,11 +124,11 @@ def test_breakeven_ratios():
     g = "H100 SXM"
     ddp = dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=0)
     assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=1) == pytest.approx(ddp)          # same volume
-    # ZeRO-3: 3 Psi against DDP's 2 Psi (ZeRO paper), in 3 x 32 per-layer calls of 7 ring steps against 201
-    # bucket calls of 14 (issue 34)
+    # ZeRO-3: 3 Psi against DDP's 2 Psi (ZeRO paper), in 3 x 33 per-unit calls (32 layers + the root unit,
+    # data/fsdp_unit_calls.csv) of 7 ring steps against 201 bucket calls of 14 (issue 34)
     nv, a_nv = _achievable("nvlink")
     bw = NVLINK_NOMINAL * nv
-    z3_s = 3 * 7 / 8 * 2 * LLAMA3_8B / bw + 3 * 32 * 7 * a_nv
+    z3_s = 3 * 7 / 8 * 2 * LLAMA3_8B / bw + 3 * 33 * 7 * a_nv
     assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=3) == pytest.approx(
         ddp * z3_s / _ddp_s(LLAMA3_8B, 8, bw, a_nv, 14), rel=1e-6)
     assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=0, window=2 / 3) == pytest.approx(1.5 * ddp)

@@ -23,12 +23,8 @@ RUNS = [r["run"] for r in csv.DictReader(open(CSV, newline=""))]
 #: The runs the model says do not fit their GPU as the row is read today, with why (notes/fit28.md).
 DOES_NOT_FIT = {
     "Llama 3.1 405B, 8,192 GPUs (TP8 PP16 DP64)":
-        "zero=1 stands in for Meta's FSDP (the row's note); priced on llama3_405b_layout as Meta states it, "
+        "zero=2 stands in for Meta's FSDP (the row's note); priced on llama3_405b_layout as Meta states it, "
         "the tensors + 1 GiB fit but not the 8% fragmentation allowance (tests/test_llama3_405b.py)",
-    "Llama 3.1 405B, 16,384 GPUs (TP8 PP16 DP128)":
-        "zero=1 stands in for Meta's FSDP without resharding (the row's note); llama3_405b_layout fits",
-    "Llama 3.1 405B, 16,384 GPUs, 128K context (TP8 CP16 PP16 DP4)":
-        "zero=1 stands in for Meta's FSDP without resharding (the row's note); llama3_405b_layout fits",
     "GLM-130B, 768 A100 40GB (DeepSpeed PipeDream-Flush, TP4 PP8 DP24)":
         "ZeRO stage not stated, read as 0: 16 B/param of 130B / 32 is 65 GB on a 40 GB GPU; ZeRO-1 fits",
     "GPT3-1.3B 8k (FlashAttention-2 paper, 8 x A100 80GB, ZeRO-1 DDP)":

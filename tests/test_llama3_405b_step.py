@@ -20,12 +20,14 @@ by hand from Llama 3.1 405B's shape (hidden 16,384, 126 layers, 8 KV heads of 12
 """
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from llmsizing import LLAMA3_RECIPE, Parallel, communication, llama3_405b_layout, step_time
 
 L405, H100, SEQ = "llama-3.1-405b", "H100 SXM", 8192
+ROOT = Path(__file__).resolve().parents[1]
 # one layer's parameters on one of the 8 tensor-parallel GPUs: the attention's q, o (h x h each) and k, v
 # (h x 1,024 each) and the MLP's three h x 53,248 matrices split 8 ways, plus the two norms (h each, whole)
 LAYER_GPU = (2 * 16384 * 16384 + 2 * 16384 * 1024 + 3 * 16384 * 53248) // 8 + 2 * 16384
@@ -65,7 +67,8 @@ def test_without_a_pipeline_fsdp_still_gathers_every_micro_batch():
     # FSDP2 without PP reshards after the backward (its default), so each micro-batch's forward gathers again
     par = Parallel(tp=8, dp=64, zero=3, sp=True, reshard_after_forward=False)
     dp = _dp(par, 4)
-    assert dp["ZeRO-3 weight all-gather (forward)"].calls == 126 * 4
+    # 126 blocks + the root unit (embedding, final norm, LM head: data/fsdp_unit_calls.csv), 4 micro-batches
+    assert dp["ZeRO-3 weight all-gather (forward)"].calls == (126 + 1) * 4
     assert not any("kept" in k or "(backward)" in k for k in dp)
 
 
@@ -200,7 +203,7 @@ def test_rows_without_room_for_the_edges_keep_short_end_stages():
     assert not par.account_for_embedding and par.stage_layers == (7,) + (8,) * 14 + (7,)
 
 
-# ------------------------------------- the rows' ZeRO-1 stand-in against Meta's FSDP (llama34s, issue 34)
+# ------------------------------------- the rows' ZeRO-2 stand-in against Meta's FSDP (llama34s, issue 34; fsdp34)
 ROWS = {"8K, 8,192 GPUs": "Llama 3.1 405B, 8,192 GPUs (TP8 PP16 DP64)",
         "8K, 16,384 GPUs": "Llama 3.1 405B, 16,384 GPUs (TP8 PP16 DP128)",
         "128K": "Llama 3.1 405B, 16,384 GPUs, 128K context (TP8 CP16 PP16 DP4)"}
@@ -209,7 +212,7 @@ TABLE4 = {"8K, 8,192 GPUs": 430 / 989.5, "8K, 16,384 GPUs": 400 / 989.5, "128K":
 
 
 def _both_readings(key, **kw):
-    """The row's layout as the calibration reads it (ZeRO-1, bf16 gradients) and as Meta states it."""
+    """The row's layout as the calibration reads it (ZeRO-2, bf16 gradients) and as Meta states it."""
     from llmsizing.calibration import _layout_of
 
     row = _row(ROWS[key])
@@ -221,16 +224,34 @@ def _both_readings(key, **kw):
 
 
 @pytest.mark.parametrize("key", list(ROWS))
-def test_the_rows_zero1_stands_in_for_metas_fsdp(key):
-    """The rows' zero=1 cannot say Meta's no-reshard FSDP with fp32 gradients (Sec. 3.3.2); it stands in
-    because the data-parallel traffic hides in both readings: at most 1.5% of the step is exposed DP, so the
-    two steps, which share compute, bubble, TP, PP and CP, differ by under 1%."""
+def test_the_rows_zero2_stands_in_for_metas_fsdp(key):
+    """The rows' zero=2 cannot say Meta's no-reshard FSDP with fp32 gradients (Sec. 3.3.2: "Our use of FSDP
+    for Llama 3 shards optimizer states and gradients, but for model shards we do not reshard after forward
+    computation"); it stands in because it shards what Meta shards (zero=1, until session 34, kept whole
+    gradients) and the data-parallel traffic hides in both readings: at most 1.5% of the step is exposed DP,
+    so the two steps, which share compute, bubble, TP, PP and CP, differ by under 1%."""
     row, meta = _both_readings(key)
-    assert row.communication.parallel.zero == 1 and meta.communication.parallel.zero == 3
+    assert row.communication.parallel.zero == 2 and meta.communication.parallel.zero == 3
     assert row.compute_s == pytest.approx(meta.compute_s) and row.bubble_s == pytest.approx(meta.bubble_s)
     for st in (row, meta):
         assert st.exposed_by_group_s["dp"] < 0.015 * st.step_s
     assert meta.step_s == pytest.approx(row.step_s, rel=0.01)
+
+
+@pytest.mark.parametrize("key", list(ROWS))
+def test_the_rows_gradients_are_sharded(key):
+    """ZeRO-2 (Rajbhandari et al. 2020, Sec. 5.2) splits the bf16 gradients over the dp x cp ranks that share
+    a stage's weights: the row's gradients are its bf16 weights / (dp x cp) (64, 128 and 8 x 16 = 128 ranks),
+    where zero=1 held all of them (data/published_layout_fits.csv, two decimals)."""
+    import csv as _csv
+
+    from llmsizing.calibration import _layout_of
+
+    fits = {r["run"]: r for r in _csv.DictReader(open(ROOT / "data" / "published_layout_fits.csv", newline=""))}
+    par = _layout_of(_row(ROWS[key]))[0]
+    r = fits[ROWS[key]]
+    assert float(r["gradients_gib"]) == pytest.approx(float(r["weights_gib"]) / (par.dp * par.cp), abs=0.006)
+    assert "zero2" in r["layout"]
 
 
 def test_table4s_dp4_at_128k_prices_the_same_per_gpu_step():

@@ -51,9 +51,9 @@ from .parallel import (OP_SAC_MODES, OP_SAC_SDPA_SAVED, RECOMPUTE_MODES, Paralle
 from .pipeline_schedule import dualpipe_rank_mean, grad_reduces
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
 from .zero_traffic import (CPU_ADAM_BYTES_PER_PARAM, DP_BUCKET_MIN_PARAMS,  # noqa: F401
-                           DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS, GPUS_PER_HOST, HOST_LINK_GBPS,
-                           HOST_MEMORY_GBPS, OffloadTime, dp_bucket_params, dp_calls, dp_collectives,
-                           dp_schedule, offload_time)
+                           DP_BUCKET_PARAMS_PER_RANK, FSDP_ROOT_UNITS, FSDP_UNIT_LAYERS, GPUS_PER_HOST,
+                           HOST_LINK_GBPS, HOST_MEMORY_GBPS, OffloadTime, dp_bucket_params, dp_calls,
+                           dp_collectives, dp_schedule, offload_time)
 
 #: Columns of :meth:`Communication.to_frame`.
 COMM_COLUMNS = ("collective", "group", "group_size", "link", "calls", "message_bytes", "bytes_per_gpu",
@@ -190,8 +190,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
       kept), then one all-gather of the weights;
     * ``zero=3``: per micro-batch, an all-gather of the weights in the forward and again in the backward (the
       forward's only with ``reshard_after_forward=False``, once per step with a pipeline), and a
-      reduce-scatter of the gradients, each one call per layer of the stage
-      (:data:`~llmsizing.zero_traffic.FSDP_UNIT_LAYERS`);
+      reduce-scatter of the gradients, each one call per layer of the stage and one for the root unit
+      (:data:`~llmsizing.zero_traffic.FSDP_UNIT_LAYERS`, :data:`~llmsizing.zero_traffic.FSDP_ROOT_UNITS`);
     * DDP's and ZeRO-1/2's collectives run one call per gradient bucket (Megatron-Core's default,
       :func:`~llmsizing.zero_traffic.dp_bucket_params`): every call, here as for TP and CP, pays its own
       latency;

@@ -43,6 +43,8 @@ from .units import fmt_size
 DIST_COLLECTIVES_CSV = DATA_DIR / "dist_collectives.csv"
 #: The committed per-rank model states (tools/measure_memory.py dist).
 DIST_STATES_CSV = DATA_DIR / "dist_measurements.csv"
+#: FSDP2's collectives per step by wrapping and layer count (tools/measure_memory.py fsdp-units).
+FSDP_UNIT_CALLS_CSV = DATA_DIR / "fsdp_unit_calls.csv"
 
 #: Each measured layout as the library's :class:`~llmsizing.parallel.Parallel` over ``n`` ranks, and what it
 #: is.
@@ -64,6 +66,25 @@ def load_collectives(path=None):
     import pandas as pd
 
     return pd.read_csv(path or DIST_COLLECTIVES_CSV)
+
+
+def fsdp_unit_relation(path=None):
+    """FSDP2's calls per step as ``layers + k``, from ``data/fsdp_unit_calls.csv`` (torch's ``fully_shard``
+    on a 1-4 layer HF Llama, 2 and 4 gloo ranks): one row per wrapping, phase and kind with its ``k``
+    (``calls - layers``, the units besides the blocks'). Raises ValueError if a wrapping's ``k`` differs
+    between layer counts or world sizes, so that one ``k`` stands for the sweep. Chapter 9."""
+    import pandas as pd
+
+    df = pd.read_csv(FSDP_UNIT_CALLS_CSV if path is None else path)
+    per = df.groupby(["wrapping", "phase", "kind", "world_size", "layers"], as_index=False)["calls"].sum()
+    per["k"] = per["calls"] - per["layers"]
+    rows = []
+    for (wrapping, phase, kind), part in per.groupby(["wrapping", "phase", "kind"], sort=False):
+        ks = sorted(set(part["k"]))
+        if len(ks) != 1:
+            raise ValueError(f"{wrapping} {phase} {kind}: calls - layers is not one k over the sweep: {ks}")
+        rows.append({"wrapping": wrapping, "phase": phase, "kind": kind, "k": int(ks[0])})
+    return pd.DataFrame(rows)
 
 
 def load_dist_states(path=None):

@@ -226,12 +226,8 @@ MISS_CAUSES = ("stand-in layout", "recipe the row cannot state", "term the model
 MISSES = {
     "Llama 3.1 405B, 8,192 GPUs (TP8 PP16 DP64)": (
         "stand-in layout",
-        "zero=1 stands in for Meta's FSDP; as Meta states it, only the fragmentation allowance is over",
+        "zero=2 stands in for Meta's FSDP; as Meta states it, only the fragmentation allowance is over",
     ),
-    "Llama 3.1 405B, 16,384 GPUs (TP8 PP16 DP128)": (
-        "stand-in layout", "zero=1 stands in for Meta's FSDP without resharding; as Meta states it, it fits"),
-    "Llama 3.1 405B, 16,384 GPUs, 128K context (TP8 CP16 PP16 DP4)": (
-        "stand-in layout", "zero=1 stands in for Meta's FSDP without resharding; as Meta states it, it fits"),
     "Llama 4 Scout pre-training": ("stand-in layout", "layout not published: pp 4, ep 16, ZeRO-1 assumed"),
     "Llama 4 Maverick pre-training": ("stand-in layout", "layout not published: Scout's assumptions kept"),
     "KempnerForge 7B (llama-3-8b), 1 x H200, single GPU": (

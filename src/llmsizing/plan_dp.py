@@ -14,7 +14,7 @@ import functools
 
 import numpy as np
 
-from .comm import DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_UNIT_LAYERS
+from .comm import DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_ROOT_UNITS, FSDP_UNIT_LAYERS
 from .exposure import DP_SLOTS, dp_slot, dp_window_exposed_s
 from .network import group_link
 from .plan_terms import _group_columns, _per
@@ -45,12 +45,14 @@ def _row_links(gpu_list, node_of, gi, size, stride):
             np.array([gl.across for gl in links])[idx], np.array([_per(gl) for gl in links])[idx])
 
 
-def _dp_calls(zero, on_rank, layers, dpcp) -> np.ndarray:
+def _dp_calls(zero, on_rank, layers, dpcp, pp=None) -> np.ndarray:
     """Calls per pass of each :data:`_DP_SLOTS` slot, one row per plan
-    (:func:`~llmsizing.zero_traffic.dp_calls`): ZeRO-3's slots one per FSDP unit of the stage's ``layers``,
-    the others one per gradient bucket of the ``on_rank`` parameters
-    (:func:`~llmsizing.zero_traffic.dp_bucket_params` of ``dp x cp``)."""
-    units = np.ceil(np.round(layers) / FSDP_UNIT_LAYERS)
+    (:func:`~llmsizing.zero_traffic.dp_calls`): ZeRO-3's slots one per FSDP unit of the stage's ``layers``
+    and the root's, the others one per gradient bucket of the ``on_rank`` parameters
+    (:func:`~llmsizing.zero_traffic.dp_bucket_params` of ``dp x cp``). ``pp`` (None: no pipeline): the
+    root unit is counted only where ``pp`` is 1, as ``dp_calls(pipelined=pp > 1)``."""
+    root = FSDP_ROOT_UNITS if pp is None else np.where(np.asarray(pp) > 1, 0, FSDP_ROOT_UNITS)
+    units = np.ceil(np.round(layers) / FSDP_UNIT_LAYERS) + root
     bucket = np.maximum(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * dpcp)
     buckets = np.maximum(1.0, np.ceil(on_rank / bucket))
     out = np.repeat(buckets[:, None], len(_DP_SLOTS), axis=1)

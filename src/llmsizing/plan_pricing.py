@@ -379,7 +379,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     held = np.array([(max(stage_params(model, kept_parallel(tp=t_, pp=p_, **pipeline_split(model, p_)))),
                       max(stage_params(model, kept_parallel(tp=t_)))) for t_, p_ in held_keys])[held_idx]
     share = held[:, 0] / held[:, 1]
-    calls = _dp_calls(zero, held[:, 0], S[:, 1] * model.layers, dpcp)      # per pass, with their latencies
+    calls = _dp_calls(zero, held[:, 0], S[:, 1] * model.layers, dpcp, pp)  # per pass, with their latencies
     calls[kept, 2] = calls[kept, 1]                   # (the kept weights' gather: one call per FSDP unit)
     call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + calls * latency[dp_idx]
     runs, slot1 = _kept_runs(kept, pp, m, vp, calls[:, 1], call[:, 1], fwd, bwd)

@@ -358,7 +358,7 @@ def dp_unit_rows(model, keys, part: int, *, w_b: float, g_b: float, expert_tp: b
         ns, nx, at_n, at_x = ns.tolist(), nx.tolist(), at_n.reshape(-1), at_x.reshape(-1)
         # the schedule's collectives (name, kind, message, calls, window): one call of weights (1) or
         # gradients (2)
-        for name, kind, probe, _, slot in dp_collectives(zero, 1.0, 1.0, 2.0, 1, layers=1):
+        for name, kind, probe, _, slot in dp_collectives(zero, 1.0, 1.0, 2.0, 1):   # (one call per pass)
             f = np.array([_kept_wire_factor(kind, v // base, v % base) for v in ns])[at_n]
             s = np.array([_kept_latency_steps(kind, v // 2, bool(v % 2)) for v in nx], dtype=float)[at_x]
             message = (w if probe == 1.0 else g)[live]

@@ -28,12 +28,27 @@ from .precision import DTYPE_BYTES, RECIPES, check_recipe
 
 #: Layers per ZeRO-3 unit: one all-gather (forward, and again in the backward) and one gradient reduce-scatter
 #: per unit and micro-batch. PyTorch FSDP gathers one FSDP unit at a time, and the recipes wrap each
-#: transformer block as its own unit (torchtitan's ``apply_fsdp`` in ``parallelize_llama.py`` calls
-#: ``fully_shard`` on every transformer block, then on the root): one call per layer. Chapter 9 counts them on
-#: FSDP2 (one all-gather, or two, and one reduce-scatter per layer, plus the root unit's, folded in here).
+#: transformer block as its own unit (``fully_shard`` on every block, then on the root): one call per layer.
 #: DeepSpeed's ZeRO-3 issues its own calls (per module, prefetched up to ``stage3_prefetch_bucket_size``; the
 #: gradients reduced per ``reduce_bucket_size``): not modelled.
 FSDP_UNIT_LAYERS = 1
+
+#: FSDP units besides the blocks': the root (``fully_shard`` on the whole model) takes what no block holds,
+#: the embedding, the final norm and the LM head, as one more unit, so one more all-gather and reduce-scatter
+#: per pass: ``layers + 1`` calls. Measured on torch 2.13's ``fully_shard`` (gloo, CPU, a 1-4 layer HF Llama:
+#: ``data/fsdp_unit_calls.csv``, ``tools/measure/fsdp_units.py``; ``tests/test_fsdp_unit_calls.py``):
+#: ``reshard_after_forward=True`` on every unit (what the library prices with
+#: :attr:`~llmsizing.parallel.Parallel.reshard_after_forward`) gathers ``layers + 1`` units in the forward and
+#: again in the backward and reduce-scatters ``layers + 1``; ``False`` gathers once. torch's default (None) is
+#: False for the root ("True for non-root modules and False for root modules", ``fully_shard``'s docstring),
+#: so its backward gathers ``layers`` units and not the root's weights: one call and the root's bytes (13% of
+#: Llama-3-8B's) fewer than priced here. torchtitan's ``apply_fsdp`` wraps the embedding and
+#: ``[norm, output]`` apart: ``layers + 2`` forward all-gathers and reduce-scatters (one over the price, 3%
+#: of Llama-3-8B's 33), ``layers + 1`` backward all-gathers (the head kept). Under a pipeline a stage counts
+#: no root (``dp_calls(pipelined=True)``): exact for a middle stage, whose root holds nothing, one call under
+#: for the stages that hold the embedding or the head. Until session 34 the root was folded into the blocks'
+#: units (``layers`` calls: 32 for Llama-3-8B, 33 measured).
+FSDP_ROOT_UNITS = 1
 
 #: Megatron-Core's default gradient bucket, parameters: ``max(40,000,000, 1,000,000 x dp)`` with ``dp`` the
 #: data-parallel size with context parallelism (``DistributedDataParallelConfig.bucket_size`` in
@@ -59,49 +74,80 @@ TORCH_DDP_BUCKET_BYTES = 25 * 2**20
 TORCH_DDP_FIRST_BUCKET_BYTES = 2**20
 
 
-def torch_ddp_buckets(model: Model | str, *, precision: str = "bf16-mixed",
-                      bucket_cap_mb: float = TORCH_DDP_BUCKET_BYTES / 2**20) -> int:
-    """Gradient buckets, so all-reduce calls per step, of PyTorch's ``DistributedDataParallel`` for
-    ``model``'s gradients in the recipe's gradient dtype, with ``bucket_cap_mb`` MiB buckets (default 25).
+def torch_ddp_bucket_assignment(model: Model | str, *, precision: str = "bf16-mixed",
+                                bucket_cap_mb: float | None = None) -> list[list[str]]:
+    """The gradient buckets of PyTorch's ``DistributedDataParallel`` for ``model``, in the order they are
+    all-reduced, each the names of its tensors (``layers.3.down_proj.weight``, ...): what
+    :func:`torch_ddp_buckets` counts.
 
-    PyTorch fills its buckets by bytes, tensor by tensor, in the order the backward pass produces the
-    gradients (DDP rebuilds its buckets in that order after the first step), and closes a bucket as soon as
-    it holds at least the cap: the first bucket at 1 MiB (:data:`TORCH_DDP_FIRST_BUCKET_BYTES`), the others at
-    the cap (``_compute_bucket_assignment_by_size`` in ``torch/csrc/distributed/c10d/reducer.cpp``). A tensor
-    larger than the cap closes a bucket of its own, so a model of large matrices has fewer buckets than
-    ``bytes / cap``. Here the order is the reverse of the definition order (the LM head first, then the
-    blocks from the last, each block's tensors in reverse): the order DDP assumes before it has seen a step.
-    Megatron-Core's DDP buckets by parameters instead (:func:`dp_bucket_params`), and that is the count
-    :func:`~llmsizing.comm.communication` prices. Chapter 7."""
+    The order is the reverse of the library's per-layer order (the LM head, the final norm, then each block
+    from the last: down, up, gate, its MLP norm, o, v, k, q, its attention norm; the embedding last), which is
+    the order the gradients become ready. DDP (torch 2.13) puts every gradient in one bucket for the first
+    step and then rebuilds its buckets in that order (``Reducer::rebuild_buckets``); measured on a 4-layer HF
+    Llama with gloo (``data/ddp_bucket_order.csv``, ``tools/measure/ddp_buckets.py``;
+    ``tests/test_ddp_bucket_order.py``), bucket for bucket. A bucket closes once it holds at least the cap:
+    the first at 1 MiB when ``bucket_cap_mb`` is left at its default (None: 25 MiB,
+    :data:`TORCH_DDP_BUCKET_BYTES`, :data:`TORCH_DDP_FIRST_BUCKET_BYTES`), at the cap itself when one is
+    given (``_BucketCapacityConfig.create`` in ``torch/nn/parallel/distributed.py``), as measured.
+    Chapter 7."""
     model = resolve_model(model, moe=True)
     check_recipe("precision", precision)
-    cap = check_number("bucket_cap_mb", bucket_cap_mb, minimum=1e-3) * 2**20
+    if bucket_cap_mb is None:
+        cap, limit = TORCH_DDP_BUCKET_BYTES, TORCH_DDP_FIRST_BUCKET_BYTES
+    else:
+        cap = limit = check_number("bucket_cap_mb", bucket_cap_mb, minimum=1e-3) * 2**20
     grad_b = DTYPE_BYTES[RECIPES[precision].grads]
     t = model.tensors()
     first = next((i for i, e in enumerate(t) if e[1].startswith("layers.")), len(t))
     block = [e for e in t if e[1].startswith("layers.")]
-    before = t[:first]
-    after = [e for e in t[first:] if not e[1].startswith("layers.")]
-    forward = [math.prod(s) for _, _, s, _ in before]
+    forward = [(n, math.prod(s)) for _, n, s, _ in t[:first]]
     for i in range(model.layers):
-        forward += [math.prod(s) for _, _, s, k in block if i < k]
-    forward += [math.prod(s) for _, _, s, _ in after]
-    buckets, filled, limit = 0, 0.0, min(TORCH_DDP_FIRST_BUCKET_BYTES, cap)
-    for n in reversed(forward):
+        forward += [(f"layers.{i}.{n[len('layers.'):]}", math.prod(s)) for _, n, s, k in block if i < k]
+    forward += [(n, math.prod(s)) for _, n, s, _ in t[first:] if not n.startswith("layers.")]
+    buckets, open_, filled = [], [], 0.0
+    for name, n in reversed(forward):
+        open_.append(name)
         filled += n * grad_b
         if filled >= limit:
-            buckets, filled, limit = buckets + 1, 0.0, cap
-    return buckets + (filled > 0)
+            buckets.append(open_)
+            open_, filled, limit = [], 0.0, cap
+    return buckets + ([open_] if open_ else [])
 
 
-def dp_calls(zero: int, on_rank: float, *, layers: int = 1, bucket_params: float | None = None) -> int:
+def torch_ddp_buckets(model: Model | str, *, precision: str = "bf16-mixed",
+                      bucket_cap_mb: float | None = None) -> int:
+    """Gradient buckets, so all-reduce calls per step, of PyTorch's ``DistributedDataParallel`` for
+    ``model``'s gradients in the recipe's gradient dtype, with ``bucket_cap_mb`` MiB buckets (None: DDP's
+    default, 25 MiB after a first bucket of 1 MiB; a value given caps the first bucket too, as torch does).
+
+    PyTorch fills its buckets by bytes, tensor by tensor, in the order the backward pass produces the
+    gradients, and closes a bucket as soon as it holds at least the cap
+    (``_compute_bucket_assignment_by_size`` in ``torch/csrc/distributed/c10d/reducer.cpp``;
+    :func:`torch_ddp_bucket_assignment` gives the buckets, measured bucket for bucket on torch 2.13). A tensor
+    larger than the cap closes a bucket of its own, so a model of large matrices has fewer buckets than
+    ``bytes / cap``. This counts the buckets DDP rebuilds after its first step, which all-reduces every
+    gradient in one bucket. Until session 34 a given cap kept a 1 MiB first bucket (the default's rule) and
+    the default was written ``25.0``: one bucket more for a model whose first gradients are small (measured:
+    3 buckets, not 4, for the tied 4-layer Llama at 4 MiB). Megatron-Core's DDP buckets by parameters instead
+    (:func:`dp_bucket_params`), and that is the count :func:`~llmsizing.comm.communication` prices.
+    Chapter 7."""
+    return len(torch_ddp_bucket_assignment(model, precision=precision, bucket_cap_mb=bucket_cap_mb))
+
+
+def dp_calls(zero: int, on_rank: float, *, layers: int | None = None, bucket_params: float | None = None,
+             pipelined: bool = False) -> int:
     """Calls of each data-parallel collective per pass (per micro-batch for ZeRO-3's, per step or micro-batch
-    for the others, :func:`dp_schedule`): ZeRO-3, one per FSDP unit, ``ceil(layers / FSDP_UNIT_LAYERS)``;
+    for the others, :func:`dp_schedule`): ZeRO-3, one per FSDP unit, ``ceil(layers / FSDP_UNIT_LAYERS)`` and
+    the root's (:data:`FSDP_ROOT_UNITS`: ``layers + 1``, as measured on FSDP2; not under a pipeline,
+    ``pipelined``, where a middle stage's root holds nothing; ``layers=None``, one call per pass, the old
+    schedule);
     DDP and ZeRO-1/2, one per gradient bucket, ``ceil(on_rank / bucket_params)`` (one call when
     ``bucket_params`` is None)."""
+    if layers is None:               # the old schedule: one call per pass
+        layers, pipelined = 1, True
     layers = check_int("layers", layers)
     if zero == 3:
-        return math.ceil(layers / FSDP_UNIT_LAYERS)
+        return math.ceil(layers / FSDP_UNIT_LAYERS) + (0 if pipelined else FSDP_ROOT_UNITS)
     if bucket_params is None:
         return 1
     bucket = check_number("bucket_params", bucket_params, minimum=1.0)
@@ -109,7 +155,7 @@ def dp_calls(zero: int, on_rank: float, *, layers: int = 1, bucket_params: float
 
 
 def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
-                   reshard_after_forward: bool = True, *, layers: int = 1, pipelined: bool = False,
+                   reshard_after_forward: bool = True, *, layers: int | None = None, pipelined: bool = False,
                    bucket_params: float | None = None, grad_reduces: int | None = None) -> list[tuple]:
     """The data-parallel collectives of one step for ``on_rank`` parameters on a GPU, as ``(name, kind,
     message bytes of one call, calls, slot)``, ``slot`` the window of
@@ -121,15 +167,15 @@ def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: f
     all-gathers behind each forward and (resharded after the forward) its backward all-gathers and
     gradient reduce-scatters behind each backward (every micro-batch; ``grad_reduces`` times per step if
     given: ``grad_reduce="chunk_run"``). Each is split into :func:`dp_calls` calls: ZeRO-3 gathers and
-    reduce-scatters one FSDP unit of ``layers`` at a time (:data:`FSDP_UNIT_LAYERS`), the others one
-    bucket of ``bucket_params`` at a time (:func:`dp_bucket_params`; one call when None, the old rule), so
+    reduce-scatters one FSDP unit at a time (:data:`FSDP_UNIT_LAYERS`, :data:`FSDP_ROOT_UNITS`), the others
+    one bucket of ``bucket_params`` at a time (:func:`dp_bucket_params`; one call when None, the old rule), so
     each call pays its own latency. :func:`~llmsizing.comm.communication` prices them on the group's link
     and gives each :class:`~llmsizing.collectives.Collective` its ``slot`` (the planner reuses them).
     ``pipelined`` (``pp > 1``) ZeRO-3 without resharding gathers the weights once per step, not per
     micro-batch, behind the step's first forward as ZeRO-1/2's gather
     (:attr:`~llmsizing.parallel.Parallel.reshard_after_forward` says why). The window is set here, with
     the collective, so that no reader finds it from the name (review24c M5)."""
-    k = dp_calls(zero, on_rank, layers=layers, bucket_params=bucket_params)
+    k = dp_calls(zero, on_rank, layers=layers, bucket_params=bucket_params, pipelined=pipelined)
     w, g, m = on_rank * weight_bytes / k, on_rank * grad_bytes / k, grad_accum
     if zero == 0:
         return [("DP gradient all-reduce", "all-reduce", g, k, "gradients")]
@@ -149,7 +195,7 @@ def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: f
 
 
 def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
-                reshard_after_forward: bool = True, *, layers: int = 1, pipelined: bool = False,
+                reshard_after_forward: bool = True, *, layers: int | None = None, pipelined: bool = False,
                 bucket_params: float | None = None, grad_reduces: int | None = None) -> list[tuple]:
     """:func:`dp_collectives` without the window: ``(name, kind, message bytes of one call, calls)`` per
     data-parallel collective of one step (its shape before review24c M5, for callers that unpack four)."""

@@ -6,6 +6,10 @@ Imports go downwards only::
     saved          ``saved``: the tensors autograd saves, of the book's own modules (chapter 5)
     step           ``step``: live bytes over one training step, HF models and the book's fused stack (chapter 5)
     dist           ``dist``: per-rank states and collectives under DDP / ZeRO-1 / FSDP2 / TP / SP (chapter 9)
+    ddp_buckets    ``ddp-buckets``: PyTorch DDP's gradient buckets and their order (issue 38); builds ``dist``'s
+                   DIST_SHAPE model
+    fsdp_units     ``fsdp-units``: FSDP2's collectives per step by wrapping and layer count (issue 38); counts
+                   with ``dist``'s CollectiveCounter
     peft_counts    ``peft``: LoRA trainable parameters PEFT reports (meta device)
     lora           ``lora``: live bytes over a PEFT LoRA step; builds on peft_counts (its ranks, targets, HF builder)
     loss_peak      ``loss-peak``: what is alive at the loss-backward peak of HF GPT-2 fp32 steps; runs ``step``'s
@@ -17,7 +21,8 @@ Imports go downwards only::
     core           shared: the live-bytes tracker, one measured step and its phases, weight copies, CSV writing
 
 Every module but ``cli`` imports ``core`` (and ``saved``/``step`` ``book_modules``); no experiment imports another,
-except ``lora``, which measures the step of the very LoRA set-ups ``peft_counts`` counts, and ``loss_peak``,
+except ``fsdp_units`` and ``ddp_buckets``, which take ``dist``'s collective counter and model shape, ``lora``, which measures the step of the
+very LoRA set-ups ``peft_counts`` counts, and ``loss_peak``,
 which snapshots ``step``'s own measurement.
 """
 

@@ -15,8 +15,10 @@ from .collective_time import cmd_collectives
 from .core import DATA
 from .cp import cmd_cp
 from .cp_merge import cmd_cp_merge
+from .ddp_buckets import cmd_ddp_buckets
 from .dist import cmd_dist
 from .dropout import cmd_dropout
+from .fsdp_units import cmd_fsdp_units
 from .grad_buffer import cmd_grad_buffer
 from .hf_counts import cmd_hf_counts
 from .hf_sweep import cmd_hf_sweep
@@ -48,6 +50,12 @@ def main(argv=None):
     p_dist.add_argument("--out", default=str(data / "dist_measurements.csv"))
     p_dist.add_argument("--collectives-out", default=str(data / "dist_collectives.csv"))
     p_dist.add_argument("--only", nargs="*", help="only these layouts (e.g. tp sp); for a quick look")
+    p_fu = sub.add_parser("fsdp-units", help="FSDP2's all-gathers and reduce-scatters per step by wrapping and layer "
+                                             "count (gloo, CPU; issue 38)")
+    p_fu.add_argument("--out", default=str(data / "fsdp_unit_calls.csv"))
+    p_db = sub.add_parser("ddp-buckets", help="PyTorch DDP's gradient buckets, initial and rebuilt, and their launch "
+                                              "order (gloo, CPU; issue 38)")
+    p_db.add_argument("--out", default=str(data / "ddp_bucket_order.csv"))
     p_gb = sub.add_parser("grad-buffer", help="gradient bytes alive at the forward peak, the backward's end "
                                              "and the optimizer step under DDP (bucket view off/on, on with "
                                              "set_to_none=False) vs "
@@ -103,7 +111,7 @@ def main(argv=None):
                                        "the default output files (the default)")
     p_all.set_defaults(only=None)
     for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_cpm,
-              p_a2a, p_uly, p_hfc, p_hfs, p_mask, p_sw, p_gb, p_all):
+              p_a2a, p_uly, p_hfc, p_hfs, p_mask, p_sw, p_gb, p_fu, p_db, p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
@@ -113,7 +121,8 @@ def main(argv=None):
                 "cp-merge": cmd_cp_merge,
                 "a2a": cmd_a2a, "ulysses": cmd_ulysses,
                 "hf-counts": cmd_hf_counts, "hf-sweep": cmd_hf_sweep, "mask": cmd_mask, "swiglu": cmd_swiglu,
-                "grad-buffer": lambda a: cmd_grad_buffer(a.out, quick=a.quick)}
+                "grad-buffer": lambda a: cmd_grad_buffer(a.out, quick=a.quick), "fsdp-units": cmd_fsdp_units,
+                "ddp-buckets": cmd_ddp_buckets}
     if args.command in commands:
         t0 = time.perf_counter()
         commands[args.command](args)
