@@ -95,9 +95,10 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin, ke
     once (:meth:`~llmsizing.plan_memory.SearchMemory.prefetch`, each distinct layout once), ``fixed`` and
     ``sharded`` per layout (:meth:`~llmsizing.plan_memory.SearchMemory.states`), ``per_micro`` per pair; the
     table is stacked from the distinct ones, ``sharded / cp`` on each candidate's column (the same quotient
-    entry by entry, and ``x / 1 = x``), a block of candidates at a time (:func:`_blocks`). A row whose floor exceeds every GPU's entry of ``limits`` (by more than the
-    relative ``margin``) keeps its floor as total (fitting_plans drops it unread): its ``per_micro`` is read
-    at ``cp = 1`` (the calls made before, so its ``cp > 1`` is not asked for, two calls).
+    entry by entry, and ``x / 1 = x``), a block of candidates at a time (:func:`_blocks`). A row whose floor
+    exceeds every GPU's entry of ``limits`` (by more than the relative ``margin``) keeps its floor as total
+    (fitting_plans drops it unread): its ``per_micro`` is read at ``cp = 1`` (the calls made before, so its
+    ``cp > 1`` is not asked for, two calls).
 
     ``kept``: a dict one search's recomputations share: when its model states are the same for all of them
     (``kept["share_states"]``; not an autocast recipe's) the first call keeps there its state tables and each
