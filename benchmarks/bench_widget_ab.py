@@ -9,7 +9,7 @@ the widgets' canvas (``widgets/canvas.py``, ``widgets/pixels.py``: matplotlib's 
 process) must be the same on both sides and is shared.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_widget_ab.py [BASE] [--rounds N] [--moves N]
-        [--only WIDGET ...] [--controls CONTROL ...] [--participant PICKS]
+        [--only WIDGET ...] [--controls CONTROL ...] [--participant PICKS] [--warm]
 
 ``--participant PICKS`` walks each widget as tests/browser/measure_participant.py's participant does in the
 page instead (pick33): a model pick (its mixtures of experts and dense models in turn, never a kept answer),
@@ -136,7 +136,7 @@ def wrap_parts(package: str, parts) -> None:
 def one_round(widgets, name: str, n: int, controls) -> dict:
     """``{(board, control, value, k): (CPU s, CPU s inside the parts)}`` of a new widget's moves to settings
     not drawn before."""
-    w = getattr(widgets, name)()
+    w = build(widgets, name)
     got = {}
     for b, board in enumerate(boards(w)):
         seen = {state(board)}
@@ -150,6 +150,21 @@ def one_round(widgets, name: str, n: int, controls) -> dict:
                         continue
                     _timed_move(board, seen, got, (b, key, repr(target), k), ctrl, target)
     return got
+
+
+#: Keywords each widget factory is built with (``--warm``: ``warm=True`` where a side's factory takes it, as
+#: chapter 12's page builds its widget since moefast34; chapter 17's is warm by default).
+BUILD_KW: dict = {}
+
+
+def build(widgets, name: str):
+    """The widget ``name`` of ``widgets`` (either side's package), built with the :data:`BUILD_KW` its factory
+    takes (not timed)."""
+    import inspect
+
+    factory = getattr(widgets, name)
+    taken = inspect.signature(factory).parameters
+    return factory(**{k: v for k, v in BUILD_KW.items() if k in taken})
 
 
 def _timed_move(board, seen: set, got: dict, label: tuple, ctrl, target) -> None:
@@ -184,7 +199,7 @@ def participant_round(widgets, name: str, picks: int, controls) -> dict:
     other control one step (:func:`other_values`, one) and back, for ``picks`` picks. ``{(board, control,
     value, k): (CPU s, CPU s inside the parts)}`` of the moves to settings not drawn before (the picks
     under ``model``)."""
-    w = getattr(widgets, name)()
+    w = build(widgets, name)
     got = {}
     for b, board in enumerate(boards(w)):
         seen = {state(board)}
@@ -223,7 +238,11 @@ def main() -> None:
     ap.add_argument("--parts", nargs="*", default=[], help="module.name of the package, timed inside moves")
     ap.add_argument("--participant", type=int, default=0, metavar="PICKS",
                     help="walk each widget as the page's participant does, PICKS model picks (pick33)")
+    ap.add_argument("--warm", action="store_true",
+                    help="build each widget with warm=True where its factory takes it (the pages' calls)")
     args = ap.parse_args()
+    if args.warm:
+        BUILD_KW["warm"] = True
     diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", args.base, "--",
                            *(f"src/llmsizing/{m.replace('.', '/')}.py" for m in SHARED)])
     if diff.returncode:
