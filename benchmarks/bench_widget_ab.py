@@ -9,7 +9,7 @@ the widgets' canvas (``widgets/canvas.py``, ``widgets/pixels.py``: matplotlib's 
 process) must be the same on both sides and is shared.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_widget_ab.py [BASE] [--rounds N] [--moves N]
-        [--only WIDGET ...] [--controls CONTROL ...] [--participant PICKS] [--warm]
+        [--only WIDGET ...] [--controls CONTROL ...] [--participant PICKS] [--warm] [--kinds] [--freeze]
 
 ``--participant PICKS`` walks each widget as tests/browser/measure_participant.py's participant does in the
 page instead (pick33): a model pick (its mixtures of experts and dense models in turn, never a kept answer),
@@ -164,7 +164,19 @@ def build(widgets, name: str):
 
     factory = getattr(widgets, name)
     taken = inspect.signature(factory).parameters
-    return factory(**{k: v for k, v in BUILD_KW.items() if k in taken})
+    w = factory(**{k: v for k, v in BUILD_KW.items() if k in taken})
+    if FREEZE:          # (--freeze: as a page's kernel, where the first draw freezes what the build made)
+        import gc
+
+        gc.collect()
+        gc.freeze()
+    return w
+
+
+#: ``--freeze``: after each widget's build, a full collection and :func:`gc.freeze`, as a page's kernel does
+#: once, at its first dashboard's draw (widgets/dashboard.py ``_freeze_once``: there the build's objects,
+#: a warm widget's tables too, are frozen before any move; here the first widget of the process alone was).
+FREEZE: list = []
 
 
 def _timed_move(board, seen: set, got: dict, label: tuple, ctrl, target) -> None:
@@ -213,7 +225,8 @@ def participant_round(widgets, name: str, picks: int, controls) -> dict:
         order = [x for pair in zip(moe, others) for x in pair] + moe[len(others):] + others[len(moe):]
 
         def timed(key, ctrl, target, k):
-            _timed_move(board, seen, got, (b, key, repr(target), k), ctrl, target)
+            at = target if key == "model" else model.value              # (the model the move is made on)
+            _timed_move(board, seen, got, (b, key, repr(target), k, at), ctrl, target)
 
         for k, m in enumerate(order[:picks]):
             timed("model", model, m, k)
@@ -238,11 +251,19 @@ def main() -> None:
     ap.add_argument("--parts", nargs="*", default=[], help="module.name of the package, timed inside moves")
     ap.add_argument("--participant", type=int, default=0, metavar="PICKS",
                     help="walk each widget as the page's participant does, PICKS model picks (pick33)")
+    ap.add_argument("--kinds", action="store_true",
+                    help="with --participant: also by kind of move (pick or other; MoE or dense model)")
+    ap.add_argument("--freeze", action="store_true",
+                    help="gc.freeze() after each widget's build, as a page's first draw does (see FREEZE)")
     ap.add_argument("--warm", action="store_true",
                     help="build each widget with warm=True where its factory takes it (the pages' calls)")
     args = ap.parse_args()
     if args.warm:
         BUILD_KW["warm"] = True
+    if args.kinds:
+        KINDS.append(True)
+    if args.freeze:
+        FREEZE.append(True)
     diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", args.base, "--",
                            *(f"src/llmsizing/{m.replace('.', '/')}.py" for m in SHARED)])
     if diff.returncode:
@@ -308,6 +329,20 @@ def report(times: dict, only, which: int) -> None:
             row(f"{name}.{control}", [p for p in mine if p[0][2] == control])
         row(f"{name} (all new settings)", mine)
     row("all", pairs)
+    if KINDS:                     # (--kinds: the participant's moves by kind, on a mixture of experts or not)
+        from llmsizing.catalog import get_model
+
+        for name in only:
+            for kind in ("model", "other"):
+                for moe in (True, False):
+                    row(f"{name} {kind} {'moe' if moe else 'dense'}",
+                        [p for p in pairs if p[0][0] == name and len(p[0]) > 5
+                         and (p[0][2] == "model") == (kind == "model") and get_model(p[0][5]).is_moe == moe])
+
+
+#: ``--kinds``: report the participant's moves by kind too (a pick or another control; on a mixture of experts
+#: or a dense model).
+KINDS: list = []
 
 
 if __name__ == "__main__":
