@@ -43,6 +43,17 @@ deadline 0.843, budget 0.832, picks 0.959; picks and deadline alone, 10 rounds: 
 on picks, 0.876 in all; chapter 17's widget (5 picks, 4 rounds): render 9.1 -> 8.7 (0.918), whole 0.961.
 That change (pick33's 64c81160) was not merged: whole moves did not move beyond the noise, and the
 lead kept render_plan simpler (session 33's closing note).
+
+Measured (moefast34, 2026-12-03, against main b4841c33, ``--participant 10 --rounds 6 --warm --kinds
+--freeze --parts planner.plan``, one widget a run; CPU ms, medians, paired ratio). Chapter 12 built warm
+(``planner_widget(warm=True)``, as its page builds it), load 1.2: MoE picks 153.5 -> 47.6 (0.304; inside
+plan() 85.7 -> 0), dense picks 85.6 -> 84.7 (0.989), other moves on a MoE 50.6 -> 50.5 (1.008), on a dense
+model 40.6 -> 41.8 (1.056; the GPU types 1.092: a move after a warm pick finds fewer of that model's kept
+fits than after the pick's own search). Chapter 17 (plan_tables.table_totals a block of candidates at a
+time), load 1.1-1.7: all 360 moves 61.0 -> 57.4 (0.931), other moves on a MoE 72.4 -> 69.1 (0.896), dense
+picks 90.6 -> 82.3 (0.856), MoE picks (warm on both sides) 34.6 -> 32.4 (0.966); without ``--freeze``,
+load 2-2.7: 0.918 and 1.019 in two runs, so the blocks are worth 0-10% of a move, within this machine's
+noise in one run of two.
 """
 
 from __future__ import annotations

@@ -197,7 +197,8 @@ def planner_widget(model: str = "llama-3-70b", *, speculate: bool | None = None,
     drop-down's mixtures of experts (:func:`planner_warm_models`) at the other controls' defaults are made
     when the widget is built, before its first view, and kept by the widget (one table each, ~30 MB and
     ~0.8 s of CPU for the ten, once per kernel); a reader's pick of one of them at those settings is then
-    its render and PNG instead of a new search as well (a mixture of experts' search, 45-110 ms of CPU). The
+    its render and PNG instead of a new search as well (a mixture of experts' search, 45-110 ms of CPU;
+    benchmarks/bench_widget_ab.py: MoE picks 154 -> 48 ms of CPU, other moves within 1-6%). The
     tables are :func:`~llmsizing.planner.plan`'s own, made in the building cell: no move waits for them,
     and a pick at any other setting searches as before. A setting where nothing fits is left to the pick.
     ``False`` (the default): built cold."""
