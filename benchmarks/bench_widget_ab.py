@@ -192,13 +192,13 @@ FREEZE: list = []
 
 def _timed_move(board, seen: set, got: dict, label: tuple, ctrl, target) -> None:
     """Set ``ctrl`` to ``target`` and, when the board's setting was not drawn before (not in ``seen``), keep
-    ``got[label] = (CPU s of the move, CPU s inside the parts)``."""
-    INSIDE[0], c0 = 0.0, time.process_time()
+    ``got[label] = (CPU s of the move, CPU s inside the parts, wall s of the move)``."""
+    INSIDE[0], c0, w0 = 0.0, time.process_time(), time.perf_counter()
     ctrl.value = target
-    t = time.process_time() - c0
+    t, wall = time.process_time() - c0, time.perf_counter() - w0
     if state(board) not in seen:
         seen.add(state(board))
-        got[label] = (t, INSIDE[0])
+        got[label] = (t, INSIDE[0], wall)
 
 
 def _participant_moe() -> tuple:
@@ -313,6 +313,8 @@ def main() -> None:
         if args.parts:
             print(f"inside {', '.join(args.parts)}:")
             report(times, args.only, 1)
+        print("wall (ms, the same moves; other processes' load falls on it too):")
+        report(times, args.only, 2)
         print(f"base {args.base}; {args.rounds} rounds; load average (1 min) before and after: "
               f"{', '.join(loads)}")
     finally:
@@ -321,7 +323,7 @@ def main() -> None:
 
 def report(times: dict, only, which: int) -> None:
     """Per widget.control, per widget and in all: moves, median CPU ms base -> new, median paired ratio, of
-    the whole moves (``which`` 0) or of the parts inside them (1)."""
+    the whole moves (``which`` 0), of the parts inside them (1) or the whole moves' wall time (2)."""
     pairs = [(k, a[k][which], b[k][which]) for a, b in zip(times["base"], times["new"]) for k in a if k in b]
 
     def row(label, sel):
