@@ -53,7 +53,10 @@ fits than after the pick's own search). Chapter 17 (plan_tables.table_totals a b
 time), load 1.1-1.7: all 360 moves 61.0 -> 57.4 (0.931), other moves on a MoE 72.4 -> 69.1 (0.896), dense
 picks 90.6 -> 82.3 (0.856), MoE picks (warm on both sides) 34.6 -> 32.4 (0.966); without ``--freeze``,
 load 2-2.7: 0.918 and 1.019 in two runs, so the blocks are worth 0-10% of a move, within this machine's
-noise in one run of two.
+noise in one run of two. Both widgets in one run (5 rounds, load 2.0-2.9), CPU then wall: chapter 12's MoE
+picks 87.2 -> 42.4 (0.457) and 88.8 -> 43.3 ms wall; chapter 17 all 0.857 CPU, 0.782 wall; but chapter 17's
+MoE picks, which search on neither side, moved by 0.836 too: a ratio of 0.85-0.95 here is partly this
+tool's own drift, not the change.
 """
 
 from __future__ import annotations
