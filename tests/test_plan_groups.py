@@ -109,3 +109,23 @@ def test_groupby_order_is_first_appearance():
     appearance, as pd.unique does (the new code relies on it)."""
     toy = pd.DataFrame({"gpu": ["b", "a", "b", "c", "a"], "days": [5.0, 4, 3, 2, 1]})
     assert [n for n, _ in toy.groupby("gpu", sort=False)] == list(pd.unique(toy["gpu"])) == ["b", "a", "c"]
+
+
+def test_front_lines_line_up_when_some_plans_have_cp_or_vp(table):
+    """The summary's front is a fixed-width block (``widgets.dashboard.summary_html`` makes its columns from
+    the blanks every line shares): a plan with ``cp=`` or ``vp=`` must not push its later columns right of
+    the others' (render34 found 'MFU' and its value in different cells). Two front rows are given cp=16 and
+    vp=4 here; every line's 'GiB', 'MFU' and 'days' then stand at one position each."""
+    from llmsizing.widgets.dashboard import summary_html
+
+    df = table.copy()
+    df["pareto"] = np.arange(len(df)) % 50 == 0                 # (a front of some 100 plans, as real ones are)
+    front = df.index[df["pareto"]][:3]
+    df.loc[front[0], "cp"], df.loc[front[1], "virtual_stages"] = 16, 4
+    tmp._PLAN_GROUPS_KEPT.clear()
+    lines = [text for _, text in tmp._plan_groups(df)["front_lines"]]
+    assert any(" cp=16 " in t for t in lines) and any(" vp=4 " in t for t in lines)
+    for word in (" GiB  ", "  MFU ", " days  "):
+        assert len({t.index(word) for t in lines}) == 1, (word, lines[:3])
+    cells = [row.count("<td") for row in summary_html("\n".join(lines)).split("<tr>")[1:]]
+    assert len(set(cells)) == 1 and cells[0] >= 8, cells

@@ -70,13 +70,16 @@ def _plan_groups(plans) -> dict:
         if k >= 0:
             rows = fs[codes[fs] == k]
             by_gpu.append((names[k], days[rows], cost[rows]))
-    lines = []
-    for i, f in enumerate(_front_rows(plans, np.flatnonzero(on_front)), 1):
-        lines.append((f.Index, f"{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} tp={f.tp}{_cp_text(f)} "
-                     f"pp={f.pp:<2d}{_vp_text(f)} dp={f.dp:<4d} ZeRO-{f.zero} "
-                     f"mb={f.micro_batch} x{f.grad_accum:<4d} "
-                     f"{recompute_label(f):<9s} {f.memory_per_gpu_bytes / GiB:6.1f} GiB  MFU {f.mfu:4.0%}  "
-                     f"{f.days:8,.1f} days  {_usd(f.cost_usd):>8s}"))
+    front = list(_front_rows(plans, np.flatnonzero(on_front)))
+    # the layout padded to the longest one, so that the columns after it line up when a plan has cp= or vp=
+    # (the summary's table splits its columns at the blanks every line shares: render34)
+    layouts = [f"tp={f.tp}{_cp_text(f)} pp={f.pp:<2d}{_vp_text(f)} dp={f.dp:<4d} ZeRO-{f.zero} "
+               f"mb={f.micro_batch} x{f.grad_accum:<4d}" for f in front]
+    wide = max(map(len, layouts), default=0)
+    lines = [(f.Index, f"{i:3d}. {int(f.n_gpus):>6,} x {f.gpu:<9s} {layout:<{wide}s} "
+              f"{recompute_label(f):<9s} {f.memory_per_gpu_bytes / GiB:6.1f} GiB  MFU {f.mfu:4.0%}  "
+              f"{f.days:8,.1f} days  {_usd(f.cost_usd):>8s}")
+             for i, (f, layout) in enumerate(zip(front, layouts), 1)]
     out = {"own": own, "front": (days[fs], cost[fs]), "front_by_gpu": by_gpu, "front_lines": lines}
     if len(_PLAN_GROUPS_KEPT) >= _PLAN_GROUPS_KEEP:
         del _PLAN_GROUPS_KEPT[next(iter(_PLAN_GROUPS_KEPT))]          # the oldest
