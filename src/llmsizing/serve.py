@@ -232,8 +232,11 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     # the stated 80% range of the engine's speed, as replicas_range and the percentile answer give it
     from .serve_calibration import _range_of
 
-    ends = [search(dict(kwargs, _speed=speed))[0] for speed in _range_of(True, "itl_s")[::-1]]
-    return with_ends(best, *ends)
+    speeds = _range_of(True, "itl_s")
+    ends = [search(dict(kwargs, _speed=speed))[0] for speed in speeds[::-1]]
+    # and what users would see on this fleet at each end (issue 34: request time and rate, on this fleet)
+    from .serve_fleet import on_fleet_ends
+    return with_ends(best, *ends, on_fleet_ends(best, speeds, think_s=think, output_cv=output_cv))
 
 
 @dataclass(frozen=True)
