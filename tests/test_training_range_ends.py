@@ -6,8 +6,9 @@ the library):
 
 * training, area ``training-layout``, group ``bf16``: 0.8021-1.2350. A time predicted at an MFU goes as
   ``1 / MFU``, so its ends are ``t / 1.2350`` and ``t / 0.8021``. Worked, chapter 12: the front's first
-  doubling of Llama-3-70B on B200s saves 9.145 - 4.788 = 4.357 days, so 4.357 / 1.2350 = 3.528 to 4.357 / 0.8021 =
-  5.432 (a difference of two times on the one range scales by the same factors: a / f - b / f = (a - b) / f).
+  doubling of Llama-3-70B on B200s saves 9.145 - 4.788 = 4.357 days, so 4.357 / 1.2350 = 3.528 to
+  4.357 / 0.8021 = 5.432 (a difference of two times on the one range scales by the same factors:
+  a / f - b / f = (a - b) / f).
 * fine-tuning, area ``fine-tuning``, group ``all``: 0.7816-1.8989, which the library states rounded outwards
   to 0.01 (``data/finetune_model.csv``): 0.78-1.90, multiplying a step time (published / predicted)."""
 
