@@ -21,7 +21,8 @@ batch`` slots one M/G/c queue (:mod:`llmsizing.queueing`):
 
 ``percentile=50`` with no ceiling is the mean answer (Little's law, :func:`llmsizing.serve.replicas_for`). The
 plan carries the GPU count at both ends of the stated 80% range of the engine's per-token speed
-(``gpus_low``, ``gpus_high``; :func:`llmsizing.serve.replicas_range`).
+(``gpus_low``, ``gpus_high``; :func:`llmsizing.serve.replicas_range`), and its latencies, request time and
+rate on its own fleet at both ends (:func:`on_fleet`: nothing sized again; issue 34).
 
 **Disaggregated prefill and decode** (DistServe, Zhong et al. 2024; Splitwise, Patel et al. 2024; DeepSeek's
 V3/R1 service): a prefill pool of ``tp_p``-GPU replicas each prefilling one prompt at a time (compute-bound:
