@@ -9,7 +9,7 @@ the widgets' canvas (``widgets/canvas.py``, ``widgets/pixels.py``: matplotlib's 
 process) must be the same on both sides and is shared.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_widget_ab.py [BASE] [--rounds N] [--moves N]
-        [--only WIDGET ...] [--controls CONTROL ...] [--participant PICKS]
+        [--only WIDGET ...] [--controls CONTROL ...] [--participant PICKS] [--warm] [--kinds] [--freeze]
 
 ``--participant PICKS`` walks each widget as tests/browser/measure_participant.py's participant does in the
 page instead (pick33): a model pick (its mixtures of experts and dense models in turn, never a kept answer),
@@ -54,6 +54,20 @@ Measured (srvqueue34, 2026-12-03, against main cafced21, ``--only serving_widget
 queued line as "point (low-high)" (two more figures through serving_ends, two property reads): 6 rounds,
 load 3.5 -> 3.3, all 162 moves 30.1 -> 32.0 ms (1.032); 8 rounds, load 3.2 -> 3.1, 35.6 -> 36.0 ms (0.991);
 the same 8 rounds against this checkout itself (``HEAD``, an A/A) gave 1.032: within the machine's noise.
+
+Measured (moefast34, 2026-12-03, against main b4841c33, ``--participant 10 --rounds 6 --warm --kinds
+--freeze --parts planner.plan``, one widget a run; CPU ms, medians, paired ratio). Chapter 12 built warm
+(``planner_widget(warm=True)``, as its page builds it), load 1.2: MoE picks 153.5 -> 47.6 (0.304; inside
+plan() 85.7 -> 0), dense picks 85.6 -> 84.7 (0.989), other moves on a MoE 50.6 -> 50.5 (1.008), on a dense
+model 40.6 -> 41.8 (1.056; the GPU types 1.092: a move after a warm pick finds fewer of that model's kept
+fits than after the pick's own search). Chapter 17 (plan_tables.table_totals a block of candidates at a
+time), load 1.1-1.7: all 360 moves 61.0 -> 57.4 (0.931), other moves on a MoE 72.4 -> 69.1 (0.896), dense
+picks 90.6 -> 82.3 (0.856), MoE picks (warm on both sides) 34.6 -> 32.4 (0.966); without ``--freeze``,
+load 2-2.7: 0.918 and 1.019 in two runs, so the blocks are worth 0-10% of a move, within this machine's
+noise in one run of two. Both widgets in one run (5 rounds, load 2.0-2.9), CPU then wall: chapter 12's MoE
+picks 87.2 -> 42.4 (0.457) and 88.8 -> 43.3 ms wall; chapter 17 all 0.857 CPU, 0.782 wall; but chapter 17's
+MoE picks, which search on neither side, moved by 0.836 too: a ratio of 0.85-0.95 here is partly this
+tool's own drift, not the change.
 """
 
 from __future__ import annotations
@@ -147,7 +161,7 @@ def wrap_parts(package: str, parts) -> None:
 def one_round(widgets, name: str, n: int, controls) -> dict:
     """``{(board, control, value, k): (CPU s, CPU s inside the parts)}`` of a new widget's moves to settings
     not drawn before."""
-    w = getattr(widgets, name)()
+    w = build(widgets, name)
     got = {}
     for b, board in enumerate(boards(w)):
         seen = {state(board)}
@@ -163,15 +177,42 @@ def one_round(widgets, name: str, n: int, controls) -> dict:
     return got
 
 
+#: Keywords each widget factory is built with (``--warm``: ``warm=True`` where a side's factory takes it, as
+#: chapter 12's page builds its widget since moefast34; chapter 17's is warm by default).
+BUILD_KW: dict = {}
+
+
+def build(widgets, name: str):
+    """The widget ``name`` of ``widgets`` (either side's package), built with the :data:`BUILD_KW` its factory
+    takes (not timed)."""
+    import inspect
+
+    factory = getattr(widgets, name)
+    taken = inspect.signature(factory).parameters
+    w = factory(**{k: v for k, v in BUILD_KW.items() if k in taken})
+    if FREEZE:          # (--freeze: as a page's kernel, where the first draw freezes what the build made)
+        import gc
+
+        gc.collect()
+        gc.freeze()
+    return w
+
+
+#: ``--freeze``: after each widget's build, a full collection and :func:`gc.freeze`, as a page's kernel does
+#: once, at its first dashboard's draw (widgets/dashboard.py ``_freeze_once``: there the build's objects,
+#: a warm widget's tables too, are frozen before any move; here the first widget of the process alone was).
+FREEZE: list = []
+
+
 def _timed_move(board, seen: set, got: dict, label: tuple, ctrl, target) -> None:
     """Set ``ctrl`` to ``target`` and, when the board's setting was not drawn before (not in ``seen``), keep
-    ``got[label] = (CPU s of the move, CPU s inside the parts)``."""
-    INSIDE[0], c0 = 0.0, time.process_time()
+    ``got[label] = (CPU s of the move, CPU s inside the parts, wall s of the move)``."""
+    INSIDE[0], c0, w0 = 0.0, time.process_time(), time.perf_counter()
     ctrl.value = target
-    t = time.process_time() - c0
+    t, wall = time.process_time() - c0, time.perf_counter() - w0
     if state(board) not in seen:
         seen.add(state(board))
-        got[label] = (t, INSIDE[0])
+        got[label] = (t, INSIDE[0], wall)
 
 
 def _participant_moe() -> tuple:
@@ -195,7 +236,7 @@ def participant_round(widgets, name: str, picks: int, controls) -> dict:
     other control one step (:func:`other_values`, one) and back, for ``picks`` picks. ``{(board, control,
     value, k): (CPU s, CPU s inside the parts)}`` of the moves to settings not drawn before (the picks
     under ``model``)."""
-    w = getattr(widgets, name)()
+    w = build(widgets, name)
     got = {}
     for b, board in enumerate(boards(w)):
         seen = {state(board)}
@@ -209,7 +250,8 @@ def participant_round(widgets, name: str, picks: int, controls) -> dict:
         order = [x for pair in zip(moe, others) for x in pair] + moe[len(others):] + others[len(moe):]
 
         def timed(key, ctrl, target, k):
-            _timed_move(board, seen, got, (b, key, repr(target), k), ctrl, target)
+            at = target if key == "model" else model.value              # (the model the move is made on)
+            _timed_move(board, seen, got, (b, key, repr(target), k, at), ctrl, target)
 
         for k, m in enumerate(order[:picks]):
             timed("model", model, m, k)
@@ -234,7 +276,19 @@ def main() -> None:
     ap.add_argument("--parts", nargs="*", default=[], help="module.name of the package, timed inside moves")
     ap.add_argument("--participant", type=int, default=0, metavar="PICKS",
                     help="walk each widget as the page's participant does, PICKS model picks (pick33)")
+    ap.add_argument("--kinds", action="store_true",
+                    help="with --participant: also by kind of move (pick or other; MoE or dense model)")
+    ap.add_argument("--freeze", action="store_true",
+                    help="gc.freeze() after each widget's build, as a page's first draw does (see FREEZE)")
+    ap.add_argument("--warm", action="store_true",
+                    help="build each widget with warm=True where its factory takes it (the pages' calls)")
     args = ap.parse_args()
+    if args.warm:
+        BUILD_KW["warm"] = True
+    if args.kinds:
+        KINDS.append(True)
+    if args.freeze:
+        FREEZE.append(True)
     diff = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", args.base, "--",
                            *(f"src/llmsizing/{m.replace('.', '/')}.py" for m in SHARED)])
     if diff.returncode:
@@ -273,6 +327,8 @@ def main() -> None:
         if args.parts:
             print(f"inside {', '.join(args.parts)}:")
             report(times, args.only, 1)
+        print("wall (ms, the same moves; other processes' load falls on it too):")
+        report(times, args.only, 2)
         print(f"base {args.base}; {args.rounds} rounds; load average (1 min) before and after: "
               f"{', '.join(loads)}")
     finally:
@@ -281,7 +337,7 @@ def main() -> None:
 
 def report(times: dict, only, which: int) -> None:
     """Per widget.control, per widget and in all: moves, median CPU ms base -> new, median paired ratio, of
-    the whole moves (``which`` 0) or of the parts inside them (1)."""
+    the whole moves (``which`` 0), of the parts inside them (1) or the whole moves' wall time (2)."""
     pairs = [(k, a[k][which], b[k][which]) for a, b in zip(times["base"], times["new"]) for k in a if k in b]
 
     def row(label, sel):
@@ -300,6 +356,20 @@ def report(times: dict, only, which: int) -> None:
             row(f"{name}.{control}", [p for p in mine if p[0][2] == control])
         row(f"{name} (all new settings)", mine)
     row("all", pairs)
+    if KINDS:                     # (--kinds: the participant's moves by kind, on a mixture of experts or not)
+        from llmsizing.catalog import get_model
+
+        for name in only:
+            for kind in ("model", "other"):
+                for moe in (True, False):
+                    row(f"{name} {kind} {'moe' if moe else 'dense'}",
+                        [p for p in pairs if p[0][0] == name and len(p[0]) > 5
+                         and (p[0][2] == "model") == (kind == "model") and get_model(p[0][5]).is_moe == moe])
+
+
+#: ``--kinds``: report the participant's moves by kind too (a pick or another control; on a mixture of experts
+#: or a dense model).
+KINDS: list = []
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def test_bad_options_are_refused_before_any_server_starts(argv, option, capsys, 
     assert option in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("chapter, call", [("12", "planner_widget()"), ("17", "long_context_widget()")])
+@pytest.mark.parametrize("chapter, call", [("12", "planner_widget(warm=True)"), ("17", "long_context_widget()")])
 def test_the_widget_the_test_moves_is_the_chapters_widget(chapter, call):
     cells, widget = load_test.code_cells(load_test.chapter_notebook(chapter))
     assert widget in cells

@@ -7,6 +7,7 @@ default view back.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import html
 
@@ -15,7 +16,7 @@ import pytest
 from conftest import controls_of, undrawn, widget
 
 import llmsizing.widgets as widgets
-from llmsizing import Model, get_model
+from llmsizing import Model, get_model, list_models
 from llmsizing.widgets import Dashboard
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -174,12 +175,50 @@ def every_other_value(ctrl) -> list:
     return [x for x in dict.fromkeys((v - step, v + step, ctrl.min, ctrl.max)) if ctrl.min <= x <= ctrl.max and x != v]
 
 
+def config_signature(model: Model) -> tuple:
+    """What sets a model's code path, read from its config fields (never its name): every flag, string and
+    optional field as it is, every count as zero or not, every tuple as empty or not, and the attention's
+    kind (MHA, GQA, MQA). Sizes are left out: they move the numbers, not the path."""
+    out = []
+    for f in dataclasses.fields(model):
+        v = getattr(model, f.name)
+        if f.name == "name":
+            continue
+        if v is None or isinstance(v, (bool, str)):
+            out.append(v)
+        elif isinstance(v, int):
+            out.append(v > 0)
+        else:
+            out.append((type(v).__name__, bool(v)))
+    kv = model.kv_heads
+    return (*out, "mha" if kv == model.heads else "mqa" if kv == 1 else "gqa")
+
+
+def model_moves(ctrl) -> list:
+    """A model drop-down's moves: the first model of each configuration (:func:`config_signature`) in the
+    drop-down's order, and its first and last option. Every catalogue model in every widget was 40 s of CPU,
+    a sixth of the suite (testfast34); the 65 models have 22 configurations, and each model's numbers are
+    checked one by one by the library's own tests (test_catalog, test_model, test_fuzz)."""
+    opts = [o for o in ctrl._options_values if o != ctrl.value]
+    if not all(isinstance(o, str) and o in CATALOGUE for o in opts):
+        return opts
+    first = {}
+    for o in opts:
+        first.setdefault(config_signature(get_model(o)), o)
+    keep = set(first.values()) | {opts[0], opts[-1]}
+    return [o for o in opts if o in keep]
+
+
+CATALOGUE = frozenset(list_models())
+
+
 @pytest.mark.parametrize("name,board_index,key", control_cases(),
                          ids=[f"{n}-{b}-{k}" for n, b, k in control_cases()])
 def test_every_move_from_the_default_changes_the_figure_or_says_why(name, board_index, key):
     """Issue 25: "moving max GPUs from 4096 to 16384 changes nothing in the figure, only the summary". From the
     default view, every value a control offers changes the figure (the PNG), or the widget shows the library's
-    message saying why it refuses it. A limit that changes nothing must say so in the figure, which is then a
+    message saying why it refuses it. (A model drop-down offers the first model of each configuration and
+    its ends: :func:`model_moves`.) A limit that changes nothing must say so in the figure, which is then a
     change (the planner's front that ends below the GPU limit, the cost grid that does not depend on the GPU
     count, async TP with nothing to hide, a GPU beyond the axis).
 
@@ -198,7 +237,7 @@ def test_every_move_from_the_default_changes_the_figure_or_says_why(name, board_
     ctrl = board.controls[key]
     default_value, default_view = ctrl.value, snapshot(board)
     default_png = default_view[0]
-    moves = every_other_value(ctrl)
+    moves = model_moves(ctrl) if key == "model" else every_other_value(ctrl)
     # the extremes not among those moves (a multi-select's single first or last option): a change of figure or
     # summary is asked of them, as of every extreme
     extreme_only = [v for _, v in extremes(ctrl) if v != default_value and v not in moves]

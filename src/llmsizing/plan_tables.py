@@ -94,10 +94,11 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin, ke
     the entries in the order they are first asked for: the layouts' model states that take one call each at
     once (:meth:`~llmsizing.plan_memory.SearchMemory.prefetch`, each distinct layout once), ``fixed`` and
     ``sharded`` per layout (:meth:`~llmsizing.plan_memory.SearchMemory.states`), ``per_micro`` per pair; the
-    table is stacked from the distinct ones, ``sharded / cp`` on the whole table (the same quotient entry by
-    entry, and ``x / 1 = x``). A row whose floor exceeds every GPU's entry of ``limits`` (by more than the
-    relative ``margin``) keeps its floor as total (fitting_plans drops it unread): its ``per_micro`` is read
-    at ``cp = 1`` (the calls made before, so its ``cp > 1`` is not asked for, two calls).
+    table is stacked from the distinct ones, ``sharded / cp`` on each candidate's column (the same quotient
+    entry by entry, and ``x / 1 = x``), a block of candidates at a time (:func:`_blocks`). A row whose floor
+    exceeds every GPU's entry of ``limits`` (by more than the relative ``margin``) keeps its floor as total
+    (fitting_plans drops it unread): its ``per_micro`` is read at ``cp = 1`` (the calls made before, so its
+    ``cp > 1`` is not asked for, two calls).
 
     ``kept``: a dict one search's recomputations share: when its model states are the same for all of them
     (``kept["share_states"]``; not an autocast recipe's) the first call keeps there its state tables and each
@@ -132,10 +133,13 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin, ke
             kept.update(fixed=fixed, sharded=sharded, pair_state=pair_state)
     rows_state = state_at[at]
     cp = k[:, CP].astype(float)[at]
-    fixed, sharded = fixed.take(rows_state, axis=1), sharded.take(rows_state, axis=1) / cp / dpf[rows]
+    div = dpf[rows]
     # the floor (micro-batch 0: fixed + 0 + sharded / dp, the same values; pieces are finite, -inf the pads
-    # of fixed)
-    floor = (fixed + sharded).max(axis=0)
+    # of fixed), a block of candidates at a time (:func:`_blocks`)
+    floor = np.empty(len(rows))
+    for j in _blocks(len(rows), len(fixed)):
+        s = rows_state[j]
+        floor[j] = (fixed.take(s, axis=1) + sharded.take(s, axis=1) / cp[j] / div[j]).max(axis=0)
     live = ~(floor > limits.max() * (1 + margin))              # (beyond the largest limit: beyond every one)
     if kept is not None:                 # (which rows' totals are weighed: plan_memory's kept totals)
         kept["live"] = live
@@ -148,13 +152,29 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin, ke
     firsts, micro_at = first_seen(mk)
     per_micro = _by_piece(padded([memory.per_micro(tp, pp, rc, c, cp, v)
                                   for tp, pp, c, cp, v in _tuples(mk, firsts)], 0.0, len(fixed)))
-    # _total_bytes' sum on the rows read (``sharded / dp`` shared with the floor); the others keep their floor
+    # _total_bytes' sum on the rows read (``sharded / dp`` worked out as for the floor: the same floats); the
+    # others keep their floor
     peak, micro_at = floor.copy(), micro_at[at]
-    if not live.all():
-        live = np.flatnonzero(live)
-        fixed, sharded, micro_at, rows = fixed[:, live], sharded[:, live], micro_at[live], rows[live]
-    peak[live] = (fixed + micro[rows] * per_micro.take(micro_at, axis=1) + sharded).max(axis=0)
+    live = np.flatnonzero(live)
+    for j in _blocks(len(live), len(fixed)):
+        i = live[j]
+        s = rows_state[i]
+        peak[i] = (fixed.take(s, axis=1) + micro[rows[i]] * per_micro.take(micro_at[i], axis=1)
+                   + sharded.take(s, axis=1) / cp[i] / div[i]).max(axis=0)
     return tuple(total_with_allowance_bytes(x) for x in (peak, floor))
+
+
+#: About how many entries (pieces x candidates) :func:`table_totals` works on at once: its tables are made
+#: and summed a block of candidates at a time, so that each block's temporaries stay in the processor's
+#: cache (moefast34: the same elementwise operations on the same floats, each candidate's own column, ~2.5x
+#: faster than on the whole (pieces, candidates) tables of a mixture of experts' ~40,000 candidates).
+BLOCK_ENTRIES = 2**16
+
+
+def _blocks(n: int, width: int):
+    """Slices of ``range(n)`` of about :data:`BLOCK_ENTRIES` entries each for tables ``width`` pieces tall."""
+    step = max(BLOCK_ENTRIES // max(width, 1), 256)
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 
 def _distinct_ids(ids: np.ndarray, n: int) -> tuple:

@@ -60,7 +60,8 @@ from .rl import RL_GPUS, RL_LENGTHS, RL_MODES, _mode, rl_widget  # noqa: F401
 from .time_money import (PLAN_BUDGETS, PLAN_DEADLINE_RULES, PLAN_DEADLINES, PLAN_GLOBAL_BATCHES,
                          PLAN_GRAD_BUFFER_HINT, PLAN_GRAD_BUFFERS, PLAN_MAX_GPUS, PLAN_SEQS, PLANNER_GPU_ROWS,
                          PLANNER_KEPT, PLANNER_SEARCHED, TIME_MFUS, TOKEN_BUDGETS, _buffer, _front_options,
-                         _set_front_options, cost_widget, planner_ahead, planner_widget, seed_audit_widget,
+                         _set_front_options, cost_widget, planner_ahead, planner_warm_models, planner_widget,
+                         seed_audit_widget,
                          training_time_widget)
 
 # the factories, in book order

@@ -158,7 +158,8 @@ def planner_ahead(values: dict, searched=(), in_kernel=()) -> list[tuple]:
     return [k for k in dict.fromkeys(out) if not kept(k)]
 
 
-def planner_widget(model: str = "llama-3-70b", *, speculate: bool | None = None) -> Dashboard:
+def planner_widget(model: str = "llama-3-70b", *, speculate: bool | None = None,
+                   warm: bool = False) -> Dashboard:
     """Chapter 12: model x token budget x GPU types x sequence x global batch x GPU limit x deadline x budget
     -> the planner's plans (:func:`~llmsizing.planner.plan`) and a chosen front plan
     (:func:`~llmsizing.charts.render_plan`). ``plan()``'s table is cached per (model, tokens, GPU types,
@@ -190,7 +191,17 @@ def planner_widget(model: str = "llama-3-70b", *, speculate: bool | None = None)
     there takes its table (plan()'s own, the same bits) and any other searches in the kernel as before.
     ``None`` (the default) speculates only where ``LLMSIZING_SPECULATE=1`` (``make lab``, ``app`` and
     ``serve-live``); ``True`` always, ``False`` never. It changes how soon an answer comes, never the
-    answer."""
+    answer.
+
+    ``warm`` (moefast34, issue 38; chapter 12's page builds it with ``warm=True``): the searches of the
+    drop-down's mixtures of experts (:func:`planner_warm_models`) at the other controls' defaults are made
+    when the widget is built, before its first view, and kept by the widget (one table each, ~30 MB and
+    ~0.8 s of CPU for the ten, once per kernel); a reader's pick of one of them at those settings is then
+    its render and PNG instead of a new search as well (a mixture of experts' search, 45-110 ms of CPU;
+    benchmarks/bench_widget_ab.py: MoE picks 154 -> 48 ms of CPU, other moves within 1-6%). The
+    tables are :func:`~llmsizing.planner.plan`'s own, made in the building cell: no move waits for them,
+    and a pick at any other setting searches as before. A setting where nothing fits is left to the pick.
+    ``False`` (the default): built cold."""
     import numpy as np
 
     from collections import OrderedDict
@@ -198,9 +209,11 @@ def planner_widget(model: str = "llama-3-70b", *, speculate: bool | None = None)
     from ..planner import DEADLINE_RULES, budget_kept, deadline_kept, plan, plans_where, plans_within
 
     get_model(model)
+    warm = check_bool("warm", warm)
     on = wanted_by_environment() if speculate is None else check_bool("speculate", speculate)
     spec = Speculation(plan) if on else None
     searched: OrderedDict = OrderedDict()   # plan()'s tables by (model, tokens, gpus, seq, batch, max_gpus)
+    warmed: dict = {}                       # plan()'s tables made at build (warm), by cached()'s arguments
     in_kernel: OrderedDict = OrderedDict()  # the settings (no tokens) whose search plan() made in the kernel
 
     @functools.lru_cache(maxsize=16)
@@ -219,6 +232,8 @@ def planner_widget(model: str = "llama-3-70b", *, speculate: bool | None = None)
                                                      grad_buffer))
         if got is not None:                 # (the worker's search: plan()'s table, pickled bit for bit)
             df = got[1]
+        elif (model, tokens, gpus, seq, global_batch, max_gpus, grad_buffer) in warmed:
+            df = warmed[model, tokens, gpus, seq, global_batch, max_gpus, grad_buffer]   # (plan()'s, built)
         else:
             df = plan(model, tokens=tokens, gpus=gpus, seq=seq, global_batch=global_batch, max_gpus=max_gpus,
                       **_buffer(grad_buffer))
@@ -314,6 +329,20 @@ def planner_widget(model: str = "llama-3-70b", *, speculate: bool | None = None)
     # (issue 38)
     controls["choice"].layout.width = f"{FIGURE_MAX_PX[0]}px"
     controls["choice"].layout.max_width = "100%"
+    if warm:                                    # (before the first view: plan()'s tables, kept by the widget)
+        at = {k: w.value for k, w in controls.items()}
+        gpus, buffer = tuple(at["gpus"]), check_grad_buffer_kind(at["grad_buffer"])
+        for other in planner_warm_models(controls["model"].options):
+            if other == at["model"]:
+                continue                        # (drawn when the widget is built)
+            key = (other, at["tokens"], gpus, at["seq"], at["global_batch"], at["max_gpus"], buffer)
+            try:
+                warmed[key] = plan(other, tokens=at["tokens"], gpus=gpus, seq=at["seq"],
+                                   global_batch=at["global_batch"], max_gpus=at["max_gpus"],
+                                   **_buffer(buffer))
+            except ValueError:                  # (nothing fits: the pick shows the planner's message)
+                continue
+            in_kernel[other, gpus, at["seq"], at["global_batch"], at["max_gpus"], buffer] = None
     holder["box"] = box = Dashboard.__new__(Dashboard)
     box.__init__(render, controls, above=("choice",), name="planner_widget", keep=PLANNER_KEPT,
                  prepare=prepare)
@@ -326,6 +355,13 @@ def planner_widget(model: str = "llama-3-70b", *, speculate: bool | None = None)
 
         watch(box, spec, wanted)
     return box
+
+
+def planner_warm_models(options) -> tuple[str, ...]:
+    """The models of the drop-down ``options`` whose searches :func:`planner_widget` makes when it is built
+    with ``warm=True``: the mixtures of experts (a pick of one was a new search of 45-110 ms of CPU, a dense
+    model's 10-50 ms). Read from the catalogue (``is_moe``), not from the names."""
+    return tuple(m for m in options if get_model(m).is_moe)
 
 
 def _buffer(grad_buffer) -> dict:
