@@ -193,6 +193,22 @@ class FinetuneTime:
         return None if self.method == "full" else tuple(self.hours * f for f in RESIDUAL_RANGE)
 
     @property
+    def step_s_range(self) -> tuple | None:
+        """The 80% range of one step's time: :data:`RESIDUAL_RANGE` times :attr:`step_s` (the range is
+        measured on published / predicted step times; :attr:`hours_range` is the same over the run's steps).
+        ``None`` for full fine-tuning. Issue 34; chapter 16."""
+        return None if self.method == "full" else tuple(self.step_s * f for f in RESIDUAL_RANGE)
+
+    @property
+    def exposed_comm_s_range(self) -> tuple | None:
+        """:attr:`exposed_comm_s` at the ends of :attr:`step_s_range`, its share of the step kept. The range
+        is measured on whole steps only, so this assumes that the model misses every part of a step alike (as
+        serving's ``at_speed`` divides every step alike): a miss in the links alone would move the exposed
+        time further, a miss in compute alone the other way (slower compute hides more). ``None`` for full
+        fine-tuning. Issue 34; chapter 16."""
+        return None if self.method == "full" else tuple(self.exposed_comm_s * f for f in RESIDUAL_RANGE)
+
+    @property
     def gpu_hours_range(self) -> tuple | None:
         """:attr:`hours_range` on all the GPUs: the same GPUs for longer or shorter (``None`` for full)."""
         return None if self.hours_range is None else tuple(h * self.n_gpus for h in self.hours_range)

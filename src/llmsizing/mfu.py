@@ -134,6 +134,53 @@ def layout_range_group(gpu, dtype: str = "bf16", framework: str | None = None, *
                      "tools/calibrate.py")
 
 
+def plan_range_factors(frame, gpu: str) -> tuple[float, float]:
+    """``(low, high)``: the factors of the 80% range :func:`~llmsizing.planner.plan` applied to its plans on
+    ``gpu`` (a name in ``frame["gpu"]``): the row ``frame.attrs["range_rows"][gpu]`` of area
+    ``frame.attrs["range_area"]`` of ``data/intervals.csv``, the one :func:`layout_range_factors` gave the
+    planner. Issue 34; chapter 12."""
+    attrs = getattr(frame, "attrs", None) or {}
+    if "range_rows" not in attrs or "range_area" not in attrs:
+        raise TypeError("frame must be a table of llmsizing.planner.plan(...) (its attrs name the range's "
+                        "rows)")
+    rows = attrs["range_rows"]
+    if gpu not in rows:
+        raise ValueError(f"gpu: {gpu!r} is not one of the plan's GPUs; allowed: {', '.join(rows)}")
+    bounds = _area_ranges(attrs["range_area"]).get(rows[gpu])
+    if bounds is None:
+        raise ValueError(f"gpu: {gpu!r}'s row {rows[gpu]!r} of data/intervals.csv states no range")
+    return bounds
+
+
+def time_range_ends(value: float, factors) -> tuple[float, float]:
+    """``(value / high, value / low)``: a time or a cost predicted at an MFU whose stated 80% range is
+    ``factors = (low, high)`` (:func:`layout_range_factors`, :func:`plan_range_factors`), at the range's fast
+    and slow ends. The step's time goes as ``1 / MFU``, and so do the days, GPU-hours and cost of a run of a
+    fixed number of steps: the planner's ``days_low = days / high`` and ``days_high = days / low``
+    (:func:`~llmsizing.plan_frame.answer_frame`). Two more figures scale by the same factors:
+
+    * a difference of two such times on the same range (the same GPU, dtype and stack, so one factor for
+      both): ``(a - b) / high = a / high - b / high``. Not a difference of times on two ranges (two GPUs, or a
+      dense and an MoE step), whose ends need not move together;
+    * a what-if that rescales a plan's step (its step at another kernel efficiency): the range is the spread
+      of published runs around the step model's prediction, so it moves with the prediction.
+
+    Worked, chapter 12: Llama-3-70B's cheapest plan on a trillion tokens, 512 B200s, takes 9.145 days and the
+    front's next plan (1,024) 4.788, both on the range 0.8021-1.2350 (``data/intervals.csv``,
+    training-layout, bf16); the 4.357 days saved run from 4.357 / 1.2350 = 3.528 to 4.357 / 0.8021 = 5.432.
+    Issue 34."""
+    value = check_number("value", value, minimum=None)      # (a difference may be negative)
+    pair = check_sequence("factors", factors, example="(0.80, 1.24)")
+    if len(pair) != 2:
+        raise ValueError(f"factors must be a pair (low, high), e.g. (0.80, 1.24); got {len(pair)} items")
+    low, high = pair
+    low = check_number("factors[0]", low, allow_equal=False)
+    high = check_number("factors[1]", high, allow_equal=False)
+    if not low <= 1 <= high:
+        raise ValueError(f"factors: a range must contain 1 (low <= 1 <= high), got ({low:g}, {high:g})")
+    return value / high, value / low
+
+
 @dataclass(frozen=True)
 class MfuEstimate:
     """The end-to-end MFU the calibration predicts for a run (:func:`mfu_estimate`), its range, and why it may

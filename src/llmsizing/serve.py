@@ -179,7 +179,10 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     needs at the fast and slow ends of the stated 80% range of the engine's speed, exactly the ``gpus_low``
     and ``gpus_high`` of :func:`replicas_range` (issue 38; before, only a percentile answer had them), and
     ``fleet_usd_per_million_output_tokens_low``/``_high``, what those two fleets cost per million output
-    tokens (:func:`~llmsizing.serve_search.with_ends`: the low is the fast end's).
+    tokens (:func:`~llmsizing.serve_search.with_ends`: the low is the fast end's). Latencies are stated on
+    this fleet instead (issue 34): ``request_s_low``/``_high`` and ``requests_per_s_low``/``_high`` (and a
+    percentile plan's ``ttft_p_s_...`` and ``itl_p_s_...``) are what users would see on the plan's own fleet
+    with the engine at either end of the range (:func:`~llmsizing.serve_fleet.on_fleet`).
 
     Issue 37 (:mod:`llmsizing.serve_fleet`; old calls unchanged): ``percentile=95`` sizes for the 95th
     percentile TTFT and ITL under Poisson arrivals, with the slots filled to at most ``occupancy`` (default
@@ -232,8 +235,11 @@ def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None
     # the stated 80% range of the engine's speed, as replicas_range and the percentile answer give it
     from .serve_calibration import _range_of
 
-    ends = [search(dict(kwargs, _speed=speed))[0] for speed in _range_of(True, "itl_s")[::-1]]
-    return with_ends(best, *ends)
+    speeds = _range_of(True, "itl_s")
+    ends = [search(dict(kwargs, _speed=speed))[0] for speed in speeds[::-1]]
+    # and what users would see on this fleet at each end (issue 34: request time and rate, on this fleet)
+    from .serve_fleet import on_fleet_ends
+    return with_ends(best, *ends, on_fleet_ends(best, speeds, think_s=think, output_cv=output_cv))
 
 
 @dataclass(frozen=True)

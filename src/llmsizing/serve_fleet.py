@@ -21,7 +21,8 @@ batch`` slots one M/G/c queue (:mod:`llmsizing.queueing`):
 
 ``percentile=50`` with no ceiling is the mean answer (Little's law, :func:`llmsizing.serve.replicas_for`). The
 plan carries the GPU count at both ends of the stated 80% range of the engine's per-token speed
-(``gpus_low``, ``gpus_high``; :func:`llmsizing.serve.replicas_range`).
+(``gpus_low``, ``gpus_high``; :func:`llmsizing.serve.replicas_range`), and its latencies, request time and
+rate on its own fleet at both ends (:func:`on_fleet`: nothing sized again; issue 34).
 
 **Disaggregated prefill and decode** (DistServe, Zhong et al. 2024; Splitwise, Patel et al. 2024; DeepSeek's
 V3/R1 service): a prefill pool of ``tp_p``-GPU replicas each prefilling one prompt at a time (compute-bound:
@@ -44,7 +45,7 @@ from .inference import kv_cache_bytes_per_token, kv_cached_tokens
 from .network import collective_time_s, get_node, group_link, host_link_gbps
 from .queueing import wait_quantile_s
 from .serve_engine import kv_split
-from .serve_search import ServingPlan, _cut, _explain, adjusted, largest_batch, with_ends
+from .serve_search import ServingPlan, _cut, _explain, adjusted, at_speed, largest_batch, with_ends
 
 #: The occupancy ceiling a percentile plan fills its batch slots to (a stated default, not a fit: issue 37).
 OCCUPANCY_CEILING = 0.8
@@ -191,6 +192,68 @@ def _disaggregated(m, g, rps, users, think, kwargs, ttft_s, itl_s, tps, p, occ, 
                        prefill_replicas=r_p, prefill_serving=s_p, kv_transfer_s=move), firsts
 
 
+def _wait_on(slots, rate, service_s, p, cs2, mean) -> float:
+    """The wait for a slot at ``p`` on a fixed fleet of ``slots`` slots: 0 for the mean answer (``mean``: no
+    ceiling, as :func:`_replicas` sizes it), ``math.inf`` when the slots cannot keep up with the rate."""
+    if mean:
+        return 0.0
+    if rate * service_s >= slots:
+        return math.inf
+    return wait_quantile_s(slots, rate, service_s, p, cs2)
+
+
+def on_fleet(plan: ServingPlan, speed: float, *, think_s: float = 0.0, output_cv: float = OUTPUT_CV) -> dict:
+    """What users see on ``plan``'s own fleet (its replicas, layout and batch, and for a disaggregated plan
+    its two pools) when the engine runs ``speed`` times as fast as the model (:func:`at_speed`: every engine
+    step divided by ``speed``): ``{"request_s", "requests_per_s", "ttft_p_s", "itl_p_s"}`` (the last two
+    None for the mean answer, ``plan.percentile`` None). The same formulas that sized the plan (the module
+    docstring), with nothing searched again: a closed loop of ``plan.users`` sends ``users / (R + think_s)``
+    (so a slower engine is asked less often), a rate given stays, and the wait for a slot is Erlang C's at
+    the plan's percentile on the plan's slots (``math.inf`` if they cannot keep up). The KV transfer of a
+    disaggregated plan is the network's, not the engine's: it keeps its time. ``speed=1`` gives the plan's
+    own figures back. Issue 34 (the lead's rule for ranged latencies of a fleet: shown on the point plan's
+    fleet, not on the fleets re-sized at each end); chapter 15."""
+    speed = check_number("speed", speed, allow_equal=False, maximum=100.0)
+    think = check_number("think_s", think_s)
+    cv = check_number("output_cv", output_cv, maximum=10.0)
+    if not isinstance(plan, ServingPlan):
+        raise TypeError(f"plan must be a ServingPlan (llmsizing.serve.replicas_for(...)), got "
+                        f"{type(plan).__name__}")
+    p = plan.percentile
+    mean = p is None or (p <= 50 and (plan.occupancy_ceiling or 1.0) >= 1.0)
+    s = at_speed(plan.serving, speed)
+    out = {"request_s": s.request_s}
+    if plan.prefill_serving is None:                                     # one pool (_colocated)
+        service, cs2 = _service(s, cv)
+        rate = plan.requests_per_s if plan.users is None else plan.users / (service + think)
+        out["requests_per_s"] = rate
+        if p is None:
+            return dict(out, ttft_p_s=None, itl_p_s=None)
+        wait = _wait_on(plan.replicas * plan.batch, rate, service, p, cs2, mean)
+        return dict(out, ttft_p_s=s.ttft_s + wait, itl_p_s=s.itl_s if p <= 50 else tpot_p_s(s, p))
+    # two pools (_disaggregated): the decode pool's slots, then the prefill pool's one prompt at a time
+    service = s.output * s.decode_step_s
+    rate = plan.requests_per_s if plan.users is None else plan.users / (service + s.ttft_s + think)
+    wait_d = _wait_on(plan.replicas * plan.batch, rate, service, p, cv ** 2, mean)
+    sp = at_speed(plan.prefill_serving, speed)
+    wait_p = _wait_on(plan.prefill_replicas, rate, sp.ttft_s, p, 0.0, mean)
+    return dict(out, requests_per_s=rate, ttft_p_s=wait_p + sp.ttft_s + plan.kv_transfer_s + wait_d,
+                itl_p_s=s.decode_step_s)
+
+
+def on_fleet_ends(plan: ServingPlan, speeds, *, think_s: float = 0.0, output_cv: float = OUTPUT_CV) -> dict:
+    """:func:`on_fleet` at the two ends ``speeds = (low, high)`` of the stated range of the engine's speed, as
+    :class:`ServingPlan`'s ``<figure>_low`` / ``_high`` fields (numeric order: a time's low is the fast
+    end's, the rate's low the slow end's; the percentile figures left None for the mean answer)."""
+    lo, hi = speeds
+    slow, fast = (on_fleet(plan, v, think_s=think_s, output_cv=output_cv) for v in (lo, hi))
+    out = {}
+    for k in ("request_s", "requests_per_s", "ttft_p_s", "itl_p_s"):
+        if slow[k] is not None:
+            out[f"{k}_low"], out[f"{k}_high"] = sorted((fast[k], slow[k]))
+    return out
+
+
 def fleet_plan(m, g, rps, users, think, kwargs, ttft_s, itl_s, tps, *, percentile=None, occupancy=None,
                disaggregated=False, output_cv=OUTPUT_CV, prefix_hit=0.0, with_range=True) -> ServingPlan:
     """:func:`llmsizing.serve.replicas_for` at a percentile, an occupancy ceiling or with disaggregated pools
@@ -221,7 +284,8 @@ def fleet_plan(m, g, rps, users, think, kwargs, ttft_s, itl_s, tps, *, percentil
     from .serve_calibration import _range_of
 
     lo, hi = _range_of(True, "itl_s")
-    return with_ends(best, plan(hi)[0], plan(lo)[0])
+    return with_ends(best, plan(hi)[0], plan(lo)[0],
+                     on_fleet_ends(best, (lo, hi), think_s=think, output_cv=cv))
 
 
 # ----------------------------------------------------------------------------- KV cache offload to CPU memory
@@ -280,4 +344,4 @@ def kv_offload(s, *, cpu_bytes_per_gpu: float = CPU_BYTES_PER_GPU, pcie_gbps: fl
 
 
 __all__ = ["CPU_BYTES_PER_GPU", "PCIE_GBPS", "KVOffload", "kv_offload", "OCCUPANCY_CEILING", "OUTPUT_CV",
-           "fleet_plan", "kv_transfer_s", "poisson_quantile", "tpot_p_s"]
+           "fleet_plan", "on_fleet", "on_fleet_ends", "kv_transfer_s", "poisson_quantile", "tpot_p_s"]

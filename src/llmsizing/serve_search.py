@@ -50,6 +50,20 @@ class ServingPlan:
     # output tokens; the low is the fast end's (with_ends). None where gpus_low / gpus_high is.
     fleet_usd_per_million_output_tokens_low: float | None = None
     fleet_usd_per_million_output_tokens_high: float | None = None
+    # issue 34 (ranges34): what users see on THIS fleet (the same replicas, layout and batch) when the
+    # engine runs at the fast or the slow end of the stated range (serve_fleet.on_fleet_ends): the percentile
+    # TTFT and ITL (None for the mean answer, which has none), a request's time and the request rate (a
+    # closed loop's users ask less often from a slower engine; a rate given stays). low/high in numeric
+    # order: the fast end's times and the slow end's rate are the lows. math.inf where that end's queue grows
+    # without bound.
+    ttft_p_s_low: float | None = None
+    ttft_p_s_high: float | None = None
+    itl_p_s_low: float | None = None
+    itl_p_s_high: float | None = None
+    request_s_low: float | None = None
+    request_s_high: float | None = None
+    requests_per_s_low: float | None = None
+    requests_per_s_high: float | None = None
 
     @property
     def capacity_requests_per_s(self) -> float:
@@ -103,7 +117,8 @@ def at_speed(s: Serving, speed: float) -> Serving:
     return replace(s, last_wave=last, **{f: getattr(s, f) / speed for f in _TIMES})
 
 
-def with_ends(plan: ServingPlan, fast: ServingPlan | None, slow: ServingPlan | None) -> ServingPlan:
+def with_ends(plan: ServingPlan, fast: ServingPlan | None, slow: ServingPlan | None,
+              on_fleet: dict | None = None) -> ServingPlan:
     """``plan`` with the fleets sized again at the fast and slow ends of the stated 80% range of the engine's
     speed (:func:`at_speed` at ``RANGE_HIGH`` and ``RANGE_LOW``, :func:`~llmsizing.serve.replicas_for`):
     their GPU counts (``gpus_low``, ``gpus_high``) and what each costs per million output tokens
@@ -113,7 +128,9 @@ def with_ends(plan: ServingPlan, fast: ServingPlan | None, slow: ServingPlan | N
     :func:`~llmsizing.serve.serving_ends`, which keeps one layout); an end that meets none gives None.
     Worked, chapter 15's 1,000 users of Llama-3-70B on H100s ($3.99 an hour, 256-token answers, mean
     answer): the fast end's 36 GPUs serve 78.02 requests/s, 36 x 3.99 / (78.02 x 256 x 3600) x 1e6 = $2.00
-    per million, against $3.11 for the central 56 and $4.43 for the slow end's 80. Issue 34; chapter 15."""
+    per million, against $3.11 for the central 56 and $4.43 for the slow end's 80. ``on_fleet``: the point
+    fleet's own figures at the two ends (:func:`~llmsizing.serve_fleet.on_fleet_ends`: ``ttft_p_s_low``,
+    ``itl_p_s_high``, ``request_s_low``, ...), kept as given. Issue 34; chapter 15."""
 
     def cost(p):
         return None if p is None else p.fleet_usd_per_million_output_tokens
@@ -121,7 +138,7 @@ def with_ends(plan: ServingPlan, fast: ServingPlan | None, slow: ServingPlan | N
     return replace(plan, gpus_low=None if fast is None else fast.gpus,
                    gpus_high=None if slow is None else slow.gpus,
                    fleet_usd_per_million_output_tokens_low=cost(fast),
-                   fleet_usd_per_million_output_tokens_high=cost(slow))
+                   fleet_usd_per_million_output_tokens_high=cost(slow), **(on_fleet or {}))
 
 
 def prefill_share(m, prompt: int, hit: float) -> float:
