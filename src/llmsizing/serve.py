@@ -324,7 +324,7 @@ RANGED_FIGURES = {"itl_s": ("itl", "time"), "decode_step_s": ("itl", "time"), "t
                   "usd_per_million_input_tokens": ("ttft", "cost")}
 
 
-def serving_ends(s: Serving | None, names=tuple(RANGED_FIGURES)) -> dict:
+def serving_ends(s: Serving | None, names=None) -> dict:
     """The stated 80% range of each figure of ``s`` named in ``names`` (default: every one of
     :data:`RANGED_FIGURES`), as ``{"<name>_low": ..., "<name>_high": ...}``: the same layout and batch at both
     ends of the range :func:`~llmsizing.serve_calibration.serving_range` states for a calibrated engine's
@@ -335,19 +335,33 @@ def serving_ends(s: Serving | None, names=tuple(RANGED_FIGURES)) -> dict:
     batch 1 (1,024 + 256 tokens, ITL 7.115 ms) with the stored 0.796-1.338: 7.115 / 1.338 = 5.318 ms and
     7.115 / 0.796 = 8.939 ms. The slow end keeps the layout, so its ITL may miss a latency target the point
     met (a GPU count searched again at each end: :func:`replicas_range`). NaN at both ends when ``s`` is None
-    (no layout). Issue 34; chapter 15."""
-    bad = [n for n in names if n not in RANGED_FIGURES]
+    (no layout).
+
+    ``s`` may also be a speculative-decoding result (:class:`~llmsizing.speculative.Speculative`, issue 34):
+    its figures are :data:`llmsizing.speculative.RANGED_FIGURES` (the steps, the round, the ITL and tokens/s,
+    speculative and plain), which the same speed divides alike because every one of its steps is priced with
+    this model's fitted constants and no fitted term of its own (that table's comment says where the two
+    models differ and by how much). Its speed-up, cost ratio and tokens per round are refused: the speed
+    cancels in the first two, and the third is the acceptance rate's. Issue 34; chapter 15."""
+    figures = RANGED_FIGURES
+    if s is not None and not isinstance(s, Serving):
+        from .speculative import RANGED_FIGURES as speculative_figures, Speculative
+
+        if not isinstance(s, Speculative):
+            raise TypeError("s must be a Serving result (llmsizing.serve.serving(...)), a Speculative one "
+                            "(llmsizing.speculative.speculative_decoding(...)) or None, got "
+                            f"{type(s).__name__}")
+        figures = speculative_figures
+    names = tuple(figures) if names is None else names
+    bad = [n for n in names if n not in figures]
     if bad:
-        raise ValueError(f"names: {bad[0]!r} carries no stated range; allowed: {', '.join(RANGED_FIGURES)}")
+        raise ValueError(f"names: {bad[0]!r} carries no stated range; allowed: {', '.join(figures)}")
     if s is None:
         return {f"{n}_{end}": math.nan for n in names for end in ("low", "high")}
-    if not isinstance(s, Serving):
-        raise TypeError(f"s must be a Serving result (llmsizing.serve.serving(...)) or None, "
-                        f"got {type(s).__name__}")
     ends = dict(zip(("itl", "ttft"), _speed_ends()))
     out = {}
     for n in names:
-        (lo, hi), how = ends[RANGED_FIGURES[n][0]], RANGED_FIGURES[n][1]
+        (lo, hi), how = ends[figures[n][0]], figures[n][1]
         v = getattr(s, n)
         out[f"{n}_low"], out[f"{n}_high"] = (v * lo, v * hi) if how == "rate" else (v / hi, v / lo)
     return out

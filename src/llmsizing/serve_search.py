@@ -97,7 +97,18 @@ class ServingPlan:
                 rows[k] = getattr(self, k)
         if self.prefix_hit:
             rows["prefix_hit"] = self.prefix_hit
+        # issue 34 (fleetsum34): the stated range's ends, after every older column (their order kept): the
+        # costs of the fleets sized again at each end, and what users see on this fleet at each end
+        for k in _ENDS:
+            if getattr(self, k) is not None:
+                rows[k] = getattr(self, k)
         return pd.DataFrame({"value": pd.Series(rows, dtype=object)})
+
+
+#: :class:`ServingPlan`'s ``_low``/``_high`` fields (:func:`with_ends`), in the order
+#: :meth:`ServingPlan.to_frame` lists them.
+_ENDS = tuple(f"{k}_{end}" for k in ("fleet_usd_per_million_output_tokens", "ttft_p_s", "itl_p_s",
+                                     "request_s", "requests_per_s") for end in ("low", "high"))
 
 
 #: The time fields of :class:`Serving`: every latency and throughput it reports is a sum or max of them.

@@ -13,6 +13,7 @@ No formula lives here: render functions only call the library and draw.
 from __future__ import annotations
 
 import functools
+import math
 
 from matplotlib.figure import Figure
 from matplotlib.patches import Polygon
@@ -504,7 +505,12 @@ def render_fleet(model="llama-3-70b", gpu: str = "H100 SXM", users: int = 1000, 
     prefill and decode pools (stacked); each bar carries the stated 80% range of the count
     (``gpus_low``-``gpus_high``). The summary lists layout, latencies at the percentile and cost, with
     the cost of the fleets sized again at both ends of the range
-    (``fleet_usd_per_million_output_tokens_low``/``_high``). ``ask``: see :func:`fleet_plans`."""
+    (``fleet_usd_per_million_output_tokens_low``/``_high``), and the percentile TTFT and ITL with what users
+    would see on the same fleet at both ends (``ttft_p_s_low``/``_high``, ``itl_p_s_low``/``_high``:
+    :func:`llmsizing.serve_fleet.on_fleet_ends`, nothing sized again; issue 34). ``ask``: see
+    :func:`fleet_plans`."""
+    from ..serve_calibration import COVERAGE
+
     plans = fleet_plans(model, gpu, users, prompt, output, itl_ms, ttft_ms, percentile, prefix_hit, weights,
                         ask=ask)
     fig, ax = _fixed_figure(7.2, 2.6, into=into, left=0.24, right=0.97, top=0.86, bottom=0.2)
@@ -540,8 +546,8 @@ def render_fleet(model="llama-3-70b", gpu: str = "H100 SXM", users: int = 1000, 
                  f"TTFT <= {ttft_ms:g} ms" + (f", prefix hit {prefix_hit:.0%}" if prefix_hit else ""),
                  fontsize=8.5, loc="left")
     ax.spines[["top", "right"]].set_visible(False)
-    lines = [f"{'plan':<20s} {'GPUs':>6s} {'range':>10s} {'layout':>24s} {'TTFT ms':>8s} {'ITL ms':>7s} "
-             f"{'$/M out (80% range)':>21s}"]
+    lines = [f"{'plan':<20s} {'GPUs':>6s} {'range':>10s} {'layout':>24s} {'TTFT ms (on this fleet)':>25s} "
+             f"{'ITL ms (on this fleet)':>24s} {'$/M out (80% range)':>21s}"]
     for label, p in plans.items():
         if isinstance(p, str):
             lines.append(f"{label:<20s} {p}")
@@ -553,6 +559,26 @@ def render_fleet(model="llama-3-70b", gpu: str = "H100 SXM", users: int = 1000, 
         ends = (p.fleet_usd_per_million_output_tokens_low, p.fleet_usd_per_million_output_tokens_high)
         usd = f"{p.fleet_usd_per_million_output_tokens:.3f}" + (
             "" if None in ends else f" ({ends[0]:.3f}-{ends[1]:.3f})")
-        lines.append(f"{label:<20s} {p.gpus:>6,d} {rng:>10s} {layout:>24s} {p.ttft_p_s * 1e3:>8.0f} "
-                     f"{p.itl_p_s * 1e3:>7.1f} {usd:>21s}")
+        # the percentile latencies on this fleet (the same GPUs, layout and batch) with the engine at both
+        # ends of its stated speed (serve_fleet.on_fleet_ends, issue 34: nothing sized again)
+        ttft = _on_this_fleet(p, "ttft_p_s", ",.0f")
+        itl = _on_this_fleet(p, "itl_p_s", ",.1f")
+        lines.append(f"{label:<20s} {p.gpus:>6,d} {rng:>10s} {layout:>24s} {ttft:>25s} {itl:>24s} {usd:>21s}")
+    lines.append(f"(TTFT and ITL at each plan's percentile; in parentheses, on this fleet: the same GPUs, "
+                 "layout and batch with the engine at the fast and the slow end of its stated "
+                 f"{COVERAGE:.0%} speed. The GPU and $ ranges are fleets sized again at each end: "
+                 "chapter 15)")
     return FixedView(fig, "\n".join(lines))
+
+
+def _on_this_fleet(p, name: str, fmt: str) -> str:
+    """``p``'s ``name`` in ms with, in parentheses, its ``name_low``-``name_high`` (:class:`ServingPlan`'s
+    fields from :func:`llmsizing.serve_fleet.on_fleet_ends`): "87 (65-109)"; an end whose queue grows without
+    bound reads "unbounded"; no parentheses where the plan carries no ends (``with_range=False``)."""
+    v, lo, hi = getattr(p, name), getattr(p, f"{name}_low"), getattr(p, f"{name}_high")
+    if lo is None or hi is None:
+        return f"{v * 1e3:{fmt}}"
+
+    def ms(x):
+        return "unbounded" if math.isinf(x) else f"{x * 1e3:{fmt}}"
+    return f"{ms(v)} ({ms(lo)}-{ms(hi)})"
