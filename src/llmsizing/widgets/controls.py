@@ -35,6 +35,13 @@ def _dense_models(model) -> list[str]:
     return list_models(moe=False)
 
 
+def _moe_options(options) -> tuple[str, ...]:
+    """The mixtures of experts among a model drop-down's ``options``, in its order: the models a planner
+    widget built with ``warm=True`` searches before any move (chapters 12 and 17). Read from the catalogue
+    (``is_moe``), not from the names."""
+    return tuple(m for m in options if get_model(m).is_moe)
+
+
 def _style(desc_width: str = "110px") -> dict:
     """A control's description width and its width: the column's less ipywidgets' margin on both sides (so
     the column never scrolls sideways, issue 38)."""

@@ -14,7 +14,7 @@ import numpy as np
 from .. import charts
 from .._validate import check_bool
 from ..catalog import get_model, list_models
-from .controls import _gpu_multiselect, _style
+from .controls import _gpu_multiselect, _moe_options, _style
 from .dashboard import Dashboard
 from .speculate import Speculation, nearest, wanted_by_environment, watch
 
@@ -44,7 +44,7 @@ def long_context_warm_models(options) -> tuple[str, ...]:
     :func:`long_context_widget` makes when it is built (``warm=True``): the mixtures of experts (issue 35: a
     pick of one of them was a new planner search of 60-90 ms, with its render and PNG 100-125 ms a move, where
     a dense model's search takes 5-40 ms). Read from the catalogue (``is_moe``), not from the names."""
-    return tuple(m for m in options if get_model(m).is_moe)
+    return _moe_options(options)
 
 
 def long_context_warm_settings(values: dict, most: int) -> list[tuple]:

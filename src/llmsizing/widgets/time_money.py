@@ -17,7 +17,7 @@ from .. import charts
 from .._validate import check_bool, check_choice
 from ..catalog import get_model, list_gpus, list_models
 from ..footprint import check_grad_buffer_kind
-from .controls import _gpu_multiselect, _reroute, _set_quietly, _style
+from .controls import _gpu_multiselect, _moe_options, _reroute, _set_quietly, _style
 from .dashboard import FIGURE_MAX_PX, KEPT_ANSWERS, Dashboard
 from .speculate import Speculation, nearest, wanted_by_environment, watch
 
@@ -361,7 +361,7 @@ def planner_warm_models(options) -> tuple[str, ...]:
     """The models of the drop-down ``options`` whose searches :func:`planner_widget` makes when it is built
     with ``warm=True``: the mixtures of experts (a pick of one was a new search of 45-110 ms of CPU, a dense
     model's 10-50 ms). Read from the catalogue (``is_moe``), not from the names."""
-    return tuple(m for m in options if get_model(m).is_moe)
+    return _moe_options(options)
 
 
 def _buffer(grad_buffer) -> dict:
