@@ -70,7 +70,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
             max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS, cuda_graph_bytes: float = CUDA_GRAPH_BYTES,
             node=None, attention_kernel: str = "grouped", engine: str | None = None, pp: int = 1,
             ep: int = 1, redundant_experts: int = 0, state_dtype: str | None = None,
-            max_num_seqs: int | None = None, batching: str = "continuous") -> Serving:
+            max_num_seqs: int | None = None, batching: str = "continuous",
+            decode_tokens: int = 1) -> Serving:
     """Latency, throughput and cost of one replica of ``tp`` GPUs serving ``batch`` requests of ``prompt``
     input and ``output`` generated tokens.
 
@@ -153,6 +154,15 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     (:func:`llmsizing.parallel.check_layout`). Quantised ``weights`` (fp8/int8/int4) are fewer bytes to read,
     the same FLOPs. Prices default to the catalogue's. Chapter 15.
 
+    ``decode_tokens`` (default 1) is how many positions each sequence runs in one decode step: speculative
+    decoding's verify step runs ``k + 1`` (chapter 15; :func:`llmsizing.speculative.speculative_decoding` prices
+    its plain, draft and verify steps with this function). Such a step does ``decode_tokens`` times the FLOPs,
+    gathers that many input-embedding rows per sequence (and, for a mixture of experts, routes that many
+    tokens), all-reduces that many activations, and reads ``decode_tokens - 1`` more cached KV rows per
+    sequence (the last position attends to ``context + decode_tokens - 1`` keys). Only the decode step's
+    fields (``decode_*_s``, ``decode_step_s``) are that step; the per-token figures still count one token per
+    step.
+
     ``pp`` splits the layers over that many pipeline stages of ``tp`` GPUs each (vLLM's
     ``--pipeline-parallel-size``; the replica is ``tp x pp`` GPUs), as vLLM runs it (docs, "Distributed
     inference and serving"; RFCs vllm-project/vllm#4461 and #11945):
@@ -224,6 +234,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     prompt = check_int("prompt", prompt)
     output = check_int("output", output)
     batch = check_int("batch", batch)
+    q = check_int("decode_tokens", decode_tokens, maximum=1024)      # positions per sequence per decode step
     # (the context a sequence reaches; say so in the caller's words)
     if prompt + output > MAX_MEANINGFUL:
         raise ValueError(f"prompt + output must be <= {MAX_MEANINGFUL:,} tokens, got {prompt:,} + {output:,}")
@@ -352,27 +363,27 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     # micro-batches of mb sequences, each passing the pp stages in turn
     mb = math.ceil(batch / pp)
     ctx = prompt + output // 2
-    cached = kv_cached_tokens(m, ctx)
+    cached = kv_cached_tokens(m, ctx + q - 1)     # a step over q positions: q - 1 more rows (speculative)
     if not moe and not m.is_mla:
-        dec_flops = mb * forward_flops_per_token(m, seq=ctx) / tp      # min(ctx, window) keys: flops.py
+        dec_flops = q * mb * forward_flops_per_token(m, seq=ctx) / tp      # min(ctx, window) keys: flops.py
     else:             # MoE: active weights; MLA: the absorbed path's attention core over the latent cache
         per_token = (2 * matmul_params(m) + mla_decode_flops_per_token(m, context=cached).absorbed_core
                      if m.is_mla else forward_flops_per_token(m, seq=ctx))
-        dec_flops = per_gpu_flops(math.ceil(mb / dp), mb, per_token)
+        dec_flops = per_gpu_flops(q * math.ceil(mb / dp), q * mb, per_token)
     # sequences whose cache this GPU holds (its attention group's)
     seqs_gpu = math.ceil(mb / dp)
     # a state-space (Mamba, linear-attention) layer reads its per-sequence state and writes it back each step
     kv_read = seqs_gpu * (kv_tok_gpu * cached * _kv_reads(m, attention_kernel)
                           + 2 * state_bytes_per_gpu(m, state_dt, tp=tp))
-    w_read = weights_read(mb)
+    w_read = weights_read(q * mb)
     dec_bytes = w_read + kv_read
     dec_memory = w_read / (hbm * mbu) + kv_read / (hbm * attention_bu)
     if ep == 1:
-        dec_comm = 2 * m.layers * _allreduce_s(mb * m.hidden * ACTIVATION_BYTES, tp, link, lat)
+        dec_comm = 2 * m.layers * _allreduce_s(q * mb * m.hidden * ACTIVATION_BYTES, tp, link, lat)
     else:
-        dec_comm = ep_ar(seqs_gpu) + a2a(seqs_gpu / tp)
+        dec_comm = ep_ar(q * seqs_gpu) + a2a(q * seqs_gpu / tp)
     pace = pp * share                 # pp stages at the largest stage's pace (1 when pp divides the layers)
-    dec_send = (pp - 1) * send(mb)
+    dec_send = (pp - 1) * send(q * mb)
     # what one prompt's prefill adds to the decode steps it rides along with (its weights read is shared; each
     # stage does its share)
     interleave = (pre_compute + pre_comm) * share

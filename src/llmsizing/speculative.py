@@ -15,13 +15,14 @@ One round, per sequence:
   average (Leviathan et al., Eq. 1): between 1 (every guess rejected, the target still gives one token) and
   ``k + 1``.
 
-The cost of a round is the target's verify step plus ``k`` draft steps. Both are decode steps on the roofline
-(:func:`llmsizing.hardware.decode_step_roofline`), each bound at an achieved fraction of the peak, as in
-:mod:`llmsizing.serve`: ``max(bytes / (HBM x mbu), FLOPs / (peak x mfu))``. The verify step reads the weights
-and the KV cache once, like a plain decode step, but does ``k + 1`` times its FLOPs. While the batch is small
-the step is memory-bound and verifying ``k + 1`` tokens costs about as much as generating one (the same
-weights, plus ``k`` more gathered rows of the input embedding per sequence): that is the whole
-trick. As the batch grows the step nears the ridge point, the extra FLOPs stop being free, and the
+The cost of a round is the target's verify step plus ``k`` draft steps. Each is the serving model's own decode
+step (:func:`llmsizing.serve.serving`, one GPU, the given batch and context; spec34: one answer per step), its
+weights read at ``mbu``, the KV cache at the fitted ``attention_bu``, the FLOPs at ``mfu``, the larger of
+memory and compute. The verify step is that step over ``k + 1`` positions per sequence (``serving``'s
+``decode_tokens``): it reads the weights and the KV cache once, like a plain decode step, plus ``k`` more
+gathered rows of the input embedding and ``k`` more KV rows per sequence, and does ``k + 1`` times its FLOPs.
+While the batch is small the step is memory-bound and verifying ``k + 1`` tokens costs about as much as
+generating one: that is the whole trick. As the batch grows the step nears the ridge point, the extra FLOPs stop being free, and the
 speed-up falls below 1 (:func:`speculative_breakeven_batch`).
 
 Every step, draft or verify, is one engine step and pays the engine's fixed overhead ``t0`` (scheduling,
@@ -37,11 +38,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._validate import check_fraction, check_int, check_number
+from ._validate import check_int, check_number
 from .catalog import resolve_model
-from .hardware import decode_step_roofline
-from .inference import decode_weight_bytes_read
-from .serve import ENGINE_STEP_OVERHEAD_S, MBU_DEFAULT, MFU_DEFAULT, STEP_OVERHEAD_S
+from .serve import (ATTENTION_BU_DEFAULT, ENGINE_STEP_OVERHEAD_S, MBU_DEFAULT, MFU_DEFAULT, STEP_OVERHEAD_S,
+                    serving)
 
 #: The largest draft length accepted: engines use 1-10 (vLLM's ``num_speculative_tokens``); beyond 64 the
 #: expected yield no longer changes for any acceptance rate below 1.
@@ -138,15 +138,11 @@ class Speculative:
 #: The figures of a :class:`Speculative` that carry the stated 80% range of the engine's speed
 #: (:func:`llmsizing.serve.serving_ends`, issue 34), in :data:`llmsizing.serve.RANGED_FIGURES`' form: each a
 #: time divided by the speed or a rate multiplied by it, on the per-token figures' pair. Why they may: every
-#: step here, plain, draft or verify, is an engine decode step priced with the serving model's own fitted
-#: constants (:data:`~llmsizing.serve.MBU_DEFAULT`, :data:`~llmsizing.serve.MFU_DEFAULT`, the engine's step
-#: overhead) and no fitted term of its own (``k`` and the acceptance rate are the reader's inputs), so the
-#: engine's speed over the model divides each alike, as :func:`~llmsizing.serve_search.at_speed` divides a
-#: :class:`~llmsizing.serve.Serving`'s. One difference from that model: the KV cache is read at the MBU
-#: here, at the fitted attention share there (:data:`~llmsizing.serve.ATTENTION_BU_DEFAULT`). At chapter 15's
-#: batch 1 (Llama-3-70B with a Llama-3-8B draft, fp8 on one H200, 1,024 tokens) the plain step plus overhead
-#: is within 0.2% of :func:`~llmsizing.serve.serving`'s decode step at the same context, the draft's within
-#: 0.5%; at batch 64 they are 8% and 18% slower than it, a gap the stated range does not include (tested in
+#: step here, plain, draft or verify, is :func:`~llmsizing.serve.serving`'s own decode step (spec34: the
+#: plain and draft steps equal it at every batch; the verify step is it over ``k + 1`` positions), with the
+#: serving model's fitted constants and no fitted term of its own (``k`` and the acceptance rate are the
+#: reader's inputs), so the engine's speed over the model divides each alike, as
+#: :func:`~llmsizing.serve_search.at_speed` divides a :class:`~llmsizing.serve.Serving`'s (tested in
 #: tests/test_speculative_range.py). Left out on purpose:
 #: ``speedup`` and ``cost_ratio`` (two times at one speed: the speed cancels, so this range says nothing of
 #: them; the engines' different overheads do move them) and ``tokens_per_step`` (the acceptance rate's,
@@ -157,26 +153,28 @@ RANGED_FIGURES = {"target_step_s": ("itl", "time"), "verify_step_s": ("itl", "ti
                   "plain_tokens_per_s": ("itl", "rate")}
 
 
-def _step_s(roofline, mbu: float, mfu: float, flops_factor: float = 1.0,
-            extra_bytes: float = 0.0) -> tuple[float, str]:
-    memory = roofline.memory_time_s * (1.0 + extra_bytes / roofline.bytes_read) / mbu
-    compute = flops_factor * roofline.compute_time_s / mfu
-    return max(memory, compute), ("memory" if memory >= compute else "compute")
+def _step_s(model, gpu, tokens: int = 1, **kw) -> tuple[float, str, str]:
+    """One decode step on one GPU without the step overhead, as :func:`llmsizing.serve.serving` prices it
+    (its ``decode_step_s`` at ``step_overhead_s=0``, the stated batch run at once): ``tokens`` positions per
+    sequence. Returns the time, the bound ("memory" or "compute") and the GPU's name."""
+    s = serving(model, gpu, output=1, step_overhead_s=0.0, batching="static", decode_tokens=tokens, **kw)
+    bound = "memory" if s.decode_memory_s >= s.decode_compute_s else "compute"
+    return s.decode_step_s, bound, s.gpu
 
 
 def speculative_decoding(model, draft, gpu, *, k: int = 4, acceptance: float = 0.8, batch: int = 1,
                          context: int = 1024, weights: str = "bf16", draft_weights: str | None = None,
                          kv_cache: str = "bf16", compute: str = "bf16", mbu: float = MBU_DEFAULT,
                          mfu: float = MFU_DEFAULT, step_overhead_s: float | None = None,
-                         engine: str | None = None) -> Speculative:
+                         engine: str | None = None, attention_bu: float = ATTENTION_BU_DEFAULT) -> Speculative:
     """ITL and speed-up of speculative decoding with ``draft`` proposing ``k`` tokens that the target
     ``model`` accepts with probability ``acceptance`` each.
 
-    Steps come from :func:`llmsizing.hardware.decode_step_roofline` at ``batch`` and ``context``, each priced
-    at ``max(memory time / mbu, compute time / mfu)``: the plain target step, the draft step (in
-    ``draft_weights``, default ``weights``), and the verify step, which reads what a plain step reads (the
-    serving model's bytes, :func:`~llmsizing.inference.decode_weight_bytes_read`), plus the ``k`` more input
-    embedding rows per sequence its ``k + 1`` positions gather, and does ``k + 1`` times its FLOPs. A round is
+    Each step is :func:`llmsizing.serve.serving`'s decode step on one GPU at ``batch`` and ``context`` (its
+    weights at ``mbu``, the KV cache at ``attention_bu``, the FLOPs at ``mfu``; the whole batch run at once):
+    the plain target step, the draft step (in ``draft_weights``, default ``weights``), and the verify step,
+    serving's step over ``k + 1`` positions per sequence (``decode_tokens=k + 1``: ``k + 1`` times the FLOPs,
+    plus the ``k`` more input-embedding rows and KV rows per sequence). A round is
     ``k`` draft steps plus one verify step and yields
     :func:`expected_tokens_per_step` tokens. Every step pays ``step_overhead_s`` (default: ``engine``'s fitted
     overhead, vLLM's without one; 0 gives the figure before issue 37). Draft and target must share a
@@ -189,8 +187,7 @@ def speculative_decoding(model, draft, gpu, *, k: int = 4, acceptance: float = 0
     a = check_acceptance(acceptance)
     k = check_int("k", k, maximum=MAX_DRAFT_TOKENS)
     batch = check_int("batch", batch)
-    mbu = check_fraction("mbu", mbu)
-    mfu = check_fraction("mfu", mfu)
+    context = check_int("context", context)
     if step_overhead_s is None:
         from ._validate import check_choice
         from .serve_engine import engine_key
@@ -200,17 +197,14 @@ def speculative_decoding(model, draft, gpu, *, k: int = 4, acceptance: float = 0
                                                 ENGINE_STEP_OVERHEAD_S)])
     else:
         t0 = check_number("step_overhead_s", step_overhead_s, maximum=1.0)
-    kw = dict(batch=batch, context=context, kv_cache=kv_cache, compute=compute)
-    target = decode_step_roofline(m, gpu, weights=weights, **kw)
-    small = decode_step_roofline(d, gpu, weights=weights if draft_weights is None else draft_weights, **kw)
-    plain_s, _ = _step_s(target, mbu, mfu)
-    # the verify step gathers k + 1 embedding rows per sequence, a plain step one
-    rows = (decode_weight_bytes_read(m, batch * (k + 1), weights)
-            - decode_weight_bytes_read(m, batch, weights))
-    verify_s, bound = _step_s(target, mbu, mfu, flops_factor=k + 1, extra_bytes=rows)
-    draft_s, _ = _step_s(small, mbu, mfu)
-    return Speculative(model=m.name, draft=d.name, gpu=target.gpu, k=k, acceptance=a, batch=batch,
-                       context=target.context, target_step_s=plain_s, verify_step_s=verify_s,
+    # serving's mean decode context is prompt + output // 2: with output=1, the prompt
+    kw = dict(batch=batch, prompt=context, kv_cache=kv_cache, compute=compute, mbu=mbu, mfu=mfu,
+              attention_bu=attention_bu)
+    plain_s, _, gpu_name = _step_s(m, gpu, weights=weights, **kw)
+    verify_s, bound, _ = _step_s(m, gpu, tokens=k + 1, weights=weights, **kw)
+    draft_s, _, _ = _step_s(d, gpu, weights=weights if draft_weights is None else draft_weights, **kw)
+    return Speculative(model=m.name, draft=d.name, gpu=gpu_name, k=k, acceptance=a, batch=batch,
+                       context=context, target_step_s=plain_s, verify_step_s=verify_s,
                        draft_step_s=draft_s, verify_bound=bound,
                        tokens_per_step=expected_tokens_per_step(a, k), step_overhead_s=t0)
 
