@@ -22,8 +22,8 @@ memory and compute. The verify step is that step over ``k + 1`` positions per se
 ``decode_tokens``): it reads the weights and the KV cache once, like a plain decode step, plus ``k`` more
 gathered rows of the input embedding and ``k`` more KV rows per sequence, and does ``k + 1`` times its FLOPs.
 While the batch is small the step is memory-bound and verifying ``k + 1`` tokens costs about as much as
-generating one: that is the whole trick. As the batch grows the step nears the ridge point, the extra FLOPs stop being free, and the
-speed-up falls below 1 (:func:`speculative_breakeven_batch`).
+generating one: that is the whole trick. As the batch grows the step nears the ridge point, the extra FLOPs
+stop being free, and the speed-up falls below 1 (:func:`speculative_breakeven_batch`).
 
 Every step, draft or verify, is one engine step and pays the engine's fixed overhead ``t0`` (scheduling,
 sampling, launches: :data:`llmsizing.serve.STEP_OVERHEAD_S`, fitted per engine; issue 37): a round costs
@@ -166,7 +166,8 @@ def speculative_decoding(model, draft, gpu, *, k: int = 4, acceptance: float = 0
                          context: int = 1024, weights: str = "bf16", draft_weights: str | None = None,
                          kv_cache: str = "bf16", compute: str = "bf16", mbu: float = MBU_DEFAULT,
                          mfu: float = MFU_DEFAULT, step_overhead_s: float | None = None,
-                         engine: str | None = None, attention_bu: float = ATTENTION_BU_DEFAULT) -> Speculative:
+                         engine: str | None = None,
+                         attention_bu: float = ATTENTION_BU_DEFAULT) -> Speculative:
     """ITL and speed-up of speculative decoding with ``draft`` proposing ``k`` tokens that the target
     ``model`` accepts with probability ``acceptance`` each.
 
