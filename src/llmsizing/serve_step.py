@@ -157,7 +157,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     ``decode_tokens`` (default 1) is how many positions each sequence runs in one decode step: speculative
     decoding's verify step runs ``k + 1`` (chapter 15; :func:`llmsizing.speculative.speculative_decoding`
     prices its plain, draft and verify steps with this function). Such a step does ``decode_tokens`` times the
-    FLOPs, gathers that many input-embedding rows per sequence (and, for a mixture of experts, routes that many
+    FLOPs, gathers that many input-embedding rows per sequence (for a mixture of experts, routes that many
     tokens), all-reduces that many activations, and reads ``decode_tokens - 1`` more cached KV rows per
     sequence (the last position attends to ``context + decode_tokens - 1`` keys). Only the decode step's
     fields (``decode_*_s``, ``decode_step_s``) are that step; the per-token figures still count one token per
