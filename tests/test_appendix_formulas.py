@@ -220,7 +220,7 @@ def test_speculative_itl_pays_the_step_overhead(page):
     r"""ITL $= (k_\text{draft} (t_\text{draft} + t_0) + t_\text{verify} + t_0)$ / tokens, tokens
     $(1 - \rho^{k+1})/(1 - \rho)$ with $k = k_\text{draft}$; at $t_0 = 0$, memory-bound, Leviathan et al.'s Theorem 3.8 with kappa the
     draft step over the target's."""
-    from llmsizing.serve import MBU_DEFAULT
+    from llmsizing.serve import ATTENTION_BU_DEFAULT, MBU_DEFAULT
     from llmsizing.speculative import speculative_decoding
 
     assert (r"ITL = $(k_\text{draft}\,(t_\text{draft} + t_0) + t_\text{verify} + t_0)$ / tokens" in page
@@ -237,11 +237,13 @@ def test_speculative_itl_pays_the_step_overhead(page):
         assert z.verify_bound == "memory"
         kappa = z.draft_step_s / z.target_step_s
         # the verify step reads what a plain step reads plus the k more embedding rows per sequence it
-        # gathers (k x 8,192 x 2 B against some 140 GB): Theorem 3.8 to within 1e-5
+        # gathers (k x 8,192 x 2 B at the MBU) and the k more KV rows its last position attends to (k x
+        # 327,680 B at the attention share; spec34), against some 140 GB: Theorem 3.8 to within 3e-5
         v = z.verify_step_s / z.target_step_s
-        assert v - 1 == pytest.approx(k * 8_192 * 2 / (z.target_step_s * 3.35e12 * MBU_DEFAULT), rel=1e-9)
+        more = k * (8_192 * 2 / MBU_DEFAULT + 327_680 / ATTENTION_BU_DEFAULT) / 3.35e12
+        assert v - 1 == pytest.approx(more / z.target_step_s, rel=1e-9)
         assert z.speedup == pytest.approx(tokens / (k * kappa + v), rel=1e-12)
-        assert z.speedup == pytest.approx(tokens / (k * kappa + 1), rel=1e-5)
+        assert z.speedup == pytest.approx(tokens / (k * kappa + 1), rel=3e-5)
         assert s.speedup < z.speedup                              # "t_0 ... lowers it"
 
 

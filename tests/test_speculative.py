@@ -58,24 +58,50 @@ def test_k_must_be_a_positive_int(bad, err):
 def test_batch_one_verify_costs_one_decode_step_and_matches_leviathan():
     s = speculative_decoding(**PAIR, k=4, acceptance=0.8, batch=1, context=1024, step_overhead_s=0.0)
     assert s.verify_bound == "memory"
-    # the plain step by hand: (fp8 weights less the untied input embedding's 128,256 x 8,192 table, which
-    # stays 16-bit under fp8, plus the one row the token gathers, + one sequence's KV) / (HBM x the serving
-    # model's MBU)
-    from llmsizing.serve import MBU_DEFAULT
+    # the plain step by hand, as the serving model prices it (spec34): fp8 weights less the untied input
+    # embedding's 128,256 x 8,192 table, which stays 16-bit under fp8, plus the one row the token gathers, at
+    # HBM x the fitted MBU, + one sequence's 1,024 tokens of KV at HBM x the fitted attention share
+    from llmsizing.serve import ATTENTION_BU_DEFAULT, MBU_DEFAULT
 
-    row = 8_192 * 2
+    row, kv = 8_192 * 2, kv_cache_bytes_per_token("llama-3-70b")
+    weights_read = weights_bytes("llama-3-70b", "fp8") - 128_256 * row + row
+    by_hand = weights_read / (4800e9 * MBU_DEFAULT) + kv * 1024 / (4800e9 * ATTENTION_BU_DEFAULT)
+    # (chapter 6's roofline reads the same bytes, all at one rate)
     r = decode_step_roofline("llama-3-70b", "H200", batch=1, context=1024, weights="fp8")
-    by_hand = ((weights_bytes("llama-3-70b", "fp8") - 128_256 * row + row
-                + kv_cache_bytes_per_token("llama-3-70b") * 1024) / (4800e9 * MBU_DEFAULT))
-    assert r.memory_time_s / MBU_DEFAULT == pytest.approx(by_hand, rel=1e-12)
+    assert r.bytes_read == pytest.approx(weights_read + kv * 1024, rel=1e-12)
     assert s.target_step_s == pytest.approx(by_hand, rel=1e-12)
-    # k + 1 tokens cost what one does while memory-bound, but for the k more rows they gather
-    assert s.verify_step_s == pytest.approx(by_hand + 4 * row / (4800e9 * MBU_DEFAULT), rel=1e-12)
+    # k + 1 tokens cost what one does while memory-bound, but for the k more embedding rows they gather and
+    # the k more KV rows the last position attends to
+    assert s.verify_step_s == pytest.approx(
+        by_hand + 4 * row / (4800e9 * MBU_DEFAULT) + 4 * kv / (4800e9 * ATTENTION_BU_DEFAULT), rel=1e-12)
     assert s.itl_s == pytest.approx((4 * s.draft_step_s + s.verify_step_s) / 3.3616, rel=1e-12)
-    assert s.speedup == pytest.approx(speedup_from_cost_ratio(0.8, 4, s.cost_ratio), rel=1e-5)
+    # Leviathan et al.'s Theorem 3.8 prices the verify step as one target step: here it is 1.4e-5 more
+    # ((4 x 16 KiB / 0.662 + 4 x 320 KiB / 0.962) / 4.8 TB/s over 22.3 ms)
+    assert s.verify_step_s / s.target_step_s - 1 == pytest.approx(1.4e-5, abs=0.1e-5)
+    assert s.speedup == pytest.approx(speedup_from_cost_ratio(0.8, 4, s.cost_ratio), rel=3e-5)
     assert 2.0 < s.speedup < 2.5
     # the draft reads about an eighth of the target's bytes
     assert 0.1 < s.cost_ratio < 0.15
+
+
+def test_serving_decode_step_over_several_positions_by_hand():
+    """spec34: serving(decode_tokens=q) is the decode step over q positions per sequence, which the verify
+    step uses. Llama-3-8B, bf16 on one H100 SXM (3.35 TB/s, 989.4 dense TFLOPS), batch 8, context 1,000 (output
+    1): q times the FLOPs, q - 1 more embedding rows (4,096 x 2 B) and KV rows (131,072 B) per sequence."""
+    from llmsizing.flops import forward_flops_per_token
+    from llmsizing.serve import ATTENTION_BU_DEFAULT, MBU_DEFAULT, MFU_DEFAULT
+
+    kw = dict(prompt=1000, output=1, batch=8, step_overhead_s=0.0)
+    one = serving("llama-3-8b", "H100 SXM", **kw)
+    five = serving("llama-3-8b", "H100 SXM", decode_tokens=5, **kw)
+    more = 8 * 4 * (4_096 * 2 / MBU_DEFAULT + 131_072 / ATTENTION_BU_DEFAULT) / 3.35e12
+    assert five.decode_memory_s - one.decode_memory_s == pytest.approx(more, rel=1e-9)
+    flops = 5 * 8 * forward_flops_per_token("llama-3-8b", seq=1000)
+    assert five.decode_compute_s == pytest.approx(flops / (989.4e12 * MFU_DEFAULT), rel=1e-9)
+    assert five.decode_compute_s == pytest.approx(5 * one.decode_compute_s, rel=1e-12)
+    for bad, err in ((0, ValueError), (2.0, TypeError)):
+        with pytest.raises(err, match="decode_tokens"):
+            serving("llama-3-8b", "H100 SXM", decode_tokens=bad, **kw)
 
 
 def test_step_overhead_is_paid_by_every_draft_and_verify_step():
