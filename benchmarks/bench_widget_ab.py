@@ -79,6 +79,13 @@ Measured (fleetsum34, 2026-12-03, against main 8a95f98f, ``--only fleet_widget -
 summary's percentile TTFT and ITL as "point (low-high)" on this fleet (six more numbers formatted from fields
 already computed): 4 rounds, load 2.6 -> 2.8, all 116 moves 56.3 -> 55.2 ms CPU (paired ratio 0.960), wall
 58.6 -> 57.3 ms. Within the machine's noise.
+
+Measured (hot34, 2026-12-03, against main 8a95f98f, ``--moves 3``; CPU ms, medians, paired ratio): the fleet
+widget with each distinct replica priced once per search (serve_search.kept_servings: 281 serving() calls
+-> 113 for chapter 15's three plans), 4 rounds, load 4.5 -> 4.4: all 116 moves 56.2 -> 37.7 (0.686), every
+control below 0.81. Chapter 10's widget keeping which counts hold a step and the fewest that do (and
+min_gpus's dense layouts through kept_parallel), 6 rounds, load 1.8 -> 1.6: all 102 moves 34.8 -> 24.0
+(0.622); tokens 0.468, MFU 0.482, GPU count 0.577 (no search left), model 0.897, GPU 0.841, sequence 0.822.
 """
 
 from __future__ import annotations

@@ -204,7 +204,9 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
             for off in offloads:
                 if not model.is_moe:
                     def par(dp, tp=tp, pp=pp, zero=zero, off=off):
-                        return Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off)
+                        # (kept_parallel: the same fields give an equal layout, checked once; fits_on and
+                        # chapter 10's figure ask the same layouts on every GPU count)
+                        return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off)
 
                     def fits(dp, par=par, pp=pp):
                         runs = _stage_runs(model, par(dp), (0, pp - 1), kw)
@@ -317,7 +319,7 @@ def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, r
     tries = [replace(p, dp=n // (p.tp * p.cp * p.pp))] if n % (p.tp * p.cp * p.pp) == 0 else []
     if not model.is_moe:
         per_node = min(get_node(None, g).scaleup_domain_gpus, MAX_GPUS_PER_NODE)
-        tries += [Parallel(tp=t, pp=pp, dp=n // (t * pp), zero=3 if pp == 1 else 1, sp=t > 1)
+        tries += [kept_parallel(tp=t, pp=pp, dp=n // (t * pp), zero=3 if pp == 1 else 1, sp=t > 1)
                   for t in _divisors(per_node) for pp in _divisors(model.layers, MAX_PP) if n % (t * pp) == 0]
     for par in tries:
         try:

@@ -80,7 +80,8 @@ from .parallel import check_layout
 from .serve_engine import kv_capacity_tokens  # noqa: F401 (in __all__)
 from .serve_moe import check_ep
 from .serve_search import (_TIMES, ServingPlan, _cut, _explain, _largest_batch, at_speed,  # noqa: F401
-                           load_of, prefill_share, valid_tps, with_ends, with_prefix_cache)
+                           load_of, prefill_share, valid_tps, with_ends, with_prefix_cache,
+                           within_kept_servings)
 # The step model lives one level down, in serve_step (issue 32); every name it had here still imports
 # from here.
 from .serve_step import (ACTIVATION_BYTES, ALLREDUCE_LATENCY_S, ATTENTION_BU_DEFAULT,  # noqa: F401
@@ -148,6 +149,7 @@ def decode_kv_intensity(s: Serving, model: Model | str | None = None) -> DecodeK
                              2 * m.active_params / kv_seq)
 
 
+@within_kept_servings        # (each distinct replica priced once per search: serve_search.kept_servings)
 def replicas_for(model: Model | str, gpu, *, requests_per_s: float | None = None, users: int | None = None,
                  prompt: int = 1024, output: int = 256, ttft_s: float = 1.0, itl_s: float = 0.05,
                  tps=TP_CHOICES, think_s: float = 0.0, percentile: float | None = None,

@@ -8,6 +8,8 @@ still imports from :mod:`llmsizing.serve`.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass, replace
 
 from ._validate import check_fraction, check_int, check_number, check_sequence
@@ -181,6 +183,57 @@ def with_prefix_cache(s: Serving, share: float) -> Serving:
                    interleave_s=s.interleave_s * share, chunk_extra_s=s.chunk_extra_s * share)
 
 
+#: The replicas priced so far inside :func:`kept_servings` (None outside it).
+_KEPT = contextvars.ContextVar("llmsizing_kept_servings", default=None)
+
+
+@contextlib.contextmanager
+def kept_servings():
+    """Inside this block each distinct replica (:func:`~llmsizing.serve_step.serving` with the same arguments)
+    is priced once: a fleet search asks for the same replica again and again (the batch-1 probe and the
+    first bisection steps of :func:`largest_batch` at each end of the engine's speed, which rescales a
+    replica's times after pricing it: :func:`at_speed`; chapter 15's three plans for one load). A
+    :class:`~llmsizing.serve_step.Serving` is a frozen dataclass and a function of its arguments, so the
+    answers are the same objects' values as without the block (``tests/test_serve_kept.py``); kept for the
+    block only, so a price set with :func:`~llmsizing.use_prices` between two searches is never missed.
+    Nested blocks share the outermost's. Issue 38 (widget moves <= 100 ms)."""
+    if _KEPT.get() is not None:
+        yield
+        return
+    token = _KEPT.set({})
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
+def within_kept_servings(fn):
+    """``fn`` run inside :func:`kept_servings` (a decorator)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        with kept_servings():
+            return fn(*a, **kw)
+    return wrapper
+
+
+def _kept_serving(*a, **kw) -> Serving:
+    """:func:`~llmsizing.serve_step.serving`, kept per argument values (and types) inside
+    :func:`kept_servings`."""
+    kept = _KEPT.get()
+    if kept is None:
+        return _serving(*a, **kw)
+    try:
+        key = (a, tuple(sorted((k, type(v), v) for k, v in kw.items())))
+        s = kept.get(key)
+    except TypeError:                                   # an argument that cannot be hashed: priced anew
+        return _serving(*a, **kw)
+    if s is None:
+        s = kept[key] = _serving(*a, **kw)
+    return s
+
+
 def adjusted(kwargs):
     """(``serving`` priced at ``kwargs``' private ``_speed`` and ``_prefill_share``, kwargs without them)."""
     kwargs = dict(kwargs)
@@ -188,7 +241,7 @@ def adjusted(kwargs):
     share = kwargs.pop("_prefill_share", 1.0)
 
     def serving(*a, **kw):
-        return with_prefix_cache(at_speed(_serving(*a, **kw), speed), share)
+        return with_prefix_cache(at_speed(_kept_serving(*a, **kw), speed), share)
 
     return serving, kwargs
 
@@ -281,4 +334,4 @@ def _cut(x: float) -> float:
 
 
 __all__ = ["ServingPlan", "at_speed", "with_ends", "prefill_share", "with_prefix_cache", "largest_batch",
-           "valid_tps"]
+           "valid_tps", "kept_servings"]

@@ -480,6 +480,7 @@ def fleet_plans(model="llama-3-70b", gpu: str = "H100 SXM", users: int = 1000, p
     :func:`llmsizing.serve.replicas_for`) answers each: a widget passes one that keeps its answers per setting
     (:func:`llmsizing.widgets.fleet_widget`)."""
     from ..serve import replicas_for
+    from ..serve_search import kept_servings
 
     ask = replicas_for if ask is None else ask
     kw = dict(users=users, prompt=prompt, output=output, itl_s=itl_ms / 1e3, ttft_s=ttft_ms / 1e3,
@@ -488,11 +489,12 @@ def fleet_plans(model="llama-3-70b", gpu: str = "H100 SXM", users: int = 1000, p
     asks = {"mean, co-located": dict(percentile=50.0), f"{p}, co-located": dict(percentile=percentile),
             f"{p}, disaggregated": dict(percentile=percentile, disaggregated=True)}
     out = {}
-    for label, extra in asks.items():
-        try:
-            out[label] = ask(model, gpu, **kw, **extra)
-        except ValueError as e:
-            out[label] = str(e)
+    with kept_servings():                  # (the three share their replicas: each priced once)
+        for label, extra in asks.items():
+            try:
+                out[label] = ask(model, gpu, **kw, **extra)
+            except ValueError as e:
+                out[label] = str(e)
     return out
 
 

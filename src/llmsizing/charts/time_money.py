@@ -149,9 +149,27 @@ def _mfu_kind(t, mfu) -> str:
     return "its layout's step " if t.mfu_source == "step_time of the layout" else "the calibrated "
 
 
+def fewest_holding(model, gpu, seq: int) -> int | None:
+    """The fewest ``gpu`` that hold a step of one ``seq``-token sequence with full recomputation
+    (:func:`~llmsizing.fewest_gpus.min_gpus`), or None when no count up to its ``max_gpus`` does: where
+    :func:`render_training_time`'s shading ends."""
+    from ..fewest_gpus import min_gpus
+
+    try:
+        return min_gpus(model, gpu, batch=1, seq=seq, recompute="full").gpus
+    except ValueError:
+        return None
+
+
+def _fits(model, gpu, n_gpus: int, seq: int) -> bool:
+    from ..fewest_gpus import fits_on
+
+    return fits_on(model, gpu, n_gpus, seq=seq)
+
+
 def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H100 SXM", seq: int = 8192,
                          mfu: float | None = None, n_gpus: int = 1024, counts=TIME_GPU_COUNTS, *,
-                         into: Figure | None = None) -> View:
+                         into: Figure | None = None, fits=None, fewest=None) -> View:
     """Days (left) and cost (right) of training ``model`` on ``tokens`` tokens against the GPU count, with the
     MFU range as a band (:func:`~llmsizing.time_cost.training_time`); ``n_gpus`` is marked. At a fixed MFU the
     cost does not depend on the GPU count: more GPUs buy time, not a cheaper run. Chapter 10.
@@ -159,22 +177,26 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
     A count on which no layout holds a step of one ``seq``-token sequence, even with full recomputation
     (:func:`~llmsizing.fewest_gpus.fits_on`), is a run that cannot run: it is drawn as a grey cross (artist
     gid ``"does-not-fit"``), outside the line and the band (gid ``"runs"``), with the counts below the fewest
-    GPUs that hold a step (:func:`~llmsizing.fewest_gpus.min_gpus`) shaded, and the summary says so."""
+    GPUs that hold a step (:func:`~llmsizing.fewest_gpus.min_gpus`) shaded, and the summary says so.
+    ``fits(model, gpu, n_gpus, seq)`` and ``fewest(model, gpu, seq)`` answer those two (default
+    :func:`~llmsizing.fewest_gpus.fits_on` and :func:`fewest_holding`): chapter 10's widget passes ones that
+    keep their answers, which depend on memory alone, so that a move of the tokens, the MFU or the GPU count
+    searches no layout again (issue 38; ``tests/test_ch10_fit_marks.py``)."""
     import numpy as np
 
     from .._validate import check_int, check_sequence
-    from ..fewest_gpus import MIN_GPUS_MAX, fits_on, min_gpus
+    from ..fewest_gpus import MIN_GPUS_MAX
     from ..time_cost import training_time
+
+    fits = _fits if fits is None else fits
+    fewest_of = fewest_holding if fewest is None else fewest
 
     counts = sorted({check_int("counts[i]", c) for c in check_sequence("counts", counts, example="(8, 64)")}
                     | {check_int("n_gpus", n_gpus)})
     runs = [training_time(model, tokens=tokens, gpu=gpu, n_gpus=n, seq=seq, mfu=mfu) for n in counts]
     t = runs[counts.index(n_gpus)]
-    ok = np.array([fits_on(model, gpu, n, seq=seq) for n in counts])
-    try:                                                 # where the shading ends (None: nothing up to 65,536)
-        fewest = min_gpus(model, gpu, batch=1, seq=seq, recompute="full").gpus
-    except ValueError:
-        fewest = None
+    ok = np.array([fits(model, gpu, n, seq) for n in counts])
+    fewest = fewest_of(model, gpu, seq)                  # where the shading ends (None: nothing up to 65,536)
     def build(fig):                                      # fixed margins: a widget redraw skips layout passes
         fig.subplots_adjust(left=0.09, right=0.98, bottom=0.16, top=0.91, wspace=0.32)
         return fig.subplots(1, 2)

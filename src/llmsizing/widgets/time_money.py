@@ -30,13 +30,24 @@ TOKEN_BUDGETS = (("1B", 1e9), ("10B", 1e10), ("100B", 1e11), ("1T", 1e12), ("2T"
 TIME_MFUS = (("calibrated", 0.0),) + tuple((f"{m / 100:.2f}", m / 100) for m in range(5, 75, 5))
 
 
+#: How many answers of each kind (does a count hold a step; the fewest that do) chapter 10's widget keeps.
+FITS_KEPT = 1024
+
+
 def training_time_widget(model: str = "llama-3-70b") -> Dashboard:
     """Chapter 10: days and cost of a run against the GPU count
     (:func:`~llmsizing.charts.render_training_time`), at the calibrated MFU (default) or one chosen
     exactly."""
+    from ..charts.time_money import _fits, fewest_holding
+
+    # which counts hold a step, and the fewest that do, depend on the model, GPU and sequence alone (memory,
+    # no price): kept per question, so that moving the tokens, the MFU or the GPU count searches no layout
+    fits = functools.lru_cache(maxsize=FITS_KEPT)(_fits)
+    fewest = functools.lru_cache(maxsize=FITS_KEPT)(fewest_holding)
+
     def render(model, tokens, gpu, seq, n_gpus, mfu, into=None):
         return charts.render_training_time(model, tokens=tokens, gpu=gpu, seq=seq, n_gpus=n_gpus,
-                                           mfu=mfu or None, into=into)
+                                           mfu=mfu or None, into=into, fits=fits, fewest=fewest)
 
     controls = {                              # every model: a mixture of experts is timed on its active FLOPs
         "model": W.Dropdown(options=list_models(), value=model, description="model", **_style()),
