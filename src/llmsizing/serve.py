@@ -347,13 +347,11 @@ def serving_ends(s: Serving | None, names=None) -> dict:
     cancels in the first two, and the third is the acceptance rate's. Issue 34; chapter 15."""
     figures = RANGED_FIGURES
     if s is not None and not isinstance(s, Serving):
-        from .speculative import RANGED_FIGURES as speculative_figures, Speculative
-
-        if not isinstance(s, Speculative):
+        figures = getattr(s, "ranged_figures", None)        # (a Speculative result names its own figures)
+        if not isinstance(figures, dict):
             raise TypeError("s must be a Serving result (llmsizing.serve.serving(...)), a Speculative one "
                             "(llmsizing.speculative.speculative_decoding(...)) or None, got "
                             f"{type(s).__name__}")
-        figures = speculative_figures
     names = tuple(figures) if names is None else names
     bad = [n for n in names if n not in figures]
     if bad:

@@ -134,6 +134,12 @@ class Speculative:
         """Output tokens per second per sequence."""
         return 1.0 / self.itl_s
 
+    @property
+    def ranged_figures(self) -> dict:
+        """:data:`RANGED_FIGURES`: the figures :func:`llmsizing.serve.serving_ends` gives a range, read from
+        the result (so that ``serve`` needs no import of this module, which imports it)."""
+        return RANGED_FIGURES
+
 
 #: The figures of a :class:`Speculative` that carry the stated 80% range of the engine's speed
 #: (:func:`llmsizing.serve.serving_ends`, issue 34), in :data:`llmsizing.serve.RANGED_FIGURES`' form: each a

@@ -70,13 +70,13 @@ from .many_gpus import (_KIND_COLORS, _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES, _b
 # studies' check, the seed audit.
 from .time_money import (CALIBRATION_COLORS, COST_GPUS, GOODPUT_GPUS, GOODPUT_STORAGE_GB_PER_S, PLAN_GPUS,
                          OWN_FIT_POINTS, PLAN_LEGEND_PT, SCALING_FIT_COLORS, SCALING_RUNS, SENSITIVITY_MFUS,
-                         SENSITIVITY_PRICE_FACTORS,
-                         TIME_GPU_COUNTS, plan_notes, render_compute_optimal, render_cost_by_gpu,
+                         SENSITIVITY_PRICE_FACTORS, TIME_GPU_COUNTS, fewest_holding,
+                         plan_notes, render_compute_optimal, render_cost_by_gpu,
                          render_cost_sensitivity, render_cost_vs_gpus, render_goodput, render_mfu_calibration,
                          render_plan, render_prediction_check, render_seed_audit, render_training_time,
                          resolve_model_name)
 from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _Same, _cp_text,  # noqa: F401
-                         _deadline_lines,
+                         _deadline_lines, _fits,
                          _front_rows, _judged, _log_norm, _mfu_kind, _number_dtype, _plan_groups, _plan_label,
                          _range_note_lines, _rect, _row_type, _table_key, _values_bytes, _vp_text,
                          _GROUPS_COLUMNS, _PointCloud, _groups_key, _bare, _first_of_each, _column_arrays,
@@ -87,7 +87,8 @@ from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, FLEET_COLORS, SPECULAT
                          fleet_plans, render_fleet,
                          render_finetune_calibration, render_finetune_memory, render_serving_cost,
                          render_serving_curve, render_speculative_speedup)
-from .serve_tune import _BATCH_MARKS, _POINT, _batch_state, _fit_text, _sweep_points, _vline  # noqa: F401
+from .serve_tune import (_BATCH_MARKS, _POINT, _batch_state, _fit_text, _on_this_fleet,  # noqa: F401
+                         _sweep_points, _vline)
 
 # Part V, the models of 2026 (ch 17-18): long context; mixtures of experts.
 from .long_context import (CP_KINDS, CP_OVERLAP_SEQS, KEYS_MODELS, KEYS_SEQS, llama3_long_context_layout,

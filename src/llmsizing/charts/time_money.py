@@ -150,9 +150,8 @@ def _mfu_kind(t, mfu) -> str:
 
 
 def fewest_holding(model, gpu, seq: int) -> int | None:
-    """The fewest ``gpu`` that hold a step of one ``seq``-token sequence with full recomputation
-    (:func:`~llmsizing.fewest_gpus.min_gpus`), or None when no count up to its ``max_gpus`` does: where
-    :func:`render_training_time`'s shading ends."""
+    """Where :func:`render_training_time`'s shading ends: the fewest ``gpu`` holding a step of one sequence
+    with full recomputation (:func:`~llmsizing.fewest_gpus.min_gpus`), or None (none up to its max)."""
     from ..fewest_gpus import min_gpus
 
     try:
@@ -163,7 +162,6 @@ def fewest_holding(model, gpu, seq: int) -> int | None:
 
 def _fits(model, gpu, n_gpus: int, seq: int) -> bool:
     from ..fewest_gpus import fits_on
-
     return fits_on(model, gpu, n_gpus, seq=seq)
 
 

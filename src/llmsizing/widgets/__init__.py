@@ -26,8 +26,8 @@ from .canvas import (_FAMILY_RC, _bbox_unions_in_one, _boxes_kept_per_draw, _dra
                      _text_sets_skipped_in_draws, _tick_label_boxes_kept_per_draw, _tick_positions_kept,
                      _ticks_drawn_together, _ticks_kept_per_draw)
 from .controls import (_SEQS, GPU_SELECT_HINT, GPU_SELECT_MAX_ROWS, _button_px, _choice, _dense_models,
-                       _divisors_up_to, _follow_max_seq, _gpu_multiselect, _nearest, _react_then_redraw,
-                       _reroute, _set_quietly, _style, _up_to_max_seq)
+                       _divisors_up_to, _follow_max_seq, _gpu_multiselect, _moe_options, _nearest,
+                       _react_then_redraw, _reroute, _set_quietly, _style, _up_to_max_seq)
 from .dashboard import (_BUSY_CSS, _CONTROL_ROOM_PX, BUSY_CLASS, BUSY_DELAY_MS, CONTROL_MARGIN_PX,
                         CONTROLS_WIDTH_PX, DEFAULT_MARKER, FIGURE_MAX_PX, FIGURE_MIN_PX, HINT_INDENT_PX,
                         HINT_LINE_HEIGHT, LIVE_MARKER,
@@ -59,10 +59,9 @@ from .pixels import (_DRAWING, _box_key, _changed, _common_key, _font_key, _hand
 from .rl import RL_GPUS, RL_LENGTHS, RL_MODES, _mode, rl_widget  # noqa: F401
 from .time_money import (PLAN_BUDGETS, PLAN_DEADLINE_RULES, PLAN_DEADLINES, PLAN_GLOBAL_BATCHES,
                          PLAN_GRAD_BUFFER_HINT, PLAN_GRAD_BUFFERS, PLAN_MAX_GPUS, PLAN_SEQS, PLANNER_GPU_ROWS,
-                         PLANNER_KEPT, PLANNER_SEARCHED, TIME_MFUS, TOKEN_BUDGETS, _buffer, _front_options,
-                         _set_front_options, cost_widget, planner_ahead, planner_warm_models, planner_widget,
-                         seed_audit_widget,
-                         training_time_widget)
+                         FITS_KEPT, PLANNER_KEPT, PLANNER_SEARCHED, TIME_MFUS, TOKEN_BUDGETS, _buffer,
+                         _front_options, _set_front_options, cost_widget, planner_ahead, planner_warm_models,
+                         planner_widget, seed_audit_widget, training_time_widget)
 
 # the factories, in book order
 __all__ = ["parameter_counts_widget", "model_states_widget", "inference_memory_widget",
