@@ -15,27 +15,19 @@ chapter 15's 1,000 users of Llama-3-70B on H100s (mean answer): R = 12.823 s, so
 
 from __future__ import annotations
 
-import csv
 import math
-from pathlib import Path
 
 import pytest
+
+from _serving_bounds import stored_bounds
 
 from llmsizing.queueing import wait_quantile_s
 from llmsizing.serve import replicas_for
 from llmsizing.serve_fleet import on_fleet, on_fleet_ends, tpot_p_s
 
-INTERVALS = Path(__file__).resolve().parents[1] / "data" / "serving_intervals.csv"
 LOAD = dict(users=1000, prompt=1024, output=256, itl_s=0.05, ttft_s=1.0)
 
 
-def _bounds() -> tuple[float, float]:
-    with open(INTERVALS, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["low"] and r["high"]]
-    assert [r["group"] for r in rows] == ["all"]
-    lo, hi = float(rows[0]["low"]), float(rows[0]["high"])
-    assert (lo, hi) == (0.796, 1.338)                   # the worked figures in the docstring use these
-    return lo, hi
 
 
 def _close(a, b, rel=1e-9):
@@ -43,7 +35,7 @@ def _close(a, b, rel=1e-9):
 
 
 def test_mean_plan_request_time_and_rate_on_this_fleet_by_hand():
-    lo, hi = _bounds()
+    lo, hi = stored_bounds()
     p = replicas_for("llama-3-70b", "H100 SXM", **LOAD)
     s = p.serving
     r = s.ttft_s + s.output * s.itl_s                                  # R, from the steps
@@ -59,7 +51,7 @@ def test_mean_plan_request_time_and_rate_on_this_fleet_by_hand():
 
 
 def test_p95_plan_latencies_on_this_fleet_by_hand():
-    lo, hi = _bounds()
+    lo, hi = stored_bounds()
     p = replicas_for("llama-3-70b", "H100 SXM", **LOAD, percentile=95)
     s = p.serving
     itl95 = tpot_p_s(s, 95)
@@ -75,7 +67,7 @@ def test_p95_plan_latencies_on_this_fleet_by_hand():
 
 
 def test_split_pools_latencies_on_this_fleet_keep_the_kv_transfer():
-    lo, hi = _bounds()
+    lo, hi = stored_bounds()
     p = replicas_for("llama-3-70b", "H100 SXM", **LOAD, percentile=95, disaggregated=True)
     d, pre = p.serving, p.prefill_serving
     assert _close(p.itl_p_s_low, d.decode_step_s / hi) and _close(p.itl_p_s_high, d.decode_step_s / lo)
@@ -90,7 +82,7 @@ def test_split_pools_latencies_on_this_fleet_keep_the_kv_transfer():
 
 
 def test_a_rate_the_slow_end_cannot_keep_up_with_waits_without_bound():
-    lo, hi = _bounds()
+    lo, hi = stored_bounds()
     # 180 requests/s fill 11 replicas' slots to 79.8% (under the 80% ceiling): at the slow end the same slots
     # would be 0.798 / 0.796 > 100% busy, and the queue grows without bound; 150 requests/s (73%) do not
     for rate, overloaded in ((180.0, True), (150.0, False)):

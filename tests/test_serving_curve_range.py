@@ -14,29 +14,19 @@ the print."""
 
 from __future__ import annotations
 
-import csv
 import html
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 from matplotlib.patches import Polygon
 
+from _serving_bounds import stored_bounds
+
 from llmsizing import serve as S
 
-INTERVALS = Path(__file__).resolve().parents[1] / "data" / "serving_intervals.csv"
 
 
-def _stored_bounds() -> tuple[float, float]:
-    """(low, high) of the stated 80% range of a calibrated engine's speed: the CSV's ``all`` row, the only
-    row with bounds (every figure takes it today, the per-token figures' and the TTFT's alike)."""
-    with open(INTERVALS, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["low"] and r["high"]]
-    assert [r["group"] for r in rows] == ["all"]       # one stated range: if a group gets its own, revisit
-    lo, hi = float(rows[0]["low"]), float(rows[0]["high"])
-    assert (lo, hi) == (0.796, 1.338)                   # the bounds the worked figures above use
-    return lo, hi
 
 
 def _text(widget) -> str:
@@ -61,7 +51,7 @@ def test_the_serving_widget_summary_gives_each_figure_as_point_low_high():
     named."""
     from llmsizing.widgets import serving_widget
 
-    lo, hi = _stored_bounds()
+    lo, hi = stored_bounds()
     w = serving_widget()
     for moves in ({}, {"batch": 64}, {"gpu": "A100 80GB", "batch": 4}, {"tp": 4, "model": "llama-3-70b"},
                   {"prompt": 4096, "output": 1024, "batch": 256}):
@@ -102,7 +92,7 @@ def test_the_serving_curve_band_runs_from_the_fast_engines_curve_to_the_slow_one
     inside the axes, and the legend names it."""
     from llmsizing.charts import render_serving_curve
 
-    lo, hi = _stored_bounds()
+    lo, hi = stored_bounds()
     kw = dict(prompt=1024, output=256)
     ax = render_serving_curve("llama-3-8b", "H100 SXM", batch=16, **kw).figure.axes[0]
     bands = [p for p in ax.patches if isinstance(p, Polygon)]
@@ -127,7 +117,7 @@ def test_the_widget_redraws_the_band_for_its_setting():
     not the last one's."""
     from llmsizing.widgets import serving_widget
 
-    lo, hi = _stored_bounds()
+    lo, hi = stored_bounds()
     w = serving_widget()
     w.controls["gpu"].value = "A100 80GB"
     w.controls["batch"].value = 8
@@ -144,7 +134,7 @@ def test_the_worst_itl_beside_the_curve_takes_the_per_token_range():
     prefill chunk (the worst ITL a running sequence sees), each with the stated range: all three are
     per-token times, so each is divided by the speed's ends (t / 1.338 to t / 0.796), the same range, never
     its own."""
-    lo, hi = _stored_bounds()
+    lo, hi = stored_bounds()
     s = S.serving("llama-3-8b", "H100 SXM", batch=64, prompt=1024, output=256)
     e = S.serving_ends(s, ("decode_step_s", "itl_s", "chunk_step_s"))
     for n in ("decode_step_s", "itl_s", "chunk_step_s"):
@@ -176,7 +166,7 @@ def test_a_queued_batch_time_and_its_last_first_token_take_the_steps_range(batch
     (low) and over 0.796 (high), worked here from the steps (``_sum_of_steps_over``), not from ``cycle_s``.
     Chapter 15's prose: 11.2 s whole, so 11.2 / 1.338 = 8.4 s to 11.2 / 0.796 = 14.1 s; the last first token
     9.3 s, so 7.0 to 11.7 s."""
-    lo, hi = _stored_bounds()
+    lo, hi = stored_bounds()
     s = S.serving("llama-3-8b", "H100 SXM", prompt=128, output=64, batch=batch)
     assert s.running_batch == 1024 and s.waves == 2 and (s.last_wave is None) == (batch == 2048)
     e = S.serving_ends(s, ("cycle_s", "last_ttft_s"))
@@ -201,7 +191,7 @@ def test_the_widget_queued_line_gives_the_whole_batch_and_the_last_wait_as_point
     at once has no queued line."""
     from llmsizing.widgets import serving_widget
 
-    lo, hi = _stored_bounds()
+    lo, hi = stored_bounds()
     w = serving_widget()
     assert "queued:" not in _text(w)
     for k, v in {"prompt": 128, "output": 64, "batch": 2048}.items():

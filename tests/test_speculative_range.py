@@ -17,29 +17,21 @@ attention share: the target step is (72,656,371,712 - 128,255 x 16,384) B / (4.8
 
 from __future__ import annotations
 
-import csv
-from pathlib import Path
 
 import pytest
+
+from _serving_bounds import stored_bounds
 
 from llmsizing.serve import serving, serving_ends
 from llmsizing.speculative import RANGED_FIGURES, speculative_decoding
 
-INTERVALS = Path(__file__).resolve().parents[1] / "data" / "serving_intervals.csv"
 PAIR = dict(model="llama-3-70b", draft="llama-3-8b", gpu="H200", weights="fp8", k=4, acceptance=0.8)
 
 
-def _bounds() -> tuple[float, float]:
-    with open(INTERVALS, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["low"] and r["high"]]
-    assert [r["group"] for r in rows] == ["all"]
-    lo, hi = float(rows[0]["low"]), float(rows[0]["high"])
-    assert (lo, hi) == (0.796, 1.338)                   # the worked figures in the docstring use these
-    return lo, hi
 
 
 def test_speculative_itl_and_tokens_per_s_ends_by_hand():
-    lo, hi = _bounds()
+    lo, hi = stored_bounds()
     sp = speculative_decoding(**PAIR, batch=1)
     tokens = (1 - 0.8 ** 5) / (1 - 0.8)
     assert tokens == pytest.approx(3.3616, abs=1e-12)
