@@ -10,6 +10,8 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
+from _plan_calls import counting_plan_calls
+
 import llmsizing.planner as planner_module
 from llmsizing import charts
 from llmsizing.catalog import get_model, list_models
@@ -37,21 +39,10 @@ def test_warm_must_be_a_bool():
         long_context_widget("llama-3-8b", warm=1)
 
 
-def _counting(monkeypatch):
-    """planner.plan, counting its calls (the widget binds it when it is built)."""
-    calls = []
-    real = planner_module.plan
-
-    def plan(*a, **k):
-        calls.append(a[0] if a else k.get("model"))
-        return real(*a, **k)
-
-    monkeypatch.setattr(planner_module, "plan", plan)
-    return calls
 
 
 def test_a_warm_widgets_pick_of_a_mixture_of_experts_is_no_new_search(monkeypatch):
-    calls = _counting(monkeypatch)
+    calls = counting_plan_calls(monkeypatch)
     w = long_context_widget("llama-3-8b")
     built = list(calls)
     assert set(SOME_MOE) <= set(built)                # searched when built, before any move
@@ -79,7 +70,7 @@ def test_the_warm_settings_are_one_step_of_context_exchange_or_batch_from_the_mo
 
 
 def test_a_warm_widgets_steps_from_the_defaults_are_no_new_search(monkeypatch):
-    calls = _counting(monkeypatch)
+    calls = counting_plan_calls(monkeypatch)
     w = long_context_widget("llama-3-8b")
     built = list(calls)
     for name, values in (("seq", lc.LONG_CONTEXT_SEQS), ("cp_comm", ("all_gather",)),
@@ -95,7 +86,7 @@ def test_a_warm_widgets_steps_from_the_defaults_are_no_new_search(monkeypatch):
 
 
 def test_a_cold_widget_searches_at_the_pick(monkeypatch):
-    calls = _counting(monkeypatch)
+    calls = counting_plan_calls(monkeypatch)
     w = long_context_widget("llama-3-8b", warm=False)
     assert calls == ["llama-3-8b"]
     w.controls["model"].value = "qwen3-30b-a3b"

@@ -9,7 +9,8 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-import llmsizing.planner as planner_module
+from _plan_calls import counting_plan_calls
+
 from llmsizing.catalog import get_model, list_models
 from llmsizing.widgets import planner_warm_models, planner_widget
 
@@ -33,21 +34,10 @@ def test_warm_must_be_a_bool():
         planner_widget("llama-3-8b", warm=1)
 
 
-def _counting(monkeypatch):
-    """planner.plan, counting its calls (the widget binds it when it is built)."""
-    calls = []
-    real = planner_module.plan
-
-    def plan(*a, **k):
-        calls.append(a[0] if a else k.get("model"))
-        return real(*a, **k)
-
-    monkeypatch.setattr(planner_module, "plan", plan)
-    return calls
 
 
 def test_a_warm_widgets_pick_of_a_mixture_of_experts_is_no_new_search(monkeypatch):
-    calls = _counting(monkeypatch)
+    calls = counting_plan_calls(monkeypatch)
     w = planner_widget("llama-3-8b", warm=True)
     built = list(calls)
     assert set(SOME_MOE) <= set(built)                # searched when built, before any move
@@ -60,7 +50,7 @@ def test_a_warm_widgets_pick_of_a_mixture_of_experts_is_no_new_search(monkeypatc
 
 
 def test_a_cold_widget_searches_at_the_pick(monkeypatch):
-    calls = _counting(monkeypatch)
+    calls = counting_plan_calls(monkeypatch)
     w = planner_widget("llama-3-8b")
     assert calls == ["llama-3-8b"]
     w.controls["model"].value = "qwen3-30b-a3b"
