@@ -73,6 +73,7 @@ import torch
 from llmsizing import Model
 
 from .core import date_today, free_port, gather_ranks, gloo_join, write_csv
+from .dist import llama_config
 
 #: The model of the sweep: the shape of the ``dist`` sweep (hidden 256, 4 layers, 8 heads, 2 KV heads), fp32.
 CP_SHAPE = Model("cp-llama", layers=4, hidden=256, heads=8, kv_heads=2, ffn_hidden=688, vocab=8192,
@@ -419,10 +420,7 @@ def _cp_worker(rank, world, variant, seqs, port, queue):
     gloo_join(rank, world, port)
     register_attention()
     m = CP_SHAPE
-    cfg = tf.LlamaConfig(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn_hidden,
-                         num_hidden_layers=m.layers, num_attention_heads=m.heads, num_key_value_heads=m.kv_heads,
-                         max_position_embeddings=m.max_seq, tie_word_embeddings=False, use_cache=False,
-                         bos_token_id=0, eos_token_id=0, attn_implementation="sdpa")
+    cfg = llama_config(m, attn_implementation="sdpa")
     torch.manual_seed(0)
     model = tf.LlamaForCausalLM(cfg).train()
     params = list(model.named_parameters())

@@ -22,7 +22,7 @@ import time
 import torch
 
 from .core import date_today, free_port, gather_ranks, gloo_join, write_csv
-from .dist import DIST_SHAPE
+from .dist import DIST_SHAPE, llama_config
 
 CAPS_MB = (None, 1, 2, 4)
 #: (tied embeddings, cap) runs: the untied shape at every cap, and the tied one, whose first gradients ready
@@ -39,11 +39,7 @@ def _run(tied, cap_mb, world):
 
     torch.manual_seed(0)
     m = DIST_SHAPE
-    cfg = tf.LlamaConfig(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn_hidden,
-                         num_hidden_layers=m.layers, num_attention_heads=m.heads, num_key_value_heads=m.kv_heads,
-                         max_position_embeddings=m.max_seq, tie_word_embeddings=tied, use_cache=False,
-                         bos_token_id=0, eos_token_id=0)
-    model = tf.LlamaForCausalLM(cfg).train()
+    model = tf.LlamaForCausalLM(llama_config(m, tied=tied)).train()
     names = {p.data_ptr(): n for n, p in model.named_parameters()}
     kw = {} if cap_mb is None else {"bucket_cap_mb": cap_mb}
     ddp = torch.nn.parallel.DistributedDataParallel(model, **kw)

@@ -27,6 +27,17 @@ DIST_SHAPE = Model("dist-llama", layers=4, hidden=256, heads=8, kv_heads=2, ffn_
 DIST_LAYOUTS = ("ddp", "zero1", "fsdp2", "fsdp2-no-reshard")
 
 
+def llama_config(m: Model, *, tied: bool = False, **extra):
+    """A transformers ``LlamaConfig`` of the shape ``m`` (random weights, no cache), for the measurement
+    runs that build a small HF Llama (``dist``, ``ddp-buckets``, ``cp``); ``extra`` goes to the config."""
+    import transformers as tf
+
+    return tf.LlamaConfig(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn_hidden,
+                          num_hidden_layers=m.layers, num_attention_heads=m.heads, num_key_value_heads=m.kv_heads,
+                          max_position_embeddings=m.max_seq, tie_word_embeddings=tied, use_cache=False,
+                          bos_token_id=0, eos_token_id=0, **extra)
+
+
 def _storage_bytes(tensors) -> int:
     """Bytes of the distinct storages behind ``tensors`` (DTensors counted by their local shard)."""
     seen, total = set(), 0
@@ -169,11 +180,7 @@ def _dist_worker(rank, world, layout, port, queue):
     gloo_join(rank, world, port)
     torch.manual_seed(0)
     m = DIST_SHAPE
-    cfg = tf.LlamaConfig(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn_hidden,
-                         num_hidden_layers=m.layers, num_attention_heads=m.heads, num_key_value_heads=m.kv_heads,
-                         max_position_embeddings=m.max_seq, tie_word_embeddings=False, use_cache=False,
-                         bos_token_id=0, eos_token_id=0)
-    model = tf.LlamaForCausalLM(cfg).train()
+    model = tf.LlamaForCausalLM(llama_config(m)).train()
     n_params = sum(p.numel() for p in model.parameters())
     if layout in ("tp", "sp"):   # Megatron-style tensor (and sequence) parallelism with DTensor
         from torch.distributed.device_mesh import init_device_mesh
