@@ -277,7 +277,9 @@ class RingAttention(torch.autograd.Function):
         c = q.shape[2] // 2
         nxt_rank, prev_rank = (r + 1) % cp, (r - 1) % cp
         dq = torch.zeros_like(q)
-        partial = None
+        # the partial dKV from rank r + 1 and the requests of that hand-off, waited on before this block's
+        # dK/dV is added (TE's backward); one exchange sets both, so none is pending at the first step
+        partial, dkv_reqs = None, []
         saved_kv = cur
         for j in range(cp):
             src = (r + 1 + j) % cp
