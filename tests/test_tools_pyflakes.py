@@ -1,0 +1,17 @@
+"""The tools' Python passes pyflakes' checks (ruff's F rules): an undefined name, an unused import, a name
+used before it is bound. ``make test`` never runs tools/measure (it needs the optional torch venv,
+``.venv-measure``), so this static check is what catches such a slip there between measurement runs
+(``dkv_reqs`` in tools/measure/cp.py's ring backward, found by session 34, bound before its loop in session 35)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_tools_pass_pyflakes_checks():
+    ruff = Path(sys.executable).with_name("ruff")
+    r = subprocess.run([str(ruff), "check", "--no-cache", "--select", "F", "tools"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
