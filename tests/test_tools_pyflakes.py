@@ -1,7 +1,7 @@
 """The tools' Python passes pyflakes' checks (ruff's F rules): an undefined name, an unused import, a name
 used before it is bound. ``make test`` never runs tools/measure (it needs the optional torch venv,
 ``.venv-measure``), so this static check is what catches such a slip there between measurement runs
-(``dkv_reqs`` in tools/measure/cp.py's ring backward, found by session 34, bound before its loop in session 35)."""
+(``dkv_reqs`` in tools/measure/cp.py's ring backward, found in session 34, bound before its loop in 35)."""
 
 import subprocess
 import sys
