@@ -247,3 +247,18 @@ def test_the_churn_times_carry_the_stated_range():
         assert e[f"waves_s_{end}"] + e[f"churn_s_{end}"] == pytest.approx(e[f"cycle_s_{end}"], rel=1e-12)
     # the default figures include them (every ranged figure of a Serving)
     assert {"churn_s", "waves_s", "cycle_s"} <= set(RANGED_FIGURES)
+
+
+def test_the_replay_times_the_last_first_token_by_hand():
+    """churn35: ``Replay.last_first_token_s``, when the batch's last first token is sampled. The module
+    docstring's schedule (10 blocks of 4 tokens, 5 requests of 4 + 8 tokens) with a cap of 3 and one second a
+    step: step 1 prefills 3 prompts (4 tokens each) and samples their first tokens; steps 2-8 sample tokens
+    2-8 (their 11 computed tokens hold 3 blocks each, 9 of 10: nothing preempted), and the three finish at
+    step 8; step 9 admits the other 2, whose first tokens come at its end: 9 s, and they finish at step 16.
+    With no cap all 5 are admitted in step 1 (5 blocks) and every first token comes at 1 s, though 2 are
+    preempted later (a token already sampled is not sampled again)."""
+    step = lambda contexts, prefill_tokens: 1.0  # noqa: E731
+    capped = replay_scheduler(10, 5, 4, 8, 3, step, block=4)
+    assert (capped.last_first_token_s, capped.seconds, capped.preemptions) == (9.0, 16.0, 0)
+    free = replay_scheduler(10, 5, 4, 8, 100, step, block=4)
+    assert free.last_first_token_s == 1.0 and free.preemptions == 2 and free.recomputed_tokens == 16

@@ -43,4 +43,6 @@ if __name__ == "__main__":
               f"{r.vllm.seconds:.1f} s = {r.ratio:.3f}x, {r.vllm.preemptions:,} preemptions, "
               f"{r.vllm.recomputed_tokens:,} tokens recomputed; with the churn priced (cycle_s) "
               f"{s.cycle_s:.1f} s ({s.churn.recomputed_tokens:,} tokens): vLLM's rules "
-              f"{r.vllm.seconds / s.cycle_s:.3f}x")
+              f"{r.vllm.seconds / s.cycle_s:.3f}x; last first token: library (waves) {s.last_ttft_s:.1f} s, "
+              f"replayed waves {r.waves.last_first_token_s:.1f} s, vLLM's rules "
+              f"{r.vllm.last_first_token_s:.1f} s ({r.vllm.last_first_token_s / s.last_ttft_s:.3f}x)")

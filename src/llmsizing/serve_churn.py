@@ -72,12 +72,15 @@ class Churn:
 @dataclass(frozen=True)
 class Replay:
     """One replayed schedule: its seconds, engine steps, preemptions and ``recomputed_tokens``, the tokens
-    whose KV a preemption threw away (``num_computed_tokens`` at the preemption: each is computed again)."""
+    whose KV a preemption threw away (``num_computed_tokens`` at the preemption: each is computed again), and
+    ``last_first_token_s``, when the batch's last first token was sampled (the end of that step; churn35:
+    what :attr:`~llmsizing.serve_result.Serving.last_ttft_s` states for the waves)."""
 
     seconds: float
     steps: int
     preemptions: int
     recomputed_tokens: int
+    last_first_token_s: float = math.nan
 
 
 def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: int, price, *,
@@ -99,6 +102,7 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
     n, done, gen, held = [prompt] * batch, [0] * batch, [0] * batch, [0] * batch   # tokens, computed, sampled
     waiting, running = deque(range(batch)), []
     free, t, steps, preemptions, recomputed, finished = blocks, 0.0, 0, 0, 0, 0
+    last_first = 0.0
     while finished < batch:
         left, sched, preempted, i = budget, {}, False, 0
         while i < len(running) and left > 0:          # RUNNING first
@@ -140,6 +144,8 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
         for r, k in sched.items():
             done[r] += k
             if done[r] == n[r]:                       # all computed: one token sampled
+                if not gen[r]:
+                    last_first = t                    # (t never falls: the latest first token so far)
                 gen[r] += 1
                 n[r] += 1
                 if gen[r] == output:
@@ -147,7 +153,7 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
                     free += held[r]
                     held[r] = 0
                     finished += 1
-    return Replay(t, steps, preemptions, recomputed)
+    return Replay(t, steps, preemptions, recomputed, last_first)
 
 
 def _checked(blocks, batch, prompt, output, max_num_seqs, block, max_num_batched_tokens, watermark):
