@@ -163,6 +163,7 @@ def test_the_replay_counts_blocks_by_hand():
     # recompute (which samples its 2nd token) and its 14 decode steps: 31 steps at 1 s each
     r = replay_scheduler(5, 3, 16, 16, 10, lambda decode, prefill: 1.0)
     assert (r.preemptions, r.recomputed_tokens, r.steps, r.seconds) == (1, 16, 31, 31.0)
+    assert r.last_first_token_s == 1.0        # all three sampled their first token in step 1 (churn35)
     # with room for all three whole sequences nothing is preempted: 1 prefill + 15 decode steps
     assert replay_scheduler(6, 3, 16, 16, 10, lambda d, p: 1.0) == Replay(16.0, 16, 0, 0)
 
