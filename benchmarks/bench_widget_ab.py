@@ -86,6 +86,15 @@ widget with each distinct replica priced once per search (serve_search.kept_serv
 control below 0.81. Chapter 10's widget keeping which counts hold a step and the fewest that do (and
 min_gpus's dense layouts through kept_parallel), 6 rounds, load 1.8 -> 1.6: all 102 moves 34.8 -> 24.0
 (0.622); tokens 0.468, MFU 0.482, GPU count 0.577 (no search left), model 0.897, GPU 0.841, sequence 0.822.
+
+Measured (churn35, 2026-12-03, against main 8d2943c4, ``--only serving_widget --moves 4 --rounds 6``, load
+4.0 -> 4.4): ``Serving.cycle_s`` now counts vLLM's KV preemption churn (up to 1.5 s a setting: Llama-3-8B on
+an H100 at 8,192 + 4,096 tokens, batch 2,048; 98 of the 228 settings over the KV room of the widget's
+prompt x output x batch grid take over 50 ms, median 34 ms), so the summary states the waves alone
+(``waves_s``) over the KV room and ``cycle_s`` (no churn to count) only for a batch queued by the cap: all
+162 moves 40.2 -> 39.6 ms CPU (paired ratio 0.984), every control 0.92-1.03. Six settings over the KV room
+rendered cold (render_serving_curve, sweep cache cleared; one process a side, 7 rounds alternated): 28-59
+ms a render on either side, no render counting the churn.
 """
 
 from __future__ import annotations

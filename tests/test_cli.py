@@ -417,6 +417,45 @@ def test_serve_text_names_the_engine(capsys):
         assert other not in text
 
 
+def test_serve_json_writes_a_queue_that_never_settles_as_unbounded(capsys):
+    """A percentile plan for a rate given states its TTFT on its own fleet at both ends of the engine's speed
+    (issue 34). The slow end divides the speed by the stored low 0.796 (data/serving_intervals.csv, read by
+    hand in tests/_serving_bounds.py), so the slots' occupancy rises from the plan's ``occupancy`` to
+    ``occupancy / 0.796``: at or above 1 the queue never settles and the figure is infinite. JSON has no
+    infinity; it used to be written ``null``, which reads as "not computed". Worked: 15 requests/s of
+    Llama-3-8B on one H100 at ITL <= 30 ms, p95, slots at most 95% full, sits at 83.4% occupancy, so the slow
+    end is at 0.834 / 0.796 = 1.05: "unbounded"; the fast end at 0.834 / 1.338 = 0.62, a number. At 13
+    requests/s (72.3%: 0.908 at the slow end) both ends are numbers."""
+    from tests._serving_bounds import stored_bounds
+
+    lo, hi = stored_bounds()
+    base = ["serve", "llama-3-8b", "--gpu", "H100 SXM", "--prompt", "1024", "--output", "256", "--itl-ms", "30",
+            "--percentile", "95", "--occupancy", "0.95", "--json"]
+
+    def strict(text):          # no NaN or Infinity token may appear: valid JSON, not Python's extension
+        def refuse(token):
+            raise AssertionError(f"non-JSON token {token}")
+        return json.loads(text, parse_constant=refuse)
+
+    for rps, unbounded in (("15", True), ("13", False)):
+        assert cli.main(base + ["--rps", rps]) == 0
+        (row,) = strict(capsys.readouterr().out)
+        assert (row["occupancy"] / lo >= 1) is unbounded and row["occupancy"] / hi < 1
+        assert isinstance(row["ttft_p_s_low"], float) and row["ttft_p_s_low"] < row["ttft_p_s"]
+        if unbounded:
+            assert row["ttft_p_s_high"] == cli.UNBOUNDED == "unbounded"
+        else:
+            assert isinstance(row["ttft_p_s_high"], float) and row["ttft_p_s_high"] > row["ttft_p_s"]
+        assert None not in row.values()          # null would be a figure not computed: none is missing here
+    # CSV keeps the float's own spelling, which reads back as infinity
+    assert cli.main(base[:-1] + ["--csv", "--rps", "15"]) == 0
+    import csv
+    import io
+
+    (row,) = csv.DictReader(io.StringIO(capsys.readouterr().out))
+    assert float(row["ttft_p_s_high"]) == float("inf")
+
+
 def test_serve_csv_has_one_row(capsys):
     assert cli.main(_SERVE + ["--rps", "20", "--csv"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

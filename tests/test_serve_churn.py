@@ -24,9 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from llmsizing.serve import serving
+from llmsizing.serve import RANGED_FIGURES, serving, serving_ends
 from llmsizing.serve_churn import Churn, first_wave_recompute_tokens, kv_churn
 from llmsizing.serve_replay import replay_scheduler, waves_against_vllm
+from tests._serving_bounds import stored_bounds
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "data" / "serve_churn_sweep.csv"
@@ -120,21 +121,35 @@ def test_serving_prices_the_churn():
     assert abs(s.churn.recomputed_tokens / against.vllm.recomputed_tokens - 1) < 0.02
     assert s.recompute_tokens_per_request == s.churn.recomputed_tokens / 692
     assert s.churn_s == pytest.approx(s.churn.recomputed_tokens * s.interleave_s / 1024)
-    assert s.cycle_with_churn_s == pytest.approx(s.cycle_s + s.churn_s) and s.churn_s > 0
+    # churn35: the whole batch is the waves and the churn. 692 = 2 x 346: two full waves, worked from one
+    # wave's steps (not from waves_s itself)
+    assert s.waves == 2 and s.last_wave is None
+    assert s.waves_s == pytest.approx(2 * (s.batch_prefill_s + 256 * s.decode_step_s), rel=1e-12)
+    assert s.cycle_s == pytest.approx(s.waves_s + s.churn_s, rel=1e-12) and s.churn_s > 0
+    with pytest.warns(DeprecationWarning, match="cycle_s"):        # the old name: the same figure, warned
+        assert s.cycle_with_churn_s == s.cycle_s
     frame = s.to_frame()["value"]
-    assert frame["churn_s"] == s.churn_s and frame["cycle_s"] == s.cycle_s
+    assert frame["churn_s"] == s.churn_s and frame["cycle_s"] == s.cycle_s and frame["waves_s"] == s.waves_s
+    assert "cycle_with_churn_s" not in frame.index              # (one row for the whole batch)
 
 
 def test_serving_within_the_room_or_windowed():
     within = serving("llama-3-8b", "H100 SXM", prompt=1024, output=256, batch=100)
     assert within.churn == Churn(0, 0, 100) and within.churn_s == 0.0
-    assert within.cycle_with_churn_s == within.cycle_s
+    assert within.cycle_s == within.waves_s == within.batch_prefill_s + 256 * within.decode_step_s
     static = serving("llama-3-8b", "H100 SXM", prompt=1024, output=256, batch=692, batching="static")
     assert static.churn == Churn(0, 0, 692)
     # Mistral-7B keeps a 4,096-token window: 6,144-token sequences hold fewer blocks than ceil(6,144 / 16)
     windowed = serving("mistral-7b", "H100 SXM", prompt=4096, output=2048, batch=400)
     assert windowed.running_bound == "kv"
-    assert windowed.churn is None and windowed.churn_s is None and windowed.cycle_with_churn_s is None
+    assert windowed.churn is None and windowed.churn_s is None
+    assert windowed.cycle_s == windowed.waves_s                 # not counted: the waves alone, as documented
+    with pytest.warns(DeprecationWarning):
+        assert windowed.cycle_with_churn_s is None
+    lo, hi = stored_bounds()
+    e = serving_ends(windowed, ("churn_s", "cycle_s"))
+    assert e["churn_s_low"] is None and e["churn_s_high"] is None
+    assert e["cycle_s_low"] == pytest.approx(windowed.waves_s / hi, rel=1e-12)
 
 
 @pytest.mark.parametrize("kw, name", [({"blocks": 1}, "blocks"), ({"batch": 0}, "batch"),
@@ -160,9 +175,10 @@ def test_the_priced_churn_against_the_replay_s_seconds():
     for prompt, output, low, high in [(1024, 256, 0.99, 1.01), (128, 2048, 0.88, 0.95)]:
         r = waves_against_vllm("llama-3-8b", "H100 SXM", prompt=prompt, output=output, over_room=2.0)
         s = serving("llama-3-8b", "H100 SXM", prompt=prompt, output=output, batch=r.batch)
-        assert low < r.vllm.seconds / s.cycle_with_churn_s < high
+        assert low < r.vllm.seconds / s.cycle_s < high
         assert abs(s.churn.recomputed_tokens / r.vllm.recomputed_tokens - 1) < 0.02
-    assert r.vllm.seconds / s.cycle_s > 1      # (the waves alone were short there too)
+        assert (r.cycle_s, r.waves_s) == (s.cycle_s, s.waves_s)
+    assert r.vllm.seconds / s.waves_s > 1      # (the waves alone were short there too)
 
 
 def test_beyond_eight_rooms_the_churn_is_extrapolated():
@@ -200,3 +216,49 @@ def test_the_cohorts_are_the_replay_when_every_prompt_fits_a_step():
         kw = dict(block=block, max_num_batched_tokens=4096, watermark=rng.choice([0.0, 0.0, 0.1, 0.3]))
         r, c = replay_scheduler(*args, _free, **kw), kv_churn(*args, **kw)
         assert (c.recomputed_tokens, c.preemptions) == (r.recomputed_tokens, r.preemptions), (args, kw)
+
+
+def test_the_whole_batch_is_one_figure_queued_by_the_cap_or_the_room():
+    """churn35: "how long does the whole batch take" has one answer, ``cycle_s``. Queued by ``max_num_seqs``
+    (chapter 15's 2,048 requests of 128 + 64 tokens on one H100, cap 1,024) no request is preempted (vLLM's
+    scheduler stops admitting at the cap, so the admitted ones always fit): the churn is zero and the whole
+    batch is its two full waves, worked from one wave's steps. Over the KV room (1,024 + 256 tokens, twice the
+    room of 346) it is the waves plus the churn, which vLLM's rules replayed need (test above)."""
+    cap = serving("llama-3-8b", "H100 SXM", prompt=128, output=64, batch=2048)
+    assert cap.running_bound == "max_num_seqs" and cap.waves == 2 and cap.last_wave is None
+    assert cap.churn == Churn(0, 0, 2048) and cap.churn_s == 0.0
+    assert cap.cycle_s == cap.waves_s == pytest.approx(2 * (cap.batch_prefill_s + 64 * cap.decode_step_s),
+                                                       rel=1e-12)
+
+
+def test_the_churn_times_carry_the_stated_range():
+    """churn35 (issue 34): ``churn_s``, ``waves_s`` and ``cycle_s`` take the stated 80% range of the engine's
+    speed as every serving time does (``serve.serving_ends``, ``data/serving_intervals.csv``, nothing new
+    or widened): the recomputed tokens are prefill riding along decode steps, which the speed divides like
+    every step, so each end is the point over 1.338 (low) and over 0.796 (high), the stored bounds read by
+    hand (tests/_serving_bounds.py), and the waves' and the churn's ends add up to the whole batch's."""
+    lo, hi = stored_bounds()
+    s = serving("llama-3-8b", "H100 SXM", prompt=1024, output=256, batch=692)
+    e = serving_ends(s, ("churn_s", "waves_s", "cycle_s"))
+    for n in ("churn_s", "waves_s", "cycle_s"):
+        v = getattr(s, n)
+        assert (e[f"{n}_low"], e[f"{n}_high"]) == pytest.approx((v / hi, v / lo), rel=1e-12), n
+    for end in ("low", "high"):
+        assert e[f"waves_s_{end}"] + e[f"churn_s_{end}"] == pytest.approx(e[f"cycle_s_{end}"], rel=1e-12)
+    # the default figures include them (every ranged figure of a Serving)
+    assert {"churn_s", "waves_s", "cycle_s"} <= set(RANGED_FIGURES)
+
+
+def test_the_replay_times_the_last_first_token_by_hand():
+    """churn35: ``Replay.last_first_token_s``, when the batch's last first token is sampled. The module
+    docstring's schedule (10 blocks of 4 tokens, 5 requests of 4 + 8 tokens) with a cap of 3 and one second a
+    step: step 1 prefills 3 prompts (4 tokens each) and samples their first tokens; steps 2-8 sample tokens
+    2-8 (their 11 computed tokens hold 3 blocks each, 9 of 10: nothing preempted), and the three finish at
+    step 8; step 9 admits the other 2, whose first tokens come at its end: 9 s, and they finish at step 16.
+    With no cap all 5 are admitted in step 1 (5 blocks) and every first token comes at 1 s, though 2 are
+    preempted later (a token already sampled is not sampled again)."""
+    step = lambda contexts, prefill_tokens: 1.0  # noqa: E731
+    capped = replay_scheduler(10, 5, 4, 8, 3, step, block=4)
+    assert (capped.last_first_token_s, capped.seconds, capped.preemptions) == (9.0, 16.0, 0)
+    free = replay_scheduler(10, 5, 4, 8, 100, step, block=4)
+    assert free.last_first_token_s == 1.0 and free.preemptions == 2 and free.recomputed_tokens == 16

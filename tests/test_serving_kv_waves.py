@@ -64,7 +64,9 @@ def test_twice_the_room_runs_in_two_waves_of_the_room():
     for f in ("decode_step_s", "itl_s", "ttft_s", "batch_prefill_s", "output_tokens_per_s",
               "usd_per_million_output_tokens", "usd_per_million_input_tokens"):
         assert getattr(two, f) == getattr(room, f), f
-    assert two.cycle_s == pytest.approx(2 * room.cycle_s, rel=1e-12)
+    # the waves (waves_s; cycle_s adds the preemptions' churn, churn35: tests/test_serve_churn.py)
+    assert two.waves_s == pytest.approx(2 * room.cycle_s, rel=1e-12)
+    assert two.cycle_s == pytest.approx(two.waves_s + two.churn_s, rel=1e-12) and room.churn_s == 0
     assert two.last_ttft_s == pytest.approx(room.cycle_s + room.batch_prefill_s, rel=1e-12)
 
 
@@ -73,7 +75,7 @@ def test_waves_of_the_room_counted_by_hand(batch, waves, last):
     # 347 = 346 + 1; 700 = 2 x 346 + 8; 1,024 (the cap) = 2 x 346 + 332
     s = _s(batch)
     assert (s.running_batch, s.waves, s.last_wave.batch) == (346, waves, last)
-    assert s.cycle_s == pytest.approx((waves - 1) * _s(346).cycle_s + _s(last).cycle_s, rel=1e-12)
+    assert s.waves_s == pytest.approx((waves - 1) * _s(346).cycle_s + _s(last).cycle_s, rel=1e-12)
 
 
 def test_over_both_bounds_the_smaller_sets_the_running_batch():
@@ -148,7 +150,7 @@ def test_the_replayed_scheduler_preempts_and_its_waves_match_the_library():
     assert r.batch == 381 and r.kv_batch == ROOM and r.decode_bound == "memory"
     assert r.waves.preemptions == 0 and r.vllm.preemptions > 0 and r.vllm.recomputed_tokens > 0
     assert r.waves.recomputed_tokens == 0
-    assert r.waves.seconds == pytest.approx(r.cycle_s, rel=0.02)
+    assert r.waves.seconds == pytest.approx(r.waves_s, rel=0.02)
     assert 0.7 < r.ratio < 1.3
 
 
@@ -161,6 +163,7 @@ def test_the_replay_counts_blocks_by_hand():
     # recompute (which samples its 2nd token) and its 14 decode steps: 31 steps at 1 s each
     r = replay_scheduler(5, 3, 16, 16, 10, lambda decode, prefill: 1.0)
     assert (r.preemptions, r.recomputed_tokens, r.steps, r.seconds) == (1, 16, 31, 31.0)
+    assert r.last_first_token_s == 1.0        # all three sampled their first token in step 1 (churn35)
     # with room for all three whole sequences nothing is preempted: 1 prefill + 15 decode steps
     assert replay_scheduler(6, 3, 16, 16, 10, lambda d, p: 1.0) == Replay(16.0, 16, 0, 0)
 

@@ -13,8 +13,9 @@ import sys
 # cli_tune (issue 32), the plan and cost commands in cli_plan; every name they had here still imports from
 # here (but cli_plan's two private helpers, which nothing imported from here).
 from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFIX, _TEMPORARIES,  # noqa: F401
-                       STAGE_FORM, _add_output, _check_single_or_stages, _emit, _finite, _fmt_frame, _is_dir,
-                       _model, _parse, _refuse, _estimate_mark, _price_text, _staged_output,
+                       STAGE_FORM, UNBOUNDED, _add_output, _check_single_or_stages, _emit, _finite,
+                       _fmt_frame, _is_dir, _model, _parse, _refuse, _estimate_mark, _price_text,
+                       _staged_output,
                        add_grad_buffer_flag, add_plan_moe_flags, count, grad_buffer_argv, integer,
                        memory_frame, number, plan_table, stage, add_dispatcher_flag, add_moe_step_flags,
                        moe_dispatcher_option, moe_step_options)

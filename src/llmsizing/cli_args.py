@@ -156,9 +156,29 @@ def _is_dir(name: str) -> bool:
         return False
 
 
+#: How ``--json`` writes a figure that is infinite: a queue that never settles (a percentile TTFT at the slow
+#: end of the stated range, on a fleet whose slots cannot keep up with a rate given) is ``"unbounded"``, so
+#: that a reader can tell it from ``null``, a figure that was not computed (JSON has no infinity; pandas
+#: wrote it as ``null``). CSV writes ``inf``, which reads back as a float.
+UNBOUNDED = "unbounded"
+
+
+def _json_records(df) -> str:
+    """``df`` as JSON records, each infinite number written as :data:`UNBOUNDED` (``"-unbounded"`` below
+    zero) and each NaN as ``null``."""
+    import math
+
+    def cell(x):
+        if isinstance(x, float) and math.isinf(x):
+            return UNBOUNDED if x > 0 else "-" + UNBOUNDED
+        return x
+
+    return df.reset_index().astype(object).map(cell).to_json(orient="records", indent=2)
+
+
 def _emit(df, args, *, title: str = "") -> None:
     if args.json:
-        print(df.reset_index().to_json(orient="records", indent=2))
+        print(_json_records(df))
     elif args.csv:
         print(df.to_csv(), end="")
     else:
@@ -215,7 +235,8 @@ def _estimate_mark(kind: str) -> str:
 
 def _add_output(p) -> None:
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--json", action="store_true", help="print JSON records (for scripts)")
+    g.add_argument("--json", action="store_true", help="print JSON records (for scripts; a queue that never "
+                   "settles is \"unbounded\", a figure not computed null)")
     g.add_argument("--csv", action="store_true", help="print CSV (for scripts)")
 
 

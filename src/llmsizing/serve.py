@@ -320,6 +320,11 @@ RANGED_FIGURES = {"itl_s": ("itl", "time"), "decode_step_s": ("itl", "time"), "t
                   # the KV room set the waves, not the speed, so both ends keep them (the TTFT's pair is the
                   # same pooled row today)
                   "cycle_s": ("itl", "time"), "last_ttft_s": ("itl", "time"),
+                  # churn35: the waves alone (cycle_s before the churn) and the churn itself, the tokens
+                  # vLLM's preemptions compute twice, priced as prefill riding along decode steps
+                  # (interleave_s, as itl_s carries the others' prefills): the same steps' range, so
+                  # waves_s + churn_s is cycle_s at each end too. None (not counted) stays None at both ends
+                  "waves_s": ("itl", "time"), "churn_s": ("itl", "time"),
                   "output_tokens_per_s": ("itl", "rate"), "output_tokens_per_s_per_gpu": ("itl", "rate"),
                   "usd_per_million_output_tokens": ("itl", "cost"),
                   # the prompt's prefill is the TTFT's time, so the input price takes the TTFT's range
@@ -337,7 +342,9 @@ def serving_ends(s: Serving | None, names=None) -> dict:
     batch 1 (1,024 + 256 tokens, ITL 7.115 ms) with the stored 0.796-1.338: 7.115 / 1.338 = 5.318 ms and
     7.115 / 0.796 = 8.939 ms. The slow end keeps the layout, so its ITL may miss a latency target the point
     met (a GPU count searched again at each end: :func:`replicas_range`). NaN at both ends when ``s`` is None
-    (no layout).
+    (no layout); None at both ends of a figure that is None (``churn_s`` where the churn cannot be counted).
+    ``cycle_s`` and ``churn_s`` count the KV preemptions' churn (up to 1.5 s on first use, churn35): a caller
+    that must stay fast names the figures it needs (``waves_s`` never counts it).
 
     ``s`` may also be a speculative-decoding result (:class:`~llmsizing.speculative.Speculative`, issue 34):
     its figures are :data:`llmsizing.speculative.RANGED_FIGURES` (the steps, the round, the ITL and tokens/s,
@@ -363,6 +370,9 @@ def serving_ends(s: Serving | None, names=None) -> dict:
     for n in names:
         (lo, hi), how = ends[figures[n][0]], figures[n][1]
         v = getattr(s, n)
+        if v is None:                          # (a churn that cannot be counted: Serving.churn_s None)
+            out[f"{n}_low"] = out[f"{n}_high"] = None
+            continue
         out[f"{n}_low"], out[f"{n}_high"] = (v * lo, v * hi) if how == "rate" else (v / hi, v / lo)
     return out
 

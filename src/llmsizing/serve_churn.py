@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._validate import check_int, check_number
 from .serve_engine import BLOCK_SIZE, MAX_NUM_BATCHED_TOKENS
@@ -72,12 +72,16 @@ class Churn:
 @dataclass(frozen=True)
 class Replay:
     """One replayed schedule: its seconds, engine steps, preemptions and ``recomputed_tokens``, the tokens
-    whose KV a preemption threw away (``num_computed_tokens`` at the preemption: each is computed again)."""
+    whose KV a preemption threw away (``num_computed_tokens`` at the preemption: each is computed again), and
+    ``last_first_token_s``, when the batch's last first token was sampled (the end of that step; churn35:
+    what :attr:`~llmsizing.serve_result.Serving.last_ttft_s` states for the waves)."""
 
     seconds: float
     steps: int
     preemptions: int
     recomputed_tokens: int
+    # (left out of ==, so that a Replay built by hand with the four fields before it still compares)
+    last_first_token_s: float = field(default=math.nan, compare=False)
 
 
 def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: int, price, *,
@@ -99,6 +103,7 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
     n, done, gen, held = [prompt] * batch, [0] * batch, [0] * batch, [0] * batch   # tokens, computed, sampled
     waiting, running = deque(range(batch)), []
     free, t, steps, preemptions, recomputed, finished = blocks, 0.0, 0, 0, 0, 0
+    last_first = 0.0
     while finished < batch:
         left, sched, preempted, i = budget, {}, False, 0
         while i < len(running) and left > 0:          # RUNNING first
@@ -140,6 +145,8 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
         for r, k in sched.items():
             done[r] += k
             if done[r] == n[r]:                       # all computed: one token sampled
+                if not gen[r]:
+                    last_first = t                    # (t never falls: the latest first token so far)
                 gen[r] += 1
                 n[r] += 1
                 if gen[r] == output:
@@ -147,7 +154,7 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
                     free += held[r]
                     held[r] = 0
                     finished += 1
-    return Replay(t, steps, preemptions, recomputed)
+    return Replay(t, steps, preemptions, recomputed, last_first)
 
 
 def _checked(blocks, batch, prompt, output, max_num_seqs, block, max_num_batched_tokens, watermark):

@@ -31,7 +31,7 @@ schedules are priced alike, so their ratio is what the waves leave out.
 
 A stand-in, disclosed: this is the book's own replay of the statements above, not vLLM running (that needs a
 GPU, which this project's machines lack). It was read against the source twice (kv30, review30a); its
-agreement with the wave model where no request is preempted (within 1% of ``cycle_s``) checks the pricing,
+agreement with the wave model where no request is preempted (within 1% of ``waves_s``) checks the pricing,
 not the scheduler.
 """
 
@@ -50,8 +50,9 @@ from .serve_step import serving
 
 @dataclass(frozen=True)
 class WavesAgainstVLLM:
-    """A closed batch over the KV room: the library's ``cycle_s``, the same waves replayed
-    (``waves``), and vLLM's own rules replayed (``vllm``) at the same step prices; ``ratio`` is
+    """A closed batch over the KV room: the library's whole batch (``cycle_s``: the waves and the
+    preemptions' churn, churn35) and its waves alone (``waves_s``, which ``cycle_s`` was before), the same
+    waves replayed (``waves``), and vLLM's own rules replayed (``vllm``) at the same step prices; ``ratio`` is
     ``vllm.seconds / waves.seconds``."""
 
     model: str
@@ -65,6 +66,7 @@ class WavesAgainstVLLM:
     cycle_s: float
     waves: Replay
     vllm: Replay
+    waves_s: float | None = None     # (churn35; None only in a result built by hand before it)
 
     @property
     def ratio(self) -> float:
@@ -107,7 +109,7 @@ def waves_against_vllm(model, gpu, *, prompt: int, output: int, batch: int | Non
     return WavesAgainstVLLM(m.name, g.name, prompt, output, batch, room, one.max_num_seqs, lib.decode_bound,
                             lib.cycle_s, replay_scheduler(blocks, batch, prompt, output, room, price),
                             replay_scheduler(blocks, batch, prompt, output, one.max_num_seqs, price,
-                                             watermark=watermark))
+                                             watermark=watermark), lib.waves_s)
 
 
 __all__ = ["Replay", "replay_scheduler", "WavesAgainstVLLM", "waves_against_vllm"]

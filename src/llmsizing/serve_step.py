@@ -134,9 +134,10 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
       prints the ratio for its cases, chapter 15 glues two): the whole batch takes a little less than the
       waves' time when a few requests over the room are preempted late in a long answer, more when many
       waves recompute long prompts; the ITL is the room's at the end, a larger batch's before the
-      preemptions. The churn is priced apart (churn32): ``churn`` (the tokens the preemptions throw away,
-      :func:`~llmsizing.serve_churn.churn_estimate`), ``churn_s`` (those tokens at one prompt's prefill
-      price per token) and ``cycle_with_churn_s``; ``cycle_s`` stays the waves'. ``batching="static"`` runs
+      preemptions. The churn is priced (churn32): ``churn`` (the tokens the preemptions throw away,
+      :func:`~llmsizing.serve_churn.churn_estimate`) and ``churn_s`` (those tokens at one prompt's prefill
+      price per token); ``cycle_s`` is the waves (``waves_s``) plus ``churn_s`` (churn35; the deprecated
+      ``cycle_with_churn_s`` returns it). ``batching="static"`` runs
       the stated batch at once, as an engine built for it does (TensorRT-LLM's static batching: the
       calibration passes its rows so), whatever the KV room and the cap; ``fits`` still says whether vLLM's
       room and cap would hold it. If not one sequence fits the KV room (``kv_batch`` 0: vLLM would not
