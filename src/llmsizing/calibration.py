@@ -358,7 +358,6 @@ def _predict_log(df, groups, beta):
     """Log MFU of each row of ``df`` (a table or its :class:`_FitColumns`) by a fit ``(groups, beta)``; a
     (generation, dtype) the fit has not seen takes the lower median intercept of the fit's groups of its
     dtype, as :func:`~llmsizing.mfu.mfu_estimate` does for a GPU generation without published runs."""
-    import numpy as np
 
     cols = df if isinstance(df, _FitColumns) else _FitColumns(df)
     intercepts = dict(zip(groups, beta[:len(groups)]))

@@ -39,7 +39,6 @@ from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, 
 from .all_to_all import check_dispatcher, node_limit, ulysses_collectives
 from .catalog import MIN_GPU_SPEED, get_gpu, resolve_model
 from .flops import stage_attention_flops_per_token, stage_flops_per_token
-from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .kernels import compute_seconds, rates
 from .model import Model

@@ -170,8 +170,8 @@ def deepseek_memory(model: Model | str = "deepseek-v3", parallel: Parallel | Non
     :data:`DEEPSEEK_V3_LAYOUT`, ``grad_accum`` to :data:`DEEPSEEK_V3_MICRO_BATCHES` (DualPipe needs at least
     ``2 pp`` micro-batches)."""
     from .catalog import resolve_model
-    from .memory import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, ModelStates,
-                         default_overhead_bytes, optimizer_state_elements, step_phases)
+    from .memory import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, default_overhead_bytes,
+                         optimizer_state_elements, step_phases)
     from .activations import ActivationMemory
     from .parallel import pipeline_in_flight
 

@@ -20,7 +20,7 @@ from .layouts import MAX_GPUS_PER_NODE, Plan, _divisors, step_time
 from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages
 from .network import get_node
-from .parallel import MAX_PP, Parallel, check_layout, kept_parallel
+from .parallel import MAX_PP, check_layout, kept_parallel
 from .states import USABLE_FRACTION
 
 

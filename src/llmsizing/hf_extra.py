@@ -350,7 +350,7 @@ def _xlstm(k: _Keys) -> dict:
     64: a width that is not a multiple of 64 does not match the layer and is refused, as ``use_bias`` (biased
     norms) is."""
     f = _base(k, False)
-    n, h = f["layers"], f["hidden"]
+    h = f["hidden"]
     if k.switch("use_bias"):
         raise ValueError(f"{k.where}: use_bias=True (RMSNorms with a bias, biased projections) is not "
                          "modelled")

@@ -377,7 +377,7 @@ class _ConfigReader:
                              f"topk_group ({top}) be at most n_group")
         return {} if top == groups else {"expert_groups": groups, "expert_groups_per_token": top}
 
-    def build(self, cls, name: str, fields: dict) -> "Model":
+    def build(self, cls, name: str, fields: dict):
         """``cls(name, **fields)``; an error the Model raises names the config keys, not its fields. A key of
         the config class that was not read, set to a value other than its default, that may change the count,
         is an error naming it (issue 36; :func:`llmsizing.hf_generic.refuse_unread`)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field, replace
 
-from ._validate import check_bool, check_choice, check_int, check_number
+from ._validate import check_choice, check_int, check_number
 from .act_terms import ATTENTION, STACKS
 from .all_to_all import DEFAULT_DISPATCHER, check_dispatcher, dispatcher_kwargs
 from .catalog import GPU, get_gpu, resolve_model

@@ -15,7 +15,7 @@ import functools
 import math
 from dataclasses import fields, replace
 
-from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int, check_number
+from ._validate import MAX_MEANINGFUL, check_choice, check_int, check_number
 from .moe import foreach_temporary_bytes as _moe_foreach_temporary_bytes
 from .moe import largest_tensor as _moe_largest_tensor
 from .moe import moe_model_states as _moe_model_states

@@ -18,15 +18,12 @@ import weakref
 import numpy as np
 
 from .dense_arrays import prefetch as arrays_prefetch, prefetch_cp as arrays_prefetch_cp
-from .layouts import _divisors
-from .memory import _search_pieces
-from .moe import EpLayouts
 from .moe_layouts import dp_unit
 from .moe_prefetch import prefetch_states
-from .parallel import OP_SAC_MODES, kept_parallel
+from .parallel import OP_SAC_MODES
 from .plan_candidates import _candidates, _pair_table, state_chunks, state_key  # noqa: F401
 from .plan_moe import has_options
-from .plan_pricing import (_cp_coefficients, _heavy_stages, _least_recompute_layers, _memory_coefficients,
+from .plan_pricing import (_cp_coefficients, _least_recompute_layers, _memory_coefficients,
                            _one_layer_coefficients, _pieces, _total_bytes, chunk_top, ep_affine)
 from .plan_tables import kept_candidates, pair_keys, table_totals
 from .precision import RECIPES

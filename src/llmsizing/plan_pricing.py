@@ -27,7 +27,7 @@ from .memory import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces, peak_r
 from .moe_layouts import dp_unit
 from .moe_time import (load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token,
                        shared_expert_params)
-from .parallel import Parallel, kept_parallel
+from .parallel import kept_parallel
 from .pointwise import pointwise_seconds
 # the data-parallel slots and links live in plan_dp; their names stay importable from here
 from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _kept_runs, _row_links  # noqa: F401

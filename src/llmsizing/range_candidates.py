@@ -226,7 +226,6 @@ def _fold_residuals(df, cols, extra, y, src, keys):
     :func:`~llmsizing.intervals.loso_check` computes them."""
     import numpy as np
 
-    from . import calibration as C
 
     predict = _extra_predictor(cols, extra)
     outer, inner = np.full(len(y), np.nan), {}

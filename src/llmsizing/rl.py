@@ -47,7 +47,6 @@ The response lengths, the run's result (:class:`RLRun`) and each phase's seconds
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,7 +60,7 @@ from .network import get_node
 from .parallel import Parallel, check_layout
 from .rl_trainer import (SLIME_SYNC_BUCKET_S, reference_weight_bytes, response_second_moment,
                          rollout_attention_seq, trainer_state_bytes)
-from .rl_generation import (ENGINE_MEMORY_UTILIZATION, GEN_TP_CHOICES, ROLLOUT_MAX_NUM_BATCHED_TOKENS,
+from .rl_generation import (ENGINE_MEMORY_UTILIZATION, ROLLOUT_MAX_NUM_BATCHED_TOKENS,
                             ROLLOUT_MAX_NUM_SEQS, VERL_ROLLOUT_GPU_MEMORY_UTILIZATION, default_gen_tp,
                             engine_room)
 # the response lengths, the run's result and each phase's seconds live in rl_phases; their names stay

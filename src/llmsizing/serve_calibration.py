@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._validate import check_choice, check_fraction
+from ._validate import check_choice
 from .catalog import DATA_DIR
 from .serve_engine import BATCHING, DEFAULT_ENGINE, engine_key
 from .serve_step import ENGINE_STEP_OVERHEAD_S, ENGINES, ERA_STEP_OVERHEAD_S, RANGE_HIGH, RANGE_LOW, serving
@@ -204,7 +204,7 @@ def interval_table(res, grouping: str | None = None):
 
     final = _group_quantiles(res, grouping)
     checked = res.copy()
-    lows, highs, groups = [], [], []
+    lows, highs = [], []
     for src, part in res.groupby("source", sort=False):
         q = _group_quantiles(res[res["source"] != src], grouping)
         for r, g in zip(part.itertuples(), _assign(part, q, grouping)):

@@ -25,7 +25,7 @@ from .layouts import step_time
 from .memory import training_memory
 from .intervals import coverage_note
 from .mfu import (MOE_RANGE_AREA, PUBLISHED_RUNS_CSV, TrainingTime, _causal_factor, _layout_label, _time_at,
-                  layout_range_factors, mfu_range_factors, run_time, whole_run_factor)
+                  layout_range_factors, run_time, whole_run_factor)
 # the layout and global batch a mixture of experts is timed on without one live in moe_default; their names
 # stay importable from here
 from .moe_default import (MOE_DEFAULT_BATCH_TOKENS, MOE_LAYOUTS_KEPT, _Fastest, _kept_fastest,  # noqa: F401

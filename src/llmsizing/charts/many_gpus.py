@@ -356,7 +356,7 @@ def render_pipeline_bubble(pps=(2, 4, 8), interleaved_pp: int = 8, virtual_stage
     ms = np.unique(np.geomspace(1, top, 60).round().astype(int))
     fig, ax = new_figure(7.0, 3.4)
     colors = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#555555"]
-    lines = [f"share of a step the pipeline sits idle, bubble/(1 + bubble), bubble = (p-1)/(v m):"]
+    lines = ["share of a step the pipeline sits idle, bubble/(1 + bubble), bubble = (p-1)/(v m):"]
     marks = [m for m in (4, 8, 16, 32) if m <= top]
     for i, p in enumerate(pps):
         b = np.array([pipeline_bubble(p, int(m)) for m in ms])
@@ -421,7 +421,6 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
                    async_tp=async_tp, node=node)
     comm, compute, bubble = st.communication, st.compute_s, st.bubble
     exposed = st.exposed_by_group_s
-    rows = list(tm.stages)
 
     def build(fig):
         fig.subplots_adjust(left=0.08, right=0.98, bottom=0.25, top=0.9, wspace=0.45)

@@ -46,7 +46,7 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     from ..layouts import step_time
     from ..memory import training_memory
     from ..parallel import Parallel
-    from ..units import GiB, fmt_gib
+    from ..units import fmt_gib
     from .base import _fast_hbars, _stage_memory_columns
 
     m = resolve_model(model, moe=True)
@@ -57,7 +57,6 @@ def render_moe_layout(model: str = "mixtral-8x7b", gpu: str = "H100 SXM", tp: in
     disp = check_dispatcher(dispatcher).name
     st = step_time(m, g, par, ep_overlap=ep_overlap, max_nodes=max_nodes, **kw,
                    **dispatcher_kwargs(disp))
-    rows = list(tm.stages)
     d = max(1, st.communication.node.scaleup_domain_gpus // par.etp)      # the EP ranks a node holds
     nodes = None if ep <= d else route_max_nodes(m, ep, d) if max_nodes == "model" else max_nodes
 

@@ -146,7 +146,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     from ..job import Job
     from .._validate import check_choice
     from ..footprint import check_grad_buffer_kind, zero_grad_buffer
-    from ..planner import DEADLINE_RULES, DEFAULT_DEADLINE_RULE, _pareto, plan, recompute_kwargs
+    from ..planner import DEADLINE_RULES, DEFAULT_DEADLINE_RULE, plan, recompute_kwargs
 
     # a mixture of experts: chapter 18
     eff, ovl, m = kernel_efficiency, overlap, resolve_model(model, moe=True)

@@ -25,8 +25,6 @@ def serving_widget(model: str = "llama-3-8b") -> Dashboard:
     from ..serve import WEIGHT_FORMATS
 
     get_model(model)
-    # every catalogued model (gpt2's 1,024 tokens too): the sequence slider follows the model's context
-    seqs = _up_to_max_seq(_FINETUNE_SEQS, get_model(model))
     controls = {
         "model": W.Dropdown(options=_dense_models(model), value=model, description="model", **_style()),
         "gpu": W.Dropdown(options=list_gpus(), value="H100 SXM", description="GPU", **_style()),
