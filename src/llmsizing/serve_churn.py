@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 
 from ._validate import check_int, check_number
 from .serve_engine import BLOCK_SIZE, MAX_NUM_BATCHED_TOKENS
@@ -56,13 +56,31 @@ _BLOCK, _BUDGET = BLOCK_SIZE, MAX_NUM_BATCHED_TOKENS
 
 
 @dataclass(frozen=True)
+class StepCounts:
+    """The engine's work from the start of a closed batch to the end of the step that samples its last first
+    token (ttft35): ``steps`` engine steps, ``decodes`` decode tokens (a running request's one token a step,
+    summed over the steps), ``context_tokens`` the contexts those decode tokens attend to (each the request's
+    computed tokens plus the new one, as :func:`replay_scheduler` prices them) and ``prefill_tokens`` (prompts
+    and the recomputation of preempted requests). A linear step price turns them into seconds
+    (:attr:`~llmsizing.serve_result.Serving.last_ttft_s`)."""
+
+    steps: float
+    decodes: float
+    context_tokens: float
+    prefill_tokens: float
+
+
+@dataclass(frozen=True)
 class Churn:
     """The churn of one closed batch (:func:`kv_churn`): ``recomputed_tokens`` (computed twice),
-    ``preemptions`` and the ``batch`` it finished; ``per_request`` is ``recomputed_tokens / batch``."""
+    ``preemptions`` and the ``batch`` it finished; ``per_request`` is ``recomputed_tokens / batch``;
+    ``to_last_first_token`` the work up to the batch's last first token (ttft35; None where not counted)."""
 
     recomputed_tokens: int
     preemptions: int
     batch: int
+    # (left out of ==, so that a Churn built by hand with the three fields before it still compares)
+    to_last_first_token: StepCounts | None = field(default=None, compare=False)
 
     @property
     def per_request(self) -> float:
@@ -82,6 +100,8 @@ class Replay:
     recomputed_tokens: int
     # (left out of ==, so that a Replay built by hand with the four fields before it still compares)
     last_first_token_s: float = field(default=math.nan, compare=False)
+    # ttft35: the work up to that step (StepCounts), which a linear price turns into last_first_token_s
+    to_last_first_token: StepCounts | None = field(default=None, compare=False)
 
 
 def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: int, price, *,
@@ -103,7 +123,7 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
     n, done, gen, held = [prompt] * batch, [0] * batch, [0] * batch, [0] * batch   # tokens, computed, sampled
     waiting, running = deque(range(batch)), []
     free, t, steps, preemptions, recomputed, finished = blocks, 0.0, 0, 0, 0, 0
-    last_first = 0.0
+    last_first, decodes, contexts, prefills, first = 0.0, 0, 0, 0, StepCounts(0, 0, 0, 0)
     while finished < batch:
         left, sched, preempted, i = budget, {}, False, 0
         while i < len(running) and left > 0:          # RUNNING first
@@ -141,12 +161,14 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
             left -= new
         decode = [done[r] + 1 for r in sched if gen[r] and done[r] == n[r] - 1]
         t += price(decode, sum(sched.values()) - len(decode))
-        steps += 1
+        steps, decodes, contexts = steps + 1, decodes + len(decode), contexts + sum(decode)
+        prefills += sum(sched.values()) - len(decode)
         for r, k in sched.items():
             done[r] += k
             if done[r] == n[r]:                       # all computed: one token sampled
                 if not gen[r]:
                     last_first = t                    # (t never falls: the latest first token so far)
+                    first = StepCounts(steps, decodes, contexts, prefills)
                 gen[r] += 1
                 n[r] += 1
                 if gen[r] == output:
@@ -154,7 +176,7 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
                     free += held[r]
                     held[r] = 0
                     finished += 1
-    return Replay(t, steps, preemptions, recomputed, last_first)
+    return Replay(t, steps, preemptions, recomputed, last_first, first)
 
 
 def _checked(blocks, batch, prompt, output, max_num_seqs, block, max_num_batched_tokens, watermark):
@@ -199,6 +221,10 @@ def kv_churn(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: in
     run: list[list[int]] = []                           # [requests, computed tokens], in admission order
     wait = deque([[batch, prompt - 1]])                 # [requests, d]: d + 1 tokens to prefill
     free, finished, lost, preemptions, running = blocks, 0, 0, 0, 0
+    # ttft35: the work so far (StepCounts' fields) and the requests never admitted (the wait queue's tail
+    # cohort, d = prompt - 1: a preempted request has computed its prompt at least)
+    steps = decodes = contexts = prefills = 0
+    fresh, first = batch, None
 
     def finish():
         nonlocal run, finished, free, running
@@ -213,6 +239,9 @@ def kv_churn(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: in
             head = math.ceil((wait[0][1] + 1) / block) + mark if wait else 0
             if to_block and not (wait and running < cap and free >= head):
                 step = min(to_block, min(last - d for _, d in run))
+                # `step` decode steps: a cohort at d attends to d + 1, ..., d + step tokens
+                steps, decodes = steps + step, decodes + step * running
+                contexts += sum(c * (step * (d + 1) + step * (step - 1) // 2) for c, d in run)
                 for r in run:
                     r[1] += step
                 finish()
@@ -243,6 +272,8 @@ def kv_churn(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: in
             left -= c
             i += 1
         run = [r for r in run if r[0] > 0]
+        steps, decodes = steps + 1, decodes + running       # (each running request decodes one token)
+        contexts += sum(c * (d + 1) for c, d in run)
         new = []
         while not preempted and wait and left > 0 and running < cap:    # then WAITING
             wc, wd = wait[0]
@@ -254,16 +285,21 @@ def kv_churn(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: in
             if k <= 0:
                 break
             free, running, left = free - k * each, running + k, left - k * min(n, left)
+            prefills += k * n                           # (prefilled in this step: chunked prefill left out)
+            if wd == prompt - 1:
+                fresh -= k
             new.append([k, wd])
             if k == wc:
                 wait.popleft()
             else:
                 wait[0][0] -= k
         run.extend(new)
+        if fresh == 0 and first is None:                # the last first token is sampled in this step
+            first = StepCounts(steps, decodes, contexts, prefills)
         for r in run:
             r[1] += 1
         finish()
-    return Churn(lost, preemptions, batch)
+    return Churn(lost, preemptions, batch, first)
 
 
 def _no_price(contexts, prefill_tokens) -> float:
@@ -296,15 +332,17 @@ def churn_estimate(blocks: int, batch: int, prompt: int, output: int, max_num_se
         if 2 * prompt <= _BUDGET:
             return kv_churn(blocks, n, prompt, output, cap, watermark=watermark)
         r = replay_scheduler(blocks, n, prompt, output, cap, _no_price, watermark=watermark)
-        return Churn(r.recomputed_tokens, r.preemptions, n)
+        return Churn(r.recomputed_tokens, r.preemptions, n, r.to_last_first_token)
 
     if batch <= EXTRAPOLATE_OVER_ROOM * room:
         return run(batch)
     low, high = (run(k * room) for k in (EXTRAPOLATE_OVER_ROOM // 2, EXTRAPOLATE_OVER_ROOM))
     share = (batch - high.batch) / (high.batch - low.batch)
+    a, b = low.to_last_first_token, high.to_last_first_token
+    first = StepCounts(*(y + share * (y - x) for x, y in zip(astuple(a), astuple(b))))
     return Churn(round(high.recomputed_tokens + share * (high.recomputed_tokens - low.recomputed_tokens)),
-                 round(high.preemptions + share * (high.preemptions - low.preemptions)), batch)
+                 round(high.preemptions + share * (high.preemptions - low.preemptions)), batch, first)
 
 
-__all__ = ["Churn", "EXTRAPOLATE_OVER_ROOM", "Replay", "churn_estimate", "first_wave_recompute_tokens",
-           "kv_churn", "replay_scheduler"]
+__all__ = ["Churn", "EXTRAPOLATE_OVER_ROOM", "Replay", "StepCounts", "churn_estimate",
+           "first_wave_recompute_tokens", "kv_churn", "replay_scheduler"]
