@@ -75,6 +75,10 @@ class StepCounts:
     context_tokens: float
     prefill_tokens: float
 
+    def __post_init__(self):
+        for name in ("steps", "decodes", "context_tokens", "prefill_tokens"):
+            check_number(name, getattr(self, name))        # (a count: finite and >= 0)
+
 
 @dataclass(frozen=True)
 class Churn:
@@ -97,8 +101,9 @@ class Churn:
 class Replay:
     """One replayed schedule: its seconds, engine steps, preemptions and ``recomputed_tokens``, the tokens
     whose KV a preemption threw away (``num_computed_tokens`` at the preemption: each is computed again), and
-    ``last_first_token_s``, when the batch's last first token was sampled (the end of that step; churn35:
-    what :attr:`~llmsizing.serve_result.Serving.last_ttft_s` states for the waves)."""
+    ``last_first_token_s``, when the batch's last first token was sampled (the end of that step; churn35), and
+    the work up to it, ``to_last_first_token`` (ttft35: what
+    :attr:`~llmsizing.serve_result.Serving.last_ttft_s` prices over the KV room)."""
 
     seconds: float
     steps: int

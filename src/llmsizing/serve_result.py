@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from .serve_churn import Churn, churn_estimate
+from .serve_churn import Churn, StepCounts, churn_estimate
 from .serve_engine import BLOCK_SIZE, KVCapacity, serving_constants
 
 #: Weight formats a serving engine reads: 16-bit, or weight-only / W8A8 quantised. Quantisation changes the
@@ -197,7 +197,7 @@ class Serving:
         answers grow (``Scheduler.schedule``), so the last request's first token comes when the admissions
         reach it. This is that step, from the cohort run that counts the churn (:attr:`churn`'s
         ``to_last_first_token``, :func:`~llmsizing.serve_churn.kv_churn`; the token-level replay for
-        prompts over half the chunk), priced with this result's own step terms (:meth:`_steps_s`). Against
+        prompts over half the chunk), priced with this result's own step terms (:meth:`steps_s`). Against
         the token-level replay of the same rules at the same step prices (ttft35): in
         ``tools/replay_kv_preemption.py``'s nine cases vLLM's over this is 0.999-1.002 (median error
         0.07%), where the waves' figure gave 0.70-1.39 for 1,024-4,096-token prompts and 0.011-0.043 for
@@ -205,23 +205,25 @@ class Serving:
         over ``data/serve_churn_sweep.csv``'s 144 batches (1.5-6 times the room) the cohorts' work priced
         at Llama-3-8B's H100 steps is within 0.63% of the replay's (median 0.04%). Approximations: the
         cohorts prefill a prompt in one step (vLLM chunks the one that overflows the step's budget), the
-        step price is linear in its tokens (:meth:`_steps_s`), and beyond 8 times the room the work is
+        step price is linear in its tokens (:meth:`steps_s`), and beyond 8 times the room the work is
         extrapolated as the churn is (0.6% low to 12% high against the full run at 12-32 times, six rooms
         of 29-346 sequences). Costs the churn's run on first use (milliseconds to 1.5 s;
         :attr:`waves_last_ttft_s` never does). Where the churn cannot be counted (:attr:`churn` None) it is
         the waves'. Chapter 15."""
         counts = self.churn.to_last_first_token if self.running_bound == "kv" and self.churn else None
-        return self.waves_last_ttft_s if counts is None else self._steps_s(counts)
+        return self.waves_last_ttft_s if counts is None else self.steps_s(counts)
 
-    def _steps_s(self, counts) -> float:
+    def steps_s(self, counts) -> float:
         """Seconds of the engine steps ``counts`` (a :class:`~llmsizing.serve_churn.StepCounts`, one attention
-        group's), priced from one full wave's step: ``step_overhead_s + decode_comm_s`` a step; the decode
-        memory split into the weights (a step) and the KV cache (per context token: the wave's KV time over
-        its sequences x ``decode_context``), or the decode compute per decode token if larger; each prefilled
-        token at a prompt's prefill per token, ``interleave_s / prompt`` (times the groups, which prefill side
-        by side). A full wave's decode step prices to ``decode_step_s`` exactly. The replay's price
-        (:mod:`llmsizing.serve_replay`) is this at batch 1 and one GPU. Approximate where a step's bound
+        group's; ttft35), priced from one full wave's step: ``step_overhead_s + decode_comm_s`` a step; the
+        decode memory split into the weights (a step) and the KV cache (per context token: the wave's KV time
+        over its sequences x ``decode_context``), or the decode compute per decode token if larger; each
+        prefilled token at a prompt's prefill per token, ``interleave_s / prompt`` (times the groups, which
+        prefill side by side). A full wave's decode step prices to ``decode_step_s`` exactly. The replay's
+        price (:mod:`llmsizing.serve_replay`) is this at batch 1 and one GPU. Approximate where a step's bound
         differs from the wave's, and in the all-reduces and MoE weights, priced at the wave's size."""
+        if not isinstance(counts, StepCounts):
+            raise TypeError(f"counts must be a serve_churn.StepCounts, got {type(counts).__name__}")
         seqs = -(-self.running_batch // self.attention_dp)        # one group's sequences in a full wave
         weights = (self.decode_bytes_per_gpu - self.decode_kv_bytes_per_gpu) / self.mbu
         kv = self.decode_kv_bytes_per_gpu / self.attention_bu
