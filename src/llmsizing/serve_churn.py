@@ -233,15 +233,17 @@ def kv_churn(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: in
     wait = deque([[batch, prompt - 1]])                 # [requests, d]: d + 1 tokens to prefill
     free, finished, lost, preemptions, running = blocks, 0, 0, 0, 0
     # ttft35: the work so far (StepCounts' fields) and the requests never admitted (the wait queue's tail
-    # cohort, d = prompt - 1: a preempted request has computed its prompt at least)
-    steps = decodes = contexts = prefills = 0
+    # cohort, d = prompt - 1: a preempted request has computed its prompt at least); `mass` is the running
+    # requests' computed tokens, sum(c x d), kept as they change so that no step walks the cohorts for it
+    steps = decodes = contexts = prefills = mass = 0
     fresh, first = batch, None
 
     def finish():
-        nonlocal run, finished, free, running
+        nonlocal run, finished, free, running, mass
         done = [c for c, d in run if d == last]
         if done:
             finished, free, running = finished + sum(done), free + sum(done) * held_last, running - sum(done)
+            mass -= sum(done) * last
             run = [r for r in run if r[1] != last]
 
     while finished < batch:
@@ -251,8 +253,8 @@ def kv_churn(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: in
             if to_block and not (wait and running < cap and free >= head):
                 step = min(to_block, min(last - d for _, d in run))
                 # `step` decode steps: a cohort at d attends to d + 1, ..., d + step tokens
-                steps, decodes = steps + step, decodes + step * running
-                contexts += sum(c * (step * (d + 1) + step * (step - 1) // 2) for c, d in run)
+                contexts += step * mass + step * (step + 1) // 2 * running
+                steps, decodes, mass = steps + step, decodes + step * running, mass + step * running
                 for r in run:
                     r[1] += step
                 finish()
@@ -266,6 +268,7 @@ def kv_churn(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: in
                 k = min(tc, -(-(need - free) // math.ceil(td / block)))
                 free, lost, preemptions, running = (free + k * math.ceil(td / block), lost + k * td,
                                                     preemptions + k, running - k)
+                mass -= k * td
                 wait.appendleft([k, td])
                 preempted = True
                 if k == tc:
@@ -276,6 +279,7 @@ def kv_churn(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: in
                 k = min(c, -(-(c - free) // (math.ceil(d / block) + 1)))
                 free, lost, preemptions, running = (free + k * math.ceil(d / block), lost + k * d,
                                                     preemptions + k, running - k)
+                mass -= k * d
                 wait.appendleft([k, d])
                 preempted, c = True, c - k
                 run[i][0], need = c, c
@@ -283,8 +287,9 @@ def kv_churn(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: in
             left -= c
             i += 1
         run = [r for r in run if r[0] > 0]
-        steps, decodes = steps + 1, decodes + running       # (each running request decodes one token)
-        contexts += sum(c * (d + 1) for c, d in run)
+        # each running request decodes one token, attending to its d + 1
+        steps, decodes, contexts = steps + 1, decodes + running, contexts + mass + running
+        mass += running
         new = []
         while not preempted and wait and left > 0 and running < cap:    # then WAITING
             wc, wd = wait[0]
@@ -296,7 +301,7 @@ def kv_churn(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: in
             if k <= 0:
                 break
             free, running, left = free - k * each, running + k, left - k * min(n, left)
-            prefills += k * n                           # (prefilled in this step: chunked prefill left out)
+            prefills, mass = prefills + k * n, mass + k * n     # (in this step: chunked prefill left out)
             if wd == prompt - 1:
                 fresh -= k
             new.append([k, wd])
@@ -305,10 +310,10 @@ def kv_churn(blocks: int, batch: int, prompt: int, output: int, max_num_seqs: in
             else:
                 wait[0][0] -= k
         run.extend(new)
-        if fresh == 0 and first is None:                # the last first token is sampled in this step
-            first = StepCounts(steps, decodes, contexts, prefills)
         for r in run:
             r[1] += 1
+        if fresh == 0 and first is None:                # the last first token is sampled in this step
+            first = StepCounts(steps, decodes, contexts, prefills)
         finish()
     return Churn(lost, preemptions, batch, first)
 
