@@ -209,11 +209,13 @@ def test_the_widget_queued_line_gives_the_whole_batch_and_the_last_wait_as_point
 
 
 def test_the_widget_over_the_kv_room_gives_the_waves_and_never_counts_the_churn(monkeypatch):
-    """churn35: over the KV room the whole batch's time (``cycle_s``) counts vLLM's preemption churn, which
-    takes up to 1.5 s a setting, far over the 100 ms a widget move may take. The serving widget moved to 1,024
-    requests of 1,024 + 256 tokens (three waves of the room of 346) states the waves alone, as "point
-    (low-high)" over 1.338 and 0.796, names them the waves and says the recomputation is not counted; the
-    churn is never computed (the estimate is replaced by one that fails)."""
+    """churn35, ttft35: over the KV room the whole batch's time (``cycle_s``) counts vLLM's preemption churn
+    and the last request's first token (``last_ttft_s``) vLLM's admissions, from the same run, which takes up
+    to 1.5 s a setting, far over the 100 ms a widget move may take. The serving widget moved to 1,024 requests
+    of 1,024 + 256 tokens (three waves of the room of 346) states the waves' two figures (``waves_s``,
+    ``waves_last_ttft_s``), each as "point (low-high)" over 1.338 and 0.796, names them the waves' and says
+    the preemptions and early admissions are not counted; the churn is never computed (the estimate is
+    replaced by one that fails)."""
     import llmsizing.serve_result as R
     from llmsizing.widgets import serving_widget
 
@@ -229,7 +231,8 @@ def test_the_widget_over_the_kv_room_gives_the_waves_and_never_counts_the_churn(
     text = _text(w)
     s = S.serving("llama-3-8b", "H100 SXM", prompt=1024, output=256, batch=1024)
     assert s.running_bound == "kv" and s.waves == 3
-    v = s.waves_s
-    assert (f"queued: 3 waves of up to 346; the waves take {v:,.1f} s ({v / hi:,.1f}-{v / lo:,.1f}) before the "
-            "recomputation of vLLM's KV preemptions (not counted here") in text
-    assert "whole batch takes" not in text
+    v, t = s.waves_s, s.waves_last_ttft_s
+    assert (f"queued: 3 waves of up to 346; the waves take {v:,.1f} s ({v / hi:,.1f}-{v / lo:,.1f}) and would "
+            f"give the last request its first token after {t:,.1f} s ({t / hi:,.1f}-{t / lo:,.1f}); vLLM's KV "
+            "preemptions and early admissions are not counted here") in text
+    assert "whole batch takes" not in text and "comes after" not in text

@@ -11,6 +11,9 @@ requests of ``prompt`` + ``output`` tokens (``over_room`` times the ``floor(bloc
 (:func:`llmsizing.serve_replay.replay_scheduler`, token by token) gives ``replay_recomputed_tokens`` and
 ``replay_preemptions``; :func:`llmsizing.serve_churn.kv_churn` (cohorts) gives ``churn_*``, and
 :func:`llmsizing.serve_churn.first_wave_recompute_tokens` (closed form) ``first_wave_recomputed_tokens``.
+ttft35: ``replay_first_token_*`` and ``churn_first_token_*`` are the work both count up to the end of the step
+that samples the batch's last first token (:class:`llmsizing.serve_churn.StepCounts`: steps, decode tokens,
+the contexts they attend to, prefilled tokens), which ``Serving.last_ttft_s`` prices over the KV room.
 tests/test_serve_churn.py reads the file and states the errors. Both are the book's reading of vLLM's rules,
 not vLLM running (no GPU here).
 """
@@ -38,7 +41,9 @@ BLOCKS, PROMPTS, OUTPUTS = (2000, 6000), (128, 1024, 4096), (128, 1024)
 OVER, CAPS, WATERMARKS = (1.5, 3.0, 6.0), (256, 1024), (0.0, 0.05)
 FIELDS = ["blocks", "prompt", "output", "over_room", "batch", "max_num_seqs", "watermark",
           "replay_recomputed_tokens", "replay_preemptions", "churn_recomputed_tokens", "churn_preemptions",
-          "first_wave_recomputed_tokens", "source", "as_of"]
+          "first_wave_recomputed_tokens"]
+COUNTS = ("steps", "decodes", "context_tokens", "prefill_tokens")     # StepCounts' fields (ttft35)
+FIELDS += [f"{who}_first_token_{k}" for who in ("replay", "churn") for k in COUNTS] + ["source", "as_of"]
 
 
 def rows():
@@ -52,6 +57,8 @@ def rows():
                "replay_preemptions": r.preemptions, "churn_recomputed_tokens": c.recomputed_tokens,
                "churn_preemptions": c.preemptions,
                "first_wave_recomputed_tokens": first,
+               **{f"replay_first_token_{k}": getattr(r.to_last_first_token, k) for k in COUNTS},
+               **{f"churn_first_token_{k}": getattr(c.to_last_first_token, k) for k in COUNTS},
                "source": SOURCE, "as_of": AS_OF}
 
 

@@ -325,6 +325,9 @@ RANGED_FIGURES = {"itl_s": ("itl", "time"), "decode_step_s": ("itl", "time"), "t
                   # (interleave_s, as itl_s carries the others' prefills): the same steps' range, so
                   # waves_s + churn_s is cycle_s at each end too. None (not counted) stays None at both ends
                   "waves_s": ("itl", "time"), "churn_s": ("itl", "time"),
+                  # ttft35: the waves' last first token (last_ttft_s over the KV room is vLLM's admission,
+                  # from the churn's cohort run): sums of the same steps
+                  "waves_last_ttft_s": ("itl", "time"),
                   "output_tokens_per_s": ("itl", "rate"), "output_tokens_per_s_per_gpu": ("itl", "rate"),
                   "usd_per_million_output_tokens": ("itl", "cost"),
                   # the prompt's prefill is the TTFT's time, so the input price takes the TTFT's range

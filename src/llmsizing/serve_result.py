@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from .serve_churn import Churn, churn_estimate
+from .serve_churn import Churn, StepCounts, churn_estimate
 from .serve_engine import BLOCK_SIZE, KVCapacity, serving_constants
 
 #: Weight formats a serving engine reads: 16-bit, or weight-only / W8A8 quantised. Quantisation changes the
@@ -181,15 +181,58 @@ class Serving:
         return (self.waves - 1) * self.wave_s
 
     @property
-    def last_ttft_s(self) -> float:
-        """Time to first token of the batch's last request: its wait (``queue_wait_s``) and its wave's whole
-        prefill (``batch_prefill_s`` of the last wave: its prompt is the wave's last). Over the KV room this
-        is the waves' figure, not vLLM's: against its rules replayed (``tools/replay_kv_preemption.py``'s nine
-        cases, ``Replay.last_first_token_s``; churn35) the last first token comes 1.07-1.39 times as late
-        where 1,024-4,096-token prompts are 1.5-4 times the room, 0.70 times at 1.1 times, and within 1.5 s of
-        the start (0.01-0.04 times) with 128-token prompts, which vLLM admits all at once and preempts later.
-        Within the KV room, or queued by ``max_num_seqs``, nothing is preempted."""
+    def waves_last_ttft_s(self) -> float:
+        """The waves' time to first token of the batch's last request: its wait (``queue_wait_s``) and its
+        wave's whole prefill (``batch_prefill_s`` of the last wave: its prompt is the wave's last). It is
+        :attr:`last_ttft_s` within the KV room or queued by ``max_num_seqs`` (nothing is preempted there);
+        over the KV room vLLM admits otherwise (:attr:`last_ttft_s`), and this is the figure that never counts
+        the preemptions (milliseconds, for the serving widget; ttft35)."""
         return self.queue_wait_s + (self.last_wave or self).batch_prefill_s
+
+    @property
+    def last_ttft_s(self) -> float:
+        """Time to first token of the batch's last request. Within the KV room, or queued by
+        ``max_num_seqs``, the waves' (:attr:`waves_last_ttft_s`). Over the KV room vLLM V1 does not wait
+        for whole waves: it admits a request as soon as its prompt's blocks fit and preempts the latest as
+        answers grow (``Scheduler.schedule``), so the last request's first token comes when the admissions
+        reach it. This is that step, from the cohort run that counts the churn (:attr:`churn`'s
+        ``to_last_first_token``, :func:`~llmsizing.serve_churn.kv_churn`; the token-level replay for
+        prompts over half the chunk), priced with this result's own step terms (:meth:`steps_s`). Against
+        the token-level replay of the same rules at the same step prices (ttft35): in
+        ``tools/replay_kv_preemption.py``'s nine cases vLLM's over this is 0.999-1.002 (median error
+        0.07%), where the waves' figure gave 0.70-1.39 for 1,024-4,096-token prompts and 0.011-0.043 for
+        128-token ones (vLLM admits them all at once and preempts them later: 0.6-1.5 s against 35-55 s);
+        over ``data/serve_churn_sweep.csv``'s 144 batches (1.5-6 times the room) the cohorts' work priced
+        at Llama-3-8B's H100 steps is within 0.63% of the replay's (median 0.04%). Approximations: the
+        cohorts prefill a prompt in one step (vLLM chunks the one that overflows the step's budget), the
+        step price is linear in its tokens (:meth:`steps_s`), and beyond 8 times the room the work is
+        extrapolated as the churn is (0.6% low to 12% high against the full run at 12-32 times, six rooms
+        of 29-346 sequences). Costs the churn's run on first use (milliseconds to 1.5 s;
+        :attr:`waves_last_ttft_s` never does). Where the churn cannot be counted (:attr:`churn` None) it is
+        the waves'. Chapter 15."""
+        counts = self.churn.to_last_first_token if self.running_bound == "kv" and self.churn else None
+        return self.waves_last_ttft_s if counts is None else self.steps_s(counts)
+
+    def steps_s(self, counts) -> float:
+        """Seconds of the engine steps ``counts`` (a :class:`~llmsizing.serve_churn.StepCounts`, one attention
+        group's; ttft35), priced from one full wave's step: ``step_overhead_s + decode_comm_s`` a step; the
+        decode memory split into the weights (a step) and the KV cache (per context token: the wave's KV time
+        over its sequences x ``decode_context``), or the decode compute per decode token if larger; each
+        prefilled token at a prompt's prefill per token, ``interleave_s / prompt`` (times the groups, which
+        prefill side by side). A full wave's decode step prices to ``decode_step_s`` exactly. The replay's
+        price (:mod:`llmsizing.serve_replay`) is this at batch 1 and one GPU. Approximate where a step's bound
+        differs from the wave's, and in the all-reduces and MoE weights, priced at the wave's size."""
+        if not isinstance(counts, StepCounts):
+            raise TypeError(f"counts must be a serve_churn.StepCounts, got {type(counts).__name__}")
+        seqs = -(-self.running_batch // self.attention_dp)        # one group's sequences in a full wave
+        weights = (self.decode_bytes_per_gpu - self.decode_kv_bytes_per_gpu) / self.mbu
+        kv = self.decode_kv_bytes_per_gpu / self.attention_bu
+        weights_s = self.decode_memory_s * weights / (weights + kv)
+        kv_token_s = (self.decode_memory_s - weights_s) / (seqs * self.decode_context)
+        decode = max(counts.steps * weights_s + counts.context_tokens * kv_token_s,
+                     counts.decodes * self.decode_compute_s / seqs)
+        return (counts.steps * (self.step_overhead_s + self.decode_comm_s) + decode
+                + counts.prefill_tokens * self.interleave_s * self.attention_dp / self.prompt)
 
     @property
     def ttft_s(self) -> float:
@@ -286,7 +329,9 @@ class Serving:
             return None
         one = churn_estimate(self.kv_capacity.blocks, -(-self.batch // groups), self.prompt, self.output,
                              self.max_num_seqs or self.max_batch)
-        return Churn(one.recomputed_tokens * groups, one.preemptions * groups, self.batch)
+        # (to_last_first_token: one group's, as the groups run side by side)
+        return Churn(one.recomputed_tokens * groups, one.preemptions * groups, self.batch,
+                     one.to_last_first_token)
 
     @property
     def recompute_tokens_per_request(self) -> float | None:
@@ -368,7 +413,8 @@ class Serving:
                 "waves": self.waves, "queued": self.queued, "cycle_s": self.cycle_s,
                 "recompute_tokens_per_request": self.recompute_tokens_per_request,
                 "churn_s": self.churn_s, "waves_s": self.waves_s,
-                "last_ttft_s": self.last_ttft_s, "mbu": self.mbu, "mfu": self.mfu,
+                "last_ttft_s": self.last_ttft_s, "waves_last_ttft_s": self.waves_last_ttft_s,
+                "mbu": self.mbu, "mfu": self.mfu,
                 "ttft_s": self.ttft_s, "prefill_bound": self.prefill_bound,
                 "decode_step_s": self.decode_step_s, "itl_s": self.itl_s, "chunk_step_s": self.chunk_step_s,
                 "decode_bound": self.decode_bound,

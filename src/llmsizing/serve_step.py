@@ -137,7 +137,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
       preemptions. The churn is priced (churn32): ``churn`` (the tokens the preemptions throw away,
       :func:`~llmsizing.serve_churn.churn_estimate`) and ``churn_s`` (those tokens at one prompt's prefill
       price per token); ``cycle_s`` is the waves (``waves_s``) plus ``churn_s`` (churn35; the deprecated
-      ``cycle_with_churn_s`` returns it). ``batching="static"`` runs
+      ``cycle_with_churn_s`` returns it), and ``last_ttft_s`` is when vLLM's admissions reach the last
+      request (ttft35; the waves' figure: ``waves_last_ttft_s``). ``batching="static"`` runs
       the stated batch at once, as an engine built for it does (TensorRT-LLM's static batching: the
       calibration passes its rows so), whatever the KV room and the cap; ``fits`` still says whether vLLM's
       room and cap would hold it. If not one sequence fits the KV room (``kv_batch`` 0: vLLM would not

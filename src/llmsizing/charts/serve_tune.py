@@ -180,12 +180,12 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
             text.set_text(label)
     ax2.set_title(f"ridge point {peak / bw_tbps:,.0f} FLOP/byte", fontsize=9, loc="left")
     fit = _fit_text(chosen)
-    # the stated range of each figure (issue 34): "point (low-high)". Over the KV room the whole batch's time
-    # (cycle_s) counts vLLM's preemption churn, up to 1.5 s a setting (churn35): this summary gives the waves
-    # alone there (waves_s) and says so; queued by max_num_seqs nothing is preempted and cycle_s is the waves
+    # the stated range of each figure (issue 34): "point (low-high)". Over the KV room cycle_s and last_ttft_s
+    # run vLLM's preemptions and admissions, up to 1.5 s a setting (churn35, ttft35): this summary gives the
+    # waves' figures there (waves_s, waves_last_ttft_s) and says so; queued by max_num_seqs they agree
     counted = chosen.running_bound != "kv"
-    whole = "cycle_s" if counted else "waves_s"
-    ends = serving_ends(chosen, _SUMMARY_RANGED + (whole,))
+    whole, last = ("cycle_s", "last_ttft_s") if counted else ("waves_s", "waves_last_ttft_s")
+    ends = serving_ends(chosen, _SUMMARY_RANGED + (whole, last))
 
     def ranged(name, fmt, scale=1.0, unit="", suffix=""):
         v, lo, hi = (f"{unit}{x * scale:{fmt}}" for x in (getattr(chosen, name), ends[f"{name}_low"],
@@ -205,20 +205,21 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
              f"at ${chosen.price_usd_per_gpu_hour:.2f}/GPU-hour{price_note(chosen.price_kind)} "
              f"(MBU {chosen.mbu:.0%}, MFU {chosen.mfu:.0%})"]
     if chosen.waves > 1:      # issue 34, kv30: the requests over the cap or the KV room wait
-        took = (f"the whole batch takes {ranged('cycle_s', ',.1f', suffix=' s')}" if counted else
-                f"the waves take {ranged('waves_s', ',.1f', suffix=' s')} before the recomputation of vLLM's "
-                "KV preemptions (not counted here: Serving.cycle_s counts it, chapter 15)")
-        lines.append(f"  queued: {chosen.waves:,} waves of up to {chosen.running_batch:,}; {took}, its last "
-                     f"request's first token comes after {ranged('last_ttft_s', ',.1f', suffix=' s')}")
+        w, t = (ranged(n, ',.1f', suffix=' s') for n in (whole, last))
+        took = (f"the whole batch takes {w}, its last request's first token comes after {t}" if counted else
+                f"the waves take {w} and would give the last request its first token after {t}; vLLM's KV "
+                "preemptions and early admissions are not counted here (Serving.cycle_s and "
+                "Serving.last_ttft_s count them, chapter 15)")
+        lines.append(f"  queued: {chosen.waves:,} waves of up to {chosen.running_batch:,}; {took}")
     lines.append(f"  (in parentheses: the stated {COVERAGE:.0%} range of a published figure, the engine's "
                  f"speed over the model's; engine {chosen.engine}: chapter 15)")
     return FixedView(fig, "\n".join(lines))
 
 
-#: The figures of chapter 15's summary that carry the stated range, but the whole batch's time (which one
-#: depends on the batch: :func:`render_serving_curve`).
+#: The figures of chapter 15's summary that carry the stated range, but the whole batch's time and its last
+#: first token (which ones depends on the batch: :func:`render_serving_curve`).
 _SUMMARY_RANGED = ("ttft_s", "itl_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
-                   "usd_per_million_output_tokens", "usd_per_million_input_tokens", "last_ttft_s")
+                   "usd_per_million_output_tokens", "usd_per_million_input_tokens")
 
 
 def _batch_state(s) -> str:
