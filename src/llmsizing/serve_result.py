@@ -343,11 +343,14 @@ class Serving:
         """Seconds the churn adds to the whole batch (churn32): each attention group's recomputed tokens at
         one prompt's prefill cost per token riding along with decode (``interleave_s / prompt``, as
         :mod:`llmsizing.serve_replay` prices them; a recomputed sequence longer than the prompt attends to
-        more context, so an underestimate there). The groups recompute side by side. None when :attr:`churn`
-        is."""
+        more context, so an underestimate there). The groups recompute side by side, and with expert
+        parallelism ``interleave_s`` is the replica's cost of a prompt (its groups prefilling side by side),
+        so one group's token costs ``attention_dp`` times it: the replica's recomputed tokens x
+        ``interleave_s / prompt``, as :meth:`steps_s` prices prefilled tokens (session 35: the groups were
+        divided out twice, ``attention_dp`` times too low with ``ep > 1``). None when :attr:`churn` is."""
         if self.churn is None:
             return None
-        return self.churn.recomputed_tokens / self.attention_dp * self.interleave_s / self.prompt
+        return self.churn.recomputed_tokens * self.interleave_s / self.prompt
 
     @property
     def cycle_with_churn_s(self) -> float | None:
