@@ -8,7 +8,12 @@ move kind (a pick or another move; on a mixture of experts or a dense model, fro
 which part to work on; benchmarks/bench_widget_ab.py proves a change.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_render_split.py [--widget long_context_widget]
-        [--rounds N] [--picks N] [--profile FILE]
+        [--rounds N] [--picks N] [--profile FILE] [--by-control]
+
+``--by-control`` (fast35): the moves by control instead (each control's step, on a mixture of experts or a
+dense model; ``model`` is the pick), with the planner's search split further: ``search`` (``planner._search``:
+what a new setting searches), of it ``fit`` (the memory fit, ``planner.fitting_plans``) and ``price``
+(``planner.kept_price``), and ``answer`` (``planner.answer_frame``: days, cost, ranges, the front).
 
 ``--profile FILE``: also a cProfile of the render side alone (render_plan, _figure_png, summary_html), dumped
 to FILE (read it with ``pstats``). Each round builds the widget anew with every kept search cleared and
@@ -53,6 +58,9 @@ PARTS = (("plan", planner, "plan"), ("render_plan", charts, "render_plan"),
          ("summary", dashboard, "summary_html"))
 #: The parts whose sum is the render side (all after the plan is known).
 RENDER = ("render_plan", "draw+png", "summary")
+#: ``--by-control``: the planner's parts timed as well (inside ``plan``).
+PLAN_PARTS = (("search", planner, "_search"), ("fit", planner, "fitting_plans"),
+              ("price", planner, "kept_price"), ("answer", planner, "answer_frame"))
 
 NOW: collections.defaultdict = collections.defaultdict(float)        # CPU s per part in the current move
 PROFILE: list = []
@@ -73,6 +81,8 @@ def _wrap(label: str, module, name: str) -> None:
                 PROFILE[0].disable()
             NOW[label] += time.process_time() - c0
 
+    if hasattr(real, "cache_clear"):            # (the kept searches are cleared through it each round)
+        timed.cache_clear = real.cache_clear
     setattr(module, name, timed)
 
 
@@ -82,10 +92,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--picks", type=int, default=10)
     ap.add_argument("--profile", default=None, metavar="FILE")
+    ap.add_argument("--by-control", action="store_true",
+                    help="by control (and MoE or dense), with the planner's search, fit, price and answer")
     args = ap.parse_args()
     if args.profile:
         PROFILE.append(cProfile.Profile())
-    for label, module, name in PARTS:
+    parts = PARTS + (PLAN_PARTS if args.by_control else ())
+    names = B.kept_names()                       # (found by the functions themselves: before they are wrapped)
+    for label, module, name in parts:
         _wrap(label, module, name)
     B.FREEZE.append(True)
     rows: dict = collections.defaultdict(list)
@@ -97,29 +111,29 @@ def main() -> None:
         real_move(board, seen, got, label, ctrl, target)
         if len(got) > n:                                   # (a setting not drawn before: timed)
             cpu, _, wall = got[label]
-            kind = ("pick" if label[1] == "model" else "other") + (" moe" if get_model(label[4]).is_moe
-                                                                   else " dense")
+            what = label[1] if args.by_control else "pick" if label[1] == "model" else "other"
+            kind = what + (" moe" if get_model(label[4]).is_moe else " dense")
             rows[kind].append((cpu, wall, dict(NOW)))
 
     B._timed_move = move
     print(f"load before: {os.getloadavg()[0]:.2f}")
     for _ in range(args.rounds):
-        B.clear("llmsizing", B.kept_names())
+        B.clear("llmsizing", names)
         B.participant_round(widgets, args.widget, args.picks, None)
     print(f"load after: {os.getloadavg()[0]:.2f}")
 
     def med(xs) -> float:
         return 1000 * statistics.median(xs)
 
-    labels = [p[0] for p in PARTS]
+    labels = [p[0] for p in parts]
     print(f"{args.widget}, CPU ms medians of the moves (wall: the whole move's)")
-    print(f"{'kind':12s} {'n':>4s} {'move':>7s} {'wall':>7s} " + " ".join(f"{x:>11s}" for x in labels)
+    print(f"{'kind':18s} {'n':>4s} {'move':>7s} {'wall':>7s} " + " ".join(f"{x:>11s}" for x in labels)
           + f" {'render side':>11s}")
     every = [r for kind in sorted(rows) for r in rows[kind]]
     for kind, rs in [*sorted(rows.items()), ("all", every)]:
         cells = [med([r[2].get(x, 0.0) for r in rs]) for x in labels]
         side = med([sum(r[2].get(x, 0.0) for x in RENDER) for r in rs])
-        print(f"{kind:12s} {len(rs):4d} {med([r[0] for r in rs]):7.1f} {med([r[1] for r in rs]):7.1f} "
+        print(f"{kind:18s} {len(rs):4d} {med([r[0] for r in rs]):7.1f} {med([r[1] for r in rs]):7.1f} "
               + " ".join(f"{c:11.1f}" for c in cells) + f" {side:11.1f}")
     rest = [r[0] - sum(r[2].get(x, 0.0) for x in ("plan", *RENDER)) for r in every]
     print(f"rest of a move (the dashboard's own work), median {med(rest):.1f} ms")
