@@ -262,3 +262,20 @@ def test_the_replay_times_the_last_first_token_by_hand():
     assert (capped.last_first_token_s, capped.seconds, capped.preemptions) == (9.0, 16.0, 0)
     free = replay_scheduler(10, 5, 4, 8, 100, step, block=4)
     assert free.last_first_token_s == 1.0 and free.preemptions == 2 and free.recomputed_tokens == 16
+
+
+def test_with_expert_parallelism_each_group_s_recomputation_costs_its_own_prefill():
+    """Session 35 (found by ttft35): with ``ep > 1`` a replica's ``attention_dp`` groups prefill side by side,
+    so ``interleave_s`` is the replica's cost of one prompt (serve_step: the batch's prefill cost over the
+    batch) and one group's prompt takes ``attention_dp`` times it. The groups recompute side by side: the churn
+    is one group's tokens at ``attention_dp x interleave_s / prompt``, i.e. the replica's tokens at
+    ``interleave_s / prompt``; the code divided by the groups once more (2x too low here). The same tokens
+    priced by ``steps_s`` (a prefill-only count of one group's tokens) give the same seconds."""
+    from llmsizing.serve_churn import StepCounts
+
+    s = serving("qwen3-30b-a3b", "H100 SXM", batch=256, prompt=4096, output=1024, tp=1, ep=2)
+    assert s.running_bound == "kv" and s.attention_dp == 2 and s.churn.recomputed_tokens > 0
+    one_group = s.churn.recomputed_tokens / 2
+    assert s.churn_s == pytest.approx(one_group * 2 * s.interleave_s / 4096, rel=1e-12)
+    assert s.churn_s == pytest.approx(s.steps_s(StepCounts(0, 0, 0, one_group)), rel=1e-12)
+    assert s.cycle_s == pytest.approx(s.waves_s + s.churn_s, rel=1e-12)
