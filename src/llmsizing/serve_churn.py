@@ -52,6 +52,7 @@ whole prompt's blocks, off by default), speculative tokens and arrivals (the bat
 from __future__ import annotations
 
 import math
+import sys
 from collections import deque
 from dataclasses import astuple, dataclass, field
 
@@ -77,7 +78,9 @@ class StepCounts:
 
     def __post_init__(self):
         for name in ("steps", "decodes", "context_tokens", "prefill_tokens"):
-            check_number(name, getattr(self, name))        # (a count: finite and >= 0)
+            # (a count: finite and >= 0; no MAX_MEANINGFUL cap, which a batch at that cap times its tokens
+            # passes: the fuzz's edge values)
+            check_number(name, getattr(self, name), maximum=sys.float_info.max)
 
 
 @dataclass(frozen=True)
