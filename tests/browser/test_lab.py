@@ -1110,11 +1110,16 @@ JS_WATCH_REDRAW = """i => {
   // added forced layouts to the very moves it timed, redraw38)
   const err = () => Array.from(cell.querySelectorAll('.widget-html')).map(h => h.textContent)
     .find(t => t.includes('⚠')) || '';
-  const src0 = img(), err0 = err();
+  // the summary under the figure (its text): 'summarised' is a frame after it changed (page35: the figure
+  // is painted before the summary arrives)
+  const summ = () => { const s = cell.querySelector('.llmsizing-summary'); return s ? s.textContent : ''; };
+  const src0 = img(), err0 = err(), summ0 = summ();
+  let summFired = false;
   // settled: the dashboard's busy mark taken off (its redraw over), whether or not the figure changed (a
   // move whose answer looks the same, e.g. chapter 12's gradient buffer on a small model: the harness then
   // waited 30 s for a change, part29b)
-  window.__redraw = {feedback: null, redrawn: null, painted: null, pressed_ms: null, settled: null};
+  window.__redraw = {feedback: null, redrawn: null, painted: null, pressed_ms: null, settled: null,
+                     summarised: null};
   // a frame drawn: its requestAnimationFrame, then a task queued from there runs after the frame's paint
   const afterFrame = done => requestAnimationFrame(() => {
     const c = new MessageChannel(); c.port1.onmessage = done; c.port2.postMessage(0); });
@@ -1146,6 +1151,10 @@ JS_WATCH_REDRAW = """i => {
       else el.decode().then(() => { ready = true; painted(); }, () => { ready = true; painted(); });
     }
     painted();
+    if (!summFired && summ() !== summ0) {
+      summFired = true;
+      afterFrame(() => { window.__redraw.summarised = performance.now() - t0; });
+    }
   };
   if (window.__redrawObserver) window.__redrawObserver.disconnect();
   window.__redrawObserver = new MutationObserver(seen);

@@ -126,6 +126,7 @@ class Dashboard(W.HBox):
         self._kept: OrderedDict = OrderedDict()
         self._behind = None              # the values the figure has not been drawn for (a kept answer shown)
         self._again = True               # the next _draw draws, kept or not (update() without a change)
+        self._shown = None               # the answer the page shows (_show)
         try:
             self._takes_into = "into" in inspect.signature(render).parameters
         except (TypeError, ValueError):
@@ -198,15 +199,29 @@ class Dashboard(W.HBox):
         class goes to the page before the work starts, and the page fades the figure and shows "working out
         this setting" if the work takes longer than :data:`BUSY_DELAY_MS` (issue 38: chapter 17's widget took
         0.4-1 s per new setting with no sign that anything was happening). A control's move (``change``) may
-        be answered from the kept answers (``keep``); ``update()`` called without one draws again."""
+        be answered from the kept answers (``keep``); ``update()`` called without one draws again.
+
+        A move answered from the kept answers, in a dashboard without ``prepare``, is shown without the busy
+        mark (page35): there is no work to show (the kernel answers it in ~3-5 ms of CPU), and the mark's two
+        messages (on, off) and the page's work on them (style, layout and paint for the dashboard's class,
+        twice) were in the way of every such move, the most common one. A kept answer that is the one already
+        shown carries the mark, on and off, as before (the page sees the move answered). With ``prepare``
+        (which may search) the mark goes on first, as before."""
+        self._again = change is None              # update() itself: draw again, even a kept setting
+        if self.prepare is None and self.keep and not self._again:
+            values = self.values()
+            kept = self._kept.get(_setting(values))
+            if kept is not None and kept[1] != self._shown and kept[0] == _rc_snapshot():
+                self._kept.move_to_end(_setting(values))
+                self._behind = values
+                self._show(kept[1], busy=False)
+                return
         self.add_class(BUSY_CLASS)
         shown = ("error", "")
         try:
-            self._again = change is None          # update() itself: draw again, even a kept setting
             shown = self._draw(self.values())
         finally:
-            self._show(shown)
-            self.remove_class(BUSY_CLASS)
+            self._show(shown)                     # (it takes the busy mark off, before the summary)
 
     def _draw(self, values: dict) -> tuple:
         """``("ok", png, summary_html)`` for the values, or ``("error", message_html)`` if the library refuses
@@ -243,26 +258,42 @@ class Dashboard(W.HBox):
                 self._kept.popitem(last=False)
         return shown
 
-    def _show(self, shown: tuple) -> None:
-        if shown[0] == "error":
-            # the library's message; the old figure goes (it can't be read as the answer) and so does the
-            # image element, which would otherwise show the browser's broken-image icon under it (issue 38)
-            self.error.value = shown[1]
-            self.error.layout.display = None
-            self.summary.value = ""
-            self.image.value = b""
-            self.image.layout.width = None
-            self.image.layout.display = "none"
-            return
-        _, png, summary = shown
-        # the figure first: each change is a message of its own, which the page handles in order, so the new
-        # figure shows before the page lays out the new summary (issue 38: the summary's table came first)
-        width, _ = png_size(png)
-        self.image.layout.width = f"{width}px"      # its own size (height follows), never stretched
-        self.image.layout.display = None
-        self.image.value = png
-        self.error.value = ""
-        self.error.layout.display = "none"
+    def _show(self, shown: tuple, busy: bool = True) -> None:
+        """Put ``shown`` (:meth:`_draw`'s answer) in the page: the figure or the library's message first, then
+        the busy mark off, then the summary. Each change is a message of its own, which the page handles in
+        order (issue 38: the summary's table used to come before the figure).
+
+        The busy mark comes off as soon as the figure is in, not after the summary (page35): the page paints
+        the new figure once its PNG is decoded and the mark is gone (while the mark is on, past
+        :data:`BUSY_DELAY_MS`, the figure shows faded), and the summary's message reached the page 3-20 ms
+        after the figure's on this machine (the figure's 53 KB and the page's work on it go first): the
+        figure was painted that much later for a summary under it. The summary now follows in the next
+        frame. ``busy=False``: no mark to take off (a kept answer, :meth:`update`)."""
+        try:
+            if shown[0] == "error":
+                # the library's message; the old figure goes (it can't be read as the answer) and so does the
+                # image element, which would otherwise show the browser's broken-image icon under it (issue
+                # 38)
+                self.error.value = shown[1]
+                self.error.layout.display = None
+                self.image.value = b""
+                with self.image.layout.hold_sync():       # (one message for both)
+                    self.image.layout.width = None
+                    self.image.layout.display = "none"
+                summary = ""
+            else:
+                _, png, summary = shown
+                width, _ = png_size(png)
+                with self.image.layout.hold_sync():
+                    self.image.layout.width = f"{width}px"      # its own size (height follows), never stretched
+                    self.image.layout.display = None
+                self.image.value = png
+                self.error.value = ""
+                self.error.layout.display = "none"
+            self._shown = shown
+        finally:
+            if busy:
+                self.remove_class(BUSY_CLASS)
         self.summary.value = summary
 
 
