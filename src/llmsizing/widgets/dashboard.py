@@ -284,8 +284,8 @@ class Dashboard(W.HBox):
             else:
                 _, png, summary = shown
                 width, _ = png_size(png)
-                with self.image.layout.hold_sync():
-                    self.image.layout.width = f"{width}px"      # its own size (height follows), never stretched
+                with self.image.layout.hold_sync():         # its own size (height follows), never stretched
+                    self.image.layout.width = f"{width}px"
                     self.image.layout.display = None
                 self.image.value = png
                 self.error.value = ""
