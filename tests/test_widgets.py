@@ -469,3 +469,24 @@ def test_the_busy_mark_goes_when_the_library_refuses_or_fails():
     with pytest.raises(RuntimeError):
         ctrl.value = 2
     assert BUSY_CLASS not in board._dom_classes and seen == [True, True]
+
+
+def test_the_page_gets_the_figure_as_a_data_url_and_python_keeps_the_png():
+    """page35: the dashboard's image (``PageImage``) sends the page ``format`` "url" and, as ``value``, the
+    bytes of a data: URL (RFC 2397: ``data:image/png;base64,`` then the PNG in base64), which ipywidgets 8's
+    ImageView sets as the img's src as they are; in Python it is an Image of PNG bytes as before. The decoded
+    URL must give back the very bytes; an empty image stays empty (a refused setting: no src to load)."""
+    import base64
+
+    board = widgets.long_context_widget(speculate=False)
+    png = bytes(board.image.value)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and board.image.format == "png"
+    state = board.image.get_state()
+    assert state["format"] == "url"
+    url = bytes(state["value"]).decode("ascii")
+    head, _, body = url.partition(",")
+    assert head == "data:image/png;base64"
+    assert base64.b64decode(body, validate=True) == png
+    assert isinstance(board.image, W.Image)
+    board.image.value = b""
+    assert bytes(board.image.get_state()["value"]) == b""
