@@ -102,10 +102,18 @@ class PageImage(W.Image):
 
     An ordinary Image's view wraps the bytes in a Blob and gives the ``<img>`` a ``blob:`` URL, which
     Chromium fetches through its browser process (blob registry and URL loader, in other processes than the
-    page's); a ``data:`` URL is read in the page's own process. In a Chromium trace of chapter 17's widget
-    in Voila (page35; 53 KB PNGs), from the new ``src`` to the picture's bytes in the page took 4.4 ms, with
-    five hops between processes, before the decode could start; the base64 text is a third larger (71 KB a
-    move) and costs the kernel ~0.1 ms to write."""
+    page's); a ``data:`` URL is read in the page's own process. The base64 text is a third larger (71 KB a
+    move for chapter 17's 53 KB PNGs) and costs the kernel ~0.1 ms to write.
+
+    Measured (page35), chapter 17's widget in Voila, Chromium traces of 10 moves back and 10 steps each: from
+    the figure's message to the img's new ``src`` 2.3 -> 1.2 ms (no Blob and object URL), from the ``src`` to
+    the decode's start 5.2 -> 0.8 ms, the page's main thread 33 -> 20 ms a move back. Whole moves, with this
+    dashboard's other page35 changes (:meth:`Dashboard.update`, :meth:`Dashboard._show`), in interleaved
+    runs of ``tests/browser/measure_participant.py`` against main's code (chapter 17: 6 + 6 runs, chapter 12:
+    3 + 3; 25-30 moves of a kind a run; the machine's 1-minute load 2.1-4.4 from other work), medians main
+    -> this: chapter 17 a move back painted 44 -> 35 ms (to the page 16 -> 12, in the browser 23 -> 18, the
+    browser's CPU 90 -> 81 ms), a step 130 -> 116 ms; chapter 12 a move back 48 -> 31 ms (19 -> 11, 22 ->
+    16; CPU 103 -> 65), a step 124 -> 92 ms."""
 
     value = CByteMemoryView(help="The image's bytes (the page gets them as a data: URL)").tag(
         sync=True, to_json=_data_url)
@@ -296,10 +304,12 @@ class Dashboard(W.HBox):
 
         The busy mark comes off as soon as the figure is in, not after the summary (page35): the page paints
         the new figure once its PNG is decoded and the mark is gone (while the mark is on, past
-        :data:`BUSY_DELAY_MS`, the figure shows faded), and the summary's message reached the page 3-20 ms
-        after the figure's on this machine (the figure's 53 KB and the page's work on it go first): the
-        figure was painted that much later for a summary under it. The summary now follows in the next
-        frame. ``busy=False``: no mark to take off (a kept answer, :meth:`update`)."""
+        :data:`BUSY_DELAY_MS`, the figure shows faded), and the mark's message came after the summary's, a
+        median 5-6 ms after the figure's in chapter 17 in Voila (up to 20 ms): the figure was painted that
+        much later for a summary under it. The summary follows in the next frame (measured with
+        :class:`PageImage`: a move back's summary was painted a median 43-44 ms after the move before, 28-35
+        ms after, chapters 12 and 17). ``busy=False``: no
+        mark to take off (a kept answer, :meth:`update`)."""
         try:
             if shown[0] == "error":
                 # the library's message; the old figure goes (it can't be read as the answer) and so does the
