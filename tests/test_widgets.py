@@ -386,6 +386,66 @@ def test_a_slow_move_shows_the_busy_sign_before_the_search_and_the_new_figure_af
     ctrl.value = default
 
 
+def _toy_board(answer_of, *, prepare=None):
+    """A dashboard over one slider ``n`` (1-5) whose render gives ``answer_of(n)`` as a 1x1 PNG of that grey
+    and the summary "answer <that>", keeping 8 answers; and the list its page messages go to, in order:
+    ("busy", on?), ("figure", grey), ("summary", text)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    def render(n):
+        a = answer_of(n)
+        png = widgets.encode_png(np.full((1, 1, 4), (a, a, a, 255), dtype=np.uint8))
+        return SimpleNamespace(summary=f"answer {a}", figure=None, png=lambda compress_level: png)
+
+    slider = W.IntSlider(value=1, min=1, max=5)
+    board = Dashboard(render, {"n": slider}, keep=8, prepare=prepare)
+    seen = []
+    board.observe(lambda c: seen.append(("busy", widgets.BUSY_CLASS in c["new"])), names="_dom_classes")
+    board.image.observe(lambda c: seen.append(("figure", bytes(c["new"])[-20:])), names="value")
+    board.summary.observe(lambda c: seen.append(("summary", c["new"])), names="value")
+    return board, slider, seen
+
+
+def test_a_move_back_to_a_kept_answer_carries_no_busy_mark_and_the_summary_comes_last():
+    """page35: a new setting's messages reach the page in the order busy mark on, figure, busy mark off,
+    summary (the figure is painted once the mark is off, without waiting for the summary under it); a move
+    back to a kept answer that differs from the one shown sends only its figure and its summary (no work to
+    show: no mark on and off); a kept answer equal to the one shown still sends the mark on and off (the
+    page's only sign that the move was answered); and with ``prepare`` (which may search) the mark goes on
+    for a kept answer too. Expected orders from the rule above, not from a run."""
+    board, slider, seen = _toy_board(lambda n: 40 * n)        # every setting its own answer
+    first = bytes(board.image.value)[-20:]
+    slider.value = 2                                           # new: drawn
+    fig2 = bytes(board.image.value)[-20:]
+    assert fig2 != first
+    assert [k for k, _ in seen] == ["busy", "figure", "busy", "summary"], seen
+    assert [v for k, v in seen if k == "busy"] == [True, False]
+    assert seen[-1] == ("summary", widgets.summary_html("answer 80"))
+    del seen[:]
+    slider.value = 1                                           # kept (drawn at the build), not the one shown
+    assert seen == [("figure", first), ("summary", widgets.summary_html("answer 40"))], seen
+    del seen[:]
+    slider.value = 2                                           # kept again
+    assert seen == [("figure", fig2), ("summary", widgets.summary_html("answer 80"))], seen
+
+    board, slider, seen = _toy_board(lambda n: 40 * (n // 2))  # 2 and 3 give the same answer
+    slider.value = 2
+    slider.value = 3                                           # new, the same answer: only the mark
+    del seen[:]
+    slider.value = 2                                           # kept, equal to the one shown
+    assert seen == [("busy", True), ("busy", False)], seen
+
+    prepared = []
+    board, slider, seen = _toy_board(lambda n: 40 * n, prepare=lambda n: prepared.append(n))
+    slider.value = 2
+    del seen[:]
+    slider.value = 1                                           # kept, but prepare runs first: the mark on
+    assert [k for k, _ in seen] == ["busy", "figure", "busy", "summary"], seen
+    assert prepared == [1, 2, 1], prepared
+
+
 def test_the_busy_mark_goes_when_the_library_refuses_or_fails():
     """The busy mark comes off after a refused setting (its message shown) and after a bug (re-raised)."""
     from llmsizing.widgets import BUSY_CLASS
@@ -409,3 +469,24 @@ def test_the_busy_mark_goes_when_the_library_refuses_or_fails():
     with pytest.raises(RuntimeError):
         ctrl.value = 2
     assert BUSY_CLASS not in board._dom_classes and seen == [True, True]
+
+
+def test_the_page_gets_the_figure_as_a_data_url_and_python_keeps_the_png():
+    """page35: the dashboard's image (``PageImage``) sends the page ``format`` "url" and, as ``value``, the
+    bytes of a data: URL (RFC 2397: ``data:image/png;base64,`` then the PNG in base64), which ipywidgets 8's
+    ImageView sets as the img's src as they are; in Python it is an Image of PNG bytes as before. The decoded
+    URL must give back the very bytes; an empty image stays empty (a refused setting: no src to load)."""
+    import base64
+
+    board = widgets.long_context_widget(speculate=False)
+    png = bytes(board.image.value)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and board.image.format == "png"
+    state = board.image.get_state()
+    assert state["format"] == "url"
+    url = bytes(state["value"]).decode("ascii")
+    head, _, body = url.partition(",")
+    assert head == "data:image/png;base64"
+    assert base64.b64decode(body, validate=True) == png
+    assert isinstance(board.image, W.Image)
+    board.image.value = b""
+    assert bytes(board.image.get_state()["value"]) == b""

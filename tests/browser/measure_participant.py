@@ -85,6 +85,25 @@ def cpu_ms(root: int | None) -> tuple[float | None, float | None]:
     return _task_ns(root) / 1e6, sum(_task_ns(p) for p in _tree(root)[1:]) / 1e6
 
 
+def browser_pids() -> list[int]:
+    """This test process's Chromium processes (its descendants whose command line names chrome or chromium:
+    the page's renderer, the GPU and network processes and the browser itself)."""
+    found = []
+    for p in _tree(os.getpid())[1:]:
+        try:
+            if b"chrom" in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0].lower():
+                found.append(p)
+        except OSError:
+            pass
+    return found
+
+
+#: Chromium's processes (browser_pids), looked up once per test: a move's ``browser_cpu_ms`` is their CPU time
+#: over the move (page35: the page side's work, which a loaded machine's waits do not inflate as they do the
+#: wall times)
+_BROWSER: list[int] = []
+
+
 def _record(key: str, entry) -> None:
     rec = json.loads(OUT.read_text()) if OUT.exists() else {}
     rec[key] = entry
@@ -119,6 +138,7 @@ def _timed(w, i, act, wait, kernel_pid, kind):
     before = w.js(JS_FIGURE, i)
     w.js(JS_WATCH_REDRAW, i)
     c0 = cpu_ms(kernel_pid)
+    b0 = sum(_task_ns(p) for p in _BROWSER)
     t = time.perf_counter()
     what = act()
     if what is None:
@@ -132,6 +152,8 @@ def _timed(w, i, act, wait, kernel_pid, kind):
         pass
     r = w.js("() => window.__redraw")
     c1 = cpu_ms(kernel_pid)
+    b1 = sum(_task_ns(p) for p in _BROWSER)
+    r.update(browser_cpu_ms=round((b1 - b0) / 1e6, 1) if _BROWSER else None)
     r.update(kind=kind, move=what, harness_ms=round((time.perf_counter() - t) * 1000),
              kernel_cpu_ms=None if c0[0] is None or c1[0] is None else round(c1[0] - c0[0], 1),
              workers_cpu_ms=None if c0[1] is None or c1[1] is None else round(c1[1] - c0[1], 1),
@@ -197,6 +219,7 @@ def test_part_voila(voila_page):
     kernels = voila_page.server.kernels()        # this page's: the youngest (an earlier page's may linger)
     ages = {k: process_age_s(k) for k in kernels}
     pid = min((k for k in kernels if ages[k] is not None), key=ages.get, default=None)
+    _BROWSER[:] = browser_pids()
     load0 = os.getloadavg()
     moves = participant(w, 0, voila_wait, pid)
     _record(f"voila {w.name[:2]} run {RUN}", {"load_before": load0, "load_after": os.getloadavg(),

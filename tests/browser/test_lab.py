@@ -818,8 +818,12 @@ def test_toggle_button_labels_are_not_truncated(notebook):
     assert not cut, f"{notebook.name}: truncated toggle-button labels: {cut}"
 
 
+#: An img's src as the harness carries it back to Python: its length and its last 96 characters (page35: a
+#: figure sent as a data: URL is ~71 KB of text, which every read of the page's state copied through the
+#: DevTools protocol; a blob: URL is whole in it; a PNG's last bytes are its CRCs, which change with any pixel)
+JS_SRC = "(img => img ? img.src.length + ':' + img.src.slice(-96) : '')"
 JS_STATE = """i => { const r = __root(i); const img = r.querySelector('img');
-  return {src: img ? img.src : '', text: Array.from(r.querySelectorAll('.widget-html')).map(h => h.innerText).join('\\n')}; }"""
+  return {src: """ + JS_SRC + """(img), text: Array.from(r.querySelectorAll('.widget-html')).map(h => h.innerText).join('\\n')}; }"""
 
 
 @widgets_only
@@ -997,7 +1001,7 @@ def test_no_tooltip_reads_null(notebook):
 
 JS_FIGURE = """i => { const r = __root(i); const img = r.querySelector('img');
   const err = Array.from(r.querySelectorAll('.widget-html')).map(h => h.innerText).find(t => t.includes('⚠')) || '';
-  return {src: img ? img.src : '', error: err}; }"""
+  return {src: """ + JS_SRC + """(img), error: err}; }"""
 
 
 def _move(notebook, i: int, n: int, back: bool = False) -> str | None:
@@ -1110,11 +1114,16 @@ JS_WATCH_REDRAW = """i => {
   // added forced layouts to the very moves it timed, redraw38)
   const err = () => Array.from(cell.querySelectorAll('.widget-html')).map(h => h.textContent)
     .find(t => t.includes('⚠')) || '';
-  const src0 = img(), err0 = err();
+  // the summary under the figure (its text): 'summarised' is a frame after it changed (page35: the figure
+  // is painted before the summary arrives)
+  const summ = () => { const s = cell.querySelector('.llmsizing-summary'); return s ? s.textContent : ''; };
+  const src0 = img(), err0 = err(), summ0 = summ();
+  let summFired = false;
   // settled: the dashboard's busy mark taken off (its redraw over), whether or not the figure changed (a
   // move whose answer looks the same, e.g. chapter 12's gradient buffer on a small model: the harness then
   // waited 30 s for a change, part29b)
-  window.__redraw = {feedback: null, redrawn: null, painted: null, pressed_ms: null, settled: null};
+  window.__redraw = {feedback: null, redrawn: null, painted: null, pressed_ms: null, settled: null,
+                     summarised: null};
   // a frame drawn: its requestAnimationFrame, then a task queued from there runs after the frame's paint
   const afterFrame = done => requestAnimationFrame(() => {
     const c = new MessageChannel(); c.port1.onmessage = done; c.port2.postMessage(0); });
@@ -1146,6 +1155,10 @@ JS_WATCH_REDRAW = """i => {
       else el.decode().then(() => { ready = true; painted(); }, () => { ready = true; painted(); });
     }
     painted();
+    if (!summFired && summ() !== summ0) {
+      summFired = true;
+      afterFrame(() => { window.__redraw.summarised = performance.now() - t0; });
+    }
   };
   if (window.__redrawObserver) window.__redrawObserver.disconnect();
   window.__redrawObserver = new MutationObserver(seen);

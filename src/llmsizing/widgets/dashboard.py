@@ -24,6 +24,8 @@ import functools
 import html
 
 import ipywidgets as W
+from ipywidgets.widgets.trait_types import CByteMemoryView
+from traitlets import Unicode
 
 from .. import charts
 from .._validate import check_int
@@ -82,6 +84,43 @@ _BUSY_CSS = (
        BUSY_DELAY_MS))
 
 
+def _data_url(value, image) -> memoryview:
+    """An image widget's bytes as the page receives them from a :class:`PageImage`: a ``data:`` URL of its
+    format (empty stays empty)."""
+    import base64
+
+    if not len(value):
+        return memoryview(b"")
+    return memoryview(f"data:image/{image.format};base64,".encode() + base64.b64encode(value))
+
+
+class PageImage(W.Image):
+    """An ``ipywidgets.Image`` whose page gets its picture as a ``data:`` URL (page35). In Python it is an
+    Image like any other (``value``: the PNG's bytes, ``format``: ``"png"``); only what goes to the page
+    differs: ``format`` ``"url"`` and ``value`` the bytes of ``data:image/png;base64,...``, which ipywidgets
+    8's ImageView sets as the ``<img>``'s ``src`` as they are (its documented use of ``format="url"``).
+
+    An ordinary Image's view wraps the bytes in a Blob and gives the ``<img>`` a ``blob:`` URL, which
+    Chromium fetches through its browser process (blob registry and URL loader, in other processes than the
+    page's); a ``data:`` URL is read in the page's own process. The base64 text is a third larger (71 KB a
+    move for chapter 17's 53 KB PNGs) and costs the kernel ~0.1 ms to write.
+
+    Measured (page35), chapter 17's widget in Voila, Chromium traces of 10 moves back and 10 steps each: from
+    the figure's message to the img's new ``src`` 2.3 -> 1.2 ms (no Blob and object URL), from the ``src`` to
+    the decode's start 5.2 -> 0.8 ms, the page's main thread 33 -> 20 ms a move back. Whole moves, with this
+    dashboard's other page35 changes (:meth:`Dashboard.update`, :meth:`Dashboard._show`), in interleaved
+    runs of ``tests/browser/measure_participant.py`` against main's code (chapter 17: 6 + 6 runs, chapter 12:
+    3 + 3; 25-30 moves of a kind a run; the machine's 1-minute load 2.1-4.4 from other work), medians main
+    -> this: chapter 17 a move back painted 44 -> 35 ms (to the page 16 -> 12, in the browser 23 -> 18, the
+    browser's CPU 90 -> 81 ms), a step 130 -> 116 ms; chapter 12 a move back 48 -> 31 ms (19 -> 11, 22 ->
+    16; CPU 103 -> 65), a step 124 -> 92 ms."""
+
+    value = CByteMemoryView(help="The image's bytes (the page gets them as a data: URL)").tag(
+        sync=True, to_json=_data_url)
+    format = Unicode("png", help="The image's format (the page gets 'url')").tag(
+        sync=True, to_json=lambda value, image: "url")
+
+
 def png_size(png: bytes) -> tuple[int, int]:
     """(width, height) in pixels from a PNG's IHDR header."""
     if len(png) < 24 or not png.startswith(b"\x89PNG\r\n\x1a\n"):
@@ -126,6 +165,7 @@ class Dashboard(W.HBox):
         self._kept: OrderedDict = OrderedDict()
         self._behind = None              # the values the figure has not been drawn for (a kept answer shown)
         self._again = True               # the next _draw draws, kept or not (update() without a change)
+        self._shown = None               # the answer the page shows (_show)
         try:
             self._takes_into = "into" in inspect.signature(render).parameters
         except (TypeError, ValueError):
@@ -146,8 +186,8 @@ class Dashboard(W.HBox):
             tip = getattr(w, "tooltip", None) or ""
             if w.description.lower() not in tip.lower():
                 w.tooltip = f"{w.description}: {tip}" if tip else w.description
-        self.image = W.Image(format="png", layout=W.Layout(flex="0 0 auto", max_width="100%", height="auto",
-                                                           object_fit="contain"))
+        self.image = PageImage(format="png", layout=W.Layout(flex="0 0 auto", max_width="100%", height="auto",
+                                                             object_fit="contain"))
         column = W.VBox([c for k, w in controls.items() if k not in above for c in (w, *_hint(w))],
                         layout=W.Layout(width=f"{CONTROLS_WIDTH_PX}px", flex=f"0 0 {CONTROLS_WIDTH_PX}px"))
         # "working..." over the figure while a setting is worked out (shown after BUSY_DELAY_MS: _BUSY_CSS)
@@ -198,15 +238,29 @@ class Dashboard(W.HBox):
         class goes to the page before the work starts, and the page fades the figure and shows "working out
         this setting" if the work takes longer than :data:`BUSY_DELAY_MS` (issue 38: chapter 17's widget took
         0.4-1 s per new setting with no sign that anything was happening). A control's move (``change``) may
-        be answered from the kept answers (``keep``); ``update()`` called without one draws again."""
+        be answered from the kept answers (``keep``); ``update()`` called without one draws again.
+
+        A move answered from the kept answers, in a dashboard without ``prepare``, is shown without the busy
+        mark (page35): there is no work to show (the kernel answers it in ~3-5 ms of CPU), and the mark's two
+        messages (on, off) and the page's work on them (style, layout and paint for the dashboard's class,
+        twice) were in the way of every such move, the most common one. A kept answer that is the one already
+        shown carries the mark, on and off, as before (the page sees the move answered). With ``prepare``
+        (which may search) the mark goes on first, as before."""
+        self._again = change is None              # update() itself: draw again, even a kept setting
+        if self.prepare is None and self.keep and not self._again:
+            values = self.values()
+            kept = self._kept.get(_setting(values))
+            if kept is not None and kept[1] != self._shown and kept[0] == _rc_snapshot():
+                self._kept.move_to_end(_setting(values))
+                self._behind = values
+                self._show(kept[1], busy=False)
+                return
         self.add_class(BUSY_CLASS)
         shown = ("error", "")
         try:
-            self._again = change is None          # update() itself: draw again, even a kept setting
             shown = self._draw(self.values())
         finally:
-            self._show(shown)
-            self.remove_class(BUSY_CLASS)
+            self._show(shown)                     # (it takes the busy mark off, before the summary)
 
     def _draw(self, values: dict) -> tuple:
         """``("ok", png, summary_html)`` for the values, or ``("error", message_html)`` if the library refuses
@@ -243,26 +297,44 @@ class Dashboard(W.HBox):
                 self._kept.popitem(last=False)
         return shown
 
-    def _show(self, shown: tuple) -> None:
-        if shown[0] == "error":
-            # the library's message; the old figure goes (it can't be read as the answer) and so does the
-            # image element, which would otherwise show the browser's broken-image icon under it (issue 38)
-            self.error.value = shown[1]
-            self.error.layout.display = None
-            self.summary.value = ""
-            self.image.value = b""
-            self.image.layout.width = None
-            self.image.layout.display = "none"
-            return
-        _, png, summary = shown
-        # the figure first: each change is a message of its own, which the page handles in order, so the new
-        # figure shows before the page lays out the new summary (issue 38: the summary's table came first)
-        width, _ = png_size(png)
-        self.image.layout.width = f"{width}px"      # its own size (height follows), never stretched
-        self.image.layout.display = None
-        self.image.value = png
-        self.error.value = ""
-        self.error.layout.display = "none"
+    def _show(self, shown: tuple, busy: bool = True) -> None:
+        """Put ``shown`` (:meth:`_draw`'s answer) in the page: the figure or the library's message first, then
+        the busy mark off, then the summary. Each change is a message of its own, which the page handles in
+        order (issue 38: the summary's table used to come before the figure).
+
+        The busy mark comes off as soon as the figure is in, not after the summary (page35): the page paints
+        the new figure once its PNG is decoded and the mark is gone (while the mark is on, past
+        :data:`BUSY_DELAY_MS`, the figure shows faded), and the mark's message came after the summary's, a
+        median 5-6 ms after the figure's in chapter 17 in Voila (up to 20 ms): the figure was painted that
+        much later for a summary under it. The summary follows in the next frame (measured with
+        :class:`PageImage`: a move back's summary was painted a median 43-44 ms after the move before, 28-35
+        ms after, chapters 12 and 17). ``busy=False``: no
+        mark to take off (a kept answer, :meth:`update`)."""
+        try:
+            if shown[0] == "error":
+                # the library's message; the old figure goes (it can't be read as the answer) and so does the
+                # image element, which would otherwise show the browser's broken-image icon under it (issue
+                # 38)
+                self.error.value = shown[1]
+                self.error.layout.display = None
+                self.image.value = b""
+                with self.image.layout.hold_sync():       # (one message for both)
+                    self.image.layout.width = None
+                    self.image.layout.display = "none"
+                summary = ""
+            else:
+                _, png, summary = shown
+                width, _ = png_size(png)
+                with self.image.layout.hold_sync():         # its own size (height follows), never stretched
+                    self.image.layout.width = f"{width}px"
+                    self.image.layout.display = None
+                self.image.value = png
+                self.error.value = ""
+                self.error.layout.display = "none"
+            self._shown = shown
+        finally:
+            if busy:
+                self.remove_class(BUSY_CLASS)
         self.summary.value = summary
 
 
