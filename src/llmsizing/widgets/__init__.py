@@ -30,7 +30,7 @@ from .controls import (_SEQS, GPU_SELECT_HINT, GPU_SELECT_MAX_ROWS, _button_px, 
                        _react_then_redraw, _reroute, _set_quietly, _style, _up_to_max_seq)
 from .dashboard import (_BUSY_CSS, _CONTROL_ROOM_PX, BUSY_CLASS, BUSY_DELAY_MS, CONTROL_MARGIN_PX,
                         CONTROLS_WIDTH_PX, DEFAULT_MARKER, FIGURE_MAX_PX, FIGURE_MIN_PX, HINT_INDENT_PX,
-                        HINT_LINE_HEIGHT, LIVE_MARKER,
+                        HINT_LINE_HEIGHT, LIVE_MARKER, PageImage, _data_url,
                         SUMMARY_FONT_PX, SUMMARY_HEIGHT_PX, _GUTTER, _SUMMARY_CSS, Dashboard, _columns,
                         _line_html, _table_html, live_style, summary_html, _rc_snapshot, _setting,
                         _figure_png, _hint, encode_png, png_size, KEPT_ANSWERS, _freeze_once)
