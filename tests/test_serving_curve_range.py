@@ -214,7 +214,8 @@ def test_the_widget_over_the_kv_room_gives_the_waves_and_never_counts_the_churn(
     to 1.5 s a setting, far over the 100 ms a widget move may take. The serving widget moved to 1,024 requests
     of 1,024 + 256 tokens (three waves of the room of 346) states the waves' two figures (``waves_s``,
     ``waves_last_ttft_s``), each as "point (low-high)" over 1.338 and 0.796, names them the waves' and says
-    the preemptions and early admissions are not counted; the churn is never computed (the estimate is
+    vLLM's admissions and preemptions are not counted (its last first token can fall either side of the
+    waves': read35); the churn is never computed (the estimate is
     replaced by one that fails)."""
     import llmsizing.serve_result as R
     from llmsizing.widgets import serving_widget
@@ -233,6 +234,6 @@ def test_the_widget_over_the_kv_room_gives_the_waves_and_never_counts_the_churn(
     assert s.running_bound == "kv" and s.waves == 3
     v, t = s.waves_s, s.waves_last_ttft_s
     assert (f"queued: 3 waves of up to 346; the waves take {v:,.1f} s ({v / hi:,.1f}-{v / lo:,.1f}) and would "
-            f"give the last request its first token after {t:,.1f} s ({t / hi:,.1f}-{t / lo:,.1f}); vLLM's KV "
-            "preemptions and early admissions are not counted here") in text
+            f"give the last request its first token after {t:,.1f} s ({t / hi:,.1f}-{t / lo:,.1f}); vLLM's "
+            "admissions as blocks fit and its KV preemptions are not counted here") in text
     assert "whole batch takes" not in text and "comes after" not in text

@@ -319,8 +319,8 @@ class Serving:
         batch runs within the room (``running_bound`` not ``"kv"``: the cap or the whole batch sets the
         running batch, no request is ever preempted); None when it cannot be counted: a result built without
         its KV capacity, or sequences longer than a sliding window (vLLM frees the window's old blocks, which
-        the estimate does not). Computed on first use (milliseconds to half a second; extrapolated beyond 8
-        times the room). Chapter 15."""
+        the estimate does not). Computed on first use (milliseconds to 1.5 s, as :attr:`cycle_s` says;
+        extrapolated beyond 8 times the room). Chapter 15."""
         if self.running_bound != "kv":
             return Churn(0, 0, self.batch)
         groups = self.attention_dp

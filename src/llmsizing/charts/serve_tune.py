@@ -207,8 +207,8 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     if chosen.waves > 1:      # issue 34, kv30: the requests over the cap or the KV room wait
         w, t = (ranged(n, ',.1f', suffix=' s') for n in (whole, last))
         took = (f"the whole batch takes {w}, its last request's first token comes after {t}" if counted else
-                f"the waves take {w} and would give the last request its first token after {t}; vLLM's KV "
-                "preemptions and early admissions are not counted here (Serving.cycle_s and "
+                f"the waves take {w} and would give the last request its first token after {t}; vLLM's "
+                "admissions as blocks fit and its KV preemptions are not counted here (Serving.cycle_s and "
                 "Serving.last_ttft_s count them, chapter 15)")
         lines.append(f"  queued: {chosen.waves:,} waves of up to {chosen.running_batch:,}; {took}")
     lines.append(f"  (in parentheses: the stated {COVERAGE:.0%} range of a published figure, the engine's "
