@@ -203,17 +203,12 @@ def test_long_prompts_are_replayed_token_by_token():
 
 
 def test_the_cohorts_are_the_replay_when_every_prompt_fits_a_step():
-    # small random batches (blocks of 1-16 tokens, prompts and answers of 1-60 tokens, 1-30 requests, caps of
-    # 1-30, watermark 0-0.3) with a budget no step fills: the cohort run counts exactly the replay tokens and
-    # preemptions. Its only difference is chunked prefill (test_long_prompts_are_replayed_token_by_token)
-    import random
+    # small random batches with a budget no step fills (tests/_churn_cases.py): the cohort run counts exactly
+    # the replay tokens and preemptions. Its only difference is chunked prefill
+    # (test_long_prompts_are_replayed_token_by_token)
+    from tests._churn_cases import small_random_batches
 
-    rng = random.Random(32)
-    for _ in range(80):
-        block, prompt, output = rng.choice([1, 2, 4, 16]), rng.randint(1, 60), rng.randint(1, 60)
-        need = math.ceil((prompt + output) / block)
-        args = (rng.randint(need, 6 * need), rng.randint(1, 30), prompt, output, rng.randint(1, 30))
-        kw = dict(block=block, max_num_batched_tokens=4096, watermark=rng.choice([0.0, 0.0, 0.1, 0.3]))
+    for args, kw in small_random_batches(32):
         r, c = replay_scheduler(*args, _free, **kw), kv_churn(*args, **kw)
         assert (c.recomputed_tokens, c.preemptions) == (r.recomputed_tokens, r.preemptions), (args, kw)
 
@@ -265,10 +260,10 @@ def test_the_replay_times_the_last_first_token_by_hand():
 
 
 def test_with_expert_parallelism_each_group_s_recomputation_costs_its_own_prefill():
-    """Session 35 (found by ttft35): with ``ep > 1`` a replica's ``attention_dp`` groups prefill side by side,
-    so ``interleave_s`` is the replica's cost of one prompt (serve_step: the batch's prefill cost over the
-    batch) and one group's prompt takes ``attention_dp`` times it. The groups recompute side by side: the churn
-    is one group's tokens at ``attention_dp x interleave_s / prompt``, i.e. the replica's tokens at
+    """Session 35 (found by ttft35): with ``ep > 1`` a replica's ``attention_dp`` groups prefill side by
+    side, so ``interleave_s`` is the replica's cost of one prompt (serve_step: the batch's prefill cost over
+    the batch) and one group's prompt takes ``attention_dp`` times it. The groups recompute side by side: the
+    churn is one group's tokens at ``attention_dp x interleave_s / prompt``, i.e. the replica's tokens at
     ``interleave_s / prompt``; the code divided by the groups once more (2x too low here). The same tokens
     priced by ``steps_s`` (a prefill-only count of one group's tokens) give the same seconds."""
     from llmsizing.serve_churn import StepCounts

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import csv
 import math
-import random
 import statistics
 from dataclasses import astuple
 from pathlib import Path
@@ -32,6 +31,7 @@ from llmsizing.catalog import get_gpu
 from llmsizing.serve import serving, serving_ends
 from llmsizing.serve_churn import StepCounts, churn_estimate, kv_churn, replay_scheduler
 from llmsizing.serve_replay import waves_against_vllm
+from tests._churn_cases import small_random_batches
 from tests._serving_bounds import stored_bounds
 
 SWEEP = Path(__file__).resolve().parents[1] / "data" / "serve_churn_sweep.csv"
@@ -51,13 +51,8 @@ def test_the_hand_worked_schedule(cap, counts):
 
 
 def test_the_cohorts_count_the_replay_s_work_exactly_when_every_prompt_fits_a_step():
-    # tests/test_serve_churn.py's random small batches (budget never filled): the same four counts
-    rng = random.Random(35)
-    for _ in range(80):
-        block, prompt, output = rng.choice([1, 2, 4, 16]), rng.randint(1, 60), rng.randint(1, 60)
-        need = math.ceil((prompt + output) / block)
-        args = (rng.randint(need, 6 * need), rng.randint(1, 30), prompt, output, rng.randint(1, 30))
-        kw = dict(block=block, max_num_batched_tokens=4096, watermark=rng.choice([0.0, 0.0, 0.1, 0.3]))
+    # small random batches with a budget never filled (tests/_churn_cases.py): the same four counts
+    for args, kw in small_random_batches(35):
         r, c = replay_scheduler(*args, _second, **kw), kv_churn(*args, **kw)
         assert astuple(c.to_last_first_token) == astuple(r.to_last_first_token), (args, kw)
         assert r.last_first_token_s == r.to_last_first_token.steps
