@@ -24,7 +24,14 @@ def test_split_and_summary_by_hand():
              {"redrawn": 40, "painted": 60, "kernel_cpu_ms": 10},
              {"redrawn": None, "painted": None, "kernel_cpu_ms": 5}]
     assert ps.split(moves[0]) == {"painted": 110, "kernel_cpu_ms": 50, "workers_cpu_ms": None,
-                                  "to_page_ms": 30, "browser_ms": 30}
+                                  "to_page_ms": 30, "browser_ms": 30, "browser_cpu_ms": None,
+                                  "summarised": None}
+    # page35's fields, as recorded: passed through and summarised like the others
+    two = [{"painted": 50, "browser_cpu_ms": 12.5, "summarised": 70}, {"painted": 30, "browser_cpu_ms": 8.0,
+                                                                        "summarised": 45}]
+    assert ps.split(two[0])["browser_cpu_ms"] == 12.5 and ps.split(two[0])["summarised"] == 70
+    assert ps.summary(two)["summarised"] == {"median": 45, "p90": 70, "max": 70}    # ceil(1) = 1st, ceil(1.8)
+    assert "| 45 / 70 |" in ps.table({"r": two})
     s = ps.summary(moves)
     assert s["moves"] == 3
     assert s["over_goal"] == 2                      # 110 ms, and the move never seen painted

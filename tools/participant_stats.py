@@ -15,7 +15,9 @@ the new figure's message in the page, ``painted`` the new figure decoded and a f
   and 17) runs beside it and is reported apart;
 * ``to_page_ms`` = ``redrawn`` - ``kernel_cpu_ms``: the rest of the time to the new figure in the page:
   transport (browser -> server -> kernel and back), the kernel waiting for a core, the page handling messages;
-* ``browser_ms`` = ``painted`` - ``redrawn``: fetching/decoding the PNG and painting it.
+* ``browser_ms`` = ``painted`` - ``redrawn``: fetching/decoding the PNG and painting it;
+* ``browser_cpu_ms``, the CPU time Chromium's processes used over the move, and ``summarised``, ms from the
+  input event to a frame after the summary under the figure changed (page35), as the harness records them.
 
 Percentiles are nearest rank (tools/load_test.nearest_rank): p90 of 10 values is the 9th smallest.
 """
@@ -45,7 +47,8 @@ def split(move: dict) -> dict:
     red, pnt, cpu = move.get("redrawn"), move.get("painted"), move.get("kernel_cpu_ms")
     return {"painted": pnt, "kernel_cpu_ms": cpu, "workers_cpu_ms": move.get("workers_cpu_ms"),
             "to_page_ms": None if red is None or cpu is None else red - cpu,
-            "browser_ms": None if red is None or pnt is None else pnt - red}
+            "browser_ms": None if red is None or pnt is None else pnt - red,
+            "browser_cpu_ms": move.get("browser_cpu_ms"), "summarised": move.get("summarised")}
 
 
 def summary(moves: list[dict]) -> dict:
@@ -54,7 +57,8 @@ def summary(moves: list[dict]) -> dict:
     out = {"moves": len(moves),
            "over_goal": sum(1 for m in moves if m.get("painted") is None or m["painted"] > GOAL_MS)}
     parts = [split(m) for m in moves]
-    for key in ("painted", "kernel_cpu_ms", "to_page_ms", "browser_ms", "workers_cpu_ms"):
+    for key in ("painted", "kernel_cpu_ms", "to_page_ms", "browser_ms", "workers_cpu_ms", "browser_cpu_ms",
+                "summarised"):
         vals = [p[key] for p in parts if p[key] is not None]
         out[key] = ({"median": round(nearest_rank(vals, 0.5)), "p90": round(nearest_rank(vals, 0.9)),
                      "max": round(max(vals))} if vals else None)
@@ -64,8 +68,9 @@ def summary(moves: list[dict]) -> dict:
 def table(record: dict) -> str:
     """A markdown table: one row per run and kind of move (``record``: run label -> list of moves)."""
     rows = ["| run | kind | moves | painted med / p90 / max ms | kernel CPU med / p90 / max | "
-            "to page (rest) med / p90 | browser med / p90 | workers CPU med / p90 | over 100 ms |",
-            "|" + "---|" * 9]
+            "to page (rest) med / p90 | browser med / p90 | workers CPU med / p90 | browser CPU med / p90 | "
+            "summary painted med / p90 | over 100 ms |",
+            "|" + "---|" * 11]
     for run, moves in record.items():
         kinds = sorted({m.get("kind", "move") for m in moves})
         for kind in ["all"] + kinds:
@@ -77,7 +82,7 @@ def table(record: dict) -> str:
                 return "-" if d is None else " / ".join(str(d[k]) for k in ("median", "p90", "max")[:n])
             rows.append(f"| {run} | {kind} | {s['moves']} | {f('painted')} | {f('kernel_cpu_ms')} | "
                         f"{f('to_page_ms', 2)} | {f('browser_ms', 2)} | {f('workers_cpu_ms', 2)} | "
-                        f"{s['over_goal']} |")
+                        f"{f('browser_cpu_ms', 2)} | {f('summarised', 2)} | {s['over_goal']} |")
     return "\n".join(rows)
 
 
