@@ -14,8 +14,10 @@ the print."""
 
 from __future__ import annotations
 
+import csv
 import html
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,8 +27,31 @@ from _serving_bounds import stored_bounds
 
 from llmsizing import serve as S
 
+ROOT = Path(__file__).resolve().parents[1]
 
 
+def _itl_batch1_by_hand_ms() -> float:
+    """Chapter 15's ITL at batch 1 worked from the model's shape and the catalogues, not from the library's
+    code: Llama-3-8B (Dubey et al. 2024; 32 layers, hidden 4,096, 32 heads of 128 of which 8 K/V heads, MLP
+    14,336, vocabulary 128,256, untied) has N = 32 x (2 x 4,096^2 + 2 x 4,096 x 1,024 + 3 x 4,096 x 14,336 +
+    2 x 4,096) + 2 x 128,256 x 4,096 + 4,096 = 8,030,261,248 parameters. A bf16 decode step reads the weights
+    but the input embedding's table (only its row of the token: 2 (N - V h) + 2 h bytes at batch 1) at the
+    fitted weights' share of HBM bandwidth, and the K/V cache at the mean decode context (1,024 + 256 / 2 =
+    1,152 tokens x 2 x 32 x 8 x 128 x 2 B) at the attention's share, plus one step overhead; at batch 1 no
+    other prompt's prefill rides along. Bandwidth from data/gpus.csv, shares and overhead from
+    data/serving_model.csv (read with csv)."""
+    h, layers, kv, d, ffn, vocab = 4096, 32, 8, 128, 14336, 128256
+    n = layers * (2 * h * h + 2 * h * kv * d + 3 * h * ffn + 2 * h) + 2 * vocab * h + h
+    assert n == 8_030_261_248                                   # the HF config's count (model card: 8.03B)
+    with open(ROOT / "data" / "gpus.csv", newline="") as f:
+        row = next(r for r in csv.DictReader(f) if r["name"] == "H100 SXM")
+    bw = float(row["memory_bandwidth_gbps"]) * 1e9
+    with open(ROOT / "data" / "serving_model.csv", newline="") as f:
+        c = {r["constant"]: float(r["value"]) for r in csv.DictReader(f)}
+    weights = 2 * (n - vocab * h) + 2 * h
+    kv_cache = (1024 + 256 // 2) * 2 * layers * kv * d * 2
+    step_s = weights / (bw * c["weights_bu"]) + kv_cache / (bw * c["attention_bu"]) + c["step_overhead_s"]
+    return step_s * 1e3
 
 
 def _text(widget) -> str:
@@ -103,8 +128,11 @@ def test_the_serving_curve_band_runs_from_the_fast_engines_curve_to_the_slow_one
     fast = [(s.output_tokens_per_s_per_gpu * hi, s.itl_s / hi * 1e3) for s in sweep]
     slow = [(s.output_tokens_per_s_per_gpu * lo, s.itl_s / lo * 1e3) for s in sweep][::-1]
     assert np.allclose(xy[:2 * n], fast + slow, rtol=1e-12, atol=0)
-    assert xy[0][1] == pytest.approx(7.115 / 1.338, abs=2e-3)          # 5.318 ms
-    assert xy[2 * n - 1][1] == pytest.approx(7.115 / 0.796, abs=2e-3)  # 8.939 ms
+    itl = _itl_batch1_by_hand_ms()
+    assert itl == pytest.approx(7.115, abs=5e-4)                      # the docstring's worked figure
+    assert sweep[0].batch == 1 and sweep[0].itl_s * 1e3 == pytest.approx(itl, rel=1e-9)
+    assert xy[0][1] == pytest.approx(itl / hi, rel=1e-9)               # 5.318 ms
+    assert xy[2 * n - 1][1] == pytest.approx(itl / lo, rel=1e-9)       # 8.939 ms
     assert np.allclose(xy[2 * n - 1:n - 1:-1, 1] / xy[:n, 1], hi / lo, rtol=1e-12)   # never wider
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
     assert x0 < xy[:, 0].min() and xy[:, 0].max() < x1 and y0 <= xy[:, 1].min() and xy[:, 1].max() < y1
