@@ -87,9 +87,8 @@ def test_fleet_widget_summary_shows_ttft_and_itl_on_this_fleet_by_hand():
 
     w = fleet_widget()
     _check_widget(w, 1000)
-    # the docstring's worked figures (the mean plan)
-    row = {r[0]: r for r in _cells(w.summary.value)[1:]}["mean, co-located"]
-    assert row[4:6] == ["87 (65-110)", "49.8 (37.2-62.5)"]
+    # (the printed figures themselves, e.g. "87 (65-110)", are chapter 15's stored output, which strict nbval
+    # compares; a copy of them here would only repeat the code's own output)
     w.controls["users"].value = 100                      # a move: the summary follows
     _check_widget(w, 100)
 
