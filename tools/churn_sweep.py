@@ -13,7 +13,9 @@ requests of ``prompt`` + ``output`` tokens (``over_room`` times the ``floor(bloc
 :func:`llmsizing.serve_churn.first_wave_recompute_tokens` (closed form) ``first_wave_recomputed_tokens``.
 ttft35: ``replay_first_token_*`` and ``churn_first_token_*`` are the work both count up to the end of the step
 that samples the batch's last first token (:class:`llmsizing.serve_churn.StepCounts`: steps, decode tokens,
-the contexts they attend to, prefilled tokens), which ``Serving.last_ttft_s`` prices over the KV room.
+the contexts they attend to, prefilled tokens), which ``Serving.last_ttft_s`` prices over the KV room;
+cohort36: ``replay_last_token_*`` and ``churn_last_token_*`` are the same counts over the whole run, to the
+batch's last token, which ``Serving.cycle_s`` prices there.
 tests/test_serve_churn.py reads the file and states the errors. Both are the book's reading of vLLM's rules,
 not vLLM running (no GPU here).
 """
@@ -43,7 +45,8 @@ FIELDS = ["blocks", "prompt", "output", "over_room", "batch", "max_num_seqs", "w
           "replay_recomputed_tokens", "replay_preemptions", "churn_recomputed_tokens", "churn_preemptions",
           "first_wave_recomputed_tokens"]
 COUNTS = ("steps", "decodes", "context_tokens", "prefill_tokens")     # StepCounts' fields (ttft35)
-FIELDS += [f"{who}_first_token_{k}" for who in ("replay", "churn") for k in COUNTS] + ["source", "as_of"]
+FIELDS += [f"{who}_first_token_{k}" for who in ("replay", "churn") for k in COUNTS]
+FIELDS += [f"{who}_last_token_{k}" for who in ("replay", "churn") for k in COUNTS] + ["source", "as_of"]
 
 
 def rows():
@@ -59,6 +62,8 @@ def rows():
                "first_wave_recomputed_tokens": first,
                **{f"replay_first_token_{k}": getattr(r.to_last_first_token, k) for k in COUNTS},
                **{f"churn_first_token_{k}": getattr(c.to_last_first_token, k) for k in COUNTS},
+               **{f"replay_last_token_{k}": getattr(r.to_last_token, k) for k in COUNTS},
+               **{f"churn_last_token_{k}": getattr(c.to_last_token, k) for k in COUNTS},
                "source": SOURCE, "as_of": AS_OF}
 
 

@@ -322,8 +322,9 @@ RANGED_FIGURES = {"itl_s": ("itl", "time"), "decode_step_s": ("itl", "time"), "t
                   "cycle_s": ("itl", "time"), "last_ttft_s": ("itl", "time"),
                   # churn35: the waves alone (cycle_s before the churn) and the churn itself, the tokens
                   # vLLM's preemptions compute twice, priced as prefill riding along decode steps
-                  # (interleave_s, as itl_s carries the others' prefills): the same steps' range, so
-                  # waves_s + churn_s is cycle_s at each end too. None (not counted) stays None at both ends
+                  # (interleave_s, as itl_s carries the others' prefills): the same steps' range. cohort36:
+                  # cycle_s over the KV room is the cohort run's steps (not waves_s + churn_s), the same
+                  # steps' range again. None (not counted) stays None at both ends
                   "waves_s": ("itl", "time"), "churn_s": ("itl", "time"),
                   # ttft35: the waves' last first token (last_ttft_s over the KV room is vLLM's admission,
                   # from the churn's cohort run): sums of the same steps

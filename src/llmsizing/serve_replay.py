@@ -50,10 +50,10 @@ from .serve_step import serving
 
 @dataclass(frozen=True)
 class WavesAgainstVLLM:
-    """A closed batch over the KV room: the library's whole batch (``cycle_s``: the waves and the
-    preemptions' churn, churn35) and its waves alone (``waves_s``, which ``cycle_s`` was before), the same
-    waves replayed (``waves``), and vLLM's own rules replayed (``vllm``) at the same step prices; ``ratio`` is
-    ``vllm.seconds / waves.seconds``."""
+    """A closed batch over the KV room: the library's whole batch (``cycle_s``: the cohort run with the
+    preemptions' churn priced to the last token, cohort36; churn35's waves plus churn before) and its waves
+    alone (``waves_s``, which ``cycle_s`` was before), the same waves replayed (``waves``), and vLLM's own
+    rules replayed (``vllm``) at the same step prices; ``ratio`` is ``vllm.seconds / waves.seconds``."""
 
     model: str
     gpu: str

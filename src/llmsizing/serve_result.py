@@ -61,7 +61,8 @@ class Serving:
     engine's ``max_num_seqs``, issue 34, or its KV room, kv30) runs ``running_batch`` at a time in ``waves``:
     the step fields are one full wave's, ``cycle_s`` and ``last_ttft_s`` the whole batch's; ``running_bound``
     says which bound set the running batch; over the KV room ``churn`` and ``churn_s`` price the tokens vLLM's
-    preemptions compute twice (churn32), which ``cycle_s`` adds to the waves (``waves_s``; churn35)."""
+    preemptions compute twice (churn32), and ``cycle_s`` is the cohort run that counts them priced to the last
+    token, as ``last_ttft_s`` to the last first token (cohort36; the waves alone: ``waves_s``)."""
 
     model: str
     gpu: str
@@ -207,7 +208,8 @@ class Serving:
         cohorts prefill a prompt in one step (vLLM chunks the one that overflows the step's budget), the
         step price is linear in its tokens (:meth:`steps_s`), and beyond 8 times the room the work is
         extrapolated as the churn is (0.6% low to 12% high against the full run at 12-32 times, six rooms
-        of 29-346 sequences). Costs the churn's run on first use (milliseconds to 1.5 s;
+        of 29-346 sequences; 6.1% low at 12 times Llama-2-7B's room of 53 on an A100 80GB at 128 + 2,048
+        tokens, cohort36). Costs the churn's run on first use (milliseconds to 1.5 s;
         :attr:`waves_last_ttft_s` never does). Where the churn cannot be counted (:attr:`churn` None) it is
         the waves'. Chapter 15."""
         counts = self.churn.to_last_first_token if self.running_bound == "kv" and self.churn else None
@@ -286,28 +288,40 @@ class Serving:
         and decode ``output`` steps, ``batch_prefill_s + output x decode_step_s`` (``wave_s``); a queued batch
         (issue 34) takes its waves one after the other: ``(waves - 1) x wave_s`` + the last wave's. This was
         ``cycle_s`` before churn35; it is the whole batch's time wherever nothing is preempted (within the KV
-        room, or queued by ``max_num_seqs``)."""
+        room, or queued by ``max_num_seqs``); over the KV room, the batch as if vLLM admitted a room at a time
+        (fast: the serving widget states it there)."""
         return self.queue_wait_s + (self.last_wave or self).wave_s
 
     @property
     def cycle_s(self) -> float:
-        """GPU time to serve ``batch`` requests completely: the waves (:attr:`waves_s`) and the tokens vLLM
-        V1's KV preemptions compute twice (:attr:`churn_s`, zero unless the KV room sets the running batch).
-        One figure for "how long does the whole batch take" (churn35; before, ``cycle_s`` was the waves alone
-        and ``cycle_with_churn_s`` this sum). Why the sum: vLLM V1 admits requests while their prompts' blocks
-        fit and preempts the latest as answers grow (``Scheduler.schedule``), so a batch over the KV room
-        recomputes before it settles into waves. Against the step-by-step replay of those rules at the same
-        step prices (``tools/replay_kv_preemption.py``'s nine cases) the sum is 0.2-0.6% off in the five with
-        prompts of 1,024 tokens or more at 1.5 times the room or over, 4.2% high at 1.1 times, 9.2-9.3% high
-        in two with 128-token prompts and 2,048-token answers and 29.5% high in the third (60 requests over
-        a room of 53, where the first wave's extra requests share decode steps, a saving not priced); never
-        more than 0.6% short. The waves alone are 1-13% short in seven of the nine (median error 6.3%
-        against 0.6%) and 3-28% high in two. Where the churn cannot be counted (:attr:`churn` None: no KV
-        capacity, or sequences past a sliding window) this is the waves alone. Counting the churn takes
-        milliseconds to 1.5 s on first use (:mod:`llmsizing.serve_churn`); :attr:`waves_s` never counts it.
-        Chapter 15."""
-        churn = self.churn_s
-        return self.waves_s if churn is None else self.waves_s + churn
+        """GPU time to serve ``batch`` requests completely. Within the KV room, or queued by ``max_num_seqs``,
+        the waves (:attr:`waves_s`: nothing is preempted). Over the KV room vLLM V1 admits requests while
+        their prompts' blocks fit and preempts the latest as answers grow (``Scheduler.schedule``), so the
+        batch does not run in waves: this is the cohort run that counts the churn, to the batch's last token
+        (:attr:`churn`'s ``to_last_token``, :func:`~llmsizing.serve_churn.kv_churn`; the token-level replay
+        for prompts over half the chunk), priced with this result's own step terms (:meth:`steps_s`), the
+        mechanism of :attr:`last_ttft_s` (cohort36: one engine, one answer per question). Why not the waves
+        plus the recomputed tokens (churn35's sum, :attr:`waves_s` + :attr:`churn_s`): both compute the same
+        tokens (every request its ``prompt + output - 1`` and every preempted one its lost tokens again) at
+        the same contexts (within 0.03%), but vLLM runs the requests past the room in the first wave's steps
+        until they are preempted, and after readmission only their rest, so it takes fewer steps; each step
+        pays the fixed overhead and one read of the weights, which the sum charged for whole extra waves
+        (4,096 steps where vLLM's rules take 2,272 for Llama-2-7B on an A100, 60 requests of 128 + 2,048
+        tokens over a room of 53: those 1,824 steps cost 18.40 s of the sum's 18.41 s over the replay).
+        Against the token-level replay of the same rules at the same step prices
+        (``tools/replay_kv_preemption.py``'s nine cases) vLLM's over this is 0.998-1.002 (median error 0.07%),
+        where the sum gave 0.772-1.006 (9.2-29.5% high with 128-token prompts) and the waves alone 0.78-1.15;
+        over ``data/serve_churn_sweep.csv``'s 144 batches the cohorts' whole run priced at Llama-3-8B's H100
+        steps is within 0.49% of the replay's (median 0.04%). Approximations: as :attr:`last_ttft_s`'s
+        (one-step prefill in the cohorts, a step price linear in its tokens, the all-reduces and MoE weights
+        at the wave's size, a step's bound the wave's), and beyond 8 times the room the work is extrapolated
+        as the churn is (0.4% low to 4.6% high against the full run at 12, 16 and 32 times six rooms of 21-346
+        sequences). Where the churn cannot be counted (:attr:`churn` None: no KV capacity, or sequences past a
+        sliding window) this is the waves alone. Counting costs milliseconds to 1.5 s on first use
+        (:mod:`llmsizing.serve_churn`; the same run as :attr:`last_ttft_s`'s); :attr:`waves_s` never counts
+        it. Chapter 15."""
+        counts = self.churn.to_last_token if self.running_bound == "kv" and self.churn else None
+        return self.waves_s if counts is None else self.steps_s(counts)
 
     @cached_property
     def churn(self) -> Churn | None:
@@ -329,9 +343,9 @@ class Serving:
             return None
         one = churn_estimate(self.kv_capacity.blocks, -(-self.batch // groups), self.prompt, self.output,
                              self.max_num_seqs or self.max_batch)
-        # (to_last_first_token: one group's, as the groups run side by side)
+        # (to_last_first_token, to_last_token: one group's, as the groups run side by side)
         return Churn(one.recomputed_tokens * groups, one.preemptions * groups, self.batch,
-                     one.to_last_first_token)
+                     one.to_last_first_token, one.to_last_token)
 
     @property
     def recompute_tokens_per_request(self) -> float | None:
@@ -340,14 +354,18 @@ class Serving:
 
     @property
     def churn_s(self) -> float | None:
-        """Seconds the churn adds to the whole batch (churn32): each attention group's recomputed tokens at
-        one prompt's prefill cost per token riding along with decode (``interleave_s / prompt``, as
-        :mod:`llmsizing.serve_replay` prices them; a recomputed sequence longer than the prompt attends to
-        more context, so an underestimate there). The groups recompute side by side, and with expert
-        parallelism ``interleave_s`` is the replica's cost of a prompt (its groups prefilling side by side),
-        so one group's token costs ``attention_dp`` times it: the replica's recomputed tokens x
-        ``interleave_s / prompt``, as :meth:`steps_s` prices prefilled tokens (session 35: the groups were
-        divided out twice, ``attention_dp`` times too low with ``ep > 1``). None when :attr:`churn` is."""
+        """Seconds of the churn (churn32): what the tokens vLLM's preemptions compute twice cost, each
+        attention group's recomputed tokens at one prompt's prefill cost per token riding along with decode
+        (``interleave_s / prompt``, as :mod:`llmsizing.serve_replay` prices them; a recomputed sequence longer
+        than the prompt attends to more context, so an underestimate there). The groups recompute side by
+        side, and with expert parallelism ``interleave_s`` is the replica's cost of a prompt (its groups
+        prefilling side by side), so one group's token costs ``attention_dp`` times it: the replica's
+        recomputed tokens x ``interleave_s / prompt``, as :meth:`steps_s` prices prefilled tokens (session 35:
+        the groups were divided out twice, ``attention_dp`` times too low with ``ep > 1``). Over the KV room
+        it is the recomputed tokens' share of :attr:`cycle_s` (which prices every prefilled token so;
+        cohort36), no longer what the whole batch takes beyond the waves: ``cycle_s - waves_s`` is about this
+        less the steps vLLM's admissions save (below zero for Llama-2-7B on an A100, 60 requests of 128 +
+        2,048 tokens). None when :attr:`churn` is."""
         if self.churn is None:
             return None
         return self.churn.recomputed_tokens * self.interleave_s / self.prompt

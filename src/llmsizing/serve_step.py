@@ -136,8 +136,10 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
       waves recompute long prompts; the ITL is the room's at the end, a larger batch's before the
       preemptions. The churn is priced (churn32): ``churn`` (the tokens the preemptions throw away,
       :func:`~llmsizing.serve_churn.churn_estimate`) and ``churn_s`` (those tokens at one prompt's prefill
-      price per token); ``cycle_s`` is the waves (``waves_s``) plus ``churn_s`` (churn35; the deprecated
-      ``cycle_with_churn_s`` returns it), and ``last_ttft_s`` is when vLLM's admissions reach the last
+      price per token); ``cycle_s`` is the cohort run that counts it, priced to the batch's last token
+      (cohort36; churn35's sum, the waves ``waves_s`` plus ``churn_s``, charged whole waves of steps that
+      vLLM's admissions share; the deprecated ``cycle_with_churn_s`` returns ``cycle_s``), and ``last_ttft_s``
+      the same run to when vLLM's admissions reach the last
       request (ttft35; the waves' figure: ``waves_last_ttft_s``). ``batching="static"`` runs
       the stated batch at once, as an engine built for it does (TensorRT-LLM's static batching: the
       calibration passes its rows so), whatever the KV room and the cap; ``fits`` still says whether vLLM's
