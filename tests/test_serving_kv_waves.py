@@ -64,9 +64,10 @@ def test_twice_the_room_runs_in_two_waves_of_the_room():
     for f in ("decode_step_s", "itl_s", "ttft_s", "batch_prefill_s", "output_tokens_per_s",
               "usd_per_million_output_tokens", "usd_per_million_input_tokens"):
         assert getattr(two, f) == getattr(room, f), f
-    # the waves (waves_s; cycle_s adds the preemptions' churn, churn35: tests/test_serve_churn.py)
+    # the waves (waves_s; cycle_s is the cohort run that counts the preemptions' churn, priced to the last
+    # token, cohort36: tests/test_serve_churn_cycle.py; here within 1% of the waves plus the churn)
     assert two.waves_s == pytest.approx(2 * room.cycle_s, rel=1e-12)
-    assert two.cycle_s == pytest.approx(two.waves_s + two.churn_s, rel=1e-12) and room.churn_s == 0
+    assert abs(two.cycle_s / (two.waves_s + two.churn_s) - 1) < 0.01 and room.churn_s == 0
     # the waves' last first token (last_ttft_s over the room is vLLM's admission, ttft35:
     # tests/test_serve_last_ttft.py)
     assert two.waves_last_ttft_s == pytest.approx(room.cycle_s + room.batch_prefill_s, rel=1e-12)
