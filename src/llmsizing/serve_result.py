@@ -372,8 +372,9 @@ class Serving:
 
     @property
     def cycle_with_churn_s(self) -> float | None:
-        """Deprecated (churn35): :attr:`cycle_s` is now the waves plus the churn, the figure this was
-        (churn32). Returns ``cycle_s``, or None when :attr:`churn` is, as before, with a
+        """Deprecated (churn35): :attr:`cycle_s` now counts the churn, which this was for (churn32: the waves
+        plus the churn; since cohort36 ``cycle_s`` is the cohort run priced to the last token, closer to
+        vLLM's rules). Returns ``cycle_s``, or None when :attr:`churn` is, as before, with a
         ``DeprecationWarning``; goes in the next release."""
         import warnings
 
