@@ -19,6 +19,9 @@ Measured (ttft35, 2026-12-03, against main 4dd8d24f; CPU ms a call, medians, pai
 * counting from ``mass``, the running requests' computed tokens kept as they change (what is committed),
   10 rounds, load 1.5-1.8: 10.9 -> 10.7 ms (1.011), 45.2 -> 45.0 (0.996), 28.5 -> 29.3 (1.019), 19.3 ->
   19.5 (1.000): within the noise; a 6-round run at load 2-3 gave 0.84-0.97.
+* cohort36 (the run also keeps the whole run's counts, ``Churn.to_last_token``, one more ``StepCounts`` at
+  its end), against main a9d92b3b, 6 rounds, load 1.6-2.0: 15.9 -> 14.7 ms (1.051), 67.7 -> 65.6 (0.988),
+  45.8 -> 42.1 (0.972), 30.4 -> 29.1 (0.981): within the noise.
 """
 
 from __future__ import annotations
