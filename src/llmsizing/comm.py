@@ -52,7 +52,7 @@ from .precision import DTYPE_BYTES, RECIPES, check_recipe
 from .zero_traffic import (CPU_ADAM_BYTES_PER_PARAM, DP_BUCKET_MIN_PARAMS,  # noqa: F401
                            DP_BUCKET_PARAMS_PER_RANK, FSDP_ROOT_UNITS, FSDP_UNIT_LAYERS, GPUS_PER_HOST,
                            HOST_LINK_GBPS, HOST_MEMORY_GBPS, OffloadTime, dp_bucket_params, dp_calls,
-                           dp_collectives, dp_schedule, offload_time)
+                           dp_collectives, dp_schedule, fsdp_root_params, offload_time)
 
 #: Columns of :meth:`Communication.to_frame`.
 COMM_COLUMNS = ("collective", "group", "group_size", "link", "calls", "message_bytes", "bytes_per_gpu",
@@ -188,7 +188,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     * ``zero=2``: the gradients are reduce-scattered after every micro-batch (the full gradient is never
       kept), then one all-gather of the weights;
     * ``zero=3``: per micro-batch, an all-gather of the weights in the forward and again in the backward (the
-      forward's only with ``reshard_after_forward=False``, once per step with a pipeline), and a
+      forward's only with ``reshard_after_forward=False``, once per step with a pipeline; all but the root
+      unit's with ``None``, torch's default), and a
       reduce-scatter of the gradients, each one call per layer of the stage and one for the root unit
       (:data:`~llmsizing.zero_traffic.FSDP_UNIT_LAYERS`, :data:`~llmsizing.zero_traffic.FSDP_ROOT_UNITS`);
     * DDP's and ZeRO-1/2's collectives run one call per gradient bucket (Megatron-Core's default,
@@ -271,7 +272,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     for tag, dp, on_rank, gl in dp_parts:                     # gradients are reduced over dp x cp
         for name, kind, message, calls, slot in dp_collectives(
                 par.zero, on_rank, w_b, g_b, m, par.reshard_after_forward, layers=layers,
-                pipelined=par.pp > 1, grad_reduces=grad_reduces(par, m), bucket_params=dp_bucket_params(dp)):
+                pipelined=par.pp > 1, grad_reduces=grad_reduces(par, m), bucket_params=dp_bucket_params(dp),
+                root_params=0.0 if tag else fsdp_root_params(model, par.tp)):   # (the root: no expert's)
             add(name + tag, "dp", dp, kind, message, calls, gl, slot)       # (its window: data, M5)
 
     local = seq // par.cp                                     # this GPU's tokens of each sequence

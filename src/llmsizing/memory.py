@@ -32,6 +32,7 @@ from .model import Model
 from .parallel import (Parallel, check_recompute_layers, kept_parallel, layers_per_stage, pipeline_in_flight,
                        recomputed_layers, resolve_parallel, stage_chunks)
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
+from .zero_traffic import fsdp_root_params
 from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, ModelStates, _frame, _stage_linear,  # noqa: F401
                      _kept_state_elements, _layer_params, _stage_params, _states, _tp_share,
                      default_overhead_bytes,
@@ -418,7 +419,12 @@ def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
     16-bit recipe gives the same bytes here when that module is the embedding or LM head and outweighs a
     block (Llama 3), and more when a block is larger (GPT-3 175B: a block is 2.9x its embedding). FSDP2 also
     prefetches the next block's weights during the forward by default, which this leaves out (chapter 9
-    measures it). Taught in chapter 7.
+    measures it). With torch's default (``reshard_after_forward=None``, no pipeline) the root unit
+    (:func:`~llmsizing.zero_traffic.fsdp_root_params`) stays gathered from the forward to the backward: its
+    16-bit weights whole, one block's weights and the largest unit's gradient on top. (torch gathers the root
+    for the whole forward and again for the whole backward with ``True`` too, its hooks wrapping the whole
+    model and its reduce-scatter in the backward's final callback, so ``True``'s peak holds it as well; this
+    counts only the largest unit there, unchanged.) Taught in chapter 7.
     """
     model = resolve_model(model, moe=True)
     check_recipe("precision", precision)
@@ -434,7 +440,11 @@ def _zero3_gathered(model: Model, precision: str, par: Parallel) -> float:
     matrix = model.vocab * model.hidden / par.tp
     # without resharding after the forward the stage's weights stay gathered and are counted with the
     # weights (ModelStates): only the unit's full gradient, before its reduce-scatter, comes on top
-    weights = DTYPE_BYTES[recipe.weights] if par.reshard_after_forward else 0
+    weights = DTYPE_BYTES[recipe.weights] if par.reshard_after_forward is not False else 0
+    if par.reshard_after_forward is None and par.pp == 1:    # torch's default: the root kept, whole
+        w_b = DTYPE_BYTES[recipe.weights]
+        return (w_b * fsdp_root_params(model, par.tp) + w_b * block
+                + DTYPE_BYTES[recipe.grads] * max(block, matrix))
     if par.grad_reduce == "chunk_run":    # the largest chunk's whole gradient, accumulated over its run
         chunk = -(-max(layers_per_stage(model.layers, par)) // par.virtual_stages)
         return weights * max(block, matrix) + DTYPE_BYTES[recipe.grads] * max(block * chunk, matrix)

@@ -79,6 +79,14 @@ OP_SAC_MODES = tuple(OP_SAC_SDPA_SAVED)
 RECOMPUTE_MODES = RECOMPUTE + OP_SAC_MODES
 
 
+def _check_reshard(value, zero: int) -> bool:
+    """``reshard_after_forward`` as a bool; None (torch's default, the root kept) only with ``zero=3``."""
+    if value is None:
+        raise ValueError(f"reshard_after_forward=None (FSDP2's default: every block resharded, the root "
+                         f"kept) needs zero=3, got zero={zero}; give True or False")
+    return check_bool("reshard_after_forward", value)
+
+
 def _as_model(model):                  # a catalogue name's Model (a model as given)
     from .catalog import get_model
     return get_model(model) if isinstance(model, str) else model
@@ -96,6 +104,8 @@ class Parallel:
     first and the last stage (Dubey et al. 2024, Sec. 3.3.2; :func:`uneven_stages`). ``None`` is Megatron-LM's
     even split (the first stages take the remainder). ``reshard_after_forward`` (ZeRO-3 only) is FSDP2's
     choice: ``True`` frees the gathered weights after each forward and gathers them again for the backward;
+    ``None`` is ``fully_shard``'s own default, ``True`` for every block and ``False`` for the root unit
+    (:func:`~llmsizing.zero_traffic.fsdp_root_params`; ZeRO-3 only, priced as ``True`` under a pipeline);
     ``False`` keeps them until the backward (one gather per micro-batch; the stage's 16-bit weights stay in
     memory); with a pipeline (``pp > 1``) for the whole step, one gather per step, as torchtitan's
     ``apply_fsdp`` does with PP "to avoid per-microbatch all-gathers" and PyTorch's pipeline stages do
@@ -152,7 +162,7 @@ class Parallel:
     virtual_stages: int = 1
     offload: str = "none"
     stage_layers: tuple | None = None
-    reshard_after_forward: bool = True
+    reshard_after_forward: bool | None = True
     cp: int = 1
     cp_comm: str = "p2p"
     # ---- expert parallelism (issue 24; the rules and the arithmetic live in llmsizing.moe)
@@ -174,11 +184,14 @@ class Parallel:
         object.__setattr__(self, "virtual_stages", check_int("virtual_stages", self.virtual_stages))
         check_choice("offload", self.offload, OFFLOADS)
         check_choice("cp_comm", self.cp_comm, CP_COMMS)
-        for f in ("sp", "reshard_after_forward", "expert_tp", "account_for_embedding", "account_for_loss",
+        for f in ("sp", "expert_tp", "account_for_embedding", "account_for_loss",
                   "deallocate_pipeline_outputs", "shared_expert_overlap"):
             object.__setattr__(self, f, check_bool(f, getattr(self, f)))
+        if self.reshard_after_forward is not None or self.zero != 3:   # None: torch's default, ZeRO-3 only
+            object.__setattr__(self, "reshard_after_forward", _check_reshard(self.reshard_after_forward,
+                                                                             self.zero))
         gr = check_choice("grad_reduce", self.grad_reduce, GRAD_REDUCES)
-        if gr != "micro_batch" and (self.zero != 3 or self.reshard_after_forward):   # resharded: not modelled
+        if gr != "micro_batch" and (self.zero != 3 or self.reshard_after_forward is not False):
             raise ValueError(f"grad_reduce={gr!r} needs zero=3 with reshard_after_forward=False, got "
                              f"zero={self.zero}, reshard_after_forward={self.reshard_after_forward}")
         if self.stage_layers is not None:

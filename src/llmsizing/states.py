@@ -287,13 +287,15 @@ def _states(n: int, elements: float, precision: str, optimizer: str, par: Parall
         lin, n_layers = linear if linear is not None else (n * share, 0)
         fp8_w = scheme.weight_copy_bytes * lin
         fp8_meta = scheme.meta_bytes_per_layer * n_layers
-        if par.zero >= 3 and par.reshard_after_forward:   # remade per gathered unit, like the weights
+        if par.zero >= 3 and par.reshard_after_forward is not False:   # remade per gathered unit, as weights
             fp8_w = fp8_w / dp
     if par.zero >= 1:
         master, states, extra = master / dp, states / dp, extra / dp
     if par.zero >= 2:
         grads = grads / dp
-    if par.zero >= 3 and par.reshard_after_forward:     # (FSDP2 without resharding keeps them gathered)
+    # (FSDP2 without resharding keeps them gathered; torch's default, None, keeps the root only: a gathered
+    # unit of its own, memory._zero3_gathered)
+    if par.zero >= 3 and par.reshard_after_forward is not False:
         weights = weights / dp
     host = 0.0
     if par.offload != "none":

@@ -24,6 +24,7 @@ from .model import Model
 from .network import host_link_gbps as gpu_host_link_gbps
 from .parallel import Parallel, resolve_parallel
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
+from .states import edge_params
 
 
 #: Layers per ZeRO-3 unit: one all-gather (forward, and again in the backward) and one gradient reduce-scatter
@@ -41,13 +42,13 @@ FSDP_UNIT_LAYERS = 1
 #: :attr:`~llmsizing.parallel.Parallel.reshard_after_forward`) gathers ``layers + 1`` units in the forward and
 #: again in the backward and reduce-scatters ``layers + 1``; ``False`` gathers once. torch's default (None) is
 #: False for the root ("True for non-root modules and False for root modules", ``fully_shard``'s docstring),
-#: so its backward gathers ``layers`` units and not the root's weights: one call and the root's bytes (13% of
-#: Llama-3-8B's) fewer than priced here. torchtitan's ``apply_fsdp`` wraps the embedding and
-#: ``[norm, output]`` apart: ``layers + 2`` forward all-gathers and reduce-scatters (one over the price, 3%
-#: of Llama-3-8B's 33), ``layers + 1`` backward all-gathers (the head kept). Under a pipeline a stage counts
-#: no root (``dp_calls(pipelined=True)``): exact for a middle stage, whose root holds nothing, one call under
-#: for the stages that hold the embedding or the head. Until session 34 the root was folded into the blocks'
-#: units (``layers`` calls: 32 for Llama-3-8B, 33 measured).
+#: so its backward gathers ``layers`` units and not the root's weights (:func:`fsdp_root_params`: 13% of
+#: Llama-3-8B's): priced as such by ``Parallel(reshard_after_forward=None)`` since session 36. torchtitan's
+#: ``apply_fsdp`` wraps the embedding and ``[norm, output]`` apart: ``layers + 2`` forward all-gathers and
+#: reduce-scatters (one over the price, 3% of Llama-3-8B's 33), ``layers + 1`` backward all-gathers (the head
+#: kept). Under a pipeline a stage counts no root (``dp_calls(pipelined=True)``): exact for a middle stage,
+#: whose root holds nothing, one call under for the stages that hold the embedding or the head. Until session
+#: 34 the root was folded into the blocks' units (``layers`` calls: 32 for Llama-3-8B, 33 measured).
 FSDP_ROOT_UNITS = 1
 
 #: Megatron-Core's default gradient bucket, parameters: ``max(40,000,000, 1,000,000 x dp)`` with ``dp`` the
@@ -134,6 +135,17 @@ def torch_ddp_buckets(model: Model | str, *, precision: str = "bf16-mixed",
     return len(torch_ddp_bucket_assignment(model, precision=precision, bucket_cap_mb=bucket_cap_mb))
 
 
+def fsdp_root_params(model: Model | str, tp: int = 1) -> float:
+    """Parameters of FSDP's root unit on one tensor-parallel rank: what no transformer block holds, the
+    embedding, the final norm and an untied LM head (:func:`~llmsizing.states.edge_params` of one pipeline
+    stage, the pieces the model states already count). ``fully_shard`` on the whole model after each block
+    takes them as one unit (:data:`FSDP_ROOT_UNITS`); torch's default keeps it gathered from the forward to
+    the backward (``Parallel(reshard_after_forward=None)``). Llama-3-8B: 2 x 128,256 x 4,096 + 4,096 =
+    1,050,677,248 (13.1% of its 8.03B). Chapters 7 and 9."""
+    model = resolve_model(model, moe=True)
+    return sum(edge_params(model, check_int("tp", tp), 1).values())
+
+
 def dp_calls(zero: int, on_rank: float, *, layers: int | None = None, bucket_params: float | None = None,
              pipelined: bool = False) -> int:
     """Calls of each data-parallel collective per pass (per micro-batch for ZeRO-3's, per step or micro-batch
@@ -155,8 +167,9 @@ def dp_calls(zero: int, on_rank: float, *, layers: int | None = None, bucket_par
 
 
 def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
-                   reshard_after_forward: bool = True, *, layers: int | None = None, pipelined: bool = False,
-                   bucket_params: float | None = None, grad_reduces: int | None = None) -> list[tuple]:
+                   reshard_after_forward: bool | None = True, *, layers: int | None = None,
+                   pipelined: bool = False, bucket_params: float | None = None,
+                   grad_reduces: int | None = None, root_params: float | None = None) -> list[tuple]:
     """The data-parallel collectives of one step for ``on_rank`` parameters on a GPU, as ``(name, kind,
     message bytes of one call, calls, slot)``, ``slot`` the window of
     :data:`~llmsizing.collectives.DP_SLOTS` each hides behind (:func:`~llmsizing.comm.communication`'s
@@ -174,9 +187,22 @@ def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: f
     ``pipelined`` (``pp > 1``) ZeRO-3 without resharding gathers the weights once per step, not per
     micro-batch, behind the step's first forward as ZeRO-1/2's gather
     (:attr:`~llmsizing.parallel.Parallel.reshard_after_forward` says why). The window is set here, with
-    the collective, so that no reader finds it from the name (review24c M5)."""
+    the collective, so that no reader finds it from the name (review24c M5). ``reshard_after_forward=None``
+    is torch's default (every block resharded, the root kept): the backward gathers all units but the root's,
+    ``root_params`` of the ``on_rank`` parameters (:func:`fsdp_root_params`; measured,
+    :data:`FSDP_ROOT_UNITS`); with no root counted (``pipelined``, or ``layers=None``) it is ``True``."""
     k = dp_calls(zero, on_rank, layers=layers, bucket_params=bucket_params, pipelined=pipelined)
     w, g, m = on_rank * weight_bytes / k, on_rank * grad_bytes / k, grad_accum
+    back_k, back_w = k, w                   # the backward's gathers: every unit, or all but the kept root
+    if reshard_after_forward is None:
+        if zero == 3 and not pipelined and layers is not None:
+            if root_params is None:
+                raise ValueError("root_params (the root unit's parameters on this GPU, fsdp_root_params) is "
+                                 "needed with reshard_after_forward=None: the root is kept after the forward")
+            root = check_number("root_params", root_params, minimum=0.0, maximum=on_rank)
+            back_k = k - FSDP_ROOT_UNITS
+            back_w = (on_rank - root) * weight_bytes / back_k
+        reshard_after_forward = True
     if zero == 0:
         return [("DP gradient all-reduce", "all-reduce", g, k, "gradients")]
     if zero == 1:
@@ -188,20 +214,21 @@ def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: f
     kept = pipelined and not reshard_after_forward    # hidden as ZeRO-1/2's gather is (exposed_by_group)
     return ([("FSDP weight all-gather (kept for the step)", "all-gather", w, k, "weight all-gather") if kept
              else ("ZeRO-3 weight all-gather (forward)", "all-gather", w, m * k, "ZeRO-3 forward gather")]
-            + ([("ZeRO-3 weight all-gather (backward)", "all-gather", w, m * k, "ZeRO-3 backward")]
+            + ([("ZeRO-3 weight all-gather (backward)", "all-gather", back_w, m * back_k, "ZeRO-3 backward")]
                if reshard_after_forward else [])
             + [("ZeRO-3 gradient reduce-scatter", "reduce-scatter", g, (grad_reduces or m) * k,
                 "ZeRO-3 backward")])
 
 
 def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
-                reshard_after_forward: bool = True, *, layers: int | None = None, pipelined: bool = False,
-                bucket_params: float | None = None, grad_reduces: int | None = None) -> list[tuple]:
+                reshard_after_forward: bool | None = True, *, layers: int | None = None,
+                pipelined: bool = False, bucket_params: float | None = None, grad_reduces: int | None = None,
+                root_params: float | None = None) -> list[tuple]:
     """:func:`dp_collectives` without the window: ``(name, kind, message bytes of one call, calls)`` per
     data-parallel collective of one step (its shape before review24c M5, for callers that unpack four)."""
     return [row[:4] for row in dp_collectives(
         zero, on_rank, weight_bytes, grad_bytes, grad_accum, reshard_after_forward, layers=layers,
-        pipelined=pipelined, bucket_params=bucket_params, grad_reduces=grad_reduces)]
+        pipelined=pipelined, bucket_params=bucket_params, grad_reduces=grad_reduces, root_params=root_params)]
 
 
 #: PCIe Gen4 x16, one way, decimal GB/s: 16 GT/s x 16 lanes x 128/130 (the 128b/130b line code) / 8 bits =
