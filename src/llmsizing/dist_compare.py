@@ -87,6 +87,53 @@ def fsdp_unit_relation(path=None):
     return pd.DataFrame(rows)
 
 
+#: The plain wrappings of ``data/fsdp_unit_calls.csv`` (``fully_shard`` on each layer, then the root) and the
+#: ``reshard_after_forward`` that prices each: torch's default (None, the root kept), True and False on every
+#: unit.
+FSDP_UNIT_RESHARD = {"layers+root": None, "layers+root, reshard all": True,
+                     "layers+root, reshard none": False}
+#: The library's ZeRO-3 collectives as the CSV's ``(phase, kind)``.
+_ZERO3_PHASE_KIND = {"ZeRO-3 weight all-gather (forward)": ("forward", "all-gather"),
+                     "ZeRO-3 weight all-gather (backward)": ("backward", "all-gather"),
+                     "ZeRO-3 gradient reduce-scatter": ("backward", "reduce-scatter")}
+
+
+def fsdp_unit_prices(path=None):
+    """Each run of ``data/fsdp_unit_calls.csv``'s plain wrappings (:data:`FSDP_UNIT_RESHARD`) against
+    :func:`~llmsizing.comm.communication` on the same model (``Parallel(dp=world, zero=3,
+    reshard_after_forward=...)``, fp32, one micro-batch): one row per wrapping, world size, layers, phase and
+    kind with the measured and predicted ``calls`` and ``bytes`` of one step (calls x message). The model is
+    the CSV's LlamaConfig, untied; raises ValueError where its parameters are not the row's ``n_params``.
+    Chapter 9."""
+    import pandas as pd
+
+    df = pd.read_csv(FSDP_UNIT_CALLS_CSV if path is None else path)
+    df = df[df["wrapping"].isin(list(FSDP_UNIT_RESHARD))]
+    df = df.assign(bytes=df["calls"] * df["message_bytes"])
+    rows = []
+    for (wrapping, world, layers), part in df.groupby(["wrapping", "world_size", "layers"], sort=False):
+        r = part.iloc[0]
+        model = Model("fsdp-units", layers=int(layers), hidden=int(r["hidden"]), heads=int(r["heads"]),
+                      kv_heads=int(r["kv_heads"]), ffn_hidden=int(r["ffn"]), vocab=int(r["vocab"]),
+                      tied_embeddings=False)
+        if model.n_params != int(r["n_params"]):
+            raise ValueError(f"{wrapping}, {layers} layers: the model built has {model.n_params:,} "
+                             f"parameters, the row {int(r['n_params']):,}")
+        par = Parallel(dp=int(world), zero=3, reshard_after_forward=FSDP_UNIT_RESHARD[wrapping])
+        c = communication(model, par, batch=int(r["batch"]), seq=int(r["seq"]), gpu="H100 SXM",
+                          precision="fp32")
+        pred = {_ZERO3_PHASE_KIND[x.collective]: (x.calls, x.calls * x.message_bytes)
+                for x in c.collectives if x.group == "dp"}
+        meas = part.groupby(["phase", "kind"])[["calls", "bytes"]].sum()
+        for key in sorted(set(pred) | set(meas.index)):
+            m_calls, m_bytes = (int(v) for v in meas.loc[key]) if key in meas.index else (0, 0)
+            p_calls, p_bytes = pred.get(key, (0, 0.0))
+            rows.append({"wrapping": wrapping, "world_size": int(world), "layers": int(layers),
+                         "phase": key[0], "kind": key[1], "measured_calls": m_calls,
+                         "predicted_calls": p_calls, "measured_bytes": m_bytes, "predicted_bytes": p_bytes})
+    return pd.DataFrame(rows)
+
+
 def load_dist_states(path=None):
     """The committed per-rank model states as a DataFrame."""
     import pandas as pd
