@@ -421,10 +421,11 @@ def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
     prefetches the next block's weights during the forward by default, which this leaves out (chapter 9
     measures it). With torch's default (``reshard_after_forward=None``, no pipeline) the root unit
     (:func:`~llmsizing.zero_traffic.fsdp_root_params`) stays gathered from the forward to the backward: its
-    16-bit weights whole, one block's weights and the largest unit's gradient on top. (torch gathers the root
-    for the whole forward and again for the whole backward with ``True`` too, its hooks wrapping the whole
-    model and its reduce-scatter in the backward's final callback, so ``True``'s peak holds it as well; this
-    counts only the largest unit there, unchanged.) Taught in chapter 7.
+    16-bit weights whole, one block's weights and the largest unit's gradient on top. (Read in torch's
+    ``_fsdp_state.py``, not measured: with ``True`` too the root is gathered for the whole forward, its hooks
+    wrapping the whole model, and again for the whole backward, its reduce-scatter waiting for the backward's
+    final callback when the inputs need no gradient, so ``True``'s peak holds it as well; this counts only
+    the largest unit there, as before.) Taught in chapter 7.
     """
     model = resolve_model(model, moe=True)
     check_recipe("precision", precision)

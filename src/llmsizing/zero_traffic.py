@@ -140,8 +140,13 @@ def fsdp_root_params(model: Model | str, tp: int = 1) -> float:
     embedding, the final norm and an untied LM head (:func:`~llmsizing.states.edge_params` of one pipeline
     stage, the pieces the model states already count). ``fully_shard`` on the whole model after each block
     takes them as one unit (:data:`FSDP_ROOT_UNITS`); torch's default keeps it gathered from the forward to
-    the backward (``Parallel(reshard_after_forward=None)``). Llama-3-8B: 2 x 128,256 x 4,096 + 4,096 =
-    1,050,677,248 (13.1% of its 8.03B). Chapters 7 and 9."""
+    the backward (``Parallel(reshard_after_forward=None)``): ``fully_shard`` gives every unit True when the
+    argument is None and remembers it (``auto_reshard_after_forward``, ``_fully_shard.py``), and
+    ``FSDPState._lazy_init`` then sets the root's ``post_forward_mesh_info = None`` ("For the root, do not
+    reshard after forward", ``_fsdp_state.py``), which ``FSDPParamGroup._reshard_after_forward`` reads as
+    False (``_fsdp_param_group.py``; torch/distributed/fsdp/_fully_shard/, pytorch main as stored, torch
+    2.13 as measured). Llama-3-8B: 2 x 128,256 x 4,096 + 4,096 = 1,050,677,248 (13.1% of its 8.03B).
+    Chapters 7 and 9."""
     model = resolve_model(model, moe=True)
     return sum(edge_params(model, check_int("tp", tp), 1).values())
 
