@@ -269,11 +269,13 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     stages = layers_per_stage(model.layers, par)
     most = max(range(par.pp), key=lambda i: stages[i])      # the most loaded stage (the first of the largest)
     layers = stages[most]
+    # torch's default keeps FSDP's root unit (reshard_after_forward=None): its parameters, for the backward
+    root = fsdp_root_params(model, par.tp) if par.reshard_after_forward is None and par.zero == 3 else None
     for tag, dp, on_rank, gl in dp_parts:                     # gradients are reduced over dp x cp
         for name, kind, message, calls, slot in dp_collectives(
                 par.zero, on_rank, w_b, g_b, m, par.reshard_after_forward, layers=layers,
                 pipelined=par.pp > 1, grad_reduces=grad_reduces(par, m), bucket_params=dp_bucket_params(dp),
-                root_params=0.0 if tag else fsdp_root_params(model, par.tp)):   # (the root: no expert's)
+                root_params=root if not tag else 0.0):                   # (the root: no expert's)
             add(name + tag, "dp", dp, kind, message, calls, gl, slot)       # (its window: data, M5)
 
     local = seq // par.cp                                     # this GPU's tokens of each sequence
