@@ -6,8 +6,8 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
     .venv-measure/bin/python tools/measure_memory.py COMMAND [--quick] [options]
 
     COMMAND: all, saved, step, dist, peft, lora, loss, loss-peak, nf4, dropout, collectives, cp, cp-merge,
-    a2a, ulysses, hf-counts, hf-sweep, mask, swiglu, grad-buffer, fsdp-units or ddp-buckets (``--quick``: a
-    handful of small configurations)
+    a2a, ulysses, hf-counts, hf-sweep, mask, swiglu, grad-buffer, fsdp-units, fsdp-root or ddp-buckets
+    (``--quick``: a handful of small configurations)
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
     step   [--out data/step_measurements.csv] [--timeline-out data/step_timeline_example.csv]
@@ -18,6 +18,8 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
            PyTorch DDP's gradient buckets, first and rebuilt, and their launch order (gloo, CPU; issue 38)
     fsdp-units [--out data/fsdp_unit_calls.csv]
            FSDP2's all-gathers and reduce-scatters per step by wrapping and layer count (gloo, CPU; issue 38)
+    fsdp-root [--out data/fsdp_root_held.csv]
+           when FSDP2 holds its root unit gathered, by reshard_after_forward (gloo, CPU; issue 38)
     peft   [--out data/peft_trainable_params.csv]   LoRA trainable/total parameters PEFT reports (meta device)
     lora   [--out data/lora_step_measurements.csv]  live bytes over a PEFT LoRA step (small HF Llama, CPU)
     loss   [--out data/loss_logits_measurements.csv] bytes per logit of HF's fp32 loss, long context (CPU)

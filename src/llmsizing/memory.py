@@ -421,11 +421,13 @@ def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
     prefetches the next block's weights during the forward by default, which this leaves out (chapter 9
     measures it). With torch's default (``reshard_after_forward=None``, no pipeline) the root unit
     (:func:`~llmsizing.zero_traffic.fsdp_root_params`) stays gathered from the forward to the backward: its
-    16-bit weights whole, one block's weights and the largest unit's gradient on top. (Read in torch's
-    ``_fsdp_state.py``, not measured: with ``True`` too the root is gathered for the whole forward, its hooks
-    wrapping the whole model, and again for the whole backward, its reduce-scatter waiting for the backward's
-    final callback when the inputs need no gradient, so ``True``'s peak holds it as well; this counts only
-    the largest unit there, as before.) Taught in chapter 7.
+    16-bit weights whole, one block's weights and the largest unit's gradient on top, the weights as measured
+    at every block's forward and backward (``data/fsdp_root_held.csv``, ``tests/test_fsdp_root_held.py``).
+    With ``True`` torch holds the same whenever the model computes (the root's hooks wrap the whole model, and
+    its backward ends in the backward's final callback, ``_fsdp_state.py``); it frees the root only between
+    the forward and the backward, as measured. ``True`` here still counts only the largest unit, as before:
+    the root's weights and a block's less the largest unit short (1.49 GB for Llama-3-8B in bf16), kept
+    because the book's numbers price it. Taught in chapter 7.
     """
     model = resolve_model(model, moe=True)
     check_recipe("precision", precision)

@@ -18,6 +18,7 @@ from .cp_merge import cmd_cp_merge
 from .ddp_buckets import cmd_ddp_buckets
 from .dist import cmd_dist
 from .dropout import cmd_dropout
+from .fsdp_root import cmd_fsdp_root
 from .fsdp_units import cmd_fsdp_units
 from .grad_buffer import cmd_grad_buffer
 from .hf_counts import cmd_hf_counts
@@ -53,6 +54,9 @@ def main(argv=None):
     p_fu = sub.add_parser("fsdp-units", help="FSDP2's all-gathers and reduce-scatters per step by wrapping and layer "
                                              "count (gloo, CPU; issue 38)")
     p_fu.add_argument("--out", default=str(data / "fsdp_unit_calls.csv"))
+    p_fr = sub.add_parser("fsdp-root", help="when FSDP2 holds its root unit gathered, by reshard_after_forward "
+                                            "(gloo, CPU; issue 38)")
+    p_fr.add_argument("--out", default=str(data / "fsdp_root_held.csv"))
     p_db = sub.add_parser("ddp-buckets", help="PyTorch DDP's gradient buckets, initial and rebuilt, and their launch "
                                               "order (gloo, CPU; issue 38)")
     p_db.add_argument("--out", default=str(data / "ddp_bucket_order.csv"))
@@ -111,7 +115,7 @@ def main(argv=None):
                                        "the default output files (the default)")
     p_all.set_defaults(only=None)
     for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_cpm,
-              p_a2a, p_uly, p_hfc, p_hfs, p_mask, p_sw, p_gb, p_fu, p_db, p_all):
+              p_a2a, p_uly, p_hfc, p_hfs, p_mask, p_sw, p_gb, p_fu, p_fr, p_db, p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
@@ -122,7 +126,7 @@ def main(argv=None):
                 "a2a": cmd_a2a, "ulysses": cmd_ulysses,
                 "hf-counts": cmd_hf_counts, "hf-sweep": cmd_hf_sweep, "mask": cmd_mask, "swiglu": cmd_swiglu,
                 "grad-buffer": lambda a: cmd_grad_buffer(a.out, quick=a.quick), "fsdp-units": cmd_fsdp_units,
-                "ddp-buckets": cmd_ddp_buckets}
+                "fsdp-root": cmd_fsdp_root, "ddp-buckets": cmd_ddp_buckets}
     if args.command in commands:
         t0 = time.perf_counter()
         commands[args.command](args)
