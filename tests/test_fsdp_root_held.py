@@ -20,7 +20,7 @@ LAYER_BYTES = 4 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 128 * 64 + 2 * 64)
 ROOT_BYTES = 4 * (2 * 512 * 64 + 64)
 MOMENTS = ["before the forward", "forward: first block", "forward: last block", "forward: LM head",
            "between the forward and the backward", "backward: last block", "backward: first block",
-           "after the backward"]
+           "backward: embedding", "backward: embedding gradient accumulated", "after the backward"]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_the_sweep_is_whole(df):
 
 
 def test_when_the_root_is_gathered(df):
-    computing = MOMENTS[1:4] + MOMENTS[5:7]
+    computing = MOMENTS[1:4] + MOMENTS[5:9]
     for setting in ("None", "True", "False"):
         held = _held(df, setting)
         assert held["before the forward"] == held["after the backward"] == {False}, setting
@@ -68,21 +68,36 @@ def test_gathered_bytes_by_hand(df):
             assert part[layers, "forward: LM head"] == ROOT_BYTES
             held_between = ROOT_BYTES if setting == "None" else 0
             assert part[layers, "between the forward and the backward"] == held_between
+    # the gradients not yet reduce-scattered: none in the forward; the final norm's and the LM head's from the
+    # backward's start (the root's reduce-scatter waits for the backward's end), the whole root's at the end
+    head_grads = 4 * (512 * 64 + 64)
+    for setting in ("None", "True", "False"):
+        part = df[df["reshard_after_forward"] == setting].set_index(["layers", "moment"])
+        part = part["unsharded_grad_bytes"]
+        for layers in (1, 2, 3, 4):
+            assert [part[layers, m] for m in MOMENTS] == [0] * 5 + [head_grads] * 3 + [ROOT_BYTES, 0], setting
 
 
 def test_library_holds_what_torchs_default_holds(df):
-    """zero3_gathered_bytes with None, fp32 weights and gradients: the root's weights, one block's and the
-    largest unit's gradient (max(36,992, 32,768) parameters: a block) = 262,400 + 147,968 + 147,968; the
-    weights are what was measured at a block (root + block), the gradient is by hand."""
+    """zero3_gathered_bytes with None, fp32 weights and gradients, 4 layers: the root's weights, and the
+    larger of a block's backward (its weights and gradient with the final norm's and LM head's gradients,
+    32,832 parameters) and the embedding's (the root's weights and whole gradient): 262,400 + 147,968 + 4 x
+    (32,832 + 36,992) = 689,664 against 524,800. Measured: at a block's backward the gathered weights (root
+    + block) and the gradients not yet reduced (the head's and the norm's, 131,328 bytes); the block's own
+    147,968 bytes of gradient, made by its backward, by hand."""
     model = Model("fsdp-units", layers=4, hidden=64, heads=4, kv_heads=2, head_dim=16, ffn_hidden=128,
                   vocab=512, tied_embeddings=False)
-    measured = int(df[(df["reshard_after_forward"] == "None") & (df["layers"] == 4)
-                      & (df["moment"] == "backward: first block")]["gathered_bytes"].iloc[0])
-    grad = 4 * max(LAYER_BYTES // 4, 512 * 64)
+    at = df[(df["reshard_after_forward"] == "None") & (df["layers"] == 4)].set_index("moment")
+    block = at.loc["backward: first block"]
+    assert block["unsharded_grad_bytes"] == 4 * (512 * 64 + 64)         # the head's and the final norm's
+    end = at.loc["backward: embedding gradient accumulated"]
+    assert (end["gathered_bytes"], end["unsharded_grad_bytes"]) == (ROOT_BYTES, ROOT_BYTES)
     default = Parallel(dp=2, zero=3, reshard_after_forward=None)
     got = zero3_gathered_bytes(model, precision="fp32", parallel=default)
-    assert got == measured + grad == ROOT_BYTES + 2 * LAYER_BYTES
-    # with True torch holds the same at a block (above); the library counts only the largest unit whole,
-    # with its gradient: the root's bytes short, left as it is (the book's numbers price True; root36)
+    measured = max(block["gathered_bytes"] + block["unsharded_grad_bytes"] + LAYER_BYTES,
+                   end["gathered_bytes"] + end["unsharded_grad_bytes"])
+    assert got == measured == 689_664
+    # with True torch holds the same whenever the model computes (above); the library counts only the largest
+    # unit whole, with its gradient: 393,728 bytes short here, left as it is (the book's numbers price True)
     whole = zero3_gathered_bytes(model, precision="fp32", parallel=Parallel(dp=2, zero=3))
-    assert whole == 2 * LAYER_BYTES and got - whole == ROOT_BYTES
+    assert whole == 2 * LAYER_BYTES and got - whole == 393_728

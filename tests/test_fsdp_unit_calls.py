@@ -206,15 +206,19 @@ def test_llama3_8b_default_backward_gather_by_hand():
 
 def test_llama3_8b_default_holds_the_root_by_hand():
     """ZeRO-3's gathered bytes, bf16 weights and gradients, Llama-3-8B at tp 1: resharding everything, the
-    largest unit (the 525,336,576-parameter head) whole with its gradient, 4 x 525,336,576; torch's default,
-    the root's weights held (2 x 1,050,677,248), one block's weights in flight (2 x 218,112,000) and the
-    head's gradient (2 x 525,336,576): 3,588,251,648."""
+    largest unit (the 525,336,576-parameter head) whole with its gradient, 4 x 525,336,576; torch's default
+    (tests/test_fsdp_root_held.py measures what it holds), the root's weights held (2 x 1,050,677,248) and the
+    larger of a block's backward (its weights and gradient, 4 x 218,112,000, with the final norm's and head's
+    gradients, 2 x 525,340,672: 1,923,129,344) and the embedding's (the root's whole gradient,
+    2,101,354,496): 4,202,708,992."""
     from llmsizing.memory import zero3_gathered_bytes
 
     head = 128_256 * 4_096
     assert zero3_gathered_bytes("llama-3-8b", parallel=Parallel(dp=8, zero=3)) == 4 * head
     held = zero3_gathered_bytes("llama-3-8b", parallel=Parallel(dp=8, zero=3, reshard_after_forward=None))
-    assert held == 2 * 1_050_677_248 + 2 * 218_112_000 + 2 * head == 3_588_251_648
+    block_backward = 4 * 218_112_000 + 2 * (head + 4_096)
+    assert block_backward == 1_923_129_344
+    assert held == 2 * 1_050_677_248 + max(block_backward, 2 * 1_050_677_248) == 4_202_708_992
     # under a pipeline no root is counted (FSDP_ROOT_UNITS): the default prices as resharding everything
     pipe = {r: Parallel(dp=4, pp=2, zero=3, reshard_after_forward=r) for r in (True, None)}
     assert (zero3_gathered_bytes("llama-3-8b", parallel=pipe[None])

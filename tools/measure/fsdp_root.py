@@ -5,14 +5,16 @@ final norm, LM head: ``llmsizing.zero_traffic.fsdp_root_params``) gathered from 
 (``llmsizing.memory.zero3_gathered_bytes``). This looks at it on torch's own ``fully_shard``: the tiny HF
 ``LlamaForCausalLM`` of ``fsdp_units.py`` (hidden 64, 1-4 decoder layers, fp32, untied), ``fully_shard`` on
 every decoder layer and then on the whole model with ``reshard_after_forward`` None, True and False, on 2
-CPU processes joined by gloo. At eight moments of the third step (two warm-ups) it records whether the root's
-three parameters are gathered and the bytes of every gathered parameter: FSDP2 registers a parameter as a
-``DTensor`` while it is sharded and as a plain tensor while it is gathered, so the bytes of the parameters
-that are not DTensors are the gathered weights at that moment (FSDP2's prefetched all-gather buffers, not yet
-registered, are not among them). The moments: before the forward; at the first and the last block's forward
-(forward pre-hooks); at the LM head's forward; between the forward and the backward (after the loss, before
-``backward()``); at the last and the first block's backward (a hook on the block's output gradient, which
-fires just before the block's own backward); after the backward. Writes ``data/fsdp_root_held.csv``
+CPU processes joined by gloo. At ten moments of the third step (two warm-ups) it records whether the root's
+three parameters are gathered, the bytes of every gathered parameter and of their gradients: FSDP2 registers
+a parameter as a ``DTensor`` while it is sharded and as a plain tensor while it is gathered, so the bytes of
+the parameters that are not DTensors are the gathered weights at that moment, and their ``.grad`` the
+gradients not yet reduce-scattered (FSDP2's prefetched all-gather buffers, not yet registered, are not among
+them). The moments: before the forward; at the first and the last block's forward (forward pre-hooks); at the
+LM head's forward; between the forward and the backward (after the loss, before ``backward()``); at the last
+and the first block's backward and at the embedding's (a hook on the module's output gradient, which fires
+just before its own backward); once the embedding's gradient is accumulated (a post-accumulate-grad hook on
+its gathered weight); after the backward. Writes ``data/fsdp_root_held.csv``
 (rank 0's rows, after checking every rank saw the same). Stand-ins: CPU and gloo for GPUs and NCCL, fp32,
 a tiny model; which unit is gathered when is FSDP2's hooks, not the width or the backend.
 """
@@ -56,7 +58,16 @@ def _moments(setting, layers: int):
     def note(moment: str):
         gathered = [p for p in model.parameters() if not isinstance(p, DTensor)]
         log.append((moment, all(not isinstance(m.weight, DTensor) for m in root),
-                    sum(p.numel() * p.element_size() for p in gathered)))
+                    sum(p.numel() * p.element_size() for p in gathered),
+                    sum(p.grad.numel() * p.grad.element_size() for p in gathered if p.grad is not None)))
+
+    hooked: set = set()
+
+    def on_head(m, a):                  # the embedding's gathered weight, once: its gradient accumulated
+        w = model.model.embed_tokens.weight
+        if not isinstance(w, DTensor) and id(w) not in hooked:
+            hooked.add(id(w))
+            w.register_post_accumulate_grad_hook(lambda p: note("backward: embedding gradient accumulated"))
 
     for i, name in ((0, "first"), (layers - 1, "last")):
         blocks[i].register_forward_pre_hook(lambda m, a, name=name: note(f"forward: {name} block"))
@@ -66,6 +77,11 @@ def _moments(setting, layers: int):
             t.register_hook(lambda g: note(f"backward: {name} block"))
         blocks[i].register_forward_hook(on_output)
     model.lm_head.register_forward_pre_hook(lambda m, a: note("forward: LM head"))
+    model.lm_head.register_forward_pre_hook(on_head)
+
+    def on_embedding(m, a, out):
+        out.register_hook(lambda g: note("backward: embedding"))
+    model.model.embed_tokens.register_forward_hook(on_embedding)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     gen = torch.Generator().manual_seed(1)
     for _ in range(3):
@@ -80,8 +96,8 @@ def _moments(setting, layers: int):
         opt.step()
     # the block hooks of a 1-layer model fire twice (first = last): keep each moment once
     seen: dict = {}
-    for moment, held, nbytes in log:
-        seen.setdefault(moment, (held, nbytes))
+    for moment, *values in log:
+        seen.setdefault(moment, tuple(values))
     return seen, n_params
 
 
@@ -94,10 +110,10 @@ def _worker(rank, world, port, queue):
     for name, setting in SETTINGS.items():
         for layers in LAYERS:
             seen, n_params = _moments(setting, layers)
-            for order, (moment, (held, nbytes)) in enumerate(seen.items()):
+            for order, (moment, (held, nbytes, grad_bytes)) in enumerate(seen.items()):
                 out.append({"reshard_after_forward": name, "world_size": world, "layers": layers,
                             "order": order, "moment": moment, "root_gathered": held, "gathered_bytes": nbytes,
-                            "n_params": n_params})
+                            "unsharded_grad_bytes": grad_bytes, "n_params": n_params})
     queue.put((rank, out, torch.__version__, tf.__version__))
     dist.barrier()
     dist.destroy_process_group()
