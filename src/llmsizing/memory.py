@@ -427,9 +427,12 @@ def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
     backward's end, when few activations are left: conservative by their difference where it wins, 0.18 GB
     for Llama-3-8B). As measured on torch's ``fully_shard`` (``data/fsdp_root_held.csv``,
     ``tests/test_fsdp_root_held.py``; a block's own gradient by hand). With ``True`` torch holds the same
-    whenever the model computes and frees the root only between the forward and the backward, as measured;
-    ``True`` here still counts only the largest unit, as before, 2.10 GB short for Llama-3-8B in bf16 (the
-    root's weights, a block's, their gradients), kept because the book's numbers price it. Chapter 7.
+    whenever the model computes and frees the root only between the forward and the backward, as measured.
+    ``True`` here counts one unit at a time, the largest, as DeepSpeed's own estimator does (above; its live
+    parameters are bounded by ``stage3_max_live_parameters``) and as torchtitan's ``apply_fsdp`` wraps (the
+    embedding and the final norm with the head as units of their own, no weights left to the root): for
+    ``fully_shard`` with the embedding and the head left to the root it is 2.10 GB short for Llama-3-8B in
+    bf16 (the root's weights, a block's, their gradients; ``tests/test_fsdp_root_held.py``). Chapter 7.
     """
     model = resolve_model(model, moe=True)
     check_recipe("precision", precision)
