@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_int, check_number
 from .moe import foreach_temporary_bytes as _moe_foreach_temporary_bytes
@@ -29,8 +29,8 @@ from .flops import _partial_flops_per_token, training_flops_per_token
 from .hardware import check_recipe_runs_on
 from .job import takes_job
 from .model import Model
-from .parallel import (Parallel, check_recompute_layers, kept_parallel, layers_per_stage, pipeline_in_flight,
-                       recomputed_layers, resolve_parallel, stage_chunks)
+from .parallel import (Parallel, check_recompute_layers, derived_layout, layers_per_stage,
+                       pipeline_in_flight, recomputed_layers, resolve_parallel, stage_chunks)
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
 from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, ModelStates, _frame, _stage_linear,  # noqa: F401
                      _kept_state_elements, _layer_params, _stage_params, _states, _tp_share,
@@ -381,8 +381,9 @@ _kept_state_side = functools.lru_cache(maxsize=4096)(_state_side)
 def _act_layout(par: Parallel) -> Parallel:
     """``par`` without what the activations never read (ZeRO stage, ``dp``, ``ep``, offload, FSDP's
     settings), so that the layouts a search weighs share :func:`_kept_act_side`'s entries."""
-    return kept_parallel(**{f: getattr(par, f) for f in _LAYOUT_FIELDS}, dp=1, zero=0, ep=1, offload="none",
-                         reshard_after_forward=True, grad_reduce="micro_batch")
+    # (derived without the checks par passed: parallel.derived_layout says why they hold; plan36)
+    return derived_layout(par, dp=1, zero=0, ep=1, offload="none", reshard_after_forward=True,
+                          grad_reduce="micro_batch")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -392,12 +393,7 @@ def _search_layouts(par: Parallel, model: Model, seq: int) -> tuple:
     layouts differing in these alone share an entry (issue 32). One lookup per :func:`_search_pieces`."""
     par = resolve_parallel(par, model, seq=seq)
     as_is = par.zero or par.offload != "none" or par.ep > 1 or par.dp * par.cp == 1
-    return par, _act_layout(par), par if as_is else replace(par, dp=1, cp=1, cp_comm="p2p")
-
-
-#: :class:`~llmsizing.parallel.Parallel`'s fields but those :func:`_act_layout` sets.
-_LAYOUT_FIELDS = tuple(f.name for f in fields(Parallel) if f.name not in (
-    "dp", "zero", "ep", "offload", "reshard_after_forward", "grad_reduce"))
+    return par, _act_layout(par), par if as_is else derived_layout(par, dp=1, cp=1, cp_comm="p2p")
 
 
 def _stage_row(r: "TrainingMemory", params: float) -> dict:

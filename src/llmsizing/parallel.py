@@ -358,6 +358,36 @@ def _kept_parallel(**fields) -> Parallel:
     return Parallel(**fields)
 
 
+#: The changes :func:`derived_layout` takes, each with the one value it may set: those that keep every rule of
+#: :meth:`Parallel.__post_init__` on a layout that passed them (no expert parallelism, ZeRO, offloading or
+#: per-chunk gradient reduction; any ``dp`` and ``cp`` of 1).
+_DERIVED = dict(dp=1, cp=1, cp_comm="p2p", zero=0, ep=1, offload="none", reshard_after_forward=True,
+                grad_reduce="micro_batch")
+
+
+def derived_layout(par: Parallel, **changes) -> Parallel:
+    """``dataclasses.replace(par, **changes)`` without :meth:`Parallel.__post_init__`'s checks, for the
+    planner's internal layouts (plan36: a search read the model states and the activations of a few hundred
+    layouts off ones derived so, ~11 us of checks each, ~3-6 ms of a chapter 17 move). ``par`` is a checked
+    :class:`Parallel` (every instance is) and each change one of :data:`_DERIVED`, with its value there:
+    ``dp = cp = 1`` and ``ep = 1`` divide anything (the ``ep`` rule), ZeRO-0 without offloading has no
+    offload or ``grad_reduce`` rule, and the rules :func:`check_layout` checks read the fields kept; so the
+    layout passes the checks, and its fields are the values the checks would store (Python ints, bools and
+    the names). Equal to (and hashed as) ``replace(par, **changes)``: ``tests/test_derived_layout.py``.
+    Anything else: a ``ValueError`` (a user's layout is always built with its checks)."""
+    if type(par) is not Parallel:
+        raise TypeError(f"derived_layout: par must be a Parallel, got {type(par).__name__}")
+    for name, value in changes.items():
+        if name not in _DERIVED or type(value) is not type(_DERIVED[name]) or value != _DERIVED[name]:
+            raise ValueError(f"derived_layout: {name}={value!r} is not one of the changes it takes "
+                             f"({', '.join(f'{k}={v!r}' for k, v in _DERIVED.items())})")
+    out = object.__new__(Parallel)
+    state = {k: v for k, v in par.__dict__.items() if k != "_hash"}
+    state.update(changes)
+    out.__dict__.update(state)
+    return out
+
+
 def resolve_parallel(parallel: Parallel | None, model=None, seq: int | None = None) -> Parallel:
     """``parallel`` or the single-GPU layout for ``None``; with ``model``, also check that the layout can run
     that model (:func:`check_layout`), and with ``seq`` that the sequence splits over ``cp``."""
