@@ -367,7 +367,39 @@ def _state_side(model: Model, precision: str, optimizer: str, impl: str, par: Pa
 
 #: :func:`_act_side` and :func:`_state_side` kept for the planner's searches (:func:`training_memory` with
 #: ``_stages``, whose callers read the pieces only and never change what they get).
-_kept_act_core = functools.lru_cache(maxsize=1024)(_act_core)
+@functools.lru_cache(maxsize=1024)
+def _kept_act_core(model: Model, batch: int, seq: int, precision: str, attention: str, dropout: bool,
+                   recompute: str, stack: str, attention_mask: bool, tp: int, sp: bool, cp: int, cp_comm: str,
+                   expert_tp: bool, capacity_factor: float | None = None) -> tuple:
+    """:func:`_act_core`, kept, with its parts that do not read ``cp_comm`` (all but the K/V buffers) kept
+    apart (:func:`_kept_act_no_comm`): the same calls with the same arguments, so the same numbers (plan36:
+    chapter 17's move of its K/V exchange read every layout's activations again)."""
+    acts, loss, working, dtype = _kept_act_no_comm(model, batch, seq, precision, attention, dropout,
+                                                   recompute, stack, attention_mask, tp, sp, cp, expert_tp,
+                                                   capacity_factor)
+    cp_buffers = cp_attention_buffers_bytes(model, batch=batch, seq=seq, tp=tp, cp=cp, cp_comm=cp_comm,
+                                            dtype=dtype)
+    return acts, cp_buffers, loss, working
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_act_no_comm(model: Model, batch: int, seq: int, precision: str, attention: str, dropout: bool,
+                      recompute: str, stack: str, attention_mask: bool, tp: int, sp: bool, cp: int,
+                      expert_tp: bool, capacity_factor: float | None) -> tuple:
+    """:func:`_act_core`'s activations, loss temporaries and working set (and the activations' dtype): what it
+    works out without ``cp_comm``, by the same calls."""
+    act_kw = _act_kwargs(batch, seq, precision, attention, dropout, stack, attention_mask, tp, sp, cp,
+                         expert_tp)
+    acts = activation_memory(model, recompute=recompute, capacity_factor=capacity_factor, **act_kw)
+    local = seq // cp
+    loss = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] * batch * local * model.vocab / tp
+    working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=local, dtype=act_kw["dtype"],
+                                                  attention=attention, dropout=dropout, tp=tp, sp=sp,
+                                                  stack=stack, autocast=act_kw["autocast"],
+                                                  fp8=act_kw["fp8"], attention_mask=attention_mask).values())
+    return acts, loss, working, act_kw["dtype"]
+
+
 _kept_act_side = functools.lru_cache(maxsize=4096)(functools.partial(_act_side, core=_kept_act_core))
 #: :func:`_search_pieces`' own: without the FLOPs per token, which no search reads.
 _kept_search_acts = functools.lru_cache(maxsize=4096)(functools.partial(_act_side, core=_kept_act_core,
