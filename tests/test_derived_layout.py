@@ -59,3 +59,18 @@ def test_refuses_other_changes(change):
 def test_refuses_a_non_layout():
     with pytest.raises(TypeError, match="Parallel"):
         derived_layout({"tp": 2}, dp=1)
+
+
+@pytest.mark.parametrize("par,change", [(Parallel(ep=2, dp=2), dict(dp=1)),
+                                        (Parallel(tp=2, sp=True, ep=8, dp=2, cp=2), dict(cp=1)),
+                                        (Parallel(zero=1, dp=4, offload="optimizer"), dict(zero=0)),
+                                        (Parallel(zero=3, dp=4, offload="optimizer+params"), dict(zero=0)),
+                                        (Parallel(zero=3, dp=4, reshard_after_forward=False,
+                                                  grad_reduce="chunk_run"), dict(zero=0))])
+def test_a_change_that_breaks_a_rule_is_refused_as_replace_refuses_it(par, change):
+    """(the rules between fields the changes can break: ``replace``'s checks raise, with their message)"""
+    with pytest.raises(ValueError) as want:
+        replace(par, **change)
+    with pytest.raises(ValueError) as got:
+        derived_layout(par, **change)
+    assert str(got.value) == str(want.value)
