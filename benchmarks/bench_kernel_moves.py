@@ -21,6 +21,17 @@ each move and the pause before it is counted apart (``workers``).
 With ``--base`` (another checkout, e.g. /work/main): A/B, this tree and ``--base`` in turn (odd pairs this
 tree first), each a fresh kernel; prints each side's table and the paired ratio (this / base) of the summed
 CPU of the moves to new settings, per pair and pooled. Does not assert (timings are not tests).
+
+Measured (plan36, 2026-12-03, ``--pairs 3``, branch plan36 against /work/main, whose planner is a9d92b3b's;
+the step moves' kernel CPU, median ms base -> this (of it plan()), per pair): chapter 17 at 82aa043f, load
+1.0-1.4: 72.4 -> 64.9 (35.3 -> 32.5), 72.9 -> 81.7 (34.9 -> 37.7), 71.4 -> 67.4 (35.4 -> 31.7); at 0537c000,
+load 1.9-3.3: 70.6 -> 71.1 (34.6 -> 32.6), 74.0 -> 69.0 (36.8 -> 34.5), 73.3 -> 83.3 (34.0 -> 39.1); move by
+move (the same walk on both sides), plan()'s median ratio 0.914 and 0.965 (the K/V exchange 0.85 and 0.95, a
+second GPU type 0.90 and 0.90, tokens a batch 0.92 and 0.92, the context 1.08 and 1.04), the whole move's
+0.951 and 1.013. Chapter 12 at 82aa043f, load 1.2-1.7: 52.9 -> 59.5 (12.9 -> 14.4), 41.6 -> 39.5 (9.2 ->
+11.5), 51.3 -> 44.1 (12.5 -> 9.6); move by move plan() 0.957, the whole move 0.968. A gain of ~3 ms of
+plan() a step is within what render and PNG (untouched) vary between kernels; the in-process A/B
+(benchmarks/bench_plan36_steps_ab.py) measures it. See /work/notes/s36/plan36.md.
 """
 
 from __future__ import annotations

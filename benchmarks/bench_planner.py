@@ -342,7 +342,8 @@ KEPT_SINCE_ISSUE_35 = ((fewest_gpus, "_kept_stage_runs"), (plan_memory, "kept_se
                        (sys.modules.get("llmsizing.dense_arrays"), "_shared_kept"),
                        (sys.modules.get("llmsizing.dense_arrays"), "_kept_flight"),
                        (sys.modules.get("llmsizing.states"), "_layer_params"),
-                       (sys.modules.get("llmsizing.plan_stage_terms"), "_kept_pointwise"))
+                       (sys.modules.get("llmsizing.plan_stage_terms"), "_kept_pointwise"),
+                       (memory, "_kept_act_no_comm"), (plan_tables, "_kept_structure"))
 
 
 def main() -> None:

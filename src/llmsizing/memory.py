@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from ._validate import MAX_MEANINGFUL, check_choice, check_int, check_number
 from .moe import foreach_temporary_bytes as _moe_foreach_temporary_bytes
@@ -29,8 +29,8 @@ from .flops import _partial_flops_per_token, training_flops_per_token
 from .hardware import check_recipe_runs_on
 from .job import takes_job
 from .model import Model
-from .parallel import (Parallel, check_recompute_layers, kept_parallel, layers_per_stage, pipeline_in_flight,
-                       recomputed_layers, resolve_parallel, stage_chunks)
+from .parallel import (Parallel, check_recompute_layers, derived_layout, layers_per_stage,
+                       pipeline_in_flight, recomputed_layers, resolve_parallel, stage_chunks)
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
 from .zero_traffic import fsdp_root_params
 from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, ModelStates, _frame, _stage_linear,  # noqa: F401
@@ -368,7 +368,39 @@ def _state_side(model: Model, precision: str, optimizer: str, impl: str, par: Pa
 
 #: :func:`_act_side` and :func:`_state_side` kept for the planner's searches (:func:`training_memory` with
 #: ``_stages``, whose callers read the pieces only and never change what they get).
-_kept_act_core = functools.lru_cache(maxsize=1024)(_act_core)
+@functools.lru_cache(maxsize=1024)
+def _kept_act_core(model: Model, batch: int, seq: int, precision: str, attention: str, dropout: bool,
+                   recompute: str, stack: str, attention_mask: bool, tp: int, sp: bool, cp: int, cp_comm: str,
+                   expert_tp: bool, capacity_factor: float | None = None) -> tuple:
+    """:func:`_act_core`, kept, with its parts that do not read ``cp_comm`` (all but the K/V buffers) kept
+    apart (:func:`_kept_act_no_comm`): the same calls with the same arguments, so the same numbers (plan36:
+    chapter 17's move of its K/V exchange read every layout's activations again)."""
+    acts, loss, working, dtype = _kept_act_no_comm(model, batch, seq, precision, attention, dropout,
+                                                   recompute, stack, attention_mask, tp, sp, cp, expert_tp,
+                                                   capacity_factor)
+    cp_buffers = cp_attention_buffers_bytes(model, batch=batch, seq=seq, tp=tp, cp=cp, cp_comm=cp_comm,
+                                            dtype=dtype)
+    return acts, cp_buffers, loss, working
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_act_no_comm(model: Model, batch: int, seq: int, precision: str, attention: str, dropout: bool,
+                      recompute: str, stack: str, attention_mask: bool, tp: int, sp: bool, cp: int,
+                      expert_tp: bool, capacity_factor: float | None) -> tuple:
+    """:func:`_act_core`'s activations, loss temporaries and working set (and the activations' dtype): what it
+    works out without ``cp_comm``, by the same calls."""
+    act_kw = _act_kwargs(batch, seq, precision, attention, dropout, stack, attention_mask, tp, sp, cp,
+                         expert_tp)
+    acts = activation_memory(model, recompute=recompute, capacity_factor=capacity_factor, **act_kw)
+    local = seq // cp
+    loss = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] * batch * local * model.vocab / tp
+    working = LAYER_WORKING_SET * sum(layer_terms(model, batch=batch, seq=local, dtype=act_kw["dtype"],
+                                                  attention=attention, dropout=dropout, tp=tp, sp=sp,
+                                                  stack=stack, autocast=act_kw["autocast"],
+                                                  fp8=act_kw["fp8"], attention_mask=attention_mask).values())
+    return acts, loss, working, act_kw["dtype"]
+
+
 _kept_act_side = functools.lru_cache(maxsize=4096)(functools.partial(_act_side, core=_kept_act_core))
 #: :func:`_search_pieces`' own: without the FLOPs per token, which no search reads.
 _kept_search_acts = functools.lru_cache(maxsize=4096)(functools.partial(_act_side, core=_kept_act_core,
@@ -382,8 +414,9 @@ _kept_state_side = functools.lru_cache(maxsize=4096)(_state_side)
 def _act_layout(par: Parallel) -> Parallel:
     """``par`` without what the activations never read (ZeRO stage, ``dp``, ``ep``, offload, FSDP's
     settings), so that the layouts a search weighs share :func:`_kept_act_side`'s entries."""
-    return kept_parallel(**{f: getattr(par, f) for f in _LAYOUT_FIELDS}, dp=1, zero=0, ep=1, offload="none",
-                         reshard_after_forward=True, grad_reduce="micro_batch")
+    # (derived without the checks par passed: parallel.derived_layout says why they hold; plan36)
+    return derived_layout(par, dp=1, zero=0, ep=1, offload="none", reshard_after_forward=True,
+                          grad_reduce="micro_batch")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -393,12 +426,7 @@ def _search_layouts(par: Parallel, model: Model, seq: int) -> tuple:
     layouts differing in these alone share an entry (issue 32). One lookup per :func:`_search_pieces`."""
     par = resolve_parallel(par, model, seq=seq)
     as_is = par.zero or par.offload != "none" or par.ep > 1 or par.dp * par.cp == 1
-    return par, _act_layout(par), par if as_is else replace(par, dp=1, cp=1, cp_comm="p2p")
-
-
-#: :class:`~llmsizing.parallel.Parallel`'s fields but those :func:`_act_layout` sets.
-_LAYOUT_FIELDS = tuple(f.name for f in fields(Parallel) if f.name not in (
-    "dp", "zero", "ep", "offload", "reshard_after_forward", "grad_reduce"))
+    return par, _act_layout(par), par if as_is else derived_layout(par, dp=1, cp=1, cp_comm="p2p")
 
 
 def _stage_row(r: "TrainingMemory", params: float) -> dict:

@@ -16,7 +16,7 @@ working).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from ._compat import keep_hash
 from ._validate import check_bool, check_choice, check_int
@@ -369,6 +369,45 @@ def kept_parallel(**fields) -> Parallel:
 @functools.lru_cache(maxsize=4096, typed=True)
 def _kept_parallel(**fields) -> Parallel:
     return Parallel(**fields)
+
+
+#: The changes :func:`derived_layout` takes, each with the one value it may set: those that keep every rule of
+#: :meth:`Parallel.__post_init__` on a layout that passed them (no expert parallelism, ZeRO, offloading or
+#: per-chunk gradient reduction; any ``dp`` and ``cp`` of 1).
+_DERIVED = dict(dp=1, cp=1, cp_comm="p2p", zero=0, ep=1, offload="none", reshard_after_forward=True,
+                grad_reduce="micro_batch")
+
+
+def derived_layout(par: Parallel, **changes) -> Parallel:
+    """``dataclasses.replace(par, **changes)`` without running all of :meth:`Parallel.__post_init__`'s checks
+    again, for the planner's internal layouts (plan36: a search reads the model states and the activations of
+    a few hundred layouts off ones derived so, ~10 us of checks each: ~2-4 ms of a chapter 17 move of the K/V
+    exchange or of a model pick). ``par`` is a checked :class:`Parallel` (every instance is) and each change
+    one of :data:`_DERIVED`, with its value there, so every field keeps a value the checks accept and store
+    (Python ints, bools and the names); of the rules between fields, those these changes can break are
+    checked here (``ep`` dividing ``tp x cp x dp / etp``, the offload's ZeRO stage, ``grad_reduce``'s), and
+    :func:`check_layout`'s others read only fields they leave alone. Where one fails, the layout is
+    ``replace``'s, which raises as it would. Equal to (and hashed as) ``replace(par, **changes)``:
+    ``tests/test_derived_layout.py``. Any other change: a ``ValueError`` (a user's layout is always built
+    with its checks)."""
+    if type(par) is not Parallel:
+        raise TypeError(f"derived_layout: par must be a Parallel, got {type(par).__name__}")
+    for name, value in changes.items():
+        if name not in _DERIVED or type(value) is not type(_DERIVED[name]) or value != _DERIVED[name]:
+            raise ValueError(f"derived_layout: {name}={value!r} is not one of the changes it takes "
+                             f"({', '.join(f'{k}={v!r}' for k, v in _DERIVED.items())})")
+    state = {k: v for k, v in par.__dict__.items() if k != "_hash"}
+    state.update(changes)
+    f = state.__getitem__
+    etp = f("tp") if f("expert_tp") else 1
+    if ((f("tp") * f("dp") * f("cp")) % (etp * f("ep"))
+            or f("offload") == "optimizer" and f("zero") < 1
+            or f("offload") == "optimizer+params" and f("zero") != 3
+            or f("grad_reduce") != "micro_batch" and (f("zero") != 3 or f("reshard_after_forward"))):
+        return replace(par, **changes)                  # (refused, with the checks' own message)
+    out = object.__new__(Parallel)
+    out.__dict__.update(state)
+    return out
 
 
 def resolve_parallel(parallel: Parallel | None, model=None, seq: int | None = None) -> Parallel:

@@ -24,8 +24,8 @@ from .parallel import OP_SAC_MODES
 from .plan_candidates import _candidates, _pair_table, state_chunks, state_key  # noqa: F401
 from .plan_moe import has_options
 from .plan_pricing import (_cp_coefficients, _least_recompute_layers, _memory_coefficients,
-                           _one_layer_coefficients, _pieces, _total_bytes, chunk_top, ep_affine)
-from .plan_tables import kept_candidates, pair_keys, table_totals
+                           _one_layer_coefficients, _pieces, _total_bytes, chunk_top, ep_affine)  # noqa: F401
+from .plan_tables import kept_candidates, pair_keys, search_structure, table_totals  # noqa: F401
 from .precision import RECIPES
 
 
@@ -334,55 +334,28 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     (cp, micro-batch) block, numbered in the search's order). ``kept_totals``: a dict kept between searches
     of the same memory, layouts and candidates (:mod:`llmsizing.plan_fits`), where each recomputation's
     totals and floors of the candidates are kept (:func:`_kept_totals`)."""
-    domain = np.array([domains[g.name] for g in gpu_list])
-    cands, parts, n_lay, on_of, units = {}, [], [], {}, {}
-    for tp, pp, zero, ep, v in layouts:
-        if tp not in on_of:
-            on_of[tp] = on if (on := domain % tp == 0).any() else None    # tp inside the scale-up domain
-        on = on_of[tp]
-        if on is None or counts is not None and all(n % (tp * pp) for n in counts):
-            continue                              # (no count of counts is tp x pp x cp x dp)
-        # _candidates reads (tp, pp, ep) only as pp, tp x pp (max_gpus) and each cp's dp_unit: layouts that
-        # share these share its (read-only) columns
-        if (tp, ep) not in units:
-            units[tp, ep] = tuple(dp_unit(tp, cp, ep, expert_tp) for cp in cps) if model.is_moe else None
-        key = (pp, None if max_gpus is None else tp * pp, units[tp, ep], v > 1)
-        if key not in cands:                      # (kept between searches: plan_tables.kept_candidates)
-            cands[key] = kept_candidates(tuple(cps), tuple(micros), global_batch, max_gpus, *key)
-        cand = cands[key]
-        if cand is not None:
-            parts.append(((tp, pp, zero, ep, v), on, cand))
-            n_lay.append(len(cand["dp"]))
-    if not parts:
+    # (the layouts' candidates and what the fit reads of them, kept for the next searches of the same ones:
+    # plan_tables.search_structure; plan36)
+    st = search_structure(model, layouts, tuple(domains[g.name] for g in gpu_list), tuple(cps), tuple(micros),
+                          global_batch, max_gpus, counts, expert_tp, isinstance(memory, _PerRecompute),
+                          kept_candidates)
+    if st is None:
         return (None,) * (2 + segments)
-    lay = np.repeat(np.arange(len(parts)), n_lay)                   # each candidate's layout
-    cat = {k: np.concatenate([c[k] for _, _, c in parts]) for k in ("block", "cp", "micro", "dp", "m", "dpf")}
-    # a candidate's coefficients: one per (layout, its (cp, accumulation class) pair)
-    pair_of = np.concatenate([c["group"] for _, _, c in parts])
-    first_pair = np.concatenate([[0], np.cumsum([len(c["pairs"]) for _, _, c in parts])[:-1]])
-    coef_id = first_pair[lay] + pair_of
-    on2d = np.stack([on for _, on, _ in parts], axis=1)[:, lay]      # (GPU, candidate)
-    # (the layers partial recomputation counts in: a model chunk's, the stage's without interleaving; it is
-    # searched on even splits only, where every chunk has them)
-    top = {pv: chunk_top(model, *pv) for pv in dict.fromkeys((key[1], key[4]) for key, _, _ in parts)}
-    stage_layers = np.array([top[key[1], key[4]] for key, _, _ in parts])[lay]
-    even = np.array([model.layers % key[1] == 0 for key, _, _ in parts])[lay]
-    # (an autocast recipe's states depend on which layers are rerun, so on the chunks too: interleaved plans
-    # recompute all of a chunk's layers or none there, as their states are read at one chunk per stage)
-    if isinstance(memory, _PerRecompute):
-        even &= np.array([key[4] == 1 for key, _, _ in parts])[lay]
+    parts, lay, cat, pair_of, coef_id, on2d = (st[k] for k in ("parts", "lay", "cat", "pair_of", "coef_id",
+                                                               "on2d"))
+    stage_layers, even, part_keys = st["stage_layers"], st["even"], st["keys"]
     chosen = ~on2d                                                  # (a GPU off the layout: never a plan)
     if counts is not None:                                          # (a count not asked for: never a plan)
-        tp_pp = np.array([key[0] * key[1] for key, _, _ in parts], dtype=np.int64)[lay]
+        tp_pp = (part_keys[:, 0] * part_keys[:, 1])[lay]
         chosen |= ~np.isin(tp_pp * cat["cp"] * cat["dp"], counts)[None, :]
     # (what the recomputations share of the table: its pairs' keys, and the model states, the same for all
     # but an autocast recipe's)
-    kept = {"share_states": not isinstance(memory, _PerRecompute)}
+    kept = {"share_states": not isinstance(memory, _PerRecompute), "pair_keys": st["pair_keys"]}
     fits, totals, layers = [], [], []
     for r, rc in enumerate(rcs):
         rows = np.flatnonzero(~chosen.all(axis=0))                  # the candidates some GPU has nothing for
         if rc in OP_SAC_MODES:            # (op SAC where tp divides the KV heads: op_sac.check_op_sac)
-            rows = rows[model.kv_heads % np.array([key[0] for key, _, _ in parts])[lay[rows]] == 0]
+            rows = rows[model.kv_heads % part_keys[:, 0][lay[rows]] == 0]
         t = np.full(chosen.shape, np.inf)
         n = np.full(chosen.shape, -1, dtype=np.int64)
         if len(rows):
@@ -417,14 +390,14 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
         layers.append(n)
         chosen |= f
     fit = np.stack(fits, axis=1)                                    # (GPU, recomputation, candidate)
-    zeros = np.array([key[2] for key, _, _ in parts])[lay]
+    zeros = part_keys[:, 2][lay]
     fit[:, :, (zeros > 0) & (cat["cp"] == 1) & (cat["dp"] == 1)] = False   # ZeRO over one rank is no ZeRO
     g_, r_, j_ = np.nonzero(fit)
     if not len(g_):
         return (None,) * (2 + segments)
     # (at most ``most`` plans without interleaving or ZeRO-2/3 under a pipeline, ``in_all`` times as many in
     # all: MAX_PLANS)
-    plain = np.array([key[4] == 1 and not (key[2] >= 2 and key[1] > 1) for key, _, _ in parts])[lay[j_]]
+    plain = st["plain"][lay[j_]]
     if not segments and (plain.sum() > most or len(g_) > in_all * most):
         raise ValueError(
             f"more than {most:,} plans fit (global_batch={global_batch:,} on {len(gpu_list)} GPU "
@@ -434,11 +407,11 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
     # the search's order: layouts, then (cp, micro-batch), GPU, recomputation and dp (candidates are in the
     # order of layouts and, within one, of (cp, micro-batch): numbered in that order by `seg`; np.nonzero
     # gives each (GPU, recomputation)'s candidates in order, which a stable sort keeps)
-    seg = np.concatenate([[0], np.cumsum((np.diff(lay) != 0) | (np.diff(cat["block"]) != 0))])
+    seg = st["seg"]
     n_r = len(rcs)
     order = np.argsort((seg[j_] * len(gpu_list) + g_) * n_r + r_, kind="stable")
     g_, r_, j_ = g_[order], r_[order], j_[order]
-    keys = np.array([key for key, _, _ in parts], dtype=np.int64)[lay[j_]]
+    keys = part_keys[lay[j_]]
     cols = dict(gpu=g_, tp=keys[:, 0], cp=cat["cp"][j_], pp=keys[:, 1], zero=keys[:, 2],
                 micro=cat["micro"][j_], dp=cat["dp"][j_], m=cat["m"][j_], rc=r_, ep=keys[:, 3], vp=keys[:, 4],
                 rl=np.stack(layers)[r_, g_, j_])

@@ -19,8 +19,10 @@ import functools
 import numpy as np
 
 from .memory import total_with_allowance_bytes
+from .moe_layouts import dp_unit
 from .moe_prefetch import stored_states
 from .plan_candidates import _candidates
+from .plan_stage_terms import chunk_top
 from .plan_kept_candidates import (  # noqa: F401 (re-exported)
     CANDIDATES_KEPT, SameRows, _read_only, kept_pair_table, kept_surviving, unit_survivors)
 
@@ -47,6 +49,89 @@ def kept_candidates(cps: tuple, micros: tuple, global_batch: int, max_gpus, pp: 
     tp = 1 if tp_pp is None else tp_pp // pp
     got = _candidates(tp, pp, 1, table=table, units=unit, max_gpus=max_gpus, v=2 if interleaved else 1)
     return None if got is None else _read_only(got)
+
+
+#: How many searches' candidate structures :func:`search_structure` keeps (plan36: chapter 17's moves of its
+#: K/V exchange and of a second GPU type of the same scale-up domain weigh the candidates of the search
+#: before; ~0.5-4 MB each, a mixture of experts' ~40,000 candidates the most).
+STRUCTURES_KEPT = 4
+
+
+def search_structure(model, layouts, domain: tuple, cps: tuple, micros: tuple, global_batch: int, max_gpus,
+                     counts, expert_tp: bool, per_recompute: bool, candidates=None):
+    """What :func:`~llmsizing.plan_memory.fitting_plans` reads of its layouts and candidates before it weighs
+    any of them (none of it reads the memory, the GPUs' limits or the recomputations): a dict of ``parts``
+    (each layout with a candidate: its key, the GPUs of ``domain``, their scale-up domains, that hold it, its
+    :func:`kept_candidates`), ``lay`` (each candidate's part), ``cat`` (the candidates' columns), ``pair_of``,
+    ``coef_id``, ``on2d`` (GPU x candidate), ``stage_layers``, ``even``, ``keys`` (the parts' keys, int64),
+    ``plain`` (per part: no interleaving, no ZeRO-2/3 under a pipeline), ``seg`` (each candidate's segment)
+    and ``pair_keys`` (:func:`pair_keys`); None where no layout has a candidate. ``per_recompute``: the
+    memory is an autocast recipe's (its interleaved plans recompute no partial stage). ``candidates``: the
+    function giving a layout's candidates (:func:`kept_candidates` by default; the tests put others in
+    ``plan_memory``'s). Kept for the last :data:`STRUCTURES_KEPT` arguments (plan36; the function among
+    them), read-only; unhashable arguments: made, not kept."""
+    args = (model, tuple(layouts), tuple(domain), tuple(cps), tuple(micros), global_batch, max_gpus, counts,
+            expert_tp, per_recompute, kept_candidates if candidates is None else candidates)
+    try:
+        hash(args)
+    except TypeError:
+        return _structure(*args)
+    return _kept_structure(*args)
+
+
+@functools.lru_cache(maxsize=STRUCTURES_KEPT)
+def _kept_structure(*args):
+    return _structure(*args)
+
+
+def _structure(model, layouts, domain, cps, micros, global_batch, max_gpus, counts, expert_tp, per_recompute,
+               candidates):
+    """:func:`search_structure`, made (the loop and arrays ``fitting_plans`` made itself before plan36)."""
+    domain = np.array(domain)
+    cands, parts, n_lay, on_of, units = {}, [], [], {}, {}
+    for tp, pp, zero, ep, v in layouts:
+        if tp not in on_of:
+            on_of[tp] = on if (on := domain % tp == 0).any() else None    # tp inside the scale-up domain
+        on = on_of[tp]
+        if on is None or counts is not None and all(n % (tp * pp) for n in counts):
+            continue                              # (no count of counts is tp x pp x cp x dp)
+        # _candidates reads (tp, pp, ep) only as pp, tp x pp (max_gpus) and each cp's dp_unit: layouts that
+        # share these share its (read-only) columns
+        if (tp, ep) not in units:
+            units[tp, ep] = tuple(dp_unit(tp, cp, ep, expert_tp) for cp in cps) if model.is_moe else None
+        key = (pp, None if max_gpus is None else tp * pp, units[tp, ep], v > 1)
+        if key not in cands:                      # (kept between searches: kept_candidates)
+            cands[key] = candidates(cps, micros, global_batch, max_gpus, *key)
+        cand = cands[key]
+        if cand is not None:
+            parts.append(((tp, pp, zero, ep, v), on, cand))
+            n_lay.append(len(cand["dp"]))
+    if not parts:
+        return None
+    lay = np.repeat(np.arange(len(parts)), n_lay)                   # each candidate's layout
+    cat = {k: np.concatenate([c[k] for _, _, c in parts]) for k in ("block", "cp", "micro", "dp", "m", "dpf")}
+    # a candidate's coefficients: one per (layout, its (cp, accumulation class) pair)
+    pair_of = np.concatenate([c["group"] for _, _, c in parts])
+    first_pair = np.concatenate([[0], np.cumsum([len(c["pairs"]) for _, _, c in parts])[:-1]])
+    coef_id = first_pair[lay] + pair_of
+    on2d = np.stack([on for _, on, _ in parts], axis=1)[:, lay]      # (GPU, candidate)
+    # (the layers partial recomputation counts in: a model chunk's, the stage's without interleaving; it is
+    # searched on even splits only, where every chunk has them)
+    top = {pv: chunk_top(model, *pv) for pv in dict.fromkeys((key[1], key[4]) for key, _, _ in parts)}
+    stage_layers = np.array([top[key[1], key[4]] for key, _, _ in parts])[lay]
+    even = np.array([model.layers % key[1] == 0 for key, _, _ in parts])[lay]
+    # (an autocast recipe's states depend on which layers are rerun, so on the chunks too: interleaved plans
+    # recompute all of a chunk's layers or none there, as their states are read at one chunk per stage)
+    if per_recompute:
+        even &= np.array([key[4] == 1 for key, _, _ in parts])[lay]
+    keys = np.array([key for key, _, _ in parts], dtype=np.int64)
+    plain = np.array([key[4] == 1 and not (key[2] >= 2 and key[1] > 1) for key, _, _ in parts])
+    seg = np.concatenate([[0], np.cumsum((np.diff(lay) != 0) | (np.diff(cat["block"]) != 0))])
+    out = dict(lay=lay, pair_of=pair_of, coef_id=coef_id, on2d=on2d, stage_layers=stage_layers, even=even,
+               keys=keys, plain=plain, seg=seg, pair_keys=pair_keys(parts))
+    for a in (*out.values(), *cat.values()):
+        a.flags.writeable = False
+    return dict(out, parts=tuple(parts), cat=cat)
 
 
 def pair_keys(parts) -> np.ndarray:
