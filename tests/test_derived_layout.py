@@ -14,6 +14,7 @@ LAYOUTS = [Parallel(), Parallel(tp=8, sp=True, pp=4, dp=16),
            Parallel(tp=4, sp=True, cp=4, cp_comm="all_gather", dp=2),
            Parallel(tp=2, sp=True, pp=2, virtual_stages=3, dp=8),
            Parallel(tp=8, sp=True, zero=3, dp=4, reshard_after_forward=False),
+           Parallel(zero=3, dp=8, reshard_after_forward=None),
            Parallel(pp=4, zero=1, dp=8, offload="optimizer"), Parallel(tp=2, sp=True, ep=4, dp=4, zero=1),
            Parallel(pp=4, stage_layers=(7, 9, 9, 7), account_for_embedding=True, dp=2),
            Parallel(tp=8, pp=16, dp=8, cp=16, cp_comm="all_gather", zero=3, reshard_after_forward=False,
@@ -74,3 +75,11 @@ def test_a_change_that_breaks_a_rule_is_refused_as_replace_refuses_it(par, chang
     with pytest.raises(ValueError) as got:
         derived_layout(par, **change)
     assert str(got.value) == str(want.value)
+
+
+def test_derived_layout_refuses_torchs_default_off_zero3():
+    """``reshard_after_forward=None`` (torch's default, root36) is ZeRO-3 only: a derived layout that drops
+    ZeRO-3 from it is refused as ``replace`` refuses it, not built without the check."""
+    par = Parallel(zero=3, dp=8, reshard_after_forward=None)
+    with pytest.raises(ValueError, match="reshard_after_forward"):
+        derived_layout(par, zero=0)

@@ -403,7 +403,9 @@ def derived_layout(par: Parallel, **changes) -> Parallel:
     if ((f("tp") * f("dp") * f("cp")) % (etp * f("ep"))
             or f("offload") == "optimizer" and f("zero") < 1
             or f("offload") == "optimizer+params" and f("zero") != 3
-            or f("grad_reduce") != "micro_batch" and (f("zero") != 3 or f("reshard_after_forward"))):
+            or f("reshard_after_forward") is None and f("zero") != 3
+            or f("grad_reduce") != "micro_batch"
+            and (f("zero") != 3 or f("reshard_after_forward") is not False)):
         return replace(par, **changes)                  # (refused, with the checks' own message)
     out = object.__new__(Parallel)
     out.__dict__.update(state)
