@@ -11,6 +11,7 @@ replaces:
   reads whole, the front's rows), and tables with one key get the groups of each; with the ``gpu`` column
   factorized once (draw36), the same codes and names as ``pd.factorize``, and a new key for any GPU name;
 * ``charts._plan_row`` (draw36): the chosen plan's values as ``table.loc[label]`` gives them;
+* ``charts.labels._log_axis`` (draw36) without ``set_ticks``: the same limits, labels and pixels;
 * the widget canvas's kept bitmaps made from the measured layout: tests/test_widget_layout.py compares its
   pixels with a plain Agg draw; here, the bitmap kept at measuring is the one draw_text makes.
 """
@@ -255,6 +256,34 @@ def test_plan_row_reads_what_loc_gives(table):
         assert getattr(row, "no_such_column", 7) == 7 and row.get("no_such_column", 3) == 3
     numbers = pd.DataFrame({"tp": [1, 2], "days": [1.5, 2.5]}, index=[10, 11])
     assert pg._plan_row(numbers, 11).tp == 2.0 and isinstance(pg._plan_row(numbers, 11), pd.Series)
+
+
+@pytest.mark.parametrize("lo, hi", [(3.2, 3.3), (0.7, 40.0), (12.0, 9.0e4), (1.0e3, 1.0e9), (1.234, 1.236)])
+def test_log_axis_draws_what_set_ticks_drew(lo, hi):
+    """draw36: ``_log_axis`` sets the locator and formatter that ``axis.set_ticks(ticks, labels)`` set (and
+    the view it widened to), not through set_ticks: the same limits, tick labels and pixels as an axis made
+    through set_ticks with those ticks, on a narrow range (its two ends), 1-2-5 steps and decades."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from llmsizing.charts import labels
+
+    def draw(through_set_ticks):
+        fig = Figure(figsize=(4.0, 3.0), dpi=96)
+        FigureCanvasAgg(fig)
+        ax = fig.add_axes([0.2, 0.2, 0.7, 0.7])
+        labels._log_axis(ax.xaxis, lo, hi, labels._usd)
+        labels._log_axis(ax.yaxis, lo, hi, lambda v: f"{v:g}")
+        if through_set_ticks:                  # (what _log_axis did before draw36, on its own ticks)
+            for axis, fmt in ((ax.xaxis, labels._usd), (ax.yaxis, lambda v: f"{v:g}")):
+                ticks = list(axis.get_major_locator().locs)
+                axis.set_ticks(ticks, [fmt(t) for t in ticks])
+        fig.canvas.draw()
+        return (ax.get_xlim(), ax.get_ylim(), [t.get_text() for t in ax.get_xticklabels()],
+                [t.get_text() for t in ax.get_yticklabels()], np.asarray(fig.canvas.buffer_rgba()).copy())
+
+    got, want = draw(False), draw(True)
+    assert got[:4] == want[:4] and len(got[2]) >= 2 and all(got[2])
+    assert np.array_equal(got[4], want[4])
 
 
 def test_cloud_in_a_vector_file_keeps_every_point():
