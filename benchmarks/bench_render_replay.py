@@ -5,140 +5,148 @@ the draw on the widget's canvas and the PNG (``dashboard.encode_png``), each tim
 (``time.process_time``). No plan() search is timed (the walk's tables are given), so the render side is
 measured without the planner's noise.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/bench_render_replay.py [17] [12] [--rounds N]
-    .venv/bin/python benchmarks/bench_render_replay.py --base /work/main [--pairs 3] [--rounds N]
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_render_replay.py [17] [12] [--rounds N] [--base REV]
 
-With ``--base`` (another checkout): A/B, one process per side and pair, this tree and ``--base`` in turn (odd
-pairs this tree first), each with its own ``src`` on ``PYTHONPATH`` and this tree's walk; prints each side's
-medians, the paired ratio (this / base) of each call's median, per pair, and whether every replayed figure's
-pixels (a SHA-1 of the RGBA buffer) and summary are the same on both sides. Does not assert.
-
-Measured (draw36, 2026-12-03, branch draw36 against main 96db8823, which differs from the branch's base
-a9d92b3b in serving only; 3 pairs, --rounds 4, load 2.2-2.9 on 2 cores shared with other sessions): see
-/work/notes/s36/draw36.md for the medians; every one of the 102 figures the same pixels and summary on both
-sides.
+With ``--base REV`` (a commit, e.g. main): A/B in ONE process, as benchmarks/bench_widget_ab.py does: REV's
+``src`` and ``data`` (``git archive``) imported as ``llmsizing_base``, the widgets' canvas modules shared;
+each side walks its own widget, then the replay alternates the sides call by call (the order swapped each
+round), so the load of a shared machine falls on both alike. Prints each side's medians, the median over
+the calls of each call's paired ratio (this / base) per part and for the render side, and whether every
+replayed figure's pixels (a SHA-1 of the RGBA buffer) and summary are the same on both sides. The PNG's
+ratio is a control: its code is the same on both sides unless ``encode_png`` changed. Does not assert.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import json
-import os
+import importlib
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+import matplotlib
+
+matplotlib.use("Agg")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_ch12_models import MODELS, STEPS  # noqa: E402
+from bench_ch17_models import CONTROL_MOVES, moe_models  # noqa: E402
+from bench_figure_parts import walk  # noqa: E402
+
 PARTS = ("render", "draw", "png")
+#: The widgets' canvas modules, shared by both sides (they patch matplotlib's classes once per process).
+SHARED = ("widgets.pixels", "widgets.canvas")
 
 
-def child(chapters, rounds: int) -> dict:
-    """Record the walk's render_plan calls, replay them; {chapter: {part: [median s per call]}, digests}."""
-    sys.path.insert(0, str(HERE))
-    import matplotlib
+def recorded(package: str, chapter: str) -> list:
+    """The (args, kwargs) of every ``charts.render_plan`` call of ``package``'s widget walked."""
+    charts = importlib.import_module(f"{package}.charts")
+    widgets = importlib.import_module(f"{package}.widgets")
+    real, got = charts.render_plan, []
 
-    matplotlib.use("Agg")
-    from bench_ch12_models import MODELS, STEPS
-    from bench_ch17_models import CONTROL_MOVES, moe_models
-    from bench_figure_parts import walk
+    def record(*a, **k):
+        got.append((a, dict(k)))
+        return real(*a, **k)
 
+    charts.render_plan = record
+    try:
+        if chapter == "17":
+            walk(widgets.long_context_widget("llama-3-8b", speculate=False), moe_models(), CONTROL_MOVES)
+        else:
+            walk(widgets.planner_widget(), MODELS, STEPS)
+    finally:
+        charts.render_plan = real
+    return got
+
+
+def one(package: str, call) -> tuple:
+    """One replayed call: (render s, draw s, PNG s, digest of the pixels and the summary)."""
     import numpy as np
 
-    from llmsizing import charts
-    from llmsizing.widgets import dashboard, long_context_widget, planner_widget
-
-    real = charts.render_plan
-    out: dict = {}
-    for ch in chapters:
-        got: list = []
-
-        def record(*a, **k):
-            got.append((a, dict(k)))
-            return real(*a, **k)
-
-        charts.render_plan = record
-        try:
-            if ch == "17":
-                walk(long_context_widget("llama-3-8b", speculate=False), moe_models(), CONTROL_MOVES)
-            else:
-                walk(planner_widget(), MODELS, STEPS)
-        finally:
-            charts.render_plan = real
-        times = {p: [[] for _ in got] for p in PARTS}
-        digests = []
-        for r in range(rounds + 1):                     # (the first round warms the kept texts: not timed)
-            for i, (a, k) in enumerate(got):
-                c0 = time.process_time()
-                view = real(*a, **k)
-                c1 = time.process_time()
-                view.figure.canvas.draw()
-                c2 = time.process_time()
-                dashboard.encode_png(view.figure.canvas.buffer_rgba())
-                c3 = time.process_time()
-                if r:
-                    for p, t in zip(PARTS, (c1 - c0, c2 - c1, c3 - c2)):
-                        times[p][i].append(t)
-                if r == rounds:
-                    px = np.asarray(view.figure.canvas.buffer_rgba())
-                    digests.append(hashlib.sha1(px.tobytes() + view.summary.encode()).hexdigest())
-        out[ch] = {"calls": len(got), "digests": digests,
-                   **{p: [statistics.median(ts) for ts in times[p]] for p in PARTS}}
-    return out
+    charts = sys.modules[f"{package}.charts"]
+    encode = sys.modules[f"{package}.widgets.dashboard"].encode_png
+    a, k = call
+    c0 = time.process_time()
+    view = charts.render_plan(*a, **k)
+    c1 = time.process_time()
+    view.figure.canvas.draw()
+    c2 = time.process_time()
+    encode(view.figure.canvas.buffer_rgba())
+    c3 = time.process_time()
+    px = np.asarray(view.figure.canvas.buffer_rgba())
+    return c1 - c0, c2 - c1, c3 - c2, hashlib.sha1(px.tobytes() + view.summary.encode()).hexdigest()
 
 
-def show(name: str, rec: dict) -> None:
-    for ch, r in rec.items():
-        whole = [sum(r[p][i] for p in PARTS) for i in range(r["calls"])]
-        print(f"  {name:5s} chapter {ch}: {r['calls']} calls, median CPU ms "
-              + ", ".join(f"{p} {1e3 * statistics.median(r[p]):.2f}" for p in PARTS)
-              + f"; render side {1e3 * statistics.median(whole):.2f}")
+def show(name: str, chapter: str, times: dict) -> None:
+    whole = [sum(times[p][i] for p in PARTS) for i in range(len(times["render"]))]
+    print(f"  {name:5s} chapter {chapter}: {len(whole)} calls, median CPU ms "
+          + ", ".join(f"{p} {1e3 * statistics.median(times[p]):.2f}" for p in PARTS)
+          + f"; render side {1e3 * statistics.median(whole):.2f}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("chapters", nargs="*", help="17, 12 or both (the default)")
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--base", type=Path, help="another checkout: A/B against it, a process per side and pair")
-    ap.add_argument("--pairs", type=int, default=3)
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--base", default=None, help="a commit: A/B against it in this process")
     a = ap.parse_args()
     chapters = a.chapters or ["17", "12"]
     if not set(chapters) <= {"17", "12"}:
         ap.error(f"chapters must be 17 or 12, got {chapters}")
-    if a.child:
-        print(json.dumps(child(chapters, a.rounds)))
-        return
-    if a.base is None:
-        show("this", child(chapters, a.rounds))
-        return
-    sides = [("this", HERE.parent), ("base", a.base.resolve())]
-    runs: dict = {}
-    for p in range(1, a.pairs + 1):
-        for name, tree in (sides if p % 2 else sides[::-1]):
-            env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-            load = os.getloadavg()[0]
-            res = subprocess.run([sys.executable, __file__, *chapters, "--rounds", str(a.rounds), "--child"],
-                                 env=env, capture_output=True, text=True, check=True, cwd=str(tree))
-            runs[p, name] = json.loads(res.stdout.strip().splitlines()[-1])
-            print(f"pair {p}, {name} ({tree}), load {load:.2f} -> {os.getloadavg()[0]:.2f}")
-            show(name, runs[p, name])
-    print("paired ratio this / base, median over the calls of each call's ratio (render side: all three):")
-    for ch in chapters:
-        for p in range(1, a.pairs + 1):
-            t, b = runs[p, "this"][ch], runs[p, "base"][ch]
-            cells = []
-            for part in (*PARTS, "side"):
-                if part == "side":
-                    x = [sum(t[q][i] for q in PARTS) / sum(b[q][i] for q in PARTS) for i in range(t["calls"])]
-                else:
-                    x = [t[part][i] / b[part][i] for i in range(t["calls"]) if b[part][i] > 0]
-                cells.append(f"{part} {statistics.median(x):.3f}")
-            same = t["digests"] == b["digests"]
-            print(f"  chapter {ch}, pair {p}: " + ", ".join(cells)
-                  + f"; pixels and summaries the same: {same}")
+    sides = ["llmsizing"]
+    tmp = None
+    if a.base:
+        tmp = Path(tempfile.mkdtemp(prefix="render_replay_"))
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", a.base, "src", "data"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+        (tmp / "src" / "llmsizing").rename(tmp / "src" / "llmsizing_base")
+        sys.path.insert(0, str(tmp / "src"))
+        for m in SHARED:
+            sys.modules[f"llmsizing_base.{m}"] = importlib.import_module(f"llmsizing.{m}")
+        sides = ["llmsizing_base", "llmsizing"]
+    try:
+        import os
+
+        print(f"load before: {os.getloadavg()[0]:.2f}")
+        for ch in chapters:
+            calls = {pkg: recorded(pkg, ch) for pkg in sides}
+            n = len(calls["llmsizing"])
+            if any(len(c) != n for c in calls.values()):
+                print(f"chapter {ch}: the sides' walks drew {[len(c) for c in calls.values()]} figures")
+                continue
+            times = {pkg: {p: [[] for _ in range(n)] for p in PARTS} for pkg in sides}
+            digests = {pkg: [None] * n for pkg in sides}
+            for r in range(a.rounds + 1):           # (the first round warms the kept texts: not timed)
+                for i in range(n):
+                    for pkg in (sides if (r + i) % 2 else sides[::-1]):
+                        *t, digest = one(pkg, calls[pkg][i])
+                        digests[pkg][i] = digest
+                        if r:
+                            for p, x in zip(PARTS, t):
+                                times[pkg][p][i].append(x)
+            med = {pkg: {p: [statistics.median(x) for x in times[pkg][p]] for p in PARTS} for pkg in sides}
+            for pkg in sides:
+                show("base" if pkg == "llmsizing_base" else "this", ch, med[pkg])
+            if len(sides) == 2:
+                t, b = med["llmsizing"], med["llmsizing_base"]
+                cells = [f"{p} {statistics.median(t[p][i] / b[p][i] for i in range(n)):.3f}" for p in PARTS]
+                side = statistics.median(sum(t[p][i] for p in PARTS) / sum(b[p][i] for p in PARTS)
+                                         for i in range(n))
+                same = digests["llmsizing"] == digests["llmsizing_base"]
+                print(f"  chapter {ch}, paired ratio this / base (median over the calls): " + ", ".join(cells)
+                      + f", render side {side:.3f}; pixels and summaries the same: {same}")
+        print(f"load after: {os.getloadavg()[0]:.2f}")
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
