@@ -32,6 +32,16 @@ second GPU type 0.90 and 0.90, tokens a batch 0.92 and 0.92, the context 1.08 an
 11.5), 51.3 -> 44.1 (12.5 -> 9.6); move by move plan() 0.957, the whole move 0.968. A gain of ~3 ms of
 plan() a step is within what render and PNG (untouched) vary between kernels; the in-process A/B
 (benchmarks/bench_plan36_steps_ab.py) measures it. See /work/notes/s36/plan36.md.
+
+Measured (draw36, 2026-12-03, branch draw36 against /work/main 96db8823, ``--pairs 3 --rounds 3``; medians
+of the moves to new settings per pair, this / base, of the render side: the render plus the draw and PNG).
+Chapter 17, 15:33 UTC (load 1.1-1.6): 34.2/38.5, 35.2/36.1, 25.6/26.9 ms, the render alone 11.3/13.7,
+11.3/12.8, 9.0/9.9; 16:00 (load 0.5-1.3): 32.0/34.6, 29.2/36.2, 39.1/38.4, render 10.9/12.3, 11.1/12.8,
+13.1/13.5. Chapter 12, ``--pairs 4`` at 16:08 (load 0.0-0.3): 36.0/38.2, 41.9/34.5, 33.6/40.5, 46.3/45.3
+(pooled CPU of whole moves 0.975); two runs of 3 pairs at load 1.3-2.8 gave 0.82-1.18. The same tree's
+side moves by up to 35% from one kernel to the next (plan(), the same code on both sides, by 0.78-1.35),
+so a 1-2 ms change of the render side is not resolved here; benchmarks/bench_render_replay.py, one process
+with the sides alternated call by call, resolves it (render 0.85-0.89, render side 0.94-0.96).
 """
 
 from __future__ import annotations

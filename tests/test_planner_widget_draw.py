@@ -8,7 +8,10 @@ replaces:
   pixels covered as matplotlib's ``Line2D`` draw of every point, in the same grey, differing only on markers'
   rims by a few levels; the same PNG from one draw to the next; any other line drawn as matplotlib draws it;
 * ``charts._groups_key``: the key changes when anything ``_plan_groups`` reads changes (the five columns it
-  reads whole, the front's rows), and tables with one key get the groups of each;
+  reads whole, the front's rows), and tables with one key get the groups of each; with the ``gpu`` column
+  factorized once (draw36), the same codes and names as ``pd.factorize``, and a new key for any GPU name;
+* ``charts._plan_row`` (draw36): the chosen plan's values as ``table.loc[label]`` gives them;
+* ``charts.labels._log_axis`` (draw36) without ``set_ticks``: the same limits, labels and pixels;
 * the widget canvas's kept bitmaps made from the measured layout: tests/test_widget_layout.py compares its
   pixels with a plain Agg draw; here, the bitmap kept at measuring is the one draw_text makes.
 """
@@ -196,6 +199,91 @@ def test_groups_key_follows_what_the_groups_read(table):
     tmp._plan_groups(table)
     got = tmp._plan_groups(other)                     # (found under the table's key)
     assert repr(got) == repr(want)
+
+
+def test_gpu_codes_and_their_key():
+    """draw36: the ``gpu`` column factorized once (``_gpu_codes``) for the key and the groups. By hand: names
+    in order of first appearance, each row its name's position; a missing name -1 (keyed by its strings,
+    ``_codes_bytes`` None). The key with the codes changes with any GPU name, on the front or off it."""
+    from llmsizing.charts import plan_groups as pg
+
+    codes, names = pg._gpu_codes(pd.array(["B200", "H100 SXM", "B200", "A100 80GB"], dtype="str"))
+    assert codes.tolist() == [0, 1, 0, 2] and list(names) == ["B200", "H100 SXM", "A100 80GB"]
+    codes, names = pg._gpu_codes(np.array(["x", None, "x"], dtype=object))
+    assert codes.tolist() == [0, -1, 0] and pg._codes_bytes(codes, names) is None
+    assert pg._codes_bytes(np.array([0, 1]), ["a\x00b", "c"]) is None
+    # (the codes [0, 1] and the names "ab", "c" against the codes [0, 0] and the name "abc")
+    assert pg._codes_bytes(np.array([0, 1]), ["ab", "c"]) != pg._codes_bytes(np.array([0, 0]), ["abc"])
+
+
+def test_groups_key_with_gpu_codes_follows_the_gpu_column(table):
+    from llmsizing.charts import plan_groups as pg
+
+    bare = pg._bare(table)
+    key = pg._groups_key(bare, gpu=pg._gpu_codes(bare["gpu"].array))
+    assert key == pg._groups_key(bare.copy(), gpu=pg._gpu_codes(bare.copy()["gpu"].array))
+    off = np.flatnonzero(~table["pareto"].to_numpy())
+    for row in (off[0], off[-1]):
+        changed = bare.copy()
+        j = changed.columns.get_loc("gpu")
+        changed.iat[row, j] = "H200" if changed.iat[row, j] != "H200" else "B200"
+        assert pg._groups_key(changed, gpu=pg._gpu_codes(changed["gpu"].array)) != key
+    tmp._PLAN_GROUPS_KEPT.clear()
+    want = repr(tmp._plan_groups(table))
+    tmp._PLAN_GROUPS_KEPT.clear()
+    codes, names = pd.factorize(bare["gpu"].to_numpy())      # (what _plan_groups factorized before draw36)
+    got_codes, got_names = pg._gpu_codes(bare["gpu"].array)
+    assert got_codes.tolist() == codes.tolist() and list(got_names) == list(names)
+    assert repr(tmp._plan_groups(table)) == want
+
+
+def test_plan_row_reads_what_loc_gives(table):
+    """draw36: the chosen plan's row read off the columns (``_plan_row``) against ``table.loc[label]``: every
+    column's value of the same type and value (NA where NA), by attribute, ``[]`` and ``get``, on the front's
+    rows and others; a missing column an AttributeError (``getattr``'s default) or ``get``'s default."""
+    from llmsizing.charts import plan_groups as pg
+
+    bare = pg._bare(table)
+    front = np.flatnonzero(table["pareto"].to_numpy())
+    for label in [*table.index[front], *table.index[[0, len(table) // 2, -1]]]:
+        row, want = pg._plan_row(bare, label), table.loc[label]
+        assert isinstance(row, pg._PlanRow)
+        for col in table.columns:
+            got, ref = getattr(row, col), want[col]
+            assert type(got) is type(ref), (col, type(got), type(ref))
+            assert (pd.isna(got) and pd.isna(ref)) if pd.isna(ref) is True else got == ref, col
+            assert row[col] is got and row.get(col) is got
+        assert getattr(row, "no_such_column", 7) == 7 and row.get("no_such_column", 3) == 3
+    numbers = pd.DataFrame({"tp": [1, 2], "days": [1.5, 2.5]}, index=[10, 11])
+    assert pg._plan_row(numbers, 11).tp == 2.0 and isinstance(pg._plan_row(numbers, 11), pd.Series)
+
+
+@pytest.mark.parametrize("lo, hi", [(3.2, 3.3), (0.7, 40.0), (12.0, 9.0e4), (1.0e3, 1.0e9), (1.234, 1.236)])
+def test_log_axis_draws_what_set_ticks_drew(lo, hi):
+    """draw36: ``_log_axis`` sets the locator and formatter that ``axis.set_ticks(ticks, labels)`` set (and
+    the view it widened to), not through set_ticks: the same limits, tick labels and pixels as an axis made
+    through set_ticks with those ticks, on a narrow range (its two ends), 1-2-5 steps and decades."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from llmsizing.charts import labels
+
+    def draw(through_set_ticks):
+        fig = Figure(figsize=(4.0, 3.0), dpi=96)
+        FigureCanvasAgg(fig)
+        ax = fig.add_axes([0.2, 0.2, 0.7, 0.7])
+        labels._log_axis(ax.xaxis, lo, hi, labels._usd)
+        labels._log_axis(ax.yaxis, lo, hi, lambda v: f"{v:g}")
+        if through_set_ticks:                  # (what _log_axis did before draw36, on its own ticks)
+            for axis, fmt in ((ax.xaxis, labels._usd), (ax.yaxis, lambda v: f"{v:g}")):
+                ticks = list(axis.get_major_locator().locs)
+                axis.set_ticks(ticks, [fmt(t) for t in ticks])
+        fig.canvas.draw()
+        return (ax.get_xlim(), ax.get_ylim(), [t.get_text() for t in ax.get_xticklabels()],
+                [t.get_text() for t in ax.get_yticklabels()], np.asarray(fig.canvas.buffer_rgba()).copy())
+
+    got, want = draw(False), draw(True)
+    assert got[:4] == want[:4] and len(got[2]) >= 2 and all(got[2])
+    assert np.array_equal(got[4], want[4])
 
 
 def test_cloud_in_a_vector_file_keeps_every_point():

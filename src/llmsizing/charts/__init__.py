@@ -80,7 +80,7 @@ from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _S
                          _front_rows, _judged, _log_norm, _mfu_kind, _number_dtype, _plan_groups, _plan_label,
                          _range_note_lines, _rect, _row_type, _table_key, _values_bytes, _vp_text,
                          _GROUPS_COLUMNS, _PointCloud, _groups_key, _bare, _first_of_each, _column_arrays,
-                         _retain, _step_time_update)
+                         _retain, _step_time_update, _PlanRow, _codes_bytes, _gpu_codes, _plan_row)
 
 # Part IV, serving and fine-tuning (ch 15-16).
 from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, FLEET_COLORS, SPECULATIVE_COLORS, SPECULATIVE_KS,

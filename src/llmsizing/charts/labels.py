@@ -89,9 +89,10 @@ def _log_axis(axis, lo: float, hi: float, fmt, *, pad: float = 1.4) -> None:
     """A log axis from ``lo / pad`` to ``hi * pad`` with fixed 1-2-5 ticks (decades only over more than
     2.5 decades) labelled by ``fmt`` and no minor ticks: a log axis left to its default locators spends most
     of a redraw laying out minor ticks and mathtext labels."""
+    import functools
     import math
 
-    from matplotlib.ticker import FixedLocator, NullLocator
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     if not (lo > 0 and hi >= lo):
         raise ValueError(f"a log axis needs 0 < lo <= hi; got lo={lo!r}, hi={hi!r}")
@@ -107,6 +108,15 @@ def _log_axis(axis, lo: float, hi: float, fmt, *, pad: float = 1.4) -> None:
         ticks = [math.ceil(lo / unit(lo)) * unit(lo), math.floor(hi / unit(hi)) * unit(hi)]
     _log_scale(axis)
     (axis.axes.set_xlim if axis is axis.axes.xaxis else axis.axes.set_ylim)(lo, hi)
-    axis.set_major_locator(FixedLocator(ticks))
+    # the locator and formatter ``axis.set_ticks(ticks, labels)`` sets (a FixedLocator, and the FuncFormatter
+    # of matplotlib's ``_format_with_dict`` that ``set_ticklabels`` makes for one), set directly: set_ticks
+    # also places each tick and sets its labels' texts, which the next draw does again (``_update_ticks``),
+    # and widens the view to the ticks, which lie inside it but for a rounding (~0.1-0.2 ms an axis, draw36)
+    if min(ticks) < lo or max(ticks) > hi:
+        for each in axis._get_shared_axis():
+            each.set_view_interval(min(ticks), max(ticks))
+    locator = FixedLocator(ticks)
+    axis.set_major_locator(locator)
     axis.set_minor_locator(NullLocator())
-    axis.set_ticks(ticks, [fmt(t) for t in ticks])
+    labels = {loc: fmt(t) for loc, t in zip(locator.locs, ticks)}
+    axis.set_major_formatter(FuncFormatter(functools.partial(axis._format_with_dict, labels)))

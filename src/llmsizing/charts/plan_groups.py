@@ -46,18 +46,19 @@ def _plan_groups(plans) -> dict:
     from ..planner import _pareto, recompute_label
 
     plans = _bare(plans)
-    key = _groups_key(plans)
+    # the GPU names as integer codes, in order of first appearance (pd.unique's order; a missing name -1,
+    # dropped as groupby drops it): comparing ~10,000 names as strings once per GPU type cost a redraw
+    # ~1 ms (fig29); made once, for the key and the groups (draw36: :func:`_gpu_codes`)
+    gpu = _gpu_codes(plans["gpu"].array) if "gpu" in plans.columns and plans.columns.is_unique else None
+    key = _groups_key(plans, gpu=gpu)
     if key in _PLAN_GROUPS_KEPT:
         return _PLAN_GROUPS_KEPT[key]
     # on the columns' arrays, not on sub-tables: groupby and sort_values on the ~3,000 x 24 table cost a
     # deadline's or budget's first redraw ~8-16 ms (issue 38); the same groups (in order of first appearance,
     # as groupby(sort=False)), rows and quicksort order (as sort_values' nargsort)
-    gpu, days, cost = plans["gpu"].to_numpy(), plans["days"].to_numpy(), plans["cost_usd"].to_numpy()
+    days, cost = plans["days"].to_numpy(), plans["cost_usd"].to_numpy()
     memory, on_front = plans["memory_per_gpu_bytes"].to_numpy(), plans["pareto"].to_numpy(dtype=bool)
-    # the GPU names as integer codes, in order of first appearance (pd.unique's order; a missing name -1,
-    # dropped as groupby drops it): comparing ~10,000 names as strings once per GPU type cost a redraw
-    # ~1 ms (fig29)
-    codes, names = pd.factorize(gpu)
+    codes, names = gpu if gpu is not None else pd.factorize(plans["gpu"].to_numpy())
     own, by_gpu = [], []
     for k, name in enumerate(names):
         rows = np.flatnonzero(codes == k)
@@ -114,6 +115,46 @@ def _front_rows(plans, rows):
     return map(row._make, zip(*columns))
 
 
+class _PlanRow:
+    """One row of a plans table for reading, as :func:`_plan_row` makes it: each column's value by attribute
+    (``r.days``), by ``r["days"]`` and by ``r.get("ep", 1)``, a missing column an ``AttributeError`` (for
+    ``getattr``'s default) or the default."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: dict):
+        self._values = values
+
+    def __getattr__(self, name):
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, name):
+        return self._values[name]
+
+    def get(self, name, default=None):
+        return self._values.get(name, default)
+
+
+def _plan_row(table, label):
+    """The row ``label`` of ``table`` (the chosen plan of :func:`render_plan`) with the values
+    ``table.loc[label]`` gives for them, read off the columns' arrays (:func:`_column_arrays`): each the
+    value at the row of its column (a NumPy scalar, a string, ``pd.NA``), as the ``object`` Series of a row
+    of mixed columns holds it; ~0.1 ms where the Series took ~0.3 ms and each of its ~30 attributes read ~15
+    us (draw36). The Series itself where the row's Series would not be ``object`` (no column of strings or
+    objects: its values would be cast to one dtype) or the label is not one row's."""
+    import numpy as np
+
+    pos = table.index.get_loc(label)
+    arrays = _column_arrays(table)
+    mixed = any(getattr(a.dtype, "kind", "") == "O" or str(a.dtype) in ("str", "string") for a in arrays)
+    if not (isinstance(pos, (int, np.integer)) and mixed and table.columns.is_unique):
+        return table.loc[label]
+    return _PlanRow(dict(zip(table.columns, (a[pos] for a in arrays))))
+
+
 def _column_arrays(frame) -> list:
     """Each column's values, by position, as ``frame[name]`` gives them: a NumPy column as its array
     (``to_numpy()``), an extension column (Int64, strings) as its ``.array``. Read off the frame without
@@ -145,14 +186,31 @@ def _row_type(columns: tuple):
 _GROUPS_COLUMNS = ("gpu", "days", "cost_usd", "memory_per_gpu_bytes", "pareto")
 
 
-def _groups_key(plans) -> tuple:
+def _gpu_codes(values):
+    """``pd.factorize`` of a table's ``gpu`` column (its ``.array``): integer codes in order of first
+    appearance (a missing name -1) and the names. Factorized as the NumPy array of objects a column of Python
+    strings holds (pandas' ``str`` dtype): ~0.5 ms for a chapter 17 search's ~20,000 plans, where
+    ``pd.factorize`` of the column's array took ~0.7-1.1 ms (draw36); the same codes and names."""
+    import numpy as np
+    import pandas as pd
+
+    held = getattr(values, "_ndarray", None)          # (a StringArray's strings, not copied)
+    if not (isinstance(held, np.ndarray) and held.dtype == object and held.ndim == 1):
+        held = np.asarray(values)
+    codes, names = pd.factorize(held)
+    return codes, names
+
+
+def _groups_key(plans, *, gpu=None) -> tuple:
     """What :func:`_plan_groups`' answer depends on, as a key: the table's shape, column names and dtypes,
     and a SHA-1 digest of the columns it reads whole (:data:`_GROUPS_COLUMNS`) and of the front's rows (their
     index labels and every value). Two tables with the same key get the same groups, and a change to any of
     these (in place too) is a new key; a change elsewhere leaves the groups as they were. ~1 ms on a chapter
     17 search's ~25,000 plans, where :func:`_table_key` of the whole table took ~4-6 ms (issue 35: a model
     move of chapter 17's widget is a new table, never found in the kept ones). A table without one of those
-    columns is keyed whole."""
+    columns is keyed whole. ``gpu``: :func:`_gpu_codes` of the ``gpu`` column, if made already; the column
+    is then digested as its codes and names (draw36: ~0.4 ms sooner than its strings, which the codes and
+    names give back exactly) where every name is a string without a NUL and none is missing."""
     import hashlib
 
     import numpy as np
@@ -164,13 +222,30 @@ def _groups_key(plans) -> tuple:
 
     digest = hashlib.sha1(usedforsecurity=False)
     for name in _GROUPS_COLUMNS:
-        digest.update(name.encode() + b"\x00" + _values_bytes(arrays[name]) + b"\x00|")
+        values = _codes_bytes(*gpu) if name == "gpu" and gpu is not None else None
+        digest.update(name.encode() + b"\x00" + (_values_bytes(arrays[name]) if values is None else values)
+                      + b"\x00|")
     front = np.flatnonzero(plans["pareto"].to_numpy(dtype=bool))
     digest.update(b"f" + front.astype(np.int64).tobytes() + b"\x00|")
     digest.update(_values_bytes(plans.index[front]) + b"\x00|")
     for name in plans.columns:
         digest.update(_values_bytes(arrays[name][front]) + b"\x00|")
-    return ("groups", plans.shape, tuple(plans.columns), tuple(map(str, plans.dtypes)), digest.digest())
+    # (the dtypes read off the arrays already read, not through ``plans.dtypes``' Series: ~0.1 ms, draw36)
+    return ("groups", plans.shape, tuple(plans.columns), tuple(str(arrays[c].dtype) for c in plans.columns),
+            digest.digest())
+
+
+def _codes_bytes(codes, names) -> bytes | None:
+    """A factorized column (:func:`_gpu_codes`) as bytes that differ for different columns: the codes' bytes
+    and the names joined by NUL, marked apart from :func:`_values_bytes`' kinds; None where a name is missing
+    (code -1: NaN and None alike) or is not a string, or holds a NUL."""
+    import numpy as np
+
+    codes = np.asarray(codes)
+    if (len(codes) and codes.min() < 0) or not all(type(n) is str and "\x00" not in n for n in names):
+        return None
+    return (b"c" + np.ascontiguousarray(codes, dtype=np.int64).tobytes() + b"\x00"
+            + "\x00".join(names).encode("utf-8", "surrogatepass"))
 
 
 def _table_key(table) -> tuple:

@@ -27,7 +27,7 @@ from .time_money_plan import (_PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _cp_text, _d
                               _front_rows, _number_dtype, _plan_groups, _plan_label, _range_note_lines,
                               _row_type, _table_key, _GROUPS_COLUMNS, _PointCloud, _groups_key,
                               _values_bytes, _vp_text, _bare, _first_of_each, _column_arrays, _retain,
-                              _step_time_update)
+                              _step_time_update, _PlanRow, _codes_bytes, _gpu_codes, _plan_row)
 from .time_money_checks import (_AUDIT_STYLES, _Same, _judged, render_prediction_check,  # noqa: F401
                                 render_seed_audit)
 

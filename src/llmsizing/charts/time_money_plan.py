@@ -15,9 +15,10 @@ from ..units import GiB
 from .base import (COLORS, EXPLORER_TIME_COLORS, GPU_COLORS, FixedView, View, _fast_hbars, _kept_legend,
                    _line, _log_axis, _set_hbars, _step_time_bars, _tokens, _usd, figure_axes, reset_axes)
 # what the figure draws whatever plan is chosen, kept by table (moved out in session 25; every name here)
-from .plan_groups import (_GROUPS_COLUMNS, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _bare,  # noqa: F401
-                          _column_arrays, _cp_text, _front_rows, _groups_key, _number_dtype, _plan_groups,
-                          _row_type, _table_key, _values_bytes, _vp_text)
+from .plan_groups import (_GROUPS_COLUMNS, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _PlanRow, _bare,  # noqa: F401
+                          _codes_bytes, _column_arrays, _cp_text, _front_rows, _gpu_codes, _groups_key,
+                          _number_dtype, _plan_groups, _plan_row, _row_type, _table_key, _values_bytes,
+                          _vp_text)
 
 
 # =========================================================================== chapter 12: the planner
@@ -167,7 +168,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
     if highlight not in plans.index:
         raise ValueError(f"highlight must be a row label of the plans (0 to {len(plans) - 1:,}) or None; "
                          f"got {highlight!r}")
-    r = table.loc[highlight]
+    r = _plan_row(table, highlight)        # (table.loc[highlight]'s values, read sooner: draw36)
     g = get_gpu(r.gpu)
     # (the row's layout with its interleaved chunks and pipeline split: issue 34)
     par = Job.from_plan_row(r, m, seq=seq, cp_comm=plans.attrs.get("cp_comm", "p2p")).parallel
