@@ -35,10 +35,8 @@ steps for the same tokens: that is all the sum (waves + churn) had too many.
 
 from __future__ import annotations
 
-import csv
 import statistics
 from dataclasses import astuple
-from pathlib import Path
 
 import pytest
 
@@ -46,11 +44,9 @@ from llmsizing.catalog import get_gpu
 from llmsizing.serve import serving, serving_ends
 from llmsizing.serve_churn import StepCounts, churn_estimate, kv_churn, replay_scheduler
 from llmsizing.serve_replay import waves_against_vllm
-from tests._churn_cases import small_random_batches
+from tests._churn_cases import COUNTS, small_random_batches, sweep_errors, sweep_rows
 from tests._serving_bounds import stored_bounds
 
-SWEEP = Path(__file__).resolve().parents[1] / "data" / "serve_churn_sweep.csv"
-COUNTS = ("steps", "decodes", "context_tokens", "prefill_tokens")
 LATE = (2272, 53 * 2047 + 7 * 2046, 60 * (129 + 2175) * 2047 // 2 - (14_368 + 7), 60 * 128 + 14_368 + 7)
 
 
@@ -121,33 +117,22 @@ def test_against_the_replay(model, gpu, prompt, output, over):
     assert r.cycle_s == s.cycle_s
 
 
-def _sweep():
-    with SWEEP.open() as f:
-        return list(csv.DictReader(f))
-
-
 def test_the_sweep_states_its_error():
     # each row's whole-run counts, the replay's and the cohorts', priced at Llama-3-8B's steps on one H100
     # at the row's prompt and answer: median 0.04%, worst 0.49% (6.356 s against 6.387 s); and the tokens'
     # identity (module docstring) in every row, the replay's chunked prefill included
-    errors, terms = [], {}
-    for row in _sweep():
-        key = (int(row["prompt"]), int(row["output"]))
-        if key not in terms:
-            terms[key] = serving("llama-3-8b", "H100 SXM", prompt=key[0], output=key[1])
-        replay, churn = (terms[key].steps_s(StepCounts(*(float(row[f"{who}_last_token_{k}"])
-                                                          for k in COUNTS))) for who in ("replay", "churn"))
-        errors.append(abs(churn / replay - 1))
+    errors = sweep_errors("last_token")
+    for row in sweep_rows():
         for who in ("replay", "churn"):
             tokens = int(row[f"{who}_last_token_decodes"]) + int(row[f"{who}_last_token_prefill_tokens"])
             lost = int(row[f"{who}_recomputed_tokens"])
-            assert tokens == int(row["batch"]) * (key[0] + key[1] - 1) + lost
+            assert tokens == int(row["batch"]) * (int(row["prompt"]) + int(row["output"]) - 1) + lost
     assert len(errors) == 144
     assert statistics.median(errors) < 0.001 and max(errors) < 0.006
 
 
 def test_the_sweep_is_the_code_s():
-    for row in _sweep()[::29]:
+    for row in sweep_rows()[::29]:
         args = tuple(int(row[k]) for k in ("blocks", "batch", "prompt", "output", "max_num_seqs"))
         c = kv_churn(*args, watermark=float(row["watermark"])).to_last_token
         assert [getattr(c, k) for k in COUNTS] == [int(row[f"churn_last_token_{k}"]) for k in COUNTS]

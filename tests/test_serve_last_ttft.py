@@ -19,11 +19,9 @@ prompts' prefill (``interleave_s`` each), where the waves put it after the whole
 
 from __future__ import annotations
 
-import csv
 import math
 import statistics
 from dataclasses import astuple
-from pathlib import Path
 
 import pytest
 
@@ -31,11 +29,9 @@ from llmsizing.catalog import get_gpu
 from llmsizing.serve import serving, serving_ends
 from llmsizing.serve_churn import StepCounts, churn_estimate, kv_churn, replay_scheduler
 from llmsizing.serve_replay import waves_against_vllm
-from tests._churn_cases import small_random_batches
+from tests._churn_cases import COUNTS, small_random_batches, sweep_errors, sweep_rows
 from tests._serving_bounds import stored_bounds
 
-SWEEP = Path(__file__).resolve().parents[1] / "data" / "serve_churn_sweep.csv"
-COUNTS = ("steps", "decodes", "context_tokens", "prefill_tokens")
 
 
 def _second(contexts, prefill_tokens):
@@ -96,29 +92,16 @@ def test_against_the_replay(prompt, output, over):
     assert r.vllm.last_first_token_s / s.waves_last_ttft_s > 1.05
 
 
-def _sweep():
-    with SWEEP.open() as f:
-        return list(csv.DictReader(f))
-
-
 def test_the_sweep_states_its_error():
     # each row's counts, the replay's and the cohorts', priced at Llama-3-8B's step terms on one H100 at the
     # row's prompt and answer: median 0.04%, worst 0.63% (5.238 s against 5.271 s)
-    errors, terms = [], {}
-    for row in _sweep():
-        key = (int(row["prompt"]), int(row["output"]))
-        if key not in terms:
-            terms[key] = serving("llama-3-8b", "H100 SXM", prompt=key[0], output=key[1])
-        s = terms[key]
-        replay, churn = (s.steps_s(StepCounts(*(float(row[f"{who}_first_token_{k}"]) for k in COUNTS)))
-                         for who in ("replay", "churn"))
-        errors.append(abs(churn / replay - 1))
+    errors = sweep_errors("first_token")
     assert len(errors) == 144
     assert statistics.median(errors) < 0.001 and max(errors) < 0.01
 
 
 def test_the_sweep_is_the_code_s():
-    for row in _sweep()[::29]:
+    for row in sweep_rows()[::29]:
         args = tuple(int(row[k]) for k in ("blocks", "batch", "prompt", "output", "max_num_seqs"))
         c = kv_churn(*args, watermark=float(row["watermark"])).to_last_first_token
         assert [getattr(c, k) for k in COUNTS] == [int(row[f"churn_first_token_{k}"]) for k in COUNTS]
