@@ -241,3 +241,12 @@ def test_no_label_is_defined_twice_in_the_book():
                 seen.update(re.findall(r"^\(([\w-]+)\)=\s*$", text, re.M))
     assert seen, "the book defines labels"
     assert not [k for k, n in seen.items() if n > 1], [k for k, n in seen.items() if n > 1]
+
+
+def test_no_control_character_in_the_prose():
+    """No markdown cell holds a control character but the newline (session 36: a ``\\text`` and a ``\\ast``
+    written through a Python string became a tab and a BEL in chapter 7, and MathJax failed on the page; only
+    the browser checks of `make check-live` saw it)."""
+    bad = [(name, i, repr(ch)) for name, i, source in markdown_cells()
+           for ch in sorted(set(source)) if ord(ch) < 32 and ch != "\n" or ord(ch) == 127]
+    assert not bad, bad
