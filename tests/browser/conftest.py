@@ -420,6 +420,17 @@ def console_errors(page) -> list[str]:
     return errors
 
 
+def unmended_errors(page, errors: list[str]) -> list[str]:
+    """``errors`` (:func:`console_errors`) without Voila's "widget model not found" where the book's page
+    mended those widgets (``document.body.dataset.bookWidgetsMended``, set by
+    tools/voila/voila/templates/book/index.html.j2 when a widget that gave up on its model is shown from the
+    page's widget manager; :func:`voila_page` warns with a :class:`VoilaMendWarning`). The error is Voila's
+    race, which the page recovers from (test_live_routes tests the mend itself); any other error stays."""
+    if not page.evaluate("() => document.body.dataset.bookWidgetsMended"):
+        return list(errors)
+    return [e for e in errors if "model not found" not in e]
+
+
 class VoilaPage(NamedTuple):
     name: str            # the notebook's file name, e.g. 17_long_context.ipynb
     page: object         # the Playwright page, 1280x900, every cell run

@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import serve_live  # noqa: E402
 from conftest import LAB_START_TIMEOUT_S, POLL_MS, VOILA_MOTION, VOILA_VIEWPORT, close_voila_page, rss_mib  # noqa: E402
 from conftest import console_errors as _console_errors  # noqa: E402
+from conftest import unmended_errors  # noqa: E402
 from refresh_outputs import toc_notebooks  # noqa: E402
 
 CHAPTER = "03_inference_memory"  # a chapter with an IntSlider-driven widget (inference_memory_widget)
@@ -372,7 +373,7 @@ def test_voila_app_renders_a_chapter_widget(voila_page):
     slider.scroll_into_view_if_needed()
     _shot(page, "voila")
     assert not blocked, f"requests left the machine: {blocked}"
-    assert not errors, errors
+    assert not unmended_errors(page, errors), errors
     # Opened asking for reduced motion (conftest.VOILA_MOTION): the book's rule that keeps the loading spinner
     # still applies to this page, and Voila's own rule still spins it for a reader who did not ask.
     motion = page.evaluate(JS_SPINNER_RULES)
@@ -461,7 +462,7 @@ def test_voila_prose_shows_numbers_not_myst(voila_page):
         takeaway.scroll_into_view_if_needed()
         _shot(page, "voila-ch12-takeaway")
     assert not blocked, f"requests left the machine: {blocked}"
-    assert not errors, errors
+    assert not unmended_errors(page, errors), errors
 
 
 #: Page loads of one chapter in test_voila_frees_the_kernel_of_a_page_that_goes
