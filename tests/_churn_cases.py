@@ -52,3 +52,15 @@ def small_random_batches(seed: int, n: int = 80):
         args = (rng.randint(need, 6 * need), rng.randint(1, 30), prompt, output, rng.randint(1, 30))
         kw = dict(block=block, max_num_batched_tokens=4096, watermark=rng.choice([0.0, 0.0, 0.1, 0.3]))
         yield args, kw
+
+
+def sweep_counts_are_the_code_s(upto: str, counts: str) -> None:
+    """Every 29th sweep row's stored cohort counts up to ``upto`` (``"first_token"``, ``"last_token"``) are
+    :func:`~llmsizing.serve_churn.kv_churn`'s ``counts`` (``"to_last_first_token"``, ``"to_last_token"``) on
+    the row's batch: the CSV is the code's, so the error it states is the library's."""
+    from llmsizing.serve_churn import kv_churn
+
+    for row in sweep_rows()[::29]:
+        args = tuple(int(row[k]) for k in ("blocks", "batch", "prompt", "output", "max_num_seqs"))
+        c = getattr(kv_churn(*args, watermark=float(row["watermark"])), counts)
+        assert [getattr(c, k) for k in COUNTS] == [int(row[f"churn_{upto}_{k}"]) for k in COUNTS]

@@ -44,7 +44,8 @@ from llmsizing.catalog import get_gpu
 from llmsizing.serve import serving, serving_ends
 from llmsizing.serve_churn import StepCounts, churn_estimate, kv_churn, replay_scheduler
 from llmsizing.serve_replay import waves_against_vllm
-from tests._churn_cases import COUNTS, small_random_batches, sweep_errors, sweep_rows
+from tests._churn_cases import (small_random_batches, sweep_counts_are_the_code_s, sweep_errors,
+                                sweep_rows)
 from tests._serving_bounds import stored_bounds
 
 LATE = (2272, 53 * 2047 + 7 * 2046, 60 * (129 + 2175) * 2047 // 2 - (14_368 + 7), 60 * 128 + 14_368 + 7)
@@ -132,10 +133,7 @@ def test_the_sweep_states_its_error():
 
 
 def test_the_sweep_is_the_code_s():
-    for row in sweep_rows()[::29]:
-        args = tuple(int(row[k]) for k in ("blocks", "batch", "prompt", "output", "max_num_seqs"))
-        c = kv_churn(*args, watermark=float(row["watermark"])).to_last_token
-        assert [getattr(c, k) for k in COUNTS] == [int(row[f"churn_last_token_{k}"]) for k in COUNTS]
+    sweep_counts_are_the_code_s("last_token", "to_last_token")
 
 
 def test_beyond_eight_rooms_the_whole_run_is_extrapolated():

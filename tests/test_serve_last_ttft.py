@@ -29,7 +29,7 @@ from llmsizing.catalog import get_gpu
 from llmsizing.serve import serving, serving_ends
 from llmsizing.serve_churn import StepCounts, churn_estimate, kv_churn, replay_scheduler
 from llmsizing.serve_replay import waves_against_vllm
-from tests._churn_cases import COUNTS, small_random_batches, sweep_errors, sweep_rows
+from tests._churn_cases import (COUNTS, small_random_batches, sweep_counts_are_the_code_s, sweep_errors)
 from tests._serving_bounds import stored_bounds
 
 
@@ -101,10 +101,7 @@ def test_the_sweep_states_its_error():
 
 
 def test_the_sweep_is_the_code_s():
-    for row in sweep_rows()[::29]:
-        args = tuple(int(row[k]) for k in ("blocks", "batch", "prompt", "output", "max_num_seqs"))
-        c = kv_churn(*args, watermark=float(row["watermark"])).to_last_first_token
-        assert [getattr(c, k) for k in COUNTS] == [int(row[f"churn_first_token_{k}"]) for k in COUNTS]
+    sweep_counts_are_the_code_s("first_token", "to_last_first_token")
 
 
 def test_within_the_room_or_queued_by_the_cap_it_is_the_waves():
