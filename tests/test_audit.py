@@ -878,6 +878,27 @@ def test_new_claims_by_hand(table):
     assert len(table[table["id"].str.startswith("000-matrix-")]) == 12
 
 
+def test_matrix_reading_times_the_run_on_the_claims_gpus(table):
+    """read37e: a recommendation-matrix row names the layout of the fewest GPUs that hold the step (96
+    H100s for Llama 3.1 405B) and a run time; the time is the run on the matrix's own count (256), so the
+    reading must say so. By hand: F = 6 N_mm + 12 L s a d at s = 4,096 (N_mm = N - V h, the input embedding a
+    lookup), 15T tokens on 256 H100s of 989.4 TFLOP/s dense BF16 at the calibrated MFU (an input from
+    chapter 10's fit): days = 15e12 F / (256 x 989.4e12 x MFU) / 86,400, about 3,400 at an MFU near 50%; on
+    96 GPUs it would be 256/96 = 2.7 times that."""
+    from llmsizing import get_model
+    from llmsizing.time_cost import mfu_estimate
+
+    reading = by_id(table, "000-matrix-405b-15t-h100")["reading"]
+    assert "TP8+SP PP1 DP12" in reading                                  # the 96 GPUs that hold the step
+    assert "the run on 256 H100 SXM would take" in reading, reading
+    m = get_model("llama-3.1-405b")
+    n_mm = m.n_params - m.vocab * m.hidden
+    f = 6 * n_mm + 12 * m.layers * 4096 * m.heads * m.head_dim
+    mfu = mfu_estimate("llama-3.1-405b", gpu="H100 SXM", seq=4096).mfu
+    days = 15e12 * f / (256 * 989.4e12 * mfu) / 86400
+    assert f"would take {days:,.0f} days" in reading, (days, reading)
+
+
 # ----------------------------------------------------------------------------- counting without double counting
 def test_headline_counts_by_seed(table):
     total = audit.verdict_counts(table)

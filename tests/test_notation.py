@@ -372,6 +372,11 @@ CLASHES = [
     # read27c M2: the appendix's bubble entry named the interleaved schedule's micro-batch group N
     (re.compile(r"(?<![A-Za-z\\_{])N(?![A-Za-z_])"), re.compile(r"groups of \$N\$|\$N = p\$|with \$N\$ set"),
      "N as a micro-batch group: N is parameters (m_grp)"),
+    # read37e: the appendix timed an MFU over "$t$ seconds" and gave vLLM's memory share the letter u
+    (re.compile(r"(?<![A-Za-z\\_{])t(?![A-Za-z_])"), re.compile(r"\$t\$\s+seconds"),
+     "t as a run's seconds: a bare t is the tensor-parallel degree (t_run)"),
+    (re.compile(r"(?<![A-Za-z\\_{])u(?![A-Za-z_])"), re.compile(r"vLLM|\bengine\b|GPU's memory"),
+     "u as an engine's share of the GPU's memory: u is the share of reserved hours used (gpu_memory_utilization)"),
 ]
 #: Chapters where one of CLASHES is a declared local use (the appendix's local table says so).
 CLASH_LOCAL = {"m x k matrix sizes outside chapter 6: n_1, n_2, n_3": {"06_hardware.ipynb"}}
@@ -452,6 +457,11 @@ CLASHED = [
     ("$\\beta$ the biases of one block", "beta as biases"),
     ("the $k$ and $v$ projections of grouped-query attention", "k, v as the key and value projections"),
     ("LoRA on the $v$ matrix only", "k, v as the key and value projections"),
+    # read37e: the appendix's MFU and cost-against-GPUs entries, and its chapter-19 weight sync, before this fix
+    ("MFU = $F D / (n\\,P\\,t)$ for $D$ tokens in $t$ seconds on $n$ GPUs", "t as a run's seconds"),
+    ("the MFU is the output, $D F / (n\\,P\\,t)$ for a run of $t$ seconds", "t as a run's seconds"),
+    ("Kept instead, they leave the engine $u - (M_\\text{states} + M_\\text{frozen})/\\text{capacity}$ as vLLM's "
+     "`gpu_memory_utilization`, $u$ = 0.9", "u as an engine's share"),
 ]
 #: Uses the round-5 rules must let pass (each is in the book or the appendix now).
 ALLOWED_ROUND5 = [

@@ -507,11 +507,12 @@ def _one_gpu_gb(model, batch: int, gpu: str) -> Finding:
 
 
 def _matrix(model: str, tokens: float, gpu: str, n: int) -> Finding:
-    """A recommended GPU count: does it hold a step (:func:`_suffices`), and how long the run would take on it
-    (named in the reading; the matrix gives no time to judge)."""
+    """A recommended GPU count: does it hold a step (:func:`_suffices`), and how long the run would take on
+    the ``n`` GPUs the matrix recommends (named in the reading, with ``n``: the layout named first is the
+    fewest GPUs', which may be fewer; the matrix gives no time to judge)."""
     f = _suffices(model, gpu, n)
     t = _run(model, tokens, gpu, n)
-    return Finding(f.value, f.reason, f"{f.reading}; the run would take {t.days:,.0f} days "
+    return Finding(f.value, f.reason, f"{f.reading}; the run on {n} {gpu} would take {t.days:,.0f} days "
                    f"({t.days_low:,.0f} to {t.days_high:,.0f})", f.low, f.high, f.offload, f.others)
 
 
