@@ -13,8 +13,9 @@ narrows (coverage 82.9% -> 87.4%, median width 1.652 -> 1.541) and fine-tuning's
 3B-A800M, JetMoE-8B), already below the step model, fall further (published / predicted 0.72, 0.70, 0.66 ->
 0.57, 0.55, 0.57). A launch cost per layer does not close it: 40 to 200 us a layer and micro-batch (about 40
 kernels at 1 to 5 us) is at most 5% of the shortest layer's compute among the runs (Nemotron-4 15B at tp 8:
-4.1 ms a layer and micro-batch) and leaves the MoE range at 3.29 and 3.04. The test that the curve meets the
-table is therefore still a strict xfail."""
+4.1 ms a layer and micro-batch) and leaves the MoE range at 3.29 and 3.04; nor does pricing the experts'
+grouped GEMMs at what SonicMoE's measured MoE layers reach of the table's price (x 0.724): 2.458. The test
+that the curve meets the table is therefore still a strict xfail."""
 
 import csv
 from pathlib import Path
