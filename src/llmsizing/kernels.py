@@ -30,19 +30,21 @@ out of their source (chapter 10, issue 34).
 **GEMMs.** A matrix multiply ``(m x k) @ (k x n)`` reaches a share of the peak that grows with its arithmetic
 intensity ``I`` (FLOPs per byte moved, :func:`~llmsizing.hardware.matmul_intensity_flops_per_byte`) over the
 GPU's ridge point (:func:`~llmsizing.hardware.ridge_point_flops_per_byte`): :func:`gemm_efficiency` is
-``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))`` with ``r = I / ridge``, fitted on cuBLAS (A100
-BF16, NVIDIA's CUDA 11 figure) and DeepGEMM (H800 FP8) tables in ``data/gemm_efficiency.csv``
-(:func:`fit_gemm_curve`: one curve for both, 2.7% rms). Where it errs: XLA's measured H100 table
-(``kind == "grid"``, BF16, 256 to 4,096 in each dimension) puts a 256-row GEMM (``n = k = 4,096``) at 0.42 of
-the peak where the curve says 0.19, and 4,096^3 at 0.79 against 0.61, so after the calibrated level the curve
-charges few rows about 1.7x too much (DeepGEMM's 128-row FP8 GEMMs: 0.33 measured, 0.11 on the curve). Priced
-by that table instead, the out-of-source coverage fell (training with a layout 87.0% -> 84.8%, fine-tuning
-80.0% -> 69.3%; tests/test_gemm_table.py): small models' steps are slower than their GEMMs, and the curve's
-steep fall stands in for what else a layer costs. A layer's GEMMs (:func:`layer_gemms`) have ``m`` = the
-tokens of a micro-batch on one GPU and ``k``, ``n`` from the hidden, heads and MLP widths divided by ``tp``: a
-2,048-wide model's GEMMs run below a 16,384-wide one's. A mixture of experts' routed GEMMs run
-grouped, all of a GPU's experts in one kernel: priced at all their rows, times what DeepGEMM's grouped tables
-lose to few rows per expert (:func:`grouped_gemm_share`).
+``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))`` with ``r = I / ridge``, fitted on cuBLAS (A100 BF16,
+NVIDIA's CUDA 11 figure) and DeepGEMM (H800 FP8) tables in ``data/gemm_efficiency.csv``
+(:func:`fit_gemm_curve`: one curve for both, 2.7% rms). Where it errs: XLA's measured H100 table (``kind ==
+"grid"``, BF16, 256 to 4,096 in each dimension) puts a 256-row GEMM (``n = k = 4,096``) at 0.42 of the peak
+where the curve says 0.19, and 4,096^3 at 0.79 against 0.61, so after the calibrated level the curve charges
+few rows about 1.7x too much (DeepGEMM's 128-row FP8 GEMMs: 0.33 measured, 0.11 on the curve). Priced by that
+table instead (``tools/gemm_table_check.py``, Dec 2026), the range of an MFU from a layout would narrow (82.9%
+/ 1.65x -> 87.4% / 1.54x out of source) and fine-tuning's hardly move, but the MoE range would widen (2.32x ->
+3.37x): the small mixtures of experts (Granite 3.0 1B and 3B, JetMoE) run slower than their GEMMs, and for
+them the curve's steep fall stands in for what else a layer costs (a launch cost of 40-200 us a layer does not
+close it; tests/test_gemm_table.py). The curve stays until those costs are priced apart. A layer's GEMMs
+(:func:`layer_gemms`) have ``m`` = the tokens of a micro-batch on one GPU and ``k``, ``n`` from the hidden,
+heads and MLP widths divided by ``tp``: a 2,048-wide model's GEMMs run below a 16,384-wide one's. A mixture of
+experts' routed GEMMs run grouped, all of a GPU's experts in one kernel: priced at all their rows, times what
+DeepGEMM's grouped tables lose to few rows per expert (:func:`grouped_gemm_share`).
 
 The step model (:func:`~llmsizing.comm.step_compute_time_s` and the planner's copy) charges the Linear layers
 at ``kernel_efficiency x gemm_efficiency`` (the calibrated ``kernel_efficiency``,
