@@ -104,7 +104,7 @@ def render_serving_curve(model="llama-3-8b", gpu: str = "H100 SXM", tp: int = 1,
     sweep = _sweep_points(resolve_model(model, moe=True), get_gpu(gpu), **kw)
 
     def build(fig):
-        fig.subplots_adjust(left=0.075, right=0.985, bottom=0.14, top=0.91, wspace=0.3)
+        fig.subplots_adjust(left=0.075, right=0.975, bottom=0.14, top=0.91, wspace=0.3)
         return fig.subplots(1, 2)
 
     fig, (ax, ax2) = figure_axes(7.9, 3.6, into, ("serving curve",), build, keep_log=((0, "x"), (1, "xy")))
@@ -293,11 +293,11 @@ def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 2
         ax.annotate(text, (vals[i] + highs[i], i), xytext=(3, 0), textcoords="offset points", va="center",
                     fontsize=7.5)
     ax.set_xlim(0, max([v + h for v, h in zip(vals, highs)] + [1e-9]) * 1.6)
-    ax.set_xlabel("USD per million output tokens (catalogue on-demand prices"
-                  + ("; hatched: an estimated price, not a list price)" if any(est) else ")")
-                  + "\nwhiskers: the stated 80% range of the engine's speed (serving_range)")
-    ax.set_title(f"{model}, {weights} weights, {prompt:,} in / {output:,} out, ITL <= {itl_s * 1e3:g} ms, "
-                 f"TTFT <= {ttft_s:g} s", fontsize=9, loc="left")
+    ax.set_xlabel("USD per million output tokens, at catalogue on-demand prices;"
+                  + ("\nhatched: an estimated price, not a list price;" if any(est) else "")
+                  + "\nwhiskers: the stated 80% range of the engine's speed", fontsize=9)
+    ax.set_title(f"{model}, {weights} weights, {prompt:,} in / {output:,} out,\n"
+                 f"ITL <= {itl_s * 1e3:g} ms, TTFT <= {ttft_s:g} s", fontsize=9, loc="left")
     ax.spines[["top", "right"]].set_visible(False)
     # each price with its own date: providers and days differ down the ranking (reader24c)
     # and each figure with its stated 80% range, point (low-high), as serving_cost_by_gpu gives it (srv33)
