@@ -239,7 +239,8 @@ class Serving:
     @property
     def ttft_s(self) -> float:
         """Time to first token: one prompt's prefill in ``prefill_chunks`` steps, ``max(compute, memory) +
-        all-reduces + chunks x step overhead`` (the first request's; a queued batch's last request waits too,
+        all-reduces + chunks x step overhead`` (a request alone on the replica; in a batch sent at once even
+        the first requests share their first steps with other prompts, and the last waits longest:
         :attr:`last_ttft_s`)."""
         return (max(self.prefill_compute_s, self.prefill_memory_s) + self.prefill_comm_s
                 + self.prefill_chunks * self.step_overhead_s)
