@@ -115,7 +115,7 @@ def render_gpu_landscape(gpus=None, named=None) -> View:
     ax2.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7, frameon=False,
                loc="lower right")
 
-    lines = [f"{'GPU':<10s} {'memory':>10s} {'HBM':>10s} {'bf16 dense':>13s} {'ridge':>14s} "
+    lines = [f"{'GPU':<10s} {'memory':>10s} {'HBM/GDDR':>10s} {'bf16 dense':>13s} {'ridge':>14s} "
              f"{'link one way: all / one peer':>29s}"]
     for name, r in df.iterrows():
         lines.append(f"{name:<10s} {r['memory_gib']:>6.1f} GiB {r['hbm_tbps']:>5.2f} TB/s "
