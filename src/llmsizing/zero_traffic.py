@@ -13,8 +13,11 @@ every name, so ``from llmsizing.comm import dp_schedule`` still works) to keep t
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from ._validate import check_int, check_number
 from .catalog import MIN_GPU_SPEED, resolve_model
@@ -105,14 +108,33 @@ def torch_ddp_bucket_assignment(model: Model | str, *, precision: str = "bf16-mi
     for i in range(model.layers):
         forward += [(f"layers.{i}.{n[len('layers.'):]}", math.prod(s)) for _, n, s, k in block if i < k]
     forward += [(n, math.prod(s)) for _, n, s, _ in t[first:] if not n.startswith("layers.")]
-    buckets, open_, filled = [], [], 0.0
-    for name, n in reversed(forward):
-        open_.append(name)
-        filled += n * grad_b
-        if filled >= limit:
-            buckets.append(open_)
-            open_, filled, limit = [], 0.0, cap
-    return buckets + ([open_] if open_ else [])
+    names = [n for n, _ in reversed(forward)]
+    ends = bucket_ends(np.array([n * grad_b for _, n in reversed(forward)], dtype=float), cap, first=limit)
+    return [names[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+
+
+def bucket_ends(sizes, cap: float, *, first: float | None = None, align: int = 1) -> list[int]:
+    """Where gradient buckets close, walking tensors in the order their gradients become ready (``sizes``,
+    that order, in the unit of ``cap``): each bucket's end index (exclusive). A tensor is never split and a
+    bucket closes once it holds at least ``cap`` (``first``, if given, for the first bucket), the rule of
+    PyTorch DDP (``_compute_bucket_assignment_by_size``, bytes) and of Megatron-Core
+    (``_compute_default_per_buffer_param_layout`` and, with ``align`` = 64, the distributed optimizer's
+    ``_compute_per_buffer_param_layout``, parameters: each tensor starts at a multiple of ``align`` within its
+    bucket). One walk for both (:func:`torch_ddp_bucket_assignment`, :func:`megatron_bucket_assignment`):
+    a binary search per bucket on the running sums, so a model of thousands of tensors costs its buckets."""
+    s = np.asarray(sizes, dtype=float)
+    if not len(s):
+        return []
+    padded = np.ceil(s / align) * align if align > 1 else s
+    ends_at = np.cumsum(padded)                  # (a tensor's padded end; its own end is its start + size)
+    own = ends_at - padded + s
+    out, start, limit = [], 0.0, cap if first is None else first
+    while not out or out[-1] < len(s):
+        j = int(np.searchsorted(own, start + limit, side="left"))
+        j = min(j, len(s) - 1)
+        out.append(j + 1)
+        start, limit = ends_at[j], cap
+    return out
 
 
 def torch_ddp_buckets(model: Model | str, *, precision: str = "bf16-mixed",
@@ -135,6 +157,200 @@ def torch_ddp_buckets(model: Model | str, *, precision: str = "bf16-mixed",
     return len(torch_ddp_bucket_assignment(model, precision=precision, bucket_cap_mb=bucket_cap_mb))
 
 
+#: Megatron-Core aligns each parameter's start in the distributed optimizer's buffer to 64 elements
+#: (``pad_param_start``, megatron/core/optimizer/param_layout.py); DDP without it packs them.
+MEGATRON_PARAM_ALIGN = 64
+
+#: The tensors Megatron-Core's transformer layer fuses into one parameter (Transformer Engine's
+#: ``LayerNormLinear``/``Linear``, megatron/core/transformer/attention.py and mlp.py), in the layer's order of
+#: registration: ``linear_proj`` (o), ``linear_qkv`` (its input norm, then q, k, v as one matrix and one
+#: bias), ``linear_fc1`` (its norm, then gate and up as one matrix when gated) and ``linear_fc2`` (down).
+_MEGATRON_FUSED = (("o_proj.weight",), ("o_proj.bias",), ("attn_norm.weight",), ("attn_norm.bias",),
+                   ("q_proj.weight", "k_proj.weight", "v_proj.weight"), ("q_proj.bias", "k_proj.bias",
+                                                                          "v_proj.bias"))
+_MEGATRON_MLP = (("mlp_norm.weight",), ("mlp_norm.bias",), ("gate_proj.weight", "up_proj.weight"),
+                 ("gate_proj.bias", "up_proj.bias"), ("down_proj.weight",), ("down_proj.bias",))
+
+
+def _megatron_layer(model: Model, tp: int, etp: int, ep: int) -> tuple[list, list]:
+    """One transformer layer's parameters on a rank as Megatron-Core registers them, ``(name, elements,
+    copies, routed)`` each (``copies`` as :meth:`~llmsizing.model.Model.tensors`' and ``routed`` for a routed
+    expert's), in two lists: the layer's parameters, then its MoE block's (the router, each local expert's
+    fused ``linear_fc1`` and then each one's ``linear_fc2``, TEGroupedMLP's ``weight0..``, then the shared
+    experts'). A tensor the table does not name stays a parameter of its own, in the library's order."""
+    from .states import _tp_share
+
+    block = {n[len("layers."):]: (s, k) for _, n, s, k in model.tensors() if n.startswith("layers.")}
+    seen: set = set()
+    dense: list = []
+
+    def fuse(group, prefix=""):
+        names = [prefix + g for g in group if prefix + g in block]
+        if names:
+            seen.update(names)
+            n = sum(math.prod(block[x][0]) * _tp_share("layers." + x, model, tp) for x in names)
+            return [("+".join(names), round(n), block[names[0]][1], False)]
+        return []
+
+    for group in _MEGATRON_FUSED:
+        dense += fuse(group)
+    rest_attn = [x for x in block if x not in seen and not x.startswith(("experts.", "shared_experts.",
+                                                                          "router.", "mlp_norm.")) and
+                 not any(x in g for g in _MEGATRON_MLP)]
+    moe: list = []
+    for x in ("router.weight", "router.bias"):
+        if x in block:
+            seen.add(x)
+            moe.append((x, round(math.prod(block[x][0]) * _tp_share("layers." + x, model, tp)), block[x][1],
+                        False))
+    gate, up, down = (block.get(f"experts.{w}_proj.weight") for w in ("gate", "up", "down"))
+    if down is not None:
+        seen.update(f"experts.{w}_proj.weight" for w in ("gate", "up", "down"))
+        local = down[0][0] // ep
+        fc1 = sum(math.prod(t[0][1:]) for t in (gate, up) if t is not None) / etp
+        moe += [(f"experts.linear_fc1.weight{e}", round(fc1), down[1], True) for e in range(local)]
+        moe += [(f"experts.linear_fc2.weight{e}", round(math.prod(down[0][1:]) / etp), down[1], True)
+                for e in range(local)]
+    for group in _MEGATRON_MLP[2:]:
+        moe += fuse(group, "shared_experts.")
+    mlp = []
+    for group in _MEGATRON_MLP:
+        mlp += fuse(group)
+    for x in rest_attn:
+        if x not in seen:
+            seen.add(x)
+            dense.append((x, round(math.prod(block[x][0]) * _tp_share("layers." + x, model, tp)),
+                          block[x][1], False))
+    leftover = [(x, round(math.prod(block[x][0]) * _tp_share("layers." + x, model, tp)), block[x][1], False)
+                for x in block if x not in seen]
+    norm = [e for e in mlp if e[0].startswith("mlp_norm.")]
+    return dense + norm, [e for e in mlp if not e[0].startswith("mlp_norm.")] + moe + leftover
+
+
+@functools.lru_cache(maxsize=256)
+def _megatron_chunk(model: Model, tp: int, etp: int, ep: int, layers: int, whole: bool) -> tuple:
+    """The parameters of pipeline rank 0's first model chunk in backward order (``whole``: the whole model,
+    no pipeline): ``(names, elements, routed, shared)`` arrays, ``shared`` marking a tied embedding that
+    Megatron-Core gives a bucket of its own under a pipeline (``shared_embedding``). The MoE layers are the
+    last ``n_moe_layers`` of the model, its dense-MLP layers the first (DeepSeek-V3's ``first_k_dense``)."""
+    from .states import _tp_share
+
+    head, tail = [], []
+    for _, n, s, _k in model.tensors():
+        if n.startswith("layers."):
+            continue
+        e = (n, round(math.prod(s) * _tp_share(n, model, tp)), 1, False)
+        if n.startswith("embed_"):
+            head.append(e)
+        elif whole:
+            tail.append(e)
+    attn, mlp = _megatron_layer(model, tp, etp, ep)
+    moe_from = model.layers - model.n_moe_layers if model.is_moe else model.layers
+    forward = [(n, size, False) for n, size, _, _ in head]
+    for i in range(layers):
+        for name, n, k, routed in attn + mlp:
+            moe_tensor = name.startswith(("experts.", "router.", "shared_experts."))
+            held = (i >= moe_from) if moe_tensor else (i < k)
+            if held:
+                forward.append((f"layers.{i}.{name}", n, routed))
+    forward += [(n, size, False) for n, size, _, _ in tail]
+    back = forward[::-1]
+    shared = [not whole and model.tied_embeddings and n == "embed_tokens.weight" for n, _, _ in back]
+    return (tuple(n for n, _, _ in back), np.array([x[1] for x in back], dtype=float),
+            np.array([x[2] for x in back], dtype=bool), np.array(shared, dtype=bool))
+
+
+def _megatron_walk(model, tp, etp, ep, layers, whole, part, bucket, align) -> list[tuple[int, ...]]:
+    names, sizes, routed, shared = _megatron_chunk(model, tp, etp, ep, layers, whole)
+    keep = np.arange(len(names))
+    if part == "dense":
+        keep = keep[~routed]
+    elif part == "experts":
+        keep = keep[routed]
+    cut = keep[shared[keep]]                            # (a shared embedding: a bucket of its own, the last)
+    body = keep[~shared[keep]]
+    ends = bucket_ends(sizes[body], bucket, align=align) if len(body) else []
+    buckets = [tuple(body[a:b]) for a, b in zip([0, *ends[:-1]], ends)]
+    return buckets + [(int(i),) for i in cut]
+
+
+@functools.lru_cache(maxsize=4096)
+def _megatron_count(model, tp, etp, ep, layers, whole, part, bucket, align) -> int:
+    return len(_megatron_walk(model, tp, etp, ep, layers, whole, part, bucket, align))
+
+
+@functools.lru_cache(maxsize=4096)
+def megatron_calls_of(model: Model, tp: int, pp: int, vp: int, zero: int, bucket_params: float, ep: int = 1,
+                      etp: int = 1, part: str | None = None) -> int:
+    """:func:`megatron_buckets` from a layout's numbers, for the planner's keys (Megatron-LM's split of the
+    layers over ``pp`` stages, :func:`~llmsizing.plan_stage_terms.pipeline_split`'s rule: the embedding and
+    the loss counted as layers where ``pp`` does not divide the layers). Kept per key."""
+    from .parallel import kept_parallel
+    from .pipeline_stages import stage_chunks
+
+    split = {} if pp == 1 or model.layers % pp == 0 else {"account_for_embedding": True,
+                                                            "account_for_loss": True}
+    layers = stage_chunks(model.layers, kept_parallel(pp=pp, virtual_stages=vp, **split))[0][0]
+    return _megatron_count(model, tp, etp, ep, layers, pp == 1, part, float(bucket_params),
+                           MEGATRON_PARAM_ALIGN if zero >= 1 else 1) + vp - 1
+
+
+def _megatron_key(model: Model, parallel: Parallel, part: str | None, bucket_params):
+    from .pipeline_stages import stage_chunks
+
+    par = parallel
+    if part not in (None, "dense", "experts"):
+        raise ValueError(f"part must be None, 'dense' or 'experts', got {part!r}")
+    bucket = dp_bucket_params(par.dp_cp) if bucket_params is None else check_number(
+        "bucket_params", bucket_params, minimum=1.0)
+    layers = stage_chunks(model.layers, par)[0][0]
+    return (model, par.tp, par.etp, par.ep, layers, par.pp == 1, part, float(bucket),
+            MEGATRON_PARAM_ALIGN if par.zero >= 1 else 1)
+
+
+def megatron_bucket_assignment(model: Model | str, parallel: Parallel | None = None, *,
+                               part: str | None = None,
+                               bucket_params: float | None = None) -> list[list[str]]:
+    """Megatron-Core's gradient buckets on pipeline rank 0's first model chunk, in the order they are reduced,
+    each the names of its parameters (``layers.3.q_proj.weight+k_proj.weight+v_proj.weight`` for the fused
+    ``linear_qkv``): what :func:`megatron_buckets` counts.
+
+    Megatron-Core walks a chunk's parameters in reverse (the order the backward makes their gradients) and
+    closes a bucket at the first parameter that brings it to ``bucket_params`` (default
+    :func:`dp_bucket_params` of ``dp x cp``), never splitting one
+    (``_compute_default_per_buffer_param_layout`` in megatron/core/distributed/param_and_grad_buffer.py; with
+    the distributed optimizer, ``zero >= 1``, ``DistributedOptimizer._compute_per_buffer_param_layout``,
+    each parameter starting on a multiple of 64 elements, :data:`MEGATRON_PARAM_ALIGN`, and a tied
+    embedding under a pipeline in a bucket of its own).
+    Its parameters are Transformer Engine's fused ones (:data:`_MEGATRON_FUSED`), split by ``tp`` as the
+    model states are (:func:`~llmsizing.states._tp_share`), the routed experts ``experts / ep`` per rank, one
+    ``linear_fc1`` and one ``linear_fc2`` each, split by ``etp``. ``part``: all parameters in one buffer
+    (None), or the dense ones or the routed experts' alone when they have buffers of their own
+    (``group_params_for_buffers``, :func:`~llmsizing.comm.experts_apart`). Only pipeline rank 0's first chunk
+    is bucketed: Megatron-Core gives every other stage and chunk a single bucket (``disable_bucketing`` or
+    ``pp_rank > 0``, distributed_data_parallel.py and megatron/training: "not on the critical path").
+    Chapter 7."""
+    model = resolve_model(model, moe=True)
+    par = resolve_parallel(parallel or Parallel(), model)
+    key = _megatron_key(model, par, part, bucket_params)
+    names = _megatron_chunk(*key[:6])[0]
+    return [[names[i] for i in b] for b in _megatron_walk(*key)]
+
+
+def megatron_buckets(model: Model | str, parallel: Parallel | None = None, *, part: str | None = None,
+                     bucket_params: float | None = None) -> int:
+    """Calls per pass of DDP's all-reduce and the distributed optimizer's (ZeRO-1/2) reduce-scatter and
+    all-gather under Megatron-Core: the gradient buckets of pipeline rank 0's first model chunk
+    (:func:`megatron_bucket_assignment`), plus one for each of its other ``virtual_stages - 1`` chunks, whose
+    bucketing Megatron-Core turns off. Rank 0 is the stage whose data-parallel calls the step waits for (it
+    runs the step's last backward) and it has the most calls of any stage (every other has one per chunk).
+    Llama-3-8B on 8 GPUs: 98 (32 layers of three buckets, the LM head and the embedding), where one per
+    ``bucket_params`` gives 201. Kept per (model, layout, part, bucket). Chapter 7."""
+    model = resolve_model(model, moe=True)
+    par = resolve_parallel(parallel or Parallel(), model)
+    return _megatron_count(*_megatron_key(model, par, part, bucket_params)) + par.virtual_stages - 1
+
+
 def fsdp_root_params(model: Model | str, tp: int = 1) -> float:
     """Parameters of FSDP's root unit on one tensor-parallel rank: what no transformer block holds, the
     embedding, the final norm and an untied LM head (:func:`~llmsizing.states.edge_params` of one pipeline
@@ -152,19 +368,24 @@ def fsdp_root_params(model: Model | str, tp: int = 1) -> float:
 
 
 def dp_calls(zero: int, on_rank: float, *, layers: int | None = None, bucket_params: float | None = None,
-             pipelined: bool = False) -> int:
+             pipelined: bool = False, buckets: int | None = None) -> int:
     """Calls of each data-parallel collective per pass (per micro-batch for ZeRO-3's, per step or micro-batch
     for the others, :func:`dp_schedule`): ZeRO-3, one per FSDP unit, ``ceil(layers / FSDP_UNIT_LAYERS)`` and
     the root's (:data:`FSDP_ROOT_UNITS`: ``layers + 1``, as measured on FSDP2; not under a pipeline,
     ``pipelined``, where a middle stage's root holds nothing; ``layers=None``, one call per pass, the old
     schedule);
-    DDP and ZeRO-1/2, one per gradient bucket, ``ceil(on_rank / bucket_params)`` (one call when
-    ``bucket_params`` is None)."""
+    DDP and ZeRO-1/2, one per gradient bucket: ``buckets`` when given (Megatron-Core's own layout,
+    :func:`megatron_buckets`, what :func:`~llmsizing.comm.communication` and the planner pass), else
+    ``ceil(on_rank / bucket_params)`` (one call when ``bucket_params`` is None), the rule until session 37: an
+    upper bound, as Megatron-Core closes a bucket only at a parameter's end past ``bucket_params`` (Llama-3-8B
+    on 8 GPUs: 201 against 98)."""
     if layers is None:               # the old schedule: one call per pass
         layers, pipelined = 1, True
     layers = check_int("layers", layers)
     if zero == 3:
         return math.ceil(layers / FSDP_UNIT_LAYERS) + (0 if pipelined else FSDP_ROOT_UNITS)
+    if buckets is not None:
+        return check_int("buckets", buckets)
     if bucket_params is None:
         return 1
     bucket = check_number("bucket_params", bucket_params, minimum=1.0)
@@ -174,7 +395,8 @@ def dp_calls(zero: int, on_rank: float, *, layers: int | None = None, bucket_par
 def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
                    reshard_after_forward: bool | None = True, *, layers: int | None = None,
                    pipelined: bool = False, bucket_params: float | None = None,
-                   grad_reduces: int | None = None, root_params: float | None = None) -> list[tuple]:
+                   grad_reduces: int | None = None, root_params: float | None = None,
+                   buckets: int | None = None) -> list[tuple]:
     """The data-parallel collectives of one step for ``on_rank`` parameters on a GPU, as ``(name, kind,
     message bytes of one call, calls, slot)``, ``slot`` the window of
     :data:`~llmsizing.collectives.DP_SLOTS` each hides behind (:func:`~llmsizing.comm.communication`'s
@@ -186,7 +408,8 @@ def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: f
     gradient reduce-scatters behind each backward (every micro-batch; ``grad_reduces`` times per step if
     given: ``grad_reduce="chunk_run"``). Each is split into :func:`dp_calls` calls: ZeRO-3 gathers and
     reduce-scatters one FSDP unit at a time (:data:`FSDP_UNIT_LAYERS`, :data:`FSDP_ROOT_UNITS`), the others
-    one bucket of ``bucket_params`` at a time (:func:`dp_bucket_params`; one call when None, the old rule), so
+    one bucket at a time (``buckets``, Megatron-Core's layout, :func:`megatron_buckets`; else one per
+    ``bucket_params``, :func:`dp_bucket_params`; one call when both are None, the old rule), so
     each call pays its own latency. :func:`~llmsizing.comm.communication` prices them on the group's link
     and gives each :class:`~llmsizing.collectives.Collective` its ``slot`` (the planner reuses them).
     ``pipelined`` (``pp > 1``) ZeRO-3 without resharding gathers the weights once per step, not per
@@ -196,7 +419,8 @@ def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: f
     is torch's default (every block resharded, the root kept): the backward gathers all units but the root's,
     ``root_params`` of the ``on_rank`` parameters (:func:`fsdp_root_params`; measured,
     :data:`FSDP_ROOT_UNITS`); with no root counted (``pipelined``, or ``layers=None``) it is ``True``."""
-    k = dp_calls(zero, on_rank, layers=layers, bucket_params=bucket_params, pipelined=pipelined)
+    k = dp_calls(zero, on_rank, layers=layers, bucket_params=bucket_params, pipelined=pipelined,
+                 buckets=buckets)
     w, g, m = on_rank * weight_bytes / k, on_rank * grad_bytes / k, grad_accum
     back_k, back_w = k, w                   # the backward's gathers: every unit, or all but the kept root
     if reshard_after_forward is None:
@@ -228,12 +452,13 @@ def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: f
 def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
                 reshard_after_forward: bool | None = True, *, layers: int | None = None,
                 pipelined: bool = False, bucket_params: float | None = None, grad_reduces: int | None = None,
-                root_params: float | None = None) -> list[tuple]:
+                root_params: float | None = None, buckets: int | None = None) -> list[tuple]:
     """:func:`dp_collectives` without the window: ``(name, kind, message bytes of one call, calls)`` per
     data-parallel collective of one step (its shape before review24c M5, for callers that unpack four)."""
     return [row[:4] for row in dp_collectives(
         zero, on_rank, weight_bytes, grad_bytes, grad_accum, reshard_after_forward, layers=layers,
-        pipelined=pipelined, bucket_params=bucket_params, grad_reduces=grad_reduces, root_params=root_params)]
+        pipelined=pipelined, bucket_params=bucket_params, grad_reduces=grad_reduces, root_params=root_params,
+        buckets=buckets)]
 
 
 #: PCIe Gen4 x16, one way, decimal GB/s: 16 GT/s x 16 lanes x 128/130 (the 128b/130b line code) / 8 bits =
