@@ -1,17 +1,18 @@
 """Megatron-Core's gradient buckets, counted by hand (session 37, issue 34 "latency per call").
 
-Megatron-Core (megatron/core/distributed/param_and_grad_buffer.py, ``_compute_default_per_buffer_param_layout``;
-megatron/core/optimizer/distrib_optimizer.py, ``_compute_per_buffer_param_layout``) walks a model chunk's
-parameters backwards and closes a bucket at the first parameter that brings it to ``bucket_size`` =
-max(40e6, 1e6 x dp) parameters (distributed_data_parallel.py), never splitting a parameter. Its parameters are
-Transformer Engine's fused ones, registered per layer as linear_proj, linear_qkv (input norm, then q+k+v),
-linear_fc1 (its norm, then gate+up), linear_fc2; so backwards: fc2, fc1, fc1's norm, qkv, qkv's norm, proj.
-Only pipeline rank 0's first chunk is bucketed (``pp_rank > 0`` or ``disable_bucketing``: one bucket), and a
-tied embedding under a pipeline gets a bucket of its own (``shared_embedding``).
+Megatron-Core (megatron/core/distributed/param_and_grad_buffer.py,
+``_compute_default_per_buffer_param_layout``; megatron/core/optimizer/distrib_optimizer.py,
+``_compute_per_buffer_param_layout``) walks a model chunk's parameters backwards and closes a bucket at the
+first parameter that brings it to ``bucket_size`` = max(40e6, 1e6 x dp) parameters
+(distributed_data_parallel.py), never splitting a parameter. Its parameters are Transformer Engine's fused
+ones, registered per layer as linear_proj, linear_qkv (input norm, then q+k+v), linear_fc1 (its norm, then
+gate+up), linear_fc2; so backwards: fc2, fc1, fc1's norm, qkv, qkv's norm, proj. Only pipeline rank 0's first
+chunk is bucketed (``pp_rank > 0`` or ``disable_bucketing``: one bucket), and a tied embedding under a
+pipeline gets a bucket of its own (``shared_embedding``).
 
-Every expected count below is worked from the models' published shapes (Llama 3 / Llama 2 config.json:
-hidden, intermediate size, KV heads of 128, vocabulary) with the rule above, not read off the library. The
-library's old rule, one call per 40e6 parameters, gives 201, 1,764, 16, 169: these fail on it.
+Every expected count below is worked from the models' published shapes (Llama 3 / Llama 2 config.json: hidden,
+intermediate size, KV heads of 128, vocabulary) with the rule above, not read off the library. The library's
+old rule, one call per 40e6 parameters, gives 201, 1,764, 16, 169: these fail on it.
 """
 
 import dataclasses
@@ -61,8 +62,8 @@ def test_llama3_8b_dp512_by_hand():
 
 
 def test_tensor_parallel_by_hand():
-    """Llama-3-70B, tp = 8 (column- and row-parallel matrices and the vocabulary split by 8, norms whole), dp =
-    8, ZeRO-1. Per rank: LM head 131,334,144: 1. Final norm 8,192 + fc2 29,360,128 + fc1 58,720,256: 2.
+    """Llama-3-70B, tp = 8 (column- and row-parallel matrices and the vocabulary split by 8, norms whole),
+    dp = 8, ZeRO-1. Per rank: LM head 131,334,144: 1. Final norm 8,192 + fc2 29,360,128 + fc1 58,720,256: 2.
     Layer 79's fc1 norm, qkv 10,485,760, qkv norm and proj 8,388,608 (18,890,752) + layer 78's fc2
     (48,250,880): 3; 78's fc1: 4; and so on, 2 a layer for layers 78 to 0 (158); layer 0's attention part +
     the embedding 131,334,144: 1. 1 + 1 + 158 + 1 = 161 (the old rule: ceil(8.83e9 / 40e6) = 221)."""
@@ -96,7 +97,8 @@ def test_experts_by_hand():
     assert megatron_buckets("mixtral-8x7b", Parallel(dp=8, zero=1)) == 546
 
 
-@pytest.mark.parametrize("kw, name", [({"part": "experts!"}, "part"), ({"bucket_params": 0}, "bucket_params")])
+@pytest.mark.parametrize("kw, name", [({"part": "experts!"}, "part"),
+                                      ({"bucket_params": 0}, "bucket_params")])
 def test_bad_input_names_the_parameter(kw, name):
     with pytest.raises(ValueError, match=name):
         megatron_buckets("llama-3-8b", Parallel(dp=8), **kw)
