@@ -120,21 +120,56 @@ def bucket_ends(sizes, cap: float, *, first: float | None = None, align: int = 1
     PyTorch DDP (``_compute_bucket_assignment_by_size``, bytes) and of Megatron-Core
     (``_compute_default_per_buffer_param_layout`` and, with ``align`` = 64, the distributed optimizer's
     ``_compute_per_buffer_param_layout``, parameters: each tensor starts at a multiple of ``align`` within its
-    bucket). One walk for both (:func:`torch_ddp_bucket_assignment`, :func:`megatron_bucket_assignment`):
-    a binary search per bucket on the running sums, so a model of thousands of tensors costs its buckets."""
+    bucket). One walk for both (:func:`torch_ddp_bucket_assignment`, :func:`megatron_bucket_assignment`): a
+    binary search per bucket on the running sums, and a tensor of at least ``cap`` closes the bucket it
+    enters, so a run of them whose small tensors between never reach ``cap`` (a mixture's experts, one
+    parameter each) closes one bucket each at once."""
     s = np.asarray(sizes, dtype=float)
-    if not len(s):
+    n = len(s)
+    if not n:
         return []
     padded = np.ceil(s / align) * align if align > 1 else s
     ends_at = np.cumsum(padded)                  # (a tensor's padded end; its own end is its start + size)
     own = ends_at - padded + s
+    bigs = np.flatnonzero(s >= cap)
+    loud = np.ones(len(bigs), dtype=bool)        # (the small tensors before big k reach the cap: walk them)
+    if len(bigs) > 1:
+        prev, cur = bigs[:-1], bigs[1:]
+        loud[1:] = (cur > prev + 1) & (own[cur - 1] - ends_at[prev] >= cap)
+    loud_at = np.flatnonzero(loud)
+    new_run = np.ones(n, dtype=bool)             # (runs of equal tensors: each full bucket holds q of them)
+    new_run[1:] = s[1:] != s[:-1]
+    run_end = np.append(np.flatnonzero(new_run)[1:], n)[np.cumsum(new_run) - 1]
     out, start, limit = [], 0.0, cap if first is None else first
-    while not out or out[-1] < len(s):
-        j = int(np.searchsorted(own, start + limit, side="left"))
-        j = min(j, len(s) - 1)
+    size, pad, last, ends_l = s.tolist(), padded.tolist(), run_end.tolist(), ends_at.tolist()
+    big_set = set(bigs.tolist())
+    while True:
+        j = int(own.searchsorted(start + limit, side="left"))
+        if j >= n - 1:
+            out.append(n)
+            return out
         out.append(j + 1)
-        start, limit = ends_at[j], cap
-    return out
+        start, limit = ends_l[j], cap
+        if j in big_set:                          # (a big tensor closed it: the quiet ones after it too)
+            k = int(bigs.searchsorted(j))
+            at = int(loud_at.searchsorted(k + 1))
+            stop = int(loud_at[at]) if at < len(loud_at) else len(bigs)
+            if stop > k + 1:
+                out += (bigs[k + 1:stop] + 1).tolist()
+                j = int(bigs[stop - 1])
+                if j >= n - 1:
+                    return out
+                start = ends_l[j]
+        i = j + 1
+        if size[i] < cap and last[i] - i > 1:     # (a bucket of q equal tensors: (q - 1) x padded + size)
+            q = math.ceil((cap - size[i]) / pad[i]) + 1
+            full = (last[i] - i) // q
+            if full:
+                out += range(i + q, i + q * full + 1, q)
+                j = i + q * full - 1
+                if j >= n - 1:
+                    return out
+                start = ends_l[j]
 
 
 def torch_ddp_buckets(model: Model | str, *, precision: str = "bf16-mixed",
@@ -172,6 +207,7 @@ _MEGATRON_MLP = (("mlp_norm.weight",), ("mlp_norm.bias",), ("gate_proj.weight", 
                  ("gate_proj.bias", "up_proj.bias"), ("down_proj.weight",), ("down_proj.bias",))
 
 
+@functools.lru_cache(maxsize=256)
 def _megatron_layer(model: Model, tp: int, etp: int, ep: int) -> tuple[list, list]:
     """One transformer layer's parameters on a rank as Megatron-Core registers them, ``(name, elements,
     copies, routed)`` each (``copies`` as :meth:`~llmsizing.model.Model.tensors`' and ``routed`` for a routed
@@ -227,56 +263,68 @@ def _megatron_layer(model: Model, tp: int, etp: int, ep: int) -> tuple[list, lis
     return dense + norm, [e for e in mlp if not e[0].startswith("mlp_norm.")] + moe + leftover
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1024)
 def _megatron_chunk(model: Model, tp: int, etp: int, ep: int, layers: int, whole: bool) -> tuple:
     """The parameters of pipeline rank 0's first model chunk in backward order (``whole``: the whole model,
-    no pipeline): ``(names, elements, routed, shared)`` arrays, ``shared`` marking a tied embedding that
-    Megatron-Core gives a bucket of its own under a pipeline (``shared_embedding``). The MoE layers are the
-    last ``n_moe_layers`` of the model, its dense-MLP layers the first (DeepSeek-V3's ``first_k_dense``)."""
+    no pipeline): ``(names, elements, routed, shared)``, ``names`` a function giving the names (built only
+    when asked), ``shared`` marking a tied embedding that Megatron-Core gives a bucket of its own under a
+    pipeline (``shared_embedding``). The MoE layers are the last ``n_moe_layers`` of the model, its
+    dense-MLP layers the first (DeepSeek-V3's ``first_k_dense``). One array per distinct layer (issue 35:
+    the planner asks each key once)."""
     from .states import _tp_share
 
     head, tail = [], []
     for _, n, s, _k in model.tensors():
         if n.startswith("layers."):
             continue
-        e = (n, round(math.prod(s) * _tp_share(n, model, tp)), 1, False)
+        e = (n, round(math.prod(s) * _tp_share(n, model, tp)))
         if n.startswith("embed_"):
             head.append(e)
         elif whole:
             tail.append(e)
-    attn, mlp = _megatron_layer(model, tp, etp, ep)
+    block = [e for part in _megatron_layer(model, tp, etp, ep) for e in part]
     moe_from = model.layers - model.n_moe_layers if model.is_moe else model.layers
-    forward = [(n, size, False) for n, size, _, _ in head]
-    for i in range(layers):
-        for name, n, k, routed in attn + mlp:
-            moe_tensor = name.startswith(("experts.", "router.", "shared_experts."))
-            held = (i >= moe_from) if moe_tensor else (i < k)
-            if held:
-                forward.append((f"layers.{i}.{name}", n, routed))
-    forward += [(n, size, False) for n, size, _, _ in tail]
-    back = forward[::-1]
-    shared = [not whole and model.tied_embeddings and n == "embed_tokens.weight" for n, _, _ in back]
-    return (tuple(n for n, _, _ in back), np.array([x[1] for x in back], dtype=float),
-            np.array([x[2] for x in back], dtype=bool), np.array(shared, dtype=bool))
+    moe_t = np.array([e[0].startswith(("experts.", "router.", "shared_experts.")) for e in block], dtype=bool)
+    k_of = np.array([e[2] for e in block])
+    size_b = np.array([e[1] for e in block], dtype=float)
+    routed_b = np.array([e[3] for e in block], dtype=bool)
+    masks = [np.where(moe_t, i >= moe_from, i < k_of) for i in range(layers)]
+    sizes = np.concatenate([[x[1] for x in head]] + [size_b[m] for m in masks] + [[x[1] for x in tail]])
+    routed = np.concatenate([np.zeros(len(head), bool)] + [routed_b[m] for m in masks]
+                            + [np.zeros(len(tail), bool)])
+    shared = np.zeros(len(sizes), dtype=bool)
+    if not whole and model.tied_embeddings:
+        shared[[i for i, x in enumerate(head) if x[0] == "embed_tokens.weight"]] = True
+
+    def names():
+        out = [x[0] for x in head]
+        for i, m in enumerate(masks):
+            out += [f"layers.{i}.{e[0]}" for e, held in zip(block, m) if held]
+        return tuple(out + [x[0] for x in tail])[::-1]
+
+    return names, sizes[::-1].copy(), routed[::-1].copy(), shared[::-1].copy()
 
 
-def _megatron_walk(model, tp, etp, ep, layers, whole, part, bucket, align) -> list[tuple[int, ...]]:
-    names, sizes, routed, shared = _megatron_chunk(model, tp, etp, ep, layers, whole)
-    keep = np.arange(len(names))
+def _megatron_walk(model, tp, etp, ep, layers, whole, part, bucket, align) -> tuple:
+    """:func:`bucket_ends` over the chunk's parameters of ``part``: ``(their indices, the buckets' ends among
+    them, the shared embedding's index if any, a bucket of its own after them)``."""
+    _, sizes, routed, shared = _megatron_chunk(model, tp, etp, ep, layers, whole)
+    keep = np.arange(len(sizes))
     if part == "dense":
         keep = keep[~routed]
     elif part == "experts":
         keep = keep[routed]
     cut = keep[shared[keep]]                            # (a shared embedding: a bucket of its own, the last)
     body = keep[~shared[keep]]
-    ends = bucket_ends(sizes[body], bucket, align=align) if len(body) else []
-    buckets = [tuple(body[a:b]) for a, b in zip([0, *ends[:-1]], ends)]
-    return buckets + [(int(i),) for i in cut]
+    return body, (bucket_ends(sizes[body], bucket, align=align) if len(body) else []), cut
 
 
 @functools.lru_cache(maxsize=4096)
 def _megatron_count(model, tp, etp, ep, layers, whole, part, bucket, align) -> int:
-    return len(_megatron_walk(model, tp, etp, ep, layers, whole, part, bucket, align))
+    """The walk's buckets, at least 1: a part that rank 0's first chunk does not hold (the routed experts of
+    DeepSeek-V3's first, dense, layers) is one bucket on the stages that do, as every stage but rank 0's."""
+    _, ends, cut = _megatron_walk(model, tp, etp, ep, layers, whole, part, bucket, align)
+    return max(1, len(ends) + len(cut))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -333,8 +381,10 @@ def megatron_bucket_assignment(model: Model | str, parallel: Parallel | None = N
     model = resolve_model(model, moe=True)
     par = resolve_parallel(parallel or Parallel(), model)
     key = _megatron_key(model, par, part, bucket_params)
-    names = _megatron_chunk(*key[:6])[0]
-    return [[names[i] for i in b] for b in _megatron_walk(*key)]
+    names = _megatron_chunk(*key[:6])[0]()
+    body, ends, cut = _megatron_walk(*key)
+    return ([[names[i] for i in body[a:b]] for a, b in zip([0, *ends[:-1]], ends)]
+            + [[names[i]] for i in cut])
 
 
 def megatron_buckets(model: Model | str, parallel: Parallel | None = None, *, part: str | None = None,
