@@ -46,19 +46,32 @@ def _row_links(gpu_list, node_of, gi, size, stride):
             np.array([gl.across for gl in links])[idx], np.array([_per(gl) for gl in links])[idx])
 
 
-def _megatron_calls(model, tp, pp, zero, dpcp, vp=None, ep=None, etp=None, part=None) -> np.ndarray:
+def _megatron_calls(model, tp, pp, zero, dpcp, vp=None, ep=None, etp=None, part=None,
+                    need=None) -> np.ndarray:
     """:func:`~llmsizing.zero_traffic.megatron_buckets` per plan on arrays (one walk per distinct key, each
     kept: :func:`~llmsizing.zero_traffic.megatron_calls_of`), the buckets of
-    :func:`~llmsizing.zero_traffic.dp_bucket_params` of ``dpcp``; ``vp``, ``ep``, ``etp`` default to 1."""
-    ones = np.ones_like(tp)
-    vp, ep, etp = (ones if c is None else c for c in (vp, ep, etp))
-    cols = [np.asarray(c, dtype=np.int64) for c in (tp, pp, np.minimum(zero, 1), dpcp, vp, ep, etp)]
+    :func:`~llmsizing.zero_traffic.dp_bucket_params` of ``dpcp``; ``vp``, ``ep``, ``etp`` default to 1. Only
+    the rows of ``need`` (default: ZeRO below 3, which has buckets) are walked, the others get 1. A key is
+    what the walk reads: the bucket, not ``dpcp`` (every ``dpcp`` up to 40 has the 40M one), no ``ep`` or
+    ``etp`` for the dense part and no ``tp`` for the routed experts'."""
+    n = len(tp)
+    out = np.ones(n)
+    rows = np.flatnonzero(np.asarray(zero) < 3 if need is None else need)
+    if not len(rows):
+        return out
+    ones = np.ones(len(rows), dtype=np.int64)
+    vp, ep, etp = (ones if c is None else np.asarray(c)[rows] for c in (vp, ep, etp))
+    if part == "dense":
+        ep = etp = ones
+    tp_r = ones if part == "experts" else np.asarray(tp)[rows]
+    bucket = np.maximum(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * np.asarray(dpcp)[rows])
+    z_r = np.minimum(np.asarray(zero)[rows], 1)
+    cols = [np.asarray(c, dtype=np.int64) for c in (tp_r, np.asarray(pp)[rows], z_r, bucket, vp, ep, etp)]
     keys, idx = _groups(*cols)
-    bucket = {d: float(max(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * d))
-              for d in set(cols[3].tolist())}
-    calls = np.array([megatron_calls_of(model, t, p, v, z, bucket[d], e, et, part)
-                      for t, p, z, d, v, e, et in keys], dtype=float)
-    return calls[idx] if len(keys) else np.zeros(len(cols[0]))
+    calls = np.array([megatron_calls_of(model, t, p, v, z, float(b), e, et, part)
+                      for t, p, z, b, v, e, et in keys], dtype=float)
+    out[rows] = calls[idx]
+    return out
 
 
 def _dp_calls(zero, on_rank, layers, dpcp, pp=None, buckets=None) -> np.ndarray:

@@ -123,33 +123,43 @@ def bucket_ends(sizes, cap: float, *, first: float | None = None, align: int = 1
     bucket). One walk for both (:func:`torch_ddp_bucket_assignment`, :func:`megatron_bucket_assignment`): a
     binary search per bucket on the running sums, and a tensor of at least ``cap`` closes the bucket it
     enters, so a run of them whose small tensors between never reach ``cap`` (a mixture's experts, one
-    parameter each) closes one bucket each at once."""
+    parameter each) closes one bucket each at once, as does a run of equal tensors, ``q`` a bucket."""
+    return _walk(_prepare(sizes, align), cap, first)
+
+
+def _prepare(sizes, align: int = 1) -> tuple:
+    """What :func:`bucket_ends` reads of ``sizes`` whatever the cap: kept per chunk by
+    :func:`_megatron_prepared`, so a search's many buckets (one per ``dp x cp`` past 40) walk it again."""
     s = np.asarray(sizes, dtype=float)
-    n = len(s)
-    if not n:
-        return []
     padded = np.ceil(s / align) * align if align > 1 else s
     ends_at = np.cumsum(padded)                  # (a tensor's padded end; its own end is its start + size)
     own = ends_at - padded + s
+    new_run = np.ones(len(s), dtype=bool)        # (runs of equal tensors: each full bucket holds q of them)
+    new_run[1:] = s[1:] != s[:-1]
+    run_end = np.append(np.flatnonzero(new_run)[1:], len(s))[np.cumsum(new_run) - 1] if len(s) else s
+    return s, ends_at, own, s, padded, run_end.astype(np.int64), ends_at
+
+
+def _walk(prep: tuple, cap: float, first: float | None = None) -> list[int]:
+    s, ends_at, own, size, pad, last, ends_l = prep
+    n = len(s)
+    if not n:
+        return []
     bigs = np.flatnonzero(s >= cap)
     loud = np.ones(len(bigs), dtype=bool)        # (the small tensors before big k reach the cap: walk them)
     if len(bigs) > 1:
         prev, cur = bigs[:-1], bigs[1:]
         loud[1:] = (cur > prev + 1) & (own[cur - 1] - ends_at[prev] >= cap)
     loud_at = np.flatnonzero(loud)
-    new_run = np.ones(n, dtype=bool)             # (runs of equal tensors: each full bucket holds q of them)
-    new_run[1:] = s[1:] != s[:-1]
-    run_end = np.append(np.flatnonzero(new_run)[1:], n)[np.cumsum(new_run) - 1]
-    out, start, limit = [], 0.0, cap if first is None else first
-    size, pad, last, ends_l = s.tolist(), padded.tolist(), run_end.tolist(), ends_at.tolist()
     big_set = set(bigs.tolist())
+    out, start, limit = [], 0.0, cap if first is None else first
     while True:
         j = int(own.searchsorted(start + limit, side="left"))
         if j >= n - 1:
             out.append(n)
             return out
         out.append(j + 1)
-        start, limit = ends_l[j], cap
+        start, limit = float(ends_l[j]), cap
         if j in big_set:                          # (a big tensor closed it: the quiet ones after it too)
             k = int(bigs.searchsorted(j))
             at = int(loud_at.searchsorted(k + 1))
@@ -159,17 +169,17 @@ def bucket_ends(sizes, cap: float, *, first: float | None = None, align: int = 1
                 j = int(bigs[stop - 1])
                 if j >= n - 1:
                     return out
-                start = ends_l[j]
+                start = float(ends_l[j])
         i = j + 1
         if size[i] < cap and last[i] - i > 1:     # (a bucket of q equal tensors: (q - 1) x padded + size)
-            q = math.ceil((cap - size[i]) / pad[i]) + 1
-            full = (last[i] - i) // q
+            q = math.ceil((cap - float(size[i])) / float(pad[i])) + 1
+            full = (int(last[i]) - i) // q
             if full:
                 out += range(i + q, i + q * full + 1, q)
                 j = i + q * full - 1
                 if j >= n - 1:
                     return out
-                start = ends_l[j]
+                start = float(ends_l[j])
 
 
 def torch_ddp_buckets(model: Model | str, *, precision: str = "bf16-mixed",
@@ -288,9 +298,12 @@ def _megatron_chunk(model: Model, tp: int, etp: int, ep: int, layers: int, whole
     k_of = np.array([e[2] for e in block])
     size_b = np.array([e[1] for e in block], dtype=float)
     routed_b = np.array([e[3] for e in block], dtype=bool)
-    masks = [np.where(moe_t, i >= moe_from, i < k_of) for i in range(layers)]
-    sizes = np.concatenate([[x[1] for x in head]] + [size_b[m] for m in masks] + [[x[1] for x in tail]])
-    routed = np.concatenate([np.zeros(len(head), bool)] + [routed_b[m] for m in masks]
+    cuts = sorted({0, layers, *(c for c in (moe_from, *k_of.tolist()) if 0 < c < layers)})
+    runs = [(np.where(moe_t, a >= moe_from, a < k_of), b - a) for a, b in zip(cuts, cuts[1:])]
+    masks = [m for m, count in runs for _ in range(count)]    # (layers alike: one tile per run of them)
+    sizes = np.concatenate([[x[1] for x in head]] + [np.tile(size_b[m], c) for m, c in runs]
+                           + [[x[1] for x in tail]])
+    routed = np.concatenate([np.zeros(len(head), bool)] + [np.tile(routed_b[m], c) for m, c in runs]
                             + [np.zeros(len(tail), bool)])
     shared = np.zeros(len(sizes), dtype=bool)
     if not whole and model.tied_embeddings:
@@ -305,9 +318,10 @@ def _megatron_chunk(model: Model, tp: int, etp: int, ep: int, layers: int, whole
     return names, sizes[::-1].copy(), routed[::-1].copy(), shared[::-1].copy()
 
 
-def _megatron_walk(model, tp, etp, ep, layers, whole, part, bucket, align) -> tuple:
-    """:func:`bucket_ends` over the chunk's parameters of ``part``: ``(their indices, the buckets' ends among
-    them, the shared embedding's index if any, a bucket of its own after them)``."""
+@functools.lru_cache(maxsize=512)
+def _megatron_prepared(model, tp, etp, ep, layers, whole, part, align) -> tuple:
+    """The chunk's parameters of ``part`` (:func:`_megatron_chunk`) as :func:`_prepare` reads them, kept:
+    ``(their indices, the shared embedding's, the prepared walk, the sizes' greatest common divisor)``."""
     _, sizes, routed, shared = _megatron_chunk(model, tp, etp, ep, layers, whole)
     keep = np.arange(len(sizes))
     if part == "dense":
@@ -316,13 +330,33 @@ def _megatron_walk(model, tp, etp, ep, layers, whole, part, bucket, align) -> tu
         keep = keep[routed]
     cut = keep[shared[keep]]                            # (a shared embedding: a bucket of its own, the last)
     body = keep[~shared[keep]]
-    return body, (bucket_ends(sizes[body], bucket, align=align) if len(body) else []), cut
+    return body, cut, _prepare(sizes[body], align), int(np.gcd.reduce(sizes[body].astype(np.int64)))
 
 
-@functools.lru_cache(maxsize=4096)
+def _megatron_walk(model, tp, etp, ep, layers, whole, part, bucket, align) -> tuple:
+    """:func:`bucket_ends` over the chunk's parameters of ``part``: ``(their indices, the buckets' ends among
+    them, the shared embedding's index if any, a bucket of its own after them)``."""
+    align = _needed_align(model, tp, etp, ep, layers, whole, part, align)
+    body, cut, prep, _ = _megatron_prepared(model, tp, etp, ep, layers, whole, part, align)
+    return body, _walk(prep, bucket), cut
+
+
+def _needed_align(model, tp, etp, ep, layers, whole, part, align) -> int:
+    """``align``, or 1 where every parameter of the chunk's part is a multiple of it (no padding)."""
+    if align > 1 and not _megatron_prepared(model, tp, etp, ep, layers, whole, part, 1)[3] % align:
+        return 1
+    return align
+
+
 def _megatron_count(model, tp, etp, ep, layers, whole, part, bucket, align) -> int:
     """The walk's buckets, at least 1: a part that rank 0's first chunk does not hold (the routed experts of
     DeepSeek-V3's first, dense, layers) is one bucket on the stages that do, as every stage but rank 0's."""
+    return _kept_count(model, tp, etp, ep, layers, whole, part, bucket,
+                       _needed_align(model, tp, etp, ep, layers, whole, part, align))
+
+
+@functools.lru_cache(maxsize=4096)
+def _kept_count(model, tp, etp, ep, layers, whole, part, bucket, align) -> int:
     _, ends, cut = _megatron_walk(model, tp, etp, ep, layers, whole, part, bucket, align)
     return max(1, len(ends) + len(cut))
 
@@ -333,14 +367,18 @@ def megatron_calls_of(model: Model, tp: int, pp: int, vp: int, zero: int, bucket
     """:func:`megatron_buckets` from a layout's numbers, for the planner's keys (Megatron-LM's split of the
     layers over ``pp`` stages, :func:`~llmsizing.plan_stage_terms.pipeline_split`'s rule: the embedding and
     the loss counted as layers where ``pp`` does not divide the layers). Kept per key."""
+    return _megatron_count(model, tp, etp, ep, _rank0_layers(model.layers, pp, vp), pp == 1, part,
+                           float(bucket_params), MEGATRON_PARAM_ALIGN if zero >= 1 else 1) + vp - 1
+
+
+@functools.lru_cache(maxsize=1024)
+def _rank0_layers(layers: int, pp: int, vp: int) -> int:
+    """The transformer layers of pipeline rank 0's first chunk under the planner's split."""
     from .parallel import kept_parallel
     from .pipeline_stages import stage_chunks
 
-    split = {} if pp == 1 or model.layers % pp == 0 else {"account_for_embedding": True,
-                                                            "account_for_loss": True}
-    layers = stage_chunks(model.layers, kept_parallel(pp=pp, virtual_stages=vp, **split))[0][0]
-    return _megatron_count(model, tp, etp, ep, layers, pp == 1, part, float(bucket_params),
-                           MEGATRON_PARAM_ALIGN if zero >= 1 else 1) + vp - 1
+    split = {} if pp == 1 or layers % pp == 0 else {"account_for_embedding": True, "account_for_loss": True}
+    return stage_chunks(layers, kept_parallel(pp=pp, virtual_stages=vp, **split))[0][0]
 
 
 def _megatron_key(model: Model, parallel: Parallel, part: str | None, bucket_params):
