@@ -102,3 +102,24 @@ def test_experts_by_hand():
 def test_bad_input_names_the_parameter(kw, name):
     with pytest.raises(ValueError, match=name):
         megatron_buckets("llama-3-8b", Parallel(dp=8), **kw)
+
+
+def test_the_count_walks_alike_layers_once_and_agrees_with_the_full_walk():
+    """megatron_buckets walks a run of alike layers until the open bucket repeats and counts the rest at once
+    (720,720 layers cost one cycle); megatron_bucket_assignment walks every parameter. The two must agree on
+    every layout, dense and mixtures of experts, each part, ZeRO 0-2 (ZeRO-1/2's 64-element alignment: GPT-2's
+    vocabulary of 50,257 rows is not a multiple of 64), pipelines and interleaving."""
+    cases = [("llama-2-7b", dict(dp=512)), ("llama-2-7b", dict(dp=100, zero=1, tp=2)),
+             ("gpt2", dict(dp=8, zero=1)), ("gpt2", dict(dp=3000, pp=2, zero=2)),
+             ("llama-3-8b", dict(dp=64, pp=4, virtual_stages=2)), ("mixtral-8x7b", dict(dp=8, ep=8, zero=1)),
+             ("qwen3-30b-a3b", dict(dp=64, ep=8, tp=2, sp=True)), ("deepseek-v3", dict(dp=64, ep=8, zero=1))]
+    checked = 0
+    for name, kw in cases:
+        m = resolve_model(name, moe=True)
+        for part in ((None, "dense", "experts") if m.is_moe else (None,)):
+            par = Parallel(**kw)
+            full = len(megatron_bucket_assignment(m, par, part=part))
+            want = max(1, full) + par.virtual_stages - 1
+            assert megatron_buckets(m, par, part=part) == want, (name, kw, part)
+            checked += 1
+    assert checked == 14

@@ -18,7 +18,7 @@ from .comm import DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_ROOT_UNI
 from .exposure import DP_SLOTS, dp_slot, dp_window_exposed_s
 from .network import group_link
 from .plan_terms import _group_columns, _groups, _per
-from .zero_traffic import megatron_calls_of
+from .grad_buckets import megatron_calls_of
 
 #: The data-parallel collectives of :func:`~llmsizing.comm.communication`, in the slots :func:`_price` keeps
 #: them in, and the window each hides behind: :data:`llmsizing.exposure.DP_SLOTS` (the one table).

@@ -31,7 +31,7 @@ from .network import group_link, latency_steps, wire_factor
 from .parallel import OP_SAC_MODES, kept_parallel, layers_per_stage
 from .pipeline_schedule import grad_reduces
 from .precision import DTYPE_BYTES, RECIPES
-from .zero_traffic import megatron_calls_of
+from .grad_buckets import megatron_calls_of
 
 
 def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: str, node_of: dict,
