@@ -5,7 +5,6 @@ from the sources named in each test, never copied from the library's output."""
 from __future__ import annotations
 
 import html
-import math
 
 import pytest
 from hypothesis import strategies as st
@@ -69,12 +68,21 @@ NVLINK_NOMINAL, NIC_PER_GPU = 450e9, 400e9 / 8      # DGX H100: NVLink 4 one way
 LLAMA3_8B, LLAMA3_70B = 8_030_261_248, 70_553_706_496
 
 
+#: Megatron-Core's gradient buckets of max(40e6, 1e6 x dp) parameters at dp <= 40, counted by hand in
+#: tests/test_megatron_buckets.py (closed at the first parameter that fills one, walking backwards): Llama-3-8B
+#: 98 (three a layer, the LM head, the embedding), Llama-3-70B 322 (four a layer, the two edges). Until session
+#: 37 these were one per 40e6 parameters, 201 and 1,764.
+MEGATRON_BUCKETS_40M = {LLAMA3_8B: 98, LLAMA3_70B: 322}
+
+
 def _ddp_s(n, dp, bw, alpha, steps, wire=None):
     """DDP's gradient all-reduce by hand: 2 (dp-1)/dp x 2 bytes x n over the bandwidth ``bw`` (B/s), plus one
-    latency of ``steps`` x ``alpha`` per Megatron-Core bucket of max(40e6, 1e6 x dp) parameters. ``wire``: the
-    bytes per byte of the buffer instead of a flat ring's 2 (dp-1)/dp (a hierarchical group's, issue 34)."""
+    latency of ``steps`` x ``alpha`` per Megatron-Core bucket (:data:`MEGATRON_BUCKETS_40M`, dp <= 40).
+    ``wire``: the bytes per byte of the buffer instead of a flat ring's 2 (dp-1)/dp (a hierarchical group's,
+    issue 34)."""
+    assert dp <= 40                                # (the 40e6 bucket's counts)
     wire = 2 * (dp - 1) / dp if wire is None else wire
-    return wire * 2 * n / bw + math.ceil(n / max(40e6, 1e6 * dp)) * steps * alpha
+    return wire * 2 * n / bw + MEGATRON_BUCKETS_40M[n] * steps * alpha
 
 
 def test_breakeven_ddp_by_hand():
@@ -125,7 +133,7 @@ def test_breakeven_ratios():
     ddp = dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=0)
     assert dp_breakeven_tokens("llama-3-8b", g, dp=8, zero=1) == pytest.approx(ddp)          # same volume
     # ZeRO-3: 3 Psi against DDP's 2 Psi (ZeRO paper), in 3 x 33 per-unit calls (32 layers + the root unit,
-    # data/fsdp_unit_calls.csv) of 7 ring steps against 201 bucket calls of 14 (issue 34)
+    # data/fsdp_unit_calls.csv) of 7 ring steps against 98 bucket calls of 14 (issue 34; 201 until session 37)
     nv, a_nv = _achievable("nvlink")
     bw = NVLINK_NOMINAL * nv
     z3_s = 3 * 7 / 8 * 2 * LLAMA3_8B / bw + 3 * 33 * 7 * a_nv

@@ -47,18 +47,24 @@ def test_figure_draws_step_time(figure, panel, zero, dp):
     assert figure[(panel, LINES[zero])][dp] == pytest.approx(st.efficiency, rel=1e-12)
 
 
-@pytest.mark.parametrize("dp", [64, 256])
-def test_ddp_one_gpu_per_node_by_hand(figure, dp):
+@pytest.mark.parametrize("dp, buckets", [(64, 65), (256, 26)])
+def test_ddp_one_gpu_per_node_by_hand(figure, dp, buckets):
     """DDP, one GPU per node (one 400 Gb/s NIC each at the network share of data/links.csv), 512 x 4,096
     tokens: m = 512 / dp micro-batches. The all-reduce: 2 (dp-1)/dp x 2 bytes x N over the link, plus NCCL's
     tree latency (2 log2 dp levels of 3.75 ring steps) per Megatron-Core bucket of max(40M, 1M x dp)
-    parameters. Under no_sync it starts in the last micro-batch's backward, 2/3 of one micro-batch's compute
-    (backward = 2 x forward); what outlasts it is waited for. The compute is the step model's own term
-    (step_compute_time_s)."""
+    parameters, closed at the first parameter that fills it, walking backwards (session 37,
+    tests/test_megatron_buckets.py): a layer is fc2 58,720,256, fc1 117,440,512 and 41,951,232 of norms, qkv
+    and proj. At 64M: the LM head (525,336,576), the final norm with layer 31's fc2 and fc1, then per layer
+    its attention with the next one's fc2 (100,671,488) and that one's fc1, and layer 0's attention with the
+    embedding: 1 + 1 + 2 x 31 + 1 = 65 (one per 64M: 126). At 256M: layer 31 and 30's fc2 (276,836,352),
+    30's rest and 29's fc2 and fc1, 29's attention and layer 28 (260,063,232): 3 buckets per 4 layers, 24,
+    and the head and the embedding: 26 (one per 256M: 32). Under no_sync it starts in the last micro-batch's
+    backward, 2/3 of one micro-batch's compute (backward = 2 x forward); what outlasts it is waited for. The
+    compute is the step model's own term (step_compute_time_s)."""
     share, alpha = _achievable("network")
     m = 512 // dp
     ar = (2 * (dp - 1) / dp * 2 * LLAMA3_8B / (NIC_PER_GPU * share)
-          + math.ceil(LLAMA3_8B / max(40e6, 1e6 * dp)) * 3.75 * 2 * math.log2(dp) * alpha)
+          + buckets * 3.75 * 2 * math.log2(dp) * alpha)
     compute = step_compute_time_s("llama-3-8b", Parallel(dp=dp), batch=1, seq=4096, gpu="H100 SXM",
                                   grad_accum=m)
     exposed = max(0.0, ar - compute / m * 2 / 3)

@@ -77,9 +77,12 @@ def test_zero_2_or_3_with_pipeline_allowed_and_reduces_every_micro_batch():
         par = Parallel(pp=2, dp=4, zero=zero)
         c = communication(m, par, batch=1, seq=1024, gpu="H100 SXM", grad_accum=ga)
         rs, = [x for x in c.collectives if "reduce-scatter" in x.collective]
-        # one call per 40e6-parameter bucket (ZeRO-2, Megatron-Core's default) or per layer of the stage's 16
+        # one call per Megatron-Core bucket (ZeRO-2: 40e6 parameters, closed at the parameter that fills it,
+        # walking backwards on pipeline rank 0: each of its 16 layers is fc2 58,720,256, fc1 117,440,512 and
+        # 41,951,232 of norms, qkv and proj, three buckets, then the embedding: 49, where one per 40e6 of the
+        # stage's parameters gave 101; tests/test_megatron_buckets.py) or per layer of the stage's 16
         # (ZeRO-3, PyTorch FSDP's per-block unit), every micro-batch (issue 34)
-        calls = math.ceil(max(stage_params(m, par)) / 40e6) if zero == 2 else 16
+        calls = 3 * 16 + 1 if zero == 2 else 16
         assert rs.calls == ga * calls
         assert rs.message_bytes * calls == pytest.approx(2 * max(stage_params(m, par)))   # bf16 gradients
     z3 = communication(m, Parallel(pp=2, dp=4, zero=3), batch=1, seq=1024, gpu="H100 SXM", grad_accum=ga)
@@ -129,11 +132,13 @@ def test_ddp_and_zero_volumes_by_hand():
     assert z3.bytes_per_gpu == pytest.approx(1.5 * ddp.bytes_per_gpu)           # ZeRO paper Sec. 7.2.2
     # inside one node: NVLink 4, 900 GB/s bidirectional = 450 GB/s each way, at the share nccl-tests reach
     # (data/links.csv: 0.77) and 2 (N - 1) ring steps of 2.3 us
-    # DDP reduces one Megatron-Core bucket of max(40e6, 1e6 x 8) = 40e6 parameters per call (issue 34):
-    # Llama 3 8B's 8,030,261,248 parameters are ceil(200.76) = 201 calls, each paying its 14 steps
+    # DDP reduces one Megatron-Core bucket of max(40e6, 1e6 x 8) = 40e6 parameters per call (issue 34),
+    # closed at the first parameter that fills it (session 37): Llama 3 8B's LM head, three a layer (fc2; fc1;
+    # norms, qkv and proj, 41,951,232) and the embedding, 98 calls (not ceil(200.76) = 201), each paying its
+    # 14 steps
     assert ddp.collectives[0].link == "NVLink 4"
-    assert ddp.collectives[0].calls == 201
-    assert ddp.time_s == pytest.approx(2 * (N - 1) / N * 2 * n / (0.77 * 450e9) + 201 * 2 * (N - 1) * 2.3e-6)
+    assert ddp.collectives[0].calls == 98
+    assert ddp.time_s == pytest.approx(2 * (N - 1) / N * 2 * n / (0.77 * 450e9) + 98 * 2 * (N - 1) * 2.3e-6)
     # 16 replicas fill two nodes: hierarchical (issue 34), each node sends the gradients once over its 8 NICs
     # (8 x 50 GB/s at 0.91; 2 (2 - 1) / 2 = 1 per byte) while each GPU moves 2 x 7 / 8 = 1.75 per byte over
     # NVLink (450 GB/s at 0.77) inside the node, pipelined: the slower phase, NVLink's, caps the bandwidth

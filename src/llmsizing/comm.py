@@ -52,7 +52,7 @@ from .precision import DTYPE_BYTES, RECIPES, check_recipe
 from .zero_traffic import (CPU_ADAM_BYTES_PER_PARAM, DP_BUCKET_MIN_PARAMS,  # noqa: F401
                            DP_BUCKET_PARAMS_PER_RANK, FSDP_ROOT_UNITS, FSDP_UNIT_LAYERS, GPUS_PER_HOST,
                            HOST_LINK_GBPS, HOST_MEMORY_GBPS, OffloadTime, dp_bucket_params, dp_calls,
-                           dp_collectives, dp_schedule, fsdp_root_params, offload_time)
+                           dp_collectives, dp_schedule, fsdp_root_params, megatron_buckets, offload_time)
 
 #: Columns of :meth:`Communication.to_frame`.
 COMM_COLUMNS = ("collective", "group", "group_size", "link", "calls", "message_bytes", "bytes_per_gpu",
@@ -192,9 +192,10 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
       unit's with ``None``, torch's default), and a
       reduce-scatter of the gradients, each one call per layer of the stage and one for the root unit
       (:data:`~llmsizing.zero_traffic.FSDP_UNIT_LAYERS`, :data:`~llmsizing.zero_traffic.FSDP_ROOT_UNITS`);
-    * DDP's and ZeRO-1/2's collectives run one call per gradient bucket (Megatron-Core's default,
-      :func:`~llmsizing.zero_traffic.dp_bucket_params`): every call, here as for TP and CP, pays its own
-      latency;
+    * DDP's and ZeRO-1/2's collectives run one call per gradient bucket of Megatron-Core's layout
+      (:func:`~llmsizing.zero_traffic.megatron_buckets`: buckets of
+      :func:`~llmsizing.zero_traffic.dp_bucket_params` closed at parameter ends, on pipeline rank 0): every
+      call, here as for TP and CP, pays its own latency;
     * TP: per micro-batch and layer, 2 all-reduces of ``b s h`` activations in the forward and 2 in the
       backward (2 more with full recomputation); with ``sp`` all-gathers and reduce-scatters instead (same
       bytes, twice the calls), plus 2 all-gathers per layer in the backward where Megatron-LM gathers each
@@ -243,14 +244,14 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     want = (lambda group: True) if _groups is None else _groups.__contains__
     reduced = (par.dp_cp > 1 or model.is_moe) and want("dp")     # (a dense model's dp x cp = 1: nothing)
     on_rank = max(stage_params(model, par)) if reduced else 0.0
-    dp_parts = [("", par.dp_cp, on_rank, None)] if reduced else []
+    dp_parts = [("", par.dp_cp, on_rank, None, None)] if reduced else []
     if model.is_moe and reduced and experts_apart(par):   # ---- mixture of experts: expert gradients over edp
         split = stage_split(model, par)
         i = max(range(par.pp), key=lambda j: split[j]["dense"] + split[j]["experts"])
         edp = expert_data_parallel(par)
-        dp_parts = [("", par.dp_cp, split[i]["dense"], None),
+        dp_parts = [("", par.dp_cp, split[i]["dense"], None, "dense"),
                     (" (experts)", edp, split[i]["experts"],
-                     group_link(get_gpu(gpu), nd, size=edp, stride=par.etp * par.ep))]
+                     group_link(get_gpu(gpu), nd, size=edp, stride=par.etp * par.ep), "experts")]
     out = []
 
     def too_large(name, message, calls=1):  # the error names what the caller gave, not an internal buffer
@@ -271,11 +272,13 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     layers = stages[most]
     # torch's default keeps FSDP's root unit (reshard_after_forward=None): its parameters, for the backward
     root = fsdp_root_params(model, par.tp) if par.reshard_after_forward is None and par.zero == 3 else None
-    for tag, dp, on_rank, gl in dp_parts:                     # gradients are reduced over dp x cp
+    for tag, dp, on_rank, gl, part in dp_parts:               # gradients are reduced over dp x cp
+        bucket = dp_bucket_params(dp)                         # Megatron-Core's buckets, laid out (session 37)
+        k = megatron_buckets(model, par, part=part, bucket_params=bucket) if par.zero < 3 else None
         for name, kind, message, calls, slot in dp_collectives(
                 par.zero, on_rank, w_b, g_b, m, par.reshard_after_forward, layers=layers,
-                pipelined=par.pp > 1, grad_reduces=grad_reduces(par, m), bucket_params=dp_bucket_params(dp),
-                root_params=root if not tag else 0.0):                   # (the root: no expert's)
+                pipelined=par.pp > 1, grad_reduces=grad_reduces(par, m), bucket_params=bucket,
+                root_params=root if not tag else 0.0, buckets=k):          # (the root: no expert's)
             add(name + tag, "dp", dp, kind, message, calls, gl, slot)       # (its window: data, M5)
 
     local = seq // par.cp                                     # this GPU's tokens of each sequence

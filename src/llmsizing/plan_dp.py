@@ -17,7 +17,8 @@ import numpy as np
 from .comm import DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK, FSDP_ROOT_UNITS, FSDP_UNIT_LAYERS
 from .exposure import DP_SLOTS, dp_slot, dp_window_exposed_s
 from .network import group_link
-from .plan_terms import _group_columns, _per
+from .plan_terms import _group_columns, _groups, _per
+from .grad_buckets import megatron_calls_of
 
 #: The data-parallel collectives of :func:`~llmsizing.comm.communication`, in the slots :func:`_price` keeps
 #: them in, and the window each hides behind: :data:`llmsizing.exposure.DP_SLOTS` (the one table).
@@ -45,16 +46,46 @@ def _row_links(gpu_list, node_of, gi, size, stride):
             np.array([gl.across for gl in links])[idx], np.array([_per(gl) for gl in links])[idx])
 
 
-def _dp_calls(zero, on_rank, layers, dpcp, pp=None) -> np.ndarray:
+def _megatron_calls(model, tp, pp, zero, dpcp, vp=None, ep=None, etp=None, part=None,
+                    need=None) -> np.ndarray:
+    """:func:`~llmsizing.zero_traffic.megatron_buckets` per plan on arrays (one walk per distinct key, each
+    kept: :func:`~llmsizing.zero_traffic.megatron_calls_of`), the buckets of
+    :func:`~llmsizing.zero_traffic.dp_bucket_params` of ``dpcp``; ``vp``, ``ep``, ``etp`` default to 1. Only
+    the rows of ``need`` (default: ZeRO below 3, which has buckets) are walked, the others get 1. A key is
+    what the walk reads: the bucket, not ``dpcp`` (every ``dpcp`` up to 40 has the 40M one), no ``ep`` or
+    ``etp`` for the dense part and no ``tp`` for the routed experts'."""
+    n = len(tp)
+    out = np.ones(n)
+    rows = np.flatnonzero(np.asarray(zero) < 3 if need is None else need)
+    if not len(rows):
+        return out
+    ones = np.ones(len(rows), dtype=np.int64)
+    vp, ep, etp = (ones if c is None else np.asarray(c)[rows] for c in (vp, ep, etp))
+    if part == "dense":
+        ep = etp = ones
+    tp_r = ones if part == "experts" else np.asarray(tp)[rows]
+    bucket = np.maximum(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * np.asarray(dpcp)[rows])
+    z_r = np.minimum(np.asarray(zero)[rows], 1)
+    cols = [np.asarray(c, dtype=np.int64) for c in (tp_r, np.asarray(pp)[rows], z_r, bucket, vp, ep, etp)]
+    keys, idx = _groups(*cols)
+    calls = np.array([megatron_calls_of(model, t, p, v, z, float(b), e, et, part)
+                      for t, p, z, b, v, e, et in keys], dtype=float)
+    out[rows] = calls[idx]
+    return out
+
+
+def _dp_calls(zero, on_rank, layers, dpcp, pp=None, buckets=None) -> np.ndarray:
     """Calls per pass of each :data:`_DP_SLOTS` slot, one row per plan
     (:func:`~llmsizing.zero_traffic.dp_calls`): ZeRO-3's slots one per FSDP unit of the stage's ``layers``
     and the root's, the others one per gradient bucket of the ``on_rank`` parameters
     (:func:`~llmsizing.zero_traffic.dp_bucket_params` of ``dp x cp``). ``pp`` (None: no pipeline): the
-    root unit is counted only where ``pp`` is 1, as ``dp_calls(pipelined=pp > 1)``."""
+    root unit is counted only where ``pp`` is 1, as ``dp_calls(pipelined=pp > 1)``. ``buckets`` (per plan:
+    :func:`_megatron_calls`, Megatron-Core's layout) replaces the one-per-bucket-of-parameters count where
+    given, as ``dp_calls(buckets=)``."""
     root = FSDP_ROOT_UNITS if pp is None else np.where(np.asarray(pp) > 1, 0, FSDP_ROOT_UNITS)
     units = np.ceil(np.round(layers) / FSDP_UNIT_LAYERS) + root
     bucket = np.maximum(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * dpcp)
-    buckets = np.maximum(1.0, np.ceil(on_rank / bucket))
+    buckets = np.maximum(1.0, np.ceil(on_rank / bucket)) if buckets is None else np.asarray(buckets, float)
     out = np.repeat(buckets[:, None], len(_DP_SLOTS), axis=1)
     z3 = zero == 3
     out[z3, 0] = out[z3, 1] = units[z3]

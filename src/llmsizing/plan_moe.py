@@ -40,7 +40,8 @@ from .moe import _split, ep_all_to_all, stage_moe_layers
 from .moe_time import shared_overlap_rows_s
 from .mtp import mtp_layout, mtp_sides
 from .parallel import kept_parallel, layers_per_stage, resolve_parallel
-from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _row_links  # noqa: F401 (_dp_slot: old path)
+from .plan_dp import (_DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _megatron_calls,  # noqa: F401 (_dp_slot: old)
+                      _row_links)
 from .plan_terms import _group_columns, _groups, dp_unit_rows
 from .precision import DTYPE_BYTES, RECIPES
 
@@ -148,14 +149,18 @@ def _key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, 
         share[k] = (row[0] / one[0], row[1] / one[1])
         held[k] = (row[0], row[1], most[p_])
     share, held = share[held_idx], held[held_idx]
-    dense, experts = (share[:, part, None] * traffic * per_byte
-                      + _dp_calls(zero, held[:, part], held[:, 2], n_, pp) * latency
-                      for part, (traffic, latency, per_byte), n_ in zip((0, 1), unit, (dpcp_k, edp)))
     one = ~experts_apart_of(ep, etp, tp)       # the experts in the dense buffer, one collective
+    dense, experts = (share[:, part, None] * traffic * per_byte
+                      + _dp_calls(zero, held[:, part], held[:, 2], n_, pp, buckets=_megatron_calls(
+                          model, tp, pp, zero, n_, ep=ep, etp=etp, part=("dense", "experts")[part],
+                          need=~one & (zero < 3))) * latency
+                      for part, (traffic, latency, per_byte), n_ in zip((0, 1), unit, (dpcp_k, edp)))
     if one.any():
         (t_d, lat_d, pb_d), (t_e, _, _) = unit        # (the same group and link: the dense part's latency)
         both = ((share[:, 0, None] * t_d + share[:, 1, None] * t_e) * pb_d
-                + _dp_calls(zero, held[:, 0] + held[:, 1], held[:, 2], dpcp_k, pp) * lat_d)
+                + _dp_calls(zero, held[:, 0] + held[:, 1], held[:, 2], dpcp_k, pp,
+                            buckets=_megatron_calls(model, tp, pp, zero, dpcp_k, ep=ep, etp=etp,
+                                                    need=one & (zero < 3))) * lat_d)
         dense, experts = np.where(one[:, None], both, dense), np.where(one[:, None], 0.0, experts)
     return dense, experts
 

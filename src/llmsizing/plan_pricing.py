@@ -30,7 +30,8 @@ from .moe_time import (load_skew, moe_extra_seconds, routed_expert_flops_per_tok
 from .parallel import kept_parallel
 from .pointwise import pointwise_seconds
 # the data-parallel slots and links live in plan_dp; their names stay importable from here
-from .plan_dp import _DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _kept_runs, _row_links  # noqa: F401
+from .plan_dp import (_DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _kept_runs, _megatron_calls,  # noqa: F401
+                      _row_links)
 from .plan_terms import _group_columns, _groups, dp_link_rows, layer_terms
 # a mixture of experts' collectives and all-to-alls, and plan()'s MTP and capacity options, live in plan_moe
 from .plan_moe import (has_options, moe_all_to_all_s, moe_dp_collectives, option_pieces,  # noqa: F401
@@ -379,7 +380,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     held = np.array([(max(stage_params(model, kept_parallel(tp=t_, pp=p_, **pipeline_split(model, p_)))),
                       max(stage_params(model, kept_parallel(tp=t_)))) for t_, p_ in held_keys])[held_idx]
     share = held[:, 0] / held[:, 1]
-    calls = _dp_calls(zero, held[:, 0], S[:, 1] * model.layers, dpcp, pp)  # per pass, with their latencies
+    calls = _dp_calls(zero, held[:, 0], S[:, 1] * model.layers, dpcp, pp,   # per pass, with their latencies
+                      buckets=_megatron_calls(model, tp, pp, zero, dpcp, vp))   # (Megatron-Core's buckets)
     calls[kept, 2] = calls[kept, 1]                   # (the kept weights' gather: one call per FSDP unit)
     call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + calls * latency[dp_idx]
     runs, slot1 = _kept_runs(kept, pp, m, vp, calls[:, 1], call[:, 1], fwd, bwd)

@@ -31,6 +31,7 @@ from .network import group_link, latency_steps, wire_factor
 from .parallel import OP_SAC_MODES, kept_parallel, layers_per_stage
 from .pipeline_schedule import grad_reduces
 from .precision import DTYPE_BYTES, RECIPES
+from .grad_buckets import megatron_calls_of
 
 
 def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: str, node_of: dict,
@@ -294,7 +295,8 @@ def _dp_link_rows(model, gpu_list, keys, *, seq: int, precision: str, node_of: d
             rows = []
             for name, kind, message, calls, slot in dp_collectives(
                     z_, on_rank, w_b, g_b, 1, par.reshard_after_forward and not kept, layers=layers,
-                    pipelined=kept, grad_reduces=grad_reduces(par, 1), bucket_params=dp_bucket_params(d_)):
+                    pipelined=kept, grad_reduces=grad_reduces(par, 1), bucket_params=dp_bucket_params(d_),
+                    buckets=megatron_calls_of(model, t_, 1, 1, z_, dp_bucket_params(d_)) if z_ < 3 else None):
                 if calls == 0:
                     continue
                 if message * calls > MAX_MEANINGFUL:        # (communication's own error)

@@ -16,16 +16,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ._validate import check_int, check_number
 from .catalog import MIN_GPU_SPEED, resolve_model
 from .collectives import DP_PER_MICRO_BATCH, DP_SLOTS  # noqa: F401 (the windows dp_collectives names)
 from .gpu_states import stage_params
+from .grad_buckets import (DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK,  # noqa: F401 (re-exported)
+                           MEGATRON_PARAM_ALIGN, bucket_ends, dp_bucket_params, megatron_bucket_assignment,
+                           megatron_buckets, megatron_calls_of)
 from .model import Model
 from .network import host_link_gbps as gpu_host_link_gbps
 from .parallel import Parallel, resolve_parallel
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
 from .states import edge_params
-
 
 #: Layers per ZeRO-3 unit: one all-gather (forward, and again in the backward) and one gradient reduce-scatter
 #: per unit and micro-batch. PyTorch FSDP gathers one FSDP unit at a time, and the recipes wrap each
@@ -50,22 +54,6 @@ FSDP_UNIT_LAYERS = 1
 #: whose root holds nothing, one call under for the stages that hold the embedding or the head. Until session
 #: 34 the root was folded into the blocks' units (``layers`` calls: 32 for Llama-3-8B, 33 measured).
 FSDP_ROOT_UNITS = 1
-
-#: Megatron-Core's default gradient bucket, parameters: ``max(40,000,000, 1,000,000 x dp)`` with ``dp`` the
-#: data-parallel size with context parallelism (``DistributedDataParallelConfig.bucket_size`` in
-#: ``megatron/core/distributed/distributed_data_parallel_config.py``, core v0.7: "larger DP sizes need larger
-#: buckets to ensure collectives do not become latency-bound"). DDP's all-reduce and the
-#: distributed optimizer's (ZeRO-1/2) reduce-scatter and all-gather run one call per bucket.
-DP_BUCKET_MIN_PARAMS = 40_000_000
-DP_BUCKET_PARAMS_PER_RANK = 1_000_000
-
-
-def dp_bucket_params(dp: int) -> int:
-    """Parameters per gradient bucket for a data-parallel group of ``dp`` GPUs (``dp x cp`` with context
-    parallelism): Megatron-Core's default ``max(40e6, 1e6 x dp)`` (:data:`DP_BUCKET_MIN_PARAMS`). Ch. 7."""
-    dp = check_int("dp", dp)
-    return max(DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK * dp)
-
 
 #: PyTorch ``DistributedDataParallel``'s default gradient buckets, in bytes: ``bucket_cap_mb=25`` (25 MiB,
 #: ``kDefaultBucketBytesCap`` in ``torch/csrc/distributed/c10d/reducer.hpp``), and a first bucket of 1 MiB
@@ -105,14 +93,9 @@ def torch_ddp_bucket_assignment(model: Model | str, *, precision: str = "bf16-mi
     for i in range(model.layers):
         forward += [(f"layers.{i}.{n[len('layers.'):]}", math.prod(s)) for _, n, s, k in block if i < k]
     forward += [(n, math.prod(s)) for _, n, s, _ in t[first:] if not n.startswith("layers.")]
-    buckets, open_, filled = [], [], 0.0
-    for name, n in reversed(forward):
-        open_.append(name)
-        filled += n * grad_b
-        if filled >= limit:
-            buckets.append(open_)
-            open_, filled, limit = [], 0.0, cap
-    return buckets + ([open_] if open_ else [])
+    names = [n for n, _ in reversed(forward)]
+    ends = bucket_ends(np.array([n * grad_b for _, n in reversed(forward)], dtype=float), cap, first=limit)
+    return [names[a:b] for a, b in zip([0, *ends[:-1]], ends)]
 
 
 def torch_ddp_buckets(model: Model | str, *, precision: str = "bf16-mixed",
@@ -152,19 +135,24 @@ def fsdp_root_params(model: Model | str, tp: int = 1) -> float:
 
 
 def dp_calls(zero: int, on_rank: float, *, layers: int | None = None, bucket_params: float | None = None,
-             pipelined: bool = False) -> int:
+             pipelined: bool = False, buckets: int | None = None) -> int:
     """Calls of each data-parallel collective per pass (per micro-batch for ZeRO-3's, per step or micro-batch
     for the others, :func:`dp_schedule`): ZeRO-3, one per FSDP unit, ``ceil(layers / FSDP_UNIT_LAYERS)`` and
     the root's (:data:`FSDP_ROOT_UNITS`: ``layers + 1``, as measured on FSDP2; not under a pipeline,
     ``pipelined``, where a middle stage's root holds nothing; ``layers=None``, one call per pass, the old
     schedule);
-    DDP and ZeRO-1/2, one per gradient bucket, ``ceil(on_rank / bucket_params)`` (one call when
-    ``bucket_params`` is None)."""
+    DDP and ZeRO-1/2, one per gradient bucket: ``buckets`` when given (Megatron-Core's own layout,
+    :func:`megatron_buckets`, what :func:`~llmsizing.comm.communication` and the planner pass), else
+    ``ceil(on_rank / bucket_params)`` (one call when ``bucket_params`` is None), the rule until session 37: an
+    upper bound, as Megatron-Core closes a bucket only at a parameter's end past ``bucket_params`` (Llama-3-8B
+    on 8 GPUs: 201 against 98)."""
     if layers is None:               # the old schedule: one call per pass
         layers, pipelined = 1, True
     layers = check_int("layers", layers)
     if zero == 3:
         return math.ceil(layers / FSDP_UNIT_LAYERS) + (0 if pipelined else FSDP_ROOT_UNITS)
+    if buckets is not None:
+        return check_int("buckets", buckets)
     if bucket_params is None:
         return 1
     bucket = check_number("bucket_params", bucket_params, minimum=1.0)
@@ -174,7 +162,8 @@ def dp_calls(zero: int, on_rank: float, *, layers: int | None = None, bucket_par
 def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
                    reshard_after_forward: bool | None = True, *, layers: int | None = None,
                    pipelined: bool = False, bucket_params: float | None = None,
-                   grad_reduces: int | None = None, root_params: float | None = None) -> list[tuple]:
+                   grad_reduces: int | None = None, root_params: float | None = None,
+                   buckets: int | None = None) -> list[tuple]:
     """The data-parallel collectives of one step for ``on_rank`` parameters on a GPU, as ``(name, kind,
     message bytes of one call, calls, slot)``, ``slot`` the window of
     :data:`~llmsizing.collectives.DP_SLOTS` each hides behind (:func:`~llmsizing.comm.communication`'s
@@ -186,7 +175,8 @@ def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: f
     gradient reduce-scatters behind each backward (every micro-batch; ``grad_reduces`` times per step if
     given: ``grad_reduce="chunk_run"``). Each is split into :func:`dp_calls` calls: ZeRO-3 gathers and
     reduce-scatters one FSDP unit at a time (:data:`FSDP_UNIT_LAYERS`, :data:`FSDP_ROOT_UNITS`), the others
-    one bucket of ``bucket_params`` at a time (:func:`dp_bucket_params`; one call when None, the old rule), so
+    one bucket at a time (``buckets``, Megatron-Core's layout, :func:`megatron_buckets`; else one per
+    ``bucket_params``, :func:`dp_bucket_params`; one call when both are None, the old rule), so
     each call pays its own latency. :func:`~llmsizing.comm.communication` prices them on the group's link
     and gives each :class:`~llmsizing.collectives.Collective` its ``slot`` (the planner reuses them).
     ``pipelined`` (``pp > 1``) ZeRO-3 without resharding gathers the weights once per step, not per
@@ -196,7 +186,8 @@ def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: f
     is torch's default (every block resharded, the root kept): the backward gathers all units but the root's,
     ``root_params`` of the ``on_rank`` parameters (:func:`fsdp_root_params`; measured,
     :data:`FSDP_ROOT_UNITS`); with no root counted (``pipelined``, or ``layers=None``) it is ``True``."""
-    k = dp_calls(zero, on_rank, layers=layers, bucket_params=bucket_params, pipelined=pipelined)
+    k = dp_calls(zero, on_rank, layers=layers, bucket_params=bucket_params, pipelined=pipelined,
+                 buckets=buckets)
     w, g, m = on_rank * weight_bytes / k, on_rank * grad_bytes / k, grad_accum
     back_k, back_w = k, w                   # the backward's gathers: every unit, or all but the kept root
     if reshard_after_forward is None:
@@ -228,12 +219,13 @@ def dp_collectives(zero: int, on_rank: float, weight_bytes: float, grad_bytes: f
 def dp_schedule(zero: int, on_rank: float, weight_bytes: float, grad_bytes: float, grad_accum: int,
                 reshard_after_forward: bool | None = True, *, layers: int | None = None,
                 pipelined: bool = False, bucket_params: float | None = None, grad_reduces: int | None = None,
-                root_params: float | None = None) -> list[tuple]:
+                root_params: float | None = None, buckets: int | None = None) -> list[tuple]:
     """:func:`dp_collectives` without the window: ``(name, kind, message bytes of one call, calls)`` per
     data-parallel collective of one step (its shape before review24c M5, for callers that unpack four)."""
     return [row[:4] for row in dp_collectives(
         zero, on_rank, weight_bytes, grad_bytes, grad_accum, reshard_after_forward, layers=layers,
-        pipelined=pipelined, bucket_params=bucket_params, grad_reduces=grad_reduces, root_params=root_params)]
+        pipelined=pipelined, bucket_params=bucket_params, grad_reduces=grad_reduces, root_params=root_params,
+        buckets=buckets)]
 
 
 #: PCIe Gen4 x16, one way, decimal GB/s: 16 GT/s x 16 lanes x 128/130 (the 128b/130b line code) / 8 bits =

@@ -1,0 +1,125 @@
+"""Megatron-Core's gradient buckets, counted by hand (session 37, issue 34 "latency per call").
+
+Megatron-Core (megatron/core/distributed/param_and_grad_buffer.py,
+``_compute_default_per_buffer_param_layout``; megatron/core/optimizer/distrib_optimizer.py,
+``_compute_per_buffer_param_layout``) walks a model chunk's parameters backwards and closes a bucket at the
+first parameter that brings it to ``bucket_size`` = max(40e6, 1e6 x dp) parameters
+(distributed_data_parallel.py), never splitting a parameter. Its parameters are Transformer Engine's fused
+ones, registered per layer as linear_proj, linear_qkv (input norm, then q+k+v), linear_fc1 (its norm, then
+gate+up), linear_fc2; so backwards: fc2, fc1, fc1's norm, qkv, qkv's norm, proj. Only pipeline rank 0's first
+chunk is bucketed (``pp_rank > 0`` or ``disable_bucketing``: one bucket), and a tied embedding under a
+pipeline gets a bucket of its own (``shared_embedding``).
+
+Every expected count below is worked from the models' published shapes (Llama 3 / Llama 2 config.json: hidden,
+intermediate size, KV heads of 128, vocabulary) with the rule above, not read off the library. The library's
+old rule, one call per 40e6 parameters, gives 201, 1,764, 16, 169: these fail on it.
+"""
+
+import dataclasses
+
+import pytest
+
+from llmsizing.catalog import resolve_model
+from llmsizing.comm import communication
+from llmsizing.parallel import Parallel
+from llmsizing.zero_traffic import megatron_bucket_assignment, megatron_buckets
+
+
+def test_llama3_8b_dp8_by_hand():
+    """Llama-3-8B (h 4,096, ffn 14,336, 8 KV heads of 128, vocab 128,256, 32 layers, untied), dp = 8: bucket
+    40e6. LM head 128,256 x 4,096 = 525,336,576: bucket 1. Final norm + fc2 4,096 x 14,336 = 58,724,352: 2.
+    fc1 2 x 14,336 x 4,096 = 117,440,512: 3. fc1's norm 4,096 + qkv 4,096 x (4,096 + 2 x 1,024) = 25,165,824
+    + qkv's norm 4,096 + proj 16,777,216 = 41,951,232 >= 40e6: 4, closing at proj. So 3 a layer with nothing
+    left over, 32 x 3 = 96, the embedding alone: 1 + 96 + 1 = 98 (the old rule: ceil(8.03e9 / 40e6) = 201)."""
+    assert megatron_buckets("llama-3-8b", Parallel(dp=8)) == 98
+    b = megatron_bucket_assignment("llama-3-8b", Parallel(dp=8))
+    assert b[0] == ["lm_head.weight"] and b[-1] == ["embed_tokens.weight"]
+    assert b[1] == ["final_norm.weight", "layers.31.down_proj.weight"]
+    assert b[3] == ["layers.31.mlp_norm.weight", "layers.31.q_proj.weight+k_proj.weight+v_proj.weight",
+                    "layers.31.attn_norm.weight", "layers.31.o_proj.weight"]
+    c = communication("llama-3-8b", Parallel(dp=8), batch=1, seq=4096, gpu="H100 SXM")
+    assert [x.calls for x in c.collectives if x.group == "dp"] == [98]
+
+
+def test_llama3_70b_dp8_by_hand():
+    """Llama-3-70B (h 8,192, ffn 28,672, 8 KV heads, 80 layers), dp = 8, bucket 40e6: fc2 8,192 x 28,672 =
+    234,881,024, fc1 469,762,048, fc1's norm + qkv 8,192 x 10,240 = 83,894,272, qkv's norm + proj 8,192^2 =
+    67,117,056: each reaches 40e6 alone, 4 buckets a layer, 320, with the LM head and the embedding 322 (the
+    old rule: ceil(70.55e9 / 40e6) = 1,764). ZeRO-1's distributed optimizer pads each parameter to 64
+    elements: all of these are multiples of 64, so the same 322."""
+    assert megatron_buckets("llama-3-70b", Parallel(dp=8)) == 322
+    assert megatron_buckets("llama-3-70b", Parallel(dp=8, zero=1)) == 322
+
+
+def test_llama3_8b_dp512_by_hand():
+    """dp = 512: bucket 512e6. A layer is 58,720,256 + 117,440,512 + 41,951,232 = 218,112,000. LM head
+    525,336,576: 1. Final norm + layers 31, 30 (436,228,096) + 29's fc2 (494,948,352) + fc1 (612,388,864): 2.
+    Layer 29's rest 41,951,232 + 28 + 27 (478,175,232) + 26's fc2 (536,895,488): 3. 26's fc1 and rest
+    159,391,744 + 25 (377,503,744) + 24's fc2 and fc1 (553,664,512): 4, leaving 24's rest as 29's: so 2
+    buckets per 5 layers, 29 to 4 in 10. Then 4's rest + 3 + 2 + 1's fc2 (536,895,488): 13; 1's rest + 0 +
+    the embedding: 14 (the old rule: ceil(8.03e9 / 512e6) = 16)."""
+    assert megatron_buckets("llama-3-8b", Parallel(dp=512)) == 14
+
+
+def test_tensor_parallel_by_hand():
+    """Llama-3-70B, tp = 8 (column- and row-parallel matrices and the vocabulary split by 8, norms whole),
+    dp = 8, ZeRO-1. Per rank: LM head 131,334,144: 1. Final norm 8,192 + fc2 29,360,128 + fc1 58,720,256: 2.
+    Layer 79's fc1 norm, qkv 10,485,760, qkv norm and proj 8,388,608 (18,890,752) + layer 78's fc2
+    (48,250,880): 3; 78's fc1: 4; and so on, 2 a layer for layers 78 to 0 (158); layer 0's attention part +
+    the embedding 131,334,144: 1. 1 + 1 + 158 + 1 = 161 (the old rule: ceil(8.83e9 / 40e6) = 221)."""
+    assert megatron_buckets("llama-3-70b", Parallel(dp=8, tp=8, zero=1)) == 161
+
+
+def test_pipeline_by_hand():
+    """Llama-3-8B, pp = 4, dp = 8: rank 0 holds the embedding and layers 0-7, 3 buckets a layer (above) + the
+    embedding = 25; no LM head. Interleaved, 2 chunks a stage: the first chunk's 4 layers, 12 + 1, and one
+    bucket for the second chunk, whose bucketing Megatron-Core turns off: 14. Llama 2 7B (h 4,096, ffn 11,008,
+    32 heads), pp = 2: fc2 45,088,768 closes one bucket, fc1 90,177,536 one, fc1's norm + qkv 50,335,744 one,
+    qkv's norm + proj 16,781,312 runs into the next layer's fc2; on 16 layers 1 + 2 x 16 + 15 = 48 and layer
+    0's proj with the embedding: 49. The same model with tied embeddings: under a pipeline the embedding is
+    ``shared_embedding`` and Megatron-Core closes the open bucket before it and gives it its own: 50. (The old
+    rule, one call per 40e6 of the most loaded stage's parameters: 57 and 85.)"""
+    assert megatron_buckets("llama-3-8b", Parallel(dp=8, pp=4)) == 25
+    assert megatron_buckets("llama-3-8b", Parallel(dp=8, pp=4, virtual_stages=2)) == 14
+    l2 = resolve_model("llama-2-7b")
+    assert megatron_buckets(l2, Parallel(dp=8, pp=2)) == 49
+    tied = dataclasses.replace(l2, tied_embeddings=True)
+    assert megatron_buckets(tied, Parallel(dp=8, pp=2)) == 50
+    assert megatron_bucket_assignment(tied, Parallel(dp=8, pp=2))[-2:] == [
+        ["layers.0.attn_norm.weight", "layers.0.o_proj.weight"], ["embed_tokens.weight"]]
+
+
+def test_experts_by_hand():
+    """Mixtral-8x7B (h 4,096, expert ffn 14,336, 8 experts, 32 layers), dp = 8, ep = 1: the experts share the
+    dense buffer. TEGroupedMLP registers each expert's fc1 (2 x 14,336 x 4,096 = 117,440,512) and fc2
+    (58,720,256), each a bucket on its own: 16 a layer; router 32,768 + norm + qkv 25,165,824 + norm + proj
+    16,777,216 = 41,984,000: 1. 17 x 32 + the LM head + the embedding = 546 (the old rule: 1,168)."""
+    assert megatron_buckets("mixtral-8x7b", Parallel(dp=8, zero=1)) == 546
+
+
+@pytest.mark.parametrize("kw, name", [({"part": "experts!"}, "part"),
+                                      ({"bucket_params": 0}, "bucket_params")])
+def test_bad_input_names_the_parameter(kw, name):
+    with pytest.raises(ValueError, match=name):
+        megatron_buckets("llama-3-8b", Parallel(dp=8), **kw)
+
+
+def test_the_count_walks_alike_layers_once_and_agrees_with_the_full_walk():
+    """megatron_buckets walks a run of alike layers until the open bucket repeats and counts the rest at once
+    (720,720 layers cost one cycle); megatron_bucket_assignment walks every parameter. The two must agree on
+    every layout, dense and mixtures of experts, each part, ZeRO 0-2 (ZeRO-1/2's 64-element alignment: GPT-2's
+    vocabulary of 50,257 rows is not a multiple of 64), pipelines and interleaving."""
+    cases = [("llama-2-7b", dict(dp=512)), ("llama-2-7b", dict(dp=100, zero=1, tp=2)),
+             ("gpt2", dict(dp=8, zero=1)), ("gpt2", dict(dp=3000, pp=2, zero=2)),
+             ("llama-3-8b", dict(dp=64, pp=4, virtual_stages=2)), ("mixtral-8x7b", dict(dp=8, ep=8, zero=1)),
+             ("qwen3-30b-a3b", dict(dp=64, ep=8, tp=2, sp=True)), ("deepseek-v3", dict(dp=64, ep=8, zero=1))]
+    checked = 0
+    for name, kw in cases:
+        m = resolve_model(name, moe=True)
+        for part in ((None, "dense", "experts") if m.is_moe else (None,)):
+            par = Parallel(**kw)
+            full = len(megatron_bucket_assignment(m, par, part=part))
+            want = max(1, full) + par.virtual_stages - 1
+            assert megatron_buckets(m, par, part=part) == want, (name, kw, part)
+            checked += 1
+    assert checked == 14
