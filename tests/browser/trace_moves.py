@@ -207,7 +207,8 @@ def main(argv=None) -> None:
             w.js(mp.JS_FIGURE, 0)
             w.js("() => window.__redraw")
             assert before is not None
-            probes.append({"wall_ms": round((time.perf_counter() - t) * 1000), **diff(c0, cpu_by_kind(procs))})
+            probes.append({"wall_ms": round((time.perf_counter() - t) * 1000),
+                           **diff(c0, cpu_by_kind(procs))})
         result["probe"] = probes
 
         # the moves, each with its CPU per kind of process and the kernel's messages
@@ -225,7 +226,8 @@ def main(argv=None) -> None:
             if not args.no_ws:
                 frames = w_.js("() => window.__ws.splice(0)")
                 r["ws"] = ws_summary(frames)
-                r["ws_frames"] = [{k: f[k] for k in ("t", "dir", "size", "ch", "type", "what")} for f in frames]
+                r["ws_frames"] = [{k: f[k] for k in ("t", "dir", "size", "ch", "type", "what")}
+                                  for f in frames]
             per_move.append(r)
             return r
 
