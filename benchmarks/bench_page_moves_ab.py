@@ -1,8 +1,8 @@
 """Paired, interleaved A/B of a participant's moves in Voila (issue 38: every widget <= 100 ms a move as a
 participant sees it): tests/browser/measure_participant.py run alternately from a base worktree (e.g.
 ``git worktree add --detach /work/wt-base main``, with this tree's tests/browser/test_lab.py copied in, so
-that both sides are timed by one harness) and from this tree, each with its own ``src`` on PYTHONPATH, then pooled
-medians per side and kind of move (tools/participant_stats.py's split). Not a test; run it by hand:
+that both sides are timed by one harness) and from this tree, each with its own ``src`` on PYTHONPATH, then
+pooled medians per side and kind of move (tools/participant_stats.py's split). Not a test; run it by hand:
 
     .venv/bin/python benchmarks/bench_page_moves_ab.py --base /work/wt-base --chapter 17 --pairs 4
 
