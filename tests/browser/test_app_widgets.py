@@ -230,7 +230,8 @@ JS_WATCH_MARK = """i => {
   const busy = () => board.classList.contains('llmsizing-busy')
                      || !!board.querySelector('img.llmsizing-busy');
   window.__mark = {busySeen: false, busyAtFigure: null};
-  const obs = new MutationObserver(() => {
+  if (window.__markObserver) window.__markObserver.disconnect();
+  const obs = window.__markObserver = new MutationObserver(() => {
     if (busy()) window.__mark.busySeen = true;
     if (window.__mark.busyAtFigure === null && img() && img().src !== src0) {
       window.__mark.busyAtFigure = busy(); obs.disconnect(); }
@@ -244,31 +245,37 @@ def test_voila_new_figure_arrives_with_the_busy_mark_off(voila_page):
     """lat37: the busy mark's end came to the page as a message of its own, which the page handled after the
     new figure's (7-20 ms later in chapter 17, a frame drawn between): the new figure was painted a frame
     later, faded if the move took over BUSY_DELAY_MS. Now the message with the new figure takes the mark off.
-    Chapter 17's context slider stepped right to settings not shown before (a kept answer carries no mark; up
-    to 3 steps until one is drawn, each timed to its new figure), then back: when the new figure reaches the
-    page the mark is already off."""
+    Chapter 17's context slider stepped to settings not shown before (a kept answer carries no mark: right,
+    then left from its right end, until one is drawn), then back: when the new figure reaches the page the
+    mark is already off."""
     w = Widgets(voila_page)
     w.to_top(0)
-    handle = w.page.evaluate_handle("i => __root(i).querySelector('.widget-slider .noUi-handle')",
-                                    0).as_element()
-    assert handle is not None, f"{w.name}: no slider in the first widget"
-    seen, steps = [], 0
+    ctrl = w.page.evaluate_handle("i => __root(i).querySelector('.widget-slider')", 0).as_element()
+    assert ctrl is not None, f"{w.name}: no slider in the first widget"
+    handle, readout = ctrl.query_selector(".noUi-handle"), ctrl.query_selector(".widget-readout")
+    seen, presses, key = [], [], "ArrowRight"
     try:
-        for _ in range(3):
+        for _ in range(8):
+            value = readout.inner_text()
             w.js(JS_WATCH_MARK, 0)
             handle.focus()
-            handle.press("ArrowRight")
-            steps += 1
+            handle.press(key)
+            if readout.inner_text() == value:          # (at the end: the other way, once)
+                if key == "ArrowLeft":
+                    break
+                key = "ArrowLeft"
+                continue
+            presses.append(key)
             w.page.wait_for_function("() => window.__mark.busyAtFigure !== null", timeout=20_000,
                                      polling=POLL_MS)
             seen.append(w.js("() => window.__mark"))
             if seen[-1]["busySeen"]:
                 break
     finally:
-        for _ in range(steps):
+        for key in reversed(presses):
             before = w.js(JS_FIGURE, 0)
             handle.focus()
-            handle.press("ArrowLeft")
+            handle.press("ArrowLeft" if key == "ArrowRight" else "ArrowRight")
             _wait_redrawn(w, 0, before)
     assert seen and seen[-1]["busySeen"], f"{w.name}: no step drew a new setting (all kept answers?): {seen}"
     assert seen[-1]["busyAtFigure"] is False, (
