@@ -65,9 +65,8 @@ KEPT_ANSWERS = 32
 #: while the kernel works (redraw38).
 BUSY_CLASS = "llmsizing-busy"
 BUSY_DELAY_MS = 120
-#: The CSS selector of a dashboard's figure side while the mark is on: the class is on the figure's image
-#: (lat37: the mark comes off in the same message as the new figure, :meth:`Dashboard._show`); the side and
-#: the dashboard find it with ``:has()``. A dashboard that carries the class itself (as before) shows it too.
+#: The figure's side while the mark is on: the mark is on its image (lat37, :meth:`Dashboard._show`), found
+#: with ``:has()``; a dashboard that carries the class itself (as before) shows it too.
 _BUSY_SIDE = (".%s .llmsizing-figure-side, .llmsizing-figure-side:has(> img.%s)" % (BUSY_CLASS, BUSY_CLASS))
 _BUSY_CSS = (
     "<style>.llmsizing-figure-side {position: relative}"
@@ -317,11 +316,9 @@ class Dashboard(W.HBox):
         ms after, chapters 12 and 17). ``busy=False``: no
         mark to take off (a kept answer, :meth:`update`).
 
-        The mark is on the image, and it comes off in the image's message with the new figure (its
-        ``hold_sync``; lat37): as a message of its own it reached the page's main thread after the figure's
-        had been handled and a frame drawn (chapter 17 in Voila: 7-20 ms after the figure's), so the new
-        figure was painted a frame later, and the page drew one frame more (about 10 ms of the renderer's CPU
-        and 3 ms of the compositor's on this page, tests/browser/trace_moves.py)."""
+        The mark is on the image and comes off in the image's message with the new figure (lat37): as a
+        message of its own the page handled it 7-20 ms after the figure's (chapter 17 in Voila), a frame
+        later, and drew one frame more (~10 ms of renderer CPU, 3 ms of compositor; trace_moves.py)."""
         with self.image.hold_sync():          # the new figure and the mark's end: one message (lat37)
             try:
                 if shown[0] == "error":
