@@ -1131,7 +1131,7 @@ JS_WATCH_REDRAW = """i => {
   // the new figure shows faded), then a frame drawn
   let ready = false, fired = false;
   // the busy mark: on the dashboard's image (lat37), or on the dashboard itself (before)
-  const BUSY = /(^|\s)llmsizing-busy(\s|$)/;
+  const BUSY = /(^|\\s)llmsizing-busy(\\s|$)/;
   const busy = () => !!board && (board.classList.contains('llmsizing-busy')
                                  || !!board.querySelector('img.llmsizing-busy'));
   const marked = t => t === board || (t.tagName === 'IMG' && !!board && board.contains(t));
