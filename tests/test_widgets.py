@@ -347,7 +347,7 @@ def test_a_slow_move_shows_the_busy_sign_before_the_search_and_the_new_figure_af
     events, real = [], board.render
 
     def render(**kw):
-        events.append(("render starts, busy", BUSY_CLASS in board._dom_classes))
+        events.append(("render starts, busy", BUSY_CLASS in board.image._dom_classes))
         out = real(**kw)
         events.append(("render ends, figure unchanged", bytes(board.image.value) == before))
         return out
@@ -359,24 +359,27 @@ def test_a_slow_move_shows_the_busy_sign_before_the_search_and_the_new_figure_af
         events.append(("new figure", bool(change["new"])))
 
     before = bytes(board.image.value)
-    board.observe(on_class, names="_dom_classes")
+    board.image.observe(on_class, names="_dom_classes")
     board.image.observe(on_image, names="value")
     board.render = render
     try:
         ctrl.value = target
     finally:
-        board.unobserve(on_class, names="_dom_classes")
+        board.image.unobserve(on_class, names="_dom_classes")
         board.image.unobserve(on_image, names="value")
         board.render = real
     assert board.error.value == "", board.error.value
     assert events == [("busy", True), ("render starts, busy", True), ("render ends, figure unchanged", True),
                       ("new figure", True), ("busy", False)], events
-    assert bytes(board.image.value) != before and BUSY_CLASS not in board._dom_classes
-    # what the page shows while the mark is on: the note sits over the figure, shown after the delay
-    assert board.busy_note in board.children[1].children
+    assert bytes(board.image.value) != before and BUSY_CLASS not in board.image._dom_classes
+    # what the page shows while the mark is on: the note sits over the figure, shown after the delay (the
+    # mark is on the image, a child of the figure's side beside the note; lat37)
+    assert board.busy_note in board.children[1].children and board.image in board.children[1].children
     assert "working out this setting" in board.busy_note.value
-    shown = f".{BUSY_CLASS} .llmsizing-busy-note {{animation: llmsizing-busy-show 0s linear {BUSY_DELAY_MS}ms"
+    shown = (f".llmsizing-figure-side:has(> img.{BUSY_CLASS})) > .llmsizing-busy-note {{animation: "
+             f"llmsizing-busy-show 0s linear {BUSY_DELAY_MS}ms")
     assert shown in _BUSY_CSS
+    assert f".llmsizing-dashboard:has(img.{BUSY_CLASS}) {{cursor: progress}}" in _BUSY_CSS
     # the bar moves only once the delay is over (a quick redraw pays for no animation frames)
     assert f"animation: llmsizing-busy-bar 0.6s linear {BUSY_DELAY_MS}ms infinite" in _BUSY_CSS
     # and it moves by a transform, which the browser's compositor animates without repainting the page at each
@@ -402,7 +405,7 @@ def _toy_board(answer_of, *, prepare=None):
     slider = W.IntSlider(value=1, min=1, max=5)
     board = Dashboard(render, {"n": slider}, keep=8, prepare=prepare)
     seen = []
-    board.observe(lambda c: seen.append(("busy", widgets.BUSY_CLASS in c["new"])), names="_dom_classes")
+    board.image.observe(lambda c: seen.append(("busy", widgets.BUSY_CLASS in c["new"])), names="_dom_classes")
     board.image.observe(lambda c: seen.append(("figure", bytes(c["new"])[-20:])), names="value")
     board.summary.observe(lambda c: seen.append(("summary", c["new"])), names="value")
     return board, slider, seen
@@ -446,6 +449,26 @@ def test_a_move_back_to_a_kept_answer_carries_no_busy_mark_and_the_summary_comes
     assert prepared == [1, 2, 1], prepared
 
 
+def test_the_busy_mark_comes_off_in_the_new_figures_own_message():
+    """lat37: the page handled the mark's end as a message of its own, after the figure's (7-20 ms later in
+    chapter 17 in Voila, a frame drawn between), and painted the new figure only then. The image carries the
+    mark, and the message that brings the new figure takes it off. The page's messages of the image for a new
+    setting, by the rule: the mark on (alone), then the figure and the mark off together; for a refused one,
+    the mark off with the emptied image; for a kept answer, the figure alone (no mark)."""
+    from llmsizing.widgets import BUSY_CLASS
+
+    board, slider, seen = _toy_board(lambda n: 40 * n)
+    sent = []
+    board.image._send = lambda msg, buffers=None: sent.append(
+        (sorted(msg["state"]), [p[0] for p in msg.get("buffer_paths", [])], msg["state"].get("_dom_classes")))
+    slider.value = 2                                           # new: drawn
+    assert sent == [(["_dom_classes"], [], (BUSY_CLASS,)), (["_dom_classes"], ["value"], ())], sent
+    del sent[:]
+    slider.value = 1                                           # kept: no mark, the figure alone
+    assert sent == [([], ["value"], None)], sent
+    assert BUSY_CLASS not in board._dom_classes                # (the dashboard itself is never marked)
+
+
 def test_the_busy_mark_goes_when_the_library_refuses_or_fails():
     """The busy mark comes off after a refused setting (its message shown) and after a bug (re-raised)."""
     from llmsizing.widgets import BUSY_CLASS
@@ -454,7 +477,7 @@ def test_the_busy_mark_goes_when_the_library_refuses_or_fails():
 
     def render(x):
         if x:                                            # (x = 0: the first draw, as the board is built)
-            seen.append(BUSY_CLASS in board._dom_classes)
+            seen.append(BUSY_CLASS in board.image._dom_classes)
         if x == 1:
             raise ValueError("x must be even, got 1")
         if x == 2:
@@ -465,10 +488,10 @@ def test_the_busy_mark_goes_when_the_library_refuses_or_fails():
     ctrl = W.IntSlider(value=0, min=0, max=2)
     board = Dashboard(render, {"x": ctrl})
     ctrl.value = 1
-    assert "x must be even" in board.error.value and BUSY_CLASS not in board._dom_classes
+    assert "x must be even" in board.error.value and BUSY_CLASS not in board.image._dom_classes
     with pytest.raises(RuntimeError):
         ctrl.value = 2
-    assert BUSY_CLASS not in board._dom_classes and seen == [True, True]
+    assert BUSY_CLASS not in board.image._dom_classes and seen == [True, True]
 
 
 def test_the_page_gets_the_figure_as_a_data_url_and_python_keeps_the_png():

@@ -220,3 +220,64 @@ def test_voila_control_labels_are_whole(voila_page):
     if w.name.startswith(("12_", "17_")):           # (their GPU pickers have a hint: the check is not empty)
         assert hints > 0, f"{w.name}: no control hint found"
     assert not problems, f"{w.name}: " + "; ".join(problems)
+
+
+#: Watch widget ``i``'s figure over one move: whether the busy mark was seen (on the dashboard or its image),
+#: and whether it was still on when the new figure reached the page (the image's new ``src``).
+JS_WATCH_MARK = """i => {
+  const board = __cells()[i].querySelector('.llmsizing-dashboard');
+  const img = () => board.querySelector('img'), src0 = (img() || {}).src;
+  const busy = () => board.classList.contains('llmsizing-busy')
+                     || !!board.querySelector('img.llmsizing-busy');
+  window.__mark = {busySeen: false, busyAtFigure: null};
+  if (window.__markObserver) window.__markObserver.disconnect();
+  const obs = window.__markObserver = new MutationObserver(() => {
+    if (busy()) window.__mark.busySeen = true;
+    if (window.__mark.busyAtFigure === null && img() && img().src !== src0) {
+      window.__mark.busyAtFigure = busy(); obs.disconnect(); }
+  });
+  obs.observe(board, {attributes: true, subtree: true, attributeFilter: ['class', 'src']});
+}"""
+
+
+@_voila(["17_long_context.ipynb"])
+def test_voila_new_figure_arrives_with_the_busy_mark_off(voila_page):
+    """lat37: the busy mark's end came to the page as a message of its own, which the page handled after the
+    new figure's (7-20 ms later in chapter 17, a frame drawn between): the new figure was painted a frame
+    later, faded if the move took over BUSY_DELAY_MS. Now the message with the new figure takes the mark off.
+    Chapter 17's context slider stepped to settings not shown before (a kept answer carries no mark: right,
+    then left from its right end, until one is drawn), then back: when the new figure reaches the page the
+    mark is already off."""
+    w = Widgets(voila_page)
+    w.to_top(0)
+    ctrl = w.page.evaluate_handle("i => __root(i).querySelector('.widget-slider')", 0).as_element()
+    assert ctrl is not None, f"{w.name}: no slider in the first widget"
+    handle, readout = ctrl.query_selector(".noUi-handle"), ctrl.query_selector(".widget-readout")
+    seen, presses, key = [], [], "ArrowRight"
+    try:
+        for _ in range(8):
+            value = readout.inner_text()
+            w.js(JS_WATCH_MARK, 0)
+            handle.focus()
+            handle.press(key)
+            if readout.inner_text() == value:          # (at the end: the other way, once)
+                if key == "ArrowLeft":
+                    break
+                key = "ArrowLeft"
+                continue
+            presses.append(key)
+            w.page.wait_for_function("() => window.__mark.busyAtFigure !== null", timeout=20_000,
+                                     polling=POLL_MS)
+            seen.append(w.js("() => window.__mark"))
+            if seen[-1]["busySeen"]:
+                break
+    finally:
+        for key in reversed(presses):
+            before = w.js(JS_FIGURE, 0)
+            handle.focus()
+            handle.press("ArrowLeft" if key == "ArrowRight" else "ArrowRight")
+            _wait_redrawn(w, 0, before)
+    assert seen and seen[-1]["busySeen"], f"{w.name}: no step drew a new setting (all kept answers?): {seen}"
+    assert seen[-1]["busyAtFigure"] is False, (
+        f"{w.name}: the new figure reached the page with the busy mark still on (its end a later message): "
+        f"{seen}")

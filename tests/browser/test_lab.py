@@ -1130,7 +1130,11 @@ JS_WATCH_REDRAW = """i => {
   // painted: the new figure (or message) ready and the busy mark gone (while it is on, past BUSY_DELAY_MS,
   // the new figure shows faded), then a frame drawn
   let ready = false, fired = false;
-  const busy = () => !!board && board.classList.contains('llmsizing-busy');
+  // the busy mark: on the dashboard's image (lat37), or on the dashboard itself (before)
+  const BUSY = /(^|\\s)llmsizing-busy(\\s|$)/;
+  const busy = () => !!board && (board.classList.contains('llmsizing-busy')
+                                 || !!board.querySelector('img.llmsizing-busy'));
+  const marked = t => t === board || (t.tagName === 'IMG' && !!board && board.contains(t));
   const painted = () => {
     if (fired || !ready || busy()) return;
     fired = true;
@@ -1140,8 +1144,8 @@ JS_WATCH_REDRAW = """i => {
   const seen = records => {
     if (t0 === null) return;
     const now = performance.now() - t0, src = img(), changed = src !== src0 || err() !== err0;
-    if (window.__redraw.settled === null && !busy() && (records || []).some(r => r.target === board
-        && r.attributeName === 'class' && (r.oldValue || '').includes('llmsizing-busy'))) {
+    if (window.__redraw.settled === null && !busy() && (records || []).some(r => marked(r.target)
+        && r.attributeName === 'class' && BUSY.test(r.oldValue || ''))) {
       window.__redraw.settled = now;
       if (!changed) ready = true;
     }

@@ -28,7 +28,7 @@ from .canvas import (_FAMILY_RC, _bbox_unions_in_one, _boxes_kept_per_draw, _dra
 from .controls import (_SEQS, GPU_SELECT_HINT, GPU_SELECT_MAX_ROWS, _button_px, _choice, _dense_models,
                        _divisors_up_to, _follow_max_seq, _gpu_multiselect, _moe_options, _nearest,
                        _react_then_redraw, _reroute, _set_quietly, _style, _up_to_max_seq)
-from .dashboard import (_BUSY_CSS, _CONTROL_ROOM_PX, BUSY_CLASS, BUSY_DELAY_MS, CONTROL_MARGIN_PX,
+from .dashboard import (_BUSY_CSS, _BUSY_SIDE, _CONTROL_ROOM_PX, BUSY_CLASS, BUSY_DELAY_MS, CONTROL_MARGIN_PX,
                         CONTROLS_WIDTH_PX, DEFAULT_MARKER, FIGURE_MAX_PX, FIGURE_MIN_PX, HINT_INDENT_PX,
                         HINT_LINE_HEIGHT, LIVE_MARKER, PageImage, _data_url,
                         SUMMARY_FONT_PX, SUMMARY_HEIGHT_PX, _GUTTER, _SUMMARY_CSS, Dashboard, _columns,

@@ -54,34 +54,38 @@ FIGURE_MIN_PX = 480
 #: alone keeps (``Dashboard(keep=...)``; issue 38: a move back to a setting shown before, the most common
 #: move, is shown in ~1 ms instead of a new render and draw of 30-150 ms). ~60 KB a setting.
 KEPT_ANSWERS = 32
-#: The CSS class a dashboard carries while it draws a view. It shows at once as a progress cursor and a thin
-#: bar along the top of the figure (issue 38: a participant sees the move answered as soon as the class
-#: arrives, not 120 ms later), and after :data:`BUSY_DELAY_MS` as a faded figure with a "working" note over it
-#: and the bar moving (delayed so that a quick redraw does not flicker, and does not pay for an animation:
-#: an endless one on every redraw cost the browser about 60 CPU-s over ``make check-live``, live38f). The bar
-#: moves by ``transform``, on a layer of its own 48 px wider than the figure and clipped to it: the same
-#: stripes, moving as the ``background-position`` it used to animate did, but moved by the compositor, so a
-#: frame of its motion no longer repaints the page on the main thread while the kernel works (redraw38).
+#: The CSS class a dashboard's image carries while the dashboard draws a view (lat37; before, the dashboard).
+#: It shows at once as a progress cursor and a thin bar along the top of the figure (issue 38: a participant
+#: sees the move answered as soon as the class arrives, not 120 ms later), and after :data:`BUSY_DELAY_MS` as
+#: a faded figure with a "working" note over it and the bar moving (delayed so that a quick redraw does not
+#: flicker, and does not pay for an animation: an endless one on every redraw cost the browser about 60 CPU-s
+#: over ``make check-live``, live38f). The bar moves by ``transform``, on a layer of its own 48 px wider than
+#: the figure and clipped to it: the same stripes, moving as the ``background-position`` it used to animate
+#: did, but moved by the compositor, so a frame of its motion no longer repaints the page on the main thread
+#: while the kernel works (redraw38).
 BUSY_CLASS = "llmsizing-busy"
 BUSY_DELAY_MS = 120
+#: The figure's side while the mark is on: the mark is on its image (lat37, :meth:`Dashboard._show`), found
+#: with ``:has()``; a dashboard that carries the class itself (as before) shows it too.
+_BUSY_SIDE = (".%s .llmsizing-figure-side, .llmsizing-figure-side:has(> img.%s)" % (BUSY_CLASS, BUSY_CLASS))
 _BUSY_CSS = (
     "<style>.llmsizing-figure-side {position: relative}"
-    " .%s {cursor: progress}"
-    " .%s .llmsizing-figure-side {overflow-x: clip}"
-    " .%s .llmsizing-figure-side::before {content: ''; position: absolute; top: 0; left: -48px; right: 0;"
+    " .%s, .llmsizing-dashboard:has(img.%s) {cursor: progress}" % (BUSY_CLASS, BUSY_CLASS)
+    + " :is(%s) {overflow-x: clip}" % _BUSY_SIDE
+    + " :is(%s)::before {content: ''; position: absolute; top: 0; left: -48px; right: 0;"
     " height: 3px; z-index: 3; pointer-events: none; will-change: transform;"
     " background: repeating-linear-gradient(90deg, #0072B2 0 24px, transparent 24px 48px);"
-    " animation: llmsizing-busy-bar 0.6s linear %dms infinite}"
-    " @keyframes llmsizing-busy-bar {to {transform: translateX(48px)}}"
+    " animation: llmsizing-busy-bar 0.6s linear %dms infinite}" % (_BUSY_SIDE, BUSY_DELAY_MS)
+    + " @keyframes llmsizing-busy-bar {to {transform: translateX(48px)}}"
     " .llmsizing-busy-note {position: absolute; top: 6px; left: 8px; z-index: 2; padding: 2px 8px;"
     " border-radius: 4px; background: rgba(255, 255, 255, 0.92); color: #333; font-size: 12px;"
     " box-shadow: 0 1px 3px rgba(0, 0, 0, 0.25); opacity: 0; pointer-events: none}"
     " @keyframes llmsizing-busy-show {to {opacity: 1}}"
     " @keyframes llmsizing-busy-fade {to {opacity: 0.45}}"
-    " .%s .llmsizing-busy-note {animation: llmsizing-busy-show 0s linear %dms forwards}"
-    " .%s .llmsizing-figure-side img {animation: llmsizing-busy-fade 0s linear %dms forwards}</style>"
-    % (BUSY_CLASS, BUSY_CLASS, BUSY_CLASS, BUSY_DELAY_MS, BUSY_CLASS, BUSY_DELAY_MS, BUSY_CLASS,
-       BUSY_DELAY_MS))
+    " :is(%s) > .llmsizing-busy-note {animation: llmsizing-busy-show 0s linear %dms forwards}"
+    % (_BUSY_SIDE, BUSY_DELAY_MS)
+    + " :is(%s) > img {animation: llmsizing-busy-fade 0s linear %dms forwards}</style>"
+    % (_BUSY_SIDE, BUSY_DELAY_MS))
 
 
 def _data_url(value, image) -> memoryview:
@@ -234,11 +238,12 @@ class Dashboard(W.HBox):
         return {k: w.value for k, w in self.controls.items()}
 
     def update(self, change=None) -> None:
-        """Draw the view of the controls' values. The dashboard carries :data:`BUSY_CLASS` meanwhile: the
-        class goes to the page before the work starts, and the page fades the figure and shows "working out
-        this setting" if the work takes longer than :data:`BUSY_DELAY_MS` (issue 38: chapter 17's widget took
-        0.4-1 s per new setting with no sign that anything was happening). A control's move (``change``) may
-        be answered from the kept answers (``keep``); ``update()`` called without one draws again.
+        """Draw the view of the controls' values. The dashboard's image carries :data:`BUSY_CLASS` meanwhile
+        (the whole dashboard shows it: :data:`_BUSY_CSS`): the class goes to the page before the work
+        starts, and the page fades the figure and shows "working out this setting" if the work takes longer
+        than :data:`BUSY_DELAY_MS` (issue 38: chapter 17's widget took 0.4-1 s per new setting with no sign
+        that anything was happening). A control's move (``change``) may be answered from the kept answers
+        (``keep``); ``update()`` called without one draws again.
 
         A move answered from the kept answers, in a dashboard without ``prepare``, is shown without the busy
         mark (page35): there is no work to show (the kernel answers it in ~3-5 ms of CPU), and the mark's two
@@ -255,7 +260,7 @@ class Dashboard(W.HBox):
                 self._behind = values
                 self._show(kept[1], busy=False)
                 return
-        self.add_class(BUSY_CLASS)
+        self.image.add_class(BUSY_CLASS)
         shown = ("error", "")
         try:
             shown = self._draw(self.values())
@@ -309,32 +314,37 @@ class Dashboard(W.HBox):
         much later for a summary under it. The summary follows in the next frame (measured with
         :class:`PageImage`: a move back's summary was painted a median 43-44 ms after the move before, 28-35
         ms after, chapters 12 and 17). ``busy=False``: no
-        mark to take off (a kept answer, :meth:`update`)."""
-        try:
-            if shown[0] == "error":
-                # the library's message; the old figure goes (it can't be read as the answer) and so does the
-                # image element, which would otherwise show the browser's broken-image icon under it (issue
-                # 38)
-                self.error.value = shown[1]
-                self.error.layout.display = None
-                self.image.value = b""
-                with self.image.layout.hold_sync():       # (one message for both)
-                    self.image.layout.width = None
-                    self.image.layout.display = "none"
-                summary = ""
-            else:
-                _, png, summary = shown
-                width, _ = png_size(png)
-                with self.image.layout.hold_sync():         # its own size (height follows), never stretched
-                    self.image.layout.width = f"{width}px"
-                    self.image.layout.display = None
-                self.image.value = png
-                self.error.value = ""
-                self.error.layout.display = "none"
-            self._shown = shown
-        finally:
-            if busy:
-                self.remove_class(BUSY_CLASS)
+        mark to take off (a kept answer, :meth:`update`).
+
+        The mark is on the image and comes off in the image's message with the new figure (lat37): as a
+        message of its own the page handled it 7-20 ms after the figure's (chapter 17 in Voila), a frame
+        later, and drew one frame more (~10 ms of renderer CPU, 3 ms of compositor; trace_moves.py)."""
+        with self.image.hold_sync():          # the new figure and the mark's end: one message (lat37)
+            try:
+                if shown[0] == "error":
+                    # the library's message; the old figure goes (it can't be read as the answer) and so does
+                    # the image element, which would otherwise show the browser's broken-image icon under it
+                    # (issue 38)
+                    self.error.value = shown[1]
+                    self.error.layout.display = None
+                    self.image.value = b""
+                    with self.image.layout.hold_sync():       # (one message for both)
+                        self.image.layout.width = None
+                        self.image.layout.display = "none"
+                    summary = ""
+                else:
+                    _, png, summary = shown
+                    width, _ = png_size(png)
+                    with self.image.layout.hold_sync():     # its own size (height follows), never stretched
+                        self.image.layout.width = f"{width}px"
+                        self.image.layout.display = None
+                    self.image.value = png
+                    self.error.value = ""
+                    self.error.layout.display = "none"
+                self._shown = shown
+            finally:
+                if busy:
+                    self.image.remove_class(BUSY_CLASS)
         self.summary.value = summary
 
 

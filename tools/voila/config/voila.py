@@ -31,12 +31,20 @@
   redrew, with no word why), and the log names the exit status of a process that exited
   (``LiveKernelManager.start_kernel``).
 
+* A Voila kernel sends no ``echo_update`` (``JUPYTER_WIDGETS_ECHO=0`` in its environment, unless set already;
+  ipywidgets 8's ``widget.py``): the echo tells every other front end of the kernel about a value one of them
+  set, and a Voila kernel has one page. It was one message of every move, handled by the page's widget
+  manager and changing nothing (lat37, tests/browser/trace_moves.py: chapter 17's moves got 7 and 5
+  messages, now 5 and 4). The page's widget manager drops only echoes it waits for; plain updates are
+  untouched (``_handle_comm_msg`` of @jupyter-widgets/base 6).
+
 * The page's kernel WebSocket sends each message at once (TCP_NODELAY, ``live_kernels.send_without_delay``):
   a widget's small messages right behind its figure were held by Nagle's algorithm, up to ~40 ms now and
   then (issue 38, page30).
 """
 
 import importlib.util
+import os
 from pathlib import Path
 
 _TOOLS = Path(__file__).resolve().parent.parent.parent
@@ -86,6 +94,9 @@ _set_xsrf_cookie(VoilaHandler)
 from voila.tornado.kernel_websocket_handler import VoilaKernelWebsocketHandler  # noqa: E402
 
 live_kernels.send_without_delay(VoilaKernelWebsocketHandler)
+
+#: no echo_update from a Voila kernel (its one page set the value; see the module's docstring)
+os.environ.setdefault("JUPYTER_WIDGETS_ECHO", "0")
 
 c = get_config()  # noqa: F821  (defined by traitlets when it loads this file)
 c.VoilaConfiguration.prelaunch_hook = myst_voila.prelaunch_hook
