@@ -64,3 +64,38 @@ def sweep_counts_are_the_code_s(upto: str, counts: str) -> None:
         args = tuple(int(row[k]) for k in ("blocks", "batch", "prompt", "output", "max_num_seqs"))
         c = getattr(kv_churn(*args, watermark=float(row["watermark"])), counts)
         assert [getattr(c, k) for k in COUNTS] == [int(row[f"churn_{upto}_{k}"]) for k in COUNTS]
+
+
+def extrapolated_ratio(counts: str) -> float:
+    """Beyond eight rooms the cohort counts ``counts`` (``"to_last_first_token"``, ``"to_last_token"``) are
+    extrapolated (:func:`~llmsizing.serve_churn.churn_estimate`): checked here to be the line through 4 and 8
+    rooms (10,000 blocks, 1,024 + 256 tokens, a room of 125), and returned: the time of that line at 12 rooms
+    over the time of the counts walked there (Llama-3-8B on an H100), which each docstring bounds."""
+    from dataclasses import astuple
+
+    import pytest
+
+    from llmsizing.serve import serving
+    from llmsizing.serve_churn import StepCounts, churn_estimate, kv_churn
+
+    at = {b: getattr(kv_churn(10_000, b, 1024, 256, 1024), counts) for b in (500, 1000, 1500)}
+    line = [2 * y - x for x, y in zip(astuple(at[500]), astuple(at[1000]))]
+    assert astuple(getattr(churn_estimate(10_000, 1500, 1024, 256, 1024), counts)) == pytest.approx(line)
+    s = serving("llama-3-8b", "H100 SXM", prompt=1024, output=256)
+    return s.steps_s(StepCounts(*line)) / s.steps_s(at[1500])
+
+
+def ends_are_the_stored_bounds(s, names) -> None:
+    """Each of ``names`` of the ``Serving`` ``s`` carries the serving range as every serving time does
+    (``serve.serving_ends``): its ends are the point over the stored bounds read by hand
+    (tests/_serving_bounds.py), high over low, nothing new or widened."""
+    import pytest
+
+    from llmsizing.serve import serving_ends
+    from tests._serving_bounds import stored_bounds
+
+    lo, hi = stored_bounds()
+    e = serving_ends(s, tuple(names))
+    for n in names:
+        v = getattr(s, n)
+        assert (e[f"{n}_low"], e[f"{n}_high"]) == pytest.approx((v / hi, v / lo), rel=1e-12), n

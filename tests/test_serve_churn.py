@@ -238,12 +238,10 @@ def test_the_churn_times_carry_the_stated_range():
     every step, so each end is the point over 1.338 (low) and over 0.796 (high), the stored bounds read by
     hand (tests/_serving_bounds.py). cohort36: ``cycle_s`` over the KV room is the cohort run's steps, no
     longer ``waves_s + churn_s``, so their ends no longer add up to its."""
-    lo, hi = stored_bounds()
+    from tests._churn_cases import ends_are_the_stored_bounds
+
     s = serving("llama-3-8b", "H100 SXM", prompt=1024, output=256, batch=692)
-    e = serving_ends(s, ("churn_s", "waves_s", "cycle_s"))
-    for n in ("churn_s", "waves_s", "cycle_s"):
-        v = getattr(s, n)
-        assert (e[f"{n}_low"], e[f"{n}_high"]) == pytest.approx((v / hi, v / lo), rel=1e-12), n
+    ends_are_the_stored_bounds(s, ("churn_s", "waves_s", "cycle_s"))
     # the default figures include them (every ranged figure of a Serving)
     assert {"churn_s", "waves_s", "cycle_s"} <= set(RANGED_FIGURES)
 

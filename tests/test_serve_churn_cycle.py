@@ -41,12 +41,11 @@ from dataclasses import astuple
 import pytest
 
 from llmsizing.catalog import get_gpu
-from llmsizing.serve import serving, serving_ends
-from llmsizing.serve_churn import StepCounts, churn_estimate, kv_churn, replay_scheduler
+from llmsizing.serve import serving
+from llmsizing.serve_churn import kv_churn, replay_scheduler
 from llmsizing.serve_replay import waves_against_vllm
-from tests._churn_cases import (small_random_batches, sweep_counts_are_the_code_s, sweep_errors,
-                                sweep_rows)
-from tests._serving_bounds import stored_bounds
+from tests._churn_cases import (ends_are_the_stored_bounds, extrapolated_ratio, small_random_batches,
+                                sweep_counts_are_the_code_s, sweep_errors, sweep_rows)
 
 LATE = (2272, 53 * 2047 + 7 * 2046, 60 * (129 + 2175) * 2047 // 2 - (14_368 + 7), 60 * 128 + 14_368 + 7)
 
@@ -138,11 +137,7 @@ def test_the_sweep_is_the_code_s():
 
 def test_beyond_eight_rooms_the_whole_run_is_extrapolated():
     # 10,000 blocks, 1,024 + 256 tokens: a room of 125; 4, 8 and 12 rooms, the line through the first two
-    at = {b: kv_churn(10_000, b, 1024, 256, 1024).to_last_token for b in (500, 1000, 1500)}
-    line = [2 * y - x for x, y in zip(astuple(at[500]), astuple(at[1000]))]
-    assert astuple(churn_estimate(10_000, 1500, 1024, 256, 1024).to_last_token) == pytest.approx(line)
-    s = serving("llama-3-8b", "H100 SXM", prompt=1024, output=256)
-    ratio = s.steps_s(StepCounts(*line)) / s.steps_s(at[1500])
+    ratio = extrapolated_ratio("to_last_token")
     assert 0.996 < ratio < 1.046                  # the docstring's 0.4% low to 4.6% high
 
 
@@ -157,11 +152,7 @@ def test_within_the_room_or_queued_by_the_cap_it_is_the_waves():
 
 
 def test_the_whole_batch_carries_the_stated_range():
-    lo, hi = stored_bounds()
     s = serving("llama-2-7b", "A100 80GB", prompt=128, output=2048, batch=60)
-    e = serving_ends(s, ("cycle_s", "waves_s", "churn_s"))
-    for n in ("cycle_s", "waves_s", "churn_s"):
-        v = getattr(s, n)
-        assert (e[f"{n}_low"], e[f"{n}_high"]) == pytest.approx((v / hi, v / lo), rel=1e-12), n
+    ends_are_the_stored_bounds(s, ("cycle_s", "waves_s", "churn_s"))
     frame = s.to_frame()["value"]
     assert frame["cycle_s"] == s.cycle_s != frame["waves_s"]

@@ -26,11 +26,11 @@ from dataclasses import astuple
 import pytest
 
 from llmsizing.catalog import get_gpu
-from llmsizing.serve import serving, serving_ends
-from llmsizing.serve_churn import StepCounts, churn_estimate, kv_churn, replay_scheduler
+from llmsizing.serve import serving
+from llmsizing.serve_churn import StepCounts, kv_churn, replay_scheduler
 from llmsizing.serve_replay import waves_against_vllm
-from tests._churn_cases import (COUNTS, small_random_batches, sweep_counts_are_the_code_s, sweep_errors)
-from tests._serving_bounds import stored_bounds
+from tests._churn_cases import (COUNTS, ends_are_the_stored_bounds, extrapolated_ratio, small_random_batches,
+                                sweep_counts_are_the_code_s, sweep_errors)
 
 
 
@@ -118,21 +118,13 @@ def test_within_the_room_or_queued_by_the_cap_it_is_the_waves():
 
 def test_beyond_eight_rooms_the_counts_are_extrapolated():
     # 10,000 blocks, 1,024 + 256 tokens: a room of 125; 4, 8 and 12 rooms
-    at = {b: kv_churn(10_000, b, 1024, 256, 1024).to_last_first_token for b in (500, 1000, 1500)}
-    line = [2 * y - x for x, y in zip(astuple(at[500]), astuple(at[1000]))]
-    assert astuple(churn_estimate(10_000, 1500, 1024, 256, 1024).to_last_first_token) == pytest.approx(line)
-    s = serving("llama-3-8b", "H100 SXM", prompt=1024, output=256)
-    ratio = s.steps_s(StepCounts(*line)) / s.steps_s(at[1500])
+    ratio = extrapolated_ratio("to_last_first_token")
     assert 0.99 < ratio < 1.12                    # the docstring's 0.6% low to 12% high
 
 
 def test_the_last_first_token_carries_the_stated_range():
-    lo, hi = stored_bounds()
     s = serving("llama-3-8b", "H100 SXM", prompt=1024, output=256, batch=692)
-    e = serving_ends(s, ("last_ttft_s", "waves_last_ttft_s"))
-    for n in ("last_ttft_s", "waves_last_ttft_s"):
-        v = getattr(s, n)
-        assert (e[f"{n}_low"], e[f"{n}_high"]) == pytest.approx((v / hi, v / lo), rel=1e-12), n
+    ends_are_the_stored_bounds(s, ("last_ttft_s", "waves_last_ttft_s"))
     frame = s.to_frame()["value"]
     assert frame["last_ttft_s"] == s.last_ttft_s != frame["waves_last_ttft_s"] == s.waves_last_ttft_s
 
