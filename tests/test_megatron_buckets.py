@@ -123,3 +123,16 @@ def test_the_count_walks_alike_layers_once_and_agrees_with_the_full_walk():
             assert megatron_buckets(m, par, part=part) == want, (name, kw, part)
             checked += 1
     assert checked == 14
+
+
+def test_the_experts_buffer_takes_the_dense_group_s_bucket_size():
+    """Megatron-Core's ``DistributedDataParallel`` sets one ``bucket_size``, max(40M, 1M x dp x cp) of the dense
+    group, and ``_allocate_buffers_for_parameters`` uses it for the expert buffer too (not the expert group's
+    size). Mixtral-8x7B, tp 1, ep 8, dp 128, ZeRO-1: the expert data-parallel group has 128 / 8 = 16 ranks, but
+    the bucket is 128M. Each rank holds one expert a layer: linear_fc2 14,336 x 4,096 = 58,720,256 and
+    linear_fc1 2 x 14,336 x 4,096 = 117,440,512, together 176,160,768 >= 128M and neither alone: one bucket a
+    layer, 32 calls (with the expert group's 40M each matrix closes one: 64)."""
+    par = Parallel(tp=1, ep=8, dp=128, zero=1)
+    c = communication("mixtral-8x7b", par, batch=1, seq=4096, gpu="H100 SXM")
+    experts = [x.calls for x in c.collectives if x.collective.endswith("(experts)")]
+    assert experts == [32, 32]

@@ -273,7 +273,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     # torch's default keeps FSDP's root unit (reshard_after_forward=None): its parameters, for the backward
     root = fsdp_root_params(model, par.tp) if par.reshard_after_forward is None and par.zero == 3 else None
     for tag, dp, on_rank, gl, part in dp_parts:               # gradients are reduced over dp x cp
-        bucket = dp_bucket_params(dp)                         # Megatron-Core's buckets, laid out (session 37)
+        bucket = dp_bucket_params(par.dp_cp)   # Megatron-Core's buckets, laid out; the experts' buffer takes
+        # the dense group's size too (DistributedDataParallel sets one bucket_size from dp x cp for both)
         k = megatron_buckets(model, par, part=part, bucket_params=bucket) if par.zero < 3 else None
         for name, kind, message, calls, slot in dp_collectives(
                 par.zero, on_rank, w_b, g_b, m, par.reshard_after_forward, layers=layers,

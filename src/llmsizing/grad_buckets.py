@@ -370,7 +370,8 @@ def megatron_bucket_assignment(model: Model | str, parallel: Parallel | None = N
 
     Megatron-Core walks a chunk's parameters in reverse (the order the backward makes their gradients) and
     closes a bucket at the first parameter that brings it to ``bucket_params`` (default
-    :func:`dp_bucket_params` of ``dp x cp``), never splitting one
+    :func:`dp_bucket_params` of ``dp x cp``, for the routed experts' buffer too: ``DistributedDataParallel``
+    sets one ``bucket_size`` for both), never splitting one
     (``_compute_default_per_buffer_param_layout`` in megatron/core/distributed/param_and_grad_buffer.py; with
     the distributed optimizer, ``zero >= 1``, ``DistributedOptimizer._compute_per_buffer_param_layout``,
     each parameter starting on a multiple of 64 elements, :data:`MEGATRON_PARAM_ALIGN`, and a tied

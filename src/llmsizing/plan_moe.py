@@ -152,7 +152,7 @@ def _key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, 
     one = ~experts_apart_of(ep, etp, tp)       # the experts in the dense buffer, one collective
     dense, experts = (share[:, part, None] * traffic * per_byte
                       + _dp_calls(zero, held[:, part], held[:, 2], n_, pp, buckets=_megatron_calls(
-                          model, tp, pp, zero, n_, ep=ep, etp=etp, part=("dense", "experts")[part],
+                          model, tp, pp, zero, dpcp_k, ep=ep, etp=etp, part=("dense", "experts")[part],
                           need=~one & (zero < 3))) * latency
                       for part, (traffic, latency, per_byte), n_ in zip((0, 1), unit, (dpcp_k, edp)))
     if one.any():
