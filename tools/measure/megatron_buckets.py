@@ -14,10 +14,11 @@ The parameters are GPTModel's with the Transformer Engine spec, named and shaped
 its weight is ``linear_qkv.layer_norm_weight``), self_attention, pre_mlp_layernorm, mlp; attention.py:
 linear_proj is built before linear_qkv; TE's LayerNormLinear registers ``layer_norm_weight`` before
 ``weight``; mlp.py: linear_fc1 then linear_fc2; a MoE layer: pre_mlp_layernorm apart, router, then
-TEGroupedMLP's linear_fc1.weight0..E-1 and linear_fc2.weight0..E-1). Shapes from the models' published config.json; the
-vocabulary padded as Megatron-LM pads it (``make_vocab_size_divisible_by`` 128 x tp). A pipeline case builds
-pipeline rank 0's first stage (embedding and its layers, no final norm or head), the embedding flagged
-``shared_embedding`` when tied, as LanguageModule does. Writes ``data/megatron_buckets_measured.csv``.
+TEGroupedMLP's linear_fc1.weight0..E-1 and linear_fc2.weight0..E-1). Shapes from the models' published
+config.json; the vocabulary padded as Megatron-LM pads it (``make_vocab_size_divisible_by`` 128 x tp).
+A pipeline case builds pipeline rank 0's first stage (embedding and its layers, no final norm or head),
+the embedding flagged ``shared_embedding`` when tied, as LanguageModule does.
+Writes ``data/megatron_buckets_measured.csv``.
 """
 
 from __future__ import annotations
