@@ -150,7 +150,7 @@ def _row_params():
     out = []
     for r in _measured_rows():
         key = (r["case"], r["use_distributed_optimizer"])
-        miss = pytest.mark.xfail(strict=True, reason="shared embedding apart without the distributed optimizer")
+        miss = pytest.mark.xfail(strict=True, reason="shared embedding apart without dist. optimizer")
         marks = [miss] if key in _KNOWN_MISS else []
         out.append(pytest.param(r, id=f"{key[0]} dist_opt={key[1]}", marks=marks))
     return out
