@@ -42,6 +42,9 @@ CONFIGS = {
     # GPT-2 124M: LayerNorm and linear biases, a plain (ungated) MLP, learned positions (1,024), tied.
     "gpt2": dict(h=768, ffn=3072, heads=12, kv=12, d=64, vocab=50257, layers=12, experts=0, bias=True,
                  gated=False, positions=1024),
+    # A toy whose norms (1,000) and embedding (5,001 x 1,000) are not multiples of 64: every published shape
+    # above is, so only this case shows the distributed optimizer's 64-element alignment moving a boundary.
+    "toy-h1000": dict(h=1000, ffn=2600, heads=10, kv=10, d=100, vocab=5001, layers=4, experts=0),
 }
 
 #: (case, model, dp, tp, pp, tied[, bucket_size, make_vocab_size_divisible_by]): every case is run with the
@@ -59,6 +62,9 @@ CASES = [
     ("mixtral-8x7b dp8", "mixtral-8x7b", 8, 1, 1, False),
     ("gpt2 dp8 bucket 1e6 vocab unpadded", "gpt2", 8, 1, 1, True, 1_000_000, 1),
     ("gpt2 dp8 bucket 1e6", "gpt2", 8, 1, 1, True, 1_000_000, 128),
+    # 3,001,010: fc1's norm + qkv is 3,001,000 unpadded (the bucket runs on into qkv's norm), 3,001,024 with
+    # the norm padded to 1,024 (it closes at qkv).
+    ("toy-h1000 dp8 bucket 3001010", "toy-h1000", 8, 1, 1, False, 3_001_010, 1),
 ]
 
 
