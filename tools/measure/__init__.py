@@ -8,6 +8,8 @@ Imports go downwards only::
     dist           ``dist``: per-rank states and collectives under DDP / ZeRO-1 / FSDP2 / TP / SP (chapter 9)
     ddp_buckets    ``ddp-buckets``: PyTorch DDP's gradient buckets and their order (issue 38); builds ``dist``'s
                    DIST_SHAPE model
+    megatron_buckets ``megatron-buckets``: Megatron-Core's own gradient buckets (megatron-core installed; meta
+                   device; issue 34)
     fsdp_units     ``fsdp-units``: FSDP2's collectives per step by wrapping and layer count (issue 38); counts
                    with ``dist``'s CollectiveCounter
     peft_counts    ``peft``: LoRA trainable parameters PEFT reports (meta device)
