@@ -243,6 +243,8 @@ def _megatron_walk(model, tp, etp, ep, layers, whole, part, bucket, align) -> tu
         keep = keep[~routed]
     elif part == "experts":
         keep = keep[routed]
+    if align <= 1:                                      # (apart only with the distributed optimizer)
+        shared = np.zeros_like(shared)
     cut = keep[shared[keep]]                            # (a shared embedding: a bucket of its own, the last)
     body = keep[~shared[keep]]
     align = _needed_align(model, tp, etp, ep, layers, whole, part, align)
@@ -250,14 +252,15 @@ def _megatron_walk(model, tp, etp, ep, layers, whole, part, bucket, align) -> tu
 
 
 @functools.lru_cache(maxsize=1024)
-def _megatron_pieces(model, tp, etp, ep, layers, whole, part, align) -> tuple:
+def _megatron_pieces(model, tp, etp, ep, layers, whole, part, align, apart: bool = True) -> tuple:
     """The chunk's parameters of ``part`` in backward order as pieces, without repeating a layer: ``((a
     piece's walk prepared, :func:`_prepare`, its repeats), ...)`` for the edge after the layers, each run of
     alike layers (last first) and the edge before them; then the shared embeddings (a bucket each) and the
-    sizes' greatest common divisor. Kept: every bucket of a search walks them."""
+    sizes' greatest common divisor. ``apart``: a tied embedding under a pipeline has a bucket of its own
+    (Megatron-Core does so with the distributed optimizer only). Kept: every bucket of a search walks them."""
     parts = _megatron_parts(model, tp, etp, ep, whole)
     head, tail, _, size_b, routed_b = parts[:5]
-    shared_emb = not whole and model.tied_embeddings
+    shared_emb = not whole and model.tied_embeddings and apart
 
     def keep(routed):
         return ~routed if part == "dense" else routed if part == "experts" else np.ones(len(routed), bool)
@@ -291,7 +294,7 @@ def _walk_from(prep: tuple, cap: float, fill: float) -> tuple[int, float]:
 
 def _needed_align(model, tp, etp, ep, layers, whole, part, align) -> int:
     """``align``, or 1 where every parameter of the chunk's part is a multiple of it (no padding)."""
-    if align > 1 and not _megatron_pieces(model, tp, etp, ep, layers, whole, part, 1)[2] % align:
+    if align > 1 and not _megatron_pieces(model, tp, etp, ep, layers, whole, part, 1, True)[2] % align:
         return 1
     return align
 
@@ -300,15 +303,15 @@ def _megatron_count(model, tp, etp, ep, layers, whole, part, bucket, align) -> i
     """The walk's buckets, at least 1: a part that rank 0's first chunk does not hold (the routed experts of
     DeepSeek-V3's first, dense, layers) is one bucket on the stages that do, as every stage but rank 0's."""
     return _kept_count(model, tp, etp, ep, layers, whole, part, bucket,
-                       _needed_align(model, tp, etp, ep, layers, whole, part, align))
+                       _needed_align(model, tp, etp, ep, layers, whole, part, align), align > 1)
 
 
 @functools.lru_cache(maxsize=4096)
-def _kept_count(model, tp, etp, ep, layers, whole, part, bucket, align) -> int:
+def _kept_count(model, tp, etp, ep, layers, whole, part, bucket, align, apart: bool = True) -> int:
     """:func:`_megatron_pieces` walked piece by piece, a run of alike layers one layer at a time until the
     open bucket's fill at a layer's start repeats: then the layers between repeat too, and their buckets are
     counted at once (so 720,720 layers cost a cycle's walk)."""
-    pieces, cut, _ = _megatron_pieces(model, tp, etp, ep, layers, whole, part, align)
+    pieces, cut, _ = _megatron_pieces(model, tp, etp, ep, layers, whole, part, align, apart)
     count, fill = 0, 0.0
     for prep, reps in pieces:
         seen: dict = {}
