@@ -10,6 +10,8 @@ and the published layouts against the planner's own choice:
     PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py --registered  # only the pre-registered
                                                                   # procedure, overall and per generation,
                                                                   # stack family, dtype and kind
+    PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py --s38  # session 38's pre-registered
+                                                # candidates on both ranges (end-to-end E, inputs I)
 
 It writes nothing: the production range stays tools/calibrate.py's.
 """
@@ -31,7 +33,15 @@ def main(argv=None) -> int:
     ap.add_argument("--select", action="store_true", help="also check the choice of terms, source by source")
     ap.add_argument("--registered", action="store_true",
                     help="only the pre-registered procedure (range_candidates.REGISTERED), per group")
+    ap.add_argument("--s38", action="store_true",
+                    help="only session 38's pre-registered candidates (range_candidates.PREREGISTERED38)")
     args = ap.parse_args(argv)
+    if args.s38:
+        for procedure in R.PROCEDURES:
+            for name in ("none",) + tuple(R.PREREGISTERED38):
+                cov, width, _ = R.candidate38_check(name, procedure)
+                print(f"{procedure} {name:16s} coverage {cov:.3f} median width {width:.3f}")
+        return 0
     if args.registered:
         t = R.registered_table()
         gate = t[t["by"].isin(("all", "generation"))]["meets"].all()    # the registered pass rule

@@ -431,3 +431,147 @@ def inputs_model_table(name: str = "registered"):
                      "high": math.ceil(max(math.exp(hi), 1.0) * 1e4) / 1e4,
                      "range_group": stratum or "all"})
     return pd.DataFrame(rows)
+
+
+#: Session 38's pre-registered candidates (issue 34; written down before they were computed, with the reason
+#: for each, in the session's report): name -> (extra fit terms, whether the least squares weighs each
+#: source the same, an extra stratum). Each is checked on both procedures of :data:`PROCEDURES`.
+PREREGISTERED38 = {
+    "attention_share": (("attention_share",), False, None),
+    "log_width": (("log_width",), False, None),
+    "source_weighted": ((), True, None),
+    "training_run": (("training_run",), False, "training_run"),
+    "stack_strata": ((), False, "stack"),
+}
+#: The two ranges they are tried on: ``"E"`` the end-to-end baseline (no extra term, two-tailed score, width
+#: per kind) and ``"I"`` the inputs range the library states (:data:`REGISTERED` ``"registered"``).
+PROCEDURES = {"E": ((), "tails", "kind"), "I": (_STACK + _BATCH, "absolute", "generation")}
+#: The sources whose figures are a model's own production training run (its authors trained and released
+#: the model: model paper, technical report, model card); every other source is a framework's or method's
+#: benchmark (framework docs, systems papers and their baselines, vendor blogs). Whole-run totals are
+#: training runs by definition (candidate ``"training_run"``).
+TRAINING_RUN_SOURCES = (
+    "BigScience Workshop 2022, BLOOM", "Hugging Face 2025, SmolLM3",
+    "IBM Granite Team 2024, Granite 3.0 Language Models", "Llama 3 Herd of Models",
+    "Meta, Llama 3 model card",
+    "Meta, Llama 3.1 model card", "MosaicML 2023, MPT-7B model card",
+    "NVIDIA 2024, Nemotron-4 340B Technical Report", "Parmar et al. 2024, Nemotron-4 15B Technical Report",
+    "Smith et al. 2022, MT-NLG", "Touvron et al. 2023, LLaMA", "Touvron et al. 2023, Llama 2",
+    "Wu et al. 2023, BloombergGPT", "Zeng et al. 2022, GLM-130B", "Zhang et al. 2022, OPT",
+    "bigscience-workshop/bigscience train/tr11-176B-ml/README.md", "jzhang38/TinyLlama")
+
+
+def _columns38(df) -> dict:
+    """The candidate columns of :data:`PREREGISTERED38` over the rows of ``df``: the attention scores' share
+    of a token's training FLOPs (:func:`~llmsizing.flops.training_flops_per_token` is linear in the
+    sequence), log(hidden / 4,096) and the training-run flag."""
+    import numpy as np
+
+    from .catalog import get_model
+    from .flops import training_flops_per_token as per_token
+
+    share = []
+    for m, s in zip(df["model"], df["seq"]):
+        one, two, at = (per_token(m, seq=q) for q in (1, 2, int(s)))
+        share.append((two - one) * (int(s) - 1) / at)       # (the part that grows with the sequence)
+    width = np.log(np.array([get_model(m).hidden for m in df["model"]], float) / 4096)
+    run = np.array([k in TRAINING_RUN_SOURCES or kind == "pretraining-total"
+                    for k, kind in zip(df["source_key"], df["kind"])], float)
+    return {"attention_share": np.array(share), "log_width": width, "training_run": run}
+
+
+def _weighted_predictor(cols, extra, src):
+    """:func:`_extra_predictor` with each source's calibration runs weighing the same in the least squares
+    (row weight ``1 / rows of its source among the fit's``)."""
+    import numpy as np
+
+    from . import calibration as C
+
+    n_extra = extra.shape[1]
+
+    def fit_predict(train, test):
+        fit = np.flatnonzero(train & cols.calibration)
+        cal = cols.rows(fit)
+        groups = sorted(set(cal.keys))
+        x = np.column_stack([C._design_of(cal, groups), extra[fit]])
+        _, inv, counts = np.unique(src[fit].astype(str), return_inverse=True, return_counts=True)
+        w = np.sqrt(1.0 / counts[inv])
+        beta = np.round(np.linalg.lstsq(x * w[:, None], np.log(cal.implied_mfu) * w, rcond=None)[0], 4)
+        rows = np.flatnonzero(test)
+        base = C._predict_log(cols.rows(rows), groups, beta[:len(beta) - n_extra])
+        return base + extra[rows] @ beta[len(beta) - n_extra:]
+
+    return fit_predict
+
+
+def _level_bounds(res, src, levels, labels, coverage, score):
+    """Bounds for a row whose stratum labels are ``labels`` (finest first, one per array of ``levels``): the
+    first level whose label has :func:`~llmsizing.intervals.min_units` sources among ``src``, else pooled."""
+    from .intervals import conformal_bounds, min_units
+
+    for level, label in zip(levels, labels):
+        mine = level == label
+        if len(set(src[mine])) >= min_units(coverage):
+            return conformal_bounds(res[mine], coverage, src[mine], score)
+    return conformal_bounds(res, coverage, src, score)
+
+
+def candidate38_check(name: str, procedure: str, *, coverage: float = 0.8):
+    """The nested leave-one-source-out check of :data:`PREREGISTERED38` ``name`` (``"none"``: the procedure
+    as it is) on ``procedure`` (:data:`PROCEDURES`), as :func:`~llmsizing.intervals.loso_check` (the same
+    stand-in rule) but with strata that fall back level by level (the candidate's stratum crossed with the
+    procedure's, then the procedure's, then pooled). Returns ``(coverage, median_width, per_run)`` over the
+    runs calibrated in their fold; ``per_run`` has the residual, bounds, ``inside`` and ``calibrated``."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from . import calibration as C
+    from .intervals import keyed_calibration, loso_residuals
+
+    if name != "none" and name not in PREREGISTERED38:
+        raise ValueError(f"name must be 'none' or one of {', '.join(PREREGISTERED38)}; got {name!r}")
+    if procedure not in PROCEDURES:
+        raise ValueError(f"procedure must be one of {', '.join(PROCEDURES)}; got {procedure!r}")
+    terms, weighted, stratum = ((), False, None) if name == "none" else PREREGISTERED38[name]
+    base_terms, score, base_strata = PROCEDURES[procedure]
+    df = C._prepared(None)
+    columns = {**_columns(df), **_columns38(df)}
+    all_terms = tuple(base_terms) + tuple(terms)
+    extra = np.column_stack([columns[t] for t in all_terms]) if all_terms else np.zeros((len(df), 0))
+    src = df["source_key"].to_numpy(object)
+    cols = C._FitColumns(df)
+    predict = (_weighted_predictor(cols, extra, src) if weighted else _extra_predictor(cols, extra))
+    kind = np.where(df["kind"] == "pretraining-total", "pretraining-total", "steady-state").astype(object)
+    base = kind if base_strata == "kind" else df[base_strata].astype(str).to_numpy(object)
+    levels = [base]
+    if stratum is not None:
+        extra_label = (_columns_family(df) if stratum == "stack"
+                       else np.where(columns["training_run"] > 0, "training-run", "benchmark").astype(object))
+        levels = [np.array([f"{a}:{b}" for a, b in zip(base, extra_label)], dtype=object), base]
+    y = np.log(df["implied_mfu"].to_numpy(float))
+    calibrated = keyed_calibration(cols.keys, cols.calibration)
+    res = loso_residuals(y, src, predict)
+    keys = list(dict.fromkeys(src))
+    cal = np.ones(len(y), bool)
+    for k in keys:
+        cal[src == k] = calibrated(src != k, src == k)
+    lo, hi = np.empty(len(y)), np.empty(len(y))
+    for k in keys:
+        test, rest = src == k, src != k
+        inner, inner_cal = np.full(len(y), np.nan), cal.copy()
+        for j in keys:
+            if j != k:
+                mine = src == j
+                inner[mine] = y[mine] - predict(rest & ~mine, mine)
+                inner_cal[mine] = calibrated(rest & ~mine, mine)
+        use = rest & inner_cal
+        for i in np.flatnonzero(test):
+            lo[i], hi[i] = _level_bounds(inner[use], src[use], [lv[use] for lv in levels],
+                                         [lv[i] for lv in levels], coverage, score)
+    inside = (res >= lo - 1e-12) & (res <= hi + 1e-12)
+    per_run = pd.DataFrame({"source_key": src, "run": df["run"].to_numpy(object), "kind": kind,
+                            "stratum": levels[0], "residual": res, "low_log": lo, "high_log": hi,
+                            "inside": inside, "calibrated": cal})
+    return (float(inside[cal].mean()), math.exp(float(np.median((hi - lo)[cal]))), per_run)
