@@ -41,6 +41,9 @@ def main(argv=None) -> int:
             for name in ("none",) + tuple(R.PREREGISTERED38):
                 cov, width, _ = R.candidate38_check(name, procedure)
                 print(f"{procedure} {name:16s} coverage {cov:.3f} median width {width:.3f}")
+        for procedure, name in R.COMBINED38.items():       # P6: those that passed alone, together
+            cov, width, _ = R.candidate38_check(name, procedure)
+            print(f"{procedure} {name} coverage {cov:.3f} median width {width:.3f}")
         return 0
     if args.registered:
         t = R.registered_table()

@@ -446,6 +446,9 @@ PREREGISTERED38 = {
 #: The two ranges they are tried on: ``"E"`` the end-to-end baseline (no extra term, two-tailed score, width
 #: per kind) and ``"I"`` the inputs range the library states (:data:`REGISTERED` ``"registered"``).
 PROCEDURES = {"E": ((), "tails", "kind"), "I": (_STACK + _BATCH, "absolute", "generation")}
+#: P6 of the pre-registration: per procedure, the candidates that met the adoption rule alone (coverage at
+#: least 80% and no more than 2 points below the procedure's, median width narrower), checked together once.
+COMBINED38 = {"E": "log_width+source_weighted+training_run", "I": "attention_share"}
 #: The sources whose figures are a model's own production training run (its authors trained and released
 #: the model: model paper, technical report, model card); every other source is a framework's or method's
 #: benchmark (framework docs, systems papers and their baselines, vendor blogs). Whole-run totals are
@@ -518,10 +521,11 @@ def _level_bounds(res, src, levels, labels, coverage, score):
 
 def candidate38_check(name: str, procedure: str, *, coverage: float = 0.8):
     """The nested leave-one-source-out check of :data:`PREREGISTERED38` ``name`` (``"none"``: the procedure
-    as it is) on ``procedure`` (:data:`PROCEDURES`), as :func:`~llmsizing.intervals.loso_check` (the same
-    stand-in rule) but with strata that fall back level by level (the candidate's stratum crossed with the
-    procedure's, then the procedure's, then pooled). Returns ``(coverage, median_width, per_run)`` over the
-    runs calibrated in their fold; ``per_run`` has the residual, bounds, ``inside`` and ``calibrated``."""
+    as it is; names joined by ``"+"``: those candidates together, at most one with a stratum) on
+    ``procedure`` (:data:`PROCEDURES`), as :func:`~llmsizing.intervals.loso_check` (the same stand-in rule)
+    but with strata that fall back level by level (the candidate's stratum crossed with the procedure's,
+    then the procedure's, then pooled). Returns ``(coverage, median_width, per_run)`` over the runs
+    calibrated in their fold; ``per_run`` has the residual, bounds, ``inside`` and ``calibrated``."""
     import math
 
     import numpy as np
@@ -530,11 +534,18 @@ def candidate38_check(name: str, procedure: str, *, coverage: float = 0.8):
     from . import calibration as C
     from .intervals import keyed_calibration, loso_residuals
 
-    if name != "none" and name not in PREREGISTERED38:
-        raise ValueError(f"name must be 'none' or one of {', '.join(PREREGISTERED38)}; got {name!r}")
+    names = () if name == "none" else tuple(name.split("+"))
+    if any(n not in PREREGISTERED38 for n in names):
+        raise ValueError(f"name must be 'none' or names of {', '.join(PREREGISTERED38)} joined by '+'; got "
+                         f"{name!r}")
     if procedure not in PROCEDURES:
         raise ValueError(f"procedure must be one of {', '.join(PROCEDURES)}; got {procedure!r}")
-    terms, weighted, stratum = ((), False, None) if name == "none" else PREREGISTERED38[name]
+    terms = tuple(t for n in names for t in PREREGISTERED38[n][0])
+    weighted = any(PREREGISTERED38[n][1] for n in names)
+    strata = [PREREGISTERED38[n][2] for n in names if PREREGISTERED38[n][2] is not None]
+    if len(strata) > 1:
+        raise ValueError(f"name combines {len(strata)} strata ({', '.join(strata)}); at most one")
+    stratum = strata[0] if strata else None
     base_terms, score, base_strata = PROCEDURES[procedure]
     df = C._prepared(None)
     columns = {**_columns(df), **_columns38(df)}
