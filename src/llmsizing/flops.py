@@ -195,6 +195,17 @@ def _training_flops_per_token(model: Model, seq: int, recompute: str, causal: bo
     return 3 * fwd + extra
 
 
+def attention_flops_share(model: Model | str, *, seq: int) -> float:
+    """The share of a token's training FLOPs (:func:`training_flops_per_token`, no recomputation, the
+    full-matrix convention) spent in the attention core (:func:`attention_flops_per_token`, forward x 3):
+    about ``seq / (6 hidden + seq)`` for a dense transformer. Attention kernels run below the matmuls'
+    efficiency, so an end-to-end MFU falls as this share grows (the inputs model's ``attention_share`` term,
+    :mod:`llmsizing.mfu_inputs`; issue 34, chapter 10). Llama 3 8B at 8,192 tokens: 0.2225."""
+    model = resolve_model(model, moe=True)
+    seq = check_int("seq", seq)
+    return 3 * attention_flops_per_token(model, seq=seq) / training_flops_per_token(model, seq=seq)
+
+
 def op_sac_rerun_flops_per_token(model: Model | str) -> float:
     """FLOPs per token that torchtitan's op-level selective checkpointing reruns in one layer's backward:
     ``2 x in x out`` of each matmul it does not save (:func:`~llmsizing.act_terms.op_sac_matmuls`; a mixture

@@ -43,6 +43,7 @@ def _columns(df) -> dict:
     import numpy as np
 
     from .catalog import get_gpu
+    from .flops import attention_flops_share
 
     n_gpus = df["n_gpus"].to_numpy(float)
     batch = df["global_batch"].to_numpy(float) if "global_batch" in df else np.full(len(df), np.nan)
@@ -68,6 +69,8 @@ def _columns(df) -> dict:
             "selective_recompute": (df["recompute"] == "selective").to_numpy(float),
             "hopper_size": (df["generation"] == "hopper").to_numpy(float) * np.log(n / 1e10),
             "hopper_seq": (df["generation"] == "hopper").to_numpy(float) * np.log(seq / 4096),
+            "attention_share": np.array([attention_flops_share(m, seq=int(s)) for m, s in zip(df["model"],
+                                                                                             df["seq"])]),
         }
 
 
@@ -465,22 +468,17 @@ TRAINING_RUN_SOURCES = (
 
 
 def _columns38(df) -> dict:
-    """The candidate columns of :data:`PREREGISTERED38` over the rows of ``df``: the attention scores' share
-    of a token's training FLOPs (:func:`~llmsizing.flops.training_flops_per_token` is linear in the
-    sequence), log(hidden / 4,096) and the training-run flag."""
+    """The candidate columns of :data:`PREREGISTERED38` over the rows of ``df`` not in :func:`_columns`
+    (which has ``attention_share``, :func:`~llmsizing.flops.attention_flops_share`): log(hidden / 4,096)
+    and the training-run flag."""
     import numpy as np
 
     from .catalog import get_model
-    from .flops import training_flops_per_token as per_token
 
-    share = []
-    for m, s in zip(df["model"], df["seq"]):
-        one, two, at = (per_token(m, seq=q) for q in (1, 2, int(s)))
-        share.append((two - one) * (int(s) - 1) / at)       # (the part that grows with the sequence)
     width = np.log(np.array([get_model(m).hidden for m in df["model"]], float) / 4096)
     run = np.array([k in TRAINING_RUN_SOURCES or kind == "pretraining-total"
                     for k, kind in zip(df["source_key"], df["kind"])], float)
-    return {"attention_share": np.array(share), "log_width": width, "training_run": run}
+    return {"log_width": width, "training_run": run}
 
 
 def _weighted_predictor(cols, extra, src):
