@@ -42,32 +42,6 @@ def test_the_registered_procedure_is_the_one_written_down_before_the_check():
                           "batch_unpublished"}
     assert (score, strata) == ("absolute", "generation")
     assert set(R.REGISTERED["fallback"][0]) - set(terms) == {"hopper_size", "hopper_seq"}
-    # range38's report (pre-registration P1, written before the check): the attention core's share of the
-    # training FLOPs added to the same procedure; it met the adoption rule and is the one the library states
-    assert R.STATED == "attention"
-    assert R.REGISTERED["attention"] == (terms + ("attention_share",), score, strata)
-
-
-# Llama 3 8B (Meta's config.json): 32 layers, 32 heads of 128, hidden 4,096, vocab 128,256 (untied),
-# 8,030,261,248 parameters. Matmul weights: 8,030,261,248 - 128,256 x 4,096 (the input embedding, a lookup) = 7,504,924,672;
-# attention core per token and layer, forward: 4 x seq x 32 x 128 (QK^T and attn @ V, full matrix).
-_MATMUL_FWD = 2 * 7_504_924_672
-
-
-def _share_by_hand(seq):
-    attention_fwd = 4 * seq * 32 * 128 * 32
-    return attention_fwd / (_MATMUL_FWD + attention_fwd)     # (x 3 for the backward on both sides)
-
-
-def test_attention_flops_share_by_hand():
-    from llmsizing.flops import attention_flops_share
-
-    # 8,192 tokens: 4,294,967,296 / (15,009,849,344 + 4,294,967,296) = 0.22248; 4,096 tokens: 0.12516
-    assert attention_flops_share("llama-3-8b", seq=8192) == pytest.approx(0.222482, abs=1e-6)
-    assert attention_flops_share("llama-3-8b", seq=4096) == pytest.approx(_share_by_hand(4096), rel=1e-12)
-    assert _share_by_hand(4096) == pytest.approx(0.125164, abs=1e-6)
-    with pytest.raises(ValueError, match="seq"):
-        attention_flops_share("llama-3-8b", seq=0)
 
 
 def test_a_granite_like_job_by_hand():
@@ -77,8 +51,7 @@ def test_a_granite_like_job_by_hand():
     row = _inputs_row("hopper")
     n = get_model("llama-3-8b").n_params
     log_mfu = (row["intercept"] + row["size_exponent"] * math.log(n / 1e10) + 0.0 * row["seq_exponent"]
-               + row["stack_megatron"] + row["log_tokens_per_gpu"] * math.log(4_194_304 / 768 / 4096)
-               + row["attention_share"] * _share_by_hand(SEQ))
+               + row["stack_megatron"] + row["log_tokens_per_gpu"] * math.log(4_194_304 / 768 / 4096))
     est = mfu_estimate("llama-3-8b", gpu=GPU, seq=SEQ, n_gpus=768, framework="megatron-core",
                        tokens_per_step=4_194_304)
     assert est.mfu == pytest.approx(math.exp(log_mfu), rel=1e-12)
@@ -98,8 +71,7 @@ def test_the_default_is_the_fits_unpublished_batch_and_the_generations_range():
     # publishes no batch (the tokens term at its reference, 0; the flag's term on), by hand from the CSV
     row = _inputs_row("hopper")
     plain = mfu_estimate("llama-3-8b", gpu=GPU, seq=SEQ, n_gpus=64)
-    log_mfu = (row["intercept"] + row["size_exponent"] * math.log(get_model("llama-3-8b").n_params / 1e10)
-               + row["attention_share"] * _share_by_hand(SEQ))
+    log_mfu = row["intercept"] + row["size_exponent"] * math.log(get_model("llama-3-8b").n_params / 1e10)
     assert plain.mfu == pytest.approx(math.exp(log_mfu + row["batch_unpublished"]), rel=1e-12)
     assert (plain.low, plain.high) == pytest.approx((plain.mfu * row["low"], plain.mfu * row["high"]), rel=1e-12)
     # a stack alone is used now (its offset), with no warning
@@ -183,8 +155,7 @@ def test_the_stored_coverage_is_measured_and_meets_the_issue(registered):
     "issue 34's median width <= 1.6x end to end: 1.571x on 28 sources, 1.641x on 31 (whole34 added BLOOM, "
     "GLM-130B, SmolLM3 and BloombergGPT, whose ~25% MFU run lies outside), 1.864x on 33 (rows31 added "
     "InternLM's A100 table, 1.1-1.4x above the inputs model out of source with full recomputation, 2 of 11 "
-    "inside, and MaxText's A3 table, 5 of 5 inside); 1.677x with range38's attention-share term "
-    "(pre-registered; coverage 84.3% -> 82.9%); "
+    "inside, and MaxText's A3 table, 5 of 5 inside); "
     "no source is held back for its effect on the width"))
 def test_the_median_width_meets_the_issue():
     assert float(_intervals("training-inputs")["all"]["median_width"]) <= 1.6
@@ -199,7 +170,7 @@ def test_a_held_out_source_never_shapes_its_own_interval(registered):
     check, per_run = registered
     df = C._prepared(None)
     cols = R._columns(df)
-    terms = R.REGISTERED[R.STATED][0]
+    terms = R.REGISTERED["registered"][0]
     extra = np.column_stack([cols[t] for t in terms])
     y = np.log(df["implied_mfu"].to_numpy(float))
     src = df["source_key"].to_numpy(object)
@@ -250,18 +221,3 @@ def test_inputs_of_old_warnings_argument_still_works_with_a_deprecation_warning(
         old = inputs_of("torchtitan", None, None, kept)
     assert old == inputs_of("torchtitan", None, None) == ("pytorch", None) and kept == []
     assert inputs_of(None, 4_194_304, 1024) == ("unknown", 4096.0)
-
-
-def test_inputs_log_mfu_without_the_attention_share_still_works_with_a_deprecation_warning():
-    """Before range38 ``inputs_log_mfu`` took no ``attention_share``; an old call warns and takes a dense
-    transformer's ``seq / (6 d + seq)``, ``d = (100 N / 12)^(1/3)``: for 8.03e9 parameters d = 4,059.9, so at
-    4,096 tokens 4,096 / (24,359.4 + 4,096) = 0.14394 (the model's own share is 0.12516, by hand above)."""
-    from llmsizing.mfu_inputs import inputs_log_mfu
-
-    kw = dict(size=8_030_261_248, seq=4096, share=0.0, whole_run=False, family="unknown", tokens_per_gpu=None)
-    with pytest.warns(DeprecationWarning, match="attention_share"):
-        old = inputs_log_mfu("hopper", "bf16", **kw)
-    new = inputs_log_mfu("hopper", "bf16", **kw, attention_share=0.143944)
-    assert old[0] == pytest.approx(new[0], abs=1e-5) and old[1:] == new[1:]
-    with pytest.raises(ValueError, match="attention_share"):
-        inputs_log_mfu("hopper", "bf16", **kw, attention_share=1.5)

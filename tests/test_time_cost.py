@@ -61,19 +61,15 @@ def _mfu_model_rows():
                 for r in csv.DictReader(fh)}
 
 
-def _by_hand(row, n_params, seq, full, whole, family="unknown", tokens_per_gpu=None, *, model):
+def _by_hand(row, n_params, seq, full, whole, family="unknown", tokens_per_gpu=None):
     """ln MFU = c + a ln(N / 1e10) + b ln(seq / 4096) + r [full recomputation] + w [whole-run total]
-    + s_family [stack] + t ln(tokens per GPU per step / 4096), or + u [batch unpublished] without a batch,
-    + h x the attention core's share of the FLOPs (flops.attention_flops_share, by hand in test_mfu_inputs)."""
-    from llmsizing.flops import attention_flops_share
-
+    + s_family [stack] + t ln(tokens per GPU per step / 4096), or + u [batch unpublished] without a batch."""
     stack = row[f"stack_{family}"] if family != "unknown" else 0.0
     batch = (row["batch_unpublished"] if tokens_per_gpu is None
              else row["log_tokens_per_gpu"] * math.log(tokens_per_gpu / 4096))
     return math.exp(row["intercept"] + row["size_exponent"] * math.log(n_params / 1e10)
                     + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * full
-                    + row["whole_run"] * whole + stack + batch
-                    + row["attention_share"] * attention_flops_share(model, seq=int(seq)))
+                    + row["whole_run"] * whole + stack + batch)
 
 
 def test_runs_outside_the_stated_range_are_the_ones_the_library_says():
@@ -110,7 +106,7 @@ def test_runs_outside_the_stated_range_are_the_ones_the_library_says():
         tokens = r.global_batch * r.seq / r.n_gpus if r.global_batch == r.global_batch and r.n_gpus == r.n_gpus \
             else None
         ratio = r.implied_mfu / _by_hand(row, L.get_model(r.model).n_params, r.seq, r.recompute == "full", whole,
-                                         stack_family(r.framework, lenient=True), tokens, model=r.model)
+                                         stack_family(r.framework, lenient=True), tokens)
         if not row["low"] * (1 - 1e-9) <= ratio <= row["high"] * (1 + 1e-9):
             outside.append(r.run)
     res = T.mfu_residuals()
@@ -126,7 +122,7 @@ def test_an_estimate_without_a_batch_is_the_fits_unpublished_batch():
     row = rows["hopper", "bf16"]
     m = L.get_model("llama-3-70b")
     plain = T.mfu_estimate(m, gpu="H100 SXM", seq=8192)
-    assert plain.mfu == pytest.approx(_by_hand(row, m.n_params, 8192, False, False, model=m), rel=1e-12)
+    assert plain.mfu == pytest.approx(_by_hand(row, m.n_params, 8192, False, False), rel=1e-12)
     assert (plain.low / plain.mfu, plain.high / plain.mfu) == pytest.approx((row["low"], row["high"]), rel=1e-12)
     assert not any("framework" in w for w in plain.warnings)
     named = T.mfu_estimate(m, gpu="H100 SXM", seq=8192, framework="megatron-core")
@@ -227,7 +223,7 @@ def test_training_time_is_quiet_inside_the_calibrated_region(model, gpu, seq, n_
 def test_training_time_arithmetic():
     # 1T tokens of Llama-3-70B on 1,024 H100s at the calibrated MFU (computed here from the CSV)
     row = _mfu_model_rows()[("hopper", "bf16")]
-    mfu = _by_hand(row, L.get_model("llama-3-70b").n_params, 8192, False, False, model="llama-3-70b")
+    mfu = _by_hand(row, L.get_model("llama-3-70b").n_params, 8192, False, False)
     t = T.training_time("llama-3-70b", tokens=1e12, gpu="H100 SXM", n_gpus=1024, seq=8192)
     assert t.mfu == pytest.approx(mfu, rel=1e-12) and 0.3 < t.mfu < 0.5
     per_token = training_flops_per_token("llama-3-70b", seq=8192)
