@@ -186,12 +186,11 @@ METHOD = {
         "range's coverage of the same runs, whose bounds saw none of them (llmsizing.moe_runs.moe_loso_check;"
         " issue 35)"),
     "training-inputs": (
-        "as training, with three inputs a planner knows added to the fit (each registered before it was "
-        "checked, llmsizing.range_candidates.REGISTERED, procedure STATED): a stack family offset "
-        "(megatron, deepspeed, pytorch; unknown the reference), log tokens per GPU per optimizer step (with "
-        "a flag where a source publishes no batch) and the attention core's share of the training FLOPs "
-        "(llmsizing.flops.attention_flops_share; session 38); 80% conformal bounds of the absolute "
-        "out-of-source residual (Lei et al. 2018), each source "
+        "as training, with two inputs a planner knows added to the fit (registered before it was checked, "
+        "llmsizing.range_candidates.REGISTERED): a stack family offset (megatron, deepspeed, pytorch; "
+        "unknown "
+        "the reference) and log tokens per GPU per optimizer step (with a flag where a source publishes no "
+        "batch); 80% conformal bounds of the absolute out-of-source residual (Lei et al. 2018), each source "
         "weighing the same, per GPU generation with 9+ sources (else pooled); coverage measured nested; the "
         "family, dtype, kind and batch rows count the generation ranges' coverage of those runs (no range of "
         "their own; batch:unpublished, the runs whose source publishes no global batch or GPU count, are "
@@ -327,9 +326,8 @@ def _moe_interval_rows():
 
 
 def _inputs_interval_rows(cells):
-    """The range of the end-to-end model with the stack, tokens per GPU and attention share
-    (llmsizing.mfu_inputs): per GPU generation (its stated bounds), and its coverage of every run, per stack
-    family, dtype and kind."""
+    """The range of the end-to-end model with the stack and tokens per GPU (llmsizing.mfu_inputs): per GPU
+    generation (its stated bounds), and its coverage of every run, per stack family, dtype and kind."""
     from llmsizing.mfu_inputs import AREA
     from llmsizing.range_candidates import REPORT_BY, registered_check
 

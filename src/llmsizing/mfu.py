@@ -206,8 +206,7 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     intercept, a term in model size and one in sequence length, what full recomputation costs
     (``recompute="full"``), what a whole run's GPU-hours lose against a measured steady state
     (``whole_run=True``: restarts, evaluation, stragglers), the stack's offset and the tokens per GPU per
-    step, and the attention core's share of the FLOPs (:func:`~llmsizing.flops.attention_flops_share`, at
-    ``seq``). The range is an 80% prediction interval per GPU generation: the conformal bounds of the
+    step. The range is an 80% prediction interval per GPU generation: the conformal bounds of the
     residuals of leave-one-source-out fits (:mod:`llmsizing.intervals`), whose coverage of sources the fit
     never saw is measured and stored in ``data/intervals.csv`` and stated with the
     estimate (``range_note``): for an FP8 recipe the FP8 runs' own coverage (chapter 10); for a generation
@@ -237,7 +236,6 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     same model as its fit reads a run whose source publishes no batch, with the same range (one estimate,
     issue 34; chapter 10); ``range_note`` then adds what that range held of those runs."""
     from .hardware import kernel_efficiency_row
-    from .flops import attention_flops_share
     from .mfu_inputs import AREA, estimate_note, inputs_log_mfu, inputs_of
 
     model = resolve_model(model, moe=True)
@@ -260,8 +258,7 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
                         "GEMMs' lower efficiency or its all-to-all (step_time models the all-to-all)")
     log_mfu, low, high, known = inputs_log_mfu(generation, key_dtype, size=size, seq=seq, share=share,
                                                whole_run=whole_run, family=family,
-                                               tokens_per_gpu=tokens_per_gpu,
-                                               attention_share=attention_flops_share(model, seq=seq))
+                                               tokens_per_gpu=tokens_per_gpu)
     row = _mfu_model().get((generation, key_dtype))    # (the extent of the generation's published runs)
     if not known or row is None:
         warnings.append(f"no published {key_dtype} run calibrates a {g.name} ({generation}): the median "

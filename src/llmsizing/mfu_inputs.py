@@ -1,12 +1,9 @@
-"""The end-to-end MFU model with inputs a planner knows before a run (chapter 10; issue 34): the stack
-family (:func:`~llmsizing.frameworks.stack_family`), the tokens each GPU processes per optimizer step
-(``global_batch x seq / n_gpus``) and, since session 38, the attention core's share of the training FLOPs
-(:func:`~llmsizing.flops.attention_flops_share`: attention kernels run below the matmuls' efficiency).
-Fitted and checked by ``tools/calibrate.py`` (:func:`~llmsizing.range_candidates.inputs_model_table`, the
-procedure registered in advance in :data:`~llmsizing.range_candidates.REGISTERED`, the one named
-:data:`~llmsizing.range_candidates.STATED`): the baseline model's terms (data/mfu_model.csv) plus a stack
-offset, a slope in log tokens per GPU and one in the attention share, with an 80% range per GPU generation
-(conformal bounds of the
+"""The end-to-end MFU model with two inputs a planner knows before a run (chapter 10; issue 34): the stack
+family (:func:`~llmsizing.frameworks.stack_family`) and the tokens each GPU processes per optimizer step
+(``global_batch x seq / n_gpus``). Fitted and checked by ``tools/calibrate.py``
+(:func:`~llmsizing.range_candidates.inputs_model_table`, the procedure registered in advance in
+:data:`~llmsizing.range_candidates.REGISTERED`): the baseline model's terms (data/mfu_model.csv) plus a stack
+offset and a slope in log tokens per GPU, with an 80% range per GPU generation (conformal bounds of the
 absolute out-of-source residual, Lei et al. 2018 Sec. 2.2, each source weighing the same); its coverage of
 sources the fit never saw is in ``data/intervals.csv`` (area :data:`AREA`). It is the library's one end-to-end
 estimate (:func:`~llmsizing.mfu.mfu_estimate`, issue 34): without a global batch it predicts as the fit treats
@@ -60,8 +57,7 @@ def range_factors(generation: str, key_dtype: str) -> tuple[float, float]:
 
 
 def inputs_log_mfu(generation: str, key_dtype: str, *, size: float, seq: int, share: float, whole_run: bool,
-                   family: str, tokens_per_gpu: float | None,
-                   attention_share: float | None = None) -> tuple[float, float, float, bool]:
+                   family: str, tokens_per_gpu: float | None) -> tuple[float, float, float, bool]:
     """``(log_mfu, low, high, known)``: the log MFU of the inputs model for a run of ``size`` parameters
     (active ones for an MoE), ``seq`` tokens, a ``share`` of its layers recomputed, a whole run or a steady
     state, the stack ``family`` (``"unknown"`` is the fit's reference) and ``tokens_per_gpu`` per optimizer
@@ -69,11 +65,7 @@ def inputs_log_mfu(generation: str, key_dtype: str, *, size: float, seq: int, sh
     at its reference :data:`TOKENS_PER_GPU_REF`, i.e. 0, and the ``batch_unpublished`` term on), and the
     range's factors (the generation's: the same with or without a batch). ``known`` is False for a
     (generation, dtype) without published runs: then the lower median intercept of the dtype's rows and the
-    widest range of any row are used (:func:`~llmsizing.mfu.mfu_estimate` warns). ``attention_share``
-    (:func:`~llmsizing.flops.attention_flops_share` of the model at ``seq``; session 38) feeds the term of
-    that name; omitting it is deprecated (a DeprecationWarning) and takes a dense transformer's
-    ``seq / (6 d + seq)`` with the width ``d = (100 size / 12)^(1/3)`` of Kaplan et al. 2020's aspect
-    ratio ``d / layers = 100`` (``size = 12 layers d^2``)."""
+    widest range of any row are used (:func:`~llmsizing.mfu.mfu_estimate` warns)."""
     import math
 
     if family not in _STACKS + ("unknown",):
@@ -81,19 +73,8 @@ def inputs_log_mfu(generation: str, key_dtype: str, *, size: float, seq: int, sh
     if tokens_per_gpu is not None and not (isinstance(tokens_per_gpu, (int, float))
                                            and math.isfinite(tokens_per_gpu) and tokens_per_gpu > 0):
         raise ValueError(f"tokens_per_gpu must be a finite number > 0; got {tokens_per_gpu!r}")
-    if attention_share is None:
-        import warnings
-
-        warnings.warn("inputs_log_mfu without attention_share= is deprecated: pass "
-                      "llmsizing.flops.attention_flops_share(model, seq=seq)", DeprecationWarning,
-                      stacklevel=2)
-        attention_share = seq / (6 * (100 * size / 12) ** (1 / 3) + seq)
-    if isinstance(attention_share, bool) or not (isinstance(attention_share, (int, float))
-                                                 and 0 <= attention_share < 1):
-        raise ValueError(f"attention_share must be a number in [0, 1); got {attention_share!r}")
     row, known = _row_of(generation, key_dtype)
     log_mfu = (row["intercept"] + row["size_exponent"] * math.log(size / 1e10)
-               + row.get("attention_share", 0.0) * attention_share
                + row["seq_exponent"] * math.log(seq / 4096) + row["full_recompute"] * share
                + row["whole_run"] * bool(whole_run)
                + (row[f"stack_{family}"] if family != "unknown" else 0.0)

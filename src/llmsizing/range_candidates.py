@@ -328,19 +328,12 @@ def selection_check(groups=None, *, score: str = "absolute", coverage: float = 0
 REGISTERED = {
     "registered": (_STACK + _BATCH, "absolute", "generation"),
     "fallback": (_STACK + _BATCH + ("hopper_size", "hopper_seq"), "absolute", "generation"),
-    # session 38 (range38; PREREGISTERED38 "attention_share"): the attention core's share of a token's
-    # training FLOPs added, registered before it was checked; it met the adoption rule (coverage 84.3% ->
-    # 82.9%, within 2 points and above 80%; median width 1.864x -> 1.677x) and is the procedure stated
-    "attention": (_STACK + _BATCH + ("attention_share",), "absolute", "generation"),
 }
-#: The procedure of :data:`REGISTERED` the library states (``data/mfu_inputs_model.csv``, area
-#: ``training-inputs`` of ``data/intervals.csv``; :mod:`llmsizing.mfu_inputs`).
-STATED = "attention"
 #: The groups :func:`registered_check` reports coverage and width for (columns of its per-run table).
 REPORT_BY = ("generation", "stack_family", "dtype", "kind")
 
 
-def registered_check(name: str = STATED, *, coverage: float = 0.8):
+def registered_check(name: str = "registered", *, coverage: float = 0.8):
     """The nested leave-one-source-out check (:func:`~llmsizing.intervals.loso_check`, as
     ``tools/calibrate.py`` checks the baseline's range) of the pre-registered procedure ``name``
     (:data:`REGISTERED`): the end-to-end fit with its extra terms, its score, and bounds of their own per GPU
@@ -385,7 +378,7 @@ def _registered_check(name, coverage):
     return check, per_run
 
 
-def registered_table(name: str = STATED):
+def registered_table(name: str = "registered"):
     """Coverage and median width of :func:`registered_check` ``name`` overall and per group of
     :data:`REPORT_BY`, over the runs calibrated in their fold: one row per (by, group) with ``runs`` and
     ``sources``, and ``meets`` (coverage at least
@@ -406,7 +399,7 @@ def registered_table(name: str = STATED):
     return t
 
 
-def inputs_model_table(name: str = STATED):
+def inputs_model_table(name: str = "registered"):
     """The pre-registered procedure ``name`` (:data:`REGISTERED`) fitted on every source's calibration runs,
     as ``data/mfu_inputs_model.csv`` stores it (``tools/calibrate.py``): one row per (generation, dtype) with
     its intercept, the shared terms of :data:`~llmsizing.calibration.TERMS` and the extra terms (coefficients
