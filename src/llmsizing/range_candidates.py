@@ -438,7 +438,12 @@ def inputs_model_table(name: str = "registered"):
 
 #: Session 38's pre-registered candidates (issue 34; written down before they were computed, with the reason
 #: for each, in the session's report): name -> (extra fit terms, whether the least squares weighs each
-#: source the same, an extra stratum). Each is checked on both procedures of :data:`PROCEDURES`.
+#: source the same, an extra stratum). Each is checked on both procedures of :data:`PROCEDURES`. Measured
+#: (tools/range_candidates.py --s38): on the inputs range only ``attention_share`` met the adoption rule
+#: (84.3% -> 82.9%, 1.864x -> 1.677x) and it is not stated: it moves DeepSeek-V3's published
+#: context-extension share from 1.21x to 1.42x of the prediction (tests/test_stages.py asks 25%) and Llama
+#: 3.1 405B's 128K/8K MFU from 0.84 to 0.79 (Meta: 0.93); the end-to-end baseline's single passes did not
+#: survive together (2.30x).
 PREREGISTERED38 = {
     "attention_share": (("attention_share",), False, None),
     "log_width": (("log_width",), False, None),
