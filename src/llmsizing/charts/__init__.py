@@ -64,7 +64,8 @@ from .many_gpus import (BUS_BANDWIDTH_SIZES, DECODE_BATCHES, DP_SCALING_PANELS, 
                         render_zero_stages, SCHEDULE_PANELS, render_pipeline_schedules)
 from .many_gpus import COLLECTIVE_TIME_DEFAULT, COLLECTIVE_TIME_SIZES, render_collective_time  # ch9 widget
 from .many_gpus import (_KIND_COLORS, _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES, _bytes_text,  # noqa: F401
-                        _ROOFLINE_NAMED, _ROOFLINE_OTHERS, _landscape_groups, _size_axis, _time_text)
+                        _ROOFLINE_NAMED, _ROOFLINE_OTHERS, _coinciding, _landscape_groups, _size_axis,
+                        _time_text)
 
 # Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case
 # studies' check, the seed audit.
