@@ -88,8 +88,8 @@ from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, FLEET_COLORS, SPECULAT
                          fleet_plans, render_fleet,
                          render_finetune_calibration, render_finetune_memory, render_serving_cost,
                          render_serving_curve, render_speculative_speedup)
-from .serve_tune import (_BATCH_MARKS, _POINT, _SUMMARY_RANGED, _batch_state, _fit_text,  # noqa: F401
-                         _on_this_fleet, _sweep_points, _vline)
+from .serve_tune import (_BATCH_MARKS, _COST_AXIS_SHARE, _POINT, _SUMMARY_RANGED, _batch_state,  # noqa: F401
+                         _cost_axis_ends, _fit_text, _on_this_fleet, _sweep_points, _vline)
 
 # Part V, the models of 2026 (ch 17-18): long context; mixtures of experts.
 from .long_context import (CP_KINDS, CP_OVERLAP_SEQS, KEYS_MODELS, KEYS_SEQS, llama3_long_context_layout,
