@@ -248,7 +248,7 @@ def moe_layer_tflops(tokens: int, hidden: int, expert_ffn: int, experts: int, to
     top_k = check_int("top_k", top_k, minimum=1, maximum=experts)
     peak = dense_tflops(gpu, "bf16") * 1e12 * kernel_efficiency_row(gpu, "bf16").kernel_efficiency
     rows = tokens * top_k
-    share = kernels.grouped_gemm_share(rows / experts)
+    share = kernels.grouped_gemm_share(rows / experts) * kernels.expert_padding_share(rows / experts)
     up, down = 2 * rows * 2 * ffn * hidden, 2 * rows * ffn * hidden
     gemm_s = (up / kernels.gemm_efficiency(gpu, rows, 2 * ffn, hidden)
               + down / kernels.gemm_efficiency(gpu, rows, hidden, ffn)) / (share * peak)
