@@ -319,7 +319,8 @@ def grouped_gemm_share(rows: float) -> float:
 #: The M-tile a grouped MoE kernel computes an expert's rows in (issue 35, moe38): ScatterMoE as Granite 3.0 ran
 #: it (shawntan/scattermoe 0526612, ``kernels/ops.py``: ``BLOCK_M = 128``; ``padded_block_indices`` gives each
 #: expert ``ceil(count / 128)`` blocks), DeepGEMM's contiguous layout (README a6d97a1: "each expert segment
-#: must be aligned to the GEMM M block size") and MegaBlocks' 128 x 128 blocks (Gale et al. 2022, Sec. 5).
+#: must be aligned to the GEMM M block size") and MegaBlocks' dMoE (databricks/megablocks 0151609,
+#: ``layers/dmoe.py``: ``self.blocking = 128``, ``ops.round_up(tokens_per_expert, self.blocking)``).
 EXPERT_M_BLOCK = 128
 
 
