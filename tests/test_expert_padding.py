@@ -1,8 +1,9 @@
-"""Each expert's rows run in whole 128-row tiles (issue 35, moe38; ``llmsizing.kernels.expert_padding_share``).
+"""Each expert's rows run in whole 128-row tiles (issue 35, moe38; ``kernels.expert_padding_share``).
 
 ScatterMoE as Granite 3.0 ran it gives each expert ``ceil(count / 128)`` blocks of ``BLOCK_M = 128`` rows
-(shawntan/scattermoe 0526612, ``kernels/ops.py``: ``padded_block_indices``); DeepGEMM's contiguous layout aligns
-each expert's segment to its M block (README a6d97a1), MegaBlocks computes 128 x 128 blocks. The grouped share
+(shawntan/scattermoe 0526612, ``kernels/ops.py``: ``padded_block_indices``); DeepGEMM's contiguous layout
+aligns each expert's segment to its M block (README a6d97a1); MegaBlocks' dMoE rounds each expert's tokens up
+to its ``blocking`` of 128 (``layers/dmoe.py``). The grouped share
 the library had (DeepGEMM's masked benchmark) gives every group exactly 256, 512 or 1,024 rows, so it holds no
 padding. Under routing an expert's count is no multiple of 128: its last tile holds 1 to 128 rows, 64.5 on
 average, so the kernel computes ``rows + 63.5`` rows for ``rows`` useful ones (one whole tile below 128).
@@ -16,7 +17,7 @@ from llmsizing import kernels as K
 
 
 @pytest.mark.parametrize("rows, by_hand", [
-    (1024, 1024 / 1087.5),     # Granite 3.0 1B-A400M and JetMoE-8B at 4,096 tokens: 4,096 x 8 / 32, 4,096 x 2 / 8
+    (1024, 1024 / 1087.5),     # Granite 1B-A400M, JetMoE-8B at 4,096 tokens: 4,096 x 8 / 32, 4,096 x 2 / 8
     (819.2, 819.2 / 882.7),    # Granite 3.0 3B-A800M: 4,096 x 8 / 40
     (512, 512 / 575.5),        # OLMoE-1B-7B (4,096 x 8 / 64) and Phi-3.5-MoE (4,096 x 2 / 16)
     (128, 128 / 191.5),        # one tile's worth still leaves the next one half full on average
@@ -41,8 +42,8 @@ def test_bad_input_is_refused_by_name(bad):
 
 
 def test_granite_1b_experts_pay_the_padding_in_the_layer_rate():
-    """Granite 3.0 1B-A400M (hidden 1,024, 32 experts of 512, top-8) at one 4,096-token sequence: 1,024 rows an
-    expert, all 32 experts on the GPU (no expert parallelism). Its routed GEMMs' rate is the curve at all
+    """Granite 3.0 1B-A400M (hidden 1,024, 32 experts of 512, top-8) at one 4,096-token sequence: 1,024 rows
+    an expert, all 32 experts on the GPU (no expert parallelism). Its routed GEMMs' rate is the curve at all
     32,768 rows times the grouped share at 1,024 times 1,024 / 1,087.5; the attention GEMMs are untouched. So
     the layer's GEMM seconds, with the padding and without it (the share alone), differ by exactly the routed
     GEMMs' seconds x 63.5 / 1,024."""
@@ -53,7 +54,8 @@ def test_granite_1b_experts_pay_the_padding_in_the_layer_rate():
     (mq, nq, kq), (mp, np_, kp), (mu, nu, ku), (md, nd, kd) = K.layer_gemms(m, tp=1, tokens=4096)
     assert mu == md == 1024
     g = "H100 SXM"
-    attn = [(mq * nq * kq, K.gemm_efficiency(g, mq, nq, kq)), (mp * np_ * kp, K.gemm_efficiency(g, mp, np_, kp))]
+    attn = [(mq * nq * kq, K.gemm_efficiency(g, mq, nq, kq)),
+            (mp * np_ * kp, K.gemm_efficiency(g, mp, np_, kp))]
     share = K.grouped_gemm_share(1024)
     routed = [(32 * mu * nu * ku, K.gemm_efficiency(g, 32 * mu, nu, ku) * share),
               (32 * md * nd * kd, K.gemm_efficiency(g, 32 * md, nd, kd) * share)]

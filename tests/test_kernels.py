@@ -166,7 +166,7 @@ def test_moe_layer_gemm_efficiency_counts_every_expert_a_gpu_holds():
     from llmsizing.moe_runs import JETMOE_8B_STANDIN
 
     ridge = H100_BF16 / H100_HBM
-    # each expert's 1,024 rows in whole 128-row tiles, the last one half full on average (moe38): 1,024 / 1,087.5
+    # each expert's 1,024 rows in whole 128-row tiles, the last half full on average (moe38): 1,024 / 1,087.5
     share = (1233 / 1304 + 925 / 1025) / 2 * 1024 / (1024 + 127 / 2)
     gemms = [(4096 * 8192 * 2048, gemm_eff(4096, 8192, 2048, ridge)),
              (4096 * 2048 * 4096, gemm_eff(4096, 2048, 4096, ridge)),
@@ -190,8 +190,8 @@ def test_a_16_expert_moe_trains_near_its_dense_twin_as_grin_measured():
     under the same parallelism (no expert parallelism: MegaBlocks grouped GEMMs, data and pipeline parallelism):
     86.6%. The layout is not published; the step model's ratio barely moves with it (pp 4 to 16, micro-batches
     of 1 or 2 sequences): within 5% of the measured one on every one of those layouts. Before each expert's
-    rows were priced in whole 128-row tiles (moe38, ``kernels.expert_padding_share``: 512 rows -> 512 / 575.5 =
-    0.890 of the tiles) the ratio was 0.909-0.941, 5.0-8.7% above the measured one on every layout; with the
+    rows were priced in whole 128-row tiles (moe38, ``kernels.expert_padding_share``: 512 rows -> 512 / 575.5
+    = 0.890 of the tiles) the ratio was 0.909-0.941, 5.0-8.7% above the measured one on every layout; with the
     padding it is 0.841-0.906 (-2.9% at one sequence a micro-batch, +4.7% at two). Priced as lone GEMMs of 512
     rows, as the library did before issue 35, the MoE came out at 54% of its twin."""
     import dataclasses

@@ -316,19 +316,19 @@ def grouped_gemm_share(rows: float) -> float:
     return min(1.0, _interp(math.log2(rows), xs, ys))
 
 
-#: The M-tile a grouped MoE kernel computes an expert's rows in (issue 35, moe38): ScatterMoE as Granite 3.0 ran
-#: it (shawntan/scattermoe 0526612, ``kernels/ops.py``: ``BLOCK_M = 128``; ``padded_block_indices`` gives each
-#: expert ``ceil(count / 128)`` blocks), DeepGEMM's contiguous layout (README a6d97a1: "each expert segment
-#: must be aligned to the GEMM M block size") and MegaBlocks' dMoE (databricks/megablocks 0151609,
+#: The M-tile a grouped MoE kernel computes an expert's rows in (issue 35, moe38): ScatterMoE as Granite 3.0
+#: ran it (shawntan/scattermoe 0526612, ``kernels/ops.py``: ``BLOCK_M = 128``; ``padded_block_indices`` gives
+#: each expert ``ceil(count / 128)`` blocks), DeepGEMM's contiguous layout (README a6d97a1: "each expert
+#: segment must be aligned to the GEMM M block size") and MegaBlocks' dMoE (databricks/megablocks 0151609,
 #: ``layers/dmoe.py``: ``self.blocking = 128``, ``ops.round_up(tokens_per_expert, self.blocking)``).
 EXPERT_M_BLOCK = 128
 
 
 def expert_padding_share(rows: float, block: int = EXPERT_M_BLOCK) -> float:
-    """The share of a grouped kernel's tiles that hold an expert's ``rows`` (its mean rows a micro-batch) when
-    each expert's rows are computed in whole ``block``-row tiles: ``rows / max(block, rows + (block - 1) / 2)``,
-    the last tile's filled rows taken as uniform over ``1..block`` under routing (counts are not multiples of
-    the tile). :func:`grouped_gemm_share` comes from DeepGEMM's masked benchmark, which gives every group
+    """The share of a grouped kernel's tiles that hold an expert's ``rows`` (its mean rows a micro-batch)
+    when each expert's rows are computed in whole ``block``-row tiles: ``rows / max(block, rows + (block - 1)
+    / 2)``, the last tile's filled rows taken as uniform over ``1..block`` under routing (counts are not
+    multiples of the tile). :func:`grouped_gemm_share` comes from DeepGEMM's masked benchmark, which gives every group
     exactly 256, 512 or 1,024 rows (``tests/test_core.py`` a6d97a1, ``masked_m = m``), so it holds no padding:
     this is priced on top of it. By hand: 1,024 rows -> 1,024 / 1,087.5 = 0.942; 512 -> 0.890; 64 -> 0.5."""
     rows = check_number("rows", rows, allow_equal=False)
