@@ -328,9 +328,10 @@ def expert_padding_share(rows: float, block: int = EXPERT_M_BLOCK) -> float:
     """The share of a grouped kernel's tiles that hold an expert's ``rows`` (its mean rows a micro-batch)
     when each expert's rows are computed in whole ``block``-row tiles: ``rows / max(block, rows + (block - 1)
     / 2)``, the last tile's filled rows taken as uniform over ``1..block`` under routing (counts are not
-    multiples of the tile). :func:`grouped_gemm_share` comes from DeepGEMM's masked benchmark, which gives every group
-    exactly 256, 512 or 1,024 rows (``tests/test_core.py`` a6d97a1, ``masked_m = m``), so it holds no padding:
-    this is priced on top of it. By hand: 1,024 rows -> 1,024 / 1,087.5 = 0.942; 512 -> 0.890; 64 -> 0.5."""
+    multiples of the tile). :func:`grouped_gemm_share` comes from DeepGEMM's masked benchmark, which gives
+    every group exactly 256, 512 or 1,024 rows (``tests/test_core.py`` a6d97a1, ``masked_m = m``), so it holds
+    no padding: this is priced on top of it. Few rows an expert are memory-bound, where padded rows cost less
+    than this charges (the weights' loads set the time): the training runs have 512 rows or more. By hand: 1,024 rows -> 1,024 / 1,087.5 = 0.942; 512 -> 0.890; 64 -> 0.5."""
     rows = check_number("rows", rows, allow_equal=False)
     block = check_int("block", block, minimum=1)
     return rows / max(float(block), rows + (block - 1) / 2)
