@@ -331,7 +331,8 @@ def expert_padding_share(rows: float, block: int = EXPERT_M_BLOCK) -> float:
     multiples of the tile). :func:`grouped_gemm_share` comes from DeepGEMM's masked benchmark, which gives
     every group exactly 256, 512 or 1,024 rows (``tests/test_core.py`` a6d97a1, ``masked_m = m``), so it holds
     no padding: this is priced on top of it. Few rows an expert are memory-bound, where padded rows cost less
-    than this charges (the weights' loads set the time): the training runs have 512 rows or more. By hand: 1,024 rows -> 1,024 / 1,087.5 = 0.942; 512 -> 0.890; 64 -> 0.5."""
+    than this charges (the weights' loads set the time): the training runs have 512 rows or more. By hand:
+    1,024 rows -> 1,024 / 1,087.5 = 0.942; 512 -> 0.890; 64 -> 0.5."""
     rows = check_number("rows", rows, allow_equal=False)
     block = check_int("block", block, minimum=1)
     return rows / max(float(block), rows + (block - 1) / 2)
