@@ -40,11 +40,12 @@ table instead (``tools/gemm_table_check.py``, Dec 2026), the range of an MFU fro
 / 1.65x -> 87.4% / 1.54x out of source) and fine-tuning's hardly move, but the MoE range would widen (2.32x ->
 3.37x; with the experts' tile padding priced, moe38: 2.17x -> 3.12x): the small mixtures of experts (Granite
 3.0 1B and 3B, JetMoE) run slower than their GEMMs, and for them the curve's steep fall stands in for what
-else a layer costs (a launch cost of 40-200 us a layer does not close it; tests/test_gemm_table.py). The curve stays until those costs are priced apart. A layer's GEMMs
-(:func:`layer_gemms`) have ``m`` = the tokens of a micro-batch on one GPU and ``k``, ``n`` from the hidden,
-heads and MLP widths divided by ``tp``: a 2,048-wide model's GEMMs run below a 16,384-wide one's. A mixture of
-experts' routed GEMMs run grouped, all of a GPU's experts in one kernel: priced at all their rows, times what
-DeepGEMM's grouped tables lose to few rows per expert (:func:`grouped_gemm_share`).
+else a layer costs (a launch cost of 40-200 us a layer does not close it; tests/test_gemm_table.py). The curve
+stays until those costs are priced apart. A layer's GEMMs (:func:`layer_gemms`) have ``m`` = the tokens of a
+micro-batch on one GPU and ``k``, ``n`` from the hidden, heads and MLP widths divided by ``tp``: a 2,048-wide
+model's GEMMs run below a 16,384-wide one's. A mixture of experts' routed GEMMs run grouped, all of a GPU's
+experts in one kernel: priced at all their rows, times what DeepGEMM's grouped tables lose to few rows per
+expert (:func:`grouped_gemm_share`).
 
 The step model (:func:`~llmsizing.comm.step_compute_time_s` and the planner's copy) charges the Linear layers
 at ``kernel_efficiency x gemm_efficiency`` (the calibrated ``kernel_efficiency``,
