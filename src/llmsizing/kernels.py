@@ -45,7 +45,8 @@ stays until those costs are priced apart. A layer's GEMMs (:func:`layer_gemms`) 
 micro-batch on one GPU and ``k``, ``n`` from the hidden, heads and MLP widths divided by ``tp``: a 2,048-wide
 model's GEMMs run below a 16,384-wide one's. A mixture of experts' routed GEMMs run grouped, all of a GPU's
 experts in one kernel: priced at all their rows, times what DeepGEMM's grouped tables lose to few rows per
-expert (:func:`grouped_gemm_share`).
+expert (:func:`grouped_gemm_share`), times the share of each expert's 128-row tiles its rows fill
+(:func:`expert_padding_share`: the kernels pad an expert's rows to whole tiles, moe38).
 
 The step model (:func:`~llmsizing.comm.step_compute_time_s` and the planner's copy) charges the Linear layers
 at ``kernel_efficiency x gemm_efficiency`` (the calibrated ``kernel_efficiency``,
