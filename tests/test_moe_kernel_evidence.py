@@ -595,8 +595,9 @@ def test_granite_routing_seconds_by_hand():
 
 def test_small_runs_need_slower_moe_layers_than_the_named_kernels_measured_run(ev):
     """What a missing MoE-layer cost would have to be (recorded, not priced): with everything else as priced,
-    Granite 3.0's two runs need their routed experts and routing kernels about 1.7-1.8x slower than the step
-    prices them, JetMoE-8B about 2.1x (moe_part_factor_needed). The only measured layers of the kernels they
+    Granite 3.0's two runs need their routed experts and routing kernels about 1.6-1.7x slower than the step
+    prices them, JetMoE-8B about 2.0x (moe_part_factor_needed; 1.7-1.8x and 2.1x before the experts' 128-row
+    tiles were priced, moe38). The only measured layers of the kernels they
     name go the other way: SonicMoE's Fig. 14 (Dec 2025 kernels, Triton 3.3.1) has every ScatterMoE layer
     (Granite's kernel) at hidden 768 and 1,536 faster than the step prices it, forward and backward. Pricing
     the runs by that benchmark would move them further out; a 2024 kernel 1.8x or more slower than its 2025
