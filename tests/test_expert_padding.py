@@ -64,3 +64,24 @@ def test_granite_1b_experts_pay_the_padding_in_the_layer_rate():
     routed_s = sum(f / e for f, e in routed)
     padded_s = unpadded_s + routed_s * 63.5 / 1024
     assert K.layer_gemm_efficiency(m, g, tp=1, tokens=4096) == pytest.approx(flops / padded_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("skew", [0.0, 1.0])
+def test_the_last_tile_is_half_full_on_average_under_routing(skew):
+    """First principles for the rule's 63.5: route Granite 3.0 1B-A400M's micro-batch (4,096 tokens, top-8 of
+    32 experts) at random, uniformly (skew 0) or with expert e drawn in proportion to (e + 1) ** -skew (skew 1:
+    the busiest expert gets about 11 times the quietest's tokens), 200 micro-batches, and count the rows the
+    128-row tiles compute beyond each expert's tokens: their mean lies within 3 of 63.5 either way (62.7 and
+    64.4 with this seed)."""
+    import numpy as np
+
+    rng = np.random.default_rng(38)
+    weights = (np.arange(32) + 1.0) ** -skew
+    pads = []
+    for _ in range(200):                     # each token's 8 distinct experts: Gumbel top-k, the same law as
+        keys = np.log(weights) + rng.gumbel(size=(4096, 32))      # drawing without replacement by weight
+        chosen = np.argpartition(-keys, 8, axis=1)[:, :8]
+        counts = np.bincount(chosen.ravel(), minlength=32)
+        assert counts.sum() == 4096 * 8
+        pads.extend((-counts) % 128)
+    assert abs(np.mean(pads) - 63.5) < 3
