@@ -68,11 +68,11 @@ def test_granite_1b_experts_pay_the_padding_in_the_layer_rate():
 
 @pytest.mark.parametrize("skew", [0.0, 1.0])
 def test_the_last_tile_is_half_full_on_average_under_routing(skew):
-    """First principles for the rule's 63.5: route Granite 3.0 1B-A400M's micro-batch (4,096 tokens, top-8 of
-    32 experts) at random, uniformly (skew 0) or with expert e drawn in proportion to (e + 1) ** -skew (skew
-    1: the busiest expert gets about 11 times the quietest's tokens), 200 micro-batches, and count the rows the
-    128-row tiles compute beyond each expert's tokens: their mean lies within 3 of 63.5 either way (62.7 and
-    64.4 with this seed)."""
+    """First principles for the rule's 63.5: route Granite 3.0 1B-A400M's micro-batch (4,096 tokens, top-8
+    of 32 experts) at random, uniformly (skew 0) or with expert e drawn in proportion to (e + 1) ** -skew
+    (skew 1: the busiest expert gets about 11 times the quietest's tokens), 200 micro-batches, and count
+    the rows the 128-row tiles compute beyond each expert's tokens: their mean lies within 3 of 63.5
+    either way (62.7 and 64.4 with this seed)."""
     import numpy as np
 
     rng = np.random.default_rng(38)
