@@ -235,10 +235,10 @@ def moe_layer_tflops(tokens: int, hidden: int, expert_ffn: int, experts: int, to
     """The library's price of one MoE layer's forward in TFLOP/s as SonicMoE's benchmark counts it (expert
     FLOPs ``6 T n d K`` over the layer's time): the two grouped GEMMs at the GPU's BF16 peak x its kernel
     efficiency x :func:`~llmsizing.kernels.gemm_efficiency` (all rows) x
-    :func:`~llmsizing.kernels.grouped_gemm_share` x :func:`~llmsizing.kernels.expert_padding_share` (rows an
-    expert), as :func:`~llmsizing.kernels.layer_gemm_efficiency` takes a GPU's experts, plus the routing kernels' forward
-    bytes (:func:`~llmsizing.moe_time.routing_bytes_per_token`, a step's third) at HBM bandwidth. The
-    backward runs at the same rate (2x the FLOPs, 2x the bytes)."""
+    :func:`~llmsizing.kernels.grouped_gemm_share` x :func:`~llmsizing.kernels.expert_padding_share` (rows
+    an expert), as :func:`~llmsizing.kernels.layer_gemm_efficiency` takes a GPU's experts, plus the
+    routing kernels' forward bytes (:func:`~llmsizing.moe_time.routing_bytes_per_token`, a step's third)
+    at HBM bandwidth. The backward runs at the same rate (2x the FLOPs, 2x the bytes)."""
     from . import kernels
     from .catalog import get_gpu
     from .hardware import dense_tflops, kernel_efficiency_row
