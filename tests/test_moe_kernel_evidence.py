@@ -194,9 +194,10 @@ def test_small_moe_gap_grows_with_the_work_not_with_kernel_launches():
 def test_small_moe_gap_is_not_the_routing_kernels_on_hbm(ev):
     """The routing kernels (router, top-k, Megatron-Core's permute / unpermute:
     moe_time.routing_bytes_per_token, 3 forwards' bytes in a step, about 10 passes over a token's k x hidden
-    bf16 copies) priced on the H100's 3.35 TB/s: to fill the Granite 1B-A400M's gap of ~1.4 ms a layer call
-    (4,096 tokens) they would have to move 1.4e-3 x 3.35e12 / 4,096 = 1.16 MB a token and layer, 71 passes
-    over its 8 x 1,024 x 2 = 16 KB of copies: seven times what the kernels move. And with no expert
+    bf16 copies) priced on the H100's 3.35 TB/s: to fill the Granite 1B-A400M's gap of ~1.1 ms a layer call
+    (4,096 tokens) they would have to move 1.1e-3 x 3.35e12 / 4,096 = 0.91 MB a token and layer, 56 passes
+    over its 8 x 1,024 x 2 = 16 KB of copies: 5.7 times what the kernels move (before the experts' tile
+    padding was priced, moe38: a 1.4 ms gap, 71 passes, seven times). And with no expert
     parallelism (ep 1) there is no slowest rank: the load skew is 1, and the skew inside one GPU's grouped
     GEMM costs the grouped_gemm kernels of PR #37 at most 129.5 / 112.3 = 1.15x of their uniform rate
     (data/moe_kernel_evidence.csv, 'extreme skew')."""
@@ -207,8 +208,8 @@ def test_small_moe_gap_is_not_the_routing_kernels_on_hbm(ev):
     pub1, pred1 = _granite_per_layer_call_s()["Granite 3.0 1B-A400M pre-training"]
     copies = m.experts_per_token * m.hidden * 2                     # 16,384 bytes
     needed = (pub1 - pred1) * 3350e9 / 4096                         # bytes a token and layer
-    assert needed / copies > 60
-    assert needed / routing_bytes_per_token(m) > 6
+    assert needed / copies > 50
+    assert needed / routing_bytes_per_token(m) > 5
     assert routing_bytes_per_token(m) / copies == pytest.approx(3 * (3 + 2 / 8), rel=0.01)
     assert load_skew(m, 1) == 1.0
     loop = ev.loc["grouped_gemm_cublas_loop"]
@@ -498,14 +499,16 @@ def test_study_to_production_drop_is_the_bubble_of_the_rows_reading(ev, recomput
         mev.grin_production_over_study(recompute="selective")
 
 
-def test_the_drop_cannot_tell_16_stages_from_8_and_8_puts_the_phi_row_inside(ev):
+def test_the_drop_cannot_tell_16_stages_from_8(ev):
     """review25a H1 (session 25): GRIN names data and pipeline parallelism and activation checkpointing, no
     stage count and no ZeRO stage. By hand, 8 stages with the same 4M-token batch leave 128 micro-batches a
     pipeline on 64 GPUs and 16 on 512: (1 + 7/128) / (1 + 7/16) = 0.734, against 0.721 at 16 stages; the two
     readings differ by 1.8%, less than the two cards differ from each other (4.3%), so the cards' drop cannot
-    tell them apart. At 8 stages with ZeRO-1 (each GPU then holds about 42B / 8 x (4 + 12/64) B = 22 GB of
-    states, so it fits in 80 GB) the Phi-3.5-MoE row lies inside the range, and so it does at 16 stages with
-    selective recomputation: its miss below the range hinges on the assumed layout, which no source settles."""
+    tell them apart. Against the dense layout range: at 8 stages with ZeRO-1 (each GPU then holds about 42B /
+    8 x (4 + 12/64) B = 22 GB of states, so it fits in 80 GB) the Phi-3.5-MoE row lies closer to it than at
+    16 (x0.78 against x0.69), and at 16 stages with selective recomputation inside it (x0.84): its miss below
+    the range hinges on the assumed layout, which no source settles. (Before the experts' 128-row tile padding
+    was priced, moe38, the 8-stage reading lay inside too: x0.84, x0.75 at 16, x0.90 selective.)"""
     from llmsizing import moe_evidence as mev
     from llmsizing import moe_runs
 
@@ -525,7 +528,7 @@ def test_the_drop_cannot_tell_16_stages_from_8_and_8_puts_the_phi_row_inside(ev)
     pub = float(row["gpu_hours"])
     at16 = pub / moe_runs.predict_moe_run(row)["gpu_hours"]
     at8 = pub / moe_runs.predict_moe_run(alt)["gpu_hours"]
-    assert at16 < 1 / hi <= at8 <= 1 / lo              # below the range at 16 stages, inside at 8 with ZeRO-1
+    assert at16 < at8 < 1 / hi                         # below the range at 16 stages and at 8 with ZeRO-1
     sel = row.copy()
     sel["recompute"] = "selective"                     # 'activation checkpointing' read as selective
     assert 1 / hi <= pub / moe_runs.predict_moe_run(sel)["gpu_hours"] <= 1 / lo
@@ -592,8 +595,9 @@ def test_granite_routing_seconds_by_hand():
 
 def test_small_runs_need_slower_moe_layers_than_the_named_kernels_measured_run(ev):
     """What a missing MoE-layer cost would have to be (recorded, not priced): with everything else as priced,
-    Granite 3.0's two runs need their routed experts and routing kernels about 1.7-1.8x slower than the step
-    prices them, JetMoE-8B about 2.1x (moe_part_factor_needed). The only measured layers of the kernels they
+    Granite 3.0's two runs need their routed experts and routing kernels about 1.6-1.7x slower than the step
+    prices them, JetMoE-8B about 2.0x (moe_part_factor_needed; 1.7-1.8x and 2.1x before the experts' 128-row
+    tiles were priced, moe38). The only measured layers of the kernels they
     name go the other way: SonicMoE's Fig. 14 (Dec 2025 kernels, Triton 3.3.1) has every ScatterMoE layer
     (Granite's kernel) at hidden 768 and 1,536 faster than the step prices it, forward and backward. Pricing
     the runs by that benchmark would move them further out; a 2024 kernel 1.8x or more slower than its 2025

@@ -38,13 +38,15 @@ where the curve says 0.19, and 4,096^3 at 0.79 against 0.61, so after the calibr
 few rows about 1.7x too much (DeepGEMM's 128-row FP8 GEMMs: 0.33 measured, 0.11 on the curve). Priced by that
 table instead (``tools/gemm_table_check.py``, Dec 2026), the range of an MFU from a layout would narrow (82.9%
 / 1.65x -> 87.4% / 1.54x out of source) and fine-tuning's hardly move, but the MoE range would widen (2.32x ->
-3.37x): the small mixtures of experts (Granite 3.0 1B and 3B, JetMoE) run slower than their GEMMs, and for
-them the curve's steep fall stands in for what else a layer costs (a launch cost of 40-200 us a layer does not
-close it; tests/test_gemm_table.py). The curve stays until those costs are priced apart. A layer's GEMMs
-(:func:`layer_gemms`) have ``m`` = the tokens of a micro-batch on one GPU and ``k``, ``n`` from the hidden,
-heads and MLP widths divided by ``tp``: a 2,048-wide model's GEMMs run below a 16,384-wide one's. A mixture of
-experts' routed GEMMs run grouped, all of a GPU's experts in one kernel: priced at all their rows, times what
-DeepGEMM's grouped tables lose to few rows per expert (:func:`grouped_gemm_share`).
+3.37x; with the experts' tile padding priced, moe38: 2.17x -> 3.12x): the small mixtures of experts (Granite
+3.0 1B and 3B, JetMoE) run slower than their GEMMs, and for them the curve's steep fall stands in for what
+else a layer costs (a launch cost of 40-200 us a layer does not close it; tests/test_gemm_table.py). The curve
+stays until those costs are priced apart. A layer's GEMMs (:func:`layer_gemms`) have ``m`` = the tokens of a
+micro-batch on one GPU and ``k``, ``n`` from the hidden, heads and MLP widths divided by ``tp``: a 2,048-wide
+model's GEMMs run below a 16,384-wide one's. A mixture of experts' routed GEMMs run grouped, all of a GPU's
+experts in one kernel: priced at all their rows, times what DeepGEMM's grouped tables lose to few rows per
+expert (:func:`grouped_gemm_share`), times the share of each expert's 128-row tiles its rows fill
+(:func:`expert_padding_share`: the kernels pad an expert's rows to whole tiles, moe38).
 
 The step model (:func:`~llmsizing.comm.step_compute_time_s` and the planner's copy) charges the Linear layers
 at ``kernel_efficiency x gemm_efficiency`` (the calibrated ``kernel_efficiency``,
@@ -316,6 +318,28 @@ def grouped_gemm_share(rows: float) -> float:
     return min(1.0, _interp(math.log2(rows), xs, ys))
 
 
+#: The M-tile a grouped MoE kernel computes an expert's rows in (issue 35, moe38): ScatterMoE as Granite 3.0
+#: ran it (shawntan/scattermoe 0526612, ``kernels/ops.py``: ``BLOCK_M = 128``; ``padded_block_indices`` gives
+#: each expert ``ceil(count / 128)`` blocks), DeepGEMM's contiguous layout (README a6d97a1: "each expert
+#: segment must be aligned to the GEMM M block size") and MegaBlocks' dMoE (databricks/megablocks 0151609,
+#: ``layers/dmoe.py``: ``self.blocking = 128``, ``ops.round_up(tokens_per_expert, self.blocking)``).
+EXPERT_M_BLOCK = 128
+
+
+def expert_padding_share(rows: float, block: int = EXPERT_M_BLOCK) -> float:
+    """The share of a grouped kernel's tiles that hold an expert's ``rows`` (its mean rows a micro-batch)
+    when each expert's rows are computed in whole ``block``-row tiles: ``rows / max(block, rows + (block - 1)
+    / 2)``, the last tile's filled rows taken as uniform over ``1..block`` under routing (counts are not
+    multiples of the tile). :func:`grouped_gemm_share` comes from DeepGEMM's masked benchmark, which gives
+    every group exactly 256, 512 or 1,024 rows (``tests/test_core.py`` a6d97a1, ``masked_m = m``), so it holds
+    no padding: this is priced on top of it. Few rows an expert are memory-bound, where padded rows cost less
+    than this charges (the weights' loads set the time): the training runs have 512 rows or more. By hand:
+    1,024 rows -> 1,024 / 1,087.5 = 0.942; 512 -> 0.890; 64 -> 0.5."""
+    rows = check_number("rows", rows, allow_equal=False)
+    block = check_int("block", block, minimum=1)
+    return rows / max(float(block), rows + (block - 1) / 2)
+
+
 @lru_cache(maxsize=1)
 def _grouped_xy() -> tuple[list, list]:
     """:func:`_grouped_points` as its two columns."""
@@ -354,7 +378,7 @@ def layer_gemm_efficiencies(model, gpu, *, tp: int, tokens: int, dtype: str = "b
             for f, t in dense:
                 flops += f
                 time += t
-            share = grouped_gemm_share(rows) if local > 1 else 1.0
+            share = grouped_gemm_share(rows) * expert_padding_share(rows) if local > 1 else 1.0
             for n, k in ((n_up, k_up), (n_down, k_down)):
                 if local > 1:            # the routed experts' up and down projections, grouped
                     f, e = rows * n * k * local, _efficiency_at(ridge, rows * local, n, k, dtype) * share
