@@ -41,6 +41,42 @@ def test_library_count_equals_the_meta_device_count(row):
     assert m.n_params == int(row["n_params"]) + int(row["n_persistent_buffers"])
 
 
+@pytest.mark.parametrize("row", [r for r in ROWS if int(r["routed_params"])], ids=lambda r: r["config_name"])
+def test_library_active_params_equal_the_meta_device_module_tree(row):
+    """Active parameters against transformers' module tree: all parameters less the routed experts' (the
+    modules whose class is an experts container: MixtralExperts, JetMoE's JetMoeParallelExperts of attention
+    AND of the MLP), plus top-k / E of them (tools/measure/hf_counts.py); the buffers the state dict saves
+    (DeepSeek-V3's router bias) count whole, as in n_params."""
+    m = Model.from_hf_config(json.loads(row["config_json"]))
+    assert m.routed_expert_params + m.attention_expert_params == int(row["routed_params"])
+    assert m.active_params == int(row["active_params"]) + int(row["n_persistent_buffers"])
+
+
+def test_jetmoe_8b_total_and_active_by_hand():
+    """JetMoE-8B (jetmoe/jetmoe-8b config.json: 24 layers, hidden 2,048, 8 attention and 8 MLP experts,
+    top-2, 16 KV heads of 128, MLP experts of 5,632, vocabulary 32,000, tied). Per layer:
+    two RMSNorms 2 x 2,048 = 4,096;
+    attention: 8 query experts of 16 x 128 = 2,048 rows (8 x 2,048 x 2,048 = 33,554,432), as many output
+    experts (33,554,432), a router 8 x 2,048 = 16,384, one bias 2,048, kv_proj 2 x 2,048 x 2,048 = 8,388,608;
+    MLP: 8 experts of gate/up 2 x 5,632 x 2,048 = 23,068,672 and down 5,632 x 2,048 = 11,534,336 (8 x
+    34,603,008 = 276,824,064), a router 16,384, one bias 2,048.
+    Layer: 4,096 + 67,127,296 + 8,388,608 + 276,842,496 = 352,362,496; x 24 = 8,456,699,904; + embedding
+    32,000 x 2,048 = 65,536,000 + final norm 2,048 = 8,522,237,952 (published "8.5B", arXiv:2404.07413).
+    Active: 2 of 8 of each expert kind: attention 2 x 2 x 4,194,304 = 16,777,216 and MLP 2 x 34,603,008 =
+    69,206,016 in place of 67,108,864 and 276,824,064: a layer 352,362,496 - 50,331,648 - 207,618,048 =
+    94,412,800; x 24 = 2,265,907,200 + 65,538,048 = 2,331,445,248. The paper's "2.2B" (abstract, Table 1)
+    is the count without the input embedding, 2,265,909,248, cut (not rounded) to one decimal; with it 2.33B
+    (the paper does not say which it counts)."""
+    row = next(r for r in ROWS if r["config_name"] == "JetMoE-8B")
+    m = Model.from_hf_config(json.loads(row["config_json"]))
+    assert m.n_params == 24 * 352_362_496 + 65_536_000 + 2_048 == 8_522_237_952
+    assert m.active_params == 24 * 94_412_800 + 65_538_048 == 2_331_445_248
+    assert round(m.n_params / 1e9, 1) == 8.5
+    assert int((m.active_params - 65_536_000) / 1e8) == 22 and round(m.active_params / 1e9, 2) == 2.33
+    # the attention experts' KV cache is dense attention's of 16 KV heads: K and V are shared
+    assert kv_numbers_per_token_per_layer(m) == 2 * 16 * 128
+
+
 def test_every_family_has_a_small_and_a_published_config_measured_with_transformers_5_24():
     kinds: dict[str, set] = {}
     for r in ROWS:
@@ -303,7 +339,8 @@ def test_what_handles_moe_does():
 
 
 @pytest.mark.parametrize("config, key", [
-    ({"model_type": "jetmoe", "hidden_size": 2048}, "jetmoe"),    # (mpt, rwkv, xlstm are read since issue 36)
+    ({"model_type": "zaya", "hidden_size": 2048}, "zaya"),    # (mpt, rwkv, xlstm: issue 36; jetmoe: issue 35)
+    ({"model_type": "jetmoe", "num_local_experts": 2, "num_experts_per_tok": 3}, "num_experts_per_tok"),
     ({"model_type": "qwen3", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
       "intermediate_size": 96, "vocab_size": 100, "num_key_value_heads": 2, "use_sliding_window": True},
      "use_sliding_window"),
@@ -376,3 +413,24 @@ def test_mtp_param_counts_depth_and_refusals():
         mtp_param_counts(get_model("llama-3-8b"))             # dense: no MoE block to append
     with pytest.raises(ValueError, match="mtp_depth"):
         mtp_param_counts(ds, mtp_depth=9)
+
+
+def test_attention_experts_are_checked_naming_the_field():
+    base = dict(name="x", layers=2, hidden=64, heads=4, kv_heads=2, ffn_hidden=96, vocab=100, experts=4,
+                experts_per_token=2)
+    for bad, field in (({"attn_experts": 4, "attn_experts_per_token": 3}, "attn_experts_per_token"),
+                       ({"attn_experts": 2, "attn_experts_per_token": 4}, "attn_experts_per_token"),
+                       ({"attn_experts_per_token": 2}, "attn_experts_per_token"),
+                       ({"attn_experts": -1}, "attn_experts"),
+                       ({"attn_experts": 4, "attn_experts_per_token": 2, "experts": 0,
+                         "experts_per_token": 0}, "attn_experts"),
+                       ({"attn_experts": 4, "attn_experts_per_token": 2, "qkv_bias": True}, "attn_experts")):
+        with pytest.raises(ValueError, match=field):
+            Model(**{**base, **bad})
+    # 4 query heads, top-2 of 4 experts: each expert holds 2 heads (2 x 16 = 32 rows), K/V shared
+    m = Model(**base, attn_experts=4, attn_experts_per_token=2)
+    shapes = {n: s for _, n, s, _ in m.tensors()}
+    assert shapes["layers.attn_experts.q_proj.weight"] == (4, 32, 64)
+    assert shapes["layers.attn_experts.o_proj.weight"] == (4, 64, 32)
+    assert shapes["layers.k_proj.weight"] == (32, 64) and "layers.q_proj.weight" not in shapes
+    assert m.attention_expert_params == 2 * 2 * (4 * 32 * 64)

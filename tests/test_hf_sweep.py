@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,14 @@ def test_every_read_type_is_exact(row):
         assert state_bytes_per_sequence(m, "bf16") == 2 * int(row["state_per_sequence"])
     experts, k = int(row["experts"] or 0), int(row["experts_per_token"] or 0)
     routed = int(row["routed_expert_params"] or 0)
-    if m.is_moe:
+    if m.attn_experts:
+        # the sweep counts modules named "experts": JetMoE's are its attention's (JetMoeMoA: the q/o
+        # experts, their router and one bias); its MLP experts and the active count are checked on
+        # data/hf_meta_param_counts.csv (tests/test_config_families.py)
+        moa = ("layers.attn_experts.", "layers.attn_router.", "layers.o_proj.bias")
+        assert sum(math.prod(s) * c for _, n, s, c in m.tensors() if n.startswith(moa)) == routed
+        assert (m.attn_experts, m.attn_experts_per_token) == (experts, k)
+    elif m.is_moe:
         assert (m.experts, m.routed_expert_params) == (experts, routed)
         if k:
             assert m.experts_per_token == k
@@ -116,10 +124,11 @@ def test_coverage_of_the_decoder_only_types():
 def test_the_state_of_every_read_type_was_measured():
     """Every read type's row carries the cache state transformers holds (0 for attention-only types), except
     the class defaults that cannot run a forward pass on the meta device (named here: DeepSeek-V2's has no
-    top-k; BioGPT's, Gemma 3n's and the Gemma 4 multimodal classes call .item() on a meta tensor; all have
-    attention layers only, so no state)."""
+    top-k; BioGPT's, Gemma 3n's and the Gemma 4 multimodal classes call .item() on a meta tensor, JetMoE's
+    router .tolist(); all have attention layers only, so no state)."""
     unmeasured = {r["model_type"] for r in BUILT if _ok(r) and r["state_per_sequence"] == ""}
-    assert unmeasured <= {"deepseek_v2", "biogpt", "gemma3n_text", "gemma4", "gemma4_unified"}, sorted(unmeasured)
+    assert unmeasured <= {"deepseek_v2", "biogpt", "gemma3n_text", "gemma4", "gemma4_unified", "jetmoe"}, \
+        sorted(unmeasured)
 
 
 STATE_TYPES = ("mamba", "falcon_mamba", "mamba2", "jamba", "bamba", "granitemoehybrid", "falcon_h1", "qwen3_next",

@@ -1,8 +1,8 @@
 """The config reader of the Hugging Face types with state-space (Mamba) or linear-attention layers (issue 36;
 chapter 1, "Load your model"; chapter 3 for their cache): pure Mamba and Mamba-2 models and the hybrids
 that put attention layers among them; also a few layouts that need a reader of their own rather than a
-:class:`~llmsizing.hf_types.Rule` (GPT-Neo, MPT, Ernie 4.5 MoE). Each reader follows transformers 5.24's
-``modeling_<type>.py`` (cited per type in :data:`SSM_TYPES`), reads every key in the spellings its config
+:class:`~llmsizing.hf_types.Rule` (GPT-Neo, MPT, Ernie 4.5 MoE, JetMoE). Each reader follows
+transformers 5.24's ``modeling_<type>.py`` (cited per type in :data:`SSM_TYPES`), reads every key in the spellings its config
 class accepts and with its defaults (:class:`~llmsizing.hf_generic._Keys`), and refuses any unread key that
 could change the count.
 """
@@ -392,6 +392,28 @@ def _ernie4_5_moe(k: _Keys) -> dict:
     return dict(f, lm_head_bias=bool(k.switch("use_bias")))
 
 
+def _jetmoe(k: _Keys) -> dict:
+    """``modeling_jetmoe.py`` (a layout of its own): a mixture of attention heads (``JetMoeMoA``: per layer
+    ``num_local_experts`` query and output projections of ``num_key_value_heads x kv_channels``, a router
+    without bias, one bias after the combine; ``kv_proj`` shared, no bias) and a mixture of MLP experts
+    (``JetMoeMoE``: fused gate/up of ``2 x intermediate_size``, a router, one bias after the combine), both
+    top-``num_experts_per_tok``; ``JetMoeConfig.__post_init__`` sets ``num_attention_heads`` to
+    ``num_key_value_heads x num_experts_per_tok`` whatever the config says."""
+    f = _base(k, True)
+    kv, e, top = k.int("num_key_value_heads"), k.int("num_local_experts"), k.int("num_experts_per_tok")
+    if top > e:
+        raise ValueError(f"{k.where}: num_experts_per_tok ({top}) must be at most num_local_experts ({e})")
+    act = k.value("activation_function", required=False)
+    act = _HF_ACTIVATION_ALIASES.get(act, act) if isinstance(act, str) else None
+    ffn = k.int("intermediate_size")
+    k.used.add("num_attention_heads")                 # overwritten by __post_init__ (above)
+    return dict(f, heads=kv * top, kv_heads=kv, head_dim=k.int("kv_channels"), ffn_hidden=ffn,
+                max_seq=k.int("max_position_embeddings"), activation=act if act in ACTIVATIONS else None,
+                experts=e, experts_per_token=top, expert_ffn_hidden=ffn, attn_experts=e,
+                attn_experts_per_token=top, o_bias=True,
+                extra_layer_tensors=(("mlp", "mlp.down_proj.bias", (f["hidden"],), "moe"),))
+
+
 #: Keys of these types that change no parameter and no state: kernels, scan and time-step settings.
 _NO_PARAMETERS = ("max_position_embeddings", "hidden_act", "layer_types", "use_mamba_kernels", "use_mambapy",
                   "use_associative_scan", "residual_in_fp32", "rescale_prenorm_residual", "chunk_size",
@@ -408,6 +430,7 @@ SSM_TYPES = {"mamba": (_mamba, _src("mamba")), "falcon_mamba": (_mamba, _src("fa
              "qwen3_next": (_qwen3_next, _src("qwen3_next")),
              "lfm2": (_lfm2, _src("lfm2")), **BLOCK_TYPES, **EXTRA_TYPES,
              "ernie4_5_moe": (_ernie4_5_moe, _src("ernie4_5_moe")),
+             "jetmoe": (_jetmoe, _src("jetmoe")),
              "mpt": (_mpt, _src("mpt")),
              "gpt_neo": (_gpt_neo, _src("gpt_neo")),
              "falcon_h1": (_falcon_h1, _src("falcon_h1")),

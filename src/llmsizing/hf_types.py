@@ -326,8 +326,6 @@ REFUSED_TYPES: dict[str, str] = {
                            "biases: not mapped yet"),
     "inkling2_text": "mixture of experts with its own routing modules: not mapped yet",
     "inkling_text": "mixture of experts with its own routing modules: not mapped yet",
-    "jetmoe": ("mixture of attention heads and of MLP experts (JetMoE): both routed top-k, so active "
-               "parameters need two expert kinds per layer: not modelled"),
     "lfm2_moe": ("transformers 5.24 cannot build its own class default (build: TypeError: 'NoneType' "
                  "object is not subscriptable)"),
     "longcat_flash": "two attention blocks per layer and zero-computation experts: not modelled",

@@ -159,7 +159,16 @@ class Model(TensorLayout, ModelCounts):
     limit the all-to-all is priced with (:func:`llmsizing.moe_layouts.route_max_nodes`), read from these
     fields, never from a name.
 
-    **Multi-head latent attention** (``kv_lora_rank`` set; DeepSeek-V2, DeepSeek-AI 2024, arXiv:2405.04434,
+    **Mixture of attention heads** (``attn_experts > 0``; Zhang et al. 2022, arXiv:2210.05144; JetMoE, Shen
+    et al. 2024, arXiv:2404.07413, Sec. 2.2; transformers' ``JetMoeMoA``): every attention layer holds
+    ``attn_experts`` pairs of query and output projections, each of ``heads / attn_experts_per_token`` heads,
+    and a router (``hidden x attn_experts``, no bias) that picks ``attn_experts_per_token`` of them for each
+    token; the keys and values are one projection of ``kv_heads`` shared by every expert. ``heads`` is the
+    query heads a token uses (JetMoE-8B: 2 experts of 16 heads, 32), so the KV cache and the attention
+    core are those of ``heads`` query and ``kv_heads`` KV heads; ``o_bias`` is the one bias added after the
+    experts' outputs are combined. Needs MLP experts too (``experts >= 1``: the one layout published) and
+    q/k/v projections (not MLA, not fused).
+ (``kv_lora_rank`` set; DeepSeek-V2, DeepSeek-AI 2024, arXiv:2405.04434,
     Sec. 2.1): queries go through a rank-``q_lora_rank`` bottleneck (``q_a_proj``, a norm, ``q_b_proj``; none
     with ``q_lora_rank=None``, DeepSeek-V2-Lite), keys and values are one shared latent of ``kv_lora_rank``
     numbers plus one rotary key of ``qk_rope_head_dim`` shared by all heads (``kv_a_proj_with_mqa``), expanded
@@ -219,6 +228,8 @@ class Model(TensorLayout, ModelCounts):
     moe_layers: tuple[int, ...] | None = None
     expert_groups: int = 0
     expert_groups_per_token: int = 0
+    attn_experts: int = 0                 # mixture of attention heads (JetMoE): q/o experts, K/V shared
+    attn_experts_per_token: int = 0
     # ---- multi-head latent attention (kv_lora_rank=None: none)
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None

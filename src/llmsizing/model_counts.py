@@ -107,11 +107,12 @@ class ModelCounts:
         here), and DeepSeek-V2's "21B" and V2-Lite's "2.4B" lie nearer the count without it (20.85B, 2.45B;
         their reports do not say): that count is :func:`llmsizing.flops.matmul_params`, which the FLOPs use,
         as they leave the embedding lookup out of a dense model's FLOPs. A dense model's active parameters are
-        its parameters."""
+        its parameters. A mixture of attention heads (``attn_experts``) counts ``attn_experts_per_token`` of
+        its query/output experts in each attention layer (:attr:`attention_expert_params`), the shared K/V
+        projections and the attention router whole."""
         if not self.is_moe:
             return self.n_params
-        return self.n_params - self.routed_expert_params + self.routed_expert_params \
-            * self.experts_per_token // self.experts
+        return self.n_params - self._unused_routed_params
 
     @cached_property
     def routed_expert_params(self) -> int:
@@ -119,11 +120,27 @@ class ModelCounts:
         return sum(math.prod(s) * k for _, n, s, k in self.tensors() if n.startswith("layers.experts."))
 
     @cached_property
+    def attention_expert_params(self) -> int:
+        """Parameters of all attention experts (query and output projections) of a mixture of attention
+        heads, over all attention layers (0 without ``attn_experts``)."""
+        return sum(math.prod(s) * k for _, n, s, k in self.tensors() if n.startswith("layers.attn_experts."))
+
+    @cached_property
+    def _unused_routed_params(self) -> int:
+        """The routed experts' parameters a token does not use: of the MLP experts all but
+        ``experts_per_token / experts``, of the attention experts all but ``attn_experts_per_token /
+        attn_experts``."""
+        if not self.is_moe:
+            return 0
+        r, a = self.routed_expert_params, self.attention_expert_params
+        return (r - r * self.experts_per_token // self.experts
+                + (a - a * self.attn_experts_per_token // self.attn_experts if self.attn_experts else 0))
+
+    @cached_property
     def active_block_params(self) -> int:
         """:attr:`block_params` one token uses: the routed experts only ``experts_per_token`` of
-        ``experts``."""
-        return self.block_params - self.routed_expert_params + self.routed_expert_params * \
-            self.experts_per_token // max(self.experts, 1)
+        ``experts`` (the attention experts ``attn_experts_per_token`` of ``attn_experts``)."""
+        return self.block_params - self._unused_routed_params
 
     def moe_breakdown(self) -> dict[str, int]:
         """The MoE part of :attr:`n_params`: ``routed_experts``, ``active_routed_experts`` (the top-k share),

@@ -43,11 +43,18 @@ class TensorLayout:
                   ("attention", "kv_b_proj.weight", (a * (nope + v), c)),
                   ("attention", "o_proj.weight", (h, a * v))]
         else:
+            ea = getattr(self, "attn_experts", 0)
+            w = a // self.attn_experts_per_token * d if ea else a * d    # one query expert's width
             for proj, out in (("q", a * d), ("k", g * d), ("v", g * d)):
+                if proj == "q" and ea:           # a mixture of attention heads: a router, query experts
+                    t += [("attention", "attn_router.weight", (ea, h)),
+                          ("attention", "attn_experts.q_proj.weight", (ea, w, h))]
+                    continue
                 t.append(("attention", f"{proj}_proj.weight", (out, h)))
                 if self.bias or self.qkv_bias:
                     t.append(("attention", f"{proj}_proj.bias", (out,)))
-            t.append(("attention", "o_proj.weight", (h, a * d)))
+            t.append(("attention", "attn_experts.o_proj.weight", (ea, h, w)) if ea else
+                     ("attention", "o_proj.weight", (h, a * d)))
             o_bias = getattr(self, "o_bias", None)
             if self.bias if o_bias is None else o_bias:
                 t.append(("attention", "o_proj.bias", (h,)))

@@ -18,6 +18,7 @@ def check_moe_fields(model) -> None:
     ``experts_per_token``, ``shared_experts``, expert widths, ``moe_layers``, expert groups) and store what
     each check returns on the (frozen) model; a dense model (``experts=0``) may set none of them. Errors name
     the field and its allowed range."""
+    _check_attn_experts(model)
     e = check_int("experts", model.experts, minimum=0)
     object.__setattr__(model, "experts", e)
     for f in ("experts_per_token", "shared_experts"):
@@ -59,3 +60,28 @@ def check_moe_fields(model) -> None:
             raise ValueError("moe_layers is empty: a model with experts needs at least one MoE layer "
                              "(or set experts=0 for a dense model)")
         object.__setattr__(model, "moe_layers", None if len(idx) == model.layers else idx)
+
+
+def _check_attn_experts(model) -> None:
+    """``attn_experts`` / ``attn_experts_per_token``, the mixture of attention heads (documented on
+    :class:`~llmsizing.model.Model`): both 0, or ``1 <= attn_experts_per_token <= attn_experts`` with
+    ``attn_experts_per_token`` dividing ``heads`` and MLP experts, q/k/v projections (not MLA, not fused),
+    every layer attention, no ``attention_layout``."""
+    e = check_int("attn_experts", model.attn_experts, minimum=0)
+    k = check_int("attn_experts_per_token", model.attn_experts_per_token, minimum=0)
+    object.__setattr__(model, "attn_experts", e)
+    object.__setattr__(model, "attn_experts_per_token", k)
+    if e == 0:
+        if k:
+            raise ValueError("attn_experts_per_token describes a mixture of attention heads: give "
+                             "attn_experts >= 1 too, or leave attn_experts_per_token=0")
+        return
+    if not 1 <= k <= e or model.heads % k:
+        raise ValueError(f"attn_experts_per_token must be an integer from 1 to attn_experts ({e}) that "
+                         f"divides heads ({model.heads}), got {k}")
+    if (not model.experts or model.kv_lora_rank is not None or model.fused_qkv or model.mixer is not None
+            or model.attention_layout is not None or model.attn_gate is not None or model.bias
+            or model.qkv_bias):
+        raise ValueError("attn_experts (a mixture of attention heads) needs experts >= 1 (MLP experts) and "
+                         "plain q/k/v projections: no kv_lora_rank, fused_qkv, mixer, attention_layout, "
+                         "attn_gate, bias or qkv_bias (o_bias, the bias after the experts, is allowed)")

@@ -20,6 +20,9 @@ It writes data/hf_meta_param_counts.csv, one row per config::
   config_json                    every config field passed to the config class, as JSON (sorted keys)
   n_params                       sum(p.numel() for p in model.parameters()) (shared tensors once; buffers,
                                  such as DeepSeek-V3's e_score_correction_bias, are not parameters)
+  routed_params, active_params   parameters of the routed experts (modules whose class name ends in
+                                 ``Experts``: Mixtral's ``MixtralExperts``, JetMoE's ``JetMoeParallelExperts``
+                                 of attention and MLP) and ``n_params`` less all but top-k / E of them
   n_persistent_buffers, persistent_buffers   numbers in the buffers saved in the state dict (the checkpoint)
                                  and their names with layer indices as ``*``: DeepSeek-V3's
                                  ``e_score_correction_bias`` (a router bias updated by a rule, not by gradients)
@@ -59,6 +62,16 @@ SPECS = [
           tie_word_embeddings=False),
      141_000_000_000, 1_000_000_000, "39B", "mistralai/Mixtral-8x22B-v0.1 config.json; 141B total, 39B active: "
      "Mistral AI, 'Cheaper, Better, Faster, Stronger' blog (2024-04-17)"),
+    ("jetmoe", "JetMoeConfig", "JetMoeForCausalLM", "small-jetmoe", "small",
+     dict(vocab_size=100, hidden_size=64, num_hidden_layers=2, intermediate_size=96, num_key_value_heads=2,
+          kv_channels=24, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64,
+          tie_word_embeddings=False), None, None, None, ""),
+    ("jetmoe", "JetMoeConfig", "JetMoeForCausalLM", "JetMoE-8B", "published",
+     dict(vocab_size=32000, hidden_size=2048, num_hidden_layers=24, intermediate_size=5632, num_key_value_heads=16,
+          kv_channels=128, num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=4096,
+          activation_function="silu", tie_word_embeddings=True),
+     8_500_000_000, 100_000_000, "2.2B", "jetmoe/jetmoe-8b config.json; 8.5B total, 2.2B active: Shen et al. 2024, "
+     "arXiv:2404.07413, abstract and Table 1"),
     ("qwen2_moe", "Qwen2MoeConfig", "Qwen2MoeForCausalLM", "small-qwen2_moe", "small",
      dict(_SMALL, num_hidden_layers=4, intermediate_size=96, moe_intermediate_size=32,
           shared_expert_intermediate_size=48, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
@@ -265,6 +278,15 @@ SPECS = [
 ]
 
 
+def _moe_counts(cfg) -> tuple[int, int]:
+    """The config object's routed expert count and top-k (0, 0 for a dense model)."""
+    for key in ("num_local_experts", "num_experts", "n_routed_experts"):
+        e = getattr(cfg, key, None)
+        if isinstance(e, int) and e:
+            return e, int(cfg.num_experts_per_tok)
+    return 0, 0
+
+
 def cmd_hf_counts(args):
     """Sub-command ``hf-counts``: build every family's ForCausalLM on the meta device and count its parameters."""
     import transformers
@@ -277,12 +299,19 @@ def cmd_hf_counts(args):
         with torch.device("meta"):
             model = getattr(transformers, model_cls)(cfg)
         n = sum(p.numel() for p in model.parameters())
+        # the routed experts' weights: the parameters of modules whose class is an experts container
+        # (...Experts, ...ParallelExperts), and the top-k share of them a token uses, per container
+        e, k = _moe_counts(cfg)
+        routed = sum(p.numel() for mod in model.modules() if type(mod).__name__.endswith("Experts")
+                     for p in mod.parameters(recurse=False))
+        n_active = n - routed + routed * k // e if e else n
         persistent = set(model.state_dict())        # buffers saved with the weights (not rotary caches)
         bufs = [(name, b.numel()) for name, b in model.named_buffers() if name in persistent]
         kinds = sorted({re.sub(r"\.\d+\.", ".*.", name) for name, _ in bufs})
         rows.append({"family": family, "config_name": cname, "kind": kind, "model_class": model_cls,
                      "config_json": json.dumps({"model_type": family, **kw}, sort_keys=True), "n_params": n,
-                     "n_persistent_buffers": sum(k for _, k in bufs), "persistent_buffers": ";".join(kinds),
+                     "n_persistent_buffers": sum(b for _, b in bufs), "persistent_buffers": ";".join(kinds),
+                     "routed_params": routed, "active_params": n_active,
                      "published_params": "" if pub is None else pub,
                      "published_rounded_to": "" if rounded is None else rounded,
                      "published_active": active or "", "published_source": source,
