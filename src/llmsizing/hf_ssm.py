@@ -3,8 +3,8 @@ chapter 1, "Load your model"; chapter 3 for their cache): pure Mamba and Mamba-2
 that put attention layers among them; also a few layouts that need a reader of their own rather than a
 :class:`~llmsizing.hf_types.Rule` (GPT-Neo, MPT, Ernie 4.5 MoE, JetMoE). Each reader follows
 transformers 5.24's ``modeling_<type>.py`` (cited per type in :data:`SSM_TYPES`), reads every key in the
-spellings its config class accepts and with its defaults (:class:`~llmsizing.hf_generic._Keys`), and refuses any unread key that
-could change the count.
+spellings its config class accepts and with its defaults (:class:`~llmsizing.hf_generic._Keys`), and
+refuses any unread key that could change the count.
 """
 
 from __future__ import annotations
