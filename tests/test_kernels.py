@@ -157,13 +157,14 @@ def test_grouped_gemm_share_from_deepgemms_grouped_tables():
 
 
 def test_moe_layer_gemm_efficiency_counts_every_expert_a_gpu_holds():
-    # JetMoE-8B's MLP experts (llmsizing.moe_runs.JETMOE_8B_STANDIN): 4,096 tokens a micro-batch, top-2 of 8
-    # experts, no expert parallelism: each expert 1,024 rows, all 8 on the GPU, so the routed GEMMs are 8 x
-    # (1024 x 11264 x 2048) and 8 x (1024 x 2048 x 5632), run grouped: the curve at 8,192 rows times the
-    # grouped share at 1,024. The attention's two GEMMs at the whole micro-batch.
+    # JetMoE-8B's MLP experts (llmsizing.moe_runs.JETMOE_8B_STANDIN, deprecated: its attention dense): 4,096
+    # tokens a micro-batch, top-2 of 8 experts, no expert parallelism: each expert 1,024 rows, all 8 on the
+    # GPU, so the routed GEMMs are 8 x (1024 x 11264 x 2048) and 8 x (1024 x 2048 x 5632), run grouped: the
+    # curve at 8,192 rows times the grouped share at 1,024. The attention's two GEMMs at the whole micro-batch.
     from _kernels_by_hand import H100_BF16, H100_HBM, gemm_eff
 
-    from llmsizing.moe_runs import JETMOE_8B_STANDIN
+    with pytest.warns(DeprecationWarning, match="JETMOE_8B"):
+        from llmsizing.moe_runs import JETMOE_8B_STANDIN
 
     ridge = H100_BF16 / H100_HBM
     # each expert's 1,024 rows in whole 128-row tiles, the last half full on average (moe38): 1,024 / 1,087.5
@@ -182,6 +183,30 @@ def test_moe_layer_gemm_efficiency_counts_every_expert_a_gpu_holds():
              (8192 * 2048 * 5632, gemm_eff(8192, 2048, 5632, ridge))]
     assert K.layer_gemm_efficiency(JETMOE_8B_STANDIN, "H100 SXM", tp=1, tokens=4096, ep=8) == \
         pytest.approx(sum(f for f, _ in plain) / sum(f / e for f, e in plain), rel=1e-9)
+
+
+def test_attention_experts_run_as_grouped_gemms_as_the_mlp_experts_do():
+    """JetMoE-8B exactly (moe_runs.JETMOE_8B; jetmoe38): its attention is a shared K/V projection on the
+    4,096 tokens (4096 x 4096 x 2048: 16 KV heads of 128, twice) and top-2 of 8 query and output experts of 16
+    heads of 128 (2,048 wide): 4,096 x 2 / 8 = 1,024 rows an expert, 8 x (1024 x 2048 x 2048) each way, run
+    grouped with the MLP experts' shares (the curve at 8,192 rows x the grouped share at 1,024 x the tile
+    padding at 1,024), where the stand-in priced one 4096 x 8192 x 2048 and one 4096 x 2048 x 4096 GEMM."""
+    from _kernels_by_hand import H100_BF16, H100_HBM, gemm_eff
+
+    from llmsizing.moe_runs import JETMOE_8B
+
+    ridge = H100_BF16 / H100_HBM
+    share = (1233 / 1304 + 925 / 1025) / 2 * 1024 / (1024 + 127 / 2)
+    gemms = [(4096 * 4096 * 2048, gemm_eff(4096, 4096, 2048, ridge)),
+             (8 * 1024 * 2048 * 2048, gemm_eff(8192, 2048, 2048, ridge) * share),
+             (8 * 1024 * 2048 * 2048, gemm_eff(8192, 2048, 2048, ridge) * share),
+             (8 * 1024 * 11264 * 2048, gemm_eff(8192, 11264, 2048, ridge) * share),
+             (8 * 1024 * 2048 * 5632, gemm_eff(8192, 2048, 5632, ridge) * share)]
+    by_hand = sum(f for f, _ in gemms) / sum(f / e for f, e in gemms)
+    assert K.layer_gemm_efficiency(JETMOE_8B, "H100 SXM", tp=1, tokens=4096) == pytest.approx(by_hand, rel=1e-9)
+    assert K.attention_expert_gemms(JETMOE_8B, tp=2, tokens=4096) == (
+        (4096, 2048, 2048, 1), (1024, 1024, 2048, 8), (1024, 2048, 1024, 8))
+    assert K.attention_expert_gemms("llama-3-8b", tokens=4096) == ()
 
 
 def test_a_16_expert_moe_trains_near_its_dense_twin_as_grin_measured():

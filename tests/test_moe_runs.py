@@ -136,7 +136,9 @@ def test_deepseek_v2_catalogue_row_matches_the_meta_device_count():
 
 
 def test_jetmoe_standin_costs_jetmoes_flops():
-    m = moe_runs.JETMOE_8B_STANDIN
+    """The deprecated stand-in (dense attention of JetMoE's FLOPs) still imports, with a warning."""
+    with pytest.warns(DeprecationWarning, match="JETMOE_8B"):
+        m = moe_runs.JETMOE_8B_STANDIN
     h, f = 2048, 5632
     # per layer and token, two attention experts: each a 2048 -> 16 x 128 query and the inverse output
     # projection, plus the shared K and V (16 heads x 128); two of eight SwiGLU experts; two RMSNorms; router
@@ -144,7 +146,27 @@ def test_jetmoe_standin_costs_jetmoes_flops():
     mlp = 2 * 3 * h * f + 8 * h
     per_layer = attn + mlp + 2 * h
     assert m.active_params == pytest.approx(24 * per_layer + 32000 * h + h, rel=1e-9)
-    assert abs(m.active_params / 2.2e9 - 1) < 0.07                   # "2.2B active parameters" (myshell.ai)
+
+
+def test_jetmoe_run_prices_the_exact_model():
+    """The JetMoE-8B row is priced on the exact model (jetmoe38): the stand-in's active parameters plus, per
+    layer, the attention router (8 x 2,048 = 16,384) and the two combine biases (2 x 2,048): 24 x 20,480 =
+    491,520 more; its training FLOPs a token per MoE layer count 2 of the 8 attention experts."""
+    m = moe_runs.JETMOE_8B
+    row = moe_runs.moe_published_runs().set_index("run").loc["JetMoE-8B pre-training"]
+    assert row["model"] == m.name == "jetmoe-8b" and moe_runs._model(row["model"]) is m
+    assert (m.n_params, m.active_params) == (8_522_237_952, 2_331_445_248)
+    with pytest.warns(DeprecationWarning):
+        assert m.active_params - moe_runs.JETMOE_8B_STANDIN.active_params == 24 * (16_384 + 2 * 2_048)
+    from llmsizing.moe import moe_layer_flops
+    h, q = 2048, 16 * 128
+    # forward weights of one layer a token uses: q/o of 2 experts, K/V, the attention router and bias, 2 of 8
+    # SwiGLU experts, the MLP router, two norms; x 2, plus the attention core; x 3 for training (the MLP's
+    # combine bias is an extra layer tensor, which moe_stage_flops adds to the last stage, as every type's)
+    active = 2 * 2 * h * q + 2 * h * q + 8 * h + h + 2 * 3 * h * 5632 + 8 * h + 2 * h
+    from llmsizing.flops import attention_flops_per_token
+    att = attention_flops_per_token(m, seq=4096) / 24
+    assert moe_layer_flops(m, seq=4096)[1] == pytest.approx(3 * (2 * active + att), rel=1e-12)
 
 
 def test_phi_standin_counts_the_cards_parameters():

@@ -227,3 +227,33 @@ def test_capacity_factor_caps_the_skew_by_hand():
     capped = step_time(mix, "H100 SXM", par, batch=1, seq=4096, grad_accum=8,
                          load_skew=moe_time.load_skew(mix, 8, capacity_factor=1.25))
     assert capped.step_s < free.step_s
+
+
+def test_attention_experts_routing_bytes_by_hand():
+    """JetMoE-8B (moe_runs.JETMOE_8B; jetmoe38): its MLP experts' routing, h = 2,048, E = 8, k = 2, bf16:
+    3 x 2 x 2048 x 2 + 2 x 2048 x 2 + 64 + 16 = 24,576 + 8,192 + 80 = 32,848 bytes forward; its attention
+    experts' the same 32,848 plus the query experts' outputs scattered back and the attention output gathered
+    (q = 32 heads x 128 = 4,096 numbers, 2 x 4,096 x 2 bytes each way: 32,768): 65,616; every layer holds
+    both, so 98,464 bytes forward a MoE layer, x 3 for a step."""
+    from llmsizing.moe_runs import JETMOE_8B
+
+    assert moe_time.routing_bytes_per_token(JETMOE_8B) == 3 * (32_848 + 65_616)
+    with pytest.warns(DeprecationWarning):
+        from llmsizing.moe_runs import JETMOE_8B_STANDIN
+    assert moe_time.routing_bytes_per_token(JETMOE_8B_STANDIN) == 3 * 32_848
+
+
+def test_attention_experts_saved_activations_by_hand():
+    """What a JetMoE-8B layer's attention saves beyond dense attention of the same heads (act_terms; bf16,
+    one 4,096-token sequence, tp 1): per token the 2 routed copies of the input (2 x 2,048 x 2 = 8,192
+    bytes), the gathered attention output (4,096 x 2 = 8,192), the 2 output experts' outputs before the
+    weighted sum (8,192) and the router (9 x 8 + 4 x 2 = 80): 24,656 bytes a token."""
+    from llmsizing.act_terms import dense_layer_terms
+    from llmsizing.moe_runs import JETMOE_8B
+
+    with pytest.warns(DeprecationWarning):
+        from llmsizing.moe_runs import JETMOE_8B_STANDIN
+    moa = dense_layer_terms(JETMOE_8B, batch=1, seq=4096)
+    dense = dense_layer_terms(JETMOE_8B_STANDIN, batch=1, seq=4096)
+    assert moa["attention_projections"] - dense["attention_projections"] == 4096 * 24_656
+    assert moa["attention_core"] == dense["attention_core"]

@@ -136,7 +136,13 @@ def dense_layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attentio
                 fp8: str | None = None, attention_mask: bool = False) -> dict[str, float]:
     """:func:`llmsizing.activations.layer_terms` of a dense layer (its arguments and checks; see there). A
     mixture of experts' layer uses it for what it shares with a dense one (norms, attention, masks): nothing
-    here reads the MoE fields."""
+    here reads the MLP experts' fields. A mixture of attention heads (``attn_experts`` ``E_a``, top-``k``,
+    ``w = heads x head_dim / tp``) saves more in ``attention_projections``, per token: the ``k`` routed
+    copies of the input the query experts read (``q_in k h``), the attention output gathered for the output
+    experts (``p w``), their ``k`` outputs before the router's weights (``p k h``, as an MoE layer's
+    ``combine``) and the router's fp32 logits and scores, routing map and top-k weights (``9 E_a + 4 k``,
+    as :func:`~llmsizing.moe.moe_layer_terms`' router); with sequence parallelism these are the gathered
+    tokens' (JetMoE's ``JetMoeMoA.map`` / ``reduce``)."""
     model = resolve_model(model, moe=True)
     attention_mask = _check_mask(attention_mask, stack)
     batch, seq = _int_or_array("batch", batch), _int_or_array("seq", seq)
@@ -169,6 +175,10 @@ def dense_layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attentio
     norms = 2 * (p * sb * h + stats * sb) / r
     q_in, q_out, mlp_f = _fp8_saved(fp8, p, attention, model.gated_mlp)
     projections = q_in * sb * h / r + q_out * sb * a_t * d   # QKV input + output-projection input
+    ea = getattr(model, "attn_experts", 0)
+    if ea:          # a mixture of attention heads: routed copies of the input, the output experts' input
+        k = model.attn_experts_per_token        # gathered, their outputs before the weighted sum, the router
+        projections += sb * (q_in * k * h + p * a_t * d + p * k * h + 9 * ea + 4 * k)
     core = p * sb * (a_t * d + 2 * g_t * d)                  # Q, K, V
     masks = 2 * m * sb * h / r                               # dropout after attention and after MLP
     if attention == "flash" and not selective:

@@ -263,7 +263,8 @@ def layer_gemms(model, *, tp: int = 1, tokens: int, ep: int = 1) -> tuple[tuple[
     MLP ``h -> ffn / tp`` (twice that when gated) and ``ffn / tp -> h``. The backward's GEMMs are these
     transposed (same intensity). A mixture of experts uses the expert width with ``tokens x experts_per_token
     x ep / experts`` rows per expert (with ``ep``-way expert parallelism an expert gets the tokens of ``ep``
-    GPUs)."""
+    GPUs). A mixture of attention heads has the same q/k/v and output FLOPs as these two GEMMs, but runs
+    them as :func:`attention_expert_gemms` (which :func:`layer_gemm_efficiencies` prices)."""
     model = resolve_model(model, moe=True)
     tp, tokens, ep = check_int("tp", tp), check_int("tokens", tokens), check_int("ep", ep)
     h, d = model.hidden, model.head_dim
@@ -275,6 +276,37 @@ def layer_gemms(model, *, tp: int = 1, tokens: int, ep: int = 1) -> tuple[tuple[
             (tokens, h, max(1, model.heads * d // tp)),
             (rows, max(1, up // tp), h),
             (rows, h, max(1, ffn // tp)))
+
+
+def attention_expert_gemms(model, *, tp: int = 1, tokens: int) -> tuple[tuple[int, int, int, int], ...]:
+    """The ``(m, n, k, experts)`` of one layer's attention GEMMs on one of ``tp`` GPUs for a mixture of
+    attention heads (:class:`~llmsizing.model.Model`'s ``attn_experts``; JetMoE's ``JetMoeMoA``): the
+    shared K/V projection ``h -> 2 kv_heads d / tp`` on ``tokens`` rows (``experts`` 1), then the query and
+    output experts, each of ``w = heads / attn_experts_per_token x d / tp`` (``h -> w``, ``w -> h``), grouped
+    as the MLP experts are: ``tokens x attn_experts_per_token / attn_experts`` rows an expert, all
+    ``attn_experts`` on every GPU (expert parallelism splits the MLP experts only, as JetMoE's
+    MegaBlocks layers do). Empty for other models (:func:`layer_gemms`' q/k/v and output GEMMs)."""
+    model = resolve_model(model, moe=True)
+    tp, tokens = check_int("tp", tp), check_int("tokens", tokens)
+    ea = getattr(model, "attn_experts", 0)
+    if not ea:
+        return ()
+    h, d = model.hidden, model.head_dim
+    w = max(1, model.heads // model.attn_experts_per_token * d // tp)
+    rows = max(1, tokens * model.attn_experts_per_token // ea)
+    return ((tokens, max(1, 2 * model.kv_heads * d // tp), h, 1), (rows, w, h, ea), (rows, h, w, ea))
+
+
+def _attention_gemms(model, tp: int, tokens: int, qkv, proj, ridge: float, dtype: str):
+    """``(m, n, k, share)`` of one layer's attention GEMMs, ``m`` all rows of the GEMM (a grouped one's
+    experts together) and ``share`` what grouping keeps of :func:`gemm_efficiency` (1 for a plain GEMM;
+    :func:`grouped_gemm_share` x :func:`expert_padding_share` at one expert's rows): :func:`layer_gemms`'
+    q/k/v and output, or a mixture of attention heads' (:func:`attention_expert_gemms`)."""
+    groups = attention_expert_gemms(model, tp=tp, tokens=tokens)
+    if not groups:
+        return ((*qkv, 1.0), (*proj, 1.0))
+    return tuple((m * e, n, k, grouped_gemm_share(m) * expert_padding_share(m) if e > 1 else 1.0)
+                 for m, n, k, e in groups)
 
 
 def _expert_rows(model, tokens: int, ep: int) -> int:
@@ -368,7 +400,8 @@ def layer_gemm_efficiencies(model, gpu, *, tp: int, tokens: int, dtype: str = "b
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
     ridge = ridge_point_flops_per_byte(gpu, dtype)
     qkv, proj, (_, n_up, k_up), (_, n_down, k_down) = layer_gemms(model, tp=tp, tokens=tokens)
-    dense = [(m * n * k, m * n * k / _efficiency_at(ridge, m, n, k, dtype)) for m, n, k in (qkv, proj)]
+    dense = [(m * n * k, m * n * k / _efficiency_at(ridge, m, n, k, dtype) / s)
+             for m, n, k, s in _attention_gemms(model, tp, tokens, qkv, proj, ridge, dtype)]
     out, seen = [], {}
     for ep in eps:
         local = max(1, model.experts // ep) if model.is_moe else 1
@@ -430,7 +463,9 @@ def _with_fp8_cast(model, g, tp: int, tokens: int, ep: int, gemm_rate: float) ->
     qkv, proj, (_, n_up, k_up), (_, n_down, k_down) = layer_gemms(model, tp=tp, tokens=tokens)
     local = max(1, model.experts // ep) if model.is_moe else 1
     rows = _expert_rows(model, tokens, ep) * local
-    shapes = ((*qkv, 1), (*proj, 1), (rows, n_up, k_up, local), (rows, n_down, k_down, local))
+    attn = tuple((m * e, n, k, e) for m, n, k, e in attention_expert_gemms(model, tp=tp, tokens=tokens)) \
+        or ((*qkv, 1), (*proj, 1))
+    shapes = (*attn, (rows, n_up, k_up, local), (rows, n_down, k_down, local))
     flops = 6.0 * sum(m * n * k for m, n, k, _ in shapes)
     moved = sum(linear_cast_bytes(*s) for s in shapes)
     return flops / (flops / gemm_rate + cast_seconds(moved, g.memory_bandwidth_gbps * 1e9))

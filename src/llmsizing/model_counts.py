@@ -125,6 +125,17 @@ class ModelCounts:
         heads, over all attention layers (0 without ``attn_experts``)."""
         return sum(math.prod(s) * k for _, n, s, k in self.tensors() if n.startswith("layers.attn_experts."))
 
+    def active_share(self, name: str) -> float:
+        """The share of the tensor ``name`` (a :meth:`layer_tensors` name, or ``layers.`` and that) one token
+        uses: ``experts_per_token / experts`` for a routed MLP expert's (``experts.``),
+        ``attn_experts_per_token / attn_experts`` for an attention expert's (``attn_experts.``), else 1."""
+        name = name[7:] if name.startswith("layers.") else name
+        if name.startswith("experts.") and self.experts:
+            return self.experts_per_token / self.experts
+        if name.startswith("attn_experts.") and self.attn_experts:
+            return self.attn_experts_per_token / self.attn_experts
+        return 1.0
+
     @cached_property
     def _unused_routed_params(self) -> int:
         """The routed experts' parameters a token does not use: of the MLP experts all but

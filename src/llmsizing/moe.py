@@ -522,12 +522,10 @@ def moe_layer_flops(model: Model, *, seq: int, recompute: str = "none") -> tuple
     check_choice("recompute", recompute, RECOMPUTE)
     att = attention_flops_per_token(model, seq=seq) / model.layers
     moe_mlp = {n for _, n, _ in model._moe_mlp_tensors()}
-    common = sum(math.prod(s) for _, n, s in model.layer_tensors("moe") if n not in moe_mlp)
+    common = sum(math.prod(s) * model.active_share(n) for _, n, s in model.layer_tensors("moe")  # attention
+                 if n not in moe_mlp)                      # experts: k of E (Model.active_share)
     dense_mlp = sum(math.prod(s) for _, _, s in model._mlp_tensors("", model.ffn_hidden))
-    moe_active = 0.0
-    for _, n, s in model._moe_mlp_tensors():
-        x = math.prod(s)
-        moe_active += x * model.experts_per_token / model.experts if n.startswith("experts.") else x
+    moe_active = sum(math.prod(s) * model.active_share(n) for _, n, s in model._moe_mlp_tensors())
 
     def layer(params):
         fwd = 2 * params + att

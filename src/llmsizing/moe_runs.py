@@ -32,18 +32,26 @@ from .model import Model
 #: The published MoE runs (:func:`moe_published_runs`).
 MOE_PUBLISHED_RUNS_CSV = Path(__file__).resolve().parents[2] / "data" / "moe_published_runs.csv"
 
-#: JetMoE-8B for its FLOPs per token (a stand-in: the library has no mixture of attention heads). Its
-#: ``config.json`` (huggingface.co/jetmoe/jetmoe-8b-sft): 24 layers, hidden 2,048, 8 MLP experts of width
-#: 5,632 (SwiGLU), top-2, vocabulary 32,000, tied embeddings; attention of 8 experts of 16 heads of 128
-#: dimensions, top-2, K and V shared by the experts (``num_key_value_heads`` 16, ``num_attention_heads`` 32 =
-#: 16 x top-k). Two experts' query and output projections are the projections of 32 query heads, so dense
-#: attention with 32 query and 16 KV heads costs what JetMoE's costs per token: 2.33B active parameters
-#: against the published 2.2B; the six unused attention experts of each layer (1.2B parameters) are missing
-#: from the total (7.3B against 8.5B).
-JETMOE_8B_STANDIN = Model(name="jetmoe-8b (stand-in)", layers=24, hidden=2048, heads=32, kv_heads=16,
-                          head_dim=128, ffn_hidden=5632, vocab=32000, gated_mlp=True, tied_embeddings=True,
-                          norm="rmsnorm", bias=False, max_seq=4096, experts=8, experts_per_token=2,
-                          expert_ffn_hidden=5632)
+#: JetMoE-8B, exactly (issue 35, jetmoe38), built by :meth:`Model.from_hf_config` from the fields of its
+#: ``config.json`` (huggingface.co/jetmoe/jetmoe-8b): 24 layers, hidden 2,048, a mixture of attention heads
+#: (8 experts of 16 query heads of 128, top-2, K and V shared: ``num_key_value_heads`` 16, ``kv_channels``
+#: 128) and 8 SwiGLU MLP experts of width 5,632, top-2, vocabulary 32,000, tied embeddings. 8,522,237,952
+#: parameters, 2,331,445,248 active (the paper: "8.5B", "2.2B"), as transformers 5.24 builds it
+#: (``data/hf_meta_param_counts.csv``).
+JETMOE_8B = Model.from_hf_config(
+    {"model_type": "jetmoe", "num_hidden_layers": 24, "hidden_size": 2048, "num_key_value_heads": 16,
+     "kv_channels": 128, "intermediate_size": 5632, "num_local_experts": 8, "num_experts_per_tok": 2,
+     "vocab_size": 32000, "max_position_embeddings": 4096, "activation_function": "silu",
+     "tie_word_embeddings": True}, name="jetmoe-8b")
+
+#: The stand-in the JetMoE-8B row used before the mixture of attention heads was modelled (deprecated:
+#: ``JETMOE_8B_STANDIN`` warns, :data:`JETMOE_8B` replaces it): the attention as dense attention with 32
+#: query and 16 KV heads (the same FLOPs a token, no attention experts' router, permutation or grouped GEMMs;
+#: 7.3B parameters against the published 8.5B).
+_JETMOE_8B_DENSE_ATTENTION = Model(
+    name="jetmoe-8b (stand-in)", layers=24, hidden=2048, heads=32, kv_heads=16, head_dim=128, ffn_hidden=5632,
+    vocab=32000, gated_mlp=True, tied_embeddings=True, norm="rmsnorm", bias=False, max_seq=4096, experts=8,
+    experts_per_token=2, expert_ffn_hidden=5632)
 
 
 #: Phi-3.5-MoE for its FLOPs and parameters (not in the catalogue). Its ``config.json``
@@ -70,11 +78,23 @@ MAVERICK_STANDIN = Model.from_hf_config(
      "tie_word_embeddings": False, "use_qk_norm": False}, name="llama-4-maverick (stand-in)")
 
 #: The stand-ins by name (:func:`moe_published_runs`' ``model`` column).
-STANDINS = {m.name: m for m in (JETMOE_8B_STANDIN, PHI_35_MOE_STANDIN, MAVERICK_STANDIN)}
+STANDINS = {m.name: m for m in (JETMOE_8B, PHI_35_MOE_STANDIN, MAVERICK_STANDIN)}
+
+
+def __getattr__(name: str):
+    """``JETMOE_8B_STANDIN`` (deprecated, jetmoe38): the dense-attention stand-in, with a warning."""
+    if name == "JETMOE_8B_STANDIN":
+        import warnings
+
+        warnings.warn("llmsizing.moe_runs.JETMOE_8B_STANDIN is deprecated: JetMoE's mixture of attention "
+                      "heads is modelled (attn_experts); use moe_runs.JETMOE_8B (this name goes in the next "
+                      "release)", DeprecationWarning, stacklevel=2)
+        return _JETMOE_8B_DENSE_ATTENTION
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def moe_published_runs():
-    """``data/moe_published_runs.csv`` as a DataFrame: run, catalogue model (or ``"jetmoe-8b (stand-in)"``),
+    """``data/moe_published_runs.csv`` as a DataFrame: run, catalogue model (or one of :data:`STANDINS`),
     GPU, the training stack its source names (``framework``, blank if none; read by
     :mod:`llmsizing.layout_fits`),
     GPUs (``n_gpus_published`` says whether the count is the source's or assumed), sequence length, tokens,
@@ -92,6 +112,8 @@ def moe_published_runs():
 def _model(name: str):
     from .catalog import get_model
 
+    if name == _JETMOE_8B_DENSE_ATTENTION.name:         # a row written before jetmoe38
+        return __getattr__("JETMOE_8B_STANDIN")
     return STANDINS[name] if name in STANDINS else get_model(name)
 
 
@@ -268,7 +290,7 @@ def moe_run_check(runs=None, factor: float | None = None, *, range_area: str | N
     return df
 
 
-__all__ = ["MOE_PUBLISHED_RUNS_CSV", "JETMOE_8B_STANDIN", "PHI_35_MOE_STANDIN", "MAVERICK_STANDIN",
+__all__ = ["MOE_PUBLISHED_RUNS_CSV", "JETMOE_8B", "PHI_35_MOE_STANDIN", "MAVERICK_STANDIN",
            "STANDINS", "moe_published_runs",
            "run_step", "predict_moe_run", "fit_moe_factor", "moe_run_check", "moe_loso_check",
            "MOE_RANGE_SCORE"]

@@ -64,12 +64,24 @@ def routing_bytes_per_token(model, *, act_bytes: float = 2.0, recompute: str = "
     their weighted sum (``k h b + h b``): ``3 k h b + 2 h b + 8E + 8k``. The backward moves each of these
     twice (the gradients through the same gathers and scatters, and the weights' gradient reading the expert
     outputs again), so a step is 3 forwards' bytes (4 with full recomputation). Megatron-Core's
-    ``moe_utils.permute`` / ``unpermute`` (index_select / scatter_add)."""
+    ``moe_utils.permute`` / ``unpermute`` (index_select / scatter_add).
+
+    A mixture of attention heads (``attn_experts`` ``E_a``, top-``k_a``, ``q = heads x head_dim``; JetMoE's
+    ``JetMoeMoA.map`` / ``reduce``) routes each attention layer too: the same router, top-k, gather and
+    weighted sum, ``3 k_a h b + 2 h b + 8 E_a + 8 k_a``, plus the query experts' outputs scattered back to
+    token order and the attention output gathered for the output experts (``2 q b`` each): ``4 q b`` more.
+    Its attention layers' bytes are spread over the MoE layers (``x n_attention_layers / n_moe_layers``), so
+    that the MoE layers' count prices both."""
     model = resolve_model(model, moe=True)
     b = check_number("act_bytes", act_bytes, allow_equal=False)
     check_choice("recompute", recompute, ("none", "selective", "full"))
     h, e, k = model.hidden, model.experts, model.experts_per_token
     fwd = 3 * k * h * b + 2 * h * b + 8 * e + 8 * k
+    ea = getattr(model, "attn_experts", 0)
+    if ea:
+        ka, q = model.attn_experts_per_token, model.heads * model.head_dim
+        attn = 3 * ka * h * b + 2 * h * b + 8 * ea + 8 * ka + 4 * q * b
+        fwd += attn * model.n_attention_layers / model.n_moe_layers
     return fwd * (4 if recompute == "full" else 3)
 
 
