@@ -38,10 +38,11 @@ where the curve says 0.19, and 4,096^3 at 0.79 against 0.61, so after the calibr
 few rows about 1.7x too much (DeepGEMM's 128-row FP8 GEMMs: 0.33 measured, 0.11 on the curve). Priced by that
 table instead (``tools/gemm_table_check.py``, Dec 2026), the range of an MFU from a layout would narrow (82.9%
 / 1.65x -> 87.4% / 1.54x out of source) and fine-tuning's hardly move, but the MoE range would widen (2.32x ->
-3.37x; with the experts' tile padding priced, moe38: 2.17x -> 3.12x): the small mixtures of experts (Granite
-3.0 1B and 3B, JetMoE) run slower than their GEMMs, and for them the curve's steep fall stands in for what
-else a layer costs (a launch cost of 40-200 us a layer does not close it; tests/test_gemm_table.py). The curve
-stays until those costs are priced apart. A layer's GEMMs (:func:`layer_gemms`) have ``m`` = the tokens of a
+3.37x; with the experts' tile padding priced, moe38: 2.17x -> 3.12x; with JetMoE's attention experts,
+jetmoe38: 2.10x -> 3.12x): the small mixtures of experts (Granite 3.0 1B and 3B, JetMoE) run slower than
+their GEMMs, and for them the curve's steep fall stands in for what else a layer costs (a launch cost of
+40-200 us a layer does not close it; tests/test_gemm_table.py). The curve stays until those costs are
+priced apart. A layer's GEMMs (:func:`layer_gemms`) have ``m`` = the tokens of a
 micro-batch on one GPU and ``k``, ``n`` from the hidden, heads and MLP widths divided by ``tp``: a 2,048-wide
 model's GEMMs run below a 16,384-wide one's. A mixture of experts' routed GEMMs run grouped, all of a GPU's
 experts in one kernel: priced at all their rows, times what DeepGEMM's grouped tables lose to few rows per
