@@ -160,7 +160,8 @@ def test_moe_layer_gemm_efficiency_counts_every_expert_a_gpu_holds():
     # JetMoE-8B's MLP experts (llmsizing.moe_runs.JETMOE_8B_STANDIN, deprecated: its attention dense): 4,096
     # tokens a micro-batch, top-2 of 8 experts, no expert parallelism: each expert 1,024 rows, all 8 on the
     # GPU, so the routed GEMMs are 8 x (1024 x 11264 x 2048) and 8 x (1024 x 2048 x 5632), run grouped: the
-    # curve at 8,192 rows times the grouped share at 1,024. The attention's two GEMMs at the whole micro-batch.
+    # curve at 8,192 rows times the grouped share at 1,024. The attention's two GEMMs at the whole
+    # micro-batch.
     from _kernels_by_hand import H100_BF16, H100_HBM, gemm_eff
 
     with pytest.warns(DeprecationWarning, match="JETMOE_8B"):
@@ -203,7 +204,8 @@ def test_attention_experts_run_as_grouped_gemms_as_the_mlp_experts_do():
              (8 * 1024 * 11264 * 2048, gemm_eff(8192, 11264, 2048, ridge) * share),
              (8 * 1024 * 2048 * 5632, gemm_eff(8192, 2048, 5632, ridge) * share)]
     by_hand = sum(f for f, _ in gemms) / sum(f / e for f, e in gemms)
-    assert K.layer_gemm_efficiency(JETMOE_8B, "H100 SXM", tp=1, tokens=4096) == pytest.approx(by_hand, rel=1e-9)
+    assert K.layer_gemm_efficiency(JETMOE_8B, "H100 SXM", tp=1, tokens=4096) == \
+        pytest.approx(by_hand, rel=1e-9)
     assert K.attention_expert_gemms(JETMOE_8B, tp=2, tokens=4096) == (
         (4096, 2048, 2048, 1), (1024, 1024, 2048, 8), (1024, 2048, 1024, 8))
     assert K.attention_expert_gemms("llama-3-8b", tokens=4096) == ()

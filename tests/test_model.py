@@ -325,7 +325,7 @@ def test_from_hf_config_name():
         "openai-community/gpt2"
 
 
-@pytest.mark.parametrize("mtype", ["zaya", "bert", "t5", None])  # (falcon, rwkv, xlstm: issues 24, 36; jetmoe: 35)
+@pytest.mark.parametrize("mtype", ["zaya", "bert", "t5", None])  # (falcon, rwkv, xlstm, jetmoe read now)
 def test_from_hf_config_unknown_type_raises(mtype):
     cfg = {"model_type": mtype, "hidden_size": 4096} if mtype else {"hidden_size": 4096}
     with pytest.raises(ValueError) as e:
