@@ -251,3 +251,18 @@ def test_fuzz_ch11(name):
 
     spec = _fuzz_specs()[name]
     _run(name, spec, EXAMPLES if not name.startswith(("render", "cost_vs")) else max(5, EXAMPLES // 5))
+
+
+def test_cost_figures_title_the_tokens_as_the_prose_does():
+    """Chapter 11's three cost figures titled their token budgets '1e+12 tokens' and '1e+11 tokens' (read38);
+    the planner's figure and the prose say 1T and 100B: 10**12 tokens is 1T, 10**11 is 100B."""
+    from llmsizing.charts import render_cost_by_gpu, render_cost_sensitivity, render_cost_vs_gpus
+
+    by_gpu = render_cost_by_gpu("llama-3-70b", tokens=1e11, seq=8192)
+    grid = render_cost_sensitivity("llama-3-70b", tokens=1e12, gpu="H100 SXM", seq=8192)
+    sweep = render_cost_vs_gpus("llama-3-70b", tokens=1e12, gpu="H100 SXM", seq=8192, global_batch=512, tp=8,
+                                pp=4)
+    titles = [ax.get_title(loc="left") for v in (by_gpu, grid) for ax in v.figure.axes]
+    titles.append(sweep.figure._suptitle.get_text())
+    assert any("100B tokens" in t for t in titles) and sum("1T tokens" in t for t in titles) == 2
+    assert not any("e+1" in t for t in titles)

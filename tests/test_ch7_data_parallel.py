@@ -328,6 +328,20 @@ def test_render_dp_scaling_three_placements():
         render_dp_scaling(kernel_efficiency=1.5)
 
 
+def test_render_dp_scaling_says_which_lines_coincide():
+    """Lines drawn over each other look missing (read38): inside one node every stage is 100% busy, so the
+    panel says that its four lines coincide; with one GPU per node ZeRO-3 (under 65% busy from dp = 4 on, by
+    chapter 7's table) parts from the others and nothing is said."""
+    v = render_dp_scaling()
+    texts = [[t.get_text() for t in ax.texts] for ax in v.figure.axes]
+    assert texts[0] == ["all 4 lines coincide"] and texts[1] == ["all 4 lines coincide"]
+    assert not any("ZeRO-3" in t for t in texts[2])
+    from llmsizing.charts.many_gpus import _coinciding
+
+    assert _coinciding({"a": [1.0, 0.9], "b": [0.999, 0.9], "c": [1.0, 0.5]}) == ["a", "b"]
+    assert _coinciding({"a": [1.0, 0.9], "b": [0.9, 0.9]}) == []
+
+
 # ----------------------------------------------------------------------------- the widget, driven
 def test_zero_stages_widget_drives():
     from llmsizing.widgets import zero_stages_widget

@@ -35,3 +35,24 @@ def test_serving_curve_text_is_inside_the_png(kw):
     outside, small = _texts_outside(charts.render_serving_curve(**kw).figure)
     assert not outside, "text cut at the figure's edge: " + "; ".join(outside)
     assert not small, "text too small to read: " + "; ".join(small)
+
+
+@pytest.mark.parametrize("model", ["llama-3-70b", "llama-3-8b"])
+def test_serving_cost_figure_reads_every_cost_on_a_log_axis(model):
+    """Issue 38 (book38): Llama-3-70B's costs run from $0.40 (MI325X) to $54.9 (L40S) per million output
+    tokens, 137 times; on main's linear axis (0 to 1.6 x $69, the L40S's whisker, over ~430 px) the MI325X's
+    bar was 0.401 / 110 x 430 = 1.6 px long and the eight cheapest GPUs' bars were all under 7 px. On a log
+    axis every bar is at least 20 px long, and a dearer cost ends further right (the order survives)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    view = charts.render_serving_cost(model, **LOAD)
+    fig = view.figure
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"
+    x0 = ax.transAxes.transform((0, 0))[0]
+    ends = sorted((b.get_x() + b.get_width(), ax.transData.transform((b.get_x() + b.get_width(), 0))[0] - x0)
+                  for b in ax.patches if b.get_width() == b.get_width())          # NaN: no layout, no bar
+    assert len(ends) >= 15
+    assert min(px for _, px in ends) >= 20, ends[:3]
+    assert all(a[1] < b[1] for a, b in zip(ends, ends[1:]) if a[0] < b[0])

@@ -440,3 +440,56 @@ def rule_of_thumb_table(cases, *, weights: str = "bf16", kv_cache: str = "bf16")
                      "rule x1.2 GiB": r.rule_of_thumb_bytes / GiB,
                      "rule / book": r.rule_of_thumb_bytes / r.total_bytes})
     return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- what one GPU holds
+@dataclass(frozen=True)
+class KVRoom:
+    """One GPU's memory beside a model's weights alone, no allowance (:func:`kv_room_beside_weights`):
+    ``free_bytes`` = memory - weights, and the KV-cache ``tokens`` it holds, ``free_bytes / KV bytes per
+    token``. Chapter 3, exercise 2."""
+
+    free_bytes: float
+    tokens: float
+
+
+def kv_room_beside_weights(model: Model | str, gpu, *, weights: str = "bf16",
+                           kv_cache: str = "bf16") -> KVRoom:
+    """The memory of one ``gpu`` (a catalogue name or GPU) left beside ``model``'s weights and the KV-cache
+    tokens it holds, counting nothing else (no allowance: the exercise's first, rough count). Raises
+    ValueError when the weights alone fill the GPU. Chapter 3, exercise 2."""
+    m = resolve_model(model, moe=True)
+    g = get_gpu(gpu)
+    check_choice("weights", weights, WEIGHT_DTYPES)
+    check_choice("kv_cache", kv_cache, KV_DTYPES)
+    free = g.memory_bytes - weights_bytes(m, weights)
+    if free <= 0:
+        raise ValueError(f"weights={weights!r}: {m.name}'s weights ({weights_bytes(m, weights):,.0f} bytes) "
+                         f"fill a {g.name} ({g.memory_bytes:,.0f} bytes): no room for a KV cache")
+    return KVRoom(free, free / kv_cache_bytes_per_token(m, kv_cache))
+
+
+def max_inference_batch(model: Model | str, gpu, context: int, *, weights: str = "bf16",
+                        kv_cache: str = "bf16") -> int:
+    """The largest batch of ``context``-token sequences whose :func:`inference_memory` (weights, cache and
+    the default allowance, 1 GiB + 8%) fits one ``gpu``'s whole memory, as chapter 3 counts it: the cache
+    room is the allowance rule's inverse, :func:`~llmsizing.states.peak_room_bytes` of the memory less the
+    weights, and the batch ``floor(room / one sequence's cache)`` (its state too, for a hybrid). 0 when not
+    even one sequence fits. Chapter 3, exercise 5 (vLLM's own count is
+    :func:`~llmsizing.serve_engine.kv_capacity_sequences`)."""
+    m = resolve_model(model, moe=True)
+    g = get_gpu(gpu)
+    one = inference_memory(m, batch=1, context=context, weights=weights, kv_cache=kv_cache)
+    room = peak_room_bytes(g.memory_bytes) - one.weights_bytes
+    if room < one.kv_cache_bytes:
+        return 0
+    b = min(math.floor(room / one.kv_cache_bytes), MAX_MEANINGFUL)
+
+    def fits(n):
+        return inference_memory(m, batch=n, context=context, weights=weights,
+                                kv_cache=kv_cache).total_bytes <= g.memory_bytes
+    while b > 0 and not fits(b):              # the quotient rounded by floating-point noise, either way
+        b -= 1
+    while b < MAX_MEANINGFUL and fits(b + 1):
+        b += 1
+    return b

@@ -32,9 +32,11 @@ from .step_measurements import (_ACTIVATION, _ATTENTION, _BOOL, _IMPL,  # noqa: 
                                 _kept_step_layers, _kept_working_set_terms, _minimax_working_set,
                                 _working_set_terms, FUSED_SWIGLU_CSV, GPT2_LOSS_PEAK_STEPS_CSV,
                                 GPT2_LOSS_PEAK_TENSORS_CSV, HELD_OUT_SPLITS, MASKED_SDPA_CSV, STEP_CSV,
-                                STEP_KEYS, STEP_PHASE_COLUMNS, STEP_RECIPES, STEP_SAVED_TENSORS_CSV,
+                                LOSS_MOMENTS, STEP_KEYS, STEP_PHASE_COLUMNS, STEP_RECIPES,
+                                STEP_SAVED_TENSORS_CSV,
                                 STEP_TIMELINE_CSV, WORKING_SET_GRID_STEPS, compare_steps,
-                                held_out_step_errors, load_steps, measured_step, predict_step,
+                                held_out_step_errors, load_steps, loss_bytes_per_logit, measured_step,
+                                predict_step,
                                 step_at_working_set, step_backward_errors, step_group, step_model,
                                 working_set_curve, working_set_fit, worst_step_errors)
 

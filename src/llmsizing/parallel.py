@@ -354,6 +354,23 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
 SINGLE_GPU = Parallel()
 
 
+def smallest_tp(model, at_least: int = 1) -> int:
+    """The smallest tensor-parallel degree of at least ``at_least`` that :func:`check_layout` accepts for
+    ``model`` (a catalogue name or Model): whole query heads and MLP columns on every GPU, and its KV heads
+    split evenly or, beyond their number, each replicated on the same number of GPUs. Up to the model's query
+    heads; ValueError when none of them runs. Chapter 3, exercise 1."""
+    m = _as_model(model)
+    at_least = check_int("at_least", at_least)
+    for tp in range(at_least, m.heads + 1):
+        try:
+            check_layout(m, tp=tp)
+        except ValueError:
+            continue
+        return tp
+    raise ValueError(f"at_least={at_least}: no tensor-parallel degree from {at_least} to {m.heads} (the "
+                     f"query heads) runs {m.name}")
+
+
 def kept_parallel(**fields) -> Parallel:
     """``Parallel(**fields)``, kept for the last 4,096 sets of fields (each with its type, so that ``sp=1``
     never hits the entry kept for ``sp=True`` and skips its check): a layout is immutable and its checks

@@ -87,6 +87,15 @@ class KVCapacity:
     block_bytes: float
     blocks: int
     tokens: int
+    #: the fixed states of a hybrid's other layers set aside for ``max_num_seqs`` sequences (0 without)
+    states_bytes: float = 0.0
+
+    @property
+    def room_bytes(self) -> float:
+        """What is left for the KV cache and the states: ``usable - weights - activation peak - non-torch -
+        CUDA graphs`` (negative when the rest does not fit). Chapter 3 ("Hybrid models")."""
+        return (self.usable_bytes - self.weights_bytes - self.activation_peak_bytes - self.non_torch_bytes
+                - self.cuda_graph_bytes)
 
 
 @lru_cache(maxsize=1)
@@ -257,7 +266,8 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
     w = weights_bytes_per_gpu(m, weights, tp=tp, ep=ep, redundant_experts=redundant_experts) * share
     act = activation_peak_bytes(m, tp=tp, chunk=chunk, max_num_seqs=seqs)
     sd = kv_cache if state_dtype is None else check_choice("state_dtype", state_dtype, KV_DTYPES)
-    kv = usable - w - act - other - graphs - seqs * state_bytes_per_gpu(m, sd, tp=tp) * share
+    states = seqs * state_bytes_per_gpu(m, sd, tp=tp) * share
+    kv = usable - w - act - other - graphs - states
     per_token = kv_cache_bytes_per_token(m, kv_cache)
     if per_token == 0:
         raise ValueError(f"{m.name!r} has no attention layer: its cache is a fixed state per sequence "
@@ -267,7 +277,7 @@ def kv_capacity_tokens(model: Model, gpu, *, tp: int = 1, weights: str = "bf16",
     blocks = max(0, math.floor(kv / block)) if kv > 0 else 0
     # kv_bytes is the room left for KV: 0 when the rest does not fit (then blocks = 0 and callers say so)
     return KVCapacity(float(g.memory_bytes), usable, w, act, other, graphs, max(0.0, kv), block, blocks,
-                      blocks * block_size)
+                      blocks * block_size, states)
 
 
 def blocks_per_sequence(model: Model | str, context: int, *, block_size: int = BLOCK_SIZE) -> int:

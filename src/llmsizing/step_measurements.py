@@ -65,6 +65,25 @@ def load_steps(path=None):
     return df
 
 
+#: The loss's two moments above what the forward left (:func:`loss_bytes_per_logit`): its forward's peak (the
+#: logits upcast to fp32, ``log_softmax``) and its backward's (the gradients of the log-probabilities and of
+#: the logits).
+LOSS_MOMENTS = {"forward": "loss_forward_max_bytes", "backward": "loss_backward_max_bytes"}
+
+
+def loss_bytes_per_logit(df=None, moment: str = "backward"):
+    """Each measured step's (:func:`load_steps`, or ``df``) bytes per logit the loss adds on top of what the
+    forward left, at its ``moment`` (:data:`LOSS_MOMENTS`): ``(peak - forward_end_bytes) / (batch x seq x
+    vocab)``, a pandas Series. The library counts 8 bytes per logit for the backward
+    (:data:`~llmsizing.memory.LOSS_BACKWARD_BYTES_PER_LOGIT`, chapter 4b); the forward's peak never sets the
+    step's (chapter 5)."""
+    from ._validate import check_choice
+
+    col = LOSS_MOMENTS[check_choice("moment", moment, tuple(LOSS_MOMENTS))]
+    df = load_steps() if df is None else df
+    return (df[col] - df["forward_end_bytes"]) / (df["batch"] * df["seq"] * df["vocab"])
+
+
 def step_model(row) -> Model:
     """The :class:`~llmsizing.model.Model` a step row was measured on (the tool builds the HF config and the
     fused stand-in from the same shape)."""

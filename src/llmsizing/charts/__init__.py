@@ -64,7 +64,8 @@ from .many_gpus import (BUS_BANDWIDTH_SIZES, DECODE_BATCHES, DP_SCALING_PANELS, 
                         render_zero_stages, SCHEDULE_PANELS, render_pipeline_schedules)
 from .many_gpus import COLLECTIVE_TIME_DEFAULT, COLLECTIVE_TIME_SIZES, render_collective_time  # ch9 widget
 from .many_gpus import (_KIND_COLORS, _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES, _bytes_text,  # noqa: F401
-                        _ROOFLINE_NAMED, _ROOFLINE_OTHERS, _landscape_groups, _size_axis, _time_text)
+                        _ROOFLINE_NAMED, _ROOFLINE_OTHERS, _coinciding, _landscape_groups, _size_axis,
+                        _time_text)
 
 # Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case
 # studies' check, the seed audit.
@@ -87,8 +88,8 @@ from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, FLEET_COLORS, SPECULAT
                          fleet_plans, render_fleet,
                          render_finetune_calibration, render_finetune_memory, render_serving_cost,
                          render_serving_curve, render_speculative_speedup)
-from .serve_tune import (_BATCH_MARKS, _POINT, _SUMMARY_RANGED, _batch_state, _fit_text,  # noqa: F401
-                         _on_this_fleet, _sweep_points, _vline)
+from .serve_tune import (_BATCH_MARKS, _COST_AXIS_SHARE, _POINT, _SUMMARY_RANGED, _batch_state,  # noqa: F401
+                         _cost_axis_ends, _fit_text, _on_this_fleet, _sweep_points, _vline)
 
 # Part V, the models of 2026 (ch 17-18): long context; mixtures of experts.
 from .long_context import (CP_KINDS, CP_OVERLAP_SEQS, KEYS_MODELS, KEYS_SEQS, llama3_long_context_layout,

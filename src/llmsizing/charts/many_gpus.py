@@ -243,6 +243,17 @@ _ZERO_STYLES = {0: ("DDP", "#0072B2", "-"), 1: ("ZeRO-1", "#009E73", "-."), 2: (
                 3: ("ZeRO-3 / FSDP", "#D55E00", "-")}
 
 
+def _coinciding(drawn: dict, tol: float = 0.005) -> list:
+    """The names of the largest set of lines (``name -> ys``) within ``tol`` of each other at every point,
+    if two or more coincide, else ``[]``: lines drawn over each other, which a reader cannot tell apart
+    (chapter 7's data-parallel scaling figure)."""
+    best = []
+    for ref in drawn.values():
+        same = [n for n, ys in drawn.items() if all(abs(a - b) <= tol for a, b in zip(ys, ref))]
+        best = same if len(same) > len(best) else best
+    return best if len(best) > 1 else []
+
+
 def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: int = 512, seq: int = 4096,
                       batch: int = 1, kernel_efficiency: float | None = None, overlap: float | None = None,
                       max_dp: int = 512, node=None) -> View:
@@ -315,13 +326,20 @@ def render_dp_scaling(model="llama-3-8b", gpu: str = "H100 SXM", global_batch: i
         bw = (f"{link.bandwidth_gbps:,.0f}" if f"{low:,.0f}" == f"{link.bandwidth_gbps:,.0f}"
               else f"{low:,.0f} to {link.bandwidth_gbps:,.0f}")
         lines.append(f"  {title} ({link.link}, {bw} GB/s per GPU one way, achieved):")
+        drawn = {}
         for z, (name, color, style) in _ZERO_STYLES.items():
             ys = []
             for d in dps:
                 ys.append(step_time(m, g, Parallel(dp=d, zero=z), batch=b, seq=seq, grad_accum=gb // (d * b),
                                     kernel_efficiency=eff, overlap=overlap, node=node_k).efficiency)
             ax.plot(dps, ys, style, color=color, marker="o", markersize=3, label=name)
+            drawn[name] = ys
             lines.append(f"    {name:<14s}" + "  ".join(f"dp={d}: {y:.0%}" for d, y in zip(dps, ys)))
+        hidden = _coinciding(drawn)             # lines drawn over each other: say which, or they look missing
+        if hidden:
+            said = (f"all {len(hidden)} lines coincide" if len(hidden) == len(drawn)
+                    else "one line: " + ", ".join(hidden))
+            ax.text(0.5, 0.9, said, transform=ax.transAxes, ha="center", va="top", fontsize=7, color="0.3")
         ax.set_xscale("log", base=2)
         ax.set_xticks(dps, [str(d) for d in dps], fontsize=7, rotation=90 if len(dps) > 6 else 0)
         ax.minorticks_off()

@@ -152,16 +152,22 @@ def render_activation_memory(model="llama-3-8b", seq: int = 8192, batch: int = 1
 
 def render_step_phases(model="llama-3-8b", seq: int = 8192, batch: int = 1, attention: str = "flash",
                        recompute: str = "none", gpu: str = "H100 SXM", precision: str = "bf16-mixed",
-                       zero3_gpus: int = 8, stack: str = "fused", optimizer_impl: str = "foreach") -> View:
+                       zero3_gpus: int = 8, stack: str = "fused", optimizer_impl: str = "foreach", *,
+                       reshard_after_forward: bool | None = True) -> View:
     """The four phases of one training step (:func:`llmsizing.memory.training_memory`), each a bar of what is
-    alive at its peak, against ``gpu``'s capacity; the peak is marked. Chapter 4, "The peak of a step"."""
+    alive at its peak, against ``gpu``'s capacity; the peak is marked. ``reshard_after_forward``: FSDP's, with
+    the states over ``zero3_gpus`` > 1 GPUs (None: ``fully_shard``'s default, the root unit held, as chapter
+    4b's Trainer and autocast rows, :mod:`llmsizing.step_stacks`). Chapter 4, "The peak of a step"."""
     from ..catalog import get_gpu, resolve_model
     from ..memory import PHASES, STEP_PARTS, training_memory
+    from ..parallel import Parallel
     from ..units import fmt_gib
 
     m = resolve_model(model)
     g = get_gpu(gpu)
     par = _zero3(zero3_gpus)
+    if par.zero == 3 and reshard_after_forward is not True:
+        par = Parallel(dp=par.dp, zero=3, reshard_after_forward=reshard_after_forward)
     t = training_memory(m, batch=batch, seq=seq, attention=attention, recompute=recompute,
                         precision=precision, parallel=par, stack=stack, optimizer_impl=optimizer_impl)
     parts = t.phase_parts
@@ -175,7 +181,8 @@ def render_step_phases(model="llama-3-8b", seq: int = 8192, batch: int = 1, atte
                 va="bottom", fontsize=8, fontweight="bold")
     ax.set_ylim(0, 1.15 * max(peak, g.memory_gib))
     ax.set_ylabel("GiB per GPU")
-    states = "one GPU" if par.dp == 1 else f"states over {par.dp} GPUs"
+    states = "one GPU" if par.dp == 1 else f"states over {par.dp} GPUs" + (
+        ", root unit held" if par.reshard_after_forward is None else "")
     ax.set_title(f"{m.name}, {batch} x {seq:,} tokens, {precision}, {stack} stack, AdamW {optimizer_impl}, "
                  f"{states}", fontsize=8.5, loc="left")
     lines = [f"{m.name}, micro-batch {batch} x {seq:,} tokens, {attention} attention, recompute={recompute}, "

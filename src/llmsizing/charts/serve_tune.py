@@ -275,25 +275,31 @@ def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 2
     est = (df["price_kind"] == "estimate").tolist()
     marks = {"estimate": " (est. price, not ranked)", "reported": " (rep. price)"}
     names = [n + marks.get(k, "") for n, k in zip(df.index, df["price_kind"])]
-    vals = df["usd_per_million_output_tokens"].fillna(0).tolist()
-    # the stated 80% range of each cost (serving_cost_by_gpu's _low/_high: the serving speed's range)
     usd = df["usd_per_million_output_tokens"]
-    lows = (usd - df["usd_per_million_output_tokens_low"]).fillna(0).tolist()
-    highs = (df["usd_per_million_output_tokens_high"] - usd).fillna(0).tolist()
-    bars = ax.barh(names, vals, color=[GPU_COLORS.get(n, "0.4") for n in df.index], xerr=[lows, highs],
+    # the stated 80% range of each cost (serving_cost_by_gpu's _low/_high: the serving speed's range)
+    low, high = df["usd_per_million_output_tokens_low"], df["usd_per_million_output_tokens_high"]
+    # issue 38: the costs span two orders of magnitude and more (llama-3-70b: $0.40 to $55), and on a linear
+    # axis the cheap GPUs' bars were 2 px long: a log axis from the decade below the lowest range end, every
+    # bar drawn from that edge, and room on the right (a third of the axis) for the labels
+    edge, top = _cost_axis_ends(low.min(), high.max())
+    vals = usd.tolist()
+    lows, highs = (usd - low).fillna(0).tolist(), (high - usd).fillna(0).tolist()
+    bars = ax.barh(names, [v - edge for v in vals], left=edge,
+                   color=[GPU_COLORS.get(n, "0.4") for n in df.index], xerr=[lows, highs],
                    error_kw=dict(ecolor="0.25", lw=0.8, capsize=2))
     for bar, e in zip(bars, est):
         if e:
             bar.set_hatch("///")
             bar.set_edgecolor("white")
     for i, (n, r) in enumerate(df.iterrows()):
-        no_layout = r["usd_per_million_output_tokens"] != r["usd_per_million_output_tokens"]   # NaN
+        no_layout = vals[i] != vals[i]                                                   # NaN
         text = ("no layout meets the target" if no_layout else
-                f"${r['usd_per_million_output_tokens']:.3f}  (tp={int(r['tp'])}, batch {int(r['batch'])})")
-        ax.annotate(text, (vals[i] + highs[i], i), xytext=(3, 0), textcoords="offset points", va="center",
-                    fontsize=7.5)
-    ax.set_xlim(0, max([v + h for v, h in zip(vals, highs)] + [1e-9]) * 1.6)
-    ax.set_xlabel("USD per million output tokens, at catalogue on-demand prices;"
+                f"${vals[i]:.3f}  (tp={int(r['tp'])}, batch {int(r['batch'])})")
+        ax.annotate(text, (edge if no_layout else vals[i] + highs[i], i), xytext=(3, 0),
+                    textcoords="offset points", va="center", fontsize=7.5)
+    _log_axis(ax.xaxis, edge, top, lambda v: f"${v:g}", pad=1.0)
+    ax.set_ylim(-0.6, len(df) - 0.4)                # (a row without a layout has no bar to widen the view)
+    ax.set_xlabel("USD per million output tokens (log scale),\nat catalogue on-demand prices;"
                   + ("\nhatched: an estimated price, not a list price;" if any(est) else "")
                   + "\nwhiskers: the stated 80% range of the engine's speed", fontsize=9)
     ax.set_title(f"{model}, {weights} weights, {prompt:,} in / {output:,} out,\n"
@@ -318,6 +324,21 @@ def render_serving_cost(model="llama-3-70b", prompt: int = 1024, output: int = 2
                          f"{ranged(r, 'usd_per_million_input_tokens', '.3f'):>20s}  {r['price_as_of']}"
                          f"{price_note(r['price_kind'])}" + (f"; {r['note']}" if r["note"] else ""))
     return View(fig, "\n".join(lines))
+
+
+#: The share of the cost figure's log axis left of the dearest whisker's end; the rest holds its label.
+_COST_AXIS_SHARE = 0.62
+
+
+def _cost_axis_ends(lowest: float, highest: float) -> tuple[float, float]:
+    """The ends of chapter 15's log cost axis (:func:`render_serving_cost`) for range ends from ``lowest``
+    to ``highest`` USD: the power of ten at or below ``lowest / 1.1`` (the bars' common left edge) and the
+    point that leaves ``highest`` at :data:`_COST_AXIS_SHARE` of the axis (the labels' room). No cost at
+    all (no GPU meets the target): $0.1 to $1."""
+    if not (lowest > 0 and highest >= lowest):          # NaN: nothing priced
+        return 0.1, 1.0
+    edge = 10.0 ** math.floor(math.log10(lowest / 1.1))
+    return edge, edge * (highest / edge) ** (1 / _COST_AXIS_SHARE)
 
 
 #: The draft lengths chapter 15's speculative-decoding figure draws, and their colours.

@@ -18,8 +18,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from ..catalog import price_note
-from .base import (DPI, GPU_COLORS, FixedView, View, _log_axis, _log_scale, _short_number, _usd, figure_axes,
-                   new_figure)
+from .base import (DPI, GPU_COLORS, FixedView, View, _log_axis, _log_scale, _short_number, _tokens, _usd,
+                   figure_axes, new_figure)
 # chapter 12's figure (the planner's answer) lives in time_money_plan, chapters 13-14's (the library checked)
 # in time_money_checks; every name of theirs is still here
 from .time_money_plan import PLAN_GPUS, PLAN_LEGEND_PT, plan_notes, render_plan  # noqa: F401
@@ -373,7 +373,7 @@ def render_cost_by_gpu(model="llama-3-70b", tokens: float = 1e11, seq: int = 819
         a.tick_params(labelsize=7)
     first = df.iloc[0]
     name = resolve_model_name(model)
-    ax.set_title(f"{name}, {tokens:.3g} tokens of {seq:,}", fontsize=9, loc="left")
+    ax.set_title(f"{name}, {_tokens(tokens)} tokens of {seq:,}", fontsize=9, loc="left")
     lines = [f"{name}, {tokens:.3g} tokens of {seq:,}: cost of the job by GPU type (cheapest first)"]
     for _, r in df.iterrows():
         if not r["fits"]:
@@ -468,8 +468,8 @@ def render_cost_sensitivity(model="llama-3-70b", tokens: float = 1e12, gpu: str 
     cax.yaxis.set_minor_locator(NullLocator())
     cax.set_ylabel("job cost (million USD)", fontsize=8)
     cax.tick_params(labelsize=7)
-    ax.set_title(f"{t.model}, {tokens:.3g} tokens on {g.name}: cost of the job (million USD)", fontsize=9,
-                 loc="left")
+    ax.set_title(f"{t.model}, {_tokens(tokens)} tokens on {g.name}: cost of the job (million USD)",
+                 fontsize=9, loc="left")
     summary = (f"{t.model}, {tokens:.3g} tokens of {seq:,} on {g.name} at ${p0:.2f}/GPU-hour"
                f"{price_note(t.price_kind)} and MFU "
                f"{mfu:.0%}: "
@@ -538,8 +538,8 @@ def render_cost_vs_gpus(model="llama-3-70b", tokens: float = 1e12, gpu: str = "H
     ax2.legend(fontsize=6.5, frameon=False, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=4,
                borderaxespad=0.2, handlelength=1.2, columnspacing=0.8)
     name = resolve_model_name(model)
-    fig.suptitle(f"{name}, {tokens:.3g} tokens, global batch {global_batch} x {seq:,} on {gpu}", fontsize=9,
-                 x=0.08, y=0.98, ha="left")
+    fig.suptitle(f"{name}, {_tokens(tokens)} tokens, global batch {global_batch} x {seq:,} on {gpu}",
+                 fontsize=9, x=0.08, y=0.98, ha="left")
     lines = [f"{name}, {tokens:.3g} tokens of {seq:,} on {gpu}, TP{tp} PP{pp} ZeRO-{zero}, global batch "
              f"{global_batch}, micro-batch {micro_batch}: as dp grows"]
     for _, r in df.iterrows():
