@@ -377,6 +377,9 @@ CLASHES = [
      "t as a run's seconds: a bare t is the tensor-parallel degree (t_run)"),
     (re.compile(r"(?<![A-Za-z\\_{])u(?![A-Za-z_])"), re.compile(r"vLLM|\bengine\b|GPU's memory"),
      "u as an engine's share of the GPU's memory: u is the share of reserved hours used (gpu_memory_utilization)"),
+    # read38b: chapter 10 sized a GEMM "256-row ($n = k = 4{,}096$)" next to its n GPUs (m, n, k are chapter 6's)
+    (re.compile(r"(?<![A-Za-z\\_{])[mnk]\s*=\s*(?:[mnk]\s*=\s*)?\d"), re.compile(r"\bGEMMs?\b|-row\b"),
+     "m x k matrix sizes outside chapter 6: n_1, n_2, n_3"),
 ]
 #: Chapters where one of CLASHES is a declared local use (the appendix's local table says so).
 CLASH_LOCAL = {"m x k matrix sizes outside chapter 6: n_1, n_2, n_3": {"06_hardware.ipynb"}}
@@ -410,6 +413,7 @@ CLASHED = [
     ("yields $(1 - a^{k+1})/(1 - a)$ tokens at per-token acceptance $a$", "a as an acceptance"),
     ("with $c = t_\\text{draft}/t_\\text{target}$", "c as a time ratio"),
     ("A matrix multiply $m\\times k$ by $k\\times n$", "m x k"),
+    ("The shape errs where there are few rows: a 256-row GEMM ($n = k = 4{,}096$) measures 0.42", "m x k"),
     ("Each sequence also reads its own KV cache, $K$ bytes per cached token.", "K as KV bytes"),
     ("$$I = \\frac{2 N b}{2N + b\\,K\\,c}$$ with $c$ the context.", "c as the context"),
     ("so $c$ chunks take $(c + p - 1)$ stage times", "c as the context, a chunk"),

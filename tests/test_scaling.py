@@ -59,6 +59,19 @@ def test_approach3_gives_40b_at_gophers_budget_and_rounding_biases_it():
     assert compute_optimal(GOPHER_FLOPS, fit="approach3-rounded").params < 36e9
 
 
+def test_the_rounded_fits_note_states_the_optimum_its_constants_give():
+    # read38b: the row's note said the rounding moves the optimum "from 40B to 36B", but its own constants give
+    # 32.2B by hand (G = 1.3449, N = 1.3449 * (9.6e22)^(0.28/0.62) = 3.22e10, as above); the note must say 32B
+    import re
+
+    import pandas as pd
+
+    from llmsizing.catalog import DATA_DIR
+    note = pd.read_csv(DATA_DIR / "scaling_fits.csv").set_index("fit").loc["approach3-rounded", "note"]
+    said = re.search(r"from (\d+)B to (\d+)B", note)
+    assert said and said.groups() == ("40", f"{1.3449 * 9.6e22 ** (0.28 / 0.62) / 1e9:.0f}")
+
+
 @pytest.mark.parametrize("fit, a, lo, hi", [("approach1", 0.50, 0.488, 0.502), ("approach2", 0.49, 0.462, 0.534),
                                             ("approach3", 0.46, None, None)])
 def test_exponents_are_table_2s(fit, a, lo, hi):

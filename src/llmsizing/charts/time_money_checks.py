@@ -93,7 +93,8 @@ def _judged(band: float, findings: _Same):
 
 def render_seed_audit(df=None, *, band: float | None = None, article: str = "all",
                       into: Figure | None = None) -> View:
-    """Every recomputed seed claim as one point: the library's value (x) against the claimed value (y), both
+    """Every recomputed seed claim as one point: the library's value at the point judged (x; the audit's
+    ``library`` column, not its central estimate) against the claimed value (y), both
     in the claim's own unit, on log axes, with the line y = x and the band of the verdict rule
     (:data:`~llmsizing.audit_verdict.BAND`). Points above the band are claims that are too high, below it too
     low. Colour and marker give the verdict (holds / needs CPU offload / off by more than the band / wrong in
@@ -146,7 +147,8 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
         axis.set_major_locator(LogLocator(base=10, numticks=20))
         axis.set_major_formatter(_short_number)       # plain "1k", "1M": mathtext labels are slow to lay out
         axis.set_minor_locator(NullLocator())
-    ax.set_xlabel("what the library computes (in the claim's unit: GB, days, USD, GPUs, tokens/s, ...)")
+    # x is the audit's "judged at" column, the most favourable point, not its central estimate (read38b)
+    ax.set_xlabel("the library at the point judged (claim's unit: GB, days, USD, GPUs, tokens/s, ...)")
     ax.set_ylabel("what the seed article claims")
     ax.text(lo * 2, hi / 3, "claim too high", fontsize=8, color="0.35", va="top")
     ax.text(hi / 2, lo * 2, "claim too low", fontsize=8, color="0.35", ha="right")
