@@ -156,8 +156,8 @@ def figure_alt_text(view: View, *, limit: int = 400) -> str:
 def capacity_line(ax, gib: float, label: str, *, horizontal: bool = True, color: str = "0.25",
                   left: bool = False) -> None:
     """Mark a GPU's memory capacity on a bar chart (a horizontal line's label at the right end, or at the left
-    end if ``left``: over the short bars of a chart whose tall ones are on the right). The label stands 2 points
-    clear of its dashed line, so the line never runs through the text."""
+    end if ``left``: over the short bars of a chart whose tall ones are on the right). The label stands 2
+    points clear of its dashed line, so the line never runs through the text."""
     if horizontal:
         ax.axhline(gib, color=color, lw=1, ls="--")
         ax.annotate(f"{label} ({gib:.1f} GiB)", (0.01 if left else 1.0, gib),
