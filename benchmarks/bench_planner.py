@@ -197,6 +197,14 @@ the first plan() of a fresh process, no warm-up: 0.39-0.40 (main) and 0.37 (bran
 at 20:26 UTC (load 4.1): 0.15 s CPU, best of 3, every MoE case 0.12-0.22 s: under 0.3 s as this script
 measures it. The fast10 change to plan() (planner._kept_layouts, the frame built once from arrays) leaves
 the frames exactly equal (29 searches, 441,964 rows).
+
+Issue 34, vp38 (2026-12-03, base main 86fe392): a pipeline stage is priced with every count of equal
+interleaved chunks its layers allow, not only the fewest and the most (one answer per question: since
+Megatron-Core's per-chunk gradient calls an intermediate count can be the fastest).
+benchmarks/bench_vp38_ab.py (5 rounds, load 3.9), paired ratios branch / main: the dense cases from scratch
+0.82 to 1.45 (median ~1.07; 70B at 128K, ch. 17 widget, 1.45: 3,417 -> 4,422 rows), chapter 12's widget path
+1.09 (a model pick 76 -> 89 ms median), chapter 17's 1.09 (120 -> 122 ms); a first run at load 2.4 gave 1.16
+and 1.21. Frames: 9-25% more rows.
 """
 
 from __future__ import annotations

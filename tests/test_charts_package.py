@@ -24,7 +24,8 @@ PARTS = ("one_gpu", "many_gpus", "time_money", "serve_tune", "long_context", "mo
 #: The chapter modules of a part (issue 32: modules under 600 lines), which the part imports and re-exports.
 CHAPTERS = {"one_gpu": ("one_gpu_activations", "one_gpu_measure"),
             "many_gpus": ("pipeline", "many_gpus_measure", "many_gpus_hardware"),
-            "time_money": ("time_money_plan", "time_money_checks")}
+            "time_money": ("time_money_plan", "time_money_checks"),
+            "serve_tune": ("serve_tune_finetune",)}
 SUBS = tuple(sub for subs in CHAPTERS.values() for sub in subs)
 #: The helper modules of a chapter module (session 25: modules under ~480 lines), which it imports and
 #: re-exports; a helper imports ``base`` only.

@@ -70,12 +70,20 @@ def test_kv_capacity_room_and_states():
     state for vLLM's max_num_seqs (1,024 on an H100) sequences, its state split over the 4 GPUs."""
     nxt = Model.from_hf_config({"model_type": "qwen3_next"}, name="Qwen3-Next-80B-A3B")
     cap = kv_capacity_tokens(nxt, "H100 SXM", tp=4)
-    assert cap.room_bytes == (cap.usable_bytes - cap.weights_bytes - cap.activation_peak_bytes
-                              - cap.non_torch_bytes - cap.cuda_graph_bytes)
+    assert cap.room_bytes == pytest.approx(cap.usable_bytes - cap.weights_bytes - cap.activation_peak_bytes
+                                           - cap.non_torch_bytes - cap.cuda_graph_bytes, rel=1e-12)
     assert vllm_default_max_num_seqs("H100 SXM") == 1024
     assert cap.states_bytes == pytest.approx(1024 * state_bytes_per_sequence(nxt) / 4, rel=1e-9)
     assert cap.room_bytes - cap.states_bytes == cap.kv_bytes
     assert kv_capacity_tokens("llama-3-70b", "H100 SXM", tp=4).states_bytes == 0
+
+
+def test_kv_capacity_room_is_never_negative():
+    """GPT-3 175B's 350 GB of bf16 weights on one 80 GB H100 leave no room: 0, as kv_bytes and blocks say,
+    not the negative difference (the fuzz test's promise: no negative figure)."""
+    cap = kv_capacity_tokens("gpt3-175b", "H100 SXM", tp=1)
+    assert cap.weights_bytes > cap.usable_bytes
+    assert cap.room_bytes == 0 and cap.kv_bytes == 0 and cap.blocks == 0
 
 
 def test_kv_room_beside_weights_by_hand():

@@ -33,11 +33,11 @@ def p70():
 
 
 def test_chunk_options_by_hand():
-    # the fewest and the most equal chunks above one, and one (plain 1F1B)
+    # every count of equal chunks above one (vp38: not only the fewest and the most), and one (plain 1F1B)
     assert stage_chunk_options(9) == (1, 3, 9)          # 9 = 3 x 3
     assert stage_chunk_options(7) == (1, 7)             # a prime: one layer per chunk only
-    assert stage_chunk_options(8) == (1, 2, 8)          # Llama 3 405B's 8 places per stage
-    assert stage_chunk_options(20) == (1, 2, 20)
+    assert stage_chunk_options(8) == (1, 2, 4, 8)       # Llama 3 405B's 8 places per stage
+    assert stage_chunk_options(20) == (1, 2, 4, 5, 10, 20)
     assert stage_chunk_options(1) == (1,)
     assert stage_chunk_options(8, (2, 4, 3)) == (1, 2, 4)     # given: those that divide the stage
     assert stage_chunk_options(9, (2, 4)) == (1,)

@@ -85,14 +85,15 @@ _FEW_ROWS = 256
 
 
 #: The interleaved model chunks per pipeline stage the planner tries by default (``virtual_stages=None``):
-#: besides 1 (plain 1F1B), the fewest and the most chunks that split a stage's layers evenly
-#: (:func:`stage_chunk_options`). In the step model the most chunks win on time and memory alike: the bubble
-#: is ``(pp - 1) / (v m)`` (Narayanan et al. 2021, Sec. 2.2), the first stage holds ``pp + (pp - 1) / v``
-#: micro-batches (:func:`~llmsizing.parallel.pipeline_in_flight`) and the sends exposed in the fill and
-#: drain are ``2 (pp - 1)`` whatever ``v`` (:func:`~llmsizing.layouts.exposed_by_group`; the ``2 m v`` sends
-#: themselves hide in the steady state). The fewest chunks win where memory is tight: partial recomputation
-#: reruns ``N`` layers of every chunk (Megatron-LM's ``--recompute-num-layers`` per virtual stage), so the
-#: fewer the chunks the finer its steps. A number in between is neither the fastest nor the finest.
+#: every count that splits a stage's layers into equal chunks (:func:`stage_chunk_options`), 1 (plain
+#: 1F1B) included. No count wins everywhere (issue 34, vp38): the bubble ``(pp - 1) / (v m)`` (Narayanan et
+#: al. 2021, Sec. 2.2) falls with ``v`` and the sends exposed in the fill and drain stay ``2 (pp - 1)``
+#: (:func:`~llmsizing.layouts.exposed_by_group`), but every chunk after the first reduces its gradients in a
+#: call of its own (Megatron-Core's bucket layout, :func:`~llmsizing.grad_buckets.megatron_calls_of`), so
+#: the gradient reduction's calls grow with ``v``; where it shows, an intermediate count is the fastest
+#: (chapter 11's H100 pipeline: 20 chunks a stage beat 40). The fewest chunks give partial recomputation
+#: (``--recompute-num-layers`` per virtual stage) its finest steps, and memory moves with ``v`` too: the
+#: search prices every count, and :func:`~llmsizing.plan_rank.interleaving_winners` lists those that win.
 VIRTUAL_STAGES = None
 
 #: The most interleaved chunks per stage the planner searches: 64 (Llama 3 405B ran 8; a chunk per layer of
@@ -104,11 +105,11 @@ MAX_VIRTUAL_STAGES = 64
 def stage_chunk_options(stage_layers: int, virtual_stages=None) -> tuple[int, ...]:
     """The interleaved model chunks per stage the planner searches for a pipeline stage of ``stage_layers``
     layers (Megatron-LM's even split; issue 34): ``1`` and, from ``virtual_stages`` (default
-    :data:`VIRTUAL_STAGES`: the smallest and the largest divisor above 1, at most
-    :data:`MAX_VIRTUAL_STAGES`), those above 1 that divide the stage's layers into equal chunks, as
-    Megatron-LM's interleaved schedule builds them. A stage of 9 layers: ``(1, 3, 9)``; of 7: ``(1, 7)``; of
-    1: ``(1,)``. Kept per (``stage_layers``, ``virtual_stages``) where both hash (issue 35: a search asks once
-    per layout, ~600 times, of a few stage sizes; its answer depends on no model)."""
+    :data:`VIRTUAL_STAGES`: every divisor above 1, at most :data:`MAX_VIRTUAL_STAGES`; vp38), those above 1
+    that divide the stage's layers into equal chunks, as Megatron-LM's interleaved schedule builds them. A
+    stage of 9 layers: ``(1, 3, 9)``; of 20: ``(1, 2, 4, 5, 10, 20)``; of 7: ``(1, 7)``; of 1: ``(1,)``.
+    Kept per (``stage_layers``, ``virtual_stages``) where both hash (issue 35: a search asks once per layout,
+    ~600 times, of a few stage sizes; its answer depends on no model)."""
     if type(stage_layers) is int and (virtual_stages is None or type(virtual_stages) is tuple
                                       and all(type(v) is int for v in virtual_stages)):
         return _kept_chunk_options(stage_layers, virtual_stages)
@@ -119,7 +120,7 @@ def _chunk_options(stage_layers: int, virtual_stages=None) -> tuple[int, ...]:
     n = check_int("stage_layers", stage_layers)
     ds = [d for d in _divisors(n, MAX_VIRTUAL_STAGES) if d > 1]
     if virtual_stages is None:
-        return (1,) + tuple(sorted({ds[0], ds[-1]})) if ds else (1,)
+        return (1,) + tuple(ds)
     return (1,) + tuple(v for v in sorted(set(virtual_stages)) if 1 < v <= MAX_VIRTUAL_STAGES and n % v == 0)
 
 

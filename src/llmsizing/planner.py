@@ -253,8 +253,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     two, the embedding and the loss each counted as a layer's place (Megatron-LM's
     ``--account-for-embedding/loss-in-pipeline-split``, Llama 3 405B's 16 stages:
     :func:`~llmsizing.plan_pricing.pipeline_split`), each with ``virtual_stages`` interleaved chunks per stage
-    (issue 34; :func:`~llmsizing.plan_candidates.stage_chunk_options`: 1 and, by default, the fewest and the
-    most equal chunks, with ``grad_accum`` a multiple of ``pp`` as Megatron-LM's interleaved schedule needs;
+    (issue 34; :func:`~llmsizing.plan_candidates.stage_chunk_options`: 1 and, by default, every count of
+    equal chunks, vp38, with ``grad_accum`` a multiple of ``pp`` as Megatron-LM's interleaved schedule needs;
     the bubble ``(pp - 1) / (v m)``, the micro-batches in flight and the ``2 m v`` sends are those of
     :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory`; an interleaved plan is
     listed only where no plan of the same layout, GPU, micro-batch and ``dp`` is as fast and as light:

@@ -92,10 +92,10 @@ class KVCapacity:
 
     @property
     def room_bytes(self) -> float:
-        """What is left for the KV cache and the states: ``usable - weights - activation peak - non-torch -
-        CUDA graphs`` (negative when the rest does not fit). Chapter 3 ("Hybrid models")."""
-        return (self.usable_bytes - self.weights_bytes - self.activation_peak_bytes - self.non_torch_bytes
-                - self.cuda_graph_bytes)
+        """What is left for the KV cache and the states together, ``usable - weights - activation peak -
+        non-torch - CUDA graphs`` = ``kv_bytes + states_bytes``. 0, as ``kv_bytes`` and ``blocks`` are, when
+        the rest leaves no KV room (never a negative figure). Chapter 3 ("Hybrid models")."""
+        return self.kv_bytes + self.states_bytes if self.kv_bytes > 0 else 0.0
 
 
 @lru_cache(maxsize=1)

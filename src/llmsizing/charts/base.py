@@ -156,16 +156,17 @@ def figure_alt_text(view: View, *, limit: int = 400) -> str:
 def capacity_line(ax, gib: float, label: str, *, horizontal: bool = True, color: str = "0.25",
                   left: bool = False) -> None:
     """Mark a GPU's memory capacity on a bar chart (a horizontal line's label at the right end, or at the left
-    end if ``left``: over the short bars of a chart whose tall ones are on the right)."""
+    end if ``left``: over the short bars of a chart whose tall ones are on the right). The label stands 2
+    points clear of its dashed line, so the line never runs through the text."""
     if horizontal:
         ax.axhline(gib, color=color, lw=1, ls="--")
         ax.annotate(f"{label} ({gib:.1f} GiB)", (0.01 if left else 1.0, gib),
-                    xycoords=("axes fraction", "data"), ha="left" if left else "right", va="bottom",
-                    fontsize=8, color=color)
+                    xycoords=("axes fraction", "data"), xytext=(0, 2), textcoords="offset points",
+                    ha="left" if left else "right", va="bottom", fontsize=8, color=color)
     else:
         ax.axvline(gib, color=color, lw=1, ls="--")
         ax.annotate(f"{label}\n{gib:.1f} GiB", (gib, 1.0), xycoords=("data", "axes fraction"),
-                    ha="left", va="top", fontsize=8, color=color)
+                    xytext=(2, -2), textcoords="offset points", ha="left", va="top", fontsize=8, color=color)
 
 
 def _legend_entries(ax) -> tuple[list, list]:

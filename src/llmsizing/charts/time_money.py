@@ -113,9 +113,7 @@ def render_mfu_calibration() -> View:
         y += len(sub) + 1
         labels.append("")
     ax_r.set_yticks(range(len(labels)), labels, fontsize=6.2)
-    # half a row more below the last group: its label hangs a row under its last run (read38b: the last one,
-    # cdna3 BF16, crossed the x axis)
-    ax_r.set_ylim(len(labels) - 0.5, -1)
+    ax_r.set_ylim(len(labels) - 0.5, -1)       # half a row below the last label (read38b: it hit the axis)
     ax_r.set_xscale("log")
     ax_r.set_xlim(0.4, 2.6)
     ax_r.xaxis.set_minor_locator(NullLocator())
@@ -222,9 +220,9 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
         a.set_xlabel(f"number of {t.gpu} GPUs")
         a.set_ylabel(label)
         a.spines[["top", "right"]].set_visible(False)
-    # the run in the figure too: two models of the same size draw the same curves (issue 25: say what moved)
+    # the run in the figure too (issue 25: say what moved); "1T tokens", as the prose says (read38, read38b)
     ax.set_title(f"{t.model}, {_tokens(t.tokens)} tokens of {t.seq:,}: {t.total_flops:.3g} model FLOPs",
-                 fontsize=8.5, loc="left")       # "1T tokens", as the prose says (read38b; ch11's titles: read38)
+                 fontsize=8.5, loc="left")
     cannot = [n for n, fit in zip(counts, ok) if not fit]
     if cannot:                                           # said inside the shaded counts, on both panels
         left = ax.get_xlim()[0]
