@@ -12,6 +12,20 @@ Prints per side the median and p90 of the kernel CPU of the moves to new setting
 median of its parts (plan(), the rest of the render, the PNG: draw and encode), the median paired ratio
 (this / base, move by move) and the 1-minute load before and after each kernel. Does not assert (timings
 are not tests).
+
+Measured (speed38, 2026-12-03, base = main b7573a86 in a detached worktree, this = speed38 5ddd7cf7;
+``--pairs 4 --rounds 6``, 144 new settings a side; medians, base -> this):
+
+    20:52-20:59 UTC, load 3.6 -> 1.1: new settings 114.7 -> 100.1 ms (p90 194.4 -> 174.6), paired 0.898;
+        plan() 59.1 -> 50.2, render 16.1 -> 15.0, PNG 35.2 -> 33.5, around 6.1 -> 5.6
+    21:00-21:06 UTC, load 2.0 -> 3.6: new settings 96.2 -> 103.3 ms (p90 169.4 -> 161.3), paired 1.023;
+        plan() 49.4 -> 51.8, render 14.0 -> 14.4, PNG 30.5 -> 32.2, around 5.4 -> 5.5
+
+The parts this branch does not touch (render, PNG, around) and moves that search nothing (a lower GPU limit,
+a kept mixture of experts' pick) move by 5-15% between the two runs and between kernels of one side: a
+whole-move change under ~10 ms is not resolved here. The one move both runs agree on: adding a GPU type to
+a mixture of experts' search (A10 to H100 SXM), plan() 126.3 -> 112.4 and 113.5 -> 97.9 ms (its Megatron
+bucket counts; /work/notes/s38/speed38.md).
 """
 from __future__ import annotations
 
