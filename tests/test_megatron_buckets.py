@@ -17,6 +17,7 @@ old rule, one call per 40e6 parameters, gives 201, 1,764, 16, 169: these fail on
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from llmsizing.catalog import resolve_model
@@ -215,3 +216,36 @@ def test_measured_csv_covers_the_hand_counts():
     assert tensors["False"] != tensors["True"]
     for r in rows:
         assert r["source"].startswith(f"megatron-core {r['megatron_core_version']} ") and r["as_of"]
+
+
+def test_large_buckets_pass_quiet_layers_at_once_and_agree_with_the_full_walk():
+    """speed38: a bucket longer than a layer is walked a run of layers at a time (grad_buckets._quiet_repeats,
+    and one search per layer in _walk_from), not tensor by tensor. The count must stay the full walk's
+    (megatron_bucket_assignment, every parameter in backward order) where it is most fragile: a bucket that
+    ends exactly on a layer's last tensor, one element either side of it, non-integer sizes, one longer than
+    the whole chunk, with and without the distributed optimizer's 64-element alignment (GPT-2's 50,257-row
+    embedding is not a multiple of 64), dense and mixture-of-experts parts, a pipeline stage."""
+    from llmsizing.grad_buckets import _megatron_chunk
+
+    cases = [("llama-3-8b", dict(dp=8)), ("llama-3-8b", dict(dp=8, zero=1, pp=2)),
+             ("gpt2", dict(dp=8, zero=1)), ("qwen3-30b-a3b", dict(dp=8, ep=8, zero=1)),
+             ("mixtral-8x7b", dict(dp=8, ep=4, tp=2, sp=True))]
+    checked = 0
+    for name, kw in cases:
+        m = resolve_model(name, moe=True)
+        par = Parallel(**kw)
+        layers = m.layers // par.pp
+        sizes = _megatron_chunk(m, par.tp, par.etp, par.ep, layers, par.pp == 1)[1].astype(float)
+        # (where each tensor ends in the walk, packed and 64-aligned, over the first two layers: a bucket
+        # that ends on a layer's last tensor, or one element short of or past it)
+        pad = np.ceil(sizes / 64) * 64
+        first = min(len(sizes), 2 * len(sizes) // layers + 4)
+        at = {*sizes.cumsum()[:first].tolist(), *(pad.cumsum() - pad + sizes)[:first].tolist()}
+        buckets = {b + d for b in at for d in (-1.0, 0.0, 1.0)} | {float(sizes.sum()) * 3, 2.5e8 + 0.25}
+        for part in ((None, "dense", "experts") if m.is_moe else (None,)):
+            for bucket in sorted(buckets):
+                full = len(megatron_bucket_assignment(m, par, part=part, bucket_params=bucket))
+                got = megatron_buckets(m, par, part=part, bucket_params=bucket)
+                assert got == max(1, full), (name, kw, part, bucket)
+                checked += 1
+    assert checked >= 1000
