@@ -109,10 +109,11 @@ def candidate_check(name: str = "none", *, score: str = "tails", coverage: float
     return copied_check(check), df.copy()
 
 
-def _extra_predictor(cols, extra):
+def _extra_predictor(cols, extra, src=None):
     """``fit_predict(train, test)`` for :func:`~llmsizing.intervals.loso_check`: the end-to-end MFU model's
     least squares on the ``train`` calibration rows with the ``extra`` columns as more terms, its log MFU for
-    the ``test`` rows."""
+    the ``test`` rows. With ``src`` (each row's source), each source's calibration runs weigh the same in the
+    least squares (row weight ``1 / rows of its source among the fit's``; session 38's P3)."""
     import numpy as np
 
     from . import calibration as C
@@ -124,7 +125,12 @@ def _extra_predictor(cols, extra):
         cal = cols.rows(fit)
         groups = sorted(set(cal.keys))
         x = np.column_stack([C._design_of(cal, groups), extra[fit]])
-        beta = np.round(np.linalg.lstsq(x, np.log(cal.implied_mfu), rcond=None)[0], 4)
+        y = np.log(cal.implied_mfu)
+        if src is not None:
+            _, inv, counts = np.unique(src[fit].astype(str), return_inverse=True, return_counts=True)
+            w = np.sqrt(1.0 / counts[inv])
+            x, y = x * w[:, None], y * w
+        beta = np.round(np.linalg.lstsq(x, y, rcond=None)[0], 4)
         rows = np.flatnonzero(test)
         base = C._predict_log(cols.rows(rows), groups, beta[:len(beta) - n_extra])
         return base + extra[rows] @ beta[len(beta) - n_extra:]
@@ -486,30 +492,6 @@ def _columns38(df) -> dict:
     return {"log_width": width, "training_run": run}
 
 
-def _weighted_predictor(cols, extra, src):
-    """:func:`_extra_predictor` with each source's calibration runs weighing the same in the least squares
-    (row weight ``1 / rows of its source among the fit's``)."""
-    import numpy as np
-
-    from . import calibration as C
-
-    n_extra = extra.shape[1]
-
-    def fit_predict(train, test):
-        fit = np.flatnonzero(train & cols.calibration)
-        cal = cols.rows(fit)
-        groups = sorted(set(cal.keys))
-        x = np.column_stack([C._design_of(cal, groups), extra[fit]])
-        _, inv, counts = np.unique(src[fit].astype(str), return_inverse=True, return_counts=True)
-        w = np.sqrt(1.0 / counts[inv])
-        beta = np.round(np.linalg.lstsq(x * w[:, None], np.log(cal.implied_mfu) * w, rcond=None)[0], 4)
-        rows = np.flatnonzero(test)
-        base = C._predict_log(cols.rows(rows), groups, beta[:len(beta) - n_extra])
-        return base + extra[rows] @ beta[len(beta) - n_extra:]
-
-    return fit_predict
-
-
 def _level_bounds(res, src, levels, labels, coverage, score):
     """Bounds for a row whose stratum labels are ``labels`` (finest first, one per array of ``levels``): the
     first level whose label has :func:`~llmsizing.intervals.min_units` sources among ``src``, else pooled."""
@@ -556,7 +538,7 @@ def candidate38_check(name: str, procedure: str, *, coverage: float = 0.8):
     extra = np.column_stack([columns[t] for t in all_terms]) if all_terms else np.zeros((len(df), 0))
     src = df["source_key"].to_numpy(object)
     cols = C._FitColumns(df)
-    predict = (_weighted_predictor(cols, extra, src) if weighted else _extra_predictor(cols, extra))
+    predict = _extra_predictor(cols, extra, src if weighted else None)
     kind = np.where(df["kind"] == "pretraining-total", "pretraining-total", "steady-state").astype(object)
     base = kind if base_strata == "kind" else df[base_strata].astype(str).to_numpy(object)
     levels = [base]
