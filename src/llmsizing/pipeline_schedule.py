@@ -71,8 +71,8 @@ class PipelineSchedule:
     pp: int
     micro_batches: int
     virtual_stages: int
-    forward: float
-    backward: float
+    forward: float | tuple           # a time per stage (1F1B only: pipeline_schedule) or one for all
+    backward: float | tuple
     ops: tuple
 
     @property
