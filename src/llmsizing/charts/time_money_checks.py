@@ -134,7 +134,7 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     pairs = np.stack([np.column_stack([xc[moved], y[moved]]), np.column_stack([x[moved], y[moved]])], axis=1)
     ax.add_collection(LineCollection(pairs.reshape(-1, 2, 2), colors="0.6", lw=0.7, zorder=1.5))
     ax.scatter(xc[moved], y[moved], s=30, marker="|", color="0.15", linewidths=1.1, zorder=2.5,
-               label=f"central estimate, where not the point judged ({int(moved.sum())})")
+               label=f"central estimate, where it is not the point judged ({int(moved.sum())})")
     counts = verdict_counts(df)
     loose = (np.abs(np.log(y / x)) > np.log(band)) & holds.to_numpy()   # holds as a bound or a range only
     for name, mask in groups.items():
