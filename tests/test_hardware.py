@@ -521,3 +521,15 @@ def test_old_b200_constants_warn_and_keep_their_values():
         assert hw.B200_MEMORY_BUS_BITS == 7680
     with pytest.warns(DeprecationWarning, match="memory_interface"):
         assert hw.B200_MEMORY_CLOCK_MHZ == 3996.0
+
+
+def test_landscape_table_keeps_its_columns_with_long_names():
+    """Chapter 6's GPU table: every row's columns start where the header's do, whatever the name's length.
+    "A100 PCIe 80GB" and "RTX 6000 Ada" (14 and 12 characters) overran a 10-character name column and pushed
+    their rows 4 and 2 characters right of the header (read39a)."""
+    from llmsizing.charts import render_gpu_landscape
+
+    lines = render_gpu_landscape(["H100 SXM", "A100 PCIe 80GB", "RTX 6000 Ada"]).summary.splitlines()
+    end = lines[0].index("memory") + len("memory")       # the column is right-aligned: it ends where "memory" does
+    for line in lines[1:]:
+        assert line.index(" GiB") + len(" GiB") == end, line

@@ -115,10 +115,11 @@ def render_gpu_landscape(gpus=None, named=None) -> View:
     ax2.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7, frameon=False,
                loc="lower right")
 
-    lines = [f"{'GPU':<10s} {'memory':>10s} {'HBM/GDDR':>10s} {'bf16 dense':>13s} {'ridge':>14s} "
+    w = max(10, *(len(n) for n in df.index))      # the longest name ("A100 PCIe 80GB") keeps the columns
+    lines = [f"{'GPU':<{w}s} {'memory':>10s} {'HBM/GDDR':>10s} {'bf16 dense':>13s} {'ridge':>14s} "
              f"{'link one way: all / one peer':>29s}"]
     for name, r in df.iterrows():
-        lines.append(f"{name:<10s} {r['memory_gib']:>6.1f} GiB {r['hbm_tbps']:>5.2f} TB/s "
+        lines.append(f"{name:<{w}s} {r['memory_gib']:>6.1f} GiB {r['hbm_tbps']:>5.2f} TB/s "
                      f"{r['bf16_dense_tflops']:>6.0f} TFLOP/s {r['ridge_flops_per_byte']:>5.0f} FLOP/byte "
                      f"{r['link_one_way_gbps']:>15.0f} / {r['pair_one_way_gbps']:.0f} GB/s"
                      + ("" if r["dtype"] == "bf16" else f" ({r['dtype']}: no bf16)"))
