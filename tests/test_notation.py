@@ -578,11 +578,10 @@ def _bare_symbols(syms: list[str]) -> list[str]:
 
 
 #: A local row may reuse a letter of the main table in a chapter that never uses the main meaning, where the
-#: derivation defines it on the spot: chapter 6's roofline writes a matrix multiply as m x k by k x n (its
-#: chapter has no micro-batches, experts or GPU counts in its maths), chapter 16 writes LoRA's scale alpha (no
-#: collective latency in its maths). Each entry: (symbol, notebook).
-SHADOWS = {("m", "06_hardware.ipynb"), ("k", "06_hardware.ipynb"), ("n", "06_hardware.ipynb"),
-           ("\\alpha", "16_finetuning.ipynb")}
+#: derivation defines it on the spot: chapter 16 writes LoRA's scale alpha (no collective latency in its maths).
+#: (Chapter 6's matrix sizes were m, k, n until it moved to n_1, n_2, n_3; its $n$ is now the GPU count of the
+#: main table, so the stale m/k/n row is gone, session 39.) Each entry: (symbol, notebook).
+SHADOWS = {("\\alpha", "16_finetuning.ipynb")}
 
 
 def meanings_per_page(glob=None, local=None) -> dict[tuple[str, str], list[str]]:
