@@ -109,8 +109,8 @@ def _first_of_each(x, y):
 
 
 #: The planner figure's legend size, points: 9 pt is 12 px at the figure's 96 dpi, about 11 px on the book's
-#: page, whose reading column (sphinx-book-theme at a 1,280 px window: about 690 px) shows the 758 px figure at
-#: ~0.91 (issue 38: at 6.5 pt the legend read as 6-7 px; at 8 pt, as ~9.7 px).
+#: page, whose reading column (sphinx-book-theme at a 1,280 px window: about 690 px) shows the 758 px figure
+#: at ~0.91 (issue 38: at 6.5 pt the legend read as 6-7 px; at 8 pt, as ~9.7 px).
 PLAN_LEGEND_PT = 9.0
 
 
@@ -317,7 +317,7 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                                      fontsize=PLAN_LEGEND_PT, frameon=False, ncols=3,
                                      loc="upper center", bbox_to_anchor=(0.5, -0.58), handlelength=1.2,
                                      columnspacing=0.9, labelspacing=0.3))
-    # one form for every plan (issue 38: "4,096 GPUs, ..." and "1,024 x B200, ..." side by side in chapter 12):
+    # one form for every plan (issue 38: "4,096 GPUs, ..." and "512 x B200, ..." side by side in chapter 12):
     # the GPU count and layout; the GPU's name is in the axis label under it and in the summary
     title = ax_m.set_title(_chosen_title(r), fontsize=8.5, loc="left")
     if title.get_window_extent().x1 > fig.bbox.width:      # (chapter 12's fastest plan, vp=20: read27d)
