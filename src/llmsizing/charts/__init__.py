@@ -87,7 +87,7 @@ from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _S
 
 # Part IV, serving and fine-tuning (ch 15-16).
 from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, FLEET_COLORS, SPECULATIVE_COLORS, SPECULATIVE_KS,
-                         fleet_plans, render_fleet,
+                         FINETUNE_MARKERS, fleet_plans, render_fleet,
                          render_finetune_calibration, render_finetune_memory, render_serving_cost,
                          render_serving_curve, render_speculative_speedup)
 from .serve_tune import (_BATCH_MARKS, _COST_AXIS_SHARE, _POINT, _SUMMARY_RANGED, _batch_state,  # noqa: F401
@@ -128,8 +128,8 @@ __all__ = [
     "render_training_time", "resolve_model_name", "GOODPUT_GPUS", "GOODPUT_STORAGE_GB_PER_S",
     "OWN_FIT_POINTS", "SCALING_FIT_COLORS", "SCALING_RUNS", "render_compute_optimal", "render_goodput",
     # Part IV
-    "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_calibration", "render_finetune_memory",
-    "render_serving_cost", "render_serving_curve", "FLEET_COLORS", "fleet_plans", "render_fleet",
+    "FINETUNE_COLORS", "FINETUNE_PARTS", "FINETUNE_MARKERS", "render_finetune_calibration",
+    "render_finetune_memory", "render_serving_cost", "render_serving_curve", "FLEET_COLORS", "fleet_plans", "render_fleet",
     # Part V
     "CP_OVERLAP_SEQS", "CP_KINDS", "llama3_long_context_layout", "render_cp_overlap", "render_cp_kinds",
     "KEYS_MODELS", "KEYS_SEQS", "render_attention_keys",
