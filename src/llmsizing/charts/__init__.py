@@ -129,7 +129,8 @@ __all__ = [
     "OWN_FIT_POINTS", "SCALING_FIT_COLORS", "SCALING_RUNS", "render_compute_optimal", "render_goodput",
     # Part IV
     "FINETUNE_COLORS", "FINETUNE_PARTS", "FINETUNE_MARKERS", "render_finetune_calibration",
-    "render_finetune_memory", "render_serving_cost", "render_serving_curve", "FLEET_COLORS", "fleet_plans", "render_fleet",
+    "render_finetune_memory", "render_serving_cost", "render_serving_curve", "FLEET_COLORS", "fleet_plans",
+    "render_fleet",
     # Part V
     "CP_OVERLAP_SEQS", "CP_KINDS", "llama3_long_context_layout", "render_cp_overlap", "render_cp_kinds",
     "KEYS_MODELS", "KEYS_SEQS", "render_attention_keys",
