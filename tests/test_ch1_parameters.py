@@ -68,3 +68,13 @@ def test_parameter_counts_widget_defaults_changes_and_errors():
     assert w.error.value == "" and "with kv_heads=8" in w.summary.value
     w.controls["model"].value = "gpt2"  # a preset resets every control
     assert "124,439,808" in w.summary.value and w.error.value == ""
+
+
+def test_parameter_shares_leave_no_empty_rows():
+    """read39b: the 55-model figure had 2.7 empty bar rows above its first bar and below its last (the
+    axes' default 5% margins, ylim 57.14 to -3.14); the axis now spans the bars: 55 rows, -0.5 to 54.5, first
+    on top."""
+    names = list_models(moe=False)
+    ax = render_parameter_shares(names).figure.axes[0]
+    low, high = ax.get_ylim()
+    assert (low, high) == (len(names) - 0.5, -0.5)

@@ -690,3 +690,36 @@ def test_the_summary_lists_every_symbol_it_uses():
 def test_a_table_letter_as_a_projection_is_caught():
     assert any("projections" in p for p in clash_problems(
         "With grouped-query attention $k$ and $v$ are only $g \\cdot d$ wide", "16_finetuning.ipynb"))
+
+
+#: read39b: $B_x$ is "bytes per element of the format $x$ is stored in"; its subscript names a format or a
+#: tensor's storage (weights, gradients, master copy, optimizer state, KV cache), never a byte count of
+#: something else. Chapter 18 wrote an all-to-all's bytes per GPU as $B_\text{a2a}$ (now $S_\text{a2a}$, the
+#: table's bytes of a collective's message).
+B_SUBSCRIPTS = {"x", "weights", "grads", "master", "state", "kv", "nf4", "fp8", "bf16", "fp16", "fp32",
+                "int4", "int8"}
+B_SYMBOL = re.compile(r"(?<![A-Za-z\\])B_"
+                      r"(?:\\text\{([^{}]+)\}|\{\\text\{([^{}]+)\}\}|([A-Za-z]))")
+
+
+def bytes_symbol_problems(md: str) -> list[str]:
+    out = []
+    for m in MATH.finditer(_strip(md)):
+        tex = m["d"] if m["d"] is not None else m["i"]
+        out += [f"$B_\\text{{{sub}}}$" for s in B_SYMBOL.finditer(tex)
+                if (sub := next(x for x in s.groups() if x)) not in B_SUBSCRIPTS]
+    return out
+
+
+def test_a_bytes_symbol_that_is_no_format_is_caught():
+    md = ("each GPU sends per all-to-all "
+          "$$B_\\text{a2a} = T\\,k\\,h\\,B_x\\,\\frac{n_\\text{ep}-1}{n_\\text{ep}}$$")
+    assert bytes_symbol_problems(md) == ["$B_\\text{a2a}$"]
+    assert bytes_symbol_problems("$N \\cdot B_\\text{weights} + b\\,s\\,2Lgd\\,B_\\text{kv}$") == []
+
+
+def test_every_bytes_symbol_names_a_format():
+    bad = [(f, i, p) for f, i, md in markdown_cells() for p in bytes_symbol_problems(md)]
+    bad += [(APPENDIX.name, "all", p) for p in bytes_symbol_problems(
+        "\n".join(c.source for c in nbformat.read(APPENDIX, 4).cells if c.cell_type == "markdown"))]
+    assert not bad, "\n".join(f"{f} cell {i}: {p}" for f, i, p in bad)

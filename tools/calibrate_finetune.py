@@ -4,6 +4,8 @@
 
     .venv/bin/python tools/calibrate_finetune.py            # write data/finetune_model.csv
     .venv/bin/python tools/calibrate_finetune.py --check    # exit 1 if the file differs from a fresh fit
+    .venv/bin/python tools/calibrate_finetune.py --groupings  # the groupings of the range registered by
+                                                              # ft39 (issue 34), checked; writes nothing
 
 The fit lives in llmsizing.finetune_time (chapter 16 shows its residuals); this script writes its rounded
 result, so that the library reads numbers at import instead of fitting.
@@ -49,7 +51,16 @@ def model_csv() -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare with data/finetune_model.csv, write nothing")
+    ap.add_argument("--groupings", action="store_true",
+                    help="print the registered groupings' out-of-source check (finetune_time.GROUPINGS)")
     args = ap.parse_args(argv)
+    if args.groupings:
+        from llmsizing.finetune_time import GROUPINGS, finetune_grouping_table
+
+        for name, (_, why) in GROUPINGS.items():
+            print(f"{name}: {why}")
+        print(finetune_grouping_table().to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+        return 0
     path = ROOT / "data" / "finetune_model.csv"
     fresh = model_csv()
     if args.check:

@@ -384,7 +384,26 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
     ``schedule="dualpipe"`` a rank's work is the mean of the two stages it holds (issue 35).
     ``attention_seq`` (default ``seq``): the length whose attention a token pays, when a ``seq``-token row
     packs shorter sequences under a document mask (varlen FlashAttention's ``cu_seqlens``, RL trainers'
-    packing: :func:`llmsizing.rl_trainer.packed_attention_seq`); the GEMMs keep the row's tokens."""
+    packing: :func:`llmsizing.rl_trainer.packed_attention_seq`); the GEMMs keep the row's tokens. Every
+    stage's seconds: :func:`stage_compute_times_s` (this is their largest)."""
+    return max(stage_compute_times_s(
+        model, parallel, batch=batch, seq=seq, gpu=gpu, grad_accum=grad_accum, recompute=recompute,
+        kernel_efficiency=kernel_efficiency, dtype=dtype, mfu=mfu, recompute_layers=recompute_layers,
+        attention_kernel=attention_kernel, mtp_depth=mtp_depth, comm_sms=comm_sms, load_skew=load_skew,
+        schedule=schedule, attention_seq=attention_seq))
+
+
+def stage_compute_times_s(model: Model | str, parallel: Parallel | None = None, *, batch: int, seq: int, gpu,
+                          grad_accum: int = 1, recompute: str = "none",
+                          kernel_efficiency: float | None = None, dtype: str = "bf16",
+                          mfu: float | None = None,
+                          recompute_layers: int | None = None, attention_kernel: str | None = None,
+                          mtp_depth: int = 0, comm_sms: int = 0, load_skew: float | None = None,
+                          schedule: str = "1f1b", attention_seq: int | None = None) -> tuple:
+    """Every pipeline stage's seconds of computing per step on one of its GPUs, first stage first (with
+    ``schedule="dualpipe"`` every rank's), as :func:`step_compute_time_s` prices the slowest of them (the same
+    arguments; its value is their ``max``). The 1F1B fill and drain run through each stage once at that
+    stage's own speed (:func:`~llmsizing.pipeline_schedule.unbalanced_1f1b_makespan`; phi39, issue 35)."""
     model = resolve_model(model, moe=True)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
     par = resolve_parallel(parallel, model, seq=seq)
@@ -444,12 +463,11 @@ def step_compute_time_s(model: Model | str, parallel: Parallel | None = None, *,
         per_stage = [t + moe_extra_seconds(moe_layers[i], per_gpu, route_bytes=route_bytes,
                                            hbm_bytes_per_s=hbm, skew=skew, expert_flops=expert_flops,
                                            gemm_rate=gemm_rate) for i, t in enumerate(per_stage)]
-    out = max(per_stage)
     if comm_sms:
         from .moe_time import comm_sm_share
 
-        out /= 1.0 - comm_sm_share(g, comm_sms)
-    return out
+        per_stage = [t / (1.0 - comm_sm_share(g, comm_sms)) for t in per_stage]
+    return tuple(per_stage)
 
 
 # =========================================================================== chapter 7: when DP stops scaling

@@ -441,7 +441,31 @@ def fit_on(rows, refine: bool = False) -> tuple[float, float]:
     return _fit_on(rows, refine=refine)
 
 
-def finetune_loso_check(coverage: float = 0.8, unit: str = "row"):
+#: Groupings of the covered rows registered before any grouped residual was computed (ft39, issue 34: "let
+#: the range depend on what explains the spread"): name -> (the label of a row, why it should explain spread).
+#: Each was to be adopted only if, checked as the single range is (:func:`finetune_loso_check`), it kept the
+#: out-of-source coverage at least the single range's and narrowed its median width. Neither did
+#: (``tools/calibrate_finetune.py --groupings``), so the library states one range; the check stays
+#: reproducible.
+GROUPINGS = {
+    "base": (lambda r: "quantised" if r.method == "qlora" else "bf16-base",
+             "QLoRA's dequantisation is priced by one HBM share for GPTQ, bitsandbytes and torchao 4-bit"),
+    "gpus": (lambda r: "multi-gpu" if int(r.n_gpus) > 1 else "single-gpu",
+             "over several GPUs the exposed collectives are estimated; on one GPU there are none"),
+}
+
+
+def finetune_group_labels(rows, grouping: str):
+    """The label of :data:`GROUPINGS` ``grouping`` for each row of ``rows`` (:func:`published_frame`'s)."""
+    import numpy as np
+
+    from ._validate import check_choice
+
+    label = GROUPINGS[check_choice("grouping", grouping, GROUPINGS)][0]
+    return np.array([label(r) for r in rows.itertuples()], dtype=object)
+
+
+def finetune_loso_check(coverage: float = 0.8, unit: str = "row", grouping: str | None = None):
     """The fine-tuning step model checked by leaving one source out (:mod:`llmsizing.intervals`): each
     source's LoRA/QLoRA rows (not ``known_out``) are predicted with the constants refitted on every covered
     row of the other sources; the stated range is the conformal bounds of those log residuals. With three
@@ -449,7 +473,9 @@ def finetune_loso_check(coverage: float = 0.8, unit: str = "row"):
     other sources' residuals, each of those from a fit that saw neither. Rows weigh alike (``unit="row"``:
     data/intervals.csv); ``unit="source"`` weighs sources alike, which needs 9 sources in each fold at 80%
     (:func:`~llmsizing.intervals.min_units`), so 10 in all (else ValueError). Two sources cannot be nested.
-    ``(check, rows)``; refits are memoised by their training rows: ``S (S - 1) / 2 + S`` fits."""
+    ``grouping`` (a name of :data:`GROUPINGS`; ``None``: one range, what the library states) gives each group
+    bounds of its own where a fold holds 9 of its rows (else the fold's pooled ones); ``rows`` then has a
+    ``group`` column. ``(check, rows)``; refits are memoised by their training rows: ``S (S - 1) / 2 + S``."""
     import numpy as np
 
     from .intervals import loso_check, source_key
@@ -457,6 +483,7 @@ def finetune_loso_check(coverage: float = 0.8, unit: str = "row"):
     df = _published_frame()
     rows = df[df["known_out"] == ""].reset_index(drop=True)
     src = np.array([source_key(s) for s in rows["source"]], dtype=object)
+    strata = None if grouping is None else finetune_group_labels(rows, grouping)
 
     fits = {}
 
@@ -469,8 +496,41 @@ def finetune_loso_check(coverage: float = 0.8, unit: str = "row"):
                 for r in rows[test].itertuples()]
 
     check = loso_check(np.log(rows["s_per_step"].to_numpy(float)), src, fit_predict, coverage=coverage,
-                       nested=len(set(src)) >= 3, unit=unit)
-    return check, rows.assign(source_key=src)
+                       nested=len(set(src)) >= 3, unit=unit, strata=strata)
+    rows = rows.assign(source_key=src)
+    return check, rows if strata is None else rows.assign(group=strata)
+
+
+def finetune_grouping_table(groupings=None):
+    """Per grouping of :data:`GROUPINGS` (``None``: all of them), after the single range ``"none"``, and per
+    group (``"all"``: every row): rows, sources, the out-of-source coverage and median width of
+    :func:`finetune_loso_check` ``grouping=``, and the bounds stated on every source (the group's own, or
+    the pooled ones). ``adopt``, the rule registered before the check, on a grouping's ``"all"`` row:
+    coverage at least and median width below the single range's, and every group's coverage at least 75%."""
+    import numpy as np
+    import pandas as pd
+
+    from ._validate import check_choice
+
+    names = tuple(GROUPINGS) if groupings is None else tuple(groupings)
+    out = []
+    for name in ("none", *(check_choice("groupings", n, GROUPINGS) for n in names)):
+        check, rows = finetune_loso_check(grouping=None if name == "none" else name)
+        groups = rows["group"].to_numpy() if name != "none" else np.full(len(rows), "all", dtype=object)
+        width = np.exp(check.high_log - check.low_log)
+        for g in dict.fromkeys(("all", *groups)):
+            m = np.ones(len(rows), bool) if g == "all" else groups == g
+            lo, hi = check.stated(None if g == "all" else g)
+            out.append(dict(grouping=name, group=g, rows=int(m.sum()),
+                            sources=int(rows["source_key"][m].nunique()),
+                            measured_coverage=float(check.inside[m].mean()),
+                            median_width=float(np.median(width[m])), low=lo, high=hi))
+    t = pd.DataFrame(out)
+    ref = t.iloc[0]                                   # the single range
+    floor = t.groupby("grouping")["measured_coverage"].min() >= 0.75
+    t["adopt"] = [r.group == "all" and r.grouping != "none" and r.measured_coverage >= ref.measured_coverage
+                  and r.median_width < ref.median_width and bool(floor[r.grouping]) for r in t.itertuples()]
+    return t
 
 
 def fit_finetune_constants(with_range: bool = True) -> dict:

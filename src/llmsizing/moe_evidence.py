@@ -371,6 +371,37 @@ def _hbm_bytes_per_s(gpu) -> float:
     return get_gpu(gpu).memory_bandwidth_gbps * 1e9
 
 
+def fill_drain_overcharge(row) -> float:
+    """A row of :func:`~llmsizing.moe_runs.moe_published_runs`: its step as
+    :func:`~llmsizing.moe_runs.run_step` prices it over the same step with the 1F1B fill and drain run
+    at each stage's own speed (:func:`~llmsizing.pipeline_schedule.unbalanced_1f1b_makespan` of the
+    stages' seconds a micro-batch, :func:`~llmsizing.comm.stage_compute_times_s`), the exposed
+    communication unchanged. The step model charges the ``(pp - 1) / m`` bubble at the slowest stage's
+    speed; where the last stage is slower (the output layer and the loss) that is
+    ``(pp - 1)(max - mean of the others)`` too much. 1 for a row without a pipeline, an interleaved one or
+    another schedule (not priced here). Phi-3.5-MoE (16 stages of two layers, the last with the output
+    layer, 32 micro-batches): 1.07 (phi39, issue 35). A check, not priced: the step model, the planner and
+    the calibrated ranges keep the ``(pp - 1) / m`` bubble."""
+    from .comm import stage_compute_times_s
+    from .moe_runs import _model, run_step
+    from .pipeline_schedule import unbalanced_1f1b_makespan
+    from .precision import compute_dtype
+
+    st = run_step(row)
+    par = st.communication.parallel
+    if par.pp == 1 or par.virtual_stages != 1 or row["schedule"] != "1f1b":
+        return 1.0
+    m, model = int(row["global_batch"]) // par.dp, _model(row["model"])
+    times = stage_compute_times_s(model, par, batch=1, seq=int(row["seq"]), gpu=row["gpu"], grad_accum=m,
+                                  recompute=row["recompute"], dtype=compute_dtype(row["precision"]),
+                                  mtp_depth=int(row["mtp_depth"]), comm_sms=int(row["comm_sms"]),
+                                  load_skew=_row_skew(row, model, par.ep), schedule="1f1b")
+    if max(times) != st.compute_s:           # the same stages as the step's (a guard against drift)
+        raise RuntimeError(f"fill_drain_overcharge: {row['run']}: stage times disagree with the step's")
+    own = unbalanced_1f1b_makespan(tuple(t / m for t in times), m)
+    return st.step_s / (st.step_s - st.busy_s + own)
+
+
 def _row_skew(row, model, ep: int) -> float:
     """The load skew :func:`~llmsizing.moe_runs.run_step` prices a row at (its capacity factor, else
     dropless)."""
@@ -387,4 +418,4 @@ __all__ = ["MOE_KERNEL_EVIDENCE_CSV", "MOE_LAYER_KERNELS_CSV", "TABLE7_GPU_WATTS
            "NodeHoursReading", "node_hours_reading", "compute_only_ratio",
            "grin_dense_twin", "grin_table3_layout", "grin_table3_faster", "card_tokens_per_gpu_s",
            "grin_production_over_study", "moe_layer_tflops",
-           "sonicmoe_layer_ratios", "compute_terms_s", "moe_part_factor_needed"]
+           "sonicmoe_layer_ratios", "compute_terms_s", "moe_part_factor_needed", "fill_drain_overcharge"]

@@ -71,8 +71,8 @@ class PipelineSchedule:
     pp: int
     micro_batches: int
     virtual_stages: int
-    forward: float
-    backward: float
+    forward: float | tuple           # a time per stage (1F1B only: pipeline_schedule) or one for all
+    backward: float | tuple
     ops: tuple
 
     @property
@@ -82,8 +82,10 @@ class PipelineSchedule:
 
     @property
     def ideal(self) -> float:
-        """One stage's own work: ``m`` forwards and backwards of its layers (no bubble)."""
-        return self.micro_batches * (self.forward + self.backward)
+        """One stage's own work: ``m`` forwards and backwards of its layers (no bubble); with times per stage
+        (:func:`pipeline_schedule`), the slowest stage's, the library's ``compute_s``."""
+        f, b = _per_stage(self.forward, self.pp), _per_stage(self.backward, self.pp)
+        return self.micro_batches * max(x + y for x, y in zip(f, b))
 
     @property
     def bubble_fraction(self) -> float:
@@ -200,22 +202,26 @@ def _order(kind: str, p: int, m: int, v: int, i: int, group: int) -> list[tuple[
 
 
 def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8, virtual_stages: int = 2,
-                      forward: float = 1.0, backward: float = 2.0,
+                      forward: float | tuple = 1.0, backward: float | tuple = 2.0,
                       microbatch_group: int | None = None) -> PipelineSchedule:
     """Lay out one schedule (:data:`SCHEDULES`) of ``pp`` stages and ``micro_batches`` micro-batches in time
     (``virtual_stages`` model chunks per stage for ``"interleaved"``, whose chunks take ``1/v`` of a stage's
     times; ignored otherwise; their micro-batches in groups of ``microbatch_group``, ``pp`` by default,
-    checked by :func:`check_microbatch_group`). Chapter 8."""
+    checked by :func:`check_microbatch_group`). ``"1f1b"`` also takes ``forward`` and ``backward`` as one
+    time per stage (``pp`` of each: stages of unequal work, e.g. the last one holding the output layer and
+    the loss; :func:`unbalanced_1f1b_makespan`). Chapter 8."""
     kind = check_choice("kind", kind, SCHEDULES)
     p = check_int("pp", pp, maximum=64)
     m = check_int("micro_batches", micro_batches, maximum=512)
+    if kind != "1f1b" and not (_scalar(forward) and _scalar(backward)):
+        raise TypeError(f"forward and backward per stage are for kind='1f1b' only, got kind={kind!r}")
     if kind == "dualpipe":
         return _dualpipe(p, m, check_number("forward", forward, allow_equal=False, maximum=1e6),
                          check_number("backward", backward, allow_equal=False, maximum=1e6))
     v = check_int("virtual_stages", virtual_stages, maximum=16) if kind == "interleaved" else 1
     group = check_microbatch_group(p, m, microbatch_group) if kind == "interleaved" else 0
-    tf = check_number("forward", forward, allow_equal=False, maximum=1e6) / v
-    tb = check_number("backward", backward, allow_equal=False, maximum=1e6) / v
+    forward, backward = _stage_times("forward", forward, p), _stage_times("backward", backward, p)
+    tfs, tbs = [x / v for x in _per_stage(forward, p)], [x / v for x in _per_stage(backward, p)]
     split = kind == "zero-bubble"
     orders = [_order(kind, p, m, v, i, group) for i in range(p)]
     done: dict[tuple[str, int, int], float] = {}          # (kind, virtual stage, micro-batch) -> end
@@ -249,9 +255,10 @@ def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8
                     full = op[0] == "F" and held[i] >= p          # ZB-H1: no more in flight than 1F1B's p
                     if split and pending_w[i] and (start > free[i] or full):   # an idle slot, or memory: a W
                         mb, c = pending_w[i].pop(0)
-                        run(i, "W", mb, c, free[i], tb / 2)
+                        run(i, "W", mb, c, free[i], tbs[i] / 2)
                     else:
                         what, mb, c = op
+                        tf, tb = tfs[i], tbs[i]
                         run(i, what, mb, c, start, tf if what == "F" else (tb / 2 if split else tb))
                         if split and what == "B":
                             pending_w[i].append((mb, c))
@@ -259,17 +266,53 @@ def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8
                     progress = True
                 elif split and pending_w[i]:
                     mb, c = pending_w[i].pop(0)
-                    run(i, "W", mb, c, free[i], tb / 2)
+                    run(i, "W", mb, c, free[i], tbs[i] / 2)
                     progress = True
             elif pending_w[i]:
                 mb, c = pending_w[i].pop(0)
-                run(i, "W", mb, c, free[i], tb / 2)
+                run(i, "W", mb, c, free[i], tbs[i] / 2)
                 progress = True
         if not progress:                                   # cannot happen for these schedules; a guard
             raise RuntimeError(f"the {kind} schedule deadlocked (pp={p}, micro_batches={m}, v={v})")
     name = {"1f1b": "1F1B", "interleaved": f"interleaved 1F1B (v = {v})",
             "zero-bubble": "zero bubble (ZB-H1)"}
     return PipelineSchedule(name[kind], p, m, v, forward, backward, tuple(sorted(ops, key=lambda o: o.start)))
+
+
+def _scalar(x) -> bool:
+    return not isinstance(x, (tuple, list))
+
+
+def _stage_times(name: str, value, p: int):
+    """``value`` checked: one positive time, or ``p`` of them (a tuple)."""
+    if _scalar(value):
+        return check_number(name, value, allow_equal=False, maximum=1e6)
+    if len(value) != p:
+        raise ValueError(f"{name} per stage needs pp={p} times, got {len(value)}")
+    return tuple(check_number(f"{name}[{i}]", x, allow_equal=False, maximum=1e6) for i, x in enumerate(value))
+
+
+def _per_stage(value, p: int) -> tuple:
+    return (value,) * p if _scalar(value) else tuple(value)
+
+
+def unbalanced_1f1b_makespan(stage_times, micro_batches: int) -> float:
+    """A 1F1B step of ``micro_batches`` micro-batches whose stages take ``stage_times`` each (a micro-batch's
+    forward and backward on that stage, first stage first): ``m x max + (sum - max)``. The slowest stage
+    runs its ``m`` micro-batches back to back; the fill before its first and the drain after its last pass
+    through every other stage once, at that stage's own speed. Exact when the slowest stage is the last (the
+    output layer and the loss: :func:`pipeline_schedule` lays it out the same to the last digit,
+    tests/test_pipeline_schedule.py), an upper bound when it sits in the middle; equal stages give
+    ``(m + pp - 1) t``, the ``(pp - 1) / m`` bubble. The step model's bubble,
+    ``(pp - 1) / m`` of the slowest stage's ``m x max``, charges the fill and drain at the slowest stage's
+    speed instead: ``(pp - 1)(max - mean of the others)`` more (phi39, issue 35: the Phi-3.5-MoE row, whose
+    last stage holds two layers and the output layer;
+    :func:`llmsizing.moe_evidence.fill_drain_overcharge`)."""
+    m = check_int("micro_batches", micro_batches)
+    if _scalar(stage_times) or not stage_times:
+        raise TypeError(f"stage_times must be a tuple of one time per stage, got {stage_times!r}")
+    t = [check_number(f"stage_times[{i}]", x, allow_equal=False) for i, x in enumerate(stage_times)]
+    return m * max(t) + sum(t) - max(t)
 
 
 def _dualpipe_blocks(p: int, m: int, rank: int) -> list:

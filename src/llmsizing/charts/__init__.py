@@ -69,9 +69,9 @@ from .many_gpus import (_KIND_COLORS, _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES, _b
 
 # Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case
 # studies' check, the seed audit.
-from .time_money import (CALIBRATION_COLORS, COST_GPUS, GOODPUT_GPUS, GOODPUT_STORAGE_GB_PER_S, PLAN_GPUS,
-                         OWN_FIT_POINTS, PLAN_LEGEND_PT, FRONT_LW, OWN_FRONT_LW, SCALING_FIT_COLORS,
-                         SCALING_RUNS, SENSITIVITY_MFUS,
+from .time_money import (CALIBRATION_COLORS, CALIBRATION_MIN_PT, COST_GPUS, GOODPUT_GPUS,
+                         GOODPUT_STORAGE_GB_PER_S, PLAN_GPUS, OWN_FIT_POINTS, PLAN_LEGEND_PT, FRONT_LW,
+                         OWN_FRONT_LW, SCALING_FIT_COLORS, SCALING_RUNS, SENSITIVITY_MFUS,
                          SENSITIVITY_PRICE_FACTORS, TIME_GPU_COUNTS, fewest_holding,
                          plan_notes, render_compute_optimal, render_cost_by_gpu,
                          render_cost_sensitivity, render_cost_vs_gpus, render_goodput, render_mfu_calibration,
@@ -121,7 +121,8 @@ __all__ = [
     "render_parallel_explorer", "render_pipeline_bubble", "render_zero_stages",
     "COLLECTIVE_TIME_DEFAULT", "COLLECTIVE_TIME_SIZES", "render_collective_time",
     # Part III
-    "CALIBRATION_COLORS", "COST_GPUS", "PLAN_GPUS", "SENSITIVITY_MFUS", "SENSITIVITY_PRICE_FACTORS",
+    "CALIBRATION_COLORS", "CALIBRATION_MIN_PT", "COST_GPUS", "PLAN_GPUS", "SENSITIVITY_MFUS",
+    "SENSITIVITY_PRICE_FACTORS",
     "TIME_GPU_COUNTS", "plan_notes", "render_cost_by_gpu", "render_cost_sensitivity", "render_cost_vs_gpus",
     "render_plan", "PLAN_LEGEND_PT", "FRONT_LW", "OWN_FRONT_LW", "render_prediction_check",
     "render_mfu_calibration", "render_seed_audit",

@@ -116,6 +116,7 @@ def render_parameter_shares(models=None) -> View:
         ax.annotate(fmt_count(m.n_params), (100, i), xytext=(4, 0), textcoords="offset points",
                     va="center", fontsize=8)
     ax.set_xlim(0, 100)
+    ax.set_ylim(len(ms) - 0.5, -0.5)          # first model on top, no empty rows above or below (read39b)
     ax.set_xlabel("share of the model's parameters (%)")
     fig.legend(*ax.get_legend_handles_labels(), ncols=len(comps), loc="outside lower center", fontsize=8,
                frameon=False)

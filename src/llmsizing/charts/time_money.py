@@ -37,15 +37,18 @@ from .time_money_checks import (_AUDIT_STYLES, _Same, _judged, render_prediction
 #: Colours of the calibrated (generation, dtype) groups in :func:`render_mfu_calibration`.
 CALIBRATION_COLORS = {("ampere", "bf16"): "#0072B2", ("hopper", "bf16"): "#D55E00",
                       ("hopper", "fp8"): "#CC79A7", ("blackwell", "fp8"): "#009E73"}
+#: Smallest font of :func:`render_mfu_calibration`, in points (read38b: 150 run names at 6 pt; now none).
+CALIBRATION_MIN_PT = 8
 
 
 def render_mfu_calibration() -> View:
     """Every published run against the calibrated end-to-end MFU model
-    (:func:`~llmsizing.time_cost.mfu_residuals`): left, the MFU each run implies against the one the model
-    predicts for it (the diagonal is a perfect prediction); right, each run's residual (implied / predicted,
-    log axis), grouped by GPU generation and dtype, with the generation's 80% range shaded (one range per
-    generation, the same for a steady state and a whole run's total). Filled dots are calibration runs, open
-    ones held out. Chapter 10."""
+    (:func:`~llmsizing.time_cost.mfu_residuals`): top, the MFU each run implies against the one the model
+    predicts for it (the diagonal is a perfect prediction); bottom, each run's residual (implied / predicted,
+    log axis) as a dot in its GPU generation and dtype's strip, with the generation's 80% range shaded (one
+    range per generation, the same for a steady state and a whole run's total). Filled dots are calibration
+    runs, open ones held out. Runs are named in the summary (those outside their range) and in chapter 10's
+    table, not on the axis (read38b: 150 names at 6 pt, 1,810 px tall). Chapter 10."""
     import numpy as np
 
     from ..mfu_inputs import range_factors
@@ -53,32 +56,29 @@ def render_mfu_calibration() -> View:
 
     df = mfu_residuals()
     ranges = mfu_model_table().set_index(["generation", "dtype"])
+    pt = CALIBRATION_MIN_PT
 
     def _steady_range(ranges, key) -> tuple:
-        """The 80% range the library states for the group ``key``: its generation's, for a steady state and a
-        whole run alike. A generation with held-out runs and no row of its own (MI300X, B200 in FP8; issue 34)
-        gets what an estimate there shows, the widest range of any row
-        (:func:`~llmsizing.mfu_inputs.range_factors`), not the first row's."""
-        if key in ranges.index:
-            return ranges.loc[key, "low"], ranges.loc[key, "high"]
-        return range_factors(*key)
+        """The 80% range stated for group ``key``: its generation's; with no row of its own (MI300X, B200 in
+        FP8), what an estimate there shows, the widest of any row (:func:`~..mfu_inputs.range_factors`)."""
+        return ((ranges.loc[key, "low"], ranges.loc[key, "high"]) if key in ranges.index
+                else range_factors(*key))
 
     groups = sorted(set(zip(df["generation"], df["dtype"])),
                     key=lambda k: (-len(df[(df["generation"] == k[0]) & (df["dtype"] == k[1])]), k))
-    # one 0.1-inch row per run and per gap, so that the 6-point run names do not overlap
-    rows_in, top_in = 0.1 * (len(df) + len(groups)), 2.4
-    fig = Figure(figsize=(8.6, top_in + rows_in + 1.2), dpi=DPI)
-    gs = fig.add_gridspec(2, 1, height_ratios=[top_in, rows_in], left=0.43, right=0.975,
-                          bottom=0.5 / (top_in + rows_in + 1.2), top=1 - 0.2 / (top_in + rows_in + 1.2),
-                          hspace=0.5 / (top_in + rows_in) * 2)
-    ax, ax_r = fig.add_subplot(gs[0]), fig.add_subplot(gs[1])
+    # fixed inches: the scatter on top, one 0.42-inch strip per group below
+    w_in, top_in, strips_in = 8.6, 3.5, 0.42 * len(groups)
+    h_in = 0.25 + top_in + 0.75 + strips_in + 0.6
+    fig = Figure(figsize=(w_in, h_in), dpi=DPI)
+    ax = fig.add_axes([1.9 / w_in, (1.35 + strips_in) / h_in, 4.4 / w_in, top_in / h_in])
+    ax_r = fig.add_axes([1.9 / w_in, 0.6 / h_in, 6.55 / w_in, strips_in / h_in])
 
-    # ---- top: implied against predicted
-    grey = iter("s^Dv<>ph")                 # the groups without a colour of their own: one marker each
+    grey = iter("s^Dv<>ph")        # top, implied against predicted; the grey groups: one marker each
+    markers = {}
     for key in groups:
         sub = df[(df["generation"] == key[0]) & (df["dtype"] == key[1])]
         c = CALIBRATION_COLORS.get(key, "0.4")
-        m = "o" if key in CALIBRATION_COLORS else next(grey, "o")
+        m = markers[key] = "o" if key in CALIBRATION_COLORS else next(grey, "o")
         # the legend shows the group's calibration marker (filled), or its held-out one (open) if it has none
         shown = bool(sub["calibration"].any())
         for cal, face in ((True, c), (False, "white")):
@@ -88,44 +88,43 @@ def render_mfu_calibration() -> View:
     most = df[["implied_mfu", "predicted_mfu"]].to_numpy().max()
     top = max(65, 5 * np.ceil(most * 20 + 0.2))        # the axes hold every dot (A100 runs reach 72%)
     ax.plot([10, top], [10, top], color="0.3", lw=0.8, ls="--")
-    ax.set_xlim(10, top)
-    ax.set_ylim(10, top)
-    ax.set_xlabel("predicted MFU (%)", fontsize=8)
-    ax.set_ylabel("implied MFU (%)", fontsize=8)
-    ax.tick_params(labelsize=7.5)
-    ax.legend(fontsize=7, frameon=False, loc="upper left", title="filled: calibration, open: held out",
-              title_fontsize=7)
+    ax.set(xlim=(10, top), ylim=(10, top))
+    ax.set_xlabel("predicted MFU (%)", fontsize=pt + 1)
+    ax.set_ylabel("implied MFU (%)", fontsize=pt + 1)
+    ax.tick_params(labelsize=pt)
+    ax.legend(fontsize=pt, frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+              title="filled: calibration\nopen: held out", title_fontsize=pt)
     ax.spines[["top", "right"]].set_visible(False)
 
-    # ---- bottom: the residual per run, group by group, with the group's range
-    y, labels = 0, []
-    for key in groups:
+    # ---- bottom: one strip per group, its runs' residuals as dots, with the group's range shaded
+    names = []
+    for i, key in enumerate(groups):
         sub = df[(df["generation"] == key[0]) & (df["dtype"] == key[1])].sort_values("residual")
         c = CALIBRATION_COLORS.get(key, "0.4")
         lo, hi = _steady_range(ranges, key)        # the generation's 80% range
-        ys = np.arange(y, y + len(sub))
-        ax_r.fill_betweenx([y - 0.5, y + len(sub) - 0.5], lo, hi, color=c, alpha=0.12, lw=0)
-        for yy, v, cal in zip(ys, sub["residual"], sub["calibration"]):
-            ax_r.plot([v], [yy], ls="none", marker="o", ms=4.5, mec=c, mfc=c if cal else "white")
-        say = (f"x{lo:.2f} to x{hi:.2f}" if key in ranges.index
-               else f"stand-in, no calibrated range (x{lo:.2f} to x{hi:.2f} shaded)")
-        ax_r.text(hi, y + len(sub) - 0.9, f" {key[0]} {key[1].upper()}: {say}", fontsize=7, color=c, va="top")
-        labels += [r if len(r) <= 62 else r[:60] + "..." for r in sub["run"]]
-        y += len(sub) + 1
-        labels.append("")
-    ax_r.set_yticks(range(len(labels)), labels, fontsize=6.2)
-    ax_r.set_ylim(len(labels) - 0.5, -1)       # half a row below the last label (read38b: it hit the axis)
-    ax_r.set_xscale("log")
-    ax_r.set_xlim(0.4, 2.6)
+        ax_r.fill_betweenx([i - 0.42, i + 0.42], lo, hi, color=c, alpha=0.13, lw=0)
+        # neighbours in residual order take five heights in turn, so that close dots stay apart
+        dy = ((np.arange(len(sub)) % 5) - 2) * 0.13
+        for yy, v, cal in zip(i + dy, sub["residual"], sub["calibration"]):
+            ax_r.plot([v], [yy], ls="none", marker=markers[key], ms=5, mec=c, mfc=c if cal else "white")
+        say = (f"range x{lo:.2f} to x{hi:.2f}" if key in ranges.index   # (right of every dot: x1.54)
+               else f"stand-in, no calibrated range\n(shaded: x{lo:.2f} to x{hi:.2f})")
+        ax_r.text(1.72, i, say, fontsize=pt, color=c, va="center")
+        names.append(f"{key[0]} {key[1].upper()}\n{len(sub)} run{'s' * (len(sub) != 1)}, "
+                     f"{int((~sub['inside']).sum())} outside")
+    ax_r.set_yticks(range(len(groups)), names, fontsize=pt)
+    for label, key in zip(ax_r.get_yticklabels(), groups):
+        label.set_color(CALIBRATION_COLORS.get(key, "0.3"))
+    ax_r.set(ylim=(len(groups) - 0.5, -0.5), xscale="log", xlim=(0.4, 3.6))
     ax_r.xaxis.set_minor_locator(NullLocator())
-    ticks = [0.5, 0.67, 0.8, 1, 1.25, 1.5, 2]
-    ax_r.set_xticks(ticks, [f"x{t:g}" for t in ticks], fontsize=7.5)
+    ticks = [0.5, 0.67, 0.8, 1, 1.25, 1.5]          # (right of x1.6: the ranges' column)
+    ax_r.set_xticks(ticks, [f"x{t:g}" for t in ticks], fontsize=pt)
     ax_r.axvline(1, color="0.3", lw=0.8, ls="--")
-    ax_r.set_xlabel("implied / predicted MFU (log scale); shaded: the generation's 80% range", fontsize=8)
+    ax_r.set_xlabel("implied / predicted MFU (log scale); shaded: the generation's 80% range",
+                    fontsize=pt + 1)
     ax_r.spines[["top", "right"]].set_visible(False)
 
-    inside = int(df["inside"].sum())
-    lines = [f"{inside} of {len(df)} published runs inside their 80% range, in sample "
+    lines = [f"{int(df['inside'].sum())} of {len(df)} published runs inside their 80% range, in sample "
              f"({int(df['calibration'].sum())} calibration, {int((~df['calibration']).sum())} held out)"]
     for key in groups:
         sub = df[(df["generation"] == key[0]) & (df["dtype"] == key[1])]
@@ -133,8 +132,9 @@ def render_mfu_calibration() -> View:
         spread = (f"{len(sub)} runs, residuals x{sub['residual'].min():.2f} to x{sub['residual'].max():.2f}"
                   if len(sub) != 1 else f"1 run, residual x{sub['residual'].iloc[0]:.2f}")   # (B200 BF16)
         lines.append(f"{key[0]} {key[1]}: {spread}, range x{lo:.2f} to x{hi:.2f} (width {hi / lo:.2f}x)")
-    for r in df.itertuples():
-        lines.append(f"{r.run}: implied {r.implied_mfu:.1%}, predicted {r.predicted_mfu:.1%}, "
+    lines.append("outside their range (every run is in the table above):")
+    for r in df[~df["inside"]].sort_values("residual").itertuples():
+        lines.append(f"  {r.run}: implied {r.implied_mfu:.1%}, predicted {r.predicted_mfu:.1%}, "
                      f"x{r.residual:.2f}{'' if r.calibration else ' (held out)'}")
     return View(fig, "\n".join(lines))
 

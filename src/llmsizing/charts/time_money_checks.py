@@ -94,7 +94,8 @@ def _judged(band: float, findings: _Same):
 def render_seed_audit(df=None, *, band: float | None = None, article: str = "all",
                       into: Figure | None = None) -> View:
     """Every recomputed seed claim as one point: the library's value at the point judged (x; the audit's
-    ``library`` column, not its central estimate) against the claimed value (y), both
+    ``library`` column) against the claimed value (y), with the central estimate (``library_central``) drawn
+    beside it as a bar, joined by a grey line, wherever the two differ (read38b), both
     in the claim's own unit, on log axes, with the line y = x and the band of the verdict rule
     (:data:`~llmsizing.audit_verdict.BAND`). Points above the band are claims that are too high, below it too
     low. Colour and marker give the verdict (holds / needs CPU offload / off by more than the band / wrong in
@@ -102,6 +103,7 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     :data:`~llmsizing.audit_verdict.BAND`; give either ``df`` or ``band``); ``article`` ("all", or a seed's
     number such as "000") keeps one article's claims. Taught in chapter 14."""
     import numpy as np
+    from matplotlib.collections import LineCollection
     from matplotlib.ticker import LogLocator, NullLocator
 
     from .._validate import check_choice, check_number
@@ -121,12 +123,18 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
     fig, ax = _inch_margins(6.4, 4.4, left=0.7, bottom=0.5, top=0.2, right=0.2, into=into, keep_log="xy")
     x = df["library"].to_numpy(float)
     y = df["claimed"].to_numpy(float)
-    lo = 10 ** np.floor(np.log10(min(x.min(), y.min())))
-    hi = 10 ** np.ceil(np.log10(max(x.max(), y.max())))
+    xc = df["library_central"].to_numpy(float) if "library_central" in df else x
+    moved = np.abs(np.log(xc / x)) > 1e-9           # the point judged is not the central estimate
+    lo = 10 ** np.floor(np.log10(min(x.min(), y.min(), xc.min())))
+    hi = 10 ** np.ceil(np.log10(max(x.max(), y.max(), xc.max())))
     line = np.array([lo, hi])
     ax.fill_between(line, line / band, line * band, color="0.85", lw=0, zorder=0,
                     label=f"within {band - 1:.0%} (holds)")
     ax.plot(line, line, color="0.4", lw=1, zorder=1, label="claimed = library")
+    pairs = np.stack([np.column_stack([xc[moved], y[moved]]), np.column_stack([x[moved], y[moved]])], axis=1)
+    ax.add_collection(LineCollection(pairs.reshape(-1, 2, 2), colors="0.6", lw=0.7, zorder=1.5))
+    ax.scatter(xc[moved], y[moved], s=30, marker="|", color="0.15", linewidths=1.1, zorder=2.5,
+               label=f"central estimate, where it is not the point judged ({int(moved.sum())})")
     counts = verdict_counts(df)
     loose = (np.abs(np.log(y / x)) > np.log(band)) & holds.to_numpy()   # holds as a bound or a range only
     for name, mask in groups.items():
@@ -171,5 +179,7 @@ def render_seed_audit(df=None, *, band: float | None = None, article: str = "all
                f"{n('needs CPU offload', 'needs', 'need')} CPU offload, "
                f"{n('off', 'is', 'are')} off by more, {n('wrong in kind', 'is', 'are')} wrong in kind\n"
                f"claimed / library: median {np.median(r):.2f}, from {r.min():.3g} to {r.max():.3g}; "
-               f"furthest: {worst['id']} ({worst['ratio']:.3g})")
+               f"furthest: {worst['id']} ({worst['ratio']:.3g})\n"
+               f"the central estimate is not the point judged for {int(moved.sum())} "
+               f"claim{'s' * (int(moved.sum()) != 1)} (bars, joined by a grey line)")
     return FixedView(fig, summary)
