@@ -49,14 +49,17 @@ def test_planner_figure_text_is_inside_the_png_and_readable(kw):
     assert not small, "text too small to read: " + "; ".join(small)
 
 
-#: The legends' floor (issue 38, round 3: the legend read as 6-7 px): 8 pt at the figure's 96 dpi.
-MIN_LEGEND_PX = 10.5
+#: The legends' floor (issue 38, round 3: the legend read as 6-7 px). The book's reading column at a 1,280 px
+#: window is about 690 px (sphinx-book-theme: 1,280 less the 20% chapter list, less the 17 rem page contents,
+#: less padding), so the 758 px figure shows at ~0.91; 11 px on the page is 11 / 0.91 = 12.1 px in the PNG,
+#: 9 pt at 96 dpi (9 x 96 / 72 = 12.0). 8 pt (10.7 px, ~9.7 px on the page) is below it.
+MIN_LEGEND_PX = 11.9
 
 
 @pytest.mark.parametrize("kw", [dict(model="llama-3-70b"),
                                 dict(model="llama-3.1-405b", seq=131072, gpus=("H100 SXM",), global_batch=128,
                                      max_gpus=16384)], ids=["ch12-default", "ch17-default"])
-def test_planner_figure_legends_are_at_least_8_pt(kw):
+def test_planner_figure_legends_are_at_least_9_pt(kw):
     fig = charts.render_plan(**kw).figure
     legends = [leg for ax in fig.axes if (leg := ax.get_legend()) is not None]
     assert len(legends) == 2                                   # the plans' and the memory bar's

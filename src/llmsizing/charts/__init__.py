@@ -46,7 +46,7 @@ from .base import (_CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPTION_PT, _caption_
 
 # Part I, one GPU (ch 1-5): parameters, model states, inference memory, activations, measurements.
 from .one_gpu import MEASURED_STEP_DEFAULT, render_measured_step  # chapter 5's widget
-from .one_gpu import (ACT_LABELS, MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS, MMB_SEQS,
+from .one_gpu import (ACT_LABELS, MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS, MMB_SEQS, MMB_RIM_PT,
                       MODEL_STATES_COMPARE, RECOMPUTE_COLORS, render_activation_memory,
                       render_inference_memory, render_inference_vs_context, render_max_micro_batch,
                       render_model_states, render_parameter_counts, render_parameter_shares,
@@ -54,7 +54,7 @@ from .one_gpu import (ACT_LABELS, MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS
                       stacked_bars)
 from .one_gpu import (_CAPACITY_COLORS, _CAPACITY_STYLES, _MMB_KEEP, _MMB_KEPT, _PHASE_SHADES,  # noqa: F401
                       _TIMELINE_PHASES, _drop_offscreen_capacity_lines, _gpu_lines, _mark_beyond_max_seq,
-                      _seq_label, _zero3)
+                      _same_as, _seq_label, _widths, _zero3)
 
 # Part II, many GPUs (ch 6-9): GPUs and the decode roofline, ZeRO and data parallelism, the pipeline bubble
 # and the parallelism explorer, measured collectives.
@@ -70,8 +70,8 @@ from .many_gpus import (_KIND_COLORS, _LANDSCAPE_LABEL_OFFSETS, _ZERO_STYLES, _b
 # Part III, time and money (ch 10-14): the MFU calibration, training time, cost, the planner, the case
 # studies' check, the seed audit.
 from .time_money import (CALIBRATION_COLORS, CALIBRATION_MIN_PT, COST_GPUS, GOODPUT_GPUS,
-                         GOODPUT_STORAGE_GB_PER_S, PLAN_GPUS, OWN_FIT_POINTS, PLAN_LEGEND_PT,
-                         SCALING_FIT_COLORS, SCALING_RUNS, SENSITIVITY_MFUS,
+                         GOODPUT_STORAGE_GB_PER_S, PLAN_GPUS, OWN_FIT_POINTS, PLAN_LEGEND_PT, FRONT_LW,
+                         OWN_FRONT_LW, SCALING_FIT_COLORS, SCALING_RUNS, SENSITIVITY_MFUS,
                          SENSITIVITY_PRICE_FACTORS, TIME_GPU_COUNTS, fewest_holding,
                          plan_notes, render_compute_optimal, render_cost_by_gpu,
                          render_cost_sensitivity, render_cost_vs_gpus, render_goodput, render_mfu_calibration,
@@ -82,11 +82,12 @@ from .time_money import (_AUDIT_STYLES, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _S
                          _front_rows, _judged, _log_norm, _mfu_kind, _number_dtype, _plan_groups, _plan_label,
                          _range_note_lines, _rect, _row_type, _table_key, _values_bytes, _vp_text,
                          _GROUPS_COLUMNS, _PointCloud, _groups_key, _bare, _first_of_each, _column_arrays,
-                         _retain, _step_time_update, _PlanRow, _codes_bytes, _gpu_codes, _plan_row)
+                         _retain, _step_time_update, _PlanRow, _codes_bytes, _gpu_codes, _plan_row,
+                         _chosen_title)
 
 # Part IV, serving and fine-tuning (ch 15-16).
 from .serve_tune import (FINETUNE_COLORS, FINETUNE_PARTS, FLEET_COLORS, SPECULATIVE_COLORS, SPECULATIVE_KS,
-                         fleet_plans, render_fleet,
+                         FINETUNE_MARKERS, fleet_plans, render_fleet,
                          render_finetune_calibration, render_finetune_memory, render_serving_cost,
                          render_serving_curve, render_speculative_speedup)
 from .serve_tune import (_BATCH_MARKS, _COST_AXIS_SHARE, _POINT, _SUMMARY_RANGED, _batch_state,  # noqa: F401
@@ -107,7 +108,8 @@ __all__ = [
     "COLORS", "DPI", "EXPLORER_TIME_COLORS", "GPU_COLORS", "FixedView", "View", "blank_figure",
     "capacity_line", "figure_alt_text", "figure_axes", "new_figure", "reset_axes", "show", "stacked_bars",
     # Part I
-    "ACT_LABELS", "MEASURE_COLORS", "MEASURE_STYLES", "MEASURE_SWEEPS", "MMB_SEQS", "MODEL_STATES_COMPARE",
+    "ACT_LABELS", "MEASURE_COLORS", "MEASURE_STYLES", "MEASURE_SWEEPS", "MMB_SEQS", "MMB_RIM_PT",
+    "MODEL_STATES_COMPARE",
     "RECOMPUTE_COLORS", "render_activation_memory", "render_inference_memory", "render_inference_vs_context",
     "render_max_micro_batch", "render_model_states", "render_parameter_counts", "render_parameter_shares",
     "render_prediction_vs_measurement", "render_step_phases", "render_step_timeline",
@@ -122,12 +124,14 @@ __all__ = [
     "CALIBRATION_COLORS", "CALIBRATION_MIN_PT", "COST_GPUS", "PLAN_GPUS", "SENSITIVITY_MFUS",
     "SENSITIVITY_PRICE_FACTORS",
     "TIME_GPU_COUNTS", "plan_notes", "render_cost_by_gpu", "render_cost_sensitivity", "render_cost_vs_gpus",
-    "render_plan", "PLAN_LEGEND_PT", "render_prediction_check", "render_mfu_calibration", "render_seed_audit",
+    "render_plan", "PLAN_LEGEND_PT", "FRONT_LW", "OWN_FRONT_LW", "render_prediction_check",
+    "render_mfu_calibration", "render_seed_audit",
     "render_training_time", "resolve_model_name", "GOODPUT_GPUS", "GOODPUT_STORAGE_GB_PER_S",
     "OWN_FIT_POINTS", "SCALING_FIT_COLORS", "SCALING_RUNS", "render_compute_optimal", "render_goodput",
     # Part IV
-    "FINETUNE_COLORS", "FINETUNE_PARTS", "render_finetune_calibration", "render_finetune_memory",
-    "render_serving_cost", "render_serving_curve", "FLEET_COLORS", "fleet_plans", "render_fleet",
+    "FINETUNE_COLORS", "FINETUNE_PARTS", "FINETUNE_MARKERS", "render_finetune_calibration",
+    "render_finetune_memory", "render_serving_cost", "render_serving_curve", "FLEET_COLORS", "fleet_plans",
+    "render_fleet",
     # Part V
     "CP_OVERLAP_SEQS", "CP_KINDS", "llama3_long_context_layout", "render_cp_overlap", "render_cp_kinds",
     "KEYS_MODELS", "KEYS_SEQS", "render_attention_keys",

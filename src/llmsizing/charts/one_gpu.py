@@ -21,10 +21,10 @@ from .base import (COLORS, FixedView, View, _bar_collection, _inch_margins, _kep
                    _legend_entries, new_figure)
 # chapter 4's figures (activations, the step's phases, the largest micro-batch) live in one_gpu_activations;
 # every name of theirs is still here
-from .one_gpu_activations import (ACT_LABELS, MMB_SEQS, RECOMPUTE_COLORS,  # noqa: F401
+from .one_gpu_activations import (ACT_LABELS, MMB_RIM_PT, MMB_SEQS, RECOMPUTE_COLORS,  # noqa: F401
                                   render_activation_memory, render_max_micro_batch, render_step_phases)
 from .one_gpu_activations import (_MMB_KEEP, _MMB_KEPT, _mark_beyond_max_seq, _seq_label,  # noqa: F401
-                                  _zero3)
+                                  _same_as, _widths, _zero3)
 # chapter 5's figures (the measurements) live in one_gpu_measure; every name of theirs is still here
 from .one_gpu_measure import (MEASURE_COLORS, MEASURE_STYLES, MEASURE_SWEEPS,  # noqa: F401
                               MEASURED_STEP_DEFAULT, render_measured_step,

@@ -208,6 +208,37 @@ _MMB_KEPT: dict = {}
 _MMB_KEEP = 8
 
 
+def _same_as(curves: dict, rc: str, att: str) -> str:
+    """What the legend adds to curve ``(rc, att)`` of :func:`render_max_micro_batch` when a curve drawn after
+    it (on top) has the same values at every length, so that only its rim shows: a second line naming the
+    curves on top, "= flash/selective = eager/selective". Empty otherwise. Issue 38: chapter 4b's flash/none
+    lay exactly under flash/selective (and eager/selective, dashed, on it) and read as missing curves."""
+    import numpy as np
+
+    keys = list(curves)
+    later = keys[keys.index((rc, att)) + 1:]
+    same = [f"{a}/{r}" for r, a in later if np.array_equal(curves[r, a], curves[rc, att])]
+    return "\n= " + " = ".join(same) if same else ""
+
+
+#: How much wider, points, a curve of :func:`render_max_micro_batch` is drawn than one on top of it with the
+#: same values at every length: 0.75 pt a side, 1 px at 96 dpi (issue 38).
+MMB_RIM_PT = 1.5
+
+
+def _widths(curves: dict, base: dict) -> dict:
+    """Line widths of :func:`render_max_micro_batch`'s curves: ``base[recompute]``, widened where a curve
+    drawn later (on top) has the same values at every length, to :data:`MMB_RIM_PT` more than the widest of
+    those, so its rim shows round them."""
+    import numpy as np
+
+    keys, width = list(curves), {}
+    for i in range(len(keys) - 1, -1, -1):                 # the last drawn first: the curves on top are set
+        on_top = [width[k] for k in keys[i + 1:] if np.array_equal(curves[k], curves[keys[i]])]
+        width[keys[i]] = max([base[keys[i][0]], *(w + MMB_RIM_PT for w in on_top)])
+    return width
+
+
 def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision: str = "bf16-mixed",
                            zero3_gpus: int = 8, dropout: bool = False, stack: str = "fused", *,
                            into: Figure | None = None) -> View:
@@ -240,11 +271,11 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     while len(_MMB_KEPT) > _MMB_KEEP:
         del _MMB_KEPT[next(iter(_MMB_KEPT))]
     fig, ax = _fixed_figure(7.6, 3.6, left=0.08, right=0.70, bottom=0.14, top=0.92, into=into, keep_log="xy")
-    width = {"none": 3.2, "selective": 2.0, "full": 1.2}    # curves that coincide stay visible
+    width = _widths(curves, {"none": 3.2, "selective": 2.0, "full": 1.2})     # curves that coincide: a rim
     for (rc, att), b in curves.items():
         y = np.where(b > 0, b, np.nan).astype(float)
-        ax.plot(seqs, y, color=RECOMPUTE_COLORS[rc], ls="-" if att == "flash" else "--", lw=width[rc],
-                drawstyle="steps-mid", label=f"{att}, recompute={rc}")
+        ax.plot(seqs, y, color=RECOMPUTE_COLORS[rc], ls="-" if att == "flash" else "--", lw=width[rc, att],
+                drawstyle="steps-mid", label=f"{att}, recompute={rc}{_same_as(curves, rc, att)}")
     _log_scale(ax.xaxis, 2)
     _log_scale(ax.yaxis, 2)
     ticks = [s for s in seqs if s & (s - 1) == 0]

@@ -25,7 +25,7 @@ from ..units import GiB
 from .base import (COLORS, GPU_COLORS, FixedView, View, _fixed_figure, _kept_legend,
                    _grid, _log_axis, _log_scale, _short_number, figure_axes, new_figure)
 from .serve_tune_finetune import (FINETUNE_COLORS, FINETUNE_PARTS, render_finetune_calibration,  # noqa: F401
-                                  render_finetune_memory)
+                                  render_finetune_memory, FINETUNE_MARKERS)
 
 
 # =========================================================================== chapter 15: serving

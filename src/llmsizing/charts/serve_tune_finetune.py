@@ -21,6 +21,8 @@ FINETUNE_PARTS = ("frozen weights", "trained weights", "gradients", "optimizer",
                   "overhead")
 FINETUNE_COLORS = dict(zip(FINETUNE_PARTS, ("#0072B2", "#56B4E9", "#E69F00", "#CC79A7", "#D55E00",
                                             "#BBBBBB")))
+#: The calibration figure's dot markers, one per source and GPU in order of appearance (issue 38).
+FINETUNE_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", "h", ">")
 
 
 def render_finetune_memory(model="llama-3-8b", gpu: str = "H100 SXM", batch: int = 1, seq: int = 2048,
@@ -79,33 +81,36 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
     source's covered rows as lines (dots: the published rows), one series per source (no line joins two
     sources' rows; the legend names a model, method and GPU once). The text lists each series' published/
     predicted ratios with its source, the multi-GPU ones included, and marks the ``known_out`` series (full
-    fine-tuning), which the stated range does not cover."""
+    fine-tuning), which the stated range does not cover.
+
+    Colour is the model, the line's dash the method, and the dots' marker the source and GPU (issue 38: two
+    sources' series of one model shared a colour and a dot, and the 256-token rows piled up): the largest
+    table's dots filled, the others' hollow, so a pile shows each; two legends, one for each key."""
     from ..finetune_time import RESIDUAL_RANGE, finetune_residuals
 
     everything = finetune_residuals()
     one_gpu = (everything["n_gpus"] == 1) & everything["method"].isin(["lora", "qlora"])
     df = everything[one_gpu]
-    fig, ax = _fixed_figure(7.2, 3.4, left=0.1, right=0.72, bottom=0.14, top=0.9, into=into)
+    fig, ax = _fixed_figure(7.2, 3.9, left=0.1, right=0.7, bottom=0.13, top=0.92, into=into)
     styles = {"lora": "-", "qlora": "--"}
     colors = {"qwen-1.8b": "#009E73", "qwen-7b": "#0072B2", "qwen-14b": "#D55E00", "qwen-72b": "#CC79A7"}
     spare = iter(["#E69F00", "#56B4E9", "0.2", "0.55"])         # the other models, in order of appearance
-    lines, seen = [], set()
+    lines, keys, marks = [], {}, {}
     tag = df["source"].str.split().str[0].str.split("/").str[-1].str.strip(",")    # "QwenLM/Qwen ..." -> Qwen
     main = tag.value_counts().idxmax()                          # the source with the most rows (Qwen's)
     for (model, method, gpu, source), sub in df.assign(tag=tag).groupby(["model", "method", "gpu", "tag"],
                                                                           sort=False):
         sub = sub.sort_values(["seq", "batch"])                   # one series per source: no line joins two
         c = colors[model] if model in colors else colors.setdefault(model, next(spare, "0.3"))
-        label = f"{model} {'Q-LoRA' if method == 'qlora' else 'LoRA'}"
-        if gpu != "A100 80GB":                                    # not Qwen's GPU: say which
-            label += f", {gpu}"
-        shown = label if label not in seen else "_nolegend_"      # a second source's series: same entry
-        seen.add(label)
-        if source != main:                                        # not the largest table's: say whose
-            label += f" ({source})"
-        ax.plot(sub["seq"], sub["predicted_s"], styles[method], color=c, lw=1.2, label=shown,
+        key = f"{model} {'Q-LoRA' if method == 'qlora' else 'LoRA'}"
+        keys.setdefault(key, (c, styles[method]))
+        mark = marks.setdefault((source, gpu), FINETUNE_MARKERS[len(marks) % len(FINETUNE_MARKERS)])
+        face = c if source == main else "white"                   # the largest table's dots filled
+        ax.plot(sub["seq"], sub["predicted_s"], styles[method], color=c, lw=1.2,
                 marker="_" if len(sub) == 1 else None, ms=12)   # a one-row series: the model as a tick
-        ax.plot(sub["seq"], sub["s_per_step"], "o", color=c, ms=5)
+        ax.plot(sub["seq"], sub["s_per_step"], ls="none", marker=mark, color=c, mfc=face, mew=1.1, ms=5.5,
+                alpha=0.9)
+        label = key + (f", {gpu}" if gpu != "A100 80GB" else "") + (f" ({source})" if source != main else "")
         lines.append(f"{label:44s} published/model {sub['ratio'].min():.2f} to {sub['ratio'].max():.2f}")
     from matplotlib.ticker import FixedLocator
 
@@ -121,7 +126,17 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
     ax.set_ylabel("seconds per optimizer step")
     ax.set_title("One GPU: published step times (dots) and the model (lines)",
                  fontsize=8.5, loc="left")
-    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    from matplotlib.lines import Line2D
+
+    series = ax.legend([Line2D([], [], color=c, ls=ls, lw=1.2) for c, ls in keys.values()], list(keys),
+                       fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.03),
+                       labelspacing=0.25, title="model, method (lines)", title_fontsize=7, alignment="left")
+    ax.add_artist(series)
+    ax.legend([Line2D([], [], ls="none", marker=mk, color="0.2", mfc="0.2" if s == main else "white",
+                      mew=1.1, ms=5.5) for (s, _), mk in marks.items()],
+              [f"{s}, {g}" for s, g in marks], fontsize=7, frameon=False, loc="lower left",
+              bbox_to_anchor=(1.01, -0.02), labelspacing=0.25, title="source, GPU (dots)", title_fontsize=7,
+              alignment="left")
     ax.spines[["top", "right"]].set_visible(False)
     lo, hi = RESIDUAL_RANGE
     for (model, method, gpu, n, strategy), sub in everything[~one_gpu].groupby(

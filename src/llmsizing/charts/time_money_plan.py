@@ -36,6 +36,18 @@ def _plan_label(r) -> str:
             f"recompute={recompute_label(r, True)}")
 
 
+def _chosen_title(r) -> str:
+    """The memory panel's title for the chosen plan ``r``: its GPU count and layout, in one form whatever the
+    plan (issue 38)."""
+    return (f"chosen: {int(r.n_gpus):,} GPUs, tp={r.tp}{_cp_text(r)} pp={r.pp}{_vp_text(r)} dp={r.dp} "
+            f"ZeRO-{r.zero}")
+
+
+#: Line widths, points, of the planner figure's front (thin, dark) and of each GPU type's own front (a wide
+#: pale band under it, so a GPU's own front that is the front shows round it: issue 38).
+FRONT_LW, OWN_FRONT_LW = 0.8, 3.2
+
+
 class _PointCloud(Line2D):
     """The grey cloud of every plan that fits: a line of markers only, each pixel's marker drawn once. Agg
     stamps a marker at its point's position rounded to the pixel (``RendererAgg.draw_markers``), so the
@@ -96,9 +108,10 @@ def _first_of_each(x, y):
     return first[first < n]
 
 
-#: The planner figure's legend size, points: 8 pt is 10.7 px at the figure's 96 dpi (issue 38: at 6.5 pt the
-#: legend read as 6-7 px once the page scaled the figure down).
-PLAN_LEGEND_PT = 8.0
+#: The planner figure's legend size, points: 9 pt is 12 px at the figure's 96 dpi, about 11 px on the book's
+#: page, whose reading column (sphinx-book-theme at a 1,280 px window: about 690 px) shows the 758 px figure
+#: at ~0.91 (issue 38: at 6.5 pt the legend read as 6-7 px; at 8 pt, as ~9.7 px).
+PLAN_LEGEND_PT = 9.0
 
 
 def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, seq: int = 8192,
@@ -206,10 +219,12 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                             ls="none", marker=".", ms=2.5, color="0.8", zorder=1,
                             label=f"{len(plans):,} plans that fit")
         lines = [ax.add_line(cloud)]
+        # each GPU type's own front a wide pale band under the front's thin dark line: where the two meet
+        # (chapter 12: the B200's own front is the front) the band still shows round it (issue 38, nits39)
         for name, days, cost in groups["own"]:                  # (as _line: nothing autoscaled)
-            lines.append(_line(ax, days, cost, color=GPU_COLORS.get(name, "0.4"), lw=1.0, alpha=0.6, zorder=2,
-                               label=f"best on {name} alone"))
-        lines.append(_line(ax, *groups["front"], color="0.2", lw=0.8, zorder=3))
+            lines.append(_line(ax, days, cost, color=GPU_COLORS.get(name, "0.4"), lw=OWN_FRONT_LW, alpha=0.45,
+                               zorder=2, solid_capstyle="round", label=f"best on {name} alone"))
+        lines.append(_line(ax, *groups["front"], color="0.2", lw=FRONT_LW, zorder=3))
         for name, days, cost in groups["front_by_gpu"]:
             lines.append(_line(ax, days, cost, ls="none", marker="o", ms=4.5,
                                color=GPU_COLORS.get(name, "0.4"), zorder=4, label=f"front: {name}"))
@@ -302,13 +317,10 @@ def render_plan(model="llama-3-70b", *, tokens: float = 1e12, gpus=PLAN_GPUS, se
                                      fontsize=PLAN_LEGEND_PT, frameon=False, ncols=3,
                                      loc="upper center", bbox_to_anchor=(0.5, -0.58), handlelength=1.2,
                                      columnspacing=0.9, labelspacing=0.3))
-    title = ax_m.set_title(f"chosen: {int(r.n_gpus):,} x {r.gpu}, tp={r.tp} pp={r.pp}{_vp_text(r)} dp={r.dp} "
-                           f"ZeRO-{r.zero}", fontsize=8.5, loc="left")
-    # one more degree (cp), or a title that would run past the figure's right edge (chapter 12's fastest plan,
-    # vp=20, lost its ZeRO stage there: read27d): the GPU's name is in the summary and the axis label instead
-    if _cp_text(r) or title.get_window_extent().x1 > fig.bbox.width:
-        title.set_text(f"chosen: {int(r.n_gpus):,} GPUs, tp={r.tp}{_cp_text(r)} pp={r.pp}{_vp_text(r)} "
-                       f"dp={r.dp} ZeRO-{r.zero}")
+    # one form for every plan (issue 38: "4,096 GPUs, ..." and "512 x B200, ..." side by side in chapter 12):
+    # the GPU count and layout; the GPU's name is in the axis label under it and in the summary
+    title = ax_m.set_title(_chosen_title(r), fontsize=8.5, loc="left")
+    if title.get_window_extent().x1 > fig.bbox.width:      # (chapter 12's fastest plan, vp=20: read27d)
         title.set_fontsize(7.5)
 
     # ---- right, bottom: where the step's time goes
