@@ -533,3 +533,27 @@ def test_landscape_table_keeps_its_columns_with_long_names():
     end = lines[0].index("memory") + len("memory")       # the column is right-aligned: it ends where "memory" does
     for line in lines[1:]:
         assert line.index(" GiB") + len(" GiB") == end, line
+
+
+def test_decode_resident_batch_limit_by_hand_and_where_the_figure_greys():
+    """Llama 3 8B in bf16 on an H100 SXM at 4,096 tokens (read39a: the figure greyed from 181, the geometric
+    midpoint of the sampled batches 128 and 256, while chapter 6 says more than 129 do not fit).
+    Weights 8,030,261,248 x 2 = 16,060,522,496 B; KV per token 32 layers x 8 KV heads x 128 x (K, V) x 2 B =
+    131,072 B, x 4,096 = 536,870,912 B a sequence; the card 81,559 MiB = 85,520,809,984 B (data/gpus.csv).
+    (85,520,809,984 - 16,060,522,496) / 536,870,912 = 69,460,287,488 / 536,870,912 = 129.380 sequences."""
+    from llmsizing.charts import render_decode_roofline
+    from llmsizing.hardware import decode_resident_batch_limit
+
+    limit = decode_resident_batch_limit("llama-3-8b", "H100 SXM", context=4096)
+    assert limit == pytest.approx((85_520_809_984 - 16_060_522_496) / 536_870_912, rel=1e-12)
+    assert 129 < limit < 130
+    fig = render_decode_roofline("llama-3-8b", "H100 SXM", context=4096).figure
+    span = [p for p in fig.axes[0].patches if p.get_label() == "weights + KV cache exceed one GPU"]
+    assert len(span) == 1
+    x0 = span[0].get_x()
+    assert x0 == pytest.approx(limit)
+    with pytest.raises(ValueError, match="weights"):
+        decode_resident_batch_limit("llama-3-70b", "H100 SXM", context=4096)   # 141 GB of bf16 weights
+    fig = render_decode_roofline("llama-3-70b", "H100 SXM", context=4096).figure   # all greyed, no error
+    span = [p for p in fig.axes[0].patches if p.get_label() == "weights + KV cache exceed one GPU"]
+    assert span[0].get_x() == pytest.approx(2**-0.5)

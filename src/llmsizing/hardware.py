@@ -366,6 +366,22 @@ def decode_compute_bound_batch(model, gpu, *, context: int, weights: str = "bf16
     return None
 
 
+def decode_resident_batch_limit(model, gpu, *, context: int, weights: str = "bf16",
+                                kv_cache: str = "bf16") -> float:
+    """The batch at which a decode step's :attr:`Roofline.resident_bytes` (all the weights and every sequence's
+    KV cache) fill one ``gpu``'s memory: ``(capacity - W) / K``, ``W`` the weights' bytes and ``K`` one
+    sequence's KV bytes (at most the sliding window). Real-valued: ``floor`` of it sequences fit, one more does
+    not. Raises ``ValueError`` naming ``weights`` if the weights alone exceed the GPU. No allowance for
+    activations or the allocator (chapter 3 adds those); the roofline's own bound. Chapter 6's decode figure
+    shades from here."""
+    m, g, w, kv_seq, *_ = _decode_terms(model, gpu, context, weights, kv_cache, "bf16")
+    room = g.memory_bytes - w
+    if room <= 0:
+        raise ValueError(f"weights: {m.name}'s {weights} weights ({w / 2**30:,.1f} GiB) exceed one {g.name} "
+                         f"({g.memory_bytes / 2**30:,.1f} GiB); choose a smaller format or a larger GPU")
+    return room / kv_seq
+
+
 #: Columns of :func:`gpu_comparison`, units in the names.
 GPU_COMPARISON_COLUMNS = ("memory_gib", "hbm_tbps", "bf16_dense_tflops", "bf16_sparse_tflops",
                           "ridge_flops_per_byte", "link", "link_one_way_gbps", "pair_one_way_gbps", "dtype")

@@ -129,7 +129,7 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
     import matplotlib.ticker
 
     from ..catalog import get_gpu
-    from ..hardware import decode_compute_bound_batch, decode_step_roofline
+    from ..hardware import decode_compute_bound_batch, decode_resident_batch_limit, decode_step_roofline
 
     chosen = decode_step_roofline(model, gpu, batch=batch, context=context, weights=weights)
     batches = sorted(set(DECODE_BATCHES) | {chosen.batch})
@@ -137,9 +137,12 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
     flip = decode_compute_bound_batch(model, gpu, context=context, weights=weights)
     capacity = get_gpu(gpu).memory_bytes
     fig, ax = _inch_margins(7.2, 3.5, left=0.75, bottom=0.55, top=0.3, right=0.2, into=into, keep_log="xy")
-    too_big = [b for b, r in zip(batches, rs) if r.resident_bytes > capacity]
-    if too_big:   # weights + KV cache alone exceed one GPU: the bound is moot there (chapter 3)
-        ax.axvspan(too_big[0] / 2**0.5, batches[-1] * 2**0.5, color="0.9", zorder=0,
+    try:
+        limit = decode_resident_batch_limit(model, gpu, context=context, weights=weights)
+    except ValueError:   # the weights alone exceed the GPU: every batch is shaded
+        limit = 0.0
+    if limit < batches[-1] * 2**0.5:   # weights + KV cache alone exceed one GPU: the bound is moot there (ch3)
+        ax.axvspan(max(limit, batches[0] / 2**0.5), batches[-1] * 2**0.5, color="0.9", zorder=0,
                    label="weights + KV cache exceed one GPU")
     ms = 1e3
     ax.plot(batches, [r.memory_time_s * ms for r in rs], color="#0072B2", lw=1.8,
