@@ -368,12 +368,12 @@ def decode_compute_bound_batch(model, gpu, *, context: int, weights: str = "bf16
 
 def decode_resident_batch_limit(model, gpu, *, context: int, weights: str = "bf16",
                                 kv_cache: str = "bf16") -> float:
-    """The batch at which a decode step's :attr:`Roofline.resident_bytes` (all the weights and every sequence's
-    KV cache) fill one ``gpu``'s memory: ``(capacity - W) / K``, ``W`` the weights' bytes and ``K`` one
-    sequence's KV bytes (at most the sliding window). Real-valued: ``floor`` of it sequences fit, one more does
-    not. Raises ``ValueError`` naming ``weights`` if the weights alone exceed the GPU. No allowance for
-    activations or the allocator (chapter 3 adds those); the roofline's own bound. Chapter 6's decode figure
-    shades from here."""
+    """The batch at which a decode step's :attr:`Roofline.resident_bytes` (all the weights and every
+    sequence's KV cache) fill one ``gpu``'s memory: ``(capacity - W) / K``, ``W`` the weights' bytes and
+    ``K`` one sequence's KV bytes (at most the sliding window). Real-valued: ``floor`` of it sequences fit,
+    one more does not. Raises ``ValueError`` naming ``weights`` if the weights alone exceed the GPU. No
+    allowance for activations or the allocator (chapter 3 adds those): the roofline's own bound. Chapter 6's
+    decode figure shades from here."""
     m, g, w, kv_seq, *_ = _decode_terms(model, gpu, context, weights, kv_cache, "bf16")
     room = g.memory_bytes - w
     if room <= 0:

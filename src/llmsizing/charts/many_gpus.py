@@ -141,7 +141,7 @@ def render_decode_roofline(model="llama-3-8b", gpu: str = "H100 SXM", context: i
         limit = decode_resident_batch_limit(model, gpu, context=context, weights=weights)
     except ValueError:   # the weights alone exceed the GPU: every batch is shaded
         limit = 0.0
-    if limit < batches[-1] * 2**0.5:   # weights + KV cache alone exceed one GPU: the bound is moot there (ch3)
+    if limit < batches[-1] * 2**0.5:   # weights + KV cache exceed one GPU: the bound is moot there (ch3)
         ax.axvspan(max(limit, batches[0] / 2**0.5), batches[-1] * 2**0.5, color="0.9", zorder=0,
                    label="weights + KV cache exceed one GPU")
     ms = 1e3

@@ -22,13 +22,12 @@ from .base import (DPI, GPU_COLORS, FixedView, View, _log_axis, _log_scale, _sho
                    figure_axes, new_figure)
 # chapter 12's figure (the planner's answer) lives in time_money_plan, chapters 13-14's (the library checked)
 # in time_money_checks; every name of theirs is still here
-from .time_money_plan import FRONT_LW, OWN_FRONT_LW, PLAN_GPUS, PLAN_LEGEND_PT, plan_notes, render_plan  # noqa: F401
-from .time_money_plan import (_PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _cp_text, _deadline_lines,  # noqa: F401
+from .time_money_plan import (FRONT_LW, OWN_FRONT_LW, PLAN_GPUS, PLAN_LEGEND_PT, plan_notes,  # noqa: F401
+                              render_plan, _PLAN_GROUPS_KEEP, _PLAN_GROUPS_KEPT, _cp_text, _deadline_lines,
                               _front_rows, _number_dtype, _plan_groups, _plan_label, _range_note_lines,
-                              _row_type, _table_key, _GROUPS_COLUMNS, _PointCloud, _groups_key,
-                              _values_bytes, _vp_text, _bare, _first_of_each, _column_arrays, _retain,
-                              _step_time_update, _PlanRow, _codes_bytes, _gpu_codes, _plan_row,
-                              _chosen_title)
+                              _row_type, _table_key, _GROUPS_COLUMNS, _PointCloud, _groups_key, _values_bytes,
+                              _vp_text, _bare, _first_of_each, _column_arrays, _retain, _step_time_update,
+                              _PlanRow, _codes_bytes, _gpu_codes, _plan_row, _chosen_title)
 from .time_money_checks import (_AUDIT_STYLES, _Same, _judged, render_prediction_check,  # noqa: F401
                                 render_seed_audit)
 
