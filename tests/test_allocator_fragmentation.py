@@ -107,3 +107,23 @@ def test_the_frame_has_float_columns():
     df = allocator_fragmentation_rows()
     assert len(df) == len(_rows())
     assert df["fragmentation"].dtype == "float64"
+
+
+def test_the_fragmentation_comment_in_states_quotes_the_current_spread():
+    """states.py's comment on FRAGMENTATION states the spread of the data; adding a row must update it."""
+    import re
+
+    import llmsizing.states as states
+
+    text = Path(states.__file__).read_text()
+    comment = text[text.index("#: Allocator fragmentation"):text.index("FRAGMENTATION = ")]
+    act, alloc = measured_fragmentation(), measured_fragmentation("peak_allocated")
+    under = sum(1 for r in _rows() if r["statistic"] == "peak_active" and r["superseded"] == "no"
+                and float(r["reserved_gib"]) / float(r["allocated_gib"]) - 1 < 0.08)
+    quoted = (f"{act.low:.0%}"[:-1] + f"-{act.high:.0%}", f"median {act.median:.0%}",
+              f"{act.n_rows} runs", f"from {act.n_sources} sources", f"{under} of them under 8%",
+              f"{alloc.low:.0%}"[:-1] + f"-{alloc.high:.0%}",
+              f"({alloc.n_rows} runs, {alloc.n_sources} sources)")
+    flat = re.sub(r"\s*\n#:\s*", " ", comment)
+    for q in quoted:
+        assert q in flat, q
