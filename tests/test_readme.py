@@ -126,6 +126,29 @@ def test_the_readme_fine_tuning_range_is_the_one_in_intervals_csv():
     assert stated in " ".join(README.split())
 
 
+def test_the_readme_local_versions_satisfy_requirements_txt():
+    """The Pyodide table's local `.venv` column names versions requirements.txt allows (session 39: it said
+    matplotlib 3.11.2 while requirements.txt keeps matplotlib below 3.11 and .venv held 3.10.9)."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    reqs = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line and not line.startswith("-"):
+            req = Requirement(line)
+            reqs[req.name.lower()] = req.specifier
+    checked = 0
+    for name in ("numpy", "pandas", "matplotlib", "ipywidgets"):
+        row = re.search(rf"^\| {name} \| [^|]+ \| ([^|]+) \|", README, re.M)
+        assert row, f"README: no version row for {name}"
+        local = re.match(r"\d+(\.\d+)+", row.group(1).strip())
+        assert local, row.group(0)
+        assert Version(local.group(0)) in reqs[name], (name, local.group(0), str(reqs[name]))
+        checked += 1
+    assert checked == 4
+
+
 BENCH = ROOT / "benchmarks"
 
 
