@@ -14,9 +14,9 @@ README = (ROOT / "README.md").read_text()
 
 
 def _contract_lines():
-    """{layer number: [set of modules of one contract line, ...]} from pyproject.toml's layers contract, lowest
-    line first; the comment lines ``# N. name`` open each of the seven layers (tomllib drops comments, so the
-    text is read)."""
+    """{layer number: [set of modules of one contract line, ...]} from pyproject.toml's layers contract,
+    lowest line first; the comment lines ``# N. name`` open each of the seven layers (tomllib drops
+    comments, so the text is read)."""
     text = (ROOT / "pyproject.toml").read_text()
     block = text[text.index("layers = ["):]
     block = block[:block.index("\n]")]
@@ -63,7 +63,7 @@ def test_the_layer_table_puts_each_module_once_in_its_contract_layer():
 
 
 def _modules():
-    """(top-level modules, modules of the packages) of src/llmsizing: files, __init__ and __main__ left out."""
+    """(top-level modules, packages, the packages' modules) of src/llmsizing; __init__, __main__ left out."""
     src = ROOT / "src" / "llmsizing"
     top = [p for p in src.glob("*.py") if p.stem not in ("__init__", "__main__")]
     packages = [d for d in src.iterdir() if (d / "__init__.py").exists()]
@@ -76,8 +76,8 @@ def test_the_readme_counts_the_library_modules_as_they_are():
     (session 39: it said 157 = 126 + 31 while src/ held 133 + 33)."""
     top, packages, inner = _modules()
     assert sorted(p.name for p in packages) == ["charts", "widgets"]
-    m = re.search(r"The library is (\d+) modules \((\d+) at the top, (\d+) in the chart and widget packages\)",
-                  README)
+    m = re.search(r"The library is (\d+) modules \((\d+) at the top, (\d+) in the chart and widget "
+                  r"packages\)", README)
     assert m, "README no longer states the module count in the form this test reads"
     assert (int(m.group(2)), int(m.group(3))) == (len(top), len(inner))
     assert int(m.group(1)) == len(top) + len(inner)
@@ -173,7 +173,7 @@ def test_the_benchmarks_targets_name_existing_proofs(bench_index):
     text, _ = bench_index
     table = text[text.index("## Targets"):]
     table = table[:table.index("\n\n", table.index("|---"))]
-    rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
+    rows = [line for line in table.splitlines() if line.startswith("|")][2:]
     assert len(rows) >= 4
     for line in rows:
         paths = re.findall(r"`((?:benchmarks|tests/browser|tools|tests)/[a-z0-9_/]+\.py)", line)
