@@ -149,6 +149,25 @@ def test_the_readme_local_versions_satisfy_requirements_txt():
     assert checked == 4
 
 
+def test_the_readme_command_line_examples_use_flags_the_cli_has():
+    """Each ``llmsizing SUB ...`` example in "The command line" uses only subcommands and options that
+    llmsizing.cli's parser defines (a renamed flag fails here, not in a reader's terminal)."""
+    import argparse
+
+    from llmsizing import cli
+
+    ap = cli.parser()
+    subs = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction)).choices
+    block = README[README.index("## The command line"):README.index("## Serving and fine-tuning")]
+    examples = re.findall(r"^llmsizing (\S+)(.*)$", block, re.M)
+    assert len(examples) >= 10
+    for sub, rest in examples:
+        assert sub in subs, sub
+        known = {o for a in subs[sub]._actions for o in a.option_strings}
+        flags = re.findall(r"(?<!\S)(--[a-z][a-z-]*)", rest.split("#")[0])
+        assert sorted(set(flags) - known) == [], (sub, rest)
+
+
 BENCH = ROOT / "benchmarks"
 
 
