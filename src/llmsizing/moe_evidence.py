@@ -372,16 +372,15 @@ def _hbm_bytes_per_s(gpu) -> float:
 
 
 def fill_drain_overcharge(row) -> float:
-    """A row of :func:`~llmsizing.moe_runs.moe_published_runs`: its step as
-    :func:`~llmsizing.moe_runs.run_step` prices it over the same step with the 1F1B fill and drain run
-    at each stage's own speed (:func:`~llmsizing.pipeline_schedule.unbalanced_1f1b_makespan` of the
-    stages' seconds a micro-batch, :func:`~llmsizing.comm.stage_compute_times_s`), the exposed
-    communication unchanged. The step model charges the ``(pp - 1) / m`` bubble at the slowest stage's
-    speed; where the last stage is slower (the output layer and the loss) that is
-    ``(pp - 1)(max - mean of the others)`` too much. 1 for a row without a pipeline, an interleaved one or
-    another schedule (not priced here). Phi-3.5-MoE (16 stages of two layers, the last with the output
-    layer, 32 micro-batches): 1.07 (phi39, issue 35). A check, not priced: the step model, the planner and
-    the calibrated ranges keep the ``(pp - 1) / m`` bubble."""
+    """A row of :func:`~llmsizing.moe_runs.moe_published_runs`: its step as the step model priced it before
+    session 39, the 1F1B bubble ``(pp - 1) / m`` charged at the slowest stage's speed, over its step as
+    :func:`~llmsizing.moe_runs.run_step` prices it now, the fill and drain at each stage's own speed
+    (:func:`~llmsizing.pipeline_schedule.unbalanced_1f1b_makespan` of the stages' seconds a micro-batch,
+    :func:`~llmsizing.comm.stage_compute_times_s`), the exposed communication unchanged. Where the last stage
+    is slower (the output layer and the loss) the old charge was ``(pp - 1)(max - mean of the others)`` too
+    much. 1 for a row without a pipeline, an interleaved one or another schedule. Phi-3.5-MoE (16 stages of
+    two layers, the last with the output layer, 32 micro-batches): 1.07 (phi39, issue 35, found on that row's
+    miss; priced from session 39, pipe39)."""
     from .comm import stage_compute_times_s
     from .moe_runs import _model, run_step
     from .pipeline_schedule import unbalanced_1f1b_makespan
@@ -396,10 +395,10 @@ def fill_drain_overcharge(row) -> float:
                                   recompute=row["recompute"], dtype=compute_dtype(row["precision"]),
                                   mtp_depth=int(row["mtp_depth"]), comm_sms=int(row["comm_sms"]),
                                   load_skew=_row_skew(row, model, par.ep), schedule="1f1b")
-    if max(times) != st.compute_s:           # the same stages as the step's (a guard against drift)
-        raise RuntimeError(f"fill_drain_overcharge: {row['run']}: stage times disagree with the step's")
     own = unbalanced_1f1b_makespan(tuple(t / m for t in times), m)
-    return st.step_s / (st.step_s - st.busy_s + own)
+    if max(times) != st.compute_s or abs(own - st.busy_s) > 1e-9 * own:   # a guard against drift
+        raise RuntimeError(f"fill_drain_overcharge: {row['run']}: stage times disagree with the step's")
+    return (st.step_s - st.busy_s + st.compute_s * (1 + (par.pp - 1) / m)) / st.step_s
 
 
 def _row_skew(row, model, ep: int) -> float:
