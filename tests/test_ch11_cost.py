@@ -104,8 +104,15 @@ def test_cost_vs_gpus_arithmetic():
     assert list(df["dp"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]          # the global batch caps dp at 512
     assert list(df["n_gpus"]) == [32 * d for d in df["dp"]]
     assert list(df["grad_accum"]) == [512 // d for d in df["dp"]]
-    # Narayanan et al. 2021, Sec. 2.2: the 1F1B bubble is (pp - 1) / m of the compute
-    assert df["bubble_s"].to_numpy() == pytest.approx(3 / df["grad_accum"].to_numpy() * df["compute_s"].to_numpy())
+    # the 1F1B bubble (session 39): the fill and drain pass the three other stages once at their own speed,
+    # (pp - 1) / m of the compute only if the stages were equal (Narayanan et al. 2021, Sec. 2.2). By FLOPs a
+    # token: a layer 2 x 856.4M + 4 x 8,192 x 64 x 128 = 1,979.7M, the output layer on the last stage
+    # 2 x 128,256 x 8,192 = 2,101.3M: the others are 3 x 20 / (20 + 1.061) = 2.849 slowest stages' worth
+    # (the memory-bound kernels, the loss's among them, not counted by hand: 1%)
+    others = 3 * 20 / (20 + 2101.3 / 1979.7)
+    bubble = df["bubble_s"].to_numpy()
+    assert bubble == pytest.approx(others / df["grad_accum"].to_numpy() * df["compute_s"].to_numpy(), rel=0.01)
+    assert (bubble < 3 / df["grad_accum"].to_numpy() * df["compute_s"].to_numpy()).all()
     # compute per GPU halves as dp doubles (the same step's FLOPs over twice the GPUs)
     assert df["compute_s"].iloc[0] / df["compute_s"].iloc[1] == pytest.approx(2.0)
     # MFU = the step's model FLOPs over (step time x GPUs x peak); GPU-hours = steps x step x GPUs

@@ -173,8 +173,11 @@ def test_step_time_compute_is_the_slowest_stage_by_hand():
     expected = by_hand(last, 20, pw_loss)
     assert st.compute_s == pytest.approx(expected)
     assert st.compute_s > _flops_per_token("llama-3-70b", s) * b * s * m / (8 * 4) / (989.4e12 * 0.4)
-    assert st.bubble == pytest.approx(3 / 16)
-    assert st.bubble_s == pytest.approx(3 / 16 * expected)
+    # the bubble (session 39): 1F1B's fill and drain pass the three other stages once each at their own speed,
+    # a micro-batch's worth, (first + 2 middle) / m; the slowest stage's speed would charge 3 / 16 of it
+    first, middle = by_hand(20 * layer, 20, pw_embedding), by_hand(20 * layer, 20, 0)
+    assert st.bubble_s == pytest.approx((first + 2 * middle) / m)
+    assert st.bubble == pytest.approx((first + 2 * middle) / (m * expected)) and st.bubble < 3 / 16
     assert st.tokens == b * s * m * 2
     # uneven stages (one layer fewer on the last): 21, 20, 20, 19 + head
     uneven = Parallel(tp=8, pp=4, dp=2, sp=True, stage_layers=uneven_stages(80, 4, first=21, last=19))

@@ -180,7 +180,11 @@ def _row(label):
 def test_published_rows_run_metas_chunks(label, m):
     """Sec. 3.3.2: one layer fewer on the first and last stages, the first chunk only the embedding, the last
     only the output layer and loss: 126 + 2 places on 16 ranks, 8 one-place chunks each; Table 4's batch
-    size per DP group is the micro-batch count M, and the bubble is (PP - 1) / (V M)."""
+    size per DP group is the micro-batch count M. The bubble (session 39): the fill and drain pass a chunk of
+    each stage but a slowest 8-layer one at its own speed, (sum - max) / (V M max). By FLOPs a token, a layer
+    2 x 3,187.7M + 4 x 8,192 x 128 x 128 = 6,912.3M, the output layer 2 x 128,256 x 16,384 = 4,202.7M = 0.608
+    of a layer: the other stages hold 7 + 13 x 8 + 7 + 0.608 = 118.61 layers' worth, 14.83 / (8 M) where the
+    slowest stage's speed gave 15 / (8 M) (the memory-bound kernels not counted by hand: 1%)."""
     from llmsizing.calibration import _layout_of
     from llmsizing.parallel import layers_per_stage
 
@@ -189,7 +193,7 @@ def test_published_rows_run_metas_chunks(label, m):
     assert par.account_for_embedding and par.account_for_loss and par.stage_layers is None
     assert layers_per_stage(126, par) == (7,) + (8,) * 14 + (7,)
     st = step_time(L405, H100, par, batch=micro, seq=SEQ, grad_accum=accum)
-    assert st.bubble == pytest.approx(15 / (8 * m))
+    assert st.bubble == pytest.approx((7 + 13 * 8 + 7 + 4202.7 / 6912.3) / 8 / (8 * m), rel=0.01)
 
 
 def test_rows_without_room_for_the_edges_keep_short_end_stages():

@@ -45,15 +45,20 @@ def test_virtual_stages_are_two_layers_each_and_valid_for_megatron(name):
 
 
 def test_the_bubble_is_the_interleaved_one_by_hand():
-    # GPT 314B: PP8, 1536 / 48 = 32 micro-batches of 1, v = 96 / 8 / 2 = 6: bubble (8 - 1) / (6 x 32).
+    # GPT 314B: PP8, 1536 / 48 = 32 micro-batches of 1, v = 96 / 8 / 2 = 6, 12 layers a stage, the last with
+    # the output layer. The fill and drain pass a chunk of each other stage at its own speed (session 39):
+    # (7 x 12) / (12 + h) / (6 x 32), h the output layer in layers by FLOPs a token: 2 x 131,072 x 16,384 =
+    # 4,295.0M over 2 x 3,221.4M + 4 x 4,096 x 128 x 128 = 6,711.3M, h = 0.640: 6.646 / (6 x 32), where the
+    # slowest stage's speed gave 7 / (6 x 32) (the memory-bound kernels, not counted by hand: 1%).
     r = next(x for x in _mcore().itertuples() if x.run.startswith("GPT 314B,"))
     par, micro, accum, recompute = _layout_of(r)
     st = step_time(r.model, r.gpu, par, batch=micro, seq=int(r.seq), grad_accum=accum, recompute=recompute,
                    kernel_efficiency=0.65, async_tp=True)
-    assert st.bubble == pytest.approx(7 / (6 * 32), rel=1e-12)
+    h = 4295.0 / 6711.3
+    assert st.bubble == pytest.approx(7 * 12 / (12 + h) / (6 * 32), rel=0.01)
     plain = step_time(r.model, r.gpu, replace(par, virtual_stages=1), batch=micro, seq=int(r.seq),
                       grad_accum=accum, recompute=recompute, kernel_efficiency=0.65, async_tp=True)
-    assert plain.bubble == pytest.approx(7 / 32, rel=1e-12)   # plain 1F1B: six times the idle time
+    assert plain.bubble == pytest.approx(6 * st.bubble, rel=1e-12)   # plain 1F1B: six times the idle time
 
 
 def test_narayanan_table_1_runs_take_the_authors_script_s_micro_batches_and_virtual_stages():

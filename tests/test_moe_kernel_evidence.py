@@ -475,22 +475,25 @@ def test_card_throughputs_by_hand(ev):
 def test_study_to_production_drop_is_the_bubble_of_the_rows_reading(ev, recompute):
     """Session 25. The same architecture on the same stack ran at 7,077 tokens/s a GPU on GRIN's 64 H100s
     (Table 3) and at 0.71 (GRIN MoE's card) and 0.68 (Phi-3.5-MoE's) of that on 512. The library, on the
-    Phi-3.5-MoE row's reading (16 stages, ZeRO 0, the same 4M-token batch of 4K sequences on both), gives 0.71:
-    the batch spread over 8x the GPUs leaves 32 micro-batches a pipeline, not 256, and 1F1B's bubble
-    (pp - 1) / m grows from 15/256 to 15/32 of the compute: (1 + 15/256) / (1 + 15/32) = 0.721 by hand, the
-    library's ratio within 2% of it (the rest is data-parallel traffic). The cards agree with it within 5%:
-    the two cards themselves differ by 4% (0.710 / 0.681 = 1.043), so no closer agreement can be asked of one
-    number. That pins the batch at about 4M tokens given the stage count; it does not pin the stage count
-    (the next test)."""
+    Phi-3.5-MoE row's reading (16 stages, ZeRO 0, the same 4M-token batch of 4K sequences on both): the batch
+    spread over 8x the GPUs leaves 32 micro-batches a pipeline, not 256, and 1F1B's bubble, 15 other stages
+    passed once each at their own speed (session 39), grows from 15 / (256 r) to 15 / (32 r) of the compute,
+    r the last stage (two layers and the output layer) over the others: by FLOPs 1.228 with full
+    recomputation (test_unbalanced_pipeline.py), (6 x 432.0M + 788M) / (6 x 432.0M) = 1.304 without. By hand
+    (1 + 15/(256 r)) / (1 + 15/(32 r)) = 0.758 and 0.769, the library's within 2% (the rest is data-parallel
+    traffic and the memory-bound kernels). Before session 39 (the slowest stage's speed, r = 1) it was 0.721
+    and the cards agreed within 5%; now they drop 6% (GRIN) and 10% (Phi) more than the step model's bubble
+    explains: the reading that pins the batch at about 4M tokens is weaker (pipe39)."""
     from llmsizing import moe_evidence as mev
 
-    by_hand = (1 + 15 / 256) / (1 + 15 / 32)
-    assert by_hand == pytest.approx(0.7207, abs=1e-4)
+    r = {"full": 1.228, "none": (6 * 432.0 + 788) / (6 * 432.0)}[recompute]
+    by_hand = (1 + 15 / (256 * r)) / (1 + 15 / (32 * r))
+    assert by_hand == pytest.approx({"full": 0.7583, "none": 0.7686}[recompute], abs=1e-4)
     lib = mev.grin_production_over_study(recompute=recompute)
     assert lib == pytest.approx(by_hand, rel=0.02)
     study = float(ev.loc["grin_t3_moe_42b_tps", "value"])
-    for key in ("grin_card_512_tps", "phi35_card_512_tps"):
-        assert float(ev.loc[key, "value"]) / study == pytest.approx(lib, rel=0.05)
+    for key in ("grin_card_512_tps", "phi35_card_512_tps"):        # 5,023 and 4,816 over 7,077 = 0.710, 0.681
+        assert 0.85 < float(ev.loc[key, "value"]) / study / lib < 0.96
     # the dense twin's step drops the same way: nothing MoE-specific in the drop
     assert mev.grin_production_over_study(mev.grin_dense_twin(), recompute) == pytest.approx(lib, rel=0.01)
     with pytest.raises(ValueError, match="gpus"):
@@ -506,7 +509,8 @@ def test_the_drop_cannot_tell_16_stages_from_8(ev):
     readings differ by 1.8%, less than the two cards differ from each other (4.3%), so the cards' drop cannot
     tell them apart. Against the dense layout range: at 8 stages with ZeRO-1 (each GPU then holds about 42B /
     8 x (4 + 12/64) B = 22 GB of states, so it fits in 80 GB) the Phi-3.5-MoE row lies closer to it than at
-    16 (x0.78 against x0.69), and at 16 stages with selective recomputation inside it (x0.84): its miss below
+    16 (x0.81 against x0.74 since session 39; x0.78 against x0.69 before), and at 16 stages with selective
+    recomputation inside it (x0.91; x0.84 before): its miss below
     the range hinges on the assumed layout, which no source settles. (Before the experts' 128-row tile padding
     was priced, moe38, the 8-stage reading lay inside too: x0.84, x0.75 at 16, x0.90 selective.)"""
     from llmsizing import moe_evidence as mev

@@ -63,9 +63,10 @@ def test_stated_range_is_the_largest_residual(runs):
     """7 sources, each weighing 1/7 (a two-run source's runs 1/14 each). The absolute score's bound is the
     smallest |r| at which the sorted weights reach (1 - 0.2)(7 + 1) / 7 = 0.914; six sources weigh 6/7 =
     0.857 < 0.914, so the bound is the largest |r| of all runs, r = log(predicted / published) (Dec 2026,
-    jetmoe38: Phi-3.5-MoE, published 282,624 against 409,600 predicted: |r| = log 1.449 = 0.371; before
-    JetMoE-8B's mixture of attention heads was priced, JetMoE-8B: 30,000 against 20,382, log 1.472). The
-    range is
+    session 39, the 1F1B fill and drain at each stage's own speed: JetMoE-8B, published 30,000 against 21,588
+    predicted, |r| = log 1.390 = 0.329; jetmoe38: Phi-3.5-MoE, 282,624 against 409,600, log 1.449 = 0.371;
+    before JetMoE-8B's mixture of attention heads was priced, JetMoE-8B: 30,000 against 20,382, log 1.472).
+    The range is
     symmetric: low = exp(-q), high = exp(q); data/intervals.csv keeps 4 decimals."""
     q = max(abs(math.log(r["predicted"] / r["published"])) for r in runs)
     row = _intervals_row(MOE_RANGE_AREA, "all")

@@ -9,7 +9,7 @@ import pytest
 
 from llmsizing import moe_time
 from llmsizing.catalog import get_model
-from llmsizing.comm import step_compute_time_s
+from llmsizing.comm import stage_compute_times_s, step_compute_time_s
 from llmsizing.flops import training_flops_per_token
 from llmsizing.kernels import layer_gemms
 from llmsizing.layouts import step_time
@@ -177,7 +177,12 @@ def test_uneven_virtual_chunks_as_megatron_layouts_take_them():
     assert layers_per_stage(94, par) == (12,) * 6 + (11,) * 2
     assert chunk_layers(11, 4) == (3, 3, 3, 2)
     st = step_time("qwen3-235b-a22b", "H100 SXM", par, batch=1, seq=4096, grad_accum=32)
-    assert st.bubble_s == pytest.approx(st.compute_s * 7 / (4 * 32))
+    # the bubble: each other stage's compute once, a chunk of it (v = 4) a micro-batch (m = 32): (sum - max)
+    # / (4 x 32) (session 39), below the slowest stage's 7 / (4 x 32) of the compute
+    stages = stage_compute_times_s("qwen3-235b-a22b", par, batch=1, seq=4096, gpu="H100 SXM", grad_accum=32)
+    assert st.compute_s == max(stages)
+    assert st.bubble_s == pytest.approx((sum(stages) - max(stages)) / (4 * 32))
+    assert st.bubble_s < st.compute_s * 7 / (4 * 32)
 
 
 def test_bad_inputs_name_the_parameter():

@@ -44,12 +44,14 @@ def _step(v, model=L70):
 def test_an_intermediate_count_wins_by_hand(p70):
     """Llama 3 70B on H100s, TP8 PP2 DP256, ZeRO-1, one sequence of 8,192 tokens a micro-batch, m = 2.
 
-    With ``v`` chunks a stage the step is ``compute (1 + (pp - 1) / (v m))`` (the bubble, Narayanan et al.
-    2021, Sec. 2.2) plus the exposed communication. The tensor-parallel collectives and the ``2 (pp - 1)``
+    With ``v`` chunks a stage the step is ``compute + other / (v m)`` plus the exposed communication: the
+    bubble, the fill and drain passing a chunk of the other stage at its own speed (session 39; ``compute
+    (pp - 1) / (v m)`` for equal stages, Narayanan et al. 2021, Sec. 2.2), ``other`` the first stage's
+    compute (40 layers and the embedding; the last, with the output layer, is the slowest). The tensor-parallel collectives and the ``2 (pp - 1)``
     exposed sends do not depend on ``v``. The data-parallel reduction runs ``n(v) = k(v) + v - 1`` calls
     per slot (Megatron-Core: only pipeline rank 0's first chunk is cut into buckets, ``k(v)`` of them, and
     each other chunk makes one call), each paying a latency ``a``. So, while a slot stays exposed,
-    ``T(v) - T(w) = compute (pp - 1) / m (1/v - 1/w) + a (n(v) - n(w))`` for each exposed slot.
+    ``T(v) - T(w) = other / m (1/v - 1/w) + a (n(v) - n(w))`` for each exposed slot.
 
     Bucket size: ``max(40e6, 1e6 x dp) = 256e6`` parameters. Per tensor-parallel rank a layer holds
     ``(2 x 8192^2 + 2 x 8192 x 1024 + 3 x 8192 x 28672) / 8 = 107e6``, the embedding
@@ -62,23 +64,28 @@ def test_an_intermediate_count_wins_by_hand(p70):
 
     Which slots show: the gradients' reduce-scatter (0.21-0.24 s) hides behind the last micro-batch's
     backward (two thirds of one micro-batch's 0.55 s), the weights' all-gather does not behind the first
-    forward (one third, 0.18 s): one exposed slot. With ``a`` the latency of one call and ``compute`` the
-    step's compute (both read from step_time at v = 1, inputs), ``pp - 1 = 1``, ``m = 2``:
+    forward (one third, 0.18 s): one exposed slot. With ``a`` the latency of one call and ``other`` the
+    first stage's compute (read from step_time's stages at v = 1, inputs), ``m = 2``:
 
-    * ``T(40) - T(20) = compute / 2 x (1/40 - 1/20) + 20 a``: 1.0965 / 2 x (-0.025) = -13.7 ms of bubble
-      against 20 x 1.122 ms = 22.4 ms more wait: 40 chunks are 8.7 ms slower;
-    * ``T(10) - T(20) = compute / 2 x (1/10 - 1/20) - 9 a``: +27.4 ms of bubble against 10.1 ms less wait:
-      10 chunks are 17.3 ms slower.
+    * ``T(40) - T(20) = other / 2 x (1/40 - 1/20) + 20 a``: 1.0643 / 2 x (-0.025) = -13.3 ms of bubble
+      against 20 x 1.122 ms = 22.4 ms more wait: 40 chunks are 9.1 ms slower;
+    * ``T(10) - T(20) = other / 2 x (1/10 - 1/20) - 9 a``: +26.6 ms of bubble against 10.1 ms less wait:
+      10 chunks are 16.5 ms slower.
 
     So 20 chunks, neither the fewest nor the most, is the fastest of these, and plan() lists it as the
     layout's fastest (main listed 40, the most)."""
+    from llmsizing.comm import stage_compute_times_s
+
     one = _step(1)
-    compute = one.compute_s
+    first, last = stage_compute_times_s(L70, one.communication.parallel, batch=1, seq=8192, gpu="H100 SXM",
+                                        grad_accum=2)
+    assert last == one.compute_s > first                         # the output layer's stage is the slowest
+    other = first
     ag = next(c for c in one.communication.collectives if c.group == "dp" and c.slot == "weight all-gather")
     a = ag.latency_s / ag.calls                                  # one call's latency (16 calls at v = 1)
     t = {v: _step(v).step_s for v in (10, 20, 40)}
-    want_40 = compute / 2 * (1 / 40 - 1 / 20) + 20 * a
-    want_10 = compute / 2 * (1 / 10 - 1 / 20) - 9 * a
+    want_40 = other / 2 * (1 / 40 - 1 / 20) + 20 * a
+    want_10 = other / 2 * (1 / 10 - 1 / 20) - 9 * a
     assert t[40] - t[20] == pytest.approx(want_40, rel=1e-6)
     assert t[10] - t[20] == pytest.approx(want_10, rel=1e-6)
     assert want_40 > 0 and want_10 > 0                            # 20 beats both its neighbours

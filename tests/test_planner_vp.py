@@ -14,7 +14,9 @@ from conftest import pooled_layout_factors
 import llmsizing as L
 from llmsizing import plan_rank
 from llmsizing.job import Job
+from llmsizing.comm import stage_compute_times_s
 from llmsizing.pipeline_schedule import pipelined_zero_fields
+from llmsizing.plan_stage_terms import pipeline_split
 from llmsizing.planner import (DEADLINE_RULES, NoPlanError, PLAN_COLUMNS, meets_deadline, plan,
                                recompute_kwargs, stage_chunk_options, within_budget)
 
@@ -91,16 +93,19 @@ def test_metas_shape_is_searched_and_priced_as_step_time(p405):
 
 def test_the_interleaved_bubble_by_hand(p70):
     """Two plans that differ only in their chunks and recompute nothing: their steps differ by the bubble,
-    compute x (pp - 1) / m x (1 - 1 / v) (Narayanan et al. 2021, Sec. 2.2): the sends the fill and drain wait for
-    are 2 (pp - 1) either way."""
+    (sum - max of the stages' compute) / m x (1 - 1 / v): the fill and drain pass each other stage once at its
+    own speed, a chunk of it interleaved (session 39; equal stages: compute x (pp - 1) / m x (1 - 1 / v),
+    Narayanan et al. 2021, Sec. 2.2): the sends the fill and drain wait for are 2 (pp - 1) either way."""
     none = p70[p70["recompute"] == "none"]
     key = ["gpu", "tp", "cp", "pp", "zero", "micro_batch", "dp"]
     both = none[none["virtual_stages"] == 1].merge(none[none["virtual_stages"] > 1], on=key, suffixes=("", "_v"))
     assert len(both) > 5
     for r in both.head(8).itertuples():
-        par = L.Parallel(tp=r.tp, pp=r.pp, dp=r.dp, zero=r.zero, sp=r.tp > 1)
-        compute = L.step_time(L70, r.gpu, par, batch=r.micro_batch, seq=8192, grad_accum=r.grad_accum).compute_s
-        want = compute * (r.pp - 1) / r.grad_accum * (1 - 1 / r.virtual_stages_v)
+        par = L.Parallel(tp=r.tp, pp=r.pp, dp=r.dp, zero=r.zero, sp=r.tp > 1,
+                         **pipeline_split(L.get_model(L70), r.pp))
+        stages = stage_compute_times_s(L70, par, batch=r.micro_batch, seq=8192, gpu=r.gpu,
+                                       grad_accum=r.grad_accum)
+        want = (sum(stages) - max(stages)) / r.grad_accum * (1 - 1 / r.virtual_stages_v)
         assert r.step_time_s - r.step_time_s_v == pytest.approx(want, rel=1e-6)
 
 

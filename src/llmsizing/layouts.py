@@ -16,7 +16,7 @@ from ._compat import forward as _forward
 from ._validate import check_bool, check_fraction, check_int, check_number, renamed
 from .all_to_all import check_dispatcher, node_limit
 from .catalog import get_gpu, resolve_model
-from .comm import communication, exposed_share_s, step_compute_time_s
+from .comm import communication, exposed_share_s, stage_compute_times_s
 from .flops import _partial_flops_per_token, attention_flops_per_token, training_flops_per_token
 from .hardware import check_recipe_runs_on, dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
@@ -255,7 +255,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
-    x compute: Narayanan et al. 2021, Sec. 2.2) and each group's communication
+    x compute: Narayanan et al. 2021, Sec. 2.2; for 1F1B its fill and drain at each stage's own speed,
+    :func:`~llmsizing.moe_time.schedule_bubble`'s ``stage_times``, session 39) and each group's communication
     (:func:`~llmsizing.comm.communication`, on the network of ``node``), of which what each group cannot hide
     is added (:func:`exposed_by_group`; ``async_tp`` hides tensor parallelism behind compute).
 
@@ -320,11 +321,15 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
                              f"give it or load_skew=, not both ({model.name}: is_moe={model.is_moe})")
         load_skew = _load_skew(model, par.ep, capacity_factor=capacity_factor)
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
-    compute = step_compute_time_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
-                                  kernel_efficiency=eff, dtype=dtype, recompute_layers=recompute_layers,
-                                  attention_kernel=attention_kernel, mtp_depth=mtp_depth, comm_sms=comm_sms,
-                                  load_skew=load_skew, schedule=schedule, attention_seq=att)
-    bubble = schedule_bubble(schedule, par.pp, m, par.virtual_stages)
+    # every stage's compute (step_compute_time_s is their max): 1F1B's fill and drain pass each other stage
+    # at its own speed (schedule_bubble; session 39, issue 35)
+    stages = stage_compute_times_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
+                                   kernel_efficiency=eff, dtype=dtype, recompute_layers=recompute_layers,
+                                   attention_kernel=attention_kernel, mtp_depth=mtp_depth, comm_sms=comm_sms,
+                                   load_skew=load_skew, schedule=schedule, attention_seq=att)
+    compute = max(stages)
+    bubble = schedule_bubble(schedule, par.pp, m, par.virtual_stages,
+                             stage_times=stages if schedule == "1f1b" else None)
     model_per_token = training_flops_per_token(model, seq=att)
     if recompute_layers is None:
         hardware_per_token = training_flops_per_token(model, seq=att, recompute=recompute)

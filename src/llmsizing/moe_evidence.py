@@ -25,12 +25,13 @@ says, and Phi-3.5-MoE less than it. This module holds the pieces of evidence cha
   runs (GRIN MoE's card: 18 days, 4.0T tokens; Phi-3.5-MoE's: 23 days, 4.9T) ran at 0.71 and 0.68 of the
   64-GPU study's speed per GPU; the library's step on the study's layout at the assumed 16 stages, with the
   same 4M-token batch spread over 8x the GPUs (32 micro-batches a pipeline instead of 256, so a larger 1F1B
-  bubble), gives 0.71. That pins the batch (about 4M tokens) given the stage count; it does not test the stage
-  count, the recomputation or the ZeRO stage: 8 stages with ZeRO-1 give the same drop (0.72; the two cards
-  differ by 4%) and move the Phi-3.5-MoE row up (x0.78 against x0.69, still below the dense layout range;
-  before the experts' tile padding was priced, moe38: x0.85 against x0.75, inside), and selective
-  recomputation at 16 stages gives x0.84 (x0.90 before). What the drop shows is only that the row and the
-  study share the price of the assumed layout; it does not clear that layout.
+  bubble), gives 0.76 (0.71 before session 39 passed the fill and drain through each stage at its own speed;
+  the cards now drop 6% and 10% more than that). That suggests a batch of about 4M tokens given the stage
+  count; it does not test the stage count, the recomputation or the ZeRO stage: 8 stages with ZeRO-1 give
+  nearly the same drop (0.75; the two cards differ by 4%) and move the Phi-3.5-MoE row up (x0.81 against
+  x0.74, since session 39; x0.78 against x0.69 before; before the experts' tile padding was priced, moe38:
+  x0.85 against x0.75), and selective recomputation at 16 stages gives x0.91. What the drop shows is only
+  that the row and the study share the price of the assumed layout; it does not clear that layout.
 - :func:`moe_layer_tflops` and :func:`sonicmoe_layer_ratios`: the library's price of one MoE layer as
   SonicMoE's benchmark counts it (Guo et al. 2025, arXiv:2512.14080, Fig. 14, ``data/moe_layer_kernels.csv``),
   and the measured ScatterMoE and MegaBlocks layers over it.
@@ -200,9 +201,10 @@ def grin_production_over_study(model: Model | None = None, recompute: str = "ful
     (:func:`grin_table3_layout`), the same ``stages`` (default :data:`GRIN_T3_STAGES`) and ``zero`` (default
     0) on both, micro-batches of one :data:`GRIN_T3_SEQ`-token sequence and the same
     :data:`GRIN_T3_BATCH_SEQS`-sequence batch, so each pipeline runs ``64 / gpus`` as many micro-batches (256
-    -> 32 at 512 GPUs and 16 stages) and its 1F1B bubble, ``(pp - 1) / m``, grows from 15/256 to 15/32 of the
-    stages' compute. ``model``: default Phi-3.5-MoE's architecture
-    (:data:`~llmsizing.moe_runs.PHI_35_MOE_STANDIN`); ``recompute`` ``"full"`` or ``"none"``; ``stages`` and
+    -> 32 at 512 GPUs and 16 stages) and its 1F1B bubble, each other stage passed once at its own speed,
+    grows from 15/256 to 15/32 of the mean other stage's compute (session 39). ``model``: default
+    Phi-3.5-MoE's architecture (:data:`~llmsizing.moe_runs.PHI_35_MOE_STANDIN`); ``recompute`` ``"full"`` or
+    ``"none"``; ``stages`` and
     ``zero``: another reading of the unpublished layout (8 stages with ZeRO-1 give the same drop within 2%, so
     the drop cannot tell them apart). The measured counterpart is :func:`card_tokens_per_gpu_s` of the 512-GPU
     cards over Table 3's 7,077."""
@@ -372,16 +374,15 @@ def _hbm_bytes_per_s(gpu) -> float:
 
 
 def fill_drain_overcharge(row) -> float:
-    """A row of :func:`~llmsizing.moe_runs.moe_published_runs`: its step as
-    :func:`~llmsizing.moe_runs.run_step` prices it over the same step with the 1F1B fill and drain run
-    at each stage's own speed (:func:`~llmsizing.pipeline_schedule.unbalanced_1f1b_makespan` of the
-    stages' seconds a micro-batch, :func:`~llmsizing.comm.stage_compute_times_s`), the exposed
-    communication unchanged. The step model charges the ``(pp - 1) / m`` bubble at the slowest stage's
-    speed; where the last stage is slower (the output layer and the loss) that is
-    ``(pp - 1)(max - mean of the others)`` too much. 1 for a row without a pipeline, an interleaved one or
-    another schedule (not priced here). Phi-3.5-MoE (16 stages of two layers, the last with the output
-    layer, 32 micro-batches): 1.07 (phi39, issue 35). A check, not priced: the step model, the planner and
-    the calibrated ranges keep the ``(pp - 1) / m`` bubble."""
+    """A row of :func:`~llmsizing.moe_runs.moe_published_runs`: its step as the step model priced it before
+    session 39, the 1F1B bubble ``(pp - 1) / m`` charged at the slowest stage's speed, over its step as
+    :func:`~llmsizing.moe_runs.run_step` prices it now, the fill and drain at each stage's own speed
+    (:func:`~llmsizing.pipeline_schedule.unbalanced_1f1b_makespan` of the stages' seconds a micro-batch,
+    :func:`~llmsizing.comm.stage_compute_times_s`), the exposed communication unchanged. Where the last stage
+    is slower (the output layer and the loss) the old charge was ``(pp - 1)(max - mean of the others)`` too
+    much. 1 for a row without a pipeline, an interleaved one or another schedule. Phi-3.5-MoE (16 stages of
+    two layers, the last with the output layer, 32 micro-batches): 1.07 (phi39, issue 35, found on that row's
+    miss; priced from session 39, pipe39)."""
     from .comm import stage_compute_times_s
     from .moe_runs import _model, run_step
     from .pipeline_schedule import unbalanced_1f1b_makespan
@@ -396,10 +397,10 @@ def fill_drain_overcharge(row) -> float:
                                   recompute=row["recompute"], dtype=compute_dtype(row["precision"]),
                                   mtp_depth=int(row["mtp_depth"]), comm_sms=int(row["comm_sms"]),
                                   load_skew=_row_skew(row, model, par.ep), schedule="1f1b")
-    if max(times) != st.compute_s:           # the same stages as the step's (a guard against drift)
-        raise RuntimeError(f"fill_drain_overcharge: {row['run']}: stage times disagree with the step's")
     own = unbalanced_1f1b_makespan(tuple(t / m for t in times), m)
-    return st.step_s / (st.step_s - st.busy_s + own)
+    if max(times) != st.compute_s or abs(own - st.busy_s) > 1e-9 * own:   # a guard against drift
+        raise RuntimeError(f"fill_drain_overcharge: {row['run']}: stage times disagree with the step's")
+    return (st.step_s - st.busy_s + st.compute_s * (1 + (par.pp - 1) / m)) / st.step_s
 
 
 def _row_skew(row, model, ep: int) -> float:

@@ -30,6 +30,7 @@ from ._validate import check_choice, check_int, check_number
 from .catalog import _read, get_gpu, resolve_model
 from .moe import mtp_flops_per_token  # noqa: F401 (the MTP term, beside the others)
 from .parallel import pipeline_bubble
+from .pipeline_schedule import unbalanced_1f1b_makespan
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -172,7 +173,8 @@ def comm_sm_share(gpu, comm_sms: int) -> float:
     return n / GPU_SMS[g.name]
 
 
-def schedule_bubble(schedule: str, pp: int, m: int, virtual_stages: int = 1) -> float:
+def schedule_bubble(schedule: str, pp: int, m: int, virtual_stages: int = 1, *,
+                    stage_times: tuple | None = None) -> float:
     """The pipeline bubble over the ideal compute of ``m`` micro-batches, from the DualPipe repository's
     table (deepseek-ai/DualPipe README, with ``F`` a chunk's forward, ``B`` its full backward, ``W`` the
     weights' backward, ``F&B`` a forward and a backward overlapped): 1F1B ``(pp-1)(F+B)``, ZB1P
@@ -180,11 +182,24 @@ def schedule_bubble(schedule: str, pp: int, m: int, virtual_stages: int = 1) -> 
     ``B = 2``, ``W = 1`` (a GEMM's backward is one for the inputs' gradient and one for the weights') and
     ``F&B = F + B`` (overlapping hides communication, not compute): 1F1B ``(pp-1)/m``
     (:func:`~llmsizing.parallel.pipeline_bubble`, interleaving divides it by ``virtual_stages``), ZB1P
-    ``(pp-1)/(3m)``, DualPipe ``2(pp/2-1)/(3m)``."""
+    ``(pp-1)/(3m)``, DualPipe ``2(pp/2-1)/(3m)``.
+
+    ``stage_times`` (1F1B, plain or interleaved: each stage's compute seconds, ``pp`` of them,
+    :func:`~llmsizing.comm.stage_compute_times_s`): the fill and drain pass each stage but the slowest once at
+    its own speed (:func:`~llmsizing.pipeline_schedule.unbalanced_1f1b_makespan`), so the bubble is
+    ``(sum - max) / (v m max)``, ``(pp-1)/(v m)`` x the mean of the other stages over the slowest (session 39,
+    issue 35; before, the slowest stage's speed). ZB1P's and DualPipe's keep their table's formula: their
+    fill and drain interleave split backwards, and no closed form per stage is derived here."""
     schedule = check_choice("schedule", schedule, SCHEDULES)
     pp, m = check_int("pp", pp), check_int("microbatches", m)
     if schedule == "1f1b":
-        return pipeline_bubble(pp, m, virtual_stages)
+        balanced = pipeline_bubble(pp, m, virtual_stages)
+        if stage_times is None or pp == 1:
+            return balanced
+        if len(stage_times) != pp:
+            raise ValueError(f"stage_times needs pp={pp} times, one a stage, got {len(stage_times)}")
+        top = max(stage_times)
+        return (unbalanced_1f1b_makespan(stage_times, m, virtual_stages) - m * top) / (m * top)
     if virtual_stages != 1:
         raise ValueError(f"schedule={schedule!r} has no interleaved chunks: virtual_stages must be 1, got "
                          f"{virtual_stages}")

@@ -207,14 +207,16 @@ def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8
     """Lay out one schedule (:data:`SCHEDULES`) of ``pp`` stages and ``micro_batches`` micro-batches in time
     (``virtual_stages`` model chunks per stage for ``"interleaved"``, whose chunks take ``1/v`` of a stage's
     times; ignored otherwise; their micro-batches in groups of ``microbatch_group``, ``pp`` by default,
-    checked by :func:`check_microbatch_group`). ``"1f1b"`` also takes ``forward`` and ``backward`` as one
-    time per stage (``pp`` of each: stages of unequal work, e.g. the last one holding the output layer and
-    the loss; :func:`unbalanced_1f1b_makespan`). Chapter 8."""
+    checked by :func:`check_microbatch_group`). ``"1f1b"`` and ``"interleaved"`` also take ``forward`` and
+    ``backward`` as one time per stage (``pp`` of each: stages of unequal work, e.g. the last one holding the
+    output layer and the loss, each of its chunks ``1/v`` of it; :func:`unbalanced_1f1b_makespan`).
+    Chapter 8."""
     kind = check_choice("kind", kind, SCHEDULES)
     p = check_int("pp", pp, maximum=64)
     m = check_int("micro_batches", micro_batches, maximum=512)
-    if kind != "1f1b" and not (_scalar(forward) and _scalar(backward)):
-        raise TypeError(f"forward and backward per stage are for kind='1f1b' only, got kind={kind!r}")
+    if kind not in ("1f1b", "interleaved") and not (_scalar(forward) and _scalar(backward)):
+        raise TypeError(f"forward and backward per stage are for kind='1f1b' or 'interleaved' only, got "
+                        f"kind={kind!r}")
     if kind == "dualpipe":
         return _dualpipe(p, m, check_number("forward", forward, allow_equal=False, maximum=1e6),
                          check_number("backward", backward, allow_equal=False, maximum=1e6))
@@ -296,23 +298,25 @@ def _per_stage(value, p: int) -> tuple:
     return (value,) * p if _scalar(value) else tuple(value)
 
 
-def unbalanced_1f1b_makespan(stage_times, micro_batches: int) -> float:
+def unbalanced_1f1b_makespan(stage_times, micro_batches: int, virtual_stages: int = 1) -> float:
     """A 1F1B step of ``micro_batches`` micro-batches whose stages take ``stage_times`` each (a micro-batch's
-    forward and backward on that stage, first stage first): ``m x max + (sum - max)``. The slowest stage
+    forward and backward on that stage, first stage first): ``m x max + (sum - max) / v``. The slowest stage
     runs its ``m`` micro-batches back to back; the fill before its first and the drain after its last pass
-    through every other stage once, at that stage's own speed. Exact when the slowest stage is the last (the
-    output layer and the loss: :func:`pipeline_schedule` lays it out the same to the last digit,
-    tests/test_pipeline_schedule.py), an upper bound when it sits in the middle; equal stages give
-    ``(m + pp - 1) t``, the ``(pp - 1) / m`` bubble. The step model's bubble,
-    ``(pp - 1) / m`` of the slowest stage's ``m x max``, charges the fill and drain at the slowest stage's
-    speed instead: ``(pp - 1)(max - mean of the others)`` more (phi39, issue 35: the Phi-3.5-MoE row, whose
-    last stage holds two layers and the output layer;
-    :func:`llmsizing.moe_evidence.fill_drain_overcharge`)."""
-    m = check_int("micro_batches", micro_batches)
-    if _scalar(stage_times) or not stage_times:
+    through every other stage once, at that stage's own speed. Interleaved (``v`` chunks a stage, each
+    ``1/v`` of the stage's time), the fill and drain pass one chunk of each other stage: ``(sum - max) / v``,
+    where equal stages give Narayanan et al.'s ``(pp - 1) t / v``. Exact when the slowest stage is the last
+    (the output layer and the loss: :func:`pipeline_schedule` lays it out the same to the last digit,
+    tests/test_unbalanced_pipeline.py), an upper bound when it sits elsewhere; equal stages give
+    ``(m + (pp - 1) / v) t``, the ``(pp - 1) / (v m)`` bubble. Charged at the slowest stage's speed, as the
+    step model did before session 39, the bubble was ``(pp - 1)(max - mean of the others) / v`` longer
+    (phi39, issue 35: prompted by the Phi-3.5-MoE row, whose last stage holds two layers and the output
+    layer; :func:`llmsizing.moe_evidence.fill_drain_overcharge`). The step model's bubble
+    (:func:`llmsizing.moe_time.schedule_bubble`) is this less ``m x max``, over ``m x max``."""
+    m, v = check_int("micro_batches", micro_batches), check_int("virtual_stages", virtual_stages)
+    if _scalar(stage_times) or not len(stage_times):
         raise TypeError(f"stage_times must be a tuple of one time per stage, got {stage_times!r}")
     t = [check_number(f"stage_times[{i}]", x, allow_equal=False) for i, x in enumerate(stage_times)]
-    return m * max(t) + sum(t) - max(t)
+    return m * max(t) + (sum(t) - max(t)) / v
 
 
 def _dualpipe_blocks(p: int, m: int, rank: int) -> list:

@@ -38,7 +38,7 @@ from .plan_moe import (has_options, moe_all_to_all_s, moe_dp_collectives, option
                        stage_moe_layer_counts)
 # the planner's pipeline split, the stages a search weighs and their time terms live in plan_stage_terms
 from .plan_stage_terms import (ACCOUNTED, _heavy_stages, _piece_layout, chunk_top,  # noqa: F401
-                               pipeline_degrees, pipeline_split, search_stages, stage_terms)
+                               pipeline_degrees, pipeline_split, search_stages, stage_sums, stage_terms)
 from .precision import compute_dtype
 
 
@@ -236,8 +236,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     * the pipeline's sends: their message (one :func:`~llmsizing.comm.communication` per (tp, cp,
       micro-batch)) on the link of ``pp`` GPUs ``tp x cp x dp`` apart (:func:`~llmsizing.network.group_link`),
       ``2 m v`` calls (``v`` interleaved chunks per stage, ``cols["vp"]``) of which the time of ``2 (pp - 1)``
-      is exposed; the bubble is ``(pp - 1) / (v m)`` of the compute
-      (:func:`~llmsizing.parallel.pipeline_bubble`);
+      is exposed; the bubble is the other stages' summed time over ``v m`` (``(pp - 1) / (v m)`` of the
+      compute for equal stages; :func:`~llmsizing.moe_time.schedule_bubble` with ``stage_times``);
     * the data-parallel collectives depend on (the group's link, tp, ZeRO stage, ``dp x cp``) and on the
       parameters a GPU holds: one :func:`~llmsizing.comm.communication` per key without a pipeline gives each
       collective's bytes and latency per call, the bytes scaled by the parameters of the most loaded stage
@@ -325,7 +325,18 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
                                          skew=skew, expert_flops=rc_flops, gemm_rate=L[:, 0])
                    for c, t in enumerate(compute)]
     compute, S = np.max(compute, axis=0), S[:, 0]   # (the layers' and forward's shares: every candidate's)
-    busy = compute + (pp - 1) / (vp * m) * compute               # + the bubble (pipeline_bubble)
+    # + the bubble: 1F1B's fill and drain pass every other stage once at its own speed, (sum - max) / (v m)
+    # (moe_time.schedule_bubble's stage_times, session 39); all stages' summed time from their summed terms
+    sums = stage_sums(model, stage_keys, rcs, seq=seq, mtp_depth=mtp_depth)
+    T = sums[stage_idx[:n]]
+    if len(pi):                                  # (partial recomputation: affine, as the stages' terms)
+        T[pi] = sums[stage_idx[n:]] + x * (T[pi] - sums[stage_idx[n:]])
+    total = (compute_seconds(T[:, 0], T[:, 3], T[:, 4], per_gpu, L[:, 0], L[:, 5])
+             + pointwise_seconds(T[:, 6], per_gpu, hbm))
+    if moe:
+        total = total + moe_extra_seconds(T[:, 5], per_gpu, route_bytes=rc_bytes, hbm_bytes_per_s=hbm,
+                                          skew=skew, expert_flops=rc_flops, gemm_rate=L[:, 0])
+    busy = compute + np.where(pp > 1, (total - compute) / (vp * mf), 0.0)
     one = compute / mf                                            # one micro-batch's compute (_window_s)
     fwd, bwd = one * S[:, 2], one * (1 - S[:, 2])
     per_layer = S[:, 1] * mf                                      # the stage's layers, m micro-batches

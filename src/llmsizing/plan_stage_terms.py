@@ -111,6 +111,21 @@ def stage_terms(model, keys, rcs, *, seq: int, mtp_depth: int = 0) -> np.ndarray
                                                * (c_max - len(cand[int(k[0])]))] for k in keys])
 
 
+def stage_sums(model, keys, rcs, *, seq: int, mtp_depth: int = 0) -> np.ndarray:
+    """Every stage's terms of :func:`stage_terms` summed over all the ``pp`` stages, per key ``(pp,
+    recomputation)``: an array (key, piece) whose FLOPs, attention FLOPs, MoE layers and memory-bound bytes
+    price the sum of all the stages' seconds in one go (each time is linear in them:
+    :func:`~llmsizing.kernels.compute_seconds`, :func:`~llmsizing.pointwise.pointwise_seconds`,
+    :func:`~llmsizing.moe_time.moe_extra_seconds`), which 1F1B's fill and drain need
+    (:func:`~llmsizing.moe_time.schedule_bubble`'s ``stage_times``; session 39, issue 35). The layers' and the
+    forward's shares (pieces 1 and 2) are not sums: unused."""
+    per = {}
+    for p_ in sorted({int(k[0]) for k in keys}):
+        rows, _ = _pp_terms(model, p_, tuple(rcs), int(seq), int(mtp_depth))
+        per.update(((p_, r_), v.sum(axis=0)) for r_, v in enumerate(rows))
+    return np.stack([per[int(k[0]), int(k[1])] for k in keys])
+
+
 #: How many (model, pp, recomputations, sequence, MTP depth) sets of stage terms :func:`_pp_terms` keeps.
 PP_TERMS_KEPT = 256
 

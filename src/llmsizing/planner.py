@@ -255,7 +255,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     :func:`~llmsizing.plan_pricing.pipeline_split`), each with ``virtual_stages`` interleaved chunks per stage
     (issue 34; :func:`~llmsizing.plan_candidates.stage_chunk_options`: 1 and, by default, every count of
     equal chunks, vp38, with ``grad_accum`` a multiple of ``pp`` as Megatron-LM's interleaved schedule needs;
-    the bubble ``(pp - 1) / (v m)``, the micro-batches in flight and the ``2 m v`` sends are those of
+    the bubble, the other stages' compute over ``v m`` (``(pp - 1) / (v m)`` of the compute for equal stages;
+    session 39), the micro-batches in flight and the ``2 m v`` sends are those of
     :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory`; an interleaved plan is
     listed only where no plan of the same layout, GPU, micro-batch and ``dp`` is as fast and as light:
     :func:`~llmsizing.plan_rank.interleaving_winners`; partial recomputation counts layers per model chunk and
