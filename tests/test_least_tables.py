@@ -2,13 +2,16 @@
 replaced gives (plan_memory._least_scalar: one ``coefficients`` call and one stacked array per (layout,
 pair)), bit for bit: call by call on the same memory, and whole searches from scratch (the entries then made
 by least_fit's own asks, in its order), over dense models, recipes (an autocast one: one memory per
-recomputation), contexts, GPU types, interleavings and limits."""
+recomputation), contexts, GPU types, interleavings and limits. And the memory fit's ``per_micro`` table read
+off rows kept on the memory between searches (plan_tables.micro_rows, fit39) is what one call per key gives,
+search after search."""
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from _same_plans import same_plans, searched_with
-from llmsizing import plan_memory, planner
+from llmsizing import plan_memory, plan_tables, planner
 
 DENSE = ("llama-3-8b", "llama-3-70b", "llama-3.1-405b", "llama-2-13b", "mistral-7b", "gpt2", "qwen-14b")
 GPUS = (("H100 SXM",), ("A100 40GB", "B200"), ("H100 SXM", "L40S"), ("A10", "L4"))
@@ -91,3 +94,61 @@ def test_the_tables_path_is_taken_and_finds_partial_plans():
     # (Llama-3-70B's 80 layers: a model chunk holds 80 / (pp x virtual_stages))
     chunk = 80 // (part["pp"] * part["virtual_stages"])
     assert (part["recompute_layers"] < chunk).any()
+
+
+def _direct_micro_rows(memory, rc, keys, width):
+    """plan_tables.micro_rows as written before fit39: one per_micro call per key, one new table."""
+    return plan_tables.padded([memory.per_micro(tp, pp, rc, c, cp, v) for tp, pp, c, cp, v in keys], 0.0,
+                              width)
+
+
+WALK = [dict(seq=32768, global_batch=512, gpus=("H100 SXM",)),
+        dict(seq=32768, global_batch=256, gpus=("H100 SXM",)),
+        dict(seq=131072, global_batch=128, gpus=("H100 SXM", "B200")),
+        dict(seq=8192, global_batch=1024, gpus=("A100 80GB", "L40S")),
+        dict(seq=32768, global_batch=512, gpus=("H100 SXM", "A10"), cp_comm="all_gather")]
+
+
+@pytest.mark.parametrize("model", ["llama-3-8b", "qwen3-30b-a3b", "llama-3.1-405b"])
+def test_searches_in_a_row_read_the_kept_micro_rows_as_the_calls(model):
+    """A walk of searches of one model (the memory kept between them, so later searches read rows kept by
+    earlier ones, and add to them): every frame the same as with one per_micro call per key, and every table
+    micro_rows gave the same floats as those calls give afterwards."""
+    from llmsizing import planner
+
+    def walk(direct: bool):
+        out = []
+        with pytest.MonkeyPatch.context() as m:
+            if direct:
+                m.setattr(plan_tables, "micro_rows", _direct_micro_rows)
+            for c in (planner._search, plan_memory.kept_search_memory):
+                c.cache_clear()
+            for kw in WALK:
+                try:
+                    out.append(planner.plan(model, tokens=8e11, max_gpus=16384, **kw))
+                except ValueError as exc:
+                    out.append(str(exc))
+            for c in (planner._search, plan_memory.kept_search_memory):
+                c.cache_clear()
+        return out
+
+    seen = []
+    real = plan_tables.micro_rows
+
+    def caught(memory, rc, keys, width):
+        got = real(memory, rc, keys, width)
+        seen.append((memory, rc, list(keys), width, got))
+        return got
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(plan_tables, "micro_rows", caught)
+        fast = walk(False)
+    assert len({id(x[0]) for x in seen}) < len(seen)          # (a memory asked more than once: rows kept)
+    for memory, rc, keys, width, got in seen:
+        want = _direct_micro_rows(memory, rc, keys, width)
+        assert got.shape == want.shape and got.tobytes() == want.tobytes()
+    for a, b in zip(fast, walk(True)):
+        if isinstance(a, str):
+            assert a == b
+        else:
+            pd.testing.assert_frame_equal(a, b, check_exact=True)

@@ -236,8 +236,7 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin, ke
     mk = k[:, [TP, PP, C, CP, V]].copy()
     mk[~need, 3] = 1
     firsts, micro_at = first_seen(mk)
-    per_micro = _by_piece(padded([memory.per_micro(tp, pp, rc, c, cp, v)
-                                  for tp, pp, c, cp, v in _tuples(mk, firsts)], 0.0, len(fixed)))
+    per_micro = _by_piece(micro_rows(memory, rc, _tuples(mk, firsts), len(fixed)))
     # _total_bytes' sum on the rows read (``sharded / dp`` worked out as for the floor: the same floats); the
     # others keep their floor
     peak, micro_at = floor.copy(), micro_at[at]
@@ -277,11 +276,42 @@ def _by_piece(table: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(table.T)
 
 
+def micro_rows(memory, rc: str, keys: list, width: int) -> np.ndarray:
+    """``padded([memory.per_micro(tp, pp, rc, c, cp, v) for tp, pp, c, cp, v in keys], 0.0, width)`` from a
+    table of the entries kept on ``memory`` per ``rc`` (fit39: a search asks again for the entries of the
+    one before it, ~300 a recomputation, each one call and a row of a new table): the entries it lacks are
+    asked for in the order of ``keys`` (those it holds were asked before, so asking again would only read
+    them) and added as rows, pads ``0.0``; the rows of ``keys`` taken, as wide as the widest of them or
+    ``width``. Any other memory (no ``__dict__``): asked as written above."""
+    store = getattr(memory, "__dict__", None)
+    if store is None:
+        return padded([memory.per_micro(tp, pp, rc, c, cp, v) for tp, pp, c, cp, v in keys], 0.0, width)
+    index, table, lens = store.setdefault("_micro_rows", {}).get(rc, ({}, np.zeros((0, 0)), np.zeros(0, int)))
+    rows = [index.get(k) for k in keys]
+    if None in rows:
+        new = [k for k, r in zip(keys, rows) if r is None]
+        got = [memory.per_micro(tp, pp, rc, c, cp, v) for tp, pp, c, cp, v in new]
+        block = padded(got, 0.0, table.shape[1])
+        if block.shape[1] > table.shape[1]:
+            table = np.concatenate([table, np.zeros((len(table), block.shape[1] - table.shape[1]))], axis=1)
+        index.update((k, len(table) + i) for i, k in enumerate(new))
+        table = np.concatenate([table, block])
+        lens = np.concatenate([lens, [len(x) for x in got]])
+        store["_micro_rows"][rc] = (index, table, lens)
+        rows = [index[k] for k in keys]
+    wide = max(width, int(lens[rows].max())) if rows else width
+    out = table[rows, :wide]
+    if out.shape[1] < wide:
+        out = np.concatenate([out, np.zeros((len(out), wide - out.shape[1]))], axis=1)
+    return out
+
+
 def padded(arrays: list, pad: float, width: int = 0) -> np.ndarray:
     """``arrays`` (1-D) as the rows of one table as wide as the widest (or ``width`` if wider), the others'
     missing pieces ``pad``."""
-    width = max(width, *(len(x) for x in arrays))
-    if all(len(x) == width for x in arrays):
+    lens = list(map(len, arrays))
+    width = max(width, *lens)
+    if min(lens) == width:
         return np.array(arrays)
     tab = np.full((len(arrays), width), pad)
     for k, x in enumerate(arrays):
