@@ -348,6 +348,7 @@ KEPT_SINCE_ISSUE_35 = ((fewest_gpus, "_kept_stage_runs"), (plan_memory, "kept_se
                        (sys.modules.get("llmsizing.plan_moe"), "_kept_dp_rows"),
                        (sys.modules.get("llmsizing.plan_moe"), "kept_unit_rows"),
                        (sys.modules.get("llmsizing.dense_arrays"), "_shared_kept"),
+                       (sys.modules.get("llmsizing.fewest_arrays"), "_kept_pieces"),
                        (sys.modules.get("llmsizing.dense_arrays"), "_kept_flight"),
                        (sys.modules.get("llmsizing.states"), "_layer_params"),
                        (sys.modules.get("llmsizing.plan_stage_terms"), "_kept_pointwise"),

@@ -73,3 +73,43 @@ def test_min_gpus_answers_as_one_layout_at_a_time(name, gpu, seq, monkeypatch):
     fewest_gpus._kept_stage_runs.cache_clear()
     assert answers() == fast
     assert any(not isinstance(x, str) for x in fast)
+
+
+def test_groups_kept_across_gpu_types_give_the_answers_weighed_afresh():
+    """fit39: fewest_arrays keeps each group's pieces per (model, keywords) (cost_by_gpu asks the same groups
+    once per GPU type). min_gpus over a run of GPU types, models, micro-batches and recomputations, the groups
+    kept between calls (and the keeping exercised: some group asked again), gives every Plan exactly as with
+    nothing kept (a fresh store each call)."""
+    from llmsizing import fewest_arrays
+
+    def run():
+        out = []
+        for name in ("deepseek-v3", "mixtral-8x7b", "qwen3-30b-a3b"):
+            for gpu in ("H100 SXM", "A100 80GB", "B200", "L40S", "H100 SXM"):
+                for accum, rc in ((1, "none"), (8, "full")):
+                    try:
+                        out.append(repr(fewest_gpus.min_gpus(name, gpu, batch=1, seq=4096, grad_accum=accum,
+                                                             recompute=rc)))
+                    except ValueError as exc:
+                        out.append(str(exc))
+        return out
+
+    asked = []
+    real = fewest_arrays._pieces_of
+
+    def counted(model, groups, *a):
+        asked.append(len(groups))
+        return real(model, groups, *a)
+
+    fewest_arrays._kept_pieces.cache_clear()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(fewest_arrays, "_pieces_of", counted)
+        kept = run()
+    fewest_arrays._kept_pieces.cache_clear()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(fewest_arrays, "_kept_pieces", lambda model, kw_items: {})
+        m.setattr(fewest_arrays, "_pieces_of", counted)
+        n_kept = len(asked)
+        fresh = run()
+    assert sum(asked[:n_kept]) < sum(asked[n_kept:])        # (groups were read back, not weighed again)
+    assert kept == fresh

@@ -15,6 +15,7 @@ solve runs on each layout's pieces in Python floats: the same ``dp``, or the sam
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -74,6 +75,35 @@ def smallest_dps(model, groups, stages, kw: dict, room: float, kept: dict) -> li
 
 
 def _pieces(model, groups, ep_dps, stages, kw: dict, kept: dict) -> list:
+    """:func:`_pieces_of`, each group's kept per ``(model, kw)`` by its pipeline ``stages``, layout ``base``
+    and ``(ep, dp)`` (all its pieces read; fit39: :func:`~llmsizing.time_cost.cost_by_gpu` over the catalogue
+    weighs 546 groups of DeepSeek-V3, 66 of them distinct, one :func:`~llmsizing.fewest_gpus.min_gpus` per
+    GPU type). A group's pieces are its own whichever groups are weighed beside it (row by row), so those
+    not kept are weighed together as before. Read-only lists: the caller reads them. An unhashable keyword:
+    weighed, not kept."""
+    try:
+        store = _kept_pieces(model, tuple(sorted(kw.items())))
+        keys = [(tuple(stages), base, tuple(ep_dp)) for (base, _), ep_dp in zip(groups, ep_dps)]
+        todo = [i for i, key in enumerate(keys) if key not in store]
+    except TypeError:
+        return _pieces_of(model, groups, ep_dps, stages, kw, kept)
+    if todo:
+        got = _pieces_of(model, [groups[i] for i in todo], [ep_dps[i] for i in todo], stages, kw, kept)
+        store.update((keys[i], x) for i, x in zip(todo, got))
+    return [store[key] for key in keys]
+
+
+#: How many (model, keywords) :func:`_kept_pieces` keeps groups for.
+PIECES_KEPT = 16
+
+
+@functools.lru_cache(maxsize=PIECES_KEPT)
+def _kept_pieces(model, kw_items: tuple) -> dict:
+    """The dict of :func:`_pieces`' kept groups of ``model`` with the keywords ``kw_items`` (sorted items)."""
+    return {}
+
+
+def _pieces_of(model, groups, ep_dps, stages, kw: dict, kept: dict) -> list:
     """Each group's layouts' pieces, stage by stage (:func:`~llmsizing.memory._search_pieces`' order), as
     lists of Python floats (the same values: NumPy's float64 entries): on the planner's arrays
     (:func:`llmsizing.moe_prefetch._columns`, bit for bit ``_search_pieces``'), else one

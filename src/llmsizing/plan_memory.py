@@ -25,7 +25,7 @@ from .plan_candidates import _candidates, _pair_table, state_chunks, state_key  
 from .plan_moe import has_options
 from .plan_pricing import (_cp_coefficients, _least_recompute_layers, _memory_coefficients,
                            _one_layer_coefficients, _pieces, _total_bytes, chunk_top, ep_affine)  # noqa: F401
-from .plan_tables import kept_candidates, pair_keys, search_structure, table_totals  # noqa: F401
+from .plan_tables import kept_candidates, least_fit, pair_keys, search_structure, table_totals  # noqa: F401
 from .precision import RECIPES
 
 
@@ -375,7 +375,8 @@ def fitting_plans(model, layouts, memory: SearchMemory, *, gpu_list, domains: di
                     n[:, plain] = stage_layers[plain]
             sel = rows[least]
             if len(sel):                                     # partial recomputation, all layouts at once
-                n_l, t_l = _least(memory, parts, sel, lay=lay, pair_of=pair_of, coef_id=coef_id,
+                n_l, t_l = _least(memory, parts, sel, keys=st["pair_keys"], lay=lay, pair_of=pair_of,
+                                  coef_id=coef_id,
                                   micro=cat["micro"], dpf=cat["dpf"], stage_layers=stage_layers,
                                   limits=limits, on=on2d[:, sel])
                 n[:, sel] = np.where(on2d[:, sel], n_l, n[:, sel])
@@ -479,7 +480,19 @@ def _table_totals(memory, parts, rc, coef_id, lay, pair_of, rows, micro, dpf, li
     return table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, FLOOR_MARGIN, kept)
 
 
-def _least(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_layers, limits, on):
+def _least(memory, parts, rows, *, keys=None, lay, pair_of, coef_id, micro, dpf, stage_layers, limits, on):
+    """:func:`_least_scalar`'s answer; with ``keys`` (the search's :func:`~llmsizing.plan_tables.pair_keys`)
+    and a :class:`SearchMemory` (or :class:`_PerRecompute`), from
+    :func:`~llmsizing.plan_tables.least_fit`'s tables (the same calls on ``memory``, the same bits; fit39:
+    ~7 ms a dense search's, most of it one ``coefficients`` call and one stacked array per (layout, pair))."""
+    if keys is not None and type(memory) in (SearchMemory, _PerRecompute):
+        return least_fit(memory, keys, rows, coef_id=coef_id, micro=micro, dpf=dpf, stage_layers=stage_layers,
+                         limits=limits, on=on)
+    return _least_scalar(memory, parts, rows, lay=lay, pair_of=pair_of, coef_id=coef_id, micro=micro,
+                         dpf=dpf, stage_layers=stage_layers, limits=limits, on=on)
+
+
+def _least_scalar(memory, parts, rows, *, lay, pair_of, coef_id, micro, dpf, stage_layers, limits, on):
     """Partial recomputation of the candidates ``rows`` (of any layouts): per GPU (``limits``) and candidate
     the fewest layers per stage that fit (0: none do), and the totals there; entries of GPUs off a
     candidate's layout (``on`` False, GPU x candidate) are 0 and ``inf``, for the caller to drop.

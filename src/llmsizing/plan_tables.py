@@ -22,6 +22,7 @@ from .memory import total_with_allowance_bytes
 from .moe_layouts import dp_unit
 from .moe_prefetch import stored_states
 from .plan_candidates import _candidates
+from .plan_pricing import _least_recompute_layers, _one_layer_coefficients, _total_bytes
 from .plan_stage_terms import chunk_top
 from .plan_kept_candidates import (  # noqa: F401 (re-exported)
     CANDIDATES_KEPT, SameRows, _read_only, kept_pair_table, kept_surviving, unit_survivors)
@@ -235,8 +236,7 @@ def table_totals(memory, keys, rc, coef_id, rows, micro, dpf, limits, margin, ke
     mk = k[:, [TP, PP, C, CP, V]].copy()
     mk[~need, 3] = 1
     firsts, micro_at = first_seen(mk)
-    per_micro = _by_piece(padded([memory.per_micro(tp, pp, rc, c, cp, v)
-                                  for tp, pp, c, cp, v in _tuples(mk, firsts)], 0.0, len(fixed)))
+    per_micro = _by_piece(micro_rows(memory, rc, _tuples(mk, firsts), len(fixed)))
     # _total_bytes' sum on the rows read (``sharded / dp`` worked out as for the floor: the same floats); the
     # others keep their floor
     peak, micro_at = floor.copy(), micro_at[at]
@@ -276,13 +276,144 @@ def _by_piece(table: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(table.T)
 
 
+def micro_rows(memory, rc: str, keys: list, width: int) -> np.ndarray:
+    """``padded([memory.per_micro(tp, pp, rc, c, cp, v) for tp, pp, c, cp, v in keys], 0.0, width)`` from a
+    table of the entries kept on ``memory`` per ``rc`` (fit39: a search asks again for the entries of the
+    one before it, ~300 a recomputation, each one call and a row of a new table): the entries it lacks are
+    asked for in the order of ``keys`` (those it holds were asked before, so asking again would only read
+    them) and added as rows, pads ``0.0``; the rows of ``keys`` taken, as wide as the widest of them or
+    ``width``. Any other memory (no ``__dict__``): asked as written above."""
+    store = getattr(memory, "__dict__", None)
+    if store is None:
+        return padded([memory.per_micro(tp, pp, rc, c, cp, v) for tp, pp, c, cp, v in keys], 0.0, width)
+    index, table, lens = store.setdefault("_micro_rows", {}).get(rc, ({}, np.zeros((0, 0)), np.zeros(0, int)))
+    rows = [index.get(k) for k in keys]
+    if None in rows:
+        new = [k for k, r in zip(keys, rows) if r is None]
+        got = [memory.per_micro(tp, pp, rc, c, cp, v) for tp, pp, c, cp, v in new]
+        block = padded(got, 0.0, table.shape[1])
+        if block.shape[1] > table.shape[1]:
+            table = np.concatenate([table, np.zeros((len(table), block.shape[1] - table.shape[1]))], axis=1)
+        index.update((k, len(table) + i) for i, k in enumerate(new))
+        table = np.concatenate([table, block])
+        lens = np.concatenate([lens, [len(x) for x in got]])
+        store["_micro_rows"][rc] = (index, table, lens)
+        rows = [index[k] for k in keys]
+    wide = max(width, int(lens[rows].max())) if rows else width
+    out = table[rows, :wide]
+    if out.shape[1] < wide:
+        out = np.concatenate([out, np.zeros((len(out), wide - out.shape[1]))], axis=1)
+    return out
+
+
 def padded(arrays: list, pad: float, width: int = 0) -> np.ndarray:
     """``arrays`` (1-D) as the rows of one table as wide as the widest (or ``width`` if wider), the others'
     missing pieces ``pad``."""
-    width = max(width, *(len(x) for x in arrays))
-    if all(len(x) == width for x in arrays):
+    lens = list(map(len, arrays))
+    width = max(width, *lens)
+    if min(lens) == width:
         return np.array(arrays)
     tab = np.full((len(arrays), width), pad)
     for k, x in enumerate(arrays):
         tab[k, :len(x)] = x
     return tab
+
+
+def least_fit(memory, keys, rows, *, coef_id, micro, dpf, stage_layers, limits, on):
+    """:func:`~llmsizing.plan_memory._least` (partial recomputation of the candidates ``rows``: per GPU and
+    candidate the fewest layers per stage that fit, and the totals there) with its coefficients gathered on
+    tables (fit39): ``keys`` the search's :func:`pair_keys`. The (layout, pair)s' coefficients with every
+    layer recomputed are :meth:`~llmsizing.plan_memory.SearchMemory.coefficients`' ``(fixed, per_micro,
+    sharded / cp)``, made of the distinct ``states`` and ``per_micro`` entries, each asked once, in the order
+    its first (layout, pair) asked ``coefficients`` for it (the same calls on ``memory`` in the same order: a
+    repeated ask reads a kept entry); rows of one table a width of the pieces, taken by index instead of one
+    array a (layout, pair) stacked (the same floats; ``x / cp`` as there, and ``x / 1`` is ``x``). The
+    one-layer coefficients as :func:`~llmsizing.plan_memory._one_layers` makes them. ``_least`` keeps its
+    loop for any other memory; ``tests/test_least_tables.py`` compares the two."""
+    ids, at = _distinct_ids(coef_id[rows], len(keys))
+    k = keys[ids]                                                  # (tp, pp, zero, ep, v, cp, c)
+    layers_k = np.zeros(len(ids), dtype=np.asarray(stage_layers).dtype)
+    layers_k[at] = stage_layers[rows]                              # (a pair's layers: its layout's)
+    tl = _tuples(k, slice(None))
+    # (each distinct layout once, in the order first asked: prefetch and prefetch_cp number them so)
+    lay6 = k[:, [TP, PP, ZERO, EP, C, V]]
+    memory.prefetch(_tuples(lay6, first_seen(lay6)[0]), "full")
+    later = k[k[:, CP] > 1][:, [TP, PP, C, V]]
+    memory.prefetch_cp(_tuples(later, first_seen(later)[0]), "full")
+    sv = np.where((k[:, ZERO] == 3) & (k[:, PP] > 1), k[:, V], 1)  # plan_candidates.state_chunks
+    s_first, s_at = first_seen(np.concatenate([k[:, [TP, PP, ZERO, EP, C]], sv[:, None]], axis=1))
+    m_first, m_at = first_seen(k[:, [TP, PP, C, CP, V]])
+    states, micros = [None] * len(s_first), [None] * len(m_first)
+    # (coefficients asks states, then per_micro: each distinct entry asked where it was first asked)
+    for i, kind, j in sorted([(i, 0, j) for j, i in enumerate(s_first.tolist())]
+                             + [(i, 1, j) for j, i in enumerate(m_first.tolist())]):
+        tp, pp, zero, ep, v, cp, c = tl[i]
+        if kind == 0:
+            states[j] = memory.states(tp, pp, zero, ep, c, "full", v)
+        else:
+            micros[j] = memory.per_micro(tp, pp, "full", c, cp, v)
+    fixed_k, sharded_k = _rows_of([s[0] for s in states], s_at), _rows_of([s[1] for s in states], s_at)
+    micro_k = _rows_of(micros, m_at)
+    cp_k = k[:, CP]
+    width = np.array([len(s[0]) for s in states])[s_at]
+    b, dp, layers = micro[rows], dpf[rows], stage_layers[rows]
+    n, t = np.zeros((len(limits), len(rows)), dtype=np.int64), np.full((len(limits), len(rows)), np.inf)
+    for w in np.unique(width).tolist():                       # (pieces: 5 per stage weighed, 1 or 2 stages)
+        kid = np.flatnonzero(width == w)
+        full = [fixed_k[w][kid], micro_k[w][kid], sharded_k[w][kid] / cp_k[kid][:, None]]
+        cols = np.flatnonzero(width[at] == w)
+        pos = np.searchsorted(kid, at[cols])
+        tab = [x[pos] for x in full]
+        can = (_total_bytes(tab, b[cols], dp[cols])[None, :] <= limits[:, None]) & on[:, cols]
+        some = np.zeros(len(ids), dtype=bool)
+        some[at[cols][can.any(axis=0)]] = True
+        ones = _one_rows(memory, tl, layers_k, kid, some[kid], full, _one_layer_coefficients)
+        if can.any():                              # (else not even every layer recomputed fits)
+            n[:, cols], t[:, cols] = _least_recompute_layers([x[pos] for x in ones], tab, layers[cols],
+                                                             b[cols], dp[cols], limits, can=can)
+    return n, t
+
+
+def _rows_of(arrays: list, at: np.ndarray) -> dict:
+    """Per width of ``arrays``: a table of each entry's array (``at``: each entry's index into ``arrays``;
+    rows of entries of another width left as they come, unread)."""
+    out = {}
+    widths = np.array([len(x) for x in arrays])
+    for w in np.unique(widths).tolist():
+        these = np.flatnonzero(widths == w)
+        row = np.zeros(len(arrays), dtype=np.int64)
+        row[these] = np.arange(len(these))
+        out[w] = np.stack([arrays[j] for j in these.tolist()])[row[at]]
+    return out
+
+
+def _one_rows(memory, tl, layers_k, kid, some, full, one_layer) -> list:
+    """The one-layer coefficients of the (layout, pair)s ``kid`` (rows of ``full``, their coefficients with
+    every layer recomputed) where ``some``, the others' left as ``full``'s (unread): those without
+    recomputation known (``per_micro`` at ``rc = "none"``) from ``full`` on rows (``one_layer``), the others
+    off :meth:`~llmsizing.plan_memory.SearchMemory.coefficients` (``"full1"``), as ``_one_layers`` makes
+    them, in its order of asks."""
+    ones = [x.copy() for x in full]
+    todo = kid[some]
+    if not len(todo):
+        return ones
+    sub = [tl[i] for i in todo.tolist()]
+    firsts, at = first_seen(np.array([(tp, pp, c, v) for tp, pp, zero, ep, v, cp, c in sub], dtype=np.int64))
+    is_known = np.array([(tp, pp, "none", c) + ((v,) if v > 1 else ()) in memory._micro
+                         for tp, pp, zero, ep, v, cp, c in (sub[i] for i in firsts.tolist())], dtype=bool)[at]
+    rows = np.flatnonzero(some)
+    for r, key in zip(rows[~is_known].tolist(), (x for x, y in zip(sub, is_known) if not y)):
+        tp, pp, zero, ep, v, cp, c = key
+        got = memory.coefficients(tp, pp, zero, ep, "full1", c, cp, v)
+        for j in range(3):
+            ones[j][r] = got[j]
+    known = rows[is_known]
+    if len(known):
+        # (coefficients at rc "none": its states are full's, kept; each distinct per_micro asked in order)
+        ks = [x for x, y in zip(sub, is_known) if y]
+        m_first, m_at = first_seen(np.array([(tp, pp, c, cp, v) for tp, pp, zero, ep, v, cp, c in ks],
+                                            dtype=np.int64))
+        none = np.stack([memory.per_micro(tp, pp, "none", c, cp, v)
+                         for tp, pp, zero, ep, v, cp, c in (ks[i] for i in m_first.tolist())])[m_at]
+        ones[1][known] = one_layer((None, none, None), [x[known] for x in full], layers_k[kid[known]])[1]
+    return ones
