@@ -42,8 +42,12 @@ def pytest_ignore_collect(collection_path, config):
 # ----------------------------------------------------------------------------- running on every core
 #: Test files whose tests share work computed once per module (module-scoped fixtures, cached frames): under
 #: pytest-xdist each is one unit of work, run whole on one worker, so that the work is done once.
+#: (tests/test_speculate.py and tests/test_finetune_groupings.py, suite39: their module fixtures were made on
+#: both workers, 2.5 s and up to 5 s CPU again; tests/test_speculate.py also waits for its widgets' worker
+#: processes, 10 s or so of its 25 s: on one worker, early (:data:`FIRST`), the other worker's tests fill
+#: those waits instead of both workers waiting at the end of the run.)
 WHOLE_FILES = ("tests/test_finetune_calibration.py", "tests/test_step_intervals.py",
-               "tests/test_stack_ranges.py")
+               "tests/test_stack_ranges.py", "tests/test_speculate.py", "tests/test_finetune_groupings.py")
 #: The units of work handed out first (in this order; a unit holding a test that starts with one of these): the
 #: slowest tests, so that none of them starts last while the other worker sits idle. Every other unit follows,
 #: the largest first (xdist's order). Only the order depends on this list, never what runs.
@@ -51,7 +55,9 @@ _EVERY_MOVE = "tests/test_widgets.py::test_every_move_from_the_default_changes_t
 FIRST = (
     f"{_EVERY_MOVE}[long_context_widget-0-model]",
     f"{_EVERY_MOVE}[planner_widget-0-model]",
+    "tests/test_speculate.py",
     "tests/test_planner_speed.py",
+    "tests/test_finetune_groupings.py",
     "tests/test_serving.py::test_calibration_tool_is_current",
     "tests/test_live_setup.py::test_serve_live_server_hides_its_token_and_culls_a_kernel",
     "tests/test_time_cost.py::test_calibration_files_are_up_to_date",

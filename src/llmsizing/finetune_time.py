@@ -476,6 +476,13 @@ def finetune_loso_check(coverage: float = 0.8, unit: str = "row", grouping: str 
     ``grouping`` (a name of :data:`GROUPINGS`; ``None``: one range, what the library states) gives each group
     bounds of its own where a fold holds 9 of its rows (else the fold's pooled ones); ``rows`` then has a
     ``group`` column. ``(check, rows)``; refits are memoised by their training rows: ``S (S - 1) / 2 + S``."""
+    return _loso_check(coverage, unit, grouping, {})
+
+
+def _loso_check(coverage, unit, grouping, fits: dict):
+    """:func:`finetune_loso_check` with its refits memoised in ``fits`` (training rows' indices -> constants),
+    which :func:`finetune_grouping_table` shares between its groupings: a fit depends on its training rows
+    alone, never on the grouping."""
     import numpy as np
 
     from .intervals import loso_check, source_key
@@ -484,8 +491,6 @@ def finetune_loso_check(coverage: float = 0.8, unit: str = "row", grouping: str 
     rows = df[df["known_out"] == ""].reset_index(drop=True)
     src = np.array([source_key(s) for s in rows["source"]], dtype=object)
     strata = None if grouping is None else finetune_group_labels(rows, grouping)
-
-    fits = {}
 
     def fit_predict(train, test):
         key = tuple(np.flatnonzero(train))
@@ -513,9 +518,9 @@ def finetune_grouping_table(groupings=None):
     from ._validate import check_choice
 
     names = tuple(GROUPINGS) if groupings is None else tuple(groupings)
-    out = []
+    out, fits = [], {}                                # (the refits, shared: the same rows in every grouping)
     for name in ("none", *(check_choice("groupings", n, GROUPINGS) for n in names)):
-        check, rows = finetune_loso_check(grouping=None if name == "none" else name)
+        check, rows = _loso_check(0.8, "row", None if name == "none" else name, fits)
         groups = rows["group"].to_numpy() if name != "none" else np.full(len(rows), "all", dtype=object)
         width = np.exp(check.high_log - check.low_log)
         for g in dict.fromkeys(("all", *groups)):
