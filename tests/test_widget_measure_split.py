@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import html
-import time
 
 import pytest
 
@@ -183,21 +182,6 @@ def test_the_library_refuses_bad_input():
         collective_time_line(GLOO_SWEEP, "all_reduce", 2, [MiB, -1])
 
 
-def test_a_move_takes_a_fraction_of_50_ms(w):
-    """Issue 38 asks for a move within ~50 ms. Measured on the shared 2-core machine: ~15-25 ms of CPU a
-    move to a new setting (the PNG draw is most of it); kept answers make a move back ~1 ms. Guarded at 50 ms
-    of CPU (median) and 1 s of wall clock."""
-    import statistics
-
-    cpu, wall = [], []
-    for k, v in (("size_bytes", 2**12), ("size_bytes", 2**24), ("line", "model line"), ("n_ranks", 4),
-                 ("collective", "reduce_scatter"), ("line", "cheaper of two"), ("size_bytes", 2**16)):
-        t, c = time.perf_counter(), time.process_time()
-        _set(w, **{k: v})
-        cpu.append(time.process_time() - c)
-        wall.append(time.perf_counter() - t)
-    _set(w, **DEFAULT)
-    print(f"collective_time_widget moves, CPU: {', '.join(f'{x * 1000:.0f}' for x in cpu)} ms; wall: "
-          f"{', '.join(f'{x * 1000:.0f}' for x in wall)} ms")
-    assert statistics.median(cpu) < 0.050
-    assert min(wall) < 1.0
+# How long a move of collective_time_widget takes is measured by benchmarks/bench_widget_moves.py --only
+# collective_time_widget, a benchmark, not a timed test (the guide's principle 6; session 39 removed the
+# guard).

@@ -4,7 +4,6 @@ the refusal (naming the parameter) instead of a figure."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -83,22 +82,5 @@ def test_split_pools_off_policy_is_offered(w):
         _default(w, "mode")
 
 
-def test_a_redraw_takes_a_fraction_of_a_second(w):
-    """Issue 39 asks for 100 ms. The shared 2-core test machine runs several jobs at once (load ~10), so
-    wall-clock redraws there measure the queue; the CPU time this process spends on a redraw is what an idle
-    machine's wall clock would show. Measured on this machine (median of 18 redraws of the pool size): 53 ms
-    before the range lines became one collection and the trainer's memory a cached call, 40 ms after; wall
-    clock 223 ms and 130 ms at load 11. Guarded at 100 ms of CPU (median) and 1 s of wall clock."""
-    import statistics
-
-    cpu, wall = [], []
-    for v in (32, 64, 16, 128, 8, 16):
-        t, c = time.perf_counter(), time.process_time()
-        _set(w, n_gpus=v)
-        cpu.append(time.process_time() - c)
-        wall.append(time.perf_counter() - t)
-    _default(w, "n_gpus")
-    print(f"rl_widget redraws, CPU: {', '.join(f'{x * 1000:.0f}' for x in cpu)} ms; wall: "
-          f"{', '.join(f'{x * 1000:.0f}' for x in wall)} ms")
-    assert statistics.median(cpu) < 0.100
-    assert min(wall) < 1.0
+# How long a move of rl_widget takes is measured by benchmarks/bench_rl_widget.py, a benchmark, not a timed
+# test (the guide's principle 6; the 100 ms CPU guard that stood here was removed in session 39).
