@@ -119,3 +119,46 @@ def test_every_colour_literal_in_charts_comes_from_the_palettes():
     used = {c.upper() for c in re.findall(r"#[0-9A-Fa-f]{6}\b", source)}
     allowed = OKABE_ITO | TOL_MUTED | GREYS | SPECIAL
     assert not used - allowed, f"colours outside the colour-blind-safe palettes: {sorted(used - allowed)}"
+
+
+def contrast_ratio(fg, bg) -> float:
+    """WCAG 2.1's contrast ratio (L1 + 0.05) / (L2 + 0.05) of two colours (any matplotlib colour), L the relative
+    luminance 0.2126 R + 0.7152 G + 0.0722 B of the linearised sRGB channels (threshold 0.03928, exponent 2.4).
+    Black on white is (1 + 0.05) / (0 + 0.05) = 21; a colour on itself is 1."""
+    from matplotlib.colors import to_rgb
+
+    def luminance(c):
+        rgb = np.array(to_rgb(c))
+        return float(np.where(rgb <= 0.03928, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+                     @ [0.2126, 0.7152, 0.0722])
+
+    lo, hi = sorted((luminance(fg), luminance(bg)))
+    return (hi + 0.05) / (lo + 0.05)
+
+
+#: WCAG 2.1 success criterion 1.4.11 (non-text contrast: graphical objects) and 1.4.3 for large text: 3:1.
+MIN_CONTRAST = 3.0
+
+
+def test_contrast_ratio_by_hand():
+    assert contrast_ratio("#000000", "#FFFFFF") == pytest.approx(21.0)
+    assert contrast_ratio("#FFFFFF", "#FFFFFF") == pytest.approx(1.0)
+    # mid grey #777777: 0x77/255 = 0.4667 -> ((0.4667 + 0.055) / 1.055)^2.4 = 0.1845; (1.05) / (0.2345) = 4.48
+    assert contrast_ratio("#777777", "white") == pytest.approx(4.48, abs=0.01)
+    # Okabe-Ito yellow #F0E442: R 0.871, G 0.776, B 0.0648 linear -> L = 0.1852 + 0.5550 + 0.0047 = 0.745;
+    # 1.05 / 0.795 = 1.32: a yellow name on white is barely readable
+    assert contrast_ratio("#F0E442", "white") == pytest.approx(1.32, abs=0.01)
+
+
+def test_the_gpus_chapter_6_names_stand_out_from_the_figure_background():
+    """Chapter 6 writes these GPUs' names in their colours (the capacity panel's labels, the roofline's lines and
+    legend); each must reach :data:`MIN_CONTRAST` against the figure's own background (white). On main the
+    MI300X's yellow had 1.32:1 (issue 38)."""
+    from llmsizing.charts.figures import new_figure
+    from llmsizing.charts.many_gpus_hardware import _ROOFLINE_NAMED
+
+    fig, _ = new_figure(2, 2)
+    background = fig.get_facecolor()
+    low = {g: round(contrast_ratio(charts.GPU_COLORS[g], background), 2) for g in _ROOFLINE_NAMED
+           if contrast_ratio(charts.GPU_COLORS[g], background) < MIN_CONTRAST}
+    assert not low, f"GPU colours below {MIN_CONTRAST}:1 against the figure background: {low}"
