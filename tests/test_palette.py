@@ -122,8 +122,9 @@ def test_every_colour_literal_in_charts_comes_from_the_palettes():
 
 
 def contrast_ratio(fg, bg) -> float:
-    """WCAG 2.1's contrast ratio (L1 + 0.05) / (L2 + 0.05) of two colours (any matplotlib colour), L the relative
-    luminance 0.2126 R + 0.7152 G + 0.0722 B of the linearised sRGB channels (threshold 0.03928, exponent 2.4).
+    """WCAG 2.1's contrast ratio (L1 + 0.05) / (L2 + 0.05) of two colours (any matplotlib colour), L the
+    relative luminance 0.2126 R + 0.7152 G + 0.0722 B of the linearised sRGB channels (threshold 0.03928,
+    exponent 2.4).
     Black on white is (1 + 0.05) / (0 + 0.05) = 21; a colour on itself is 1."""
     from matplotlib.colors import to_rgb
 
@@ -151,8 +152,8 @@ def test_contrast_ratio_by_hand():
 
 
 def test_the_gpus_chapter_6_names_stand_out_from_the_figure_background():
-    """Chapter 6 writes these GPUs' names in their colours (the capacity panel's labels, the roofline's lines and
-    legend); each must reach :data:`MIN_CONTRAST` against the figure's own background (white). On main the
+    """Chapter 6 writes these GPUs' names in their colours (the capacity panel's labels, the roofline's lines
+    and legend); each must reach :data:`MIN_CONTRAST` against the figure's own background (white). On main the
     MI300X's yellow had 1.32:1 (issue 38)."""
     from llmsizing.charts.figures import new_figure
     from llmsizing.charts.many_gpus_hardware import _ROOFLINE_NAMED
