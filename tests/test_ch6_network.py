@@ -81,3 +81,22 @@ def test_published_logs_and_gloo_fits():
     assert ar.loc[2, "busbw_gbps"] > ar.loc[4, "busbw_gbps"]       # 4 ranks oversubscribe the 2 CPUs
     with pytest.raises(ValueError, match="times"):
         gloo_fits(fits)
+
+
+def test_two_node_ceiling_is_labelled_by_the_link_that_sets_it():
+    """Issue 38: the summary labelled the 2-node filled group's ceiling "(network, 16 GPUs)", but NVLink sets
+    it. By hand (data/nodes.csv DGX H100: NVLink 450 GB/s one way, 8 x 400 Gb/s NICs = 50 GB/s a GPU;
+    data/links.csv: NVLink at 77%, the network at 91%): the hierarchical all-reduce moves 2(8-1)/8 = 1.75 of
+    the buffer per GPU on NVLink for 2(2-1)/2 = 1 on the network, so the ceiling is 450 x 0.77 x 1 / 1.75 =
+    346.5 / 1.75 = 198.0 GB/s, below the NICs' 8 x 50 x 0.91 = 364.0. On 16 nodes (bus factor 2 x 15/16 =
+    1.875) NVLink allows 346.5 x 1.875 / 1.75 = 371.25 > 364: the NICs set it."""
+    summary = render_bus_bandwidth(nodes=2).summary
+    fills = next(ln for ln in summary.splitlines() if "x 2: group fills the nodes" in ln)
+    assert "ceiling 198.0 (NVLink 4 inside the node" in fills and "1 / 1.75" in fills and "364.0" in fills
+    one_nic = next(ln for ln in summary.splitlines() if "x 2: data parallel" in ln)
+    assert "ceiling 45.5 (network: 1 x 50 GB/s" in one_nic                  # 50 x 0.91 = 45.5
+    like_log = next(ln for ln in summary.splitlines() if "nodes like the log's" in ln)
+    assert "ceiling 182.0 (network: 8 x 25 GB/s" in like_log             # 8 x 25 x 0.91 = 182 < 198
+    sixteen = get_node("DGX H100")
+    link = group_link("H100 SXM", sixteen, size=128)
+    assert link.bandwidth_gbps == pytest.approx(364.0) and link.bound_by.startswith("network: 8 x 50 GB/s")

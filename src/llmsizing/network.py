@@ -48,7 +48,7 @@ FSDP group spanning a thousand GPUs pays milliseconds per layer: latency, not ba
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from pathlib import Path
 
@@ -340,6 +340,10 @@ class GroupLink:
     #: ``collective_time_s(..., protocols=True)``; None when the link class has no fitted log (issue 22).
     small_bandwidth_gbps: float | None = None
     large_alpha_s: float | None = None
+    #: What sets ``bandwidth_gbps``, in words (chapter 6's bus-bandwidth summary): the scale-up link inside a
+    #: domain; across domains the NICs, or, for a hierarchical collective, its phase inside the node when that
+    #: is the slower (issue 38: a ceiling NVLink set was labelled "network"). Empty when not given.
+    bound_by: str = field(default="", compare=False)
 
 
 def group_link(gpu, node: Node, *, size: int, stride: int = 1) -> GroupLink:
@@ -384,20 +388,29 @@ def _group_link(g, node: Node, size: int, stride: int) -> GroupLink:
         nominal = intra(k)
         small = None if scale_up.small_fraction is None else nominal * scale_up.small_fraction
         return GroupLink(g.link, nominal * scale_up.achievable_fraction, nominal, scale_up.alpha_s, k, False,
-                         small, scale_up.large_alpha_s)
+                         small, scale_up.large_alpha_s,
+                         f"{g.link}: {nominal:g} GB/s at {scale_up.achievable_fraction:.0%}")
     net = _links()["network"]
     out_bw = k * node.nic_gbps_per_gpu
     bw = out_bw * net.achievable_fraction
     small = None if net.small_fraction is None else out_bw * net.small_fraction
+    bound = f"network: {k} x {node.nic_gbps_per_gpu:g} GB/s of NIC a GPU at {net.achievable_fraction:.0%}"
     if k > 1:
         # the hierarchical collective's phase inside the node (bus_factor over the k GPUs on the scale-up
         # link) runs pipelined with the network's (bus_factor over the m nodes: wire_factor): charged at the
         # network's count, it caps the bandwidth at the scale-up link's x m-node / k-GPU bytes
-        phase = bus_factor("all-reduce", -(-size // k)) / bus_factor("all-reduce", k)
-        bw = min(bw, intra(k) * scale_up.achievable_fraction * phase)
+        m = -(-size // k)
+        phase = bus_factor("all-reduce", m) / bus_factor("all-reduce", k)
+        cap = intra(k) * scale_up.achievable_fraction * phase
+        if cap < bw:
+            bus_m, bus_k = bus_factor("all-reduce", m), bus_factor("all-reduce", k)
+            bound = (f"{g.link} inside the node, the hierarchical all-reduce's in-node phase: "
+                     f"{intra(k) * scale_up.achievable_fraction:.1f} GB/s x {bus_m:g} / {bus_k:g} "
+                     f"(bus factors of {m} nodes, {k} GPUs); the NICs allow {bw:.1f}")
+        bw = min(bw, cap)
         if small is not None and scale_up.small_fraction is not None:
             small = min(small, intra(k) * scale_up.small_fraction * phase)
-    return GroupLink("network", bw, out_bw, net.alpha_s, k, True, small, net.large_alpha_s)
+    return GroupLink("network", bw, out_bw, net.alpha_s, k, True, small, net.large_alpha_s, bound)
 
 
 def nic_bound_nodes(gpu, node=None, *, max_nodes: int = 4096) -> int | None:

@@ -87,8 +87,9 @@ def render_bus_bandwidth(node: str = "DGX H100", nodes: int = 16,
         axes[panel].plot(sizes, y, style, color=color, lw=1.5, label=label)
         at = bus_bandwidth_gbps("all-reduce", np.array([2.0**20, 2.0**26, 2.0**30]), size, link,
                                 wire=panel == 1)
+        where = f"{size} GPUs, {link.per_domain} a node" if link.across else f"{size} GPUs"
         lines.append(f"  {label}: {at[0]:,.1f} / {at[1]:,.1f} / {at[2]:,.1f}; ceiling "
-                     f"{link.bandwidth_gbps:,.1f} ({link.link}, {size} GPUs)")
+                     f"{link.bandwidth_gbps:,.1f} ({link.bound_by or link.link}; {where})")
     nv = nv_log[nv_log["size_bytes"] > 0]
     axes[0].scatter(nv["size_bytes"], nv["busbw_gbps"], s=14, color=GPU_COLORS.get(nv_node.gpu, "0.5"),
                     edgecolor="0.15", lw=0.5, zorder=3, label=f"nccl-tests log: {nvlink_log}")
