@@ -39,6 +39,7 @@ from .base import (COLORS, DPI, EXPLORER_TIME_COLORS, GPU_COLORS, FixedView, Vie
                    capacity_line, figure_alt_text, figure_axes, new_figure, reset_axes, show)
 from .base import (_CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPTION_PT, _caption_room,  # noqa: F401
                    _SUFFIXES, _bar_collection, _bar_verts, _fast_hbars, _fast_stacked_columns,  # noqa: F401
+                   MIN_LABEL_CONTRAST, _contrast_ratio, _label_colour,
                    KEPT_LEGENDS, _fixed_figure, _flat, _grid, _inch_margins, _kept_figure_legend,
                    _kept_legend, _set_hbars,
                    _legend_entries, _line, _log_axis, _log_kept, _log_scale, _png_kwargs, _short_number,

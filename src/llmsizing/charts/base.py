@@ -64,6 +64,32 @@ GPU_COLORS = {"A10": "#BBBBBB", "L40S": "#555555", "RTX 4090": "#AA4499", "A100 
               "A100 80GB": "#332288", "H100 SXM": "#009E73", "H200": "#000000", "B200": "#D55E00",
               "MI300X": "#999933"}
 
+#: The least WCAG 2.1 contrast ratio a GPU's name written in its own colour keeps against the white figure
+#: (success criterion 1.4.11 for graphics, 1.4.3 for large text: 3:1); a lighter colour writes it in dark
+#: grey.
+MIN_LABEL_CONTRAST = 3.0
+
+
+def _contrast_ratio(colour, background="white") -> float:
+    """WCAG 2.1's contrast ratio (L1 + 0.05) / (L2 + 0.05) of two matplotlib colours, L the relative luminance
+    of their linearised sRGB channels (21 for black on white, 1 for a colour on itself)."""
+    from matplotlib.colors import to_rgb
+
+    def luminance(c) -> float:
+        lin = [x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in to_rgb(c)]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    lo, hi = sorted((luminance(colour), luminance(background)))
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def _label_colour(colour, background="white"):
+    """``colour`` for a label's text if it reaches :data:`MIN_LABEL_CONTRAST` against ``background``, else
+    dark grey (0.25: 10:1 on white): chapter 6's A10 (#BBBBBB, 1.9:1) and A100 40GB (#88CCEE, 1.8:1)
+    (issue 38)."""
+    return colour if _contrast_ratio(colour, background) >= MIN_LABEL_CONTRAST else "0.25"
+
+
 #: The step-time parts of :func:`_step_time_bars` (the parallelism explorer, chapter 8, and the planner,
 #: chapter 12), in drawing order, with their colours.
 EXPLORER_TIME_COLORS = {"compute": "#0072B2", "pipeline bubble": "#BBBBBB", "dp": "#E69F00", "tp": "#009E73",

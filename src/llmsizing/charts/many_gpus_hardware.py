@@ -7,7 +7,7 @@ No formula lives here: render functions only call the library and draw.
 
 from __future__ import annotations
 
-from .base import GPU_COLORS, View, _grid, new_figure
+from .base import GPU_COLORS, View, _grid, _label_colour, new_figure
 
 
 #: Where a GPU's name sits next to its dot in the capacity panel (points; alignment), where the default
@@ -63,7 +63,8 @@ def render_gpu_landscape(gpus=None, named=None) -> View:
         ax1.scatter(r["hbm_tbps"], r["memory_gib"], color=GPU_COLORS.get(name, "0.3"), s=40, zorder=3)
     for group in _landscape_groups(df):
         r = df.loc[group[0]]
-        c = GPU_COLORS.get(group[0], "0.3") if len(group) == 1 else "0.25"
+        # a name in its GPU's colour, unless that colour is too light to read on white (the dot keeps it)
+        c = _label_colour(GPU_COLORS.get(group[0], "0.3"), fig.get_facecolor()) if len(group) == 1 else "0.25"
         dx, dy, ha, *leader = _LANDSCAPE_LABEL_OFFSETS.get(group[0], (4, 3, "left"))
         va = "bottom" if dy > 0 else "top" if dy < -5 else "center_baseline"
         line = dict(arrowprops=dict(arrowstyle="-", color=c, lw=0.6, shrinkA=0, shrinkB=4,
