@@ -116,8 +116,9 @@ def test_small_expert_layers_run_no_slower_than_the_library_prices_them():
     experts 256-1,024 wide. What chapter 18 says of them, checked: ScatterMoE's layers with 512-wide experts
     run no slower than the library's price; at 256-wide experts they run well above it (ScatterMoE 1.6-1.8x).
     So the ~1.4x the small MoE runs take over their prediction is not in their expert kernels as these run
-    today (Dec 2025 versions: ScatterMoE's Triton kernels were rewritten in Oct 2024, after Granite 3.0's
-    pre-training)."""
+    today (SonicMoE's ScatterMoE is xma's 2025 copy; its forward tile is the one IBM's dolomite-engine called
+    in Sep 2024, data/moe_kernel_evidence.csv *_tile_rows_*: the Oct 2024 change wrapped the kernels for
+    torch.compile, smallmoe40; the Triton compiler is newer)."""
     from llmsizing.moe_evidence import sonicmoe_layer_ratios
 
     t = sonicmoe_layer_ratios()

@@ -36,6 +36,11 @@ says, and Phi-3.5-MoE less than it. This module holds the pieces of evidence cha
   SonicMoE's benchmark counts it (Guo et al. 2025, arXiv:2512.14080, Fig. 14, ``data/moe_layer_kernels.csv``),
   and the measured ScatterMoE and MegaBlocks layers over it.
 
+- :func:`run_layer_shape`, :func:`tile_padding_share` and :func:`kernel_bars_near_run`: SonicMoE's measured
+  layers of a run's own kernel (ScatterMoE: Granite 3.0) near the run's own layer shape, carried to it as
+  lower bounds, against the library's price there (smallmoe40; pre-registered in
+  ``tests/test_moe_kernel_shapes.py``).
+
 - :func:`compute_terms_s`: a published run's step compute split into the terms
   :func:`~llmsizing.comm.step_compute_time_s` adds (the Linear GEMMs at the layer's rate, and of them the
   routed experts'; the attention core; the memory-bound kernels; the routing kernels; the load skew), on its
@@ -281,6 +286,65 @@ def sonicmoe_layer_ratios(kernels=("ScatterMoE", "MegaBlocks"), max_hidden: int 
     return t.reset_index(drop=True)
 
 
+#: ScatterMoE's forward kernel (scatter2scatter): a Triton program's block of 128 rows (tokens of one
+#: expert, the index list padded to whole blocks), 128 output columns and 32 of depth; the same at
+#: shawntan/scattermoe 3eb4631 (2024-03) to 2d15f31 (2025-08) and in xma 384ed0a7, the copy SonicMoE's
+#: Fig. 14 benchmarks (``data/moe_kernel_evidence.csv``, ``scattermoe_tile_*``; smallmoe40).
+SCATTERMOE_TILE_ROWS = 128
+#: A measured layer counts as "near" a run's layer at the same expert width and a hidden size within this
+#: factor either way (pre-registered in tests/test_moe_kernel_shapes.py before any range was looked at).
+NEAR_HIDDEN_FACTOR = 2.0
+#: SonicMoE's Fig. 14 bars are read to +-10 TFLOP/s (``data/moe_layer_kernels.csv``).
+BAR_READ_TFLOPS = 10.0
+
+
+def run_layer_shape(row) -> dict:
+    """One micro-batch's MoE layer of a row of :func:`~llmsizing.moe_runs.moe_published_runs` as
+    :func:`moe_layer_tflops` takes it: ``tokens`` (one sequence a micro-batch, as
+    :func:`~llmsizing.moe_runs.run_step` prices it; these rows have no tensor or context parallelism),
+    ``hidden``, ``expert_ffn``, ``experts``, ``top_k`` (the row's model)."""
+    m = _run_model(row)
+    if not m.experts:
+        raise ValueError(f"run_layer_shape: {row['run']!r} has no routed experts")
+    return {"tokens": int(row["seq"]), "hidden": m.hidden, "expert_ffn": m.expert_ffn_hidden or m.ffn_hidden,
+            "experts": m.experts, "top_k": m.experts_per_token}
+
+
+def tile_padding_share(tokens: int, experts: int, top_k: int, tile_rows: int = SCATTERMOE_TILE_ROWS) -> float:
+    """Rows a tiled grouped kernel computes over rows routed, with every expert's mean rows
+    (``tokens x top_k / experts``) rounded up to whole ``tile_rows`` blocks: ScatterMoE pads each expert's
+    index list so (Tan et al. 2024, arXiv:2403.08245, Sec. 3). 1 when the mean is a whole number of blocks."""
+    tokens, experts = check_int("tokens", tokens, minimum=1), check_int("experts", experts, minimum=1)
+    top_k = check_int("top_k", top_k, minimum=1, maximum=experts)
+    tile_rows = check_int("tile_rows", tile_rows, minimum=1)
+    rows = tokens * top_k / experts
+    return -(-rows // tile_rows) * tile_rows / rows
+
+
+def kernel_bars_near_run(row, kernel: str) -> "object":
+    """SonicMoE's measured layers of ``kernel`` (``data/moe_layer_kernels.csv``) near a run's MoE layer
+    (:func:`run_layer_shape`; same GPU, same expert width, hidden within :data:`NEAR_HIDDEN_FACTOR`), each
+    carried to the run's shape as a lower bound: the bar less its reading error (:data:`BAR_READ_TFLOPS`)
+    over the run's :func:`tile_padding_share` (the bars' own shapes are whole blocks). Columns added:
+    ``fwd_low``, ``bwd_low`` (TFLOP/s), ``library_tflops`` (:func:`moe_layer_tflops` at the run's shape) and
+    ``fwd_low_over_price``, ``bwd_low_over_price``. Empty when no bar is near (nothing can be said)."""
+    import pandas as pd
+
+    shape = run_layer_shape(row)
+    t = pd.read_csv(MOE_LAYER_KERNELS_CSV)
+    h = shape["hidden"]
+    t = t[(t["kernel"] == kernel) & (t["gpu"] == row["gpu"]) & (t["expert_ffn"] == shape["expert_ffn"])
+          & (t["hidden"] >= h / NEAR_HIDDEN_FACTOR) & (t["hidden"] <= h * NEAR_HIDDEN_FACTOR)].copy()
+    pad = tile_padding_share(shape["tokens"], shape["experts"], shape["top_k"])
+    price = moe_layer_tflops(shape["tokens"], h, shape["expert_ffn"], shape["experts"], shape["top_k"],
+                             row["gpu"])
+    for d in ("fwd", "bwd"):
+        t[f"{d}_low"] = (t[f"{d}_tflops"] - BAR_READ_TFLOPS) / pad
+        t[f"{d}_low_over_price"] = t[f"{d}_low"] / price
+    t["library_tflops"] = price
+    return t.reset_index(drop=True)
+
+
 def compute_terms_s(row) -> dict:
     """A row of :func:`~llmsizing.moe_runs.moe_published_runs` priced as :func:`~llmsizing.moe_runs.run_step`
     prices it, its step's compute (:attr:`~llmsizing.layouts.StepTime.compute_s`) split into the terms of
@@ -419,4 +483,6 @@ __all__ = ["MOE_KERNEL_EVIDENCE_CSV", "MOE_LAYER_KERNELS_CSV", "TABLE7_GPU_WATTS
            "NodeHoursReading", "node_hours_reading", "compute_only_ratio",
            "grin_dense_twin", "grin_table3_layout", "grin_table3_faster", "card_tokens_per_gpu_s",
            "grin_production_over_study", "moe_layer_tflops",
-           "sonicmoe_layer_ratios", "compute_terms_s", "moe_part_factor_needed", "fill_drain_overcharge"]
+           "sonicmoe_layer_ratios", "SCATTERMOE_TILE_ROWS", "NEAR_HIDDEN_FACTOR", "BAR_READ_TFLOPS",
+           "run_layer_shape", "tile_padding_share", "kernel_bars_near_run", "compute_terms_s",
+           "moe_part_factor_needed", "fill_drain_overcharge"]
