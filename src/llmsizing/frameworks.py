@@ -21,7 +21,8 @@ documentation, not from the residuals:
   metaseq's FairScale FSDP): the layer is eager PyTorch (optionally ``torch.compile``) around a
   FlashAttention kernel, and FSDP's per-layer all-gather and reduce-scatter are the collectives it overlaps.
   llm-foundry and torchtitan READMEs; Zhang et al. 2022 (OPT), Sec. 2.4. KempnerForge is one too (its README:
-  "PyTorch-native: FSDP2, DTensor, DeviceMesh, DCP, SDPA, torch.compile").
+  "PyTorch-native: FSDP2, DTensor, DeviceMesh, DCP, SDPA, torch.compile"). FlashAttention's training scripts
+  (``"pytorch"`` in ``data/published_runs.csv``: DDP with a ZeRO-1 optimizer, not FSDP) run the same step.
 - ``"unknown"``: anything else (an internal stack such as Meta's Llama 3 trainer, or none stated): its range
   is the pooled one, as if no stack were given.
 
