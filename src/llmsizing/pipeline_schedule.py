@@ -71,7 +71,7 @@ class PipelineSchedule:
     pp: int
     micro_batches: int
     virtual_stages: int
-    forward: float | tuple           # a time per stage (1F1B only: pipeline_schedule) or one for all
+    forward: float | tuple           # a time per stage (pipeline_schedule) or one for all
     backward: float | tuple
     ops: tuple
 
@@ -85,7 +85,8 @@ class PipelineSchedule:
         """One stage's own work: ``m`` forwards and backwards of its layers (no bubble); with times per stage
         (:func:`pipeline_schedule`), the slowest stage's, the library's ``compute_s``."""
         f, b = _per_stage(self.forward, self.pp), _per_stage(self.backward, self.pp)
-        return self.micro_batches * max(x + y for x, y in zip(f, b))
+        t = [x + y for x, y in zip(f, b)]
+        return self.micro_batches * max(dualpipe_rank_mean(t) if self.name == "DualPipe" else t)
 
     @property
     def bubble_fraction(self) -> float:
@@ -207,24 +208,24 @@ def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8
     """Lay out one schedule (:data:`SCHEDULES`) of ``pp`` stages and ``micro_batches`` micro-batches in time
     (``virtual_stages`` model chunks per stage for ``"interleaved"``, whose chunks take ``1/v`` of a stage's
     times; ignored otherwise; their micro-batches in groups of ``microbatch_group``, ``pp`` by default,
-    checked by :func:`check_microbatch_group`). ``"1f1b"`` and ``"interleaved"`` also take ``forward`` and
-    ``backward`` as one time per stage (``pp`` of each: stages of unequal work, e.g. the last one holding the
-    output layer and the loss, each of its chunks ``1/v`` of it; :func:`unbalanced_1f1b_makespan`).
-    Chapter 8."""
+    checked by :func:`check_microbatch_group`). ``forward`` and ``backward`` may be one time per stage
+    (``pp`` of each: stages of unequal work, e.g. the last one holding the output layer and the loss, each of
+    its chunks ``1/v`` of it; :func:`unbalanced_1f1b_makespan`; zero bubble and DualPipe as fixed orders,
+    :mod:`llmsizing.pipeline_unequal`, zb40). Chapter 8."""
     kind = check_choice("kind", kind, SCHEDULES)
     p = check_int("pp", pp, maximum=64)
     m = check_int("micro_batches", micro_batches, maximum=512)
-    if kind not in ("1f1b", "interleaved") and not (_scalar(forward) and _scalar(backward)):
-        raise TypeError(f"forward and backward per stage are for kind='1f1b' or 'interleaved' only, got "
-                        f"kind={kind!r}")
+    forward, backward = _stage_times("forward", forward, p), _stage_times("backward", backward, p)
     if kind == "dualpipe":
-        return _dualpipe(p, m, check_number("forward", forward, allow_equal=False, maximum=1e6),
-                         check_number("backward", backward, allow_equal=False, maximum=1e6))
+        return _dualpipe(p, m, forward, backward)
     v = check_int("virtual_stages", virtual_stages, maximum=16) if kind == "interleaved" else 1
     group = check_microbatch_group(p, m, microbatch_group) if kind == "interleaved" else 0
-    forward, backward = _stage_times("forward", forward, p), _stage_times("backward", backward, p)
     tfs, tbs = [x / v for x in _per_stage(forward, p)], [x / v for x in _per_stage(backward, p)]
     split = kind == "zero-bubble"
+    if split and len(set(tfs)) + len(set(tbs)) > 2:       # unequal stages: ZB-H1's order, each stage's times
+        from .pipeline_unequal import zero_bubble_unequal
+
+        return zero_bubble_unequal(p, m, forward, backward)
     orders = [_order(kind, p, m, v, i, group) for i in range(p)]
     done: dict[tuple[str, int, int], float] = {}          # (kind, virtual stage, micro-batch) -> end
     free = [0.0] * p
@@ -359,10 +360,11 @@ def _dualpipe_blocks(p: int, m: int, rank: int) -> list:
     return out + [[w] for _ in range(hr + 1)]                     # 8: the deferred weight gradients
 
 
-def _dualpipe(p: int, m: int, tf: float, tb: float) -> PipelineSchedule:
+def _dualpipe(p: int, m: int, forward, backward) -> PipelineSchedule:
     if p % 2 or m % 2 or m < 2 * p:
         raise ValueError(f"the dualpipe schedule needs an even pp and an even micro_batches >= 2 pp "
                          f"(DualPipe's own assertions), got pp={p}, micro_batches={m}")
+    tfs, tbs = _per_stage(forward, p), _per_stage(backward, p)      # per stage: a rank runs two of them
     blocks = [_dualpipe_blocks(p, m, r) for r in range(p)]
     done: dict = {}
     free, pos, later = [0.0] * p, [0] * p, [[] for _ in range(p)]
@@ -392,7 +394,8 @@ def _dualpipe(p: int, m: int, tf: float, tb: float) -> PipelineSchedule:
             for kind, d, j in blocks[r][pos[r]]:
                 if kind == "W":
                     d, j = later[r].pop(0)
-                length = tf if kind == "F" else (tb if kind == "B" else tb / 2)
+                s = stage(r, d)
+                length = tfs[s] if kind == "F" else (tbs[s] if kind == "B" else tbs[s] / 2)
                 ops.append(PipelineOp(r, "B" if kind == "Bz" else kind, j + d * (m // 2), d, t, t + length))
                 if kind != "W":
                     done[("F" if kind == "F" else "B", d, stage(r, d), j)] = t + length
@@ -402,7 +405,7 @@ def _dualpipe(p: int, m: int, tf: float, tb: float) -> PipelineSchedule:
             free[r], pos[r], progress = t, pos[r] + 1, True
         if not progress:                                   # cannot happen for DualPipe's phases; a guard
             raise RuntimeError(f"the dualpipe schedule deadlocked (pp={p}, micro_batches={m})")
-    return PipelineSchedule("DualPipe", p, m, 1, tf, tb, tuple(sorted(ops, key=lambda o: o.start)))
+    return PipelineSchedule("DualPipe", p, m, 1, forward, backward, tuple(sorted(ops, key=lambda o: o.start)))
 
 
 def published_bubble(kind: str, pp: int, *, virtual_stages: int = 1, forward: float = 1.0,
