@@ -116,3 +116,45 @@ def test_bad_input_is_refused_by_name():
         zb1p_makespan((3.0, 3.0), 0)
     with pytest.raises(RuntimeError, match="deadlocked"):
         fixed_order_times([[("F", 0)], [("F", 0)]], lambda i, op: [(1 - i, op)], lambda i, op: 1.0)
+
+
+def _row_stage_times(schedule):
+    from llmsizing.comm import stage_compute_times_s
+    from llmsizing.moe_evidence import _row_skew
+    from llmsizing.moe_runs import _model, moe_published_runs, run_step
+    from llmsizing.precision import compute_dtype
+
+    runs = moe_published_runs()
+    row = runs[runs["schedule"] == schedule].iloc[0]
+    st = run_step(row)
+    par = st.communication.parallel
+    m, model = int(row["global_batch"]) // par.dp, _model(row["model"])
+    times = stage_compute_times_s(model, par, batch=1, seq=int(row["seq"]), gpu=row["gpu"], grad_accum=m,
+                                  recompute=row["recompute"], dtype=compute_dtype(row["precision"]),
+                                  mtp_depth=int(row["mtp_depth"]), comm_sms=int(row["comm_sms"]),
+                                  load_skew=_row_skew(row, model, par.ep))
+    return st, par.pp, m, [t / m for t in times]
+
+
+def test_step_time_prices_zb1p_at_each_stages_speed():
+    # DeepSeek-V2's row (ZB1P, 16 stages, 72 micro-batches, its last stage the slowest): the step's bubble is
+    # (sum - max) / (3 m max) of its stages, the layout's own, below the table's 15 / (3 x 72) = 0.0694
+    # charged at the slowest stage's speed before zb40
+    st, p, m, t = _row_stage_times("zb1p")
+    assert (p, m) == (16, 72) and t.index(max(t)) == p - 1
+    assert st.bubble == pytest.approx((sum(t) - max(t)) / (3 * m * max(t)), rel=1e-12)
+    lay = _zb([x / 3 for x in t], m)
+    assert lay.bubble_fraction == pytest.approx(st.bubble, rel=1e-9)
+    assert st.bubble < 15 / 216
+
+
+def test_step_time_prices_dualpipe_from_its_layout():
+    # DeepSeek-V3's row (DualPipe, 16 stages, 120 micro-batches; stage 0 three layers, the last two with the
+    # output layer and the MTP module): the bubble is the layout's over m x the slowest rank's mean, below
+    # the table's (8 - 1) x 2 / (3 x 120) = 0.0389 at that rank's speed
+    st, p, m, t = _row_stage_times("dualpipe")
+    assert (p, m) == (16, 120)
+    top = max((t[i] + t[p - 1 - i]) / 2 for i in range(p))
+    assert st.compute_s == pytest.approx(m * top, rel=1e-12)
+    assert st.bubble == pytest.approx((dualpipe_makespan(t, m) - m * top) / (m * top), rel=1e-12)
+    assert st.bubble < 7 * 2 / 360
