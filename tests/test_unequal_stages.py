@@ -21,8 +21,8 @@ import random
 import pytest
 
 from llmsizing.moe_time import schedule_bubble
-from llmsizing.pipeline_schedule import pipeline_schedule
-from llmsizing.pipeline_unequal import dualpipe_makespan, fixed_order_times, zb1p_makespan
+from llmsizing.pipeline_schedule import dualpipe_makespan, pipeline_schedule
+from llmsizing.pipeline_unequal import fixed_order_times, unbalanced_1f1b_makespan, zb1p_makespan
 
 
 def _zb(f, m):
@@ -67,8 +67,10 @@ def test_zb_h1_closed_form_bounds_random_stage_sets():
         m = rng.choice([p, p + 1, 2 * p, 3 * p + 1])
         f = [rng.uniform(0.5, 2.0) for _ in range(p)]
         t = [3 * x for x in f]
-        lay = _zb(f, m).makespan
+        s = _zb(f, m)
+        lay = s.makespan
         assert m * max(t) <= lay + 1e-9 and lay <= zb1p_makespan(t, m) + 1e-9
+        assert max(s.in_flight) <= p                     # the order keeps ZB-H1's memory bound, p in flight
         assert zb1p_makespan(t, m) <= m * max(t) + sum(t) - max(t)
 
 
@@ -114,6 +116,9 @@ def test_bad_input_is_refused_by_name():
         dualpipe_makespan((3.0, -1.0, 3.0, 3.0), 8)
     with pytest.raises(ValueError, match="micro_batches"):
         zb1p_makespan((3.0, 3.0), 0)
+    with pytest.raises(TypeError, match="stage_times"):
+        dualpipe_makespan(3.0, 8)
+    assert unbalanced_1f1b_makespan((3, 6), 2) == 15        # (moved: still importable from both modules)
     with pytest.raises(RuntimeError, match="deadlocked"):
         fixed_order_times([[("F", 0)], [("F", 0)]], lambda i, op: [(1 - i, op)], lambda i, op: 1.0)
 

@@ -30,8 +30,8 @@ from ._validate import check_choice, check_int, check_number
 from .catalog import _read, get_gpu, resolve_model
 from .moe import mtp_flops_per_token  # noqa: F401 (the MTP term, beside the others)
 from .parallel import pipeline_bubble
-from .pipeline_schedule import dualpipe_rank_mean, unbalanced_1f1b_makespan
-from .pipeline_unequal import dualpipe_makespan, zb1p_makespan
+from .pipeline_schedule import dualpipe_makespan, dualpipe_rank_mean, unbalanced_1f1b_makespan
+from .pipeline_unequal import zb1p_makespan
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -192,7 +192,7 @@ def schedule_bubble(schedule: str, pp: int, m: int, virtual_stages: int = 1, *,
     issue 35; before, the slowest stage's speed). ZB1P (``pp`` stage times): ``(sum - max) / (3 m max)``
     (:func:`~llmsizing.pipeline_unequal.zb1p_makespan`: exact with the slowest stage last, an upper bound
     elsewhere). DualPipe (``pp`` times, one per *stage*, not per rank): the layout's step over ``m`` x the
-    slowest rank's mean of its two stages (:func:`~llmsizing.pipeline_unequal.dualpipe_makespan`; no closed
+    slowest rank's mean of its two stages (:func:`~llmsizing.pipeline_schedule.dualpipe_makespan`; no closed
     form). Both were the table's bubble at the slowest stage's (rank's) speed before zb40 (issue 35)."""
     schedule = check_choice("schedule", schedule, SCHEDULES)
     pp, m = check_int("pp", pp), check_int("microbatches", m)

@@ -31,6 +31,9 @@ next stage's backward. Times are in units of one forward of one stage (``forward
   1)(F&B + B - 3W)`` (the report's Table 2), ``2 (p/2 - 1) / (3m)`` of the ideal at the default times (``F =
   1, B = 2, W = 1``; tests/test_pipeline_schedule.py). At other ratios the layout's bubble can differ from the
   table's (``B = 3F``: 6.5 against 7.5 at ``p = 8``).
+
+Stages of unequal work (a forward and a backward time per stage) lay out as fixed orders: DualPipe's own, and
+ZB-H1's order at the stages' mean times (:mod:`llmsizing.pipeline_unequal`, zb40, with the closed forms).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import functools
 from dataclasses import dataclass
 
 from ._validate import check_choice, check_int, check_number
+from .pipeline_unequal import _times, fixed_order_times, unbalanced_1f1b_makespan  # noqa: F401 (moved, zb40)
 
 #: The most pipeline stages a layout may have: 1,024 (published runs use at most 64 or so; Megatron-LM's
 #: 1T-parameter run has 64). Every stage is a row of the per-stage memory, so the bound keeps every call fast.
@@ -83,7 +87,8 @@ class PipelineSchedule:
     @property
     def ideal(self) -> float:
         """One stage's own work: ``m`` forwards and backwards of its layers (no bubble); with times per stage
-        (:func:`pipeline_schedule`), the slowest stage's, the library's ``compute_s``."""
+        (:func:`pipeline_schedule`), the slowest stage's (DualPipe: the slowest rank's mean of its two
+        stages, :func:`dualpipe_rank_mean`), the library's ``compute_s``."""
         f, b = _per_stage(self.forward, self.pp), _per_stage(self.backward, self.pp)
         t = [x + y for x, y in zip(f, b)]
         return self.micro_batches * max(dualpipe_rank_mean(t) if self.name == "DualPipe" else t)
@@ -223,9 +228,7 @@ def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8
     tfs, tbs = [x / v for x in _per_stage(forward, p)], [x / v for x in _per_stage(backward, p)]
     split = kind == "zero-bubble"
     if split and len(set(tfs)) + len(set(tbs)) > 2:       # unequal stages: ZB-H1's order, each stage's times
-        from .pipeline_unequal import zero_bubble_unequal
-
-        return zero_bubble_unequal(p, m, forward, backward)
+        return _zero_bubble_unequal(p, m, forward, backward)
     orders = [_order(kind, p, m, v, i, group) for i in range(p)]
     done: dict[tuple[str, int, int], float] = {}          # (kind, virtual stage, micro-batch) -> end
     free = [0.0] * p
@@ -282,6 +285,26 @@ def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8
     return PipelineSchedule(name[kind], p, m, v, forward, backward, tuple(sorted(ops, key=lambda o: o.start)))
 
 
+def _zero_bubble_unequal(p: int, m: int, forward: tuple, backward: tuple) -> PipelineSchedule:
+    """ZB-H1 on stages of unequal times: the order it lays out at the stages' mean times, each stage running
+    it at its own (:func:`~llmsizing.pipeline_unequal.fixed_order_times`; W half the backward)."""
+    base = pipeline_schedule("zero-bubble", pp=p, micro_batches=m, forward=sum(forward) / p,
+                             backward=sum(backward) / p)
+    orders = [[(o.kind, o.micro_batch) for o in base.ops if o.stage == i] for i in range(p)]
+
+    def deps(i, op):
+        if op[0] == "F":
+            return [(i - 1, op)] if i else []
+        if op[0] == "W":
+            return [(i, ("B", op[1]))]
+        return [(i + 1, op)] if i < p - 1 else [(i, ("F", op[1]))]
+
+    ops = [PipelineOp(i, op[0], op[1], 0, a, b) for i, op, a, b in
+           fixed_order_times(orders, deps, lambda i, op: forward[i] if op[0] == "F" else backward[i] / 2)]
+    return PipelineSchedule("zero bubble (ZB-H1)", p, m, 1, forward, backward,
+                            tuple(sorted(ops, key=lambda o: o.start)))
+
+
 def _scalar(x) -> bool:
     return not isinstance(x, (tuple, list))
 
@@ -297,27 +320,6 @@ def _stage_times(name: str, value, p: int):
 
 def _per_stage(value, p: int) -> tuple:
     return (value,) * p if _scalar(value) else tuple(value)
-
-
-def unbalanced_1f1b_makespan(stage_times, micro_batches: int, virtual_stages: int = 1) -> float:
-    """A 1F1B step of ``micro_batches`` micro-batches whose stages take ``stage_times`` each (a micro-batch's
-    forward and backward on that stage, first stage first): ``m x max + (sum - max) / v``. The slowest stage
-    runs its ``m`` micro-batches back to back; the fill before its first and the drain after its last pass
-    through every other stage once, at that stage's own speed. Interleaved (``v`` chunks a stage, each
-    ``1/v`` of the stage's time), the fill and drain pass one chunk of each other stage: ``(sum - max) / v``,
-    where equal stages give Narayanan et al.'s ``(pp - 1) t / v``. Exact when the slowest stage is the last
-    (the output layer and the loss: :func:`pipeline_schedule` lays it out the same to the last digit,
-    tests/test_unbalanced_pipeline.py), an upper bound when it sits elsewhere; equal stages give
-    ``(m + (pp - 1) / v) t``, the ``(pp - 1) / (v m)`` bubble. Charged at the slowest stage's speed, as the
-    step model did before session 39, the bubble was ``(pp - 1)(max - mean of the others) / v`` longer
-    (phi39, issue 35: prompted by the Phi-3.5-MoE row, whose last stage holds two layers and the output
-    layer; :func:`llmsizing.moe_evidence.fill_drain_overcharge`). The step model's bubble
-    (:func:`llmsizing.moe_time.schedule_bubble`) is this less ``m x max``, over ``m x max``."""
-    m, v = check_int("micro_batches", micro_batches), check_int("virtual_stages", virtual_stages)
-    if _scalar(stage_times) or not len(stage_times):
-        raise TypeError(f"stage_times must be a tuple of one time per stage, got {stage_times!r}")
-    t = [check_number(f"stage_times[{i}]", x, allow_equal=False) for i, x in enumerate(stage_times)]
-    return m * max(t) + (sum(t) - max(t)) / v
 
 
 def _dualpipe_blocks(p: int, m: int, rank: int) -> list:
@@ -453,6 +455,19 @@ def dualpipe_rank_mean(per_stage) -> tuple:
     micro-batches through each (:func:`~llmsizing.comm.step_compute_time_s`)."""
     n = len(per_stage)
     return tuple((per_stage[i] + per_stage[n - 1 - i]) / 2 for i in range(n))
+
+def dualpipe_makespan(stage_times, micro_batches: int) -> float:
+    """DualPipe's step of ``micro_batches`` micro-batches on stages taking ``stage_times`` each (a forward and
+    a backward there, first stage first; a third forward), as :func:`pipeline_schedule` lays it out: no
+    closed form (:mod:`llmsizing.pipeline_unequal`). At least ``m`` x the slowest rank's mean of its two
+    stages; equal stages give the report's Table 2. Kept per (times over their largest, ``m``)."""
+    m, t = check_int("micro_batches", micro_batches), _times(stage_times)
+    return max(t) * _dualpipe_unit(tuple(x / max(t) for x in t), m)
+
+
+@functools.lru_cache(maxsize=256)
+def _dualpipe_unit(ratios: tuple, m: int) -> float:
+    return _dualpipe(len(ratios), m, tuple(x / 3 for x in ratios), tuple(2 * x / 3 for x in ratios)).makespan
 
 
 def _run_ends(order) -> list[bool]:
