@@ -48,8 +48,8 @@ def test_bad_stage_times_are_refused_by_name():
         pipeline_schedule("1f1b", pp=4, micro_batches=8, forward=(1, 1), backward=2)
     with pytest.raises(ValueError, match=r"backward\[1\]"):
         pipeline_schedule("1f1b", pp=2, micro_batches=4, forward=1, backward=(2, -1))
-    with pytest.raises(TypeError, match="kind='1f1b' or 'interleaved' only"):
-        pipeline_schedule("zero-bubble", pp=2, micro_batches=4, forward=(1, 1))
+    with pytest.raises(ValueError, match="forward per stage needs pp=2"):    # (zb40: every kind takes them)
+        pipeline_schedule("zero-bubble", pp=2, micro_batches=4, forward=(1, 1, 1))
     with pytest.raises(TypeError, match="stage_times"):
         unbalanced_1f1b_makespan(3.0, 8)
     with pytest.raises(ValueError, match=r"stage_times\[1\]"):
@@ -125,7 +125,7 @@ def test_schedule_bubble_stage_times_refused_and_kept():
 
     with pytest.raises(ValueError, match="stage_times needs pp=4"):
         schedule_bubble("1f1b", 4, 8, stage_times=(1.0, 2.0))
-    # ZB1P and DualPipe keep their table's formula; one stage has no bubble
+    # without stage times ZB1P and DualPipe keep their table's formula; one stage has no bubble
     assert schedule_bubble("zb1p", 4, 8) == 3 / 24 and schedule_bubble("1f1b", 1, 8, stage_times=(2.0,)) == 0
 
 

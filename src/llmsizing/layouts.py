@@ -322,14 +322,19 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
         load_skew = _load_skew(model, par.ep, capacity_factor=capacity_factor)
     eff = default_efficiency(g, dtype) if eff is None else check_fraction("kernel_efficiency", eff)
     # every stage's compute (step_compute_time_s is their max): 1F1B's fill and drain pass each other stage
-    # at its own speed (schedule_bubble; session 39, issue 35)
+    # at its own speed (schedule_bubble; session 39, issue 35), zero bubble's and DualPipe's too (zb40)
     stages = stage_compute_times_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m, recompute=recompute,
                                    kernel_efficiency=eff, dtype=dtype, recompute_layers=recompute_layers,
                                    attention_kernel=attention_kernel, mtp_depth=mtp_depth, comm_sms=comm_sms,
                                    load_skew=load_skew, schedule=schedule, attention_seq=att)
     compute = max(stages)
-    bubble = schedule_bubble(schedule, par.pp, m, par.virtual_stages,
-                             stage_times=stages if schedule == "1f1b" else None)
+    if schedule == "dualpipe" and par.pp > 1:     # (the bubble needs each stage's time, not each rank's)
+        stages = stage_compute_times_s(model, par, batch=batch, seq=seq, gpu=g, grad_accum=m,
+                                       recompute=recompute, kernel_efficiency=eff, dtype=dtype,
+                                       recompute_layers=recompute_layers, attention_kernel=attention_kernel,
+                                       mtp_depth=mtp_depth, comm_sms=comm_sms, load_skew=load_skew,
+                                       attention_seq=att)
+    bubble = schedule_bubble(schedule, par.pp, m, par.virtual_stages, stage_times=stages)
     model_per_token = training_flops_per_token(model, seq=att)
     if recompute_layers is None:
         hardware_per_token = training_flops_per_token(model, seq=att, recompute=recompute)

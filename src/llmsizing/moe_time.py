@@ -14,8 +14,8 @@
   auxiliary-loss-free routing (``data/moe_load_skew.csv``).
 * **SMs kept for communication**: DeepSeek-V3 runs its all-to-all on 20 of each H800's 132 SMs (Sec. 3.2.2),
   so the compute runs on the rest (:func:`comm_sm_share`).
-* **Pipeline schedules**: DualPipe's and zero-bubble's bubbles from the DualPipe repository's table
-  (:func:`schedule_bubble`).
+* **Pipeline schedules**: DualPipe's and zero-bubble's bubbles from the DualPipe repository's table, on
+  stages of unequal work from their layouts (:func:`schedule_bubble`, :mod:`llmsizing.pipeline_unequal`).
 * **Multi-token prediction**: its module's FLOPs (:func:`llmsizing.moe.mtp_flops_per_token`, re-exported
   here; DeepSeek-V3 Sec. 2.2).
 """
@@ -30,7 +30,8 @@ from ._validate import check_choice, check_int, check_number
 from .catalog import _read, get_gpu, resolve_model
 from .moe import mtp_flops_per_token  # noqa: F401 (the MTP term, beside the others)
 from .parallel import pipeline_bubble
-from .pipeline_schedule import unbalanced_1f1b_makespan
+from .pipeline_schedule import dualpipe_makespan, dualpipe_rank_mean, unbalanced_1f1b_makespan
+from .pipeline_unequal import zb1p_makespan
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -188,27 +189,36 @@ def schedule_bubble(schedule: str, pp: int, m: int, virtual_stages: int = 1, *,
     :func:`~llmsizing.comm.stage_compute_times_s`): the fill and drain pass each stage but the slowest once at
     its own speed (:func:`~llmsizing.pipeline_schedule.unbalanced_1f1b_makespan`), so the bubble is
     ``(sum - max) / (v m max)``, ``(pp-1)/(v m)`` x the mean of the other stages over the slowest (session 39,
-    issue 35; before, the slowest stage's speed). ZB1P's and DualPipe's keep their table's formula: their
-    fill and drain interleave split backwards, and no closed form per stage is derived here."""
+    issue 35; before, the slowest stage's speed). ZB1P (``pp`` stage times): ``(sum - max) / (3 m max)``
+    (:func:`~llmsizing.pipeline_unequal.zb1p_makespan`: exact with the slowest stage last, an upper bound
+    elsewhere). DualPipe (``pp`` times, one per *stage*, not per rank): the layout's step over ``m`` x the
+    slowest rank's mean of its two stages (:func:`~llmsizing.pipeline_schedule.dualpipe_makespan`; no closed
+    form). Both were the table's bubble at the slowest stage's (rank's) speed before zb40 (issue 35)."""
     schedule = check_choice("schedule", schedule, SCHEDULES)
     pp, m = check_int("pp", pp), check_int("microbatches", m)
+    per_stage = stage_times is not None and pp > 1
+    if per_stage and len(stage_times) != pp:
+        raise ValueError(f"stage_times needs pp={pp} times, one a stage, got {len(stage_times)}")
     if schedule == "1f1b":
-        balanced = pipeline_bubble(pp, m, virtual_stages)
-        if stage_times is None or pp == 1:
-            return balanced
-        if len(stage_times) != pp:
-            raise ValueError(f"stage_times needs pp={pp} times, one a stage, got {len(stage_times)}")
+        if not per_stage:
+            return pipeline_bubble(pp, m, virtual_stages)
         top = max(stage_times)
         return (unbalanced_1f1b_makespan(stage_times, m, virtual_stages) - m * top) / (m * top)
     if virtual_stages != 1:
         raise ValueError(f"schedule={schedule!r} has no interleaved chunks: virtual_stages must be 1, got "
                          f"{virtual_stages}")
     if schedule == "zb1p":
-        return (pp - 1) * (3 - 2) / (3 * m)
+        if not per_stage:
+            return (pp - 1) * (3 - 2) / (3 * m)
+        top = max(stage_times)
+        return (zb1p_makespan(stage_times, m) - m * top) / (m * top)
     if pp % 2 or m % 2 or m < 2 * pp:
         raise ValueError(f"schedule='dualpipe' needs an even pp and an even number of micro-batches >= 2 pp, "
                          f"got pp={pp}, micro-batches={m} (DualPipe's own assertions, dualpipe.py's step)")
-    return (pp / 2 - 1) * (3 + 2 - 3) / (3 * m)
+    if not per_stage:
+        return (pp / 2 - 1) * (3 + 2 - 3) / (3 * m)
+    top = max(dualpipe_rank_mean(stage_times))
+    return (dualpipe_makespan(stage_times, m) - m * top) / (m * top)
 
 
 def moe_extra_seconds(moe_layers, tokens, *, route_bytes, hbm_bytes_per_s, skew, expert_flops, gemm_rate):

@@ -31,6 +31,9 @@ next stage's backward. Times are in units of one forward of one stage (``forward
   1)(F&B + B - 3W)`` (the report's Table 2), ``2 (p/2 - 1) / (3m)`` of the ideal at the default times (``F =
   1, B = 2, W = 1``; tests/test_pipeline_schedule.py). At other ratios the layout's bubble can differ from the
   table's (``B = 3F``: 6.5 against 7.5 at ``p = 8``).
+
+Stages of unequal work (a forward and a backward time per stage) lay out as fixed orders: DualPipe's own, and
+ZB-H1's order at the stages' mean times (:mod:`llmsizing.pipeline_unequal`, zb40, with the closed forms).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import functools
 from dataclasses import dataclass
 
 from ._validate import check_choice, check_int, check_number
+from .pipeline_unequal import _times, fixed_order_times, unbalanced_1f1b_makespan  # noqa: F401 (moved, zb40)
 
 #: The most pipeline stages a layout may have: 1,024 (published runs use at most 64 or so; Megatron-LM's
 #: 1T-parameter run has 64). Every stage is a row of the per-stage memory, so the bound keeps every call fast.
@@ -71,7 +75,7 @@ class PipelineSchedule:
     pp: int
     micro_batches: int
     virtual_stages: int
-    forward: float | tuple           # a time per stage (1F1B only: pipeline_schedule) or one for all
+    forward: float | tuple           # a time per stage (pipeline_schedule) or one for all
     backward: float | tuple
     ops: tuple
 
@@ -83,9 +87,11 @@ class PipelineSchedule:
     @property
     def ideal(self) -> float:
         """One stage's own work: ``m`` forwards and backwards of its layers (no bubble); with times per stage
-        (:func:`pipeline_schedule`), the slowest stage's, the library's ``compute_s``."""
+        (:func:`pipeline_schedule`), the slowest stage's (DualPipe: the slowest rank's mean of its two
+        stages, :func:`dualpipe_rank_mean`), the library's ``compute_s``."""
         f, b = _per_stage(self.forward, self.pp), _per_stage(self.backward, self.pp)
-        return self.micro_batches * max(x + y for x, y in zip(f, b))
+        t = [x + y for x, y in zip(f, b)]
+        return self.micro_batches * max(dualpipe_rank_mean(t) if self.name == "DualPipe" else t)
 
     @property
     def bubble_fraction(self) -> float:
@@ -207,24 +213,22 @@ def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8
     """Lay out one schedule (:data:`SCHEDULES`) of ``pp`` stages and ``micro_batches`` micro-batches in time
     (``virtual_stages`` model chunks per stage for ``"interleaved"``, whose chunks take ``1/v`` of a stage's
     times; ignored otherwise; their micro-batches in groups of ``microbatch_group``, ``pp`` by default,
-    checked by :func:`check_microbatch_group`). ``"1f1b"`` and ``"interleaved"`` also take ``forward`` and
-    ``backward`` as one time per stage (``pp`` of each: stages of unequal work, e.g. the last one holding the
-    output layer and the loss, each of its chunks ``1/v`` of it; :func:`unbalanced_1f1b_makespan`).
-    Chapter 8."""
+    checked by :func:`check_microbatch_group`). ``forward`` and ``backward`` may be one time per stage
+    (``pp`` of each: stages of unequal work, e.g. the last one holding the output layer and the loss, each of
+    its chunks ``1/v`` of it; :func:`unbalanced_1f1b_makespan`; zero bubble and DualPipe as fixed orders,
+    :mod:`llmsizing.pipeline_unequal`, zb40). Chapter 8."""
     kind = check_choice("kind", kind, SCHEDULES)
     p = check_int("pp", pp, maximum=64)
     m = check_int("micro_batches", micro_batches, maximum=512)
-    if kind not in ("1f1b", "interleaved") and not (_scalar(forward) and _scalar(backward)):
-        raise TypeError(f"forward and backward per stage are for kind='1f1b' or 'interleaved' only, got "
-                        f"kind={kind!r}")
+    forward, backward = _stage_times("forward", forward, p), _stage_times("backward", backward, p)
     if kind == "dualpipe":
-        return _dualpipe(p, m, check_number("forward", forward, allow_equal=False, maximum=1e6),
-                         check_number("backward", backward, allow_equal=False, maximum=1e6))
+        return _dualpipe(p, m, forward, backward)
     v = check_int("virtual_stages", virtual_stages, maximum=16) if kind == "interleaved" else 1
     group = check_microbatch_group(p, m, microbatch_group) if kind == "interleaved" else 0
-    forward, backward = _stage_times("forward", forward, p), _stage_times("backward", backward, p)
     tfs, tbs = [x / v for x in _per_stage(forward, p)], [x / v for x in _per_stage(backward, p)]
     split = kind == "zero-bubble"
+    if split and len(set(tfs)) + len(set(tbs)) > 2:       # unequal stages: ZB-H1's order, each stage's times
+        return _zero_bubble_unequal(p, m, forward, backward)
     orders = [_order(kind, p, m, v, i, group) for i in range(p)]
     done: dict[tuple[str, int, int], float] = {}          # (kind, virtual stage, micro-batch) -> end
     free = [0.0] * p
@@ -281,6 +285,26 @@ def pipeline_schedule(kind: str = "1f1b", *, pp: int = 4, micro_batches: int = 8
     return PipelineSchedule(name[kind], p, m, v, forward, backward, tuple(sorted(ops, key=lambda o: o.start)))
 
 
+def _zero_bubble_unequal(p: int, m: int, forward: tuple, backward: tuple) -> PipelineSchedule:
+    """ZB-H1 on stages of unequal times: the order it lays out at the stages' mean times, each stage running
+    it at its own (:func:`~llmsizing.pipeline_unequal.fixed_order_times`; W half the backward)."""
+    base = pipeline_schedule("zero-bubble", pp=p, micro_batches=m, forward=sum(forward) / p,
+                             backward=sum(backward) / p)
+    orders = [[(o.kind, o.micro_batch) for o in base.ops if o.stage == i] for i in range(p)]
+
+    def deps(i, op):
+        if op[0] == "F":
+            return [(i - 1, op)] if i else []
+        if op[0] == "W":
+            return [(i, ("B", op[1]))]
+        return [(i + 1, op)] if i < p - 1 else [(i, ("F", op[1]))]
+
+    ops = [PipelineOp(i, op[0], op[1], 0, a, b) for i, op, a, b in
+           fixed_order_times(orders, deps, lambda i, op: forward[i] if op[0] == "F" else backward[i] / 2)]
+    return PipelineSchedule("zero bubble (ZB-H1)", p, m, 1, forward, backward,
+                            tuple(sorted(ops, key=lambda o: o.start)))
+
+
 def _scalar(x) -> bool:
     return not isinstance(x, (tuple, list))
 
@@ -296,27 +320,6 @@ def _stage_times(name: str, value, p: int):
 
 def _per_stage(value, p: int) -> tuple:
     return (value,) * p if _scalar(value) else tuple(value)
-
-
-def unbalanced_1f1b_makespan(stage_times, micro_batches: int, virtual_stages: int = 1) -> float:
-    """A 1F1B step of ``micro_batches`` micro-batches whose stages take ``stage_times`` each (a micro-batch's
-    forward and backward on that stage, first stage first): ``m x max + (sum - max) / v``. The slowest stage
-    runs its ``m`` micro-batches back to back; the fill before its first and the drain after its last pass
-    through every other stage once, at that stage's own speed. Interleaved (``v`` chunks a stage, each
-    ``1/v`` of the stage's time), the fill and drain pass one chunk of each other stage: ``(sum - max) / v``,
-    where equal stages give Narayanan et al.'s ``(pp - 1) t / v``. Exact when the slowest stage is the last
-    (the output layer and the loss: :func:`pipeline_schedule` lays it out the same to the last digit,
-    tests/test_unbalanced_pipeline.py), an upper bound when it sits elsewhere; equal stages give
-    ``(m + (pp - 1) / v) t``, the ``(pp - 1) / (v m)`` bubble. Charged at the slowest stage's speed, as the
-    step model did before session 39, the bubble was ``(pp - 1)(max - mean of the others) / v`` longer
-    (phi39, issue 35: prompted by the Phi-3.5-MoE row, whose last stage holds two layers and the output
-    layer; :func:`llmsizing.moe_evidence.fill_drain_overcharge`). The step model's bubble
-    (:func:`llmsizing.moe_time.schedule_bubble`) is this less ``m x max``, over ``m x max``."""
-    m, v = check_int("micro_batches", micro_batches), check_int("virtual_stages", virtual_stages)
-    if _scalar(stage_times) or not len(stage_times):
-        raise TypeError(f"stage_times must be a tuple of one time per stage, got {stage_times!r}")
-    t = [check_number(f"stage_times[{i}]", x, allow_equal=False) for i, x in enumerate(stage_times)]
-    return m * max(t) + (sum(t) - max(t)) / v
 
 
 def _dualpipe_blocks(p: int, m: int, rank: int) -> list:
@@ -359,10 +362,11 @@ def _dualpipe_blocks(p: int, m: int, rank: int) -> list:
     return out + [[w] for _ in range(hr + 1)]                     # 8: the deferred weight gradients
 
 
-def _dualpipe(p: int, m: int, tf: float, tb: float) -> PipelineSchedule:
+def _dualpipe(p: int, m: int, forward, backward) -> PipelineSchedule:
     if p % 2 or m % 2 or m < 2 * p:
         raise ValueError(f"the dualpipe schedule needs an even pp and an even micro_batches >= 2 pp "
                          f"(DualPipe's own assertions), got pp={p}, micro_batches={m}")
+    tfs, tbs = _per_stage(forward, p), _per_stage(backward, p)      # per stage: a rank runs two of them
     blocks = [_dualpipe_blocks(p, m, r) for r in range(p)]
     done: dict = {}
     free, pos, later = [0.0] * p, [0] * p, [[] for _ in range(p)]
@@ -392,7 +396,8 @@ def _dualpipe(p: int, m: int, tf: float, tb: float) -> PipelineSchedule:
             for kind, d, j in blocks[r][pos[r]]:
                 if kind == "W":
                     d, j = later[r].pop(0)
-                length = tf if kind == "F" else (tb if kind == "B" else tb / 2)
+                s = stage(r, d)
+                length = tfs[s] if kind == "F" else (tbs[s] if kind == "B" else tbs[s] / 2)
                 ops.append(PipelineOp(r, "B" if kind == "Bz" else kind, j + d * (m // 2), d, t, t + length))
                 if kind != "W":
                     done[("F" if kind == "F" else "B", d, stage(r, d), j)] = t + length
@@ -402,7 +407,7 @@ def _dualpipe(p: int, m: int, tf: float, tb: float) -> PipelineSchedule:
             free[r], pos[r], progress = t, pos[r] + 1, True
         if not progress:                                   # cannot happen for DualPipe's phases; a guard
             raise RuntimeError(f"the dualpipe schedule deadlocked (pp={p}, micro_batches={m})")
-    return PipelineSchedule("DualPipe", p, m, 1, tf, tb, tuple(sorted(ops, key=lambda o: o.start)))
+    return PipelineSchedule("DualPipe", p, m, 1, forward, backward, tuple(sorted(ops, key=lambda o: o.start)))
 
 
 def published_bubble(kind: str, pp: int, *, virtual_stages: int = 1, forward: float = 1.0,
@@ -450,6 +455,19 @@ def dualpipe_rank_mean(per_stage) -> tuple:
     micro-batches through each (:func:`~llmsizing.comm.step_compute_time_s`)."""
     n = len(per_stage)
     return tuple((per_stage[i] + per_stage[n - 1 - i]) / 2 for i in range(n))
+
+def dualpipe_makespan(stage_times, micro_batches: int) -> float:
+    """DualPipe's step of ``micro_batches`` micro-batches on stages taking ``stage_times`` each (a forward and
+    a backward there, first stage first; a third forward), as :func:`pipeline_schedule` lays it out: no
+    closed form (:mod:`llmsizing.pipeline_unequal`). At least ``m`` x the slowest rank's mean of its two
+    stages; equal stages give the report's Table 2. Kept per (times over their largest, ``m``)."""
+    m, t = check_int("micro_batches", micro_batches), _times(stage_times)
+    return max(t) * _dualpipe_unit(tuple(x / max(t) for x in t), m)
+
+
+@functools.lru_cache(maxsize=256)
+def _dualpipe_unit(ratios: tuple, m: int) -> float:
+    return _dualpipe(len(ratios), m, tuple(x / 3 for x in ratios), tuple(2 * x / 3 for x in ratios)).makespan
 
 
 def _run_ends(order) -> list[bool]:
