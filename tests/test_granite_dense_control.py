@@ -1,7 +1,7 @@
 """Issue 35 (granite40): is Granite 3.0's gap in its MoE layers at all? The report's two dense runs as the
 control.
 
-PRE-REGISTERED (committed 2026-12-04 ~04:15 UTC, before any ratio below was computed; I knew only that
+PRE-REGISTERED (commit e2e9544a, 2026-12-04 04:01 UTC, before any ratio below was computed; I knew only that
 tests/test_moe_kernel_evidence.py already holds the dense runs inside the layout range, not where in it).
 
 Question. IBM's Granite 3.0 report (Table 7) gives GPU-hours for four pre-trainings on one cluster (Blue Vela,
