@@ -2,8 +2,11 @@
 
 The published MoE runs of :mod:`llmsizing.moe_runs` that are smallest and trained without expert parallelism
 (Granite 3.0 1B-A400M and 3B-A800M, JetMoE-8B, OLMoE-1B-7B) take about 1.4x the GPU-hours the library's step
-says, and Phi-3.5-MoE less than it. This module holds the pieces of evidence chapter 18 and
-``tests/test_moe_kernel_evidence.py`` read about them, computed once here:
+says, and Phi-3.5-MoE less than it. The Granite report's dense 2B and 8B, on the same cluster and priced the
+same way, take x0.94 and x1.17 (``tests/test_granite_dense_control.py``, granite40): Granite's gap belongs to
+its MoE runs, not to the cluster or the hours' accounting, though not, as far as measured, to their kernels.
+This module holds the pieces of evidence chapter 18 and ``tests/test_moe_kernel_evidence.py`` read about them,
+computed once here:
 
 - :func:`table7_energy_mwh`: the energy of a Granite 3.0 run by the formula of IBM's Granite 3.0 report
   (Sec. 6, Table 7): energy = GPU-hours x a GPU's power (700 W, an H100's TDP) x the data centre's PUE (1.3).
@@ -410,7 +413,8 @@ def moe_part_factor_needed(row) -> float:
     """How many times slower than priced a run's MoE layers' own terms (:func:`compute_terms_s`'
     ``routed_experts``, ``routing`` and ``skew``) would have to run, everything else as priced, for its step
     to give the published GPU-hours: ``1 + (published / predicted - 1) x step_s / moe``. Not a term of the
-    step (nothing is fitted on these rows): the size of what a missing MoE-layer cost would have to be."""
+    step (nothing is fitted on these rows): the size of what a missing MoE-layer cost would have to be, if the
+    whole gap sat there (Granite: 1.61-1.66; 1.51-1.55 once its report's dense runs' shared x1.05 is out)."""
     from .moe_runs import predict_moe_run
 
     p = predict_moe_run(row)
