@@ -1,11 +1,11 @@
-"""The two CPU bounds that tests held until suite40 (issue 38), measured here instead (the guide's principle 6:
-speed is proven by a benchmark script, not by a timed test). The tests keep their behaviour checks:
+"""The two CPU bounds that tests held until suite40 (issue 38), measured here instead (the guide's
+principle 6: speed is proven by a benchmark script, not by a timed test). The tests keep their behaviour checks:
 
 - ``cost_by_gpu("deepseek-v3", tokens=14.8e12, seq=4096)`` over the whole catalogue, from scratch (every kept
   result cleared, :func:`bench_moe_planner.clear`; the first call of the process also reads the data files, as
   the test's did): tests/test_moe_cost.py held ``< 12`` CPU s;
-- a list argument refused at its bound (``serving_sweep(batches=range(1, 10**7))`` and ``check_sequence`` of an
-  endless iterable): tests/test_hardening.py held ``< 1.0`` s; it now counts the items read (1,025).
+- a list argument refused at its bound (``serving_sweep(batches=range(1, 10**7))`` and ``check_sequence``
+  of an endless iterable): tests/test_hardening.py held ``< 1.0`` s; it now counts the items read (1,025).
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_moved_guards.py [repeats]
 
