@@ -1,5 +1,6 @@
 """The two CPU bounds that tests held until suite40 (issue 38), measured here instead (the guide's
-principle 6: speed is proven by a benchmark script, not by a timed test). The tests keep their behaviour checks:
+principle 6: speed is proven by a benchmark script, not by a timed test).
+The tests keep their behaviour checks:
 
 - ``cost_by_gpu("deepseek-v3", tokens=14.8e12, seq=4096)`` over the whole catalogue, from scratch (every kept
   result cleared, :func:`bench_moe_planner.clear`; the first call of the process also reads the data files, as
