@@ -205,13 +205,11 @@ def test_moe_cost_by_gpu_is_training_time_on_as_many_gpus(mixtral):
     assert (row["gpu_hours"], row["days_on_min_gpus"]) == (t.gpu_hours, t.days)
 
 
-def test_deepseek_v3_cost_by_gpu_is_quick_and_fits():
-    import time
-
-    start = time.process_time()
+def test_deepseek_v3_cost_by_gpu_fits():
+    """The whole catalogue, a plan per GPU type (issue 35). Its CPU time (about 1.1-1.5 s from scratch) is
+    measured by benchmarks/bench_moved_guards.py and bench_moe_planner.py, not here (the guide's principle 6:
+    this test held a 12 s CPU bound until suite40)."""
     df = cost_by_gpu("deepseek-v3", tokens=14.8e12, seq=4096)        # the whole catalogue
-    assert time.process_time() - start < 12                         # about 5.4 CPU seconds on the build machine
-                                                                    # (a plan per GPU type, issue 35)
     assert df["fits"].any() and (df.loc[df["fits"], "min_gpus"] >= 40).all()   # 671B parameters need many GPUs
 
 
