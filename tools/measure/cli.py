@@ -116,8 +116,9 @@ def main(argv=None):
     p_mb = sub.add_parser("megatron-buckets", help="Megatron-Core's own gradient buckets (_ParamAndGradBuffer "
                                                    "of the installed megatron-core, meta device; issue 34)")
     p_mb.add_argument("--out", default=str(data / "megatron_buckets_measured.csv"))
-    p_ms = sub.add_parser("megatron-schedule", help="Megatron-Core's own 1F1B and interleaved pipeline schedules "
-                                                    "timed with unequal stages (gloo, CPU; issues 34/35)")
+    p_ms = sub.add_parser("megatron-schedule",
+                          help="Megatron-Core's own 1F1B and interleaved pipeline schedules timed with unequal "
+                               "stages (gloo, CPU; issue 35)")
     p_ms.add_argument("--out", default=str(data / "megatron_schedule_measured.csv"))
     p_all = sub.add_parser("all", help="every sub-command in turn (saved ... collectives, cp, a2a, hf-counts), with "
                                        "the default output files (the default)")
@@ -144,6 +145,6 @@ def main(argv=None):
         return
     quick = bool(getattr(args, "quick", False))
     for name in commands:
-        if name in ("megatron-buckets", "megatron-schedule"):   # (need megatron-core, not in the measure extra)
+        if name in ("megatron-buckets", "megatron-schedule"):   # (need megatron-core: not in the extra)
             continue
         main([name] + (["--quick"] if quick else []))
