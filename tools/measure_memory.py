@@ -17,7 +17,7 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
     megatron-buckets [--out data/megatron_buckets_measured.csv]
            Megatron-Core's own gradient buckets: its _ParamAndGradBuffer on the meta device, 1-rank gloo
            (needs ``pip install megatron-core`` in .venv-measure; not run by ``all``; issue 34)
-    megatron-schedule [--out data/megatron_schedule_measured.csv]
+    megatron-schedule [--out data/megatron_schedule_measured.csv] [--unit-ms 30]
            Megatron-Core's own 1F1B and interleaved schedules, pp = 2..4 gloo processes whose stages sleep
            unequal times (needs megatron-core; not run by ``all``; issues 34/35)
     ddp-buckets [--out data/ddp_bucket_order.csv]

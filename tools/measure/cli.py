@@ -120,6 +120,8 @@ def main(argv=None):
                           help="Megatron-Core's own 1F1B and interleaved pipeline schedules timed with unequal "
                                "stages (gloo, CPU; issue 35)")
     p_ms.add_argument("--out", default=str(data / "megatron_schedule_measured.csv"))
+    p_ms.add_argument("--unit-ms", type=float, default=30.0,
+                      help="an ordinary stage's forward (ms; backward twice, a slow stage twice both)")
     p_all = sub.add_parser("all", help="every sub-command in turn (saved ... collectives, cp, a2a, hf-counts), with "
                                        "the default output files (the default)")
     p_all.set_defaults(only=None)

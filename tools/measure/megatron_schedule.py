@@ -30,31 +30,32 @@ import torch
 from .core import date_today, free_port, gather_ranks, gloo_join, write_csv
 
 SCRIPT = "tools/measure/megatron_schedule.py"
-#: One stage's forward (s) in the equal case; the backward takes twice as long; a slow stage ``SLOW`` times.
-UNIT_F_S = 0.010
+#: One stage's forward (s) in the equal case (``--unit-ms``); the backward takes twice as long; a slow stage
+#: ``SLOW`` times.
+UNIT_F_S = 0.030
 SLOW = 2.0
 REPS = 5
 HIDDEN = 8
 
 
-def stage_forwards(pp: int, where: str) -> list[float]:
-    """The forward time (s) of each stage: all ``UNIT_F_S``, one of them (``where``: first, middle = stage 1,
+def stage_forwards(pp: int, where: str, unit_s: float = UNIT_F_S) -> list[float]:
+    """The forward time (s) of each stage: all ``unit_s``, one of them (``where``: first, middle = stage 1,
     last) ``SLOW`` times as long."""
-    f = [UNIT_F_S] * pp
+    f = [unit_s] * pp
     if where != "equal":
         f[{"first": 0, "middle": 1, "last": pp - 1}[where]] *= SLOW
     return f
 
 
-def chunk_forwards(pp: int, v: int, where: str, head: str) -> list[list[float]]:
+def chunk_forwards(pp: int, v: int, where: str, head: str, unit_s: float = UNIT_F_S) -> list[list[float]]:
     """Per stage, the forward time of each of its ``v`` chunks: a stage's time split evenly over its chunks
     (``head="even"``, what the library assumes), or with the slow stage's extra all in its last chunk
     (``head="last-chunk"``: Megatron's last chunk of the last stage holds the output layer and the loss)."""
-    f = stage_forwards(pp, where)
+    f = stage_forwards(pp, where, unit_s)
     out = [[x / v] * v for x in f]
     if head == "last-chunk" and where != "equal":
         i = {"first": 0, "middle": 1, "last": pp - 1}[where]
-        out[i] = [UNIT_F_S / v] * (v - 1) + [f[i] - UNIT_F_S * (v - 1) / v]
+        out[i] = [unit_s / v] * (v - 1) + [f[i] - unit_s * (v - 1) / v]
     return out
 
 
@@ -167,7 +168,7 @@ def _worker(rank, world, port, cases, queue):
     dist.destroy_process_group()
 
 
-def build_cases(quick: bool = False) -> dict[int, list[dict]]:
+def build_cases(quick: bool = False, unit_s: float = UNIT_F_S) -> dict[int, list[dict]]:
     """The cases per pipeline size: equal stages, and one slow stage first, in the middle (pp >= 3) or last,
     m = 1..8 micro-batches (1F1B); interleaved v = 2 with m = pp and 2 pp, equal or slow last stage (its
     extra spread evenly or all in its last chunk)."""
@@ -178,14 +179,14 @@ def build_cases(quick: bool = False) -> dict[int, list[dict]]:
         for where in wheres:
             for m in ((1, 4, 8) if quick else range(1, 9)):
                 cases.append(dict(case=f"1f1b {where}", pp=pp, virtual_stages=1, micro_batches=m, slow=where,
-                                  head="even", chunk_forward_s=chunk_forwards(pp, 1, where, "even")))
+                                  head="even", chunk_forward_s=chunk_forwards(pp, 1, where, "even", unit_s)))
         if pp in (2, 4):
             for where, head in (("equal", "even"), ("last", "even"), ("last", "last-chunk"),
                                 ("first", "even")):
                 for m in (pp, 2 * pp):
                     cases.append(dict(case=f"interleaved {where} {head}", pp=pp, virtual_stages=2,
                                       micro_batches=m, slow=where, head=head,
-                                      chunk_forward_s=chunk_forwards(pp, 2, where, head)))
+                                      chunk_forward_s=chunk_forwards(pp, 2, where, head, unit_s)))
         out[pp] = cases
     return out
 
@@ -199,7 +200,8 @@ def cmd_megatron_schedule(args):
 
     mc = version("megatron-core")
     rows = []
-    for pp, cases in build_cases(getattr(args, "quick", False)).items():
+    unit_s = getattr(args, "unit_ms", UNIT_F_S * 1e3) / 1e3
+    for pp, cases in build_cases(getattr(args, "quick", False), unit_s).items():
         ctx = mp.get_context("spawn")
         queue = ctx.Queue()
         port = free_port()
