@@ -144,7 +144,8 @@ def test_the_head_in_the_last_chunk_is_not_resolved(r):
 def test_the_u10_run_sits_in_the_same_band(r):
     """At u = 10 ms the overhead per operation is the same, so the same band holds around the layout, and
     with a slow last stage the pre-session-39 price is above the measurement under 1F1B. Interleaved, the old
-    price's excess ((pp - 1) t / v = 15-45 ms at u = 10) is inside the overhead: why the main run has u = 30."""
+    price's excess ((pp - 1) t / v = 15-45 ms at u = 10) is inside the overhead: hence u = 30 in the main
+    run."""
     f, b, p, m, v, measured, n = _row(r)
     assert {float(x) for x in r["stage_forward_ms"].split(";")} <= {10.0, 20.0}
     closed, sim = _library(f, b, p, m, v)
