@@ -14,9 +14,9 @@ makespan is the last rank's end less the first rank's start, the median of ``REP
 No GPU: ``torch.cuda.current_device`` answers ``"cpu"``, ``torch.cuda.synchronize`` does nothing, and a
 ``TorchFunctionMode`` turns the schedule's ``torch.zeros(..., device="cuda")`` (its token counter) into a CPU
 tensor. Process groups are passed in (``pg_collection``, ``p2p_communicator``): pp = the world, tp / cp /
-dp-cp one rank each, no embedding groups, no ``finalize_model_grads_func``. gloo's send, like NCCL's, completes
-only once the matching receive is posted (checked in session 40: an ``isend`` waited 1.0 s for a ``recv``
-posted 1 s late), so the ranks block on each other as they would on GPUs.
+dp-cp one rank each, no embedding groups, no ``finalize_model_grads_func``. gloo's send, like NCCL's,
+completes only once the matching receive is posted (checked in session 40: an ``isend`` waited 1.0 s for a
+``recv`` posted 1 s late), so the ranks block on each other as they would on GPUs.
 Writes ``data/megatron_schedule_measured.csv`` (issues 34/35: the check of session 39's fill/drain pricing).
 """
 
