@@ -6,7 +6,7 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
     .venv-measure/bin/python tools/measure_memory.py COMMAND [--quick] [options]
 
     COMMAND: all, saved, step, dist, peft, lora, loss, loss-peak, nf4, dropout, collectives, cp, cp-merge,
-    a2a, ulysses, hf-counts, hf-sweep, mask, swiglu, grad-buffer, fsdp-units, fsdp-root, ddp-buckets or megatron-buckets
+    a2a, ulysses, hf-counts, hf-sweep, mask, swiglu, grad-buffer, fsdp-units, fsdp-root, ddp-buckets, megatron-buckets or megatron-schedule
     (``--quick``: a handful of small configurations)
 
     saved  [--out data/activation_measurements.csv] [--tensors-out data/activation_saved_tensors.csv]
@@ -17,6 +17,9 @@ Usage (from the repository root, in the optional torch venv; ``make measure`` ru
     megatron-buckets [--out data/megatron_buckets_measured.csv]
            Megatron-Core's own gradient buckets: its _ParamAndGradBuffer on the meta device, 1-rank gloo
            (needs ``pip install megatron-core`` in .venv-measure; not run by ``all``; issue 34)
+    megatron-schedule [--out data/megatron_schedule_measured.csv] [--unit-ms 30]
+           Megatron-Core's own 1F1B and interleaved schedules, pp = 2..4 gloo processes whose stages sleep
+           unequal times (needs megatron-core; not run by ``all``; issues 34/35)
     ddp-buckets [--out data/ddp_bucket_order.csv]
            PyTorch DDP's gradient buckets, first and rebuilt, and their launch order (gloo, CPU; issue 38)
     fsdp-units [--out data/fsdp_unit_calls.csv]

@@ -90,7 +90,11 @@ def unbalanced_1f1b_makespan(stage_times, micro_batches: int, virtual_stages: in
     ``(pp - 1)(max - mean of the others) / v`` longer
     (phi39, issue 35: prompted by the Phi-3.5-MoE row, whose last stage holds two layers and the output
     layer; :func:`llmsizing.moe_evidence.fill_drain_overcharge`). The step model's bubble
-    (:func:`llmsizing.moe_time.schedule_bubble`) is this less ``m x max``, over ``m x max``."""
+    (:func:`llmsizing.moe_time.schedule_bubble`) is this less ``m x max``, over ``m x max``. Checked against
+    megatron-core's own schedules run under gloo (data/megatron_schedule_measured.csv, session 40): exact with
+    the slowest stage last; with it first and ``m >= pp``, Megatron's step (and
+    :func:`~llmsizing.pipeline_schedule.pipeline_schedule`'s) is ``(pp - 1) min(its forward, another stage's
+    t)`` shorter: its warm-up forwards hide part of the fill (tests/test_megatron_schedule.py)."""
     m, v = check_int("micro_batches", micro_batches), check_int("virtual_stages", virtual_stages)
     t = _times(stage_times)
     return m * max(t) + (sum(t) - max(t)) / v

@@ -26,6 +26,7 @@ from .hf_sweep import cmd_hf_sweep
 from .lora import cmd_lora
 from .mask import cmd_mask
 from .megatron_buckets import cmd_megatron_buckets
+from .megatron_schedule import cmd_megatron_schedule
 from .swiglu import cmd_swiglu
 from .ulysses import cmd_ulysses
 from .loss import cmd_loss
@@ -115,11 +116,18 @@ def main(argv=None):
     p_mb = sub.add_parser("megatron-buckets", help="Megatron-Core's own gradient buckets (_ParamAndGradBuffer "
                                                    "of the installed megatron-core, meta device; issue 34)")
     p_mb.add_argument("--out", default=str(data / "megatron_buckets_measured.csv"))
+    p_ms = sub.add_parser("megatron-schedule",
+                          help="Megatron-Core's own 1F1B and interleaved pipeline schedules timed with unequal "
+                               "stages (gloo, CPU; issue 35)")
+    p_ms.add_argument("--out", default=str(data / "megatron_schedule_measured.csv"))
+    p_ms.add_argument("--unit-ms", type=float, default=30.0,
+                      help="an ordinary stage's forward (ms; backward twice, a slow stage twice both)")
     p_all = sub.add_parser("all", help="every sub-command in turn (saved ... collectives, cp, a2a, hf-counts), with "
                                        "the default output files (the default)")
     p_all.set_defaults(only=None)
     for p in (p_saved, p_step, p_dist, p_peft, p_lora, p_loss, p_lpk, p_nf4, p_drop, p_coll, p_cp, p_cpm,
-              p_a2a, p_uly, p_hfc, p_hfs, p_mask, p_sw, p_gb, p_fu, p_fr, p_db, p_mb, p_all):
+              p_a2a, p_uly, p_hfc, p_hfs, p_mask, p_sw, p_gb, p_fu, p_fr, p_db, p_mb, p_ms,
+              p_all):
         p.add_argument("--quick", action="store_true", help="a handful of small configurations (smoke test)")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
@@ -131,7 +139,7 @@ def main(argv=None):
                 "hf-counts": cmd_hf_counts, "hf-sweep": cmd_hf_sweep, "mask": cmd_mask, "swiglu": cmd_swiglu,
                 "grad-buffer": lambda a: cmd_grad_buffer(a.out, quick=a.quick), "fsdp-units": cmd_fsdp_units,
                 "fsdp-root": cmd_fsdp_root, "ddp-buckets": cmd_ddp_buckets,
-                "megatron-buckets": cmd_megatron_buckets}
+                "megatron-buckets": cmd_megatron_buckets, "megatron-schedule": cmd_megatron_schedule}
     if args.command in commands:
         t0 = time.perf_counter()
         commands[args.command](args)
@@ -139,6 +147,6 @@ def main(argv=None):
         return
     quick = bool(getattr(args, "quick", False))
     for name in commands:
-        if name == "megatron-buckets":           # (needs megatron-core, not in the measure extra)
+        if name in ("megatron-buckets", "megatron-schedule"):   # (need megatron-core: not in the extra)
             continue
         main([name] + (["--quick"] if quick else []))
