@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
+import statistics
+
 from llmsizing.allocator_fragmentation import (
-    FRAGMENTATION_STATISTICS, FragmentationSpread, allocator_fragmentation_rows, measured_fragmentation)
+    ALLOCATOR_SETTINGS, FRAGMENTATION_STATISTICS, ExpandableSegmentsEffect, FragmentationSpread,
+    allocator_fragmentation_rows, allocator_setting, expandable_segments_effect, fragmentation_allowance,
+    measured_fragmentation)
 
 CSV = Path(__file__).resolve().parents[1] / "data" / "allocator_fragmentation.csv"
 
@@ -87,9 +91,10 @@ def test_peak_allocated_spread_by_hand():
 def test_peak_active_spread_is_far_above_the_books_eight_percent():
     """Without the superseded rows, the torchtitan source alone has 33.82/24.81, 67.23/52.98, 32.64/23.92 and
     62.51/52.13 (minus 1): 0.3632, 0.2690, 0.3646, 0.1991, median (0.2690 + 0.3632) / 2 = 0.3161; every
-    source's median but llama-cookbook issue 120's (0.0678, 0.1154) is above 0.25."""
+    source's median but llama-cookbook issue 120's (0.0678, 0.1154) is above 0.25. Five sources with the
+    default allocator: torchtitan, llama-cookbook (two threads), GMLake and Giles Thomas's sweeps."""
     got = measured_fragmentation()
-    assert got.statistic == "peak_active" and got.n_sources == 4
+    assert got.statistic == "peak_active" and got.n_sources == 5 and got.allocator == "default"
     tt = [33.82 / 24.81 - 1, 67.23 / 52.98 - 1, 32.64 / 23.92 - 1, 62.51 / 52.13 - 1]
     assert min(tt) == pytest.approx(0.1991, abs=2e-4) and max(tt) == pytest.approx(0.3646, abs=2e-4)
     assert got.low < 0.08 < got.median and got.source_median > 0.25
@@ -118,12 +123,154 @@ def test_the_fragmentation_comment_in_states_quotes_the_current_spread():
     text = Path(states.__file__).read_text()
     comment = text[text.index("#: Allocator fragmentation"):text.index("FRAGMENTATION = ")]
     act, alloc = measured_fragmentation(), measured_fragmentation("peak_allocated")
-    under = sum(1 for r in _rows() if r["statistic"] == "peak_active" and r["superseded"] == "no"
-                and float(r["reserved_gib"]) / float(r["allocated_gib"]) - 1 < 0.08)
+    exp = measured_fragmentation(allocator="expandable_segments")
+
+    def under(setting):
+        return sum(1 for r in _rows() if r["statistic"] == "peak_active" and r["superseded"] == "no"
+                   and allocator_setting(r["allocator_settings"]) == setting
+                   and float(r["reserved_gib"]) / float(r["allocated_gib"]) - 1 < 0.08)
+
     quoted = (f"{act.low:.0%}"[:-1] + f"-{act.high:.0%}", f"median {act.median:.0%}",
-              f"{act.n_rows} runs", f"from {act.n_sources} sources", f"{under} of them under 8%",
+              f"{act.n_rows} runs", f"from {act.n_sources} sources", f"{under('default')} of them under 8%",
               f"{alloc.low:.0%}"[:-1] + f"-{alloc.high:.0%}",
-              f"({alloc.n_rows} runs, {alloc.n_sources} sources)")
+              f"({alloc.n_rows} runs, {alloc.n_sources} sources)",
+              f"{exp.low:.0%}"[:-1] + f"-{exp.high:.0%}", f"(median {exp.median:.0%}, {exp.n_rows} runs;",
+              f"{under('expandable_segments')} of them under 8%")
     flat = re.sub(r"\s*\n#:\s*", " ", comment)
     for q in quoted:
         assert q in flat, q
+
+
+# --- expandable_segments (Giles Thomas's sweeps, github.com/gpjt/fine-tune-2024-04): every number below is a
+# (peak active MiB, peak reserved MiB) pair as his scripts wrote them to the results CSVs (on 8 GPUs the
+# largest over the ranks' lines), typed here from those files, not from data/.
+
+#: The 15 expandable_segments:True rows, (active, reserved) MiB: 0.5B sequence sweep at 1, 1,025 and 2,048
+#: tokens; 0.5B batch sweep at 1, 2, 3; 8B sequence sweep at 1, 1,001, 2,001 tokens; 8B with the optimizer
+#: offloaded at 1, 1,001, 2,001 tokens; 8B batch sweep at 1, 7, 12.
+EXPANDABLE_MIB = [(10896, 13046), (11191, 13252), (14048, 16538),
+                  (11921, 13924), (15601, 17484), (19281, 20804),
+                  (36590, 44254), (40890, 47368), (49029, 55052),
+                  (23929, 26062), (24205, 26744), (24484, 27146),
+                  (26568, 34910), (46508, 60290), (65478, 78110)]
+
+#: The 13 runs published both ways, (reserved off, reserved on) MiB, in the order above; the 8B sequence
+#: sweep's two settings share only its first point (1 token).
+PAIRED_RESERVED_MIB = [(14024, 13046), (15974, 13252), (18080, 16538),
+                       (16100, 13924), (20284, 17484), (21918, 20804),
+                       (44008, 44254),
+                       (26934, 26062), (28624, 26744), (26674, 27146),
+                       (37594, 34910), (68456, 60290), (78068, 78110)]
+
+#: The same 13 runs' peak active MiB with the setting off.
+PAIRED_ACTIVE_OFF_MIB = [10900, 11210, 14105, 11926, 15605, 19288, 34705, 23930, 24211, 24496,
+                         26571, 46813, 64870]
+
+
+def test_allocator_settings_sort_every_row():
+    rows = _rows()
+    settings = [allocator_setting(r["allocator_settings"]) for r in rows]
+    assert set(settings) == set(ALLOCATOR_SETTINGS)
+    assert settings.count("expandable_segments") == len(EXPANDABLE_MIB)
+    for row, setting in zip(rows, settings):
+        text = row["allocator_settings"].lower()
+        if setting == "default":
+            assert text.startswith(("default", "not stated")), row["run"]
+            assert "expandable_segments:true (" not in text, row["run"]
+    assert allocator_setting("expandable_segments:True (set)") == "expandable_segments"
+    assert allocator_setting("default (expandable_segments off)") == "default"
+    with pytest.raises(TypeError, match="allocator_settings"):
+        allocator_setting(None)
+
+
+@pytest.mark.parametrize("run_start, setting, expected", [
+    # 0.5B sequence sweep at 2,048 tokens: 18,080 / 14,105 MiB off, 16,538 / 14,048 MiB on
+    ("Qwen1.5-0.5B fine-tune, DeepSpeed ZeRO-3 on 1 GPU, 2048 tokens", "default", 18080 / 14105 - 1),
+    ("Qwen1.5-0.5B fine-tune, DeepSpeed ZeRO-3 on 1 GPU, 2048 tokens", "expandable_segments",
+     16538 / 14048 - 1),
+    # 8B batch sweep at batch 7: 68,456 / 46,813 MiB off, 60,290 / 46,508 MiB on
+    ("Llama 3 8B fine-tune, DeepSpeed ZeRO-3 dp8, batch 7 ", "default", 68456 / 46813 - 1),
+    ("Llama 3 8B fine-tune, DeepSpeed ZeRO-3 dp8, batch 7 ", "expandable_segments", 60290 / 46508 - 1),
+    # 8B with the optimizer offloaded, 2,001 tokens: the one pair where the setting reserved more
+    ("Llama 3 8B fine-tune, DeepSpeed ZeRO-2 dp8 with the optimizer offloaded to CPU, 2001 tokens", "default",
+     26674 / 24496 - 1),
+    ("Llama 3 8B fine-tune, DeepSpeed ZeRO-2 dp8 with the optimizer offloaded to CPU, 2001 tokens",
+     "expandable_segments", 27146 / 24484 - 1),
+])
+def test_expandable_rows_by_hand_from_the_results_files(run_start, setting, expected):
+    hits = [r for r in _rows() if r["run"].startswith(run_start)
+            and allocator_setting(r["allocator_settings"]) == setting]
+    assert len(hits) == 1, run_start
+    assert hits[0]["source_key"] == "gpjt/fine-tune-2024-04" and hits[0]["statistic"] == "peak_active"
+    assert float(hits[0]["fragmentation"]) == pytest.approx(expected, abs=2e-4)
+
+
+def test_expandable_segments_spread_by_hand():
+    """15 rows from one source: 20,804 / 19,281 - 1 = 0.0790 (0.5B, batch 3) to 34,910 / 26,568 - 1 = 0.3140
+    (8B, batch 1); the median of the 15 is 13,924 / 11,921 - 1 = 0.1680 (0.5B, batch 1)."""
+    fr = [res / act - 1 for act, res in EXPANDABLE_MIB]
+    got = measured_fragmentation(allocator="expandable_segments")
+    assert isinstance(got, FragmentationSpread) and got.allocator == "expandable_segments"
+    assert (got.n_rows, got.n_sources) == (15, 1)
+    assert got.low == pytest.approx(20804 / 19281 - 1, rel=1e-4) == pytest.approx(min(fr), rel=1e-4)
+    assert got.high == pytest.approx(34910 / 26568 - 1, rel=1e-4) == pytest.approx(max(fr), rel=1e-4)
+    assert got.median == pytest.approx(statistics.median(fr), rel=1e-4)
+    assert got.median == pytest.approx(13924 / 11921 - 1, rel=1e-4)
+    assert got.source_median == got.median                      # one source: its median is the median
+    # below the default allocator's spread, above the book's 8% guess
+    assert got.median < measured_fragmentation().median and got.median > 0.08
+
+
+def test_fragmentation_allowance_per_setting():
+    """The allowance is the median of the sources' medians: one source with expandable_segments (0.1680, as
+    above); with the default allocator, five sources whose own medians put the median near 0.27 (GMLake's and
+    Giles Thomas's off rows, 0.2681 = 44,008 / 34,705 - 1 for his sweeps, sit in the middle)."""
+    assert fragmentation_allowance("expandable_segments") == pytest.approx(13924 / 11921 - 1, rel=1e-4)
+    default = fragmentation_allowance()
+    assert default == fragmentation_allowance("default") == measured_fragmentation().source_median
+    assert 0.25 < default < 0.30
+    assert fragmentation_allowance("expandable_segments") < default
+    with pytest.raises(ValueError, match="allocator"):
+        fragmentation_allowance("expandable")
+    with pytest.raises(TypeError, match="allocator"):
+        fragmentation_allowance(True)
+
+
+def test_expandable_segments_effect_by_hand():
+    """13 runs both ways. Reserved on / off - 1 runs from 13,252 / 15,974 - 1 = -17.0% (0.5B at 1,025 tokens)
+    to 27,146 / 26,674 - 1 = +1.8% (8B offloaded at 2,001 tokens); fragmentation with the setting off has a
+    median of 18,080 / 14,105 - 1 = 0.2818 over these runs."""
+    change = [on / off - 1 for off, on in PAIRED_RESERVED_MIB]
+    frag_off = [off / act - 1 for (off, _), act in zip(PAIRED_RESERVED_MIB, PAIRED_ACTIVE_OFF_MIB)]
+    got = expandable_segments_effect()
+    assert isinstance(got, ExpandableSegmentsEffect)
+    assert (got.statistic, got.n_pairs, got.n_sources) == ("peak_active", 13, 1)
+    assert got.reserved_change_low == pytest.approx(13252 / 15974 - 1, rel=1e-3)
+    assert got.reserved_change_high == pytest.approx(27146 / 26674 - 1, rel=1e-3)
+    assert got.reserved_change_median == pytest.approx(statistics.median(change), rel=1e-3)
+    assert got.fragmentation_off_median == pytest.approx(statistics.median(frag_off), rel=1e-3)
+    assert got.fragmentation_off_median == pytest.approx(18080 / 14105 - 1, rel=1e-3)
+    assert got.fragmentation_on_median < got.fragmentation_off_median
+    assert got.reserved_change_median < 0                       # the setting saves reserved memory, typically
+
+
+def test_old_calls_are_the_default_allocator_and_bad_settings_raise():
+    assert measured_fragmentation() == measured_fragmentation("peak_active", allocator="default")
+    assert measured_fragmentation("peak_allocated") == measured_fragmentation("peak_allocated",
+                                                                              allocator="default")
+    with pytest.raises(ValueError, match="allocator"):
+        measured_fragmentation(allocator="expandable_segments:True")
+    with pytest.raises(TypeError, match="allocator"):
+        measured_fragmentation(allocator=None)
+    with pytest.raises(ValueError, match="no published peak_allocated pair"):
+        measured_fragmentation("peak_allocated", allocator="expandable_segments")
+    with pytest.raises(ValueError, match="statistic"):
+        expandable_segments_effect("peak_reserved")
+    with pytest.raises(ValueError, match="both with and without"):
+        expandable_segments_effect("peak_allocated")
+
+
+def test_the_frame_has_an_allocator_column():
+    df = allocator_fragmentation_rows()
+    assert set(df["allocator"]) == set(ALLOCATOR_SETTINGS)
+    assert (df["allocator"] == "expandable_segments").sum() == len(EXPANDABLE_MIB)

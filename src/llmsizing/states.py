@@ -28,11 +28,15 @@ FIXED_OVERHEAD_BYTES = 1 * GiB
 #: Allocator fragmentation as a fraction of the modelled tensors: a guess (issue 26), not fitted. The
 #: published pairs (issue 34: ``data/allocator_fragmentation.csv``,
 #: :func:`llmsizing.allocator_fragmentation.measured_fragmentation`) do not support it: PyTorch's caching
-#: allocator with its default settings reserved 4-88% over the peak of active tensors (median 28%, 25 runs
-#: from 4 sources: torchtitan, llama-recipes, GMLake's DeepSpeed/FSDP baselines; 4 of them under 8%), and
-#: 9-50% over the peak of allocated ones (3 runs, 2 sources). None of them measures
-#: ``expandable_segments:True``, which torchtitan has set since 2024-10, so the value stays as it was until
-#: such pairs are published. Chapter 3's verdicts do not rest on it; chapter 4b names a fit that does
+#: allocator with its default settings reserved 4-88% over the peak of active tensors (median 27%, 40 runs
+#: from 5 sources: torchtitan, llama-recipes, GMLake's DeepSpeed/FSDP baselines, Giles Thomas's DeepSpeed
+#: sweeps; 4 of them under 8%), and 9-50% over the peak of allocated ones (3 runs, 2 sources). With
+#: ``expandable_segments:True``, which torchtitan has set since 2024-10, the one source that published it
+#: (Giles Thomas's sweeps, each run also without it) reserved 8-31% over the active peak (median 17%, 15 runs;
+#: 1 of them under 8%): less than the default, still more than 8%
+#: (:func:`~llmsizing.allocator_fragmentation.fragmentation_allowance` gives the value per setting). One
+#: source, one stack (Hugging Face + DeepSpeed, fp16) is too narrow to change the book's default, so the
+#: value stays as it was. Chapter 3's verdicts do not rest on it; chapter 4b names a fit that does
 #: (Llama-3-8B at 8K tokens, Hugging Face stack in bf16-mixed, on an H100), and so does Llama 3 405B's 8K
 #: layout without recomputation (it fits only without the allowance). Pass ``overhead_bytes=`` to use your
 #: own figure.
