@@ -32,8 +32,8 @@ FIXED_OVERHEAD_BYTES = 1 * GiB
 #: from 5 sources: torchtitan, llama-recipes, GMLake's DeepSpeed/FSDP baselines, Giles Thomas's DeepSpeed
 #: sweeps; 4 of them under 8%), and 9-50% over the peak of allocated ones (3 runs, 2 sources). With
 #: ``expandable_segments:True``, which torchtitan has set since 2024-10, the one source that published it
-#: (Giles Thomas's sweeps, each run also without it) reserved 8-31% over the active peak (median 17%, 15 runs;
-#: 1 of them under 8%): less than the default, still more than 8%
+#: (Giles Thomas's sweeps, each sweep also run without it) reserved 8-31% over the active peak
+#: (median 17%, 15 runs; 1 of them under 8%): less than the default, still more than 8%
 #: (:func:`~llmsizing.allocator_fragmentation.fragmentation_allowance` gives the value per setting). One
 #: source, one stack (Hugging Face + DeepSpeed, fp16) is too narrow to change the book's default, so the
 #: value stays as it was. Chapter 3's verdicts do not rest on it; chapter 4b names a fit that does
