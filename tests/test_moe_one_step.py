@@ -1,11 +1,12 @@
-"""Issue 35's "Done when": ``training_time``, ``step_time`` and ``plan`` give the same step for the same MoE layout,
-on several mixtures of experts and every MoE option the three share (audit35).
+"""Issue 35's "Done when": ``training_time``, ``step_time`` and ``plan`` give the same step for the same MoE
+layout, on several mixtures of experts and every MoE option the three share (audit35).
 
-Each case is a layout written here by hand, not one read off a search. The three public calls are asked the same
-question: ``step_time`` with keyword arguments, ``training_time`` with ``parallel=`` and ``global_batch=``, and
-the row of ``plan()`` with exactly that layout (the search narrowed to its ``ep``, micro-batch, recomputation and
-ZeRO stage). Nothing is compared with a stored number: the days must be the step's own arithmetic,
-``tokens / (global_batch x seq) x step / 86,400``, and the three answers must agree with each other.
+Each case is a layout written here by hand, not one read off a search. The three public calls are asked the
+same question: ``step_time`` with keyword arguments, ``training_time`` with ``parallel=`` and
+``global_batch=``, and the row of ``plan()`` with exactly that layout (the search narrowed to its ``ep``,
+micro-batch, recomputation and ZeRO stage). Nothing is compared with a stored number: the days must be the
+step's own arithmetic, ``tokens / (global_batch x seq) x step / 86,400``, and the three answers must agree
+with each other.
 tests/test_job.py re-checks plan rows through ``Job``; tests/test_moe_time.py does one model directly.
 """
 
@@ -17,13 +18,15 @@ from llmsizing.layouts import step_time
 TOKENS = 1e12
 
 #: (model, gpu, layout, seq, global batch, micro-batch, recomputation, options the three calls share).
-#: The options: the recipe (precision), DeepSeek-V3's MTP module, DeepSeek-V2's token dropping at capacity 1.0,
-#: DeepEP's dispatcher; the layouts: expert parallelism with tensor, sequence and pipeline parallelism, ZeRO 1
-#: and 2, micro-batches of 1 to 4. Only layouts plan() searches for a mixture of experts: its ``pp`` divides
-#: the layers (DeepSeek-V3's 61: 1 or 61), no interleaving, the 1F1B schedule, no SMs kept for communication
-#: (the published DeepSeek-V3 layout, 16 uneven stages under DualPipe, is step_time's alone: test_moe_runs).
+#: The options: the recipe (precision), DeepSeek-V3's MTP module, DeepSeek-V2's token dropping at
+#: capacity 1.0, DeepEP's dispatcher; the layouts: expert parallelism with tensor, sequence and pipeline
+#: parallelism, ZeRO 1 and 2, micro-batches of 1 to 4. Only layouts plan() searches for a mixture of
+#: experts: its ``pp`` divides the layers (DeepSeek-V3's 61: 1 or 61), no interleaving, the 1F1B schedule,
+#: no SMs kept for communication (the published DeepSeek-V3 layout, 16 uneven stages under DualPipe, is
+#: step_time's alone: tests/test_moe_runs.py).
 CASES = [
-    ("mixtral-8x7b", "H100 SXM", L.Parallel(tp=2, sp=True, pp=2, dp=8, ep=8, zero=1), 4096, 256, 1, "full", {}),
+    ("mixtral-8x7b", "H100 SXM", L.Parallel(tp=2, sp=True, pp=2, dp=8, ep=8, zero=1), 4096, 256, 1, "full",
+     {}),
     ("mixtral-8x7b", "A100 80GB", L.Parallel(pp=4, dp=16, ep=8, zero=1), 4096, 256, 1, "full", {}),
     ("qwen3-30b-a3b", "H100 SXM", L.Parallel(tp=2, sp=True, dp=16, ep=16, zero=2), 4096, 256, 2, "selective",
      {}),
@@ -32,7 +35,8 @@ CASES = [
      {"precision": "fp8-deepseek", "mtp_depth": 1}),
     ("deepseek-v2", "H800", L.Parallel(tp=2, sp=True, pp=4, dp=16, ep=8, zero=1), 4096, 512, 1, "full",
      {"capacity_factor": 1.0}),
-    ("olmoe-1b-7b", "H100 SXM", L.Parallel(dp=16, ep=8, zero=1), 4096, 256, 4, "none", {"dispatcher": "deepep"}),
+    ("olmoe-1b-7b", "H100 SXM", L.Parallel(dp=16, ep=8, zero=1), 4096, 256, 4, "none",
+     {"dispatcher": "deepep"}),
     ("gpt-oss-120b", "H100 SXM", L.Parallel(pp=2, dp=32, ep=16, zero=1), 4096, 256, 1, "full", {}),
     ("llama-4-scout", "H100 SXM", L.Parallel(tp=2, sp=True, pp=4, dp=8, ep=16, zero=1), 8192, 128, 1, "full",
      {"precision": "fp8-mixed"}),
