@@ -405,6 +405,30 @@ Left: each search still costs ~10-15 ms however few its rows (Mixtral's searches
 it did not move): about 40% pricing (plan_pricing._price), 25% the memory fit's per-layout loop and table, the
 rest plan()'s frames; min_gpus' EpLayouts state sides (~25 ms for DeepSeek-V2 up to 64 GPUs); the chart and
 its PNG (~25 ms) and the seven training_time calls (~8 ms).
+
+Issue 35, audit35 (2026-12-04, main 72ccaa7d, nothing changed in the library): the catalogue's three small
+MoEs (Granite 3.0 1B-A400M and 3B-A800M, OLMoE-1B-7B) added to MOE and to bench_planner's cases, at 64
+sequences (at 128-512 their searches over the GPU catalogue hold more than plan_space.MAX_MOE_PLANS = 60,000
+plans and are refused, in 0.03-0.06 s). CPU s from scratch, best of 3, two runs of this script and one of
+bench_planner.py, 10:24-10:31 UTC at a load of 1.0 to 2.1 on the 2 cores:
+
+    case (whole GPU catalogue unless said)       CPU s          plans
+    deepseek-v3                                   0.12-0.15     22,703
+    mixtral-8x7b                                  0.15-0.21     43,567
+    qwen3-30b-a3b                                 0.16-0.19     41,758
+    qwen3-235b-a22b                               0.10-0.13     17,219
+    deepseek-v2                                   0.20-0.27     51,698
+    gpt-oss-120b                                  0.16-0.23     49,837
+    llama-4-scout                                 0.16-0.22     53,908
+    granite-3.0-1b-a400m (new case)               0.17          57,822
+    granite-3.0-3b-a800m (new case)               0.11          36,205
+    olmoe-1b-7b (new case)                        0.15          42,821
+    deepseek-v3 at 15,360, <= 4,096 GPUs          0.14-0.21     34,662
+    qwen3-30b-a3b at 64K on H100s                 0.11-0.17     15,665
+    cost_by_gpu("deepseek-v3")                    0.31-0.49
+
+Every case meets its target (0.3 s over the catalogue, 1 s otherwise). Chapter 17's new-setting plan() for
+Qwen3-30B-A3B (32K, 64K) was 194-208 ms CPU before drawing; chapter 18's moves 2-5 ms of compute.
 """
 
 from __future__ import annotations
@@ -418,7 +442,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_planner  # noqa: E402
 
 MOE = ("deepseek-v3", "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v2", "gpt-oss-120b",
-       "llama-4-scout")
+       "llama-4-scout", "granite-3.0-1b-a400m", "granite-3.0-3b-a800m", "olmoe-1b-7b")
 
 #: Chapter 17's widget (long_context_widget) moves: the plan() each new setting runs (H100 SXM, 16M tokens per
 #: batch, at most 16,384 GPUs, the ring), without drawing.

@@ -267,6 +267,14 @@ CASES = [
      dict(tokens=1e12, seq=4096, global_batch=256, gpus=tuple(catalog.list_gpus()))),
     ("llama-4-scout, whole catalogue, ep searched", "llama-4-scout",
      dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
+    # the three small MoEs added to the catalogue since (audit35): at 128-512 sequences their searches hold
+    # more than MAX_MOE_PLANS and are refused, so 64 sequences (Granite 1B: 57,822 plans)
+    ("granite-3.0-1b-a400m, whole catalogue, ep searched", "granite-3.0-1b-a400m",
+     dict(tokens=1e12, seq=4096, global_batch=64, gpus=tuple(catalog.list_gpus()))),
+    ("granite-3.0-3b-a800m, whole catalogue, ep searched", "granite-3.0-3b-a800m",
+     dict(tokens=1e12, seq=4096, global_batch=64, gpus=tuple(catalog.list_gpus()))),
+    ("olmoe-1b-7b, whole catalogue, ep searched", "olmoe-1b-7b",
+     dict(tokens=1e12, seq=4096, global_batch=64, gpus=tuple(catalog.list_gpus()))),
     ("qwen3-30b-a3b on H100s, <= 1,024 GPUs", "qwen3-30b-a3b",
      dict(tokens=1e12, seq=4096, global_batch=512, max_gpus=1024, gpus=("H100 SXM",))),
     # mixtures of experts at long context (issue 33): context parallelism x expert parallelism
