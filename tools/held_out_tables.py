@@ -4,6 +4,7 @@ and the median width, then per area the residual table of the held-out folds (pe
 least and largest held-out ratio published / predicted, how many runs its fold's range held):
 
     PYTHONPATH=src .venv/bin/python tools/held_out_tables.py > tables.md
+    PYTHONPATH=src .venv/bin/python tools/held_out_tables.py --serving-nested   # about a minute more
 
 Nothing is fitted or re-implemented here: every number comes from the library's own checks, the ones
 ``tools/calibrate.py`` and ``tools/calibrate_serving.py`` write to ``data/intervals.csv`` and
@@ -19,6 +20,12 @@ calibrates) is counted apart (``intervals`` step 5): the summary's coverage and 
 runs, and the per-source tables list the stand-in runs in their own column (their ``inside`` counts them too).
 Serving counts every held-out speed; its ``uncalibrated`` column counts the speeds whose engine and way of
 batching had no overhead of its own in the fold (priced at the era's pooled overhead).
+
+``--serving-nested`` adds what the library does not measure: serving's check nested as the training and
+fine-tuning checks are (``intervals.loso_check``, step 3). ``serve_calibration.interval_table`` judges a
+held-out source ``k`` by the order statistics of the other sources' residuals, each from a refit that left
+out its own source but saw ``k``; nested, each of those comes from a refit that saw neither (the same fit,
+prediction and bounds functions; ``S (S - 1)`` refits). Its first lines reproduce the stored check.
 """
 
 from __future__ import annotations
@@ -122,13 +129,74 @@ def tables():
     return pd.DataFrame(summary), out
 
 
-def main() -> int:
+def serving_nested():
+    """Serving's held-out check, plain (as ``data/serving_intervals.csv``) and nested (module docstring):
+    ``(per_source, plain, nested)``, each of the last two ``(inside, rows, median width)``."""
+    import numpy as np
+    import pandas as pd
+
+    from llmsizing import serve_calibration as S
+    from llmsizing.intervals import conformal_bounds
+
+    df = S._read()
+    fit_rows = [r for r in df.itertuples() if S._trainable(r)]
+    speeds = {u: list(df[(df["url"] == u) & ~df["metric"].isin(S.RATIO_METRICS)].itertuples())
+              for u in sorted(df["url"].unique())}
+    speeds = {u: rows for u, rows in speeds.items() if rows}
+    fits = {}
+
+    def log_ratios(left_out, rows):
+        key = tuple(sorted(left_out))
+        if key not in fits:
+            fits[key] = S.fit_constants([r for r in fit_rows if r.url not in left_out])
+        c = fits[key]
+        out = []
+        for r in rows:
+            t0, _ = S._overhead(c, r)
+            pred = S.predict_row(r, mbu=c["weights_bu"], attention_bu=c["attention_bu"], mfu=c["prefill_mfu"],
+                                 step_overhead_s=t0)
+            out.append(math.log(S._ratio(r, r.value, pred)))
+        return np.array(out)
+
+    own = {k: log_ratios({k}, rows) for k, rows in speeds.items()}
+    table, tally = [], {"plain": [0, 0, []], "nested": [0, 0, []]}
+    for k, res in own.items():
+        inner = np.concatenate([log_ratios({j, k}, speeds[j]) for j in speeds if j != k])
+        plain = np.concatenate([own[j] for j in speeds if j != k])
+        row = {"source": k, "speeds": len(res)}
+        for name, scores in (("plain", plain), ("nested", inner)):
+            lo, hi = conformal_bounds(scores, S.COVERAGE)
+            n_in = int(((res >= lo - 1e-12) & (res <= hi + 1e-12)).sum())
+            t = tally[name]
+            t[0], t[1] = t[0] + n_in, t[1] + len(res)
+            t[2] += [math.exp(hi - lo)] * len(res)
+            row[f"inside {name}"] = f"{n_in} of {len(res)}"
+            row[f"{name} range"] = f"x{math.exp(lo):.3f}-{math.exp(hi):.3f}"
+        table.append(row)
+    done = {k: (v[0], v[1], float(np.median(v[2]))) for k, v in tally.items()}
+    return pd.DataFrame(table), done["plain"], done["nested"]
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--serving-nested", action="store_true",
+                    help="add serving's check nested (about a minute)")
+    args = ap.parse_args(argv)
     summary, out = tables()
     print("## Per area: nominal and out-of-source coverage, median width\n")
     print(summary.to_markdown(index=False))
     for area, t in out.items():
         print(f"\n## {area}\n")
         print(t.to_markdown(index=False, floatfmt=".3f"))
+    if args.serving_nested:
+        table, plain, nested = serving_nested()
+        print("\n## serving, nested as the training checks are (not what the library states)\n")
+        for name, (n_in, n, width) in (("plain (data/serving_intervals.csv)", plain), ("nested", nested)):
+            print(f"- {name}: {n_in} of {n} inside ({n_in / n:.1%}), median width {width:.3f}x")
+        print()
+        print(table.to_markdown(index=False))
     return 0
 
 
