@@ -277,11 +277,12 @@ def test_metas_8k_layout_lands_within_15_percent_of_table4(key):
 
 
 _ORDER = ("issue 34 (llama34s, long24): in both readings the 128K step prices above the 8K one on 16,384 GPUs"
-          " (0.421-0.422 vs 0.405-0.406): attention counted as PaLM does runs faster per model FLOP than the "
-          "GEMMs, and the 128K step's TP share (6%) plus CP (4%) is below 8K's TP share (13%). Flipping it "
-          "needs the 128K step 4% slower (its attention, 6.4 s of 11.1 s of compute, at 0.244 of peak instead"
-          " of 0.267). No published figure supports a slower term: Meta's all-gather CP runs one kernel per "
-          "query chunk (no LSE merge, so torch's ring bytes, data/cp_merge_bytes.csv, are not its cost); a "
+          " (0.420-0.421 vs 0.402-0.405, session 41): attention counted as PaLM does runs faster per model "
+          "FLOP than the GEMMs, and the 128K step's TP share (6%) plus CP (4%) is below 8K's TP share (13%). "
+          "Flipping it needs the 128K step 4.4% slower (its attention, 6.4 s of 11.2 s of compute, at 0.245 "
+          "of peak instead of 0.267). No published figure supports a slower term: Meta's all-gather CP runs "
+          "one kernel per query chunk (no LSE merge, so torch's ring bytes, data/cp_merge_bytes.csv, are not "
+          "its cost); a "
           "query chunk of 4K against up to 128K keys does more work per block than FlashAttention's square "
           "benchmarks, which would make it faster; FA2's GQA backward (dK/dV written per query head, then "
           "summed) adds about 2% to the backward at both lengths")
