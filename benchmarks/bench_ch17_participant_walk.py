@@ -16,9 +16,10 @@ The widget is built as the book builds it (``warm=True``), without speculation (
 Prints the median and mean CPU ms per kind of move (pick, step, back), the parts' medians, and each
 control's step. Does not assert (timings are not tests).
 
-Measured 2026-12-04 (speed41, main 72ccaa7d, 2 cores, little other work on the machine; load 0.5-1.3), ``--models
-5`` (the participant's first five models: 25 steps), alternated with ``bench_kernel_moves.py 17 --rounds 5``
-(the same moves sent as comm messages to a kernel started as Voila starts one), medians of the steps, CPU ms:
+Measured 2026-12-04 (speed41, main 72ccaa7d, 2 cores, little other work on the machine; load 0.5-1.3),
+``--models 5`` (the participant's first five models: 25 steps), alternated with ``bench_kernel_moves.py 17
+--rounds 5`` (the same moves sent as comm messages to a kernel started as Voila starts one), medians of the
+steps, CPU ms:
 
     in process (this script)  63.2, 61.9  (plan 38.8 / 35.5, render 7.5 / 7.2, draw 14.1 / 13.3, encode 3.5)
     kernel, comm messages     70.0, 75.8  (plan 39.4 / 39.0, render 10.1 / 10.7, png 18.4 / 20.3, around 4)
@@ -26,11 +27,11 @@ Measured 2026-12-04 (speed41, main 72ccaa7d, 2 cores, little other work on the m
 So a step costs the kernel ~8-13 ms more than the same Python alone: ~4 ms around the dashboard (message
 handling, its threads), the rest in the render and the PNG (the kernel's ``render`` is the dashboard's
 ``_draw`` less plan() and the PNG, so it holds the summary and the widget's look-ups too, ~1 ms); plan() is
-the same. The same 25 steps in a participant's Voila runs the same hour (measure_participant, 6 runs, load
-0.2-2.1): kernel CPU median 122, 91, 91, 84, 83, 68 ms, painted 172, 148, 128, 124, 117, 104 ms (the kernel's
-CPU is read from /proc while Chromium, its harness and Voila share the two cores with it). By control, in
-process (--models 5, medians): the context 76, a second GPU type 80, tokens per batch 66, max GPUs 36 (a cut
-of the kept search: render, draw and PNG alone), the K/V exchange 89 ms.
+the same. The same 25 steps in a participant's Voila runs the same hour (measure_participant, 8 runs, load
+0.15-2.1): kernel CPU median 122, 91, 91, 84, 83, 68, 106, 85 ms, painted 172, 148, 128, 124, 117, 104, 148,
+128 ms (the kernel's CPU is read from /proc while Chromium, its harness and Voila share the two cores with
+it). By control, in process (--models 5, medians): the context 76, a second GPU type 80, tokens per batch 66,
+max GPUs 36 (a cut of the kept search: render, draw and PNG alone), the K/V exchange 89 ms.
 """
 from __future__ import annotations
 
