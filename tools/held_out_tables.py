@@ -21,11 +21,11 @@ runs, and the per-source tables list the stand-in runs in their own column (thei
 Serving counts every held-out speed; its ``uncalibrated`` column counts the speeds whose engine and way of
 batching had no overhead of its own in the fold (priced at the era's pooled overhead).
 
-``--serving-nested`` adds what the library does not measure: serving's check nested as the training and
-fine-tuning checks are (``intervals.loso_check``, step 3). ``serve_calibration.interval_table`` judges a
-held-out source ``k`` by the order statistics of the other sources' residuals, each from a refit that left
-out its own source but saw ``k``; nested, each of those comes from a refit that saw neither (the same fit,
-prediction and bounds functions; ``S (S - 1)`` refits). Its first lines reproduce the stored check.
+``--serving-nested`` adds serving's check nested as the training and fine-tuning checks are
+(``serve_calibration.nested_check``, which runs ``intervals.loso_check``; not what the library states).
+``serve_calibration.interval_table`` judges a held-out source ``k`` by the order statistics of the other
+sources' residuals, each from a refit that left out its own source but saw ``k``; nested, each of those comes
+from a refit that saw neither (``S (S - 1)`` refits). Its first lines reproduce the stored check.
 """
 
 from __future__ import annotations
@@ -130,50 +130,26 @@ def tables():
 
 
 def serving_nested():
-    """Serving's held-out check, plain (as ``data/serving_intervals.csv``) and nested (module docstring):
-    ``(per_source, plain, nested)``, each of the last two ``(inside, rows, median width)``."""
+    """Serving's held-out check, plain (as ``data/serving_intervals.csv``) and nested (module docstring), both
+    from ``serve_calibration.nested_check``: ``(per_source, plain, nested)``, each of the last two
+    ``(inside, rows, median width)``."""
     import numpy as np
     import pandas as pd
 
-    from llmsizing import serve_calibration as S
-    from llmsizing.intervals import conformal_bounds
+    from llmsizing.serve_calibration import nested_check
 
-    df = S._read()
-    fit_rows = [r for r in df.itertuples() if S._trainable(r)]
-    speeds = {u: list(df[(df["url"] == u) & ~df["metric"].isin(S.RATIO_METRICS)].itertuples())
-              for u in sorted(df["url"].unique())}
-    speeds = {u: rows for u, rows in speeds.items() if rows}
-    fits = {}
-
-    def log_ratios(left_out, rows):
-        key = tuple(sorted(left_out))
-        if key not in fits:
-            fits[key] = S.fit_constants([r for r in fit_rows if r.url not in left_out])
-        c = fits[key]
-        out = []
-        for r in rows:
-            t0, _ = S._overhead(c, r)
-            pred = S.predict_row(r, mbu=c["weights_bu"], attention_bu=c["attention_bu"], mfu=c["prefill_mfu"],
-                                 step_overhead_s=t0)
-            out.append(math.log(S._ratio(r, r.value, pred)))
-        return np.array(out)
-
-    own = {k: log_ratios({k}, rows) for k, rows in speeds.items()}
-    table, tally = [], {"plain": [0, 0, []], "nested": [0, 0, []]}
-    for k, res in own.items():
-        inner = np.concatenate([log_ratios({j, k}, speeds[j]) for j in speeds if j != k])
-        plain = np.concatenate([own[j] for j in speeds if j != k])
-        row = {"source": k, "speeds": len(res)}
-        for name, scores in (("plain", plain), ("nested", inner)):
-            lo, hi = conformal_bounds(scores, S.COVERAGE)
-            n_in = int(((res >= lo - 1e-12) & (res <= hi + 1e-12)).sum())
-            t = tally[name]
-            t[0], t[1] = t[0] + n_in, t[1] + len(res)
-            t[2] += [math.exp(hi - lo)] * len(res)
-            row[f"inside {name}"] = f"{n_in} of {len(res)}"
+    checks = {name: nested_check(nested=name == "nested") for name in ("plain", "nested")}
+    urls = checks["plain"][1]
+    table = []
+    for k in dict.fromkeys(urls):
+        mine = urls == k
+        row = {"source": k, "speeds": int(mine.sum())}
+        for name, (check, _) in checks.items():
+            row[f"inside {name}"] = f"{int(check.inside[mine].sum())} of {int(mine.sum())}"
+            lo, hi = float(np.median(check.low_log[mine])), float(np.median(check.high_log[mine]))
             row[f"{name} range"] = f"x{math.exp(lo):.3f}-{math.exp(hi):.3f}"
         table.append(row)
-    done = {k: (v[0], v[1], float(np.median(v[2]))) for k, v in tally.items()}
+    done = {name: (int(c.inside.sum()), len(c.inside), c.median_width) for name, (c, _) in checks.items()}
     return pd.DataFrame(table), done["plain"], done["nested"]
 
 

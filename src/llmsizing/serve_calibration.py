@@ -190,6 +190,41 @@ def loso_residuals():
     return full, pd.DataFrame(out)
 
 
+def nested_check(coverage: float = COVERAGE, *, nested: bool = True):
+    """Serving's held-out check run by :func:`llmsizing.intervals.loso_check`, as training's and fine-tuning's
+    are (issue 34, audit34): each held-out source's speeds judged by bounds from residuals of refits that saw
+    neither that source nor the residual's own (``nested=True``: ``S + S (S - 1)`` refits, about a minute),
+    every figure weighing alike as in :func:`interval_table`. ``nested=False`` is the stored check
+    (``data/serving_intervals.csv``: each source judged by the other sources' held-out residuals, whose refits
+    saw it). Sources with ratio figures only are always in the fit, as in :func:`loso_residuals`. Returns
+    ``(check, sources)``: the :class:`~llmsizing.intervals.LosoCheck` (log residuals = log engine speed /
+    model speed) and the source (URL) of each of its rows. A measurement: the stated range does not use it."""
+    import numpy as np
+
+    from .intervals import loso_check
+
+    df = _read()
+    fit_rows = [r for r in df.itertuples() if _trainable(r)]
+    rows = list(df[~df["metric"].isin(RATIO_METRICS)].itertuples())
+    urls = np.array([r.url for r in rows], dtype=object)
+    every, fits = frozenset(urls), {}
+
+    def fit_predict(train, test):
+        left_out = every - frozenset(urls[train])
+        if left_out not in fits:
+            fits[left_out] = fit_constants([r for r in fit_rows if r.url not in left_out])
+        c, out = fits[left_out], []
+        for r in (rows[i] for i in np.flatnonzero(test)):
+            t0, _ = _overhead(c, r)
+            pred = predict_row(r, mbu=c["weights_bu"], attention_bu=c["attention_bu"], mfu=c["prefill_mfu"],
+                               step_overhead_s=t0)
+            out.append(-math.log(_ratio(r, r.value, pred)))   # (log y = 0: the residual is the log ratio)
+        return np.array(out)
+
+    check = loso_check(np.zeros(len(rows)), urls, fit_predict, coverage=coverage, nested=nested, unit="row")
+    return check, urls
+
+
 def interval_table(res, grouping: str | None = None):
     """The stated ranges from held-out residuals ``res`` (:func:`loso_residuals`), grouped by ``grouping``
     (:data:`GROUPINGS`; default :data:`SERVING_GROUPING`). Returns
