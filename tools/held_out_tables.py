@@ -11,11 +11,12 @@ Nothing is fitted or re-implemented here: every number comes from the library's 
 ``data/serving_intervals.csv`` (training: ``calibration.mfu_loso_check``; training-inputs:
 ``range_candidates.registered_check``; training-layout: ``step_intervals.step_loso_check`` and, with the
 stack named, ``step_intervals.stack_ranges``; moe-layout: ``moe_runs.moe_loso_check``; fine-tuning:
-``finetune_time.finetune_loso_check``; serving: the nested check ``serve_calibration.nested_table`` stored
-in ``data/serving_intervals.csv`` (row ``overall-nested``) and ``data/serving_loso.csv`` (``nested_*``), and,
-not nested, ``serve_calibration.interval_table`` of the stored held-out residuals; ``tools/calibrate_serving.py
---check`` compares both with a fresh cross-validation). Every area's median width is that of the ranges each
-held-out run was judged by (issue 34's bars: 1.6x training, 1.8x serving). This script only groups their per-run results by source (audit34, session 41).
+``finetune_time.finetune_loso_check``; serving: the nested check ``serve_calibration.nested_table``
+stored in ``data/serving_intervals.csv`` (row ``overall-nested``) and ``data/serving_loso.csv``
+(``nested_*``), and, not nested, ``serve_calibration.interval_table`` of the stored held-out residuals;
+``tools/calibrate_serving.py --check`` compares both with a fresh cross-validation). Every area's median
+width is that of the ranges each held-out run was judged by (issue 34's bars: 1.6x training, 1.8x
+serving). This script only groups their per-run results by source (audit34, session 41).
 
 In the training areas a run priced on a stand-in efficiency (a GPU generation and dtype no other source
 calibrates) is counted apart (``intervals`` step 5): the summary's coverage and width are over the calibrated
@@ -24,7 +25,8 @@ Serving counts every held-out speed; its ``uncalibrated`` column counts the spee
 batching had no overhead of its own in the fold (priced at the era's pooled overhead).
 
 ``--serving-nested`` recomputes serving's nested check (``serve_calibration.nested_check``, which runs
-``intervals.loso_check``; since ranges42 the figures the library stores and the book states) beside the plain one.
+``intervals.loso_check``; since ranges42 the figures the library stores and the book states) beside the
+plain one.
 ``serve_calibration.interval_table`` judges a held-out source ``k`` by the order statistics of the other
 sources' residuals, each from a refit that left out its own source but saw ``k``; nested, each of those comes
 from a refit that saw neither (``S (S - 1)`` refits). Its first lines reproduce the stored check.
@@ -115,8 +117,8 @@ def tables():
     summary.append(_check_row("fine-tuning", check, f"x{lo:.3f}-{hi:.3f}"))
     out["fine-tuning"] = _of_check(check, rows["source_key"].to_numpy(object))
     res = pd.read_csv(ROOT / "data" / "serving_loso.csv")
-    table, checked = S.interval_table(res[["row", "source", "engine", "batching", "metric", "kind", "calibrated",
-                                           "log_ratio"]])
+    table, checked = S.interval_table(res[["row", "source", "engine", "batching", "metric", "kind",
+                                           "calibrated", "log_ratio"]])
     t = table.set_index("group")
     ranged = t.drop(index="overall").iloc[0]
     # the coverage and median width stated and judged are the nested check's (serve_calibration.NESTED_GROUP,

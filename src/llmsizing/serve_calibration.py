@@ -23,7 +23,10 @@ fewer than :data:`MIN_GROUP` residuals is merged into its parent. A grouping is 
 median range at 75% measured coverage or more (:func:`grouping_table`); today none does, so
 :data:`SERVING_GROUPING` is ``"pooled"`` (issue 34, ranges2). The coverage is measured out of sample too
 (:func:`interval_table`): each source's rows are checked against ranges built from the other sources'
-residuals only. ``tools/calibrate_serving.py`` writes the constants to
+residuals only. Those residuals come from refits that saw the judged source; :func:`nested_check` judges it
+as the training checks are, by residuals from refits that saw neither it nor their own source, and is what
+the book states (:data:`NESTED_GROUP`, :func:`nested_table`; issue 34's bar :data:`MAX_WIDTH` is judged on its
+median width). ``tools/calibrate_serving.py`` writes the constants to
 ``data/serving_model.csv``, the ranges to ``data/serving_intervals.csv`` and the held-out residuals to
 ``data/serving_loso.csv``. A row's prediction and the fit itself (:func:`predict_row`, :func:`fit_constants`,
 its fast predictors and search) live in :mod:`llmsizing.serve_fit` (session 24); their names stay importable
@@ -235,12 +238,12 @@ def nested_check(coverage: float = COVERAGE, *, nested: bool = True):
 
 
 def nested_table(coverage: float = COVERAGE):
-    """The nested check (:func:`nested_check`, ``nested=True``; about a minute) as ``tools/calibrate_serving.py``
-    stores it: ``(per_row, row)``. ``per_row`` has the ``row`` of ``data/serving_published.csv`` and
-    ``nested_low``, ``nested_high`` (the speed ratios of the range the row's source was judged by, from refits
-    that saw neither it nor the residual's own source) and ``nested_inside``; ``row`` is the
-    :data:`NESTED_GROUP` row of ``data/serving_intervals.csv`` (coverage over every held-out speed, median
-    width of those ranges; ``width`` the stated ranges' median, ``low``/``high`` blank). Issue 34, ranges42."""
+    """The nested check (:func:`nested_check`, ``nested=True``; about a minute) as
+    ``tools/calibrate_serving.py`` stores it: ``(per_row, row)``. ``per_row`` has the ``row`` of
+    ``data/serving_published.csv`` and ``nested_low``, ``nested_high`` (the speed ratios of the range the
+    row's source was judged by, from refits that saw neither it nor the residual's own source) and
+    ``nested_inside``; ``row`` is the :data:`NESTED_GROUP` row of ``data/serving_intervals.csv`` (coverage
+    over every held-out speed, median width of those ranges; ``low``/``high`` blank). Issue 34, ranges42."""
     import numpy as np
     import pandas as pd
 

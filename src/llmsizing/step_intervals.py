@@ -322,7 +322,8 @@ def stack_ranges(runs=None, *, coverage: float = 0.8):
                     "stated": not cov < MIN_STACK_COVERAGE})
     stated = {r["group"]: r["stated"] for r in out}
     # the row each run's range comes from, in mfu.layout_range_group's order: the (family, generation) cell
-    # if the table has one, else the family's; a row stating no range, or an unknown stack, gives the plain one
+    # if the table has one, else the family's; a row stating no range, or an unknown stack, gives the plain
+    # one
     row = [next((g for g in (f"{f}:{g_}", f) if g in stated), None) if f != "unknown" else None
            for f, g_ in zip(fam, gen)]
     use = np.array([r is not None and stated[r] for r in row])
