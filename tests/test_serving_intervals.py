@@ -220,8 +220,41 @@ def test_pooled_range_and_its_coverage_recomputed_by_hand():
     lo, hi = _order_statistic_bounds(loso["log_ratio"])
     assert (stored.loc["all", "low"], stored.loc["all", "high"]) == pytest.approx((math.exp(lo), math.exp(hi)),
                                                                                   abs=6e-4)
-    # the done-when of issue 34 for serving, as measured: at least 75% covered, the stated range at most 1.8x
-    assert inside / n >= 0.75 and stored.loc["overall", "width"] <= 1.8
+    # issue 34's bar is judged by the median held-out width, nested as the training checks are (ranges42):
+    # test_nested_check_recomputed_by_hand_from_the_stored_bounds; the plain check's width is not the bar's
+    assert inside / n >= 0.75
+
+
+def test_nested_check_recomputed_by_hand_from_the_stored_bounds():
+    """audit34 finding 2 (ranges42): serving's coverage and median width are stated from the check nested as
+    training's (serve_calibration.NESTED_GROUP, tools/calibrate_serving.py; the refits take about a minute, so
+    the tool's --check recomputes them, not this test). Recount them here from data/serving_loso.csv's
+    per-speed bounds: inside when low <= exp(log_ratio) <= high; the width is high / low; each speed one
+    unit."""
+    loso = pd.read_csv(DATA_DIR / "serving_loso.csv")
+    stored = pd.read_csv(DATA_DIR / "serving_intervals.csv").set_index("group")
+    row = stored.loc[C.NESTED_GROUP]
+    ratio = loso["log_ratio"].map(math.exp)
+    inside = (ratio >= loso["nested_low"] - 1e-4) & (ratio <= loso["nested_high"] + 1e-4)
+    assert (inside == loso["nested_inside"]).all()
+    assert int(inside.sum()) == 55 and len(loso) == int(row["n_rows"]) == 66          # audit34: 55 of 66
+    assert row["coverage_out_of_sample"] == pytest.approx(inside.mean(), abs=1e-3)
+    width = statistics.median(loso["nested_high"] / loso["nested_low"])
+    assert row["width_out_of_sample"] == pytest.approx(width, abs=1e-3)
+    assert row["n_sources"] == loso["source"].nunique()
+    # one range per held-out source (its speeds judged by the same bounds), and the nested bounds are not the
+    # plain ones copied: a source's nested bounds come from other refits than its plain bounds do
+    per_src = loso.groupby("source")[["nested_low", "nested_high"]].nunique()
+    assert (per_src == 1).all().all()
+    assert ((loso["nested_low"] - loso["low"]).abs() > 1e-3).any()
+    # the stated range does not change (it is built from every held-out residual): its row keeps no bounds
+    assert math.isnan(row["low"]) and math.isnan(row["high"])
+    assert row["width"] == stored.loc["overall", "width"]
+    # issue 34's bar for serving, judged as training's (the median width of the ranges each held-out speed was
+    # judged by): the coverage holds, the width does not (1.98x against 1.8x); chapters 15 and the appendix
+    # glue that verdict, so a refit that meets it must change their prose too
+    assert C.MIN_COVERAGE == 0.75 and C.MAX_WIDTH == 1.8
+    assert inside.mean() >= C.MIN_COVERAGE and width > C.MAX_WIDTH
 
 
 def test_the_grouping_used_is_one_the_rule_accepts():

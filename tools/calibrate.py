@@ -171,7 +171,9 @@ METHOD = {
         "family:generation cell's) stated range is its location fitted on every source times those bounds; "
         "an unknown stack takes the plain pooled range (and is checked against it), and so does a family or "
         "cell whose out-of-source coverage is below 75% (no stated bounds); coverage measured "
-        "nested, each run against the interval computed without its source" + STAND_IN_WORDS),
+        "nested, each run against the interval computed without its source; the all row counts each run "
+        "against the interval the library gives its framework (the plain one where its cell or family states "
+        "no range)" + STAND_IN_WORDS),
     "moe-layout": (
         "80% conformal bounds of the absolute out-of-source residual (Lei et al. 2018; two-tailed bounds "
         "need 9 sources, these runs have 7) of log(implied / step_time MFU) = log(predicted / published "
@@ -285,14 +287,14 @@ def _layout_interval_rows(cells):
     groups = [("all", dtype == dtype)] + _dtype_groups(dtype)
     rows = _interval_rows(AREA, check, groups, src)
     cells += _stand_in_cells(AREA, check, df["generation"], dtype, src)
-    from llmsizing.step_intervals import MIN_STACK_COVERAGE, stack_ranges
+    from llmsizing.step_intervals import stack_ranges
 
     table, _ = stack_ranges()
     for r in table.itertuples():
         # a stack row whose location missed the 75% out of source states no range: the library then
-        # gives that stack the unknown stack's range (llmsizing.mfu.layout_range_group)
-        unchecked = r.group == "all" or r.measured_coverage < MIN_STACK_COVERAGE
-        stated = ["", ""] if unchecked else [f"{r.low:.4f}", f"{r.high:.4f}"]
+        # gives that stack the unknown stack's range (llmsizing.mfu.layout_range_group); the "all" row states
+        # none and counts each run against the range the library gives it (stack_ranges)
+        stated = [f"{r.low:.4f}", f"{r.high:.4f}"] if r.stated else ["", ""]
         rows.append([AREA, f"stack:{r.group}", "0.8", f"{r.measured_coverage:.4f}", f"{r.median_width:.4f}",
                      *stated, r.n_rows, r.n_sources, INTERVALS_AS_OF, METHOD["training-layout-stack"]])
     return rows

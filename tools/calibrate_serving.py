@@ -7,11 +7,13 @@ data/serving_loso.csv
     .venv/bin/python tools/calibrate_serving.py            # write the four files
     .venv/bin/python tools/calibrate_serving.py --check    # exit 1 if a file differs from a fresh fit
     .venv/bin/python tools/calibrate_serving.py --check --quick   # one fit on every row, no
-        # cross-validation; the ranges recomputed from the stored held-out residuals (the test's check)
+        # cross-validation; the ranges recomputed from the stored held-out residuals (the test's check);
+        # the nested check's row and columns (serve_calibration.NESTED_GROUP) are carried over as stored
 
 The fit and the cross-validation live in llmsizing.serve_calibration (chapter 15 shows their residuals); this
 script only writes their rounded results, so that the library reads numbers at run time instead of fitting on
-import. It refits once per source with calibration rows (a few minutes on one core).
+import. It refits once per source with calibration rows, and once per pair of sources for the nested check
+(serve_calibration.nested_table; a few minutes on one core in all).
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from llmsizing.serve_calibration import (METHOD, _read, _trainable, fit_constants,  # noqa: E402
-                                         fit_serving_constants, grouping_table, interval_table)
+from llmsizing.serve_calibration import (METHOD, NESTED_GROUP, _read, _trainable, fit_constants,  # noqa: E402
+                                         fit_serving_constants, grouping_table, interval_table, nested_table)
 from llmsizing.serve_engine import DEFAULT_ENGINE  # noqa: E402
 
 AS_OF = "2026-12-01"
@@ -56,8 +58,23 @@ def outputs(quick: bool = False) -> dict:
         stored = pd.read_csv(ROOT / "data" / "serving_loso.csv")
         table, checked = interval_table(stored[["row", "source", "engine", "batching", "metric", "kind",
                                                 "calibrated", "log_ratio"]])
+        # the nested check needs its S (S - 1) refits: --quick carries the stored row and columns over
+        stored_iv = pd.read_csv(ROOT / "data" / "serving_intervals.csv")
+        nested_row = stored_iv[stored_iv["group"] == NESTED_GROUP].iloc[0][
+            ["group", "coverage_nominal", "low", "high", "n_rows", "n_sources", "coverage_out_of_sample",
+             "width_out_of_sample"]].to_dict()
+        nested_rows = stored[["row", "nested_low", "nested_high", "nested_inside"]]
     else:
         full, table, checked = fit_serving_constants()
+        nested_rows, nested_row = nested_table()
+    import pandas as pd
+
+    # the check nested as training's (serve_calibration.nested_check): the coverage and width the book states
+    # (issue 34, ranges42); the stated range itself is the "all" row's, unchanged
+    overall = table.set_index("group").loc["overall"]
+    nested_row = {**nested_row, "width": overall["width"]}
+    table = pd.concat([table, pd.DataFrame([nested_row])[table.columns]], ignore_index=True)
+    checked = checked.merge(nested_rows, on="row", how="left", validate="one_to_one")
     model = [["constant", "value", "unit", "source", "as_of", "note"]]
     model += [[k, full[k], UNITS[k], SRC, AS_OF, NOTES[k]] for k in NOTES]
     for key, value in full["engines"].items():
@@ -70,6 +87,11 @@ def outputs(quick: bool = False) -> dict:
                       "engine without its own"])
     table = table.assign(method=METHOD, source="leave-one-source-out cross-validation of "
                          "data/serving_published.csv (tools/calibrate_serving.py)", as_of=AS_OF)
+    table.loc[table["group"] == NESTED_GROUP, "method"] = (
+        "the stated range's check nested as the training checks are (serve_calibration.nested_check): each "
+        "held-out source judged by the order statistics of the other sources' held-out log speed ratios, "
+        "each from a refit that saw neither the judged source nor its own; every held-out speed one unit; "
+        "low/high blank: the stated range is row 'all'; the coverage and median width the book states")
     res = checked[["row", "source", "engine", "batching", "metric", "kind", "calibrated", "log_ratio"]]
     variants = grouping_table(res).assign(
         source="leave-one-source-out cross-validation of data/serving_published.csv "

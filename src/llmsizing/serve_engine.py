@@ -352,7 +352,7 @@ def serving_constants() -> ServingConstants:
         values = {r["constant"]: float(r["value"]) for r in csv.DictReader(f)}
     with open(DATA_DIR / "serving_intervals.csv", newline="") as f:
         groups = tuple((r["group"], float(r["low"]), float(r["high"])) for r in csv.DictReader(f)
-                       if r["group"] != "overall")
+                       if not r["group"].startswith("overall"))   # overall, overall-nested: checks
     keyed = [(m.group(1), v) for k, v in values.items() if (m := ENGINE_ROW.match(k))]
     engines = tuple((k, v) for k, v in keyed if "/" in k)
     eras = tuple((k, v) for k, v in keyed if "/" not in k)

@@ -269,16 +269,21 @@ def stack_ranges(runs=None, *, coverage: float = 0.8):
     """The range of an MFU from a layout per stack family and GPU generation (module docstring, "The stack"):
     ``(table, per_run)``.
     ``table`` has one ``"all"`` row, one row per family of :data:`~llmsizing.frameworks.STACK_FAMILIES` and
-    one ``"<family>:<generation>"`` row per (family, generation) with a calibration run:
-    ``measured_coverage`` and ``median_width`` over those runs as a user gets them (a known family's runs
-    against the stack-centred interval computed without their source, an unknown stack's against the plain
-    pooled one), the stated
-    ``low``/``high`` factors on the step model's MFU (the location of the family, or of the cell, fitted on
-    every source times the pooled stack-centred bounds; ``"unknown"``: the plain pooled bounds; ``"all"``:
-    none), ``n_rows`` and ``n_sources``, over the runs calibrated in their fold (module docstring, step 4).
-    ``per_run``: :func:`step_loso_check`'s runs with ``ratio`` (published / predicted, stack-centred for a
-    known family), ``low``/``high`` (that row's held-out bounds as ratios), ``inside`` and
-    ``calibrated``."""
+    one ``"<family>:<generation>"`` row per (family, generation) with a calibration run. A family's or a
+    cell's ``measured_coverage`` and ``median_width`` are over its runs against the stack-centred interval
+    computed without their source (``"unknown"``: against the plain pooled one); ``stated`` is whether the
+    row states a range (its coverage not below :data:`MIN_STACK_COVERAGE`; never ``"all"``); ``low``/``high``
+    are the factors on the step model's MFU it would state (the location of the family, or of the cell,
+    fitted on every source times the pooled stack-centred bounds; ``"unknown"``: the plain pooled bounds;
+    ``"all"``: none). The ``"all"`` row counts every run **as a user gets it** (audit34, ranges42): against
+    the interval :func:`~llmsizing.mfu.layout_range_group` gives its framework, i.e. the stack-centred one
+    where the run's cell (else its family, where the cell has no row) states a range, the plain pooled one
+    where it states none or the stack is unknown. ``n_rows`` and ``n_sources`` count the runs calibrated in
+    their fold (module docstring, step 4).
+    ``per_run``: :func:`step_loso_check`'s runs as a user gets them (as the ``"all"`` row): ``ratio``
+    (published / predicted, stack-centred where the stack's range is used), ``low``/``high`` (the held-out
+    bounds as ratios), ``inside``, ``calibrated`` and ``range_row`` (the row of ``table`` whose range the run
+    gets, or ``"plain"``)."""
     import math
 
     import numpy as np
@@ -291,14 +296,12 @@ def stack_ranges(runs=None, *, coverage: float = 0.8):
     rows = list(df.itertuples())
     loc = stack_locations(df, np.ones(len(df), bool), lambda i, e: math.log(_mfu_at(rows[i], e)))
     unk = (df["stack_family"] == "unknown").to_numpy()
-    pick = {k: np.where(unk, getattr(plain, k), getattr(stacked, k))
-            for k in ("residuals", "low_log", "high_log", "inside")}
+    keys = ("residuals", "low_log", "high_log", "inside")
+    pick = {k: np.where(unk, getattr(plain, k), getattr(stacked, k)) for k in keys}
     cal = plain.calibrated_rows
-    per = df.assign(ratio=np.exp(pick["residuals"]), low=np.exp(pick["low_log"]),
-                    high=np.exp(pick["high_log"]), inside=pick["inside"], calibrated=cal)
     fam, gen = df["stack_family"].to_numpy(object), df["generation"].to_numpy(object)
     # the groups count calibrated runs only (a run priced on a stand-in is reported apart: module docstring)
-    groups = [("all", cal, None)]
+    groups = []
     for f in STACK_FAMILIES:
         groups.append((f, cal & (fam == f), loc.get(f)))
         groups += [(f"{f}:{k[1]}", cal & (fam == f) & (gen == k[1]), v) for k, v in loc.items()
@@ -306,15 +309,31 @@ def stack_ranges(runs=None, *, coverage: float = 0.8):
     lo, hi = stacked.bounds[None]
     out = []
     for name, mine, where in groups:
-        if name == "all":
-            low = high = math.nan
-        elif where is None:
+        if where is None:
             low, high = plain.stated()
         else:
             low, high = math.exp(where + lo), math.exp(where + hi)
         n = int(mine.sum())
-        out.append({"group": name, "measured_coverage": float(pick["inside"][mine].mean()) if n else math.nan,
+        cov = float(pick["inside"][mine].mean()) if n else math.nan
+        out.append({"group": name, "measured_coverage": cov,
                     "median_width": float(np.exp(np.median(pick["high_log"][mine] - pick["low_log"][mine])))
                     if n else math.nan, "low": low, "high": high, "n_rows": n,
-                    "n_sources": len(set(df["source_key"][mine]))})
+                    "n_sources": len(set(df["source_key"][mine])),
+                    "stated": not cov < MIN_STACK_COVERAGE})
+    stated = {r["group"]: r["stated"] for r in out}
+    # the row each run's range comes from, in mfu.layout_range_group's order: the (family, generation) cell
+    # if the table has one, else the family's; a row stating no range, or an unknown stack, gives the plain
+    # one
+    row = [next((g for g in (f"{f}:{g_}", f) if g in stated), None) if f != "unknown" else None
+           for f, g_ in zip(fam, gen)]
+    use = np.array([r is not None and stated[r] for r in row])
+    user = {k: np.where(use, getattr(stacked, k), getattr(plain, k)) for k in keys}
+    n = int(cal.sum())
+    out.insert(0, {"group": "all", "measured_coverage": float(user["inside"][cal].mean()) if n else math.nan,
+                   "median_width": float(np.exp(np.median(user["high_log"][cal] - user["low_log"][cal])))
+                   if n else math.nan, "low": math.nan, "high": math.nan, "n_rows": n,
+                   "n_sources": len(set(df["source_key"][cal])), "stated": False})
+    per = df.assign(ratio=np.exp(user["residuals"]), low=np.exp(user["low_log"]),
+                    high=np.exp(user["high_log"]), inside=user["inside"], calibrated=cal,
+                    range_row=[r if u else "plain" for r, u in zip(row, use)])
     return pd.DataFrame(out), per
