@@ -320,6 +320,32 @@ def moe_dispatcher_option(args, model) -> dict:
     return out
 
 
+def add_step_recipe_flags(p, *, ep_overlap: bool = False) -> None:
+    """``--schedule`` and ``--comm-sms`` (``time``, ``cost`` and ``plan``; with ``ep_overlap``, ``time`` and
+    ``cost``, also ``--ep-overlap``): the step recipe's pipeline schedule and the SMs its communication
+    kernels keep, :func:`~llmsizing.layouts.step_time`'s ``schedule`` and ``comm_sms``, as
+    :func:`~llmsizing.time_cost.training_time`, :func:`~llmsizing.time_cost.cost_by_gpu` and
+    :func:`~llmsizing.planner.plan` take them (moeapi42; :func:`step_recipe_option`). These commands search
+    or choose the layout, so DualPipe, which the planner does not search, is not offered."""
+    p.add_argument("--schedule", choices=["1f1b", "zb1p"], default=None,
+                   help="the pipeline schedule: 1f1b (default) or zb1p (zero bubble); DualPipe is priced "
+                        "on a given layout only (the Python API's step_time or training_time with parallel=)")
+    p.add_argument("--comm-sms", type=integer(0), default=None, metavar="N",
+                   help="SMs per GPU kept by communication kernels, slowing the compute (DeepSeek-V3: 20 "
+                        "of the H800's 132; default 0)")
+    if ep_overlap:
+        p.add_argument("--ep-overlap", type=number(0, 1), default=None,
+                       help="share of a mixture of experts' all-to-all hidden behind compute (DualPipe's: 1; "
+                            "default 0)")
+
+
+def step_recipe_option(args, *, ep_overlap: bool = False) -> dict:
+    """``schedule=``, ``comm_sms=`` (and with ``ep_overlap``, ``ep_overlap=``) of
+    :func:`add_step_recipe_flags`' flags, each only where given (an old call's keywords unchanged)."""
+    keys = ("schedule", "comm_sms") + (("ep_overlap",) if ep_overlap else ())
+    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+
+
 def add_plan_moe_flags(p) -> None:
     """``llmsizing plan``'s mixture-of-experts flags: ``--ep``, ``--ep-overlap``,
     ``--shared-expert-overlap``, ``--mtp-depth``, ``--capacity-factor`` and ``--dispatcher``
