@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field, replace
 
-from ._validate import check_choice, check_int, check_number
+from ._validate import check_bool, check_choice, check_int, check_number
 from .act_terms import ATTENTION, STACKS
 from .all_to_all import DEFAULT_DISPATCHER, check_dispatcher, dispatcher_kwargs
 from .catalog import GPU, get_gpu, resolve_model
@@ -281,7 +281,7 @@ def check_step_recipe(schedule="1f1b", comm_sms=0, gpus=(), *, searched: bool = 
     n = check_int("comm_sms", comm_sms, minimum=0, maximum=1024)
     for g in gpus:
         comm_sm_share(g, n)                        # (an SM count not known, or not below it: ValueError)
-    if searched and schedule == "dualpipe":
+    if check_bool("searched", searched) and schedule == "dualpipe":
         raise ValueError(SEARCH_REFUSES_DUALPIPE)
     return {**({"schedule": schedule} if schedule != "1f1b" else {}), **({"comm_sms": n} if n else {})}
 
