@@ -153,7 +153,8 @@ def test_deepseek_v3_with_dualpipe_and_20_sms_gives_one_step_through_every_entry
                                       global_batch=V3_GB, **kw) for kw in (base, {**base, key: plain}))
         assert other.days != pytest.approx(one.days, rel=1e-6), key
         j = job.replace(**base)
-        assert step_time(j.replace(**{key: plain})).step_s != pytest.approx(step_time(j).step_s, rel=1e-6), key
+        assert step_time(j.replace(**{key: plain})).step_s != pytest.approx(step_time(j).step_s,
+                                                                            rel=1e-6), key
         assert L.training_time(j.replace(**{key: plain}), tokens=V3_TOKENS).days == pytest.approx(
             other.days, rel=1e-9), key
 
@@ -162,7 +163,8 @@ def test_the_v3_recipes_sms_slow_the_compute_by_132_over_112_by_hand():
     """20 of 132 SMs kept: every stage's compute takes 132 / 112 as long (DeepSeek-V3 Sec. 3.2.2), through
     training_time's layout as through step_time; DualPipe's bubble scales with it (a share of the compute)."""
     par, accum = _v3_layout(), V3_GB // 128
-    kw = dict(batch=1, seq=V3_SEQ, grad_accum=accum, **{k: v for k, v in V3_RECIPE.items() if k != "comm_sms"})
+    rest = {k: v for k, v in V3_RECIPE.items() if k != "comm_sms"}
+    kw = dict(batch=1, seq=V3_SEQ, grad_accum=accum, **rest)
     with_sms = step_time("deepseek-v3", "H800", par, comm_sms=20, **kw)
     without = step_time("deepseek-v3", "H800", par, **kw)
     assert with_sms.compute_s == pytest.approx(without.compute_s * 132 / 112, rel=1e-12)

@@ -166,7 +166,8 @@ PLAN = dict(tokens=TOKENS, gpus=(H800,), seq=SEQ, global_batch=512, max_gpus=128
     (lambda: training_time(V2, **LAYOUT, comm_sms=132), ValueError, "must be below H800's 132 SMs"),
     (lambda: L.plan(V2, **{**PLAN, "gpus": (H800, "B200")}, comm_sms=20), ValueError,
      "comm_sms=20: the SM count of 'B200' is not known"),
-    (lambda: Job(V2, H800, SEQ, V2_PAR, comm_sms=2000), ValueError, "comm_sms must be an integer >= 0 and <="),
+    (lambda: Job(V2, H800, SEQ, V2_PAR, comm_sms=2000), ValueError,
+     "comm_sms must be an integer >= 0 and <="),
     (lambda: cost_by_gpu(V2, tokens=TOKENS, seq=SEQ, gpus=[H800], comm_sms="20"), TypeError,
      "comm_sms must be an integer"),
     # ep_overlap and max_nodes, now training_time's and cost_by_gpu's too
@@ -175,8 +176,8 @@ PLAN = dict(tokens=TOKENS, gpus=(H800,), seq=SEQ, global_batch=512, max_gpus=128
     (lambda: training_time(V2, **LAYOUT, max_nodes="all"), ValueError, "max_nodes='all'"),
     (lambda: cost_by_gpu(V2, tokens=TOKENS, seq=SEQ, gpus=[H800], max_nodes=0), ValueError, "max_nodes"),
     # where nothing would price them: an MFU, stages, a dense model's calibrated MFU
-    (lambda: training_time(V2, tokens=TOKENS, gpu=H800, seq=SEQ, n_gpus=128, mfu=0.3, comm_sms=20), ValueError,
-     "comm_sms=20 price a layout's step: not with stages=, mfu="),
+    (lambda: training_time(V2, tokens=TOKENS, gpu=H800, seq=SEQ, n_gpus=128, mfu=0.3, comm_sms=20),
+     ValueError, "comm_sms=20 price a layout's step: not with stages=, mfu="),
     (lambda: training_time("llama-3-8b", tokens=TOKENS, gpu=H800, seq=SEQ, n_gpus=8, schedule="zb1p"),
      ValueError, "schedule='zb1p': no step to price them on"),
     (lambda: cost_by_gpu("llama-3-8b", tokens=TOKENS, seq=SEQ, gpus=[H800], comm_sms=20), ValueError,
@@ -197,3 +198,22 @@ PLAN = dict(tokens=TOKENS, gpus=(H800,), seq=SEQ, global_batch=512, max_gpus=128
 def test_bad_recipes_are_refused_naming_the_parameter(call, error, words):
     with pytest.raises(error, match=re.escape(words)):
         call()
+
+
+def test_an_accounted_split_holds_the_layers_it_computes():
+    """Megatron-LM's accounted split (``--account-for-embedding/loss-in-pipeline-split``) of Qwen3-235B's 94
+    layers on 8 stages: (94 + 2) / 8 = 12 places a stage, the first and the last one layer fewer, 11, six 12s,
+    11 (by hand). The memory's split of the parameters now holds those layers (it dropped the two flags and
+    held 12, ..., 12, 11, 11 while the step computed 11, 12, ..., 12, 11); every layer is a MoE layer, so
+    the first stage holds 11/12 of a middle stage's routed experts."""
+    from llmsizing import moe
+    from llmsizing.parallel import layers_per_stage
+
+    m = L.get_model("qwen3-235b-a22b")
+    par = L.Parallel(pp=8, dp=8, ep=8, account_for_embedding=True, account_for_loss=True)
+    hand = (11, 12, 12, 12, 12, 12, 12, 11)
+    assert tuple(layers_per_stage(m.layers, par)) == hand
+    split = moe.stage_split(m, par)
+    assert tuple(r["layers"] for r in split) == hand
+    assert split[0]["experts"] / split[1]["experts"] == pytest.approx(11 / 12, rel=1e-12)
+    assert split[-1]["experts"] == pytest.approx(split[0]["experts"], rel=1e-12)
