@@ -217,3 +217,39 @@ def test_an_accounted_split_holds_the_layers_it_computes():
     assert tuple(r["layers"] for r in split) == hand
     assert split[0]["experts"] / split[1]["experts"] == pytest.approx(11 / 12, rel=1e-12)
     assert split[-1]["experts"] == pytest.approx(split[0]["experts"], rel=1e-12)
+
+
+def _accounted(r):
+    return L.Parallel(tp=int(r.tp), pp=int(r.pp), dp=int(r.dp), zero=int(r.zero), sp=bool(r.sp), cp=int(r.cp),
+                      ep=int(r.ep), account_for_embedding=True, account_for_loss=True)
+
+
+@pytest.mark.parametrize("model, gpu, gb, opts, new_pps", [
+    # 94 + 2 = 96: its divisors up to 94 that do not divide 94 (by hand)
+    ("qwen3-235b-a22b", "H100 SXM", 512, {"ep_overlap": 0.5}, {3, 4, 6, 8, 12, 16, 24, 32, 48}),
+    # 61 + 2 = 63: 3, 7, 9, 21 (63 > 61); its three dense layers on the first stage, MTP on the last
+    ("deepseek-v3", "H800", 1920, {"precision": "fp8-deepseek", "mtp_depth": 1, "comm_sms": 20},
+     {3, 7, 9, 21}),
+])
+def test_plan_searches_the_accounted_split_of_a_mixture_of_experts_when_asked(model, gpu, gb, opts, new_pps):
+    """plan(accounted_split=True): the pp Megatron-LM's accounted split allows besides the divisors, each row
+    the memory and step of ``Parallel(account_for_embedding=True, account_for_loss=True)`` at 1e-9 (sampled
+    rows); the default search is as before (no such pp), and its rows are among the wider search's."""
+    kw = dict(tokens=TOKENS, gpus=(gpu,), seq=SEQ, global_batch=gb, max_gpus=2048, **opts)
+    wide, plain = L.plan(model, **kw, accounted_split=True), L.plan(model, **kw)
+    layers = L.get_model(model).layers
+    assert set(plain["pp"]) <= {p for p in range(1, layers + 1) if layers % p == 0}
+    new = wide[layers % wide["pp"] != 0]
+    assert set(new["pp"]) == new_pps
+    assert len(wide) == len(plain) + len(new)
+    memory_kw = {k: v for k, v in opts.items() if k in ("precision", "mtp_depth")}
+    for r in new.sample(12, random_state=0).itertuples():
+        par = _accounted(r)
+        mem = L.training_memory(model, batch=int(r.micro_batch), seq=SEQ, grad_accum=int(r.grad_accum),
+                                recompute=r.recompute, parallel=par, **memory_kw)
+        assert r.memory_per_gpu_bytes == pytest.approx(mem.total_bytes, rel=1e-9), par
+        st = step_time(model, gpu, par, batch=int(r.micro_batch), seq=SEQ, grad_accum=int(r.grad_accum),
+                       recompute=r.recompute, **opts)
+        assert r.step_time_s == pytest.approx(st.step_s, rel=1e-9), par
+        job = Job.from_plan_row(r, model, seq=SEQ, **opts)         # (accounted where pp does not divide)
+        assert step_time(job).step_s == pytest.approx(st.step_s, rel=1e-9)

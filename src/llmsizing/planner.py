@@ -88,7 +88,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
             cp_comm="p2p", eps=(1,), expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False,
             vps=(1,), shard_pp=False, shared=False, options=(), counts=None, grad_buffer=False,
-            dispatcher="alltoall", recipe=()):
+            dispatcher="alltoall", recipe=(), accounted=False):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
@@ -111,7 +111,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     domains = {g.name: node_of[g.name].scaleup_domain_gpus for g in gpu_list}
 
     tps = tuple(sorted({t for d in set(domains.values()) for t in _divisors(d)}))
-    layouts = list(_kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps))
+    layouts = list(_kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps, accounted))
 
     # (a mixture of experts' ep degrees multiply the layouts, and are bounded by the divisors of its experts)
     n_layouts, most_layouts = len({lay[:3] for lay in layouts}), MAX_LAYOUTS * (1 + shard_pp)
@@ -189,7 +189,7 @@ def _count_limit(max_gpus, counts):
 
 
 @functools.lru_cache(maxsize=64)
-def _kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps) -> tuple:
+def _kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps, accounted=False) -> tuple:
     """:func:`_search`'s layouts ``(tp, pp, zero, ep, v)`` that the model and the engines allow (``v``:
     interleaved chunks per stage, dense only), in the search's order, for the tensor-parallel degrees ``tps``
     (those of the GPUs' scale-up domains). Kept (issue 35): they depend on neither the global batch, the GPU
@@ -197,7 +197,7 @@ def _kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps) -> t
     a move (~150 check_layout calls each for DeepSeek-V3)."""
     layouts, checked = [], {}
     for tp in tps:
-        for pp in pipeline_degrees(model, max_pp):
+        for pp in pipeline_degrees(model, max_pp, accounted):
             try:
                 check_layout(model, tp=tp, pp=pp)
             except ValueError:
@@ -244,7 +244,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          virtual_stages=VIRTUAL_STAGES, deadline_rule: str | None = None,
          shard_under_pipeline: bool = False, shared_expert_overlap: bool = False, mtp_depth: int = 0,
          capacity_factor: float | None = None, gpu_counts=None, grad_buffer: bool | str = False,
-         dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0):
+         dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0,
+         accounted_split: bool = False):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame
     (:data:`~llmsizing.plan_space.PLAN_COLUMNS`), cheapest first.
@@ -352,6 +353,14 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     multi-token-prediction modules on the last stage) and ``capacity_factor`` (token dropping; ``None``:
     dropless) are priced as ``training_memory`` and ``step_time`` price them (:mod:`llmsizing.plan_moe`).
 
+    ``accounted_split=True`` (moeapi42; off by default, a mixture of experts only: a dense search has it
+    always) also searches a mixture of experts on the ``pp`` that divide ``layers + 2`` but not the layers,
+    Megatron-LM's accounted split (:func:`~llmsizing.plan_pricing.pipeline_split`: the first and the last
+    stage one layer fewer; Qwen3-235B's 94 layers: pp 3, 4, 6, 8, 12, 16, 24, 32, 48 besides 1, 2, 47;
+    DeepSeek-V3's 61: 3, 7, 9, 21, not its own 16 stages, which no rule of Megatron's gives), each row
+    ``training_memory`` and ``step_time`` of that layout (``Parallel(account_for_embedding=True,
+    account_for_loss=True)``; ``tests/test_moe_recipe_paths.py``). Its cost: ``benchmarks/README.md``.
+
     ``schedule`` and ``comm_sms`` (moeapi42, issue 35: the recipe ``step_time`` takes, for any model): the
     pipeline schedule, ``"1f1b"`` (default) or ``"zb1p"`` (zero bubble, plain pipelines only: no interleaved
     chunks are searched), and the SMs each GPU's communication kernels keep (0 by default; DeepSeek-V3: 20 of
@@ -410,6 +419,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                                                                          example='("H100 SXM", "A100 80GB")')]
     recipe = check_step_recipe(schedule, comm_sms, gpu_list, searched=True)      # ({} by default: as before)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
+    accounted = check_bool("accounted_split", accounted_split) and model.is_moe    # (a dense search has it)
     shard_pp = check_bool("shard_under_pipeline", shard_under_pipeline) and not model.is_moe
     grad_buffer = check_grad_buffer_kind(grad_buffer)
     vps = None if virtual_stages is None else tuple(sorted({check_int("virtual_stages[i]", v) for v in
@@ -500,6 +510,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     more.update(dispatcher_kwargs(dispatcher) if model.is_moe else {})
     if recipe:
         more["recipe"] = tuple(sorted(recipe.items()))
+    if accounted:
+        more["accounted"] = True
     try:
         hash(args)
     # an unhashable argument: not cached; the search rejects it with its own message
