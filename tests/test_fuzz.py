@@ -709,7 +709,8 @@ from llmsizing.moe_time import SCHEDULES  # noqa: E402
 _OLMOE = dict(model="olmoe-1b-7b", seq=1024)
 _OLMOE_PAR = L.Parallel(pp=2, dp=8, ep=8, zero=1)
 _MAX_NODES = Arg(st.sampled_from(["model", None, 1, 2]), st.sampled_from(["all", 0, -1, 1.5, True, "2"]))
-_RECIPE = dict(schedule=names(SCHEDULES), comm_sms=ints(0, 131), ep_overlap=nums(0, 1), max_nodes=_MAX_NODES)
+_RECIPE = dict(schedule=names(SCHEDULES), comm_sms=ints(0, 131), ep_overlap=nums(0, 1), max_nodes=_MAX_NODES,
+               load_skew=nums(1, 64, optional=True))
 PART3_FUNCTIONS.update({
     "training_time_moe_recipe": Spec(
         lambda **kw: time_cost.training_time(**_OLMOE, tokens=1e12, gpu="H100 SXM", parallel=_OLMOE_PAR,

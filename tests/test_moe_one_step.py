@@ -51,13 +51,19 @@ CASES = [
      4096, 512, 1, "full", {"capacity_factor": 1.0, "schedule": "zb1p", "comm_sms": 20}),
     ("qwen3-235b-a22b", "H100 SXM", L.Parallel(pp=2, dp=64, ep=32, zero=1), 4096, 512, 1, "full",
      {"schedule": "zb1p", "max_nodes": 2, "ep_overlap": 0.5}),
+    # and a measured load skew in place of the default (gpt-oss-120b, 16 of the H100's 132 SMs kept)
+    ("gpt-oss-120b", "H100 SXM", L.Parallel(pp=2, dp=32, ep=16, zero=1), 4096, 256, 1, "full",
+     {"load_skew": 1.5, "comm_sms": 16}),
 ]
 
 
 def _ids(case):
     m, g, p, *_, opts = case
     return f"{m}-{g}-tp{p.tp}pp{p.pp}v{p.virtual_stages}dp{p.dp}ep{p.ep}z{p.zero}" + "".join(
-        f"-{k}" for k in sorted(opts) if k in ("schedule", "comm_sms", "ep_overlap", "max_nodes"))
+        f"-{k}" for k in sorted(opts) if k in RECIPE_KEYS)
+
+
+RECIPE_KEYS = ("schedule", "comm_sms", "ep_overlap", "max_nodes", "load_skew")      # (moeapi42)
 
 
 def _plan_row(model, gpu, par, seq, gb, mb, rc, opts):

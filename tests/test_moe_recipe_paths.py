@@ -184,6 +184,13 @@ PLAN = dict(tokens=TOKENS, gpus=(H800,), seq=SEQ, global_batch=512, max_gpus=128
      "comm_sms=20: cost_by_gpu prices a dense model at the calibrated MFU"),
     (lambda: cost_by_gpu(V2, tokens=TOKENS, seq=SEQ, gpus=[H800], ep_overlap=1.0, mfu=0.3), ValueError,
      "not with mfu="),
+    # load_skew: 1 to 64, a mixture of experts', not with the capacity factor that sets it
+    (lambda: training_time(V2, **LAYOUT, load_skew=0.9), ValueError, "load_skew must be"),
+    (lambda: L.plan(V2, **PLAN, load_skew=1.2, capacity_factor=1.0), ValueError,
+     "load_skew=1.2 with capacity_factor=1.0: the capacity sets the load skew"),
+    (lambda: Job(V2, H800, SEQ, V2_PAR, load_skew="1.2"), TypeError, "load_skew must be"),
+    (lambda: training_time("llama-3-8b", **{**LAYOUT, "parallel": L.Parallel(tp=2, sp=True, pp=4, dp=16)},
+                           load_skew=1.2), ValueError, "llama-3-8b is dense"),
     # DualPipe where a layout is searched, and zero bubble with interleaved chunks
     (lambda: min_gpus(V2, H800, batch=1, seq=SEQ, schedule="dualpipe"), ValueError,
      "schedule='dualpipe' is priced on a given layout only"),

@@ -53,8 +53,9 @@ class Job:
     modules (DeepSeek-V3's, :mod:`llmsizing.mtp`), and ``capacity_factor`` its token dropping (``None``:
     dropless), which its memory, step, time and plan price; ``schedule`` the pipeline schedule
     (``"1f1b"``, ``"zb1p"``, ``"dualpipe"``) and ``comm_sms`` the SMs its communication kernels keep
-    (DeepSeek-V3's recipe: ``"dualpipe"``, 20), which its step, time and plan price
-    (:func:`check_step_recipe`; a plan refuses DualPipe); ``dispatcher`` its token dispatcher
+    (DeepSeek-V3's recipe: ``"dualpipe"``, 20), and ``load_skew`` a measured load skew in place of the
+    default, which its step, time and plan price (:func:`check_step_recipe`; a plan refuses DualPipe);
+    ``dispatcher`` its token dispatcher
     (``"alltoall"`` or ``"deepep"``, :data:`~llmsizing.all_to_all.DISPATCHERS`), which its step and plan
     price; under the model's group-limited routing or a ``max_nodes`` limit ``"alltoall"`` too sends a
     token once per GPU or node it reaches (DeepSeek's kernels), so the two can price alike there.
@@ -88,6 +89,7 @@ class Job:
     dispatcher: str = "alltoall"
     schedule: str = "1f1b"
     comm_sms: int = 0
+    load_skew: float | None = None
 
     def __post_init__(self):
         model = resolve_model(self.model, moe=True)
@@ -123,9 +125,11 @@ class Job:
         set_("mtp_depth", options.get("mtp_depth", 0))
         set_("capacity_factor", options.get("capacity_factor"))
         set_("grad_buffer", check_grad_buffer(self.grad_buffer, self.parallel.zero))
-        recipe = check_step_recipe(self.schedule, self.comm_sms, (self.gpu,))
+        recipe = check_step_recipe(self.schedule, self.comm_sms, (self.gpu,), load_skew=self.load_skew,
+                                   model=model, capacity_factor=self.capacity_factor)
         set_("schedule", recipe.get("schedule", "1f1b"))
         set_("comm_sms", recipe.get("comm_sms", 0))
+        set_("load_skew", recipe.get("load_skew"))
 
     @property
     def n_gpus(self) -> int:
@@ -179,10 +183,11 @@ class Job:
                 **({"capacity_factor": self.capacity_factor} if self.capacity_factor is not None else {})}
 
     def _step_recipe(self) -> dict:
-        """``schedule`` and ``comm_sms`` where not their defaults (moeapi42: an old job's keywords
-        unchanged)."""
+        """``schedule``, ``comm_sms`` and ``load_skew`` where not their defaults (moeapi42: an old job's
+        keywords unchanged)."""
         return {**({"schedule": self.schedule} if self.schedule != "1f1b" else {}),
-                **({"comm_sms": self.comm_sms} if self.comm_sms else {})}
+                **({"comm_sms": self.comm_sms} if self.comm_sms else {}),
+                **({"load_skew": self.load_skew} if self.load_skew is not None else {})}
 
     def _routing(self) -> dict:
         """``ep_overlap`` and ``max_nodes`` where not their defaults, for ``training_time`` (moeapi42: it
@@ -206,12 +211,13 @@ class Job:
                       kernel_efficiency: float | None = None, overlap: float | None = None,
                       framework: str | None = None, shared_expert_overlap: bool = False, mtp_depth: int = 0,
                       capacity_factor: float | None = None, grad_buffer: bool | str = False,
-                      dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0) -> "Job":
+                      dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0,
+                      load_skew: float | None = None) -> "Job":
         """The job one row of :func:`~llmsizing.planner.plan`'s frame prices (a ``Series`` or an
         ``itertuples()`` row), given the plan's own options (the keywords here are :func:`plan`'s, with its
         defaults; ``shared_expert_overlap`` goes to the layout; ``mtp_depth``, ``capacity_factor``,
-        ``schedule`` and ``comm_sms`` to the job; ``grad_buffer`` to the job where the row's ZeRO stage is 0
-        or 1, as :func:`plan` applies it). ``training_memory(job)``, ``step_time(job)``
+        ``schedule``, ``comm_sms`` and ``load_skew`` to the job; ``grad_buffer`` to the job where the row's
+        ZeRO stage is 0 or 1, as :func:`plan` applies it). ``training_memory(job)``, ``step_time(job)``
         and ``training_time(job, tokens=...)`` then reproduce the row's memory, step and days
         (``tests/test_job.py``). The row's ``virtual_stages``
         (interleaved chunks, 1 if absent) and its pipeline split (issue 34: a ``pp`` that does not divide the
@@ -238,7 +244,7 @@ class Job:
                    kernel_efficiency=kernel_efficiency, overlap=overlap, framework=framework,
                    mtp_depth=mtp_depth, capacity_factor=capacity_factor,
                    grad_buffer=zero_grad_buffer(grad_buffer, int(get("zero"))), dispatcher=dispatcher,
-                   schedule=schedule, comm_sms=comm_sms)
+                   schedule=schedule, comm_sms=comm_sms, load_skew=load_skew)
 
 
 def check_moe_options(model: Model, mtp_depth, capacity_factor) -> dict:
@@ -267,13 +273,17 @@ SEARCH_REFUSES_DUALPIPE = (
     "allow pp 1 or 61). Give schedule='1f1b' or 'zb1p', or the layout")
 
 
-def check_step_recipe(schedule="1f1b", comm_sms=0, gpus=(), *, searched: bool = False) -> dict:
+def check_step_recipe(schedule="1f1b", comm_sms=0, gpus=(), *, searched: bool = False, load_skew=None,
+                      model=None, capacity_factor=None) -> dict:
     """The step recipe's ``schedule`` (:data:`~llmsizing.moe_time.SCHEDULES`: ``"1f1b"``, ``"zb1p"`` or
     ``"dualpipe"``) and ``comm_sms`` (SMs kept by communication kernels, an integer from 0 to below each of
     ``gpus``' SM count, :func:`~llmsizing.moe_time.comm_sm_share`; DeepSeek-V3: 20 of the H800's 132)
     checked as :func:`~llmsizing.layouts.step_time` checks them, as keywords: only those not at their
     defaults (``{}`` for ``"1f1b"``, 0: an old call's keywords). ``searched``: for an answer that searches the
-    layout, where DualPipe is refused (:data:`SEARCH_REFUSES_DUALPIPE`). The one check of :class:`Job`,
+    layout, where DualPipe is refused (:data:`SEARCH_REFUSES_DUALPIPE`). ``load_skew`` (``None``: the
+    measured default of :func:`~llmsizing.moe_time.load_skew`; else 1 to 64, the slowest expert rank's
+    routed work over the mean): a mixture of experts' only (refused for a dense ``model``) and not with
+    ``capacity_factor``, which sets it, as ``step_time`` refuses both. The one check of :class:`Job`,
     :func:`~llmsizing.planner.plan`, :func:`~llmsizing.fewest_gpus.min_gpus`,
     :func:`~llmsizing.time_cost.training_time` and :func:`~llmsizing.time_cost.cost_by_gpu` (moeapi42, issue
     35: one MoE path; DeepSeek-V3's own recipe)."""
@@ -283,7 +293,15 @@ def check_step_recipe(schedule="1f1b", comm_sms=0, gpus=(), *, searched: bool = 
         comm_sm_share(g, n)                        # (an SM count not known, or not below it: ValueError)
     if check_bool("searched", searched) and schedule == "dualpipe":
         raise ValueError(SEARCH_REFUSES_DUALPIPE)
-    return {**({"schedule": schedule} if schedule != "1f1b" else {}), **({"comm_sms": n} if n else {})}
+    skew = None if load_skew is None else check_number("load_skew", load_skew, minimum=1.0, maximum=64.0)
+    if skew is not None and model is not None and not model.is_moe:
+        raise ValueError(f"load_skew={load_skew!r} is a mixture of experts' routed load; {model.name} is "
+                         "dense (experts=0): give load_skew=None")
+    if skew is not None and capacity_factor is not None:
+        raise ValueError(f"load_skew={load_skew!r} with capacity_factor={capacity_factor!r}: the capacity "
+                         "sets the load skew (moe_time.load_skew); give one of them")
+    return {**({"schedule": schedule} if schedule != "1f1b" else {}), **({"comm_sms": n} if n else {}),
+            **({"load_skew": skew} if skew is not None else {})}
 
 
 def takes_job(kind: str):

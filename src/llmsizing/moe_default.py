@@ -49,15 +49,15 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
                        precision: str = "bf16-mixed", ep_degrees=None, mtp_depth: int = 0,
                        capacity_factor: float | None = None, dispatcher: str = "alltoall",
                        schedule: str = "1f1b", comm_sms: int = 0, ep_overlap: float = 0.0,
-                       max_nodes="model"):
+                       max_nodes="model", load_skew: float | None = None):
     """The layout a mixture of experts is timed on when none is given (:func:`_moe_default_layout`), kept
     for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
     one again). ``mtp_depth``, ``capacity_factor`` and ``dispatcher`` (the token dispatcher,
     :data:`~llmsizing.all_to_all.DISPATCHERS`): planned with them (issue 35, one MoE path); so are the step
-    recipe's ``schedule`` and ``comm_sms`` (DualPipe refused: :func:`~llmsizing.job.check_step_recipe`) and
-    the all-to-all's ``ep_overlap`` and ``max_nodes`` (moeapi42; the fewest-GPU layout's tie-break,
-    :func:`~llmsizing.fewest_gpus.min_gpus`, takes the first two only: it hides nothing, and routes as the
-    model does)."""
+    recipe's ``schedule``, ``comm_sms`` and ``load_skew`` (DualPipe refused:
+    :func:`~llmsizing.job.check_step_recipe`) and the all-to-all's ``ep_overlap`` and ``max_nodes``
+    (moeapi42; the fewest-GPU layout's tie-break, :func:`~llmsizing.fewest_gpus.min_gpus`, takes the recipe
+    only: it hides nothing, and routes as the model does)."""
     model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
     recompute = check_choice("recompute", recompute, RECOMPUTE)
     precision = check_choice("precision", precision, RECIPES)
@@ -65,7 +65,9 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
     disp = check_dispatcher(dispatcher).name                 # (only when not the default: old keys unchanged)
     options = tuple(sorted({**check_moe_options(model, mtp_depth, capacity_factor),
                             **dispatcher_kwargs(disp),
-                            **check_step_recipe(schedule, comm_sms, (gpu,), searched=True),
+                            **check_step_recipe(schedule, comm_sms, (gpu,), searched=True,
+                                                load_skew=load_skew, model=model,
+                                                capacity_factor=capacity_factor),
                             **routing_kwargs(ep_overlap, max_nodes)}.items()))
     return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps, options)
 

@@ -25,7 +25,7 @@ from .kernels import compute_seconds
 from .memory import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces, peak_room_bytes,  # noqa: F401
                      stage_params, total_with_allowance_bytes, training_memory)
 from .moe_layouts import dp_unit
-from .moe_time import (comm_sm_share, load_skew, moe_extra_seconds, routed_expert_flops_per_token,
+from .moe_time import (comm_sm_share, load_skew as _skew, moe_extra_seconds, routed_expert_flops_per_token,
                        routing_bytes_per_token, shared_expert_params)
 from .parallel import kept_parallel
 from .pointwise import pointwise_seconds
@@ -216,7 +216,7 @@ def _least_recompute_layers(one, every, layers, micro, dps: np.ndarray, limits: 
 
 def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs,
            expert_tp=False, max_nodes=None, ep_overlap=0.0, shared=False, mtp_depth=0, capacity_factor=None,
-           dispatcher="alltoall", schedule="1f1b", comm_sms=0):
+           dispatcher="alltoall", schedule="1f1b", comm_sms=0, load_skew=None):
     """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``,
     an index into ``gpu_list``, ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``, ``m``, ``rc``, an index
     into ``rcs``): what one :func:`~llmsizing.layouts.step_time` per candidate gives, with the library called
@@ -264,7 +264,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     by ``1 / (1 - share)`` of its GPU (:func:`~llmsizing.moe_time.comm_sm_share`); ``schedule="zb1p"`` makes
     the fill and drain a third of 1F1B's, ``(sum - max) / (3 m)`` (:func:`~llmsizing.moe_time.schedule_bubble`
     with ``stage_times``; plain pipelines only). DualPipe is not priced here (:func:`~llmsizing.planner.plan`
-    refuses it).
+    refuses it). ``load_skew`` (a mixture of experts): every row's skew, in place of the measured default.
 
     Equal to one ``step_time`` per candidate to floating-point rounding: ``tests/test_planner_speed.py``
     compares whole searches with the direct one (every ZeRO stage, both ``cp_comm``, a given ``overlap``,
@@ -326,7 +326,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         rc_bytes = np.array([routing_bytes_per_token(model, recompute=r) for r in rcs])[ri]
         rc_flops = np.array([routed_expert_flops_per_token(model, recompute=r) for r in rcs])[ri]
         e_of, e_at = np.unique(epc, return_inverse=True)             # one load_skew per ep degree
-        skew = np.array([load_skew(model, e_, capacity_factor=capacity_factor)
+        skew = np.array([_skew(model, e_, capacity_factor=capacity_factor) if load_skew is None else load_skew
                          for e_ in e_of.tolist()])[e_at.reshape(-1)]
         compute = [t + moe_extra_seconds(S[:, c, 5], per_gpu, route_bytes=rc_bytes, hbm_bytes_per_s=hbm,
                                          skew=skew, expert_flops=rc_flops, gemm_rate=L[:, 0])

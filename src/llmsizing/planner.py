@@ -245,7 +245,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          shard_under_pipeline: bool = False, shared_expert_overlap: bool = False, mtp_depth: int = 0,
          capacity_factor: float | None = None, gpu_counts=None, grad_buffer: bool | str = False,
          dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0,
-         accounted_split: bool = False):
+         accounted_split: bool = False, load_skew: float | None = None):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame
     (:data:`~llmsizing.plan_space.PLAN_COLUMNS`), cheapest first.
@@ -368,7 +368,9 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     (:func:`~llmsizing.plan_pricing._price`; ``tests/test_moe_one_step.py``). ``"dualpipe"`` is refused
     (:data:`~llmsizing.job.SEARCH_REFUSES_DUALPIPE` says why): price a DualPipe layout with ``step_time`` or
     ``training_time(parallel=, global_batch=)``. Neither changes the memory (DualPipe's second copy of the
-    parameters is :func:`~llmsizing.deepseek.deepseek_memory`'s alone).
+    parameters is :func:`~llmsizing.deepseek.deepseek_memory`'s alone). ``load_skew`` (a mixture of experts'
+    measured load skew in place of :func:`~llmsizing.moe_time.load_skew`'s default, 1 to 64; not with
+    ``capacity_factor``): every row's, as ``step_time(load_skew=)`` prices it.
 
     ``shard_under_pipeline=True`` (issue 34; off by default) also searches ZeRO-2 and ZeRO-3 under a pipeline
     for a dense model, ZeRO-3 as Meta ran Llama 3 405B (:data:`~llmsizing.pipeline_schedule.PIPELINED_FSDP`),
@@ -417,7 +419,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     options = check_moe_options(model, mtp_depth, capacity_factor)     # ({} by default: the search as before)
     gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus,
                                                                          example='("H100 SXM", "A100 80GB")')]
-    recipe = check_step_recipe(schedule, comm_sms, gpu_list, searched=True)      # ({} by default: as before)
+    recipe = check_step_recipe(schedule, comm_sms, gpu_list, searched=True, load_skew=load_skew, model=model,
+                               capacity_factor=capacity_factor)           # ({} by default: as before)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
     accounted = check_bool("accounted_split", accounted_split) and model.is_moe    # (a dense search has it)
     shard_pp = check_bool("shard_under_pipeline", shard_under_pipeline) and not model.is_moe

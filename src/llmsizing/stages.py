@@ -237,7 +237,8 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
                 price_value: float, node=None, max_nodes="model", goodput: float = 1.0,
                 whole_run: bool = False, mtp_depth: int = 0,
                 capacity_factor: float | None = None, dispatcher: str = "alltoall",
-                schedule: str = "1f1b", comm_sms: int = 0, ep_overlap: float = 0.0) -> TrainingTime:
+                schedule: str = "1f1b", comm_sms: int = 0, ep_overlap: float = 0.0,
+                load_skew: float | None = None) -> TrainingTime:
     """A run timed on its layout's own step (a stage's case 2 above;
     :func:`~llmsizing.time_cost.training_time` with ``parallel`` and ``global_batch``):
     :func:`~llmsizing.layouts.step_time` with ``global_batch / (micro_batch x dp)`` micro-batches gives the
@@ -247,8 +248,8 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     whole-run share (:func:`~llmsizing.mfu.whole_run_factor`: restarts, evaluation, stragglers), the layout's
     range around it. ``mtp_depth`` (the MTP module on the last stage) and ``capacity_factor`` (token
     dropping; issue 35): as ``step_time`` and ``training_memory`` price them; ``dispatcher`` (the MoE token
-    dispatcher) as ``step_time`` does; so do the step recipe's ``schedule`` and ``comm_sms`` and the
-    all-to-all's ``ep_overlap`` and ``max_nodes`` (moeapi42)."""
+    dispatcher) as ``step_time`` does; so do the step recipe's ``schedule``, ``comm_sms``, ``load_skew``
+    and the all-to-all's ``ep_overlap`` and ``max_nodes`` (moeapi42)."""
     per_step = micro_batch * par.dp
     if global_batch % per_step:
         raise ValueError(f"global_batch={global_batch:,} is not a multiple of micro_batch x dp = "
@@ -260,7 +261,8 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
                      max_nodes=max_nodes, **rc, **dispatcher_kwargs(dispatcher),
                      **({"schedule": schedule} if schedule != "1f1b" else {}),
                      **({"comm_sms": comm_sms} if comm_sms else {}),
-                     **({"ep_overlap": ep_overlap} if ep_overlap else {}))
+                     **({"ep_overlap": ep_overlap} if ep_overlap else {}),
+                     **({"load_skew": load_skew} if load_skew is not None else {}))
     share = whole_run_factor(model, g, seq=seq, dtype=dtype) if whole_run else 1.0
     m = check_fraction("the layout's MFU", step.mfu * share * _causal_factor(model, seq, causal))
     warnings = []

@@ -46,7 +46,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                   global_batch: int | None = None, micro_batch: int = 1, moe_dense_mfu: bool = False,
                   framework: str | None = None, tokens_per_step: float | None = None, mtp_depth: int = 0,
                   capacity_factor: float | None = None, dispatcher: str = "alltoall", schedule: str = "1f1b",
-                  comm_sms: int = 0, ep_overlap: float = 0.0, max_nodes="model"):
+                  comm_sms: int = 0, ep_overlap: float = 0.0, max_nodes="model",
+                  load_skew: float | None = None):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given). Without either, the GPU-hours and
     the cost stand (they do not depend on the GPU count; a model card gives none) and the days are ``None``.
@@ -124,7 +125,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     :func:`~llmsizing.job.check_step_recipe`); not with ``stages``, ``mfu``, ``mfu_range`` or
     ``moe_dense_mfu``. DeepSeek-V3 as its report states it: ``parallel=DEEPSEEK_V3_LAYOUT`` (with its split),
     ``global_batch``, ``precision="fp8-deepseek"``, ``mtp_depth=1``, ``schedule="dualpipe"``, ``comm_sms=20``,
-    ``ep_overlap=1``, ``max_nodes=4`` (``tests/test_moe_one_step.py``).
+    ``ep_overlap=1``, ``max_nodes=4`` (``tests/test_moe_one_step.py``). ``load_skew`` (a measured skew in
+    place of the default; not with ``capacity_factor``) likewise.
 
     **Goodput.** ``goodput`` (default 1.0: today's numbers, a steady state) is the useful share of wall time
     left by interruptions and checkpoints, from :func:`~llmsizing.reliability.goodput`; days, GPU-hours and
@@ -147,7 +149,9 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
             stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
         raise ValueError(f"dispatcher={dispatcher!r} prices a mixture of experts' MoE step: not with "
                          "stages=, mfu=, mfu_range= or moe_dense_mfu=True")
-    step_recipe = {**check_step_recipe(schedule, comm_sms, (g,)), **routing_kwargs(ep_overlap, max_nodes)}
+    step_recipe = {**check_step_recipe(schedule, comm_sms, (g,), load_skew=load_skew, model=model,
+                                       capacity_factor=capacity_factor),
+                   **routing_kwargs(ep_overlap, max_nodes)}
     if step_recipe and (stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
         raise ValueError(f"{_recipe_text(step_recipe)} price a layout's step: not with stages=, mfu=, "
                          "mfu_range= or moe_dense_mfu=True")
@@ -242,7 +246,8 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
                 recompute: str = "full", mfu: float | None = None, prices: dict | None = None,
                 max_gpus: int = 65536, ep_degrees=None, moe_dense_mfu: bool = False, mtp_depth: int = 0,
                 capacity_factor: float | None = None, dispatcher: str = "alltoall", schedule: str = "1f1b",
-                comm_sms: int = 0, ep_overlap: float = 0.0, max_nodes="model"):
+                comm_sms: int = 0, ep_overlap: float = 0.0, max_nodes="model",
+                load_skew: float | None = None):
     """The cost of the finished job on each GPU type, not the hourly rate: for each of ``gpus`` (default: the
     whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.fewest_gpus.min_gpus`,
     micro-batch ``batch`` of ``seq`` tokens with ``recompute``), the days on that many, and the GPU-hours and
@@ -268,9 +273,10 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     one MoE path); not with ``mfu`` or ``moe_dense_mfu``, which do not time the MoE step. ``dispatcher``
     (the MoE token dispatcher, :data:`~llmsizing.all_to_all.DISPATCHERS`) likewise, to the step of all three.
     The step's recipe (moeapi42): ``schedule`` (``"1f1b"`` or ``"zb1p"``; ``"dualpipe"`` refused, as the
-    planner refuses it) and ``comm_sms`` to all three, ``ep_overlap`` and ``max_nodes`` to the plan and the
-    step (:func:`training_time`'s); a GPU whose SM count is not known, or not above ``comm_sms``, gets a
-    ``fits`` of False and the reason. Not with ``mfu`` or ``moe_dense_mfu``. Chapter 18."""
+    planner refuses it), ``comm_sms`` and ``load_skew`` to all three, ``ep_overlap`` and ``max_nodes`` to the
+    plan and the step (:func:`training_time`'s); a GPU whose SM count is not known, or not above
+    ``comm_sms``, gets a ``fits`` of False and the reason. Not with ``mfu`` or ``moe_dense_mfu``.
+    Chapter 18."""
     import pandas as pd
 
     from .catalog import list_gpus
@@ -287,7 +293,8 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
             raise ValueError(f"dispatcher={dispatcher!r} prices a mixture of experts' MoE step: not with "
                              "mfu= or moe_dense_mfu=True")
         options = {**options, "dispatcher": dispatcher}
-    recipe = check_step_recipe(schedule, comm_sms, searched=True)      # (each GPU's SMs: on its own row)
+    recipe = check_step_recipe(schedule, comm_sms, searched=True, load_skew=load_skew, model=model,
+                               capacity_factor=capacity_factor)      # (each GPU's SMs: on its own row)
     routing = routing_kwargs(ep_overlap, max_nodes)
     if (recipe or routing) and not model.is_moe:
         raise ValueError(f"{_recipe_text({**recipe, **routing})}: cost_by_gpu prices a dense model at the "
