@@ -242,7 +242,7 @@ def test_plan_searches_the_accounted_split_of_a_mixture_of_experts_when_asked(mo
     """plan(accounted_split=True): the pp Megatron-LM's accounted split allows besides the divisors, each row
     the memory and step of ``Parallel(account_for_embedding=True, account_for_loss=True)`` at 1e-9 (sampled
     rows); the default search is as before (no such pp), and its rows are among the wider search's."""
-    kw = dict(tokens=TOKENS, gpus=(gpu,), seq=SEQ, global_batch=gb, max_gpus=2048, **opts)
+    kw = dict(tokens=TOKENS, gpus=(gpu,), seq=SEQ, global_batch=gb, max_gpus=512, **opts)
     wide, plain = L.plan(model, **kw, accounted_split=True), L.plan(model, **kw)
     layers = L.get_model(model).layers
     assert set(plain["pp"]) <= {p for p in range(1, layers + 1) if layers % p == 0}
@@ -250,7 +250,7 @@ def test_plan_searches_the_accounted_split_of_a_mixture_of_experts_when_asked(mo
     assert set(new["pp"]) == new_pps
     assert len(wide) == len(plain) + len(new)
     memory_kw = {k: v for k, v in opts.items() if k in ("precision", "mtp_depth")}
-    for r in new.sample(12, random_state=0).itertuples():
+    for r in new.sample(8, random_state=0).itertuples():
         par = _accounted(r)
         mem = L.training_memory(model, batch=int(r.micro_batch), seq=SEQ, grad_accum=int(r.grad_accum),
                                 recompute=r.recompute, parallel=par, **memory_kw)
