@@ -3,6 +3,7 @@ any plan() <= 1 s, e.g. Qwen3-30B-A3B at 64K), with the MoE time terms of llmsiz
 
     .venv/bin/python benchmarks/bench_moe_planner.py        # best of 3 each, from scratch
     .venv/bin/python benchmarks/bench_moe_planner.py --ch10 # chapter 10's chart at moves to an MoE, once
+    .venv/bin/python benchmarks/bench_moe_planner.py --accounted  # the MoE searches with accounted_split=True
 
 The MoE cases of benchmarks/bench_planner.py, timed by its own loop (kept results cleared before each run).
 Prints; does not assert (timings are not tests).
@@ -558,6 +559,11 @@ def ch10_moves() -> None:
 
 if __name__ == "__main__":
     bench_planner.CASES[:] = [c for c in bench_planner.CASES if c[1] in MOE]
+    if "--accounted" in sys.argv:      # (moeapi42) the same cases with Megatron's accounted split searched too
+        bench_planner.CASES[:] = [(label + ", accounted", model, {**kw, "accounted_split": True})
+                                  for label, model, kw in bench_planner.CASES]
+        bench_planner.main()
+        sys.exit()
     if "--ch10" in sys.argv:
         ch10_moves()
         sys.exit()

@@ -700,7 +700,30 @@ PART3_FUNCTIONS.update({
                                   dict(model=models(), tokens=nums(1e6, 1e14), gpu=gpus(), n_gpus=ints(1, 65536),
                                        seq=ints(1, 131072), goodput=_FRACTION)),
 })
-SLOW = {"plan", "cost_by_gpu"}
+# the step recipe every MoE entry point now takes (moeapi42, issue 35): a small mixture of experts (OLMoE, 16
+# layers) on a fixed layout, the recipe drawn; DualPipe fits it (pp 2, 8 micro-batches) except in plan(),
+# which refuses it (its own choices here: the two it prices)
+from llmsizing.job import Job  # noqa: E402
+from llmsizing.moe_time import SCHEDULES  # noqa: E402
+
+_OLMOE = dict(model="olmoe-1b-7b", seq=1024)
+_OLMOE_PAR = L.Parallel(pp=2, dp=8, ep=8, zero=1)
+_MAX_NODES = Arg(st.sampled_from(["model", None, 1, 2]), st.sampled_from(["all", 0, -1, 1.5, True, "2"]))
+_RECIPE = dict(schedule=names(SCHEDULES), comm_sms=ints(0, 131), ep_overlap=nums(0, 1), max_nodes=_MAX_NODES,
+               load_skew=nums(1, 64, optional=True))
+PART3_FUNCTIONS.update({
+    "training_time_moe_recipe": Spec(
+        lambda **kw: time_cost.training_time(**_OLMOE, tokens=1e12, gpu="H100 SXM", parallel=_OLMOE_PAR,
+                                             global_batch=64, **kw), _RECIPE),
+    "step_time_job_moe_recipe": Spec(
+        lambda **kw: layouts.step_time(Job(gpu="H800", parallel=_OLMOE_PAR, grad_accum=8, **_OLMOE, **kw)),
+        _RECIPE),
+    "plan_moe_recipe": Spec(
+        lambda **kw: planner.plan(**_OLMOE, tokens=1e12, gpus=("H100 SXM",), global_batch=16, max_gpus=8,
+                                  ep_degrees=(8,), micro_batches=(1,), recomputes=("full",), zero_stages=(1,),
+                                  **kw), {**_RECIPE, "schedule": names(["1f1b", "zb1p"])}),
+})
+SLOW = {"plan", "cost_by_gpu", "plan_moe_recipe"}
 PART3_CHARTS = {
     "render_training_time": Spec(charts.render_training_time,
                                  dict(model=models(), tokens=nums(1e6, 1e14), gpu=gpus(), seq=ints(1, 131072),

@@ -18,7 +18,7 @@ from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFI
                        _staged_output,
                        add_grad_buffer_flag, add_plan_moe_flags, count, grad_buffer_argv, integer,
                        memory_frame, number, plan_table, stage, add_dispatcher_flag, add_moe_step_flags,
-                       moe_dispatcher_option, moe_step_options)
+                       moe_dispatcher_option, moe_step_options, add_step_recipe_flags, step_recipe_option)
 from .cli_plan import add_plan_commands, cmd_cost, cmd_plan  # noqa: F401
 from .cli_tune import add_rl_command, cmd_finetune, cmd_serve
 
@@ -206,7 +206,8 @@ def cmd_time(args) -> None:
                              f"MFU {central:.3g}: give --mfu too")
     t = training_time(model, tokens=args.tokens, gpu=args.gpu, n_gpus=args.gpus,
                       seq=args.seq, mfu=mfu, mfu_range=mfu_range, price_usd_per_gpu_hour=args.price,
-                      dtype=args.dtype, whole_run=args.whole_run, **inputs, **disp, **_recompute(args))
+                      dtype=args.dtype, whole_run=args.whole_run, **inputs, **disp, **_recompute(args),
+                      **step_recipe_option(args, ep_overlap=True))
     df = t.to_frame()
     if t.mfu_low == t.mfu_high:                        # one MFU: the three cases are the same row
         df = df.loc[["central"]]
@@ -327,6 +328,7 @@ def parser() -> argparse.ArgumentParser:
                    + " (without a layout the model is one chunk: 0 to its layers)")
     add_moe_step_flags(p)
     add_dispatcher_flag(p)
+    add_step_recipe_flags(p, ep_overlap=True)
     _add_output(p)
     p.set_defaults(func=cmd_time)
 

@@ -320,6 +320,36 @@ def moe_dispatcher_option(args, model) -> dict:
     return out
 
 
+def add_step_recipe_flags(p, *, ep_overlap: bool = False) -> None:
+    """``--schedule``, ``--comm-sms`` and ``--load-skew`` (``time``, ``cost`` and ``plan``; with
+    ``ep_overlap``, ``time`` and ``cost``, also ``--ep-overlap``): the step recipe's pipeline schedule, the
+    SMs its communication kernels keep and a measured load skew, :func:`~llmsizing.layouts.step_time`'s
+    ``schedule``, ``comm_sms`` and ``load_skew``, as
+    :func:`~llmsizing.time_cost.training_time`, :func:`~llmsizing.time_cost.cost_by_gpu` and
+    :func:`~llmsizing.planner.plan` take them (moeapi42; :func:`step_recipe_option`). These commands search
+    or choose the layout, so DualPipe, which the planner does not search, is not offered."""
+    p.add_argument("--schedule", choices=["1f1b", "zb1p"], default=None,
+                   help="the pipeline schedule: 1f1b (default) or zb1p (zero bubble); DualPipe is priced "
+                        "on a given layout only (the Python API's step_time or training_time with parallel=)")
+    p.add_argument("--comm-sms", type=integer(0), default=None, metavar="N",
+                   help="SMs per GPU kept by communication kernels, slowing the compute (DeepSeek-V3: 20 "
+                        "of the H800's 132; default 0)")
+    p.add_argument("--load-skew", type=number(1, 64), default=None, metavar="X",
+                   help="a mixture of experts' load skew, the slowest expert rank's routed work over the "
+                        "mean (1 to 64; default: measured, by routing and ep; not with --capacity-factor)")
+    if ep_overlap:
+        p.add_argument("--ep-overlap", type=number(0, 1), default=None,
+                       help="share of a mixture of experts' all-to-all hidden behind compute (DualPipe's: 1; "
+                            "default 0)")
+
+
+def step_recipe_option(args, *, ep_overlap: bool = False) -> dict:
+    """``schedule=``, ``comm_sms=``, ``load_skew=`` (and with ``ep_overlap``, ``ep_overlap=``) of
+    :func:`add_step_recipe_flags`' flags, each only where given (an old call's keywords unchanged)."""
+    keys = ("schedule", "comm_sms", "load_skew") + (("ep_overlap",) if ep_overlap else ())
+    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+
+
 def add_plan_moe_flags(p) -> None:
     """``llmsizing plan``'s mixture-of-experts flags: ``--ep``, ``--ep-overlap``,
     ``--shared-expert-overlap``, ``--mtp-depth``, ``--capacity-factor`` and ``--dispatcher``

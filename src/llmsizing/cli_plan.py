@@ -9,7 +9,8 @@ from __future__ import annotations
 from .cli_args import (STAGE_FORM, _add_output, _check_single_or_stages, _emit, _estimate_mark, _model,
                        _staged_output, add_dispatcher_flag, add_grad_buffer_flag, add_moe_step_flags,
                        add_plan_moe_flags, count, dispatcher_option, integer, moe_dispatcher_option,
-                       moe_step_flags_text, moe_step_options, number, plan_table, stage)
+                       moe_step_flags_text, moe_step_options, number, plan_table, stage,
+                       add_step_recipe_flags, step_recipe_option)
 
 
 def cmd_cost(args) -> None:
@@ -22,11 +23,14 @@ def cmd_cost(args) -> None:
                          "experts' MoE step on its layout; --mfu prices the run at one MFU): drop one or the "
                          "other")
     disp = moe_dispatcher_option(args, model)          # --dispatcher (only where given; not with --mfu)
+    recipe = step_recipe_option(args, ep_overlap=True)     # --schedule, --comm-sms, --ep-overlap (moeapi42)
     said = " ".join(([moe_step_flags_text(options)] if options else [])
-                    + ([f"--dispatcher {args.dispatcher}"] if disp else []))
+                    + ([f"--dispatcher {args.dispatcher}"] if disp else [])
+                    + [f"--{k.replace('_', '-')} {v}" for k, v in recipe.items()])
     df = cost_by_gpu(model, tokens=args.tokens, seq=args.seq, gpus=args.gpu,
                      batch=args.batch, recompute=args.recompute, mfu=args.mfu, max_gpus=args.max_gpus,
-                     **({} if args.ep is None else {"ep_degrees": tuple(args.ep)}), **options, **disp)
+                     **({} if args.ep is None else {"ep_degrees": tuple(args.ep)}), **options, **disp,
+                     **recipe)
     if args.json or args.csv:
         _emit(df, args)
         return
@@ -50,7 +54,8 @@ def cmd_cost(args) -> None:
 def _plan_layout_options(args) -> dict:
     """The layout flags of ``plan`` as :func:`~llmsizing.planner.plan` keywords: ``--cp``, ``--cp-comm``,
     ``--ep``, ``--ep-overlap``, ``--shared-expert-overlap``, ``--shard-under-pipeline``, ``--mtp-depth``,
-    ``--capacity-factor``, ``--dispatcher``, ``--grad-buffer``, ``--recompute`` (``recomputes``). One place,
+    ``--capacity-factor``, ``--dispatcher``, ``--grad-buffer``, ``--recompute`` (``recomputes``),
+    ``--schedule``, ``--comm-sms`` (moeapi42). One place,
     so a single plan and every planned ``--stage`` take
     them alike (issue 33: the stage path dropped them)."""
     out = {"cp_comm": args.cp_comm}
@@ -67,7 +72,7 @@ def _plan_layout_options(args) -> dict:
     flags = ("shard_under_pipeline", "shared_expert_overlap")       # (store_true: only when given)
     kind = getattr(args, "grad_buffer", False)                      # (True, a kind, or not given)
     return {**out, **{k: True for k in flags if getattr(args, k, False)}, **moe_step_options(args),
-            **dispatcher_option(args), **({"grad_buffer": kind} if kind else {})}
+            **dispatcher_option(args), **({"grad_buffer": kind} if kind else {}), **step_recipe_option(args)}
 
 
 def _plan_stages(args) -> None:
@@ -177,6 +182,7 @@ def add_plan_commands(sub, command) -> None:
                         "(default: none, selective, full); op-sac and op-sac-sdpa-rerun are torchtitan's "
                         "op-level selective checkpointing, searched without --tp or --cp only")
     add_plan_moe_flags(p)
+    add_step_recipe_flags(p)
     p.add_argument("--framework", default=None,
                    help="the training software (e.g. megatron-core, nemo, torchtitan, llm-foundry): its "
                         "stack family sets the days' range (default: unknown, the pooled range)")
@@ -212,5 +218,6 @@ def add_plan_commands(sub, command) -> None:
                         "(default: every divisor of its routed experts)")
     add_moe_step_flags(p)
     add_dispatcher_flag(p)
+    add_step_recipe_flags(p, ep_overlap=True)
     _add_output(p)
     p.set_defaults(func=cmd_cost)

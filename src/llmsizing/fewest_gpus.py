@@ -15,7 +15,7 @@ from .all_to_all import check_dispatcher, dispatcher_kwargs
 from .catalog import resolve_model
 from .fewest_arrays import smallest_dps, supports
 from .hardware import check_recipe_runs_on
-from .job import check_moe_options
+from .job import check_moe_options, check_step_recipe
 from .layouts import MAX_GPUS_PER_NODE, Plan, _divisors, step_time
 from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages
@@ -111,7 +111,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
              kernel_efficiency: float | None = None, max_gpus: int = MIN_GPUS_MAX, offload: bool = False,
              optimizer_impl: str = "foreach", node=None, mfu: float | None = None, ep_degrees=None,
              expert_tp: bool = False, mtp_depth: int = 0, capacity_factor: float | None = None,
-             dispatcher: str = "alltoall") -> Plan:
+             dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0,
+             load_skew: float | None = None) -> Plan:
     """The smallest number of ``gpu`` whose most loaded GPU holds a training step of micro-batch ``batch``
     (sequences of ``seq`` tokens, ``grad_accum`` micro-batches per step) within ``usable_fraction`` of its
     memory, and a layout that does it (a :class:`Plan`).
@@ -139,7 +140,9 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     above 1 and ``expert_tp``. ``mtp_depth`` and ``capacity_factor`` (issue 35) go to every
     ``training_memory`` and ``step_time`` call, as :func:`~llmsizing.planner.plan` takes them; ``dispatcher``
     (the MoE token dispatcher, :data:`~llmsizing.all_to_all.DISPATCHERS`) to the ``step_time`` that breaks
-    ties (it moves no bytes of memory).
+    ties (it moves no bytes of memory); ``schedule`` (``"1f1b"`` or ``"zb1p"``), ``comm_sms`` (the SMs
+    communication kernels keep) and ``load_skew`` likewise (moeapi42:
+    :func:`~llmsizing.job.check_step_recipe`, DualPipe refused as the planner refuses it).
 
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
@@ -166,7 +169,9 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     options = check_moe_options(model, mtp_depth, capacity_factor)          # ({} by default: as before)
     kw.update(options)
     disp = check_dispatcher(dispatcher).name                                # (the step's only: not memory)
-    step_kw = {**options, **dispatcher_kwargs(disp)}
+    step_kw = {**options, **dispatcher_kwargs(disp),
+               **check_step_recipe(schedule, comm_sms, (g,), searched=True, load_skew=load_skew, model=model,
+                                   capacity_factor=capacity_factor)}      # (moeapi42)
     fast = supports(model, kw, "none")
 
     candidates, passes = [], {}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field, replace
 
-from ._validate import check_choice, check_int, check_number
+from ._validate import check_bool, check_choice, check_int, check_number
 from .act_terms import ATTENTION, STACKS
 from .all_to_all import DEFAULT_DISPATCHER, check_dispatcher, dispatcher_kwargs
 from .catalog import GPU, get_gpu, resolve_model
@@ -28,6 +28,7 @@ from .frameworks import stack_family
 from .hardware import check_recipe_runs_on
 from .model import Model
 from .moe import check_capacity_factor
+from .moe_time import SCHEDULES, comm_sm_share
 from .mtp import check_mtp_depth
 from .op_sac import check_op_sac
 from .parallel import (OP_SAC_MODES, RECOMPUTE, RECOMPUTE_MODES, SINGLE_GPU, Parallel, check_recompute_layers,
@@ -50,7 +51,11 @@ class Job:
     stack family sets the range of the step's MFU and the plan's days (``None``: unknown, the pooled range;
     :func:`~llmsizing.frameworks.stack_family`). ``mtp_depth``: a mixture of experts' multi-token-prediction
     modules (DeepSeek-V3's, :mod:`llmsizing.mtp`), and ``capacity_factor`` its token dropping (``None``:
-    dropless), which its memory, step, time and plan price; ``dispatcher`` its token dispatcher
+    dropless), which its memory, step, time and plan price; ``schedule`` the pipeline schedule
+    (``"1f1b"``, ``"zb1p"``, ``"dualpipe"``) and ``comm_sms`` the SMs its communication kernels keep
+    (DeepSeek-V3's recipe: ``"dualpipe"``, 20), and ``load_skew`` a measured load skew in place of the
+    default, which its step, time and plan price (:func:`check_step_recipe`; a plan refuses DualPipe);
+    ``dispatcher`` its token dispatcher
     (``"alltoall"`` or ``"deepep"``, :data:`~llmsizing.all_to_all.DISPATCHERS`), which its step and plan
     price; under the model's group-limited routing or a ``max_nodes`` limit ``"alltoall"`` too sends a
     token once per GPU or node it reaches (DeepSeek's kernels), so the two can price alike there.
@@ -82,6 +87,9 @@ class Job:
     capacity_factor: float | None = None
     grad_buffer: bool | str = False
     dispatcher: str = "alltoall"
+    schedule: str = "1f1b"
+    comm_sms: int = 0
+    load_skew: float | None = None
 
     def __post_init__(self):
         model = resolve_model(self.model, moe=True)
@@ -117,6 +125,11 @@ class Job:
         set_("mtp_depth", options.get("mtp_depth", 0))
         set_("capacity_factor", options.get("capacity_factor"))
         set_("grad_buffer", check_grad_buffer(self.grad_buffer, self.parallel.zero))
+        recipe = check_step_recipe(self.schedule, self.comm_sms, (self.gpu,), load_skew=self.load_skew,
+                                   model=model, capacity_factor=self.capacity_factor)
+        set_("schedule", recipe.get("schedule", "1f1b"))
+        set_("comm_sms", recipe.get("comm_sms", 0))
+        set_("load_skew", recipe.get("load_skew"))
 
     @property
     def n_gpus(self) -> int:
@@ -150,23 +163,37 @@ class Job:
             return dict(model=self.model, gpu=self.gpu, parallel=self.parallel, batch=self.micro_batch,
                         seq=self.seq, grad_accum=self.grad_accum, node=self.node, max_nodes=self.max_nodes,
                         ep_overlap=self.ep_overlap, kernel_efficiency=self.kernel_efficiency,
-                        overlap=self.overlap, framework=self.framework, **recipe, **self._dispatch())
+                        overlap=self.overlap, framework=self.framework, **recipe, **self._dispatch(),
+                        **self._step_recipe())
         if kind == "time":
             return dict(model=self.model, gpu=self.gpu, parallel=self.parallel, seq=self.seq,
                         global_batch=self.global_batch, micro_batch=self.micro_batch, **recipe,
-                        **self._dispatch())
+                        **self._dispatch(), **self._step_recipe(), **self._routing())
         if kind == "plan":
             return dict(model=self.model, gpus=(self.gpu.name,), seq=self.seq, global_batch=self.global_batch,
                         precision=self.precision, optimizer=self.optimizer, attention=self.attention,
                         stack=self.stack, max_nodes=self.max_nodes, ep_overlap=self.ep_overlap,
                         framework=self.framework, **self._moe_options(), **self._dispatch(), **buffer,
-                        **self._op_sac())
+                        **self._op_sac(), **self._step_recipe())
         raise ValueError(f"kind must be one of 'memory', 'step', 'time', 'plan'; got {kind!r}")
 
     def _moe_options(self) -> dict:
         """``mtp_depth`` and ``capacity_factor`` where not their defaults (old calls' keywords unchanged)."""
         return {**({"mtp_depth": self.mtp_depth} if self.mtp_depth else {}),
                 **({"capacity_factor": self.capacity_factor} if self.capacity_factor is not None else {})}
+
+    def _step_recipe(self) -> dict:
+        """``schedule``, ``comm_sms`` and ``load_skew`` where not their defaults (moeapi42: an old job's
+        keywords unchanged)."""
+        return {**({"schedule": self.schedule} if self.schedule != "1f1b" else {}),
+                **({"comm_sms": self.comm_sms} if self.comm_sms else {}),
+                **({"load_skew": self.load_skew} if self.load_skew is not None else {})}
+
+    def _routing(self) -> dict:
+        """``ep_overlap`` and ``max_nodes`` where not their defaults, for ``training_time`` (moeapi42: it
+        took neither before, so a job's days were those of its step without them)."""
+        return {**({"ep_overlap": self.ep_overlap} if self.ep_overlap else {}),
+                **({"max_nodes": self.max_nodes} if self.max_nodes != "model" else {})}
 
     def _op_sac(self) -> dict:
         """A plan's ``recomputes`` for a job that runs torchtitan's op SAC: the default search's
@@ -184,12 +211,13 @@ class Job:
                       kernel_efficiency: float | None = None, overlap: float | None = None,
                       framework: str | None = None, shared_expert_overlap: bool = False, mtp_depth: int = 0,
                       capacity_factor: float | None = None, grad_buffer: bool | str = False,
-                      dispatcher: str = "alltoall") -> "Job":
+                      dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0,
+                      load_skew: float | None = None) -> "Job":
         """The job one row of :func:`~llmsizing.planner.plan`'s frame prices (a ``Series`` or an
         ``itertuples()`` row), given the plan's own options (the keywords here are :func:`plan`'s, with its
-        defaults; ``shared_expert_overlap`` goes to the layout; ``mtp_depth`` and ``capacity_factor`` to the
-        job; ``grad_buffer`` to the job where the row's ZeRO stage is 0 or 1, as :func:`plan` applies it).
-        ``training_memory(job)``, ``step_time(job)``
+        defaults; ``shared_expert_overlap`` goes to the layout; ``mtp_depth``, ``capacity_factor``,
+        ``schedule``, ``comm_sms`` and ``load_skew`` to the job; ``grad_buffer`` to the job where the row's
+        ZeRO stage is 0 or 1, as :func:`plan` applies it). ``training_memory(job)``, ``step_time(job)``
         and ``training_time(job, tokens=...)`` then reproduce the row's memory, step and days
         (``tests/test_job.py``). The row's ``virtual_stages``
         (interleaved chunks, 1 if absent) and its pipeline split (issue 34: a ``pp`` that does not divide the
@@ -215,7 +243,8 @@ class Job:
                    attention=attention, stack=stack, max_nodes=max_nodes, ep_overlap=ep_overlap,
                    kernel_efficiency=kernel_efficiency, overlap=overlap, framework=framework,
                    mtp_depth=mtp_depth, capacity_factor=capacity_factor,
-                   grad_buffer=zero_grad_buffer(grad_buffer, int(get("zero"))), dispatcher=dispatcher)
+                   grad_buffer=zero_grad_buffer(grad_buffer, int(get("zero"))), dispatcher=dispatcher,
+                   schedule=schedule, comm_sms=comm_sms, load_skew=load_skew)
 
 
 def check_moe_options(model: Model, mtp_depth, capacity_factor) -> dict:
@@ -232,6 +261,47 @@ def check_moe_options(model: Model, mtp_depth, capacity_factor) -> dict:
                          f"{model.name} is dense (experts=0): give capacity_factor=None")
     return {**({"mtp_depth": depth} if depth else {}),
             **({"capacity_factor": cap} if cap is not None else {})}
+
+
+#: What :func:`check_step_recipe` refuses where a layout is searched (``plan``, ``min_gpus``, a layout
+#: chosen for ``training_time`` or ``cost_by_gpu``), and why.
+SEARCH_REFUSES_DUALPIPE = (
+    "schedule='dualpipe' is priced on a given layout only (step_time, training_time with parallel= and "
+    "global_batch=, a Job): the planner does not search it (its bubble has no closed form over unequal "
+    "stages, pipeline_schedule.dualpipe_makespan, and DualPipe needs an even pp and an even number of "
+    "micro-batches >= 2 pp, which a split that divides the layers rarely gives: DeepSeek-V3's 61 layers "
+    "allow pp 1 or 61). Give schedule='1f1b' or 'zb1p', or the layout")
+
+
+def check_step_recipe(schedule="1f1b", comm_sms=0, gpus=(), *, searched: bool = False, load_skew=None,
+                      model=None, capacity_factor=None) -> dict:
+    """The step recipe's ``schedule`` (:data:`~llmsizing.moe_time.SCHEDULES`: ``"1f1b"``, ``"zb1p"`` or
+    ``"dualpipe"``) and ``comm_sms`` (SMs kept by communication kernels, an integer from 0 to below each of
+    ``gpus``' SM count, :func:`~llmsizing.moe_time.comm_sm_share`; DeepSeek-V3: 20 of the H800's 132)
+    checked as :func:`~llmsizing.layouts.step_time` checks them, as keywords: only those not at their
+    defaults (``{}`` for ``"1f1b"``, 0: an old call's keywords). ``searched``: for an answer that searches the
+    layout, where DualPipe is refused (:data:`SEARCH_REFUSES_DUALPIPE`). ``load_skew`` (``None``: the
+    measured default of :func:`~llmsizing.moe_time.load_skew`; else 1 to 64, the slowest expert rank's
+    routed work over the mean): a mixture of experts' only (refused for a dense ``model``) and not with
+    ``capacity_factor``, which sets it, as ``step_time`` refuses both. The one check of :class:`Job`,
+    :func:`~llmsizing.planner.plan`, :func:`~llmsizing.fewest_gpus.min_gpus`,
+    :func:`~llmsizing.time_cost.training_time` and :func:`~llmsizing.time_cost.cost_by_gpu` (moeapi42, issue
+    35: one MoE path; DeepSeek-V3's own recipe)."""
+    schedule = check_choice("schedule", schedule, SCHEDULES)
+    n = check_int("comm_sms", comm_sms, minimum=0, maximum=1024)
+    for g in gpus:
+        comm_sm_share(g, n)                        # (an SM count not known, or not below it: ValueError)
+    if check_bool("searched", searched) and schedule == "dualpipe":
+        raise ValueError(SEARCH_REFUSES_DUALPIPE)
+    skew = None if load_skew is None else check_number("load_skew", load_skew, minimum=1.0, maximum=64.0)
+    if skew is not None and model is not None and not model.is_moe:
+        raise ValueError(f"load_skew={load_skew!r} is a mixture of experts' routed load; {model.name} is "
+                         "dense (experts=0): give load_skew=None")
+    if skew is not None and capacity_factor is not None:
+        raise ValueError(f"load_skew={load_skew!r} with capacity_factor={capacity_factor!r}: the capacity "
+                         "sets the load skew (moe_time.load_skew); give one of them")
+    return {**({"schedule": schedule} if schedule != "1f1b" else {}), **({"comm_sms": n} if n else {}),
+            **({"load_skew": skew} if skew is not None else {})}
 
 
 def takes_job(kind: str):

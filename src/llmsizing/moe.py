@@ -75,7 +75,7 @@ from .all_to_all import (_across_shares, _all_to_all_bytes, _all_to_all_s, check
                          node_limit, route_max_nodes, route_max_ranks)
 from .catalog import resolve_model
 from .model import Model
-from .moe_arrays import EpLayouts  # noqa: F401 (issue 35's home before moe35n)
+from .moe_arrays import EpLayouts, frame_layers as _frame_layers  # noqa: F401 (EpLayouts: moe35n)
 from .network import Collective
 from .parallel import Parallel, check_ep, layers_per_stage  # noqa: F401 (check_ep: issue 24's home)
 from .parallel import kept_parallel
@@ -221,12 +221,13 @@ def _rows(model: Model, par: Parallel) -> tuple:
     :class:`EpLayouts`: an array ``(stage, column, layout)``."""
     if type(par) is EpLayouts:
         if model not in par._kept:              # (one array per distinct ep, then one entry per layout)
-            keys = par.split_keys()
+            keys = [(t, p, _frame_layers(model, par), e, x) for t, p, _, e, x in par.split_keys()]
             distinct = list(dict.fromkeys(keys))
             rows = np.array([_split(model, *k) for k in distinct], dtype=float).transpose(1, 2, 0)
             par._kept[model] = rows[:, :, [distinct.index(k) for k in keys]]
         return par._kept[model]
-    return _split(model, par.tp, par.pp, par.stage_layers, par.ep, par.expert_tp)
+    return _split(model, par.tp, par.pp, _frame_layers(model, par), par.ep, par.expert_tp)
+
 
 
 def gpu_params(model: Model, parallel: Parallel) -> list[float]:

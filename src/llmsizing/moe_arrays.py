@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .parallel import Parallel, kept_parallel
+from .parallel import Parallel, kept_parallel, layers_per_stage
 
 #: :class:`~llmsizing.parallel.Parallel`'s fields but ``ep`` and ``dp``: what the layouts share.
 _SHARED = tuple(f.name for f in fields(Parallel) if f.name not in ("ep", "dp"))
@@ -133,3 +133,14 @@ class _ExpertLayouts:
     zero: int
     offload: str
     reshard_after_forward: bool
+
+
+def frame_layers(model, par) -> tuple | None:
+    """:func:`llmsizing.moe._split`'s ``stage_layers`` of ``par`` (a layout or :class:`EpLayouts`): its own,
+    or with Megatron-LM's accounted split (``account_for_embedding``/``account_for_loss``, no
+    ``stage_layers``) the layers each stage holds (:func:`~llmsizing.parallel.layers_per_stage`), as the step
+    prices them. Before moeapi42 the split of the parameters dropped the two flags (Qwen3-235B on 8 stages:
+    12, ..., 12, 11, 11 held, 11, 12, ..., 12, 11 computed)."""
+    if par.stage_layers is None and (par.account_for_embedding or par.account_for_loss):
+        return tuple(layers_per_stage(model.layers, par))
+    return par.stage_layers

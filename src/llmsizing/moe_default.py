@@ -18,12 +18,12 @@ import math
 
 import numpy as np
 
-from ._validate import check_choice
-from .all_to_all import check_dispatcher, dispatcher_kwargs
+from ._validate import check_choice, check_number
+from .all_to_all import check_dispatcher, dispatcher_kwargs, node_limit
 from .catalog import get_gpu, resolve_model
 from .fewest_gpus import MIN_GPUS_MAX, min_gpus
 from .flops import RECOMPUTE
-from .job import check_moe_options
+from .job import check_moe_options, check_step_recipe
 from .layouts import _divisors
 from .parallel import Parallel
 from .precision import RECIPES
@@ -47,19 +47,42 @@ def moe_default_global_batch(par: Parallel, *, seq: int, micro_batch: int = 1) -
 
 def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
                        precision: str = "bf16-mixed", ep_degrees=None, mtp_depth: int = 0,
-                       capacity_factor: float | None = None, dispatcher: str = "alltoall"):
+                       capacity_factor: float | None = None, dispatcher: str = "alltoall",
+                       schedule: str = "1f1b", comm_sms: int = 0, ep_overlap: float = 0.0,
+                       max_nodes="model", load_skew: float | None = None):
     """The layout a mixture of experts is timed on when none is given (:func:`_moe_default_layout`), kept
     for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
     one again). ``mtp_depth``, ``capacity_factor`` and ``dispatcher`` (the token dispatcher,
-    :data:`~llmsizing.all_to_all.DISPATCHERS`): planned with them (issue 35, one MoE path)."""
+    :data:`~llmsizing.all_to_all.DISPATCHERS`): planned with them (issue 35, one MoE path); so are the step
+    recipe's ``schedule``, ``comm_sms`` and ``load_skew`` (DualPipe refused:
+    :func:`~llmsizing.job.check_step_recipe`) and the all-to-all's ``ep_overlap`` and ``max_nodes``
+    (moeapi42; the fewest-GPU layout's tie-break, :func:`~llmsizing.fewest_gpus.min_gpus`, takes the recipe
+    only: it hides nothing, and routes as the model does)."""
     model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
     recompute = check_choice("recompute", recompute, RECOMPUTE)
     precision = check_choice("precision", precision, RECIPES)
     eps = None if ep_degrees is None else tuple(ep_degrees)
     disp = check_dispatcher(dispatcher).name                 # (only when not the default: old keys unchanged)
     options = tuple(sorted({**check_moe_options(model, mtp_depth, capacity_factor),
-                            **dispatcher_kwargs(disp)}.items()))
+                            **dispatcher_kwargs(disp),
+                            **check_step_recipe(schedule, comm_sms, (gpu,), searched=True,
+                                                load_skew=load_skew, model=model,
+                                                capacity_factor=capacity_factor),
+                            **routing_kwargs(ep_overlap, max_nodes)}.items()))
     return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps, options)
+
+
+#: The all-to-all's keywords :func:`routing_kwargs` gives (plan's, step_time's; not min_gpus').
+ROUTING_KEYS = ("ep_overlap", "max_nodes")
+
+
+def routing_kwargs(ep_overlap=0.0, max_nodes="model") -> dict:
+    """``ep_overlap`` (0 to 1) and ``max_nodes`` (``"model"``, ``None`` or a node count) checked as
+    :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.planner.plan` check them, as keywords: only
+    those not at their defaults (``{}`` for 0 and ``"model"``: an old call's keywords; moeapi42)."""
+    share = check_number("ep_overlap", ep_overlap, maximum=1.0)
+    nodes = node_limit(max_nodes)
+    return {**({"ep_overlap": share} if share else {}), **({"max_nodes": nodes} if nodes != "model" else {})}
 
 
 #: How many of :func:`moe_default_layout`'s answers are kept.
@@ -142,13 +165,15 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
     GPUs that hold a step of one sequence (:func:`~llmsizing.fewest_gpus.min_gpus`, its own expert-parallel
     search), at :func:`moe_default_global_batch`. ``ep_degrees``: the expert-parallel degrees searched
     (default: every divisor of the routed experts). ``options``: ``mtp_depth``, ``capacity_factor`` and
-    ``dispatcher``, given to both. Chapter 18."""
+    ``dispatcher``, given to both; ``schedule``, ``comm_sms`` (both) and ``ep_overlap``, ``max_nodes`` (the
+    plan only). Chapter 18."""
     from .planner import MAX_GLOBAL_BATCH
 
     moe_kw = {**({} if ep_degrees is None else {"ep_degrees": ep_degrees}), **options}
+    few_kw = {k: v for k, v in moe_kw.items() if k not in ROUTING_KEYS}      # (min_gpus: not these two)
 
     def fewest(limit=None):
-        return _kept_fewest(model, gpu, seq, recompute, precision, tuple(sorted(moe_kw.items())), limit)
+        return _kept_fewest(model, gpu, seq, recompute, precision, tuple(sorted(few_kw.items())), limit)
 
     if n_gpus is None:
         par = fewest()

@@ -28,7 +28,7 @@ from .footprint import _GRAD_COPIES
 from .memory import _act_layout, _kept_in_flight, _kept_state_side, _search_pieces
 from .moe import EpLayouts, stage_offset_bytes
 from .parallel import kept_parallel, layers_per_stage, resolve_parallel
-from .plan_pricing import _heavy_stages
+from .plan_pricing import _heavy_stages, pipeline_split
 
 
 def prefetch_states(memory, keys, rc: str, batched: bool = True) -> None:
@@ -60,7 +60,8 @@ def prefetch_states(memory, keys, rc: str, batched: bool = True) -> None:
         u = memory.per_micro(tp, pp, rc, c, 1)
         (e0, d0), etp = calls[0], memory.expert_tp      # (each (ep, dp) a layout the search checked)
         pars = EpLayouts.over(kept_parallel(tp=tp, pp=pp, dp=d0, zero=zero, sp=tp > 1, cp=1,
-                                            cp_comm=memory.cp_comm, ep=e0, expert_tp=etp), calls)
+                                            cp_comm=memory.cp_comm, ep=e0, expert_tp=etp,
+                                            **pipeline_split(memory.model, pp)), calls)
         jobs.append(((tp, pp, zero, c), eps, calls, u, pars))
     if not jobs:
         return

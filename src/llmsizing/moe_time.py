@@ -218,7 +218,9 @@ def schedule_bubble(schedule: str, pp: int, m: int, virtual_stages: int = 1, *,
     if not per_stage:
         return (pp / 2 - 1) * (3 + 2 - 3) / (3 * m)
     top = max(dualpipe_rank_mean(stage_times))
-    return (dualpipe_makespan(stage_times, m) - m * top) / (m * top)
+    # (the makespan is at least m x the slowest rank's mean, dualpipe_makespan: what falls below it is the
+    # rounding of two sums of the same times, -3e-17 s at pp 2, whose bubble is 0; moeapi42's fuzz)
+    return max(0.0, (dualpipe_makespan(stage_times, m) - m * top) / (m * top))
 
 
 def moe_extra_seconds(moe_layers, tokens, *, route_bytes, hbm_bytes_per_s, skew, expert_flops, gemm_rate):

@@ -39,7 +39,8 @@ def nothing_fits(model, *, micros, seq, gpu_list, frac, max_gpus, counts, global
 
 
 def recipe_text(model, *, precision, optimizer, optimizer_impl, eff, overlap, cps, cp_comm, eps, expert_tp,
-                ep_overlap, shared_expert_overlap, options, max_nodes, dispatcher, grad_buffer) -> str:
+                ep_overlap, shared_expert_overlap, options, max_nodes, dispatcher, grad_buffer,
+                recipe=None) -> str:
     """The start of the frame's ``attrs["assumes"]``: the recipe, the step model's settings and, for a mixture
     of experts, its expert parallelism and routing (:func:`answer_frame` adds the range's stack)."""
     return (f"precision={precision}, optimizer={optimizer} ({optimizer_impl} step), "
@@ -54,7 +55,10 @@ def recipe_text(model, *, precision, optimizer, optimizer_impl, eff, overlap, cp
                + ", routing " + routing_note(model, max_nodes)
                + ("" if dispatcher == DEFAULT_DISPATCHER
                   else f", the {dispatcher} dispatcher"))
-            + (f", {grad_buffer_note(grad_buffer)} (DDP, ZeRO-1)" if grad_buffer else ""))
+            + (f", {grad_buffer_note(grad_buffer)} (DDP, ZeRO-1)" if grad_buffer else "")
+            + (f", the {recipe['schedule']} schedule" if recipe and "schedule" in recipe else "")
+            + (f", {recipe['comm_sms']} SMs kept for communication"
+               if recipe and "comm_sms" in recipe else ""))
 
 
 def answer_frame(df, *, gpu_list, given, dtype, framework, stack_fam, tokens, steps, deadline, budget, rule,

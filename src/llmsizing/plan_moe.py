@@ -37,6 +37,7 @@ from .comm import experts_apart_of
 from .footprint import phase_values
 from .memory import _act_layout, _kept_act_side, _kept_state_side, _stage_phases
 from .moe import _split, ep_all_to_all, stage_moe_layers
+from .moe_arrays import frame_layers
 from .moe_time import shared_overlap_rows_s
 from .mtp import mtp_layout, mtp_sides
 from .parallel import kept_parallel, layers_per_stage, resolve_parallel
@@ -140,11 +141,16 @@ def _key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, 
     held_keys, held_idx = _groups(tp, pp, ep)
     share = np.zeros((len(held_keys), 2))
     held = np.zeros((len(held_keys), 3))                 # the stage's dense and expert parameters, its layers
+    from .plan_stage_terms import pipeline_split      # (the planner's split: accounted where pp does not
+    #                                                    divide the layers, plan(accounted_split=True))
+
     ones = {k: _split(model, k[0], 1, None, k[1], expert_tp)[0] for k in {(t, e) for t, _, e in held_keys}}
-    most = {p_: max(layers_per_stage(model.layers, kept_parallel(pp=p_))) for p_ in {k[1] for k in held_keys}}
+    split = {p_: kept_parallel(pp=p_, **pipeline_split(model, p_)) for p_ in {k[1] for k in held_keys}}
+    most = {p_: max(layers_per_stage(model.layers, s_)) for p_, s_ in split.items()}
     for k, (t_, p_, e_) in enumerate(held_keys):
         # (the first stage of the most parameters; stages of equal rows share one row object: each once)
-        row = max(dict.fromkeys(_split(model, t_, p_, None, e_, expert_tp)), key=lambda r: r[0] + r[1])
+        row = max(dict.fromkeys(_split(model, t_, p_, frame_layers(model, split[p_]), e_, expert_tp)),
+                  key=lambda r: r[0] + r[1])
         one = ones[t_, e_]
         share[k] = (row[0] / one[0], row[1] / one[1])
         held[k] = (row[0], row[1], most[p_])
@@ -336,7 +342,10 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
     rows = np.array([seen[k] for k in order])[idx.reshape(-1)]
     full = np.array([r == "full" for r in rcs])[ri[on]]
     pp_keys, pp_idx = _groups(pp[on])
-    most = np.array([max(stage_moe_layers(model, kept_parallel(pp=p_)))
+    from .plan_stage_terms import pipeline_split      # (the planner's split: accounted where pp does not
+    #                                                    divide the layers, plan(accounted_split=True))
+
+    most = np.array([max(stage_moe_layers(model, kept_parallel(pp=p_, **pipeline_split(model, p_))))
                      for (p_,) in pp_keys]) / model.n_moe_layers
 
     def per_plan(rows):                     # (the backward's combine and dispatch, rows 2 and 3)

@@ -25,8 +25,8 @@ from .kernels import compute_seconds
 from .memory import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, _search_pieces, peak_room_bytes,  # noqa: F401
                      stage_params, total_with_allowance_bytes, training_memory)
 from .moe_layouts import dp_unit
-from .moe_time import (load_skew, moe_extra_seconds, routed_expert_flops_per_token, routing_bytes_per_token,
-                       shared_expert_params)
+from .moe_time import (comm_sm_share, load_skew as _skew, moe_extra_seconds, routed_expert_flops_per_token,
+                       routing_bytes_per_token, shared_expert_params)
 from .parallel import kept_parallel
 from .pointwise import pointwise_seconds
 # the data-parallel slots and links live in plan_dp; their names stay importable from here
@@ -216,7 +216,7 @@ def _least_recompute_layers(one, every, layers, micro, dps: np.ndarray, limits: 
 
 def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs,
            expert_tp=False, max_nodes=None, ep_overlap=0.0, shared=False, mtp_depth=0, capacity_factor=None,
-           dispatcher="alltoall"):
+           dispatcher="alltoall", schedule="1f1b", comm_sms=0, load_skew=None):
     """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``,
     an index into ``gpu_list``, ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``, ``m``, ``rc``, an index
     into ``rcs``): what one :func:`~llmsizing.layouts.step_time` per candidate gives, with the library called
@@ -258,6 +258,13 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
       call hide with ``shared`` (:func:`llmsizing.moe_time.shared_overlap_rows_s`), then for ``ep_overlap``;
     * ``mtp_depth`` MTP modules on the last stage and the load skew capped at ``capacity_factor``, as
       ``step_time`` takes them (:mod:`llmsizing.plan_moe`).
+
+    The recipe's ``schedule`` and ``comm_sms`` (moeapi42, issue 35; any model), as ``step_time`` prices them:
+    ``comm_sms`` SMs kept by communication kernels slow every stage's compute (and the shared experts' window)
+    by ``1 / (1 - share)`` of its GPU (:func:`~llmsizing.moe_time.comm_sm_share`); ``schedule="zb1p"`` makes
+    the fill and drain a third of 1F1B's, ``(sum - max) / (3 m)`` (:func:`~llmsizing.moe_time.schedule_bubble`
+    with ``stage_times``; plain pipelines only). DualPipe is not priced here (:func:`~llmsizing.planner.plan`
+    refuses it). ``load_skew`` (a mixture of experts): every row's skew, in place of the measured default.
 
     Equal to one ``step_time`` per candidate to floating-point rounding: ``tests/test_planner_speed.py``
     compares whole searches with the direct one (every ZeRO stage, both ``cp_comm``, a given ``overlap``,
@@ -319,12 +326,16 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         rc_bytes = np.array([routing_bytes_per_token(model, recompute=r) for r in rcs])[ri]
         rc_flops = np.array([routed_expert_flops_per_token(model, recompute=r) for r in rcs])[ri]
         e_of, e_at = np.unique(epc, return_inverse=True)             # one load_skew per ep degree
-        skew = np.array([load_skew(model, e_, capacity_factor=capacity_factor)
+        skew = np.array([_skew(model, e_, capacity_factor=capacity_factor) if load_skew is None else load_skew
                          for e_ in e_of.tolist()])[e_at.reshape(-1)]
         compute = [t + moe_extra_seconds(S[:, c, 5], per_gpu, route_bytes=rc_bytes, hbm_bytes_per_s=hbm,
                                          skew=skew, expert_flops=rc_flops, gemm_rate=L[:, 0])
                    for c, t in enumerate(compute)]
     compute, S = np.max(compute, axis=0), S[:, 0]   # (the layers' and forward's shares: every candidate's)
+    # the SMs communication kernels keep: every stage slower by 1 / (1 - share) (comm.stage_compute_times_s)
+    kept_sms = 1.0 - np.array([comm_sm_share(g_, comm_sms) for g_ in gpu_list])[gi] if comm_sms else None
+    if comm_sms:
+        compute = compute / kept_sms
     # + the bubble: 1F1B's fill and drain pass every other stage once at its own speed, (sum - max) / (v m)
     # (moe_time.schedule_bubble's stage_times, session 39); all stages' summed time from their summed terms
     sums = stage_sums(model, stage_keys, rcs, seq=seq, mtp_depth=mtp_depth)
@@ -336,7 +347,10 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     if moe:
         total = total + moe_extra_seconds(T[:, 5], per_gpu, route_bytes=rc_bytes, hbm_bytes_per_s=hbm,
                                           skew=skew, expert_flops=rc_flops, gemm_rate=L[:, 0])
-    busy = compute + np.where(pp > 1, (total - compute) / (vp * mf), 0.0)
+    if comm_sms:
+        total = total / kept_sms
+    # 1F1B's fill and drain pass each other stage once (over v chunks); zero bubble's a third of that
+    busy = compute + np.where(pp > 1, (total - compute) / ((3 if schedule == "zb1p" else vp) * mf), 0.0)
     one = compute / mf                                            # one micro-batch's compute (_window_s)
     fwd, bwd = one * S[:, 2], one * (1 - S[:, 2])
     per_layer = S[:, 1] * mf                                      # the stage's layers, m micro-batches
@@ -368,8 +382,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         dp_exposed, dp_all = moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, seq=seq,
                                                 precision=precision, node_of=node_of, expert_tp=expert_tp)
         # (shared: the shared experts' forward GEMMs beside each all-to-all, moe_time.shared_expert_window_s)
-        win = None if not shared else np.stack([2 * f * (b * seq / (tp * cp)) / L[:, 0]
-                                                for f in shared_expert_params(model)], axis=1)
+        win = None if not shared else np.stack([2 * f * (b * seq / (tp * cp)) / (
+            L[:, 0] * (kept_sms if comm_sms else 1.0)) for f in shared_expert_params(model)], axis=1)
         ep_all = moe_all_to_all_s(model, gpu_list, cols, mf, seq=seq, precision=precision, node_of=node_of,
                                   cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp, max_nodes=max_nodes,
                                   window=win, dispatcher=dispatcher)

@@ -42,12 +42,12 @@ def pipeline_split(model, pp: int) -> dict:
     return {} if model.layers % pp == 0 else ACCOUNTED
 
 
-def pipeline_degrees(model, max_pp: int) -> list[int]:
+def pipeline_degrees(model, max_pp: int, accounted: bool = False) -> list[int]:
     """The pipeline degrees the planner searches (at most ``max_pp``): the divisors of the layers
-    (Megatron-LM's even split), and for a dense model those of ``layers + 2`` up to the layers
-    (:func:`pipeline_split`)."""
+    (Megatron-LM's even split), and for a dense model (a mixture of experts with ``accounted``: moeapi42)
+    those of ``layers + 2`` up to the layers (:func:`pipeline_split`)."""
     even = set(_divisors(model.layers, max_pp))
-    if not model.is_moe:
+    if not model.is_moe or accounted:
         even |= {d for d in _divisors(model.layers + 2, max_pp) if 2 <= d <= model.layers}
     return sorted(even)
 
@@ -75,7 +75,7 @@ def _piece_layout(model, tp: int, pp: int, zero: int, cp: int, cp_comm: str, ep:
     :func:`~llmsizing.parallel.kept_parallel` (the search builds the same ones again and again)."""
     if model.is_moe:
         return (kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, ep=ep,
-                              expert_tp=expert_tp), _heavy_stages(model, pp))
+                              expert_tp=expert_tp, **pipeline_split(model, pp)), _heavy_stages(model, pp))
     more = {} if v == 1 else {"virtual_stages": v}      # (v = 1: the same kept layouts as before)
     return (kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, cp=cp, cp_comm=cp_comm, **more,
                           **pipeline_split(model, pp), **pipelined_zero_fields(zero, pp)),
@@ -86,7 +86,7 @@ def _piece_layout(model, tp: int, pp: int, zero: int, cp: int, cp_comm: str, ep:
 def _heavy_stages(model, pp: int) -> tuple[int, ...]:
     """:func:`~llmsizing.moe_layouts.heavy_stages` of the search's layouts with ``pp`` stages (Megatron's even
     split: nothing else of the layout moves them), kept (issue 35: asked on every call of :func:`_pieces`)."""
-    return heavy_stages(model, kept_parallel(pp=pp))
+    return heavy_stages(model, kept_parallel(pp=pp, **pipeline_split(model, pp)))
 
 
 def stage_terms(model, keys, rcs, *, seq: int, mtp_depth: int = 0) -> np.ndarray:

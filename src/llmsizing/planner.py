@@ -51,7 +51,7 @@ from .footprint import check_grad_buffer_kind
 from .memory import OPTIMIZER_IMPLS
 from .network import get_node
 from .hardware import check_recipe_runs_on
-from .job import check_moe_options, takes_job
+from .job import check_moe_options, check_step_recipe, takes_job
 from .model import Model
 from .all_to_all import check_dispatcher, dispatcher_kwargs, node_limit
 from .moe_layouts import ep_candidates
@@ -88,7 +88,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
             stack, frac, eff, overlap, prices, nodes, max_pp, optimizer_impl="foreach", cps=(1,),
             cp_comm="p2p", eps=(1,), expert_tp=False, max_nodes=None, ep_overlap=0.0, partial=False,
             vps=(1,), shard_pp=False, shared=False, options=(), counts=None, grad_buffer=False,
-            dispatcher="alltoall"):
+            dispatcher="alltoall", recipe=(), accounted=False):
     """:func:`plan`'s search, everything that does not depend on the token budget, the deadline or the budget:
     the plans that fit, each with its step time and MFU (arguments validated by :func:`plan`; ``prices`` as
     sorted (name, price) pairs). None when nothing fits. Kept for the last 32 sets of arguments: changing only
@@ -97,7 +97,9 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     columns. ``options``: ``plan()``'s MTP module and token dropping as sorted pairs
     (:func:`llmsizing.job.check_moe_options`; none by default). ``counts``: ``plan(gpu_counts=)``, sorted (the
     GPU limit is then the largest count, at most ``max_gpus``). ``grad_buffer``: ``plan()``'s (in the memory
-    keywords only when on: the default search's keywords as before)."""
+    keywords only when on: the default search's keywords as before). ``recipe``: ``plan()``'s ``schedule``
+    and ``comm_sms`` as sorted pairs (:func:`llmsizing.job.check_step_recipe`; none by default), for the
+    pricing only (they move no bytes)."""
     import pandas as pd
 
     kw = dict(seq=seq, precision=precision, optimizer=optimizer, attention=attention, stack=stack,
@@ -109,7 +111,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     domains = {g.name: node_of[g.name].scaleup_domain_gpus for g in gpu_list}
 
     tps = tuple(sorted({t for d in set(domains.values()) for t in _divisors(d)}))
-    layouts = list(_kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps))
+    layouts = list(_kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps, accounted))
 
     # (a mixture of experts' ep degrees multiply the layouts, and are bounded by the divisors of its experts)
     n_layouts, most_layouts = len({lay[:3] for lay in layouts}), MAX_LAYOUTS * (1 + shard_pp)
@@ -136,7 +138,7 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     step_s, peak = kept_price(model, gpu_list, cols, seq=seq, eff=eff, overlap=overlap, precision=precision,
                               node_of=node_of, cp_comm=cp_comm, rcs=rcs, expert_tp=expert_tp,
                               max_nodes=max_nodes, ep_overlap=ep_overlap, shared=shared, **dict(options),
-                              **dispatcher_kwargs(dispatcher))
+                              **dispatcher_kwargs(dispatcher), **dict(recipe))
     price_of = dict(prices)
     names = np.array([g.name for g in gpu_list], dtype=object)
     gi, tp, cp, pp, dp = cols["gpu"], cols["tp"], cols["cp"], cols["pp"], cols["dp"]
@@ -187,7 +189,7 @@ def _count_limit(max_gpus, counts):
 
 
 @functools.lru_cache(maxsize=64)
-def _kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps) -> tuple:
+def _kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps, accounted=False) -> tuple:
     """:func:`_search`'s layouts ``(tp, pp, zero, ep, v)`` that the model and the engines allow (``v``:
     interleaved chunks per stage, dense only), in the search's order, for the tensor-parallel degrees ``tps``
     (those of the GPUs' scale-up domains). Kept (issue 35): they depend on neither the global batch, the GPU
@@ -195,7 +197,7 @@ def _kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps) -> t
     a move (~150 check_layout calls each for DeepSeek-V3)."""
     layouts, checked = [], {}
     for tp in tps:
-        for pp in pipeline_degrees(model, max_pp):
+        for pp in pipeline_degrees(model, max_pp, accounted):
             try:
                 check_layout(model, tp=tp, pp=pp)
             except ValueError:
@@ -242,7 +244,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          virtual_stages=VIRTUAL_STAGES, deadline_rule: str | None = None,
          shard_under_pipeline: bool = False, shared_expert_overlap: bool = False, mtp_depth: int = 0,
          capacity_factor: float | None = None, gpu_counts=None, grad_buffer: bool | str = False,
-         dispatcher: str = "alltoall"):
+         dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0,
+         accounted_split: bool = False, load_skew: float | None = None):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame
     (:data:`~llmsizing.plan_space.PLAN_COLUMNS`), cheapest first.
@@ -350,6 +353,25 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     multi-token-prediction modules on the last stage) and ``capacity_factor`` (token dropping; ``None``:
     dropless) are priced as ``training_memory`` and ``step_time`` price them (:mod:`llmsizing.plan_moe`).
 
+    ``accounted_split=True`` (moeapi42; off by default, a mixture of experts only: a dense search has it
+    always) also searches a mixture of experts on the ``pp`` that divide ``layers + 2`` but not the layers,
+    Megatron-LM's accounted split (:func:`~llmsizing.plan_pricing.pipeline_split`: the first and the last
+    stage one layer fewer; Qwen3-235B's 94 layers: pp 3, 4, 6, 8, 12, 16, 24, 32, 48 besides 1, 2, 47;
+    DeepSeek-V3's 61: 3, 7, 9, 21, not its own 16 stages, which no rule of Megatron's gives), each row
+    ``training_memory`` and ``step_time`` of that layout (``Parallel(account_for_embedding=True,
+    account_for_loss=True)``; ``tests/test_moe_recipe_paths.py``). Its cost: ``benchmarks/README.md``.
+
+    ``schedule`` and ``comm_sms`` (moeapi42, issue 35: the recipe ``step_time`` takes, for any model): the
+    pipeline schedule, ``"1f1b"`` (default) or ``"zb1p"`` (zero bubble, plain pipelines only: no interleaved
+    chunks are searched), and the SMs each GPU's communication kernels keep (0 by default; DeepSeek-V3: 20 of
+    132, every GPU in ``gpus`` must have a known SM count above it), priced as ``step_time`` prices them
+    (:func:`~llmsizing.plan_pricing._price`; ``tests/test_moe_one_step.py``). ``"dualpipe"`` is refused
+    (:data:`~llmsizing.job.SEARCH_REFUSES_DUALPIPE` says why): price a DualPipe layout with ``step_time`` or
+    ``training_time(parallel=, global_batch=)``. Neither changes the memory (DualPipe's second copy of the
+    parameters is :func:`~llmsizing.deepseek.deepseek_memory`'s alone). ``load_skew`` (a mixture of experts'
+    measured load skew in place of :func:`~llmsizing.moe_time.load_skew`'s default, 1 to 64; not with
+    ``capacity_factor``): every row's, as ``step_time(load_skew=)`` prices it.
+
     ``shard_under_pipeline=True`` (issue 34; off by default) also searches ZeRO-2 and ZeRO-3 under a pipeline
     for a dense model, ZeRO-3 as Meta ran Llama 3 405B (:data:`~llmsizing.pipeline_schedule.PIPELINED_FSDP`),
     priced as :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory` price it,
@@ -395,7 +417,12 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     if check_bool("shared_expert_overlap", shared_expert_overlap):
         shared_expert_params(model)                   # (refused without shared experts)
     options = check_moe_options(model, mtp_depth, capacity_factor)     # ({} by default: the search as before)
+    gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus,
+                                                                         example='("H100 SXM", "A100 80GB")')]
+    recipe = check_step_recipe(schedule, comm_sms, gpu_list, searched=True, load_skew=load_skew, model=model,
+                               capacity_factor=capacity_factor)           # ({} by default: as before)
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
+    accounted = check_bool("accounted_split", accounted_split) and model.is_moe    # (a dense search has it)
     shard_pp = check_bool("shard_under_pipeline", shard_under_pipeline) and not model.is_moe
     grad_buffer = check_grad_buffer_kind(grad_buffer)
     vps = None if virtual_stages is None else tuple(sorted({check_int("virtual_stages[i]", v) for v in
@@ -407,13 +434,16 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                              "searched (its stages' dense and MoE layers move with the chunks): give (1,) or "
                              "None")
         vps = (1,)
+    if recipe.get("schedule") == "zb1p" and vps != (1,):       # (zero bubble has no interleaved chunks)
+        if virtual_stages is not VIRTUAL_STAGES:
+            raise ValueError(f"virtual_stages={vps}: schedule='zb1p' has no interleaved chunks: give (1,) or "
+                             "leave virtual_stages out")
+        vps = (1,)
     rule = None if deadline_rule is None else check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
     deadline_rule = DEFAULT_DEADLINE_RULE if rule is None else rule
     columns = MOE_PLAN_COLUMNS if model.is_moe else PLAN_COLUMNS
     columns += (() if deadline_days is None else ("meets_deadline",)) + (() if budget_usd is None else
                                                                           ("within_budget",))
-    gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus,
-                                                                         example='("H100 SXM", "A100 80GB")')]
     max_gpus = None if max_gpus is None else check_int("max_gpus", max_gpus)
     counts = None if gpu_counts is None else _check_counts(gpu_counts, max_gpus)
     deadline = None if deadline_days is None else check_number("deadline_days", deadline_days,
@@ -481,6 +511,10 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     if counts is not None:
         more["counts"] = counts
     more.update(dispatcher_kwargs(dispatcher) if model.is_moe else {})
+    if recipe:
+        more["recipe"] = tuple(sorted(recipe.items()))
+    if accounted:
+        more["accounted"] = True
     try:
         hash(args)
     # an unhashable argument: not cached; the search rejects it with its own message
@@ -496,7 +530,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     assumes = recipe_text(model, precision=precision, optimizer=optimizer, optimizer_impl=optimizer_impl,
                           eff=eff, overlap=overlap, cps=cps, cp_comm=cp_comm, eps=eps, expert_tp=expert_tp,
                           ep_overlap=ep_overlap, shared_expert_overlap=shared_expert_overlap, options=options,
-                          max_nodes=max_nodes, dispatcher=dispatcher, grad_buffer=grad_buffer)
+                          max_nodes=max_nodes, dispatcher=dispatcher, grad_buffer=grad_buffer, recipe=recipe)
     return answer_frame(df, gpu_list=gpu_list, given=given, dtype=dtype, framework=framework,
                         stack_fam=stack_fam, tokens=tokens, steps=steps, deadline=deadline, budget=budget,
                         rule=rule, deadline_rule=deadline_rule, explain=explain, columns=columns,

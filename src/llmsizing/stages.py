@@ -236,7 +236,9 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
                 precision: str, dtype: str, recompute: str, recompute_layers: int | None, causal: bool,
                 price_value: float, node=None, max_nodes="model", goodput: float = 1.0,
                 whole_run: bool = False, mtp_depth: int = 0,
-                capacity_factor: float | None = None, dispatcher: str = "alltoall") -> TrainingTime:
+                capacity_factor: float | None = None, dispatcher: str = "alltoall",
+                schedule: str = "1f1b", comm_sms: int = 0, ep_overlap: float = 0.0,
+                load_skew: float | None = None) -> TrainingTime:
     """A run timed on its layout's own step (a stage's case 2 above;
     :func:`~llmsizing.time_cost.training_time` with ``parallel`` and ``global_batch``):
     :func:`~llmsizing.layouts.step_time` with ``global_batch / (micro_batch x dp)`` micro-batches gives the
@@ -246,7 +248,8 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     whole-run share (:func:`~llmsizing.mfu.whole_run_factor`: restarts, evaluation, stragglers), the layout's
     range around it. ``mtp_depth`` (the MTP module on the last stage) and ``capacity_factor`` (token
     dropping; issue 35): as ``step_time`` and ``training_memory`` price them; ``dispatcher`` (the MoE token
-    dispatcher) as ``step_time`` does."""
+    dispatcher) as ``step_time`` does; so do the step recipe's ``schedule``, ``comm_sms``, ``load_skew``
+    and the all-to-all's ``ep_overlap`` and ``max_nodes`` (moeapi42)."""
     per_step = micro_batch * par.dp
     if global_batch % per_step:
         raise ValueError(f"global_batch={global_batch:,} is not a multiple of micro_batch x dp = "
@@ -255,8 +258,11 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     rc = dict(recompute=recompute, recompute_layers=recompute_layers, precision=precision,
               mtp_depth=mtp_depth, capacity_factor=capacity_factor)
     step = step_time(model, g, par, batch=micro_batch, seq=seq, grad_accum=accum, dtype=dtype, node=node,
-                     max_nodes=max_nodes, **rc,
-                     **dispatcher_kwargs(dispatcher))
+                     max_nodes=max_nodes, **rc, **dispatcher_kwargs(dispatcher),
+                     **({"schedule": schedule} if schedule != "1f1b" else {}),
+                     **({"comm_sms": comm_sms} if comm_sms else {}),
+                     **({"ep_overlap": ep_overlap} if ep_overlap else {}),
+                     **({"load_skew": load_skew} if load_skew is not None else {}))
     share = whole_run_factor(model, g, seq=seq, dtype=dtype) if whole_run else 1.0
     m = check_fraction("the layout's MFU", step.mfu * share * _causal_factor(model, seq, causal))
     warnings = []
@@ -337,12 +343,14 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
 
 def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_layers, precision, dtype,
              causal, price, goodput, ep_degrees=None, whole_run=False, mtp_depth=0, capacity_factor=None,
-             dispatcher="alltoall"):
+             dispatcher="alltoall", **recipe):
     """:func:`training_time`'s mixture of experts without a global batch: ``(the run, its layout)`` on the
     MoE step of ``parallel`` or :func:`moe_default_layout`, or ``None`` when there is none. ``mtp_depth``,
     ``capacity_factor`` and ``dispatcher`` go to the step (:func:`layout_time`) and to
     :func:`moe_default_layout`'s plan (issue 35: it was chosen without them before ``plan()`` searched
-    them)."""
+    them); ``recipe``, :func:`llmsizing.job.check_step_recipe`'s and
+    :func:`~llmsizing.moe_default.routing_kwargs`' keywords (``schedule``, ``comm_sms``, ``ep_overlap``,
+    ``max_nodes``; moeapi42), likewise."""
     n = None if n_gpus is None else check_int("n_gpus", n_gpus)
     if parallel is not None:
         par = resolve_parallel(parallel, model, seq)
@@ -350,19 +358,20 @@ def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_la
     else:
         chosen = moe_default_layout(model, g, seq=seq, n_gpus=n, recompute=recompute, precision=precision,
                                     ep_degrees=ep_degrees, mtp_depth=mtp_depth,
-                                    capacity_factor=capacity_factor, dispatcher=dispatcher)
+                                    capacity_factor=capacity_factor, dispatcher=dispatcher, **recipe)
     if chosen is None:
         return None
     par, gb, micro = chosen
     return _moe_step_run(model, g, par, tokens=tokens, seq=seq, micro_batch=micro, recompute=recompute,
                          recompute_layers=recompute_layers, precision=precision, dtype=dtype, causal=causal,
                          global_batch=gb, price=price, goodput=goodput, whole_run=whole_run,
-                         mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=dispatcher), par
+                         mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=dispatcher,
+                         **recipe), par
 
 
 def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recompute, recompute_layers,
                   precision, dtype, causal, price, goodput, global_batch=None, whole_run=False, mtp_depth=0,
-                  capacity_factor=None, dispatcher="alltoall"):
+                  capacity_factor=None, dispatcher="alltoall", **recipe):
     """A mixture of experts' run on the MoE step of layout ``par`` (:func:`~llmsizing.stages.layout_time`,
     as ``training_time(parallel=, global_batch=)``), the global batch :func:`moe_default_global_batch`'s
     unless given, with a warning that names both."""
@@ -373,12 +382,13 @@ def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recomput
                     recompute=recompute, recompute_layers=recompute_layers,
                     causal=check_bool("causal", causal), price_value=gpu_price(g, price), goodput=goodput,
                     whole_run=check_bool("whole_run", whole_run), mtp_depth=mtp_depth,
-                    capacity_factor=capacity_factor, dispatcher=dispatcher)
+                    capacity_factor=capacity_factor, dispatcher=dispatcher, **recipe)
     note = (f"{model.name} is a mixture of experts: timed on its MoE step (llmsizing.moe_time) on the layout "
             f"{_layout_label(par)}, {gb:,} sequences per step; the range is a layout's"
             + (f"; with {mtp_depth} MTP module(s) on its last stage" if mtp_depth else "")
             + (f"; capacity factor {capacity_factor:g}" if capacity_factor is not None else "")
-            + ("" if dispatcher == DEFAULT_DISPATCHER else f"; the {dispatcher} dispatcher"))
+            + ("" if dispatcher == DEFAULT_DISPATCHER else f"; the {dispatcher} dispatcher")
+            + "".join(f"; {k}={v}" for k, v in sorted(recipe.items())))
     return dataclasses.replace(t, warnings=(note, *t.warnings))
 
 

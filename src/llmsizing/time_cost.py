@@ -22,10 +22,11 @@ from .mfu import (FLOPS_CONVENTIONS, MFU_MODEL_CSV, PUBLISHED_RUNS_CSV, MfuEstim
 from .flops import RECOMPUTE
 from .hardware import effective_dtype
 from .all_to_all import DEFAULT_DISPATCHER, check_dispatcher
-from .job import check_moe_options, takes_job
+from .job import check_moe_options, check_step_recipe, takes_job
 from .model import Model
 from .mtp import check_mtp_depth
 from .moe_layouts import ep_candidates
+from .moe_default import routing_kwargs
 from .parallel import OP_SAC_MODES, RECOMPUTE_MODES, Parallel, resolve_parallel
 from .precision import compute_dtype
 from .planner import check_global_batch
@@ -44,7 +45,9 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                   plan_options: dict | None = None, goodput: float = 1.0, recompute_layers: int | None = None,
                   global_batch: int | None = None, micro_batch: int = 1, moe_dense_mfu: bool = False,
                   framework: str | None = None, tokens_per_step: float | None = None, mtp_depth: int = 0,
-                  capacity_factor: float | None = None, dispatcher: str = "alltoall"):
+                  capacity_factor: float | None = None, dispatcher: str = "alltoall", schedule: str = "1f1b",
+                  comm_sms: int = 0, ep_overlap: float = 0.0, max_nodes="model",
+                  load_skew: float | None = None):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given). Without either, the GPU-hours and
     the cost stand (they do not depend on the GPU count; a model card gives none) and the days are ``None``.
@@ -113,6 +116,18 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     token dispatcher, :func:`~llmsizing.layouts.step_time`'s): with ``global_batch``, or on the MoE step
     without it (its layout then planned with it), as ``mtp_depth``. Chapter 18.
 
+    **The step's recipe** (moeapi42, issue 35: DeepSeek-V3's own recipe through every entry point).
+    ``schedule`` (``"1f1b"``, ``"zb1p"``, ``"dualpipe"``), ``comm_sms`` (SMs kept by communication kernels,
+    below the GPU's count), ``ep_overlap`` (0 to 1, the all-to-all's hidden share) and ``max_nodes``
+    (``"model"``, ``None`` or a node count): :func:`~llmsizing.layouts.step_time`'s, priced on the layout's
+    step as it prices them, with ``global_batch`` (any model) or on a mixture of experts' MoE step without it
+    (its layout then planned with them, where ``"dualpipe"`` is refused:
+    :func:`~llmsizing.job.check_step_recipe`); not with ``stages``, ``mfu``, ``mfu_range`` or
+    ``moe_dense_mfu``. DeepSeek-V3 as its report states it: ``parallel=DEEPSEEK_V3_LAYOUT`` (with its split),
+    ``global_batch``, ``precision="fp8-deepseek"``, ``mtp_depth=1``, ``schedule="dualpipe"``, ``comm_sms=20``,
+    ``ep_overlap=1``, ``max_nodes=4`` (``tests/test_moe_one_step.py``). ``load_skew`` (a measured skew in
+    place of the default; not with ``capacity_factor``) likewise.
+
     **Goodput.** ``goodput`` (default 1.0: today's numbers, a steady state) is the useful share of wall time
     left by interruptions and checkpoints, from :func:`~llmsizing.reliability.goodput`; days, GPU-hours and
     cost are divided by it (the tokens per second stay the steady state's). It replaces the flat "add 10-20%
@@ -134,6 +149,12 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
             stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
         raise ValueError(f"dispatcher={dispatcher!r} prices a mixture of experts' MoE step: not with "
                          "stages=, mfu=, mfu_range= or moe_dense_mfu=True")
+    step_recipe = {**check_step_recipe(schedule, comm_sms, (g,), load_skew=load_skew, model=model,
+                                       capacity_factor=capacity_factor),
+                   **routing_kwargs(ep_overlap, max_nodes)}
+    if step_recipe and (stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
+        raise ValueError(f"{_recipe_text(step_recipe)} price a layout's step: not with stages=, mfu=, "
+                         "mfu_range= or moe_dense_mfu=True")
     moe_opts = check_mtp_depth(model, mtp_depth) or capacity_factor is not None
     if moe_opts and (stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
         raise ValueError(f"mtp_depth={mtp_depth} and capacity_factor={capacity_factor!r} price a mixture of "
@@ -154,13 +175,17 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                        recompute_layers=recompute_layers,
                        precision="bf16-mixed" if precision is None else precision, dtype=dtype, causal=causal,
                        price=price_usd_per_gpu_hour, goodput=goodput, whole_run=whole_run,
-                       mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=disp)
+                       mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=disp, **step_recipe)
         if run is not None:
             return run[0]
     if disp != DEFAULT_DISPATCHER and global_batch is None:
         raise ValueError(f"dispatcher={dispatcher!r}: no MoE step to price it on (give tokens=, seq= and "
                          f"global_batch= with parallel=, or an n_gpus that {model.name} has a layout on; a "
                          "dense model has neither)")
+    if step_recipe and global_batch is None:
+        raise ValueError(f"{_recipe_text(step_recipe)}: no step to price them on (give tokens=, seq= and "
+                         f"global_batch= with parallel=, or for a mixture of experts an n_gpus that "
+                         f"{model.name} has a layout on; a dense model's calibrated MFU has no step)")
     if moe_opts and global_batch is None:
         raise ValueError(f"mtp_depth={mtp_depth}, capacity_factor={capacity_factor!r}: no MoE step to price "
                          f"them on (give tokens=, seq= and parallel=, or an n_gpus that {model.name} has a "
@@ -183,7 +208,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                         recompute=check_choice("recompute", recompute, RECOMPUTE_MODES),
                         recompute_layers=recompute_layers, causal=check_bool("causal", causal),
                         price_value=gpu_price(g, price_usd_per_gpu_hour), goodput=goodput,
-                        mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=disp)
+                        mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=disp,
+                        **step_recipe)
         return t
     if isinstance(recompute, str) and recompute in OP_SAC_MODES:     # (was "unknown recompute"; review30a)
         raise ValueError(f"recompute={recompute!r}, torchtitan's op SAC, is timed on a layout's own step "
@@ -211,10 +237,17 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                     precision="bf16-mixed" if precision is None else precision)
 
 
+def _recipe_text(kw: dict) -> str:
+    """The step-recipe keywords ``kw`` as given: ``"schedule='zb1p', comm_sms=20"``."""
+    return ", ".join(f"{k}={v!r}" for k, v in kw.items())
+
+
 def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch: int = 1,
                 recompute: str = "full", mfu: float | None = None, prices: dict | None = None,
                 max_gpus: int = 65536, ep_degrees=None, moe_dense_mfu: bool = False, mtp_depth: int = 0,
-                capacity_factor: float | None = None, dispatcher: str = "alltoall"):
+                capacity_factor: float | None = None, dispatcher: str = "alltoall", schedule: str = "1f1b",
+                comm_sms: int = 0, ep_overlap: float = 0.0, max_nodes="model",
+                load_skew: float | None = None):
     """The cost of the finished job on each GPU type, not the hourly rate: for each of ``gpus`` (default: the
     whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.fewest_gpus.min_gpus`,
     micro-batch ``batch`` of ``seq`` tokens with ``recompute``), the days on that many, and the GPU-hours and
@@ -239,6 +272,10 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     (token dropping; ``None``: dropless) go to all three, the fewest GPUs, the plan and the step (issue 35:
     one MoE path); not with ``mfu`` or ``moe_dense_mfu``, which do not time the MoE step. ``dispatcher``
     (the MoE token dispatcher, :data:`~llmsizing.all_to_all.DISPATCHERS`) likewise, to the step of all three.
+    The step's recipe (moeapi42): ``schedule`` (``"1f1b"`` or ``"zb1p"``; ``"dualpipe"`` refused, as the
+    planner refuses it), ``comm_sms`` and ``load_skew`` to all three, ``ep_overlap`` and ``max_nodes`` to the
+    plan and the step (:func:`training_time`'s); a GPU whose SM count is not known, or not above
+    ``comm_sms``, gets a ``fits`` of False and the reason. Not with ``mfu`` or ``moe_dense_mfu``.
     Chapter 18."""
     import pandas as pd
 
@@ -256,6 +293,16 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
             raise ValueError(f"dispatcher={dispatcher!r} prices a mixture of experts' MoE step: not with "
                              "mfu= or moe_dense_mfu=True")
         options = {**options, "dispatcher": dispatcher}
+    recipe = check_step_recipe(schedule, comm_sms, searched=True, load_skew=load_skew, model=model,
+                               capacity_factor=capacity_factor)      # (each GPU's SMs: on its own row)
+    routing = routing_kwargs(ep_overlap, max_nodes)
+    if (recipe or routing) and not model.is_moe:
+        raise ValueError(f"{_recipe_text({**recipe, **routing})}: cost_by_gpu prices a dense model at the "
+                         "calibrated MFU, which has no step to price them on (training_time with parallel= "
+                         "and global_batch= does)")
+    if (recipe or routing) and (mfu is not None or moe_dense_mfu):
+        raise ValueError(f"{_recipe_text({**recipe, **routing})} price a mixture of experts' MoE step: not "
+                         "with mfu= or moe_dense_mfu=True")
     moe_kw = {**({"ep_degrees": ep_degrees} if ep_degrees is not None else {}), **options}
     gpu_list = resolve_gpus(list_gpus() if gpus is None else gpus)
     prices = resolve_prices(prices, gpu_list)
@@ -275,7 +322,8 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     for g in gpu_list:
         row = {"gpu": g.name, "price_usd_per_gpu_hour": price_of[g.name], "dtype": effective_dtype(g)}
         try:
-            plan = min_gpus(model, g, batch=batch, seq=seq, recompute=recompute, max_gpus=max_gpus, **moe_kw)
+            plan = min_gpus(model, g, batch=batch, seq=seq, recompute=recompute, max_gpus=max_gpus, **moe_kw,
+                            **recipe)
         except ValueError as e:
             rows.append({**row, "fits": False, "why": str(e)})
             continue
@@ -286,7 +334,7 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
                                recompute=recompute, recompute_layers=None, precision="bf16-mixed",
                                dtype=compute_dtype("bf16-mixed"), causal=False,
                                price=row["price_usd_per_gpu_hour"], goodput=1.0, ep_degrees=ep_degrees,
-                               **options)
+                               **options, **recipe, **routing)
             except ValueError as e:                  # e.g. a step so slow that its MFU is below 0.1%
                 rows.append({**row, "fits": False, "why": str(e)})
                 continue
