@@ -6,10 +6,13 @@ records every ``planner.plan`` / ``plans_within`` call a move makes: its CPU (``
 table it returns. ``--save FILE`` pickles the tables (in call order, with their arguments); ``--check FILE``
 compares this tree's tables with a saved run's by ``pandas.testing.assert_frame_equal`` with no tolerance
 (``check_exact=True``) and says which differ. ``--repeats N`` runs the walk N times, each in a fresh process,
-and prints the median over the runs of each run's median plan() CPU per step.
+and prints the median over the runs of each run's median plan() CPU per step, and the median and mean over
+the steps of each step's least CPU over the runs (the machine's other work adds to a step's CPU time; the
+least over runs is what it adds least to); ``--base SRC`` alternates those runs with another tree's
+``src/`` (an A/B at the same load).
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_ch17_walk_plans.py [--models 5] [--repeats 5]
-        [--save FILE | --check FILE]
+        [--base OTHER/src] [--save FILE | --check FILE]
 
 Does not assert (timings are not tests); ``--check`` exits 1 when a table differs.
 """
@@ -105,6 +108,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="walks, each in a fresh process")
     ap.add_argument("--save", help="pickle the walk's tables to this file")
     ap.add_argument("--check", help="compare the walk's tables with this file's")
+    ap.add_argument("--base", help="another tree's src/ (e.g. a git archive of the base commit): its walks "
+                    "alternate with this tree's, and both are printed")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -119,19 +124,30 @@ def main() -> None:
         if args.check:
             sys.exit(1 if compare(pickle.loads(Path(args.check).read_bytes()), calls) else 0)
         return
-    per_run = []
+    here = str(Path(__file__).resolve().parents[1] / "src")
+    trees = {"this": here, **({"base": str(Path(args.base).resolve())} if args.base else {})}
+    runs: dict = {name: [] for name in trees}
     for _ in range(args.repeats):
-        out = subprocess.run([sys.executable, __file__, "--child", "--models", str(args.models)],
-                             capture_output=True, text=True, check=True, env=os.environ)
-        steps = json.loads(out.stdout.strip().splitlines()[-1])
-        per_run.append(steps)
-        print(f"run: plan() CPU per step, median {statistics.median(s[1] for s in steps):.1f} ms, mean "
-              f"{statistics.mean(s[1] for s in steps):.1f} ms")
-    print(f"median of {len(per_run)} runs' medians: "
-          f"{statistics.median(statistics.median(s[1] for s in r) for r in per_run):.1f} ms; by control:")
-    for c, _ in STEPS:
-        print(f"  {c:12s} " + " ".join(f"{statistics.median(s[1] for s in r if s[0] == c):6.1f}"
-                                        for r in per_run))
+        for name, src in trees.items():         # (alternated: the machine's load falls on both alike)
+            env = {**os.environ, "PYTHONPATH": src}
+            out = subprocess.run([sys.executable, __file__, "--child", "--models", str(args.models)],
+                                 capture_output=True, text=True, check=True, env=env)
+            steps = json.loads(out.stdout.strip().splitlines()[-1])
+            runs[name].append(steps)
+            print(f"{name} run: plan() CPU per step, median {statistics.median(s[1] for s in steps):.1f} ms, "
+                  f"mean {statistics.mean(s[1] for s in steps):.1f} ms", flush=True)
+    for name, per_run in runs.items():
+        # (each step's least CPU over the runs: what the machine's other work added to it, mostly gone)
+        least = [min(r[i][1] for r in per_run) for i in range(len(per_run[0]))]
+        print(f"{name}: median of {len(per_run)} runs' medians "
+              f"{statistics.median(statistics.median(s[1] for s in r) for r in per_run):.1f} ms; each step's "
+              f"least over the runs: median {statistics.median(least):.1f}, "
+              f"mean {statistics.mean(least):.1f} "
+              "ms; by control (each run's median):")
+        for c, _ in STEPS:
+            print(f"  {c:12s} " + " ".join(f"{statistics.median(s[1] for s in r if s[0] == c):6.1f}"
+                                            for r in per_run)
+                  + f"   least: {statistics.median(x for x, s in zip(least, per_run[0]) if s[0] == c):6.1f}")
     print(os.popen("uptime").read().strip())
 
 

@@ -411,7 +411,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
 
 #: How many GPUs' priced blocks :func:`kept_price` keeps, and at most how many bytes of them (least recently
 #: used dropped first; 16 bytes a candidate plan: ~0.4 MB for a mixture of experts' ~25,000 on one GPU).
-KEPT_PRICE_BLOCKS = 32
+#: plan42: 32 blocks (~5 MB) were the limit in chapter 17's widget, whose build alone keeps 19: from its
+#: sixth model on, a move to a second GPU type priced the first one's block again; the bytes bound it now.
+KEPT_PRICE_BLOCKS = 128
 KEPT_PRICE_BYTES = 32 * 2**20
 
 
