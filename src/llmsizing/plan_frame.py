@@ -15,7 +15,7 @@ from .catalog import price_kind_of
 from .footprint import grad_buffer_note
 from .mfu import layout_range_area, layout_range_factors, layout_range_group
 from .mfu_inputs import layout_range_note
-from .plan_rank import (_digits, _lex_orders, _pareto, _taken, budget_kept, budget_rule_text, deadline_kept,
+from .plan_rank import (_by_cost, _digits, _pareto, _taken, budget_kept, budget_rule_text, deadline_kept,
                         deadline_rule_text, interleaving_winners, meets_deadline, pipelined_zero_winners,
                         within_budget)
 
@@ -132,7 +132,7 @@ def answer_frame(df, *, gpu_list, given, dtype, framework, stack_fam, tokens, st
     # (the front from the rows no faster, cheaper bin rules out, sorted alone: plan_rank._pareto's own path,
     # the same front; speed38: the full (memory, cost, days) order of a mixture of experts' ~45,000 plans on
     # two GPU types was ~5-10 ms of chapter 17's move, for a front of a few rows)
-    by_cost = _lex_orders((days_d, cost_d))[0]
+    by_cost = _by_cost(days_d, cost_d)
     added["pareto"][sel] = _pareto(days_d, cost_d, memory_d)
     rows = sel[by_cost]
     # (every column a fresh array: copy=False keeps them as they are instead of stacking them into blocks)
