@@ -16,6 +16,7 @@ from llmsizing.network import GroupLink, get_node
 from llmsizing.parallel import Parallel
 from llmsizing.plan_pricing import _dp_calls, _dp_slot
 from llmsizing.plan_terms import _group_columns, dp_link_rows, dp_unit_rows, layer_terms
+from llmsizing.plan_rank import _by_cost, _digits
 from llmsizing.planner import _lex_orders, _pareto
 
 GPUS = ("H100 SXM", "B200", "A100 80GB", "MI300X")
@@ -183,6 +184,27 @@ def test_lex_orders_and_groups_are_numpys():
             assert all(np.array_equal(v, x[first]) for v, x in zip(values, cols))
     big = np.arange(70_000, dtype=float)
     assert np.array_equal(_lex_orders((big, -big, big % 7))[0], np.lexsort((big, -big, big % 7)))
+
+
+def test_by_cost_is_numpys_lexsort():
+    # plan_rank._by_cost (plan42: answer_frame's order by cost, then days, then row) is
+    # np.lexsort((days, cost)) on values at 12 digits with many ties (as plans' days and cost are), on values
+    # not at 12 digits, with 0, inf or NaN (its own check hands over to _lex_orders) and on one row or none
+    rng = np.random.default_rng(42)
+    for _ in range(300):
+        n = int(rng.integers(0, 60))
+        days = _digits(rng.choice([1.5, 2.25, 3.0, 1e-3, 7e14, 123.456789012345], n)
+                       * rng.choice([1.0, 10.0, 1e6], n))
+        cost = _digits(rng.choice([5.0, 5.0000000001, 8e9, 0.25], n) * rng.choice([1.0, 3.0, 1e-9], n))
+        assert np.array_equal(_by_cost(days, cost), np.lexsort((days, cost)))
+        raw_d, raw_c = rng.random(n) * 10, rng.choice([0.0, 0.5, np.inf, rng.random()], n)
+        if n and rng.random() < 0.2:
+            raw_c[0] = np.nan
+        assert np.array_equal(_by_cost(raw_d, raw_c), np.lexsort((raw_d, raw_c)))
+    # the order pinned by hand: cost first, then days, then the row
+    assert _by_cost(np.array([2.0, 1.0, 2.0, 3.0]), np.array([5.0, 5.0, 5.0, 4.0])).tolist() == [3, 1, 0, 2]
+    big = np.arange(70_000, dtype=float)[::-1] + 1
+    assert np.array_equal(_by_cost(big % 11 + 1, big % 13 + 1), np.lexsort((big % 11 + 1, big % 13 + 1)))
 
 
 def test_model_hash_is_kept_and_not_pickled():

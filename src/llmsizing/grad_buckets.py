@@ -111,6 +111,12 @@ def _walk(prep: tuple, cap: float, first: float | None = None) -> list[int]:
 #: (``pad_param_start``, megatron/core/optimizer/param_layout.py); DDP without it packs them.
 MEGATRON_PARAM_ALIGN = 64
 
+#: How many bucket counts :func:`megatron_calls_of`, :func:`_kept_count` and :func:`_needed_align` keep each
+#: (an int per key, ~200 bytes an entry: ~3 MB each when full). plan42: at 4,096, building chapter 17's warm
+#: widget (~6,500 counts) pushed out the counts its next moves read again, and a mixture of experts' move to
+#: a second GPU type worked ~900 of them out anew (~4 ms of the move); at 16,384 they are read.
+COUNTS_KEPT = 16384
+
 #: The tensors Megatron-Core's transformer layer fuses into one parameter (Transformer Engine's
 #: ``LayerNormLinear``/``Linear``, megatron/core/transformer/attention.py and mlp.py), in the layer's order of
 #: registration: ``linear_proj`` (o), ``linear_qkv`` (its input norm, then q, k, v as one matrix and one
@@ -301,7 +307,7 @@ def _walk_from(prep: tuple, cap: float, fill: float) -> tuple[int, float]:
     return len(ends) - 1, float(held)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=COUNTS_KEPT)
 def _needed_align(model, tp, etp, ep, layers, whole, part, align) -> int:
     """``align``, or 1 where every parameter of the chunk's part is a multiple of it (no padding). Kept (a
     search asks it once per bucket size; speed38), so that the chunk's pieces prepared unaligned, read for
@@ -318,7 +324,7 @@ def _megatron_count(model, tp, etp, ep, layers, whole, part, bucket, align) -> i
                        _needed_align(model, tp, etp, ep, layers, whole, part, align), align > 1)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=COUNTS_KEPT)
 def _kept_count(model, tp, etp, ep, layers, whole, part, bucket, align, apart: bool = True) -> int:
     """:func:`_megatron_pieces` walked piece by piece, a run of alike layers one layer at a time until the
     open bucket's fill at a layer's start repeats: then the layers between repeat too, and their buckets are
@@ -369,7 +375,7 @@ def _quiet_repeats(prep: tuple, cap: float, fill: float, most: int) -> tuple[int
     return k, last + (off + (k - 1) * length)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=COUNTS_KEPT)
 def megatron_calls_of(model: Model, tp: int, pp: int, vp: int, zero: int, bucket_params: float, ep: int = 1,
                       etp: int = 1, part: str | None = None) -> int:
     """:func:`megatron_buckets` from a layout's numbers, for the planner's keys (Megatron-LM's split of the

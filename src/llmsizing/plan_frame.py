@@ -15,7 +15,7 @@ from .catalog import price_kind_of
 from .footprint import grad_buffer_note
 from .mfu import layout_range_area, layout_range_factors, layout_range_group
 from .mfu_inputs import layout_range_note
-from .plan_rank import (_digits, _lex_orders, _pareto, _taken, budget_kept, budget_rule_text, deadline_kept,
+from .plan_rank import (_by_cost, _digits, _pareto, _taken, budget_kept, budget_rule_text, deadline_kept,
                         deadline_rule_text, interleaving_winners, meets_deadline, pipelined_zero_winners,
                         within_budget)
 
@@ -74,18 +74,19 @@ def answer_frame(df, *, gpu_list, given, dtype, framework, stack_fam, tokens, st
     # (the search's table is kept: never change it) the new columns on arrays, and the frame built once, in
     # its final order, from the search's columns and these (issue 35: no copy of the whole table per step)
     factors = np.array([layout_range_factors(g, dtype, framework, moe=moe) for g in gpu_list], dtype=float)
-    at = pd.Index([g.name for g in gpu_list]).get_indexer(df["gpu"])       # each plan's GPU, as an index
+    # each plan's GPU, as an index (the search's own column; a table without it: its names looked up)
+    at = (df["gpu_index"].to_numpy() if "gpu_index" in df
+          else pd.Index([g.name for g in gpu_list]).get_indexer(df["gpu"]))
     low, high = factors[at, 0], factors[at, 1]
     days = steps * df["step_time_s"].to_numpy() / 86400
     gpu_hours = days * 24 * df["n_gpus"].to_numpy()
     cost = gpu_hours * df["price"].to_numpy()
     added = {"days": days, "days_low": days / high, "days_high": days / low, "gpu_hours": gpu_hours,
-             "cost_usd": cost, "cost_usd_low": cost / high, "cost_usd_high": cost / low,
-             # (each GPU's kind made a string column once and taken per plan: the frame's str dtype as it
-             # would infer it from the plans' strings, without checking every plan's string: ~1 ms of a
-             # table of 59,000 plans, issue 38)
-             "price_kind": pd.Series(np.array([price_kind_of(g, given.get(g.name)) for g in gpu_list])
-                                     ).array.take(at)}
+             "cost_usd": cost, "cost_usd_low": cost / high, "cost_usd_high": cost / low}
+    # (each GPU's kind made a string column once and taken per plan listed, in the frame's order below: the
+    # frame's str dtype as it would infer it from the plans' strings, without checking every plan's string:
+    # ~1 ms of a table of 59,000 plans, issue 38)
+    kinds = pd.Series(np.array([price_kind_of(g, given.get(g.name)) for g in gpu_list])).array
     if not (np.isfinite(days).all() and np.isfinite(cost).all()):     # (bounded inputs keep them finite)
         raise ValueError(f"tokens={tokens:g} gives a plan whose days or cost is not a finite number: check "
                          "tokens, kernel_efficiency and prices")
@@ -135,12 +136,13 @@ def answer_frame(df, *, gpu_list, given, dtype, framework, stack_fam, tokens, st
     # (the front from the rows no faster, cheaper bin rules out, sorted alone: plan_rank._pareto's own path,
     # the same front; speed38: the full (memory, cost, days) order of a mixture of experts' ~45,000 plans on
     # two GPU types was ~5-10 ms of chapter 17's move, for a front of a few rows)
-    by_cost = _lex_orders((days_d, cost_d))[0]
+    by_cost = _by_cost(days_d, cost_d)
     added["pareto"][sel] = _pareto(days_d, cost_d, memory_d)
     rows = sel[by_cost]
     # (every column a fresh array: copy=False keeps them as they are instead of stacking them into blocks)
-    out = pd.DataFrame({c: added[c][rows] if c in added else _taken(df[c], rows) for c in columns},
-                       copy=False)
+    added["price_kind"] = kinds.take(at[rows])
+    out = pd.DataFrame({c: added[c] if c == "price_kind" else added[c][rows] if c in added
+                        else _taken(df[c], rows) for c in columns}, copy=False)
     range_rows = {g.name: layout_range_group(g, dtype, framework, moe=moe) for g in gpu_list}
     # a known stack whose row states no range (under 75% out of source) gets the pooled one: say so
     pooled = stack_fam != "unknown" and not all(r.startswith("stack:") for r in range_rows.values())

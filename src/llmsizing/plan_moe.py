@@ -110,7 +110,7 @@ def moe_dp_collectives(model, gpu_list, cols, dpcp, fwd, bwd, mf, *, seq, precis
                                                                                   "ep")), dpcp)
     dense, experts = _kept_key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, ep,
                                     dpcp_k)
-    dense, experts = dense[at], experts[at]
+    dense, experts = dense.take(at, axis=0), experts.take(at, axis=0)     # (x[at]; take: sooner, plan42)
     # the two parts ride one link (both groups span the same tp x cp x dp ranks: exposure.exposed_by_group),
     # so each window's collectives add up before it is taken off, once (exposure.dp_window_exposed_s)
     exposed = _dp_exposed(dense + experts, fwd, bwd, mf)
@@ -136,7 +136,8 @@ def _key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, 
         keys, idx = _groups(tp, zero, n_col, e_col, across, per)
         # bytes of a pass, latency steps per call (kept by key: they depend on no GPU)
         rows = kept_unit_rows(model, keys, part, w_b=w_b, g_b=g_b, expert_tp=expert_tp, n_slots=n_slots)
-        unit.append((rows[idx, 0], rows[idx, 1] * alpha[:, None], (1 / (bw * 1e9))[:, None]))
+        unit.append((rows[:, 0].take(idx, axis=0), rows[:, 1].take(idx, axis=0) * alpha[:, None],
+                     (1 / (bw * 1e9))[:, None]))
     # the most loaded stage's dense and expert parameters, relative to one stage's (the messages scale)
     held_keys, held_idx = _groups(tp, pp, ep)
     share = np.zeros((len(held_keys), 2))
@@ -154,7 +155,7 @@ def _key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, 
         one = ones[t_, e_]
         share[k] = (row[0] / one[0], row[1] / one[1])
         held[k] = (row[0], row[1], most[p_])
-    share, held = share[held_idx], held[held_idx]
+    share, held = share.take(held_idx, axis=0), held.take(held_idx, axis=0)
     one = ~experts_apart_of(ep, etp, tp)       # the experts in the dense buffer, one collective
     dense, experts = (share[:, part, None] * traffic * per_byte
                       + _dp_calls(zero, held[:, part], held[:, 2], n_, pp, buckets=_megatron_calls(
@@ -291,7 +292,7 @@ def _kept_key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, z
         while len(_kept_dp_rows) > 1 and (len(_kept_dp_rows) > KEPT_DP_TABLES or sum(
                 len(c) for c, _ in _kept_dp_rows.values()) > KEPT_DP_KEYS):
             _kept_dp_rows.popitem(last=False)
-        dense[sel], experts[sel] = rows[pos, 0], rows[pos, 1]
+        dense[sel], experts[sel] = rows[:, 0].take(pos, axis=0), rows[:, 1].take(pos, axis=0)
     return dense, experts
 
 

@@ -302,18 +302,18 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     dtype = compute_dtype(precision)
     lay, peak_of = layer_terms(model, gpu_list, lay_keys, seq=seq, eff=eff, precision=precision, dtype=dtype,
                                node_of=node_of, cp_comm=cp_comm, rcs=rcs)
-    L = lay[lay_idx[:n]]
+    L = lay.take(lay_idx[:n], axis=0)          # (lay[...]: the same rows, take ~5x sooner; plan42)
     if len(pi):
-        none = lay[lay_idx[n:]]
+        none = lay.take(lay_idx[n:], axis=0)
         L[pi] = none + x * (L[pi] - none)
     # per (pp, recomputation) and each stage that can be the slowest (plan_stage_terms.stage_terms: its FLOPs
     # per token, layers, forward's share, attention FLOPs, MoE layers and memory-bound bytes)
     stage_keys, stage_idx = _groups(*plus_none(pp, ri))
     stage = stage_terms(model, stage_keys, rcs, seq=seq, mtp_depth=mtp_depth)
     c_max = stage.shape[1]
-    S = stage[stage_idx[:n]]                                      # (row, candidate stage, piece)
+    S = stage.take(stage_idx[:n], axis=0)                         # (row, candidate stage, piece)
     if len(pi):     # FLOPs: affine; the forward's share: its inverse is (the hardware FLOPs are)
-        none, full = stage[stage_idx[n:]], S[pi]
+        none, full = stage.take(stage_idx[n:], axis=0), S[pi]
         S[pi] = none + x[:, :, None] * (full - none)
         S[pi, :, 2] = 1 / (1 / none[:, :, 2] + x * (1 / full[:, :, 2] - 1 / none[:, :, 2]))
     # step_compute_time_s's own expression (kernels.compute_seconds): the Linear layers at the GEMM rate, the
@@ -339,9 +339,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     # + the bubble: 1F1B's fill and drain pass every other stage once at its own speed, (sum - max) / (v m)
     # (moe_time.schedule_bubble's stage_times, session 39); all stages' summed time from their summed terms
     sums = stage_sums(model, stage_keys, rcs, seq=seq, mtp_depth=mtp_depth)
-    T = sums[stage_idx[:n]]
+    T = sums.take(stage_idx[:n], axis=0)
     if len(pi):                                  # (partial recomputation: affine, as the stages' terms)
-        T[pi] = sums[stage_idx[n:]] + x * (T[pi] - sums[stage_idx[n:]])
+        T[pi] = sums.take(stage_idx[n:], axis=0) + x * (T[pi] - sums.take(stage_idx[n:], axis=0))
     total = (compute_seconds(T[:, 0], T[:, 3], T[:, 4], per_gpu, L[:, 0], L[:, 5])
              + pointwise_seconds(T[:, 6], per_gpu, hbm))
     if moe:
@@ -403,12 +403,14 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     # the parameters of the most loaded stage, relative to the whole model on tp GPUs (the messages scale)
     held_keys, held_idx = _groups(tp, pp)
     held = np.array([(max(stage_params(model, kept_parallel(tp=t_, pp=p_, **pipeline_split(model, p_)))),
-                      max(stage_params(model, kept_parallel(tp=t_)))) for t_, p_ in held_keys])[held_idx]
+                      max(stage_params(model, kept_parallel(tp=t_)))) for t_, p_ in held_keys]).take(held_idx,
+                                                                                                   axis=0)
     share = held[:, 0] / held[:, 1]
     calls = _dp_calls(zero, held[:, 0], S[:, 1] * model.layers, dpcp, pp,   # per pass, with their latencies
                       buckets=_megatron_calls(model, tp, pp, zero, dpcp, vp))   # (Megatron-Core's buckets)
     calls[kept, 2] = calls[kept, 1]                   # (the kept weights' gather: one call per FSDP unit)
-    call = share[:, None] * traffic[dp_idx] * per_byte[dp_idx] + calls * latency[dp_idx]
+    call = (share[:, None] * traffic.take(dp_idx, axis=0) * per_byte.take(dp_idx, axis=0)
+            + calls * latency.take(dp_idx, axis=0))
     runs, slot1 = _kept_runs(kept, pp, m, vp, calls[:, 1], call[:, 1], fwd, bwd)
     dp_exposed = _dp_exposed(call, fwd, bwd, mf, slot1)
     if overlap is None:
@@ -423,7 +425,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
 
 #: How many GPUs' priced blocks :func:`kept_price` keeps, and at most how many bytes of them (least recently
 #: used dropped first; 16 bytes a candidate plan: ~0.4 MB for a mixture of experts' ~25,000 on one GPU).
-KEPT_PRICE_BLOCKS = 32
+#: plan42: 32 blocks (~5 MB) were the limit in chapter 17's widget, whose build alone keeps 19: from its
+#: sixth model on, a move to a second GPU type priced the first one's block again; the bytes bound it now.
+KEPT_PRICE_BLOCKS = 128
 KEPT_PRICE_BYTES = 32 * 2**20
 
 

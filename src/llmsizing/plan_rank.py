@@ -68,6 +68,44 @@ def _lex_orders(*keys: tuple[np.ndarray, ...]):
     return out
 
 
+def _by_cost(days: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """``np.lexsort((days, cost))`` (by cost, then days, then row) of plans' ``days`` and ``cost`` at 12
+    significant digits (:func:`_digits`), from two sorts of integers instead of :func:`_lex_orders`' three
+    (plan42: two of them indirect; ~2 ms of chapter 17's 35,000-48,000 plans a move). Each value is its 12
+    digits and its power of ten packed into one integer, in the values' order; the rows are sorted by days
+    (and row), then by cost and that place. The order is checked pair by pair against the rule (each row's
+    cost below the next's, or equal with days below, or both equal with the row before): where it fails (a
+    value not at 12 digits, not positive, too many rows to pack), :func:`_lex_orders`' answer."""
+    n = len(cost)
+    bits = max(n - 1, 1).bit_length()
+    kd, kc = _digit_keys(days, 63 - bits), _digit_keys(cost, 63 - bits)
+    if n < 2 or kd is None or kc is None:
+        return _lex_orders((days, cost))[0]
+    row, mask = np.arange(n, dtype=np.int64), (1 << bits) - 1
+    by_days = np.sort((kd << bits) | row) & mask                  # (the rows by days, then row)
+    place = np.empty(n, dtype=np.int64)
+    place[by_days] = row
+    order = by_days[np.sort((kc << bits) | place) & mask]
+    c, d = cost[order], days[order]
+    ok = (c[:-1] < c[1:]) | ((c[:-1] == c[1:]) & ((d[:-1] < d[1:]) | ((d[:-1] == d[1:])
+                                                                       & (order[:-1] < order[1:]))))
+    return order if ok.all() else _lex_orders((days, cost))[0]
+
+
+def _digit_keys(x: np.ndarray, most_bits: int):
+    """Integers in the order of ``x``'s values (positive, finite, at 12 significant digits): its 12 digits
+    plus its power of ten times 10**12; None where a value is not positive and finite or the keys would
+    take more than ``most_bits`` bits."""
+    if not len(x) or not (np.isfinite(x).all() and (x > 0).all()):
+        return None
+    power = np.floor(np.log10(x))
+    m = np.round(x * 10.0 ** (11 - power))                         # (its 12 digits, 1e11 to 1e12)
+    power -= power.min()
+    if (float(power.max()) + 2) * 1e12 >= 2.0 ** most_bits:
+        return None
+    return power.astype(np.int64) * 10**12 + m.astype(np.int64)
+
+
 def _pareto(days: np.ndarray, cost: np.ndarray, memory: np.ndarray,
             order: np.ndarray | None = None) -> np.ndarray:
     """True where no other row is at least as fast and as cheap and better in one. Of plans that tie on both

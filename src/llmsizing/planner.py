@@ -145,20 +145,34 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
     n_gpus = tp * cp * pp * dp
     # (the columns built as arrays, mfu too, and the frame once: the same values as pandas' column
     # arithmetic, element by element, for a fraction of its overhead; issue 35)
+    rl = cols["rl"]
     df = pd.DataFrame({
-        "gpu": names[gi], "n_gpus": n_gpus, "dp": dp, "tp": tp, "cp": cp, "pp": pp,
+        "gpu": _strings(names, gi), "n_gpus": n_gpus, "dp": dp, "tp": tp, "cp": cp, "pp": pp,
         **({"ep": cols["ep"]} if model.is_moe else {}),
         "virtual_stages": cols["vp"], "zero": cols["zero"], "sp": tp > 1, "micro_batch": cols["micro"],
         "grad_accum": cols["m"],
-        "recompute": np.array(rcs, dtype=object)[cols["rc"]],
-        "recompute_layers": pd.Series(cols["rl"]).where(cols["rl"] >= 0).astype("Int64"),
+        "recompute": _strings(np.array(rcs, dtype=object), cols["rc"]),
+        # (what pd.Series(rl).where(rl >= 0).astype("Int64") gives, 1 under the mask too, built directly)
+        "recompute_layers": pd.arrays.IntegerArray(np.where(rl >= 0, rl, 1).astype(np.int64), rl < 0),
         "memory_per_gpu_bytes": total_bytes,
         "capacity_bytes": np.array([float(g.memory_bytes) for g in gpu_list])[gi], "step_time_s": step_s,
         "price": np.array([float(price_of[g.name]) for g in gpu_list])[gi], "peak": peak,
-        "mfu": model_flops_step / (step_s * n_gpus * peak)})
+        "mfu": model_flops_step / (step_s * n_gpus * peak),
+        # (each plan's GPU as an index into gpu_list: plan_frame.answer_frame reads it instead of looking
+        # the names up; not one of plan()'s columns)
+        "gpu_index": gi}, copy=False)
     # (kept with the search: plan() reads it on every call)
     df["listed"] = interleaving_winners(df) & pipelined_zero_winners(df)
     return df
+
+
+def _strings(values: np.ndarray, at: np.ndarray):
+    """``values[at]`` (``values`` a few strings, as an object array) as the string array pandas makes of
+    those strings, taken from the few (plan42: the frame's ``str`` column without checking each plan's
+    string, ~0.5 ms a column of 35,000 plans)."""
+    import pandas as pd
+
+    return pd.Series(values).array.take(at)
 
 
 def _check_counts(gpu_counts, max_gpus) -> tuple:
