@@ -24,6 +24,9 @@ steps, CPU ms:
     in process (this script)  63.2, 61.9  (plan 38.8 / 35.5, render 7.5 / 7.2, draw 14.1 / 13.3, encode 3.5)
     kernel, comm messages     70.0, 75.8  (plan 39.4 / 39.0, render 10.1 / 10.7, png 18.4 / 20.3, around 4)
 
+(The kernel's ``png`` is ``dashboard._figure_png``, the canvas's draw and the encode: compare it with this
+script's draw + encode, 17.6 / 16.8, not with the encode alone; draw42.)
+
 So a step costs the kernel ~8-13 ms more than the same Python alone: ~4 ms around the dashboard (message
 handling, its threads), the rest in the render and the PNG (the kernel's ``render`` is the dashboard's
 ``_draw`` less plan() and the PNG, so it holds the summary and the widget's look-ups too, ~1 ms); plan() is

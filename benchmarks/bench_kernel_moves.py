@@ -9,7 +9,9 @@ control one step and back), each sent as the ipywidgets 8 frontend sends it: one
 the control's new ``index``. A move's CPU is read from /proc/PID/task/*/schedstat (as the participant does)
 from before the message to 0.25 s after the kernel's idle status; inside the kernel, wrappers add up the CPU
 (``time.thread_time``) of the comm handler, ``Dashboard._draw`` (which holds the render), ``plan()`` and
-``dashboard._figure_png``.
+``dashboard._figure_png``. The column ``draw+png`` is ``_figure_png``: the canvas's draw of the figure AND its
+PNG encode (draw42: it was headed ``png``, and read as 5x the in-process encode of
+bench_ch17_participant_walk.py, whose ``draw`` and ``encode`` it is the sum of: 18-20 ms against 13-17 + 3-4).
 
     .venv/bin/python benchmarks/bench_kernel_moves.py 17 [--rounds 6] [--base TREE] [--pairs 2] [--out F]
         [--pause S] [--speculate]
@@ -263,7 +265,8 @@ def split(m: dict) -> dict:
 
 def table(rec: dict) -> None:
     keys = ["cpu", "plan", "render", "png", "around", "main_around", "other_threads", "gc", "wall", "workers"]
-    print(f"{'kind':11s} {'n':>3s} " + " ".join(f"{k:>13s}" for k in keys)
+    heads = ["draw+png" if k == "png" else k for k in keys]      # (_figure_png: the draw and the encode)
+    print(f"{'kind':11s} {'n':>3s} " + " ".join(f"{k:>13s}" for k in heads)
           + "  cpu p90 >100 ms  (medians, ms)")
     for kind in ("model pick", "step", "back"):
         rows = [split(m) for m in rec["moves"] if m["kind"] == kind]

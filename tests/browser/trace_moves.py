@@ -16,7 +16,9 @@ model pick between):
   WebSocket wrapper put in the page before it loads: count, bytes, message type, the widget state keys each
   ``comm_msg`` changes);
 * ``--trace``: a Chromium trace (all processes) around ``--trace-moves`` moves, summarised as self time per
-  process, thread and event (and per script for the renderer's JavaScript: the V8 CPU profile).
+  process, thread and event, and the ``Paint`` events by the node painted (:func:`trace_summary`, in the
+  ``--out`` JSON as ``trace_summary`` and printed; draw42); per script for the renderer's JavaScript:
+  ``--profile`` (the V8 CPU profile).
 """
 from __future__ import annotations
 
@@ -147,6 +149,44 @@ def ws_summary(frames: list[dict]) -> dict:
             "out_kinds": dict(collections.Counter(f"{f['ch']} {f['type']} {f['what']}".strip() for f in out))}
 
 
+def trace_summary(path: Path, moves: int, top: int = 40) -> dict:
+    """A Chromium trace written by ``--trace`` summarised per move (draw42): the self time (ms) of each
+    (process, thread, event) over its complete events, nested events taken out of their parent's time, the
+    ``top`` largest; and the ``Paint`` events by the node they painted (count and self ms per move: which part
+    of the page each frame recorded again). Wall time on each thread, under tracing (which adds its own)."""
+    data = json.loads(path.read_text())
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    meta = {(e["pid"], e.get("tid")) if e["name"] == "thread_name" else e["pid"]: e["args"]["name"]
+            for e in events if e.get("ph") == "M" and e.get("name") in ("thread_name", "process_name")}
+    by_thread: dict = collections.defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and "dur" in e:
+            by_thread[e["pid"], e["tid"]].append(e)
+    self_ms: dict = collections.Counter()
+    paints: dict = collections.defaultdict(lambda: [0, 0.0])
+    for (pid, tid), es in by_thread.items():
+        es.sort(key=lambda e: (e["ts"], -e["dur"]))
+        own = [e["dur"] for e in es]
+        stack: list[int] = []
+        for i, e in enumerate(es):
+            while stack and es[stack[-1]]["ts"] + es[stack[-1]]["dur"] <= e["ts"]:
+                stack.pop()
+            if stack:
+                own[stack[-1]] -= e["dur"]
+            stack.append(i)
+        where = (str(meta.get(pid, pid)), str(meta.get((pid, tid), tid)))
+        for e, t in zip(es, own):
+            self_ms[(*where, e["name"])] += t / 1e3
+            if e["name"] == "Paint":
+                node = ((e.get("args") or {}).get("data") or {}).get("nodeName", "?")[:70]
+                paints[node][0] += 1
+                paints[node][1] += t / 1e3
+    n = max(moves, 1)
+    return {"self_ms_per_move": [[*k, round(v / n, 2)] for k, v in self_ms.most_common(top)],
+            "paint_by_node_per_move": {k: [round(c / n, 1), round(t / n, 2)]
+                                       for k, (c, t) in sorted(paints.items(), key=lambda x: -x[1][1])}}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chapter", default="17")
@@ -251,6 +291,8 @@ def main(argv=None) -> None:
             prof = cdp.send("Profiler.stop")["profile"]
             Path(str(args.out) + ".cpuprofile").write_text(json.dumps(prof))
         result["moves"] = per_move
+        if args.trace:
+            result["trace_summary"] = trace_summary(args.trace, args.trace_moves)
     finally:
         result["load_after"] = os.getloadavg()
         args.out.write_text(json.dumps(result, indent=1))
@@ -259,6 +301,8 @@ def main(argv=None) -> None:
         serve_live._stop(proc)
         log.close()
     print(json.dumps({k: result[k] for k in ("idle_ms_per_s", "load_before", "load_after") if k in result}))
+    for proc_name, thread, event, ms in result.get("trace_summary", {}).get("self_ms_per_move", [])[:25]:
+        print(f"{ms:8.2f} ms a move  {proc_name[:12]:12s} {thread[:24]:24s} {event}")
 
 
 if __name__ == "__main__":
