@@ -513,3 +513,19 @@ def llama3_405b_layout(dp: int = 128, cp: int = 1) -> Parallel:
     return Parallel(tp=8, pp=16, dp=check_int("dp", dp), cp=check_int("cp", cp), cp_comm="all_gather",
                     zero=3, reshard_after_forward=False, sp=True, virtual_stages=8,
                     account_for_embedding=True, account_for_loss=True, grad_reduce="chunk_run")
+
+
+#: The :class:`~llmsizing.parallel.Parallel` fields of a split that counts the embedding and the loss as one
+#: layer's place each (:func:`pipeline_split`).
+ACCOUNTED = {"account_for_embedding": True, "account_for_loss": True}
+
+
+def pipeline_split(model, pp: int) -> dict:
+    """The :class:`~llmsizing.parallel.Parallel` fields of the planner's split of ``model``'s layers over
+    ``pp`` stages (issue 34): none for Megatron-LM's even split (``pp`` divides the layers), else
+    :data:`ACCOUNTED`: ``--account-for-embedding-in-pipeline-split`` and
+    ``--account-for-loss-in-pipeline-split``, ``(layers + 2) / pp`` places per stage, the first and the last
+    stage one layer fewer (Llama 3 405B: 126 layers on 16 stages, 7, fourteen 8s, 7; Dubey et al. 2024,
+    Sec. 3.3.2). The planner (:mod:`llmsizing.plan_stage_terms`, which re-exports it) gives a dense model
+    such a ``pp`` only where it divides ``layers + 2`` and not the layers, so ``pp`` alone names the split."""
+    return {} if model.layers % pp == 0 else ACCOUNTED

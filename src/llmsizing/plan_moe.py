@@ -40,7 +40,7 @@ from .moe import _split, ep_all_to_all, stage_moe_layers
 from .moe_arrays import frame_layers
 from .moe_time import shared_overlap_rows_s
 from .mtp import mtp_layout, mtp_sides
-from .parallel import kept_parallel, layers_per_stage, resolve_parallel
+from .parallel import kept_parallel, layers_per_stage, pipeline_split, resolve_parallel
 from .plan_dp import (_DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _megatron_calls,  # noqa: F401 (_dp_slot: old)
                       _row_links)
 from .plan_terms import _group_columns, _groups, dp_unit_rows
@@ -142,8 +142,6 @@ def _key_rows(model, gpu_list, node_of, precision, expert_tp, gi, tp, pp, zero, 
     held_keys, held_idx = _groups(tp, pp, ep)
     share = np.zeros((len(held_keys), 2))
     held = np.zeros((len(held_keys), 3))                 # the stage's dense and expert parameters, its layers
-    from .plan_stage_terms import pipeline_split      # (the planner's split: accounted where pp does not
-    #                                                    divide the layers, plan(accounted_split=True))
 
     ones = {k: _split(model, k[0], 1, None, k[1], expert_tp)[0] for k in {(t, e) for t, _, e in held_keys}}
     split = {p_: kept_parallel(pp=p_, **pipeline_split(model, p_)) for p_ in {k[1] for k in held_keys}}
@@ -343,8 +341,6 @@ def moe_all_to_all_s(model, gpu_list, cols, mf, *, seq, precision, node_of, cp_c
     rows = np.array([seen[k] for k in order])[idx.reshape(-1)]
     full = np.array([r == "full" for r in rcs])[ri[on]]
     pp_keys, pp_idx = _groups(pp[on])
-    from .plan_stage_terms import pipeline_split      # (the planner's split: accounted where pp does not
-    #                                                    divide the layers, plan(accounted_split=True))
 
     most = np.array([max(stage_moe_layers(model, kept_parallel(pp=p_, **pipeline_split(model, p_))))
                      for (p_,) in pp_keys]) / model.n_moe_layers

@@ -21,26 +21,10 @@ from .flops import stage_attention_flops_per_token, stage_flops_per_token, train
 from .layouts import _divisors
 from .moe import moe_stage_flops
 from .moe_layouts import heavy_stages
-from .parallel import kept_parallel, layers_per_stage, stage_chunks
+from .parallel import ACCOUNTED, kept_parallel, layers_per_stage, pipeline_split, stage_chunks  # noqa: F401
 from .pipeline_schedule import pipelined_zero_fields
 from .plan_moe import stage_moe_layer_counts
 from .pointwise import stage_candidates, stage_pointwise_bytes_per_token
-
-#: The :class:`~llmsizing.parallel.Parallel` fields of a split that counts the embedding and the loss as one
-#: layer's place each (:func:`pipeline_split`).
-ACCOUNTED = {"account_for_embedding": True, "account_for_loss": True}
-
-
-def pipeline_split(model, pp: int) -> dict:
-    """The :class:`~llmsizing.parallel.Parallel` fields of the planner's split of ``model``'s layers over
-    ``pp`` stages (issue 34): none for Megatron-LM's even split (``pp`` divides the layers), else
-    :data:`ACCOUNTED`: ``--account-for-embedding-in-pipeline-split`` and
-    ``--account-for-loss-in-pipeline-split``, ``(layers + 2) / pp`` places per stage, the first and the last
-    stage one layer fewer (Llama 3 405B: 126 layers on 16 stages, 7, fourteen 8s, 7; Dubey et al. 2024,
-    Sec. 3.3.2). The search gives a dense model such a ``pp`` only where it divides ``layers + 2`` and not the
-    layers, so ``pp`` alone names the split."""
-    return {} if model.layers % pp == 0 else ACCOUNTED
-
 
 def pipeline_degrees(model, max_pp: int, accounted: bool = False) -> list[int]:
     """The pipeline degrees the planner searches (at most ``max_pp``): the divisors of the layers
