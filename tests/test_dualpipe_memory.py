@@ -98,3 +98,23 @@ def test_dualpipe_refuses_what_it_does_not_model(kw, exc, match):
     args = {**dict(batch=1, seq=SEQ, parallel=PAR, grad_accum=M), **kw}
     with pytest.raises(exc, match=match):
         training_memory(TINY, **args)
+
+
+def test_training_memory_agrees_with_deepseek_memory_on_dualpipes_states_and_in_flight():
+    """DeepSeek-V3's own plan (chapter 18: 16 ranks, the balanced split, FP8 recipe, one MTP module):
+    deepseek_memory pairs its chunks itself (rank i: chunks i and 15 - i); training_memory's DualPipe ranks
+    hold the same model states byte for byte and the same pp + 1 = 17 micro-batches."""
+    from dataclasses import replace
+
+    from llmsizing.deepseek import (DEEPSEEK_V3_BALANCED_SPLIT, DEEPSEEK_V3_LAYOUT, DEEPSEEK_V3_MICRO_BATCHES,
+                                    deepseek_memory)
+
+    par = replace(DEEPSEEK_V3_LAYOUT, stage_layers=DEEPSEEK_V3_BALANCED_SPLIT)
+    ds = deepseek_memory("deepseek-v3", par)
+    ours = training_memory("deepseek-v3", batch=1, seq=4096, parallel=par,
+                           grad_accum=DEEPSEEK_V3_MICRO_BATCHES, precision="fp8-deepseek", mtp_depth=1,
+                           schedule="dualpipe", _all_stages=True)
+    assert len(ours) == len(ds.ranks) == 8
+    for a, b in zip(ds.ranks, ours):
+        assert (a["rank"], a["chunks"]) == (b.stage, (b.stage, 15 - b.stage))
+        assert b.states.total_bytes == a["states"] and b.in_flight == sum(a["in_flight"]) == 17
