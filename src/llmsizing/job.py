@@ -54,7 +54,8 @@ class Job:
     dropless), which its memory, step, time and plan price; ``schedule`` the pipeline schedule
     (``"1f1b"``, ``"zb1p"``, ``"dualpipe"``) and ``comm_sms`` the SMs its communication kernels keep
     (DeepSeek-V3's recipe: ``"dualpipe"``, 20), and ``load_skew`` a measured load skew in place of the
-    default, which its step, time and plan price (:func:`check_step_recipe`; a plan refuses DualPipe);
+    default, which its step, time and plan price (:func:`check_step_recipe`; a plan refuses DualPipe; its
+    memory prices ``schedule``: DualPipe's two chunks per rank, :mod:`llmsizing.memory_dualpipe`);
     ``dispatcher`` its token dispatcher
     (``"alltoall"`` or ``"deepep"``, :data:`~llmsizing.all_to_all.DISPATCHERS`), which its step and plan
     price; under the model's group-limited routing or a ``max_nodes`` limit ``"alltoall"`` too sends a
@@ -158,7 +159,8 @@ class Job:
         if kind == "memory":
             return dict(model=self.model, batch=self.micro_batch, seq=self.seq, grad_accum=self.grad_accum,
                         parallel=self.parallel, optimizer=self.optimizer, attention=self.attention,
-                        stack=self.stack, **recipe, **buffer)
+                        stack=self.stack, **recipe, **buffer,
+                        **({"schedule": self.schedule} if self.schedule != "1f1b" else {}))
         if kind == "step":
             return dict(model=self.model, gpu=self.gpu, parallel=self.parallel, batch=self.micro_batch,
                         seq=self.seq, grad_accum=self.grad_accum, node=self.node, max_nodes=self.max_nodes,

@@ -22,6 +22,8 @@ from .moe import moe_model_states as _moe_model_states
 from .moe import _most
 from .moe_arrays import EpLayouts
 from .mtp import check_mtp_depth, mtp_layout, mtp_sides
+from .memory_dualpipe import check_dualpipe, dualpipe_ranks, rank_params
+from .moe_time import SCHEDULES
 from .activations import (STACKS, activation_memory, cp_attention_buffers_bytes, layer_terms,
                           stage_activations)
 from .catalog import resolve_model
@@ -109,7 +111,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                     optimizer_impl: str = "foreach", _all_stages: bool = False, _stages=None,
                     recompute_layers: int | None = None, attention_mask: bool = False,
                     mtp_depth: int = 0, capacity_factor: float | None = None,
-                    grad_buffer: bool | str = False) -> TrainingMemory:
+                    grad_buffer: bool | str = False, schedule: str = "1f1b") -> TrainingMemory:
     """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
     allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
@@ -158,9 +160,10 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     (``gradient_as_bucket_view=False``), also counts the ``.grad`` tensors it keeps apart from its buckets,
     from the backward to ``zero_grad`` (twice the gradients at the end of the backward and in the optimizer
     step, measured), and ``"ddp-view"`` those that accumulate apart under ``no_sync`` until the last
-    micro-batch (:func:`~llmsizing.footprint.grad_copies`). Taught in chapter 4; checked
-    against measured steps in chapter 5; context parallelism and partial recomputation in "Long context";
-    the buffer in chapter 12.
+    micro-batch (:func:`~llmsizing.footprint.grad_copies`). ``schedule``: ``"1f1b"`` and ``"zb1p"`` as 1F1B,
+    ``"dualpipe"`` per rank (:mod:`llmsizing.memory_dualpipe`, arXiv:2412.19437 Table 2). Taught in
+    chapter 4; checked against measured steps in chapter 5; context parallelism and partial recomputation
+    in "Long context"; the buffer in chapter 12.
     """
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
@@ -173,6 +176,11 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     model, par = mtp_layout(model, resolve_parallel(parallel, model, seq=seq), depth)   # its blocks: layers
     grad_buffer = check_grad_buffer(grad_buffer, par.zero)
     overhead_bytes = None if overhead_bytes is None else check_number("overhead_bytes", overhead_bytes)
+    schedule = check_choice("schedule", schedule, SCHEDULES)
+    if schedule == "dualpipe":
+        check_dualpipe(par, grad_accum, recompute_layers)
+        if _stages is not None:
+            raise ValueError("schedule='dualpipe' counts every stage: _stages must be None")
     stages = tuple(range(par.pp) if _stages is None else sorted(set(_stages)))
     # the activations' side (no ZeRO stage, dp or ep in it) and the model states' side (no micro-batch,
     # recomputation or sequence): kept for the planner's searches (_stages: issue 35), else afresh
@@ -188,6 +196,11 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     flops, cp_buffers, loss, working, stage_acts, in_flight = acts
     gathered, copies, head_copy, by_stage = states
     results = []
+    if schedule == "dualpipe":       # (each rank: two stages' 1F1B sides, memory_dualpipe)
+        core = _act_core(model, batch, seq, precision, attention, dropout, recompute, stack, attention_mask,
+                         par.tp, par.sp, par.cp, par.cp_comm, par.expert_tp, **cap)[0]
+        results, stages = dualpipe_ranks(par, grad_accum, acts, states, core.rebuilt_bytes, overhead_bytes,
+                                         grad_buffer, (batch, seq, stack, impl)), ()
     # _stages: only these stages (the planner asks for the first, with the most micro-batches in flight and
     # the embedding, and the last, with the logits and head: tests/test_planner.py checks it on every stage)
     for i in stages:
@@ -202,6 +215,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     if _all_stages and _stages is not None:     # (the searches read only their stages' pieces: no table)
         return results
     on_stage = _stage_params_of(model, par)
+    on_stage = rank_params(on_stage) if schedule == "dualpipe" else on_stage
     rows = tuple(_stage_row(r, on_stage[r.stage]) for r in results)
     if _all_stages:
         return [replace(r, stages=rows) for r in results]
