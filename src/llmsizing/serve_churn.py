@@ -166,7 +166,7 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
                 preempted, preemptions = True, preemptions + 1
                 if v == r:
                     break
-            if r not in running:
+            if i >= len(running):                      # (r preempted itself: the pops reached index i)
                 break
             free -= need
             held[r] += need
@@ -189,6 +189,7 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
         t += price(decode, sum(sched.values()) - len(decode))
         steps, decodes, contexts = steps + 1, decodes + len(decode), contexts + sum(decode)
         prefills += sum(sched.values()) - len(decode)
+        ended = []
         for r, k in sched.items():
             done[r] += k
             if done[r] == n[r]:                       # all computed: one token sampled
@@ -198,10 +199,13 @@ def replay_scheduler(blocks: int, batch: int, prompt: int, output: int, max_num_
                 gen[r] += 1
                 n[r] += 1
                 if gen[r] == output:
-                    running.remove(r)
+                    ended.append(r)
                     free += held[r]
                     held[r] = 0
                     finished += 1
+        if ended:                                     # (the finished leave running together, in one pass)
+            ended = set(ended)
+            running = [r for r in running if r not in ended]
     return Replay(t, steps, preemptions, recomputed, last_first, first,
                   StepCounts(steps, decodes, contexts, prefills))
 
