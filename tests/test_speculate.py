@@ -56,8 +56,10 @@ def _settle(w, timeout_s: float = 60.0) -> None:
 @pytest.fixture(autouse=True)
 def speculation_asked(monkeypatch):
     """The widgets built here with ``speculate=None`` speculate, as under ``make lab``
-    (``LLMSIZING_SPECULATE=1``); the default without it has its own test, which unsets it."""
+    (``LLMSIZING_SPECULATE=1``); the default without it has its own test, which unsets it. Their workers run
+    at nice 0: at 19 they starve beside the suite's two pytest workers (speculate.NICE_ENV)."""
     monkeypatch.setenv(speculate.ENV, "1")
+    monkeypatch.setenv(speculate.NICE_ENV, "0")
 
 
 def _walked(w, walk) -> list:
@@ -395,3 +397,10 @@ def test_a_killed_kernel_leaves_no_worker(tmp_path):
         time.sleep(0.2)
     os.kill(worker, 9)
     raise AssertionError("the worker outlived its kernel")
+
+
+@pytest.mark.parametrize("raw, want", [("", 19), ("0", 0), ("7", 7), ("19", 19), ("20", 19), ("-1", 19),
+                                       ("high", 19), (" 5 ", 5)])
+def test_the_worker_s_niceness_comes_from_the_environment_within_0_to_19(monkeypatch, raw, want):
+    monkeypatch.setenv(speculate.NICE_ENV, raw)
+    assert speculate.worker_nice() == want

@@ -63,6 +63,19 @@ HANDOFF_MIN_BYTES = 1 << 18
 ENV = "LLMSIZING_SPECULATE"
 
 
+#: The environment variable that sets the worker's niceness (0-19; unset or anything else: 19, the lowest
+#: priority). The tests set 0 (``tests/test_speculate.py``): at 19 the worker got almost no CPU while the
+#: suite's two pytest workers kept both cores busy, and a test that waits for its answers took 150 s or timed
+#: out (suite42, session 42). What the worker computes does not depend on it.
+NICE_ENV = "LLMSIZING_SPECULATE_NICE"
+
+
+def worker_nice() -> int:
+    """The worker's niceness: :data:`NICE_ENV` if it holds a whole number from 0 to 19, else 19."""
+    raw = os.environ.get(NICE_ENV, "").strip()
+    return int(raw) if raw.isdigit() and int(raw) <= 19 else 19
+
+
 def wanted_by_environment() -> bool:
     """Whether :data:`ENV` asks for speculation ("1")."""
     return os.environ.get(ENV, "").strip() == "1"
@@ -161,7 +174,7 @@ def _worker_init(generation, parent: int, handoff: str | None = None) -> None:
     global _GENERATION, _HANDOFF
     _GENERATION, _HANDOFF = generation, handoff
     try:
-        os.nice(19)
+        os.nice(worker_nice())
     except (AttributeError, OSError):                     # (no nice: run as is)
         pass
     # A session, so a process group, of its own: a kernel killed with its group (jupyter_client's forced
