@@ -46,13 +46,13 @@ from .long_context import (LONG_CONTEXT_BATCH_TOKENS, LONG_CONTEXT_CACHED, LONG_
                            LONG_CONTEXT_MAX_GPUS, LONG_CONTEXT_SEQS, LONG_CONTEXT_TOKENS, _plan_args,
                            long_context_ahead, long_context_warm_models, long_context_warm_settings,
                            long_context_widget)
-from .speculate import (_GENERATION, _HANDED, _HANDOFF, _POOL, AUTOGROUP, CGROUP_ROOT, ENV,  # noqa: F401
+from .speculate import (_GENERATION, _HANDED, _HANDOFF, _POOL, AUTOGROUP, CGROUP_ROOT, ENV, NICE_ENV,  # noqa: F401
                         HANDOFF_MIN_BYTES, MEMINFO, PARENT_CHECK_S, PROC_CGROUP, SPECULATE_HELD,
                         SPECULATE_JOBS, SPECULATE_MIN_FREE_BYTES, START_DELAY_S, _STARTED, _UNREAD,
                         Speculation, _delete, _drop,
                         _handoff_dir, _pool,
                         _read_handoff, _remove_dir, _run, _shutdown_at_exit, _worker_init, cgroup_files,
-                        free_bytes, nearest, shutdown, wanted_by_environment, watch)
+                        free_bytes, nearest, shutdown, wanted_by_environment, watch, worker_nice)
 from .moe import MOE_DPS, MOE_EPS, _eps_for, moe_layout_widget  # noqa: F401
 from .pixels import (_DRAWING, _box_key, _changed, _common_key, _font_key, _handle_key, _legend_key,
                      _legends_kept_as_pixels, _line_style_key, _text_key)
