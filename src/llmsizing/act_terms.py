@@ -116,8 +116,9 @@ class ActivationMemory:
     @property
     def rebuilt_bytes(self) -> float:
         """What recomputation adds during the backward (one layer rebuilt, or its attention core) on top of
-        what the forward keeps, ``layers x per_layer_bytes`` plus ``offset_bytes``: zero without recomputation.
-        The peak of a step counts it only in the backward (:func:`~llmsizing.memory.step_phases`)."""
+        what the forward keeps, ``layers x per_layer_bytes`` plus ``offset_bytes``: zero without
+        recomputation. The peak of a step counts it only in the backward
+        (:func:`~llmsizing.memory.step_phases`)."""
         return max(self.layers_bytes - self.layer_count * self.per_layer_bytes - self.offset_bytes, 0.0)
 
     def to_frame(self):
