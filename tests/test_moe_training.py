@@ -464,3 +464,38 @@ def test_deepseek_memory_refuses_layouts_it_does_not_model():
         deepseek.deepseek_memory(parallel="pp16")
     with pytest.raises(ValueError, match="even pp"):
         deepseek.deepseek_memory(parallel=replace(deepseek.DEEPSEEK_V3_LAYOUT, pp=1, dp=2048))
+
+
+def test_an_uneven_moe_stage_keeps_its_extra_moe_layer_through_the_forward():
+    """Issue 35: a 4-layer Mixtral-shaped MoE whose layers 2 and 3 are MoE, over pp = 2, no recomputation. The
+    last stage holds layers 2-3, both MoE (its share is 2 x 2/4 = 1): under 1F1B it keeps 1 micro-batch of
+    them, so every phase up to the backward holds 2 MoE layers' tensors. Nothing is rebuilt; before the
+    fix the extra MoE layer (m - d) was filed as "rebuilt" and left out of the forward and loss-backward
+    phases."""
+    from dataclasses import replace
+
+    from llmsizing.activations import layer_terms
+
+    m = replace(get_model("mixtral-8x7b"), layers=4, moe_layers=(2, 3))
+    kw = dict(batch=1, seq=256)
+    moe_layer = sum(layer_terms(m, **kw).values())                       # tested by hand above
+    dense_layer = sum(layer_terms(moe.dense_twin(m), **kw).values())
+    assert moe_layer > dense_layer
+    stages = training_memory(m, parallel=Parallel(pp=2), grad_accum=4, _all_stages=True, **kw)
+    last = stages[1]
+    assert last.in_flight == 1
+    acts = last.activations
+    assert acts.rebuilt_bytes == 0.0                                     # no recomputation: nothing rebuilt
+    assert acts.layers_bytes == pytest.approx(2 * moe_layer, rel=1e-12)
+    fwd_acts = 2 * moe_layer + acts.logits_bytes
+    assert acts.total_bytes - acts.rebuilt_bytes == pytest.approx(fwd_acts, rel=1e-12)
+    # the forward and the loss backward hold those tensors (and the logits); the backward's start them less
+    # the logits
+    parts = last.phase_parts
+    assert parts["forward"]["activations"] == pytest.approx(fwd_acts, rel=1e-12)
+    assert parts["loss backward"]["activations"] == pytest.approx(fwd_acts, rel=1e-12)
+    assert last.pieces["backward (start)"]["activations"] == pytest.approx(2 * moe_layer, rel=1e-12)
+    # the first stage (layers 0-1: dense, one MoE layer less than its share) keeps 2 micro-batches of them
+    first = stages[0].activations
+    assert first.rebuilt_bytes == 0.0
+    assert first.layers_bytes == pytest.approx(2 * 2 * dense_layer, rel=1e-12)

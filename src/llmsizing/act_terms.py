@@ -94,7 +94,10 @@ class ActivationMemory:
     ``breakdown`` splits :attr:`total_bytes` by component (keys :data:`ACT_COMPONENTS`). ``recomputed``:
     ``(layers whose whole forward is rerun in the backward, of layers)`` on this GPU (full recomputation, or
     partial; ``(0, 0)`` without), which tells :func:`~llmsizing.footprint.phase_values` which of autocast's
-    weight copies outlive the forward.
+    weight copies outlive the forward. ``offset_bytes``: what the forward keeps beyond ``layer_count x
+    per_layer_bytes`` (counted in ``layers_bytes``): a mixture of experts' pipeline stage holding more MoE
+    layers than its share (:func:`~llmsizing.moe.stage_offset_bytes`; negative with fewer), 0 otherwise. It is
+    kept, not rebuilt (issue 35).
     """
 
     per_layer_bytes: float
@@ -104,6 +107,7 @@ class ActivationMemory:
     breakdown: dict = field(default_factory=dict)
     layer_count: int = 0
     recomputed: tuple = (0, 0)
+    offset_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
@@ -112,9 +116,10 @@ class ActivationMemory:
     @property
     def rebuilt_bytes(self) -> float:
         """What recomputation adds during the backward (one layer rebuilt, or its attention core) on top of
-        what the forward keeps, ``layers x per_layer_bytes``: zero without recomputation. The peak of a step
-        counts it only in the backward (:func:`~llmsizing.memory.step_phases`)."""
-        return max(self.layers_bytes - self.layer_count * self.per_layer_bytes, 0.0)
+        what the forward keeps, ``layers x per_layer_bytes`` plus ``offset_bytes``: zero without
+        recomputation. The peak of a step counts it only in the backward
+        (:func:`~llmsizing.memory.step_phases`)."""
+        return max(self.layers_bytes - self.layer_count * self.per_layer_bytes - self.offset_bytes, 0.0)
 
     def to_frame(self):
         import pandas as pd

@@ -195,7 +195,7 @@ def stage_activations(acts: ActivationMemory, model: Model, par, stage: int, in_
             else {}
         kept = out.layer_count + (output_bytes / out.per_layer_bytes if out.per_layer_bytes else 0.0)
         return ActivationMemory(out.per_layer_bytes, out.layers_bytes + output_bytes, out.embedding_bytes,
-                                out.logits_bytes, bd, kept, out.recomputed)
+                                out.logits_bytes, bd, kept, out.recomputed, out.offset_bytes)
     if recompute_layers is not None:
         return partial_recompute_activations(plain, acts, layers=n_layers,
                                              recomputed=recomputed_layers(model.layers, par,
@@ -206,8 +206,10 @@ def stage_activations(acts: ActivationMemory, model: Model, par, stage: int, in_
         return acts
     kept = in_flight * n_layers                       # layer x micro-batch units alive at the stage's peak
     layers = kept * acts.per_layer_bytes + acts.rebuilt_bytes
+    offset = 0.0
     if getattr(acts, "moe_layers", None):     # ---- a mixture of experts: this stage's own dense / MoE mix
-        layers += in_flight * stage_offset_bytes(acts, par, stage)
+        offset = in_flight * stage_offset_bytes(acts, par, stage)       # kept by the forward, not rebuilt
+        layers += offset
     scale = layers / acts.layers_bytes if acts.layers_bytes else 0.0
     emb = in_flight * acts.embedding_bytes if stage == 0 else 0.0
     logits = acts.logits_bytes if stage == par.pp - 1 else 0.0
@@ -215,7 +217,7 @@ def stage_activations(acts: ActivationMemory, model: Model, par, stage: int, in_
     if breakdown:
         bd["embedding"], bd["logits"] = emb, logits
     recomputed = (n_layers if acts.recomputed[0] else 0, n_layers)   # (full: all of the stage's)
-    return ActivationMemory(acts.per_layer_bytes, layers, emb, logits, bd, kept, recomputed)
+    return ActivationMemory(acts.per_layer_bytes, layers, emb, logits, bd, kept, recomputed, offset)
 
 
 def cp_attention_buffers_bytes(model: Model | str, *, batch: int, seq: int, tp: int = 1, cp: int = 1,

@@ -189,13 +189,14 @@ def _phase_sums(t: np.ndarray) -> np.ndarray:
     # stage_activations: kept x per layer + rebuilt (+ a mixture of experts' stage term: its MoE layers'
     # share), the embedding's (first stage) and logits (last)
     stage = kept * per_layer + rebuilt
-    layers = np.where(single, layers, np.where(moe, stage + flight * offset, stage))
+    extra = np.where(single | ~moe, 0.0, flight * offset)      # kept by the forward, not rebuilt (issue 35)
+    layers = np.where(single, layers, np.where(moe, stage + extra, stage))
     count = np.where(single, count, kept)
     emb = np.where(single, emb, np.where(first, flight * emb, 0.0))
     logits = np.where(last, logits, 0.0)
     # phase_values on that stage's activations
     total = layers + emb + logits
-    rebuilt = np.maximum(layers - count * per_layer, 0.0)
+    rebuilt = np.maximum(layers - count * per_layer - extra, 0.0)
     A = total - rebuilt
     g_fwd = G * (buf + before)                   # (footprint.grad_copies' whole copies: x 0, 1, 2 exact)
     loss = np.where(last, loss, 0.0)

@@ -50,7 +50,8 @@ def add_activations(a: ActivationMemory, b: ActivationMemory, rebuilt_bytes: flo
     return ActivationMemory(a.per_layer_bytes, a.layers_bytes + b.layers_bytes - rebuilt_bytes,
                             a.embedding_bytes + b.embedding_bytes, a.logits_bytes + b.logits_bytes, bd,
                             a.layer_count + b.layer_count,
-                            (a.recomputed[0] + b.recomputed[0], a.recomputed[1] + b.recomputed[1]))
+                            (a.recomputed[0] + b.recomputed[0], a.recomputed[1] + b.recomputed[1]),
+                            a.offset_bytes + b.offset_bytes)
 
 
 def dualpipe_ranks(par: Parallel, grad_accum: int, acts: tuple, states: tuple, rebuilt_bytes: float,
