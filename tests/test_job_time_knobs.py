@@ -44,7 +44,8 @@ def test_a_plain_jobs_time_keywords_are_unchanged():
 
 @pytest.mark.parametrize("kw, match", [(dict(kernel_efficiency=1.5), "kernel_efficiency"),
                                        (dict(kernel_efficiency=0.0), "kernel_efficiency"),
-                                       (dict(overlap=-0.1), "overlap"), (dict(overlap=float("nan")), "overlap"),
+                                       (dict(overlap=-0.1), "overlap"),
+                                       (dict(overlap=float("nan")), "overlap"),
                                        (dict(node="no such node"), "no such node")])
 def test_bad_knobs_are_refused_by_step_times_checks(kw, match):
     with pytest.raises((ValueError, TypeError), match=match):
@@ -55,7 +56,7 @@ def test_bad_knobs_are_refused_by_step_times_checks(kw, match):
 @pytest.mark.parametrize("kw", [dict(kernel_efficiency=0.5), dict(overlap=0.3), dict(node="DGX H100")])
 def test_without_a_given_layouts_step_the_knobs_are_refused(kw):
     name = next(iter(kw))
-    with pytest.raises(ValueError, match=f"{name}=.*global_batch= with parallel="):      # the calibrated MFU
+    with pytest.raises(ValueError, match=f"{name}=.*global_batch= with parallel="):  # the calibrated MFU
         L.training_time("llama-3-8b", tokens=TOKENS, gpu="H100 SXM", seq=SEQ, n_gpus=8, **kw)
-    with pytest.raises(ValueError, match=f"{name}=.*global_batch= with parallel="):      # a planned MoE layout
+    with pytest.raises(ValueError, match=f"{name}=.*global_batch= with parallel="):  # a planned MoE layout
         L.training_time("mixtral-8x7b", tokens=TOKENS, gpu="H100 SXM", seq=SEQ, n_gpus=16, **kw)
