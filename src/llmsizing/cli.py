@@ -91,7 +91,8 @@ def cmd_memory(args) -> None:
     g = None if args.gpu is None else check_recipe_runs_on(args.precision, args.gpu)
     t = training_memory(model, batch=args.batch, seq=args.seq, precision=args.precision,
                         optimizer=args.optimizer, attention=args.attention, grad_accum=args.grad_accum,
-                        parallel=_parallel(args), stack=args.stack, **_recompute(args), **_grad_buffer(args))
+                        parallel=_parallel(args), stack=args.stack, **_recompute(args), **_grad_buffer(args),
+                        **({"schedule": args.schedule} if args.schedule != "1f1b" else {}))
     df = memory_frame(t)
     if args.json or args.csv:
         _emit(df, args)
@@ -240,6 +241,7 @@ def parser() -> argparse.ArgumentParser:
     from .activations import ATTENTION, RECOMPUTE, STACKS
     from .parallel import CP_COMMS, OFFLOADS, RECOMPUTE_MODES
     from .precision import OPTIMIZERS, RECIPES
+    from .moe_time import SCHEDULES
 
     ap = argparse.ArgumentParser(prog="llmsizing",
                                  description="How many GPUs? Memory, time and cost of training "
@@ -293,6 +295,10 @@ def parser() -> argparse.ArgumentParser:
     add_grad_buffer_flag(p, "the gradients live in a persistent buffer, alive in every phase (Megatron-LM's "
                             "DDP grad buffer, FP32 with --precision bf16-mixed-fp32-grads; PyTorch DDP's "
                             "buckets); --zero 0 or 1 only (default: freed after each step)")
+    p.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b",
+                   help="the pipeline schedule (training_memory's): 1f1b (default) and zb1p hold 1F1B's "
+                        "activations; dualpipe holds each rank's two stages, both directions (even --pp, "
+                        "--grad-accum even and >= 2 x pp)")
     p.add_argument("--gpu", help="say whether the total fits on this catalogue GPU")
     _add_output(p)
     p.set_defaults(func=cmd_memory)

@@ -170,7 +170,8 @@ class Job:
         if kind == "time":
             return dict(model=self.model, gpu=self.gpu, parallel=self.parallel, seq=self.seq,
                         global_batch=self.global_batch, micro_batch=self.micro_batch, **recipe,
-                        **self._dispatch(), **self._step_recipe(), **self._routing())
+                        **self._dispatch(), **self._step_recipe(), **self._routing(),
+                        **self._step_knobs())
         if kind == "plan":
             return dict(model=self.model, gpus=(self.gpu.name,), seq=self.seq, global_batch=self.global_batch,
                         precision=self.precision, optimizer=self.optimizer, attention=self.attention,
@@ -196,6 +197,12 @@ class Job:
         took neither before, so a job's days were those of its step without them)."""
         return {**({"ep_overlap": self.ep_overlap} if self.ep_overlap else {}),
                 **({"max_nodes": self.max_nodes} if self.max_nodes != "model" else {})}
+
+    def _step_knobs(self) -> dict:
+        """``kernel_efficiency``, ``overlap`` and ``node`` where set, for ``training_time`` (jobtime42: it
+        took none of them before, so a job's days were those of its step without them)."""
+        return {k: v for k, v in (("kernel_efficiency", self.kernel_efficiency), ("overlap", self.overlap),
+                                  ("node", self.node)) if v is not None}
 
     def _op_sac(self) -> dict:
         """A plan's ``recomputes`` for a job that runs torchtitan's op SAC: the default search's

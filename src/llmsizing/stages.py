@@ -238,7 +238,8 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
                 whole_run: bool = False, mtp_depth: int = 0,
                 capacity_factor: float | None = None, dispatcher: str = "alltoall",
                 schedule: str = "1f1b", comm_sms: int = 0, ep_overlap: float = 0.0,
-                load_skew: float | None = None) -> TrainingTime:
+                load_skew: float | None = None, kernel_efficiency: float | None = None,
+                overlap: float | None = None) -> TrainingTime:
     """A run timed on its layout's own step (a stage's case 2 above;
     :func:`~llmsizing.time_cost.training_time` with ``parallel`` and ``global_batch``):
     :func:`~llmsizing.layouts.step_time` with ``global_batch / (micro_batch x dp)`` micro-batches gives the
@@ -249,7 +250,9 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     range around it. ``mtp_depth`` (the MTP module on the last stage) and ``capacity_factor`` (token
     dropping; issue 35): as ``step_time`` and ``training_memory`` price them; ``dispatcher`` (the MoE token
     dispatcher) as ``step_time`` does; so do the step recipe's ``schedule``, ``comm_sms``, ``load_skew``
-    and the all-to-all's ``ep_overlap`` and ``max_nodes`` (moeapi42)."""
+    and the all-to-all's ``ep_overlap`` and ``max_nodes`` (moeapi42), and ``kernel_efficiency``,
+    ``overlap`` and ``node`` (jobtime42: a :class:`~llmsizing.job.Job`'s days from its own step), checked by
+    ``step_time``."""
     per_step = micro_batch * par.dp
     if global_batch % per_step:
         raise ValueError(f"global_batch={global_batch:,} is not a multiple of micro_batch x dp = "
@@ -262,7 +265,9 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
                      **({"schedule": schedule} if schedule != "1f1b" else {}),
                      **({"comm_sms": comm_sms} if comm_sms else {}),
                      **({"ep_overlap": ep_overlap} if ep_overlap else {}),
-                     **({"load_skew": load_skew} if load_skew is not None else {}))
+                     **({"load_skew": load_skew} if load_skew is not None else {}),
+                     **({"kernel_efficiency": kernel_efficiency} if kernel_efficiency is not None else {}),
+                     **({"overlap": overlap} if overlap is not None else {}))
     share = whole_run_factor(model, g, seq=seq, dtype=dtype) if whole_run else 1.0
     m = check_fraction("the layout's MFU", step.mfu * share * _causal_factor(model, seq, causal))
     warnings = []

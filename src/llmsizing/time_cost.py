@@ -47,7 +47,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                   framework: str | None = None, tokens_per_step: float | None = None, mtp_depth: int = 0,
                   capacity_factor: float | None = None, dispatcher: str = "alltoall", schedule: str = "1f1b",
                   comm_sms: int = 0, ep_overlap: float = 0.0, max_nodes="model",
-                  load_skew: float | None = None):
+                  load_skew: float | None = None, kernel_efficiency: float | None = None,
+                  overlap: float | None = None, node=None):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given). Without either, the GPU-hours and
     the cost stand (they do not depend on the GPU count; a model card gives none) and the days are ``None``.
@@ -128,6 +129,13 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     ``ep_overlap=1``, ``max_nodes=4`` (``tests/test_moe_one_step.py``). ``load_skew`` (a measured skew in
     place of the default; not with ``capacity_factor``) likewise.
 
+    **The step model's own knobs** (jobtime42, issue 35: a :class:`~llmsizing.job.Job`'s days from the step
+    :func:`~llmsizing.layouts.step_time` gives it). ``kernel_efficiency`` (the share of the dense peak while
+    computing), ``overlap`` (one hidden share of all communication) and ``node`` (a
+    :func:`~llmsizing.network.get_node` name or node) are ``step_time``'s, checked there: with
+    ``global_batch`` and ``parallel`` only (``None``, the default: as before). A calibrated MFU, or a
+    layout this call plans, has no such step, so they are refused there.
+
     **Goodput.** ``goodput`` (default 1.0: today's numbers, a steady state) is the useful share of wall time
     left by interruptions and checkpoints, from :func:`~llmsizing.reliability.goodput`; days, GPU-hours and
     cost are divided by it (the tokens per second stay the steady state's). It replaces the flat "add 10-20%
@@ -155,6 +163,12 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     if step_recipe and (stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
         raise ValueError(f"{_recipe_text(step_recipe)} price a layout's step: not with stages=, mfu=, "
                          "mfu_range= or moe_dense_mfu=True")
+    step_only = {k: v for k, v in (("kernel_efficiency", kernel_efficiency), ("overlap", overlap),
+                                   ("node", node)) if v is not None}
+    if step_only and global_batch is None:
+        raise ValueError(f"{_recipe_text(step_only)}: step_time's knobs, priced on a given layout's step "
+                         "only: give global_batch= with parallel= (the calibrated MFU, or a layout this "
+                         "call plans, has no such step)")
     moe_opts = check_mtp_depth(model, mtp_depth) or capacity_factor is not None
     if moe_opts and (stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
         raise ValueError(f"mtp_depth={mtp_depth} and capacity_factor={capacity_factor!r} price a mixture of "
@@ -209,7 +223,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                         recompute_layers=recompute_layers, causal=check_bool("causal", causal),
                         price_value=gpu_price(g, price_usd_per_gpu_hour), goodput=goodput,
                         mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=disp,
-                        **step_recipe)
+                        **step_recipe, **step_only)
         return t
     if isinstance(recompute, str) and recompute in OP_SAC_MODES:     # (was "unknown recompute"; review30a)
         raise ValueError(f"recompute={recompute!r}, torchtitan's op SAC, is timed on a layout's own step "
