@@ -257,6 +257,32 @@ def test_nested_check_recomputed_by_hand_from_the_stored_bounds():
     assert inside.mean() >= C.MIN_COVERAGE and width > C.MAX_WIDTH
 
 
+def test_chapter_15s_out_of_source_figures_read_the_nested_check():
+    """issue 34 (nest42): published_serving carries the stored nested bounds (no refit), which chapter 15's
+    table, held-out count, AWQ and H200 sentences, Mixtral row and worst source read. Recounted by hand from
+    data/serving_loso.csv: TensorRT-LLM v0.5.0's H200 page (7 speeds) has 3 inside its plain range and 5
+    inside its nested one (0.722-1.3077); LMDeploy's W4A16 page, 2 speeds at 1.501 and 1.354, is outside
+    both (its nested top 1.3502): the worst source, 0 of 2; of the 49 ranged rows outside the first
+    calibration set, 40 land inside nested (38 plain)."""
+    loso = pd.read_csv(DATA_DIR / "serving_loso.csv").set_index("row")
+    pub = C.published_serving()
+    for col in ("nested_low", "nested_high", "nested_inside"):
+        assert (pub.loc[loso.index, col] == loso[col]).all()
+    assert pub.loc[~pub.index.isin(loso.index), "nested_inside"].isna().all()   # ratios of two runs: no range
+    h200 = loso[loso["source"].str.contains("1555478c")]
+    assert len(h200) == 7 and int(h200["inside"].sum()) == 3 and int(h200["nested_inside"].sum()) == 5
+    assert set(h200["nested_low"]) == {0.722} and set(h200["nested_high"]) == {1.3077}
+    awq = loso[loso["source"].str.contains("w4a16")]
+    assert len(awq) == 2 and not awq["nested_inside"].any() and not awq["inside"].any()
+    assert sorted(round(math.exp(x), 3) for x in awq["log_ratio"]) == [1.354, 1.501]
+    assert set(awq["nested_high"]) == {1.3502}
+    worst = loso.groupby("source")["nested_inside"].mean()
+    assert worst.min() == 0 and worst.idxmin() == awq["source"].iloc[0] and sum(worst > 0) == len(worst) - 1
+    held = pub[(pub["calibration"] == "no") & pub["nested_inside"].notna()]
+    assert len(held) == 49 and int((held["nested_inside"] == True).sum()) == 40     # noqa: E712
+    assert int((held["inside"] == True).sum()) == 38                                # noqa: E712
+
+
 def test_the_grouping_used_is_one_the_rule_accepts():
     """issue 34: a grouping of the range is used only where it narrows the median range at 75% measured coverage
     or more. data/serving_groupings.csv holds every grouping measured; the one used covers 75% or more, and no

@@ -346,7 +346,10 @@ def published_serving(**constants):
     fitted constants, ``nearest_ratio`` (the same; kept for old callers), and the check out of sample
     (``data/serving_loso.csv``, :func:`interval_table`): ``loso_ratio`` (the speed ratio when the row's source
     was left out of the fit), ``group``, ``low``, ``high`` (the range built without the source) and
-    ``inside`` (NaN for a ratio of two runs, which the range does not cover). Chapter 15."""
+    ``inside`` (NaN for a ratio of two runs, which the range does not cover), and the nested check as
+    stored (:func:`nested_table`, no refit): ``nested_low``, ``nested_high``, ``nested_inside`` (the range
+    each speed was judged by, from refits that saw neither its source nor the residual's own; what chapter
+    15 states; NaN for a ratio). Chapter 15."""
     df = _read()
     preds = [predict_row(r, **constants) for r in df.itertuples()]
     df["predicted"] = preds
@@ -355,7 +358,7 @@ def published_serving(**constants):
     df["nearest_ratio"] = df["speed_ratio"]
     chk = _stored_check()
     df["loso_ratio"] = chk["log_ratio"].map(math.exp).reindex(df.index)
-    for col in ("group", "low", "high", "inside"):
+    for col in ("group", "low", "high", "inside", "nested_low", "nested_high", "nested_inside"):
         df[col] = chk[col].reindex(df.index)
     return df
 
