@@ -256,25 +256,14 @@ CASES = [
     ("mixtral-8x7b, whole catalogue, ep searched", "mixtral-8x7b",
      dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
     # every other mixture of experts of the catalogue over the whole GPU catalogue (issue 35, arrays35h): a
-    # global batch each that plan() prices (Qwen3-30B-A3B at 128 sequences fits more than MAX_MOE_PLANS)
-    ("qwen3-30b-a3b, whole catalogue, ep searched", "qwen3-30b-a3b",
-     dict(tokens=1e12, seq=4096, global_batch=64, gpus=tuple(catalog.list_gpus()))),
-    ("qwen3-235b-a22b, whole catalogue, ep searched", "qwen3-235b-a22b",
-     dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
-    ("deepseek-v2, whole catalogue, ep searched", "deepseek-v2",
-     dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
-    ("gpt-oss-120b, whole catalogue, ep searched", "gpt-oss-120b",
-     dict(tokens=1e12, seq=4096, global_batch=256, gpus=tuple(catalog.list_gpus()))),
-    ("llama-4-scout, whole catalogue, ep searched", "llama-4-scout",
-     dict(tokens=1e12, seq=4096, global_batch=512, gpus=tuple(catalog.list_gpus()))),
-    # the three small MoEs added to the catalogue since (audit35): at 128-512 sequences their searches hold
-    # more than MAX_MOE_PLANS and are refused, so 64 sequences (Granite 1B: 57,822 plans)
-    ("granite-3.0-1b-a400m, whole catalogue, ep searched", "granite-3.0-1b-a400m",
-     dict(tokens=1e12, seq=4096, global_batch=64, gpus=tuple(catalog.list_gpus()))),
-    ("granite-3.0-3b-a800m, whole catalogue, ep searched", "granite-3.0-3b-a800m",
-     dict(tokens=1e12, seq=4096, global_batch=64, gpus=tuple(catalog.list_gpus()))),
-    ("olmoe-1b-7b, whole catalogue, ep searched", "olmoe-1b-7b",
-     dict(tokens=1e12, seq=4096, global_batch=64, gpus=tuple(catalog.list_gpus()))),
+    # global batch each that plan() prices (Qwen3-30B-A3B at 128 sequences fits more than MAX_MOE_PLANS); the
+    # three small MoEs added since (audit35): at 128-512 sequences their searches hold more than MAX_MOE_PLANS
+    # and are refused, so 64 sequences (Granite 1B: 57,822 plans)
+    *[(f"{name}, whole catalogue, ep searched", name,
+       dict(tokens=1e12, seq=4096, global_batch=batch, gpus=tuple(catalog.list_gpus())))
+      for name, batch in (("qwen3-30b-a3b", 64), ("qwen3-235b-a22b", 512), ("deepseek-v2", 512),
+                          ("gpt-oss-120b", 256), ("llama-4-scout", 512), ("granite-3.0-1b-a400m", 64),
+                          ("granite-3.0-3b-a800m", 64), ("olmoe-1b-7b", 64))],
     ("qwen3-30b-a3b on H100s, <= 1,024 GPUs", "qwen3-30b-a3b",
      dict(tokens=1e12, seq=4096, global_batch=512, max_gpus=1024, gpus=("H100 SXM",))),
     # mixtures of experts at long context (issue 33): context parallelism x expert parallelism
