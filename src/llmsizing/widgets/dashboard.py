@@ -565,7 +565,6 @@ def encode_png(rgba, compress_level: int = 1) -> bytes:
             + chunk(b"IEND", b""))
 
 
-
 @functools.lru_cache(maxsize=None)
 def _deflate(compress_level: int):
     """The function :func:`encode_png` deflates its rows with at ``compress_level``: ISA-L's
@@ -584,6 +583,7 @@ def _deflate(compress_level: int):
         else:
             return isal_zlib.compress
     return zlib.compress
+
 
 def _figure_png(view) -> bytes:
     """The view's PNG for the widget. A :class:`~llmsizing.charts.FixedView` (fixed margins, no tight crop) is
