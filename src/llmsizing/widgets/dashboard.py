@@ -528,8 +528,10 @@ def live_style(name: str) -> str:
 
 def encode_png(rgba, compress_level: int = 1) -> bytes:
     """A PNG of an ``(height, width, 4)`` uint8 RGBA array: colour type RGB when every pixel is opaque (else
-    RGBA), no per-row filter, zlib at ``compress_level`` (0-9). Same pixels as Pillow's encoder gives, a few
-    times faster (Pillow tries every PNG row filter on every row, which is most of its time)."""
+    RGBA), no per-row filter, deflated at ``compress_level`` (0-9). Same pixels as Pillow's encoder gives, a
+    few times faster (Pillow tries every PNG row filter on every row, which is most of its time). The deflate
+    is :func:`_deflate`'s: ISA-L's where the ``isal`` package is installed and the level is 1-3 (speed43:
+    ~0.3 ms instead of zlib's ~2.1 for a planner figure, a PNG ~10% larger, the same pixels), else zlib's."""
     import struct
     import zlib
 
@@ -559,8 +561,28 @@ def encode_png(rgba, compress_level: int = 1) -> bytes:
 
     ihdr = struct.pack(">IIBBBBB", w, h, 8, 2 if opaque else 6, 0, 0, 0)
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
-            + chunk(b"IDAT", zlib.compress(rows.tobytes(), compress_level))
+            + chunk(b"IDAT", _deflate(compress_level)(rows, compress_level))
             + chunk(b"IEND", b""))
+
+
+@functools.lru_cache(maxsize=None)
+def _deflate(compress_level: int):
+    """The function :func:`encode_png` deflates its rows with at ``compress_level``: ISA-L's
+    ``isal_zlib.compress`` (the ``isal`` package: a zlib stream any PNG decoder reads) for levels 1-3, where
+    it is installed; zlib's ``compress`` otherwise (level 0, stored, and 4-9, which ISA-L has not; no
+    ``isal``, as on the JupyterLite copy). Both take the rows' buffer as it is (no copy to bytes). Measured
+    (speed43, 2026-12-04, 2 cores, load 2.6): a chapter 17 planner figure's 422 x 758 RGB rows at level 1,
+    zlib 2.1 ms of CPU and 50.6 KB, ISA-L 0.28 ms and 55.9 KB."""
+    import zlib
+
+    if 1 <= compress_level <= 3:
+        try:
+            from isal import isal_zlib
+        except ImportError:
+            pass
+        else:
+            return isal_zlib.compress
+    return zlib.compress
 
 
 def _figure_png(view) -> bytes:
