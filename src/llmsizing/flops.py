@@ -28,7 +28,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from ._validate import check_bool, check_choice, check_int
+from ._validate import check_bool, check_choice, check_int, check_number
 from .catalog import resolve_model
 from .model import Model
 from .parallel import OP_SAC_MODES, OP_SAC_SDPA_SAVED, RECOMPUTE, RECOMPUTE_MODES  # noqa: F401 (RECOMPUTE: issue 32)
@@ -70,6 +70,20 @@ def document_mask_cp_pairs(doc_lengths, cp: int) -> tuple[int, ...]:
     c = seq // (2 * cp)
     chunk = [sum(keys[j * c:(j + 1) * c]) for j in range(2 * cp)]
     return tuple(chunk[i] + chunk[2 * cp - 1 - i] for i in range(cp))
+
+
+def document_length_bound(seq: int, *, share: float, shorter_than: float) -> float:
+    """The longest token-weighted mean document length (``sum d^2 / sum d``, what a token's attention pays
+    under a document mask: :func:`llmsizing.rl_trainer.packed_attention_seq`) that rows of ``seq`` tokens can
+    have when at least ``share`` of their tokens sit in documents shorter than ``shorter_than``:
+    ``share x shorter_than + (1 - share) x seq`` (those tokens' documents just under ``shorter_than``, every
+    other token's the whole row). WLB-LLM (Wang et al. 2025, OSDI, Sec. 2.2) on Meta's 128K data: documents
+    shorter than half the window hold over 75% of the tokens, so ``0.75 x 65,536 + 0.25 x 131,072 = 81,920``.
+    Chapter 17."""
+    seq = check_int("seq", seq)
+    share = check_number("share", share, maximum=1.0, allow_equal=False)
+    shorter_than = check_number("shorter_than", shorter_than, maximum=seq, allow_equal=False)
+    return share * shorter_than + (1 - share) * seq
 
 
 def attention_flops_per_token(model: Model | str, *, seq: int, causal: bool = False) -> float:
