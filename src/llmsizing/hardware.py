@@ -520,7 +520,8 @@ def dtype_kernel_share(gpu, dtype: str = "bf16") -> float:
     :func:`kernel_efficiency_row`). At the 2026-11-30 fit only Hopper is calibrated in FP8: 0.521 / 0.678 =
     0.768 on every GPU. FP8 GEMMs reach less of their doubled peak (Bekman's best-shape search: 0.71 of the
     H100's FP8 peak against 0.80 of its BF16 one, ``data/gemm_efficiency.csv``). The serving model charges
-    FP8 compute at its fitted MFU times this (:func:`llmsizing.serve.serving`'s ``compute_share``; serve43)."""
+    FP8 compute at its fitted MFU times this (:func:`llmsizing.serve.serving`'s ``compute_share``;
+    serve43)."""
     dtype = check_choice("dtype", dtype, COMPUTE_DTYPES)
     if dtype not in ("fp8", "fp4"):
         return 1.0

@@ -80,7 +80,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     (untied) and other lookup tables give only the rows the step's tokens gather), ``K`` the KV bytes per
     token, ``F(s)`` the forward FLOPs per token at context ``s``
     (:func:`~llmsizing.flops.forward_flops_per_token`), ``B`` the HBM bandwidth, ``P`` the dense peak in
-    ``compute`` times ``compute_share``, ``t0`` = ``step_overhead_s``, ``T`` = ``max_num_batched_tokens`` (the prefill chunk):
+    ``compute`` times ``compute_share``, ``t0`` = ``step_overhead_s``, ``T`` = ``max_num_batched_tokens``
+    (the prefill chunk):
 
     * prefill of ``n`` prompts: FLOPs ``n x prompt x F(prompt, causal)`` / tp, in ``c = ceil(n x prompt / T)``
       chunks, each reading ``W/tp``; time ``max(FLOPs / (P mfu), c W / (B mbu) + KV written / (B
