@@ -16,7 +16,14 @@ kernel). The MFU is a 16-bit share: an FP8 row computes at it times
 efficiency; not fitted here). Before serve43 one MFU served both, and the FP8 rows (a third of the speeds, the
 large-batch TensorRT-LLM rows near the ridge) pulled it down from what the 16-bit prefills reach: held out,
 the squared log ratios summed to 3.68, now 2.66; a share fitted inside each fold instead gives 3.87 (the FP8
-rows are mostly one source's, so leaving it out leaves the share to the H200 page's few rows).
+rows are mostly one source's, so leaving it out leaves the share to the H200 page's few rows). Dead ends of
+the same pass: each GPU's own training kernel efficiency too (Ampere's over Hopper's) fitted better and
+judged wider (1.72x, 1.82x out of sample); the GEMM-shape curve (:func:`~llmsizing.kernels.gemm_efficiency`)
+would charge the weight read twice at the few rows of a decode step (it is a smoothed roofline itself). What
+is left: TensorRT-LLM 0.6.1's long-prompt and long-output rows run faster than the model (its 2,048-token
+prefills at large batch need an MFU near 0.8 on A100 FP16), and both RTX 4090 pages (LMDeploy AWQ,
+llama.cpp) read the weights at 0.71-0.76 of the bandwidth at batch 1, above the shared share; no published
+figure in ``data/`` prices either.
 
 **The stated range** (issue 34) comes from leaving one *source* (URL: all rows of one page or paper) out at a
 time (:func:`loso_residuals`): refit on the other sources' calibration rows, predict every speed of the
