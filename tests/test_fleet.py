@@ -164,13 +164,19 @@ def test_reasoning_outputs_cost_more_per_token():
 # ------------------------------------------------------------------ DeepSeek's V3/R1 service
 def test_deepseek_published_per_node_throughput_inside_the_stated_range():
     """DeepSeek's Day-6 overview: ~73.7K input tokens/s per H800 node in prefill (cache hits included) and
-    ~14.8K output tokens/s in decode, each inside the 80% range stated for the model's prediction (the
-    published figures are read from the CSV, not from the model)."""
+    ~14.8K output tokens/s in decode (the published figures are read from the CSV, not from the model). The
+    decode lies inside the 80% range stated for the model's prediction. The prefill did until serve43 (1.31x
+    the model, under the top 1.338); since FP8 compute is priced at the MFU times the training calibration's
+    FP8 share and the range was refitted, it is 1.34x the model, just above the top 1.319: the model's
+    prefill is slower, mostly its all-to-all (over 80% of the prefill), which leaves out DeepSeek's
+    two-micro-batch overlap and FP8 dispatch, both of which would speed it. A miss, kept: never widened."""
     from llmsizing.serve_wide_ep import deepseek_service
 
     d = deepseek_service()
     assert d.loc["prefill", "published"] == 73_700 and d.loc["decode", "published"] == 14_800
-    assert d["inside"].all()
+    assert d.loc["decode", "inside"] and not d.loc["prefill", "inside"]
+    assert d.loc["prefill", "high"] < d.loc["prefill", "published"] < 1.05 * d.loc["prefill", "high"]
+    assert d.loc["prefill", "comm_share"] > 0.8
     # decode at 21 tokens/s per user: a step within 1/21 s, 32 redundant experts let EP144 divide 288 slots
     assert d.loc["decode", "time_s"] <= 1 / 21 and d.loc["decode", "ep"] == 144
 

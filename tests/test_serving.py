@@ -241,13 +241,18 @@ def published():
 
 
 def test_within_1_5x_but_one_known_miss(published):
-    """Issue 22's done-when asks for every figure within 1.5x of the central prediction. One held-out row is not,
-    and it carries its reason: TensorRT-LLM v0.5.0's preliminary H200 launch figure for Llama-2-13B at batch
-    1,024 (the page itself says v0.6 improved on it). Any other row beyond 1.5x fails this test."""
+    """Issue 22's done-when asks for every figure within 1.5x of the central prediction. Until serve43 one
+    held-out row was not: TensorRT-LLM v0.5.0's preliminary H200 launch figure for Llama-2-13B at batch 1,024
+    (0.63 of the model's speed; the page itself says v0.6 improved on it). Its FP8 decode step sits at the
+    ridge, and with FP8 compute priced at the MFU times the training calibration's FP8 share
+    (hardware.dtype_kernel_share, 0.768) the model's step is longer: 0.68, inside 1.5x though still a known
+    miss of the stated range. Any row beyond 1.5x fails this test."""
     far = published[(published["nearest_ratio"] < 1 / 1.5) | (published["nearest_ratio"] > 1.5)]
-    assert (far["calibration"] == "no").all() and far["known_out"].str.len().gt(40).all()
-    assert [(r.engine, r.engine_version, r.model, r.gpu, r.batch) for r in far.itertuples()] == \
-        [("TensorRT-LLM", "0.5.0", "llama-2-13b", "H200", 1024)]
+    assert far.empty, far[["engine", "model", "gpu", "batch", "nearest_ratio"]]
+    h200 = published[(published["model"] == "llama-2-13b") & (published["gpu"] == "H200")
+                     & (published["batch"] == 1024)]
+    assert len(h200) == 1 and 1 / 1.5 < h200["nearest_ratio"].iloc[0] < 0.7
+    assert h200["known_out"].str.len().gt(40).all()
 
 
 def test_rejected_candidates_have_sources_and_reasons():

@@ -31,13 +31,15 @@ from llmsizing.serve_calibration import (METHOD, NESTED_GROUP, _read, _trainable
                                          fit_serving_constants, grouping_table, interval_table, nested_table)
 from llmsizing.serve_engine import DEFAULT_ENGINE  # noqa: E402
 
-AS_OF = "2026-12-01"
+AS_OF = "2026-12-04"
 SRC = "fitted on the calibration=yes rows of data/serving_published.csv (tools/calibrate_serving.py)"
 NOTES = {"weights_bu": "share of HBM bandwidth reading the weights in a decode step (MBU)",
          "attention_bu": "share of HBM bandwidth reading the paged KV cache",
          "step_overhead_s": f"fixed time per engine step of the default engine ({DEFAULT_ENGINE}, continuous "
                             "batching): scheduling, sampling, kernel launches",
-         "prefill_mfu": "share of the dense peak in prefill and in decode's matmuls"}
+         "prefill_mfu": "share of the dense peak in prefill and in decode's matmuls, in 16 bits (FP8 "
+                        "compute: times hardware.dtype_kernel_share, the training calibration's FP8 over "
+                        "BF16 kernel efficiency)"}
 UNITS = {"weights_bu": "fraction", "attention_bu": "fraction", "step_overhead_s": "s",
          "prefill_mfu": "fraction"}
 

@@ -512,6 +512,33 @@ def flat_kernel_efficiency(gpu, dtype: str = "bf16") -> float:
     return row.flat_efficiency if row.flat_efficiency is not None else row.kernel_efficiency
 
 
+def dtype_kernel_share(gpu, dtype: str = "bf16") -> float:
+    """The share of its dense ``dtype`` peak a GPU's kernels reach, over the share its 16-bit kernels reach of
+    theirs: ``kernel_efficiency(gpu, dtype) / kernel_efficiency(gpu, "bf16")`` where the GPU's generation is
+    calibrated in both (rows of ``data/kernel_efficiency.csv`` fitted on published runs), else the median of
+    that ratio over the generations that are; 1 for the 16-bit dtypes (FP4 takes FP8's, as
+    :func:`kernel_efficiency_row`). At the 2026-11-30 fit only Hopper is calibrated in FP8: 0.521 / 0.678 =
+    0.768 on every GPU. FP8 GEMMs reach less of their doubled peak (Bekman's best-shape search: 0.71 of the
+    H100's FP8 peak against 0.80 of its BF16 one, ``data/gemm_efficiency.csv``). The serving model charges
+    FP8 compute at its fitted MFU times this (:func:`llmsizing.serve.serving`'s ``compute_share``;
+    serve43)."""
+    dtype = check_choice("dtype", dtype, COMPUTE_DTYPES)
+    if dtype not in ("fp8", "fp4"):
+        return 1.0
+    if not _KERNEL_ROWS:
+        _KERNEL_ROWS.extend(_kernel_rows())
+    fitted = {(r.generation, r.dtype): r.kernel_efficiency for r in _KERNEL_ROWS if r.runs}
+    ratios = {gen: fitted[gen, "fp8"] / fitted[gen, "bf16"] for gen, d in fitted if d == "fp8"
+              and (gen, "bf16") in fitted}
+    if not ratios:
+        raise ValueError("data/kernel_efficiency.csv: no generation calibrated in both fp8 and bf16")
+    own = kernel_efficiency_row(gpu, "fp8").generation
+    if own in ratios:
+        return ratios[own]
+    values = sorted(ratios.values())
+    return values[len(values) // 2]
+
+
 # ================================================================== chapter 7: the host's CPU Adam
 
 #: DeepSpeed's CPU-Adam, measured: Ren et al. 2021 (ZeRO-Offload, arXiv:2101.06840, Table 4) step 10B fp32

@@ -11,7 +11,19 @@ prefill MFU, shared by every engine, and a fixed time per engine step for each e
 predicted`` by a deterministic Nelder-Mead search (the library has no SciPy). An engine and era without rows
 is priced at that era's pooled overhead. A row's ``attention_kernel`` says how its engine's decode attention
 reads a grouped-query model's KV heads (``grouped`` or ``per-query-head``: TensorRT-LLM before its XQA
-kernel).
+kernel). The MFU is a 16-bit share: an FP8 row computes at it times
+:func:`~llmsizing.hardware.dtype_kernel_share` (0.768, the training calibration's FP8 over BF16 kernel
+efficiency; not fitted here). Before serve43 one MFU served both, and the FP8 rows (a third of the speeds, the
+large-batch TensorRT-LLM rows near the ridge) pulled it down from what the 16-bit prefills reach: held out,
+the squared log ratios summed to 3.68, now 2.66; a share fitted inside each fold instead gives 3.87 (the FP8
+rows are mostly one source's, so leaving it out leaves the share to the H200 page's few rows). Dead ends of
+the same pass: each GPU's own training kernel efficiency too (Ampere's over Hopper's) fitted better and
+judged wider (1.72x, 1.82x out of sample); the GEMM-shape curve (:func:`~llmsizing.kernels.gemm_efficiency`)
+would charge the weight read twice at the few rows of a decode step (it is a smoothed roofline itself). What
+is left: TensorRT-LLM 0.6.1's long-prompt and long-output rows run faster than the model (its 2,048-token
+prefills at large batch need an MFU near 0.8 on A100 FP16), and both RTX 4090 pages (LMDeploy AWQ,
+llama.cpp) read the weights at 0.71-0.76 of the bandwidth at batch 1, above the shared share; no published
+figure in ``data/`` prices either.
 
 **The stated range** (issue 34) comes from leaving one *source* (URL: all rows of one page or paper) out at a
 time (:func:`loso_residuals`): refit on the other sources' calibration rows, predict every speed of the
@@ -75,6 +87,8 @@ GROUPINGS = {
 #: out of sample), pooled 81.8% at 1.745x (1.808x); ``engine`` ties pooled out of sample, so pooled stays.
 #: Again once a step stopped reading the untied input embedding's table (2026-12-01): calibrated-kind 77.3% at
 #: 1.72x (1.98x), pooled 81.8% at 1.681x (1.743x), ``engine`` the same as pooled; pooled stays.
+#: Again once FP8 compute was priced at the MFU times the training calibration's FP8 share (serve43):
+#: calibrated-kind 75.8% at 1.67x (1.78x), pooled 83.3% at 1.669x (1.673x), ``engine`` the same; pooled stays.
 SERVING_GROUPING = "pooled"
 #: Issue 34's bar for the serving range: out-of-source coverage at least this ...
 MIN_COVERAGE = 0.75
@@ -424,7 +438,10 @@ def mfu_by_compute(groups=None):
     a DataFrame indexed by group (``groups``: label -> the ``compute`` formats of
     ``data/serving_published.csv`` it takes, default :data:`MFU_GROUPS`), then ``all`` (every such row), with
     ``n_rows`` and ``prefill_mfu``. ``all`` reproduces the stored MFU, the joint fit's optimum; a group's
-    differs where its rows pull the shared MFU their way. Chapter 15 ("Prefill is compute-bound")."""
+    differs where its rows pull the shared MFU their way. The FP8 rows compute at the MFU times
+    :func:`~llmsizing.hardware.dtype_kernel_share` (serve43), so both groups' figures are 16-bit shares:
+    before, fitted alone the FP8 rows set one MFU at 0.500 and the 16-bit rows at 0.609. Chapter 15
+    ("Prefill is compute-bound")."""
     import pandas as pd
 
     from .serve_step import _FIT

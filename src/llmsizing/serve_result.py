@@ -116,6 +116,9 @@ class Serving:
     # last_wave: the last wave when it is not full (its own Serving, of the rest), else None
     running_batch: int | None = None
     last_wave: Serving | None = None
+    # serve43: the share of the compute dtype's peak the kernels reach at mfu = 1, over a 16-bit one's
+    # (hardware.dtype_kernel_share: 0.768 in FP8, 1 in 16 bits); compute is priced at peak x mfu x this
+    compute_share: float = 1.0
 
     def __post_init__(self):
         if self.kv_batch is None:

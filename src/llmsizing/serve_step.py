@@ -20,7 +20,7 @@ from .all_to_all import all_to_all_s
 from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
 from .comm import ring_bytes
 from .flops import forward_flops_per_token, matmul_params, mla_decode_flops_per_token
-from .hardware import COMPUTE_DTYPES, dense_tflops
+from .hardware import COMPUTE_DTYPES, dense_tflops, dtype_kernel_share
 from .inference import (decode_weight_bytes_read, dense_weight_bytes_read, kv_cache_bytes_per_token,
                         kv_cached_tokens, moe_expert_bytes_read)
 from .model import Model
@@ -71,7 +71,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
             node=None, attention_kernel: str = "grouped", engine: str | None = None, pp: int = 1,
             ep: int = 1, redundant_experts: int = 0, state_dtype: str | None = None,
             max_num_seqs: int | None = None, batching: str = "continuous",
-            decode_tokens: int = 1) -> Serving:
+            decode_tokens: int = 1, compute_share: float | None = None) -> Serving:
     """Latency, throughput and cost of one replica of ``tp`` GPUs serving ``batch`` requests of ``prompt``
     input and ``output`` generated tokens.
 
@@ -80,7 +80,8 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     (untied) and other lookup tables give only the rows the step's tokens gather), ``K`` the KV bytes per
     token, ``F(s)`` the forward FLOPs per token at context ``s``
     (:func:`~llmsizing.flops.forward_flops_per_token`), ``B`` the HBM bandwidth, ``P`` the dense peak in
-    ``compute``, ``t0`` = ``step_overhead_s``, ``T`` = ``max_num_batched_tokens`` (the prefill chunk):
+    ``compute`` times ``compute_share``, ``t0`` = ``step_overhead_s``, ``T`` = ``max_num_batched_tokens``
+    (the prefill chunk):
 
     * prefill of ``n`` prompts: FLOPs ``n x prompt x F(prompt, causal)`` / tp, in ``c = ceil(n x prompt / T)``
       chunks, each reading ``W/tp``; time ``max(FLOPs / (P mfu), c W / (B mbu) + KV written / (B
@@ -157,6 +158,14 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     ``tp`` must divide the heads and the MLP, and divide or be a multiple of the KV heads
     (:func:`llmsizing.parallel.check_layout`). Quantised ``weights`` (fp8/int8/int4) are fewer bytes to read,
     the same FLOPs. Prices default to the catalogue's. Chapter 15.
+
+    ``compute_share`` (serve43): ``mfu`` is the share of a 16-bit peak the kernels reach; FP8 and FP4
+    ``compute`` reach that times this share of their own peak. ``None`` (the default) takes
+    :func:`~llmsizing.hardware.dtype_kernel_share`: the training calibration's FP8 kernel efficiency over
+    its BF16 one (``data/kernel_efficiency.csv``: 0.768), 1 for 16-bit compute; pass ``1.0`` for the price
+    before serve43. Not fitted on the serving rows: with the FP8 rows' MFU scaled by it, the serving fit's
+    held-out log speed ratios fall from a sum of squares of 3.68 to 2.66 (66 speeds, 9 sources), and a share
+    refitted inside each held-out fold does worse than none (3.87: most FP8 rows are one source's).
 
     ``decode_tokens`` (default 1) is how many positions each sequence runs in one decode step: speculative
     decoding's verify step runs ``k + 1`` (chapter 15; :func:`llmsizing.speculative.speculative_decoding`
@@ -278,11 +287,14 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         step_overhead_s = ENGINE_STEP_OVERHEAD_S[used]
     t0 = check_number("step_overhead_s", step_overhead_s, maximum=1.0)
     check_choice("compute", compute, COMPUTE_DTYPES)
+    # FP8 (FP4) kernels reach less of their peak than 16-bit ones of theirs: the fitted MFU is a 16-bit share
+    c_share = (dtype_kernel_share(g, compute) if compute_share is None
+               else check_fraction("compute_share", compute_share))
     lat = None if allreduce_latency_s is None else check_number("allreduce_latency_s", allreduce_latency_s,
                                                                 maximum=1.0)
     state_dt = kv_cache if state_dtype is None else state_dtype      # checked by kv_capacity_tokens
     price = gpu_price(g, price_usd_per_gpu_hour)
-    peak = dense_tflops(g, compute) * 1e12
+    peak = dense_tflops(g, compute) * 1e12 * c_share    # the peak as the kernels reach it at mfu = 1
     hbm = g.memory_bandwidth_gbps * 1e9              # (a GPU's speeds are checked when it is made)
     node_obj = get_node(node, gpu=g) if not isinstance(node, Node) else node
     if tp == 1:
@@ -419,7 +431,7 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
         experts_touched=experts_touched(m, mb),
         all_to_all_s=a2a(seqs_gpu / tp) / (2 * m.n_moe_layers) if ep > 1 else 0.0, engine=used,
         price_kind=price_kind_of(g, price), decode_kv_bytes_per_gpu=kv_read * share, kv_batch=kv_batch,
-        max_num_seqs=seqs)
+        max_num_seqs=seqs, compute_share=c_share)
 
 
 __all__ = ["Serving", "serving", "WEIGHT_FORMATS", "KV_FORMATS", "MBU_DEFAULT",
