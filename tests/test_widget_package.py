@@ -15,7 +15,7 @@ import pytest
 widgets = pytest.importorskip("llmsizing.widgets")
 
 PACKAGE = Path(widgets.__file__).parent
-MACHINERY = ("speculate", "pixels", "canvas", "dashboard", "controls")          # lowest first
+MACHINERY = ("speculate", "pixels", "png", "canvas", "dashboard", "controls")          # lowest first
 PARTS = ("one_gpu", "measure", "many_gpus", "measure_split", "time_money", "serve_tune", "long_context", "moe", "rl")  # V: 17, 18; VI: 19
 MAX_LINES = 800
 
@@ -52,9 +52,10 @@ def test_no_module_is_too_long(path):
 def test_imports_go_only_downwards():
     assert sibling_imports("speculate") == set()
     assert sibling_imports("pixels") == set()
+    assert sibling_imports("png") == set()
     assert sibling_imports("canvas") <= {"pixels"}
-    assert sibling_imports("dashboard") <= {"pixels", "canvas"}
-    assert sibling_imports("controls") <= {"pixels", "canvas", "dashboard"}
+    assert sibling_imports("dashboard") <= {"pixels", "png", "canvas"}
+    assert sibling_imports("controls") <= {"pixels", "png", "canvas", "dashboard"}
     for part in PARTS:
         assert sibling_imports(part) <= set(MACHINERY), f"{part} imports another part"
 

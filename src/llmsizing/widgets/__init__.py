@@ -6,7 +6,7 @@ rejects) shows the library's error message in the widget instead of a traceback.
 
 The package, by part of the book (each module imports only the machinery, never another part):
 
-* :mod:`.dashboard`: :class:`Dashboard` (layout, redraw into one kept figure) and the PNG machinery;
+* :mod:`.dashboard`: :class:`Dashboard` (layout, redraw into one kept figure); :mod:`.png`: its PNG encoder;
 * :mod:`.speculate`: the searches a reader is likely to ask for next, worked out by a worker process;
 * :mod:`.canvas`: the Agg canvas every dashboard draws on, which keeps texts' bitmaps and layouts between
   redraws; :mod:`.pixels`: the legends' and texts' pixels it keeps;
@@ -33,7 +33,8 @@ from .dashboard import (_BUSY_CSS, _BUSY_SIDE, _CONTROL_ROOM_PX, BUSY_CLASS, BUS
                         HINT_LINE_HEIGHT, LIVE_MARKER, PageImage, _data_url,
                         SUMMARY_FONT_PX, SUMMARY_HEIGHT_PX, _GUTTER, _SUMMARY_CSS, Dashboard, _columns,
                         _line_html, _table_html, live_style, summary_html, _rc_snapshot, _setting,
-                        _figure_png, _hint, encode_png, png_size, KEPT_ANSWERS, _freeze_once)
+                        _figure_png, _hint, KEPT_ANSWERS, _freeze_once)
+from .png import _deflate, encode_png, png_size  # noqa: F401
 from .many_gpus import decode_roofline_widget, parallel_explorer_widget, zero_stages_widget
 from .one_gpu import (_CONTEXTS, _MAX_HEADS, _WIDGET_STATES_COMPARE, MIN_BAR_SHARE, _cap_gpus_per_line,
                       _render_inference_memory, _render_model_states, _render_parameters,
