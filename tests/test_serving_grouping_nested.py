@@ -1,6 +1,6 @@
-"""grp43 (issue 34, one method for every range): the grouping of serving's range is chosen on the check the book
-states, the nested one. The stored nested figures of every grouping (data/serving_groupings.csv) are recounted
-here by hand from the nested check's residuals (data/serving_nested_loso.csv) and the rows' labels
+"""grp43 (issue 34, one method for every range): the grouping of serving's range is chosen on the check the
+book states, the nested one. The stored nested figures of every grouping (data/serving_groupings.csv) are
+recounted here by hand from the nested check's residuals (data/serving_nested_loso.csv) and the rows' labels
 (data/serving_loso.csv), with the split-conformal order statistics written out, never read off the code."""
 
 from __future__ import annotations
@@ -82,12 +82,12 @@ def test_the_nested_residuals_file_is_the_nested_check():
 
 
 def test_every_groupings_nested_figures_recounted_by_hand():
-    """Coverage (held-out speeds inside) and median width (high / low) of each grouping's nested check, counted
-    from the residuals; the stored columns must say the same. Pooled is the book's 58 of 66 at 1.740x; engine
-    and batching-kind come out at the same median (the 28 TensorRT-LLM 0.6.1 speeds, the median's, take the
-    pooled range in both: their engine's group and their static per-token group are too small once that
-    source is out), engine with 60 inside, batching-kind with 56; kind 58 at 1.777x; calibrated-kind and
-    batching 60 at 2.07x and 2.05x."""
+    """Coverage (held-out speeds inside) and median width (high / low) of each grouping's nested check,
+    counted from the residuals; the stored columns must say the same. Pooled is the book's 58 of 66 at
+    1.740x; engine and batching-kind come out at the same median (the 28 TensorRT-LLM 0.6.1 speeds, the
+    median's, take the pooled range in both: their engine's and their batching's groups hold under 10
+    residuals once that source is out), engine with 60 inside, batching-kind with 56; kind 58 at 1.777x;
+    calibrated-kind and batching 60 at 2.07x and 2.05x. Chapter 15 says the two only tied pooled."""
     _, inner = _stored()
     stored = pd.read_csv(DATA_DIR / "serving_groupings.csv").set_index("grouping")
     assert set(stored.index) == set(CHAINS) == set(C.GROUPINGS) and C.MIN_GROUP == 10

@@ -36,8 +36,10 @@ split-conformal pair of order statistics of those held-out residuals (:func:`con
 residuals may be grouped by what could explain the spread (:data:`GROUPINGS`: whether the engine had its own
 overhead in the fold, a time to first token or a per-token figure, the batching era, the engine); a group with
 fewer than :data:`MIN_GROUP` residuals is merged into its parent. A grouping is used only where it narrows the
-median range at 75% measured coverage or more (:func:`grouping_table`); today none does, so
-:data:`SERVING_GROUPING` is ``"pooled"`` (issue 34, ranges2). The coverage is measured out of sample too
+median range at 75% measured coverage or more (:func:`grouping_table`, :func:`grouping_choice`), both measured
+by the nested check below, the one the book states (:func:`nested_residuals`, :func:`nested_grouped`; grp43:
+until then by the plain one); today none does, so :data:`SERVING_GROUPING` is ``"pooled"`` (issue 34,
+ranges2). The coverage is measured out of sample too
 (:func:`interval_table`): each source's rows are checked against ranges built from the other sources'
 residuals only. Those residuals come from refits that saw the judged source; :func:`nested_check` judges it
 as the training checks are, by residuals from refits that saw neither it nor their own source, and is what
@@ -93,6 +95,11 @@ GROUPINGS = {
 #: 1.72x (1.98x), pooled 81.8% at 1.681x (1.743x), ``engine`` the same as pooled; pooled stays.
 #: Again once FP8 compute was priced at the MFU times the training calibration's FP8 share (serve43):
 #: calibrated-kind 75.8% at 1.67x (1.78x), pooled 83.3% at 1.669x (1.673x), ``engine`` the same; pooled stays.
+#: Since grp43 the rule reads the nested check (:func:`grouping_choice`; the ``*_nested`` columns of
+#: ``data/serving_groupings.csv``; session 42 measured it once by hand, before serve43: pooled 1.978x, engine
+#: 1.985x, kind 1.997x). At serve43's model: pooled 87.9% at 1.740x; engine 90.9% and batching-kind 84.8% at
+#: the same 1.740x (the median speed is TensorRT-LLM 0.6.1's, 28 of 66, and takes the pooled range in both);
+#: kind 87.9% at 1.777x; calibrated-kind 90.9% at 2.07x; batching 90.9% at 2.05x. None narrower: pooled stays.
 SERVING_GROUPING = "pooled"
 #: Issue 34's bar for the serving range: out-of-source coverage at least this ...
 MIN_COVERAGE = 0.75
@@ -106,7 +113,8 @@ NESTED_GROUP = "overall-nested"
 #: How the range is built (written to ``data/serving_intervals.csv``).
 METHOD = ("leave-one-source-out refit; split-conformal order statistics of held-out log speed ratios, every "
           "held-out speed one unit, pooled over engines and metrics (grouping 'pooled': no grouping of "
-          "serve_calibration.GROUPINGS narrowed the median range at 75% measured coverage)")
+          "serve_calibration.GROUPINGS narrowed the nested check's median range at 75% measured coverage; "
+          "serve_calibration.grouping_choice)")
 
 
 def _read():
