@@ -36,8 +36,10 @@ split-conformal pair of order statistics of those held-out residuals (:func:`con
 residuals may be grouped by what could explain the spread (:data:`GROUPINGS`: whether the engine had its own
 overhead in the fold, a time to first token or a per-token figure, the batching era, the engine); a group with
 fewer than :data:`MIN_GROUP` residuals is merged into its parent. A grouping is used only where it narrows the
-median range at 75% measured coverage or more (:func:`grouping_table`); today none does, so
-:data:`SERVING_GROUPING` is ``"pooled"`` (issue 34, ranges2). The coverage is measured out of sample too
+median range at 75% measured coverage or more (:func:`grouping_table`, :func:`grouping_choice`), both measured
+by the nested check below, the one the book states (:func:`nested_residuals`, :func:`nested_grouped`; grp43:
+until then by the plain one); today none does, so :data:`SERVING_GROUPING` is ``"pooled"`` (issue 34,
+ranges2). The coverage is measured out of sample too
 (:func:`interval_table`): each source's rows are checked against ranges built from the other sources'
 residuals only. Those residuals come from refits that saw the judged source; :func:`nested_check` judges it
 as the training checks are, by residuals from refits that saw neither it nor their own source, and is what
@@ -93,6 +95,11 @@ GROUPINGS = {
 #: 1.72x (1.98x), pooled 81.8% at 1.681x (1.743x), ``engine`` the same as pooled; pooled stays.
 #: Again once FP8 compute was priced at the MFU times the training calibration's FP8 share (serve43):
 #: calibrated-kind 75.8% at 1.67x (1.78x), pooled 83.3% at 1.669x (1.673x), ``engine`` the same; pooled stays.
+#: Since grp43 the rule reads the nested check (:func:`grouping_choice`; the ``*_nested`` columns of
+#: ``data/serving_groupings.csv``; session 42 measured it once by hand, before serve43: pooled 1.978x, engine
+#: 1.985x, kind 1.997x). At serve43's model: pooled 87.9% at 1.740x; engine 90.9% and batching-kind 84.8% at
+#: the same 1.740x (the median speed is TensorRT-LLM 0.6.1's, 28 of 66, and takes the pooled range in both);
+#: kind 87.9% at 1.777x; calibrated-kind 90.9% at 2.07x; batching 90.9% at 2.05x. None narrower: pooled stays.
 SERVING_GROUPING = "pooled"
 #: Issue 34's bar for the serving range: out-of-source coverage at least this ...
 MIN_COVERAGE = 0.75
@@ -106,7 +113,8 @@ NESTED_GROUP = "overall-nested"
 #: How the range is built (written to ``data/serving_intervals.csv``).
 METHOD = ("leave-one-source-out refit; split-conformal order statistics of held-out log speed ratios, every "
           "held-out speed one unit, pooled over engines and metrics (grouping 'pooled': no grouping of "
-          "serve_calibration.GROUPINGS narrowed the median range at 75% measured coverage)")
+          "serve_calibration.GROUPINGS narrowed the nested check's median range at 75% measured coverage; "
+          "serve_calibration.grouping_choice)")
 
 
 def _read():
@@ -193,42 +201,64 @@ def _overhead(c, r) -> tuple[float, bool]:
     return c["eras"].get(r.batching, c["any"]), False
 
 
-def loso_residuals():
+def _fit_without(fit_rows, fits):
+    """``left_out -> constants``: :func:`fit_constants` on the rows of ``fit_rows`` whose source is not in the
+    frozenset ``left_out``, each set fitted once and kept in the dict ``fits`` (shared between the checks of
+    one run: :func:`loso_residuals`, :func:`nested_check`, :func:`nested_residuals`)."""
+    learnt_from = frozenset(r.url for r in fit_rows)
+
+    def fit(left_out: frozenset):
+        key = left_out & learnt_from      # leaving out a source the fit never learns from changes nothing
+        if key not in fits:
+            fits[key] = fit_constants([r for r in fit_rows if r.url not in key])
+        return fits[key]
+    return fit
+
+
+def _log_ratio(c, r) -> tuple[float, bool]:
+    """(log engine speed / model speed, whether the row's engine and era had their own overhead) under
+    fitted constants ``c``."""
+    t0, cal = _overhead(c, r)
+    pred = predict_row(r, mbu=c["weights_bu"], attention_bu=c["attention_bu"], mfu=c["prefill_mfu"],
+                       step_overhead_s=t0)
+    return math.log(_ratio(r, r.value, pred)), cal
+
+
+def loso_residuals(fits: dict | None = None):
     """Leave one source out (module docstring): for each source (URL), refit on the other sources'
     trainable rows (:func:`_trainable`) and predict that source's speeds (ratio metrics left out). Returns
     ``(full, res)``: the fit on every trainable row, and a DataFrame of one row per held-out figure with
     ``row`` (its index in ``data/serving_published.csv``), ``source``, ``engine``, ``batching``, ``metric``,
     ``kind``, ``calibrated`` (its engine and era had their own overhead in the fold) and ``log_ratio`` (log
     engine speed / model speed). A source without calibration rows is predicted by the full fit, which never
-    saw it."""
+    saw it. ``fits``: a dict of refits kept between checks (:func:`_fit_without`; grp43)."""
     import pandas as pd
 
     df = _read()
     fit_rows = [r for r in df.itertuples() if _trainable(r)]
-    full = fit_constants(fit_rows)
+    fit = _fit_without(fit_rows, {} if fits is None else fits)
+    full = fit(frozenset())
     out = []
     for src in sorted(df["url"].unique()):
-        train = [r for r in fit_rows if r.url != src]
-        c = full if len(train) == len(fit_rows) else fit_constants(train)
+        c = fit(frozenset({src}))      # (the full fit where the source has no row the fit learns from)
         for r in df[(df["url"] == src) & ~df["metric"].isin(RATIO_METRICS)].itertuples():
-            t0, cal = _overhead(c, r)
-            pred = predict_row(r, mbu=c["weights_bu"], attention_bu=c["attention_bu"], mfu=c["prefill_mfu"],
-                               step_overhead_s=t0)
+            log_ratio, cal = _log_ratio(c, r)
             out.append(dict(row=r.Index, source=src, engine=r.engine, batching=r.batching, metric=r.metric,
-                            kind=_kind(r.metric), calibrated=cal, log_ratio=round(math.log(_ratio(r, r.value,
-                                                                                                  pred)), 6)))
+                            kind=_kind(r.metric), calibrated=cal, log_ratio=round(log_ratio, 6)))
     return full, pd.DataFrame(out)
 
 
-def nested_check(coverage: float = COVERAGE, *, nested: bool = True):
+def nested_check(coverage: float = COVERAGE, *, nested: bool = True, fits: dict | None = None):
     """Serving's held-out check run by :func:`llmsizing.intervals.loso_check`, as training's and fine-tuning's
     are (issue 34, audit34): each held-out source's speeds judged by bounds from residuals of refits that saw
-    neither that source nor the residual's own (``nested=True``: ``S + S (S - 1)`` refits, about a minute),
+    neither that source nor the residual's own (``nested=True``: ``S + S (S - 1) / 2`` distinct refits, a
+    pair's serving both orders: 45, about 15 s CPU),
     every figure weighing alike as in :func:`interval_table`. ``nested=False`` is the stored check
     (``data/serving_intervals.csv``: each source judged by the other sources' held-out residuals, whose refits
     saw it). Sources with ratio figures only are always in the fit, as in :func:`loso_residuals`. Returns
     ``(check, sources)``: the :class:`~llmsizing.intervals.LosoCheck` (log residuals = log engine speed /
-    model speed) and the source (URL) of each of its rows. A measurement: the stated range does not use it."""
+    model speed) and the source (URL) of each of its rows. A measurement: the stated range does not use it.
+    ``fits``: a dict of refits kept between checks (:func:`_fit_without`; grp43)."""
     import numpy as np
 
     from .intervals import loso_check
@@ -237,35 +267,29 @@ def nested_check(coverage: float = COVERAGE, *, nested: bool = True):
     fit_rows = [r for r in df.itertuples() if _trainable(r)]
     rows = list(df[~df["metric"].isin(RATIO_METRICS)].itertuples())
     urls = np.array([r.url for r in rows], dtype=object)
-    every, fits = frozenset(urls), {}
+    every, fit = frozenset(urls), _fit_without(fit_rows, {} if fits is None else fits)
 
     def fit_predict(train, test):
-        left_out = every - frozenset(urls[train])
-        if left_out not in fits:
-            fits[left_out] = fit_constants([r for r in fit_rows if r.url not in left_out])
-        c, out = fits[left_out], []
-        for r in (rows[i] for i in np.flatnonzero(test)):
-            t0, _ = _overhead(c, r)
-            pred = predict_row(r, mbu=c["weights_bu"], attention_bu=c["attention_bu"], mfu=c["prefill_mfu"],
-                               step_overhead_s=t0)
-            out.append(-math.log(_ratio(r, r.value, pred)))   # (log y = 0: the residual is the log ratio)
-        return np.array(out)
+        c = fit(every - frozenset(urls[train]))
+        # (log y = 0: the residual is the log ratio)
+        return np.array([-_log_ratio(c, rows[i])[0] for i in np.flatnonzero(test)])
 
     check = loso_check(np.zeros(len(rows)), urls, fit_predict, coverage=coverage, nested=nested, unit="row")
     return check, urls
 
 
-def nested_table(coverage: float = COVERAGE):
+def nested_table(coverage: float = COVERAGE, fits: dict | None = None):
     """The nested check (:func:`nested_check`, ``nested=True``; about a minute) as
     ``tools/calibrate_serving.py`` stores it: ``(per_row, row)``. ``per_row`` has the ``row`` of
     ``data/serving_published.csv`` and ``nested_low``, ``nested_high`` (the speed ratios of the range the
     row's source was judged by, from refits that saw neither it nor the residual's own source) and
     ``nested_inside``; ``row`` is the :data:`NESTED_GROUP` row of ``data/serving_intervals.csv`` (coverage
-    over every held-out speed, median width of those ranges; ``low``/``high`` blank). Issue 34, ranges42."""
+    over every held-out speed, median width of those ranges; ``low``/``high`` blank). Issue 34, ranges42.
+    ``fits``: as :func:`nested_check`'s."""
     import numpy as np
     import pandas as pd
 
-    check, urls = nested_check(coverage, nested=True)
+    check, urls = nested_check(coverage, nested=True, fits=fits)
     df = _read()
     index = df[~df["metric"].isin(RATIO_METRICS)].index       # nested_check's rows, in its order
     per_row = pd.DataFrame({"row": index, "nested_low": np.round(np.exp(check.low_log), 4),
@@ -276,6 +300,52 @@ def nested_table(coverage: float = COVERAGE):
                coverage_out_of_sample=round(float(per_row["nested_inside"].mean()), 3),
                width_out_of_sample=round(float((per_row["nested_high"] / per_row["nested_low"]).median()), 3))
     return per_row, row
+
+
+def nested_residuals(fits: dict | None = None):
+    """The held-out residuals the nested check is made of, kept per grouping (grp43, issue 34: the grouping of
+    the range is chosen on the check the book states). For each *judged* source ``k`` and each source ``j``
+    of a speed, ``j``'s speeds predicted by the refit that saw neither ``k`` nor ``j`` (``j == k``: the refit
+    without ``k``, the plain held-out residual). A DataFrame of one row per (``judged_source``, speed) with
+    :func:`loso_residuals`' columns: ``row``, ``source`` (``j``), ``engine``, ``batching``, ``metric``,
+    ``kind``, ``calibrated`` (whether that refit had the row's engine and era) and ``log_ratio``. The same
+    refits as :func:`nested_check` (pass one ``fits`` dict to both to fit them once)."""
+    import pandas as pd
+
+    df = _read()
+    fit = _fit_without([r for r in df.itertuples() if _trainable(r)], {} if fits is None else fits)
+    ranged = df[~df["metric"].isin(RATIO_METRICS)]
+    sources = sorted(ranged["url"].unique())
+    out = []
+    for k in sources:
+        for j in sources:
+            c = fit(frozenset({k, j}))
+            for r in ranged[ranged["url"] == j].itertuples():
+                log_ratio, cal = _log_ratio(c, r)
+                out.append(dict(judged_source=k, row=r.Index, source=j, engine=r.engine, batching=r.batching,
+                                metric=r.metric, kind=_kind(r.metric), calibrated=cal,
+                                log_ratio=round(log_ratio, 6)))
+    return pd.DataFrame(out)
+
+
+def nested_grouped(inner, grouping: str | None = None):
+    """The nested check of a grouping (:data:`GROUPINGS`; default :data:`SERVING_GROUPING`) from
+    :func:`nested_residuals` ``inner``: each judged source's speeds (``source == judged_source``) take the
+    range of the first group of their chain (:func:`_group_quantiles`, :data:`MIN_GROUP`) among the other
+    sources' residuals of refits that saw neither. One row per speed: ``row``, ``group``, ``nested_low``,
+    ``nested_high`` (speed ratios, unrounded) and ``nested_inside``. Pooled, the bounds are
+    :func:`nested_check`'s (``unit="row"``)."""
+    import pandas as pd
+
+    out = []
+    for k, part in inner.groupby("judged_source", sort=False):
+        q = _group_quantiles(part[part["source"] != k], grouping)
+        mine = part[part["source"] == k]
+        for r, g in zip(mine.itertuples(), _assign(mine, q, grouping)):
+            lo, hi = q[g]
+            out.append(dict(row=r.row, group=g, nested_low=math.exp(lo), nested_high=math.exp(hi),
+                            nested_inside=lo - 1e-12 <= r.log_ratio <= hi + 1e-12))
+    return pd.DataFrame(out).sort_values("row", ignore_index=True)
 
 
 def interval_table(res, grouping: str | None = None):
@@ -324,30 +394,55 @@ def interval_table(res, grouping: str | None = None):
     return table, checked
 
 
-def grouping_table(res):
+def grouping_table(res, inner=None):
     """Every grouping of :data:`GROUPINGS` measured on the held-out residuals ``res``: coverage out of sample,
     median width of the stated ranges and of the ranges each row was checked against (issue 34: a grouping is
-    used only where it narrows the median range at 75% measured coverage or more)."""
+    used only where it narrows the median range at 75% measured coverage or more). With ``inner``
+    (:func:`nested_residuals`), also ``coverage_nested`` and ``median_width_nested``: the same check nested
+    (:func:`nested_grouped`), the figures the grouping is chosen on (:func:`grouping_choice`; grp43). ``used``
+    marks :data:`SERVING_GROUPING`."""
     import pandas as pd
 
     out = []
     for name in GROUPINGS:
         overall = interval_table(res, name)[0].set_index("group").loc["overall"]
-        out.append(dict(grouping=name, coverage_out_of_sample=overall["coverage_out_of_sample"],
-                        median_width=overall["width"],
-                        median_width_out_of_sample=overall["width_out_of_sample"],
-                        used=name == SERVING_GROUPING))
+        row = dict(grouping=name, coverage_out_of_sample=overall["coverage_out_of_sample"],
+                   median_width=overall["width"], median_width_out_of_sample=overall["width_out_of_sample"])
+        if inner is not None:
+            chk = nested_grouped(inner, name)
+            row.update(coverage_nested=round(float(chk["nested_inside"].mean()), 3),
+                       median_width_nested=round(float((chk["nested_high"] / chk["nested_low"]).median()), 3))
+        out.append({**row, "used": name == SERVING_GROUPING})
     return pd.DataFrame(out)
 
 
-def fit_serving_constants():
+def grouping_choice(table) -> str:
+    """The grouping issue 34's rule picks from :func:`grouping_table` (its stored form,
+    ``data/serving_groupings.csv``, too): among the groupings covering at least :data:`MIN_COVERAGE` of the
+    held-out speeds in the nested check, the narrowest median nested width; ``"pooled"`` unless one is
+    strictly narrower (a grouping is used only where it narrows the range). Before grp43 the rule read the
+    plain check's figures (``coverage_out_of_sample``, ``median_width_out_of_sample``)."""
+    if not hasattr(table, "columns"):
+        raise TypeError(f"table must be a DataFrame (grouping_table), got {type(table).__name__}")
+    t = table.set_index("grouping") if "grouping" in table.columns else table
+    for col in ("coverage_nested", "median_width_nested"):
+        if col not in t:
+            raise ValueError(f"table must have the nested check's column {col!r}: grouping_table(res, inner)")
+    ok = t.loc[t["coverage_nested"] >= MIN_COVERAGE, "median_width_nested"]
+    if ok.empty:
+        return "pooled"          # none meets the coverage bar: no grouping earns its complexity
+    best = ok.idxmin()
+    return "pooled" if "pooled" in ok and ok[best] >= ok["pooled"] else best
+
+
+def fit_serving_constants(fits: dict | None = None):
     """Everything ``tools/calibrate_serving.py`` writes: ``(constants, table, checked)``, the fit on every
     calibration row (:func:`fit_constants`, with ``step_overhead_s`` the default engine's), the stated
-    ranges and the held-out check (:func:`interval_table` of :func:`loso_residuals`). (Before issue 34 it
-    returned ``(constants, low, high)``, the range being every row's spread.)"""
-    full, res = loso_residuals()
+    ranges and the held-out check (:func:`interval_table` of :func:`loso_residuals`, given ``fits``). (Before
+    issue 34 it returned ``(constants, low, high)``, the range being every row's spread.)"""
+    full, res = loso_residuals(fits)
     table, checked = interval_table(res)
-    full["step_overhead_s"] = full["engines"][engine_key(DEFAULT_ENGINE, full["engines"])]
+    full = {**full, "step_overhead_s": full["engines"][engine_key(DEFAULT_ENGINE, full["engines"])]}
     return full, table, checked
 
 
@@ -467,7 +562,8 @@ def mfu_by_compute(groups=None):
 
 __all__ = ["FITTED", "COVERAGE", "MIN_GROUP", "MIN_COVERAGE", "MAX_WIDTH", "NESTED_GROUP", "nested_check",
            "nested_table", "predict_row", "published_serving", "fit_constants",
-           "fit_serving_constants", "loso_residuals", "interval_table", "grouping_table",
+           "fit_serving_constants", "loso_residuals", "interval_table", "grouping_table", "grouping_choice",
+           "nested_residuals", "nested_grouped",
            "conformal_quantiles", "GROUPINGS", "SERVING_GROUPING",
            "overhead_interval", "ServingRange", "serving_range", "RANGE_LOW", "RANGE_HIGH", "MFU_GROUPS",
            "mfu_by_compute", "fit_mfu"]
