@@ -97,7 +97,7 @@ from .finetune_sharded import (STRATEGIES, ShardedFinetuneMemory, _base_dtype, _
 # lines); every name of theirs is still importable from here
 from .finetune_terms import (ADAPTER_FLOPS_PER_PARAM, ADAPTER_GRAD_BYTES, FinetuneComm,  # noqa: F401
                              FinetuneFlops, adapter_checkpoint_bytes, dequant_bytes, dequant_passes,
-                             finetune_communication, finetune_flops_per_token)
+                             finetune_communication, finetune_flops_per_token, layer_passes)
 from .flops import RECOMPUTE
 from .hardware import dense_tflops
 from .model import Model
@@ -122,6 +122,17 @@ LAYER_OVERHEAD_S = _FITTED["layer_overhead_s"]
 #: The 80% range of published/predicted step time: leave-one-source-out conformal bounds
 #: (:func:`finetune_loso_check`), rounded outwards; measured coverage in ``data/intervals.csv``.
 RESIDUAL_RANGE = (_FITTED["range_low"], _FITTED["range_high"])
+#: The passes over a layer that :data:`LAYER_OVERHEAD_S` prices: the forward and the backward of a step
+#: without recomputation (ft43; :func:`launch_share`).
+LAUNCH_PASSES_PRICED = 2
+
+
+def launch_share(recompute: str = "none") -> float:
+    """The launch floor of a PEFT step with ``recompute`` over that of a step without (ft43, issue 34): a step
+    launches a layer's kernels once per pass over it (:func:`~llmsizing.finetune_terms.layer_passes`: the
+    forward, the backward and the forward full recomputation reruns, the passes QLoRA dequantises in), so
+    full recomputation costs 3 / 2 of the launches; selective recomputation reruns no layer (1)."""
+    return layer_passes(recompute) / LAUNCH_PASSES_PRICED
 
 
 # =========================================================================== time and cost
@@ -311,8 +322,8 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
         total = comm.reduce_s
         exposed = max(0.0, comm.reduce_s - bwd_s)
     return FinetuneTime(model.name, method, g.name, n, strategy, tokens * epochs, seq, batch, m, fl, eff,
-                        m * micro_s, m * dq, total, exposed, price, m * model.layers * per_layer,
-                        price_kind_of(g, price))
+                        m * micro_s, m * dq, total, exposed, price,
+                        m * model.layers * per_layer * launch_share(recompute), price_kind_of(g, price))
 
 
 def _kernel_seconds(model, g, fl, *, seq: int, batch: int, recompute: str) -> float:
@@ -391,7 +402,7 @@ def _step_of(r):
     moved = dequant_passes(r.recompute) * dequant_bytes(r.model) if r.method == "qlora" else 0.0
     hbm = get_gpu(r.gpu).memory_bandwidth_gbps * 1e9
     return lambda overhead, frac: (max(t.compute_s + m * (moved / (hbm * frac) if moved else 0.0),
-                                       m * layers * overhead) + t.exposed_comm_s)
+                                       m * layers * overhead * launch_share(r.recompute)) + t.exposed_comm_s)
 
 
 def _best_on_grid(loss, grid) -> float:
