@@ -33,12 +33,13 @@ GPU runs earlier kernels meanwhile, so a micro-batch takes the **larger** of lau
 each loss on the CPU (its NaN filter). Qwen-1.8B's LoRA steps (1.0, 1.0, 1.1 s at 256-1,024 tokens while the
 arithmetic doubles) show that floor; no sum gives it. **Per pass** (ft43): a step launches a layer's kernels
 once per pass over it (:func:`~llmsizing.finetune_terms.layer_passes`: forward, backward, and the forward full
-recomputation reruns, the passes QLoRA dequantises in), so ``layer_overhead_s`` prices the two passes of a
-step without recomputation and full recomputation pays :func:`launch_share` = 3 / 2 of it. The published
-launch-bound steps agree per pass, not per layer: Qwen-1.8B's (full recomputation) 1.0 s / (8 x 24) = 5.2 ms
-a layer, optimum-benchmark's Llama-2 7B/13B at batch 1 (none) 3.4 and 3.5 ms; per pass 1.74, 1.70, 1.75 ms.
-Charged per layer alone, the floor each fold fitted came from whichever of the two sources it kept, and
-priced the other 1.5x off (out of source 79.7% held at a stated 0.77-1.86; since, 81.4% at 0.80-1.63).
+recomputation reruns), so ``layer_overhead_s`` prices a step without recomputation and full recomputation
+pays :func:`launch_share` = 3 / 2 of it. The published launch-bound steps agree per pass, not per layer:
+Qwen-1.8B's (full recomputation) 1.0 s / (8 x 24) = 5.2 ms a layer, optimum-benchmark's Llama-2 7B/13B at
+batch 1 (none) 3.4 and 3.5 ms; per pass 1.74, 1.70, 1.75 ms. Per layer alone, each fold's floor came from the
+source it kept and priced the other's 1.5x off (out of source 79.7% held at a stated 0.77-1.86; since, 81.4%
+at 0.80-1.63). Tried after and not kept: a dequantisation share per quantizer family (GPTQ, bitsandbytes or
+torchao; refitted in each fold) held 83.1% but widened the nested median range (2.36x to 2.43x).
 
 **Calibration** (:func:`fit_finetune_constants`, ``tools/calibrate_finetune.py``,
 ``data/finetune_model.csv``). Both constants are fitted on every covered row of
