@@ -204,16 +204,19 @@ def test_qlora_dequantisation(page):
 
 
 def test_finetune_step_takes_the_larger_of_work_and_launches(page):
-    r"""step $= m\,\max(t_\text{compute} + t_\text{deq},\ L\,t_\text{layer})$ + exposed communication."""
+    r"""step $= m\,\max(t_\text{compute} + t_\text{deq},\ L\,(n_\text{pass}/2)\,t_\text{layer})$ + exposed
+    communication; $n_\text{pass}$ 2, 3 with full recomputation (ft43)."""
     from llmsizing.finetune_time import LAYER_OVERHEAD_S, finetune_time
 
-    assert (r"step $=$ $m\,\max(t_\text{compute} + t_\text{deq},\ L\,t_\text{layer})$ + exposed communication"
-            in page)
+    assert (r"step $=$ $m\,\max(t_\text{compute} + t_\text{deq},\ L\,(n_\text{pass}/2)\,t_\text{layer})$ + "
+            r"exposed communication" in page)
     for seq in (128, 4096):
-        r = finetune_time("llama-3-8b", gpu="H100 SXM", tokens=1e6, method="lora", seq=seq, grad_accum=8)
-        L = get_model("llama-3-8b").layers
-        hand = max(r.compute_s + r.dequant_s, 8 * L * LAYER_OVERHEAD_S) + r.exposed_comm_s
-        assert r.step_s == pytest.approx(hand, rel=1e-12), seq
+        for recompute, n_pass in (("none", 2), ("full", 3)):
+            r = finetune_time("llama-3-8b", gpu="H100 SXM", tokens=1e6, method="lora", seq=seq, grad_accum=8,
+                              recompute=recompute)
+            L = get_model("llama-3-8b").layers
+            hand = max(r.compute_s + r.dequant_s, 8 * L * n_pass / 2 * LAYER_OVERHEAD_S) + r.exposed_comm_s
+            assert r.step_s == pytest.approx(hand, rel=1e-12), (seq, recompute)
 
 
 def test_speculative_itl_pays_the_step_overhead(page):

@@ -111,6 +111,22 @@ def test_a_short_step_is_the_launch_floor_a_long_one_its_arithmetic():
     assert q.step_s == pytest.approx(q.compute_s + q.dequant_s)
 
 
+def test_full_recomputation_launches_a_third_pass_by_hand():
+    # ft43: a PEFT step launches a layer's kernels once per pass over it: forward and backward, and the forward
+    # full recomputation reruns. layer_overhead_s prices the two passes of a step without recomputation, so
+    # Llama-3-8B (32 layers), 4 micro-batches of 64 tokens, 3 ms: 4 x 32 x 3 ms = 384 ms without recomputation
+    # or with selective (it reruns the attention core, not the layer), 4 x 32 x 3 ms x 3 / 2 = 576 ms with full
+    kw = dict(gpu="H100 SXM", method="lora", tokens=1e8, seq=64, grad_accum=4, kernel_efficiency=0.5,
+              layer_overhead_s=0.003)
+    for recompute, floor in (("none", 0.384), ("selective", 0.384), ("full", 0.576)):
+        t = finetune_time("llama-3-8b", recompute=recompute, **kw)
+        assert t.overhead_s == pytest.approx(floor, rel=1e-12), recompute
+        assert t.step_s == pytest.approx(floor, rel=1e-12)            # launch-bound: 64 tokens of arithmetic
+    # QLoRA's launches are counted alike (its dequantisation's own passes are dequant_passes: 2 and 3 too)
+    q = finetune_time("llama-3-8b", recompute="full", **{**kw, "method": "qlora"})
+    assert q.overhead_s == pytest.approx(0.576, rel=1e-12)
+
+
 def test_default_prices_the_step_as_the_step_model_does_by_hand():
     # issue 34, round 4: without a kernel_efficiency the step is priced as a training step is
     # (kernels.compute_seconds): the Linear layers at peak x the calibrated kernel efficiency x the GEMM

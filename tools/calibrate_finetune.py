@@ -22,12 +22,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-AS_OF = "2026-12-01"
+AS_OF = "2026-12-04"
 SOURCE = ("constants fitted on every covered row (not known_out) of data/finetune_published.csv, as each "
           "leave-one-source-out fold fits the other sources; the range: 80% "
           "leave-one-source-out conformal bounds (finetune_loso_check; tools/calibrate_finetune.py)")
 ROWS = (("layer_overhead_s", "s", "fixed time per transformer layer and micro-batch of a HF Trainer + PEFT step "
-                                  "(LoRA, QLoRA): kernel launches and Python, fitted on the covered LoRA rows"),
+                                  "(LoRA, QLoRA) without recomputation (its forward and backward passes; "
+                                  "full recomputation's third pass adds half as much again, "
+                                  "finetune_time.launch_share): kernel launches and Python, fitted on the "
+                                  "covered LoRA rows"),
         ("dequant_bandwidth_fraction", "fraction", "share of HBM bandwidth of the 4-bit dequantisation, fitted on "
                                                    "the Q-LoRA rows (GPTQ, bitsandbytes, torchao 4-bit)"),
         ("range_low", "ratio", "lower 80% bound of published/predicted step time, leave-one-source-out conformal "

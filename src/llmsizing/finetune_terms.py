@@ -1,8 +1,9 @@
 """What a LoRA, QLoRA or full fine-tuning step does, before it is timed (chapter 16): its FLOPs per token
 (:func:`finetune_flops_per_token`: the base's terms read off :mod:`llmsizing.flops`, the frozen weights'
-gradients skipped, the adapters' ``6 P`` added; Hu et al. 2021, Sec. 4.2), the HBM bytes of QLoRA's
-dequantisation (:func:`dequant_bytes`, :func:`dequant_passes`; Dettmers et al. 2023, Sec. 3), the bytes of a
-saved adapter (:func:`adapter_checkpoint_bytes`), and the collectives of a step over several GPUs
+gradients skipped, the adapters' ``6 P`` added; Hu et al. 2021, Sec. 4.2), the passes over a layer
+(:func:`layer_passes`), the HBM bytes of QLoRA's dequantisation (:func:`dequant_bytes`,
+:func:`dequant_passes`; Dettmers et al. 2023, Sec. 3), the bytes of a saved adapter
+(:func:`adapter_checkpoint_bytes`), and the collectives of a step over several GPUs
 (:func:`finetune_communication`: DDP's all-reduce of the adapters' gradients, FSDP's and ZeRO-3's gathers and
 reduce-scatters, on :mod:`llmsizing.network`'s links; Answer.AI's FSDP-QLoRA, Rajbhandari et al. 2020).
 
@@ -83,10 +84,18 @@ def finetune_flops_per_token(model: Model | str, *, method: str = "lora", seq: i
     return FinetuneFlops(method, forward + 2 * p, 2 * matmul_weights, adapters, rerun + adapter_rerun, full)
 
 
+def layer_passes(recompute: str = "none") -> int:
+    """How often a step runs every layer per micro-batch: its forward, its backward, and the forward full
+    recomputation reruns (selective recomputation reruns the attention core alone: no pass of the layer).
+    QLoRA dequantises once per pass (:func:`dequant_passes`) and a PEFT step launches a layer's kernels once
+    per pass (:mod:`llmsizing.finetune_time`'s launch floor, ft43)."""
+    return 2 + (check_choice("recompute", recompute, RECOMPUTE) == "full")
+
+
 def dequant_passes(recompute: str = "none") -> int:
     """How often QLoRA dequantises every block matrix per micro-batch: forward, backward, and the forward full
-    recomputation reruns."""
-    return 2 + (check_choice("recompute", recompute, RECOMPUTE) == "full")
+    recomputation reruns (:func:`layer_passes`)."""
+    return layer_passes(recompute)
 
 
 def dequant_bytes(model: Model | str) -> float:
