@@ -76,6 +76,9 @@ def run(i):
     return {"cmd": CMDS[i], "rc": r.returncode, "out": r.stdout, "err": r.stderr}
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):       # (not a path: "--help" once became a file)
+        print(__doc__)
+        sys.exit(0 if sys.argv[1:2] in (["--help"], ["-h"]) else 2)
     out = Path(sys.argv[1])
     before = json.loads(Path(sys.argv[3]).read_text()) if sys.argv[2:3] == ["--compare"] else None
     with ThreadPoolExecutor(2) as ex:
