@@ -402,14 +402,16 @@ def _gpus() -> dict[str, GPU]:
 
 def list_gpus() -> list[str]:
     """Names of the catalogued GPUs, in catalogue order (not the variants of :func:`list_gpu_variants`)."""
-    return [n for n in _gpus() if n in _gpu_specs()]
+    specs = _gpu_specs()        # (read once: in the condition it read data/gpus.csv again for every GPU)
+    return [n for n in _gpus() if n in specs]
 
 
 def list_gpu_variants() -> list[str]:
     """Names of the GPU variants (``data/gpu_variants.csv``): parts a published run used that no one sells,
     priced for those runs and left out of every list of GPUs to choose from. Each row cites its source
     (``spec_source``, ``as_of``); chapter 10 prices torchtitan's H100 runs on Meta's part."""
-    return [n for n in _gpus() if n not in _gpu_specs()]
+    specs = _gpu_specs()
+    return [n for n in _gpus() if n not in specs]
 
 
 def _norm_gpu(name: str) -> str:
