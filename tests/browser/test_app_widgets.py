@@ -281,3 +281,48 @@ def test_voila_new_figure_arrives_with_the_busy_mark_off(voila_page):
     assert seen[-1]["busyAtFigure"] is False, (
         f"{w.name}: the new figure reached the page with the busy mark still on (its end a later message): "
         f"{seen}")
+
+
+#: The chapter's cells (css43; not those in a solution's box, hidden while it is closed): how many there are,
+#: how many show nothing of their content because it is skipped (``content-visibility: auto`` off screen:
+#: their first child not visible to checkVisibility), whether widget 0's own cell can ever be skipped, the
+#: page's scroll height and widget 0's top.
+JS_SKIPPED = """() => {
+  const rc = document.getElementById('rendered_cells');
+  const cells = Array.from(rc.querySelectorAll('.jp-Cell')).filter(c => !c.closest('details'));
+  const skipped = c => !!c.firstElementChild
+    && !c.firstElementChild.checkVisibility({contentVisibilityAuto: true});
+  const own = __root(0).closest('.jp-Cell');
+  return {on: rc.classList.contains('book-skip-offscreen'), cells: cells.length,
+          skipped: cells.filter(skipped).length, ownSkips: getComputedStyle(own).contentVisibility,
+          height: rc.scrollHeight, top: __root(0).getBoundingClientRect().top}; }"""
+JS_TWO_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+
+
+@_voila(["17_long_context.ipynb"])
+def test_voila_skips_offscreen_cells_without_moving_the_page(voila_page):
+    """css43 (issue 38): every frame of a move restyled, laid out and painted the whole chapter, ~70 cells of
+    prose and tables (Chromium's Paint ~12 ms a move); the Voila template gives the cells without a widget
+    ``content-visibility: auto`` once the reader first scrolls, presses or types, so the ones off screen are
+    skipped. Each cell was laid out whole once before (its size remembered: ``contain-intrinsic-size: auto``),
+    so the page is as tall as without the skipping and the widget stays where it was. Chapter 17, its first
+    widget scrolled to the top: the skipping is on, most cells are skipped, the widget's own cell never is,
+    and turning the skipping off changes neither the page's height nor the widget's place."""
+    w = Widgets(voila_page)
+    w.to_top(0)
+    w.js("() => document.dispatchEvent(new KeyboardEvent('keydown'))")     # (a page already at the widget)
+    w.js(JS_TWO_FRAMES)
+    on = w.js(JS_SKIPPED)
+    assert on["on"], f"{w.name}: the off-screen cells are never skipped: {on}"
+    assert on["skipped"] >= on["cells"] // 2, f"{w.name}: few cells skipped off screen: {on}"
+    assert on["ownSkips"] == "visible", f"{w.name}: the widget's own cell can be skipped: {on}"
+    w.js("() => document.getElementById('rendered_cells').classList.remove('book-skip-offscreen')")
+    try:
+        w.js(JS_TWO_FRAMES)
+        off = w.js(JS_SKIPPED)
+    finally:
+        w.js("() => document.getElementById('rendered_cells').classList.add('book-skip-offscreen')")
+    assert off["skipped"] == 0, f"{w.name}: cells skipped with the skipping off: {off}"
+    assert abs(off["height"] - on["height"]) <= 1 and abs(off["top"] - on["top"]) <= 1, (
+        f"{w.name}: the skipping moves the page: height {off['height']} -> {on['height']} px, the widget's "
+        f"top {off['top']} -> {on['top']} px")
