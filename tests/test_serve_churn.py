@@ -235,8 +235,8 @@ def test_the_churn_times_carry_the_stated_range():
     """churn35 (issue 34): ``churn_s``, ``waves_s`` and ``cycle_s`` take the stated 80% range of the engine's
     speed as every serving time does (``serve.serving_ends``, ``data/serving_intervals.csv``, nothing new
     or widened): the recomputed tokens are prefill riding along decode steps, which the speed divides like
-    every step, so each end is the point over the stored top (low) and over its bottom (high), the bounds read by
-    hand (tests/_serving_bounds.py). cohort36: ``cycle_s`` over the KV room is the cohort run's steps, no
+    every step, so each end is the point over the stored top (low) and over its bottom (high), the bounds
+    read by hand (tests/_serving_bounds.py). cohort36: ``cycle_s`` over the KV room is the cohort run's steps, no
     longer ``waves_s + churn_s``, so their ends no longer add up to its."""
     from tests._churn_cases import ends_are_the_stored_bounds
 
