@@ -236,8 +236,8 @@ def test_the_churn_times_carry_the_stated_range():
     speed as every serving time does (``serve.serving_ends``, ``data/serving_intervals.csv``, nothing new
     or widened): the recomputed tokens are prefill riding along decode steps, which the speed divides like
     every step, so each end is the point over the stored top (low) and over its bottom (high), the bounds
-    read by hand (tests/_serving_bounds.py). cohort36: ``cycle_s`` over the KV room is the cohort run's steps, no
-    longer ``waves_s + churn_s``, so their ends no longer add up to its."""
+    read by hand (tests/_serving_bounds.py). cohort36: ``cycle_s`` over the KV room is the cohort run's
+    steps, no longer ``waves_s + churn_s``, so their ends no longer add up to its."""
     from tests._churn_cases import ends_are_the_stored_bounds
 
     s = serving("llama-3-8b", "H100 SXM", prompt=1024, output=256, batch=692)
