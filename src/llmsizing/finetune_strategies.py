@@ -5,10 +5,11 @@ Each recipe's memory per GPU is :func:`~llmsizing.finetune_sharded.finetune_memo
 :func:`~llmsizing.finetune_time.finetune_communication`'s and its time
 :func:`~llmsizing.finetune_time.finetune_time`'s.
 The hours, GPU-hours and dollars come with the stated 80% range of a fine-tune's hours
-(:attr:`~llmsizing.finetune_time.FinetuneTime.hours_range`: :data:`~llmsizing.finetune_time.RESIDUAL_RANGE`,
-leave-one-source-out conformal bounds of published / predicted step times; ``data/intervals.csv``, area
-``fine-tuning``). One range for every recipe: the published rows give no separate range per strategy, so the
-range says how far the model's hours may sit from a run's, not how the recipes differ from each other.
+(:attr:`~llmsizing.finetune_time.FinetuneTime.hours_range`: the method's group's range in
+:data:`~llmsizing.finetune_time.GROUP_RANGES`, QLoRA's or LoRA's since session 43, leave-one-source-out
+conformal bounds of published / predicted step times; ``data/intervals.csv``, area ``fine-tuning-base``). One
+range for every recipe: the published rows give no separate range per strategy, so the range says how far the
+model's hours may sit from a run's, not how the recipes differ from each other.
 """
 
 from __future__ import annotations
