@@ -42,6 +42,33 @@ def range_group(method: str) -> str | None:
     return None if method == "full" else ("quantised" if method == "qlora" else "bf16-base")
 
 
+def _group_ranges() -> dict:
+    """:data:`GROUP_RANGES` read from ``data/finetune_model.csv`` (a file without its rows, before
+    ``tools/calibrate_finetune.py`` wrote them: the pooled range, and that tool's ``--check`` fails)."""
+    import csv
+
+    from .catalog import DATA_DIR
+
+    with open(DATA_DIR / "finetune_model.csv", newline="") as f:
+        fitted = {r["constant"]: float(r["value"]) for r in csv.DictReader(f)}
+    return {g: tuple(fitted.get(f"range_{end}_{k}", fitted[f"range_{end}"]) for end in ("low", "high"))
+            for g, k in RANGE_GROUPS.items()}
+
+
+#: The stated 80% range of published / predicted step time per group of :data:`FINETUNE_GROUPING` (a QLoRA
+#: step's, ``"quantised"``, and a LoRA step's, ``"bf16-base"``): the bounds of
+#: :func:`~llmsizing.finetune_time.finetune_loso_check` ``grouping="base"``, rounded outwards
+#: (``data/finetune_model.csv``, ``range_low_quantised`` ...; ``data/intervals.csv``, ``fine-tuning-base``).
+GROUP_RANGES = _group_ranges()
+
+
+def residual_range(method: str) -> tuple | None:
+    """The 80% range of published / predicted step time a ``method`` step states: its group's
+    (:func:`range_group`, :data:`GROUP_RANGES`); ``None`` for full fine-tuning."""
+    group = range_group(method)
+    return None if group is None else GROUP_RANGES[group]
+
+
 def finetune_group_labels(rows, grouping: str):
     """The label of :data:`GROUPINGS` ``grouping`` for each row of ``rows``
     (:func:`~llmsizing.finetune_time.published_frame`'s)."""
@@ -53,4 +80,5 @@ def finetune_group_labels(rows, grouping: str):
     return np.array([label(r) for r in rows.itertuples()], dtype=object)
 
 
-__all__ = ["GROUPINGS", "FINETUNE_GROUPING", "RANGE_GROUPS", "range_group", "finetune_group_labels"]
+__all__ = ["GROUPINGS", "FINETUNE_GROUPING", "RANGE_GROUPS", "GROUP_RANGES", "range_group", "residual_range",
+           "finetune_group_labels"]

@@ -102,7 +102,8 @@ from ._validate import check_choice, check_fraction, check_int, check_number
 from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
 from .finetune import ALL_LINEAR, METHODS
 # the groups of the range (issue 34; adopted in session 43): importable from here too
-from .finetune_groups import FINETUNE_GROUPING, GROUPINGS, RANGE_GROUPS, finetune_group_labels, range_group
+from .finetune_groups import (FINETUNE_GROUPING, GROUP_RANGES, GROUPINGS, RANGE_GROUPS,  # noqa: F401
+                              finetune_group_labels, range_group, residual_range)
 from .finetune_sharded import (STRATEGIES, ShardedFinetuneMemory, _base_dtype, _largest,  # noqa: F401
                                finetune_memory_per_gpu, gathered_unit_bytes, max_batch_per_gpu, max_seq)
 # a step's FLOPs, dequantised bytes and collectives live in finetune_terms (issue 32: modules under 600
@@ -136,18 +137,6 @@ LAYER_OVERHEAD_S = _FITTED["layer_overhead_s"]
 #: (:func:`finetune_loso_check`), rounded outwards; measured coverage in ``data/intervals.csv``. Still
 #: reported; since session 43 a step takes its own group's, :data:`GROUP_RANGES`.
 RESIDUAL_RANGE = (_FITTED["range_low"], _FITTED["range_high"])
-#: The stated 80% range per group of :data:`FINETUNE_GROUPING` (a QLoRA step's, ``"quantised"``, and a LoRA
-#: step's, ``"bf16-base"``): :func:`finetune_loso_check` ``grouping="base"``'s bounds, rounded outwards.
-#: (A file without them, before tools/calibrate_finetune.py wrote them: the pooled range; --check fails.)
-GROUP_RANGES = {g: tuple(_FITTED.get(f"range_{e}_{k}", _FITTED[f"range_{e}"]) for e in ("low", "high"))
-                for g, k in RANGE_GROUPS.items()}
-
-
-def residual_range(method: str) -> tuple | None:
-    """The 80% range of published / predicted step time a ``method`` step states: its group's
-    (:func:`range_group`, :data:`GROUP_RANGES`); ``None`` for full fine-tuning."""
-    group = range_group(method)
-    return None if group is None else GROUP_RANGES[group]
 #: The passes over a layer that :data:`LAYER_OVERHEAD_S` prices: the forward and the backward of a step
 #: without recomputation (ft43; :func:`launch_share`).
 LAUNCH_PASSES_PRICED = 2
