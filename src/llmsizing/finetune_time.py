@@ -492,7 +492,8 @@ def finetune_loso_check(coverage: float = 0.8, unit: str = "row", grouping: str 
     (:func:`~llmsizing.intervals.min_units`), so 10 in all (else ValueError). Two sources cannot be nested.
     ``grouping`` (a name of :data:`GROUPINGS`; ``None``: one pooled range; the library states
     :data:`FINETUNE_GROUPING`'s, :data:`GROUP_RANGES`) gives each group bounds of its own where a fold holds
-    9 of its rows (else the fold's pooled ones); ``rows`` then has a ``group`` column. ``(check, rows)``; refits are memoised by their training rows: ``S (S - 1) / 2 + S``."""
+    9 of its rows (else the fold's pooled ones); ``rows`` then has a ``group`` column. ``(check, rows)``;
+    refits are memoised by their training rows: ``S (S - 1) / 2 + S``."""
     return _loso_check(coverage, unit, grouping, {})
 
 
