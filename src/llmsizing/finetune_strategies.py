@@ -28,7 +28,7 @@ def strategy_table(model: Model | str, gpu, *, n_gpus: int, method: str = "lora"
     ``usable_fraction`` of the GPU, the bytes each GPU sends per step, the step time and the run's hours,
     days, GPU-hours and dollars, each of the last with its 80% range (``hours_low``/``hours_high``,
     ``gpu_hours_low``/``gpu_hours_high``, ``cost_usd_low``/``cost_usd_high``; ``None`` for full fine-tuning,
-    which the published rows do not bound). A DataFrame indexed by strategy; shown in chapter 16."""
+    which the published rows do not bound), and ``range_group``, the base whose range they take. A DataFrame indexed by strategy; shown in chapter 16."""
     import pandas as pd
 
     g = get_gpu(gpu)
@@ -50,5 +50,6 @@ def strategy_table(model: Model | str, gpu, *, n_gpus: int, method: str = "lora"
         rows.append({"strategy": s, "memory_per_gpu_bytes": mem.total_bytes,
                      "fits": bool(mem.total_bytes <= frac * g.memory_bytes), "sent_per_step_bytes": sent,
                      "step_s": t.step_s, "exposed_comm_s": t.exposed_comm_s, "hours": t.hours,
-                     "days": t.days, "gpu_hours": t.gpu_hours, "cost_usd": t.cost_usd, **ends})
+                     "days": t.days, "gpu_hours": t.gpu_hours, "cost_usd": t.cost_usd, **ends,
+                     "range_group": t.range_group})
     return pd.DataFrame(rows).set_index("strategy")
