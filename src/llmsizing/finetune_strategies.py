@@ -28,7 +28,8 @@ def strategy_table(model: Model | str, gpu, *, n_gpus: int, method: str = "lora"
     ``usable_fraction`` of the GPU, the bytes each GPU sends per step, the step time and the run's hours,
     days, GPU-hours and dollars, each of the last with its 80% range (``hours_low``/``hours_high``,
     ``gpu_hours_low``/``gpu_hours_high``, ``cost_usd_low``/``cost_usd_high``; ``None`` for full fine-tuning,
-    which the published rows do not bound), and ``range_group``, the base whose range they take. A DataFrame indexed by strategy; shown in chapter 16."""
+    which the published rows do not bound), and ``range_group``, the base whose range they take. A DataFrame
+    indexed by strategy; shown in chapter 16."""
     import pandas as pd
 
     g = get_gpu(gpu)
