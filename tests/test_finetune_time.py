@@ -307,14 +307,15 @@ def test_strategy_table_says_ddp_lora_70b_does_not_fit():
 
 def test_strategy_table_states_the_fine_tuning_range_of_its_hours_gpu_hours_and_dollars():
     """Issue 34 (audit34 item 8): each recipe's hours come with the stated fine-tuning range, read here from
-    data/finetune_model.csv (range_low/high), and the GPU-hours and dollars are those hours on 8 GPUs at the
-    catalogue's H100 price. Full fine-tuning, which the published rows do not bound, has no range."""
+    data/finetune_model.csv (a QLoRA step's since session 43: range_low/high_quantised), and the GPU-hours and
+    dollars are those hours on 8 GPUs at the catalogue's H100 price. Full fine-tuning, which the published rows
+    do not bound, has no range."""
     import pandas as pd
 
     from llmsizing.catalog import DATA_DIR, get_gpu, gpu_price
 
     fit = pd.read_csv(DATA_DIR / "finetune_model.csv").set_index("constant")["value"]
-    lo, hi = float(fit["range_low"]), float(fit["range_high"])
+    lo, hi = float(fit["range_low_quantised"]), float(fit["range_high_quantised"])
     df = strategy_table("llama-3-70b", "H100 SXM", n_gpus=8, method="qlora", seq=2048, tokens=1e7)
     price = gpu_price(get_gpu("H100 SXM"))
     for s, r in df.iterrows():
@@ -363,7 +364,7 @@ def test_hours_come_with_the_stated_range(capsys):
 
     with open(Path(__file__).resolve().parents[1] / "data" / "finetune_model.csv", newline="") as fh:
         consts = {r["constant"]: float(r["value"]) for r in csv.DictReader(fh)}
-    lo, hi = consts["range_low"], consts["range_high"]
+    lo, hi = consts["range_low_quantised"], consts["range_high_quantised"]     # a QLoRA step's (session 43)
     t = finetune_time("llama-3-70b", gpu="H100 SXM", method="qlora", tokens=1e8, seq=2048, recompute="full")
     assert t.hours_range == pytest.approx((t.hours * lo, t.hours * hi))
     assert t.to_dict()["hours_high"] == pytest.approx(t.hours * hi)
@@ -371,7 +372,8 @@ def test_hours_come_with_the_stated_range(capsys):
                          strategy="fsdp", recompute="full")
     assert full.hours_range is None and full.to_dict()["hours_low"] is None
     assert cli.main(["finetune", "llama-3-70b", "--method", "qlora", "--gpu", "H100 SXM"]) == 0
-    assert f"stated range {t.hours * lo:,.1f}-{t.hours * hi:,.1f} hours" in capsys.readouterr().out
+    assert f"stated range {t.hours * lo:,.1f}-{t.hours * hi:,.1f} hours (the quantised step's range" in \
+        capsys.readouterr().out
 
 
 def test_frozen_base_refuses_the_recipes_finetune_memory_refuses():

@@ -127,6 +127,22 @@ def test_the_readme_fine_tuning_range_is_the_one_in_intervals_csv():
     assert stated in " ".join(README.split())
 
 
+def test_the_readme_fine_tuning_ranges_per_base_are_the_ones_stored():
+    """Session 43: the paragraph's "83.9% held at a median 2.26x wide (QLoRA 83.1% at 2.17x, stated 0.71-1.44;
+    LoRA ..." is data/intervals.csv's fine-tuning-base rows and data/finetune_model.csv's ranges."""
+    iv = {r["group"]: r for r in _rows("intervals.csv") if r["area"] == "fine-tuning-base"}
+    fit = {r["constant"]: float(r["value"]) for r in _rows("finetune_model.csv")}
+    text = " ".join(README.split())
+    assert (f"{100 * float(iv['all']['measured_coverage']):.1f}% held at a median "
+            f"{float(iv['all']['median_width']):.2f}x wide") in text
+    for group, step, key in (("quantised", "QLoRA", "quantised"), ("bf16-base", "LoRA", "bf16_base")):
+        r = iv[group]
+        n = int(r["n_rows"])
+        held = round(float(r["measured_coverage"]) * n)                    # 49 of 59: 83.05%, printed 83.1%
+        assert (f"{step} {100 * held / n:.1f}% at {float(r['median_width']):.2f}x, stated "
+                f"{fit['range_low_' + key]:.2f}-{fit['range_high_' + key]:.2f}") in text
+
+
 def test_the_readme_local_versions_satisfy_requirements_txt():
     """The Pyodide table's local `.venv` column names versions requirements.txt allows (session 39: it said
     matplotlib 3.11.2 while requirements.txt keeps matplotlib below 3.11 and .venv held 3.10.9)."""

@@ -155,7 +155,14 @@ METHOD = {
                     "alike needs 9 sources at 80%, and checking that by leaving one source out 10; n_sources "
                     "has the count); coverage measured nested: each "
                     "source against bounds from the other sources' residuals, each from a fit that saw "
-                    "neither"),
+                    "neither; the pooled range, still reported (the library states fine-tuning-base's)"),
+    "fine-tuning-base": ("as fine-tuning, each base its own bounds (llmsizing.finetune_time.GROUPINGS 'base': "
+                         "quantised, the QLoRA rows; bf16-base, the LoRA rows; a group takes its own ranks "
+                         "where a nested fold holds 9 of its rows, else the fold's pooled ones), the grouping "
+                         "registered by ft39 before its check and adopted by that rule in session 43 "
+                         "(coverage at least the pooled range's, median width below it, every group 75%+); "
+                         "the ranges the library states (data/finetune_model.csv range_*_quantised, "
+                         "range_*_bf16_base, rounded outwards)"),
     "training-layout": (
         "80% conformal bounds on log(published / step_time MFU) of every run with a published layout, at the "
         "kernel efficiency fitted without the run's source (median per generation and dtype of the other "
@@ -362,7 +369,7 @@ def stand_in_csv() -> str:
 def _interval_files() -> tuple[str, str]:
     """The text of ``data/intervals.csv`` and of ``data/stand_in_runs.csv`` (the runs each area prices on a
     stand-in, per generation and dtype)."""
-    from llmsizing.finetune_time import finetune_loso_check
+    from llmsizing.finetune_time import FINETUNE_GROUPING, RANGE_GROUPS, finetune_loso_check
 
     cells = []
     check, df = C.mfu_loso_check()
@@ -382,6 +389,10 @@ def _interval_files() -> tuple[str, str]:
     fsrc = ft_rows["source_key"].to_numpy(object)
     method = ft_rows["method"].to_numpy(object)
     rows += _interval_rows("fine-tuning", ft, [("all", method == method)], fsrc)
+    ftg, ftg_rows = finetune_loso_check(grouping=FINETUNE_GROUPING)
+    base = ftg_rows["group"].to_numpy(object)
+    rows += _interval_rows("fine-tuning-base", ftg, [("all", base == base)]
+                           + [(g, base == g) for g in RANGE_GROUPS], fsrc)
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(INTERVAL_COLUMNS)

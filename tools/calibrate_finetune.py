@@ -36,7 +36,13 @@ ROWS = (("layer_overhead_s", "s", "fixed time per transformer layer and micro-ba
         ("range_low", "ratio", "lower 80% bound of published/predicted step time, leave-one-source-out conformal "
                               "(data/intervals.csv has its measured coverage), rounded down to 0.01"),
         ("range_high", "ratio", "upper 80% bound of published/predicted step time, leave-one-source-out conformal "
-                               "(data/intervals.csv has its measured coverage), rounded up to 0.01"))
+                               "(data/intervals.csv has its measured coverage), rounded up to 0.01"),
+        *((f"range_{end}_{key}", "ratio", f"{'lower' if end == 'low' else 'upper'} 80% bound of "
+           f"published/predicted step time of a {step} step (group {group} of finetune_time."
+           f"FINETUNE_GROUPING, adopted in session 43), leave-one-source-out conformal (data/intervals.csv, area fine-tuning-base), rounded "
+           f"{'down' if end == 'low' else 'up'} to 0.01")
+          for group, key, step in (("quantised", "quantised", "QLoRA"), ("bf16-base", "bf16_base", "LoRA"))
+          for end in ("low", "high")))
 
 
 def model_csv() -> str:
@@ -55,7 +61,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare with data/finetune_model.csv, write nothing")
     ap.add_argument("--groupings", action="store_true",
-                    help="print the registered groupings' out-of-source check (finetune_time.GROUPINGS)")
+                    help="print the registered groupings' out-of-source check "
+                         "(finetune_time.GROUPINGS; base adopted)")
     args = ap.parse_args(argv)
     if args.groupings:
         from llmsizing.finetune_time import GROUPINGS, finetune_grouping_table

@@ -65,7 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("curve", "table", "table-product", "refit")
 AREAS = (("training", "all"), ("training-inputs", "all"), ("training-layout", "all"),
          ("training-layout", "bf16"), ("training-layout", "fp8"), ("training-layout", "stack:all"),
-         ("moe-layout", "all"), ("fine-tuning", "all"))
+         ("moe-layout", "all"), ("fine-tuning", "all"), ("fine-tuning-base", "all"))
 
 # the pricing swapped in every process of a variant (read from the environment at start-up)
 SITECUSTOMIZE = '''

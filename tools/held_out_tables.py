@@ -114,7 +114,14 @@ def tables():
     out["moe-layout"] = _of_check(check, df["source_key"].to_numpy(object))
     check, rows = finetune_loso_check()
     lo, hi = check.stated()
-    summary.append(_check_row("fine-tuning", check, f"x{lo:.3f}-{hi:.3f}"))
+    summary.append(_check_row("fine-tuning, one range (before session 43)", check, f"x{lo:.3f}-{hi:.3f}"))
+    out["fine-tuning, one range (before session 43)"] = _of_check(check, rows["source_key"].to_numpy(object))
+    # the ranges stated since session 43: one per base (finetune_time.FINETUNE_GROUPING, area fine-tuning-base)
+    from llmsizing.finetune_time import FINETUNE_GROUPING, RANGE_GROUPS
+
+    check, rows = finetune_loso_check(grouping=FINETUNE_GROUPING)
+    summary.append(_check_row("fine-tuning", check, "; ".join(
+        "{}: x{:.3f}-{:.3f}".format(g, *check.stated(g)) for g in RANGE_GROUPS)))
     out["fine-tuning"] = _of_check(check, rows["source_key"].to_numpy(object))
     res = pd.read_csv(ROOT / "data" / "serving_loso.csv")
     table, checked = S.interval_table(res[["row", "source", "engine", "batching", "metric", "kind",

@@ -117,8 +117,8 @@ def cmd_finetune(args) -> None:
                       f"{t.kernel_efficiency:.0%}",
         "time": f"{t.hours:,.1f} hours ({t.days:,.2f} days), {t.steps:,} steps" + (
             "" if t.hours_range is None else
-            f"; stated range {t.hours_range[0]:,.1f}-{t.hours_range[1]:,.1f} hours (published runs, chapter "
-            "16)"),
+            f"; stated range {t.hours_range[0]:,.1f}-{t.hours_range[1]:,.1f} hours (the {t.range_group} "
+            "step's range of published runs, chapter 16)"),
         "cost": f"{t.gpu_hours:,.1f} GPU-hours x ${t.price_usd_per_gpu_hour:.2f}{price_note(t.price_kind)} = "
                 f"${t.cost_usd:,.2f}" + ("" if t.cost_usd_range is None else "; stated range "
                                          f"${t.cost_usd_range[0]:,.2f}-${t.cost_usd_range[1]:,.2f}"),

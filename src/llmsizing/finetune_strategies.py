@@ -5,10 +5,11 @@ Each recipe's memory per GPU is :func:`~llmsizing.finetune_sharded.finetune_memo
 :func:`~llmsizing.finetune_time.finetune_communication`'s and its time
 :func:`~llmsizing.finetune_time.finetune_time`'s.
 The hours, GPU-hours and dollars come with the stated 80% range of a fine-tune's hours
-(:attr:`~llmsizing.finetune_time.FinetuneTime.hours_range`: :data:`~llmsizing.finetune_time.RESIDUAL_RANGE`,
-leave-one-source-out conformal bounds of published / predicted step times; ``data/intervals.csv``, area
-``fine-tuning``). One range for every recipe: the published rows give no separate range per strategy, so the
-range says how far the model's hours may sit from a run's, not how the recipes differ from each other.
+(:attr:`~llmsizing.finetune_time.FinetuneTime.hours_range`: the method's group's range in
+:data:`~llmsizing.finetune_time.GROUP_RANGES`, QLoRA's or LoRA's since session 43, leave-one-source-out
+conformal bounds of published / predicted step times; ``data/intervals.csv``, area ``fine-tuning-base``). One
+range for every recipe: the published rows give no separate range per strategy, so the range says how far the
+model's hours may sit from a run's, not how the recipes differ from each other.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def strategy_table(model: Model | str, gpu, *, n_gpus: int, method: str = "lora"
     ``usable_fraction`` of the GPU, the bytes each GPU sends per step, the step time and the run's hours,
     days, GPU-hours and dollars, each of the last with its 80% range (``hours_low``/``hours_high``,
     ``gpu_hours_low``/``gpu_hours_high``, ``cost_usd_low``/``cost_usd_high``; ``None`` for full fine-tuning,
-    which the published rows do not bound). A DataFrame indexed by strategy; shown in chapter 16."""
+    which the published rows do not bound), and ``range_group``, the base whose range they take. A DataFrame
+    indexed by strategy; shown in chapter 16."""
     import pandas as pd
 
     g = get_gpu(gpu)
@@ -49,5 +51,6 @@ def strategy_table(model: Model | str, gpu, *, n_gpus: int, method: str = "lora"
         rows.append({"strategy": s, "memory_per_gpu_bytes": mem.total_bytes,
                      "fits": bool(mem.total_bytes <= frac * g.memory_bytes), "sent_per_step_bytes": sent,
                      "step_s": t.step_s, "exposed_comm_s": t.exposed_comm_s, "hours": t.hours,
-                     "days": t.days, "gpu_hours": t.gpu_hours, "cost_usd": t.cost_usd, **ends})
+                     "days": t.days, "gpu_hours": t.gpu_hours, "cost_usd": t.cost_usd, **ends,
+                     "range_group": t.range_group})
     return pd.DataFrame(rows).set_index("strategy")

@@ -49,11 +49,13 @@ torchao; refitted in each fold) held 83.1% but widened the nested median range (
 with exllama off (Qwen's, optimum-benchmark's), the rest bitsandbytes or torchao, so the share leans to
 GPTQ's, far below a decode step's. The range (issue 34) is an 80% prediction interval checked on sources the
 fit never saw (:func:`finetune_loso_check`, :mod:`llmsizing.intervals`): the conformal
-bounds of the out-of-source log residuals are :data:`RESIDUAL_RANGE`; ``data/intervals.csv`` holds their
-measured coverage, width and source count. Sources: Qwen README (1.8B-72B, one A100 to two nodes), Answer.AI's
-FSDP-QLoRA (nf4, four GPU types), torchtune's README (8B-405B, compiled), LLaMA-Factory's wiki (LLaMA2-7B
-QLoRA, 1K-32K tokens), MLPerf's reference log (Llama-2-70B, ZeRO-3, 8K), HF optimum-benchmark (Llama-2 7B/13B,
-256 tokens, batch 1-16), VectorLM (Llama-3-8B, FSDP on 1-4 A100s), universal-llm-trainer's README (8K tokens),
+bounds of the out-of-source log residuals, per base since session 43 (:data:`GROUP_RANGES`, a QLoRA step's
+and a LoRA step's: :data:`~llmsizing.finetune_groups.GROUPINGS` ``"base"``, adopted by its registered rule;
+pooled, :data:`RESIDUAL_RANGE`); ``data/intervals.csv`` holds their measured coverage, width and sources.
+Sources: Qwen README (1.8B-72B, one A100 to two nodes), Answer.AI's FSDP-QLoRA (nf4, four GPU types),
+torchtune's README (8B-405B, compiled), LLaMA-Factory's wiki (LLaMA2-7B QLoRA, 1K-32K tokens), MLPerf's
+reference log (Llama-2-70B, ZeRO-3, 8K), HF optimum-benchmark (Llama-2 7B/13B, 256 tokens, batch 1-16),
+VectorLM (Llama-3-8B, FSDP on 1-4 A100s), universal-llm-trainer's README (8K tokens),
 FlagPerf (Llama-2-7B, fp16, 512); NVIDIA's NeMo / Megatron-Bridge tables are kept out on purpose (issue 35).
 Misses (``miss_reason``): faster, torchtune and optimum-benchmark's one-sample and 4-bit steps; slower,
 Qwen-7B on two nodes and universal-llm-trainer (2.4-3.2x). Full fine-tuning rows are ``known_out``.
@@ -99,6 +101,9 @@ from ._compat import forward as _forward
 from ._validate import check_choice, check_fraction, check_int, check_number
 from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model
 from .finetune import ALL_LINEAR, METHODS
+# the groups of the range (issue 34; adopted in session 43): importable from here too
+from .finetune_groups import (FINETUNE_GROUPING, GROUP_RANGES, GROUPINGS, RANGE_GROUPS,  # noqa: F401
+                              finetune_group_labels, range_group, residual_range)
 from .finetune_sharded import (STRATEGIES, ShardedFinetuneMemory, _base_dtype, _largest,  # noqa: F401
                                finetune_memory_per_gpu, gathered_unit_bytes, max_batch_per_gpu, max_seq)
 # a step's FLOPs, dequantised bytes and collectives live in finetune_terms (issue 32: modules under 600
@@ -128,8 +133,9 @@ DEQUANT_BANDWIDTH_FRACTION = _FITTED["dequant_bandwidth_fraction"]
 #: CPU seconds of a PEFT step's launches per layer and micro-batch of a step without recomputation (its two
 #: passes; full recomputation: x :func:`launch_share`; LoRA, QLoRA; they overlap the GPU), fitted.
 LAYER_OVERHEAD_S = _FITTED["layer_overhead_s"]
-#: The 80% range of published/predicted step time: leave-one-source-out conformal bounds
-#: (:func:`finetune_loso_check`), rounded outwards; measured coverage in ``data/intervals.csv``.
+#: The pooled 80% range of published/predicted step time: leave-one-source-out conformal bounds
+#: (:func:`finetune_loso_check`), rounded outwards; measured coverage in ``data/intervals.csv``. Still
+#: reported; since session 43 a step takes its own group's, :data:`GROUP_RANGES`.
 RESIDUAL_RANGE = (_FITTED["range_low"], _FITTED["range_high"])
 #: The passes over a layer that :data:`LAYER_OVERHEAD_S` prices: the forward and the backward of a step
 #: without recomputation (ft43; :func:`launch_share`).
@@ -207,18 +213,30 @@ class FinetuneTime:
         return self.hours * self.n_gpus
 
     @property
+    def range_group(self) -> str | None:
+        """The group whose range this step states (:func:`range_group`: ``"quantised"`` for QLoRA,
+        ``"bf16-base"`` for LoRA; ``None`` for full fine-tuning). Session 43."""
+        return range_group(self.method)
+
+    @property
+    def residual_range(self) -> tuple | None:
+        """The factors of the range, :attr:`range_group`'s :data:`GROUP_RANGES` (``None`` for full)."""
+        return residual_range(self.method)
+
+    @property
     def hours_range(self) -> tuple | None:
-        """The 80% range of the run's hours: :data:`RESIDUAL_RANGE` (leave-one-source-out conformal bounds of
-        published / predicted step times, chapter 16) times :attr:`hours`. ``None`` for full fine-tuning,
-        which the published rows do not bound (their fixed per-step costs are ``known_out``)."""
-        return None if self.method == "full" else tuple(self.hours * f for f in RESIDUAL_RANGE)
+        """The 80% range of the run's hours: :attr:`residual_range` (leave-one-source-out conformal bounds of
+        published / predicted step times of the step's group, chapter 16) times :attr:`hours`. ``None`` for
+        full fine-tuning, which the published rows do not bound (their fixed per-step costs are
+        ``known_out``)."""
+        return None if self.method == "full" else tuple(self.hours * f for f in self.residual_range)
 
     @property
     def step_s_range(self) -> tuple | None:
-        """The 80% range of one step's time: :data:`RESIDUAL_RANGE` times :attr:`step_s` (the range is
+        """The 80% range of one step's time: :attr:`residual_range` times :attr:`step_s` (the range is
         measured on published / predicted step times; :attr:`hours_range` is the same over the run's steps).
         ``None`` for full fine-tuning. Issue 34; chapter 16."""
-        return None if self.method == "full" else tuple(self.step_s * f for f in RESIDUAL_RANGE)
+        return None if self.method == "full" else tuple(self.step_s * f for f in self.residual_range)
 
     @property
     def exposed_comm_s_range(self) -> tuple | None:
@@ -227,7 +245,7 @@ class FinetuneTime:
         serving's ``at_speed`` divides every step alike): a miss in the links alone would move the exposed
         time further, a miss in compute alone the other way (slower compute hides more). ``None`` for full
         fine-tuning. Issue 34; chapter 16."""
-        return None if self.method == "full" else tuple(self.exposed_comm_s * f for f in RESIDUAL_RANGE)
+        return None if self.method == "full" else tuple(self.exposed_comm_s * f for f in self.residual_range)
 
     @property
     def gpu_hours_range(self) -> tuple | None:
@@ -260,7 +278,8 @@ class FinetuneTime:
                 "tokens_per_s": self.tokens_per_s, "mfu": self.mfu, "hours": self.hours, "days": self.days,
                 "gpu_hours": self.gpu_hours, "price_usd_per_gpu_hour": self.price_usd_per_gpu_hour,
                 "cost_usd": self.cost_usd, "price_kind": self.price_kind,
-                **dict(zip(("hours_low", "hours_high"), self.hours_range or (None, None)))}
+                **dict(zip(("hours_low", "hours_high"), self.hours_range or (None, None))),
+                "range_group": self.range_group}
 
 
 def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: float, epochs: float = 1.0,
@@ -463,31 +482,6 @@ def fit_on(rows, refine: bool = False) -> tuple[float, float]:
     return _fit_on(rows, refine=refine)
 
 
-#: Groupings of the covered rows registered before any grouped residual was computed (ft39, issue 34: "let
-#: the range depend on what explains the spread"): name -> (the label of a row, why it should explain spread).
-#: Each was to be adopted only if, checked as the single range is (:func:`finetune_loso_check`), it kept the
-#: out-of-source coverage at least the single range's and narrowed its median width. Neither did
-#: (``tools/calibrate_finetune.py --groupings``), so the library states one range; the check stays
-#: reproducible. Since ft43 (the launch floor per pass) ``base`` meets the rule (83.9% held at 2.26x against
-#: 81.4% at 2.36x, each group at least 83%): not yet adopted (a range per base is left to the lead).
-GROUPINGS = {
-    "base": (lambda r: "quantised" if r.method == "qlora" else "bf16-base",
-             "QLoRA's dequantisation is priced by one HBM share for GPTQ, bitsandbytes and torchao 4-bit"),
-    "gpus": (lambda r: "multi-gpu" if int(r.n_gpus) > 1 else "single-gpu",
-             "over several GPUs the exposed collectives are estimated; on one GPU there are none"),
-}
-
-
-def finetune_group_labels(rows, grouping: str):
-    """The label of :data:`GROUPINGS` ``grouping`` for each row of ``rows`` (:func:`published_frame`'s)."""
-    import numpy as np
-
-    from ._validate import check_choice
-
-    label = GROUPINGS[check_choice("grouping", grouping, GROUPINGS)][0]
-    return np.array([label(r) for r in rows.itertuples()], dtype=object)
-
-
 def finetune_loso_check(coverage: float = 0.8, unit: str = "row", grouping: str | None = None):
     """The fine-tuning step model checked by leaving one source out (:mod:`llmsizing.intervals`): each
     source's LoRA/QLoRA rows (not ``known_out``) are predicted with the constants refitted on every covered
@@ -496,9 +490,10 @@ def finetune_loso_check(coverage: float = 0.8, unit: str = "row", grouping: str 
     other sources' residuals, each of those from a fit that saw neither. Rows weigh alike (``unit="row"``:
     data/intervals.csv); ``unit="source"`` weighs sources alike, which needs 9 sources in each fold at 80%
     (:func:`~llmsizing.intervals.min_units`), so 10 in all (else ValueError). Two sources cannot be nested.
-    ``grouping`` (a name of :data:`GROUPINGS`; ``None``: one range, what the library states) gives each group
-    bounds of its own where a fold holds 9 of its rows (else the fold's pooled ones); ``rows`` then has a
-    ``group`` column. ``(check, rows)``; refits are memoised by their training rows: ``S (S - 1) / 2 + S``."""
+    ``grouping`` (a name of :data:`GROUPINGS`; ``None``: one pooled range; the library states
+    :data:`FINETUNE_GROUPING`'s, :data:`GROUP_RANGES`) gives each group bounds of its own where a fold holds
+    9 of its rows (else the fold's pooled ones); ``rows`` then has a ``group`` column. ``(check, rows)``;
+    refits are memoised by their training rows: ``S (S - 1) / 2 + S``."""
     return _loso_check(coverage, unit, grouping, {})
 
 
@@ -568,29 +563,35 @@ def fit_finetune_constants(with_range: bool = True) -> dict:
     the LoRA rows, then the dequantisation's bandwidth share on the QLoRA rows at that overhead, each
     minimising the squared log ratios of published to predicted step times over a fine grid (0 to 10 ms per
     layer in 0.01 ms steps; 0.005 to 1 in steps of 0.001). Returns both, rounded, and the 80% range of
-    :func:`finetune_loso_check` (leave one source out; rounded outwards to 0.01 and widened to hold 1), unless
-    ``with_range=False`` (the constants alone, without the check's refits)."""
+    :func:`finetune_loso_check` (leave one source out; rounded outwards to 0.01 and widened to hold 1), pooled
+    (``range_low``/``range_high``) and per group of :data:`FINETUNE_GROUPING` (``range_low_quantised``, ...:
+    ``grouping="base"``'s bounds), unless ``with_range=False`` (the constants alone, without the refits)."""
     df = _published_frame()
     overhead, frac = _fit_on(df[df["known_out"] == ""])
     out = {"layer_overhead_s": round(overhead, 5), "dequant_bandwidth_fraction": round(frac, 3)}
     if not isinstance(with_range, bool):
         raise TypeError(f"with_range must be True or False, got {type(with_range).__name__}")
     if with_range:
-        low, high = finetune_loso_check()[0].stated()
-        out.update(range_low=math.floor(min(low, 1.0) * 100) / 100,
-                   range_high=math.ceil(max(high, 1.0) * 100) / 100)
+        fits = {}                                     # (the refits, shared by the pooled and grouped checks)
+        grouped = _loso_check(0.8, "row", FINETUNE_GROUPING, fits)[0]
+        for suffix, (low, high) in [("", _loso_check(0.8, "row", None, fits)[0].stated()),
+                                    *((f"_{k}", grouped.stated(g)) for g, k in RANGE_GROUPS.items())]:
+            out.update({f"range_low{suffix}": math.floor(min(low, 1.0) * 100) / 100,
+                        f"range_high{suffix}": math.ceil(max(high, 1.0) * 100) / 100})
     return out
 
 
 def finetune_residuals():
     """Every row of ``data/finetune_published.csv`` with the model's step time at the calibrated constants and
     the ratio published / predicted (above 1: the model is too fast), and whether the ratio lies inside the
-    80% :data:`RESIDUAL_RANGE` (about one row in five need not; ``known_out`` rows are setups the model does
+    80% range of its group (``range_group``, :data:`GROUP_RANGES`; a full row, the pooled
+    :data:`RESIDUAL_RANGE`; about one row in five need not; ``known_out`` rows are setups the model does
     not price). Shown in chapter 16."""
     df = _published_frame()
     df["predicted_s"] = [_predict(r) for r in df.itertuples()]
     df["ratio"] = df["s_per_step"] / df["predicted_s"]
-    lo, hi = RESIDUAL_RANGE
+    df["range_group"] = [range_group(m) for m in df["method"]]
+    lo, hi = (df["method"].map(lambda m, i=i: (residual_range(m) or RESIDUAL_RANGE)[i]) for i in (0, 1))
     df["in_range"] = (df["ratio"] >= lo) & (df["ratio"] <= hi)
     return df
 

@@ -86,7 +86,7 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
     Colour is the model, the line's dash the method, and the dots' marker the source and GPU (issue 38: two
     sources' series of one model shared a colour and a dot, and the 256-token rows piled up): the largest
     table's dots filled, the others' hollow, so a pile shows each; two legends, one for each key."""
-    from ..finetune_time import RESIDUAL_RANGE, finetune_residuals
+    from ..finetune_time import GROUP_RANGES, finetune_residuals
 
     everything = finetune_residuals()
     one_gpu = (everything["n_gpus"] == 1) & everything["method"].isin(["lora", "qlora"])
@@ -138,14 +138,15 @@ def render_finetune_calibration(*, into: Figure | None = None) -> View:
               bbox_to_anchor=(1.01, -0.02), labelspacing=0.25, title="source, GPU (dots)", title_fontsize=7,
               alignment="left")
     ax.spines[["top", "right"]].set_visible(False)
-    lo, hi = RESIDUAL_RANGE
     for (model, method, gpu, n, strategy), sub in everything[~one_gpu].groupby(
             ["model", "method", "gpu", "n_gpus", "strategy"], sort=False):
         label = f"{model} {method} {n}x {gpu} {strategy}"
         out = " (known out)" if (sub["known_out"] != "").all() else ""
         lines.append(f"{label:40s} published/model {sub['ratio'].min():.2f} to {sub['ratio'].max():.2f}{out}")
     covered = everything[everything["known_out"] == ""]
-    lines.append(f"stated range of published/model: {lo:.2f} to {hi:.2f}; covered rows inside: "
+    ranges = ", ".join(f"{g} ({'QLoRA' if g == 'quantised' else 'LoRA'}) {lo:.2f} to {hi:.2f}"
+                       for g, (lo, hi) in GROUP_RANGES.items())
+    lines.append(f"stated range of published/model per base: {ranges}; covered rows inside their own: "
                  f"{int(covered['in_range'].sum())} of {len(covered)} (known out: "
                  f"{len(everything) - len(covered)})")
     return FixedView(fig, "\n".join(lines))
