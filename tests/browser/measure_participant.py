@@ -244,6 +244,7 @@ def test_part_lab(notebook, lab):
     i = widget_cells(notebook.cells)[0]
     scroll_widget_to_top(notebook, i)
     pid = _lab_kernel_pid(lab, notebook.name)
+    _BROWSER[:] = browser_pids()                 # (lab44: the lab's moves' browser CPU too, as Voila's)
     load0 = os.getloadavg()
     moves = participant(notebook, i, lab_wait, pid)
     _record(f"lab {notebook.name[:2]} run {RUN}", {"load_before": load0, "load_after": os.getloadavg(),
