@@ -8,11 +8,19 @@ stripped, and the kernelspec is set back to ``python3``. Opening a notebook, mov
 autosave run therefore writes nothing that the committed notebooks do not already have.
 
 ``settings/overrides.json`` (``LabApp.app_settings_dir``, set below) changes one JupyterLab default for these
-notebooks: the notebook's windowing mode is "none", so every cell is rendered, not only those near the
+notebooks: the notebook's windowing mode is "none", so every cell is rendered at once, not only those near the
 viewport. jupyterlab-myst evaluates a markdown cell's ``{eval}`name``` roles when the cell is run, from the
-cell's rendered content; with JupyterLab 4's default windowing, "Run All" leaves the roles of the cells far
-below the viewport unevaluated, and the prose shows key names instead of numbers (seen with jupyterlab-myst
-2.7.0 and JupyterLab 4.6).
+cell's rendered content; with JupyterLab 4's default windowing, "Run All" was seen to leave the roles of the
+cells far below the viewport unevaluated, the prose showing key names instead of numbers (2026-11-23,
+jupyterlab-myst 2.7.0 and JupyterLab 4.6; jupyterlab-myst renders only cells attached to the page, and "full"
+takes the cells off screen out of it). JupyterLab 4.6.6's default, "contentVisibility", keeps every cell in
+the page, and lab44 could not see that: it showed every number after Run All at every scroll position (lab44:
+chapters 12, 13, 17 and 18, also with Run All clicked as the notebook opened on a CPU slowed 6x), but it
+renders the cells one after another while the browser is idle, and jupyterlab-myst, resolving each cell's
+cross-references against the cells rendered so far, then logs "No target for internal reference" for each
+reference to a cell not rendered yet (#ch17-ex7, #ch16-ex3; test_lab.py's test_no_console_error fails; the
+final prose is the same text as with "none"). Its gain in chapter 17 was the browser's share of a move, ~31 ->
+~25 ms, with the painted time inside the noise (12 interleaved pairs, benchmarks/README.md), so "none" stays.
 
 ``default_workspace.json`` is the layout of a workspace the reader has not saved yet (the first ``make lab``):
 the file browser is folded, so at 1280x720 the notebook gets the width and a widget's figure sits beside its
