@@ -390,8 +390,8 @@ def test_deepseek_v3_batch_ramp_bound():
 def test_run_variant_prices_another_reading_and_leaves_the_row(runs):
     """run_variant (chapter 18's open readings of a run's layout): GPU-hours are tokens / tokens per step x
     step x GPUs, so twice the tokens on the same step are twice the hours and half the published-over-
-    predicted ratio; the ratio's numerator is the row's own figure (Phi-3.5-MoE's card: 512 GPUs for 23 days); the row
-    passed in is left as it was; a change that names no column is refused."""
+    predicted ratio; the ratio's numerator is the row's own figure (Phi-3.5-MoE's card: 512 GPUs for 23
+    days); the row passed in is left as it was; a change that names no column is refused."""
     phi = runs.loc["Phi-3.5-MoE pre-training"]
     before = phi.copy()
     one, two = moe_runs.run_variant(phi), moe_runs.run_variant(phi, tokens=2 * float(phi["tokens"]))
