@@ -385,3 +385,22 @@ def test_deepseek_v3_batch_ramp_bound():
     bubble_only = last["bubble_s"] * (1 / 32 - 1 / 120) / (last["step_s"] / 120)
     assert bubble_only <= r["extra_per_token"] < 1.1 * bubble_only
     assert 0 < r["run_extra_bound"] < 0.005                     # chapter 18: under half a percent of the run
+
+
+def test_run_variant_prices_another_reading_and_leaves_the_row(runs):
+    """run_variant (chapter 18's open readings of a run's layout): GPU-hours are tokens / tokens per step x
+    step x GPUs, so twice the tokens on the same step are twice the hours and half the published-over-
+    predicted ratio; the ratio's numerator is the row's own figure (Phi-3.5-MoE's card: 512 GPUs for 23
+    days); the row passed in is left as it was; a change that names no column is refused."""
+    phi = runs.loc["Phi-3.5-MoE pre-training"]
+    before = phi.copy()
+    one, two = moe_runs.run_variant(phi), moe_runs.run_variant(phi, tokens=2 * float(phi["tokens"]))
+    assert two["step_s"] == one["step_s"]
+    assert two["gpu_hours"] == pytest.approx(2 * one["gpu_hours"], rel=1e-12)
+    assert two["ratio"] == pytest.approx(one["ratio"] / 2, rel=1e-12)
+    assert one["ratio"] * one["gpu_hours"] == pytest.approx(512 * 23 * 24, rel=1e-12)
+    eight = moe_runs.run_variant(phi, pp=8, dp=int(phi["n_gpus"]) // 8, zero=1)   # the same 512 GPUs
+    assert eight["step_s"] != one["step_s"] and int(phi["pp"]) != 8
+    assert phi.equals(before)
+    with pytest.raises(ValueError, match="'stages'"):
+        moe_runs.run_variant(phi, stages=8)

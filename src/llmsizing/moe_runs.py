@@ -167,6 +167,24 @@ def predict_moe_run(row, model: Model | None = None) -> dict:
             "all_to_all_share": st.exposed_by_group_s.get("ep", 0.0) / st.step_s}
 
 
+def run_variant(row, model: Model | None = None, **changes) -> dict:
+    """:func:`predict_moe_run` of ``row`` with some of its columns changed (``changes``: column=value; the
+    row itself is left as it was), plus ``ratio``: the row's published ``gpu_hours`` over the predicted. It
+    prices the readings of a run's layout or recipe that its report leaves open (chapter 18: Phi-3.5-MoE at 8
+    stages or with selective recomputation, the small runs with full recomputation, DeepSeek-V2 without its
+    shared-expert overlap). Raises ``ValueError`` naming a change that is not one of the row's columns."""
+    unknown = sorted(set(changes) - set(row.index))
+    if unknown:
+        raise ValueError(f"changes: {', '.join(map(repr, unknown))} not among the row's columns "
+                         f"({', '.join(map(str, row.index))})")
+    varied = row.copy()
+    for col, value in changes.items():
+        varied[col] = value
+    out = predict_moe_run(varied, model)
+    out["ratio"] = float(varied["gpu_hours"]) / out["gpu_hours"]
+    return out
+
+
 def fit_moe_factor(runs=None) -> float:
     """Deprecated (issue 35): the MoE step has no fitted factor any more. Returns the geometric mean of
     published / predicted GPU-hours over the DeepSeek-V3 rows, for old callers, with a
@@ -292,5 +310,5 @@ def moe_run_check(runs=None, factor: float | None = None, *, range_area: str | N
 
 __all__ = ["MOE_PUBLISHED_RUNS_CSV", "JETMOE_8B", "PHI_35_MOE_STANDIN", "MAVERICK_STANDIN",
            "STANDINS", "moe_published_runs",
-           "run_step", "predict_moe_run", "fit_moe_factor", "moe_run_check", "moe_loso_check",
+           "run_step", "predict_moe_run", "run_variant", "fit_moe_factor", "moe_run_check", "moe_loso_check",
            "MOE_RANGE_SCORE"]
