@@ -171,7 +171,7 @@ def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 def kernel_pythonpath(pythonpath: str) -> str:
     """The kernel's PYTHONPATH: this checkout's ``src`` first, then the caller's entries made absolute. The
     kernel starts in ``book/``, so a relative ``PYTHONPATH=src`` would point nowhere and the kernel would
-    import whichever ``llmsizing`` the venv's editable install names (another worktree's, in a shared venv)."""
+    import whichever ``llmsizing`` the venv's editable install names (in a shared venv, another tree's)."""
     entries = [str(ROOT / "src")] + [str(Path(p).resolve()) for p in pythonpath.split(os.pathsep) if p]
     return os.pathsep.join(dict.fromkeys(entries))
 
