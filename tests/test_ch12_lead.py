@@ -1,5 +1,6 @@
-"""Chapter 12 "How firm is the winner's lead?" (llmsizing.cost.gpu_lead, plan_at_kernel_efficiency): expected
-values worked by hand from the prices and days, not from the functions' output."""
+"""Chapter 12 "How firm is the winner's lead?" and the front's doublings (llmsizing.cost.gpu_lead,
+plan_at_kernel_efficiency, front_steps): expected values worked by hand from the prices and days, not from the
+functions' output."""
 
 import csv
 from functools import cache
@@ -9,7 +10,7 @@ import pandas as pd
 import pytest
 
 from llmsizing.charts import PLAN_GPUS
-from llmsizing.cost import gpu_lead, plan_at_kernel_efficiency
+from llmsizing.cost import front_steps, gpu_lead, plan_at_kernel_efficiency
 from llmsizing.planner import plan
 
 B200_PRICE, H200_PRICE = 6.69, 4.59              # data/gpu_prices.csv: Lambda's B200, RunPod's H200 (list)
@@ -130,3 +131,43 @@ def test_bad_tables_are_refused(catalogue_prices):
     with pytest.raises(ValueError, match="gpu"):
         plan_at_kernel_efficiency(_chapter_plan(), "llama-3-70b", seq=8192, kernel_efficiency=0.5,
                                   gpu="MI300X")
+
+
+# ----------------------------------------------------------------------------- the front's steps
+def _front_frame():
+    """A plan-like front on B200s: 512 GPUs 9 days $750k, 1,024 5 days $800k, 2,048 3 days $960k, and a plan
+    off the front (slower and dearer); the range the planner gives B200 rows (data/intervals.csv, bf16)."""
+    f = pd.DataFrame({"gpu": ["B200"] * 4, "n_gpus": [1024, 512, 768, 2048], "days": [5.0, 9.0, 9.5, 3.0],
+                      "cost_usd": [800_000.0, 750_000.0, 900_000.0, 960_000.0],
+                      "pareto": [True, True, False, True]})
+    f.attrs.update(range_area="training-layout", range_rows={"B200": "bf16"})
+    return f
+
+
+def test_front_steps_by_hand():
+    low, high = _bf16_factors()
+    s1, s2 = front_steps(_front_frame())
+    assert (s1.gpu, s1.n_gpus_from, s1.n_gpus_to) == ("B200", 512, 1024)
+    assert (s2.n_gpus_from, s2.n_gpus_to) == (1024, 2048)
+    assert s1.days_saved == pytest.approx(4.0) and s2.days_saved == pytest.approx(2.0)       # 9 - 5, 5 - 3
+    assert s1.days_saved_low == pytest.approx(4.0 / high) and s1.days_saved_high == pytest.approx(4.0 / low)
+    assert s2.days_saved_low == pytest.approx(2.0 / high) and s2.days_saved_high == pytest.approx(2.0 / low)
+    assert s1.cost_added_usd == pytest.approx(50_000) and s2.cost_added_usd == pytest.approx(160_000)
+    assert s1.cost_ratio == pytest.approx(800 / 750) and s2.cost_ratio == pytest.approx(1.2)    # 960k / 800k
+
+
+def test_front_steps_of_one_plan_and_refusals():
+    f = _front_frame()
+    f.loc[f["n_gpus"] != 512, "pareto"] = False
+    assert front_steps(f) == ()                                               # one plan: no step
+    mixed = _front_frame()
+    mixed.loc[mixed["n_gpus"] == 2048, "gpu"] = "H200"
+    mixed.attrs["range_rows"] = {"B200": "bf16", "H200": "bf16"}
+    with pytest.raises(ValueError, match="mixes GPU types"):
+        front_steps(mixed)
+    with pytest.raises(TypeError, match="pareto"):
+        front_steps(_front_frame().drop(columns="pareto"))
+    bare = _front_frame()
+    bare.attrs.clear()
+    with pytest.raises(TypeError, match="range"):                            # not a plan table: no range rows
+        front_steps(bare)

@@ -17,7 +17,8 @@ questions; no new physics:
   The book has no sourced reserved prices, so the discount is a parameter, never a catalogue figure.
 * **a plan's winner**: how far the cheapest GPU type of a :func:`~llmsizing.planner.plan` table leads the
   next one, the price and kernel efficiency at which they tie (:func:`gpu_lead`), and its cheapest run
-  repriced at another kernel efficiency (:func:`plan_at_kernel_efficiency`). Chapter 12.
+  repriced at another kernel efficiency (:func:`plan_at_kernel_efficiency`); the days saved and the dollars
+  added by each step along its time-vs-cost front (:func:`front_steps`). Chapter 12.
 """
 
 from __future__ import annotations
@@ -225,6 +226,52 @@ def plan_at_kernel_efficiency(frame, model: Model | str, *, seq: int, kernel_eff
     (d_lo, d_hi), (c_lo, c_hi) = time_range_ends(days, factors), time_range_ends(cost, factors)
     cheaper = tuple(str(g) for g in best.index if g != gpu and best.loc[g, "cost_usd"] < cost)
     return RescaledPlan(gpu, eff, st.step_s, scale, st.mfu, days, d_lo, d_hi, cost, c_lo, c_hi, cheaper)
+
+
+@dataclass(frozen=True)
+class FrontStep:
+    """One step along a plan table's time-vs-cost front (:func:`front_steps`): from the plan on
+    ``n_gpus_from`` GPUs to the next faster, dearer one on ``n_gpus_to``. ``days_saved_low``/``_high`` are the
+    days saved at the ends of the GPU's stated 80% range (a difference of two times on one range:
+    :func:`~llmsizing.mfu.time_range_ends`); ``cost_ratio`` is the faster plan's cost over the slower's."""
+
+    gpu: str
+    n_gpus_from: int
+    n_gpus_to: int
+    days_saved: float
+    days_saved_low: float
+    days_saved_high: float
+    cost_added_usd: float
+    cost_ratio: float
+
+
+def front_steps(frame) -> tuple[FrontStep, ...]:
+    """The steps along ``frame``'s (a :func:`~llmsizing.planner.plan` table's) time-vs-cost front (its
+    ``pareto`` rows), cheapest plan first: the days each next plan saves, with their range, and the dollars it
+    adds. A front of one plan has no step. The range of a difference holds only on one range, so a front that
+    mixes GPU types is refused (``ValueError``). Chapter 12: along Llama-3-70B's B200 front each doubling of
+    the GPUs saves fewer days and adds more dollars."""
+    columns = getattr(frame, "columns", ())
+    missing = [c for c in ("gpu", "n_gpus", "days", "cost_usd", "pareto") if c not in columns]
+    if missing:
+        raise TypeError("frame must be a table of llmsizing.planner.plan(...); it lacks "
+                        f"{', '.join(missing)}")
+    front = frame[frame["pareto"].astype(bool)].sort_values(["cost_usd", "days"], ascending=[True, False],
+                                                            kind="stable")
+    gpus = list(dict.fromkeys(front["gpu"]))
+    if len(gpus) > 1:
+        raise ValueError(f"frame: its front mixes GPU types ({', '.join(map(str, gpus))}), and the days "
+                         "saved between two ranges have no stated range; take one type's plans first")
+    if len(front) < 2:
+        return ()
+    factors = plan_range_factors(frame, gpus[0])
+    steps = []
+    for a, b in zip(front.itertuples(), front.iloc[1:].itertuples()):
+        saved = float(a.days - b.days)
+        low, high = time_range_ends(saved, factors)
+        steps.append(FrontStep(str(a.gpu), int(a.n_gpus), int(b.n_gpus), saved, low, high,
+                               float(b.cost_usd - a.cost_usd), float(b.cost_usd / a.cost_usd)))
+    return tuple(steps)
 
 
 # =========================================================================== price x MFU
