@@ -475,6 +475,34 @@ def test_card_throughputs_by_hand(ev):
             mev.card_tokens_per_gpu_s(**bad)
 
 
+def test_card_training_reads_each_card_s_own_rows(ev):
+    """The cards' 'Training' tables as printed, one row a figure with its source and date (not parsed out of
+    the derived rows' setting text, as chapter 18 once did): GRIN MoE's README 4.0T tokens, 512 H100-80G, 18
+    days; Phi-3.5-MoE-instruct's 4.9T, 512, 23. The derived rows are those figures per GPU-second, rounded:
+    4.0e12 / (512 x 18 x 86,400) = 5,023.5 and 4.9e12 / (512 x 23 x 86,400) = 4,816.0."""
+    from llmsizing import moe_evidence as mev
+
+    grin, phi = mev.card_training("grin"), mev.card_training("phi35", ev)
+    assert (grin.tokens, grin.gpus, grin.days) == (4.0e12, 512, 18)
+    assert (phi.tokens, phi.gpus, phi.days) == (4.9e12, 512, 23)
+    assert isinstance(grin.gpus, int) and grin.gpus == phi.gpus == mev.GRIN_PRODUCTION_GPUS
+    assert grin.tokens_per_gpu_s == pytest.approx(5023.47, abs=0.01)         # 4.0e12 / 796,262,400
+    assert phi.tokens_per_gpu_s == pytest.approx(4815.98, abs=0.01)          # 4.9e12 / 1,017,446,400
+    for c in (grin, phi):
+        assert float(ev.loc[f"{c.card}_card_512_tps", "value"]) == round(c.tokens_per_gpu_s)
+        for k in ("tokens", "gpus", "days"):
+            assert ev.loc[f"{c.card}_card_{k}", "source"] == ev.loc[f"{c.card}_card_512_tps", "source"]
+    with pytest.raises(ValueError, match="card"):
+        mev.card_training("phi-3.5")
+    bad = ev.copy()
+    bad.loc["grin_card_gpus", "value"] = 511.5
+    with pytest.raises(ValueError, match="grin_card_gpus"):
+        mev.card_training("grin", bad)
+    bad.loc["grin_card_gpus", "value"], bad.loc["grin_card_days", "value"] = 512, 0.0
+    with pytest.raises(ValueError, match="days"):
+        mev.card_training("grin", bad)
+
+
 @pytest.mark.parametrize("recompute", ["full", "none"])
 def test_study_to_production_drop_is_the_bubble_of_the_rows_reading(ev, recompute):
     """Session 25. The same architecture on the same stack ran at 7,077 tokens/s a GPU on GRIN's 64 H100s
