@@ -672,3 +672,36 @@ def test_ibm_example_layout_of_granite_1b_moves_it_further_out(ev):
     at_example = float(row["gpu_hours"]) / (float(row["tokens"]) / st.tokens * st.step_s * par.gpus / 3600)
     as_row = float(row["gpu_hours"]) / moe_runs.predict_moe_run(row)["gpu_hours"]
     assert at_example > as_row > 1.3
+
+
+@pytest.mark.parametrize("run, hours, layers, h, experts, published_ms, routing_ms", [
+    # 71,171 x 3,600 x 4,096 / 10e12 / 24; routing 3 x (3 x 8 x 1,024 x 2 + 2 x 1,024 x 2 + 8 x 32 + 8 x 8)
+    # = 160,704 B a token, x 4,096 / 3.35e12 B/s
+    ("Granite 3.0 1B-A400M pre-training", 71171, 24, 1024, 32, 4.37275, 0.196491),
+    # 133,308 x 3,600 x 4,096 / 10e12 / 32; routing 3 x (3 x 8 x 1,536 x 2 + 2 x 1,536 x 2 + 8 x 40 + 64)
+    # = 240,768 B a token, x 4,096 / 3.35e12 B/s
+    ("Granite 3.0 3B-A800M pre-training", 133308, 32, 1536, 40, 6.14283, 0.294384),
+])
+def test_layer_call_gap_of_the_granite_runs_by_hand(run, hours, layers, h, experts, published_ms, routing_ms):
+    """moe_evidence.layer_call_gap, the chapter 18 Granite paragraph's per-call gap: one MoE layer on one
+    4,096-token micro-batch, the published GPU-seconds of a call (Table 7's hours over the 10T tokens'
+    sequences and the MoE layers) by hand; the priced call is the step's, checked here against
+    predict_moe_run's GPU-hours by another path (priced x layers x sequences = predicted hours); the routing
+    passes are the gap over the call's routing bytes on the H100's 3.35 TB/s (data/gpus.csv)."""
+    from llmsizing import moe_evidence as mev
+    from llmsizing.catalog import get_model
+    from llmsizing.moe_runs import moe_published_runs, predict_moe_run
+
+    row = moe_published_runs().set_index("run", drop=False).loc[run]
+    assert (float(row["gpu_hours"]), float(row["tokens"]), int(row["seq"])) == (hours, 10e12, 4096)
+    m = get_model(row["model"])
+    assert (m.hidden, m.experts, m.experts_per_token, row["recompute"]) == (h, experts, 8, "none")
+    c = mev.layer_call_gap(row)
+    assert c.moe_layers == layers and c.published_s * 1e3 == pytest.approx(published_ms, abs=1e-5)
+    predicted_hours = predict_moe_run(row)["gpu_hours"]
+    assert c.priced_s * layers * 10e12 / 4096 / 3600 == pytest.approx(predicted_hours, rel=1e-9)
+    assert c.gap_s == pytest.approx(c.published_s - c.priced_s) and c.gap_s > 0   # above their step
+    assert c.routing_passes == pytest.approx(c.gap_s / (routing_ms * 1e-3), rel=1e-5)
+    phi = moe_published_runs().set_index("run", drop=False).loc["Phi-3.5-MoE pre-training"]
+    with pytest.raises(ValueError, match="pp"):
+        mev.layer_call_gap(phi)

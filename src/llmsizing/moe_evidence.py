@@ -463,6 +463,48 @@ def moe_part_factor_needed(row) -> float:
     return 1.0 + (ratio - 1.0) * p["step_s"] / moe
 
 
+@dataclass(frozen=True)
+class LayerCallGap:
+    """One MoE layer's call on one micro-batch of a run, published and priced (:func:`layer_call_gap`)."""
+
+    moe_layers: int
+    published_s: float        # the published GPU-hours' seconds for one call (one sequence, one MoE layer)
+    priced_s: float           # the step's (:func:`~llmsizing.moe_runs.run_step`) seconds for the same call
+    routing_passes: float     # how many times its routing kernels' HBM bytes the gap would take to move
+
+    @property
+    def gap_s(self) -> float:
+        """Published minus priced seconds a call."""
+        return self.published_s - self.priced_s
+
+
+def layer_call_gap(row) -> LayerCallGap:
+    """A row of :func:`~llmsizing.moe_runs.moe_published_runs` without a pipeline (``pp`` 1), per MoE layer
+    call (one layer on one micro-batch of one ``seq``-token sequence): the published GPU-seconds
+    ``gpu_hours x 3,600 x seq / tokens / moe_layers``, the step's ``step_s / (moe_layers x global_batch /
+    dp)``, and how many times the call's routing-kernel bytes
+    (:func:`~llmsizing.moe_time.routing_bytes_per_token` x seq, at the row's recomputation) the gap would move
+    at the GPU's HBM bandwidth. Granite 3.0 1B-A400M:
+    71,171 x 3,600 x 4,096 / 10e12 / 24 = 4.37 ms a call published; chapter 18 shows the gap growing with the
+    call's work (1B against 3B), as a per-call cost such as kernel launches would not."""
+    from .moe_runs import run_step
+    from .moe_time import routing_bytes_per_token
+
+    if int(row["pp"]) != 1:
+        raise ValueError(f"layer_call_gap: {row['run']!r} has pp={int(row['pp'])}; only pp=1 rows (every "
+                         "GPU holds every layer) have one call a layer a micro-batch")
+    hours = check_number("row['gpu_hours']", row["gpu_hours"], allow_equal=False)
+    tokens = check_number("row['tokens']", row["tokens"], allow_equal=False)
+    seq = check_int("row['seq']", int(row["seq"]), minimum=1)
+    model = _run_model(row)
+    layers = model.n_moe_layers
+    micro = int(row["global_batch"]) // int(row["dp"])
+    published = hours * 3600 * seq / tokens / layers
+    priced = run_step(row).step_s / (layers * micro)
+    route_s = routing_bytes_per_token(model, recompute=row["recompute"]) * seq / _hbm_bytes_per_s(row["gpu"])
+    return LayerCallGap(layers, published, priced, (published - priced) / route_s)
+
+
 def _run_model(row):
     """The model a row of :func:`~llmsizing.moe_runs.moe_published_runs` names (its stand-in, else the
     catalogue's)."""
@@ -527,4 +569,5 @@ __all__ = ["MOE_KERNEL_EVIDENCE_CSV", "MOE_LAYER_KERNELS_CSV", "TABLE7_GPU_WATTS
            "grin_production_over_study", "moe_layer_tflops",
            "sonicmoe_layer_ratios", "SCATTERMOE_TILE_ROWS", "NEAR_HIDDEN_FACTOR", "BAR_READ_TFLOPS",
            "run_layer_shape", "tile_padding_share", "kernel_bars_near_run", "compute_terms_s",
-           "moe_part_factor_needed", "fill_drain_overcharge"]
+           "moe_part_factor_needed", "fill_drain_overcharge",
+           "LayerCallGap", "layer_call_gap"]
