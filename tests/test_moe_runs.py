@@ -423,7 +423,8 @@ def test_micro_batch_seqs_prices_olmoe_on_its_published_micro_batch(runs):
     assert one.tokens == four.tokens == 1024 * 4096
     direct = step_time(moe_runs._model(row["model"]), row["gpu"], Parallel(dp=256, zero=int(row["zero"])),
                        batch=4, seq=4096, grad_accum=1, precision=row["precision"],
-                       recompute=row["recompute"], ep_overlap=float(row["ep_overlap"]), schedule=row["schedule"])
+                       recompute=row["recompute"], ep_overlap=float(row["ep_overlap"]),
+                       schedule=row["schedule"])
     assert four.step_s == pytest.approx(direct.step_s, rel=1e-12) and four.step_s != one.step_s
     v = moe_runs.run_variant(row, micro_batch_seqs=4)
     assert v["gpu_hours"] == pytest.approx(5.133e12 / 4194304 * four.step_s * 256 / 3600, rel=1e-12)
