@@ -404,3 +404,32 @@ def test_run_variant_prices_another_reading_and_leaves_the_row(runs):
     assert phi.equals(before)
     with pytest.raises(ValueError, match="'stages'"):
         moe_runs.run_variant(phi, stages=8)
+
+
+def test_micro_batch_seqs_prices_olmoe_on_its_published_micro_batch(runs):
+    """OLMoE ran its 1,024-sequence batch on 256 GPUs as one micro-batch of 1,024 / 256 = 4 sequences a GPU
+    (its repository's configs; chapter 18), where the rows' convention is micro-batches of one sequence.
+    run_step(micro_batch_seqs=4) must be step_time of batch 4 and no accumulation on the row's own layout and
+    recipe; the step's tokens stay 1,024 x 4,096 = 4,194,304 whatever the split; GPU-hours are 5.133e12 /
+    4,194,304 steps x step x 256 GPUs / 3,600, and published over them is 256 GPUs x 240 h = 61,440 over them;
+    the default is the one-sequence convention; a split that leaves sequences over is refused."""
+    from llmsizing.layouts import step_time
+    from llmsizing.parallel import Parallel
+
+    row = runs.loc["OLMoE-1B-7B pre-training"]
+    assert (int(row["global_batch"]), int(row["dp"]), int(row["n_gpus"])) == (1024, 256, 256)
+    one, four = moe_runs.run_step(row), moe_runs.run_step(row, micro_batch_seqs=4)
+    assert one.step_s == moe_runs.run_step(row, micro_batch_seqs=1).step_s
+    assert one.tokens == four.tokens == 1024 * 4096
+    direct = step_time(moe_runs._model(row["model"]), row["gpu"], Parallel(dp=256, zero=int(row["zero"])),
+                       batch=4, seq=4096, grad_accum=1, precision=row["precision"],
+                       recompute=row["recompute"], ep_overlap=float(row["ep_overlap"]),
+                       schedule=row["schedule"])
+    assert four.step_s == pytest.approx(direct.step_s, rel=1e-12) and four.step_s != one.step_s
+    v = moe_runs.run_variant(row, micro_batch_seqs=4)
+    assert v["gpu_hours"] == pytest.approx(5.133e12 / 4194304 * four.step_s * 256 / 3600, rel=1e-12)
+    assert v["ratio"] * v["gpu_hours"] == pytest.approx(256 * 240, rel=1e-12)
+    assert moe_runs.predict_moe_run(row, micro_batch_seqs=4)["step_s"] == four.step_s
+    for bad, err in ((3, ValueError), (8, ValueError), (0, ValueError), (2.0, TypeError)):
+        with pytest.raises(err, match="micro_batch_seqs"):
+            moe_runs.run_step(row, micro_batch_seqs=bad)
