@@ -131,12 +131,17 @@ def test_tp_backward_overlap_of_reads_the_cell(value, expected):
 
 def test_marked_rows_are_megatron_lm_of_2022_on_and_say_why():
     """Only rows whose framework is Megatron-LM of a version with the async backward (2022 or later) carry
-    ``backward``; Narayanan et al.'s April 2021 runs (before cf7efd4f) and the Megatron-DeepSpeed forks do
+    ``backward``: Nemotron-4, MegaScale's baseline and Megatron-LM's own README of 2022-05-19 (commit 841f789f,
+    after 02bb1f5c); Narayanan et al.'s April 2021 runs (before cf7efd4f) and the Megatron-DeepSpeed forks do
     not."""
     df = published_runs()
     marked = df[df["tp_comm_overlap"].fillna("") == "backward"]
-    assert len(marked) == 14                              # Nemotron-4 15B (3), 340B (3), MegaScale's baseline (8)
-    assert set(marked["framework"]) == {"megatron-lm"}
+    # Nemotron-4 15B (3), 340B (3), MegaScale's baseline (8), the README's selective-recomputation runs (3)
+    assert len(marked) == 17
+    assert set(marked["framework"]) == {"megatron-lm", "megatron"}
     assert (pd.to_datetime(marked["as_of"]) >= "2022-03-02").all()
     assert all("tp_comm_overlap: backward" in n for n in marked["note"])
-    assert df[df["framework"].isin(["megatron", "megatron-deepspeed"])]["tp_comm_overlap"].isna().all()
+    readme = df["source"].str.contains("841f789f")
+    assert readme.sum() == 3 and (df.loc[readme, "tp_comm_overlap"] == "backward").all()
+    assert df[df["source"].str.startswith("Narayanan")]["tp_comm_overlap"].isna().all()
+    assert df[df["framework"] == "megatron-deepspeed"]["tp_comm_overlap"].isna().all()
