@@ -14,7 +14,15 @@ from llmsizing.cost import front_steps, gpu_lead, plan_at_kernel_efficiency
 from llmsizing.planner import plan
 
 B200_PRICE, H200_PRICE = 6.69, 4.59              # data/gpu_prices.csv: Lambda's B200, RunPod's H200 (list)
-B200_BF16_EFF = 0.654                            # data/kernel_efficiency.csv: blackwell bf16 (a stand-in)
+
+def _blackwell_bf16() -> float:
+    """data/kernel_efficiency.csv's blackwell bf16 row (a stand-in set by tools/calibrate.py), read with csv."""
+    with open(Path(__file__).resolve().parents[1] / "data" / "kernel_efficiency.csv", newline="") as fh:
+        return next(float(r["kernel_efficiency"]) for r in csv.DictReader(fh)
+                    if r["generation"] == "blackwell" and r["dtype"] == "bf16")
+
+
+B200_BF16_EFF = _blackwell_bf16()
 RUN = dict(tokens=1e12, gpus=PLAN_GPUS, seq=8192, global_batch=512, max_gpus=4096)     # chapter 12's run
 
 
