@@ -16,7 +16,7 @@ from llmsizing.planner import plan
 B200_PRICE, H200_PRICE = 6.69, 4.59              # data/gpu_prices.csv: Lambda's B200, RunPod's H200 (list)
 
 def _blackwell_bf16() -> float:
-    """data/kernel_efficiency.csv's blackwell bf16 row (a stand-in set by tools/calibrate.py), read with csv."""
+    """data/kernel_efficiency.csv's blackwell bf16 row (a stand-in tools/calibrate.py sets), read by csv."""
     with open(Path(__file__).resolve().parents[1] / "data" / "kernel_efficiency.csv", newline="") as fh:
         return next(float(r["kernel_efficiency"]) for r in csv.DictReader(fh)
                     if r["generation"] == "blackwell" and r["dtype"] == "bf16")

@@ -83,7 +83,8 @@ def test_a_short_window_leaves_the_rest_exposed_by_hand():
     kw = dict(grad_accum=2, fwd_share=1 / 3)
     assert exposed_by_group(comm, 1.0, **kw)["tp"] == pytest.approx(total, rel=1e-12)
     # no window: the same as no overlap
-    assert exposed_by_group(comm, 1.0, tp_backward_s=(0.0, 0.0), **kw)["tp"] == pytest.approx(total, rel=1e-12)
+    none = exposed_by_group(comm, 1.0, tp_backward_s=(0.0, 0.0), **kw)["tp"]
+    assert none == pytest.approx(total, rel=1e-12)
     # a dgrad window of a quarter of the gathers' time covers half the re-gathers; no wgrad window
     got = exposed_by_group(comm, 1.0, tp_backward_s=(ag / 4, 0.0), **kw)["tp"]
     assert got == pytest.approx(total - ag / 4, rel=1e-12)
@@ -131,8 +132,8 @@ def test_tp_backward_overlap_of_reads_the_cell(value, expected):
 
 def test_marked_rows_are_megatron_lm_of_2022_on_and_say_why():
     """Only rows whose framework is Megatron-LM of a version with the async backward (2022 or later) carry
-    ``backward``: Nemotron-4, MegaScale's baseline and Megatron-LM's own README of 2022-05-19 (commit 841f789f,
-    after 02bb1f5c); Narayanan et al.'s April 2021 runs (before cf7efd4f) and the Megatron-DeepSpeed forks do
+    ``backward``: Nemotron-4, MegaScale's baseline and Megatron-LM's own README of 2022-05-19 (commit
+    841f789f, after 02bb1f5c); Narayanan et al.'s April 2021 runs (before cf7efd4f) and the Megatron-DeepSpeed forks do
     not."""
     df = published_runs()
     marked = df[df["tp_comm_overlap"].fillna("") == "backward"]
