@@ -133,8 +133,8 @@ def test_tp_backward_overlap_of_reads_the_cell(value, expected):
 def test_marked_rows_are_megatron_lm_of_2022_on_and_say_why():
     """Only rows whose framework is Megatron-LM of a version with the async backward (2022 or later) carry
     ``backward``: Nemotron-4, MegaScale's baseline and Megatron-LM's own README of 2022-05-19 (commit
-    841f789f, after 02bb1f5c); Narayanan et al.'s April 2021 runs (before cf7efd4f) and the Megatron-DeepSpeed forks do
-    not."""
+    841f789f, after 02bb1f5c); Narayanan et al.'s April 2021 runs (before cf7efd4f) and the Megatron-DeepSpeed
+    forks do not."""
     df = published_runs()
     marked = df[df["tp_comm_overlap"].fillna("") == "backward"]
     # Nemotron-4 15B (3), 340B (3), MegaScale's baseline (8), the README's selective-recomputation runs (3)
