@@ -15,5 +15,6 @@ def stored_bounds() -> tuple[float, float]:
         rows = [r for r in csv.DictReader(f) if r["low"] and r["high"]]
     assert [r["group"] for r in rows] == ["all"]       # one stated range: if a group gets its own, revisit
     lo, hi = float(rows[0]["low"]), float(rows[0]["high"])
-    assert (lo, hi) == (0.79, 1.319)                    # the bounds the tests' worked figures use
+    assert (lo, hi) == (0.772, 1.309)       # the bounds the tests' worked figures use (0.79, 1.319 before the
+    # refit that priced Megatron-LM's backward TP overlap moved Hopper's BF16 kernel efficiency, 0.678 -> 0.683)
     return lo, hi

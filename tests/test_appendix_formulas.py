@@ -466,3 +466,26 @@ def test_the_self_check_names_every_library_entry(page):
     fields |= {n for n in vars(Serving) if isinstance(vars(Serving)[n], property)}   # waves, cycle_s (queue29)
     missing = {n for n in named - listed if "." in n or not (hasattr(llmsizing, n) or n in fields)}
     assert not missing, sorted(missing)
+
+
+def test_decode_step_fp8_compute_share(page):
+    """The serving entry says FP8 compute runs at a share of the fitted (16-bit) MFU on its own peak, the
+    training calibration's FP8 kernel efficiency over its BF16 one. By hand from data/kernel_efficiency.csv's
+    Hopper rows, 0.521 / 0.683 = 0.763; a compute-bound FP8 prefill (Llama 3 8B, 8 prompts of 8,192 tokens on
+    an H100) then takes 0.683 / 0.521 = 1.31 times as long as at a share of 1."""
+    import csv
+
+    from llmsizing.catalog import DATA_DIR
+    from llmsizing.serve import serving
+
+    assert "FP8 (and FP4) compute runs at {eval}`app_fp8_share` of it on its own peak" in page
+    assert "`hardware.dtype_kernel_share`" in page
+    with open(DATA_DIR / "kernel_efficiency.csv", newline="") as f:
+        rows = {(r["generation"], r["dtype"]): float(r["kernel_efficiency"]) for r in csv.DictReader(f)}
+    share = rows["hopper", "fp8"] / rows["hopper", "bf16"]
+    assert share == pytest.approx(0.763, abs=5e-4)
+    kw = dict(prompt=8192, output=16, batch=8, weights="fp8", compute="fp8")
+    fp8 = serving("llama-3-8b", "H100 SXM", **kw)
+    full = serving("llama-3-8b", "H100 SXM", compute_share=1.0, **kw)
+    assert fp8.compute_share == pytest.approx(share, rel=1e-12)
+    assert fp8.ttft_s / full.ttft_s == pytest.approx(1 / share, rel=2e-3)

@@ -37,6 +37,7 @@ def test_each_runs_kernel_efficiency_gives_back_its_published_mfu(fitted):
                          kernel_efficiency=r.kernel_efficiency, dtype=r.dtype,
                          attention_kernel=C.attention_kernel_of(r.framework, r.gpu),
                          async_tp=r.tp_comm_overlap == "yes",     # the run's published TP overlap
+                         tp_backward_overlap=r.tp_comm_overlap == "backward",   # (Megatron-LM's backward)
                          node=run_node(r))                        # and its node (blank: the GPU's default)
         assert st.mfu == pytest.approx(r.implied_mfu, rel=1e-6), r.run
         # the losses only take away: the MFU is at most what the kernels reach. The Linear layers reach at most the

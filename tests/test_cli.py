@@ -419,14 +419,15 @@ def test_serve_text_names_the_engine(capsys):
 
 def test_serve_json_writes_a_queue_that_never_settles_as_unbounded(capsys):
     """A percentile plan for a rate given states its TTFT on its own fleet at both ends of the engine's speed
-    (issue 34). The slow end divides the speed by the stored low 0.79 (data/serving_intervals.csv, read by
+    (issue 34). The slow end divides the speed by the stored low 0.772 (data/serving_intervals.csv, read by
     hand in tests/_serving_bounds.py), so the slots' occupancy rises from the plan's ``occupancy`` to
-    ``occupancy / 0.79``: at or above 1 the queue never settles and the figure is infinite. JSON has no
+    ``occupancy / 0.772``: at or above 1 the queue never settles and the figure is infinite. JSON has no
     infinity; it used to be written ``null``, which reads as "not computed". Worked: 17 requests/s of
     Llama-3-8B on one H100 at ITL <= 30 ms, p95, slots at most 95% full, sits at 84.3% occupancy, so the slow
-    end is at 0.843 / 0.79 = 1.07: "unbounded"; the fast end at 0.843 / 1.319 = 0.64, a number. At 13
-    requests/s (64.4%: 0.816 at the slow end) both ends are numbers. (Before serve43's refit: 15 requests/s,
-    83.4%, against 0.796.)"""
+    end is at 0.843 / 0.772 = 1.09: "unbounded"; the fast end at 0.843 / 1.309 = 0.64, a number. At 13
+    requests/s (64.4%: 0.835 at the slow end) both ends are numbers. (Against 0.79 and 1.319 before the refit
+    that priced Megatron-LM's backward TP overlap; before serve43's refit: 15 requests/s, 83.4%, against
+    0.796.)"""
     from tests._serving_bounds import stored_bounds
 
     lo, hi = stored_bounds()

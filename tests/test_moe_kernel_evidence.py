@@ -475,6 +475,34 @@ def test_card_throughputs_by_hand(ev):
             mev.card_tokens_per_gpu_s(**bad)
 
 
+def test_card_training_reads_each_card_s_own_rows(ev):
+    """The cards' 'Training' tables as printed, one row a figure with its source and date (not parsed out of
+    the derived rows' setting text, as chapter 18 once did): GRIN MoE's README 4.0T tokens, 512 H100-80G, 18
+    days; Phi-3.5-MoE-instruct's 4.9T, 512, 23. The derived rows are those figures per GPU-second, rounded:
+    4.0e12 / (512 x 18 x 86,400) = 5,023.5 and 4.9e12 / (512 x 23 x 86,400) = 4,816.0."""
+    from llmsizing import moe_evidence as mev
+
+    grin, phi = mev.card_training("grin"), mev.card_training("phi35", ev)
+    assert (grin.tokens, grin.gpus, grin.days) == (4.0e12, 512, 18)
+    assert (phi.tokens, phi.gpus, phi.days) == (4.9e12, 512, 23)
+    assert isinstance(grin.gpus, int) and grin.gpus == phi.gpus == mev.GRIN_PRODUCTION_GPUS
+    assert grin.tokens_per_gpu_s == pytest.approx(5023.47, abs=0.01)         # 4.0e12 / 796,262,400
+    assert phi.tokens_per_gpu_s == pytest.approx(4815.98, abs=0.01)          # 4.9e12 / 1,017,446,400
+    for c in (grin, phi):
+        assert float(ev.loc[f"{c.card}_card_512_tps", "value"]) == round(c.tokens_per_gpu_s)
+        for k in ("tokens", "gpus", "days"):
+            assert ev.loc[f"{c.card}_card_{k}", "source"] == ev.loc[f"{c.card}_card_512_tps", "source"]
+    with pytest.raises(ValueError, match="card"):
+        mev.card_training("phi-3.5")
+    bad = ev.copy()
+    bad.loc["grin_card_gpus", "value"] = 511.5
+    with pytest.raises(ValueError, match="grin_card_gpus"):
+        mev.card_training("grin", bad)
+    bad.loc["grin_card_gpus", "value"], bad.loc["grin_card_days", "value"] = 512, 0.0
+    with pytest.raises(ValueError, match="days"):
+        mev.card_training("grin", bad)
+
+
 @pytest.mark.parametrize("recompute", ["full", "none"])
 def test_study_to_production_drop_is_the_bubble_of_the_rows_reading(ev, recompute):
     """Session 25. The same architecture on the same stack ran at 7,077 tokens/s a GPU on GRIN's 64 H100s
@@ -644,3 +672,36 @@ def test_ibm_example_layout_of_granite_1b_moves_it_further_out(ev):
     at_example = float(row["gpu_hours"]) / (float(row["tokens"]) / st.tokens * st.step_s * par.gpus / 3600)
     as_row = float(row["gpu_hours"]) / moe_runs.predict_moe_run(row)["gpu_hours"]
     assert at_example > as_row > 1.3
+
+
+@pytest.mark.parametrize("run, hours, layers, h, experts, published_ms, routing_ms", [
+    # 71,171 x 3,600 x 4,096 / 10e12 / 24; routing 3 x (3 x 8 x 1,024 x 2 + 2 x 1,024 x 2 + 8 x 32 + 8 x 8)
+    # = 160,704 B a token, x 4,096 / 3.35e12 B/s
+    ("Granite 3.0 1B-A400M pre-training", 71171, 24, 1024, 32, 4.37275, 0.196491),
+    # 133,308 x 3,600 x 4,096 / 10e12 / 32; routing 3 x (3 x 8 x 1,536 x 2 + 2 x 1,536 x 2 + 8 x 40 + 64)
+    # = 240,768 B a token, x 4,096 / 3.35e12 B/s
+    ("Granite 3.0 3B-A800M pre-training", 133308, 32, 1536, 40, 6.14283, 0.294384),
+])
+def test_layer_call_gap_of_the_granite_runs_by_hand(run, hours, layers, h, experts, published_ms, routing_ms):
+    """moe_evidence.layer_call_gap, the chapter 18 Granite paragraph's per-call gap: one MoE layer on one
+    4,096-token micro-batch, the published GPU-seconds of a call (Table 7's hours over the 10T tokens'
+    sequences and the MoE layers) by hand; the priced call is the step's, checked here against
+    predict_moe_run's GPU-hours by another path (priced x layers x sequences = predicted hours); the routing
+    passes are the gap over the call's routing bytes on the H100's 3.35 TB/s (data/gpus.csv)."""
+    from llmsizing import moe_evidence as mev
+    from llmsizing.catalog import get_model
+    from llmsizing.moe_runs import moe_published_runs, predict_moe_run
+
+    row = moe_published_runs().set_index("run", drop=False).loc[run]
+    assert (float(row["gpu_hours"]), float(row["tokens"]), int(row["seq"])) == (hours, 10e12, 4096)
+    m = get_model(row["model"])
+    assert (m.hidden, m.experts, m.experts_per_token, row["recompute"]) == (h, experts, 8, "none")
+    c = mev.layer_call_gap(row)
+    assert c.moe_layers == layers and c.published_s * 1e3 == pytest.approx(published_ms, abs=1e-5)
+    predicted_hours = predict_moe_run(row)["gpu_hours"]
+    assert c.priced_s * layers * 10e12 / 4096 / 3600 == pytest.approx(predicted_hours, rel=1e-9)
+    assert c.gap_s == pytest.approx(c.published_s - c.priced_s) and c.gap_s > 0   # above their step
+    assert c.routing_passes == pytest.approx(c.gap_s / (routing_ms * 1e-3), rel=1e-5)
+    phi = moe_published_runs().set_index("run", drop=False).loc["Phi-3.5-MoE pre-training"]
+    with pytest.raises(ValueError, match="pp"):
+        mev.layer_call_gap(phi)

@@ -385,3 +385,51 @@ def test_deepseek_v3_batch_ramp_bound():
     bubble_only = last["bubble_s"] * (1 / 32 - 1 / 120) / (last["step_s"] / 120)
     assert bubble_only <= r["extra_per_token"] < 1.1 * bubble_only
     assert 0 < r["run_extra_bound"] < 0.005                     # chapter 18: under half a percent of the run
+
+
+def test_run_variant_prices_another_reading_and_leaves_the_row(runs):
+    """run_variant (chapter 18's open readings of a run's layout): GPU-hours are tokens / tokens per step x
+    step x GPUs, so twice the tokens on the same step are twice the hours and half the published-over-
+    predicted ratio; the ratio's numerator is the row's own figure (Phi-3.5-MoE's card: 512 GPUs for 23
+    days); the row passed in is left as it was; a change that names no column is refused."""
+    phi = runs.loc["Phi-3.5-MoE pre-training"]
+    before = phi.copy()
+    one, two = moe_runs.run_variant(phi), moe_runs.run_variant(phi, tokens=2 * float(phi["tokens"]))
+    assert two["step_s"] == one["step_s"]
+    assert two["gpu_hours"] == pytest.approx(2 * one["gpu_hours"], rel=1e-12)
+    assert two["ratio"] == pytest.approx(one["ratio"] / 2, rel=1e-12)
+    assert one["ratio"] * one["gpu_hours"] == pytest.approx(512 * 23 * 24, rel=1e-12)
+    eight = moe_runs.run_variant(phi, pp=8, dp=int(phi["n_gpus"]) // 8, zero=1)   # the same 512 GPUs
+    assert eight["step_s"] != one["step_s"] and int(phi["pp"]) != 8
+    assert phi.equals(before)
+    with pytest.raises(ValueError, match="'stages'"):
+        moe_runs.run_variant(phi, stages=8)
+
+
+def test_micro_batch_seqs_prices_olmoe_on_its_published_micro_batch(runs):
+    """OLMoE ran its 1,024-sequence batch on 256 GPUs as one micro-batch of 1,024 / 256 = 4 sequences a GPU
+    (its repository's configs; chapter 18), where the rows' convention is micro-batches of one sequence.
+    run_step(micro_batch_seqs=4) must be step_time of batch 4 and no accumulation on the row's own layout and
+    recipe; the step's tokens stay 1,024 x 4,096 = 4,194,304 whatever the split; GPU-hours are 5.133e12 /
+    4,194,304 steps x step x 256 GPUs / 3,600, and published over them is 256 GPUs x 240 h = 61,440 over them;
+    the default is the one-sequence convention; a split that leaves sequences over is refused."""
+    from llmsizing.layouts import step_time
+    from llmsizing.parallel import Parallel
+
+    row = runs.loc["OLMoE-1B-7B pre-training"]
+    assert (int(row["global_batch"]), int(row["dp"]), int(row["n_gpus"])) == (1024, 256, 256)
+    one, four = moe_runs.run_step(row), moe_runs.run_step(row, micro_batch_seqs=4)
+    assert one.step_s == moe_runs.run_step(row, micro_batch_seqs=1).step_s
+    assert one.tokens == four.tokens == 1024 * 4096
+    direct = step_time(moe_runs._model(row["model"]), row["gpu"], Parallel(dp=256, zero=int(row["zero"])),
+                       batch=4, seq=4096, grad_accum=1, precision=row["precision"],
+                       recompute=row["recompute"], ep_overlap=float(row["ep_overlap"]),
+                       schedule=row["schedule"])
+    assert four.step_s == pytest.approx(direct.step_s, rel=1e-12) and four.step_s != one.step_s
+    v = moe_runs.run_variant(row, micro_batch_seqs=4)
+    assert v["gpu_hours"] == pytest.approx(5.133e12 / 4194304 * four.step_s * 256 / 3600, rel=1e-12)
+    assert v["ratio"] * v["gpu_hours"] == pytest.approx(256 * 240, rel=1e-12)
+    assert moe_runs.predict_moe_run(row, micro_batch_seqs=4)["step_s"] == four.step_s
+    for bad, err in ((3, ValueError), (8, ValueError), (0, ValueError), (2.0, TypeError)):
+        with pytest.raises(err, match="micro_batch_seqs"):
+            moe_runs.run_step(row, micro_batch_seqs=bad)

@@ -1,15 +1,16 @@
 """srvcurve34 (issue 34, "every worked budget in the book shows its range"): chapter 15's latency/throughput
 curve and its widget's summary carry the one 80% range the library states for a serving prediction, the
-engine's speed over the model's (``data/serving_intervals.csv``, group ``all``: 0.79-1.319 today), never a
+engine's speed over the model's (``data/serving_intervals.csv``, group ``all``: 0.772-1.309 today;
+0.79-1.319 before the refit that priced Megatron-LM's backward TP overlap), never a
 range of their own and never a wider one.
 
 Expected values are worked out here from the stored bounds, read from the CSV with the csv module (not through
 the library), and the library's point figures: a time (TTFT, ITL) is divided by the speed, so its low is
-``t / 1.319`` and its high ``t / 0.79``; a rate (tokens/s) is multiplied, ``r x 0.79`` to ``r x 1.319``; a
-price per token is the price over a rate, so its low is ``usd / 1.319`` and its high ``usd / 0.79``. Worked,
-chapter 15's Llama-3-8B on one H100 at batch 1 (1,024 + 256 tokens): ITL 7.137 ms, so 7.137 / 1.319 =
-5.411 ms and 7.137 / 0.79 = 9.034 ms (the band's first batch). The widget's text is also read back alone:
-each printed low times 1.319 and high times 0.79 must give the printed point again, within the rounding of
+``t / 1.309`` and its high ``t / 0.772``; a rate (tokens/s) is multiplied, ``r x 0.772`` to ``r x 1.309``; a
+price per token is the price over a rate, so its low is ``usd / 1.309`` and its high ``usd / 0.772``. Worked,
+chapter 15's Llama-3-8B on one H100 at batch 1 (1,024 + 256 tokens): ITL 7.205 ms, so 7.205 / 1.309 =
+5.504 ms and 7.205 / 0.772 = 9.333 ms (the band's first batch). The widget's text is also read back alone:
+each printed low times 1.309 and high times 0.772 must give the printed point again, within the rounding of
 the print."""
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def test_the_serving_widget_summary_gives_each_figure_as_point_low_high():
         assert f"${u_out:,.3f} (${u_out / hi:,.3f}-${u_out / lo:,.3f}) per million output tokens" in text
         assert f"${u_in:,.3f} (${u_in / hi:,.3f}-${u_in / lo:,.3f}) per million input tokens" in text
         assert "stated 80% range" in text and "vLLM/continuous" in text
-        # the printed text alone: low x 1.319 and high x 0.79 give the printed point back (a time), within
+        # the printed text alone: low x 1.309 and high x 0.772 give the printed point back (a time), within
         # the print's rounding (half a unit of the last digit on each figure); no wider range passes this
         for name, suffix in (("TTFT ", " ms"), ("ITL ", " ms")):
             p, a, b, d = _point_low_high(text, name, suffix=suffix)
@@ -111,9 +112,9 @@ def test_the_serving_widget_summary_gives_each_figure_as_point_low_high():
 
 def test_the_serving_curve_band_runs_from_the_fast_engines_curve_to_the_slow_ones():
     """The shaded band of chapter 15's curve (the book's figure: Llama-3-8B, one H100, 1,024 + 256 tokens):
-    the sweep's points at the fast end of the stated range (tokens/s x 1.319, ITL / 1.319), then at the slow
-    end back (x 0.79, / 0.79), so at every batch it spans exactly the stated width in ITL (1.319 / 0.79 =
-    1.669x), and at batch 1 it runs from 5.411 to 9.034 ms (7.137 ms, worked above). The whole band is
+    the sweep's points at the fast end of the stated range (tokens/s x 1.309, ITL / 1.309), then at the slow
+    end back (x 0.772, / 0.772), so at every batch it spans exactly the stated width in ITL (1.309 / 0.772 =
+    1.695x), and at batch 1 it runs from 5.504 to 9.333 ms (7.205 ms, worked above). The whole band is
     inside the axes, and the legend names it."""
     from llmsizing.charts import render_serving_curve
 
@@ -129,10 +130,10 @@ def test_the_serving_curve_band_runs_from_the_fast_engines_curve_to_the_slow_one
     slow = [(s.output_tokens_per_s_per_gpu * lo, s.itl_s / lo * 1e3) for s in sweep][::-1]
     assert np.allclose(xy[:2 * n], fast + slow, rtol=1e-12, atol=0)
     itl = _itl_batch1_by_hand_ms()
-    assert itl == pytest.approx(7.137, abs=5e-4)                      # the docstring's worked figure
+    assert itl == pytest.approx(7.205, abs=5e-4)                      # the docstring's worked figure
     assert sweep[0].batch == 1 and sweep[0].itl_s * 1e3 == pytest.approx(itl, rel=1e-9)
-    assert xy[0][1] == pytest.approx(itl / hi, rel=1e-9)               # 5.411 ms
-    assert xy[2 * n - 1][1] == pytest.approx(itl / lo, rel=1e-9)       # 9.034 ms
+    assert xy[0][1] == pytest.approx(itl / hi, rel=1e-9)               # 5.504 ms
+    assert xy[2 * n - 1][1] == pytest.approx(itl / lo, rel=1e-9)       # 9.333 ms
     assert np.allclose(xy[2 * n - 1:n - 1:-1, 1] / xy[:n, 1], hi / lo, rtol=1e-12)   # never wider
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
     assert x0 < xy[:, 0].min() and xy[:, 0].max() < x1 and y0 <= xy[:, 1].min() and xy[:, 1].max() < y1
@@ -160,7 +161,7 @@ def test_the_widget_redraws_the_band_for_its_setting():
 def test_the_worst_itl_beside_the_curve_takes_the_per_token_range():
     """Chapter 15's prose beside the curve quotes a plain decode step, the loaded ITL and a step carrying a full
     prefill chunk (the worst ITL a running sequence sees), each with the stated range: all three are
-    per-token times, so each is divided by the speed's ends (t / 1.319 to t / 0.79), the same range, never
+    per-token times, so each is divided by the speed's ends (t / 1.309 to t / 0.772), the same range, never
     its own."""
     lo, hi = stored_bounds()
     s = S.serving("llama-3-8b", "H100 SXM", batch=64, prompt=1024, output=256)
@@ -190,10 +191,10 @@ def test_a_queued_batch_time_and_its_last_first_token_take_the_steps_range(batch
     """srvqueue34 (issue 34): chapter 15's queue (Llama-3-8B on one H100, 128 + 64 tokens, vLLM's cap of 1,024
     sequences): 2,048 requests run in two full waves, 1,500 in a full one and one of 476. The whole batch's
     time and its last request's first token are sums of engine steps, prefill and decode, and the stated
-    range divides every step by the engine's speed, so the ends are the same sums with each step over 1.319
-    (low) and over 0.79 (high), worked here from the steps (``_sum_of_steps_over``), not from ``cycle_s``.
-    Chapter 15's prose: 9.4 s whole, so 9.4 / 1.319 = 7.1 s to 9.4 / 0.79 = 11.9 s; the last first token
-    7.8 s, so 5.9 to 9.9 s."""
+    range divides every step by the engine's speed, so the ends are the same sums with each step over 1.309
+    (low) and over 0.772 (high), worked here from the steps (``_sum_of_steps_over``), not from ``cycle_s``.
+    Chapter 15's prose: 9.4 s whole, so 9.4 / 1.309 = 7.2 s to 9.4 / 0.772 = 12.2 s; the last first token
+    7.8 s, so 6.0 to 10.1 s."""
     lo, hi = stored_bounds()
     s = S.serving("llama-3-8b", "H100 SXM", prompt=128, output=64, batch=batch)
     assert s.running_batch == 1024 and s.waves == 2 and (s.last_wave is None) == (batch == 2048)
@@ -208,14 +209,14 @@ def test_a_queued_batch_time_and_its_last_first_token_take_the_steps_range(batch
     assert e["cycle_s_high"] / e["cycle_s_low"] == pytest.approx(hi / lo, rel=1e-12)
     if batch == 2048:     # the figures chapter 15's prose prints, rounded as it prints them
         assert f"{s.cycle_s:.1f} ({e['cycle_s_low']:.1f}-{e['cycle_s_high']:.1f})" == \
-            f"{s.cycle_s:.1f} ({s.cycle_s / 1.319:.1f}-{s.cycle_s / 0.79:.1f})"
+            f"{s.cycle_s:.1f} ({s.cycle_s / 1.309:.1f}-{s.cycle_s / 0.772:.1f})"
 
 
 def test_the_widget_queued_line_gives_the_whole_batch_and_the_last_wait_as_point_low_high():
     """The serving widget moved to a batch over vLLM's cap (chapter 15's queue: 128 + 64 tokens, 2,048
     requests): its "queued" line gives the whole batch's time and the last request's first token as "point
-    (low-high)", each end the point over 1.319 and over 0.79 (the stored bounds). Read back from the text
-    alone, low x 1.319 and high x 0.79 give the printed point within the print's rounding. A batch that runs
+    (low-high)", each end the point over 1.309 and over 0.772 (the stored bounds). Read back from the text
+    alone, low x 1.309 and high x 0.772 give the printed point within the print's rounding. A batch that runs
     at once has no queued line."""
     from llmsizing.widgets import serving_widget
 
@@ -241,7 +242,7 @@ def test_the_widget_over_the_kv_room_gives_the_waves_and_never_counts_the_churn(
     and the last request's first token (``last_ttft_s``) vLLM's admissions, from the same run, which takes up
     to 1.5 s a setting, far over the 100 ms a widget move may take. The serving widget moved to 1,024 requests
     of 1,024 + 256 tokens (three waves of the room of 346) states the waves' two figures (``waves_s``,
-    ``waves_last_ttft_s``), each as "point (low-high)" over 1.319 and 0.79, names them the waves' and says
+    ``waves_last_ttft_s``), each as "point (low-high)" over 1.309 and 0.772, names them the waves' and says
     vLLM's admissions and preemptions are not counted (its last first token can fall either side of the
     waves': read35); the churn is never computed (the estimate is
     replaced by one that fails)."""

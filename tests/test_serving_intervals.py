@@ -237,7 +237,7 @@ def test_nested_check_recomputed_by_hand_from_the_stored_bounds():
     ratio = loso["log_ratio"].map(math.exp)
     inside = (ratio >= loso["nested_low"] - 1e-4) & (ratio <= loso["nested_high"] + 1e-4)
     assert (inside == loso["nested_inside"]).all()
-    assert int(inside.sum()) == 58 and len(loso) == int(row["n_rows"]) == 66          # serve43: 58 of 66
+    assert int(inside.sum()) == 57 and len(loso) == int(row["n_rows"]) == 66      # 57 of 66 (serve43: 58)
     assert row["coverage_out_of_sample"] == pytest.approx(inside.mean(), abs=1e-3)
     width = statistics.median(loso["nested_high"] / loso["nested_low"])
     assert row["width_out_of_sample"] == pytest.approx(width, abs=1e-3)
@@ -252,8 +252,9 @@ def test_nested_check_recomputed_by_hand_from_the_stored_bounds():
     assert row["width"] == stored.loc["overall", "width"]
     # issue 34's bar for serving, judged as training's (the median width of the ranges each held-out speed was
     # judged by): since serve43 (FP8 compute at the MFU x the training calibration's FP8 share) both hold,
-    # 87.9% at 1.74x (before: 83.3% at 1.98x, the width missed); chapters 15 and the appendix glue that
-    # verdict, so a refit that misses it again must change their prose too
+    # 86.4% at 1.74x (87.9% before the refit that priced Megatron-LM's backward TP overlap moved Hopper's
+    # BF16 kernel efficiency; before serve43: 83.3% at 1.98x, the width missed); chapters 15 and the appendix
+    # glue that verdict, so a refit that misses it again must change their prose too
     assert C.MIN_COVERAGE == 0.75 and C.MAX_WIDTH == 1.8
     assert inside.mean() >= C.MIN_COVERAGE and width <= C.MAX_WIDTH
 
@@ -262,8 +263,9 @@ def test_chapter_15s_out_of_source_figures_read_the_nested_check():
     """issue 34 (nest42): published_serving carries the stored nested bounds (no refit), which chapter 15's
     table, held-out count, AWQ and H200 sentences, Mixtral row and worst source read. Recounted by hand from
     data/serving_loso.csv: TensorRT-LLM v0.5.0's H200 page (7 speeds) has 4 inside its plain range and 5
-    inside its nested one (0.7699-1.3381); LMDeploy's W4A16 page, 2 speeds at 1.414 and 1.377, is outside
-    both (its nested top 1.2847): the worst source, 0 of 2; of the 49 ranged rows outside the first
+    inside its nested one (0.7842-1.3381; 0.7699 before the refit that priced Megatron-LM's backward TP
+    overlap);
+    LMDeploy's W4A16 page, 2 speeds at 1.415 and 1.376 (1.414 and 1.377 before), is outside both (its nested top 1.2818; 1.2847 before): the worst source, 0 of 2; of the 49 ranged rows outside the first
     calibration set, 42 land inside nested (39 plain). (Before serve43: 3 and 5, 0.722-1.3077; 1.501 and
     1.354 under 1.3502; 40 and 38.)"""
     loso = pd.read_csv(DATA_DIR / "serving_loso.csv").set_index("row")
@@ -273,11 +275,11 @@ def test_chapter_15s_out_of_source_figures_read_the_nested_check():
     assert pub.loc[~pub.index.isin(loso.index), "nested_inside"].isna().all()   # ratios of two runs: no range
     h200 = loso[loso["source"].str.contains("1555478c")]
     assert len(h200) == 7 and int(h200["inside"].sum()) == 4 and int(h200["nested_inside"].sum()) == 5
-    assert set(h200["nested_low"]) == {0.7699} and set(h200["nested_high"]) == {1.3381}
+    assert set(h200["nested_low"]) == {0.7842} and set(h200["nested_high"]) == {1.3381}
     awq = loso[loso["source"].str.contains("w4a16")]
     assert len(awq) == 2 and not awq["nested_inside"].any() and not awq["inside"].any()
-    assert sorted(round(math.exp(x), 3) for x in awq["log_ratio"]) == [1.377, 1.414]
-    assert set(awq["nested_high"]) == {1.2847}
+    assert sorted(round(math.exp(x), 3) for x in awq["log_ratio"]) == [1.376, 1.415]
+    assert set(awq["nested_high"]) == {1.2818}
     worst = loso.groupby("source")["nested_inside"].mean()
     assert worst.min() == 0 and worst.idxmin() == awq["source"].iloc[0] and sum(worst > 0) == len(worst) - 1
     held = pub[(pub["calibration"] == "no") & pub["nested_inside"].notna()]
@@ -334,15 +336,16 @@ def test_fit_mfu_recovers_an_mfu_set_by_hand():
 
 def test_mfu_by_compute_brackets_the_shared_mfu():
     """Fitted alone, the FP8 and the 16-bit rows bracket the shared MFU, and, FP8 compute being priced at the
-    MFU times the training calibration's FP8 share (serve43: hardware.dtype_kernel_share, 0.521 / 0.678),
-    they agree within 6% of it (0.648 and 0.615 about 0.636; with one MFU for both, before serve43, the FP8
+    MFU times the training calibration's FP8 share (serve43: hardware.dtype_kernel_share, 0.521 / 0.683),
+    they agree within 7% of it (0.655 and 0.615 about 0.638, 6.3%; 0.648 and 0.615 about 0.636 at 0.521 /
+    0.678, before the refit that priced Megatron-LM's backward TP overlap; with one MFU for both, before serve43, the FP8
     rows set 0.500 and the 16-bit ones 0.609, 18% apart: FP8 kernels reach a smaller share of their doubled
     peak); the groups must partition the rows the fit learns from, and every such row together must give
     back the stored MFU (the joint fit's optimum, to the search's rounding)."""
     t = C.mfu_by_compute()
     lo, hi = sorted((t.loc["fp8", "prefill_mfu"], t.loc["16-bit", "prefill_mfu"]))
     assert lo < S.MFU_DEFAULT < hi
-    assert (hi - lo) / S.MFU_DEFAULT < 0.06
+    assert (hi - lo) / S.MFU_DEFAULT < 0.07
     assert t.loc["fp8", "n_rows"] + t.loc["16-bit", "n_rows"] == t.loc["all", "n_rows"]
     # (the joint search and this one-dimensional one stop 0.002 apart since serve43: 0.634 against 0.636)
     assert t.loc["all", "prefill_mfu"] == pytest.approx(S.MFU_DEFAULT, abs=2.5e-3)
@@ -360,10 +363,10 @@ def test_cost_by_gpu_range_derived_by_hand_from_the_stored_range():
     """srv33 (issue 34, "every worked budget shows its range"): the H100 row of chapter 15's cost table
     (Llama-3-70B bf16, 1,024 in / 256 out, ITL <= 50 ms, TTFT <= 1 s). Its point estimate is re-priced here
     from the layout the row names (serving() at its tp and batch: the replica's $/h x decode step / batch),
-    and the range from the stored bounds (0.79, 1.319 today): a cost per token is the price over the speed,
-    so low = usd / 1.319 and high = usd / 0.79 ($1.428 -> $1.083-$1.807); an ITL is a time, divided the same
-    way (50.0 ms -> 37.9-63.2 ms); tokens/s are a rate, multiplied (420 -> 332-555). The cost's range must be
-    exactly as wide as the stored range (1.319 / 0.79 = 1.669x): no range of its own, none widened."""
+    and the range from the stored bounds (0.772, 1.309 today): a cost per token is the price over the speed,
+    so low = usd / 1.309 and high = usd / 0.772 ($1.449 -> $1.107-$1.877); an ITL is a time, divided the same
+    way (49.7 ms -> 37.9-64.3 ms); tokens/s are a rate, multiplied (418 -> 323-547). The cost's range must be
+    exactly as wide as the stored range (1.309 / 0.772 = 1.695x): no range of its own, none widened."""
     lo, hi, width = _stored_range()
     df = S.serving_cost_by_gpu("llama-3-70b", gpus=["H100 SXM"], prompt=1024, output=256, itl_s=0.05, ttft_s=1.0)
     r = df.loc["H100 SXM"]
@@ -372,8 +375,8 @@ def test_cost_by_gpu_range_derived_by_hand_from_the_stored_range():
     assert s.price_usd_per_gpu_hour == 3.99 and r["usd_per_million_output_tokens"] == pytest.approx(usd, rel=1e-12)
     assert r["usd_per_million_output_tokens_low"] == pytest.approx(usd / hi, rel=1e-12)
     assert r["usd_per_million_output_tokens_high"] == pytest.approx(usd / lo, rel=1e-12)
-    assert r["usd_per_million_output_tokens_low"] == pytest.approx(1.428 / 1.319, abs=2e-3)   # the docstring's
-    assert r["usd_per_million_output_tokens_high"] == pytest.approx(1.428 / 0.79, abs=2e-3)
+    assert r["usd_per_million_output_tokens_low"] == pytest.approx(1.449 / 1.309, abs=2e-3)   # the docstring's
+    assert r["usd_per_million_output_tokens_high"] == pytest.approx(1.449 / 0.772, abs=2e-3)
     assert r["itl_s_low"] == pytest.approx(s.itl_s / hi, rel=1e-12)
     assert r["itl_s_high"] == pytest.approx(s.itl_s / lo, rel=1e-12)
     assert r["output_tokens_per_s_per_gpu_low"] == pytest.approx(s.output_tokens_per_s_per_gpu * lo, rel=1e-12)
@@ -389,8 +392,8 @@ def test_cost_by_gpu_range_derived_by_hand_from_the_stored_range():
 
 
 def test_reasoning_cost_range_derived_by_hand_from_the_stored_range():
-    """reasoning_cost's 4,096-token row (Llama-3-70B fp8, H100 SXM): low = usd / 1.319 and high = usd / 0.79
-    ($0.9357 -> $0.709-$1.184 per million); an answer's price the same over its 4,096 tokens; its minutes are
+    """reasoning_cost's 4,096-token row (Llama-3-70B fp8, H100 SXM): low = usd / 1.309 and high = usd / 0.772
+    ($0.9373 -> $0.716-$1.214 per million); an answer's price the same over its 4,096 tokens; its minutes are
     (TTFT + 4,096 x ITL) / 60 with each time divided by the speed's end."""
     lo, hi, _ = _stored_range()
     r = S.reasoning_cost("llama-3-70b", "H100 SXM", weights="fp8", outputs=(4096,)).loc[4096]
@@ -400,7 +403,7 @@ def test_reasoning_cost_range_derived_by_hand_from_the_stored_range():
     assert r["usd_per_million_output_tokens"] == pytest.approx(usd, rel=1e-12)
     assert r["usd_per_million_output_tokens_low"] == pytest.approx(usd / hi, rel=1e-12)
     assert r["usd_per_million_output_tokens_high"] == pytest.approx(usd / lo, rel=1e-12)
-    assert r["usd_per_million_output_tokens_low"] == pytest.approx(0.9357 / 1.319, abs=1e-3)   # the docstring's
+    assert r["usd_per_million_output_tokens_low"] == pytest.approx(0.9373 / 1.309, abs=1e-3)   # the docstring's
     assert r["usd_per_answer_high"] == pytest.approx(usd / lo * 4096 / 1e6, rel=1e-12)
     assert r["answer_min_low"] == pytest.approx((s.ttft_s + 4096 * s.itl_s) / hi / 60, rel=1e-12)
     assert r["answer_min_high"] == pytest.approx((s.ttft_s + 4096 * s.itl_s) / lo / 60, rel=1e-12)
@@ -437,17 +440,17 @@ def test_cost_tables_still_refuse_bad_input_and_keep_their_columns():
 
 def test_serving_ends_derived_by_hand_from_the_stored_range():
     """srv33b (issue 34): serving_ends on chapter 15's Llama-3-8B on one H100 (1,024 + 256 tokens). At batch
-    1 the ITL 7.137 ms is a time, so its ends are 7.137 / 1.319 = 5.411 ms and 7.137 / 0.79 = 9.034 ms
+    1 the ITL 7.205 ms is a time, so its ends are 7.205 / 1.309 = 5.504 ms and 7.205 / 0.772 = 9.333 ms
     (the docstring's); tokens/s are a rate, times the ends. At the KV room's batch the cost per million output
-    tokens, re-priced here by hand as $3.99/h x 1 GPU x decode step / batch, has low = usd / 1.319 and high =
-    usd / 0.79, exactly the stored width apart (the cheap end is the fast engine's). The input price takes
+    tokens, re-priced here by hand as $3.99/h x 1 GPU x decode step / batch, has low = usd / 1.309 and high =
+    usd / 0.772, exactly the stored width apart (the cheap end is the fast engine's). The input price takes
     the TTFT's pair (the same pooled bounds today)."""
     lo, hi, width = _stored_range()
     one = S.serving("llama-3-8b", "H100 SXM", batch=1, prompt=1024, output=256)
     e = S.serving_ends(one)
     assert e["itl_s_low"] == pytest.approx(one.itl_s / hi, rel=1e-12)
     assert e["itl_s_high"] == pytest.approx(one.itl_s / lo, rel=1e-12)
-    assert (e["itl_s_low"], e["itl_s_high"]) == pytest.approx((7.137e-3 / 1.319, 7.137e-3 / 0.79), abs=2e-6)
+    assert (e["itl_s_low"], e["itl_s_high"]) == pytest.approx((7.205e-3 / 1.309, 7.205e-3 / 0.772), abs=2e-6)
     assert e["decode_step_s_high"] == pytest.approx(one.decode_step_s / lo, rel=1e-12)   # a time too
     assert e["output_tokens_per_s_low"] == pytest.approx(one.output_tokens_per_s * lo, rel=1e-12)
     assert e["output_tokens_per_s_high"] == pytest.approx(one.output_tokens_per_s * hi, rel=1e-12)
@@ -473,8 +476,8 @@ def test_serving_ends_derived_by_hand_from_the_stored_range():
 def test_fleet_cost_range_derived_by_hand_at_both_ends_of_the_stored_range():
     """srv33b (issue 34): chapter 15's mean answer for 1,000 users of Llama-3-70B on H100s (1,024 + 256 tokens,
     ITL <= 50 ms, TTFT <= 1 s). Each end is the fleet sized again at the stored bound's speed (replicas_for at
-    ``_speed`` = 1.319 and 0.79, read here from the CSV); its cost is GPUs x $3.99/h over the tokens it serves,
-    requests/s x 256 x 3600 an hour: the docstring's 36 x 3.99 / (77.84 x 256 x 3600) x 1e6 = $2.00 at the
+    ``_speed`` = 1.309 and 0.772, read here from the CSV); its cost is GPUs x $3.99/h over the tokens it serves,
+    requests/s x 256 x 3600 an hour: the docstring's 36 x 3.99 / (77.97 x 256 x 3600) x 1e6 = $2.00 at the
     fast end. The low is the fast end's, and ``with_range=False`` leaves both None."""
     lo, hi, _ = _stored_range()
     load = dict(users=1000, prompt=1024, output=256, itl_s=0.05, ttft_s=1.0)
@@ -484,7 +487,7 @@ def test_fleet_cost_range_derived_by_hand_at_both_ends_of_the_stored_range():
         by_hand = p.gpus * 3.99 / (p.requests_per_s * 256 * 3600) * 1e6
         assert getattr(plan, f"fleet_usd_per_million_output_tokens_{end}") == pytest.approx(by_hand, rel=1e-12)
         assert getattr(plan, f"gpus_{end}") == p.gpus
-    assert plan.fleet_usd_per_million_output_tokens_low == pytest.approx(36 * 3.99 / (77.84 * 256 * 3600) * 1e6,
+    assert plan.fleet_usd_per_million_output_tokens_low == pytest.approx(36 * 3.99 / (77.97 * 256 * 3600) * 1e6,
                                                                           rel=1e-3)
     assert (plan.fleet_usd_per_million_output_tokens_low < plan.fleet_usd_per_million_output_tokens
             < plan.fleet_usd_per_million_output_tokens_high)

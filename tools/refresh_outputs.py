@@ -65,7 +65,7 @@ SOLUTION_BLOCK = re.compile(rf"^{_FENCE}\{{solution\}}", re.M)
 
 
 def toc_entries(toc: Path = TOC) -> list[str]:
-    """Every ``root``/``file`` entry of _toc.yml, as written (root first). tests/test_hygiene.py uses it too."""
+    """Every ``root``/``file`` entry of _toc.yml, as written (root first); tests/test_hygiene.py uses it."""
     import yaml  # PyYAML ships with jupyter-book
 
     data = yaml.safe_load(toc.read_text(encoding="utf-8"))
@@ -168,11 +168,20 @@ def normalise(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+def kernel_pythonpath(pythonpath: str) -> str:
+    """The kernel's PYTHONPATH: this checkout's ``src`` first, then the caller's entries made absolute. The
+    kernel starts in ``book/``, so a relative ``PYTHONPATH=src`` would point nowhere and the kernel would
+    import whichever ``llmsizing`` the venv's editable install names (in a shared venv, another tree's)."""
+    entries = [str(ROOT / "src")] + [str(Path(p).resolve()) for p in pythonpath.split(os.pathsep) if p]
+    return os.pathsep.join(dict.fromkeys(entries))
+
+
 def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int) -> None:
     from nbclient import NotebookClient
 
     # The kernel inherits os.environ; MPLBACKEND=Agg would drop every figure.
     os.environ.pop("MPLBACKEND", None)
+    os.environ["PYTHONPATH"] = kernel_pythonpath(os.environ.get("PYTHONPATH", ""))
     client = NotebookClient(
         nb,
         kernel_name="python3",

@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from llmsizing.calibration import _layout_of, attention_kernel_of, tp_overlap_of  # noqa: E402
+from llmsizing.calibration import _layout_of, attention_kernel_of, tp_backward_overlap_of  # noqa: E402
+from llmsizing.calibration import tp_overlap_of  # noqa: E402
 from llmsizing.hardware import kernel_efficiency  # noqa: E402
 from llmsizing.layouts import step_time  # noqa: E402
 from llmsizing.run_nodes import run_node  # noqa: E402
@@ -44,6 +45,7 @@ def row_step(row, **over):
     par = over.pop("parallel", par)
     kw = dict(batch=micro, seq=int(row.seq), grad_accum=accum, recompute=recompute, dtype=_dtype(row),
               kernel_efficiency=kernel_efficiency(row.gpu, _dtype(row)), async_tp=tp_overlap_of(row),
+              tp_backward_overlap=tp_backward_overlap_of(row),
               attention_kernel=attention_kernel_of(getattr(row, "framework", None), row.gpu),
               node=run_node(row))
     kw.update(over)

@@ -94,6 +94,17 @@ def tp_overlap_of(row) -> bool:
     return isinstance(v, str) and v.strip().lower() == "yes"
 
 
+def tp_backward_overlap_of(row) -> bool:
+    """Whether ``row``'s run hid the backward's tensor-parallel collectives that Megatron-LM's column-parallel
+    Linear layers launch beside their dgrad and wgrad GEMMs (``tp_backward_overlap`` of
+    :func:`~llmsizing.layouts.step_time`; :data:`~llmsizing.exposure.TP_BACKWARD_ASYNC`): its
+    ``tp_comm_overlap`` cell says "backward" where the run's framework is Megatron-LM (or NeMo on it) of a
+    version that does it on its default path (Megatron-LM since 2022; the row's note names what it stands on).
+    A run marked "yes" hides all of its TP collectives (:func:`tp_overlap_of`) and needs no more."""
+    v = getattr(row, "tp_comm_overlap", None)
+    return isinstance(v, str) and v.strip().lower() == "backward"
+
+
 def _layout_of(row):
     """``(Parallel, micro_batch, grad_accum, recompute)`` of a published run, or ``None`` when its layout
     was not published or does not add up (``tp x cp x pp x dp`` must be its GPU count). A blank micro-batch is
@@ -158,6 +169,7 @@ def run_mfu_at(row, efficiency: float) -> float:
     return step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
                      kernel_efficiency=efficiency, recompute=recompute, node=run_node(row),
                      dtype="fp8" if row.dtype == "fp8" else "bf16", async_tp=tp_overlap_of(row),
+                     tp_backward_overlap=tp_backward_overlap_of(row),
                      attention_kernel=attention_kernel_of(getattr(row, "framework", None), row.gpu)).mfu
 
 
@@ -206,7 +218,7 @@ def run_flat_efficiency(row, kernel_efficiency: float) -> float:
     dtype = "fp8" if row.dtype == "fp8" else "bf16"
     st = step_time(row.model, row.gpu, par, batch=micro, seq=int(row.seq), grad_accum=accum,
                    kernel_efficiency=kernel_efficiency, recompute=recompute, dtype=dtype, node=run_node(row),
-                   async_tp=tp_overlap_of(row),
+                   async_tp=tp_overlap_of(row), tp_backward_overlap=tp_backward_overlap_of(row),
                    attention_kernel=attention_kernel_of(getattr(row, "framework", None), row.gpu))
     stage = max(stage_flops_per_token(get_model(row.model), par, seq=int(row.seq), recompute=recompute))
     return stage * micro * int(row.seq) * accum / (par.tp * par.cp) / (st.peak_flops * st.compute_s)

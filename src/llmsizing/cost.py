@@ -15,6 +15,10 @@ questions; no new physics:
   or not, gives an effective price per *used* GPU-hour of ``price x (1 - d) / utilisation``
   (:func:`effective_price_usd_per_gpu_hour`); it beats on-demand only above a utilisation of ``1 - d``.
   The book has no sourced reserved prices, so the discount is a parameter, never a catalogue figure.
+* **a plan's winner**: how far the cheapest GPU type of a :func:`~llmsizing.planner.plan` table leads the
+  next one, the price and kernel efficiency at which they tie (:func:`gpu_lead`), and its cheapest run
+  repriced at another kernel efficiency (:func:`plan_at_kernel_efficiency`); the days saved and the dollars
+  added by each step along its time-vs-cost front (:func:`front_steps`). Chapter 12.
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ from ._validate import check_choice, check_fraction, check_int, check_number, ch
 from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model, resolve_prices
 from .flops import RECOMPUTE, training_flops_per_token
 from .hardware import dense_tflops
-from .mfu import layout_range_factors
+from .hardware import kernel_efficiency as kernel_efficiency_of
+from .job import Job
+from .layouts import step_time
+from .mfu import layout_range_factors, plan_range_factors, time_range_ends
 from .model import Model
 from .parallel import Parallel
 from .time_cost import training_time
@@ -119,6 +126,152 @@ def compare_gpus(gpu_a, gpu_b, *, speedup: float | None = None, prices: dict | N
     price_ratio = pb / pa
     return GpuComparison(a.name, b.name, pa, pb, peak_ratio, s, price_ratio, price_ratio / s, price_ratio,
                          price_kind_of(a, pa), price_kind_of(b, pb))
+
+
+# =========================================================================== a plan's cheapest GPU's lead
+_LEAD_COLUMNS = ("gpu", "cost_usd", "gpu_hours")
+
+
+def _cheapest_by_gpu(frame):
+    """Each GPU type's cheapest row of a :func:`~llmsizing.planner.plan` table, cheapest type first."""
+    columns = getattr(frame, "columns", ())
+    missing = [c for c in _LEAD_COLUMNS if c not in columns]
+    if missing:
+        raise TypeError("frame must be a table of llmsizing.planner.plan(...); it lacks "
+                        f"{', '.join(missing)}")
+    if len(frame) == 0:
+        raise ValueError("frame: the plan table is empty (no plan fits), so no GPU type leads")
+    rows = frame.loc[frame.groupby("gpu", sort=False)["cost_usd"].idxmin()]
+    return rows.sort_values("cost_usd", kind="stable").set_index("gpu", drop=False)
+
+
+@dataclass(frozen=True)
+class GpuLead:
+    """How firm the cheapest GPU type's lead is in a plan table (:func:`gpu_lead`). ``lead`` is the runner-up
+    type's cheapest run's cost over the winner's; a run's cost is its GPU-hours times the price, so the two
+    tie at ``breakeven_price_usd_per_gpu_hour = price x lead``; and, for a step that is all compute, at
+    ``breakeven_kernel_efficiency = kernel_efficiency / lead`` (an upper bound on the efficiency at which they
+    tie where some kernels are memory-bound: :func:`plan_at_kernel_efficiency` reprices the step there)."""
+
+    gpu: str
+    runner_up: str
+    cost_usd: float
+    runner_up_cost_usd: float
+    lead: float
+    price_usd_per_gpu_hour: float
+    breakeven_price_usd_per_gpu_hour: float
+    kernel_efficiency: float
+    breakeven_kernel_efficiency: float
+
+
+def gpu_lead(frame, *, kernel_efficiency: float | None = None) -> GpuLead:
+    """The lead of ``frame``'s (a :func:`~llmsizing.planner.plan` table's) cheapest GPU type over the next
+    cheapest type: each type's cheapest run, the ratio of their costs, and the winner's price per GPU-hour and
+    kernel efficiency at which the two would cost the same. The price is the one the plan charged (its row's
+    ``cost_usd / gpu_hours``); ``kernel_efficiency`` defaults to the winner's BF16 one
+    (:func:`~llmsizing.hardware.kernel_efficiency`, what ``plan()`` uses when given none). Chapter 12, "How
+    firm is the winner's lead?": Llama-3-70B's cheapest run on B200s against the H200's."""
+    best = _cheapest_by_gpu(frame)
+    if len(best) < 2:
+        raise ValueError(f"frame: only the {best.index[0]} has a plan, so there is no runner-up to lead")
+    win, run = best.iloc[0], best.iloc[1]
+    hours = check_number("the winner's gpu_hours (frame)", win["gpu_hours"], allow_equal=False)
+    cost = check_number("the winner's cost_usd (frame)", win["cost_usd"], allow_equal=False)
+    eff = (kernel_efficiency_of(win["gpu"]) if kernel_efficiency is None
+           else check_fraction("kernel_efficiency", kernel_efficiency))
+    lead = float(run["cost_usd"]) / cost
+    price = cost / hours
+    return GpuLead(str(win["gpu"]), str(run["gpu"]), cost, float(run["cost_usd"]), lead, price, price * lead,
+                   eff, eff / lead)
+
+
+@dataclass(frozen=True)
+class RescaledPlan:
+    """A plan table's cheapest run on one GPU type with its step repriced at another kernel efficiency
+    (:func:`plan_at_kernel_efficiency`). ``step_scale`` is the new step over the plan's; a run of a fixed
+    number of steps scales its days and cost by it, and the stated 80% range moves with the prediction
+    (:func:`~llmsizing.mfu.time_range_ends`). ``cheaper_gpus``: the other GPU types whose cheapest run in the
+    table costs less than the repriced one, cheapest first."""
+
+    gpu: str
+    kernel_efficiency: float
+    step_s: float
+    step_scale: float
+    mfu: float
+    days: float
+    days_low: float
+    days_high: float
+    cost_usd: float
+    cost_usd_low: float
+    cost_usd_high: float
+    cheaper_gpus: tuple[str, ...]
+
+
+def plan_at_kernel_efficiency(frame, model: Model | str, *, seq: int, kernel_efficiency: float,
+                              gpu: str | None = None, **job_options) -> RescaledPlan:
+    """``frame``'s (a :func:`~llmsizing.planner.plan` table's) cheapest run on ``gpu`` (default: the cheapest
+    type) with its step repriced at ``kernel_efficiency``: the row's own job
+    (:meth:`~llmsizing.job.Job.from_plan_row` with ``model``, ``seq`` and the plan's other options in
+    ``job_options``) through :func:`~llmsizing.layouts.step_time`. Memory-bound kernels do not slow down with
+    the efficiency, so the step grows less than the efficiency falls. Chapter 12: the B200's cheapest plan at
+    the break-even efficiency (:func:`gpu_lead`) and at the efficiency torchao's B200 BF16 run implies."""
+    best = _cheapest_by_gpu(frame)
+    gpu = str(best.index[0]) if gpu is None else check_choice("gpu", gpu, tuple(best.index))
+    eff = check_fraction("kernel_efficiency", kernel_efficiency)
+    row = best.loc[gpu]
+    st = step_time(Job.from_plan_row(row, model, seq=seq, **job_options), kernel_efficiency=eff)
+    scale = st.step_s / float(row["step_time_s"])
+    factors = plan_range_factors(frame, gpu)
+    days, cost = float(row["days"]) * scale, float(row["cost_usd"]) * scale
+    (d_lo, d_hi), (c_lo, c_hi) = time_range_ends(days, factors), time_range_ends(cost, factors)
+    cheaper = tuple(str(g) for g in best.index if g != gpu and best.loc[g, "cost_usd"] < cost)
+    return RescaledPlan(gpu, eff, st.step_s, scale, st.mfu, days, d_lo, d_hi, cost, c_lo, c_hi, cheaper)
+
+
+@dataclass(frozen=True)
+class FrontStep:
+    """One step along a plan table's time-vs-cost front (:func:`front_steps`): from the plan on
+    ``n_gpus_from`` GPUs to the next faster, dearer one on ``n_gpus_to``. ``days_saved_low``/``_high`` are the
+    days saved at the ends of the GPU's stated 80% range (a difference of two times on one range:
+    :func:`~llmsizing.mfu.time_range_ends`); ``cost_ratio`` is the faster plan's cost over the slower's."""
+
+    gpu: str
+    n_gpus_from: int
+    n_gpus_to: int
+    days_saved: float
+    days_saved_low: float
+    days_saved_high: float
+    cost_added_usd: float
+    cost_ratio: float
+
+
+def front_steps(frame) -> tuple[FrontStep, ...]:
+    """The steps along ``frame``'s (a :func:`~llmsizing.planner.plan` table's) time-vs-cost front (its
+    ``pareto`` rows), cheapest plan first: the days each next plan saves, with their range, and the dollars it
+    adds. A front of one plan has no step. The range of a difference holds only on one range, so a front that
+    mixes GPU types is refused (``ValueError``). Chapter 12: along Llama-3-70B's B200 front each doubling of
+    the GPUs saves fewer days and adds more dollars."""
+    columns = getattr(frame, "columns", ())
+    missing = [c for c in ("gpu", "n_gpus", "days", "cost_usd", "pareto") if c not in columns]
+    if missing:
+        raise TypeError("frame must be a table of llmsizing.planner.plan(...); it lacks "
+                        f"{', '.join(missing)}")
+    front = frame[frame["pareto"].astype(bool)].sort_values(["cost_usd", "days"], ascending=[True, False],
+                                                            kind="stable")
+    gpus = list(dict.fromkeys(front["gpu"]))
+    if len(gpus) > 1:
+        raise ValueError(f"frame: its front mixes GPU types ({', '.join(map(str, gpus))}), and the days "
+                         "saved between two ranges have no stated range; take one type's plans first")
+    if len(front) < 2:
+        return ()
+    factors = plan_range_factors(frame, gpus[0])
+    steps = []
+    for a, b in zip(front.itertuples(), front.iloc[1:].itertuples()):
+        saved = float(a.days - b.days)
+        low, high = time_range_ends(saved, factors)
+        steps.append(FrontStep(str(a.gpu), int(a.n_gpus), int(b.n_gpus), saved, low, high,
+                               float(b.cost_usd - a.cost_usd), float(b.cost_usd / a.cost_usd)))
+    return tuple(steps)
 
 
 # =========================================================================== price x MFU

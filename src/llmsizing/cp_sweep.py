@@ -1,12 +1,14 @@
 """Context parallelism's ring against the attention it hides behind, swept over sequence lengths (the "Long
 context" chapter): :func:`cp_overlap_sweep`, built on :func:`~llmsizing.layouts.step_time`. It moved here from
-:mod:`llmsizing.layouts` (issue 34), which still forwards it with a DeprecationWarning.
+:mod:`llmsizing.layouts` (issue 34), which still forwards it with a DeprecationWarning. And
+:func:`document_length_at_mfu`: the mean document length at which a packed long-context step's MFU, counted
+over each document, reaches a given one (the chapter's 128K against 8K).
 """
 
 from __future__ import annotations
 
 from .catalog import get_gpu, resolve_model
-from ._validate import check_int
+from ._validate import check_fraction, check_int
 from .layouts import _cp_attention_s, step_time
 from .model import Model
 from .parallel import Parallel
@@ -49,3 +51,42 @@ def cp_overlap_sweep(model: Model | str, gpu, parallel: Parallel, *, seqs, batch
                      "hidden_s": comm - ring.exposed["cp"], "exposed_s": ring.exposed["cp"],
                      "all_gather_s": gather.exposed["cp"]})
     return pd.DataFrame(rows).set_index("seq")
+
+
+def document_length_at_mfu(model: Model | str, gpu, parallel: Parallel, *, seq: int, mfu: float,
+                           batch: int = 1, shortest: int = 1024, longest: int | None = None,
+                           resolution: int = 1024, **step_kw) -> int:
+    """The longest token-weighted mean document length (``attention_seq`` of
+    :func:`~llmsizing.layouts.step_time`, to within ``resolution`` tokens) in ``[shortest, longest]`` at which
+    a step on rows of ``seq`` packed tokens still runs below ``mfu``, its MFU counted over each document (the
+    attention FLOPs the kernels run). Found by bisection, which assumes the MFU rises with the mean length
+    (longer documents put more of the step in attention, whose FLOPs step_time counts over the whole matrix
+    while the kernels run the causal half: chapter 17); the result ``a`` runs below ``mfu`` and the MFU
+    reaches ``mfu`` within ``resolution`` tokens above ``a``. ``longest`` defaults to ``seq``; ``batch`` and
+    ``step_kw`` go to ``step_time`` (``grad_accum``, ``precision``, ...). ValueError if the MFU already
+    reaches ``mfu`` at ``shortest`` or stays below it at ``longest``: no crossing in the range.
+
+    Chapter 17 asks where Llama 3 405B's 128K step (Meta's layout; Dubey et al. 2024, Table 4) meets the 8K
+    step's MFU: WLB-LLM (Wang et al. 2025, OSDI, Sec. 2.2) bounds Meta's mean document at
+    :func:`~llmsizing.flops.document_length_bound`'s 81,920 tokens, and any mean below the crossing puts the
+    128K step below 8K, as Table 4 has it."""
+    seq = check_int("seq", seq)
+    target = check_fraction("mfu", mfu)
+    longest = seq if longest is None else check_int("longest", longest, maximum=seq)
+    shortest = check_int("shortest", shortest, maximum=longest)
+    resolution = check_int("resolution", resolution, maximum=seq)
+
+    def below(a: int) -> bool:
+        return step_time(model, gpu, parallel, batch=batch, seq=seq, attention_seq=a, **step_kw).mfu < target
+
+    if not below(shortest):
+        raise ValueError(f"mfu={target:g}: the step already reaches it at shortest={shortest:,} tokens; "
+                         f"give a lower shortest or a higher mfu")
+    if below(longest):
+        raise ValueError(f"mfu={target:g}: the step stays below it up to longest={longest:,} tokens; "
+                         f"give a longer longest (at most seq={seq:,}) or a lower mfu")
+    lo, hi = shortest, longest
+    while hi - lo > resolution:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if below(mid) else (lo, mid)
+    return lo

@@ -18,6 +18,23 @@ from .moe_time import shared_overlap_exposed_s
 from .pipeline_schedule import grad_reduces, zero3_exposed_s
 from .zero_traffic import dp_collectives
 
+#: The backward's tensor-parallel collectives that Megatron-LM's column-parallel Linear layers (QKV, MLP up)
+#: launch with ``async_op=True`` beside a GEMM of their own backward, by the names
+#: :func:`~llmsizing.comm.communication` gives them: ``(window, share of the collective's calls)``. With
+#: sequence parallelism the re-gather of the layer's input (2 of the backward's 4 all-gathers a layer; the
+#: other 2, the row-parallel layers' gathers of their output gradient, feed the next GEMM and stay exposed)
+#: runs beside the dgrad GEMM, and the dgrad's reduce-scatter (both of the backward's) beside the wgrad GEMM;
+#: without it the dgrad's all-reduce (both of the backward's) beside the wgrad GEMM.
+#: ``LinearWithGradAccumulationAndAsyncCommunication.backward``, megatron/core/tensor_parallel/layers.py
+#: (NVIDIA/Megatron-LM cf7efd4f, 2021-08-30, "allreduce overlap with wgrad gemm"; 02bb1f5c, 2022-03-02,
+#: "column parallel linear with sequence parallelism"); Transformer Engine's ``_Linear`` backward does the
+#: same (transformer_engine/pytorch/module/linear.py: ``gather_along_first_dim(..., async_op=True)``,
+#: "Tensor-parallel communication is overlapped with dgrad GEMM"; the dgrad's
+#: ``reduce_scatter_along_first_dim`` / ``allreduce`` with ``async_op=True`` before the wgrad GEMM).
+TP_BACKWARD_ASYNC = {"SP all-gather (backward)": ("dgrad", 0.5),
+                     "SP reduce-scatter (backward)": ("wgrad", 1.0),
+                     "TP all-reduce (backward)": ("wgrad", 1.0)}
+
 #: Each window's index in :data:`DP_SLOTS`.
 _SLOT_INDEX = {name: i for i, name in enumerate(DP_SLOTS)}
 
@@ -140,12 +157,18 @@ def _window_s(compute_s: float, micro: int, fwd_share: float) -> tuple[float, fl
 
 def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: float,
                      async_tp: bool = False, cp_attention_s: tuple = (0.0, 0.0),
-                     ep_overlap: float = 0.0, shared_expert_s: tuple = (0.0, 0.0)) -> dict[str, float]:
+                     ep_overlap: float = 0.0, shared_expert_s: tuple = (0.0, 0.0),
+                     tp_backward_s: tuple | None = None) -> dict[str, float]:
     """Seconds of each group's communication the step waits for, collective by collective (issue 21's "overlap
     per group"; taught in chapter 8):
 
     * tensor parallelism sits on the critical path (each all-reduce or all-gather feeds the next matmul),
       unless ``async_tp`` (PyTorch's async TP, Megatron's TP overlap) hides it behind the step's compute;
+      ``tp_backward_s``, the seconds per step of the column-parallel layers' ``(dgrad, wgrad)`` GEMMs on this
+      GPU, hides the backward's collectives that Megatron-LM and Transformer Engine launch beside them
+      (:data:`TP_BACKWARD_ASYNC`): the re-gathers behind the dgrad GEMMs, the dgrad's reduction behind the
+      wgrad GEMMs, each window taken off once per step (what exceeds it is exposed; ``None``: no such
+      overlap, every TP collective exposed);
     * the gradient all-reduce or reduce-scatter of DDP and ZeRO-1 overlaps only the last micro-batch's
       backward (the earlier micro-batches only accumulate); ZeRO-2's per-micro-batch reduce-scatter each
       its own backward;
@@ -189,6 +212,7 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
     if comm.parallel.ep > 1:
         out["ep"] = 0.0
     tp_total = 0.0
+    tp_async = {"dgrad": 0.0, "wgrad": 0.0}     # the backward's collectives beside a GEMM (tp_backward_s)
     dp_links: dict = {}                   # each link's five slots' seconds per step and ZeRO-3's units
     for c in comm.collectives:
         t = c.time_s
@@ -201,6 +225,10 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
             else:
                 out["cp"] += t
         elif c.group == "tp":
+            window, share = TP_BACKWARD_ASYNC.get(c.collective, (None, 0.0))
+            if tp_backward_s is not None and window is not None:
+                tp_async[window] += t * share
+                t = t * (1.0 - share)
             tp_total += t
         elif c.group == "pp":
             out["pp"] += min(t, 2 * (comm.parallel.pp - 1) * c.one_call_s)
@@ -220,5 +248,11 @@ def exposed_by_group(comm, compute_s: float, *, grad_accum: int, fwd_share: floa
     if exposed is not None:
         t0, t1, t2, t3, t4 = exposed
         out["dp"] = t0 + t1 + t2 + t3 + t4
-    out["tp"] = max(0.0, tp_total - compute_s) if async_tp else tp_total
+    if async_tp:           # all of it behind the step's compute (the forward's collectives too)
+        out["tp"] = max(0.0, tp_total + tp_async["dgrad"] + tp_async["wgrad"] - compute_s)
+    elif tp_backward_s is not None:
+        out["tp"] = tp_total + _pos(tp_async["dgrad"] - tp_backward_s[0]) + \
+            _pos(tp_async["wgrad"] - tp_backward_s[1])
+    else:
+        out["tp"] = tp_total
     return out

@@ -517,8 +517,8 @@ def dtype_kernel_share(gpu, dtype: str = "bf16") -> float:
     theirs: ``kernel_efficiency(gpu, dtype) / kernel_efficiency(gpu, "bf16")`` where the GPU's generation is
     calibrated in both (rows of ``data/kernel_efficiency.csv`` fitted on published runs), else the median of
     that ratio over the generations that are; 1 for the 16-bit dtypes (FP4 takes FP8's, as
-    :func:`kernel_efficiency_row`). At the 2026-11-30 fit only Hopper is calibrated in FP8: 0.521 / 0.678 =
-    0.768 on every GPU. FP8 GEMMs reach less of their doubled peak (Bekman's best-shape search: 0.71 of the
+    :func:`kernel_efficiency_row`). At the 2026-11-30 fit only Hopper is calibrated in FP8: 0.521 / 0.683 =
+    0.763 on every GPU. FP8 GEMMs reach less of their doubled peak (Bekman's best-shape search: 0.71 of the
     H100's FP8 peak against 0.80 of its BF16 one, ``data/gemm_efficiency.csv``). The serving model charges
     FP8 compute at its fitted MFU times this (:func:`llmsizing.serve.serving`'s ``compute_share``;
     serve43)."""

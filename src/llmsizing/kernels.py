@@ -35,14 +35,18 @@ NVIDIA's CUDA 11 figure) and DeepGEMM (H800 FP8) tables in ``data/gemm_efficienc
 (:func:`fit_gemm_curve`: one curve for both, 2.7% rms). Where it errs: XLA's measured H100 table (``kind ==
 "grid"``, BF16, 256 to 4,096 in each dimension) puts a 256-row GEMM (``n = k = 4,096``) at 0.42 of the peak
 where the curve says 0.19, and 4,096^3 at 0.79 against 0.61, so after the calibrated level the curve charges
-few rows about 1.7x too much (DeepGEMM's 128-row FP8 GEMMs: 0.33 measured, 0.11 on the curve). Priced by that
-table instead (``tools/gemm_table_check.py``, Dec 2026), the range of an MFU from a layout would narrow (82.9%
-/ 1.65x -> 87.4% / 1.54x out of source) and fine-tuning's hardly move, but the MoE range would widen (2.32x ->
-3.37x; with the experts' tile padding priced, moe38: 2.17x -> 3.12x; with JetMoE's attention experts,
-jetmoe38: 2.10x -> 3.12x): the small mixtures of experts (Granite 3.0 1B and 3B, JetMoE) run slower than
-their GEMMs, and for them the curve's steep fall stands in for what else a layer costs (a launch cost of
-40-200 us a layer does not close it; tests/test_gemm_table.py). The curve stays until those costs are
-priced apart. A layer's GEMMs (:func:`layer_gemms`) have ``m`` = the tokens of a
+few rows about 1.7x too much (DeepGEMM's 128-row FP8 GEMMs: 0.33 measured, 0.11 on the curve; Bekman's best
+A100 shape, 1,024 x 10,240 x 5,120, 0.87 of the peak measured, 0.64 on the curve). The layout range's worst
+Ampere source shows it: Qi et al.'s 1F1B rows at micro-batches of 1 x 1,024 tokens (PP16, PP32) sit 1.21-1.25
+over the step model at every micro-batch count, their PP8 rows at 3-6 x 1,024 tokens 0.99-1.04, and the
+curve's layer efficiency is 0.64-0.65 against 0.77-0.80 there: the whole gap (issue 34, 2026-12-04).
+Priced by XLA's table instead (``tools/gemm_table_check.py``, Dec 2026), the range of an MFU from a layout
+would narrow (82.9% / 1.65x -> 87.4% / 1.54x out of source) and fine-tuning's hardly move, but the MoE range
+would widen (2.32x -> 3.37x; with the experts' tile padding priced, moe38: 2.17x -> 3.12x; with JetMoE's
+attention experts, jetmoe38: 2.10x -> 3.12x): the small mixtures of experts (Granite 3.0 1B and 3B,
+JetMoE) run slower than their GEMMs, and for them the curve's steep fall stands in for what else a layer
+costs (a launch cost of 40-200 us a layer does not close it; tests/test_gemm_table.py). The curve stays
+until those costs are priced apart. A layer's GEMMs (:func:`layer_gemms`) have ``m`` = the tokens of a
 micro-batch on one GPU and ``k``, ``n`` from the hidden, heads and MLP widths divided by ``tp``: a 2,048-wide
 model's GEMMs run below a 16,384-wide one's. A mixture of experts' routed GEMMs run grouped, all of a GPU's
 experts in one kernel: priced at all their rows, times what DeepGEMM's grouped tables lose to few rows per

@@ -251,7 +251,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
               attention_kernel: str | None = None, schedule: str = "1f1b", mtp_depth: int = 0,
               comm_sms: int = 0, load_skew: float | None = None, framework: str | None = None,
               attention_seq: int | None = None, capacity_factor: float | None = None,
-              dispatcher: str = "alltoall") -> StepTime:
+              dispatcher: str = "alltoall", tp_backward_overlap: bool = False) -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
@@ -299,7 +299,12 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     ``attention_seq``: a packed row's attention length (:func:`~llmsizing.comm.step_compute_time_s`).
     ``dispatcher``: the MoE token dispatcher, ``"alltoall"`` (default: ``k`` copies a token, Megatron-Core's
     ``alltoall``) or ``"deepep"`` (once a GPU and once a node, Megatron-Core's ``flex`` on DeepEP;
-    :func:`~llmsizing.all_to_all.all_to_all_s`)."""
+    :func:`~llmsizing.all_to_all.all_to_all_s`).
+    ``tp_backward_overlap``: the backward's tensor-parallel collectives that Megatron-LM's (and Transformer
+    Engine's) column-parallel Linear layers launch beside their own dgrad and wgrad GEMMs hide behind those
+    GEMMs (:data:`~llmsizing.exposure.TP_BACKWARD_ASYNC`, :func:`tp_backward_windows_s`); the default path
+    of Megatron-LM since 2022, no flag. ``False`` (default, as the planner prices): every TP collective
+    exposed."""
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
@@ -308,6 +313,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
     overlap = None if overlap is None else check_number("overlap", overlap, maximum=1.0)
     async_tp = check_bool("async_tp", async_tp)
+    tp_backward_overlap = check_bool("tp_backward_overlap", tp_backward_overlap)
     dtype = compute_dtype(precision, dtype)
     max_nodes = node_limit(max_nodes)
     comm = communication(model, parallel, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node,
@@ -346,14 +352,39 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
                              dtype=dtype, eff=eff, recompute_layers=recompute_layers,
                              attention_kernel=attention_kernel, attention_seq=att)
     sh = shared_expert_window_s(model, g, par, batch, seq, dtype, eff, comm_sms)   # ((0, 0) if off)
+    tp_bwd = None
+    if tp_backward_overlap and par.tp > 1:      # the column-parallel layers' dgrad and wgrad GEMMs
+        per_stage = layers_per_stage(model.layers, par)          # (the slowest stage's; DualPipe: the most)
+        layers = max(per_stage) if schedule == "dualpipe" else per_stage[list(stages).index(compute)]
+        tp_bwd = tp_backward_windows_s(model, g, par, batch=batch, seq=seq, grad_accum=m, dtype=dtype,
+                                       eff=eff, layers=layers)
     exposed = None if overlap is not None else exposed_by_group(
         comm, compute, grad_accum=m, fwd_share=fwd_share, async_tp=async_tp, cp_attention_s=cp_att,
-        ep_overlap=ep_overlap, shared_expert_s=sh)
+        ep_overlap=ep_overlap, shared_expert_s=sh, tp_backward_s=tp_bwd)
     # (a mixture of experts' step states the range measured on published MoE runs: issue 35)
     tokens, rf = batch * seq * m * par.dp, layout_range_factors(g, dtype, framework, moe=model.is_moe)
     return StepTime(compute, bubble, comm, overlap, tokens, exposed, model_per_token * tokens,
                     dense_tflops(g, dtype) * 1e12, eff, rf, layout_range_area(model.is_moe),
                     _range_note(g, dtype))
+
+
+def tp_backward_windows_s(model, gpu, parallel, *, batch: int, seq: int, grad_accum: int, dtype: str,
+                          eff: float, layers: int) -> tuple[float, float]:
+    """``(dgrad, wgrad)``: the seconds per step that one GPU of a stage holding ``layers`` layers spends in
+    the backward GEMMs of its column-parallel Linear layers (QKV and the MLP's up projection,
+    :func:`~llmsizing.kernels.layer_gemms`), each ``2 m n k`` FLOPs a micro-batch (the forward's), at the
+    layer's GEMM rate (:func:`~llmsizing.kernels.rates`, the one the compute is priced at): the windows
+    behind which Megatron-LM's column-parallel backward hides its re-gathers (dgrad) and its dgrad's reduction
+    (wgrad) (:data:`~llmsizing.exposure.TP_BACKWARD_ASYNC`). The two are equal: each GEMM's dgrad and wgrad
+    have its forward's FLOPs."""
+    from .kernels import layer_gemms
+
+    tokens = max(1, batch * seq // parallel.cp)
+    qkv, _, up, _ = layer_gemms(model, tp=parallel.tp, tokens=tokens, ep=parallel.ep)
+    gemm_rate = rates(model, gpu, tp=parallel.tp, cp=parallel.cp, batch=batch, seq=seq, dtype=dtype,
+                      kernel_efficiency=eff, ep=parallel.ep)[0]
+    flops = 2.0 * (math.prod(qkv) + math.prod(up)) * layers * grad_accum
+    return flops / gemm_rate, flops / gemm_rate
 
 
 _MOVED_UP = {"cp_overlap_sweep": "llmsizing.cp_sweep", "min_gpus": "llmsizing.fewest_gpus",

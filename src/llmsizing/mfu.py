@@ -165,9 +165,9 @@ def time_range_ends(value: float, factors) -> tuple[float, float]:
     * a what-if that rescales a plan's step (its step at another kernel efficiency): the range is the spread
       of published runs around the step model's prediction, so it moves with the prediction.
 
-    Worked, chapter 12: Llama-3-70B's cheapest plan on a trillion tokens, 512 B200s, takes 9.145 days and the
-    front's next plan (1,024) 4.788, both on the range 0.8021-1.2350 (``data/intervals.csv``,
-    training-layout, bf16); the 4.357 days saved run from 4.357 / 1.2350 = 3.528 to 4.357 / 0.8021 = 5.432.
+    Worked, chapter 12: Llama-3-70B's cheapest plan on a trillion tokens, 512 B200s, takes 9.095 days and the
+    front's next plan (1,024) 4.728, both on the range 0.7974-1.1972 (``data/intervals.csv``,
+    training-layout, bf16); the 4.367 days saved run from 4.367 / 1.1972 = 3.648 to 4.367 / 0.7974 = 5.477.
     Issue 34."""
     value = check_number("value", value, minimum=None)      # (a difference may be negative)
     pair = check_sequence("factors", factors, example="(0.80, 1.24)")

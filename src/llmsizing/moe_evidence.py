@@ -24,8 +24,9 @@ computed once here:
   with data and pipeline parallelism) against the step at :data:`GRIN_T3_STAGES` stages. The study's layout is
   not published: the stage count is an assumption, the fewest powers of two that hold the MoE's 42B
   parameters at 16 bytes each (ZeRO 0) in 80 GB.
-- :func:`card_tokens_per_gpu_s` and :func:`grin_production_over_study`: the same architecture's two 512-GPU
-  runs (GRIN MoE's card: 18 days, 4.0T tokens; Phi-3.5-MoE's: 23 days, 4.9T) ran at 0.71 and 0.68 of the
+- :func:`card_training`, :func:`card_tokens_per_gpu_s` and :func:`grin_production_over_study`: the same
+  architecture's two 512-GPU runs (GRIN MoE's card: 18 days, 4.0T tokens; Phi-3.5-MoE's: 23 days, 4.9T; each
+  figure a row of ``data/moe_kernel_evidence.csv``) ran at 0.71 and 0.68 of the
   64-GPU study's speed per GPU; the library's step on the study's layout at the assumed 16 stages, with the
   same 4M-token batch spread over 8x the GPUs (32 micro-batches a pipeline instead of 256, so a larger 1F1B
   bubble), gives 0.76 (0.71 before session 39 passed the fill and drain through each stage at its own speed;
@@ -200,6 +201,42 @@ def card_tokens_per_gpu_s(tokens: float, gpus: int, days: float) -> float:
     gpus = check_int("gpus", gpus, minimum=1)
     days = check_number("days", days, allow_equal=False)
     return tokens / (gpus * days * 86400)
+
+
+#: The model cards whose 'Training' tables ``data/moe_kernel_evidence.csv`` holds (``<card>_card_tokens``,
+#: ``_gpus``, ``_days``): GRIN MoE's (README of github.com/microsoft/GRIN-MoE at 60c44a3) and
+#: Phi-3.5-MoE-instruct's, both 512 H100-80G.
+CARDS = ("grin", "phi35")
+
+
+@dataclass(frozen=True)
+class CardTraining:
+    """A model card's 'Training' table as printed (:func:`card_training`): tokens, GPUs, wall-clock days."""
+
+    card: str
+    tokens: float
+    gpus: int
+    days: float
+
+    @property
+    def tokens_per_gpu_s(self) -> float:
+        """:func:`card_tokens_per_gpu_s` of the card's three figures."""
+        return card_tokens_per_gpu_s(self.tokens, self.gpus, self.days)
+
+
+def card_training(card: str, evidence=None) -> CardTraining:
+    """The 'Training' table of ``card`` (one of :data:`CARDS`), read from the rows ``<card>_card_tokens``,
+    ``<card>_card_gpus`` and ``<card>_card_days`` of ``evidence`` (default :func:`moe_kernel_evidence`), each
+    with its source and date. GRIN MoE: 4.0T tokens, 512 GPUs, 18 days; Phi-3.5-MoE: 4.9T, 512, 23 (chapter
+    18 compares the two 512-GPU runs with GRIN's 64-GPU study)."""
+    card = check_choice("card", card, CARDS)
+    ev = moe_kernel_evidence() if evidence is None else evidence
+    val = {k: float(ev.loc[f"{card}_card_{k}", "value"]) for k in ("tokens", "gpus", "days")}
+    if not val["gpus"].is_integer():
+        raise ValueError(f"card_training: {card}_card_gpus must be a whole number of GPUs, got {val['gpus']}")
+    return CardTraining(card, check_number("tokens", val["tokens"], allow_equal=False),
+                        check_int("gpus", int(val["gpus"]), minimum=1),
+                        check_number("days", val["days"], allow_equal=False))
 
 
 def grin_production_over_study(model: Model | None = None, recompute: str = "full",
@@ -426,6 +463,48 @@ def moe_part_factor_needed(row) -> float:
     return 1.0 + (ratio - 1.0) * p["step_s"] / moe
 
 
+@dataclass(frozen=True)
+class LayerCallGap:
+    """One MoE layer's call on one micro-batch of a run, published and priced (:func:`layer_call_gap`)."""
+
+    moe_layers: int
+    published_s: float        # the published GPU-hours' seconds for one call (one sequence, one MoE layer)
+    priced_s: float           # the step's (:func:`~llmsizing.moe_runs.run_step`) seconds for the same call
+    routing_passes: float     # how many times its routing kernels' HBM bytes the gap would take to move
+
+    @property
+    def gap_s(self) -> float:
+        """Published minus priced seconds a call."""
+        return self.published_s - self.priced_s
+
+
+def layer_call_gap(row) -> LayerCallGap:
+    """A row of :func:`~llmsizing.moe_runs.moe_published_runs` without a pipeline (``pp`` 1), per MoE layer
+    call (one layer on one micro-batch of one ``seq``-token sequence): the published GPU-seconds
+    ``gpu_hours x 3,600 x seq / tokens / moe_layers``, the step's ``step_s / (moe_layers x global_batch /
+    dp)``, and how many times the call's routing-kernel bytes
+    (:func:`~llmsizing.moe_time.routing_bytes_per_token` x seq, at the row's recomputation) the gap would move
+    at the GPU's HBM bandwidth. Granite 3.0 1B-A400M:
+    71,171 x 3,600 x 4,096 / 10e12 / 24 = 4.37 ms a call published; chapter 18 shows the gap growing with the
+    call's work (1B against 3B), as a per-call cost such as kernel launches would not."""
+    from .moe_runs import run_step
+    from .moe_time import routing_bytes_per_token
+
+    if int(row["pp"]) != 1:
+        raise ValueError(f"layer_call_gap: {row['run']!r} has pp={int(row['pp'])}; only pp=1 rows (every "
+                         "GPU holds every layer) have one call a layer a micro-batch")
+    hours = check_number("row['gpu_hours']", row["gpu_hours"], allow_equal=False)
+    tokens = check_number("row['tokens']", row["tokens"], allow_equal=False)
+    seq = check_int("row['seq']", int(row["seq"]), minimum=1)
+    model = _run_model(row)
+    layers = model.n_moe_layers
+    micro = int(row["global_batch"]) // int(row["dp"])
+    published = hours * 3600 * seq / tokens / layers
+    priced = run_step(row).step_s / (layers * micro)
+    route_s = routing_bytes_per_token(model, recompute=row["recompute"]) * seq / _hbm_bytes_per_s(row["gpu"])
+    return LayerCallGap(layers, published, priced, (published - priced) / route_s)
+
+
 def _run_model(row):
     """The model a row of :func:`~llmsizing.moe_runs.moe_published_runs` names (its stand-in, else the
     catalogue's)."""
@@ -486,7 +565,9 @@ __all__ = ["MOE_KERNEL_EVIDENCE_CSV", "MOE_LAYER_KERNELS_CSV", "TABLE7_GPU_WATTS
            "GRIN_T3_DENSE_FFN", "GRIN_PRODUCTION_GPUS", "moe_kernel_evidence", "table7_energy_mwh",
            "NodeHoursReading", "node_hours_reading", "compute_only_ratio",
            "grin_dense_twin", "grin_table3_layout", "grin_table3_faster", "card_tokens_per_gpu_s",
+           "CARDS", "CardTraining", "card_training",
            "grin_production_over_study", "moe_layer_tflops",
            "sonicmoe_layer_ratios", "SCATTERMOE_TILE_ROWS", "NEAR_HIDDEN_FACTOR", "BAR_READ_TFLOPS",
            "run_layer_shape", "tile_padding_share", "kernel_bars_near_run", "compute_terms_s",
-           "moe_part_factor_needed", "fill_drain_overcharge"]
+           "moe_part_factor_needed", "fill_drain_overcharge",
+           "LayerCallGap", "layer_call_gap"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._validate import check_number
+from ._validate import check_int, check_number
 from .all_to_all import dispatcher_kwargs
 from .model import Model
 
@@ -121,16 +121,18 @@ def _int_or_none(value):
     return None if value != value or value in ("", None) else int(value)
 
 
-def run_step(row, model: Model | None = None):
+def run_step(row, model: Model | None = None, *, micro_batch_seqs: int = 1):
     """The :class:`~llmsizing.layouts.StepTime` of one row of :func:`moe_published_runs` on its layout,
-    micro-batches of one sequence, with the row's recipe: ``precision``, ``schedule``, ``mtp_depth``,
-    ``comm_sms``, ``ep_overlap``, ``shared_expert_overlap`` (``yes``: the layout's
-    :attr:`~llmsizing.parallel.Parallel.shared_expert_overlap`), ``max_nodes``, ``recompute``,
+    micro-batches of ``micro_batch_seqs`` sequences (default one, the rows' convention; it must divide the
+    sequences a pipeline runs a step, ``global_batch / dp``), with the row's recipe: ``precision``,
+    ``schedule``, ``mtp_depth``, ``comm_sms``, ``ep_overlap``, ``shared_expert_overlap`` (``yes``: the
+    layout's :attr:`~llmsizing.parallel.Parallel.shared_expert_overlap`), ``max_nodes``, ``recompute``,
     ``dispatcher`` (empty or absent: ``"alltoall"``; :data:`llmsizing.all_to_all.DISPATCHERS`),
     ``capacity_factor`` (empty: dropless; a number: token dropping at that capacity, the load skew of
     :func:`llmsizing.moe_time.load_skew`) and ``stage_layers`` (``;``-separated, empty: Megatron's even
     split). ``model``: a variant of the row's model to price in its place (chapter 18 prices DeepSeek-V2
-    without its group limit so); default the row's."""
+    without its group limit so); default the row's. Chapter 18 prices OLMoE's published micro-batch (all
+    four of a GPU's sequences at once) with ``micro_batch_seqs=4``."""
     from .layouts import step_time
     from .moe_time import load_skew
     from .parallel import Parallel
@@ -140,11 +142,16 @@ def run_step(row, model: Model | None = None):
                    stage_layers=tuple(int(x) for x in split.split(";")) if split else None,
                    shared_expert_overlap=row.get("shared_expert_overlap", "no") == "yes")
     model = _model(row["model"]) if model is None else model
+    per_pipe = int(row["global_batch"]) // par.dp
+    micro = check_int("micro_batch_seqs", micro_batch_seqs, minimum=1)
+    if per_pipe % micro:
+        raise ValueError(f"micro_batch_seqs must divide the {per_pipe} sequences a pipeline runs a step "
+                         f"({row.get('run', 'this row')!r}), got {micro}")
     cap = row["capacity_factor"] if "capacity_factor" in row else None
     skew = {} if cap is None or cap != cap or cap == "" else {
         "load_skew": load_skew(model, par.ep, capacity_factor=float(cap))}
-    return step_time(model, row["gpu"], par, batch=1, seq=int(row["seq"]), **skew,
-                     grad_accum=int(row["global_batch"]) // par.dp, precision=row["precision"],
+    return step_time(model, row["gpu"], par, batch=micro, seq=int(row["seq"]), **skew,
+                     grad_accum=per_pipe // micro, precision=row["precision"],
                      ep_overlap=float(row["ep_overlap"]), max_nodes=_int_or_none(row["max_nodes"]),
                      schedule=row["schedule"], mtp_depth=int(row["mtp_depth"]), comm_sms=int(row["comm_sms"]),
                      recompute=row["recompute"], **_dispatcher(row))
@@ -156,15 +163,35 @@ def _dispatcher(row) -> dict:
     return {} if d != d or d == "" else dispatcher_kwargs(d)
 
 
-def predict_moe_run(row, model: Model | None = None) -> dict:
-    """One row of :func:`moe_published_runs` priced by :func:`run_step` (``model`` as there): ``gpu_hours``
+def predict_moe_run(row, model: Model | None = None, *, micro_batch_seqs: int = 1) -> dict:
+    """One row of :func:`moe_published_runs` priced by :func:`run_step` (``model`` and ``micro_batch_seqs``
+    as there): ``gpu_hours``
     (``tokens / tokens per step x step x GPUs / 3600``), the step's ``mfu``, ``step_s``, and the shares of the
     step in the pipeline bubble and the exposed all-to-all."""
-    st = run_step(row, model)
+    st = run_step(row, model, micro_batch_seqs=micro_batch_seqs)
     gpus = st.communication.parallel.gpus
     hours = float(row["tokens"]) / st.tokens * st.step_s * gpus / 3600
     return {"gpu_hours": hours, "mfu": st.mfu, "step_s": st.step_s, "bubble_share": st.bubble_s / st.step_s,
             "all_to_all_share": st.exposed_by_group_s.get("ep", 0.0) / st.step_s}
+
+
+def run_variant(row, model: Model | None = None, *, micro_batch_seqs: int = 1, **changes) -> dict:
+    """:func:`predict_moe_run` of ``row`` with some of its columns changed (``changes``: column=value; the
+    row itself is left as it was), plus ``ratio``: the row's published ``gpu_hours`` over the predicted. It
+    prices the readings of a run's layout or recipe that its report leaves open (chapter 18: Phi-3.5-MoE at 8
+    stages or with selective recomputation, the small runs with full recomputation, DeepSeek-V2 without its
+    shared-expert overlap, OLMoE on its published micro-batch with ``micro_batch_seqs``, as in
+    :func:`run_step`). Raises ``ValueError`` naming a change that is not one of the row's columns."""
+    unknown = sorted(set(changes) - set(row.index))
+    if unknown:
+        raise ValueError(f"changes: {', '.join(map(repr, unknown))} not among the row's columns "
+                         f"({', '.join(map(str, row.index))})")
+    varied = row.copy()
+    for col, value in changes.items():
+        varied[col] = value
+    out = predict_moe_run(varied, model, micro_batch_seqs=micro_batch_seqs)
+    out["ratio"] = float(varied["gpu_hours"]) / out["gpu_hours"]
+    return out
 
 
 def fit_moe_factor(runs=None) -> float:
@@ -292,5 +319,5 @@ def moe_run_check(runs=None, factor: float | None = None, *, range_area: str | N
 
 __all__ = ["MOE_PUBLISHED_RUNS_CSV", "JETMOE_8B", "PHI_35_MOE_STANDIN", "MAVERICK_STANDIN",
            "STANDINS", "moe_published_runs",
-           "run_step", "predict_moe_run", "fit_moe_factor", "moe_run_check", "moe_loso_check",
+           "run_step", "predict_moe_run", "run_variant", "fit_moe_factor", "moe_run_check", "moe_loso_check",
            "MOE_RANGE_SCORE"]

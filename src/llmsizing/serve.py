@@ -343,8 +343,8 @@ def serving_ends(s: Serving | None, names=None) -> dict:
     for ``ttft_s`` and the input price), never a range of its own. A time is divided by the speed and a rate
     multiplied; a cost per token is the price over the speed, so its low is the price over the speed's
     high: ``usd_low = usd / RANGE_HIGH``, ``usd_high = usd / RANGE_LOW``. Worked, Llama-3-8B on one H100 at
-    batch 1 (1,024 + 256 tokens, ITL 7.137 ms) with the stored 0.790-1.319: 7.137 / 1.319 = 5.411 ms and
-    7.137 / 0.790 = 9.034 ms. The slow end keeps the layout, so its ITL may miss a latency target the point
+    batch 1 (1,024 + 256 tokens, ITL 7.205 ms) with the stored 0.772-1.309: 7.205 / 1.309 = 5.504 ms and
+    7.205 / 0.772 = 9.333 ms. The slow end keeps the layout, so its ITL may miss a latency target the point
     met (a GPU count searched again at each end: :func:`replicas_range`). NaN at both ends when ``s`` is None
     (no layout); None at both ends of a figure that is None (``churn_s`` where the churn cannot be counted).
     ``cycle_s`` and ``churn_s`` count the KV preemptions' churn (up to 1.5 s on first use, churn35): a caller
@@ -412,8 +412,8 @@ def serving_cost_by_gpu(model: Model | str, *, gpus=None, prompt: int = 1024, ou
     range of its own. A cost per token is the price over the speed, so its low is the price over the speed's
     high: ``usd_low = usd / RANGE_HIGH`` and ``usd_high = usd / RANGE_LOW``; a time the same way, a rate
     times the speed's ends. The input price takes the TTFT's range (the prefill is its time). Worked, for
-    Llama-3-70B at 1,024 in / 256 out, ITL <= 50 ms on H100 SXM (tp=4, batch 81, $1.428 per million output
-    tokens) with the stored range 0.790-1.319: $1.428 / 1.319 = $1.083 and $1.428 / 0.790 = $1.807. At the
+    Llama-3-70B at 1,024 in / 256 out, ITL <= 50 ms on H100 SXM (tp=4, batch 81, $1.449 per million output
+    tokens) with the stored range 0.772-1.309: $1.449 / 1.309 = $1.107 and $1.449 / 0.772 = $1.877. At the
     slow end the ITL is ``itl_s / RANGE_LOW``, which may exceed ``itl_s``: the range is the stated spread of
     this layout's figures, not the cost of another layout that would still meet the target (for a GPU count
     that does search again at each end, see :func:`replicas_range`). Chapter 15."""
@@ -485,8 +485,8 @@ def reasoning_cost(model: Model | str, gpu, *, outputs=REASONING_OUTPUTS, prompt
     :func:`~llmsizing.serve_calibration.serving_range`): the cost per token is the price over the speed, so
     its low is ``usd / RANGE_HIGH`` and its high ``usd / RANGE_LOW``; an answer's minutes are its TTFT and its
     ``output x itl_s`` at their ends of the range (the TTFT's and the per-token figures'), added. Worked, for
-    Llama-3-70B in fp8 on H100 SXM at 4,096 output tokens ($0.9357 per million): $0.9357 / 1.319 = $0.709
-    and $0.9357 / 0.790 = $1.184. Chapter 15."""
+    Llama-3-70B in fp8 on H100 SXM at 4,096 output tokens ($0.9373 per million): $0.9373 / 1.309 = $0.716
+    and $0.9373 / 0.772 = $1.214. Chapter 15."""
     import pandas as pd
 
     outs = [check_int("outputs[i]", o) for o in check_sequence("outputs", outputs, example="(4096, 32768)")]
