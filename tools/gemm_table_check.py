@@ -62,7 +62,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = ("curve", "table", "table-product", "refit")
+VARIANTS = ("curve", "table", "table-product", "refit", "few-rows", "few-rows-large")
 AREAS = (("training", "all"), ("training-inputs", "all"), ("training-layout", "all"),
          ("training-layout", "bf16"), ("training-layout", "fp8"), ("training-layout", "stack:all"),
          ("moe-layout", "all"), ("fine-tuning", "all"), ("fine-tuning-base", "all"))
@@ -125,7 +125,15 @@ if VARIANT != "curve" or LAYER_S:
         grid = d[d["kind"] == "grid"].assign(kind="curve")
         R_HALF, EMAX, _ = K.fit_gemm_curve(pd.concat([d[d["kind"] == "curve"], grid]))
 
+    def _curve_at(ridge, m, n, k, dtype):
+        r = K._intensity(m, k, n, K._ELEMENT_BYTES.get(dtype, 2.0)) / ridge
+        return min(K.GEMM_CEILING, K.GEMM_EMAX * r / (r + K.GEMM_R_HALF))
+
     def _efficiency_at(ridge, m, n, k, dtype):
+        if VARIANT in ("few-rows", "few-rows-large") and m < 4096:
+            if VARIANT == "few-rows" or (n >= 4096 and k >= 4096):
+                return _curve_at(ridge, 4096, n, k, dtype) * table_share(m, n, k) / table_share(4096, n, k)
+            return _curve_at(ridge, m, n, k, dtype)
         if VARIANT == "table":
             return table_share(m, n, k)
         if VARIANT == "table-product":
