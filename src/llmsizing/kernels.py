@@ -259,7 +259,7 @@ GRID_SIZES = (256, 512, 1024, 2048, 4096)
 
 @lru_cache(maxsize=1)
 def _grid_tflops() -> dict:
-    """``{(m, n, k): TFLOP/s}`` of ``data/gemm_efficiency.csv``'s ``kind == "grid"`` rows (XLA's H100 table)."""
+    """``{(m, n, k): TFLOP/s}`` of ``data/gemm_efficiency.csv``'s ``kind == "grid"`` rows (XLA, H100)."""
     with open(DATA / "gemm_efficiency.csv", newline="") as fh:
         return {(int(r["m"]), int(r["n"]), int(r["k"])): float(r["tflops"])
                 for r in csv.DictReader(fh) if r["kind"] == "grid"}
