@@ -129,8 +129,9 @@ def test_the_h100_row_counts_in_the_coverage_and_the_mi300x_row_is_a_stand_in():
         assert float(c["min_ratio"]) < min(lows)
     # end to end, the H100 row is inside the steady-state range its fold states; from the layout it sits just
     # inside its fold's low since gemm44 priced few-row GEMMs by XLA's table (0.818 against 0.816: the fold's
-    # high fell and its low with it); before, below: 0.818 against the fold's low 0.837 since the refit that
-    # priced Megatron-LM's backward TP overlap (the fold's low rose with the other sources' Megatron rows; before it,
+    # high fell and its low with it); before, below: 0.818 against the fold's low 0.837 since the refit
+    # that priced Megatron-LM's backward TP overlap (the fold's low rose with the other sources' Megatron
+    # rows; before it,
     # 0.822 against 0.823, by a hair), outside since session 39
     # (its own step has no pipeline and did not move; the other sources' pipelined runs moved the fold's low
     # from 0.819, when it was inside; before rows31's refit: 0.817 against 0.821, outside; the fold without
