@@ -236,7 +236,8 @@ def _attention_efficiency(g, head_dim: int, seq: int, kernel: str | None) -> flo
 def gemm_efficiency(gpu, m: int, n: int, k: int, dtype: str = "bf16") -> float:
     """Share of ``gpu``'s dense peak in ``dtype`` that one ``(m x k) @ (k x n)`` GEMM reaches (module
     docstring): ``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))``, ``r`` its arithmetic intensity
-    (inputs and output read or written once, 1 byte per element in FP8, 2 otherwise) over the ridge point."""
+    (inputs and output read or written once, 1 byte per element in FP8, 2 otherwise) over the ridge point;
+    below ``FEW_ROWS`` rows that at ``FEW_ROWS`` rows times :func:`few_row_share` (gemm44)."""
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
     m, n, k = check_int("m", m), check_int("n", n), check_int("k", k)
     return _efficiency_at(ridge_point_flops_per_byte(gpu, dtype), m, n, k, dtype)
