@@ -47,3 +47,13 @@ def test_few_row_share_refuses_bad_rows():
         K.few_row_share(0, 4096, 4096)
     with pytest.raises((ValueError, TypeError)):
         K.few_row_share(1024.5, 4096, 4096)
+
+
+def test_a100_squares_lose_to_fewer_rows_as_the_h100_table_says():
+    # a check on data the rule does not read: NVIDIA's CUDA 11 figure (cuBLAS, A100 BF16, read off the
+    # figure): 1,024^3 at 88 and 4,096^3 at 258 TFLOP/s, 0.341 of it; 1,536^3 at 150, 0.581. The priced
+    # ratio (the curve at 4,096 rows times the H100 table's loss) within 10%; the curve alone: 0.53 and 0.67
+    for size, tflops in ((1024, 88), (1536, 150)):
+        top = K.gemm_efficiency("A100 80GB", 4096, 4096, 4096)
+        priced = K.gemm_efficiency("A100 80GB", size, size, size) / top
+        assert priced == pytest.approx(tflops / 258, rel=0.10), size
