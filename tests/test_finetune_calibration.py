@@ -3,7 +3,6 @@ Q-LoRA table on one A100 80GB), the calibration file's freshness, and the mechan
 on the published numbers themselves."""
 
 import importlib.util
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -141,38 +140,24 @@ def test_qwen_short_steps_rise_less_than_their_arithmetic_so_launches_and_gpu_ov
         bare = [ft.finetune_time(model, gpu="A100 80GB", method=method, tokens=1.0, seq=s, grad_accum=8, rank=64,
                                  recompute="full", layer_overhead_s=0).compute_s for s in (256, 1024)]
         assert grew < 0.5 * (bare[1] - bare[0]), (model, method, grew, bare)
-    # and the floor those short steps wait on is one floor: Qwen-7B's one-GPU rows admit the floor that
-    # Qwen-1.8B's 256-token LoRA step (not among them) needs. Before rows31's refit (Dec 2026, Ampere BF16
-    # kernel efficiency 0.752 -> 0.739) a floor fitted on Qwen-7B's rows alone was 4.69 ms a layer and, as a
-    # launch-bound floor, predicted that step at 8 x 24 x 4.69 ms = 0.90 s against 1.0 published (1.11x).
-    # Since, Qwen-7B's 256-token LoRA step has arithmetic of 1.21 s (bare_256 below) against 1.2 s published,
-    # so none of its LoRA rows is launch-bound: every floor up to 1.21 s / (8 micro-batches x 32 layers) =
-    # 4.73 ms a layer (since ft43 the constant prices a step without recomputation, two passes of a layer,
-    # and Qwen's full recomputation runs three: 4.73 / 1.5 = 3.15 ms, the same floor)
-    # leaves all its predictions as they are, the fit's loss is flat there and the fit takes the grid's first
-    # point, 0. Those rows no longer set the floor, they bound it: the honest out-of-sample check is that the
-    # largest floor they admit at no cost predicts Qwen-1.8B's short step within the calibration rows' old
-    # spread, 8 x 24 x 4.73 ms = 0.91 s against 1.0 s (1.10x), while one just above it costs Qwen-7B's fit
+    # and the floor those short steps wait on is one floor: Qwen-7B's one-GPU rows set a floor that predicts
+    # Qwen-1.8B's 256-token LoRA step (not among them). Before rows31's refit (Dec 2026) a floor fitted on
+    # Qwen-7B's rows alone was 4.69 ms a layer (0.90 s for that step against 1.0 published, 1.11x); from then
+    # until gemm44 Qwen-7B's 256-token LoRA arithmetic (1.21 s) reached its published 1.2 s and left the floor
+    # undetermined. Since gemm44 (few-row GEMMs priced by XLA's measured table: 256 tokens are 256 rows) that
+    # arithmetic is under 1.0 s against 1.2 s published, so the floor is set by those rows again (> 0)
     q7 = ONE_GPU[(ONE_GPU.model == "qwen-7b") & (ONE_GPU.known_out == "")].assign(strategy="ddp",
                                                                                   miss_reason="")
     overhead, frac = ft._fit_on(q7)
-    assert overhead == 0.0                                  # undetermined: the first of equal losses
-    q7_lora = [r for r in q7.itertuples() if r.method == "lora"]
     bare_256 = ft.finetune_time("qwen-7b", gpu="A100 80GB", method="lora", tokens=1.0, seq=256, grad_accum=8,
                                 rank=64, recompute="full", layer_overhead_s=0).compute_s
-    assert min(ft._predict(r, layer_overhead_s=0.0) for r in q7_lora) == pytest.approx(bare_256)
-    bound = bare_256 / (8 * 32 * 3 / 2)               # seconds a layer and micro-batch, per two passes
-    assert 3.0e-3 < bound < 3.3e-3
-
-    def loss(floor):
-        return sum(math.log(r.s_per_step / ft._step_of(r)(floor, 0.5)) ** 2 for r in q7_lora)
-
-    assert loss(bound) == pytest.approx(loss(0.0), rel=1e-12) and loss(bound * 1.05) > loss(0.0)
+    assert bare_256 < 1.0 < 1.2
+    assert overhead > 0
     r18 = ONE_GPU[(ONE_GPU.model == "qwen-1.8b") & (ONE_GPU.method == "lora") & (ONE_GPU.seq == 256)].iloc[0]
     row18 = next(ONE_GPU.loc[[r18.name]].assign(strategy="ddp").itertuples())      # as the fit reads a row
-    t = ft._predict(row18, whole=True, layer_overhead_s=bound, dequant_bandwidth_fraction=frac)
+    t = ft._predict(row18, whole=True, layer_overhead_s=overhead, dequant_bandwidth_fraction=frac)
     assert t.overhead_s > t.compute_s                                 # launch-bound: the floor sets the step
-    assert t.step_s == pytest.approx(8 * 24 * bound * 3 / 2)          # full recomputation: three passes
+    assert t.step_s == pytest.approx(8 * 24 * overhead * 3 / 2)       # full recomputation: three passes
     assert OLD_RANGE[0] < row18.s_per_step / t.step_s < OLD_RANGE[1]
 
 

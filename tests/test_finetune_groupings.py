@@ -135,14 +135,17 @@ def test_since_ft43_the_base_grouping_meets_the_registered_rule_and_gpus_does_no
     2.45x > 2.36x; session 41). Since ft43 priced the launch floor by passes over a layer (full recomputation:
     three), base meets it: 99 of 118 (83.9%) against the single range's 96 (81.4%), median width 2.26x
     against 2.36x, the quantised rows 49 of 59 and the bf16-base rows 50 of 59. gpus still loses coverage and
-    widens, and its multi-GPU rows hold 61%. Session 43 adopted base (a range per base, FINETUNE_GROUPING)."""
+    widens, and its multi-GPU rows hold 61%. Session 43 adopted base (a range per base, FINETUNE_GROUPING).
+    Since gemm44 (few-row GEMMs priced by XLA's measured table) base holds 98 (83.1%) against the single
+    range's 94 (79.7%), 2.20x against 2.25x, the quantised rows 50 of 59 and the bf16-base rows 48 of 59;
+    gpus 88 (74.6%), 2.89x, multi-GPU 52%."""
     cov0, width0 = by_hand["none"]["all"]
-    assert round(cov0 * 118) == 96
+    assert round(cov0 * 118) == 94
     cov, width = by_hand["base"]["all"]
     floor = min(c for g, (c, _) in by_hand["base"].items())
-    assert round(cov * 118) == 99 and cov >= cov0 and width < width0 and floor >= 0.75
-    assert round(by_hand["base"]["quantised"][0] * 59) == 49
-    assert round(by_hand["base"]["bf16-base"][0] * 59) == 50
+    assert round(cov * 118) == 98 and cov >= cov0 and width < width0 and floor >= 0.75
+    assert round(by_hand["base"]["quantised"][0] * 59) == 50
+    assert round(by_hand["base"]["bf16-base"][0] * 59) == 48
     cov, width = by_hand["gpus"]["all"]
     assert cov < cov0 and width > width0 and by_hand["gpus"]["multi-gpu"][0] < 0.75
     assert list(table.loc[table["adopt"], "grouping"]) == ["base"]

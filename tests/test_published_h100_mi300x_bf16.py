@@ -127,9 +127,11 @@ def test_the_h100_row_counts_in_the_coverage_and_the_mi300x_row_is_a_stand_in():
         lows = [float(r["low"]) for r in intervals if r["area"] == area and r["low"]
                 and r["group"] != "pretraining-total"]
         assert float(c["min_ratio"]) < min(lows)
-    # end to end, the H100 row is inside the steady-state range its fold states; from the layout it sits below
-    # its fold's low: published / predicted 0.818 against the fold's low 0.837 since the refit that priced
-    # Megatron-LM's backward TP overlap (the fold's low rose with the other sources' Megatron rows; before it,
+    # end to end, the H100 row is inside the steady-state range its fold states; from the layout it sits just
+    # inside its fold's low since gemm44 priced few-row GEMMs by XLA's table (0.818 against 0.816: the fold's
+    # high fell and its low with it); before, below: 0.818 against the fold's low 0.837 since the refit
+    # that priced Megatron-LM's backward TP overlap (the fold's low rose with the other sources' Megatron
+    # rows; before it,
     # 0.822 against 0.823, by a hair), outside since session 39
     # (its own step has no pipeline and did not move; the other sources' pipelined runs moved the fold's low
     # from 0.819, when it was inside; before rows31's refit: 0.817 against 0.821, outside; the fold without
@@ -140,6 +142,6 @@ def test_the_h100_row_counts_in_the_coverage_and_the_mi300x_row_is_a_stand_in():
     check, df = step_loso_check()
     h = (df["run"] == RUN["H100 SXM"]).to_numpy()
     r = float(np.exp(check.residuals[h][0]))
-    assert not check.inside[h].any() and 0.97 < r / float(np.exp(check.low_log[h][0])) < 0.98
+    assert check.inside[h].all() and 1.0 < r / float(np.exp(check.low_log[h][0])) < 1.01
     pooled = next(x for x in intervals if (x["area"], x["group"]) == ("training-layout", "all"))
     assert float(pooled["low"]) < r < float(pooled["high"])

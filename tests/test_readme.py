@@ -133,8 +133,10 @@ def test_the_readme_fine_tuning_ranges_per_base_are_the_ones_stored():
     iv = {r["group"]: r for r in _rows("intervals.csv") if r["area"] == "fine-tuning-base"}
     fit = {r["constant"]: float(r["value"]) for r in _rows("finetune_model.csv")}
     text = " ".join(README.split())
-    assert (f"{100 * float(iv['all']['measured_coverage']):.1f}% held at a median "
-            f"{float(iv['all']['median_width']):.2f}x wide") in text
+    a = iv["all"]
+    held_all = round(float(a["measured_coverage"]) * int(a["n_rows"]))     # 98 of 118: 83.05%, printed 83.1%
+    assert (f"{100 * held_all / int(a['n_rows']):.1f}% held at a median "
+            f"{float(a['median_width']):.2f}x wide") in text
     for group, step, key in (("quantised", "QLoRA", "quantised"), ("bf16-base", "LoRA", "bf16_base")):
         r = iv[group]
         n = int(r["n_rows"])

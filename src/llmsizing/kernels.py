@@ -32,25 +32,33 @@ intensity ``I`` (FLOPs per byte moved, :func:`~llmsizing.hardware.matmul_intensi
 GPU's ridge point (:func:`~llmsizing.hardware.ridge_point_flops_per_byte`): :func:`gemm_efficiency` is
 ``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))`` with ``r = I / ridge``, fitted on cuBLAS (A100 BF16,
 NVIDIA's CUDA 11 figure) and DeepGEMM (H800 FP8) tables in ``data/gemm_efficiency.csv``
-(:func:`fit_gemm_curve`: one curve for both, 2.7% rms). Where it errs: XLA's measured H100 table (``kind ==
-"grid"``, BF16, 256 to 4,096 in each dimension) puts a 256-row GEMM (``n = k = 4,096``) at 0.42 of the peak
-where the curve says 0.19, and 4,096^3 at 0.79 against 0.61, so after the calibrated level the curve charges
-few rows about 1.7x too much (DeepGEMM's 128-row FP8 GEMMs: 0.33 measured, 0.11 on the curve; Bekman's best
-A100 shape, 1,024 x 10,240 x 5,120, 0.87 of the peak measured, 0.64 on the curve). The layout range's worst
-Ampere source shows it: Qi et al.'s 1F1B rows at micro-batches of 1 x 1,024 tokens (PP16, PP32) sit 1.21-1.25
-over the step model at every micro-batch count, their PP8 rows at 3-6 x 1,024 tokens 0.99-1.04, and the
-curve's layer efficiency is 0.64-0.65 against 0.77-0.80 there: the whole gap (issue 34, 2026-12-04).
-Priced by XLA's table instead (``tools/gemm_table_check.py``, Dec 2026), the range of an MFU from a layout
-would narrow (82.9% / 1.65x -> 87.4% / 1.54x out of source) and fine-tuning's hardly move, but the MoE range
-would widen (2.32x -> 3.37x; with the experts' tile padding priced, moe38: 2.17x -> 3.12x; with JetMoE's
-attention experts, jetmoe38: 2.10x -> 3.12x): the small mixtures of experts (Granite 3.0 1B and 3B,
-JetMoE) run slower than their GEMMs, and for them the curve's steep fall stands in for what else a layer
-costs (a launch cost of 40-200 us a layer does not close it; tests/test_gemm_table.py). The curve stays
-until those costs are priced apart. A layer's GEMMs (:func:`layer_gemms`) have ``m`` = the tokens of a
-micro-batch on one GPU and ``k``, ``n`` from the hidden, heads and MLP widths divided by ``tp``: a 2,048-wide
-model's GEMMs run below a 16,384-wide one's. A mixture of experts' routed GEMMs run grouped, all of a GPU's
-experts in one kernel: priced at all their rows, times what DeepGEMM's grouped tables lose to few rows per
-expert (:func:`grouped_gemm_share`), times the share of each expert's 128-row tiles its rows fill
+(:func:`fit_gemm_curve`: one curve for both, 2.7% rms). Below ``FEW_ROWS`` (4,096) rows a GEMM is priced at
+the curve's share at 4,096 rows times :func:`few_row_share`, what XLA's measured H100 BF16 table (``kind ==
+"grid"``, 256 to 4,096 in each dimension) keeps at ``m`` rows of its rate at 4,096 rows, same ``n`` and ``k``
+(gemm44, 2026-12-04). The curve alone read few rows by intensity, as if a 1,024-row GEMM were a 1,024^3
+square (which loses to wave quantisation): at ``n = k = 4,096`` it kept 0.69 and 0.87 of the 4,096-row share
+at 1,024 and 2,048 rows where XLA measured 0.96 and 0.96 (751.9 and 752.3 of 780.2 TFLOP/s); Bekman's best
+A100 shape, 1,024 x 10,240 x 5,120, 0.87 of the peak measured, was 0.64 on the curve and is 0.81 now; the
+A100 squares of NVIDIA's CUDA 11 figure, which the rule does not read, keep 0.32 and 0.57 of 4,096^3 at
+1,024^3 and 1,536^3 against 0.34 and 0.58 measured (the curve alone: 0.53 and 0.67). At
+small ``n`` and ``k`` the table falls faster with fewer rows than the curve did, so those GEMMs cost more.
+What it moved (nothing fitted; kernel efficiency refit as always): the layout range 81.1% / 1.583x -> 87.4% /
+1.529x out of source (Qi et al.'s Zero Bubble A100 rows at 1 x 1,024 tokens a micro-batch, PP16/PP32, were
+1.21-1.27 over the step model against 0.99-1.04 at PP8: all 12 now 0.98-1.04; Ampere's kernel efficiency
+0.722 -> 0.706), the named-stack one 79.3% / 1.494x -> 85.6% / 1.461x, fine-tuning's 83.9% / 2.274x -> 83.1%
+/ 2.200x; the MoE range (1.952x, every run's ratio the same to 3 places) and serving unchanged
+(``tools/gemm_table_check.py few-rows``). Nemotron-4 15B at TP8 (4,096-token micro-batches) does not move.
+Before it (gemm37, Dec 2026) the whole table in place of the curve narrowed the layout range about as much
+(82.9% / 1.65x -> 87.4% / 1.54x) but widened the MoE range (2.32x -> 3.37x; with the experts' tile padding
+priced, moe38: 2.17x -> 3.12x; with JetMoE's attention experts, jetmoe38: 2.10x -> 3.12x): the small
+mixtures of experts (Granite 3.0 1B and 3B, JetMoE) run slower than their GEMMs, and for them the curve's
+steep fall at small ``n`` and ``k`` stands in for what else a layer costs (a launch cost of 40-200 us a layer
+does not close it; tests/test_gemm_table.py). So the curve keeps the shape above 4,096 rows until those costs
+are priced apart. A layer's GEMMs (:func:`layer_gemms`) have ``m`` = the tokens of a micro-batch on one GPU
+and ``k``, ``n`` from the hidden, heads and MLP widths divided by ``tp``: a 2,048-wide model's GEMMs run below
+a 16,384-wide one's. A mixture of experts' routed GEMMs run grouped, all of a GPU's experts in one kernel:
+priced at all their rows, times what DeepGEMM's grouped tables lose to few rows per expert
+(:func:`grouped_gemm_share`), times the share of each expert's 128-row tiles its rows fill
 (:func:`expert_padding_share`: the kernels pad an expert's rows to whole tiles, moe38).
 
 The step model (:func:`~llmsizing.comm.step_compute_time_s` and the planner's copy) charges the Linear layers
@@ -230,7 +238,8 @@ def _attention_efficiency(g, head_dim: int, seq: int, kernel: str | None) -> flo
 def gemm_efficiency(gpu, m: int, n: int, k: int, dtype: str = "bf16") -> float:
     """Share of ``gpu``'s dense peak in ``dtype`` that one ``(m x k) @ (k x n)`` GEMM reaches (module
     docstring): ``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))``, ``r`` its arithmetic intensity
-    (inputs and output read or written once, 1 byte per element in FP8, 2 otherwise) over the ridge point."""
+    (inputs and output read or written once, 1 byte per element in FP8, 2 otherwise) over the ridge point;
+    below ``FEW_ROWS`` rows that at ``FEW_ROWS`` rows times :func:`few_row_share` (gemm44)."""
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
     m, n, k = check_int("m", m), check_int("n", n), check_int("k", k)
     return _efficiency_at(ridge_point_flops_per_byte(gpu, dtype), m, n, k, dtype)
@@ -238,9 +247,54 @@ def gemm_efficiency(gpu, m: int, n: int, k: int, dtype: str = "bf16") -> float:
 
 def _efficiency_at(ridge: float, m: int, n: int, k: int, dtype: str) -> float:
     """:func:`gemm_efficiency` at checked ``m``, ``n``, ``k``, ``dtype`` and the ridge point (a layer's GEMMs
-    share the last two)."""
+    share the last two): the curve, below :data:`FEW_ROWS` rows at ``FEW_ROWS`` times
+    :func:`few_row_share`."""
+    if m < FEW_ROWS:
+        return _curve_share(ridge, FEW_ROWS, n, k, dtype) * _grid_rate(m, n, k) / _grid_rate(FEW_ROWS, n, k)
+    return _curve_share(ridge, m, n, k, dtype)
+
+
+def _curve_share(ridge: float, m: int, n: int, k: int, dtype: str) -> float:
+    """The intensity curve: ``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))``."""
     r = _intensity(m, k, n, _ELEMENT_BYTES.get(dtype, 2.0)) / ridge
     return min(GEMM_CEILING, GEMM_EMAX * r / (r + GEMM_R_HALF))
+
+
+#: Below this many rows a GEMM is priced by what XLA's measured table loses to fewer rows (gemm44).
+FEW_ROWS = 4096
+#: The sizes XLA's table measured in each of ``m``, ``n``, ``k`` (``data/gemm_efficiency.csv``, ``grid``).
+GRID_SIZES = (256, 512, 1024, 2048, 4096)
+
+
+@lru_cache(maxsize=1)
+def _grid_tflops() -> dict:
+    """``{(m, n, k): TFLOP/s}`` of ``data/gemm_efficiency.csv``'s ``kind == "grid"`` rows (XLA, H100)."""
+    with open(DATA / "gemm_efficiency.csv", newline="") as fh:
+        return {(int(r["m"]), int(r["n"]), int(r["k"])): float(r["tflops"])
+                for r in csv.DictReader(fh) if r["kind"] == "grid"}
+
+
+@lru_cache(maxsize=65536)
+def _grid_rate(m: int, n: int, k: int) -> float:
+    """XLA's table at ``(m, n, k)``: interpolated in ``log2`` of each dimension, held at 4,096 above and at
+    the time of 256 below (the rate times ``dim / 256``)."""
+    grid, rate, axes = _grid_tflops(), 1.0, []
+    for d in (m, n, k):
+        rate *= min(1.0, d / GRID_SIZES[0])
+        x = math.log2(min(max(d, GRID_SIZES[0]), GRID_SIZES[-1]) / GRID_SIZES[0])
+        i = min(len(GRID_SIZES) - 2, int(x))
+        axes.append(((GRID_SIZES[i], 1 - (x - i)), (GRID_SIZES[i + 1], x - i)))
+    return rate * sum(wm * wn * wk * grid[dm, dn, dk] for dm, wm in axes[0] for dn, wn in axes[1]
+                      for dk, wk in axes[2] if wm * wn * wk)
+
+
+def few_row_share(m: int, n: int, k: int) -> float:
+    """What a GEMM of ``m < FEW_ROWS`` rows keeps of the rate of one of ``FEW_ROWS`` rows at the same ``n``
+    and ``k``, as XLA's measured H100 BF16 table has it (``data/gemm_efficiency.csv``, ``kind == "grid"``;
+    1 at ``m >= FEW_ROWS``). At ``n = k = 4,096``: 0.96 at 1,024 and 2,048 rows (751.9 and 752.3 of 780.2
+    TFLOP/s), where the intensity curve keeps 0.69 and 0.87 (module docstring, gemm44)."""
+    m, n, k = check_int("m", m), check_int("n", n), check_int("k", k)
+    return 1.0 if m >= FEW_ROWS else _grid_rate(m, n, k) / _grid_rate(FEW_ROWS, n, k)
 
 
 #: Bytes per element of a GEMM's operands by dtype (floats, as ``check_number`` gives them).
