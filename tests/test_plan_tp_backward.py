@@ -105,3 +105,40 @@ def test_job_and_step_time_follow_the_stack():
     job = Job(MODEL, "H100 SXM", 4096, par, micro_batch=1, grad_accum=16, framework="megatron")
     assert step_time(job).step_s == on.step_s
     assert step_time(job.replace(tp_backward_overlap=False)).step_s == off.step_s
+
+
+def test_training_time_of_the_job_is_the_rows_days(plans):
+    """training_time(job) of the Megatron row: its days (1e-9) and its steps' seconds are the plan's, so
+    faster than the same layout with no stack named; training_time takes the keyword on a layout only."""
+    from llmsizing.time_cost import training_time
+
+    on, off = _tp8(plans["megatron"]), _tp8(plans["none"])
+    job = Job.from_plan_row(on, MODEL, seq=4096, framework="megatron")
+    t_on = training_time(job, tokens=1e9)
+    t_off = training_time(Job.from_plan_row(off, MODEL, seq=4096), tokens=1e9)
+    assert t_on.days == pytest.approx(on.days, rel=1e-9)
+    assert t_off.days == pytest.approx(off.days, rel=1e-9)
+    assert t_on.days < t_off.days
+    assert t_on.days / t_off.days == pytest.approx(on.step_time_s / off.step_time_s, rel=1e-9)
+    with pytest.raises(ValueError, match="tp_backward_overlap"):
+        training_time(MODEL, tokens=1e9, gpu="H100 SXM", seq=4096, n_gpus=16, tp_backward_overlap=True)
+
+
+def test_cli_plan_follows_the_stack_and_the_flag(capsys):
+    import json
+
+    from llmsizing import cli
+
+    argv = ["plan", MODEL, "--tokens", "1B", "--seq", "4096", "--global-batch", "16", "--max-gpus", "16",
+            "--all", "--top", "1000", "--json"]
+
+    def fastest(extra):
+        assert cli.main(argv + extra) == 0
+        rows = json.loads(capsys.readouterr().out)
+        return min(r["step_time_s"] for r in rows if r["tp"] == 8 and r["pp"] == 1 and r["micro_batch"] == 1)
+
+    plain, meg = fastest([]), fastest(["--framework", "megatron-core"])
+    assert meg < plain
+    assert fastest(["--framework", "megatron-core", "--tp-backward-overlap", "off"]) == pytest.approx(plain,
+                                                                                                    rel=1e-12)
+    assert fastest(["--tp-backward-overlap", "on"]) == pytest.approx(meg, rel=1e-12)

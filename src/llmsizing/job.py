@@ -201,9 +201,14 @@ class Job:
 
     def _step_knobs(self) -> dict:
         """``kernel_efficiency``, ``overlap`` and ``node`` where set, for ``training_time`` (jobtime42: it
-        took none of them before, so a job's days were those of its step without them)."""
-        return {k: v for k, v in (("kernel_efficiency", self.kernel_efficiency), ("overlap", self.overlap),
-                                  ("node", self.node)) if v is not None}
+        took none of them before, so a job's days were those of its step without them), and
+        ``tp_backward_overlap=True`` where the job's stack (or its own keyword) hides the backward's TP
+        collectives (plan44)."""
+        return {**{k: v for k, v in (("kernel_efficiency", self.kernel_efficiency), ("overlap", self.overlap),
+                                     ("node", self.node)) if v is not None},
+                # (the stack's backward TP overlap, resolved: training_time takes no framework; plan44)
+                **({"tp_backward_overlap": True}
+                   if tp_backward_overlap_of(self.framework, self.tp_backward_overlap) else {})}
 
     def _op_sac(self) -> dict:
         """A plan's ``recomputes`` for a job that runs torchtitan's op SAC: the default search's
