@@ -142,3 +142,25 @@ def test_cli_plan_follows_the_stack_and_the_flag(capsys):
     assert fastest(["--framework", "megatron-core", "--tp-backward-overlap", "off"]) == pytest.approx(plain,
                                                                                                     rel=1e-12)
     assert fastest(["--tp-backward-overlap", "on"]) == pytest.approx(meg, rel=1e-12)
+
+
+@pytest.mark.parametrize("model, kw", [
+    ("llama-3-70b", dict(gpus=("H100 SXM", "A100 80GB"), seq=8192, global_batch=512, max_gpus=512)),
+    ("mixtral-8x7b", dict(gpus=("H100 SXM",), seq=4096, global_batch=256, max_gpus=256))])
+def test_every_kind_of_row_is_its_step_time(model, kw):
+    """Pipelines (interleaved, uneven), partial recomputation, two GPU types, a mixture of experts with ep:
+    each sampled row of plan(framework="megatron") is step_time(job) of its own job at 1e-9, and the rows
+    with tp > 1 are not all priced as with no stack named."""
+    import numpy as np
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        df = plan(model, tokens=1e12, framework="megatron", explain=False, **kw)
+        rows = df.iloc[np.linspace(0, len(df) - 1, 40).astype(int)]
+        assert (rows.tp > 1).sum() >= 20 and (rows.pp > 1).sum() >= 5
+        moved = 0
+        for _, r in rows.iterrows():
+            job = Job.from_plan_row(r, model, seq=kw["seq"], framework="megatron")
+            assert step_time(job).step_s == pytest.approx(r.step_time_s, rel=1e-9), r
+            moved += r.tp > 1 and step_time(job.replace(framework=None)).step_s > r.step_time_s
+        assert moved >= 20
