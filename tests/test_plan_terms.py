@@ -9,6 +9,7 @@ import pytest
 from llmsizing import catalog
 from llmsizing.collectives import DP_SLOTS
 from llmsizing.comm import communication, dp_bucket_params, dp_collectives, ring_collective
+from llmsizing.exposure import tp_backward_async_s
 from llmsizing.kernels import rates
 from llmsizing.layouts import step_time
 from llmsizing.moe import _split
@@ -40,8 +41,16 @@ def test_layer_terms_are_step_time_pieces(model, cp_comm):
         gemm, attention = rates(m, g, tp=t, cp=c, batch=b, seq=8192, dtype="bf16",
                                 kernel_efficiency=st.kernel_efficiency, ep=e)
         by = st.comm_by_group_s
+        # (plan44: the last two, the TP seconds Megatron's column-parallel backward can hide behind its
+        # dgrad and wgrad GEMMs, TP_BACKWARD_ASYNC's shares of the step's own collectives)
         assert tuple(row) == (gemm, st.exposed["tp"], st.exposed.get("cp", 0.0), by["tp"],
-                              by.get("cp", 0.0), attention)
+                              by.get("cp", 0.0), attention, *tp_backward_async_s(st.communication))
+        if t > 1:     # 2 of the backward's 4 SP gathers behind the dgrad, both reduce-scatters the wgrad
+            sp = {c.collective: c.time_s for c in st.communication.collectives}
+            assert row[6] == pytest.approx(sp["SP all-gather (backward)"] / 2, rel=1e-12)
+            assert row[7] == pytest.approx(sp["SP reduce-scatter (backward)"], rel=1e-12)
+        else:
+            assert row[6] == row[7] == 0.0
         assert peaks[g_] == st.peak_flops
 
 

@@ -55,12 +55,15 @@ def _plan_layout_options(args) -> dict:
     """The layout flags of ``plan`` as :func:`~llmsizing.planner.plan` keywords: ``--cp``, ``--cp-comm``,
     ``--ep``, ``--ep-overlap``, ``--shared-expert-overlap``, ``--shard-under-pipeline``, ``--mtp-depth``,
     ``--capacity-factor``, ``--dispatcher``, ``--grad-buffer``, ``--recompute`` (``recomputes``),
-    ``--schedule``, ``--comm-sms`` (moeapi42). One place,
+    ``--schedule``, ``--comm-sms`` (moeapi42), ``--framework`` and ``--tp-backward-overlap`` (plan44). One
+    place,
     so a single plan and every planned ``--stage`` take
     them alike (issue 33: the stage path dropped them)."""
     out = {"cp_comm": args.cp_comm}
     if getattr(args, "framework", None) is not None:
         out["framework"] = args.framework
+    if getattr(args, "tp_backward_overlap", None) is not None:        # (plan44: on/off; default the stack's)
+        out["tp_backward_overlap"] = args.tp_backward_overlap == "on"
     if args.cp is not None:
         out["cp_degrees"] = tuple(args.cp)
     if args.ep is not None:
@@ -185,7 +188,11 @@ def add_plan_commands(sub, command) -> None:
     add_step_recipe_flags(p)
     p.add_argument("--framework", default=None,
                    help="the training software (e.g. megatron-core, nemo, torchtitan, llm-foundry): its "
-                        "stack family sets the days' range (default: unknown, the pooled range)")
+                        "stack family sets the days' range (default: unknown, the pooled range) and whether "
+                        "the backward's TP collectives hide behind the column-parallel GEMMs (Megatron)")
+    p.add_argument("--tp-backward-overlap", choices=("on", "off"), default=None,
+                   help="price the backward's TP collectives behind the column-parallel dgrad/wgrad GEMMs "
+                        "(on) or exposed (off); default: as --framework's stack does (Megatron: on)")
     p.add_argument("--no-partial-recompute", action="store_true",
                    help="recompute every layer where only full recomputation fits (default: the fewest "
                         "layers per pipeline stage that fit, shown as 'full (N layers)')")

@@ -35,6 +35,21 @@ TP_BACKWARD_ASYNC = {"SP all-gather (backward)": ("dgrad", 0.5),
                      "SP reduce-scatter (backward)": ("wgrad", 1.0),
                      "TP all-reduce (backward)": ("wgrad", 1.0)}
 
+
+
+def tp_backward_async_s(comm) -> tuple:
+    """``(dgrad, wgrad)``: the seconds of ``comm``'s tensor-parallel collectives that Megatron-LM's
+    column-parallel backward launches beside its dgrad and its wgrad GEMMs (:data:`TP_BACKWARD_ASYNC`'s
+    shares, as :func:`exposed_by_group` adds them up; arrays where a collective's time is one). The
+    planner's arrays take the windows off per row (:func:`llmsizing.plan_pricing._price`, plan44)."""
+    out = {"dgrad": 0.0, "wgrad": 0.0}
+    for c in comm.collectives:
+        if c.group == "tp" and c.collective in TP_BACKWARD_ASYNC:
+            window, share = TP_BACKWARD_ASYNC[c.collective]
+            out[window] = out[window] + c.time_s * share
+    return out["dgrad"], out["wgrad"]
+
+
 #: Each window's index in :data:`DP_SLOTS`.
 _SLOT_INDEX = {name: i for i, name in enumerate(DP_SLOTS)}
 

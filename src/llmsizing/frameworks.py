@@ -67,3 +67,28 @@ def stack_family(framework, *, lenient: bool = False) -> str:
     raise ValueError(f"framework must be None, one of the families {', '.join(STACK_FAMILIES)} or a known "
                      f"framework name ({', '.join(sorted(FRAMEWORK_FAMILY))}), case-insensitive; got "
                      f"{framework!r}")
+
+
+#: Whether a family's default path hides the backward's tensor-parallel collectives behind the
+#: column-parallel layers' dgrad and wgrad GEMMs (:data:`~llmsizing.exposure.TP_BACKWARD_ASYNC`; plan44,
+#: issue 34). ``"megatron"``: Megatron-LM's ``LinearWithGradAccumulationAndAsyncCommunication.backward``
+#: (megatron/core/tensor_parallel/layers.py, commits cf7efd4f 2021-08-30 and 02bb1f5c 2022-03-02, no flag)
+#: and Transformer Engine's ``_Linear`` (linear.py: "Tensor-parallel communication is overlapped with dgrad
+#: GEMM"): the 17 runs ``data/published_runs.csv`` marks ``tp_comm_overlap = backward`` are this family's.
+#: ``"deepspeed"``: Megatron-DeepSpeed forked Megatron-LM before it (BLOOM, MT-NLG unmarked); ``"pytorch"``:
+#: DTensor's ``ColwiseParallel`` waits for its collectives; ``"unknown"``: nothing stated, priced exposed.
+TP_BACKWARD_OVERLAP = {"megatron": True, "deepspeed": False, "pytorch": False, "unknown": False}
+
+
+def tp_backward_overlap_of(framework, tp_backward_overlap=None) -> bool:
+    """Whether the step of a run on ``framework`` (a name :func:`stack_family` knows, or ``None``) is priced
+    with the backward TP overlap: ``tp_backward_overlap`` if given (``True``/``False``), else what the stack's
+    family does on its default path (:data:`TP_BACKWARD_OVERLAP`; ``None``, no stack named: ``False``, every
+    TP collective exposed). Anything else than a bool or ``None`` raises TypeError."""
+    family = stack_family(framework)
+    if tp_backward_overlap is None:
+        return TP_BACKWARD_OVERLAP[family]
+    if not isinstance(tp_backward_overlap, bool):
+        raise TypeError(f"tp_backward_overlap must be True, False or None (as the stack named by framework "
+                        f"does); got {type(tp_backward_overlap).__name__} {tp_backward_overlap!r}")
+    return tp_backward_overlap

@@ -24,7 +24,7 @@ from .act_terms import ATTENTION, STACKS
 from .all_to_all import DEFAULT_DISPATCHER, check_dispatcher, dispatcher_kwargs
 from .catalog import GPU, get_gpu, resolve_model
 from .footprint import check_grad_buffer, check_grad_buffer_kind, zero_grad_buffer
-from .frameworks import stack_family
+from .frameworks import stack_family, tp_backward_overlap_of  # noqa: F401
 from .hardware import check_recipe_runs_on
 from .model import Model
 from .moe import check_capacity_factor
@@ -91,6 +91,7 @@ class Job:
     schedule: str = "1f1b"
     comm_sms: int = 0
     load_skew: float | None = None
+    tp_backward_overlap: bool | None = None
 
     def __post_init__(self):
         model = resolve_model(self.model, moe=True)
@@ -121,7 +122,7 @@ class Job:
         if self.dispatcher != DEFAULT_DISPATCHER and not model.is_moe:   # (as training_time refuses it)
             raise ValueError(f"dispatcher={self.dispatcher!r} prices a mixture of experts' token dispatch; "
                              f"{model.name} is dense (experts=0): give dispatcher={DEFAULT_DISPATCHER!r}")
-        stack_family(self.framework)                    # TypeError/ValueError unless a known name or None
+        tp_backward_overlap_of(self.framework, self.tp_backward_overlap)   # (a known name or None; a bool)
         options = check_moe_options(model, self.mtp_depth, self.capacity_factor)
         set_("mtp_depth", options.get("mtp_depth", 0))
         set_("capacity_factor", options.get("capacity_factor"))
@@ -166,7 +167,7 @@ class Job:
                         seq=self.seq, grad_accum=self.grad_accum, node=self.node, max_nodes=self.max_nodes,
                         ep_overlap=self.ep_overlap, kernel_efficiency=self.kernel_efficiency,
                         overlap=self.overlap, framework=self.framework, **recipe, **self._dispatch(),
-                        **self._step_recipe())
+                        **self._step_recipe(), **self._tp_backward())
         if kind == "time":
             return dict(model=self.model, gpu=self.gpu, parallel=self.parallel, seq=self.seq,
                         global_batch=self.global_batch, micro_batch=self.micro_batch, **recipe,
@@ -177,7 +178,7 @@ class Job:
                         precision=self.precision, optimizer=self.optimizer, attention=self.attention,
                         stack=self.stack, max_nodes=self.max_nodes, ep_overlap=self.ep_overlap,
                         framework=self.framework, **self._moe_options(), **self._dispatch(), **buffer,
-                        **self._op_sac(), **self._step_recipe())
+                        **self._op_sac(), **self._step_recipe(), **self._tp_backward())
         raise ValueError(f"kind must be one of 'memory', 'step', 'time', 'plan'; got {kind!r}")
 
     def _moe_options(self) -> dict:
@@ -200,14 +201,22 @@ class Job:
 
     def _step_knobs(self) -> dict:
         """``kernel_efficiency``, ``overlap`` and ``node`` where set, for ``training_time`` (jobtime42: it
-        took none of them before, so a job's days were those of its step without them)."""
-        return {k: v for k, v in (("kernel_efficiency", self.kernel_efficiency), ("overlap", self.overlap),
-                                  ("node", self.node)) if v is not None}
+        took none of them before, so a job's days were those of its step without them), and
+        ``tp_backward_overlap=True`` where the job's stack (or its own keyword) hides the backward's TP
+        collectives (plan44)."""
+        return {**{k: v for k, v in (("kernel_efficiency", self.kernel_efficiency), ("overlap", self.overlap),
+                                     ("node", self.node)) if v is not None},
+                # (the stack's backward TP overlap, resolved: training_time takes no framework; plan44)
+                **({"tp_backward_overlap": True}
+                   if tp_backward_overlap_of(self.framework, self.tp_backward_overlap) else {})}
 
     def _op_sac(self) -> dict:
         """A plan's ``recomputes`` for a job that runs torchtitan's op SAC: the default search's
         recomputations and the job's mode (the search as before for any other job)."""
         return {"recomputes": RECOMPUTE + (self.recompute,)} if self.recompute in OP_SAC_MODES else {}
+
+    def _tp_backward(self) -> dict:      # (only when given: None is the stack's own, as before)
+        return {} if self.tp_backward_overlap is None else {"tp_backward_overlap": self.tp_backward_overlap}
 
     def _dispatch(self) -> dict:
         """``dispatcher`` where not the default (an old call's keywords unchanged)."""
@@ -221,7 +230,7 @@ class Job:
                       framework: str | None = None, shared_expert_overlap: bool = False, mtp_depth: int = 0,
                       capacity_factor: float | None = None, grad_buffer: bool | str = False,
                       dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0,
-                      load_skew: float | None = None) -> "Job":
+                      load_skew: float | None = None, tp_backward_overlap: bool | None = None) -> "Job":
         """The job one row of :func:`~llmsizing.planner.plan`'s frame prices (a ``Series`` or an
         ``itertuples()`` row), given the plan's own options (the keywords here are :func:`plan`'s, with its
         defaults; ``shared_expert_overlap`` goes to the layout; ``mtp_depth``, ``capacity_factor``,
@@ -253,7 +262,8 @@ class Job:
                    kernel_efficiency=kernel_efficiency, overlap=overlap, framework=framework,
                    mtp_depth=mtp_depth, capacity_factor=capacity_factor,
                    grad_buffer=zero_grad_buffer(grad_buffer, int(get("zero"))), dispatcher=dispatcher,
-                   schedule=schedule, comm_sms=comm_sms, load_skew=load_skew)
+                   schedule=schedule, comm_sms=comm_sms, load_skew=load_skew,
+                   tp_backward_overlap=tp_backward_overlap)
 
 
 def check_moe_options(model: Model, mtp_depth, capacity_factor) -> dict:

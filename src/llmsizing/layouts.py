@@ -17,6 +17,7 @@ from ._validate import check_bool, check_fraction, check_int, check_number, rena
 from .all_to_all import check_dispatcher, node_limit
 from .catalog import get_gpu, resolve_model
 from .comm import communication, exposed_share_s, stage_compute_times_s
+from .frameworks import tp_backward_overlap_of
 from .flops import _partial_flops_per_token, attention_flops_per_token, training_flops_per_token
 from .hardware import check_recipe_runs_on, dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
@@ -251,7 +252,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
               attention_kernel: str | None = None, schedule: str = "1f1b", mtp_depth: int = 0,
               comm_sms: int = 0, load_skew: float | None = None, framework: str | None = None,
               attention_seq: int | None = None, capacity_factor: float | None = None,
-              dispatcher: str = "alltoall", tp_backward_overlap: bool = False) -> StepTime:
+              dispatcher: str = "alltoall", tp_backward_overlap: bool | None = None) -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
@@ -303,8 +304,9 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     ``tp_backward_overlap``: the backward's tensor-parallel collectives that Megatron-LM's (and Transformer
     Engine's) column-parallel Linear layers launch beside their own dgrad and wgrad GEMMs hide behind those
     GEMMs (:data:`~llmsizing.exposure.TP_BACKWARD_ASYNC`, :func:`tp_backward_windows_s`); the default path
-    of Megatron-LM since 2022, no flag. ``False`` (default, as the planner prices): every TP collective
-    exposed."""
+    of Megatron-LM since 2022, no flag. ``None`` (default): as ``framework``'s stack family does on its
+    default path (:func:`~llmsizing.frameworks.tp_backward_overlap_of`: the Megatron family hides them; no
+    stack named, every TP collective exposed, as before); ``True``/``False`` says so explicitly."""
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
@@ -313,7 +315,7 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     eff = renamed("kernel_efficiency", kernel_efficiency, "mfu", mfu)
     overlap = None if overlap is None else check_number("overlap", overlap, maximum=1.0)
     async_tp = check_bool("async_tp", async_tp)
-    tp_backward_overlap = check_bool("tp_backward_overlap", tp_backward_overlap)
+    tp_backward_overlap = tp_backward_overlap_of(framework, tp_backward_overlap)
     dtype = compute_dtype(precision, dtype)
     max_nodes = node_limit(max_nodes)
     comm = communication(model, parallel, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node,

@@ -58,7 +58,9 @@ def recipe_text(model, *, precision, optimizer, optimizer_impl, eff, overlap, cp
             + (f", {grad_buffer_note(grad_buffer)} (DDP, ZeRO-1)" if grad_buffer else "")
             + (f", the {recipe['schedule']} schedule" if recipe and "schedule" in recipe else "")
             + (f", {recipe['comm_sms']} SMs kept for communication"
-               if recipe and "comm_sms" in recipe else ""))
+               if recipe and "comm_sms" in recipe else "")
+            + (", the backward's TP collectives behind the column-parallel GEMMs (Megatron)"
+               if recipe and recipe.get("tp_backward") else ""))
 
 
 def answer_frame(df, *, gpu_list, given, dtype, framework, stack_fam, tokens, steps, deadline, budget, rule,

@@ -32,7 +32,7 @@ from .pointwise import pointwise_seconds
 # the data-parallel slots and links live in plan_dp; their names stay importable from here
 from .plan_dp import (_DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _kept_runs, _megatron_calls,  # noqa: F401
                       _row_links)
-from .plan_terms import _group_columns, _groups, dp_link_rows, layer_terms
+from .plan_terms import _group_columns, _groups, dp_link_rows, layer_terms, tp_backward_exposed_s
 # a mixture of experts' collectives and all-to-alls, and plan()'s MTP and capacity options, live in plan_moe
 from .plan_moe import (has_options, moe_all_to_all_s, moe_dp_collectives, option_pieces,  # noqa: F401
                        stage_moe_layer_counts)
@@ -216,7 +216,7 @@ def _least_recompute_layers(one, every, layers, micro, dps: np.ndarray, limits: 
 
 def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of, cp_comm, rcs,
            expert_tp=False, max_nodes=None, ep_overlap=0.0, shared=False, mtp_depth=0, capacity_factor=None,
-           dispatcher="alltoall", schedule="1f1b", comm_sms=0, load_skew=None):
+           dispatcher="alltoall", schedule="1f1b", comm_sms=0, load_skew=None, tp_backward=False):
     """Step times (s) and the GPUs' dense peaks (FLOP/s) of the candidate plans in ``cols`` (arrays ``gpu``,
     an index into ``gpu_list``, ``tp``, ``cp``, ``pp``, ``zero``, ``micro``, ``dp``, ``m``, ``rc``, an index
     into ``rcs``): what one :func:`~llmsizing.layouts.step_time` per candidate gives, with the library called
@@ -331,6 +331,7 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         compute = [t + moe_extra_seconds(S[:, c, 5], per_gpu, route_bytes=rc_bytes, hbm_bytes_per_s=hbm,
                                          skew=skew, expert_flops=rc_flops, gemm_rate=L[:, 0])
                    for c, t in enumerate(compute)]
+    slowest = np.argmax(compute, axis=0) if tp_backward else None   # (step_time's first slowest stage)
     compute, S = np.max(compute, axis=0), S[:, 0]   # (the layers' and forward's shares: every candidate's)
     # the SMs communication kernels keep: every stage slower by 1 / (1 - share) (comm.stage_compute_times_s)
     kept_sms = 1.0 - np.array([comm_sm_share(g_, comm_sms) for g_ in gpu_list])[gi] if comm_sms else None
@@ -355,6 +356,9 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     fwd, bwd = one * S[:, 2], one * (1 - S[:, 2])
     per_layer = S[:, 1] * mf                                      # the stage's layers, m micro-batches
     tp_exposed, cp_exposed = L[:, 1] * per_layer, L[:, 2] * per_layer
+    if tp_backward:     # Megatron's column-parallel backward (step_time's tp_backward_overlap, plan44)
+        tp_exposed = tp_backward_exposed_s(model, tp, cp, b, epc, L, per_layer,
+                                           stage[stage_idx[:n], slowest, 7] * model.layers * mf, seq=seq)
 
     # the pipeline's sends (one message per (tp, cp, micro-batch), from communication) on the link of pp GPUs
     # tp x cp x dp apart

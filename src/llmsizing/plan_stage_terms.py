@@ -79,7 +79,8 @@ def stage_terms(model, keys, rcs, *, seq: int, mtp_depth: int = 0) -> np.ndarray
     stage, piece) whose pieces are a stage's FLOPs per token, the most loaded stage's layers over the model's,
     the forward's share of the hardware FLOPs (recomputation is backward), its attention FLOPs (full and
     causal), its MoE layers (:func:`llmsizing.plan_moe.stage_moe_layer_counts`, ``mtp_depth`` MTP modules on
-    the last stage) and its memory-bound bytes per token (:mod:`llmsizing.pointwise`), each from the library's
+    the last stage), its memory-bound bytes per token (:mod:`llmsizing.pointwise`) and its own layers over the
+    model's (the windows of Megatron's backward TP overlap, plan44), each from the library's
     own call at the planner's split (:func:`pipeline_split`). The candidate stages of a ``pp`` are
     :func:`~llmsizing.pointwise.stage_candidates` over the union of every recomputation's stages, so a key's
     rows do not depend on the other keys asked with it; a shorter list is padded with its first stage (a
@@ -145,7 +146,8 @@ def _pp_terms(model, p_: int, rcs: tuple, seq: int, mtp_depth: int) -> tuple[tup
                              stage_attention_flops_per_token(model, par, seq=seq, recompute=rc),
                              stage_attention_flops_per_token(model, par, seq=seq, recompute=rc, causal=True),
                              stage_moe_layer_counts(model, par, mtp_depth) if moe else 0 * one,
-                             _kept_pointwise(model, p_, rc, mtp_depth if moe else 0)))
+                             _kept_pointwise(model, p_, rc, mtp_depth if moe else 0),
+                             np.array(layers_per_stage(model.layers, par), dtype=float) / model.layers))
         v.setflags(write=False)
         rows.append(v)
     # (the union over every recomputation of the pp's: a row's own slowest stage is among them, and the

@@ -13,6 +13,7 @@ ring's hops hide behind the attention core only), so they are the same numbers, 
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from dataclasses import replace
 
@@ -24,6 +25,7 @@ from .comm import communication, dp_bucket_params, dp_collectives, group_network
 from .hardware import dense_tflops
 from .hardware import kernel_efficiency as default_efficiency
 from .kernels import rates
+from .exposure import tp_backward_async_s
 from .layouts import _cp_attention_s, exposed_by_group
 from .memory import stage_params
 from .moe import _split
@@ -39,7 +41,9 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
     """For each key ``(GPU index, tp, cp, micro-batch, ep, recomputation index)`` of ``keys``: the Linear
     layers' and the attention core's rates (FLOP/s) and, for one micro-batch without a pipeline (``dp = 1``,
     ``grad_accum = 1``; they do not depend on ``ep``), the tensor- and context-parallel communication
-    exposed and in full, as a row ``(gemm rate, tp exposed, cp exposed, tp, cp, attention rate)``; and each
+    exposed and in full, as a row ``(gemm rate, tp exposed, cp exposed, tp, cp, attention rate, tp dgrad-
+    async, tp wgrad-async)`` (the last two: :func:`~llmsizing.exposure.tp_backward_async_s`, what the
+    column-parallel backward can hide behind its dgrad and wgrad GEMMs, plan44); and each
     GPU's dense peak (FLOP/s) by index. ``eff`` is the kernel efficiency (``None``: the GPU generation's, as
     :func:`~llmsizing.layouts.step_time` takes it).
 
@@ -68,7 +72,7 @@ def layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype: 
     for g_ in dict.fromkeys(k[0] for k in keys):        # (each GPU's peak, as _layer_terms gives it)
         if g_ not in peak_of:
             peak_of[g_] = dense_tflops(gpu_list[g_], dtype) * 1e12
-    return np.array(got, dtype=float).reshape(-1, 6), peak_of
+    return np.array(got, dtype=float).reshape(-1, 8), peak_of
 
 
 #: The most (GPU, node) pairs one kept key of :func:`_kept_layer_rows` or :func:`_kept_dp_rows` holds rows
@@ -96,7 +100,8 @@ LAYER_ROWS_KEPT = 32
 @functools.lru_cache(maxsize=LAYER_ROWS_KEPT)
 def _kept_layer_rows(model, seq: int, eff, precision: str, dtype: str, cp_comm: str, rcs: tuple) -> dict:
     """The dicts of :func:`layer_terms`' rows, one per (GPU, its node), by the rest of the key ``(tp, cp,
-    micro-batch, ep, recomputation index)``: ``(gemm rate, tp exposed, cp exposed, tp, cp, attention rate)``
+    micro-batch, ep, recomputation index)``: ``(gemm rate, tp exposed, cp exposed, tp, cp, attention rate,
+    tp dgrad-async, tp wgrad-async)``
     as :func:`_layer_terms` made them."""
     return {}
 
@@ -144,16 +149,19 @@ def _layer_terms(model, gpu_list, keys, *, seq: int, eff, precision: str, dtype:
                 # (tp and cp exposure do not depend on the compute's windows: any compute_s gives the same)
                 exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
                 by = comm.by_group()
-                shared[key] = (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0))
+                shared[key] = (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0),
+                               *tp_backward_async_s(comm))
             comm_of[g_, t_, c_, b_, r_] = shared[key]
         gemm_rate, attention_rate = rates_of[g_, t_, c_, b_, e_]
-        out.append((gemm_rate, *comm_of[g_, t_, c_, b_, r_], attention_rate))
-    return np.array(out, dtype=float).reshape(-1, 6), {g_: v[0] for g_, v in peak_of.items()}
+        terms = comm_of[g_, t_, c_, b_, r_]
+        out.append((gemm_rate, *terms[:4], attention_rate, *terms[4:]))
+    return np.array(out, dtype=float).reshape(-1, 8), {g_: v[0] for g_, v in peak_of.items()}
 
 
 def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, node_of: dict, cp_comm: str,
                 rcs, max_nodes, rates_of: dict, same_rc) -> dict:
-    """:func:`layer_terms`' communication terms ``(tp exposed, cp exposed, tp, cp)`` of its keys with a tp
+    """:func:`layer_terms`' communication terms ``(tp exposed, cp exposed, tp, cp, tp dgrad-async, tp
+    wgrad-async)`` of its keys with a tp
     or cp group (Ulysses' all-to-all aside), by (GPU, tp, cp, micro-batch, recomputation): one
     :func:`~llmsizing.comm.communication`, :func:`~llmsizing.layouts._cp_attention_s` and
     :func:`~llmsizing.layouts.exposed_by_group` per (tp, cp, micro-batch, recomputation, whether the tp and
@@ -201,13 +209,35 @@ def _link_terms(model, gpu_list, keys, *, seq: int, precision: str, dtype: str, 
         exposed = exposed_by_group(comm, 0.0, grad_accum=1, fwd_share=1.0, cp_attention_s=cp_att)
         by = comm.by_group()
         n = len(members)          # (a term that is one number for all: the same number n times)
-        terms = (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0))
+        terms = (exposed["tp"], exposed.get("cp", 0.0), by.get("tp", 0.0), by.get("cp", 0.0),
+                 *tp_backward_async_s(comm))
         cols = [(x.tolist() if np.shape(x) == (n,) else np.broadcast_to(x, n).tolist()) if np.ndim(x)
                 else [x] * n for x in terms]
         for i, m in enumerate(members):
             for gpu, r in at[m]:
                 out[gpu, t_, c_, b_, r] = tuple(c[i] for c in cols)
     return out
+
+
+def tp_backward_exposed_s(model, tp, cp, micro, ep, L, per_layer, layers, *, seq: int) -> np.ndarray:
+    """The tensor-parallel seconds per step each row of :func:`~llmsizing.plan_pricing._price` waits for
+    when Megatron-LM's column-parallel backward hides its re-gathers behind the dgrad GEMMs and the dgrad's
+    reduction behind the wgrad GEMMs: :func:`~llmsizing.layouts.step_time`'s ``tp_backward_overlap=True``
+    as arrays (plan44). ``L``: :func:`layer_terms`' rows (columns 1, 6, 7: exposed, dgrad- and
+    wgrad-async of one micro-batch over all the layers), ``per_layer`` their scale to the step (the most
+    loaded stage's share x ``m``), ``layers`` the slowest stage's layers x ``m`` (the windows':
+    :func:`~llmsizing.layouts.tp_backward_windows_s`, each GEMM's dgrad and wgrad its forward's FLOPs)."""
+    from .kernels import layer_gemms
+
+    keys, idx = _groups(tp, cp, micro, ep)
+    gemms = [layer_gemms(model, tp=int(t_), tokens=max(1, int(b_) * seq // int(c_)), ep=int(e_))
+             for t_, c_, b_, e_ in keys]
+    flops = np.array([2.0 * (math.prod(g[0]) + math.prod(g[2])) for g in gemms]).take(idx)
+    window = flops * layers / L[:, 0]
+    dgrad, wgrad = L[:, 6] * per_layer, L[:, 7] * per_layer
+    rest = L[:, 1] * per_layer - dgrad - wgrad
+    return np.where(tp > 1, rest + np.maximum(dgrad - window, 0.0) + np.maximum(wgrad - window, 0.0),
+                    L[:, 1] * per_layer)
 
 
 def _per(link) -> int:

@@ -45,7 +45,7 @@ from ._validate import (check_bool, check_choice, check_fraction, check_int, che
 from .activations import ATTENTION, STACKS
 from .catalog import gpu_price, resolve_gpus, resolve_model, resolve_prices
 from .flops import RECOMPUTE, training_flops_per_token
-from .frameworks import stack_family
+from .frameworks import stack_family, tp_backward_overlap_of
 from .layouts import MAX_GPUS_PER_NODE, USABLE_FRACTION, _divisors
 from .footprint import check_grad_buffer_kind
 from .memory import OPTIMIZER_IMPLS
@@ -259,7 +259,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
          shard_under_pipeline: bool = False, shared_expert_overlap: bool = False, mtp_depth: int = 0,
          capacity_factor: float | None = None, gpu_counts=None, grad_buffer: bool | str = False,
          dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0,
-         accounted_split: bool = False, load_skew: float | None = None):
+         accounted_split: bool = False, load_skew: float | None = None,
+         tp_backward_overlap: bool | None = None):
     """Every plan that trains ``model`` on ``tokens`` tokens of length ``seq`` with a global batch of
     ``global_batch`` sequences on one of ``gpus``, as a pandas DataFrame
     (:data:`~llmsizing.plan_space.PLAN_COLUMNS`), cheapest first.
@@ -385,6 +386,10 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     parameters is :func:`~llmsizing.deepseek.deepseek_memory`'s alone). ``load_skew`` (a mixture of experts'
     measured load skew in place of :func:`~llmsizing.moe_time.load_skew`'s default, 1 to 64; not with
     ``capacity_factor``): every row's, as ``step_time(load_skew=)`` prices it.
+    ``tp_backward_overlap`` (plan44): the backward's TP collectives hidden behind the column-parallel
+    layers' dgrad and wgrad GEMMs, as ``step_time(tp_backward_overlap=)`` prices them (``_price``);
+    ``None`` (default): as ``framework``'s stack does (:func:`~llmsizing.frameworks.tp_backward_overlap_of`:
+    the Megatron family does; no stack named, exposed as before).
 
     ``shard_under_pipeline=True`` (issue 34; off by default) also searches ZeRO-2 and ZeRO-3 under a pipeline
     for a dense model, ZeRO-3 as Meta ran Llama 3 405B (:data:`~llmsizing.pipeline_schedule.PIPELINED_FSDP`),
@@ -435,6 +440,8 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                                                                          example='("H100 SXM", "A100 80GB")')]
     recipe = check_step_recipe(schedule, comm_sms, gpu_list, searched=True, load_skew=load_skew, model=model,
                                capacity_factor=capacity_factor)           # ({} by default: as before)
+    if tp_backward_overlap_of(framework, tp_backward_overlap):     # (Megatron's stack: plan44)
+        recipe = {**recipe, "tp_backward": True}
     partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
     accounted = check_bool("accounted_split", accounted_split) and model.is_moe    # (a dense search has it)
     shard_pp = check_bool("shard_under_pipeline", shard_under_pipeline) and not model.is_moe

@@ -239,7 +239,7 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
                 capacity_factor: float | None = None, dispatcher: str = "alltoall",
                 schedule: str = "1f1b", comm_sms: int = 0, ep_overlap: float = 0.0,
                 load_skew: float | None = None, kernel_efficiency: float | None = None,
-                overlap: float | None = None) -> TrainingTime:
+                overlap: float | None = None, tp_backward_overlap: bool | None = None) -> TrainingTime:
     """A run timed on its layout's own step (a stage's case 2 above;
     :func:`~llmsizing.time_cost.training_time` with ``parallel`` and ``global_batch``):
     :func:`~llmsizing.layouts.step_time` with ``global_batch / (micro_batch x dp)`` micro-batches gives the
@@ -251,7 +251,8 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     dropping; issue 35): as ``step_time`` and ``training_memory`` price them; ``dispatcher`` (the MoE token
     dispatcher) as ``step_time`` does; so do the step recipe's ``schedule``, ``comm_sms``, ``load_skew``
     and the all-to-all's ``ep_overlap`` and ``max_nodes`` (moeapi42), and ``kernel_efficiency``,
-    ``overlap`` and ``node`` (jobtime42: a :class:`~llmsizing.job.Job`'s days from its own step), checked by
+    ``overlap`` and ``node`` (jobtime42: a :class:`~llmsizing.job.Job`'s days from its own step) and
+    ``tp_backward_overlap`` (plan44), checked by
     ``step_time``."""
     per_step = micro_batch * par.dp
     if global_batch % per_step:
@@ -267,7 +268,8 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
                      **({"ep_overlap": ep_overlap} if ep_overlap else {}),
                      **({"load_skew": load_skew} if load_skew is not None else {}),
                      **({"kernel_efficiency": kernel_efficiency} if kernel_efficiency is not None else {}),
-                     **({"overlap": overlap} if overlap is not None else {}))
+                     **({"overlap": overlap} if overlap is not None else {}),
+                     **({} if tp_backward_overlap is None else {"tp_backward_overlap": tp_backward_overlap}))
     share = whole_run_factor(model, g, seq=seq, dtype=dtype) if whole_run else 1.0
     m = check_fraction("the layout's MFU", step.mfu * share * _causal_factor(model, seq, causal))
     warnings = []

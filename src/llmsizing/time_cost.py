@@ -48,7 +48,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                   capacity_factor: float | None = None, dispatcher: str = "alltoall", schedule: str = "1f1b",
                   comm_sms: int = 0, ep_overlap: float = 0.0, max_nodes="model",
                   load_skew: float | None = None, kernel_efficiency: float | None = None,
-                  overlap: float | None = None, node=None):
+                  overlap: float | None = None, node=None, tp_backward_overlap: bool | None = None):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given). Without either, the GPU-hours and
     the cost stand (they do not depend on the GPU count; a model card gives none) and the days are ``None``.
@@ -131,8 +131,9 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
 
     **The step model's own knobs** (jobtime42, issue 35: a :class:`~llmsizing.job.Job`'s days from the step
     :func:`~llmsizing.layouts.step_time` gives it). ``kernel_efficiency`` (the share of the dense peak while
-    computing), ``overlap`` (one hidden share of all communication) and ``node`` (a
-    :func:`~llmsizing.network.get_node` name or node) are ``step_time``'s, checked there: with
+    computing), ``overlap`` (one hidden share of all communication), ``node`` (a
+    :func:`~llmsizing.network.get_node` name or node) and ``tp_backward_overlap`` (Megatron's column-parallel
+    backward hiding its TP collectives, plan44) are ``step_time``'s, checked there: with
     ``global_batch`` and ``parallel`` only (``None``, the default: as before). A calibrated MFU, or a
     layout this call plans, has no such step, so they are refused there.
 
@@ -164,7 +165,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
         raise ValueError(f"{_recipe_text(step_recipe)} price a layout's step: not with stages=, mfu=, "
                          "mfu_range= or moe_dense_mfu=True")
     step_only = {k: v for k, v in (("kernel_efficiency", kernel_efficiency), ("overlap", overlap),
-                                   ("node", node)) if v is not None}
+                                   ("node", node), ("tp_backward_overlap", tp_backward_overlap))
+                 if v is not None}
     if step_only and global_batch is None:
         raise ValueError(f"{_recipe_text(step_only)}: step_time's knobs, priced on a given layout's step "
                          "only: give global_batch= with parallel= (the calibrated MFU, or a layout this "
