@@ -48,11 +48,12 @@ class Job:
     ``max_nodes`` (``"model"``: the routing's own node limit),
     ``ep_overlap``, ``kernel_efficiency`` and ``overlap`` (``None``: calibrated) are what the step model reads
     beyond that; ``framework`` names the training software (e.g. ``"megatron-core"``, ``"torchtitan"``), whose
-    stack family sets the range of the step's MFU and the plan's days (``None``: unknown, the pooled range;
-    :func:`~llmsizing.frameworks.stack_family`). ``mtp_depth``: a mixture of experts' multi-token-prediction
-    modules (DeepSeek-V3's, :mod:`llmsizing.mtp`), and ``capacity_factor`` its token dropping (``None``:
-    dropless), which its memory, step, time and plan price; ``schedule`` the pipeline schedule
-    (``"1f1b"``, ``"zb1p"``, ``"dualpipe"``) and ``comm_sms`` the SMs its communication kernels keep
+    stack family sets the range of the step's MFU, the plan's days and the job's days (range44; ``None``:
+    unknown, the pooled range; :func:`~llmsizing.frameworks.stack_family`). ``mtp_depth``: a mixture of
+    experts' multi-token-prediction modules (DeepSeek-V3's, :mod:`llmsizing.mtp`), and ``capacity_factor``
+    its token dropping (``None``: dropless), which its memory, step, time and plan price; ``schedule``
+    the pipeline schedule (``"1f1b"``, ``"zb1p"``, ``"dualpipe"``) and ``comm_sms`` the SMs its
+    communication kernels keep
     (DeepSeek-V3's recipe: ``"dualpipe"``, 20), and ``load_skew`` a measured load skew in place of the
     default, which its step, time and plan price (:func:`check_step_recipe`; a plan refuses DualPipe; its
     memory prices ``schedule``: DualPipe's two chunks per rank, :mod:`llmsizing.memory_dualpipe`);
@@ -201,14 +202,15 @@ class Job:
 
     def _step_knobs(self) -> dict:
         """``kernel_efficiency``, ``overlap`` and ``node`` where set, for ``training_time`` (jobtime42: it
-        took none of them before, so a job's days were those of its step without them), and
-        ``tp_backward_overlap=True`` where the job's stack (or its own keyword) hides the backward's TP
-        collectives (plan44)."""
+        took none of them before, so a job's days were those of its step without them), and the stack:
+        ``framework`` where named (range44: the range of the job's days is its stack's, as ``plan`` and
+        ``step_time(job)`` state it; the pooled one before) with the job's own ``tp_backward_overlap``
+        (``step_time`` resolves ``None`` by the stack, plan44), else ``tp_backward_overlap=True`` where the
+        job's own keyword asks for it (an old job's keywords unchanged)."""
+        stack = ({"framework": self.framework, **self._tp_backward()} if self.framework is not None else
+                 {"tp_backward_overlap": True} if self.tp_backward_overlap else {})
         return {**{k: v for k, v in (("kernel_efficiency", self.kernel_efficiency), ("overlap", self.overlap),
-                                     ("node", self.node)) if v is not None},
-                # (the stack's backward TP overlap, resolved: training_time takes no framework; plan44)
-                **({"tp_backward_overlap": True}
-                   if tp_backward_overlap_of(self.framework, self.tp_backward_overlap) else {})}
+                                     ("node", self.node)) if v is not None}, **stack}
 
     def _op_sac(self) -> dict:
         """A plan's ``recomputes`` for a job that runs torchtitan's op SAC: the default search's

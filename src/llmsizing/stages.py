@@ -239,7 +239,8 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
                 capacity_factor: float | None = None, dispatcher: str = "alltoall",
                 schedule: str = "1f1b", comm_sms: int = 0, ep_overlap: float = 0.0,
                 load_skew: float | None = None, kernel_efficiency: float | None = None,
-                overlap: float | None = None, tp_backward_overlap: bool | None = None) -> TrainingTime:
+                overlap: float | None = None, tp_backward_overlap: bool | None = None,
+                framework: str | None = None) -> TrainingTime:
     """A run timed on its layout's own step (a stage's case 2 above;
     :func:`~llmsizing.time_cost.training_time` with ``parallel`` and ``global_batch``):
     :func:`~llmsizing.layouts.step_time` with ``global_batch / (micro_batch x dp)`` micro-batches gives the
@@ -253,7 +254,9 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
     and the all-to-all's ``ep_overlap`` and ``max_nodes`` (moeapi42), and ``kernel_efficiency``,
     ``overlap`` and ``node`` (jobtime42: a :class:`~llmsizing.job.Job`'s days from its own step) and
     ``tp_backward_overlap`` (plan44), checked by
-    ``step_time``."""
+    ``step_time``. ``framework`` (range44: ``None``, the default, as before) is ``step_time``'s: its stack
+    family's range (:func:`~llmsizing.mfu.layout_range_factors`, the one :func:`~llmsizing.planner.plan`
+    states for that stack) and its TP overlap where ``tp_backward_overlap`` is ``None``."""
     per_step = micro_batch * par.dp
     if global_batch % per_step:
         raise ValueError(f"global_batch={global_batch:,} is not a multiple of micro_batch x dp = "
@@ -269,7 +272,8 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
                      **({"load_skew": load_skew} if load_skew is not None else {}),
                      **({"kernel_efficiency": kernel_efficiency} if kernel_efficiency is not None else {}),
                      **({"overlap": overlap} if overlap is not None else {}),
-                     **({} if tp_backward_overlap is None else {"tp_backward_overlap": tp_backward_overlap}))
+                     **({} if tp_backward_overlap is None else {"tp_backward_overlap": tp_backward_overlap}),
+                     **({} if framework is None else {"framework": framework}))
     share = whole_run_factor(model, g, seq=seq, dtype=dtype) if whole_run else 1.0
     m = check_fraction("the layout's MFU", step.mfu * share * _causal_factor(model, seq, causal))
     warnings = []
@@ -279,7 +283,7 @@ def layout_time(model, g, par: Parallel, *, tokens: float, seq: int, micro_batch
         warnings.append(f"the layout needs {total / 2**30:,.1f} GiB per GPU (recompute={recompute!r}), more "
                         f"than the {g.name}'s {g.memory_gib:,.1f} GiB")
     rerun = None if recompute_layers is None else sum(recomputed_layers(model.layers, par, recompute_layers))
-    low_f, high_f = layout_range_factors(g, dtype, moe=model.is_moe)
+    low_f, high_f = layout_range_factors(g, dtype, framework, moe=model.is_moe)   # (the stack's: range44)
     # (a mixture of experts states the range of published MoE runs and what it held of them: issue 35)
     note = coverage_note(MOE_RANGE_AREA, "all", "published MoE runs") if model.is_moe else ""
     return _time_at(model, g, tokens, seq, par.gpus, m, m * low_f, min(1.0, m * high_f), price_value,

@@ -135,7 +135,14 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     :func:`~llmsizing.network.get_node` name or node) and ``tp_backward_overlap`` (Megatron's column-parallel
     backward hiding its TP collectives, plan44) are ``step_time``'s, checked there: with
     ``global_batch`` and ``parallel`` only (``None``, the default: as before). A calibrated MFU, or a
-    layout this call plans, has no such step, so they are refused there.
+    layout this call plans, has no such step, so they are refused there. ``framework`` with
+    ``global_batch`` and ``parallel`` (range44; refused there before, so no old call changes) names the
+    step's stack as ``step_time(framework=)`` does: the range of the days, GPU-hours and cost is that
+    stack family's (:func:`~llmsizing.mfu.layout_range_factors`), the one :func:`~llmsizing.planner.plan`
+    states for the same row, and its TP overlap is the stack's where ``tp_backward_overlap`` is ``None``.
+    ``training_time(job)`` of a :class:`~llmsizing.job.Job` that names a ``framework`` passes it so: its
+    ``days_low``/``days_high`` (and the other ends) moved from the pooled range to the stack's (range44;
+    a job with no framework is unchanged).
 
     **Goodput.** ``goodput`` (default 1.0: today's numbers, a steady state) is the useful share of wall time
     left by interruptions and checkpoints, from :func:`~llmsizing.reliability.goodput`; days, GPU-hours and
@@ -147,11 +154,12 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     if goodput < 1 and whole_run:
         raise ValueError(f"goodput={goodput:g} with whole_run=True counts the restarts twice: the whole-run "
                          "MFU already includes them; give one of them")
-    if (framework is not None or tokens_per_step is not None) and (
+    if (framework is not None and global_batch is None or tokens_per_step is not None) and (
             global_batch is not None or stages is not None or model.is_moe):
         raise ValueError("framework= and tokens_per_step= time a dense model on the calibrated estimate: not "
                          "with global_batch=, stages= or a mixture of experts (plan() and Job take a "
-                         "framework)")
+                         "framework; framework= also names the stack of a layout's step, with "
+                         "global_batch= and parallel=)")
     g = get_gpu(gpu)
     disp = check_dispatcher(dispatcher).name
     if disp != DEFAULT_DISPATCHER and global_batch is None and (
@@ -225,7 +233,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                         recompute_layers=recompute_layers, causal=check_bool("causal", causal),
                         price_value=gpu_price(g, price_usd_per_gpu_hour), goodput=goodput,
                         mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=disp,
-                        **step_recipe, **step_only)
+                        **step_recipe, **step_only, **({} if framework is None else {"framework": framework}))
         return t
     if isinstance(recompute, str) and recompute in OP_SAC_MODES:     # (was "unknown recompute"; review30a)
         raise ValueError(f"recompute={recompute!r}, torchtitan's op SAC, is timed on a layout's own step "
