@@ -470,8 +470,73 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
     return RLInterval(lo, hi, coverage, chk.measured_coverage, chk.median_width, len(y), n_src)
 
 
+#: Number words for :class:`RLChecked`'s sentence on the near misses ("Four rows miss").
+_COUNT_WORDS = ("No", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten")
+
+
+@dataclass(frozen=True)
+class RLChecked:
+    """The checked rows of ``data/rl_published.csv`` against the parts' range (:func:`rl_checked`): counts,
+    the ratio (published / predicted) median, min and max, split into NeMo RL's check-only rows
+    (``calibrate = no``; ``check_median`` None without any) and the rows a fit may read; ``near_runs``: the
+    rows just above the slow end (within ``near``), each named with its release.
+    Chapter 19, "Checked against published runs"."""
+
+    n_rows: int
+    inside: int
+    ratio_median: float
+    ratio_min: float
+    ratio_max: float
+    check_rows: int
+    check_inside: int
+    check_median: float | None
+    check_above: int
+    check_below: int
+    fit_rows: int
+    fit_inside: int
+    near: float
+    near_runs: tuple
+
+    def near_sentence(self) -> str:
+        """The chapter's sentence on the near misses, e.g. "Two rows miss only just, ...: A and B. They stay
+        outside"."""
+        n = len(self.near_runs)
+        word = _COUNT_WORDS[n] if n < len(_COUNT_WORDS) else f"{n:,}"
+        few = f"{word} row misses" if n <= 1 else f"{word} rows miss"
+        runs = self.near_runs
+        listed = (", ".join(runs[:-1]) + " and " + runs[-1]) if n > 1 else "".join(runs)
+        return (f"{few} only just, by less than {self.near:.0%} above the slow end of the range"
+                + (f": {listed}. {'It stays' if n == 1 else 'They stay'} outside" if n else ""))
+
+
+def rl_checked(published=None, near: float = 0.03) -> RLChecked:
+    """Summarise :func:`published_rl`'s checked rows (``checked == "yes"``) against the parts' range
+    (:class:`RLChecked`). ``near`` (0 to 1): a row "just above" lies over ``high`` by at most that share; a
+    row named without its release (NeMo RL v0.4's) gets the ``vX.Y`` its ``as_of`` holds. ValueError for a
+    ``near`` out of range, a frame without checked rows, or two near misses the names cannot tell apart."""
+    import pandas as pd
+
+    near = check_number("near", near, maximum=1.0, allow_equal=True)
+    d = published_rl() if published is None else published
+    chk = d[d["checked"] == "yes"]
+    if chk.empty:
+        raise ValueError("published: no checked rows (checked == 'yes') to compare")
+    check, fit = chk[~may_calibrate(chk)], chk[may_calibrate(chk)]
+    hit = chk[(chk["step_s"] > chk["high"]) & (chk["step_s"] <= chk["high"] * (1 + near))]
+    rel = d.set_index("run")["as_of"].str.extract(r"(v\d+\.\d+)")[0]
+    names = tuple(r if "(v0." in r or pd.isna(rel.get(r)) else f"{r} ({rel[r]})" for r in hit["run"])
+    if len(set(names)) != len(names):
+        raise ValueError(f"two near misses carry the same name: {names}")
+    r, s = chk["ratio"], check["step_s"]
+    above, below = (s > check["high"]).sum(), (s < check["low"]).sum()
+    return RLChecked(len(chk), int(chk["inside"].sum()), float(r.median()), float(r.min()), float(r.max()),
+                     len(check), int(check["inside"].sum()),
+                     float(check["ratio"].median()) if len(check) else None, int(above), int(below),
+                     len(fit), int(fit["inside"].sum()), near, names)
+
+
 __all__ = ["ALGORITHMS", "ENGINE_MEMORY_UTILIZATION", "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "PHASES",
            "RL_COVERAGES", "RLInterval", "RLRun", "VERL_ROLLOUT_GPU_MEMORY_UTILIZATION", "engine_room",
            "response_lengths",
            "rl_run", "row_run", "fit_rows", "may_calibrate", "published_rl", "rl_loso", "rl_interval",
-           "published_forward_ratios"]
+           "published_forward_ratios", "RLChecked", "rl_checked"]
