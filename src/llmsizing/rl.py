@@ -58,7 +58,7 @@ from .memory import training_memory
 from .model import Model
 from .network import get_node
 from .parallel import Parallel, check_layout
-from .rl_trainer import (SLIME_SYNC_BUCKET_S, reference_weight_bytes, response_second_moment,
+from .rl_trainer import (SLIME_SYNC_BUCKET_S, layout_parallel, reference_weight_bytes, response_second_moment,
                          rollout_attention_seq, trainer_state_bytes)
 from .rl_generation import (ENGINE_MEMORY_UTILIZATION, ROLLOUT_MAX_NUM_BATCHED_TOKENS,
                             ROLLOUT_MAX_NUM_SEQS, VERL_ROLLOUT_GPU_MEMORY_UTILIZATION, default_gen_tp,
@@ -535,8 +535,43 @@ def rl_checked(published=None, near: float = 0.03) -> RLChecked:
                      len(fit), int(fit["inside"].sum()), near, names)
 
 
+@dataclass(frozen=True)
+class HostTrip:
+    """One checked row's host trips (:func:`row_host_trip`, chapter 19): the trainer's states on one GPU and
+    per parameter; the trainer's and the reference's trips :func:`rl_run` prices; ``optimizer_count_s``, how
+    far the trainer's trip moves when the optimizer's bytes per parameter count 4 more or fewer (ZeRO's 12,
+    Megatron-Core's table 16, NeMo RL's offload 8) spread over the data-parallel ranks; ``third_copy_s``, one
+    more copy of the reference's weights one way (NeMo RL's swap moves three, rl_run prices two);
+    ``inside_counted``: the row inside the parts' range with the trip shorter / longer by
+    ``optimizer_count_s`` (both ends move); ``inside_third``: with ``third_copy_s`` added."""
+
+    state_bytes_per_gpu: float
+    bytes_per_param: float
+    trainer_offload_s: float
+    optimizer_count_s: float
+    reference_offload_s: float
+    third_copy_s: float
+    inside_counted: tuple
+    inside_third: bool
+
+
+def row_host_trip(r) -> HostTrip:
+    """:class:`HostTrip` of ``r``, a checked row (``itertuples``) of :func:`published_rl` with a published
+    trainer layout and both host trips priced; ValueError otherwise."""
+    run = row_run(r)
+    if run.train_layout is None or not {"trainer_offload", "reference_offload"} <= set(run.moves or {}):
+        raise ValueError(f"row {r.run!r}: needs a published trainer layout and both host trips")
+    m = resolve_model(r.model)
+    trip, ref = run.moves["trainer_offload"], run.moves["reference_offload"]
+    bpp = run.state_bytes_per_gpu / m.n_params
+    err = trip * (4 / layout_parallel(m, run.train_layout, run.train_gpus).dp) / bpp
+    return HostTrip(run.state_bytes_per_gpu, bpp, trip, err, ref, ref / 2,
+                    tuple(bool(r.low + e <= r.step_s <= r.high + e) for e in (-err, err)),
+                    bool(r.low + ref / 2 <= r.step_s <= r.high + ref / 2))
+
+
 __all__ = ["ALGORITHMS", "ENGINE_MEMORY_UTILIZATION", "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "PHASES",
            "RL_COVERAGES", "RLInterval", "RLRun", "VERL_ROLLOUT_GPU_MEMORY_UTILIZATION", "engine_room",
            "response_lengths",
            "rl_run", "row_run", "fit_rows", "may_calibrate", "published_rl", "rl_loso", "rl_interval",
-           "published_forward_ratios", "RLChecked", "rl_checked"]
+           "published_forward_ratios", "RLChecked", "rl_checked", "HostTrip", "row_host_trip"]
