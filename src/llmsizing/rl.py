@@ -523,8 +523,8 @@ def rl_checked(published=None, near: float = 0.03) -> RLChecked:
         raise ValueError("published: no checked rows (checked == 'yes') to compare")
     check, fit = chk[~may_calibrate(chk)], chk[may_calibrate(chk)]
     hit = chk[(chk["step_s"] > chk["high"]) & (chk["step_s"] <= chk["high"] * (1 + near))]
-    rel = d.set_index("run")["as_of"].str.extract(r"(v\d+\.\d+)")[0]
-    names = tuple(r if "(v0." in r or pd.isna(rel.get(r)) else f"{r} ({rel[r]})" for r in hit["run"])
+    rel = hit["as_of"].str.extract(r"(v\d+\.\d+)")[0]
+    names = tuple(r if "(v0." in r or pd.isna(v) else f"{r} ({v})" for r, v in zip(hit["run"], rel))
     if len(set(names)) != len(names):
         raise ValueError(f"two near misses carry the same name: {names}")
     r, s = chk["ratio"], check["step_s"]
