@@ -71,9 +71,9 @@ def test_shipped_rows_counted_from_the_csv(pub):
     rows = _csv_rows()
     checked = [r for r in rows if r["checked"] == "yes"]
     ck = rl_checked(pub)
-    assert ck.n_rows == len(checked) == 58                       # chapter 19: "58 published steps"
-    assert ck.check_rows == sum(r["calibrate"] == "no" for r in checked) == 56
-    assert ck.fit_rows == sum(r["calibrate"] == "yes" for r in checked) == 2   # Miles, verl's DeepSeek
+    assert ck.n_rows == len(checked)
+    assert ck.check_rows == sum(r["calibrate"] == "no" for r in checked)
+    assert ck.fit_rows == sum(r["calibrate"] == "yes" for r in checked)
     # every check-only row is inside, above or below its range, and nowhere else
     assert ck.check_inside + ck.check_above + ck.check_below == ck.check_rows
     assert ck.inside == ck.check_inside + ck.fit_inside
