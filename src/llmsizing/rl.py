@@ -58,7 +58,7 @@ from .memory import training_memory
 from .model import Model
 from .network import get_node
 from .parallel import Parallel, check_layout
-from .rl_trainer import (SLIME_SYNC_BUCKET_S, reference_weight_bytes, response_second_moment,
+from .rl_trainer import (SLIME_SYNC_BUCKET_S, layout_parallel, reference_weight_bytes, response_second_moment,
                          rollout_attention_seq, trainer_state_bytes)
 from .rl_generation import (ENGINE_MEMORY_UTILIZATION, ROLLOUT_MAX_NUM_BATCHED_TOKENS,
                             ROLLOUT_MAX_NUM_SEQS, VERL_ROLLOUT_GPU_MEMORY_UTILIZATION, default_gen_tp,
@@ -470,8 +470,108 @@ def rl_interval(coverage: float | None = None, published=None) -> RLInterval:
     return RLInterval(lo, hi, coverage, chk.measured_coverage, chk.median_width, len(y), n_src)
 
 
+#: Number words for :class:`RLChecked`'s sentence on the near misses ("Four rows miss").
+_COUNT_WORDS = ("No", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten")
+
+
+@dataclass(frozen=True)
+class RLChecked:
+    """The checked rows of ``data/rl_published.csv`` against the parts' range (:func:`rl_checked`): counts,
+    the ratio (published / predicted) median, min and max, split into NeMo RL's check-only rows
+    (``calibrate = no``; ``check_median`` None without any) and the rows a fit may read; ``near_runs``: the
+    rows just above the slow end (within ``near``), each named with its release.
+    Chapter 19, "Checked against published runs"."""
+
+    n_rows: int
+    inside: int
+    ratio_median: float
+    ratio_min: float
+    ratio_max: float
+    check_rows: int
+    check_inside: int
+    check_median: float | None
+    check_above: int
+    check_below: int
+    fit_rows: int
+    fit_inside: int
+    near: float
+    near_runs: tuple
+
+    def near_sentence(self) -> str:
+        """The chapter's sentence on the near misses, e.g. "Two rows miss only just, ...: A and B. They stay
+        outside"."""
+        n = len(self.near_runs)
+        word = _COUNT_WORDS[n] if n < len(_COUNT_WORDS) else f"{n:,}"
+        few = f"{word} row misses" if n <= 1 else f"{word} rows miss"
+        runs = self.near_runs
+        listed = (", ".join(runs[:-1]) + " and " + runs[-1]) if n > 1 else "".join(runs)
+        return (f"{few} only just, by less than {self.near:.0%} above the slow end of the range"
+                + (f": {listed}. {'It stays' if n == 1 else 'They stay'} outside" if n else ""))
+
+
+def rl_checked(published=None, near: float = 0.03) -> RLChecked:
+    """Summarise :func:`published_rl`'s checked rows (``checked == "yes"``) against the parts' range
+    (:class:`RLChecked`). ``near`` (0 to 1): a row "just above" lies over ``high`` by at most that share; a
+    row named without its release (NeMo RL v0.4's) gets the ``vX.Y`` its ``as_of`` holds. ValueError for a
+    ``near`` out of range, a frame without checked rows, or two near misses the names cannot tell apart."""
+    import pandas as pd
+
+    near = check_number("near", near, maximum=1.0, allow_equal=True)
+    d = published_rl() if published is None else published
+    chk = d[d["checked"] == "yes"]
+    if chk.empty:
+        raise ValueError("published: no checked rows (checked == 'yes') to compare")
+    check, fit = chk[~may_calibrate(chk)], chk[may_calibrate(chk)]
+    hit = chk[(chk["step_s"] > chk["high"]) & (chk["step_s"] <= chk["high"] * (1 + near))]
+    rel = hit["as_of"].str.extract(r"(v\d+\.\d+)")[0]
+    names = tuple(r if "(v0." in r or pd.isna(v) else f"{r} ({v})" for r, v in zip(hit["run"], rel))
+    if len(set(names)) != len(names):
+        raise ValueError(f"two near misses carry the same name: {names}")
+    r, s = chk["ratio"], check["step_s"]
+    above, below = (s > check["high"]).sum(), (s < check["low"]).sum()
+    return RLChecked(len(chk), int(chk["inside"].sum()), float(r.median()), float(r.min()), float(r.max()),
+                     len(check), int(check["inside"].sum()),
+                     float(check["ratio"].median()) if len(check) else None, int(above), int(below),
+                     len(fit), int(fit["inside"].sum()), near, names)
+
+
+@dataclass(frozen=True)
+class HostTrip:
+    """One checked row's host trips (:func:`row_host_trip`, chapter 19): the trainer's states on one GPU and
+    per parameter; the trainer's and the reference's trips :func:`rl_run` prices; ``optimizer_count_s``, how
+    far the trainer's trip moves when the optimizer's bytes per parameter count 4 more or fewer (ZeRO's 12,
+    Megatron-Core's table 16, NeMo RL's offload 8) spread over the data-parallel ranks; ``third_copy_s``, one
+    more copy of the reference's weights one way (NeMo RL's swap moves three, rl_run prices two);
+    ``inside_counted``: the row inside the parts' range with the trip shorter / longer by
+    ``optimizer_count_s`` (both ends move); ``inside_third``: with ``third_copy_s`` added."""
+
+    state_bytes_per_gpu: float
+    bytes_per_param: float
+    trainer_offload_s: float
+    optimizer_count_s: float
+    reference_offload_s: float
+    third_copy_s: float
+    inside_counted: tuple
+    inside_third: bool
+
+
+def row_host_trip(r) -> HostTrip:
+    """:class:`HostTrip` of ``r``, a checked row (``itertuples``) of :func:`published_rl` with a published
+    trainer layout and both host trips priced; ValueError otherwise."""
+    run = row_run(r)
+    if run.train_layout is None or not {"trainer_offload", "reference_offload"} <= set(run.moves or {}):
+        raise ValueError(f"row {r.run!r}: needs a published trainer layout and both host trips")
+    m = resolve_model(r.model)
+    trip, ref = run.moves["trainer_offload"], run.moves["reference_offload"]
+    bpp = run.state_bytes_per_gpu / m.n_params
+    err = trip * (4 / layout_parallel(m, run.train_layout, run.train_gpus).dp) / bpp
+    return HostTrip(run.state_bytes_per_gpu, bpp, trip, err, ref, ref / 2,
+                    tuple(bool(r.low + e <= r.step_s <= r.high + e) for e in (-err, err)),
+                    bool(r.low + ref / 2 <= r.step_s <= r.high + ref / 2))
+
+
 __all__ = ["ALGORITHMS", "ENGINE_MEMORY_UTILIZATION", "MAX_NUM_BATCHED_TOKENS", "MAX_NUM_SEQS", "PHASES",
            "RL_COVERAGES", "RLInterval", "RLRun", "VERL_ROLLOUT_GPU_MEMORY_UTILIZATION", "engine_room",
            "response_lengths",
            "rl_run", "row_run", "fit_rows", "may_calibrate", "published_rl", "rl_loso", "rl_interval",
-           "published_forward_ratios"]
+           "published_forward_ratios", "RLChecked", "rl_checked", "HostTrip", "row_host_trip"]
