@@ -55,7 +55,9 @@ class Stage:
        ``global_batch / (micro_batch x dp)`` micro-batches, so the MFU is an output of the layout (its bubble,
        its communication at this ``seq``), with the 80% range of an MFU predicted from a layout around it
        (:func:`~llmsizing.mfu.layout_range_factors`, as :func:`~llmsizing.planner.plan` reports it; so does
-       case 3). A layout that does not
+       case 3). The run's ``plan_options["framework"]`` names its stack here too (stage44): the stack
+       family's range and TP backward overlap, as ``training_time(..., parallel=, global_batch=,
+       framework=)`` states them (none named: as before). A layout that does not
        fit the GPU's memory adds a warning (it is not refused: the caller chose it);
     3. ``global_batch`` without a layout: :func:`~llmsizing.planner.plan` for this stage alone (same GPU type,
        ``global_batch``, at most the stage's GPU count): the **fastest** plan on at most ``n_gpus`` GPUs when
@@ -209,10 +211,16 @@ def _staged(model, g, stages, *, n_gpus, parallel, mfu, mfu_range, price, recomp
             raise ValueError(f"n_gpus={n_gpus} but parallel uses {run_gpus} GPUs; give one of them")
     elif n_gpus is not None:
         run_gpus = check_int("n_gpus", n_gpus)
-    if plan_options and not any(st.global_batch is not None and st.parallel is None and st.mfu is None
-                                for st in items):
+    # (stage44: a layout stage reads plan_options' framework and precision, so a run of layout stages
+    # alone may give those two; any other key is plan()'s and needs a planned stage)
+    stepped = [st.global_batch is not None and st.mfu is None for st in items]     # (a layout's or a plan's)
+    planned_any = any(s and st.parallel is None for s, st in zip(stepped, items))
+    layout_any = any(s and st.parallel is not None for s, st in zip(stepped, items))
+    if plan_options and not planned_any and not (layout_any and set(plan_options) <= {"framework",
+                                                                                     "precision"}):
         raise ValueError("plan_options applies only to stages planned by plan(): Stage(tokens, seq, "
-                         "global_batch=...) without parallel or mfu")
+                         "global_batch=...) without parallel or mfu (its 'framework' and 'precision' also to "
+                         "a stage with its own layout: Stage(tokens, seq, parallel=..., global_batch=...))")
     for key in plan_options or {}:
         if key in ("tokens", "gpus", "seq", "global_batch", "max_gpus", "model", "prices", "explain",
                    "deadline_days", "budget_usd"):
@@ -322,7 +330,7 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
         return layout_time(model, g, par, tokens=st.tokens, seq=st.seq, micro_batch=st.micro_batch,
                            global_batch=st.global_batch, precision=plan_options["precision"], dtype=dtype,
                            recompute=recompute, recompute_layers=recompute_layers, causal=causal,
-                           price_value=price_value)
+                           price_value=price_value, framework=plan_options.get("framework"))
     if dtype != compute_dtype(plan_options["precision"]):
         raise ValueError(f"dtype={dtype!r} with a planned stage (global_batch, no layout): a plan runs in "
                          f"its recipe's dtype, {compute_dtype(plan_options['precision'])!r} for precision="
