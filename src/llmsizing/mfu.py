@@ -166,8 +166,8 @@ def time_range_ends(value: float, factors) -> tuple[float, float]:
       of published runs around the step model's prediction, so it moves with the prediction.
 
     Worked, chapter 12: Llama-3-70B's cheapest plan on a trillion tokens, 512 B200s, takes 9.095 days and the
-    front's next plan (1,024) 4.728, both on the range 0.7974-1.1972 (``data/intervals.csv``,
-    training-layout, bf16); the 4.367 days saved run from 4.367 / 1.1972 = 3.648 to 4.367 / 0.7974 = 5.477.
+    front's next plan (1,024) 4.728, both on the range 0.7974-1.1625 (``data/intervals.csv``,
+    training-layout, bf16); the 4.367 days saved run from 4.367 / 1.1625 = 3.757 to 4.367 / 0.7974 = 5.477.
     Issue 34."""
     value = check_number("value", value, minimum=None)      # (a difference may be negative)
     pair = check_sequence("factors", factors, example="(0.80, 1.24)")
