@@ -17,6 +17,15 @@ A notebook's code cells make those variables with a ``glue`` function bound to t
 
 Each glued value is a :class:`ProseText`: a ``str`` that displays as its own text, without the quotes that
 ``repr`` would add, so the role renders ``$1.2 million`` and not ``'$1.2 million'``.
+
+A chapter whose sentences take many figures builds them in the library (issue 38: notebooks stay short): a
+function returns a :class:`ProseFacts`, the texts to glue and the claims the prose makes about the data, and
+the cell glues the one and asserts the other::
+
+    facts = worked_example(df, RUN)                      # llmsizing.plan_prose, chapter 12
+    for name, text in facts.text.items():
+        glue(f"ch12_{name}", text)
+    assert not facts.failed, facts.failed
 """
 
 from __future__ import annotations
@@ -25,10 +34,11 @@ import keyword
 import math
 import re
 from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, field
 
 from ._validate import _is_bool
 
-__all__ = ["ProseText", "inline_glue", "PROSE_NAME", "three_figures"]
+__all__ = ["ProseText", "ProseFacts", "inline_glue", "PROSE_NAME", "three_figures", "usd"]
 
 #: What a prose reference may be: myst-nb's default ``nb_eval_name_regex`` (a plain ASCII identifier). Names
 #: outside it are refused when glued, rather than failing later in the build.
@@ -120,3 +130,36 @@ def three_figures(x: float) -> str:
         raise ValueError(f"x must be 0 or at least 1e-4 in magnitude at three figures, got {x!r}: "
                          "give it in a smaller unit")
     return short if float(short) == x else f"{x:#.3g}"
+
+
+def usd(x: float) -> str:
+    """Dollars for the prose: ``$682k`` below a million, ``$1.14M`` from it (chapter 12).
+
+    Raises ``TypeError`` for a non-number (or a bool) and ``ValueError`` for a value that is negative or not
+    finite.
+    """
+    if _is_bool(x) or not isinstance(x, (int, float)) and not hasattr(x, "__float__"):
+        raise TypeError(f"x must be a number of dollars, got {type(x).__name__} {x!r}")
+    x = float(x)
+    if not math.isfinite(x) or x < 0:
+        raise ValueError(f"x must be a finite number of dollars >= 0, got {x!r}")
+    return f"${x / 1e6:.2f}M" if x >= 1e6 else f"${x / 1e3:,.0f}k"
+
+
+@dataclass(frozen=True)
+class ProseFacts:
+    """What a chapter's prose quotes and claims, built in the library for a cell to glue and assert.
+
+    ``text``: name -> formatted text (the cell glues each under its chapter's prefix); ``claims``: a sentence
+    of the prose about the data -> whether the data bear it out (the cell asserts all of them); ``values``:
+    rows and results later cells read.
+    """
+
+    text: dict[str, str] = field(default_factory=dict)
+    claims: dict[str, bool] = field(default_factory=dict)
+    values: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[str]:
+        """The claims the data do not bear out (empty when the prose holds)."""
+        return [claim for claim, holds in self.claims.items() if not holds]

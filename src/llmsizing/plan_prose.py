@@ -1,0 +1,329 @@
+"""Chapter 12's worked example in words: what the prose says about a :func:`~llmsizing.planner.plan` table.
+
+The chapter's cells used to build these sentences inline (issue 38: notebooks stay short). Each function here
+takes the plan the chapter made, works out the figures its prose quotes, and returns a
+:class:`~llmsizing.prose.ProseFacts`: the formatted texts the notebook glues (``{eval}`ch12_<name>```), and the
+claims its prose makes about the data, each true or false, which the notebook asserts. Nothing here is new
+arithmetic: every figure is the planner's own row, or :func:`~llmsizing.layouts.step_time` and
+:func:`~llmsizing.memory.training_memory` on that row's layout (``Job.from_plan_row``).
+
+* :func:`layout` and :func:`front_table`: a plan row's layout, and the time-vs-cost front as a table.
+* :func:`plan_row_step`: a row's step as the planner priced it, or with an option changed.
+* :func:`worked_example`: the front's two ends, where their steps go, what one doubling buys, and what a
+  persistent gradient buffer (Megatron-LM's, PyTorch DDP's, DeepSpeed's bucket) does to the second plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from .catalog import get_gpu, get_model
+from .charts.time_money_plan import PLAN_GPUS
+from .cost import front_steps
+from .footprint import deepspeed_bucket_bytes
+from .job import Job
+from .layouts import USABLE_FRACTION, step_time
+from .memory import training_memory
+from .mfu_inputs import layout_range_note
+from .pipeline_schedule import pipeline_bubble
+from .plan_space import recompute_kwargs, recompute_label
+from .planner import plan
+from .prose import ProseFacts, usd
+
+__all__ = ["layout", "front_table", "plan_row_step", "grad_sent_bytes", "worked_example"]
+
+_GIB = 2**30
+
+
+def layout(r) -> str:
+    """A plan row's layout for the prose: tp, pp (and its interleaved chunks per stage, vp, when above 1), dp."""
+    vp = int(r["virtual_stages"])
+    return f"tp={r['tp']}, pp={r['pp']}{f', vp={vp}' if vp > 1 else ''}, dp={r['dp']}"
+
+
+def front_table(df) -> pd.DataFrame:
+    """The time-vs-cost front of a plan() result as a printable table, cheapest first (formatting only)."""
+    f = df[df["pareto"]].reset_index(drop=True)
+    out = pd.DataFrame({
+        "GPUs": [f"{n:,} x {g}" for n, g in zip(f["n_gpus"], f["gpu"])],
+        "tp": f["tp"], "pp": f["pp"], "vp": f["virtual_stages"], "dp": f["dp"], "ZeRO": f["zero"],
+        "micro x accum": [f"{b} x {m}" for b, m in zip(f["micro_batch"], f["grad_accum"])],
+        "recompute": [recompute_label(r) for _, r in f.iterrows()],
+        "GiB/GPU": (f["memory_per_gpu_bytes"] / _GIB).map("{:.1f}".format),
+        "step (s)": f["step_time_s"].map("{:.2f}".format),
+        "MFU": f["mfu"].map("{:.0%}".format),
+        "days": [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(f["days"], f["days_low"], f["days_high"])],
+        "cost": [f"{usd(c)} ({usd(lo)}-{usd(hi)})"
+                 for c, lo, hi in zip(f["cost_usd"], f["cost_usd_low"], f["cost_usd_high"])],
+    })
+    out.index = pd.RangeIndex(1, len(f) + 1, name="#")
+    return out
+
+
+def plan_row_step(row, model, *, seq: int, **kw):
+    """A plan row's step as :func:`~llmsizing.planner.plan` priced it (its ``Job.from_plan_row``), or with the
+    :func:`~llmsizing.layouts.step_time` options ``kw`` overridden."""
+    return step_time(Job.from_plan_row(row, model, seq=seq), **kw)
+
+
+def grad_sent_bytes(step) -> float:
+    """Bytes one GPU sends in a step's data-parallel gradient collectives (the sum of its ``gradients`` rows)."""
+    return sum(c.bytes_per_gpu for c in step.communication.collectives if c.slot == "gradients")
+
+
+def _range(r, col: str, fmt) -> str:
+    return f"{fmt(r[col])} ({fmt(r[col + '_low'])} to {fmt(r[col + '_high'])})"
+
+
+def _days(x) -> str:
+    return f"{x:,.1f}"
+
+
+def worked_example(df, run: dict, model: str = "llama-3-70b") -> ProseFacts:
+    """Chapter 12's worked example: the prose's figures and claims about ``df = plan(model, **run)``.
+
+    ``run`` holds the plan's options (``tokens, gpus, seq, global_batch, max_gpus``: the persistent-buffer
+    answers plan again with it). ``values`` keeps what later cells read: ``front``, ``cheap``, ``fast``,
+    ``steps`` (each end's step, :func:`plan_row_step`), ``f1`` (the front's second plan) and ``buffer`` (its
+    cheapest plans with a persistent gradient buffer: ``bf16``, ``fp32``, ``any`` ZeRO stage, ``ddp-copy``).
+    Raises ``TypeError`` if ``df`` is not a plan table or ``run`` lacks seq/global_batch, and ``ValueError``
+    for a front of fewer than two plans.
+    """
+    if not isinstance(df, pd.DataFrame) or "pareto" not in df or "range_notes" not in df.attrs:
+        raise TypeError(f"df must be a plan() table, got {type(df).__name__}")
+    if not isinstance(run, dict) or not {"seq", "global_batch"} <= set(run):
+        raise TypeError("run must be the dict of plan() options the table was made with (seq, global_batch, ...)")
+    seq, gb = run["seq"], run["global_batch"]
+    front = df[df["pareto"]]
+    if len(front) < 2:
+        raise ValueError(f"df's time-vs-cost front must hold at least two plans, got {len(front)}")
+    cheap, fast = front.iloc[0], front.loc[front["days"].idxmin()]
+    facts = ProseFacts({}, {}, {"front": front, "cheap": cheap, "fast": fast})
+    text, claims = facts.text, facts.claims
+    text["gb_tokens"] = f"{gb * seq / 1e6:.2f}M"
+    text["n_plans"] = f"{len(df):,}"
+    text["n_front"] = f"{len(front)}"
+    text["front_gpus"] = ", ".join(dict.fromkeys(front["gpu"]))
+    notes = df.attrs["range_notes"]
+    # the front's GPU has a stand-in kernel efficiency: the plan says that its range is borrowed
+    claims["the front is on one GPU type, and its range is the borrowed one"] = (
+        set(front["gpu"]) == {cheap["gpu"]} and set(notes) == {cheap["gpu"]}
+        and notes.get(cheap["gpu"]) == layout_range_note(cheap["gpu"]) != "")
+    text["range_note"] = notes.get(cheap["gpu"], "")
+    steps = facts.values["steps"] = {}
+    for key, r in (("cheap", cheap), ("fast", fast)):
+        text[f"{key}_n"] = f"{r['n_gpus']:,}"
+        text[f"{key}_gpu"] = r["gpu"]
+        text[f"{key}_days"] = _days(r["days"])
+        text[f"{key}_cost"] = usd(r["cost_usd"])
+        text[f"{key}_mfu"] = f"{r['mfu']:.0%}"
+        text[f"{key}_layout"] = layout(r)
+        text[f"{key}_days_range"] = f"{r['days_low']:,.1f} to {r['days_high']:,.1f}"
+        text[f"{key}_cost_range"] = f"{usd(r['cost_usd_low'])} to {usd(r['cost_usd_high'])}"
+        # where its step goes (the figure's right panel): compute, and each group's traffic before overlap
+        st = steps[key] = plan_row_step(r, model, seq=seq)
+        claims[f"the {key} plan's step is the plan's own"] = abs(st.step_s - r["step_time_s"]) < 1e-6 * r[
+            "step_time_s"]
+        text[f"{key}_compute_s"] = f"{st.compute_s:.2f} s"
+        text[f"{key}_dp_s"] = f"{st.comm_by_group_s['dp']:.2f} s"
+        text[f"{key}_tp_s"] = f"{st.comm_by_group_s['tp']:.2f} s"
+        text[f"{key}_exposed_s"] = f"{st.exposed_comm_s:.2f} s"
+    f1 = facts.values["f1"] = front.sort_values("n_gpus").iloc[1]     # the front's second plan: a doubling
+    # the days saved take the range's factors too (cost.front_steps: one GPU, dtype and stack, one factor)
+    fsteps = front_steps(df)
+    s1 = fsteps[0]
+    claims["the first doubling is the cheapest plan's"] = (s1.n_gpus_from, s1.n_gpus_to) == (cheap["n_gpus"],
+                                                                                            f1["n_gpus"])
+    text["first_saved"] = f"{s1.days_saved:,.1f} ({s1.days_saved_low:,.1f} to {s1.days_saved_high:,.1f})"
+    text["first_more"] = f"{s1.cost_ratio - 1:.0%}"
+    _grad_buffer(facts, run, model, f1)
+    _deepspeed_bucket(facts, model, seq, f1)
+    text["reserve"] = f"{1 - USABLE_FRACTION:.0%}"
+    # the cheapest plan recomputes the fewest layers that fit, so it ends just under the usable line
+    margin = USABLE_FRACTION * cheap["capacity_bytes"] - cheap["memory_per_gpu_bytes"]
+    text["cheap_margin"] = f"{margin / _GIB:.1f} GiB"
+    text["cheap_rc_layers"] = f"{int(cheap['recompute_layers'])} of {get_model(model).layers}"
+    claims["the cheapest plan recomputes and hides all its traffic"] = (
+        cheap["recompute"] == "full" and steps["cheap"].exposed_comm_s < 0.01 * steps["cheap"].step_s)
+    sf = steps["fast"]
+    # the fastest plan's MFU against the cheapest's: the share of its step that waits for the network, and the
+    # GPU-seconds its arithmetic takes (thinner GEMMs at tp=8, chapter 10) against the cheapest plan's
+    text["fast_dp_exposed_s"] = f"{sf.exposed_by_group_s['dp']:.2f} s"
+    text["fast_wait_share"] = f"{sf.exposed_comm_s / sf.step_s:.0%}"
+    gpu_s = {k: steps[k].compute_s * r["n_gpus"] for k, r in (("cheap", cheap), ("fast", fast))}
+    claims["the fastest plan's arithmetic is slower, at a wider tp"] = (gpu_s["fast"] > gpu_s["cheap"]
+                                                                        and cheap["tp"] < fast["tp"])
+    text["fast_gpu_s_ratio"] = f"{gpu_s['fast'] / gpu_s['cheap']:.2f}"
+    claims["the fastest plan's bubble is its smallest loss"] = sf.bubble_s < sf.exposed_by_group_s["dp"]
+    _twin(facts, df, run, model)
+    _fast_pipeline(facts, model, seq)
+    claims["the tensor-parallel group fills a node"] = fast["tp"] == 8
+    claims["the cheapest plan shares all of a node's NICs"] = cheap["tp"] == 1
+    claims["micro-batches of one sequence"] = bool((front["micro_batch"] == 1).all())
+    claims["every front plan on one GPU type"] = front["gpu"].nunique() == 1
+    # dense BF16 peak per dollar-hour at the catalogue's prices (the prose's "per dollar")
+    per_usd = {g: get_gpu(g).bf16_dense_tflops / get_gpu(g).price_usd_per_gpu_hour for g in (*PLAN_GPUS, "MI300X")}
+    claims["the front's GPU has the most peak per dollar of the four; the MI300X more"] = (
+        max(PLAN_GPUS, key=per_usd.get) == front["gpu"].iloc[0] and per_usd["MI300X"] > max(per_usd.values()) - 1e-9)
+    text["per_usd"] = ", ".join(f"{g} {per_usd[g]:,.0f}" for g in sorted(PLAN_GPUS, key=per_usd.get, reverse=True))
+    text["per_usd_mi300x"] = f"{per_usd['MI300X']:,.0f}"
+    text["front_summary"] = "; ".join(
+        f"{r.n_gpus:,} GPUs: {r.days:,.1f} days ({r.days_low:,.1f} to {r.days_high:,.1f}) for {usd(r.cost_usd)} "
+        f"({usd(r.cost_usd_low)} to {usd(r.cost_usd_high)})"
+        for r in front.sort_values("days", ascending=False).itertuples())
+    # along the front each doubling of the GPUs saves fewer days and adds more dollars
+    claims["the front is a chain of doublings"] = (all(s.n_gpus_to == 2 * s.n_gpus_from for s in fsteps)
+                                                   and len(fsteps) == len(front) - 1)
+    claims["each doubling saves fewer days and adds more dollars"] = fsteps[0].cost_added_usd > 0 and all(
+        a.days_saved > b.days_saved and a.cost_added_usd < b.cost_added_usd for a, b in zip(fsteps, fsteps[1:]))
+    text["speedup"] = f"{cheap['days'] / fast['days']:.1f}"
+    text["cost_ratio"] = f"{fast['cost_usd'] / cheap['cost_usd']:.2f}"
+    text["assumes"] = df.attrs["assumes"]
+    return facts
+
+
+def _grad_buffer(facts: ProseFacts, run: dict, model: str, f1) -> None:
+    """The front's second plan with a persistent gradient buffer (Megatron-LM's DDP, PyTorch DDP's buckets).
+
+    It fits because the memory model's step starts with the gradients freed (zero_grad(set_to_none=True),
+    chapter 4): its peak is the loss's, before any gradient exists; a persistent buffer adds its gradients
+    there and it no longer fits. The planner's answer with the buffer: on DDP and ZeRO-1 only, in bf16 and in
+    Megatron-LM's default FP32 gradients, and with every ZeRO stage on offer.
+    """
+    text, claims = facts.text, facts.claims
+    seq = run["seq"]
+    kw = dict(batch=int(f1["micro_batch"]), seq=seq, grad_accum=int(f1["grad_accum"]), **recompute_kwargs(f1),
+              parallel=Job.from_plan_row(f1, model, seq=seq).parallel)
+    m = get_model(model)
+    mem = training_memory(m, **kw)
+    usable = USABLE_FRACTION * f1["capacity_bytes"]
+    claims["the second plan's memory is the plan's own"] = (
+        abs(mem.total_bytes - f1["memory_per_gpu_bytes"]) < 1e-6 * f1["memory_per_gpu_bytes"])
+    claims["the second plan peaks at the loss, ZeRO-0/1, no pipeline"] = (
+        mem.peak_phase == "loss backward" and f1["zero"] <= 1 and f1["pp"] == 1)
+    buf = training_memory(m, **kw, grad_buffer=True)
+    claims["with a persistent buffer the second plan no longer fits"] = buf.total_bytes > usable
+    text["f1_grads"] = f"{mem.states.gradients_bytes / _GIB:.1f} GiB"
+    text["f1_n"] = f"{f1['n_gpus']:,}"
+
+    def same_gpus(d):
+        """The cheapest plan of ``d`` on the front plan's GPU type and count."""
+        return d[(d["gpu"] == f1["gpu"]) & (d["n_gpus"] == f1["n_gpus"])].sort_values("cost_usd", kind="stable").iloc[0]
+
+    rows = facts.values["buffer"] = {
+        k: same_gpus(plan(model, **run, grad_buffer=True, zero_stages=(0, 1), precision=p))
+        for k, p in (("bf16", "bf16-mixed"), ("fp32", "bf16-mixed-fp32-grads"))}
+    b, b32 = rows["bf16"], rows["fp32"]
+    claims["with the buffer the plan costs more, at another tp or pp"] = (
+        b["cost_usd"] > f1["cost_usd"] and (b["tp"], b["pp"]) != (f1["tp"], f1["pp"]))
+    text["f1_buf_layout"] = f"{layout(b)}, ZeRO-{b['zero']}"
+    text["f1_buf_days"] = _range(b, "days", _days)
+    text["f1_buf_cost"] = _range(b, "cost_usd", usd)
+    text["f1_buf_more"] = f"{b['cost_usd'] / f1['cost_usd'] - 1:.0%}"
+    same = (b32["tp"], b32["pp"], b32["dp"], b32["days"]) == (b["tp"], b["pp"], b["dp"], b["days"])
+    text["f1_buf32"] = ("picks the same layout" if same else
+                        f"gives {layout(b32)}, {b32['days']:,.1f} days for {usd(b32['cost_usd'])}")
+    bz = rows["any"] = same_gpus(plan(model, **run, grad_buffer=True))
+    claims["with every ZeRO stage: ZeRO-2 on the same layout"] = (
+        bz["zero"] == 2 and (bz["tp"], bz["pp"], bz["dp"]) == (f1["tp"], f1["pp"], f1["dp"]))
+    claims["ZeRO-2 at the same cost"] = abs(bz["cost_usd"] / f1["cost_usd"] - 1) < 1e-9
+    # PyTorch DDP's default (gradient_as_bucket_view=False: grad_buffer="ddp-copy", footprint.grad_copies) keeps
+    # each .grad beside its bucket from the backward to zero_grad: on the second plan after the loss's peak, which
+    # stays; on the buffer plan, which accumulates, the .grad kept under no_sync is alive in every later forward
+    copy = training_memory(m, **kw, grad_buffer="ddp-copy")
+    claims["DDP's copies leave the loss's peak where it was"] = (
+        copy.peak_phase == "loss backward" and copy.peak_bytes == buf.peak_bytes)
+    claims["DDP's copies raise the backward, below the peak"] = (
+        buf.phases_bytes["backward"] < copy.phases_bytes["backward"] < copy.peak_bytes)
+    claims["both over the usable line"] = copy.phases_bytes["backward"] > usable
+    text["copy_f1_bwd"] = f"{copy.phases_bytes['backward'] / _GIB:.1f} GiB"
+    text["copy_f1_loss"] = f"{copy.peak_bytes / _GIB:.1f} GiB"
+    bc = rows["ddp-copy"] = same_gpus(plan(model, **run, grad_buffer="ddp-copy", zero_stages=(0, 1)))
+    key = ["tp", "pp", "virtual_stages", "dp", "zero", "micro_batch", "grad_accum", "days", "cost_usd"]
+    claims["DDP's copies: the same plan, accumulating"] = list(bc[key]) == list(b[key]) and int(b["grad_accum"]) > 1
+    claims["DDP's copies: more memory"] = bc["memory_per_gpu_bytes"] > b["memory_per_gpu_bytes"]
+    text["copy_accum"] = f"{int(b['grad_accum'])}"
+    text["copy_more"] = f"{(bc['memory_per_gpu_bytes'] - b['memory_per_gpu_bytes']) / _GIB:.1f} GiB"
+    text["copy_gib"] = f"{bc['memory_per_gpu_bytes'] / _GIB:.1f} GiB"
+    text["copy_usable"] = f"{USABLE_FRACTION * bc['capacity_bytes'] / _GIB:.1f} GiB"
+
+
+def _deepspeed_bucket(facts: ProseFacts, model: str, seq: int, f1) -> None:
+    """DeepSpeed's ZeRO-1 and 2 (stage_1_and_2.py) keep no gradients between steps either, but each backward
+    holds a reduce bucket the model leaves out (footprint.deepspeed_bucket_bytes, its defaults): the prose says
+    the backward stays under the loss's peak with it, under both stages, so the plan's memory does not move."""
+    text, claims = facts.text, facts.claims
+    bz = facts.values["buffer"]["any"]
+    ds = deepspeed_bucket_bytes()
+    # the bucket lives only during the backward: true of one micro-batch a step (with accumulation DeepSpeed
+    # keeps it from the first micro-batch's backward to the last)
+    claims["one micro-batch a step on both plans"] = int(f1["grad_accum"]) == 1 and int(bz["grad_accum"]) == 1
+    mems = {int(r["zero"]): training_memory(Job.from_plan_row(r, model, seq=seq)) for r in (f1, bz)}
+    claims["ZeRO-1 and ZeRO-2 both peak at the loss"] = (
+        set(mems) == {1, 2} and all(x.peak_phase == "loss backward" for x in mems.values()))
+    bwd = max(x.phases_bytes["backward"] for x in mems.values()) + ds
+    claims["the backward with DeepSpeed's bucket stays under the loss's peak"] = bwd < min(
+        x.peak_bytes for x in mems.values())
+    text["ds_bucket"] = f"{ds / _GIB:.2f} GiB"
+    text["ds_bwd"] = f"{bwd / _GIB:.1f} GiB"
+    text["ds_loss"] = f"{mems[2].peak_bytes / _GIB:.1f} GiB" if 2 in mems else ""
+
+
+def _twin(facts: ProseFacts, df, run: dict, model: str) -> None:
+    """The fastest plan's pipeline is chosen, not forced: its tp without a pipeline fits on the same GPUs
+    (dp = the global batch, one sequence per replica) and is slower, because each GPU reduces all its
+    stage's gradients."""
+    text, claims = facts.text, facts.claims
+    fast, sf = facts.values["fast"], facts.values["steps"]["fast"]
+    twin = df[(df["gpu"] == fast["gpu"]) & (df["n_gpus"] == fast["n_gpus"]) & (df["tp"] == fast["tp"])
+              & (df["pp"] == 1)]
+    if twin.empty:
+        claims["the fastest plan's tp without a pipeline fits"] = False
+        return
+    twin = twin.loc[twin["days"].idxmin()]
+    claims["its twin without a pipeline: one sequence per replica, slower"] = (
+        twin["dp"] * twin["micro_batch"] == run["global_batch"] and twin["days"] > fast["days"])
+    claims["eight GPUs or more per sequence, eight-way tp alone"] = (
+        fast["n_gpus"] // run["global_batch"] == 8 == twin["tp"])
+    st = plan_row_step(twin, model, seq=run["seq"])
+    claims["the twin waits longer for its gradients"] = st.exposed_by_group_s["dp"] > sf.exposed_by_group_s["dp"]
+    text["twin_layout"] = layout(twin)
+    text["twin_days"] = f"{twin['days']:,.1f} days ({twin['days_low']:,.1f} to {twin['days_high']:,.1f})"
+    text["twin_rs_gb"] = f"{grad_sent_bytes(st) / 1e9:.1f} GB"
+    text["fast_rs_gb"] = f"{grad_sent_bytes(sf) / 1e9:.1f} GB"
+    text["twin_dp_exposed_s"] = f"{st.exposed_by_group_s['dp']:.2f} s"
+    # the fastest plan's data-parallel traffic is ZeRO-1's gradient reduce-scatter and weight all-gather
+    claims["the fastest plan's dp traffic: ZeRO-1's two collectives"] = fast["zero"] == 1 and {
+        c.slot for c in sf.communication.collectives if c.group == "dp"} == {"gradients", "weight all-gather"}
+
+
+def _fast_pipeline(facts: ProseFacts, model: str, seq: int) -> None:
+    """The fastest plan pipelines its layers in interleaved chunks (chapter 8): the bubble it pays, plain
+    1F1B's, and its memory against its plain twin's (the Search bullet: the peak moves to the last stage)."""
+    text, claims = facts.text, facts.claims
+    fast, sf = facts.values["fast"], facts.values["steps"]["fast"]
+    vp, m_fast, pp = int(fast["virtual_stages"]), int(fast["grad_accum"]), int(fast["pp"])
+    claims["the fastest plan's pipeline is interleaved"] = pp > 1 and vp > 1 and m_fast % pp == 0
+    text["fast_vp"] = f"{vp}"
+    par = Job.from_plan_row(fast, model, seq=seq).parallel
+    m = get_model(model)
+    mem = {v: training_memory(m, batch=1, seq=seq, grad_accum=m_fast, parallel=replace(par, virtual_stages=v))
+           for v in (1, vp)}
+    claims["its chunks move the peak to the last stage and raise it slightly"] = (
+        mem[vp].stage == pp - 1 and 1 < mem[vp].total_bytes / mem[1].total_bytes < 1.05)
+    text["fast_pp"] = f"{pp}"
+    text["fast_m"] = f"{m_fast}"
+    text["fast_chunk"] = f"{m.layers // (pp * vp)}"
+    text["fast_bubble"] = f"{sf.bubble:.1%}"
+    formula = pipeline_bubble(pp, m_fast, vp) if pp > 1 else 0.0
+    text["fast_bubble_formula"] = f"{formula:.2%}"
+    claims["its bubble is less than the formula's"] = sf.bubble < formula
+    text["fast_bubble_plain"] = f"{pipeline_bubble(pp, m_fast) if pp > 1 else 0.0:.0%}"     # v = 1
+    text["fast_pp_s"] = f"{sf.comm_by_group_s['pp']:.2f} s"
+    comm = sum(sf.comm_by_group_s.values())
+    text["fast_comm_s"] = f"{comm:.2f} s"
+    claims["its traffic takes nearly as long as its arithmetic"] = 0.8 < comm / sf.compute_s < 1
+    claims["its dp traffic is shorter than its arithmetic, hidden in part"] = (
+        sf.comm_by_group_s["dp"] < sf.compute_s < comm + sf.exposed_comm_s)
