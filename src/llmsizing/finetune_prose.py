@@ -1,12 +1,14 @@
 """Chapter 16's calibration of fine-tuning steps in words: what its prose says about the published rows.
 
-The chapter's cell used to build these sentences inline (issue 38: notebooks stay short). :func:`calibration_prose`
-reads the published fine-tuning steps against the model (:func:`~llmsizing.finetune_time.finetune_residuals`),
-each against its base's stated range (``GROUP_RANGES``: a QLoRA step's, a LoRA step's; full fine-tuning is
-known out), the nested leave-one-source-out check behind ``data/intervals.csv``
-(:func:`~llmsizing.finetune_time.finetune_loso_check`), and returns a :class:`~llmsizing.prose.ProseFacts`: the
-texts the notebook glues as ``{eval}`ch16_<name>``` and the claims its prose makes about the rows, which the
-notebook asserts. No new arithmetic: every figure is a published row's ratio or the model's own step.
+The chapter's cell used to build these sentences inline (issue 38: notebooks stay short).
+:func:`calibration_prose` reads the published steps against the model
+(:func:`~llmsizing.finetune_time.finetune_residuals`), each against its base's stated range
+(``GROUP_RANGES``: a QLoRA step's, a LoRA step's; full fine-tuning is known out), and the nested
+leave-one-source-out check behind ``data/intervals.csv``
+(:func:`~llmsizing.finetune_time.finetune_loso_check`). It returns a :class:`~llmsizing.prose.ProseFacts`:
+the texts the notebook glues as ``{eval}`ch16_<name>```, and the claims its prose makes about the rows,
+which the notebook asserts. No new arithmetic: every figure is a published row's ratio or the model's own
+step.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from .prose import ProseFacts
 
 __all__ = ["ratio_span", "calibration_prose"]
 
-#: The arithmetic of a Qwen LoRA step alone (rank 64, 8 micro-batches, checkpointing, no launch cost), on an A100
+#: A Qwen LoRA step on an A100 as its source ran it (rank 64, 8 micro-batches, checkpointing)
 _QWEN = dict(gpu="A100 80GB", method="lora", tokens=1.0, grad_accum=8, rank=64, recompute="full")
 
 
@@ -30,7 +32,7 @@ def ratio_span(ratios) -> str:
     0.05 or more, else the largest in two decimals (``1.02``). Raises ``ValueError`` for no rows."""
     s = pd.Series(ratios, dtype=float)
     if s.empty or s.isna().any():
-        raise ValueError(f"ratios must be one or more numbers, got {len(s)} with {int(s.isna().sum())} missing")
+        raise ValueError(f"ratios must be one or more numbers, got {len(s)}, {int(s.isna().sum())} missing")
     lo, hi = s.min(), s.max()
     return f"{lo:.1f} to {hi:.1f}" if hi - lo >= 0.05 else f"{hi:.2f}"
 
@@ -74,7 +76,7 @@ def calibration_prose() -> ProseFacts:
         iv["measured_coverage"] >= iv1["measured_coverage"] and iv["median_width"] < iv1["median_width"])
     text["cov"] = f"{iv['measured_coverage']:.1%}"
     text["cov_rows"] = f"{round(iv['measured_coverage'] * iv['n_rows'])} of {iv['n_rows']}"
-    text["width"] = f"{iv['median_width']:.2f}"                       # the nested check's (each without a source)
+    text["width"] = f"{iv['median_width']:.2f}"             # the nested check's (each without a source)
     text["stated_width"] = f"{q_hi / q_lo:.2f} and {b_hi / b_lo:.2f}"  # each stated range, high over low
     text["n_sources"] = f"{iv['n_sources']}"
     text["min_sources"] = f"{min_units(0.8)}"
@@ -84,7 +86,8 @@ def calibration_prose() -> ProseFacts:
     text["cal_fast"] = f"{covered['ratio'].min():.2f}"
     text["in_sample"] = f"{int(covered['in_range'].sum())}"
     text["cal_n"] = f"{len(covered)}"
-    text["cal_rejected"] = f"{len(pd.read_csv(DATA_DIR / 'finetune_published_rejected.csv'))}"  # left out, why
+    rejected = pd.read_csv(DATA_DIR / "finetune_published_rejected.csv")    # read, and left out with a reason
+    text["cal_rejected"] = f"{len(rejected)}"
     text["cal_fit_range"] = _minmax(covered["ratio"])
     q7_one = covered[(covered["model"] == "qwen-7b") & ~covered["run"].str.contains("multinode")]  # one A100
     text["cal_q7_range"] = _minmax(q7_one["ratio"])
@@ -103,22 +106,24 @@ def calibration_prose() -> ProseFacts:
     text["cal_out_n"] = f"{len(out)}"
     text["cal_full_max"] = f"{out['ratio'].max():.0f}"
     short = q7_one[(q7_one["method"] == "lora") & (q7_one["seq"] == 256)].iloc[0]          # Qwen-7B, one A100
-    short18 = covered[(covered["model"] == "qwen-1.8b") & (covered["method"] == "lora") & (covered["seq"] == 256)]
+    lora = covered["method"] == "lora"
+    short18 = covered[(covered["model"] == "qwen-1.8b") & lora & (covered["seq"] == 256)]
     text["cal_bare256"] = f"{short18.iloc[0].s_per_step / bare.step_s:.1f}"
     text["cal_bare256_7b"] = f"{bare7.compute_s / short.s_per_step:.2f}"
     lf = covered["framework"].str.startswith("LLaMA-Factory")
     lf_long = covered[lf & (covered["seq"] >= 16384)]
     text["cal_lf_long"] = f"{lf_long['ratio'].min():.2f} and {lf_long['ratio'].max():.2f}"
     c = iv["measured_coverage"]
-    text["cov_verdict"] = ("at least the 80% it claims" if c >= 0.8 else
-                           "at least the 75% the book asks of a range, close to the 80% it claims" if c >= 0.75
-                           else "below the 80% it claims")
+    text["cov_verdict"] = (
+        "at least the 80% it claims" if c >= 0.8 else
+        "at least the 75% the book asks of a range, close to the 80% it claims" if c >= 0.75 else
+        "below the 80% it claims")
     text["cal_8k"] = f"{max(abs(1 - q7_one[q7_one['seq'] == 8192]['ratio'])):.0%}"
     text["cal_old"] = f"{0.8 / DEQUANT_BANDWIDTH_FRACTION:.1f}"
     text["cal_tt_med"] = f"{covered[covered['framework'].str.startswith('torchtune')]['ratio'].median():.2f}"
     text["cal_mn_max"] = f"{covered[multinode]['ratio'].max():.2f}"
     text["cal_qwen_n"] = f"{covered['source'].str.startswith('QwenLM').sum()}"
-    loso, loso_rows = finetune_loso_check(grouping="base")   # the nested check behind data/intervals.csv's rows
+    loso, loso_rows = finetune_loso_check(grouping="base")   # the nested check behind data/intervals.csv
     facts.values.update(loso=loso, loso_rows=loso_rows)
     claims["the nested check is data/intervals.csv's"] = (round(loso.measured_coverage, 4)
                                                           == round(iv["measured_coverage"], 4))
@@ -144,10 +149,12 @@ def _misses(facts: ProseFacts, covered, ada, aai_h100, multinode, loso) -> None:
     ult = covered["source"].str.startswith("ljm565/universal-llm-trainer")       # its own loop, 8,192 tokens
     q18_2k = ((covered["model"] == "qwen-1.8b") & (covered["method"] == "qlora") & (covered["seq"] == 2048)
               & ~multinode)                                                # one A100, 2,048 tokens
-    claims["every slow miss is multinode, universal-llm-trainer, Ada, Answer.AI's H100 or Qwen-1.8B at 2K"] = bool(
-        (multinode | ult | ada | aai_h100 | q18_2k)[slow_miss.index].all())
+    named = multinode | ult | ada | aai_h100 | q18_2k
+    claims["every slow miss: multinode, universal-llm-trainer, Ada, Answer.AI's H100, Qwen-1.8B at 2K"] = \
+        bool(named[slow_miss.index].all())
     text["cal_q18_2k"] = f"{covered[q18_2k]['ratio'].iloc[0]:.2f}"
-    claims["Answer.AI's H100 and Ada steps above QLoRA's range"] = bool(above[ada].all() and above[aai_h100].all())
+    claims["Answer.AI's H100 and Ada steps above QLoRA's range"] = bool(above[ada].all()
+                                                                        and above[aai_h100].all())
     claims["Qwen-1.8B's 2K QLoRA step just above its range"] = q18_2k.sum() == 1 and bool(above[q18_2k].all())
     claims["all four universal-llm-trainer steps above"] = ult.sum() == 4 and bool(above[ult].all())
     mn_miss = slow_miss[multinode[slow_miss.index]]
@@ -162,25 +169,27 @@ def _misses(facts: ProseFacts, covered, ada, aai_h100, multinode, loso) -> None:
         inside = loso.inside[mask.to_numpy()]
         text[f"cov_{key}"] = f"{inside.sum()} of {len(inside)}"
     text["cal_ob_n"] = f"{ob.sum()}"
-    claims["FlagPerf's one row is inside without its source"] = fp.sum() == 1 and bool(loso.inside[fp.to_numpy()].all())
+    claims["FlagPerf's one row is inside without its source"] = (fp.sum() == 1
+                                                                 and bool(loso.inside[fp.to_numpy()].all()))
     claims["Qwen's rows are almost half"] = 0.4 < src.str.startswith("QwenLM").mean() < 0.5
-    one = ob & (covered["method"] == "lora") & (covered["batch"] == 1)           # one 256-token sample per step
+    one = ob & (covered["method"] == "lora") & (covered["batch"] == 1)      # one 256-token sample per step
     text["cal_ob_b1"] = _minmax(covered[one]["ratio"])
     claims["one-sample steps still slower in the model"] = bool((covered[one]["ratio"] < 1).all())
     # the fast misses: which lie outside the range and which inside
     fast_out = covered[below]
-    claims["fast misses only from optimum-benchmark, torchtune and Qwen"] = set(
-        fast_out["source"].str.split("/").str[0].str.split(" ").str[0]) <= {"huggingface", "torchtune", "QwenLM"}
-    claims["Qwen-14B's fast miss is its 256-token step"] = sorted(fast_out[fast_out["model"] == "qwen-14b"]["seq"]) \
-        == [256]
-    claims["QLoRA's fast misses are fp4 or torchao"] = set(fast_out[fast_out["method"] == "qlora"]["quantizer"]) \
-        <= {"bnb-fp4", "torchao-nf4"}
+    owners = set(fast_out["source"].str.split("/").str[0].str.split(" ").str[0])
+    claims["fast misses only from optimum-benchmark, torchtune and Qwen"] = owners <= {
+        "huggingface", "torchtune", "QwenLM"}
+    claims["Qwen-14B's fast miss is its 256-token step"] = sorted(
+        fast_out[fast_out["model"] == "qwen-14b"]["seq"]) == [256]
+    claims["QLoRA's fast misses are fp4 or torchao"] = set(
+        fast_out[fast_out["method"] == "qlora"]["quantizer"]) <= {"bnb-fp4", "torchao-nf4"}
     ob_out = fast_out[fast_out["source"].str.startswith("huggingface/optimum-benchmark")]
     claims["optimum-benchmark's LoRA misses: the one-sample 7B and 13B steps"] = sorted(
         ob_out[ob_out["method"] == "lora"][["model", "batch"]].itertuples(index=False, name=None)) == [
         ("llama-2-13b", 1), ("llama-2-7b", 1)]
-    claims["optimum-benchmark's QLoRA misses: batches 1-2"] = set(ob_out[ob_out["method"] == "qlora"]["batch"]) \
-        == {1, 2}
+    claims["optimum-benchmark's QLoRA misses: batches 1-2"] = set(
+        ob_out[ob_out["method"] == "qlora"]["batch"]) == {1, 2}
     q7_out = fast_out[fast_out["model"] == "qwen-7b"]
     claims["Qwen-7B's fast miss: its 256-token LoRA step"] = (sorted(q7_out["seq"]) == [256]
                                                               and bool((q7_out["method"] == "lora").all()))
@@ -210,17 +219,19 @@ def _launches(facts: ProseFacts, covered, bare, bare1k, bare14) -> None:
         claims[f"without {drop} the fit still sets a launch cost"] = launch[key] > 0
         text[f"cal_launch_{key}"] = f"{launch[key] * 1e3:.1f} ms"
     text["cal_launch_apart"] = f"{max(launch.values()) / min(launch.values()):.2f}"
-    flat = covered[(covered["model"] == "qwen-1.8b") & (covered["method"] == "lora")].set_index("seq")["s_per_step"]
+    lora = covered["method"] == "lora"
+    flat = covered[(covered["model"] == "qwen-1.8b") & lora].set_index("seq")["s_per_step"]
     text["cal_flat"] = f"{flat[256]:.1f} s at 256 and 512 tokens and {flat[1024]:.1f} s at 1,024"
     claims["Qwen-1.8B's step is flat from 256 to 1,024 tokens, unlike its arithmetic"] = bool(
         flat[512] == flat[256] and flat[1024] - flat[256] < 0.5 * (bare1k.compute_s - bare.compute_s))
     text["cal_bare_grow"] = f"{bare1k.compute_s / bare.compute_s:.1f}"
-    q14 = covered[(covered["model"] == "qwen-14b") & (covered["method"] == "lora") & (covered["seq"] == 256)].iloc[0]
+    q14 = covered[(covered["model"] == "qwen-14b") & lora & (covered["seq"] == 256)].iloc[0]
     text["cal_bare256_14b"] = f"{bare14.compute_s / q14.s_per_step:.2f}"
-    claims["Qwen-14B's arithmetic alone is slower than its published step"] = bare14.compute_s > q14.s_per_step
+    claims["Qwen-14B's arithmetic alone is slower than its step"] = bare14.compute_s > q14.s_per_step
     t7 = finetune_time("qwen-7b", seq=256, **_QWEN)
-    # for Qwen-7B whether the launches or the arithmetic set the model's step (the launches until rows31's refit
-    # lowered the Ampere kernel efficiency 0.752 -> 0.739 and the fitted floor; now the arithmetic, by ~5%)
-    text["cal_t7_sets"] = ("the launches set the model's step" if t7.overhead_s >= t7.compute_s else
-                           f"the arithmetic sets the model's step, {t7.compute_s / t7.overhead_s - 1:.0%} above the "
-                           "launches' floor")
+    # for Qwen-7B whether the launches or the arithmetic set the model's step (the launches until rows31's
+    # refit lowered the Ampere kernel efficiency 0.752 -> 0.739 and the fitted floor; now the arithmetic)
+    text["cal_t7_sets"] = (
+        "the launches set the model's step" if t7.overhead_s >= t7.compute_s else
+        f"the arithmetic sets the model's step, {t7.compute_s / t7.overhead_s - 1:.0%} above the launches' "
+        "floor")

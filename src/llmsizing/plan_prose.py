@@ -2,8 +2,8 @@
 
 The chapter's cells used to build these sentences inline (issue 38: notebooks stay short). Each function here
 takes the plan the chapter made, works out the figures its prose quotes, and returns a
-:class:`~llmsizing.prose.ProseFacts`: the formatted texts the notebook glues (``{eval}`ch12_<name>```), and the
-claims its prose makes about the data, each true or false, which the notebook asserts. Nothing here is new
+:class:`~llmsizing.prose.ProseFacts`: the texts the notebook glues (``{eval}`ch12_<name>```), and the claims
+its prose makes about the data, each true or false, which the notebook asserts. Nothing here is new
 arithmetic: every figure is the planner's own row, or :func:`~llmsizing.layouts.step_time` and
 :func:`~llmsizing.memory.training_memory` on that row's layout (``Job.from_plan_row``).
 
@@ -20,7 +20,6 @@ from dataclasses import replace
 import pandas as pd
 
 from .catalog import get_gpu, get_model
-from .charts.time_money_plan import PLAN_GPUS
 from .cost import front_steps
 from .footprint import deepspeed_bucket_bytes
 from .job import Job
@@ -38,7 +37,7 @@ _GIB = 2**30
 
 
 def layout(r) -> str:
-    """A plan row's layout for the prose: tp, pp (and its interleaved chunks per stage, vp, when above 1), dp."""
+    """A plan row's layout for the prose: tp, pp (and its interleaved chunks per stage, vp, above 1), dp."""
     vp = int(r["virtual_stages"])
     return f"tp={r['tp']}, pp={r['pp']}{f', vp={vp}' if vp > 1 else ''}, dp={r['dp']}"
 
@@ -54,7 +53,8 @@ def front_table(df) -> pd.DataFrame:
         "GiB/GPU": (f["memory_per_gpu_bytes"] / _GIB).map("{:.1f}".format),
         "step (s)": f["step_time_s"].map("{:.2f}".format),
         "MFU": f["mfu"].map("{:.0%}".format),
-        "days": [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})" for d, lo, hi in zip(f["days"], f["days_low"], f["days_high"])],
+        "days": [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})"
+                 for d, lo, hi in zip(f["days"], f["days_low"], f["days_high"])],
         "cost": [f"{usd(c)} ({usd(lo)}-{usd(hi)})"
                  for c, lo, hi in zip(f["cost_usd"], f["cost_usd_low"], f["cost_usd_high"])],
     })
@@ -69,7 +69,8 @@ def plan_row_step(row, model, *, seq: int, **kw):
 
 
 def grad_sent_bytes(step) -> float:
-    """Bytes one GPU sends in a step's data-parallel gradient collectives (the sum of its ``gradients`` rows)."""
+    """Bytes one GPU sends in a step's data-parallel gradient collectives (the sum of its ``gradients`` rows).
+    """
     return sum(c.bytes_per_gpu for c in step.communication.collectives if c.slot == "gradients")
 
 
@@ -88,13 +89,15 @@ def worked_example(df, run: dict, model: str = "llama-3-70b") -> ProseFacts:
     answers plan again with it). ``values`` keeps what later cells read: ``front``, ``cheap``, ``fast``,
     ``steps`` (each end's step, :func:`plan_row_step`), ``f1`` (the front's second plan) and ``buffer`` (its
     cheapest plans with a persistent gradient buffer: ``bf16``, ``fp32``, ``any`` ZeRO stage, ``ddp-copy``).
-    Raises ``TypeError`` if ``df`` is not a plan table or ``run`` lacks seq/global_batch, and ``ValueError``
+    Raises ``TypeError`` if ``df`` is not a plan table or ``run`` lacks gpus/seq/global_batch, and
+    ``ValueError``
     for a front of fewer than two plans.
     """
     if not isinstance(df, pd.DataFrame) or "pareto" not in df or "range_notes" not in df.attrs:
         raise TypeError(f"df must be a plan() table, got {type(df).__name__}")
-    if not isinstance(run, dict) or not {"seq", "global_batch"} <= set(run):
-        raise TypeError("run must be the dict of plan() options the table was made with (seq, global_batch, ...)")
+    if not isinstance(run, dict) or not {"gpus", "seq", "global_batch"} <= set(run):
+        raise TypeError("run must be the dict of plan() options the table was made with "
+                        "(gpus, seq, global_batch, ...)")
     seq, gb = run["seq"], run["global_batch"]
     front = df[df["pareto"]]
     if len(front) < 2:
@@ -163,21 +166,27 @@ def worked_example(df, run: dict, model: str = "llama-3-70b") -> ProseFacts:
     claims["the cheapest plan shares all of a node's NICs"] = cheap["tp"] == 1
     claims["micro-batches of one sequence"] = bool((front["micro_batch"] == 1).all())
     claims["every front plan on one GPU type"] = front["gpu"].nunique() == 1
-    # dense BF16 peak per dollar-hour at the catalogue's prices (the prose's "per dollar")
-    per_usd = {g: get_gpu(g).bf16_dense_tflops / get_gpu(g).price_usd_per_gpu_hour for g in (*PLAN_GPUS, "MI300X")}
+    # dense BF16 peak per dollar-hour at the catalogue's prices (the prose's "per dollar"), of the GPUs
+    # searched
+    gpus = tuple(run["gpus"])
+    per_usd = {g: get_gpu(g).bf16_dense_tflops / get_gpu(g).price_usd_per_gpu_hour
+               for g in (*gpus, "MI300X")}
     claims["the front's GPU has the most peak per dollar of the four; the MI300X more"] = (
-        max(PLAN_GPUS, key=per_usd.get) == front["gpu"].iloc[0] and per_usd["MI300X"] > max(per_usd.values()) - 1e-9)
-    text["per_usd"] = ", ".join(f"{g} {per_usd[g]:,.0f}" for g in sorted(PLAN_GPUS, key=per_usd.get, reverse=True))
+        max(gpus, key=per_usd.get) == front["gpu"].iloc[0]
+        and per_usd["MI300X"] > max(per_usd.values()) - 1e-9)
+    text["per_usd"] = ", ".join(f"{g} {per_usd[g]:,.0f}"
+                                for g in sorted(gpus, key=per_usd.get, reverse=True))
     text["per_usd_mi300x"] = f"{per_usd['MI300X']:,.0f}"
     text["front_summary"] = "; ".join(
-        f"{r.n_gpus:,} GPUs: {r.days:,.1f} days ({r.days_low:,.1f} to {r.days_high:,.1f}) for {usd(r.cost_usd)} "
-        f"({usd(r.cost_usd_low)} to {usd(r.cost_usd_high)})"
+        f"{r.n_gpus:,} GPUs: {r.days:,.1f} days ({r.days_low:,.1f} to {r.days_high:,.1f}) "
+        f"for {usd(r.cost_usd)} ({usd(r.cost_usd_low)} to {usd(r.cost_usd_high)})"
         for r in front.sort_values("days", ascending=False).itertuples())
     # along the front each doubling of the GPUs saves fewer days and adds more dollars
     claims["the front is a chain of doublings"] = (all(s.n_gpus_to == 2 * s.n_gpus_from for s in fsteps)
                                                    and len(fsteps) == len(front) - 1)
     claims["each doubling saves fewer days and adds more dollars"] = fsteps[0].cost_added_usd > 0 and all(
-        a.days_saved > b.days_saved and a.cost_added_usd < b.cost_added_usd for a, b in zip(fsteps, fsteps[1:]))
+        a.days_saved > b.days_saved and a.cost_added_usd < b.cost_added_usd
+        for a, b in zip(fsteps, fsteps[1:]))
     text["speedup"] = f"{cheap['days'] / fast['days']:.1f}"
     text["cost_ratio"] = f"{fast['cost_usd'] / cheap['cost_usd']:.2f}"
     text["assumes"] = df.attrs["assumes"]
@@ -210,7 +219,8 @@ def _grad_buffer(facts: ProseFacts, run: dict, model: str, f1) -> None:
 
     def same_gpus(d):
         """The cheapest plan of ``d`` on the front plan's GPU type and count."""
-        return d[(d["gpu"] == f1["gpu"]) & (d["n_gpus"] == f1["n_gpus"])].sort_values("cost_usd", kind="stable").iloc[0]
+        same = d[(d["gpu"] == f1["gpu"]) & (d["n_gpus"] == f1["n_gpus"])]
+        return same.sort_values("cost_usd", kind="stable").iloc[0]
 
     rows = facts.values["buffer"] = {
         k: same_gpus(plan(model, **run, grad_buffer=True, zero_stages=(0, 1), precision=p))
@@ -229,9 +239,10 @@ def _grad_buffer(facts: ProseFacts, run: dict, model: str, f1) -> None:
     claims["with every ZeRO stage: ZeRO-2 on the same layout"] = (
         bz["zero"] == 2 and (bz["tp"], bz["pp"], bz["dp"]) == (f1["tp"], f1["pp"], f1["dp"]))
     claims["ZeRO-2 at the same cost"] = abs(bz["cost_usd"] / f1["cost_usd"] - 1) < 1e-9
-    # PyTorch DDP's default (gradient_as_bucket_view=False: grad_buffer="ddp-copy", footprint.grad_copies) keeps
-    # each .grad beside its bucket from the backward to zero_grad: on the second plan after the loss's peak, which
-    # stays; on the buffer plan, which accumulates, the .grad kept under no_sync is alive in every later forward
+    # PyTorch DDP's default (gradient_as_bucket_view=False: grad_buffer="ddp-copy", footprint.grad_copies)
+    # keeps each .grad beside its bucket from the backward to zero_grad: on the second plan after the loss's
+    # peak, which stays; on the buffer plan, which accumulates, the .grad kept under no_sync is alive in every
+    # later micro-batch's forward
     copy = training_memory(m, **kw, grad_buffer="ddp-copy")
     claims["DDP's copies leave the loss's peak where it was"] = (
         copy.peak_phase == "loss backward" and copy.peak_bytes == buf.peak_bytes)
@@ -242,7 +253,8 @@ def _grad_buffer(facts: ProseFacts, run: dict, model: str, f1) -> None:
     text["copy_f1_loss"] = f"{copy.peak_bytes / _GIB:.1f} GiB"
     bc = rows["ddp-copy"] = same_gpus(plan(model, **run, grad_buffer="ddp-copy", zero_stages=(0, 1)))
     key = ["tp", "pp", "virtual_stages", "dp", "zero", "micro_batch", "grad_accum", "days", "cost_usd"]
-    claims["DDP's copies: the same plan, accumulating"] = list(bc[key]) == list(b[key]) and int(b["grad_accum"]) > 1
+    claims["DDP's copies: the same plan, accumulating"] = (list(bc[key]) == list(b[key])
+                                                           and int(b["grad_accum"]) > 1)
     claims["DDP's copies: more memory"] = bc["memory_per_gpu_bytes"] > b["memory_per_gpu_bytes"]
     text["copy_accum"] = f"{int(b['grad_accum'])}"
     text["copy_more"] = f"{(bc['memory_per_gpu_bytes'] - b['memory_per_gpu_bytes']) / _GIB:.1f} GiB"
@@ -251,9 +263,10 @@ def _grad_buffer(facts: ProseFacts, run: dict, model: str, f1) -> None:
 
 
 def _deepspeed_bucket(facts: ProseFacts, model: str, seq: int, f1) -> None:
-    """DeepSpeed's ZeRO-1 and 2 (stage_1_and_2.py) keep no gradients between steps either, but each backward
-    holds a reduce bucket the model leaves out (footprint.deepspeed_bucket_bytes, its defaults): the prose says
-    the backward stays under the loss's peak with it, under both stages, so the plan's memory does not move."""
+    """DeepSpeed's ZeRO-1 and 2 (stage_1_and_2.py) keep no gradients between steps either, but each
+    backward holds a reduce bucket the model leaves out (footprint.deepspeed_bucket_bytes, its defaults): the
+    prose says the backward stays under the loss's peak with it, under both stages, so the plan's memory does
+    not move."""
     text, claims = facts.text, facts.claims
     bz = facts.values["buffer"]["any"]
     ds = deepspeed_bucket_bytes()
@@ -288,7 +301,8 @@ def _twin(facts: ProseFacts, df, run: dict, model: str) -> None:
     claims["eight GPUs or more per sequence, eight-way tp alone"] = (
         fast["n_gpus"] // run["global_batch"] == 8 == twin["tp"])
     st = plan_row_step(twin, model, seq=run["seq"])
-    claims["the twin waits longer for its gradients"] = st.exposed_by_group_s["dp"] > sf.exposed_by_group_s["dp"]
+    claims["the twin waits longer for its gradients"] = (st.exposed_by_group_s["dp"]
+                                                         > sf.exposed_by_group_s["dp"])
     text["twin_layout"] = layout(twin)
     text["twin_days"] = f"{twin['days']:,.1f} days ({twin['days_low']:,.1f} to {twin['days_high']:,.1f})"
     text["twin_rs_gb"] = f"{grad_sent_bytes(st) / 1e9:.1f} GB"
