@@ -31,7 +31,7 @@ from .plan_space import recompute_kwargs, recompute_label
 from .planner import plan
 from .prose import ProseFacts, usd
 
-__all__ = ["layout", "front_table", "plan_row_step", "grad_sent_bytes", "worked_example"]
+__all__ = ["layout", "front_table", "plan_row_step", "grad_sent_bytes", "worked_example", "limits_prose"]
 
 _GIB = 2**30
 
@@ -341,3 +341,109 @@ def _fast_pipeline(facts: ProseFacts, model: str, seq: int) -> None:
     claims["its traffic takes nearly as long as its arithmetic"] = 0.8 < comm / sf.compute_s < 1
     claims["its dp traffic is shorter than its arithmetic, hidden in part"] = (
         sf.comm_by_group_s["dp"] < sf.compute_s < comm + sf.exposed_comm_s)
+
+
+def _plan_text(r) -> str:
+    """A plan's GPUs, layout, days (range) and cost, in one clause of the prose."""
+    return (f"{r['n_gpus']:,} {r['gpu']} GPUs ({layout(r)}), {r['days']:,.1f} days "
+            f"({r['days_low']:,.1f} to {r['days_high']:,.1f}) for {usd(r['cost_usd'])}")
+
+
+def limits_prose(df, run: dict, model: str = "llama-3-70b", *, month_days: float = 30, week_days: float = 7,
+                 tight_days: float = 5, budget_usd: float = 1.2e6) -> ProseFacts:
+    """Chapter 12's deadline and budget section: the cheapest plan within a month, within a week, on H100s
+    only within a month; a deadline inside the week plan's range read by both rules (``deadline_rule``); and
+    the fastest plan within a budget by both rules. ``df`` is ``plan(model, **run)``, whose cheapest plan the
+    month's is compared with. ``values`` holds the plans (``week_plans``, the week's table, for its figure)
+    and ``lines``, the cell's printed summary.
+    """
+    if not isinstance(df, pd.DataFrame) or "pareto" not in df:
+        raise TypeError(f"df must be a plan() table, got {type(df).__name__}")
+    cheap = df[df["pareto"]].iloc[0]                    # the front's cheapest plan
+    facts = ProseFacts()
+    text, claims = facts.text, facts.claims
+
+    def cheapest(days=None, budget=None, rule="slow_end", **kw):
+        limits = {"deadline_days": days} if days is not None else {"budget_usd": budget}
+        return plan(model, **{**run, **kw}, **limits, deadline_rule=rule)
+
+    month = cheapest(month_days)                        # the default rule, said
+    m = month.iloc[0]
+    text["month_n"] = f"{m['n_gpus']:,}"
+    text["month_gpu"] = m["gpu"]
+    text["month_layout"] = f"{layout(m)}, ZeRO-{m['zero']}"
+    text["month_days"] = f"{m['days']:,.1f}"
+    text["month_range"] = f"{m['days_low']:,.1f} to {m['days_high']:,.1f}"
+    text["month_cost"] = usd(m["cost_usd"])
+    text["month_slack"] = f"{month_days - m['days_high']:.1f}"
+    text["month_cost_range"] = f"{usd(m['cost_usd_low'])} to {usd(m['cost_usd_high'])}"
+    text["month_vs_cheap"] = ("the cheapest plan of all, which already meets the deadline"
+                              if m["cost_usd"] <= cheap["cost_usd"] else
+                              f"{m['cost_usd'] / cheap['cost_usd'] - 1:.0%} more than the cheapest plan")
+    text["month_days_high"] = f"{m['days_high']:,.1f}"
+    claims["the month's plan is on the cheapest plan's GPU, with its borrowed range"] = (
+        m["gpu"] == cheap["gpu"]
+        and month.attrs["range_notes"].get(m["gpu"]) == layout_range_note(m["gpu"]) != "")
+    claims["a month is not a constraint here"] = m["cost_usd"] == cheap["cost_usd"]
+    # a deadline that binds: a week rules out the cheapest plan
+    week_plans = facts.values["week_plans"] = cheapest(week_days)
+    week = week_plans.iloc[0]
+    claims["a week binds, and the week's plan makes it at its slow end"] = (
+        week["cost_usd"] > cheap["cost_usd"] and week["days_high"] <= week_days)
+    text["week_n"] = f"{week['n_gpus']:,}"
+    text["week_gpu"] = week["gpu"]
+    text["week_layout"] = f"{layout(week)}, ZeRO-{week['zero']}"
+    text["week_days"] = _range(week, "days", _days)
+    text["week_cost"] = _range(week, "cost_usd", usd)
+    text["week_more"] = f"{week['cost_usd'] / cheap['cost_usd'] - 1:.0%}"
+    # a deadline inside the week plan's range: the two rules of plan(deadline_rule=...) part ways
+    t_est, t_slow = (cheapest(tight_days, rule=r).iloc[0] for r in ("estimate", "slow_end"))
+    claims["the estimate's plan makes the tight deadline, its slow end does not: likely"] = (
+        t_est["days"] <= tight_days < t_est["days_high"] and t_est["meets_deadline"] == "likely")
+    claims["the slow end's plan makes it, for more"] = (t_slow["days_high"] <= tight_days
+                                                        and t_slow["cost_usd"] > t_est["cost_usd"])
+    text["tight_days"] = f"{tight_days:g}"
+    text["tight_est"], text["tight_slow"] = _plan_text(t_est), _plan_text(t_slow)
+    text["tight_est_meets"] = t_est["meets_deadline"]
+    text["tight_more"] = f"{t_slow['cost_usd'] / t_est['cost_usd'] - 1:.0%}"
+    # a budget is read by the same rule (issue 34): its slow end is the cost's, cost_usd_high
+    bud_est, bud_slow = (cheapest(budget=budget_usd, rule=r) for r in ("estimate", "slow_end"))
+    f_est, f_slow = (d.sort_values("days", kind="stable").iloc[0] for d in (bud_est, bud_slow))
+    claims["the estimate's fastest plan is within the budget, its slow end is not; the slow end's is"] = (
+        f_est["cost_usd"] <= budget_usd < f_est["cost_usd_high"] and f_slow["cost_usd_high"] <= budget_usd)
+    claims["by the slow end: slower, fewer plans"] = (f_slow["days"] > f_est["days"]
+                                                      and len(bud_slow) < len(bud_est))
+    claims["the within_budget column: likely, yes"] = (f_est["within_budget"], f_slow["within_budget"]) == (
+        "likely", "yes")
+    text["budget_est_mark"], text["budget_slow_mark"] = f_est["within_budget"], f_slow["within_budget"]
+    text["budget"] = usd(budget_usd)
+    text["budget_n_est"], text["budget_n_slow"] = f"{len(bud_est):,}", f"{len(bud_slow):,}"
+    for key, r in (("est", f_est), ("slow", f_slow)):
+        text[f"budget_{key}"] = f"{_plan_text(r)}, {usd(r['cost_usd_high'])} at the slow end"
+    h100 = cheapest(month_days, gpus=("H100 SXM",)).iloc[0]
+    text["h100_n"] = f"{h100['n_gpus']:,}"
+    text["h100_days"] = _range(h100, "days", _days)
+    text["h100_cost"] = _range(h100, "cost_usd", usd)
+    text["h100_layout"] = layout(h100)
+    w = week
+    facts.values["lines"] = [
+        f"cheapest within {month_days:g} days: {m['n_gpus']:,} x {m['gpu']} (tp={m['tp']}, pp={m['pp']}, "
+        f"dp={m['dp']}, ZeRO-{m['zero']}), {m['days']:.1f} days ({m['days_low']:.1f}-{m['days_high']:.1f}), "
+        f"${m['cost_usd']:,.0f} (${m['cost_usd_low']:,.0f}-${m['cost_usd_high']:,.0f})",
+        f"cheapest within {week_days:g} days: {w['n_gpus']:,} x {w['gpu']} (tp={w['tp']}, pp={w['pp']}, "
+        f"dp={w['dp']}, ZeRO-{w['zero']}), {w['days']:.1f} days ({w['days_low']:.1f}-{w['days_high']:.1f}), "
+        f"${w['cost_usd']:,.0f}",
+        f"H100s only, within {month_days:g} days: {h100['n_gpus']:,} x H100 (tp={h100['tp']}, "
+        f"pp={h100['pp']}, dp={h100['dp']}), {h100['days']:.1f} days, ${h100['cost_usd']:,.0f}",
+        f"within {tight_days:g} days, point estimate: {t_est['n_gpus']:,} x {t_est['gpu']} "
+        f"({t_est['days']:.1f} days, {t_est['days_low']:.1f}-{t_est['days_high']:.1f}, "
+        f"{t_est['meets_deadline']}); slow end: "
+        f"{t_slow['n_gpus']:,} x {t_slow['gpu']} ({t_slow['days']:.1f} days, {t_slow['days_low']:.1f}-"
+        f"{t_slow['days_high']:.1f}), ${t_slow['cost_usd']:,.0f}",
+        f"fastest within ${budget_usd:,.0f}, point estimate: {len(bud_est):,} plans, {f_est['n_gpus']:,} x "
+        f"{f_est['gpu']} ({f_est['days']:.1f} days, ${f_est['cost_usd']:,.0f}, "
+        f"${f_est['cost_usd_high']:,.0f} at the slow end, {f_est['within_budget']}"
+        f"); slow end: {len(bud_slow):,} plans, {f_slow['n_gpus']:,} x "
+        f"{f_slow['gpu']} ({f_slow['days']:.1f} days, ${f_slow['cost_usd']:,.0f}, "
+        f"${f_slow['cost_usd_high']:,.0f} at the slow end, {f_slow['within_budget']})"]
+    return facts
