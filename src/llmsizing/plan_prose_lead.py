@@ -1,0 +1,186 @@
+"""Chapter 12's GPU types in words: how far the cheapest GPU type of a plan leads, and how firm the lead is.
+
+The chapter's cell used to build these sentences inline (issue 38: notebooks stay short).
+:func:`gpu_types_prose` takes the chapter's :func:`~llmsizing.planner.plan` table and returns a
+:class:`~llmsizing.prose.ProseFacts`: per GPU type its cheapest and fastest plan (a printable table), the
+winner's lead and the price and kernel efficiency at which the runner-up ties
+(:func:`~llmsizing.cost.gpu_lead`, :func:`~llmsizing.cost.plan_at_kernel_efficiency`), why the H200 beats the
+H100 (recomputation, HBM bandwidth), and the published B200 runs against the stand-in kernel efficiency. No
+new arithmetic.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .catalog import DATA_DIR, get_gpu, get_model
+from .cost import gpu_lead, plan_at_kernel_efficiency
+from .hardware import kernel_efficiency, kernel_efficiency_row
+from .job import Job
+from .kernels import layer_gemm_efficiency
+from .layouts import step_time
+from .plan_space import recompute_kwargs
+from .prose import ProseFacts, usd
+
+__all__ = ["gpu_types_prose"]
+
+
+def _lo_hi(r, col: str, fmt, sep: str = " to ") -> str:
+    return f"{fmt(r[col + '_low'])}{sep}{fmt(r[col + '_high'])}"
+
+
+def gpu_types_prose(df, run: dict, loso_runs, model: str = "llama-3-70b") -> ProseFacts:
+    """Chapter 12's GPU types section, on ``df = plan(model, **run)``.
+
+    ``loso_runs`` is the published runs' table of :func:`~llmsizing.step_intervals.step_loso_check` (each
+    run's implied and predicted MFU and the kernel efficiency that reproduces it), for the published B200
+    runs.
+    ``values["table"]`` is the per-GPU table the cell prints and ``values["lines"]`` the lines after it.
+    Raises ``TypeError`` if ``df`` is not a plan table.
+    """
+    if not isinstance(df, pd.DataFrame) or "pareto" not in df or "range_notes" not in df.attrs:
+        raise TypeError(f"df must be a plan() table, got {type(df).__name__}")
+    facts = ProseFacts()
+    text, claims = facts.text, facts.claims
+    rows = []
+    for gpu, sub in df.groupby("gpu", sort=False):
+        c, f = sub.loc[sub["cost_usd"].idxmin()], sub.loc[sub["days"].idxmin()]
+        rows.append({"GPU": gpu, "plans that fit": f"{len(sub):,}", "fewest GPUs": f"{sub['n_gpus'].min():,}",
+                     "cheapest": f"{c['n_gpus']:,} GPUs, {c['days']:,.1f} days, {usd(c['cost_usd'])} "
+                                 f"({_lo_hi(c, 'cost_usd', usd, '-')})",
+                     "fastest": f"{f['n_gpus']:,} GPUs, {f['days']:,.1f} days "
+                                f"({_lo_hi(f, 'days', '{:,.1f}'.format, '-')}), "
+                                f"{usd(f['cost_usd'])} (MFU {f['mfu']:.0%})"})
+        key = gpu.split()[0]
+        text[f"best_{key}_cost"] = f"{usd(c['cost_usd'])} ({_lo_hi(c, 'cost_usd', usd)})"
+        text[f"fast_{key}_days"] = f"{f['days']:,.1f} ({_lo_hi(f, 'days', '{:,.1f}'.format)})"
+        text[f"fewest_{key}"] = f"{sub['n_gpus'].min():,}"
+    facts.values["table"] = pd.DataFrame(rows)
+    # the ranges of the table that are borrowed (a stand-in efficiency)
+    lines = facts.values["lines"] = [f"{gpu}: {note}" for gpu, note in df.attrs["range_notes"].items()]
+    # How firm is the winner's lead? A run's cost is proportional to the price, so the lead is also the price
+    # at which the two would tie; the cheapest plan's step is all compute (no exposed communication), so its
+    # cost goes as one over the kernel efficiency as well
+    front = df[df["pareto"]]
+    cheap = front.iloc[0]
+    best = df.loc[df.groupby("gpu")["cost_usd"].idxmin()].set_index("gpu")["cost_usd"]
+    lead = gpu_lead(df)                         # the runner-up, the lead, the break-even price and efficiency
+    win, runner = lead.gpu, lead.runner_up
+    claims["the winner is the front's cheapest plan's GPU"] = win == cheap["gpu"]
+    wg = get_gpu(win)
+    claims["the lead is priced at the catalogue's price"] = abs(
+        lead.price_usd_per_gpu_hour / wg.price_usd_per_gpu_hour - 1) < 1e-9
+    text["win_price"] = f"${wg.price_usd_per_gpu_hour:.2f}"
+    text["win_price_as_of"] = wg.price_as_of
+    text["win_price_kind"] = "list price" if wg.price_kind == "list" else "estimate"
+    text["runner"] = runner
+    text["lead"] = f"{lead.lead:.2f}"
+    text["breakeven_price"] = f"${lead.breakeven_price_usd_per_gpu_hour:.2f}"
+    text["breakeven_eff"] = f"{lead.breakeven_kernel_efficiency:.0%}"
+    # at that kernel efficiency the cheapest plan still beats the runner-up (its memory-bound kernels do not
+    # slow down with the efficiency, so the cost grows less than 1/efficiency): "at least down to"; its MFU
+    be = plan_at_kernel_efficiency(df, model, seq=run["seq"],
+                                   kernel_efficiency=lead.breakeven_kernel_efficiency)
+    claims["at the break-even efficiency it is still the cheapest"] = be.cheaper_gpus == ()
+    text["breakeven_mfu"] = f"{be.mfu:.0%}"
+    claims["the winner is the B200, on a stand-in efficiency"] = win == "B200" and kernel_efficiency_row(
+        win).runs == ""
+    claims["the price's date is its source's"] = wg.price_as_of in wg.price_source
+    _h200_vs_h100(facts, df, run, model, best)
+    claims["the winner is both cheaper and faster than the H200"] = (
+        best["H200"] > best[win]
+        and df.loc[df["gpu"] == "H200", "days"].min() > df.loc[df["gpu"] == win, "days"].min())
+    lines.append(
+        f"{win}: {usd(best[win])}; next cheapest {runner}: {usd(best[runner])} (x{lead.lead:.2f}); "
+        f"the same cost at ${lead.breakeven_price_usd_per_gpu_hour:.2f}/h ({wg.price_kind}, "
+        f"${wg.price_usd_per_gpu_hour:.2f} as of {wg.price_as_of})"
+        f" or at a kernel efficiency of {lead.breakeven_kernel_efficiency:.1%} on its "
+        "cheapest plan")
+    _published_b200(facts, df, run, model, loso_runs, win, lead, cheap, best)
+    return facts
+
+
+def _h200_vs_h100(facts: ProseFacts, df, run: dict, model: str, best) -> None:
+    """The H200 against the H100: dearer by the hour, yet its cheapest run costs less, on the same layout with
+    less recomputation; what the H100's longer step is made of: its recomputation, and (without it) the
+    H200's faster HBM, which lowers its ridge point and so lifts its GEMM curve."""
+    text, claims = facts.text, facts.claims
+    m = get_model(model)
+    c200 = df[df["gpu"] == "H200"].loc[lambda d: d["cost_usd"].idxmin()]
+    c100 = df[df["gpu"] == "H100 SXM"].loc[lambda d: d["cost_usd"].idxmin()]
+    lay = ["n_gpus", "tp", "pp", "dp", "zero"]
+    claims["the H200's cheapest run costs less than the H100's, on the same layout"] = (
+        best["H200"] < best["H100 SXM"] and list(c200[lay]) == list(c100[lay]))
+    claims["with less recomputation"] = c200["recompute"] == "none" != c100["recompute"]
+    text["h200_vs_h100_days"] = f"{c200['days']:.1f} days against {c100['days']:.1f}"
+    text["h100_recompute"] = f"{recompute_kwargs(c100)['recompute_layers']} of {m.layers}"
+    # no H200 row in data/gemm_efficiency.csv: the prose says so
+    measured = pd.read_csv(DATA_DIR / "gemm_efficiency.csv")["gpu"].values
+    claims["no H200 GEMM measurements"] = "H200" not in measured
+    tp = int(c100["tp"])
+    gemm = {g: layer_gemm_efficiency(m, get_gpu(g), tp=tp, tokens=run["seq"]) for g in ("H200", "H100 SXM")}
+    claims["the H200's GEMM curve is higher"] = gemm["H200"] > gemm["H100 SXM"]
+    job = Job.from_plan_row(c100, model, seq=run["seq"])
+    h100_rc = step_time(job)
+    h100_no = step_time(job, recompute="none", recompute_layers=None)
+    h200_no = step_time(job, gpu=get_gpu("H200"), recompute="none", recompute_layers=None)
+    claims["the steps are the plans' own"] = (abs(h100_rc.step_s / c100["step_time_s"] - 1) < 1e-6
+                                              and abs(h200_no.step_s / c200["step_time_s"] - 1) < 1e-6)
+    text["h100_rc_cost"] = f"{h100_rc.step_s / h100_no.step_s - 1:.0%}"
+    text["h200_bw_gain"] = f"{h100_no.step_s / h200_no.step_s - 1:.0%}"
+
+
+def _published_b200(facts: ProseFacts, df, run, model, loso_runs, win, lead, cheap, best) -> None:
+    """The only published B200 runs in the data (torchao's benchmarks, held out of every fit): what they ran
+    at against the step model's prediction, and the kernel efficiency that reproduces each; FP8 first, then
+    the one BF16 run (the same table's baseline), and its like-for-like on eight H100s."""
+    text, claims = facts.text, facts.claims
+    b2_all = loso_runs[loso_runs["gpu"] == win]
+    claims["the B200 runs: none calibrates, all on 8 GPUs, one source"] = (
+        not b2_all["calibration"].any() and set(b2_all["n_gpus"]) == {8}
+        and set(b2_all["source_key"]) == {"pytorch/ao training benchmarks"})
+    b2, b2_bf16 = b2_all[b2_all["dtype"] == "fp8"], b2_all[b2_all["dtype"] != "fp8"]
+    claims["FP8 runs and one BF16 run"] = len(b2) > 0 and len(b2_bf16) == 1
+    if not (len(b2) and len(b2_bf16)):
+        return
+    ratio = b2["implied_mfu"] / b2["predicted_mfu"]
+    text["b200_pub_n"] = f"{len(b2)}"
+    text["b200_pub_ratio"] = f"{ratio.min():.2f} to {ratio.max():.2f}"
+    text["b200_pub_eff"] = f"{b2['kernel_efficiency'].min():.0%} to {b2['kernel_efficiency'].max():.0%}"
+    text["b200_fp8_standin"] = f"{kernel_efficiency(win, 'fp8'):.0%}"
+    claims["the FP8 runs point below the stand-in"] = (b2["kernel_efficiency"].max()
+                                                       < kernel_efficiency(win, "fp8"))
+    bf = b2_bf16.iloc[0]
+    text["b200_bf16_tps"] = f"{bf['tokens_per_s_per_gpu']:,.1f}"
+    text["b200_bf16_ratio"] = f"{bf['implied_mfu'] / bf['predicted_mfu']:.2f}"
+    text["b200_bf16_eff"] = f"{bf['kernel_efficiency']:.0%}"
+    claims["the BF16 run points below the stand-in and the break-even"] = (
+        bf["kernel_efficiency"] < lead.breakeven_kernel_efficiency < kernel_efficiency(win))
+    # the cheapest plan's own step at the BF16 run's kernel efficiency; days and cost scale with the step, and
+    # the stated range, which sits around the step model's prediction, with them
+    w = plan_at_kernel_efficiency(df, model, seq=run["seq"], kernel_efficiency=float(bf["kernel_efficiency"]))
+    cheaper, slow = list(w.cheaper_gpus), w.days_high
+    claims["there no longer the cheapest, still within a month"] = bool(cheaper) and w.days <= 30
+    text["b200_at_bf16"] = (f"{w.days:,.1f} days ({w.days_low:,.1f} to {slow:,.1f}) for {usd(w.cost_usd)} "
+                            f"({usd(w.cost_usd_low)} to {usd(w.cost_usd_high)})")
+    text["b200_at_bf16_rank"] = ("more than the cheapest run on every other GPU searched"
+                                 if len(cheaper) == len(best) - 1 else
+                                 f"more than the cheapest run on the {' and the '.join(cheaper)}")
+    claims["its slow end is the plan's own, rescaled"] = abs(
+        slow / (cheap["days_high"] * w.step_scale) - 1) < 1e-12
+    text["b200_at_bf16_month"] = (
+        f"even the slow end of its range ({slow:,.1f} days) makes the month" if slow <= 30 else
+        f"its point estimate still makes the month, the slow end of its range ({slow:,.1f} days) does not")
+    # the like-for-like the same source allows: its BF16 baseline on eight H100s (same script, model, FSDP2)
+    ao = loso_runs[(loso_runs["source_key"] == bf["source_key"]) & (loso_runs["dtype"] == "bf16")]
+    ao_h = ao[ao["gpu"] == "H100 SXM"]
+    claims["one H100 baseline, same GPUs and model"] = (
+        len(ao_h) == 1 and (ao_h["n_gpus"] == bf["n_gpus"]).all() and (ao_h["model"] == bf["model"]).all())
+    if len(ao_h) != 1:
+        return
+    tps_ratio = bf["tokens_per_s_per_gpu"] / ao_h["tokens_per_s_per_gpu"].iloc[0]
+    price_ratio = get_gpu(win).price_usd_per_gpu_hour / get_gpu("H100 SXM").price_usd_per_gpu_hour
+    claims["per dollar the H100 ahead there"] = tps_ratio < price_ratio
+    text["ao_h100_tps"] = f"{ao_h['tokens_per_s_per_gpu'].iloc[0]:,.0f}"
+    text["ao_tps_ratio"] = f"{tps_ratio:.2f}"
+    text["ao_price_ratio"] = f"{price_ratio:.2f}"
