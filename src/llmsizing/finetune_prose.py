@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .catalog import DATA_DIR
+from .catalog import DATA_DIR, get_gpu
+from .finetune_sharded import max_batch_per_gpu
+from .finetune_strategies import strategy_table
 from .finetune_time import (DEQUANT_BANDWIDTH_FRACTION, GROUP_RANGES, RESIDUAL_RANGE, finetune_loso_check,
                             finetune_residuals, finetune_time, fit_on, published_frame)
 from .intervals import intervals_table, min_units, nested_min_units
 from .prose import ProseFacts
+from .units import GiB
 
-__all__ = ["ratio_span", "calibration_prose"]
+__all__ = ["ratio_span", "calibration_prose", "multi_gpu_prose"]
 
 #: A Qwen LoRA step on an A100 as its source ran it (rank 64, 8 micro-batches, checkpointing)
 _QWEN = dict(gpu="A100 80GB", method="lora", tokens=1.0, grad_accum=8, rank=64, recompute="full")
@@ -235,3 +238,112 @@ def _launches(facts: ProseFacts, covered, bare, bare1k, bare14) -> None:
         "the launches set the model's step" if t7.overhead_s >= t7.compute_s else
         f"the arithmetic sets the model's step, {t7.compute_s / t7.overhead_s - 1:.0%} above the launches' "
         "floor")
+
+
+def _hours_range(low, high) -> str:
+    """The stated 80% range of a fine-tune's GPU-hours, on all its GPUs."""
+    return f"{low:,.0f} to {high:,.0f}"
+
+
+def multi_gpu_prose(one_gpu, budget: dict, covered, aai_h100, model: str = "llama-3-70b") -> ProseFacts:
+    """Chapter 16's "Over several GPUs" section: ``model`` on eight H100s by DDP, FSDP and ZeRO-3, against
+    ``one_gpu`` (its QLoRA fine-tune on one H100 at its largest micro-batch, a
+    :class:`~llmsizing.finetune_time.FinetuneTime`); FSDP at its own largest micro-batch; Answer.AI's
+    published H100 ratio as a what-if; where the gathers show (L40S, H100 PCIe, two nodes).
+
+    ``budget`` holds the fine-tune's ``tokens``, ``seq`` and ``recompute``; ``covered`` and ``aai_h100`` are
+    :func:`calibration_prose`'s rows and Answer.AI's H100 mask. ``values["table"]`` is the printed table.
+    """
+    if not {"tokens", "seq", "recompute"} <= set(budget):
+        raise TypeError(f"budget must hold tokens, seq and recompute, got {sorted(budget)}")
+    h100, l40s = get_gpu("H100 SXM"), get_gpu("L40S")
+    facts = ProseFacts()
+    text, claims = facts.text, facts.claims
+    strategy_of = {"DDP": "ddp", "FSDP": "fsdp", "ZeRO-3": "zero3"}
+    rows, multi = [], {}
+    for label, method in (("DDP", "lora"), ("DDP", "qlora"), ("FSDP", "qlora"), ("ZeRO-3", "lora")):
+        r = multi[(label, method)] = strategy_table(model, h100, n_gpus=8, method=method, **budget).loc[
+            strategy_of[label]]
+        row = {"recipe": f"{label} {method}", "GiB per GPU": f"{r['memory_per_gpu_bytes'] / GiB:,.1f}",
+               "fits": "yes" if r["fits"] else "no",
+               "GB sent per GPU per step": f"{r['sent_per_step_bytes'] / 1e9:,.1f}",
+               "exposed comm s": f"{r['exposed_comm_s']:.2f}", "hours": f"{r['hours']:,.1f}",
+               "80% range": f"{r['hours_low']:,.1f}-{r['hours_high']:,.1f}", "cost": f"${r['cost_usd']:,.0f}",
+               "cost range": f"${r['cost_usd_low']:,.0f}-${r['cost_usd_high']:,.0f}"}
+        if not r["fits"]:          # no time or cost for a recipe that does not fit: it cannot run
+            row.update({k: "-" for k in ("exposed comm s", "hours", "80% range", "cost", "cost range")})
+        rows.append(row)
+    facts.values["table"] = pd.DataFrame(rows)
+    ddp_q, fsdp_q = multi[("DDP", "qlora")], multi[("FSDP", "qlora")]
+    text["t_ddp_lora_gib"] = f"{multi[('DDP', 'lora')]['memory_per_gpu_bytes'] / GiB:,.0f} GiB"
+    text["t_fsdp_gib"] = f"{fsdp_q['memory_per_gpu_bytes'] / GiB:,.1f} GiB"
+    text["t_ddp_sent"] = f"{ddp_q['sent_per_step_bytes'] / 1e9:,.1f} GB"
+    text["t_fsdp_sent"] = f"{fsdp_q['sent_per_step_bytes'] / 1e9:,.0f} GB"
+    text["t_8gpu_qlora_hours"] = f"{ddp_q['days'] * 24:,.1f} hours"
+    text["t_8gpu_lora_hours"] = f"{multi[('ZeRO-3', 'lora')]['days'] * 24:,.1f} hours"
+    text["t_8gpu_gpu_hours"] = f"{ddp_q['gpu_hours']:,.0f}"
+    text["t_1gpu_gpu_hours"] = f"{one_gpu.gpu_hours:,.0f}"
+    b1 = finetune_time(model, gpu=h100, method="qlora", batch=1, **budget)    # one H100, micro-batch 1
+    text["t_1gpu_b1_gpu_hours"] = f"{b1.gpu_hours:,.0f}"
+    text["t_8gpu_gpu_hours_range"] = _hours_range(ddp_q["gpu_hours_low"], ddp_q["gpu_hours_high"])
+    text["t_1gpu_gpu_hours_range"] = _hours_range(*one_gpu.gpu_hours_range)
+    text["t_1gpu_b1_gpu_hours_range"] = _hours_range(*b1.gpu_hours_range)
+    claims["the same micro-batch: the same cost on eight GPUs as on one"] = abs(
+        ddp_q["gpu_hours"] / b1.gpu_hours - 1) < 0.02
+    claims["the larger micro-batch saves"] = one_gpu.batch > 1 and one_gpu.gpu_hours < b1.gpu_hours
+    kw = dict(seq=budget["seq"], recompute=budget["recompute"])
+    b_fsdp = max_batch_per_gpu(model, h100, method="qlora", n_gpus=8, strategy="fsdp", **kw)
+    big = strategy_table(model, h100, n_gpus=8, method="qlora", batch=b_fsdp, **budget).loc["fsdp"]
+    text["t_fsdp_batch"] = f"{b_fsdp}"
+    text["t_fsdp_big_gpu_hours"] = f"{big['gpu_hours']:,.0f}"
+    text["t_fsdp_big_gpu_hours_range"] = _hours_range(big["gpu_hours_low"], big["gpu_hours_high"])
+    text["t_fsdp_big_hours"] = f"{big['days'] * 24:,.1f} hours"
+    claims["FSDP fits a larger micro-batch, nothing exposed"] = bool(
+        big["fits"] and big["exposed_comm_s"] == 0 and b_fsdp > one_gpu.batch)
+    claims["FSDP at its micro-batch: cheaper than one GPU"] = big["gpu_hours"] < one_gpu.gpu_hours
+    claims["nothing exposed on eight H100s"] = max(r["exposed_comm_s"] for r in multi.values()) == 0
+    claims["DDP-LoRA does not fit, FSDP-QLoRA does"] = bool(not multi[("DDP", "lora")]["fits"]
+                                                            and fsdp_q["fits"])
+    for key, method, strategy, b in (("qlora", "qlora", "ddp", 1), ("lora", "lora", "zero3", 1),
+                                     ("fsdp_big", "qlora", "fsdp", b_fsdp)):
+        t8g = finetune_time(model, gpu=h100, n_gpus=8, method=method, strategy=strategy, batch=b, **budget)
+        text[f"t_8gpu_{key}_range"] = "{:,.1f} to {:,.1f} hours".format(*t8g.hours_range)
+    aai70 = covered[covered["framework"].str.startswith("Answer.AI") & (covered["model"] == "llama-2-70b")]
+    text["t_aai70"] = f"{aai70['ratio'].min():.2f} to {aai70['ratio'].max():.2f}"
+    h100_ratio = covered[aai_h100]["ratio"].iloc[0]                   # Answer.AI's one H100 run (four GPUs)
+    what_if = big["gpu_hours"] * h100_ratio
+    text["t_fsdp_at_h100"] = f"{what_if:,.0f}"
+    claims["at Answer.AI's H100 ratio dearer than one GPU"] = what_if > one_gpu.gpu_hours
+    # the what-if is one published miss, not a prediction with a range of its own: above the plan's range
+    claims["the what-if lies above the plan's stated range"] = what_if > big["gpu_hours_high"]
+    claims["the FSDP and one-GPU ranges overlap"] = (big["gpu_hours_low"] <= one_gpu.gpu_hours_range[1]
+                                                    and one_gpu.gpu_hours_range[0] <= big["gpu_hours_high"])
+    _gathers(facts, model, budget, l40s, h100)
+    return facts
+
+
+def _gathers(facts: ProseFacts, model: str, budget: dict, l40s, h100) -> None:
+    """Where FSDP's gathers show: the links decide, not the word PCIe or the node count; and where both fit
+    and the gathers show, DDP is the faster choice (a smaller model's QLoRA on the same cards)."""
+    text, claims = facts.text, facts.claims
+    kw = dict(method="qlora", **budget)
+    on_l40s = strategy_table(model, l40s, n_gpus=8, **kw)                     # PCIe Gen4, no peer-to-peer
+    on_pcie = strategy_table(model, get_gpu("H100 PCIe"), n_gpus=8, **kw)     # PCIe Gen5, peer-to-peer
+    two_nodes = strategy_table(model, h100, n_gpus=16, **kw)                  # two DGX H100s
+    claims["nothing exposed on H100 PCIe or two nodes"] = (on_pcie.loc["fsdp", "exposed_comm_s"] == 0
+                                                           == two_nodes.loc["fsdp", "exposed_comm_s"])
+    claims["on L40S the gathers show, FSDP fits, DDP does not"] = bool(
+        on_l40s.loc["fsdp", "exposed_comm_s"] > 0 and on_l40s.loc["fsdp", "fits"]
+        and not on_l40s.loc["ddp", "fits"])
+    t = finetune_time(model, gpu=l40s, method="qlora", strategy="fsdp", n_gpus=8, batch=1, **budget)
+    claims["the L40S step is the table's"] = abs(
+        t.exposed_comm_s / on_l40s.loc["fsdp", "exposed_comm_s"] - 1) < 1e-9
+    # the step's stated range (FinetuneTime.step_s_range), and the exposed part at its share of the step
+    text["t_l40s_exposed"] = "{:.1f} s ({:.1f} to {:.1f})".format(t.exposed_comm_s, *t.exposed_comm_s_range)
+    text["t_l40s_step"] = "{:.1f} s ({:.1f} to {:.1f})".format(t.step_s, *t.step_s_range)
+    small = strategy_table("llama-3-8b", l40s, n_gpus=8, **kw)
+    claims["Llama-3-8B on L40S: both fit, the gathers show"] = bool(
+        small.loc["ddp", "fits"] and small.loc["fsdp", "fits"] and small.loc["fsdp", "exposed_comm_s"] > 0)
+    claims["there DDP is the faster choice"] = small.loc["ddp", "hours"] < small.loc["fsdp", "hours"]
+    text["t_l40s_8b_ddp"] = f"{small.loc['ddp', 'hours']:.1f} hours"
+    text["t_l40s_8b_fsdp"] = f"{small.loc['fsdp', 'hours']:.1f}"
