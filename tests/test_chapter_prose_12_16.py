@@ -1,0 +1,247 @@
+"""Chapters 12's and 16's prose built in the library (issue 38): llmsizing.prose.usd/ProseFacts, plan_prose,
+plan_prose_lead, plan_prose_search, finetune_prose. Expected values are worked by hand from first principles,
+from data/ files read with csv, or from the plan table's own rows; each claim set is also shown failing on
+data that contradict it."""
+
+import csv
+from functools import cache
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from llmsizing.charts import PLAN_GPUS
+from llmsizing.finetune_prose import calibration_prose, multi_gpu_prose, ratio_span
+from llmsizing.finetune_time import finetune_time
+from llmsizing.plan_prose import (front_table, grad_sent_bytes, layout, limits_prose, plan_row_step,
+                                  worked_example)
+from llmsizing.plan_prose_lead import gpu_types_prose
+from llmsizing.plan_prose_search import range_verdict, search_prose
+from llmsizing.planner import plan
+from llmsizing.prose import ProseFacts, usd
+from llmsizing.range_candidates import MAX_WIDTH, MIN_COVERAGE
+from llmsizing.step_intervals import step_loso_check
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+RUN = dict(tokens=1e12, gpus=PLAN_GPUS, seq=8192, global_batch=512, max_gpus=4096)     # chapter 12's run
+BUDGET = dict(tokens=100e6, seq=2048, recompute="full")                                  # chapter 16's
+
+
+@cache
+def _plan():
+    return plan("llama-3-70b", **RUN)
+
+
+@cache
+def _worked():
+    return worked_example(_plan(), RUN)
+
+
+def _csv(name):
+    with open(DATA / name, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# --------------------------------------------------------------------------- prose.usd, ProseFacts
+@pytest.mark.parametrize("x, text", [(682_000, "$682k"), (1_140_000, "$1.14M"), (999_000, "$999k"),
+                                     (1e6, "$1.00M"), (0, "$0k"), (12_500_000, "$12.50M")])
+def test_usd_by_hand(x, text):
+    assert usd(x) == text
+
+
+@pytest.mark.parametrize("x, err", [(-1, ValueError), (float("nan"), ValueError), (float("inf"), ValueError),
+                                    (True, TypeError), ("5", TypeError), (None, TypeError)])
+def test_usd_refuses_what_is_not_dollars(x, err):
+    with pytest.raises(err, match="x must"):
+        usd(x)
+
+
+def test_prose_facts_lists_the_claims_that_fail():
+    f = ProseFacts({"a": "1"}, {"holds": True, "breaks": False, "also": False})
+    assert f.failed == ["breaks", "also"] and ProseFacts().failed == []
+
+
+# --------------------------------------------------------------------------- plan_prose
+def test_layout_names_vp_only_when_interleaved():
+    assert layout({"tp": 2, "pp": 4, "virtual_stages": 20, "dp": 128}) == "tp=2, pp=4, vp=20, dp=128"
+    assert layout({"tp": 1, "pp": 1, "virtual_stages": 1, "dp": 512}) == "tp=1, pp=1, dp=512"
+
+
+def test_grad_sent_bytes_sums_only_the_gradient_rows():
+    c = [SimpleNamespace(slot="gradients", bytes_per_gpu=3e9), SimpleNamespace(slot="weight all-gather",
+                                                                               bytes_per_gpu=5e9),
+         SimpleNamespace(slot="gradients", bytes_per_gpu=1e9)]
+    assert grad_sent_bytes(SimpleNamespace(communication=SimpleNamespace(collectives=c))) == 4e9
+
+
+def test_front_table_by_hand():
+    f = pd.DataFrame({"gpu": ["B200", "B200", "H200"], "n_gpus": [512, 1024, 2048], "tp": [1, 2, 4],
+                      "pp": [1, 1, 2], "virtual_stages": [1, 1, 20], "dp": [512, 512, 256], "zero": [3, 1, 1],
+                      "micro_batch": [1, 1, 1], "grad_accum": [1, 1, 2],
+                      "recompute": ["full", "full", "none"],
+                      "recompute_layers": [19, 9, 0], "memory_per_gpu_bytes": [1.5 * 2**30, 2**31, 2**30],
+                      "step_time_s": [3.3, 1.714, 1.0], "mfu": [0.53, 0.514, 0.4], "days": [9.12, 4.7, 3.0],
+                      "days_low": [7.8, 4.1, 2.5], "days_high": [11.4, 5.9, 3.7],
+                      "cost_usd": [747_710, 1_234_567, 2e6], "cost_usd_low": [643_191, 1e6, 1.5e6],
+                      "cost_usd_high": [937_685, 1.5e6, 2.5e6], "pareto": [True, True, False]})
+    t = front_table(f)
+    assert list(t.index) == [1, 2] and list(t["GPUs"]) == ["512 x B200", "1,024 x B200"]   # H200: not on it
+    assert list(t["GiB/GPU"]) == ["1.5", "2.0"] and list(t["step (s)"]) == ["3.30", "1.71"]
+    assert list(t["MFU"]) == ["53%", "51%"] and t["days"].iloc[0] == "9.1 (7.8-11.4)"
+    assert t["cost"].iloc[0] == "$748k ($643k-$938k)" and t["cost"].iloc[1] == "$1.23M ($1.00M-$1.50M)"
+
+
+def test_worked_example_refuses_what_is_not_a_plan():
+    with pytest.raises(TypeError, match="df must be a plan"):
+        worked_example(pd.DataFrame({"x": [1]}), RUN)
+    with pytest.raises(TypeError, match="run must"):
+        worked_example(_plan(), {"seq": 8192})
+    one = _plan().copy()
+    one["pareto"] = False
+    one.iloc[0, one.columns.get_loc("pareto")] = True
+    with pytest.raises(ValueError, match="at least two plans"):
+        worked_example(one, RUN)
+
+
+def test_worked_example_figures_from_the_plans_rows():
+    df, f = _plan(), _worked()
+    front = df[df["pareto"]]
+    cheap, fast = front.iloc[0], front.loc[front["days"].idxmin()]
+    second = front.sort_values("n_gpus").iloc[1]
+    assert not f.failed, f.failed
+    assert f.text["gb_tokens"] == "4.19M"                                  # 512 x 8,192 = 4,194,304 tokens
+    assert f.text["reserve"] == "10%"                                      # 90% of the memory usable
+    assert f.text["n_front"] == str(int(df["pareto"].sum()))
+    assert f.text["speedup"] == f"{cheap['days'] / fast['days']:.1f}"
+    assert f.text["first_more"] == f"{second['cost_usd'] / cheap['cost_usd'] - 1:.0%}"   # one doubling's cost
+    margin = 0.9 * cheap["capacity_bytes"] - cheap["memory_per_gpu_bytes"]
+    assert f.text["cheap_margin"] == f"{margin / 2**30:.1f} GiB"
+    assert f.text["cheap_rc_layers"].endswith(" of 80")                   # Llama-3-70B's 80 layers
+    assert f.text["fast_chunk"] == str(80 // (int(fast["pp"]) * int(fast["virtual_stages"])))
+    p, m, v = int(fast["pp"]), int(fast["grad_accum"]), int(fast["virtual_stages"])
+    assert f.text["fast_bubble_plain"] == f"{(p - 1) / m:.0%}"             # 1F1B's (p-1)/m of the ideal step
+    assert f.text["fast_bubble_formula"] == f"{(p - 1) / (v * m):.2%}"     # interleaved: (p-1)/(v m)
+    # the per-dollar figures: BF16 dense peak over the list price, from the catalogue's rows by hand
+    b200 = next(float(r["price_usd_per_gpu_hour"]) for r in _csv("gpu_prices.csv") if r["name"] == "B200")
+    assert f.text["per_usd"].startswith(f"B200 {2250 / b200:,.0f}")   # 2,250 dense BF16 TFLOP/s (gpus.csv)
+    assert f.values["steps"]["cheap"].step_s == pytest.approx(cheap["step_time_s"], rel=1e-6)
+
+
+def test_a_claim_the_data_contradict_fails():
+    df = _plan().copy()
+    fast = df[df["pareto"]]["days"].idxmin()
+    df.loc[fast, "micro_batch"] = 2          # the prose: "micro-batches of one sequence"
+    f = worked_example(df, RUN)
+    assert "micro-batches of one sequence" in f.failed
+
+
+def test_plan_row_step_is_the_plans_own_unless_told():
+    cheap = _plan()[_plan()["pareto"]].iloc[0]
+    st = plan_row_step(cheap, "llama-3-70b", seq=8192)
+    assert st.step_s == pytest.approx(cheap["step_time_s"], rel=1e-6)
+    assert plan_row_step(cheap, "llama-3-70b", seq=8192, recompute="none",
+                         recompute_layers=None).step_s < st.step_s      # no recomputation: less arithmetic
+
+
+def test_limits_by_the_cheapest_plans_rows():
+    df = _plan()
+    cheap = df[df["pareto"]].iloc[0]
+    f = limits_prose(df, RUN)
+    assert not f.failed, f.failed
+    assert f.text["month_vs_cheap"] == "the cheapest plan of all, which already meets the deadline"
+    assert f.text["month_slack"] == f"{30 - cheap['days_high']:.1f}" and f.text["tight_days"] == "5"
+    assert f.text["budget"] == "$1.20M" and len(f.values["lines"]) == 5
+    # a "month" shorter than the cheapest plan's slow end binds: the prose's "not a constraint" fails
+    short = limits_prose(df, RUN, month_days=cheap["days_high"] - 1)
+    assert "a month is not a constraint here" in short.failed
+    assert short.text["month_vs_cheap"].endswith("more than the cheapest plan")
+
+
+# --------------------------------------------------------------------------- plan_prose_lead, _search
+def test_gpu_types_by_hand():
+    df = _plan()
+    loso, runs = step_loso_check()
+    f = gpu_types_prose(df, RUN, runs)
+    assert not f.failed, f.failed
+    best = df.groupby("gpu")["cost_usd"].min().sort_values()
+    lead = best.iloc[1] / best.iloc[0]
+    assert f.text["runner"] == best.index[1] and f.text["lead"] == f"{lead:.2f}"
+    b200 = next(float(r["price_usd_per_gpu_hour"]) for r in _csv("gpu_prices.csv") if r["name"] == "B200")
+    assert f.text["breakeven_price"] == f"${b200 * lead:.2f}"          # the price at which the two tie
+    assert f.text["fewest_B200"] == f"{df[df['gpu'] == 'B200']['n_gpus'].min():,}"
+    assert list(f.values["table"]["GPU"]) == list(dict.fromkeys(df["gpu"]))
+    with pytest.raises(TypeError, match="df must be a plan"):
+        gpu_types_prose(pd.DataFrame(), RUN, runs)
+
+
+def test_range_verdict_at_the_aims_edges():
+    assert range_verdict(MIN_COVERAGE, MAX_WIDTH) == "both hold"                 # at the bars: they hold
+    assert range_verdict(MIN_COVERAGE - 0.01, MAX_WIDTH) == "the width holds, the coverage does not"
+    assert range_verdict(1.0, MAX_WIDTH + 0.01) == "the coverage holds, the width does not"
+    assert range_verdict(0.0, 10.0) == "neither holds"
+
+
+def test_search_prose_by_hand():
+    f = search_prose(PLAN_GPUS)
+    assert not f.failed, f.failed
+    assert f.text["usable"] == "90%" and f.text["micro_batches"] == "1, 2 or 4"
+    assert f.text["cp_min_seq"] == "16K"                                           # 16,384 tokens
+    assert f.text["aim"] == "at least 75% inside at a median width of at most 1.6 times"
+    row = next(r for r in _csv("intervals.csv") if r["area"] == "training-layout" and r["group"] == "all")
+    assert f.text["step_n"] == row["n_rows"] and f.text["step_width"] == f"{float(row['median_width']):.2f}x"
+    with pytest.raises(ValueError, match="gpus"):
+        search_prose(())
+
+
+# --------------------------------------------------------------------------- finetune_prose
+@pytest.mark.parametrize("ratios, text", [([0.82, 1.02], "0.8 to 1.0"), ([1.00, 1.02], "1.02"),
+                                          ([1.49], "1.49"), ([2.27, 3.12, 2.42], "2.3 to 3.1")])
+def test_ratio_span_by_hand(ratios, text):
+    assert ratio_span(ratios) == text
+
+
+@pytest.mark.parametrize("ratios", [[], [float("nan")], [1.0, float("nan")]])
+def test_ratio_span_refuses_no_numbers(ratios):
+    with pytest.raises(ValueError, match="ratios"):
+        ratio_span(ratios)
+
+
+@cache
+def _cal():
+    return calibration_prose()
+
+
+def test_calibration_counts_from_the_csv():
+    f = _cal()
+    rows = _csv("finetune_published.csv")
+    assert not f.failed, f.failed
+    assert f.text["cal_n"] == str(sum(r["known_out"] == "" for r in rows))           # 118 covered rows
+    assert f.text["cal_out_n"] == str(sum(r["known_out"] != "" for r in rows))       # 9 known out
+    assert f.text["cal_rejected"] == str(len(_csv("finetune_published_rejected.csv")))
+    assert f.text["cal_qwen_n"] == str(sum(r["known_out"] == "" and r["source"].startswith("QwenLM")
+                                           for r in rows))
+    const = {r["constant"]: r["value"] for r in _csv("finetune_model.csv")}
+    q_lo, q_hi = float(const["range_low_quantised"]), float(const["range_high_quantised"])
+    assert f.text["cal_range"].startswith(f"{q_lo:.2f} to {q_hi:.2f} times the model's")
+    assert f.text["stated_width"].startswith(f"{q_hi / q_lo:.2f} and ")
+
+
+def test_multi_gpu_by_hand():
+    h100 = "H100 SXM"
+    cal = _cal()
+    one = finetune_time("llama-3-70b", gpu=h100, method="qlora",
+                        batch=3, **BUDGET)                     # one H100 at its largest micro-batch
+    f = multi_gpu_prose(one, BUDGET, cal.values["covered"], cal.values["aai_h100"])
+    assert not f.failed, f.failed
+    table = f.values["table"].set_index("recipe")
+    assert table.loc["DDP lora", "fits"] == "no" and table.loc["DDP lora", "hours"] == "-"
+    hours = float(table.loc["DDP qlora", "hours"])
+    assert float(f.text["t_8gpu_gpu_hours"].replace(",", "")) == pytest.approx(8 * hours, rel=0.02)  # 8 GPUs
+    assert f.text["t_1gpu_gpu_hours"] == f"{one.gpu_hours:,.0f}"
+    # at micro-batch 1 on one GPU the prose's "the larger micro-batch saves" no longer holds
+    b1 = finetune_time("llama-3-70b", gpu=h100, method="qlora", batch=1, **BUDGET)
+    assert "the larger micro-batch saves" in multi_gpu_prose(b1, BUDGET, cal.values["covered"],
+                                                             cal.values["aai_h100"]).failed
+    with pytest.raises(TypeError, match="budget"):
+        multi_gpu_prose(one, {"tokens": 1e8}, cal.values["covered"], cal.values["aai_h100"])
