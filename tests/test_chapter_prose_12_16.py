@@ -69,9 +69,8 @@ def test_layout_names_vp_only_when_interleaved():
 
 
 def test_grad_sent_bytes_sums_only_the_gradient_rows():
-    c = [SimpleNamespace(slot="gradients", bytes_per_gpu=3e9), SimpleNamespace(slot="weight all-gather",
-                                                                               bytes_per_gpu=5e9),
-         SimpleNamespace(slot="gradients", bytes_per_gpu=1e9)]
+    c = [SimpleNamespace(slot=s, bytes_per_gpu=b) for s, b in (("gradients", 3e9), ("weight all-gather", 5e9),
+                                                               ("gradients", 1e9), ("parameters", 7e9))]
     assert grad_sent_bytes(SimpleNamespace(communication=SimpleNamespace(collectives=c))) == 4e9
 
 
