@@ -109,6 +109,10 @@ def _h200_vs_h100(facts: ProseFacts, df, run: dict, model: str, best) -> None:
     c200 = df[df["gpu"] == "H200"].loc[lambda d: d["cost_usd"].idxmin()]
     c100 = df[df["gpu"] == "H100 SXM"].loc[lambda d: d["cost_usd"].idxmin()]
     lay = ["n_gpus", "tp", "pp", "dp", "zero"]
+    h200, h100 = get_gpu("H200"), get_gpu("H100 SXM")
+    claims["the H200 has the H100's compute at a higher price"] = (
+        h200.bf16_dense_tflops == h100.bf16_dense_tflops
+        and h200.price_usd_per_gpu_hour > h100.price_usd_per_gpu_hour)
     claims["the H200's cheapest run costs less than the H100's, on the same layout"] = (
         best["H200"] < best["H100 SXM"] and list(c200[lay]) == list(c100[lay]))
     claims["with less recomputation"] = c200["recompute"] == "none" != c100["recompute"]
@@ -118,12 +122,12 @@ def _h200_vs_h100(facts: ProseFacts, df, run: dict, model: str, best) -> None:
     measured = pd.read_csv(DATA_DIR / "gemm_efficiency.csv")["gpu"].values
     claims["no H200 GEMM measurements"] = "H200" not in measured
     tp = int(c100["tp"])
-    gemm = {g: layer_gemm_efficiency(m, get_gpu(g), tp=tp, tokens=run["seq"]) for g in ("H200", "H100 SXM")}
+    gemm = {g.name: layer_gemm_efficiency(m, g, tp=tp, tokens=run["seq"]) for g in (h200, h100)}
     claims["the H200's GEMM curve is higher"] = gemm["H200"] > gemm["H100 SXM"]
     job = Job.from_plan_row(c100, model, seq=run["seq"])
     h100_rc = step_time(job)
     h100_no = step_time(job, recompute="none", recompute_layers=None)
-    h200_no = step_time(job, gpu=get_gpu("H200"), recompute="none", recompute_layers=None)
+    h200_no = step_time(job, gpu=h200, recompute="none", recompute_layers=None)
     claims["the steps are the plans' own"] = (abs(h100_rc.step_s / c100["step_time_s"] - 1) < 1e-6
                                               and abs(h200_no.step_s / c200["step_time_s"] - 1) < 1e-6)
     text["h100_rc_cost"] = f"{h100_rc.step_s / h100_no.step_s - 1:.0%}"
