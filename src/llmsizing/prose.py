@@ -100,38 +100,6 @@ def inline_glue(namespace: MutableMapping[str, object]) -> Callable[..., None]:
     return glue
 
 
-def three_figures(x: float) -> str:
-    """``x`` to three significant figures for the prose, one rule for a chapter (chapter 14's audit).
-
-    Rounded digits keep their trailing zeros, so the printed digits say how precise the value is: 1.8951
-    prints ``1.90`` and 11.97 ``12.0``. A value exact in three figures or fewer prints as it is (16 bytes,
-    0.5, 80 GB), and from 100 on a value prints as a whole number with thousands separated (1,194).
-
-    "Exact" is exact in binary floating point: a computed value off by float noise (``0.1 + 0.2`` is
-    0.30000000000000004) is not, and prints its rounded digits (``0.300``, where ``0.3`` prints ``0.3``), so
-    one column can mix ``7`` and ``7.00``. Round such a value first (``round(x, 9)``) if it should count as
-    exact.
-
-    Raises ``TypeError`` for a non-number (or a bool, Python's or NumPy's) and ``ValueError`` for a value that
-    is not finite, or nonzero and below 1e-4 in magnitude once rounded to three figures (Python would print
-    it in exponent form, ``1.23e-05``: give it in a smaller unit instead).
-    """
-    if _is_bool(x) or not isinstance(x, (int, float)) and not hasattr(x, "__float__"):
-        raise TypeError(f"x must be a real number, got {type(x).__name__} {x!r}")
-    x = float(x)
-    if not math.isfinite(x):
-        raise ValueError(f"x must be finite, got {x!r}")
-    if x == 0:
-        return "0"                             # -0.0 too
-    if abs(x) >= 99.95:                        # 99.96 would round to 100 at three figures: a whole number
-        return f"{x:,.0f}"
-    short = f"{x:.3g}"
-    if "e" in short:                           # below 1e-4 once rounded: exponent form
-        raise ValueError(f"x must be 0 or at least 1e-4 in magnitude at three figures, got {x!r}: "
-                         "give it in a smaller unit")
-    return short if float(short) == x else f"{x:#.3g}"
-
-
 def usd(x: float) -> str:
     """Dollars for the prose: ``$682k`` below a million, ``$1.14M`` from it (chapter 12).
 
@@ -163,3 +131,36 @@ class ProseFacts:
     def failed(self) -> list[str]:
         """The claims the data do not bear out (empty when the prose holds)."""
         return [claim for claim, holds in self.claims.items() if not holds]
+
+
+def three_figures(x: float) -> str:
+    """``x`` to three significant figures for the prose, one rule for a chapter (chapter 14's audit).
+
+    Rounded digits keep their trailing zeros, so the printed digits say how precise the value is: 1.8951
+    prints ``1.90`` and 11.97 ``12.0``. A value exact in three figures or fewer prints as it is (16 bytes,
+    0.5, 80 GB), and from 100 on a value prints as a whole number with thousands separated (1,194).
+
+    "Exact" is exact in binary floating point: a computed value off by float noise (``0.1 + 0.2`` is
+    0.30000000000000004) is not, and prints its rounded digits (``0.300``, where ``0.3`` prints ``0.3``), so
+    one column can mix ``7`` and ``7.00``. Round such a value first (``round(x, 9)``) if it should count as
+    exact.
+
+    Raises ``TypeError`` for a non-number (or a bool, Python's or NumPy's) and ``ValueError`` for a value that
+    is not finite, or nonzero and below 1e-4 in magnitude once rounded to three figures (Python would print
+    it in exponent form, ``1.23e-05``: give it in a smaller unit instead).
+    """
+    if _is_bool(x) or not isinstance(x, (int, float)) and not hasattr(x, "__float__"):
+        raise TypeError(f"x must be a real number, got {type(x).__name__} {x!r}")
+    x = float(x)
+    if not math.isfinite(x):
+        raise ValueError(f"x must be finite, got {x!r}")
+    if x == 0:
+        return "0"                             # -0.0 too
+    if abs(x) >= 99.95:                        # 99.96 would round to 100 at three figures: a whole number
+        return f"{x:,.0f}"
+    short = f"{x:.3g}"
+    if "e" in short:                           # below 1e-4 once rounded: exponent form
+        raise ValueError(f"x must be 0 or at least 1e-4 in magnitude at three figures, got {x!r}: "
+                         "give it in a smaller unit")
+    return short if float(short) == x else f"{x:#.3g}"
+
