@@ -11,7 +11,8 @@ import pytest
 
 from llmsizing.catalog import DATA_DIR
 from llmsizing.serve import RANGE_HIGH, RANGE_LOW, serving
-from llmsizing.serve_chapter import ChapterText, _holds, engine_versions, kv_room_queue, stated
+from llmsizing.serve_chapter import (ChapterText, _holds, cost_ranking, engine_versions, expert_parallel,
+                                     kv_room_queue, stated)
 from llmsizing.serve_chapter_check import published_check
 
 
@@ -123,3 +124,32 @@ def test_a_broken_claim_names_itself():
     _holds(True, "anything")
     with pytest.raises(AssertionError, match="chapter 15 says two waves"):
         _holds(False, "two waves")
+
+
+def test_expert_parallel_from_the_report_and_the_day6_page():
+    """DeepSeek-V3: 61 layers, the first 3 dense, so 58 MoE layers; 8 expert groups, a token's experts in 4
+    (config n_group, topk_group); the report's decoding unit, 320 GPUs, is 40 nodes of 8. The Day-6 figures
+    come from data/deepseek_serving.csv's two rows as the page states them (73.7k and 14.8k a node, 56.3% of
+    input tokens from the cache, 4,989 tokens of KV per output token, 32 redundant experts, 21 tokens/s)."""
+    v = expert_parallel().values
+    assert (v["layers"], v["groups"], v["dec_nodes"]) == ("58", "4 of its 8", "40")
+    d6 = {r["phase"]: r for r in _rows("deepseek_serving.csv")}
+    assert (v["d6_prefill_pub"], v["d6_decode_pub"]) == ("73.7K", "14.8K")
+    assert (v["d6_prefill_nodes"], v["d6_decode_nodes"]) == (d6["prefill"]["nodes_per_unit"], "18")
+    assert (v["d6_hit"], v["d6_ctx"], v["d6_redundant"], v["d6_user_tps"]) == ("56.3%", "4,989", "32", "21")
+    assert float(v["a2a_lo"]) <= float(v["a2a_hi"]) < 1
+
+
+def test_cost_ranking_never_ranks_an_estimate():
+    """The hatched GPUs are exactly those the price table marks as estimates (and that the chart can price);
+    none of them is named cheapest or dearest."""
+    estimates = {r["name"] for r in _rows("gpu_prices.csv") if r["price_kind"] == "estimate"}
+    v = cost_ranking().values
+    named = re.search(r"\(([^)]*)\) are priced at estimates", v["estimates"])
+    assert named, v["estimates"]
+    hatched = set(named.group(1).split(", "))
+    assert hatched and hatched <= estimates
+    assert v["cheapest"].split(" (")[0] not in estimates and v["dearest"] not in estimates
+    cheapest = float(v["cheapest_cost"].split()[0].strip("$"))
+    assert cheapest < float(v["h100"].split()[0].strip("$"))
+    assert all(v[f"rho_{k}"].startswith("\u2212") for k in ("batch", "memory"))     # costs fall as they grow

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from .catalog import DATA_DIR, get_gpu
 from .serve import serving, serving_ends
 
-__all__ = ["ChapterText", "stated", "fleet_cost", "on_this_fleet", "engine_versions", "kv_room_queue"]
+__all__ = ["ChapterText", "stated", "fleet_cost", "on_this_fleet", "engine_versions", "kv_room_queue",
+           "expert_parallel", "cost_ranking"]
 
 
 @dataclass(frozen=True)
@@ -265,3 +266,146 @@ def kv_room_queue() -> ChapterText:
         "long prompts churn more than their waves take",
     )
     return ChapterText(v, "\n".join(out))
+
+
+def expert_parallel() -> ChapterText:
+    """Chapter 15's expert parallelism: the model's all-to-all against DeepEP's published kernel latencies
+    (``data/deepep_all_to_all.csv``), DeepSeek-V3's prefilling (EP32) and decoding (EP320) units of its report
+    (Sec. 3.4) on H800s, its group-limited routing, and the Day-6 service's layout
+    (``data/deepseek_serving.csv``). Value names follow the chapter's ``ch15_ds_``."""
+    from .all_to_all import route_max_nodes
+    from .catalog import get_model
+    from .serve import all_to_all_s
+
+    v, out = {}, []
+    with open(DATA_DIR / "deepep_all_to_all.csv", newline="") as f:
+        deepep = list(csv.DictReader(f))
+    out.append("  op        EP  DeepEP us  model us  model / DeepEP")
+    ratios, node = [], []
+    for r in deepep:
+        ep = int(r["ep"])
+        msg = (int(r["tokens_per_gpu"]) * int(r["experts_per_token"]) * int(r["hidden"])
+               * int(r["bytes_per_number"]))
+        model_us = all_to_all_s(msg, ep, r["gpu"]) * 1e6
+        ratio = model_us / float(r["latency_us"])
+        (ratios if ep > 8 else node).append(ratio)
+        out.append(f"  {r['op']:8s} {ep:4d}  {float(r['latency_us']):9.0f}  {model_us:8.0f}  {ratio:14.2f}")
+    v["a2a_lo"], v["a2a_hi"] = f"{min(ratios):.2f}", f"{max(ratios):.2f}"
+    _holds(max(ratios) < 1 and node and max(node) < min(ratios),
+           "across nodes the model is a little faster than DeepEP, inside one node (EP 8) far faster")
+    ds = get_model("deepseek-v3")
+    kw = dict(weights="fp8", prompt=1024, output=1024)
+    pre = serving(ds, "H800", tp=4, ep=32, batch=8, **kw)
+    dec = serving(ds, "H800", tp=4, ep=320, batch=320 * 64, **kw)
+    dec16 = serving(ds, "H800", tp=4, ep=320, batch=320 * 16, **kw)
+    for name, s in (("prefill unit, EP32", pre), ("decode unit, EP320, 16 seq/GPU", dec16),
+                    ("decode unit, EP320, 64 seq/GPU", dec)):
+        out.append(f"{name}: {s.gpus} GPUs, {s.weights_bytes_per_gpu / 1e9:.1f} GB of fp8 weights per GPU, "
+                   "room "
+                   f"for {s.kv_batch:,} sequences; decode step {s.decode_step_s * 1e3:.1f} ms (memory "
+                   f"{s.decode_memory_s * 1e3:.1f}, compute {s.decode_compute_s * 1e3:.1f}, communication "
+                   f"{s.decode_comm_s * 1e3:.1f}; one all-to-all {s.all_to_all_s * 1e6:.0f} us); TTFT "
+                   f"{s.ttft_s * 1e3:.0f} ms")
+    v["w32"] = f"{pre.weights_bytes_per_gpu / 1e9:.1f} GB"
+    v["w320"] = f"{dec.weights_bytes_per_gpu / 1e9:.1f} GB"
+    v["ttft"] = stated(pre, "ttft_s", ".0f", 1e3, suffix=" ms")
+    v["step16"] = stated(dec16, "decode_step_s", ".1f", 1e3, suffix=" ms")
+    v["step64"] = stated(dec, "decode_step_s", ".1f", 1e3, suffix=" ms")
+    v["comm64"] = f"{dec.decode_comm_s / dec.decode_step_s:.0%}"
+    v["a2a64"] = f"{dec.all_to_all_s * 1e6:.0f} µs"
+    # the decode's tokens per second per GPU, batch / step / GPUs, at the step and at both ends of its range
+    steps = serving_ends(dec, ("decode_step_s",))
+    ends = (f"{dec.batch / steps[f'decode_step_s_{x}'] / dec.gpus:,.0f}" for x in ("high", "low"))
+    v["tps64"] = f"{dec.batch / dec.decode_step_s / dec.gpus:,.0f} (" + "-".join(ends) + ")"
+    v["layers"] = f"{ds.n_moe_layers}"
+    # group-limited routing (config: n_group, topk_group): the most nodes a token reaches on the decode unit
+    v["groups"] = f"{ds.expert_groups_per_token} of its {ds.expert_groups}"
+    v["dec_nodes"] = f"{dec.gpus // 8}"
+    route, k = route_max_nodes(ds, 320, 8), ds.experts_per_token   # nodes its groups span; its experts
+    route256 = route_max_nodes(ds, ds.experts, 8)    # the report's placement: one routed expert a GPU
+    v["route"] = (f"a token's groups span {route} nodes as the model spreads the experts over all {dec.gpus} "
+                  f"GPUs ({route256} with one expert on each of {ds.experts}), more than its {k} experts "
+                  "either way, so the limit no longer binds" if min(route, route256) >= k
+                  else f"a token's {k} experts reach at most {route} nodes")
+    with open(DATA_DIR / "deepseek_serving.csv", newline="") as f:     # DeepSeek's Day-6 page, a row a unit
+        d6 = {r["phase"]: r for r in csv.DictReader(f)}
+    v["d6_user_tps"] = f"{float(d6['decode']['tokens_per_s_per_user']):g}"   # the decode unit's step target
+    for ph in ("prefill", "decode"):
+        v[f"d6_{ph}_pub"] = f"{float(d6[ph]['value']) / 1e3:.1f}K"
+        v[f"d6_{ph}_nodes"] = f"{d6[ph]['nodes_per_unit']}"
+        v[f"d6_{ph}_ep"] = f"{d6[ph]['ep']}"
+    v["d6_redundant"] = f"{d6['decode']['redundant_experts']}"
+    v["d6_hit"] = f"{float(d6['prefill']['prefix_hit']):.1%}"
+    v["d6_ctx"] = f"{int(d6['decode']['context']):,}"
+    return ChapterText(v, "\n".join(out))
+
+
+def cost_ranking() -> ChapterText:
+    """Chapter 15's cost per million output tokens across GPU types for Llama-3-70B in bf16 (1,024 + 256
+    tokens, ITL <= 50 ms, TTFT <= 1 s; ``serve.serving_cost_by_gpu``): the cheapest and dearest GPU at a price
+    that is not an estimate (estimates are drawn but never ranked, issue 38), the H100, the span, and the rank
+    correlations that say what orders the bars. Value names follow the chapter's ``ch15_cost_``."""
+    import numpy as np
+    import pandas as pd
+
+    from . import hardware
+    from .serve import RANGE_HIGH, RANGE_LOW, serving_cost_by_gpu
+
+    v = {}
+    costs = serving_cost_by_gpu("llama-3-70b", prompt=1024, output=256, itl_s=0.05, ttft_s=1.0)
+    col = "usd_per_million_output_tokens"
+    ok = costs.dropna(subset=[col]).sort_values(col)
+    est = ok[ok["price_kind"] == "estimate"]
+    ok = ok[ok["price_kind"] != "estimate"]
+    first = "; at its estimated price the {} would have come first"
+    lower = len(est) and est.iloc[0][col] < ok.iloc[0][col]
+    v["estimates"] = (f" The {len(est)} hatched GPUs ({', '.join(est.index)}) are priced at estimates, so "
+                      "they are left out of that ranking" + (first.format(est.index[0]) if lower else "")
+                      + "." if len(est) else " No GPU in the chart is priced at an estimate.")
+    reported = ok.iloc[0]["price_kind"] == "reported"
+    v["cheapest"] = ok.index[0] + (" (a price a survey reported)" if reported else "")
+
+    def usd_range(r):
+        return f"${r[col]:.2f} (${r[col + '_low']:.2f}-${r[col + '_high']:.2f})"
+
+    v["cheapest_cost"] = usd_range(ok.iloc[0])
+    v["cheapest_as_of"] = ok.iloc[0]["price_as_of"]
+    v["dearest"] = ok.index[-1]
+    span = ok[col].max() / ok[col].min()
+    _holds(span > 100, "the costs span over two orders of magnitude, hence the log axis")
+    v["span"] = f"{span:,.0f}"
+    note = ok.iloc[-1]["note"]
+    # one value for the cost and its note: an {eval} role must never render empty (Voila shows each)
+    v["dearest_cost"] = usd_range(ok.iloc[-1]) + (
+        f", a figure the chart replaces by its note ({note.replace(' (', ': ').rstrip(')')})" if note else "")
+    v["h100"] = usd_range(costs.loc["H100 SXM"])
+    v["h100_itl_slow"] = f"{costs.loc['H100 SXM', 'itl_s_high'] * 1e3:.0f} ms"
+    _holds(costs.loc["H100 SXM", "itl_s_high"] > 0.05, "at the slow end the H100's ITL is over the target")
+    _holds(np.allclose(ok[col + "_high"] / ok[col + "_low"], RANGE_HIGH / RANGE_LOW),
+           "every cost's range is the stated speed's, no range of its own")
+    with open(DATA_DIR / "serving_published.csv", newline="") as f:
+        unseen = ok.index[0] not in {r["gpu"] for r in csv.DictReader(f)}
+    v["cheapest_unseen"] = (
+        f" No published row of this chapter's table is on the {ok.index[0]}: its figure applies bandwidth "
+        "and compute shares fitted on other GPUs, and its engine's kernels may reach more or less of them."
+        if unseen
+        else f" The chapter's published table has rows on the {ok.index[0]}.")
+    # rank correlations (Spearman) of the ranked GPUs' cost with their batch, memory, and bandwidth and peak
+    # FLOP/s per dollar (the prose: the batch, not a spec per dollar)
+    gpus = [get_gpu(g) for g in ok.index]
+    drivers = pd.DataFrame({"batch": ok["batch"].to_numpy(), "memory": [g.memory_mib for g in gpus],
+                            "bw_per_usd": [g.memory_bandwidth_gbps / g.price_usd_per_gpu_hour
+                                           for g in gpus],
+                            "flops_per_usd": [hardware.dense_tflops(g, "bf16") / g.price_usd_per_gpu_hour
+                                              for g in gpus],
+                            "cost": ok[col].to_numpy()})
+    rho = drivers.corr(method="spearman")["cost"]
+    for key in ("batch", "memory", "bw_per_usd", "flops_per_usd"):
+        v[f"rho_{key}"] = f"{rho[key]:.2f}".replace("-", "\u2212")
+    _holds(min(-rho["batch"], -rho["memory"]) > 0.8 > 0.5 > max(-rho["bw_per_usd"], -rho["flops_per_usd"]),
+           "the batch and the memory order the costs, not a spec per dollar")
+    few = ok[ok["batch"] <= 3]            # the GPUs whose memory the weights nearly fill: all at tp=8
+    _holds(len(few) >= 2 and (few["tp"] == 8).all(), "the GPUs the weights nearly fill run at tp=8")
+    v["few_gpus"] = ", ".join(few.index[:-1]) + " and " + few.index[-1]
+    v["few_batch"] = f"{few['batch'].min():.0f} or {few['batch'].max():.0f}"
+    return ChapterText(v, f"cheapest {ok.index[0]}, dearest {ok.index[-1]}")
