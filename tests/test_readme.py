@@ -11,6 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+CHANGES = (ROOT / "CHANGES.md").read_text()   # the API changes, moved out of README.md by issue
 
 
 def _contract_lines():
@@ -107,32 +108,34 @@ def _rows(name):
         return list(csv.DictReader(fh))
 
 
-def test_the_readme_counts_published_runs_and_gpus_as_data_holds_them():
+def test_the_changes_count_published_runs_and_gpus_as_data_holds_them():
     """"data/published_runs.csv: N runs, F fitted and H held out" (the ``calibration`` column, yes / no) and
-    "GPUs: N in the catalogue" (rows of data/gpus.csv)."""
+    "GPUs: N in the catalogue" (rows of data/gpus.csv), in CHANGES.md's issue-21 entry (in README.md before
+    the API changes moved out of it)."""
     runs = _rows("published_runs.csv")
-    m = re.search(r"`data/published_runs\.csv`: (\d+) runs, (\d+) fitted\s+and (\d+) held out", README)
+    m = re.search(r"`data/published_runs\.csv`: (\d+) runs, (\d+) fitted\s+and (\d+) held out", CHANGES)
     assert m
     fitted = sum(r["calibration"] == "yes" for r in runs)
     assert tuple(map(int, m.groups())) == (len(runs), fitted, len(runs) - fitted)
-    m = re.search(r"\*\*GPUs\*\*: (\d+) in the catalogue", README)
+    m = re.search(r"\*\*GPUs\*\*: (\d+) in the catalogue", CHANGES)
     assert m and int(m.group(1)) == len(_rows("gpus.csv"))
 
 
-def test_the_readme_fine_tuning_range_is_the_one_in_intervals_csv():
+def test_the_changes_fine_tuning_range_is_the_one_in_intervals_csv():
     """The fine-tuning paragraph's "against 81.4% and 2.36x" (79.7% before ft43) is data/intervals.csv's
-    fine-tuning row."""
+    fine-tuning row (CHANGES.md, issue 22)."""
     row = next(r for r in _rows("intervals.csv") if r["area"] == "fine-tuning" and r["group"] == "all")
     stated = f"against {100 * float(row['measured_coverage']):.1f}% and {float(row['median_width']):.2f}x"
-    assert stated in " ".join(README.split())
+    assert stated in " ".join(CHANGES.split())
 
 
-def test_the_readme_fine_tuning_ranges_per_base_are_the_ones_stored():
+def test_the_changes_fine_tuning_ranges_per_base_are_the_ones_stored():
     """Session 43: the paragraph's "83.9% held at a median 2.26x wide (QLoRA 83.1% at 2.17x, stated 0.71-1.44;
-    LoRA ..." is data/intervals.csv's fine-tuning-base rows and data/finetune_model.csv's ranges."""
+    LoRA ..." is data/intervals.csv's fine-tuning-base rows and data/finetune_model.csv's ranges (CHANGES.md,
+    issue 22)."""
     iv = {r["group"]: r for r in _rows("intervals.csv") if r["area"] == "fine-tuning-base"}
     fit = {r["constant"]: float(r["value"]) for r in _rows("finetune_model.csv")}
-    text = " ".join(README.split())
+    text = " ".join(CHANGES.split())
     a = iv["all"]
     held_all = round(float(a["measured_coverage"]) * int(a["n_rows"]))     # 98 of 118: 83.05%, printed 83.1%
     assert (f"{100 * held_all / int(a['n_rows']):.1f}% held at a median "
@@ -177,7 +180,7 @@ def test_the_readme_command_line_examples_use_flags_the_cli_has():
 
     ap = cli.parser()
     subs = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction)).choices
-    block = README[README.index("## The command line"):README.index("## Serving and fine-tuning")]
+    block = README[README.index("## The command line"):README.index("## Tests")]
     examples = re.findall(r"^llmsizing (\S+)(.*)$", block, re.M)
     assert len(examples) >= 10
     for sub, rest in examples:
