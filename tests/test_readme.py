@@ -190,6 +190,42 @@ def test_the_readme_command_line_examples_use_flags_the_cli_has():
         assert sorted(set(flags) - known) == [], (sub, rest)
 
 
+def _outside_code(text):
+    """The text with fenced blocks and inline code spans blanked (links shown as examples are not links)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+@pytest.mark.parametrize("name", ["README.md", "CHANGES.md"])
+def test_the_readme_and_changes_name_only_files_that_exist(name):
+    """Each relative link and each backticked repository path (``tools/...``, ``data/*.csv``, globs allowed)
+    of README.md and CHANGES.md names a file of the repository; README links to CHANGES.md, which holds the
+    API changes that moved out of it (session 45)."""
+    text = (ROOT / name).read_text()
+    links = [t for t in re.findall(r"\]\(([^)\s]+)\)", _outside_code(text)) if not re.match(r"[a-z]+:", t)]
+    for target in links:
+        assert (ROOT / target.split("#")[0]).exists(), (name, target)
+    top = r"(?:book|src|tests|tools|data|benchmarks|_assets|\.ci)"
+    paths = set(re.findall(rf"`({top}/[A-Za-z0-9_./*-]+)`", text))
+    assert len(paths) >= 30, "the pattern no longer reads the file's paths"
+    assert sorted(p for p in paths if not list(ROOT.glob(p.rstrip("/")))) == [], name
+    if name == "README.md":
+        assert "CHANGES.md" in links
+
+
+# a helper's name is letters and the session number ("churn35", "review24c"); the unit-like words are not
+_HELPER = re.compile(r"\b(?!(?:bf|fp|acc|int|x|p|sm|gfx|h|a|b|mi|tp|pp|dp|cp|ep)\d)[a-z]+\d{2}[a-z]?\b")
+
+
+@pytest.mark.parametrize("name", ["README.md", "CHANGES.md"])
+def test_the_readme_and_changes_name_no_session_or_helper(name):
+    """A reader cannot look up "session 35, churn35": the text says the issue, or the date where a "before"
+    matters. On main before session 45 README.md named sessions 19 times and helpers 28 times ("moeapi42")."""
+    text = (ROOT / name).read_text()
+    found = re.findall(r"\b[Ss]essions? \d+", text) + _HELPER.findall(text)
+    assert found == [], (name, found)
+
+
 BENCH = ROOT / "benchmarks"
 
 
