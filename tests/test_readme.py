@@ -95,11 +95,12 @@ def test_the_readme_names_the_books_parts_as_the_toc_does():
     assert 'caption: "Appendix"' in (ROOT / "_toc.yml").read_text() and "appendix" in README[:3000].lower()
 
 
-def test_every_make_command_in_the_readme_is_a_makefile_target():
+@pytest.mark.parametrize("text", [README, CHANGES], ids=["README.md", "CHANGES.md"])
+def test_every_make_command_in_the_readme_is_a_makefile_target(text):
     targets = set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(), flags=re.M))
-    used = set(re.findall(r"`(?:[A-Z_]+=\S+ )*make ([a-z][a-z-]*)", README))
-    used |= set(re.findall(r"^make ([a-z][a-z-]*)", README, flags=re.M))
-    assert used, "no make command found: the pattern no longer reads the README"
+    used = set(re.findall(r"`(?:[A-Z_]+=\S+ )*make ([a-z][a-z-]*)", text))
+    used |= set(re.findall(r"^make ([a-z][a-z-]*)", text, flags=re.M))
+    assert used, "no make command found: the pattern no longer reads the file"
     assert sorted(used - targets) == []
 
 
