@@ -3,9 +3,9 @@
 The chapter's notebook calls :func:`chapter_values` on :func:`~llmsizing.audit.audit_table` and glues each
 entry by its name (``ch14_*``). Two kinds of number appear side by side:
 
-* **the seed's own figure**, a quotation, always read from ``data/seed_claims.csv`` (:func:`said`, the names
-  ``ch14_said_*`` of :data:`SEED_QUOTES`) and never typed into the prose, so that a test ties each quotation to
-  its data row and the row to the seed's line;
+* **the seed's own figure**, a quotation, always read from ``data/seed_claims.csv`` (:func:`said`, the
+  names ``ch14_said_*`` of :data:`SEED_QUOTES`) and never typed into the prose, so that a test ties each
+  quotation to its data row and the row to the seed's line;
 * **the library's number** beside it: the central estimate (``library_central``) and, where the audit judges
   the claim at another point of the band (the chapter's one "most favourable reading" rule), that point
   (``library``).
@@ -41,7 +41,8 @@ SEED_QUOTES = {
     "mem70": ("000-mem-llama2-70b-b1", "GB", ""), "tps_h100": ("000-tps-h100", "", ""),
     "tps_a100": ("000-tps-a100", "", ""), "tps_a10": ("000-tps-a10", "", ""),
     "70_64_days": ("000-cost-llama2-70b-64-days", "", ""), "opt1_days": ("000-opt1-days", "", ""),
-    "m7_1_days": ("000-cost-mistral7b-1-days", "", ""), "m7_1_tps": ("000-cost-mistral7b-1-tps", "", ""), "70_64_usd": ("000-cost-llama2-70b-64-usd", "USD", ""),
+    "m7_1_days": ("000-cost-mistral7b-1-days", "", ""), "m7_1_tps": ("000-cost-mistral7b-1-tps", "", ""),
+    "70_64_usd": ("000-cost-llama2-70b-64-usd", "USD", ""),
     "opt3_usd": ("000-opt3-cost", "USD", ""), "tp_mem": ("000-tp-70b-mem", "GB", ""),
     "pp_mem": ("000-pp-405b-mem", "GB", ""), "opt_10b": ("002-10b-optimizer", "GB", ""),
     "10b_act": ("002-10b-activations", "GB", ""), "10b_total": ("002-10b-total", "GB", ""),
@@ -88,8 +89,10 @@ def said(table, claim_id: str, unit: str = "", style: str = "") -> str:
 
 
 def seed_quotes(table) -> dict[str, str]:
-    """Every ``ch14_said_<name>`` of :data:`SEED_QUOTES`: the seed figures the chapter quotes, from the data."""
-    return {f"ch14_said_{name}": said(table, c, unit, style) for name, (c, unit, style) in SEED_QUOTES.items()}
+    """Every ``ch14_said_<name>`` of :data:`SEED_QUOTES`: the seed figures the chapter quotes, from the
+    data."""
+    return {f"ch14_said_{name}": said(table, c, unit, style)
+            for name, (c, unit, style) in SEED_QUOTES.items()}
 
 
 class _Rows:
@@ -140,7 +143,7 @@ def _bytes_and_rates(r: _Rows) -> dict[str, str]:
     _holds(all(u < m70.mfu < 1.5 * u for u in small), "the MFU rises a little with the model's size")
     g["ch14_mfu70"] = f"{m70.mfu:.0%}"
     g["ch14_mfu70_band"] = f"{m70.low:.0%} to {m70.high:.0%}"
-    m70s = mfu_estimate("llama-2-70b", gpu="H100 SXM", seq=min(SEQS))      # the band the H100 row is judged in
+    m70s = mfu_estimate("llama-2-70b", gpu="H100 SXM", seq=min(SEQS))   # the band the H100 row is judged in
     _holds(row.loc["000-tps-h100", "reading"].startswith(
         f"calibrated MFU {m70s.mfu:.0%} (band {m70s.low:.0%} to {m70s.high:.0%})"), "the H100 row's band")
     g["ch14_mfu70_top_short"] = f"{m70s.high:.0%}"
@@ -151,7 +154,7 @@ def _bytes_and_rates(r: _Rows) -> dict[str, str]:
         g[f"ch14_tps_{gpu}_hi"] = r.lib(f"000-tps-{gpu}")
         g[f"ch14_tps_{gpu}_c"] = r.central(f"000-tps-{gpu}")
         g[f"ch14_tps_{gpu}_x"] = f"{row.loc[f'000-tps-{gpu}', 'ratio']:.1f}"
-    # the A100's band for Llama 2 70B, where the A100 rows are judged: the calibrated range, and the runs behind it
+    # the A100's band for Llama 2 70B, where the A100 rows are judged (the calibrated range)
     a70 = mfu_estimate("llama-2-70b", gpu="A100 80GB", seq=min(SEQS))
     _holds(row.loc["000-tps-a100", "reading"].startswith(
         f"calibrated MFU {a70.mfu:.0%} (band {a70.low:.0%} to {a70.high:.0%})"), "the A100 row's band")
@@ -171,7 +174,8 @@ def _bytes_and_rates(r: _Rows) -> dict[str, str]:
     g["ch14_mpt70_hfu"] = f"{mpt_t.hfu:.0%}"
     g["ch14_mpt70_vs_top"] = ("about at the band's top" if abs(mpt_t.hfu - a70.high) < 0.03 else
                               "above the band's top, among the runs an 80% band leaves out"
-                              if mpt_t.hfu > a70.high else f"below the band's top ({a70.high:.0%}), inside the band")
+                              if mpt_t.hfu > a70.high else
+                              f"below the band's top ({a70.high:.0%}), inside the band")
     g["ch14_tps_a10_7b"] = r.central("000-tps-a10")
     a10 = row.loc["000-tps-a10"]                    # the seed's 1,200 against the central estimate
     _holds(a10["verdict"] == "holds", "the A10's rate holds at a point of the band")
@@ -182,8 +186,8 @@ def _bytes_and_rates(r: _Rows) -> dict[str, str]:
     g["ch14_a10_same"] = ((" (by coincidence the same figure as the H100's central estimate for Llama 2 70B"
                            if r.central("000-tps-a10") == r.central("000-tps-h100") else
                            f" (an H100 gets {r.central('000-tps-h100')} for Llama 2 70B at its central MFU")
-                          + f", with {peak_x:.1f} times the A10's peak: a rate per card means little without its "
-                            "model)")
+                          + f", with {peak_x:.1f} times the A10's peak: a rate per card means little "
+                            "without its model)")
     return g
 
 
@@ -198,20 +202,24 @@ def _times_and_costs(r: _Rows) -> dict[str, str]:
     run = training_time("mistral-7b", tokens=1e11, gpu="H100 SXM", n_gpus=1, seq=SEQ)
     extra = offload_exposed_days("mistral-7b", 1e11, "H100 SXM", 1)
     _holds(OFFLOAD_COUNTED in row.loc[m7, "reading"], "Mistral 7B's one-H100 days are judged counted")
-    _holds(abs(row.loc[m7, "library"] / (run.days_high + extra) - 1) < 1e-9, "the slow end plus the host's time")
+    _holds(abs(row.loc[m7, "library"] / (run.days_high + extra) - 1) < 1e-9,
+           "the slow end plus the host's time")
     g["ch14_m7_1_hidden"] = fmt(run.days_high)
     hidden_v = verdict(row.loc[m7, "claimed_low"], run.days_high)
     g["ch14_m7_1_hidden_v"] = "would hold too" if hidden_v == "holds" else f"would be {hidden_v}"
     g["ch14_m7_1_v"] = _verb(r.number(m7))
     g["ch14_m7_4_v"] = _verb(r.number("000-cost-mistral7b-4-days"))
-    _holds(all(r.number(f"000-cost-llama2-13b-{n}-days") == "holds" for n in (1, 4, 8)), "Llama 2 13B's three hold")
+    _holds(all(r.number(f"000-cost-llama2-13b-{n}-days") == "holds" for n in (1, 4, 8)),
+           "Llama 2 13B's three hold")
     m7s = [r.number(f"000-cost-mistral7b-{n}-days") for n in (1, 2, 4)]
     _holds(all(v == "holds" or v.endswith("(too high)") for v in m7s) and any(v != "holds" for v in m7s),
            "Mistral 7B's rows are long, none too short")
     _holds(all(row.loc[c, "reading"].endswith(f"; {min(SEQS):,} tokens") for c in
-               ("000-tps-h100", "000-cost-llama2-70b-64-days", "002-rule-batch32", "002-10b-layer-activations",
-                "002-10b-activations", "002-10b-total", "000-grad-accum")), "these rows are judged at 2,048 tokens")
-    g["ch14_m7_own_days"] = f"{seed_days_at_throughput(1e11, row.loc['000-cost-mistral7b-1-tps', 'claimed_low']):.0f}"
+               ("000-tps-h100", "000-cost-llama2-70b-64-days", "002-rule-batch32",
+                "002-10b-layer-activations", "002-10b-activations", "002-10b-total", "000-grad-accum")),
+           "these rows are judged at 2,048 tokens")
+    own_tps = row.loc["000-cost-mistral7b-1-tps", "claimed_low"]         # the cost table's own throughput
+    g["ch14_m7_own_days"] = f"{seed_days_at_throughput(1e11, own_tps):.0f}"
     tps70 = sorted(float(r.ratio_x(f"000-cost-llama2-70b-{n}-tps")) for n in (8, 16, 32, 64))
     g["ch14_tps70_x"] = f"{tps70[0]:.1f} to {tps70[-1]:.1f}"
     # costs
@@ -220,7 +228,7 @@ def _times_and_costs(r: _Rows) -> dict[str, str]:
     g["ch14_opt3_cost_c"] = f"{r.central('000-opt3-cost')} USD"
     g["ch14_8x50_usd"] = f"{seed_gpu_days_usd(8, 50, 'H100 SXM'):,.0f} USD"
     _holds(seed_gpu_days_usd(8, 50) == seed_gpu_days_usd(1, 400), "the same 400 GPU-days")
-    # the seed's example run (Mistral 7B, 100B tokens) on 8 H100s over 1, each at its central MFU (review24a H1)
+    # the seed's example run (Mistral 7B, 100B tokens) on 8 H100s over 1, each at its central MFU (review24a)
     t8, t1 = (training_time("mistral-7b", tokens=1e11, gpu="H100 SXM", n_gpus=n, seq=SEQ) for n in (8, 1))
     g["ch14_8x50_hidden"] = f"{t8.cost_usd / t1.cost_usd:.2f}"        # the host's time hidden
     _holds(OFFLOAD_COUNTED in row.loc["000-faq-8x50-cheaper", "reading"], "the 8x50 ratio is judged counted")
@@ -285,7 +293,8 @@ def _techniques(r: _Rows) -> dict[str, str]:
     tech = {"000-grad-accum": True, "000-grad-accum-savings": True, "000-mixed-precision-2x": True,
             "000-checkpointing-slowdown": True, "000-grad-accum-batch": False, "000-checkpointing": False}
     _holds(set(table.loc[table["id"].str.startswith("000-") & table["claim"].str.contains(
-        "accumulat|checkpointing|Mixed precision", case=False), "id"]) == set(tech), "seed 000's six techniques")
+        "accumulat|checkpointing|Mixed precision", case=False), "id"]) == set(tech),
+           "seed 000's six techniques")
     _holds(all((r.v(c) == "holds") == held for c, held in tech.items()), "which techniques hold")
     g["ch14_tech_n"] = f"{len(tech)}"
     g["ch14_tech_held"] = f"{sum(tech.values())}"
@@ -324,18 +333,20 @@ def _finetune_and_hardware(r: _Rows) -> dict[str, str]:
     g["ch14_ft_usd"] = f"{r.lib('000-faq-finetune-usd')} USD"
     g["ch14_ft_usd_c"] = f"{r.central('000-faq-finetune-usd')} USD"
     g["ch14_ft_num"] = _verb(r.number(ft))
-    # the same run with the host's time hidden (the delayed parameter update, Ren et al. 2021): the band's slow end
+    # the same run with the host's time hidden (the delayed parameter update, Ren et al. 2021): the slow end
     run = training_time("mistral-7b", tokens=1e9, gpu="H100 SXM", n_gpus=1, seq=SEQ)
     extra = offload_exposed_days("mistral-7b", 1e9, "H100 SXM", 1)
     _holds(OFFLOAD_COUNTED in row.loc[ft, "reading"], "the fine-tuning days are judged counted")
-    _holds(abs(row.loc[ft, "library"] / (run.days_high + extra) - 1) < 1e-9, "the slow end plus the host's time")
+    _holds(abs(row.loc[ft, "library"] / (run.days_high + extra) - 1) < 1e-9,
+           "the slow end plus the host's time")
     g["ch14_ft_hidden"] = fmt(run.days_high)
     g["ch14_ft_hidden_num"] = verdict(row.loc[ft, "claimed_low"], run.days_high)
     g["ch14_ft_extra"] = fmt(extra)            # days, as the run's own
     g["ch14_ft_v"] = row.loc[ft, "verdict_kind"]
     ways = readings(ft).set_index("reading")
     lora = ways[ways.index.str.startswith("LoRA")].iloc[0]
-    _holds(lora["verdict_kind"] == "off" and lora["verdict"].endswith("(too high)"), "as LoRA the 3 days are long")
+    _holds(lora["verdict_kind"] == "off" and lora["verdict"].endswith("(too high)"),
+           "as LoRA the 3 days are long")
     g["ch14_ft_lora"] = lora["verdict"]                 # with its factor, not only its kind
     g["ch14_ft_lora_days"] = fmt(lora["library"])
     g["ch14_fit70q"] = f"{r.lib('000-fit-h100-llama2-70b-techniques')} GB"
@@ -372,7 +383,8 @@ def _fp8(r: _Rows) -> dict[str, str]:
     g["ch14_fp8_claim"] = f"{row.loc[fp8, 'claimed_low']:g}"    # the data's reading
     h100 = get_gpu("H100 SXM")
     g["ch14_fp8_peak_x"] = f"{h100.fp8_dense_tflops / h100.bf16_dense_tflops:.1f}"
-    _holds(row.loc[fp8, "bound"] == "above" and row.loc[fp8, "claimed_low"] == 1, "FP8's speed is a direction")
+    _holds(row.loc[fp8, "bound"] == "above" and row.loc[fp8, "claimed_low"] == 1,
+           "FP8's speed is a direction")
     _holds(1 < row.loc[fp8, "library"] and r.v(fp8) == "holds", "FP8 is faster")
     # a reading the audit does not take: "significantly" as at least 1.5x
     g["ch14_fp8_at15"] = verdict(1.5, row.loc[fp8, "library"], bound="at least")
@@ -391,7 +403,8 @@ def _fp8(r: _Rows) -> dict[str, str]:
     held, of = map(int, re.search(r"held (\d+) of (\d+) FP8 runs", l40s.range_note).groups())
     _holds(l40s.range_note.startswith("no calibrated range applies"), "the L40S's FP8 MFU is a stand-in")
     h100_fp8 = mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=SEQ, precision="fp8-mixed")
-    _holds((l40s.mfu, l40s.low, l40s.high) == (h100_fp8.mfu, h100_fp8.low, h100_fp8.high), "borrowed from Hopper")
+    _holds((l40s.mfu, l40s.low, l40s.high) == (h100_fp8.mfu, h100_fp8.low, h100_fp8.high),
+           "borrowed from Hopper")
     g["ch14_fp8_held"] = f"{held} of {of}"
     vram = row.loc["004-fp8-less-vram"]
     g["ch14_fp8_vram_x"] = f"{vram['library']:.2f}"
@@ -399,7 +412,8 @@ def _fp8(r: _Rows) -> dict[str, str]:
     g["ch14_fp8_vram_reading"] = vram["reading"]
     g["ch14_fp8_vram_central"] = f"{vram['library_central']:.2f}"
     central_v = verdict(1, vram["library_central"], bound="above")   # a direction claim
-    _holds(vram["library_central"] < 1 and central_v.startswith("off"), "at the central reading FP8 costs memory")
+    _holds(vram["library_central"] < 1 and central_v.startswith("off"),
+           "at the central reading FP8 costs memory")
     g["ch14_fp8_vram_central_v"] = central_v
     _holds(vram["bound"] == "above" and vram["claimed"] == 1, "FP8's memory is a direction")
     _holds(verdict(1, 1 / BAND + 0.01, bound="above").startswith("off"), "the band does not reach below 1")
