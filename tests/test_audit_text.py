@@ -55,7 +55,7 @@ def test_every_quote_is_the_seed_figure_worked_by_hand(table):
     assert set(BY_HAND) == set(SEED_QUOTES), "a quote added or dropped: read its figure off the seed"
     got = seed_quotes(table)
     for name, (text, _) in BY_HAND.items():
-        assert got[f"ch14_said_{name}"] == text, name
+        assert got[f"said_{name}"] == text, name
 
 
 @pytest.mark.skipif(not SEED_DIR.is_dir(), reason="the seed articles are not on this machine")
@@ -112,10 +112,10 @@ def test_the_fine_tuning_dollars_are_its_days_at_the_seeds_price(table):
     # by hand: the seed's $64 a day is 2.69 USD an hour x 24; the row's days x 64.56 USD, rounded to 3 figures
     row = table.set_index("id")
     values = chapter_values(table)
-    for col, name in (("library_central", "ch14_ft_usd_c"), ("library", "ch14_ft_usd")):
+    for col, name in (("library_central", "ft_usd_c"), ("library", "ft_usd")):
         usd = row.loc["000-faq-finetune-days", col] * 24 * 2.69
         assert values[name] == f"{float(f'{usd:.3g}'):,.0f} USD", (name, usd)
-    assert values["ch14_said_ft_usd"] == "192 USD" and 3 * 64 == 192        # the seed's own product
+    assert values["said_ft_usd"] == "192 USD" and 3 * 64 == 192        # the seed's own product
 
 
 def test_said_styles_and_bad_input(table):
@@ -137,6 +137,27 @@ def test_a_statement_the_audit_no_longer_supports_raises(table):
     with pytest.raises(ProseMismatch, match="techniques"):
         chapter_values(moved)
     chapter_values(table)                                                       # the real table passes
+
+
+def test_every_name_the_prose_shows_is_bound_by_name(table):
+    """The notebook glues chapter_values' entries in a loop (``glue(f"ch14_{_key}", ...)``), which the static
+    check of tests/test_prose.py reads as any ch14_ name: here each {eval} name of the chapter must be a key of
+    chapter_values or glued by a name or a narrower pattern in the notebook itself."""
+    from tests.test_prose import bindings
+
+    nb = json.loads(CH14.read_text())
+    patterns, assigned = [], set()
+    for c in nb["cells"]:
+        if c["cell_type"] == "code":
+            g, _, a, _ = bindings("".join(c["source"]))
+            patterns += [p for p in g if p.pattern != "ch14_[A-Za-z0-9_]+"]
+            assigned |= a
+    keys = {f"ch14_{k}" for k in chapter_values(table)}
+    names = set(re.findall(r"\{eval\}`([A-Za-z0-9_]+)`", _markdown()))
+    unbound = sorted(n for n in names if n not in keys and n not in assigned
+                     and not any(p.fullmatch(n) for p in patterns))
+    assert not unbound, unbound
+    assert "ch14_said_tps_h100" in names and "ch14_tps_h100_c" in keys       # the check sees the glued loop
 
 
 def test_the_chapter_calls_the_library_for_its_findings():

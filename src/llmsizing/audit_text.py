@@ -1,7 +1,7 @@
 """Chapter 14's prose values ("Rules of thumb, checked"): every number the chapter's findings glue, as text.
 
 The chapter's notebook calls :func:`chapter_values` on :func:`~llmsizing.audit.audit_table` and glues each
-entry by its name (``ch14_*``). Two kinds of number appear side by side:
+entry as ``ch14_<key>``. Two kinds of number appear side by side:
 
 * **the seed's own figure**, a quotation, always read from ``data/seed_claims.csv`` (:func:`said`, the
   names ``ch14_said_*`` of :data:`SEED_QUOTES`) and never typed into the prose, so that a test ties each
@@ -89,9 +89,9 @@ def said(table, claim_id: str, unit: str = "", style: str = "") -> str:
 
 
 def seed_quotes(table) -> dict[str, str]:
-    """Every ``ch14_said_<name>`` of :data:`SEED_QUOTES`: the seed figures the chapter quotes, from the
-    data."""
-    return {f"ch14_said_{name}": said(table, c, unit, style)
+    """``said_<name>`` -> text for every quote of :data:`SEED_QUOTES`: the seed figures the chapter quotes
+    (glued as ``ch14_said_<name>``), from the data."""
+    return {f"said_{name}": said(table, c, unit, style)
             for name, (c, unit, style) in SEED_QUOTES.items()}
 
 
@@ -127,63 +127,63 @@ def _bytes_and_rates(r: _Rows) -> dict[str, str]:
     row, g = r.row, {}
     _holds(said(r.table, "000-fsdp-405b-mem") == said(r.table, "000-pp-405b-mem"),
            '"not 80 GB" for both 405B layouts')
-    g["ch14_rule4x"] = f"{row.loc['000-rule-4x', 'library']:.0f} bytes"
-    g["ch14_adam_state"] = f"{row.loc['000-rule-adam-state', 'library']:.0f}"
-    g["ch14_adam_state_v"] = r.v("000-rule-adam-state")
-    g["ch14_mem_b1"] = r.ratio_x("000-mem-llama2-70b-b1")
-    g["ch14_mem70_lib"] = f"{r.central('000-mem-llama2-70b-b1')} GB"
-    g["ch14_opt_10b"] = f"{r.lib('002-10b-optimizer')} GB"
-    g["ch14_q4_70b"] = f"{r.lib('000-q4-llama2-70b')} GB"
-    g["ch14_16b"] = r.lib("004-16-bytes")
-    g["ch14_70b_total"] = f"{r.lib('004-70b-total')} GB"
-    g["ch14_w70"] = f"{r.central('004-70b-weights')} GB"
+    g["rule4x"] = f"{row.loc['000-rule-4x', 'library']:.0f} bytes"
+    g["adam_state"] = f"{row.loc['000-rule-adam-state', 'library']:.0f}"
+    g["adam_state_v"] = r.v("000-rule-adam-state")
+    g["mem_b1"] = r.ratio_x("000-mem-llama2-70b-b1")
+    g["mem70_lib"] = f"{r.central('000-mem-llama2-70b-b1')} GB"
+    g["opt_10b"] = f"{r.lib('002-10b-optimizer')} GB"
+    g["q4_70b"] = f"{r.lib('000-q4-llama2-70b')} GB"
+    g["16b"] = r.lib("004-16-bytes")
+    g["70b_total"] = f"{r.lib('004-70b-total')} GB"
+    g["w70"] = f"{r.central('004-70b-weights')} GB"
     # throughput and time, at the calibrated MFU band (chapter 10)
     m70 = mfu_estimate("llama-2-70b", gpu="H100 SXM", seq=SEQ)
     small = [mfu_estimate(m, gpu="H100 SXM", seq=SEQ).mfu for m in ("mistral-7b", "llama-2-13b")]
     _holds(all(u < m70.mfu < 1.5 * u for u in small), "the MFU rises a little with the model's size")
-    g["ch14_mfu70"] = f"{m70.mfu:.0%}"
-    g["ch14_mfu70_band"] = f"{m70.low:.0%} to {m70.high:.0%}"
+    g["mfu70"] = f"{m70.mfu:.0%}"
+    g["mfu70_band"] = f"{m70.low:.0%} to {m70.high:.0%}"
     m70s = mfu_estimate("llama-2-70b", gpu="H100 SXM", seq=min(SEQS))   # the band the H100 row is judged in
     _holds(row.loc["000-tps-h100", "reading"].startswith(
         f"calibrated MFU {m70s.mfu:.0%} (band {m70s.low:.0%} to {m70s.high:.0%})"), "the H100 row's band")
-    g["ch14_mfu70_top_short"] = f"{m70s.high:.0%}"
-    g["ch14_flops_coef"] = r.central("000-time-formula")              # at 4,096 tokens
-    g["ch14_flops_coef_judged"] = r.lib("000-time-formula")           # at 2,048 tokens
-    g["ch14_flops_v"] = r.v("000-time-formula")
+    g["mfu70_top_short"] = f"{m70s.high:.0%}"
+    g["flops_coef"] = r.central("000-time-formula")              # at 4,096 tokens
+    g["flops_coef_judged"] = r.lib("000-time-formula")           # at 2,048 tokens
+    g["flops_v"] = r.v("000-time-formula")
     for gpu in ("h100", "a100"):
-        g[f"ch14_tps_{gpu}_hi"] = r.lib(f"000-tps-{gpu}")
-        g[f"ch14_tps_{gpu}_c"] = r.central(f"000-tps-{gpu}")
-        g[f"ch14_tps_{gpu}_x"] = f"{row.loc[f'000-tps-{gpu}', 'ratio']:.1f}"
+        g[f"tps_{gpu}_hi"] = r.lib(f"000-tps-{gpu}")
+        g[f"tps_{gpu}_c"] = r.central(f"000-tps-{gpu}")
+        g[f"tps_{gpu}_x"] = f"{row.loc[f'000-tps-{gpu}', 'ratio']:.1f}"
     # the A100's band for Llama 2 70B, where the A100 rows are judged (the calibrated range)
     a70 = mfu_estimate("llama-2-70b", gpu="A100 80GB", seq=min(SEQS))
     _holds(row.loc["000-tps-a100", "reading"].startswith(
         f"calibrated MFU {a70.mfu:.0%} (band {a70.low:.0%} to {a70.high:.0%})"), "the A100 row's band")
     a_lo, a_hi = mfu_range_factors("A100 80GB")
-    g["ch14_a100_mfu"] = f"{a70.mfu:.0%}"
-    g["ch14_a100_band"] = f"{a70.low:.0%} to {a70.high:.0%}"
-    g["ch14_a100_factors"] = f"{a_lo:.2f} and {a_hi:.2f}"
+    g["a100_mfu"] = f"{a70.mfu:.0%}"
+    g["a100_band"] = f"{a70.low:.0%} to {a70.high:.0%}"
+    g["a100_factors"] = f"{a_lo:.2f} and {a_hi:.2f}"
     h_lo, h_hi = mfu_range_factors("H100 SXM")                  # one range per generation (issue 34)
-    g["ch14_a100_vs_h100"] = ("narrower than" if a_hi / a_lo < h_hi / h_lo - 1e-9 else
+    g["a100_vs_h100"] = ("narrower than" if a_hi / a_lo < h_hi / h_lo - 1e-9 else
                               "wider than" if a_hi / a_lo > h_hi / h_lo + 1e-9 else "the same as")
     runs = published_runs().set_index("run")
     mpt = runs.loc["MPT 70b (llm-foundry benchmark), 64 x A100 80GB, seq 2,048"]
     _holds(mpt["recompute"] == "full" and mpt["calibration"], "MPT 70B ran with full recomputation")
     mpt_t = training_time("mpt-bench-70b", tokens=1e9, gpu="A100 80GB", n_gpus=64, seq=2048, recompute="full",
                           mfu=mpt["implied_mfu"])
-    g["ch14_mpt70_mfu"] = f"{mpt['implied_mfu']:.0%}"
-    g["ch14_mpt70_hfu"] = f"{mpt_t.hfu:.0%}"
-    g["ch14_mpt70_vs_top"] = ("about at the band's top" if abs(mpt_t.hfu - a70.high) < 0.03 else
+    g["mpt70_mfu"] = f"{mpt['implied_mfu']:.0%}"
+    g["mpt70_hfu"] = f"{mpt_t.hfu:.0%}"
+    g["mpt70_vs_top"] = ("about at the band's top" if abs(mpt_t.hfu - a70.high) < 0.03 else
                               "above the band's top, among the runs an 80% band leaves out"
                               if mpt_t.hfu > a70.high else
                               f"below the band's top ({a70.high:.0%}), inside the band")
-    g["ch14_tps_a10_7b"] = r.central("000-tps-a10")
+    g["tps_a10_7b"] = r.central("000-tps-a10")
     a10 = row.loc["000-tps-a10"]                    # the seed's 1,200 against the central estimate
     _holds(a10["verdict"] == "holds", "the A10's rate holds at a point of the band")
     a10_r = a10["claimed"] / a10["library_central"]
-    g["ch14_a10_near"] = "close to" if max(a10_r, 1 / a10_r) <= BAND else "within the MFU band of"
+    g["a10_near"] = "close to" if max(a10_r, 1 / a10_r) <= BAND else "within the MFU band of"
     # reader24 L1 / read38b: say when the two centrals coincide, else why they are worth setting side by side
     peak_x = get_gpu("H100 SXM").bf16_dense_tflops / get_gpu("A10").bf16_dense_tflops
-    g["ch14_a10_same"] = ((" (by coincidence the same figure as the H100's central estimate for Llama 2 70B"
+    g["a10_same"] = ((" (by coincidence the same figure as the H100's central estimate for Llama 2 70B"
                            if r.central("000-tps-a10") == r.central("000-tps-h100") else
                            f" (an H100 gets {r.central('000-tps-h100')} for Llama 2 70B at its central MFU")
                           + f", with {peak_x:.1f} times the A10's peak: a rate per card means little "
@@ -194,21 +194,21 @@ def _bytes_and_rates(r: _Rows) -> dict[str, str]:
 def _times_and_costs(r: _Rows) -> dict[str, str]:
     row, g = r.row, {}
     for c, name in (("000-cost-llama2-70b-64-days", "70_64_days"), ("000-opt1-days", "opt1_days")):
-        g[f"ch14_{name}"] = r.lib(c)
-        g[f"ch14_{name}_c"] = r.central(c)
+        g[f"{name}"] = r.lib(c)
+        g[f"{name}_c"] = r.central(c)
     m7 = "000-cost-mistral7b-1-days"
-    g["ch14_m7_1_central"], g["ch14_m7_1_lib"] = r.central(m7), r.lib(m7)
+    g["m7_1_central"], g["m7_1_lib"] = r.central(m7), r.lib(m7)
     # the run needs CPU offload; the slow end with the host's time hidden (the delayed update) and counted
     run = training_time("mistral-7b", tokens=1e11, gpu="H100 SXM", n_gpus=1, seq=SEQ)
     extra = offload_exposed_days("mistral-7b", 1e11, "H100 SXM", 1)
     _holds(OFFLOAD_COUNTED in row.loc[m7, "reading"], "Mistral 7B's one-H100 days are judged counted")
     _holds(abs(row.loc[m7, "library"] / (run.days_high + extra) - 1) < 1e-9,
            "the slow end plus the host's time")
-    g["ch14_m7_1_hidden"] = fmt(run.days_high)
+    g["m7_1_hidden"] = fmt(run.days_high)
     hidden_v = verdict(row.loc[m7, "claimed_low"], run.days_high)
-    g["ch14_m7_1_hidden_v"] = "would hold too" if hidden_v == "holds" else f"would be {hidden_v}"
-    g["ch14_m7_1_v"] = _verb(r.number(m7))
-    g["ch14_m7_4_v"] = _verb(r.number("000-cost-mistral7b-4-days"))
+    g["m7_1_hidden_v"] = "would hold too" if hidden_v == "holds" else f"would be {hidden_v}"
+    g["m7_1_v"] = _verb(r.number(m7))
+    g["m7_4_v"] = _verb(r.number("000-cost-mistral7b-4-days"))
     _holds(all(r.number(f"000-cost-llama2-13b-{n}-days") == "holds" for n in (1, 4, 8)),
            "Llama 2 13B's three hold")
     m7s = [r.number(f"000-cost-mistral7b-{n}-days") for n in (1, 2, 4)]
@@ -219,22 +219,22 @@ def _times_and_costs(r: _Rows) -> dict[str, str]:
                 "002-10b-layer-activations", "002-10b-activations", "002-10b-total", "000-grad-accum")),
            "these rows are judged at 2,048 tokens")
     own_tps = row.loc["000-cost-mistral7b-1-tps", "claimed_low"]         # the cost table's own throughput
-    g["ch14_m7_own_days"] = f"{seed_days_at_throughput(1e11, own_tps):.0f}"
+    g["m7_own_days"] = f"{seed_days_at_throughput(1e11, own_tps):.0f}"
     tps70 = sorted(float(r.ratio_x(f"000-cost-llama2-70b-{n}-tps")) for n in (8, 16, 32, 64))
-    g["ch14_tps70_x"] = f"{tps70[0]:.1f} to {tps70[-1]:.1f}"
+    g["tps70_x"] = f"{tps70[0]:.1f} to {tps70[-1]:.1f}"
     # costs
-    g["ch14_opt1_cost_x"] = f"{1 / row.loc['000-opt1-cost', 'ratio']:.0f}"
-    g["ch14_opt3_cost"] = f"{r.lib('000-opt3-cost')} USD"
-    g["ch14_opt3_cost_c"] = f"{r.central('000-opt3-cost')} USD"
-    g["ch14_8x50_usd"] = f"{seed_gpu_days_usd(8, 50, 'H100 SXM'):,.0f} USD"
+    g["opt1_cost_x"] = f"{1 / row.loc['000-opt1-cost', 'ratio']:.0f}"
+    g["opt3_cost"] = f"{r.lib('000-opt3-cost')} USD"
+    g["opt3_cost_c"] = f"{r.central('000-opt3-cost')} USD"
+    g["8x50_usd"] = f"{seed_gpu_days_usd(8, 50, 'H100 SXM'):,.0f} USD"
     _holds(seed_gpu_days_usd(8, 50) == seed_gpu_days_usd(1, 400), "the same 400 GPU-days")
     # the seed's example run (Mistral 7B, 100B tokens) on 8 H100s over 1, each at its central MFU (review24a)
     t8, t1 = (training_time("mistral-7b", tokens=1e11, gpu="H100 SXM", n_gpus=n, seq=SEQ) for n in (8, 1))
-    g["ch14_8x50_hidden"] = f"{t8.cost_usd / t1.cost_usd:.2f}"        # the host's time hidden
+    g["8x50_hidden"] = f"{t8.cost_usd / t1.cost_usd:.2f}"        # the host's time hidden
     _holds(OFFLOAD_COUNTED in row.loc["000-faq-8x50-cheaper", "reading"], "the 8x50 ratio is judged counted")
-    g["ch14_8x50_x"] = r.lib("000-faq-8x50-cheaper")
-    g["ch14_8x50_v"] = row.loc["000-faq-8x50-cheaper", "verdict_kind"]
-    g["ch14_8x50_num"] = r.number("000-faq-8x50-cheaper")
+    g["8x50_x"] = r.lib("000-faq-8x50-cheaper")
+    g["8x50_v"] = row.loc["000-faq-8x50-cheaper", "verdict_kind"]
+    g["8x50_num"] = r.number("000-faq-8x50-cheaper")
     _holds(r.number("000-faq-8x50-cheaper") == "holds" and t8.cost_usd / t1.cost_usd >= 1 - 1e-12,
            "more GPUs never make the run cheaper at one MFU")
     return g
@@ -242,51 +242,51 @@ def _times_and_costs(r: _Rows) -> dict[str, str]:
 
 def _counts(r: _Rows) -> dict[str, str]:
     row, table, g = r.row, r.table, {}
-    g["ch14_min_70"] = f"{row.loc['000-intro-70b-gpus', 'library_central']:.0f}"
-    g["ch14_min_l3_70"] = f"{row.loc['004-70b-two-nodes', 'library_central']:.0f}"
-    g["ch14_min_405"] = f"{row.loc['003-405b-gpus', 'library_central']:.0f}"
+    g["min_70"] = f"{row.loc['000-intro-70b-gpus', 'library_central']:.0f}"
+    g["min_l3_70"] = f"{row.loc['004-70b-two-nodes', 'library_central']:.0f}"
+    g["min_405"] = f"{row.loc['003-405b-gpus', 'library_central']:.0f}"
     kw = dict(batch=1, seq=SEQ, recompute="full")
     host = {n: training_memory("llama-2-70b", parallel=p, **kw).host_bytes * min(n, 8) / 1e12
             for n, p in ((8, Parallel(dp=8, zero=3, offload="optimizer")),
                          (1, Parallel(dp=1, zero=3, offload="optimizer+params")))}
-    g["ch14_host_70_8"] = f"{host[8]:.1f} TB"
-    g["ch14_host_70_1"] = f"{host[1]:.1f} TB"
-    g["ch14_405_opt_tb"] = f"{model_states('llama-3.1-405b').optimizer_bytes / 1e12:.1f} TB"
+    g["host_70_8"] = f"{host[8]:.1f} TB"
+    g["host_70_1"] = f"{host[1]:.1f} TB"
+    g["405_opt_tb"] = f"{model_states('llama-3.1-405b').optimizer_bytes / 1e12:.1f} TB"
     wrong = table[table["verdict_kind"] == "wrong in kind"]["id"].tolist()
     _holds(wrong == ["000-pp-405b-days"], "one claim is wrong in kind, the 405B run on 16 H100s")
-    g["ch14_wrong_ids"] = ", ".join(f"`{i}`" for i in wrong)
-    g["ch14_tp_mem"] = f"{r.lib('000-tp-70b-mem')} GB"
-    g["ch14_pp_mem"] = f"{r.lib('000-pp-405b-mem')} GB"
-    g["ch14_fsdp_mem"] = f"{r.lib('000-fsdp-405b-mem')} GB"
+    g["wrong_ids"] = ", ".join(f"`{i}`" for i in wrong)
+    g["tp_mem"] = f"{r.lib('000-tp-70b-mem')} GB"
+    g["pp_mem"] = f"{r.lib('000-pp-405b-mem')} GB"
+    g["fsdp_mem"] = f"{r.lib('000-fsdp-405b-mem')} GB"
     _holds(all(r.lib(c) == r.central(c) for c in ("000-tp-70b-mem", "000-pp-405b-mem", "000-fsdp-405b-mem")),
            "one figure per layout (central = judged to three figures)")
-    g["ch14_tp_params"] = r.lib("000-tp-70b-params")
+    g["tp_params"] = r.lib("000-tp-70b-params")
     matrix = table[table["id"].str.startswith("000-matrix-")]
-    g["ch14_matrix_n"] = f"{len(matrix)}"
-    g["ch14_matrix_plain"] = f"{(matrix['verdict_kind'] == 'holds').sum()}"
-    g["ch14_matrix_offload"] = f"{(matrix['verdict_kind'] == 'needs CPU offload').sum()}"
+    g["matrix_n"] = f"{len(matrix)}"
+    g["matrix_plain"] = f"{(matrix['verdict_kind'] == 'holds').sum()}"
+    g["matrix_offload"] = f"{(matrix['verdict_kind'] == 'needs CPU offload').sum()}"
     n405 = int(row.loc["000-matrix-405b-15t-h100", "claimed_low"])
     t405 = training_time("llama-3.1-405b", tokens=15e12, gpu="H100 SXM", n_gpus=n405, seq=SEQ)
-    g["ch14_405_256_years"] = f"{t405.days_low / 365.25:.0f} to {t405.days_high / 365.25:.0f}"
+    g["405_256_years"] = f"{t405.days_low / 365.25:.0f} to {t405.days_high / 365.25:.0f}"
     return g
 
 
 def _techniques(r: _Rows) -> dict[str, str]:
     row, table, g = r.row, r.table, {}
-    g["ch14_ga_batch"] = r.lib("000-grad-accum-batch")
-    g["ch14_ga_ratio"] = f"{row.loc['000-grad-accum', 'library']:.2f}"            # no recomputation
-    g["ch14_ga_ratio_full"] = f"{row.loc['000-grad-accum', 'library_central']:.2f}"
-    g["ch14_ga_saving"] = f"{row.loc['000-grad-accum-savings', 'library']:.0f}%"
+    g["ga_batch"] = r.lib("000-grad-accum-batch")
+    g["ga_ratio"] = f"{row.loc['000-grad-accum', 'library']:.2f}"            # no recomputation
+    g["ga_ratio_full"] = f"{row.loc['000-grad-accum', 'library_central']:.2f}"
+    g["ga_saving"] = f"{row.loc['000-grad-accum-savings', 'library']:.0f}%"
     _holds(row.loc["000-grad-accum-savings", "reading"] == "step peaks, seed's setting",
            "accumulation's saving is read with full recomputation")
-    g["ch14_mp_ratio"] = f"{row.loc['000-mixed-precision-2x', 'library']:.2f}"   # no recomputation
-    g["ch14_mp_full"] = f"{row.loc['000-mixed-precision-2x', 'library_central']:.2f}"
-    g["ch14_ckpt"] = f"{row.loc['000-checkpointing-slowdown', 'library']:.2f}"
-    g["ch14_ckpt_mem"] = f"{row.loc['000-checkpointing', 'library']:.0f}%"           # 2,048 tokens
-    g["ch14_ckpt_mem_central"] = f"{row.loc['000-checkpointing', 'library_central']:.0f}%"
-    g["ch14_ckpt_mem_v"] = r.v("000-checkpointing")
-    g["ch14_ckpt_mem_b1"] = f"{recompute_saving_pct('mistral-7b', 1):.0f}%"        # one sequence, 4,096
-    g["ch14_ckpt_pct"] = f"{row.loc['000-checkpointing-slowdown', 'library'] - 1:.0%}"
+    g["mp_ratio"] = f"{row.loc['000-mixed-precision-2x', 'library']:.2f}"   # no recomputation
+    g["mp_full"] = f"{row.loc['000-mixed-precision-2x', 'library_central']:.2f}"
+    g["ckpt"] = f"{row.loc['000-checkpointing-slowdown', 'library']:.2f}"
+    g["ckpt_mem"] = f"{row.loc['000-checkpointing', 'library']:.0f}%"           # 2,048 tokens
+    g["ckpt_mem_central"] = f"{row.loc['000-checkpointing', 'library_central']:.0f}%"
+    g["ckpt_mem_v"] = r.v("000-checkpointing")
+    g["ckpt_mem_b1"] = f"{recompute_saving_pct('mistral-7b', 1):.0f}%"        # one sequence, 4,096
+    g["ckpt_pct"] = f"{row.loc['000-checkpointing-slowdown', 'library'] - 1:.0%}"
     _holds(all(r.v(c) == "holds" for c in ("004-b200-speedup", "004-l40s-fp8-vs-a100")),
            "the B200's and the L40S's ratios hold")
     # which of seed 000's technique claims hold (the four named) and which do not (the two named)
@@ -296,134 +296,135 @@ def _techniques(r: _Rows) -> dict[str, str]:
         "accumulat|checkpointing|Mixed precision", case=False), "id"]) == set(tech),
            "seed 000's six techniques")
     _holds(all((r.v(c) == "holds") == held for c, held in tech.items()), "which techniques hold")
-    g["ch14_tech_n"] = f"{len(tech)}"
-    g["ch14_tech_held"] = f"{sum(tech.values())}"
-    g["ch14_ga_batch_v"] = r.v("000-grad-accum-batch")
+    g["tech_n"] = f"{len(tech)}"
+    g["tech_held"] = f"{sum(tech.values())}"
+    g["ga_batch_v"] = r.v("000-grad-accum-batch")
     # rules that drop a dimension
-    g["ch14_rule_b32"] = r.central("002-rule-batch32")
+    g["rule_b32"] = r.central("002-rule-batch32")
     b32 = row.loc["002-rule-batch32"]
     _holds(1 / BAND <= b32["claimed"] / b32["library_central"] < 1 / BAND + 0.1,
            "the central factor at batch 32 is just inside the band")
-    g["ch14_rule_b32_2k"] = r.lib("002-rule-batch32")
-    g["ch14_rule_128k"] = r.lib("002-rule-128k")
-    g["ch14_serve70"] = f"{r.lib('002-70b-serving')} GB"
+    g["rule_b32_2k"] = r.lib("002-rule-batch32")
+    g["rule_128k"] = r.lib("002-rule-128k")
+    g["serve70"] = f"{r.lib('002-70b-serving')} GB"
     _holds(r.lib("002-70b-serving") == r.central("002-70b-serving"), "one serving figure for Llama 2 70B")
     for c, name in (("002-10b-layer-activations", "layer_act"),):
-        g[f"ch14_{name}"] = f"{row.loc[c, 'library'] / 1000:.2f} GB"
-        g[f"ch14_{name}_c"] = f"{row.loc[c, 'library_central'] / 1000:.2f} GB"
-        g[f"ch14_{name}_x"] = f"{1 / row.loc[c, 'ratio']:.0f}"
-    g["ch14_10b_total"] = f"{r.lib('002-10b-total')} GB"
-    g["ch14_10b_total_c"] = f"{r.central('002-10b-total')} GB"
-    g["ch14_10b_layers"] = f"{ten_b_stand_in().layers}"
-    g["ch14_10b_params"] = f"{ten_b_stand_in().n_params / 1e9:.2f}B"
-    g["ch14_10b_act"] = f"{r.lib('002-10b-activations')} GB"
-    g["ch14_10b_act_central"] = f"{r.central('002-10b-activations')} GB"
+        g[f"{name}"] = f"{row.loc[c, 'library'] / 1000:.2f} GB"
+        g[f"{name}_c"] = f"{row.loc[c, 'library_central'] / 1000:.2f} GB"
+        g[f"{name}_x"] = f"{1 / row.loc[c, 'ratio']:.0f}"
+    g["10b_total"] = f"{r.lib('002-10b-total')} GB"
+    g["10b_total_c"] = f"{r.central('002-10b-total')} GB"
+    g["10b_layers"] = f"{ten_b_stand_in().layers}"
+    g["10b_params"] = f"{ten_b_stand_in().n_params / 1e9:.2f}B"
+    g["10b_act"] = f"{r.lib('002-10b-activations')} GB"
+    g["10b_act_central"] = f"{r.central('002-10b-activations')} GB"
     for c, name in (("002-10b-activations", "act"), ("002-10b-total", "total"), ("002-10b-two-gpus", "two")):
-        g[f"ch14_10b_{name}_v"] = r.v(c)
-    g["ch14_10b_two"] = f"{r.lib('002-10b-two-gpus')} GB"
-    g["ch14_10b_two_c"] = f"{r.central('002-10b-two-gpus')} GB"
-    g["ch14_dp15"] = f"{r.lib('003-dp-under-15b')} GB"
+        g[f"10b_{name}_v"] = r.v(c)
+    g["10b_two"] = f"{r.lib('002-10b-two-gpus')} GB"
+    g["10b_two_c"] = f"{r.central('002-10b-two-gpus')} GB"
+    g["dp15"] = f"{r.lib('003-dp-under-15b')} GB"
     return g
 
 
 def _finetune_and_hardware(r: _Rows) -> dict[str, str]:
     row, g = r.row, {}
     ft = "000-faq-finetune-days"
-    g["ch14_ft_days"], g["ch14_ft_central"] = r.lib(ft), r.central(ft)
-    g["ch14_ft_usd"] = f"{r.lib('000-faq-finetune-usd')} USD"
-    g["ch14_ft_usd_c"] = f"{r.central('000-faq-finetune-usd')} USD"
-    g["ch14_ft_num"] = _verb(r.number(ft))
+    g["ft_days"], g["ft_central"] = r.lib(ft), r.central(ft)
+    g["ft_usd"] = f"{r.lib('000-faq-finetune-usd')} USD"
+    g["ft_usd_c"] = f"{r.central('000-faq-finetune-usd')} USD"
+    g["ft_num"] = _verb(r.number(ft))
     # the same run with the host's time hidden (the delayed parameter update, Ren et al. 2021): the slow end
     run = training_time("mistral-7b", tokens=1e9, gpu="H100 SXM", n_gpus=1, seq=SEQ)
     extra = offload_exposed_days("mistral-7b", 1e9, "H100 SXM", 1)
     _holds(OFFLOAD_COUNTED in row.loc[ft, "reading"], "the fine-tuning days are judged counted")
     _holds(abs(row.loc[ft, "library"] / (run.days_high + extra) - 1) < 1e-9,
            "the slow end plus the host's time")
-    g["ch14_ft_hidden"] = fmt(run.days_high)
-    g["ch14_ft_hidden_num"] = verdict(row.loc[ft, "claimed_low"], run.days_high)
-    g["ch14_ft_extra"] = fmt(extra)            # days, as the run's own
-    g["ch14_ft_v"] = row.loc[ft, "verdict_kind"]
+    g["ft_hidden"] = fmt(run.days_high)
+    g["ft_hidden_num"] = verdict(row.loc[ft, "claimed_low"], run.days_high)
+    g["ft_extra"] = fmt(extra)            # days, as the run's own
+    g["ft_v"] = row.loc[ft, "verdict_kind"]
     ways = readings(ft).set_index("reading")
     lora = ways[ways.index.str.startswith("LoRA")].iloc[0]
     _holds(lora["verdict_kind"] == "off" and lora["verdict"].endswith("(too high)"),
            "as LoRA the 3 days are long")
-    g["ch14_ft_lora"] = lora["verdict"]                 # with its factor, not only its kind
-    g["ch14_ft_lora_days"] = fmt(lora["library"])
-    g["ch14_fit70q"] = f"{r.lib('000-fit-h100-llama2-70b-techniques')} GB"
+    g["ft_lora"] = lora["verdict"]                 # with its factor, not only its kind
+    g["ft_lora_days"] = fmt(lora["library"])
+    g["fit70q"] = f"{r.lib('000-fit-h100-llama2-70b-techniques')} GB"
     for c, name in (("004-qlora-70b-one-gpu", "qlora_one"), ("004-qlora-7-13b-l40s", "qlora_l40s"),
                     ("000-fit-rtx4090-mistral7b-q", "fit24")):
         _holds(r.v(c) == "holds" and r.lib(c) == r.central(c), f"{c} holds at one length")
-        g[f"ch14_{name}"] = f"{r.lib(c)} GB"
-    g["ch14_b200"] = r.lib("004-b200-speedup")
+        g[f"{name}"] = f"{r.lib(c)} GB"
+    g["b200"] = r.lib("004-b200-speedup")
     b200e, h100e = (mfu_estimate("llama-3-8b", gpu=gpu, seq=min(SEQS)) for gpu in ("B200", "H100 SXM"))
     _holds(b200e.mfu == h100e.mfu and "median generation" in b200e.warnings[0],
            "the B200 gets the median generation's MFU")
     note = b200e.range_note.split(" (the band shown")[0]     # where the one held-out BF16 B200 run sits
     _holds("1 published blackwell 16-bit run" in note and "outside" in note, "one BF16 B200 run, outside")
-    g["ch14_b200_bf16"] = note.split("sits at ")[1].split(" of")[0]
+    g["b200_bf16"] = note.split("sits at ")[1].split(" of")[0]
     b200 = get_gpu("B200")
-    g["ch14_b200_gb"] = f"{b200.memory_marketed_gb:.0f} GB"
-    g["ch14_b200_gib"] = f"{b200.memory_gib:.1f} GiB"            # as chapter 6 reads it
-    g["ch14_b200_gb_decimal"] = f"{b200.memory_bytes / 1e9:.0f} GB"
+    g["b200_gb"] = f"{b200.memory_marketed_gb:.0f} GB"
+    g["b200_gib"] = f"{b200.memory_gib:.1f} GiB"            # as chapter 6 reads it
+    g["b200_gb_decimal"] = f"{b200.memory_bytes / 1e9:.0f} GB"
     m = row.loc["004-b200-memory"]          # central = the catalogue's, judged = the driver's bytes
     _holds(m["library_central"] == b200.memory_marketed_gb and m["reading"].endswith(DRIVER_GB_READING)
            and m["library"] == b200.memory_bytes / 1e9 and m["verdict"] == "holds",
            "the B200's memory: central the catalogue's, judged the driver's bytes, holds")
     _holds(f"{b200.memory_bytes / 1e9:.0f}" == fmt(m["claimed_low"]), "the seed's 192 fits the decimal count")
-    g["ch14_b200_tbps"] = f"{b200.memory_bandwidth_gbps / 1000:.1f} TB/s"
+    g["b200_tbps"] = f"{b200.memory_bandwidth_gbps / 1000:.1f} TB/s"
     return g
 
 
 def _fp8(r: _Rows) -> dict[str, str]:
     row, g = r.row, {}
     fp8 = "004-fp8-faster-h100"
-    g["ch14_fp8_speedup"] = f"{row.loc[fp8, 'library']:.2f}"
-    g["ch14_fp8_speedup_v"] = r.v(fp8)
-    g["ch14_fp8_speedup_r"] = f"{row.loc[fp8, 'ratio']:.2f}"
-    g["ch14_fp8_claim"] = f"{row.loc[fp8, 'claimed_low']:g}"    # the data's reading
+    g["fp8_speedup"] = f"{row.loc[fp8, 'library']:.2f}"
+    g["fp8_speedup_v"] = r.v(fp8)
+    g["fp8_speedup_r"] = f"{row.loc[fp8, 'ratio']:.2f}"
+    g["fp8_claim"] = f"{row.loc[fp8, 'claimed_low']:g}"    # the data's reading
     h100 = get_gpu("H100 SXM")
-    g["ch14_fp8_peak_x"] = f"{h100.fp8_dense_tflops / h100.bf16_dense_tflops:.1f}"
+    g["fp8_peak_x"] = f"{h100.fp8_dense_tflops / h100.bf16_dense_tflops:.1f}"
     _holds(row.loc[fp8, "bound"] == "above" and row.loc[fp8, "claimed_low"] == 1,
            "FP8's speed is a direction")
     _holds(1 < row.loc[fp8, "library"] and r.v(fp8) == "holds", "FP8 is faster")
     # a reading the audit does not take: "significantly" as at least 1.5x
-    g["ch14_fp8_at15"] = verdict(1.5, row.loc[fp8, "library"], bound="at least")
+    g["fp8_at15"] = verdict(1.5, row.loc[fp8, "library"], bound="at least")
     gb = {p: training_memory("llama-3-8b", batch=1, seq=SEQ, precision=p, recompute="full",
                              optimizer_impl="fused").total_bytes / GB
           for p in ("bf16-mixed-fp32-grads", "fp8-mixed", "fp8-deepseek")}
-    g["ch14_fp8_gb_base"] = f"{gb['bf16-mixed-fp32-grads']:.0f} GB"
-    g["ch14_fp8_gb_te"] = f"{gb['fp8-mixed']:.0f} GB"
-    g["ch14_fp8_gb_ds"] = f"{gb['fp8-deepseek']:.0f} GB"
+    g["fp8_gb_base"] = f"{gb['bf16-mixed-fp32-grads']:.0f} GB"
+    g["fp8_gb_te"] = f"{gb['fp8-mixed']:.0f} GB"
+    g["fp8_gb_ds"] = f"{gb['fp8-deepseek']:.0f} GB"
     l40s = mfu_estimate("llama-3-8b", gpu="L40S", seq=SEQ, precision="fp8-mixed")
     lx = row.loc["004-l40s-fp8-vs-a100", "library"]
-    g["ch14_l40s_x"] = f"{lx:.2f}"
-    g["ch14_l40s_x_range"] = f"{lx * l40s.low / l40s.mfu:.2f} to {lx * l40s.high / l40s.mfu:.2f}"
-    g["ch14_l40s_v"] = r.v("004-l40s-fp8-vs-a100")
-    g["ch14_l40s_note"] = l40s.range_note        # the FP8 runs' out-of-source count
+    g["l40s_x"] = f"{lx:.2f}"
+    g["l40s_x_range"] = f"{lx * l40s.low / l40s.mfu:.2f} to {lx * l40s.high / l40s.mfu:.2f}"
+    g["l40s_v"] = r.v("004-l40s-fp8-vs-a100")
+    g["l40s_note"] = l40s.range_note        # the FP8 runs' out-of-source count
     held, of = map(int, re.search(r"held (\d+) of (\d+) FP8 runs", l40s.range_note).groups())
     _holds(l40s.range_note.startswith("no calibrated range applies"), "the L40S's FP8 MFU is a stand-in")
     h100_fp8 = mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=SEQ, precision="fp8-mixed")
     _holds((l40s.mfu, l40s.low, l40s.high) == (h100_fp8.mfu, h100_fp8.low, h100_fp8.high),
            "borrowed from Hopper")
-    g["ch14_fp8_held"] = f"{held} of {of}"
+    g["fp8_held"] = f"{held} of {of}"
     vram = row.loc["004-fp8-less-vram"]
-    g["ch14_fp8_vram_x"] = f"{vram['library']:.2f}"
-    g["ch14_fp8_vram_v"] = r.v("004-fp8-less-vram")
-    g["ch14_fp8_vram_reading"] = vram["reading"]
-    g["ch14_fp8_vram_central"] = f"{vram['library_central']:.2f}"
+    g["fp8_vram_x"] = f"{vram['library']:.2f}"
+    g["fp8_vram_v"] = r.v("004-fp8-less-vram")
+    g["fp8_vram_reading"] = vram["reading"]
+    g["fp8_vram_central"] = f"{vram['library_central']:.2f}"
     central_v = verdict(1, vram["library_central"], bound="above")   # a direction claim
     _holds(vram["library_central"] < 1 and central_v.startswith("off"),
            "at the central reading FP8 costs memory")
-    g["ch14_fp8_vram_central_v"] = central_v
+    g["fp8_vram_central_v"] = central_v
     _holds(vram["bound"] == "above" and vram["claimed"] == 1, "FP8's memory is a direction")
     _holds(verdict(1, 1 / BAND + 0.01, bound="above").startswith("off"), "the band does not reach below 1")
     return g
 
 
 def chapter_values(table) -> dict[str, str]:
-    """Every value chapter 14's findings glue (``ch14_*`` -> text), from ``table`` =
-    :func:`~llmsizing.audit.audit_table` at the default band: the seeds' figures (:func:`seed_quotes`) and the
-    library's beside them. Raises :class:`ProseMismatch` where a statement of the prose no longer holds."""
+    """Every value chapter 14's findings glue (key -> text; the chapter glues each as ``ch14_<key>``), from
+    ``table`` = :func:`~llmsizing.audit.audit_table` at the default band: the seeds' figures
+    (:func:`seed_quotes`) and the library's beside them. Raises :class:`ProseMismatch` where a statement of the
+    prose no longer holds."""
     if not isinstance(table, pd.DataFrame) or not {"id", "library", "library_central"} <= set(table.columns):
         raise TypeError("table must be the DataFrame of llmsizing.audit.audit_table()")
     r = _Rows(table)
@@ -431,8 +432,8 @@ def chapter_values(table) -> dict[str, str]:
     for part in (_bytes_and_rates, _times_and_costs, _counts, _techniques, _finetune_and_hardware, _fp8):
         out.update(part(r))
     others = verdict_counts(table, by="article", headline=True).drop(index="000")
-    out["ch14_n_others"] = f"{others['total'].sum()}"
-    out["ch14_n_others_holds"] = f"{others['holds'].sum()}"
+    out["n_others"] = f"{others['total'].sum()}"
+    out["n_others_holds"] = f"{others['holds'].sum()}"
     return out
 
 
