@@ -22,106 +22,142 @@ import re
 
 import pandas as pd
 
-from .audit import (BAND, DRIVER_GB_READING, OFFLOAD_COUNTED, SEQ, SEQS, offload_exposed_days, readings,
-                    recompute_saving_pct, seed_days_at_throughput, seed_gpu_days_usd, verdict, verdict_counts,
-                    verdict_number)
+from .audit import (BAND, DRIVER_GB_READING, GIB_READING, HOST_BYTES_PER_NODE, KINDS, OFFLOAD_COUNTED,
+                    OFFLOAD_TOKENS_PER_STEP, SEED_PRICES_USD, SEQ, SEQS, not_computed_claims,
+                    offload_exposed_days, readings, recompute_saving_pct, seed_days_at_throughput,
+                    seed_gpu_days_usd, verdict, verdict_counts, verdict_kind)
 from .audit_inputs import ten_b_stand_in
+from .audit_quotes import SEED_QUOTES, ProseMismatch, _holds, _Rows, _verb, fmt, said, seed_quotes
+from .audit_runs import fragile_offload_verdicts, offload_batch_flip
 from .catalog import get_gpu
 from .memory import model_states, training_memory
 from .parallel import Parallel
-from .prose import three_figures
 from .time_cost import mfu_estimate, mfu_range_factors, published_runs, training_time
 from .units import GB
 
-fmt = three_figures   # one rule for the chapter's values: 1.90 (rounded), 0.5 and 16 (exact), 1,194
 
-#: The seed figures chapter 14 quotes: glue name (``ch14_said_<name>``) -> (claim id, unit, style). The style
-#: "pct" writes a ratio above 1 as the percentage it adds (1.2 -> "20%"); "%" glues the unit to the number.
-SEED_QUOTES = {
-    "mem70": ("000-mem-llama2-70b-b1", "GB", ""), "tps_h100": ("000-tps-h100", "", ""),
-    "tps_a100": ("000-tps-a100", "", ""), "tps_a10": ("000-tps-a10", "", ""),
-    "70_64_days": ("000-cost-llama2-70b-64-days", "", ""), "opt1_days": ("000-opt1-days", "", ""),
-    "m7_1_days": ("000-cost-mistral7b-1-days", "", ""), "m7_1_tps": ("000-cost-mistral7b-1-tps", "", ""),
-    "70_64_usd": ("000-cost-llama2-70b-64-usd", "USD", ""),
-    "opt3_usd": ("000-opt3-cost", "USD", ""), "tp_mem": ("000-tp-70b-mem", "GB", ""),
-    "pp_mem": ("000-pp-405b-mem", "GB", ""), "opt_10b": ("002-10b-optimizer", "GB", ""),
-    "10b_act": ("002-10b-activations", "GB", ""), "10b_total": ("002-10b-total", "GB", ""),
-    "10b_two": ("002-10b-two-gpus", "GB", ""), "serve70": ("002-70b-serving", "GB", ""),
-    "rule12": ("002-rule-batch32", "", ""), "cnt70": ("003-70b-h100s", "", ""),
-    "w70": ("004-70b-weights", "GB", ""), "qlora41": ("004-qlora-70b-41gb", "GB", ""),
-    "qlora41_gib": ("004-qlora-70b-41gb", "GiB", ""), "b16": ("004-16-bytes", "", ""),
-    "adam2": ("000-rule-adam-state", "", ""), "flops3": ("000-time-formula", "", ""),
-    "ga_batch": ("000-grad-accum-batch", "", ""), "ga_saving": ("000-grad-accum-savings", "%", "%"),
-    "mp2": ("000-mixed-precision-2x", "", ""), "ckpt20": ("000-checkpointing-slowdown", "", "pct"),
-    "ckpt_mem": ("000-checkpointing", "%", "%"), "layer_act": ("002-10b-layer-activations", "MB", ""),
-    "two_nodes": ("004-70b-two-nodes", "", ""), "g405": ("003-405b-gpus", "", ""),
-    "m405": ("000-matrix-405b-15t-h100", "", ""), "b200_bw": ("004-b200-bandwidth", "TB/s", ""),
-    "b200_mem": ("004-b200-memory", "GB", ""), "b200_x": ("004-b200-speedup", "", ""),
-    "ft_days": ("000-faq-finetune-days", "", ""), "ft_usd": ("000-faq-finetune-usd", "USD", ""),
-    "qlora_one": ("004-qlora-70b-one-gpu", "GB", ""), "qlora_l40s": ("004-qlora-7-13b-l40s", "GB", ""),
-    "fit24": ("000-fit-rtx4090-mistral7b-q", "GB", ""),
-}
+def _counted(n: int, kind: str) -> str:
+    """'3 hold', '1 needs CPU offload', '2 are off', '1 is wrong in kind': a count of one kind of verdict."""
+    one = n == 1
+    verb = {"holds": "holds" if one else "hold", "needs CPU offload": "needs CPU offload" if one else
+            "need CPU offload"}.get(kind, f"{'is' if one else 'are'} {kind}")
+    return f"{n} {verb}"
 
 
-class ProseMismatch(AssertionError):
-    """A statement of chapter 14's prose no longer matches the audit: the prose (or the data) must change."""
+def _method(r: _Rows) -> dict[str, str]:
+    """The values of "How the audit works" and the headline: counts, the rule's settings, its worked cases."""
+    row, table, g = r.row, r.table, {}
+    # seed 004's 41 GB is Unsloth's, which writes GiB as "GB": the unit is an open setting (gib_source)
+    q70 = row.loc["004-qlora-70b-41gb"]
+    q70_gb = readings("004-qlora-70b-41gb").iloc[0]                     # the same peak in 10**9 bytes
+    _holds(q70["reading"].endswith(GIB_READING) and q70["unit"] == "GiB"
+           and q70_gb["reading"] + GIB_READING == q70["reading"], "the 41 GB is judged in GiB")
+    g["qlora70"], g["qlora70_gb"] = f"{r.lib('004-qlora-70b-41gb')} GiB", f"{fmt(q70_gb['library'])} GB"
+    g["qlora70_v"], g["qlora70_gb_v"] = r.v("004-qlora-70b-41gb"), q70_gb["verdict"]
+    g["qlora70_x"] = f"{1 / q70['ratio']:.2f}"                # the library's peak over the 41 GiB
+    _holds(BAND - 0.05 < 1 / q70["ratio"] <= BAND, 'the 41 GiB holds "narrowly"')
+    _holds(verdict_kind(q70_gb["verdict"]) == "off", "the unit decides the 41 GB row")
+    _holds(all(r.v(c) == "holds" for c in ("004-qlora-70b-41gb", "004-qlora-70b-one-gpu",
+                                           "004-qlora-7-13b-l40s", "000-fit-rtx4090-mistral7b-q",
+                                           "000-fit-a10-mistral7b-q", "000-fit-h100-llama2-70b-techniques")),
+           "the QLoRA answers hold")
+    skipped, repeats = not_computed_claims(), table[table["counted_with"] != ""]
+    g["n_total"], g["n_computed"] = f"{len(table) + len(skipped)}", f"{len(table)}"
+    g["n_skipped"], g["n_repeats"] = f"{len(skipped)}", f"{len(repeats)}"
+    image = table[table["from_image"]]
+    _holds(set(image["article"]) == {"002"} and sorted(image["id"]) == [
+        "002-70b-serving", "002-rule-128k", "002-rule-batch32"], "seed 002's formula, twice, and its 168 GB")
+    g["n_image"] = f"{len(image)}"
+    # a GPU count that needs offload: any count from the fewest GPUs that hold the step with offload up to one
+    # fewer than it needs without; central = the fewest, judged = the count nearest the claim (seed 003's 70B)
+    g70, plain70 = row.loc["003-70b-h100s"], row.loc["000-intro-70b-gpus", "library_central"]
+    _holds((g70["claimed_low"], g70["claimed_high"]) == (4, 8) and g70["verdict_kind"] == "needs CPU offload"
+           and g70["library_central"] < g70["claimed_low"] == g70["library"], "seed 003's 70B count")
+    _holds(row.loc["000-intro-70b-gpus", "reading"].startswith("fused AdamW, no offload"),
+           "70B without offload")
+    g["cnt_central"], g["cnt_judged"] = f"{g70['library_central']:.0f}", f"{g70['library']:.0f}"
+    g["cnt_plain"], g["cnt_top"] = f"{plain70:.0f}", f"{plain70 - 1:.0f}"
+    counts, head = verdict_counts(table), verdict_counts(table, headline=True)
+    by_seed = verdict_counts(table, by="article", headline=True)
+    g["n_head"] = f"{sum(head.values())}"
+    _holds(sum(counts[k] for k in KINDS) == len(table) > sum(head.values()), "the legend counts more rows")
+    for k, key in zip(KINDS, ("holds", "offload", "off", "kind")):
+        g[f"n_{key}"] = f"{head[k]}"
+        for seed in by_seed.index:
+            g[f"s{seed}_{key}"] = f"{by_seed.loc[seed, k]}"
+    for seed in by_seed.index:
+        g[f"s{seed}_total"] = f"{by_seed.loc[seed, 'total']}"
+        g[f"s{seed}_parts"] = ", ".join(_counted(by_seed.loc[seed, k], k) for k in KINDS
+                                        if by_seed.loc[seed, k])
+    # the optimizer step: fused AdamW keeps no temporaries, foreach one fp32 tensor per parameter (chapter 4)
+    for impl in ("fused", "foreach"):
+        step = training_memory("llama-2-70b", batch=1, seq=SEQ, recompute="full", optimizer_impl=impl)
+        g[f"{impl}70"] = f"{step.total_bytes / GB:,.0f} GB"
+    g["band"], g["band_factor"], g["seq"] = f"{BAND - 1:.0%}", f"{BAND:g}", f"{SEQ:,}"
+    g["host_tb"] = f"{HOST_BYTES_PER_NODE / 1e12:g} TB"
+    g["offload_tokens"] = f"{OFFLOAD_TOKENS_PER_STEP:,}"               # per GPU per optimizer step
+    g["offload_seqs"] = f"{OFFLOAD_TOKENS_PER_STEP // SEQ}"
+    g["price_h100"] = f"{SEED_PRICES_USD['H100 SXM']:.2f} USD"
+    g["price_a100"] = f"{SEED_PRICES_USD['A100 80GB']:.2f} USD"
+    g["seqs"] = " and ".join(f"{s:,}" for s in sorted(SEQS))
+    g["seq_short"] = f"{min(SEQS):,}"
+    ft = table[table["kind"] == "fine-tuning memory"]                 # one length, central = judged
+    _holds((ft["library_central"] == ft["library"]).all()
+           and ft["reading"].str.contains(f"{min(SEQS):,} tokens").all(), "a LoRA row has one length")
+    return g
 
 
-def _holds(ok, what: str) -> None:
-    if not ok:
-        raise ProseMismatch(f"chapter 14 says {what}, and the audit no longer does")
-
-
-def said(table, claim_id: str, unit: str = "", style: str = "") -> str:
-    """The seed's own figure for ``claim_id`` as ``data/seed_claims.csv`` holds it ('69', '20 to 40 GB',
-    '285,936 USD'; style "%": '30 to 40%'; style "pct": a factor 1.2 as '20%'). ``table`` is
-    :func:`~llmsizing.audit.audit_table` (or a frame with its ``id``, ``claimed_low``, ``claimed_high``)."""
-    rows = table.set_index("id") if "id" in table.columns else table
-    if claim_id not in rows.index:
-        raise ValueError(f"claim_id must be an id of the audit table, got {claim_id!r}")
-    if style not in ("", "%", "pct"):
-        raise ValueError(f"style must be '', '%' or 'pct', got {style!r}")
-    lo, hi = rows.loc[claim_id, "claimed_low"], rows.loc[claim_id, "claimed_high"]
-    if style == "pct":
-        return f"{lo - 1:.0%}" + ("" if pd.isna(hi) else f" to {hi - 1:.0%}")
-    text = fmt(lo) if pd.isna(hi) else f"{fmt(lo)} to {fmt(hi)}"
-    return text + (unit if style == "%" else f" {unit}" if unit else "")
-
-
-def seed_quotes(table) -> dict[str, str]:
-    """``said_<name>`` -> text for every quote of :data:`SEED_QUOTES`: the seed figures the chapter quotes
-    (glued as ``ch14_said_<name>``), from the data."""
-    return {f"said_{name}": said(table, c, unit, style)
-            for name, (c, unit, style) in SEED_QUOTES.items()}
-
-
-class _Rows:
-    """The audit table by id, with the chapter's ways of writing a row's values."""
-
-    def __init__(self, table):
-        self.table, self.row = table, table.set_index("id")
-
-    def lib(self, c: str) -> str:
-        return fmt(self.row.loc[c, "library"])
-
-    def central(self, c: str) -> str:
-        return fmt(self.row.loc[c, "library_central"])
-
-    def v(self, c: str) -> str:
-        return self.row.loc[c, "verdict"]
-
-    def number(self, c: str) -> str:
-        return verdict_number(self.v(c))
-
-    def ratio_x(self, c: str) -> str:
-        r = self.row.loc[c, "ratio"]
-        return f"{max(r, 1 / r):.1f}"
-
-
-def _verb(v: str) -> str:
-    """A verdict as the prose's predicate: "holds (within the band of that end)" or "is off by 1.3x ..."."""
-    return f"holds (within the audit's {BAND - 1:.0%} of that end)" if v == "holds" else f"is {v}"
-
+def _batch_and_cases(r: _Rows) -> dict[str, str]:
+    """How far the stated offload batch carries a verdict, and the worked cases of the rule."""
+    row, table, g = r.row, r.table, {}
+    # the batches at which seed 000's offloaded days flip (review24a M3)
+    flip = {w: offload_batch_flip(f"000-faq-finetune-{w}") for w in ("days", "usd")}
+    low = {w: offload_batch_flip(f"000-faq-finetune-{w}", larger=False) for w in ("days", "usd")}
+    # the fine-tuning days: too long even counted, at this batch or larger (since rows31's refit)
+    _holds(r.number("000-faq-finetune-days").endswith("(too high)") and flip == {"days": None, "usd": None}
+           and all(f < OFFLOAD_TOKENS_PER_STEP for f in low.values()),
+           "the fine-tune holds only at smaller batches")
+    m7 = "000-cost-mistral7b-1-days"
+    m7_flip = offload_batch_flip(m7)
+    _holds(r.number(m7) == "holds" and m7_flip > OFFLOAD_TOKENS_PER_STEP,
+           "Mistral 7B holds up to a larger batch")
+    g["offload_flip_text"] = (
+        f"seed 000's 100B tokens of Mistral 7B on one H100 hold, counted, below {m7_flip:,} tokens per "
+        f"GPU per step ({m7_flip // SEQ} sequences); with a larger batch the "
+        f"{fmt(row.loc[m7, 'claimed_low'])} days are too long even counted. Its fine-tuning days, 1B tokens "
+        "of the same run, are too long even counted at the stated batch, and a larger one only shortens the "
+        f"run further: the largest batch at which they hold is {low['days'] // SEQ} sequences per step "
+        f"({low['days']:,} tokens; for its dollars "
+        f"{low['usd'] // SEQ}), where the host adds more time per token.")
+    # the offloaded verdicts that change between half and twice the stated batch (review24c M2)
+    fragile = [f"`{d['id']}` (changes at {' and '.join(str(d[k]) for k in ('below', 'above') if d[k])} "
+               "sequences)" for d in fragile_offload_verdicts(2.0)]
+    _holds(fragile, "some offloaded verdicts change between half and twice the batch")
+    g["offload_fragile"] = ", ".join(fragile[:-1]) + " and " + fragile[-1] if len(fragile) > 1 else fragile[0]
+    l13 = "000-cost-llama2-13b-8-days"         # the example of the two columns: eight H100s, 100B tokens
+    g["l13_judged"], g["l13_central"] = r.lib(l13), r.central(l13)
+    g["l13_claim"] = fmt(row.loc[l13, "claimed_low"])
+    t13 = training_time("llama-2-13b", tokens=1e11, gpu="H100 SXM", n_gpus=8, seq=SEQ)   # the row's run
+    c13 = row.loc[l13]
+    _holds(abs(t13.days / c13["library_central"] - 1) < 1e-9
+           and t13.days_low <= c13["claimed_low"] <= t13.days_high and c13["library"] == c13["claimed_low"]
+           and r.v(l13) == "holds" and c13["library_central"] < 0.9 * c13["claimed_low"],
+           "Llama 2 13B's days lie in the band, the central estimate clearly shorter")
+    g["l13_band"] = f"{fmt(t13.days_low)} to {fmt(t13.days_high)}"
+    # the one capacity claim above its GPU's memory that the band lets through (said in the verdict rule)
+    over = table[(table["bound"] == "at most") & (table["library"] > table["claimed_low"])]
+    _holds(list(over["id"]) == ["000-fit-a100-80-mistral7b"] and r.number(over["id"].iloc[0]) == "holds",
+           "one capacity above its GPU's memory holds")
+    g["cap_gb"] = f"{r.lib('000-fit-a100-80-mistral7b')} GB"
+    # the three speed ratios of two runs, judged at their central MFUs: how many hold (issue 34 moved FP8's)
+    speed = {"004-fp8-faster-h100": "FP8's speed-up", "004-l40s-fp8-vs-a100": "the L40S's",
+             "004-b200-speedup": "the B200's"}
+    off = [name for i, name in speed.items() if row.loc[i, "verdict_kind"] != "holds"]
+    words = {0: "None", 1: "One", 2: "Two"}
+    g["speed_held"] = ("The three speed ratios hold all the same." if not off else
+                       f"{words[len(speed) - len(off)]} of the three speed ratios hold all the same; "
+                       f"{' and '.join(off)} {'does' if len(off) == 1 else 'do'} not (below).")
+    return g
 
 def _bytes_and_rates(r: _Rows) -> dict[str, str]:
     row, g = r.row, {}
@@ -421,15 +457,16 @@ def _fp8(r: _Rows) -> dict[str, str]:
 
 
 def chapter_values(table) -> dict[str, str]:
-    """Every value chapter 14's findings glue (key -> text; the chapter glues each as ``ch14_<key>``), from
-    ``table`` = :func:`~llmsizing.audit.audit_table` at the default band: the seeds' figures
-    (:func:`seed_quotes`) and the library's beside them. Raises :class:`ProseMismatch` where a statement of the
-    prose no longer holds."""
+    """Every value chapter 14 glues (key -> text; the chapter glues each as ``ch14_<key>``), from ``table`` =
+    :func:`~llmsizing.audit.audit_table` at the default band: the rule's settings and counts, the seeds'
+    figures (:func:`seed_quotes`) and the library's beside them. Raises :class:`ProseMismatch` where a
+    statement of the prose no longer holds."""
     if not isinstance(table, pd.DataFrame) or not {"id", "library", "library_central"} <= set(table.columns):
         raise TypeError("table must be the DataFrame of llmsizing.audit.audit_table()")
     r = _Rows(table)
     out = seed_quotes(table)
-    for part in (_bytes_and_rates, _times_and_costs, _counts, _techniques, _finetune_and_hardware, _fp8):
+    for part in (_method, _batch_and_cases, _bytes_and_rates, _times_and_costs, _counts, _techniques,
+                 _finetune_and_hardware, _fp8):
         out.update(part(r))
     others = verdict_counts(table, by="article", headline=True).drop(index="000")
     out["n_others"] = f"{others['total'].sum()}"
