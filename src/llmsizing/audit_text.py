@@ -255,6 +255,9 @@ def _times_and_costs(r: _Rows) -> dict[str, str]:
                 "002-10b-layer-activations", "002-10b-activations", "002-10b-total", "000-grad-accum")),
            "these rows are judged at 2,048 tokens")
     own_tps = row.loc["000-cost-mistral7b-1-tps", "claimed_low"]         # the cost table's own throughput
+    m7_tps = "000-cost-mistral7b-1-tps"
+    g["m7_1_tps_c"], g["m7_1_tps_j"] = r.central(m7_tps), r.lib(m7_tps)
+    _holds(r.number(m7_tps).endswith("(too low)"), "Mistral 7B's one-H100 rate is too low")
     g["m7_own_days"] = f"{seed_days_at_throughput(1e11, own_tps):.0f}"
     tps70 = sorted(float(r.ratio_x(f"000-cost-llama2-70b-{n}-tps")) for n in (8, 16, 32, 64))
     g["tps70_x"] = f"{tps70[0]:.1f} to {tps70[-1]:.1f}"
