@@ -266,6 +266,19 @@ def allen_cunneen_errors() -> dict[tuple[int, float, float], float]:
     return out
 
 
+def _check_ac(ac):
+    """``ac`` as :func:`allen_cunneen_errors` returns it (computed when ``None``)."""
+    if ac is None:
+        return allen_cunneen_errors()
+    if not isinstance(ac, dict):
+        raise TypeError(f"ac must be a dict from allen_cunneen_errors() or None, not {type(ac).__name__}")
+    if set(ac) != set(AC_CASES):
+        raise ValueError(f"ac must hold one error for each of AC_CASES {AC_CASES}, got keys {sorted(ac)}")
+    if not all(isinstance(e, (int, float)) and math.isfinite(e) for e in ac.values()):
+        raise ValueError("ac's errors must be finite numbers")
+    return ac
+
+
 def _goodputs():
     from .reliability import goodput
 
@@ -295,7 +308,7 @@ def _serving_values(ac=None) -> dict[str, str]:
          "app_audit_seq": f"{SEQ:,}"}                                            # the central one
     spec = _speculative()
     v["app_spec_t0"], v["app_spec_no_t0"] = f"{spec[True].speedup:.2f}x", f"{spec[False].speedup:.2f}x"
-    ac = allen_cunneen_errors() if ac is None else ac
+    ac = _check_ac(ac)
     v["app_ac_small_n"], v["app_ac_big_n"] = "8", "32"
     v["app_ac_small"] = f"{math.ceil(max(abs(e) for (c, _, _), e in ac.items() if c == 8) * 100)}%"
     v["app_ac_big_wait"] = f"{erlang_c(32, 25.6, 1.0):.0%}"
@@ -337,7 +350,7 @@ def appendix_claims(ac=None) -> dict[str, bool]:
     pub, q = _qlora_sources()
     lay_all, lay_stack = iv.loc[("training-layout", "all")], iv.loc[("training-layout", "stack:all")]
     te = FP8_SCHEMES["fp8-mixed"]
-    ac = allen_cunneen_errors() if ac is None else ac
+    ac = _check_ac(ac)
     g128 = _goodputs()[131072]
 
     def outwards(lo, hi):
