@@ -168,13 +168,13 @@ def _model_values() -> dict[str, str]:
     """Chapters 1 to 10: parameter shortcuts, KV numbers, recomputation's overstatement, FLOPs, GEMMs."""
     from .activations import activation_memory
     from .catalog import get_model, list_models
-    from .charts import llama3_long_context_layout
     from .flops import narayanan_eq3_flops_per_token, training_flops_per_token
     from .footprint import LOSS_BACKWARD_BYTES_PER_LOGIT
     from .inference import kv_numbers_per_token_per_layer
     from .kernels import GEMM_CEILING, GEMM_EMAX, GEMM_R_HALF, fit_gemm_curve
     from .memory import training_memory
     from .model import approx_params_12lh2
+    from .parallel import llama3_long_context_layout
     from .reliability import checkpoint_bytes
     from .scaling import compute_optimal, six_nd_ratios
     from .units import fmt_gib
