@@ -11,6 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+CHANGES = (ROOT / "CHANGES.md").read_text()   # the API changes, moved out of README.md by issue
 
 
 def _contract_lines():
@@ -94,11 +95,12 @@ def test_the_readme_names_the_books_parts_as_the_toc_does():
     assert 'caption: "Appendix"' in (ROOT / "_toc.yml").read_text() and "appendix" in README[:3000].lower()
 
 
-def test_every_make_command_in_the_readme_is_a_makefile_target():
+@pytest.mark.parametrize("text", [README, CHANGES], ids=["README.md", "CHANGES.md"])
+def test_every_make_command_in_the_readme_is_a_makefile_target(text):
     targets = set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(), flags=re.M))
-    used = set(re.findall(r"`(?:[A-Z_]+=\S+ )*make ([a-z][a-z-]*)", README))
-    used |= set(re.findall(r"^make ([a-z][a-z-]*)", README, flags=re.M))
-    assert used, "no make command found: the pattern no longer reads the README"
+    used = set(re.findall(r"`(?:[A-Z_]+=\S+ )*make ([a-z][a-z-]*)", text))
+    used |= set(re.findall(r"^make ([a-z][a-z-]*)", text, flags=re.M))
+    assert used, "no make command found: the pattern no longer reads the file"
     assert sorted(used - targets) == []
 
 
@@ -107,32 +109,34 @@ def _rows(name):
         return list(csv.DictReader(fh))
 
 
-def test_the_readme_counts_published_runs_and_gpus_as_data_holds_them():
+def test_the_changes_count_published_runs_and_gpus_as_data_holds_them():
     """"data/published_runs.csv: N runs, F fitted and H held out" (the ``calibration`` column, yes / no) and
-    "GPUs: N in the catalogue" (rows of data/gpus.csv)."""
+    "GPUs: N in the catalogue" (rows of data/gpus.csv), in CHANGES.md's issue-21 entry (in README.md before
+    the API changes moved out of it)."""
     runs = _rows("published_runs.csv")
-    m = re.search(r"`data/published_runs\.csv`: (\d+) runs, (\d+) fitted\s+and (\d+) held out", README)
+    m = re.search(r"`data/published_runs\.csv`: (\d+) runs, (\d+) fitted\s+and (\d+) held out", CHANGES)
     assert m
     fitted = sum(r["calibration"] == "yes" for r in runs)
     assert tuple(map(int, m.groups())) == (len(runs), fitted, len(runs) - fitted)
-    m = re.search(r"\*\*GPUs\*\*: (\d+) in the catalogue", README)
+    m = re.search(r"\*\*GPUs\*\*: (\d+) in the catalogue", CHANGES)
     assert m and int(m.group(1)) == len(_rows("gpus.csv"))
 
 
-def test_the_readme_fine_tuning_range_is_the_one_in_intervals_csv():
+def test_the_changes_fine_tuning_range_is_the_one_in_intervals_csv():
     """The fine-tuning paragraph's "against 81.4% and 2.36x" (79.7% before ft43) is data/intervals.csv's
-    fine-tuning row."""
+    fine-tuning row (CHANGES.md, issue 22)."""
     row = next(r for r in _rows("intervals.csv") if r["area"] == "fine-tuning" and r["group"] == "all")
     stated = f"against {100 * float(row['measured_coverage']):.1f}% and {float(row['median_width']):.2f}x"
-    assert stated in " ".join(README.split())
+    assert stated in " ".join(CHANGES.split())
 
 
-def test_the_readme_fine_tuning_ranges_per_base_are_the_ones_stored():
+def test_the_changes_fine_tuning_ranges_per_base_are_the_ones_stored():
     """Session 43: the paragraph's "83.9% held at a median 2.26x wide (QLoRA 83.1% at 2.17x, stated 0.71-1.44;
-    LoRA ..." is data/intervals.csv's fine-tuning-base rows and data/finetune_model.csv's ranges."""
+    LoRA ..." is data/intervals.csv's fine-tuning-base rows and data/finetune_model.csv's ranges (CHANGES.md,
+    issue 22)."""
     iv = {r["group"]: r for r in _rows("intervals.csv") if r["area"] == "fine-tuning-base"}
     fit = {r["constant"]: float(r["value"]) for r in _rows("finetune_model.csv")}
-    text = " ".join(README.split())
+    text = " ".join(CHANGES.split())
     a = iv["all"]
     held_all = round(float(a["measured_coverage"]) * int(a["n_rows"]))     # 98 of 118: 83.05%, printed 83.1%
     assert (f"{100 * held_all / int(a['n_rows']):.1f}% held at a median "
@@ -177,7 +181,7 @@ def test_the_readme_command_line_examples_use_flags_the_cli_has():
 
     ap = cli.parser()
     subs = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction)).choices
-    block = README[README.index("## The command line"):README.index("## Serving and fine-tuning")]
+    block = README[README.index("## The command line"):README.index("## Tests")]
     examples = re.findall(r"^llmsizing (\S+)(.*)$", block, re.M)
     assert len(examples) >= 10
     for sub, rest in examples:
@@ -185,6 +189,42 @@ def test_the_readme_command_line_examples_use_flags_the_cli_has():
         known = {o for a in subs[sub]._actions for o in a.option_strings}
         flags = re.findall(r"(?<!\S)(--[a-z][a-z-]*)", rest.split("#")[0])
         assert sorted(set(flags) - known) == [], (sub, rest)
+
+
+def _outside_code(text):
+    """The text with fenced blocks and inline code spans blanked (links shown as examples are not links)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+@pytest.mark.parametrize("name", ["README.md", "CHANGES.md"])
+def test_the_readme_and_changes_name_only_files_that_exist(name):
+    """Each relative link and each backticked repository path (``tools/...``, ``data/*.csv``, globs allowed)
+    of README.md and CHANGES.md names a file of the repository; README links to CHANGES.md, which holds the
+    API changes that moved out of it (session 45)."""
+    text = (ROOT / name).read_text()
+    links = [t for t in re.findall(r"\]\(([^)\s]+)\)", _outside_code(text)) if not re.match(r"[a-z]+:", t)]
+    for target in links:
+        assert (ROOT / target.split("#")[0]).exists(), (name, target)
+    top = r"(?:book|src|tests|tools|data|benchmarks|_assets|\.ci)"
+    paths = set(re.findall(rf"`({top}/[A-Za-z0-9_./*-]+)`", text))
+    assert len(paths) >= 30, "the pattern no longer reads the file's paths"
+    assert sorted(p for p in paths if not list(ROOT.glob(p.rstrip("/")))) == [], name
+    if name == "README.md":
+        assert "CHANGES.md" in links
+
+
+# a helper's name is letters and the session number ("churn35", "review24c"); the unit-like words are not
+_HELPER = re.compile(r"\b(?!(?:bf|fp|acc|int|x|p|sm|gfx|h|a|b|mi|tp|pp|dp|cp|ep)\d)[a-z]+\d{2}[a-z]?\b")
+
+
+@pytest.mark.parametrize("name", ["README.md", "CHANGES.md"])
+def test_the_readme_and_changes_name_no_session_or_helper(name):
+    """A reader cannot look up "session 35, churn35": the text says the issue, or the date where a "before"
+    matters. On main before session 45 README.md named sessions 19 times and helpers 28 times ("moeapi42")."""
+    text = (ROOT / name).read_text()
+    found = re.findall(r"\b[Ss]essions? \d+", text) + _HELPER.findall(text)
+    assert found == [], (name, found)
 
 
 BENCH = ROOT / "benchmarks"

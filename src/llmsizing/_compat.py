@@ -2,7 +2,7 @@
 
 A lower module may not import a higher one, so an old import path such as ``llmsizing.moe.deepseek_memory``
 is kept for one release by a module ``__getattr__`` that finds the name in its new home on first use and warns
-with a :class:`DeprecationWarning` naming it. The README lists every forward and when it goes.
+with a :class:`DeprecationWarning` naming it. CHANGES.md lists every forward and when it goes.
 """
 
 import functools

@@ -515,6 +515,16 @@ def llama3_405b_layout(dp: int = 128, cp: int = 1) -> Parallel:
                     account_for_embedding=True, account_for_loss=True, grad_reduce="chunk_run")
 
 
+def llama3_long_context_layout() -> Parallel:
+    """Llama 3 405B's 128K degrees (Dubey et al. 2024, Table 4): TP8 CP16 PP16 DP8 with all-gathered K and V,
+    read as a Megatron-LM run (four interleaved chunks, the 7-8...8-7 split, ZeRO-1, sequence parallelism).
+    Not Meta's layout, which is :func:`llama3_405b_layout` ``(8, cp=16)`` (FSDP, eight one-layer chunks); the
+    context-parallel traffic and compute are the same in both. Chapter 17's default (its CP figure) and the
+    appendix's partial-recomputation example; moved here from ``charts.long_context``, which re-exports it."""
+    return Parallel(tp=8, cp=16, pp=16, dp=8, zero=1, sp=True, virtual_stages=4,
+                    stage_layers=uneven_stages(126, 16, first=7, last=7), cp_comm="all_gather")
+
+
 #: The :class:`~llmsizing.parallel.Parallel` fields of a split that counts the embedding and the loss as one
 #: layer's place each (:func:`pipeline_split`).
 ACCOUNTED = {"account_for_embedding": True, "account_for_loss": True}

@@ -8,22 +8,12 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from ..parallel import llama3_long_context_layout  # noqa: F401  (re-exported: moved to llmsizing.parallel)
 from .base import (_CAPTION_LINESPACING, _CAPTION_PAD_IN, _CAPTION_PT, EXPLORER_TIME_COLORS, FixedView, View,
                    _caption_room, _kept_legend, _log_axis, _short_number, blank_figure, figure_axes)
 
 #: The sequence lengths chapter 17's overlap figure sweeps: 4K to 512K tokens.
 CP_OVERLAP_SEQS = tuple(2**k for k in range(12, 20))
-
-
-def llama3_long_context_layout():
-    """Llama 3 405B's 128K degrees (Dubey et al. 2024, Table 4): TP8 CP16 PP16 DP8 with all-gathered K and V,
-    read as a Megatron-LM run (four interleaved chunks, the 7-8...8-7 split, ZeRO-1, sequence parallelism).
-    Not Meta's layout, which is :func:`~llmsizing.llama3_405b_layout` ``(8, cp=16)`` (FSDP, eight one-layer
-    chunks); the context-parallel traffic and compute are the same in both. The CP figure's default."""
-    from ..parallel import Parallel, uneven_stages
-
-    return Parallel(tp=8, cp=16, pp=16, dp=8, zero=1, sp=True, virtual_stages=4,
-                    stage_layers=uneven_stages(126, 16, first=7, last=7), cp_comm="all_gather")
 
 
 def render_cp_overlap(model="llama-3.1-405b", gpu: str = "H100 SXM", parallel=None, *, seqs=CP_OVERLAP_SEQS,

@@ -118,7 +118,7 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     process (~0.4 GB at the peak) and up to ~0.4 GB more in the kernel (the tables it holds), so no worker
     starts where less than :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free. Those figures were measured
     on a reader's own machine; on one server shared by a room the workers slowed every participant's redraws
-    (README, the load test), so ``speculate=None`` (the default) speculates only where the environment asks
+    (CHANGES.md: the load test), so ``speculate=None`` (the default) speculates only where the env asks
     for it (``LLMSIZING_SPECULATE=1``, set by ``make lab``, ``app`` and ``serve-live``); ``True`` always,
     ``False`` never."""
     from collections import OrderedDict

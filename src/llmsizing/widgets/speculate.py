@@ -30,7 +30,7 @@ where too little memory is free for a second process (:data:`SPECULATE_MIN_FREE_
 speculated.
 
 **Who gets it.** Speculation is for a reader on a machine of their own: on one server shared by a room, the
-workers slowed every participant's redraws 1.4-2.8x even at the lowest priority (README, the load test of
+workers slowed every participant's redraws 1.4-2.8x even at the lowest priority (CHANGES.md: the load test of
 chapter 17). A widget built with ``speculate=None`` (the default) speculates only where the environment says
 so, ``LLMSIZING_SPECULATE=1`` (:data:`ENV`), which ``make lab``, ``make app`` (Voila) and ``make serve-live``
 set (each one reader on 127.0.0.1); JupyterHub and Binder do not. It changes how soon an answer comes, never

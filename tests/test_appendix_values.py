@@ -1,0 +1,116 @@
+"""llmsizing.appendix: the formula summary's numbers and the claims its prose makes about them (issue 38).
+
+Each expected value is worked by hand from a datasheet, a config or a CSV row, not read back from the function
+under test: the values are the text the appendix shows, so a change of format fails here too.
+"""
+
+import csv
+import math
+
+import pytest
+
+from llmsizing import get_model
+from llmsizing.appendix import AC_CASES, allen_cunneen_errors, appendix_claims, appendix_values
+from llmsizing.catalog import DATA_DIR
+
+#: A stand-in for the simulation (2 s of CPU): the shape the real one has, both ends at 32 slots, 80% busy.
+FAKE_AC = {case: 0.0 for case in AC_CASES} | {(32, 0.8, 0.0): -0.23, (32, 0.8, 2.0): 0.19,
+                                              (8, 0.9, 2.0): 0.031}
+
+
+@pytest.fixture(scope="module")
+def values():
+    return appendix_values(FAKE_AC)
+
+
+def test_wire_counts_and_pipeline_examples(values):
+    # two nodes of 8: each node sends 2 (2-1)/2 S = S; a flat ring of 16 GPUs 2 x 15/16 = 1.875 S
+    assert (values["app_wire_hier"], values["app_wire_flat"]) == ("1", "1.875")
+    assert values["app_zero_runs"] == "4"                    # m / p = 16 / 4 reduce-scatters per step
+    assert values["app_vp_odd"] == "16.7%"                   # (p - 1) / (v m) = 1 / (2 x 3)
+
+
+def test_numbers_from_configs(values):
+    # DeepSeek-V3: kv_lora_rank 512 + qk_rope_head_dim 64; expanded, 128 heads x (128 + 64 key + 128 value)
+    assert (values["app_mla_latent"], values["app_mla_expanded"]) == ("576", "40,960")
+    # Llama 3 8B: 6 N_mm + 12 L s a d over 6 N_mm, N_mm = N less the untied input embedding V h
+    n_mm = 8_030_261_248 - 128_256 * 4_096
+    for s, key in ((2048, "app_6n_2k"), (8192, "app_6n_8k")):
+        assert values[key] == f"{1 + 12 * 32 * s * 32 * 128 / (6 * n_mm):.2f}"
+    assert (values["app_6n_2k"], values["app_6n_8k"]) == ("1.07", "1.29")
+    # QLoRA: Llama-2-7B's block matrices, 32 x (4 h^2 + 3 h f), at nf4 with double quantisation + 2 bytes
+    n_block = 32 * (4 * 4096**2 + 3 * 4096 * 11008)
+    assert values["app_deq_gb"] == f"{n_block * ((4 + 8 / 64 + 32 / (64 * 256)) / 8 + 2) / 1e9:.1f}" == "16.3"
+
+
+def test_constants_as_the_page_types_them(values):
+    assert values["app_ckpt_bpp"] == "14"                    # bf16 weights 2 + fp32 master 4 + two moments 8
+    assert values["app_cpu_adam_bytes"] == "30"              # grad 4 + master 4+4 + moments 8+8 + weight 2
+    assert values["app_band"] == "1.25" and values["app_loss_bytes"] == "8"
+    # PCIe Gen5 x16: 32 GT/s x 16 lanes x 128/130 / 8 bits; Gen4 half of it
+    assert (values["app_host_link"], values["app_host_link_a100"]) == ("63.0", "31.5")
+    assert 32 * 16 * 128 / 130 / 8 == pytest.approx(63.0, abs=0.05)
+    assert values["app_rl_buckets"] == f"{math.ceil(61.064245248e9 / 2**29)}" == "114"   # slime: 512 MiB each
+
+
+def test_calibration_numbers_from_their_csvs(values):
+    with open(DATA_DIR / "kernel_efficiency.csv", newline="") as f:
+        eff = {(r["generation"], r["dtype"]): float(r["kernel_efficiency"]) for r in csv.DictReader(f)}
+    assert values["app_fp8_share"] == f"{eff['hopper', 'fp8'] / eff['hopper', 'bf16']:.3f}"
+    # DDP's closed form: 2/3 x 7/8 x 989.4 TFLOP/s x eta over 450 GB/s one way (H100 datasheet)
+    assert values["app_dp_closed"] == f"{2 / 3 * 7 / 8 * 989.4e12 * eff['hopper', 'bf16'] / 450e9:,.0f}"
+    with open(DATA_DIR / "finetune_published.csv", newline="") as f:
+        q = [r for r in csv.DictReader(f) if r["method"] == "qlora"]
+    assert values["app_ft_qlora_gptq"] == f"{sum(r['quantizer'] == 'gptq-int4' for r in q)} of {len(q)}"
+
+
+def test_queueing_and_goodput(values):
+    # Erlang's C at 32 slots, 25.6 busy (80%): Erlang's B by its recursion, then B / (1 - rho (1 - B))
+    b = 1.0
+    for k in range(1, 33):
+        b = 25.6 * b / (k + 25.6 * b)
+    assert values["app_ac_big_wait"] == f"{b / (1 - 0.8 * (1 - b)):.0%}" == "16%"
+    ends = (values["app_ac_big_lo"], values["app_ac_big_hi"], values["app_ac_small"])
+    assert ends == ("-23%", "+19%", "4%")
+    # Llama 3: 419 interruptions in 54 days on 16,384 GPUs; on 8 times the GPUs, minutes between them
+    assert values["app_gp_mtbi_128k"] == f"{54 * 86400 / 419 / 8 / 60:.0f}" == "23"
+
+
+def test_every_claim_holds_and_each_can_fail(monkeypatch):
+    claims = appendix_claims(FAKE_AC)
+    assert len(claims) == 20 and all(claims.values()), [c for c, ok in claims.items() if not ok]
+    # a wrong extreme of the simulation, and two constants moved, each turn their own claim False
+    worst = FAKE_AC | {(8, 0.8, 0.0): -0.5}
+    assert [c for c, ok in appendix_claims(worst).items() if not ok] == [
+        "Allen-Cunneen's errors are largest at 32 slots, 80% busy, fixed and cs2 = 2"]
+    import llmsizing.footprint
+    import llmsizing.rl_trainer
+
+    monkeypatch.setattr(llmsizing.rl_trainer, "SLIME_SYNC_QWEN3_30B_S", 8.0)
+    monkeypatch.setattr(llmsizing.footprint, "LOSS_BACKWARD_BYTES_PER_LOGIT", {"fused": 8.0, "hf": 12.0})
+    wrong = {c for c, ok in appendix_claims(FAKE_AC).items() if not ok}
+    assert wrong == {"slime's weight sync takes 7 s",
+                     "the loss backward keeps 8 bytes per logit on both stacks"}
+
+
+def test_active_parameters_claim_by_hand():
+    """N_active = N - (1 - k/E) N_routed, by hand for Mixtral 8x7B: 32 layers x 8 experts x 3 h f."""
+    m = get_model("mixtral-8x7b")
+    routed = 32 * 8 * 3 * 4096 * 14336
+    assert m.active_params == m.n_params - routed + routed * 2 // 8
+
+
+def test_bad_simulation_results_are_refused():
+    with pytest.raises(TypeError, match="ac must be a dict"):
+        appendix_values([0.0] * len(AC_CASES))
+    with pytest.raises(ValueError, match="ac must hold one error for each of AC_CASES"):
+        appendix_claims({(8, 0.8, 0.0): 0.0})
+    with pytest.raises(ValueError, match="finite"):
+        appendix_values(FAKE_AC | {(8, 0.8, 0.0): float("nan")})
+
+
+def test_the_simulation_sizes_allen_cunneen_as_the_page_says():
+    ac = allen_cunneen_errors()
+    assert set(ac) == set(AC_CASES)
+    assert (min(ac, key=ac.get), max(ac, key=ac.get)) == ((32, 0.8, 0.0), (32, 0.8, 2.0))
+    assert max(abs(e) for (c, _, _), e in ac.items() if c == 8) < 0.05           # "within 4%" at 8 slots

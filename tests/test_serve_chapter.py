@@ -1,0 +1,155 @@
+"""Chapter 15's sentences built in the library (serve_chapter, serve_chapter_check; issue 38): each quoted
+figure worked again by hand from the data row it comes from, not from the functions' own arithmetic."""
+
+from __future__ import annotations
+
+import csv
+import re
+from functools import lru_cache
+
+import pytest
+
+from llmsizing.catalog import DATA_DIR
+from llmsizing.serve import RANGE_HIGH, RANGE_LOW, serving
+from llmsizing.serve_chapter import (ChapterText, _holds, cost_ranking, engine_versions, expert_parallel,
+                                     kv_room_queue, stated)
+from llmsizing.serve_chapter_check import published_check
+
+
+def _rows(name):
+    with open(DATA_DIR / name, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@lru_cache(maxsize=None)
+def _check() -> ChapterText:
+    return published_check()
+
+
+@lru_cache(maxsize=None)
+def _queue() -> ChapterText:
+    return kv_room_queue()
+
+
+def test_published_check_counts_the_rows_of_the_csv():
+    rows = _rows("serving_published.csv")
+    v = _check().values
+    assert v["n"] == str(len(rows))
+    assert v["engines"] == str(len({r["engine"] for r in rows}))
+    assert v["rejected"] == str(len(_rows("serving_published_rejected.csv")))
+
+
+def test_vllm_batch1_share_of_bandwidth_by_hand():
+    """vLLM's Llama-3-8B at batch 1 on an A100 40GB: its rate x the bytes per token over 1,555 GB/s (the A100
+    40GB datasheet). All bf16 weights: 8,030,261,248 x 2 B; read a step: less the input embedding's table but
+    one row, (128,256 - 1) x 4,096 x 2 B."""
+    row = next(r for r in _rows("serving_published.csv") if r["model"] == "llama-3-8b"
+               and r["gpu"] == "A100 40GB" and r["metric"] == "output_tokens_per_s")
+    rate, bw = float(row["value"]), 1555e9
+    all_bytes = 8_030_261_248 * 2
+    read_bytes = all_bytes - (128_256 - 1) * 4_096 * 2
+    v = _check().values
+    assert v["b1"] == f"{rate:.0f}"
+    assert v["share"] == f"{rate * all_bytes / bw:.0%}"
+    assert v["share_read"] == f"{rate * read_bytes / bw:.0%}"
+
+
+def test_tensorrt_llm_step_from_its_published_rate():
+    """Llama-2-70B at batch 480 on four H100s: a step is the batch over the replica's tokens per second."""
+    row = next(r for r in _rows("serving_published.csv") if r["model"] == "llama-2-70b"
+               and r["gpu"] == "H100 SXM" and r["batch"] == "480"
+               and r["metric"] == "output_tokens_per_s_per_gpu")
+    v = _check().values
+    assert (v["trt70_b"], v["trt70_tp"]) == ("480", "4")
+    assert v["trt70_step"] == f"{480 / (float(row['value']) * 4) * 1e3:.0f} ms"
+
+
+def test_llama2_70b_shapes_and_the_jackknife_bound():
+    """Llama-2-70B: 64 query heads over 8 KV heads, 80 layers (two all-reduces each), hidden 8,192, so a
+    128-token prompt's all-reduce carries 128 x 8,192 x 2 B = 2 MiB; Barber et al.'s 1 - 2 x 0.2 = 60%."""
+    v = _check().values
+    assert (v["l2_heads"], v["l2_kv_heads"], v["l2_group"]) == ("64", "8", "8")
+    assert (v["ttft70_calls"], v["ttft70_msg"]) == ("160", "2 MiB")
+    assert v["cv_worst"] == "60%"
+    iv = {r["group"]: r for r in _rows("serving_intervals.csv")}
+    assert v["iv_all"] == f"{float(iv['all']['low']):.2f}-{float(iv['all']['high']):.2f}"
+
+
+def test_published_check_report_is_the_table():
+    report = _check().report
+    assert report.startswith(f"80% range of a calibrated engine's per-token speed: {RANGE_LOW:.2f}-")
+    assert len(re.findall(r"\bvLLM\b", report)) >= 3
+
+
+def test_kv_room_queue_sweep_gap_from_the_csv():
+    """The sweep's largest gap in recomputed tokens per finished request, as a share of one sequence's tokens,
+    worked from data/serve_churn_sweep.csv's columns."""
+    rows = _rows("serve_churn_sweep.csv")
+    gap = max(abs(float(r["churn_recomputed_tokens"]) - float(r["replay_recomputed_tokens"]))
+              / float(r["batch"]) / (float(r["prompt"]) + float(r["output"])) for r in rows)
+    v = _queue().values
+    assert v["sweep_n"] == str(len(rows))
+    assert v["sweep_gap"] == f"{gap:.1%}"
+
+
+def test_kv_room_queue_is_twice_the_room_in_two_waves():
+    room = serving("llama-3-8b", "H100 SXM", prompt=1024, output=256).kv_batch
+    v = _queue().values
+    assert v["batch"] == f"{2 * room:,}" and v["waves"] == "2"
+    assert v["chunk"] == "8,192"                    # vLLM's max_num_batched_tokens on an H100 (EngineArgs)
+    assert "preemptions" in _queue().report
+
+
+def test_stated_carries_the_speed_range():
+    """A time's ends are the time over the speed's ends: low = t / RANGE_HIGH, high = t / RANGE_LOW."""
+    s = serving("llama-3-8b", "H100 SXM", batch=1, prompt=1024, output=256)
+    text = stated(s, "itl_s", ".4f", 1e3, suffix=" ms")
+    m = re.fullmatch(r"([\d.]+) ms \(([\d.]+)-([\d.]+)\)", text)
+    assert m, text
+    v, lo, hi = map(float, m.groups())
+    assert v == pytest.approx(s.itl_s * 1e3, abs=1e-4)
+    assert lo == pytest.approx(v / RANGE_HIGH, abs=2e-4) and hi == pytest.approx(v / RANGE_LOW, abs=2e-4)
+
+
+def test_engine_versions_from_the_rows():
+    assert engine_versions("vLLM") == "0.6.0, 0.21.0 and 0.23.0"     # the rows the fit learns from (CSV)
+    assert engine_versions("SGLang") == "0.3.0"
+    with pytest.raises(ValueError, match="engine 'nope'"):
+        engine_versions("nope")
+    with pytest.raises(TypeError, match="engine and batching"):
+        engine_versions(3)
+
+
+def test_a_broken_claim_names_itself():
+    _holds(True, "anything")
+    with pytest.raises(AssertionError, match="chapter 15 says two waves"):
+        _holds(False, "two waves")
+
+
+def test_expert_parallel_from_the_report_and_the_day6_page():
+    """DeepSeek-V3: 61 layers, the first 3 dense, so 58 MoE layers; 8 expert groups, a token's experts in 4
+    (config n_group, topk_group); the report's decoding unit, 320 GPUs, is 40 nodes of 8. The Day-6 figures
+    come from data/deepseek_serving.csv's two rows as the page states them (73.7k and 14.8k a node, 56.3% of
+    input tokens from the cache, 4,989 tokens of KV per output token, 32 redundant experts, 21 tokens/s)."""
+    v = expert_parallel().values
+    assert (v["layers"], v["groups"], v["dec_nodes"]) == ("58", "4 of its 8", "40")
+    d6 = {r["phase"]: r for r in _rows("deepseek_serving.csv")}
+    assert (v["d6_prefill_pub"], v["d6_decode_pub"]) == ("73.7K", "14.8K")
+    assert (v["d6_prefill_nodes"], v["d6_decode_nodes"]) == (d6["prefill"]["nodes_per_unit"], "18")
+    assert (v["d6_hit"], v["d6_ctx"], v["d6_redundant"], v["d6_user_tps"]) == ("56.3%", "4,989", "32", "21")
+    assert float(v["a2a_lo"]) <= float(v["a2a_hi"]) < 1
+
+
+def test_cost_ranking_never_ranks_an_estimate():
+    """The hatched GPUs are exactly those the price table marks as estimates (and that the chart can price);
+    none of them is named cheapest or dearest."""
+    estimates = {r["name"] for r in _rows("gpu_prices.csv") if r["price_kind"] == "estimate"}
+    v = cost_ranking().values
+    named = re.search(r"\(([^)]*)\) are priced at estimates", v["estimates"])
+    assert named, v["estimates"]
+    hatched = set(named.group(1).split(", "))
+    assert hatched and hatched <= estimates
+    assert v["cheapest"].split(" (")[0] not in estimates and v["dearest"] not in estimates
+    cheapest = float(v["cheapest_cost"].split()[0].strip("$"))
+    assert cheapest < float(v["h100"].split()[0].strip("$"))
+    assert all(v[f"rho_{k}"].startswith("\u2212") for k in ("batch", "memory"))     # costs fall as they grow
