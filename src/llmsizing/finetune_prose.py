@@ -8,7 +8,7 @@ leave-one-source-out check behind ``data/intervals.csv``
 (:func:`~llmsizing.finetune_time.finetune_loso_check`). It returns a :class:`~llmsizing.prose.ProseFacts`:
 the texts the notebook glues as ``{eval}`ch16_<name>```, and the claims its prose makes about the rows,
 which the notebook asserts. No new arithmetic: every figure is a published row's ratio or the model's own
-step.
+step. :func:`multi_gpu_prose` does the same for the section on several GPUs (DDP, FSDP, ZeRO-3).
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ arithmetic: every figure is the planner's own row, or :func:`~llmsizing.layouts.
 * :func:`plan_row_step`: a row's step as the planner priced it, or with an option changed.
 * :func:`worked_example`: the front's two ends, where their steps go, what one doubling buys, and what a
   persistent gradient buffer (Megatron-LM's, PyTorch DDP's, DeepSpeed's bucket) does to the second plan.
+* :func:`limits_prose`: the cheapest plan within a deadline, the fastest within a budget, by both rules.
+
+The GPU types' section is in :mod:`llmsizing.plan_prose_lead`, the search's in
+:mod:`llmsizing.plan_prose_search`.
 """
 
 from __future__ import annotations
