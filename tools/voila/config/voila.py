@@ -66,6 +66,9 @@ CULL_CONNECTED_IDLE_TIMEOUT_S = 3600
 CULL_INTERVAL_S = 30
 #: Seconds after a kernel's last page WebSocket closed before it is shut down (unless a page reconnects)
 CLOSE_GRACE_S = 10
+#: Seconds a kernel no page has connected to may stay idle, without activity, before it is shut down (its page
+#: went before its WebSocket opened; a page connects within seconds of its chapter's last cell)
+UNCONNECTED_GRACE_S = 20
 
 
 def _set_xsrf_cookie(handler_class):
@@ -108,3 +111,4 @@ c.MappingKernelManager.cull_connected = True
 c.MappingKernelManager.cull_busy = False
 c.LiveKernelManager.cull_connected_idle_timeout = CULL_CONNECTED_IDLE_TIMEOUT_S
 c.LiveKernelManager.shutdown_after_last_close_s = CLOSE_GRACE_S
+c.LiveKernelManager.shutdown_unconnected_after_s = UNCONNECTED_GRACE_S
