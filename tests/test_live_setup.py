@@ -482,6 +482,11 @@ def test_voila_config_frees_kernels():
     # KernelConnection waits random(0, 2**attempt - 1) s), shorter than the culler's timeout for a kernel
     # without a page
     assert 0 + 1 + 3 < module.CLOSE_GRACE_S < module.CULL_IDLE_TIMEOUT_S
+    # voila45: a kernel no page connected to goes after UNCONNECTED_GRACE_S idle; longer than the close grace
+    # (a page connects within seconds of its chapter's last cell, slower on a loaded machine), shorter than
+    # the culler's timeout
+    assert config.LiveKernelManager.shutdown_unconnected_after_s == module.UNCONNECTED_GRACE_S
+    assert module.CLOSE_GRACE_S <= module.UNCONNECTED_GRACE_S < module.CULL_IDLE_TIMEOUT_S
     assert getattr(VoilaHandler.prepare, "book_xsrf", False)
     # (page30: the kernel WebSocket sends small messages at once, not held by Nagle's algorithm)
     from voila.tornado.kernel_websocket_handler import VoilaKernelWebsocketHandler
