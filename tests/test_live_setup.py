@@ -229,11 +229,11 @@ ORPHAN_CASES = [
     (["connect", "connect", "disconnect"], []),                  # another page is still connected: kept
     (["connect", "disconnect", 0.1, "connect", "disconnect"], ["k"]),   # came back, then went for good
     ([], []),                                                    # never connected (page still loading): kept
-    # voila45: a WebSocket closed while still being prepared (no connect counted): the count stays at 0, so
-    # the page's real connection, once closed, still arms the timer (before: -1, then 0 while connected,
-    # then -1 again when the page went, and the kernel was held as connected for good)
-    (["disconnect", "connect", "disconnect"], ["k"]),
-    (["disconnect", "connect"], []),                            # ... and a page connected is still kept
+    # voila45: a WebSocket closed while still being prepared (no connect counted) leaves the count at 0 once
+    # jupyter_server's disconnect is over, so the page's real connection, once closed, still arms the timer
+    # (before: -1, then 0 while connected, then -1 again when the page went: held as connected for good)
+    (["disconnect", 0.05, "connect", "disconnect"], ["k"]),
+    (["disconnect", 0.05, "connect"], []),                      # ... and a page connected is still kept
 ]
 #: (grace, events) of every run below: the cases above with a grace of 0.3 s, and one with none (off).
 _ORPHAN_RUNS = [(0.3, tuple(events)) for events, _ in ORPHAN_CASES] + [(0, ("connect", "disconnect"))]
@@ -255,6 +255,22 @@ def test_a_kernel_whose_last_page_closed_is_shut_down_after_the_grace(events, sh
     """Issue 38 (voila38e): the kernel manager shuts a kernel down ``shutdown_after_last_close_s`` after its
     last WebSocket closed, unless a page connected again meanwhile."""
     assert _orphan_runs()[(0.3, tuple(events))] == shut
+
+
+def test_a_websocket_closed_before_it_connected_is_uncounted_after_its_disconnect():
+    """voila45: jupyter_server's disconnect of a WebSocket that closed before connect() counted it takes the
+    count to -1; it stays -1 while that disconnect runs (at 0 jupyter_server would buffer channels that
+    connection never opened), arms no timer, and is back at 0 right after (it stayed -1 for good)."""
+    async def run():
+        mkm = live_kernels.LiveKernelManager(shutdown_after_last_close_s=0.3)
+        mkm._kernels["k"] = object()
+        mkm._kernel_connections["k"] = 0
+        mkm.notify_disconnect("k")
+        during, timers = mkm._kernel_connections["k"], dict(mkm._orphan_timers)
+        await asyncio.sleep(0.05)
+        return during, timers, mkm._kernel_connections["k"]
+
+    assert asyncio.run(run()) == (-1, {}, 0)
 
 
 @pytest.mark.parametrize("idle_s, busy, wait_s", [

@@ -146,14 +146,23 @@ class LiveKernelManager(AsyncMappingKernelManager):
     def notify_disconnect(self, kernel_id):
         super().notify_disconnect(kernel_id)
         if self._kernel_connections.get(kernel_id, 0) < 0:
-            # a WebSocket closed while jupyter_server still prepared it (its handler's on_close disconnects
-            # one that never connected): never below 0, which would hold the kernel as connected for good
-            self.log.warning("Kernel %s: a WebSocket closed that never connected.", kernel_id)
-            self._kernel_connections[kernel_id] = 0
+            # jupyter_server's WebSocket handler disconnects on close even when it closed while still being
+            # prepared, before connect() counted it (seen under load, voila45: a reloaded page's first
+            # WebSocket). Left at -1, the page's real connection counted 0 and its close -1: the timer never
+            # ran and the culler took the kernel for connected (an hour). The count stays -1 until
+            # jupyter_server's disconnect has finished (at 0 it would buffer the channels this connection
+            # never opened, and the page's next connection, restoring them, would fail), then goes back to 0.
+            self.log.warning("Kernel %s: a WebSocket closed before it connected.", kernel_id)
+            IOLoop.current().add_callback(self._uncount_unopened, kernel_id)
+            return
         if self.shutdown_after_last_close_s > 0 and self._kernel_connections.get(kernel_id) == 0:
             self._cancel_orphan_shutdown(kernel_id)
             self._orphan_timers[kernel_id] = IOLoop.current().call_later(
                 self.shutdown_after_last_close_s, self._shutdown_orphan, kernel_id)
+
+    def _uncount_unopened(self, kernel_id):
+        if self._kernel_connections.get(kernel_id, 0) < 0:
+            self._kernel_connections[kernel_id] += 1
 
     def _cancel_orphan_shutdown(self, kernel_id):
         timer = self._orphan_timers.pop(kernel_id, None)
