@@ -9,6 +9,14 @@ reduce-scatters, on :mod:`llmsizing.network`'s links; Answer.AI's FSDP-QLoRA, Ra
 
 :mod:`llmsizing.finetune_time` turns them into seconds, GPU-hours and dollars, with the constants fitted on
 published steps, and re-exports every name here; its module docstring derives the FLOPs.
+
+**Registered by ft45 (session 45, issue 34) before any refit with it:** the LoRA branch's bytes
+(``adapter_branch_bytes``): PEFT >= 0.12 casts the adapters of a 16-bit base to fp32
+(``autocast_adapter_dtype=True``) and its LoRA ``Linear.forward`` (peft 0.14) casts each adapted matrix's input
+to the adapters' dtype, drops out, runs both thin GEMMs, scales and adds: without autocast all of it in fp32,
+memory-bound. Priced only where a row states the branch's dtype (``adapter_dtype`` in
+``data/finetune_published.csv``: universal-llm-trainer, peft==0.14.0, bf16 base, ``amp_training: False``);
+adopted only if, refit inside each held-out fold, coverage stays >= 80% and the median width narrows.
 """
 
 from __future__ import annotations
