@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ._validate import check_choice, check_int
 from .catalog import get_gpu, resolve_model
-from .finetune import ALL_LINEAR, METHODS, _target_shapes, block_matrices, frozen_base_bytes, lora_params
+from .finetune import ALL_LINEAR, METHODS, block_matrices, frozen_base_bytes, lora_params
 from .finetune_sharded import STRATEGIES, default_kbit_prep
 from .flops import RECOMPUTE, attention_flops_per_token, forward_flops_per_token, training_flops_per_token
 from .model import Model
@@ -98,39 +98,6 @@ def layer_passes(recompute: str = "none") -> int:
     QLoRA dequantises once per pass (:func:`dequant_passes`) and a PEFT step launches a layer's kernels once
     per pass (:mod:`llmsizing.finetune_time`'s launch floor, ft43)."""
     return 2 + (check_choice("recompute", recompute, RECOMPUTE) == "full")
-
-
-#: HBM bytes per number of an adapted matrix's input (``a``) and output (``b``) that PEFT's LoRA branch moves
-#: (peft 0.14, ``tuners/lora/layer.py`` ``Linear.forward``: ``x.to(lora_A.weight.dtype)``, ``dropout``,
-#: ``lora_A``, ``lora_B``, ``* scaling``, ``result + ...``, ``result.to(torch_result_dtype)``; no autocast), as
-#: ``(forward a, forward b, backward a, backward b)``, by branch dtype and whether dropout runs (ft45, counted
-#: by hand: fp32 forward: the cast 2 + 4, dropout 4 + 4 + a 1-byte mask, lora_A's read 4 = 19 a; lora_B's
-#: write 4, the scaling 4 + 4, the add of the bf16 result 2 + 4 + 4, the cast back 4 + 2 = 28 b; backward: the
-#: cast back 2 + 4, the add's grad to the bf16 result 4 + 2, the scaling 4 + 4, lora_B's two GEMMs 4 + 4 = 28 b;
-#: lora_A's two GEMMs 4 + 4, dropout 4 + 1 + 4, the cast 4 + 2, the sum with the base's input grad 2 + 2 + 2
-#: = 29 a. A 16-bit branch skips both casts and the promotion; the rank-wide tensors are left out).
-ADAPTER_BRANCH_BYTES = {("fp32", True): (19, 28, 29, 28), ("fp32", False): (10, 28, 20, 28),
-                        ("bf16", True): (7, 12, 15, 8), ("bf16", False): (2, 12, 10, 8)}
-
-
-def adapter_branch_bytes(model: Model | str, *, targets=ALL_LINEAR, dtype: str = "fp32", dropout: bool = True,
-                         recompute: str = "none") -> float:
-    """HBM bytes per token that PEFT's LoRA branch moves in a step (ft45, issue 34): per adapted matrix of
-    every layer, :data:`ADAPTER_BRANCH_BYTES` for ``dtype`` (``"fp32"``: PEFT >= 0.12 casts the adapters of a
-    16-bit base to fp32, ``autocast_adapter_dtype=True``, and without autocast the whole branch runs in fp32;
-    ``"bf16"``/``"fp16"``: a 16-bit branch) times its input and output widths, in the forward, the forward full
-    recomputation reruns (:func:`layer_passes`) and the backward. Memory-bound elementwise work and thin
-    GEMMs: :func:`~llmsizing.finetune_time.finetune_time` prices them at the HBM bandwidth
-    (``adapter_branch_dtype``). Llama-3-8B, all seven matrices, fp32 with dropout and full recomputation:
-    32 x (2 x (19 x 38,912 + 28 x 43,008) + 29 x 38,912 + 28 x 43,008) = 199.0 MB per token."""
-    from ._validate import check_bool
-
-    model = resolve_model(model)
-    dtype = check_choice("dtype", dtype, ("fp32", "bf16", "fp16"))
-    fa, fb, ba, bb = ADAPTER_BRANCH_BYTES[("fp32" if dtype == "fp32" else "bf16", check_bool("dropout", dropout))]
-    shapes = _target_shapes(model, targets)
-    a, b = sum(d_in for _, d_in in shapes.values()), sum(d_out for d_out, _ in shapes.values())
-    return model.layers * ((layer_passes(recompute) - 1) * (fa * a + fb * b) + ba * a + bb * b)
 
 
 def dequant_passes(recompute: str = "none") -> int:

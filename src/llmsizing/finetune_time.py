@@ -109,7 +109,7 @@ from .finetune_sharded import (STRATEGIES, ShardedFinetuneMemory, _base_dtype, _
 # a step's FLOPs, dequantised bytes and collectives live in finetune_terms (issue 32: modules under 600
 # lines); every name of theirs is still importable from here
 from .finetune_terms import (ADAPTER_FLOPS_PER_PARAM, ADAPTER_GRAD_BYTES, FinetuneComm,  # noqa: F401
-                             FinetuneFlops, adapter_branch_bytes, adapter_checkpoint_bytes, dequant_bytes, dequant_passes,
+                             FinetuneFlops, adapter_checkpoint_bytes, dequant_bytes, dequant_passes,
                              finetune_communication, finetune_flops_per_token, layer_passes)
 from .flops import RECOMPUTE
 from .hardware import dense_tflops
@@ -287,7 +287,7 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
                   rank: int = 16, targets=ALL_LINEAR, recompute: str = "none",
                   kernel_efficiency: float | None = None, dequant_bandwidth_fraction: float | None = None,
                   layer_overhead_s: float | None = None, price_usd_per_gpu_hour: float | None = None,
-                  node=None, kbit_prep: bool | None = None, adapter_branch_dtype: str | None = None) -> FinetuneTime:
+                  node=None, kbit_prep: bool | None = None) -> FinetuneTime:
     """How long fine-tuning ``model`` on ``tokens`` tokens for ``epochs`` epochs takes on ``n_gpus`` GPUs of
     type ``gpu``, and what it costs (module docstring): the step's arithmetic
     (:func:`finetune_flops_per_token`'s hardware FLOPs as the step model prices them: GEMMs by shape, causal
@@ -302,9 +302,7 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
     behind the last backward; ``kbit_prep``, QLoRA's recipe, sets the base an FSDP/ZeRO-3 step gathers,
     default the strategy's, :func:`~llmsizing.finetune_sharded.default_kbit_prep`). Full fine-tuning on
     several GPUs is :func:`~llmsizing.layouts.step_time` on ``Parallel(dp=n, zero=0 or 3)``. It does not check
-    that the step fits: :func:`finetune_memory_per_gpu` does. ``adapter_branch_dtype`` (ft45; default ``None``,
-    not priced, as before): the dtype PEFT's LoRA branch runs in, its bytes (dropout on) at the HBM bandwidth in
-    ``compute_s`` (:func:`~llmsizing.finetune_terms.adapter_branch_bytes`; ``"fp32"``: PEFT >= 0.12, no autocast)."""
+    that the step fits: :func:`finetune_memory_per_gpu` does."""
     model = resolve_model(model)
     g = get_gpu(gpu)
     method = check_choice("method", method, METHODS)
@@ -339,11 +337,6 @@ def finetune_time(model: Model | str, *, gpu, method: str = "lora", tokens: floa
     else:                                             # as the step model prices a step (kernels)
         micro_s = _kernel_seconds(model, g, fl, seq=seq, batch=batch, recompute=recompute)
         eff = micro_tokens * fl.hardware_flops / (peak * micro_s)
-    if adapter_branch_dtype is not None:             # the LoRA branch's bytes (ft45), memory-bound
-        if method == "full":
-            raise ValueError("adapter_branch_dtype with method='full': a full fine-tune has no LoRA branch")
-        micro_s += micro_tokens * adapter_branch_bytes(model, targets=targets, dtype=adapter_branch_dtype,
-                                                       recompute=recompute) / (g.memory_bandwidth_gbps * 1e9)
     dq = 0.0
     if method == "qlora":
         dq = dequant_passes(recompute) * dequant_bytes(model) / (g.memory_bandwidth_gbps * 1e9 * frac)
@@ -415,7 +408,7 @@ def _published_frame():
     df = pd.read_csv(DATA_DIR / "finetune_published.csv")
     df["strategy"] = df["strategy"].fillna("ddp") if "strategy" in df else "ddp"
     # why a row is outside the model / why it misses the fitted spread
-    for col in ("known_out", "miss_reason", "kbit_prep", "adapter_dtype"):
+    for col in ("known_out", "miss_reason", "kbit_prep"):
         df[col] = df[col].fillna("") if col in df else ""
     return df
 
@@ -426,7 +419,6 @@ def _predict(r, *, whole: bool = False, **constants):
     targets = r.targets if r.method == "full" or r.targets == "all-linear" else tuple(r.targets.split())
     adapters = {} if r.method == "full" else dict(rank=int(r.rank), targets=targets)   # (full: every weight)
     prep = {"yes": {"kbit_prep": True}, "no": {"kbit_prep": False}}.get(getattr(r, "kbit_prep", ""), {})
-    prep.update({"adapter_branch_dtype": r.adapter_dtype} if getattr(r, "adapter_dtype", "") else {})
     t = finetune_time(r.model, gpu=r.gpu, method=r.method, tokens=1.0, seq=int(r.seq), batch=int(r.batch),
                       grad_accum=int(r.grad_accum), n_gpus=int(r.n_gpus), recompute=r.recompute,
                       strategy=getattr(r, "strategy", "ddp"), **constants, **adapters, **prep)
