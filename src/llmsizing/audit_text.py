@@ -27,7 +27,8 @@ from .audit import (BAND, DRIVER_GB_READING, GIB_READING, HOST_BYTES_PER_NODE, K
                     offload_exposed_days, readings, recompute_saving_pct, seed_days_at_throughput,
                     seed_gpu_days_usd, verdict, verdict_counts, verdict_kind)
 from .audit_inputs import ten_b_stand_in
-from .audit_quotes import SEED_QUOTES, ProseMismatch, _holds, _Rows, _verb, fmt, said, seed_quotes
+from .audit_quotes import (SEED_QUOTES, ProseMismatch, _holds, _Rows, _verb, fmt, said, seed_efficiencies,
+                           seed_quotes)
 from .audit_runs import fragile_offload_verdicts, offload_batch_flip
 from .catalog import get_gpu
 from .memory import model_states, training_memory
@@ -467,7 +468,7 @@ def chapter_values(table) -> dict[str, str]:
     if not isinstance(table, pd.DataFrame) or not {"id", "library", "library_central"} <= set(table.columns):
         raise TypeError("table must be the DataFrame of llmsizing.audit.audit_table()")
     r = _Rows(table)
-    out = seed_quotes(table)
+    out = {**seed_quotes(table), **seed_efficiencies()}
     for part in (_method, _batch_and_cases, _bytes_and_rates, _times_and_costs, _counts, _techniques,
                  _finetune_and_hardware, _fp8):
         out.update(part(r))
