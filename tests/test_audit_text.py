@@ -143,8 +143,8 @@ def test_a_statement_the_audit_no_longer_supports_raises(table):
 
 def test_every_name_the_prose_shows_is_bound_by_name(table):
     """The notebook glues chapter_values' entries in a loop (``glue(f"ch14_{_key}", ...)``), which the static
-    check of tests/test_prose.py reads as any ch14_ name: here each {eval} name of the chapter must be a key of
-    chapter_values or glued by a name or a narrower pattern in the notebook itself."""
+    check of tests/test_prose.py reads as any ch14_ name: here each {eval} name of the chapter must be a key
+    of chapter_values or glued by a name or a narrower pattern in the notebook itself."""
     from tests.test_prose import bindings
 
     nb = json.loads(CH14.read_text())
