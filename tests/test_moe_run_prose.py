@@ -114,3 +114,30 @@ def test_published_runs_prose_reads_the_published_figures():
     v2_step = p.check.loc["DeepSeek-V2 pre-training", "predicted"]
     assert table.loc["DeepSeek-V2 pre-training", "published / step"] == f"x{1_399_680 / v2_step:.2f}"
     assert p.moe_low < 1 < p.moe_high
+
+
+def test_rack_dispatch_prose_reads_the_catalogue_and_deepep_by_hand():
+    import math
+
+    from llmsizing.moe_case_prose import rack_dispatch_prose
+
+    t = rack_dispatch_prose()
+    # DeepEP's one-node test: a token reaches the GPUs holding any of its 8 experts, 32 of the 256 a GPU:
+    # 8 (1 - C(224, 8) / C(256, 8)) = 5.29 GPUs
+    assert t["dep_gpus_8"] == f"{8 * (1 - math.comb(224, 8) / math.comb(256, 8)):.1f}" == "5.3"
+    # ... so its 153 GB/s at EP 8 is 4,096 x 5.2947 x 7,168 x 1.03125 B (FP8 and a 4-byte scale per 128)
+    # = 160.3 MB in 1.05 ms
+    assert t["dep_gbps_8"] == "153 GB/s"
+    assert t["dep_ms_8"] == f"{4096 * 5.2947 * 7168 * 1.03125 / 153e9 * 1e3:.2f} ms" == "1.05 ms"
+    # the datasheets: GB200 NVLink 1.8 TB/s and the DGX H100's 900 GB/s both ways, FP8 dense 5,000 / 1,979
+    assert (t["nvl_link"], t["nvl_h100_link"], t["nvl_nic"]) == ("900 GB/s", "450 GB/s", "400 Gb/s")
+    assert t["nvl_peak_ratio"] == "2.5"
+    assert t["nvl_m"] == "120"                         # 15,360 sequences a step over 128 data-parallel ranks
+    # the ratios the prose quotes agree with the times it quotes
+    keys = ("nvl_h800_ms", "nvl_rack_ms", "nvl_h800_ep8_ms", "dep_ms_8")
+    ms = {key: float(t[key].split()[0]) for key in keys}
+    assert abs(ms["nvl_h800_ms"] / ms["nvl_rack_ms"] / float(t["nvl_ratio"]) - 1) < 0.05
+    assert abs(ms["nvl_h800_ep8_ms"] / ms["dep_ms_8"] / float(t["dep_x_8"]) - 1) < 0.02
+    assert t["nvl_h800_ep8_ms"] == t["nvl_h800_ep16_ms"]       # the prose: the H800's first two points equal
+    with pytest.raises(ValueError, match="tokens"):
+        rack_dispatch_prose(tokens=0)

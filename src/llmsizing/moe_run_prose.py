@@ -17,7 +17,8 @@ from .moe_runs import JETMOE_8B, moe_loso_check, moe_published_runs, moe_run_che
     run_step, run_variant
 from .prose import and_list, number_word
 
-__all__ = ["ProseOutOfDate", "RunsProse", "published_runs_prose", "ranges_prose", "GRANITE_1B", "GRANITE_3B"]
+__all__ = ["ProseOutOfDate", "prose_check", "RunsProse", "published_runs_prose", "ranges_prose", "GRANITE_1B",
+           "GRANITE_3B"]
 
 _SUFFIX = " pre-training"
 GRANITE_1B, GRANITE_3B = "Granite 3.0 1B-A400M", "Granite 3.0 3B-A800M"
@@ -28,9 +29,13 @@ class ProseOutOfDate(AssertionError):
     """What chapter 18's prose says about the runs no longer matches the numbers (the message says what)."""
 
 
-def _says(holds, what: str) -> None:
+def prose_check(holds, what: str) -> None:
+    """Raise :class:`ProseOutOfDate` saying ``what`` the chapter's prose says, unless ``holds``."""
     if not holds:
         raise ProseOutOfDate(f"chapter 18's prose says {what}, which the numbers no longer show")
+
+
+_says = prose_check
 
 
 def _short(run: str) -> str:

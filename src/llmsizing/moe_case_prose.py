@@ -1,0 +1,103 @@
+"""Chapter 18's worked case in sentences: DeepSeek-V3's dispatch on H800 nodes, a DGX H100 and an NVL72 rack,
+beside DeepEP's published training kernels (issue 38).
+
+:func:`rack_dispatch_prose` times the dispatch with :func:`~llmsizing.all_to_all.all_to_all_s` on the
+catalogue's nodes, sums the step's expert-parallel all-to-alls with :func:`~llmsizing.comm.communication`,
+and sets the H800 times beside DeepEP's normal kernels (its README's V1 table,
+``data/deepep_normal_kernels.csv``).
+It returns the texts the chapter quotes, keyed by name (glued as ``ch18_<name>``), and checks each statement
+the chapter makes about them (:class:`~llmsizing.moe_run_prose.ProseOutOfDate` names one that no longer
+holds). It computes nothing new: it formats and compares what those functions return.
+"""
+
+from __future__ import annotations
+
+__all__ = ["rack_dispatch_prose", "RACK_NODE", "H800_NODE", "H100_NODE"]
+
+#: The three machines of the worked case (``data/nodes.csv``).
+RACK_NODE, H800_NODE, H100_NODE = "GB200 NVL72 compute tray", "HGX H800 (8-GPU)", "DGX H100"
+
+
+def rack_dispatch_prose(tokens: int = 4096) -> dict:
+    """DeepSeek-V3's FP8 dispatch of ``tokens`` tokens a GPU (``k = 8``, node-limited routing as it ran) on
+    the H800 nodes, in an NVL72 rack and on DGX H100s, against DeepEP's normal kernels: the worked case's
+    texts.
+
+    Raises :class:`~llmsizing.moe_run_prose.ProseOutOfDate` where a statement of the chapter fails: equal H800
+    times at ``ep`` 8 and 16, the same NIC setting the H800 and H100 curves at 64, the model long against
+    DeepEP at EP 8 only, DeepEP's own count short at EP 16 by its NVLink rate."""
+    from ._validate import check_int
+    from .all_to_all import (all_to_all_s, deepep_destinations, deepep_normal_nvl_gbps,
+                             deepep_normal_published_s, deepep_normal_rows)
+    from .catalog import get_gpu
+    from .comm import communication
+    from .deepseek import DEEPSEEK_V3_LAYOUT, DEEPSEEK_V3_MAX_NODES, DEEPSEEK_V3_MICRO_BATCHES
+    from .model_catalog import get_model
+    from .moe import FP8_DISPATCH_BYTES
+    from .moe_run_prose import prose_check as _says
+    from .network import get_node, group_link
+
+    tokens = check_int("tokens", tokens, minimum=1)
+    ds3 = get_model("deepseek-v3")
+    k, lim = ds3.experts_per_token, DEEPSEEK_V3_MAX_NODES
+    buf = tokens * k * ds3.hidden * FP8_DISPATCH_BYTES
+    one = {g: all_to_all_s(buf, 64, g, node, top_k=k, max_nodes=lim)
+           for g, node in (("H800", H800_NODE), ("GB200", RACK_NODE))}
+    step_a2a = {}
+    for g, node in (("H800", H800_NODE), ("GB200", RACK_NODE)):    # every EP all-to-all of the step, one GPU
+        comm = communication(ds3, DEEPSEEK_V3_LAYOUT, batch=1, seq=tokens, gpu=g, node=node,
+                             grad_accum=DEEPSEEK_V3_MICRO_BATCHES, precision="fp8-deepseek", max_nodes=lim)
+        step_a2a[g] = sum(c.time_s for c in comm.collectives if c.group == "ep")
+    rack, hgx = get_node(RACK_NODE), get_node(H800_NODE)
+    h800_8 = all_to_all_s(buf, 8, "H800", H800_NODE)
+    h800_16 = all_to_all_s(buf, 16, "H800", H800_NODE, top_k=k, max_nodes=4)
+    # at 16 DeepEP's forwarding leg carries 7/8 of the copies over NVLink, as ep=8 does: the same time
+    _says(abs(h800_16 / h800_8 - 1) < 0.01, "the H800's first two points are equal")
+    peak = {g: get_gpu(g).fp8_dense_tflops for g in ("H800", "GB200")}     # FP8 dense peaks, the catalogue's
+    # DeepEP's normal kernels as times on the bytes DeepEP counts: a token once to each GPU (EP 8) or node
+    # (EP 16, 64) holding one of its experts, its own too
+    rows = deepep_normal_rows("dispatch")
+    gbps = {e: float(r["bandwidth_gbps"]) for e, r in rows.items()}
+    dep_s = {e: deepep_normal_published_s(e) for e in (8, 16, 64)}
+    model_s = {8: h800_8, 16: h800_16, 64: one["H800"]}
+    dep_x = {e: model_s[e] / dep_s[e] for e in dep_s}
+    _says(dep_x[8] > 1.2 and all(0.95 < dep_x[e] < 1.05 for e in (16, 64)),
+          "the model leans long against DeepEP at EP 8 only")
+    deep_s = {e: all_to_all_s(buf, e, "H800", H800_NODE, top_k=k, max_nodes=None if e == 8 else lim,
+                              dispatcher="deepep", experts=ds3.experts) for e in (8, 16, 64)}
+    deep_x = {e: deep_s[e] / dep_s[e] for e in dep_s}
+    _says(0.85 < deep_x[8] < 0.9 and deep_x[16] < 0.85 and abs(deep_x[64] / dep_x[64] - 1) < 1e-9,
+          "counted DeepEP's way the model is short at EP 8 and 16 and unmoved at 64")
+    nvl16, nvl_link = deepep_normal_nvl_gbps(16), group_link("H800", hgx, size=8).bandwidth_gbps
+    _says(abs(deep_x[16] / (7 / 8 * nvl16 / nvl_link) - 1) < 0.02,
+          "the EP 16 gap is the own copies times DeepEP's NVLink rate")
+    nics = {get_node(n).nic_gbits for n in (H800_NODE, H100_NODE)}
+    _says(len(nics) == 1, "the H800 and H100 nodes have the same NIC per GPU")
+    h100 = {e: all_to_all_s(buf, e, "H100 SXM", H100_NODE, top_k=k, max_nodes=lim) for e in (8, 16, 64)}
+    _says(abs(h100[64] / one["H800"] - 1) < 0.01, "the NIC sets both curves at 64")
+    rdma = [g for e, g in gbps.items() if e > 8]
+    out = {
+        "nvl_link": f"{rack.intra_link_gbps_one_way:,.0f} GB/s", "nvl_as_of": rack.as_of,
+        "nvl_h800_ms": f"{one['H800'] * 1e3:.2f} ms", "nvl_rack_ms": f"{one['GB200'] * 1e3:.2f} ms",
+        "nvl_ratio": f"{one['H800'] / one['GB200']:.1f}",
+        "nvl_step_h800": f"{step_a2a['H800']:.1f} s", "nvl_step_rack": f"{step_a2a['GB200']:.1f} s",
+        "nvl_h800_ep8_ms": f"{h800_8 * 1e3:.2f} ms", "nvl_h800_ep16_ms": f"{h800_16 * 1e3:.2f} ms",
+        "nvl_m": f"{DEEPSEEK_V3_MICRO_BATCHES}",
+        "nvl_peak_ratio": f"{peak['GB200'] / peak['H800']:.1f}",
+        "nvl_rel": f"{(step_a2a['H800'] / step_a2a['GB200']) / (peak['GB200'] / peak['H800']):.1f}",
+        "nvl_deepep16_ms": f"{dep_s[16] * 1e3:.2f} ms",
+        "dep_gbps_8": f"{gbps[8]:.0f} GB/s", "dep_gbps_rdma": f"{min(rdma):.0f} to {max(rdma):.0f} GB/s",
+        "dep_gbps_64": f"{gbps[64]:.0f}",
+        "dep_nvl_16": f"{nvl16:.0f} GB/s", "dep_nvl_rel": f"{nvl16 / gbps[8]:.2f}",
+        "dep_nvl_link": f"{nvl_link:.0f} GB/s", "dep_deep_ms_8": f"{deep_s[8] * 1e3:.2f} ms",
+        "dep_gpus_8": f"{deepep_destinations(8, k, ds3.experts, 8, int(rows[8]['topk_groups'])):.1f}",
+        "nvl_nic": f"{nics.pop():.0f} Gb/s", "nvl_dev16": f"{h800_16 / dep_s[16]:.2f}",
+        "nvl_h100_link": f"{get_node(H100_NODE).intra_link_gbps_one_way:,.0f} GB/s",
+        "nvl_h100_ep8_ms": f"{h100[8] * 1e3:.2f} ms", "nvl_h100_ep16_ms": f"{h100[16] * 1e3:.2f} ms",
+    }
+    for e in (8, 64):
+        out[f"dep_ms_{e}"] = f"{dep_s[e] * 1e3:.2f} ms"
+        out[f"dep_x_{e}"] = f"{dep_x[e]:.2f}"
+    for e in (8, 16, 64):
+        out[f"dep_dx_{e}"] = f"{deep_x[e]:.2f}"
+    return out
