@@ -141,3 +141,24 @@ def test_rack_dispatch_prose_reads_the_catalogue_and_deepep_by_hand():
     assert t["nvl_h800_ep8_ms"] == t["nvl_h800_ep16_ms"]       # the prose: the H800's first two points equal
     with pytest.raises(ValueError, match="tokens"):
         rack_dispatch_prose(tokens=0)
+
+
+def test_deepseek_terms_prose_by_hand():
+    from llmsizing.moe_case_prose import deepseek_terms_prose
+
+    table, t = deepseek_terms_prose()
+    assert len(table) == 5                  # 1F1B, DualPipe, the split, the MTP module, the SMs
+    # the report (Sec. 3.2.2): 20 of each H800's 132 SMs run the communication, so compute runs on 112,
+    # 132 / 112 - 1 = 17.9% more time
+    assert (t["comm_sms"], t["h800_sms"], t["compute_sms"], t["terms_sms"]) == ("20", "132", "112", "18%")
+    # the split 3, fourteen chunks of 4, 2: DualPipe's rank 0 holds chunks 0 and 15, 3 + 2 = 5 layers, the
+    # others 4 + 4 = 8
+    assert (t["rank0_layers"], t["rank_layers"]) == ("5", "8")
+    # the sum against the published 2.664M GPU-hours: -0.1% means within 0.05% to 0.15% below
+    final = float(t["terms_final"].rstrip("M")) * 1e6
+    assert t["terms_dev"] == "-0.1%" and abs(final / 2.664e6 - 1) < 0.005
+    lo, hi = (float(x.rstrip("M")) * 1e6 for x in t["terms_range"].split(" to "))
+    assert lo < final < hi
+    assert t["allow_rule"] == "1 GiB + 8%"
+    # the MTP module (issue 38: about 3.8% of the FLOPs, not 2%)
+    assert t["mtp_share"] == "3.8%"

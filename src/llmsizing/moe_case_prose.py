@@ -1,18 +1,19 @@
-"""Chapter 18's worked case in sentences: DeepSeek-V3's dispatch on H800 nodes, a DGX H100 and an NVL72 rack,
-beside DeepEP's published training kernels (issue 38).
+"""Chapter 18's worked cases in sentences: DeepSeek-V3's dispatch on H800 nodes, a DGX H100 and an NVL72 rack,
+beside DeepEP's published training kernels, and its run built up term by term (issue 38).
 
 :func:`rack_dispatch_prose` times the dispatch with :func:`~llmsizing.all_to_all.all_to_all_s` on the
 catalogue's nodes, sums the step's expert-parallel all-to-alls with :func:`~llmsizing.comm.communication`,
 and sets the H800 times beside DeepEP's normal kernels (its README's V1 table,
-``data/deepep_normal_kernels.csv``).
-It returns the texts the chapter quotes, keyed by name (glued as ``ch18_<name>``), and checks each statement
-the chapter makes about them (:class:`~llmsizing.moe_run_prose.ProseOutOfDate` names one that no longer
-holds). It computes nothing new: it formats and compares what those functions return.
+``data/deepep_normal_kernels.csv``). :func:`deepseek_terms_prose` reads
+:func:`~llmsizing.deepseek.deepseek_v3_time_terms`. Each returns the texts the chapter quotes, keyed by name
+(glued as ``ch18_<name>``), and checks each statement the chapter makes about them
+(:class:`~llmsizing.moe_run_prose.ProseOutOfDate` names one that no longer holds). Nothing here computes a new
+quantity: it formats and compares what those functions return.
 """
 
 from __future__ import annotations
 
-__all__ = ["rack_dispatch_prose", "RACK_NODE", "H800_NODE", "H100_NODE"]
+__all__ = ["rack_dispatch_prose", "deepseek_terms_prose", "RACK_NODE", "H800_NODE", "H100_NODE"]
 
 #: The three machines of the worked case (``data/nodes.csv``).
 RACK_NODE, H800_NODE, H100_NODE = "GB200 NVL72 compute tray", "HGX H800 (8-GPU)", "DGX H100"
@@ -101,3 +102,82 @@ def rack_dispatch_prose(tokens: int = 4096) -> dict:
     for e in (8, 16, 64):
         out[f"dep_dx_{e}"] = f"{deep_x[e]:.2f}"
     return out
+
+
+def deepseek_terms_prose():
+    """DeepSeek-V3's run built up term by term (:func:`~llmsizing.deepseek.deepseek_v3_time_terms`): the table
+    the chapter prints (formatted) and the texts its prose quotes, as ``(table, texts)``: the MTP module's
+    share of the FLOPs and of the step, the layer split, the SMs kept for communication, the sum against the
+    published GPU-hours with the MoE range around it, and the memory plan's allowance rule.
+
+    Raises :class:`~llmsizing.moe_run_prose.ProseOutOfDate` where a statement of the chapter fails: the sum
+    within 15% of the published figure, the split shortening the step, the MTP module's step cost (its
+    memory-bound kernels aside) under its share of the FLOPs, rank 0 holding fewest layers, the SMs the
+    largest term, the split 3, fourteen chunks of 4, then 2."""
+    from dataclasses import replace
+
+    from .catalog import get_gpu
+    from .deepseek import DEEPSEEK_V3_BALANCED_SPLIT, DEEPSEEK_V3_LAYOUT, DEEPSEEK_V3_MICRO_BATCHES, \
+        deepseek_v3_time_terms
+    from .flops import training_flops_per_token
+    from .memory import FIXED_OVERHEAD_BYTES, FRAGMENTATION
+    from .mfu import layout_range_factors
+    from .model_catalog import get_model
+    from .moe import mtp_flops_per_token
+    from .moe_run_prose import prose_check as _says
+    from .moe_runs import moe_published_runs
+    from .moe_time import GPU_SMS
+    from .mtp import mtp_param_counts
+    from .pipeline_schedule import dualpipe_rank_mean
+    from .pointwise import ends_pointwise_bytes_per_token, pointwise_seconds, stage_pointwise_bytes_per_token
+
+    ds3 = get_model("deepseek-v3")
+    terms = deepseek_v3_time_terms()
+    table = terms.assign(gpu_hours=terms["gpu_hours"].map("{:,.0f}".format),
+                         ratio=terms["ratio"].map("{:.2f}".format),
+                         mfu=terms["mfu"].map("{:.1%}".format)).round(2)
+    counts = mtp_param_counts(ds3)
+    mtp_own = counts["block"] + counts["projection"]
+    mtp_share = mtp_flops_per_token(ds3, seq=4096) / training_flops_per_token(ds3, seq=4096)
+    final, hours, step = terms.iloc[-1], terms["gpu_hours"], terms["step_s"]
+    _says(abs(final["ratio"] - 1) <= 0.15, "the bottom-up sum lies within 15% of the published GPU-hours")
+    _says("split" in terms.index[2] and hours.iloc[2] < hours.iloc[1],
+          "the third row is the memory plan's layer split, and it shortens the step")
+    # the MTP row against the module's FLOPs: its memory-bound kernels (its MoE layer and a second loss, an
+    # fp32 softmax over the vocabulary) on the last stage, which DualPipe's rank 0 shares
+    par = replace(DEEPSEEK_V3_LAYOUT, stage_layers=DEEPSEEK_V3_BALANCED_SPLIT)
+    pw_stage = [a - b for a, b in zip(stage_pointwise_bytes_per_token(ds3, par, mtp_depth=1),
+                                      stage_pointwise_bytes_per_token(ds3, par, mtp_depth=0))]
+    pw_bytes = pw_stage[-1]                                  # per token, the MTP module's (last stage)
+    tokens, hbm = 4096 * DEEPSEEK_V3_MICRO_BATCHES, get_gpu("H800").memory_bandwidth_gbps * 1e9
+    pw_rank_s = pointwise_seconds(max(dualpipe_rank_mean(pw_stage)), tokens, hbm)      # DualPipe's rank
+    step_mtp = step.iloc[3] / step.iloc[2] - 1
+    rest = (step.iloc[3] - step.iloc[2] - pw_rank_s) / step.iloc[2]
+    _says(rest < mtp_share, "without its memory-bound kernels the MTP module costs less than its FLOPs")
+    # DualPipe's rank r works stages r and pp-1-r: the layers each rank holds
+    rank_layers = [a + b for a, b in zip(DEEPSEEK_V3_BALANCED_SPLIT, DEEPSEEK_V3_BALANCED_SPLIT[::-1])]
+    _says(rank_layers[0] < min(rank_layers[1:-1]), "the split leaves room on rank 0")
+    moves = (hours / hours.shift() - 1).abs().iloc[1:]
+    _says(moves.idxmax() == terms.index[4], "the SMs kept for communication are the largest term")
+    _says(DEEPSEEK_V3_BALANCED_SPLIT == (3,) + (4,) * 14 + (2,),
+          "the split is 3, fourteen chunks of 4, then 2")
+    v3 = moe_published_runs().query("model == 'deepseek-v3'").iloc[0]        # its report's SMs (Sec. 3.2.2)
+    sms, comm_sms = GPU_SMS[v3["gpu"]], int(v3["comm_sms"])
+    lo, hi = layout_range_factors("H800", "fp8", moe=True)
+    texts = {
+        "mtp_share": f"{mtp_share:.1%}", "mtp_flop_x": f"{mtp_share / (mtp_own / ds3.n_params):.1f}",
+        "terms_first": f"{hours.iloc[0] / 1e6:.2f}M", "terms_dualpipe": f"{hours.iloc[1] / 1e6:.2f}M",
+        "terms_split": f"{hours.iloc[2] / 1e6:.2f}M", "terms_mtp": f"{hours.iloc[3] / hours.iloc[2] - 1:.1%}",
+        "mtp_vs": "more than" if step_mtp > mtp_share else "less than",
+        "mtp_pw_s": f"{pointwise_seconds(pw_bytes, tokens, hbm):.2f} s",
+        "rank0_layers": f"{rank_layers[0]}", "rank_layers": f"{max(rank_layers[1:-1])}",
+        "mtp_loss_share": f"{ends_pointwise_bytes_per_token(ds3)[1] / pw_bytes:.0%}",
+        "mtp_rest": f"{rest:.1%}", "terms_sms": f"{hours.iloc[4] / hours.iloc[3] - 1:.0%}",
+        "comm_sms": f"{comm_sms}", "h800_sms": f"{sms}", "compute_sms": f"{sms - comm_sms}",
+        "terms_final": f"{final['gpu_hours'] / 1e6:.2f}M",
+        "terms_dev": f"{final['gpu_hours'] / terms.attrs['published_gpu_hours'] - 1:+.1%}",
+        "terms_mfu": f"{final['mfu']:.1%}",
+        "terms_range": f"{final['gpu_hours'] / hi / 1e6:.2f}M to {final['gpu_hours'] / lo / 1e6:.2f}M",
+        "allow_rule": f"{FIXED_OVERHEAD_BYTES / 2**30:.0f} GiB + {FRAGMENTATION:.0%}",
+    }
+    return table, texts
