@@ -162,3 +162,25 @@ def test_deepseek_terms_prose_by_hand():
     assert t["allow_rule"] == "1 GiB + 8%"
     # the MTP module (issue 38: about 3.8% of the FLOPs, not 2%)
     assert t["mtp_share"] == "3.8%"
+
+
+def test_deepseek_memory_prose_by_hand():
+    from llmsizing.moe_case_prose import deepseek_memory_prose
+
+    report, t = deepseek_memory_prose()
+    assert "what one MoE layer keeps per token (bytes)" in report and "(+ MTP)" in report
+    g = {k: float(v) for k, v in t.items()}
+    assert t["h800_gib"] == "79.6"                     # 81,559 MiB / 1,024
+    # the margin and the overload are differences of the printed totals
+    assert abs(g["h800_gib"] - g["dsm_balanced"] - g["dsm_spare"]) < 0.11
+    assert abs(g["dsm_even"] - g["h800_gib"] - g["dsm_over"]) < 0.11
+    # the allowance is 1 GiB + 8% of the peak it sits on (chapter 3's rule): 1 + 0.08 (76.8 - 6.6) = 6.6
+    assert abs(1 + 0.08 * (g["dsm_balanced"] - g["dsm_allow"]) - g["dsm_allow"]) < 0.06
+    # the most loaded GPU's total is its states, activations, backward working set and allowance
+    assert abs(g["dsm_balanced_states"] + g["dsm_balanced_acts"] + g["dsm_work"] + g["dsm_allow"]
+               - g["dsm_balanced"]) < 0.25
+    # rank i of p = 16 holds p - i micro-batches under 1F1B, and p - i + i + 1 = p + 1 = 17 under DualPipe
+    # (the report's Table 2); DualPipe's two chunks double its states
+    i = int(t["dsm_1f1b_rank"])
+    assert (g["dsm_1f1b_r_flight"], g["dsm_dual_r_flight"]) == (16 - i, 17)
+    assert 1.9 < g["dsm_dual_r_states"] / g["dsm_1f1b_r_states"] < 2.1

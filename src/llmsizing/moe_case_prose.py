@@ -1,11 +1,12 @@
 """Chapter 18's worked cases in sentences: DeepSeek-V3's dispatch on H800 nodes, a DGX H100 and an NVL72 rack,
-beside DeepEP's published training kernels, and its run built up term by term (issue 38).
+beside DeepEP's published training kernels, its run built up term by term and its memory plan (issue 38).
 
 :func:`rack_dispatch_prose` times the dispatch with :func:`~llmsizing.all_to_all.all_to_all_s` on the
 catalogue's nodes, sums the step's expert-parallel all-to-alls with :func:`~llmsizing.comm.communication`,
 and sets the H800 times beside DeepEP's normal kernels (its README's V1 table,
 ``data/deepep_normal_kernels.csv``). :func:`deepseek_terms_prose` reads
-:func:`~llmsizing.deepseek.deepseek_v3_time_terms`. Each returns the texts the chapter quotes, keyed by name
+:func:`~llmsizing.deepseek.deepseek_v3_time_terms`, :func:`deepseek_memory_prose`
+:func:`~llmsizing.deepseek.deepseek_memory`. Each returns the texts the chapter quotes, keyed by name
 (glued as ``ch18_<name>``), and checks each statement the chapter makes about them
 (:class:`~llmsizing.moe_run_prose.ProseOutOfDate` names one that no longer holds). Nothing here computes a new
 quantity: it formats and compares what those functions return.
@@ -13,7 +14,8 @@ quantity: it formats and compares what those functions return.
 
 from __future__ import annotations
 
-__all__ = ["rack_dispatch_prose", "deepseek_terms_prose", "RACK_NODE", "H800_NODE", "H100_NODE"]
+__all__ = ["rack_dispatch_prose", "deepseek_terms_prose", "deepseek_memory_prose", "RACK_NODE", "H800_NODE",
+           "H100_NODE"]
 
 #: The three machines of the worked case (``data/nodes.csv``).
 RACK_NODE, H800_NODE, H100_NODE = "GB200 NVL72 compute tray", "HGX H800 (8-GPU)", "DGX H100"
@@ -181,3 +183,82 @@ def deepseek_terms_prose():
         "allow_rule": f"{FIXED_OVERHEAD_BYTES / 2**30:.0f} GiB + {FRAGMENTATION:.0%}",
     }
     return table, texts
+
+
+def deepseek_memory_prose(check=None):
+    """DeepSeek-V3's own memory plan (:func:`~llmsizing.deepseek.deepseek_memory`) as the chapter shows it:
+    ``(report, texts)``, the printed report (what an MoE layer keeps per token, the most loaded GPU under each
+    recipe and split, the balanced split rank by rank) and the texts its prose quotes. ``check`` is
+    :func:`~llmsizing.deepseek.deepseek_v3_check`'s result (computed when ``None``).
+
+    Raises :class:`~llmsizing.moe_run_prose.ProseOutOfDate` where a statement of the chapter fails: the
+    experts' outputs kept for the combine ($2kh$ bytes) the largest tensor, the balanced split fitting and the
+    even one and the kept outputs not, the margin under the allowance, DualPipe holding about twice 1F1B's
+    states and more micro-batches in flight."""
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from .catalog import get_gpu
+    from .deepseek import DEEPSEEK_V3_BALANCED_SPLIT, DEEPSEEK_V3_LAYOUT, DEEPSEEK_V3_MICRO_BATCHES, \
+        deepseek_layer_bytes, deepseek_memory, deepseek_v3_check
+    from .model_catalog import get_model
+    from .moe_run_prose import prose_check as _says
+
+    ds3, chk = get_model("deepseek-v3"), deepseek_v3_check() if check is None else check
+    per_token = deepseek_layer_bytes(ds3)
+    kept = deepseek_layer_bytes(ds3, probs_in_swiglu=False)
+    _says(max(kept, key=kept.get) == "combine" and kept["combine"] == 2 * ds3.experts_per_token * ds3.hidden,
+          "the experts' outputs kept for the combine, 2kh bytes, are the largest tensor")
+    gib, h800 = 2**30, get_gpu("H800").memory_bytes
+    rows = {f"library 1F1B, recompute={rc}": (chk[f"memory_gib_{rc}"], chk[f"fits_{rc}"])
+            for rc in ("none", "selective", "full")}
+    rows |= {"DeepSeek recipe, DualPipe, even split": (chk["memory_gib_deepseek_even"],
+                                                       chk["fits_deepseek_even"]),
+             "DeepSeek recipe, DualPipe, balanced split": (chk["memory_gib_deepseek_balanced"],
+                                                           chk["fits_deepseek_balanced"]),
+             "  ... experts' outputs kept for the combine": (chk["memory_gib_deepseek_combine"],
+                                                             chk["fits_deepseek_combine"]),
+             "  ... balanced split under 1F1B (one copy)": (chk["memory_gib_deepseek_1f1b"],
+                                                            chk["memory_gib_deepseek_1f1b"] <= h800 / gib)}
+    layout = replace(DEEPSEEK_V3_LAYOUT, stage_layers=DEEPSEEK_V3_BALANCED_SPLIT)
+    balanced = deepseek_memory(ds3, layout)
+    split = DEEPSEEK_V3_BALANCED_SPLIT
+    report = "\n".join([
+        "what one MoE layer keeps per token (bytes): "
+        + ", ".join(f"{k} {v:,.0f}" for k, v in per_token.items()),
+        pd.DataFrame({k: {"most loaded GPU": f"{v:.1f} GiB", "fits 80 GB": "yes" if ok else "no"}
+                      for k, (v, ok) in rows.items()}).T.to_string(),
+        f"\nDualPipe, layers per chunk {split[0]}, 4 x 14, {split[-1]} (+ MTP):",
+        balanced.table.round(1).to_string()])
+    _says(chk["fits_deepseek_balanced"] and not (chk["fits_deepseek_even"] or chk["fits_deepseek_combine"]),
+          "the balanced split fits, the even split and the kept outputs do not")
+    top = balanced.ranks[balanced.rank]
+    _says(top["total"] / gib == chk["memory_gib_deepseek_balanced"], "the table's row is this plan's")
+    _says(h800 - top["total"] < top["total"] - top["peak"], "the margin is smaller than the allowance")
+    # what DualPipe's overlap costs: the same split under 1F1B, rank by rank
+    one = deepseek_memory(ds3, layout, seq=4096, grad_accum=DEEPSEEK_V3_MICRO_BATCHES, schedule="1f1b")
+    _says(one.total_bytes / gib == chk["memory_gib_deepseek_1f1b"], "the 1F1B row is this plan's")
+    r1, r2 = one.ranks[one.rank], balanced.ranks[one.rank]
+    _says(r2["states"] > 1.9 * r1["states"] and sum(r2["in_flight"]) > sum(r1["in_flight"]),
+          "DualPipe costs memory twice: a second parameter copy and more micro-batches in flight")
+    texts = {}
+    for tag in ("even", "balanced", "combine"):
+        texts[f"dsm_{tag}"] = f"{chk[f'memory_gib_deepseek_{tag}']:.1f}"
+        texts[f"dsm_{tag}_states"] = f"{chk[f'states_gib_deepseek_{tag}']:.1f}"
+        texts[f"dsm_{tag}_acts"] = f"{chk[f'activations_gib_deepseek_{tag}']:.1f}"
+    texts |= {
+        "dsm_1f1b": f"{chk['memory_gib_deepseek_1f1b']:.1f}", "h800_gib": f"{h800 / gib:.1f}",
+        "dsm_spare": f"{h800 / gib - chk['memory_gib_deepseek_balanced']:.1f}",
+        "dsm_over": f"{chk['memory_gib_deepseek_even'] - h800 / gib:.1f}",
+        "dsm_layer_kib": f"{sum(per_token.values()) / 1024:.0f}",
+        # the rest of the most loaded GPU's total: the backward's working set (peak - kept) and the allowance
+        "dsm_work": f"{(top['peak'] - top['states'] - top['activations']) / gib:.1f}",
+        "dsm_allow": f"{(top['total'] - top['peak']) / gib:.1f}",
+        "dsm_1f1b_rank": f"{one.rank}",
+    }
+    for tag, r in (("1f1b", r1), ("dual", r2)):
+        texts[f"dsm_{tag}_r_states"] = f"{r['states'] / gib:.1f}"
+        texts[f"dsm_{tag}_r_acts"] = f"{r['activations'] / gib:.1f}"
+        texts[f"dsm_{tag}_r_flight"] = f"{sum(r['in_flight']):.0f}"
+    return report, texts
