@@ -184,3 +184,23 @@ def test_deepseek_memory_prose_by_hand():
     i = int(t["dsm_1f1b_rank"])
     assert (g["dsm_1f1b_r_flight"], g["dsm_dual_r_flight"]) == (16 - i, 17)
     assert 1.9 < g["dsm_dual_r_states"] / g["dsm_1f1b_r_states"] < 2.1
+
+
+def test_all_to_all_evidence_prose_by_hand():
+    from llmsizing.charts import MOE_LAYOUT_DEFAULT
+    from llmsizing.moe_case_prose import all_to_all_evidence_prose
+
+    table, t = all_to_all_evidence_prose(MOE_LAYOUT_DEFAULT)
+    assert {"ranks", "mean / library", "busiest / library", "1 sigma"} <= set(table.columns)
+    # the H800 node: 400 Gb/s InfiniBand per GPU = 50 GB/s, a quarter of NVLink's 400 GB/s both ways (200 one
+    # way); the report's 160 GB/s NVLink is 3.2 times the NIC
+    assert (t["h800_nic_gbit"], t["nic"], t["h800_link"]) == ("400 Gb/s", "50 GB/s", "200 GB/s")
+    assert (t["nic_of_nvl"], t["nvl_160_x"]) == ("25%", "3.2")
+    # the NVL72 rack: 72 GPUs, 18 trays of 4
+    assert (t["nvl_domain"], t["nvl_trays"], t["nvl_tray_gpus"]) == ("72", "18", "4")
+    # the skew: 1 + max violation x sqrt(ep / E): Mixtral (aux loss) 1 + mean at ep = E = 8; DeepSeek-V3
+    # (no aux loss) 1 + mean x sqrt(64 / 256) = 1 + mean / 2
+    assert abs(float(t["skew_mix"]) - (1 + float(t["vio_mean"]))) < 0.006
+    assert abs(float(t["skew_ds3"]) - (1 + float(t["vio_free_mean"]) / 2)) < 0.006
+    assert t["skew_mix_lo"] == f"{1 + float(t['vio_lo']):.2f}"
+    assert t["skew_mix_hi"] == f"{1 + float(t['vio_hi']):.2f}"

@@ -4,7 +4,8 @@ beside DeepEP's published training kernels, its run built up term by term and it
 :func:`rack_dispatch_prose` times the dispatch with :func:`~llmsizing.all_to_all.all_to_all_s` on the
 catalogue's nodes, sums the step's expert-parallel all-to-alls with :func:`~llmsizing.comm.communication`,
 and sets the H800 times beside DeepEP's normal kernels (its README's V1 table,
-``data/deepep_normal_kernels.csv``). :func:`deepseek_terms_prose` reads
+``data/deepep_normal_kernels.csv``); :func:`all_to_all_evidence_prose` the gloo measurement, the load skew
+and the two machines. :func:`deepseek_terms_prose` reads
 :func:`~llmsizing.deepseek.deepseek_v3_time_terms`, :func:`deepseek_memory_prose`
 :func:`~llmsizing.deepseek.deepseek_memory`. Each returns the texts the chapter quotes, keyed by name
 (glued as ``ch18_<name>``), and checks each statement the chapter makes about them
@@ -14,8 +15,8 @@ quantity: it formats and compares what those functions return.
 
 from __future__ import annotations
 
-__all__ = ["rack_dispatch_prose", "deepseek_terms_prose", "deepseek_memory_prose", "RACK_NODE", "H800_NODE",
-           "H100_NODE"]
+__all__ = ["rack_dispatch_prose", "deepseek_terms_prose", "deepseek_memory_prose",
+           "all_to_all_evidence_prose", "RACK_NODE", "H800_NODE", "H100_NODE"]
 
 #: The three machines of the worked case (``data/nodes.csv``).
 RACK_NODE, H800_NODE, H100_NODE = "GB200 NVL72 compute tray", "HGX H800 (8-GPU)", "DGX H100"
@@ -262,3 +263,74 @@ def deepseek_memory_prose(check=None):
         texts[f"dsm_{tag}_r_acts"] = f"{r['activations'] / gib:.1f}"
         texts[f"dsm_{tag}_r_flight"] = f"{sum(r['in_flight']):.0f}"
     return report, texts
+
+
+def all_to_all_evidence_prose(layout: dict):
+    """The all-to-all measured and assumed, as the chapter shows it: ``(table, texts)``, the gloo measurement
+    against $S_\\text{a2a}$ (:func:`~llmsizing.dist_compare.compare_all_to_all`, formatted) and the texts its
+    prose quotes: how far the measured bytes lie from the formula, the published load skew
+    (:func:`~llmsizing.moe_time.load_skew_table`) and what its spread moves in the step of ``layout`` (the
+    "Try it" widget's Mixtral layout, ``charts.MOE_LAYOUT_DEFAULT``: ``dp``, ``zero``, ``batch``, ``seq``,
+    ``grad_accum``, ``recompute``), the worked case's two machines (``data/nodes.csv``) and how near the
+    network model comes to DeepEP's low-latency kernels across nodes (``data/deepep_all_to_all.csv``).
+
+    Raises :class:`~llmsizing.moe_run_prose.ProseOutOfDate` if the H800 node no longer has one NIC per GPU."""
+    import csv
+
+    from .all_to_all import all_to_all_s
+    from .catalog import DATA_DIR, get_gpu
+    from .dist_compare import compare_all_to_all
+    from .layouts import step_time
+    from .model_catalog import get_model
+    from .moe_run_prose import prose_check as _says
+    from .moe_time import load_skew, load_skew_table
+    from .network import get_node
+    from .parallel import Parallel
+
+    mix, ds3 = get_model("mixtral-8x7b"), get_model("deepseek-v3")
+    cmp = compare_all_to_all()
+    table = cmp.reset_index()
+    table["library KiB"] = (table["library_bytes"] / 1024).map("{:,.0f}".format)
+    table["measured mean KiB"] = (table["sent_mean_bytes"] / 1024).map("{:,.0f}".format)
+    for col, name in (("ratio_mean", "mean / library"), ("ratio_busiest", "busiest / library"),
+                      ("sigma", "1 sigma")):
+        table[name] = table[col].map("{:.3f}".format)
+    table = table.drop(columns=[c for c in cmp.columns if c != "ranks"])
+    near, skew = cmp.xs("hf-init", level="routing"), cmp.xs("skewed", level="routing")
+    vio = load_skew_table().groupby("routing")["max_vio"]           # the published rows: 1B and 3B, two gates
+    v_lo, v_hi = vio.min()["aux-loss"], vio.max()["aux-loss"]
+    par = Parallel(ep=8, dp=layout["dp"], zero=layout["zero"])
+    kw = dict(batch=layout["batch"], seq=layout["seq"], grad_accum=layout["grad_accum"],
+              recompute=layout["recompute"])
+    st = {v: step_time(mix, get_gpu("H100 SXM"), par, load_skew=None if v is None else 1 + v, **kw).step_s
+          for v in (None, v_lo, v_hi)}                               # E / ep = 1: the skew is 1 + v
+    hgx, nvl = get_node(H800_NODE), get_node(RACK_NODE)
+    _says(hgx.nics_per_node == hgx.gpus_per_node, "the H800 node has one NIC per GPU")
+    with open(DATA_DIR / "deepep_all_to_all.csv", newline="") as f:     # chapter 15's check of the same model
+        ll = [all_to_all_s(int(r["tokens_per_gpu"]) * int(r["experts_per_token"]) * int(r["hidden"])
+                           * int(r["bytes_per_number"]), int(r["ep"]), r["gpu"])
+              / (float(r["latency_us"]) * 1e-6) for r in csv.DictReader(f) if int(r["ep"]) > 8]
+    nic = hgx.nic_gbits / 8
+    texts = {
+        "gloo_mean_dev": f"{(near['ratio_mean'] - 1).abs().max():.1%}",
+        "gloo_busy_dev": f"{(near['ratio_busiest'] - 1).max():.1%}",
+        "gloo_skew_max": f"{skew['ratio_busiest'].max():.2f}",
+        "gloo_skew_min": f"{skew['ratio_busiest'].min():.2f}",
+        "skew_mix": f"{load_skew(mix, 8):.2f}", "skew_ds3": f"{load_skew(ds3, 64):.2f}",
+        "vio_lo": f"{v_lo:.2f}", "vio_hi": f"{v_hi:.2f}", "vio_mean": f"{vio.mean()['aux-loss']:.2f}",
+        "vio_free_lo": f"{vio.min()['aux-loss-free']:.3f}",
+        "vio_free_hi": f"{vio.max()['aux-loss-free']:.3f}",
+        "vio_free_mean": f"{vio.mean()['aux-loss-free']:.3f}",
+        "skew_mix_lo": f"{1 + v_lo:.2f}", "skew_mix_hi": f"{1 + v_hi:.2f}",
+        "skew_gpus": f"{par.gpus:,}", "widget_seq": f"{layout['seq']:,}",
+        "skew_step_dev": f"{max(abs(st[v] / st[None] - 1) for v in (v_lo, v_hi)):.0%}",
+        "h800_nic_gbit": f"{hgx.nic_gbits:.0f} Gb/s", "nic": f"{nic:,.0f} GB/s",
+        "h800_link": f"{hgx.intra_link_gbps_one_way:,.0f} GB/s",
+        "nvl_160_x": f"{160 / nic:.1f}",                             # the report's 160 GB/s NVLink
+        "nic_of_nvl": f"{nic / hgx.intra_link_gbps_one_way:.0%}",
+        "nvl_domain": f"{nvl.scaleup_domain_gpus}",
+        "nvl_trays": f"{nvl.scaleup_domain_gpus // nvl.gpus_per_node}",
+        "nvl_tray_gpus": f"{nvl.gpus_per_node}",
+        "ll_within": f"{max(abs(x - 1) for x in ll):.0%}",
+    }
+    return table, texts
