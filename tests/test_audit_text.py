@@ -13,7 +13,7 @@ import pytest
 from llmsizing.audit import audit_table
 from llmsizing.audit_claims import SEED_CLAIMS_CSV, _rows
 from llmsizing.audit_quotes import SEED_EFFICIENCIES
-from llmsizing.audit_text import SEED_QUOTES, ProseMismatch, chapter_values, said, seed_quotes
+from llmsizing.audit_text import SEED_QUOTES, ProseOutOfDate, chapter_values, said, seed_quotes
 
 ROOT = Path(__file__).resolve().parents[1]
 CH14 = ROOT / "book" / "14_rules_of_thumb.ipynb"
@@ -136,7 +136,7 @@ def test_a_statement_the_audit_no_longer_supports_raises(table):
     # the prose says seed 000's accumulation batch is off; were it to hold, the chapter must not print
     moved = table.copy()
     moved.loc[moved["id"] == "000-grad-accum-batch", "verdict"] = "holds"
-    with pytest.raises(ProseMismatch, match="techniques"):
+    with pytest.raises(ProseOutOfDate, match="techniques"):
         chapter_values(moved)
     chapter_values(table)                                                       # the real table passes
 

@@ -3,7 +3,7 @@
 writes it.
 
 :mod:`llmsizing.audit_text` builds the chapter's values on these; a statement of the prose that the audit no
-longer supports raises :class:`ProseMismatch` there.
+longer supports raises :class:`~llmsizing.prose.ProseOutOfDate` there.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 import pandas as pd
 
 from .audit import BAND, SEED_CLAIMS_CSV, verdict_number
-from .prose import three_figures
+from .prose import prose_check, three_figures
 
 fmt = three_figures   # one rule for the chapter's values: 1.90 (rounded), 0.5 and 16 (exact), 1,194
 
@@ -46,13 +46,8 @@ SEED_QUOTES = {
 }
 
 
-class ProseMismatch(AssertionError):
-    """A statement of chapter 14's prose no longer matches the audit: the prose (or the data) must change."""
-
-
 def _holds(ok, what: str) -> None:
-    if not ok:
-        raise ProseMismatch(f"chapter 14 says {what}, and the audit no longer does")
+    prose_check(ok, what, "chapter 14")
 
 
 def said(table, claim_id: str, unit: str = "", style: str = "") -> str:

@@ -9,7 +9,7 @@ and the two machines. :func:`deepseek_terms_prose` reads
 :func:`~llmsizing.deepseek.deepseek_v3_time_terms`, :func:`deepseek_memory_prose`
 :func:`~llmsizing.deepseek.deepseek_memory`. Each returns the texts the chapter quotes, keyed by name
 (glued as ``ch18_<name>``), and checks each statement the chapter makes about them
-(:class:`~llmsizing.moe_run_prose.ProseOutOfDate` names one that no longer holds). Nothing here computes a new
+(:class:`~llmsizing.prose.ProseOutOfDate` names one that no longer holds). Nothing here computes a new
 quantity: it formats and compares what those functions return.
 """
 
@@ -27,7 +27,7 @@ def rack_dispatch_prose(tokens: int = 4096) -> dict:
     the H800 nodes, in an NVL72 rack and on DGX H100s, against DeepEP's normal kernels: the worked case's
     texts.
 
-    Raises :class:`~llmsizing.moe_run_prose.ProseOutOfDate` where a statement of the chapter fails: equal H800
+    Raises :class:`~llmsizing.prose.ProseOutOfDate` where a statement of the chapter fails: equal H800
     times at ``ep`` 8 and 16, the same NIC setting the H800 and H100 curves at 64, the model long against
     DeepEP at EP 8 only, DeepEP's own count short at EP 16 by its NVLink rate."""
     from ._validate import check_int
@@ -113,7 +113,7 @@ def deepseek_terms_prose():
     share of the FLOPs and of the step, the layer split, the SMs kept for communication, the sum against the
     published GPU-hours with the MoE range around it, and the memory plan's allowance rule.
 
-    Raises :class:`~llmsizing.moe_run_prose.ProseOutOfDate` where a statement of the chapter fails: the sum
+    Raises :class:`~llmsizing.prose.ProseOutOfDate` where a statement of the chapter fails: the sum
     within 15% of the published figure, the split shortening the step, the MTP module's step cost (its
     memory-bound kernels aside) under its share of the FLOPs, rank 0 holding fewest layers, the SMs the
     largest term, the split 3, fourteen chunks of 4, then 2."""
@@ -192,7 +192,7 @@ def deepseek_memory_prose(check=None):
     recipe and split, the balanced split rank by rank) and the texts its prose quotes. ``check`` is
     :func:`~llmsizing.deepseek.deepseek_v3_check`'s result (computed when ``None``).
 
-    Raises :class:`~llmsizing.moe_run_prose.ProseOutOfDate` where a statement of the chapter fails: the
+    Raises :class:`~llmsizing.prose.ProseOutOfDate` where a statement of the chapter fails: the
     experts' outputs kept for the combine ($2kh$ bytes) the largest tensor, the balanced split fitting and the
     even one and the kept outputs not, the margin under the allowance, DualPipe holding about twice 1F1B's
     states and more micro-batches in flight."""
@@ -274,7 +274,7 @@ def all_to_all_evidence_prose(layout: dict):
     ``grad_accum``, ``recompute``), the worked case's two machines (``data/nodes.csv``) and how near the
     network model comes to DeepEP's low-latency kernels across nodes (``data/deepep_all_to_all.csv``).
 
-    Raises :class:`~llmsizing.moe_run_prose.ProseOutOfDate` if the H800 node no longer has one NIC per GPU."""
+    Raises :class:`~llmsizing.prose.ProseOutOfDate` if the H800 node no longer has one NIC per GPU."""
     import csv
 
     from .all_to_all import all_to_all_s

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 
 from .moe_runs import JETMOE_8B, moe_loso_check, moe_published_runs, moe_run_check, predict_moe_run, \
     run_step, run_variant
-from .prose import and_list, number_word
+from .prose import ProseOutOfDate, and_list, number_word
+from .prose import prose_check as _prose_check
 
 __all__ = ["ProseOutOfDate", "prose_check", "RunsProse", "published_runs_prose", "ranges_prose", "GRANITE_1B",
            "GRANITE_3B"]
@@ -25,14 +26,10 @@ GRANITE_1B, GRANITE_3B = "Granite 3.0 1B-A400M", "Granite 3.0 3B-A800M"
 _SMALL = (GRANITE_1B, GRANITE_3B, "JetMoE-8B")        # the small runs the prose reads together
 
 
-class ProseOutOfDate(AssertionError):
-    """What chapter 18's prose says about the runs no longer matches the numbers (the message says what)."""
-
-
 def prose_check(holds, what: str) -> None:
-    """Raise :class:`ProseOutOfDate` saying ``what`` the chapter's prose says, unless ``holds``."""
-    if not holds:
-        raise ProseOutOfDate(f"chapter 18's prose says {what}, which the numbers no longer show")
+    """Raise :class:`ProseOutOfDate` saying ``what`` chapter 18's prose says, unless
+    ``holds``."""
+    _prose_check(holds, what, "chapter 18's prose")
 
 
 _says = prose_check

@@ -29,11 +29,25 @@ from collections.abc import Callable, MutableMapping
 
 from ._validate import _is_bool
 
-__all__ = ["ProseText", "inline_glue", "PROSE_NAME", "three_figures", "and_list", "number_word"]
+__all__ = ["ProseText", "inline_glue", "PROSE_NAME", "three_figures", "and_list", "number_word",
+           "ProseOutOfDate", "prose_check"]
 
 #: What a prose reference may be: myst-nb's default ``nb_eval_name_regex`` (a plain ASCII identifier). Names
 #: outside it are refused when glued, rather than failing later in the build.
 PROSE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class ProseOutOfDate(AssertionError):
+    """A statement of a chapter's prose that the numbers (data, fit or model) no longer bear out: the prose or
+    the data must change. The library's chapter modules raise it, so the notebook, the tests and the build
+    fail instead of printing a sentence the numbers contradict."""
+
+
+def prose_check(holds, what: str, chapter: str = "the chapter") -> None:
+    """Raise :class:`ProseOutOfDate` saying what ``chapter`` says (``what``), unless ``holds`` (a check that,
+    unlike ``assert``, runs under ``python -O`` too)."""
+    if not holds:
+        raise ProseOutOfDate(f"{chapter} says {what}, which the numbers no longer bear out")
 
 
 class ProseText(str):
