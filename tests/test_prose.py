@@ -296,6 +296,7 @@ def test_prose_check_names_the_sentence_and_runs_under_python_O():
     with pytest.raises(ProseOutOfDate, match="chapter 15 says two waves, which"):
         prose_check(False, "two waves", "chapter 15")
     assert issubclass(ProseOutOfDate, AssertionError)
-    code = "from llmsizing.prose import prose_check\ntry:\n prose_check(False, 'x')\nexcept AssertionError:\n print('raised')"
+    code = ("from llmsizing.prose import prose_check\n"
+            "try:\n prose_check(False, 'x')\nexcept AssertionError:\n print('raised')")
     out = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "raised"
