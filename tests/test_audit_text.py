@@ -12,7 +12,8 @@ import pytest
 
 from llmsizing.audit import audit_table
 from llmsizing.audit_claims import SEED_CLAIMS_CSV, _rows
-from llmsizing.audit_text import SEED_QUOTES, ProseMismatch, chapter_values, said, seed_quotes
+from llmsizing.audit_quotes import SEED_EFFICIENCIES
+from llmsizing.audit_text import SEED_QUOTES, ProseOutOfDate, chapter_values, said, seed_quotes
 
 ROOT = Path(__file__).resolve().parents[1]
 CH14 = ROOT / "book" / "14_rules_of_thumb.ipynb"
@@ -91,15 +92,16 @@ def test_every_quote_in_the_prose_has_a_library_number_beside_it():
         if said_here:
             beside = [n for n in names if not n.startswith("ch14_said_") and n not in SETTINGS]
             assert beside, f"a seed figure with no library number in its sentence: {said_here} in {s[:160]!r}"
-    assert quoted == {f"ch14_said_{n}" for n in SEED_QUOTES}, sorted({f"ch14_said_{n}" for n in SEED_QUOTES}
-                                                                    ^ quoted)
+    expected = {f"ch14_said_{n}" for n in [*SEED_QUOTES, *SEED_EFFICIENCIES]}
+    assert quoted == expected, sorted(expected ^ quoted)
 
 
 # the seed figures the chapter typed before they were glued (session 44's list and the rest found then)
 TYPED = ['"3,500 tokens', "the 168 GB", '"4 to 8', '"140GB"', "41 GB", "41 GiB", "Seed 004's 16 bytes",
          '2", 2 bytes', "formula uses 3,", "as batch 32 (", "25 to 50%", '"2×', '"20%', "30 to 40%", "1.2 ×",
          "100k", "(16 against", '"64 or more"', "256 H100s", "192 GB", "8 TB/s", "2.2 ×", "2.2×", "3 days",
-         "192 USD", "fits one 80 GB GPU", "48 GB", "24 GB cards", "rather than 20%"]
+         "192 USD", "fits one 80 GB GPU", "48 GB", "24 GB cards", "rather than 20%",
+         "85–95%", "70–85%", "50–70%", "75–90%"]
 
 
 def test_no_seed_figure_is_typed_in_the_prose():
@@ -134,15 +136,15 @@ def test_a_statement_the_audit_no_longer_supports_raises(table):
     # the prose says seed 000's accumulation batch is off; were it to hold, the chapter must not print
     moved = table.copy()
     moved.loc[moved["id"] == "000-grad-accum-batch", "verdict"] = "holds"
-    with pytest.raises(ProseMismatch, match="techniques"):
+    with pytest.raises(ProseOutOfDate, match="techniques"):
         chapter_values(moved)
     chapter_values(table)                                                       # the real table passes
 
 
 def test_every_name_the_prose_shows_is_bound_by_name(table):
     """The notebook glues chapter_values' entries in a loop (``glue(f"ch14_{_key}", ...)``), which the static
-    check of tests/test_prose.py reads as any ch14_ name: here each {eval} name of the chapter must be a key of
-    chapter_values or glued by a name or a narrower pattern in the notebook itself."""
+    check of tests/test_prose.py reads as any ch14_ name: here each {eval} name of the chapter must be a key
+    of chapter_values or glued by a name or a narrower pattern in the notebook itself."""
     from tests.test_prose import bindings
 
     nb = json.loads(CH14.read_text())
@@ -166,3 +168,15 @@ def test_the_chapter_calls_the_library_for_its_findings():
     assert any("chapter_values(table)" in c for c in code)
     assert max(c.count("\n") + 1 for c in code) <= 50, "a long code cell: move its logic into audit_*.py"
     assert SEED_CLAIMS_CSV.name == "seed_claims.csv"
+
+
+def test_seed_000s_efficiency_ranges_are_its_claim_text():
+    """The four ranges chapter 14 quotes are the seed's (read by hand in seed 000: "DP 85-95%, TP 70-85%,
+    PP 50-70%, FSDP 75-90%", as data/seed_claims.csv's 000-efficiencies holds it)."""
+    from llmsizing.audit_quotes import seed_efficiencies
+    assert seed_efficiencies() == {"said_eff_dp": "85–95%", "said_eff_tp": "70–85%", "said_eff_pp": "50–70%",
+                                   "said_eff_fsdp": "75–90%"}
+    with pytest.raises(ValueError, match="claim_id"):
+        seed_efficiencies("no-such-claim")
+    with pytest.raises(ValueError, match="no range for"):
+        seed_efficiencies("000-faq-min-8-gpus")

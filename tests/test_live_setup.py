@@ -229,6 +229,11 @@ ORPHAN_CASES = [
     (["connect", "connect", "disconnect"], []),                  # another page is still connected: kept
     (["connect", "disconnect", 0.1, "connect", "disconnect"], ["k"]),   # came back, then went for good
     ([], []),                                                    # never connected (page still loading): kept
+    # voila45: a WebSocket closed while still being prepared (no connect counted) leaves the count at 0 once
+    # jupyter_server's disconnect is over, so the page's real connection, once closed, still arms the timer
+    # (before: -1, then 0 while connected, then -1 again when the page went: held as connected for good)
+    (["disconnect", 0.05, "connect", "disconnect"], ["k"]),
+    (["disconnect", 0.05, "connect"], []),                      # ... and a page connected is still kept
 ]
 #: (grace, events) of every run below: the cases above with a grace of 0.3 s, and one with none (off).
 _ORPHAN_RUNS = [(0.3, tuple(events)) for events, _ in ORPHAN_CASES] + [(0, ("connect", "disconnect"))]
@@ -252,9 +257,91 @@ def test_a_kernel_whose_last_page_closed_is_shut_down_after_the_grace(events, sh
     assert _orphan_runs()[(0.3, tuple(events))] == shut
 
 
+def test_a_websocket_closed_before_it_connected_is_uncounted_after_its_disconnect():
+    """voila45: jupyter_server's disconnect of a WebSocket that closed before connect() counted it takes the
+    count to -1; it stays -1 while that disconnect runs (at 0 jupyter_server would buffer channels that
+    connection never opened), arms no timer, and is back at 0 right after (it stayed -1 for good)."""
+    async def run():
+        mkm = live_kernels.LiveKernelManager(shutdown_after_last_close_s=0.3)
+        mkm._kernels["k"] = object()
+        mkm._kernel_connections["k"] = 0
+        mkm.notify_disconnect("k")
+        during, timers = mkm._kernel_connections["k"], dict(mkm._orphan_timers)
+        await asyncio.sleep(0.05)
+        return during, timers, mkm._kernel_connections["k"]
+
+    assert asyncio.run(run()) == (-1, {}, 0)
+
+
+@pytest.mark.parametrize("idle_s, busy, wait_s", [
+    (0.0, True, 10.0), (50.0, True, 10.0),       # running its chapter (busy): look again a grace later
+    (3.0, False, 7.0),                           # idle 3 s of 10: look again when the 10 s are up
+    (10.0, False, 0.0), (12.5, False, 0.0),      # idle the whole grace: shut it down now
+])
+def test_an_unconnected_kernel_is_shut_down_only_after_a_grace_idle(idle_s, busy, wait_s):
+    assert live_kernels.unconnected_wait_s(idle_s, busy, 10.0) == wait_s
+
+
+@pytest.mark.parametrize("grace_s", [0, -1.0])
+def test_unconnected_grace_must_be_positive(grace_s):
+    with pytest.raises(ValueError, match="grace_s"):
+        live_kernels.unconnected_wait_s(1.0, False, grace_s)
+
+
+async def _unconnected(grace_s, state, idle_s, events):
+    """A LiveKernelManager with kernel "k" (no process; ``execution_state`` ``state``, last activity
+    ``idle_s`` ago) that no page has connected to, watched as start_kernel watches a new kernel with
+    ``shutdown_unconnected_after_s = grace_s``; ``events`` as in :func:`_orphan`; then the test waits 0.3 s
+    past the grace. Returns the kernels it shut down."""
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    from jupyter_server._tz import utcnow
+
+    shut = []
+
+    class Manager(live_kernels.LiveKernelManager):
+        async def shutdown_kernel(self, kernel_id, *args, **kwargs):
+            shut.append(kernel_id)
+            self._kernels.pop(kernel_id, None)
+
+    mkm = Manager(shutdown_unconnected_after_s=grace_s)
+    mkm._kernels["k"] = SimpleNamespace(execution_state=state,
+                                        last_activity=utcnow() - timedelta(seconds=idle_s))
+    mkm._kernel_connections["k"] = 0
+    mkm._look_unconnected_in("k", grace_s)
+    for event in events:
+        if isinstance(event, str):
+            getattr(mkm, f"notify_{event}")("k")
+        else:
+            await asyncio.sleep(event)
+    await asyncio.sleep(grace_s + 0.3)
+    return shut
+
+
+UNCONNECTED_CASES = [
+    (("idle", 0.0, ()), ["k"]),                 # its page went before its WebSocket opened: shut down
+    (("idle", 0.0, ("connect",)), []),          # its page connected: kept (the close timer's business)
+    (("busy", 5.0, ()), []),                    # still running its page's chapter: kept
+]
+
+
+def test_a_kernel_no_page_connected_to_is_shut_down_after_the_grace_idle():
+    """voila45: a Voila page left before its kernel WebSocket opened (at its load event, or while its chapter
+    ran) never closed a WebSocket, so the close timer never ran and the kernel stayed until the culler
+    (2 minutes idle): now it is shut down after ``shutdown_unconnected_after_s`` idle; not while busy, not
+    once a page connected."""
+    async def every():
+        return await asyncio.gather(*(_unconnected(0.3, state, idle, events)
+                                      for (state, idle, events), _ in UNCONNECTED_CASES))
+
+    assert asyncio.run(every()) == [shut for _, shut in UNCONNECTED_CASES]
+
+
 def test_shutdown_after_last_close_is_off_by_default():
     """serve-live's JupyterLab kernels stay (a reader may come back to the tab); only Voila turns it on."""
     assert live_kernels.LiveKernelManager().shutdown_after_last_close_s == 0
+    assert live_kernels.LiveKernelManager().shutdown_unconnected_after_s == 0
     assert _orphan_runs()[(0, ("connect", "disconnect"))] == []
 
 
@@ -411,6 +498,11 @@ def test_voila_config_frees_kernels():
     # KernelConnection waits random(0, 2**attempt - 1) s), shorter than the culler's timeout for a kernel
     # without a page
     assert 0 + 1 + 3 < module.CLOSE_GRACE_S < module.CULL_IDLE_TIMEOUT_S
+    # voila45: a kernel no page connected to goes after UNCONNECTED_GRACE_S idle; longer than the close grace
+    # (a page connects within seconds of its chapter's last cell, slower on a loaded machine), shorter than
+    # the culler's timeout
+    assert config.LiveKernelManager.shutdown_unconnected_after_s == module.UNCONNECTED_GRACE_S
+    assert module.CLOSE_GRACE_S <= module.UNCONNECTED_GRACE_S < module.CULL_IDLE_TIMEOUT_S
     assert getattr(VoilaHandler.prepare, "book_xsrf", False)
     # (page30: the kernel WebSocket sends small messages at once, not held by Nagle's algorithm)
     from voila.tornado.kernel_websocket_handler import VoilaKernelWebsocketHandler

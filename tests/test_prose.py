@@ -282,3 +282,21 @@ def test_no_printed_intensity_is_negative():
                                   for o in (c.get("outputs", []) if c.cell_type == "code" else ())]
             bad += [(path.name, i, m[0]) for t in texts for m in NEGATIVE_INTENSITY.finditer(t)]
     assert not bad, bad
+
+
+def test_prose_check_names_the_sentence_and_runs_under_python_O():
+    """One check for every chapter module (audit_quotes, serve_chapter, moe_run_prose use it): a statement the
+    numbers no longer bear out raises ProseOutOfDate (an AssertionError, so nbval and pytest fail) naming the
+    chapter and the statement; a true one passes. It is a raise, not an ``assert``: under ``python -O`` too."""
+    import subprocess
+    import sys
+
+    from llmsizing.prose import ProseOutOfDate, prose_check
+    prose_check(True, "anything")
+    with pytest.raises(ProseOutOfDate, match="chapter 15 says two waves, which"):
+        prose_check(False, "two waves", "chapter 15")
+    assert issubclass(ProseOutOfDate, AssertionError)
+    code = ("from llmsizing.prose import prose_check\n"
+            "try:\n prose_check(False, 'x')\nexcept AssertionError:\n print('raised')")
+    out = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "raised"

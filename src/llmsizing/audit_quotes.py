@@ -3,15 +3,18 @@
 writes it.
 
 :mod:`llmsizing.audit_text` builds the chapter's values on these; a statement of the prose that the audit no
-longer supports raises :class:`ProseMismatch` there.
+longer supports raises :class:`~llmsizing.prose.ProseOutOfDate` there.
 """
 
 from __future__ import annotations
 
+import csv
+import re
+
 import pandas as pd
 
-from .audit import BAND, verdict_number
-from .prose import three_figures
+from .audit import BAND, SEED_CLAIMS_CSV, verdict_number
+from .prose import prose_check, three_figures
 
 fmt = three_figures   # one rule for the chapter's values: 1.90 (rounded), 0.5 and 16 (exact), 1,194
 
@@ -43,13 +46,8 @@ SEED_QUOTES = {
 }
 
 
-class ProseMismatch(AssertionError):
-    """A statement of chapter 14's prose no longer matches the audit: the prose (or the data) must change."""
-
-
 def _holds(ok, what: str) -> None:
-    if not ok:
-        raise ProseMismatch(f"chapter 14 says {what}, and the audit no longer does")
+    prose_check(ok, what, "chapter 14")
 
 
 def said(table, claim_id: str, unit: str = "", style: str = "") -> str:
@@ -73,6 +71,28 @@ def seed_quotes(table) -> dict[str, str]:
     (glued as ``ch14_said_<name>``), from the data."""
     return {f"said_{name}": said(table, c, unit, style)
             for name, (c, unit, style) in SEED_QUOTES.items()}
+
+
+#: Seed 000's scaling efficiencies (claim ``000-efficiencies``, not recomputed: an efficiency belongs to a
+#: layout, a batch and a network, not to a strategy): glue name -> the strategy as the claim's text names it.
+SEED_EFFICIENCIES = {"eff_dp": "DP", "eff_tp": "TP", "eff_pp": "PP", "eff_fsdp": "FSDP"}
+
+
+def seed_efficiencies(claim_id: str = "000-efficiencies") -> dict[str, str]:
+    """``said_<name>`` -> the seed's range for each strategy of :data:`SEED_EFFICIENCIES` ('85–95%'), read
+    from the claim's text in ``data/seed_claims.csv`` ("DP 85-95%, TP 70-85%, ..."), so chapter 14 quotes
+    it rather than types it. A claim whose text no longer names a strategy's range raises ValueError."""
+    with open(SEED_CLAIMS_CSV, newline="") as f:
+        text = next((r["claim"] for r in csv.DictReader(f) if r["id"] == claim_id), None)
+    if text is None:
+        raise ValueError(f"claim_id must be an id of {SEED_CLAIMS_CSV.name}, got {claim_id!r}")
+    out = {}
+    for name, strategy in SEED_EFFICIENCIES.items():
+        m = re.search(rf"\b{strategy} (\d+)-(\d+)%", text)
+        if m is None:
+            raise ValueError(f"{claim_id}'s claim names no range for {strategy}: {text!r}")
+        out[f"said_{name}"] = f"{m[1]}–{m[2]}%"
+    return out
 
 
 class _Rows:

@@ -11,7 +11,7 @@ entry as ``ch14_<key>``. Two kinds of number appear side by side:
   (``library``).
 
 Where the prose states a fact about the table (a verdict, which side of the band a value lies), the statement
-is checked here: a change in the data or the library that makes the prose wrong raises :class:`ProseMismatch`
+is checked here: a change in the data or the library that makes the prose wrong raises :class:`ProseOutOfDate`
 instead of printing a sentence that no longer holds. No formula lives here: the numbers come from
 :mod:`llmsizing.audit`, :mod:`llmsizing.time_cost`, :mod:`llmsizing.memory` and the catalogues.
 """
@@ -27,9 +27,11 @@ from .audit import (BAND, DRIVER_GB_READING, GIB_READING, HOST_BYTES_PER_NODE, K
                     offload_exposed_days, readings, recompute_saving_pct, seed_days_at_throughput,
                     seed_gpu_days_usd, verdict, verdict_counts, verdict_kind)
 from .audit_inputs import ten_b_stand_in
-from .audit_quotes import SEED_QUOTES, ProseMismatch, _holds, _Rows, _verb, fmt, said, seed_quotes
+from .audit_quotes import (SEED_QUOTES, _holds, _Rows, _verb, fmt, said, seed_efficiencies,
+                           seed_quotes)
 from .audit_runs import fragile_offload_verdicts, offload_batch_flip
 from .catalog import get_gpu
+from .prose import ProseOutOfDate
 from .memory import model_states, training_memory
 from .parallel import Parallel
 from .time_cost import mfu_estimate, mfu_range_factors, published_runs, training_time
@@ -462,12 +464,12 @@ def _fp8(r: _Rows) -> dict[str, str]:
 def chapter_values(table) -> dict[str, str]:
     """Every value chapter 14 glues (key -> text; the chapter glues each as ``ch14_<key>``), from ``table`` =
     :func:`~llmsizing.audit.audit_table` at the default band: the rule's settings and counts, the seeds'
-    figures (:func:`seed_quotes`) and the library's beside them. Raises :class:`ProseMismatch` where a
+    figures (:func:`seed_quotes`) and the library's beside them. Raises :class:`ProseOutOfDate` where a
     statement of the prose no longer holds."""
     if not isinstance(table, pd.DataFrame) or not {"id", "library", "library_central"} <= set(table.columns):
         raise TypeError("table must be the DataFrame of llmsizing.audit.audit_table()")
     r = _Rows(table)
-    out = seed_quotes(table)
+    out = {**seed_quotes(table), **seed_efficiencies()}
     for part in (_method, _batch_and_cases, _bytes_and_rates, _times_and_costs, _counts, _techniques,
                  _finetune_and_hardware, _fp8):
         out.update(part(r))
@@ -477,4 +479,4 @@ def chapter_values(table) -> dict[str, str]:
     return out
 
 
-__all__ = ["SEED_QUOTES", "ProseMismatch", "chapter_values", "fmt", "said", "seed_quotes"]
+__all__ = ["SEED_QUOTES", "ProseOutOfDate", "chapter_values", "fmt", "said", "seed_quotes"]

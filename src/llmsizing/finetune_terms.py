@@ -9,6 +9,18 @@ reduce-scatters, on :mod:`llmsizing.network`'s links; Answer.AI's FSDP-QLoRA, Ra
 
 :mod:`llmsizing.finetune_time` turns them into seconds, GPU-hours and dollars, with the constants fitted on
 published steps, and re-exports every name here; its module docstring derives the FLOPs.
+
+**Tried and not kept (ft45, session 45, issue 34; registered before the refit):** the bytes of PEFT's LoRA
+branch. PEFT >= 0.12 casts the adapters of a 16-bit base to fp32 (``autocast_adapter_dtype=True``) and its
+LoRA ``Linear.forward`` (peft 0.14) casts each adapted matrix's input to them, drops out, runs both thin
+GEMMs, scales and adds: without autocast all of it in fp32, memory-bound, 67 a + 84 b bytes per token and
+matrix with full recomputation (a, b: the matrix's input and output widths; counted by hand).
+universal-llm-trainer states that setup (peft==0.14.0, bf16 base, ``amp_training: False``); priced at the HBM
+bandwidth on its rows alone, with no fitted constant, its ratios fell from 2.27-3.12 to 1.74-2.12, but held
+out of source (grouping ``"base"``, refit in each fold) coverage fell to 78.8% (93 of 118; bf16-base 72.9%) at
+a median 1.98x, against 83.1% at 2.20x: the LoRA range's high end fell from 2.17 to 2.01 and Qwen-7B's
+two-node rows (up to 2.39x) left it. Below the registered rule (>= 80%), so not priced (commit 3e8e3aa4 has
+the term and its CSV column).
 """
 
 from __future__ import annotations

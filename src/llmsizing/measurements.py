@@ -36,6 +36,7 @@ from .step_measurements import (_ACTIVATION, _ATTENTION, _BOOL, _IMPL,  # noqa: 
                                 STEP_SAVED_TENSORS_CSV,
                                 STEP_TIMELINE_CSV, WORKING_SET_GRID_STEPS, compare_steps,
                                 held_out_step_errors, load_steps, loss_bytes_per_logit, measured_step,
+                                optimizer_temporary_bytes_per_param,
                                 predict_step,
                                 step_at_working_set, step_backward_errors, step_group, step_model,
                                 working_set_curve, working_set_fit, worst_step_errors)

@@ -32,17 +32,32 @@ from __future__ import annotations
 
 import keyword
 import math
+import numbers
 import re
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 
 from ._validate import _is_bool
 
-__all__ = ["ProseText", "ProseFacts", "inline_glue", "PROSE_NAME", "three_figures", "usd"]
+__all__ = ["ProseText", "ProseFacts", "inline_glue", "PROSE_NAME", "three_figures", "usd", "and_list",
+           "number_word", "ProseOutOfDate", "prose_check"]
 
 #: What a prose reference may be: myst-nb's default ``nb_eval_name_regex`` (a plain ASCII identifier). Names
 #: outside it are refused when glued, rather than failing later in the build.
 PROSE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class ProseOutOfDate(AssertionError):
+    """A statement of a chapter's prose that the numbers (data, fit or model) no longer bear out: the prose or
+    the data must change. The library's chapter modules raise it, so the notebook, the tests and the build
+    fail instead of printing a sentence the numbers contradict."""
+
+
+def prose_check(holds, what: str, chapter: str = "the chapter") -> None:
+    """Raise :class:`ProseOutOfDate` saying what ``chapter`` says (``what``), unless ``holds`` (a check that,
+    unlike ``assert``, runs under ``python -O`` too)."""
+    if not holds:
+        raise ProseOutOfDate(f"{chapter} says {what}, which the numbers no longer bear out")
 
 
 class ProseText(str):
@@ -164,3 +179,32 @@ def three_figures(x: float) -> str:
                          "give it in a smaller unit")
     return short if float(short) == x else f"{x:#.3g}"
 
+
+_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+          "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
+          "twenty")
+
+
+def number_word(n: int) -> str:
+    """A whole count for the prose: in words up to twenty (``7`` -> ``seven``), in figures above (``1,024``).
+
+    Raises ``TypeError`` for a non-integer (or a bool) and ``ValueError`` for a negative count."""
+    if _is_bool(n) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"n must be a whole number, got {type(n).__name__} {n!r}")
+    n = int(n)
+    if n < 0:
+        raise ValueError(f"n must be a count, 0 or more, got {n}")
+    return _WORDS[n] if n < len(_WORDS) else f"{n:,}"
+
+
+def and_list(items) -> str:
+    """Items joined for the prose: ``a``, ``a and b``, ``a, b and c`` (no serial comma, the book's style).
+
+    Raises ``ValueError`` for no items and ``TypeError`` for an item that is not a ``str``."""
+    items = list(items)
+    if not items:
+        raise ValueError("items must hold at least one name, got none")
+    for x in items:
+        if not isinstance(x, str):
+            raise TypeError(f"each item must be a str, got {type(x).__name__} {x!r}")
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

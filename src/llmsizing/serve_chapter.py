@@ -17,6 +17,7 @@ import csv
 from dataclasses import dataclass, field
 
 from .catalog import DATA_DIR, get_gpu
+from .prose import prose_check
 from .serve import serving, serving_ends
 
 __all__ = ["ChapterText", "stated", "fleet_cost", "on_this_fleet", "engine_versions", "kv_room_queue",
@@ -32,9 +33,9 @@ class ChapterText:
 
 
 def _holds(condition, claim: str) -> None:
-    """AssertionError naming the prose's ``claim`` when ``condition`` no longer holds (even under -O)."""
-    if not condition:
-        raise AssertionError(f"chapter 15 says {claim}, which the current data or fit no longer bear out")
+    """:class:`~llmsizing.prose.ProseOutOfDate` naming the prose's ``claim`` when ``condition`` no longer
+    holds (even under -O)."""
+    prose_check(condition, claim, "chapter 15")
 
 
 def stated(s, name: str, fmt: str, scale: float = 1.0, unit: str = "", suffix: str = "") -> str:

@@ -11,7 +11,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from ._validate import check_choice, check_int
+from ._validate import check_choice, check_int, check_number
 from .catalog import resolve_model
 from .model import Model
 from .parallel import Parallel, layers_per_stage, resolve_parallel
@@ -64,6 +64,17 @@ def peak_room_bytes(limit_bytes):
     allowance rule (chapter 3; :func:`~llmsizing.memory.activation_room_bytes`, the planner's recomputation
     and the fewest-GPU searches)."""
     return (limit_bytes - FIXED_OVERHEAD_BYTES) / (1 + FRAGMENTATION)
+
+
+def fragmentation_room(limit_bytes: float, peak_bytes: float) -> float:
+    """The fragmentation a memory limit leaves room for above a modelled peak: the fraction ``f`` with
+    ``FIXED_OVERHEAD_BYTES + (1 + f) x peak_bytes = limit_bytes``, i.e. ``(limit - FIXED_OVERHEAD_BYTES) /
+    peak - 1`` (negative if even ``f = 0`` does not fit). To set against :data:`FRAGMENTATION` and the
+    published pairs of :func:`~llmsizing.allocator_fragmentation.measured_fragmentation` (chapters 5 and 8:
+    a run that trained left at least this much). ValueError for a peak that is not positive."""
+    limit = check_number("limit_bytes", limit_bytes)
+    peak = check_number("peak_bytes", peak_bytes, allow_equal=False)
+    return (limit - FIXED_OVERHEAD_BYTES) / peak - 1
 
 
 def _frame(rows: dict[str, float], n_params: int):

@@ -84,6 +84,16 @@ def loss_bytes_per_logit(df=None, moment: str = "backward"):
     return (df[col] - df["forward_end_bytes"]) / (df["batch"] * df["seq"] * df["vocab"])
 
 
+def optimizer_temporary_bytes_per_param(df=None):
+    """Each measured step's (:func:`load_steps`, or ``df``) bytes per parameter that the optimizer step holds
+    above what it leaves: ``(optimizer_max_bytes - optimizer_end_bytes) / n_params``, a pandas Series. The
+    library counts one state-sized temporary per parameter for ``foreach`` AdamW, two copies of the largest
+    tensor for the for-loop and none for ``fused`` (:func:`~llmsizing.memory.training_memory`'s
+    ``optimizer_impl``; chapters 4b and 5)."""
+    df = load_steps() if df is None else df
+    return (df["optimizer_max_bytes"] - df["optimizer_end_bytes"]) / df["n_params"]
+
+
 def step_model(row) -> Model:
     """The :class:`~llmsizing.model.Model` a step row was measured on (the tool builds the HF config and the
     fused stand-in from the same shape)."""

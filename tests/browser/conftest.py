@@ -603,7 +603,8 @@ def voila_page(request, chromium, guard_network, voila):
 def close_voila_page(page) -> None:
     """Leave a Voila page as a reader does, then close it. The page unloads: its beacon asks Voila to shut its
     kernel down, and its kernel WebSocket closes, after which Voila shuts the kernel down within CLOSE_GRACE_S
-    (tools/voila/config/voila.py). Under the guard's request interception headless Chromium drops the beacon
+    (tools/voila/config/voila.py; a page left before its WebSocket opened: UNCONNECTED_GRACE_S after the
+    kernel's last activity). Under the guard's request interception headless Chromium drops the beacon
     (voila38e), so here the WebSocket's close is what frees the kernel."""
     try:
         page.goto("about:blank", wait_until="load", timeout=30_000)

@@ -19,6 +19,16 @@
     browser may drop the unload beacon (headless Chromium under Playwright's request interception did, every
     time), but it always closes the page's WebSocket, and a Voila kernel belongs to one page load; a
     WebSocket that only dropped reconnects within a few seconds (the page retries after 0-1, 0-3, 0-7 s);
+  - when no page ever connected to the kernel and it has been idle, without activity, for
+    :data:`UNCONNECTED_GRACE_S` (``LiveKernelManager.shutdown_unconnected_after_s``): its page went before its
+    WebSocket opened (left at its load event, or while the chapter ran), so no WebSocket closed and the
+    timer above never started; the kernel stayed until the culler (voila45: 2 of 2 pages left at their load
+    event). A busy kernel is still running the chapter for its page and is kept; a page that loaded connects
+    within seconds of the chapter's last activity (0.7-1.5 s in 12 loads of chapter 4b under a load of 1-6,
+    voila45), so the grace is wide. And a WebSocket that closed while it was still being prepared no longer
+    makes a page's later close look like a connection still open (``LiveKernelManager.notify_disconnect``;
+    voila45 saw it once in 7 loaded runs). Either could have kept the kernel of the fresh-clone `make
+    check-live` run whose closed page held its kernel 30 s (session 44);
   - as a backstop (a tab that crashed, a laptop that slept, a browser that dropped the beacon), idle kernels
     are culled with the kernel manager of ``make serve-live`` (tools/live/live_kernels.py): a kernel no page is
     connected to after :data:`CULL_IDLE_TIMEOUT_S` without activity, one whose page is still open after
@@ -66,6 +76,9 @@ CULL_CONNECTED_IDLE_TIMEOUT_S = 3600
 CULL_INTERVAL_S = 30
 #: Seconds after a kernel's last page WebSocket closed before it is shut down (unless a page reconnects)
 CLOSE_GRACE_S = 10
+#: Seconds a kernel no page has connected to may stay idle, without activity, before it is shut down (its page
+#: went before its WebSocket opened; a page connects within seconds of its chapter's last cell)
+UNCONNECTED_GRACE_S = 20
 
 
 def _set_xsrf_cookie(handler_class):
@@ -108,3 +121,4 @@ c.MappingKernelManager.cull_connected = True
 c.MappingKernelManager.cull_busy = False
 c.LiveKernelManager.cull_connected_idle_timeout = CULL_CONNECTED_IDLE_TIMEOUT_S
 c.LiveKernelManager.shutdown_after_last_close_s = CLOSE_GRACE_S
+c.LiveKernelManager.shutdown_unconnected_after_s = UNCONNECTED_GRACE_S
