@@ -1,7 +1,7 @@
 """Chapters 12's and 16's prose built in the library (issue 38): llmsizing.prose.usd/ProseFacts, plan_prose,
 plan_prose_lead, plan_prose_search, finetune_prose. Expected values are worked by hand from first principles,
-from data/ files read with csv, or from the plan table's own rows; each claim set is also shown failing on
-data that contradict it."""
+from data/ files read with csv, or from the plan table's own rows; the prose's checks are also shown raising
+ProseOutOfDate on data that contradict them."""
 
 import csv
 from functools import cache
@@ -19,7 +19,7 @@ from llmsizing.plan_prose import (front_table, grad_sent_bytes, layout, limits_p
 from llmsizing.plan_prose_lead import gpu_types_prose
 from llmsizing.plan_prose_search import range_verdict, search_prose
 from llmsizing.planner import plan
-from llmsizing.prose import ProseFacts, usd
+from llmsizing.prose import ProseFacts, ProseOutOfDate, usd
 from llmsizing.range_candidates import MAX_WIDTH, MIN_COVERAGE
 from llmsizing.step_intervals import step_loso_check
 
@@ -57,9 +57,11 @@ def test_usd_refuses_what_is_not_dollars(x, err):
         usd(x)
 
 
-def test_prose_facts_lists_the_claims_that_fail():
-    f = ProseFacts({"a": "1"}, {"holds": True, "breaks": False, "also": False})
-    assert f.failed == ["breaks", "also"] and ProseFacts().failed == []
+def test_prose_facts_is_frozen_and_starts_empty():
+    f = ProseFacts()
+    assert f.text == {} and f.values == {} and ProseFacts(text={"a": "1"}).text == {"a": "1"}
+    with pytest.raises(AttributeError):
+        f.text = {}
 
 
 # --------------------------------------------------------------------------- plan_prose
@@ -108,7 +110,6 @@ def test_worked_example_figures_from_the_plans_rows():
     front = df[df["pareto"]]
     cheap, fast = front.iloc[0], front.loc[front["days"].idxmin()]
     second = front.sort_values("n_gpus").iloc[1]
-    assert not f.failed, f.failed
     assert f.text["gb_tokens"] == "4.19M"                                  # 512 x 8,192 = 4,194,304 tokens
     assert f.text["reserve"] == "10%"                                      # 90% of the memory usable
     assert f.text["n_front"] == str(int(df["pareto"].sum()))
@@ -127,12 +128,12 @@ def test_worked_example_figures_from_the_plans_rows():
     assert f.values["steps"]["cheap"].step_s == pytest.approx(cheap["step_time_s"], rel=1e-6)
 
 
-def test_a_claim_the_data_contradict_fails():
+def test_a_statement_the_data_contradict_raises():
     df = _plan().copy()
-    fast = df[df["pareto"]]["days"].idxmin()
-    df.loc[fast, "micro_batch"] = 2          # the prose: "micro-batches of one sequence"
-    f = worked_example(df, RUN)
-    assert "micro-batches of one sequence" in f.failed
+    notes = _plan().attrs["range_notes"]                  # as if the H100's range were borrowed as well
+    df.attrs = {**_plan().attrs, "range_notes": {**notes, "H100 SXM": "borrowed too"}}
+    with pytest.raises(ProseOutOfDate, match="chapter 12's prose says the front is on one GPU type"):
+        worked_example(df, RUN)
 
 
 def test_plan_row_step_is_the_plans_own_unless_told():
@@ -147,14 +148,12 @@ def test_limits_by_the_cheapest_plans_rows():
     df = _plan()
     cheap = df[df["pareto"]].iloc[0]
     f = limits_prose(df, RUN)
-    assert not f.failed, f.failed
     assert f.text["month_vs_cheap"] == "the cheapest plan of all, which already meets the deadline"
     assert f.text["month_slack"] == f"{30 - cheap['days_high']:.1f}" and f.text["tight_days"] == "5"
     assert f.text["budget"] == "$1.20M" and len(f.values["lines"]) == 5
     # a "month" shorter than the cheapest plan's slow end binds: the prose's "not a constraint" fails
-    short = limits_prose(df, RUN, month_days=cheap["days_high"] - 1)
-    assert "a month is not a constraint here" in short.failed
-    assert short.text["month_vs_cheap"].endswith("more than the cheapest plan")
+    with pytest.raises(ProseOutOfDate, match="a month is not a constraint here"):
+        limits_prose(df, RUN, month_days=cheap["days_high"] - 1)
 
 
 # --------------------------------------------------------------------------- plan_prose_lead, _search
@@ -162,7 +161,6 @@ def test_gpu_types_by_hand():
     df = _plan()
     loso, runs = step_loso_check()
     f = gpu_types_prose(df, RUN, runs)
-    assert not f.failed, f.failed
     best = df.groupby("gpu")["cost_usd"].min().sort_values()
     lead = best.iloc[1] / best.iloc[0]
     assert f.text["runner"] == best.index[1] and f.text["lead"] == f"{lead:.2f}"
@@ -183,7 +181,6 @@ def test_range_verdict_at_the_aims_edges():
 
 def test_search_prose_by_hand():
     f = search_prose(PLAN_GPUS)
-    assert not f.failed, f.failed
     assert f.text["usable"] == "90%" and f.text["micro_batches"] == "1, 2 or 4"
     assert f.text["cp_min_seq"] == "16K"                                           # 16,384 tokens
     assert f.text["aim"] == "at least 75% inside at a median width of at most 1.6 times"
@@ -214,7 +211,6 @@ def _cal():
 def test_calibration_counts_from_the_csv():
     f = _cal()
     rows = _csv("finetune_published.csv")
-    assert not f.failed, f.failed
     assert f.text["cal_n"] == str(sum(r["known_out"] == "" for r in rows))           # 118 covered rows
     assert f.text["cal_out_n"] == str(sum(r["known_out"] != "" for r in rows))       # 9 known out
     assert f.text["cal_rejected"] == str(len(_csv("finetune_published_rejected.csv")))
@@ -232,7 +228,6 @@ def test_multi_gpu_by_hand():
     one = finetune_time("llama-3-70b", gpu=h100, method="qlora",
                         batch=3, **BUDGET)                     # one H100 at its largest micro-batch
     f = multi_gpu_prose(one, BUDGET, cal.values["covered"], cal.values["aai_h100"])
-    assert not f.failed, f.failed
     table = f.values["table"].set_index("recipe")
     assert table.loc["DDP lora", "fits"] == "no" and table.loc["DDP lora", "hours"] == "-"
     hours = float(table.loc["DDP qlora", "hours"])
@@ -240,7 +235,7 @@ def test_multi_gpu_by_hand():
     assert f.text["t_1gpu_gpu_hours"] == f"{one.gpu_hours:,.0f}"
     # at micro-batch 1 on one GPU the prose's "the larger micro-batch saves" no longer holds
     b1 = finetune_time("llama-3-70b", gpu=h100, method="qlora", batch=1, **BUDGET)
-    assert "the larger micro-batch saves" in multi_gpu_prose(b1, BUDGET, cal.values["covered"],
-                                                             cal.values["aai_h100"]).failed
+    with pytest.raises(ProseOutOfDate, match="the larger micro-batch saves"):
+        multi_gpu_prose(b1, BUDGET, cal.values["covered"], cal.values["aai_h100"])
     with pytest.raises(TypeError, match="budget"):
         multi_gpu_prose(one, {"tokens": 1e8}, cal.values["covered"], cal.values["aai_h100"])

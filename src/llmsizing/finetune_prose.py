@@ -1,18 +1,19 @@
 """Chapter 16's calibration of fine-tuning steps in words: what its prose says about the published rows.
 
-The chapter's cell used to build these sentences inline (issue 38: notebooks stay short).
+The chapter's cells used to build these sentences inline (issue 38: notebooks stay short).
 :func:`calibration_prose` reads the published steps against the model
 (:func:`~llmsizing.finetune_time.finetune_residuals`), each against its base's stated range
 (``GROUP_RANGES``: a QLoRA step's, a LoRA step's; full fine-tuning is known out), and the nested
 leave-one-source-out check behind ``data/intervals.csv``
-(:func:`~llmsizing.finetune_time.finetune_loso_check`). It returns a :class:`~llmsizing.prose.ProseFacts`:
-the texts the notebook glues as ``{eval}`ch16_<name>```, and the claims its prose makes about the rows,
-which the notebook asserts. No new arithmetic: every figure is a published row's ratio or the model's own
-step. :func:`multi_gpu_prose` does the same for the section on several GPUs (DDP, FSDP, ZeRO-3).
+(:func:`~llmsizing.finetune_time.finetune_loso_check`). It checks what the prose says about the rows
+(:func:`~llmsizing.prose.prose_check`) and returns a :class:`~llmsizing.prose.ProseFacts`, the texts the
+notebook glues as ``{eval}`ch16_<name>```. :func:`multi_gpu_prose` does the same for the section on several
+GPUs (DDP, FSDP, ZeRO-3). No new arithmetic: every figure is a published row's ratio or the model's own step.
 """
 
 from __future__ import annotations
 
+from functools import partial
 import pandas as pd
 
 from .catalog import DATA_DIR, get_gpu
@@ -21,10 +22,13 @@ from .finetune_strategies import strategy_table
 from .finetune_time import (DEQUANT_BANDWIDTH_FRACTION, GROUP_RANGES, RESIDUAL_RANGE, finetune_loso_check,
                             finetune_residuals, finetune_time, fit_on, published_frame)
 from .intervals import intervals_table, min_units, nested_min_units
-from .prose import ProseFacts
+from .prose import ProseFacts, prose_check
 from .units import GiB
 
 __all__ = ["ratio_span", "calibration_prose", "multi_gpu_prose"]
+
+#: Raises :class:`~llmsizing.prose.ProseOutOfDate` when the numbers no longer bear out what the prose says
+_says = partial(prose_check, chapter="chapter 16's prose")
 
 #: A Qwen LoRA step on an A100 as its source ran it (rank 64, 8 micro-batches, checkpointing)
 _QWEN = dict(gpu="A100 80GB", method="lora", tokens=1.0, grad_accum=8, rank=64, recompute="full")
@@ -59,7 +63,7 @@ def calibration_prose() -> ProseFacts:
     covered = cal[cal["known_out"] == ""]                       # every LoRA/Q-LoRA row (full: known out)
     out = cal[cal["known_out"] != ""]
     facts = ProseFacts(values={"cal": cal, "covered": covered})
-    text, claims = facts.text, facts.claims
+    text = facts.text
     bare, bare7, bare14, bare1k = (finetune_time(m, seq=s, layer_overhead_s=0, **_QWEN)   # no launches
                                    for m, s in (("qwen-1.8b", 256), ("qwen-7b", 256), ("qwen-14b", 256),
                                                 ("qwen-1.8b", 1024)))
@@ -75,8 +79,9 @@ def calibration_prose() -> ProseFacts:
         r = ivt.loc[("fine-tuning-base", g)]
         text[f"cov_{k}"] = f"{round(r['measured_coverage'] * r['n_rows'])} of {r['n_rows']}"
         text[f"width_{k}"] = f"{r['median_width']:.2f}"
-    claims["a range per base covers as much, narrower, than one pooled range"] = (
-        iv["measured_coverage"] >= iv1["measured_coverage"] and iv["median_width"] < iv1["median_width"])
+    _says(
+        iv["measured_coverage"] >= iv1["measured_coverage"] and iv["median_width"] < iv1["median_width"],
+        "a range per base covers as much, narrower, than one pooled range")
     text["cov"] = f"{iv['measured_coverage']:.1%}"
     text["cov_rows"] = f"{round(iv['measured_coverage'] * iv['n_rows'])} of {iv['n_rows']}"
     text["width"] = f"{iv['median_width']:.2f}"             # the nested check's (each without a source)
@@ -84,8 +89,9 @@ def calibration_prose() -> ProseFacts:
     text["n_sources"] = f"{iv['n_sources']}"
     text["min_sources"] = f"{min_units(0.8)}"
     text["min_sources_check"] = f"{nested_min_units(0.8)}"           # held out: bounds from the rest
-    claims["enough sources for the bounds, one short of checking them"] = (
-        min_units(0.8) <= iv["n_sources"] < nested_min_units(0.8))
+    _says(
+        min_units(0.8) <= iv["n_sources"] < nested_min_units(0.8),
+        "enough sources for the bounds, one short of checking them")
     text["cal_fast"] = f"{covered['ratio'].min():.2f}"
     text["in_sample"] = f"{int(covered['in_range'].sum())}"
     text["cal_n"] = f"{len(covered)}"
@@ -102,7 +108,7 @@ def calibration_prose() -> ProseFacts:
     text["cal_ada"] = ratio_span(covered[ada]["ratio"])
     text["cal_h100"] = ratio_span(covered[aai_h100]["ratio"])
     mlperf = covered[covered["source"].str.startswith("MLCommons")]          # Llama-2-70B, 8 A100s
-    claims["one MLPerf row"] = len(mlperf) == 1
+    _says(len(mlperf) == 1, "one MLPerf row")
     text["cal_mlperf"] = f"{mlperf['ratio'].iloc[0]:.2f}"
     text["cal_mn"] = ratio_span(covered[multinode]["ratio"])
     text["cal_18"] = f"{covered[covered['model'] == 'qwen-1.8b']['ratio'].max():.1f}"
@@ -128,8 +134,10 @@ def calibration_prose() -> ProseFacts:
     text["cal_qwen_n"] = f"{covered['source'].str.startswith('QwenLM').sum()}"
     loso, loso_rows = finetune_loso_check(grouping="base")   # the nested check behind data/intervals.csv
     facts.values.update(loso=loso, loso_rows=loso_rows)
-    claims["the nested check is data/intervals.csv's"] = (round(loso.measured_coverage, 4)
-                                                          == round(iv["measured_coverage"], 4))
+    _says(
+        round(loso.measured_coverage, 4)
+        == round(iv["measured_coverage"], 4),
+        "the nested check is data/intervals.csv's")
 
     def held(mask) -> str:          # loso_rows are the covered rows, in the same order
         inside = loso.inside[mask.to_numpy()]
@@ -146,23 +154,26 @@ def calibration_prose() -> ProseFacts:
 
 def _misses(facts: ProseFacts, covered, ada, aai_h100, multinode, loso) -> None:
     """The rows outside their range, slow and fast, as the prose names them, and four sources' spans."""
-    text, claims = facts.text, facts.claims
+    text = facts.text
     above, below = covered["ratio"] > covered["hi"], covered["ratio"] < covered["lo"]
     slow_miss = covered[above]
     ult = covered["source"].str.startswith("ljm565/universal-llm-trainer")       # its own loop, 8,192 tokens
     q18_2k = ((covered["model"] == "qwen-1.8b") & (covered["method"] == "qlora") & (covered["seq"] == 2048)
               & ~multinode)                                                # one A100, 2,048 tokens
     named = multinode | ult | ada | aai_h100 | q18_2k
-    claims["every slow miss: multinode, universal-llm-trainer, Ada, Answer.AI's H100, Qwen-1.8B at 2K"] = \
-        bool(named[slow_miss.index].all())
+    _says(
+        bool(named[slow_miss.index].all()),
+        "every slow miss: multinode, universal-llm-trainer, Ada, Answer.AI's H100, Qwen-1.8B at 2K")
     text["cal_q18_2k"] = f"{covered[q18_2k]['ratio'].iloc[0]:.2f}"
-    claims["Answer.AI's H100 and Ada steps above QLoRA's range"] = bool(above[ada].all()
-                                                                        and above[aai_h100].all())
-    claims["Qwen-1.8B's 2K QLoRA step just above its range"] = q18_2k.sum() == 1 and bool(above[q18_2k].all())
-    claims["all four universal-llm-trainer steps above"] = ult.sum() == 4 and bool(above[ult].all())
+    _says(
+        bool(above[ada].all()
+        and above[aai_h100].all()),
+        "Answer.AI's H100 and Ada steps above QLoRA's range")
+    _says(q18_2k.sum() == 1 and bool(above[q18_2k].all()), "Qwen-1.8B's 2K QLoRA step just above its range")
+    _says(ult.sum() == 4 and bool(above[ult].all()), "all four universal-llm-trainer steps above")
     mn_miss = slow_miss[multinode[slow_miss.index]]
     text["cal_mn_out"] = " and ".join(f"{s:,}" for s in sorted(mn_miss["seq"]))
-    claims["one multinode length outside"] = len(mn_miss) == 1
+    _says(len(mn_miss) == 1, "one multinode length outside")
     src = covered["source"]
     ob = src.str.startswith("huggingface/optimum-benchmark")       # 256 tokens, micro-batch 1-16
     vlm = src.str.startswith("VectorInstitute/vectorlm")           # FSDP on 1-4 A100s
@@ -172,38 +183,52 @@ def _misses(facts: ProseFacts, covered, ada, aai_h100, multinode, loso) -> None:
         inside = loso.inside[mask.to_numpy()]
         text[f"cov_{key}"] = f"{inside.sum()} of {len(inside)}"
     text["cal_ob_n"] = f"{ob.sum()}"
-    claims["FlagPerf's one row is inside without its source"] = (fp.sum() == 1
-                                                                 and bool(loso.inside[fp.to_numpy()].all()))
-    claims["Qwen's rows are almost half"] = 0.4 < src.str.startswith("QwenLM").mean() < 0.5
+    _says(
+        fp.sum() == 1
+        and bool(loso.inside[fp.to_numpy()].all()),
+        "FlagPerf's one row is inside without its source")
+    _says(0.4 < src.str.startswith("QwenLM").mean() < 0.5, "Qwen's rows are almost half")
     one = ob & (covered["method"] == "lora") & (covered["batch"] == 1)      # one 256-token sample per step
     text["cal_ob_b1"] = _minmax(covered[one]["ratio"])
-    claims["one-sample steps still slower in the model"] = bool((covered[one]["ratio"] < 1).all())
+    _says(bool((covered[one]["ratio"] < 1).all()), "one-sample steps still slower in the model")
     # the fast misses: which lie outside the range and which inside
     fast_out = covered[below]
     owners = set(fast_out["source"].str.split("/").str[0].str.split(" ").str[0])
-    claims["fast misses only from optimum-benchmark, torchtune and Qwen"] = owners <= {
-        "huggingface", "torchtune", "QwenLM"}
-    claims["Qwen-14B's fast miss is its 256-token step"] = sorted(
-        fast_out[fast_out["model"] == "qwen-14b"]["seq"]) == [256]
-    claims["QLoRA's fast misses are fp4 or torchao"] = set(
-        fast_out[fast_out["method"] == "qlora"]["quantizer"]) <= {"bnb-fp4", "torchao-nf4"}
+    _says(owners <= {
+        "huggingface", "torchtune", "QwenLM"}, "fast misses only from optimum-benchmark, torchtune and Qwen")
+    _says(
+        sorted(
+        fast_out[fast_out["model"] == "qwen-14b"]["seq"]) == [256],
+        "Qwen-14B's fast miss is its 256-token step")
+    _says(
+        set(
+        fast_out[fast_out["method"] == "qlora"]["quantizer"]) <= {"bnb-fp4", "torchao-nf4"},
+        "QLoRA's fast misses are fp4 or torchao")
     ob_out = fast_out[fast_out["source"].str.startswith("huggingface/optimum-benchmark")]
-    claims["optimum-benchmark's LoRA misses: the one-sample 7B and 13B steps"] = sorted(
+    _says(
+        sorted(
         ob_out[ob_out["method"] == "lora"][["model", "batch"]].itertuples(index=False, name=None)) == [
-        ("llama-2-13b", 1), ("llama-2-7b", 1)]
-    claims["optimum-benchmark's QLoRA misses: batches 1-2"] = set(
-        ob_out[ob_out["method"] == "qlora"]["batch"]) == {1, 2}
+        ("llama-2-13b", 1), ("llama-2-7b", 1)],
+        "optimum-benchmark's LoRA misses: the one-sample 7B and 13B steps")
+    _says(
+        set(
+        ob_out[ob_out["method"] == "qlora"]["batch"]) == {1, 2},
+        "optimum-benchmark's QLoRA misses: batches 1-2")
     q7_out = fast_out[fast_out["model"] == "qwen-7b"]
-    claims["Qwen-7B's fast miss: its 256-token LoRA step"] = (sorted(q7_out["seq"]) == [256]
-                                                              and bool((q7_out["method"] == "lora").all()))
+    _says(
+        sorted(q7_out["seq"]) == [256]
+        and bool((q7_out["method"] == "lora").all()),
+        "Qwen-7B's fast miss: its 256-token LoRA step")
     q18_out = fast_out[fast_out["model"] == "qwen-1.8b"]
-    claims["Qwen-1.8B's fast misses: its 256- and 512-token LoRA steps"] = (
-        sorted(q18_out["seq"]) == [256, 512] and bool((q18_out["method"] == "lora").all()))
+    _says(
+        sorted(q18_out["seq"]) == [256, 512] and bool((q18_out["method"] == "lora").all()),
+        "Qwen-1.8B's fast misses: its 256- and 512-token LoRA steps")
     lf1k = covered[covered["framework"].str.startswith("LLaMA-Factory") & (covered["seq"] == 1024)]
     aai2 = covered[covered["framework"].str.startswith("Answer.AI") & (covered["model"] == "llama-2-70b")
                    & (covered["gpu"] == "A100 40GB") & (covered["batch"] == 1)]
-    claims["LLaMA-Factory's 1K step and Answer.AI's two A100s are inside"] = (
-        len(lf1k) == 1 and len(aai2) == 1 and not (below[lf1k.index].any() or below[aai2.index].any()))
+    _says(
+        len(lf1k) == 1 and len(aai2) == 1 and not (below[lf1k.index].any() or below[aai2.index].any()),
+        "LLaMA-Factory's 1K step and Answer.AI's two A100s are inside")
     text["cal_lf_1k"] = f"{lf1k['ratio'].iloc[0]:.2f}"
     text["cal_aai_2a100"] = f"{aai2['ratio'].iloc[0]:.2f}"
     q256 = covered[(covered["method"] == "lora") & (covered["seq"] == 256) & ~multinode]
@@ -214,23 +239,25 @@ def _misses(facts: ProseFacts, covered, ada, aai_h100, multinode, loso) -> None:
 def _launches(facts: ProseFacts, covered, bare, bare1k, bare14) -> None:
     """The launch cost refit without either large source, and where the launches, not the arithmetic, set a
     Qwen step (the flat 256-to-1,024-token steps of Qwen-1.8B)."""
-    text, claims = facts.text, facts.claims
+    text = facts.text
     covered_all = published_frame()[lambda d: d["known_out"] == ""]
     launch = {}
     for key, drop in (("noqwen", "QwenLM"), ("noob", "huggingface/optimum-benchmark")):
         launch[key] = fit_on(covered_all[~covered_all["source"].str.startswith(drop)], refine=True)[0]
-        claims[f"without {drop} the fit still sets a launch cost"] = launch[key] > 0
+        _says(launch[key] > 0, f"without {drop} the fit still sets a launch cost")
         text[f"cal_launch_{key}"] = f"{launch[key] * 1e3:.1f} ms"
     text["cal_launch_apart"] = f"{max(launch.values()) / min(launch.values()):.2f}"
     lora = covered["method"] == "lora"
     flat = covered[(covered["model"] == "qwen-1.8b") & lora].set_index("seq")["s_per_step"]
     text["cal_flat"] = f"{flat[256]:.1f} s at 256 and 512 tokens and {flat[1024]:.1f} s at 1,024"
-    claims["Qwen-1.8B's step is flat from 256 to 1,024 tokens, unlike its arithmetic"] = bool(
-        flat[512] == flat[256] and flat[1024] - flat[256] < 0.5 * (bare1k.compute_s - bare.compute_s))
+    _says(
+        bool(
+        flat[512] == flat[256] and flat[1024] - flat[256] < 0.5 * (bare1k.compute_s - bare.compute_s)),
+        "Qwen-1.8B's step is flat from 256 to 1,024 tokens, unlike its arithmetic")
     text["cal_bare_grow"] = f"{bare1k.compute_s / bare.compute_s:.1f}"
     q14 = covered[(covered["model"] == "qwen-14b") & lora & (covered["seq"] == 256)].iloc[0]
     text["cal_bare256_14b"] = f"{bare14.compute_s / q14.s_per_step:.2f}"
-    claims["Qwen-14B's arithmetic alone is slower than its step"] = bare14.compute_s > q14.s_per_step
+    _says(bare14.compute_s > q14.s_per_step, "Qwen-14B's arithmetic alone is slower than its step")
     t7 = finetune_time("qwen-7b", seq=256, **_QWEN)
     # for Qwen-7B whether the launches or the arithmetic set the model's step (the launches until rows31's
     # refit lowered the Ampere kernel efficiency 0.752 -> 0.739 and the fitted floor; now the arithmetic)
@@ -258,7 +285,7 @@ def multi_gpu_prose(one_gpu, budget: dict, covered, aai_h100, model: str = "llam
         raise TypeError(f"budget must hold tokens, seq and recompute, got {sorted(budget)}")
     h100, l40s = get_gpu("H100 SXM"), get_gpu("L40S")
     facts = ProseFacts()
-    text, claims = facts.text, facts.claims
+    text = facts.text
     strategy_of = {"DDP": "ddp", "FSDP": "fsdp", "ZeRO-3": "zero3"}
     rows, multi = [], {}
     for label, method in (("DDP", "lora"), ("DDP", "qlora"), ("FSDP", "qlora"), ("ZeRO-3", "lora")):
@@ -288,9 +315,11 @@ def multi_gpu_prose(one_gpu, budget: dict, covered, aai_h100, model: str = "llam
     text["t_8gpu_gpu_hours_range"] = _hours_range(ddp_q["gpu_hours_low"], ddp_q["gpu_hours_high"])
     text["t_1gpu_gpu_hours_range"] = _hours_range(*one_gpu.gpu_hours_range)
     text["t_1gpu_b1_gpu_hours_range"] = _hours_range(*b1.gpu_hours_range)
-    claims["the same micro-batch: the same cost on eight GPUs as on one"] = abs(
-        ddp_q["gpu_hours"] / b1.gpu_hours - 1) < 0.02
-    claims["the larger micro-batch saves"] = one_gpu.batch > 1 and one_gpu.gpu_hours < b1.gpu_hours
+    _says(
+        abs(
+        ddp_q["gpu_hours"] / b1.gpu_hours - 1) < 0.02,
+        "the same micro-batch: the same cost on eight GPUs as on one")
+    _says(one_gpu.batch > 1 and one_gpu.gpu_hours < b1.gpu_hours, "the larger micro-batch saves")
     kw = dict(seq=budget["seq"], recompute=budget["recompute"])
     b_fsdp = max_batch_per_gpu(model, h100, method="qlora", n_gpus=8, strategy="fsdp", **kw)
     big = strategy_table(model, h100, n_gpus=8, method="qlora", batch=b_fsdp, **budget).loc["fsdp"]
@@ -298,12 +327,16 @@ def multi_gpu_prose(one_gpu, budget: dict, covered, aai_h100, model: str = "llam
     text["t_fsdp_big_gpu_hours"] = f"{big['gpu_hours']:,.0f}"
     text["t_fsdp_big_gpu_hours_range"] = _hours_range(big["gpu_hours_low"], big["gpu_hours_high"])
     text["t_fsdp_big_hours"] = f"{big['days'] * 24:,.1f} hours"
-    claims["FSDP fits a larger micro-batch, nothing exposed"] = bool(
-        big["fits"] and big["exposed_comm_s"] == 0 and b_fsdp > one_gpu.batch)
-    claims["FSDP at its micro-batch: cheaper than one GPU"] = big["gpu_hours"] < one_gpu.gpu_hours
-    claims["nothing exposed on eight H100s"] = max(r["exposed_comm_s"] for r in multi.values()) == 0
-    claims["DDP-LoRA does not fit, FSDP-QLoRA does"] = bool(not multi[("DDP", "lora")]["fits"]
-                                                            and fsdp_q["fits"])
+    _says(
+        bool(
+        big["fits"] and big["exposed_comm_s"] == 0 and b_fsdp > one_gpu.batch),
+        "FSDP fits a larger micro-batch, nothing exposed")
+    _says(big["gpu_hours"] < one_gpu.gpu_hours, "FSDP at its micro-batch: cheaper than one GPU")
+    _says(max(r["exposed_comm_s"] for r in multi.values()) == 0, "nothing exposed on eight H100s")
+    _says(
+        bool(not multi[("DDP", "lora")]["fits"]
+        and fsdp_q["fits"]),
+        "DDP-LoRA does not fit, FSDP-QLoRA does")
     for key, method, strategy, b in (("qlora", "qlora", "ddp", 1), ("lora", "lora", "zero3", 1),
                                      ("fsdp_big", "qlora", "fsdp", b_fsdp)):
         t8g = finetune_time(model, gpu=h100, n_gpus=8, method=method, strategy=strategy, batch=b, **budget)
@@ -313,11 +346,13 @@ def multi_gpu_prose(one_gpu, budget: dict, covered, aai_h100, model: str = "llam
     h100_ratio = covered[aai_h100]["ratio"].iloc[0]                   # Answer.AI's one H100 run (four GPUs)
     what_if = big["gpu_hours"] * h100_ratio
     text["t_fsdp_at_h100"] = f"{what_if:,.0f}"
-    claims["at Answer.AI's H100 ratio dearer than one GPU"] = what_if > one_gpu.gpu_hours
+    _says(what_if > one_gpu.gpu_hours, "at Answer.AI's H100 ratio dearer than one GPU")
     # the what-if is one published miss, not a prediction with a range of its own: above the plan's range
-    claims["the what-if lies above the plan's stated range"] = what_if > big["gpu_hours_high"]
-    claims["the FSDP and one-GPU ranges overlap"] = (big["gpu_hours_low"] <= one_gpu.gpu_hours_range[1]
-                                                    and one_gpu.gpu_hours_range[0] <= big["gpu_hours_high"])
+    _says(what_if > big["gpu_hours_high"], "the what-if lies above the plan's stated range")
+    _says(
+        big["gpu_hours_low"] <= one_gpu.gpu_hours_range[1]
+        and one_gpu.gpu_hours_range[0] <= big["gpu_hours_high"],
+        "the FSDP and one-GPU ranges overlap")
     _gathers(facts, model, budget, l40s, h100)
     return facts
 
@@ -325,25 +360,29 @@ def multi_gpu_prose(one_gpu, budget: dict, covered, aai_h100, model: str = "llam
 def _gathers(facts: ProseFacts, model: str, budget: dict, l40s, h100) -> None:
     """Where FSDP's gathers show: the links decide, not the word PCIe or the node count; and where both fit
     and the gathers show, DDP is the faster choice (a smaller model's QLoRA on the same cards)."""
-    text, claims = facts.text, facts.claims
+    text = facts.text
     kw = dict(method="qlora", **budget)
     on_l40s = strategy_table(model, l40s, n_gpus=8, **kw)                     # PCIe Gen4, no peer-to-peer
     on_pcie = strategy_table(model, get_gpu("H100 PCIe"), n_gpus=8, **kw)     # PCIe Gen5, peer-to-peer
     two_nodes = strategy_table(model, h100, n_gpus=16, **kw)                  # two DGX H100s
-    claims["nothing exposed on H100 PCIe or two nodes"] = (on_pcie.loc["fsdp", "exposed_comm_s"] == 0
-                                                           == two_nodes.loc["fsdp", "exposed_comm_s"])
-    claims["on L40S the gathers show, FSDP fits, DDP does not"] = bool(
+    _says(
+        on_pcie.loc["fsdp", "exposed_comm_s"] == 0
+        == two_nodes.loc["fsdp", "exposed_comm_s"],
+        "nothing exposed on H100 PCIe or two nodes")
+    _says(bool(
         on_l40s.loc["fsdp", "exposed_comm_s"] > 0 and on_l40s.loc["fsdp", "fits"]
-        and not on_l40s.loc["ddp", "fits"])
+        and not on_l40s.loc["ddp", "fits"]), "on L40S the gathers show, FSDP fits, DDP does not")
     t = finetune_time(model, gpu=l40s, method="qlora", strategy="fsdp", n_gpus=8, batch=1, **budget)
-    claims["the L40S step is the table's"] = abs(
-        t.exposed_comm_s / on_l40s.loc["fsdp", "exposed_comm_s"] - 1) < 1e-9
+    _says(abs(
+        t.exposed_comm_s / on_l40s.loc["fsdp", "exposed_comm_s"] - 1) < 1e-9, "the L40S step is the table's")
     # the step's stated range (FinetuneTime.step_s_range), and the exposed part at its share of the step
     text["t_l40s_exposed"] = "{:.1f} s ({:.1f} to {:.1f})".format(t.exposed_comm_s, *t.exposed_comm_s_range)
     text["t_l40s_step"] = "{:.1f} s ({:.1f} to {:.1f})".format(t.step_s, *t.step_s_range)
     small = strategy_table("llama-3-8b", l40s, n_gpus=8, **kw)
-    claims["Llama-3-8B on L40S: both fit, the gathers show"] = bool(
-        small.loc["ddp", "fits"] and small.loc["fsdp", "fits"] and small.loc["fsdp", "exposed_comm_s"] > 0)
-    claims["there DDP is the faster choice"] = small.loc["ddp", "hours"] < small.loc["fsdp", "hours"]
+    _says(
+        bool(
+        small.loc["ddp", "fits"] and small.loc["fsdp", "fits"] and small.loc["fsdp", "exposed_comm_s"] > 0),
+        "Llama-3-8B on L40S: both fit, the gathers show")
+    _says(small.loc["ddp", "hours"] < small.loc["fsdp", "hours"], "there DDP is the faster choice")
     text["t_l40s_8b_ddp"] = f"{small.loc['ddp', 'hours']:.1f} hours"
     text["t_l40s_8b_fsdp"] = f"{small.loc['fsdp', 'hours']:.1f}"

@@ -1,11 +1,11 @@
 """Chapter 12's worked example in words: what the prose says about a :func:`~llmsizing.planner.plan` table.
 
 The chapter's cells used to build these sentences inline (issue 38: notebooks stay short). Each function here
-takes the plan the chapter made, works out the figures its prose quotes, and returns a
-:class:`~llmsizing.prose.ProseFacts`: the texts the notebook glues (``{eval}`ch12_<name>```), and the claims
-its prose makes about the data, each true or false, which the notebook asserts. Nothing here is new
-arithmetic: every figure is the planner's own row, or :func:`~llmsizing.layouts.step_time` and
-:func:`~llmsizing.memory.training_memory` on that row's layout (``Job.from_plan_row``).
+takes the plan the chapter made, works out the figures its prose quotes, checks what its prose says about
+them (:func:`~llmsizing.prose.prose_check`) and returns a :class:`~llmsizing.prose.ProseFacts`, the texts
+the notebook glues (``{eval}`ch12_<name>```). Nothing here is new arithmetic: every figure is the planner's
+own row, or :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory` on that
+row's layout (``Job.from_plan_row``).
 
 * :func:`layout` and :func:`front_table`: a plan row's layout, and the time-vs-cost front as a table.
 * :func:`plan_row_step`: a row's step as the planner priced it, or with an option changed.
@@ -19,6 +19,7 @@ The GPU types' section is in :mod:`llmsizing.plan_prose_lead`, the search's in
 
 from __future__ import annotations
 
+from functools import partial
 from dataclasses import replace
 
 import pandas as pd
@@ -33,9 +34,12 @@ from .mfu_inputs import layout_range_note
 from .pipeline_schedule import pipeline_bubble
 from .plan_space import recompute_kwargs, recompute_label
 from .planner import plan
-from .prose import ProseFacts, usd
+from .prose import ProseFacts, prose_check, usd
 
 __all__ = ["layout", "front_table", "plan_row_step", "grad_sent_bytes", "worked_example", "limits_prose"]
+
+#: Raises :class:`~llmsizing.prose.ProseOutOfDate` when the numbers no longer bear out what the prose says
+_says = partial(prose_check, chapter="chapter 12's prose")
 
 _GIB = 2**30
 
@@ -107,17 +111,18 @@ def worked_example(df, run: dict, model: str = "llama-3-70b") -> ProseFacts:
     if len(front) < 2:
         raise ValueError(f"df's time-vs-cost front must hold at least two plans, got {len(front)}")
     cheap, fast = front.iloc[0], front.loc[front["days"].idxmin()]
-    facts = ProseFacts({}, {}, {"front": front, "cheap": cheap, "fast": fast})
-    text, claims = facts.text, facts.claims
+    facts = ProseFacts(values={"front": front, "cheap": cheap, "fast": fast})
+    text = facts.text
     text["gb_tokens"] = f"{gb * seq / 1e6:.2f}M"
     text["n_plans"] = f"{len(df):,}"
     text["n_front"] = f"{len(front)}"
     text["front_gpus"] = ", ".join(dict.fromkeys(front["gpu"]))
     notes = df.attrs["range_notes"]
     # the front's GPU has a stand-in kernel efficiency: the plan says that its range is borrowed
-    claims["the front is on one GPU type, and its range is the borrowed one"] = (
+    _says(
         set(front["gpu"]) == {cheap["gpu"]} and set(notes) == {cheap["gpu"]}
-        and notes.get(cheap["gpu"]) == layout_range_note(cheap["gpu"]) != "")
+        and notes.get(cheap["gpu"]) == layout_range_note(cheap["gpu"]) != "",
+        "the front is on one GPU type, and its range is the borrowed one")
     text["range_note"] = notes.get(cheap["gpu"], "")
     steps = facts.values["steps"] = {}
     for key, r in (("cheap", cheap), ("fast", fast)):
@@ -131,8 +136,8 @@ def worked_example(df, run: dict, model: str = "llama-3-70b") -> ProseFacts:
         text[f"{key}_cost_range"] = f"{usd(r['cost_usd_low'])} to {usd(r['cost_usd_high'])}"
         # where its step goes (the figure's right panel): compute, and each group's traffic before overlap
         st = steps[key] = plan_row_step(r, model, seq=seq)
-        claims[f"the {key} plan's step is the plan's own"] = abs(st.step_s - r["step_time_s"]) < 1e-6 * r[
-            "step_time_s"]
+        _says(abs(st.step_s - r["step_time_s"]) < 1e-6 * r[
+            "step_time_s"], f"the {key} plan's step is the plan's own")
         text[f"{key}_compute_s"] = f"{st.compute_s:.2f} s"
         text[f"{key}_dp_s"] = f"{st.comm_by_group_s['dp']:.2f} s"
         text[f"{key}_tp_s"] = f"{st.comm_by_group_s['tp']:.2f} s"
@@ -141,8 +146,10 @@ def worked_example(df, run: dict, model: str = "llama-3-70b") -> ProseFacts:
     # the days saved take the range's factors too (cost.front_steps: one GPU, dtype and stack, one factor)
     fsteps = front_steps(df)
     s1 = fsteps[0]
-    claims["the first doubling is the cheapest plan's"] = (s1.n_gpus_from, s1.n_gpus_to) == (cheap["n_gpus"],
-                                                                                            f1["n_gpus"])
+    _says(
+        (s1.n_gpus_from, s1.n_gpus_to) == (cheap["n_gpus"],
+        f1["n_gpus"]),
+        "the first doubling is the cheapest plan's")
     text["first_saved"] = f"{s1.days_saved:,.1f} ({s1.days_saved_low:,.1f} to {s1.days_saved_high:,.1f})"
     text["first_more"] = f"{s1.cost_ratio - 1:.0%}"
     _grad_buffer(facts, run, model, f1)
@@ -152,32 +159,36 @@ def worked_example(df, run: dict, model: str = "llama-3-70b") -> ProseFacts:
     margin = USABLE_FRACTION * cheap["capacity_bytes"] - cheap["memory_per_gpu_bytes"]
     text["cheap_margin"] = f"{margin / _GIB:.1f} GiB"
     text["cheap_rc_layers"] = f"{int(cheap['recompute_layers'])} of {get_model(model).layers}"
-    claims["the cheapest plan recomputes and hides all its traffic"] = (
-        cheap["recompute"] == "full" and steps["cheap"].exposed_comm_s < 0.01 * steps["cheap"].step_s)
+    _says(
+        cheap["recompute"] == "full" and steps["cheap"].exposed_comm_s < 0.01 * steps["cheap"].step_s,
+        "the cheapest plan recomputes and hides all its traffic")
     sf = steps["fast"]
     # the fastest plan's MFU against the cheapest's: the share of its step that waits for the network, and the
     # GPU-seconds its arithmetic takes (thinner GEMMs at tp=8, chapter 10) against the cheapest plan's
     text["fast_dp_exposed_s"] = f"{sf.exposed_by_group_s['dp']:.2f} s"
     text["fast_wait_share"] = f"{sf.exposed_comm_s / sf.step_s:.0%}"
     gpu_s = {k: steps[k].compute_s * r["n_gpus"] for k, r in (("cheap", cheap), ("fast", fast))}
-    claims["the fastest plan's arithmetic is slower, at a wider tp"] = (gpu_s["fast"] > gpu_s["cheap"]
-                                                                        and cheap["tp"] < fast["tp"])
+    _says(
+        gpu_s["fast"] > gpu_s["cheap"]
+        and cheap["tp"] < fast["tp"],
+        "the fastest plan's arithmetic is slower, at a wider tp")
     text["fast_gpu_s_ratio"] = f"{gpu_s['fast'] / gpu_s['cheap']:.2f}"
-    claims["the fastest plan's bubble is its smallest loss"] = sf.bubble_s < sf.exposed_by_group_s["dp"]
+    _says(sf.bubble_s < sf.exposed_by_group_s["dp"], "the fastest plan's bubble is its smallest loss")
     _twin(facts, df, run, model)
     _fast_pipeline(facts, model, seq)
-    claims["the tensor-parallel group fills a node"] = fast["tp"] == 8
-    claims["the cheapest plan shares all of a node's NICs"] = cheap["tp"] == 1
-    claims["micro-batches of one sequence"] = bool((front["micro_batch"] == 1).all())
-    claims["every front plan on one GPU type"] = front["gpu"].nunique() == 1
+    _says(fast["tp"] == 8, "the tensor-parallel group fills a node")
+    _says(cheap["tp"] == 1, "the cheapest plan shares all of a node's NICs")
+    _says(bool((front["micro_batch"] == 1).all()), "micro-batches of one sequence")
+    _says(front["gpu"].nunique() == 1, "every front plan on one GPU type")
     # dense BF16 peak per dollar-hour at the catalogue's prices (the prose's "per dollar"), of the GPUs
     # searched
     gpus = tuple(run["gpus"])
     per_usd = {g: get_gpu(g).bf16_dense_tflops / get_gpu(g).price_usd_per_gpu_hour
                for g in (*gpus, "MI300X")}
-    claims["the front's GPU has the most peak per dollar of the four; the MI300X more"] = (
+    _says(
         max(gpus, key=per_usd.get) == front["gpu"].iloc[0]
-        and per_usd["MI300X"] > max(per_usd.values()) - 1e-9)
+        and per_usd["MI300X"] > max(per_usd.values()) - 1e-9,
+        "the front's GPU has the most peak per dollar of the four; the MI300X more")
     text["per_usd"] = ", ".join(f"{g} {per_usd[g]:,.0f}"
                                 for g in sorted(gpus, key=per_usd.get, reverse=True))
     text["per_usd_mi300x"] = f"{per_usd['MI300X']:,.0f}"
@@ -186,11 +197,13 @@ def worked_example(df, run: dict, model: str = "llama-3-70b") -> ProseFacts:
         f"for {usd(r.cost_usd)} ({usd(r.cost_usd_low)} to {usd(r.cost_usd_high)})"
         for r in front.sort_values("days", ascending=False).itertuples())
     # along the front each doubling of the GPUs saves fewer days and adds more dollars
-    claims["the front is a chain of doublings"] = (all(s.n_gpus_to == 2 * s.n_gpus_from for s in fsteps)
-                                                   and len(fsteps) == len(front) - 1)
-    claims["each doubling saves fewer days and adds more dollars"] = fsteps[0].cost_added_usd > 0 and all(
+    _says(
+        all(s.n_gpus_to == 2 * s.n_gpus_from for s in fsteps)
+        and len(fsteps) == len(front) - 1,
+        "the front is a chain of doublings")
+    _says(fsteps[0].cost_added_usd > 0 and all(
         a.days_saved > b.days_saved and a.cost_added_usd < b.cost_added_usd
-        for a, b in zip(fsteps, fsteps[1:]))
+        for a, b in zip(fsteps, fsteps[1:])), "each doubling saves fewer days and adds more dollars")
     text["speedup"] = f"{cheap['days'] / fast['days']:.1f}"
     text["cost_ratio"] = f"{fast['cost_usd'] / cheap['cost_usd']:.2f}"
     text["assumes"] = df.attrs["assumes"]
@@ -205,19 +218,21 @@ def _grad_buffer(facts: ProseFacts, run: dict, model: str, f1) -> None:
     there and it no longer fits. The planner's answer with the buffer: on DDP and ZeRO-1 only, in bf16 and in
     Megatron-LM's default FP32 gradients, and with every ZeRO stage on offer.
     """
-    text, claims = facts.text, facts.claims
+    text = facts.text
     seq = run["seq"]
     kw = dict(batch=int(f1["micro_batch"]), seq=seq, grad_accum=int(f1["grad_accum"]), **recompute_kwargs(f1),
               parallel=Job.from_plan_row(f1, model, seq=seq).parallel)
     m = get_model(model)
     mem = training_memory(m, **kw)
     usable = USABLE_FRACTION * f1["capacity_bytes"]
-    claims["the second plan's memory is the plan's own"] = (
-        abs(mem.total_bytes - f1["memory_per_gpu_bytes"]) < 1e-6 * f1["memory_per_gpu_bytes"])
-    claims["the second plan peaks at the loss, ZeRO-0/1, no pipeline"] = (
-        mem.peak_phase == "loss backward" and f1["zero"] <= 1 and f1["pp"] == 1)
+    _says(
+        abs(mem.total_bytes - f1["memory_per_gpu_bytes"]) < 1e-6 * f1["memory_per_gpu_bytes"],
+        "the second plan's memory is the plan's own")
+    _says(
+        mem.peak_phase == "loss backward" and f1["zero"] <= 1 and f1["pp"] == 1,
+        "the second plan peaks at the loss, ZeRO-0/1, no pipeline")
     buf = training_memory(m, **kw, grad_buffer=True)
-    claims["with a persistent buffer the second plan no longer fits"] = buf.total_bytes > usable
+    _says(buf.total_bytes > usable, "with a persistent buffer the second plan no longer fits")
     text["f1_grads"] = f"{mem.states.gradients_bytes / _GIB:.1f} GiB"
     text["f1_n"] = f"{f1['n_gpus']:,}"
 
@@ -230,8 +245,9 @@ def _grad_buffer(facts: ProseFacts, run: dict, model: str, f1) -> None:
         k: same_gpus(plan(model, **run, grad_buffer=True, zero_stages=(0, 1), precision=p))
         for k, p in (("bf16", "bf16-mixed"), ("fp32", "bf16-mixed-fp32-grads"))}
     b, b32 = rows["bf16"], rows["fp32"]
-    claims["with the buffer the plan costs more, at another tp or pp"] = (
-        b["cost_usd"] > f1["cost_usd"] and (b["tp"], b["pp"]) != (f1["tp"], f1["pp"]))
+    _says(
+        b["cost_usd"] > f1["cost_usd"] and (b["tp"], b["pp"]) != (f1["tp"], f1["pp"]),
+        "with the buffer the plan costs more, at another tp or pp")
     text["f1_buf_layout"] = f"{layout(b)}, ZeRO-{b['zero']}"
     text["f1_buf_days"] = _range(b, "days", _days)
     text["f1_buf_cost"] = _range(b, "cost_usd", usd)
@@ -240,26 +256,31 @@ def _grad_buffer(facts: ProseFacts, run: dict, model: str, f1) -> None:
     text["f1_buf32"] = ("picks the same layout" if same else
                         f"gives {layout(b32)}, {b32['days']:,.1f} days for {usd(b32['cost_usd'])}")
     bz = rows["any"] = same_gpus(plan(model, **run, grad_buffer=True))
-    claims["with every ZeRO stage: ZeRO-2 on the same layout"] = (
-        bz["zero"] == 2 and (bz["tp"], bz["pp"], bz["dp"]) == (f1["tp"], f1["pp"], f1["dp"]))
-    claims["ZeRO-2 at the same cost"] = abs(bz["cost_usd"] / f1["cost_usd"] - 1) < 1e-9
+    _says(
+        bz["zero"] == 2 and (bz["tp"], bz["pp"], bz["dp"]) == (f1["tp"], f1["pp"], f1["dp"]),
+        "with every ZeRO stage: ZeRO-2 on the same layout")
+    _says(abs(bz["cost_usd"] / f1["cost_usd"] - 1) < 1e-9, "ZeRO-2 at the same cost")
     # PyTorch DDP's default (gradient_as_bucket_view=False: grad_buffer="ddp-copy", footprint.grad_copies)
     # keeps each .grad beside its bucket from the backward to zero_grad: on the second plan after the loss's
     # peak, which stays; on the buffer plan, which accumulates, the .grad kept under no_sync is alive in every
     # later micro-batch's forward
     copy = training_memory(m, **kw, grad_buffer="ddp-copy")
-    claims["DDP's copies leave the loss's peak where it was"] = (
-        copy.peak_phase == "loss backward" and copy.peak_bytes == buf.peak_bytes)
-    claims["DDP's copies raise the backward, below the peak"] = (
-        buf.phases_bytes["backward"] < copy.phases_bytes["backward"] < copy.peak_bytes)
-    claims["both over the usable line"] = copy.phases_bytes["backward"] > usable
+    _says(
+        copy.peak_phase == "loss backward" and copy.peak_bytes == buf.peak_bytes,
+        "DDP's copies leave the loss's peak where it was")
+    _says(
+        buf.phases_bytes["backward"] < copy.phases_bytes["backward"] < copy.peak_bytes,
+        "DDP's copies raise the backward, below the peak")
+    _says(copy.phases_bytes["backward"] > usable, "both over the usable line")
     text["copy_f1_bwd"] = f"{copy.phases_bytes['backward'] / _GIB:.1f} GiB"
     text["copy_f1_loss"] = f"{copy.peak_bytes / _GIB:.1f} GiB"
     bc = rows["ddp-copy"] = same_gpus(plan(model, **run, grad_buffer="ddp-copy", zero_stages=(0, 1)))
     key = ["tp", "pp", "virtual_stages", "dp", "zero", "micro_batch", "grad_accum", "days", "cost_usd"]
-    claims["DDP's copies: the same plan, accumulating"] = (list(bc[key]) == list(b[key])
-                                                           and int(b["grad_accum"]) > 1)
-    claims["DDP's copies: more memory"] = bc["memory_per_gpu_bytes"] > b["memory_per_gpu_bytes"]
+    _says(
+        list(bc[key]) == list(b[key])
+        and int(b["grad_accum"]) > 1,
+        "DDP's copies: the same plan, accumulating")
+    _says(bc["memory_per_gpu_bytes"] > b["memory_per_gpu_bytes"], "DDP's copies: more memory")
     text["copy_accum"] = f"{int(b['grad_accum'])}"
     text["copy_more"] = f"{(bc['memory_per_gpu_bytes'] - b['memory_per_gpu_bytes']) / _GIB:.1f} GiB"
     text["copy_gib"] = f"{bc['memory_per_gpu_bytes'] / _GIB:.1f} GiB"
@@ -271,18 +292,21 @@ def _deepspeed_bucket(facts: ProseFacts, model: str, seq: int, f1) -> None:
     backward holds a reduce bucket the model leaves out (footprint.deepspeed_bucket_bytes, its defaults): the
     prose says the backward stays under the loss's peak with it, under both stages, so the plan's memory does
     not move."""
-    text, claims = facts.text, facts.claims
+    text = facts.text
     bz = facts.values["buffer"]["any"]
     ds = deepspeed_bucket_bytes()
     # the bucket lives only during the backward: true of one micro-batch a step (with accumulation DeepSpeed
     # keeps it from the first micro-batch's backward to the last)
-    claims["one micro-batch a step on both plans"] = int(f1["grad_accum"]) == 1 and int(bz["grad_accum"]) == 1
+    _says(int(f1["grad_accum"]) == 1 and int(bz["grad_accum"]) == 1, "one micro-batch a step on both plans")
     mems = {int(r["zero"]): training_memory(Job.from_plan_row(r, model, seq=seq)) for r in (f1, bz)}
-    claims["ZeRO-1 and ZeRO-2 both peak at the loss"] = (
-        set(mems) == {1, 2} and all(x.peak_phase == "loss backward" for x in mems.values()))
+    _says(
+        set(mems) == {1, 2} and all(x.peak_phase == "loss backward" for x in mems.values()),
+        "ZeRO-1 and ZeRO-2 both peak at the loss")
     bwd = max(x.phases_bytes["backward"] for x in mems.values()) + ds
-    claims["the backward with DeepSpeed's bucket stays under the loss's peak"] = bwd < min(
-        x.peak_bytes for x in mems.values())
+    _says(
+        bwd < min(
+        x.peak_bytes for x in mems.values()),
+        "the backward with DeepSpeed's bucket stays under the loss's peak")
     text["ds_bucket"] = f"{ds / _GIB:.2f} GiB"
     text["ds_bwd"] = f"{bwd / _GIB:.1f} GiB"
     text["ds_loss"] = f"{mems[2].peak_bytes / _GIB:.1f} GiB" if 2 in mems else ""
@@ -292,59 +316,66 @@ def _twin(facts: ProseFacts, df, run: dict, model: str) -> None:
     """The fastest plan's pipeline is chosen, not forced: its tp without a pipeline fits on the same GPUs
     (dp = the global batch, one sequence per replica) and is slower, because each GPU reduces all its
     stage's gradients."""
-    text, claims = facts.text, facts.claims
+    text = facts.text
     fast, sf = facts.values["fast"], facts.values["steps"]["fast"]
     twin = df[(df["gpu"] == fast["gpu"]) & (df["n_gpus"] == fast["n_gpus"]) & (df["tp"] == fast["tp"])
               & (df["pp"] == 1)]
     if twin.empty:
-        claims["the fastest plan's tp without a pipeline fits"] = False
+        _says(False, "the fastest plan's tp without a pipeline fits")
         return
     twin = twin.loc[twin["days"].idxmin()]
-    claims["its twin without a pipeline: one sequence per replica, slower"] = (
-        twin["dp"] * twin["micro_batch"] == run["global_batch"] and twin["days"] > fast["days"])
-    claims["eight GPUs or more per sequence, eight-way tp alone"] = (
-        fast["n_gpus"] // run["global_batch"] == 8 == twin["tp"])
+    _says(
+        twin["dp"] * twin["micro_batch"] == run["global_batch"] and twin["days"] > fast["days"],
+        "its twin without a pipeline: one sequence per replica, slower")
+    _says(
+        fast["n_gpus"] // run["global_batch"] == 8 == twin["tp"],
+        "eight GPUs or more per sequence, eight-way tp alone")
     st = plan_row_step(twin, model, seq=run["seq"])
-    claims["the twin waits longer for its gradients"] = (st.exposed_by_group_s["dp"]
-                                                         > sf.exposed_by_group_s["dp"])
+    _says(
+        st.exposed_by_group_s["dp"]
+        > sf.exposed_by_group_s["dp"],
+        "the twin waits longer for its gradients")
     text["twin_layout"] = layout(twin)
     text["twin_days"] = f"{twin['days']:,.1f} days ({twin['days_low']:,.1f} to {twin['days_high']:,.1f})"
     text["twin_rs_gb"] = f"{grad_sent_bytes(st) / 1e9:.1f} GB"
     text["fast_rs_gb"] = f"{grad_sent_bytes(sf) / 1e9:.1f} GB"
     text["twin_dp_exposed_s"] = f"{st.exposed_by_group_s['dp']:.2f} s"
     # the fastest plan's data-parallel traffic is ZeRO-1's gradient reduce-scatter and weight all-gather
-    claims["the fastest plan's dp traffic: ZeRO-1's two collectives"] = fast["zero"] == 1 and {
-        c.slot for c in sf.communication.collectives if c.group == "dp"} == {"gradients", "weight all-gather"}
+    dp_slots = {c.slot for c in sf.communication.collectives if c.group == "dp"}
+    _says(fast["zero"] == 1 and dp_slots == {"gradients", "weight all-gather"},
+          "the fastest plan's dp traffic: ZeRO-1's two collectives")
 
 
 def _fast_pipeline(facts: ProseFacts, model: str, seq: int) -> None:
     """The fastest plan pipelines its layers in interleaved chunks (chapter 8): the bubble it pays, plain
     1F1B's, and its memory against its plain twin's (the Search bullet: the peak moves to the last stage)."""
-    text, claims = facts.text, facts.claims
+    text = facts.text
     fast, sf = facts.values["fast"], facts.values["steps"]["fast"]
     vp, m_fast, pp = int(fast["virtual_stages"]), int(fast["grad_accum"]), int(fast["pp"])
-    claims["the fastest plan's pipeline is interleaved"] = pp > 1 and vp > 1 and m_fast % pp == 0
+    _says(pp > 1 and vp > 1 and m_fast % pp == 0, "the fastest plan's pipeline is interleaved")
     text["fast_vp"] = f"{vp}"
     par = Job.from_plan_row(fast, model, seq=seq).parallel
     m = get_model(model)
     mem = {v: training_memory(m, batch=1, seq=seq, grad_accum=m_fast, parallel=replace(par, virtual_stages=v))
            for v in (1, vp)}
-    claims["its chunks move the peak to the last stage and raise it slightly"] = (
-        mem[vp].stage == pp - 1 and 1 < mem[vp].total_bytes / mem[1].total_bytes < 1.05)
+    _says(
+        mem[vp].stage == pp - 1 and 1 < mem[vp].total_bytes / mem[1].total_bytes < 1.05,
+        "its chunks move the peak to the last stage and raise it slightly")
     text["fast_pp"] = f"{pp}"
     text["fast_m"] = f"{m_fast}"
     text["fast_chunk"] = f"{m.layers // (pp * vp)}"
     text["fast_bubble"] = f"{sf.bubble:.1%}"
     formula = pipeline_bubble(pp, m_fast, vp) if pp > 1 else 0.0
     text["fast_bubble_formula"] = f"{formula:.2%}"
-    claims["its bubble is less than the formula's"] = sf.bubble < formula
+    _says(sf.bubble < formula, "its bubble is less than the formula's")
     text["fast_bubble_plain"] = f"{pipeline_bubble(pp, m_fast) if pp > 1 else 0.0:.0%}"     # v = 1
     text["fast_pp_s"] = f"{sf.comm_by_group_s['pp']:.2f} s"
     comm = sum(sf.comm_by_group_s.values())
     text["fast_comm_s"] = f"{comm:.2f} s"
-    claims["its traffic takes nearly as long as its arithmetic"] = 0.8 < comm / sf.compute_s < 1
-    claims["its dp traffic is shorter than its arithmetic, hidden in part"] = (
-        sf.comm_by_group_s["dp"] < sf.compute_s < comm + sf.exposed_comm_s)
+    _says(0.8 < comm / sf.compute_s < 1, "its traffic takes nearly as long as its arithmetic")
+    _says(
+        sf.comm_by_group_s["dp"] < sf.compute_s < comm + sf.exposed_comm_s,
+        "its dp traffic is shorter than its arithmetic, hidden in part")
 
 
 def _plan_text(r) -> str:
@@ -365,7 +396,7 @@ def limits_prose(df, run: dict, model: str = "llama-3-70b", *, month_days: float
         raise TypeError(f"df must be a plan() table, got {type(df).__name__}")
     cheap = df[df["pareto"]].iloc[0]                    # the front's cheapest plan
     facts = ProseFacts()
-    text, claims = facts.text, facts.claims
+    text = facts.text
 
     def cheapest(days=None, budget=None, rule="slow_end", **kw):
         limits = {"deadline_days": days} if days is not None else {"budget_usd": budget}
@@ -385,15 +416,17 @@ def limits_prose(df, run: dict, model: str = "llama-3-70b", *, month_days: float
                               if m["cost_usd"] <= cheap["cost_usd"] else
                               f"{m['cost_usd'] / cheap['cost_usd'] - 1:.0%} more than the cheapest plan")
     text["month_days_high"] = f"{m['days_high']:,.1f}"
-    claims["the month's plan is on the cheapest plan's GPU, with its borrowed range"] = (
+    _says(
         m["gpu"] == cheap["gpu"]
-        and month.attrs["range_notes"].get(m["gpu"]) == layout_range_note(m["gpu"]) != "")
-    claims["a month is not a constraint here"] = m["cost_usd"] == cheap["cost_usd"]
+        and month.attrs["range_notes"].get(m["gpu"]) == layout_range_note(m["gpu"]) != "",
+        "the month's plan is on the cheapest plan's GPU, with its borrowed range")
+    _says(m["cost_usd"] == cheap["cost_usd"], "a month is not a constraint here")
     # a deadline that binds: a week rules out the cheapest plan
     week_plans = facts.values["week_plans"] = cheapest(week_days)
     week = week_plans.iloc[0]
-    claims["a week binds, and the week's plan makes it at its slow end"] = (
-        week["cost_usd"] > cheap["cost_usd"] and week["days_high"] <= week_days)
+    _says(
+        week["cost_usd"] > cheap["cost_usd"] and week["days_high"] <= week_days,
+        "a week binds, and the week's plan makes it at its slow end")
     text["week_n"] = f"{week['n_gpus']:,}"
     text["week_gpu"] = week["gpu"]
     text["week_layout"] = f"{layout(week)}, ZeRO-{week['zero']}"
@@ -402,10 +435,13 @@ def limits_prose(df, run: dict, model: str = "llama-3-70b", *, month_days: float
     text["week_more"] = f"{week['cost_usd'] / cheap['cost_usd'] - 1:.0%}"
     # a deadline inside the week plan's range: the two rules of plan(deadline_rule=...) part ways
     t_est, t_slow = (cheapest(tight_days, rule=r).iloc[0] for r in ("estimate", "slow_end"))
-    claims["the estimate's plan makes the tight deadline, its slow end does not: likely"] = (
-        t_est["days"] <= tight_days < t_est["days_high"] and t_est["meets_deadline"] == "likely")
-    claims["the slow end's plan makes it, for more"] = (t_slow["days_high"] <= tight_days
-                                                        and t_slow["cost_usd"] > t_est["cost_usd"])
+    _says(
+        t_est["days"] <= tight_days < t_est["days_high"] and t_est["meets_deadline"] == "likely",
+        "the estimate's plan makes the tight deadline, its slow end does not: likely")
+    _says(
+        t_slow["days_high"] <= tight_days
+        and t_slow["cost_usd"] > t_est["cost_usd"],
+        "the slow end's plan makes it, for more")
     text["tight_days"] = f"{tight_days:g}"
     text["tight_est"], text["tight_slow"] = _plan_text(t_est), _plan_text(t_slow)
     text["tight_est_meets"] = t_est["meets_deadline"]
@@ -413,12 +449,15 @@ def limits_prose(df, run: dict, model: str = "llama-3-70b", *, month_days: float
     # a budget is read by the same rule (issue 34): its slow end is the cost's, cost_usd_high
     bud_est, bud_slow = (cheapest(budget=budget_usd, rule=r) for r in ("estimate", "slow_end"))
     f_est, f_slow = (d.sort_values("days", kind="stable").iloc[0] for d in (bud_est, bud_slow))
-    claims["the estimate's fastest plan is within the budget, its slow end is not; the slow end's is"] = (
-        f_est["cost_usd"] <= budget_usd < f_est["cost_usd_high"] and f_slow["cost_usd_high"] <= budget_usd)
-    claims["by the slow end: slower, fewer plans"] = (f_slow["days"] > f_est["days"]
-                                                      and len(bud_slow) < len(bud_est))
-    claims["the within_budget column: likely, yes"] = (f_est["within_budget"], f_slow["within_budget"]) == (
-        "likely", "yes")
+    _says(
+        f_est["cost_usd"] <= budget_usd < f_est["cost_usd_high"] and f_slow["cost_usd_high"] <= budget_usd,
+        "the estimate's fastest plan is within the budget, its slow end is not; the slow end's is")
+    _says(
+        f_slow["days"] > f_est["days"]
+        and len(bud_slow) < len(bud_est),
+        "by the slow end: slower, fewer plans")
+    _says((f_est["within_budget"], f_slow["within_budget"]) == (
+        "likely", "yes"), "the within_budget column: likely, yes")
     text["budget_est_mark"], text["budget_slow_mark"] = f_est["within_budget"], f_slow["within_budget"]
     text["budget"] = usd(budget_usd)
     text["budget_n_est"], text["budget_n_slow"] = f"{len(bud_est):,}", f"{len(bud_slow):,}"

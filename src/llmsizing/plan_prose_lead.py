@@ -11,6 +11,7 @@ new arithmetic.
 
 from __future__ import annotations
 
+from functools import partial
 import pandas as pd
 
 from .catalog import DATA_DIR, get_gpu, get_model
@@ -20,9 +21,12 @@ from .job import Job
 from .kernels import layer_gemm_efficiency
 from .layouts import step_time
 from .plan_space import recompute_kwargs
-from .prose import ProseFacts, usd
+from .prose import ProseFacts, prose_check, usd
 
 __all__ = ["gpu_types_prose"]
+
+#: Raises :class:`~llmsizing.prose.ProseOutOfDate` when the numbers no longer bear out what the prose says
+_says = partial(prose_check, chapter="chapter 12's prose")
 
 
 def _lo_hi(r, col: str, fmt, sep: str = " to ") -> str:
@@ -41,7 +45,7 @@ def gpu_types_prose(df, run: dict, loso_runs, model: str = "llama-3-70b") -> Pro
     if not isinstance(df, pd.DataFrame) or "pareto" not in df or "range_notes" not in df.attrs:
         raise TypeError(f"df must be a plan() table, got {type(df).__name__}")
     facts = ProseFacts()
-    text, claims = facts.text, facts.claims
+    text = facts.text
     rows = []
     for gpu, sub in df.groupby("gpu", sort=False):
         c, f = sub.loc[sub["cost_usd"].idxmin()], sub.loc[sub["days"].idxmin()]
@@ -66,10 +70,12 @@ def gpu_types_prose(df, run: dict, loso_runs, model: str = "llama-3-70b") -> Pro
     best = df.loc[df.groupby("gpu")["cost_usd"].idxmin()].set_index("gpu")["cost_usd"]
     lead = gpu_lead(df)                         # the runner-up, the lead, the break-even price and efficiency
     win, runner = lead.gpu, lead.runner_up
-    claims["the winner is the front's cheapest plan's GPU"] = win == cheap["gpu"]
+    _says(win == cheap["gpu"], "the winner is the front's cheapest plan's GPU")
     wg = get_gpu(win)
-    claims["the lead is priced at the catalogue's price"] = abs(
-        lead.price_usd_per_gpu_hour / wg.price_usd_per_gpu_hour - 1) < 1e-9
+    _says(
+        abs(
+        lead.price_usd_per_gpu_hour / wg.price_usd_per_gpu_hour - 1) < 1e-9,
+        "the lead is priced at the catalogue's price")
     text["win_price"] = f"${wg.price_usd_per_gpu_hour:.2f}"
     text["win_price_as_of"] = wg.price_as_of
     text["win_price_kind"] = "list price" if wg.price_kind == "list" else "estimate"
@@ -81,15 +87,16 @@ def gpu_types_prose(df, run: dict, loso_runs, model: str = "llama-3-70b") -> Pro
     # slow down with the efficiency, so the cost grows less than 1/efficiency): "at least down to"; its MFU
     be = plan_at_kernel_efficiency(df, model, seq=run["seq"],
                                    kernel_efficiency=lead.breakeven_kernel_efficiency)
-    claims["at the break-even efficiency it is still the cheapest"] = be.cheaper_gpus == ()
+    _says(be.cheaper_gpus == (), "at the break-even efficiency it is still the cheapest")
     text["breakeven_mfu"] = f"{be.mfu:.0%}"
-    claims["the winner is the B200, on a stand-in efficiency"] = win == "B200" and kernel_efficiency_row(
-        win).runs == ""
-    claims["the price's date is its source's"] = wg.price_as_of in wg.price_source
+    _says(win == "B200" and kernel_efficiency_row(
+        win).runs == "", "the winner is the B200, on a stand-in efficiency")
+    _says(wg.price_as_of in wg.price_source, "the price's date is its source's")
     _h200_vs_h100(facts, df, run, model, best)
-    claims["the winner is both cheaper and faster than the H200"] = (
+    _says(
         best["H200"] > best[win]
-        and df.loc[df["gpu"] == "H200", "days"].min() > df.loc[df["gpu"] == win, "days"].min())
+        and df.loc[df["gpu"] == "H200", "days"].min() > df.loc[df["gpu"] == win, "days"].min(),
+        "the winner is both cheaper and faster than the H200")
     lines.append(
         f"{win}: {usd(best[win])}; next cheapest {runner}: {usd(best[runner])} (x{lead.lead:.2f}); "
         f"the same cost at ${lead.breakeven_price_usd_per_gpu_hour:.2f}/h ({wg.price_kind}, "
@@ -104,32 +111,36 @@ def _h200_vs_h100(facts: ProseFacts, df, run: dict, model: str, best) -> None:
     """The H200 against the H100: dearer by the hour, yet its cheapest run costs less, on the same layout with
     less recomputation; what the H100's longer step is made of: its recomputation, and (without it) the
     H200's faster HBM, which lowers its ridge point and so lifts its GEMM curve."""
-    text, claims = facts.text, facts.claims
+    text = facts.text
     m = get_model(model)
     c200 = df[df["gpu"] == "H200"].loc[lambda d: d["cost_usd"].idxmin()]
     c100 = df[df["gpu"] == "H100 SXM"].loc[lambda d: d["cost_usd"].idxmin()]
     lay = ["n_gpus", "tp", "pp", "dp", "zero"]
     h200, h100 = get_gpu("H200"), get_gpu("H100 SXM")
-    claims["the H200 has the H100's compute at a higher price"] = (
+    _says(
         h200.bf16_dense_tflops == h100.bf16_dense_tflops
-        and h200.price_usd_per_gpu_hour > h100.price_usd_per_gpu_hour)
-    claims["the H200's cheapest run costs less than the H100's, on the same layout"] = (
-        best["H200"] < best["H100 SXM"] and list(c200[lay]) == list(c100[lay]))
-    claims["with less recomputation"] = c200["recompute"] == "none" != c100["recompute"]
+        and h200.price_usd_per_gpu_hour > h100.price_usd_per_gpu_hour,
+        "the H200 has the H100's compute at a higher price")
+    _says(
+        best["H200"] < best["H100 SXM"] and list(c200[lay]) == list(c100[lay]),
+        "the H200's cheapest run costs less than the H100's, on the same layout")
+    _says(c200["recompute"] == "none" != c100["recompute"], "with less recomputation")
     text["h200_vs_h100_days"] = f"{c200['days']:.1f} days against {c100['days']:.1f}"
     text["h100_recompute"] = f"{recompute_kwargs(c100)['recompute_layers']} of {m.layers}"
     # no H200 row in data/gemm_efficiency.csv: the prose says so
     measured = pd.read_csv(DATA_DIR / "gemm_efficiency.csv")["gpu"].values
-    claims["no H200 GEMM measurements"] = "H200" not in measured
+    _says("H200" not in measured, "no H200 GEMM measurements")
     tp = int(c100["tp"])
     gemm = {g.name: layer_gemm_efficiency(m, g, tp=tp, tokens=run["seq"]) for g in (h200, h100)}
-    claims["the H200's GEMM curve is higher"] = gemm["H200"] > gemm["H100 SXM"]
+    _says(gemm["H200"] > gemm["H100 SXM"], "the H200's GEMM curve is higher")
     job = Job.from_plan_row(c100, model, seq=run["seq"])
     h100_rc = step_time(job)
     h100_no = step_time(job, recompute="none", recompute_layers=None)
     h200_no = step_time(job, gpu=h200, recompute="none", recompute_layers=None)
-    claims["the steps are the plans' own"] = (abs(h100_rc.step_s / c100["step_time_s"] - 1) < 1e-6
-                                              and abs(h200_no.step_s / c200["step_time_s"] - 1) < 1e-6)
+    _says(
+        abs(h100_rc.step_s / c100["step_time_s"] - 1) < 1e-6
+        and abs(h200_no.step_s / c200["step_time_s"] - 1) < 1e-6,
+        "the steps are the plans' own")
     text["h100_rc_cost"] = f"{h100_rc.step_s / h100_no.step_s - 1:.0%}"
     text["h200_bw_gain"] = f"{h100_no.step_s / h200_no.step_s - 1:.0%}"
 
@@ -138,13 +149,14 @@ def _published_b200(facts: ProseFacts, df, run, model, loso_runs, win, lead, che
     """The only published B200 runs in the data (torchao's benchmarks, held out of every fit): what they ran
     at against the step model's prediction, and the kernel efficiency that reproduces each; FP8 first, then
     the one BF16 run (the same table's baseline), and its like-for-like on eight H100s."""
-    text, claims = facts.text, facts.claims
+    text = facts.text
     b2_all = loso_runs[loso_runs["gpu"] == win]
-    claims["the B200 runs: none calibrates, all on 8 GPUs, one source"] = (
+    _says(
         not b2_all["calibration"].any() and set(b2_all["n_gpus"]) == {8}
-        and set(b2_all["source_key"]) == {"pytorch/ao training benchmarks"})
+        and set(b2_all["source_key"]) == {"pytorch/ao training benchmarks"},
+        "the B200 runs: none calibrates, all on 8 GPUs, one source")
     b2, b2_bf16 = b2_all[b2_all["dtype"] == "fp8"], b2_all[b2_all["dtype"] != "fp8"]
-    claims["FP8 runs and one BF16 run"] = len(b2) > 0 and len(b2_bf16) == 1
+    _says(len(b2) > 0 and len(b2_bf16) == 1, "FP8 runs and one BF16 run")
     if not (len(b2) and len(b2_bf16)):
         return
     ratio = b2["implied_mfu"] / b2["predicted_mfu"]
@@ -152,39 +164,43 @@ def _published_b200(facts: ProseFacts, df, run, model, loso_runs, win, lead, che
     text["b200_pub_ratio"] = f"{ratio.min():.2f} to {ratio.max():.2f}"
     text["b200_pub_eff"] = f"{b2['kernel_efficiency'].min():.0%} to {b2['kernel_efficiency'].max():.0%}"
     text["b200_fp8_standin"] = f"{kernel_efficiency(win, 'fp8'):.0%}"
-    claims["the FP8 runs point below the stand-in"] = (b2["kernel_efficiency"].max()
-                                                       < kernel_efficiency(win, "fp8"))
+    _says(
+        b2["kernel_efficiency"].max()
+        < kernel_efficiency(win, "fp8"),
+        "the FP8 runs point below the stand-in")
     bf = b2_bf16.iloc[0]
     text["b200_bf16_tps"] = f"{bf['tokens_per_s_per_gpu']:,.1f}"
     text["b200_bf16_ratio"] = f"{bf['implied_mfu'] / bf['predicted_mfu']:.2f}"
     text["b200_bf16_eff"] = f"{bf['kernel_efficiency']:.0%}"
-    claims["the BF16 run points below the stand-in and the break-even"] = (
-        bf["kernel_efficiency"] < lead.breakeven_kernel_efficiency < kernel_efficiency(win))
+    _says(
+        bf["kernel_efficiency"] < lead.breakeven_kernel_efficiency < kernel_efficiency(win),
+        "the BF16 run points below the stand-in and the break-even")
     # the cheapest plan's own step at the BF16 run's kernel efficiency; days and cost scale with the step, and
     # the stated range, which sits around the step model's prediction, with them
     w = plan_at_kernel_efficiency(df, model, seq=run["seq"], kernel_efficiency=float(bf["kernel_efficiency"]))
     cheaper, slow = list(w.cheaper_gpus), w.days_high
-    claims["there no longer the cheapest, still within a month"] = bool(cheaper) and w.days <= 30
+    _says(bool(cheaper) and w.days <= 30, "there no longer the cheapest, still within a month")
     text["b200_at_bf16"] = (f"{w.days:,.1f} days ({w.days_low:,.1f} to {slow:,.1f}) for {usd(w.cost_usd)} "
                             f"({usd(w.cost_usd_low)} to {usd(w.cost_usd_high)})")
     text["b200_at_bf16_rank"] = ("more than the cheapest run on every other GPU searched"
                                  if len(cheaper) == len(best) - 1 else
                                  f"more than the cheapest run on the {' and the '.join(cheaper)}")
-    claims["its slow end is the plan's own, rescaled"] = abs(
-        slow / (cheap["days_high"] * w.step_scale) - 1) < 1e-12
+    _says(abs(
+        slow / (cheap["days_high"] * w.step_scale) - 1) < 1e-12, "its slow end is the plan's own, rescaled")
     text["b200_at_bf16_month"] = (
         f"even the slow end of its range ({slow:,.1f} days) makes the month" if slow <= 30 else
         f"its point estimate still makes the month, the slow end of its range ({slow:,.1f} days) does not")
     # the like-for-like the same source allows: its BF16 baseline on eight H100s (same script, model, FSDP2)
     ao = loso_runs[(loso_runs["source_key"] == bf["source_key"]) & (loso_runs["dtype"] == "bf16")]
     ao_h = ao[ao["gpu"] == "H100 SXM"]
-    claims["one H100 baseline, same GPUs and model"] = (
-        len(ao_h) == 1 and (ao_h["n_gpus"] == bf["n_gpus"]).all() and (ao_h["model"] == bf["model"]).all())
+    _says(
+        len(ao_h) == 1 and (ao_h["n_gpus"] == bf["n_gpus"]).all() and (ao_h["model"] == bf["model"]).all(),
+        "one H100 baseline, same GPUs and model")
     if len(ao_h) != 1:
         return
     tps_ratio = bf["tokens_per_s_per_gpu"] / ao_h["tokens_per_s_per_gpu"].iloc[0]
     price_ratio = get_gpu(win).price_usd_per_gpu_hour / get_gpu("H100 SXM").price_usd_per_gpu_hour
-    claims["per dollar the H100 ahead there"] = tps_ratio < price_ratio
+    _says(tps_ratio < price_ratio, "per dollar the H100 ahead there")
     text["ao_h100_tps"] = f"{ao_h['tokens_per_s_per_gpu'].iloc[0]:,.0f}"
     text["ao_tps_ratio"] = f"{tps_ratio:.2f}"
     text["ao_price_ratio"] = f"{price_ratio:.2f}"

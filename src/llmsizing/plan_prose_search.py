@@ -10,6 +10,7 @@ interleaving dropdown's example (chapter 11's H100 pipeline at each chunk count)
 
 from __future__ import annotations
 
+from functools import partial
 from inspect import signature
 
 from .catalog import get_gpu, prices_as_of
@@ -22,10 +23,13 @@ from .parallel import Parallel
 from .plan_candidates import stage_chunk_options
 from .plan_space import CP_MIN_SEQ
 from .planner import plan
-from .prose import ProseFacts
+from .prose import ProseFacts, prose_check
 from .range_candidates import MAX_WIDTH, MIN_COVERAGE
 
 __all__ = ["search_prose", "range_verdict"]
+
+#: Raises :class:`~llmsizing.prose.ProseOutOfDate` when the numbers no longer bear out what the prose says
+_says = partial(prose_check, chapter="chapter 12's prose")
 
 
 def range_verdict(coverage: float, median_width: float) -> str:
@@ -42,14 +46,14 @@ def search_prose(gpus) -> ProseFacts:
     if not gpus:
         raise ValueError("gpus must name at least one GPU type")
     facts = ProseFacts()
-    text, claims = facts.text, facts.claims
+    text = facts.text
     # the share of the whole 405B run's GPU time lost against its steady state (chapter 10): failures,
     # restarts, other stages; the whole run's MFU over the steady state's is the goodput that divides the days
     mfu = published_runs().set_index("run")["implied_mfu"]
     goodput = mfu["Llama 3.1 405B pre-training"] / mfu["Llama 3.1 405B, 16,384 GPUs (TP8 PP16 DP128)"]
     text["405_loss"] = f"{1 - goodput:.0%}"
     text["as_of"] = prices_as_of(gpus)                                  # each price has its own date
-    claims["list prices, no estimates"] = all(get_gpu(g).price_kind == "list" for g in gpus)
+    _says(all(get_gpu(g).price_kind == "list" for g in gpus), "list prices, no estimates")
     text["b200_gb"] = f"{get_gpu('B200').memory_marketed_gb:.0f} GB"
     for key, gpu in (("h100", "H100 SXM"), ("a100", "A100 80GB"), ("b200", "B200")):
         text[f"eff_{key}"] = f"{kernel_efficiency(gpu):.1%}"
@@ -118,20 +122,22 @@ def _interleaving(facts: ProseFacts) -> None:
     """The dropdown on interleaving: each chunk reduces its gradients in a call of its own (chapter 7), so
     more chunks shrink the bubble but add calls; chapter 11's H100 pipeline (TP8 PP2 DP256, 2 micro-batches)
     is fastest at an intermediate count, and the planner, which prices every count, lists that one."""
-    text, claims = facts.text, facts.claims
+    text = facts.text
     vps = stage_chunk_options(40)                           # a 40-layer stage: every count of equal chunks
     h100 = get_gpu("H100 SXM")
     st = {v: step_time("llama-3-70b", h100, Parallel(tp=8, pp=2, dp=256, zero=1, sp=True, virtual_stages=v),
                        batch=1, seq=8192, grad_accum=2) for v in vps}
     best = min(st, key=lambda v: st[v].step_s)
     most = 40                                               # one layer a chunk
-    claims["neither the fewest nor the most chunks is fastest"] = 1 < best < max(vps)
-    claims["the most chunks: a smaller bubble"] = st[most].bubble_s < st[best].bubble_s
-    claims["the most chunks: a longer wait for the gradients"] = (st[most].exposed_by_group_s["dp"]
-                                                                 > st[best].exposed_by_group_s["dp"])
+    _says(1 < best < max(vps), "neither the fewest nor the most chunks is fastest")
+    _says(st[most].bubble_s < st[best].bubble_s, "the most chunks: a smaller bubble")
+    _says(
+        st[most].exposed_by_group_s["dp"]
+        > st[best].exposed_by_group_s["dp"],
+        "the most chunks: a longer wait for the gradients")
     p11 = plan("llama-3-70b", tokens=1e12, gpus=("H100 SXM",), seq=8192, global_batch=512, max_gpus=16384)
     r11 = p11[(p11["tp"] == 8) & (p11["pp"] == 2) & (p11["dp"] == 256) & (p11["zero"] == 1)]
-    claims["the planner lists that count"] = r11.loc[r11["step_time_s"].idxmin(), "virtual_stages"] == best
+    _says(r11.loc[r11["step_time_s"].idxmin(), "virtual_stages"] == best, "the planner lists that count")
     text["vp_counts"] = ", ".join(map(str, vps[:-1])) + f" or {vps[-1]}"
     text["vp_best"] = f"{best}"
     text["vp_mid_faster"] = f"{st[most].step_s / st[best].step_s - 1:.1%}"

@@ -19,13 +19,12 @@ Each glued value is a :class:`ProseText`: a ``str`` that displays as its own tex
 ``repr`` would add, so the role renders ``$1.2 million`` and not ``'$1.2 million'``.
 
 A chapter whose sentences take many figures builds them in the library (issue 38: notebooks stay short): a
-function returns a :class:`ProseFacts`, the texts to glue and the claims the prose makes about the data, and
-the cell glues the one and asserts the other::
+function checks the prose's statements (:func:`prose_check`) and returns a :class:`ProseFacts`, whose texts
+the cell glues::
 
     facts = worked_example(df, RUN)                      # llmsizing.plan_prose, chapter 12
     for name, text in facts.text.items():
         glue(f"ch12_{name}", text)
-    assert not facts.failed, facts.failed
 """
 
 from __future__ import annotations
@@ -131,21 +130,14 @@ def usd(x: float) -> str:
 
 @dataclass(frozen=True)
 class ProseFacts:
-    """What a chapter's prose quotes and claims, built in the library for a cell to glue and assert.
-
-    ``text``: name -> formatted text (the cell glues each under its chapter's prefix); ``claims``: a sentence
-    of the prose about the data -> whether the data bear it out (the cell asserts all of them); ``values``:
-    rows and results later cells read.
+    """What a section of a chapter's prose quotes, built in the library for its cell to glue: ``text``,
+    name -> formatted text (the cell glues each under its chapter's prefix), and ``values``, the rows and
+    results later cells read. The function that builds it checks the prose's statements about the numbers
+    as it goes (:func:`prose_check`), so a ``ProseFacts`` exists only for prose the numbers bear out.
     """
 
     text: dict[str, str] = field(default_factory=dict)
-    claims: dict[str, bool] = field(default_factory=dict)
     values: dict[str, object] = field(default_factory=dict)
-
-    @property
-    def failed(self) -> list[str]:
-        """The claims the data do not bear out (empty when the prose holds)."""
-        return [claim for claim, holds in self.claims.items() if not holds]
 
 
 def three_figures(x: float) -> str:
