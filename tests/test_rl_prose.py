@@ -43,3 +43,12 @@ def test_a_statement_the_numbers_no_longer_bear_out_raises(default, monkeypatch)
     monkeypatch.setattr(rl_prose, "rl_interval", lambda **kw: None)
     with pytest.raises(ProseOutOfDate, match="chapter 19 says no RL range can be measured"):
         rl_prose.published_check_prose(default[1])
+
+
+def test_r1_zero_against_its_published_hours():
+    text, results = rl_prose.r1_zero_prose()
+    v = text.values
+    assert v["r1_rollouts"] == "8,192"               # 512 prompts x 16 samples
+    assert v["r1_pub_step"] == "68.5"                # 198 h x 3,600 s / 10,400 policy steps
+    assert v["r1_pub_rollout"] == "1,097"            # 16 policy steps a rollout: 712,800 s / 650
+    assert results["r1"].response_max == 32768 and "mean response" in text.report

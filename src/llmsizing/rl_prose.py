@@ -6,7 +6,8 @@ with :func:`~llmsizing.rl.rl_run`, colocated with the trainer's states offloaded
 published layout, and reads the response-length assumption against a published step
 (:func:`~llmsizing.rl_trainer.response_length_check`); :func:`published_check_prose` sets every checked row of
 ``data/rl_published.csv`` beside its predicted step (:func:`~llmsizing.rl.published_rl`,
-:func:`~llmsizing.rl.rl_checked`, :func:`~llmsizing.rl.rl_loso`). Each returns a
+:func:`~llmsizing.rl.rl_checked`, :func:`~llmsizing.rl.rl_loso`); :func:`r1_zero_prose` DeepSeek-R1-Zero's
+rollout against the time its published hours imply. Each returns a
 :class:`~llmsizing.serve_chapter.ChapterText` (the texts the chapter quotes, keyed by name and glued as
 ``ch19_<name>``, and what its cell prints) with the results later cells use, and checks each statement the
 chapter makes about them: :class:`~llmsizing.prose.ProseOutOfDate` names one that no longer holds. Nothing
@@ -28,7 +29,8 @@ from .rl import (ENGINE_MEMORY_UTILIZATION, MAX_NUM_SEQS, PUBLISHED_CSV, RL_COVE
 from .rl_trainer import response_length_check
 from .serve_chapter import ChapterText
 
-__all__ = ["DEFAULT_RUN", "L8_ROW", "default_run_prose", "published_check_prose"]
+__all__ = ["DEFAULT_RUN", "L8_ROW", "R1_ZERO", "R1_HOURS", "R1_STEPS", "R1_MINI", "default_run_prose",
+           "published_check_prose", "r1_zero_prose"]
 
 #: The chapter's default run: NeMo RL v0.4's Llama 3.1 8B on-policy row (16 H100s, 128 prompts x 16
 #: samples, its mean and longest response; the prompt assumed), 1,000 steps.
@@ -37,6 +39,12 @@ DEFAULT_RUN = MappingProxyType(dict(gpu="H100 SXM", n_gpus=16, prompts_per_step=
 #: That row of ``data/rl_published.csv``.
 L8_ROW = "Llama 3.1 8B on-policy, 16 H100"
 _MODEL = "llama-3-8b"
+#: DeepSeek-R1-Zero's RL run (Nature, Methods; the SI's 64 eight-GPU H800 nodes): 512 prompts x 16 samples a
+#: rollout, the prompt assumed, generation at tensor parallelism 32.
+R1_ZERO = MappingProxyType(dict(gpu="H800", n_gpus=512, prompts_per_step=512, samples_per_prompt=16,
+                                prompt=512, gen_tp=32))
+#: Its 198 hours, 10,400 policy steps, 16 of them per rollout (Nature, Methods).
+R1_HOURS, R1_STEPS, R1_MINI = 198, 10_400, 16
 
 
 def _says(holds, what: str) -> None:
@@ -263,3 +271,72 @@ def published_check_prose(default: dict) -> tuple[ChapterText, dict]:
     dsv3 = chk[chk["run"].str.startswith("DeepSeek V3 on-policy, 256 H100")].sort_values("source")
     out["dsv3_releases"] = " / ".join(f"{x:,.0f}" for x in dsv3["step_s"])
     return ChapterText(out, "\n".join(lines)), {"published": pub, "checked": chk}
+
+
+def r1_zero_prose() -> tuple[ChapterText, dict]:
+    """DeepSeek-R1-Zero's rollout (:data:`R1_ZERO`, 512 H800s) priced at a mean response of 4,000 and 8,000
+    tokens with the 32,768-token cap, against the rollout time its 198 hours and 10,400 policy steps imply;
+    the tail's share, a shorter mean, the engine's draining batch, and the two published generation phases.
+
+    Returns ``(text, results)``: ``results`` holds ``r1`` (the run at a 4,000-token mean). Raises
+    :class:`~llmsizing.prose.ProseOutOfDate` where the chapter's reading fails: the tail alone longer than the
+    published rollout even at the fast end, the mean alone between the two fits, a shorter mean slower with a
+    full batch but faster draining, and the draining batch further from both published generation phases."""
+    import pandas as pd
+
+    run, steps = dict(R1_ZERO), R1_STEPS // R1_MINI
+    pub_rollout_s = R1_HOURS * 3600 / steps
+    rows = {}
+    for mean in (4000, 8000):
+        r = rl_run("deepseek-v3", **run, response=(mean, 32768), steps=steps)
+        rows[mean] = {"in flight": r.engine_batch, "decode steps": f"{r.decode_steps:,.0f}",
+                      "generation s": f"{r.phases['generation']:,.0f}", "rollout s": f"{r.step_s:,.0f}",
+                      "range": f"{r.step_s_low:,.0f}-{r.step_s_high:,.0f}",
+                      "x published": f"{r.step_s / pub_rollout_s:.1f}"}
+    report = pd.DataFrame(rows).T.rename_axis("mean response").to_string()
+    r1 = rl_run("deepseek-v3", **run, response=(4000, 32768), steps=steps)
+    r8 = rl_run("deepseek-v3", **run, response=(8000, 32768), steps=steps)
+    gen, gen_fast = r1.phases["generation"], r1.phases_low["generation"]
+    _says(gen_fast > pub_rollout_s and r1.decode_steps == r1.response_max,
+          "the longest response alone takes longer than the published rollout")
+    fit, fit_fast = pub_rollout_s / gen * r1.decode_steps, pub_rollout_s / gen_fast * r1.decode_steps
+    out = {"r1_rollouts": f"{r1.rollouts:,}", "r1_pub_step": f"{R1_HOURS * 3600 / R1_STEPS:.1f}",
+           "r1_pub_rollout": f"{pub_rollout_s:,.0f}", "r1_step": f"{r1.step_s:,.0f}",
+           "r1_step_low": f"{r1.step_s_low:,.0f}", "r1_step_high": f"{r1.step_s_high:,.0f}",
+           "r1_x": f"{r1.step_s / pub_rollout_s:.1f}", "r1_gen": f"{gen:,.0f}",
+           "r1_gen_low": f"{gen_fast:,.0f}",
+           "r1_share": f"{r1.generation_share:.0%}", "r1_batch": f"{r1.engine_max_batch}",
+           "r1_engines": f"{r1.engines}", "r1_per_engine": f"{-(-r1.rollouts // r1.engines):,}",
+           "r1_batch8": f"{r8.engine_max_batch}", "r1_fit": f"{fit:,.0f}", "r1_fit_fast": f"{fit_fast:,.0f}",
+           "r1_hours": f"{r1.step_s * R1_STEPS / R1_MINI / 3600:,.0f}"}
+    # no tail at all (the longest = the mean): the decode steps the mean alone sets, n x mean / b
+    r0 = rl_run("deepseek-v3", **run, response=(4000, 4000), steps=1)
+    _says(r0.engine_batch == r1.engine_batch and fit < r0.decode_steps < fit_fast,
+          "the mean alone sets decode steps between the two fits")
+    _says(r0.phases["generation"] > pub_rollout_s > r0.phases_low["generation"],
+          "without a tail the published rollout lies inside the generation's range")
+    out["r1_floor"] = f"{r0.decode_steps:,.0f}"
+    out["r1_floor_s"] = f"{r0.phases['generation']:,.0f}"
+    out["r1_train_gib"] = f"{r1.train_bytes_per_gpu / 2**30:,.0f}"
+    # a shorter mean at the same cap: the full batch's charge, and the engine's draining batch (rl_generation)
+    r2 = rl_run("deepseek-v3", **run, response=(2000, 32768), steps=steps)
+    drained = {m: rl_run("deepseek-v3", **run, response=(m, 32768), steps=1, drain=True).phases["generation"]
+               for m in (2000, 4000)}
+    _says(r2.step_s > r1.step_s and r2.engine_batch > r1.engine_batch and drained[2000] < drained[4000],
+          "a shorter mean takes longer with a full batch, less with the batch draining")
+    out["r1_2k_step"] = f"{r2.step_s:,.0f}"
+    out["r1_2k_in"] = f"{r2.engine_batch}"
+    out["r1_in"] = f"{r1.engine_batch}"
+    out["r1_drain_2k"] = f"{drained[2000]:,.0f}"
+    out["r1_drain_4k"] = f"{drained[4000]:,.0f}"
+    pub = pd.read_csv(PUBLISHED_CSV)
+    pub = pub[(pub["checked"] == "yes") & pub["published_generation_s"].notna()]
+    _says(list(pub["framework"]) == ["Miles (slime)", "verl"], "Miles and verl publish the generation phase")
+    for key, r in zip(("miles", "verl"), pub.itertuples()):
+        full_g, drain_g = row_run(r).phases["generation"], row_run(r, drain=True).phases["generation"]
+        _says(drain_g < full_g < r.published_generation_s,
+              "the draining batch is further from both published generation phases")
+        out[f"gen_{key}_pub"] = f"{r.published_generation_s:,.0f}"
+        out[f"gen_{key}_full"] = f"{full_g:,.0f}"
+        out[f"gen_{key}_drain"] = f"{drain_g:,.0f}"
+    return ChapterText(out, report), {"r1": r1}
