@@ -1,0 +1,72 @@
+"""Chapter 13's case studies in sentences (llmsizing.case_study_prose, issue 38). Expected texts are worked by
+hand from published figures (data/published_runs.csv, the Llama 3 paper's Table 4 and model card, seed 000's
+claim) or from first principles; none is copied from the code's output."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from llmsizing import case_study_prose as csp
+from llmsizing.catalog import get_gpu
+from llmsizing.prose import ProseOutOfDate
+
+
+@pytest.fixture(scope="module")
+def case1():
+    return csp.case1_time_prose()
+
+
+@pytest.fixture(scope="module")
+def case3():
+    return csp.case3_step_prose()
+
+
+def test_plan_layout_names_chunks_only_above_one():
+    row = SimpleNamespace(tp=8, pp=16, virtual_stages=8, dp=128, zero=1)
+    assert csp.plan_layout(row) == "TP8 PP16 VP8 DP128 ZeRO-1"
+    row = SimpleNamespace(tp=4, pp=1, virtual_stages=1, dp=64, zero=3)
+    assert csp.plan_layout(row) == "TP4 PP1 DP64 ZeRO-3"
+
+
+def test_case1_reads_the_seed_as_written(case1):
+    text, results = case1
+    v = text.values
+    assert v["c1_seed_price"] == "$2.67"            # "$64 x 3 days": 64 / 24 = 2.667 per GPU-hour
+    assert v["c1_tok_per_example"] == "10,000"       # 1B tokens / 100K examples
+    # 3 days on one H100 for 1B tokens: Mistral-7B's 7.24e9 parameters at 6N = 43.5 GFLOP a token, plus the
+    # attention's 12 * 32 layers * 4,096 hidden * 4,096 tokens = 6.4 GFLOP, 49.9e18 FLOPs in all over
+    # 3 * 86,400 s * 989 TFLOP/s = 256e18: 19.5%
+    assert v["c1_seed_mfu"] == "19%"
+    assert v["c1_link"] == "63.0 GB/s"               # PCIe Gen5 x16: 32 GT/s * 16 lanes * 128/130 / 8
+    # the library's step is faster than the seed's 3 days, and the cell prints both layouts
+    assert results["run"].time.days < 3
+    assert "ZeRO-1 + offload" in text.report and "ZeRO-2 + offload" in text.report
+
+
+def test_case3_quotes_the_paper(case3):
+    text, results = case3
+    v = text.values
+    assert v["c3_meta_tflops"] == "400"               # Table 4, 16,384 GPUs
+    assert v["c3_meta_printed"] == "41%"              # the table's own MFU column
+    assert v["c3_meta_mfu"] == "40%"                  # 400 / 989 = 40.4% of the H100's dense BF16 peak
+    assert v["c3_bubble_eq"] == "0.117"               # (p - 1) / (v m) = 15 / (8 * 16)
+    assert v["c3_inflight"] == "16"                   # 16 micro-batches, all in flight on the early stages
+    assert results["memory"].total_bytes <= get_gpu("H100 SXM").memory_bytes   # it ran without recomputing
+    assert results["meta_mfu"] == pytest.approx(400 / 989, rel=2e-3)
+
+
+def test_case3_against_the_model_card(case3):
+    text, results = csp.case3_published_prose(case3[1])
+    v = text.values
+    assert v["c3_card"] == "30.84M"                   # the model card's H100 GPU-hours
+    assert v["c3_steady_mfu"] == "40%"
+    # the steady state at Meta's 400 TFLOP/s: the GPU-hours scale as one over the MFU
+    assert results["at_steady"].gpu_hours < results["card"].gpu_hours
+    assert v["c3_99"].startswith("TP8 PP16 VP8 DP128")   # Meta's degrees once the margin goes
+
+
+def test_a_statement_the_numbers_no_longer_bear_out_raises(monkeypatch):
+    # "3 days" is "off" only while the audit's ratio exceeds the band; a band wider than any ratio breaks it
+    monkeypatch.setattr(csp, "BAND", 1e9)
+    with pytest.raises(ProseOutOfDate, match="chapter 13 says the seed's 3 days are below the band"):
+        csp.case1_time_prose()

@@ -1,0 +1,54 @@
+"""Chapter 19's RL runs in sentences (llmsizing.rl_prose, issue 38). Expected texts are worked by hand from
+the published rows (data/rl_published.csv: NeMo RL's Llama 3.1 8B row, verl's DeepSeek-V3 row) or from first
+principles; none is copied from the code's output."""
+
+import pandas as pd
+import pytest
+
+from llmsizing import rl_prose
+from llmsizing.prose import ProseOutOfDate
+from llmsizing.rl import PUBLISHED_CSV
+
+
+@pytest.fixture(scope="module")
+def default():
+    return rl_prose.default_run_prose()
+
+
+def test_the_default_run_is_nemo_rls_row(default):
+    text, results = default
+    v = text.values
+    assert v["rollouts"] == "2,048"                 # 128 prompts x 16 samples
+    assert (v["mean"], v["cap"], v["l8_prompt"]) == ("932", "3,968", "128")   # the row's lengths
+    assert v["l8_seq_mean"] == "1,060" and v["l8_seq_cap"] == "4,096"        # prompt + response
+    assert v["default_pub"] == "97.7"                # NeMo RL v0.4's published step, seconds
+    assert v["host_gbps"] == "63.0"                  # PCIe Gen5 x16: 32 GT/s * 16 * 128/130 / 8 bits
+    assert v["host_gbps_a100"] == "31.5"             # Gen4: half that
+    assert results["base"].train_layout is None and results["layout"].train_layout == (1, 1, 1, 1)
+    assert "generation" in text.report
+
+
+def test_the_published_check_counts_the_rows(default):
+    text, results = rl_prose.published_check_prose(default[1])
+    v = text.values
+    rows = pd.read_csv(PUBLISHED_CSV)
+    assert v["n_rows"] == str((rows["checked"] == "yes").sum())
+    assert v["verl_gh"] == "45,333"                  # verl's 1,700 s a step x 96 GPUs x 1,000 steps / 3,600
+    assert len(results["checked"]) == int(v["n_rows"])
+    assert "predicted_step_s" in text.report
+
+
+def test_a_statement_the_numbers_no_longer_bear_out_raises(default, monkeypatch):
+    # the chapter says no RL range can be measured from so few sources: a range that measures breaks it
+    monkeypatch.setattr(rl_prose, "rl_interval", lambda **kw: None)
+    with pytest.raises(ProseOutOfDate, match="chapter 19 says no RL range can be measured"):
+        rl_prose.published_check_prose(default[1])
+
+
+def test_r1_zero_against_its_published_hours():
+    text, results = rl_prose.r1_zero_prose()
+    v = text.values
+    assert v["r1_rollouts"] == "8,192"               # 512 prompts x 16 samples
+    assert v["r1_pub_step"] == "68.5"                # 198 h x 3,600 s / 10,400 policy steps
+    assert v["r1_pub_rollout"] == "1,097"            # 16 policy steps a rollout: 712,800 s / 650
+    assert results["r1"].response_max == 32768 and "mean response" in text.report
