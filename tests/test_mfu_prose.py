@@ -1,6 +1,7 @@
 """Chapter 10's MFU ranges in sentences (llmsizing.mfu_prose, issue 38). Expected texts are worked by hand
-from data/published_runs.csv's rows, from the conformal bound's arithmetic (``n - (1 - alpha/2)(n + 1)`` sources
-beyond each bound at 80%) and from 6ND FLOPs for the worked job; none is copied from the code's output."""
+from data/published_runs.csv's rows, from the conformal bound's arithmetic (``n - (1 - alpha/2)(n + 1)``
+sources beyond each bound at 80%) and from 6ND FLOPs for the worked job; none is copied from the code's
+output."""
 
 import csv
 import re
