@@ -9,7 +9,7 @@ import pytest
 
 from llmsizing import dp_prose
 from llmsizing.dp_prose import ProseOutOfDate, breakeven_prose, ddp_copies_prose, pcie_rates_gbps, \
-    seed_memory_prose
+    pcie_zero3_prose, seed_memory_prose
 from llmsizing.prose import ProseOutOfDate as BaseProseOutOfDate
 
 LLAMA3_8B_PARAMS = 8_030_261_248          # Meta's Llama-3-8B, its Hugging Face checkpoint's parameter count
@@ -59,6 +59,26 @@ def test_breakeven_texts_from_first_principles():
     assert 1 < float(texts["be_fill_z3_x"]) < 1.5
     assert set(acc_busy) == {64, 256} and 0 < acc_busy[256] < acc_busy[64] < 1
     assert "closed form on NVLink" in text
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def test_pcie_zero3_thresholds_from_the_20_percent_line():
+    text, texts = pcie_zero3_prose()
+    assert texts["h_over_a_flops"] == f"{989.4 / 312:.1f}" == "3.2"     # the datasheets' dense BF16 peaks
+    assert texts["h_over_a_link"] == "2.0"                            # PCIe Gen5 x16 against Gen4 x16
+    for key in ("a100", "h100", "l40s"):
+        full = _int(texts[f"s4_{key}_p2p_full"])
+        # busy = comp / (comp + comm) < 20% once comm > 4 comp (no overlap); comp / max(comp, comm) < 20%
+        # once comm > 5 comp (perfect overlap); the traffic equals the compute at the full threshold
+        assert _int(texts[f"s4_{key}_p2p_hi"]) == pytest.approx(full / 4, abs=1)
+        assert _int(texts[f"s4_{key}_p2p_lo"]) == pytest.approx(full / 5, abs=1)
+        assert _int(texts[f"s4_{key}_lo"]) < _int(texts[f"s4_{key}_hi"])
+    # the prose's order: the L40S crosses 20% first, then the A100, then the H100
+    assert _int(texts["s4_l40s_hi"]) < _int(texts["s4_a100_hi"]) < _int(texts["s4_h100_hi"])
+    assert "busy fraction by tokens per micro-batch" in text
 
 
 def test_seed_memory_texts_worked_by_hand():

@@ -28,7 +28,7 @@ from .prose import prose_check as _prose_check
 from .units import GB, GiB, fmt_gib
 
 __all__ = ["ProseOutOfDate", "DDP_KINDS", "ddp_measured_copies", "ddp_copies_prose", "pcie_rates_gbps",
-           "closed_form_tokens", "breakeven_prose", "zero_states", "seed_memory_prose"]
+           "closed_form_tokens", "breakeven_prose", "pcie_zero3_prose", "zero_states", "seed_memory_prose"]
 
 _H100, _LLAMA8 = "H100 SXM", "llama-3-8b"
 
@@ -286,6 +286,91 @@ def breakeven_prose() -> tuple[str, dict, dict]:
         pd.DataFrame(rows).T.to_string(),
         f"closed form on NVLink ({w_nv:,.0f} GB/s achieved), 6N FLOPs per token: {closed:,.0f} tokens"])
     return text, texts, acc_busy
+
+
+def _p2p_node(g):
+    """The same eight GPUs on a PCIe node whose cards reach each other peer-to-peer (data/links.csv:
+    pcie-p2p)."""
+    from dataclasses import replace
+
+    from .network import get_node
+
+    return replace(get_node(gpu=g), intra_topology="pcie", peer_to_peer=True,
+                   intra_link_gbps_one_way=link_bandwidth_one_way_gbps(g))
+
+
+def pcie_zero3_prose() -> tuple[str, dict]:
+    """Seed 004's claim, ZeRO-3 on GPUs without NVLink below 20% busy: Llama-3-8B over 8 GPUs linked only
+    by PCIe (an A100 and an H100 on their PCIe generation, an L40S at a stand-in efficiency), by tokens per
+    micro-batch, and the thresholds below which it holds: the table the section prints and its texts.
+
+    Raises :class:`~llmsizing.prose.ProseOutOfDate` where a statement fails: the step model's busy fraction
+    is the perfect-overlap column; the H100's compute outruns the A100's by more than its link and less than
+    its peak; the A100 and H100 are calibrated and the L40S a stand-in; the L40S crosses 20% first, then the
+    A100, then the H100."""
+    import pandas as pd
+
+    from .comm import busy_fraction, step_compute_time_s
+    from .hardware import kernel_efficiency, kernel_efficiency_row
+    from .network import link_class
+
+    llama8, h100 = get_model(_LLAMA8), get_gpu(_H100)
+    pcie5_gbps, pcie4_gbps = pcie_rates_gbps()
+    cases = {"A100, PCIe Gen4": gpu_with_link("A100 80GB", "PCIe Gen4 x16", pcie4_gbps, "pcie"),
+             "H100, PCIe Gen5": gpu_with_link(h100, "PCIe Gen5 x16", pcie5_gbps, "pcie"),
+             "L40S, PCIe Gen4": get_gpu("L40S")}
+    z3 = Parallel(dp=8, zero=3)
+    rows, thresholds, texts = {}, {}, {}
+    for label, g in cases.items():
+        key = label.split(",")[0].lower()
+        for tok in (512, 1024, 2048, 4096, 8192):
+            comp = step_compute_time_s(llama8, z3, batch=1, seq=tok, gpu=g)
+            comm = communication(llama8, z3, batch=1, seq=tok, gpu=g).time_s
+            # chapter 8's step model gives the perfect-overlap column: the traffic outlasts both windows
+            busy = step_time(llama8, g, z3, batch=1, seq=tok).efficiency
+            _says(abs(busy - busy_fraction(comp, comm)) < 1e-9,
+                  "the step model's busy fraction is the perfect-overlap column")
+            lo_hi = [f"{busy_fraction(comp, comm, overlap=o):.0%}" for o in (0.0, 1.0)]
+            rows[(label, f"{tok:,}")] = {"no overlap": lo_hi[0], "perfect overlap": lo_hi[1]}
+            texts[f"s4_{key}_{tok}_0"], texts[f"s4_{key}_{tok}_1"] = lo_hi
+            texts[f"s4_{key}_{tok}_range"] = lo_hi[0] if lo_hi[0] == lo_hi[1] else "–".join(lo_hi)
+        t3 = dp_breakeven_tokens(llama8, g, dp=8, zero=3)
+        rows[(label, "below 20% under")] = {"no overlap": f"{t3 / 4:,.0f} tokens",
+                                            "perfect overlap": f"{t3 / 5:,.0f} tokens"}
+        t3p = dp_breakeven_tokens(llama8, g, dp=8, zero=3, node=_p2p_node(g))
+        rows[(label, "below 20% under, peer-to-peer")] = {"no overlap": f"{t3p / 4:,.0f} tokens",
+                                                          "perfect overlap": f"{t3p / 5:,.0f} tokens"}
+        texts[f"s4_{key}_p2p_lo"] = f"{t3p / 5:,.0f}"
+        texts[f"s4_{key}_p2p_hi"] = f"{t3p / 4:,.0f}"
+        texts[f"s4_{key}_p2p_full"] = f"{t3p:,.0f}"
+        texts[f"s4_{key}_eff"] = f"{kernel_efficiency(g):.0%}"
+        thresholds[key] = t3
+        texts[f"s4_{key}_lo"] = f"{t3 / 5:,.0f}"
+        texts[f"s4_{key}_hi"] = f"{t3 / 4:,.0f}"
+    text = "\n".join([
+        "Llama-3-8B, ZeRO-3 over 8 GPUs linked only by PCIe, data through host memory (no peer-to-peer), "
+        "each GPU at its\nkernel efficiency (L40S: a stand-in): busy fraction by tokens per micro-batch "
+        "(each GPU's last row: the thresholds with\npeer-to-peer)",
+        pd.DataFrame(rows).T.rename_axis(["GPUs and link", "tokens per micro-batch"]).to_string()])
+    ga, gh = cases["A100, PCIe Gen4"], cases["H100, PCIe Gen5"]
+    link_x = link_bandwidth_one_way_gbps(gh) / link_bandwidth_one_way_gbps(ga)
+    texts["h_over_a_flops"] = f"{gh.bf16_dense_tflops / ga.bf16_dense_tflops:.1f}"
+    texts["h_over_a_link"] = f"{link_x:.1f}"
+    # what the table uses: each card's compute time for a 4,096-token micro-batch at its own kernel
+    # efficiency and GEMM shapes (the peaks' ratio overstates it), against the link's ratio: faster compute on
+    # a link not as much faster
+    comp_x = (step_compute_time_s(llama8, z3, batch=1, seq=4096, gpu=ga)
+              / step_compute_time_s(llama8, z3, batch=1, seq=4096, gpu=gh))
+    _says(link_x < comp_x < gh.bf16_dense_tflops / ga.bf16_dense_tflops,
+          "the H100's compute outruns the A100's by more than its link and less than its peak")
+    texts["h_over_a_comp"] = f"{comp_x:.1f}"
+    texts["pcie_frac"] = f"{link_class('pcie').achievable_fraction:.0%}"
+    texts["pcie_p2p_frac"] = f"{link_class('pcie-p2p').achievable_fraction:.0%}"
+    _says(all(kernel_efficiency_row(g).runs for g in (ga, gh)), "the A100 and the H100 are calibrated")
+    _says(not kernel_efficiency_row(cases["L40S, PCIe Gen4"]).runs, "the L40S runs at a stand-in efficiency")
+    _says(thresholds["l40s"] < thresholds["a100"] < thresholds["h100"],
+          "the L40S crosses 20% first, then the A100, then the H100")
+    return text, texts
 
 
 def zero_states(model, dp: int, zero: int, offload: str = "none"):
