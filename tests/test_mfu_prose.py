@@ -10,7 +10,8 @@ import pytest
 
 from llmsizing import mfu_prose
 from llmsizing.catalog import DATA_DIR
-from llmsizing.mfu_prose import ProseOutOfDate, calibration_prose, inputs_range_prose, stack_ranges_prose
+from llmsizing.mfu_prose import ProseOutOfDate, calibration_prose, inputs_range_prose, llama3_stages_prose, \
+    stack_ranges_prose
 
 
 def _rows():
@@ -54,6 +55,22 @@ def test_inputs_job_priced_near_6nd_over_the_fleet():
                                                texts[f"in_days_{key}"]).groups())
         assert lo <= days <= hi and ideal_days / 0.7 < days < ideal_days / 0.2
     assert texts["in_days_w_plain"] == texts["in_days_w_known"]        # the batch keeps the range's width
+
+
+def test_llama3_stages_worked_from_table_4():
+    """16,384 GPUs, 16M tokens a step; 14.8T tokens at 8K, then 0.8T at 128K (Dubey et al. 2024, Table 4)."""
+    _, texts = llama3_stages_prose()
+    assert texts["stage_long"] == "131,072"
+    assert texts["long_dp"] == f"{16_384 // (8 * 16 * 16)}" == "8"          # TP8 CP16 PP16 on 16,384 GPUs
+    assert texts["long_dp4_gpus"] == "8,192"                                 # Table 4's DP 4: half of them
+    assert texts["long_dp4_tokens"] == f"{4 * 16 * 131_072 // 2**20}M" == "8M"  # 16 sequences a DP group
+    assert texts["stage_token_share"] == f"{0.8 / 15.6:.0%}" == "5%"
+    assert texts["plan_m"] == f"{16 * 2**20 // 8192 // 128}" == "16"
+    # a 16-stage pipeline's bubble over m = 16 micro-batches, (p - 1) / (v m) of the step's work, idle share
+    # bubble / (1 + bubble): 15/31 plain, 15/143 with 8 chunks a stage
+    assert texts["plan_bubble_plain"] == f"{15 / 31:.0%}" == "48%"
+    assert texts["plan_bubble_v8"] == f"{15 / 143:.0%}" == "10%"
+    assert texts["usable_gib"].endswith(" GiB") and "VP" in texts["plan_layout_short"]
 
 
 def test_a_false_statement_raises_prose_out_of_date(monkeypatch):

@@ -1,5 +1,6 @@
-"""Chapter 10's MFU ranges in sentences: the published runs against the calibrated model, the layout range by
-software stack, and the range from what a planner knows before the job (issue 38).
+"""Chapter 10's MFU in sentences: the published runs against the calibrated model, the layout range by
+software stack, the range from what a planner knows before the job, and Llama 3.1 405B's two stages, each
+stage's MFU against Table 4 (issue 38).
 
 Each function builds what one section of the chapter prints and the texts its markdown quotes, keyed by name
 (the chapter glues each as ``ch10_<name>``). Every statement the chapter makes about those numbers is checked
@@ -19,7 +20,8 @@ from .intervals import intervals_table
 from .prose import ProseOutOfDate
 from .prose import prose_check as _prose_check
 
-__all__ = ["ProseOutOfDate", "calibration_prose", "stack_ranges_prose", "inputs_range_prose"]
+__all__ = ["ProseOutOfDate", "calibration_prose", "stack_ranges_prose", "inputs_range_prose", "INPUTS_JOB",
+           "INPUTS_JOB_STEP_TOKENS", "llama3_stages_prose", "LLAMA3_LONG_SEQ", "LLAMA3_BATCH_TOKENS"]
 
 
 def _says(holds, what: str) -> None:
@@ -334,3 +336,81 @@ def inputs_range_prose() -> tuple[str, dict]:
     texts["in_job_seq"] = f"{INPUTS_JOB['seq']:,}"
     texts["in_job_step"] = f"{INPUTS_JOB_STEP_TOKENS / 2**20:.0f}M"
     return text, texts
+
+
+#: Llama 3's long stage's context (its last ~800B tokens at 128K) and its 16M tokens a step at every length
+#: (Dubey et al. 2024, Table 4).
+LLAMA3_LONG_SEQ = 131_072
+LLAMA3_BATCH_TOKENS = 16 * 2**20
+
+
+def llama3_stages_prose() -> tuple[str, dict]:
+    """Llama 3.1 405B's pre-training in its two stages on 16,384 H100s: on Meta's published layouts
+    (:func:`~llmsizing.llama3_405b_layout`, Table 4: TP8 PP16 DP128 at 8K, CP16 at 128K) and left to
+    :func:`~llmsizing.plan`, against the model card's GPU-hours (``data/published_runs.csv``): the tables the
+    section prints and its texts.
+
+    Raises :class:`~llmsizing.prose.ProseOutOfDate` where a statement fails: the step model is pessimistic at
+    8K and optimistic at 128K against Table 4's 41% and 38%; the 128K stage's data-parallel degree fills the
+    16,384 GPUs and the 16M tokens; Meta's layout without recomputation overflows what the planner allows, so
+    the planned 8K stage interleaves and recomputes every layer."""
+    from .layouts import USABLE_FRACTION
+    from .memory import training_memory
+    from .mfu import published_runs
+    from .parallel import LLAMA3_RECIPE, llama3_405b_layout, pipeline_bubble
+    from .stages import Stage
+    from .time_cost import training_time
+
+    h100 = get_gpu("H100 SXM")
+    card_hours = float(published_runs().set_index("run").loc["Llama 3.1 405B pre-training", "gpu_hours"])
+    long_seq, batch_tokens = LLAMA3_LONG_SEQ, LLAMA3_BATCH_TOKENS
+    stages = [(14.8e12, 8192, llama3_405b_layout(dp=128), "8K pre-training"),        # Table 4: TP8 PP16 DP128
+              (0.8e12, long_seq, llama3_405b_layout(dp=8, cp=16), f"{long_seq // 1024}K extension")]  # CP16
+    staged = training_time("llama-3.1-405b", gpu=h100, n_gpus=16_384, precision=LLAMA3_RECIPE, stages=[
+        Stage(d, s, parallel=lay, global_batch=batch_tokens // s, name=n) for d, s, lay, n in stages])
+    # the same stages with only their global batch: plan() picks each layout (interleaved schedules included)
+    planned = training_time("llama-3.1-405b", gpu=h100, n_gpus=16_384, stages=[
+        Stage(d, s, global_batch=batch_tokens // s, name=n) for d, s, _, n in stages])
+    fmt = {"tokens": "{:.3g}".format, "seq": lambda s: "" if s != s else f"{s:,.0f}",
+           "n_gpus": "{:,.0f}".format, "mfu": "{:.0%}".format, "days": "{:,.1f}".format,
+           "gpu_hours": "{:,.0f}".format}
+    lines = []
+    for title, run in (("Meta's published layouts", staged), ("left to plan()", planned)):
+        cols = ["tokens", "seq", "layout", "mfu", "days", "gpu_hours"]
+        lines += [title, run.to_frame().to_string(columns=cols, na_rep="", formatters=fmt)]
+    short, long_ = staged.stages
+    per_token = (long_.gpu_hours / long_.tokens) / (short.gpu_hours / short.tokens)
+    _says(short.mfu < 0.41 and long_.mfu > 0.38, "the step model is below Table 4's 41% at 8K and above its "
+          "38% at 128K")
+    lay = stages[1][2]                  # Table 4 prints DP 4 for this row: the product is half the GPUs
+    seqs_per_dp = batch_tokens // long_seq // lay.dp
+    _says(lay.gpus == 16_384 and lay.dp * seqs_per_dp * long_seq == batch_tokens,
+          f"data {lay.dp} at 128K fills the 16,384 GPUs and the 16M tokens")
+    texts = {"stage_long": f"{long_seq:,}", "long_dp": f"{lay.dp}",
+             "long_dp4_gpus": f"{lay.tp * lay.cp * lay.pp * 4:,}",
+             "long_dp4_tokens": f"{4 * seqs_per_dp * long_seq / 2**20:.0f}M",
+             "stage_token_share": f"{long_.tokens / staged.tokens:.0%}",
+             "stage_hour_share": f"{long_.gpu_hours / staged.gpu_hours:.0%}",
+             "stage_per_token": f"{per_token:.1f}",
+             "stage_flops_ratio": f"{long_.flops_per_token / short.flops_per_token:.2f}",
+             "stage_mfu_short": f"{short.mfu:.0%}", "stage_mfu_long": f"{long_.mfu:.0%}",
+             "stage_days": f"{staged.days:,.0f}", "stage_hours": f"{staged.gpu_hours / 1e6:.1f}M",
+             "stage_card": f"{staged.gpu_hours / card_hours:.2f}"}
+    p_short = planned.stages[0]
+    m = batch_tokens // 8192 // 128       # micro-batches per data-parallel rank at 8K (one sequence each)
+    texts.update(plan_layout_short=p_short.layout, plan_mfu_short=f"{p_short.mfu:.0%}",
+                 plan_hours=f"{planned.gpu_hours / 1e6:.1f}M",
+                 plan_card=f"{planned.gpu_hours / card_hours:.2f}", plan_m=f"{m}",
+                 plan_bubble_plain=f"{pipeline_bubble(16, m) / (1 + pipeline_bubble(16, m)):.0%}",
+                 plan_bubble_v8=f"{pipeline_bubble(16, m, 8) / (1 + pipeline_bubble(16, m, 8)):.0%}")
+    # what keeps the planner from Meta's layout: its memory without recomputation, by the library's count,
+    # against the share of the GPU the planner allows; so the planned 8K stage recomputes every layer
+    # (hardware FLOPs 4/3 of the model's)
+    meta_bytes = training_memory("llama-3.1-405b", batch=1, seq=8192, grad_accum=m,
+                                 parallel=llama3_405b_layout(dp=128), precision=LLAMA3_RECIPE).total_bytes
+    _says(meta_bytes > USABLE_FRACTION * h100.memory_bytes and "VP" in p_short.layout,
+          "Meta's layout without recomputation overflows what the planner allows, and the plan interleaves")
+    _says(p_short.hfu / p_short.mfu > 1.3, "the planned 8K stage recomputes every layer")
+    texts["meta_gib"] = f"{meta_bytes / 2**30:.1f} GiB"
+    texts["usable_gib"] = f"{USABLE_FRACTION * h100.memory_bytes / 2**30:.1f} GiB"
+    return "\n".join(lines), texts
