@@ -2,13 +2,17 @@
 context" chapter): :func:`cp_overlap_sweep`, built on :func:`~llmsizing.layouts.step_time`. It moved here from
 :mod:`llmsizing.layouts` (issue 34), which still forwards it with a DeprecationWarning. And
 :func:`document_length_at_mfu`: the mean document length at which a packed long-context step's MFU, counted
-over each document, reaches a given one (the chapter's 128K against 8K).
+over each document, reaches a given one (the chapter's 128K against 8K); :func:`document_mask_check`, what a
+published document-length statistic makes of that step, counted over each document and over the whole row.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .catalog import get_gpu, resolve_model
 from ._validate import check_fraction, check_int
+from .flops import document_length_bound, training_flops_per_token
 from .layouts import _cp_attention_s, step_time
 from .model import Model
 from .parallel import Parallel
@@ -90,3 +94,47 @@ def document_length_at_mfu(model: Model | str, gpu, parallel: Parallel, *, seq: 
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if below(mid) else (lo, mid)
     return lo
+
+
+
+@dataclass(frozen=True)
+class DocumentMaskCheck:
+    """:func:`document_mask_check`'s answer: a packed step of ``seq`` tokens under document masks.
+
+    ``mean_bound``: the longest token-weighted mean document the statistic allows
+    (:func:`~llmsizing.flops.document_length_bound`); ``mfu_per_document``: the step's MFU at that mean, its
+    attention counted over each document (the FLOPs the kernels run); ``mfu_half_window``: the same at a
+    mean of ``seq // 2``; ``mfu_over_window``: the step at the bound with its FLOPs counted as one document of
+    the whole row, a floor (shorter documents run faster and count the same); ``crossing``: the longest mean
+    whose per-document MFU stays below the reference (:func:`document_length_at_mfu`, to ``resolution``)."""
+
+    mean_bound: float
+    mfu_per_document: float
+    mfu_half_window: float
+    mfu_over_window: float
+    crossing: int
+
+
+def document_mask_check(model: Model | str, gpu, parallel: Parallel, *, seq: int, mfu: float, share: float,
+                        shorter_than: float, batch: int = 1, resolution: int = 1,
+                        **step_kw) -> DocumentMaskCheck:
+    """How a step on rows of ``seq`` packed tokens, whose documents put at least ``share`` of the tokens in
+    documents shorter than ``shorter_than``, compares with a reference ``mfu`` under the two ways of
+    counting its FLOPs (:class:`DocumentMaskCheck`). ``batch`` and ``step_kw`` (``grad_accum``,
+    ``precision``, ...) go to :func:`~llmsizing.layouts.step_time`. ValueError for a bad ``share`` or
+    ``shorter_than`` (:func:`~llmsizing.flops.document_length_bound`) or when no mean in ``[1,024, seq]``
+    crosses ``mfu`` (:func:`document_length_at_mfu`).
+
+    Chapter 17 runs it on Llama 3 405B's 128K step as Meta laid it out (Dubey et al. 2024, Table 4) with
+    WLB-LLM's statistic (Wang et al. 2025, OSDI, Sec. 2.2: over 75% of the tokens in documents shorter than
+    half the window) and the 8K step's MFU as ``mfu``: counted over the window the step would run far above
+    Table 4, counted over each document level with or below the 8K step."""
+    seq = check_int("seq", seq)
+    bound = document_length_bound(seq, share=share, shorter_than=shorter_than)
+    doc, half = (step_time(model, gpu, parallel, batch=batch, seq=seq, attention_seq=int(a), **step_kw).mfu
+                 for a in (bound, seq // 2))
+    window = doc * training_flops_per_token(model, seq=seq) / training_flops_per_token(model, seq=int(bound))
+    cross = document_length_at_mfu(model, gpu, parallel, seq=seq, mfu=mfu, batch=batch,
+                                   resolution=resolution, **step_kw)
+    return DocumentMaskCheck(mean_bound=bound, mfu_per_document=doc, mfu_half_window=half,
+                             mfu_over_window=window, crossing=cross)
