@@ -1,0 +1,218 @@
+"""Chapter 11's plans and jobs in sentences: every number its prose quotes, keyed by name (issue 38).
+
+:func:`pareto_front_prose` reads the planner's cost-against-days front for Llama-3-70B (and why its fastest
+plan beats the interleaved pipeline on as many GPUs); :func:`jobs_by_gpu_prose` reads one job priced on five
+GPU types. Each returns the table the chapter prints and the texts its prose quotes (the chapter glues each as
+``ch11_<name>``). The prose's readings ("one sequence per replica", "more calls, less wait", "the A100 dearest
+per job among NVIDIA's") are checked against the numbers, and :class:`ProseOutOfDate` names the one that no
+longer holds. Nothing here computes a new quantity: the sentences only format and compare what the library's
+functions return.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from .catalog import get_gpu
+from .cost import compare_gpus
+from .hardware import kernel_efficiency_row
+from .job import Job
+from .layouts import step_time
+from .model_catalog import get_model
+from .planner import recompute_kwargs
+from .prose import ProseOutOfDate
+from .prose import prose_check as _prose_check
+from .time_cost import published_runs, training_time
+
+__all__ = ["ProseOutOfDate", "pareto_front_prose", "jobs_by_gpu_prose", "JOB_GPUS"]
+
+#: The GPU types chapter 11 prices one job on, and the key each text carries.
+JOB_GPUS = {"H100 SXM": "h100", "B200": "b200", "A100 80GB": "a100", "H200": "h200", "MI300X": "mi300x"}
+
+
+def _says(holds, what: str) -> None:
+    _prose_check(holds, what, "chapter 11's prose")
+
+
+def _layout(r) -> str:
+    return f"TP{r['tp']} PP{r['pp']} DP{r['dp']}"
+
+
+def _plan_step(r, model="llama-3-70b"):
+    """A plan row's step (its layout, chunks and pipeline split: chapter 12), as the planner timed it."""
+    par = Job.from_plan_row(r, "llama-3-70b", seq=8192).parallel
+    return step_time(model, get_gpu(r["gpu"]), par, batch=int(r["micro_batch"]), seq=8192,
+                     grad_accum=int(r["grad_accum"]), **recompute_kwargs(r))
+
+
+def pareto_front_prose(plans) -> tuple[str, dict]:
+    """The front of ``plans`` (:func:`~llmsizing.planner.plan` of Llama-3-70B on H100s, 8,192-token sequences,
+    a global batch of 512): the table the chapter prints and its texts. Raises :class:`ProseOutOfDate` where a
+    reading fails: the cheapest plan one sequence per replica at the batch's cap, the fastest without a
+    pipeline, the best interleaved pipeline on as many GPUs within 5% of it, behind because it issues more
+    gradient calls yet waits less for them than its extra compute and bubble cost, that compute the LM
+    head's."""
+    front = plans[plans["pareto"]].sort_values("n_gpus")
+    show = front[["n_gpus", "tp", "pp", "virtual_stages", "dp", "zero", "grad_accum", "mfu", "days",
+                  "cost_usd"]].copy().rename(columns={"virtual_stages": "vp"})
+    show["mfu"] = show["mfu"].map("{:.0%}".format)
+    show["days"] = show["days"].map("{:,.1f}".format)
+    show["cost_usd"] = show["cost_usd"].map("${:,.0f}".format)
+    cheapest, fastest = front.iloc[0], front.iloc[-1]
+    t = {"front_cheap_n": f"{cheapest['n_gpus']:,}",
+         "front_cheap_cost": f"${cheapest['cost_usd'] / 1e6:.2f} million",
+         "front_cheap_days": f"{cheapest['days']:,.0f}", "front_fast_n": f"{fastest['n_gpus']:,}",
+         "front_fast_cost": f"${fastest['cost_usd'] / 1e6:.2f} million",
+         "front_fast_days": f"{fastest['days']:,.1f}", "front_fast_mfu": f"{fastest['mfu']:.0%}"}
+    for key, r in (("cheap", cheapest), ("fast", fastest)):
+        t[f"front_{key}_range"] = (f"${r['cost_usd_low'] / 1e6:.2f} to {r['cost_usd_high'] / 1e6:.2f} "
+                                   "million; "
+                                   f"{r['days_low']:,.1f} to {r['days_high']:,.1f} days")
+    t["front_cheap_layout"] = _layout(cheapest)
+    _says(cheapest["dp"] == 512 and cheapest["grad_accum"] == 1,
+          "the cheapest plan runs one sequence per replica, the batch's cap")
+    t["front_premium"] = f"{fastest['cost_usd'] / cheapest['cost_usd'] - 1:.0%}"
+    _says(fastest["pp"] == 1 and fastest["dp"] == 512 and fastest["grad_accum"] == 1,
+          "the fastest plan is tensor parallelism over each node and one sequence per replica")
+    t["front_fast_layout"] = _layout(fastest)
+    same = plans[(plans["n_gpus"] == fastest["n_gpus"]) & (plans["virtual_stages"] > 1)]
+    same = same.sort_values("days").iloc[0]
+    _says(1 < same["days"] / fastest["days"] < 1.05,
+          "the best interleaved pipeline on as many GPUs comes close to the fastest plan")
+    t.update(front_vp_layout=_layout(same), front_fast_vp=f"{same['virtual_stages']}",
+             front_fast_m=f"{same['grad_accum']}",
+             front_vp_slower=f"{same['days'] / fastest['days'] - 1:.1%}")
+    # why the pipeline is behind: the two plans' steps, as the planner timed them
+    st_one, st_vp = _plan_step(fastest), _plan_step(same)
+    _says(all(abs(st.step_s / r["step_time_s"] - 1) < 1e-6 for st, r in ((st_one, fastest), (st_vp, same))),
+          "these are the planner's own steps")
+    dp_calls = {k: sum(c.calls for c in st.communication.collectives
+                       if c.group == "dp" and c.slot == "gradients")
+                for k, st in (("one", st_one), ("vp", st_vp))}
+    extra_s = st_vp.compute_s - st_one.compute_s + st_vp.bubble_s               # more compute, and the bubble
+    saved_s = st_one.exposed_by_group_s["dp"] - st_vp.exposed_by_group_s["dp"]  # less gradient traffic waited
+    _says(dp_calls["vp"] > dp_calls["one"] and 0 < saved_s < extra_s,
+          "the interleaved pipeline makes more gradient calls and waits less, not enough to pay its extra")
+    # the extra compute is the vocabulary's: the last stage runs the LM head and the loss for each micro-batch
+    small = replace(get_model("llama-3-70b"), vocab=1024)
+    _says(abs(_plan_step(same, small).compute_s - _plan_step(fastest, small).compute_s)
+          < 0.05 * (st_vp.compute_s - st_one.compute_s), "the pipeline's extra compute is the vocabulary's")
+    t.update(front_vp_calls=f"{dp_calls['vp']}", front_one_calls=f"{dp_calls['one']}",
+             front_vp_dp_ms=f"{st_vp.exposed_by_group_s['dp'] * 1e3:,.0f} ms",
+             front_one_dp_ms=f"{st_one.exposed_by_group_s['dp'] * 1e3:,.0f} ms",
+             front_vp_comp_ms=f"{(st_vp.compute_s - st_one.compute_s) * 1e3:,.0f} ms",
+             front_vp_bubble_ms=f"{st_vp.bubble_s * 1e3:,.0f} ms")
+    return show.to_string(index=False), t
+
+
+def _job_table(jobs) -> str:
+    view = jobs[["gpu", "price_usd_per_gpu_hour", "min_gpus", "days_on_min_gpus", "gpu_hours",
+                 "cost_usd"]].copy()
+    view["price_usd_per_gpu_hour"] = view["price_usd_per_gpu_hour"].map("${:.2f}".format)
+    view["days_on_min_gpus"] = view["days_on_min_gpus"].map("{:,.0f}".format)
+    view["gpu_hours"] = view["gpu_hours"].map("{:,.0f}".format)
+    view["cost_usd"] = view["cost_usd"].map("${:,.0f}".format)
+    return view.to_string(index=False)
+
+
+def jobs_by_gpu_prose(jobs, reference) -> tuple[str, dict]:
+    """One job (Llama-3-70B, 100B tokens of 8,192) on each GPU type of :data:`JOB_GPUS`: the table the chapter
+    prints and its texts. ``jobs``: :func:`~llmsizing.time_cost.cost_by_gpu` of that job on those types;
+    ``reference``: :func:`~llmsizing.time_cost.training_time` of the chapter's first job (1T tokens on 1,024
+    H100s), whose MFU the job without recomputation shares. Raises :class:`ProseOutOfDate` where a reading of
+    the prose fails (the MFU borrowed from the H100, full recomputation's cost, the H200's smaller job, the
+    borrowed ranges, which GPU is cheapest or dearest per hour and per job, each price's provider, torchao's
+    one table on three GPUs)."""
+    by = jobs.set_index("gpu")
+    t = {}
+    for g, key in JOB_GPUS.items():
+        t[f"job_{key}"] = f"${by.loc[g, 'cost_usd'] / 1e3:,.0f}k"
+        t[f"jobprice_{key}"] = f"${by.loc[g, 'price_usd_per_gpu_hour']:.2f}"
+        t[f"jobrange_{key}"] = (f"${by.loc[g, 'cost_usd_low'] / 1e3:,.0f}k to "
+                                f"${by.loc[g, 'cost_usd_high'] / 1e3:,.0f}k")
+
+    def timed(g, **kw):
+        return training_time("llama-3-70b", tokens=1e11, gpu=g, n_gpus=int(by.loc[g, "min_gpus"]), seq=8192,
+                             **kw)
+
+    # cost_by_gpu times each job as the fewest-GPU layout runs it: every layer recomputed (recompute="full")
+    run = {g: timed(g, recompute="full") for g in ("H100 SXM", "B200", "MI300X")}
+    mfu_of = {g: r.mfu for g, r in run.items()}
+    _says(all(abs(run[g].cost_usd - by.loc[g, "cost_usd"]) < 1e-6 * by.loc[g, "cost_usd"] for g in run),
+          "cost_by_gpu times each job with every layer recomputed")
+    _says(mfu_of["B200"] == mfu_of["MI300X"] == mfu_of["H100 SXM"],
+          "the B200 and the MI300X borrow the H100's MFU")
+    t["mfu_h100"] = f"{mfu_of['H100 SXM']:.1%}"
+    plain = timed("H100 SXM")
+    _says(plain.mfu > mfu_of["H100 SXM"] and abs(plain.mfu - reference.mfu) < 1e-9,
+          "full recomputation costs MFU, so 100B tokens cost more than a tenth of the 1T-token job")
+    t.update(mfu_h100_norecompute=f"{plain.mfu:.1%}",
+             recompute_factor=f"{mfu_of['H100 SXM'] / plain.mfu:.2f}",
+             job_h100_norecompute=f"${plain.cost_usd / 1e3:,.0f}k")
+    n_h200, n_h100 = int(by.loc["H200", "min_gpus"]), int(by.loc["H100 SXM", "min_gpus"])
+    _says(n_h200 < n_h100, "the H200's memory buys a smaller job, fewer GPUs in all")
+    t.update(min_h200=f"{n_h200}", min_h100=f"{n_h100}")
+    t.update(_borrowed_range_texts(by, {g: timed(g).range_note for g in ("H100 SXM", "B200", "MI300X")}))
+    _says_which_is_cheapest(by)
+    t["mi300x_price_month"] = pd.Timestamp(get_gpu("MI300X").price_as_of).strftime("%B %Y")
+    t.update(_torchao_texts(by))
+    return _job_table(jobs), t
+
+
+def _borrowed_range_texts(by, notes) -> dict:
+    """What the library says of a borrowed range (the B200's and the MI300X's, where torchao's one BF16 run on
+    each, held out, sits below its estimate), and each generation's 80% range as factors of the cost."""
+    gen = {g: kernel_efficiency_row(g).generation for g in ("B200", "MI300X")}
+    _says(notes["H100 SXM"] and "no calibrated range" not in notes["H100 SXM"]
+          and notes["B200"].startswith("no calibrated range applies"),
+          "the H100 has a calibrated range, the B200 not")
+    _says(all(notes[g].startswith(f"no calibrated range applies: no {gen[g]} 16-bit run calibrates it; the 1 "
+                                  f"published {gen[g]} 16-bit run (1 source) sits at 0.") for g in gen),
+          "the B200's and the MI300X's one published run each sits below its estimate")
+    band = " (the band shown is"                 # what the prose quotes: each note up to the borrowed band
+    low, high = by["cost_usd_low"] / by["cost_usd"], by["cost_usd_high"] / by["cost_usd"]
+    hop = ["H100 SXM", "H200", "B200", "MI300X"]
+    _says(low[hop].max() - low[hop].min() < 1e-9 and high[hop].max() - high[hop].min() < 1e-9
+          and high["A100 80GB"] / low["A100 80GB"] < high["H100 SXM"] / low["H100 SXM"],
+          "a borrowed range is Hopper's, the widest of any generation")
+    return {"note_b200": notes["B200"].split(band)[0], "note_mi300x": notes["MI300X"].split(band)[0],
+            "job_factors": f"{low['H100 SXM']:.2f} to {high['H100 SXM']:.2f}",
+            "job_factors_a100": f"{low['A100 80GB']:.2f} to {high['A100 80GB']:.2f}"}
+
+
+def _says_which_is_cheapest(by) -> None:
+    """The prose's ranking of the five GPUs per hour and per job, and the provider it names for each price."""
+    price, cost = by["price_usd_per_gpu_hour"], by["cost_usd"]
+    nvidia = by.drop("MI300X")
+    _says(nvidia["price_usd_per_gpu_hour"].idxmin() == "A100 80GB"
+          and nvidia["cost_usd"].idxmax() == "A100 80GB",
+          "the A100 is the cheapest NVIDIA GPU per hour and the dearest per job")
+    _says(price.idxmin() == "MI300X" == cost.idxmin(), "the MI300X is cheapest per hour and per job")
+    _says(price.idxmax() == "B200" and cost["B200"] < cost["H100 SXM"] < cost["H200"],
+          "the B200 is dearest per hour and cheaper than the H100 per job, the H200 dearer than the H100")
+    src_of = {g: get_gpu(g).price_source for g in by.index}
+    _says(all(src_of[g].startswith("Lambda") for g in ("A100 80GB", "H100 SXM", "B200"))
+          and src_of["H200"].startswith("RunPod") and src_of["MI300X"].startswith("Vultr")
+          and "third-party survey" in src_of["MI300X"],
+          "the prices are Lambda's, RunPod's for the H200, Vultr's (as a survey reports it) for the MI300X")
+
+
+def _torchao_texts(by) -> dict:
+    """The one table in the data that ran one team's script on three GPUs (torchao's README, Llama 3 8B on 8
+    GPUs, BF16, held out): its tokens/s per GPU as the speed-up over the H100, at the catalogue's prices."""
+    pr = published_runs()
+    ao = pr[pr["source"].str.startswith("pytorch/ao") & (pr["dtype"] == "bf16")].set_index("gpu")
+    _says(sorted(ao.index) == ["B200", "H100 SXM", "MI300X"] and set(ao["model"]) == {"llama-3-8b"}
+          and set(ao["n_gpus"]) == {8}, "torchao ran Llama 3 8B on eight B200s, H100s and MI300Xs")
+    tps = ao["tokens_per_s_per_gpu"]
+    same = {g: compare_gpus("H100 SXM", g, speedup=tps[g] / tps["H100 SXM"]).cost_ratio
+            for g in ("B200", "MI300X")}
+    _says(same["B200"] > 1 > same["MI300X"] > by.loc["MI300X", "cost_usd"] / by.loc["H100 SXM", "cost_usd"],
+          "at torchao's speeds the B200 costs more than the H100, the MI300X less, more than the table says")
+    t = {}
+    for g, key in (("B200", "b200"), ("MI300X", "mi300x")):
+        t[f"ao_{key}"] = f"{same[g]:.2f}"
+        t[f"tab_{key}"] = f"{by.loc[g, 'cost_usd'] / by.loc['H100 SXM', 'cost_usd']:.2f}"
+    return t

@@ -1,0 +1,61 @@
+"""Chapter 11's sentences (src/llmsizing/cost_prose.py): the numbers its prose quotes, worked by hand from
+first principles (a layout's GPUs are tp x pp x dp; a job's cost is proportional to price / (peak x MFU)) and
+a reading that raises when the numbers contradict it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from llmsizing import get_gpu
+from llmsizing.cost_prose import JOB_GPUS, ProseOutOfDate, jobs_by_gpu_prose, pareto_front_prose
+from llmsizing.planner import plan
+from llmsizing.time_cost import cost_by_gpu, training_time
+
+GPUS = ["A100 80GB", "H100 SXM", "H200", "B200", "MI300X"]
+
+
+@pytest.fixture(scope="module")
+def jobs():
+    return cost_by_gpu("llama-3-70b", tokens=1e11, seq=8192, gpus=GPUS)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return training_time("llama-3-70b", tokens=1e12, gpu=get_gpu("H100 SXM"), n_gpus=1024, seq=8192)
+
+
+def test_the_front_layouts_multiply_to_their_gpus():
+    """Each quoted layout's TP x PP x DP is its GPU count, and DP x micro-batches <= the global batch, 512."""
+    _, t = pareto_front_prose(plan("llama-3-70b", tokens=1e12, gpus=("H100 SXM",), seq=8192, global_batch=512,
+                                   max_gpus=16384))
+    for key in ("cheap", "fast"):
+        tp, pp, dp = map(int, re.fullmatch(r"TP(\d+) PP(\d+) DP(\d+)", t[f"front_{key}_layout"]).groups())
+        assert f"{tp * pp * dp:,}" == t[f"front_{key}_n"]
+        assert dp == 512                                   # one sequence per replica: the batch's cap
+    tp, pp, dp = map(int, re.fullmatch(r"TP(\d+) PP(\d+) DP(\d+)", t["front_vp_layout"]).groups())
+    assert f"{tp * pp * dp:,}" == t["front_fast_n"] and dp * int(t["front_fast_m"]) == 512
+
+
+def test_job_costs_scale_as_price_over_peak(jobs, reference):
+    """At one borrowed MFU the cost goes as price / dense peak: the B200 against the H100,
+    (6.69 / 3.99) x (989.4 / 2,250) = 0.737; the MI300X (1.85 / 3.99) x (989.4 / 1,307.4) = 0.351 (the datasheets'
+    dense bf16 peaks, the prices of the catalogue's rows). Without recomputation the H100's job costs its MFU
+    ratio less: $165k x 32.7 / 44.3 = $122k."""
+    _, t = jobs_by_gpu_prose(jobs, reference)
+    price = {g: get_gpu(g).price_usd_per_gpu_hour for g in ("H100 SXM", "B200", "MI300X")}
+    assert t["tab_b200"] == f"{price['B200'] / price['H100 SXM'] * 989.4 / 2250:.2f}"
+    assert t["tab_mi300x"] == f"{price['MI300X'] / price['H100 SXM'] * 989.4 / 1307.4:.2f}"
+    job = float(t["job_h100"].strip("$k"))
+    mfu, mfu_plain = float(t["mfu_h100"].rstrip("%")), float(t["mfu_h100_norecompute"].rstrip("%"))
+    assert abs(float(t["job_h100_norecompute"].strip("$k")) - job * mfu / mfu_plain) < 1.0
+    assert set(f"job_{k}" for k in JOB_GPUS.values()) <= set(t)
+
+
+def test_a_reading_the_numbers_contradict_raises(jobs, reference):
+    """Were the H200's job as many GPUs as the H100's and more, "the H200's memory buys a smaller job" is false."""
+    bigger = jobs.copy()
+    bigger.loc[bigger["gpu"] == "H200", "min_gpus"] = 64
+    with pytest.raises(ProseOutOfDate, match="chapter 11's prose says the H200's memory buys a smaller job"):
+        jobs_by_gpu_prose(bigger, reference)

@@ -1,0 +1,53 @@
+"""Chapter 6's exercise 1 in sentences (src/llmsizing/hardware_prose.py): the numbers its solution quotes,
+worked by hand from the parts' published figures, and a reading that raises when the numbers contradict it."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import llmsizing.hardware_prose as hp
+from llmsizing import get_gpu
+from llmsizing.catalog import DATA_DIR
+
+
+@pytest.fixture(scope="module")
+def best_shape():
+    """Bekman's best bf16 shape on the H100 SXM, data/gemm_efficiency.csv's "best" row (as the chapter reads it)."""
+    gemm = pd.read_csv(DATA_DIR / "gemm_efficiency.csv")
+    best = gemm[(gemm.gpu == "H100 SXM") & (gemm.dtype == "bf16") & (gemm.kind == "best")].iloc[0]
+    return int(best.m), int(best.n), int(best.k)
+
+
+@pytest.fixture(scope="module")
+def texts(best_shape):
+    return hp.h200_exercise_prose(best_shape)[1]
+
+
+def test_ratios_from_the_datasheets(texts):
+    """HBM3e 4.8 TB/s against HBM3 3.35 TB/s: 1.43 times, and the ridge point 989 TFLOP/s over each: 295 and
+    206 FLOP/byte. Bekman's FP8 search, 1,453.4 against 1,402.6 TFLOP/s: 3.6%, printed 4%."""
+    assert texts["ex1_bw_x"] == "1.43" and texts["ex1_dec_x"] == "1.43"
+    assert (texts["ex1_ridge_h100"], texts["ex1_ridge"]) == ("295", "206")
+    assert texts["ex1_fp8_gain"] == "4%"
+    assert texts["ex1_train_x"] == "1.00"
+
+
+def test_sequences_that_fill_a_card_by_hand(texts):
+    """Llama-3-8B's KV cache: 2 (K, V) x 32 layers x 8 heads x 128 x 2 B x 4,096 tokens = 536,870,912 B a
+    sequence; its weights 8,030,261,248 x 2 B. H100 SXM (85,520,809,984 B usable):
+    (85,520,809,984 - 16,060,522,496) / 536,870,912 = 129.4 -> 129; H200 (150,754,820,096 B): 250.9 -> 250.
+    Llama-3-70B: weights 70,553,706,496 x 2 B = 131.4 GiB, more than an H100 holds; 80 layers, so
+    1,342,177,280 B a sequence, and (150,754,820,096 - 141,107,412,992) / 1,342,177,280 = 7.2 -> 7 on an H200."""
+    assert (texts["ex1_fit_h100"], texts["ex1_fit_h200"]) == ("129", "250")
+    assert texts["ex1_w70"] == "131.4 GiB" and texts["ex1_fit70_h200"] == "7"
+    b, r = hp.decode_fill("llama-3-70b", get_gpu("H100 SXM"))
+    assert b == 0 and r is None
+
+
+def test_a_reading_the_numbers_contradict_raises(monkeypatch, best_shape):
+    """Were NVIDIA's MLPerf gain 30%, below the bandwidth's 43%, the solution's "more than the bandwidth ratio"
+    would be false."""
+    monkeypatch.setattr(hp, "NVIDIA_MLPERF_H200_GAIN", 0.30)
+    with pytest.raises(hp.ProseOutOfDate, match="chapter 6's exercise 1 says NVIDIA's 'up to 47%'"):
+        hp.h200_exercise_prose(best_shape)
