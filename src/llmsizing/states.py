@@ -38,8 +38,9 @@ FIXED_OVERHEAD_BYTES = 1 * GiB
 #: source, one stack (Hugging Face + DeepSpeed, fp16) is too narrow to change the book's default, so the
 #: value stays as it was. Chapter 3's verdicts do not rest on it; chapter 4b names a fit that does
 #: (Llama-3-8B at 8K tokens, Hugging Face stack in bf16-mixed, on an H100), and so does Llama 3 405B's 8K
-#: layout without recomputation (it fits only without the allowance). Pass ``overhead_bytes=`` to use your
-#: own figure.
+#: layout without recomputation on 8,192 GPUs (it fits only without the allowance; on 16,384 GPUs it leaves
+#: about 10% of its tensors, above the allowance and below the published median: chapter 8,
+#: :func:`fragmentation_room`). Pass ``overhead_bytes=`` to use your own figure.
 FRAGMENTATION = 0.08
 
 
