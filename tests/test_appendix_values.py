@@ -114,3 +114,15 @@ def test_the_simulation_sizes_allen_cunneen_as_the_page_says():
     assert set(ac) == set(AC_CASES)
     assert (min(ac, key=ac.get), max(ac, key=ac.get)) == ((32, 0.8, 0.0), (32, 0.8, 2.0))
     assert max(abs(e) for (c, _, _), e in ac.items() if c == 8) < 0.05           # "within 4%" at 8 slots
+
+
+def test_the_fp8_layout_coverage_says_when_it_is_short(values):
+    """The FP8 layout range's coverage, from data/intervals.csv's row (training-layout, fp8), and the page
+    saying so when it is below the nominal 80% (6 of 8 runs on 2026-11-30: 75%, short)."""
+    with open(DATA_DIR / "intervals.csv", newline="") as f:
+        row = next(r for r in csv.DictReader(f) if (r["area"], r["group"]) == ("training-layout", "fp8"))
+    held = round(float(row["measured_coverage"]) * int(row["n_rows"]))
+    assert values["app_fp8_layout_held"] == f"{held}" and values["app_fp8_layout_n"] == row["n_rows"]
+    short = float(row["measured_coverage"]) < float(row["nominal_coverage"])
+    assert values["app_fp8_layout_verdict"].startswith(f"{held / int(row['n_rows']):.0%}, ")
+    assert ("short of" in values["app_fp8_layout_verdict"]) == short

@@ -67,6 +67,10 @@ def _calibration_values() -> dict[str, str]:
     v["app_fp8_layout_held"] = f"{round(fp8_layout['measured_coverage'] * fp8_layout['n_rows'])}"
     v["app_fp8_layout_n"] = f"{fp8_layout['n_rows']}"
     v["app_fp8_layout_sources"] = f"{fp8_layout['n_sources']}"
+    v["app_fp8_layout_verdict"] = (f"{fp8_layout['measured_coverage']:.0%}, "
+                                   + ("short of the range's nominal 80%: for FP8 it may be too narrow"
+                                      if fp8_layout["measured_coverage"] < fp8_layout["nominal_coverage"]
+                                      else "at least the range's nominal 80%"))
     tot = iv.loc[("training-inputs", "pretraining-total")]
     v["app_whole_note"] = coverage_note("training-inputs", "pretraining-total", "whole runs")
     v["app_whole_short"] = ("short of its nominal 80%" if tot["measured_coverage"] < tot["nominal_coverage"]
