@@ -230,7 +230,7 @@ def _published_rows(pub, v, out) -> None:
         all(RANGE_LOW <= r["speed_ratio"] <= RANGE_HIGH and not r["nested_inside"] for r in (awq7, awq13)),
         "the AWQ rows are inside the stated range but outside the range built without their page",
     )
-    # three decimals: Llama-2-13B's ratio is just above the nested range's top
+    # three decimals: the two ratios and the nested range's top are read side by side in the prose
     v["awq_loso"] = f"{awq7['loso_ratio']:.3f} and {awq13['loso_ratio']:.3f}"
     v["awq_high"] = f"{awq7['nested_high']:.3f}"
     _known_misses(pub, per_gpu, v)
