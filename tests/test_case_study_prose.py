@@ -29,7 +29,8 @@ def test_plan_layout_names_chunks_only_above_one():
 
 
 def test_case1_reads_the_seed_as_written(case1):
-    text, results = case1
+    text = case1
+    results = text.data
     v = text.values
     assert v["c1_seed_price"] == "$2.67"            # "$64 x 3 days": 64 / 24 = 2.667 per GPU-hour
     assert v["c1_tok_per_example"] == "10,000"       # 1B tokens / 100K examples
@@ -44,7 +45,8 @@ def test_case1_reads_the_seed_as_written(case1):
 
 
 def test_case3_quotes_the_paper(case3):
-    text, results = case3
+    text = case3
+    results = text.data
     v = text.values
     assert v["c3_meta_tflops"] == "400"               # Table 4, 16,384 GPUs
     assert v["c3_meta_printed"] == "41%"              # the table's own MFU column
@@ -56,7 +58,8 @@ def test_case3_quotes_the_paper(case3):
 
 
 def test_case3_against_the_model_card(case3):
-    text, results = csp.case3_published_prose(case3[1])
+    text = csp.case3_published_prose(case3.data)
+    results = text.data
     v = text.values
     assert v["c3_card"] == "30.84M"                   # the model card's H100 GPU-hours
     assert v["c3_steady_mfu"] == "40%"

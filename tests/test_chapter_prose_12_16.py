@@ -1,4 +1,4 @@
-"""Chapters 12's and 16's prose built in the library (issue 38): llmsizing.prose.usd/ProseFacts, plan_prose,
+"""Chapters 12's and 16's prose built in the library (issue 38): llmsizing.prose.usd/ChapterText, plan_prose,
 plan_prose_lead, plan_prose_search, finetune_prose. Expected values are worked by hand from first principles,
 from data/ files read with csv, or from the plan table's own rows; the prose's checks are also shown raising
 ProseOutOfDate on data that contradict them."""
@@ -19,7 +19,7 @@ from llmsizing.plan_prose import (front_table, grad_sent_bytes, layout, limits_p
 from llmsizing.plan_prose_lead import gpu_types_prose
 from llmsizing.plan_prose_search import range_verdict, search_prose
 from llmsizing.planner import plan
-from llmsizing.prose import ProseFacts, ProseOutOfDate, usd
+from llmsizing.prose import ChapterText, ProseOutOfDate, usd
 from llmsizing.range_candidates import MAX_WIDTH, MIN_COVERAGE
 from llmsizing.step_intervals import step_loso_check
 
@@ -43,7 +43,7 @@ def _csv(name):
         return list(csv.DictReader(fh))
 
 
-# --------------------------------------------------------------------------- prose.usd, ProseFacts
+# --------------------------------------------------------------------------- prose.usd, ChapterText
 @pytest.mark.parametrize("x, text", [(682_000, "$682k"), (1_140_000, "$1.14M"), (999_000, "$999k"),
                                      (1e6, "$1.00M"), (0, "$0k"), (12_500_000, "$12.50M")])
 def test_usd_by_hand(x, text):
@@ -57,11 +57,14 @@ def test_usd_refuses_what_is_not_dollars(x, err):
         usd(x)
 
 
-def test_prose_facts_is_frozen_and_starts_empty():
-    f = ProseFacts()
-    assert f.text == {} and f.values == {} and ProseFacts(text={"a": "1"}).text == {"a": "1"}
+def test_chapter_text_is_frozen_and_starts_empty():
+    f = ChapterText()
+    assert f.values == {} and f.report == "" and f.data == {}
+    assert ChapterText({"a": "1"}, "printed", {"rows": [1]}) == ChapterText(values={"a": "1"}, report="printed",
+                                                                           data={"rows": [1]})
+    assert ChapterText().values is not f.values                 # each its own dict, never a shared default
     with pytest.raises(AttributeError):
-        f.text = {}
+        f.values = {}
 
 
 # --------------------------------------------------------------------------- plan_prose
@@ -110,22 +113,22 @@ def test_worked_example_figures_from_the_plans_rows():
     front = df[df["pareto"]]
     cheap, fast = front.iloc[0], front.loc[front["days"].idxmin()]
     second = front.sort_values("n_gpus").iloc[1]
-    assert f.text["gb_tokens"] == "4.19M"                                  # 512 x 8,192 = 4,194,304 tokens
-    assert f.text["reserve"] == "10%"                                      # 90% of the memory usable
-    assert f.text["n_front"] == str(int(df["pareto"].sum()))
-    assert f.text["speedup"] == f"{cheap['days'] / fast['days']:.1f}"
-    assert f.text["first_more"] == f"{second['cost_usd'] / cheap['cost_usd'] - 1:.0%}"   # one doubling's cost
+    assert f.values["gb_tokens"] == "4.19M"                                  # 512 x 8,192 = 4,194,304 tokens
+    assert f.values["reserve"] == "10%"                                      # 90% of the memory usable
+    assert f.values["n_front"] == str(int(df["pareto"].sum()))
+    assert f.values["speedup"] == f"{cheap['days'] / fast['days']:.1f}"
+    assert f.values["first_more"] == f"{second['cost_usd'] / cheap['cost_usd'] - 1:.0%}"   # one doubling's cost
     margin = 0.9 * cheap["capacity_bytes"] - cheap["memory_per_gpu_bytes"]
-    assert f.text["cheap_margin"] == f"{margin / 2**30:.1f} GiB"
-    assert f.text["cheap_rc_layers"].endswith(" of 80")                   # Llama-3-70B's 80 layers
-    assert f.text["fast_chunk"] == str(80 // (int(fast["pp"]) * int(fast["virtual_stages"])))
+    assert f.values["cheap_margin"] == f"{margin / 2**30:.1f} GiB"
+    assert f.values["cheap_rc_layers"].endswith(" of 80")                   # Llama-3-70B's 80 layers
+    assert f.values["fast_chunk"] == str(80 // (int(fast["pp"]) * int(fast["virtual_stages"])))
     p, m, v = int(fast["pp"]), int(fast["grad_accum"]), int(fast["virtual_stages"])
-    assert f.text["fast_bubble_plain"] == f"{(p - 1) / m:.0%}"             # 1F1B's (p-1)/m of the ideal step
-    assert f.text["fast_bubble_formula"] == f"{(p - 1) / (v * m):.2%}"     # interleaved: (p-1)/(v m)
+    assert f.values["fast_bubble_plain"] == f"{(p - 1) / m:.0%}"             # 1F1B's (p-1)/m of the ideal step
+    assert f.values["fast_bubble_formula"] == f"{(p - 1) / (v * m):.2%}"     # interleaved: (p-1)/(v m)
     # the per-dollar figures: BF16 dense peak over the list price, from the catalogue's rows by hand
     b200 = next(float(r["price_usd_per_gpu_hour"]) for r in _csv("gpu_prices.csv") if r["name"] == "B200")
-    assert f.text["per_usd"].startswith(f"B200 {2250 / b200:,.0f}")   # 2,250 dense BF16 TFLOP/s (gpus.csv)
-    assert f.values["steps"]["cheap"].step_s == pytest.approx(cheap["step_time_s"], rel=1e-6)
+    assert f.values["per_usd"].startswith(f"B200 {2250 / b200:,.0f}")   # 2,250 dense BF16 TFLOP/s (gpus.csv)
+    assert f.data["steps"]["cheap"].step_s == pytest.approx(cheap["step_time_s"], rel=1e-6)
 
 
 def test_a_statement_the_data_contradict_raises():
@@ -148,9 +151,9 @@ def test_limits_by_the_cheapest_plans_rows():
     df = _plan()
     cheap = df[df["pareto"]].iloc[0]
     f = limits_prose(df, RUN)
-    assert f.text["month_vs_cheap"] == "the cheapest plan of all, which already meets the deadline"
-    assert f.text["month_slack"] == f"{30 - cheap['days_high']:.1f}" and f.text["tight_days"] == "5"
-    assert f.text["budget"] == "$1.20M" and len(f.values["lines"]) == 5
+    assert f.values["month_vs_cheap"] == "the cheapest plan of all, which already meets the deadline"
+    assert f.values["month_slack"] == f"{30 - cheap['days_high']:.1f}" and f.values["tight_days"] == "5"
+    assert f.values["budget"] == "$1.20M" and len(f.data["lines"]) == 5
     # a "month" shorter than the cheapest plan's slow end binds: the prose's "not a constraint" fails
     with pytest.raises(ProseOutOfDate, match="a month is not a constraint here"):
         limits_prose(df, RUN, month_days=cheap["days_high"] - 1)
@@ -163,11 +166,11 @@ def test_gpu_types_by_hand():
     f = gpu_types_prose(df, RUN, runs)
     best = df.groupby("gpu")["cost_usd"].min().sort_values()
     lead = best.iloc[1] / best.iloc[0]
-    assert f.text["runner"] == best.index[1] and f.text["lead"] == f"{lead:.2f}"
+    assert f.values["runner"] == best.index[1] and f.values["lead"] == f"{lead:.2f}"
     b200 = next(float(r["price_usd_per_gpu_hour"]) for r in _csv("gpu_prices.csv") if r["name"] == "B200")
-    assert f.text["breakeven_price"] == f"${b200 * lead:.2f}"          # the price at which the two tie
-    assert f.text["fewest_B200"] == f"{df[df['gpu'] == 'B200']['n_gpus'].min():,}"
-    assert list(f.values["table"]["GPU"]) == list(dict.fromkeys(df["gpu"]))
+    assert f.values["breakeven_price"] == f"${b200 * lead:.2f}"          # the price at which the two tie
+    assert f.values["fewest_B200"] == f"{df[df['gpu'] == 'B200']['n_gpus'].min():,}"
+    assert list(f.data["table"]["GPU"]) == list(dict.fromkeys(df["gpu"]))
     with pytest.raises(TypeError, match="df must be a plan"):
         gpu_types_prose(pd.DataFrame(), RUN, runs)
 
@@ -181,11 +184,11 @@ def test_range_verdict_at_the_aims_edges():
 
 def test_search_prose_by_hand():
     f = search_prose(PLAN_GPUS)
-    assert f.text["usable"] == "90%" and f.text["micro_batches"] == "1, 2 or 4"
-    assert f.text["cp_min_seq"] == "16K"                                           # 16,384 tokens
-    assert f.text["aim"] == "at least 75% inside at a median width of at most 1.6 times"
+    assert f.values["usable"] == "90%" and f.values["micro_batches"] == "1, 2 or 4"
+    assert f.values["cp_min_seq"] == "16K"                                           # 16,384 tokens
+    assert f.values["aim"] == "at least 75% inside at a median width of at most 1.6 times"
     row = next(r for r in _csv("intervals.csv") if r["area"] == "training-layout" and r["group"] == "all")
-    assert f.text["step_n"] == row["n_rows"] and f.text["step_width"] == f"{float(row['median_width']):.2f}x"
+    assert f.values["step_n"] == row["n_rows"] and f.values["step_width"] == f"{float(row['median_width']):.2f}x"
     with pytest.raises(ValueError, match="gpus"):
         search_prose(())
 
@@ -211,15 +214,15 @@ def _cal():
 def test_calibration_counts_from_the_csv():
     f = _cal()
     rows = _csv("finetune_published.csv")
-    assert f.text["cal_n"] == str(sum(r["known_out"] == "" for r in rows))           # 118 covered rows
-    assert f.text["cal_out_n"] == str(sum(r["known_out"] != "" for r in rows))       # 9 known out
-    assert f.text["cal_rejected"] == str(len(_csv("finetune_published_rejected.csv")))
-    assert f.text["cal_qwen_n"] == str(sum(r["known_out"] == "" and r["source"].startswith("QwenLM")
+    assert f.values["cal_n"] == str(sum(r["known_out"] == "" for r in rows))           # 118 covered rows
+    assert f.values["cal_out_n"] == str(sum(r["known_out"] != "" for r in rows))       # 9 known out
+    assert f.values["cal_rejected"] == str(len(_csv("finetune_published_rejected.csv")))
+    assert f.values["cal_qwen_n"] == str(sum(r["known_out"] == "" and r["source"].startswith("QwenLM")
                                            for r in rows))
     const = {r["constant"]: r["value"] for r in _csv("finetune_model.csv")}
     q_lo, q_hi = float(const["range_low_quantised"]), float(const["range_high_quantised"])
-    assert f.text["cal_range"].startswith(f"{q_lo:.2f} to {q_hi:.2f} times the model's")
-    assert f.text["stated_width"].startswith(f"{q_hi / q_lo:.2f} and ")
+    assert f.values["cal_range"].startswith(f"{q_lo:.2f} to {q_hi:.2f} times the model's")
+    assert f.values["stated_width"].startswith(f"{q_hi / q_lo:.2f} and ")
 
 
 def test_multi_gpu_by_hand():
@@ -227,15 +230,15 @@ def test_multi_gpu_by_hand():
     cal = _cal()
     one = finetune_time("llama-3-70b", gpu=h100, method="qlora",
                         batch=3, **BUDGET)                     # one H100 at its largest micro-batch
-    f = multi_gpu_prose(one, BUDGET, cal.values["covered"], cal.values["aai_h100"])
-    table = f.values["table"].set_index("recipe")
+    f = multi_gpu_prose(one, BUDGET, cal.data["covered"], cal.data["aai_h100"])
+    table = f.data["table"].set_index("recipe")
     assert table.loc["DDP lora", "fits"] == "no" and table.loc["DDP lora", "hours"] == "-"
     hours = float(table.loc["DDP qlora", "hours"])
-    assert float(f.text["t_8gpu_gpu_hours"].replace(",", "")) == pytest.approx(8 * hours, rel=0.02)  # 8 GPUs
-    assert f.text["t_1gpu_gpu_hours"] == f"{one.gpu_hours:,.0f}"
+    assert float(f.values["t_8gpu_gpu_hours"].replace(",", "")) == pytest.approx(8 * hours, rel=0.02)  # 8 GPUs
+    assert f.values["t_1gpu_gpu_hours"] == f"{one.gpu_hours:,.0f}"
     # at micro-batch 1 on one GPU the prose's "the larger micro-batch saves" no longer holds
     b1 = finetune_time("llama-3-70b", gpu=h100, method="qlora", batch=1, **BUDGET)
     with pytest.raises(ProseOutOfDate, match="the larger micro-batch saves"):
-        multi_gpu_prose(b1, BUDGET, cal.values["covered"], cal.values["aai_h100"])
+        multi_gpu_prose(b1, BUDGET, cal.data["covered"], cal.data["aai_h100"])
     with pytest.raises(TypeError, match="budget"):
-        multi_gpu_prose(one, {"tokens": 1e8}, cal.values["covered"], cal.values["aai_h100"])
+        multi_gpu_prose(one, {"tokens": 1e8}, cal.data["covered"], cal.data["aai_h100"])

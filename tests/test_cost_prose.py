@@ -28,8 +28,8 @@ def reference():
 
 def test_the_front_layouts_multiply_to_their_gpus():
     """Each quoted layout's TP x PP x DP is its GPU count, and DP x micro-batches <= the global batch, 512."""
-    _, t = pareto_front_prose(plan("llama-3-70b", tokens=1e12, gpus=("H100 SXM",), seq=8192, global_batch=512,
-                                   max_gpus=16384))
+    t = pareto_front_prose(plan("llama-3-70b", tokens=1e12, gpus=("H100 SXM",), seq=8192, global_batch=512,
+                                max_gpus=16384)).values
     for key in ("cheap", "fast"):
         tp, pp, dp = map(int, re.fullmatch(r"TP(\d+) PP(\d+) DP(\d+)", t[f"front_{key}_layout"]).groups())
         assert f"{tp * pp * dp:,}" == t[f"front_{key}_n"]
@@ -43,7 +43,7 @@ def test_job_costs_scale_as_price_over_peak(jobs, reference):
     (6.69 / 3.99) x (989.4 / 2,250) = 0.737; the MI300X (1.85 / 3.99) x (989.4 / 1,307.4) = 0.351 (the datasheets'
     dense bf16 peaks, the prices of the catalogue's rows). Without recomputation the H100's job costs its MFU
     ratio less: $165k x 32.7 / 44.3 = $122k."""
-    _, t = jobs_by_gpu_prose(jobs, reference)
+    t = jobs_by_gpu_prose(jobs, reference).values
     price = {g: get_gpu(g).price_usd_per_gpu_hour for g in ("H100 SXM", "B200", "MI300X")}
     assert t["tab_b200"] == f"{price['B200'] / price['H100 SXM'] * 989.4 / 2250:.2f}"
     assert t["tab_mi300x"] == f"{price['MI300X'] / price['H100 SXM'] * 989.4 / 1307.4:.2f}"

@@ -27,7 +27,7 @@ def ddp():
 
 
 def test_ddp_copies_quote_one_copy_of_bf16_gradients_and_the_h100(ddp):
-    text, texts = ddp
+    text, texts = ddp.report, ddp.values
     assert texts["ddpc_g"] == f"{2 * LLAMA3_8B_PARAMS / 2**30:.1f} GiB" == "15.0 GiB"
     assert texts["ddpc_h100"] == f"{81_559 / 1024:.1f} GiB" == "79.6 GiB"
     # PyTorch's default holds a whole second copy at DDP's peak; the view gives it back
@@ -45,7 +45,8 @@ def test_pcie_rates_are_the_datasheets_both_directions_halved():
 
 
 def test_breakeven_texts_from_first_principles():
-    text, texts, acc_busy = breakeven_prose()
+    _out = breakeven_prose()
+    text, texts, acc_busy = _out.report, _out.values, _out.data["acc_busy"]
     assert texts["pcie5_gbps"] == "64 GB/s" and texts["pcie4_gbps"] == "32 GB/s"
     # a ring of 512 takes 511 steps; PAT's binomial schedule ceil(log2 512) = 9, 9/511 = 1.8%
     assert (texts["ring_steps"], texts["pat_steps"], texts["pat_share"]) == ("511", "9", "2%")
@@ -66,7 +67,8 @@ def _int(text: str) -> int:
 
 
 def test_pcie_zero3_thresholds_from_the_20_percent_line():
-    text, texts = pcie_zero3_prose()
+    _out = pcie_zero3_prose()
+    text, texts = _out.report, _out.values
     assert texts["h_over_a_flops"] == f"{989.4 / 312:.1f}" == "3.2"     # the datasheets' dense BF16 peaks
     assert texts["h_over_a_link"] == "2.0"                            # PCIe Gen5 x16 against Gen4 x16
     for key in ("a100", "h100", "l40s"):
@@ -82,7 +84,8 @@ def test_pcie_zero3_thresholds_from_the_20_percent_line():
 
 
 def test_seed_memory_texts_worked_by_hand():
-    text, texts = seed_memory_prose()
+    _out = seed_memory_prose()
+    text, texts = _out.report, _out.values
     assert texts["seed70_share"] == "8.75B"                      # 70B / 8 GPUs
     assert texts["seed405_bpp"] == f"{80e9 / (405e9 / 32):.1f}" == "6.3"    # 80 GB for 405B / 32 GPUs
     assert texts["seed10"] == "80 GB"                            # 16 bytes x 10B / 2 GPUs

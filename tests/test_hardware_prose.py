@@ -21,7 +21,7 @@ def best_shape():
 
 @pytest.fixture(scope="module")
 def texts(best_shape):
-    return hp.h200_exercise_prose(best_shape)[1]
+    return hp.h200_exercise_prose(best_shape).values
 
 
 def test_ratios_from_the_datasheets(texts):

@@ -34,11 +34,11 @@ def test_swiglu_columns_and_the_kempnerforge_rows():
     """SwiGLU's backward needs the gate's and the up projection's outputs and the product fed to the down
     projection: 3 f-wide tensors fused; unfused code keeps silu(gate) as well, 4. And the measured-memory
     table has one row per run of data/published_measured_memory.csv, KempnerForge's counted from its rows."""
-    _, t = step_findings_prose(compare_steps())
+    t = step_findings_prose(compare_steps()).values
     assert (t["swiglu_fused_f"], t["swiglu_unfused_f"]) == ("3", "4")
     with open(DATA / "published_measured_memory.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    _, m = measured_memory_prose()
+    m = measured_memory_prose().values
     assert m["mm_n"] == str(len(rows))
     assert m["mm_kf_n"] == str(sum("KempnerForge" in r["run"] for r in rows))
 
@@ -48,7 +48,7 @@ def test_the_opening_counts_the_sweep_rows():
     with open(DATA / "activation_measurements.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     cmp = compare_measurements()
-    t = step_sweep_prose(cmp, compare_steps())
+    t = step_sweep_prose(cmp, compare_steps()).values
     assert t["n_configs"] == str(len(rows))
     gpt = next(r for r in rows if r["style"] == "gpt")
     assert t["tiny_shape"] == (f"{gpt['layers']} layers, hidden size {gpt['hidden']} and a "

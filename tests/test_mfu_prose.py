@@ -20,7 +20,8 @@ def _rows():
 
 
 def test_calibration_counts_the_published_runs():
-    table, texts = calibration_prose()
+    _out = calibration_prose()
+    table, texts = _out.report, _out.values
     rows = _rows()
     cal = sum(r["calibration"].strip().lower() in ("true", "yes", "1") for r in rows)
     assert texts["n_runs"] == f"{len(rows)}"
@@ -32,7 +33,7 @@ def test_calibration_counts_the_published_runs():
 
 
 def test_stack_bounds_follow_the_conformal_arithmetic():
-    _, texts = stack_ranges_prose()
+    texts = stack_ranges_prose().values
     fold = int(texts["stack_fold_sources"])
     # at 80% (alpha / 2 = 0.1) a fold of n sources leaves n - 0.9 (n + 1) beyond each bound
     assert texts["outside_fold"] == f"{max(0.0, fold - 0.9 * (fold + 1)):.1f}"
@@ -45,7 +46,7 @@ def test_stack_bounds_follow_the_conformal_arithmetic():
 
 
 def test_inputs_job_priced_near_6nd_over_the_fleet():
-    _, texts = inputs_range_prose()
+    texts = inputs_range_prose().values
     assert (texts["in_job_gpus"], texts["in_job_seq"], texts["in_job_step"]) == ("768", "4,096", "4M")
     # 6 x 8.03e9 x 1e12 FLOPs on 768 H100s at 989.4 TFLOP/s: 0.73 days at 100% MFU, so the days lie between
     # what 20% and 70% MFU would take
@@ -59,7 +60,7 @@ def test_inputs_job_priced_near_6nd_over_the_fleet():
 
 def test_llama3_stages_worked_from_table_4():
     """16,384 GPUs, 16M tokens a step; 14.8T tokens at 8K, then 0.8T at 128K (Dubey et al. 2024, Table 4)."""
-    _, texts = llama3_stages_prose()
+    texts = llama3_stages_prose().values
     assert texts["stage_long"] == "131,072"
     assert texts["long_dp"] == f"{16_384 // (8 * 16 * 16)}" == "8"          # TP8 CP16 PP16 on 16,384 GPUs
     assert texts["long_dp4_gpus"] == "8,192"                                 # Table 4's DP 4: half of them

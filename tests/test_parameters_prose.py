@@ -18,14 +18,14 @@ def test_gpt3_by_hand(published):
     learned positions). A layer: 12 h^2 weights + 13 h biases and norms = 1,812,099,072; times 96 =
     173,961,510,912; plus 50,257 x 12,288 = 617,558,016 (embedding), 2,048 x 12,288 = 25,165,824 (positions)
     and 2 x 12,288 (final norm) = 174,604,259,328; positions 0.0144% of it."""
-    _, t = published
+    t = published.values
     assert t["gpt3_n"] == "174,604,259,328"
     assert (t["gpt3_pos"], t["gpt3_pos_share"]) == ("25,165,824", "0.014%")
 
 
 def test_the_table_adds_up(published):
     """Every model agrees exactly, after rounding, or is the one recorded miss."""
-    check, t = published
+    check, t = published.data["table"], published.values
     assert int(t["n_exact"]) + int(t["n_rounded"]) + 1 == int(t["n_models"]) == len(check)
     assert check.loc[t["miss_name"], "agrees"] == "NO"
 
@@ -33,7 +33,7 @@ def test_the_table_adds_up(published):
 def test_moe_counts_by_hand():
     """Mixtral-8x7B's expert: gate, up and down projections, 3 x 4,096 x 14,336 = 176,160,768 parameters.
     DeepSeek-V3's vocabulary matrix: 129,280 x 7,168 = 926,679,040, 0.93B."""
-    _, t = pp.moe_counts_prose()
+    t = pp.moe_counts_prose().values
     assert t["mx_expert"] == "176,160,768"
     assert t["ds_vocab"] == "0.93B"
 

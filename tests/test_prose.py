@@ -138,6 +138,39 @@ def test_the_name_rule_is_myst_nb_s():
         assert bool(PROSE_NAME.fullmatch(name)) == bool(re.match(default, name)), name
 
 
+# --------------------------------------------------------------------------- one container (session 45)
+#: The chapters' section modules whose section functions return prose.ChapterText (chapters 1, 5-7, 9-13, 16,
+#: 19). Chapter 15's serve_chapter also does; chapter 18's moe_*_prose and the appendix keep their own returns.
+SECTION_MODULES = ("parameters_prose", "measure_prose", "hardware_prose", "dp_prose", "split_prose",
+                   "mfu_prose", "cost_prose", "plan_prose", "plan_prose_lead", "plan_prose_search",
+                   "case_study_prose", "finetune_prose", "rl_prose", "serve_chapter", "serve_chapter_check")
+
+
+def test_one_container_for_a_sections_prose():
+    """Every section function (a public ``*_prose`` function, or one that chapter 12's or 15's cells call) of
+    the section modules returns the one :class:`ChapterText`, not a tuple, a dict or a second class; and
+    ``serve_chapter.ChapterText`` is that class."""
+    import importlib
+    import inspect
+
+    from llmsizing import serve_chapter
+    from llmsizing.prose import ChapterText
+
+    assert serve_chapter.ChapterText is ChapterText
+    sections = {"worked_example", "kv_room_queue", "expert_parallel", "cost_ranking", "opening",
+                "published_check"}
+    seen = []
+    for name in SECTION_MODULES:
+        mod = importlib.import_module(f"llmsizing.{name}")
+        for fname, fn in vars(mod).items():
+            if inspect.isfunction(fn) and fn.__module__ == mod.__name__ and not fname.startswith("_") \
+                    and (fname.endswith("_prose") or fname in sections):
+                ann = inspect.signature(fn).return_annotation
+                assert eval(ann, vars(mod)) is ChapterText, f"{name}.{fname} returns {ann}"
+                seen.append(fname)
+    assert len(seen) >= 30 and {"breakeven_prose", "step_sweep_prose", "worked_example"} <= set(seen)
+
+
 # --------------------------------------------------------------------------- no drift, statically
 def _python(source: str) -> str:
     return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())

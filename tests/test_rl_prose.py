@@ -16,7 +16,8 @@ def default():
 
 
 def test_the_default_run_is_nemo_rls_row(default):
-    text, results = default
+    text = default
+    results = text.data
     v = text.values
     assert v["rollouts"] == "2,048"                 # 128 prompts x 16 samples
     assert (v["mean"], v["cap"], v["l8_prompt"]) == ("932", "3,968", "128")   # the row's lengths
@@ -29,7 +30,8 @@ def test_the_default_run_is_nemo_rls_row(default):
 
 
 def test_the_published_check_counts_the_rows(default):
-    text, results = rl_prose.published_check_prose(default[1])
+    text = rl_prose.published_check_prose(default.data)
+    results = text.data
     v = text.values
     rows = pd.read_csv(PUBLISHED_CSV)
     assert v["n_rows"] == str((rows["checked"] == "yes").sum())
@@ -42,11 +44,12 @@ def test_a_statement_the_numbers_no_longer_bear_out_raises(default, monkeypatch)
     # the chapter says no RL range can be measured from so few sources: a range that measures breaks it
     monkeypatch.setattr(rl_prose, "rl_interval", lambda **kw: None)
     with pytest.raises(ProseOutOfDate, match="chapter 19 says no RL range can be measured"):
-        rl_prose.published_check_prose(default[1])
+        rl_prose.published_check_prose(default.data)
 
 
 def test_r1_zero_against_its_published_hours():
-    text, results = rl_prose.r1_zero_prose()
+    text = rl_prose.r1_zero_prose()
+    results = text.data
     v = text.values
     assert v["r1_rollouts"] == "8,192"               # 512 prompts x 16 samples
     assert v["r1_pub_step"] == "68.5"                # 198 h x 3,600 s / 10,400 policy steps

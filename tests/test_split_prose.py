@@ -21,7 +21,7 @@ def test_the_counts_the_prose_explains(collectives):
     parallelism on HF modules: 2L + 1 = 9 all-reduces forward, 5L + 1 = 21 backward, each of
     1 x 64 x 256 x 4 B = 64 KiB; the logits' all-gather 1 x 64 x 8,192 x 4 B = 2,048 KiB. DDP all-reduces
     every fp32 gradient once: 6,965,504 x 4 B = 26.57 MiB."""
-    table, t = collectives
+    table, t = collectives.report, collectives.values
     assert (t["fsdp_calls"], t["units"], t["nr_calls"]) == ("15", "5", "10")
     assert (t["tp_fwd"], t["tp_bwd"]) == ("9", "21")
     assert (t["tp_msg_kib"], t["logits_kib"]) == ("64 KiB", "2,048 KiB")
@@ -33,7 +33,7 @@ def test_the_counts_the_prose_explains(collectives):
 def test_the_network_log_by_hand():
     """A 16-rank all-reduce: bus factor 2(n-1)/n = 1.875, 2(n-1) = 30 ring steps; PCIe 3 x16:
     8 GT/s x 16 lanes x 128/130 / 8 = 15.75 GB/s; NCCL's ring on an H100 node, 370 of 450 GB/s = 0.82."""
-    _, t = sp.nccl_fits_prose()
+    t = sp.nccl_fits_prose().values
     assert (t["net_ring_factor"], t["net_steps"], t["net_ranks"]) == ("1.875", "30", "16")
     assert t["pcie3_line"] == "15.75 GB/s" and t["h100_ring_share"] == "0.82"
 

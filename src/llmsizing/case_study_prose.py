@@ -6,10 +6,10 @@ the published numbers and the planner's plans beside it (issue 38).
 claim as chapter 14's audit judges it (:func:`~llmsizing.audit.judged`); :func:`case3_step_prose` builds
 Llama 3.1 405B's memory and step on the paper's layout (:func:`~llmsizing.parallel.llama3_405b_layout`);
 :func:`case3_published_prose` sets them beside the model card, the paper's steady state and the planner's
-fastest plans. Each returns a :class:`~llmsizing.serve_chapter.ChapterText` (the texts the chapter quotes,
-keyed by name and glued as ``ch13_<name>``, and what its cell prints) with the results later cells use, and
-checks each statement the chapter makes about them: :class:`~llmsizing.prose.ProseOutOfDate` names one that
-no longer holds. Nothing here computes a new quantity: it formats and compares what those functions return.
+fastest plans. Each returns a :class:`~llmsizing.prose.ChapterText` (the texts the chapter quotes, keyed by
+name and glued as ``ch13_<name>``, and what its cell prints) with the results later cells use (``data``), and
+checks each statement the chapter makes about them: :class:`~llmsizing.prose.ProseOutOfDate` names one that no
+longer holds. Nothing here computes a new quantity: it formats and compares what those functions return.
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ from .network import host_link_gbps
 from .parallel import LLAMA3_RECIPE, Parallel, llama3_405b_layout, stage_chunks, uneven_stages
 from .pipeline_schedule import pipeline_bubble
 from .planner import plan, recompute_kwargs, recompute_label
-from .prose import prose_check
+from .prose import ChapterText, prose_check
 from .runs import offload_exposed_s, run_from_step
-from .serve_chapter import ChapterText
 from .time_cost import implied_mfu, published_runs, training_time
 from .units import fmt_gib
 from .zero_traffic import offload_time
@@ -65,11 +64,11 @@ def plan_lines(df) -> str:
         f"MFU {r.mfu:.0%}  {r.days:6.1f} days  ${r.cost_usd / 1e6:5.2f}M" for r in df.itertuples())
 
 
-def case1_time_prose() -> tuple[ChapterText, dict]:
+def case1_time_prose() -> ChapterText:
     """Case 1's time: Mistral-7B on one H100 under ZeRO-1 and ZeRO-2 with the optimizer offloaded, 1B tokens,
     against seed 000's "3 days" and "$192" and chapter 14's verdicts on them.
 
-    Returns ``(text, results)``: ``results`` holds ``step``, ``offload`` and ``run`` (ZeRO-1's, which the
+    Its ``data`` holds ``step``, ``offload`` and ``run`` (ZeRO-1's, which the
     exercise reuses). Raises :class:`~llmsizing.prose.ProseOutOfDate` where the chapter's reading fails: the
     gradients would not hide on a host link half as fast, the LoRA reading is "off" as too high, the audit's
     time is the band's slow end plus this step's exposed offload, the seed's MFU below the band, and ZeRO-2's
@@ -156,15 +155,15 @@ def case1_time_prose() -> tuple[ChapterText, dict]:
           "what shows of ZeRO-2's copies is what they outlast the compute by")
     out["c1_z2_hide"] = (f"The copies hide behind it with {margin:.2f} s to spare," if margin >= 0 else
                          f"The copies outlast it by {-margin:.2f} s, and the GPU waits for them,")
-    return ChapterText(out, "\n".join(lines)), {"step": st1, "offload": off1, "run": run1}
+    return ChapterText(out, "\n".join(lines), {"step": st1, "offload": off1, "run": run1})
 
 
-def case3_step_prose() -> tuple[ChapterText, dict]:
+def case3_step_prose() -> ChapterText:
     """Case 3's step: Llama 3.1 405B on the paper's layout (TP8 PP16 DP128, eight one-layer chunks, FSDP
     without resharding), its memory against ZeRO-1's and its step, with the exercise's variants (four chunks,
     FSDP2's per-micro-batch reduction, tensor parallelism hidden).
 
-    Returns ``(text, results)``: ``results`` holds ``parallel``, ``memory``, ``step``, ``step_full`` (full
+    Its ``data`` holds ``parallel``, ``memory``, ``step``, ``step_full`` (full
     recomputation), ``step_micro_batch``, ``time`` and ``meta_mfu`` (the paper's steady state). Raises
     :class:`~llmsizing.prose.ProseOutOfDate` where the chapter's reading fails: the run fits without
     recomputation only with FSDP's sharded gradients, on its second stage; the bubble a little under the
@@ -256,9 +255,9 @@ def case3_step_prose() -> tuple[ChapterText, dict]:
           "with four chunks the step does not fit")
     _says(st405_mb.exposed_by_group_s["dp"] > st405.exposed_by_group_s["tp"] > st405.exposed_by_group_s["dp"],
           "tensor parallelism is the largest exposed term, below FSDP2's per-micro-batch reduction")
-    return ChapterText(out, "\n".join(lines)), {
+    return ChapterText(out, "\n".join(lines), {
         "parallel": par405, "memory": mem405, "step": st405, "step_full": st405_full,
-        "step_micro_batch": st405_mb, "time": t405, "meta_mfu": meta_mfu}
+        "step_micro_batch": st405_mb, "time": t405, "meta_mfu": meta_mfu})
 
 
 def _zero_name(zero: int) -> str:
@@ -267,12 +266,12 @@ def _zero_name(zero: int) -> str:
             3: "FSDP as Meta ran it (ZeRO-3)"}[int(zero)]
 
 
-def case3_published_prose(step: dict) -> tuple[ChapterText, dict]:
+def case3_published_prose(step: dict) -> ChapterText:
     """Case 3 against what was published and what the planner does with the same 16,384 GPUs: the model card's
     GPU-hours, the paper's steady state, the calibrated whole-run estimate, the planner's fastest plan (at its
     90% line, with sharding under a pipeline searched, and at 99% of the GPU) and the long-context stage.
 
-    ``step``: the results of :func:`case3_step_prose`. Returns ``(text, results)``: ``results`` holds
+    ``step``: :func:`case3_step_prose`'s ``data``. Its ``data`` holds
     ``card`` and ``steady`` (the two rows), ``at_steady`` and ``at_default`` (``training_time`` at the
     paper's MFU and as a whole run), ``best`` (the planner's fastest row), ``run_best``, ``recompute_layers``
     and ``chunk_layers``. Raises :class:`~llmsizing.prose.ProseOutOfDate` where the chapter's reading fails:
@@ -426,6 +425,6 @@ def case3_published_prose(step: dict) -> tuple[ChapterText, dict]:
     _says(0 < s_layout_lc < 1 - t405.gpu_hours / card.gpu_hours,
           "with the long-context stage the post-training share needed is smaller")
     out["c3_s_layout_lc"] = f"{s_layout_lc:.0%}"
-    return ChapterText(out, "\n".join(lines)), {
+    return ChapterText(out, "\n".join(lines), {
         "card": card, "steady": steady, "at_steady": at_steady, "at_default": at_default, "best": best,
-        "run_best": run_best, "recompute_layers": n_best, "chunk_layers": chunk_layers}
+        "run_best": run_best, "recompute_layers": n_best, "chunk_layers": chunk_layers})

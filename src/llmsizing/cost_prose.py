@@ -2,11 +2,11 @@
 
 :func:`pareto_front_prose` reads the planner's cost-against-days front for Llama-3-70B (and why its fastest
 plan beats the interleaved pipeline on as many GPUs); :func:`jobs_by_gpu_prose` reads one job priced on five
-GPU types. Each returns the table the chapter prints and the texts its prose quotes (the chapter glues each as
-``ch11_<name>``). The prose's readings ("one sequence per replica", "more calls, less wait", "the A100 dearest
-per job among NVIDIA's") are checked against the numbers, and :class:`ProseOutOfDate` names the one that no
-longer holds. Nothing here computes a new quantity: the sentences only format and compare what the library's
-functions return.
+GPU types. Each returns a :class:`~llmsizing.prose.ChapterText`: the table the chapter prints (``report``) and
+the texts its prose quotes (``values``, glued as ``ch11_<name>``). The prose's readings ("one sequence per
+replica", "more calls, less wait", "the A100 dearest per job among NVIDIA's") are checked against the numbers,
+and :class:`ProseOutOfDate` names the one that no longer holds. Nothing here computes a new quantity: the
+sentences only format and compare what the library's functions return.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from .job import Job
 from .layouts import step_time
 from .model_catalog import get_model
 from .planner import recompute_kwargs
-from .prose import ProseOutOfDate
+from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
 from .time_cost import published_runs, training_time
 
@@ -47,7 +47,7 @@ def _plan_step(r, model="llama-3-70b"):
                      grad_accum=int(r["grad_accum"]), **recompute_kwargs(r))
 
 
-def pareto_front_prose(plans) -> tuple[str, dict]:
+def pareto_front_prose(plans) -> ChapterText:
     """The front of ``plans`` (:func:`~llmsizing.planner.plan` of Llama-3-70B on H100s, 8,192-token sequences,
     a global batch of 512): the table the chapter prints and its texts. Raises :class:`ProseOutOfDate` where a
     reading fails: the cheapest plan one sequence per replica at the batch's cap, the fastest without a
@@ -104,7 +104,7 @@ def pareto_front_prose(plans) -> tuple[str, dict]:
              front_one_dp_ms=f"{st_one.exposed_by_group_s['dp'] * 1e3:,.0f} ms",
              front_vp_comp_ms=f"{(st_vp.compute_s - st_one.compute_s) * 1e3:,.0f} ms",
              front_vp_bubble_ms=f"{st_vp.bubble_s * 1e3:,.0f} ms")
-    return show.to_string(index=False), t
+    return ChapterText(t, show.to_string(index=False))
 
 
 def _job_table(jobs) -> str:
@@ -117,7 +117,7 @@ def _job_table(jobs) -> str:
     return view.to_string(index=False)
 
 
-def jobs_by_gpu_prose(jobs, reference) -> tuple[str, dict]:
+def jobs_by_gpu_prose(jobs, reference) -> ChapterText:
     """One job (Llama-3-70B, 100B tokens of 8,192) on each GPU type of :data:`JOB_GPUS`: the table the chapter
     prints and its texts. ``jobs``: :func:`~llmsizing.time_cost.cost_by_gpu` of that job on those types;
     ``reference``: :func:`~llmsizing.time_cost.training_time` of the chapter's first job (1T tokens on 1,024
@@ -158,7 +158,7 @@ def jobs_by_gpu_prose(jobs, reference) -> tuple[str, dict]:
     _says_which_is_cheapest(by)
     t["mi300x_price_month"] = pd.Timestamp(get_gpu("MI300X").price_as_of).strftime("%B %Y")
     t.update(_torchao_texts(by))
-    return _job_table(jobs), t
+    return ChapterText(t, _job_table(jobs))
 
 
 def _borrowed_range_texts(by, notes) -> dict:

@@ -2,12 +2,13 @@
 seeds' memory figures (issue 38).
 
 Each function builds what one section of the chapter prints and the texts its markdown quotes, keyed by name
-(the chapter glues each as ``ch7_<name>``), for Llama-3-8B on H100s unless it says otherwise. Every statement
-the chapter makes about those numbers is checked here, and :class:`~llmsizing.prose.ProseOutOfDate` names the
-one that no longer holds, so the build fails instead of printing a sentence the numbers contradict. Nothing
-here computes a new quantity: it formats and compares what :func:`~llmsizing.memory.training_memory`,
-:func:`~llmsizing.comm.communication`, :func:`~llmsizing.comm.dp_breakeven_tokens`,
-:func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.model_states` return.
+(a :class:`~llmsizing.prose.ChapterText`: ``values``, glued as ``ch7_<name>``; ``report``, printed), for
+Llama-3-8B on H100s unless it says otherwise. Every statement the chapter makes about those numbers is checked
+here, and :class:`~llmsizing.prose.ProseOutOfDate` names the one that no longer holds, so the build fails
+instead of printing a sentence the numbers contradict. Nothing here computes a new quantity: it formats and
+compares what :func:`~llmsizing.memory.training_memory`, :func:`~llmsizing.comm.communication`,
+:func:`~llmsizing.comm.dp_breakeven_tokens`, :func:`~llmsizing.layouts.step_time` and
+:func:`~llmsizing.memory.model_states` return.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .memory import activation_room_bytes, min_gpus_for_bytes, model_states, mod
     training_memory
 from .model_catalog import get_model
 from .parallel import Parallel
-from .prose import ProseOutOfDate
+from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
 from .units import GB, GiB, fmt_gib
 
@@ -51,7 +52,7 @@ def ddp_measured_copies():
 DDP_KINDS = {"no buffer": False, "True": True, "ddp-view": "ddp-view", "ddp-copy": "ddp-copy"}
 
 
-def ddp_copies_prose() -> tuple[str, dict]:
+def ddp_copies_prose() -> ChapterText:
     """PyTorch DDP's copies of the gradients (:func:`~llmsizing.footprint.grad_copies`), checked against the
     measured storages, and Llama-3-8B's peak on 8 H100s under each kind of buffer: the tables the section
     prints and its texts.
@@ -125,7 +126,7 @@ def ddp_copies_prose() -> tuple[str, dict]:
         "ddpc_usable": fmt_gib(usable),
         "ddpc_h100": fmt_gib(h100.memory_bytes),
     }
-    return "\n".join(lines), texts
+    return ChapterText(texts, "\n".join(lines))
 
 
 def pcie_rates_gbps() -> tuple[float, float]:
@@ -155,7 +156,7 @@ def _one_per_node(dp, zero=0, **kw):
                      grad_accum=512 // dp, gpus_per_node=1, **kw)
 
 
-def breakeven_prose() -> tuple[str, dict, dict]:
+def breakeven_prose() -> ChapterText:
     """The tokens per GPU per step above which data-parallel traffic hides behind compute, by link and
     placement (:func:`~llmsizing.comm.dp_breakeven_tokens`), and what the step model makes of one GPU per
     node: the table the section prints, its texts and the busy fraction of DDP at ``dp`` 64 and 256 (the
@@ -285,7 +286,7 @@ def breakeven_prose() -> tuple[str, dict, dict]:
         "PCIe through host memory",
         pd.DataFrame(rows).T.to_string(),
         f"closed form on NVLink ({w_nv:,.0f} GB/s achieved), 6N FLOPs per token: {closed:,.0f} tokens"])
-    return text, texts, acc_busy
+    return ChapterText(texts, text, {"acc_busy": acc_busy})
 
 
 def _p2p_node(g):
@@ -299,7 +300,7 @@ def _p2p_node(g):
                    intra_link_gbps_one_way=link_bandwidth_one_way_gbps(g))
 
 
-def pcie_zero3_prose() -> tuple[str, dict]:
+def pcie_zero3_prose() -> ChapterText:
     """Seed 004's claim, ZeRO-3 on GPUs without NVLink below 20% busy: Llama-3-8B over 8 GPUs linked only
     by PCIe (an A100 and an H100 on their PCIe generation, an L40S at a stand-in efficiency), by tokens per
     micro-batch, and the thresholds below which it holds: the table the section prints and its texts.
@@ -370,7 +371,7 @@ def pcie_zero3_prose() -> tuple[str, dict]:
     _says(not kernel_efficiency_row(cases["L40S, PCIe Gen4"]).runs, "the L40S runs at a stand-in efficiency")
     _says(thresholds["l40s"] < thresholds["a100"] < thresholds["h100"],
           "the L40S crosses 20% first, then the A100, then the H100")
-    return text, texts
+    return ChapterText(texts, text)
 
 
 def zero_states(model, dp: int, zero: int, offload: str = "none"):
@@ -378,7 +379,7 @@ def zero_states(model, dp: int, zero: int, offload: str = "none"):
     return model_states(model, parallel=Parallel(dp=dp, zero=zero, offload=offload))
 
 
-def seed_memory_prose() -> tuple[str, dict]:
+def seed_memory_prose() -> ChapterText:
     """The seeds' memory figures for data parallelism (``data/seed_claims.csv``, chapter 14) against the model
     states per GPU: the table the section prints and its texts.
 
@@ -458,4 +459,4 @@ def seed_memory_prose() -> tuple[str, dict]:
         "seed10_12": f"{seed10_bytes / 10_000_000_000:g}",
         "seed10_12half": f"{seed10_bytes / 2 / GB:,.0f} GB",
     }
-    return text, texts
+    return ChapterText(texts, text)

@@ -2,13 +2,13 @@
 
 The chapter's cells used to build these sentences inline (issue 38: notebooks stay short).
 :func:`calibration_prose` reads the published steps against the model
-(:func:`~llmsizing.finetune_time.finetune_residuals`), each against its base's stated range
-(``GROUP_RANGES``: a QLoRA step's, a LoRA step's; full fine-tuning is known out), and the nested
-leave-one-source-out check behind ``data/intervals.csv``
-(:func:`~llmsizing.finetune_time.finetune_loso_check`). It checks what the prose says about the rows
-(:func:`~llmsizing.prose.prose_check`) and returns a :class:`~llmsizing.prose.ProseFacts`, the texts the
-notebook glues as ``{eval}`ch16_<name>```. :func:`multi_gpu_prose` does the same for the section on several
-GPUs (DDP, FSDP, ZeRO-3). No new arithmetic: every figure is a published row's ratio or the model's own step.
+(:func:`~llmsizing.finetune_time.finetune_residuals`), each against its base's stated range (``GROUP_RANGES``:
+a QLoRA step's, a LoRA step's; full fine-tuning is known out), and the nested leave-one-source-out check
+behind ``data/intervals.csv`` (:func:`~llmsizing.finetune_time.finetune_loso_check`). It checks what the prose
+says about the rows (:func:`~llmsizing.prose.prose_check`) and returns a
+:class:`~llmsizing.prose.ChapterText`, the texts the notebook glues (``values``) as ``{eval}`ch16_<name>```.
+:func:`multi_gpu_prose` does the same for the section on several GPUs (DDP, FSDP, ZeRO-3). No new arithmetic:
+every figure is a published row's ratio or the model's own step.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from .finetune_strategies import strategy_table
 from .finetune_time import (DEQUANT_BANDWIDTH_FRACTION, GROUP_RANGES, RESIDUAL_RANGE, finetune_loso_check,
                             finetune_residuals, finetune_time, fit_on, published_frame)
 from .intervals import intervals_table, min_units, nested_min_units
-from .prose import ProseFacts, prose_check
+from .prose import ChapterText, prose_check
 from .units import GiB
 
 __all__ = ["ratio_span", "calibration_prose", "multi_gpu_prose"]
@@ -48,10 +48,10 @@ def _minmax(s, fmt: str = "{:.2f}") -> str:
     return f"{fmt.format(s.min())} to {fmt.format(s.max())}"
 
 
-def calibration_prose() -> ProseFacts:
+def calibration_prose() -> ChapterText:
     """Chapter 16's calibration section: the prose's figures and claims about the published fine-tuning steps.
 
-    ``values`` keeps what later cells read: ``cal`` (every row, with its stated range ``lo``/``hi``),
+    ``data`` keeps what later cells read: ``cal`` (every row, with its stated range ``lo``/``hi``),
     ``covered`` (the LoRA and QLoRA rows the range is judged on), ``iv`` (data/intervals.csv's grouped row),
     ``loso``/``loso_rows`` (the nested check, on the covered rows in order) and ``aai_h100`` (a mask of
     ``covered``: Answer.AI's H100 run).
@@ -62,8 +62,8 @@ def calibration_prose() -> ProseFacts:
     cal["lo"], cal["hi"] = (groups.map(lambda g, i=i: ends[g][i]) for i in (0, 1))
     covered = cal[cal["known_out"] == ""]                       # every LoRA/Q-LoRA row (full: known out)
     out = cal[cal["known_out"] != ""]
-    facts = ProseFacts(values={"cal": cal, "covered": covered})
-    text = facts.text
+    facts = ChapterText(data={"cal": cal, "covered": covered})
+    text = facts.values
     bare, bare7, bare14, bare1k = (finetune_time(m, seq=s, layer_overhead_s=0, **_QWEN)   # no launches
                                    for m, s in (("qwen-1.8b", 256), ("qwen-7b", 256), ("qwen-14b", 256),
                                                 ("qwen-1.8b", 1024)))
@@ -71,7 +71,7 @@ def calibration_prose() -> ProseFacts:
     text["cal_range"] = (f"{q_lo:.2f} to {q_hi:.2f} times the model's for QLoRA and {b_lo:.2f} to {b_hi:.2f} "
                          "times for LoRA")
     ivt = intervals_table().set_index(["area", "group"])
-    iv = facts.values["iv"] = ivt.loc[("fine-tuning-base", "all")]    # the grouped check: the ranges stated
+    iv = facts.data["iv"] = ivt.loc[("fine-tuning-base", "all")]    # the grouped check: the ranges stated
     iv1 = ivt.loc[("fine-tuning", "all")]                             # one pooled range, as before session 43
     text["cov1"] = f"{iv1['measured_coverage']:.1%}"
     text["width1"] = f"{iv1['median_width']:.2f}"
@@ -103,7 +103,7 @@ def calibration_prose() -> ProseFacts:
     is_aai = covered["framework"].str.startswith("Answer.AI")
     text["cal_aai"] = _minmax(covered[is_aai & covered["gpu"].isin(["A100 40GB", "RTX 4090"])]["ratio"])
     ada = covered["gpu"] == "RTX 6000 Ada"                                # Answer.AI's 2 and 4 cards
-    aai_h100 = facts.values["aai_h100"] = (covered["gpu"] == "H100 SXM") & is_aai     # four H100s
+    aai_h100 = facts.data["aai_h100"] = (covered["gpu"] == "H100 SXM") & is_aai     # four H100s
     multinode = covered["run"].str.contains("multinode")
     text["cal_ada"] = ratio_span(covered[ada]["ratio"])
     text["cal_h100"] = ratio_span(covered[aai_h100]["ratio"])
@@ -133,7 +133,7 @@ def calibration_prose() -> ProseFacts:
     text["cal_mn_max"] = f"{covered[multinode]['ratio'].max():.2f}"
     text["cal_qwen_n"] = f"{covered['source'].str.startswith('QwenLM').sum()}"
     loso, loso_rows = finetune_loso_check(grouping="base")   # the nested check behind data/intervals.csv
-    facts.values.update(loso=loso, loso_rows=loso_rows)
+    facts.data.update(loso=loso, loso_rows=loso_rows)
     _says(
         round(loso.measured_coverage, 4)
         == round(iv["measured_coverage"], 4),
@@ -152,9 +152,9 @@ def calibration_prose() -> ProseFacts:
     return facts
 
 
-def _misses(facts: ProseFacts, covered, ada, aai_h100, multinode, loso) -> None:
+def _misses(facts: ChapterText, covered, ada, aai_h100, multinode, loso) -> None:
     """The rows outside their range, slow and fast, as the prose names them, and four sources' spans."""
-    text = facts.text
+    text = facts.values
     above, below = covered["ratio"] > covered["hi"], covered["ratio"] < covered["lo"]
     slow_miss = covered[above]
     ult = covered["source"].str.startswith("ljm565/universal-llm-trainer")       # its own loop, 8,192 tokens
@@ -236,10 +236,10 @@ def _misses(facts: ProseFacts, covered, ada, aai_h100, multinode, loso) -> None:
     text["cal_q18_256"] = f"{q256[q256['model'] == 'qwen-1.8b']['ratio'].iloc[0]:.2f}"
 
 
-def _launches(facts: ProseFacts, covered, bare, bare1k, bare14) -> None:
+def _launches(facts: ChapterText, covered, bare, bare1k, bare14) -> None:
     """The launch cost refit without either large source, and where the launches, not the arithmetic, set a
     Qwen step (the flat 256-to-1,024-token steps of Qwen-1.8B)."""
-    text = facts.text
+    text = facts.values
     covered_all = published_frame()[lambda d: d["known_out"] == ""]
     launch = {}
     for key, drop in (("noqwen", "QwenLM"), ("noob", "huggingface/optimum-benchmark")):
@@ -272,20 +272,20 @@ def _hours_range(low, high) -> str:
     return f"{low:,.0f} to {high:,.0f}"
 
 
-def multi_gpu_prose(one_gpu, budget: dict, covered, aai_h100, model: str = "llama-3-70b") -> ProseFacts:
+def multi_gpu_prose(one_gpu, budget: dict, covered, aai_h100, model: str = "llama-3-70b") -> ChapterText:
     """Chapter 16's "Over several GPUs" section: ``model`` on eight H100s by DDP, FSDP and ZeRO-3, against
     ``one_gpu`` (its QLoRA fine-tune on one H100 at its largest micro-batch, a
     :class:`~llmsizing.finetune_time.FinetuneTime`); FSDP at its own largest micro-batch; Answer.AI's
     published H100 ratio as a what-if; where the gathers show (L40S, H100 PCIe, two nodes).
 
     ``budget`` holds the fine-tune's ``tokens``, ``seq`` and ``recompute``; ``covered`` and ``aai_h100`` are
-    :func:`calibration_prose`'s rows and Answer.AI's H100 mask. ``values["table"]`` is the printed table.
+    :func:`calibration_prose`'s rows and Answer.AI's H100 mask. ``data["table"]`` is the printed table.
     """
     if not {"tokens", "seq", "recompute"} <= set(budget):
         raise TypeError(f"budget must hold tokens, seq and recompute, got {sorted(budget)}")
     h100, l40s = get_gpu("H100 SXM"), get_gpu("L40S")
-    facts = ProseFacts()
-    text = facts.text
+    facts = ChapterText()
+    text = facts.values
     strategy_of = {"DDP": "ddp", "FSDP": "fsdp", "ZeRO-3": "zero3"}
     rows, multi = [], {}
     for label, method in (("DDP", "lora"), ("DDP", "qlora"), ("FSDP", "qlora"), ("ZeRO-3", "lora")):
@@ -300,7 +300,7 @@ def multi_gpu_prose(one_gpu, budget: dict, covered, aai_h100, model: str = "llam
         if not r["fits"]:          # no time or cost for a recipe that does not fit: it cannot run
             row.update({k: "-" for k in ("exposed comm s", "hours", "80% range", "cost", "cost range")})
         rows.append(row)
-    facts.values["table"] = pd.DataFrame(rows)
+    facts.data["table"] = pd.DataFrame(rows)
     ddp_q, fsdp_q = multi[("DDP", "qlora")], multi[("FSDP", "qlora")]
     text["t_ddp_lora_gib"] = f"{multi[('DDP', 'lora')]['memory_per_gpu_bytes'] / GiB:,.0f} GiB"
     text["t_fsdp_gib"] = f"{fsdp_q['memory_per_gpu_bytes'] / GiB:,.1f} GiB"
@@ -357,10 +357,10 @@ def multi_gpu_prose(one_gpu, budget: dict, covered, aai_h100, model: str = "llam
     return facts
 
 
-def _gathers(facts: ProseFacts, model: str, budget: dict, l40s, h100) -> None:
+def _gathers(facts: ChapterText, model: str, budget: dict, l40s, h100) -> None:
     """Where FSDP's gathers show: the links decide, not the word PCIe or the node count; and where both fit
     and the gathers show, DDP is the faster choice (a smaller model's QLoRA on the same cards)."""
-    text = facts.text
+    text = facts.values
     kw = dict(method="qlora", **budget)
     on_l40s = strategy_table(model, l40s, n_gpus=8, **kw)                     # PCIe Gen4, no peer-to-peer
     on_pcie = strategy_table(model, get_gpu("H100 PCIe"), n_gpus=8, **kw)     # PCIe Gen5, peer-to-peer

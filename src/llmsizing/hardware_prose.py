@@ -2,8 +2,8 @@
 
 :func:`h200_exercise_prose` sets the two Hopper parts side by side (ridge point, decoding bound, the
 calibrated training time, the step model's memory-bound kernels and GEMMs, a card filled with KV caches) and
-returns what the solution prints with the texts its prose quotes, keyed by name (the chapter glues each as
-``ch6_<name>``).
+returns a :class:`~llmsizing.prose.ChapterText`: what the solution prints (``report``) and the texts its
+prose quotes, keyed by name (``values``, glued as ``ch6_<name>``).
 Each reading of the prose ("not at all faster", "the curve's gain is several times what was measured", "the
 bandwidth does more than the capacity") is checked against the numbers, and :class:`ProseOutOfDate` names the
 one that no longer holds. Nothing here computes a new quantity: the sentences only format and compare what the
@@ -19,7 +19,7 @@ from .kernels import gemm_efficiency
 from .layouts import step_time
 from .parallel import Parallel
 from .pointwise import pointwise_seconds, stage_pointwise_bytes_per_token
-from .prose import ProseOutOfDate
+from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
 from .time_cost import training_time
 
@@ -49,7 +49,7 @@ def decode_fill(model, gpu, context: int = 4096):
     return b, (decode_step_roofline(model, gpu, batch=b, context=context) if b else None)
 
 
-def h200_exercise_prose(gemm_shape) -> tuple[str, dict]:
+def h200_exercise_prose(gemm_shape) -> ChapterText:
     """Exercise 1's solution: what it prints and its texts by name. ``gemm_shape``: (m, n, k) of the best
     bf16 matrix multiply of Bekman's H100 search (``data/gemm_efficiency.csv``), which he notes the H200 runs
     no faster. Raises :class:`ProseOutOfDate` where the solution's reading fails."""
@@ -106,4 +106,4 @@ def h200_exercise_prose(gemm_shape) -> tuple[str, dict]:
     lines.append(f"Llama-3-70B, bf16 weights {w70:,.1f} GiB: {fit70} sequences of 4,096 fit")
     _says(fit70["H100 SXM"] == 0 < fit70["H200"], "Llama-3-70B's weights fit on one H200 and not on one H100")
     t.update(ex1_w70=f"{w70:,.1f} GiB", ex1_fit70_h200=f"{fit70['H200']}")
-    return "\n".join(lines) + "\n", t
+    return ChapterText(t, "\n".join(lines) + "\n")

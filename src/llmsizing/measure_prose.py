@@ -1,7 +1,8 @@
 """Chapter 5's measurements in sentences: every number its prose quotes, keyed by name (issue 38).
 
 Each function serves one section of ``book/05_measure_it_yourself.ipynb`` and returns the texts its markdown
-quotes (the chapter glues each as ``ch5_<name>``) and, where the section prints a table, that text too. The
+quotes (``values`` of a :class:`~llmsizing.prose.ChapterText`, glued as ``ch5_<name>``) and, where the
+section prints a table, that text too (``report``). The
 chapter reads the measured CSVs in sentences ("the peak is in the loss's backward", "the published pairs do
 not support 8%"); each such reading is checked here against the numbers, and :class:`ProseOutOfDate` names
 the one that no longer holds, so the build fails instead of printing a sentence the data contradict. Nothing
@@ -24,7 +25,7 @@ from .mfu_published import PUBLISHED_RUNS_CSV
 from .model_catalog import get_model
 from .op_sac import OP_SAC_TP_CSV, op_sac_layer_bytes, op_sac_tp_measured
 from .parallel import OP_SAC_MODES, OP_SAC_SDPA_RERUN
-from .prose import ProseOutOfDate
+from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
 from .states import FIXED_OVERHEAD_BYTES, FRAGMENTATION, fragmentation_room, peak_room_bytes
 from .units import GiB, fmt_count
@@ -44,7 +45,7 @@ def _span(values, fmt: str) -> str:
     return f"{fmt.format(values.min())} to {fmt.format(values.max())}"
 
 
-def step_sweep_prose(cmp, steps) -> dict:
+def step_sweep_prose(cmp, steps) -> ChapterText:
     """The opening's numbers: the saved-tensor sweep (``cmp``,
     :func:`~llmsizing.measurements.compare_measurements`) and the whole-step sweep (``steps``,
     :func:`~llmsizing.measurements.compare_steps`), the fitted working set and its held-out errors. Raises
@@ -114,10 +115,10 @@ def step_sweep_prose(cmp, steps) -> dict:
              ws_min=f"{ws['per_row_min']:.2f}", ws_median=f"{ws['per_row_median']:.2f}",
              ws_max=f"{ws['per_row_max']:.2f}")
     t["ho_peak"] = f"{max(abs(h.loc['held out', 'worst_peak_error']) for h in held_out.values()):.1%}"
-    return t
+    return ChapterText(t)
 
 
-def step_findings_prose(steps) -> tuple[str, dict]:
+def step_findings_prose(steps) -> ChapterText:
     """The table of the step sweep's worst errors per group (the text the chapter prints) and the numbers of
     "what the sweep found": the loss's bytes per logit, the optimizer's temporaries, autocast's weight copies,
     the masked SDPA rows, the allowance and the published fragmentation, the loss-peak runs and Megatron-LM's
@@ -181,7 +182,7 @@ def step_findings_prose(steps) -> tuple[str, dict]:
     _says((swiglu_cols.nunique() == 1).all(), "each SwiGLU variant saves one count of columns at every shape")
     t["swiglu_fused_f"] = f"{swiglu_cols.first()['megatron-fused']:.0f}"
     t["swiglu_unfused_f"] = f"{swiglu_cols.first()['unfused']:.0f}"
-    return printed, t
+    return ChapterText(t, printed)
 
 
 def op_sac_runs() -> set:
@@ -190,7 +191,7 @@ def op_sac_runs() -> set:
     return set(published[published["recompute"].isin(OP_SAC_MODES)]["run"])
 
 
-def layout_fits_prose() -> tuple[str, dict]:
+def layout_fits_prose() -> ChapterText:
     """The published layouts against the memory model: the summary and the misses (the text the chapter
     prints), and the numbers of its prose, with op SAC's tensor-parallel split. Raises
     :class:`ProseOutOfDate` where a reading fails: no miss gets Megatron-Core's gradient buffer, the two
@@ -234,7 +235,7 @@ def layout_fits_prose() -> tuple[str, dict]:
     _says((sdpa_rerun["gpu"] == "B200").all(), "the runs that rerun attention are B200 runs")
     t["lf_sdpa_n"] = f"{len(sdpa_rerun)}"
     t.update(_op_sac_tp_texts())
-    return "\n".join(lines) + "\n", t
+    return ChapterText(t, "\n".join(lines) + "\n")
 
 
 def _op_sac_tp_texts() -> dict:
@@ -264,7 +265,7 @@ def _op_sac_tp_texts() -> dict:
     return t
 
 
-def measured_memory_prose() -> tuple[str, dict]:
+def measured_memory_prose() -> ChapterText:
     """The published runs whose sources logged their GPU memory against the model's peak: the table the
     chapter prints and the numbers of its reading. Raises :class:`ProseOutOfDate` where the reading fails:
     every KempnerForge run under-counted, none of torchtitan's own over-counted, torchao's H100 runs not
@@ -308,4 +309,4 @@ def measured_memory_prose() -> tuple[str, dict]:
          "mm_kf_ratio": _span(kf["ratio"], "{:.2f}"),
          "mm_kf_ratio_fsdp": _span(kf.loc[~tp, "ratio"], "{:.2f}"),
          "mm_kf_ratio_tp": _span(kf.loc[tp, "ratio"], "{:.2f}")}
-    return printed, t
+    return ChapterText(t, printed)

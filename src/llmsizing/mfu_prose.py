@@ -3,12 +3,12 @@ software stack, the range from what a planner knows before the job, and Llama 3.
 stage's MFU against Table 4 (issue 38).
 
 Each function builds what one section of the chapter prints and the texts its markdown quotes, keyed by name
-(the chapter glues each as ``ch10_<name>``). Every statement the chapter makes about those numbers is checked
-here, and :class:`~llmsizing.prose.ProseOutOfDate` names the one that no longer holds, so the build fails
-instead of printing a sentence the data contradict. Nothing here computes a new quantity: it formats and
-compares what :func:`~llmsizing.mfu.mfu_residuals`, :func:`~llmsizing.intervals.intervals_table`,
-:func:`~llmsizing.calibration.run_mfu_at`, :func:`~llmsizing.mfu_inputs.inputs_model_table` and
-:func:`~llmsizing.time_cost.training_time` return.
+(a :class:`~llmsizing.prose.ChapterText`: ``values``, glued as ``ch10_<name>``; ``report``, printed). Every
+statement the chapter makes about those numbers is checked here, and :class:`~llmsizing.prose.ProseOutOfDate`
+names the one that no longer holds, so the build fails instead of printing a sentence the data contradict.
+Nothing here computes a new quantity: it formats and compares what :func:`~llmsizing.mfu.mfu_residuals`,
+:func:`~llmsizing.intervals.intervals_table`, :func:`~llmsizing.calibration.run_mfu_at`,
+:func:`~llmsizing.mfu_inputs.inputs_model_table` and :func:`~llmsizing.time_cost.training_time` return.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 
 from .catalog import get_gpu
 from .intervals import intervals_table
-from .prose import ProseOutOfDate
+from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
 
 __all__ = ["ProseOutOfDate", "calibration_prose", "stack_ranges_prose", "inputs_range_prose", "INPUTS_JOB",
@@ -90,7 +90,7 @@ def _layout_choices() -> dict:
     return texts
 
 
-def calibration_prose() -> tuple[str, dict]:
+def calibration_prose() -> ChapterText:
     """The published runs against the calibrated MFU model (:func:`~llmsizing.mfu.mfu_residuals`), the
     ranges' measured coverage (``data/intervals.csv``) and the MFUs the prose quotes: the table the section
     prints and its texts.
@@ -148,7 +148,7 @@ def calibration_prose() -> tuple[str, dict]:
     texts["unfused_a100"] = f"{attention_efficiency(a100, head_dim=128, seq=2048, kernel='unfused'):.0%}"
     texts["fa2_a100"] = f"{attention_efficiency(a100, head_dim=128, seq=2048):.0%}"
     texts.update(_layout_choices())
-    return _calibration_table(res), texts
+    return ChapterText(texts, _calibration_table(res))
 
 
 _GEN_NAMES = {"hopper": "Hopper", "ampere": "Ampere"}
@@ -174,7 +174,7 @@ def _row_name(g: str) -> str:
             else f"the {_FAMILY_LABEL[parts[0]]} family as a whole")
 
 
-def stack_ranges_prose() -> tuple[str, dict]:
+def stack_ranges_prose() -> ChapterText:
     """The layout range by software stack and GPU generation (:mod:`llmsizing.frameworks`; each location
     fitted without the held-out source, an unknown stack keeping the pooled range) and the conformal
     arithmetic of its nested folds (:func:`~llmsizing.intervals.sources_outside`): the table the section
@@ -239,7 +239,7 @@ def stack_ranges_prose() -> tuple[str, dict]:
                                    "most extreme run the other sources published.")
     texts["stack_n_out"] = f"{round((1 - stack_all['measured_coverage']) * stack_all['n_rows'])}"
     texts["stack_n_rows"] = f"{int(stack_all['n_rows'])}"
-    return text, texts
+    return ChapterText(texts, text)
 
 
 #: The chapter's job priced with and without what a planner knows: an 8B model, 1T tokens on 768 H100s at
@@ -248,7 +248,7 @@ INPUTS_JOB = dict(tokens=1e12, gpu="H100 SXM", seq=4096, n_gpus=768)
 INPUTS_JOB_STEP_TOKENS = 4 * 2**20
 
 
-def inputs_range_prose() -> tuple[str, dict]:
+def inputs_range_prose() -> ChapterText:
     """The end-to-end range with what a planner knows before the job (:mod:`llmsizing.mfu_inputs`; its terms,
     score and strata registered before the check, :data:`llmsizing.range_candidates.REGISTERED`): the table
     the section prints and its texts.
@@ -335,7 +335,7 @@ def inputs_range_prose() -> tuple[str, dict]:
     texts["in_job_gpus"] = f"{INPUTS_JOB['n_gpus']:,}"
     texts["in_job_seq"] = f"{INPUTS_JOB['seq']:,}"
     texts["in_job_step"] = f"{INPUTS_JOB_STEP_TOKENS / 2**20:.0f}M"
-    return text, texts
+    return ChapterText(texts, text)
 
 
 #: Llama 3's long stage's context (its last ~800B tokens at 128K) and its 16M tokens a step at every length
@@ -344,7 +344,7 @@ LLAMA3_LONG_SEQ = 131_072
 LLAMA3_BATCH_TOKENS = 16 * 2**20
 
 
-def llama3_stages_prose() -> tuple[str, dict]:
+def llama3_stages_prose() -> ChapterText:
     """Llama 3.1 405B's pre-training in its two stages on 16,384 H100s: on Meta's published layouts
     (:func:`~llmsizing.llama3_405b_layout`, Table 4: TP8 PP16 DP128 at 8K, CP16 at 128K) and left to
     :func:`~llmsizing.plan`, against the model card's GPU-hours (``data/published_runs.csv``): the tables the
@@ -413,4 +413,4 @@ def llama3_stages_prose() -> tuple[str, dict]:
     _says(p_short.hfu / p_short.mfu > 1.3, "the planned 8K stage recomputes every layer")
     texts["meta_gib"] = f"{meta_bytes / 2**30:.1f} GiB"
     texts["usable_gib"] = f"{USABLE_FRACTION * h100.memory_bytes / 2**30:.1f} GiB"
-    return "\n".join(lines), texts
+    return ChapterText(texts, "\n".join(lines))

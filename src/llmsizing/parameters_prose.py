@@ -1,12 +1,13 @@
 """Chapter 1's parameter counts in sentences: the tables it shows, every number its prose quotes (issue 38).
 
-Each function serves one section of ``book/01_parameters.ipynb`` and returns the table the section shows
-with the texts its prose quotes, keyed by name (the chapter glues each as ``ch1_<name>``): the catalogue
-against the published counts (:func:`published_counts_prose`), the ``12 L h^2`` shortcut
-(:func:`shortcut_prose`) and the mixtures of experts (:func:`moe_counts_prose`). The prose's readings ("one
-recorded miss", "a few per cent at most", "the 36.7B does not round from the count") are checked against
-the numbers, and :class:`ProseOutOfDate` names the one that no longer holds. Nothing here computes a new
-quantity: the sentences only format and compare what the library's functions return.
+Each function serves one section of ``book/01_parameters.ipynb`` and returns a
+:class:`~llmsizing.prose.ChapterText`: the table the section shows (``data["table"]``) and the texts its prose
+quotes, keyed by name (``values``, glued as ``ch1_<name>``): the catalogue against the published counts
+(:func:`published_counts_prose`), the ``12 L h^2`` shortcut (:func:`shortcut_prose`) and the mixtures of
+experts (:func:`moe_counts_prose`). The prose's readings ("one recorded miss", "a few per cent at most", "the
+36.7B does not round from the count") are checked against the numbers, and :class:`ProseOutOfDate` names the
+one that no longer holds. Nothing here computes a new quantity: the sentences only format and compare what the
+library's functions return.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .flops import matmul_params
 from .model import Model, approx_params_12lh2
 from .model_catalog import get_model, list_models, model_entry
 from .mtp import mtp_param_counts
-from .prose import ProseOutOfDate
+from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
 from .units import fmt_count
 
@@ -45,7 +46,7 @@ def _rounds(n: int, e) -> bool:
     return round(n / e.published_rounded_to) * e.published_rounded_to == e.published_params
 
 
-def published_counts_prose() -> tuple[pd.DataFrame, dict]:
+def published_counts_prose() -> ChapterText:
     """Every catalogue model's computed count against its published one (the table the chapter shows) and the
     texts of its prose: the one recorded miss (the Megatron-LM table's 1.7B row) and its table's other rows,
     the exact and rounded agreements, Qi et al.'s vocabulary range and GPT-3's position table. Raises
@@ -87,7 +88,7 @@ def published_counts_prose() -> tuple[pd.DataFrame, dict]:
     gpt3 = get_model("gpt3-175b")
     pos = gpt3.param_breakdown()["position"]
     t.update(gpt3_n=f"{gpt3.n_params:,}", gpt3_pos=f"{pos:,}", gpt3_pos_share=f"{pos / gpt3.n_params:.3%}")
-    return check, t
+    return ChapterText(t, data={"table": check})
 
 
 def _zb_texts(zb_names) -> dict:
@@ -125,7 +126,7 @@ def non_embedding(m: Model) -> int:
     return m.n_params - parts["embedding"] - parts["position"] - parts["lm_head"]
 
 
-def shortcut_prose() -> tuple[pd.DataFrame, dict]:
+def shortcut_prose() -> ChapterText:
     """``12 L h^2`` against every dense model's exact count (the table the chapter shows) and the texts of
     its prose. Raises :class:`ProseOutOfDate` where a reading fails: the GPT-style giants within a few per
     cent, the one large over-count a GQA block with an ungated MLP of width 4h, one ungated GQA model
@@ -186,10 +187,10 @@ def shortcut_prose() -> tuple[pd.DataFrame, dict]:
         t[f"ne_{key}"] = f"{abs(ne[name]):.1f}%"
     _says(shortcut.loc["llama-3.1-405b", "one block / h^2"] < 12 and abs(err["llama-3.1-405b"]) < 0.1,
           "Llama-3.1-405B's blocks are smaller than 12 h^2, yet its total lands close")
-    return shortcut, t
+    return ChapterText(t, data={"table": shortcut})
 
 
-def moe_counts_prose() -> tuple[pd.DataFrame, dict]:
+def moe_counts_prose() -> ChapterText:
     """Every mixture of experts' total and active counts (the table the chapter shows) and the texts of its
     prose: Mixtral's and DeepSeek-V3's shares, DeepSeek's published active and MTP counts against the
     library's, and the config reader against transformers' modules built on the meta device
@@ -244,4 +245,4 @@ def moe_counts_prose() -> tuple[pd.DataFrame, dict]:
              meta_hf=", ".join(sorted(meta["transformers_version"].unique())),
              meta_torch=", ".join(sorted(meta["torch_version"].unique())),    # what it ran with
              meta_on=", ".join(sorted(meta["measured_on"].unique())))
-    return moe, t
+    return ChapterText(t, data={"table": moe})

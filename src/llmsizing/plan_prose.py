@@ -1,11 +1,11 @@
 """Chapter 12's worked example in words: what the prose says about a :func:`~llmsizing.planner.plan` table.
 
 The chapter's cells used to build these sentences inline (issue 38: notebooks stay short). Each function here
-takes the plan the chapter made, works out the figures its prose quotes, checks what its prose says about
-them (:func:`~llmsizing.prose.prose_check`) and returns a :class:`~llmsizing.prose.ProseFacts`, the texts
-the notebook glues (``{eval}`ch12_<name>```). Nothing here is new arithmetic: every figure is the planner's
-own row, or :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory` on that
-row's layout (``Job.from_plan_row``).
+takes the plan the chapter made, works out the figures its prose quotes, checks what its prose says about them
+(:func:`~llmsizing.prose.prose_check`) and returns a :class:`~llmsizing.prose.ChapterText`, the texts
+(``values``) the notebook glues (``{eval}`ch12_<name>```). Nothing here is new arithmetic: every figure is the
+planner's own row, or :func:`~llmsizing.layouts.step_time` and :func:`~llmsizing.memory.training_memory` on
+that row's layout (``Job.from_plan_row``).
 
 * :func:`layout` and :func:`front_table`: a plan row's layout, and the time-vs-cost front as a table.
 * :func:`plan_row_step`: a row's step as the planner priced it, or with an option changed.
@@ -34,7 +34,7 @@ from .mfu_inputs import layout_range_note
 from .pipeline_schedule import pipeline_bubble
 from .plan_space import recompute_kwargs, recompute_label
 from .planner import plan
-from .prose import ProseFacts, prose_check, usd
+from .prose import ChapterText, prose_check, usd
 
 __all__ = ["layout", "front_table", "plan_row_step", "grad_sent_bytes", "worked_example", "limits_prose"]
 
@@ -90,11 +90,11 @@ def _days(x) -> str:
     return f"{x:,.1f}"
 
 
-def worked_example(df, run: dict, model: str = "llama-3-70b") -> ProseFacts:
+def worked_example(df, run: dict, model: str = "llama-3-70b") -> ChapterText:
     """Chapter 12's worked example: the prose's figures and claims about ``df = plan(model, **run)``.
 
     ``run`` holds the plan's options (``tokens, gpus, seq, global_batch, max_gpus``: the persistent-buffer
-    answers plan again with it). ``values`` keeps what later cells read: ``front``, ``cheap``, ``fast``,
+    answers plan again with it). ``data`` keeps what later cells read: ``front``, ``cheap``, ``fast``,
     ``steps`` (each end's step, :func:`plan_row_step`), ``f1`` (the front's second plan) and ``buffer`` (its
     cheapest plans with a persistent gradient buffer: ``bf16``, ``fp32``, ``any`` ZeRO stage, ``ddp-copy``).
     Raises ``TypeError`` if ``df`` is not a plan table or ``run`` lacks gpus/seq/global_batch, and
@@ -111,8 +111,8 @@ def worked_example(df, run: dict, model: str = "llama-3-70b") -> ProseFacts:
     if len(front) < 2:
         raise ValueError(f"df's time-vs-cost front must hold at least two plans, got {len(front)}")
     cheap, fast = front.iloc[0], front.loc[front["days"].idxmin()]
-    facts = ProseFacts(values={"front": front, "cheap": cheap, "fast": fast})
-    text = facts.text
+    facts = ChapterText(data={"front": front, "cheap": cheap, "fast": fast})
+    text = facts.values
     text["gb_tokens"] = f"{gb * seq / 1e6:.2f}M"
     text["n_plans"] = f"{len(df):,}"
     text["n_front"] = f"{len(front)}"
@@ -124,7 +124,7 @@ def worked_example(df, run: dict, model: str = "llama-3-70b") -> ProseFacts:
         and notes.get(cheap["gpu"]) == layout_range_note(cheap["gpu"]) != "",
         "the front is on one GPU type, and its range is the borrowed one")
     text["range_note"] = notes.get(cheap["gpu"], "")
-    steps = facts.values["steps"] = {}
+    steps = facts.data["steps"] = {}
     for key, r in (("cheap", cheap), ("fast", fast)):
         text[f"{key}_n"] = f"{r['n_gpus']:,}"
         text[f"{key}_gpu"] = r["gpu"]
@@ -142,7 +142,7 @@ def worked_example(df, run: dict, model: str = "llama-3-70b") -> ProseFacts:
         text[f"{key}_dp_s"] = f"{st.comm_by_group_s['dp']:.2f} s"
         text[f"{key}_tp_s"] = f"{st.comm_by_group_s['tp']:.2f} s"
         text[f"{key}_exposed_s"] = f"{st.exposed_comm_s:.2f} s"
-    f1 = facts.values["f1"] = front.sort_values("n_gpus").iloc[1]     # the front's second plan: a doubling
+    f1 = facts.data["f1"] = front.sort_values("n_gpus").iloc[1]     # the front's second plan: a doubling
     # the days saved take the range's factors too (cost.front_steps: one GPU, dtype and stack, one factor)
     fsteps = front_steps(df)
     s1 = fsteps[0]
@@ -210,7 +210,7 @@ def worked_example(df, run: dict, model: str = "llama-3-70b") -> ProseFacts:
     return facts
 
 
-def _grad_buffer(facts: ProseFacts, run: dict, model: str, f1) -> None:
+def _grad_buffer(facts: ChapterText, run: dict, model: str, f1) -> None:
     """The front's second plan with a persistent gradient buffer (Megatron-LM's DDP, PyTorch DDP's buckets).
 
     It fits because the memory model's step starts with the gradients freed (zero_grad(set_to_none=True),
@@ -218,7 +218,7 @@ def _grad_buffer(facts: ProseFacts, run: dict, model: str, f1) -> None:
     there and it no longer fits. The planner's answer with the buffer: on DDP and ZeRO-1 only, in bf16 and in
     Megatron-LM's default FP32 gradients, and with every ZeRO stage on offer.
     """
-    text = facts.text
+    text = facts.values
     seq = run["seq"]
     kw = dict(batch=int(f1["micro_batch"]), seq=seq, grad_accum=int(f1["grad_accum"]), **recompute_kwargs(f1),
               parallel=Job.from_plan_row(f1, model, seq=seq).parallel)
@@ -241,7 +241,7 @@ def _grad_buffer(facts: ProseFacts, run: dict, model: str, f1) -> None:
         same = d[(d["gpu"] == f1["gpu"]) & (d["n_gpus"] == f1["n_gpus"])]
         return same.sort_values("cost_usd", kind="stable").iloc[0]
 
-    rows = facts.values["buffer"] = {
+    rows = facts.data["buffer"] = {
         k: same_gpus(plan(model, **run, grad_buffer=True, zero_stages=(0, 1), precision=p))
         for k, p in (("bf16", "bf16-mixed"), ("fp32", "bf16-mixed-fp32-grads"))}
     b, b32 = rows["bf16"], rows["fp32"]
@@ -287,13 +287,13 @@ def _grad_buffer(facts: ProseFacts, run: dict, model: str, f1) -> None:
     text["copy_usable"] = f"{USABLE_FRACTION * bc['capacity_bytes'] / _GIB:.1f} GiB"
 
 
-def _deepspeed_bucket(facts: ProseFacts, model: str, seq: int, f1) -> None:
+def _deepspeed_bucket(facts: ChapterText, model: str, seq: int, f1) -> None:
     """DeepSpeed's ZeRO-1 and 2 (stage_1_and_2.py) keep no gradients between steps either, but each
     backward holds a reduce bucket the model leaves out (footprint.deepspeed_bucket_bytes, its defaults): the
     prose says the backward stays under the loss's peak with it, under both stages, so the plan's memory does
     not move."""
-    text = facts.text
-    bz = facts.values["buffer"]["any"]
+    text = facts.values
+    bz = facts.data["buffer"]["any"]
     ds = deepspeed_bucket_bytes()
     # the bucket lives only during the backward: true of one micro-batch a step (with accumulation DeepSpeed
     # keeps it from the first micro-batch's backward to the last)
@@ -312,12 +312,12 @@ def _deepspeed_bucket(facts: ProseFacts, model: str, seq: int, f1) -> None:
     text["ds_loss"] = f"{mems[2].peak_bytes / _GIB:.1f} GiB" if 2 in mems else ""
 
 
-def _twin(facts: ProseFacts, df, run: dict, model: str) -> None:
+def _twin(facts: ChapterText, df, run: dict, model: str) -> None:
     """The fastest plan's pipeline is chosen, not forced: its tp without a pipeline fits on the same GPUs
     (dp = the global batch, one sequence per replica) and is slower, because each GPU reduces all its
     stage's gradients."""
-    text = facts.text
-    fast, sf = facts.values["fast"], facts.values["steps"]["fast"]
+    text = facts.values
+    fast, sf = facts.data["fast"], facts.data["steps"]["fast"]
     twin = df[(df["gpu"] == fast["gpu"]) & (df["n_gpus"] == fast["n_gpus"]) & (df["tp"] == fast["tp"])
               & (df["pp"] == 1)]
     if twin.empty:
@@ -346,11 +346,11 @@ def _twin(facts: ProseFacts, df, run: dict, model: str) -> None:
           "the fastest plan's dp traffic: ZeRO-1's two collectives")
 
 
-def _fast_pipeline(facts: ProseFacts, model: str, seq: int) -> None:
+def _fast_pipeline(facts: ChapterText, model: str, seq: int) -> None:
     """The fastest plan pipelines its layers in interleaved chunks (chapter 8): the bubble it pays, plain
     1F1B's, and its memory against its plain twin's (the Search bullet: the peak moves to the last stage)."""
-    text = facts.text
-    fast, sf = facts.values["fast"], facts.values["steps"]["fast"]
+    text = facts.values
+    fast, sf = facts.data["fast"], facts.data["steps"]["fast"]
     vp, m_fast, pp = int(fast["virtual_stages"]), int(fast["grad_accum"]), int(fast["pp"])
     _says(pp > 1 and vp > 1 and m_fast % pp == 0, "the fastest plan's pipeline is interleaved")
     text["fast_vp"] = f"{vp}"
@@ -385,18 +385,18 @@ def _plan_text(r) -> str:
 
 
 def limits_prose(df, run: dict, model: str = "llama-3-70b", *, month_days: float = 30, week_days: float = 7,
-                 tight_days: float = 5, budget_usd: float = 1.2e6) -> ProseFacts:
+                 tight_days: float = 5, budget_usd: float = 1.2e6) -> ChapterText:
     """Chapter 12's deadline and budget section: the cheapest plan within a month, within a week, on H100s
     only within a month; a deadline inside the week plan's range read by both rules (``deadline_rule``); and
     the fastest plan within a budget by both rules. ``df`` is ``plan(model, **run)``, whose cheapest plan the
-    month's is compared with. ``values`` holds the plans (``week_plans``, the week's table, for its figure)
+    month's is compared with. ``data`` holds the plans (``week_plans``, the week's table, for its figure)
     and ``lines``, the cell's printed summary.
     """
     if not isinstance(df, pd.DataFrame) or "pareto" not in df:
         raise TypeError(f"df must be a plan() table, got {type(df).__name__}")
     cheap = df[df["pareto"]].iloc[0]                    # the front's cheapest plan
-    facts = ProseFacts()
-    text = facts.text
+    facts = ChapterText()
+    text = facts.values
 
     def cheapest(days=None, budget=None, rule="slow_end", **kw):
         limits = {"deadline_days": days} if days is not None else {"budget_usd": budget}
@@ -422,7 +422,7 @@ def limits_prose(df, run: dict, model: str = "llama-3-70b", *, month_days: float
         "the month's plan is on the cheapest plan's GPU, with its borrowed range")
     _says(m["cost_usd"] == cheap["cost_usd"], "a month is not a constraint here")
     # a deadline that binds: a week rules out the cheapest plan
-    week_plans = facts.values["week_plans"] = cheapest(week_days)
+    week_plans = facts.data["week_plans"] = cheapest(week_days)
     week = week_plans.iloc[0]
     _says(
         week["cost_usd"] > cheap["cost_usd"] and week["days_high"] <= week_days,
@@ -469,7 +469,7 @@ def limits_prose(df, run: dict, model: str = "llama-3-70b", *, month_days: float
     text["h100_cost"] = _range(h100, "cost_usd", usd)
     text["h100_layout"] = layout(h100)
     w = week
-    facts.values["lines"] = [
+    facts.data["lines"] = [
         f"cheapest within {month_days:g} days: {m['n_gpus']:,} x {m['gpu']} (tp={m['tp']}, pp={m['pp']}, "
         f"dp={m['dp']}, ZeRO-{m['zero']}), {m['days']:.1f} days ({m['days_low']:.1f}-{m['days_high']:.1f}), "
         f"${m['cost_usd']:,.0f} (${m['cost_usd_low']:,.0f}-${m['cost_usd_high']:,.0f})",

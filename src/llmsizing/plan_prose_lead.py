@@ -2,7 +2,7 @@
 
 The chapter's cell used to build these sentences inline (issue 38: notebooks stay short).
 :func:`gpu_types_prose` takes the chapter's :func:`~llmsizing.planner.plan` table and returns a
-:class:`~llmsizing.prose.ProseFacts`: per GPU type its cheapest and fastest plan (a printable table), the
+:class:`~llmsizing.prose.ChapterText`: per GPU type its cheapest and fastest plan (a printable table), the
 winner's lead and the price and kernel efficiency at which the runner-up ties
 (:func:`~llmsizing.cost.gpu_lead`, :func:`~llmsizing.cost.plan_at_kernel_efficiency`), why the H200 beats the
 H100 (recomputation, HBM bandwidth), and the published B200 runs against the stand-in kernel efficiency. No
@@ -21,7 +21,7 @@ from .job import Job
 from .kernels import layer_gemm_efficiency
 from .layouts import step_time
 from .plan_space import recompute_kwargs
-from .prose import ProseFacts, prose_check, usd
+from .prose import ChapterText, prose_check, usd
 
 __all__ = ["gpu_types_prose"]
 
@@ -33,19 +33,19 @@ def _lo_hi(r, col: str, fmt, sep: str = " to ") -> str:
     return f"{fmt(r[col + '_low'])}{sep}{fmt(r[col + '_high'])}"
 
 
-def gpu_types_prose(df, run: dict, loso_runs, model: str = "llama-3-70b") -> ProseFacts:
+def gpu_types_prose(df, run: dict, loso_runs, model: str = "llama-3-70b") -> ChapterText:
     """Chapter 12's GPU types section, on ``df = plan(model, **run)``.
 
     ``loso_runs`` is the published runs' table of :func:`~llmsizing.step_intervals.step_loso_check` (each
     run's implied and predicted MFU and the kernel efficiency that reproduces it), for the published B200
     runs.
-    ``values["table"]`` is the per-GPU table the cell prints and ``values["lines"]`` the lines after it.
+    ``data["table"]`` is the per-GPU table the cell prints and ``data["lines"]`` the lines after it.
     Raises ``TypeError`` if ``df`` is not a plan table.
     """
     if not isinstance(df, pd.DataFrame) or "pareto" not in df or "range_notes" not in df.attrs:
         raise TypeError(f"df must be a plan() table, got {type(df).__name__}")
-    facts = ProseFacts()
-    text = facts.text
+    facts = ChapterText()
+    text = facts.values
     rows = []
     for gpu, sub in df.groupby("gpu", sort=False):
         c, f = sub.loc[sub["cost_usd"].idxmin()], sub.loc[sub["days"].idxmin()]
@@ -59,9 +59,9 @@ def gpu_types_prose(df, run: dict, loso_runs, model: str = "llama-3-70b") -> Pro
         text[f"best_{key}_cost"] = f"{usd(c['cost_usd'])} ({_lo_hi(c, 'cost_usd', usd)})"
         text[f"fast_{key}_days"] = f"{f['days']:,.1f} ({_lo_hi(f, 'days', '{:,.1f}'.format)})"
         text[f"fewest_{key}"] = f"{sub['n_gpus'].min():,}"
-    facts.values["table"] = pd.DataFrame(rows)
+    facts.data["table"] = pd.DataFrame(rows)
     # the ranges of the table that are borrowed (a stand-in efficiency)
-    lines = facts.values["lines"] = [f"{gpu}: {note}" for gpu, note in df.attrs["range_notes"].items()]
+    lines = facts.data["lines"] = [f"{gpu}: {note}" for gpu, note in df.attrs["range_notes"].items()]
     # How firm is the winner's lead? A run's cost is proportional to the price, so the lead is also the price
     # at which the two would tie; the cheapest plan's step is all compute (no exposed communication), so its
     # cost goes as one over the kernel efficiency as well
@@ -107,11 +107,11 @@ def gpu_types_prose(df, run: dict, loso_runs, model: str = "llama-3-70b") -> Pro
     return facts
 
 
-def _h200_vs_h100(facts: ProseFacts, df, run: dict, model: str, best) -> None:
+def _h200_vs_h100(facts: ChapterText, df, run: dict, model: str, best) -> None:
     """The H200 against the H100: dearer by the hour, yet its cheapest run costs less, on the same layout with
     less recomputation; what the H100's longer step is made of: its recomputation, and (without it) the
     H200's faster HBM, which lowers its ridge point and so lifts its GEMM curve."""
-    text = facts.text
+    text = facts.values
     m = get_model(model)
     c200 = df[df["gpu"] == "H200"].loc[lambda d: d["cost_usd"].idxmin()]
     c100 = df[df["gpu"] == "H100 SXM"].loc[lambda d: d["cost_usd"].idxmin()]
@@ -145,11 +145,11 @@ def _h200_vs_h100(facts: ProseFacts, df, run: dict, model: str, best) -> None:
     text["h200_bw_gain"] = f"{h100_no.step_s / h200_no.step_s - 1:.0%}"
 
 
-def _published_b200(facts: ProseFacts, df, run, model, loso_runs, win, lead, cheap, best) -> None:
+def _published_b200(facts: ChapterText, df, run, model, loso_runs, win, lead, cheap, best) -> None:
     """The only published B200 runs in the data (torchao's benchmarks, held out of every fit): what they ran
     at against the step model's prediction, and the kernel efficiency that reproduces each; FP8 first, then
     the one BF16 run (the same table's baseline), and its like-for-like on eight H100s."""
-    text = facts.text
+    text = facts.values
     b2_all = loso_runs[loso_runs["gpu"] == win]
     _says(
         not b2_all["calibration"].any() and set(b2_all["n_gpus"]) == {8}

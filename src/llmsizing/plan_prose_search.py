@@ -2,7 +2,7 @@
 and how wide and how well measured the range it states is.
 
 The chapter's first cell used to build these sentences inline (issue 38: notebooks stay short).
-:func:`search_prose` returns a :class:`~llmsizing.prose.ProseFacts`: the catalogue figures the prose quotes
+:func:`search_prose` returns a :class:`~llmsizing.prose.ChapterText`: the catalogue figures the prose quotes
 (prices and their dates, kernel efficiencies, the usable memory, the search's defaults), the layout range's
 factors and its leave-one-source-out measurement against the book's aim (``data/intervals.csv``), and the
 interleaving dropdown's example (chapter 11's H100 pipeline at each chunk count). No new arithmetic.
@@ -23,7 +23,7 @@ from .parallel import Parallel
 from .plan_candidates import stage_chunk_options
 from .plan_space import CP_MIN_SEQ
 from .planner import plan
-from .prose import ProseFacts, prose_check
+from .prose import ChapterText, prose_check
 from .range_candidates import MAX_WIDTH, MIN_COVERAGE
 
 __all__ = ["search_prose", "range_verdict"]
@@ -40,13 +40,13 @@ def range_verdict(coverage: float, median_width: float) -> str:
             else "the width holds, the coverage does not" if w else "neither holds")
 
 
-def search_prose(gpus) -> ProseFacts:
+def search_prose(gpus) -> ChapterText:
     """Chapter 12's "What the planner searches" section, for the GPU types ``gpus`` the chapter plans on."""
     gpus = tuple(gpus)
     if not gpus:
         raise ValueError("gpus must name at least one GPU type")
-    facts = ProseFacts()
-    text = facts.text
+    facts = ChapterText()
+    text = facts.values
     # the share of the whole 405B run's GPU time lost against its steady state (chapter 10): failures,
     # restarts, other stages; the whole run's MFU over the steady state's is the goodput that divides the days
     mfu = published_runs().set_index("run")["implied_mfu"]
@@ -71,11 +71,11 @@ def search_prose(gpus) -> ProseFacts:
     return facts
 
 
-def _measured_range(facts: ProseFacts) -> None:
+def _measured_range(facts: ChapterText) -> None:
     """The range of an MFU predicted from a layout, measured leaving one source out (data/intervals.csv),
     against the book's aim; with the stack named; FP8 against BF16; the stand-in runs; the end-to-end
     range."""
-    text = facts.text
+    text = facts.values
     iv = intervals_table().set_index(["area", "group"])
     st = iv.loc[("training-layout", "all")]
     text["nominal"] = f"{st['nominal_coverage']:.0%}"
@@ -118,11 +118,11 @@ def _measured_range(facts: ProseFacts) -> None:
     text["fp8_join"] = "against" if fp8["measured_coverage"] < bf16["measured_coverage"] else "and"
 
 
-def _interleaving(facts: ProseFacts) -> None:
+def _interleaving(facts: ChapterText) -> None:
     """The dropdown on interleaving: each chunk reduces its gradients in a call of its own (chapter 7), so
     more chunks shrink the bubble but add calls; chapter 11's H100 pipeline (TP8 PP2 DP256, 2 micro-batches)
     is fastest at an intermediate count, and the planner, which prices every count, lists that one."""
-    text = facts.text
+    text = facts.values
     vps = stage_chunk_options(40)                           # a 40-layer stage: every count of equal chunks
     h100 = get_gpu("H100 SXM")
     st = {v: step_time("llama-3-70b", h100, Parallel(tp=8, pp=2, dp=256, zero=1, sp=True, virtual_stages=v),

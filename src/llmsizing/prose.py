@@ -19,11 +19,11 @@ Each glued value is a :class:`ProseText`: a ``str`` that displays as its own tex
 ``repr`` would add, so the role renders ``$1.2 million`` and not ``'$1.2 million'``.
 
 A chapter whose sentences take many figures builds them in the library (issue 38: notebooks stay short): a
-function checks the prose's statements (:func:`prose_check`) and returns a :class:`ProseFacts`, whose texts
-the cell glues::
+function checks the prose's statements (:func:`prose_check`) and returns a :class:`ChapterText`, whose texts
+(``values``) the cell glues, beside what it prints (``report``) and what later cells read (``data``)::
 
-    facts = worked_example(df, RUN)                      # llmsizing.plan_prose, chapter 12
-    for name, text in facts.text.items():
+    ex = worked_example(df, RUN)                         # llmsizing.plan_prose, chapter 12
+    for name, text in ex.values.items():
         glue(f"ch12_{name}", text)
 """
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from ._validate import _is_bool
 
-__all__ = ["ProseText", "ProseFacts", "inline_glue", "PROSE_NAME", "three_figures", "usd", "and_list",
+__all__ = ["ProseText", "ChapterText", "inline_glue", "PROSE_NAME", "three_figures", "usd", "and_list",
            "number_word", "ProseOutOfDate", "prose_check"]
 
 #: What a prose reference may be: myst-nb's default ``nb_eval_name_regex`` (a plain ASCII identifier). Names
@@ -129,15 +129,17 @@ def usd(x: float) -> str:
 
 
 @dataclass(frozen=True)
-class ProseFacts:
-    """What a section of a chapter's prose quotes, built in the library for its cell to glue: ``text``,
-    name -> formatted text (the cell glues each under its chapter's prefix), and ``values``, the rows and
-    results later cells read. The function that builds it checks the prose's statements about the numbers
-    as it goes (:func:`prose_check`), so a ``ProseFacts`` exists only for prose the numbers bear out.
+class ChapterText:
+    """What a section of a chapter's prose is built from, made in the library for its cell (issue 38):
+    ``values``, name -> formatted text (the cell glues each under its chapter's prefix, ``{eval}`` names);
+    ``report``, what the cell prints; and ``data``, the rows, tables and results later cells read. The
+    function that builds it checks the prose's statements about the numbers as it goes (:func:`prose_check`),
+    so a ``ChapterText`` exists only for prose the numbers bear out. One type for every chapter's sections.
     """
 
-    text: dict[str, str] = field(default_factory=dict)
-    values: dict[str, object] = field(default_factory=dict)
+    values: dict[str, str] = field(default_factory=dict)
+    report: str = ""
+    data: dict[str, object] = field(default_factory=dict)
 
 
 def three_figures(x: float) -> str:

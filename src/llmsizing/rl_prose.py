@@ -7,11 +7,11 @@ published layout, and reads the response-length assumption against a published s
 (:func:`~llmsizing.rl_trainer.response_length_check`); :func:`published_check_prose` sets every checked row of
 ``data/rl_published.csv`` beside its predicted step (:func:`~llmsizing.rl.published_rl`,
 :func:`~llmsizing.rl.rl_checked`, :func:`~llmsizing.rl.rl_loso`); :func:`r1_zero_prose` DeepSeek-R1-Zero's
-rollout against the time its published hours imply. Each returns a
-:class:`~llmsizing.serve_chapter.ChapterText` (the texts the chapter quotes, keyed by name and glued as
-``ch19_<name>``, and what its cell prints) with the results later cells use, and checks each statement the
-chapter makes about them: :class:`~llmsizing.prose.ProseOutOfDate` names one that no longer holds. Nothing
-here computes a new quantity: it formats and compares what those functions return.
+rollout against the time its published hours imply. Each returns a :class:`~llmsizing.prose.ChapterText` (the
+texts the chapter quotes, keyed by name and glued as ``ch19_<name>``, and what its cell prints) with the
+results later cells use (``data``), and checks each statement the chapter makes about them:
+:class:`~llmsizing.prose.ProseOutOfDate` names one that no longer holds. Nothing here computes a new quantity:
+it formats and compares what those functions return.
 """
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ from .catalog import DATA_DIR, resolve_model
 from .flops import forward_flops_per_token, training_flops_per_token
 from .intervals import coverage_note, nested_min_units
 from .moe_runs import moe_published_runs
-from .prose import number_word, prose_check
+from .prose import ChapterText, number_word, prose_check
 from .rl import (ENGINE_MEMORY_UTILIZATION, MAX_NUM_SEQS, PUBLISHED_CSV, RL_COVERAGES,
                  VERL_ROLLOUT_GPU_MEMORY_UTILIZATION, engine_room, host_link_gbps, published_rl, rl_checked,
                  rl_interval, rl_loso, rl_run, row_host_trip, row_run)
 from .rl_trainer import response_length_check
-from .serve_chapter import ChapterText
 
 __all__ = ["DEFAULT_RUN", "L8_ROW", "R1_ZERO", "R1_HOURS", "R1_STEPS", "R1_MINI", "default_run_prose",
            "published_check_prose", "r1_zero_prose"]
@@ -51,12 +50,12 @@ def _says(holds, what: str) -> None:
     prose_check(holds, what, "chapter 19")
 
 
-def default_run_prose() -> tuple[ChapterText, dict]:
+def default_run_prose() -> ChapterText:
     """The default run (:data:`DEFAULT_RUN`): its step, phases and moves, the engine's room, the trainer's
     states kept instead of offloaded, the run on NeMo RL's published layout, and the (mean, longest)
     response-length assumption against a published step.
 
-    Returns ``(text, results)``: ``results`` holds ``base`` (the default run), ``keep`` (states kept) and
+    Its ``data`` holds ``base`` (the default run), ``keep`` (states kept) and
     ``layout`` (on the published layout). Raises :class:`~llmsizing.prose.ProseOutOfDate` where the chapter's
     reading fails: R1-Zero a few per cent of DeepSeek-V3's pre-training, the default trainer priced without a
     layout, verl's rollout share still leaving more room than the engine runs, keeping the states saving only
@@ -168,15 +167,15 @@ def default_run_prose() -> tuple[ChapterText, dict]:
         out[f"len_{key.replace('response_', '').replace('_tokens', '')}"] = f"{lc[key]:,.0f}"
     out["len_clip"] = f"{lc['clip_ratio']:.1%}"
     out["len_gap"] = f"{lc['clipped_tokens'] / lc['maxent_tokens'] - 1:.0%}"
-    return ChapterText(out, report), {"base": base, "keep": keep, "layout": lay}
+    return ChapterText(out, report, {"base": base, "keep": keep, "layout": lay})
 
 
-def published_check_prose(default: dict) -> tuple[ChapterText, dict]:
+def published_check_prose(default: dict) -> ChapterText:
     """Every checked row of ``data/rl_published.csv`` against its predicted step and the parts' range, NeMo
     RL's performance pages (a check only) apart from the rows a fit may read; why no RL range can be
     measured; the Llama row's host trips on its published layout; verl's DeepSeek-V3 row.
 
-    ``default``: the results of :func:`default_run_prose`. Returns ``(text, results)``: ``results`` holds
+    ``default``: :func:`default_run_prose`'s ``data``. Its ``data`` holds
     ``published`` (:func:`~llmsizing.rl.published_rl`) and ``checked`` (its checked rows). Raises
     :class:`~llmsizing.prose.ProseOutOfDate` where the chapter's reading fails: no RL range from so few
     sources, no held-out factor bringing a row inside, most rows above the range, the Llama row the default
@@ -270,15 +269,15 @@ def published_check_prose(default: dict) -> tuple[ChapterText, dict]:
     out["dense_ratio"] = f"{dense['ratio'].min():.2f} to {dense['ratio'].max():.2f}"
     dsv3 = chk[chk["run"].str.startswith("DeepSeek V3 on-policy, 256 H100")].sort_values("source")
     out["dsv3_releases"] = " / ".join(f"{x:,.0f}" for x in dsv3["step_s"])
-    return ChapterText(out, "\n".join(lines)), {"published": pub, "checked": chk}
+    return ChapterText(out, "\n".join(lines), {"published": pub, "checked": chk})
 
 
-def r1_zero_prose() -> tuple[ChapterText, dict]:
+def r1_zero_prose() -> ChapterText:
     """DeepSeek-R1-Zero's rollout (:data:`R1_ZERO`, 512 H800s) priced at a mean response of 4,000 and 8,000
     tokens with the 32,768-token cap, against the rollout time its 198 hours and 10,400 policy steps imply;
     the tail's share, a shorter mean, the engine's draining batch, and the two published generation phases.
 
-    Returns ``(text, results)``: ``results`` holds ``r1`` (the run at a 4,000-token mean). Raises
+    Its ``data`` holds ``r1`` (the run at a 4,000-token mean). Raises
     :class:`~llmsizing.prose.ProseOutOfDate` where the chapter's reading fails: the tail alone longer than the
     published rollout even at the fast end, the mean alone between the two fits, a shorter mean slower with a
     full batch but faster draining, and the draining batch further from both published generation phases."""
@@ -339,4 +338,4 @@ def r1_zero_prose() -> tuple[ChapterText, dict]:
         out[f"gen_{key}_pub"] = f"{r.published_generation_s:,.0f}"
         out[f"gen_{key}_full"] = f"{full_g:,.0f}"
         out[f"gen_{key}_drain"] = f"{drain_g:,.0f}"
-    return ChapterText(out, report), {"r1": r1}
+    return ChapterText(out, report, {"r1": r1})

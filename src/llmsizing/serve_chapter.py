@@ -1,10 +1,12 @@
 """Chapter 15's figures as the prose quotes them: the formatting helpers its cells share, and the two long
 sections whose numbers come from several serving modules at once (issue 38: long code belongs in the library).
 
-Each section function returns a :class:`ChapterText`: ``values``, the texts the chapter glues (``{eval}``
-names without the chapter's prefix), and ``report``, what its cell prints. The checks that tie a sentence to
-the data (which row is above the range, which figure is larger) run here and raise :class:`AssertionError`
-naming the claim when a refit or a data change breaks it, as the notebook's own asserts did.
+Each section function returns a :class:`~llmsizing.prose.ChapterText` (defined there, one type for every
+chapter; imported here so ``serve_chapter.ChapterText`` still names it): ``values``, the texts the chapter
+glues (``{eval}`` names without the chapter's prefix), and ``report``, what its cell prints. The checks that
+tie a sentence to the data (which row is above the range, which figure is larger) run here and raise
+:class:`AssertionError` naming the claim when a refit or a data change breaks it, as the notebook's own
+asserts did.
 
 - :func:`opening`: the fitted constants, the engine's limits and the running load's plan (the first cell).
 - :func:`kv_room_queue`: a closed batch over the KV room ("Batching"), the waves against the replay of vLLM's
@@ -15,11 +17,10 @@ naming the claim when a refit or a data change breaks it, as the notebook's own 
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, field
 
 from .catalog import DATA_DIR, get_gpu, prices_as_of
 from .hardware import dtype_kernel_share, kernel_efficiency
-from .prose import prose_check
+from .prose import ChapterText, prose_check
 from .serve import ATTENTION_BU_DEFAULT, MBU_DEFAULT, MFU_DEFAULT, RANGE_HIGH, RANGE_LOW, STEP_OVERHEAD_S, \
     replicas_for, serving, serving_ends
 from .serve_calibration import MAX_WIDTH, NESTED_GROUP, mfu_by_compute
@@ -29,14 +30,6 @@ from .serve_fleet import OCCUPANCY_CEILING
 
 __all__ = ["ChapterText", "stated", "fleet_cost", "on_this_fleet", "engine_versions", "kv_room_queue",
            "expert_parallel", "cost_ranking", "opening"]
-
-
-@dataclass(frozen=True)
-class ChapterText:
-    """The texts a chapter section glues (``values``: name -> text) and what its cell prints (``report``)."""
-
-    values: dict = field(default_factory=dict)
-    report: str = ""
 
 
 def _holds(condition, claim: str) -> None:

@@ -1,7 +1,7 @@
 """Chapter 15's "Checked against published figures" as the prose quotes it (issue 38: long code belongs in the
 library): ``data/serving_published.csv`` run through the fitted model, the rows the prose quotes one by one,
 the known misses and the out-of-sample check stored in ``data/serving_intervals.csv`` and
-``data/serving_loso.csv``. :func:`published_check` returns a :class:`~llmsizing.serve_chapter.ChapterText`
+``data/serving_loso.csv``. :func:`published_check` returns a :class:`~llmsizing.prose.ChapterText`
 and raises AssertionError naming a claim of the prose that the data or a refit no longer bear out.
 """
 
@@ -11,7 +11,8 @@ import math
 
 from .catalog import DATA_DIR, get_gpu, resolve_model
 from .serve import serving
-from .serve_chapter import ChapterText, _holds
+from .prose import ChapterText
+from .serve_chapter import _holds
 
 __all__ = ["published_check"]
 

@@ -2,11 +2,12 @@
 
 :func:`collectives_prose` reads the collectives that one training step issued under each layout
 (``data/dist_collectives.csv``) against the library's prediction; :func:`nccl_fits_prose` fits the published
-``nccl-tests`` logs and sets the library's links and step time against them. Each returns the table the
-chapter prints and the texts its prose quotes (the chapter glues each as ``ch9_<name>``). The counts the prose
-explains ("3 collectives per FSDP unit", "2L + 1 all-reduces forward", "NCCL cannot have run a flat ring") are
-checked against the numbers, and :class:`ProseOutOfDate` names the one that no longer holds. Nothing here
-computes a new quantity: the sentences only format and compare what the library's functions return.
+``nccl-tests`` logs and sets the library's links and step time against them. Each returns a
+:class:`~llmsizing.prose.ChapterText`: the table the chapter prints (``report``) and the texts its prose
+quotes (``values``, glued as ``ch9_<name>``). The counts the prose explains ("3 collectives per FSDP unit",
+"2L + 1 all-reduces forward", "NCCL cannot have run a flat ring") are checked against the numbers, and
+:class:`ProseOutOfDate` names the one that no longer holds. Nothing here computes a new quantity: the
+sentences only format and compare what the library's functions return.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .dist_compare import dist_model, fsdp_unit_prices, fsdp_unit_relation, pred
 from .model_catalog import get_model
 from .network import collective_time_s, get_node, group_link, link_class, wire_factor
 from .parallel import Parallel
-from .prose import ProseOutOfDate
+from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
 from .zero_traffic import dp_bucket_params, fsdp_root_params, torch_ddp_buckets
 
@@ -55,7 +56,7 @@ def _mib_table(cmp) -> str:
     return table
 
 
-def collectives_prose(coll, cmp) -> tuple[str, dict]:
+def collectives_prose(coll, cmp) -> ChapterText:
     """The collectives measured against the library's, per layout: the table the chapter prints and the texts
     of its prose. ``coll``: :func:`~llmsizing.dist_compare.load_collectives`; ``cmp``:
     :func:`~llmsizing.dist_compare.compare_collectives` of it indexed by (layout, world_size). Raises
@@ -113,7 +114,7 @@ def collectives_prose(coll, cmp) -> tuple[str, dict]:
     t.update(nr_calls=f"{int(nr['measured_calls'])}", nr_pred_calls=f"{int(nr['predicted_calls'])}",
              units=f"{m.layers + 1}")
     t.update(_bucket_texts(m, b, s))
-    return table.to_string(index=False), t
+    return ChapterText(t, table.to_string(index=False))
 
 
 def _bucket_texts(m, b: int, s: int) -> dict:
@@ -148,7 +149,7 @@ def _fits_table() -> str:
     return pd.DataFrame(rows).T.rename_axis("log").to_string()
 
 
-def nccl_fits_prose() -> tuple[str, dict]:
+def nccl_fits_prose() -> ChapterText:
     """The published nccl-tests logs fitted (the table the chapter prints, then ``data/links.csv``'s classes)
     and the texts of the prose: NVLink's and the two-node network's fits, the library's step time on the
     network log's setup, PCIe 3 and the H100 ring against NCCL's quoted figures. Raises
@@ -209,4 +210,4 @@ def nccl_fits_prose() -> tuple[str, dict]:
                      f"{lc.alpha_s * 1e6:.1f} us  <- {lc.source.split(':')[0]}")
         t[f"frac_{cls.replace('-', '_')}"] = f"{lc.achievable_fraction:.2f}"
         t[f"alpha_{cls.replace('-', '_')}"] = f"{lc.alpha_s * 1e6:.1f} µs"
-    return "\n".join(lines) + "\n", t
+    return ChapterText(t, "\n".join(lines) + "\n")
