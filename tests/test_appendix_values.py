@@ -93,6 +93,21 @@ def test_every_claim_holds_and_each_can_fail(monkeypatch):
                      "the loss backward keeps 8 bytes per logit on both stacks"}
 
 
+def test_appendix_prose_is_the_page_in_one_container_and_refuses_a_false_claim():
+    from llmsizing.appendix import appendix_prose
+    from llmsizing.prose import ChapterText, ProseOutOfDate
+
+    page = appendix_prose(FAKE_AC)
+    assert isinstance(page, ChapterText) and page.report == ""
+    assert page.values == appendix_values(FAKE_AC) and page.data["claims"] == appendix_claims(FAKE_AC)
+    assert page.values["app_ac_small_n"] == "8" and all(page.data["claims"].values())
+    # the wrong extreme above: the page's claim about it is named, not printed
+    with pytest.raises(ProseOutOfDate, match="the appendix says Allen-Cunneen's errors are largest at 32 slots"):
+        appendix_prose(FAKE_AC | {(8, 0.8, 0.0): -0.5})
+    with pytest.raises(TypeError, match="ac must be a dict"):
+        appendix_prose([0.0] * len(AC_CASES))
+
+
 def test_active_parameters_claim_by_hand():
     """N_active = N - (1 - k/E) N_routed, by hand for Mixtral 8x7B: 32 layers x 8 experts x 3 h f."""
     m = get_model("mixtral-8x7b")

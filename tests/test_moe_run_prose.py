@@ -49,7 +49,7 @@ def _made_up(published):
 def test_ranges_prose_names_the_misses_of_a_made_up_table():
     # V3 100 in; V2 124 in; JetMoE 140 above; Phi 74 below; Scout 118 in; Granite 135, 137 above; OLMoE 105 in
     chk, runs = _made_up([100, 124, 140, 74, 118, 135, 137, 105])
-    t = ranges_prose(chk, runs)
+    t = ranges_prose(chk, runs).values
     assert t["miss_says"] == ("Four runs miss, three above and one below, and the misses include two of the "
                               "four runs whose layout is published: DeepSeek-V3 and DeepSeek-V2 are inside; "
                               "the two Granite runs are not")
@@ -59,7 +59,7 @@ def test_ranges_prose_names_the_misses_of_a_made_up_table():
     assert (t["range_lo"], t["range_hi"], t["ratio_min"], t["ratio_max"]) == ("0.81", "1.25", "0.74", "1.40")
     # V2 above too: five miss, four above; of the four laid-out runs only V3 is inside
     chk, runs = _made_up([100, 130, 140, 74, 118, 135, 137, 105])
-    t = ranges_prose(chk, runs)
+    t = ranges_prose(chk, runs).values
     assert t["miss_says"] == ("Five runs miss, four above and one below, and the misses include three of "
                               "the four runs whose layout is published: DeepSeek-V3 is inside; DeepSeek-V2 "
                               "and the two Granite runs are not")
@@ -87,7 +87,7 @@ def test_ranges_prose_refuses_expert_parallelism_in_a_run_above():
 
 def test_published_runs_prose_reads_the_published_figures():
     p = published_runs_prose()
-    t, table = p.texts, p.table
+    t, table = p.values, p.data["table"]
     assert len(table) == 9 and list(table.columns) == ["layout published", "published", "MoE step",
                                                        "published / step", "dense range", "inside dense",
                                                        "MoE range"]
@@ -111,9 +111,12 @@ def test_published_runs_prose_reads_the_published_figures():
     assert all(isinstance(v, str) and v for k, v in t.items() if k != "fp8_cov_says")
     assert {"miss_says", "v2_miss_says", "moe_held", "grin_faster", "jet_moa_cost", "phi_8_where"} <= set(t)
     # the table's ratio column is published / step, and the planner's MoE factors bracket 1
-    v2_step = p.check.loc["DeepSeek-V2 pre-training", "predicted"]
+    v2_step = p.data["check"].loc["DeepSeek-V2 pre-training", "predicted"]
     assert table.loc["DeepSeek-V2 pre-training", "published / step"] == f"x{1_399_680 / v2_step:.2f}"
-    assert p.moe_low < 1 < p.moe_high
+    assert p.data["moe_low"] < 1 < p.data["moe_high"]
+    # the printed report is the table under its title
+    assert p.report.splitlines()[0] == "GPU-hours of published MoE pre-training runs against the library"
+    assert "DeepSeek-V2 pre-training" in p.report and "1,399,680" in p.report
 
 
 def test_rack_dispatch_prose_reads_the_catalogue_and_deepep_by_hand():
@@ -121,7 +124,7 @@ def test_rack_dispatch_prose_reads_the_catalogue_and_deepep_by_hand():
 
     from llmsizing.moe_case_prose import rack_dispatch_prose
 
-    t = rack_dispatch_prose()
+    t = rack_dispatch_prose().values
     # DeepEP's one-node test: a token reaches the GPUs holding any of its 8 experts, 32 of the 256 a GPU:
     # 8 (1 - C(224, 8) / C(256, 8)) = 5.29 GPUs
     assert t["dep_gpus_8"] == f"{8 * (1 - math.comb(224, 8) / math.comb(256, 8)):.1f}" == "5.3"
@@ -146,7 +149,8 @@ def test_rack_dispatch_prose_reads_the_catalogue_and_deepep_by_hand():
 def test_deepseek_terms_prose_by_hand():
     from llmsizing.moe_case_prose import deepseek_terms_prose
 
-    table, t = deepseek_terms_prose()
+    terms = deepseek_terms_prose()
+    table, t = terms.data["table"], terms.values
     assert len(table) == 5                  # 1F1B, DualPipe, the split, the MTP module, the SMs
     # the report (Sec. 3.2.2): 20 of each H800's 132 SMs run the communication, so compute runs on 112,
     # 132 / 112 - 1 = 17.9% more time
@@ -167,7 +171,8 @@ def test_deepseek_terms_prose_by_hand():
 def test_deepseek_memory_prose_by_hand():
     from llmsizing.moe_case_prose import deepseek_memory_prose
 
-    report, t = deepseek_memory_prose()
+    memory = deepseek_memory_prose()
+    report, t = memory.report, memory.values
     assert "what one MoE layer keeps per token (bytes)" in report and "(+ MTP)" in report
     g = {k: float(v) for k, v in t.items()}
     assert t["h800_gib"] == "79.6"                     # 81,559 MiB / 1,024
@@ -190,7 +195,8 @@ def test_all_to_all_evidence_prose_by_hand():
     from llmsizing.charts import MOE_LAYOUT_DEFAULT
     from llmsizing.moe_case_prose import all_to_all_evidence_prose
 
-    table, t = all_to_all_evidence_prose(MOE_LAYOUT_DEFAULT)
+    a2a = all_to_all_evidence_prose(MOE_LAYOUT_DEFAULT)
+    table, t = a2a.data["table"], a2a.values
     assert {"ranks", "mean / library", "busiest / library", "1 sigma"} <= set(table.columns)
     # the H800 node: 400 Gb/s InfiniBand per GPU = 50 GB/s, a quarter of NVLink's 400 GB/s both ways (200 one
     # way); the report's 160 GB/s NVLink is 3.2 times the NIC

@@ -143,7 +143,8 @@ def test_the_name_rule_is_myst_nb_s():
 #: 19). Chapter 15's serve_chapter also does; chapter 18's moe_*_prose and the appendix keep their own returns.
 SECTION_MODULES = ("parameters_prose", "measure_prose", "hardware_prose", "dp_prose", "split_prose",
                    "mfu_prose", "cost_prose", "plan_prose", "plan_prose_lead", "plan_prose_search",
-                   "case_study_prose", "finetune_prose", "rl_prose", "serve_chapter", "serve_chapter_check")
+                   "case_study_prose", "finetune_prose", "rl_prose", "serve_chapter", "serve_chapter_check",
+                   "moe_run_prose", "moe_case_prose", "long_context_prose", "appendix")
 
 
 def test_one_container_for_a_sections_prose():
@@ -168,7 +169,11 @@ def test_one_container_for_a_sections_prose():
                 ann = inspect.signature(fn).return_annotation
                 assert eval(ann, vars(mod)) is ChapterText, f"{name}.{fname} returns {ann}"
                 seen.append(fname)
-    assert len(seen) >= 30 and {"breakeven_prose", "step_sweep_prose", "worked_example"} <= set(seen)
+    assert len(seen) >= 38 and {"breakeven_prose", "step_sweep_prose", "worked_example", "published_runs_prose",
+                                "ranges_prose", "rack_dispatch_prose", "deepseek_memory_prose",
+                                "opening_prose", "appendix_prose"} <= set(seen)
+    from llmsizing import moe_run_prose
+    assert not hasattr(moe_run_prose, "RunsProse")       # chapter 18's second container is gone
 
 
 # --------------------------------------------------------------------------- no drift, statically

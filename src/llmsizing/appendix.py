@@ -2,17 +2,22 @@
 
 The appendix quotes, beside each formula, the size of its approximation and the calibrated range it carries.
 :func:`appendix_values` computes every such number as the text the page shows (``{eval}`app_...```), and
-:func:`appendix_claims` the comparisons the page states in words ("the closed form is an upper end",
-"both ends at 32 slots"), each ``True`` while the page is right. No formula lives here: every number comes
-from the module the page names after "Library:", and the ranges from ``data/intervals.csv`` and
-``data/serving_intervals.csv`` as the calibration tools wrote them.
+:func:`appendix_claims` the comparisons the page states in words ("the closed form is an upper end", "both
+ends at 32 slots"), each ``True`` while the page is right. :func:`appendix_prose`, which the page's cell
+calls, returns both as one :class:`~llmsizing.prose.ChapterText` (the texts in ``values``, the claims in
+``data["claims"]``) and raises :class:`~llmsizing.prose.ProseOutOfDate` naming any claim that no longer holds.
+No formula lives here: every number comes from the module the page names after "Library:", and the ranges from
+``data/intervals.csv`` and ``data/serving_intervals.csv`` as the calibration tools wrote them.
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["appendix_values", "appendix_claims", "allen_cunneen_errors", "QLORA_QUANTIZERS", "AC_CASES"]
+from .prose import ChapterText, prose_check
+
+__all__ = ["appendix_prose", "appendix_values", "appendix_claims", "allen_cunneen_errors", "QLORA_QUANTIZERS",
+           "AC_CASES"]
 
 #: The quantisers of ``data/finetune_published.csv``'s Q-LoRA rows, as the appendix names them.
 QLORA_QUANTIZERS = {"gptq-int4": "GPTQ int4", "bnb-nf4": "bitsandbytes nf4", "bnb-fp4": "bitsandbytes fp4",
@@ -403,3 +408,15 @@ def appendix_claims(ac=None) -> dict[str, bool]:
             (min(ac, key=ac.get), max(ac, key=ac.get)) == ((32, 0.8, 0.0), (32, 0.8, 2.0)),
         "first-order goodput is pessimistic at 128K GPUs": g128.goodput_exponential > g128.goodput,
     }
+
+
+def appendix_prose(ac=None) -> ChapterText:
+    """The appendix's page as its cell glues it: every number it shows (:func:`appendix_values`, in
+    ``values``, keyed by ``{eval}`` name) and what it says of them in words (:func:`appendix_claims`, in
+    ``data["claims"]``). Raises :class:`~llmsizing.prose.ProseOutOfDate` naming each claim that no longer
+    holds. ``ac``: :func:`allen_cunneen_errors`' result, if already computed."""
+    ac = _check_ac(ac)
+    claims = appendix_claims(ac)
+    wrong = [claim for claim, holds in claims.items() if not holds]
+    prose_check(not wrong, "; ".join(wrong), "the appendix")
+    return ChapterText(values=appendix_values(ac), data={"claims": claims})

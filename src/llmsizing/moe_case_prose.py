@@ -2,18 +2,20 @@
 beside DeepEP's published training kernels, its run built up term by term and its memory plan (issue 38).
 
 :func:`rack_dispatch_prose` times the dispatch with :func:`~llmsizing.all_to_all.all_to_all_s` on the
-catalogue's nodes, sums the step's expert-parallel all-to-alls with :func:`~llmsizing.comm.communication`,
-and sets the H800 times beside DeepEP's normal kernels (its README's V1 table,
-``data/deepep_normal_kernels.csv``); :func:`all_to_all_evidence_prose` the gloo measurement, the load skew
-and the two machines. :func:`deepseek_terms_prose` reads
-:func:`~llmsizing.deepseek.deepseek_v3_time_terms`, :func:`deepseek_memory_prose`
-:func:`~llmsizing.deepseek.deepseek_memory`. Each returns the texts the chapter quotes, keyed by name
-(glued as ``ch18_<name>``), and checks each statement the chapter makes about them
-(:class:`~llmsizing.prose.ProseOutOfDate` names one that no longer holds). Nothing here computes a new
-quantity: it formats and compares what those functions return.
+catalogue's nodes, sums the step's expert-parallel all-to-alls with :func:`~llmsizing.comm.communication`, and
+sets the H800 times beside DeepEP's normal kernels (its README's V1 table,
+``data/deepep_normal_kernels.csv``); :func:`all_to_all_evidence_prose` the gloo measurement, the load skew and
+the two machines. :func:`deepseek_terms_prose` reads :func:`~llmsizing.deepseek.deepseek_v3_time_terms`,
+:func:`deepseek_memory_prose` :func:`~llmsizing.deepseek.deepseek_memory`. Each returns a
+:class:`~llmsizing.prose.ChapterText`: the texts the chapter quotes, keyed by name (glued as ``ch18_<name>``),
+in ``values``, what the cell prints in ``report`` and the table it formats in ``data["table"]``; and each
+checks each statement the chapter makes about them (:class:`~llmsizing.prose.ProseOutOfDate` names one that no
+longer holds). Nothing here computes a new quantity: it formats and compares what those functions return.
 """
 
 from __future__ import annotations
+
+from .prose import ChapterText
 
 __all__ = ["rack_dispatch_prose", "deepseek_terms_prose", "deepseek_memory_prose",
            "all_to_all_evidence_prose", "RACK_NODE", "H800_NODE", "H100_NODE"]
@@ -22,10 +24,10 @@ __all__ = ["rack_dispatch_prose", "deepseek_terms_prose", "deepseek_memory_prose
 RACK_NODE, H800_NODE, H100_NODE = "GB200 NVL72 compute tray", "HGX H800 (8-GPU)", "DGX H100"
 
 
-def rack_dispatch_prose(tokens: int = 4096) -> dict:
+def rack_dispatch_prose(tokens: int = 4096) -> ChapterText:
     """DeepSeek-V3's FP8 dispatch of ``tokens`` tokens a GPU (``k = 8``, node-limited routing as it ran) on
     the H800 nodes, in an NVL72 rack and on DGX H100s, against DeepEP's normal kernels: the worked case's
-    texts.
+    texts (``values``).
 
     Raises :class:`~llmsizing.prose.ProseOutOfDate` where a statement of the chapter fails: equal H800
     times at ``ep`` 8 and 16, the same NIC setting the H800 and H100 curves at 64, the model long against
@@ -104,12 +106,13 @@ def rack_dispatch_prose(tokens: int = 4096) -> dict:
         out[f"dep_x_{e}"] = f"{dep_x[e]:.2f}"
     for e in (8, 16, 64):
         out[f"dep_dx_{e}"] = f"{deep_x[e]:.2f}"
-    return out
+    return ChapterText(values=out)
 
 
-def deepseek_terms_prose():
+def deepseek_terms_prose() -> ChapterText:
     """DeepSeek-V3's run built up term by term (:func:`~llmsizing.deepseek.deepseek_v3_time_terms`): the table
-    the chapter prints (formatted) and the texts its prose quotes, as ``(table, texts)``: the MTP module's
+    the chapter prints (formatted, in ``data["table"]``, printed as ``report``) and the texts its prose quotes
+    (``values``): the MTP module's
     share of the FLOPs and of the step, the layer split, the SMs kept for communication, the sum against the
     published GPU-hours with the MoE range around it, and the memory plan's allowance rule.
 
@@ -183,13 +186,13 @@ def deepseek_terms_prose():
         "terms_range": f"{final['gpu_hours'] / hi / 1e6:.2f}M to {final['gpu_hours'] / lo / 1e6:.2f}M",
         "allow_rule": f"{FIXED_OVERHEAD_BYTES / 2**30:.0f} GiB + {FRAGMENTATION:.0%}",
     }
-    return table, texts
+    return ChapterText(values=texts, report=table.to_string(), data={"table": table})
 
 
-def deepseek_memory_prose(check=None):
+def deepseek_memory_prose(check=None) -> ChapterText:
     """DeepSeek-V3's own memory plan (:func:`~llmsizing.deepseek.deepseek_memory`) as the chapter shows it:
-    ``(report, texts)``, the printed report (what an MoE layer keeps per token, the most loaded GPU under each
-    recipe and split, the balanced split rank by rank) and the texts its prose quotes. ``check`` is
+    the printed ``report`` (what an MoE layer keeps per token, the most loaded GPU under each recipe and
+    split, the balanced split rank by rank) and the texts its prose quotes (``values``). ``check`` is
     :func:`~llmsizing.deepseek.deepseek_v3_check`'s result (computed when ``None``).
 
     Raises :class:`~llmsizing.prose.ProseOutOfDate` where a statement of the chapter fails: the
@@ -262,17 +265,18 @@ def deepseek_memory_prose(check=None):
         texts[f"dsm_{tag}_r_states"] = f"{r['states'] / gib:.1f}"
         texts[f"dsm_{tag}_r_acts"] = f"{r['activations'] / gib:.1f}"
         texts[f"dsm_{tag}_r_flight"] = f"{sum(r['in_flight']):.0f}"
-    return report, texts
+    return ChapterText(values=texts, report=report)
 
 
-def all_to_all_evidence_prose(layout: dict):
-    """The all-to-all measured and assumed, as the chapter shows it: ``(table, texts)``, the gloo measurement
-    against $S_\\text{a2a}$ (:func:`~llmsizing.dist_compare.compare_all_to_all`, formatted) and the texts its
-    prose quotes: how far the measured bytes lie from the formula, the published load skew
-    (:func:`~llmsizing.moe_time.load_skew_table`) and what its spread moves in the step of ``layout`` (the
-    "Try it" widget's Mixtral layout, ``charts.MOE_LAYOUT_DEFAULT``: ``dp``, ``zero``, ``batch``, ``seq``,
-    ``grad_accum``, ``recompute``), the worked case's two machines (``data/nodes.csv``) and how near the
-    network model comes to DeepEP's low-latency kernels across nodes (``data/deepep_all_to_all.csv``).
+def all_to_all_evidence_prose(layout: dict) -> ChapterText:
+    """The all-to-all measured and assumed, as the chapter shows it: the gloo measurement against
+    $S_\\text{a2a}$ (:func:`~llmsizing.dist_compare.compare_all_to_all`, formatted, in ``data["table"]``,
+    printed as ``report``) and the texts its prose quotes (``values``): how far the measured bytes lie from
+    the formula, the published load skew (:func:`~llmsizing.moe_time.load_skew_table`) and what its spread
+    moves in the step of ``layout`` (the "Try it" widget's Mixtral layout, ``charts.MOE_LAYOUT_DEFAULT``:
+    ``dp``, ``zero``, ``batch``, ``seq``, ``grad_accum``, ``recompute``), the worked case's two machines
+    (``data/nodes.csv``) and how near the network model comes to DeepEP's low-latency kernels across nodes
+    (``data/deepep_all_to_all.csv``).
 
     Raises :class:`~llmsizing.prose.ProseOutOfDate` if the H800 node no longer has one NIC per GPU."""
     import csv
@@ -333,4 +337,4 @@ def all_to_all_evidence_prose(layout: dict):
         "nvl_tray_gpus": f"{nvl.gpus_per_node}",
         "ll_within": f"{max(abs(x - 1) for x in ll):.0%}",
     }
-    return table, texts
+    return ChapterText(values=texts, report=table.to_string(index=False), data={"table": table})

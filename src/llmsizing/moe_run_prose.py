@@ -1,24 +1,25 @@
 """Chapter 18's published MoE runs in sentences: the table and every number its prose quotes (issue 38).
 
 :func:`published_runs_prose` prices the runs of ``data/moe_published_runs.csv`` (:mod:`llmsizing.moe_runs`),
-reads the evidence beside them (:mod:`llmsizing.moe_evidence`) and returns the table the chapter prints with
-the texts its markdown quotes, keyed by name (the chapter glues each as ``ch18_<name>``). The chapter says
-which runs lie above, below or inside the ranges, and why; each of those statements is checked here against
-the numbers, and :class:`ProseOutOfDate` names the one that no longer holds, so the build fails instead of
-printing a sentence the data contradict. Nothing here computes a new quantity: the sentences only format and
-compare what the library's functions return.
+reads the evidence beside them (:mod:`llmsizing.moe_evidence`) and returns one
+:class:`~llmsizing.prose.ChapterText`: the texts its markdown quotes, keyed by name, in ``values`` (the
+chapter glues each as ``ch18_<name>``), the table the chapter prints in ``report``, and in ``data`` what later
+cells read. The chapter says which runs lie above, below or inside the ranges, and why; each of those
+statements is checked here against the numbers, and :class:`ProseOutOfDate` names the one that no longer
+holds, so the build fails instead of printing a sentence the data contradict. Nothing here computes a new
+quantity: the sentences only format and compare what the library's functions return.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from .moe_runs import JETMOE_8B, moe_loso_check, moe_published_runs, moe_run_check, predict_moe_run, \
     run_step, run_variant
-from .prose import ProseOutOfDate, and_list, number_word
+from .prose import ChapterText, ProseOutOfDate, and_list, number_word
 from .prose import prose_check as _prose_check
 
-__all__ = ["ProseOutOfDate", "prose_check", "RunsProse", "published_runs_prose", "ranges_prose", "GRANITE_1B",
+__all__ = ["ProseOutOfDate", "prose_check", "published_runs_prose", "ranges_prose", "GRANITE_1B",
            "GRANITE_3B"]
 
 _SUFFIX = " pre-training"
@@ -45,21 +46,8 @@ def _names(runs) -> str:
     return and_list(runs)
 
 
-@dataclass(frozen=True)
-class RunsProse:
-    """``check``: :func:`~llmsizing.moe_runs.moe_run_check` on the dense range; ``table``: the chapter's
-    table (formatted text); ``texts``: name -> text for the prose; ``moe_low``/``moe_high``: the MoE range's
-    factors on the H100 (:func:`~llmsizing.mfu.layout_range_factors` with ``moe=True``), which the planner's
-    days use."""
-    check: object
-    table: object
-    texts: dict = field(default_factory=dict)
-    moe_low: float = 0.0
-    moe_high: float = 0.0
-
-
-def ranges_prose(chk, runs) -> dict:
-    """The sentences on which runs miss the dense range and which lie inside it.
+def ranges_prose(chk, runs) -> ChapterText:
+    """The sentences on which runs miss the dense range and which lie inside it (``values``).
 
     ``chk``: :func:`~llmsizing.moe_runs.moe_run_check` with ``range_area="training-layout"``; ``runs``: the
     rows of :func:`~llmsizing.moe_runs.moe_published_runs` indexed by run. Raises :class:`ProseOutOfDate`
@@ -88,7 +76,7 @@ def ranges_prose(chk, runs) -> dict:
     _says(chk.loc["JetMoE-8B" + _SUFFIX, "ratio"] > range_hi, "JetMoE-8B is above the range")
     ins = chk[inside]
     n = number_word
-    return {
+    return ChapterText(values={
         "miss_says": f"{n(len(above) + len(below)).capitalize()} runs miss, {n(len(above))} above and "
                      f"{n(len(below))} below, and the misses include {n(len(laid_miss))} of the "
                      f"{n(len(laid_out))} runs whose layout is published: {_names(laid_in)} "
@@ -101,7 +89,7 @@ def ranges_prose(chk, runs) -> dict:
         "range_lo": f"{range_lo:.2f}",
         "range_hi": f"{range_hi:.2f}",
         "v2_where": "above" if "DeepSeek-V2" in above else "inside",
-    }
+    })
 
 
 def _range_factors(chk) -> tuple[float, float]:
@@ -363,10 +351,13 @@ def _coverage(chk, moe_chk, runs) -> dict:
     return out
 
 
-def published_runs_prose() -> RunsProse:
-    """Chapter 18's section "Other published MoE runs": the table of every published run against the dense
-    and the MoE range, and every text its prose quotes (:class:`RunsProse`). Raises :class:`ProseOutOfDate`
-    where a statement of the prose no longer holds."""
+def published_runs_prose() -> ChapterText:
+    """Chapter 18's section "Other published MoE runs": every text its prose quotes (``values``), the table of
+    every published run against the dense and the MoE range under its title (``report``), and in ``data``:
+    ``check``, :func:`~llmsizing.moe_runs.moe_run_check` on the dense range; ``table``, the chapter's table
+    (formatted text); ``moe_low``/``moe_high``, the MoE range's factors on the H100
+    (:func:`~llmsizing.mfu.layout_range_factors` with ``moe=True``), which the planner's days use. Raises
+    :class:`ProseOutOfDate` where a statement of the prose no longer holds."""
     from . import moe_evidence as mev
     from .mfu import layout_range_factors
 
@@ -375,10 +366,13 @@ def published_runs_prose() -> RunsProse:
     runs = moe_published_runs().set_index("run")
     ev = mev.moe_kernel_evidence()
     texts = {}
-    for part in (ranges_prose(chk, runs), _deepseek_v2(chk, runs), _small_runs(chk, runs, ev),
+    for part in (ranges_prose(chk, runs).values, _deepseek_v2(chk, runs), _small_runs(chk, runs, ev),
                  _jetmoe_dense_attention(chk, runs), _phi_and_grin(chk, runs, ev),
                  _coverage(chk, moe_chk, runs)):
         _says(not set(part) & set(texts), "each name once")
         texts.update(part)
     moe_lo, moe_hi = layout_range_factors("H100 SXM", moe=True)
-    return RunsProse(check=chk, table=_table(chk, moe_chk), texts=texts, moe_low=moe_lo, moe_high=moe_hi)
+    table = _table(chk, moe_chk)
+    title = "GPU-hours of published MoE pre-training runs against the library"
+    return ChapterText(values=texts, report=f"{title}\n{table.to_string()}",
+                       data={"check": chk, "table": table, "moe_low": moe_lo, "moe_high": moe_hi})

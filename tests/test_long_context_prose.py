@@ -1,0 +1,56 @@
+"""Chapter 17's opening numbers (llmsizing.long_context_prose, issue 38). Expected texts are worked by hand from
+Llama 3's report (Table 4's 128K row: 16,384 H100s, TP8 CP16 PP16, 16M-token batches, 380 TFLOPs a GPU), the
+models' published shapes and the planner's stated settings; none is copied from the code's output."""
+
+import pandas as pd
+import pytest
+
+from llmsizing import long_context_prose as lcp
+from llmsizing.prose import ChapterText, ProseOutOfDate
+
+
+def test_opening_prose_reads_table_4_and_the_shapes_by_hand():
+    o = lcp.opening_prose()
+    assert isinstance(o, ChapterText) and o.report == ""
+    t = o.values
+    # Table 4's 128K row: tp 8 x cp 16 x pp 16 x dp 8 = 16,384 GPUs; 16M tokens a batch = 128 sequences of
+    # 131,072, so 128 / 8 replicas = 16 micro-batches each; read with its printed DP 4, 8,192 GPUs
+    assert (t["row_gpus"], t["row_degrees"], t["l3_gpus"]) == ("16,384", "tp=8, cp=16 and pp=16", "16,384")
+    assert (t["row_batch"], t["gb"], t["l3_m"], t["l3_row_dp"]) == ("16M", "128", "16", "8")
+    assert t["dp4_gpus"] == "8,192"
+    # 380 TFLOPs a GPU of the H100's 989 dense BF16: 38.4%
+    assert (t["l3_tflops"], t["l3_pub"]) == ("380", f"{380 / 989:.1%}") == ("380", "38.4%")
+    # a 131,072-token sequence over cp 16 leaves 8,192 tokens a GPU; the stage is ~800B tokens (Sec. 3.4.2)
+    assert (t["seq_long"], t["tok_cp16"], t["meta_cp"], t["run_tokens"]) == ("131,072", "8,192", "16", "800B")
+    # the all-gather: K and V of the whole sequence, one of the 8 KV heads a GPU at tp 8, 128 wide, 2 bytes:
+    # 2 x 131,072 x 1 x 128 x 2 B = 64 MiB, of which one GPU's chunk is 64 / 16 = 4 MiB
+    assert (t["heads"], t["kv_heads"], t["gathered"], t["chunk"]) == ("128", "8", "64 MiB", "4 MiB")
+    assert t["eager_pair"] == "32"                           # 2 a / t = 2 x 128 / 8 bytes
+    # GB200 NVL72: 72 GPUs in one NVLink domain; tp 8 x cp 8 = 64 of them
+    assert (t["nvl_domain"], t["nvl_group"]) == ("72", "64")
+    # the planner tries cp from 16K, keeping at least 4,096 tokens a rank: 131,072 / 4,096 = 32, 16,384 / 4,096 = 4
+    assert (t["cp_min_seq"], t["cp_min_tokens"]) == ("16K", "4,096")
+    assert (t["cp_degrees"], t["cp_degrees_16k"]) == ("1, 2, 4, 8, 16, 32", "1, 2, 4")
+    # Mistral 7B: 32 layers, hidden 4,096, 32 query and 8 KV heads, MLP 14,336; Llama 2 7B: 32 KV heads
+    assert t["ex7_shape"] == "32 of them, hidden 4,096, 32 query and 8 KV heads, MLP 14,336"
+    assert t["ex5_kv"] == "32"
+    # what later cells compute with
+    d = o.data
+    assert (d["meta128"].tp, d["meta128"].cp, d["meta128"].pp, d["meta128"].dp) == (8, 16, 16, 8)
+    assert d["nvl"].cp == 8 and d["rack"] == 72 and d["m"] == 16 and d["fwd"] == 2 * 131072 * 128 * 2
+    assert d["run"]["global_batch"] == 128 and d["run"]["max_gpus"] == 16384 and d["run"]["seq"] == lcp.LONG_SEQ
+    assert (lcp.SHORT_SEQ, lcp.LONG_SEQ) == (8192, 131072)
+
+
+def test_opening_prose_refuses_a_row_its_sentences_would_misread(monkeypatch):
+    rows = lcp.published_runs()
+
+    def dp4():                                   # the 128K row as if it ran 4 replicas, as Table 4 prints
+        out = rows.copy()
+        out.loc[out["run"] == lcp.LLAMA3_128K_ROW, "dp"] = 4
+        return out
+
+    monkeypatch.setattr(lcp, "published_runs", dp4)
+    with pytest.raises(ProseOutOfDate, match="8 data-parallel replicas"):
+        lcp.opening_prose()
+    assert isinstance(rows, pd.DataFrame)
