@@ -115,6 +115,11 @@ class DocumentMaskCheck:
     crossing: int
 
 
+#: WLB-LLM's trace of Meta's 405B 128K job (Wang et al. 2025, OSDI, Sec. 2.2): over 75% of the tokens sit in
+#: documents shorter than half the window (chapter 17's bound on the token-weighted mean document).
+WLB_LLM_SHORT_DOC_SHARE = 0.75
+
+
 def document_mask_check(model: Model | str, gpu, parallel: Parallel, *, seq: int, mfu: float, share: float,
                         shorter_than: float, batch: int = 1, resolution: int = 1,
                         **step_kw) -> DocumentMaskCheck:
