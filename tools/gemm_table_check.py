@@ -18,8 +18,8 @@ kernel efficiency):
 * ``curve``: the library's pricing (the baseline: should reproduce ``data/intervals.csv``; since gemm44 the
   intensity curve, below 4,096 rows at 4,096 rows times :func:`llmsizing.kernels.few_row_share`);
 * ``table``: XLA's measured H100 BF16 table (``data/gemm_efficiency.csv``, ``kind == "grid"``, ``gpu == "H100
-  SXM"``: 256 to 4,096 in each of ``m``, ``n``, ``k``; the B200's table, b200gemm, reaches only ``curve``'s and
-  ``few-rows``' few rows), interpolated in ``log2`` of each dimension, each held at 4,096 above it (the
+  SXM"``: 256 to 4,096 in each of ``m``, ``n``, ``k``; the B200's table, b200gemm, reaches only ``curve``'s
+  and ``few-rows``' few rows), interpolated in ``log2`` of each dimension, each held at 4,096 above it (the
   largest share in the table, 0.789, is within 1% of Bekman's best H100 BF16 GEMM, 794.5 / 989.4 = 0.803),
   and below 256 the time of 256 (share times ``dim / 256``); the same shares on every GPU and dtype (the
   A100's squares follow the H100's within 12% from 1,024: tests/test_gemm_table.py);
