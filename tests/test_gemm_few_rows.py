@@ -90,3 +90,17 @@ def test_a_b200_layer_at_few_tokens_keeps_its_tables_share():
         few = K.layer_gemm_efficiency("llama-3.1-405b", gpu, tp=1, tokens=1024)
         full = K.layer_gemm_efficiency("llama-3.1-405b", gpu, tp=1, tokens=4096)
         assert few / full == pytest.approx(rate[1024] / rate[4096], rel=1e-9), gpu
+
+
+def test_the_b200_grid_holds_every_shape_once_below_bekmans_best():
+    # 125 shapes (256 to 4,096 in each of m, n, k), each with its source; none beats the best BF16 GEMM
+    # Bekman's search found on a B200 (1,745 TFLOP/s, a kind == "best" row): the largest is 1,416.9 at 4,096^3
+    import csv
+    from pathlib import Path
+    with open(Path(K.DATA) / "gemm_efficiency.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["kind"] == "grid" and r["gpu"] == "B200"]
+    sizes = K.GRID_SIZES
+    assert sorted((int(r["m"]), int(r["n"]), int(r["k"])) for r in rows) == \
+        [(m, n, k) for m in sizes for n in sizes for k in sizes]
+    assert all(r["source"].startswith("OpenXLA") and "sm_100" in r["source"] and r["as_of"] for r in rows)
+    assert max(float(r["tflops"]) for r in rows) == 1416.9 < 1745
