@@ -252,9 +252,9 @@ def _efficiency_at(ridge: float, m: int, n: int, k: int, dtype: str, table: str 
     table ``table`` (:func:`grid_gpu`; a layer's GEMMs share the last three): the curve, below
     :data:`FEW_ROWS` rows at ``FEW_ROWS`` times :func:`few_row_share` (``None``: :data:`GRID_STAND_IN`)."""
     if m < FEW_ROWS:
-        table = GRID_STAND_IN if table is None else table
-        return (_curve_share(ridge, FEW_ROWS, n, k, dtype) * _grid_rate(m, n, k, table)
-                / _grid_rate(FEW_ROWS, n, k, table))
+        t = GRID_STAND_IN if table is None else table
+        return (_curve_share(ridge, FEW_ROWS, n, k, dtype) * _grid_rate(m, n, k, t)
+                / _grid_rate(FEW_ROWS, n, k, t))
     return _curve_share(ridge, m, n, k, dtype)
 
 
@@ -274,19 +274,12 @@ GRID_STAND_IN = "H100 SXM"
 
 @lru_cache(maxsize=1)
 def _grid_tables() -> dict:
-    """``{gpu: {(m, n, k): TFLOP/s}}`` of ``data/gemm_efficiency.csv``'s ``kind == "grid"`` rows (XLA's
-    measured tables: ``sm_90`` as the H100 SXM, ``sm_100`` as the B200)."""
+    """``{gpu: {(m, n, k): TFLOP/s}}``: ``data/gemm_efficiency.csv``'s ``grid`` rows (XLA sm_90, sm_100)."""
     tables: dict = {}
     with open(DATA / "gemm_efficiency.csv", newline="") as fh:
-        for r in csv.DictReader(fh):
-            if r["kind"] == "grid":
-                tables.setdefault(r["gpu"], {})[int(r["m"]), int(r["n"]), int(r["k"])] = float(r["tflops"])
+        for r in (r for r in csv.DictReader(fh) if r["kind"] == "grid"):
+            tables.setdefault(r["gpu"], {})[int(r["m"]), int(r["n"]), int(r["k"])] = float(r["tflops"])
     return tables
-
-
-def _grid_tflops(table: str = GRID_STAND_IN) -> dict:
-    """``{(m, n, k): TFLOP/s}`` of the measured table of GPU ``table`` (:func:`_grid_tables`)."""
-    return _grid_tables()[table]
 
 
 def grid_gpu(gpu) -> str:
@@ -300,7 +293,7 @@ def grid_gpu(gpu) -> str:
 def _grid_rate(m: int, n: int, k: int, table: str = GRID_STAND_IN) -> float:
     """The measured table of ``table`` at ``(m, n, k)``: interpolated in ``log2`` of each dimension, held at
     4,096 above and at the time of 256 below (the rate times ``dim / 256``)."""
-    grid, rate, axes = _grid_tflops(table), 1.0, []
+    grid, rate, axes = _grid_tables()[table], 1.0, []
     for d in (m, n, k):
         rate *= min(1.0, d / GRID_SIZES[0])
         x = math.log2(min(max(d, GRID_SIZES[0]), GRID_SIZES[-1]) / GRID_SIZES[0])
@@ -315,11 +308,9 @@ def few_row_share(m: int, n: int, k: int, gpu=None) -> float:
     and ``k``, as XLA's measured BF16 table of ``gpu`` has it (``data/gemm_efficiency.csv``, ``kind ==
     "grid"``; :func:`grid_gpu`: the GPU's own table, else the H100's, also when ``gpu`` is None; 1 at
     ``m >= FEW_ROWS``). H100 at ``n = k = 4,096``: 0.96 at 1,024 and 2,048 rows (751.9 and 752.3 of 780.2
-    TFLOP/s), where the intensity curve keeps 0.69 and 0.87 (module docstring, gemm44). The B200 (``sm_100``)
-    loses more: 0.86 and 0.95 (1,214.0 and 1,342.5 of 1,416.9), 0.70 at 512 rows (H100 0.85), 0.46 at 256
-    (0.54); over the 25 ``(n, k)`` its share is 0.75, 0.82, 0.87, 0.93 of the H100's at 256 to 2,048 rows
-    (medians), more than the H100 table's two measurements differ (within 8%, tests/test_gemm_table.py)
-    (b200gemm)."""
+    TFLOP/s; the curve keeps 0.69 and 0.87: gemm44). The B200 (``sm_100``) loses more: 0.86 and 0.95 (1,214.0
+    and 1,342.5 of 1,416.9), 0.70 at 512 rows (H100 0.85); over the 25 ``(n, k)`` 0.75, 0.82, 0.87, 0.93 of
+    the H100's share at 256 to 2,048 rows (medians), beyond the H100 table's re-measurement (within 7%)."""
     m, n, k = check_int("m", m), check_int("n", n), check_int("k", k)
     table = GRID_STAND_IN if gpu is None else grid_gpu(gpu)
     return 1.0 if m >= FEW_ROWS else _grid_rate(m, n, k, table) / _grid_rate(FEW_ROWS, n, k, table)
