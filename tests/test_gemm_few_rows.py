@@ -1,5 +1,6 @@
 """The GEMM curve's few-row regime (gemm44, issue 34): below ``FEW_ROWS`` rows a GEMM keeps of the rate at
-``FEW_ROWS`` what XLA's measured H100 BF16 table keeps (``data/gemm_efficiency.csv``, ``kind == "grid"``).
+``FEW_ROWS`` what XLA's measured BF16 table of the GPU keeps (``data/gemm_efficiency.csv``, ``kind ==
+"grid"``: the B200's own since b200gemm, else the H100's).
 Expected values worked by hand from the published tables, not from the code."""
 
 import pytest
@@ -57,3 +58,49 @@ def test_a100_squares_lose_to_fewer_rows_as_the_h100_table_says():
         top = K.gemm_efficiency("A100 80GB", 4096, 4096, 4096)
         priced = K.gemm_efficiency("A100 80GB", size, size, size) / top
         assert priced == pytest.approx(tflops / 258, rel=0.10), size
+
+
+# XLA's kDefaultMatmulPTable, sm_100 (compute capability 10.0: stored as the B200), bf16, b = 1, n = k = 4,096
+# (TFLOP/s as stored, to 0.1: 651394145142943 FLOP/s at 256 rows, ..., 1416867213789406 at 4,096)
+XLA_B200_4096 = {256: 651.4, 512: 990.5, 1024: 1214.0, 2048: 1342.5, 4096: 1416.9}
+
+
+@pytest.mark.parametrize("m", [256, 512, 1024, 2048])
+def test_b200_few_row_share_is_its_own_tables_loss(m):
+    # the B200 loses more to few rows than the H100: 1,214.0 / 1,416.9 = 0.857 at 1,024 rows against
+    # 751.9 / 780.2 = 0.964 (b200gemm; the H100's table on every GPU before)
+    assert K.few_row_share(m, 4096, 4096, "B200") == pytest.approx(XLA_B200_4096[m] / XLA_B200_4096[4096],
+                                                                   rel=1e-9)
+    ratio = K.gemm_efficiency("B200", m, 4096, 4096) / K.gemm_efficiency("B200", 4096, 4096, 4096)
+    assert ratio == pytest.approx(XLA_B200_4096[m] / XLA_B200_4096[4096], rel=1e-9)
+
+
+def test_a_gpu_without_its_own_table_keeps_the_h100s():
+    # the A100 and the GB200 (no grid rows of their own) and no GPU at all: XLA's sm_90 table, 751.9 / 780.2
+    for gpu in ("A100 80GB", "GB200", "H100 SXM", None):
+        assert K.few_row_share(1024, 4096, 4096, gpu) == pytest.approx(751.9 / 780.2, rel=1e-9), gpu
+    assert K.grid_gpu("B200") == "B200" and K.grid_gpu("A100 80GB") == K.GRID_STAND_IN == "H100 SXM"
+
+
+def test_a_b200_layer_at_few_tokens_keeps_its_tables_share():
+    # Llama 3.1 405B at tp 1: every GEMM of a layer has n and k >= 4,096 (hidden 16,384, q/k/v 18,432, MLP
+    # 53,248), so each keeps the table's share at n = k = 4,096, and so does their time-weighted mean:
+    # 1,024 tokens over 4,096 tokens is 1,214.0 / 1,416.9 on the B200, 751.9 / 780.2 on the H100
+    for gpu, rate in (("B200", XLA_B200_4096), ("H100 SXM", XLA_4096)):
+        few = K.layer_gemm_efficiency("llama-3.1-405b", gpu, tp=1, tokens=1024)
+        full = K.layer_gemm_efficiency("llama-3.1-405b", gpu, tp=1, tokens=4096)
+        assert few / full == pytest.approx(rate[1024] / rate[4096], rel=1e-9), gpu
+
+
+def test_the_b200_grid_holds_every_shape_once_below_bekmans_best():
+    # 125 shapes (256 to 4,096 in each of m, n, k), each with its source; none beats the best BF16 GEMM
+    # Bekman's search found on a B200 (1,745 TFLOP/s, a kind == "best" row): the largest is 1,416.9 at 4,096^3
+    import csv
+    from pathlib import Path
+    with open(Path(K.DATA) / "gemm_efficiency.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["kind"] == "grid" and r["gpu"] == "B200"]
+    sizes = K.GRID_SIZES
+    assert sorted((int(r["m"]), int(r["n"]), int(r["k"])) for r in rows) == \
+        [(m, n, k) for m in sizes for n in sizes for k in sizes]
+    assert all(r["source"].startswith("OpenXLA") and "sm_100" in r["source"] and r["as_of"] for r in rows)
+    assert max(float(r["tflops"]) for r in rows) == 1416.9 < 1745

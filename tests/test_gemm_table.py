@@ -32,7 +32,7 @@ SIZES = (256, 512, 1024, 2048, 4096)
 
 def _grid() -> dict:
     with open(DATA / "gemm_efficiency.csv", newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["kind"] == "grid"]
+        rows = [r for r in csv.DictReader(fh) if r["kind"] == "grid" and r["gpu"] == "H100 SXM"]
     return {(int(r["m"]), int(r["n"]), int(r["k"])): r for r in rows}
 
 

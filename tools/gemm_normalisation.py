@@ -140,7 +140,7 @@ def main() -> None:
     cols = ["gpu", "generation", "dtype", "m", "n", "k", "tflops", "kind"]
     h200 = _cols(pd.DataFrame(H200_ROWS, columns=cols))
     out = d[(d["kind"] == "curve") & (d["m"] * d["n"] < WAVE_OUTPUTS)]
-    grid = d[d["kind"] == "grid"]
+    grid = d[(d["kind"] == "grid") & (d["gpu"] == "H100 SXM")]   # XLA sm_90
     gridw = grid[grid["m"] * grid["n"] >= WAVE_OUTPUTS]
     best = pd.concat([d[d["kind"] == "best"], h200], ignore_index=True)
     h100 = d[(d["gpu"] == "H100 SXM") & (d["kind"] == "best")]

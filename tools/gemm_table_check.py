@@ -17,8 +17,9 @@ kernel efficiency):
 
 * ``curve``: the library's pricing (the baseline: should reproduce ``data/intervals.csv``; since gemm44 the
   intensity curve, below 4,096 rows at 4,096 rows times :func:`llmsizing.kernels.few_row_share`);
-* ``table``: XLA's measured H100 BF16 table (``data/gemm_efficiency.csv``, ``kind == "grid"``: 256 to 4,096 in
-  each of ``m``, ``n``, ``k``), interpolated in ``log2`` of each dimension, each held at 4,096 above it (the
+* ``table``: XLA's measured H100 BF16 table (``data/gemm_efficiency.csv``, ``kind == "grid"``, ``gpu == "H100
+  SXM"``: 256 to 4,096 in each of ``m``, ``n``, ``k``; the B200's table, b200gemm, reaches only ``curve``'s
+  and ``few-rows``' few rows), interpolated in ``log2`` of each dimension, each held at 4,096 above it (the
   largest share in the table, 0.789, is within 1% of Bekman's best H100 BF16 GEMM, 794.5 / 989.4 = 0.803),
   and below 256 the time of 256 (share times ``dim / 256``); the same shares on every GPU and dtype (the
   A100's squares follow the H100's within 12% from 1,024: tests/test_gemm_table.py);
@@ -92,7 +93,7 @@ if VARIANT != "curve" or LAYER_S:
     @lru_cache(maxsize=1)
     def _grid():
         with open(K.DATA / "gemm_efficiency.csv", newline="") as fh:
-            rows = [r for r in csv.DictReader(fh) if r["kind"] == "grid"]
+            rows = [r for r in csv.DictReader(fh) if r["kind"] == "grid" and r["gpu"] == "H100 SXM"]
         return {(int(r["m"]), int(r["n"]), int(r["k"])): float(r["tflops"]) / H100_BF16_PEAK for r in rows}
 
     def _axis(d):
@@ -130,17 +131,19 @@ if VARIANT != "curve" or LAYER_S:
     if VARIANT == "refit":
         import pandas as pd
         d = pd.read_csv(K.DATA / "gemm_efficiency.csv")
-        grid = d[d["kind"] == "grid"].assign(kind="curve")
+        grid = d[(d["kind"] == "grid") & (d["gpu"] == "H100 SXM")].assign(kind="curve")
         R_HALF, EMAX, _ = K.fit_gemm_curve(pd.concat([d[d["kind"] == "curve"], grid]))
 
     def _curve_at(ridge, m, n, k, dtype):
         r = K._intensity(m, k, n, K._ELEMENT_BYTES.get(dtype, 2.0)) / ridge
         return min(K.GEMM_CEILING, K.GEMM_EMAX * r / (r + K.GEMM_R_HALF))
 
-    def _efficiency_at(ridge, m, n, k, dtype):
+    def _efficiency_at(ridge, m, n, k, dtype, table=None):
         if VARIANT in ("few-rows", "few-rows-large") and m < 4096:
-            if VARIANT == "few-rows" or (n >= 4096 and k >= 4096):
-                return _curve_at(ridge, 4096, n, k, dtype) * table_share(m, n, k) / table_share(4096, n, k)
+            if VARIANT == "few-rows" or (n >= 4096 and k >= 4096):   # the GPU's own table (b200gemm)
+                t = table or K.GRID_STAND_IN
+                return (_curve_at(ridge, 4096, n, k, dtype) * K._grid_rate(m, n, k, t)
+                        / K._grid_rate(4096, n, k, t))
             return _curve_at(ridge, m, n, k, dtype)
         if VARIANT == "table":
             return table_share(m, n, k)

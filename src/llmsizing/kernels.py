@@ -35,13 +35,15 @@ NVIDIA's CUDA 11 figure) and DeepGEMM (H800 FP8) tables in ``data/gemm_efficienc
 (:func:`fit_gemm_curve`: one curve for both, 2.7% rms). Below ``FEW_ROWS`` (4,096) rows a GEMM is priced at
 the curve's share at 4,096 rows times :func:`few_row_share`, what XLA's measured H100 BF16 table (``kind ==
 "grid"``, 256 to 4,096 in each dimension) keeps at ``m`` rows of its rate at 4,096 rows, same ``n`` and ``k``
-(gemm44, 2026-12-04). The curve alone read few rows by intensity, as if a 1,024-row GEMM were a 1,024^3
-square (which loses to wave quantisation): at ``n = k = 4,096`` it kept 0.69 and 0.87 of the 4,096-row share
-at 1,024 and 2,048 rows where XLA measured 0.96 and 0.96 (751.9 and 752.3 of 780.2 TFLOP/s); Bekman's best
-A100 shape, 1,024 x 10,240 x 5,120, 0.87 of the peak measured, was 0.64 on the curve and is 0.81 now; the
-A100 squares of NVIDIA's CUDA 11 figure, which the rule does not read, keep 0.32 and 0.57 of 4,096^3 at
-1,024^3 and 1,536^3 against 0.34 and 0.58 measured (the curve alone: 0.53 and 0.67). At
-small ``n`` and ``k`` the table falls faster with fewer rows than the curve did, so those GEMMs cost more.
+(gemm44, 2026-12-04); a GPU with its own measured table prices by it (:func:`grid_gpu`: the B200's, XLA's
+``sm_100``, which keeps 0.86 at 1,024 rows where the H100's keeps 0.96; b200gemm). The curve alone read few
+rows by intensity, as if a 1,024-row GEMM were a 1,024^3 square (which loses to wave quantisation): at
+``n = k = 4,096`` it kept 0.69 and 0.87 of the 4,096-row share at 1,024 and 2,048 rows where XLA measured 0.96
+and 0.96 (751.9 and 752.3 of 780.2 TFLOP/s); Bekman's best A100 shape, 1,024 x 10,240 x 5,120, 0.87 of the
+peak measured, was 0.64 on the curve and is 0.81 now; the A100 squares of NVIDIA's CUDA 11 figure, which the
+rule does not read, keep 0.32 and 0.57 of 4,096^3 at 1,024^3 and 1,536^3 against 0.34 and 0.58 measured (the
+curve alone: 0.53 and 0.67). At small ``n`` and ``k`` the table falls faster with fewer rows than the curve
+did, so those GEMMs cost more.
 What it moved (nothing fitted; kernel efficiency refit as always): the layout range 81.1% / 1.583x -> 87.4% /
 1.529x out of source (Qi et al.'s Zero Bubble A100 rows at 1 x 1,024 tokens a micro-batch, PP16/PP32, were
 1.21-1.27 over the step model against 0.99-1.04 at PP8: all 12 now 0.98-1.04; Ampere's kernel efficiency
@@ -242,15 +244,17 @@ def gemm_efficiency(gpu, m: int, n: int, k: int, dtype: str = "bf16") -> float:
     below ``FEW_ROWS`` rows that at ``FEW_ROWS`` rows times :func:`few_row_share` (gemm44)."""
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
     m, n, k = check_int("m", m), check_int("n", n), check_int("k", k)
-    return _efficiency_at(ridge_point_flops_per_byte(gpu, dtype), m, n, k, dtype)
+    return _efficiency_at(ridge_point_flops_per_byte(gpu, dtype), m, n, k, dtype, grid_gpu(gpu))
 
 
-def _efficiency_at(ridge: float, m: int, n: int, k: int, dtype: str) -> float:
-    """:func:`gemm_efficiency` at checked ``m``, ``n``, ``k``, ``dtype`` and the ridge point (a layer's GEMMs
-    share the last two): the curve, below :data:`FEW_ROWS` rows at ``FEW_ROWS`` times
-    :func:`few_row_share`."""
+def _efficiency_at(ridge: float, m: int, n: int, k: int, dtype: str, table: str | None = None) -> float:
+    """:func:`gemm_efficiency` at checked ``m``, ``n``, ``k``, ``dtype``, the ridge point and the measured
+    table ``table`` (:func:`grid_gpu`; a layer's GEMMs share the last three): the curve, below
+    :data:`FEW_ROWS` rows at ``FEW_ROWS`` times :func:`few_row_share` (``None``: :data:`GRID_STAND_IN`)."""
     if m < FEW_ROWS:
-        return _curve_share(ridge, FEW_ROWS, n, k, dtype) * _grid_rate(m, n, k) / _grid_rate(FEW_ROWS, n, k)
+        t = GRID_STAND_IN if table is None else table
+        return (_curve_share(ridge, FEW_ROWS, n, k, dtype) * _grid_rate(m, n, k, t)
+                / _grid_rate(FEW_ROWS, n, k, t))
     return _curve_share(ridge, m, n, k, dtype)
 
 
@@ -264,21 +268,32 @@ def _curve_share(ridge: float, m: int, n: int, k: int, dtype: str) -> float:
 FEW_ROWS = 4096
 #: The sizes XLA's table measured in each of ``m``, ``n``, ``k`` (``data/gemm_efficiency.csv``, ``grid``).
 GRID_SIZES = (256, 512, 1024, 2048, 4096)
+#: The measured table a GPU without its own prices few rows by: XLA's H100 one (gemm44).
+GRID_STAND_IN = "H100 SXM"
 
 
 @lru_cache(maxsize=1)
-def _grid_tflops() -> dict:
-    """``{(m, n, k): TFLOP/s}`` of ``data/gemm_efficiency.csv``'s ``kind == "grid"`` rows (XLA, H100)."""
+def _grid_tables() -> dict:
+    """``{gpu: {(m, n, k): TFLOP/s}}``: ``data/gemm_efficiency.csv``'s ``grid`` rows (XLA sm_90, sm_100)."""
+    tables: dict = {}
     with open(DATA / "gemm_efficiency.csv", newline="") as fh:
-        return {(int(r["m"]), int(r["n"]), int(r["k"])): float(r["tflops"])
-                for r in csv.DictReader(fh) if r["kind"] == "grid"}
+        for r in (r for r in csv.DictReader(fh) if r["kind"] == "grid"):
+            tables.setdefault(r["gpu"], {})[int(r["m"]), int(r["n"]), int(r["k"])] = float(r["tflops"])
+    return tables
+
+
+def grid_gpu(gpu) -> str:
+    """The GPU whose measured table prices ``gpu``'s few-row GEMMs: its own when ``data/gemm_efficiency.csv``
+    holds one (``kind == "grid"``, the B200's since b200gemm), else :data:`GRID_STAND_IN`."""
+    name = get_gpu(gpu).name
+    return name if name in _grid_tables() else GRID_STAND_IN
 
 
 @lru_cache(maxsize=65536)
-def _grid_rate(m: int, n: int, k: int) -> float:
-    """XLA's table at ``(m, n, k)``: interpolated in ``log2`` of each dimension, held at 4,096 above and at
-    the time of 256 below (the rate times ``dim / 256``)."""
-    grid, rate, axes = _grid_tflops(), 1.0, []
+def _grid_rate(m: int, n: int, k: int, table: str = GRID_STAND_IN) -> float:
+    """The measured table of ``table`` at ``(m, n, k)``: interpolated in ``log2`` of each dimension, held at
+    4,096 above and at the time of 256 below (the rate times ``dim / 256``)."""
+    grid, rate, axes = _grid_tables()[table], 1.0, []
     for d in (m, n, k):
         rate *= min(1.0, d / GRID_SIZES[0])
         x = math.log2(min(max(d, GRID_SIZES[0]), GRID_SIZES[-1]) / GRID_SIZES[0])
@@ -288,13 +303,17 @@ def _grid_rate(m: int, n: int, k: int) -> float:
                       for dk, wk in axes[2] if wm * wn * wk)
 
 
-def few_row_share(m: int, n: int, k: int) -> float:
+def few_row_share(m: int, n: int, k: int, gpu=None) -> float:
     """What a GEMM of ``m < FEW_ROWS`` rows keeps of the rate of one of ``FEW_ROWS`` rows at the same ``n``
-    and ``k``, as XLA's measured H100 BF16 table has it (``data/gemm_efficiency.csv``, ``kind == "grid"``;
-    1 at ``m >= FEW_ROWS``). At ``n = k = 4,096``: 0.96 at 1,024 and 2,048 rows (751.9 and 752.3 of 780.2
-    TFLOP/s), where the intensity curve keeps 0.69 and 0.87 (module docstring, gemm44)."""
+    and ``k``, as XLA's measured BF16 table of ``gpu`` has it (``data/gemm_efficiency.csv``, ``kind ==
+    "grid"``; :func:`grid_gpu`: the GPU's own table, else the H100's, also when ``gpu`` is None; 1 at
+    ``m >= FEW_ROWS``). H100 at ``n = k = 4,096``: 0.96 at 1,024 and 2,048 rows (751.9 and 752.3 of 780.2
+    TFLOP/s; the curve keeps 0.69 and 0.87: gemm44). The B200 (``sm_100``) loses more: 0.86 and 0.95 (1,214.0
+    and 1,342.5 of 1,416.9), 0.70 at 512 rows (H100 0.85); over the 25 ``(n, k)`` 0.75, 0.82, 0.87, 0.93 of
+    the H100's share at 256 to 2,048 rows (medians), beyond the H100 table's re-measurement (within 7%)."""
     m, n, k = check_int("m", m), check_int("n", n), check_int("k", k)
-    return 1.0 if m >= FEW_ROWS else _grid_rate(m, n, k) / _grid_rate(FEW_ROWS, n, k)
+    table = GRID_STAND_IN if gpu is None else grid_gpu(gpu)
+    return 1.0 if m >= FEW_ROWS else _grid_rate(m, n, k, table) / _grid_rate(FEW_ROWS, n, k, table)
 
 
 #: Bytes per element of a GEMM's operands by dtype (floats, as ``check_number`` gives them).
@@ -457,9 +476,9 @@ def layer_gemm_efficiencies(model, gpu, *, tp: int, tokens: int, dtype: str = "b
     model = resolve_model(model, moe=True)
     eps = tuple(check_int("ep", e) for e in eps)
     dtype = check_choice("dtype", dtype, ("bf16", "fp16", "fp8", "fp4"))
-    ridge = ridge_point_flops_per_byte(gpu, dtype)
+    ridge, table = ridge_point_flops_per_byte(gpu, dtype), grid_gpu(gpu)
     qkv, proj, (_, n_up, k_up), (_, n_down, k_down) = layer_gemms(model, tp=tp, tokens=tokens)
-    dense = [(m * n * k, m * n * k / _efficiency_at(ridge, m, n, k, dtype) / s)
+    dense = [(m * n * k, m * n * k / _efficiency_at(ridge, m, n, k, dtype, table) / s)
              for m, n, k, s in _attention_gemms(model, tp, tokens, qkv, proj, ridge, dtype)]
     out, seen = [], {}
     for ep in eps:
@@ -473,9 +492,10 @@ def layer_gemm_efficiencies(model, gpu, *, tp: int, tokens: int, dtype: str = "b
             share = grouped_gemm_share(rows) * expert_padding_share(rows) if local > 1 else 1.0
             for n, k in ((n_up, k_up), (n_down, k_down)):
                 if local > 1:            # the routed experts' up and down projections, grouped
-                    f, e = rows * n * k * local, _efficiency_at(ridge, rows * local, n, k, dtype) * share
+                    f = rows * n * k * local
+                    e = _efficiency_at(ridge, rows * local, n, k, dtype, table) * share
                 else:
-                    f, e = rows * n * k, _efficiency_at(ridge, rows, n, k, dtype)
+                    f, e = rows * n * k, _efficiency_at(ridge, rows, n, k, dtype, table)
                 flops += f
                 time += f / e
             seen[rows, local] = flops / time
