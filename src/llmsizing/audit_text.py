@@ -112,7 +112,7 @@ def _method(r: _Rows) -> dict[str, str]:
 def _batch_and_cases(r: _Rows) -> dict[str, str]:
     """How far the stated offload batch carries a verdict, and the worked cases of the rule."""
     row, table, g = r.row, r.table, {}
-    # the batches at which seed 000's offloaded days flip (review24a M3)
+    # the batches at which seed 000's offloaded days flip
     flip = {w: offload_batch_flip(f"000-faq-finetune-{w}") for w in ("days", "usd")}
     low = {w: offload_batch_flip(f"000-faq-finetune-{w}", larger=False) for w in ("days", "usd")}
     # the fine-tuning days: too long even counted, at this batch or larger (since rows31's refit)
@@ -131,7 +131,7 @@ def _batch_and_cases(r: _Rows) -> dict[str, str]:
         f"run further: the largest batch at which they hold is {low['days'] // SEQ} sequences per step "
         f"({low['days']:,} tokens; for its dollars "
         f"{low['usd'] // SEQ}), where the host adds more time per token.")
-    # the offloaded verdicts that change between half and twice the stated batch (review24c M2)
+    # the offloaded verdicts that change between half and twice the stated batch
     fragile = [f"`{d['id']}` (changes at {' and '.join(str(d[k]) for k in ('below', 'above') if d[k])} "
                "sequences)" for d in fragile_offload_verdicts(2.0)]
     _holds(fragile, "some offloaded verdicts change between half and twice the batch")
@@ -219,7 +219,7 @@ def _bytes_and_rates(r: _Rows) -> dict[str, str]:
     _holds(a10["verdict"] == "holds", "the A10's rate holds at a point of the band")
     a10_r = a10["claimed"] / a10["library_central"]
     g["a10_near"] = "close to" if max(a10_r, 1 / a10_r) <= BAND else "within the MFU band of"
-    # reader24 L1 / read38b: say when the two centrals coincide, else why they are worth setting side by side
+    # say when the two centrals coincide, else why they are worth setting side by side
     peak_x = get_gpu("H100 SXM").bf16_dense_tflops / get_gpu("A10").bf16_dense_tflops
     g["a10_same"] = ((" (by coincidence the same figure as the H100's central estimate for Llama 2 70B"
                            if r.central("000-tps-a10") == r.central("000-tps-h100") else
@@ -269,7 +269,7 @@ def _times_and_costs(r: _Rows) -> dict[str, str]:
     g["opt3_cost_c"] = f"{r.central('000-opt3-cost')} USD"
     g["8x50_usd"] = f"{seed_gpu_days_usd(8, 50, 'H100 SXM'):,.0f} USD"
     _holds(seed_gpu_days_usd(8, 50) == seed_gpu_days_usd(1, 400), "the same 400 GPU-days")
-    # the seed's example run (Mistral 7B, 100B tokens) on 8 H100s over 1, each at its central MFU (review24a)
+    # the seed's example run (Mistral 7B, 100B tokens) on 8 H100s over 1, each at its central MFU
     t8, t1 = (training_time("mistral-7b", tokens=1e11, gpu="H100 SXM", n_gpus=n, seq=SEQ) for n in (8, 1))
     g["8x50_hidden"] = f"{t8.cost_usd / t1.cost_usd:.2f}"        # the host's time hidden
     _holds(OFFLOAD_COUNTED in row.loc["000-faq-8x50-cheaper", "reading"], "the 8x50 ratio is judged counted")
