@@ -30,7 +30,7 @@ from .prose import ChapterText, prose_check
 from .runs import offload_exposed_s, run_from_step
 from .states import FRAGMENTATION, fragmentation_room
 from .time_cost import implied_mfu, published_runs, training_time
-from .units import fmt_gib
+from .units import GiB, fmt_gib
 from .zero_traffic import offload_time
 
 __all__ = ["case1_time_prose", "case3_step_prose", "case3_published_prose", "plan_layout", "plan_lines",
@@ -62,7 +62,7 @@ def plan_lines(df) -> str:
     recomputation, memory, step, MFU, days and cost."""
     return "\n".join(
         f"{r.n_gpus:>6,} x {r.gpu}  {plan_layout(r):24s} micro {r.micro_batch} x {r.grad_accum:>4}  "
-        f"{recompute_label(r):>10s}  {r.memory_per_gpu_bytes / 2**30:5.1f} GiB  step {r.step_time_s:6.2f} s  "
+        f"{recompute_label(r):>10s}  {r.memory_per_gpu_bytes / GiB:5.1f} GiB  step {r.step_time_s:6.2f} s  "
         f"MFU {r.mfu:.0%}  {r.days:6.1f} days  ${r.cost_usd / 1e6:5.2f}M" for r in df.itertuples())
 
 
@@ -260,7 +260,7 @@ def case3_step_prose() -> ChapterText:
     # the exercise: tensor parallelism hidden
     st405_atp = step_time(model, h100, par405, recompute="none", async_tp=True, **kw405)
     out["c3_atp_mfu"] = f"{st405_atp.mfu:.0%}"
-    out["c3_v4_over"] = f"{(mem405_v4.total_bytes - h100.memory_bytes) / 2**30:.1f} GiB"
+    out["c3_v4_over"] = f"{(mem405_v4.total_bytes - h100.memory_bytes) / GiB:.1f} GiB"
     out["c3_v4_tmp"] = f"{mem405_v4.gathered_bytes / mem405.gathered_bytes:.0f}"
     _says(st405_mb.mfu < meta_mfu < st405_atp.mfu,
           "Meta's MFU lies between FSDP2's default reduction and tensor parallelism fully hidden")

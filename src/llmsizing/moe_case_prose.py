@@ -16,6 +16,7 @@ longer holds). Nothing here computes a new quantity: it formats and compares wha
 from __future__ import annotations
 
 from .prose import ChapterText
+from .units import GiB
 
 __all__ = ["rack_dispatch_prose", "deepseek_terms_prose", "deepseek_memory_prose",
            "all_to_all_evidence_prose", "RACK_NODE", "H800_NODE", "H100_NODE"]
@@ -184,7 +185,7 @@ def deepseek_terms_prose() -> ChapterText:
         "terms_dev": f"{final['gpu_hours'] / terms.attrs['published_gpu_hours'] - 1:+.1%}",
         "terms_mfu": f"{final['mfu']:.1%}",
         "terms_range": f"{final['gpu_hours'] / hi / 1e6:.2f}M to {final['gpu_hours'] / lo / 1e6:.2f}M",
-        "allow_rule": f"{FIXED_OVERHEAD_BYTES / 2**30:.0f} GiB + {FRAGMENTATION:.0%}",
+        "allow_rule": f"{FIXED_OVERHEAD_BYTES / GiB:.0f} GiB + {FRAGMENTATION:.0%}",
     }
     return ChapterText(values=texts, report=table.to_string(), data={"table": table})
 
@@ -214,7 +215,7 @@ def deepseek_memory_prose(check=None) -> ChapterText:
     kept = deepseek_layer_bytes(ds3, probs_in_swiglu=False)
     _says(max(kept, key=kept.get) == "combine" and kept["combine"] == 2 * ds3.experts_per_token * ds3.hidden,
           "the experts' outputs kept for the combine, 2kh bytes, are the largest tensor")
-    gib, h800 = 2**30, get_gpu("H800").memory_bytes
+    h800 = get_gpu("H800").memory_bytes
     rows = {f"library 1F1B, recompute={rc}": (chk[f"memory_gib_{rc}"], chk[f"fits_{rc}"])
             for rc in ("none", "selective", "full")}
     rows |= {"DeepSeek recipe, DualPipe, even split": (chk["memory_gib_deepseek_even"],
@@ -224,7 +225,7 @@ def deepseek_memory_prose(check=None) -> ChapterText:
              "  ... experts' outputs kept for the combine": (chk["memory_gib_deepseek_combine"],
                                                              chk["fits_deepseek_combine"]),
              "  ... balanced split under 1F1B (one copy)": (chk["memory_gib_deepseek_1f1b"],
-                                                            chk["memory_gib_deepseek_1f1b"] <= h800 / gib)}
+                                                            chk["memory_gib_deepseek_1f1b"] <= h800 / GiB)}
     layout = replace(DEEPSEEK_V3_LAYOUT, stage_layers=DEEPSEEK_V3_BALANCED_SPLIT)
     balanced = deepseek_memory(ds3, layout)
     split = DEEPSEEK_V3_BALANCED_SPLIT
@@ -238,11 +239,11 @@ def deepseek_memory_prose(check=None) -> ChapterText:
     _says(chk["fits_deepseek_balanced"] and not (chk["fits_deepseek_even"] or chk["fits_deepseek_combine"]),
           "the balanced split fits, the even split and the kept outputs do not")
     top = balanced.ranks[balanced.rank]
-    _says(top["total"] / gib == chk["memory_gib_deepseek_balanced"], "the table's row is this plan's")
+    _says(top["total"] / GiB == chk["memory_gib_deepseek_balanced"], "the table's row is this plan's")
     _says(h800 - top["total"] < top["total"] - top["peak"], "the margin is smaller than the allowance")
     # what DualPipe's overlap costs: the same split under 1F1B, rank by rank
     one = deepseek_memory(ds3, layout, seq=4096, grad_accum=DEEPSEEK_V3_MICRO_BATCHES, schedule="1f1b")
-    _says(one.total_bytes / gib == chk["memory_gib_deepseek_1f1b"], "the 1F1B row is this plan's")
+    _says(one.total_bytes / GiB == chk["memory_gib_deepseek_1f1b"], "the 1F1B row is this plan's")
     r1, r2 = one.ranks[one.rank], balanced.ranks[one.rank]
     _says(r2["states"] > 1.9 * r1["states"] and sum(r2["in_flight"]) > sum(r1["in_flight"]),
           "DualPipe costs memory twice: a second parameter copy and more micro-batches in flight")
@@ -252,18 +253,18 @@ def deepseek_memory_prose(check=None) -> ChapterText:
         texts[f"dsm_{tag}_states"] = f"{chk[f'states_gib_deepseek_{tag}']:.1f}"
         texts[f"dsm_{tag}_acts"] = f"{chk[f'activations_gib_deepseek_{tag}']:.1f}"
     texts |= {
-        "dsm_1f1b": f"{chk['memory_gib_deepseek_1f1b']:.1f}", "h800_gib": f"{h800 / gib:.1f}",
-        "dsm_spare": f"{h800 / gib - chk['memory_gib_deepseek_balanced']:.1f}",
-        "dsm_over": f"{chk['memory_gib_deepseek_even'] - h800 / gib:.1f}",
+        "dsm_1f1b": f"{chk['memory_gib_deepseek_1f1b']:.1f}", "h800_gib": f"{h800 / GiB:.1f}",
+        "dsm_spare": f"{h800 / GiB - chk['memory_gib_deepseek_balanced']:.1f}",
+        "dsm_over": f"{chk['memory_gib_deepseek_even'] - h800 / GiB:.1f}",
         "dsm_layer_kib": f"{sum(per_token.values()) / 1024:.0f}",
         # the rest of the most loaded GPU's total: the backward's working set (peak - kept) and the allowance
-        "dsm_work": f"{(top['peak'] - top['states'] - top['activations']) / gib:.1f}",
-        "dsm_allow": f"{(top['total'] - top['peak']) / gib:.1f}",
+        "dsm_work": f"{(top['peak'] - top['states'] - top['activations']) / GiB:.1f}",
+        "dsm_allow": f"{(top['total'] - top['peak']) / GiB:.1f}",
         "dsm_1f1b_rank": f"{one.rank}",
     }
     for tag, r in (("1f1b", r1), ("dual", r2)):
-        texts[f"dsm_{tag}_r_states"] = f"{r['states'] / gib:.1f}"
-        texts[f"dsm_{tag}_r_acts"] = f"{r['activations'] / gib:.1f}"
+        texts[f"dsm_{tag}_r_states"] = f"{r['states'] / GiB:.1f}"
+        texts[f"dsm_{tag}_r_acts"] = f"{r['activations'] / GiB:.1f}"
         texts[f"dsm_{tag}_r_flight"] = f"{sum(r['in_flight']):.0f}"
     return ChapterText(values=texts, report=report)
 
