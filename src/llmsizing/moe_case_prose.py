@@ -16,6 +16,7 @@ longer holds). Nothing here computes a new quantity: it formats and compares wha
 from __future__ import annotations
 
 from .prose import ChapterText
+from .prose import prose_check as _prose_check
 from .units import GiB
 
 __all__ = ["rack_dispatch_prose", "deepseek_terms_prose", "deepseek_memory_prose",
@@ -23,6 +24,12 @@ __all__ = ["rack_dispatch_prose", "deepseek_terms_prose", "deepseek_memory_prose
 
 #: The three machines of the worked case (``data/nodes.csv``).
 RACK_NODE, H800_NODE, H100_NODE = "GB200 NVL72 compute tray", "HGX H800 (8-GPU)", "DGX H100"
+
+
+def _says(holds, what: str) -> None:
+    """Raise :class:`~llmsizing.prose.ProseOutOfDate` saying ``what`` chapter 18's prose says, unless
+    ``holds``."""
+    _prose_check(holds, what, "chapter 18's prose")
 
 
 def rack_dispatch_prose(tokens: int = 4096) -> ChapterText:
@@ -41,7 +48,6 @@ def rack_dispatch_prose(tokens: int = 4096) -> ChapterText:
     from .deepseek import DEEPSEEK_V3_LAYOUT, DEEPSEEK_V3_MAX_NODES, DEEPSEEK_V3_MICRO_BATCHES
     from .model_catalog import get_model
     from .moe import FP8_DISPATCH_BYTES
-    from .moe_run_prose import prose_check as _says
     from .network import get_node, group_link
 
     tokens = check_int("tokens", tokens, minimum=1)
@@ -131,7 +137,6 @@ def deepseek_terms_prose() -> ChapterText:
     from .mfu import layout_range_factors
     from .model_catalog import get_model
     from .moe import mtp_flops_per_token
-    from .moe_run_prose import prose_check as _says
     from .moe_runs import moe_published_runs
     from .moe_time import GPU_SMS
     from .mtp import mtp_param_counts
@@ -208,7 +213,6 @@ def deepseek_memory_prose(check=None) -> ChapterText:
     from .deepseek import DEEPSEEK_V3_BALANCED_SPLIT, DEEPSEEK_V3_LAYOUT, DEEPSEEK_V3_MICRO_BATCHES, \
         deepseek_layer_bytes, deepseek_memory, deepseek_v3_check
     from .model_catalog import get_model
-    from .moe_run_prose import prose_check as _says
 
     ds3, chk = get_model("deepseek-v3"), deepseek_v3_check() if check is None else check
     per_token = deepseek_layer_bytes(ds3)
@@ -287,7 +291,6 @@ def all_to_all_evidence_prose(layout: dict) -> ChapterText:
     from .dist_compare import compare_all_to_all
     from .layouts import step_time
     from .model_catalog import get_model
-    from .moe_run_prose import prose_check as _says
     from .moe_time import load_skew, load_skew_table
     from .network import get_node
     from .parallel import Parallel
