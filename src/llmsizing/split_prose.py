@@ -28,12 +28,13 @@ from .prose import prose_check as _prose_check
 from .units import GiB, KiB, MiB
 from .zero_traffic import dp_bucket_params, fsdp_root_params, torch_ddp_buckets
 
-__all__ = ["ProseOutOfDate", "collectives_prose", "nccl_fits_prose", "A3_MEGA_EGRESS_GBPS",
-           "NCCL_H100_RING_BUSBW", "NCCL_H100_NVLS_BUSBW"]
+__all__ = ["ProseOutOfDate", "collectives_prose", "nccl_fits_prose", "A3_MEGA_EGRESS_GBPS", "A3_MEGA_NICS",
+           "A3_MEGA_NIC_GBITS", "NCCL_H100_RING_BUSBW", "NCCL_H100_NVLS_BUSBW"]
 
-#: 8 NICs x 200 Gb/s per a3-megagpu-8g VM, in GB/s (the header of
-#: data/nccl_tests/h100_2x8_gcp_a3mega_tcpxo_all_reduce.txt)
-A3_MEGA_EGRESS_GBPS = 8 * 200 / 8
+#: 8 NICs x 200 Gb/s per a3-megagpu-8g VM (the header of
+#: data/nccl_tests/h100_2x8_gcp_a3mega_tcpxo_all_reduce.txt), and its egress in GB/s
+A3_MEGA_NICS, A3_MEGA_NIC_GBITS = 8, 200.0
+A3_MEGA_EGRESS_GBPS = A3_MEGA_NICS * A3_MEGA_NIC_GBITS / 8
 #: NCCL's quoted all-reduce bus bandwidth on an H100 node (NVIDIA/nccl-tests#212): about 370 GB/s for a ring,
 #: about 480 with NVLink SHARP, of NVLink 4's 450 one way.
 NCCL_H100_RING_BUSBW, NCCL_H100_NVLS_BUSBW = 370, 480
@@ -176,7 +177,7 @@ def nccl_fits_prose() -> ChapterText:
     t["net_latency"] = f"{steps('all_reduce', n_ranks) * link_class('network').alpha_s * 1e6:,.0f} µs"
     small_rows = net_fit.table[net_fit.table["size_bytes"] <= 256]
     # the library's own step time on the log's setup: DGX H100's row with the a3-megagpu-8g's 8 x 200 Gb/s
-    a3 = replace(get_node(gpu="H100 SXM"), nics_per_node=8, nic_gbits=200.0)
+    a3 = replace(get_node(gpu="H100 SXM"), nics_per_node=A3_MEGA_NICS, nic_gbits=A3_MEGA_NIC_GBITS)
     big_row = net_fit.table.sort_values("size_bytes").iloc[-1]
     a3_link = group_link("H100 SXM", a3, size=n_ranks)     # 8 of the group's GPUs per node: hierarchical
     t_lib = collective_time_s("all-reduce", float(big_row["size_bytes"]), n_ranks, a3_link)
@@ -201,7 +202,7 @@ def nccl_fits_prose() -> ChapterText:
     h100_ring = group_link("H100 SXM", get_node(gpu="H100 SXM"), size=8)
     _says(h100_ring.nominal_gbps == 450 and not h100_ring.across, "NVLink 4: 450 GB/s one way, in the node")
     t.update(h100_lib_busbw=f"{h100_ring.bandwidth_gbps:.0f} GB/s",
-             h100_ring_share=f"{NCCL_H100_RING_BUSBW / 450:.2f}",
+             h100_ring_share=f"{NCCL_H100_RING_BUSBW / h100_ring.nominal_gbps:.2f}",
              h100_ring_gap=f"{NCCL_H100_RING_BUSBW / h100_ring.bandwidth_gbps - 1:.0%}",
              h100_nvls_gap=f"{NCCL_H100_NVLS_BUSBW / h100_ring.bandwidth_gbps - 1:.0%}")
     for cls in ("nvlink", "network", "pcie", "infinity-fabric"):
