@@ -94,7 +94,7 @@ def case1_time_prose() -> ChapterText:
     band7 = training_time(model, tokens=1e9, gpu=h100, n_gpus=1, seq=seq)
     # the seed's "3 days" and "$192" (its "$64" a day) as data/seed_claims.csv holds them, and chapter 14's
     # verdicts on them (llmsizing.audit): one verdict per claim in the whole book
-    audit_days, audit_usd = (judged(f"000-faq-finetune-{w}") for w in ("days", "usd"))
+    audit_days, audit_usd = judged("000-faq-finetune-days"), judged("000-faq-finetune-usd")
     seed_days, seed_usd = audit_days.claimed_low, audit_usd.claimed_low
     seed_mfu = implied_mfu(model, gpu=h100, seq=seq, tokens=1e9, gpu_hours=seed_days * 24)
     seed_price = seed_usd / seed_days / 24                    # the seed's price a day, per hour
