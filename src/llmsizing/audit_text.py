@@ -162,6 +162,8 @@ def _batch_and_cases(r: _Rows) -> dict[str, str]:
     return g
 
 def _bytes_and_rates(r: _Rows) -> dict[str, str]:
+    """The findings on bytes and rates: the seeds' memory figures (bytes a parameter, a 70B model's states and
+    weights) and their throughput and MFU against the calibrated band, by GPU generation."""
     row, g = r.row, {}
     _holds(said(r.table, "000-fsdp-405b-mem") == said(r.table, "000-pp-405b-mem"),
            '"not 80 GB" for both 405B layouts')
@@ -230,9 +232,11 @@ def _bytes_and_rates(r: _Rows) -> dict[str, str]:
 
 
 def _times_and_costs(r: _Rows) -> dict[str, str]:
+    """The findings on times and costs: the cost tables' days and dollars (Mistral 7B with the optimizer
+    offloaded, Llama 2 70B on 64 GPUs, the options' costs) and the "8 GPUs for 50 days" ratio."""
     row, g = r.row, {}
     for c, name in (("000-cost-llama2-70b-64-days", "70_64_days"), ("000-opt1-days", "opt1_days")):
-        g[f"{name}"] = r.lib(c)
+        g[name] = r.lib(c)
         g[f"{name}_c"] = r.central(c)
     m7 = "000-cost-mistral7b-1-days"
     g["m7_1_central"], g["m7_1_lib"] = r.central(m7), r.lib(m7)
@@ -282,6 +286,8 @@ def _times_and_costs(r: _Rows) -> dict[str, str]:
 
 
 def _counts(r: _Rows) -> dict[str, str]:
+    """The findings on GPU counts: the fewest GPUs for 70B and 405B, the claims wrong in kind, the per-GPU
+    memory of each 405B layout and the 405B matrix's count."""
     row, table, g = r.row, r.table, {}
     g["min_70"] = f"{row.loc['000-intro-70b-gpus', 'library_central']:.0f}"
     g["min_l3_70"] = f"{row.loc['004-70b-two-nodes', 'library_central']:.0f}"
@@ -313,6 +319,8 @@ def _counts(r: _Rows) -> dict[str, str]:
 
 
 def _techniques(r: _Rows) -> dict[str, str]:
+    """The findings on techniques (gradient accumulation, mixed precision, checkpointing: which hold) and on
+    the rules of thumb that drop a dimension (batch, context, the 10B example's activations)."""
     row, table, g = r.row, r.table, {}
     g["ga_batch"] = r.lib("000-grad-accum-batch")
     g["ga_ratio"] = f"{row.loc['000-grad-accum', 'library']:.2f}"            # no recomputation
@@ -368,6 +376,8 @@ def _techniques(r: _Rows) -> dict[str, str]:
 
 
 def _finetune_and_hardware(r: _Rows) -> dict[str, str]:
+    """The findings on seed 000's fine-tuning run (days, dollars, the LoRA reading, the host's time hidden)
+    and on the hardware claims (a quantised 70B on one GPU, the B200's memory, bandwidth and speed-up)."""
     row, g = r.row, {}
     ft = "000-faq-finetune-days"
     g["ft_days"], g["ft_central"] = r.lib(ft), r.central(ft)
@@ -416,6 +426,8 @@ def _finetune_and_hardware(r: _Rows) -> dict[str, str]:
 
 
 def _fp8(r: _Rows) -> dict[str, str]:
+    """The findings on FP8: the H100's speed-up as judged and as read at 1.5x, a step's memory under each
+    recipe, and the L40S against the A100 on an MFU borrowed from Hopper."""
     row, g = r.row, {}
     fp8 = "004-fp8-faster-h100"
     g["fp8_speedup"] = f"{row.loc[fp8, 'library']:.2f}"
