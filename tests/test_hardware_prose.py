@@ -51,3 +51,12 @@ def test_a_reading_the_numbers_contradict_raises(monkeypatch, best_shape):
     monkeypatch.setattr(hp, "NVIDIA_MLPERF_H200_GAIN", 0.30)
     with pytest.raises(hp.ProseOutOfDate, match="chapter 6's exercise 1 says NVIDIA's 'up to 47%'"):
         hp.h200_exercise_prose(best_shape)
+
+
+def test_mamf_fp8_h100_is_the_data_row():
+    """The H100's FP8 MAMF the exercise quotes is Bekman's "best" fp8 row of data/gemm_efficiency.csv (the
+    H200's 1,453.4 has no row there), so a revised row cannot leave the prose's figure behind."""
+    gemm = pd.read_csv(DATA_DIR / "gemm_efficiency.csv")
+    row = gemm[(gemm.gpu == "H100 SXM") & (gemm.dtype == "fp8") & (gemm.kind == "best")]
+    assert len(row) == 1
+    assert hp.MAMF_FP8_TFLOPS["H100 SXM"] == row.tflops.iloc[0] == 1402.6

@@ -82,3 +82,15 @@ def test_a_false_statement_raises_prose_out_of_date(monkeypatch):
     monkeypatch.setattr(mfu_prose, "_intervals", lambda: iv)
     with pytest.raises(ProseOutOfDate, match="chapter 10's prose says naming the stack narrows"):
         stack_ranges_prose()
+
+
+def test_llama3_constants_are_table_4s_rows():
+    """LLAMA3_LONG_SEQ and LLAMA3_BATCH_TOKENS are Table 4's, as data/published_runs.csv holds its rows: the 128K
+    row's sequence, and 16M tokens a step at both lengths (global batch x sequence: 2,048 x 8,192 and 128 x
+    131,072 = 16 x 2^20)."""
+    rows = {r["run"]: r for r in _rows()}
+    steady = rows["Llama 3.1 405B, 16,384 GPUs (TP8 PP16 DP128)"]
+    long = rows["Llama 3.1 405B, 16,384 GPUs, 128K context (TP8 CP16 PP16 DP4)"]
+    assert mfu_prose.LLAMA3_LONG_SEQ == int(long["seq"]) == 131_072
+    for r in (steady, long):
+        assert mfu_prose.LLAMA3_BATCH_TOKENS == int(float(r["global_batch"])) * int(r["seq"]) == 16 * 2**20

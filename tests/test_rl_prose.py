@@ -55,3 +55,18 @@ def test_r1_zero_against_its_published_hours():
     assert v["r1_pub_step"] == "68.5"                # 198 h x 3,600 s / 10,400 policy steps
     assert v["r1_pub_rollout"] == "1,097"            # 16 policy steps a rollout: 712,800 s / 650
     assert results["r1"].response_max == 32768 and "mean response" in text.report
+
+
+def test_the_typed_runs_are_their_data_rows():
+    """DEFAULT_RUN and R1_ZERO (with R1_HOURS) restate rows of data/rl_published.csv: the same GPU, count,
+    rollouts a step (prompts x samples), prompt and response lengths, and the R1-Zero row's GPU-hours as its
+    198 hours on 512 GPUs (101,376); a revised row cannot leave the chapter's run behind."""
+    rows = pd.read_csv(PUBLISHED_CSV).set_index("run")
+    l8, d = rows.loc[rl_prose.L8_ROW], rl_prose.DEFAULT_RUN
+    assert (d["gpu"], d["n_gpus"], d["prompt"]) == (l8["gpu"], l8["n_gpus"], l8["prompt_tokens"])
+    assert d["prompts_per_step"] * d["samples_per_prompt"] == l8["rollouts_per_step"] == 2048
+    assert d["response"] == (l8["response_mean"], l8["response_max"]) == (932, 3968)
+    r1, z = rows.loc["DeepSeek-R1-Zero RL, 512 H800"], rl_prose.R1_ZERO
+    assert (z["gpu"], z["n_gpus"]) == (r1["gpu"], r1["n_gpus"]) == ("H800", 512)
+    assert z["prompts_per_step"] * z["samples_per_prompt"] == r1["rollouts_per_step"] == 8192
+    assert rl_prose.R1_HOURS * z["n_gpus"] == r1["gpu_hours"] == 101_376

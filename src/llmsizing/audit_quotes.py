@@ -3,7 +3,8 @@
 writes it.
 
 :mod:`llmsizing.audit_text` builds the chapter's values on these; a statement of the prose that the audit no
-longer supports raises :class:`~llmsizing.prose.ProseOutOfDate` there.
+longer supports raises :class:`~llmsizing.prose.ProseOutOfDate` there. Nothing here computes a new quantity:
+it formats the data's figures and the audit's verdicts (:mod:`llmsizing.audit`).
 """
 
 from __future__ import annotations

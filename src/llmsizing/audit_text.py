@@ -112,7 +112,7 @@ def _method(r: _Rows) -> dict[str, str]:
 def _batch_and_cases(r: _Rows) -> dict[str, str]:
     """How far the stated offload batch carries a verdict, and the worked cases of the rule."""
     row, table, g = r.row, r.table, {}
-    # the batches at which seed 000's offloaded days flip (review24a M3)
+    # the batches at which seed 000's offloaded days flip
     flip = {w: offload_batch_flip(f"000-faq-finetune-{w}") for w in ("days", "usd")}
     low = {w: offload_batch_flip(f"000-faq-finetune-{w}", larger=False) for w in ("days", "usd")}
     # the fine-tuning days: too long even counted, at this batch or larger (since rows31's refit)
@@ -131,7 +131,7 @@ def _batch_and_cases(r: _Rows) -> dict[str, str]:
         f"run further: the largest batch at which they hold is {low['days'] // SEQ} sequences per step "
         f"({low['days']:,} tokens; for its dollars "
         f"{low['usd'] // SEQ}), where the host adds more time per token.")
-    # the offloaded verdicts that change between half and twice the stated batch (review24c M2)
+    # the offloaded verdicts that change between half and twice the stated batch
     fragile = [f"`{d['id']}` (changes at {' and '.join(str(d[k]) for k in ('below', 'above') if d[k])} "
                "sequences)" for d in fragile_offload_verdicts(2.0)]
     _holds(fragile, "some offloaded verdicts change between half and twice the batch")
@@ -162,6 +162,8 @@ def _batch_and_cases(r: _Rows) -> dict[str, str]:
     return g
 
 def _bytes_and_rates(r: _Rows) -> dict[str, str]:
+    """The findings on bytes and rates: the seeds' memory figures (bytes a parameter, a 70B model's states and
+    weights) and their throughput and MFU against the calibrated band, by GPU generation."""
     row, g = r.row, {}
     _holds(said(r.table, "000-fsdp-405b-mem") == said(r.table, "000-pp-405b-mem"),
            '"not 80 GB" for both 405B layouts')
@@ -219,7 +221,7 @@ def _bytes_and_rates(r: _Rows) -> dict[str, str]:
     _holds(a10["verdict"] == "holds", "the A10's rate holds at a point of the band")
     a10_r = a10["claimed"] / a10["library_central"]
     g["a10_near"] = "close to" if max(a10_r, 1 / a10_r) <= BAND else "within the MFU band of"
-    # reader24 L1 / read38b: say when the two centrals coincide, else why they are worth setting side by side
+    # say when the two centrals coincide, else why they are worth setting side by side
     peak_x = get_gpu("H100 SXM").bf16_dense_tflops / get_gpu("A10").bf16_dense_tflops
     g["a10_same"] = ((" (by coincidence the same figure as the H100's central estimate for Llama 2 70B"
                            if r.central("000-tps-a10") == r.central("000-tps-h100") else
@@ -230,9 +232,11 @@ def _bytes_and_rates(r: _Rows) -> dict[str, str]:
 
 
 def _times_and_costs(r: _Rows) -> dict[str, str]:
+    """The findings on times and costs: the cost tables' days and dollars (Mistral 7B with the optimizer
+    offloaded, Llama 2 70B on 64 GPUs, the options' costs) and the "8 GPUs for 50 days" ratio."""
     row, g = r.row, {}
     for c, name in (("000-cost-llama2-70b-64-days", "70_64_days"), ("000-opt1-days", "opt1_days")):
-        g[f"{name}"] = r.lib(c)
+        g[name] = r.lib(c)
         g[f"{name}_c"] = r.central(c)
     m7 = "000-cost-mistral7b-1-days"
     g["m7_1_central"], g["m7_1_lib"] = r.central(m7), r.lib(m7)
@@ -269,7 +273,7 @@ def _times_and_costs(r: _Rows) -> dict[str, str]:
     g["opt3_cost_c"] = f"{r.central('000-opt3-cost')} USD"
     g["8x50_usd"] = f"{seed_gpu_days_usd(8, 50, 'H100 SXM'):,.0f} USD"
     _holds(seed_gpu_days_usd(8, 50) == seed_gpu_days_usd(1, 400), "the same 400 GPU-days")
-    # the seed's example run (Mistral 7B, 100B tokens) on 8 H100s over 1, each at its central MFU (review24a)
+    # the seed's example run (Mistral 7B, 100B tokens) on 8 H100s over 1, each at its central MFU
     t8, t1 = (training_time("mistral-7b", tokens=1e11, gpu="H100 SXM", n_gpus=n, seq=SEQ) for n in (8, 1))
     g["8x50_hidden"] = f"{t8.cost_usd / t1.cost_usd:.2f}"        # the host's time hidden
     _holds(OFFLOAD_COUNTED in row.loc["000-faq-8x50-cheaper", "reading"], "the 8x50 ratio is judged counted")
@@ -282,6 +286,8 @@ def _times_and_costs(r: _Rows) -> dict[str, str]:
 
 
 def _counts(r: _Rows) -> dict[str, str]:
+    """The findings on GPU counts: the fewest GPUs for 70B and 405B, the claims wrong in kind, the per-GPU
+    memory of each 405B layout and the 405B matrix's count."""
     row, table, g = r.row, r.table, {}
     g["min_70"] = f"{row.loc['000-intro-70b-gpus', 'library_central']:.0f}"
     g["min_l3_70"] = f"{row.loc['004-70b-two-nodes', 'library_central']:.0f}"
@@ -313,6 +319,8 @@ def _counts(r: _Rows) -> dict[str, str]:
 
 
 def _techniques(r: _Rows) -> dict[str, str]:
+    """The findings on techniques (gradient accumulation, mixed precision, checkpointing: which hold) and on
+    the rules of thumb that drop a dimension (batch, context, the 10B example's activations)."""
     row, table, g = r.row, r.table, {}
     g["ga_batch"] = r.lib("000-grad-accum-batch")
     g["ga_ratio"] = f"{row.loc['000-grad-accum', 'library']:.2f}"            # no recomputation
@@ -368,6 +376,8 @@ def _techniques(r: _Rows) -> dict[str, str]:
 
 
 def _finetune_and_hardware(r: _Rows) -> dict[str, str]:
+    """The findings on seed 000's fine-tuning run (days, dollars, the LoRA reading, the host's time hidden)
+    and on the hardware claims (a quantised 70B on one GPU, the B200's memory, bandwidth and speed-up)."""
     row, g = r.row, {}
     ft = "000-faq-finetune-days"
     g["ft_days"], g["ft_central"] = r.lib(ft), r.central(ft)
@@ -416,6 +426,8 @@ def _finetune_and_hardware(r: _Rows) -> dict[str, str]:
 
 
 def _fp8(r: _Rows) -> dict[str, str]:
+    """The findings on FP8: the H100's speed-up as judged and as read at 1.5x, a step's memory under each
+    recipe, and the L40S against the A100 on an MFU borrowed from Hopper."""
     row, g = r.row, {}
     fp8 = "004-fp8-faster-h100"
     g["fp8_speedup"] = f"{row.loc[fp8, 'library']:.2f}"

@@ -31,6 +31,9 @@ __all__ = ["ProseOutOfDate", "pareto_front_prose", "jobs_by_gpu_prose", "JOB_GPU
 #: The GPU types chapter 11 prices one job on, and the key each text carries.
 JOB_GPUS = {"H100 SXM": "h100", "B200": "b200", "A100 80GB": "a100", "H200": "h200", "MI300X": "mi300x"}
 
+#: The model and sequence length of the plans :func:`pareto_front_prose` reads (the chapter's ``plan`` call).
+FRONT_MODEL, FRONT_SEQ = "llama-3-70b", 8192
+
 
 def _says(holds, what: str) -> None:
     _prose_check(holds, what, "chapter 11's prose")
@@ -40,10 +43,10 @@ def _layout(r) -> str:
     return f"TP{r['tp']} PP{r['pp']} DP{r['dp']}"
 
 
-def _plan_step(r, model="llama-3-70b"):
+def _plan_step(r, model=FRONT_MODEL):
     """A plan row's step (its layout, chunks and pipeline split: chapter 12), as the planner timed it."""
-    par = Job.from_plan_row(r, "llama-3-70b", seq=8192).parallel
-    return step_time(model, get_gpu(r["gpu"]), par, batch=int(r["micro_batch"]), seq=8192,
+    par = Job.from_plan_row(r, model, seq=FRONT_SEQ).parallel
+    return step_time(model, get_gpu(r["gpu"]), par, batch=int(r["micro_batch"]), seq=FRONT_SEQ,
                      grad_accum=int(r["grad_accum"]), **recompute_kwargs(r))
 
 
@@ -96,7 +99,7 @@ def pareto_front_prose(plans) -> ChapterText:
     _says(dp_calls["vp"] > dp_calls["one"] and 0 < saved_s < extra_s,
           "the interleaved pipeline makes more gradient calls and waits less, not enough to pay its extra")
     # the extra compute is the vocabulary's: the last stage runs the LM head and the loss for each micro-batch
-    small = replace(get_model("llama-3-70b"), vocab=1024)
+    small = replace(get_model(FRONT_MODEL), vocab=1024)
     _says(abs(_plan_step(same, small).compute_s - _plan_step(fastest, small).compute_s)
           < 0.05 * (st_vp.compute_s - st_one.compute_s), "the pipeline's extra compute is the vocabulary's")
     t.update(front_vp_calls=f"{dp_calls['vp']}", front_one_calls=f"{dp_calls['one']}",

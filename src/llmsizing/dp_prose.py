@@ -404,6 +404,10 @@ def seed_memory_prose() -> ChapterText:
         high = "" if pd.isna(r.claimed_high) else f"-{r.claimed_high:g}"
         return f"{r.claimed:g}{high} {r.unit}"
 
+    tp_bytes = claims.loc["000-tp-70b-mem", "claimed"] * GB         # the seed's 35 GB for Llama 2 70B on 8
+    tp_bytes_per_param = tp_bytes / (s70_tp.total_bytes / 16)         # over 16 bytes of states a parameter
+    two_gpus_low_bytes = claims.loc["002-10b-two-gpus", "claimed"] * GB   # the low end of its 80 to 100 GB
+
     def gb(st):
         return f"{st.total_bytes / GB:,.0f} GB ({fmt_gib(st.total_bytes)})"
 
@@ -415,13 +419,13 @@ def seed_memory_prose() -> ChapterText:
         ("000", "Mistral 7B, DDP, 4 A100", "as on one GPU",
          f"{fmt_gib(m7_0.total_bytes)}; ZeRO-1 {fmt_gib(m7_1.total_bytes)}", "no; ZeRO-1 fits"),
         ("000", "Llama 2 70B, 8 H100, any split", said("000-tp-70b-mem"), gb(s70_tp),
-         "no: 35 GB is 4 B/param"),
+         f"no: {tp_bytes / GB:g} GB is {tp_bytes_per_param:.0f} B/param"),
         ("004", "Llama 3 70B, ZeRO-3, 8 H100", "fits", gb(s70_8), "no; fits a B200"),
         ("004", "Llama 2 13B, ZeRO-3, 2 A100", "fits", gb(s13), "no"),
         ("004", "Llama 2 7B, 2 A100", "fits",
          f"ZeRO-3 {fmt_gib(s7_3.total_bytes)}; DDP {fmt_gib(s7_0.total_bytes)}", "ZeRO-3 only"),
         ("002", "10B, split over 2 GPUs", said("002-10b-two-gpus") + " with act.", gb(s10),
-         "no: 80 GB before act."),
+         f"no: {s10.total_bytes / GB:,.0f} GB before act."),
     ]
     text = pd.DataFrame(rows, columns=["seed", "setting", "seed says", "model states per GPU", "fits?"]) \
         .to_string(index=False)
@@ -434,14 +438,14 @@ def seed_memory_prose() -> ChapterText:
           "405B's states overflow an H100 at 32 and more so at 16 GPUs")
     _says(m7_0.total_bytes > a100.memory_bytes and room("mistral-7b", a100, 4, 1) > 0,
           "Mistral 7B under DDP overflows an A100 and fits under ZeRO-1")
-    _says(s70_tp.total_bytes > 35e9 and 35e9 / (s70_tp.total_bytes / 16) < 5,
+    _says(s70_tp.total_bytes > tp_bytes and tp_bytes_per_param < 5,
           "the seed's 35 GB for Llama 2 70B on 8 GPUs counts 4 bytes per parameter")
     _says(s70_8.total_bytes > h100.memory_bytes and room(llama70, b200, 8, 3) > 0,
           "Llama 3 70B under ZeRO-3 overflows 8 H100s and fits 8 B200s")
     _says(s13.total_bytes > a100.memory_bytes, "Llama 2 13B under ZeRO-3 overflows two A100s")
     _says(s7_0.total_bytes > a100.memory_bytes and room("llama-2-7b", a100, 2, 3) > 0,
           "Llama 2 7B on two A100s fits under ZeRO-3 only")
-    _says(s10.total_bytes >= 80e9 and s10.total_bytes > USABLE_FRACTION * a100.memory_bytes,
+    _says(s10.total_bytes >= two_gpus_low_bytes and s10.total_bytes > USABLE_FRACTION * a100.memory_bytes,
           "10B over two GPUs needs 80 GB each before activations")
     all405 = model_states("llama-3.1-405b").total_bytes
     texts = {

@@ -72,7 +72,7 @@ def calibration_prose() -> ChapterText:
                          "times for LoRA")
     ivt = intervals_table().set_index(["area", "group"])
     iv = facts.data["iv"] = ivt.loc[("fine-tuning-base", "all")]    # the grouped check: the ranges stated
-    iv1 = ivt.loc[("fine-tuning", "all")]                             # one pooled range, as before session 43
+    iv1 = ivt.loc[("fine-tuning", "all")]    # one pooled range, the check before grouping
     text["cov1"] = f"{iv1['measured_coverage']:.1%}"
     text["width1"] = f"{iv1['median_width']:.2f}"
     for g, k in (("quantised", "q"), ("bf16-base", "b")):

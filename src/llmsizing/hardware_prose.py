@@ -22,6 +22,7 @@ from .pointwise import pointwise_seconds, stage_pointwise_bytes_per_token
 from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
 from .time_cost import training_time
+from .units import GiB
 
 __all__ = ["ProseOutOfDate", "MAMF_FP8_TFLOPS", "NVIDIA_MLPERF_H200_GAIN", "decode_fill",
            "h200_exercise_prose"]
@@ -32,7 +33,6 @@ MAMF_FP8_TFLOPS = {"H100 SXM": 1402.6, "H200": 1453.4}
 #: NVIDIA's "up to 47%" for the H200 over the H100 (MLPerf Training v4.0, blogs.nvidia.com/blog/
 #: mlperf-training-benchmarks, June 2024).
 NVIDIA_MLPERF_H200_GAIN = 0.47
-_GiB = 2**30
 
 
 def _says(holds, what: str) -> None:
@@ -102,7 +102,7 @@ def h200_exercise_prose(gemm_shape) -> ChapterText:
              ex1_cap_x=f"{x_full / x_bw:.2f}")
     _says(x_full / x_bw < x_bw, "for Llama-3-8B the bandwidth does more than the capacity")
     fit70 = {g.name: decode_fill("llama-3-70b", g)[0] for g in parts}
-    w70 = weights_bytes("llama-3-70b") / _GiB
+    w70 = weights_bytes("llama-3-70b") / GiB
     lines.append(f"Llama-3-70B, bf16 weights {w70:,.1f} GiB: {fit70} sequences of 4,096 fit")
     _says(fit70["H100 SXM"] == 0 < fit70["H200"], "Llama-3-70B's weights fit on one H200 and not on one H100")
     t.update(ex1_w70=f"{w70:,.1f} GiB", ex1_fit70_h200=f"{fit70['H200']}")

@@ -20,16 +20,18 @@ from functools import partial
 from .activations import activation_coefficients, cp_attention_buffers_bytes
 from .catalog import get_gpu, get_model
 from .layouts import step_time
+from .mfu_prose import LLAMA3_BATCH_TOKENS, LLAMA3_LONG_SEQ
 from .mfu_published import published_runs
 from .network import get_node
 from .parallel import LLAMA3_RECIPE, llama3_405b_layout, llama3_long_context_layout
 from .plan_space import CP_MIN_SEQ, CP_MIN_TOKENS_PER_RANK, default_cp_degrees
 from .prose import ChapterText, prose_check
+from .units import KiB, MiB
 
 __all__ = ["opening_prose", "SHORT_SEQ", "LONG_SEQ", "LLAMA3_128K_ROW"]
 
 #: The chapter's short and long sequence lengths (tokens): 8K and 128K, Llama 3's two pre-training stages
-SHORT_SEQ, LONG_SEQ = 8192, 131072
+SHORT_SEQ, LONG_SEQ = 8192, LLAMA3_LONG_SEQ
 #: Table 4's 128K row of ``data/published_runs.csv`` (its name keeps the table's printed DP 4)
 LLAMA3_128K_ROW = "Llama 3.1 405B, 16,384 GPUs, 128K context (TP8 CP16 PP16 DP4)"
 
@@ -56,7 +58,8 @@ def opening_prose() -> ChapterText:
     row = published_runs().set_index("run").loc[LLAMA3_128K_ROW]
     published = float(row["implied_mfu"])
     m = int(row["global_batch"]) // l3.dp             # 128 sequences = 16 micro-batches x 8 replicas
-    run = dict(tokens=8e11, gpus=("H100 SXM",), seq=long, global_batch=2**24 // long, max_gpus=16384)
+    run = dict(tokens=8e11, gpus=("H100 SXM",), seq=long, global_batch=LLAMA3_BATCH_TOKENS // long,
+               max_gpus=16384)
     _says(run["global_batch"] == int(row["global_batch"]) and run["max_gpus"] == int(row["n_gpus"]),
           "the long-context stage's batch and GPUs are Table 4's")
     linear, _ = activation_coefficients(l405, tp=8, sp=True)           # flash attention: no s^2 term
@@ -75,15 +78,15 @@ def opening_prose() -> ChapterText:
     shape = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden")
     _says(all(getattr(mis, k) == getattr(l8, k) for k in shape), "Mistral 7B's layers are Llama 3 8B's")
     values = {
-        "lin_kib": f"{linear / 1024:,.0f} KiB",
+        "lin_kib": f"{linear / KiB:,.0f} KiB",
         "eager_cross": f"{eager[0] / eager[1]:,.0f}",
         "eager_pair": f"{eager[1]:.0f}",
         "nvl_domain": f"{rack}",
         "nvl_group": f"{nvl.tp * nvl.cp}",
         "kv_heads": f"{l405.kv_heads}",
         "heads": f"{l405.heads}",
-        "gathered": f"{fwd / 2**20:,.0f} MiB",                # all-gather: the whole sequence's K, V
-        "chunk": f"{fwd / l3.cp / 2**20:,.0f} MiB",           # ... of which one GPU's chunk
+        "gathered": f"{fwd / MiB:,.0f} MiB",                # all-gather: the whole sequence's K, V
+        "chunk": f"{fwd / l3.cp / MiB:,.0f} MiB",           # ... of which one GPU's chunk
         "l3_gpus": f"{l3.gpus:,}",
         "l3_m": f"{m}",
         "l3_pub": f"{published:.1%}",

@@ -28,12 +28,10 @@ from .parallel import OP_SAC_MODES, OP_SAC_SDPA_RERUN
 from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
 from .states import FIXED_OVERHEAD_BYTES, FRAGMENTATION, fragmentation_room, peak_room_bytes
-from .units import GiB, fmt_count
+from .units import GiB, MiB, fmt_count
 
 __all__ = ["ProseOutOfDate", "step_sweep_prose", "step_findings_prose", "layout_fits_prose",
            "measured_memory_prose", "op_sac_runs"]
-
-_MiB = 2**20
 
 
 def _says(holds, what: str) -> None:
@@ -245,7 +243,7 @@ def _op_sac_tp_texts() -> dict:
     tp4_bytes = op_sac_layer_bytes("llama-3-8b", tp=4, sp=True, **sac_kw)
     _says(tp1_bytes / 4 < tp4_bytes < tp1_bytes,
           "tensor parallelism saves less under op SAC than it splits (w2's partial sum whole on every GPU)")
-    t = {"sac_tp1": f"{tp1_bytes / _MiB:,.0f} MiB", "sac_tp4": f"{tp4_bytes / _MiB:,.0f} MiB",
+    t = {"sac_tp1": f"{tp1_bytes / MiB:,.0f} MiB", "sac_tp4": f"{tp4_bytes / MiB:,.0f} MiB",
          "sac_tp4_share": f"{tp4_bytes / tp1_bytes:.0%}"}
     tp_measured = op_sac_tp_measured()       # PyTorch's own checkpoint cache (tools/measure_op_sac_tp.py)
     _says((tp_measured["measured_bytes"] == tp_measured["model_bytes"]).all(),

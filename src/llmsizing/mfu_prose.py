@@ -19,6 +19,7 @@ from .catalog import get_gpu
 from .intervals import intervals_table
 from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
+from .units import GiB
 
 __all__ = ["ProseOutOfDate", "calibration_prose", "stack_ranges_prose", "inputs_range_prose", "INPUTS_JOB",
            "INPUTS_JOB_STEP_TOKENS", "llama3_stages_prose", "LLAMA3_LONG_SEQ", "LLAMA3_BATCH_TOKENS"]
@@ -411,6 +412,6 @@ def llama3_stages_prose() -> ChapterText:
     _says(meta_bytes > USABLE_FRACTION * h100.memory_bytes and "VP" in p_short.layout,
           "Meta's layout without recomputation overflows what the planner allows, and the plan interleaves")
     _says(p_short.hfu / p_short.mfu > 1.3, "the planned 8K stage recomputes every layer")
-    texts["meta_gib"] = f"{meta_bytes / 2**30:.1f} GiB"
-    texts["usable_gib"] = f"{USABLE_FRACTION * h100.memory_bytes / 2**30:.1f} GiB"
+    texts["meta_gib"] = f"{meta_bytes / GiB:.1f} GiB"
+    texts["usable_gib"] = f"{USABLE_FRACTION * h100.memory_bytes / GiB:.1f} GiB"
     return ChapterText(texts, "\n".join(lines))

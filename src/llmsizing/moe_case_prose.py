@@ -16,12 +16,20 @@ longer holds). Nothing here computes a new quantity: it formats and compares wha
 from __future__ import annotations
 
 from .prose import ChapterText
+from .prose import prose_check as _prose_check
+from .units import GiB
 
 __all__ = ["rack_dispatch_prose", "deepseek_terms_prose", "deepseek_memory_prose",
            "all_to_all_evidence_prose", "RACK_NODE", "H800_NODE", "H100_NODE"]
 
 #: The three machines of the worked case (``data/nodes.csv``).
 RACK_NODE, H800_NODE, H100_NODE = "GB200 NVL72 compute tray", "HGX H800 (8-GPU)", "DGX H100"
+
+
+def _says(holds, what: str) -> None:
+    """Raise :class:`~llmsizing.prose.ProseOutOfDate` saying ``what`` chapter 18's prose says, unless
+    ``holds``."""
+    _prose_check(holds, what, "chapter 18's prose")
 
 
 def rack_dispatch_prose(tokens: int = 4096) -> ChapterText:
@@ -40,7 +48,6 @@ def rack_dispatch_prose(tokens: int = 4096) -> ChapterText:
     from .deepseek import DEEPSEEK_V3_LAYOUT, DEEPSEEK_V3_MAX_NODES, DEEPSEEK_V3_MICRO_BATCHES
     from .model_catalog import get_model
     from .moe import FP8_DISPATCH_BYTES
-    from .moe_run_prose import prose_check as _says
     from .network import get_node, group_link
 
     tokens = check_int("tokens", tokens, minimum=1)
@@ -130,7 +137,6 @@ def deepseek_terms_prose() -> ChapterText:
     from .mfu import layout_range_factors
     from .model_catalog import get_model
     from .moe import mtp_flops_per_token
-    from .moe_run_prose import prose_check as _says
     from .moe_runs import moe_published_runs
     from .moe_time import GPU_SMS
     from .mtp import mtp_param_counts
@@ -184,7 +190,7 @@ def deepseek_terms_prose() -> ChapterText:
         "terms_dev": f"{final['gpu_hours'] / terms.attrs['published_gpu_hours'] - 1:+.1%}",
         "terms_mfu": f"{final['mfu']:.1%}",
         "terms_range": f"{final['gpu_hours'] / hi / 1e6:.2f}M to {final['gpu_hours'] / lo / 1e6:.2f}M",
-        "allow_rule": f"{FIXED_OVERHEAD_BYTES / 2**30:.0f} GiB + {FRAGMENTATION:.0%}",
+        "allow_rule": f"{FIXED_OVERHEAD_BYTES / GiB:.0f} GiB + {FRAGMENTATION:.0%}",
     }
     return ChapterText(values=texts, report=table.to_string(), data={"table": table})
 
@@ -207,14 +213,13 @@ def deepseek_memory_prose(check=None) -> ChapterText:
     from .deepseek import DEEPSEEK_V3_BALANCED_SPLIT, DEEPSEEK_V3_LAYOUT, DEEPSEEK_V3_MICRO_BATCHES, \
         deepseek_layer_bytes, deepseek_memory, deepseek_v3_check
     from .model_catalog import get_model
-    from .moe_run_prose import prose_check as _says
 
     ds3, chk = get_model("deepseek-v3"), deepseek_v3_check() if check is None else check
     per_token = deepseek_layer_bytes(ds3)
     kept = deepseek_layer_bytes(ds3, probs_in_swiglu=False)
     _says(max(kept, key=kept.get) == "combine" and kept["combine"] == 2 * ds3.experts_per_token * ds3.hidden,
           "the experts' outputs kept for the combine, 2kh bytes, are the largest tensor")
-    gib, h800 = 2**30, get_gpu("H800").memory_bytes
+    h800 = get_gpu("H800").memory_bytes
     rows = {f"library 1F1B, recompute={rc}": (chk[f"memory_gib_{rc}"], chk[f"fits_{rc}"])
             for rc in ("none", "selective", "full")}
     rows |= {"DeepSeek recipe, DualPipe, even split": (chk["memory_gib_deepseek_even"],
@@ -224,7 +229,7 @@ def deepseek_memory_prose(check=None) -> ChapterText:
              "  ... experts' outputs kept for the combine": (chk["memory_gib_deepseek_combine"],
                                                              chk["fits_deepseek_combine"]),
              "  ... balanced split under 1F1B (one copy)": (chk["memory_gib_deepseek_1f1b"],
-                                                            chk["memory_gib_deepseek_1f1b"] <= h800 / gib)}
+                                                            chk["memory_gib_deepseek_1f1b"] <= h800 / GiB)}
     layout = replace(DEEPSEEK_V3_LAYOUT, stage_layers=DEEPSEEK_V3_BALANCED_SPLIT)
     balanced = deepseek_memory(ds3, layout)
     split = DEEPSEEK_V3_BALANCED_SPLIT
@@ -238,11 +243,11 @@ def deepseek_memory_prose(check=None) -> ChapterText:
     _says(chk["fits_deepseek_balanced"] and not (chk["fits_deepseek_even"] or chk["fits_deepseek_combine"]),
           "the balanced split fits, the even split and the kept outputs do not")
     top = balanced.ranks[balanced.rank]
-    _says(top["total"] / gib == chk["memory_gib_deepseek_balanced"], "the table's row is this plan's")
+    _says(top["total"] / GiB == chk["memory_gib_deepseek_balanced"], "the table's row is this plan's")
     _says(h800 - top["total"] < top["total"] - top["peak"], "the margin is smaller than the allowance")
     # what DualPipe's overlap costs: the same split under 1F1B, rank by rank
     one = deepseek_memory(ds3, layout, seq=4096, grad_accum=DEEPSEEK_V3_MICRO_BATCHES, schedule="1f1b")
-    _says(one.total_bytes / gib == chk["memory_gib_deepseek_1f1b"], "the 1F1B row is this plan's")
+    _says(one.total_bytes / GiB == chk["memory_gib_deepseek_1f1b"], "the 1F1B row is this plan's")
     r1, r2 = one.ranks[one.rank], balanced.ranks[one.rank]
     _says(r2["states"] > 1.9 * r1["states"] and sum(r2["in_flight"]) > sum(r1["in_flight"]),
           "DualPipe costs memory twice: a second parameter copy and more micro-batches in flight")
@@ -252,18 +257,18 @@ def deepseek_memory_prose(check=None) -> ChapterText:
         texts[f"dsm_{tag}_states"] = f"{chk[f'states_gib_deepseek_{tag}']:.1f}"
         texts[f"dsm_{tag}_acts"] = f"{chk[f'activations_gib_deepseek_{tag}']:.1f}"
     texts |= {
-        "dsm_1f1b": f"{chk['memory_gib_deepseek_1f1b']:.1f}", "h800_gib": f"{h800 / gib:.1f}",
-        "dsm_spare": f"{h800 / gib - chk['memory_gib_deepseek_balanced']:.1f}",
-        "dsm_over": f"{chk['memory_gib_deepseek_even'] - h800 / gib:.1f}",
+        "dsm_1f1b": f"{chk['memory_gib_deepseek_1f1b']:.1f}", "h800_gib": f"{h800 / GiB:.1f}",
+        "dsm_spare": f"{h800 / GiB - chk['memory_gib_deepseek_balanced']:.1f}",
+        "dsm_over": f"{chk['memory_gib_deepseek_even'] - h800 / GiB:.1f}",
         "dsm_layer_kib": f"{sum(per_token.values()) / 1024:.0f}",
         # the rest of the most loaded GPU's total: the backward's working set (peak - kept) and the allowance
-        "dsm_work": f"{(top['peak'] - top['states'] - top['activations']) / gib:.1f}",
-        "dsm_allow": f"{(top['total'] - top['peak']) / gib:.1f}",
+        "dsm_work": f"{(top['peak'] - top['states'] - top['activations']) / GiB:.1f}",
+        "dsm_allow": f"{(top['total'] - top['peak']) / GiB:.1f}",
         "dsm_1f1b_rank": f"{one.rank}",
     }
     for tag, r in (("1f1b", r1), ("dual", r2)):
-        texts[f"dsm_{tag}_r_states"] = f"{r['states'] / gib:.1f}"
-        texts[f"dsm_{tag}_r_acts"] = f"{r['activations'] / gib:.1f}"
+        texts[f"dsm_{tag}_r_states"] = f"{r['states'] / GiB:.1f}"
+        texts[f"dsm_{tag}_r_acts"] = f"{r['activations'] / GiB:.1f}"
         texts[f"dsm_{tag}_r_flight"] = f"{sum(r['in_flight']):.0f}"
     return ChapterText(values=texts, report=report)
 
@@ -286,7 +291,6 @@ def all_to_all_evidence_prose(layout: dict) -> ChapterText:
     from .dist_compare import compare_all_to_all
     from .layouts import step_time
     from .model_catalog import get_model
-    from .moe_run_prose import prose_check as _says
     from .moe_time import load_skew, load_skew_table
     from .network import get_node
     from .parallel import Parallel

@@ -19,7 +19,7 @@ from .moe_runs import JETMOE_8B, moe_loso_check, moe_published_runs, moe_run_che
 from .prose import ChapterText, ProseOutOfDate, and_list, number_word
 from .prose import prose_check as _prose_check
 
-__all__ = ["ProseOutOfDate", "prose_check", "published_runs_prose", "ranges_prose", "GRANITE_1B",
+__all__ = ["ProseOutOfDate", "published_runs_prose", "ranges_prose", "GRANITE_1B",
            "GRANITE_3B"]
 
 _SUFFIX = " pre-training"
@@ -27,13 +27,9 @@ GRANITE_1B, GRANITE_3B = "Granite 3.0 1B-A400M", "Granite 3.0 3B-A800M"
 _SMALL = (GRANITE_1B, GRANITE_3B, "JetMoE-8B")        # the small runs the prose reads together
 
 
-def prose_check(holds, what: str) -> None:
-    """Raise :class:`ProseOutOfDate` saying ``what`` chapter 18's prose says, unless
-    ``holds``."""
+def _says(holds, what: str) -> None:
+    """Raise :class:`ProseOutOfDate` saying ``what`` chapter 18's prose says, unless ``holds``."""
     _prose_check(holds, what, "chapter 18's prose")
-
-
-_says = prose_check
 
 
 def _short(run: str) -> str:

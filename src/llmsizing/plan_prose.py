@@ -35,13 +35,12 @@ from .pipeline_schedule import pipeline_bubble
 from .plan_space import recompute_kwargs, recompute_label
 from .planner import plan
 from .prose import ChapterText, prose_check, usd
+from .units import GiB
 
 __all__ = ["layout", "front_table", "plan_row_step", "grad_sent_bytes", "worked_example", "limits_prose"]
 
 #: Raises :class:`~llmsizing.prose.ProseOutOfDate` when the numbers no longer bear out what the prose says
 _says = partial(prose_check, chapter="chapter 12's prose")
-
-_GIB = 2**30
 
 
 def layout(r) -> str:
@@ -58,7 +57,7 @@ def front_table(df) -> pd.DataFrame:
         "tp": f["tp"], "pp": f["pp"], "vp": f["virtual_stages"], "dp": f["dp"], "ZeRO": f["zero"],
         "micro x accum": [f"{b} x {m}" for b, m in zip(f["micro_batch"], f["grad_accum"])],
         "recompute": [recompute_label(r) for _, r in f.iterrows()],
-        "GiB/GPU": (f["memory_per_gpu_bytes"] / _GIB).map("{:.1f}".format),
+        "GiB/GPU": (f["memory_per_gpu_bytes"] / GiB).map("{:.1f}".format),
         "step (s)": f["step_time_s"].map("{:.2f}".format),
         "MFU": f["mfu"].map("{:.0%}".format),
         "days": [f"{d:,.1f} ({lo:,.1f}-{hi:,.1f})"
@@ -157,7 +156,7 @@ def worked_example(df, run: dict, model: str = "llama-3-70b") -> ChapterText:
     text["reserve"] = f"{1 - USABLE_FRACTION:.0%}"
     # the cheapest plan recomputes the fewest layers that fit, so it ends just under the usable line
     margin = USABLE_FRACTION * cheap["capacity_bytes"] - cheap["memory_per_gpu_bytes"]
-    text["cheap_margin"] = f"{margin / _GIB:.1f} GiB"
+    text["cheap_margin"] = f"{margin / GiB:.1f} GiB"
     text["cheap_rc_layers"] = f"{int(cheap['recompute_layers'])} of {get_model(model).layers}"
     _says(
         cheap["recompute"] == "full" and steps["cheap"].exposed_comm_s < 0.01 * steps["cheap"].step_s,
@@ -233,7 +232,7 @@ def _grad_buffer(facts: ChapterText, run: dict, model: str, f1) -> None:
         "the second plan peaks at the loss, ZeRO-0/1, no pipeline")
     buf = training_memory(m, **kw, grad_buffer=True)
     _says(buf.total_bytes > usable, "with a persistent buffer the second plan no longer fits")
-    text["f1_grads"] = f"{mem.states.gradients_bytes / _GIB:.1f} GiB"
+    text["f1_grads"] = f"{mem.states.gradients_bytes / GiB:.1f} GiB"
     text["f1_n"] = f"{f1['n_gpus']:,}"
 
     def same_gpus(d):
@@ -272,8 +271,8 @@ def _grad_buffer(facts: ChapterText, run: dict, model: str, f1) -> None:
         buf.phases_bytes["backward"] < copy.phases_bytes["backward"] < copy.peak_bytes,
         "DDP's copies raise the backward, below the peak")
     _says(copy.phases_bytes["backward"] > usable, "both over the usable line")
-    text["copy_f1_bwd"] = f"{copy.phases_bytes['backward'] / _GIB:.1f} GiB"
-    text["copy_f1_loss"] = f"{copy.peak_bytes / _GIB:.1f} GiB"
+    text["copy_f1_bwd"] = f"{copy.phases_bytes['backward'] / GiB:.1f} GiB"
+    text["copy_f1_loss"] = f"{copy.peak_bytes / GiB:.1f} GiB"
     bc = rows["ddp-copy"] = same_gpus(plan(model, **run, grad_buffer="ddp-copy", zero_stages=(0, 1)))
     key = ["tp", "pp", "virtual_stages", "dp", "zero", "micro_batch", "grad_accum", "days", "cost_usd"]
     _says(
@@ -282,9 +281,9 @@ def _grad_buffer(facts: ChapterText, run: dict, model: str, f1) -> None:
         "DDP's copies: the same plan, accumulating")
     _says(bc["memory_per_gpu_bytes"] > b["memory_per_gpu_bytes"], "DDP's copies: more memory")
     text["copy_accum"] = f"{int(b['grad_accum'])}"
-    text["copy_more"] = f"{(bc['memory_per_gpu_bytes'] - b['memory_per_gpu_bytes']) / _GIB:.1f} GiB"
-    text["copy_gib"] = f"{bc['memory_per_gpu_bytes'] / _GIB:.1f} GiB"
-    text["copy_usable"] = f"{USABLE_FRACTION * bc['capacity_bytes'] / _GIB:.1f} GiB"
+    text["copy_more"] = f"{(bc['memory_per_gpu_bytes'] - b['memory_per_gpu_bytes']) / GiB:.1f} GiB"
+    text["copy_gib"] = f"{bc['memory_per_gpu_bytes'] / GiB:.1f} GiB"
+    text["copy_usable"] = f"{USABLE_FRACTION * bc['capacity_bytes'] / GiB:.1f} GiB"
 
 
 def _deepspeed_bucket(facts: ChapterText, model: str, seq: int, f1) -> None:
@@ -307,9 +306,9 @@ def _deepspeed_bucket(facts: ChapterText, model: str, seq: int, f1) -> None:
         bwd < min(
         x.peak_bytes for x in mems.values()),
         "the backward with DeepSpeed's bucket stays under the loss's peak")
-    text["ds_bucket"] = f"{ds / _GIB:.2f} GiB"
-    text["ds_bwd"] = f"{bwd / _GIB:.1f} GiB"
-    text["ds_loss"] = f"{mems[2].peak_bytes / _GIB:.1f} GiB" if 2 in mems else ""
+    text["ds_bucket"] = f"{ds / GiB:.2f} GiB"
+    text["ds_bwd"] = f"{bwd / GiB:.1f} GiB"
+    text["ds_loss"] = f"{mems[2].peak_bytes / GiB:.1f} GiB" if 2 in mems else ""
 
 
 def _twin(facts: ChapterText, df, run: dict, model: str) -> None:

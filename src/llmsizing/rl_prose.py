@@ -27,6 +27,7 @@ from .rl import (ENGINE_MEMORY_UTILIZATION, MAX_NUM_SEQS, PUBLISHED_CSV, RL_COVE
                  VERL_ROLLOUT_GPU_MEMORY_UTILIZATION, engine_room, host_link_gbps, published_rl, rl_checked,
                  rl_interval, rl_loso, rl_run, row_host_trip, row_run)
 from .rl_trainer import response_length_check
+from .units import GiB
 
 __all__ = ["DEFAULT_RUN", "L8_ROW", "R1_ZERO", "R1_HOURS", "R1_STEPS", "R1_MINI", "default_run_prose",
            "published_check_prose", "r1_zero_prose"]
@@ -105,14 +106,14 @@ def default_run_prose() -> ChapterText:
     keep = rl_run(_MODEL, **run, offload=False)   # colocated, the trainer's states kept beside the engine
     _says(keep.engine_batch == base.engine_batch < keep.engine_max_batch < base.engine_max_batch,
           "keeping the states leaves the engine less room, still more than it runs")
-    out["keep_states"] = f"{keep.state_bytes_per_gpu / 2**30:.1f}"
-    out["keep_peak"] = f"{keep.train_bytes_per_gpu / 2**30:.1f}"
+    out["keep_states"] = f"{keep.state_bytes_per_gpu / GiB:.1f}"
+    out["keep_peak"] = f"{keep.train_bytes_per_gpu / GiB:.1f}"
     out["keep_room"] = f"{keep.engine_max_batch}"
     # keeping them saves only the two trips (the trainer's states, the reference's weights)
     trips = base.moves["trainer_offload"] + base.moves["reference_offload"]
     _says(abs(keep.step_s - (base.step_s - trips)) < 1e-6, "keeping the states saves only the two host trips")
     out["keep_trips"] = f"{trips:,.2f}"
-    out["keep_ref"] = f"{keep.reference_bytes_per_gpu / 2**30:.2f}"
+    out["keep_ref"] = f"{keep.reference_bytes_per_gpu / GiB:.2f}"
     out["host_gbps"] = f"{host_link_gbps(run['gpu']):.1f}"   # Gen5 x16: 32 GT/s x 16 x 128/130 / 8
     out["host_gbps_a100"] = f"{host_link_gbps('A100 80GB'):.1f}"   # Gen4 x16
     l8 = pd.read_csv(PUBLISHED_CSV).set_index("run").loc[L8_ROW]   # NeMo RL v0.4's row for this very run
@@ -225,8 +226,8 @@ def published_check_prose(default: dict) -> ChapterText:
     out["l8_came"] = ("lies inside the parts' range" if l8_row.inside else
                       f"lies {l8_row.step_s / l8_row.high - 1:.1%} above its slow end")
     out["l8_bpp"] = f"{ht.bytes_per_param:.2f}"
-    out["l8_states"] = f"{ht.state_bytes_per_gpu / 2**30:.1f}"
-    out["l8_fsdp"] = f"{base.state_bytes_per_gpu / 2**30:.1f}"
+    out["l8_states"] = f"{ht.state_bytes_per_gpu / GiB:.1f}"
+    out["l8_fsdp"] = f"{base.state_bytes_per_gpu / GiB:.1f}"
     out["l8_trip"] = f"{ht.trainer_offload_s:.2f}"
     out["l8_trip_fsdp"] = f"{base.moves['trainer_offload']:.2f}"
     # ZeRO's 12 optimizer bytes over the ranks; Megatron-Core's table 16, NeMo RL's offload 8: 4 / dp either
@@ -316,7 +317,7 @@ def r1_zero_prose() -> ChapterText:
           "without a tail the published rollout lies inside the generation's range")
     out["r1_floor"] = f"{r0.decode_steps:,.0f}"
     out["r1_floor_s"] = f"{r0.phases['generation']:,.0f}"
-    out["r1_train_gib"] = f"{r1.train_bytes_per_gpu / 2**30:,.0f}"
+    out["r1_train_gib"] = f"{r1.train_bytes_per_gpu / GiB:,.0f}"
     # a shorter mean at the same cap: the full batch's charge, and the engine's draining batch (rl_generation)
     r2 = rl_run("deepseek-v3", **run, response=(2000, 32768), steps=steps)
     drained = {m: rl_run("deepseek-v3", **run, response=(m, 32768), steps=1, drain=True).phases["generation"]

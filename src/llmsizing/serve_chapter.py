@@ -1,12 +1,13 @@
 """Chapter 15's figures as the prose quotes them: the formatting helpers its cells share, and the two long
 sections whose numbers come from several serving modules at once (issue 38: long code belongs in the library).
 
-Each section function returns a :class:`~llmsizing.prose.ChapterText` (defined there, one type for every
-chapter; imported here so ``serve_chapter.ChapterText`` still names it): ``values``, the texts the chapter
-glues (``{eval}`` names without the chapter's prefix), and ``report``, what its cell prints. The checks that
-tie a sentence to the data (which row is above the range, which figure is larger) run here and raise
-:class:`AssertionError` naming the claim when a refit or a data change breaks it, as the notebook's own
-asserts did.
+Each section function returns a :class:`~llmsizing.prose.ChapterText` (defined in :mod:`llmsizing.prose`,
+one type for every chapter; imported here so ``serve_chapter.ChapterText`` still names it): ``values``, the
+texts the chapter glues (``{eval}`` names without the chapter's prefix), and ``report``, what its cell prints.
+The checks that tie a sentence to the data (which row is above the range, which figure is larger) run here and
+raise :class:`~llmsizing.prose.ProseOutOfDate` (an :class:`AssertionError`) naming the claim when a refit or a
+data change breaks it. Nothing here computes a new quantity: it formats and compares what the serving modules
+return.
 
 - :func:`opening`: the fitted constants, the engine's limits and the running load's plan (the first cell).
 - :func:`kv_room_queue`: a closed batch over the KV room ("Batching"), the waves against the replay of vLLM's

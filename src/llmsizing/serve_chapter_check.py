@@ -2,7 +2,9 @@
 library): ``data/serving_published.csv`` run through the fitted model, the rows the prose quotes one by one,
 the known misses and the out-of-sample check stored in ``data/serving_intervals.csv`` and
 ``data/serving_loso.csv``. :func:`published_check` returns a :class:`~llmsizing.prose.ChapterText`
-and raises AssertionError naming a claim of the prose that the data or a refit no longer bear out.
+and raises :class:`~llmsizing.prose.ProseOutOfDate` (an AssertionError) naming a claim of the prose that the
+data or a refit no longer bear out. Nothing here computes a new quantity: it formats and compares what
+:func:`~llmsizing.serve.serving` and the stored checks return.
 """
 
 from __future__ import annotations

@@ -25,15 +25,16 @@ from .network import collective_time_s, get_node, group_link, link_class, wire_f
 from .parallel import Parallel
 from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
+from .units import GiB, KiB, MiB
 from .zero_traffic import dp_bucket_params, fsdp_root_params, torch_ddp_buckets
 
-__all__ = ["ProseOutOfDate", "collectives_prose", "nccl_fits_prose", "A3_MEGA_EGRESS_GBPS",
-           "NCCL_H100_RING_BUSBW", "NCCL_H100_NVLS_BUSBW"]
+__all__ = ["ProseOutOfDate", "collectives_prose", "nccl_fits_prose", "A3_MEGA_EGRESS_GBPS", "A3_MEGA_NICS",
+           "A3_MEGA_NIC_GBITS", "NCCL_H100_RING_BUSBW", "NCCL_H100_NVLS_BUSBW"]
 
-_KiB, _MiB = 2**10, 2**20
-#: 8 NICs x 200 Gb/s per a3-megagpu-8g VM, in GB/s (the header of
-#: data/nccl_tests/h100_2x8_gcp_a3mega_tcpxo_all_reduce.txt)
-A3_MEGA_EGRESS_GBPS = 8 * 200 / 8
+#: 8 NICs x 200 Gb/s per a3-megagpu-8g VM (the header of
+#: data/nccl_tests/h100_2x8_gcp_a3mega_tcpxo_all_reduce.txt), and its egress in GB/s
+A3_MEGA_NICS, A3_MEGA_NIC_GBITS = 8, 200.0
+A3_MEGA_EGRESS_GBPS = A3_MEGA_NICS * A3_MEGA_NIC_GBITS / 8
 #: NCCL's quoted all-reduce bus bandwidth on an H100 node (NVIDIA/nccl-tests#212): about 370 GB/s for a ring,
 #: about 480 with NVLink SHARP, of NVLink 4's 450 one way.
 NCCL_H100_RING_BUSBW, NCCL_H100_NVLS_BUSBW = 370, 480
@@ -51,7 +52,7 @@ def _mib_table(cmp) -> str:
              "predicted_message_bytes": "predicted messages MiB",
              "measured_bytes_per_gpu": "measured MiB/GPU", "predicted_bytes_per_gpu": "predicted MiB/GPU"}
     for c, name in names.items():
-        table[name] = (table.pop(c) / _MiB).map("{:,.3f}".format)
+        table[name] = (table.pop(c) / MiB).map("{:,.3f}".format)
     table["ratio"] = table["ratio"].map("{:.4f}".format)
     return table
 
@@ -81,7 +82,7 @@ def collectives_prose(coll, cmp) -> ChapterText:
     t["8b_root_share"] = f"{fsdp_root_params('llama-3-8b') / get_model('llama-3-8b').n_params:.0%}"
     ddp = coll[(coll["layout"] == "ddp") & (coll["world_size"] == 2) & (coll["rank"] == 0)]
     ar = ddp[ddp["kind"] == "all-reduce"]
-    t["ddp_mib"] = f"{(ar['message_bytes'] * ar['calls']).sum() / _MiB:,.2f} MiB"
+    t["ddp_mib"] = f"{(ar['message_bytes'] * ar['calls']).sum() / MiB:,.2f} MiB"
     t["ddp_calls"] = f"{int(ar['calls'].sum())}"
     _says(torch_ddp_buckets(m, precision="fp32") == int(ar["calls"].sum()),
           "DDP's bucket rule gives the all-reduces measured")
@@ -92,13 +93,13 @@ def collectives_prose(coll, cmp) -> ChapterText:
     tp_ar = tp[tp["kind"] == "all-reduce"]
     tp_fwd_calls = int(tp_ar.loc[tp_ar["phase"] == "forward", "calls"].sum())
     tp_bwd_calls = int(tp_ar.loc[tp_ar["phase"] == "backward", "calls"].sum())
-    t.update(tp_msg_kib=f"{tp_ar['message_bytes'].iloc[0] / _KiB:,.0f} KiB", tp_fwd=f"{tp_fwd_calls}",
+    t.update(tp_msg_kib=f"{tp_ar['message_bytes'].iloc[0] / KiB:,.0f} KiB", tp_fwd=f"{tp_fwd_calls}",
              tp_bwd=f"{tp_bwd_calls}")
     _says((tp_fwd_calls, tp_bwd_calls) == (2 * m.layers + 1, 5 * m.layers + 1),
           "tensor parallelism on HF modules all-reduces 2L + 1 times forward and 5L + 1 backward")
     # the embedding's and the LM head's all-reduces, which the library leaves out, against 4L + 2 at 80 layers
     t["tp_outside_80"] = f"{2 / (4 * 80 + 2):.1%}"
-    t["logits_kib"] = f"{tp.loc[tp['kind'] == 'all-gather', 'message_bytes'].iloc[0] / _KiB:,.0f} KiB"
+    t["logits_kib"] = f"{tp.loc[tp['kind'] == 'all-gather', 'message_bytes'].iloc[0] / KiB:,.0f} KiB"
     sp = coll[(coll["layout"] == "sp") & (coll["rank"] == 0)]
     sp_bwd_ag = sp.loc[(sp["phase"] == "backward") & (sp["kind"] == "all-gather"), "calls"].sum()
     t["sp_bwd_ag"] = f"{int(sp_bwd_ag)}"
@@ -176,7 +177,7 @@ def nccl_fits_prose() -> ChapterText:
     t["net_latency"] = f"{steps('all_reduce', n_ranks) * link_class('network').alpha_s * 1e6:,.0f} µs"
     small_rows = net_fit.table[net_fit.table["size_bytes"] <= 256]
     # the library's own step time on the log's setup: DGX H100's row with the a3-megagpu-8g's 8 x 200 Gb/s
-    a3 = replace(get_node(gpu="H100 SXM"), nics_per_node=8, nic_gbits=200.0)
+    a3 = replace(get_node(gpu="H100 SXM"), nics_per_node=A3_MEGA_NICS, nic_gbits=A3_MEGA_NIC_GBITS)
     big_row = net_fit.table.sort_values("size_bytes").iloc[-1]
     a3_link = group_link("H100 SXM", a3, size=n_ranks)     # 8 of the group's GPUs per node: hierarchical
     t_lib = collective_time_s("all-reduce", float(big_row["size_bytes"]), n_ranks, a3_link)
@@ -187,7 +188,7 @@ def nccl_fits_prose() -> ChapterText:
     _says(abs(t_lib / t_log - 1) < 0.05 and t_flat > 1.5 * t_log,
           "the library's all-reduce is within 5% of the log, a flat ring over 1.5 times it")
     t.update(net_wire=f"{wire_factor('all-reduce', n_ranks, a3_link.per_domain):g}",
-             net_flat_ms=f"{t_flat * 1e3:.1f} ms", net_big_gib=f"{big_row['size_bytes'] / 2**30:.0f} GiB",
+             net_flat_ms=f"{t_flat * 1e3:.1f} ms", net_big_gib=f"{big_row['size_bytes'] / GiB:.0f} GiB",
              net_busbw_last=f"{big_row['busbw_gbps']:.0f} GB/s", net_lib_ms=f"{t_lib * 1e3:.1f} ms",
              net_log_ms=f"{t_log * 1e3:.1f} ms", net_lib_ratio=f"{t_lib / t_log - 1:+.1%}".replace("-", "−"),
              net_ranks=f"{n_ranks}",
@@ -201,7 +202,7 @@ def nccl_fits_prose() -> ChapterText:
     h100_ring = group_link("H100 SXM", get_node(gpu="H100 SXM"), size=8)
     _says(h100_ring.nominal_gbps == 450 and not h100_ring.across, "NVLink 4: 450 GB/s one way, in the node")
     t.update(h100_lib_busbw=f"{h100_ring.bandwidth_gbps:.0f} GB/s",
-             h100_ring_share=f"{NCCL_H100_RING_BUSBW / 450:.2f}",
+             h100_ring_share=f"{NCCL_H100_RING_BUSBW / h100_ring.nominal_gbps:.2f}",
              h100_ring_gap=f"{NCCL_H100_RING_BUSBW / h100_ring.bandwidth_gbps - 1:.0%}",
              h100_nvls_gap=f"{NCCL_H100_NVLS_BUSBW / h100_ring.bandwidth_gbps - 1:.0%}")
     for cls in ("nvlink", "network", "pcie", "infinity-fabric"):
