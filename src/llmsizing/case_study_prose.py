@@ -28,6 +28,7 @@ from .pipeline_schedule import pipeline_bubble
 from .planner import plan, recompute_kwargs, recompute_label
 from .prose import ChapterText, prose_check
 from .runs import offload_exposed_s, run_from_step
+from .stages import published_stages
 from .states import FRAGMENTATION, fragmentation_room
 from .time_cost import implied_mfu, published_runs, training_time
 from .units import GiB, fmt_gib
@@ -420,7 +421,8 @@ def case3_published_prose(step: dict) -> ChapterText:
     out["c3_def_range"] = f"{at_default.gpu_hours_low / 1e6:.1f}M to {at_default.gpu_hours_high / 1e6:.1f}M"
     # the last ~800B tokens (Sec. 3.4.2) priced on Meta's 128K layout (chapter 17) instead of at 8,192: high,
     # as the context grew in six steps; low, as chapter 17's known gap prices 128K high relative to 8K
-    lc_tokens, lc_seq = 8e11, 131072
+    lc = published_stages().query("run == 'Llama 3.1 405B' and seq > @seq").iloc[0]   # data/published_stages
+    lc_tokens, lc_seq = float(lc["tokens"]), int(lc["seq"])
     st_lc = step_time(model, h100, llama3_405b_layout(8, cp=16), batch=1, seq=lc_seq, grad_accum=16,
                       precision=LLAMA3_RECIPE)
     lc128 = run_from_step(model, st_lc, tokens=lc_tokens, gpu=h100, seq=lc_seq).time
