@@ -201,7 +201,7 @@ def test_all_to_all_evidence_prose_by_hand():
     # the H800 node: 400 Gb/s InfiniBand per GPU = 50 GB/s, a quarter of NVLink's 400 GB/s both ways (200 one
     # way); the report's 160 GB/s NVLink is 3.2 times the NIC
     assert (t["h800_nic_gbit"], t["nic"], t["h800_link"]) == ("400 Gb/s", "50 GB/s", "200 GB/s")
-    assert (t["nic_of_nvl"], t["nvl_160_x"]) == ("25%", "3.2")
+    assert (t["nic_of_nvl"], t["nvl_160_x"], t["nvl_160"]) == ("25%", "3.2", "160 GB/s")
     # the NVL72 rack: 72 GPUs, 18 trays of 4
     assert (t["nvl_domain"], t["nvl_trays"], t["nvl_tray_gpus"]) == ("72", "18", "4")
     # the skew: 1 + max violation x sqrt(ep / E): Mixtral (aux loss) 1 + mean at ep = E = 8; DeepSeek-V3

@@ -20,10 +20,14 @@ from .prose import prose_check as _prose_check
 from .units import GiB
 
 __all__ = ["rack_dispatch_prose", "deepseek_terms_prose", "deepseek_memory_prose",
-           "all_to_all_evidence_prose", "RACK_NODE", "H800_NODE", "H100_NODE"]
+           "all_to_all_evidence_prose", "RACK_NODE", "H800_NODE", "H100_NODE",
+           "DEEPSEEK_V3_NVLINK_GBPS"]
 
 #: The three machines of the worked case (``data/nodes.csv``).
 RACK_NODE, H800_NODE, H100_NODE = "GB200 NVL72 compute tray", "HGX H800 (8-GPU)", "DGX H100"
+#: The NVLink bandwidth DeepSeek-V3's report says its H800s get (DeepSeek-AI 2024, Sec. 3.2.2: "160 GB/s",
+#: against 50 GB/s of InfiniBand): a published figure chapter 18 quotes, not a node row's datasheet rate.
+DEEPSEEK_V3_NVLINK_GBPS = 160.0
 
 
 def _says(holds, what: str) -> None:
@@ -334,7 +338,8 @@ def all_to_all_evidence_prose(layout: dict) -> ChapterText:
         "skew_step_dev": f"{max(abs(st[v] / st[None] - 1) for v in (v_lo, v_hi)):.0%}",
         "h800_nic_gbit": f"{hgx.nic_gbits:.0f} Gb/s", "nic": f"{nic:,.0f} GB/s",
         "h800_link": f"{hgx.intra_link_gbps_one_way:,.0f} GB/s",
-        "nvl_160_x": f"{160 / nic:.1f}",                             # the report's 160 GB/s NVLink
+        "nvl_160": f"{DEEPSEEK_V3_NVLINK_GBPS:.0f} GB/s",
+        "nvl_160_x": f"{DEEPSEEK_V3_NVLINK_GBPS / nic:.1f}",        # the report's NVLink over the NIC
         "nic_of_nvl": f"{nic / hgx.intra_link_gbps_one_way:.0%}",
         "nvl_domain": f"{nvl.scaleup_domain_gpus}",
         "nvl_trays": f"{nvl.scaleup_domain_gpus // nvl.gpus_per_node}",
