@@ -337,3 +337,30 @@ def stack_ranges(runs=None, *, coverage: float = 0.8):
                     high=np.exp(user["high_log"]), inside=user["inside"], calibrated=cal,
                     range_row=[r if u else "plain" for r, u in zip(row, use)])
     return pd.DataFrame(out), per
+
+
+#: The area of the planner's own pick (issue 34, plan46): the range of the MFU of the layout
+#: :func:`~llmsizing.planner.plan` picks, which is what a reader reads end to end (chapters 11, 12, 17).
+PLANNED_AREA = "training-planned"
+#: PRE-REGISTERED (plan46, 2026-12-04, committed before any coverage was computed; nothing below is tuned
+#: on the result, and any variant computed afterwards is exploratory and never adopted):
+#: runs: those of :data:`AREA` (:func:`layout_runs`: 118 runs, 21 sources; the same source keys, the same
+#: fold efficiencies, the same stand-in rule, step 4); the planner is given per run its model, GPU, GPU count
+#: as published (``gpu_counts=(n,)``, ``max_gpus=n``), sequence, global batch, precision (``"fp8-mixed"``
+#: for an FP8 row, else ``"bf16-mixed"``), the stack family of its ``framework`` cell
+#: (:func:`~llmsizing.frameworks.stack_family`, lenient) as ``framework``, its node's network
+#: (:func:`~llmsizing.run_nodes.plan_network`) and, as ``kernel_efficiency``, the fold's efficiency of its
+#: (generation, dtype) (:func:`fold_efficiencies` of the other sources, refit inside every nested fold);
+#: everything else is plan()'s default (micro-batches, recomputation, ZeRO, interleaving, context
+#: parallelism); never its published tp, pp, dp, cp, micro-batch, ZeRO, recomputation or interleaving, nor
+#: its ``tp_comm_overlap`` cell or attention kernel (plan() takes no argument for them). Predicted: the MFU
+#: of the pick, the fastest plan on exactly n GPUs (one GPU type and count: also the cheapest). Score:
+#: ``log(published / pick MFU)``, two-tailed (``"tails"``, as :data:`AREA`), each source weighing the same,
+#: pooled, nested leave-one-source-out at 80%; no location fitted (a two-tailed bound moves with a constant
+#: offset: the planner's optimism shows as a low bound below 1). A run plan() finds no plan for on its GPU
+#: count (or refuses) has no residual, sets no bound and counts as outside in the coverage. Reported: the
+#: coverage per dtype, generation, stack family and stand-in (no ranges of their own), the per-source
+#: residuals, the runs whose pick beats the published layout at the same efficiency by more than x1.25, and
+#: how many runs' pick changes with the fold's efficiency. Adoption: state the area (data/intervals.csv via
+#: tools/calibrate.py; plan()'s range of its pick) only if the coverage of the calibrated runs is at least
+#: 75% (issue 34's bar; 80% nominal) and the median width below 1.6x; else it is a dead end, recorded.
