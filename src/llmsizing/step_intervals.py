@@ -364,3 +364,6 @@ PLANNED_AREA = "training-planned"
 #: how many runs' pick changes with the fold's efficiency. Adoption: state the area (data/intervals.csv via
 #: tools/calibrate.py; plan()'s range of its pick) only if the coverage of the calibrated runs is at least
 #: 75% (issue 34's bar; 80% nominal) and the median width below 1.6x; else it is a dead end, recorded.
+#: Clarified before any coverage (a feasibility pass found plan() refusing the "H100 HBM2e (Meta)" rows
+#: for want of a catalogued price): a GPU without a price gets ``prices={gpu: 1.0}``, which moves neither
+#: the pick (one GPU type and count) nor its MFU; the median width is over the runs with a plan.
