@@ -12,6 +12,8 @@ and the published layouts against the planner's own choice:
                                                                   # stack family, dtype and kind
     PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py --s38  # session 38's pre-registered
                                                 # candidates on both ranges (end-to-end E, inputs I)
+    PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py --planned  # only the planner's own pick
+                    # checked out of source (llmsizing.step_intervals.PLANNED_AREA, pre-registered by plan46)
 
 It writes nothing: the production range stays tools/calibrate.py's.
 """
@@ -35,7 +37,11 @@ def main(argv=None) -> int:
                     help="only the pre-registered procedure (range_candidates.REGISTERED), per group")
     ap.add_argument("--s38", action="store_true",
                     help="only session 38's pre-registered candidates (range_candidates.PREREGISTERED38)")
+    ap.add_argument("--planned", action="store_true",
+                    help="only the planner's own pick, out of source (step_intervals.planned_loso_check)")
     args = ap.parse_args(argv)
+    if args.planned:
+        return _planned()
     if args.s38:
         for procedure in R.PROCEDURES:
             for name in ("none",) + tuple(R.PREREGISTERED38):
@@ -77,6 +83,37 @@ def main(argv=None) -> int:
                 g = per_run.groupby(by).agg(coverage=("inside", "mean"), width=("width", "median"),
                                             runs=("inside", "size"), sources=("source_key", "nunique"))
                 print(g.to_string(float_format=lambda x: f"{x:.3f}"))
+    return 0
+
+
+def _planned() -> int:
+    """Print the pre-registered check of the planner's pick (llmsizing.step_intervals.PLANNED_AREA)."""
+    import numpy as np
+
+    from llmsizing.step_intervals import planned_loso_check, source_table
+
+    check, df = planned_loso_check()
+    cal = df["calibrated"].to_numpy(bool)
+    planned = df["planned"].to_numpy(bool)
+    lo, hi = check.stated()
+    print(f"training-planned: coverage {df['inside'][cal].mean():.3f} of {cal.sum()} calibrated runs "
+          f"({(cal & ~planned).sum()} without a plan, counted outside; {check.measured_coverage:.3f} of "
+          f"those with one), median width {check.median_width:.3f}, stated x{lo:.3f} to x{hi:.3f}; "
+          f"stand-in runs {(~cal).sum()}, inside {df['inside'][~cal].mean():.3f}")
+    g = df.assign(group=np.where(cal, "calibrated", "stand-in"), width=df["high"] / df["low"])
+    for by in ("dtype", "generation", "stack_family", "group"):
+        t = g[cal | (by == "group")].groupby(by).agg(
+            coverage=("inside", "mean"), width=("width", "median"), runs=("inside", "size"),
+            sources=("source_key", "nunique"))
+        print(t.to_string(float_format=lambda x: f"{x:.3f}"))
+    sub = df[planned].reset_index(drop=True)
+    print(source_table(check, sub).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    gap = df["plan_mfu"] / df["step_mfu"]
+    print(f"pick / published layout at the same efficiency: median x{gap.median():.3f}; runs whose pick "
+          f"changes with the fold's efficiency: {(df['picks'] > 1).sum()} of {planned.sum()}")
+    far = df.assign(gap=gap)[gap > 1.25].sort_values("gap", ascending=False)
+    print(far[["run", "published", "pick", "step_mfu", "plan_mfu", "implied_mfu", "gap"]].to_string(
+        index=False, float_format=lambda x: f"{x:.3f}"))
     return 0
 
 

@@ -367,3 +367,132 @@ PLANNED_AREA = "training-planned"
 #: Clarified before any coverage (a feasibility pass found plan() refusing the "H100 HBM2e (Meta)" rows
 #: for want of a catalogued price): a GPU without a price gets ``prices={gpu: 1.0}``, which moves neither
 #: the pick (one GPU type and count) nor its MFU; the median width is over the runs with a plan.
+
+
+#: The columns of a plan that make its layout (:func:`planned_pick`), in :func:`_layout_text`'s order.
+_PICK = ("tp", "pp", "virtual_stages", "dp", "cp", "micro_batch", "zero", "recompute", "recompute_layers")
+
+
+def _layout_text(tp, pp, v, dp, cp, micro, zero, recompute, layers=None) -> str:
+    """``"TP8 PP16x8 DP64 mb1 ZeRO-1 full(3)"``: interleaving ``x v``, context parallelism and the layers a
+    stage recomputes where given (a partial recomputation)."""
+    import pandas as pd
+
+    return (f"TP{tp} PP{pp}" + (f"x{v}" if v > 1 else "") + f" DP{dp}" + (f" CP{cp}" if cp > 1 else "")
+            + f" mb{micro} ZeRO-{zero} {recompute}" + ("" if layers is None or pd.isna(layers) else
+                                                       f"({int(layers)})"))
+
+
+def planned_pick(row, efficiency: float):
+    """The layout :func:`~llmsizing.planner.plan` picks for ``row``'s run (a row of :func:`layout_runs`) at
+    kernel efficiency ``efficiency``, given what :data:`PLANNED_AREA`'s pre-registration gives it: the row
+    of plan()'s frame (a ``Series``) with the largest MFU on exactly the run's GPU count, or ``None`` when
+    no plan fits on that count. ``row`` may be a row of ``itertuples()``, a ``Series`` or a dict (read as
+    :func:`~llmsizing.calibration.run_mfu_at` reads it: a ``Series``' ``dtype`` would shadow the run's)."""
+    import pandas as pd
+
+    from .calibration import _check_row
+    from .catalog import get_gpu
+    from .frameworks import stack_family
+    from .planner import plan
+    from .run_nodes import plan_network
+
+    if isinstance(row, (pd.Series, dict)):
+        row = _check_row(row)
+    n = int(row.n_gpus)
+    gpu = get_gpu(row.gpu)
+    prices = None if gpu.price_usd_per_gpu_hour is not None else {gpu.name: 1.0}   # (moves no pick)
+    frame = plan(row.model, tokens=1e10, gpus=(gpu.name,), seq=int(row.seq),
+                 global_batch=int(row.global_batch), max_gpus=n, gpu_counts=(n,),
+                 precision="fp8-mixed" if row.dtype == "fp8" else "bf16-mixed",
+                 framework=stack_family(getattr(row, "framework", None), lenient=True),
+                 kernel_efficiency=efficiency, prices=prices, explain=False, **plan_network(row))
+    frame = frame[frame["n_gpus"] == n]
+    return None if frame.empty else frame.loc[frame["mfu"].astype(float).idxmax()]
+
+
+def planned_loso_check(runs=None, *, coverage: float = 0.8):
+    """The planner's own pick checked by leaving one source out (:data:`PLANNED_AREA`, pre-registered):
+    ``(check, per_run)``. ``check`` (:func:`~llmsizing.intervals.loso_check`, two-tailed, pooled, nested) is
+    over the runs of :func:`layout_runs` plan() finds a plan for, each predicted at :func:`planned_pick`'s
+    MFU at the efficiency fitted without its source (:func:`fold_efficiencies` over **all** the runs of the
+    other sources, as :func:`step_loso_check`). ``per_run`` (every run of :func:`layout_runs`): ``planned``,
+    ``plan_mfu`` and ``step_mfu`` (the pick's and the published layout's MFU at the held-out efficiency),
+    ``pick`` and ``published`` (the two layouts), ``picks`` (distinct picks over every efficiency a fold met),
+    ``ratio`` (published / pick MFU), ``low``/``high``, ``inside`` (False where no plan: a miss) and
+    ``calibrated`` (module docstring, step 4). The coverage the pre-registration reads is ``inside`` over the
+    calibrated runs."""
+    if runs is None and isinstance(coverage, float):
+        check, df = _default_planned_check(coverage)
+        from .intervals import copied_check
+        return copied_check(check), df.copy()
+    return _planned_loso_check(runs, coverage)
+
+
+@cache
+def _default_planned_check(coverage):
+    return _planned_loso_check(None, coverage)
+
+
+def _planned_loso_check(runs, coverage):
+    import numpy as np
+
+    from .calibration import _layout_of, run_mfu_at
+    from .frameworks import stack_family
+    from .intervals import keyed_calibration, loso_check
+
+    df = layout_runs(runs)
+    df["stack_family"] = [stack_family(f, lenient=True) for f in df.get("framework", [None] * len(df))]
+    rows, keys = list(df.itertuples()), list(zip(df["generation"], df["dtype"]))
+    src, cols = df["source_key"].to_numpy(object), _FoldColumns(df)
+    memo = {}
+
+    def pick(i, e):
+        if (i, e) not in memo:
+            memo[i, e] = planned_pick(rows[i], e)
+        return memo[i, e]
+
+    def left_in(train, sub):
+        # the rows of every source the fold keeps (a source whose runs have no plan stays in the fit)
+        return ~np.isin(src, list(set(src[sub][~np.asarray(train, bool)])))
+
+    # whether a plan fits does not depend on the efficiency (memory only): asked once, at the default
+    planned = np.array([pick(i, e) is not None for i, e in
+                        enumerate(fold_efficiencies(cols, np.ones(len(df), bool))[k] for k in keys)])
+    sub = np.flatnonzero(planned)
+    known = keyed_calibration(cols.keys, cols.fits & cols.grouped)
+
+    def fit_predict(train, test):
+        eff = fold_efficiencies(cols, left_in(train, sub))
+        return [float(np.log(pick(i, eff[keys[i]])["mfu"])) for i in sub[np.asarray(test, bool)]]
+
+    def calibrated(train, test):
+        mask = np.zeros(len(df), bool)
+        mask[sub[np.asarray(test, bool)]] = True
+        return known(left_in(train, sub), mask)
+
+    check = loso_check(np.log(df["implied_mfu"].to_numpy(float)[sub]), src[sub], fit_predict,
+                       coverage=coverage, calibrated=calibrated)
+    held = {k: fold_efficiencies(cols, src != k) for k in dict.fromkeys(src)}
+    eff = [held[s][k] for s, k in zip(src, keys)]
+    cal = np.array([known(src != s, np.arange(len(df)) == i)[0] for i, s in enumerate(src)])
+    out = {c: np.full(len(df), np.nan) for c in ("plan_mfu", "ratio", "low", "high")}
+    out["inside"] = np.zeros(len(df), bool)
+    out["calibrated"] = cal
+    out["ratio"][sub] = np.exp(check.residuals)
+    out["low"][sub], out["high"][sub] = np.exp(check.low_log), np.exp(check.high_log)
+    out["inside"][sub] = check.inside
+    picks, texts = [], []
+    for i in range(len(df)):
+        p = pick(i, eff[i])
+        out["plan_mfu"][i] = np.nan if p is None else float(p["mfu"])
+        texts.append(None if p is None else _layout_text(*(p[c] for c in _PICK)))
+        picks.append(len({tuple(memo[j, e][c] for c in _PICK) for j, e in memo
+                          if j == i and memo[j, e] is not None}))
+    pub = []
+    for r in rows:
+        par, micro, _, rc = _layout_of(r)
+        pub.append(_layout_text(par.tp, par.pp, par.virtual_stages, par.dp, par.cp, micro, par.zero, rc))
+    return check, df.assign(planned=planned, efficiency=eff, step_mfu=[run_mfu_at(r, e) for r, e in
+                                                                       zip(rows, eff)],
+                            pick=texts, published=pub, picks=picks, **out)
