@@ -223,6 +223,13 @@ def planner_layout_check(runs=None):
     return loso_check(y, sub["source_key"].to_numpy(object), fit_predict), df
 
 
+# Dead end (plan46, pre-registered; llmsizing.step_intervals.PLANNED_AREA, planned_loso_check): the
+# planner's own pick, each run given only what its team stated (model, GPU, GPU count, sequence, batch,
+# precision, stack, node) at the efficiency fitted without its source, scored log(published / pick MFU),
+# two-tailed, nested leave-one-source-out: 87.4% of 111 runs inside (2 without a plan counted outside) but
+# a median width of 2.04x, above issue 34's 1.6x: how much faster than the published layout the planner's
+# pick is varies too much from source to source (x0.98 to x1.65, 10-90%). planner_layout_check below is the
+# same question at today's efficiency with the published recomputation and micro-batches up to 8.
 #: The term groups :func:`selection_check` chooses among (every subset of them): the candidates' terms.
 TERM_GROUPS = {"stack": _STACK, "batch": _BATCH, "selective": ("selective_recompute",),
                "hopper": ("hopper_size", "hopper_seq"), "gpus": ("log_gpus",), "year": ("year",),

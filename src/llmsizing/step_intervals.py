@@ -367,6 +367,14 @@ PLANNED_AREA = "training-planned"
 #: Clarified before any coverage (a feasibility pass found plan() refusing the "H100 HBM2e (Meta)" rows
 #: for want of a catalogued price): a GPU without a price gets ``prices={gpu: 1.0}``, which moves neither
 #: the pick (one GPU type and count) nor its MFU; the median width is over the runs with a plan.
+#: MEASURED (plan46, tools/range_candidates.py --planned, 10 s CPU): a dead end, not stated. Coverage 87.4%
+#: of the 111 calibrated runs (97 inside; the 2 without a plan, MPT 30B on 8 H100s at 8K and KempnerForge
+#: 7B on one H200, counted outside; 89.0% of the 109 with one), but median width 2.04x (x0.586 to x1.189)
+#: against training-layout's 1.53x: the pick beats the published layout at the same efficiency by x1.24
+#: (median; 10-90% x0.98 to x1.65), most on Megatron-LM 2021 (TP1 or TP2 ZeRO-3 against TP8: up to x1.94),
+#: KempnerForge's TP4 runs (x1.74) and Nemotron-4 15B (TP2 against TP8, x1.56); the spread of that gain,
+#: not its median, makes the width. Stand-in runs 0 of 7 inside. The pick changes with the fold's
+#: efficiency for 3 of 116 runs.
 
 
 #: The columns of a plan that make its layout (:func:`planned_pick`), in :func:`_layout_text`'s order.
