@@ -33,8 +33,8 @@ def test_a_known_runs_planned_prediction_by_hand(planned):
     # the efficiency: the median of the other sources' per-run Hopper BF16 efficiencies (the runs the
     # production fit takes), rounded to data/kernel_efficiency.csv's 3 decimals
     runs = S.layout_runs()
-    other = runs[(runs["source_key"] != r["source_key"]) & runs["kernel_fit"] & (runs["generation"] == "hopper")
-                 & (runs["dtype"] == "bf16")]["kernel_efficiency"].dropna()
+    other = runs[(runs["source_key"] != r["source_key"]) & runs["kernel_fit"]
+                 & (runs["generation"] == "hopper") & (runs["dtype"] == "bf16")]["kernel_efficiency"].dropna()
     assert len(other) >= 10
     assert r["efficiency"] == round(statistics.median(other), 3)
     # the pick: plan() asked with what the team stated (768 H100s, seq 4,096, batch 384, Megatron), not its
@@ -93,3 +93,15 @@ def test_the_planned_range_is_a_dead_end(planned):
     coverage, width = float(df["inside"][cal].mean()), check.median_width
     assert not (coverage >= 0.75 and width < 1.6), (coverage, width)
     assert np.isfinite(width) and width > 1.6
+
+
+@pytest.mark.parametrize("row, efficiency, exc, words", [
+    (42, 0.5, TypeError, "row must be one run"),
+    ({"run": "x"}, 0.5, ValueError, "row lacks the fields"),
+    (None, 1.5, ValueError, "kernel_efficiency"),
+])
+def test_bad_input(row, efficiency, exc, words):
+    if row is None:
+        row = _row(S.layout_runs(), NEMOTRON).to_dict()
+    with pytest.raises(exc, match=words):
+        S.planned_pick(row, efficiency)

@@ -397,16 +397,13 @@ def planned_pick(row, efficiency: float):
     of plan()'s frame (a ``Series``) with the largest MFU on exactly the run's GPU count, or ``None`` when
     no plan fits on that count. ``row`` may be a row of ``itertuples()``, a ``Series`` or a dict (read as
     :func:`~llmsizing.calibration.run_mfu_at` reads it: a ``Series``' ``dtype`` would shadow the run's)."""
-    import pandas as pd
-
     from .calibration import _check_row
     from .catalog import get_gpu
     from .frameworks import stack_family
     from .planner import plan
     from .run_nodes import plan_network
 
-    if isinstance(row, (pd.Series, dict)):
-        row = _check_row(row)
+    row = _check_row(row)              # (TypeError for anything but a run; ValueError naming a bad cell)
     n = int(row.n_gpus)
     gpu = get_gpu(row.gpu)
     prices = None if gpu.price_usd_per_gpu_hour is not None else {gpu.name: 1.0}   # (moves no pick)
