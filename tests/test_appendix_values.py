@@ -80,7 +80,7 @@ def test_queueing_and_goodput(values):
 
 def test_every_claim_holds_and_each_can_fail(monkeypatch):
     claims = appendix_claims(FAKE_AC)
-    assert len(claims) == 23 and all(claims.values()), [c for c, ok in claims.items() if not ok]
+    assert len(claims) == 24 and all(claims.values()), [c for c, ok in claims.items() if not ok]
     # a wrong extreme of the simulation, and two constants moved, each turn their own claim False
     worst = FAKE_AC | {(8, 0.8, 0.0): -0.5}
     assert [c for c, ok in appendix_claims(worst).items() if not ok] == [
@@ -201,13 +201,17 @@ def test_the_paged_optimizer_check(values):
 
 
 def test_a_false_check_statement_raises(monkeypatch):
-    """Each of the three new statements, made false, stops the page (ProseOutOfDate names it)."""
+    """Each of the four new statements, made false, stops the page (ProseOutOfDate names it)."""
     import llmsizing.finetune
     import llmsizing.inference
     import llmsizing.states
     from llmsizing.appendix import appendix_prose
     from llmsizing.prose import ProseOutOfDate
 
+    with monkeypatch.context() as m:
+        m.setattr(llmsizing.states, "FRAGMENTATION", 0.1)          # the page types "8%" in its formula
+        assert [c for c, ok in appendix_claims(FAKE_AC).items() if not ok] == [
+            "the allowance is 1 GiB + 8% of the modelled bytes"]
     with monkeypatch.context() as m:
         m.setattr(llmsizing.states, "FRAGMENTATION", 0.2)          # above the expandable-segments median
         with pytest.raises(ProseOutOfDate, match="the 8% is below the published fragmentation"):

@@ -425,7 +425,7 @@ def appendix_claims(ac=None) -> dict[str, bool]:
     from .precision import FP8_SCHEMES, TE_AMAX_HISTORY_LEN
     from .range_candidates import MAX_WIDTH as goal_w
     from .rl_trainer import SLIME_SYNC_QWEN3_30B_S
-    from .states import FRAGMENTATION
+    from .states import FIXED_OVERHEAD_BYTES, FRAGMENTATION
 
     iv = _intervals()
     k8, k16 = (kernel_efficiency_row("H100 SXM", d) for d in ("fp8", "bf16"))
@@ -487,6 +487,8 @@ def appendix_claims(ac=None) -> dict[str, bool]:
         "first-order goodput is pessimistic at 128K GPUs": g128.goodput_exponential > g128.goodput,
         "the KV cache per token and a hybrid's state equal transformers' on every type read":
             not any(e for errs in sweep.values() for e in errs.values()),
+        "the allowance is 1 GiB + 8% of the modelled bytes":
+            (FIXED_OVERHEAD_BYTES, FRAGMENTATION) == (2**30, 0.08),
         "the 8% is below the published fragmentation, with either allocator setting":
             FRAGMENTATION < fragmentation_allowance("expandable_segments")
             < fragmentation_allowance("default"),
