@@ -80,7 +80,7 @@ def test_queueing_and_goodput(values):
 
 def test_every_claim_holds_and_each_can_fail(monkeypatch):
     claims = appendix_claims(FAKE_AC)
-    assert len(claims) == 24 and all(claims.values()), [c for c, ok in claims.items() if not ok]
+    assert len(claims) == 25 and all(claims.values()), [c for c, ok in claims.items() if not ok]
     # a wrong extreme of the simulation, and two constants moved, each turn their own claim False
     worst = FAKE_AC | {(8, 0.8, 0.0): -0.5}
     assert [c for c, ok in appendix_claims(worst).items() if not ok] == [
@@ -200,8 +200,21 @@ def test_the_paged_optimizer_check(values):
     assert (values["app_paged_peak"], values["app_unpaged_peak"]) == ("37.0 GiB", "47.0 GiB")
 
 
+def test_the_longest_context_check(values):
+    """Unsloth's two published maxima (28,454 tokens for Llama 3.1 8B, 6,916 for Llama 3.3 70B, both QLoRA
+    rank 32 on an A100 80GB: data/finetune_max_context.csv) over the library's longest context."""
+    from llmsizing.finetune import max_context
+
+    kw = dict(method="qlora", rank=32, targets="all-linear", batch=1, optimizer="adamw-8bit", recompute="full",
+              stack="hf")
+    r8, r70 = (pub / max_context(m, "A100 80GB", **kw) for m, pub in (("llama-3-8b", 28454), ("llama-3-70b", 6916)))
+    assert values["app_ctx_n"] == "two"
+    assert (values["app_ctx_lo"], values["app_ctx_hi"]) == (f"{min(r8, r70):.2f}", f"{max(r8, r70):.2f}")
+    assert (values["app_ctx_lo"], values["app_ctx_hi"]) == ("0.85", "0.99")
+
+
 def test_a_false_check_statement_raises(monkeypatch):
-    """Each of the four new statements, made false, stops the page (ProseOutOfDate names it)."""
+    """Each of the five new statements, made false, stops the page (ProseOutOfDate names it)."""
     import llmsizing.finetune
     import llmsizing.inference
     import llmsizing.states
@@ -220,6 +233,10 @@ def test_a_false_check_statement_raises(monkeypatch):
         state = llmsizing.inference.state_bytes_per_sequence
         m.setattr(llmsizing.inference, "state_bytes_per_sequence", lambda model, dtype: state(model, dtype) + 2)
         with pytest.raises(ProseOutOfDate, match="a hybrid's state equal transformers'"):
+            appendix_prose(FAKE_AC)
+    with monkeypatch.context() as m:
+        m.setattr(llmsizing.finetune, "max_context", lambda *a, **k: 4096)     # where a source ran out of memory
+        with pytest.raises(ProseOutOfDate, match="the library runs out of memory where a source did"):
             appendix_prose(FAKE_AC)
     with monkeypatch.context() as m:
         m.setattr(llmsizing.finetune, "QLORA_SCRIPT", {**llmsizing.finetune.QLORA_SCRIPT, "seq": 4096})

@@ -205,6 +205,24 @@ def _paged_65b():
     return runs, get_gpu("L40S")
 
 
+def _max_contexts():
+    """``finetune.max_context`` against each row of ``data/finetune_max_context.csv`` (chapter 16):
+    ``(published maximum or None, fits, out of memory, library's)``, a published 0 being an out-of-memory."""
+    import csv
+
+    from .catalog import DATA_DIR
+    from .finetune import max_context
+
+    def num(x):
+        return float(x) if x != "" else None
+
+    with open(DATA_DIR / "finetune_max_context.csv", newline="") as fh:
+        return [(num(r["published_max_context"]), num(r["fits_context"]), num(r["oom_context"]),
+                 max_context(r["model"], r["gpu"], method=r["method"], rank=int(r["rank"]),
+                             targets=r["targets"], batch=int(r["batch"]), optimizer=r["optimizer"],
+                             recompute=r["recompute"], stack=r["stack"])) for r in csv.DictReader(fh)]
+
+
 def _check_values() -> dict[str, str]:
     """Chapters 3, 15 and 16: what the KV cache, a hybrid's state, the allowance's 8%, GGUF files and paged
     optimizers were checked against, and how far off they are."""
@@ -223,6 +241,9 @@ def _check_values() -> dict[str, str]:
     runs, gpu = _paged_65b()
     v["app_paged_peak"], v["app_unpaged_peak"] = (fmt_gib(runs[p].peak_bytes) for p in (True, False))
     v["app_paged_gpu"] = fmt_gib(gpu.memory_bytes)
+    ratios = [pub / lib for pub, _, _, lib in _max_contexts() if pub]           # published over the library's
+    v["app_ctx_n"] = number_word(len(ratios))
+    v["app_ctx_lo"], v["app_ctx_hi"] = f"{min(ratios):.2f}", f"{max(ratios):.2f}"
     return v
 
 
@@ -438,7 +459,7 @@ def appendix_claims(ac=None) -> dict[str, bool]:
     te = FP8_SCHEMES["fp8-mixed"]
     ac = _check_ac(ac)
     g128 = _goodputs()[131072]
-    sweep, (paged, gpu48) = _hf_sweep_errors(), _paged_65b()
+    sweep, (paged, gpu48), ctx = _hf_sweep_errors(), _paged_65b(), _max_contexts()
 
     def outwards(lo, hi):
         return math.floor(lo * 100) / 100, math.ceil(hi * 100) / 100
@@ -492,6 +513,9 @@ def appendix_claims(ac=None) -> dict[str, bool]:
         "the 8% is below the published fragmentation, with either allocator setting":
             FRAGMENTATION < fragmentation_allowance("expandable_segments")
             < fragmentation_allowance("default"),
+        "the library runs out of memory where a source did, and lands inside a published bracket":
+            all(lib == 0 for pub, _, _, lib in ctx if pub == 0)
+            and all(fits <= lib < oom for pub, fits, oom, lib in ctx if pub is None),
         "LLaMA-65B's QLoRA script fits the 48 GB GPU with its paged optimizer, not without":
             paged[True].peak_bytes < gpu48.memory_bytes < paged[False].peak_bytes,
     }
