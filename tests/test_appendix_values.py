@@ -242,3 +242,15 @@ def test_a_false_check_statement_raises(monkeypatch):
         m.setattr(llmsizing.finetune, "QLORA_SCRIPT", {**llmsizing.finetune.QLORA_SCRIPT, "seq": 4096})
         with pytest.raises(ProseOutOfDate, match="LLaMA-65B's QLoRA script fits the 48 GB GPU"):
             appendix_prose(FAKE_AC)
+
+
+def test_the_peak_of_a_step_check_is_chapter_5s(values):
+    """The Hugging Face rows of data/step_measurements.csv (counted here), and the worst peak error chapter 5
+    prints of them (measure_prose's ``step_hf_worst``): one figure on both pages."""
+    from llmsizing.measure_prose import step_sweep_prose
+    from llmsizing.measurements import compare_measurements, compare_steps
+
+    with open(DATA_DIR / "step_measurements.csv", newline="") as f:
+        assert values["app_peak_n"] == f"{sum(r['stack'] == 'hf' for r in csv.DictReader(f))}" == "162"
+    ch5 = step_sweep_prose(compare_measurements(), compare_steps()).values
+    assert values["app_peak_err"] == ch5["step_hf_worst"] and ch5["step_n_hf"] == values["app_peak_n"]

@@ -224,8 +224,8 @@ def _max_contexts():
 
 
 def _check_values() -> dict[str, str]:
-    """Chapters 3, 15 and 16: what the KV cache, a hybrid's state, the allowance's 8%, GGUF files and paged
-    optimizers were checked against, and how far off they are."""
+    """Chapters 3, 4, 15 and 16: what the KV cache, a hybrid's state, the allowance's 8%, the peak of a step,
+    GGUF files, paged optimizers and the longest context were checked against, and how far off they are."""
     from .allocator_fragmentation import fragmentation_allowance, measured_fragmentation
     from .prose import number_word
     from .units import fmt_gib
@@ -241,6 +241,10 @@ def _check_values() -> dict[str, str]:
     runs, gpu = _paged_65b()
     v["app_paged_peak"], v["app_unpaged_peak"] = (fmt_gib(runs[p].peak_bytes) for p in (True, False))
     v["app_paged_gpu"] = fmt_gib(gpu.memory_bytes)
+    from .measurements import compare_steps
+
+    hf = compare_steps().query("stack == 'hf'")              # data/step_measurements.csv, chapter 5
+    v["app_peak_n"], v["app_peak_err"] = f"{len(hf)}", f"{hf['peak_error'].abs().max():.1%}"
     ratios = [pub / lib for pub, _, _, lib in _max_contexts() if pub]           # published over the library's
     v["app_ctx_n"] = number_word(len(ratios))
     v["app_ctx_lo"], v["app_ctx_hi"] = f"{min(ratios):.2f}", f"{max(ratios):.2f}"
