@@ -1,6 +1,7 @@
 """The GEMM curve's few-row regime (gemm44, issue 34): below ``FEW_ROWS`` rows a GEMM keeps of the rate at
 ``FEW_ROWS`` what XLA's measured BF16 table of the GPU keeps (``data/gemm_efficiency.csv``, ``kind ==
-"grid"``: the B200's own since b200gemm, else the H100's).
+"grid"``: the table of the GPU's compute target, ``gemm_arch`` in ``data/gpus.csv`` (the B200's for the B200 and
+GB200, sm_100, since b200gemm and gb46), else the H100's).
 Expected values worked by hand from the published tables, not from the code."""
 
 import pytest
@@ -75,11 +76,47 @@ def test_b200_few_row_share_is_its_own_tables_loss(m):
     assert ratio == pytest.approx(XLA_B200_4096[m] / XLA_B200_4096[4096], rel=1e-9)
 
 
-def test_a_gpu_without_its_own_table_keeps_the_h100s():
-    # the A100 and the GB200 (no grid rows of their own) and no GPU at all: XLA's sm_90 table, 751.9 / 780.2
-    for gpu in ("A100 80GB", "GB200", "H100 SXM", None):
+def test_a_gpu_without_a_table_for_its_compute_target_keeps_the_h100s():
+    # sm_90 parts (the H800, H20, H200, H100 PCIe: the H100's own target), targets no grid row was measured on
+    # (the A100's sm_80, the B300's sm_103, the MI300X's gfx942) and no GPU at all: XLA's sm_90 table,
+    # 751.9 / 780.2 (data/gpus.csv, gemm_arch; gb46)
+    for gpu in ("A100 80GB", "H100 SXM", "H800", "H20", "H200", "H100 PCIe", "B300", "MI300X", None):
         assert K.few_row_share(1024, 4096, 4096, gpu) == pytest.approx(751.9 / 780.2, rel=1e-9), gpu
     assert K.grid_gpu("B200") == "B200" and K.grid_gpu("A100 80GB") == K.GRID_STAND_IN == "H100 SXM"
+    assert K.grid_gpu("B300") == K.grid_gpu("H800") == "H100 SXM"
+
+
+# XLA's sm_100 table (the B200's rows), bf16, b = 1, at n = 1,024, k = 2,048 (TFLOP/s as stored, to 0.1)
+XLA_B200_1024_2048 = {512: 263.1, 4096: 990.3}
+
+
+def test_the_gb200_is_priced_on_the_table_of_its_compute_target():
+    # the GB200 is compute capability 10.0 like the B200 (NVIDIA's CUDA GPUs page: one entry for both;
+    # data/gpus.csv gemm_arch sm_100), and XLA keys its table by that target: the GB200 keeps 1,214.0 / 1,416.9
+    # = 0.857 at 1,024 rows (it kept the H100's 751.9 / 780.2 = 0.964 before gb46), and 263.1 / 990.3 = 0.266
+    # at 512 x 1,024 x 2,048 (the H100's 231.0 / 643.7 = 0.359)
+    assert K.grid_gpu("GB200") == "B200"
+    assert K.few_row_share(1024, 4096, 4096, "GB200") == pytest.approx(1214.0 / 1416.9, rel=1e-9)
+    assert K.few_row_share(512, 1024, 2048, "GB200") == pytest.approx(263.1 / 990.3, rel=1e-9)
+    ratio = K.gemm_efficiency("GB200", 1024, 4096, 4096) / K.gemm_efficiency("GB200", 4096, 4096, 4096)
+    assert ratio == pytest.approx(XLA_B200_4096[1024] / XLA_B200_4096[4096], rel=1e-9)
+    few = K.layer_gemm_efficiency("llama-3.1-405b", "GB200", tp=1, tokens=1024)
+    full = K.layer_gemm_efficiency("llama-3.1-405b", "GB200", tp=1, tokens=4096)
+    assert few / full == pytest.approx(1214.0 / 1416.9, rel=1e-9)
+
+
+def test_the_table_follows_the_gpus_data_not_its_name():
+    # a hand-made GPU takes the table of its gemm_arch whatever it is called, and none without one
+    from dataclasses import replace
+
+    from llmsizing import get_gpu
+    h100, gb200 = get_gpu("H100 SXM"), get_gpu("GB200")
+    assert K.grid_gpu(replace(h100, name="my sm_100 part", gemm_arch="sm_100")) == "B200"
+    assert K.few_row_share(512, 1024, 2048, replace(gb200, name="GB200 copy")) == \
+        pytest.approx(XLA_B200_1024_2048[512] / XLA_B200_1024_2048[4096], rel=1e-9)
+    assert K.grid_gpu(replace(gb200, name="no target", gemm_arch=None)) == "H100 SXM"
+    with pytest.raises(TypeError, match="gemm_arch"):
+        replace(h100, name="bad", gemm_arch="")
 
 
 def test_a_b200_layer_at_few_tokens_keeps_its_tables_share():

@@ -35,15 +35,15 @@ NVIDIA's CUDA 11 figure) and DeepGEMM (H800 FP8) tables in ``data/gemm_efficienc
 (:func:`fit_gemm_curve`: one curve for both, 2.7% rms). Below ``FEW_ROWS`` (4,096) rows a GEMM is priced at
 the curve's share at 4,096 rows times :func:`few_row_share`, what XLA's measured H100 BF16 table (``kind ==
 "grid"``, 256 to 4,096 in each dimension) keeps at ``m`` rows of its rate at 4,096 rows, same ``n`` and ``k``
-(gemm44, 2026-12-04); a GPU with its own measured table prices by it (:func:`grid_gpu`: the B200's, XLA's
-``sm_100``, which keeps 0.86 at 1,024 rows where the H100's keeps 0.96; b200gemm). The curve alone read few
-rows by intensity, as if a 1,024-row GEMM were a 1,024^3 square (which loses to wave quantisation): at
-``n = k = 4,096`` it kept 0.69 and 0.87 of the 4,096-row share at 1,024 and 2,048 rows where XLA measured 0.96
-and 0.96 (751.9 and 752.3 of 780.2 TFLOP/s); Bekman's best A100 shape, 1,024 x 10,240 x 5,120, 0.87 of the
-peak measured, was 0.64 on the curve and is 0.81 now; the A100 squares of NVIDIA's CUDA 11 figure, which the
-rule does not read, keep 0.32 and 0.57 of 4,096^3 at 1,024^3 and 1,536^3 against 0.34 and 0.58 measured (the
-curve alone: 0.53 and 0.67). At small ``n`` and ``k`` the table falls faster with fewer rows than the curve
-did, so those GEMMs cost more.
+(gemm44, 2026-12-04); a GPU of a compute target with its own measured table prices by it (:func:`grid_gpu`:
+the B200's and GB200's, XLA's ``sm_100``, which keeps 0.86 at 1,024 rows where the H100's keeps 0.96). The
+curve alone read few rows by intensity, as if a 1,024-row GEMM were a 1,024^3 square (which loses to wave
+quantisation): at ``n = k = 4,096`` it kept 0.69 and 0.87 of the 4,096-row share at 1,024 and 2,048 rows where
+XLA measured 0.96 and 0.96 (751.9 and 752.3 of 780.2 TFLOP/s); Bekman's best A100 shape, 1,024 x 10,240 x
+5,120, 0.87 of the peak measured, was 0.64 on the curve and is 0.81 now; the A100 squares of NVIDIA's CUDA 11
+figure, which the rule does not read, keep 0.32 and 0.57 of 4,096^3 at 1,024^3 and 1,536^3 against 0.34 and
+0.58 measured (the curve alone: 0.53 and 0.67). At small ``n`` and ``k`` the table falls faster with fewer
+rows than the curve did, so those GEMMs cost more.
 What it moved (nothing fitted; kernel efficiency refit as always): the layout range 81.1% / 1.583x -> 87.4% /
 1.529x out of source (Qi et al.'s Zero Bubble A100 rows at 1 x 1,024 tokens a micro-batch, PP16/PP32, were
 1.21-1.27 over the step model against 0.99-1.04 at PP8: all 12 now 0.98-1.04; Ampere's kernel efficiency
@@ -283,10 +283,11 @@ def _grid_tables() -> dict:
 
 
 def grid_gpu(gpu) -> str:
-    """The GPU whose measured table prices ``gpu``'s few-row GEMMs: its own when ``data/gemm_efficiency.csv``
-    holds one (``kind == "grid"``, the B200's since b200gemm), else :data:`GRID_STAND_IN`."""
-    name = get_gpu(gpu).name
-    return name if name in _grid_tables() else GRID_STAND_IN
+    """The GPU whose measured table (``data/gemm_efficiency.csv``, ``kind == "grid"``) prices ``gpu``'s
+    few-row GEMMs: its own, else one of its ``gemm_arch`` (``data/gpus.csv``: the B200's for the GB200, both
+    ``sm_100``), else :data:`GRID_STAND_IN` (none for the A100's ``sm_80``, the B300's ``sm_103``, AMD's)."""
+    g, t = get_gpu(gpu), _grid_tables()
+    return g.name if g.name in t else {get_gpu(x).gemm_arch: x for x in t}.get(g.gemm_arch, GRID_STAND_IN)
 
 
 @lru_cache(maxsize=65536)
@@ -305,12 +306,11 @@ def _grid_rate(m: int, n: int, k: int, table: str = GRID_STAND_IN) -> float:
 
 def few_row_share(m: int, n: int, k: int, gpu=None) -> float:
     """What a GEMM of ``m < FEW_ROWS`` rows keeps of the rate of one of ``FEW_ROWS`` rows at the same ``n``
-    and ``k``, as XLA's measured BF16 table of ``gpu`` has it (``data/gemm_efficiency.csv``, ``kind ==
-    "grid"``; :func:`grid_gpu`: the GPU's own table, else the H100's, also when ``gpu`` is None; 1 at
-    ``m >= FEW_ROWS``). H100 at ``n = k = 4,096``: 0.96 at 1,024 and 2,048 rows (751.9 and 752.3 of 780.2
-    TFLOP/s; the curve keeps 0.69 and 0.87: gemm44). The B200 (``sm_100``) loses more: 0.86 and 0.95 (1,214.0
-    and 1,342.5 of 1,416.9), 0.70 at 512 rows (H100 0.85); over the 25 ``(n, k)`` 0.75, 0.82, 0.87, 0.93 of
-    the H100's share at 256 to 2,048 rows (medians), beyond the H100 table's re-measurement (within 7%)."""
+    and ``k``, as XLA's measured BF16 table for ``gpu`` (:func:`grid_gpu`; the H100's when None) has it; 1 at
+    ``m >= FEW_ROWS``. H100 at ``n = k = 4,096``: 0.96 at 1,024 and 2,048 rows (751.9 and 752.3 of 780.2
+    TFLOP/s; the curve keeps 0.69 and 0.87: gemm44). ``sm_100`` (B200, GB200) loses more: 0.86 and 0.95
+    (1,214.0 and 1,342.5 of 1,416.9), 0.70 at 512 rows (H100 0.85); over the 25 ``(n, k)`` 0.75, 0.82, 0.87,
+    0.93 of the H100's share at 256 to 2,048 rows (medians), beyond the H100 table's re-measurement (7%)."""
     m, n, k = check_int("m", m), check_int("n", n), check_int("k", k)
     table = GRID_STAND_IN if gpu is None else grid_gpu(gpu)
     return 1.0 if m >= FEW_ROWS else _grid_rate(m, n, k, table) / _grid_rate(FEW_ROWS, n, k, table)
