@@ -135,9 +135,63 @@ def test_the_b200_grid_holds_every_shape_once_below_bekmans_best():
     import csv
     from pathlib import Path
     with open(Path(K.DATA) / "gemm_efficiency.csv", newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["kind"] == "grid" and r["gpu"] == "B200"]
+        rows = [r for r in csv.DictReader(fh) if r["kind"] == "grid" and r["gpu"] == "B200"
+                and r["dtype"] == "bf16"]
     sizes = K.GRID_SIZES
     assert sorted((int(r["m"]), int(r["n"]), int(r["k"])) for r in rows) == \
         [(m, n, k) for m in sizes for n in sizes for k in sizes]
     assert all(r["source"].startswith("OpenXLA") and "sm_100" in r["source"] and r["as_of"] for r in rows)
     assert max(float(r["tflops"]) for r in rows) == 1416.9 < 1745
+
+
+# XLA's kDefaultMatmulPTable, sm_100, b = 1, f8e4m3fn x f8e4m3fn -> bf16, n = k = 4,096 (TFLOP/s as stored, to
+# 0.1: 930452187175043 FLOP/s at 256 rows, ..., 2764981863158106 at 4,096; gb46)
+XLA_B200_FP8_4096 = {256: 930.5, 512: 1472.9, 1024: 1937.6, 2048: 2491.3, 4096: 2765.0}
+
+
+@pytest.mark.parametrize("m", [256, 512, 1024, 2048])
+def test_fp8_on_sm_100_is_priced_on_its_fp8_rows(m):
+    # FP8 loses more to few rows than BF16 on sm_100: 1,937.6 / 2,765.0 = 0.701 at 1,024 rows against
+    # 1,214.0 / 1,416.9 = 0.857; FP4 takes FP8's rows, FP16 BF16's; the GB200 shares the B200's target
+    fp8 = XLA_B200_FP8_4096[m] / XLA_B200_FP8_4096[4096]
+    for gpu in ("B200", "GB200"):
+        assert K.few_row_share(m, 4096, 4096, gpu, "fp8") == pytest.approx(fp8, rel=1e-9)
+        assert K.few_row_share(m, 4096, 4096, gpu, "fp4") == pytest.approx(fp8, rel=1e-9)
+        assert K.few_row_share(m, 4096, 4096, gpu, "fp16") == \
+            pytest.approx(XLA_B200_4096[m] / XLA_B200_4096[4096], rel=1e-9)
+        ratio = K.gemm_efficiency(gpu, m, 4096, 4096, "fp8") / K.gemm_efficiency(gpu, 4096, 4096, 4096, "fp8")
+        assert ratio == pytest.approx(fp8, rel=1e-9)
+    # the default stays BF16's (few_row_share's old calls)
+    assert K.few_row_share(m, 4096, 4096, "B200") == pytest.approx(XLA_B200_4096[m] / XLA_B200_4096[4096],
+                                                                   rel=1e-9)
+
+
+def test_fp8_on_hopper_keeps_bf16s_share_and_a_b200_fp8_layer_its_fp8_rows():
+    # sm_90 has no FP8 rows in data/ (XLA's pass the H100's 1,979 TFLOP/s FP8 peak: not used), so an H100 or
+    # H800 FP8 GEMM keeps the BF16 table's 751.9 / 780.2; Llama 3.1 405B at tp 1 (every n, k >= 4,096) in FP8
+    # on a B200: 1,024 tokens over 4,096 is 1,937.6 / 2,765.0
+    for gpu in ("H100 SXM", "H800"):
+        assert K.few_row_share(1024, 4096, 4096, gpu, "fp8") == pytest.approx(751.9 / 780.2, rel=1e-9)
+    assert K.grid_dtype("H100 SXM", "fp8") == "bf16" and K.grid_dtype("B200", "fp8") == "fp8"
+    few = K.layer_gemm_efficiency("llama-3.1-405b", "B200", tp=1, tokens=1024, dtype="fp8")
+    full = K.layer_gemm_efficiency("llama-3.1-405b", "B200", tp=1, tokens=4096, dtype="fp8")
+    assert few / full == pytest.approx(1937.6 / 2765.0, rel=1e-9)
+    with pytest.raises(ValueError, match="dtype"):
+        K.few_row_share(1024, 4096, 4096, "B200", "int8")
+
+
+def test_the_b200_fp8_grid_holds_every_shape_once_below_the_fp8_peak():
+    # 125 shapes, each with its source (the sm_100 key, the FP8 entry); none reaches the B200's 4,500 dense
+    # FP8 peak (data/gpus.csv), the largest 2,765.0 at 4,096^3; spot values by hand from the file:
+    # (512, 512, 1024) 81616131346913, (4096, 1024, 1024) 850825534072900, (2048, 4096, 1024) 1423942742146705
+    import csv
+    from pathlib import Path
+    with open(Path(K.DATA) / "gemm_efficiency.csv", newline="") as fh:
+        rows = {(int(r["m"]), int(r["n"]), int(r["k"])): r for r in csv.DictReader(fh)
+                if r["kind"] == "grid" and r["gpu"] == "B200" and r["dtype"] == "fp8"}
+    sizes = K.GRID_SIZES
+    assert sorted(rows) == [(m, n, k) for m in sizes for n in sizes for k in sizes]
+    assert all("sm_100" in r["source"] and "f8e4m3fnxf8e4m3fn" in r["source"] for r in rows.values())
+    assert max(float(r["tflops"]) for r in rows.values()) == 2765.0 < 4500
+    for shape, tflops in (((512, 512, 1024), 81.6), ((4096, 1024, 1024), 850.8), ((2048, 4096, 1024), 1423.9)):
+        assert float(rows[shape]["tflops"]) == tflops, shape

@@ -85,6 +85,8 @@ from pathlib import Path
 from ._validate import check_choice, check_int, check_number
 from .catalog import get_gpu, resolve_model
 from .fp8_cast import cast_seconds, linear_cast_bytes
+from .gemm_grid import (  # noqa: F401 (the few-row tables, moved out in gb46; every name still importable here)
+    FEW_ROWS, GRID_SIZES, GRID_STAND_IN, _grid_rate, _grid_tables, few_row_share, grid_dtype, grid_gpu)
 from .hardware import _intensity, dense_tflops, kernel_efficiency_row, matmul_intensity_flops_per_byte
 from .hardware import ridge_point_flops_per_byte
 
@@ -253,8 +255,9 @@ def _efficiency_at(ridge: float, m: int, n: int, k: int, dtype: str, table: str 
     :data:`FEW_ROWS` rows at ``FEW_ROWS`` times :func:`few_row_share` (``None``: :data:`GRID_STAND_IN`)."""
     if m < FEW_ROWS:
         t = GRID_STAND_IN if table is None else table
-        return (_curve_share(ridge, FEW_ROWS, n, k, dtype) * _grid_rate(m, n, k, t)
-                / _grid_rate(FEW_ROWS, n, k, t))
+        d = grid_dtype(t, dtype)
+        return (_curve_share(ridge, FEW_ROWS, n, k, dtype) * _grid_rate(m, n, k, t, d)
+                / _grid_rate(FEW_ROWS, n, k, t, d))
     return _curve_share(ridge, m, n, k, dtype)
 
 
@@ -262,58 +265,6 @@ def _curve_share(ridge: float, m: int, n: int, k: int, dtype: str) -> float:
     """The intensity curve: ``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))``."""
     r = _intensity(m, k, n, _ELEMENT_BYTES.get(dtype, 2.0)) / ridge
     return min(GEMM_CEILING, GEMM_EMAX * r / (r + GEMM_R_HALF))
-
-
-#: Below this many rows a GEMM is priced by what XLA's measured table loses to fewer rows (gemm44).
-FEW_ROWS = 4096
-#: The sizes XLA's table measured in each of ``m``, ``n``, ``k`` (``data/gemm_efficiency.csv``, ``grid``).
-GRID_SIZES = (256, 512, 1024, 2048, 4096)
-#: The measured table a GPU without its own prices few rows by: XLA's H100 one (gemm44).
-GRID_STAND_IN = "H100 SXM"
-
-
-@lru_cache(maxsize=1)
-def _grid_tables() -> dict:
-    """``{gpu: {(m, n, k): TFLOP/s}}``: ``data/gemm_efficiency.csv``'s ``grid`` rows (XLA sm_90, sm_100)."""
-    tables: dict = {}
-    with open(DATA / "gemm_efficiency.csv", newline="") as fh:
-        for r in (r for r in csv.DictReader(fh) if r["kind"] == "grid"):
-            tables.setdefault(r["gpu"], {})[int(r["m"]), int(r["n"]), int(r["k"])] = float(r["tflops"])
-    return tables
-
-
-def grid_gpu(gpu) -> str:
-    """The GPU whose measured table (``data/gemm_efficiency.csv``, ``kind == "grid"``) prices ``gpu``'s
-    few-row GEMMs: its own, else one of its ``gemm_arch`` (``data/gpus.csv``: the B200's for the GB200, both
-    ``sm_100``), else :data:`GRID_STAND_IN` (none for the A100's ``sm_80``, the B300's ``sm_103``, AMD's)."""
-    g, t = get_gpu(gpu), _grid_tables()
-    return g.name if g.name in t else {get_gpu(x).gemm_arch: x for x in t}.get(g.gemm_arch, GRID_STAND_IN)
-
-
-@lru_cache(maxsize=65536)
-def _grid_rate(m: int, n: int, k: int, table: str = GRID_STAND_IN) -> float:
-    """The measured table of ``table`` at ``(m, n, k)``: interpolated in ``log2`` of each dimension, held at
-    4,096 above and at the time of 256 below (the rate times ``dim / 256``)."""
-    grid, rate, axes = _grid_tables()[table], 1.0, []
-    for d in (m, n, k):
-        rate *= min(1.0, d / GRID_SIZES[0])
-        x = math.log2(min(max(d, GRID_SIZES[0]), GRID_SIZES[-1]) / GRID_SIZES[0])
-        i = min(len(GRID_SIZES) - 2, int(x))
-        axes.append(((GRID_SIZES[i], 1 - (x - i)), (GRID_SIZES[i + 1], x - i)))
-    return rate * sum(wm * wn * wk * grid[dm, dn, dk] for dm, wm in axes[0] for dn, wn in axes[1]
-                      for dk, wk in axes[2] if wm * wn * wk)
-
-
-def few_row_share(m: int, n: int, k: int, gpu=None) -> float:
-    """What a GEMM of ``m < FEW_ROWS`` rows keeps of the rate of one of ``FEW_ROWS`` rows at the same ``n``
-    and ``k``, as XLA's measured BF16 table for ``gpu`` (:func:`grid_gpu`; the H100's when None) has it; 1 at
-    ``m >= FEW_ROWS``. H100 at ``n = k = 4,096``: 0.96 at 1,024 and 2,048 rows (751.9 and 752.3 of 780.2
-    TFLOP/s; the curve keeps 0.69 and 0.87: gemm44). ``sm_100`` (B200, GB200) loses more: 0.86 and 0.95
-    (1,214.0 and 1,342.5 of 1,416.9), 0.70 at 512 rows (H100 0.85); over the 25 ``(n, k)`` 0.75, 0.82, 0.87,
-    0.93 of the H100's share at 256 to 2,048 rows (medians), beyond the H100 table's re-measurement (7%)."""
-    m, n, k = check_int("m", m), check_int("n", n), check_int("k", k)
-    table = GRID_STAND_IN if gpu is None else grid_gpu(gpu)
-    return 1.0 if m >= FEW_ROWS else _grid_rate(m, n, k, table) / _grid_rate(FEW_ROWS, n, k, table)
 
 
 #: Bytes per element of a GEMM's operands by dtype (floats, as ``check_number`` gives them).
