@@ -36,14 +36,14 @@ NVIDIA's CUDA 11 figure) and DeepGEMM (H800 FP8) tables in ``data/gemm_efficienc
 the curve's share at 4,096 rows times :func:`few_row_share`, what XLA's measured H100 BF16 table (``kind ==
 "grid"``, 256 to 4,096 in each dimension) keeps at ``m`` rows of its rate at 4,096 rows, same ``n`` and ``k``
 (gemm44, 2026-12-04); a GPU of a compute target with its own measured table prices by it (:func:`grid_gpu`:
-the B200's and GB200's, XLA's ``sm_100``, which keeps 0.86 at 1,024 rows where the H100's keeps 0.96). The
-curve alone read few rows by intensity, as if a 1,024-row GEMM were a 1,024^3 square (which loses to wave
-quantisation): at ``n = k = 4,096`` it kept 0.69 and 0.87 of the 4,096-row share at 1,024 and 2,048 rows where
-XLA measured 0.96 and 0.96 (751.9 and 752.3 of 780.2 TFLOP/s); Bekman's best A100 shape, 1,024 x 10,240 x
-5,120, 0.87 of the peak measured, was 0.64 on the curve and is 0.81 now; the A100 squares of NVIDIA's CUDA 11
-figure, which the rule does not read, keep 0.32 and 0.57 of 4,096^3 at 1,024^3 and 1,536^3 against 0.34 and
-0.58 measured (the curve alone: 0.53 and 0.67). At small ``n`` and ``k`` the table falls faster with fewer
-rows than the curve did, so those GEMMs cost more.
+the B200's and GB200's, XLA's ``sm_100``, which keeps 0.86 at 1,024 rows where the H100's keeps 0.96; in FP8
+and FP4 its FP8 rows, 0.70: :mod:`llmsizing.gemm_grid`). The curve alone read few rows by intensity, as if a
+1,024-row GEMM were a 1,024^3 square (which loses to wave quantisation): at ``n = k = 4,096`` it kept 0.69 and
+0.87 of the 4,096-row share at 1,024 and 2,048 rows where XLA measured 0.96 and 0.96 (751.9 and 752.3 of 780.2
+TFLOP/s); Bekman's best A100 shape, 1,024 x 10,240 x 5,120, 0.87 of the peak measured, was 0.64 on the curve
+and is 0.81 now; the A100 squares of NVIDIA's CUDA 11 figure, which the rule does not read, keep 0.32 and 0.57
+of 4,096^3 at 1,024^3 and 1,536^3 against 0.34 and 0.58 measured (the curve alone: 0.53 and 0.67). At small
+``n`` and ``k`` the table falls faster with fewer rows than the curve did, so those GEMMs cost more.
 What it moved (nothing fitted; kernel efficiency refit as always): the layout range 81.1% / 1.583x -> 87.4% /
 1.529x out of source (Qi et al.'s Zero Bubble A100 rows at 1 x 1,024 tokens a micro-batch, PP16/PP32, were
 1.21-1.27 over the step model against 0.99-1.04 at PP8: all 12 now 0.98-1.04; Ampere's kernel efficiency
