@@ -22,7 +22,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from llmsizing.prose import PROSE_NAME, ProseText, inline_glue, three_figures
+from llmsizing.prose import PROSE_NAME, ProseText, claimed_text, inline_glue, three_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
@@ -128,6 +128,23 @@ def test_three_figures_float_noise_is_not_exact():
     assert three_figures(0.1 + 0.2) == "0.300"
     assert three_figures(0.3) == "0.3"
     assert three_figures(round(0.1 + 0.2, 9)) == "0.3"
+
+
+@pytest.mark.parametrize("args, kw, text", [
+    ((69,), {}, "69"), ((20, 40, "GB"), {}, "20 to 40 GB"), ((285936, float("nan"), "USD"), {}, "285,936 USD"),
+    ((80, 100, "GB per GPU"), {"sep": "-"}, "80-100 GB per GPU"),        # chapter 7's table
+    ((35.0, np.nan, "GB per GPU"), {"sep": "-"}, "35 GB per GPU"),
+    ((30, 40, "%"), {"style": "%"}, "30 to 40%"), ((1.2, None, "x"), {"style": "pct"}, "20%"),
+    ((1.1, 1.25), {"style": "pct"}, "10% to 25%"), ((1.8951, None, "GB"), {}, "1.90 GB")])
+def test_claimed_text_one_rule_for_a_seed_figure(args, kw, text):
+    """A seed's figure or range as the seed_claims.csv row holds it: three figures, the unit after a space,
+    "%" glued, "pct" a factor's gain (1.2 adds 20%, 1.25 25%)."""
+    assert claimed_text(*args, **kw) == text
+
+
+def test_claimed_text_refuses_another_style():
+    with pytest.raises(ValueError, match="style must be '', '%' or 'pct', got 'percent'"):
+        claimed_text(30, style="percent")
 
 
 def test_the_name_rule_is_myst_nb_s():
