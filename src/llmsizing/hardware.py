@@ -390,7 +390,7 @@ def decode_resident_batch(model, gpu, *, context: int, weights: str = "bf16", kv
     per sequence (the memory bounds no batch). Chapter 6, exercise 1 (Llama 3 8B on an H100: 129)."""
     m, g, w, kv_seq, *_ = _decode_terms(model, gpu, context, weights, kv_cache, "bf16")
     if kv_seq <= 0:
-        raise ValueError(f"model: {m.name} caches no KV cache per sequence: memory bounds no decode batch")
+        raise ValueError(f"model: {m.name} has no KV cache (no attention layer): memory bounds no batch")
     b = max(int((g.memory_bytes - w) // kv_seq), 0)
     while b > 0 and w + b * kv_seq > g.memory_bytes:     # the quotient's float noise, either way
         b -= 1
