@@ -59,9 +59,11 @@ def test_hybrid_table_counts_a_dense_model_with_no_state():
     l70 = "llama-3-70b"
     t = hybrid_table([l70], context=262144, gpu="H100 SXM", tp=4)
     row = t.loc[l70]
-    assert row["KV per token (KB)"] == KV_L3_70B / 1e3 and row["state per sequence (MB)"] == 0
+    # by hand, in binary units like the chapter's other KV tables: 2 x 80 layers x 8 KV heads x 128 x 2 bytes
+    # = 327,680 bytes = 320 KiB a token, and 262,144 tokens x 320 KiB = 80 GiB
+    assert row["KV per token (KiB)"] == 320 and row["state per sequence (MiB)"] == 0
     assert row["attention layers"] == "80 of 80"
-    assert row["cache at 256K (GB)"] == pytest.approx(262144 * KV_L3_70B / 1e9)
+    assert row["cache at 256K (GiB)"] == pytest.approx(80)
     assert row["KV tokens, 4 x H100 SXM"] == kv_capacity_tokens(l70, "H100 SXM", tp=4).tokens
 
 

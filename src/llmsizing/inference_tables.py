@@ -42,20 +42,21 @@ def kv_table(models, *, context: int = 131072):
 
 def hybrid_table(models, *, context: int = 262144, gpu="H100 SXM", tp: int = 4):
     """One row per model (by its name): parameters (billions), attention layers of all layers, bf16 KV cache
-    per token (KB) and fixed state per sequence (MB, 0 for a model that only attends), the cache of one
-    ``context``-token sequence (GB) and the KV tokens vLLM holds on a ``tp``-GPU replica of ``gpu``
+    per token (KiB) and fixed state per sequence (MiB, 0 for a model that only attends), the cache of one
+    ``context``-token sequence (GiB; binary units, as the chapter's other KV tables) and the KV tokens vLLM
+    holds on a ``tp``-GPU replica of ``gpu``
     (:func:`~llmsizing.serve_engine.kv_capacity_tokens`, the states of ``max_num_seqs`` sequences set aside).
     Chapter 3, "Hybrid models"."""
     import pandas as pd
 
     context = check_int("context", context)
     g = get_gpu(gpu)
-    cache = f"cache at {context // 1024:,}K (GB)"
+    cache = f"cache at {context // 1024:,}K (GiB)"
     rows = {m.name: {"params (B)": m.n_params / 1e9,
                      "attention layers": f"{m.n_attention_layers} of {m.layers}",
-                     "KV per token (KB)": kv_cache_bytes_per_token(m) / 1e3,
-                     "state per sequence (MB)": state_bytes_per_sequence(m) / 1e6,
-                     cache: inference_memory(m, context=context).kv_cache_bytes / GB,
+                     "KV per token (KiB)": kv_cache_bytes_per_token(m) / 2**10,
+                     "state per sequence (MiB)": state_bytes_per_sequence(m) / 2**20,
+                     cache: inference_memory(m, context=context).kv_cache_bytes / GiB,
                      f"KV tokens, {tp} x {g.name}": kv_capacity_tokens(m, g, tp=tp).tokens}
             for _, m in _models(models)}
     return pd.DataFrame.from_dict(rows, orient="index")
