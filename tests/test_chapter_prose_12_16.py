@@ -245,8 +245,8 @@ def test_multi_gpu_by_hand():
 
 
 def test_l40s_ddp_fsdp_hours_carry_their_range():
-    # every worked budget shows its range: the 8B QLoRA on eight L40S cards, DDP against FSDP, at micro-batch
-    # 1; a QLoRA step's range is range_low/high_quantised of data/finetune_model.csv (0.74 to 1.30) times hours
+    # every worked budget shows its range: the 8B QLoRA on eight L40S cards, DDP against FSDP, micro-batch 1;
+    # a QLoRA step's range is range_low/high_quantised of data/finetune_model.csv (0.74 to 1.30) times hours
     cal = _cal()
     one = finetune_time("llama-3-70b", gpu="H100 SXM", method="qlora", batch=3, **BUDGET)
     f = multi_gpu_prose(one, BUDGET, cal.data["covered"], cal.data["aai_h100"])
