@@ -242,3 +242,17 @@ def test_multi_gpu_by_hand():
         multi_gpu_prose(b1, BUDGET, cal.data["covered"], cal.data["aai_h100"])
     with pytest.raises(TypeError, match="budget"):
         multi_gpu_prose(one, {"tokens": 1e8}, cal.data["covered"], cal.data["aai_h100"])
+
+
+def test_l40s_ddp_fsdp_hours_carry_their_range():
+    # every worked budget shows its range: the 8B QLoRA on eight L40S cards, DDP against FSDP, micro-batch 1;
+    # a QLoRA step's range is range_low/high_quantised of data/finetune_model.csv (0.74 to 1.30) times hours
+    cal = _cal()
+    one = finetune_time("llama-3-70b", gpu="H100 SXM", method="qlora", batch=3, **BUDGET)
+    f = multi_gpu_prose(one, BUDGET, cal.data["covered"], cal.data["aai_h100"])
+    const = {r["constant"]: float(r["value"]) for r in _csv("finetune_model.csv")}
+    lo, hi = const["range_low_quantised"], const["range_high_quantised"]
+    for strategy in ("ddp", "fsdp"):
+        h = finetune_time("llama-3-8b", gpu="L40S", method="qlora", strategy=strategy, n_gpus=8, batch=1,
+                          **BUDGET).hours
+        assert f.values[f"t_l40s_8b_{strategy}"] == f"{h:.1f} hours ({h * lo:.1f} to {h * hi:.1f})"

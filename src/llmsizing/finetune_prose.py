@@ -384,5 +384,6 @@ def _gathers(facts: ChapterText, model: str, budget: dict, l40s, h100) -> None:
         small.loc["ddp", "fits"] and small.loc["fsdp", "fits"] and small.loc["fsdp", "exposed_comm_s"] > 0),
         "Llama-3-8B on L40S: both fit, the gathers show")
     _says(small.loc["ddp", "hours"] < small.loc["fsdp", "hours"], "there DDP is the faster choice")
-    text["t_l40s_8b_ddp"] = f"{small.loc['ddp', 'hours']:.1f} hours"
-    text["t_l40s_8b_fsdp"] = f"{small.loc['fsdp', 'hours']:.1f}"
+    for key in ("ddp", "fsdp"):            # each with its base's stated range, as every worked budget
+        text[f"t_l40s_8b_{key}"] = "{:.1f} hours ({:.1f} to {:.1f})".format(
+            *small.loc[key, ["hours", "hours_low", "hours_high"]])
