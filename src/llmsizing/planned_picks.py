@@ -1,0 +1,229 @@
+"""How far the planner's own pick lands from what teams ran (chapter 12; issue 34).
+
+:func:`~llmsizing.step_intervals.planned_loso_check` asks :func:`~llmsizing.planner.plan` for each published
+run with a layout, given only what the team stated (model, GPU type and count, sequence, global batch,
+precision, stack family, the node's network) and a kernel efficiency fitted without the run's source, and
+compares the MFU of the layout it picks with the run's published MFU: leaving one source out, nested, at 80%,
+as pre-registered in :data:`~llmsizing.step_intervals.PLANNED_AREA` (a dead end as a stated range: too
+wide). That takes about 10 s of CPU, so ``tools/range_candidates.py --planned --write`` writes its per-run
+table to ``data/planned_picks.csv`` (:func:`picks_csv`; ``--check`` compares) and the book reads the file
+(:func:`planned_picks`, :func:`planned_summary`, :func:`pick_prose`). No new arithmetic.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass
+from functools import partial
+
+from .catalog import DATA_DIR
+from .prose import ChapterText, prose_check
+
+__all__ = ["PICK_COLUMNS", "PICKS_AS_OF", "PICKS_CSV", "planned_picks_table", "picks_csv", "planned_picks",
+           "PlannedSummary", "planned_summary", "pick_prose"]
+
+#: The file :func:`picks_csv` writes (``tools/range_candidates.py --planned --write``).
+PICKS_CSV = DATA_DIR / "planned_picks.csv"
+#: The date the measurement was made on (every row's ``as_of``); the runs' own dates are in published_runs.
+PICKS_AS_OF = "2026-12-04"
+#: The procedure, in every row's ``method``.
+PICKS_METHOD = ("llmsizing.step_intervals.planned_loso_check, pre-registered in "
+                "step_intervals.PLANNED_AREA (training-planned): plan() given model, GPU, GPU count, seq, "
+                "global batch, precision, stack family, network and the kernel efficiency fitted without "
+                "the run's source; its fastest plan on the run's GPU count; nested leave-one-source-out, "
+                "two-tailed, 80%")
+#: ``data/planned_picks.csv``'s columns: ``source`` is the run's source key (the unit left out);
+#: ``published`` and ``pick`` the two layouts; ``efficiency`` the kernel efficiency fitted without the
+#: source; ``published_mfu`` the run's; ``step_mfu`` and ``pick_mfu`` the step model's MFU of the published
+#: layout and of the pick at that efficiency; ``gain`` pick_mfu / step_mfu; ``ratio`` published_mfu /
+#: pick_mfu; ``low``/``high`` the 80% bounds on ``ratio`` set without the source; ``inside``, ``calibrated``
+#: (its efficiency is fitted, not a stand-in) and ``planned`` (plan() has a plan on its count): yes/no.
+PICK_COLUMNS = ("run", "source", "model", "gpu", "n_gpus", "dtype", "stack", "published", "pick",
+                "efficiency", "published_mfu", "step_mfu", "pick_mfu", "gain", "ratio", "low", "high",
+                "inside", "calibrated", "planned", "method", "as_of")
+_FLOATS = ("efficiency", "published_mfu", "step_mfu", "pick_mfu", "gain", "ratio", "low", "high")
+_FLAGS = ("inside", "calibrated", "planned")
+
+#: Raises :class:`~llmsizing.prose.ProseOutOfDate` when the numbers no longer bear out what the prose says
+_says = partial(prose_check, chapter="chapter 12's prose")
+
+
+def planned_picks_table():
+    """The rows of ``data/planned_picks.csv`` (:data:`PICK_COLUMNS`) computed afresh from
+    :func:`~llmsizing.step_intervals.planned_loso_check` (its default table, cached in the process)."""
+    import pandas as pd
+
+    from .step_intervals import planned_loso_check
+
+    _, df = planned_loso_check()
+    return pd.DataFrame({
+        "run": df["run"], "source": df["source_key"], "model": df["model"], "gpu": df["gpu"],
+        "n_gpus": df["n_gpus"].astype(int), "dtype": df["dtype"], "stack": df["stack_family"],
+        "published": df["published"], "pick": df["pick"], "efficiency": df["efficiency"],
+        "published_mfu": df["implied_mfu"], "step_mfu": df["step_mfu"], "pick_mfu": df["plan_mfu"],
+        "gain": df["plan_mfu"] / df["step_mfu"], "ratio": df["ratio"], "low": df["low"], "high": df["high"],
+        "inside": df["inside"].astype(bool), "calibrated": df["calibrated"].astype(bool),
+        "planned": df["planned"].astype(bool), "method": PICKS_METHOD, "as_of": PICKS_AS_OF,
+    }).reset_index(drop=True)
+
+
+def _cell(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def picks_csv(table=None) -> str:
+    """``data/planned_picks.csv``'s text: ``table`` (default :func:`planned_picks_table`), floats to 4
+    decimals, flags yes/no, a run without a plan with its pick's cells empty."""
+    t = planned_picks_table() if table is None else table
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(PICK_COLUMNS)
+    for row in t[list(PICK_COLUMNS)].itertuples(index=False):
+        w.writerow([_cell(v.item() if hasattr(v, "item") else v) for v in row])
+    return out.getvalue()
+
+
+def planned_picks(path=None):
+    """``data/planned_picks.csv`` (or ``path``) as a table: floats as floats (NaN where a run has no plan),
+    the yes/no flags as bools. Raises ``ValueError`` if the file lacks a column of :data:`PICK_COLUMNS` or a
+    flag is neither yes nor no."""
+    import pandas as pd
+
+    t = pd.read_csv(PICKS_CSV if path is None else path, dtype=str, keep_default_na=False)
+    missing = [c for c in PICK_COLUMNS if c not in t.columns]
+    if missing:
+        raise ValueError(f"path lacks the columns {missing} of data/planned_picks.csv")
+    for c in _FLOATS:
+        t[c] = [float(v) if v != "" else math.nan for v in t[c]]
+    for c in _FLAGS:
+        bad = sorted(set(t[c]) - {"yes", "no"})
+        if bad:
+            raise ValueError(f"column {c} must hold yes or no, got {bad}")
+        t[c] = t[c] == "yes"
+    t["n_gpus"] = t["n_gpus"].astype(int)
+    return t
+
+
+@dataclass(frozen=True)
+class PlannedSummary:
+    """:func:`planned_summary`: over the runs calibrated in their fold (``n``), ``inside`` fell inside the
+    80% range set without their source (``coverage`` = inside / n; a run without a plan counts as outside:
+    ``no_plan`` names them); over those with a plan, the median of the held-out ranges' width (high / low),
+    low and high bounds on published / pick MFU, and the pick's ``gain`` (its MFU over the published
+    layout's at the same efficiency): median and 10th-90th percentiles (linear interpolation). ``largest``:
+    the rows (dicts) of the largest gains, largest first; ``smallest``: the row of the smallest."""
+
+    n: int
+    inside: int
+    coverage: float
+    no_plan: tuple
+    median_width: float
+    median_low: float
+    median_high: float
+    gain_median: float
+    gain_p10: float
+    gain_p90: float
+    largest: tuple
+    smallest: dict
+    as_of: str
+
+
+def planned_summary(table=None, *, largest: int = 3) -> PlannedSummary:
+    """The measurement of ``data/planned_picks.csv`` in a few numbers (:class:`PlannedSummary`); ``table``
+    a :func:`planned_picks` table (default: the file), ``largest`` how many of the largest gains to keep.
+    Raises ``TypeError`` for a ``table`` that is not a DataFrame or a ``largest`` that is not a whole number,
+    ``ValueError`` for a table without a calibrated run that has a plan or a ``largest`` below 1."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(largest, bool) or not isinstance(largest, int):
+        raise TypeError(f"largest must be a whole number, got {type(largest).__name__}")
+    if largest < 1:
+        raise ValueError(f"largest must be at least 1, got {largest}")
+    t = planned_picks() if table is None else table
+    if not isinstance(t, pd.DataFrame):
+        raise TypeError(f"table must be a planned_picks() table, got {type(t).__name__}")
+    missing = [c for c in PICK_COLUMNS if c not in t.columns]
+    if missing:
+        raise ValueError(f"table lacks the columns {missing} of data/planned_picks.csv")
+    cal = t[t["calibrated"].astype(bool)]
+    sub = cal[cal["planned"].astype(bool)]
+    if sub.empty:
+        raise ValueError("table has no calibrated run with a plan: nothing to summarise")
+    gain = sub["gain"].to_numpy(float)
+    order = sub.assign(_g=gain).sort_values("_g", ascending=False, kind="stable")
+    rows = [r.drop("_g").to_dict() for _, r in order.iterrows()]
+    return PlannedSummary(
+        n=len(cal), inside=int(cal["inside"].astype(bool).sum()),
+        coverage=float(cal["inside"].astype(bool).mean()), no_plan=tuple(cal.loc[~cal["planned"], "run"]),
+        median_width=float(np.median(sub["high"] / sub["low"])), median_low=float(np.median(sub["low"])),
+        median_high=float(np.median(sub["high"])), gain_median=float(np.median(gain)),
+        gain_p10=float(np.quantile(gain, 0.1)), gain_p90=float(np.quantile(gain, 0.9)),
+        largest=tuple(rows[:largest]), smallest=rows[-1], as_of=str(t["as_of"].iloc[0]))
+
+
+def _tp(layout: str) -> int:
+    return int(re.match(r"TP(\d+) PP(\d+)", layout).group(1))
+
+
+def _pp(layout: str) -> int:
+    return int(re.match(r"TP(\d+) PP(\d+)", layout).group(2))
+
+
+def _zero(layout: str) -> int:
+    return int(re.search(r"ZeRO-(\d)", layout).group(1))
+
+
+def pick_prose(table=None) -> ChapterText:
+    """Chapter 12's paragraph on the planner's own pick, from ``data/planned_picks.csv`` (or ``table``): the
+    coverage and width of its range, the pick's median gain over the teams' layouts and its spread, the
+    largest gains and the smallest, each checked against what the prose says of them."""
+    from .range_candidates import MAX_WIDTH, MIN_COVERAGE
+
+    s = planned_summary(table)
+    facts = ChapterText()
+    text = facts.values
+    text["pick_in"] = f"{s.inside}"
+    text["pick_n"] = f"{s.n}"
+    text["pick_cov"] = f"{s.coverage:.0%}"
+    text["pick_width"] = f"{s.median_width:.2f}x"
+    text["pick_low"], text["pick_high"] = f"{s.median_low:.2f}", f"{s.median_high:.2f}"
+    text["pick_no_plan"] = f"{len(s.no_plan)}"
+    _says(s.coverage >= MIN_COVERAGE and s.median_width > MAX_WIDTH,
+          "the pick's range holds its coverage but is too wide to state")
+    text["pick_max_width"] = f"{MAX_WIDTH:g}x"
+    text["pick_gain"] = f"x{s.gain_median:.2f}"
+    text["pick_gain_p10"], text["pick_gain_p90"] = f"x{s.gain_p10:.2f}", f"x{s.gain_p90:.2f}"
+    _says(s.gain_median > 1, "the pick is, at the median, faster than the layout the team ran")
+    _says(s.gain_p10 < 1 < s.gain_p90, "the spread of the pick's gain straddles 1")
+    # the largest gains: less tensor parallelism than the team ran, or a sharded (ZeRO-3) data parallelism
+    _says(all(_tp(r["pick"]) < _tp(r["published"]) for r in s.largest),
+          "the largest gains come with less tensor parallelism than the teams used")
+    _says(any(_zero(r["pick"]) == 3 for r in s.largest) and max(_tp(r["published"]) for r in s.largest) == 8,
+          "one of the largest gains picks ZeRO-3 where the team ran TP8")
+    text["pick_largest"] = "; ".join(
+        f"{r['model']} on {r['n_gpus']:,} {r['gpu']}s ({r['source']}), TP{_tp(r['published'])} against "
+        f"the pick's TP{_tp(r['pick'])} with ZeRO-{_zero(r['pick'])}, x{r['gain']:.2f}" for r in s.largest)
+    # the smallest: Meta's ZeRO-2 under a pipeline, which the default search leaves out
+    lo = s.smallest
+    _says(lo["gain"] < 1 and _zero(lo["published"]) == 2 and _pp(lo["published"]) > 1,
+          "the pick falls furthest behind a team's ZeRO-2 under a pipeline")
+    _says(lo["model"] == "llama-3.1-405b", "that team is Meta's, with Llama 3.1 405B")
+    text["pick_slowest"] = f"x{lo['gain']:.2f}"
+    text["pick_slowest_gpus"] = f"{lo['n_gpus']:,}"
+    facts.data["summary"] = s
+    facts.report = "\n".join(
+        [f"the planner's pick against {s.n} published runs (measured {s.as_of}): {s.inside} inside "
+         f"({s.coverage:.1%}), median width {s.median_width:.2f}x; pick / published layout at the same "
+         f"efficiency: median x{s.gain_median:.2f}, 10-90% x{s.gain_p10:.2f} to x{s.gain_p90:.2f}"]
+        + [f"  x{r['gain']:.2f}  {r['run']}: {r['published']} -> {r['pick']}" for r in s.largest + (lo,)])
+    return facts
