@@ -120,7 +120,8 @@ class PlannedSummary:
     ``no_plan`` names them); over those with a plan, the median of the held-out ranges' width (high / low),
     low and high bounds on published / pick MFU, and the pick's ``gain`` (its MFU over the published
     layout's at the same efficiency): median and 10th-90th percentiles (linear interpolation). ``largest``:
-    the rows (dicts) of the largest gains, largest first; ``smallest``: the row of the smallest."""
+    the rows (dicts) of the largest gains, one per source (each source's largest), largest first;
+    ``smallest``: the row of the smallest."""
 
     n: int
     inside: int
@@ -139,7 +140,7 @@ class PlannedSummary:
 
 def planned_summary(table=None, *, largest: int = 3) -> PlannedSummary:
     """The measurement of ``data/planned_picks.csv`` in a few numbers (:class:`PlannedSummary`); ``table``
-    a :func:`planned_picks` table (default: the file), ``largest`` how many of the largest gains to keep.
+    a :func:`planned_picks` table (default: the file), ``largest`` how many sources' largest gains to keep.
     Raises ``TypeError`` for a ``table`` that is not a DataFrame or a ``largest`` that is not a whole number,
     ``ValueError`` for a table without a calibrated run that has a plan or a ``largest`` below 1."""
     import numpy as np
@@ -161,14 +162,15 @@ def planned_summary(table=None, *, largest: int = 3) -> PlannedSummary:
         raise ValueError("table has no calibrated run with a plan: nothing to summarise")
     gain = sub["gain"].to_numpy(float)
     order = sub.assign(_g=gain).sort_values("_g", ascending=False, kind="stable")
-    rows = [r.drop("_g").to_dict() for _, r in order.iterrows()]
+    top = list(order.drop_duplicates("source", keep="first").index[:largest])
     return PlannedSummary(
         n=len(cal), inside=int(cal["inside"].astype(bool).sum()),
         coverage=float(cal["inside"].astype(bool).mean()), no_plan=tuple(cal.loc[~cal["planned"], "run"]),
         median_width=float(np.median(sub["high"] / sub["low"])), median_low=float(np.median(sub["low"])),
         median_high=float(np.median(sub["high"])), gain_median=float(np.median(gain)),
         gain_p10=float(np.quantile(gain, 0.1)), gain_p90=float(np.quantile(gain, 0.9)),
-        largest=tuple(rows[:largest]), smallest=rows[-1], as_of=str(t["as_of"].iloc[0]))
+        largest=tuple(order.loc[top].drop(columns="_g").to_dict("records")),
+        smallest=order.iloc[-1].drop("_g").to_dict(), as_of=str(t["as_of"].iloc[0]))
 
 
 def _tp(layout: str) -> int:
@@ -190,8 +192,7 @@ def pick_prose(table=None) -> ChapterText:
     from .range_candidates import MAX_WIDTH, MIN_COVERAGE
 
     s = planned_summary(table)
-    facts = ChapterText()
-    text = facts.values
+    text = {}
     text["pick_in"] = f"{s.inside}"
     text["pick_n"] = f"{s.n}"
     text["pick_cov"] = f"{s.coverage:.0%}"
@@ -211,8 +212,8 @@ def pick_prose(table=None) -> ChapterText:
     _says(any(_zero(r["pick"]) == 3 for r in s.largest) and max(_tp(r["published"]) for r in s.largest) == 8,
           "one of the largest gains picks ZeRO-3 where the team ran TP8")
     text["pick_largest"] = "; ".join(
-        f"{r['model']} on {r['n_gpus']:,} {r['gpu']}s ({r['source']}), TP{_tp(r['published'])} against "
-        f"the pick's TP{_tp(r['pick'])} with ZeRO-{_zero(r['pick'])}, x{r['gain']:.2f}" for r in s.largest)
+        f"{r['model']} on {r['n_gpus']:,} GPUs, TP{_tp(r['published'])} against the pick's "
+        f"TP{_tp(r['pick'])} ZeRO-{_zero(r['pick'])}: x{r['gain']:.2f}" for r in s.largest)
     # the smallest: Meta's ZeRO-2 under a pipeline, which the default search leaves out
     lo = s.smallest
     _says(lo["gain"] < 1 and _zero(lo["published"]) == 2 and _pp(lo["published"]) > 1,
@@ -220,10 +221,9 @@ def pick_prose(table=None) -> ChapterText:
     _says(lo["model"] == "llama-3.1-405b", "that team is Meta's, with Llama 3.1 405B")
     text["pick_slowest"] = f"x{lo['gain']:.2f}"
     text["pick_slowest_gpus"] = f"{lo['n_gpus']:,}"
-    facts.data["summary"] = s
-    facts.report = "\n".join(
+    report = "\n".join(
         [f"the planner's pick against {s.n} published runs (measured {s.as_of}): {s.inside} inside "
          f"({s.coverage:.1%}), median width {s.median_width:.2f}x; pick / published layout at the same "
          f"efficiency: median x{s.gain_median:.2f}, 10-90% x{s.gain_p10:.2f} to x{s.gain_p90:.2f}"]
         + [f"  x{r['gain']:.2f}  {r['run']}: {r['published']} -> {r['pick']}" for r in s.largest + (lo,)])
-    return facts
+    return ChapterText(values=text, report=report, data={"summary": s})
