@@ -185,10 +185,22 @@ def _zero(layout: str) -> int:
     return int(re.search(r"ZeRO-(\d)", layout).group(1))
 
 
+def _layout_fit(run: str) -> dict:
+    """``run``'s row of ``data/published_layout_fits.csv`` (tools/layout_fits.py): its layout's peak by the
+    memory model against its GPU's memory."""
+    with open(DATA_DIR / "published_layout_fits.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["run"] == run]
+    if len(rows) != 1:
+        raise ValueError(f"run {run!r} must have one row in data/published_layout_fits.csv, has {len(rows)}")
+    return rows[0]
+
+
 def pick_prose(table=None) -> ChapterText:
     """Chapter 12's paragraph on the planner's own pick, from ``data/planned_picks.csv`` (or ``table``): the
     coverage and width of its range, the pick's median gain over the teams' layouts and its spread, the
-    largest gains and the smallest, each checked against what the prose says of them."""
+    largest gains and the smallest (whose layout fits its GPU only above the planner's usable share,
+    ``data/published_layout_fits.csv``), each checked against what the prose says of them."""
+    from .layouts import USABLE_FRACTION
     from .range_candidates import MAX_WIDTH, MIN_COVERAGE
 
     s = planned_summary(table)
@@ -214,13 +226,22 @@ def pick_prose(table=None) -> ChapterText:
     text["pick_largest"] = "; ".join(
         f"{r['model']} on {r['n_gpus']:,} GPUs, TP{_tp(r['published'])} against the pick's "
         f"TP{_tp(r['pick'])} ZeRO-{_zero(r['pick'])}: x{r['gain']:.2f}" for r in s.largest)
-    # the smallest: Meta's ZeRO-2 under a pipeline, which the default search leaves out
+    # the smallest: a team that ran closer to the memory limit than the planner's margin allows, so the pick
+    # recomputes where the team did not (data/published_layout_fits.csv: the published layout's peak by the
+    # memory model, against the GPU's memory and the usable share the planner keeps to)
     lo = s.smallest
-    _says(lo["gain"] < 1 and _zero(lo["published"]) == 2 and _pp(lo["published"]) > 1,
-          "the pick falls furthest behind a team's ZeRO-2 under a pipeline")
-    _says(lo["model"] == "llama-3.1-405b", "that team is Meta's, with Llama 3.1 405B")
+    fit = _layout_fit(lo["run"])
+    gib, gpu_gib = float(fit["gib_today"]), float(fit["gpu_gib"])
+    _says(lo["gain"] < 1 and lo["model"] == "llama-3.1-405b",
+          "the pick falls furthest behind on Meta's Llama 3.1 405B")
+    _says(lo["published"].endswith(" none") and not lo["pick"].endswith(" none"),
+          "the team recomputed nothing and the pick recomputes")
+    _says(USABLE_FRACTION * gpu_gib < gib <= gpu_gib,
+          "the team's layout fits the GPU but not the planner's usable share of it")
     text["pick_slowest"] = f"x{lo['gain']:.2f}"
     text["pick_slowest_gpus"] = f"{lo['n_gpus']:,}"
+    text["pick_slowest_share"] = f"{gib / gpu_gib:.0%}"
+    text["pick_usable"] = f"{USABLE_FRACTION:.0%}"
     report = "\n".join(
         [f"the planner's pick against {s.n} published runs (measured {s.as_of}): {s.inside} inside "
          f"({s.coverage:.1%}), median width {s.median_width:.2f}x; pick / published layout at the same "
