@@ -163,3 +163,11 @@ def test_bad_input(tmp_path):
     bad.write_text("run,source\nx,y\n")
     with pytest.raises(ValueError, match="lacks the columns"):
         P.planned_picks(bad)
+
+
+def test_the_prose_check_fails_when_the_slowest_team_ran_no_zero2_pipeline():
+    t = P.planned_picks()
+    slow = t.loc[t["planned"] & t["calibrated"], "gain"].idxmin()
+    t.loc[slow, "published"] = t.loc[slow, "published"].replace("ZeRO-2", "ZeRO-1")
+    with pytest.raises(ProseOutOfDate, match="ZeRO-2 under a pipeline"):
+        P.pick_prose(t)
