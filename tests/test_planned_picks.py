@@ -1,4 +1,5 @@
-"""data/planned_picks.csv read back (llmsizing.planned_picks; chapter 12's paragraph on the planner's own pick).
+"""data/planned_picks.csv read back (llmsizing.planned_picks; chapter 12's paragraph on the planner's pick,
+llmsizing.plan_prose_lead.pick_prose).
 
 Every expected value is counted by hand from the file's rows with the csv module (or from a four-row table
 written out below), never through the functions under test. That the file is what
@@ -12,6 +13,7 @@ import pandas as pd
 import pytest
 
 from llmsizing import planned_picks as P
+from llmsizing.plan_prose_lead import pick_prose
 from llmsizing.prose import ProseOutOfDate
 
 ROWS = list(csv.DictReader(open(P.PICKS_CSV, newline="")))
@@ -30,8 +32,8 @@ def test_the_file_has_every_layout_run_once_with_its_date_and_method():
         if not _yes(r, "planned"):                       # no plan: no pick, no ratio, a miss
             assert r["pick"] == r["pick_mfu"] == r["ratio"] == "" and not _yes(r, "inside")
             continue
-        # the file agrees with itself, to its 4 decimals (0.1% on a quotient of two): gain = pick / published layout, ratio = published
-        # MFU / pick, inside iff within the bounds
+        # the file agrees with itself, to its 4 decimals (0.1% on a quotient of two): gain = pick / published
+        # layout, ratio = published MFU / pick, inside iff within the bounds
         pick, step, pub = float(r["pick_mfu"]), float(r["step_mfu"]), float(r["published_mfu"])
         assert float(r["gain"]) == pytest.approx(pick / step, rel=1e-3)
         assert float(r["ratio"]) == pytest.approx(pub / pick, rel=1e-3)
@@ -75,8 +77,8 @@ def _toy():
          True),
         ("b", "S1", "TP4 PP1 DP8 mb1 ZeRO-1 full", "TP2 PP1 DP16 mb2 ZeRO-1 none", 1.2, 0.6, 1.5, False, True,
          True),
-        ("c", "S2", "TP8 PP16 DP8 mb1 ZeRO-2 none", "TP8 PP4 DP32 mb1 ZeRO-1 full", 0.8, 0.5, 1.25, True, True,
-         True),
+        ("c", "S2", "TP8 PP16 DP8 mb1 ZeRO-2 none", "TP8 PP4 DP32 mb1 ZeRO-1 full", 0.8, 0.5, 1.25, True,
+         True, True),
         ("d", "S2", "TP1 PP1 DP8 mb1 ZeRO-0 none", None, math.nan, math.nan, math.nan, False, True, False),
     ]
     t = pd.DataFrame(rows, columns=["run", "source", "published", "pick", "gain", "low", "high", "inside",
@@ -103,7 +105,7 @@ def test_the_summary_of_a_table_worked_by_hand():
 
 
 def test_the_prose_says_what_the_file_says():
-    text = P.pick_prose()
+    text = pick_prose()
     s = text.data["summary"]
     cal = [r for r in ROWS if _yes(r, "calibrated")]
     assert text.values["pick_in"] == "97" and text.values["pick_n"] == "111"
@@ -120,7 +122,7 @@ def test_the_prose_check_fails_when_the_pick_is_not_faster():
     t = P.planned_picks()
     t["gain"] = t["gain"] * 0.7                          # the pick now slower than most published layouts
     with pytest.raises(ProseOutOfDate, match="faster than the layout the team ran"):
-        P.pick_prose(t)
+        pick_prose(t)
 
 
 def test_the_prose_check_fails_when_the_slowest_team_recomputed():
@@ -128,13 +130,13 @@ def test_the_prose_check_fails_when_the_slowest_team_recomputed():
     slow = t.loc[t["planned"] & t["calibrated"], "gain"].idxmin()
     t.loc[slow, "published"] = t.loc[slow, "published"].replace(" none", " full")
     with pytest.raises(ProseOutOfDate, match="recomputed nothing"):
-        P.pick_prose(t)
+        pick_prose(t)
 
 
 def test_the_slowest_pick_is_the_memory_margins():
     """The prose: Meta's 16,384-GPU layout recomputes nothing and fits the H100 (79.6 GiB) only above the
     planner's 90% usable share (chapter 12: 90% of 79.6 = 71.7 GiB), read from published_layout_fits.csv."""
-    text = P.pick_prose()
+    text = pick_prose()
     lo = text.data["summary"].smallest
     assert lo["run"] == "Llama 3.1 405B, 16,384 GPUs (TP8 PP16 DP128)"
     fit = [r for r in csv.DictReader(open(P.DATA_DIR / "published_layout_fits.csv", newline=""))
@@ -170,4 +172,19 @@ def test_the_prose_check_fails_when_the_slowest_team_ran_no_zero2_pipeline():
     slow = t.loc[t["planned"] & t["calibrated"], "gain"].idxmin()
     t.loc[slow, "published"] = t.loc[slow, "published"].replace("ZeRO-2", "ZeRO-1")
     with pytest.raises(ProseOutOfDate, match="ZeRO-2 under a pipeline"):
-        P.pick_prose(t)
+        pick_prose(t)
+
+
+@pytest.mark.parametrize("text, parts", [
+    ("TP8 PP16x8 DP128 mb1 ZeRO-2 none", {"tp": 8, "pp": 16, "zero": 2, "recompute": "none"}),
+    ("TP1 PP1 DP256 mb4 ZeRO-3 full(2)", {"tp": 1, "pp": 1, "zero": 3, "recompute": "full"}),
+    ("TP8 PP1 DP128 CP16 mb1 ZeRO-3 selective", {"tp": 8, "pp": 1, "zero": 3, "recompute": "selective"}),
+])
+def test_layout_parts(text, parts):
+    assert P.layout_parts(text) == parts
+
+
+@pytest.mark.parametrize("text", ["TP8 DP128", "", None, "tp=8, pp=16, dp=128"])
+def test_layout_parts_refuses_other_text(text):
+    with pytest.raises(ValueError, match="layout must read like"):
+        P.layout_parts(text)

@@ -7,7 +7,8 @@ compares the MFU of the layout it picks with the run's published MFU: leaving on
 as pre-registered in :data:`~llmsizing.step_intervals.PLANNED_AREA` (a dead end as a stated range: too
 wide). That takes about 10 s of CPU, so ``tools/range_candidates.py --planned --write`` writes its per-run
 table to ``data/planned_picks.csv`` (:func:`picks_csv`; ``--check`` compares) and the book reads the file
-(:func:`planned_picks`, :func:`planned_summary`, :func:`pick_prose`). No new arithmetic.
+(:func:`planned_picks`, :func:`planned_summary`; chapter 12's sentences:
+:func:`llmsizing.plan_prose_lead.pick_prose`). No new arithmetic.
 """
 
 from __future__ import annotations
@@ -17,13 +18,11 @@ import io
 import math
 import re
 from dataclasses import dataclass
-from functools import partial
 
 from .catalog import DATA_DIR
-from .prose import ChapterText, prose_check
 
 __all__ = ["PICK_COLUMNS", "PICKS_AS_OF", "PICKS_CSV", "planned_picks_table", "picks_csv", "planned_picks",
-           "PlannedSummary", "planned_summary", "pick_prose"]
+           "PlannedSummary", "planned_summary", "layout_parts"]
 
 #: The file :func:`picks_csv` writes (``tools/range_candidates.py --planned --write``).
 PICKS_CSV = DATA_DIR / "planned_picks.csv"
@@ -46,10 +45,6 @@ PICK_COLUMNS = ("run", "source", "model", "gpu", "n_gpus", "dtype", "stack", "pu
                 "inside", "calibrated", "planned", "method", "as_of")
 _FLOATS = ("efficiency", "published_mfu", "step_mfu", "pick_mfu", "gain", "ratio", "low", "high")
 _FLAGS = ("inside", "calibrated", "planned")
-
-#: Raises :class:`~llmsizing.prose.ProseOutOfDate` when the numbers no longer bear out what the prose says
-_says = partial(prose_check, chapter="chapter 12's prose")
-
 
 def planned_picks_table():
     """The rows of ``data/planned_picks.csv`` (:data:`PICK_COLUMNS`) computed afresh from
@@ -173,81 +168,12 @@ def planned_summary(table=None, *, largest: int = 3) -> PlannedSummary:
         smallest=order.iloc[-1].drop("_g").to_dict(), as_of=str(t["as_of"].iloc[0]))
 
 
-def _tp(layout: str) -> int:
-    return int(re.match(r"TP(\d+) PP(\d+)", layout).group(1))
-
-
-def _pp(layout: str) -> int:
-    return int(re.match(r"TP(\d+) PP(\d+)", layout).group(2))
-
-
-def _zero(layout: str) -> int:
-    return int(re.search(r"ZeRO-(\d)", layout).group(1))
-
-
-def _layout_fit(run: str) -> dict:
-    """``run``'s row of ``data/published_layout_fits.csv`` (tools/layout_fits.py): its layout's peak by the
-    memory model against its GPU's memory."""
-    with open(DATA_DIR / "published_layout_fits.csv", newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["run"] == run]
-    if len(rows) != 1:
-        raise ValueError(f"run {run!r} must have one row in data/published_layout_fits.csv, has {len(rows)}")
-    return rows[0]
-
-
-def pick_prose(table=None) -> ChapterText:
-    """Chapter 12's paragraph on the planner's own pick, from ``data/planned_picks.csv`` (or ``table``): the
-    coverage and width of its range, the pick's median gain over the teams' layouts and its spread, the
-    largest gains and the smallest (whose layout fits its GPU only above the planner's usable share,
-    ``data/published_layout_fits.csv``), each checked against what the prose says of them."""
-    from .layouts import USABLE_FRACTION
-    from .range_candidates import MAX_WIDTH, MIN_COVERAGE
-
-    s = planned_summary(table)
-    text = {}
-    text["pick_in"] = f"{s.inside}"
-    text["pick_n"] = f"{s.n}"
-    text["pick_cov"] = f"{s.coverage:.0%}"
-    text["pick_width"] = f"{s.median_width:.2f}x"
-    text["pick_low"], text["pick_high"] = f"{s.median_low:.2f}", f"{s.median_high:.2f}"
-    text["pick_no_plan"] = f"{len(s.no_plan)}"
-    _says(s.coverage >= MIN_COVERAGE and s.median_width > MAX_WIDTH,
-          "the pick's range holds its coverage but is too wide to state")
-    text["pick_max_width"] = f"{MAX_WIDTH:g}x"
-    text["pick_gain"] = f"x{s.gain_median:.2f}"
-    text["pick_gain_p10"], text["pick_gain_p90"] = f"x{s.gain_p10:.2f}", f"x{s.gain_p90:.2f}"
-    _says(s.gain_median > 1, "the pick is, at the median, faster than the layout the team ran")
-    _says(s.gain_p10 < 1 < s.gain_p90, "the spread of the pick's gain straddles 1")
-    # the largest gains: less tensor parallelism than the team ran, or a sharded (ZeRO-3) data parallelism
-    _says(all(_tp(r["pick"]) < _tp(r["published"]) for r in s.largest),
-          "the largest gains come with less tensor parallelism than the teams used")
-    _says(any(_zero(r["pick"]) == 3 for r in s.largest) and max(_tp(r["published"]) for r in s.largest) == 8,
-          "one of the largest gains picks ZeRO-3 where the team ran TP8")
-    text["pick_largest"] = "; ".join(
-        f"{r['model']} on {r['n_gpus']:,} GPUs, TP{_tp(r['published'])} against the pick's "
-        f"TP{_tp(r['pick'])} ZeRO-{_zero(r['pick'])}: x{r['gain']:.2f}" for r in s.largest)
-    # the smallest: a team that ran ZeRO-2 under a pipeline (not in the default search) and closer to the
-    # memory limit than the planner's margin allows, so the pick recomputes where the team did not
-    # (data/published_layout_fits.csv: the published layout's peak by the memory model, against the GPU's
-    # memory and the usable share the planner keeps to)
-    lo = s.smallest
-    fit = _layout_fit(lo["run"])
-    gib, gpu_gib = float(fit["gib_today"]), float(fit["gpu_gib"])
-    _says(lo["gain"] < 1 and lo["model"] == "llama-3.1-405b",
-          "the pick falls furthest behind on Meta's Llama 3.1 405B")
-    _says(lo["published"].endswith(" none") and not lo["pick"].endswith(" none"),
-          "the team recomputed nothing and the pick recomputes")
-    _says(_zero(lo["published"]) == 2 and _pp(lo["published"]) > 1,
-          "the team ran ZeRO-2 under a pipeline, which the default search leaves out")
-    _says(USABLE_FRACTION * gpu_gib < gib <= gpu_gib,
-          "the team's layout fits the GPU but not the planner's usable share of it")
-    text["pick_slowest"] = f"x{lo['gain']:.2f}"
-    text["pick_slowest_gpus"] = f"{lo['n_gpus']:,}"
-    text["pick_slowest_share"] = f"{gib / gpu_gib:.0%}"
-    text["pick_usable"] = f"{USABLE_FRACTION:.0%}"
-    report = "\n".join(
-        [f"the planner's pick against {s.n} published runs (measured {s.as_of}): {s.inside} inside "
-         f"({s.coverage:.1%}), median width {s.median_width:.2f}x; pick / published layout at the same "
-         f"efficiency: median x{s.gain_median:.2f}, 10-90% x{s.gain_p10:.2f} to x{s.gain_p90:.2f}"]
-        + [f"  x{r['gain']:.2f}  {r['run']}: {r['published']} -> {r['pick']}" for r in s.largest + (lo,)])
-    return ChapterText(values=text, report=report, data={"summary": s})
+def layout_parts(layout: str) -> dict:
+    """``{"tp", "pp", "zero", "recompute"}`` of a layout as ``data/planned_picks.csv`` writes it
+    (``"TP8 PP16x8 DP128 mb1 ZeRO-2 none"``; recompute ``"none"``, ``"selective"`` or ``"full"``). Raises
+    ``ValueError`` for any other text."""
+    m = re.fullmatch(r"TP(\d+) PP(\d+)(?:x\d+)? DP\d+(?: CP\d+)? mb\d+ ZeRO-(\d) (\w+)(?:\(\d+\))?",
+                     layout if isinstance(layout, str) else "")
+    if m is None:
+        raise ValueError(f"layout must read like 'TP8 PP16x8 DP128 mb1 ZeRO-2 none', got {layout!r}")
+    return {"tp": int(m.group(1)), "pp": int(m.group(2)), "zero": int(m.group(3)), "recompute": m.group(4)}
