@@ -131,3 +131,30 @@ def test_the_file_is_what_the_check_computes(planned):
             assert float(f["gain"]) == pytest.approx(r.plan_mfu / r.step_mfu, abs=5e-5)
     cal = [f for f in rows.values() if f["calibrated"] == "yes"]
     assert sum(f["inside"] == "yes" for f in cal) == df["inside"][df["calibrated"]].sum()
+
+
+def test_planned_request_gives_plan_no_layout(planned):
+    """What the pick is planned from (step_intervals.planned_request): the run's model, GPU count, sequence,
+    batch, precision, stack and network, none of its layout; plan(**it) gives the file's pick."""
+    _, df = planned
+    r = _row(df, NEMOTRON)
+    ask = S.planned_request(_row(S.layout_runs(), NEMOTRON), r["efficiency"])
+    assert not set(ask) & {"tp", "pp", "dp", "cp", "micro_batch", "zero", "recompute", "virtual_stages"}
+    assert (ask["model"], ask["gpu_counts"], ask["seq"], ask["global_batch"], ask["framework"]) == (
+        "nemotron-4-15b", (768,), 4096, 384, "megatron")
+    frame = plan(**ask)
+    assert float(frame["mfu"].max()) == pytest.approx(r["plan_mfu"], rel=1e-12)
+
+
+@pytest.mark.parametrize("argv", [["--write"], ["--check"], ["--planned", "--write", "--check"]])
+def test_the_tool_refuses_write_or_check_without_planned(argv):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "range_candidates.py"
+    spec = importlib.util.spec_from_file_location("range_candidates_tool", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    with pytest.raises(SystemExit) as exc:
+        tool.main(argv)
+    assert exc.value.code == 2

@@ -374,7 +374,14 @@ PLANNED_AREA = "training-planned"
 #: (median; 10-90% x0.98 to x1.65), most on Megatron-LM 2021 (TP1 or TP2 ZeRO-3 against TP8: up to x1.94),
 #: KempnerForge's TP4 runs (x1.74) and Nemotron-4 15B (TP2 against TP8, x1.56); the spread of that gain,
 #: not its median, makes the width. Stand-in runs 0 of 7 inside. The pick changes with the fold's
-#: efficiency for 3 of 116 runs.
+#: efficiency for 3 of 116 runs. Kept per run in data/planned_picks.csv (llmsizing.planned_picks; chapter 12).
+#: Read afterwards (2026-12-04, no change to the procedure): the pick is furthest behind on Llama 3.1 405B
+#: at 16,384 GPUs (x0.79) for two reasons together: Meta's ZeRO-2 under a pipeline is not in the default
+#: search, and without recomputation its layout fills 96% of the H100 by the memory model, above
+#: USABLE_FRACTION; with ``shard_under_pipeline=True`` alone the pick is x0.80, with ``usable_fraction=0.97``
+#: alone x0.91, with both it is Meta's layout (chapter 12, exercise 4). Of Megatron-LM 2021's gains (up to
+#: x1.94) about x1.04-1.05 is the attention kernel: the published layout is priced with that stack's unfused
+#: attention (calibration.attention_kernel_of), the pick with plan()'s flash attention.
 
 
 #: The columns of a plan that make its layout (:func:`planned_pick`), in :func:`_layout_text`'s order.
