@@ -26,7 +26,8 @@ __all__ = ["PICK_COLUMNS", "PICKS_AS_OF", "PICKS_CSV", "planned_picks_table", "p
 
 #: The file :func:`picks_csv` writes (``tools/range_candidates.py --planned --write``).
 PICKS_CSV = DATA_DIR / "planned_picks.csv"
-#: The date the measurement was made on (every row's ``as_of``); the runs' own dates are in published_runs.
+#: The date the measurement was made on (every row's ``as_of``; bump it when ``--write`` changes the file);
+#: the runs' own dates are in data/published_runs.csv.
 PICKS_AS_OF = "2026-12-04"
 #: The procedure, in every row's ``method``.
 PICKS_METHOD = ("llmsizing.step_intervals.planned_loso_check, pre-registered in "
@@ -45,6 +46,7 @@ PICK_COLUMNS = ("run", "source", "model", "gpu", "n_gpus", "dtype", "stack", "pu
                 "inside", "calibrated", "planned", "method", "as_of")
 _FLOATS = ("efficiency", "published_mfu", "step_mfu", "pick_mfu", "gain", "ratio", "low", "high")
 _FLAGS = ("inside", "calibrated", "planned")
+
 
 def planned_picks_table():
     """The rows of ``data/planned_picks.csv`` (:data:`PICK_COLUMNS`) computed afresh from
