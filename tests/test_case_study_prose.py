@@ -73,3 +73,21 @@ def test_a_statement_the_numbers_no_longer_bear_out_raises(monkeypatch):
     monkeypatch.setattr(csp, "BAND", 1e9)
     with pytest.raises(ProseOutOfDate, match="chapter 13 says the seed's 3 days are below the band"):
         csp.case1_time_prose()
+
+
+def test_case3_constants_are_the_model_card_s_row():
+    """CASE3_MODEL, CASE3_SEQ and CASE3_TOKENS are Llama 3.1 405B's model-card row of data/published_runs.csv
+    (15.6T tokens of 8,192, Sec. 3.1 and 3.3), and META_STEADY names Table 4's steady row on 16,384 GPUs at a
+    batch of 2,048 sequences (16M tokens), whose GPUs and batch case 3's planner and runs now read."""
+    import csv
+
+    from llmsizing.catalog import DATA_DIR
+
+    with open(DATA_DIR / "published_runs.csv", newline="") as f:
+        rows = {r["run"]: r for r in csv.DictReader(f)}
+    card = rows["Llama 3.1 405B pre-training"]
+    assert (csp.CASE3_MODEL, csp.CASE3_SEQ, csp.CASE3_TOKENS) == (card["model"], int(card["seq"]),
+                                                                   float(card["tokens"]))
+    assert csp.CASE3_TOKENS == 15.6e12 and csp.CASE3_SEQ == 8192
+    steady = rows[csp.META_STEADY]
+    assert (int(steady["n_gpus"]), int(float(steady["global_batch"])), int(steady["seq"])) == (16_384, 2048, 8192)

@@ -47,6 +47,9 @@ def test_gpu_row_complete(row):
     assert is_iso_date(row["as_of"]), f"as_of {row['as_of']!r} is not an ISO date"
     assert row["link_direction"] in {"one-way", "bidirectional"}
     assert row["memory_source"].strip(), "memory_source missing"
+    # the target its GEMM kernels are compiled for, with its own source and date (gb46)
+    assert row["gemm_arch"].strip() and row["gemm_arch_source"].strip(), "gemm_arch or its source missing"
+    assert is_iso_date(row["gemm_arch_as_of"]), f"gemm_arch_as_of {row['gemm_arch_as_of']!r}"
     for col in ("memory_mib", "memory_marketed_gb", "memory_bandwidth_gbps", "link_bandwidth_gbps"):
         v = float(row[col])
         assert math.isfinite(v) and v > 0, f"{col} = {row[col]!r}"
@@ -63,6 +66,20 @@ def test_gpu_row_complete(row):
         assert peaks["fp16_acc16_dense_tflops"] > half
     if "fp16_dense_tflops" in peaks and "bf16_dense_tflops" in peaks:
         assert peaks["fp16_dense_tflops"] != peaks["bf16_dense_tflops"], "leave fp16 empty where it equals bf16"
+
+
+def test_gemm_arch_is_the_published_compute_target():
+    """Typed from NVIDIA's CUDA GPU Compute Capability page (developer.nvidia.com/cuda-gpus: 10.3 B300/GB300,
+    10.0 B200/GB200, 9.0 H100/H200, 8.9 L40S/L4/RTX 4090, 8.6 A10, 8.0 A100; the legacy page: 7.0 V100) and
+    AMD's GPU specifications (LLVM target: gfx950 MI355X, gfx942 MI300X/MI325X, gfx90a MI250X); the H800 and
+    H20, not on NVIDIA's page, are GH100 dies (PCI ID database) like the H100."""
+    published = {"sm_103": ["B300"], "sm_100": ["B200", "GB200"],
+                 "sm_90": ["H100 SXM", "H100 PCIe", "H200", "H800", "H20", "H100 HBM2e (Meta)"],
+                 "sm_89": ["L40S", "L4", "RTX 4090", "RTX 6000 Ada"], "sm_86": ["A10"],
+                 "sm_80": ["A100 40GB", "A100 80GB", "A100 PCIe 80GB"], "sm_70": ["V100"],
+                 "gfx950": ["MI355X"], "gfx942": ["MI300X", "MI325X"], "gfx90a": ["MI250X GCD"]}
+    got = {n: get_gpu(n).gemm_arch for n in list_gpus() + list_gpu_variants()}
+    assert got == {n: arch for arch, names in published.items() for n in names}
 
 
 def test_meta_h100_variant_is_priced_from_its_source_and_kept_out_of_the_lists():

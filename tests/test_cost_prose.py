@@ -59,3 +59,22 @@ def test_a_reading_the_numbers_contradict_raises(jobs, reference):
     bigger.loc[bigger["gpu"] == "H200", "min_gpus"] = 64
     with pytest.raises(ProseOutOfDate, match="chapter 11's prose says the H200's memory buys a smaller job"):
         jobs_by_gpu_prose(bigger, reference)
+
+
+def test_the_readings_time_the_chapter_s_one_job(monkeypatch, jobs, reference):
+    """jobs_by_gpu_prose times the job cost_prose.JOB names (review45: it typed "llama-3-70b", 1e11, 8192
+    again). The job at twice the tokens (200B) is another job: its costs fail the check "cost_by_gpu times each
+    job with every layer recomputed" until JOB names it; then it holds, and each GPU's job costs twice as much
+    (the same fewest GPUs, MFU and price: the cost goes as the tokens)."""
+    import llmsizing.cost_prose as cp
+
+    assert dict(cp.JOB) == {"model": "llama-3-70b", "tokens": 1e11, "seq": 8192}    # the job the prose names
+    twice = {**cp.JOB, "tokens": 2 * cp.JOB["tokens"]}
+    jobs2 = cost_by_gpu(**twice, gpus=GPUS)
+    with pytest.raises(ProseOutOfDate, match="cost_by_gpu times each job with every layer recomputed"):
+        jobs_by_gpu_prose(jobs2, reference)
+    monkeypatch.setattr(cp, "JOB", twice)
+    t = jobs_by_gpu_prose(jobs2, reference).values
+    one = jobs.set_index("gpu")["cost_usd"]
+    for g, key in JOB_GPUS.items():
+        assert float(t[f"job_{key}"].strip("$k").replace(",", "")) == pytest.approx(2 * one[g] / 1e3, abs=0.5)

@@ -99,6 +99,9 @@ def test_seed_memory_texts_worked_by_hand():
     assert texts["seed405_min_all"] == f"{math.ceil(16 * n405 / (81_559 * 2**20))}"
     assert int(texts["seed405_min"]) > int(texts["seed405_min_all"])      # a usable share below 100%
     assert text.splitlines()[0].split() == "seed setting seed says model states per GPU fits?".split()
+    # the seeds' own figures (data/seed_claims.csv: 80; 80; 35; 80 to 100, "GB per GPU") in the table's column
+    for quoted in ("80 GB per GPU", "35 GB per GPU", "80-100 GB per GPU with act."):
+        assert f" {quoted} " in text, quoted
 
 
 def test_a_false_statement_raises_prose_out_of_date(monkeypatch):

@@ -557,3 +557,30 @@ def test_decode_resident_batch_limit_by_hand_and_where_the_figure_greys():
     fig = render_decode_roofline("llama-3-70b", "H100 SXM", context=4096).figure   # all greyed, no error
     span = [p for p in fig.axes[0].patches if p.get_label() == "weights + KV cache exceed one GPU"]
     assert span[0].get_x() == pytest.approx(2**-0.5)
+
+
+def test_decode_resident_batch_by_hand():
+    """Chapter 6's exercise 1 (the search hardware_prose.decode_fill used to run): the most 4,096-token
+    sequences whose weights + KV cache fit the whole card. Llama 3 8B: weights 8,030,261,248 x 2 =
+    16,060,522,496 B, KV 2 x 32 layers x 8 KV heads x 128 x 2 B x 4,096 = 536,870,912 B a sequence. H100 SXM
+    (81,559 MiB = 85,520,809,984 B): 69,460,287,488 / 536,870,912 = 129.4 -> 129; H200 (150,754,820,096 B):
+    250.9 -> 250. Llama 3 70B: weights 141,107,412,992 B, more than an H100 holds -> 0; KV 80 layers, so
+    1,342,177,280 B a sequence; on the H200 9,647,407,104 / 1,342,177,280 = 7.19 -> 7.
+    At the edge: 100 sequences of the 8B need 16,060,522,496 + 100 x 536,870,912 = 69,747,613,696 B; a card of
+    66,517 MiB (69,748,129,792 B) holds them and not a 101st, one of 66,516 MiB (69,747,081,216 B) 99."""
+    from dataclasses import replace
+
+    from llmsizing import Model
+    from llmsizing.catalog import get_gpu
+    from llmsizing.hardware import decode_resident_batch
+
+    assert decode_resident_batch("llama-3-8b", "H100 SXM", context=4096) == 129
+    assert decode_resident_batch("llama-3-8b", "H200", context=4096) == 250
+    assert decode_resident_batch("llama-3-70b", "H100 SXM", context=4096) == 0
+    assert decode_resident_batch("llama-3-70b", "H200", context=4096) == 7
+    h100 = get_gpu("H100 SXM")
+    assert decode_resident_batch("llama-3-8b", replace(h100, memory_mib=66_517), context=4096) == 100
+    assert decode_resident_batch("llama-3-8b", replace(h100, memory_mib=66_516), context=4096) == 99
+    mamba = Model.from_hf_config({"model_type": "mamba2"})      # a fixed state, no KV cache: no bound
+    with pytest.raises(ValueError, match="model: mamba2 has no KV cache"):
+        decode_resident_batch(mamba, "H100 SXM", context=4096)

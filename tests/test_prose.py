@@ -7,7 +7,9 @@ The markdown quotes computed numbers with ``{eval}`name```; code cells bind ``na
 * no drift, statically and fast, for every notebook: each ``{eval}`name``` names a value that a code cell
   *above* it binds (jupyter-book's inline execution and JupyterLab both evaluate a markdown cell after the cells
   above it ran, never later ones), no glued name is also assigned as an ordinary variable, and the old
-  ``{glue:text}`` mechanism is gone;
+  ``{glue:text}`` mechanism is gone; a name glued in a loop over a section function's values
+  (``glue(f"chN_{name}", text)``) must be a key that function produces (a static map of its source,
+  :func:`section_keys`), not just any name with the chapter's prefix (issue 38, rev46);
 * in a real kernel, that the request jupyterlab-myst sends for ``{eval}`name``` (``user_expressions``) returns
   the formatted text itself as ``text/plain``.
 """
@@ -15,14 +17,19 @@ The markdown quotes computed numbers with ``{eval}`name```; code cells bind ``na
 from __future__ import annotations
 
 import ast
+import functools
+import inspect
+import math
 import re
+import textwrap
 from pathlib import Path
+from types import MappingProxyType
 
 import nbformat
 import numpy as np
 import pytest
 
-from llmsizing.prose import PROSE_NAME, ProseText, inline_glue, three_figures
+from llmsizing.prose import PROSE_NAME, ProseText, claimed_text, inline_glue, three_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
@@ -130,6 +137,24 @@ def test_three_figures_float_noise_is_not_exact():
     assert three_figures(round(0.1 + 0.2, 9)) == "0.3"
 
 
+@pytest.mark.parametrize("args, kw, text", [
+    ((69,), {}, "69"), ((20, 40, "GB"), {}, "20 to 40 GB"),
+    ((285936, float("nan"), "USD"), {}, "285,936 USD"),
+    ((80, 100, "GB per GPU"), {"sep": "-"}, "80-100 GB per GPU"),        # chapter 7's table
+    ((35.0, np.nan, "GB per GPU"), {"sep": "-"}, "35 GB per GPU"),
+    ((30, 40, "%"), {"style": "%"}, "30 to 40%"), ((1.2, None, "x"), {"style": "pct"}, "20%"),
+    ((1.1, 1.25), {"style": "pct"}, "10% to 25%"), ((1.8951, None, "GB"), {}, "1.90 GB")])
+def test_claimed_text_one_rule_for_a_seed_figure(args, kw, text):
+    """A seed's figure or range as the seed_claims.csv row holds it: three figures, the unit after a space,
+    "%" glued, "pct" a factor's gain (1.2 adds 20%, 1.25 25%)."""
+    assert claimed_text(*args, **kw) == text
+
+
+def test_claimed_text_refuses_another_style():
+    with pytest.raises(ValueError, match="style must be '', '%' or 'pct', got 'percent'"):
+        claimed_text(30, style="percent")
+
+
 def test_the_name_rule_is_myst_nb_s():
     from myst_nb.core.config import NbParserConfig
 
@@ -193,13 +218,16 @@ def _key_pattern(node: ast.expr) -> re.Pattern | None:
     return None
 
 
-def bindings(source: str) -> tuple[list[re.Pattern], set[str], set[str], list[str]]:
+def bindings(source: str, skip=frozenset()) -> tuple[list[re.Pattern], set[str], set[str], list[str]]:
     """Of one code cell: (patterns of the glued names, the glued names written out as strings, the names
-    assigned otherwise, the glue calls whose name cannot be read)."""
+    assigned otherwise, the glue calls whose name cannot be read). ``skip``: the (line, column) of glue calls
+    left out (a section's loop, which :func:`section_loops` reads instead)."""
     tree = ast.parse(_python(source))
     glued, literal, assigned, unreadable = [], set(), set(), []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "glue" and node.args:
+            if (node.lineno, node.col_offset) in skip:
+                continue
             pattern = _key_pattern(node.args[0])
             if pattern is None:
                 unreadable.append(ast.unparse(node.args[0]))
@@ -216,13 +244,216 @@ def bindings(source: str) -> tuple[list[re.Pattern], set[str], set[str], list[st
     return glued, literal, assigned, unreadable
 
 
+#: The modules whose functions a section function's keys may come from (helpers: ``t.update(_texts(...))``).
+PROSE_MODULE = re.compile(r"llmsizing\.(\w+_prose\w*|serve_chapter\w*|audit_text|audit_quotes|appendix)")
+_FIELD = r"[A-Za-z0-9_]+"
+
+
+def _strings_in(value, out: set[str], depth: int = 0) -> None:
+    """The strings of a module constant (a dict's keys and values, a tuple's items, ...)."""
+    if isinstance(value, str):
+        out.add(value)
+    elif depth < 4 and isinstance(value, (dict, MappingProxyType)):
+        for k, v in value.items():
+            _strings_in(k, out, depth + 1)
+            _strings_in(v, out, depth + 1)
+    elif depth < 4 and isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            _strings_in(v, out, depth + 1)
+
+
+_UNKNOWN = object()       # a loop value the source does not say (a computed one)
+
+
+def _iter_values(node: ast.expr, g: dict) -> list | None:
+    """What a loop's iterable yields where the source says it: a literal (computed items ``_UNKNOWN``), a
+    module constant or its ``.items()``, ``.keys()``, ``.values()``, ``range`` of constants, ``zip`` (of which
+    an unsaid part ``_UNKNOWN``) or ``enumerate`` of those; else None."""
+    def leaf(n):
+        if isinstance(n, ast.Constant):
+            return n.value
+        if isinstance(n, (ast.Tuple, ast.List)):
+            return tuple(leaf(e) for e in n.elts)
+        return _UNKNOWN
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [leaf(e) for e in node.elts]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args \
+            and node.func.attr in ("items", "keys", "values") and isinstance(node.func.value, ast.Name) \
+            and isinstance(g.get(node.func.value.id), (dict, MappingProxyType)):
+        return list(getattr(g[node.func.value.id], node.func.attr)())
+    if isinstance(node, ast.Name) and isinstance(g.get(node.id), (dict, MappingProxyType, tuple, list)):
+        return list(g[node.id])
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range" \
+            and all(isinstance(a, ast.Constant) for a in node.args):
+        return list(range(*(a.value for a in node.args)))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id in ("zip", "enumerate") and node.args and not node.keywords:
+        parts = [_iter_values(a, g) for a in node.args]
+        if node.func.id == "enumerate":
+            return None if parts[0] is None or len(parts) > 1 else list(enumerate(parts[0]))
+        n = min((len(v) for v in parts if v is not None), default=None)
+        return None if n is None else list(zip(*(v if v is not None else [_UNKNOWN] * n for v in parts)))
+    return None
+
+
+def _bind(target: ast.expr, value, env: dict) -> None:
+    """Bind a loop target to one value: each name to the set of its values, ``_UNKNOWN`` if not said."""
+    if isinstance(target, ast.Name):
+        env.setdefault(target.id, set()).add(value)
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        parts = value if isinstance(value, tuple) and len(value) == len(target.elts) else \
+            [_UNKNOWN] * len(target.elts)
+        for t, v in zip(target.elts, parts):
+            _bind(t, v, env)
+
+
+def _loop_env(tree: ast.AST, g: dict):
+    """A function giving, for a node of ``tree``, its enclosing loops' variables -> their values (the values
+    of a name also assigned otherwise in the function are not known)."""
+    parents = {c: p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    targets = {id(n) for loop in ast.walk(tree) if isinstance(loop, (ast.For, ast.comprehension))
+               for n in ast.walk(loop.target)}
+    reassigned = {n.id for n in ast.walk(tree)
+                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and id(n) not in targets}
+
+    def loops_binding(loop) -> list[tuple[ast.expr, ast.expr]]:
+        if isinstance(loop, ast.For):
+            return [(loop.target, loop.iter)]
+        return [(c.target, c.iter) for c in loop.generators]
+
+    def env_of(node) -> dict:
+        env: dict = {}
+        child, p = node, parents.get(node)
+        while p is not None:
+            inside = isinstance(p, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)) or \
+                isinstance(p, ast.For) and child is not p.iter and child is not p.target
+            if inside:
+                for target, it in loops_binding(p):
+                    values = _iter_values(it, g)
+                    for v in (values if values is not None else [_UNKNOWN]):
+                        _bind(target, v, env)
+            child, p = p, parents.get(p)
+        return {k: v for k, v in env.items() if k not in reassigned and _UNKNOWN not in v}
+    return env_of
+
+
+def _fstring_keys(node: ast.JoinedStr, env: dict) -> tuple[set[str], set[str]]:
+    """An f-string's possible texts: written out when every field is a plain loop variable of ``env`` (at most
+    a few thousand), else a pattern (a field of known values their alternatives, any other a name part);
+    nothing for an f-string of fields only that are not known."""
+    fields = [v for v in node.values if isinstance(v, ast.FormattedValue)]
+    known = [isinstance(v.value, ast.Name) and v.value.id in env and v.format_spec is None
+             and v.conversion == -1 for v in fields]
+    if all(known) and math.prod(len(env[v.value.id]) for v in fields) <= 5000:
+        import itertools
+
+        texts = {""}
+        for v in node.values:
+            options = [v.value] if isinstance(v, ast.Constant) else [str(x) for x in env[v.value.id]]
+            texts = {t + o for t, o in itertools.product(texts, options)}
+        return texts, set()
+    if not any(isinstance(v, ast.Constant) for v in node.values) and not any(known):
+        return set(), set()
+    parts, i = [], 0
+    for v in node.values:
+        if isinstance(v, ast.Constant):
+            parts.append(re.escape(v.value))
+        else:
+            parts.append("(?:" + "|".join(re.escape(str(x)) for x in env[v.value.id]) + ")" if known[i]
+                         else _FIELD)
+            i += 1
+    return set(), {"".join(parts)}
+
+
+@functools.cache
+def section_keys(fn) -> tuple[frozenset[str], tuple[re.Pattern, ...]]:
+    """A cheap static map of the keys a section function can put in its ChapterText's ``values`` (or the dict
+    it returns): every string constant and keyword name in its source and in the prose-module functions it
+    calls, the strings of the module constants it names, and each f-string: written out where its fields are
+    loop variables over values the source names (``for key in ("a", "b")``, ``for g, key in
+    JOB_GPUS.items()``), else a pattern (``f"job_{x}"``: ``job_`` and any name part). More than its keys,
+    never fewer: a name the markdown quotes that none of them matches is a key the function does not
+    produce."""
+    strings: set[str] = set()
+    patterns: set[str] = set()
+    todo, seen = [fn], set()
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        g = f.__globals__
+        tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
+        env_of = _loop_env(tree, g)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                strings.add(node.value)
+            elif isinstance(node, ast.JoinedStr):
+                exact, pattern = _fstring_keys(node, env_of(node))
+                strings |= exact
+                patterns |= pattern
+            elif isinstance(node, ast.keyword) and node.arg:
+                strings.add(node.arg)
+            elif isinstance(node, ast.Name) and node.id in g:
+                obj = g[node.id]
+                if inspect.isfunction(obj) and PROSE_MODULE.fullmatch(obj.__module__ or ""):
+                    todo.append(obj)
+                elif not callable(obj) and not inspect.ismodule(obj):
+                    _strings_in(obj, strings)
+    return frozenset(strings), tuple(re.compile(p) for p in sorted(patterns))
+
+
+def section_loops(source: str, imports: dict, made_by: dict) -> list[tuple[tuple[int, int], str, object]]:
+    """The glue calls of one code cell that glue a section's values in a loop, ``for name, text in
+    x.values.items(): glue(f"chN_{name}", text)`` (or over ``f(...).items()``), where ``x = f(...)`` and ``f``
+    was imported from llmsizing: ((line, column) of the call, the name's prefix, ``f``). ``imports`` (name ->
+    (module, attribute)) and ``made_by`` (variable -> the function whose call made it) carry over from the
+    cells above and are updated in place, statement by statement."""
+    import importlib
+
+    found = []
+    for stmt in ast.parse(_python(source)).body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("llmsizing"):
+                imports.update({a.asname or a.name: (node.module, a.name) for a in node.names})
+            elif isinstance(node, ast.For) and isinstance(node.iter, ast.Call) \
+                    and isinstance(node.iter.func, ast.Attribute) and node.iter.func.attr == "items":
+                src = node.iter.func.value
+                src = src.value if isinstance(src, ast.Attribute) and src.attr == "values" else src
+                fname = made_by.get(src.id) if isinstance(src, ast.Name) else \
+                    src.func.id if isinstance(src, ast.Call) and isinstance(src.func, ast.Name) else None
+                key = node.target.elts[0] if isinstance(node.target, ast.Tuple) else node.target
+                if fname not in imports or not isinstance(key, ast.Name):
+                    continue
+                fn = getattr(importlib.import_module(imports[fname][0]), imports[fname][1])
+                for call in ast.walk(node):
+                    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.args
+                            and call.func.id == "glue" and isinstance(call.args[0], ast.JoinedStr)):
+                        continue
+                    *head, last = call.args[0].values
+                    if isinstance(last, ast.FormattedValue) and isinstance(last.value, ast.Name) \
+                            and last.value.id == key.id and all(isinstance(v, ast.Constant) for v in head):
+                        found.append(((call.lineno, call.col_offset), "".join(v.value for v in head), fn))
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) \
+                and isinstance(stmt.value.func, ast.Name):
+            made_by.update({t.id: stmt.value.func.id for t in stmt.targets if isinstance(t, ast.Name)})
+    return found
+
+
 def check_prose(nb) -> list[str]:
-    """Problems with the prose's references in one notebook (empty = fine)."""
+    """Problems with the prose's references in one notebook (empty = fine). A name glued in a section's loop
+    (:func:`section_loops`) must be one its section function produces (:func:`section_keys`), not merely
+    any name with the chapter's prefix."""
     problems, glued, assigned = [], [], set()
     glued_literals: set[str] = set()
+    sections: list[tuple[str, object]] = []
+    imports: dict = {}
+    made_by: dict = {}
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
-            g, lit, a, unreadable = bindings(cell.source)
+            loops = section_loops(cell.source, imports, made_by)
+            sections += [(prefix, fn) for _, prefix, fn in loops]
+            g, lit, a, unreadable = bindings(cell.source, skip={at for at, _, _ in loops})
             glued += g
             glued_literals |= lit
             assigned |= a
@@ -235,11 +466,21 @@ def check_prose(nb) -> list[str]:
             for name in EVAL_ROLE.findall(cell.source):
                 if not PROSE_NAME.fullmatch(name):
                     problems.append(f"cell {i}: {{eval}}`{name}` is not a plain name (jupyter-book shows nothing)")
-                elif not any(p.fullmatch(name) for p in glued) and name not in assigned:
-                    problems.append(f"cell {i}: {{eval}}`{name}` is not bound by any code cell above it")
+                elif not any(p.fullmatch(name) for p in glued) and name not in assigned \
+                        and not any(_produces(fn, name[len(prefix):]) for prefix, fn in sections
+                                    if name.startswith(prefix)):
+                    near = [f"{fn.__module__}.{fn.__name__}" for prefix, fn in sections
+                            if name.startswith(prefix)]
+                    problems.append(f"cell {i}: {{eval}}`{name}` is not bound by any code cell above it"
+                                    + (f" (no key of {', '.join(sorted(set(near)))})" if near else ""))
     for name in sorted(glued_literals & assigned):
         problems.append(f"{name!r} is glued and also assigned as a variable: the prose could show either")
     return problems
+
+
+def _produces(fn, key: str) -> bool:
+    strings, patterns = section_keys(fn)
+    return key in strings or any(p.fullmatch(key) for p in patterns)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
@@ -273,6 +514,70 @@ def test_the_static_check_can_fail():
     assert check_prose(_nb(head + '\nglue("a_1", "1")\na_1 = 2', "md:{eval}`a_1`"))         # glued and assigned
     assert check_prose(_nb("from myst_nb import glue\nglue('a', '1', display=False)", "md:{glue:text}`a`"))
     assert check_prose(_nb(head + "\nk = 'a'\nglue(k, '1')", "md:x"))                       # unreadable name
+
+
+
+def test_a_section_loop_binds_only_its_function_s_keys():
+    """A loop that glues a section's values (``for name, text in x.values.items(): glue(f"ch11_{name}",
+    ...)``) binds the keys ``x``'s function produces, not every ``ch11_`` name (session 45's check let any
+    through): chapter 11's jobs_by_gpu_prose writes ``mi300x_price_month`` and ``job_<key>`` for each of
+    JOB_GPUS's keys (h100, b200, a100, h200, mi300x), so ``job_tpu`` and ``mi300x_price_week`` are unbound,
+    and so is ``front_cheap_n`` once the cell that calls pareto_front_prose is gone. Directly too, the
+    function called in the loop's iterable (chapter 14's ``chapter_values(table).items()``)."""
+    head = ("from llmsizing.prose import inline_glue\nglue = inline_glue(globals())\n"
+            "from llmsizing.cost_prose import jobs_by_gpu_prose, pareto_front_prose\n")
+    front = "front_text = pareto_front_prose(plans)\nfor name, text in front_text.values.items():\n" \
+            "    glue(f'ch11_{name}', text, display=False)"
+    jobs = "jobs_text = jobs_by_gpu_prose(jobs, t)\nfor name, text in jobs_text.values.items():\n" \
+           "    glue(f'ch11_{name}', text, display=False)"
+    quoted = "md:{eval}`ch11_mi300x_price_month`, {eval}`ch11_job_h100`, {eval}`ch11_job_mi300x`"
+    assert check_prose(_nb(head + front, jobs, quoted + " and {eval}`ch11_front_cheap_n`")) == []
+    for name in ("ch11_job_tpu", "ch11_mi300x_price_week", "ch11_front_cheap_n"):
+        problems = check_prose(_nb(head + jobs, quoted + f" and {{eval}}`{name}`"))
+        assert len(problems) == 1 and f"`{name}` is not bound" in problems[0], problems
+        assert "no key of llmsizing.cost_prose.jobs_by_gpu_prose" in problems[0]
+    ch14 = ("from llmsizing.prose import inline_glue\nglue = inline_glue(globals())\n"
+            "from llmsizing.audit_text import chapter_values\n"
+            "for _key, _text in chapter_values(table).items():\n"
+            "    glue(f'ch14_{_key}', _text, display=False)")
+    assert check_prose(_nb(ch14, "md:{eval}`ch14_said_mem70` and {eval}`ch14_n_holds`")) == []
+    assert check_prose(_nb(ch14, "md:{eval}`ch14_said_mem71`"))
+
+
+#: A module constant a toy section function loops over (as cost_prose's JOB_GPUS).
+_TOY_GPUS = MappingProxyType({"H100 SXM": "h100", "MI300X": "mi300x"})
+
+
+def _toy_section(rows):
+    t = {"plain": "1"}
+    t["set"] = "2"
+    t.update(kw="3")
+    for g, key in _TOY_GPUS.items():                     # a module constant's values: written out
+        t[f"job_{key}"] = g
+    for z, word in zip(range(2), ("zero", "one")):
+        t[f"z{z}_{word}"] = word
+    for r in rows:                                       # computed: a pattern
+        t[f"row_{r}_n"] = r
+    return t
+
+
+def test_the_static_map_of_a_section_s_keys():
+    """section_keys reads the keys a function writes: literal ones, keyword ones, f-strings over values the
+    source says (a module constant's ``.items()``, ``zip(range(2), ...)``) written out, others a pattern.
+    Deleting a key's line deletes the key: ``set`` is no key of a function without ``t["set"] = ...``."""
+    strings, patterns = section_keys(_toy_section)
+    assert {"plain", "set", "kw", "job_h100", "job_mi300x", "z0_zero", "z1_one"} <= strings
+    assert [p.pattern for p in patterns] == ["row_[A-Za-z0-9_]+_n"]
+    for key in ("plain", "set", "job_mi300x", "z1_one", "row_7_n"):
+        assert _produces(_toy_section, key), key
+    for key in ("job_b200", "z2_two", "row_7", "sett"):
+        assert not _produces(_toy_section, key), key
+
+    def without_set(rows):
+        t = {"plain": "1"}
+        t.update(kw="3")
+        return t
+    assert _produces(_toy_section, "set") and not _produces(without_set, "set")
 
 
 # --------------------------------------------------------------------------- in a real kernel

@@ -3,11 +3,12 @@ hand arithmetic and against published GGUF file sizes."""
 
 from __future__ import annotations
 
+import csv
 import math
 
 import pytest
 
-from llmsizing.catalog import resolve_model
+from llmsizing.catalog import DATA_DIR, resolve_model
 from llmsizing.hardware import decode_step_roofline
 from llmsizing.inference import inference_memory, kv_cache_bytes_per_token, weights_bytes
 from llmsizing.memory import model_states
@@ -172,13 +173,18 @@ def test_q8_0_by_hand():
     assert weights_bytes(m, "q8_0") == pytest.approx((m.n_params - vectors) * 8.5 / 8 + vectors * 4, rel=1e-12)
 
 
-@pytest.mark.parametrize("model, fmt, published_gb", [
-    ("llama-3-8b", "q8_0", 8.54),        # Meta-Llama-3-8B-Instruct GGUF (bartowski, Hugging Face)
-    ("llama-3-8b", "q4_k_m", 4.92),
-    ("llama-3-8b", "q6_k", 6.60),
-    ("llama-2-7b", "q4_k_m", 4.08),      # Llama-2-7B GGUF (TheBloke, Hugging Face)
-    ("llama-2-7b", "q4_0", 3.83),
-])
+#: Published GGUF files (data/gguf_file_sizes.csv: bartowski's Meta-Llama-3-8B-Instruct GGUF, TheBloke's
+#: Llama-2-7B GGUF, Hugging Face), the sizes their READMEs list in GB.
+GGUF_FILES = [(r["model"], r["format"], float(r["published_gb"]))
+              for r in csv.DictReader(open(DATA_DIR / "gguf_file_sizes.csv", newline=""))]
+
+
+def test_the_published_gguf_files_are_the_five_first_checked():
+    assert GGUF_FILES == [("llama-3-8b", "q8_0", 8.54), ("llama-3-8b", "q4_k_m", 4.92),
+                          ("llama-3-8b", "q6_k", 6.60), ("llama-2-7b", "q4_k_m", 4.08), ("llama-2-7b", "q4_0", 3.83)]
+
+
+@pytest.mark.parametrize("model, fmt, published_gb", GGUF_FILES)
 def test_gguf_sizes_match_published_files(model, fmt, published_gb):
     assert weights_bytes(model, fmt) / 1e9 == pytest.approx(published_gb, rel=0.01)
 

@@ -142,8 +142,9 @@ if VARIANT != "curve" or LAYER_S:
         if VARIANT in ("few-rows", "few-rows-large") and m < 4096:
             if VARIANT == "few-rows" or (n >= 4096 and k >= 4096):   # the GPU's own table (b200gemm)
                 t = table or K.GRID_STAND_IN
-                return (_curve_at(ridge, 4096, n, k, dtype) * K._grid_rate(m, n, k, t)
-                        / K._grid_rate(4096, n, k, t))
+                d = K.grid_dtype(t, dtype)                           # sm_100's FP8 rows (gb46)
+                return (_curve_at(ridge, 4096, n, k, dtype) * K._grid_rate(m, n, k, t, d)
+                        / K._grid_rate(4096, n, k, t, d))
             return _curve_at(ridge, m, n, k, dtype)
         if VARIANT == "table":
             return table_share(m, n, k)

@@ -24,8 +24,9 @@ QLORA_QUANTIZERS = {"gptq-int4": "GPTQ int4", "bnb-nf4": "bitsandbytes nf4", "bn
                     "torchao-nf4": "torchao nf4"}
 
 #: Allen-Cunneen against the simulation: slots, busy share and squared coefficient of variation of the
-#: service time (chapter 15's queueing entry), and the simulation's size.
-AC_CASES = tuple((c, rho, cs2) for c in (8, 32) for rho in (0.8, 0.9) for cs2 in (0.0, 0.5, 2.0))
+#: service time (chapter 15's queueing entry), and the simulation's size. At ``cs2 = 1`` (M/M/c) the formula
+#: is exact, so those cases measure how far the simulation itself strays from it.
+AC_CASES = tuple((c, rho, cs2) for c in (8, 32) for rho in (0.8, 0.9) for cs2 in (0.0, 0.5, 1.0, 2.0))
 _AC_SIM = dict(arrivals=20_000, replications=64, warmup=2_000, seed=0)
 
 
@@ -151,6 +152,102 @@ def _finetune_values() -> dict[str, str]:
         for src in q["short"].unique())
     v["app_ft_qlora_gptq"] = f"{(q['quantizer'] == 'gptq-int4').sum()} of {len(q)}"
     v["app_ft_source_list"] = ", ".join(pub["short"].unique())
+    return v
+
+
+def _hf_sweep_errors() -> dict[str, dict[str, float]]:
+    """transformers' own counts (``data/hf_type_sweep.csv``, chapters 1 and 3) against the library's, per type
+    it reads (library / transformers - 1): ``kv``, the KV numbers per token (the widths of its attention
+    layers' ``k_proj`` and ``v_proj``, where it has them), and ``state``, a hybrid's state per sequence (what
+    its own cache held after a forward pass)."""
+    import csv
+    import json
+
+    from .hf_types import CLASS_DEFAULT_GAPS, REFUSED_TYPES, SWEEP_CSV
+    from .inference import kv_cache_bytes_per_token, state_bytes_per_sequence
+    from .model import Model
+
+    out: dict[str, dict[str, float]] = {"kv": {}, "state": {}}
+    skip = (*REFUSED_TYPES, *CLASS_DEFAULT_GAPS)
+    with open(SWEEP_CSV, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["kind"] == "full" and not r["error"]
+                and r["encoder_style"] == "0" and r["model_type"] not in skip]
+    for r in rows:
+        m = Model.from_hf_config(json.loads(r["config_json"]))
+        kv, state = r["kv_per_token"], r["state_per_sequence"]
+        if int(kv):
+            out["kv"][r["model_type"]] = kv_cache_bytes_per_token(m, "bf16") / (2 * int(kv)) - 1
+        if state not in ("", "0"):
+            out["state"][r["model_type"]] = state_bytes_per_sequence(m, "bf16") / (2 * int(state)) - 1
+    return out
+
+
+def _gguf_errors() -> dict[tuple[str, str], float]:
+    """``inference.weights_bytes`` over each published GGUF file's size (``data/gguf_file_sizes.csv``), less
+    1, per (model, format)."""
+    import csv
+
+    from .catalog import DATA_DIR
+    from .inference import weights_bytes
+
+    with open(DATA_DIR / "gguf_file_sizes.csv", newline="") as fh:
+        return {(r["model"], r["format"]): weights_bytes(r["model"], r["format"])
+                / (float(r["published_gb"]) * 1e9) - 1 for r in csv.DictReader(fh)}
+
+
+def _paged_65b():
+    """LLaMA-65B under the QLoRA paper's 65B script (chapter 16), ``{paged_optimizer: FinetuneMemory}`` with
+    and without its paged optimizer, and the catalogue's 48 GB GPU (the L40S)."""
+    from .catalog import get_gpu
+    from .finetune import QLORA_SCRIPT, finetune_memory
+
+    runs = {p: finetune_memory("llama-65b", **{**QLORA_SCRIPT, "paged_optimizer": p}) for p in (True, False)}
+    return runs, get_gpu("L40S")
+
+
+def _max_contexts():
+    """``finetune.max_context`` against each row of ``data/finetune_max_context.csv`` (chapter 16):
+    ``(published maximum or None, fits, out of memory, library's)``, a published 0 being an out-of-memory."""
+    import csv
+
+    from .catalog import DATA_DIR
+    from .finetune import max_context
+
+    def num(x):
+        return float(x) if x != "" else None
+
+    with open(DATA_DIR / "finetune_max_context.csv", newline="") as fh:
+        return [(num(r["published_max_context"]), num(r["fits_context"]), num(r["oom_context"]),
+                 max_context(r["model"], r["gpu"], method=r["method"], rank=int(r["rank"]),
+                             targets=r["targets"], batch=int(r["batch"]), optimizer=r["optimizer"],
+                             recompute=r["recompute"], stack=r["stack"])) for r in csv.DictReader(fh)]
+
+
+def _check_values() -> dict[str, str]:
+    """Chapters 3, 4, 15 and 16: what the KV cache, a hybrid's state, the allowance's 8%, the peak of a step,
+    GGUF files, paged optimizers and the longest context were checked against, and how far off they are."""
+    from .allocator_fragmentation import fragmentation_allowance, measured_fragmentation
+    from .prose import number_word
+    from .units import fmt_gib
+
+    sweep = _hf_sweep_errors()
+    v = {"app_kv_types": f"{len(sweep['kv'])}", "app_state_types": f"{len(sweep['state'])}"}
+    for setting, k in (("default", "pub"), ("expandable_segments", "es")):   # allocator_fragmentation.csv
+        v[f"app_frag_{k}"] = f"{fragmentation_allowance(setting):.0%}"
+        n = measured_fragmentation(allocator=setting).n_sources
+        v[f"app_frag_{k}_n"] = f"{n} source" + "s" * (n > 1)
+    gguf = _gguf_errors()
+    v["app_gguf_n"], v["app_gguf_err"] = number_word(len(gguf)), f"{max(map(abs, gguf.values())):.1%}"
+    runs, gpu = _paged_65b()
+    v["app_paged_peak"], v["app_unpaged_peak"] = (fmt_gib(runs[p].peak_bytes) for p in (True, False))
+    v["app_paged_gpu"] = fmt_gib(gpu.memory_bytes)
+    from .measurements import compare_steps
+
+    hf = compare_steps().query("stack == 'hf'")              # data/step_measurements.csv, chapter 5
+    v["app_peak_n"], v["app_peak_err"] = f"{len(hf)}", f"{hf['peak_error'].abs().max():.1%}"
+    ratios = [pub / lib for pub, _, _, lib in _max_contexts() if pub]           # published over the library's
+    v["app_ctx_n"] = number_word(len(ratios))
+    v["app_ctx_lo"], v["app_ctx_hi"] = f"{min(ratios):.2f}", f"{max(ratios):.2f}"
     return v
 
 
@@ -321,7 +418,8 @@ def _serving_values(ac=None) -> dict[str, str]:
     v["app_spec_t0"], v["app_spec_no_t0"] = f"{spec[True].speedup:.2f}x", f"{spec[False].speedup:.2f}x"
     ac = _check_ac(ac)
     v["app_ac_small_n"], v["app_ac_big_n"] = "8", "32"
-    v["app_ac_small"] = f"{math.ceil(max(abs(e) for (c, _, _), e in ac.items() if c == 8) * 100)}%"
+    v["app_ac_small"] = f"{math.ceil(max(abs(e) for (c, _, s), e in ac.items() if c == 8 and s != 1) * 100)}%"
+    v["app_ac_exact"] = f"{max(abs(e) for (_, _, s), e in ac.items() if s == 1):.1%}"      # M/M/c: exact
     v["app_ac_big_wait"] = f"{erlang_c(32, 25.6, 1.0):.0%}"
     v["app_ac_big_lo"], v["app_ac_big_hi"] = f"{ac[32, 0.8, 0.0]:+.0%}", f"{ac[32, 0.8, 2.0]:+.0%}"
     g16, g128 = _goodputs().values()
@@ -335,12 +433,13 @@ def appendix_values(ac=None) -> dict[str, str]:
     """Every number the appendix shows, ``{name: text}`` with ``name`` its ``{eval}`` name (``app_...``), as
     the page prints it. ``ac``: :func:`allen_cunneen_errors`' result, if already computed."""
     return {**_calibration_values(), **_finetune_values(), **_model_values(), **_parallel_values(),
-            **_serving_values(ac)}
+            **_serving_values(ac), **_check_values()}
 
 
 def appendix_claims(ac=None) -> dict[str, bool]:
     """What the appendix says in words about its numbers, each ``True`` while it holds (a sentence to change
     when one turns ``False``). ``ac``: :func:`allen_cunneen_errors`' result, if already computed."""
+    from .allocator_fragmentation import fragmentation_allowance
     from .catalog import get_gpu, get_model
     from .finetune_time import GROUP_RANGES, RESIDUAL_RANGE
     from .footprint import LOSS_BACKWARD_BYTES_PER_LOGIT
@@ -351,6 +450,7 @@ def appendix_claims(ac=None) -> dict[str, bool]:
     from .precision import FP8_SCHEMES, TE_AMAX_HISTORY_LEN
     from .range_candidates import MAX_WIDTH as goal_w
     from .rl_trainer import SLIME_SYNC_QWEN3_30B_S
+    from .states import FIXED_OVERHEAD_BYTES, FRAGMENTATION
 
     iv = _intervals()
     k8, k16 = (kernel_efficiency_row("H100 SXM", d) for d in ("fp8", "bf16"))
@@ -363,6 +463,7 @@ def appendix_claims(ac=None) -> dict[str, bool]:
     te = FP8_SCHEMES["fp8-mixed"]
     ac = _check_ac(ac)
     g128 = _goodputs()[131072]
+    sweep, (paged, gpu48), ctx = _hf_sweep_errors(), _paged_65b(), _max_contexts()
 
     def outwards(lo, hi):
         return math.floor(lo * 100) / 100, math.ceil(hi * 100) / 100
@@ -409,6 +510,18 @@ def appendix_claims(ac=None) -> dict[str, bool]:
         "Allen-Cunneen's errors are largest at 32 slots, 80% busy, fixed and cs2 = 2":
             (min(ac, key=ac.get), max(ac, key=ac.get)) == ((32, 0.8, 0.0), (32, 0.8, 2.0)),
         "first-order goodput is pessimistic at 128K GPUs": g128.goodput_exponential > g128.goodput,
+        "the KV cache per token and a hybrid's state equal transformers' on every type read":
+            not any(e for errs in sweep.values() for e in errs.values()),
+        "the allowance is 1 GiB + 8% of the modelled bytes":
+            (FIXED_OVERHEAD_BYTES, FRAGMENTATION) == (2**30, 0.08),
+        "the 8% is below the published fragmentation, with either allocator setting":
+            FRAGMENTATION < fragmentation_allowance("expandable_segments")
+            < fragmentation_allowance("default"),
+        "the library runs out of memory where a source did, and lands inside a published bracket":
+            all(lib == 0 for pub, _, _, lib in ctx if pub == 0)
+            and all(fits <= lib < oom for pub, fits, oom, lib in ctx if pub is None),
+        "LLaMA-65B's QLoRA script fits the 48 GB GPU with its paged optimizer, not without":
+            paged[True].peak_bytes < gpu48.memory_bytes < paged[False].peak_bytes,
     }
 
 

@@ -12,10 +12,8 @@ from __future__ import annotations
 import csv
 import re
 
-import pandas as pd
-
 from .audit import BAND, SEED_CLAIMS_CSV, verdict_number
-from .prose import prose_check, three_figures
+from .prose import claimed_text, prose_check, three_figures
 
 fmt = three_figures   # one rule for the chapter's values: 1.90 (rounded), 0.5 and 16 (exact), 1,194
 
@@ -52,19 +50,14 @@ def _holds(ok, what: str) -> None:
 
 
 def said(table, claim_id: str, unit: str = "", style: str = "") -> str:
-    """The seed's own figure for ``claim_id`` as ``data/seed_claims.csv`` holds it ('69', '20 to 40 GB',
-    '285,936 USD'; style "%": '30 to 40%'; style "pct": a factor 1.2 as '20%'). ``table`` is
-    :func:`~llmsizing.audit.audit_table` (or a frame with its ``id``, ``claimed_low``, ``claimed_high``)."""
+    """The seed's own figure for ``claim_id`` as ``data/seed_claims.csv`` holds it, in the one rule of
+    :func:`~llmsizing.prose.claimed_text` ('69', '20 to 40 GB', '285,936 USD'; style "%": '30 to 40%'; style
+    "pct": a factor 1.2 as '20%'). ``table`` is :func:`~llmsizing.audit.audit_table` (or a frame with its
+    ``id``, ``claimed_low``, ``claimed_high``)."""
     rows = table.set_index("id") if "id" in table.columns else table
     if claim_id not in rows.index:
         raise ValueError(f"claim_id must be an id of the audit table, got {claim_id!r}")
-    if style not in ("", "%", "pct"):
-        raise ValueError(f"style must be '', '%' or 'pct', got {style!r}")
-    lo, hi = rows.loc[claim_id, "claimed_low"], rows.loc[claim_id, "claimed_high"]
-    if style == "pct":
-        return f"{lo - 1:.0%}" + ("" if pd.isna(hi) else f" to {hi - 1:.0%}")
-    text = fmt(lo) if pd.isna(hi) else f"{fmt(lo)} to {fmt(hi)}"
-    return text + (unit if style == "%" else f" {unit}" if unit else "")
+    return claimed_text(rows.loc[claim_id, "claimed_low"], rows.loc[claim_id, "claimed_high"], unit, style)
 
 
 def seed_quotes(table) -> dict[str, str]:

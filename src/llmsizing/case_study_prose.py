@@ -297,19 +297,21 @@ def case3_published_prose(step: dict) -> ChapterText:
     meta_mfu, limit = step["meta_mfu"], USABLE_FRACTION * h100.memory_bytes
     runs = published_runs().set_index("run")
     card, steady = runs.loc["Llama 3.1 405B pre-training"], runs.loc[META_STEADY]
-    at_steady = training_time(model, tokens=tokens, gpu=h100, n_gpus=16384, seq=seq, mfu=steady.implied_mfu)
+    n_gpus, batch_seqs = int(steady.n_gpus), int(steady.global_batch)     # Table 4's 16,384 GPUs, 2,048 seqs
+    at_steady = training_time(model, tokens=tokens, gpu=h100, n_gpus=n_gpus, seq=seq, mfu=steady.implied_mfu)
     _says(card.kind == "pretraining-total" and steady.kind == "steady-state",
           "the card's hours are a whole run's and the paper's MFU a steady state's")
-    at_default = training_time(model, tokens=tokens, gpu=h100, n_gpus=16384, seq=seq, whole_run=True)
-    plans405 = plan(model, tokens=tokens, seq=seq, global_batch=2048, max_gpus=16384)
+    at_default = training_time(model, tokens=tokens, gpu=h100, n_gpus=n_gpus, seq=seq, whole_run=True)
+    plans405 = plan(model, tokens=tokens, seq=seq, global_batch=batch_seqs, max_gpus=n_gpus)
     front405 = plans405[plans405["pareto"]].sort_values("n_gpus")
     lines = [f"model card: {card.gpu_hours / 1e6:.2f}M GPU-hours (implied MFU {card.implied_mfu:.0%}); "
-             f"paper, steady state on 16,384 GPUs: MFU {steady.implied_mfu:.0%} -> "
+             f"paper, steady state on {n_gpus:,} GPUs: MFU {steady.implied_mfu:.0%} -> "
              f"{at_steady.days:.0f} days, {at_steady.gpu_hours / 1e6:.1f}M GPU-hours",
              f"training_time, whole run, at the calibrated MFU {at_default.mfu:.0%}: "
              f"{at_default.days:.0f} days ({at_default.days_low:.0f}-{at_default.days_high:.0f}), "
              f"{at_default.gpu_hours / 1e6:.1f}M GPU-hours",
-             f"planner, up to 16,384 H100s: {len(plans405):,} plans; the Pareto front from 2,048 GPUs up:",
+             f"planner, up to {n_gpus:,} H100s: {len(plans405):,} plans; "
+             "the Pareto front from 2,048 GPUs up:",
              plan_lines(front405[front405["n_gpus"] >= 2048])]
     best = front405.iloc[-1]
     from .job import Job
@@ -367,7 +369,7 @@ def case3_published_prose(step: dict) -> ChapterText:
     out["c3_vs_best"] = f"{t405.mfu / best.mfu:.2f}"
     # the option that searches FSDP (and ZeRO-2) under a pipeline, off by default: at the 90% line it barely
     # moves the fastest plan
-    plans405_sh = plan(model, tokens=tokens, seq=seq, global_batch=2048, max_gpus=16384,
+    plans405_sh = plan(model, tokens=tokens, seq=seq, global_batch=batch_seqs, max_gpus=n_gpus,
                        shard_under_pipeline=True)
     best_sh = plans405_sh[plans405_sh["pareto"]].sort_values("n_gpus").iloc[-1]
     _says(best.mfu <= best_sh.mfu < best.mfu + 0.01, "sharding under a pipeline buys under a point of MFU")
@@ -388,8 +390,8 @@ def case3_published_prose(step: dict) -> ChapterText:
     out["c3_z3_acts"] = fmt_gib(mem405_z3.activations_bytes)
     out["c3_z1_gib"] = fmt_gib(mem405_z1.total_bytes)
     # without the margin: the fastest plan at 99% of the GPU takes Meta's degrees, sharded, no recomputation
-    plans405_99 = plan(model, tokens=tokens, seq=seq, global_batch=2048, max_gpus=16384, usable_fraction=0.99,
-                       shard_under_pipeline=True)
+    plans405_99 = plan(model, tokens=tokens, seq=seq, global_batch=batch_seqs, max_gpus=n_gpus,
+                       usable_fraction=0.99, shard_under_pipeline=True)
     best99 = plans405_99.loc[plans405_99["days"].idxmin()]
     _says((best99.tp, best99.pp, best99.virtual_stages, best99.dp, best99.recompute)
           == (8, 16, 8, 128, "none"),

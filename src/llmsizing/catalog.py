@@ -128,6 +128,13 @@ class GPU:
     host_link_gbps_one_way: float | None = None
     host_link_source: str = ""
     host_link_as_of: str = ""
+    #: The target the GPU's GEMM kernels are compiled for (``gemm_arch`` in ``data/gpus.csv``, with its
+    #: ``gemm_arch_source`` and ``gemm_arch_as_of``): NVIDIA's compute capability as ``sm_XY`` (``sm_90``:
+    #: H100, H200, H800, H20; ``sm_100``: B200 and GB200), AMD's LLVM target (``gfx942``). It picks the
+    #: measured few-row GEMM table (:func:`llmsizing.kernels.grid_gpu`). ``None``: not known (hand-made).
+    gemm_arch: str | None = None
+    gemm_arch_source: str = ""
+    gemm_arch_as_of: str = ""
 
     def __post_init__(self):
         # a hand-made GPU (or dataclasses.replace of a catalogued one) is checked like the catalogue's rows: a
@@ -164,6 +171,9 @@ class GPU:
         if self.link_class is not None:
             check_choice(f"link_class of GPU {self.name!r}", self.link_class, GPU_LINK_CLASSES)
         self._check_host_link()
+        if self.gemm_arch is not None and (not isinstance(self.gemm_arch, str) or not self.gemm_arch.strip()):
+            raise TypeError(f"gemm_arch of GPU {self.name!r} must be a non-empty string (a compute target: "
+                            f"'sm_90', 'gfx942') or None, got {self.gemm_arch!r}")
 
     def _check_host_link(self):
         """The host link's fields: a PCIe generation with its lanes, or a one-way figure, never both."""
@@ -187,7 +197,7 @@ class GPU:
             object.__setattr__(self, "host_link_gbps_one_way", check_number(
                 f"host_link_gbps_one_way of GPU {self.name!r}", self.host_link_gbps_one_way,
                 minimum=MIN_GPU_SPEED))
-        for f in ("host_link_source", "host_link_as_of"):
+        for f in ("host_link_source", "host_link_as_of", "gemm_arch_source", "gemm_arch_as_of"):
             if not isinstance(getattr(self, f), str):
                 raise TypeError(f"{f} of GPU {self.name!r} must be a string, got {getattr(self, f)!r}")
 
@@ -395,6 +405,8 @@ def _gpus() -> dict[str, GPU]:
             host_pcie_lanes=_int_or_none(r.get("host_pcie_lanes")),
             host_link_gbps_one_way=_float_or_none(r.get("host_link_gbps_one_way")),
             host_link_source=r.get("host_link_source") or "", host_link_as_of=r.get("host_link_as_of") or "",
+            gemm_arch=(r.get("gemm_arch") or "").strip() or None,
+            gemm_arch_source=r.get("gemm_arch_source") or "", gemm_arch_as_of=r.get("gemm_arch_as_of") or "",
         )
         out[g.name] = g
     return out

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 
 from ._validate import check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import get_gpu, gpu_price, price_kind_of, resolve_model, resolve_prices
@@ -47,6 +48,11 @@ SECONDS_PER_DAY = 86400
 #: The smallest price or speed-up :func:`compare_gpus` divides by: one millionth (of a dollar per GPU-hour; of
 #: the other GPU's speed). Below it a ratio means nothing (and, far enough below, is no longer finite).
 MIN_RATIO_TERM = 1e-6
+
+#: Chapter 11's plan, ``plan(**FRONT_PLAN)`` (its time-vs-cost front and exercise 3; chapter 12's interleaving
+#: dropdown reads it again): Llama-3-70B, 1T tokens of 8,192 on up to 16,384 H100s at a global batch of 512.
+FRONT_PLAN = MappingProxyType({"model": "llama-3-70b", "tokens": 1e12, "gpus": ("H100 SXM",), "seq": 8192,
+                               "global_batch": 512, "max_gpus": 16384})
 
 
 # =========================================================================== on-demand vs reserved

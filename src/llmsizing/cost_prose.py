@@ -12,11 +12,12 @@ sentences only format and compare what the library's functions return.
 from __future__ import annotations
 
 from dataclasses import replace
+from types import MappingProxyType
 
 import pandas as pd
 
 from .catalog import get_gpu
-from .cost import compare_gpus
+from .cost import FRONT_PLAN, compare_gpus
 from .hardware import kernel_efficiency_row
 from .job import Job
 from .layouts import step_time
@@ -26,13 +27,18 @@ from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
 from .time_cost import published_runs, training_time
 
-__all__ = ["ProseOutOfDate", "pareto_front_prose", "jobs_by_gpu_prose", "JOB_GPUS"]
+__all__ = ["ProseOutOfDate", "pareto_front_prose", "jobs_by_gpu_prose", "JOB_GPUS", "JOB", "FRONT_PLAN"]
 
 #: The GPU types chapter 11 prices one job on, and the key each text carries.
 JOB_GPUS = {"H100 SXM": "h100", "B200": "b200", "A100 80GB": "a100", "H200": "h200", "MI300X": "mi300x"}
 
-#: The model and sequence length of the plans :func:`pareto_front_prose` reads (the chapter's ``plan`` call).
-FRONT_MODEL, FRONT_SEQ = "llama-3-70b", 8192
+#: The model and sequence length of the plans :func:`pareto_front_prose` reads (the chapter's
+#: ``plan(**FRONT_PLAN)``, :data:`llmsizing.cost.FRONT_PLAN`).
+FRONT_MODEL, FRONT_SEQ = FRONT_PLAN["model"], FRONT_PLAN["seq"]
+
+#: The one job chapter 11 prices on each GPU type of :data:`JOB_GPUS` (``cost_by_gpu(**JOB, gpus=...)`` and
+#: its figure): the front's model and sequence length, 100B tokens.
+JOB = MappingProxyType({"model": FRONT_MODEL, "tokens": 1e11, "seq": FRONT_SEQ})
 
 
 def _says(holds, what: str) -> None:
@@ -121,13 +127,13 @@ def _job_table(jobs) -> str:
 
 
 def jobs_by_gpu_prose(jobs, reference) -> ChapterText:
-    """One job (Llama-3-70B, 100B tokens of 8,192) on each GPU type of :data:`JOB_GPUS`: the table the chapter
-    prints and its texts. ``jobs``: :func:`~llmsizing.time_cost.cost_by_gpu` of that job on those types;
-    ``reference``: :func:`~llmsizing.time_cost.training_time` of the chapter's first job (1T tokens on 1,024
-    H100s), whose MFU the job without recomputation shares. Raises :class:`ProseOutOfDate` where a reading of
-    the prose fails (the MFU borrowed from the H100, full recomputation's cost, the H200's smaller job, the
-    borrowed ranges, which GPU is cheapest or dearest per hour and per job, each price's provider, torchao's
-    one table on three GPUs)."""
+    """One job (:data:`JOB`: Llama-3-70B, 100B tokens of 8,192) on each GPU type of :data:`JOB_GPUS`: the
+    table the chapter prints and its texts. ``jobs``: :func:`~llmsizing.time_cost.cost_by_gpu` of that job on
+    those types; ``reference``: :func:`~llmsizing.time_cost.training_time` of the chapter's first job (1T
+    tokens on 1,024 H100s), whose MFU the job without recomputation shares. Raises :class:`ProseOutOfDate`
+    where a reading of the prose fails (the MFU borrowed from the H100, full recomputation's cost, the H200's
+    smaller job, the borrowed ranges, which GPU is cheapest or dearest per hour and per job, each price's
+    provider, torchao's one table on three GPUs)."""
     by = jobs.set_index("gpu")
     t = {}
     for g, key in JOB_GPUS.items():
@@ -137,8 +143,7 @@ def jobs_by_gpu_prose(jobs, reference) -> ChapterText:
                                 f"${by.loc[g, 'cost_usd_high'] / 1e3:,.0f}k")
 
     def timed(g, **kw):
-        return training_time("llama-3-70b", tokens=1e11, gpu=g, n_gpus=int(by.loc[g, "min_gpus"]), seq=8192,
-                             **kw)
+        return training_time(**JOB, gpu=g, n_gpus=int(by.loc[g, "min_gpus"]), **kw)
 
     # cost_by_gpu times each job as the fewest-GPU layout runs it: every layer recomputed (recompute="full")
     run = {g: timed(g, recompute="full") for g in ("H100 SXM", "B200", "MI300X")}

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
+
 from .catalog import DATA_DIR, get_gpu
 from .comm import communication, dp_breakeven_tokens, gpu_with_link, group_network
 from .footprint import grad_copies
@@ -24,7 +26,7 @@ from .memory import activation_room_bytes, min_gpus_for_bytes, model_states, mod
     training_memory
 from .model_catalog import get_model
 from .parallel import Parallel
-from .prose import ChapterText, ProseOutOfDate
+from .prose import ChapterText, ProseOutOfDate, claimed_text
 from .prose import prose_check as _prose_check
 from .units import GB, GiB, fmt_gib
 
@@ -41,8 +43,6 @@ def _says(holds, what: str) -> None:
 def ddp_measured_copies():
     """``data/grad_buffer_measurements.csv`` (two gloo ranks, ``tools/measure/grad_buffer.py``) with a column
     ``copies``: the gradients' storage in copies of the parameters' bytes."""
-    import pandas as pd
-
     meas = pd.read_csv(DATA_DIR / "grad_buffer_measurements.csv")
     meas["copies"] = meas["gradient_bytes"] / meas["param_bytes"]
     return meas
@@ -61,8 +61,6 @@ def ddp_copies_prose() -> ChapterText:
     counted ones; under ZeRO-0 the optimizer step peaks and holds the second copy; under ZeRO-1 the loss's
     backward peaks, above the copy's phases; with 4 micro-batches both DDP modes add a whole copy, past the
     H100, while one buffer fits."""
-    import pandas as pd
-
     llama8, h100 = get_model(_LLAMA8), get_gpu(_H100)
     lines = ["copies of the gradients (buffer, .grad before the backward, at its end, in the optimizer step)",
              pd.DataFrame({k: {f"m = {m}": grad_copies(v, m) for m in (1, 4)}
@@ -167,8 +165,6 @@ def breakeven_prose() -> ChapterText:
     latency each; the NICs bound a group from the named node count; accumulation's window leaves DDP waiting
     where the whole step would hide it; ZeRO-1 beats DDP at 256, ZeRO-2 loses at 16 and equals ZeRO-1 at 512;
     ZeRO-2's reduce-scatter needs 3/4 of DDP's tokens."""
-    import pandas as pd
-
     from .hardware import kernel_efficiency
     from .mfu import layout_range_factors
     from .network import TREE_LEVEL_ALPHAS, nic_bound_nodes
@@ -309,8 +305,6 @@ def pcie_zero3_prose() -> ChapterText:
     is the perfect-overlap column; the H100's compute outruns the A100's by more than its link and less than
     its peak; the A100 and H100 are calibrated and the L40S a stand-in; the L40S crosses 20% first, then the
     A100, then the H100."""
-    import pandas as pd
-
     from .comm import busy_fraction, step_compute_time_s
     from .hardware import kernel_efficiency, kernel_efficiency_row
     from .network import link_class
@@ -386,8 +380,6 @@ def seed_memory_prose() -> ChapterText:
     Raises :class:`~llmsizing.prose.ProseOutOfDate` where the verdict on a seed figure fails (none survives):
     405B under FSDP on 32 or 16 H100s, Mistral 7B under DDP on A100s (ZeRO-1 fits), Llama 2 70B's 35 GB,
     Llama 3 70B under ZeRO-3 on 8 H100s (a B200 fits), Llama 2 13B and 7B on two A100s, 10B on two GPUs."""
-    import pandas as pd
-
     h100, a100, b200 = get_gpu(_H100), get_gpu("A100 80GB"), get_gpu("B200")
     llama70 = get_model("llama-3-70b")
     s405, s405_16 = zero_states("llama-3.1-405b", 32, 3), zero_states("llama-3.1-405b", 16, 3)
@@ -399,10 +391,9 @@ def seed_memory_prose() -> ChapterText:
     seed10_bytes = s10.total_bytes * 2 - model_states_for_params(10_000_000_000).master_bytes   # no master
     claims = pd.read_csv(DATA_DIR / "seed_claims.csv", index_col="id")      # the seeds' figures (chapter 14)
 
-    def said(claim_id):
+    def said(claim_id):            # chapter 14's rule (audit_quotes.said), with the CSV's unit and a dash
         r = claims.loc[claim_id]
-        high = "" if pd.isna(r.claimed_high) else f"-{r.claimed_high:g}"
-        return f"{r.claimed:g}{high} {r.unit}"
+        return claimed_text(r.claimed, r.claimed_high, r.unit, sep="-")
 
     tp_bytes = claims.loc["000-tp-70b-mem", "claimed"] * GB         # the seed's 35 GB for Llama 2 70B on 8
     tp_bytes_per_param = tp_bytes / (s70_tp.total_bytes / 16)         # over 16 bytes of states a parameter

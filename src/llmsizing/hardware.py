@@ -382,6 +382,23 @@ def decode_resident_batch_limit(model, gpu, *, context: int, weights: str = "bf1
     return room / kv_seq
 
 
+def decode_resident_batch(model, gpu, *, context: int, weights: str = "bf16", kv_cache: str = "bf16") -> int:
+    """The most ``context``-token sequences one ``gpu`` holds for a decode step: the largest batch whose
+    :attr:`Roofline.resident_bytes` (all the weights, each sequence's KV cache) fit its whole memory, the
+    floor of :func:`decode_resident_batch_limit`; 0 when the weights leave no room for one. An upper bound (no
+    CUDA context, no activations). Raises ``ValueError`` naming ``model`` for a model that caches nothing
+    per sequence (the memory bounds no batch). Chapter 6, exercise 1 (Llama 3 8B on an H100: 129)."""
+    m, g, w, kv_seq, *_ = _decode_terms(model, gpu, context, weights, kv_cache, "bf16")
+    if kv_seq <= 0:
+        raise ValueError(f"model: {m.name} has no KV cache (no attention layer): memory bounds no batch")
+    b = max(int((g.memory_bytes - w) // kv_seq), 0)
+    while b > 0 and w + b * kv_seq > g.memory_bytes:     # the quotient's float noise, either way
+        b -= 1
+    while w + (b + 1) * kv_seq <= g.memory_bytes:
+        b += 1
+    return b
+
+
 #: Columns of :func:`gpu_comparison`, units in the names.
 GPU_COMPARISON_COLUMNS = ("memory_gib", "hbm_tbps", "bf16_dense_tflops", "bf16_sparse_tflops",
                           "ridge_flops_per_byte", "link", "link_one_way_gbps", "pair_one_way_gbps", "dtype")

@@ -13,7 +13,7 @@ library's functions return.
 from __future__ import annotations
 
 from .catalog import get_gpu
-from .hardware import decode_step_roofline, dense_tflops, ridge_point_flops_per_byte
+from .hardware import decode_resident_batch, decode_step_roofline, dense_tflops, ridge_point_flops_per_byte
 from .inference import weights_bytes
 from .kernels import gemm_efficiency
 from .layouts import step_time
@@ -40,12 +40,10 @@ def _says(holds, what: str) -> None:
 
 
 def decode_fill(model, gpu, context: int = 4096):
-    """(sequences, roofline): as many ``context``-token sequences as the whole memory of ``gpu`` holds next to
-    the weights (an upper bound: no room for the CUDA context or the activations), and
+    """(sequences, roofline): :func:`~llmsizing.hardware.decode_resident_batch`, as many ``context``-token
+    sequences as the whole memory of ``gpu`` holds next to the weights, and
     :func:`~llmsizing.hardware.decode_step_roofline` at that batch (None when not even one fits)."""
-    b = 0
-    while decode_step_roofline(model, gpu, batch=b + 1, context=context).resident_bytes <= gpu.memory_bytes:
-        b += 1
+    b = decode_resident_batch(model, gpu, context=context)
     return b, (decode_step_roofline(model, gpu, batch=b, context=context) if b else None)
 
 

@@ -35,15 +35,15 @@ NVIDIA's CUDA 11 figure) and DeepGEMM (H800 FP8) tables in ``data/gemm_efficienc
 (:func:`fit_gemm_curve`: one curve for both, 2.7% rms). Below ``FEW_ROWS`` (4,096) rows a GEMM is priced at
 the curve's share at 4,096 rows times :func:`few_row_share`, what XLA's measured H100 BF16 table (``kind ==
 "grid"``, 256 to 4,096 in each dimension) keeps at ``m`` rows of its rate at 4,096 rows, same ``n`` and ``k``
-(gemm44, 2026-12-04); a GPU with its own measured table prices by it (:func:`grid_gpu`: the B200's, XLA's
-``sm_100``, which keeps 0.86 at 1,024 rows where the H100's keeps 0.96; b200gemm). The curve alone read few
-rows by intensity, as if a 1,024-row GEMM were a 1,024^3 square (which loses to wave quantisation): at
-``n = k = 4,096`` it kept 0.69 and 0.87 of the 4,096-row share at 1,024 and 2,048 rows where XLA measured 0.96
-and 0.96 (751.9 and 752.3 of 780.2 TFLOP/s); Bekman's best A100 shape, 1,024 x 10,240 x 5,120, 0.87 of the
-peak measured, was 0.64 on the curve and is 0.81 now; the A100 squares of NVIDIA's CUDA 11 figure, which the
-rule does not read, keep 0.32 and 0.57 of 4,096^3 at 1,024^3 and 1,536^3 against 0.34 and 0.58 measured (the
-curve alone: 0.53 and 0.67). At small ``n`` and ``k`` the table falls faster with fewer rows than the curve
-did, so those GEMMs cost more.
+(gemm44, 2026-12-04); a GPU of a compute target with its own measured table prices by it (:func:`grid_gpu`:
+the B200's and GB200's, XLA's ``sm_100``, which keeps 0.86 at 1,024 rows where the H100's keeps 0.96; in FP8
+and FP4 its FP8 rows, 0.70: :mod:`llmsizing.gemm_grid`). The curve alone read few rows by intensity, as if a
+1,024-row GEMM were a 1,024^3 square (which loses to wave quantisation): at ``n = k = 4,096`` it kept 0.69 and
+0.87 of the 4,096-row share at 1,024 and 2,048 rows where XLA measured 0.96 and 0.96 (751.9 and 752.3 of 780.2
+TFLOP/s); Bekman's best A100 shape, 1,024 x 10,240 x 5,120, 0.87 of the peak measured, was 0.64 on the curve
+and is 0.81 now; the A100 squares of NVIDIA's CUDA 11 figure, which the rule does not read, keep 0.32 and 0.57
+of 4,096^3 at 1,024^3 and 1,536^3 against 0.34 and 0.58 measured (the curve alone: 0.53 and 0.67). At small
+``n`` and ``k`` the table falls faster with fewer rows than the curve did, so those GEMMs cost more.
 What it moved (nothing fitted; kernel efficiency refit as always): the layout range 81.1% / 1.583x -> 87.4% /
 1.529x out of source (Qi et al.'s Zero Bubble A100 rows at 1 x 1,024 tokens a micro-batch, PP16/PP32, were
 1.21-1.27 over the step model against 0.99-1.04 at PP8: all 12 now 0.98-1.04; Ampere's kernel efficiency
@@ -85,6 +85,8 @@ from pathlib import Path
 from ._validate import check_choice, check_int, check_number
 from .catalog import get_gpu, resolve_model
 from .fp8_cast import cast_seconds, linear_cast_bytes
+from .gemm_grid import (  # noqa: F401 (the few-row tables, moved out in gb46; every name still importable here)
+    FEW_ROWS, GRID_SIZES, GRID_STAND_IN, _grid_rate, _grid_tables, few_row_share, grid_dtype, grid_gpu)
 from .hardware import _intensity, dense_tflops, kernel_efficiency_row, matmul_intensity_flops_per_byte
 from .hardware import ridge_point_flops_per_byte
 
@@ -253,8 +255,9 @@ def _efficiency_at(ridge: float, m: int, n: int, k: int, dtype: str, table: str 
     :data:`FEW_ROWS` rows at ``FEW_ROWS`` times :func:`few_row_share` (``None``: :data:`GRID_STAND_IN`)."""
     if m < FEW_ROWS:
         t = GRID_STAND_IN if table is None else table
-        return (_curve_share(ridge, FEW_ROWS, n, k, dtype) * _grid_rate(m, n, k, t)
-                / _grid_rate(FEW_ROWS, n, k, t))
+        d = grid_dtype(t, dtype)
+        return (_curve_share(ridge, FEW_ROWS, n, k, dtype) * _grid_rate(m, n, k, t, d)
+                / _grid_rate(FEW_ROWS, n, k, t, d))
     return _curve_share(ridge, m, n, k, dtype)
 
 
@@ -262,58 +265,6 @@ def _curve_share(ridge: float, m: int, n: int, k: int, dtype: str) -> float:
     """The intensity curve: ``min(GEMM_CEILING, GEMM_EMAX x r / (r + GEMM_R_HALF))``."""
     r = _intensity(m, k, n, _ELEMENT_BYTES.get(dtype, 2.0)) / ridge
     return min(GEMM_CEILING, GEMM_EMAX * r / (r + GEMM_R_HALF))
-
-
-#: Below this many rows a GEMM is priced by what XLA's measured table loses to fewer rows (gemm44).
-FEW_ROWS = 4096
-#: The sizes XLA's table measured in each of ``m``, ``n``, ``k`` (``data/gemm_efficiency.csv``, ``grid``).
-GRID_SIZES = (256, 512, 1024, 2048, 4096)
-#: The measured table a GPU without its own prices few rows by: XLA's H100 one (gemm44).
-GRID_STAND_IN = "H100 SXM"
-
-
-@lru_cache(maxsize=1)
-def _grid_tables() -> dict:
-    """``{gpu: {(m, n, k): TFLOP/s}}``: ``data/gemm_efficiency.csv``'s ``grid`` rows (XLA sm_90, sm_100)."""
-    tables: dict = {}
-    with open(DATA / "gemm_efficiency.csv", newline="") as fh:
-        for r in (r for r in csv.DictReader(fh) if r["kind"] == "grid"):
-            tables.setdefault(r["gpu"], {})[int(r["m"]), int(r["n"]), int(r["k"])] = float(r["tflops"])
-    return tables
-
-
-def grid_gpu(gpu) -> str:
-    """The GPU whose measured table prices ``gpu``'s few-row GEMMs: its own when ``data/gemm_efficiency.csv``
-    holds one (``kind == "grid"``, the B200's since b200gemm), else :data:`GRID_STAND_IN`."""
-    name = get_gpu(gpu).name
-    return name if name in _grid_tables() else GRID_STAND_IN
-
-
-@lru_cache(maxsize=65536)
-def _grid_rate(m: int, n: int, k: int, table: str = GRID_STAND_IN) -> float:
-    """The measured table of ``table`` at ``(m, n, k)``: interpolated in ``log2`` of each dimension, held at
-    4,096 above and at the time of 256 below (the rate times ``dim / 256``)."""
-    grid, rate, axes = _grid_tables()[table], 1.0, []
-    for d in (m, n, k):
-        rate *= min(1.0, d / GRID_SIZES[0])
-        x = math.log2(min(max(d, GRID_SIZES[0]), GRID_SIZES[-1]) / GRID_SIZES[0])
-        i = min(len(GRID_SIZES) - 2, int(x))
-        axes.append(((GRID_SIZES[i], 1 - (x - i)), (GRID_SIZES[i + 1], x - i)))
-    return rate * sum(wm * wn * wk * grid[dm, dn, dk] for dm, wm in axes[0] for dn, wn in axes[1]
-                      for dk, wk in axes[2] if wm * wn * wk)
-
-
-def few_row_share(m: int, n: int, k: int, gpu=None) -> float:
-    """What a GEMM of ``m < FEW_ROWS`` rows keeps of the rate of one of ``FEW_ROWS`` rows at the same ``n``
-    and ``k``, as XLA's measured BF16 table of ``gpu`` has it (``data/gemm_efficiency.csv``, ``kind ==
-    "grid"``; :func:`grid_gpu`: the GPU's own table, else the H100's, also when ``gpu`` is None; 1 at
-    ``m >= FEW_ROWS``). H100 at ``n = k = 4,096``: 0.96 at 1,024 and 2,048 rows (751.9 and 752.3 of 780.2
-    TFLOP/s; the curve keeps 0.69 and 0.87: gemm44). The B200 (``sm_100``) loses more: 0.86 and 0.95 (1,214.0
-    and 1,342.5 of 1,416.9), 0.70 at 512 rows (H100 0.85); over the 25 ``(n, k)`` 0.75, 0.82, 0.87, 0.93 of
-    the H100's share at 256 to 2,048 rows (medians), beyond the H100 table's re-measurement (within 7%)."""
-    m, n, k = check_int("m", m), check_int("n", n), check_int("k", k)
-    table = GRID_STAND_IN if gpu is None else grid_gpu(gpu)
-    return 1.0 if m >= FEW_ROWS else _grid_rate(m, n, k, table) / _grid_rate(FEW_ROWS, n, k, table)
 
 
 #: Bytes per element of a GEMM's operands by dtype (floats, as ``check_number`` gives them).

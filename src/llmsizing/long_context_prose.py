@@ -26,6 +26,7 @@ from .network import get_node
 from .parallel import LLAMA3_RECIPE, llama3_405b_layout, llama3_long_context_layout
 from .plan_space import CP_MIN_SEQ, CP_MIN_TOKENS_PER_RANK, default_cp_degrees
 from .prose import ChapterText, prose_check
+from .stages import published_stages
 from .units import KiB, MiB
 
 __all__ = ["opening_prose", "SHORT_SEQ", "LONG_SEQ", "LLAMA3_128K_ROW"]
@@ -58,9 +59,11 @@ def opening_prose() -> ChapterText:
     row = published_runs().set_index("run").loc[LLAMA3_128K_ROW]
     published = float(row["implied_mfu"])
     m = int(row["global_batch"]) // l3.dp             # 128 sequences = 16 micro-batches x 8 replicas
-    run = dict(tokens=8e11, gpus=("H100 SXM",), seq=long, global_batch=LLAMA3_BATCH_TOKENS // long,
-               max_gpus=16384)
-    _says(run["global_batch"] == int(row["global_batch"]) and run["max_gpus"] == int(row["n_gpus"]),
+    stage = published_stages().query("run == 'Llama 3.1 405B' and seq == @long").iloc[0]   # Sec. 3.4.2
+    run = dict(tokens=float(stage["tokens"]), gpus=("H100 SXM",), seq=long,
+               global_batch=LLAMA3_BATCH_TOKENS // long, max_gpus=int(row["n_gpus"]))
+    _says(run["global_batch"] == int(row["global_batch"]) == int(stage["global_batch"])
+          and run["max_gpus"] == int(stage["n_gpus"]),
           "the long-context stage's batch and GPUs are Table 4's")
     linear, _ = activation_coefficients(l405, tp=8, sp=True)           # flash attention: no s^2 term
     eager = activation_coefficients(l405, attention="eager", tp=8, sp=True)
@@ -102,7 +105,7 @@ def opening_prose() -> ChapterText:
         "cp_min_tokens": f"{CP_MIN_TOKENS_PER_RANK:,}",       # ... leaving each GPU this many
         "gb": f"{run['global_batch']}",
         "run_gpus": f"{run['max_gpus']:,}",
-        "run_tokens": f"{run['tokens'] / 1e9:,.0f}B",         # Llama 3 Sec. 3.4.2: ~800B tokens
+        "run_tokens": f"{run['tokens'] / 1e9:,.0f}B",         # Llama 3 Sec. 3.4.2: ~800B tokens (stages CSV)
         "tok_cp16": f"{long // meta128.cp:,}",                # tokens of a sequence per GPU at cp=16
         "seq_long": f"{long:,}",
         "meta_cp": f"{meta128.cp}",                           # Meta's context-parallel degree

@@ -14,6 +14,7 @@ from functools import partial
 from inspect import signature
 
 from .catalog import get_gpu, prices_as_of
+from .cost import FRONT_PLAN
 from .hardware import kernel_efficiency
 from .intervals import intervals_table
 from .layouts import USABLE_FRACTION, step_time
@@ -124,9 +125,10 @@ def _interleaving(facts: ChapterText) -> None:
     is fastest at an intermediate count, and the planner, which prices every count, lists that one."""
     text = facts.values
     vps = stage_chunk_options(40)                           # a 40-layer stage: every count of equal chunks
-    h100 = get_gpu("H100 SXM")
-    st = {v: step_time("llama-3-70b", h100, Parallel(tp=8, pp=2, dp=256, zero=1, sp=True, virtual_stages=v),
-                       batch=1, seq=8192, grad_accum=2) for v in vps}
+    model, seq, (gpu,) = FRONT_PLAN["model"], FRONT_PLAN["seq"], FRONT_PLAN["gpus"]   # chapter 11's plan
+    ga = FRONT_PLAN["global_batch"] // 256                  # its batch over 256 replicas: 2 micro-batches
+    st = {v: step_time(model, get_gpu(gpu), Parallel(tp=8, pp=2, dp=256, zero=1, sp=True, virtual_stages=v),
+                       batch=1, seq=seq, grad_accum=ga) for v in vps}
     best = min(st, key=lambda v: st[v].step_s)
     most = 40                                               # one layer a chunk
     _says(1 < best < max(vps), "neither the fewest nor the most chunks is fastest")
@@ -135,7 +137,7 @@ def _interleaving(facts: ChapterText) -> None:
         st[most].exposed_by_group_s["dp"]
         > st[best].exposed_by_group_s["dp"],
         "the most chunks: a longer wait for the gradients")
-    p11 = plan("llama-3-70b", tokens=1e12, gpus=("H100 SXM",), seq=8192, global_batch=512, max_gpus=16384)
+    p11 = plan(**FRONT_PLAN)
     r11 = p11[(p11["tp"] == 8) & (p11["pp"] == 2) & (p11["dp"] == 256) & (p11["zero"] == 1)]
     _says(r11.loc[r11["step_time_s"].idxmin(), "virtual_stages"] == best, "the planner lists that count")
     text["vp_counts"] = ", ".join(map(str, vps[:-1])) + f" or {vps[-1]}"

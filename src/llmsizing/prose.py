@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 
 from ._validate import _is_bool
 
-__all__ = ["ProseText", "ChapterText", "inline_glue", "PROSE_NAME", "three_figures", "usd", "and_list",
-           "number_word", "ProseOutOfDate", "prose_check"]
+__all__ = ["ProseText", "ChapterText", "inline_glue", "PROSE_NAME", "three_figures", "claimed_text", "usd",
+           "and_list", "number_word", "ProseOutOfDate", "prose_check"]
 
 #: What a prose reference may be: myst-nb's default ``nb_eval_name_regex`` (a plain ASCII identifier). Names
 #: outside it are refused when glued, rather than failing later in the build.
@@ -172,6 +172,29 @@ def three_figures(x: float) -> str:
         raise ValueError(f"x must be 0 or at least 1e-4 in magnitude at three figures, got {x!r}: "
                          "give it in a smaller unit")
     return short if float(short) == x else f"{x:#.3g}"
+
+
+#: The styles :func:`claimed_text` writes: "" (number, unit), "%" (the unit glued on), "pct" (a gain).
+CLAIM_STYLES = ("", "%", "pct")
+
+
+def claimed_text(low: float, high: float | None = None, unit: str = "", style: str = "",
+                 sep: str = " to ") -> str:
+    """A seed's figure for the prose as ``data/seed_claims.csv`` holds it: ``low``, or the range ``low`` to
+    ``high`` (``high`` None or NaN: one figure) in :func:`three_figures`, the two joined by ``sep``, then
+    ``unit`` after a space ('69', '20 to 40 GB', '285,936 USD'; chapter 7's table: '80-100 GB per GPU'). Style
+    "%" glues the unit to the number ('30 to 40%'); style "pct" writes a factor as the share it adds (1.2 ->
+    '20%', no unit). One rule for every quotation of a seed figure (chapters 7 and 14).
+
+    Raises ``ValueError`` naming ``style`` for another style, and :func:`three_figures`' errors for a
+    value that is not a finite number."""
+    if style not in CLAIM_STYLES:
+        raise ValueError(f"style must be '', '%' or 'pct', got {style!r}")
+    one = high is None or isinstance(high, numbers.Real) and math.isnan(high)
+    if style == "pct":
+        return f"{low - 1:.0%}" + ("" if one else f"{sep}{high - 1:.0%}")
+    text = three_figures(low) if one else f"{three_figures(low)}{sep}{three_figures(high)}"
+    return text + (unit if style == "%" else f" {unit}" if unit else "")
 
 
 _WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
