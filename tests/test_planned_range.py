@@ -2,6 +2,7 @@
 training-planned, pre-registered by plan46; issue 34): a known run's prediction worked by hand, the pick blind
 to the published layout, a run without a plan counted as a miss, and the dead end it measured."""
 
+import csv
 import math
 import statistics
 
@@ -105,3 +106,55 @@ def test_bad_input(row, efficiency, exc, words):
         row = _row(S.layout_runs(), NEMOTRON).to_dict()
     with pytest.raises(exc, match=words):
         S.planned_pick(row, efficiency)
+
+
+def test_the_file_is_what_the_check_computes(planned):
+    """data/planned_picks.csv (tools/range_candidates.py --planned --write) is this process's check, to its
+    4 decimals: the tool's --check in-process (the default check is cached, so this costs no refit), and
+    its cells against the per-run table read by hand."""
+    from llmsizing.planned_picks import PICKS_CSV, picks_csv
+
+    assert PICKS_CSV.read_text() == picks_csv(), "run tools/range_candidates.py --planned --write"
+    check, df = planned
+    rows = {r["run"]: r for r in csv.DictReader(open(PICKS_CSV, newline=""))}
+    assert list(rows) == list(df["run"])
+    for r in df.itertuples():
+        f = rows[r.run]
+        assert (f["source"], f["gpu"], int(f["n_gpus"]), f["published"]) == (r.source_key, r.gpu, r.n_gpus,
+                                                                             r.published)
+        assert (f["inside"], f["calibrated"], f["planned"]) == tuple(
+            "yes" if bool(x) else "no" for x in (r.inside, r.calibrated, r.planned))
+        assert float(f["published_mfu"]) == pytest.approx(r.implied_mfu, abs=5e-5)
+        if r.planned:
+            assert f["pick"] == r.pick
+            assert float(f["ratio"]) == pytest.approx(r.implied_mfu / r.plan_mfu, abs=5e-5)
+            assert float(f["gain"]) == pytest.approx(r.plan_mfu / r.step_mfu, abs=5e-5)
+    cal = [f for f in rows.values() if f["calibrated"] == "yes"]
+    assert sum(f["inside"] == "yes" for f in cal) == df["inside"][df["calibrated"]].sum()
+
+
+def test_planned_request_gives_plan_no_layout(planned):
+    """What the pick is planned from (step_intervals.planned_request): the run's model, GPU count, sequence,
+    batch, precision, stack and network, none of its layout; plan(**it) gives the file's pick."""
+    _, df = planned
+    r = _row(df, NEMOTRON)
+    ask = S.planned_request(_row(S.layout_runs(), NEMOTRON), r["efficiency"])
+    assert not set(ask) & {"tp", "pp", "dp", "cp", "micro_batch", "zero", "recompute", "virtual_stages"}
+    assert (ask["model"], ask["gpu_counts"], ask["seq"], ask["global_batch"], ask["framework"]) == (
+        "nemotron-4-15b", (768,), 4096, 384, "megatron")
+    frame = plan(**ask)
+    assert float(frame["mfu"].max()) == pytest.approx(r["plan_mfu"], rel=1e-12)
+
+
+@pytest.mark.parametrize("argv", [["--write"], ["--check"], ["--planned", "--write", "--check"]])
+def test_the_tool_refuses_write_or_check_without_planned(argv):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "range_candidates.py"
+    spec = importlib.util.spec_from_file_location("range_candidates_tool", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    with pytest.raises(SystemExit) as exc:
+        tool.main(argv)
+    assert exc.value.code == 2

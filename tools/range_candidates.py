@@ -15,8 +15,12 @@ and the published layouts against the planner's own choice:
     PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py --planned  # only the planner's own pick
                     # checked out of source (llmsizing.step_intervals.PLANNED_AREA, pre-registered by plan46;
                     # about 10 s; a dead end: 87.4% inside but 2.04x wide)
+    PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py --planned --write  # and write its per-run
+                    # table to data/planned_picks.csv (llmsizing.planned_picks; chapter 12 reads it)
+    PYTHONPATH=$PWD/src .venv/bin/python tools/range_candidates.py --planned --check  # exit 1 if that file
+                    # differs from a fresh run
 
-It writes nothing: the production range stays tools/calibrate.py's.
+It writes nothing else: the production range stays tools/calibrate.py's.
 """
 
 from __future__ import annotations
@@ -40,9 +44,16 @@ def main(argv=None) -> int:
                     help="only session 38's pre-registered candidates (range_candidates.PREREGISTERED38)")
     ap.add_argument("--planned", action="store_true",
                     help="only the planner's own pick, out of source (step_intervals.planned_loso_check)")
+    ap.add_argument("--write", action="store_true", help="with --planned: write data/planned_picks.csv")
+    ap.add_argument("--check", action="store_true",
+                    help="with --planned: exit 1 if data/planned_picks.csv differs from a fresh run")
     args = ap.parse_args(argv)
+    if (args.write or args.check) and not args.planned:
+        ap.error("--write and --check go with --planned")
+    if args.write and args.check:
+        ap.error("--write and --check exclude each other")
     if args.planned:
-        return _planned()
+        return _picks_file(args.check) if args.write or args.check else _planned()
     if args.s38:
         for procedure in R.PROCEDURES:
             for name in ("none",) + tuple(R.PREREGISTERED38):
@@ -84,6 +95,21 @@ def main(argv=None) -> int:
                 g = per_run.groupby(by).agg(coverage=("inside", "mean"), width=("width", "median"),
                                             runs=("inside", "size"), sources=("source_key", "nunique"))
                 print(g.to_string(float_format=lambda x: f"{x:.3f}"))
+    return 0
+
+
+def _picks_file(check: bool) -> int:
+    """Write data/planned_picks.csv, or (``check``) compare it with a fresh run (llmsizing.planned_picks)."""
+    from llmsizing.planned_picks import PICKS_CSV, picks_csv
+
+    text = picks_csv()
+    name = PICKS_CSV.relative_to(PICKS_CSV.parents[1])
+    if check:
+        same = PICKS_CSV.exists() and PICKS_CSV.read_text() == text
+        print(f"{name}: {'up to date' if same else 'differs from a fresh run: run --planned --write'}")
+        return 0 if same else 1
+    PICKS_CSV.write_text(text)
+    print(f"wrote {name} ({text.count(chr(10)) - 1} runs)")
     return 0
 
 

@@ -5,12 +5,14 @@ The chapter's cell used to build these sentences inline (issue 38: notebooks sta
 :class:`~llmsizing.prose.ChapterText`: per GPU type its cheapest and fastest plan (a printable table), the
 winner's lead and the price and kernel efficiency at which the runner-up ties
 (:func:`~llmsizing.cost.gpu_lead`, :func:`~llmsizing.cost.plan_at_kernel_efficiency`), why the H200 beats the
-H100 (recomputation, HBM bandwidth), and the published B200 runs against the stand-in kernel efficiency. No
-new arithmetic.
+H100 (recomputation, HBM bandwidth), and the published B200 runs against the stand-in kernel efficiency.
+:func:`pick_prose` reads ``data/planned_picks.csv`` (:mod:`llmsizing.planned_picks`): how far the planner's
+own pick lands from the layouts teams ran. No new arithmetic.
 """
 
 from __future__ import annotations
 
+import csv
 from functools import partial
 import pandas as pd
 
@@ -19,11 +21,13 @@ from .cost import gpu_lead, plan_at_kernel_efficiency
 from .hardware import kernel_efficiency, kernel_efficiency_row
 from .job import Job
 from .kernels import layer_gemm_efficiency
-from .layouts import step_time
+from .layouts import USABLE_FRACTION, step_time
 from .plan_space import recompute_kwargs
+from .planned_picks import layout_parts, planned_summary
 from .prose import ChapterText, prose_check, usd
+from .range_candidates import MAX_WIDTH, MIN_COVERAGE
 
-__all__ = ["gpu_types_prose"]
+__all__ = ["gpu_types_prose", "pick_prose"]
 
 #: Raises :class:`~llmsizing.prose.ProseOutOfDate` when the numbers no longer bear out what the prose says
 _says = partial(prose_check, chapter="chapter 12's prose")
@@ -204,3 +208,62 @@ def _published_b200(facts: ChapterText, df, run, model, loso_runs, win, lead, ch
     text["ao_h100_tps"] = f"{ao_h['tokens_per_s_per_gpu'].iloc[0]:,.0f}"
     text["ao_tps_ratio"] = f"{tps_ratio:.2f}"
     text["ao_price_ratio"] = f"{price_ratio:.2f}"
+
+
+def _layout_fit(run: str) -> dict:
+    """``run``'s row of ``data/published_layout_fits.csv`` (tools/layout_fits.py): its layout's peak by the
+    memory model against its GPU's memory."""
+    with open(DATA_DIR / "published_layout_fits.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["run"] == run]
+    if len(rows) != 1:
+        raise ValueError(f"run {run!r} must have one row in data/published_layout_fits.csv, has {len(rows)}")
+    return rows[0]
+
+
+def pick_prose(table=None) -> ChapterText:
+    """Chapter 12's paragraph on the planner's own pick, from ``data/planned_picks.csv`` (or ``table``, a
+    :func:`~llmsizing.planned_picks.planned_picks` table; :func:`~llmsizing.planned_picks.planned_summary`):
+    the coverage and width of its range, the pick's median gain over the teams' layouts and its spread, the
+    largest gains (one per source) and the smallest (Meta's ZeRO-2 under a pipeline, whose layout fits its
+    GPU only above the planner's usable share, ``data/published_layout_fits.csv``), each checked against what
+    the prose says of them. ``data["summary"]`` is the summary; ``report`` what the cell prints."""
+    s = planned_summary(table)
+    text = {"pick_in": f"{s.inside}", "pick_n": f"{s.n}", "pick_cov": f"{s.coverage:.0%}",
+            "pick_width": f"{s.median_width:.2f}x", "pick_low": f"{s.median_low:.2f}",
+            "pick_high": f"{s.median_high:.2f}", "pick_no_plan": f"{len(s.no_plan)}",
+            "pick_max_width": f"{MAX_WIDTH:g}x", "pick_gain": f"x{s.gain_median:.2f}",
+            "pick_gain_p10": f"x{s.gain_p10:.2f}", "pick_gain_p90": f"x{s.gain_p90:.2f}"}
+    _says(s.coverage >= MIN_COVERAGE and s.median_width > MAX_WIDTH,
+          "the pick's range holds its coverage but is too wide to state")
+    _says(s.gain_median > 1, "the pick is, at the median, faster than the layout the team ran")
+    _says(s.gain_p10 < 1 < s.gain_p90, "the spread of the pick's gain straddles 1")
+    # the largest gains: less tensor parallelism than the team ran (TP4 or TP8)
+    top = [(layout_parts(r["published"]), layout_parts(r["pick"]), r) for r in s.largest]
+    _says(all(p["tp"] < t["tp"] and t["tp"] in (4, 8) for t, p, _ in top),
+          "the largest gains come with less tensor parallelism where teams ran TP4 or TP8")
+    text["pick_largest"] = "; ".join(f"{r['model']} on {r['n_gpus']:,} GPUs, TP{t['tp']} against the pick's "
+                                     f"TP{p['tp']} ZeRO-{p['zero']}: x{r['gain']:.2f}" for t, p, r in top)
+    # the smallest: a team that ran ZeRO-2 under a pipeline (not in the default search) and closer to the
+    # memory limit than the planner's margin allows, so the pick recomputes where the team did not
+    # (data/published_layout_fits.csv: the published layout's peak by the memory model, against the GPU's
+    # memory and the usable share the planner keeps to)
+    lo = s.smallest
+    team, pick = layout_parts(lo["published"]), layout_parts(lo["pick"])
+    fit = _layout_fit(lo["run"])
+    gib, gpu_gib = float(fit["gib_today"]), float(fit["gpu_gib"])
+    _says(lo["gain"] < 1 and lo["model"] == "llama-3.1-405b",
+          "the pick falls furthest behind on Meta's Llama 3.1 405B")
+    _says(team["recompute"] == "none" != pick["recompute"],
+          "the team recomputed nothing and the pick recomputes")
+    _says(team["zero"] == 2 and team["pp"] > 1,
+          "the team ran ZeRO-2 under a pipeline, which the default search leaves out")
+    _says(USABLE_FRACTION * gpu_gib < gib <= gpu_gib,
+          "the team's layout fits the GPU but not the planner's usable share of it")
+    text.update(pick_slowest=f"x{lo['gain']:.2f}", pick_slowest_gpus=f"{lo['n_gpus']:,}",
+                pick_slowest_share=f"{gib / gpu_gib:.0%}", pick_usable=f"{USABLE_FRACTION:.0%}")
+    report = "\n".join(
+        [f"the planner's pick against {s.n} published runs (measured {s.as_of}): {s.inside} inside "
+         f"({s.coverage:.1%}), median width {s.median_width:.2f}x; pick / published layout at the same "
+         f"efficiency: median x{s.gain_median:.2f}, 10-90% x{s.gain_p10:.2f} to x{s.gain_p90:.2f}"]
+        + [f"  x{r['gain']:.2f}  {r['run']}: {r['published']} -> {r['pick']}" for r in s.largest + (lo,)])
+    return ChapterText(values=text, report=report, data={"summary": s})

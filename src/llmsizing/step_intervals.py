@@ -374,7 +374,14 @@ PLANNED_AREA = "training-planned"
 #: (median; 10-90% x0.98 to x1.65), most on Megatron-LM 2021 (TP1 or TP2 ZeRO-3 against TP8: up to x1.94),
 #: KempnerForge's TP4 runs (x1.74) and Nemotron-4 15B (TP2 against TP8, x1.56); the spread of that gain,
 #: not its median, makes the width. Stand-in runs 0 of 7 inside. The pick changes with the fold's
-#: efficiency for 3 of 116 runs.
+#: efficiency for 3 of 116 runs. Kept per run in data/planned_picks.csv (llmsizing.planned_picks; chapter 12).
+#: Read afterwards (2026-12-04, no change to the procedure): the pick is furthest behind on Llama 3.1 405B
+#: at 16,384 GPUs (x0.79) for two reasons together: Meta's ZeRO-2 under a pipeline is not in the default
+#: search, and without recomputation its layout fills 96% of the H100 by the memory model, above
+#: USABLE_FRACTION; with ``shard_under_pipeline=True`` alone the pick is x0.80, with ``usable_fraction=0.97``
+#: alone x0.91, with both it is Meta's layout (chapter 12, exercise 4). Of Megatron-LM 2021's gains (up to
+#: x1.94) about x1.04-1.05 is the attention kernel: the published layout is priced with that stack's unfused
+#: attention (calibration.attention_kernel_of), the pick with plan()'s flash attention.
 
 
 #: The columns of a plan that make its layout (:func:`planned_pick`), in :func:`_layout_text`'s order.
@@ -391,28 +398,39 @@ def _layout_text(tp, pp, v, dp, cp, micro, zero, recompute, layers=None) -> str:
                                                        f"({int(layers)})"))
 
 
-def planned_pick(row, efficiency: float):
-    """The layout :func:`~llmsizing.planner.plan` picks for ``row``'s run (a row of :func:`layout_runs`) at
-    kernel efficiency ``efficiency``, given what :data:`PLANNED_AREA`'s pre-registration gives it: the row
-    of plan()'s frame (a ``Series``) with the largest MFU on exactly the run's GPU count, or ``None`` when
-    no plan fits on that count. ``row`` may be a row of ``itertuples()``, a ``Series`` or a dict (read as
-    :func:`~llmsizing.calibration.run_mfu_at` reads it: a ``Series``' ``dtype`` would shadow the run's)."""
+def planned_request(row, efficiency: float) -> dict:
+    """The arguments :func:`planned_pick` gives :func:`~llmsizing.planner.plan` for ``row``'s run at kernel
+    efficiency ``efficiency`` (``model`` included: ``plan(**planned_request(row, e))``), what
+    :data:`PLANNED_AREA`'s pre-registration gives it and nothing of the run's layout: a reader can re-plan the
+    run with a setting changed (chapter 12's exercise 4). ``row`` as :func:`planned_pick` reads it."""
     from .calibration import _check_row
     from .catalog import get_gpu
     from .frameworks import stack_family
-    from .planner import plan
     from .run_nodes import plan_network
 
     row = _check_row(row)              # (TypeError for anything but a run; ValueError naming a bad cell)
     n = int(row.n_gpus)
     gpu = get_gpu(row.gpu)
     prices = None if gpu.price_usd_per_gpu_hour is not None else {gpu.name: 1.0}   # (moves no pick)
-    frame = plan(row.model, tokens=1e10, gpus=(gpu.name,), seq=int(row.seq),
-                 global_batch=int(row.global_batch), max_gpus=n, gpu_counts=(n,),
-                 precision="fp8-mixed" if row.dtype == "fp8" else "bf16-mixed",
-                 framework=stack_family(getattr(row, "framework", None), lenient=True),
-                 kernel_efficiency=efficiency, prices=prices, explain=False, **plan_network(row))
-    frame = frame[frame["n_gpus"] == n]
+    return dict(model=row.model, tokens=1e10, gpus=(gpu.name,), seq=int(row.seq),
+                global_batch=int(row.global_batch), max_gpus=n, gpu_counts=(n,),
+                precision="fp8-mixed" if row.dtype == "fp8" else "bf16-mixed",
+                framework=stack_family(getattr(row, "framework", None), lenient=True),
+                kernel_efficiency=efficiency, prices=prices, explain=False, **plan_network(row))
+
+
+def planned_pick(row, efficiency: float):
+    """The layout :func:`~llmsizing.planner.plan` picks for ``row``'s run (a row of :func:`layout_runs`) at
+    kernel efficiency ``efficiency``, given what :data:`PLANNED_AREA`'s pre-registration gives it
+    (:func:`planned_request`): the row of plan()'s frame (a ``Series``) with the largest MFU on exactly the
+    run's GPU count, or ``None`` when no plan fits on that count. ``row`` may be a row of ``itertuples()``, a
+    ``Series`` or a dict (read as :func:`~llmsizing.calibration.run_mfu_at` reads it: a ``Series``' ``dtype``
+    would shadow the run's)."""
+    from .planner import plan
+
+    ask = planned_request(row, efficiency)
+    frame = plan(ask.pop("model"), **ask)
+    frame = frame[frame["n_gpus"] == ask["gpu_counts"][0]]
     return None if frame.empty else frame.loc[frame["mfu"].astype(float).idxmax()]
 
 
