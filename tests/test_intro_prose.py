@@ -36,7 +36,8 @@ def test_the_counts_worked_by_hand(text):
     assert v["bpp"] == "16" and v["reserve"] == "10%" and v["fixed"] == "1 GiB" and v["frag"] == "8%"
     # chapter 3: 27% over the peak of active tensors, the median over 5 sources with the default allocator
     assert v["frag_meas"] == "27%" and v["frag_meas_sources"] == "5"
-    assert "at least 15 GPUs just to hold them (17 with the allowance, 19 with 27% fragmentation)" in text.report
+    assert "at least 15 GPUs just to hold them (17 with the allowance, 19 with 27% fragmentation)" \
+        in text.report
 
 
 def test_the_rule_by_hand_at_its_edges():
@@ -61,6 +62,13 @@ def test_the_rule_by_hand_at_its_edges():
 def test_bad_input_names_the_parameter(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ip.fewest_gpus_with_allowance(GIB, "A10", **kwargs)
+
+
+def test_wrong_types_name_the_parameter():
+    with pytest.raises(TypeError, match="fragmentation"):
+        ip.fewest_gpus_with_allowance(GIB, "A10", fragmentation="0.1")
+    with pytest.raises(TypeError, match="n_bytes"):
+        ip.fewest_gpus_with_allowance("1 GiB", "A10")
 
 
 def test_a_reading_the_numbers_contradict_raises(monkeypatch):

@@ -2,9 +2,9 @@
 
 :func:`opening_example_prose` counts, for one model and one GPU, the fewest GPUs whose memory holds the
 mixed-precision AdamW model states (16 bytes a parameter: Rajbhandari et al. 2020, the ZeRO paper, Sec. 3.1)
-three ways: in the planner's 90% of each GPU alone (:data:`~llmsizing.states.USABLE_FRACTION`), with the book's
-allowance on top (1 GiB a GPU + 8% of the tensors, chapter 3), and with the fragmentation that published
-training runs measured in place of the 8%
+three ways: in the planner's 90% of each GPU alone (:data:`~llmsizing.states.USABLE_FRACTION`), with the
+book's allowance on top (1 GiB a GPU + 8% of the tensors, chapter 3), and with the fragmentation that
+published training runs measured in place of the 8%
 (:func:`~llmsizing.allocator_fragmentation.fragmentation_allowance`, PyTorch's default allocator). It also
 counts the GPUs that hold the bf16 weights for serving (the allowance in the whole GPU, as chapter 3's
 ``min_serving_gpus`` charges it). It returns a :class:`~llmsizing.prose.ChapterText` whose ``values`` the
@@ -67,7 +67,7 @@ def opening_example_prose(model="llama-3-70b", gpu="H100 SXM") -> ChapterText:
     def says(holds, what):
         _prose_check(holds, what, "chapter 0's opening example")
 
-    says(n_serve < n_bare < n_allow, "serving needs far fewer GPUs, and the allowance adds some to training's")
+    says(n_serve < n_bare < n_allow, "serving needs far fewer GPUs, and the allowance adds to training's")
     says(f_meas > FRAGMENTATION and n_meas >= n_allow,
          "the published runs' fragmentation exceeds the book's 8% and needs at least as many GPUs")
     says(math.isclose(states.bytes_per_param, 16), "the recipe keeps 16 bytes a parameter")
@@ -78,7 +78,8 @@ def opening_example_prose(model="llama-3-70b", gpu="H100 SXM") -> ChapterText:
               f"serving needs the bf16 weights, {fmt_gib(w)}: at least {n_serve} GPUs\n")
     values = {"params": fmt_count(m.n_params), "bpp": f"{states.bytes_per_param:g}",
               "states": fmt_gib(states.total_bytes), "h100": f"{g.memory_gib:.1f} GiB",
-              "h100_box": f"{g.memory_marketed_gb:g} GB", "n_train": f"{n_bare}", "n_train_allow": f"{n_allow}",
+              "h100_box": f"{g.memory_marketed_gb:g} GB", "n_train": f"{n_bare}",
+              "n_train_allow": f"{n_allow}",
               "n_train_meas": f"{n_meas}", "frag_meas": f"{f_meas:.0%}",
               "frag_meas_sources": f"{measured_fragmentation('peak_active', allocator='default').n_sources}",
               "n_serve": f"{n_serve}",
