@@ -164,12 +164,12 @@ def test_the_name_rule_is_myst_nb_s():
 
 
 # --------------------------------------------------------------------------- one container (session 45)
-#: The chapters' section modules whose section functions return prose.ChapterText (chapters 1, 5-7, 9-13, 16,
+#: The chapters' section modules whose section functions return prose.ChapterText (chapters 0, 1, 5-7, 9-13, 16,
 #: 19). Chapter 15's serve_chapter also does; chapter 18's moe_*_prose and the appendix keep their own returns.
 SECTION_MODULES = ("parameters_prose", "measure_prose", "hardware_prose", "dp_prose", "split_prose",
                    "mfu_prose", "cost_prose", "plan_prose", "plan_prose_lead", "plan_prose_search",
                    "case_study_prose", "finetune_prose", "rl_prose", "serve_chapter", "serve_chapter_check",
-                   "moe_run_prose", "moe_case_prose", "long_context_prose", "appendix")
+                   "moe_run_prose", "moe_case_prose", "long_context_prose", "appendix", "intro_prose")
 
 
 def test_one_container_for_a_sections_prose():
