@@ -133,8 +133,8 @@ def jobs_by_gpu_prose(jobs, reference) -> ChapterText:
     those types; ``reference``: :func:`~llmsizing.time_cost.training_time` of the chapter's first job (1T
     tokens on 1,024 H100s), whose MFU the job without recomputation shares. Raises :class:`ProseOutOfDate`
     where a reading of the prose fails (the MFU borrowed from the H100, full recomputation's cost, the fewest
-    H100s without it, the H200's smaller job, the borrowed ranges, which GPU is cheapest or dearest per hour and per job, each price's
-    provider, torchao's one table on three GPUs)."""
+    H100s without it, the H200's smaller job, the borrowed ranges, which GPU is cheapest or dearest per hour
+    and per job, each price's provider, torchao's one table on three GPUs)."""
     by = jobs.set_index("gpu")
     t = {}
     for g, key in JOB_GPUS.items():
