@@ -78,3 +78,20 @@ def test_the_readings_time_the_chapter_s_one_job(monkeypatch, jobs, reference):
     one = jobs.set_index("gpu")["cost_usd"]
     for g, key in JOB_GPUS.items():
         assert float(t[f"job_{key}"].strip("$k").replace(",", "")) == pytest.approx(2 * one[g] / 1e3, abs=0.5)
+
+
+def test_the_fewest_gpus_are_not_the_cheapest(monkeypatch, jobs, reference):
+    """The fewest H100s that hold a step recompute every layer (22: TP2, ZeRO-3); a few more hold it without
+    recomputation, and then the 100B-token job costs a tenth of the 1T-token one at the same MFU (GPU-hours
+    = tokens x FLOPs / (peak x MFU), whatever the GPU count): $1,216k / 10 = $122k. Were the count without
+    recomputation no larger, the prose's "a few more H100s" would be false, and the reading raises."""
+    import llmsizing.cost_prose as cp
+
+    t = jobs_by_gpu_prose(jobs, reference).values
+    assert int(t["min_h100_norecompute"]) > int(t["min_h100"])
+    tenth_k = reference.cost_usd / 10 / 1e3
+    assert float(t["job_h100_norecompute"].strip("$k")) == pytest.approx(tenth_k, abs=0.5)
+    real = cp.min_gpus
+    monkeypatch.setattr(cp, "min_gpus", lambda *a, **k: real(*a, **{**k, "recompute": "full"}))
+    with pytest.raises(ProseOutOfDate, match="a few more H100s hold the step without recomputation"):
+        jobs_by_gpu_prose(jobs, reference)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from .catalog import get_gpu
 from .cost import FRONT_PLAN, compare_gpus
+from .fewest_gpus import min_gpus
 from .hardware import kernel_efficiency_row
 from .job import Job
 from .layouts import step_time
@@ -131,9 +132,9 @@ def jobs_by_gpu_prose(jobs, reference) -> ChapterText:
     table the chapter prints and its texts. ``jobs``: :func:`~llmsizing.time_cost.cost_by_gpu` of that job on
     those types; ``reference``: :func:`~llmsizing.time_cost.training_time` of the chapter's first job (1T
     tokens on 1,024 H100s), whose MFU the job without recomputation shares. Raises :class:`ProseOutOfDate`
-    where a reading of the prose fails (the MFU borrowed from the H100, full recomputation's cost, the H200's
-    smaller job, the borrowed ranges, which GPU is cheapest or dearest per hour and per job, each price's
-    provider, torchao's one table on three GPUs)."""
+    where a reading of the prose fails (the MFU borrowed from the H100, full recomputation's cost, the fewest
+    H100s without it, the H200's smaller job, the borrowed ranges, which GPU is cheapest or dearest per hour
+    and per job, each price's provider, torchao's one table on three GPUs)."""
     by = jobs.set_index("gpu")
     t = {}
     for g, key in JOB_GPUS.items():
@@ -159,6 +160,13 @@ def jobs_by_gpu_prose(jobs, reference) -> ChapterText:
     t.update(mfu_h100_norecompute=f"{plain.mfu:.1%}",
              recompute_factor=f"{mfu_of['H100 SXM'] / plain.mfu:.2f}",
              job_h100_norecompute=f"${plain.cost_usd / 1e3:,.0f}k")
+    # a few more H100s hold the step without recomputation, and the job costs that tenth: the fewest GPUs are
+    # not the cheapest (the GPU-hours do not depend on the GPU count at one MFU)
+    n_keep = min_gpus(JOB["model"], get_gpu("H100 SXM"), batch=1, seq=JOB["seq"]).gpus
+    keep = training_time(**JOB, gpu="H100 SXM", n_gpus=n_keep)
+    _says(n_keep > int(by.loc["H100 SXM", "min_gpus"]) and abs(keep.cost_usd / plain.cost_usd - 1) < 1e-9,
+          "a few more H100s hold the step without recomputation, at the tenth of the 1T-token job's cost")
+    t["min_h100_norecompute"] = f"{n_keep}"
     n_h200, n_h100 = int(by.loc["H200", "min_gpus"]), int(by.loc["H100 SXM", "min_gpus"])
     _says(n_h200 < n_h100, "the H200's memory buys a smaller job, fewer GPUs in all")
     t.update(min_h200=f"{n_h200}", min_h100=f"{n_h100}")
