@@ -38,6 +38,20 @@ def test_the_network_log_by_hand():
     assert t["pcie3_line"] == "15.75 GB/s" and t["h100_ring_share"] == "0.82"
 
 
+def test_the_typed_figures_are_now_values():
+    """The figures the prose used to type, worked by hand: DDP's buckets (torch's bucket_cap_mb=25 and its
+    1 MiB first bucket); the library's Megatron-LM count, 2L = 8 all-reduces each way on 4 layers; NVLink 3,
+    12 links x 25 GB/s = 300 GB/s one way; the a3-megagpu-8g's 8 NICs x 200 Gb/s / 8 = 200 GB/s; PCIe Gen3 x16,
+    8 GT/s x 16 / 8 = 16 GB/s; NVLink 4, 18 links x 25 GB/s = 450 GB/s; NCCL's quotes, 370 and 480 GB/s."""
+    coll = load_collectives()
+    t = sp.collectives_prose(coll, compare_collectives(coll).set_index(["layout", "world_size"])).values
+    assert (t["ddp_cap"], t["ddp_first"], t["tp_pred_dir"]) == ("25 MiB", "1 MiB", "8")
+    v = sp.nccl_fits_prose().values
+    assert (v["nv_nominal"], v["net_nics"], v["net_egress"]) == ("300 GB/s", "8 x 200 Gb/s", "200 GB/s")
+    assert (v["pcie3_nominal"], v["h100_nominal"]) == ("16 GB/s", "450 GB/s")
+    assert (v["h100_quote_ring"], v["h100_quote_nvls"]) == ("370", "480 GB/s")
+
+
 def test_a_reading_the_numbers_contradict_raises(monkeypatch):
     """With NICs far wider than the log's bandwidth, a flat ring could have run: the prose would be false."""
     monkeypatch.setattr(sp, "A3_MEGA_EGRESS_GBPS", 1e6)
