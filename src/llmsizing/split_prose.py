@@ -111,6 +111,11 @@ def collectives_prose(coll, cmp) -> ChapterText:
     sp = coll[(coll["layout"] == "sp") & (coll["rank"] == 0)]
     sp_bwd_ag = sp.loc[(sp["phase"] == "backward") & (sp["kind"] == "all-gather"), "calls"].sum()
     t["sp_bwd_ag"] = f"{int(sp_bwd_ag)}"
+    act = sp[sp["message_bytes"] == tp_ar["message_bytes"].iloc[0]]     # b x s x h buffers, not the logits
+    per_kind = act.groupby(["phase", "kind"])["calls"].sum()
+    _says(len(per_kind) == 4 and (per_kind == 2 * m.layers + 1).all(),
+          "sequence parallelism all-gathers and reduce-scatters 2L + 1 times in each direction")
+    t["sp_fwd_ag"] = f"{int(per_kind['forward', 'all-gather'])}"
     pred_sp = predicted_collectives("sp", 2, m, batch=b, seq=s).set_index("collective")
     t["sp_pred_bwd_ag"] = f"{int(pred_sp.loc['SP all-gather (backward)', 'calls'])}"
     t["sp_opt"] = f"{int(sp.loc[sp['phase'] == 'optimizer', 'calls'].sum())}"
