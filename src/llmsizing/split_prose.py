@@ -20,13 +20,15 @@ from .alpha_beta import bus_factor, from_nccl_tests, node_level_busbw, published
 from .comm import communication
 from .dist_compare import dist_model, fsdp_unit_prices, fsdp_unit_relation, predicted_collectives, \
     torch_zero1_time_ratio
+from .hardware import link_bandwidth_one_way_gbps
 from .model_catalog import get_model
 from .network import collective_time_s, get_node, group_link, link_class, wire_factor
 from .parallel import Parallel
 from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
 from .units import GiB, KiB, MiB
-from .zero_traffic import dp_bucket_params, fsdp_root_params, torch_ddp_buckets
+from .zero_traffic import TORCH_DDP_BUCKET_BYTES, TORCH_DDP_FIRST_BUCKET_BYTES, dp_bucket_params, \
+    fsdp_root_params, torch_ddp_buckets
 
 __all__ = ["ProseOutOfDate", "collectives_prose", "nccl_fits_prose", "A3_MEGA_EGRESS_GBPS", "A3_MEGA_NICS",
            "A3_MEGA_NIC_GBITS", "NCCL_H100_RING_BUSBW", "NCCL_H100_NVLS_BUSBW"]
@@ -84,6 +86,8 @@ def collectives_prose(coll, cmp) -> ChapterText:
     ar = ddp[ddp["kind"] == "all-reduce"]
     t["ddp_mib"] = f"{(ar['message_bytes'] * ar['calls']).sum() / MiB:,.2f} MiB"
     t["ddp_calls"] = f"{int(ar['calls'].sum())}"
+    t["ddp_cap"] = f"{TORCH_DDP_BUCKET_BYTES / MiB:.0f} MiB"
+    t["ddp_first"] = f"{TORCH_DDP_FIRST_BUCKET_BYTES / MiB:.0f} MiB"
     _says(torch_ddp_buckets(m, precision="fp32") == int(ar["calls"].sum()),
           "DDP's bucket rule gives the all-reduces measured")
     z1 = coll[(coll["layout"] == "zero1") & (coll["world_size"] == 2) & (coll["rank"] == 0)
@@ -99,10 +103,19 @@ def collectives_prose(coll, cmp) -> ChapterText:
           "tensor parallelism on HF modules all-reduces 2L + 1 times forward and 5L + 1 backward")
     # the embedding's and the LM head's all-reduces, which the library leaves out, against 4L + 2 at 80 layers
     t["tp_outside_80"] = f"{2 / (4 * 80 + 2):.1%}"
+    pred_tp = predicted_collectives("tp", 2, m, batch=b, seq=s).set_index("collective")["calls"]
+    _says(pred_tp["TP all-reduce (forward)"] == pred_tp["TP all-reduce (backward)"] == 2 * m.layers,
+          "the library counts Megatron-LM's 2L all-reduces in each direction")
+    t["tp_pred_dir"] = f"{int(pred_tp['TP all-reduce (forward)'])}"
     t["logits_kib"] = f"{tp.loc[tp['kind'] == 'all-gather', 'message_bytes'].iloc[0] / KiB:,.0f} KiB"
     sp = coll[(coll["layout"] == "sp") & (coll["rank"] == 0)]
     sp_bwd_ag = sp.loc[(sp["phase"] == "backward") & (sp["kind"] == "all-gather"), "calls"].sum()
     t["sp_bwd_ag"] = f"{int(sp_bwd_ag)}"
+    act = sp[sp["message_bytes"] == tp_ar["message_bytes"].iloc[0]]     # b x s x h buffers, not the logits
+    per_kind = act.groupby(["phase", "kind"])["calls"].sum()
+    _says(len(per_kind) == 4 and (per_kind == 2 * m.layers + 1).all(),
+          "sequence parallelism all-gathers and reduce-scatters 2L + 1 times in each direction")
+    t["sp_fwd_ag"] = f"{int(per_kind['forward', 'all-gather'])}"
     pred_sp = predicted_collectives("sp", 2, m, batch=b, seq=s).set_index("collective")
     t["sp_pred_bwd_ag"] = f"{int(pred_sp.loc['SP all-gather (backward)', 'calls'])}"
     t["sp_opt"] = f"{int(sp.loc[sp['phase'] == 'optimizer', 'calls'].sum())}"
@@ -169,6 +182,12 @@ def nccl_fits_prose() -> ChapterText:
          "nv_combined_worst": f"{nv.combined.worst_rel_error:.0%}",
          "nv_protocols_worst": f"{nv.protocols_worst_rel_error:.0%}",
          "net_protocols_worst": f"{net.protocols_worst_rel_error:.0%}"}
+    # the nominal bandwidths the fractions are taken of, and the NICs of the network log's VMs
+    nv_nominal = link_bandwidth_one_way_gbps("A100 40GB")       # NVLink 3, the NVLink log's A100 SXM4
+    _says(abs(nv.large.busbw_gbps / nv_nominal - link_class("nvlink").achievable_fraction) < 0.005,
+          "NVLink's achievable share is the A100 log's bus bandwidth over NVLink 3's one-way rate")
+    t.update(nv_nominal=f"{nv_nominal:.0f} GB/s", net_nics=f"{A3_MEGA_NICS} x {A3_MEGA_NIC_GBITS:.0f} Gb/s",
+             net_egress=f"{A3_MEGA_EGRESS_GBPS:.0f} GB/s")
     ring_egress = net_algbw * bus_factor("all_reduce", n_ranks)   # a flat ring: 2(n-1)/n x S leaves each node
     _says(ring_egress > A3_MEGA_EGRESS_GBPS, "NCCL cannot have run a flat ring across the two nodes")
     t["net_ring_factor"] = f"{bus_factor('all_reduce', n_ranks):.3f}"
@@ -195,13 +214,16 @@ def nccl_fits_prose() -> ChapterText:
              net_log_small=f"{small_rows['time_us'].min():,.0f}–{small_rows['time_us'].max():,.0f} µs")
     pc = from_nccl_tests(published_log("rtx2080ti_2gpu_pcie3_all_reduce.txt")).regimes
     t["pcie3_line"] = f"{8 * 16 * 128 / 130 / 8:.2f} GB/s"   # 8 GT/s x 16 lanes, 128b/130b
+    t["pcie3_nominal"] = f"{8 * 16 / 8:.0f} GB/s"             # 8 GT/s x 16 lanes / 8, the datasheets'
     t["pcie_busbw"] = f"{pc.large.busbw_gbps:.2f} GB/s"
-    _says(abs(pc.large.busbw_gbps / 16 - link_class("pcie").achievable_fraction) < 0.005,
+    _says(abs(pc.large.busbw_gbps / (8 * 16 / 8) - link_class("pcie").achievable_fraction) < 0.005,
           "PCIe's achievable share is the log's bus bandwidth over 16 GB/s")
     # the A100's NVLink share on an H100 node: the ring the library prices against NCCL's quoted figures
     h100_ring = group_link("H100 SXM", get_node(gpu="H100 SXM"), size=8)
     _says(h100_ring.nominal_gbps == 450 and not h100_ring.across, "NVLink 4: 450 GB/s one way, in the node")
     t.update(h100_lib_busbw=f"{h100_ring.bandwidth_gbps:.0f} GB/s",
+             h100_nominal=f"{h100_ring.nominal_gbps:.0f} GB/s",
+             h100_quote_ring=f"{NCCL_H100_RING_BUSBW}", h100_quote_nvls=f"{NCCL_H100_NVLS_BUSBW} GB/s",
              h100_ring_share=f"{NCCL_H100_RING_BUSBW / h100_ring.nominal_gbps:.2f}",
              h100_ring_gap=f"{NCCL_H100_RING_BUSBW / h100_ring.bandwidth_gbps - 1:.0%}",
              h100_nvls_gap=f"{NCCL_H100_NVLS_BUSBW / h100_ring.bandwidth_gbps - 1:.0%}")
