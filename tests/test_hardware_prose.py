@@ -60,3 +60,23 @@ def test_mamf_fp8_h100_is_the_data_row():
     row = gemm[(gemm.gpu == "H100 SXM") & (gemm.dtype == "fp8") & (gemm.kind == "best")]
     assert len(row) == 1
     assert hp.MAMF_FP8_TFLOPS["H100 SXM"] == row.tflops.iloc[0] == 1402.6
+
+
+def test_decode_bound_against_engines_by_hand():
+    """Llama-3-8B decoding one sequence at 4,096 tokens on an H100 SXM (3.35 TB/s). A step reads the weights
+    but the input embedding, (8,030,261,248 - 128,256 x 4,096) x 2 B = 15,009,849,344 B, and the cache,
+    131,072 B a token x 4,096 = 536,870,912 B. The roofline: 15,546,720,256 B / 3.35e12 B/s = 4.641 ms,
+    215 tokens/s. Chapter 15's engines (data/serving_model.csv) read the weights at 0.626 of the bandwidth and
+    the cache at 0.95, with no step overhead: 15,009,849,344 / (3.35e12 x 0.626) + 536,870,912 / (3.35e12 x
+    0.95) = 7.1574 + 0.1687 = 7.3261 ms, 136.50 tokens/s (printed 136); the stated range
+    (data/serving_intervals.csv, speed 0.772-1.309 of the model's) gives 136.50 x 0.772 = 105.4 to
+    136.50 x 1.309 = 178.7 tokens/s."""
+    t = hp.decode_bound_against_engines()
+    assert t.values == {"dec_mbu": "63%", "dec_engine_tps": "136", "dec_engine_low": "105",
+                        "dec_engine_high": "179"}
+    assert "roofline <= 215 tokens/s" in t.report
+
+
+def test_decode_bound_against_engines_refuses_a_context_with_no_prompt():
+    with pytest.raises(ValueError, match="context"):
+        hp.decode_bound_against_engines(context=128)

@@ -1,4 +1,5 @@
-"""Chapter 6's H200-against-H100 exercise in sentences: every number its solution quotes (issue 38).
+"""Chapter 6's H200-against-H100 exercise in sentences: every number its solution quotes (issue 38), and
+how far its decoding bound is from calibrated engines (:func:`decode_bound_against_engines`).
 
 :func:`h200_exercise_prose` sets the two Hopper parts side by side (ridge point, decoding bound, the
 calibrated training time, the step model's memory-bound kernels and GEMMs, a card filled with KV caches) and
@@ -12,6 +13,7 @@ library's functions return.
 
 from __future__ import annotations
 
+from ._validate import check_int
 from .catalog import get_gpu
 from .hardware import decode_resident_batch, decode_step_roofline, dense_tflops, ridge_point_flops_per_byte
 from .inference import weights_bytes
@@ -21,11 +23,12 @@ from .parallel import Parallel
 from .pointwise import pointwise_seconds, stage_pointwise_bytes_per_token
 from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
+from .serve import MBU_DEFAULT, serving, serving_ends
 from .time_cost import training_time
 from .units import GiB
 
-__all__ = ["ProseOutOfDate", "MAMF_FP8_TFLOPS", "NVIDIA_MLPERF_H200_GAIN", "decode_fill",
-           "h200_exercise_prose"]
+__all__ = ["ProseOutOfDate", "MAMF_FP8_TFLOPS", "NVIDIA_MLPERF_H200_GAIN", "decode_bound_against_engines",
+           "decode_fill", "h200_exercise_prose"]
 
 #: Bekman's FP8 MAMF search (stas00/ml-engineering compute/accelerator/README.md, 2026-08-22): the H200 SXM at
 #: 1,453.4 TFLOP/s (torch 2.7.1+cu128) against the H100 SXM's 1,402.6 (2.7.0+cu126).
@@ -45,6 +48,27 @@ def decode_fill(model, gpu, context: int = 4096):
     :func:`~llmsizing.hardware.decode_step_roofline` at that batch (None when not even one fits)."""
     b = decode_resident_batch(model, gpu, context=context)
     return b, (decode_step_roofline(model, gpu, batch=b, context=context) if b else None)
+
+
+def decode_bound_against_engines(model="llama-3-8b", gpu="H100 SXM", context: int = 4096) -> ChapterText:
+    """How far the roofline's decoding bound (one sequence, ``context`` tokens) is from what engines reach:
+    the weights' share of the HBM bandwidth that chapter 15 fits on published serving runs (``dec_mbu``) and
+    that chapter's calibrated decode step at the same context, in tokens/s with its stated 80% range
+    (``dec_engine_tps``, ``dec_engine_low``, ``dec_engine_high``: :func:`~llmsizing.serve.serving` at batch
+    1 with a mean context of ``context``, :func:`~llmsizing.serve.serving_ends`). Raises
+    :class:`ProseOutOfDate` if even the range's fast end reaches the bound, which the prose calls a bound."""
+    context = check_int("context", context, minimum=129)         # a prompt of at least one token
+    bound = decode_step_roofline(model, gpu, batch=1, context=context).tokens_per_s
+    s = serving(model, gpu, prompt=context - 128, output=256, batch=1)     # mean context: prompt + 256 // 2
+    ends = serving_ends(s, ["decode_step_s"])
+    tps, low, high = 1 / s.decode_step_s, 1 / ends["decode_step_s_high"], 1 / ends["decode_step_s_low"]
+    _prose_check(high < bound, "the roofline's tokens/s bound the calibrated engines' range",
+                 "chapter 6's decoding section")
+    return ChapterText({"dec_mbu": f"{MBU_DEFAULT:.0%}", "dec_engine_tps": f"{tps:.0f}",
+                        "dec_engine_low": f"{low:.0f}", "dec_engine_high": f"{high:.0f}"},
+                       f"{getattr(model, 'name', model)} on {get_gpu(gpu).name}, one sequence at {context:,} "
+                       f"tokens: roofline <= {bound:.0f} tokens/s; calibrated engines {tps:.0f} "
+                       f"({low:.0f}-{high:.0f}) tokens/s\n")
 
 
 def h200_exercise_prose(gemm_shape) -> ChapterText:
