@@ -39,6 +39,19 @@ def test_published_check_counts_the_rows_of_the_csv():
     assert v["rejected"] == str(len(_rows("serving_published_rejected.csv")))
 
 
+def test_single_line_short_of_the_a100_log_at_ddp_bucket_sizes_by_hand():
+    """Training's single alpha-beta line on eight A100s over NVLink 3 (data/links.csv: 300 GB/s at 77% =
+    231 GB/s, alpha 2.3 us), a ring all-reduce: 2 (n - 1) = 14 steps and 2 (n - 1) / n = 1.75 of the message
+    on the wire. 16 MiB: 14 x 2.3 + 1.75 x 16,777,216 / 231e3 = 32.2 + 127.1 = 159.3 us against the log's
+    245.1 us (x1.54); 32 MiB: 32.2 + 254.2 = 286.4 us against 398.2 (x1.39), either side of PyTorch DDP's
+    25 MiB bucket."""
+    v = _check().values
+    line16 = 14 * 2.3 + 1.75 * 16 * 2**20 / 231e3
+    line32 = 14 * 2.3 + 1.75 * 32 * 2**20 / 231e3
+    assert v["ar_line_short"] == f"{245.1 / line16:.2f} and {398.2 / line32:.2f}" == "1.54 and 1.39"
+    assert v["ddp_bucket"] == "25 MiB"
+
+
 def test_vllm_batch1_share_of_bandwidth_by_hand():
     """vLLM's Llama-3-8B at batch 1 on an A100 40GB: its rate x the bytes per token over 1,555 GB/s (the A100
     40GB datasheet). All bf16 weights: 8,030,261,248 x 2 B; read a step: less the input embedding's table but

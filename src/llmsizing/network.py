@@ -454,7 +454,10 @@ def collective_time_s(kind: str, message_bytes: float, n: int, link: GroupLink, 
     between 256 KiB and 8 MiB (a 2 MiB all-reduce over 8 GPUs: 48 us against 112 us measured), the cheaper of
     the two within 8% at every size. It is never less than the default. A link class with no fitted log
     (infinity-fabric) keeps the single line. The default stays ``False`` for training's collectives, whose
-    buckets are large (tens of MiB and up), where the two agree within the larger per-step latency."""
+    ranges (chapter 10) were measured with the single line; it is short of the same A100 log x1.54 and x1.39
+    at 16 and 32 MiB (around PyTorch DDP's 25 MiB buckets) and within 14% from 64 MiB up (chapter 15 says so);
+    the same line fitted on the two-node H100 log (:func:`~llmsizing.alpha_beta.from_nccl_tests`'s
+    ``regimes.combined``) is x4.3, x3.4 and x2.5 short at 16, 32 and 64 MiB, its two protocols within 1%."""
     s = check_number("message_bytes", message_bytes)
     if not isinstance(link, GroupLink):
         raise TypeError(f"link must be a GroupLink from group_link(...), got {type(link).__name__}")

@@ -195,6 +195,19 @@ def _published_rows(pub, v, out) -> None:
     v["ar_proto"] = (
         f"{network.collective_time_s('all-reduce', two_mib, 8, link8, protocols=True) * 1e6:.0f} us"
     )
+    # training keeps the single line: how far short it is at PyTorch DDP's bucket sizes, and where it agrees
+    from .zero_traffic import TORCH_DDP_BUCKET_BYTES
+
+    def short_by(size):
+        return nccl_log.set_index("size_bytes").loc[size, "time_us"] / (
+            network.collective_time_s("all-reduce", size, 8, link8) * 1e6)
+
+    mids, bigs = (16 * 2**20, 32 * 2**20), [s for s in nccl_log["size_bytes"] if s >= 64 * 2**20]
+    v["ar_line_short"] = f"{short_by(mids[0]):.2f} and {short_by(mids[1]):.2f}"
+    v["ar_line_big"] = f"{max(abs(short_by(s) - 1) for s in bigs):.0%}"
+    v["ddp_bucket"] = f"{TORCH_DDP_BUCKET_BYTES / 2**20:.0f} MiB"
+    _holds(min(short_by(s) for s in mids) > 1.2 and mids[0] < TORCH_DDP_BUCKET_BYTES < mids[1],
+           "the single line is short of the log at 16 and 32 MiB, either side of DDP's bucket")
     ttft70_s = serving(
         "llama-2-70b",
         "H100 SXM",
