@@ -90,10 +90,10 @@ def test_the_loss_backward_sum_adds_up_by_hand(rows):
     activations: 139,400 bytes per token and layer (fused norms 2 x (2h + 4) = 16,392, the projections' inputs
     4h = 16,384, flash's q, k, v and log-sum-exps 2 x 4,096 + 2 x 2 x 1,024 + 4 x 32 = 12,416, SwiGLU's input,
     gate, up and product 2h + 3 x 2f = 94,208) x 8,192 x 32 layers, plus the fp32 log-probabilities
-    4 x 8,192 x 128,256, plus 16,404 bytes per token for the final norm, the head's input, the token ids and the
-    targets: 40,879,947,776. The LM head gathered with room for its gradient, 4 x 525,336,576; the loss's two
-    fp32 gradients, 8 x 8,192 x 128,256. In GiB to two decimals: 13.09 + 38.07 + 1.96 + 7.83 = 60.95, and
-    1 GiB + 1.08 x 60.95 GiB = 66.8 GiB."""
+    4 x 8,192 x 128,256, plus 16,404 bytes per token for the final norm, the head's input, the token ids and
+    the targets: 40,879,947,776. The LM head gathered with room for its gradient, 4 x 525,336,576; the
+    loss's two fp32 gradients, 8 x 8,192 x 128,256. In GiB to two decimals: 13.09 + 38.07 + 1.96 + 7.83 =
+    60.95, and 1 GiB + 1.08 x 60.95 GiB = 66.8 GiB."""
     from llmsizing.step_stacks import loss_backward_sum
 
     states = 14 * 8_030_261_248 // 8
@@ -146,8 +146,8 @@ def test_the_fit_margins_by_hand(rows):
 
 
 def test_the_fit_margins_refuse_a_trainer_row_that_fits():
-    """A Trainer's row at 4K tokens fits the H100 with the allowance: 'only the allowance keeps it out' is then
-    false, and the text is refused rather than printed."""
+    """A Trainer's row at 4K tokens fits the H100 with the allowance: 'only the allowance keeps it out' is
+    then false, and the text is refused rather than printed."""
     from llmsizing.prose import ProseOutOfDate
     from llmsizing.step_stacks import fit_margins
 
