@@ -143,6 +143,7 @@ def test_the_fit_margins_by_hand(rows):
     assert text.values["room_trainer"] == "0.8%" and text.values["room_fused"] == "29%"
     assert text.values["fixed_only"] == "79.0 GiB"          # (83,781,344,256 + 2**30) / 2**30 = 79.03
     assert (text.values["pub_runs"], text.values["pub_srcs"]) == ("40", "5")
+    assert (text.values["pub_lo"], text.values["pub_hi"], text.values["es_lo"]) == ("4.4%", "88%", "7.9%")
 
 
 def test_the_fit_margins_refuse_a_trainer_row_that_fits():

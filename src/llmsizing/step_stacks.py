@@ -36,7 +36,7 @@ from .catalog import get_gpu, resolve_model
 from .memory import TrainingMemory, max_micro_batch, training_memory
 from .model import Model
 from .parallel import Parallel
-from .prose import ChapterText, prose_check
+from .prose import ChapterText, number_word, prose_check
 from .units import GiB, fmt_gib
 
 #: label -> (training_memory's arguments, FSDP's ``reshard_after_forward``, what FSDP holds gathered).
@@ -153,11 +153,11 @@ def fit_margins(fused: TrainingMemory, trainer: TrainingMemory, gpu="H100 SXM") 
 
     ``values``: ``room_fused`` and ``room_trainer``; ``fixed_only`` (the Trainer's peak plus the fixed part
     alone); ``pub_lo``, ``pub_hi``, ``pub_med``, ``pub_runs``, ``pub_srcs`` (default allocator) and ``es_lo``,
-    ``es_hi``, ``es_med`` (expandable segments). Raises :class:`~llmsizing.prose.ProseOutOfDate` unless what
-    chapter 4b says holds: the book's 8% is below the published median of either setting; the Trainer's
-    tensors plus the fixed part fit the card, yet the room they leave is below every published run's
-    fragmentation, with either setting; the fused row's room is above the default allocator's median and
-    below its highest. Chapter 4b, "Which software stack?"."""
+    ``es_hi``, ``es_med``, ``es_srcs`` (expandable segments; "one source"). Raises
+    :class:`~llmsizing.prose.ProseOutOfDate` unless what chapter 4b says holds: the book's 8% is below the
+    published median of either setting; the Trainer's tensors plus the fixed part fit the card, yet the room
+    they leave is below every published run's fragmentation, with either setting; the fused row's room is
+    above the default allocator's median and below its highest. Chapter 4b, "Which software stack?"."""
     from .allocator_fragmentation import measured_fragmentation
     from .states import FIXED_OVERHEAD_BYTES, FRAGMENTATION, fragmentation_room
 
@@ -180,7 +180,8 @@ def fit_margins(fused: TrainingMemory, trainer: TrainingMemory, gpu="H100 SXM") 
               "fixed_only": fmt_gib(trainer.peak_bytes + FIXED_OVERHEAD_BYTES),
               "pub_lo": _pct(pub.low), "pub_hi": _pct(pub.high), "pub_med": _pct(pub.median),
               "pub_runs": f"{pub.n_rows}", "pub_srcs": f"{pub.n_sources}",
-              "es_lo": _pct(es.low), "es_hi": _pct(es.high), "es_med": _pct(es.median)}
+              "es_lo": _pct(es.low), "es_hi": _pct(es.high), "es_med": _pct(es.median),
+              "es_srcs": f"{number_word(es.n_sources)} source" + "s" * (es.n_sources > 1)}
     report = (f"room for fragmentation: fused row {values['room_fused']}, Trainer's row "
               f"{values['room_trainer']}; published: {values['pub_lo']} to {values['pub_hi']} (median "
               f"{values['pub_med']}), expandable segments {values['es_lo']} to {values['es_hi']}")
