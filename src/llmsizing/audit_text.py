@@ -25,7 +25,7 @@ import pandas as pd
 from .audit import (BAND, DRIVER_GB_READING, GIB_READING, HOST_BYTES_PER_NODE, KINDS, OFFLOAD_COUNTED,
                     OFFLOAD_TOKENS_PER_STEP, SEED_PRICES_USD, SEQ, SEQS, not_computed_claims,
                     offload_exposed_days, readings, recompute_saving_pct, seed_days_at_throughput,
-                    seed_gpu_days_usd, verdict, verdict_counts, verdict_kind)
+                    seed_gpu_days_usd, verdict, verdict_counts, verdict_kind, verdict_number)
 from .audit_inputs import ten_b_stand_in
 from .audit_quotes import (SEED_QUOTES, _holds, _Rows, _verb, fmt, said, seed_efficiencies,
                            seed_quotes)
@@ -399,6 +399,10 @@ def _finetune_and_hardware(r: _Rows) -> dict[str, str]:
     _holds(lora["verdict_kind"] == "off" and lora["verdict"].endswith("(too high)"),
            "as LoRA the 3 days are long")
     g["ft_lora"] = lora["verdict"]                 # with its factor, not only its kind
+    # "What holds" leaves the fine-tuning answer out: too long on every reading (the judged one is the best)
+    _holds(all(verdict_number(row.loc[c, "verdict"]).endswith("(too high)")
+               for c in (ft, "000-faq-finetune-usd")) and g["ft_hidden_num"].endswith("(too high)"),
+           "seed 000's fine-tuning days and dollars hold on no reading")
     g["ft_lora_days"] = fmt(lora["library"])
     g["fit70q"] = f"{r.lib('000-fit-h100-llama2-70b-techniques')} GB"
     for c, name in (("004-qlora-70b-one-gpu", "qlora_one"), ("004-qlora-7-13b-l40s", "qlora_l40s"),
