@@ -223,11 +223,11 @@ def _bytes_and_rates(r: _Rows) -> dict[str, str]:
     g["a10_near"] = "close to" if max(a10_r, 1 / a10_r) <= BAND else "within the MFU band of"
     # say when the two centrals coincide, else why they are worth setting side by side
     peak_x = get_gpu("H100 SXM").bf16_dense_tflops / get_gpu("A10").bf16_dense_tflops
-    g["a10_same"] = ((" (by coincidence the same figure as the H100's central estimate for Llama 2 70B"
+    g["a10_same"] = ((" By coincidence it is the H100's central estimate for Llama 2 70B"
                            if r.central("000-tps-a10") == r.central("000-tps-h100") else
-                           f" (an H100 gets {r.central('000-tps-h100')} for Llama 2 70B at its central MFU")
+                           f" An H100 gets {r.central('000-tps-h100')} for Llama 2 70B at its central MFU")
                           + f", with {peak_x:.1f} times the A10's peak: a rate per card means little "
-                            "without its model)")
+                            "without its model.")
     return g
 
 
