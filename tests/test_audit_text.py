@@ -196,3 +196,13 @@ def test_the_fine_tuning_answer_is_not_listed_as_holding(table):
         chapter_values(moved)
     lead = next(s for s in _sentences(_markdown()) if s.startswith("**What holds.**"))
     assert "fine-tuning" not in lead, lead
+
+
+def test_the_lora_reading_shows_its_range(table):
+    # the LoRA time is a budget with a range in the library (finetune_time.hours_range): the prose gives
+    # it. By hand: the slow end is about 2 days, so 3 days are 3 / 2.03 = 1.48 -> "off by 1.5x (too high)"
+    values = chapter_values(table)
+    lo, hi = (float(x) for x in values["ft_lora_range"].split(" to "))
+    assert lo < float(values["ft_lora_days"]) < hi and 1.25 < 3 / hi < 1.55
+    assert values["ft_lora_slow_v"] == f"off by {3 / hi:.1f}x (too high)"
+    assert "{eval}`ch14_ft_lora_range`" in _markdown()

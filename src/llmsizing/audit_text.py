@@ -31,6 +31,7 @@ from .audit_quotes import (SEED_QUOTES, _holds, _Rows, _verb, fmt, said, seed_ef
                            seed_quotes)
 from .audit_runs import fragile_offload_verdicts, offload_batch_flip
 from .catalog import get_gpu
+from .finetune_time import finetune_time
 from .prose import ProseOutOfDate
 from .memory import model_states, training_memory
 from .parallel import Parallel
@@ -404,6 +405,13 @@ def _finetune_and_hardware(r: _Rows) -> dict[str, str]:
                for c in (ft, "000-faq-finetune-usd")) and g["ft_hidden_num"].endswith("(too high)"),
            "seed 000's fine-tuning days and dollars hold on no reading")
     g["ft_lora_days"] = fmt(lora["library"])
+    # the audit reads LoRA at finetune_time's central days only: the library's range and its slow end
+    lt = finetune_time("mistral-7b", gpu="H100 SXM", method="lora", tokens=1e9, seq=SEQ, batch=1)
+    _holds(abs(lt.days / lora["library"] - 1) < 1e-9, "the LoRA reading is finetune_time's central days")
+    lora_lo, lora_hi = (h / 24 for h in lt.hours_range)
+    g["ft_lora_range"] = f"{fmt(lora_lo)} to {fmt(lora_hi)}"
+    g["ft_lora_slow_v"] = verdict(row.loc[ft, "claimed_low"], lora_hi)
+    _holds(g["ft_lora_slow_v"].endswith("(too high)"), "even LoRA's slow end leaves the 3 days off")
     g["fit70q"] = f"{r.lib('000-fit-h100-llama2-70b-techniques')} GB"
     for c, name in (("004-qlora-70b-one-gpu", "qlora_one"), ("004-qlora-7-13b-l40s", "qlora_l40s"),
                     ("000-fit-rtx4090-mistral7b-q", "fit24")):
