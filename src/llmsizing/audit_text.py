@@ -32,7 +32,7 @@ from .audit_quotes import (SEED_QUOTES, _holds, _Rows, _verb, fmt, said, seed_ef
 from .audit_runs import fragile_offload_verdicts, offload_batch_flip
 from .catalog import get_gpu
 from .finetune_time import finetune_time
-from .prose import ProseOutOfDate
+from .prose import ChapterText, ProseOutOfDate
 from .memory import model_states, training_memory
 from .parallel import Parallel
 from .time_cost import mfu_estimate, mfu_range_factors, published_runs, training_time
@@ -505,4 +505,64 @@ def chapter_values(table) -> dict[str, str]:
     return out
 
 
-__all__ = ["SEED_QUOTES", "ProseOutOfDate", "chapter_values", "fmt", "said", "seed_quotes"]
+# ------------------------------------------------------------------------ seed 000's efficiencies, by layout
+#: Chapter 14's named layouts for seed 000's efficiency ranges (``000-efficiencies``): name -> (model, layout,
+#: micro-batches per step, GPUs per node). Micro-batches of one 4,096-token sequence, selective recomputation.
+EFFICIENCY_LAYOUTS = {
+    "DP: Mistral-7B, 8 GPUs (1 node), ZeRO-1": ("mistral-7b", Parallel(dp=8, zero=1), 8, 8),
+    "DP: Mistral-7B, 64 GPUs (8 nodes), ZeRO-1": ("mistral-7b", Parallel(dp=64, zero=1), 8, 8),
+    "DP: Mistral-7B, 64 GPUs (8 nodes), ZeRO-3": ("mistral-7b", Parallel(dp=64, zero=3), 8, 8),
+    "TP: Llama-2-70B, tp=8 pp=4, TP in a node": ("llama-2-70b", Parallel(tp=8, pp=4, sp=True), 16, 8),
+    "TP: Llama-2-70B, tp=8 pp=4, TP across nodes of 4": ("llama-2-70b", Parallel(tp=8, pp=4, sp=True), 16, 4),
+    "PP: Llama-3.1-405B, tp=8 pp=16 dp=4, m=16": ("llama-3.1-405b",
+                                                  Parallel(tp=8, pp=16, dp=4, zero=1, sp=True), 16, 8),
+    "PP: Llama-3.1-405B, tp=8 pp=16 dp=4, m=64": ("llama-3.1-405b",
+                                                  Parallel(tp=8, pp=16, dp=4, zero=1, sp=True), 64, 8),
+}
+
+
+def seed_efficiency_layouts(gpu: str = "H100 SXM", seq: int = 4096) -> ChapterText:
+    """Seed 000's parallel efficiencies given a layout (chapter 14, by chapter 8's ``step_time``): for each of
+    :data:`EFFICIENCY_LAYOUTS`, compute over the step time with no overlap and with the communication hidden
+    as far as the compute lasts. ``values``: the prose's texts (``eff_0`` ... ``eff_6``, the 70B TP row's
+    parts, a 70B layer's GEMM efficiency at tp 1 and 8, the micro-batches for which the bubble alone leaves
+    50% and 70% of a 16-stage step computing); ``report``: the table; ``data["efficiencies"]``: the pairs."""
+    from .layouts import step_time
+    from .hardware import kernel_efficiency
+    from .kernels import layer_gemm_efficiency
+    from .model_catalog import get_model
+    from .pipeline_schedule import pipeline_bubble
+    from .units import fmt_gib
+
+    g, effs, rows = {}, {}, {}
+    h100, b = get_gpu(gpu), 1
+    l70 = get_model("llama-3-70b")
+    for t in (1, 8):                                    # a 70B layer's GEMMs narrow as tp grows (chapter 8)
+        g[f"eff_k_tp{t}"] = f"{layer_gemm_efficiency(l70, h100, tp=t, tokens=b * seq):.0%}"
+    for name, (model, par, m, per_node) in EFFICIENCY_LAYOUTS.items():
+        kw = dict(batch=b, seq=seq, grad_accum=m, recompute="selective", gpus_per_node=per_node)
+        lo, hi = (step_time(model, h100, par, overlap=o, **kw) for o in (0.0, 1.0))
+        mem = training_memory(model, batch=b, seq=seq, grad_accum=m, recompute="selective", parallel=par)
+        effs[name] = (lo.efficiency, hi.efficiency)
+        if name.startswith("TP") and per_node == 8:
+            g["eff_bubble_3"], g["eff_compute_3"] = f"{lo.bubble_s:.2f} s", f"{lo.compute_s:.2f} s"
+            g["eff_tp_3"] = f"{lo.comm_by_group_s['tp']:.2f} s"
+        rows[name] = {"GPUs": par.gpus, "per GPU": fmt_gib(mem.total_bytes), "bubble": f"{lo.bubble_s:.2f} s",
+                      "comm.": f"{lo.comm_s:.2f} s", "compute": f"{lo.compute_s:.2f} s",
+                      "efficiency": f"{lo.efficiency:.0%} to {hi.efficiency:.0%}"}
+    busy = {m: 1 / (1 + pipeline_bubble(16, m)) for m in range(1, 200)}
+    g["eff_m_lo"] = f"{min(m for m, v in busy.items() if v >= 0.5 - 1e-12)}"
+    g["eff_m_hi"] = f"{min(m for m, v in busy.items() if v >= 0.7 - 1e-12)}"
+    for i, (lo, hi) in enumerate(effs.values()):
+        g[f"eff_{i}"] = f"{lo:.0%}" if abs(hi - lo) < 0.005 else f"{lo:.0%}–{hi:.0%}"
+    e = list(effs.values())
+    _holds(e[2][0] < 0.90 and e[2][1] > 0.75, "the ZeRO-3 row overlaps the seed's FSDP 75-90%")
+    _holds(e[0][0] > 0.95, "in a node ZeRO-1 beats the seed's DP range")
+    _holds(e[4][0] < e[3][0], "TP across nodes falls below TP in a node")
+    report = (f"{gpu} kernels at {kernel_efficiency(h100):.0%} of peak; efficiency = compute / step, from no "
+              f"overlap to full overlap\n{pd.DataFrame(rows).T.to_string()}")
+    return ChapterText(g, report, {"efficiencies": effs})
+
+
+__all__ = ["SEED_QUOTES", "ProseOutOfDate", "chapter_values", "fmt", "said", "seed_quotes",
+           "EFFICIENCY_LAYOUTS", "seed_efficiency_layouts"]
