@@ -25,13 +25,14 @@ import pandas as pd
 from .audit import (BAND, DRIVER_GB_READING, GIB_READING, HOST_BYTES_PER_NODE, KINDS, OFFLOAD_COUNTED,
                     OFFLOAD_TOKENS_PER_STEP, SEED_PRICES_USD, SEQ, SEQS, not_computed_claims,
                     offload_exposed_days, readings, recompute_saving_pct, seed_days_at_throughput,
-                    seed_gpu_days_usd, verdict, verdict_counts, verdict_kind)
+                    seed_gpu_days_usd, verdict, verdict_counts, verdict_kind, verdict_number)
 from .audit_inputs import ten_b_stand_in
 from .audit_quotes import (SEED_QUOTES, _holds, _Rows, _verb, fmt, said, seed_efficiencies,
                            seed_quotes)
 from .audit_runs import fragile_offload_verdicts, offload_batch_flip
 from .catalog import get_gpu
-from .prose import ProseOutOfDate
+from .finetune_time import finetune_time
+from .prose import ChapterText, ProseOutOfDate
 from .memory import model_states, training_memory
 from .parallel import Parallel
 from .time_cost import mfu_estimate, mfu_range_factors, published_runs, training_time
@@ -223,11 +224,11 @@ def _bytes_and_rates(r: _Rows) -> dict[str, str]:
     g["a10_near"] = "close to" if max(a10_r, 1 / a10_r) <= BAND else "within the MFU band of"
     # say when the two centrals coincide, else why they are worth setting side by side
     peak_x = get_gpu("H100 SXM").bf16_dense_tflops / get_gpu("A10").bf16_dense_tflops
-    g["a10_same"] = ((" (by coincidence the same figure as the H100's central estimate for Llama 2 70B"
+    g["a10_same"] = ((" By coincidence it is the H100's central estimate for Llama 2 70B"
                            if r.central("000-tps-a10") == r.central("000-tps-h100") else
-                           f" (an H100 gets {r.central('000-tps-h100')} for Llama 2 70B at its central MFU")
+                           f" An H100 gets {r.central('000-tps-h100')} for Llama 2 70B at its central MFU")
                           + f", with {peak_x:.1f} times the A10's peak: a rate per card means little "
-                            "without its model)")
+                            "without its model.")
     return g
 
 
@@ -250,7 +251,9 @@ def _times_and_costs(r: _Rows) -> dict[str, str]:
     hidden_v = verdict(row.loc[m7, "claimed_low"], run.days_high)
     g["m7_1_hidden_v"] = "would hold too" if hidden_v == "holds" else f"would be {hidden_v}"
     g["m7_1_v"] = _verb(r.number(m7))
-    g["m7_4_v"] = _verb(r.number("000-cost-mistral7b-4-days"))
+    m7_24 = [r.number(f"000-cost-mistral7b-{n}-days") for n in (2, 4)]      # "its 2- and 4-GPU rows are each"
+    _holds(m7_24[0] == m7_24[1] and verdict_kind(m7_24[0]) == "off", "Mistral 7B's 2- and 4-GPU rows miss")
+    g["m7_24_v"] = m7_24[0]
     _holds(all(r.number(f"000-cost-llama2-13b-{n}-days") == "holds" for n in (1, 4, 8)),
            "Llama 2 13B's three hold")
     m7s = [r.number(f"000-cost-mistral7b-{n}-days") for n in (1, 2, 4)]
@@ -399,7 +402,18 @@ def _finetune_and_hardware(r: _Rows) -> dict[str, str]:
     _holds(lora["verdict_kind"] == "off" and lora["verdict"].endswith("(too high)"),
            "as LoRA the 3 days are long")
     g["ft_lora"] = lora["verdict"]                 # with its factor, not only its kind
+    # "What holds" leaves the fine-tuning answer out: too long on every reading (the judged one is the best)
+    _holds(all(verdict_number(row.loc[c, "verdict"]).endswith("(too high)")
+               for c in (ft, "000-faq-finetune-usd")) and g["ft_hidden_num"].endswith("(too high)"),
+           "seed 000's fine-tuning days and dollars hold on no reading")
     g["ft_lora_days"] = fmt(lora["library"])
+    # the audit reads LoRA at finetune_time's central days only: the library's range and its slow end
+    lt = finetune_time("mistral-7b", gpu="H100 SXM", method="lora", tokens=1e9, seq=SEQ, batch=1)
+    _holds(abs(lt.days / lora["library"] - 1) < 1e-9, "the LoRA reading is finetune_time's central days")
+    lora_lo, lora_hi = (h / 24 for h in lt.hours_range)
+    g["ft_lora_range"] = f"{fmt(lora_lo)} to {fmt(lora_hi)}"
+    g["ft_lora_slow_v"] = verdict(row.loc[ft, "claimed_low"], lora_hi)
+    _holds(g["ft_lora_slow_v"].endswith("(too high)"), "even LoRA's slow end leaves the 3 days off")
     g["fit70q"] = f"{r.lib('000-fit-h100-llama2-70b-techniques')} GB"
     for c, name in (("004-qlora-70b-one-gpu", "qlora_one"), ("004-qlora-7-13b-l40s", "qlora_l40s"),
                     ("000-fit-rtx4090-mistral7b-q", "fit24")):
@@ -491,4 +505,64 @@ def chapter_values(table) -> dict[str, str]:
     return out
 
 
-__all__ = ["SEED_QUOTES", "ProseOutOfDate", "chapter_values", "fmt", "said", "seed_quotes"]
+# ------------------------------------------------------------------------ seed 000's efficiencies, by layout
+#: Chapter 14's named layouts for seed 000's efficiency ranges (``000-efficiencies``): name -> (model, layout,
+#: micro-batches per step, GPUs per node). Micro-batches of one 4,096-token sequence, selective recomputation.
+EFFICIENCY_LAYOUTS = {
+    "DP: Mistral-7B, 8 GPUs (1 node), ZeRO-1": ("mistral-7b", Parallel(dp=8, zero=1), 8, 8),
+    "DP: Mistral-7B, 64 GPUs (8 nodes), ZeRO-1": ("mistral-7b", Parallel(dp=64, zero=1), 8, 8),
+    "DP: Mistral-7B, 64 GPUs (8 nodes), ZeRO-3": ("mistral-7b", Parallel(dp=64, zero=3), 8, 8),
+    "TP: Llama-2-70B, tp=8 pp=4, TP in a node": ("llama-2-70b", Parallel(tp=8, pp=4, sp=True), 16, 8),
+    "TP: Llama-2-70B, tp=8 pp=4, TP across nodes of 4": ("llama-2-70b", Parallel(tp=8, pp=4, sp=True), 16, 4),
+    "PP: Llama-3.1-405B, tp=8 pp=16 dp=4, m=16": ("llama-3.1-405b",
+                                                  Parallel(tp=8, pp=16, dp=4, zero=1, sp=True), 16, 8),
+    "PP: Llama-3.1-405B, tp=8 pp=16 dp=4, m=64": ("llama-3.1-405b",
+                                                  Parallel(tp=8, pp=16, dp=4, zero=1, sp=True), 64, 8),
+}
+
+
+def seed_efficiency_layouts(gpu: str = "H100 SXM", seq: int = 4096) -> ChapterText:
+    """Seed 000's parallel efficiencies given a layout (chapter 14, by chapter 8's ``step_time``): for each of
+    :data:`EFFICIENCY_LAYOUTS`, compute over the step time with no overlap and with the communication hidden
+    as far as the compute lasts. ``values``: the prose's texts (``eff_0`` ... ``eff_6``, the 70B TP row's
+    parts, a 70B layer's GEMM efficiency at tp 1 and 8, the micro-batches for which the bubble alone leaves
+    50% and 70% of a 16-stage step computing); ``report``: the table; ``data["efficiencies"]``: the pairs."""
+    from .layouts import step_time
+    from .hardware import kernel_efficiency
+    from .kernels import layer_gemm_efficiency
+    from .model_catalog import get_model
+    from .pipeline_schedule import pipeline_bubble
+    from .units import fmt_gib
+
+    g, effs, rows = {}, {}, {}
+    h100, b = get_gpu(gpu), 1
+    l70 = get_model("llama-3-70b")
+    for t in (1, 8):                                    # a 70B layer's GEMMs narrow as tp grows (chapter 8)
+        g[f"eff_k_tp{t}"] = f"{layer_gemm_efficiency(l70, h100, tp=t, tokens=b * seq):.0%}"
+    for name, (model, par, m, per_node) in EFFICIENCY_LAYOUTS.items():
+        kw = dict(batch=b, seq=seq, grad_accum=m, recompute="selective", gpus_per_node=per_node)
+        lo, hi = (step_time(model, h100, par, overlap=o, **kw) for o in (0.0, 1.0))
+        mem = training_memory(model, batch=b, seq=seq, grad_accum=m, recompute="selective", parallel=par)
+        effs[name] = (lo.efficiency, hi.efficiency)
+        if name.startswith("TP") and per_node == 8:
+            g["eff_bubble_3"], g["eff_compute_3"] = f"{lo.bubble_s:.2f} s", f"{lo.compute_s:.2f} s"
+            g["eff_tp_3"] = f"{lo.comm_by_group_s['tp']:.2f} s"
+        rows[name] = {"GPUs": par.gpus, "per GPU": fmt_gib(mem.total_bytes), "bubble": f"{lo.bubble_s:.2f} s",
+                      "comm.": f"{lo.comm_s:.2f} s", "compute": f"{lo.compute_s:.2f} s",
+                      "efficiency": f"{lo.efficiency:.0%} to {hi.efficiency:.0%}"}
+    busy = {m: 1 / (1 + pipeline_bubble(16, m)) for m in range(1, 200)}
+    g["eff_m_lo"] = f"{min(m for m, v in busy.items() if v >= 0.5 - 1e-12)}"
+    g["eff_m_hi"] = f"{min(m for m, v in busy.items() if v >= 0.7 - 1e-12)}"
+    for i, (lo, hi) in enumerate(effs.values()):
+        g[f"eff_{i}"] = f"{lo:.0%}" if abs(hi - lo) < 0.005 else f"{lo:.0%}–{hi:.0%}"
+    e = list(effs.values())
+    _holds(e[2][0] < 0.90 and e[2][1] > 0.75, "the ZeRO-3 row overlaps the seed's FSDP 75-90%")
+    _holds(e[0][0] > 0.95, "in a node ZeRO-1 beats the seed's DP range")
+    _holds(e[4][0] < e[3][0], "TP across nodes falls below TP in a node")
+    report = (f"{gpu} kernels at {kernel_efficiency(h100):.0%} of peak; efficiency = compute / step, from no "
+              f"overlap to full overlap\n{pd.DataFrame(rows).T.to_string()}")
+    return ChapterText(g, report, {"efficiencies": effs})
+
+
+__all__ = ["SEED_QUOTES", "ProseOutOfDate", "chapter_values", "fmt", "said", "seed_quotes",
+           "EFFICIENCY_LAYOUTS", "seed_efficiency_layouts"]
