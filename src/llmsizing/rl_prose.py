@@ -7,9 +7,10 @@ published layout, and reads the response-length assumption against a published s
 (:func:`~llmsizing.rl_trainer.response_length_check`); :func:`published_check_prose` sets every checked row of
 ``data/rl_published.csv`` beside its predicted step (:func:`~llmsizing.rl.published_rl`,
 :func:`~llmsizing.rl.rl_checked`, :func:`~llmsizing.rl.rl_loso`); :func:`r1_zero_prose` DeepSeek-R1-Zero's
-rollout against the time its published hours imply. Each returns a :class:`~llmsizing.prose.ChapterText` (the
-texts the chapter quotes, keyed by name and glued as ``ch19_<name>``, and what its cell prints) with the
-results later cells use (``data``), and checks each statement the chapter makes about them:
+round of generation against the time its published hours imply. Each returns a
+:class:`~llmsizing.prose.ChapterText` (the texts the chapter quotes, keyed by name and glued as
+``ch19_<name>``, and what its cell prints) with the results later cells use (``data``), and checks each
+statement the chapter makes about them:
 :class:`~llmsizing.prose.ProseOutOfDate` names one that no longer holds. Nothing here computes a new quantity:
 it formats and compares what those functions return.
 """
@@ -40,10 +41,10 @@ DEFAULT_RUN = MappingProxyType(dict(gpu="H100 SXM", n_gpus=16, prompts_per_step=
 L8_ROW = "Llama 3.1 8B on-policy, 16 H100"
 _MODEL = "llama-3-8b"
 #: DeepSeek-R1-Zero's RL run (Nature, Methods; the SI's 64 eight-GPU H800 nodes): 512 prompts x 16 samples a
-#: rollout, the prompt assumed, generation at tensor parallelism 32.
+#: round of generation, the prompt assumed, generation at tensor parallelism 32.
 R1_ZERO = MappingProxyType(dict(gpu="H800", n_gpus=512, prompts_per_step=512, samples_per_prompt=16,
                                 prompt=512, gen_tp=32))
-#: Its 198 hours, 10,400 policy steps, 16 of them per rollout (Nature, Methods).
+#: Its 198 hours, 10,400 policy steps, 16 of them per round (Nature, Methods: the paper's "rollout").
 R1_HOURS, R1_STEPS, R1_MINI = 198, 10_400, 16
 
 
@@ -274,13 +275,14 @@ def published_check_prose(default: dict) -> ChapterText:
 
 
 def r1_zero_prose() -> ChapterText:
-    """DeepSeek-R1-Zero's rollout (:data:`R1_ZERO`, 512 H800s) priced at a mean response of 4,000 and 8,000
-    tokens with the 32,768-token cap, against the rollout time its 198 hours and 10,400 policy steps imply;
+    """DeepSeek-R1-Zero's round of generation and training (the paper's "rollout" of 8,192 responses,
+    :data:`R1_ZERO`, 512 H800s) priced at a mean response of 4,000 and 8,000 tokens with the 32,768-token cap,
+    against the round's time its 198 hours and 10,400 policy steps imply;
     the tail's share, a shorter mean, the engine's draining batch, and the two published generation phases.
 
     Its ``data`` holds ``r1`` (the run at a 4,000-token mean). Raises
     :class:`~llmsizing.prose.ProseOutOfDate` where the chapter's reading fails: the tail alone longer than the
-    published rollout even at the fast end, the mean alone between the two fits, a shorter mean slower with a
+    published round even at the fast end, the mean alone between the two fits, a shorter mean slower with a
     full batch but faster draining, and the draining batch further from both published generation phases."""
     import pandas as pd
 
@@ -290,7 +292,7 @@ def r1_zero_prose() -> ChapterText:
     for mean in (4000, 8000):
         r = rl_run("deepseek-v3", **run, response=(mean, 32768), steps=steps)
         rows[mean] = {"in flight": r.engine_batch, "decode steps": f"{r.decode_steps:,.0f}",
-                      "generation s": f"{r.phases['generation']:,.0f}", "rollout s": f"{r.step_s:,.0f}",
+                      "generation s": f"{r.phases['generation']:,.0f}", "round s": f"{r.step_s:,.0f}",
                       "range": f"{r.step_s_low:,.0f}-{r.step_s_high:,.0f}",
                       "x published": f"{r.step_s / pub_rollout_s:.1f}"}
     report = pd.DataFrame(rows).T.rename_axis("mean response").to_string()
@@ -298,7 +300,7 @@ def r1_zero_prose() -> ChapterText:
     r8 = rl_run("deepseek-v3", **run, response=(8000, 32768), steps=steps)
     gen, gen_fast = r1.phases["generation"], r1.phases_low["generation"]
     _says(gen_fast > pub_rollout_s and r1.decode_steps == r1.response_max,
-          "the longest response alone takes longer than the published rollout")
+          "the longest response alone takes longer than the published round")
     fit, fit_fast = pub_rollout_s / gen * r1.decode_steps, pub_rollout_s / gen_fast * r1.decode_steps
     out = {"r1_rollouts": f"{r1.rollouts:,}", "r1_pub_step": f"{R1_HOURS * 3600 / R1_STEPS:.1f}",
            "r1_pub_rollout": f"{pub_rollout_s:,.0f}", "r1_step": f"{r1.step_s:,.0f}",
@@ -314,7 +316,7 @@ def r1_zero_prose() -> ChapterText:
     _says(r0.engine_batch == r1.engine_batch and fit < r0.decode_steps < fit_fast,
           "the mean alone sets decode steps between the two fits")
     _says(r0.phases["generation"] > pub_rollout_s > r0.phases_low["generation"],
-          "without a tail the published rollout lies inside the generation's range")
+          "without a tail the published round lies inside the generation's range")
     out["r1_floor"] = f"{r0.decode_steps:,.0f}"
     out["r1_floor_s"] = f"{r0.phases['generation']:,.0f}"
     out["r1_train_gib"] = f"{r1.train_bytes_per_gpu / GiB:,.0f}"
