@@ -29,6 +29,22 @@ def test_the_default_run_is_nemo_rls_row(default):
     assert "generation" in text.report
 
 
+def test_decode_stays_memory_bound_at_the_default_runs_mean_context(default):
+    # the mean context of a mean response: the 128-token prompt and half of 932 tokens
+    assert default.values["dec_ctx"] == "594"
+    # by hand (Llama 3 8B, H100 SXM): a decode step multiplies 2 x 7.505e9 non-embedding weights per token
+    # (8,030,261,248 less the 128,256 x 4,096 input table) and reads each sequence's KV cache, 2 (K and V) x
+    # 32 layers x 8 KV heads x 128 x 2 bytes = 131,072 bytes a token. Batching shares the weights' read, so
+    # the step's intensity rises towards the KV cache's alone, F / (M_tok s), below the ridge point here
+    flops = 2 * (8_030_261_248 - 128_256 * 4_096)
+    kv_limit = flops / (131_072 * 594)                 # ~193 FLOP/byte
+    ridge = 989.4e12 / 3.35e12                         # dense BF16 peak / HBM3 bandwidth, ~295
+    assert kv_limit < ridge < flops / (131_072 * 128)  # at the bare 128-token prompt a batch would turn it
+    from llmsizing.hardware import decode_compute_bound_batch
+    assert decode_compute_bound_batch("llama-3-8b", "H100 SXM", context=594) is None
+    assert decode_compute_bound_batch("llama-3-8b", "H100 SXM", context=128) > 0
+
+
 def test_the_published_check_counts_the_rows(default):
     text = rl_prose.published_check_prose(default.data)
     results = text.data

@@ -21,6 +21,7 @@ from types import MappingProxyType
 
 from .catalog import DATA_DIR, resolve_model
 from .flops import forward_flops_per_token, training_flops_per_token
+from .hardware import decode_compute_bound_batch
 from .intervals import coverage_note, nested_min_units
 from .moe_runs import moe_published_runs
 from .prose import ChapterText, number_word, prose_check
@@ -81,6 +82,12 @@ def default_run_prose() -> ChapterText:
     out["train_area"] = base.train_range_area   # the range its trainer's phases carry
     out["gen"] = f"{base.phases['generation']:,.0f}"
     out["gen_share"] = f"{base.generation_share:.0%}"
+    # "Why generation dominates": at a mean response's mean context (the prompt and half the response) the
+    # KV cache each sequence reads keeps a decode step memory-bound at any batch (chapter 15's roofline)
+    dec_ctx = int(base.prompt + base.response_mean // 2)
+    _says(decode_compute_bound_batch(_MODEL, run["gpu"], context=dec_ctx) is None,
+          "at the default run's mean context no batch makes a decode step compute-bound")
+    out["dec_ctx"] = f"{dec_ctx:,}"
     out["update"] = f"{base.phases['update']:,.0f}"
     out["logp"] = f"{base.phases['log_probs']:,.1f}"
     out["sync"] = f"{base.phases['weight_sync']:,.1f}"
