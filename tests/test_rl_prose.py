@@ -63,6 +63,20 @@ def test_a_statement_the_numbers_no_longer_bear_out_raises(default, monkeypatch)
         rl_prose.published_check_prose(default.data)
 
 
+def test_r1_recipe_as_the_paper_gives_it():
+    v = rl_prose.r1_recipe()
+    # Nature SI: 64 nodes of 8 H800s for 198 hours; Methods: 16 samples of each of 32 questions a policy step,
+    # 8,192 responses a round in 16 mini-batches, 10,400 steps, the cap 32,768 until step 8,200, then 65,536
+    assert (v["r1z_gpus"], v["r1z_hours"], v["r1z_gh"]) == ("512", "198", "101,376")   # 64 x 8 x 198
+    assert (v["r1z_samples"], v["r1z_questions"], v["r1z_policy"]) == ("16", "32", "512")   # 32 x 16
+    assert (v["r1z_rollouts"], v["r1z_prompts"], v["r1z_mini"]) == ("8,192", "512", "16")   # 512 x 16
+    assert (v["r1z_steps"], v["r1z_cap"], v["r1z_cap2"], v["r1z_cap_step"]) == ("10,400", "32,768", "65,536",
+                                                                              "8,200")
+    assert v["r1z_last"] == "2,200"                  # 10,400 - 8,200 steps at the second cap
+    assert (v["r1z_mean"], v["r1z_mean2"], v["r1z_mean_half"]) == ("4,000", "8,000", "2,000")
+    assert v["r1z_tp"] == "32"                       # 512 GPUs in 16 engines
+
+
 def test_r1_zero_against_its_published_hours():
     text = rl_prose.r1_zero_prose()
     results = text.data
