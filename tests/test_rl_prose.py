@@ -29,6 +29,22 @@ def test_the_default_run_is_nemo_rls_row(default):
     assert "generation" in text.report
 
 
+def test_decode_stays_memory_bound_at_the_default_runs_mean_context(default):
+    # the mean context of a mean response: the 128-token prompt and half of 932 tokens
+    assert default.values["dec_ctx"] == "594"
+    # by hand (Llama 3 8B, H100 SXM): a decode step multiplies 2 x 7.505e9 non-embedding weights per token
+    # (8,030,261,248 less the 128,256 x 4,096 input table) and reads each sequence's KV cache, 2 (K and V) x
+    # 32 layers x 8 KV heads x 128 x 2 bytes = 131,072 bytes a token. Batching shares the weights' read, so
+    # the step's intensity rises towards the KV cache's alone, F / (M_tok s), below the ridge point here
+    flops = 2 * (8_030_261_248 - 128_256 * 4_096)
+    kv_limit = flops / (131_072 * 594)                 # ~193 FLOP/byte
+    ridge = 989.4e12 / 3.35e12                         # dense BF16 peak / HBM3 bandwidth, ~295
+    assert kv_limit < ridge < flops / (131_072 * 128)  # at the bare 128-token prompt a batch would turn it
+    from llmsizing.hardware import decode_compute_bound_batch
+    assert decode_compute_bound_batch("llama-3-8b", "H100 SXM", context=594) is None
+    assert decode_compute_bound_batch("llama-3-8b", "H100 SXM", context=128) > 0
+
+
 def test_the_published_check_counts_the_rows(default):
     text = rl_prose.published_check_prose(default.data)
     results = text.data
@@ -45,6 +61,20 @@ def test_a_statement_the_numbers_no_longer_bear_out_raises(default, monkeypatch)
     monkeypatch.setattr(rl_prose, "rl_interval", lambda **kw: None)
     with pytest.raises(ProseOutOfDate, match="chapter 19 says no RL range can be measured"):
         rl_prose.published_check_prose(default.data)
+
+
+def test_r1_recipe_as_the_paper_gives_it():
+    v = rl_prose.r1_recipe()
+    # Nature SI: 64 nodes of 8 H800s for 198 hours; Methods: 16 samples of each of 32 questions a policy step,
+    # 8,192 responses a round in 16 mini-batches, 10,400 steps, the cap 32,768 until step 8,200, then 65,536
+    assert (v["r1z_gpus"], v["r1z_hours"], v["r1z_gh"]) == ("512", "198", "101,376")   # 64 x 8 x 198
+    assert (v["r1z_samples"], v["r1z_questions"], v["r1z_policy"]) == ("16", "32", "512")   # 32 x 16
+    assert (v["r1z_rollouts"], v["r1z_prompts"], v["r1z_mini"]) == ("8,192", "512", "16")   # 512 x 16
+    assert (v["r1z_steps"], v["r1z_cap"], v["r1z_cap2"], v["r1z_cap_step"]) == ("10,400", "32,768", "65,536",
+                                                                              "8,200")
+    assert v["r1z_last"] == "2,200"                  # 10,400 - 8,200 steps at the second cap
+    assert (v["r1z_mean"], v["r1z_mean2"], v["r1z_mean_half"]) == ("4,000", "8,000", "2,000")
+    assert v["r1z_tp"] == "32"                       # 512 GPUs in 16 engines
 
 
 def test_r1_zero_against_its_published_hours():

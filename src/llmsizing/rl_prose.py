@@ -7,9 +7,10 @@ published layout, and reads the response-length assumption against a published s
 (:func:`~llmsizing.rl_trainer.response_length_check`); :func:`published_check_prose` sets every checked row of
 ``data/rl_published.csv`` beside its predicted step (:func:`~llmsizing.rl.published_rl`,
 :func:`~llmsizing.rl.rl_checked`, :func:`~llmsizing.rl.rl_loso`); :func:`r1_zero_prose` DeepSeek-R1-Zero's
-rollout against the time its published hours imply. Each returns a :class:`~llmsizing.prose.ChapterText` (the
-texts the chapter quotes, keyed by name and glued as ``ch19_<name>``, and what its cell prints) with the
-results later cells use (``data``), and checks each statement the chapter makes about them:
+round of generation against the time its published hours imply. Each returns a
+:class:`~llmsizing.prose.ChapterText` (the texts the chapter quotes, keyed by name and glued as
+``ch19_<name>``, and what its cell prints) with the results later cells use (``data``), and checks each
+statement the chapter makes about them:
 :class:`~llmsizing.prose.ProseOutOfDate` names one that no longer holds. Nothing here computes a new quantity:
 it formats and compares what those functions return.
 """
@@ -20,6 +21,7 @@ from types import MappingProxyType
 
 from .catalog import DATA_DIR, resolve_model
 from .flops import forward_flops_per_token, training_flops_per_token
+from .hardware import decode_compute_bound_batch
 from .intervals import coverage_note, nested_min_units
 from .moe_runs import moe_published_runs
 from .prose import ChapterText, number_word, prose_check
@@ -29,8 +31,8 @@ from .rl import (ENGINE_MEMORY_UTILIZATION, MAX_NUM_SEQS, PUBLISHED_CSV, RL_COVE
 from .rl_trainer import response_length_check
 from .units import GiB
 
-__all__ = ["DEFAULT_RUN", "L8_ROW", "R1_ZERO", "R1_HOURS", "R1_STEPS", "R1_MINI", "default_run_prose",
-           "published_check_prose", "r1_zero_prose"]
+__all__ = ["DEFAULT_RUN", "L8_ROW", "R1_ZERO", "R1_HOURS", "R1_STEPS", "R1_MINI", "R1_CAPS", "R1_CAP_STEP",
+           "R1_MEAN", "default_run_prose", "published_check_prose", "r1_recipe", "r1_zero_prose"]
 
 #: The chapter's default run: NeMo RL v0.4's Llama 3.1 8B on-policy row (16 H100s, 128 prompts x 16
 #: samples, its mean and longest response; the prompt assumed), 1,000 steps.
@@ -40,11 +42,14 @@ DEFAULT_RUN = MappingProxyType(dict(gpu="H100 SXM", n_gpus=16, prompts_per_step=
 L8_ROW = "Llama 3.1 8B on-policy, 16 H100"
 _MODEL = "llama-3-8b"
 #: DeepSeek-R1-Zero's RL run (Nature, Methods; the SI's 64 eight-GPU H800 nodes): 512 prompts x 16 samples a
-#: rollout, the prompt assumed, generation at tensor parallelism 32.
+#: round of generation, the prompt assumed, generation at tensor parallelism 32.
 R1_ZERO = MappingProxyType(dict(gpu="H800", n_gpus=512, prompts_per_step=512, samples_per_prompt=16,
                                 prompt=512, gen_tp=32))
-#: Its 198 hours, 10,400 policy steps, 16 of them per rollout (Nature, Methods).
+#: Its 198 hours, 10,400 policy steps, 16 of them per round (Nature, Methods: the paper's "rollout").
 R1_HOURS, R1_STEPS, R1_MINI = 198, 10_400, 16
+#: Its response caps, 32,768 tokens until policy step 8,200 and 65,536 after (Nature, Methods), and the mean
+#: response the chapter's reading guesses (the paper gives none).
+R1_CAPS, R1_CAP_STEP, R1_MEAN = (32_768, 65_536), 8_200, 4_000
 
 
 def _says(holds, what: str) -> None:
@@ -80,6 +85,12 @@ def default_run_prose() -> ChapterText:
     out["train_area"] = base.train_range_area   # the range its trainer's phases carry
     out["gen"] = f"{base.phases['generation']:,.0f}"
     out["gen_share"] = f"{base.generation_share:.0%}"
+    # "Why generation dominates": at a mean response's mean context (the prompt and half the response) the
+    # KV cache each sequence reads keeps a decode step memory-bound at any batch (chapter 15's roofline)
+    dec_ctx = int(base.prompt + base.response_mean // 2)
+    _says(decode_compute_bound_batch(_MODEL, run["gpu"], context=dec_ctx) is None,
+          "at the default run's mean context no batch makes a decode step compute-bound")
+    out["dec_ctx"] = f"{dec_ctx:,}"
     out["update"] = f"{base.phases['update']:,.0f}"
     out["logp"] = f"{base.phases['log_probs']:,.1f}"
     out["sync"] = f"{base.phases['weight_sync']:,.1f}"
@@ -273,32 +284,55 @@ def published_check_prose(default: dict) -> ChapterText:
     return ChapterText(out, "\n".join(lines), {"published": pub, "checked": chk})
 
 
+def r1_recipe() -> dict[str, str]:
+    """DeepSeek-R1-Zero's recipe as chapter 19 quotes it (:data:`R1_ZERO`, :data:`R1_HOURS`, :data:`R1_STEPS`,
+    :data:`R1_MINI`, :data:`R1_CAPS`, :data:`R1_CAP_STEP`, :data:`R1_MEAN`; Nature, Methods and SI), its
+    texts keyed by name: the GPUs and hours and their GPU-hours, the samples per question, the questions and
+    responses of a policy step, the responses of a round and its questions, the policy steps, the caps and the
+    step the second begins, the steps after it, the assumed prompt, the guessed mean and the engines' tensor
+    parallelism."""
+    z = R1_ZERO
+    rollouts = z["prompts_per_step"] * z["samples_per_prompt"]
+    policy = rollouts // R1_MINI
+    return {"r1z_gpus": f"{z['n_gpus']:,}", "r1z_hours": f"{R1_HOURS:,}",
+            "r1z_gh": f"{z['n_gpus'] * R1_HOURS:,}", "r1z_samples": f"{z['samples_per_prompt']}",
+            "r1z_questions": f"{policy // z['samples_per_prompt']}", "r1z_policy": f"{policy:,}",
+            "r1z_rollouts": f"{rollouts:,}", "r1z_prompts": f"{z['prompts_per_step']:,}",
+            "r1z_mini": f"{R1_MINI}", "r1z_steps": f"{R1_STEPS:,}", "r1z_cap": f"{R1_CAPS[0]:,}",
+            "r1z_cap2": f"{R1_CAPS[1]:,}", "r1z_cap_step": f"{R1_CAP_STEP:,}",
+            "r1z_last": f"{R1_STEPS - R1_CAP_STEP:,}", "r1z_prompt": f"{z['prompt']:,}",
+            "r1z_mean": f"{R1_MEAN:,}", "r1z_mean2": f"{2 * R1_MEAN:,}", "r1z_mean_half": f"{R1_MEAN // 2:,}",
+            "r1z_tp": f"{z['gen_tp']}"}
+
+
 def r1_zero_prose() -> ChapterText:
-    """DeepSeek-R1-Zero's rollout (:data:`R1_ZERO`, 512 H800s) priced at a mean response of 4,000 and 8,000
-    tokens with the 32,768-token cap, against the rollout time its 198 hours and 10,400 policy steps imply;
+    """DeepSeek-R1-Zero's round of generation and training (the paper's "rollout" of 8,192 responses,
+    :data:`R1_ZERO`, 512 H800s) priced at a mean response of 4,000 and 8,000 tokens with the 32,768-token cap,
+    against the round's time its 198 hours and 10,400 policy steps imply;
     the tail's share, a shorter mean, the engine's draining batch, and the two published generation phases.
 
     Its ``data`` holds ``r1`` (the run at a 4,000-token mean). Raises
     :class:`~llmsizing.prose.ProseOutOfDate` where the chapter's reading fails: the tail alone longer than the
-    published rollout even at the fast end, the mean alone between the two fits, a shorter mean slower with a
+    published round even at the fast end, the mean alone between the two fits, a shorter mean slower with a
     full batch but faster draining, and the draining batch further from both published generation phases."""
     import pandas as pd
 
     run, steps = dict(R1_ZERO), R1_STEPS // R1_MINI
+    cap, half = R1_CAPS[0], R1_MEAN // 2   # the first cap; a shorter mean
     pub_rollout_s = R1_HOURS * 3600 / steps
     rows = {}
-    for mean in (4000, 8000):
-        r = rl_run("deepseek-v3", **run, response=(mean, 32768), steps=steps)
+    for mean in (R1_MEAN, 2 * R1_MEAN):
+        r = rl_run("deepseek-v3", **run, response=(mean, cap), steps=steps)
         rows[mean] = {"in flight": r.engine_batch, "decode steps": f"{r.decode_steps:,.0f}",
-                      "generation s": f"{r.phases['generation']:,.0f}", "rollout s": f"{r.step_s:,.0f}",
+                      "generation s": f"{r.phases['generation']:,.0f}", "round s": f"{r.step_s:,.0f}",
                       "range": f"{r.step_s_low:,.0f}-{r.step_s_high:,.0f}",
                       "x published": f"{r.step_s / pub_rollout_s:.1f}"}
     report = pd.DataFrame(rows).T.rename_axis("mean response").to_string()
-    r1 = rl_run("deepseek-v3", **run, response=(4000, 32768), steps=steps)
-    r8 = rl_run("deepseek-v3", **run, response=(8000, 32768), steps=steps)
+    r1 = rl_run("deepseek-v3", **run, response=(R1_MEAN, cap), steps=steps)
+    r8 = rl_run("deepseek-v3", **run, response=(2 * R1_MEAN, cap), steps=steps)
     gen, gen_fast = r1.phases["generation"], r1.phases_low["generation"]
     _says(gen_fast > pub_rollout_s and r1.decode_steps == r1.response_max,
-          "the longest response alone takes longer than the published rollout")
+          "the longest response alone takes longer than the published round")
     fit, fit_fast = pub_rollout_s / gen * r1.decode_steps, pub_rollout_s / gen_fast * r1.decode_steps
     out = {"r1_rollouts": f"{r1.rollouts:,}", "r1_pub_step": f"{R1_HOURS * 3600 / R1_STEPS:.1f}",
            "r1_pub_rollout": f"{pub_rollout_s:,.0f}", "r1_step": f"{r1.step_s:,.0f}",
@@ -310,25 +344,25 @@ def r1_zero_prose() -> ChapterText:
            "r1_batch8": f"{r8.engine_max_batch}", "r1_fit": f"{fit:,.0f}", "r1_fit_fast": f"{fit_fast:,.0f}",
            "r1_hours": f"{r1.step_s * R1_STEPS / R1_MINI / 3600:,.0f}"}
     # no tail at all (the longest = the mean): the decode steps the mean alone sets, n x mean / b
-    r0 = rl_run("deepseek-v3", **run, response=(4000, 4000), steps=1)
+    r0 = rl_run("deepseek-v3", **run, response=(R1_MEAN, R1_MEAN), steps=1)
     _says(r0.engine_batch == r1.engine_batch and fit < r0.decode_steps < fit_fast,
           "the mean alone sets decode steps between the two fits")
     _says(r0.phases["generation"] > pub_rollout_s > r0.phases_low["generation"],
-          "without a tail the published rollout lies inside the generation's range")
+          "without a tail the published round lies inside the generation's range")
     out["r1_floor"] = f"{r0.decode_steps:,.0f}"
     out["r1_floor_s"] = f"{r0.phases['generation']:,.0f}"
     out["r1_train_gib"] = f"{r1.train_bytes_per_gpu / GiB:,.0f}"
     # a shorter mean at the same cap: the full batch's charge, and the engine's draining batch (rl_generation)
-    r2 = rl_run("deepseek-v3", **run, response=(2000, 32768), steps=steps)
-    drained = {m: rl_run("deepseek-v3", **run, response=(m, 32768), steps=1, drain=True).phases["generation"]
-               for m in (2000, 4000)}
-    _says(r2.step_s > r1.step_s and r2.engine_batch > r1.engine_batch and drained[2000] < drained[4000],
+    r2 = rl_run("deepseek-v3", **run, response=(half, cap), steps=steps)
+    drained = {m: rl_run("deepseek-v3", **run, response=(m, cap), steps=1, drain=True).phases["generation"]
+               for m in (half, R1_MEAN)}
+    _says(r2.step_s > r1.step_s and r2.engine_batch > r1.engine_batch and drained[half] < drained[R1_MEAN],
           "a shorter mean takes longer with a full batch, less with the batch draining")
     out["r1_2k_step"] = f"{r2.step_s:,.0f}"
     out["r1_2k_in"] = f"{r2.engine_batch}"
     out["r1_in"] = f"{r1.engine_batch}"
-    out["r1_drain_2k"] = f"{drained[2000]:,.0f}"
-    out["r1_drain_4k"] = f"{drained[4000]:,.0f}"
+    out["r1_drain_2k"] = f"{drained[half]:,.0f}"
+    out["r1_drain_4k"] = f"{drained[R1_MEAN]:,.0f}"
     pub = pd.read_csv(PUBLISHED_CSV)
     pub = pub[(pub["checked"] == "yes") & pub["published_generation_s"].notna()]
     _says(list(pub["framework"]) == ["Miles (slime)", "verl"], "Miles and verl publish the generation phase")
