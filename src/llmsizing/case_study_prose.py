@@ -263,7 +263,7 @@ def case3_step_prose() -> ChapterText:
     out["c3_atp_mfu"] = f"{st405_atp.mfu:.0%}"
     out["c3_v4_over"] = f"{(mem405_v4.total_bytes - h100.memory_bytes) / GiB:.1f} GiB"
     out["c3_v4_tmp"] = f"{mem405_v4.gathered_bytes / mem405.gathered_bytes:.0f}"
-    # the exercise: the micro-batch, which Table 4 does not give (two sequences, so eight micro-batches a step)
+    # the exercise: the micro-batch, which Table 4 does not give (two sequences, eight micro-batches a step)
     kw_b2 = {**kw405, "batch": 2, "grad_accum": 8}
     st405_b2 = step_time(model, h100, par405, recompute="none", **kw_b2)
     mem405_b2 = training_memory(model, parallel=par405, recompute="none", **kw_b2)
