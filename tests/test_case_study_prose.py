@@ -44,6 +44,17 @@ def test_case1_reads_the_seed_as_written(case1):
     assert "ZeRO-1 + offload" in text.report and "ZeRO-2 + offload" in text.report
 
 
+def test_case1_lora_judged_at_its_ranges_slow_end(case1):
+    """Read as LoRA the run takes finetune_time's central days, and the audit judges it, as every time, at
+    the slow end of the stated range (hours_range[1] / 24), where 3 days are off by 3 / that."""
+    from llmsizing.finetune_time import finetune_time
+
+    t = finetune_time("mistral-7b", gpu="H100 SXM", method="lora", tokens=1e9, seq=4096, batch=1)
+    v = case1.values
+    assert v["c1_lora_days"] == f"{t.days:.2f}" and v["c1_lora_slow"] == f"{t.hours_range[1] / 24:.2f}"
+    assert v["c1_audit_lora"] == f"off by {3 / (t.hours_range[1] / 24):.1f}x (too high)"
+
+
 def test_case3_quotes_the_paper(case3):
     text = case3
     results = text.data
