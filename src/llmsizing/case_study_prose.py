@@ -138,7 +138,7 @@ def case1_time_prose() -> ChapterText:
     out["c1_audit_usd"] = audit_usd.verdict_kind
     out["c1_audit_lora"] = lora["verdict"]                   # with its factor, as in chapter 14
     out["c1_lora_days"] = f"{lora['library_central']:.2f}"
-    out["c1_lora_slow"] = f"{lora['library']:.2f}"            # the range's slow end, where the audit judges it
+    out["c1_lora_slow"] = f"{lora['library']:.2f}"  # the range's slow end, where the audit judges it
     _says(lora["library"] > lora["library_central"], "the audit judges LoRA at its range's slow end")
     out["c1_audit_judged"] = f"{audit_days.library:.2f}"
     out["c1_audit_number"] = audit_days.verdict.rsplit("(the number: ", 1)[-1][:-1]   # without the outer ")"
