@@ -264,8 +264,8 @@ class BudgetOptimal:
     optimal: ComputeOptimal
     #: the calibrated MFU's warnings (a run outside its published runs), empty for a given MFU
     warnings: tuple = ()
-    #: the calibrated MFU's 80% range (``mfu_estimate``'s ``low`` and ``high``); ``None`` (no range) for a given
-    #: MFU
+    #: the calibrated MFU's 80% range (``mfu_estimate``'s ``low`` and ``high``); ``None`` (no range) for a
+    #: given MFU
     mfu_low: float | None = None
     mfu_high: float | None = None
 
