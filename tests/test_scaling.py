@@ -9,6 +9,7 @@ import pytest
 
 from llmsizing.scaling import (GOPHER_FLOPS, chinchilla_tables, compute_optimal, largest_compute_optimal, loss,
                                overtrained)
+from llmsizing.time_cost import mfu_estimate
 
 # Hoffmann et al. 2022, Table 3 (Approach 1): parameters, FLOPs, tokens. The 67B row is fit approach1's anchor.
 TABLE3 = [(400e6, 1.92e19, 8.0e9), (1e9, 1.21e20, 20.2e9), (10e9, 1.23e22, 205.1e9), (175e9, 3.85e24, 3.7e12),
@@ -121,6 +122,21 @@ def test_gpu_budget_inverse():
     assert largest_compute_optimal(gpu="MI300X", n_gpus=64, days=7, seq=4096).warnings   # no MI300X run: says so
     half = largest_compute_optimal(gpu="H100 SXM", n_gpus=1024, days=30, seq=8192, mfu=0.40, goodput=0.5)
     assert half.flops == pytest.approx(b.flops / 2, rel=1e-9)
+
+
+def test_gpu_budget_carries_the_mfu_range():
+    # a given MFU states no range: both ends are the central split
+    b = largest_compute_optimal(gpu="H100 SXM", n_gpus=1024, days=30, seq=8192, mfu=0.40)
+    assert b.mfu_low is None and b.optimal_low_mfu.params == b.optimal_high_mfu.params == b.optimal.params
+    # a calibrated MFU carries the estimate's 80% range; the budget C = n P MFU t scales with the MFU and
+    # Approach 1's N_opt with C ** 0.5, so each end's model is N x (MFU_end / MFU) ** 0.5 on C_end / (6 N_end)
+    c = largest_compute_optimal(gpu="H100 SXM", n_gpus=1024, days=30, seq=8192)
+    est = mfu_estimate(c.mfu_from.rsplit(" ", 1)[-1], gpu="H100 SXM", seq=8192, n_gpus=1024)
+    assert (c.mfu_low, c.mfu, c.mfu_high) == (est.low, est.mfu, est.high) and c.mfu_low < c.mfu < c.mfu_high
+    for end, m in ((c.optimal_low_mfu, c.mfu_low), (c.optimal_high_mfu, c.mfu_high)):
+        assert end.flops == pytest.approx(1024 * 989.4e12 * m * 30 * 86400, rel=1e-3)
+        assert end.params == pytest.approx(c.optimal.params * (m / c.mfu) ** 0.5, rel=1e-9)
+        assert end.tokens == pytest.approx(end.flops / 6 / end.params, rel=1e-9)
 
 
 def test_published_tables_ship_with_sources():

@@ -264,10 +264,25 @@ class BudgetOptimal:
     optimal: ComputeOptimal
     #: the calibrated MFU's warnings (a run outside its published runs), empty for a given MFU
     warnings: tuple = ()
+    #: the calibrated MFU's 80% range (``mfu_estimate``'s ``low`` and ``high``); ``None`` (no range) for a
+    #: given MFU
+    mfu_low: float | None = None
+    mfu_high: float | None = None
 
     @property
     def flops(self) -> float:
         return self.optimal.flops
+
+    @property
+    def optimal_low_mfu(self) -> ComputeOptimal:
+        """The compute-optimal split, same fit, of the budget at the slow end of the MFU's range (the FLOPs
+        scale with the MFU; the central split when the MFU was given)."""
+        return compute_optimal(self.flops * (self.mfu_low or self.mfu) / self.mfu, fit=self.optimal.fit)
+
+    @property
+    def optimal_high_mfu(self) -> ComputeOptimal:
+        """The same at the fast end of the MFU's range."""
+        return compute_optimal(self.flops * (self.mfu_high or self.mfu) / self.mfu, fit=self.optimal.fit)
 
 
 def largest_compute_optimal(*, gpu, n_gpus: int, days: float, seq: int, mfu: float | None = None,
@@ -280,7 +295,8 @@ def largest_compute_optimal(*, gpu, n_gpus: int, days: float, seq: int, mfu: flo
     answer (found by iterating; the MFU varies little with size, ``data/mfu_inputs_model.csv``). ``goodput``
     (from :func:`~llmsizing.reliability.goodput`, default 1) takes out the time lost to interruptions. The MFU
     counts attention FLOPs while ``C = 6ND`` does not, so at long ``seq`` the model is slightly optimistic.
-    Taught in chapter 10."""
+    A calibrated MFU carries its 80% range (``mfu_low``/``mfu_high``, and the split at either end:
+    ``optimal_low_mfu``/``optimal_high_mfu``). Taught in chapter 10."""
     from .catalog import get_gpu, get_model, list_models
     from .time_cost import _peak_flops, mfu_estimate
 
@@ -304,4 +320,5 @@ def largest_compute_optimal(*, gpu, n_gpus: int, days: float, seq: int, mfu: flo
         est = mfu_estimate(near, gpu=g, seq=seq, dtype=dtype, n_gpus=n_gpus)
         m_eff, name, warnings = est.mfu, near.name, est.warnings
     return BudgetOptimal(g.name, n_gpus, days, m_eff, goodput, f"calibrated estimate for {name}",
-                         compute_optimal(n_gpus * peak * m_eff * goodput * seconds, fit=fit), tuple(warnings))
+                         compute_optimal(n_gpus * peak * m_eff * goodput * seconds, fit=fit), tuple(warnings),
+                         est.low, est.high)
