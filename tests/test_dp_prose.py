@@ -78,6 +78,12 @@ def test_pcie_zero3_thresholds_from_the_20_percent_line():
         assert _int(texts[f"s4_{key}_p2p_hi"]) == pytest.approx(full / 4, abs=1)
         assert _int(texts[f"s4_{key}_p2p_lo"]) == pytest.approx(full / 5, abs=1)
         assert _int(texts[f"s4_{key}_hi"]) == pytest.approx(_int(texts[f"s4_{key}_lo"]) * 5 / 4, abs=2)
+    # the step model's 80% range (data/intervals.csv, training-layout, bf16: 0.7974 to 1.1625) stretches the
+    # A100's ends: a 4x faster compute would need 4x the tokens to be 20% busy, so the ends scale with it
+    for key in ("a100", "h100", "l40s"):
+        r_lo, r_hi = (_int(x) for x in texts[f"s4_{key}_range"].split("–"))
+        assert r_lo == pytest.approx(0.7974 * _int(texts[f"s4_{key}_lo"]), abs=2)
+        assert r_hi == pytest.approx(1.1625 * _int(texts[f"s4_{key}_hi"]), abs=2)
     # the prose's order: the L40S crosses 20% first, then the A100, then the H100
     assert _int(texts["s4_l40s_hi"]) < _int(texts["s4_a100_hi"]) < _int(texts["s4_h100_hi"])
     assert "busy fraction by tokens per micro-batch" in text

@@ -304,9 +304,11 @@ def pcie_zero3_prose() -> ChapterText:
     Raises :class:`~llmsizing.prose.ProseOutOfDate` where a statement fails: the step model's busy fraction
     is the perfect-overlap column; the H100's compute outruns the A100's by more than its link and less than
     its peak; the A100 and H100 are calibrated and the L40S a stand-in; the L40S crosses 20% first, then the
-    A100, then the H100."""
+    A100, then the H100. ``s4_<gpu>_range``: the threshold's two ends stretched by the step model's stated
+    80% range (:func:`~llmsizing.mfu.layout_range_factors`), since it goes as the compute's speed."""
     from .comm import busy_fraction, step_compute_time_s
     from .hardware import kernel_efficiency, kernel_efficiency_row
+    from .mfu import layout_range_factors
     from .network import link_class
 
     llama8, h100 = get_model(_LLAMA8), get_gpu(_H100)
@@ -342,6 +344,10 @@ def pcie_zero3_prose() -> ChapterText:
         thresholds[key] = t3
         texts[f"s4_{key}_lo"] = f"{t3 / 5:,.0f}"
         texts[f"s4_{key}_hi"] = f"{t3 / 4:,.0f}"
+        # the threshold goes as the compute's speed (chapter 7's n_tok*): the step model's stated 80% range
+        # (data/intervals.csv), applied to the compute, stretches both ends by its factors
+        f_lo, f_hi = layout_range_factors(g)
+        texts[f"s4_{key}_range"] = f"{f_lo * t3 / 5:,.0f}–{f_hi * t3 / 4:,.0f}"
     text = "\n".join([
         "Llama-3-8B, ZeRO-3 over 8 GPUs linked only by PCIe, data through host memory (no peer-to-peer), "
         "each GPU at its\nkernel efficiency (L40S: a stand-in): busy fraction by tokens per micro-batch "
