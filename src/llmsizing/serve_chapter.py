@@ -441,6 +441,11 @@ def opening(load: dict) -> ChapterText:
         v[f"mfu_{key}"] = f"{mfu_alone.loc[grp, 'prefill_mfu']:.2f}"
         v[f"mfu_n_{key}"] = f"{mfu_alone.loc[grp, 'n_rows']}"
     v["fp8_share"] = f"{dtype_kernel_share('H100 SXM', 'fp8'):.2f}"   # data/kernel_efficiency.csv
+    # what the FP8 rows fitted alone imply of FP8's own share of its peak, and that over the 16-bit rows'
+    # share: the serving rows' counterpart of the training factor above
+    fp8_own = mfu_alone.loc["fp8", "prefill_mfu"] * dtype_kernel_share("H100 SXM", "fp8")
+    v["fp8_own"] = f"{fp8_own:.2f}"
+    v["fp8_of_16"] = f"{fp8_own / mfu_alone.loc['16-bit', 'prefill_mfu']:.2f}"
     # "they bear it out": FP8 computing at the MFU x that share, the two groups fitted alone agree within 7%
     # (with one share for both formats they were 18% apart: serve_calibration.mfu_by_compute)
     _holds(abs(mfu_alone.loc["fp8", "prefill_mfu"] / mfu_alone.loc["16-bit", "prefill_mfu"] - 1) < 0.07,
