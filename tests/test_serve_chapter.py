@@ -170,8 +170,8 @@ def test_cost_ranking_never_ranks_an_estimate():
 
 def test_published_rows_are_speeds_or_times_and_two_gains():
     """By hand from the CSV: two rows are ratios of two published speeds (the vLLM sweep's batch-8 gain and
-    the XQA kernel's gain); the others are speeds or times, each held out once, and the fit learns from those less
-    the known misses."""
+    the XQA kernel's gain); the others are speeds or times, each held out once, and the fit learns from those
+    less the known misses."""
     rows = _rows("serving_published.csv")
     gains = [r for r in rows if r["metric"] in ("batch_gain", "grouped_attention_gain")]
     assert len(gains) == 2
