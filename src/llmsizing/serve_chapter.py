@@ -467,9 +467,10 @@ def opening(load: dict) -> ChapterText:
     v.update(head_cov=f"{float(nested['coverage_out_of_sample']):.0%}", head_cov_n=f"{int(nested['n_rows'])}",
              head_width=f"{float(iv['overall']['width']):.2f}", head_width_oos=f"{width_oos:.2f}",
              head_aim_w=f"{MAX_WIDTH:g}",
+             # serve_calibration's docstring: the nested width at each fixed FP8 share (a grid, not a fit)
              head_aim_verdict="within it, but narrowly: the margin rests on the share of its peak that FP8 "
-             "computes at, which the model takes from chapter 10's training runs, and the other published "
-             "ratio in data/ (a best-case GEMM search's) gives ranges wider than the aim"
+             "computes at, which the model takes from chapter 10's training runs; the book's other published "
+             "FP8-to-BF16 ratio, a best-case GEMM search's, gives ranges wider than the aim"
              if width_oos <= MAX_WIDTH else "so that aim is not met",
              vllm_versions=engine_versions("vLLM"))
     return ChapterText(v)
