@@ -166,3 +166,17 @@ def test_cost_ranking_never_ranks_an_estimate():
     cheapest = float(v["cheapest_cost"].split()[0].strip("$"))
     assert cheapest < float(v["h100"].split()[0].strip("$"))
     assert all(v[f"rho_{k}"].startswith("\u2212") for k in ("batch", "memory"))     # costs fall as they grow
+
+
+def test_published_rows_are_speeds_or_times_and_two_gains():
+    """By hand from the CSV: two rows are ratios of two published speeds (the vLLM sweep's batch-8 gain and
+    the XQA kernel's gain); the others are speeds or times, each held out once, and the fit learns from those
+    less the known misses."""
+    rows = _rows("serving_published.csv")
+    gains = [r for r in rows if r["metric"] in ("batch_gain", "grouped_attention_gain")]
+    assert len(gains) == 2
+    misses = sum(1 for r in rows if r["known_out"])
+    v = _check().values
+    assert (v["n_speeds"], v["n_gains"]) == (str(len(rows) - 2), "2")
+    assert v["iv_rows"] == v["n_speeds"]
+    assert v["ntrain"] == str(len(rows) - 2 - misses)

@@ -12,8 +12,9 @@ predicted`` by a deterministic Nelder-Mead search (the library has no SciPy). An
 is priced at that era's pooled overhead. A row's ``attention_kernel`` says how its engine's decode attention
 reads a grouped-query model's KV heads (``grouped`` or ``per-query-head``: TensorRT-LLM before its XQA
 kernel). The MFU is a 16-bit share: an FP8 row computes at it times
-:func:`~llmsizing.hardware.dtype_kernel_share` (0.768, the training calibration's FP8 over BF16 kernel
-efficiency; not fitted here). Before serve43 one MFU served both, and the FP8 rows (a third of the speeds, the
+:func:`~llmsizing.hardware.dtype_kernel_share` (0.763 = 0.521 / 0.683, the training calibration's FP8 over
+BF16 kernel efficiency; not fitted here; 0.768 when the grid below was run). Before serve43 one MFU served
+both, and the FP8 rows (a third of the speeds, the
 large-batch TensorRT-LLM rows near the ridge) pulled it down from what the 16-bit prefills reach: held out,
 the squared log ratios summed to 3.68, now 2.66; a share fitted inside each fold instead gives 3.87 (the FP8
 rows are mostly one source's, so leaving it out leaves the share to the H200 page's few rows). The nested

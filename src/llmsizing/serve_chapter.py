@@ -441,6 +441,11 @@ def opening(load: dict) -> ChapterText:
         v[f"mfu_{key}"] = f"{mfu_alone.loc[grp, 'prefill_mfu']:.2f}"
         v[f"mfu_n_{key}"] = f"{mfu_alone.loc[grp, 'n_rows']}"
     v["fp8_share"] = f"{dtype_kernel_share('H100 SXM', 'fp8'):.2f}"   # data/kernel_efficiency.csv
+    # what the FP8 rows fitted alone imply of FP8's own share of its peak, and that over the 16-bit rows'
+    # share: the serving rows' counterpart of the training factor above
+    fp8_own = mfu_alone.loc["fp8", "prefill_mfu"] * dtype_kernel_share("H100 SXM", "fp8")
+    v["fp8_own"] = f"{fp8_own:.2f}"
+    v["fp8_of_16"] = f"{fp8_own / mfu_alone.loc['16-bit', 'prefill_mfu']:.2f}"
     # "they bear it out": FP8 computing at the MFU x that share, the two groups fitted alone agree within 7%
     # (with one share for both formats they were 18% apart: serve_calibration.mfu_by_compute)
     _holds(abs(mfu_alone.loc["fp8", "prefill_mfu"] / mfu_alone.loc["16-bit", "prefill_mfu"] - 1) < 0.07,
@@ -462,9 +467,10 @@ def opening(load: dict) -> ChapterText:
     v.update(head_cov=f"{float(nested['coverage_out_of_sample']):.0%}", head_cov_n=f"{int(nested['n_rows'])}",
              head_width=f"{float(iv['overall']['width']):.2f}", head_width_oos=f"{width_oos:.2f}",
              head_aim_w=f"{MAX_WIDTH:g}",
+             # serve_calibration's docstring: the nested width at each fixed FP8 share (a grid, not a fit)
              head_aim_verdict="within it, but narrowly: the margin rests on the share of its peak that FP8 "
-             "computes at, which the model takes from chapter 10's training runs, and the other published "
-             "ratio in data/ (a best-case GEMM search's) gives ranges wider than the aim"
+             "computes at, which the model takes from chapter 10's training runs; the book's other published "
+             "FP8-to-BF16 ratio, a best-case GEMM search's, gives ranges wider than the aim"
              if width_oos <= MAX_WIDTH else "so that aim is not met",
              vllm_versions=engine_versions("vLLM"))
     return ChapterText(v)
