@@ -189,6 +189,13 @@ def test_search_prose_by_hand():
     assert f.values["aim"] == "at least 75% inside at a median width of at most 1.6 times"
     row = next(r for r in _csv("intervals.csv") if r["area"] == "training-layout" and r["group"] == "all")
     assert f.values["step_n"] == row["n_rows"] and f.values["step_width"] == f"{float(row['median_width']):.2f}x"
+    # the interleaving dropdown: chapter 11's pipeline on Llama-3-70B's 80 layers (Dubey et al. 2024,
+    # Table 3), its stage cut into every count of equal chunks, one layer a chunk the most
+    tp, pp, dp = (int(x.split("=")[1]) for x in f.values["vp_layout"].split(", "))
+    layers = int(f.values["vp_stage_layers"])
+    assert layers * pp == 80 and tp * pp * dp == 4096 and f.values["vp_most"] == str(layers)
+    counts = [int(c) for c in f.values["vp_counts"].replace(" or", ",").split(", ")]
+    assert counts == [c for c in range(1, layers + 1) if layers % c == 0]
     with pytest.raises(ValueError, match="gpus"):
         search_prose(())
 

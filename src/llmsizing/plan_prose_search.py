@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import partial
 from inspect import signature
 
-from .catalog import get_gpu, prices_as_of
+from .catalog import get_gpu, get_model, prices_as_of
 from .cost import FRONT_PLAN
 from .hardware import kernel_efficiency
 from .intervals import intervals_table
@@ -121,25 +121,36 @@ def _measured_range(facts: ChapterText) -> None:
 
 def _interleaving(facts: ChapterText) -> None:
     """The dropdown on interleaving: each chunk reduces its gradients in a call of its own (chapter 7), so
-    more chunks shrink the bubble but add calls; chapter 11's H100 pipeline (TP8 PP2 DP256, 2 micro-batches)
-    is fastest at an intermediate count, and the planner, which prices every count, lists that one."""
+    more chunks shrink the bubble but add calls; chapter 11's H100 pipeline (its best interleaved plan on its
+    fastest plan's GPU count, read from the plan, not typed) is fastest at an intermediate count, and the
+    planner, which prices every count, lists that one."""
     text = facts.values
-    vps = stage_chunk_options(40)                           # a 40-layer stage: every count of equal chunks
     model, seq, (gpu,) = FRONT_PLAN["model"], FRONT_PLAN["seq"], FRONT_PLAN["gpus"]   # chapter 11's plan
-    ga = FRONT_PLAN["global_batch"] // 256                  # its batch over 256 replicas: 2 micro-batches
-    st = {v: step_time(model, get_gpu(gpu), Parallel(tp=8, pp=2, dp=256, zero=1, sp=True, virtual_stages=v),
+    p11 = plan(**FRONT_PLAN)
+    # chapter 11's pipeline: the fastest interleaved plan on as many GPUs as its fastest plan (cost_prose)
+    n = p11.loc[p11["days"].idxmin(), "n_gpus"]
+    r = p11[(p11["n_gpus"] == n) & (p11["virtual_stages"] > 1)].sort_values("days").iloc[0]
+    tp, pp, dp, zero = (int(r[k]) for k in ("tp", "pp", "dp", "zero"))
+    layers = get_model(model).layers // pp                # one stage's layers (an even split)
+    _says(layers * pp == get_model(model).layers, "chapter 11's pipeline splits the layers evenly")
+    vps = stage_chunk_options(layers)                       # every count of equal chunks of one stage
+    ga = FRONT_PLAN["global_batch"] // dp                   # its batch over its replicas
+    st = {v: step_time(model, get_gpu(gpu),
+                       Parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, virtual_stages=v),
                        batch=1, seq=seq, grad_accum=ga) for v in vps}
     best = min(st, key=lambda v: st[v].step_s)
-    most = 40                                               # one layer a chunk
-    _says(1 < best < max(vps), "neither the fewest nor the most chunks is fastest")
+    most = max(vps)                                         # one layer a chunk
+    _says(1 < best < most, "neither the fewest nor the most chunks is fastest")
     _says(st[most].bubble_s < st[best].bubble_s, "the most chunks: a smaller bubble")
     _says(
         st[most].exposed_by_group_s["dp"]
         > st[best].exposed_by_group_s["dp"],
         "the most chunks: a longer wait for the gradients")
-    p11 = plan(**FRONT_PLAN)
-    r11 = p11[(p11["tp"] == 8) & (p11["pp"] == 2) & (p11["dp"] == 256) & (p11["zero"] == 1)]
+    r11 = p11[(p11["tp"] == tp) & (p11["pp"] == pp) & (p11["dp"] == dp) & (p11["zero"] == zero)]
     _says(r11.loc[r11["step_time_s"].idxmin(), "virtual_stages"] == best, "the planner lists that count")
+    text["vp_layout"] = f"tp={tp}, pp={pp}, dp={dp}"
+    text["vp_stage_layers"] = f"{layers}"
+    text["vp_most"] = f"{most}"
     text["vp_counts"] = ", ".join(map(str, vps[:-1])) + f" or {vps[-1]}"
     text["vp_best"] = f"{best}"
     text["vp_mid_faster"] = f"{st[most].step_s / st[best].step_s - 1:.1%}"
