@@ -62,3 +62,31 @@ def test_a_reading_the_numbers_contradict_raises():
     cmp.loc[cmp["style"] == "llama", "vocab"] = 4096
     with pytest.raises(ProseOutOfDate, match="chapter 5's prose says both tiny models"):
         step_sweep_prose(cmp, compare_steps())
+
+
+def test_a_step_that_leaves_bytes_behind_raises():
+    """The prose says the CSV's end_residual_bytes is 0 in every row and its CUDA column is empty: one row
+    with a KiB left after its step, or one with a CUDA peak, makes that false."""
+    cmp, steps = compare_measurements(), compare_steps()
+    left = steps.copy()
+    left.loc[left.index[0], "end_residual_bytes"] = 1024
+    with pytest.raises(ProseOutOfDate, match="end_residual_bytes is 0"):
+        step_sweep_prose(cmp, left)
+    gpu = steps.copy()
+    gpu.loc[gpu.index[0], "cuda_max_memory_allocated_bytes"] = 2**30
+    with pytest.raises(ProseOutOfDate, match="ran on a CPU"):
+        step_sweep_prose(cmp, gpu)
+
+
+def test_the_padded_batch_by_hand():
+    """Llama-3-8B (32 layers, 32 heads of 128, 8 KV heads) at 1 x 8192 tokens in bf16 under Hugging Face's
+    SDPA with a padding mask: every layer saves an additive bf16 copy of the 8192 x 8192 mask,
+    8192^2 x 2 B = 134,217,728 B, and K and V repeated from 8 to 32 heads, 2 x 8192 x (4096 - 1024) x 2 B =
+    100,663,296 B more than the 8 heads' K and V. 32 x 234,881,024 B = 7,516,192,768 B = 7.0 GiB on the
+    peak of the step. The prose quotes peaks (as exercise 4 does), so the two figures are 7.0 GiB apart; the
+    totals with the allowance would be 7.0 x 1.08 = 7.6 GiB apart."""
+    t = step_findings_prose(compare_steps()).values
+    plain, masked = (float(t[k].removesuffix(" GiB")) for k in ("mask_8b_plain", "mask_8b_masked"))
+    by_hand_gib = 32 * (8192**2 * 2 + 2 * 8192 * (4096 - 1024) * 2) / 2**30
+    assert masked - plain == pytest.approx(by_hand_gib, abs=0.06)
+    assert t["mask_8b_pct"] == f"{7.0 / plain:.0%}"
