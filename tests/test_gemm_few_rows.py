@@ -78,12 +78,24 @@ def test_b200_few_row_share_is_its_own_tables_loss(m):
 
 def test_a_gpu_without_a_table_for_its_compute_target_keeps_the_h100s():
     # sm_90 parts (the H800, H20, H200, H100 PCIe: the H100's own target), targets no grid row was measured on
-    # (the A100's sm_80, the B300's sm_103, the MI300X's gfx942) and no GPU at all: XLA's sm_90 table,
+    # (the A100's sm_80, the Ada cards' sm_89, the MI300X's gfx942) and no GPU at all: XLA's sm_90 table,
     # 751.9 / 780.2 (data/gpus.csv, gemm_arch; gb46)
-    for gpu in ("A100 80GB", "H100 SXM", "H800", "H20", "H200", "H100 PCIe", "B300", "MI300X", None):
+    for gpu in ("A100 80GB", "H100 SXM", "H800", "H20", "H200", "H100 PCIe", "L40S", "MI300X", None):
         assert K.few_row_share(1024, 4096, 4096, gpu) == pytest.approx(751.9 / 780.2, rel=1e-9), gpu
     assert K.grid_gpu("B200") == "B200" and K.grid_gpu("A100 80GB") == K.GRID_STAND_IN == "H100 SXM"
-    assert K.grid_gpu("B300") == K.grid_gpu("H800") == "H100 SXM"
+    assert K.grid_gpu("H800") == "H100 SXM"
+
+
+def test_the_b300_takes_its_familys_table():
+    # the B300 is compute capability 10.3 (sm_103; no XLA table of its own), the B200 10.0: CUDA 12.9's
+    # family-specific targets (sm_100f) run on both, so the B300 takes the B200's table, 1,214.0 / 1,416.9 =
+    # 0.857 at 1,024 rows (the H100's 0.964 before); AMD's targets have no such family
+    from llmsizing.gemm_grid import arch_family
+
+    assert [arch_family(a) for a in ("sm_103", "sm_100", "sm_90")] == ["sm_10x", "sm_10x", "sm_9x"]
+    assert arch_family("gfx942") is None and arch_family(None) is None
+    assert K.grid_gpu("B300") == "B200"
+    assert K.few_row_share(1024, 4096, 4096, "B300") == pytest.approx(1214.0 / 1416.9, rel=1e-9)
 
 
 # XLA's sm_100 table (the B200's rows), bf16, b = 1, at n = 1,024, k = 2,048 (TFLOP/s as stored, to 0.1)

@@ -60,9 +60,27 @@ def _grid_tables() -> dict:
 def grid_gpu(gpu) -> str:
     """The GPU whose measured table (``data/gemm_efficiency.csv``, ``kind == "grid"``) prices ``gpu``'s
     few-row GEMMs: its own, else one of its ``gemm_arch`` (``data/gpus.csv``: the B200's for the GB200, both
-    ``sm_100``), else :data:`GRID_STAND_IN` (none for the A100's ``sm_80``, the B300's ``sm_103``, AMD's)."""
+    ``sm_100``), else one of its NVIDIA family (:func:`arch_family`: the B200's for the B300, ``sm_103``),
+    else :data:`GRID_STAND_IN` (none for the A100's ``sm_80``, the Ada cards' ``sm_89``, AMD's)."""
     g, t = get_gpu(gpu), _grid_tables()
-    return g.name if g.name in t else {get_gpu(x).gemm_arch: x for x in t}.get(g.gemm_arch, GRID_STAND_IN)
+    if g.name in t:
+        return g.name
+    archs = {get_gpu(x).gemm_arch: x for x in t}
+    if g.gemm_arch in archs:
+        return archs[g.gemm_arch]
+    family = {arch_family(a): x for a, x in archs.items() if arch_family(a) is not None}
+    return family.get(arch_family(g.gemm_arch), GRID_STAND_IN)
+
+
+def arch_family(arch) -> str | None:
+    """The family of an NVIDIA compute target, ``"sm_10x"`` for ``sm_100`` and ``sm_103``: CUDA 12.9's
+    family-specific targets (``sm_100f``) run on every target of the same major version, the B200's and the
+    B300's alike (NVIDIA, CUDA 12.9 release notes and "Blackwell family-specific architecture features");
+    ``None`` for a target that is not ``sm_<major><minor>`` (AMD's ``gfx942``) or none."""
+    import re
+
+    m = re.fullmatch(r"sm_(\d+)(\d)", arch) if isinstance(arch, str) else None
+    return None if m is None else f"sm_{m.group(1)}x"
 
 
 def grid_dtype(table: str, dtype: str = "bf16") -> str:
