@@ -274,3 +274,18 @@ def test_the_frame_has_an_allocator_column():
     df = allocator_fragmentation_rows()
     assert set(df["allocator"]) == set(ALLOCATOR_SETTINGS)
     assert (df["allocator"] == "expandable_segments").sum() == len(EXPANDABLE_MIB)
+
+
+def test_the_spread_counts_the_published_runs_above_a_room():
+    """Chapter 4: how many published runs (peak_active, PyTorch's default allocator, not superseded) reserved
+    more than a given room above their live tensors, counted here from the CSV's own two peaks."""
+    default = [float(r["reserved_gib"]) / float(r["allocated_gib"]) - 1 for r in _rows()
+               if r["statistic"] == "peak_active" and r["superseded"] == "no"
+               and not r["allocator_settings"].startswith("expandable_segments:True")]
+    spread = measured_fragmentation()
+    assert len(spread.values) == spread.n_rows == len(default)
+    for room in (0.0, 0.08, 0.27, 0.29, 1.0):
+        assert spread.above(room) == sum(f > room for f in default), room
+    assert spread.above(-1.0) == spread.n_rows and spread.above(spread.high) == 0
+    with pytest.raises(ValueError, match="fraction"):
+        spread.above(float("nan"))

@@ -29,7 +29,7 @@ import functools
 import statistics
 from dataclasses import dataclass
 
-from ._validate import check_bool, check_choice
+from ._validate import check_bool, check_choice, check_number
 from .catalog import DATA_DIR
 
 #: The file of published pairs, in ``data/``.
@@ -50,7 +50,9 @@ ALLOCATOR_SETTINGS = ("default", "expandable_segments")
 class FragmentationSpread:
     """The spread of published ``reserved / allocated - 1`` for one statistic: ``median`` and the range
     ``low``-``high`` over the rows, and ``source_median``, the median of each source's own median (a source
-    with many rows, such as GMLake's figures, counts once)."""
+    with many rows, such as GMLake's figures, counts once). ``values``: every row's fragmentation, in the
+    file's order (to count the published runs above a room, e.g. :func:`~llmsizing.states.fragmentation_room`:
+    chapter 4)."""
 
     statistic: str
     n_rows: int
@@ -60,6 +62,11 @@ class FragmentationSpread:
     high: float
     source_median: float
     allocator: str = "default"
+    values: tuple = ()
+
+    def above(self, fraction: float) -> int:
+        """How many of the published rows reserved more than ``fraction`` above their live tensors."""
+        return sum(v > check_number("fraction", fraction, minimum=-1.0) for v in self.values)
 
 
 @dataclass(frozen=True)
@@ -134,7 +141,7 @@ def measured_fragmentation(statistic: str = "peak_active", *, include_superseded
         statistic=statistic, n_rows=len(values), n_sources=len(by_source), median=statistics.median(values),
         low=min(values), high=max(values),
         source_median=statistics.median(statistics.median(vs) for vs in by_source.values()),
-        allocator=allocator)
+        allocator=allocator, values=tuple(values))
 
 
 def fragmentation_allowance(allocator: str = "default") -> float:
