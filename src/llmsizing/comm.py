@@ -91,15 +91,31 @@ class Communication:
 
 
 def ring_collective(name: str, group: str, n: int, kind: str, message: float, calls: int, gl,
-                    slot: str | None = None) -> "Collective":
+                    slot: str | None = None, *, protocols: bool = False) -> "Collective":
     """One collective of ``calls`` calls of a ``message``-byte buffer over ``n`` GPUs on the link ``gl``
     (:class:`~llmsizing.network.GroupLink`): :func:`~llmsizing.network.link_wire_factor` bytes per call at its
     bandwidth (a flat ring's, or hierarchical for a group with several GPUs per node: issue 34), and
     :func:`~llmsizing.network.latency_steps` latencies per call. ``slot``: a data-parallel collective's window
-    (:data:`~llmsizing.collectives.DP_SLOTS`, from :func:`~llmsizing.zero_traffic.dp_collectives`)."""
-    sent = calls * (link_wire_factor(kind, n, gl) * message)
-    return Collective(name, group, n, gl.link, calls, message, sent, gl.bandwidth_gbps,
-                      calls * latency_steps(kind, n, gl.across) * gl.alpha_s, slot)
+    (:data:`~llmsizing.collectives.DP_SLOTS`, from :func:`~llmsizing.zero_traffic.dp_collectives`).
+
+    ``protocols=True`` (issue 34, phys47; default ``False``, the single alpha-beta line every training range
+    was measured with): each call on the cheaper of the link class's two fitted lines, NCCL's LL protocol
+    (the latency ``alpha_s``, the bandwidth ``small_bandwidth_gbps``) or LL128/Simple (``large_alpha_s``, the
+    full bandwidth), as :func:`~llmsizing.network.collective_time_s` prices serving's (the same seconds a
+    call); a link class without a fitted log keeps the single line. Pre-registered measurement (phys47,
+    /work/notes/s47/phys47-report.md): on ``training-layout`` and ``moe-layout`` by their nested
+    leave-one-source-out checks, every fitted parameter refit in fold; adopt only if the out-of-source
+    coverage stays >= 75% and the median width does not grow."""
+    if not isinstance(protocols, bool):
+        raise TypeError(f"protocols must be True or False, got {type(protocols).__name__} {protocols!r}")
+    f, steps = link_wire_factor(kind, n, gl), latency_steps(kind, n, gl.across)
+    bw, alpha = gl.bandwidth_gbps, gl.alpha_s
+    if protocols and gl.small_bandwidth_gbps is not None and gl.large_alpha_s is not None:
+        ll = steps * alpha + f * message / (gl.small_bandwidth_gbps * 1e9)
+        simple = steps * gl.large_alpha_s + f * message / (bw * 1e9)
+        bw, alpha = (gl.small_bandwidth_gbps, alpha) if ll < simple else (bw, gl.large_alpha_s)
+    return Collective(name, group, n, gl.link, calls, message, calls * (f * message), bw,
+                      calls * steps * alpha, slot)
 
 
 GROUP_STRIDES = ("tp", "cp", "dp", "pp")
@@ -170,7 +186,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
                   precision: str = "bf16-mixed", grad_accum: int = 1, recompute: str = "none",
                   node=None, recompute_layers: int | None = None, max_nodes: int | str | None = None,
                   _groups: tuple | None = None, _links: dict | None = None,
-                  dispatcher: str = "alltoall") -> Communication:
+                  dispatcher: str = "alltoall", protocols: bool = False) -> Communication:
     """The collectives of one training step, per GPU, for the most loaded pipeline stage.
 
     ``batch`` is the micro-batch (sequences), ``grad_accum`` the micro-batches per step (a pipeline's
@@ -222,7 +238,10 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     :func:`~llmsizing.memory.training_memory`) only the recomputed layers of the stage run their forward's
     TP and CP collectives again. Taught in chapters 7 and 8; measured in chapter 9. ``_groups``: the groups
     whose collectives to build (default all; the planner asks for a few, issue 35), each the same rows;
-    ``_links``: their links (default :func:`group_network`'s; the planner's hold arrays of links)."""
+    ``_links``: their links (default :func:`group_network`'s; the planner's hold arrays of links).
+    ``protocols``: the DP, TP and CP collectives by NCCL protocol (:func:`ring_collective`; default
+    ``False``, the single line); the pipeline's and the ring attention's send/recv and the all-to-alls keep
+    the single line."""
     from .memory import stage_params
 
     model = resolve_model(model, moe=True)
@@ -265,7 +284,8 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
             return
         if message * calls > MAX_MEANINGFUL:   # per step: bucketed and per-layer calls split one volume
             raise too_large(name, message, calls)
-        out.append(ring_collective(name, group, n, kind, message, calls, gl or links[group], slot))
+        out.append(ring_collective(name, group, n, kind, message, calls, gl or links[group], slot,
+                                   protocols=protocols))
 
     stages = layers_per_stage(model.layers, par)
     most = max(range(par.pp), key=lambda i: stages[i])      # the most loaded stage (the first of the largest)

@@ -252,7 +252,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
               attention_kernel: str | None = None, schedule: str = "1f1b", mtp_depth: int = 0,
               comm_sms: int = 0, load_skew: float | None = None, framework: str | None = None,
               attention_seq: int | None = None, capacity_factor: float | None = None,
-              dispatcher: str = "alltoall", tp_backward_overlap: bool | None = None) -> StepTime:
+              dispatcher: str = "alltoall", tp_backward_overlap: bool | None = None,
+              protocols: bool = False) -> StepTime:
     """Where one training step's time goes on a GPU of the slowest pipeline stage: compute
     (:func:`~llmsizing.comm.step_compute_time_s` at ``kernel_efficiency`` of the dense peak, default the
     calibrated one of the GPU's generation), the pipeline bubble (:func:`~llmsizing.parallel.pipeline_bubble`
@@ -306,7 +307,10 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     GEMMs (:data:`~llmsizing.exposure.TP_BACKWARD_ASYNC`, :func:`tp_backward_windows_s`); the default path
     of Megatron-LM since 2022, no flag. ``None`` (default): as ``framework``'s stack family does on its
     default path (:func:`~llmsizing.frameworks.tp_backward_overlap_of`: the Megatron family hides them; no
-    stack named, every TP collective exposed, as before); ``True``/``False`` says so explicitly."""
+    stack named, every TP collective exposed, as before); ``True``/``False`` says so explicitly.
+    ``protocols``: the DP, TP and CP collectives by NCCL protocol, the cheaper of the two fitted lines
+    (:func:`~llmsizing.comm.ring_collective`; issue 34, phys47); default ``False``, the single line the
+    ranges were measured with (the planner's arrays price the single line only)."""
     model = resolve_model(model, moe=True)
     g = check_recipe_runs_on(precision, gpu)
     ep_overlap = check_number("ep_overlap", ep_overlap, maximum=1.0)
@@ -321,7 +325,8 @@ def step_time(model: Model | str, gpu, parallel: Parallel | None = None, *, batc
     comm = communication(model, parallel, batch=batch, seq=seq, gpu=g, gpus_per_node=gpus_per_node,
                          inter_node_gbps=inter_node_gbps, precision=precision, grad_accum=m,
                          recompute=recompute, node=node, recompute_layers=recompute_layers,
-                         max_nodes=max_nodes, dispatcher=check_dispatcher(dispatcher).name)
+                         max_nodes=max_nodes, dispatcher=check_dispatcher(dispatcher).name,
+                         protocols=check_bool("protocols", protocols))
     par = comm.parallel
     if capacity_factor is not None:     # token dropping caps the skew (moe_time.load_skew; Switch)
         if load_skew is not None or not model.is_moe:
