@@ -4,9 +4,11 @@ in a fresh process (a measurement, never the book's numbers; nothing is written 
 
     nice -n 10 .venv/bin/python tools/physics_ab.py VARIANT --out results.json [--stack]
 
-VARIANT: ``today`` (the library as it is: single alpha-beta line, 1F1B fill and drain at each stage's speed),
-``A`` (the DP/TP/CP collectives by NCCL protocol: ``step_time(protocols=True)``), ``noB`` (the fill and drain
-at the slowest stage's speed, as before session 39: the bubble ``(pp - 1) / (v m)``), ``A-noB`` (both).
+VARIANT: ``today`` (the library as it is: single alpha-beta line, 1F1B fill and drain at each stage's
+speed), ``A`` (the DP/TP/CP collectives by NCCL protocol: ``step_time(protocols=True)``), ``noB`` (the fill
+and drain at the slowest stage's speed, as before session 39: the bubble ``(pp - 1) / (v m)``), ``A-noB``
+(both); ``Aintra`` (exploratory, not pre-registered: A on the scale-up links only, the network's collectives
+on the single line).
 
 Pre-registered (phys47, /work/notes/s47/phys47-report.md): each area as tools/calibrate.py computes it,
 under the variant: the per-run kernel efficiencies re-inverted, the kernel-efficiency table
@@ -31,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tools"))
 
-VARIANTS = ("today", "A", "noB", "A-noB")
+VARIANTS = ("today", "A", "noB", "A-noB", "Aintra")
 
 
 def _apply(variant: str) -> None:
@@ -39,8 +41,18 @@ def _apply(variant: str) -> None:
     import llmsizing.layouts as layouts
 
     if "A" in variant.split("-"):
-        layouts.step_time.__kwdefaults__["protocols"] = True
-        comm.communication.__kwdefaults__["protocols"] = True
+        import inspect
+
+        for f in (layouts.step_time, comm.communication):      # (step_time is wrapped by takes_job)
+            inspect.unwrap(f).__kwdefaults__["protocols"] = True
+    if variant == "Aintra":        # exploratory, NOT pre-registered: protocols inside the scale-up domain
+        ring = comm.ring_collective
+
+        def intra_only(*args, protocols=False, **kw):
+            gl = args[6] if len(args) > 6 else kw["gl"]
+            return ring(*args, protocols=not gl.across, **kw)
+
+        comm.ring_collective = intra_only
     if "noB" in variant.split("-"):
         from llmsizing.moe_time import schedule_bubble
 
