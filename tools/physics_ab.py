@@ -153,6 +153,12 @@ def _checks(df) -> dict:
         row = runs[runs["run"] == name].iloc[0]
         out[name] = {"mfu": run_mfu_at(row, kernel_efficiency(row["gpu"], "bf16")),
                      "published": float(df.loc[df["run"] == name, "implied_mfu"].iloc[0])}
+    try:                                       # chapter 17's 128K step as Meta ran it (its statements hold?)
+        from llmsizing.long_context_prose import opening_prose
+
+        out["ch17_dp48_mfu"] = opening_prose().values["dp48_mfu"]
+    except Exception as e:                     # noqa: BLE001  (a failed statement is a finding here)
+        out["ch17_dp48_mfu"] = f"{type(e).__name__}: {e}"
     ds = deepseek_v3_check()
     out["deepseek_v3_check"] = {k: ds[k] for k in ("gpu_hours_exposed", "ratio_exposed", "gpu_hours_dualpipe",
                                                    "ratio_dualpipe", "mfu_exposed", "bubble_s")}

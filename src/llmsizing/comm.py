@@ -35,7 +35,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._validate import MAX_MEANINGFUL, check_choice, check_fraction, check_int, check_number, renamed
+from ._validate import (MAX_MEANINGFUL, check_bool, check_choice, check_fraction, check_int, check_number,
+                        renamed)
 from .all_to_all import check_dispatcher, node_limit, ulysses_collectives
 from .catalog import MIN_GPU_SPEED, get_gpu, resolve_model
 from .flops import stage_attention_flops_per_token, stage_flops_per_token
@@ -106,8 +107,7 @@ def ring_collective(name: str, group: str, n: int, kind: str, message: float, ca
     /work/notes/s47/phys47-report.md): on ``training-layout`` and ``moe-layout`` by their nested
     leave-one-source-out checks, every fitted parameter refit in fold; adopt only if the out-of-source
     coverage stays >= 75% and the median width does not grow."""
-    if not isinstance(protocols, bool):
-        raise TypeError(f"protocols must be True or False, got {type(protocols).__name__} {protocols!r}")
+    protocols = check_bool("protocols", protocols)
     f, steps = link_wire_factor(kind, n, gl), latency_steps(kind, n, gl.across)
     bw, alpha = gl.bandwidth_gbps, gl.alpha_s
     if protocols and gl.small_bandwidth_gbps is not None and gl.large_alpha_s is not None:
@@ -248,6 +248,7 @@ def communication(model: Model | str, parallel: Parallel | None = None, *, batch
     batch, seq = check_int("batch", batch), check_int("seq", seq)
     par = resolve_parallel(parallel, model, seq=seq)
     m = check_int("grad_accum", grad_accum)
+    protocols = check_bool("protocols", protocols)
     recipe = RECIPES[check_recipe("precision", precision)]
     check_choice("recompute", recompute, RECOMPUTE_MODES)
     if recompute in OP_SAC_MODES:
