@@ -106,7 +106,15 @@ def ring_collective(name: str, group: str, n: int, kind: str, message: float, ca
     call); a link class without a fitted log keeps the single line. Pre-registered measurement (phys47,
     /work/notes/s47/phys47-report.md): on ``training-layout`` and ``moe-layout`` by their nested
     leave-one-source-out checks, every fitted parameter refit in fold; adopt only if the out-of-source
-    coverage stays >= 75% and the median width does not grow."""
+    coverage stays >= 75% and the median width does not grow. Measured (phys47, 2026-12-05,
+    ``tools/physics_ab.py``): training-layout 87.4% -> 86.5%, width 1.529 -> 1.570 (FP8 75% -> 62.5%);
+    moe-layout width 1.95 -> 7.88, all of it OLMoE (ZeRO-3 over 256 GPUs: 3 x 68 calls a step of 255 ring
+    steps at the network log's LL128/Simple 29.6 us instead of 4.4 us, +1.3 s on a 0.67 s step): not adopted.
+    The network's two lines are one two-node log's (16 ranks), extrapolated over ``n - 1`` steps; NCCL's
+    tuner charges the network's latency on the inter-node steps only (``src/graph/tuning.cc``:
+    ``nInterSteps = nNodes - 1`` for a ring all-gather, the other steps at the intra-node latency). On the
+    scale-up links alone (the network kept on the single line; not pre-registered): width 1.529 -> 1.529,
+    coverage 87.4% -> 85.6%, moe-layout width 1.95 -> 1.98."""
     protocols = check_bool("protocols", protocols)
     f, steps = link_wire_factor(kind, n, gl), latency_steps(kind, n, gl.across)
     bw, alpha = gl.bandwidth_gbps, gl.alpha_s
