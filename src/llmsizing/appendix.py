@@ -477,16 +477,19 @@ def _serving_values(ac=None) -> dict[str, str]:
     return v
 
 
-def appendix_values(ac=None) -> dict[str, str]:
+def appendix_values(ac=None, *, measured=None) -> dict[str, str]:
     """Every number the appendix shows, ``{name: text}`` with ``name`` its ``{eval}`` name (``app_...``), as
-    the page prints it. ``ac``: :func:`allen_cunneen_errors`' result, if already computed."""
+    the page prints it. ``ac``: :func:`allen_cunneen_errors`' result, if already computed; ``measured``:
+    ``_measured()``'s, likewise."""
     return {**_calibration_values(), **_finetune_values(), **_model_values(), **_parallel_values(),
-            **_serving_values(ac), **_check_values(), **_measured_values(_measured())}
+            **_serving_values(ac), **_check_values(),
+            **_measured_values(measured or _measured())}
 
 
-def appendix_claims(ac=None) -> dict[str, bool]:
+def appendix_claims(ac=None, *, measured=None) -> dict[str, bool]:
     """What the appendix says in words about its numbers, each ``True`` while it holds (a sentence to change
-    when one turns ``False``). ``ac``: :func:`allen_cunneen_errors`' result, if already computed."""
+    when one turns ``False``). ``ac``: :func:`allen_cunneen_errors`' result, if already computed;
+    ``measured``: ``_measured()``'s, likewise."""
     from .allocator_fragmentation import fragmentation_allowance
     from .catalog import get_gpu, get_model
     from .finetune_time import GROUP_RANGES, RESIDUAL_RANGE
@@ -570,7 +573,7 @@ def appendix_claims(ac=None) -> dict[str, bool]:
             and all(fits <= lib < oom for pub, fits, oom, lib in ctx if pub is None),
         "LLaMA-65B's QLoRA script fits the 48 GB GPU with its paged optimizer, not without":
             paged[True].peak_bytes < gpu48.memory_bytes < paged[False].peak_bytes,
-        **_measured_claims(_measured()),
+        **_measured_claims(measured or _measured()),
     }
 
 
@@ -579,8 +582,8 @@ def appendix_prose(ac=None) -> ChapterText:
     ``values``, keyed by ``{eval}`` name) and what it says of them in words (:func:`appendix_claims`, in
     ``data["claims"]``). Raises :class:`~llmsizing.prose.ProseOutOfDate` naming each claim that no longer
     holds. ``ac``: :func:`allen_cunneen_errors`' result, if already computed."""
-    ac = _check_ac(ac)
-    claims = appendix_claims(ac)
+    ac, measured = _check_ac(ac), _measured()
+    claims = appendix_claims(ac, measured=measured)
     wrong = [claim for claim, holds in claims.items() if not holds]
     prose_check(not wrong, "; ".join(wrong), "the appendix")
-    return ChapterText(values=appendix_values(ac), data={"claims": claims})
+    return ChapterText(values=appendix_values(ac, measured=measured), data={"claims": claims})
