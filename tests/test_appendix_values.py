@@ -292,8 +292,8 @@ def test_the_hf_layer_check_from_the_listing(values):
 def test_the_autocast_copies_check_by_hand(values):
     """2 bytes per weight a matrix multiply reads, from each model's shape (data/step_measurements.csv): Llama
     (untied) N - V h - (2L + 1) h norms; GPT-2 (tied, LayerNorm, 512 learned positions) N - 512 h - (2L + 1) 2h;
-    Qwen2 (tied) N - (2L + 1) h. That is every step's largest copies; at the forward's end GPT-2 lacks its
-    biases' casts, 2 x L (3h + h + f + h) bytes, which autocast does not cache."""
+    Qwen2 (tied) N - (2L + 1) h. That is every step's largest copies; at the forward's end, once autocast's
+    cache has emptied, GPT-2 lacks its biases' copies, 2 x L (3h + h + f + h) bytes, which no backward keeps."""
     from llmsizing.measurements import load_steps
 
     amp = load_steps().query("stack == 'hf' and mode == 'autocast-bf16'")
