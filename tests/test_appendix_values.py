@@ -80,7 +80,7 @@ def test_queueing_and_goodput(values):
 
 def test_every_claim_holds_and_each_can_fail(monkeypatch):
     claims = appendix_claims(FAKE_AC)
-    assert len(claims) == 25 and all(claims.values()), [c for c, ok in claims.items() if not ok]
+    assert len(claims) == 30 and all(claims.values()), [c for c, ok in claims.items() if not ok]
     # a wrong extreme of the simulation, and two constants moved, each turn their own claim False
     worst = FAKE_AC | {(8, 0.8, 0.0): -0.5}
     assert [c for c, ok in appendix_claims(worst).items() if not ok] == [
@@ -254,3 +254,171 @@ def test_the_peak_of_a_step_check_is_chapter_5s(values):
         assert values["app_peak_n"] == f"{sum(r['stack'] == 'hf' for r in csv.DictReader(f))}" == "162"
     ch5 = step_sweep_prose(compare_measurements(), compare_steps()).values
     assert values["app_peak_err"] == ch5["step_hf_worst"] and ch5["step_n_hf"] == values["app_peak_n"]
+
+
+# ------------------------------------------------------------------ the checks of five more entries (appx47)
+def test_the_hf_layer_check_from_the_listing(values):
+    """data/step_saved_tensors.csv's Hugging Face layers (counted here, by storage as the tool lists them)
+    against the library's count: exact but for GPT-2 in bf16, where the CPU keeps LayerNorm's mean and 1/std in
+    bf16 (2 bytes) and the library counts a GPU's fp32 (4 bytes): 2 norms x 2 statistics x 2 bytes x b s more."""
+    from llmsizing.activations import layer_terms
+    from llmsizing.measurements import load_steps, step_model
+
+    with open(DATA_DIR / "step_saved_tensors.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["stack"] == "hf"]
+    layers = {}
+    for r in rows:
+        layers.setdefault((r["model_class"], r["mode"], r["attention"]), []).append(r)
+    steps = load_steps()
+    errors = {}
+    for (cls, mode, att), rs in layers.items():
+        measured = sum(int(r["nbytes"]) for r in rs if r["kind"] == "activation")
+        b, s = int(rs[0]["batch"]), int(rs[0]["seq"])
+        model = step_model(steps[(steps["stack"] == "hf") & (steps["model_class"] == cls)].iloc[0])
+        lib = sum(layer_terms(model, batch=b, seq=s, dtype="fp32" if mode == "fp32" else "bf16",
+                              attention="eager" if att == "eager" else "flash", stack="hf",
+                              autocast=mode == "autocast-bf16").values())
+        if (cls, mode) == ("GPT2LMHeadModel", "bf16"):
+            stats = [r for r in rs if r["op"] == "native_layer_norm" and r["dtype"] == "bfloat16"
+                     and r["shape"] == f"{b}x{s}x1"]
+            assert len({r["created_in"] for r in stats}) == 2          # ln_1 and ln_2, mean and 1/std each
+            assert lib - measured == 2 * 2 * 2 * b * s
+        errors[cls, mode, att] = lib / measured - 1
+    exact = sum(e == 0 for e in errors.values())
+    assert (values["app_hfl_n"], values["app_hfl_exact"]) == (f"{len(errors)}", f"{exact}") == ("18", "16")
+    assert values["app_hfl_err"] == f"{max(map(abs, errors.values())):.2%}" == "0.06%"
+
+
+def test_the_autocast_copies_check_by_hand(values):
+    """2 bytes per weight a matrix multiply reads, from each model's shape (data/step_measurements.csv): Llama
+    (untied) N - V h - (2L + 1) h norms; GPT-2 (tied, LayerNorm, 512 learned positions) N - 512 h - (2L + 1) 2h;
+    Qwen2 (tied) N - (2L + 1) h. That is every step's largest copies; at the forward's end, once autocast's
+    cache has emptied, GPT-2 lacks its biases' copies, 2 x L (3h + h + f + h) bytes, which no backward keeps."""
+    from llmsizing.measurements import load_steps
+
+    amp = load_steps().query("stack == 'hf' and mode == 'autocast-bf16'")
+    for cls, r in amp.drop_duplicates("model_class").set_index("model_class").iterrows():
+        L, h, n = int(r["layers"]), int(r["hidden"]), int(r["n_params"])
+        matmul = {"LlamaForCausalLM": n - int(r["vocab"]) * h - (2 * L + 1) * h,
+                  "GPT2LMHeadModel": n - 512 * h - (2 * L + 1) * 2 * h,
+                  "Qwen2ForCausalLM": n - (2 * L + 1) * h}[cls]
+        assert (amp.loc[amp["model_class"] == cls, "weight_copy_max_bytes"] == 2 * matmul).all(), cls
+    gpt2 = amp[(amp["model_class"] == "GPT2LMHeadModel") & (amp["recompute"] == "none")]
+    r = gpt2.iloc[0]
+    biases = int(r["layers"]) * (5 * int(r["hidden"]) + int(r["ffn"]))
+    assert (gpt2["weight_copy_forward_end_bytes"] == gpt2["weight_copy_max_bytes"] - 2 * biases).all()
+    assert values["app_amp_n"] == f"{len(amp)}" == "54"
+    assert values["app_amp_end"] == f"{2 * biases / (r['weight_copy_max_bytes'] - 2 * biases):.2%}" == "0.13%"
+
+
+def test_the_stages_check_by_hand_and_as_chapter_10_prints_it(values):
+    """Llama 3.1 405B at Table 4's MFUs, by hand: F = 6 (N - V h) + 12 L s a d per token (the CSV's tokens and
+    sequences, the H100's 989.4 TFLOP/s), over the model card's 30.84M GPU-hours; the range is the min and max
+    of stages.published_stage_checks, whose rows chapter 10 prints and glues (x0.97, x1.10, x1.21)."""
+    from llmsizing.stages import published_stage_checks
+
+    m = get_model("llama-3.1-405b")
+    with open(DATA_DIR / "published_stages.csv", newline="") as f:
+        ll = [r for r in csv.DictReader(f) if r["run"] == "Llama 3.1 405B"]
+    hours = sum(float(r["tokens"]) * (6 * (m.n_params - m.vocab * m.hidden)
+                                      + 12 * m.layers * int(r["seq"]) * m.heads * m.head_dim)
+                / (989.4e12 * float(r["reported_mfu"])) / 3600 for r in ll)
+    ratio = hours / float(ll[0]["phase_gpu_hours"])
+    assert f"{ratio:.2f}" == "0.97"
+    ratios = published_stage_checks()["ratio"]
+    assert ratios[ratios < 1].tolist() == pytest.approx([ratio], rel=1e-9)
+    assert (values["app_stage_lo"], values["app_stage_hi"]) == (f"{ratios.min():.2f}", f"{ratios.max():.2f}")
+    assert (values["app_stage_lo"], values["app_stage_hi"], values["app_stage_n"]) == ("0.97", "1.21", "three")
+
+
+def test_the_lora_check_from_the_rows_and_chapter_16s_cell(values):
+    """Every fp32/bf16 step of data/lora_step_measurements.csv without dropout, its model built from the row
+    (as tests/test_finetune.py builds it), against finetune_memory's peak; and chapter 16 glues its figure
+    from the same function (finetune_prose.lora_step_errors) in the same format: one figure on both pages."""
+    import json
+    from pathlib import Path
+
+    from llmsizing import Model
+    from llmsizing.finetune import ALL_LINEAR, ATTENTION_ONLY, finetune_memory
+
+    with open(DATA_DIR / "lora_step_measurements.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["mode"] in ("fp32", "bf16") and float(r["lora_dropout"]) == 0]
+    errors = []
+    for r in rows:
+        m = Model(r["model"], layers=int(r["layers"]), hidden=int(r["hidden"]), heads=int(r["heads"]),
+                  kv_heads=int(r["kv_heads"]), ffn_hidden=int(r["ffn"]), vocab=int(r["vocab"]), gated_mlp=True,
+                  tied_embeddings=r["tied_embeddings"] == "True", norm="rmsnorm", max_seq=4096)
+        peak = finetune_memory(m, method="lora", rank=int(r["r"]), batch=int(r["batch"]), seq=int(r["seq"]),
+                               targets=ATTENTION_ONLY if r["targets"] == "attention" else ALL_LINEAR,
+                               recompute=r["recompute"], dtype=r["mode"]).peak_bytes
+        errors.append((peak / int(r["peak_bytes"]) - 1, r["recompute"]))
+    assert values["app_lora_n"] == f"{len(rows)}" == "50"
+    assert values["app_lora_err"] == f"{max(abs(e) for e, _ in errors):.1%}" == "1.0%"
+    assert all((e > 0) == (rc == "none") for e, rc in errors)          # "over only without recomputation"
+    ch16 = json.loads((Path(__file__).resolve().parents[1] / "book" / "16_finetuning.ipynb").read_text())
+    cell = next("".join(c["source"]) for c in ch16["cells"] if "ch16_clean_err" in "".join(c["source"]))
+    assert "steps = lora_step_errors()" in cell and 'clean = steps[~steps["dropout"]]["error"]' in cell
+    assert 'glue("ch16_clean_err", f"{clean.abs().max():.1%}"' in cell
+    assert 'glue("ch16_steps_n", f"{len(clean)}"' in cell
+
+
+def test_the_rl_check_is_chapter_19s(values):
+    """Published over predicted step for every checked row of data/rl_published.csv (the ratios taken here
+    from the rows' step_s and predicted_step_s), and the same figures chapter 19 glues (rl_prose)."""
+    import statistics
+
+    from llmsizing.rl import published_rl
+    from llmsizing.rl_prose import default_run_prose, published_check_prose
+
+    chk = published_rl().query("checked == 'yes'")
+    ratios = (chk["step_s"] / chk["predicted_step_s"]).tolist()
+    inside = int(((chk["step_s"] >= chk["low"]) & (chk["step_s"] <= chk["high"])).sum())
+    assert (values["app_rl_n"], values["app_rl_inside"]) == (f"{len(ratios)}", f"{inside}")
+    assert (values["app_rl_med"], values["app_rl_lo"], values["app_rl_hi"]) == (
+        f"{statistics.median(ratios):.2f}", f"{min(ratios):.2f}", f"{max(ratios):.2f}")
+    assert statistics.median(ratios) > 1                                  # "optimistic"
+    ch19 = published_check_prose(default_run_prose().data).values
+    assert [values[f"app_rl_{k}"] for k in ("n", "inside", "med", "lo", "hi")] == [
+        ch19[k] for k in ("n_rows", "inside", "ratio_med", "ratio_min", "ratio_max")]
+
+
+def test_a_false_measured_check_statement_raises(monkeypatch):
+    """Each of the five statements, made false, stops the page (ProseOutOfDate names it)."""
+    import dataclasses
+
+    import llmsizing.activations
+    import llmsizing.finetune_prose
+    import llmsizing.memory
+    import llmsizing.rl
+    import llmsizing.stages
+    from llmsizing.appendix import appendix_prose
+    from llmsizing.prose import ProseOutOfDate
+
+    def raises(what):
+        return pytest.raises(ProseOutOfDate, match=f"the appendix says {what}")
+
+    with monkeypatch.context() as m:                    # one byte more in every layer: no layer exact
+        terms = llmsizing.activations.layer_terms
+        m.setattr(llmsizing.activations, "layer_terms", lambda *a, **k: {**terms(*a, **k), "extra": 1})
+        with raises("the Hugging Face layer count is exact but for GPT-2's bf16 layers"):
+            appendix_prose(FAKE_AC)
+    with monkeypatch.context() as m:
+        copies = llmsizing.memory.autocast_copies_bytes
+        m.setattr(llmsizing.memory, "autocast_copies_bytes", lambda *a, **k: copies(*a, **k) - 2)
+        with raises("autocast's copies equal the largest measured"):
+            appendix_prose(FAKE_AC)
+    with monkeypatch.context() as m:
+        checks = llmsizing.stages.published_stage_checks
+        m.setattr(llmsizing.stages, "published_stage_checks", lambda: checks().assign(ratio=0.9))
+        with raises("a run in stages comes in below a published figure only at the paper's own MFUs"):
+            appendix_prose(FAKE_AC)
+    with monkeypatch.context() as m:
+        lora = llmsizing.finetune_prose.lora_step_errors
+        m.setattr(llmsizing.finetune_prose, "lora_step_errors", lambda: lora().assign(error=0.005))
+        with raises("the LoRA peak over-counts only without recomputation"):
+            appendix_prose(FAKE_AC)
+    with monkeypatch.context() as m:
+        ck = llmsizing.rl.rl_checked
+        m.setattr(llmsizing.rl, "rl_checked", lambda *a, **k: dataclasses.replace(ck(*a, **k), ratio_median=0.9))
+        with raises("the RL step is optimistic at the median"):
+            appendix_prose(FAKE_AC)

@@ -25,7 +25,7 @@ from .intervals import intervals_table, min_units, nested_min_units
 from .prose import ChapterText, prose_check
 from .units import GiB
 
-__all__ = ["ratio_span", "calibration_prose", "multi_gpu_prose"]
+__all__ = ["ratio_span", "calibration_prose", "multi_gpu_prose", "lora_step_errors"]
 
 #: Raises :class:`~llmsizing.prose.ProseOutOfDate` when the numbers no longer bear out what the prose says
 _says = partial(prose_check, chapter="chapter 16's prose")
@@ -46,6 +46,31 @@ def ratio_span(ratios) -> str:
 
 def _minmax(s, fmt: str = "{:.2f}") -> str:
     return f"{fmt.format(s.min())} to {fmt.format(s.max())}"
+
+
+def lora_step_errors():
+    """The measured PEFT LoRA steps of ``data/lora_step_measurements.csv`` in fp32 and bf16 (LoRA under
+    autocast is not modelled) with :func:`~llmsizing.finetune.finetune_memory`'s peak against the measured one
+    (chapter 16, "Checked against real LoRA steps"; the appendix's "What a frozen model saves"): ``error``
+    counts dropout's noise as the CPU keeps it (4 bytes), ``error_gpu_mask`` a GPU's 1-byte mask (they differ
+    only with dropout); ``dropout`` says whether ``lora_dropout`` > 0."""
+    from .finetune import ALL_LINEAR, ATTENTION_ONLY, finetune_memory
+    from .model_catalog import get_model
+
+    steps = pd.read_csv(DATA_DIR / "lora_step_measurements.csv")
+    steps = steps[steps["mode"].isin(["fp32", "bf16"])]
+    errors = []
+    for r in steps.itertuples():
+        m = get_model("llama-2-7b").with_(name=r.model, layers=r.layers, hidden=r.hidden, heads=r.heads,
+                                          kv_heads=r.kv_heads, ffn_hidden=r.ffn, vocab=r.vocab, max_seq=4096)
+        kw = dict(method="lora", rank=r.r, targets=ATTENTION_ONLY if r.targets == "attention" else ALL_LINEAR,
+                  batch=r.batch, seq=r.seq, recompute=r.recompute, lora_dropout=r.lora_dropout > 0,
+                  dtype=r.mode)
+        # on the CPU dropout keeps its noise in its input's dtype: fp32, since PEFT casts to its fp32 adapters
+        cpu, gpu = finetune_memory(m, mask_bytes=4, **kw), finetune_memory(m, **kw)
+        errors.append((cpu.peak_bytes / r.peak_bytes - 1, gpu.peak_bytes / r.peak_bytes - 1))
+    return steps.assign(error=[e[0] for e in errors], error_gpu_mask=[e[1] for e in errors],
+                        dropout=steps["lora_dropout"] > 0)
 
 
 def calibration_prose() -> ChapterText:

@@ -372,3 +372,45 @@ def step_backward_errors(row, working_sets):
 
 #: :func:`_working_set_terms` of the committed CSV, kept for the process (chapter 5's widget reads it).
 _kept_working_set_terms = functools.cache(_working_set_terms)
+
+
+# ========================================================================== the appendix's checks (issue 38)
+def hf_layer_errors(listing=None, steps=None):
+    """One decoder layer of each real Hugging Face model, per ``(model_class, mode, attention)``: the bytes
+    :func:`~llmsizing.activations.layer_terms` counts with ``stack="hf"`` against what autograd saved
+    (``data/step_saved_tensors.csv``'s ``activation`` rows, deduplicated by storage; parameters and autocast's
+    weight copies apart), with ``predicted_bytes``, ``measured_bytes`` and ``error`` (chapters 4 and 5)."""
+    import pandas as pd
+
+    from .activations import layer_terms
+
+    listing = pd.read_csv(STEP_SAVED_TENSORS_CSV) if listing is None else listing
+    steps = load_steps() if steps is None else steps
+    rows = []
+    hf = listing[listing["stack"] == "hf"]
+    for (cls, mode, att), sub in hf.groupby(["model_class", "mode", "attention"]):
+        model = step_model(steps[(steps["stack"] == "hf") & (steps["model_class"] == cls)].iloc[0])
+        predicted = sum(layer_terms(model, batch=int(sub["batch"].iloc[0]), seq=int(sub["seq"].iloc[0]),
+                                    dtype="fp32" if mode == "fp32" else "bf16", attention=_ATTENTION[att],
+                                    stack="hf", autocast=mode == "autocast-bf16").values())
+        measured = float(sub.loc[sub["kind"] == "activation", "nbytes"].sum())
+        rows.append({"model_class": cls, "mode": mode, "attention": att, "predicted_bytes": predicted,
+                     "measured_bytes": measured, "error": predicted / measured - 1})
+    return pd.DataFrame(rows)
+
+
+def autocast_copy_errors(steps=None):
+    """The Hugging Face autocast steps of ``data/step_measurements.csv`` with
+    :func:`~llmsizing.memory.autocast_copies_bytes` (``predicted_copy_bytes``) against the largest copies
+    held over the step (``max_error``, against ``weight_copy_max_bytes``) and those held at the forward's
+    end without recomputation (``forward_end_error``; NaN with full recomputation, which frees them:
+    chapter 5)."""
+    from .memory import autocast_copies_bytes
+
+    steps = load_steps() if steps is None else steps
+    amp = steps[(steps["stack"] == "hf") & (steps["mode"] == "autocast-bf16")].copy()
+    amp["predicted_copy_bytes"] = [autocast_copies_bytes(step_model(r)) for _, r in amp.iterrows()]
+    amp["max_error"] = amp["predicted_copy_bytes"] / amp["weight_copy_max_bytes"] - 1
+    amp["forward_end_error"] = (amp["predicted_copy_bytes"] / amp["weight_copy_forward_end_bytes"] - 1).where(
+        amp["recompute"] == "none")
+    return amp
