@@ -149,7 +149,8 @@ def deepseek_terms_prose() -> ChapterText:
     within 15% of the published figure, the split shortening the step, the MTP module's step cost (its
     memory-bound kernels aside) under its share of the FLOPs, rank 0 holding fewest layers, the SMs the
     largest term, the memory plan's split one layer off each end of the even split (both glued in words,
-    :func:`split_words`)."""
+    :func:`split_words`), the even split's chunk 0 the three dense layers and one MoE layer and its chunk 15
+    three MoE layers."""
     from dataclasses import replace
 
     from .catalog import get_gpu
@@ -160,6 +161,7 @@ def deepseek_terms_prose() -> ChapterText:
     from .mfu import layout_range_factors
     from .model_catalog import get_model
     from .moe import mtp_flops_per_token
+    from .moe import stage_moe_layers
     from .moe_runs import moe_published_runs
     from .moe_time import GPU_SMS
     from .mtp import mtp_param_counts
@@ -199,6 +201,12 @@ def deepseek_terms_prose() -> ChapterText:
     split = DEEPSEEK_V3_BALANCED_SPLIT
     _says((split[0], split[-1]) == (even[0] - 1, even[-1] - 1) and set(split[1:-1]) == {even[0]},
           "the memory plan's split takes one layer off each end of the even split")
+    # what the even split puts on DualPipe's rank 0, as the memory section words it: chunk 0 the three dense
+    # layers and one MoE layer, chunk 15 three MoE layers
+    moe_even = stage_moe_layers(ds3, DEEPSEEK_V3_LAYOUT)
+    _says((even[0] - moe_even[0], moe_even[0], len(even) - 1, moe_even[-1], even[-1]) == (3, 1, 15, 3, 3),
+          "the even split's chunk 0 holds the three dense layers and one MoE layer, chunk 15 three MoE "
+          "layers")
     v3 = moe_published_runs().query("model == 'deepseek-v3'").iloc[0]        # its report's SMs (Sec. 3.2.2)
     sms, comm_sms = GPU_SMS[v3["gpu"]], int(v3["comm_sms"])
     lo, hi = layout_range_factors("H800", "fp8", moe=True)
