@@ -159,6 +159,29 @@ def test_limits_by_the_cheapest_plans_rows():
         limits_prose(df, RUN, month_days=cheap["days_high"] - 1)
 
 
+def test_seed_000s_32_gpus_in_months_by_hand():
+    """Seed 000's "70B+ needs 8-64 GPUs" with its time (small47): the fastest 32-H100 row of the table, in
+    months of 365.2425 / 12 = 30.44 days. By first principles: 6 N D = 6 x 70.55e9 x 1e12 = 4.23e23 FLOPs on
+    32 x 989 TFLOP/s at the row's MFU is the row's days to within the attention's share (8% here, the row
+    counting it)."""
+    df = _plan()
+    rows = df[(df["gpu"] == "H100 SXM") & (df["n_gpus"] == 32)].sort_values("days")
+    r = rows.iloc[0]
+    v = limits_prose(df, RUN).values
+    assert v["seed_gpus"] == "32"
+    assert v["seed_months"] == (f"{r['days'] / 30.436875:.0f} months ({r['days_low'] / 30.436875:.0f} to "
+                                f"{r['days_high'] / 30.436875:.0f})")
+    assert v["seed_cost"] == usd(r["cost_usd"])
+    dense_days = 6 * 70.55e9 * 1e12 / (32 * 989.4e12 * r["mfu"]) / 86400
+    assert 0.85 < dense_days / r["days"] < 1.0
+    assert r["days_low"] > 365.2425 / 6                    # "months", even at the fast end
+    # on 256 H100s it is weeks, not months: the prose's "months" would no longer hold
+    with pytest.raises(ProseOutOfDate, match="takes months"):
+        limits_prose(df, RUN, seed_gpus=256)
+    with pytest.raises(TypeError, match="seed_gpus"):
+        limits_prose(df, RUN, seed_gpus=32.0)
+
+
 # --------------------------------------------------------------------------- plan_prose_lead, _search
 def test_gpu_types_by_hand():
     df = _plan()

@@ -87,6 +87,17 @@ def test_pcie_zero3_thresholds_from_the_20_percent_line():
     # the prose's order: the L40S crosses 20% first, then the A100, then the H100
     assert _int(texts["s4_l40s_hi"]) < _int(texts["s4_a100_hi"]) < _int(texts["s4_h100_hi"])
     assert "busy fraction by tokens per micro-batch" in text
+    # the table shows each threshold's 80% range on its own row (small47): the A100's perfect-overlap end
+    # 3,794 x (0.7974, 1.1625) = 3,025-4,410 tokens, its no-overlap end 4,742 x the same = 3,781-5,513
+    ranges = [ln.split("range")[1].split() for ln in text.splitlines() if "its 80% range" in ln]
+    assert len(ranges) == 3
+    for (no_ov, perfect), key in zip(ranges, ("a100", "h100", "l40s")):
+        lo, hi = (_int(x) for x in perfect.split("–"))
+        assert (lo, hi) == (pytest.approx(0.7974 * _int(texts[f"s4_{key}_lo"]), abs=2),
+                            pytest.approx(1.1625 * _int(texts[f"s4_{key}_lo"]), abs=2))
+        lo, hi = (_int(x) for x in no_ov.split("–"))
+        assert (lo, hi) == (pytest.approx(0.7974 * _int(texts[f"s4_{key}_hi"]), abs=2),
+                            pytest.approx(1.1625 * _int(texts[f"s4_{key}_hi"]), abs=2))
 
 
 def test_seed_memory_texts_worked_by_hand():

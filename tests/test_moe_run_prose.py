@@ -166,6 +166,21 @@ def test_deepseek_terms_prose_by_hand():
     assert t["allow_rule"] == "1 GiB + 8%"
     # the MTP module (issue 38: about 3.8% of the FLOPs, not 2%)
     assert t["mtp_share"] == "3.8%"
+    # the splits the prose used to type (small47): DeepSeek-V3's 61 layers over 16 chunks; evenly, 61 = 13 x 4
+    # + 3 x 3; the memory plan one layer fewer at each end, 3 + 14 x 4 + 2 = 61
+    assert t["ds3_layers"] == "61"
+    assert t["split_even"] == "thirteen chunks of 4, then three chunks of 3"
+    assert t["split_balanced"] == "3, fourteen chunks of 4, then 2"
+
+
+def test_split_words_counts_runs_of_equal_chunks():
+    from llmsizing.moe_case_prose import split_words
+
+    assert split_words((5,)) == "5" and split_words([4, 4]) == "two chunks of 4"
+    assert split_words((1, 2, 2, 1)) == "1, two chunks of 2, then 1"
+    for bad, err in (((), ValueError), ((3, 0), ValueError), ((3, -1), ValueError), ((2.0,), TypeError)):
+        with pytest.raises(err, match="split|count|whole"):
+            split_words(bad)
 
 
 def test_deepseek_memory_prose_by_hand():

@@ -75,6 +75,15 @@ def test_r1_recipe_as_the_paper_gives_it():
     assert v["r1z_last"] == "2,200"                  # 10,400 - 8,200 steps at the second cap
     assert (v["r1z_mean"], v["r1z_mean2"], v["r1z_mean_half"]) == ("4,000", "8,000", "2,000")
     assert v["r1z_tp"] == "32"                       # 512 GPUs in 16 engines
+    # the opening (small47): the SI's 64 eight-GPU nodes; 101,376 GPU-hours against DeepSeek-V3's published
+    # 2.664M H800 GPU-hours of pre-training (arXiv:2412.19437, Table 1) = 3.81%
+    assert (v["r1z_nodes"], v["r1z_node_gpus"], v["r1z_v3_share"]) == ("64", "eight", "3.8%")
+
+
+def test_r1_recipe_says_when_r1_zero_is_no_longer_a_few_per_cent(monkeypatch):
+    monkeypatch.setattr(rl_prose, "R1_HOURS", 198 * 2)        # 7.6% of DeepSeek-V3's pre-training
+    with pytest.raises(ProseOutOfDate, match="few per cent"):
+        rl_prose.r1_recipe()
 
 
 def test_r1_zero_against_its_published_hours():

@@ -138,3 +138,15 @@ def test_training_time_of_a_windowed_model_at_long_context():
     """A run at 32K tokens per sequence costs the FLOPs of the window, not of the full 32K x 32K matrix."""
     t = L.training_time(MISTRAL, tokens=1e9, gpu="H100 SXM", n_gpus=8, seq=32768, mfu=0.4)
     assert t.flops_per_token == pytest.approx(3 * (2 * MATMUL + _attention(W)), rel=1e-12)
+
+
+def test_gpt_oss_windows_every_other_layer_as_chapter_10_says():
+    """Chapter 10's sentence on the cap (small47): gpt-oss-120b's config.json ``layer_types`` alternates
+    ``sliding_attention`` (window 128) and ``full_attention`` over its 36 layers, so half are windowed and a query
+    attends, averaged over the layers, to (128 + s) / 2 keys beyond the window."""
+    from llmsizing.flops import attention_keys_per_token
+
+    m = L.get_model("gpt-oss-120b")
+    assert (m.sliding_window, m.window_layers, m.n_attention_layers) == (128, 18, 36)
+    assert attention_keys_per_token(m, seq=8192) == pytest.approx((128 + 8192) / 2, rel=1e-12)
+    assert attention_keys_per_token(m, seq=100) == 100                   # inside the window: no cap

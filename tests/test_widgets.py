@@ -132,6 +132,47 @@ def test_invalid_combination_shows_the_library_message():
     assert snapshot(board) == before
 
 
+def test_explorer_switches_megatrons_backward_tp_overlap():
+    """Chapter 8's explorer ticks Megatron-LM's default backward TP overlap (small47): off by default, as
+    step_time prices a step with no stack named (frameworks.TP_BACKWARD_OVERLAP["unknown"] is False). Ticked
+    at tp = 8 (Llama-3-8B on one node, SP), the same TP traffic is less exposed and the step shorter by
+    exactly what it hides, as step_time(..., tp_backward_overlap=True) says; a move costs at most 50 ms CPU."""
+    import re
+    import time
+
+    from llmsizing import Parallel
+    from llmsizing.frameworks import TP_BACKWARD_OVERLAP
+    from llmsizing.layouts import step_time
+
+    board = widgets.parallel_explorer_widget()
+    c = board.controls
+    assert c["tp_backward_overlap"].value is False is TP_BACKWARD_OVERLAP["unknown"]
+    c["dp"].value, c["tp"].value = 1, 8
+    c["sp"].value = True
+
+    def exposed_and_step():
+        text = html.unescape(board.summary.value)
+        tp = re.search(r"tp (\d+\.\d+) of (\d+\.\d+) s", text)
+        return float(tp[1]), float(tp[2]), float(re.search(r"step time (\d+\.\d+) s", text)[1]), text
+
+    e_off, all_off, s_off, _ = exposed_and_step()
+    t0 = time.process_time()
+    c["tp_backward_overlap"].value = True
+    cpu_s = time.process_time() - t0
+    e_on, all_on, s_on, text = exposed_and_step()
+    assert "(backward TP overlapped)" in text and not board.error.value
+    assert all_on == all_off and e_on < e_off == all_off            # all exposed before, part hidden after
+    assert s_off - s_on == pytest.approx(e_off - e_on, abs=0.0015)  # (three decimals each)
+    st = step_time("llama-3-8b", "H100 SXM", Parallel(tp=8, sp=True), batch=1, seq=4096, grad_accum=8,
+                   recompute="selective", kernel_efficiency=c["kernel_efficiency"].value,
+                   tp_backward_overlap=True)
+    assert f"step time {st.step_s:.3f} s" in text
+    assert cpu_s < 0.05, f"the checkbox's move took {cpu_s * 1e3:.0f} ms CPU"
+    # at tp = 1 it has nothing to hide, and says so
+    c["sp"].value, c["tp"].value = False, 1
+    assert "no tensor-parallel traffic at tp=1" in html.unescape(board.summary.value)
+
+
 def test_dashboard_only_swallows_value_and_type_errors():
     calls = []
 

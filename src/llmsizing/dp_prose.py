@@ -305,7 +305,8 @@ def pcie_zero3_prose() -> ChapterText:
     is the perfect-overlap column; the H100's compute outruns the A100's by more than its link and less than
     its peak; the A100 and H100 are calibrated and the L40S a stand-in; the L40S crosses 20% first, then the
     A100, then the H100. ``s4_<gpu>_range``: the threshold's two ends stretched by the step model's stated
-    80% range (:func:`~llmsizing.mfu.layout_range_factors`), since it goes as the compute's speed."""
+    80% range (:func:`~llmsizing.mfu.layout_range_factors`), since it goes as the compute's speed; the table
+    gives each end's range on its own row."""
     from .comm import busy_fraction, step_compute_time_s
     from .hardware import kernel_efficiency, kernel_efficiency_row
     from .mfu import layout_range_factors
@@ -334,6 +335,11 @@ def pcie_zero3_prose() -> ChapterText:
         t3 = dp_breakeven_tokens(llama8, g, dp=8, zero=3)
         rows[(label, "below 20% under")] = {"no overlap": f"{t3 / 4:,.0f} tokens",
                                             "perfect overlap": f"{t3 / 5:,.0f} tokens"}
+        # the threshold goes as the compute's speed (chapter 7's n_tok*): the step model's stated 80% range
+        # (data/intervals.csv), applied to the compute, stretches it by its factors
+        f_lo, f_hi = layout_range_factors(g)
+        rows[(label, "  its 80% range")] = {o: f"{f_lo * t3 / d:,.0f}–{f_hi * t3 / d:,.0f}"
+                                            for o, d in (("no overlap", 4), ("perfect overlap", 5))}
         t3p = dp_breakeven_tokens(llama8, g, dp=8, zero=3, node=_p2p_node(g))
         rows[(label, "below 20% under, peer-to-peer")] = {"no overlap": f"{t3p / 4:,.0f} tokens",
                                                           "perfect overlap": f"{t3p / 5:,.0f} tokens"}
@@ -344,14 +350,12 @@ def pcie_zero3_prose() -> ChapterText:
         thresholds[key] = t3
         texts[f"s4_{key}_lo"] = f"{t3 / 5:,.0f}"
         texts[f"s4_{key}_hi"] = f"{t3 / 4:,.0f}"
-        # the threshold goes as the compute's speed (chapter 7's n_tok*): the step model's stated 80% range
-        # (data/intervals.csv), applied to the compute, stretches both ends by its factors
-        f_lo, f_hi = layout_range_factors(g)
         texts[f"s4_{key}_range"] = f"{f_lo * t3 / 5:,.0f}–{f_hi * t3 / 4:,.0f}"
     text = "\n".join([
         "Llama-3-8B, ZeRO-3 over 8 GPUs linked only by PCIe, data through host memory (no peer-to-peer), "
-        "each GPU at its\nkernel efficiency (L40S: a stand-in): busy fraction by tokens per micro-batch "
-        "(each GPU's last row: the thresholds with\npeer-to-peer)",
+        "each GPU at its\nkernel efficiency (L40S: a stand-in): busy fraction by tokens per micro-batch; "
+        "the 20% thresholds, their 80% range\n(the step model's stated range applied to the compute) and "
+        "with peer-to-peer",
         pd.DataFrame(rows).T.rename_axis(["GPUs and link", "tokens per micro-batch"]).to_string()])
     ga, gh = cases["A100, PCIe Gen4"], cases["H100, PCIe Gen5"]
     link_x = link_bandwidth_one_way_gbps(gh) / link_bandwidth_one_way_gbps(ga)

@@ -15,11 +15,11 @@ longer holds). Nothing here computes a new quantity: it formats and compares wha
 
 from __future__ import annotations
 
-from .prose import ChapterText
+from .prose import ChapterText, number_word
 from .prose import prose_check as _prose_check
 from .units import GiB
 
-__all__ = ["rack_dispatch_prose", "deepseek_terms_prose", "deepseek_memory_prose",
+__all__ = ["split_words", "rack_dispatch_prose", "deepseek_terms_prose", "deepseek_memory_prose",
            "all_to_all_evidence_prose", "RACK_NODE", "H800_NODE", "H100_NODE",
            "DEEPSEEK_V3_NVLINK_GBPS"]
 
@@ -34,6 +34,24 @@ def _says(holds, what: str) -> None:
     """Raise :class:`~llmsizing.prose.ProseOutOfDate` saying ``what`` chapter 18's prose says, unless
     ``holds``."""
     _prose_check(holds, what, "chapter 18's prose")
+
+
+def split_words(split) -> str:
+    """A pipeline split (layers per chunk, first to last) in the prose's words, runs of equal chunks counted:
+    ``(3,) + (4,) * 14 + (2,)`` -> ``3, fourteen chunks of 4, then 2``. Raises ``ValueError`` for an empty
+    split or a chunk that is not a count of 1 or more (``TypeError`` for a non-integer)."""
+    from itertools import groupby
+
+    split = tuple(split)
+    if not split:
+        raise ValueError("split must hold at least one chunk, got none")
+    for n in split:
+        number_word(n)                       # TypeError for a non-integer, ValueError for a negative count
+        if n < 1:
+            raise ValueError(f"each chunk of split must hold 1 layer or more, got {n}")
+    parts = [f"{v}" if c == 1 else f"{number_word(c)} chunks of {v}"
+             for v, c in ((v, len(list(g))) for v, g in groupby(split))]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + ", then " + parts[-1]
 
 
 def rack_dispatch_prose(tokens: int = 4096) -> ChapterText:
@@ -130,7 +148,9 @@ def deepseek_terms_prose() -> ChapterText:
     Raises :class:`~llmsizing.prose.ProseOutOfDate` where a statement of the chapter fails: the sum
     within 15% of the published figure, the split shortening the step, the MTP module's step cost (its
     memory-bound kernels aside) under its share of the FLOPs, rank 0 holding fewest layers, the SMs the
-    largest term, the split 3, fourteen chunks of 4, then 2."""
+    largest term, the memory plan's split one layer off each end of the even split (both glued in words,
+    :func:`split_words`), the even split's chunk 0 the three dense layers and one MoE layer and its chunk 15
+    three MoE layers."""
     from dataclasses import replace
 
     from .catalog import get_gpu
@@ -141,9 +161,11 @@ def deepseek_terms_prose() -> ChapterText:
     from .mfu import layout_range_factors
     from .model_catalog import get_model
     from .moe import mtp_flops_per_token
+    from .moe import stage_moe_layers
     from .moe_runs import moe_published_runs
     from .moe_time import GPU_SMS
     from .mtp import mtp_param_counts
+    from .parallel import layers_per_stage
     from .pipeline_schedule import dualpipe_rank_mean
     from .pointwise import ends_pointwise_bytes_per_token, pointwise_seconds, stage_pointwise_bytes_per_token
 
@@ -175,8 +197,16 @@ def deepseek_terms_prose() -> ChapterText:
     _says(rank_layers[0] < min(rank_layers[1:-1]), "the split leaves room on rank 0")
     moves = (hours / hours.shift() - 1).abs().iloc[1:]
     _says(moves.idxmax() == terms.index[4], "the SMs kept for communication are the largest term")
-    _says(DEEPSEEK_V3_BALANCED_SPLIT == (3,) + (4,) * 14 + (2,),
-          "the split is 3, fourteen chunks of 4, then 2")
+    even = layers_per_stage(ds3.layers, DEEPSEEK_V3_LAYOUT)
+    split = DEEPSEEK_V3_BALANCED_SPLIT
+    _says((split[0], split[-1]) == (even[0] - 1, even[-1] - 1) and set(split[1:-1]) == {even[0]},
+          "the memory plan's split takes one layer off each end of the even split")
+    # what the even split puts on DualPipe's rank 0, as the memory section words it: chunk 0 the three dense
+    # layers and one MoE layer, chunk 15 three MoE layers
+    moe_even = stage_moe_layers(ds3, DEEPSEEK_V3_LAYOUT)
+    _says((even[0] - moe_even[0], moe_even[0], len(even) - 1, moe_even[-1], even[-1]) == (3, 1, 15, 3, 3),
+          "the even split's chunk 0 holds the three dense layers and one MoE layer, chunk 15 three MoE "
+          "layers")
     v3 = moe_published_runs().query("model == 'deepseek-v3'").iloc[0]        # its report's SMs (Sec. 3.2.2)
     sms, comm_sms = GPU_SMS[v3["gpu"]], int(v3["comm_sms"])
     lo, hi = layout_range_factors("H800", "fp8", moe=True)
@@ -195,6 +225,7 @@ def deepseek_terms_prose() -> ChapterText:
         "terms_mfu": f"{final['mfu']:.1%}",
         "terms_range": f"{final['gpu_hours'] / hi / 1e6:.2f}M to {final['gpu_hours'] / lo / 1e6:.2f}M",
         "allow_rule": f"{FIXED_OVERHEAD_BYTES / GiB:.0f} GiB + {FRAGMENTATION:.0%}",
+        "split_balanced": split_words(split), "split_even": split_words(even), "ds3_layers": f"{ds3.layers}",
     }
     return ChapterText(values=texts, report=table.to_string(), data={"table": table})
 

@@ -24,6 +24,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from ._validate import check_int
 from .catalog import get_gpu, get_model
 from .cost import front_steps
 from .footprint import deepspeed_bucket_bytes
@@ -38,6 +39,9 @@ from .prose import ChapterText, prose_check, usd
 from .units import GiB
 
 __all__ = ["layout", "front_table", "plan_row_step", "grad_sent_bytes", "worked_example", "limits_prose"]
+
+#: Days in a month, for the prose's months (a Gregorian year over twelve).
+MONTH_DAYS = 365.2425 / 12
 
 #: Raises :class:`~llmsizing.prose.ProseOutOfDate` when the numbers no longer bear out what the prose says
 _says = partial(prose_check, chapter="chapter 12's prose")
@@ -384,15 +388,17 @@ def _plan_text(r) -> str:
 
 
 def limits_prose(df, run: dict, model: str = "llama-3-70b", *, month_days: float = 30, week_days: float = 7,
-                 tight_days: float = 5, budget_usd: float = 1.2e6) -> ChapterText:
+                 tight_days: float = 5, budget_usd: float = 1.2e6, seed_gpus: int = 32) -> ChapterText:
     """Chapter 12's deadline and budget section: the cheapest plan within a month, within a week, on H100s
-    only within a month; a deadline inside the week plan's range read by both rules (``deadline_rule``); and
-    the fastest plan within a budget by both rules. ``df`` is ``plan(model, **run)``, whose cheapest plan the
-    month's is compared with. ``data`` holds the plans (``week_plans``, the week's table, for its figure)
-    and ``lines``, the cell's printed summary.
+    only within a month; a deadline inside the week plan's range read by both rules (``deadline_rule``); the
+    fastest plan within a budget by both rules; and the fastest on ``seed_gpus`` H100s, in months (seed 000's
+    "70B+ needs 8-64 GPUs", chapter 0: months of :data:`MONTH_DAYS` days). ``df`` is ``plan(model, **run)``,
+    whose cheapest plan the month's is compared with. ``data`` holds the plans (``week_plans``, the week's
+    table, for its figure) and ``lines``, the cell's printed summary.
     """
     if not isinstance(df, pd.DataFrame) or "pareto" not in df:
         raise TypeError(f"df must be a plan() table, got {type(df).__name__}")
+    seed_gpus = check_int("seed_gpus", seed_gpus)
     cheap = df[df["pareto"]].iloc[0]                    # the front's cheapest plan
     facts = ChapterText()
     text = facts.values
@@ -467,6 +473,16 @@ def limits_prose(df, run: dict, model: str = "llama-3-70b", *, month_days: float
     text["h100_days"] = _range(h100, "days", _days)
     text["h100_cost"] = _range(h100, "cost_usd", usd)
     text["h100_layout"] = layout(h100)
+    # seed 000's "70B+ needs 8-64 GPUs" (chapter 0) with its cost in time: the fastest plan on seed_gpus H100s
+    on_seed = df[(df["gpu"] == "H100 SXM") & (df["n_gpus"] == seed_gpus)].sort_values("days", kind="stable")
+    _says(len(on_seed) > 0, f"{seed_gpus} H100s hold the run")
+    sd = on_seed.iloc[0]
+    _says(sd["days_low"] > 2 * MONTH_DAYS, f"on {seed_gpus} H100s the run takes months, even at the fast end")
+    text["seed_gpus"] = f"{seed_gpus}"
+    text["seed_months"] = (f"{sd['days'] / MONTH_DAYS:.0f} months ({sd['days_low'] / MONTH_DAYS:.0f} to "
+                           f"{sd['days_high'] / MONTH_DAYS:.0f})")
+    text["seed_layout"] = f"{layout(sd)}, ZeRO-{sd['zero']}"
+    text["seed_cost"] = usd(sd["cost_usd"])
     w = week
     facts.data["lines"] = [
         f"cheapest within {month_days:g} days: {m['n_gpus']:,} x {m['gpu']} (tp={m['tp']}, pp={m['pp']}, "

@@ -63,18 +63,13 @@ def default_run_prose() -> ChapterText:
 
     Its ``data`` holds ``base`` (the default run), ``keep`` (states kept) and
     ``layout`` (on the published layout). Raises :class:`~llmsizing.prose.ProseOutOfDate` where the chapter's
-    reading fails: R1-Zero a few per cent of DeepSeek-V3's pre-training, the default trainer priced without a
-    layout, verl's rollout share still leaving more room than the engine runs, keeping the states saving only
-    the two host trips, the published step above the FSDP range, what moves the step on the layout, and the
-    longest response waited for."""
+    reading fails: the default trainer priced without a layout, verl's rollout share still leaving more room
+    than the engine runs, keeping the states saving only the two host trips, the published step above the FSDP
+    range, what moves the step on the layout, and the longest response waited for."""
     import pandas as pd
 
     run = dict(DEFAULT_RUN)
     out = {}
-    # the introduction's "a few per cent": R1-Zero's 64 x 8 H800s for 198 hours against DeepSeek-V3's
-    # pre-training
-    v3_gh = float(moe_published_runs().query("model == 'deepseek-v3'").iloc[0]["gpu_hours"])
-    _says(0.02 < 64 * 8 * 198 / v3_gh < 0.06, "R1-Zero took a few per cent of DeepSeek-V3's pre-training")
     base = rl_run(_MODEL, **run)
     report = base.to_frame().round(2).to_string()
     out["rollouts"] = f"{base.rollouts:,}"
@@ -290,11 +285,23 @@ def r1_recipe() -> dict[str, str]:
     texts keyed by name: the GPUs and hours and their GPU-hours, the samples per question, the questions and
     responses of a policy step, the responses of a round and its questions, the policy steps, the caps and the
     step the second begins, the steps after it, the assumed prompt, the guessed mean and the engines' tensor
-    parallelism."""
+    parallelism; and for the chapter's opening the GPUs as the SI counts them, nodes of the catalogue's H800
+    node (``r1z_nodes``, ``r1z_node_gpus``), and the GPU-hours' share of DeepSeek-V3's pre-training
+    (``r1z_v3_share``, chapter 18's published run). Raises :class:`~llmsizing.prose.ProseOutOfDate` unless
+    that share is a few per cent (2% to 6%), as the opening says."""
+    from .network import get_node
+
     z = R1_ZERO
     rollouts = z["prompts_per_step"] * z["samples_per_prompt"]
     policy = rollouts // R1_MINI
-    return {"r1z_gpus": f"{z['n_gpus']:,}", "r1z_hours": f"{R1_HOURS:,}",
+    per_node = get_node(gpu=z["gpu"]).gpus_per_node
+    _says(z["n_gpus"] % per_node == 0, "R1-Zero ran on whole eight-GPU nodes")
+    v3_gh = float(moe_published_runs().query("model == 'deepseek-v3'").iloc[0]["gpu_hours"])
+    share = z["n_gpus"] * R1_HOURS / v3_gh
+    _says(0.02 < share < 0.06, "R1-Zero took a few per cent of DeepSeek-V3's pre-training")
+    return {"r1z_nodes": f"{z['n_gpus'] // per_node}", "r1z_node_gpus": number_word(per_node),
+            "r1z_v3_share": f"{share:.1%}",
+            "r1z_gpus": f"{z['n_gpus']:,}", "r1z_hours": f"{R1_HOURS:,}",
             "r1z_gh": f"{z['n_gpus'] * R1_HOURS:,}", "r1z_samples": f"{z['samples_per_prompt']}",
             "r1z_questions": f"{policy // z['samples_per_prompt']}", "r1z_policy": f"{policy:,}",
             "r1z_rollouts": f"{rollouts:,}", "r1z_prompts": f"{z['prompts_per_step']:,}",

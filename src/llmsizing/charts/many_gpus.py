@@ -415,12 +415,14 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
                              recompute: str = "selective", batch: int = 1, seq: int = 4096,
                              grad_accum: int = 8, kernel_efficiency: float | None = None,
                              gpus_per_node: int | None = None, async_tp: bool = False, node=None, *,
-                             into: Figure | None = None) -> View:
+                             tp_backward_overlap: bool = False, into: Figure | None = None) -> View:
     """The parallelism explorer (chapter 8; chapter 13 reuses it): one layout's per-GPU memory, stage by
     stage, against the GPU's capacity, and its step time (:func:`~llmsizing.layouts.step_time`): compute on
     the slowest pipeline stage at ``kernel_efficiency`` (default the calibrated one), the pipeline bubble, and
     each group's communication drawn twice, in full (pale) and the part the step waits for (solid; the
-    per-group rules of :func:`~llmsizing.layouts.exposed_by_group`, ``async_tp`` hiding tensor parallelism).
+    per-group rules of :func:`~llmsizing.layouts.exposed_by_group`, ``async_tp`` hiding tensor parallelism;
+    ``tp_backward_overlap`` hiding the backward's tensor-parallel collectives behind the column-parallel
+    layers' GEMMs, as Megatron-LM's default path does; off by default, as ``step_time`` with no stack named).
     The title reports the MFU that results. ``grad_accum`` is the number of micro-batches per step (a
     pipeline's micro-batches). An impossible layout raises the library's ``ValueError``, which the widget
     shows."""
@@ -440,7 +442,7 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
     tm = training_memory(m, **kw)
     st = step_time(m, g, par, batch=batch, seq=seq, grad_accum=grad_accum,
                    kernel_efficiency=kernel_efficiency, recompute=recompute, gpus_per_node=gpus_per_node,
-                   async_tp=async_tp, node=node)
+                   async_tp=async_tp, node=node, tp_backward_overlap=tp_backward_overlap)
     comm, compute, bubble = st.communication, st.compute_s, st.bubble
     exposed = st.exposed_by_group_s
 
@@ -467,8 +469,9 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
                     fontsize=8)
     ax_t.invert_yaxis()
     ax_t.set_xlabel("seconds per step (grey: all comm.; colour: exposed)", fontsize=8)
-    if async_tp and "tp" in names and not st.comm_by_group_s.get("tp"):    # the switch moves nothing: say why
-        ax_t.text(0.02, names.index("tp"), f"async TP: no tensor-parallel traffic to hide at tp={par.tp}",
+    switch = "async TP" if async_tp else "backward TP overlap" if tp_backward_overlap else None
+    if switch and "tp" in names and not st.comm_by_group_s.get("tp"):    # the switch moves nothing: say why
+        ax_t.text(0.02, names.index("tp"), f"{switch}: no tensor-parallel traffic to hide at tp={par.tp}",
                   transform=ax_t.get_yaxis_transform(), fontsize=7, va="center", color="0.25")
     ax_t.set_title(f"{g.name}: MFU {st.mfu:.0%} (kernels at {st.kernel_efficiency:.0%} of peak)",
                    fontsize=8.5, loc="left")
@@ -496,7 +499,9 @@ def render_parallel_explorer(model="llama-3-8b", gpu: str = "H100 SXM", tp: int 
               f"compute) at kernel efficiency {st.kernel_efficiency:.0%}",
               "  communication, exposed of all: " + ", ".join(
                   f"{k} {exposed[k]:.3f} of {by[k]:.3f} s" for k in ("dp", "tp", "pp") if by[k] > 0)
-              + (" (none)" if not st.comm_s else "") + (" (async TP)" if async_tp else ""),
+              + (" (none)" if not st.comm_s else "") + (" (async TP)" if async_tp else "")
+              + ("" if async_tp or not tp_backward_overlap else " (backward TP overlapped)" if by["tp"] > 0
+                 else f" (backward TP overlap: no tensor-parallel traffic at tp={par.tp})"),
               f"  step time {st.step_s:.3f} s -> MFU {st.mfu:.0%}, {st.tokens_per_s:,.0f} tokens/s"]
     return FixedView(fig, "\n".join(lines))
 

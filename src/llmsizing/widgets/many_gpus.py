@@ -58,8 +58,9 @@ def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
     stages, offload) x recompute x micro-batch x sequence x micro-batches per step -> the most loaded GPU's
     memory, stage by stage, against capacity, and the step time (compute on the slowest stage at the kernel
     efficiency, bubble, each group's communication in full and the part the step waits for; optionally async
-    TP), with the MFU that results. An impossible layout shows the library's message (which rule it breaks and
-    what the engines do)."""
+    TP, or Megatron-LM's backward TP overlap), with the MFU that results. An impossible layout shows the
+    library's message (which rule it breaks and what the engines do)."""
+    from ..frameworks import TP_BACKWARD_OVERLAP, stack_family
     from ..parallel import OFFLOADS
 
     seqs = _up_to_max_seq(_SEQS, get_model(model))
@@ -94,6 +95,11 @@ def parallel_explorer_widget(model: str = "llama-3-8b") -> Dashboard:
                                 tooltip="async TP (overlapped): the tensor-parallel communication hidden "
                                         "behind compute",
                                 **_style()),
+        "tp_backward_overlap": W.Checkbox(
+            value=TP_BACKWARD_OVERLAP[stack_family(None)], description="backward TP overlap",
+            tooltip="backward TP overlap: the backward's tensor-parallel collectives hidden behind the "
+                    "column-parallel layers' GEMMs, as Megatron-LM and Transformer Engine do by default "
+                    "(off: the library's default with no stack named)", **_style()),
     }
     box = Dashboard(charts.render_parallel_explorer, controls, name="parallel_explorer_widget",
                     keep=KEPT_ANSWERS)
