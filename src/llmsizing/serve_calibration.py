@@ -13,15 +13,18 @@ is priced at that era's pooled overhead. A row's ``attention_kernel`` says how i
 reads a grouped-query model's KV heads (``grouped`` or ``per-query-head``: TensorRT-LLM before its XQA
 kernel). The MFU is a 16-bit share: an FP8 row computes at it times
 :func:`~llmsizing.hardware.dtype_kernel_share` (0.763 = 0.521 / 0.683, the training calibration's FP8 over
-BF16 kernel efficiency; not fitted here; 0.768 when the grid below was run). Before serve43 one MFU served
-both, and the FP8 rows (a third of the speeds, the
-large-batch TensorRT-LLM rows near the ridge) pulled it down from what the 16-bit prefills reach: held out,
-the squared log ratios summed to 3.68, now 2.66; a share fitted inside each fold instead gives 3.87 (the FP8
-rows are mostly one source's, so leaving it out leaves the share to the H200 page's few rows). The nested
-check's median width is sensitive to that share (serve43, 5-D refits): fixed at 0.624, 0.70, 0.768, 0.83,
-0.883 (Bekman's best-GEMM FP8/BF16 ratio) or 1.0 it is 1.96x, 1.85x, 1.75x, 1.89x, 1.92x, 1.98x. Only the
-training ratio (the model's, a calibrated figure, not a fit to these rows) comes under issue 34's 1.8x, and
-that grid was seen before it was kept: the bar is met narrowly, not robustly. Dead ends of the same pass:
+BF16 kernel efficiency; not fitted here). Before serve43 one MFU served both, and the FP8 rows (a third of the
+speeds, the large-batch TensorRT-LLM rows near the ridge) pulled it down from what the 16-bit prefills reach:
+held out, the squared log ratios summed to 3.68, now 2.86 (2.66 at serve43's share of 0.768); a share fitted
+inside each fold instead gave 3.87 at serve43 (the FP8 rows are mostly one source's, so leaving it out leaves
+the share to the H200 page's few rows). The nested check's median width is sensitive to that share (re-run on
+today's rows, cut15, the share fixed on every GPU): at 0.624, 0.70, 0.763 (today's, the stored 1.738x),
+0.83, 0.883 (Bekman's best-GEMM FP8/BF16 ratio) or 1.0 it is 1.93x, 1.83x, 1.74x, 1.87x, 1.85x, 1.98x
+(serve43's grid, at 0.768 for the third: 1.96x, 1.85x, 1.75x, 1.89x, 1.92x, 1.98x). It also jumps within a
+few thousandths of the share: 1.74x at 0.760, 0.7628 (today's unrounded), 0.765 and 0.768, but 1.76x at
+0.763 and 1.79x at 0.770. Only the training ratio (the model's, a calibrated figure, not a fit to these
+rows) comes under issue 34's 1.8x, and that grid was seen before it was kept: the bar is met narrowly, not
+robustly. Dead ends of the same pass:
 each GPU's own training kernel efficiency too (Ampere's over Hopper's) fitted better and
 judged wider (1.72x, 1.82x out of sample); the GEMM-shape curve (:func:`~llmsizing.kernels.gemm_efficiency`)
 would charge the weight read twice at the few rows of a decode step (it is a smoothed roofline itself). What

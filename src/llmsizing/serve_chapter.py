@@ -170,13 +170,6 @@ def kv_room_queue() -> ChapterText:
     v["churn_s"] = stated(kv_over, "churn_s", ".1f", suffix=" s")
     v["cycle"] = stated(kv_over, "cycle_s", ".1f", suffix=" s")
     v["churn_gap"] = f"{abs(churn_gap - 1) * 100:.1f}%"
-    v["sum"] = f"{kv_over.waves_s + kv_over.churn_s:.1f} s"
-    v["late_steps"] = f"{late_s.churn.to_last_token.steps:,.0f}"
-    v["late_wave_steps"] = f"{late.waves.steps:,}"
-    v["late_sum"] = f"{late_sum:.1f} s"
-    v["late_sum_over"] = f"{late_sum / late.vllm.seconds - 1:.0%}"
-    v["late_vllm_s"] = f"{late.vllm.seconds:.1f} s"
-    v["late_cycle"] = stated(late_s, "cycle_s", ".1f", suffix=" s")
     v["mark_preempt"] = f"{rp_mark.vllm.preemptions}"
     # the last first token as vLLM admits (ttft35), against the replay and the waves' figure
     v["last_vllm"] = f"{rp.vllm.last_first_token_s:.1f} s"

@@ -31,7 +31,7 @@ def _pub_row(pub, model, gpu, metric, **match):
 def _published_rows(pub, v, out) -> None:
     """The table, the sources' counts, and the rows the prose quotes one by one (vLLM's batch 1 and batch
     gain, TensorRT-LLM's grouped-query read, its all-reduces, LMDeploy's AWQ rows, the known misses)."""
-    from . import alpha_beta, hardware, network
+    from . import alpha_beta, network
     from .inference import decode_weight_bytes_read, weights_bytes
     from .serve import (
         ATTENTION_BU_DEFAULT,
@@ -40,7 +40,6 @@ def _published_rows(pub, v, out) -> None:
         RANGE_HIGH,
         RANGE_LOW,
     )
-    from .serve_calibration import predict_row
     from .serve_fit import FITTED
 
     # low, high, inside: the range each speed was judged by in the nested check (stored; what the book states)
@@ -92,12 +91,8 @@ def _published_rows(pub, v, out) -> None:
     # fit and the range count only the others, the speeds and times, which the prose says
     gains = pub["metric"].isin(["batch_gain", "grouped_attention_gain"])
     v["n_speeds"], v["n_gains"] = f"{(~gains).sum()}", f"{gains.sum()}"
-    v["lmdeploy"] = f"{((pub['engine'] == 'LMDeploy') & (pub['engine_version'] == '0.2.0')).sum()}"
     v["near"] = f"{len(pub) - len(far)}"
-    v["maxb"] = f"{pub['batch'].max():,}"
-    v["tps"] = f"{pub['tp'].min()}-{pub['tp'].max()}"
     v["engines"] = f"{pub['engine'].nunique()}"
-    v["l40s"] = f"{(pub['gpu'] == 'L40S').sum()}"
     rest = pub[pub["known_out"] == ""]  # every row but the known misses
     v["nout"] = f"{(pub['known_out'] != '').sum()}"
     v["rest_lo"] = f"{rest['nearest_ratio'].min():.2f}"
@@ -152,10 +147,6 @@ def _published_rows(pub, v, out) -> None:
     attn_box = next((lo, hi) for name, lo, hi in FITTED if name == "attention_bu")
     _holds(attn_box[0] < ATTENTION_BU_DEFAULT < attn_box[1], "the attention share is inside its search box")
     v["attn_box"] = f"{attn_box[0]:g} to {attn_box[1]:g}"
-    # FP8's training kernel efficiency on Hopper over BF16's (data/kernel_efficiency.csv)
-    v["fp8_of_bf16"] = (
-        f"{hardware.kernel_efficiency('H100 SXM', 'fp8') / hardware.kernel_efficiency('H100 SXM'):.0%}"
-    )
     # the step overhead, fitted per engine and way of batching; the search's floor is 0
     for key, e in (
         ("trt", "TensorRT-LLM/static"),
@@ -175,9 +166,6 @@ def _published_rows(pub, v, out) -> None:
     )
     v["t0_era_cont"] = f"{ERA_STEP_OVERHEAD_S['continuous'] * 1e3:.2f} ms"
     v["t0_era_static"] = f"{ERA_STEP_OVERHEAD_S['static'] * 1e3:.2f} ms"
-    lcpp = _pub_row(pub, "llama-2-7b", "RTX 4090", "output_tokens_per_s")
-    v["lcpp"] = f"{lcpp['value']:g}"
-    v["lcpp_ratio"] = f"{lcpp['speed_ratio']:.2f}"
     # a first-token latency at the knee of NCCL's curve: a 2 MiB all-reduce, protocols against one line
     ttft70 = _pub_row(pub, "llama-2-70b", "H100 SXM", "ttft_s", prompt=128)
     v["ttft70"] = f"{ttft70['value'] * 1e3:.0f} ms"
@@ -227,25 +215,15 @@ def _published_rows(pub, v, out) -> None:
     v["ttft70_comm"] = f"{ttft70_s.prefill_comm_s * 1e3:.1f} ms"
     v["ttft70_msg"] = f"{128 * m70.hidden * 2 / 2**20:g} MiB"
     v["ttft70_calls"] = f"{2 * m70.layers}"
-    # LMDeploy's AWQ rows: at its own overhead, with none, and at the static benchmarks' pooled overhead
+    # LMDeploy's AWQ rows: at its own overhead and with none
     awq7 = _pub_row(pub, "llama-2-7b", "RTX 4090", "output_tokens_per_s", weights="int4-g128")
     awq13 = _pub_row(pub, "llama-2-13b", "RTX 4090", "output_tokens_per_s", weights="int4-g128")
     awq_kw = dict(weights="int4-g128", kv_cache="fp16", compute="fp16", prompt=1, output=512)
-    awq_s = serving("llama-2-7b", "RTX 4090", **awq_kw)
     awq_s0 = serving("llama-2-7b", "RTX 4090", step_overhead_s=0.0, **awq_kw)
     v["awq"] = f"{awq7['value']:g}"
     v["awq_ratio"] = f"{awq7['speed_ratio']:.2f}"
     v["awq13_ratio"] = f"{awq13['speed_ratio']:.2f}"
-    v["awq_w"] = f"{awq_s.decode_memory_s * 1e3:.1f} ms"
     v["awq_ratio0"] = f"{awq7['value'] / awq_s0.output_tokens_per_s:.2f}"
-    awq_static = [
-        r["value"] / predict_row(r, step_overhead_s=ERA_STEP_OVERHEAD_S["static"]) for r in (awq7, awq13)
-    ]
-    v["awq_static"] = " and ".join(f"{x:.1f}" for x in awq_static)
-    _holds(
-        min(awq_static) > max(awq7["speed_ratio"], awq13["speed_ratio"]),
-        "the AWQ rows would be faster still at the static benchmarks' overhead",
-    )
     _holds(
         all(RANGE_LOW <= r["speed_ratio"] <= RANGE_HIGH and not r["nested_inside"] for r in (awq7, awq13)),
         "the AWQ rows are inside the stated range but outside the range built without their page",
@@ -257,11 +235,8 @@ def _published_rows(pub, v, out) -> None:
 
 
 def _known_misses(pub, per_gpu, v) -> None:
-    """The A100 prefill miss, the rejected batch-240 row and the H200 launch table's two misses."""
+    """The A100 prefill miss and the H200 launch table's two misses."""
     import pandas as pd
-
-    from . import hardware
-    from .serve_calibration import mfu_by_compute
 
     pre70 = _pub_row(pub, "llama-2-70b", "A100 80GB", per_gpu, batch=120)
     kw = dict(
@@ -284,40 +259,9 @@ def _known_misses(pub, per_gpu, v) -> None:
     v["pre70_share"] = f"{pre70_s.batch_prefill_s / pre70_s.cycle_s:.0%}"
     v["pre70_left"] = f"{left:.0f} s"
     v["pre70_model"] = f"{pre70_s.batch_prefill_s:.0f} s"
-    # the same prefill at the MFU the 16-bit rows fit alone, and at the A100's training kernel share (ch. 10)
-    a100_kernel = hardware.kernel_efficiency("A100 80GB", "fp16")
-    for key, m in (("16", mfu_by_compute().loc["16-bit", "prefill_mfu"]), ("kernel", a100_kernel)):
-        at_m = serving("llama-2-70b", "A100 80GB", mfu=m, **kw)
-        v[f"pre70_at_{key}"] = f"{at_m.batch_prefill_s:.0f} s"
-        _holds(at_m.batch_prefill_s > left, "even at a higher MFU the A100 prefill is too slow")
-    v["a100_kernel"] = f"{a100_kernel:.2f}"
     rejected = pd.read_csv(DATA_DIR / "serving_published_rejected.csv")
     v["rejected"] = f"{len(rejected)}"
-    # the rejected A100 row: TensorRT-LLM 0.6.1, Llama-2-70B, batch 240, 128 + 2,048 tokens
-    rej = rejected[rejected["source"].str.contains("LLaMA 70B \\| 240")].iloc[0]
-    kw240 = dict(tp=4, weights="fp16", kv_cache="fp16", compute="fp16", prompt=128, output=2048, batch=240)
-    no_loss = serving(
-        "llama-2-70b",
-        "A100 80GB",
-        attention_kernel="per-query-head",
-        mbu=1.0,
-        mfu=1.0,
-        attention_bu=1.0,
-        step_overhead_s=0.0,
-        **kw240,
-    )
-    grouped240 = serving(
-        "llama-2-70b", "A100 80GB", attention_kernel="grouped", engine="TensorRT-LLM", **kw240
-    )
-    rej_value = float(rej["source"].split("|")[-1].strip(" '"))  # the table's tokens/s/GPU
-    v["rej240_no_loss"] = f"{no_loss.output_tokens_per_s_per_gpu:.0f}"
-    v["rej240"] = f"{rej_value:g}"
-    v["rej240_grouped"] = f"{rej_value / grouped240.output_tokens_per_s_per_gpu:.2f}"
-    _holds(
-        rej_value > no_loss.output_tokens_per_s_per_gpu, "the batch-240 row beats the model with no losses"
-    )
     h200 = pub[(pub["gpu"] == "H200") & (pub["metric"] == per_gpu)]
-    v["h200_n"] = f"{len(h200)}"
     h200_rest = h200[h200["known_out"] == ""]  # the launch table's rows other than its two known misses
     h200_out = (h200_rest["nested_inside"] == False).sum()  # noqa: E712 (NaN is not a miss)
     v["h200_rest"] = (
@@ -356,7 +300,6 @@ def _out_of_sample(v, out) -> None:
     iv = pd.read_csv(DATA_DIR / "serving_intervals.csv").set_index("group")
     loso = pd.read_csv(DATA_DIR / "serving_loso.csv")
     overall = iv.loc["overall"]
-    v["cov"] = f"{overall['coverage_out_of_sample']:.0%}"
     v["width"] = f"{overall['width']:.2f}"
     v["iv_rows"] = f"{overall['n_rows']}"
     prose_check(v["iv_rows"] == v["n_speeds"],

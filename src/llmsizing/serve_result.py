@@ -117,7 +117,7 @@ class Serving:
     running_batch: int | None = None
     last_wave: Serving | None = None
     # serve43: the share of the compute dtype's peak the kernels reach at mfu = 1, over a 16-bit one's
-    # (hardware.dtype_kernel_share: 0.768 in FP8, 1 in 16 bits); compute is priced at peak x mfu x this
+    # (hardware.dtype_kernel_share: 0.763 in FP8, 1 in 16 bits); compute is priced at peak x mfu x this
     compute_share: float = 1.0
 
     def __post_init__(self):

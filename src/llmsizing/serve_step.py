@@ -162,10 +162,10 @@ def serving(model: Model | str, gpu, *, tp: int = 1, weights: str = "bf16", kv_c
     ``compute_share`` (serve43): ``mfu`` is the share of a 16-bit peak the kernels reach; FP8 and FP4
     ``compute`` reach that times this share of their own peak. ``None`` (the default) takes
     :func:`~llmsizing.hardware.dtype_kernel_share`: the training calibration's FP8 kernel efficiency over
-    its BF16 one (``data/kernel_efficiency.csv``: 0.768), 1 for 16-bit compute; pass ``1.0`` for the price
+    its BF16 one (``data/kernel_efficiency.csv``: 0.763), 1 for 16-bit compute; pass ``1.0`` for the price
     before serve43. Not fitted on the serving rows: with the FP8 rows' MFU scaled by it, the serving fit's
-    held-out log speed ratios fall from a sum of squares of 3.68 to 2.66 (66 speeds, 9 sources), and a share
-    refitted inside each held-out fold does worse than none (3.87: most FP8 rows are one source's).
+    held-out log speed ratios fall from a sum of squares of 3.68 to 2.86 (66 speeds, 9 sources), and a share
+    refitted inside each held-out fold did worse than none at serve43 (3.87: most FP8 rows are one source's).
 
     ``decode_tokens`` (default 1) is how many positions each sequence runs in one decode step: speculative
     decoding's verify step runs ``k + 1`` (chapter 15; :func:`llmsizing.speculative.speculative_decoding`
