@@ -27,6 +27,18 @@ logs alone fix only ``base - e`` and ``3 i + e``). ``network.collective_time_s(l
 Pre-registered (net47, before any measurement): behind a keyword defaulting to today's flat model; measured
 with ``tools/physics_ab.py`` on training-layout and moe-layout; adopt only if the out-of-source coverage
 stays >= 75% and the median width does not grow.
+
+Fitted (intra-node step 2.3 us LL, 8.0 us Simple: data/links.csv's nvlink row): LL base 30.5 us, inter-node
+step 24.9 us, each node count left out predicted within 9% (2 nodes x1.09, 8 x0.98, 256 x1.02, 540 x1.00);
+Simple (the base held at 0) 75 us a step, left out x1.09, x1.24, x0.78, x0.87: a poor fit. The two-node
+TCPXO log of data/links.csv, its 30-step LL intercept (132 us) moved onto its 2 inter-node steps, gives 34
+us: the same size. On Polaris the flat model needs 7.9 us a step (every step alike), above the network row's
+4.4 us (4.5 ms against 8.0 ms logged at 1,024 ranks).
+Measured (2026-12-05, load 2.3, each variant ~1.3 s CPU): ``N`` (rings leaving the node at this latency, one
+line) training-layout coverage 87.4% -> 87.4%, median width 1.529 -> 1.572 (Nemotron-4 15B's DP over 288
+nodes, one GPU a node, x1.11), moe-layout 88.9%, 1.952 -> 1.940; ``A-N`` (with the protocols of
+``comm.ring_collective``) 87.4%, 1.636 (FP8 62.5%), moe-layout 3.30 (``A``: 1.570, 7.88; OLMoE x1.91 of
+today): the width grows in both, so neither is adopted.
 """
 
 from __future__ import annotations
