@@ -8,7 +8,8 @@ VARIANT: ``today`` (the library as it is: single alpha-beta line, 1F1B fill and 
 speed), ``A`` (the DP/TP/CP collectives by NCCL protocol: ``step_time(protocols=True)``), ``noB`` (the fill
 and drain at the slowest stage's speed, as before session 39: the bubble ``(pp - 1) / (v m)``), ``A-noB``
 (both); ``Aintra`` (exploratory, not pre-registered: A on the scale-up links only, the network's collectives
-on the single line).
+on the single line); ``N`` (net47, issue 34: the DP/TP/CP rings that leave the node with NCCL's tuner's
+latency, ``ring_collective(latency="nccl")``, :mod:`llmsizing.nccl_steps`) and ``A-N`` (A with it).
 
 Pre-registered (phys47, /work/notes/s47/phys47-report.md): each area as tools/calibrate.py computes it,
 under the variant: the per-run kernel efficiencies re-inverted, the kernel-efficiency table
@@ -33,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tools"))
 
-VARIANTS = ("today", "A", "noB", "A-noB", "Aintra")
+VARIANTS = ("today", "A", "noB", "A-noB", "Aintra", "N", "A-N")
 
 
 def _apply(variant: str) -> None:
@@ -53,6 +54,8 @@ def _apply(variant: str) -> None:
             return ring(*args, protocols=not gl.across, **kw)
 
         comm.ring_collective = intra_only
+    if "N" in variant.split("-"):      # net47: rings leaving the node priced as NCCL's tuner does
+        comm.ring_collective.__kwdefaults__["latency"] = "nccl"
     if "noB" in variant.split("-"):
         from llmsizing.moe_time import schedule_bubble
 

@@ -44,8 +44,8 @@ from .hardware import kernel_efficiency as default_efficiency
 from .kernels import compute_seconds, rates
 from .model import Model
 from .moe import expert_data_parallel, stage_split
-from .network import (Collective, GroupLink, Node, get_node, group_link, latency_steps, link_wire_factor,
-                      ring_bytes)  # noqa: F401  (ring_bytes: comm's since chapter 7, now network's)
+from .network import (LATENCY_MODELS, Collective, GroupLink, Node, _call_latency_s, get_node, group_link,
+                      latency_steps, link_wire_factor, ring_bytes)  # noqa: F401  (ring_bytes: comm's since chapter 7, now network's)
 from .parallel import (OP_SAC_MODES, OP_SAC_SDPA_SAVED, RECOMPUTE_MODES, Parallel, check_recompute_layers,
                        layers_per_stage, recomputed_layers, resolve_parallel)
 from .pipeline_schedule import dualpipe_rank_mean, grad_reduces
@@ -92,7 +92,8 @@ class Communication:
 
 
 def ring_collective(name: str, group: str, n: int, kind: str, message: float, calls: int, gl,
-                    slot: str | None = None, *, protocols: bool = False) -> "Collective":
+                    slot: str | None = None, *, protocols: bool = False,
+                    latency: str = "flat") -> "Collective":
     """One collective of ``calls`` calls of a ``message``-byte buffer over ``n`` GPUs on the link ``gl``
     (:class:`~llmsizing.network.GroupLink`): :func:`~llmsizing.network.link_wire_factor` bytes per call at its
     bandwidth (a flat ring's, or hierarchical for a group with several GPUs per node: issue 34), and
@@ -114,8 +115,13 @@ def ring_collective(name: str, group: str, n: int, kind: str, message: float, ca
     tuner charges the network's latency on the inter-node steps only (``src/graph/tuning.cc``:
     ``nInterSteps = nNodes - 1`` for a ring all-gather, the other steps at the intra-node latency). On the
     scale-up links alone (the network kept on the single line; not pre-registered): width 1.529 -> 1.529,
-    coverage 87.4% -> 85.6%, moe-layout width 1.95 -> 1.98."""
+    coverage 87.4% -> 85.6%, moe-layout width 1.95 -> 1.98.
+
+    ``latency="nccl"`` (issue 34, net47; default ``"flat"``, today's): a ring leaving the node priced as
+    NCCL's tuner does (``network._call_latency_s``, :mod:`llmsizing.nccl_steps`), on both lines."""
     protocols = check_bool("protocols", protocols)
+    if check_choice("latency", latency, LATENCY_MODELS) == "nccl":
+        return _ring_collective_nccl(name, group, n, kind, message, calls, gl, slot, protocols)
     f, steps = link_wire_factor(kind, n, gl), latency_steps(kind, n, gl.across)
     bw, alpha = gl.bandwidth_gbps, gl.alpha_s
     if protocols and gl.small_bandwidth_gbps is not None and gl.large_alpha_s is not None:
@@ -124,6 +130,19 @@ def ring_collective(name: str, group: str, n: int, kind: str, message: float, ca
         bw, alpha = (gl.small_bandwidth_gbps, alpha) if ll < simple else (bw, gl.large_alpha_s)
     return Collective(name, group, n, gl.link, calls, message, calls * (f * message), bw,
                       calls * steps * alpha, slot)
+
+
+def _ring_collective_nccl(name, group, n, kind, message, calls, gl, slot, protocols):
+    f, bw = link_wire_factor(kind, n, gl), gl.bandwidth_gbps
+    lat = _call_latency_s(kind, n, gl, False, "nccl")
+    if protocols and gl.small_bandwidth_gbps is not None and gl.large_alpha_s is not None:
+        ll = lat + f * message / (gl.small_bandwidth_gbps * 1e9)
+        big = _call_latency_s(kind, n, gl, True, "nccl")
+        if big + f * message / (bw * 1e9) <= ll:
+            lat = big
+        else:
+            bw = gl.small_bandwidth_gbps
+    return Collective(name, group, n, gl.link, calls, message, calls * (f * message), bw, calls * lat, slot)
 
 
 GROUP_STRIDES = ("tp", "cp", "dp", "pp")

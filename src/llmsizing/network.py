@@ -58,7 +58,9 @@ from ._compat import keep_hash
 from ._validate import check_choice, check_int, check_number
 from .catalog import MIN_GPU_SPEED, _unknown, get_gpu
 from .collectives import (  # noqa: F401 (the collectives' counts, still exported from here)
-    COLLECTIVES, TREE_LEVEL_ALPHAS, Collective, bus_factor, latency_steps, ring_bytes, wire_factor)
+    COLLECTIVES, TREE_LEVEL_ALPHAS, Collective, bus_factor, latency_steps, ring_bytes, tree_levels,
+    wire_factor)
+from .nccl_steps import RING_KINDS, network_fit
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
@@ -344,6 +346,10 @@ class GroupLink:
     #: domain; across domains the NICs, or, for a hierarchical collective, its phase inside the node when that
     #: is the slower (issue 38: a ceiling NVLink set was labelled "network"). Empty when not given.
     bound_by: str = field(default="", compare=False)
+    #: Across domains, the scale-up link class's two latencies per step (LL, LL128/Simple), for
+    #: ``collective_time_s(..., latency="nccl")``'s intra-node steps (issue 34, net47); None inside a domain.
+    intra_alpha_s: float | None = field(default=None, compare=False)
+    intra_large_alpha_s: float | None = field(default=None, compare=False)
 
 
 def group_link(gpu, node: Node, *, size: int, stride: int = 1) -> GroupLink:
@@ -410,7 +416,8 @@ def _group_link(g, node: Node, size: int, stride: int) -> GroupLink:
         bw = min(bw, cap)
         if small is not None and scale_up.small_fraction is not None:
             small = min(small, intra(k) * scale_up.small_fraction * phase)
-    return GroupLink("network", bw, out_bw, net.alpha_s, k, True, small, net.large_alpha_s, bound)
+    return GroupLink("network", bw, out_bw, net.alpha_s, k, True, small, net.large_alpha_s, bound,
+                     scale_up.alpha_s, scale_up.large_alpha_s)
 
 
 def nic_bound_nodes(gpu, node=None, *, max_nodes: int = 4096) -> int | None:
@@ -439,7 +446,7 @@ def link_wire_factor(kind: str, n: int, link: GroupLink) -> float:
 
 
 def collective_time_s(kind: str, message_bytes: float, n: int, link: GroupLink, *,
-                      protocols: bool = False) -> float:
+                      protocols: bool = False, latency: str = "flat") -> float:
     """One collective's seconds: ``steps x alpha + wire_factor x S / bandwidth`` (:func:`latency_steps`,
     :func:`wire_factor`, the ``link`` of :func:`group_link`: a flat ring inside a domain or with one GPU per
     node, hierarchical for a group with several GPUs in each node, issue 34).
@@ -457,25 +464,50 @@ def collective_time_s(kind: str, message_bytes: float, n: int, link: GroupLink, 
     ranges (chapter 10) were measured with the single line; it is short of the same A100 log x1.54 and x1.39
     at 16 and 32 MiB (around PyTorch DDP's 25 MiB buckets) and within 14% from 64 MiB up (chapter 15 says so);
     the same line fitted on the two-node H100 log (:func:`~llmsizing.alpha_beta.from_nccl_tests`'s
-    ``regimes.combined``) is x4.3, x3.4 and x2.5 short at 16, 32 and 64 MiB, its two protocols within 1%."""
+    ``regimes.combined``) is x4.3, x3.4 and x2.5 short at 16, 32 and 64 MiB, its two protocols within 1%.
+
+    ``latency``: ``"flat"`` (default) or ``"nccl"`` (:data:`LATENCY_MODELS`, :func:`_call_latency_s`)."""
     s = check_number("message_bytes", message_bytes)
     if not isinstance(link, GroupLink):
         raise TypeError(f"link must be a GroupLink from group_link(...), got {type(link).__name__}")
     if not isinstance(protocols, bool):
         raise TypeError(f"protocols must be True or False, got {type(protocols).__name__} {protocols!r}")
-    return _collective_time_s(kind, s, n, link, protocols)
+    return _collective_time_s(kind, s, n, link, protocols, check_choice("latency", latency, LATENCY_MODELS))
 
 
-def _collective_time_s(kind: str, s, n: int, link: GroupLink, protocols: bool):
+#: ``"flat"``: every ring step at the link's latency (:func:`latency_steps`); ``"nccl"``: NCCL's tuner's split
+#: of a ring leaving the domain (:mod:`llmsizing.nccl_steps`; issue 34, net47: measured, not adopted).
+LATENCY_MODELS = ("flat", "nccl")
+
+
+def _call_latency_s(kind: str, n: int, link: GroupLink, large: bool, latency: str) -> float:
+    """One call's latency on the LL line (``alpha_s``) or, ``large``, the LL128/Simple one. ``"nccl"``: the
+    intra-node steps at the scale-up class's latency, the inter-node ones and a base as fitted on
+    data/nccl_node_counts.csv (:func:`~llmsizing.nccl_steps.fit_inter_node`, Polaris's NVLink steps at the
+    nvlink class's); an all-reduce keeps the tree when cheaper (:func:`latency_steps`)."""
+    alpha = link.large_alpha_s if large else link.alpha_s
+    intra = link.intra_large_alpha_s if large else link.intra_alpha_s
+    steps = latency_steps(kind, n, link.across)
+    if latency == "flat" or kind not in RING_KINDS or not link.across or intra is None:
+        return steps * alpha
+    nv = _links()["nvlink"]
+    fit = network_fit("Simple" if large else "LL", nv.large_alpha_s if large else nv.alpha_s)
+    ring = fit.latency_s(kind, n, -(-n // link.per_domain), intra_alpha_s=intra)
+    return min(ring, TREE_LEVEL_ALPHAS * tree_levels(n) * alpha) if kind == "all-reduce" else ring
+
+
+def _collective_time_s(kind: str, s, n: int, link: GroupLink, protocols: bool, latency: str = "flat"):
     """:func:`collective_time_s` of checked arguments, ``s`` a number or a NumPy array of message bytes (the
     same arithmetic element by element: issue 35, a planner's search prices its all-to-alls of every token
     count at once, :func:`llmsizing.moe.ep_all_to_all`)."""
     steps, f = latency_steps(kind, n, link.across), link_wire_factor(kind, n, link)
-    t = steps * link.alpha_s + f * s / (link.bandwidth_gbps * 1e9)
+    lat = steps * link.alpha_s if latency == "flat" else _call_latency_s(kind, n, link, False, latency)
+    t = lat + f * s / (link.bandwidth_gbps * 1e9)
     if not protocols or link.small_bandwidth_gbps is None or link.large_alpha_s is None:
         return t
-    ll = steps * link.alpha_s + f * s / (link.small_bandwidth_gbps * 1e9)
-    simple = steps * link.large_alpha_s + f * s / (link.bandwidth_gbps * 1e9)
+    ll = lat + f * s / (link.small_bandwidth_gbps * 1e9)
+    big = steps * link.large_alpha_s if latency == "flat" else _call_latency_s(kind, n, link, True, latency)
+    simple = big + f * s / (link.bandwidth_gbps * 1e9)
     return np.minimum(ll, simple) if isinstance(ll, np.ndarray) else min(ll, simple)
 
 
