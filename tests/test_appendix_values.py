@@ -80,7 +80,7 @@ def test_queueing_and_goodput(values):
 
 def test_every_claim_holds_and_each_can_fail(monkeypatch):
     claims = appendix_claims(FAKE_AC)
-    assert len(claims) == 30 and all(claims.values()), [c for c, ok in claims.items() if not ok]
+    assert len(claims) == 34 and all(claims.values()), [c for c, ok in claims.items() if not ok]
     # a wrong extreme of the simulation, and two constants moved, each turn their own claim False
     worst = FAKE_AC | {(8, 0.8, 0.0): -0.5}
     assert [c for c, ok in appendix_claims(worst).items() if not ok] == [
@@ -421,4 +421,156 @@ def test_a_false_measured_check_statement_raises(monkeypatch):
         ck = llmsizing.rl.rl_checked
         m.setattr(llmsizing.rl, "rl_checked", lambda *a, **k: dataclasses.replace(ck(*a, **k), ratio_median=0.9))
         with raises("the RL step is optimistic at the median"):
+            appendix_prose(FAKE_AC)
+
+
+# ------------------------------------------------------------- the checks of the last four entries (appx47b)
+def test_the_op_sac_check_by_hand_and_as_chapter_5_says(values):
+    """data/op_sac_tp_saved.csv's bytes per layout, summed over its ops, against op SAC's count worked by hand
+    for the measured block (hidden 256, 8 heads of 32, 4 KV heads, FFN 512, 2 x 64 tokens, bf16): the input
+    (s / t tokens with SP), wq, wv, w1 split t ways, w2's partial sum whole, SDPA's output and fp32 LSE over
+    a / t heads, both reduce-scatter outputs with SP. Exact in every layout; chapter 5 glues the same count."""
+    from llmsizing.measure_prose import _op_sac_tp_texts
+
+    measured = {}
+    with open(DATA_DIR / "op_sac_tp_saved.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            key = (int(r["tp"]), r["sp"] == "1")
+            measured[key] = measured.get(key, 0) + int(r["bytes"])
+    p, tok = 2, 2 * 64
+    for (t, sp), got in measured.items():
+        by_hand = (p * tok * 256 // (t if sp else 1) + p * tok * ((256 + 128 + 512) // t + 256)
+                   + p * tok * 256 // t + 4 * 2 * (8 // t) * 64 + (2 * p * tok * 256 // t if sp else 0))
+        assert got == by_hand, (t, sp)
+    assert values["app_sac_n"] == f"{len(measured)}" == "5"
+    assert _op_sac_tp_texts()["sac_tp_n"] == values["app_sac_n"]
+
+
+#: PyTorch DDP's copies of the gradients by hand (chapter 7's reading of reducer.cpp): (layout, m) -> copies in
+#: the forward, at the backward's end, in the optimizer step, at the worst micro-batch. ``plain``: .grad only,
+#: alive from the backward's end, and before the backward from the 2nd micro-batch; ``ddp-copy``: buckets + the
+#: same; ``ddp-view``: buckets, .grad beside them only under no_sync; ``ddp-view-keep``: the buckets alone.
+DDP_BY_HAND = {("plain", 1): (0, 1, 1), ("plain", 2): (1, 1, 1), ("ddp-copy", 1): (1, 2, 2),
+               ("ddp-copy", 2): (2, 2, 2), ("ddp-view", 1): (1, 1, 1), ("ddp-view", 2): (2, 2, 1),
+               ("ddp-view-keep", 1): (1, 1, 1), ("ddp-view-keep", 2): (1, 1, 1)}
+
+
+def test_the_ddp_copies_check_by_hand(values):
+    """Every row of data/grad_buffer_measurements.csv holds a whole number of copies of the parameters' bytes,
+    and the most of each (layout, dtype, micro-batches, phase) is the count by hand: 48 cases, all exact."""
+    most = {}
+    with open(DATA_DIR / "grad_buffer_measurements.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            copies, rest = divmod(int(r["gradient_bytes"]), int(r["param_bytes"]))
+            assert rest == 0
+            key = (r["layout"], r["param_dtype"], int(r["grad_accum"]), r["phase"])
+            most[key] = max(most.get(key, 0), copies)
+    phases = ("forward peak", "backward end", "optimizer step")
+    for (lay, _, m, phase), copies in most.items():
+        assert copies == DDP_BY_HAND[lay, m][phases.index(phase)], (lay, m, phase)
+    assert values["app_ddp_n"] == f"{len(most)}" == "48"
+
+
+def test_chapter_7_checks_the_copies_through_the_same_function(monkeypatch):
+    """Chapter 7's prose loops over dp_prose.ddp_copy_checks, the appendix's source: one wrong count stops it."""
+    import llmsizing.dp_prose as dp
+    from llmsizing.prose import ProseOutOfDate
+
+    checks = dp.ddp_copy_checks
+    monkeypatch.setattr(dp, "ddp_copy_checks", lambda: checks().assign(counted=lambda d: d["counted"] + 1))
+    with pytest.raises(ProseOutOfDate, match="the measured copies of"):
+        dp.ddp_copies_prose()
+
+
+def test_the_all_to_all_check_by_hand_and_as_chapter_18_prints_it(values):
+    """The forward dispatch of data/moe_all_to_all_gloo.csv against S_a2a = T k h B (ep - 1) / ep, by hand from
+    each row: a rank's mean and the busiest rank (the most any rank sent or received) under the near-uniform
+    router, the busiest under skewed routing; chapter 18 glues the same four figures."""
+    from llmsizing.charts import MOE_LAYOUT_DEFAULT
+    from llmsizing.moe_case_prose import all_to_all_evidence_prose
+
+    groups = {}
+    with open(DATA_DIR / "moe_all_to_all_gloo.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            if r["phase"] == "forward":
+                groups.setdefault((r["routing"], r["dtype"], r["ep"], r["tokens_per_rank"]), []).append(r)
+    mean_dev, busy, skew = [], [], []
+    for (routing, _, ep, tokens), rs in groups.items():
+        ep, r0 = int(ep), rs[0]
+        s_a2a = int(tokens) * int(r0["top_k"]) * int(r0["hidden"]) * int(r0["bytes_per_element"]) * (ep - 1) / ep
+        sent = [int(r["dispatch_sent_bytes"]) for r in rs]
+        busiest = max(max(sent), max(int(r["dispatch_recv_bytes"]) for r in rs)) / s_a2a
+        if routing == "hf-init":
+            mean_dev.append(abs(sum(sent) / len(sent) / s_a2a - 1))
+            busy.append(busiest - 1)
+        else:
+            skew.append(busiest)
+    assert (len(mean_dev), len(skew)) == (8, 2)
+    assert values["app_a2a_mean_dev"] == f"{max(mean_dev):.1%}" and values["app_a2a_busy_dev"] == f"{max(busy):.1%}"
+    assert (values["app_a2a_skew_min"], values["app_a2a_skew_max"]) == (f"{min(skew):.2f}", f"{max(skew):.2f}")
+    assert min(busy) > 0 and min(skew) > 1 + max(busy)          # "over"; the skewed router's busiest furthest
+    ch18 = all_to_all_evidence_prose(MOE_LAYOUT_DEFAULT).values
+    assert [values[f"app_a2a_{k}"] for k in ("mean_dev", "busy_dev", "skew_min", "skew_max")] == [
+        ch18[f"gloo_{k}"] for k in ("mean_dev", "busy_dev", "skew_min", "skew_max")]
+
+
+def test_the_kbit_check_by_hand(values):
+    """data/loss_logits_measurements.csv's model (2 Llama layers, hidden 256, 8 + 2 heads of 32, FFN 688,
+    untied): its blocks' matrices 2 (2 h^2 + 2 h 64 + 3 h 688) = 1,384,448 in nf4 at (4 + 8/64 + 32/(64 x 256))
+    / 8 bytes; embedding, head and 5 norms (2 V h + 1,280) fp32 after the preparation, 4 bytes. The measured base
+    is the nf4 step's baseline less the bf16 step's beside its 2 N bytes of weights; the head copy, 2 V h, is
+    what the nf4 step (autocast) leaves alive from the head on beyond the bf16-kbit step."""
+    with open(DATA_DIR / "loss_logits_measurements.csv", newline="") as f:
+        rows = {(int(r["vocab"]), int(r["seq"]), r["mode"]): r for r in csv.DictReader(f)}
+    h, blocks = 256, 2 * (2 * 256 * 256 + 2 * 256 * 64 + 3 * 256 * 688)
+    assert blocks == 1_384_448
+    base_err, copy_err = [], []
+    for (vocab, seq, mode), nf in rows.items():
+        if mode != "nf4-kbit":
+            continue
+        bf, kb = rows[vocab, seq, "bf16"], rows[vocab, seq, "bf16-kbit"]
+        rest = 2 * vocab * h + 1280
+        lib_base = blocks * (4 + 8 / 64 + 32 / (64 * 256)) / 8 + 4 * rest
+        measured_base = int(nf["baseline_bytes"]) - (int(bf["baseline_bytes"]) - 2 * (blocks + rest))
+        base_err.append(lib_base / measured_base - 1)
+        copy_err.append(2 * vocab * h / (int(nf["saved_loss_bytes"]) - int(kb["saved_loss_bytes"])) - 1)
+        assert nf["layer_input_dtype"] == kb["layer_input_dtype"] == "float32"
+    assert values["app_kbit_n"] == f"{len(base_err)}" == "8"
+    assert values["app_kbit_base"] == f"{max(map(abs, base_err)):.2%}" == "0.03%"
+    assert values["app_kbit_copy"] == f"{max(map(abs, copy_err)):.1%}" == "1.8%"
+    assert min(base_err) >= 0 and min(copy_err) >= 0                      # "over"
+
+
+def test_a_false_last_four_statement_raises(monkeypatch):
+    """Each of the four statements, made false, stops the page (ProseOutOfDate names it)."""
+    import llmsizing.dist_compare
+    import llmsizing.dp_prose
+    import llmsizing.finetune_base
+    import llmsizing.op_sac
+    from llmsizing.appendix import appendix_prose
+    from llmsizing.prose import ProseOutOfDate
+
+    def raises(what):
+        return pytest.raises(ProseOutOfDate, match=f"the appendix says {what}")
+
+    with monkeypatch.context() as m:                        # one byte more than PyTorch kept
+        sac = llmsizing.op_sac.op_sac_tp_measured
+        m.setattr(llmsizing.op_sac, "op_sac_tp_measured",
+                  lambda: sac().assign(model_bytes=lambda d: d.model_bytes + 1))
+        with raises("op SAC's bytes are exactly what PyTorch's checkpoint kept"):
+            appendix_prose(FAKE_AC)
+    with monkeypatch.context() as m:
+        ddp = llmsizing.dp_prose.ddp_copy_checks
+        m.setattr(llmsizing.dp_prose, "ddp_copy_checks", lambda: ddp().assign(counted=0))
+        with raises("DDP's copies of the gradients are exactly the measured ones"):
+            appendix_prose(FAKE_AC)
+    with monkeypatch.context() as m:                        # every rank as busy as the formula says
+        a2a = llmsizing.dist_compare.compare_all_to_all
+        m.setattr(llmsizing.dist_compare, "compare_all_to_all", lambda: a2a().assign(ratio_busiest=1.0))
+        with raises("the busiest rank sends more than S_a2a under either router"):
+            appendix_prose(FAKE_AC)
+    with monkeypatch.context() as m:
+        kb = llmsizing.finetune_base.kbit_prep_checks
+        m.setattr(llmsizing.finetune_base, "kbit_prep_checks", lambda: kb().assign(base_error=-0.001))
+        with raises("k-bit preparation's base and head copy are never below the measured"):
             appendix_prose(FAKE_AC)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 
+from .appendix_measured import measured_checks as _measured, measured_claims as _measured_claims, \
+    measured_values as _measured_values
 from .prose import ChapterText, prose_check
 
 __all__ = ["appendix_prose", "appendix_values", "appendix_claims", "allen_cunneen_errors", "QLORA_QUANTIZERS",
@@ -251,54 +253,6 @@ def _check_values() -> dict[str, str]:
     return v
 
 
-def _measured():
-    """What five entries were checked against (chapters 4, 5, 10, 16, 19), as their owners compute it: one
-    Hugging Face layer against autograd's saved tensors, autocast's copies, the staged runs, the LoRA steps'
-    peaks, the RL steps against the parts' range."""
-    from .finetune_prose import lora_step_errors
-    from .rl import rl_checked
-    from .stages import published_stage_checks
-    from .step_measurements import autocast_copy_errors, hf_layer_errors
-
-    lora = lora_step_errors()
-    return dict(hfl=hf_layer_errors(), amp=autocast_copy_errors(), stages=published_stage_checks(),
-                lora=lora[~lora["dropout"]], rl=rl_checked())
-
-
-def _measured_values(m) -> dict[str, str]:
-    """The figures of :func:`_measured`'s checks, as the page prints them."""
-    from .prose import number_word
-
-    hfl, amp, st, lora, rl = m["hfl"], m["amp"], m["stages"], m["lora"], m["rl"]
-    return {"app_hfl_n": f"{len(hfl)}", "app_hfl_exact": f"{(hfl['error'] == 0).sum()}",
-            "app_hfl_err": f"{hfl['error'].abs().max():.2%}",
-            "app_amp_n": f"{len(amp)}", "app_amp_end": f"{amp['forward_end_error'].abs().max():.2%}",
-            "app_stage_n": number_word(len(st)), "app_stage_lo": f"{st['ratio'].min():.2f}",
-            "app_stage_hi": f"{st['ratio'].max():.2f}",
-            "app_lora_n": f"{len(lora)}", "app_lora_err": f"{lora['error'].abs().max():.1%}",
-            "app_rl_n": f"{rl.n_rows}", "app_rl_inside": f"{rl.inside}",
-            "app_rl_med": f"{rl.ratio_median:.2f}", "app_rl_lo": f"{rl.ratio_min:.2f}",
-            "app_rl_hi": f"{rl.ratio_max:.2f}"}
-
-
-def _measured_claims(m) -> dict[str, bool]:
-    """What the page says in words of :func:`_measured`'s checks."""
-    hfl, amp, st, lora = m["hfl"], m["amp"], m["stages"], m["lora"]
-    off = hfl[hfl["error"] != 0]
-    return {k: bool(v) for k, v in {
-        "the Hugging Face layer count is exact but for GPT-2's bf16 layers, which it over-counts":
-            len(off) < len(hfl) and (off["model_class"] == "GPT2LMHeadModel").all()
-            and (off["mode"] == "bf16").all() and (off["error"] > 0).all(),
-        "autocast's copies equal the largest measured, and are never below those at the forward's end":
-            (amp["max_error"] == 0).all() and (amp["forward_end_error"].dropna() >= 0).all(),
-        "a run in stages comes in below a published figure only at the paper's own MFUs":
-            list(st.loc[st["ratio"] < 1, "check"]) == ["GPU-hours at the published MFU of each stage"],
-        "the LoRA peak over-counts only without recomputation":
-            ((lora["error"] > 0) == (lora["recompute"] == "none")).all(),
-        "the RL step is optimistic at the median": m["rl"].ratio_median > 1,
-    }.items()}
-
-
 def _dp_breakeven():
     """Data parallelism's break-even, closed form and the library's (Llama-3-8B, DDP over 8 H100s) at 512 and
     4,096 tokens (chapter 7)."""
@@ -480,7 +434,7 @@ def _serving_values(ac=None) -> dict[str, str]:
 def appendix_values(ac=None, *, measured=None) -> dict[str, str]:
     """Every number the appendix shows, ``{name: text}`` with ``name`` its ``{eval}`` name (``app_...``), as
     the page prints it. ``ac``: :func:`allen_cunneen_errors`' result, if already computed; ``measured``:
-    ``_measured()``'s, likewise."""
+    :func:`~llmsizing.appendix_measured.measured_checks`' result, likewise."""
     return {**_calibration_values(), **_finetune_values(), **_model_values(), **_parallel_values(),
             **_serving_values(ac), **_check_values(),
             **_measured_values(measured or _measured())}
@@ -489,7 +443,7 @@ def appendix_values(ac=None, *, measured=None) -> dict[str, str]:
 def appendix_claims(ac=None, *, measured=None) -> dict[str, bool]:
     """What the appendix says in words about its numbers, each ``True`` while it holds (a sentence to change
     when one turns ``False``). ``ac``: :func:`allen_cunneen_errors`' result, if already computed;
-    ``measured``: ``_measured()``'s, likewise."""
+    ``measured``: :func:`~llmsizing.appendix_measured.measured_checks`' result, likewise."""
     from .allocator_fragmentation import fragmentation_allowance
     from .catalog import get_gpu, get_model
     from .finetune_time import GROUP_RANGES, RESIDUAL_RANGE

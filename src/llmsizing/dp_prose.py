@@ -30,8 +30,9 @@ from .prose import ChapterText, ProseOutOfDate, claimed_text
 from .prose import prose_check as _prose_check
 from .units import GB, GiB, fmt_gib
 
-__all__ = ["ProseOutOfDate", "DDP_KINDS", "ddp_measured_copies", "ddp_copies_prose", "pcie_rates_gbps",
-           "closed_form_tokens", "breakeven_prose", "pcie_zero3_prose", "zero_states", "seed_memory_prose"]
+__all__ = ["ProseOutOfDate", "DDP_KINDS", "ddp_measured_copies", "ddp_copy_checks", "ddp_copies_prose",
+           "pcie_rates_gbps", "closed_form_tokens", "breakeven_prose", "pcie_zero3_prose", "zero_states",
+           "seed_memory_prose"]
 
 _H100, _LLAMA8 = "H100 SXM", "llama-3-8b"
 
@@ -46,6 +47,24 @@ def ddp_measured_copies():
     meas = pd.read_csv(DATA_DIR / "grad_buffer_measurements.csv")
     meas["copies"] = meas["gradient_bytes"] / meas["param_bytes"]
     return meas
+
+
+def ddp_copy_checks():
+    """:func:`ddp_measured_copies` against :func:`~llmsizing.footprint.grad_copies`, one row per measured
+    layout, parameter dtype, micro-batches ``m`` and phase: ``measured`` (the most copies of any step and
+    micro-batch, the worst one being what ``grad_copies`` counts) and ``counted`` (the buffer's plus the
+    ``.grad`` tensors' in that phase). The layout ``ddp-view-keep`` (the view with ``set_to_none=False``) is
+    the kind ``True``, ``plain`` the kind ``False``."""
+    meas = ddp_measured_copies()
+    most = meas.groupby(["layout", "param_dtype", "grad_accum", "phase"])["copies"].max().reset_index()
+    kind_of = {"plain": False, "ddp-view-keep": True}   # the view with set_to_none=False: one buffer (ex. 4)
+    col = {"forward peak": 1, "backward end": 2, "optimizer step": 3}
+
+    def counted(r):
+        c = grad_copies(kind_of.get(r.layout, r.layout), r.grad_accum)
+        return c[0] + c[col[r.phase]]
+    most["counted"] = [counted(r) for r in most.itertuples()]
+    return most.rename(columns={"copies": "measured"})
 
 
 #: The chapter's four kinds of gradient buffer: the table's column -> ``training_memory(grad_buffer=...)``.
@@ -68,14 +87,11 @@ def ddp_copies_prose() -> ChapterText:
     meas = ddp_measured_copies()
     _says(set(meas["param_dtype"]) == {"fp32", "bf16"} and set(meas["grad_accum"]) == {1, 2},
           "the gloo runs measured fp32 and bf16 parameters with 1 and 2 micro-batches")
-    most = meas.groupby(["layout", "param_dtype", "grad_accum", "phase"])["copies"].max()    # worst one
-    kind_of = {"plain": False, "ddp-view-keep": True}   # the view with set_to_none=False: one buffer (ex. 4)
     _says(set(meas["layout"]) == {"plain", "ddp-copy", "ddp-view", "ddp-view-keep"},
           "the gloo runs measured the plain step, DDP's two modes and the view kept")
-    for (lay, _dtype, m_meas, phase), c in most.items():
-        c_buf, c_fwd, c_end, c_opt = grad_copies(kind_of.get(lay, lay), m_meas)
-        _says(c == c_buf + {"forward peak": c_fwd, "backward end": c_end, "optimizer step": c_opt}[phase],
-              f"the measured copies of {lay} in the {phase} are the counted ones")
+    for r in ddp_copy_checks().itertuples():          # the worst step and micro-batch of each phase
+        _says(r.measured == r.counted,
+              f"the measured copies of {r.layout} in the {r.phase} are the counted ones")
 
     short = {"forward": "fwd", "loss backward": "loss", "backward": "bwd", "optimizer step": "opt"}
     mem, rows = {}, {}

@@ -77,3 +77,35 @@ def kbit_prep_bytes(model: Model | str) -> dict[str, float]:
     parts = model.param_breakdown()
     head = parts["embedding"] if model.tied_embeddings else parts["lm_head"]
     return {"weights": 2.0 * (model.n_params - quantised), "head_copy": 2.0 * head}
+
+
+def kbit_prep_checks():
+    """PEFT's k-bit preparation against ``data/loss_logits_measurements.csv`` (``tools/measure/loss.py``;
+    chapter 16), one row per ``(vocab, seq)`` of the measured model (2 Llama layers, hidden 256):
+
+    * ``base_error``: :func:`frozen_base_bytes` of the nf4 base after the preparation over the measured one,
+      less 1. The measured base is the ``nf4-kbit`` step's ``baseline_bytes`` less what the ``bf16`` step
+      holds beside its weights (its baseline less ``2 N``: the fp32 adapters and their states, alike in both).
+    * ``head_copy_error``: :func:`kbit_prep_bytes`' ``head_copy`` (``2 V h``) over what the ``nf4-kbit``
+      step's forward leaves alive from the LM head on beyond the ``bf16-kbit`` step's (both prepared; only the
+      nf4 one runs under autocast, which saves the bf16 copy of the fp32 head), less 1.
+    * ``fp32_stream``: both prepared steps' residual stream (``layer_input_dtype``) is fp32."""
+    import pandas as pd
+
+    from .catalog import DATA_DIR
+    from .inference import weights_bytes
+
+    df = pd.read_csv(DATA_DIR / "loss_logits_measurements.csv").set_index(["vocab", "seq", "mode"])
+    rows = []
+    for vocab, seq in sorted({k[:2] for k in df.index}):
+        bf, kb, nf = (df.loc[(vocab, seq, mode)] for mode in ("bf16", "bf16-kbit", "nf4-kbit"))
+        m = Model(f"loss-llama-v{vocab}", layers=int(nf["layers"]), hidden=int(nf["hidden"]), heads=8,
+                  kv_heads=2, ffn_hidden=688, vocab=int(vocab), gated_mlp=True, tied_embeddings=False,
+                  norm="rmsnorm", max_seq=8192)                   # tools/measure/loss.py's loss_shape
+        base = nf["baseline_bytes"] - (bf["baseline_bytes"] - weights_bytes(m, "bf16"))
+        copy = nf["saved_loss_bytes"] - kb["saved_loss_bytes"]
+        rows.append({"vocab": int(vocab), "seq": int(seq),
+                     "base_error": frozen_base_bytes(m, "qlora") / base - 1,
+                     "head_copy_error": kbit_prep_bytes(m)["head_copy"] / copy - 1,
+                     "fp32_stream": kb["layer_input_dtype"] == nf["layer_input_dtype"] == "float32"})
+    return pd.DataFrame(rows)

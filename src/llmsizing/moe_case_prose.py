@@ -20,7 +20,7 @@ from .prose import prose_check as _prose_check
 from .units import GiB
 
 __all__ = ["split_words", "rack_dispatch_prose", "deepseek_terms_prose", "deepseek_memory_prose",
-           "all_to_all_evidence_prose", "RACK_NODE", "H800_NODE", "H100_NODE",
+           "all_to_all_evidence_prose", "gloo_all_to_all_figures", "RACK_NODE", "H800_NODE", "H100_NODE",
            "DEEPSEEK_V3_NVLINK_GBPS"]
 
 #: The three machines of the worked case (``data/nodes.csv``).
@@ -308,6 +308,22 @@ def deepseek_memory_prose(check=None) -> ChapterText:
     return ChapterText(values=texts, report=report)
 
 
+def gloo_all_to_all_figures(cmp=None) -> dict[str, str]:
+    """How far the gloo measurement's forward dispatch lies from $S_\\text{a2a}$
+    (:func:`~llmsizing.dist_compare.compare_all_to_all`, computed when ``cmp`` is ``None``), as chapter 18 and
+    the appendix print it: under the near-uniform router (``hf-init``) the largest deviation of a rank's mean
+    bytes (``gloo_mean_dev``) and of the busiest rank's (``gloo_busy_dev``); under skewed routing the busiest
+    rank's range over the formula (``gloo_skew_min``, ``gloo_skew_max``)."""
+    from .dist_compare import compare_all_to_all
+
+    cmp = compare_all_to_all() if cmp is None else cmp
+    near, skew = cmp.xs("hf-init", level="routing"), cmp.xs("skewed", level="routing")
+    return {"gloo_mean_dev": f"{(near['ratio_mean'] - 1).abs().max():.1%}",
+            "gloo_busy_dev": f"{(near['ratio_busiest'] - 1).max():.1%}",
+            "gloo_skew_max": f"{skew['ratio_busiest'].max():.2f}",
+            "gloo_skew_min": f"{skew['ratio_busiest'].min():.2f}"}
+
+
 def all_to_all_evidence_prose(layout: dict) -> ChapterText:
     """The all-to-all measured and assumed, as the chapter shows it: the gloo measurement against
     $S_\\text{a2a}$ (:func:`~llmsizing.dist_compare.compare_all_to_all`, formatted, in ``data["table"]``,
@@ -339,7 +355,6 @@ def all_to_all_evidence_prose(layout: dict) -> ChapterText:
                       ("sigma", "1 sigma")):
         table[name] = table[col].map("{:.3f}".format)
     table = table.drop(columns=[c for c in cmp.columns if c != "ranks"])
-    near, skew = cmp.xs("hf-init", level="routing"), cmp.xs("skewed", level="routing")
     vio = load_skew_table().groupby("routing")["max_vio"]           # the published rows: 1B and 3B, two gates
     v_lo, v_hi = vio.min()["aux-loss"], vio.max()["aux-loss"]
     par = Parallel(ep=8, dp=layout["dp"], zero=layout["zero"])
@@ -355,10 +370,7 @@ def all_to_all_evidence_prose(layout: dict) -> ChapterText:
               / (float(r["latency_us"]) * 1e-6) for r in csv.DictReader(f) if int(r["ep"]) > 8]
     nic = hgx.nic_gbits / 8
     texts = {
-        "gloo_mean_dev": f"{(near['ratio_mean'] - 1).abs().max():.1%}",
-        "gloo_busy_dev": f"{(near['ratio_busiest'] - 1).max():.1%}",
-        "gloo_skew_max": f"{skew['ratio_busiest'].max():.2f}",
-        "gloo_skew_min": f"{skew['ratio_busiest'].min():.2f}",
+        **gloo_all_to_all_figures(cmp),
         "skew_mix": f"{load_skew(mix, 8):.2f}", "skew_ds3": f"{load_skew(ds3, 64):.2f}",
         "vio_lo": f"{v_lo:.2f}", "vio_hi": f"{v_hi:.2f}", "vio_mean": f"{vio.mean()['aux-loss']:.2f}",
         "vio_free_lo": f"{vio.min()['aux-loss-free']:.3f}",

@@ -1,0 +1,77 @@
+"""The appendix's measured checks (issue 38): what nine of its entries were checked against, computed by the
+modules that own them, the figures the page prints of them and the claims it makes in words. Split out of
+:mod:`llmsizing.appendix`, which glues them (``appendix_values``, ``appendix_claims``, ``appendix_prose``)."""
+
+from __future__ import annotations
+
+__all__ = ["measured_checks", "measured_values", "measured_claims"]
+
+
+def measured_checks():
+    """What nine entries were checked against (chapters 4, 5, 7, 10, 16, 18, 19), as their owners compute it:
+    one Hugging Face layer against autograd's saved tensors, autocast's copies, the staged runs, the LoRA
+    steps' peaks, the RL steps against the parts' range, op SAC's saved bytes under tensor parallelism, DDP's
+    copies of the gradients, the all-to-all's bytes on gloo, PEFT's k-bit preparation."""
+    from .dist_compare import compare_all_to_all
+    from .dp_prose import ddp_copy_checks
+    from .finetune_base import kbit_prep_checks
+    from .finetune_prose import lora_step_errors
+    from .op_sac import op_sac_tp_measured
+    from .rl import rl_checked
+    from .stages import published_stage_checks
+    from .step_measurements import autocast_copy_errors, hf_layer_errors
+
+    lora = lora_step_errors()
+    return dict(hfl=hf_layer_errors(), amp=autocast_copy_errors(), stages=published_stage_checks(),
+                lora=lora[~lora["dropout"]], rl=rl_checked(), sac=op_sac_tp_measured(), ddp=ddp_copy_checks(),
+                a2a=compare_all_to_all(), kbit=kbit_prep_checks())
+
+
+def measured_values(m) -> dict[str, str]:
+    """The figures of :func:`measured_checks`' checks, as the page prints them (the all-to-all's as chapter 18
+    does)."""
+    from .moe_case_prose import gloo_all_to_all_figures
+    from .prose import number_word
+
+    hfl, amp, st, lora, rl = m["hfl"], m["amp"], m["stages"], m["lora"], m["rl"]
+    return {"app_hfl_n": f"{len(hfl)}", "app_hfl_exact": f"{(hfl['error'] == 0).sum()}",
+            "app_hfl_err": f"{hfl['error'].abs().max():.2%}",
+            "app_amp_n": f"{len(amp)}", "app_amp_end": f"{amp['forward_end_error'].abs().max():.2%}",
+            "app_stage_n": number_word(len(st)), "app_stage_lo": f"{st['ratio'].min():.2f}",
+            "app_stage_hi": f"{st['ratio'].max():.2f}",
+            "app_lora_n": f"{len(lora)}", "app_lora_err": f"{lora['error'].abs().max():.1%}",
+            "app_rl_n": f"{rl.n_rows}", "app_rl_inside": f"{rl.inside}",
+            "app_rl_med": f"{rl.ratio_median:.2f}", "app_rl_lo": f"{rl.ratio_min:.2f}",
+            "app_rl_hi": f"{rl.ratio_max:.2f}",
+            "app_sac_n": f"{len(m['sac'])}", "app_ddp_n": f"{len(m['ddp'])}",
+            **{f"app_a2a_{k[5:]}": t for k, t in gloo_all_to_all_figures(m["a2a"]).items()},
+            "app_kbit_n": f"{len(m['kbit'])}", "app_kbit_base": f"{m['kbit']['base_error'].abs().max():.2%}",
+            "app_kbit_copy": f"{m['kbit']['head_copy_error'].abs().max():.1%}"}
+
+
+def measured_claims(m) -> dict[str, bool]:
+    """What the page says in words of :func:`measured_checks`' checks."""
+    hfl, amp, st, lora = m["hfl"], m["amp"], m["stages"], m["lora"]
+    off = hfl[hfl["error"] != 0]
+    near, skew = (m["a2a"].xs(r, level="routing") for r in ("hf-init", "skewed"))
+    kb = m["kbit"]
+    return {k: bool(v) for k, v in {
+        "the Hugging Face layer count is exact but for GPT-2's bf16 layers, which it over-counts":
+            len(off) < len(hfl) and (off["model_class"] == "GPT2LMHeadModel").all()
+            and (off["mode"] == "bf16").all() and (off["error"] > 0).all(),
+        "autocast's copies equal the largest measured, and are never below those at the forward's end":
+            (amp["max_error"] == 0).all() and (amp["forward_end_error"].dropna() >= 0).all(),
+        "a run in stages comes in below a published figure only at the paper's own MFUs":
+            list(st.loc[st["ratio"] < 1, "check"]) == ["GPU-hours at the published MFU of each stage"],
+        "the LoRA peak over-counts only without recomputation":
+            ((lora["error"] > 0) == (lora["recompute"] == "none")).all(),
+        "the RL step is optimistic at the median": m["rl"].ratio_median > 1,
+        "op SAC's bytes are exactly what PyTorch's checkpoint kept in every measured layout":
+            (m["sac"]["measured_bytes"] == m["sac"]["model_bytes"]).all(),
+        "DDP's copies of the gradients are exactly the measured ones in every case":
+            (m["ddp"]["measured"] == m["ddp"]["counted"]).all(),
+        "the busiest rank sends more than S_a2a under either router, the skewed one's furthest":
+            (near["ratio_busiest"] > 1).all() and skew["ratio_busiest"].min() > near["ratio_busiest"].max(),
+        "k-bit preparation's base and head copy are never below the measured, its stream fp32 in every step":
+            (kb["base_error"] >= 0).all() and (kb["head_copy_error"] >= 0).all() and kb["fp32_stream"].all(),
+    }.items()}
