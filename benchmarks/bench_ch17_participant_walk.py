@@ -13,8 +13,9 @@ The widget is built as the book builds it (``warm=True``), without speculation (
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_ch17_participant_walk.py [--models N]
 
-Prints the median and mean CPU ms per kind of move (pick, step, back), the parts' medians, and each
-control's step. Does not assert (timings are not tests).
+Prints the median, mean and 90th percentile (:func:`p90`) of the CPU ms per kind of move (pick, step, back),
+the parts' medians, and each control's steps (median and 90th percentile of the step and of its plan()).
+Does not assert (timings are not tests).
 
 Measured 2026-12-04 (speed41, main 72ccaa7d, 2 cores, little other work on the machine; load 0.5-1.3),
 ``--models 5`` (the participant's first five models: 25 steps), alternated with ``bench_kernel_moves.py 17
@@ -78,6 +79,14 @@ def walk(w, models: int):
             yield "back", c, before[c]
 
 
+def p90(xs) -> float:
+    """The 90th percentile of ``xs`` by nearest rank, as tools/participant_stats.py takes it of the painted
+    steps (tools/load_test.nearest_rank, whose module this one does not import: the ceil(0.9 n)-th smallest,
+    in integers)."""
+    xs = sorted(xs)
+    return xs[max(0, -(-9 * len(xs) // 10) - 1)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", type=int, default=5, help="model picks (each then five steps and backs)")
@@ -116,14 +125,15 @@ def main() -> None:
     print(f"chapter 17, the participant's walk, {args.models} models; CPU ms, median / mean")
     for kind, xs in moves.items():
         line = (f"  {kind:5s} n={len(xs):3d} {statistics.median(x[1] for x in xs):7.1f} "
-                f"{statistics.mean(x[1] for x in xs):7.1f}  medians:")
+                f"{statistics.mean(x[1] for x in xs):7.1f} p90 {p90(x[1] for x in xs):7.1f}  medians:")
         for p in ("plan", "render", "draw", "encode"):
             line += f" {p} {statistics.median(x[2].get(p, 0.0) for x in xs):.1f}"
         print(line)
     for c, _ in STEPS:
         xs = [x for x in moves["step"] if x[0] == c]
-        print(f"  step {c:12s} median {statistics.median(x[1] for x in xs):6.1f}, plan "
-              f"{statistics.median(x[2].get('plan', 0.0) for x in xs):6.1f}")
+        plans = [x[2].get("plan", 0.0) for x in xs]
+        print(f"  step {c:12s} median {statistics.median(x[1] for x in xs):6.1f} (p90 "
+              f"{p90(x[1] for x in xs):6.1f}), plan {statistics.median(plans):6.1f} (p90 {p90(plans):6.1f})")
 
 
 if __name__ == "__main__":
