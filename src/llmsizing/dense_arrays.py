@@ -63,7 +63,9 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
     arrays, five pieces per stage, each entry bit for bit that call's. ``model`` and ``kw`` as
     :func:`supports` accepts; a ``ValueError`` for a layout it does not take (kept pipeline outputs).
     ``kept``: a dict where the layouts' parts are kept between calls of the same model, ``kw`` but
-    ``recompute``, and ``layout`` (:func:`prefetch`: one per search)."""
+    ``recompute``, and ``layout`` (:func:`prefetch`: one per search), and the tables of the latest call lists
+    at ``cp > 1``: the same list asked again with the other K/V exchange of :data:`EXCHANGED` is read off
+    its table, bit for bit (:func:`_exchanged`; lc47)."""
     if not supports(model, kw):
         raise ValueError("dense_arrays.search_pieces: a recipe without autocast, no recompute_layers")
     o, layout = {**_DEFAULTS, **kw}, layout or _piece_layout
