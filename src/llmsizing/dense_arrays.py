@@ -191,8 +191,8 @@ class _Fields:
 #: (:func:`~llmsizing.activations.cp_attention_buffers_bytes`): nothing else of a call reads ``cp_comm``.
 EXCHANGED = ("p2p", "all_gather")
 #: How many call lists' tables :func:`search_pieces` keeps per kept dict for :func:`_exchanged` (a dense
-#: model's ~200-640 rows of 28 floats, ~50-150 kB; chapter 17's walk asks ~8 between a model's pick and its
-#: K/V exchange step).
+#: model's ~200-640 rows of 28 floats, ~50-150 kB; chapter 17's participant walk keeps 3-11 between a model's
+#: pick and its K/V exchange step).
 EXCHANGED_KEPT = 16
 _CP_COLUMNS = slice(12, 14)                 # (the table's K/V buffers, forward and backward: _phase_sums)
 
