@@ -12,9 +12,15 @@ The widget is built as the book builds it (``warm=True``), without speculation (
 ``charts.render_plan`` (``render``), the widget canvas's ``draw`` and ``dashboard.encode_png`` (``encode``).
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_ch17_participant_walk.py [--models N]
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_ch17_participant_walk.py [--models N] --repeats R
+        [--base OTHER/src]
 
-Prints the median and mean CPU ms per kind of move (pick, step, back), the parts' medians, and each
-control's step. Does not assert (timings are not tests).
+Prints the median, mean and 90th percentile (:func:`p90`) of the CPU ms per kind of move (pick, step, back),
+the parts' medians, and each control's steps (median and 90th percentile of the step and of its plan()).
+With ``--repeats R`` the walk runs R times, each in a fresh process, alternated with another tree's
+``src/`` (``--base``: an A/B at the same load), and the same figures are printed of each move's least CPU
+over the R walks (what the machine's other work added to a move, mostly gone; lc47). Does not assert
+(timings are not tests).
 
 Measured 2026-12-04 (speed41, main 72ccaa7d, 2 cores, little other work on the machine; load 0.5-1.3),
 ``--models 5`` (the participant's first five models: 25 steps), alternated with ``bench_kernel_moves.py 17
@@ -40,7 +46,10 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -78,11 +87,17 @@ def walk(w, models: int):
             yield "back", c, before[c]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", type=int, default=5, help="model picks (each then five steps and backs)")
-    args = ap.parse_args()
+def p90(xs) -> float:
+    """The 90th percentile of ``xs`` by nearest rank, as tools/participant_stats.py takes it of the painted
+    steps (tools/load_test.nearest_rank, whose module this one does not import: the ceil(0.9 n)-th smallest,
+    in integers)."""
+    xs = sorted(xs)
+    return xs[max(0, -(-9 * len(xs) // 10) - 1)]
 
+
+def one_walk(models: int) -> dict:
+    """The walk of ``models`` model picks in this process: per kind of move, ``[(control, CPU ms, {part: CPU
+    ms})]``."""
     import llmsizing.planner as planner
     from llmsizing import charts
     from llmsizing.widgets import dashboard, long_context_widget
@@ -107,23 +122,67 @@ def main() -> None:
     w = long_context_widget("llama-3.1-405b", speculate=False)
     wrap(type(w.figure.canvas), "draw", "draw")
     moves: dict = collections.defaultdict(list)
-    for kind, control, value in walk(w, args.models):
+    for kind, control, value in walk(w, models):
         parts.clear()
         c0 = time.process_time()
         w.controls[control].value = value
         total = (time.process_time() - c0) * 1e3
         moves[kind].append((control, total, {k: v * 1e3 for k, v in parts.items()}))
-    print(f"chapter 17, the participant's walk, {args.models} models; CPU ms, median / mean")
+    return moves
+
+
+def report(moves: dict, models: int) -> None:
+    """Print one walk's (or each step's least over walks') medians, means and 90th percentiles."""
+    print(f"chapter 17, the participant's walk, {models} models; CPU ms, median / mean")
     for kind, xs in moves.items():
         line = (f"  {kind:5s} n={len(xs):3d} {statistics.median(x[1] for x in xs):7.1f} "
-                f"{statistics.mean(x[1] for x in xs):7.1f}  medians:")
+                f"{statistics.mean(x[1] for x in xs):7.1f} p90 {p90(x[1] for x in xs):7.1f}  medians:")
         for p in ("plan", "render", "draw", "encode"):
             line += f" {p} {statistics.median(x[2].get(p, 0.0) for x in xs):.1f}"
         print(line)
     for c, _ in STEPS:
         xs = [x for x in moves["step"] if x[0] == c]
-        print(f"  step {c:12s} median {statistics.median(x[1] for x in xs):6.1f}, plan "
-              f"{statistics.median(x[2].get('plan', 0.0) for x in xs):6.1f}")
+        plans = [x[2].get("plan", 0.0) for x in xs]
+        print(f"  step {c:12s} median {statistics.median(x[1] for x in xs):6.1f} (p90 "
+              f"{p90(x[1] for x in xs):6.1f}), plan {statistics.median(plans):6.1f} (p90 {p90(plans):6.1f})")
+
+
+def least(walks: list) -> dict:
+    """Each move's least CPU over ``walks`` (the same moves in the same order), its parts from that walk."""
+    return {kind: [min((w[kind][i] for w in walks), key=lambda x: x[1]) for i in range(len(xs))]
+            for kind, xs in walks[0].items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", type=int, default=5, help="model picks (each then five steps and backs)")
+    ap.add_argument("--repeats", type=int, default=0, help="walks, each in a fresh process (0: one, here)")
+    ap.add_argument("--base", help="another tree's src/: its walks alternate with this tree's (an A/B at the "
+                    "same load), with --repeats")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(one_walk(args.models)))
+        return
+    if not args.repeats:
+        report(one_walk(args.models), args.models)
+        return
+    trees = {"this": str(Path(__file__).resolve().parents[1] / "src"),
+             **({"base": str(Path(args.base).resolve())} if args.base else {})}
+    walks: dict = {name: [] for name in trees}
+    for i in range(args.repeats):
+        for name, src in trees.items():       # (alternated: the machine's load falls on both alike)
+            load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+            out = subprocess.run([sys.executable, __file__, "--child", "--models", str(args.models)],
+                                 capture_output=True, text=True, check=True,
+                                 env={**os.environ, "PYTHONPATH": src})
+            walks[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            steps = [x[1] for x in walks[name][-1]["step"]]
+            print(f"{name} walk {i + 1} (load {load}): steps median {statistics.median(steps):.1f}, "
+                  f"p90 {p90(steps):.1f} ms", flush=True)
+    for name, got in walks.items():
+        print(f"{name} ({trees[name]}): each move's least CPU over {len(got)} walks")
+        report(least(got), args.models)
 
 
 if __name__ == "__main__":

@@ -326,3 +326,33 @@ def test_a_kept_layout_is_checked_again_at_a_context_cp_does_not_split():
     assert kept["layouts"]
     with pytest.raises(ValueError, match="multiple of 2 x cp"):
         dense_arrays.search_pieces(dense, _kw(8190), call, kept)
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-405b", "gpt2", "granite-3.0-2b", "qwen3-30b-a3b", "deepseek-v2"])
+@pytest.mark.parametrize("first, then", [("p2p", "all_gather"), ("all_gather", "p2p")])
+def test_the_other_exchange_from_the_kept_table(name, first, then):
+    """lc47 (issue 38): calls asked again with the other K/V exchange, every one at cp > 1, take the table
+    kept for the first with its K/V buffer columns replaced: each call's pieces are still those
+    plan_pricing._pieces gives at that exchange (the per-layout path, whose K/V buffers differ: the check
+    fails if the columns were left as they were), bit for bit, and no layout of the second exchange is
+    resolved (the kept table was read: the check fails if it was not). One kept dict for every
+    recomputation (the core's arguments in the key: another recomputation's table never stands in), and a
+    list with a cp = 1 call among them is worked out as before."""
+    model = L.get_model(name)
+    seq, kept = 32768, {}
+    for rc in RECOMPUTES:
+        kw = _kw(seq, rc)
+        calls = [(tp, pp, 0, m, cp, first, b, 1, v) for tp in (1, 8) for pp in (1, 2, 3) for m in (1, 8)
+                 for cp in (2, 4) for b in (1, 2) for v in ((1, 2) if pp > 1 and not model.is_moe else (1,))]
+        calls = [c for c in calls if _valid(model, c, seq)]
+        assert len(calls) > 20
+        for call, g in zip(calls, dense_arrays.search_pieces(model, kw, calls, kept)):
+            _check(g, _want(model, kw, call))
+        other = [c[:5] + (then,) + c[6:] for c in calls]
+        for call, g in zip(other, dense_arrays.search_pieces(model, kw, other, kept)):
+            _check(g, _want(model, kw, call))
+        assert not any(key[4] == then for key in kept["layouts"])
+    mixed = [(1, 1, 0, 1, 1, then, 1, 1)] + other                  # (a cp = 1 call: as before)
+    for call, g in zip(mixed, dense_arrays.search_pieces(model, kw, mixed, kept)):
+        _check(g, _want(model, kw, call))
+    assert any(key[4] == then for key in kept["layouts"])

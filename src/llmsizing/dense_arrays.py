@@ -23,6 +23,7 @@ reads its reference layouts (``ep = 1``) so and leaves its model states over ``e
 
 from __future__ import annotations
 
+import collections
 import functools
 
 import numpy as np
@@ -62,7 +63,9 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
     arrays, five pieces per stage, each entry bit for bit that call's. ``model`` and ``kw`` as
     :func:`supports` accepts; a ``ValueError`` for a layout it does not take (kept pipeline outputs).
     ``kept``: a dict where the layouts' parts are kept between calls of the same model, ``kw`` but
-    ``recompute``, and ``layout`` (:func:`prefetch`: one per search)."""
+    ``recompute``, and ``layout`` (:func:`prefetch`: one per search), and the tables of the latest call lists
+    at ``cp > 1``: the same list asked again with the other K/V exchange of :data:`EXCHANGED` is read off
+    its table, bit for bit (:func:`_exchanged`; lc47)."""
     if not supports(model, kw):
         raise ValueError("dense_arrays.search_pieces: a recipe without autocast, no recompute_layers")
     o, layout = {**_DEFAULTS, **kw}, layout or _piece_layout
@@ -70,13 +73,19 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
     core_args = (seq, o["precision"], o["attention"], o["dropout"], o["recompute"], o["stack"],
                  o["attention_mask"])
     kept = {} if kept is None else kept
+    calls = list(calls)
+    # (the calls of an earlier search but the K/V exchange: only the K/V buffers' columns differ; lc47)
+    other = _exchanged_key(calls, core_args, layout, expert_tp, o["grad_buffer"])
+    if other is not None:
+        got = _exchanged(model, kept, other, calls[0][5], core_args)
+        if got is not None:
+            return got
     layouts, states = kept.setdefault("layouts", {}), kept.setdefault("states", {})
-    cores, flights = kept.setdefault("cores", {}), kept.setdefault("flights", {})
-    core_rows_kept = kept.setdefault("core_rows", {})        # (cores' rows as arrays, by the same key)
+    flights = kept.setdefault("flights", {})
     act_parts = kept.setdefault("act_parts", {})             # (layers per stage, stages' columns by m)
     # (each call's rows as blocks of kept arrays, joined once: its stages' model states, its activations'
     # row, its stages' own columns; issue 38: the same floats as a tuple a stage, ~3x sooner)
-    st_blocks, core_rows, stage_blocks, extra_blocks, widths = [], [], [], [], []
+    st_blocks, core_rows, stage_blocks, extra_blocks, widths, fields = [], [], [], [], [], []
     for tp, pp, zero, m, cp, comm, batch, dp, *v in calls:
         key = (tp, pp, zero, cp, comm, dp, *v)
         # (kept across the contexts of one model and recipe: a layout's parts read the context only in
@@ -101,13 +110,9 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
                 parts = act_parts[split] = (layers_per_stage(model.layers, act), {})
             lay = layouts[key] = (par.pp, act, states[state, stages], stages, *parts)
         n_pp, act, st, stages, n_layers, by_m = lay
-        ckey = (act.tp, act.sp, act.cp, act.cp_comm, act.expert_tp, batch, core_args)   # (_act_core's own)
-        core = core_rows_kept.get(ckey)
-        if core is None:
-            row = cores.get(ckey)                        # (moe_prefetch's too: the same key and row)
-            if row is None:
-                row = cores[ckey] = _core_row(model, batch, core_args, act)
-            core = core_rows_kept[ckey] = (np.array(row[:-1], dtype=float), row[-1])
+        core = _kept_core(model, kept, (act.tp, act.sp, act.cp, act.cp_comm, act.expert_tp, batch, core_args),
+                          act)
+        fields.append((act.tp, act.sp, act.cp, act.expert_tp, batch))
         # (footprint.grad_copies without its checks: the gradients' whole copies, the buffer under ZeRO 0/1)
         copies = _GRAD_COPIES[o["grad_buffer"] if zero <= 1 else False, m > 1]
         own = by_m.get((m, copies))
@@ -139,12 +144,97 @@ def search_pieces(model, kw: dict, calls, kept: dict | None = None, layout=None,
                 extra[k:k + len(x)] = x
     table = np.concatenate([np.concatenate(st_blocks), np.repeat(np.stack(core_rows), n, axis=0),
                             np.concatenate(stage_blocks), extra], axis=1)
-    pieces = _phase_sums(table)
+    if other is not None:
+        _keep_exchanged(kept, other, (calls[0][5], table, tuple(widths), tuple(fields)))
+    return _split(_phase_sums(table), widths)
+
+
+def _split(pieces: np.ndarray, widths) -> list:
+    """:func:`_phase_sums`' rows ``pieces`` as each call's 1-D array, ``widths`` (its stages) rows a call."""
     out, k = [], 0
     for n in widths:
         out.append(pieces[k:k + n].reshape(-1))
         k += n
     return out
+
+
+def _kept_core(model, kept: dict, ckey: tuple, act=None) -> tuple:
+    """The activations' row of ``ckey`` (``(tp, sp, cp, cp_comm, expert_tp, batch, core_args)``,
+    :func:`~llmsizing.memory._act_core`'s own key) as :func:`search_pieces` reads it: ``(the row as an array
+    but its last entry, the activations)``, kept in ``kept`` (``cores``: moe_prefetch's rows too, the same key
+    and row). ``act``: the layout whose fields ``ckey`` holds (only its ``tp``, ``sp``, ``cp``, ``cp_comm``
+    and ``expert_tp`` are read)."""
+    rows_kept = kept.setdefault("core_rows", {})
+    core = rows_kept.get(ckey)
+    if core is None:
+        cores = kept.setdefault("cores", {})
+        row = cores.get(ckey)
+        if row is None:
+            tp, sp, cp, comm, etp, batch, core_args = ckey
+            row = cores[ckey] = _core_row(model, batch, core_args, act if act is not None else _Fields(
+                tp, sp, cp, comm, etp))
+        core = rows_kept[ckey] = (np.array(row[:-1], dtype=float), row[-1])
+    return core
+
+
+class _Fields:
+    """What :func:`_core_row` reads of a layout: ``tp``, ``sp``, ``cp``, ``cp_comm``, ``expert_tp``."""
+
+    __slots__ = ("tp", "sp", "cp", "cp_comm", "expert_tp")
+
+    def __init__(self, tp, sp, cp, cp_comm, expert_tp):
+        self.tp, self.sp, self.cp, self.cp_comm, self.expert_tp = tp, sp, cp, cp_comm, expert_tp
+
+
+#: The K/V exchanges whose layouts resolve alike (:func:`~llmsizing.parallel.resolve_parallel` checks only
+#: Ulysses' ``a2a`` against the model) and whose pieces differ only in the K/V buffers
+#: (:func:`~llmsizing.activations.cp_attention_buffers_bytes`): nothing else of a call reads ``cp_comm``.
+EXCHANGED = ("p2p", "all_gather")
+#: How many call lists' tables :func:`search_pieces` keeps per kept dict for :func:`_exchanged` (a dense
+#: model's ~200-640 rows of 28 floats, ~50-150 kB; chapter 17's participant walk keeps 3-11 between a model's
+#: pick and its K/V exchange step).
+EXCHANGED_KEPT = 16
+_CP_COLUMNS = slice(12, 14)                 # (the table's K/V buffers, forward and backward: _phase_sums)
+
+
+def _exchanged_key(calls: list, core_args: tuple, layout, expert_tp: bool, grad_buffer) -> tuple | None:
+    """The key of ``calls`` without their K/V exchange (:func:`_exchanged`), or None: calls of one exchange
+    of :data:`EXCHANGED`, each with context parallelism (``cp > 1``: at ``cp = 1`` no exchange is read, and
+    :meth:`~llmsizing.plan_memory.SearchMemory.share_cp1` shares those entries already)."""
+    if not calls or calls[0][5] not in EXCHANGED:
+        return None
+    comm = calls[0][5]
+    if not all(c[5] == comm and c[4] > 1 for c in calls):
+        return None
+    return core_args, layout, expert_tp, grad_buffer, tuple(c[:5] + c[6:] for c in calls)
+
+
+def _exchanged(model, kept: dict, key: tuple, comm: str, core_args: tuple) -> list | None:
+    """:func:`search_pieces` of the calls of ``key`` with exchange ``comm`` from the table kept for the same
+    calls with the other exchange (issue 38, lc47: chapter 17's K/V exchange step resolved every layout again
+    for its ~60-320 calls, ~2-4 ms, to build the same table but two columns): that table with its K/V buffers'
+    columns those of ``comm`` (each call's activations' row, :func:`_kept_core`, as the call itself reads it),
+    summed by :func:`_phase_sums`: the same floats in the same operations, bit for bit the calls' own. None
+    when no table is kept for them."""
+    got = kept.get("exchanged", {}).get(key)
+    if got is None or got[0] == comm:
+        return None
+    _, table, widths, fields = got
+    table = table.copy()
+    rows = [_kept_core(model, kept, (tp, sp, cp, comm, etp, batch, core_args))[0][6:8]
+            for tp, sp, cp, etp, batch in fields]
+    table[:, _CP_COLUMNS] = np.repeat(np.stack(rows), widths, axis=0)
+    return _split(_phase_sums(table), widths)
+
+
+def _keep_exchanged(kept: dict, key: tuple, value: tuple) -> None:
+    """Keep ``value`` (``(exchange, table, widths, each call's layout fields)``) for :func:`_exchanged`, the
+    latest :data:`EXCHANGED_KEPT` of ``kept``."""
+    store = kept.setdefault("exchanged", collections.OrderedDict())
+    store[key] = value
+    store.move_to_end(key)
+    while len(store) > EXCHANGED_KEPT:
+        store.popitem(last=False)
 
 
 @functools.lru_cache(maxsize=4096)
