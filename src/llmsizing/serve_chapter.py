@@ -407,7 +407,8 @@ def cost_ranking() -> ChapterText:
 
 
 def _large_tier_gib() -> str:
-    """vLLM's memory threshold for its larger batch defaults (``data/vllm_batch_defaults.csv``, tier "large")."""
+    """vLLM's memory threshold for its larger batch defaults, GiB (``data/vllm_batch_defaults.csv``, tier
+    "large")."""
     with open(DATA_DIR / "vllm_batch_defaults.csv", newline="") as f:
         gib = {float(r["min_memory_gib"]) for r in csv.DictReader(f) if r["tier"] == "large"}
     if len(gib) != 1:
