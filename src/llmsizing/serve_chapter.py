@@ -440,6 +440,8 @@ def opening(load: dict) -> ChapterText:
              seqs_a100=f"{vllm_default_max_num_seqs('A100 80GB'):,}",
              large_gib=f"{_large_tier_gib()} GiB",     # the memory from which vLLM gives the H100's defaults
              train_kernel=f"{kernel_efficiency('H100 SXM'):.2f}")
+    _holds(0.9 * kernel_efficiency("H100 SXM") < MFU_DEFAULT < kernel_efficiency("H100 SXM"),
+           "the prefill MFU is a little below an H100's training kernel share")
     mfu_alone = mfu_by_compute()     # the prefill MFU the FP8 rows, the 16-bit rows and all would fit alone
     for key, grp in (("fp8", "fp8"), ("16", "16-bit"), ("all", "all")):
         v[f"mfu_{key}"] = f"{mfu_alone.loc[grp, 'prefill_mfu']:.2f}"
