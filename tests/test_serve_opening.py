@@ -24,6 +24,7 @@ def test_vllm_defaults_and_the_plan(v):
     GPUs; the mean plan needs fewer than the 95th percentile's."""
     assert (v["chunk"], v["seqs"]) == ("8,192", "1,024")
     assert (v["chunk_a100"], v["seqs_a100"]) == ("2,048", "256")
+    assert v["large_gib"] == "70 GiB"     # vLLM's `device_memory >= 70 * GiB_bytes`
     replicas, tp = map(int, re.fullmatch(r"(\d+) replicas of tp=(\d+)", v["head_layout"]).groups())
     assert replicas * tp == int(v["head_gpus"])
     assert int(v["head_mean"]) < int(v["head_gpus"])

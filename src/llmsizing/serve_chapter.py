@@ -406,6 +406,16 @@ def cost_ranking() -> ChapterText:
     return ChapterText(v, f"cheapest {ok.index[0]}, dearest {ok.index[-1]}")
 
 
+def _large_tier_gib() -> str:
+    """vLLM's memory threshold for its larger batch defaults, GiB (``data/vllm_batch_defaults.csv``, tier
+    "large")."""
+    with open(DATA_DIR / "vllm_batch_defaults.csv", newline="") as f:
+        gib = {float(r["min_memory_gib"]) for r in csv.DictReader(f) if r["tier"] == "large"}
+    if len(gib) != 1:
+        raise ValueError(f"data/vllm_batch_defaults.csv: one memory threshold for the large tier, got {gib}")
+    return f"{gib.pop():g}"
+
+
 def opening(load: dict) -> ChapterText:
     """Chapter 15's opening numbers: the serving model's fitted constants and their date, the default engine's
     limits (vLLM's API server on an H100 and an A100), the prefill MFU each group of rows would fit alone, and
@@ -428,7 +438,10 @@ def opening(load: dict) -> ChapterText:
     v.update(chunk_a100=f"{vllm_default_max_num_batched_tokens('A100 80GB'):,}",
              seqs=f"{vllm_default_max_num_seqs(h100):,}",
              seqs_a100=f"{vllm_default_max_num_seqs('A100 80GB'):,}",
+             large_gib=f"{_large_tier_gib()} GiB",     # the memory from which vLLM gives the H100's defaults
              train_kernel=f"{kernel_efficiency('H100 SXM'):.2f}")
+    _holds(0.9 * kernel_efficiency("H100 SXM") < MFU_DEFAULT < kernel_efficiency("H100 SXM"),
+           "the prefill MFU is a little below an H100's training kernel share")
     mfu_alone = mfu_by_compute()     # the prefill MFU the FP8 rows, the 16-bit rows and all would fit alone
     for key, grp in (("fp8", "fp8"), ("16", "16-bit"), ("all", "all")):
         v[f"mfu_{key}"] = f"{mfu_alone.loc[grp, 'prefill_mfu']:.2f}"
