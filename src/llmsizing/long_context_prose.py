@@ -132,7 +132,8 @@ def ulysses_shard_bytes(model, *, seq: int, cp: int, act_bytes: float = 2) -> tu
     if not act_bytes > 0:
         raise ValueError(f"act_bytes must be > 0, got {act_bytes!r}")
     local = seq // cp
-    return act_bytes * local * model.heads * model.head_dim, act_bytes * local * 2 * model.kv_heads * model.head_dim
+    q_bytes = act_bytes * local * model.heads * model.head_dim
+    return q_bytes, act_bytes * local * 2 * model.kv_heads * model.head_dim
 
 
 def ring_over_ulysses(q_bytes: float, kv_bytes: float, cp: int) -> float:
@@ -200,7 +201,8 @@ def memory_prose(model, gpu, parallel) -> ChapterText:
     none_st, full_st = mem[(short, "none")].stage, mem[(short, "full")].stage
     _says(stages[none_st] == 8 and stages[full_st] == 7 and full_st == par.pp - 1,
           "with full recomputation another stage (the last, of 7 layers) is the most loaded")
-    values["act_growth"] = f"{mem[(long, 'none')].activations_bytes / mem[(short, 'none')].activations_bytes:.0f}"
+    growth = mem[(long, "none")].activations_bytes / mem[(short, "none")].activations_bytes
+    values["act_growth"] = f"{growth:.0f}"
     values["h100_gib"] = fmt_gib(gpu.memory_bytes)
     return ChapterText(values=values, report=report, data={"mem": mem})
 
@@ -221,7 +223,8 @@ def cp_memory_prose(model, gpu) -> ChapterText:
             p = llama3_405b_layout(8, cp=cp)
             t = training_memory(model, batch=1, seq=long, grad_accum=16, parallel=p, recompute=rc,
                                 precision=LLAMA3_RECIPE)
-            s = step_time(model, gpu, p, batch=1, seq=long, grad_accum=16, recompute=rc, precision=LLAMA3_RECIPE)
+            s = step_time(model, gpu, p, batch=1, seq=long, grad_accum=16, recompute=rc,
+                          precision=LLAMA3_RECIPE)
             st_cp[(cp, rc)] = (t, s)
             rows[(cp, rc)] = {"GPUs": f"{p.gpus:,}", "tokens/GPU": f"{long // cp:,}",
                               "total": fmt_gib(t.total_bytes), "fits": _fits(t, gpu),
@@ -229,18 +232,22 @@ def cp_memory_prose(model, gpu) -> ChapterText:
                               "MFU": f"{s.mfu:.0%}"}
             values[f"cp{cp}_{rc}_tot"] = fmt_gib(t.total_bytes)
             values[f"cp{cp}_{rc}_mfu"] = f"{s.mfu:.0%}"
-    report = (f"{model.name} at {long:,} tokens, tp={p.tp} pp={p.pp} v={p.virtual_stages} dp={p.dp}, FSDP over "
-              "dp x cp, K and V all-gathered:\n" + pd.DataFrame(rows).T.rename_axis(["cp", "recompute"]).to_string())
+    report = (f"{model.name} at {long:,} tokens, tp={p.tp} pp={p.pp} v={p.virtual_stages} dp={p.dp}, "
+              "FSDP over dp x cp, K and V all-gathered:\n"
+              + pd.DataFrame(rows).T.rename_axis(["cp", "recompute"]).to_string())
     one, sixteen = st_cp[(1, "none")][1], st_cp[(16, "none")][1]
     _says(st_cp[(16, "none")][0].total_bytes <= gpu.memory_bytes < st_cp[(1, "full")][0].total_bytes,
           "cp=16 fits, cp=1 does not even with full recomputation")
-    rc_x = training_flops_per_token(model, seq=long, recompute="full") / training_flops_per_token(model, seq=long)
+    rc_x = (training_flops_per_token(model, seq=long, recompute="full")
+            / training_flops_per_token(model, seq=long))
     _says(1 < rc_x < 1.5, "recomputation reruns the forward: more FLOPs")
     values.update({"rc_extra": f"{rc_x - 1:.0%}", "cp16_step": f"{sixteen.step_s:.1f} s",
-                   "cp16_exposed": f"{sixteen.exposed['cp']:.2f} s", "cp16_compute": f"{sixteen.compute_s:.1f} s",
+                   "cp16_exposed": f"{sixteen.exposed['cp']:.2f} s",
+                   "cp16_compute": f"{sixteen.compute_s:.1f} s",
                    "cp1_compute_16th": f"{one.compute_s / 16:.1f} s"})   # the same work on 16 times the GPUs
     _says(one.mfu > sixteen.mfu > st_cp[(1, "full")][1].mfu, "cp=16 costs MFU, less than full recomputation")
-    _says(0 < sixteen.exposed["cp"] < sixteen.step_s - one.step_s / 16 and sixteen.compute_s > one.compute_s / 16,
+    _says(0 < sixteen.exposed["cp"] < sixteen.step_s - one.step_s / 16
+          and sixteen.compute_s > one.compute_s / 16,
           "cp=16's cost is mostly slower kernels, not traffic")
     return ChapterText(values=values, report=report, data={"st_cp": st_cp})
 
@@ -280,7 +287,8 @@ def overlap_prose(sweep, model) -> ChapterText:
     long = LONG_SEQ
     hidden_from = sweep.index[sweep["exposed_s"] <= 0.01 * sweep["cp_comm_s"]].min()
     ag_share = sweep["all_gather_s"] / sweep["compute_s"]
-    _says(ag_share.idxmax() <= SHORT_SEQ and (ag_share[ag_share.index >= SHORT_SEQ].diff().dropna() < 0).all(),
+    falling = (ag_share[ag_share.index >= SHORT_SEQ].diff().dropna() < 0).all()
+    _says(ag_share.idxmax() <= SHORT_SEQ and falling,
           "the all-gather's share of the compute falls from 8K on")
     gptoss, mistral = get_model("gpt-oss-120b"), get_model("mistral-7b")
     values = {"hidden_from": f"{hidden_from:,}", "hidden_from_rank": f"{hidden_from // 16:,}",
@@ -302,14 +310,16 @@ def ulysses_prose(u_comm, u_st) -> ChapterText:
     :func:`ring_over_ulysses`). ``report``: bytes sent, exposed and step by exchange. Checks that Ulysses
     sends the fewest bytes, the ring hides all, and Ulysses waits less than the gather."""
     l8, long, cp = get_model("llama-3-8b"), LONG_SEQ, 8
-    u_sent = {k: sum(c.bytes_per_gpu for c in comm.collectives if c.group == "cp") for k, comm in u_comm.items()}
+    u_sent = {k: sum(c.bytes_per_gpu for c in comm.collectives if c.group == "cp")
+              for k, comm in u_comm.items()}
     s_q, s_kv = ulysses_shard_bytes(l8, seq=long, cp=cp)       # this GPU's Q (and O), its K and V
     report = pd.DataFrame({"GB sent per GPU per step": {k: f"{v / 1e9:.1f}" for k, v in u_sent.items()},
                            "exposed (ms)": {k: f"{st.exposed['cp'] * 1e3:.0f}" for k, st in u_st.items()},
                            "step (s)": {k: f"{st.step_s:.3f}" for k, st in u_st.items()}}).to_string()
     _says(u_sent["a2a"] < u_sent["p2p"] == u_sent["all_gather"] and u_st["p2p"].exposed["cp"] == 0,
           "at cp=8 Ulysses sends the fewest bytes; the ring hides all")
-    _says(0 < u_st["a2a"].exposed["cp"] < u_st["all_gather"].exposed["cp"], "Ulysses waits less than the gather")
+    _says(0 < u_st["a2a"].exposed["cp"] < u_st["all_gather"].exposed["cp"],
+          "Ulysses waits less than the gather")
     values = {"u_sq": f"{s_q / 2**20:,.0f} MiB", "u_skv": f"{s_kv / 2**20:,.0f} MiB",
               "u_ratio_per_cp": f"{ring_over_ulysses(s_q, s_kv, 1):.1f}",     # per unit of cp
               "u_ratio_hand": f"{ring_over_ulysses(s_q, s_kv, cp):.1f}",
