@@ -3,9 +3,10 @@ belongs in the library): the kernel efficiency by generation and what it multipl
 bands, the runs left out by source, the estimate's warnings, compute-optimal sizing and the seed's figures.
 
 Each ``*_prose`` function computes a section's figures with the library's own functions, checks what the
-prose says about them (:func:`~llmsizing.prose.prose_check`) and returns a :class:`~llmsizing.prose.ChapterText`:
-the texts the notebook glues as ``ch10_<name>`` (``values``) and what its cell prints (``report``). No new
-arithmetic beyond ratios of the library's results and the published figures cited where they are used.
+prose says about them (:func:`~llmsizing.prose.prose_check`) and returns a
+:class:`~llmsizing.prose.ChapterText`: the texts the notebook glues as ``ch10_<name>`` (``values``) and what
+its cell prints (``report``). No new arithmetic beyond ratios of the library's results and the published
+figures cited where they are used.
 """
 
 from __future__ import annotations
@@ -50,11 +51,13 @@ def chinchilla_rule_n(flops: float) -> float:
 
 
 def kernel_table_prose() -> ChapterText:
-    """The kernel efficiency by GPU generation and dtype (:func:`~llmsizing.hardware.kernel_efficiency_table`),
-    how far a stand-in can be off (the GEMM-share transfer Ampere -> Hopper where both ends are fitted) and
-    how far Hopper's held-out FP8 runs fall below its FP8 median. ``report``: the table. Checks the prose's
-    list of stand-in generations and that the B200 and MI300X runs are held out, one BF16 baseline each."""
+    """The kernel efficiency by GPU generation and dtype
+    (:func:`~llmsizing.hardware.kernel_efficiency_table`), how far a stand-in can be off (the GEMM-share
+    transfer Ampere -> Hopper where both ends are fitted) and how far Hopper's held-out FP8 runs fall below
+    its FP8 median. ``report``: the table. Checks the prose's list of stand-in generations and that the B200
+    and MI300X runs are held out, one BF16 baseline each."""
     ke = kernel_efficiency_table()
+    ke_runs = ke.set_index(["generation", "dtype"])["runs"]
     shown = ke.copy()
     shown["kernel_efficiency"] = shown["kernel_efficiency"].map("{:.1%}".format)
     shown["runs"] = [str(n) if c else "stand-in" for n, c in zip(ke["runs"], ke["calibrated"])]
@@ -64,8 +67,9 @@ def kernel_table_prose() -> ChapterText:
               "ke_hopper_fp8": f"{by_gen['hopper', 'fp8']:.1%}",
               "ke_standin": f"{by_gen['ada', 'bf16']:.1%}",          # the plain stand-in
               "ke_mi300": f"{by_gen['cdna3', 'bf16']:.1%}",           # scaled by its best GEMM
-              "ke_b200": f"{by_gen['blackwell', 'bf16']:.1%}", "ke_b200_fp8": f"{by_gen['blackwell', 'fp8']:.1%}",
-              "ke_hopper_fp8_n": f"{int(ke.set_index(['generation', 'dtype']).loc[('hopper', 'fp8'), 'runs'])}"}
+              "ke_b200": f"{by_gen['blackwell', 'bf16']:.1%}",
+              "ke_b200_fp8": f"{by_gen['blackwell', 'fp8']:.1%}",
+              "ke_hopper_fp8_n": f"{int(ke_runs['hopper', 'fp8'])}"}
     carried = by_gen["ampere", "bf16"] * best_gemm_share(("H100 SXM",)) / best_gemm_share(("A100 80GB",))
     values["transfer_err"] = f"{abs(carried / by_gen['hopper', 'bf16'] - 1):.1%}"
     per_run, _ = fit_kernel_efficiency()
@@ -79,7 +83,8 @@ def kernel_table_prose() -> ChapterText:
     _says(set(ke.loc[~ke["calibrated"], "generation"]) == {"blackwell", "cdna2", "cdna3", "cdna4", "ada",
                                                           "ampere-pcie", "volta"}, "the stand-in generations")
     new = published_runs().query("gpu in ('B200', 'MI300X')")   # torchao's FP8 rows and BF16 baselines
-    _says(not new["calibration"].any() and set(new["dtype"]) == {"fp8", "bf16"}, "the B200, MI300X runs held out")
+    _says(not new["calibration"].any() and set(new["dtype"]) == {"fp8", "bf16"},
+          "the B200, MI300X runs held out")
     _says(sorted(new.loc[new["dtype"] != "fp8", "gpu"]) == ["B200", "MI300X"], "one BF16 baseline each")
     values["b200_runs"] = f"{((new['gpu'] == 'B200') & (new['dtype'] == 'fp8')).sum()}"
     return ChapterText(values=values, report=report)
@@ -102,7 +107,8 @@ def kernel_shapes_prose(a100, h100) -> ChapterText:
     values = {"k_att_a100": f"{att['A100 80GB', None]:.0%}", "k_att_h100": f"{att['H100 SXM', None]:.0%}",
               # a backward: 2.5 forwards (FlashAttention), 2 (the library)
               "k_att_h100_fa": f"{att['H100 SXM', None] * FA_FWD_BWD / LIB_FWD_BWD:.0%}",
-              "k_att_cudnn": f"{att['H100 SXM', 'cudnn']:.0%}", "k_gemm_1b": f"{shape['mpt-bench-1b', 1]:.0%}",
+              "k_att_cudnn": f"{att['H100 SXM', 'cudnn']:.0%}",
+              "k_gemm_1b": f"{shape['mpt-bench-1b', 1]:.0%}",
               "k_gemm_405b": f"{shape['llama-3.1-405b', 1]:.0%}",
               "k_gemm_405b_tp8": f"{shape['llama-3.1-405b', 8]:.0%}"}
     ge = pd.read_csv(DATA_DIR / "gemm_efficiency.csv")
@@ -136,15 +142,18 @@ def bands_prose() -> ChapterText:
     summary = pd.DataFrame([{"band": b, "what it is for": what,
                              "inside out of source": f"{iv.loc[(a, g), 'measured_coverage']:.0%}",
                              "median width": f"{iv.loc[(a, g), 'median_width']:.2f}x",
-                             "runs": int(iv.loc[(a, g), "n_rows"]), "sources": int(iv.loc[(a, g), "n_sources"])}
+                             "runs": int(iv.loc[(a, g), "n_rows"]),
+                             "sources": int(iv.loc[(a, g), "n_sources"])}
                             for b, a, g, what in BANDS.values()])
-    report = summary.to_string(index=False, justify="left", formatters=_left(summary, ("band", "what it is for")))
+    report = summary.to_string(index=False, justify="left",
+                               formatters=_left(summary, ("band", "what it is for")))
     w = {key: iv.loc[(a, g), "median_width"] for key, (_, a, g, _what) in BANDS.items()}
     cov = {key: iv.loc[(a, g), "measured_coverage"] for key, (_, a, g, _what) in BANDS.items()}
     _says(min(cov.values()) >= MIN_COVERAGE, "coverage is met by every band")
     _says(min(w["est"], w["base"], iv.loc[("training-inputs", "ampere"), "median_width"]) > MAX_WIDTH,
           "the estimate's bands are wider than the goal")
-    _says(max(w["lay"], w["stack"]) <= MAX_WIDTH and w["stack"] < w["lay"], "both layout bands meet the width")
+    _says(max(w["lay"], w["stack"]) <= MAX_WIDTH and w["stack"] < w["lay"],
+          "both layout bands meet the width")
     _says(w["base"] == max(w.values()) and cov["base"] > cov["est"], "the baseline: widest, holds more")
     _says(w["lay"] < min(w["est"], w["base"]), "the layout band: narrower than both")
     values = {"bar": f"{MIN_COVERAGE:.0%} of the runs inside out of source at a median width of at most "
@@ -180,7 +189,8 @@ def loso_prose(cov_fp8: str) -> ChapterText:
     values["n_fp8_sources"] = f"{folds.loc[fp8_rows, 'source_key'].nunique()}"
     # the runs priced on a stand-in in their fold (no calibration run of their generation and dtype elsewhere)
     si = folds[~check.calibrated]
-    si_fp8 = si[si["dtype"] == "fp8"]      # the FP8 ones (the BF16 ones: torchao's baselines, B200 and MI300X)
+    n_si = iv.loc[("training-layout", "stand-in"), "n_rows"]
+    si_fp8 = si[si["dtype"] == "fp8"]      # the FP8 ones (the BF16: torchao's baselines, B200 and MI300X)
     _says(sorted(si.loc[si["dtype"] != "fp8", "gpu"]) == ["B200", "MI300X"], "the BF16 stand-in runs")
     values.update({
         "si_n": f"{len(si)}", "si_gpus": " and ".join(f"{g}s" for g in sorted(set(si["gpu"]), reverse=True)),
@@ -189,7 +199,7 @@ def loso_prose(cov_fp8: str) -> ChapterText:
         "si_fp8_held": f"{int(si_fp8['inside'].sum())} of {len(si_fp8)}",
         "si_note": mfu_estimate("llama-3-8b", gpu="MI300X", seq=8192, precision="fp8-mixed").range_note,
         "step_n_si": f"{int(iv.loc[('training-layout', 'stand-in'), 'n_rows'])}",
-        "step_n_all": f"{int(iv.loc[('training-layout', 'all'), 'n_rows'] + iv.loc[('training-layout', 'stand-in'), 'n_rows'])}",
+        "step_n_all": f"{int(iv.loc[('training-layout', 'all'), 'n_rows'] + n_si)}",
         "goal_width": f"{MAX_WIDTH:g}"})   # the book's goal's width for a training range
     # runs on a part no one sells (data/gpu_variants.csv): priced at that part's own bandwidth
     var = folds[folds["gpu"].isin(list_gpu_variants())]
@@ -269,12 +279,13 @@ def budget_prose(h100) -> ChapterText:
     budget = largest_compute_optimal(gpu=h100, n_gpus=1024, days=30, seq=8192)
     l8 = overtrained(8.03e9, 15e12)                      # Llama 3 8B on 15T tokens (Dubey et al. 2024)
     l8_a3 = overtrained(8.03e9, 15e12, fit="approach3")
-    report = (f"1,024 x H100 for 30 days at MFU {budget.mfu:.0%} ({budget.mfu_from}): {budget.flops:.3g} FLOPs "
-              f"-> {budget.optimal.params / 1e9:.0f}B parameters on {budget.optimal.tokens / 1e12:.1f}T tokens\n"
-              f"Llama 3 8B: {l8.tokens_per_param:,.0f} tokens per parameter, {l8.overtraining_factor:.0f}x the "
-              f"optimum's {l8.optimal.tokens_per_param:.0f}; same loss from a compute-optimal "
-              f"{l8.same_loss_params / 1e9:.0f}B model with {l8.extra_compute:.1f}x less compute (Approach 3's "
-              f"surface: {l8_a3.extra_compute:.1f}x)")
+    opt = budget.optimal
+    report = (f"1,024 x H100 for 30 days at MFU {budget.mfu:.0%} ({budget.mfu_from}): {budget.flops:.3g} "
+              f"FLOPs -> {opt.params / 1e9:.0f}B parameters on {opt.tokens / 1e12:.1f}T tokens\n"
+              f"Llama 3 8B: {l8.tokens_per_param:,.0f} tokens per parameter, {l8.overtraining_factor:.0f}x "
+              f"the optimum's {l8.optimal.tokens_per_param:.0f}; same loss from a compute-optimal "
+              f"{l8.same_loss_params / 1e9:.0f}B model with {l8.extra_compute:.1f}x less compute "
+              f"(Approach 3's surface: {l8_a3.extra_compute:.1f}x)")
     values = {"co_budget_mfu": f"{budget.mfu:.0%}", "co_budget_c": f"{budget.flops:.2g}",
               "co_budget_n": f"{budget.optimal.params / 1e9:.0f}B",
               "co_budget_d": f"{budget.optimal.tokens / 1e12:.1f}T",
@@ -283,7 +294,8 @@ def budget_prose(h100) -> ChapterText:
                                    f"{budget.optimal_high_mfu.params / 1e9:.0f}B",
               "ot_tpp": f"{l8.tokens_per_param:,.0f}", "ot_factor": f"{l8.overtraining_factor:.0f}",
               "ot_c": f"{l8.flops:.2g}", "ot_opt_n": f"{l8.optimal.params / 1e9:.0f}B",
-              "ot_opt_d": f"{l8.optimal.tokens / 1e12:.1f}T", "ot_same_n": f"{l8.same_loss_params / 1e9:.0f}B",
+              "ot_opt_d": f"{l8.optimal.tokens / 1e12:.1f}T",
+              "ot_same_n": f"{l8.same_loss_params / 1e9:.0f}B",
               "ot_extra": f"{l8.extra_compute:.1f}", "ot_extra_a3": f"{l8_a3.extra_compute:.1f}",
               "ot_smaller": f"{l8.same_loss_params / 8.03e9:.0f}",
               "ot_beyond": f"{15e12 / 500e9:.0f}"}
@@ -294,13 +306,14 @@ def seed_prose(h100, a100) -> ChapterText:
     """The seed's training-time figures (data/seed_claims.csv) against the library's: tokens per second on
     one GPU at the calibrated MFU, Llama-2-70B on 1T tokens on 8 A100s and on one H100, the GPUs its model
     states need, and tokens per second against model size (7B to 70B). ``report``: the library's figures.
-    Checks the prose's order: tokens per second fall less than the FLOPs grow, and those less than the size."""
+    Checks the prose's order: tokens per second fall less than the FLOPs grow, those less than the size."""
     from .layouts import USABLE_FRACTION
     from .memory import min_gpus_for_bytes, model_states
 
     seed = pd.read_csv(DATA_DIR / "seed_claims.csv").set_index("id")["claimed"]
     tps_h100, tps_a100 = seed["000-tps-h100"], seed["000-tps-a100"]
-    days_8a100, cost_8a100, months_1h100 = seed["000-opt1-days"], seed["000-opt1-cost"], seed["000-faq-one-h100"]
+    days_8a100, cost_8a100 = seed["000-opt1-days"], seed["000-opt1-cost"]
+    months_1h100 = seed["000-faq-one-h100"]
     values = {"seed_tps_h100": f"{tps_h100:,.0f}", "seed_tps_a100": f"{tps_a100:,.0f}",
               "seed_days": f"{days_8a100:,.0f}", "seed_cost": f"${cost_8a100:,.0f}",
               "seed_hours": f"{1e12 / (8 * tps_a100) / 3600:,.0f}",   # 1T on 8 GPUs
@@ -318,7 +331,8 @@ def seed_prose(h100, a100) -> ChapterText:
     one_h100 = training_time("llama-2-70b", tokens=1e12, gpu=h100, n_gpus=1, seq=4096)
     states = model_states("llama-2-70b").total_bytes
     values.update({"8a100_days": f"{seed_8a100.days:,.0f}", "8a100_years": f"{seed_8a100.days / 365:.0f}",
-                   "8a100_x": f"{seed_8a100.days / days_8a100:.0f}", "1h100_years": f"{one_h100.days / 365:.0f}",
+                   "8a100_x": f"{seed_8a100.days / days_8a100:.0f}",
+                   "1h100_years": f"{one_h100.days / 365:.0f}",
                    "1h100_range": f"{one_h100.days_low / 365:.0f} to {one_h100.days_high / 365:.0f}",
                    "70b_states_gpus": f"{min_gpus_for_bytes(states, a100)}",
                    # that count keeps the planner's share of each GPU free; with every byte usable
