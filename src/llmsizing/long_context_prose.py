@@ -1,5 +1,9 @@
 """Chapter 17's opening numbers in sentences: the layout, the published row and the planner's settings that
-the "Long context" chapter quotes before its sections compute with them (issue 38: notebooks stay short).
+the "Long context" chapter quotes before its sections compute with them (issue 38: notebooks stay short);
+its first sections' tables and sentences (:func:`memory_prose`, :func:`cp_memory_prose`,
+:func:`exchange_prose`, :func:`overlap_prose`, :func:`ulysses_prose`) and the hand counts they quote
+(:func:`ulysses_shard_bytes`, :func:`ring_over_ulysses`, :func:`window_exchange_fewer`). The later sections:
+:mod:`llmsizing.long_context_prose_plan`.
 
 :func:`opening_prose` reads Llama 3.1 405B at 128K as Meta ran it
 (:func:`~llmsizing.parallel.llama3_405b_layout`, the 128K row of ``data/published_runs.csv``), the same
@@ -31,7 +35,9 @@ from .prose import ChapterText, prose_check
 from .stages import published_stages
 from .units import KiB, MiB, fmt_gib
 
-__all__ = ["opening_prose", "SHORT_SEQ", "LONG_SEQ", "LLAMA3_128K_ROW"]
+__all__ = ["opening_prose", "SHORT_SEQ", "LONG_SEQ", "LLAMA3_128K_ROW", "memory_prose", "cp_memory_prose",
+           "exchange_prose", "overlap_prose", "ulysses_prose", "ulysses_shard_bytes", "ring_over_ulysses",
+           "window_exchange_fewer"]
 
 #: The chapter's short and long sequence lengths (tokens): 8K and 128K, Llama 3's two pre-training stages
 SHORT_SEQ, LONG_SEQ = 8192, LLAMA3_LONG_SEQ
