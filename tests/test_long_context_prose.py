@@ -88,6 +88,13 @@ def test_the_hand_formulas_refuse_bad_input(call):
         call()
 
 
+def test_the_hand_formulas_refuse_non_numbers():
+    with pytest.raises(TypeError, match="cp"):
+        lcp.window_exchange_fewer(131072, 8.0, 4096)
+    with pytest.raises(ValueError, match="q_bytes"):
+        lcp.ring_over_ulysses(float("nan"), 1.0, 8)
+
+
 def test_a_section_refuses_numbers_its_sentences_would_misread():
     """gloo_prose says the library's saved memory is within 0.5% of the measured and the bytes sent exact:
     a measurement 1% off, or one byte off, must stop the chapter, not print a false sentence."""

@@ -23,6 +23,7 @@ from functools import partial
 
 import pandas as pd
 
+from ._validate import check_int, check_number
 from .activations import activation_coefficients, cp_attention_buffers_bytes
 from .catalog import get_gpu, get_model
 from .layouts import step_time
@@ -130,13 +131,10 @@ def opening_prose() -> ChapterText:
 def ulysses_shard_bytes(model, *, seq: int, cp: int, act_bytes: float = 2) -> tuple[float, float]:
     """One GPU's shards a Ulysses all-to-all moves, bytes, ``(S_q, S_kv)``: its ``seq / cp`` tokens of Q (the
     output O is as large) and of K and V, ``act_bytes`` each (16-bit: 2), tp = 1 (Jacobs et al. 2023, Sec.
-    3.1; chapter 17's "Ulysses" section). Raises ValueError for ``seq`` or ``cp`` below 1."""
-    if not isinstance(seq, int) or seq < 1:
-        raise ValueError(f"seq must be an int >= 1 (tokens), got {seq!r}")
-    if not isinstance(cp, int) or cp < 1:
-        raise ValueError(f"cp must be an int >= 1, got {cp!r}")
-    if not act_bytes > 0:
-        raise ValueError(f"act_bytes must be > 0, got {act_bytes!r}")
+    3.1; chapter 17's "Ulysses" section). Raises ValueError for ``seq`` or ``cp`` below 1, TypeError for a
+    non-integer."""
+    seq, cp = check_int("seq", seq), check_int("cp", cp)
+    check_number("act_bytes", act_bytes, minimum=0.0, allow_equal=False)
     local = seq // cp
     q_bytes = act_bytes * local * model.heads * model.head_dim
     return q_bytes, act_bytes * local * 2 * model.kv_heads * model.head_dim
@@ -147,20 +145,18 @@ def ring_over_ulysses(q_bytes: float, kv_bytes: float, cp: int) -> float:
     passes K, V forward and K, V and their gradients backward, ``cp - 1`` hops; Ulysses moves Q, K, V and O
     forward, the same backward, ``(cp - 1) / cp`` of each; chapter 17's "Ulysses" section and exercise 5).
     Raises ValueError for a negative size or ``cp`` below 1."""
-    if not isinstance(cp, int) or cp < 1:
-        raise ValueError(f"cp must be an int >= 1, got {cp!r}")
-    if not (q_bytes > 0 and kv_bytes > 0):
-        raise ValueError(f"q_bytes and kv_bytes must be > 0, got {q_bytes!r} and {kv_bytes!r}")
+    cp = check_int("cp", cp)
+    for name, v in (("q_bytes", q_bytes), ("kv_bytes", kv_bytes)):
+        check_number(name, v, minimum=0.0, allow_equal=False)
     return 3 * cp * kv_bytes / (2 * (2 * q_bytes + kv_bytes))
 
 
 def window_exchange_fewer(seq: int, cp: int, window: int) -> float:
     """How many times fewer K, V tokens a window-aware exchange moves than the all-gather: the gather brings
     a GPU the ``(cp - 1)`` other chunks of ``seq / cp`` tokens, a window-aware one the ``window`` tokens
-    before each of its two chunks (chapter 17, exercise 7). Raises ValueError below 1."""
-    for name, v in (("seq", seq), ("cp", cp), ("window", window)):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+    before each of its two chunks (chapter 17, exercise 7). Raises ValueError below 1, TypeError for a
+    non-integer."""
+    seq, cp, window = check_int("seq", seq), check_int("cp", cp), check_int("window", window)
     return (cp - 1) * (seq // cp) / (2 * window)
 
 
