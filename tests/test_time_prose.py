@@ -45,3 +45,12 @@ def test_the_seed_figures_are_the_seeds():
     rate = float(v["seed_tps_a100"].replace(",", ""))
     assert v["seed_hours"] == f"{1e12 / (8 * rate) / 3600:,.0f}"        # tokens / (tokens/s) / (s/hour)
     assert v["seed_cost_8x"] == f"${8 * float(v['seed_cost'].lstrip('$').replace(',', '')):,.0f}"
+
+
+def test_the_runs_left_out_refuse_a_coverage_the_table_does_not_count():
+    """loso_prose checks the FP8 coverage the prose quotes (intervals.csv's row) against its own count of the
+    calibrated FP8 runs inside their folds: a coverage no count of them gives stops the chapter."""
+    from llmsizing.prose import ProseOutOfDate
+
+    with pytest.raises(ProseOutOfDate, match="fp8 row"):
+        tp.loso_prose("101%")
