@@ -54,3 +54,56 @@ def test_opening_prose_refuses_a_row_its_sentences_would_misread(monkeypatch):
     with pytest.raises(ProseOutOfDate, match="8 data-parallel replicas"):
         lcp.opening_prose()
     assert isinstance(rows, pd.DataFrame)
+
+
+# ------------------------------------------------------------- the sections' hand formulas (nb47, issue 38)
+def test_ulysses_shards_by_hand():
+    """Llama 3 8B (32 query heads, 8 KV heads, 128 wide) at 131,072 tokens over cp 8: 16,384 tokens a GPU in
+    16 bits, S_q = 2 x 16,384 x 32 x 128 B = 128 MiB and S_kv = 2 x 16,384 x 2 x 8 x 128 B = 64 MiB."""
+    from llmsizing import get_model
+
+    q, kv = lcp.ulysses_shard_bytes(get_model("llama-3-8b"), seq=131072, cp=8)
+    assert (q, kv) == (128 * 2**20, 64 * 2**20)
+    # the ring sends 3 cp S_kv / (2 (2 S_q + S_kv)) = 3 x 8 x 64 / (2 x 320) = 2.4 times Ulysses' bytes
+    assert lcp.ring_over_ulysses(q, kv, 8) == pytest.approx(2.4, rel=1e-12)
+    # with one KV head per query head (Llama 2 7B, exercise 5), S_kv = 2 S_q: 3 cp / 4, 24 at cp 32
+    q7, kv7 = lcp.ulysses_shard_bytes(get_model("llama-2-7b"), seq=16384, cp=32)
+    assert kv7 == 2 * q7 and lcp.ring_over_ulysses(q7, kv7, 32) == 24
+
+
+def test_window_exchange_by_hand():
+    # cp 8 over 131,072 tokens: the gather brings 7 chunks of 16,384 tokens, a 4,096-token window 2 x 4,096
+    assert lcp.window_exchange_fewer(131072, 8, 4096) == 7 * 16384 / 8192 == 14
+
+
+@pytest.mark.parametrize("call", [
+    lambda: lcp.ulysses_shard_bytes(None, seq=131072, cp=0),
+    lambda: lcp.ulysses_shard_bytes(None, seq=0, cp=8),
+    lambda: lcp.ring_over_ulysses(1.0, -1.0, 8),
+    lambda: lcp.ring_over_ulysses(1.0, 1.0, 0),
+    lambda: lcp.window_exchange_fewer(131072, 8, 0),
+])
+def test_the_hand_formulas_refuse_bad_input(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_the_hand_formulas_refuse_non_numbers():
+    with pytest.raises(TypeError, match="cp"):
+        lcp.window_exchange_fewer(131072, 8.0, 4096)
+    with pytest.raises(ValueError, match="q_bytes"):
+        lcp.ring_over_ulysses(float("nan"), 1.0, 8)
+
+
+def test_a_section_refuses_numbers_its_sentences_would_misread():
+    """gloo_prose says the library's saved memory is within 0.5% of the measured and the bytes sent exact:
+    a measurement 1% off, or one byte off, must stop the chapter, not print a false sentence."""
+    from llmsizing.dist_compare import compare_cp
+    from llmsizing.long_context_prose_plan import gloo_prose
+
+    cmp = compare_cp()
+    assert float(gloo_prose(cmp).values["gloo_gap"].rstrip("%")) < 0.5
+    with pytest.raises(ProseOutOfDate, match="within 0.5%"):
+        gloo_prose(cmp.assign(saved_ratio=cmp["saved_ratio"] * 1.01))
+    with pytest.raises(ProseOutOfDate, match="bytes sent exact"):
+        gloo_prose(cmp.assign(grad_sync_measured_bytes=cmp["grad_sync_measured_bytes"] + 1))

@@ -169,7 +169,8 @@ def test_the_name_rule_is_myst_nb_s():
 SECTION_MODULES = ("parameters_prose", "measure_prose", "hardware_prose", "dp_prose", "split_prose",
                    "mfu_prose", "cost_prose", "plan_prose", "plan_prose_lead", "plan_prose_search",
                    "case_study_prose", "finetune_prose", "rl_prose", "serve_chapter", "serve_chapter_check",
-                   "moe_run_prose", "moe_case_prose", "long_context_prose", "appendix", "intro_prose")
+                   "moe_run_prose", "moe_case_prose", "long_context_prose", "long_context_prose_plan", "time_prose",
+                   "appendix", "intro_prose")
 
 
 def test_one_container_for_a_sections_prose():
