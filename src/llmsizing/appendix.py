@@ -19,7 +19,7 @@ from .appendix_measured import measured_checks as _measured, measured_claims as 
 from .prose import ChapterText, prose_check
 
 __all__ = ["appendix_prose", "appendix_values", "appendix_claims", "allen_cunneen_errors", "QLORA_QUANTIZERS",
-           "AC_CASES"]
+           "AC_CASES", "SPEC_EXAMPLE"]
 
 #: The quantisers of ``data/finetune_published.csv``'s Q-LoRA rows, as the appendix names them.
 QLORA_QUANTIZERS = {"gptq-int4": "GPTQ int4", "bnb-nf4": "bitsandbytes nf4", "bnb-fp4": "bitsandbytes fp4",
@@ -352,12 +352,17 @@ def _parallel_values() -> dict[str, str]:
     return v
 
 
+#: The speculative-decoding example: chapter 15's pair (``spec_pair``), Llama 3 70B in FP8 drafted by Llama 3
+#: 8B on an H200, where the target fits (in bf16, 141 GB, it would not fit the H100 the page once named).
+SPEC_EXAMPLE = dict(model="llama-3-70b", draft="llama-3-8b", gpu="H200", weights="fp8")
+
+
 def _speculative():
-    """Llama 3 70B drafted by Llama 3 8B on an H100 (k 4, acceptance 0.8): with SGLang's fitted step overhead
-    (``True``) and without one (``False``)."""
+    """:data:`SPEC_EXAMPLE` at k 4, acceptance 0.8: with SGLang's fitted step overhead (``True``) and without
+    one (``False``)."""
     from .speculative import speculative_decoding
 
-    return {t0: speculative_decoding("llama-3-70b", "llama-3-8b", "H100 SXM", k=4, acceptance=0.8,
+    return {t0: speculative_decoding(**SPEC_EXAMPLE, k=4, acceptance=0.8,
                                      **({"engine": "SGLang"} if t0 else {"step_overhead_s": 0.0}))
             for t0 in (True, False)}
 
