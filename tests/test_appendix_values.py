@@ -80,7 +80,7 @@ def test_queueing_and_goodput(values):
 
 def test_every_claim_holds_and_each_can_fail(monkeypatch):
     claims = appendix_claims(FAKE_AC)
-    assert len(claims) == 34 and all(claims.values()), [c for c, ok in claims.items() if not ok]
+    assert len(claims) == 35 and all(claims.values()), [c for c, ok in claims.items() if not ok]
     # a wrong extreme of the simulation, and two constants moved, each turn their own claim False
     worst = FAKE_AC | {(8, 0.8, 0.0): -0.5}
     assert [c for c, ok in appendix_claims(worst).items() if not ok] == [
@@ -598,3 +598,15 @@ def test_the_speculative_example_fits_its_gpu_and_is_chapter_15s():
     src = "".join("".join(c["source"]) for c in ch15["cells"] if c["cell_type"] == "code")
     pair = ", ".join(f'{k}="{v}"' for k, v in SPEC_EXAMPLE.items() if k != "model")
     assert f'spec_pair = dict(model="{SPEC_EXAMPLE["model"]}", {pair})' in src
+
+
+def test_the_typed_usable_fraction_is_the_librarys(monkeypatch):
+    """read90: the page types the usable fraction three times ("usable = 0.9 in every part", "fits in 0.9 of
+    its memory", "fits 90% of the GPU"); a claim holds it to the states' constant and to the defaults of
+    plan, min_gpus and max_context, and a moved constant stops the page."""
+    import llmsizing.states
+
+    name = "the usable fraction is 0.9 in every part (states, planner, fewest GPUs, longest context)"
+    assert appendix_claims(FAKE_AC)[name]
+    monkeypatch.setattr(llmsizing.states, "USABLE_FRACTION", 0.85)
+    assert [c for c, ok in appendix_claims(FAKE_AC).items() if not ok] == [name]

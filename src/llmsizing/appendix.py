@@ -445,6 +445,20 @@ def appendix_values(ac=None, *, measured=None) -> dict[str, str]:
             **_measured_values(measured or _measured())}
 
 
+def _usable_fractions() -> set[float]:
+    """The usable fraction of a GPU's memory that the page types ("usable = 0.9 in every part", "0.9 of its
+    memory", "fits 90% of the GPU"): the states' constant and the defaults of the functions that use it."""
+    import inspect
+
+    from .fewest_gpus import min_gpus
+    from .finetune import max_context
+    from .planner import plan
+    from .states import USABLE_FRACTION
+
+    params = (inspect.signature(f).parameters for f in (plan, min_gpus, max_context))
+    return {USABLE_FRACTION} | {p["usable_fraction"].default for p in params if "usable_fraction" in p}
+
+
 def appendix_claims(ac=None, *, measured=None) -> dict[str, bool]:
     """What the appendix says in words about its numbers, each ``True`` while it holds (a sentence to change
     when one turns ``False``). ``ac``: :func:`allen_cunneen_errors`' result, if already computed;
@@ -524,6 +538,8 @@ def appendix_claims(ac=None, *, measured=None) -> dict[str, bool]:
             not any(e for errs in sweep.values() for e in errs.values()),
         "the allowance is 1 GiB + 8% of the modelled bytes":
             (FIXED_OVERHEAD_BYTES, FRAGMENTATION) == (2**30, 0.08),
+        "the usable fraction is 0.9 in every part (states, planner, fewest GPUs, longest context)":
+            _usable_fractions() == {0.9},
         "the 8% is below the published fragmentation, with either allocator setting":
             FRAGMENTATION < fragmentation_allowance("expandable_segments")
             < fragmentation_allowance("default"),
