@@ -80,7 +80,7 @@ def test_queueing_and_goodput(values):
 
 def test_every_claim_holds_and_each_can_fail(monkeypatch):
     claims = appendix_claims(FAKE_AC)
-    assert len(claims) == 34 and all(claims.values()), [c for c, ok in claims.items() if not ok]
+    assert len(claims) == 35 and all(claims.values()), [c for c, ok in claims.items() if not ok]
     # a wrong extreme of the simulation, and two constants moved, each turn their own claim False
     worst = FAKE_AC | {(8, 0.8, 0.0): -0.5}
     assert [c for c, ok in appendix_claims(worst).items() if not ok] == [
@@ -574,3 +574,39 @@ def test_a_false_last_four_statement_raises(monkeypatch):
         m.setattr(llmsizing.finetune_base, "kbit_prep_checks", lambda: kb().assign(base_error=-0.001))
         with raises("k-bit preparation's base and head copy are never below the measured"):
             appendix_prose(FAKE_AC)
+
+
+def test_the_speculative_example_fits_its_gpu_and_is_chapter_15s():
+    """read90: the page timed its speculative example, Llama 3 70B in bf16, on one H100, which it does not fit.
+    By hand from the config (L 80, h 8192, 64 query and 8 KV heads of 128, f 28672, V 128256, untied,
+    RMSNorm): N = 2Vh + L (2hd(a+g) + 3hf + 2h) + h = 2,101,346,304 + 80 x 855,654,400 + 8,192
+    = 70,553,706,496; in bf16 141.1 GB, over the H100's 80 GB; in FP8 (embedding and head kept in 16 bits)
+    (N - 2Vh) + 2 x 2Vh = 72.7 GB, under the H200's 141 GB. The example is now chapter 15's pair."""
+    import json
+
+    from llmsizing import get_gpu
+    from llmsizing.appendix import SPEC_EXAMPLE
+
+    L, h, a, g, d, f, V = 80, 8192, 64, 8, 128, 28672, 128256
+    n = 2 * V * h + L * (2 * h * d * (a + g) + 3 * h * f + 2 * h) + h
+    assert n == 70_553_706_496 == get_model("llama-3-70b").n_params
+    assert 2 * n > get_gpu("H100 SXM").memory_bytes                             # the old example
+    fp8_bytes = (n - 2 * V * h) + 2 * (2 * V * h)
+    assert fp8_bytes == pytest.approx(72.66e9, rel=1e-3)
+    assert SPEC_EXAMPLE["weights"] == "fp8" and fp8_bytes < get_gpu(SPEC_EXAMPLE["gpu"]).memory_bytes
+    ch15 = json.loads((DATA_DIR.parent / "book" / "15_serving.ipynb").read_text())
+    src = "".join("".join(c["source"]) for c in ch15["cells"] if c["cell_type"] == "code")
+    pair = ", ".join(f'{k}="{v}"' for k, v in SPEC_EXAMPLE.items() if k != "model")
+    assert f'spec_pair = dict(model="{SPEC_EXAMPLE["model"]}", {pair})' in src
+
+
+def test_the_typed_usable_fraction_is_the_librarys(monkeypatch):
+    """read90: the page types the usable fraction three times ("usable = 0.9 in every part", "fits in 0.9 of
+    its memory", "fits 90% of the GPU"); a claim holds it to the states' constant and to the defaults of
+    plan, min_gpus and max_context, and a moved constant stops the page."""
+    import llmsizing.states
+
+    name = "the usable fraction is 0.9 in every part (states, planner, fewest GPUs, longest context)"
+    assert appendix_claims(FAKE_AC)[name]
+    monkeypatch.setattr(llmsizing.states, "USABLE_FRACTION", 0.85)
+    assert [c for c, ok in appendix_claims(FAKE_AC).items() if not ok] == [name]

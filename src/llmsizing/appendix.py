@@ -19,7 +19,7 @@ from .appendix_measured import measured_checks as _measured, measured_claims as 
 from .prose import ChapterText, prose_check
 
 __all__ = ["appendix_prose", "appendix_values", "appendix_claims", "allen_cunneen_errors", "QLORA_QUANTIZERS",
-           "AC_CASES"]
+           "AC_CASES", "SPEC_EXAMPLE"]
 
 #: The quantisers of ``data/finetune_published.csv``'s Q-LoRA rows, as the appendix names them.
 QLORA_QUANTIZERS = {"gptq-int4": "GPTQ int4", "bnb-nf4": "bitsandbytes nf4", "bnb-fp4": "bitsandbytes fp4",
@@ -352,12 +352,17 @@ def _parallel_values() -> dict[str, str]:
     return v
 
 
+#: The speculative-decoding example: chapter 15's pair (``spec_pair``), Llama 3 70B in FP8 drafted by Llama 3
+#: 8B on an H200, where the target fits (in bf16, 141 GB, it would not fit the H100 the page once named).
+SPEC_EXAMPLE = dict(model="llama-3-70b", draft="llama-3-8b", gpu="H200", weights="fp8")
+
+
 def _speculative():
-    """Llama 3 70B drafted by Llama 3 8B on an H100 (k 4, acceptance 0.8): with SGLang's fitted step overhead
-    (``True``) and without one (``False``)."""
+    """:data:`SPEC_EXAMPLE` at k 4, acceptance 0.8: with SGLang's fitted step overhead (``True``) and without
+    one (``False``)."""
     from .speculative import speculative_decoding
 
-    return {t0: speculative_decoding("llama-3-70b", "llama-3-8b", "H100 SXM", k=4, acceptance=0.8,
+    return {t0: speculative_decoding(**SPEC_EXAMPLE, k=4, acceptance=0.8,
                                      **({"engine": "SGLang"} if t0 else {"step_overhead_s": 0.0}))
             for t0 in (True, False)}
 
@@ -440,6 +445,20 @@ def appendix_values(ac=None, *, measured=None) -> dict[str, str]:
             **_measured_values(measured or _measured())}
 
 
+def _usable_fractions() -> set[float]:
+    """The usable fraction of a GPU's memory that the page types ("usable = 0.9 in every part", "0.9 of its
+    memory", "fits 90% of the GPU"): the states' constant and the defaults of the functions that use it."""
+    import inspect
+
+    from .fewest_gpus import min_gpus
+    from .finetune import max_context
+    from .planner import plan
+    from .states import USABLE_FRACTION
+
+    params = (inspect.signature(f).parameters for f in (plan, min_gpus, max_context))
+    return {USABLE_FRACTION} | {p["usable_fraction"].default for p in params if "usable_fraction" in p}
+
+
 def appendix_claims(ac=None, *, measured=None) -> dict[str, bool]:
     """What the appendix says in words about its numbers, each ``True`` while it holds (a sentence to change
     when one turns ``False``). ``ac``: :func:`allen_cunneen_errors`' result, if already computed;
@@ -519,6 +538,8 @@ def appendix_claims(ac=None, *, measured=None) -> dict[str, bool]:
             not any(e for errs in sweep.values() for e in errs.values()),
         "the allowance is 1 GiB + 8% of the modelled bytes":
             (FIXED_OVERHEAD_BYTES, FRAGMENTATION) == (2**30, 0.08),
+        "the usable fraction is 0.9 in every part (states, planner, fewest GPUs, longest context)":
+            _usable_fractions() == {0.9},
         "the 8% is below the published fragmentation, with either allocator setting":
             FRAGMENTATION < fragmentation_allowance("expandable_segments")
             < fragmentation_allowance("default"),
