@@ -414,3 +414,26 @@ def autocast_copy_errors(steps=None):
     amp["forward_end_error"] = (amp["predicted_copy_bytes"] / amp["weight_copy_forward_end_bytes"] - 1).where(
         amp["recompute"] == "none")
     return amp
+
+
+def masked_sdpa_errors(df=None):
+    """Each configuration of ``data/masked_sdpa.csv`` (one decoder layer of a small HF Llama on the SDPA path:
+    no mask, an all-ones one, a padded batch's; fp32, bf16, autocast) with
+    :func:`~llmsizing.activations.layer_terms` (``stack="hf"``, ``attention_mask`` where HF passed the mask
+    on) as ``predicted_bytes`` against the storages the layer saved (``saved_layer_bytes``), and ``error``
+    (chapter 5; the appendix's padded-batch entry)."""
+    import pandas as pd
+
+    from .activations import layer_terms
+
+    df = pd.read_csv(MASKED_SDPA_CSV) if df is None else df.copy()
+    df["mask_passed"] = df["mask_passed"].map(_BOOL)
+    df["predicted_bytes"] = [sum(layer_terms(
+        Model(str(r["model"]), layers=int(r["layers"]), hidden=int(r["hidden"]), heads=int(r["heads"]),
+              kv_heads=int(r["kv_heads"]), head_dim=int(r["head_dim"]), ffn_hidden=int(r["ffn"]),
+              vocab=int(r["vocab"]), gated_mlp=True, tied_embeddings=False, norm="rmsnorm", max_seq=512),
+        batch=int(r["batch"]), seq=int(r["seq"]), dtype="fp32" if r["mode"] == "fp32" else "bf16",
+        attention="flash", stack="hf", autocast=r["mode"] == "autocast-bf16",
+        attention_mask=bool(r["mask_passed"])).values()) for _, r in df.iterrows()]
+    df["error"] = df["predicted_bytes"] / df["saved_layer_bytes"] - 1
+    return df
