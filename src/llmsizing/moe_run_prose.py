@@ -251,8 +251,8 @@ def _jetmoe_dense_attention(chk, runs) -> dict:
 
 
 def _phi_and_grin(chk, runs, ev) -> dict:
-    """Phi-3.5-MoE's row and GRIN's throughput study (Table 3). (The two 512-GPU model cards against the study,
-    ``moe_evidence.grin_production_over_study``, are no longer quoted by chapter 18: removed 2026-12-05.)"""
+    """Phi-3.5-MoE's row and GRIN's throughput study (Table 3). Chapter 18 no longer quotes the two 512-GPU
+    model cards against the study (``moe_evidence.grin_production_over_study``; keys removed 2026-12-05)."""
     from . import moe_evidence as mev
 
     range_lo, range_hi = _range_factors(chk)
