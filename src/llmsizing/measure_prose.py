@@ -14,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .activations import activation_memory
-from .allocator_fragmentation import expandable_segments_effect, measured_fragmentation
+from .allocator_fragmentation import measured_fragmentation
 from .footprint import LOSS_BACKWARD_BYTES_PER_LOGIT
 from .layout_fits import layout_fit_summary, layout_misses, published_layout_fits, published_measured_memory
 from .measurements import (FUSED_SWIGLU_CSV, GPT2_LOSS_PEAK_STEPS_CSV, STEP_TIMELINE_CSV, TOLERANCE,
@@ -174,12 +174,11 @@ def step_findings_prose(steps) -> ChapterText:
           f"the published pairs do not support {FRAGMENTATION:.0%}: their median above it, their low below")
     t.update(frag_med=f"{frag.median:.0%}", frag_span=f"{frag.low:.0%} to {frag.high:.0%}",
              frag_runs=f"{frag.n_rows} runs from {frag.n_sources} sources")
-    frag_es, es = measured_fragmentation(allocator="expandable_segments"), expandable_segments_effect()
-    _says(FRAGMENTATION < frag_es.median < frag.median and es.reserved_change_median < 0,
-          "expandable segments cut the fragmentation, though not to the allowance")
+    frag_es = measured_fragmentation(allocator="expandable_segments")
+    _says(FRAGMENTATION < frag_es.median < frag.median,
+          "expandable segments' pairs show less fragmentation, though still more than the allowance")
     t.update(frag_es_med=f"{frag_es.median:.0%}", frag_es_span=f"{frag_es.low:.0%} to {frag_es.high:.0%}",
-             frag_es_runs=f"{frag_es.n_rows} runs", frag_es_pairs=f"{es.n_pairs}",
-             frag_es_cut=f"{-es.reserved_change_median:.0%}")
+             frag_es_runs=f"{frag_es.n_rows} runs")
     lp_steps = load_steps(GPT2_LOSS_PEAK_STEPS_CSV)           # the loss's peak, below
     lp_real = lp_steps[lp_steps["model"] == "gpt2-124m"].iloc[0]
     t["lp_shape"] = f"{lp_real['layers']} layers, {lp_real['hidden']} wide, vocabulary {lp_real['vocab']:,}"
@@ -200,19 +199,16 @@ def op_sac_runs() -> set:
 def layout_fits_prose() -> ChapterText:
     """The published layouts against the memory model: the summary and the misses (the text the chapter
     prints), and the numbers of its prose, with op SAC's tensor-parallel split. Raises
-    :class:`ProseOutOfDate` where a reading fails: no miss gets Megatron-Core's gradient buffer, the two
-    misses that fit as stated are KempnerForge's and DeepSeek-V3's, Llama 3.1 405B is over by the allowance
-    only and ran with room for less fragmentation than any published pair, the remat misses are MaxText's,
-    every op-SAC run fits, the SDPA-rerun runs are B200's, op SAC's tp=4 share lies between a quarter and the
-    whole, and the measured split matches the model to the byte."""
+    :class:`ProseOutOfDate` where a reading fails: the two misses that fit as stated are KempnerForge's and
+    DeepSeek-V3's, Llama 3.1 405B is over by the allowance only and ran with room for less fragmentation than
+    any published pair, the remat misses are MaxText's, every op-SAC run fits, the SDPA-rerun runs are B200's,
+    op SAC's tp=4 share lies between a quarter and the whole, and the measured split matches the model to the
+    byte."""
     fits = published_layout_fits()
     misses = layout_misses(fits)
     lines = [layout_fit_summary(fits).to_string(index=False), ""]
     lines += [f"{r.run}: {r.gib_today:.1f} of {r.gpu_gib:.1f} GiB [{r.cause}]\n    {r.why}"
               for r in misses.itertuples()]
-    buf = fits[fits["grad_buffer"]]
-    _says(not misses["run"].isin(buf["run"]).any() and buf["fits_buffer"].all(),
-          "Megatron-Core's gradient buffer changes no verdict")
     t = {"lf_n": f"{len(fits)}", "lf_fit": f"{fits['fits_today'].sum()}", "lf_miss": f"{len(misses)}",
          "lf_stated_fit": f"{(misses['gib_stated'] <= misses['gpu_gib']).sum()}"}
     stated = misses[misses["gib_stated"] <= misses["gpu_gib"]]["run"]
@@ -230,9 +226,7 @@ def layout_fits_prose() -> ChapterText:
     t["lf_405_room"] = f"{room405:.1%}"
     remat = misses[misses["why"].str.contains("minimal_flash")]
     _says(len(remat) and remat["run"].str.contains("MaxText").all(), "the minimal_flash misses are MaxText's")
-    t.update(lf_maxtext_n=f"{len(remat)}", lf_buf_n=f"{len(buf)}",
-             lf_buf_max=f"{(buf['gib_buffer'] - buf['gib_today']).max():.1f} GiB",
-             lf_buf_spare=f"{(buf['gpu_gib'] - buf['gib_buffer']).min():.1f} GiB")
+    t["lf_maxtext_n"] = f"{len(remat)}"
     op_sac = op_sac_runs()
     _says(fits[fits["run"].isin(op_sac)]["fits_today"].all(), "all torchtitan and torchao op-SAC runs fit")
     t["lf_sac_n"] = f"{fits['run'].isin(op_sac).sum()}"
