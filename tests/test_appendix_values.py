@@ -80,7 +80,7 @@ def test_queueing_and_goodput(values):
 
 def test_every_claim_holds_and_each_can_fail(monkeypatch):
     claims = appendix_claims(FAKE_AC)
-    assert len(claims) == 39 and all(claims.values()), [c for c, ok in claims.items() if not ok]
+    assert len(claims) == 40 and all(claims.values()), [c for c, ok in claims.items() if not ok]
     # a wrong extreme of the simulation, and two constants moved, each turn their own claim False
     worst = FAKE_AC | {(8, 0.8, 0.0): -0.5}
     assert [c for c, ok in appendix_claims(worst).items() if not ok] == [
@@ -698,9 +698,9 @@ def test_the_padded_batch_check_from_the_rows_and_as_chapter_5_says(values):
 
 
 def test_the_tensor_parallel_figure_is_chapter_5s(values):
-    """No measurement here tests Korthikanti's tensor-parallel count; the page gives the logged live peaks of
-    tensor-parallel steps instead: the max_allocated rows with TP in their layout, all KempnerForge's (10, counted
-    from data/published_measured_memory.csv), chapter 5's mm_kf_ratio_tp."""
+    """Besides torchtitan's block (below), the page gives the logged live peaks of tensor-parallel steps: the
+    max_allocated rows with TP in their layout, all KempnerForge's (10, counted from
+    data/published_measured_memory.csv), chapter 5's mm_kf_ratio_tp."""
     from llmsizing.measure_prose import measured_memory_prose
 
     with open(DATA_DIR / "published_measured_memory.csv", newline="") as f:
@@ -744,3 +744,44 @@ def test_a_false_appx47c_statement_raises(monkeypatch, tmp_path):
         m.setattr(llmsizing.layout_fits, "published_measured_memory", lambda: pm().assign(ratio=0.9))
         with raises("KempnerForge's tensor-parallel steps all peak above the library's"):
             appendix_prose(FAKE_AC)
+
+
+# ---------------------------------------------- tensor/sequence parallelism against torchtitan's block (tp47)
+def test_the_tensor_parallel_check_from_the_rows(values):
+    """data/tp_saved.csv, read here: per (tp, sp) the bytes rank 0 saved, against activation_memory's
+    per-layer bytes of the same block; the page's range is the smallest and largest shortfall (tp 1: 857,088
+    of 1,324,032 bytes, 35% low; tp 4 with SP: 214,272 of 435,456, 51% low; by hand in test_tp_saved.py)."""
+    from llmsizing import Model
+    from llmsizing.activations import activation_memory
+
+    measured = {}
+    with open(DATA_DIR / "tp_saved.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            key = (int(r["tp"]), r["sp"] == "1")
+            measured[key] = measured.get(key, 0) + int(r["bytes"])
+    block = Model("b", layers=1, hidden=256, heads=8, kv_heads=4, ffn_hidden=512, vocab=2048, gated_mlp=True,
+                  tied_embeddings=False, norm="rmsnorm", max_seq=64)
+    short = [1 - activation_memory(block, batch=2, seq=64, tp=tp, sp=sp).per_layer_bytes / got
+             for (tp, sp), got in measured.items()]
+    assert len(short) == 5 and min(short) > 0
+    page = (values["app_tp_lo"], values["app_tp_hi"])
+    assert page == (f"{min(short):.0%}", f"{max(short):.0%}") == ("35%", "51%")
+    assert 1 - 857_088 / 1_324_032 == pytest.approx(min(short))
+    assert 1 - 214_272 / 435_456 == pytest.approx(max(short))
+
+
+def test_a_false_tp47_statement_raises(monkeypatch):
+    """One untraced byte in one layout (or the formula no longer low) stops the page."""
+    import llmsizing.step_measurements
+    from llmsizing.appendix import appendix_prose
+    from llmsizing.prose import ProseOutOfDate
+
+    te = llmsizing.step_measurements.tp_saved_errors
+    name = ("the tensor-parallel count is low on each layout of torchtitan's block "
+            "by exactly the named tensors")
+    for broken in (lambda d: d.assign(untraced_bytes=[0, 0, 1, 0, 0]),
+                   lambda d: d.assign(error=d["error"].abs())):
+        with monkeypatch.context() as m:
+            m.setattr(llmsizing.step_measurements, "tp_saved_errors", lambda *a, b=broken: b(te(*a)))
+            with pytest.raises(ProseOutOfDate, match=f"the appendix says {name}"):
+                appendix_prose(FAKE_AC)

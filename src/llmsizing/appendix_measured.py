@@ -13,7 +13,8 @@ def measured_checks():
     steps' peaks, the RL steps against the parts' range, op SAC's saved bytes under tensor parallelism, DDP's
     copies of the gradients, the all-to-all's bytes on gloo, PEFT's k-bit preparation; the fused count and
     recomputation on chapter 5's stand-ins (``fused``) and Megatron-LM's SwiGLU (``swiglu``), a padded
-    batch's layer (``mask``), and, for tensor parallelism, which no measurement here tests, the published
+    batch's layer (``mask``), and, for tensor parallelism, a torchtitan block's saved bytes per rank without
+    recomputation (``tps``: :func:`~llmsizing.step_measurements.tp_saved_errors`) and the published
     tensor-parallel steps whose live peak was logged (``tp``: KempnerForge's, chapter 5)."""
     import pandas as pd
 
@@ -27,7 +28,8 @@ def measured_checks():
     from .op_sac import op_sac_tp_measured
     from .rl import rl_checked
     from .stages import published_stage_checks
-    from .step_measurements import autocast_copy_errors, hf_layer_errors, masked_sdpa_errors
+    from .step_measurements import (autocast_copy_errors, hf_layer_errors, masked_sdpa_errors,
+                                    tp_saved_errors)
 
     lora = lora_step_errors()
     mm = published_measured_memory()
@@ -35,6 +37,7 @@ def measured_checks():
                 lora=lora[~lora["dropout"]], rl=rl_checked(), sac=op_sac_tp_measured(), ddp=ddp_copy_checks(),
                 a2a=compare_all_to_all(), kbit=kbit_prep_checks(), fused=fused_formula_errors(),
                 swiglu=pd.read_csv(step_measurements.FUSED_SWIGLU_CSV), mask=masked_sdpa_errors(),
+                tps=tp_saved_errors(),
                 tp=mm[(mm["statistic"] == "max_allocated") & mm["run"].str.contains("TP=")])
 
 
@@ -60,6 +63,7 @@ def measured_values(m) -> dict[str, str]:
             "app_kbit_copy": f"{m['kbit']['head_copy_error'].abs().max():.1%}",
             **_fused_values(m["fused"]["worst_error"].abs(), m["fused"]["configs"]),
             "app_mask_n": f"{len(m['mask'])}", "app_mask_padded": f"{m['mask']['mask_passed'].sum()}",
+            "app_tp_lo": f"{-m['tps']['error'].max():.0%}", "app_tp_hi": f"{-m['tps']['error'].min():.0%}",
             "app_tp_kf": f"{m['tp']['ratio'].min():.2f} to {m['tp']['ratio'].max():.2f}"}   # ch. 5's figure
 
 
@@ -102,6 +106,8 @@ def measured_claims(m) -> dict[str, bool]:
             fused["selective", "eager"] < -0.01 and (fused.drop(("selective", "eager")).abs() < 0.01).all(),
         "a padded batch's layer count is exact in every measured configuration":
             (m["mask"]["error"] == 0).all(),
+        "the tensor-parallel count is low on each layout of torchtitan's block by exactly the named tensors":
+            (m["tps"]["error"] < 0).all() and (m["tps"]["untraced_bytes"] == 0).all(),
         "KempnerForge's tensor-parallel steps all peak above the library's":
             len(m["tp"]) > 0 and m["tp"]["run"].str.startswith("KempnerForge").all()
             and (m["tp"]["ratio"] > 1).all(),
