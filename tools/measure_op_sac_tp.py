@@ -24,7 +24,8 @@ runs (so the recomputation is exercised) and its input gradient is compared with
 parallelism or checkpointing (``max_abs_grad_diff``).
 
 Run in the measurement venv (torch 2.13, CPU): ``.venv-measure/bin/python tools/measure_op_sac_tp.py``
-(about a minute). Checked without torch by ``tests/test_op_sac_tp.py``.
+(about a minute). Checked without torch by ``tests/test_op_sac_tp.py``. The same block without any checkpoint:
+``tools/measure_tp_saved.py`` (it imports :func:`_setup`).
 """
 
 from __future__ import annotations
