@@ -115,16 +115,22 @@ def gap_prose(model, gpu, meta128, m: int, s_meta, s_meta8, row, published: floa
     return ChapterText(values=values, data={"over": over})
 
 
-def zero1_prose(model, gpu, l3, m: int, row, published: float, t_meta) -> ChapterText:
+def zero1_prose(model, gpu, l3, m: int, row, published: float, t_meta,
+                res: dict | None = None) -> ChapterText:
     """Meta's degrees read as a Megatron-LM run (``l3``: ZeRO-1, 4 chunks), without and with full
     recomputation (:func:`~llmsizing.memory.training_memory`, :func:`~llmsizing.layouts.step_time`).
-    ``report``: each one's memory and step, and Table 4's figure; ``data["res"]``: recompute -> (memory,
-    step)."""
-    res, values, lines = {}, {}, []
+    ``res``: recompute -> (memory, step) as the chapter's cell computed them (computed here when None).
+    ``report``: each one's memory and step, and Table 4's figure; ``data["res"]``: ``res``. Raises
+    ValueError if ``res`` lacks "none" or "full"."""
+    if res is None:
+        res = {rc: (training_memory(model, batch=1, seq=LONG_SEQ, grad_accum=m, parallel=l3, recompute=rc),
+                    step_time(model, gpu, l3, batch=1, seq=LONG_SEQ, grad_accum=m, recompute=rc))
+               for rc in ("none", "full")}
+    if not {"none", "full"} <= set(res):
+        raise ValueError(f"res must hold the runs with recompute 'none' and 'full', got {sorted(res)}")
+    values, lines = {}, []
     for rc in ("none", "full"):
-        t = training_memory(model, batch=1, seq=LONG_SEQ, grad_accum=m, parallel=l3, recompute=rc)
-        s = step_time(model, gpu, l3, batch=1, seq=LONG_SEQ, grad_accum=m, recompute=rc)
-        res[rc] = (t, s)
+        t, s = res[rc]
         values[f"l3_{rc}_gib"] = fmt_gib(t.total_bytes)
         values[f"l3_{rc}_mfu"] = f"{s.mfu:.1%}"
         values[f"l3_{rc}_ratio"] = f"{s.mfu / published:.2f}"
@@ -174,9 +180,11 @@ def partial_prose(model, gpu, l3, m: int, published: float) -> ChapterText:
         f"least l_rc that fits {USABLE_FRACTION:.0%} of {fmt_gib(gpu.memory_bytes)}: {n_fit}"])
     t_fit, s_fit = part[n_fit]
     r_fit = recomputed_layers(model.layers, l3, n_fit)
+    _says(not s_fit.range_note, "the layout range is calibrated for the H100")
     values = {"pr_n": f"{n_fit}", "pr_r8": f"{r_fit[1]}", "pr_r7": f"{r_fit[0]}",
               "pr_share": f"{sum(r_fit) / model.layers:.0%}", "pr_gib": fmt_gib(t_fit.total_bytes),
               "pr_stage": f"{t_fit.stage}", "pr_mfu": f"{s_fit.mfu:.1%}",
+              "pr_mfu_range": "{:.1%} to {:.1%}".format(*s_fit.mfu_range),    # the layout range (chapter 11)
               "pr_ratio": f"{s_fit.mfu / published:.2f}",
               "pr_bubble": f"{s_fit.bubble:.0%}", "pr_cp_exposed": f"{s_fit.exposed['cp']:.2f} s",
               "pr_step": f"{s_fit.step_s:.1f} s"}
