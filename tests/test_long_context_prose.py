@@ -165,3 +165,22 @@ def test_zero1_gradients_by_hand_and_the_runs_it_reads(l405_h100):
     with pytest.raises(ValueError, match="'none' and 'full'"):
         zero1_prose(model, gpu, l3, 16, pd.Series({"reported_tflops_per_gpu": 380.0}), 0.384, t_meta,
                     res={"none": given["none"]})
+
+
+def test_the_rack_section_reads_the_step_the_cell_computed(l405_h100):
+    """The GB200 section's step comes from the cell: the same layout priced on H100s (no Blackwell range note,
+    a lower MFU than the racks') must stop the chapter rather than print the racks' sentences."""
+    from llmsizing.layouts import step_time
+    from llmsizing.long_context_prose_plan import nvl_prose
+    from llmsizing.parallel import LLAMA3_RECIPE
+
+    model, gpu = l405_h100
+    o = lcp.opening_prose().data
+    kw = dict(batch=1, seq=131072, grad_accum=16, precision=LLAMA3_RECIPE)
+    s_meta = step_time(model, gpu, o["meta128"], **kw)
+    args = (model, gpu, o["nvl"], o["rack"], o["m"], o["meta128"], o["run"], s_meta, o["l3"])
+    ok = nvl_prose(*args)
+    assert nvl_prose(*args, ag=ok.data["ag"]).values == ok.values
+    assert ok.values["nvl_racks"] == f"{8 * 16}" and ok.values["nvl_rack_gpus"] == f"{8 * 16 * 72:,}"
+    with pytest.raises(ProseOutOfDate):
+        nvl_prose(*args, ag=step_time(model, gpu, o["nvl"], **kw))

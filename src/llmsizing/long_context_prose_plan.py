@@ -191,25 +191,31 @@ def partial_prose(model, gpu, l3, m: int, published: float) -> ChapterText:
     return ChapterText(values=values, report=report, data={"part": part})
 
 
-def nvl_prose(model, h100, nvl, rack: int, m: int, meta128, run: dict, s_meta, l3) -> ChapterText:
+def nvl_prose(model, h100, nvl, rack: int, m: int, meta128, run: dict, s_meta, l3, t_nvl=None,
+              ag=None) -> ChapterText:
     """Llama 3's 128K stage on GB200 NVL72 racks (``nvl``: tp=8 x cp=8 GPUs of a pipeline stage in one NVLink
-    domain of ``rack`` GPUs) against Meta's cp=16 on H100s (``s_meta``). ``report``: its memory, link and
-    step; ``data``: ``gb`` (the GB200), ``ag`` (its all-gather step) and ``share_nvl`` (the exposed
-    all-gather's share of it). Checks the prose: one rack holds cp=8, not 16; it fits a GB200, not an H100;
-    the same 128 sequences; Blackwell's efficiency a stand-in with the one published run outside the range;
-    the GPU-seconds falling by more than the peak ratio."""
+    domain of ``rack`` GPUs) against Meta's cp=16 on H100s (``s_meta``). ``t_nvl``/``ag``: its memory and
+    all-gather step on GB200s as the chapter's cell computed them (computed here when None). ``report``: its
+    memory, link and step; ``data``: ``gb`` (the GB200), ``ag`` (its all-gather step) and ``share_nvl`` (the
+    exposed all-gather's share of it). Checks the prose: one rack holds cp=8, not 16; it fits a GB200, not an
+    H100; the same 128 sequences; Blackwell's efficiency a stand-in with the one published run outside the
+    range; the GPU-seconds falling by more than the peak ratio."""
     from .hardware import kernel_efficiency_row
 
     gb = get_gpu("GB200")
     _says(nvl.tp * nvl.cp <= rack < 2 * nvl.tp * nvl.cp, "one rack holds cp=8, not cp=16")
-    t_nvl = training_memory(model, batch=1, seq=LONG_SEQ, grad_accum=m, parallel=nvl, precision=LLAMA3_RECIPE)
+    if t_nvl is None:
+        t_nvl = training_memory(model, batch=1, seq=LONG_SEQ, grad_accum=m, parallel=nvl,
+                                precision=LLAMA3_RECIPE)
     s_nvl = {k: step_time(model, gb, replace(nvl, cp_comm=k), batch=1, seq=LONG_SEQ, grad_accum=m,
-                          precision=LLAMA3_RECIPE) for k in ("all_gather", "p2p")}
+                          precision=LLAMA3_RECIPE) if k != "all_gather" or ag is None else ag
+             for k in ("all_gather", "p2p")}
     cp_nvl = communication(model, nvl, batch=1, seq=LONG_SEQ, gpu=gb, grad_accum=m).to_frame()
     cp_nvl = cp_nvl.query("group == 'cp'")
     ag = s_nvl["all_gather"]
     share_nvl, share_h100 = ag.exposed["cp"] / ag.step_s, s_meta.exposed["cp"] / s_meta.step_s
-    report = (f"tp=8 cp=8 on {nvl.gpus:,} GB200s: {fmt_gib(t_nvl.total_bytes)} on the most loaded GPU "
+    report = (f"tp={nvl.tp} cp={nvl.cp} on {nvl.gpus:,} GB200s: {fmt_gib(t_nvl.total_bytes)} on the most "
+              "loaded GPU "
               f"(GB200 {fmt_gib(gb.memory_bytes)}, H100 {fmt_gib(h100.memory_bytes)}); CP link "
               f"{cp_nvl['link'].iloc[0]} at {cp_nvl['bandwidth_gbps'].iloc[0]:,.0f} GB/s; step "
               f"{ag.step_s:.2f} s, MFU {ag.mfu:.1%}, all-gather exposed {ag.exposed['cp']:.3f} s "
