@@ -184,3 +184,22 @@ def test_the_rack_section_reads_the_step_the_cell_computed(l405_h100):
     assert ok.values["nvl_racks"] == f"{8 * 16}" and ok.values["nvl_rack_gpus"] == f"{8 * 16 * 72:,}"
     with pytest.raises(ProseOutOfDate):
         nvl_prose(*args, ag=step_time(model, gpu, o["nvl"], **kw))
+
+
+def test_overlap_prose_splits_the_sequence_by_the_layouts_cp():
+    """The tokens per rank where the ring starts to hide are the sequence over the layout's own cp (it was a
+    typed 16, right only for Meta's layout): a toy sweep worked by hand, hidden from 16,384 tokens."""
+    import pandas as pd
+
+    from llmsizing.catalog import get_model
+    from llmsizing.long_context_prose import overlap_prose
+    seqs = [4096, 8192, 16384, 32768, 65536, 131072]
+    sweep = pd.DataFrame({"exposed_s": [1.0, 0.5, 0.0, 0.0, 0.0, 0.0], "cp_comm_s": [1.0] * 6,
+                          "all_gather_s": [0.4, 0.5, 0.4, 0.3, 0.2, 0.1], "compute_s": [1.0] * 6,
+                          "attention_s": [0.5] * 6},
+                         index=pd.Index(seqs, name="seq"))
+    for cp, per_rank in ((16, "1,024"), (8, "2,048")):
+        v = overlap_prose(sweep, get_model("llama-3.1-405b"), cp=cp).values
+        assert (v["hidden_from"], v["hidden_from_rank"]) == ("16,384", per_rank)
+    with pytest.raises(TypeError, match="cp"):
+        overlap_prose(sweep, get_model("llama-3.1-405b"), cp=8.0)

@@ -294,13 +294,15 @@ def exchange_prose(comm, model, l3, fwd: float, bwd: float) -> ChapterText:
     return ChapterText(values=values, report=report)
 
 
-def overlap_prose(sweep, model) -> ChapterText:
+def overlap_prose(sweep, model, *, cp: int) -> ChapterText:
     """Chapter 17's overlap of the all-gather with the compute, read from ``sweep``
-    (:func:`~llmsizing.cp_sweep.cp_overlap_sweep` of Meta's layout, 4K to 512K), and sliding-window and
+    (:func:`~llmsizing.cp_sweep.cp_overlap_sweep` of Meta's layout, 4K to 512K; ``cp`` its context-parallel
+    degree, which splits the sequence where the ring starts to hide), and sliding-window and
     hybrid attention's keys per token at 128K (:func:`~llmsizing.flops.attention_keys_per_token`). Checks
     that the all-gather's share of the compute peaks at or below 8K and falls from there."""
     from .flops import attention_keys_per_token
 
+    cp = check_int("cp", cp)
     long = LONG_SEQ
     hidden_from = sweep.index[sweep["exposed_s"] <= 0.01 * sweep["cp_comm_s"]].min()
     ag_share = sweep["all_gather_s"] / sweep["compute_s"]
@@ -308,7 +310,7 @@ def overlap_prose(sweep, model) -> ChapterText:
     _says(ag_share.idxmax() <= SHORT_SEQ and falling,
           "the all-gather's share of the compute falls from 8K on")
     gptoss, mistral = get_model("gpt-oss-120b"), get_model("mistral-7b")
-    values = {"hidden_from": f"{hidden_from:,}", "hidden_from_rank": f"{hidden_from // 16:,}",
+    values = {"hidden_from": f"{hidden_from:,}", "hidden_from_rank": f"{hidden_from // cp:,}",
               "ag_share_128k": f"{sweep.loc[long, 'all_gather_s'] / sweep.loc[long, 'compute_s']:.1%}",
               "ag_peak": f"{ag_share.max():.1%}", "ag_peak_seq": f"{ag_share.idxmax() // 1024}K"}
     for key, name in (("full", model.name), ("mistral", "mistral-7b"), ("gptoss", "gpt-oss-120b")):
