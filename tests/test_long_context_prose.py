@@ -107,3 +107,99 @@ def test_a_section_refuses_numbers_its_sentences_would_misread():
         gloo_prose(cmp.assign(saved_ratio=cmp["saved_ratio"] * 1.01))
     with pytest.raises(ProseOutOfDate, match="bytes sent exact"):
         gloo_prose(cmp.assign(grad_sync_measured_bytes=cmp["grad_sync_measured_bytes"] + 1))
+
+
+@pytest.fixture(scope="module")
+def l405_h100():
+    from llmsizing import get_gpu, get_model
+    return get_model("llama-3.1-405b"), get_gpu("H100 SXM")
+
+
+def test_the_first_tables_use_the_runs_the_cell_computed(l405_h100):
+    """The chapter's cells compute the runs a reader edits and hand them to the sections: the sections must
+    read those runs (a cp=16 that no longer fits must stop the chapter) and name the ones they miss."""
+    from llmsizing.parallel import llama3_405b_layout
+
+    model, gpu = l405_h100
+    runs = lcp.cp_memory_prose(model, gpu).data["st_cp"]
+    lays = {cp: llama3_405b_layout(8, cp=cp) for cp in (1, 4, 16)}
+    given = {k: (lays[k[0]], t, s) for k, (t, s) in runs.items()}
+    assert lcp.cp_memory_prose(model, gpu, given).values["cp16_none_tot"] == "78.5 GiB"   # Meta's, section 5
+    swapped = dict(given)
+    swapped[(16, "none")] = (lays[16], given[(1, "none")][1], given[(16, "none")][2])      # 128K on one GPU
+    with pytest.raises(ProseOutOfDate, match="cp=16 fits"):
+        lcp.cp_memory_prose(model, gpu, swapped)
+    with pytest.raises(ValueError, match=r"runs .*missing \[\(4, 'full'\)\]"):
+        lcp.cp_memory_prose(model, gpu, {k: v for k, v in given.items() if k != (4, "full")})
+    par = llama3_405b_layout(128)
+    mem = lcp.memory_prose(model, gpu, par).data["mem"]
+    wrong = dict(mem)
+    wrong[(8192, "none")] = mem[(131072, "none")]
+    with pytest.raises(ProseOutOfDate, match="8K fits"):
+        lcp.memory_prose(model, gpu, par, wrong)
+    with pytest.raises(ValueError, match="mem must hold"):
+        lcp.memory_prose(model, gpu, par, {(8192, "none"): mem[(8192, "none")]})
+
+
+def test_zero1_gradients_by_hand_and_the_runs_it_reads(l405_h100):
+    """Llama 3.1 405B's layer: attention 16,384 x (16,384 + 2 x 8 x 128) + 16,384^2 = 570,425,344 weights,
+    MLP 3 x 16,384 x 53,248 = 2,617,245,696, two norms 32,768: 3,187,703,808. An eight-layer stage at tp 8
+    holds one layer's worth a GPU: ZeRO-1's whole bf16 gradient is 2 x 3.19e9 B = 5.94 GiB; FSDP's fp32
+    gradient of one one-layer chunk before its reduce-scatter 4 x 3.19e9 / 8 B = 1.48 GiB."""
+    from llmsizing.long_context_prose_plan import zero1_prose
+    from llmsizing.memory import training_memory
+    from llmsizing.parallel import LLAMA3_RECIPE, llama3_405b_layout, llama3_long_context_layout
+
+    model, gpu = l405_h100
+    l3 = llama3_long_context_layout()
+    t_meta = training_memory(model, batch=1, seq=131072, grad_accum=16, parallel=llama3_405b_layout(8, cp=16),
+                             precision=LLAMA3_RECIPE)
+    z = zero1_prose(model, gpu, l3, 16, pd.Series({"reported_tflops_per_gpu": 380.0}), 0.384, t_meta)
+    per_layer = 16384 * (16384 + 2 * 8 * 128) + 16384**2 + 3 * 16384 * 53248 + 2 * 16384
+    assert per_layer == 3_187_703_808
+    assert z.values["zero1_grads"] == f"{2 * per_layer / 2**30:.1f} GiB" == "5.9 GiB"
+    assert z.values["meta_gathered"] == f"{4 * per_layer / 8 / 2**30:.1f} GiB" == "1.5 GiB"
+    given = z.data["res"]
+    assert zero1_prose(model, gpu, l3, 16, pd.Series({"reported_tflops_per_gpu": 380.0}), 0.384, t_meta,
+                       res=given).values == z.values
+    with pytest.raises(ValueError, match="'none' and 'full'"):
+        zero1_prose(model, gpu, l3, 16, pd.Series({"reported_tflops_per_gpu": 380.0}), 0.384, t_meta,
+                    res={"none": given["none"]})
+
+
+def test_the_rack_section_reads_the_step_the_cell_computed(l405_h100):
+    """The GB200 section's step comes from the cell: the same layout priced on H100s (no Blackwell range note,
+    a lower MFU than the racks') must stop the chapter rather than print the racks' sentences."""
+    from llmsizing.layouts import step_time
+    from llmsizing.long_context_prose_plan import nvl_prose
+    from llmsizing.parallel import LLAMA3_RECIPE
+
+    model, gpu = l405_h100
+    o = lcp.opening_prose().data
+    kw = dict(batch=1, seq=131072, grad_accum=16, precision=LLAMA3_RECIPE)
+    s_meta = step_time(model, gpu, o["meta128"], **kw)
+    args = (model, gpu, o["nvl"], o["rack"], o["m"], o["meta128"], o["run"], s_meta, o["l3"])
+    ok = nvl_prose(*args)
+    assert nvl_prose(*args, ag=ok.data["ag"]).values == ok.values
+    assert ok.values["nvl_racks"] == f"{8 * 16}" and ok.values["nvl_rack_gpus"] == f"{8 * 16 * 72:,}"
+    with pytest.raises(ProseOutOfDate):
+        nvl_prose(*args, ag=step_time(model, gpu, o["nvl"], **kw))
+
+
+def test_overlap_prose_splits_the_sequence_by_the_layouts_cp():
+    """The tokens per rank where the ring starts to hide are the sequence over the layout's own cp (it was a
+    typed 16, right only for Meta's layout): a toy sweep worked by hand, hidden from 16,384 tokens."""
+    import pandas as pd
+
+    from llmsizing.catalog import get_model
+    from llmsizing.long_context_prose import overlap_prose
+    seqs = [4096, 8192, 16384, 32768, 65536, 131072]
+    sweep = pd.DataFrame({"exposed_s": [1.0, 0.5, 0.0, 0.0, 0.0, 0.0], "cp_comm_s": [1.0] * 6,
+                          "all_gather_s": [0.4, 0.5, 0.4, 0.3, 0.2, 0.1], "compute_s": [1.0] * 6,
+                          "attention_s": [0.5] * 6},
+                         index=pd.Index(seqs, name="seq"))
+    for cp, per_rank in ((16, "1,024"), (8, "2,048")):
+        v = overlap_prose(sweep, get_model("llama-3.1-405b"), cp=cp).values
+        assert (v["hidden_from"], v["hidden_from_rank"]) == ("16,384", per_rank)
+    with pytest.raises(TypeError, match="cp"):
+        overlap_prose(sweep, get_model("llama-3.1-405b"), cp=8.0)

@@ -24,7 +24,8 @@ runs (so the recomputation is exercised) and its input gradient is compared with
 parallelism or checkpointing (``max_abs_grad_diff``).
 
 Run in the measurement venv (torch 2.13, CPU): ``.venv-measure/bin/python tools/measure_op_sac_tp.py``
-(about a minute). Checked without torch by ``tests/test_op_sac_tp.py``.
+(about a minute). Checked without torch by ``tests/test_op_sac_tp.py``. The same block without any checkpoint:
+``tools/measure_tp_saved.py`` (it imports :func:`_setup`).
 """
 
 from __future__ import annotations
@@ -123,14 +124,15 @@ def _policy(torch, extra):
     return _custom_policy
 
 
-def _rank(rank, world, port, sp, queue):
+def _setup(rank, world, port, sp):
+    """Join the gloo group and build the block, split by torchtitan's plan (with ``sp``) over ``world`` ranks:
+    returns ``(block, freqs_cis, x, x_ref)``, ``x`` this rank's input (requiring grad) and ``x_ref`` the whole
+    input, whose gradient the same block run without parallelism or checkpointing has filled in."""
     import torch
     import torch.distributed as dist
-    from torch.distributed.tensor import DTensor, Replicate, Shard
+    from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
                                                    SequenceParallel, parallelize_module)
-    from torch.utils._pytree import tree_flatten
-    from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -163,6 +165,23 @@ def _rank(rank, world, port, sp, queue):
     # (use_local_output=True): this rank's sequence shard with sp, the whole sequence without
     x = x_full.chunk(world, dim=1)[rank].clone() if world > 1 and sp else x_full.clone()
     x.requires_grad_(True)
+    return block, freqs_cis, x, x_ref
+
+
+def _grad_diff(x, x_ref, rank, world, sp):
+    """Largest difference between this rank's input gradient and the reference's (its shard with ``sp``)."""
+    want = x_ref.grad.chunk(world, dim=1)[rank] if world > 1 and sp else x_ref.grad
+    return (x.grad.float() - want.float()).abs().max().item()
+
+
+def _rank(rank, world, port, sp, queue):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
+    from torch.utils._pytree import tree_flatten
+    from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+
+    block, freqs_cis, x, x_ref = _setup(rank, world, port, sp)
     modes = []
 
     def context_fn():
@@ -191,8 +210,7 @@ def _rank(rank, world, port, sp, queue):
     by_op["checkpoint input"] = (1, xl.untyped_storage().nbytes())
     loss = out.float().pow(2).sum()            # (with sp each rank's share of the loss: its own tokens)
     loss.backward()
-    want = x_ref.grad.chunk(world, dim=1)[rank] if world > 1 and sp else x_ref.grad
-    diff = (x.grad.float() - want.float()).abs().max().item()
+    diff = _grad_diff(x, x_ref, rank, world, sp)
     if rank == 0:
         queue.put((by_op, diff))
     dist.destroy_process_group()

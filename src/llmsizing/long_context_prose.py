@@ -164,22 +164,33 @@ def _fits(t, gpu) -> str:
     return "yes" if t.total_bytes <= gpu.memory_bytes else "no"
 
 
-def memory_prose(model, gpu, parallel) -> ChapterText:
+def _needs(name: str, given: dict, keys) -> None:
+    missing = [k for k in keys if k not in given]
+    if missing:
+        raise ValueError(f"{name} must hold the runs the chapter's prose quotes, {list(keys)}; "
+                         f"missing {missing}")
+
+
+def memory_prose(model, gpu, parallel, mem: dict | None = None) -> ChapterText:
     """Chapter 17's first table: ``model`` (Llama 3.1 405B) on Meta's 8K layout ``parallel`` at 8K and 128K
     tokens, with and without full recomputation (:func:`~llmsizing.memory.training_memory`, 16 micro-batches
-    of one sequence, the most loaded GPU). ``report``: the table; ``data["mem"]``: (seq, recompute) ->
-    its :class:`~llmsizing.memory.TrainingMemory`. Checks that 8K fits and 128K does not even with
-    recomputation, that the states do not move with the sequence and which stage is the most loaded."""
+    of one sequence, the most loaded GPU). ``mem``: (seq, recompute) -> the memory the chapter's cell
+    computed (computed here when None). ``report``: the table; ``data["mem"]``: the same mapping. Checks that
+    8K fits and 128K does not even with recomputation, that the states do not move with the sequence and
+    which stage is the most loaded. Raises ValueError if ``mem`` lacks one of the four runs."""
     from .memory import training_memory
     from .parallel import uneven_stages
 
     short, long = SHORT_SEQ, LONG_SEQ
-    rows, mem, fits = {}, {}, f"fits {fmt_gib(gpu.memory_bytes)}"
+    keys = [(seq, rc) for seq in (short, long) for rc in ("none", "full")]
+    if mem is None:
+        mem = {(seq, rc): training_memory(model, batch=1, seq=seq, grad_accum=16, parallel=parallel,
+                                          recompute=rc, precision=LLAMA3_RECIPE) for seq, rc in keys}
+    _needs("mem", mem, keys)
+    rows, fits = {}, f"fits {fmt_gib(gpu.memory_bytes)}"
     for seq in (short, long):
         for rc in ("none", "full"):
-            t = training_memory(model, batch=1, seq=seq, grad_accum=16, parallel=parallel, recompute=rc,
-                                precision=LLAMA3_RECIPE)
-            mem[(seq, rc)] = t
+            t = mem[(seq, rc)]
             rows[(f"{seq:,}", rc)] = {"model states": fmt_gib(t.states.total_bytes),
                                       "activations": fmt_gib(t.activations_bytes),
                                       "total": fmt_gib(t.total_bytes), fits: _fits(t, gpu)}
@@ -190,8 +201,8 @@ def memory_prose(model, gpu, parallel) -> ChapterText:
     _says(mem[(short, "none")].total_bytes <= gpu.memory_bytes < mem[(long, "full")].total_bytes,
           "8K fits without recomputation, 128K not even with it")
     values = {}
-    for (seq, rc), t in mem.items():
-        k = f"{seq // 1024}k_{rc}"
+    for seq, rc in keys:
+        t, k = mem[(seq, rc)], f"{seq // 1024}k_{rc}"
         values[f"act_{k}"] = fmt_gib(t.activations_bytes)
         values[f"tot_{k}"] = fmt_gib(t.total_bytes)
     values["states"] = fmt_gib(mem[(short, "none")].states.total_bytes)
@@ -209,31 +220,35 @@ def memory_prose(model, gpu, parallel) -> ChapterText:
     return ChapterText(values=values, report=report, data={"mem": mem})
 
 
-def cp_memory_prose(model, gpu) -> ChapterText:
+def cp_memory_prose(model, gpu, runs: dict | None = None) -> ChapterText:
     """Chapter 17's second table: Meta's pipeline at 128K with 8 replicas, recomputation against context
     parallelism (cp 1, 4, 16; :func:`~llmsizing.memory.training_memory` and
-    :func:`~llmsizing.layouts.step_time`, 16 micro-batches of one sequence). Checks that cp=16 fits where
-    cp=1 with full recomputation does not, and that cp=16 costs MFU, less than full recomputation does and
-    mostly in slower kernels, not in traffic."""
+    :func:`~llmsizing.layouts.step_time`, 16 micro-batches of one sequence). ``runs``: (cp, recompute) ->
+    (layout, memory, step) as the chapter's cell computed them (computed here when None); ``data["st_cp"]``:
+    (cp, recompute) -> (memory, step). Checks that cp=16 fits where cp=1 with full recomputation does not,
+    and that cp=16 costs MFU, less than full recomputation does and mostly in slower kernels, not in
+    traffic. Raises ValueError if ``runs`` lacks a run the prose quotes."""
     from .flops import training_flops_per_token
     from .memory import training_memory
 
     long = LONG_SEQ
-    rows, st_cp, values = {}, {}, {}
-    for cp in (1, 4, 16):
-        for rc in ("none", "full"):
+    if runs is None:
+        runs = {}
+        for cp in (1, 4, 16):
             p = llama3_405b_layout(8, cp=cp)
-            t = training_memory(model, batch=1, seq=long, grad_accum=16, parallel=p, recompute=rc,
-                                precision=LLAMA3_RECIPE)
-            s = step_time(model, gpu, p, batch=1, seq=long, grad_accum=16, recompute=rc,
-                          precision=LLAMA3_RECIPE)
-            st_cp[(cp, rc)] = (t, s)
-            rows[(cp, rc)] = {"GPUs": f"{p.gpus:,}", "tokens/GPU": f"{long // cp:,}",
-                              "total": fmt_gib(t.total_bytes), "fits": _fits(t, gpu),
-                              "CP exposed": f"{s.exposed.get('cp', 0.0):.2f} s", "step": f"{s.step_s:.1f} s",
-                              "MFU": f"{s.mfu:.0%}"}
-            values[f"cp{cp}_{rc}_tot"] = fmt_gib(t.total_bytes)
-            values[f"cp{cp}_{rc}_mfu"] = f"{s.mfu:.0%}"
+            for rc in ("none", "full"):
+                kw = dict(batch=1, seq=long, grad_accum=16, recompute=rc, precision=LLAMA3_RECIPE)
+                runs[(cp, rc)] = (p, training_memory(model, parallel=p, **kw), step_time(model, gpu, p, **kw))
+    _needs("runs", runs, [(1, "none"), (1, "full"), (4, "full"), (16, "none"), (16, "full")])
+    rows, st_cp, values = {}, {}, {}
+    for (cp, rc), (p, t, s) in runs.items():
+        st_cp[(cp, rc)] = (t, s)
+        rows[(cp, rc)] = {"GPUs": f"{p.gpus:,}", "tokens/GPU": f"{long // cp:,}",
+                          "total": fmt_gib(t.total_bytes), "fits": _fits(t, gpu),
+                          "CP exposed": f"{s.exposed.get('cp', 0.0):.2f} s", "step": f"{s.step_s:.1f} s",
+                          "MFU": f"{s.mfu:.0%}"}
+        values[f"cp{cp}_{rc}_tot"] = fmt_gib(t.total_bytes)
+        values[f"cp{cp}_{rc}_mfu"] = f"{s.mfu:.0%}"
     report = (f"{model.name} at {long:,} tokens, tp={p.tp} pp={p.pp} v={p.virtual_stages} dp={p.dp}, "
               "FSDP over dp x cp, K and V all-gathered:\n"
               + pd.DataFrame(rows).T.rename_axis(["cp", "recompute"]).to_string())
@@ -279,13 +294,15 @@ def exchange_prose(comm, model, l3, fwd: float, bwd: float) -> ChapterText:
     return ChapterText(values=values, report=report)
 
 
-def overlap_prose(sweep, model) -> ChapterText:
+def overlap_prose(sweep, model, *, cp: int) -> ChapterText:
     """Chapter 17's overlap of the all-gather with the compute, read from ``sweep``
-    (:func:`~llmsizing.cp_sweep.cp_overlap_sweep` of Meta's layout, 4K to 512K), and sliding-window and
+    (:func:`~llmsizing.cp_sweep.cp_overlap_sweep` of Meta's layout, 4K to 512K; ``cp`` its context-parallel
+    degree, which splits the sequence where the ring starts to hide), and sliding-window and
     hybrid attention's keys per token at 128K (:func:`~llmsizing.flops.attention_keys_per_token`). Checks
     that the all-gather's share of the compute peaks at or below 8K and falls from there."""
     from .flops import attention_keys_per_token
 
+    cp = check_int("cp", cp)
     long = LONG_SEQ
     hidden_from = sweep.index[sweep["exposed_s"] <= 0.01 * sweep["cp_comm_s"]].min()
     ag_share = sweep["all_gather_s"] / sweep["compute_s"]
@@ -293,7 +310,7 @@ def overlap_prose(sweep, model) -> ChapterText:
     _says(ag_share.idxmax() <= SHORT_SEQ and falling,
           "the all-gather's share of the compute falls from 8K on")
     gptoss, mistral = get_model("gpt-oss-120b"), get_model("mistral-7b")
-    values = {"hidden_from": f"{hidden_from:,}", "hidden_from_rank": f"{hidden_from // 16:,}",
+    values = {"hidden_from": f"{hidden_from:,}", "hidden_from_rank": f"{hidden_from // cp:,}",
               "ag_share_128k": f"{sweep.loc[long, 'all_gather_s'] / sweep.loc[long, 'compute_s']:.1%}",
               "ag_peak": f"{ag_share.max():.1%}", "ag_peak_seq": f"{ag_share.idxmax() // 1024}K"}
     for key, name in (("full", model.name), ("mistral", "mistral-7b"), ("gptoss", "gpt-oss-120b")):

@@ -71,8 +71,8 @@ def gap_prose(model, gpu, meta128, m: int, s_meta, s_meta8, row, published: floa
     tflops = runs.set_index("run")["reported_tflops_per_gpu"]      # Llama 3 paper, Table 4
     gap_lib = s_meta.mfu / s_meta8.mfu                              # the library: 128K over 8K
     gap_pub = row["reported_tflops_per_gpu"] / tflops[LLAMA3_8K_ROW]   # Table 4: 380 / 400
-    values = {"gap_lib": f"{gap_lib:.2f}", "gap_pub": f"{gap_pub:.2f}",
-              "gap_rel": f"{gap_lib / gap_pub - 1:.1%}",          # (1.04 / 0.95 printed: one decimal)
+    values = {"gap_lib": f"{gap_lib:.3f}", "gap_pub": f"{gap_pub:.2f}",   # 0.95 exact: 380 / 400
+              "gap_rel": f"{gap_lib / gap_pub - 1:.1%}",          # so a reader's gap_lib / 0.95 gives it
               "pub8_tflops": f"{tflops[LLAMA3_8K_ROW]:.0f}",
               "cp_runs": f"{int((runs['cp'].fillna(1) > 1).sum())}"}
     _, medians = fit_kernel_efficiency()
@@ -115,16 +115,22 @@ def gap_prose(model, gpu, meta128, m: int, s_meta, s_meta8, row, published: floa
     return ChapterText(values=values, data={"over": over})
 
 
-def zero1_prose(model, gpu, l3, m: int, row, published: float, t_meta) -> ChapterText:
+def zero1_prose(model, gpu, l3, m: int, row, published: float, t_meta,
+                res: dict | None = None) -> ChapterText:
     """Meta's degrees read as a Megatron-LM run (``l3``: ZeRO-1, 4 chunks), without and with full
     recomputation (:func:`~llmsizing.memory.training_memory`, :func:`~llmsizing.layouts.step_time`).
-    ``report``: each one's memory and step, and Table 4's figure; ``data["res"]``: recompute -> (memory,
-    step)."""
-    res, values, lines = {}, {}, []
+    ``res``: recompute -> (memory, step) as the chapter's cell computed them (computed here when None).
+    ``report``: each one's memory and step, and Table 4's figure; ``data["res"]``: ``res``. Raises
+    ValueError if ``res`` lacks "none" or "full"."""
+    if res is None:
+        res = {rc: (training_memory(model, batch=1, seq=LONG_SEQ, grad_accum=m, parallel=l3, recompute=rc),
+                    step_time(model, gpu, l3, batch=1, seq=LONG_SEQ, grad_accum=m, recompute=rc))
+               for rc in ("none", "full")}
+    if not {"none", "full"} <= set(res):
+        raise ValueError(f"res must hold the runs with recompute 'none' and 'full', got {sorted(res)}")
+    values, lines = {}, []
     for rc in ("none", "full"):
-        t = training_memory(model, batch=1, seq=LONG_SEQ, grad_accum=m, parallel=l3, recompute=rc)
-        s = step_time(model, gpu, l3, batch=1, seq=LONG_SEQ, grad_accum=m, recompute=rc)
-        res[rc] = (t, s)
+        t, s = res[rc]
         values[f"l3_{rc}_gib"] = fmt_gib(t.total_bytes)
         values[f"l3_{rc}_mfu"] = f"{s.mfu:.1%}"
         values[f"l3_{rc}_ratio"] = f"{s.mfu / published:.2f}"
@@ -174,34 +180,42 @@ def partial_prose(model, gpu, l3, m: int, published: float) -> ChapterText:
         f"least l_rc that fits {USABLE_FRACTION:.0%} of {fmt_gib(gpu.memory_bytes)}: {n_fit}"])
     t_fit, s_fit = part[n_fit]
     r_fit = recomputed_layers(model.layers, l3, n_fit)
+    _says(not s_fit.range_note, "the layout range is calibrated for the H100")
     values = {"pr_n": f"{n_fit}", "pr_r8": f"{r_fit[1]}", "pr_r7": f"{r_fit[0]}",
               "pr_share": f"{sum(r_fit) / model.layers:.0%}", "pr_gib": fmt_gib(t_fit.total_bytes),
               "pr_stage": f"{t_fit.stage}", "pr_mfu": f"{s_fit.mfu:.1%}",
+              "pr_mfu_range": "{:.1%} to {:.1%}".format(*s_fit.mfu_range),    # the layout range (chapter 11)
               "pr_ratio": f"{s_fit.mfu / published:.2f}",
               "pr_bubble": f"{s_fit.bubble:.0%}", "pr_cp_exposed": f"{s_fit.exposed['cp']:.2f} s",
               "pr_step": f"{s_fit.step_s:.1f} s"}
     return ChapterText(values=values, report=report, data={"part": part})
 
 
-def nvl_prose(model, h100, nvl, rack: int, m: int, meta128, run: dict, s_meta, l3) -> ChapterText:
+def nvl_prose(model, h100, nvl, rack: int, m: int, meta128, run: dict, s_meta, l3, t_nvl=None,
+              ag=None) -> ChapterText:
     """Llama 3's 128K stage on GB200 NVL72 racks (``nvl``: tp=8 x cp=8 GPUs of a pipeline stage in one NVLink
-    domain of ``rack`` GPUs) against Meta's cp=16 on H100s (``s_meta``). ``report``: its memory, link and
-    step; ``data``: ``gb`` (the GB200), ``ag`` (its all-gather step) and ``share_nvl`` (the exposed
-    all-gather's share of it). Checks the prose: one rack holds cp=8, not 16; it fits a GB200, not an H100;
-    the same 128 sequences; Blackwell's efficiency a stand-in with the one published run outside the range;
-    the GPU-seconds falling by more than the peak ratio."""
+    domain of ``rack`` GPUs) against Meta's cp=16 on H100s (``s_meta``). ``t_nvl``/``ag``: its memory and
+    all-gather step on GB200s as the chapter's cell computed them (computed here when None). ``report``: its
+    memory, link and step; ``data``: ``gb`` (the GB200), ``ag`` (its all-gather step) and ``share_nvl`` (the
+    exposed all-gather's share of it). Checks the prose: one rack holds cp=8, not 16; it fits a GB200, not an
+    H100; the same 128 sequences; Blackwell's efficiency a stand-in with the one published run outside the
+    range; the GPU-seconds falling by more than the peak ratio."""
     from .hardware import kernel_efficiency_row
 
     gb = get_gpu("GB200")
     _says(nvl.tp * nvl.cp <= rack < 2 * nvl.tp * nvl.cp, "one rack holds cp=8, not cp=16")
-    t_nvl = training_memory(model, batch=1, seq=LONG_SEQ, grad_accum=m, parallel=nvl, precision=LLAMA3_RECIPE)
+    if t_nvl is None:
+        t_nvl = training_memory(model, batch=1, seq=LONG_SEQ, grad_accum=m, parallel=nvl,
+                                precision=LLAMA3_RECIPE)
     s_nvl = {k: step_time(model, gb, replace(nvl, cp_comm=k), batch=1, seq=LONG_SEQ, grad_accum=m,
-                          precision=LLAMA3_RECIPE) for k in ("all_gather", "p2p")}
+                          precision=LLAMA3_RECIPE) if k != "all_gather" or ag is None else ag
+             for k in ("all_gather", "p2p")}
     cp_nvl = communication(model, nvl, batch=1, seq=LONG_SEQ, gpu=gb, grad_accum=m).to_frame()
     cp_nvl = cp_nvl.query("group == 'cp'")
     ag = s_nvl["all_gather"]
     share_nvl, share_h100 = ag.exposed["cp"] / ag.step_s, s_meta.exposed["cp"] / s_meta.step_s
-    report = (f"tp=8 cp=8 on {nvl.gpus:,} GB200s: {fmt_gib(t_nvl.total_bytes)} on the most loaded GPU "
+    report = (f"tp={nvl.tp} cp={nvl.cp} on {nvl.gpus:,} GB200s: {fmt_gib(t_nvl.total_bytes)} on the most "
+              "loaded GPU "
               f"(GB200 {fmt_gib(gb.memory_bytes)}, H100 {fmt_gib(h100.memory_bytes)}); CP link "
               f"{cp_nvl['link'].iloc[0]} at {cp_nvl['bandwidth_gbps'].iloc[0]:,.0f} GB/s; step "
               f"{ag.step_s:.2f} s, MFU {ag.mfu:.1%}, all-gather exposed {ag.exposed['cp']:.3f} s "

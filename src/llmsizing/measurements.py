@@ -34,8 +34,10 @@ from .step_measurements import (_ACTIVATION, _ATTENTION, _BOOL, _IMPL,  # noqa: 
                                 GPT2_LOSS_PEAK_TENSORS_CSV, HELD_OUT_SPLITS, MASKED_SDPA_CSV, STEP_CSV,
                                 LOSS_MOMENTS, STEP_KEYS, STEP_PHASE_COLUMNS, STEP_RECIPES,
                                 STEP_SAVED_TENSORS_CSV,
-                                STEP_TIMELINE_CSV, WORKING_SET_GRID_STEPS, compare_steps,
-                                held_out_step_errors, load_steps, loss_bytes_per_logit, measured_step,
+                                STEP_TIMELINE_CSV, TP_SAVED_CSV, WORKING_SET_GRID_STEPS, compare_steps,
+                                held_out_step_errors, load_steps, loss_bytes_per_logit, masked_sdpa_errors,
+                                tp_saved_errors,
+                                measured_step,
                                 optimizer_temporary_bytes_per_param,
                                 predict_step,
                                 step_at_working_set, step_backward_errors, step_group, step_model,
@@ -139,6 +141,16 @@ def worst_errors(df=None, by=("group",)):
                      "worst_error_cpu": sub.loc[sub["error_cpu"].abs().idxmax(), "error_cpu"],
                      "worst_state_error": sub.loc[sub["state_error"].abs().idxmax(), "state_error"]})
     return pd.DataFrame(rows).set_index(by)
+
+
+def fused_formula_errors(cmp=None):
+    """The fused formula (``activation_memory``'s default stack) on the tool's own stand-ins stored in fp32 or
+    bf16 (autocast's gap apart, its own section), per ``(recompute, attention)``: :func:`worst_errors`'
+    ``configs`` and ``worst_error`` (signed). Chapter 5 quotes their worst; the appendix sizes its fused and
+    recomputation entries with them. The stand-ins are built from the formula's own shapes, so the agreement
+    is partly by construction (chapter 5)."""
+    cmp = compare_measurements() if cmp is None else cmp
+    return worst_errors(cmp[cmp["mode"] != "autocast-bf16"], by=("recompute", "attention"))
 
 
 def component_comparison(df=None, **config):

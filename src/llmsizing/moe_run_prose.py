@@ -251,7 +251,8 @@ def _jetmoe_dense_attention(chk, runs) -> dict:
 
 
 def _phi_and_grin(chk, runs, ev) -> dict:
-    """Phi-3.5-MoE's row, GRIN's throughput study (Table 3) and the two 512-GPU cards against it."""
+    """Phi-3.5-MoE's row and GRIN's throughput study (Table 3). Chapter 18 no longer quotes the two 512-GPU
+    model cards against the study (``moe_evidence.grin_production_over_study``; keys removed 2026-12-05)."""
     from . import moe_evidence as mev
 
     range_lo, range_hi = _range_factors(chk)
@@ -261,17 +262,6 @@ def _phi_and_grin(chk, runs, ev) -> dict:
     _says(all(abs(moe / twin - 1) < mev.GRIN_T3_TOLERANCE for moe, twin in grin.values()),
           "GRIN's MoE and its dense twin are faster by the same factor")
     grin_all = [x for pair in grin.values() for x in pair]
-    prod = {k: float(ev.loc[k, "value"]) / float(ev.loc["grin_t3_moe_42b_tps", "value"])
-            for k in ("phi35_card_512_tps", "grin_card_512_tps")}
-    prod_model = mev.grin_production_over_study(recompute="full")
-    prod_8 = mev.grin_production_over_study(recompute="full", stages=8, zero=1)
-    _says(all(v < prod_model for v in prod.values()), "both cards lie below the priced drop")
-    _says(abs(prod_8 / prod_model - 1) < 0.02, "the drop cannot tell the 8- and 16-stage readings apart")
-    cards_gap = prod["grin_card_512_tps"] / prod["phi35_card_512_tps"] - 1
-    _says(abs(prod_8 / prod_model - 1) < cards_gap,
-          "the two readings are nearer each other than the cards are")
-    grin_card, phi_card = (mev.card_training(k, ev) for k in ("grin", "phi35"))
-    _says(phi_card.days > grin_card.days, "Phi-3.5-MoE's days hold GRIN's and more")
     r8 = run_variant(row, pp=8, dp=int(row["n_gpus"]) // 8, zero=1)["ratio"]
     r_sel = run_variant(row, recompute="selective")["ratio"]
     _says(run_variant(row)["ratio"] < min(r8, r_sel), "either other reading moves Phi-3.5-MoE up")
@@ -286,15 +276,6 @@ def _phi_and_grin(chk, runs, ev) -> dict:
         "grin_faster": f"{min(grin_all):.1f} to {max(grin_all):.1f}",
         "grin_stages": f"{mev.GRIN_T3_STAGES}", "grin_gpus": f"{mev.GRIN_T3_GPUS}",
         "grin_tol": f"{mev.GRIN_T3_TOLERANCE:.0%}",
-        "grin_cards_below": f"{1 - prod['grin_card_512_tps'] / prod_model:.0%} and "
-                            f"{1 - prod['phi35_card_512_tps'] / prod_model:.0%}",
-        "grin_card_ratio": f"{prod['grin_card_512_tps']:.2f}",
-        "phi_card_ratio": f"{prod['phi35_card_512_tps']:.2f}",
-        "grin_card_days": f"{grin_card.days:g}", "phi_card_days": f"{phi_card.days:g}",
-        "phi_extra_days": f"{phi_card.days - grin_card.days:g}",
-        "grin_card_tokens": f"{grin_card.tokens / 1e12:.1f}T",
-        "grin_prod_model": f"{prod_model:.2f}", "grin_prod_8": f"{prod_8:.2f}",
-        "grin_8_gap": f"{abs(prod_8 / prod_model - 1):.0%}", "grin_cards_gap": f"{cards_gap:.0%}",
         "phi_8_ratio": f"{r8:.2f}", "phi_sel_ratio": f"{r_sel:.2f}",
         "phi_8_where": where(r8), "phi_sel_where": where(r_sel),
     }

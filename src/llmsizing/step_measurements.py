@@ -35,6 +35,10 @@ MASKED_SDPA_CSV = DATA_DIR / "masked_sdpa.csv"
 #: Issue 26 (``tools/measure_memory.py swiglu``): what Megatron-LM's own fused ``SwiGLUFunction`` saves, run
 #: from a checkout between two matrix multiplies, against the unfused ``F.silu(gate) * up``.
 FUSED_SWIGLU_CSV = DATA_DIR / "fused_swiglu_saved.csv"
+#: Issue 38 (``tools/measure_tp_saved.py``): what autograd saves on one rank for a torchtitan Llama block
+#: split by torchtitan's tensor-parallel plan over gloo (tp 1, 2, 4, with and without sequence parallelism),
+#: no recomputation; one row per kind of saved storage (module, producer, dtype, local shape).
+TP_SAVED_CSV = DATA_DIR / "tp_saved.csv"
 #: Issue 22's probe (``tools/measure_memory.py loss-peak``): HF GPT-2 fp32 steps at 512 and 1,024 tokens, at
 #: the sweep's shape and at the real 124M shape (the ``step`` columns), and every storage alive at the op
 #: where each step's loss backward peaks (op, module, size, count).
@@ -414,3 +418,71 @@ def autocast_copy_errors(steps=None):
     amp["forward_end_error"] = (amp["predicted_copy_bytes"] / amp["weight_copy_forward_end_bytes"] - 1).where(
         amp["recompute"] == "none")
     return amp
+
+
+def masked_sdpa_errors(df=None):
+    """Each configuration of ``data/masked_sdpa.csv`` (one decoder layer of a small HF Llama on the SDPA path:
+    no mask, an all-ones one, a padded batch's; fp32, bf16, autocast) with
+    :func:`~llmsizing.activations.layer_terms` (``stack="hf"``, ``attention_mask`` where HF passed the mask
+    on) as ``predicted_bytes`` against the storages the layer saved (``saved_layer_bytes``), and ``error``
+    (chapter 5; the appendix's padded-batch entry)."""
+    import pandas as pd
+
+    from .activations import layer_terms
+
+    df = pd.read_csv(MASKED_SDPA_CSV) if df is None else df.copy()
+    df["mask_passed"] = df["mask_passed"].map(_BOOL)
+    df["predicted_bytes"] = [sum(layer_terms(
+        Model(str(r["model"]), layers=int(r["layers"]), hidden=int(r["hidden"]), heads=int(r["heads"]),
+              kv_heads=int(r["kv_heads"]), head_dim=int(r["head_dim"]), ffn_hidden=int(r["ffn"]),
+              vocab=int(r["vocab"]), gated_mlp=True, tied_embeddings=False, norm="rmsnorm", max_seq=512),
+        batch=int(r["batch"]), seq=int(r["seq"]), dtype="fp32" if r["mode"] == "fp32" else "bf16",
+        attention="flash", stack="hf", autocast=r["mode"] == "autocast-bf16",
+        attention_mask=bool(r["mask_passed"])).values()) for _, r in df.iterrows()]
+    df["error"] = df["predicted_bytes"] / df["saved_layer_bytes"] - 1
+    return df
+
+
+def tp_saved_errors(df=None):
+    """Korthikanti et al. 2022's count under tensor and sequence parallelism
+    (:func:`~llmsizing.activations.activation_memory`'s ``per_layer_bytes``, ``tp``, ``sp``) against the bytes
+    one rank of a torchtitan Llama block saved without recomputation (``data/tp_saved.csv``; the appendix's
+    "Tensor/sequence parallelism" entry): one row per ``(tp, sp)`` with ``measured_bytes``,
+    ``predicted_bytes``, ``error`` and the gap's parts, by hand from the block's code (``p`` = 2 bytes,
+    ``t`` = tp, ``r`` = t with sp, else 1):
+
+    * ``norm_copies``: each eager RMSNorm keeps an fp32 copy of its input and the normalised tensor cast back
+      where the fused kernel keeps its input: ``2 x 4 s b h / r``;
+    * ``repeat_kv``: K and V repeated to the query heads before SDPA: ``2 p s b (a - g) d / t``;
+    * ``silu_out``: the eager SwiGLU's SiLU output, which the fused kernel recomputes: ``p s b f / t``;
+    * ``rope_table``: the complex64 ``freqs_cis`` the rotary multiply saves, ``8 s d / 2``, whole on every
+      rank (one table for all of a model's layers);
+    * ``sp_gathered``: with sp, the all-gathered inputs of the attention's and MLP's matmuls, which DTensor
+      keeps (Megatron-LM keeps the shard and gathers again in the backward): ``2 p s b h (1 - 1/t)``.
+
+    ``untraced_bytes`` is what is left. None of the parts is the CPU's: the CPU flash kernel saves what CUDA's
+    does (Q, K, V, output, fp32 log-sum-exp)."""
+    import pandas as pd
+
+    from .activations import activation_memory
+
+    df = pd.read_csv(TP_SAVED_CSV) if df is None else df.copy()
+    keys = ["tp", "sp", "batch", "seq", "hidden", "heads", "kv_heads", "ffn_hidden"]
+    out = df.groupby(keys, as_index=False, sort=False)["bytes"].sum()
+    out = out.rename(columns={"bytes": "measured_bytes"})
+    rows = []
+    for r in out.itertuples():
+        m = Model("tiny-titan", layers=1, hidden=r.hidden, heads=r.heads, kv_heads=r.kv_heads,
+                  ffn_hidden=r.ffn_hidden, vocab=2048, gated_mlp=True, tied_embeddings=False, norm="rmsnorm",
+                  max_seq=r.seq)
+        t, sp, sb, p, d = int(r.tp), bool(r.sp), r.batch * r.seq, 2, m.head_dim
+        parts = dict(norm_copies=2 * 4 * sb * r.hidden // (t if sp else 1),
+                     repeat_kv=2 * p * sb * (r.heads // t - max(r.kv_heads // t, 1)) * d,
+                     silu_out=p * sb * r.ffn_hidden // t, rope_table=8 * r.seq * d // 2,
+                     sp_gathered=2 * p * sb * r.hidden * (t - 1) // t if sp else 0)
+        pred = activation_memory(m, batch=int(r.batch), seq=int(r.seq), tp=t, sp=sp).per_layer_bytes
+        rows.append(dict(predicted_bytes=pred, **parts, traced_bytes=sum(parts.values())))
+    out = pd.concat([out, pd.DataFrame(rows)], axis=1)
+    out["error"] = out["predicted_bytes"] / out["measured_bytes"] - 1
+    out["untraced_bytes"] = out["measured_bytes"] - out["predicted_bytes"] - out["traced_bytes"]
+    return out
