@@ -1,8 +1,9 @@
 """The causes of chapter 5's two untraced patterns, worked by hand (issue 38; llmsizing.measured_traced).
 
-Parameter counts from the runs' dimensions (KempnerForge's mfu_bench.sh): Llama-3-8B (4096 wide, 32 layers,
-32 heads of 128, 8 KV heads, FFN 14,336, vocabulary 128,256) and KempnerForge's 13B (5120, 40 layers, 40 heads,
-8 KV heads, FFN 17,920 = 1.3 x 2/3 x 4 x 5120 rounded up to 256: its report prints 14.84B parameters).
+Parameter counts from the runs' dimensions (KempnerForge's mfu_bench.sh): Llama-3-8B (4096 wide, 32
+layers, 32 heads of 128, 8 KV heads, FFN 14,336, vocabulary 128,256) and KempnerForge's 13B (5120, 40 layers,
+40 heads, 8 KV heads, FFN 17,920 = 1.3 x 2/3 x 4 x 5120 rounded up to 256: its report prints
+14.84B parameters).
 """
 
 import pytest
@@ -13,7 +14,8 @@ from llmsizing.measured_traced import (compiled_loss_peak_bytes, kempnerforge_pe
 GiB = 2**30
 V = 128_256
 
-# Llama-3-8B: embedding = LM head = 128,256 x 4096; per layer q, o 4096^2, k, v 4096 x 1024, MLP 3 x 4096 x 14,336
+# Llama-3-8B: embedding = LM head = 128,256 x 4096; per layer q, o 4096^2, k, v 4096 x 1024,
+# MLP 3 x 4096 x 14,336
 EMB_8B = V * 4096                                              # 525,336,576
 LAYERS_8B = 32 * (2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14_336)   # 6,979,321,856
 NORMS_8B = 65 * 4096                                           # 266,240
