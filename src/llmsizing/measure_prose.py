@@ -17,6 +17,7 @@ from .activations import activation_memory
 from .allocator_fragmentation import measured_fragmentation
 from .footprint import LOSS_BACKWARD_BYTES_PER_LOGIT
 from .layout_fits import layout_fit_summary, layout_misses, published_layout_fits, published_measured_memory
+from .measured_traced import COMPILED_LOSS_SAVING, kempnerforge_peak_bytes, measured_memory_traced
 from .measurements import (FUSED_SWIGLU_CSV, GPT2_LOSS_PEAK_STEPS_CSV, STEP_TIMELINE_CSV, TOLERANCE,
                            fused_formula_errors, held_out_step_errors, load_steps, loss_bytes_per_logit,
                            masked_sdpa_errors, measured_model, optimizer_temporary_bytes_per_param,
@@ -270,7 +271,9 @@ def measured_memory_prose() -> ChapterText:
     chapter prints and the numbers of its reading. Raises :class:`ProseOutOfDate` where the reading fails:
     every KempnerForge run under-counted, none of torchtitan's own over-counted, torchao's H100 runs not
     over-counted and all its MI300X and B200 runs over-counted, the rest no evidence, the largest ratio the
-    405B pipeline's."""
+    405B pipeline's; and both patterns' causes traced
+    (:func:`~llmsizing.measured_traced.measured_memory_traced`: every multi-GPU KempnerForge run within 2%
+    above its traced peak, every MI300X and B200 run at or above it)."""
     mm = published_measured_memory()
     printed = mm.assign(measured=mm["measured_gib"].map("{:.1f}".format),
                         model=mm["model_gib"].map("{:.1f}".format), ratio=mm["ratio"].map("{:.2f}".format))[
@@ -298,6 +301,19 @@ def measured_memory_prose() -> ChapterText:
     none = tt[~tt["run"].isin(op_sac)]
     _says((none["evidence"] == "no evidence").all() and "405B" in none.loc[none["ratio"].idxmax(), "run"],
           "the other torchtitan runs are no evidence, the 405B pipeline reserving the most over the model")
+    tr = measured_memory_traced()
+    kf_tr, ao_tr = tr[tr["cause"] == "kempnerforge"], tr[tr["cause"] == "compiled loss"]
+    one = kf_tr["run"].str.contains("single GPU")
+    _says(len(kf_tr) == len(kf) and kf_tr.loc[~one, "traced_ratio"].between(1.0, 1.02).all()
+          and one.sum() == 1, "every multi-GPU KempnerForge run allocated 1.00-1.02 times its traced peak")
+    _says(len(ao_tr) == len(ao_over) and (ao_tr["traced_gib"] <= ao_tr["measured_gib"]).all(),
+          "with the compiled loss no MI300X or B200 run reserved less than the peak")
+    one_mb4 = kempnerforge_peak_bytes("llama-3-8b", tp=1, dp=1, batch=4, seq=4096, grad_accum=2)["peak"]
+    one_ratio, one_gib = kf_tr.loc[one, "traced_ratio"].iloc[0], kf_tr.loc[one, "measured_gib"].iloc[0]
+    _says(one_ratio > 1.1 and 1.0 <= one_gib * GiB / one_mb4 < 1.02,
+          "the single GPU's allocation fits only the report's micro-batch of 4")
+    ao_loss_gib = COMPILED_LOSS_SAVING["loss backward"] * kw["batch"] * kw["seq"] * get_model(
+        "llama-3-8b").vocab / GiB
     tp = kf["run"].str.contains("TP=")
     t = {"mm_ao_n": f"{len(ao)}", "mm_ao_h100_ratio": _span(ao_h100["ratio"], "{:.2f}"),
          "mm_ao_over_n": f"{len(ao_over)}", "mm_ao_over_ratio": _span(ao_over["ratio"], "{:.2f}"),
@@ -308,5 +324,10 @@ def measured_memory_prose() -> ChapterText:
          "mm_tt_none_max": f"{none['ratio'].max():.2f}", "mm_kf_n": f"{len(kf)}",
          "mm_kf_ratio": _span(kf["ratio"], "{:.2f}"),
          "mm_kf_ratio_fsdp": _span(kf.loc[~tp, "ratio"], "{:.2f}"),
-         "mm_kf_ratio_tp": _span(kf.loc[tp, "ratio"], "{:.2f}")}
+         "mm_kf_ratio_tp": _span(kf.loc[tp, "ratio"], "{:.2f}"),
+         "mm_kf_traced_n": f"{(~one).sum()}", "mm_kf_traced_ratio": _span(kf_tr.loc[~one, "traced_ratio"],
+                                                                         "{:.2f}"),
+         "mm_kf_one_mb2": f"{one_ratio:.2f}", "mm_kf_one_mb4": f"{one_gib * GiB / one_mb4:.2f}",
+         "mm_ao_loss_gib": f"{ao_loss_gib:.1f} GiB",
+         "mm_ao_traced_ratio": _span(ao_tr["traced_ratio"], "{:.2f}")}
     return ChapterText(t, printed)
