@@ -1,8 +1,8 @@
 """stack="torchtitan" (issue 38, tt47): the fused count plus what eager torchtitan keeps, against every
 layout of ``data/tp_saved.csv`` (tools/measure_tp_saved.py: one torchtitan Llama block, hidden 256, 8 heads of
 32, 4 KV heads, FFN 512, batch 2 x 64 tokens, bf16, split by torchtitan's plan over gloo, no recomputation;
-every storage autograd saved on rank 0). The expected bytes are worked by hand from the block's code, never from the
-library's output."""
+every storage autograd saved on rank 0). The expected bytes are worked by hand from the block's code, never
+from the library's output."""
 
 import csv
 from pathlib import Path
