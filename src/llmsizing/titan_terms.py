@@ -25,6 +25,10 @@ the fused count (``p`` bytes per element, ``t`` = tp, ``r`` = t with SP, else 1)
 Once per model, not per layer: RoPE's complex64 ``freqs_cis`` (l.38-57, ``max_seq_len`` = the training
 sequence, ``train.py`` l.107), which every layer's rotary multiply saves: ``8 s d / 2`` bytes
 (:func:`rope_table_bytes`). What the stack does not describe is refused (:func:`check_torchtitan`).
+
+Eager only: ``torch.compile`` fuses the norms and SiLU and may save less. KempnerForge's published steps
+(built on torchtitan, compiled, full recomputation) move by at most 0.33 GiB under this stack: it does not
+explain their under-count in chapter 5 (tt47's report, 2026-12-05).
 """
 
 from __future__ import annotations
