@@ -28,7 +28,7 @@ sequence, ``train.py`` l.107), which every layer's rotary multiply saves: ``8 s 
 
 Eager only: ``torch.compile`` fuses the norms and SiLU and may save less. KempnerForge's published steps
 (built on torchtitan, compiled, full recomputation) move by at most 0.31 GiB under this stack: it does not
-explain their under-count in chapter 5 (tt47's report, 2026-12-05).
+explain their under-count in chapter 5 (issue 38, 2026-12-05).
 """
 
 from __future__ import annotations
