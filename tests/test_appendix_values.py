@@ -778,8 +778,9 @@ def test_a_false_tp47_statement_raises(monkeypatch):
 
     te = llmsizing.step_measurements.tp_saved_errors
     name = ("the tensor-parallel count is low on each layout of torchtitan's block "
-            "by exactly the named tensors")
+            "by exactly the named tensors, which stack='torchtitan' adds")
     for broken in (lambda d: d.assign(untraced_bytes=[0, 0, 1, 0, 0]),
+                   lambda d: d.assign(torchtitan_bytes=d["torchtitan_bytes"] + [0, 0, 0, 1, 0]),
                    lambda d: d.assign(error=d["error"].abs())):
         with monkeypatch.context() as m:
             m.setattr(llmsizing.step_measurements, "tp_saved_errors", lambda *a, b=broken: b(te(*a)))

@@ -51,6 +51,7 @@ from .op_sac import (OP_SAC_SOURCE, check_op_sac, op_sac_layer_bytes, op_sac_mat
                      op_sac_shared_bytes)
 from .parallel import OP_SAC_MODES, OP_SAC_SDPA_SAVED, RECOMPUTE, RECOMPUTE_MODES, check_layout
 from .precision import ACTIVATION_DTYPES, DTYPE_BYTES  # noqa: F401 (ACTIVATION_DTYPES: re-exported)
+from .titan_terms import check_torchtitan, lm_head_gathered_bytes, rope_table_bytes, torchtitan_extra_terms
 
 
 ATTENTION = ("flash", "eager")
@@ -58,8 +59,8 @@ ATTENTION = ("flash", "eager")
 
 #: Software stacks (chapter 4, "The peak of a step"): ``"fused"`` counts what Megatron-style fused kernels
 #: save (Korthikanti et al. 2022); ``"hf"`` what Hugging Face ``transformers`` modules save as they are
-#: written.
-STACKS = ("fused", "hf")
+#: written; ``"torchtitan"`` what eager torchtitan's Llama saves (:mod:`llmsizing.titan_terms`).
+STACKS = ("fused", "hf", "torchtitan")
 
 
 
@@ -167,6 +168,12 @@ def dense_layer_terms(model: Model, *, batch, seq, dtype: str = "bf16", attentio
             terms["attention_core"] += masked_sdpa_extra_bytes(model, batch=batch, seq=seq, dtype=dtype,
                                                                attention=attention, tp=tp, autocast=autocast)
         return terms
+    if stack == "torchtitan":     # the fused count plus what eager torchtitan keeps (llmsizing.titan_terms)
+        check_torchtitan(model, attention=attention, dropout=dropout, tp=tp, autocast=autocast,
+                         selective=selective)
+        terms = dense_layer_terms(model, batch=batch, seq=seq, dtype=dtype, tp=tp, sp=sp)
+        extra = torchtitan_extra_terms(model, batch=batch, seq=seq, dtype=dtype, tp=tp, sp=sp)
+        return {k: v + extra[k] for k, v in terms.items()}
     p = DTYPE_BYTES[dtype]
     s, b = seq, batch
     h, a, g, d, f = model.hidden, model.heads, model.kv_heads, model.head_dim, model.ffn_hidden
@@ -408,6 +415,9 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
     check_layout(model, tp=tp, sp=sp)
     stack, autocast = _check_stack(stack, autocast, dtype, recompute == "selective")
     fp8 = _check_fp8(fp8, stack, autocast)
+    if stack == "torchtitan":
+        check_torchtitan(model, attention=attention, dropout=dropout, tp=tp, autocast=autocast,
+                         selective=recompute == "selective", cp=cp)
 
     p = DTYPE_BYTES[dtype]
     p_res = 4.0 if autocast else p               # the residual stream's dtype (fp32 under autocast)
@@ -465,13 +475,17 @@ def dense_activation_memory(model: Model | str, *, batch: int, seq: int, dtype: 
               + p * sb * h / r                               # LM-head input
               + DTYPE_BYTES[logits_dtype] * sb * V / tp      # log-probabilities saved by the loss
               + 8 * sb)                                      # int64 targets
-    if stack == "hf":
-        # Hugging Face: the final norm saves what its layers' norms save. The LM head's output itself is not
-        # kept: ForCausalLMLoss upcasts it with .float() and log_softmax saves only its own fp32 output (the
-        # Trainer drops the model's outputs before the backward), as measured.
+    if stack in ("hf", "torchtitan"):
+        # Hugging Face and torchtitan (eager RMSNorm, F.cross_entropy on .float(), train.py l.132): the final
+        # norm saves what its layers' norms save. The LM head's output itself is not kept: ForCausalLMLoss
+        # upcasts it with .float() and log_softmax saves only its own fp32 output (the Trainer drops the
+        # model's outputs before the backward), as measured.
         one_norm = _hf_layer_terms(model, **{k: v for k, v in kw.items()
                                              if k not in ("stack", "fp8", "attention_mask")})["norms"] / 2
         logits += one_norm - (p * sb * h + stats * sb) / r
+    if stack == "torchtitan":     # SP: the LM head keeps its gathered input; RoPE's table, once per model
+        logits += lm_head_gathered_bytes(model, batch=batch, seq=seq, dtype=dtype, tp=tp, sp=sp)
+        embedding += rope_table_bytes(model, seq=seq)
     comps["embedding"] = embedding
     comps["logits"] = logits
     comps = {k: comps[k] for k in ACT_COMPONENTS}

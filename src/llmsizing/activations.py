@@ -121,8 +121,11 @@ def activation_memory(model: Model | str, *, batch: int, seq: int, dtype: str = 
     rest. Pipeline parallelism is not an argument: with 1F1B the first stage holds ``pp`` micro-batches of
     ``L/pp`` layers, i.e. about the same bytes as here (Korthikanti Sec. 4.2.3).
 
-    ``stack`` chooses the software stack (:data:`STACKS`): ``"fused"`` (the default, the formula above) or
-    ``"hf"`` (Hugging Face ``transformers`` modules, :func:`_hf_layer_terms`; no selective recomputation).
+    ``stack`` chooses the software stack (:data:`STACKS`): ``"fused"`` (the default, the formula above),
+    ``"hf"`` (Hugging Face ``transformers`` modules, :func:`_hf_layer_terms`; no selective recomputation) or
+    ``"torchtitan"`` (eager torchtitan's Llama, :mod:`llmsizing.titan_terms`: the fused count plus its norms'
+    fp32 copies, K and V repeated, SiLU's output and with SP the gathered inputs; RoPE's table once, in
+    ``embedding_bytes``; flash, no dropout, autocast, selective recomputation or ``cp``).
     ``autocast=True`` (with ``dtype="bf16"``) counts ``torch.autocast``'s mix of fp32 and bf16 tensors.
     ``fp8`` (an FP8 recipe's name) saves the Linear inputs as that recipe does (:func:`_fp8_saved`).
 

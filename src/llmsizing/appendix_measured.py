@@ -106,8 +106,10 @@ def measured_claims(m) -> dict[str, bool]:
             fused["selective", "eager"] < -0.01 and (fused.drop(("selective", "eager")).abs() < 0.01).all(),
         "a padded batch's layer count is exact in every measured configuration":
             (m["mask"]["error"] == 0).all(),
-        "the tensor-parallel count is low on each layout of torchtitan's block by exactly the named tensors":
-            (m["tps"]["error"] < 0).all() and (m["tps"]["untraced_bytes"] == 0).all(),
+        "the tensor-parallel count is low on each layout of torchtitan's block by exactly the named tensors, "
+        "which stack='torchtitan' adds":
+            (m["tps"]["error"] < 0).all() and (m["tps"]["untraced_bytes"] == 0).all()
+            and (m["tps"]["torchtitan_bytes"] == m["tps"]["measured_bytes"]).all(),
         "KempnerForge's tensor-parallel steps all peak above the library's":
             len(m["tp"]) > 0 and m["tp"]["run"].str.startswith("KempnerForge").all()
             and (m["tp"]["ratio"] > 1).all(),

@@ -401,7 +401,7 @@ STEP_PARTS = ("weights", "optimizer states", "gradients", "activations", "autoca
 #: alive. Measured at exactly 8.0 for every configuration of ``data/step_measurements.csv``, both stacks and
 #: every precision (chapter 5). Fused or chunked cross-entropy kernels (Megatron's vocab-parallel one writes
 #: the gradient in place of its saved softmax; Liger-Kernel's never materialises the logits) allocate less.
-LOSS_BACKWARD_BYTES_PER_LOGIT = {"fused": 8.0, "hf": 8.0}
+LOSS_BACKWARD_BYTES_PER_LOGIT = {"fused": 8.0, "hf": 8.0, "torchtitan": 8.0}   # torchtitan: F.cross_entropy
 
 
 #: One layer's backward working set, as a multiple of what that layer saved for backward (the gradients of

@@ -117,7 +117,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
 
     The parts: :func:`~llmsizing.gpu_states.model_states`; :func:`~llmsizing.activations.activation_memory` of
     one micro-batch of ``batch`` sequences of ``seq`` tokens, on the software ``stack`` (``"fused"``:
-    Megatron-style kernels; ``"hf"``: Hugging Face ``transformers`` modules as they are); the loss's
+    Megatron-style kernels; ``"hf"``: Hugging Face ``transformers`` modules as they are; ``"torchtitan"``:
+    eager torchtitan, :mod:`~llmsizing.titan_terms`); the loss's
     temporaries (:data:`LOSS_BACKWARD_BYTES_PER_LOGIT`); the optimizer's temporaries
     (:func:`optimizer_temporaries_bytes`, ``optimizer_impl`` one of :data:`OPTIMIZER_IMPLS`); and with
     ``precision="bf16-amp"`` (fp32 weights, grads and AdamW states under ``torch.autocast(bf16)``, what the

@@ -461,10 +461,12 @@ def tp_saved_errors(df=None):
       keeps (Megatron-LM keeps the shard and gathers again in the backward): ``2 p s b h (1 - 1/t)``.
 
     ``untraced_bytes`` is what is left. None of the parts is the CPU's: the CPU flash kernel saves what CUDA's
-    does (Q, K, V, output, fp32 log-sum-exp)."""
+    does (Q, K, V, output, fp32 log-sum-exp). ``torchtitan_bytes``: ``stack="torchtitan"``'s count of the
+    block, its ``per_layer_bytes`` plus RoPE's table (:mod:`llmsizing.titan_terms`), adding these parts."""
     import pandas as pd
 
     from .activations import activation_memory
+    from .titan_terms import rope_table_bytes
 
     df = pd.read_csv(TP_SAVED_CSV) if df is None else df.copy()
     keys = ["tp", "sp", "batch", "seq", "hidden", "heads", "kv_heads", "ffn_hidden"]
@@ -481,7 +483,10 @@ def tp_saved_errors(df=None):
                      silu_out=p * sb * r.ffn_hidden // t, rope_table=8 * r.seq * d // 2,
                      sp_gathered=2 * p * sb * r.hidden * (t - 1) // t if sp else 0)
         pred = activation_memory(m, batch=int(r.batch), seq=int(r.seq), tp=t, sp=sp).per_layer_bytes
-        rows.append(dict(predicted_bytes=pred, **parts, traced_bytes=sum(parts.values())))
+        titan = (activation_memory(m, batch=int(r.batch), seq=int(r.seq), tp=t, sp=sp, stack="torchtitan")
+                 .per_layer_bytes + rope_table_bytes(m, seq=int(r.seq)))
+        rows.append(dict(predicted_bytes=pred, **parts, traced_bytes=sum(parts.values()),
+                         torchtitan_bytes=titan))
     out = pd.concat([out, pd.DataFrame(rows)], axis=1)
     out["error"] = out["predicted_bytes"] / out["measured_bytes"] - 1
     out["untraced_bytes"] = out["measured_bytes"] - out["predicted_bytes"] - out["traced_bytes"]

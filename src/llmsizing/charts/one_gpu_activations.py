@@ -246,7 +246,6 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     (colour) and attention kernel (solid flash, dashed eager); computed by
     :func:`llmsizing.memory.max_micro_batch`. The ``"hf"`` stack has no selective recomputation. Chapter 4."""
     from .._validate import check_choice
-    from ..activations import STACKS
     import matplotlib.ticker
     import numpy as np
 
@@ -257,7 +256,7 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     g = get_gpu(gpu)
     par = _zero3(zero3_gpus)
     seqs = np.array(MMB_SEQS)
-    stack = check_choice("stack", stack, STACKS)
+    stack = check_choice("stack", stack, ("fused", "hf"))   # (torchtitan's stack: no eager attention)
     key = (m, g, precision, dropout, par, stack)
     curves = _MMB_KEPT.pop(key, None)          # (popped and put back: the most recent last)
     if curves is None:
