@@ -11,7 +11,7 @@ and drain at the slowest stage's speed, as before session 39: the bubble ``(pp -
 on the single line); ``N`` (net47, issue 34: the DP/TP/CP rings that leave the node with NCCL's tuner's
 latency, ``ring_collective(latency="nccl")``, :mod:`llmsizing.nccl_steps`) and ``A-N`` (A with it).
 
-Pre-registered (phys47, /work/notes/s47/phys47-report.md): each area as tools/calibrate.py computes it,
+Pre-registered (phys47, 2026-12-05, before any measurement): each area as tools/calibrate.py computes it,
 under the variant: the per-run kernel efficiencies re-inverted, the kernel-efficiency table
 (data/kernel_efficiency.csv as tools/calibrate.py's kernel_csv would write it) refit on every run and
 installed in this process only (the MoE range and the checks read it), the training-layout nested

@@ -44,8 +44,9 @@ from .hardware import kernel_efficiency as default_efficiency
 from .kernels import compute_seconds, rates
 from .model import Model
 from .moe import expert_data_parallel, stage_split
+# ring_bytes: comm's since chapter 7, now network's (still importable from here)
 from .network import (LATENCY_MODELS, Collective, GroupLink, Node, _call_latency_s, get_node, group_link,
-                      latency_steps, link_wire_factor, ring_bytes)  # noqa: F401  (ring_bytes: comm's since chapter 7, now network's)
+                      latency_steps, link_wire_factor, ring_bytes)  # noqa: F401
 from .parallel import (OP_SAC_MODES, OP_SAC_SDPA_SAVED, RECOMPUTE_MODES, Parallel, check_recompute_layers,
                        layers_per_stage, recomputed_layers, resolve_parallel)
 from .pipeline_schedule import dualpipe_rank_mean, grad_reduces
@@ -105,7 +106,7 @@ def ring_collective(name: str, group: str, n: int, kind: str, message: float, ca
     (the latency ``alpha_s``, the bandwidth ``small_bandwidth_gbps``) or LL128/Simple (``large_alpha_s``, the
     full bandwidth), as :func:`~llmsizing.network.collective_time_s` prices serving's (the same seconds a
     call); a link class without a fitted log keeps the single line. Pre-registered measurement (phys47,
-    /work/notes/s47/phys47-report.md): on ``training-layout`` and ``moe-layout`` by their nested
+    ``tools/physics_ab.py``): on ``training-layout`` and ``moe-layout`` by their nested
     leave-one-source-out checks, every fitted parameter refit in fold; adopt only if the out-of-source
     coverage stays >= 75% and the median width does not grow. Measured (phys47, 2026-12-05,
     ``tools/physics_ab.py``): training-layout 87.4% -> 86.5%, width 1.529 -> 1.570 (FP8 75% -> 62.5%);
