@@ -216,25 +216,43 @@ def _rank(rank, world, port, sp, queue):
     dist.destroy_process_group()
 
 
-def main() -> int:
-    import torch
+def run_layouts(rank_fn, layouts):
+    """Each ``(tp, sp)`` of ``layouts`` on ``tp`` CPU processes spawned afresh and joined by gloo:
+    ``rank_fn(rank, tp, port, sp, queue)`` runs on each, rank 0 putting its result on the queue. Yields
+    ``(tp, sp, result)``; SystemExit when a rank fails (also used by tools/measure_tp_saved.py)."""
     import torch.multiprocessing as mp
 
-    rows, today = [], dt.date.today().isoformat()
     ctx = mp.get_context("spawn")
-    for tp, sp in LAYOUTS:
+    for tp, sp in layouts:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         q = ctx.Queue()
-        procs = [ctx.Process(target=_rank, args=(r, tp, port, sp, q)) for r in range(tp)]
+        procs = [ctx.Process(target=rank_fn, args=(r, tp, port, sp, q)) for r in range(tp)]
         for p in procs:
             p.start()
-        by_op, diff = q.get(timeout=600)
+        result = q.get(timeout=600)
         for p in procs:
             p.join()
             if p.exitcode:
                 raise SystemExit(f"tp={tp} sp={sp}: a rank exited with {p.exitcode}")
+        yield tp, sp, result
+
+
+def write_rows(rows: list[dict], out: Path) -> None:
+    """The measured rows to ``out`` as CSV, the columns in the first row's order."""
+    with open(out, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"wrote {out} ({len(rows)} rows)")
+
+
+def main() -> int:
+    import torch
+
+    rows, today = [], dt.date.today().isoformat()
+    for tp, sp, (by_op, diff) in run_layouts(_rank, LAYOUTS):
         for op, (n, b) in sorted(by_op.items()):
             rows.append(dict(tp=tp, sp=sp, batch=BATCH, seq=SEQ, hidden=HIDDEN, heads=HEADS,
                              kv_heads=KV_HEADS, ffn_hidden=FFN,
@@ -243,11 +261,7 @@ def main() -> int:
                              source="tools/measure_op_sac_tp.py (torch.utils.checkpoint SAC cache, gloo CPU)",
                              as_of=today))
         print(tp, sp, {k: v for k, v in by_op.items()}, f"grad diff {diff:.3g}", file=sys.stderr)
-    with open(OUT, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {OUT} ({len(rows)} rows)")
+    write_rows(rows, OUT)
     return 0
 
 

@@ -19,7 +19,6 @@ Compared with :func:`llmsizing.activations.activation_memory` (Korthikanti et al
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import socket
 import sys
@@ -81,23 +80,9 @@ def _rank(rank, world, port, sp, queue):
 
 def main() -> int:
     import torch
-    import torch.multiprocessing as mp
 
     rows, today = [], dt.date.today().isoformat()
-    ctx = mp.get_context("spawn")
-    for tp, sp in LAYOUTS:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        q = ctx.Queue()
-        procs = [ctx.Process(target=_rank, args=(r, tp, port, sp, q)) for r in range(tp)]
-        for p in procs:
-            p.start()
-        saved, diff = q.get(timeout=600)
-        for p in procs:
-            p.join()
-            if p.exitcode:
-                raise SystemExit(f"tp={tp} sp={sp}: a rank exited with {p.exitcode}")
+    for tp, sp, (saved, diff) in opsac.run_layouts(_rank, LAYOUTS):
         for (module, producer, dtype, shape), (n, b) in saved.items():
             rows.append(dict(tp=tp, sp=sp, batch=opsac.BATCH, seq=opsac.SEQ, hidden=opsac.HIDDEN,
                              heads=opsac.HEADS, kv_heads=opsac.KV_HEADS, ffn_hidden=opsac.FFN,
@@ -107,11 +92,7 @@ def main() -> int:
                              host=socket.gethostname(),
                              source="tools/measure_tp_saved.py (saved_tensors_hooks, gloo CPU)", as_of=today))
         print(tp, sp, sum(b for _, b in saved.values()), f"grad diff {diff:.3g}", file=sys.stderr)
-    with open(OUT, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {OUT} ({len(rows)} rows)")
+    opsac.write_rows(rows, OUT)
     return 0
 
 
