@@ -103,3 +103,30 @@ def test_traced_rows_close_both_patterns():
     ao = t[t["cause"] == "compiled loss"]
     assert len(ao) == 7 and (ao["model_gib"] > ao["measured_gib"]).all()
     assert (ao["traced_gib"] <= ao["measured_gib"]).all()
+
+
+def test_the_traced_rows_come_from_the_data_files_column_not_the_runs_names(monkeypatch):
+    """Which rows are traced is data/published_measured_memory.csv's ``code_traced`` column: 14 KempnerForge
+    rows (every max_allocated row of the file) and 7 torchao MI300X/B200 rows, counted from the CSV; with the
+    column blank nothing is traced (the old code picked rows by name), and an unknown cause is refused."""
+    import csv
+
+    import pandas as pd
+
+    import llmsizing.layout_fits as lf
+    from llmsizing.measured_traced import measured_memory_traced
+    with open(lf.MEASURED_MEMORY_CSV, newline="") as f:
+        rows = list(csv.DictReader(f))
+    want = {r["run"]: r["code_traced"] for r in rows if r["code_traced"]}
+    assert sum(v == "kempnerforge" for v in want.values()) == 14 == sum(
+        r["statistic"] == "max_allocated" for r in rows)
+    assert sum(v == "compiled loss" for v in want.values()) == 7
+    got = measured_memory_traced()
+    assert dict(zip(got["run"], got["cause"])) == want
+    real = lf.published_measured_memory
+    monkeypatch.setattr(lf, "published_measured_memory", lambda: real().assign(code_traced=""))
+    assert measured_memory_traced().empty
+    monkeypatch.setattr(lf, "published_measured_memory",
+                        lambda: pd.DataFrame(real()).assign(code_traced="eager loss"))
+    with pytest.raises(ValueError, match="code_traced"):
+        measured_memory_traced()

@@ -305,7 +305,8 @@ def _evidence(statistic: str, model_gib: float, measured_gib: float) -> str:
 def published_measured_memory():
     """Each published memory measurement (:data:`MEASURED_MEMORY_CSV`) against the model's peak of the step
     for its run: run, statistic, measured_gib, micro_batch, model_gib (the peak, no allowance),
-    model_total_gib (with it), ratio (measured / model_gib) and evidence (:func:`_evidence`).
+    model_total_gib (with it), ratio (measured / model_gib), evidence (:func:`_evidence`) and code_traced
+    (the file's column: the cause :mod:`llmsizing.measured_traced` prices from the run's code, else "").
 
     The run is priced as :func:`published_layout_fits` prices it, as its source states it where
     ``data/memory_as_stated.csv`` has a recipe (:func:`stated_rows`), and at the micro-batch the measured
@@ -341,5 +342,6 @@ def published_measured_memory():
         out.append(dict(run=m.run, statistic=m.statistic, measured_gib=m.measured_gib,
                         micro_batch=args["batch"], model_gib=model_gib,
                         model_total_gib=step.total_bytes / GiB, ratio=m.measured_gib / model_gib,
-                        evidence=_evidence(m.statistic, model_gib, m.measured_gib)))
+                        evidence=_evidence(m.statistic, model_gib, m.measured_gib),
+                        code_traced="" if _blank(m.code_traced) else m.code_traced))
     return pd.DataFrame(out)

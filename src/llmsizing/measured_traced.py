@@ -91,11 +91,16 @@ def compiled_loss_peak_bytes(step, model, *, batch: int, seq: int, tp: int = 1) 
     return max(v - COMPILED_LOSS_SAVING.get(k, 0.0) * logits for k, v in step.phases_bytes.items())
 
 
+#: The causes ``data/published_measured_memory.csv``'s ``code_traced`` column may name, each priced here.
+TRACED_CAUSES = ("kempnerforge", "compiled loss")
+
+
 def measured_memory_traced():
-    """The two patterns' rows of :func:`~llmsizing.layout_fits.published_measured_memory` with their traced
-    peak: ``run, measured_gib, model_gib, traced_gib, traced_ratio`` (measured / traced) and ``cause``
-    (``"kempnerforge"``: :func:`kempnerforge_peak_bytes`; ``"compiled loss"``: torchao's MI300X and B200
-    runs, :func:`compiled_loss_peak_bytes` of the row's step)."""
+    """The rows of :func:`~llmsizing.layout_fits.published_measured_memory` whose ``code_traced`` names a
+    cause (the data file's column, not the run's name) with their traced peak: ``run, measured_gib,
+    model_gib, traced_gib, traced_ratio`` (measured / traced) and ``cause`` (``"kempnerforge"``:
+    :func:`kempnerforge_peak_bytes`; ``"compiled loss"``: torchao's MI300X and B200 runs,
+    :func:`compiled_loss_peak_bytes` of the row's step)."""
     import pandas as pd
 
     from .layout_fits import _dense_job_args, _stated_step, published_measured_memory, stated_rows
@@ -108,10 +113,13 @@ def measured_memory_traced():
     dense["dtype"] = dense["dtype"].fillna("bf16")
     rows, stated, out = {r.run: r for r in dense.itertuples()}, stated_rows(), []
     for run, m in mm.iterrows():
-        kf = m["statistic"] == "max_allocated"
-        ao = "torchao README" in run and ("MI300X" in run or "B200" in run)
-        if not (kf or ao):
+        cause = m["code_traced"]         # the data file's column (data/published_measured_memory.csv)
+        if cause not in TRACED_CAUSES:
+            if cause:
+                raise ValueError(f"code_traced of {run!r} must be one of {', '.join(TRACED_CAUSES)} or "
+                                 f"empty, got {cause!r}")
             continue
+        kf = cause == "kempnerforge"
         args, _ = _dense_job_args(rows[run])
         mb = int(m["micro_batch"])
         args = {**args, "batch": mb, "grad_accum": args["batch"] * args["grad_accum"] // mb}
@@ -125,5 +133,5 @@ def measured_memory_traced():
             traced = compiled_loss_peak_bytes(step, args["model"], batch=mb, seq=args["seq"], tp=par.tp)
         out.append(dict(run=run, measured_gib=m["measured_gib"], model_gib=m["model_gib"],
                         traced_gib=traced / GiB, traced_ratio=m["measured_gib"] * GiB / traced,
-                        cause="kempnerforge" if kf else "compiled loss"))
+                        cause=cause))
     return pd.DataFrame(out)
