@@ -344,6 +344,25 @@ REGISTERED = {
 }
 #: The groups :func:`registered_check` reports coverage and width for (columns of its per-run table).
 REPORT_BY = ("generation", "stack_family", "dtype", "kind")
+#: Session 48's pre-registered candidates for the range of ``"registered"`` (the same fit, refit in every
+#: outer and inner fold; only the conformal bounds change), with the rule, before any was computed: adopt only
+#: if, over the runs calibrated in their fold, coverage stays >= 75% in every group of data/intervals.csv's
+#: training-inputs at >= 75% today and the median width falls below 1.8637x (narrowest if several; 3 tries).
+#: ``"levels"``: strata finest first, each needing min_units sources, else pooled; ``"scaled"``: normalised
+#: residuals |r| / s(x) (Lei et al. 2018 Sec. 5.2), log s(x) the source-weighted least squares of
+#: log max(|r|, 0.01) on the flags, each inner row scored without its source, quantile per generation.
+#: Dead end (all three fail, none adopted): coverage / median width 85.0% / 1.905x, 91.4% / 2.045x,
+#: 90.0% / 2.098x against today's 84.3% / 1.864x (each also drops fp8, 11 runs, to 72.7%). A stratum of
+#: fewer sources pays a larger finite-sample step, (S + 1) / S, in every fold (hopper's named stacks: 11
+#: sources, 10 in a fold), and no split isolates the wide residuals: Ampere's BloombergGPT (x0.60), InternLM
+#: (x1.35) and OPT (x0.73) are steady states; Hopper's KempnerForge (x0.70-1.56 in one source), Megatron-LM's
+#: model table (x1.28) and torchtitan's H200 run (x1.44) are named stacks, beside the Llama 3 / 3.1 cards'
+#: unnamed whole runs (x0.76, x0.84).
+REGISTERED48 = {
+    "kind_strata": ("levels", ("generation:kind", "kind")),
+    "named_strata": ("levels", ("generation:named", "named")),
+    "scaled": ("scaled", ("stack_unnamed", "batch_unpublished", "whole_run")),
+}
 
 
 def registered_check(name: str = "registered", *, coverage: float = 0.8):
