@@ -226,6 +226,16 @@ def test_the_rule_as_stated_is_the_rule_applied(table):
     assert row["bound"] == "at least" and row["library"] > row["library_central"] > 12
 
 
+def test_more_gpus_are_not_said_never_to_raise_the_mfu(table):
+    # by hand: one H100 holds Mistral 7B's step only with the optimizer on the CPU (two hold it without), and a
+    # run that waits for its host is slower per GPU, so with the host's time counted 8 GPUs cost less than one:
+    # the audit's ratio is below 1, and the prose must not say that more GPUs never raise the MFU
+    row = table.set_index("id").loc["000-faq-8x50-cheaper"]
+    assert row["library"] < 1 and "needs CPU offload" in row["verdict"]
+    md = " ".join(_markdown().split())
+    assert "never raise the MFU" not in md and "spare a step recomputation or offload" in md
+
+
 def test_seed_efficiency_layouts_worked_by_hand():
     """Chapter 14's efficiency table (seed 000's 85-95%, 70-85%, 50-70%, 75-90%), from its printed parts."""
     e = seed_efficiency_layouts()
