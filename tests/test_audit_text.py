@@ -227,9 +227,9 @@ def test_the_rule_as_stated_is_the_rule_applied(table):
 
 
 def test_more_gpus_are_not_said_never_to_raise_the_mfu(table):
-    # by hand: one H100 holds Mistral 7B's step only with the optimizer on the CPU (two hold it without), and a
-    # run that waits for its host is slower per GPU, so with the host's time counted 8 GPUs cost less than one:
-    # the audit's ratio is below 1, and the prose must not say that more GPUs never raise the MFU
+    # by hand: one H100 holds Mistral 7B's step only with the optimizer on the CPU (two hold it without),
+    # and a run that waits for its host is slower per GPU, so with the host's time counted 8 GPUs cost less
+    # than one: the audit's ratio is below 1, and the prose must not say more GPUs never raise the MFU
     row = table.set_index("id").loc["000-faq-8x50-cheaper"]
     assert row["library"] < 1 and "needs CPU offload" in row["verdict"]
     md = " ".join(_markdown().split())
