@@ -44,7 +44,8 @@ OPEN_SETTINGS = {
     "optimizer step": "fused AdamW (never needs more memory than foreach)",
     "layout": "without and, for a run on n GPUs that does not fit, with CPU offload (ZeRO-Offload)",
     "method": "full fine-tuning and LoRA, where a seed says 'fine-tuning'",
-    "efficiency": "any MFU in the calibrated band of chapter 10 (times, throughputs, costs)",
+    "efficiency": "any MFU in the calibrated band of chapter 10 (times, throughputs, costs; a LoRA run's "
+                  "time and cost: any point of chapter 16's range)",
     "recomputation": "full for a memory claim (the least a step keeps); full (central) and none for a "
                      "memory ratio",
     "micro-batch": "the seed's; where it names none, one sequence (the least memory: the most favourable "

@@ -194,7 +194,7 @@ def _published_b200(facts: ChapterText, df, run, model, loso_runs, win, lead, ch
     text["b200_at_bf16_month"] = (
         f"even the slow end of its range ({slow:,.1f} days) makes the month" if slow <= 30 else
         f"its point estimate still makes the month, the slow end of its range ({slow:,.1f} days) does not")
-    # the like-for-like the same source allows: its BF16 baseline on eight H100s (same script, model, FSDP2)
+    # the like-for-like the same source allows: its BF16 baseline on eight H100s (same torchtitan recipe)
     ao = loso_runs[(loso_runs["source_key"] == bf["source_key"]) & (loso_runs["dtype"] == "bf16")]
     ao_h = ao[ao["gpu"] == "H100 SXM"]
     _says(
