@@ -98,8 +98,9 @@ def traced_step(run: str, cause: str, *, micro_batch: int | None = None):
 def measured_memory_traced():
     """The rows of :func:`~llmsizing.layout_fits.published_measured_memory` whose ``code_traced`` names a
     cause (the data file's column, not the run's name) with their traced peak: ``run, measured_gib,
-    model_gib, traced_gib, traced_ratio`` (measured / traced) and ``cause``, each priced by
-    :func:`traced_step` at the micro-batch the measured run used."""
+    model_gib, traced_gib, traced_ratio`` (measured / traced), ``cause`` and ``gathered_gib`` (ZeRO-3's
+    gathered unit in that peak, :func:`~llmsizing.zero_traffic.zero3_gathered_bytes`: module docstring), each
+    priced by :func:`traced_step` at the micro-batch the measured run used."""
     import pandas as pd
 
     from .layout_fits import published_measured_memory
@@ -109,10 +110,11 @@ def measured_memory_traced():
     for m in published_measured_memory().itertuples():
         if not m.code_traced:
             continue
-        traced = traced_step(m.run, m.code_traced, micro_batch=m.micro_batch).peak_bytes
+        step = traced_step(m.run, m.code_traced, micro_batch=m.micro_batch)
+        traced = step.peak_bytes
         out.append(dict(run=m.run, measured_gib=m.measured_gib, model_gib=m.model_gib,
                         traced_gib=traced / GiB, traced_ratio=m.measured_gib * GiB / traced,
-                        cause=m.code_traced))
+                        cause=m.code_traced, gathered_gib=step.gathered_bytes / GiB))
     return pd.DataFrame(out)
 
 
