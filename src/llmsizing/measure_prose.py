@@ -331,7 +331,6 @@ def measured_memory_prose() -> ChapterText:
          "mm_kf_traced_n": f"{(~one).sum()}", "mm_kf_traced_ratio": _span(kf_tr.loc[~one, "traced_ratio"],
                                                                          "{:.2f}"),
          "mm_kf_traced_unit_ratio": _span(unit_ratio[~one], "{:.2f}"),
-         "mm_kf_traced_unit_n": f"{(kf_tr.loc[~one, 'gathered_gib'] > 0).sum()}",
          "mm_kf_one_mb2": f"{one_ratio:.2f}", "mm_kf_one_mb4": f"{one_gib * GiB / one_mb4:.2f}",
          "mm_ao_loss_gib": f"{ao_loss_gib:.1f} GiB",
          "mm_ao_traced_ratio": _span(ao_tr["traced_ratio"], "{:.2f}")}

@@ -25,13 +25,14 @@ in :mod:`llmsizing.footprint`), and this module prices the rows ``data/published
   2025-04-02); the torchtitan 0.0.2 of the H100 runs (README of 2025-03-12) ran it eagerly, as the default
   prices it.
 
-What the generic model adds to the sum of session 47's trace (weights, optimizer states, gradients, layer
-inputs, loss; the functions :func:`kempnerforge_peak_bytes` and :func:`compiled_loss_peak_bytes` that held it
-are deprecated wrappers now): the torchao rows come out the same to the byte (their steps were already the
+What the generic model adds to the first trace's own sum (weights, optimizer states, gradients, layer inputs,
+loss; :func:`kempnerforge_peak_bytes` and :func:`compiled_loss_peak_bytes`, which held it, are deprecated
+wrappers now): the torchao rows come out the same to the byte (their steps were already the
 model's). The KempnerForge rows without FSDP (the single GPU and TP-only) move by the final norm's and the
-LM head's inputs and the targets, 0.07-0.12 GiB (measured / traced 1.16, 1.003, 1.008). The rows with FSDP
+LM head's inputs and the targets, 0.06-0.13 GiB (measured / traced 1.16, 1.003, 1.008). The rows with FSDP
 move by ZeRO-3's gathered unit too (:func:`~llmsizing.zero_traffic.zero3_gathered_bytes`: the largest unit's
-weights and gradient, held in every phase): 0.5-2.5 GiB, so they read 0.97-1.00 instead of 1.00-1.02. That
+weights and gradient, held in every phase): 0.5-2.8 GiB in all, so they read 0.97-1.00 instead of 1.00-1.02
+(1.00-1.01 without the unit: ``gathered_gib`` of :func:`measured_memory_traced`). That
 term is the model's own and stays: KempnerForge reshards its whole model after the forward (``apply_fsdp2``
 passes ``reshard_after_forward=True`` to the root too), so around its loss no unit is gathered, and a max
 allocated just below the model's peak says the model holds one unit too many there, not that a cause is
@@ -118,7 +119,7 @@ def measured_memory_traced():
     return pd.DataFrame(out)
 
 
-# ----------------------------------------------------------------------------- deprecated (session 47's sum)
+# ----------------------------------------------------------------------------- deprecated (the first sum)
 
 def kempnerforge_peak_bytes(model, *, tp: int, dp: int, batch: int, seq: int, grad_accum: int) -> dict:
     """Deprecated: :func:`~llmsizing.memory.training_memory` with :func:`traced_options`
