@@ -459,6 +459,9 @@ def check_code_options(model, par, *, loss: str, tp_vocab: str, no_sync_grads: s
     values: :data:`LOSS_KINDS`, :data:`TP_VOCABS`, :data:`NO_SYNC_GRADS`); ``"replicated"`` is priced for a
     dense untied model (KempnerForge's), ``no_sync_grads`` without a pipeline and, being FSDP2's, without a
     ``grad_buffer`` (PyTorch DDP's ``no_sync`` is ``grad_buffer="ddp-view"`` or ``"ddp-copy"``)."""
+    if (type(loss) is type(tp_vocab) is type(no_sync_grads) is str and loss == "fp32" and tp_vocab == "split"
+            and no_sync_grads == "none"):
+        return loss, tp_vocab, no_sync_grads             # (the defaults first: the planner's many calls)
     from ._validate import check_choice
 
     loss = check_choice("loss", loss, tuple(LOSS_KINDS))
@@ -482,10 +485,10 @@ def loss_option_bytes(acts, loss_bytes: float, model, *, batch: int, local_seq: 
     (:data:`LOSS_KINDS`, :data:`TP_VOCABS`): the activations' fp32 log-probabilities (4 bytes x ``batch x
     local_seq x vocab / tp``) replaced by what that loss keeps, the loss's temporaries by what its backward
     allocates. The defaults return both unchanged (the same objects)."""
-    from dataclasses import replace
-
     if loss == "fp32" and tp_vocab == "split":
         return acts, loss_bytes
+    from dataclasses import replace
+
     kept, temps = LOSS_KINDS[loss]
     temps = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] if loss == "fp32" else temps
     logits = batch * local_seq * model.vocab
