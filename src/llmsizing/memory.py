@@ -5,8 +5,10 @@ layout.
 ("Activation memory"). The pieces live below: the dense model states in :mod:`llmsizing.states`, a mixture of
 experts' in :mod:`llmsizing.moe`, the activations in :mod:`llmsizing.activations`, the step's peak from its
 parts in :mod:`llmsizing.footprint`, ``model_states``, ``stage_params`` and chapter 2's tables of bytes per
-parameter in :mod:`llmsizing.gpu_states`; their names are importable from here too. Sources are listed in
-:mod:`llmsizing.precision` and :mod:`llmsizing.activations`.
+parameter in :mod:`llmsizing.gpu_states`, ZeRO-3's gathered unit (``zero3_gathered_bytes``) in
+:mod:`llmsizing.zero_traffic`; their names are importable from here too. Sources are listed in
+:mod:`llmsizing.precision` and :mod:`llmsizing.activations`; the options for what a run's own code does
+(``loss``, ``tp_vocab``, ``no_sync_grads``) cite theirs in :mod:`llmsizing.footprint`.
 """
 
 from __future__ import annotations
