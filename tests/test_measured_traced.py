@@ -203,3 +203,24 @@ def test_the_traced_rows_come_from_the_data_files_column_not_the_runs_names(monk
                         lambda: pd.DataFrame(real()).assign(code_traced="eager loss"))
     with pytest.raises(ValueError, match="code_traced"):
         measured_memory_traced()
+
+
+def test_max_micro_batch_takes_the_options():
+    """The largest micro-batch that fits is exact with the options too (each is linear in the micro-batch:
+    the loss's bytes per logit, or constant in it: the unsharded gradients), and KempnerForge's options fit
+    fewer sequences of the 13B on an H200 than the model's defaults (the FP32 unsharded gradients alone are
+    55 GiB); the compiled loss fits at least as many as the eager one."""
+    from llmsizing.catalog import get_gpu
+    from llmsizing.memory import max_micro_batch
+
+    h200 = get_gpu("H200")
+    kf = dict(loss="bf16", tp_vocab="replicated", no_sync_grads="fp32")
+    kw = dict(parallel=Parallel(dp=8, zero=3), grad_accum=4, **KF)
+    b = max_micro_batch("kf-llama3-13b", "H200", 4096, **kw, **kf)
+    assert 1 <= b < max_micro_batch("kf-llama3-13b", "H200", 4096, **kw)
+    for mb, fits in ((b, True), (b + 1, False)):
+        t = training_memory("kf-llama3-13b", batch=mb, seq=4096, **kw, **kf).total_bytes
+        assert (t <= h200.memory_bytes) is fits, mb
+    op = dict(parallel=Parallel(dp=8, zero=3), recompute="op-sac")
+    assert (max_micro_batch("llama-3-8b", "H100 SXM", 8192, loss="compiled", **op)
+            >= max_micro_batch("llama-3-8b", "H100 SXM", 8192, **op))

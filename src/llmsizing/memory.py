@@ -509,9 +509,10 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
                     parallel: Parallel | None = None, overhead_bytes: float | None = None,
                     stack: str = "fused", optimizer_impl: str = "foreach", grad_accum: int = 1,
                     recompute_layers: int | None = None, attention_mask: bool = False,
-                    grad_buffer: bool | str = False):
-    """The largest micro-batch (sequences) whose :func:`training_memory` (``attention_mask`` and
-    ``grad_buffer`` too) fits
+                    grad_buffer: bool | str = False, loss: str = "fp32", tp_vocab: str = "split",
+                    no_sync_grads: str = "none"):
+    """The largest micro-batch (sequences) whose :func:`training_memory` (``attention_mask``,
+    ``grad_buffer``, ``loss``, ``tp_vocab`` and ``no_sync_grads`` too) fits
     ``gpu``, for one sequence length ``seq`` (an int; returns an int) or many (a 1-D array of ints; returns an
     int array).
 
@@ -540,7 +541,8 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
     kw = dict(precision=precision, optimizer=optimizer, attention=attention, recompute=recompute,
               dropout=dropout, parallel=parallel, overhead_bytes=overhead_bytes, stack=stack,
               optimizer_impl=optimizer_impl, grad_accum=grad_accum, recompute_layers=recompute_layers,
-              attention_mask=attention_mask, grad_buffer=grad_buffer)
+              attention_mask=attention_mask, grad_buffer=grad_buffer, loss=loss, tp_vocab=tp_vocab,
+              no_sync_grads=no_sync_grads)
     cp = resolve_parallel(parallel).cp
     if cp > 1 and (seqs % (2 * cp)).any():
         bad = int(seqs[seqs % (2 * cp) != 0].flat[0])
