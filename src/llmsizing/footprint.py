@@ -168,7 +168,7 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
                 optimizer_bytes: float, layer_working_bytes: float, head_grad_bytes: float,
                 head_copy_bytes: float = 0.0, embedding_grad_bytes: float = 0.0,
                 gathered_bytes: float = 0.0, cp_buffers_bytes: tuple = (0.0, 0.0),
-                grad_buffer: bool | str = False) -> dict[str, float]:
+                grad_buffer: bool | str = False, no_sync_bytes: float = 0.0) -> dict[str, float]:
     """The live bytes of each phase of one step (see :class:`TrainingMemory`), from its parts.
 
     * forward: weights + optimizer states + activations + autocast copies (+ gradients from the previous
@@ -209,7 +209,8 @@ def step_phases(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: f
                                  layer_working_bytes=layer_working_bytes, head_grad_bytes=head_grad_bytes,
                                  head_copy_bytes=head_copy_bytes, embedding_grad_bytes=embedding_grad_bytes,
                                  gathered_bytes=gathered_bytes, cp_buffers_bytes=cp_buffers_bytes,
-                                 grad_buffer=check_grad_buffer_kind(grad_buffer)))}
+                                 grad_buffer=check_grad_buffer_kind(grad_buffer),
+                                 no_sync_bytes=no_sync_bytes))}
 
 
 #: :func:`step_phases`' phases and, for each, what is alive in it, in order (:func:`phase_values`' order).
@@ -227,7 +228,7 @@ def phase_values(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: 
                  optimizer_bytes: float, layer_working_bytes: float, head_grad_bytes: float,
                  head_copy_bytes: float = 0.0, embedding_grad_bytes: float = 0.0,
                  gathered_bytes: float = 0.0, cp_buffers_bytes: tuple = (0.0, 0.0),
-                 grad_buffer: bool | str = False) -> tuple:
+                 grad_buffer: bool | str = False, no_sync_bytes: float = 0.0) -> tuple:
     """:func:`step_phases` as tuples: each phase's live bytes in the order of :data:`PHASE_KEYS` (the one
     place they are worked out; issue 32: the planner's searches sum them a few hundred times per search
     and need no dicts).
@@ -237,7 +238,9 @@ def phase_values(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: 
     PyTorch DDP's buckets), so they are alive in every phase, as from the second micro-batch on when
     accumulating; PyTorch DDP's ``.grad`` tensors apart from its buckets come on top
     (:func:`grad_copies` says how many copies each phase holds). Without it the step starts with them freed
-    (``zero_grad(set_to_none=True)``)."""
+    (``zero_grad(set_to_none=True)``). ``no_sync_bytes``: FSDP2's unsharded gradients accumulated without a
+    sync (:data:`NO_SYNC_GRADS`), alive before each micro-batch's backward but the first in place of the
+    ``.grad`` tensors; the last micro-batch's backward reduce-scatters them."""
     W, G, O = states.working_weights_bytes, states.gradients_bytes, states.optimizer_bytes
     # what the forward leaves alive; with recomputation, the layer rebuilt during the backward comes on top
     # only in the backward (activation_memory reports the backward peak, rebuilt layer included)
@@ -246,7 +249,7 @@ def phase_values(states: ModelStates, acts, *, grad_accum: int, autocast_bytes: 
     # whole copies of the gradients: the buffer's, and the .grad tensors apart from it before this
     # micro-batch's backward, at its end and in the optimizer step (x 1 and x 2 are exact: the same floats)
     buf, before, end, step = _GRAD_COPIES[grad_buffer, grad_accum > 1]
-    g_fwd = G * (buf + before)
+    g_fwd = no_sync_bytes if no_sync_bytes and before else G * (buf + before)
     cp_fwd, cp_bwd = cp_buffers_bytes
     bwd_temps = layer_working_bytes + gathered_bytes + cp_bwd
     # autocast's copies after the forward: a recomputed layer's are freed with autocast's cache, and the
@@ -410,3 +413,87 @@ LOSS_BACKWARD_BYTES_PER_LOGIT = {"fused": 8.0, "hf": 8.0, "torchtitan": 8.0}   #
 #: layer (median 0.05; more with eager attention and long sequences), the minimax over all of them is 0.395
 #: (:func:`~llmsizing.measurements.working_set_fit`), and 0.5 is kept as a cautious round-up (chapter 5).
 LAYER_WORKING_SET = 0.5
+
+
+# ----------------------------------------------------------------------------- options of the runs' code
+# (issue 38: what chapter 5's traced runs do that the generic step does not; llmsizing.measured_traced)
+
+#: What :func:`~llmsizing.memory.training_memory`'s ``loss`` takes: for each way of computing the
+#: cross-entropy, ``(bytes per logit kept from the forward, bytes per logit its backward allocates)``.
+#: ``"fp32"`` (the default, what the model always priced): ``F.cross_entropy(logits.float())`` run eagerly,
+#: the fp32 log-probabilities kept and :data:`LOSS_BACKWARD_BYTES_PER_LOGIT` in the backward (torchtitan
+#: 0.0.2's ``components/loss.py``, Hugging Face's ``ForCausalLMLoss``). ``"bf16"``: ``F.cross_entropy`` on the
+#: bf16 logits as they are (KempnerForge's ``scripts/train.py`` at 01b461a, its model cast to bf16): the
+#: logits (held by the loop's ``logits`` variable) and the bf16 log-probabilities, then ``nll_loss``'s and
+#: ``log_softmax``'s bf16 gradients, 2 bytes each (checked with an op trace on CPU). ``"compiled"``:
+#: torchtitan's ``build_cross_entropy_loss`` compiled with the model (from pytorch/torchtitan PR #1033,
+#: bbb1b616, 2025-04-02): Inductor's graph for ``cross_entropy(pred.float(), labels)`` saves the bf16 ``pred``
+#: (and two fp32 numbers per row, not counted: 8 bytes against 2 x vocabulary) and its backward writes one
+#: bf16 gradient (read off its generated code, torch 2.13, CPU).
+LOSS_KINDS = {"fp32": (4.0, 8.0), "bf16": (4.0, 4.0), "compiled": (2.0, 2.0)}
+
+#: What ``tp_vocab`` takes: ``"split"`` (the default: Megatron-LM's and torchtitan's vocabulary-parallel
+#: embedding, LM head and loss, each tensor-parallel rank ``vocab / tp`` of the logits) or ``"replicated"``:
+#: KempnerForge's ``apply_tensor_parallel`` (``distributed/tensor_parallel.py`` at 01b461a) leaves the token
+#: embedding whole on every rank and gives the output head ``ColwiseParallel(output_layouts=Replicate())``, so
+#: every rank holds the whole embedding and the whole logits, log-probabilities and loss temporaries (the LM
+#: head's weight is still split). ZeRO-3's gathered unit stays the split head's: the embedding is gathered at
+#: the forward's start and the backward's end, not around the loss
+#: (:func:`~llmsizing.zero_traffic.zero3_gathered_bytes`).
+TP_VOCABS = ("split", "replicated")
+
+#: What ``no_sync_grads`` takes: ``"none"`` (the default: the gradients reduced, and with ZeRO-2/3 sharded,
+#: after every micro-batch's backward) or the dtype FSDP2 keeps them in between micro-batches when the
+#: loop turns the sync off (``set_requires_gradient_sync(False)``; KempnerForge's ``maybe_no_sync``,
+#: ``training/grad.py``, for every micro-batch but the last): torch's
+#: ``FSDPParam.to_accumulated_grad_if_needed`` (``torch/distributed/fsdp/_fully_shard/_fsdp_param.py``)
+#: keeps each *unsharded* gradient, upcast to the ``MixedPrecisionPolicy``'s ``reduce_dtype``
+#: (KempnerForge's ``default_mp_policy``: ``float32``), until the last micro-batch's backward reduce-scatters
+#: it: those bytes x every parameter of the tensor-parallel rank, not divided by ``dp``, from the second
+#: micro-batch's forward to the last one's backward.
+NO_SYNC_GRADS = ("none", "fp32", "bf16")
+
+
+def check_code_options(model, par, *, loss: str, tp_vocab: str, no_sync_grads: str, grad_buffer) -> tuple:
+    """``loss``, ``tp_vocab`` and ``no_sync_grads`` checked (ValueError naming the parameter and its allowed
+    values: :data:`LOSS_KINDS`, :data:`TP_VOCABS`, :data:`NO_SYNC_GRADS`); ``"replicated"`` is priced for a
+    dense untied model (KempnerForge's), ``no_sync_grads`` without a pipeline and, being FSDP2's, without a
+    ``grad_buffer`` (PyTorch DDP's ``no_sync`` is ``grad_buffer="ddp-view"`` or ``"ddp-copy"``)."""
+    if (type(loss) is type(tp_vocab) is type(no_sync_grads) is str and loss == "fp32" and tp_vocab == "split"
+            and no_sync_grads == "none"):
+        return loss, tp_vocab, no_sync_grads             # (the defaults first: the planner's many calls)
+    from ._validate import check_choice
+
+    loss = check_choice("loss", loss, tuple(LOSS_KINDS))
+    tp_vocab = check_choice("tp_vocab", tp_vocab, TP_VOCABS)
+    no_sync_grads = check_choice("no_sync_grads", no_sync_grads, NO_SYNC_GRADS)
+    if tp_vocab == "replicated" and (model.is_moe or model.tied_embeddings):
+        raise ValueError(f"tp_vocab='replicated' is priced for a dense model with an untied LM head "
+                         f"(KempnerForge's), got {model.name!r}")
+    if no_sync_grads != "none" and par.pp > 1:
+        raise ValueError(f"no_sync_grads={no_sync_grads!r} is priced without a pipeline, got pp={par.pp}")
+    if no_sync_grads != "none" and grad_buffer is not False:
+        raise ValueError(f"no_sync_grads={no_sync_grads!r} is FSDP2's no-sync accumulation and takes no "
+                         f"grad_buffer (PyTorch DDP's no_sync is grad_buffer='ddp-view' or 'ddp-copy'), got "
+                         f"grad_buffer={grad_buffer!r}")
+    return loss, tp_vocab, no_sync_grads
+
+
+def loss_option_bytes(acts, loss_bytes: float, model, *, batch: int, local_seq: int, tp: int, stack: str,
+                      loss: str = "fp32", tp_vocab: str = "split") -> tuple:
+    """``(acts, loss_bytes)`` with the loss ``loss`` computes and ``tp_vocab``'s share of the logits
+    (:data:`LOSS_KINDS`, :data:`TP_VOCABS`): the activations' fp32 log-probabilities (4 bytes x ``batch x
+    local_seq x vocab / tp``) replaced by what that loss keeps, the loss's temporaries by what its backward
+    allocates. The defaults return both unchanged (the same objects)."""
+    if loss == "fp32" and tp_vocab == "split":
+        return acts, loss_bytes
+    from dataclasses import replace
+
+    kept, temps = LOSS_KINDS[loss]
+    temps = LOSS_BACKWARD_BYTES_PER_LOGIT[stack] if loss == "fp32" else temps
+    logits = batch * local_seq * model.vocab
+    share = 1 / tp if tp_vocab == "split" else 1.0
+    delta = kept * logits * share - 4.0 * logits / tp
+    out = replace(acts, logits_bytes=acts.logits_bytes + delta,
+                  breakdown={**acts.breakdown, "logits": acts.breakdown["logits"] + delta})
+    return out, temps * logits * share

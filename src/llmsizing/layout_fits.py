@@ -136,15 +136,19 @@ def _layout_text(par, micro) -> str:
     return " ".join(parts + [f"dp{par.dp}", f"zero{par.zero}", f"mb{micro}"])
 
 
-def _stated_step(kind: str, args: dict):
-    """The step of a row priced as its source states it (:func:`stated_rows`)."""
+def _stated_step(kind: str, args: dict, **options):
+    """The step of a row priced as its source states it (:func:`stated_rows`); ``options``: more
+    :func:`~llmsizing.memory.training_memory` keywords for a ``recipe`` row (what its code does,
+    :mod:`llmsizing.measured_traced`)."""
     from dataclasses import replace
 
     from .memory import training_memory
 
     par = args["parallel"]
     if kind == "recipe":
-        return training_memory(**{**args, "precision": "bf16"}, optimizer_impl="fused")
+        return training_memory(**{**args, "precision": "bf16"}, optimizer_impl="fused", **options)
+    if options:
+        raise ValueError(f"options are priced for a 'recipe' row, got kind {kind!r}")
     if kind == "llama3":
         from .parallel import LLAMA3_RECIPE, llama3_405b_layout
 

@@ -5,8 +5,10 @@ layout.
 ("Activation memory"). The pieces live below: the dense model states in :mod:`llmsizing.states`, a mixture of
 experts' in :mod:`llmsizing.moe`, the activations in :mod:`llmsizing.activations`, the step's peak from its
 parts in :mod:`llmsizing.footprint`, ``model_states``, ``stage_params`` and chapter 2's tables of bytes per
-parameter in :mod:`llmsizing.gpu_states`; their names are importable from here too. Sources are listed in
-:mod:`llmsizing.precision` and :mod:`llmsizing.activations`.
+parameter in :mod:`llmsizing.gpu_states`, ZeRO-3's gathered unit (``zero3_gathered_bytes``) in
+:mod:`llmsizing.zero_traffic`; their names are importable from here too. Sources are listed in
+:mod:`llmsizing.precision` and :mod:`llmsizing.activations`; the options for what a run's own code does
+(``loss``, ``tp_vocab``, ``no_sync_grads``) cite theirs in :mod:`llmsizing.footprint`.
 """
 
 from __future__ import annotations
@@ -31,18 +33,19 @@ from .flops import _partial_flops_per_token, training_flops_per_token
 from .hardware import check_recipe_runs_on
 from .job import takes_job
 from .model import Model
-from .parallel import (Parallel, check_recompute_layers, derived_layout, layers_per_stage,
-                       pipeline_in_flight, recomputed_layers, resolve_parallel, stage_chunks)
+from .parallel import (Parallel, check_recompute_layers, derived_layout, pipeline_in_flight,
+                       recomputed_layers, resolve_parallel, stage_chunks)
 from .precision import DTYPE_BYTES, OPTIMIZERS, RECIPES, check_recipe
-from .zero_traffic import fsdp_root_params
+# ZeRO-3's gathered unit lives with FSDP's root in zero_traffic (re-exported: memory.zero3_gathered_bytes)
+from .zero_traffic import _zero3_gathered, zero3_gathered_bytes  # noqa: F401
 from .states import (FIXED_OVERHEAD_BYTES, FRAGMENTATION, USABLE_FRACTION, ModelStates, _frame, _stage_linear,  # noqa: F401
                      _kept_state_elements, _layer_params, _stage_params, _states, _tp_share,
                      default_overhead_bytes,
                      edge_params, model_states_for_params, optimizer_state_elements, peak_room_bytes,
                      total_with_allowance_bytes)
 from .footprint import (LAYER_WORKING_SET, LOSS_BACKWARD_BYTES_PER_LOGIT, OPTIMIZER_IMPLS, PHASES,  # noqa: F401
-                        STEP_PARTS, TrainingMemory, check_grad_buffer, phase_values, step_phases,
-                        zero_grad_buffer)
+                        STEP_PARTS, TrainingMemory, check_code_options, check_grad_buffer, loss_option_bytes,
+                        phase_values, step_phases, zero_grad_buffer)
 from .gpu_states import (_checked_stage_params, bytes_per_param_table, min_gpus_for_bytes,  # noqa: F401
                          model_states, recipe_tensor_table, stage_params)
 
@@ -111,7 +114,8 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                     optimizer_impl: str = "foreach", _all_stages: bool = False, _stages=None,
                     recompute_layers: int | None = None, attention_mask: bool = False,
                     mtp_depth: int = 0, capacity_factor: float | None = None,
-                    grad_buffer: bool | str = False, schedule: str = "1f1b") -> TrainingMemory:
+                    grad_buffer: bool | str = False, schedule: str = "1f1b", loss: str = "fp32",
+                    tp_vocab: str = "split", no_sync_grads: str = "none") -> TrainingMemory:
     """Per-GPU memory of one training step: the peak over its phases (:func:`step_phases`) + an overhead
     allowance (:func:`default_overhead_bytes` of the peak, unless ``overhead_bytes`` is given).
 
@@ -162,9 +166,14 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     from the backward to ``zero_grad`` (twice the gradients at the end of the backward and in the optimizer
     step, measured), and ``"ddp-view"`` those that accumulate apart under ``no_sync`` until the last
     micro-batch (:func:`~llmsizing.footprint.grad_copies`). ``schedule``: ``"1f1b"`` and ``"zb1p"`` as 1F1B,
-    ``"dualpipe"`` per rank (:mod:`llmsizing.memory_dualpipe`, arXiv:2412.19437 Table 2). Taught in
-    chapter 4; checked against measured steps in chapter 5; context parallelism and partial recomputation
-    in "Long context"; the buffer in chapter 12.
+    ``"dualpipe"`` per rank (:mod:`llmsizing.memory_dualpipe`, arXiv:2412.19437 Table 2). What a run's own
+    code does (issue 38, chapter 5's traced runs, :mod:`llmsizing.measured_traced`): ``loss`` how it computes
+    the cross-entropy (:data:`~llmsizing.footprint.LOSS_KINDS`: eager fp32, eager bf16, compiled),
+    ``tp_vocab`` whether tensor parallelism splits the embedding and the logits
+    (:data:`~llmsizing.footprint.TP_VOCABS`) and ``no_sync_grads`` FSDP2's unsharded gradients between
+    micro-batches (:data:`~llmsizing.footprint.NO_SYNC_GRADS`); the defaults price what it always did.
+    Taught in chapter 4; checked against measured steps in chapter 5; context parallelism and partial
+    recomputation in "Long context"; the buffer in chapter 12.
     """
     model = resolve_model(model, moe=True)
     batch, seq = check_int("batch", batch), check_int("seq", seq)
@@ -176,6 +185,9 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     cap = {} if capacity_factor is None else {"capacity_factor": capacity_factor}
     model, par = mtp_layout(model, resolve_parallel(parallel, model, seq=seq), depth)   # its blocks: layers
     grad_buffer = check_grad_buffer(grad_buffer, par.zero)
+    loss, tp_vocab, no_sync = check_code_options(model, par, loss=loss, tp_vocab=tp_vocab,
+                                                 no_sync_grads=no_sync_grads, grad_buffer=grad_buffer)
+    vocab = {} if tp_vocab == "split" else {"tp_vocab": tp_vocab}      # (the defaults: the same cache keys)
     overhead_bytes = None if overhead_bytes is None else check_number("overhead_bytes", overhead_bytes)
     schedule = check_choice("schedule", schedule, SCHEDULES)
     if schedule == "dualpipe":
@@ -188,13 +200,15 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
     kept = _all_stages and _stages is not None
     acts = (_kept_act_side if kept else _act_side)(
         model, batch, seq, precision, attention, dropout, recompute, recompute_layers, grad_accum, stack,
-        attention_mask, _act_layout(par) if kept else par, stages, **cap)
+        attention_mask, _act_layout(par) if kept else par, stages, **cap,
+        **vocab, **({} if loss == "fp32" else {"loss": loss}))
     check_choice("optimizer", optimizer, OPTIMIZERS)
-    states = (_kept_state_side if kept else _state_side)(model, precision, optimizer, impl, par, stages)
+    states = (_kept_state_side if kept else _state_side)(model, precision, optimizer, impl, par, stages,
+                                                         **vocab)
     if depth:
         acts, states = mtp_sides(base, par, depth, acts, states, precision=precision, optimizer=optimizer,
                                  batch=batch, seq=seq, recompute=recompute)
-    flops, cp_buffers, loss, working, stage_acts, in_flight = acts
+    flops, cp_buffers, loss_b, working, stage_acts, in_flight = acts
     gathered, copies, head_copy, by_stage = states
     results = []
     if schedule == "dualpipe":       # (each rank: two stages' 1F1B sides, memory_dualpipe)
@@ -202,20 +216,24 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
                          par.tp, par.sp, par.cp, par.cp_comm, par.expert_tp, **cap)[0]
         results, stages = dualpipe_ranks(par, grad_accum, acts, states, core.rebuilt_bytes, overhead_bytes,
                                          grad_buffer, (batch, seq, stack, impl)), ()
+    # FSDP2's no-sync: each stage's parameters on this GPU, unsharded, in the reduce dtype (footprint)
+    unsharded = ([DTYPE_BYTES[no_sync] * n for n in _stage_params_of(model, par, tp_vocab)]
+                 if no_sync != "none" else [0.0] * par.pp)
     # _stages: only these stages (the planner asks for the first, with the most micro-batches in flight and
     # the embedding, and the last, with the logits and head: tests/test_planner.py checks it on every stage)
     for i in stages:
         last = i == par.pp - 1
         st, head_grads, stage_opt = by_stage[i]
-        phases = _stage_phases(model, par, i, grad_accum, acts, states, grad_buffer=grad_buffer)
+        phases = _stage_phases(model, par, i, grad_accum, acts, states, grad_buffer=grad_buffer,
+                               no_sync_bytes=unsharded[i])
         overhead = (default_overhead_bytes(max(sum(v.values()) for v in phases.values()))  # of the peak
                     if overhead_bytes is None else overhead_bytes)
         results.append(TrainingMemory(st, stage_acts[i], overhead, batch, grad_accum, seq, flops, phases,
-                                      stack, impl, copies, loss if last else 0.0, stage_opt, i, in_flight[i],
-                                      gathered, grad_buffer=grad_buffer))
+                                      stack, impl, copies, loss_b if last else 0.0, stage_opt, i,
+                                      in_flight[i], gathered, grad_buffer=grad_buffer))
     if _all_stages and _stages is not None:     # (the searches read only their stages' pieces: no table)
         return results
-    on_stage = _stage_params_of(model, par)
+    on_stage = _stage_params_of(model, par, tp_vocab)
     on_stage = rank_params(on_stage) if schedule == "dualpipe" else on_stage
     rows = tuple(_stage_row(r, on_stage[r.stage]) for r in results)
     if _all_stages:
@@ -224,7 +242,7 @@ def training_memory(model: Model | str, *, batch: int, seq: int, precision: str 
 
 
 def _stage_phases(model: Model, par: Parallel, i: int, grad_accum: int, acts: tuple, states: tuple,
-                  phases=step_phases, grad_buffer: bool | str = False) -> dict:
+                  phases=step_phases, grad_buffer: bool | str = False, no_sync_bytes: float = 0.0) -> dict:
     """:func:`step_phases` of stage ``i`` from :func:`_act_side`'s ``acts`` and :func:`_state_side`'s
     ``states`` (shared by :func:`training_memory` and :func:`_search_pieces`, which reads them as tuples:
     ``phases=phase_values``). ``grad_buffer`` counts for ZeRO 0 and 1 only (:func:`check_grad_buffer`)."""
@@ -239,7 +257,7 @@ def _stage_phases(model: Model, par: Parallel, i: int, grad_accum: int, acts: tu
                        embedding_grad_bytes=(2 * head_grads if model.tied_embeddings and par.pp == 1
                                              else 0.0),
                        gathered_bytes=gathered, cp_buffers_bytes=cp_buffers,
-                       grad_buffer=zero_grad_buffer(grad_buffer, par.zero))
+                       grad_buffer=zero_grad_buffer(grad_buffer, par.zero), no_sync_bytes=no_sync_bytes)
 
 
 def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accum: int, seq: int,
@@ -277,25 +295,33 @@ def _search_pieces(model: Model, par: Parallel, stages, *, batch: int, grad_accu
                                                            phase_values, grad_buffer=grad_buffer)]
 
 
-def _stage_params_of(model: Model, par: Parallel) -> list[float]:
+def _stage_params_of(model: Model, par: Parallel, tp_vocab: str = "split") -> list[float]:
     """Each stage's parameters on one GPU, as :func:`training_memory` weighs them (the whole model without
-    tensor or pipeline parallelism), ``model`` and ``par`` checked by the caller."""
+    tensor or pipeline parallelism; ``tp_vocab="replicated"``: the embedding whole on each tensor-parallel
+    rank), ``model`` and ``par`` checked by the caller."""
     if par.tp * par.pp > 1 or model.is_moe:
-        return _checked_stage_params(model, par)
+        out = _checked_stage_params(model, par)
+        if tp_vocab == "replicated":
+            out[0] += model.param_breakdown()["embedding"] * (1 - 1 / par.tp)
+        return out
     return [float(model.n_params)]
 
 
 def _act_side(model: Model, batch: int, seq: int, precision: str, attention: str, dropout: bool,
               recompute: str, recompute_layers, grad_accum: int, stack: str, attention_mask: bool,
-              par: Parallel, stages: tuple, core=None, flops: bool = True, **cap) -> tuple:
+              par: Parallel, stages: tuple, core=None, flops: bool = True, loss: str = "fp32",
+              tp_vocab: str = "split", **cap) -> tuple:
     """:func:`training_memory`'s activations' side for checked arguments: the FLOPs per token, context
     parallelism's K and V buffers, the loss's temporaries, one layer's working set, each stage of ``stages``'
     activations (:func:`~llmsizing.activations.stage_activations`) and each stage's micro-batches in flight.
     None depends on the ZeRO stage, ``dp`` or ``ep`` (:func:`_act_layout`). ``core``: :func:`_act_core` or
-    the planner's kept one (``cap``: its ``capacity_factor=``). ``flops=False``: no FLOPs (searches)."""
-    acts, cp_buffers, loss, working = (core or _act_core)(model, batch, seq, precision, attention, dropout,
-                                                          recompute, stack, attention_mask, par.tp, par.sp,
-                                                          par.cp, par.cp_comm, par.expert_tp, **cap)
+    the planner's kept one (``cap``: its ``capacity_factor=``). ``flops=False``: no FLOPs (searches).
+    ``loss``, ``tp_vocab``: :func:`~llmsizing.footprint.loss_option_bytes`."""
+    acts, cp_buffers, loss_b, working = (core or _act_core)(model, batch, seq, precision, attention, dropout,
+                                                            recompute, stack, attention_mask, par.tp, par.sp,
+                                                            par.cp, par.cp_comm, par.expert_tp, **cap)
+    acts, loss_b = loss_option_bytes(acts, loss_b, model, batch=batch, local_seq=seq // par.cp, tp=par.tp,
+                                     stack=stack, loss=loss, tp_vocab=tp_vocab)
     act_kw = _act_kwargs(batch, seq, precision, attention, dropout, stack, attention_mask, par.tp, par.sp,
                          par.cp, par.expert_tp)
     n_rc = check_recompute_layers(recompute, recompute_layers, model.layers, par)
@@ -316,7 +342,7 @@ def _act_side(model: Model, batch: int, seq: int, precision: str, attention: str
     stage_acts = {i: stage_activations(acts, model, par, i, in_flight[i], plain=plain, recompute_layers=n_rc,
                                        output_bytes=out_bytes * in_flight[i] * par.virtual_stages,
                                        breakdown=flops is not None) for i in stages}   # (a search's: none)
-    return flops, cp_buffers, loss, working, stage_acts, in_flight
+    return flops, cp_buffers, loss_b, working, stage_acts, in_flight
 
 
 def _act_kwargs(batch: int, seq: int, precision: str, attention: str, dropout: bool, stack: str,
@@ -352,7 +378,7 @@ def _act_core(model: Model, batch: int, seq: int, precision: str, attention: str
 
 
 def _state_side(model: Model, precision: str, optimizer: str, impl: str, par: Parallel,
-                stages: tuple) -> tuple:
+                stages: tuple, tp_vocab: str = "split") -> tuple:
     """:func:`training_memory`'s model states' side for checked arguments: ZeRO-3's gathered unit, autocast's
     copies (all and the LM head's), and for each stage of ``stages`` its
     :class:`~llmsizing.states.ModelStates`, its LM head's gradient (the last stage) and its optimizer
@@ -366,7 +392,7 @@ def _state_side(model: Model, precision: str, optimizer: str, impl: str, par: Pa
     head_copy = 2.0 * head / (par.tp * par.pp) if amp else 0.0    # the LM head's share of the copies
     gathered = _zero3_gathered(model, precision, par)
     elements = _kept_state_elements(model, optimizer)
-    on_stage = _stage_params_of(model, par)
+    on_stage = _stage_params_of(model, par, tp_vocab)
     by_stage = {}
     for i in stages:
         states = (_moe_model_states(model, elements, precision, optimizer, par, i) if model.is_moe else
@@ -451,60 +477,6 @@ def _stage_row(r: "TrainingMemory", params: float) -> dict:
             "total": r.total_bytes, "host": r.states.host_bytes}
 
 
-def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
-                         parallel: Parallel | None = None) -> float:
-    """Bytes ZeRO-3/FSDP gathers on each GPU while it computes: one unit's full weights and, in the backward,
-    its full gradient before the reduce-scatter (0 unless ``parallel.zero == 3``).
-
-    The unit is the largest of one transformer block (FSDP wraps each block) and the embedding or LM head
-    matrix, split by tensor parallelism. DeepSpeed's ``estimate_zero3_model_states_mem_needs`` counts
-    ``4 x largest_layer_params`` (a 16-bit weight and gradient of the largest single module); the same
-    16-bit recipe gives the same bytes here when that module is the embedding or LM head and outweighs a
-    block (Llama 3), and more when a block is larger (GPT-3 175B: a block is 2.9x its embedding). FSDP2 also
-    prefetches the next block's weights during the forward by default, which this leaves out (chapter 9
-    measures it). With torch's default (``reshard_after_forward=None``, no pipeline) the root unit
-    (:func:`~llmsizing.zero_traffic.fsdp_root_params`) stays gathered from the forward to the backward, and
-    its gradients wait for its reduce-scatter in the backward's final callback (``_fsdp_state.py``): the
-    root's weights whole, and on top the larger of a block's weights and gradients with the final norm's and
-    LM head's gradients (a block's backward) and the root's whole gradient (the embedding's backward, at the
-    backward's end, when few activations are left: conservative by their difference where it wins, 0.18 GB
-    for Llama-3-8B). As measured on torch's ``fully_shard`` (``data/fsdp_root_held.csv``,
-    ``tests/test_fsdp_root_held.py``; a block's own gradient by hand). With ``True`` torch holds the same
-    whenever the model computes and frees the root only between the forward and the backward, as measured.
-    ``True`` here counts one unit at a time, the largest, as DeepSpeed's own estimator does (above; its live
-    parameters are bounded by ``stage3_max_live_parameters``) and as torchtitan's ``apply_fsdp`` wraps (the
-    embedding and the final norm with the head as units of their own, no weights left to the root): for
-    ``fully_shard`` with the embedding and the head left to the root it is 2.10 GB short for Llama-3-8B in
-    bf16 (the root's weights, a block's, their gradients; ``tests/test_fsdp_root_held.py``). Chapter 7.
-    """
-    model = resolve_model(model, moe=True)
-    check_recipe("precision", precision)
-    return _zero3_gathered(model, precision, resolve_parallel(parallel, model))
-
-
-def _zero3_gathered(model: Model, precision: str, par: Parallel) -> float:
-    """:func:`zero3_gathered_bytes` of arguments already checked (as :func:`_optimizer_temporaries`)."""
-    if par.zero < 3:
-        return 0.0
-    recipe = RECIPES[precision]
-    block = _layer_params(model, par.tp)[0]           # (one layer's parameters on a tp rank, kept; issue 38)
-    matrix = model.vocab * model.hidden / par.tp
-    # without resharding after the forward the stage's weights stay gathered and are counted with the
-    # weights (ModelStates): only the unit's full gradient, before its reduce-scatter, comes on top
-    weights = DTYPE_BYTES[recipe.weights] if par.reshard_after_forward is not False else 0
-    if par.reshard_after_forward is None and par.pp == 1:    # torch's default: the root kept, whole
-        w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
-        root = fsdp_root_params(model, par.tp)
-        # the root's gradients from the backward's start: the final norm's and the LM head's (a tied head's
-        # in the embedding's weight); all of them once the embedding's is accumulated
-        head = edge_params(model, par.tp, 1)["last"] + (matrix if model.tied_embeddings else 0.0)
-        return w_b * root + max(w_b * block + g_b * (head + block), g_b * root)
-    if par.grad_reduce == "chunk_run":    # the largest chunk's whole gradient, accumulated over its run
-        chunk = -(-max(layers_per_stage(model.layers, par)) // par.virtual_stages)
-        return weights * max(block, matrix) + DTYPE_BYTES[recipe.grads] * max(block * chunk, matrix)
-    return (weights + DTYPE_BYTES[recipe.grads]) * max(block, matrix)
-
-
 def activation_room_bytes(model: Model | str, gpu, *, parallel: Parallel | None = None,
                           precision: str = "bf16-mixed", optimizer: str = "adamw",
                           usable_fraction: float = USABLE_FRACTION) -> float:
@@ -537,9 +509,10 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
                     parallel: Parallel | None = None, overhead_bytes: float | None = None,
                     stack: str = "fused", optimizer_impl: str = "foreach", grad_accum: int = 1,
                     recompute_layers: int | None = None, attention_mask: bool = False,
-                    grad_buffer: bool | str = False):
-    """The largest micro-batch (sequences) whose :func:`training_memory` (``attention_mask`` and
-    ``grad_buffer`` too) fits
+                    grad_buffer: bool | str = False, loss: str = "fp32", tp_vocab: str = "split",
+                    no_sync_grads: str = "none"):
+    """The largest micro-batch (sequences) whose :func:`training_memory` (``attention_mask``,
+    ``grad_buffer``, ``loss``, ``tp_vocab`` and ``no_sync_grads`` too) fits
     ``gpu``, for one sequence length ``seq`` (an int; returns an int) or many (a 1-D array of ints; returns an
     int array).
 
@@ -568,7 +541,8 @@ def max_micro_batch(model: Model | str, gpu, seq, *, precision: str = "bf16-mixe
     kw = dict(precision=precision, optimizer=optimizer, attention=attention, recompute=recompute,
               dropout=dropout, parallel=parallel, overhead_bytes=overhead_bytes, stack=stack,
               optimizer_impl=optimizer_impl, grad_accum=grad_accum, recompute_layers=recompute_layers,
-              attention_mask=attention_mask, grad_buffer=grad_buffer)
+              attention_mask=attention_mask, grad_buffer=grad_buffer, loss=loss, tp_vocab=tp_vocab,
+              no_sync_grads=no_sync_grads)
     cp = resolve_parallel(parallel).cp
     if cp > 1 and (seqs % (2 * cp)).any():
         bad = int(seqs[seqs % (2 * cp) != 0].flat[0])

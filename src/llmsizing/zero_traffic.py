@@ -8,7 +8,9 @@ v0.7) for DDP's and the distributed optimizer's buckets; torchtitan's ``apply_fs
 transformer block) for ZeRO-3's calls; Ren et al. 2021 (ZeRO-Offload) for the host's side. Chapter 9 counts
 the calls on FSDP2. :func:`~llmsizing.comm.communication` prices these collectives on each group's link and
 the planner reuses them (:mod:`llmsizing.plan_terms`). Moved out of :mod:`llmsizing.comm` (which re-exports
-every name, so ``from llmsizing.comm import dp_schedule`` still works) to keep that module under 600 lines.
+every name, so ``from llmsizing.comm import dp_schedule`` still works) to keep that module under 600 lines;
+ZeRO-3's gathered unit (:func:`zero3_gathered_bytes`, beside FSDP's root) likewise out of
+:mod:`llmsizing.memory`, which re-exports it.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from .grad_buckets import (DP_BUCKET_MIN_PARAMS, DP_BUCKET_PARAMS_PER_RANK,  # n
                            megatron_buckets, megatron_calls_of)
 from .model import Model
 from .network import host_link_gbps as gpu_host_link_gbps
-from .parallel import Parallel, resolve_parallel
+from .parallel import Parallel, layers_per_stage, resolve_parallel
 from .precision import DTYPE_BYTES, RECIPES, check_recipe
-from .states import edge_params
+from .states import _layer_params, edge_params
 
 #: Layers per ZeRO-3 unit: one all-gather (forward, and again in the backward) and one gradient reduce-scatter
 #: per unit and micro-batch. PyTorch FSDP gathers one FSDP unit at a time, and the recipes wrap each
@@ -331,3 +333,57 @@ def offload_time(model: Model | str, parallel: Parallel, *, grad_accum: int = 1,
     up = part * DTYPE_BYTES[recipe.weights] * (2 * m if par.offload == "optimizer+params" else 1)
     return OffloadTime(part, down, up, down / (link * 1e9), up / (link * 1e9),
                        part * CPU_ADAM_BYTES_PER_PARAM / (mem * 1e9))
+
+
+def zero3_gathered_bytes(model: Model | str, *, precision: str = "bf16-mixed",
+                         parallel: Parallel | None = None) -> float:
+    """Bytes ZeRO-3/FSDP gathers on each GPU while it computes: one unit's full weights and, in the backward,
+    its full gradient before the reduce-scatter (0 unless ``parallel.zero == 3``).
+
+    The unit is the largest of one transformer block (FSDP wraps each block) and the embedding or LM head
+    matrix, split by tensor parallelism. DeepSpeed's ``estimate_zero3_model_states_mem_needs`` counts
+    ``4 x largest_layer_params`` (a 16-bit weight and gradient of the largest single module); the same
+    16-bit recipe gives the same bytes here when that module is the embedding or LM head and outweighs a
+    block (Llama 3), and more when a block is larger (GPT-3 175B: a block is 2.9x its embedding). FSDP2 also
+    prefetches the next block's weights during the forward by default, which this leaves out (chapter 9
+    measures it). With torch's default (``reshard_after_forward=None``, no pipeline) the root unit
+    (:func:`~llmsizing.zero_traffic.fsdp_root_params`) stays gathered from the forward to the backward, and
+    its gradients wait for its reduce-scatter in the backward's final callback (``_fsdp_state.py``): the
+    root's weights whole, and on top the larger of a block's weights and gradients with the final norm's and
+    LM head's gradients (a block's backward) and the root's whole gradient (the embedding's backward, at the
+    backward's end, when few activations are left: conservative by their difference where it wins, 0.18 GB
+    for Llama-3-8B). As measured on torch's ``fully_shard`` (``data/fsdp_root_held.csv``,
+    ``tests/test_fsdp_root_held.py``; a block's own gradient by hand). With ``True`` torch holds the same
+    whenever the model computes and frees the root only between the forward and the backward, as measured.
+    ``True`` here counts one unit at a time, the largest, as DeepSpeed's own estimator does (above; its live
+    parameters are bounded by ``stage3_max_live_parameters``) and as torchtitan's ``apply_fsdp`` wraps (the
+    embedding and the final norm with the head as units of their own, no weights left to the root): for
+    ``fully_shard`` with the embedding and the head left to the root it is 2.10 GB short for Llama-3-8B in
+    bf16 (the root's weights, a block's, their gradients; ``tests/test_fsdp_root_held.py``). Chapter 7.
+    """
+    model = resolve_model(model, moe=True)
+    check_recipe("precision", precision)
+    return _zero3_gathered(model, precision, resolve_parallel(parallel, model))
+
+
+def _zero3_gathered(model: Model, precision: str, par: Parallel) -> float:
+    """:func:`zero3_gathered_bytes` of arguments already checked (as :func:`_optimizer_temporaries`)."""
+    if par.zero < 3:
+        return 0.0
+    recipe = RECIPES[precision]
+    block = _layer_params(model, par.tp)[0]           # (one layer's parameters on a tp rank, kept; issue 38)
+    matrix = model.vocab * model.hidden / par.tp
+    # without resharding after the forward the stage's weights stay gathered and are counted with the
+    # weights (ModelStates): only the unit's full gradient, before its reduce-scatter, comes on top
+    weights = DTYPE_BYTES[recipe.weights] if par.reshard_after_forward is not False else 0
+    if par.reshard_after_forward is None and par.pp == 1:    # torch's default: the root kept, whole
+        w_b, g_b = DTYPE_BYTES[recipe.weights], DTYPE_BYTES[recipe.grads]
+        root = fsdp_root_params(model, par.tp)
+        # the root's gradients from the backward's start: the final norm's and the LM head's (a tied head's
+        # in the embedding's weight); all of them once the embedding's is accumulated
+        head = edge_params(model, par.tp, 1)["last"] + (matrix if model.tied_embeddings else 0.0)
+        return w_b * root + max(w_b * block + g_b * (head + block), g_b * root)
+    if par.grad_reduce == "chunk_run":    # the largest chunk's whole gradient, accumulated over its run
+        chunk = -(-max(layers_per_stage(model.layers, par)) // par.virtual_stages)
+        return weights * max(block, matrix) + DTYPE_BYTES[recipe.grads] * max(block * chunk, matrix)
+    return (weights + DTYPE_BYTES[recipe.grads]) * max(block, matrix)
