@@ -284,14 +284,16 @@ def check_moe_options(model: Model, mtp_depth, capacity_factor) -> dict:
             **({"capacity_factor": cap} if cap is not None else {})}
 
 
-#: What :func:`check_step_recipe` refuses where a layout is searched (``plan``, ``min_gpus``, a layout
-#: chosen for ``training_time`` or ``cost_by_gpu``), and why.
+#: What :func:`check_step_recipe` refuses where an answer searches a layout with a search of its own
+#: (:func:`~llmsizing.fewest_gpus.min_gpus`, and the layout :func:`~llmsizing.time_cost.training_time` or
+#: :func:`~llmsizing.time_cost.cost_by_gpu` chooses through it), and why. :func:`~llmsizing.planner.plan`
+#: searches DualPipe since dual48 (issue 35) and no longer raises it; the name stays for old imports.
 SEARCH_REFUSES_DUALPIPE = (
-    "schedule='dualpipe' is priced on a given layout only (step_time, training_time with parallel= and "
-    "global_batch=, a Job): the planner does not search it (its bubble has no closed form over unequal "
-    "stages, pipeline_schedule.dualpipe_makespan, and DualPipe needs an even pp and an even number of "
-    "micro-batches >= 2 pp, which a split that divides the layers rarely gives: DeepSeek-V3's 61 layers "
-    "allow pp 1 or 61). Give schedule='1f1b' or 'zb1p', or the layout")
+    "schedule='dualpipe' is priced on a given layout (step_time, training_time with parallel= and "
+    "global_batch=, a Job) and searched by plan(schedule='dualpipe') only: the fewest GPUs (min_gpus), and "
+    "the layout training_time and cost_by_gpu choose through them, do not search it (its memory, two stages "
+    "per rank, and its bubble, laid out per layout, are the planner's alone). Give schedule='1f1b' or "
+    "'zb1p', or the layout, or ask plan(schedule='dualpipe')")
 
 
 def check_step_recipe(schedule="1f1b", comm_sms=0, gpus=(), *, searched: bool = False, load_skew=None,
@@ -301,7 +303,8 @@ def check_step_recipe(schedule="1f1b", comm_sms=0, gpus=(), *, searched: bool = 
     ``gpus``' SM count, :func:`~llmsizing.moe_time.comm_sm_share`; DeepSeek-V3: 20 of the H800's 132)
     checked as :func:`~llmsizing.layouts.step_time` checks them, as keywords: only those not at their
     defaults (``{}`` for ``"1f1b"``, 0: an old call's keywords). ``searched``: for an answer that searches the
-    layout, where DualPipe is refused (:data:`SEARCH_REFUSES_DUALPIPE`). ``load_skew`` (``None``: the
+    layout with a search of its own, where DualPipe is refused (:data:`SEARCH_REFUSES_DUALPIPE`;
+    :func:`~llmsizing.planner.plan` searches it, dual48). ``load_skew`` (``None``: the
     measured default of :func:`~llmsizing.moe_time.load_skew`; else 1 to 64, the slowest expert rank's
     routed work over the mean): a mixture of experts' only (refused for a dense ``model``) and not with
     ``capacity_factor``, which sets it, as ``step_time`` refuses both. The one check of :class:`Job`,
