@@ -32,7 +32,7 @@ from .moe_time import SCHEDULES, comm_sm_share
 from .mtp import check_mtp_depth
 from .op_sac import check_op_sac
 from .parallel import (OP_SAC_MODES, RECOMPUTE, RECOMPUTE_MODES, SINGLE_GPU, Parallel, check_recompute_layers,
-                       resolve_parallel)
+                       pipeline_split, resolve_parallel)
 from .pipeline_schedule import pipelined_zero_fields
 from .precision import OPTIMIZERS, RECIPES, check_recipe
 
@@ -249,12 +249,12 @@ class Job:
         get = row.get if hasattr(row, "get") else functools.partial(getattr, row)
         n = get("recompute_layers", None)
         pp = int(get("pp"))
-        # (the planner's split: Megatron-LM's even one where pp divides the layers; plan_pricing)
-        accounted = resolve_model(model, moe=True).layers % pp != 0
+        # (the planner's split: Megatron-LM's even one where pp divides the layers, else the accounted one,
+        # else (a DualPipe search's, dual48) uneven first and last stages: parallel.pipeline_split)
         par = Parallel(tp=int(get("tp")), cp=int(get("cp", 1)), pp=pp, dp=int(get("dp")),
                        zero=int(get("zero")), sp=bool(get("sp")), ep=int(get("ep", 1)), expert_tp=expert_tp,
                        cp_comm=cp_comm, virtual_stages=int(get("virtual_stages", 1)),
-                       account_for_embedding=accounted, account_for_loss=accounted,
+                       **pipeline_split(resolve_model(model, moe=True), pp),
                        **pipelined_zero_fields(int(get("zero")), pp),
                        **({"shared_expert_overlap": True} if shared_expert_overlap else {}))
         return cls(model, get("gpu"), seq, par, micro_batch=int(get("micro_batch")),

@@ -541,11 +541,17 @@ def pipeline_split(model, pp: int) -> dict:
     A ``pp`` that divides neither (a DualPipe search's only, dual48: :func:`uneven_split`) gets
     ``stage_layers``: Megatron-LM's ``--decoder-first-pipeline-num-layers`` and
     ``--decoder-last-pipeline-num-layers``."""
-    if model.layers % pp == 0:
+    return split_fields(model.layers, pp)
+
+
+def split_fields(layers: int, pp: int) -> dict:
+    """:func:`pipeline_split` of a model of ``layers`` layers (what needs the layer count only, e.g.
+    :func:`~llmsizing.grad_buckets.megatron_calls_of`)."""
+    if layers % pp == 0:
         return {}
-    if (model.layers + 2) % pp == 0 and pp <= model.layers:
+    if (layers + 2) % pp == 0 and pp <= layers:
         return ACCOUNTED
-    split = uneven_split(model.layers, pp)
+    split = uneven_split(layers, pp)
     return ACCOUNTED if split is None else {"stage_layers": split}
 
 
