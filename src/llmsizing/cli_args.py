@@ -332,7 +332,8 @@ def add_step_recipe_flags(p, *, ep_overlap: bool = False, dualpipe: bool = False
     if dualpipe:
         p.add_argument("--schedule", choices=["1f1b", "zb1p", "dualpipe"], default=None,
                        help="the pipeline schedule: 1f1b (default), zb1p (zero bubble) or dualpipe "
-                            "(DeepSeek's: even pp, an even number of micro-batches >= 2 pp, two stages a rank)")
+                            "(DeepSeek's: even pp, an even number of micro-batches >= 2 pp, two stages a "
+                            "rank)")
     else:
         p.add_argument("--schedule", choices=["1f1b", "zb1p"], default=None,
                        help="the pipeline schedule: 1f1b (default) or zb1p (zero bubble); DualPipe is priced "

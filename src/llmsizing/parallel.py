@@ -557,13 +557,13 @@ def split_fields(layers: int, pp: int) -> dict:
 
 @functools.lru_cache(maxsize=1024)
 def uneven_split(layers: int, pp: int) -> tuple | None:
-    """The split of ``layers`` over ``pp`` stages that the planner gives a DualPipe search where ``pp`` divides
-    neither the layers nor the layers plus two (dual48, issue 35): the middle stages ``ceil(layers / pp)``
-    layers each, the first and the last the rest, the first the larger half (Megatron-LM's
-    ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers``, which want equal
-    middle stages; the embedding's and the head's stages lighter, as DeepSeek-V3's 61 layers on 16 stages:
-    3, fourteen 4s, 2, :data:`~llmsizing.deepseek.DEEPSEEK_V3_BALANCED_SPLIT`). None where the rest leaves
-    the first or the last stage no layer (or ``pp`` is below 2 or above the layers)."""
+    """The split of ``layers`` over ``pp`` stages that the planner gives a DualPipe search where ``pp``
+    divides neither the layers nor the layers plus two (dual48, issue 35): the middle stages
+    ``ceil(layers / pp)`` layers each, the first and the last the rest, the first the larger half
+    (Megatron-LM's ``--decoder-first-pipeline-num-layers`` and ``--decoder-last-pipeline-num-layers``, which
+    want equal middle stages; the embedding's and the head's stages lighter, as DeepSeek-V3's 61 layers on
+    16 stages: 3, fourteen 4s, 2, :data:`~llmsizing.deepseek.DEEPSEEK_V3_BALANCED_SPLIT`). None where the
+    rest leaves the first or the last stage no layer (or ``pp`` is below 2 or above the layers)."""
     if pp < 2 or pp > layers:
         return None
     mid = -(-layers // pp)

@@ -12,21 +12,30 @@
   recomputation is not searched (``training_memory`` refuses it with DualPipe);
 * the memory: each rank's two stages (:mod:`llmsizing.memory_dualpipe`), read off
   :func:`llmsizing.plan_moe.option_pieces`;
-* the step: every rank's compute the mean of its two stages' terms (:func:`~llmsizing.comm.step_compute_time_s`
-  with ``schedule="dualpipe"``), the bubble DualPipe's fixed order laid out on each row's stage times
-  (:func:`~llmsizing.pipeline_schedule.dualpipe_makespan`, no closed form): :func:`dualpipe_makespans` runs
-  the same operations on arrays of rows, one pass per ``(pp, m)``, each value the scalar one's bit for bit.
+* the step: every rank's compute the mean of its two stages' terms
+  (:func:`~llmsizing.comm.step_compute_time_s` with ``schedule="dualpipe"``), the bubble DualPipe's fixed
+  order laid out on each row's stage times (:func:`~llmsizing.pipeline_schedule.dualpipe_makespan`, no closed
+  form): :func:`dualpipe_makespans` runs the same operations on arrays of rows, a level of blocks at a time,
+  one pass per ``(pp, m)``, each value the scalar one's bit for bit. Its cost grows with ``pp x m`` (the
+  blocks laid out once per ``(pp, m)``, :func:`_program`, ~3 us a block): ``benchmarks/README.md``.
 
 ``tests/test_plan_dualpipe.py`` re-prices every row with ``step_time`` and ``training_memory``.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 
 import numpy as np
 
 from .pipeline_schedule import _dualpipe_blocks
+
+
+#: How many DualPipe programs (:func:`_program`, one per ``(pp, m)``, 28 bytes a block: ~12 MB for the ~90 of
+#: DeepSeek-V3's search at 15,360 sequences) are kept: they depend on no model, GPU or time, so a second
+#: search (another model, GPU type or recipe) lays out only the ``(pp, m)`` it adds.
+PROGRAMS_KEPT = 128
 
 
 def dualpipe_rows(cols: dict, totals: np.ndarray) -> tuple:
@@ -42,77 +51,102 @@ def dualpipe_rows(cols: dict, totals: np.ndarray) -> tuple:
     return {k: v[keep] for k, v in cols.items()}, totals[keep]
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=PROGRAMS_KEPT)
 def _program(p: int, m: int) -> tuple:
     """DualPipe's operations on ``p`` ranks and ``m`` micro-batches as the scalar layout
-    (:func:`~llmsizing.pipeline_schedule._dualpipe`) runs them, in an order it could run them: per block
-    ``(rank, the finished operations it waits for, its operations)``, each operation ``(length, stage, slot)``
-    with length 0 a forward, 1 a backward, 2 half a backward (a deferred weight gradient and the backward
-    before it), ``slot`` where its end is kept for the operations that wait for it (-1: none)."""
+    (:func:`~llmsizing.pipeline_schedule._dualpipe`) runs them, grouped in levels: a block (a rank's
+    operations run back to back, :func:`~llmsizing.pipeline_schedule._dualpipe_blocks`) is one level after the
+    rank's previous block and after every block whose operation it waits for, so the blocks of a level wait
+    for none of each other. Returns ``(table, bounds, n)``: ``table`` seven rows over the blocks, level by
+    level (``bounds`` each level's columns): the rank, the two slots of the ends it waits for (the zero slot
+    ``n`` where it waits for fewer), and for each of its (at most two) operations the row of its length
+    (``3 x stage + kind``: a forward, a backward, half a backward; the zero row ``3 pp`` for none) and the
+    slot its end is kept in (``n + 1``, discarded, for a deferred weight gradient or none). The slots
+    ``0 .. n - 1`` are the ends of ``(forward or backward, direction, stage, micro-batch)``. Kept
+    (:data:`PROGRAMS_KEPT`)."""
     blocks = [_dualpipe_blocks(p, m, r) for r in range(p)]
-    slots: dict = {}
-    pos, later, out = [0] * p, [[] for _ in range(p)], []
-
-    def stage(r, d):
-        return r if d == 0 else p - 1 - r
-
-    def deps(r, op):
-        kind, d, j = op
-        if kind == "W":
-            return []
-        s = stage(r, d)
-        if kind == "F":
-            return [("F", d, s - 1, j)] if s > 0 else []
-        return [("B", d, s + 1, j)] if s < p - 1 else [("F", d, s, j)]
-
-    while any(pos[r] < len(blocks[r]) for r in range(p)):
-        progress = False
-        for r in range(p):
-            if pos[r] == len(blocks[r]):
-                continue
-            need = [x for op in blocks[r][pos[r]] for x in deps(r, op)]
-            if not all(x in slots for x in need):
-                continue
-            ops = []
-            for kind, d, j in blocks[r][pos[r]]:
+    h = m // 2                          # micro-batches per direction: an end's slot is (kind, d, stage, j)
+    n = 4 * p * h                       # (F: (d p + s) h + j; B: ((2 + d) p + s) h + j)
+    zero_slot, discard = n, n + 1
+    level_of = [-1] * n                 # the level of the block whose operation ends in the slot
+    cols = [[] for _ in range(8)]       # level, rank, two waits, (length row, slot) of two operations
+    pos, rank_level, later, waiting = [0] * p, [-1] * p, [collections.deque() for _ in range(p)], {}
+    todo = list(range(p))
+    while todo:                         # (each rank's blocks in order, each once its inputs are there)
+        r = todo.pop()
+        blk, i, level = blocks[r], pos[r], rank_level[r]
+        while i < len(blk):
+            need = []
+            for kind, d, j in blk[i]:
                 if kind == "W":
-                    d, j = later[r].pop(0)
-                slot = -1
-                if kind != "W":
-                    slot = slots.setdefault(("F" if kind == "F" else "B", d, stage(r, d), j), len(slots))
+                    continue
+                s_ = r if d == 0 else p - 1 - r
+                if kind == "F":
+                    if s_ > 0:
+                        need.append((d * p + s_ - 1) * h + j)
+                else:
+                    need.append(((2 + d) * p + s_ + 1) * h + j if s_ < p - 1 else (d * p + s_) * h + j)
+            late = [x for x in need if level_of[x] < 0]
+            if late:
+                waiting.setdefault(late[0], []).append(r)
+                break
+            level = 1 + max([level] + [level_of[x] for x in need])
+            ops = []
+            for kind, d, j in blk[i]:
+                if kind == "W":
+                    d, j = later[r].popleft()
+                s_ = r if d == 0 else p - 1 - r
+                if kind == "W":
+                    ops.append((3 * s_ + 2, discard))
+                    continue
+                slot = ((d if kind == "F" else 2 + d) * p + s_) * h + j
+                level_of[slot] = level
+                todo.extend(waiting.pop(slot, ()))
                 if kind == "Bz":
                     later[r].append((d, j))
-                ops.append((0 if kind == "F" else 1 if kind == "B" else 2, stage(r, d), slot))
-            out.append((r, tuple(slots[x] for x in need), tuple(ops)))
-            pos[r], progress = pos[r] + 1, True
-        if not progress:                                   # (as the scalar layout's guard)
-            raise RuntimeError(f"the dualpipe schedule deadlocked (pp={p}, micro_batches={m})")
-    return tuple(out), len(slots)
+                ops.append((3 * s_ + (0 if kind == "F" else 1 if kind == "B" else 2), slot))
+            ops.append((3 * p, discard))                  # (a block of one operation: a zero-length second)
+            need += [zero_slot, zero_slot]
+            for c, v in zip(cols, (level, r, need[0], need[1], *ops[0], *ops[1])):
+                c.append(v)
+            i += 1
+        pos[r], rank_level[r] = i, level
+    if any(pos[r] < len(blocks[r]) for r in range(p)):   # (as the scalar layout's guard)
+        raise RuntimeError(f"the dualpipe schedule deadlocked (pp={p}, micro_batches={m})")
+    table = np.array(cols, dtype=np.int64)
+    table = table[:, np.argsort(table[0], kind="stable")]
+    cuts = np.flatnonzero(np.diff(table[0])) + 1
+    bounds = tuple(zip([0, *cuts.tolist()], [*cuts.tolist(), table.shape[1]]))
+    table = table[1:].astype(np.int32)
+    table.setflags(write=False)
+    return table, bounds, n
 
 
 def dualpipe_makespans(stage_times: np.ndarray, m: int) -> np.ndarray:
     """:func:`~llmsizing.pipeline_schedule.dualpipe_makespan` of each row of ``stage_times`` (rows, ``pp``
-    stages' seconds) with ``m`` micro-batches: the same operations on arrays (forward a third of a stage's
-    time over its largest, backward two thirds, a deferred weight gradient half the backward; each start the
-    largest end it waits for), so each value is the scalar one's bit for bit."""
+    stages' seconds) with ``m`` micro-batches: the same operations on arrays, a level of blocks at a time
+    (:func:`_program`; forward a third of a stage's time over its largest, backward two thirds, a deferred
+    weight gradient half the backward; each block's start the largest end it waits for, a missing wait or
+    operation an exact zero), so each value is the scalar one's bit for bit."""
     t = np.asarray(stage_times, dtype=float)
     top = t.max(axis=1)
     ratios = t / top[:, None]
-    lengths = (ratios / 3, 2 * ratios / 3, (2 * ratios / 3) / 2)
-    length = [[lengths[k][:, s] for s in range(t.shape[1])] for k in range(3)]
-    program, n_slots = _program(t.shape[1], m)
-    zero = np.zeros(len(t))
-    free, done = [zero] * t.shape[1], [zero] * n_slots
-    for r, need, ops in program:
-        at = free[r]
-        for x in need:
-            at = np.maximum(at, done[x])
-        for k, s, slot in ops:
-            at = at + length[k][s]
-            if slot >= 0:
-                done[slot] = at
-        free[r] = at
-    return top * functools.reduce(np.maximum, free)
+    p, rows = t.shape[1], len(t)
+    lengths = np.zeros((3 * p + 1, rows))
+    lengths[0:3 * p:3], lengths[1:3 * p:3] = (ratios / 3).T, (2 * ratios / 3).T
+    lengths[2:3 * p:3] = lengths[1:3 * p:3] / 2
+    table, bounds, n = _program(p, m)
+    free, done = np.zeros((p, rows)), np.zeros((n + 2, rows))
+    for a, b in bounds:
+        rank, d0, d1, k0, w0, k1, w1 = table[:, a:b]
+        at = np.maximum(np.maximum(free[rank], done[d0]), done[d1])
+        at = at + lengths[k0]
+        done[w0] = at
+        at = at + lengths[k1]
+        done[w1] = at
+        done[n + 1] = 0.0                # (the discarded slot: the zero slot stays zero)
+        free[rank] = at
+    return top * free.max(axis=0)
 
 
 def dualpipe_parts(model, pp: np.ndarray, ri: np.ndarray, rcs, mf: np.ndarray, seconds, *, seq: int,

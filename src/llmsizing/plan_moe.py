@@ -72,7 +72,8 @@ def option_pieces(model, par, stages, *, batch: int, grad_accum: int, seq: int, 
     :func:`~llmsizing.mtp.mtp_sides` and the same phases, in the same order (arguments checked by
     :func:`~llmsizing.planner.plan`). ``schedule="dualpipe"`` (dual48; any model): every DualPipe rank's
     pieces, ranks ``0 .. pp/2 - 1`` (``stages`` unread), each its two stages' sides as
-    ``training_memory(..., schedule="dualpipe")`` adds them (:func:`~llmsizing.memory_dualpipe.dualpipe_ranks`);
+    ``training_memory(..., schedule="dualpipe")`` adds them
+    (:func:`~llmsizing.memory_dualpipe.dualpipe_ranks`);
     ``grad_accum`` the search's accumulation class (``pp``: 1F1B's in flight on a stage ``j``, ``pp - j``,
     are those of any ``m >= pp``, so of DualPipe's ``m >= 2 pp``)."""
     cap = {} if capacity_factor is None else {"capacity_factor": capacity_factor}

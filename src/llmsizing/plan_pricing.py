@@ -266,7 +266,8 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     the fill and drain a third of 1F1B's, ``(sum - max) / (3 m)`` (:func:`~llmsizing.moe_time.schedule_bubble`
     with ``stage_times``; plain pipelines only); ``schedule="dualpipe"`` (dual48) every rank's compute the
     mean of its two stages' terms and DualPipe's bubble laid out on each row's stage times
-    (:func:`llmsizing.plan_dualpipe.dualpipe_parts`). ``load_skew`` (a mixture of experts): every row's skew, in place of the measured default.
+    (:func:`llmsizing.plan_dualpipe.dualpipe_parts`). ``load_skew`` (a mixture of experts): every row's skew,
+    in place of the measured default.
 
     Equal to one ``step_time`` per candidate to floating-point rounding: ``tests/test_planner_speed.py``
     compares whole searches with the direct one (every ZeRO stage, both ``cp_comm``, a given ``overlap``,
