@@ -30,6 +30,7 @@ import functools
 import numpy as np
 
 from .pipeline_schedule import _dualpipe_blocks
+from .plan_stage_terms import _pp_terms
 
 
 #: How many DualPipe programs (:func:`_program`, one per ``(pp, m)``, 28 bytes a block: ~12 MB for the ~90 of
@@ -157,8 +158,6 @@ def dualpipe_parts(model, pp: np.ndarray, ri: np.ndarray, rcs, mf: np.ndarray, s
     of a stage's seconds from its terms, ``seconds(terms, rows)``), compute plus the bubble
     (:func:`dualpipe_busy`) and the most loaded stage's layers over the model's (the TP backward's windows),
     from every stage's terms (:func:`~llmsizing.plan_stage_terms._pp_terms`, at the planner's split)."""
-    from .plan_stage_terms import _pp_terms
-
     n = len(pp)
     compute, busy, top_layers = np.empty(n), np.empty(n), np.empty(n)
     for p_ in np.unique(pp).tolist():
