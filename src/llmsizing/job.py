@@ -55,8 +55,9 @@ class Job:
     the pipeline schedule (``"1f1b"``, ``"zb1p"``, ``"dualpipe"``) and ``comm_sms`` the SMs its
     communication kernels keep
     (DeepSeek-V3's recipe: ``"dualpipe"``, 20), and ``load_skew`` a measured load skew in place of the
-    default, which its step, time and plan price (:func:`check_step_recipe`; a plan refuses DualPipe; its
-    memory prices ``schedule``: DualPipe's two chunks per rank, :mod:`llmsizing.memory_dualpipe`);
+    default, which its step, time and plan price (:func:`check_step_recipe`; a plan searches DualPipe's
+    layouts, dual48; its memory prices ``schedule``: DualPipe's two chunks per rank,
+    :mod:`llmsizing.memory_dualpipe`);
     ``dispatcher`` its token dispatcher
     (``"alltoall"`` or ``"deepep"``, :data:`~llmsizing.all_to_all.DISPATCHERS`), which its step and plan
     price; under the model's group-limited routing or a ``max_nodes`` limit ``"alltoall"`` too sends a

@@ -390,10 +390,18 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     pipeline schedule, ``"1f1b"`` (default) or ``"zb1p"`` (zero bubble, plain pipelines only: no interleaved
     chunks are searched), and the SMs each GPU's communication kernels keep (0 by default; DeepSeek-V3: 20 of
     132, every GPU in ``gpus`` must have a known SM count above it), priced as ``step_time`` prices them
-    (:func:`~llmsizing.plan_pricing._price`; ``tests/test_moe_one_step.py``). ``"dualpipe"`` is refused
-    (:data:`~llmsizing.job.SEARCH_REFUSES_DUALPIPE` says why): price a DualPipe layout with ``step_time`` or
-    ``training_time(parallel=, global_batch=)``. Neither changes the memory (DualPipe's second copy of the
-    parameters is :func:`~llmsizing.deepseek.deepseek_memory`'s alone). ``load_skew`` (a mixture of experts'
+    (:func:`~llmsizing.plan_pricing._price`; ``tests/test_moe_one_step.py``); neither changes the memory.
+    ``"dualpipe"`` (dual48; DeepSeek-V3 report, arXiv:2412.19437, Sec. 3.2.1) searches only the layouts
+    DualPipe runs: an even ``pp`` of at least 2 (rank ``i`` holds stages ``i`` and ``pp - 1 - i``), an even
+    ``grad_accum`` of at least ``2 pp``, no interleaved chunks, no partial recomputation, and besides
+    Megatron-LM's splits every even ``pp`` whose layers split into equal middle stages and lighter first and
+    last ones (:func:`~llmsizing.parallel.uneven_split`: DeepSeek-V3's 16 stages of 3, fourteen 4s, 2; a
+    row's split is :func:`~llmsizing.parallel.pipeline_split` of its ``pp``, as
+    :meth:`~llmsizing.job.Job.from_plan_row` builds it); each row's memory is each rank's two stages
+    (:mod:`llmsizing.memory_dualpipe`) and its step ``step_time(schedule="dualpipe")``'s, its bubble
+    DualPipe's order laid out on the row's stage times (:mod:`llmsizing.plan_dualpipe`;
+    ``tests/test_plan_dualpipe.py``). It costs more than 1F1B's search: ``benchmarks/README.md``.
+    ``load_skew`` (a mixture of experts'
     measured load skew in place of :func:`~llmsizing.moe_time.load_skew`'s default, 1 to 64; not with
     ``capacity_factor``): every row's, as ``step_time(load_skew=)`` prices it.
     ``tp_backward_overlap`` (plan44): the backward's TP collectives hidden behind the column-parallel
