@@ -3,7 +3,8 @@ step_time(schedule="dualpipe") and training_memory(schedule="dualpipe") price it
 
 What is checked, and where the expected values come from:
 
-* every row of three mixtures of experts (Qwen3-30B-A3B, Mixtral-8x7B, DeepSeek-V3 with its own recipe) is
+* every row of three mixtures of experts (Qwen3-30B-A3B, Mixtral-8x7B, DeepSeek-V3 with its own recipe) and
+  of a dense model (Llama 3 8B) is
   re-priced with ``step_time`` and ``training_memory`` on the row's layout (``Job.from_plan_row``): the same
   step and the same memory to 1e-12 relative (the planner lays out DualPipe's order on arrays with the same
   operations, :mod:`llmsizing.plan_dualpipe`), hence the same fit;
@@ -44,6 +45,8 @@ SEARCHES = {
     "mixtral-8x7b": ("H100 SXM", 4096, 256, dict(max_gpus=256, ep_degrees=(4, 8)), {}),
     "deepseek-v3": ("H800", 4096, 15360, dict(max_gpus=2048, ep_degrees=(64,), micro_batches=(1,),
                                                zero_stages=(1,)), V3_RECIPE),
+    # a dense model: its full recomputation reruns every layer (no partial recomputation with DualPipe)
+    "llama-3-8b": ("H100 SXM", 8192, 512, dict(max_gpus=256), {}),
 }
 
 
@@ -142,7 +145,8 @@ def test_job_and_the_cli_plan_command_take_dualpipe(capsys):
     out = capsys.readouterr().out
     assert rc == 0
     rows = json.loads(out)
-    assert [r["step_time_s"] for r in rows] == pytest.approx(list(df["step_time_s"].head(len(rows))), rel=1e-9)
+    want = list(df["step_time_s"].head(len(rows)))
+    assert [r["step_time_s"] for r in rows] == pytest.approx(want, rel=1e-9)
     assert all(r["pp"] % 2 == 0 for r in rows)
 
 

@@ -42,14 +42,16 @@ PROGRAMS_KEPT = 128
 def dualpipe_rows(cols: dict, totals: np.ndarray) -> tuple:
     """The candidate plans (the fit's columns ``cols`` and their ``totals``) DualPipe can run: an even
     ``pp`` of at least 2 and an even number of micro-batches ``m`` of at least ``2 pp`` (``dualpipe.py``'s
-    assertions); ``(None, None)`` if none is left."""
+    assertions), ``recompute_layers`` none; ``(None, None)`` if none is left."""
     pp, m = cols["pp"], cols["m"]
     keep = np.flatnonzero((pp >= 2) & (pp % 2 == 0) & (m >= 2 * pp) & (m % 2 == 0))
     if not len(keep):
         return None, None
-    if len(keep) == len(pp):
-        return cols, totals
-    return {k: v[keep] for k, v in cols.items()}, totals[keep]
+    out = {k: v[keep] for k, v in cols.items()}
+    # (no partial recomputation with DualPipe: a dense model's "full" recomputes every layer, recompute_layers
+    # <NA> as a mixture of experts' rows, which training_memory(schedule="dualpipe") takes)
+    out["rl"] = np.full(len(keep), -1, dtype=cols["rl"].dtype)
+    return out, totals[keep]
 
 
 @functools.lru_cache(maxsize=PROGRAMS_KEPT)
