@@ -101,6 +101,24 @@ def test_deepseek_v3_is_searched_on_its_16_stages_with_the_balanced_split():
     assert set(_plan("deepseek-v3", schedule="1f1b", explain=False)["pp"]) <= {1, 61}
 
 
+@pytest.mark.parametrize("pp, m", [(2, 4), (2, 10), (4, 8), (6, 14), (8, 16), (8, 40), (16, 32), (16, 98)])
+def test_the_planners_layout_on_arrays_is_the_scalar_one_bit_for_bit(pp, m):
+    """plan_dualpipe.dualpipe_makespans (levels of blocks on arrays of rows) against
+    pipeline_schedule.dualpipe_makespan (DualPipe's phases run one operation at a time) on random unequal
+    stages, equal stages and one stage far slower: the same floats."""
+    import numpy as np
+
+    from llmsizing.pipeline_schedule import dualpipe_makespan
+    from llmsizing.plan_dualpipe import dualpipe_makespans
+
+    rng = np.random.default_rng(pp * 1000 + m)
+    times = np.vstack([rng.uniform(0.2, 3.0, (12, pp)), np.ones(pp), np.r_[np.ones(pp - 1), 9.0]])
+    got = dualpipe_makespans(times, m)
+    want = np.array([dualpipe_makespan(tuple(t), m) for t in times.tolist()])
+    assert np.array_equal(got, want)
+    assert (got >= m * ((times + times[:, ::-1]) / 2).max(axis=1) * (1 - 1e-12)).all()   # m x the top rank
+
+
 @pytest.mark.parametrize("pp, m", [(2, 4), (4, 8), (8, 16), (8, 40), (16, 32)])
 def test_dualpipe_bubble_on_equal_stages_is_table_2s_and_below_1f1b(pp, m):
     from llmsizing.moe_time import schedule_bubble

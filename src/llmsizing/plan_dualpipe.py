@@ -16,15 +16,15 @@
   (:func:`~llmsizing.comm.step_compute_time_s` with ``schedule="dualpipe"``), the bubble DualPipe's fixed
   order laid out on each row's stage times (:func:`~llmsizing.pipeline_schedule.dualpipe_makespan`, no closed
   form): :func:`dualpipe_makespans` runs the same operations on arrays of rows, a level of blocks at a time,
-  one pass per ``(pp, m)``, each value the scalar one's bit for bit. Its cost grows with ``pp x m`` (the
-  blocks laid out once per ``(pp, m)``, :func:`_program`, ~3 us a block): ``benchmarks/README.md``.
+  one pass per ``(pp, m)``, each value the scalar one's bit for bit. Its cost grows with ``m`` (a pass per
+  level of blocks, about ``m + pp`` of them) and with the ``(pp, m)`` a search holds (each laid out once,
+  :func:`_program`, kept): ``benchmarks/README.md``.
 
 ``tests/test_plan_dualpipe.py`` re-prices every row with ``step_time`` and ``training_memory``.
 """
 
 from __future__ import annotations
 
-import collections
 import functools
 
 import numpy as np
@@ -67,62 +67,71 @@ def _program(p: int, m: int) -> tuple:
     slot its end is kept in (``n + 1``, discarded, for a deferred weight gradient or none). The slots
     ``0 .. n - 1`` are the ends of ``(forward or backward, direction, stage, micro-batch)``. Kept
     (:data:`PROGRAMS_KEPT`)."""
-    blocks = [_dualpipe_blocks(p, m, r) for r in range(p)]
     h = m // 2                          # micro-batches per direction: an end's slot is (kind, d, stage, j)
     n = 4 * p * h                       # (F: (d p + s) h + j; B: ((2 + d) p + s) h + j)
-    zero_slot, discard = n, n + 1
-    level_of = [-1] * n                 # the level of the block whose operation ends in the slot
-    cols = [[] for _ in range(8)]       # level, rank, two waits, (length row, slot) of two operations
-    pos, rank_level, later, waiting = [0] * p, [-1] * p, [collections.deque() for _ in range(p)], {}
-    todo = list(range(p))
-    while todo:                         # (each rank's blocks in order, each once its inputs are there)
-        r = todo.pop()
-        blk, i, level = blocks[r], pos[r], rank_level[r]
-        while i < len(blk):
-            need = []
-            for kind, d, j in blk[i]:
-                if kind == "W":
-                    continue
-                s_ = r if d == 0 else p - 1 - r
-                if kind == "F":
-                    if s_ > 0:
-                        need.append((d * p + s_ - 1) * h + j)
-                else:
-                    need.append(((2 + d) * p + s_ + 1) * h + j if s_ < p - 1 else (d * p + s_) * h + j)
-            late = [x for x in need if level_of[x] < 0]
-            if late:
-                waiting.setdefault(late[0], []).append(r)
-                break
-            level = 1 + max([level] + [level_of[x] for x in need])
-            ops = []
-            for kind, d, j in blk[i]:
-                if kind == "W":
-                    d, j = later[r].popleft()
-                s_ = r if d == 0 else p - 1 - r
-                if kind == "W":
-                    ops.append((3 * s_ + 2, discard))
-                    continue
-                slot = ((d if kind == "F" else 2 + d) * p + s_) * h + j
-                level_of[slot] = level
-                todo.extend(waiting.pop(slot, ()))
-                if kind == "Bz":
-                    later[r].append((d, j))
-                ops.append((3 * s_ + (0 if kind == "F" else 1 if kind == "B" else 2), slot))
-            ops.append((3 * p, discard))                  # (a block of one operation: a zero-length second)
-            need += [zero_slot, zero_slot]
-            for c, v in zip(cols, (level, r, need[0], need[1], *ops[0], *ops[1])):
-                c.append(v)
-            i += 1
-        pos[r], rank_level[r] = i, level
-    if any(pos[r] < len(blocks[r]) for r in range(p)):   # (as the scalar layout's guard)
+    parts = [_rank_blocks(p, m, r, h, n) for r in range(p)]
+    rank = np.concatenate([np.full(len(x[0]), r) for r, x in enumerate(parts)])
+    at = np.concatenate([np.arange(len(x[0])) for x in parts])          # a block's place on its rank
+    d0, d1, k0, w0, k1, w1 = (np.concatenate([x[c] for x in parts]) for c in range(6))
+    # each block's level: one after the rank's previous block and after the blocks it waits for (the longest
+    # path to it). From the lower bound ``at``, each pass lifts a block over the blocks it waits for and
+    # carries that along its rank (a running maximum per rank); the levels only rise, and stop at the longest
+    # paths: a few passes (pp / 2 for DualPipe), whatever m
+    made = np.full(n + 2, -1)                       # the block that ends each slot (-1: none)
+    made[w0], made[w1] = np.arange(len(rank)), np.arange(len(rank))
+    made[n] = made[n + 1] = -1
+    m0, m1 = made[d0], made[d1]
+    big = 4 * (len(rank) + 1)                       # (keeps the running maximum within each rank)
+    level = at.copy()
+    for _ in range(len(rank) + 1):
+        wait = np.maximum(np.where(m0 >= 0, level[m0], -1), np.where(m1 >= 0, level[m1], -1))
+        lifted = at + np.maximum.accumulate(np.maximum(wait + 1 - at, 0) + rank * big) - rank * big
+        if np.array_equal(lifted, level):
+            break
+        level = lifted
+    else:                                           # (a cycle: cannot happen for DualPipe's phases)
         raise RuntimeError(f"the dualpipe schedule deadlocked (pp={p}, micro_batches={m})")
-    table = np.array(cols, dtype=np.int64)
-    table = table[:, np.argsort(table[0], kind="stable")]
-    cuts = np.flatnonzero(np.diff(table[0])) + 1
-    bounds = tuple(zip([0, *cuts.tolist()], [*cuts.tolist(), table.shape[1]]))
-    table = table[1:].astype(np.int32)
+    order = np.argsort(level, kind="stable")
+    table = np.array([rank, d0, d1, k0, w0, k1, w1], dtype=np.int64)[:, order].astype(np.int32)
+    level = level[order]
+    cuts = np.flatnonzero(np.diff(level)) + 1
+    bounds = tuple(zip([0, *cuts.tolist()], [*cuts.tolist(), len(level)]))
     table.setflags(write=False)
     return table, bounds, n
+
+
+#: :func:`_dualpipe_blocks`' operation kinds as codes: forward, backward, a backward whose weight gradient is
+#: deferred, the deferred weight gradient.
+_KINDS = {"F": 0, "B": 1, "Bz": 2, "W": 3}
+
+
+def _rank_blocks(p: int, m: int, r: int, h: int, n: int) -> tuple:
+    """Rank ``r``'s blocks (:func:`~llmsizing.pipeline_schedule._dualpipe_blocks`, in order) as
+    :func:`_program`'s columns: the two slots each waits for, and each of its two operations' length row and
+    slot (the zero slot ``n``, the zero row ``3 p`` and the discarded slot ``n + 1`` where there is none). A
+    deferred weight gradient takes the micro-batch of the rank's earliest backward still waiting for one
+    (first in, first out, as the reference's queue)."""
+    blocks = _dualpipe_blocks(p, m, r)
+    size = np.fromiter(map(len, blocks), dtype=np.int64, count=len(blocks))
+    kind, d, j = zip(*(op for blk in blocks for op in blk))
+    kind = np.fromiter(map(_KINDS.__getitem__, kind), dtype=np.int64, count=len(kind))
+    d = np.array([x or 0 for x in d], dtype=np.int64)
+    j = np.array([x or 0 for x in j], dtype=np.int64)
+    w, z = np.flatnonzero(kind == 3), np.flatnonzero(kind == 2)
+    d[w], j[w] = d[z[:len(w)]], j[z[:len(w)]]       # (the k-th weight gradient: the k-th deferred backward)
+    s = np.where(d == 0, r, p - 1 - r)
+    fwd = kind == 0
+    slot = np.where(fwd, (d * p + s) * h + j, ((2 + d) * p + s) * h + j)
+    slot[w] = n + 1
+    row = 3 * s + np.minimum(kind, 2)
+    wait = np.where(fwd, np.where(s > 0, (d * p + s - 1) * h + j, n),
+                    np.where(s < p - 1, ((2 + d) * p + s + 1) * h + j, (d * p + s) * h + j))
+    wait[w] = n
+    first = np.cumsum(size) - size                  # each block's first operation; the second where two
+    two = size == 2
+    second = np.where(two, first + 1, first)
+    return (wait[first], np.where(two, wait[second], n), row[first], slot[first],
+            np.where(two, row[second], 3 * p), np.where(two, slot[second], n + 1))
 
 
 def dualpipe_makespans(stage_times: np.ndarray, m: int) -> np.ndarray:
