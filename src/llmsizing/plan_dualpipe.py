@@ -60,26 +60,36 @@ def _program(p: int, m: int) -> tuple:
     (:func:`~llmsizing.pipeline_schedule._dualpipe`) runs them, grouped in levels: a block (a rank's
     operations run back to back, :func:`~llmsizing.pipeline_schedule._dualpipe_blocks`) is one level after the
     rank's previous block and after every block whose operation it waits for, so the blocks of a level wait
-    for none of each other. Returns ``(table, bounds, n)``: ``table`` seven rows over the blocks, level by
-    level (``bounds`` each level's columns): the rank, the two slots of the ends it waits for (the zero slot
-    ``n`` where it waits for fewer), and for each of its (at most two) operations the row of its length
-    (``3 x stage + kind``: a forward, a backward, half a backward; the zero row ``3 pp`` for none) and the
-    slot its end is kept in (``n + 1``, discarded, for a deferred weight gradient or none). The slots
-    ``0 .. n - 1`` are the ends of ``(forward or backward, direction, stage, micro-batch)``. Kept
-    (:data:`PROGRAMS_KEPT`)."""
+    for none of each other. Returns ``(table, bounds, slots)``: ``table`` seven rows over the blocks, level by
+    level (``bounds`` each level's columns): the three slots whose ends it waits for (its rank's previous
+    block's last, and the ends of the operations it needs; the zero slot ``n = 2 pp m`` where there are
+    fewer), and for each of its (at most two) operations the row of its length (``3 x stage + kind``: a
+    forward, a backward, half a backward; the zero row ``3 pp`` for none) and the slot its end is kept in.
+    The slots ``0 .. n - 1`` are the ends of ``(forward or backward, direction, stage, micro-batch)``, those
+    above ``n`` the deferred weight gradients'. Kept (:data:`PROGRAMS_KEPT`)."""
     h = m // 2                          # micro-batches per direction: an end's slot is (kind, d, stage, j)
     n = 4 * p * h                       # (F: (d p + s) h + j; B: ((2 + d) p + s) h + j)
     parts = [_rank_blocks(p, m, r, h, n) for r in range(p)]
     rank = np.concatenate([np.full(len(x[0]), r) for r, x in enumerate(parts)])
     at = np.concatenate([np.arange(len(x[0])) for x in parts])          # a block's place on its rank
     d0, d1, k0, w0, k1, w1 = (np.concatenate([x[c] for x in parts]) for c in range(6))
+    # every operation's end gets a slot (a deferred weight gradient one of its own, after the zero slot n), a
+    # block of one operation its second "operation" (zero long) on the same slot, and each block waits for
+    # its rank's previous block's last end (the zero slot for a rank's first): the rank's own order as a wait
+    first0, first1 = w0 == n + 1, (w1 == n + 1) & (k1 != 3 * p)
+    w0, w1 = w0.copy(), w1.copy()
+    w0[first0] = n + 1 + np.arange(first0.sum())
+    w1[first1] = n + 1 + first0.sum() + np.arange(first1.sum())
+    single = k1 == 3 * p
+    w1[single] = w0[single]
+    slots = int(n + 1 + first0.sum() + first1.sum())
+    prev = np.where(at == 0, n, np.roll(w1, 1))
     # each block's level: one after the rank's previous block and after the blocks it waits for (the longest
     # path to it). From the lower bound ``at``, each pass lifts a block over the blocks it waits for and
     # carries that along its rank (a running maximum per rank); the levels only rise, and stop at the longest
     # paths: a few passes (pp / 2 for DualPipe), whatever m
-    made = np.full(n + 2, -1)                       # the block that ends each slot (-1: none)
+    made = np.full(slots, -1)                       # the block that ends each slot (-1: none)
     made[w0], made[w1] = np.arange(len(rank)), np.arange(len(rank))
-    made[n] = made[n + 1] = -1
     m0, m1 = made[d0], made[d1]
     big = 4 * (len(rank) + 1)                       # (keeps the running maximum within each rank)
     level = at.copy()
@@ -92,12 +102,12 @@ def _program(p: int, m: int) -> tuple:
     else:                                           # (a cycle: cannot happen for DualPipe's phases)
         raise RuntimeError(f"the dualpipe schedule deadlocked (pp={p}, micro_batches={m})")
     order = np.argsort(level, kind="stable")
-    table = np.array([rank, d0, d1, k0, w0, k1, w1], dtype=np.int64)[:, order].astype(np.int32)
+    table = np.array([prev, d0, d1, k0, w0, k1, w1], dtype=np.int64)[:, order].astype(np.int32)
     level = level[order]
     cuts = np.flatnonzero(np.diff(level)) + 1
     bounds = tuple(zip([0, *cuts.tolist()], [*cuts.tolist(), len(level)]))
     table.setflags(write=False)
-    return table, bounds, n
+    return table, bounds, slots
 
 
 #: :func:`_dualpipe_blocks`' operation kinds as codes: forward, backward, a backward whose weight gradient is
@@ -147,18 +157,15 @@ def dualpipe_makespans(stage_times: np.ndarray, m: int) -> np.ndarray:
     lengths = np.zeros((3 * p + 1, rows))
     lengths[0:3 * p:3], lengths[1:3 * p:3] = (ratios / 3).T, (2 * ratios / 3).T
     lengths[2:3 * p:3] = lengths[1:3 * p:3] / 2
-    table, bounds, n = _program(p, m)
-    free, done = np.zeros((p, rows)), np.zeros((n + 2, rows))
-    for a, b in bounds:
-        rank, d0, d1, k0, w0, k1, w1 = table[:, a:b]
-        at = np.maximum(np.maximum(free[rank], done[d0]), done[d1])
-        at = at + lengths[k0]
-        done[w0] = at
-        at = at + lengths[k1]
-        done[w1] = at
-        done[n + 1] = 0.0                # (the discarded slot: the zero slot stays zero)
-        free[rank] = at
-    return top * free.max(axis=0)
+    table, bounds, slots = _program(p, m)
+    done = np.zeros((slots, rows))
+    for a, b in bounds:                  # (a level: its blocks' three waits, then their two operations)
+        at = done[table[0:3, a:b]].max(axis=0)
+        at += lengths[table[3, a:b]]
+        done[table[4, a:b]] = at
+        at += lengths[table[5, a:b]]
+        done[table[6, a:b]] = at
+    return top * done.max(axis=0)        # (the last end: every operation's is kept)
 
 
 def dualpipe_parts(model, pp: np.ndarray, ri: np.ndarray, rcs, mf: np.ndarray, seconds, *, seq: int,
