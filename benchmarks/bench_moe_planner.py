@@ -4,6 +4,7 @@ any plan() <= 1 s, e.g. Qwen3-30B-A3B at 64K), with the MoE time terms of llmsiz
     .venv/bin/python benchmarks/bench_moe_planner.py        # best of 3 each, from scratch
     .venv/bin/python benchmarks/bench_moe_planner.py --ch10 # chapter 10's chart at moves to an MoE, once
     .venv/bin/python benchmarks/bench_moe_planner.py --accounted  # the MoE searches with accounted_split=True
+    .venv/bin/python benchmarks/bench_moe_planner.py --dualpipe   # plan(schedule="dualpipe"), dual48
 
 The MoE cases of benchmarks/bench_planner.py, timed by its own loop (kept results cleared before each run).
 Prints; does not assert (timings are not tests).
@@ -557,7 +558,55 @@ def ch10_moves() -> None:
         print(f"{f'ch10 move: {model} on {gpu} at {seq:,}':50s} {cpu_ms:6.0f} ms CPU {wall_ms:6.0f} ms wall")
 
 
+#: plan(schedule="dualpipe") (issue 35, dual48; budget <= 1 s each): DeepSeek-V3 on H800s as DeepSeek ran it
+#: (its batch, its recipe, at most its 2,048 GPUs) and Qwen3-30B-A3B at 4K on H100s.
+DUALPIPE_CASES = (
+    ("deepseek-v3 on H800s, 15,360 x 4K, <= 2,048, its recipe", "deepseek-v3",
+     dict(tokens=14.8e12, gpus=("H800",), seq=4096, global_batch=15360, max_gpus=2048,
+          precision="fp8-deepseek", comm_sms=20, mtp_depth=1)),
+    ("qwen3-30b-a3b on H100s at 4K, <= 1,024", "qwen3-30b-a3b",
+     dict(tokens=1e12, gpus=("H100 SXM",), seq=4096, global_batch=512, max_gpus=1024)),
+)
+
+
+def dualpipe() -> None:
+    """CPU s of each DUALPIPE_CASES search, best of 3: from scratch (DualPipe's kept programs cleared too),
+    then with the programs kept (a second search: another GPU type, recipe or model on the same (pp, m)), and
+    the same search under 1F1B from scratch, with the load."""
+    import os
+
+    from llmsizing import parallel, plan_dualpipe
+    from llmsizing.planner import plan
+
+    print(f"load {os.getloadavg()[0]:.2f}")
+    for label, model, kw in DUALPIPE_CASES:
+        def scratch(**more):
+            best = []
+            for _ in range(3):
+                clear()
+                plan_dualpipe._program.cache_clear()
+                parallel.uneven_split.cache_clear()
+                c0 = time.process_time()
+                df = plan(model, **kw, **more)
+                best.append(time.process_time() - c0)
+            return min(best), len(df)
+
+        t_d, n_d = scratch(schedule="dualpipe")
+        kept = []
+        for _ in range(3):
+            clear()
+            c0 = time.process_time()
+            plan(model, **kw, schedule="dualpipe")
+            kept.append(time.process_time() - c0)
+        t_1, n_1 = scratch()
+        print(f"{label:56s} dualpipe {t_d:5.2f} s ({n_d:,} plans), programs kept {min(kept):5.2f} s; "
+              f"1f1b {t_1:5.2f} s ({n_1:,} plans)")
+
+
 if __name__ == "__main__":
+    if "--dualpipe" in sys.argv:
+        dualpipe()
+        sys.exit()
     bench_planner.CASES[:] = [c for c in bench_planner.CASES if c[1] in MOE]
     if "--accounted" in sys.argv:      # (moeapi42) the same cases with Megatron's accounted split searched too
         bench_planner.CASES[:] = [(label + ", accounted", model, {**kw, "accounted_split": True})

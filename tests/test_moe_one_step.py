@@ -177,22 +177,17 @@ def test_the_v3_recipes_sms_slow_the_compute_by_132_over_112_by_hand():
     assert with_sms.bubble_s == pytest.approx(without.bubble_s * 132 / 112, rel=1e-12)
 
 
-def test_plan_refuses_dualpipe_and_says_where_it_is_priced():
-    """The planner searches no DualPipe layout (DeepSeek-V3's 61 layers give pp 1 or 61 and DualPipe needs an
-    even pp): plan(), a Job's plan, cost_by_gpu and training_time without a layout refuse it, naming the
-    schedule and the calls that price it."""
-    from llmsizing.job import Job
-
-    job = Job("deepseek-v3", "H800", V3_SEQ, _v3_layout(), micro_batch=1, grad_accum=120, **V3_RECIPE)
-    calls = [lambda: L.plan(job, tokens=V3_TOKENS),
-             lambda: L.plan("deepseek-v3", tokens=V3_TOKENS, gpus=("H800",), seq=V3_SEQ, global_batch=V3_GB,
-                            schedule="dualpipe"),
-             lambda: L.cost_by_gpu("deepseek-v3", tokens=V3_TOKENS, seq=V3_SEQ, gpus=("H800",),
+def test_dualpipe_is_refused_where_the_fewest_gpus_choose_the_layout_and_says_where_it_is_priced():
+    """plan() searches DualPipe (dual48: tests/test_plan_dualpipe.py); cost_by_gpu and training_time
+    without a layout choose theirs through the fewest GPUs (min_gpus), which do not search it: they refuse
+    it, naming plan(schedule='dualpipe') and the calls that price a given layout."""
+    calls = [lambda: L.cost_by_gpu("deepseek-v3", tokens=V3_TOKENS, seq=V3_SEQ, gpus=("H800",),
                                    schedule="dualpipe"),
              lambda: L.training_time("deepseek-v3", tokens=V3_TOKENS, gpu="H800", seq=V3_SEQ, n_gpus=2048,
                                      schedule="dualpipe")]
     for call in calls:
-        with pytest.raises(ValueError, match=r"schedule='dualpipe' is priced on a given layout only"):
+        with pytest.raises(ValueError, match=r"training_time with parallel=.*"
+                                             r"searched by plan\(schedule='dualpipe'\) only"):
             call()
 
 

@@ -185,7 +185,7 @@ def add_plan_commands(sub, command) -> None:
                         "(default: none, selective, full); op-sac and op-sac-sdpa-rerun are torchtitan's "
                         "op-level selective checkpointing, searched without --tp or --cp only")
     add_plan_moe_flags(p)
-    add_step_recipe_flags(p)
+    add_step_recipe_flags(p, dualpipe=True)
     p.add_argument("--framework", default=None,
                    help="the training software (e.g. megatron-core, nemo, torchtitan, llm-foundry): its "
                         "stack family sets the days' range (default: unknown, the pooled range) and whether "

@@ -142,7 +142,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     (the MoE token dispatcher, :data:`~llmsizing.all_to_all.DISPATCHERS`) to the ``step_time`` that breaks
     ties (it moves no bytes of memory); ``schedule`` (``"1f1b"`` or ``"zb1p"``), ``comm_sms`` (the SMs
     communication kernels keep) and ``load_skew`` likewise (moeapi42:
-    :func:`~llmsizing.job.check_step_recipe`, DualPipe refused as the planner refuses it).
+    :func:`~llmsizing.job.check_step_recipe`; DualPipe refused: its memory, two stages a rank, and its
+    laid-out bubble are :func:`~llmsizing.planner.plan`'s search alone, dual48).
 
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.

@@ -388,10 +388,10 @@ def megatron_calls_of(model: Model, tp: int, pp: int, vp: int, zero: int, bucket
 @functools.lru_cache(maxsize=1024)
 def _rank0_layers(layers: int, pp: int, vp: int) -> int:
     """The transformer layers of pipeline rank 0's first chunk under the planner's split."""
-    from .parallel import kept_parallel
+    from .parallel import kept_parallel, split_fields
     from .pipeline_stages import stage_chunks
 
-    split = {} if pp == 1 or layers % pp == 0 else {"account_for_embedding": True, "account_for_loss": True}
+    split = split_fields(layers, pp)        # (a DualPipe search's uneven split too: dual48)
     return stage_chunks(layers, kept_parallel(pp=pp, virtual_stages=vp, **split))[0][0]
 
 

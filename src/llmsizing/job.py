@@ -32,7 +32,7 @@ from .moe_time import SCHEDULES, comm_sm_share
 from .mtp import check_mtp_depth
 from .op_sac import check_op_sac
 from .parallel import (OP_SAC_MODES, RECOMPUTE, RECOMPUTE_MODES, SINGLE_GPU, Parallel, check_recompute_layers,
-                       resolve_parallel)
+                       pipeline_split, resolve_parallel)
 from .pipeline_schedule import pipelined_zero_fields
 from .precision import OPTIMIZERS, RECIPES, check_recipe
 
@@ -55,8 +55,9 @@ class Job:
     the pipeline schedule (``"1f1b"``, ``"zb1p"``, ``"dualpipe"``) and ``comm_sms`` the SMs its
     communication kernels keep
     (DeepSeek-V3's recipe: ``"dualpipe"``, 20), and ``load_skew`` a measured load skew in place of the
-    default, which its step, time and plan price (:func:`check_step_recipe`; a plan refuses DualPipe; its
-    memory prices ``schedule``: DualPipe's two chunks per rank, :mod:`llmsizing.memory_dualpipe`);
+    default, which its step, time and plan price (:func:`check_step_recipe`; a plan searches DualPipe's
+    layouts, dual48; its memory prices ``schedule``: DualPipe's two chunks per rank,
+    :mod:`llmsizing.memory_dualpipe`);
     ``dispatcher`` its token dispatcher
     (``"alltoall"`` or ``"deepep"``, :data:`~llmsizing.all_to_all.DISPATCHERS`), which its step and plan
     price; under the model's group-limited routing or a ``max_nodes`` limit ``"alltoall"`` too sends a
@@ -249,12 +250,12 @@ class Job:
         get = row.get if hasattr(row, "get") else functools.partial(getattr, row)
         n = get("recompute_layers", None)
         pp = int(get("pp"))
-        # (the planner's split: Megatron-LM's even one where pp divides the layers; plan_pricing)
-        accounted = resolve_model(model, moe=True).layers % pp != 0
+        # (the planner's split: Megatron-LM's even one where pp divides the layers, else the accounted one,
+        # else (a DualPipe search's, dual48) uneven first and last stages: parallel.pipeline_split)
         par = Parallel(tp=int(get("tp")), cp=int(get("cp", 1)), pp=pp, dp=int(get("dp")),
                        zero=int(get("zero")), sp=bool(get("sp")), ep=int(get("ep", 1)), expert_tp=expert_tp,
                        cp_comm=cp_comm, virtual_stages=int(get("virtual_stages", 1)),
-                       account_for_embedding=accounted, account_for_loss=accounted,
+                       **pipeline_split(resolve_model(model, moe=True), pp),
                        **pipelined_zero_fields(int(get("zero")), pp),
                        **({"shared_expert_overlap": True} if shared_expert_overlap else {}))
         return cls(model, get("gpu"), seq, par, micro_batch=int(get("micro_batch")),
@@ -284,14 +285,16 @@ def check_moe_options(model: Model, mtp_depth, capacity_factor) -> dict:
             **({"capacity_factor": cap} if cap is not None else {})}
 
 
-#: What :func:`check_step_recipe` refuses where a layout is searched (``plan``, ``min_gpus``, a layout
-#: chosen for ``training_time`` or ``cost_by_gpu``), and why.
+#: What :func:`check_step_recipe` refuses where an answer searches a layout with a search of its own
+#: (:func:`~llmsizing.fewest_gpus.min_gpus`, and the layout :func:`~llmsizing.time_cost.training_time` or
+#: :func:`~llmsizing.time_cost.cost_by_gpu` chooses through it), and why. :func:`~llmsizing.planner.plan`
+#: searches DualPipe since dual48 (issue 35) and no longer raises it; the name stays for old imports.
 SEARCH_REFUSES_DUALPIPE = (
-    "schedule='dualpipe' is priced on a given layout only (step_time, training_time with parallel= and "
-    "global_batch=, a Job): the planner does not search it (its bubble has no closed form over unequal "
-    "stages, pipeline_schedule.dualpipe_makespan, and DualPipe needs an even pp and an even number of "
-    "micro-batches >= 2 pp, which a split that divides the layers rarely gives: DeepSeek-V3's 61 layers "
-    "allow pp 1 or 61). Give schedule='1f1b' or 'zb1p', or the layout")
+    "schedule='dualpipe' is priced on a given layout (step_time, training_time with parallel= and "
+    "global_batch=, a Job) and searched by plan(schedule='dualpipe') only: the fewest GPUs (min_gpus), and "
+    "the layout training_time and cost_by_gpu choose through them, do not search it (its memory, two stages "
+    "per rank, and its bubble, laid out per layout, are the planner's alone). Give schedule='1f1b' or "
+    "'zb1p', or the layout, or ask plan(schedule='dualpipe')")
 
 
 def check_step_recipe(schedule="1f1b", comm_sms=0, gpus=(), *, searched: bool = False, load_skew=None,
@@ -301,7 +304,8 @@ def check_step_recipe(schedule="1f1b", comm_sms=0, gpus=(), *, searched: bool = 
     ``gpus``' SM count, :func:`~llmsizing.moe_time.comm_sm_share`; DeepSeek-V3: 20 of the H800's 132)
     checked as :func:`~llmsizing.layouts.step_time` checks them, as keywords: only those not at their
     defaults (``{}`` for ``"1f1b"``, 0: an old call's keywords). ``searched``: for an answer that searches the
-    layout, where DualPipe is refused (:data:`SEARCH_REFUSES_DUALPIPE`). ``load_skew`` (``None``: the
+    layout with a search of its own, where DualPipe is refused (:data:`SEARCH_REFUSES_DUALPIPE`;
+    :func:`~llmsizing.planner.plan` searches it, dual48). ``load_skew`` (``None``: the
     measured default of :func:`~llmsizing.moe_time.load_skew`; else 1 to 64, the slowest expert rank's
     routed work over the mean): a mixture of experts' only (refused for a dense ``model``) and not with
     ``capacity_factor``, which sets it, as ``step_time`` refuses both. The one check of :class:`Job`,

@@ -19,7 +19,8 @@ from .prose import ChapterText, number_word
 from .prose import prose_check as _prose_check
 from .units import GiB
 
-__all__ = ["split_words", "rack_dispatch_prose", "deepseek_terms_prose", "deepseek_memory_prose",
+__all__ = ["split_words", "rack_dispatch_prose", "deepseek_terms_prose", "dualpipe_pick_prose",
+           "deepseek_memory_prose",
            "all_to_all_evidence_prose", "gloo_all_to_all_figures", "RACK_NODE", "H800_NODE", "H100_NODE",
            "DEEPSEEK_V3_NVLINK_GBPS"]
 
@@ -228,6 +229,30 @@ def deepseek_terms_prose() -> ChapterText:
         "split_balanced": split_words(split), "split_even": split_words(even), "ds3_layers": f"{ds3.layers}",
     }
     return ChapterText(values=texts, report=table.to_string(), data={"table": table})
+
+
+def dualpipe_pick_prose() -> ChapterText:
+    """What ``plan(schedule="dualpipe")`` picks for DeepSeek-V3 on its 2,048 H800s (dual48, issue 35): its
+    batch of 15,360 sequences of 4K tokens and its recipe (FP8 as DeepSeek ran it, the MTP module, 20 SMs
+    kept for communication, the all-to-all hidden), the fastest plan on exactly that many GPUs (its layout,
+    micro-batches and GPU-hours, glued as ``dp_pick_*``) beside the published layout
+    (:data:`~llmsizing.deepseek.DEEPSEEK_V3_LAYOUT`). Raises :class:`~llmsizing.prose.ProseOutOfDate` unless
+    the pick runs the published ``pp`` and ``ep`` with ZeRO-1 and no tensor parallelism, as the prose says."""
+    from .deepseek import DEEPSEEK_V3_LAYOUT, DEEPSEEK_V3_MTP_DEPTH
+    from .planner import plan
+
+    lay = DEEPSEEK_V3_LAYOUT
+    df = plan("deepseek-v3", tokens=14.8e12, gpus=("H800",), seq=4096, global_batch=15360,
+              gpu_counts=(lay.gpus,), schedule="dualpipe", precision="fp8-deepseek",
+              mtp_depth=DEEPSEEK_V3_MTP_DEPTH, comm_sms=20, ep_overlap=1.0)
+    pick = df.iloc[0]
+    _says((int(pick["pp"]), int(pick["ep"]), int(pick["zero"]), int(pick["tp"])) == (lay.pp, lay.ep, 1, 1),
+          "plan(schedule='dualpipe') picks the published pp and ep, ZeRO-1, no tensor parallelism")
+    texts = {"dp_pick_pp": f"{int(pick['pp'])}", "dp_pick_ep": f"{int(pick['ep'])}",
+             "dp_pick_dp": f"{int(pick['dp'])}", "dp_pick_micro": f"{int(pick['micro_batch'])}",
+             "dp_pick_m": f"{int(pick['grad_accum'])}", "dp_pick_rc": f"{pick['recompute']}",
+             "dp_pick_gh": f"{pick['gpu_hours'] / 1e6:.2f}M", "dp_pick_n": f"{len(df):,}"}
+    return ChapterText(values=texts, report="", data={"plans": df})
 
 
 def deepseek_memory_prose(check=None) -> ChapterText:

@@ -537,5 +537,37 @@ def pipeline_split(model, pp: int) -> dict:
     ``--account-for-loss-in-pipeline-split``, ``(layers + 2) / pp`` places per stage, the first and the last
     stage one layer fewer (Llama 3 405B: 126 layers on 16 stages, 7, fourteen 8s, 7; Dubey et al. 2024,
     Sec. 3.3.2). The planner (:mod:`llmsizing.plan_stage_terms`, which re-exports it) gives a dense model
-    such a ``pp`` only where it divides ``layers + 2`` and not the layers, so ``pp`` alone names the split."""
-    return {} if model.layers % pp == 0 else ACCOUNTED
+    such a ``pp`` only where it divides ``layers + 2`` and not the layers, so ``pp`` alone names the split.
+    A ``pp`` that divides neither (a DualPipe search's only, dual48: :func:`uneven_split`) gets
+    ``stage_layers``: Megatron-LM's ``--decoder-first-pipeline-num-layers`` and
+    ``--decoder-last-pipeline-num-layers``."""
+    return split_fields(model.layers, pp)
+
+
+def split_fields(layers: int, pp: int) -> dict:
+    """:func:`pipeline_split` of a model of ``layers`` layers (what needs the layer count only, e.g.
+    :func:`~llmsizing.grad_buckets.megatron_calls_of`)."""
+    if layers % pp == 0:
+        return {}
+    if (layers + 2) % pp == 0 and pp <= layers:
+        return ACCOUNTED
+    split = uneven_split(layers, pp)
+    return ACCOUNTED if split is None else {"stage_layers": split}
+
+
+@functools.lru_cache(maxsize=1024)
+def uneven_split(layers: int, pp: int) -> tuple | None:
+    """The split of ``layers`` over ``pp`` stages that the planner gives a DualPipe search where ``pp``
+    divides neither the layers nor the layers plus two (dual48, issue 35): the middle stages
+    ``ceil(layers / pp)`` layers each, the first and the last the rest, the first the larger half
+    (Megatron-LM's ``--decoder-first-pipeline-num-layers`` and ``--decoder-last-pipeline-num-layers``, which
+    want equal middle stages; the embedding's and the head's stages lighter, as DeepSeek-V3's 61 layers on
+    16 stages: 3, fourteen 4s, 2, :data:`~llmsizing.deepseek.DEEPSEEK_V3_BALANCED_SPLIT`). None where the
+    rest leaves the first or the last stage no layer (or ``pp`` is below 2 or above the layers)."""
+    if pp < 2 or pp > layers:
+        return None
+    mid = -(-layers // pp)
+    rest = layers - (pp - 2) * mid if pp > 2 else layers
+    if rest < 2:
+        return None
+    return uneven_stages(layers, pp, first=rest - rest // 2, last=rest // 2)

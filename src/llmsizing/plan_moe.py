@@ -35,7 +35,8 @@ import numpy as np
 from .all_to_all import _links as a2a_links
 from .comm import experts_apart_of
 from .footprint import phase_values
-from .memory import _act_layout, _kept_act_side, _kept_state_side, _stage_phases
+from .memory import _act_core, _act_layout, _kept_act_side, _kept_state_side, _stage_phases
+from .memory_dualpipe import dualpipe_ranks
 from .moe import _split, ep_all_to_all, stage_moe_layers
 from .moe_arrays import frame_layers
 from .moe_time import shared_overlap_rows_s
@@ -49,7 +50,7 @@ from .precision import DTYPE_BYTES, RECIPES
 #: The keywords of :func:`~llmsizing.planner.plan` this module adds to the search's memory keywords when they
 #: are not their defaults (``mtp_depth=0``, ``capacity_factor=None``), as
 #: :func:`~llmsizing.job.check_moe_options` gives them.
-OPTION_KEYS = ("mtp_depth", "capacity_factor")
+OPTION_KEYS = ("mtp_depth", "capacity_factor", "schedule")
 
 
 def has_options(kw: dict) -> bool:
@@ -62,22 +63,35 @@ def option_pieces(model, par, stages, *, batch: int, grad_accum: int, seq: int, 
                   optimizer: str = "adamw", attention: str = "flash", recompute: str = "none",
                   dropout: bool = False, stack: str = "fused", optimizer_impl: str = "foreach",
                   recompute_layers: int | None = None, attention_mask: bool = False, mtp_depth: int = 0,
-                  capacity_factor: float | None = None, grad_buffer: bool | str = False) -> list[float]:
+                  capacity_factor: float | None = None, grad_buffer: bool | str = False,
+                  schedule: str = "1f1b") -> list[float]:
     """The bytes of every piece (:func:`~llmsizing.footprint.phase_values`, each summed) of the stages
     ``stages``, stage by stage, as ``training_memory(..., mtp_depth=, capacity_factor=, _all_stages=True,
     _stages=stages)`` works them out: the same kept sides (``_kept_act_side`` with the capacity,
     ``_kept_state_side``) of :func:`~llmsizing.mtp.mtp_layout`'s model and layout, the same
     :func:`~llmsizing.mtp.mtp_sides` and the same phases, in the same order (arguments checked by
-    :func:`~llmsizing.planner.plan`)."""
+    :func:`~llmsizing.planner.plan`). ``schedule="dualpipe"`` (dual48; any model): every DualPipe rank's
+    pieces, ranks ``0 .. pp/2 - 1`` (``stages`` unread), each its two stages' sides as
+    ``training_memory(..., schedule="dualpipe")`` adds them
+    (:func:`~llmsizing.memory_dualpipe.dualpipe_ranks`);
+    ``grad_accum`` the search's accumulation class (``pp``: 1F1B's in flight on a stage ``j``, ``pp - j``,
+    are those of any ``m >= pp``, so of DualPipe's ``m >= 2 pp``)."""
     cap = {} if capacity_factor is None else {"capacity_factor": capacity_factor}
     ext, epar = mtp_layout(model, resolve_parallel(par, model, seq=seq), mtp_depth)
-    stages = tuple(sorted(set(stages)))
+    dual = schedule == "dualpipe"
+    stages = tuple(range(epar.pp)) if dual else tuple(sorted(set(stages)))
     acts = _kept_act_side(ext, batch, seq, precision, attention, dropout, recompute, recompute_layers,
                           grad_accum, stack, attention_mask, _act_layout(epar), stages, **cap)
     states = _kept_state_side(ext, precision, optimizer, optimizer_impl, epar, stages)
     if mtp_depth:
         acts, states = mtp_sides(model, epar, mtp_depth, acts, states, precision=precision,
                                  optimizer=optimizer, batch=batch, seq=seq, recompute=recompute)
+    if dual:
+        core = _act_core(ext, batch, seq, precision, attention, dropout, recompute, stack, attention_mask,
+                         epar.tp, epar.sp, epar.cp, epar.cp_comm, epar.expert_tp, **cap)[0]
+        ranks = dualpipe_ranks(epar, grad_accum, acts, states, core.rebuilt_bytes, None, grad_buffer,
+                               (batch, seq, stack, optimizer_impl))
+        return [v for r in ranks for v in r.pieces_bytes.values()]
     return [sum(v) for i in stages for v in _stage_phases(ext, epar, i, grad_accum, acts, states,
                                                            phase_values, grad_buffer=grad_buffer)]
 

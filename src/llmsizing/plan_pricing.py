@@ -30,6 +30,7 @@ from .moe_time import (comm_sm_share, load_skew as _skew, moe_extra_seconds, rou
 from .parallel import kept_parallel
 from .pointwise import pointwise_seconds
 # the data-parallel slots and links live in plan_dp; their names stay importable from here
+from .plan_dualpipe import dualpipe_parts
 from .plan_dp import (_DP_SLOTS, _dp_calls, _dp_exposed, _dp_slot, _kept_runs, _megatron_calls,  # noqa: F401
                       _row_links)
 from .plan_terms import _group_columns, _groups, dp_link_rows, layer_terms, tp_backward_exposed_s
@@ -263,8 +264,10 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
     ``comm_sms`` SMs kept by communication kernels slow every stage's compute (and the shared experts' window)
     by ``1 / (1 - share)`` of its GPU (:func:`~llmsizing.moe_time.comm_sm_share`); ``schedule="zb1p"`` makes
     the fill and drain a third of 1F1B's, ``(sum - max) / (3 m)`` (:func:`~llmsizing.moe_time.schedule_bubble`
-    with ``stage_times``; plain pipelines only). DualPipe is not priced here (:func:`~llmsizing.planner.plan`
-    refuses it). ``load_skew`` (a mixture of experts): every row's skew, in place of the measured default.
+    with ``stage_times``; plain pipelines only); ``schedule="dualpipe"`` (dual48) every rank's compute the
+    mean of its two stages' terms and DualPipe's bubble laid out on each row's stage times
+    (:func:`llmsizing.plan_dualpipe.dualpipe_parts`). ``load_skew`` (a mixture of experts): every row's skew,
+    in place of the measured default.
 
     Equal to one ``step_time`` per candidate to floating-point rounding: ``tests/test_planner_speed.py``
     compares whole searches with the direct one (every ZeRO stage, both ``cp_comm``, a given ``overlap``,
@@ -352,13 +355,26 @@ def _price(model, gpu_list, cols: dict, *, seq, eff, overlap, precision, node_of
         total = total / kept_sms
     # 1F1B's fill and drain pass each other stage once (over v chunks); zero bubble's a third of that
     busy = compute + np.where(pp > 1, (total - compute) / ((3 if schedule == "zb1p" else vp) * mf), 0.0)
+    if schedule == "dualpipe":   # (dual48: every rank the mean of its two stages, DualPipe's laid-out bubble)
+        def seconds(terms, on):  # (a stage's or a rank's seconds from its terms, as above: the same order)
+            t = (compute_seconds(terms[:, 0], terms[:, 3], terms[:, 4], per_gpu[on], L[on, 0], L[on, 5])
+                 + pointwise_seconds(terms[:, 6], per_gpu[on], hbm[on]))
+            if moe:
+                t = t + moe_extra_seconds(terms[:, 5], per_gpu[on], route_bytes=rc_bytes[on],
+                                          hbm_bytes_per_s=hbm[on], skew=skew[on], expert_flops=rc_flops[on],
+                                          gemm_rate=L[on, 0])
+            return t / kept_sms[on] if comm_sms else t
+
+        compute, busy, top_layers = dualpipe_parts(model, pp, ri, rcs, mf, seconds, seq=seq,
+                                                   mtp_depth=mtp_depth)
     one = compute / mf                                            # one micro-batch's compute (_window_s)
     fwd, bwd = one * S[:, 2], one * (1 - S[:, 2])
     per_layer = S[:, 1] * mf                                      # the stage's layers, m micro-batches
     tp_exposed, cp_exposed = L[:, 1] * per_layer, L[:, 2] * per_layer
     if tp_backward:     # Megatron's column-parallel backward (step_time's tp_backward_overlap, plan44)
+        slow_layers = (stage[stage_idx[:n], slowest, 7] if schedule != "dualpipe" else top_layers)
         tp_exposed = tp_backward_exposed_s(model, tp, cp, b, epc, L, per_layer,
-                                           stage[stage_idx[:n], slowest, 7] * model.layers * mf, seq=seq)
+                                           slow_layers * model.layers * mf, seq=seq)
 
     # the pipeline's sends (one message per (tp, cp, micro-batch), from communication) on the link of pp GPUs
     # tp x cp x dp apart

@@ -21,19 +21,28 @@ from .flops import stage_attention_flops_per_token, stage_flops_per_token, train
 from .layouts import _divisors
 from .moe import moe_stage_flops
 from .moe_layouts import heavy_stages
-from .parallel import ACCOUNTED, kept_parallel, layers_per_stage, pipeline_split, stage_chunks  # noqa: F401
+from .parallel import (ACCOUNTED, kept_parallel, layers_per_stage, pipeline_split, stage_chunks,  # noqa: F401
+                       uneven_split)
 from .pipeline_schedule import pipelined_zero_fields
 from .plan_moe import stage_moe_layer_counts
 from .pointwise import stage_candidates, stage_pointwise_bytes_per_token
 
-def pipeline_degrees(model, max_pp: int, accounted: bool = False) -> list[int]:
+def pipeline_degrees(model, max_pp: int, accounted: bool = False, dualpipe: bool = False) -> list[int]:
     """The pipeline degrees the planner searches (at most ``max_pp``): the divisors of the layers
     (Megatron-LM's even split), and for a dense model (a mixture of experts with ``accounted``: moeapi42)
-    those of ``layers + 2`` up to the layers (:func:`pipeline_split`)."""
+    those of ``layers + 2`` up to the layers (:func:`pipeline_split`). ``dualpipe`` (dual48): the even ones
+    of them from 2 up (DualPipe's ranks hold two stages each), and every other even ``pp`` that divides
+    neither the layers nor the layers plus two and has an uneven split
+    (:func:`~llmsizing.parallel.uneven_split`: DeepSeek-V3's 61 layers on 16 stages)."""
     even = set(_divisors(model.layers, max_pp))
+    plus2 = {d for d in _divisors(model.layers + 2, max_pp) if 2 <= d <= model.layers}
     if not model.is_moe or accounted:
-        even |= {d for d in _divisors(model.layers + 2, max_pp) if 2 <= d <= model.layers}
-    return sorted(even)
+        even |= plus2
+    if not dualpipe:
+        return sorted(even)
+    uneven = {p_ for p_ in range(2, min(max_pp, model.layers) + 1, 2)
+              if model.layers % p_ and p_ not in plus2 and uneven_split(model.layers, p_) is not None}
+    return sorted(p_ for p_ in even | uneven if p_ % 2 == 0)
 
 
 def search_stages(model, pp: int) -> tuple[int, ...]:

@@ -57,6 +57,7 @@ from .all_to_all import check_dispatcher, dispatcher_kwargs, node_limit
 from .moe_layouts import ep_candidates
 from .moe_time import shared_expert_params
 from .parallel import CP_COMMS, MAX_PP, check_layout
+from .plan_dualpipe import dualpipe_rows
 from .plan_fits import fitting_plans
 # from the search's table to plan()'s answer (days, cost, the limits, the front, attrs) lives in plan_frame
 from .plan_frame import NoPlanError, answer_frame, nothing_fits, recipe_text  # noqa: F401
@@ -106,12 +107,17 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
               optimizer_impl=optimizer_impl, **dict(options))
     if grad_buffer:
         kw["grad_buffer"] = grad_buffer
+    # DualPipe (dual48): its layouts only, each rank's memory its two stages' (plan_moe.option_pieces)
+    dualpipe = dict(recipe).get("schedule") == "dualpipe"
+    if dualpipe:
+        kw["schedule"] = "dualpipe"
     model_flops_step = training_flops_per_token(model, seq=seq) * global_batch * seq
     node_of = dict(nodes)
     domains = {g.name: node_of[g.name].scaleup_domain_gpus for g in gpu_list}
 
     tps = tuple(sorted({t for d in set(domains.values()) for t in _divisors(d)}))
-    layouts = list(_kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps, accounted))
+    layouts = list(_kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps, accounted,
+                                 dualpipe))
 
     # (a mixture of experts' ep degrees multiply the layouts, and are bounded by the divisors of its experts)
     n_layouts, most_layouts = len({lay[:3] for lay in layouts}), MAX_LAYOUTS * (1 + shard_pp)
@@ -132,6 +138,8 @@ def _search(model, gpu_list, seq, global_batch, max_gpus, micros, rcs, zeros, pr
                                       rcs=rcs, partial=partial, expert_tp=expert_tp,
                                       most=MAX_MOE_PLANS if model.is_moe else MAX_PLANS,
                                       in_all=4 if shard_pp else 2)
+    if cols is not None and dualpipe:        # (DualPipe's own assertions: an even m >= 2 pp)
+        cols, total_bytes = dualpipe_rows(cols, total_bytes)
     if cols is None:
         return None
     # (each GPU's block kept: a search that adds a GPU type prices the new one only)
@@ -203,15 +211,17 @@ def _count_limit(max_gpus, counts):
 
 
 @functools.lru_cache(maxsize=64)
-def _kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps, accounted=False) -> tuple:
+def _kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps, accounted=False,
+                  dualpipe=False) -> tuple:
     """:func:`_search`'s layouts ``(tp, pp, zero, ep, v)`` that the model and the engines allow (``v``:
     interleaved chunks per stage, dense only), in the search's order, for the tensor-parallel degrees ``tps``
     (those of the GPUs' scale-up domains). Kept (issue 35): they depend on neither the global batch, the GPU
     limit nor the GPUs' memory, and chapter 10's chart searches a mixture of experts at four global batches
-    a move (~150 check_layout calls each for DeepSeek-V3)."""
+    a move (~150 check_layout calls each for DeepSeek-V3). ``dualpipe`` (dual48): the even ``pp`` from 2
+    up, uneven splits too (:func:`~llmsizing.plan_stage_terms.pipeline_degrees`), no interleaved chunks."""
     layouts, checked = [], {}
     for tp in tps:
-        for pp in pipeline_degrees(model, max_pp, accounted):
+        for pp in pipeline_degrees(model, max_pp, accounted, dualpipe):
             try:
                 check_layout(model, tp=tp, pp=pp)
             except ValueError:
@@ -225,7 +235,7 @@ def _kept_layouts(model, tps, max_pp, zeros, eps, expert_tp, shard_pp, vps, acco
                                                               expert_tp=expert_tp):
                         continue
                     places = (model.layers + 2 * bool(pipeline_split(model, pp))) // pp
-                    for v in stage_chunk_options(places, vps) if pp > 1 else (1,):
+                    for v in stage_chunk_options(places, vps) if pp > 1 and not dualpipe else (1,):
                         layouts.append((tp, pp, zero, ep, v))
     return tuple(layouts)
 
@@ -380,10 +390,18 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     pipeline schedule, ``"1f1b"`` (default) or ``"zb1p"`` (zero bubble, plain pipelines only: no interleaved
     chunks are searched), and the SMs each GPU's communication kernels keep (0 by default; DeepSeek-V3: 20 of
     132, every GPU in ``gpus`` must have a known SM count above it), priced as ``step_time`` prices them
-    (:func:`~llmsizing.plan_pricing._price`; ``tests/test_moe_one_step.py``). ``"dualpipe"`` is refused
-    (:data:`~llmsizing.job.SEARCH_REFUSES_DUALPIPE` says why): price a DualPipe layout with ``step_time`` or
-    ``training_time(parallel=, global_batch=)``. Neither changes the memory (DualPipe's second copy of the
-    parameters is :func:`~llmsizing.deepseek.deepseek_memory`'s alone). ``load_skew`` (a mixture of experts'
+    (:func:`~llmsizing.plan_pricing._price`; ``tests/test_moe_one_step.py``); neither changes the memory.
+    ``"dualpipe"`` (dual48; DeepSeek-V3 report, arXiv:2412.19437, Sec. 3.2.1) searches only the layouts
+    DualPipe runs: an even ``pp`` of at least 2 (rank ``i`` holds stages ``i`` and ``pp - 1 - i``), an even
+    ``grad_accum`` of at least ``2 pp``, no interleaved chunks, no partial recomputation, and besides
+    Megatron-LM's splits every even ``pp`` whose layers split into equal middle stages and lighter first and
+    last ones (:func:`~llmsizing.parallel.uneven_split`: DeepSeek-V3's 16 stages of 3, fourteen 4s, 2; a
+    row's split is :func:`~llmsizing.parallel.pipeline_split` of its ``pp``, as
+    :meth:`~llmsizing.job.Job.from_plan_row` builds it); each row's memory is each rank's two stages
+    (:mod:`llmsizing.memory_dualpipe`) and its step ``step_time(schedule="dualpipe")``'s, its bubble
+    DualPipe's order laid out on the row's stage times (:mod:`llmsizing.plan_dualpipe`;
+    ``tests/test_plan_dualpipe.py``). It costs more than 1F1B's search: ``benchmarks/README.md``.
+    ``load_skew`` (a mixture of experts'
     measured load skew in place of :func:`~llmsizing.moe_time.load_skew`'s default, 1 to 64; not with
     ``capacity_factor``): every row's, as ``step_time(load_skew=)`` prices it.
     ``tp_backward_overlap`` (plan44): the backward's TP collectives hidden behind the column-parallel
@@ -438,13 +456,19 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
     options = check_moe_options(model, mtp_depth, capacity_factor)     # ({} by default: the search as before)
     gpu_list = [check_recipe_runs_on(precision, g) for g in resolve_gpus(gpus,
                                                                          example='("H100 SXM", "A100 80GB")')]
-    recipe = check_step_recipe(schedule, comm_sms, gpu_list, searched=True, load_skew=load_skew, model=model,
+    # (DualPipe searched too since dual48: plan_dualpipe; searched=False, as a given layout's check)
+    recipe = check_step_recipe(schedule, comm_sms, gpu_list, load_skew=load_skew, model=model,
                                capacity_factor=capacity_factor)           # ({} by default: as before)
     if tp_backward_overlap_of(framework, tp_backward_overlap):     # (Megatron's stack: plan44)
         recipe = {**recipe, "tp_backward": True}
-    partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe
+    dualpipe = recipe.get("schedule") == "dualpipe"
+    # (DualPipe: training_memory refuses partial recomputation with it, so it is not searched; dual48)
+    partial = check_bool("partial_recompute", partial_recompute) and not model.is_moe and not dualpipe
     accounted = check_bool("accounted_split", accounted_split) and model.is_moe    # (a dense search has it)
     shard_pp = check_bool("shard_under_pipeline", shard_under_pipeline) and not model.is_moe
+    if shard_pp and dualpipe:
+        raise ValueError("shard_under_pipeline=True with schedule='dualpipe': DualPipe's ranks keep whole "
+                         "stages (its ZeRO-2/3 under a pipeline is not modelled); give one of them")
     grad_buffer = check_grad_buffer_kind(grad_buffer)
     vps = None if virtual_stages is None else tuple(sorted({check_int("virtual_stages[i]", v) for v in
                                                            check_sequence("virtual_stages", virtual_stages,
@@ -455,10 +479,10 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
                              "searched (its stages' dense and MoE layers move with the chunks): give (1,) or "
                              "None")
         vps = (1,)
-    if recipe.get("schedule") == "zb1p" and vps != (1,):       # (zero bubble has no interleaved chunks)
+    if recipe.get("schedule") in ("zb1p", "dualpipe") and vps != (1,):   # (no interleaved chunks)
         if virtual_stages is not VIRTUAL_STAGES:
-            raise ValueError(f"virtual_stages={vps}: schedule='zb1p' has no interleaved chunks: give (1,) or "
-                             "leave virtual_stages out")
+            raise ValueError(f"virtual_stages={vps}: schedule={recipe['schedule']!r} has no interleaved "
+                             "chunks: give (1,) or leave virtual_stages out")
         vps = (1,)
     rule = None if deadline_rule is None else check_choice("deadline_rule", deadline_rule, DEADLINE_RULES)
     deadline_rule = DEFAULT_DEADLINE_RULE if rule is None else rule

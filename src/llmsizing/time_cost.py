@@ -122,8 +122,9 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     below the GPU's count), ``ep_overlap`` (0 to 1, the all-to-all's hidden share) and ``max_nodes``
     (``"model"``, ``None`` or a node count): :func:`~llmsizing.layouts.step_time`'s, priced on the layout's
     step as it prices them, with ``global_batch`` (any model) or on a mixture of experts' MoE step without it
-    (its layout then planned with them, where ``"dualpipe"`` is refused:
-    :func:`~llmsizing.job.check_step_recipe`); not with ``stages``, ``mfu``, ``mfu_range`` or
+    (its layout then planned with them through the fewest GPUs, which refuse ``"dualpipe"``:
+    :func:`~llmsizing.job.check_step_recipe`; ``plan(schedule="dualpipe")`` searches it); not with
+    ``stages``, ``mfu``, ``mfu_range`` or
     ``moe_dense_mfu``. DeepSeek-V3 as its report states it: ``parallel=DEEPSEEK_V3_LAYOUT`` (with its split),
     ``global_batch``, ``precision="fp8-deepseek"``, ``mtp_depth=1``, ``schedule="dualpipe"``, ``comm_sms=20``,
     ``ep_overlap=1``, ``max_nodes=4`` (``tests/test_moe_one_step.py``). ``load_skew`` (a measured skew in
@@ -297,7 +298,8 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     one MoE path); not with ``mfu`` or ``moe_dense_mfu``, which do not time the MoE step. ``dispatcher``
     (the MoE token dispatcher, :data:`~llmsizing.all_to_all.DISPATCHERS`) likewise, to the step of all three.
     The step's recipe (moeapi42): ``schedule`` (``"1f1b"`` or ``"zb1p"``; ``"dualpipe"`` refused, as the
-    planner refuses it), ``comm_sms`` and ``load_skew`` to all three, ``ep_overlap`` and ``max_nodes`` to the
+    fewest GPUs refuse it: ``plan(schedule="dualpipe")`` searches it), ``comm_sms`` and ``load_skew`` to
+    all three, ``ep_overlap`` and ``max_nodes`` to the
     plan and the step (:func:`training_time`'s); a GPU whose SM count is not known, or not above
     ``comm_sms``, gets a ``fits`` of False and the reason. Not with ``mfu`` or ``moe_dense_mfu``.
     Chapter 18."""
