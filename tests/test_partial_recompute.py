@@ -224,6 +224,38 @@ def test_least_recompute_layers():
         least_recompute_layers(L405, "H100 SXM", None, **kw)
 
 
+def test_recompute_layer_sweep_rows_by_hand():
+    """One row per N from 0 to the longest chunk, index N. The 128K layout (four chunks of 2 on the 8-layer
+    stages, 16 micro-batches in flight): stage 1 keeps 16 x 8 plain layers at N = 0, 16 x (4 inputs + 4 plain)
+    plus one rebuilt layer at N = 1, 16 x 8 inputs plus one rebuilt layer at N = 2. A small layout whose
+    8-layer stages split into chunks of 3, 3 and 2 has N = 0 to 3; on both the memory falls and the step grows
+    with N, and the ends are recompute='none' and 'full'."""
+    from llmsizing.layouts import recompute_layer_sweep
+
+    rows = recompute_layer_sweep(L405, "H100 SXM", llama3_128k(), batch=1, seq=SEQ, grad_accum=16)
+    assert [n for n, _, _ in rows] == [0, 1, 2]
+    rebuilt = PLAIN - CKPT
+    expected = [16 * 8 * PLAIN, 16 * (4 * CKPT + 4 * PLAIN) + rebuilt, 16 * 8 * CKPT + rebuilt]
+    assert [t.stage for _, t, _ in rows] == [1, 1, 1]
+    assert [t.activations_bytes for _, t, _ in rows] == pytest.approx(expected, rel=1e-12)
+
+    par = Parallel(tp=2, pp=4, dp=2, sp=True, virtual_stages=3)
+    kw = dict(batch=1, seq=4096, grad_accum=8)
+    rows = recompute_layer_sweep(L8, "H100 SXM", par, **kw)
+    assert [n for n, _, _ in rows] == [0, 1, 2, 3]                        # chunks of 3, 3, 2 layers
+    memory = [t.total_bytes for _, t, _ in rows]
+    step = [s.step_s for _, _, s in rows]
+    assert all(a > b for a, b in zip(memory, memory[1:]))
+    assert all(a < b for a, b in zip(step, step[1:]))
+    for (_, t, s), rc in ((rows[0], "none"), (rows[-1], "full")):
+        plain = L.training_memory(L8, parallel=par, recompute=rc, **kw)
+        assert t.total_bytes == pytest.approx(plain.total_bytes, rel=1e-12)
+        st = L.step_time(L8, "H100 SXM", par, recompute=rc, **kw)
+        assert s.step_s == pytest.approx(st.step_s, rel=1e-12)
+    with pytest.raises(TypeError, match="parallel"):
+        recompute_layer_sweep(L8, "H100 SXM", None, **kw)
+
+
 @pytest.mark.parametrize("gpus, dp", [(8192, 64), pytest.param(16384, 128, marks=pytest.mark.xfail(
     strict=True, reason="issue 34: with the GEMM-shape, attention and memory-bound (llmsizing.pointwise) terms "
     "the one-layer recomputation gives 0.804 and 0.770 of the published 43%/41% (0.94/0.90 without "

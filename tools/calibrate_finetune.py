@@ -20,7 +20,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tools")]
+
+from _generated import write_or_check  # noqa: E402
 
 AS_OF = "2026-12-04"
 SOURCE = ("constants fitted on every covered row (not known_out) of data/finetune_published.csv, as each "
@@ -71,15 +73,12 @@ def main(argv=None) -> int:
             print(f"{name}: {why}")
         print(finetune_grouping_table().to_string(index=False, float_format=lambda x: f"{x:.4f}"))
         return 0
-    path = ROOT / "data" / "finetune_model.csv"
     fresh = model_csv()
-    if args.check:
-        same = path.read_text() == fresh
-        print("data/finetune_model.csv is up to date" if same else "data/finetune_model.csv differs from a fresh fit")
-        return 0 if same else 1
-    path.write_text(fresh)
-    print(fresh, end="")
-    return 0
+    code = write_or_check(ROOT / "data" / "finetune_model.csv", fresh, check=args.check,
+                          rerun="tools/calibrate_finetune.py", unit="constants")
+    if not args.check:
+        print(fresh, end="")
+    return code
 
 
 if __name__ == "__main__":

@@ -31,8 +31,9 @@ from itertools import product
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tools")]
 
+from _generated import write_or_check  # noqa: E402
 from llmsizing.serve_churn import first_wave_recompute_tokens, kv_churn  # noqa: E402
 from llmsizing.serve_replay import replay_scheduler  # noqa: E402
 
@@ -79,10 +80,5 @@ def text() -> str:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the file differs from a fresh sweep")
-    fresh = text()
-    if ap.parse_args().check:
-        same = OUT.exists() and OUT.read_text() == fresh
-        print("data/serve_churn_sweep.csv is " + ("current" if same else "stale: rerun tools/churn_sweep.py"))
-        sys.exit(0 if same else 1)
-    OUT.write_text(fresh)
-    print(f"wrote {OUT.relative_to(ROOT)} ({fresh.count(chr(10)) - 1} rows)")
+    args = ap.parse_args()
+    sys.exit(write_or_check(OUT, text(), check=args.check, rerun="tools/churn_sweep.py"))

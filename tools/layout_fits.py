@@ -19,8 +19,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tools")]
 
+from _generated import write_or_check  # noqa: E402
 from llmsizing.layout_fits import FIT_COLUMNS, published_layout_fits  # noqa: E402
 
 OUT = ROOT / "data" / "published_layout_fits.csv"
@@ -47,14 +48,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the file differs from a fresh run")
     args = ap.parse_args(argv)
-    text = fits_csv()
-    if args.check:
-        same = OUT.exists() and OUT.read_text() == text
-        print(f"{OUT.name}: {'up to date' if same else 'differs from a fresh run'}")
-        return 0 if same else 1
-    OUT.write_text(text)
-    print(f"wrote {OUT.relative_to(ROOT)} ({text.count(chr(10)) - 1} runs)")
-    return 0
+    return write_or_check(OUT, fits_csv(), check=args.check, rerun="tools/layout_fits.py", unit="runs")
 
 
 if __name__ == "__main__":

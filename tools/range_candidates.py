@@ -29,8 +29,9 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "src"), str(Path(__file__).resolve().parent)]
 
+from _generated import write_or_check  # noqa: E402
 from llmsizing import range_candidates as R  # noqa: E402
 
 
@@ -102,15 +103,8 @@ def _picks_file(check: bool) -> int:
     """Write data/planned_picks.csv, or (``check``) compare it with a fresh run (llmsizing.planned_picks)."""
     from llmsizing.planned_picks import PICKS_CSV, picks_csv
 
-    text = picks_csv()
-    name = PICKS_CSV.relative_to(PICKS_CSV.parents[1])
-    if check:
-        same = PICKS_CSV.exists() and PICKS_CSV.read_text() == text
-        print(f"{name}: {'up to date' if same else 'differs from a fresh run: run --planned --write'}")
-        return 0 if same else 1
-    PICKS_CSV.write_text(text)
-    print(f"wrote {name} ({text.count(chr(10)) - 1} runs)")
-    return 0
+    rerun = "tools/range_candidates.py --planned --write"
+    return write_or_check(PICKS_CSV, picks_csv(), check=check, rerun=rerun, unit="runs")
 
 
 def _planned() -> int:

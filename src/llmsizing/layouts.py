@@ -17,6 +17,7 @@ from ._validate import check_bool, check_fraction, check_int, check_number, rena
 from .all_to_all import check_dispatcher, node_limit
 from .catalog import get_gpu, resolve_model
 from .comm import communication, exposed_share_s, stage_compute_times_s
+from .footprint import TrainingMemory
 from .frameworks import tp_backward_overlap_of
 from .flops import _partial_flops_per_token, attention_flops_per_token, training_flops_per_token
 from .hardware import check_recipe_runs_on, dense_tflops
@@ -29,8 +30,8 @@ from .model import Model
 from .exposure import exposed_by_group  # noqa: F401  (re-exported: its old home)
 from .moe_time import load_skew as _load_skew
 from .moe_time import schedule_bubble, shared_expert_window_s
-from .parallel import (OP_SAC_MODES, OP_SAC_SDPA_SAVED, Parallel, check_layout, layers_per_stage,
-                       recomputed_layers)
+from .parallel import (OP_SAC_MODES, OP_SAC_SDPA_SAVED, Parallel, check_layout, chunk_layers,
+                       layers_per_stage, recomputed_layers)
 from .precision import compute_dtype
 from .states import USABLE_FRACTION
 
@@ -75,6 +76,19 @@ def _divisors(n: int, limit: int | None = None) -> list[int]:
 
 
 # =========================================================================== where a step's time goes
+def _recompute_layers_top(model: Model, parallel: Parallel, seq: int) -> int:
+    """The most layers a model chunk of ``parallel`` has (the largest ``recompute_layers`` that still changes
+    anything), after checking the layout: for :func:`least_recompute_layers` and
+    :func:`recompute_layer_sweep`."""
+    if not isinstance(parallel, Parallel):
+        raise TypeError(f"parallel must be a Parallel(...), got {type(parallel).__name__}")
+    check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp,
+                 virtual_stages=parallel.virtual_stages, zero=parallel.zero, offload=parallel.offload,
+                 stage_layers=parallel.stage_layers, cp=parallel.cp, seq=check_int("seq", seq))
+    stages = layers_per_stage(model.layers, parallel)
+    return max(max(chunk_layers(n, parallel.virtual_stages)) for n in stages)
+
+
 def least_recompute_layers(model: Model | str, gpu, parallel: Parallel, *, batch: int, seq: int,
                            grad_accum: int = 1, usable_fraction: float = USABLE_FRACTION, **kw) -> int | None:
     """The fewest layers per model chunk that partial recomputation must rerun (``recompute="full",
@@ -86,23 +100,39 @@ def least_recompute_layers(model: Model | str, gpu, parallel: Parallel, *, batch
     chunk are tried). ``kw`` goes to :func:`~llmsizing.memory.training_memory` (``precision``,
     ``attention``...). Taught in the "Long context" chapter."""
     from .memory import training_memory
-    from .parallel import chunk_layers
 
     model = resolve_model(model)
     if not isinstance(parallel, Parallel):
         raise TypeError(f"parallel must be a Parallel(...), got {type(parallel).__name__}")
     usable_fraction = check_fraction("usable_fraction", usable_fraction)
     limit = usable_fraction * get_gpu(gpu).memory_bytes
-    check_layout(model, tp=parallel.tp, pp=parallel.pp, sp=parallel.sp,
-                 virtual_stages=parallel.virtual_stages, zero=parallel.zero, offload=parallel.offload,
-                 stage_layers=parallel.stage_layers, cp=parallel.cp, seq=check_int("seq", seq))
-    top = max(max(chunk_layers(n, parallel.virtual_stages)) for n in layers_per_stage(model.layers, parallel))
-    for n in range(top + 1):
+    for n in range(_recompute_layers_top(model, parallel, seq) + 1):
         t = training_memory(model, batch=batch, seq=seq, grad_accum=grad_accum, parallel=parallel,
                             recompute="full", recompute_layers=n, **kw)
         if t.total_bytes <= limit:
             return n
     return None
+
+
+def recompute_layer_sweep(model: Model | str, gpu, parallel: Parallel, *, batch: int, seq: int,
+                          grad_accum: int = 1) -> list[tuple[int, TrainingMemory, StepTime]]:
+    """Partial recomputation (``recompute="full", recompute_layers=N``, Megatron-LM's block method) at every
+    ``N`` a model chunk of ``parallel`` allows, from ``0`` (none) to the longest chunk's layers (every layer):
+    one ``(N, memory, step)`` per ``N``, in that order (so the list's index is ``N``), with ``memory`` the
+    most loaded GPU's :func:`~llmsizing.memory.training_memory` and ``step`` the slowest stage's
+    :func:`step_time` on ``gpu``. The memory falls and the step grows with ``N``; the least ``N`` that fits is
+    :func:`least_recompute_layers`. Taught in the "Long context" chapter (its table and exercise 4)."""
+    from .memory import training_memory
+
+    model = resolve_model(model)
+    rows = []
+    for n in range(_recompute_layers_top(model, parallel, seq) + 1):
+        t = training_memory(model, batch=batch, seq=seq, grad_accum=grad_accum, parallel=parallel,
+                            recompute="full", recompute_layers=n)
+        s = step_time(model, gpu, parallel, batch=batch, seq=seq, grad_accum=grad_accum, recompute="full",
+                      recompute_layers=n)
+        rows.append((n, t, s))
+    return rows
 
 
 def _cp_attention_s(model, g, par, *, batch: int, seq: int, grad_accum: int, recompute: str, dtype: str,

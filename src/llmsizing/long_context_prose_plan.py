@@ -21,7 +21,7 @@ from .catalog import get_gpu
 from .comm import communication
 from .cp_sweep import WLB_LLM_SHORT_DOC_SHARE, cp_overlap_sweep, document_mask_check
 from .flops import training_flops_per_token
-from .layouts import USABLE_FRACTION, least_recompute_layers, step_time
+from .layouts import USABLE_FRACTION, least_recompute_layers, recompute_layer_sweep, step_time
 from .long_context_prose import LONG_SEQ, SHORT_SEQ
 from .memory import training_memory
 from .mfu_published import published_runs
@@ -153,18 +153,15 @@ def zero1_prose(model, gpu, l3, m: int, row, published: float, t_meta,
 def partial_prose(model, gpu, l3, m: int, published: float) -> ChapterText:
     """Partial recomputation of Llama 3's 128K layout (``l3``): ``l_rc`` layers of every model chunk
     (Megatron-LM's block method), for every ``l_rc`` a chunk allows, and the least that fits the planner's
-    share of the GPU (:func:`~llmsizing.layouts.least_recompute_layers`). ``report``: the table. Checks that
+    share of the GPU (:func:`~llmsizing.layouts.least_recompute_layers`; the rows are
+    :func:`~llmsizing.layouts.recompute_layer_sweep`'s). ``report``: the table. Checks that
     ``l_rc`` can only be 0, 1 or 2."""
     top = max(max(chunk_layers(n, l3.virtual_stages)) for n in l3.stage_layers)
     usable = USABLE_FRACTION * gpu.memory_bytes
     _says(top == 2, "l_rc can only be 0, 1 or 2")
     n_fit = least_recompute_layers(model, gpu, l3, batch=1, seq=LONG_SEQ, grad_accum=m)   # the book's N
     rows, part = {}, {}
-    for n in range(top + 1):
-        t = training_memory(model, batch=1, seq=LONG_SEQ, grad_accum=m, parallel=l3, recompute="full",
-                            recompute_layers=n)
-        s = step_time(model, gpu, l3, batch=1, seq=LONG_SEQ, grad_accum=m, recompute="full",
-                      recompute_layers=n)
+    for n, t, s in recompute_layer_sweep(model, gpu, l3, batch=1, seq=LONG_SEQ, grad_accum=m):
         r = recomputed_layers(model.layers, l3, n)
         part[n] = (t, s)
         rows[n] = {"recomputed (7- / 8-layer stage)": f"{r[0]} / {r[1]}",
