@@ -237,7 +237,7 @@ def case3_step_prose() -> ChapterText:
     out["c3_comm"] = f"{st405.exposed_comm_s:.1f} s"
     out["c3_dp"] = f"{st405.exposed_by_group_s['dp']:.1f} s"
     out["c3_step"] = f"{st405.step_s:.1f} s"
-    out["c3_mfu"] = f"{t405.mfu:.0%}"
+    out["c3_mfu"] = f"{t405.mfu:.1%}"
     out["c3_days"] = f"{t405.days:.0f}"
     out["c3_days_range"] = f"{t405.days_low:.0f} to {t405.days_high:.0f}"
     out["c3_hours"] = f"{t405.gpu_hours / 1e6:.1f}M"
