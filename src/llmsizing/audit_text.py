@@ -523,9 +523,10 @@ EFFICIENCY_LAYOUTS = {
 def seed_efficiency_layouts(gpu: str = "H100 SXM", seq: int = 4096) -> ChapterText:
     """Seed 000's parallel efficiencies given a layout (chapter 14, by chapter 8's ``step_time``): for each of
     :data:`EFFICIENCY_LAYOUTS`, compute over the step time with no overlap and with the communication hidden
-    as far as the compute lasts. ``values``: the prose's texts (``eff_0`` ... ``eff_6``, the 70B TP row's
-    parts, a 70B layer's GEMM efficiency at tp 1 and 8, the micro-batches for which the bubble alone leaves
-    50% and 70% of a 16-stage step computing); ``report``: the table; ``data["efficiencies"]``: the pairs."""
+    as far as the compute lasts. ``values``: the prose's texts (``eff_0`` ... ``eff_6`` and their
+    micro-batches ``eff_m_0`` ..., the 70B TP row's parts, a 70B layer's GEMM efficiency at tp 1 and 8, the
+    micro-batches for which the bubble alone leaves 50% and 70% of a 16-stage step computing); ``report``: the
+    table; ``data["efficiencies"]``: the pairs."""
     from .layouts import step_time
     from .hardware import kernel_efficiency
     from .kernels import layer_gemm_efficiency
@@ -552,6 +553,8 @@ def seed_efficiency_layouts(gpu: str = "H100 SXM", seq: int = 4096) -> ChapterTe
     busy = {m: 1 / (1 + pipeline_bubble(16, m)) for m in range(1, 200)}
     g["eff_m_lo"] = f"{min(m for m, v in busy.items() if v >= 0.5 - 1e-12)}"
     g["eff_m_hi"] = f"{min(m for m, v in busy.items() if v >= 0.7 - 1e-12)}"
+    for i, (_, _, m, _) in enumerate(EFFICIENCY_LAYOUTS.values()):    # the layouts' micro-batches, as printed
+        g[f"eff_m_{i}"] = f"{m}"
     for i, (lo, hi) in enumerate(effs.values()):
         g[f"eff_{i}"] = f"{lo:.0%}" if abs(hi - lo) < 0.005 else f"{lo:.0%}–{hi:.0%}"
     e = list(effs.values())
