@@ -139,7 +139,7 @@ class Job:
         set_("grad_buffer", check_grad_buffer(self.grad_buffer, self.parallel.zero))
         code = check_code_options(model, self.parallel, loss=self.loss, tp_vocab=self.tp_vocab,   # (as
                                   no_sync_grads=self.no_sync_grads, grad_buffer=self.grad_buffer)  # memory's)
-        for name, value in zip(_CODE_DEFAULTS, code):
+        for name, value in zip(CODE_OPTION_DEFAULTS, code):
             set_(name, value)
         recipe = check_step_recipe(self.schedule, self.comm_sms, (self.gpu,), load_skew=self.load_skew,
                                    model=model, capacity_factor=self.capacity_factor)
@@ -208,8 +208,7 @@ class Job:
     def _code_options(self) -> dict:
         """``loss``, ``tp_vocab`` and ``no_sync_grads`` where not their defaults (issue 38: an old job's
         keywords unchanged)."""
-        return {k: v for k, v in (("loss", self.loss), ("tp_vocab", self.tp_vocab),
-                                  ("no_sync_grads", self.no_sync_grads)) if v != _CODE_DEFAULTS[k]}
+        return {k: getattr(self, k) for k, v in CODE_OPTION_DEFAULTS.items() if getattr(self, k) != v}
 
     def _step_recipe(self) -> dict:
         """``schedule``, ``comm_sms`` and ``load_skew`` where not their defaults (moeapi42: an old job's
@@ -292,8 +291,9 @@ class Job:
                    tp_backward_overlap=tp_backward_overlap)
 
 
-#: The defaults of :func:`~llmsizing.memory.training_memory`'s options for what a run's own code does.
-_CODE_DEFAULTS = {"loss": "fp32", "tp_vocab": "split", "no_sync_grads": "none"}
+#: The defaults of :func:`~llmsizing.memory.training_memory`'s options for what a run's own code does (issue
+#: 38; :class:`Job`'s and the command line's: ``tests/test_job_code_options.py`` checks them against it).
+CODE_OPTION_DEFAULTS = {"loss": "fp32", "tp_vocab": "split", "no_sync_grads": "none"}
 
 #: Why ``plan(job)`` refuses a job whose ``loss``, ``tp_vocab`` or ``no_sync_grads`` is not the default
 #: (issue 38): the planner's search (:func:`~llmsizing.planner.plan`, and
