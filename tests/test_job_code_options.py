@@ -1,8 +1,8 @@
 """What a run's own code does (issue 38), carried through the job spec and the command line.
 
 ``Job(..., loss=, tp_vocab=, no_sync_grads=)`` prices its memory with them and is checked when made, as
-``training_memory`` checks them; ``plan(job)`` refuses a job whose option its search cannot honour; ``llmsizing
-memory --loss / --tp-vocab / --no-sync-grads`` asks the same as the library.
+``training_memory`` checks them; ``plan(job)`` refuses a job whose option its search cannot honour;
+``llmsizing memory --loss / --tp-vocab / --no-sync-grads`` asks the same as the library.
 
 The expected bytes are counted by hand from the models' config.json files and the bytes per logit that
 ``footprint.LOSS_KINDS`` and ``LOSS_BACKWARD_BYTES_PER_LOGIT`` document (not read from them here):
@@ -31,7 +31,7 @@ from llmsizing.planner import plan
 GPT2_VOCAB = 50257
 TL_HIDDEN, TL_KV, TL_FFN, TL_VOCAB, TL_LAYERS = 2048, 4 * 64, 5632, 32000, 22
 TL_PER_LAYER = 2 * TL_HIDDEN * TL_HIDDEN + 2 * TL_HIDDEN * TL_KV + 3 * TL_HIDDEN * TL_FFN + 2 * TL_HIDDEN
-N_TL = TL_LAYERS * TL_PER_LAYER + 2 * TL_VOCAB * TL_HIDDEN + TL_HIDDEN           # + embedding, head, final norm
+N_TL = TL_LAYERS * TL_PER_LAYER + 2 * TL_VOCAB * TL_HIDDEN + TL_HIDDEN    # + embedding, head, final norm
 BATCH, SEQ = 4, 1024
 
 
@@ -96,8 +96,8 @@ def test_step_and_time_of_a_job_hold_no_memory_and_do_not_move():
     (dict(no_sync_grads="fp16"), ValueError, "unknown no_sync_grads 'fp16'|Allowed: none, fp32, bf16"),
     (dict(loss=None), TypeError, "loss must be a string"),
     (dict(no_sync_grads=True), TypeError, "no_sync_grads must be a string"),
-    (dict(model="gpt2", tp_vocab="replicated"), ValueError, "tp_vocab='replicated' is priced for a dense model "
-                                                            "with an untied LM head"),
+    (dict(model="gpt2", tp_vocab="replicated"), ValueError,
+     "tp_vocab='replicated' is priced for a dense model with an untied LM head"),
     (dict(parallel=L.Parallel(pp=2), grad_accum=2, no_sync_grads="fp32"), ValueError,
      "no_sync_grads='fp32' is priced without a pipeline, got pp=2"),
     (dict(parallel=L.Parallel(dp=4, zero=1), grad_buffer=True, no_sync_grads="bf16"), ValueError,
@@ -119,7 +119,8 @@ def test_a_bad_option_is_refused_when_the_job_is_made(kw, err, match):
 def test_plan_of_a_job_with_an_option_its_search_cannot_honour_is_refused(option):
     job = Job("tinyllama-1.1b", "H100 SXM", SEQ, L.Parallel(dp=8, zero=3), grad_accum=2, **option)
     (name, value), = option.items()
-    with pytest.raises(ValueError, match=rf"plan\(job\) of a job with {name}='{value}': the planner's search"):
+    refusal = rf"plan\(job\) of a job with {name}='{value}': the planner's search"
+    with pytest.raises(ValueError, match=refusal):
         plan(job, tokens=1e9)
     with pytest.raises(ValueError, match="training_memory"):
         job.kwargs("plan")
