@@ -16,6 +16,7 @@ from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFI
                        STAGE_FORM, UNBOUNDED, _add_output, _check_single_or_stages, _emit, _finite,
                        _fmt_frame, _is_dir, _model, _parse, _refuse, _estimate_mark, _price_text,
                        _staged_output,
+                       CODE_OPTION_FLAGS, add_code_option_flags, code_options,
                        add_grad_buffer_flag, add_plan_moe_flags, count, grad_buffer_argv, integer,
                        memory_frame, number, plan_table, stage, add_dispatcher_flag, add_moe_step_flags,
                        moe_dispatcher_option, moe_step_options, add_step_recipe_flags, step_recipe_option)
@@ -31,6 +32,7 @@ EXAMPLES = """examples:
   llmsizing memory path/to/config.json --batch 2 --seq 2048 --json
   llmsizing memory llama-3-70b --batch 1 --seq 8192 --tp 8 --dp 8 --zero 1 --grad-buffer \
       --precision bf16-mixed-fp32-grads
+  llmsizing memory llama-3-8b --batch 2 --seq 8192 --loss compiled   # torchtitan's compiled loss
   llmsizing time llama-3-70b --tokens 1T --gpu "H100 SXM" --gpus 1024 --seq 8192
   llmsizing time llama-3.1-405b --tokens 15.6T --gpu "H100 SXM" --gpus 16384 --seq 8192 --mfu 0.38
   llmsizing time llama-3.1-405b --stage 14.8T:8192 --stage 800B:131072 --gpu "H100 SXM" --gpus 16384 \
@@ -89,9 +91,11 @@ def cmd_memory(args) -> None:
     model = _model(args.model, moe=True)                # a mixture of experts too (with --ep: issue 24)
     # an unknown GPU, or a recipe it cannot run (FP8 on an A100: issue 33), is refused before anything prints
     g = None if args.gpu is None else check_recipe_runs_on(args.precision, args.gpu)
+    par = _parallel(args)
+    code = code_options(args, model, par)                # (--loss, --tp-vocab, --no-sync-grads: issue 38)
     t = training_memory(model, batch=args.batch, seq=args.seq, precision=args.precision,
                         optimizer=args.optimizer, attention=args.attention, grad_accum=args.grad_accum,
-                        parallel=_parallel(args), stack=args.stack, **_recompute(args), **_grad_buffer(args),
+                        parallel=par, stack=args.stack, **_recompute(args), **_grad_buffer(args), **code,
                         **({"schedule": args.schedule} if args.schedule != "1f1b" else {}))
     df = memory_frame(t)
     if args.json or args.csv:
@@ -99,6 +103,7 @@ def cmd_memory(args) -> None:
         return
     buffer = ("; gradients in a persistent buffer" if t.grad_buffer is True
               else f"; {grad_buffer_note(t.grad_buffer)}" if t.grad_buffer else "")
+    buffer += "".join(f"; {CODE_OPTION_FLAGS[k]} {v}" for k, v in code.items())
     title = (f"{t.states.n_params:,} parameters; per GPU (the most loaded one), batch {args.batch} x seq "
              f"{args.seq}{buffer}; alive at the peak of the step (the {t.peak_phase}):")
     out = df[["GiB", "bytes/param"]].copy()
@@ -299,6 +304,7 @@ def parser() -> argparse.ArgumentParser:
                    help="the pipeline schedule (training_memory's): 1f1b (default) and zb1p hold 1F1B's "
                         "activations; dualpipe holds each rank's two stages, both directions (even --pp, "
                         "--grad-accum even and >= 2 x pp)")
+    add_code_option_flags(p)
     p.add_argument("--gpu", help="say whether the total fits on this catalogue GPU")
     _add_output(p)
     p.set_defaults(func=cmd_memory)

@@ -483,3 +483,52 @@ def add_grad_buffer_flag(p, text: str) -> None:
                    help=text + f"; KIND {' or '.join(kinds)}: PyTorch DDP with gradient_as_bucket_view "
                         "True accumulating under no_sync, or False (its default), whose .grad tensors "
                         "stay apart from the buckets")
+
+
+#: The flags of :func:`add_code_option_flags` by :func:`~llmsizing.memory.training_memory`'s keyword.
+CODE_OPTION_FLAGS = {"loss": "--loss", "tp_vocab": "--tp-vocab", "no_sync_grads": "--no-sync-grads"}
+
+
+def add_code_option_flags(p) -> None:
+    """``--loss``, ``--tp-vocab`` and ``--no-sync-grads`` (``memory``; issue 38): what a run's own code does,
+    :func:`~llmsizing.memory.training_memory`'s ``loss``, ``tp_vocab`` and ``no_sync_grads``, with the
+    library's choices (:data:`~llmsizing.footprint.LOSS_KINDS`, :data:`~llmsizing.footprint.TP_VOCABS`,
+    :data:`~llmsizing.footprint.NO_SYNC_GRADS`) and defaults (:func:`code_options`)."""
+    from .footprint import LOSS_KINDS, NO_SYNC_GRADS, TP_VOCABS       # (a lower layer)
+
+    p.add_argument("--loss", choices=list(LOSS_KINDS), default="fp32",
+                   help="how the run's code computes the cross-entropy, bytes per logit kept from the "
+                        "forward + allocated by its backward: fp32 (default), F.cross_entropy on fp32 "
+                        "logits, 4 + 8; bf16, on the bf16 logits as they are (KempnerForge), 4 + 4; "
+                        "compiled, torchtitan's loss compiled with the model (its PR #1033), 2 + 2")
+    p.add_argument("--tp-vocab", choices=list(TP_VOCABS), default="split",
+                   help="split (default): the embedding, logits and loss split over --tp (Megatron-LM's "
+                        "and torchtitan's vocabulary parallelism); replicated: whole on every "
+                        "tensor-parallel rank (KempnerForge's apply_tensor_parallel; a dense model with an "
+                        "untied head)")
+    p.add_argument("--no-sync-grads", choices=list(NO_SYNC_GRADS), default="none",
+                   help="FSDP2's gradients with the sync off between micro-batches "
+                        "(set_requires_gradient_sync(False)): kept unsharded in its reduce dtype, fp32 or "
+                        "bf16, from the second micro-batch to the last one's backward (default none: "
+                        "reduced after each micro-batch; not with --pp > 1 or --grad-buffer)")
+
+
+def code_options(args, model, parallel) -> dict:
+    """``loss=``, ``tp_vocab=`` and ``no_sync_grads=`` of :func:`add_code_option_flags`' flags, each only
+    where not its default (an old call's keywords unchanged), checked for ``model`` and ``parallel``
+    (``None``: one GPU) as the library checks them (:func:`~llmsizing.footprint.check_code_options`), an
+    error naming the flags given."""
+    from .footprint import check_code_options
+    from .job import CODE_OPTION_DEFAULTS
+    from .parallel import SINGLE_GPU
+
+    given = {k: getattr(args, k) for k in CODE_OPTION_FLAGS}
+    try:
+        check_code_options(model, SINGLE_GPU if parallel is None else parallel, **given,
+                           grad_buffer=getattr(args, "grad_buffer", False))
+    except ValueError as e:
+        named = [k for k, v in given.items() if v != CODE_OPTION_DEFAULTS[k]]
+        named = [k for k in named if f"{k}=" in str(e)] or named          # (the flag the error is about)
+        flags = " ".join(f"{CODE_OPTION_FLAGS[k]} {given[k]}" for k in named)
+        raise ValueError(f"{flags}: {e}") from None
+    return {k: v for k, v in given.items() if v != CODE_OPTION_DEFAULTS[k]}

@@ -23,7 +23,7 @@ from ._validate import check_bool, check_choice, check_int, check_number
 from .act_terms import ATTENTION, STACKS
 from .all_to_all import DEFAULT_DISPATCHER, check_dispatcher, dispatcher_kwargs
 from .catalog import GPU, get_gpu, resolve_model
-from .footprint import check_grad_buffer, check_grad_buffer_kind, zero_grad_buffer
+from .footprint import check_code_options, check_grad_buffer, check_grad_buffer_kind, zero_grad_buffer
 from .frameworks import stack_family, tp_backward_overlap_of  # noqa: F401
 from .hardware import check_recipe_runs_on
 from .model import Model
@@ -65,7 +65,12 @@ class Job:
     ``grad_buffer`` (issue 38, :data:`~llmsizing.footprint.GRAD_BUFFERS`): the gradients live in a
     persistent buffer (Megatron-Core's DDP grad buffer, PyTorch DDP's buckets; ``"ddp-copy"``, PyTorch DDP's
     default, with the ``.grad`` tensors apart from it), which its memory and plan price
-    (:func:`~llmsizing.memory.training_memory`; DDP and ZeRO-1 only, refused with ZeRO-2 or 3). Checked
+    (:func:`~llmsizing.memory.training_memory`; DDP and ZeRO-1 only, refused with ZeRO-2 or 3). What the
+    run's own code does (issue 38, :mod:`llmsizing.footprint`): ``loss``
+    (:data:`~llmsizing.footprint.LOSS_KINDS`: ``"fp32"``, ``"bf16"``, ``"compiled"``), ``tp_vocab``
+    (:data:`~llmsizing.footprint.TP_VOCABS`) and
+    ``no_sync_grads`` (:data:`~llmsizing.footprint.NO_SYNC_GRADS`), which its memory prices; its step and
+    time hold no memory, and its plan refuses them (:data:`PLAN_REFUSES_CODE_OPTIONS`). Checked
     when made: a model and layout that cannot run together are refused here, once."""
 
     model: Model | str
@@ -94,6 +99,9 @@ class Job:
     comm_sms: int = 0
     load_skew: float | None = None
     tp_backward_overlap: bool | None = None
+    loss: str = "fp32"
+    tp_vocab: str = "split"
+    no_sync_grads: str = "none"
 
     def __post_init__(self):
         model = resolve_model(self.model, moe=True)
@@ -129,6 +137,10 @@ class Job:
         set_("mtp_depth", options.get("mtp_depth", 0))
         set_("capacity_factor", options.get("capacity_factor"))
         set_("grad_buffer", check_grad_buffer(self.grad_buffer, self.parallel.zero))
+        code = check_code_options(model, self.parallel, loss=self.loss, tp_vocab=self.tp_vocab,   # (as
+                                  no_sync_grads=self.no_sync_grads, grad_buffer=self.grad_buffer)  # memory's)
+        for name, value in zip(CODE_OPTION_DEFAULTS, code):
+            set_(name, value)
         recipe = check_step_recipe(self.schedule, self.comm_sms, (self.gpu,), load_skew=self.load_skew,
                                    model=model, capacity_factor=self.capacity_factor)
         set_("schedule", recipe.get("schedule", "1f1b"))
@@ -155,14 +167,16 @@ class Job:
         ``"time"`` (:func:`~llmsizing.time_cost.training_time`, timed on the layout's own step) or ``"plan"``
         (:func:`~llmsizing.planner.plan`: the model, GPU and recipe; the layout is what a plan searches, so
         the job's is not passed). ``grad_buffer`` goes to the memory and the plan, and only where set (an
-        old job's keywords unchanged)."""
+        old job's keywords unchanged); ``loss``, ``tp_vocab`` and ``no_sync_grads`` to the memory where not
+        their defaults, and a plan of a job with any of them not at its default is refused
+        (:data:`PLAN_REFUSES_CODE_OPTIONS`: the search prices the defaults)."""
         recipe = dict(precision=self.precision, recompute=self.recompute,
                       recompute_layers=self.recompute_layers, **self._moe_options())
         buffer = {"grad_buffer": self.grad_buffer} if self.grad_buffer else {}
         if kind == "memory":
             return dict(model=self.model, batch=self.micro_batch, seq=self.seq, grad_accum=self.grad_accum,
                         parallel=self.parallel, optimizer=self.optimizer, attention=self.attention,
-                        stack=self.stack, **recipe, **buffer,
+                        stack=self.stack, **recipe, **buffer, **self._code_options(),
                         **({"schedule": self.schedule} if self.schedule != "1f1b" else {}))
         if kind == "step":
             return dict(model=self.model, gpu=self.gpu, parallel=self.parallel, batch=self.micro_batch,
@@ -176,6 +190,9 @@ class Job:
                         **self._dispatch(), **self._step_recipe(), **self._routing(),
                         **self._step_knobs())
         if kind == "plan":
+            if self._code_options():
+                raise ValueError(PLAN_REFUSES_CODE_OPTIONS.format(", ".join(
+                    f"{k}={v!r}" for k, v in self._code_options().items())))
             return dict(model=self.model, gpus=(self.gpu.name,), seq=self.seq, global_batch=self.global_batch,
                         precision=self.precision, optimizer=self.optimizer, attention=self.attention,
                         stack=self.stack, max_nodes=self.max_nodes, ep_overlap=self.ep_overlap,
@@ -187,6 +204,11 @@ class Job:
         """``mtp_depth`` and ``capacity_factor`` where not their defaults (old calls' keywords unchanged)."""
         return {**({"mtp_depth": self.mtp_depth} if self.mtp_depth else {}),
                 **({"capacity_factor": self.capacity_factor} if self.capacity_factor is not None else {})}
+
+    def _code_options(self) -> dict:
+        """``loss``, ``tp_vocab`` and ``no_sync_grads`` where not their defaults (issue 38: an old job's
+        keywords unchanged)."""
+        return {k: getattr(self, k) for k, v in CODE_OPTION_DEFAULTS.items() if getattr(self, k) != v}
 
     def _step_recipe(self) -> dict:
         """``schedule``, ``comm_sms`` and ``load_skew`` where not their defaults (moeapi42: an old job's
@@ -267,6 +289,21 @@ class Job:
                    grad_buffer=zero_grad_buffer(grad_buffer, int(get("zero"))), dispatcher=dispatcher,
                    schedule=schedule, comm_sms=comm_sms, load_skew=load_skew,
                    tp_backward_overlap=tp_backward_overlap)
+
+
+#: The defaults of :func:`~llmsizing.memory.training_memory`'s options for what a run's own code does (issue
+#: 38; :class:`Job`'s and the command line's: ``tests/test_job_code_options.py`` checks them against it).
+CODE_OPTION_DEFAULTS = {"loss": "fp32", "tp_vocab": "split", "no_sync_grads": "none"}
+
+#: Why ``plan(job)`` refuses a job whose ``loss``, ``tp_vocab`` or ``no_sync_grads`` is not the default
+#: (issue 38): the planner's search (:func:`~llmsizing.planner.plan`, and
+#: :func:`~llmsizing.fewest_gpus.min_gpus`) prices every layout's memory with the defaults, so the job's
+#: option would be silently dropped.
+PLAN_REFUSES_CODE_OPTIONS = (
+    "plan(job) of a job with {}: the planner's search (plan, min_gpus) prices every layout's memory with "
+    "loss='fp32', tp_vocab='split' and no_sync_grads='none' and cannot honour it. Price the job's own layout "
+    "with training_memory(job) (max_micro_batch takes the same keywords), or plan a job with the defaults "
+    "(job.replace(loss='fp32', tp_vocab='split', no_sync_grads='none'))")
 
 
 def check_moe_options(model: Model, mtp_depth, capacity_factor) -> dict:
