@@ -102,9 +102,9 @@ def test_the_default_runs_pool_is_glued(default):
 
 
 def test_miles_throughput_read_two_ways():
-    """The blog's ~15,500 training tokens/s over its 95.30 s of training and 256 rollouts a step: 15,500 x 95.30
-    / 256 = 5,770.1 tokens a rollout, 5,642.1 after the 128-token prompt; 6 x 3.3e9 x 15,500 = 3.069e14 FLOP/s
-    on 8 x 1,307.4 TFLOP/s (MI300X, dense BF16) = 1.0459e16: an MFU of 2.93%."""
+    """The blog's ~15,500 training tokens/s over its 95.30 s of training and 256 rollouts a step:
+    15,500 x 95.30 / 256 = 5,770.1 tokens a rollout, 5,642.1 after the 128-token prompt; 6 x 3.3e9 x 15,500 =
+    3.069e14 FLOP/s on 8 x 1,307.4 TFLOP/s (MI300X, dense BF16) = 1.0459e16: an MFU of 2.93%."""
     t = rl_prose.miles_throughput()
     assert t["tokens_per_rollout"] == pytest.approx(5770.1, abs=0.1)
     assert t["response_mean"] == pytest.approx(5642.1, abs=0.1)

@@ -32,8 +32,8 @@ from .rl_trainer import response_length_check
 from .units import GiB
 
 __all__ = ["DEFAULT_RUN", "L8_ROW", "R1_ZERO", "R1_HOURS", "R1_STEPS", "R1_MINI", "R1_CAPS", "R1_CAP_STEP",
-           "R1_MEAN", "MILES_TRAIN_TOKENS_PER_S", "MILES_ACTIVE_PARAMS", "default_run_prose", "miles_throughput",
-           "published_check_prose", "r1_recipe", "r1_zero_prose"]
+           "R1_MEAN", "MILES_TRAIN_TOKENS_PER_S", "MILES_ACTIVE_PARAMS", "default_run_prose",
+           "miles_throughput", "published_check_prose", "r1_recipe", "r1_zero_prose"]
 
 #: The chapter's default run: NeMo RL v0.4's Llama 3.1 8B on-policy row (16 H100s, 128 prompts x 16
 #: samples, its mean and longest response; the prompt assumed), 1,000 steps.
@@ -183,8 +183,8 @@ def default_run_prose() -> ChapterText:
 
 
 def miles_throughput(row=None) -> dict[str, float]:
-    """The Miles run's stated training throughput (:data:`MILES_TRAIN_TOKENS_PER_S`) read two ways: the tokens a
-    rollout carries (throughput x the published training seconds / rollouts a step), the mean response that
+    """The Miles run's stated training throughput (:data:`MILES_TRAIN_TOKENS_PER_S`) read two ways: the tokens
+    a rollout carries (throughput x the published training seconds / rollouts a step), the mean response that
     leaves after the prompt, and the training MFU it implies on the node's dense BF16 peak
     (6 x :data:`MILES_ACTIVE_PARAMS` x throughput / (GPUs x peak)). ``row``: the run's row of
     ``data/rl_published.csv`` (default: the Miles row). Chapter 19."""
@@ -195,7 +195,8 @@ def miles_throughput(row=None) -> dict[str, float]:
     if row is None:
         row = pd.read_csv(PUBLISHED_CSV).query("framework == 'Miles (slime)'").iloc[0]
     tokens = MILES_TRAIN_TOKENS_PER_S * row["published_update_s"] / row["rollouts_per_step"]
-    mfu = 6 * MILES_ACTIVE_PARAMS * MILES_TRAIN_TOKENS_PER_S / (row["n_gpus"] * dense_tflops(row["gpu"]) * 1e12)
+    peak_flops = row["n_gpus"] * dense_tflops(row["gpu"]) * 1e12   # the node's dense BF16 peak
+    mfu = 6 * MILES_ACTIVE_PARAMS * MILES_TRAIN_TOKENS_PER_S / peak_flops
     return {"tokens_per_rollout": tokens, "response_mean": tokens - row["prompt_tokens"], "mfu": mfu}
 
 
