@@ -94,6 +94,21 @@ def test_r1_zero_against_its_published_hours():
     assert v["r1_pub_step"] == "68.5"                # 198 h x 3,600 s / 10,400 policy steps
     assert v["r1_pub_rollout"] == "1,097"            # 16 policy steps a rollout: 712,800 s / 650
     assert results["r1"].response_max == 32768 and "mean response" in text.report
+    assert v["r1_train_seq"] == "33K"                # the memory check's row: 512 + 32,768 = 33,280 tokens
+
+
+def test_the_default_runs_pool_is_glued(default):
+    assert default.values["pool"] == "16 H100s"      # NeMo RL v0.4's Llama 3.1 8B row: 16 H100 SXM
+
+
+def test_miles_throughput_read_two_ways():
+    """The blog's ~15,500 training tokens/s over its 95.30 s of training and 256 rollouts a step:
+    15,500 x 95.30 / 256 = 5,770.1 tokens a rollout, 5,642.1 after the 128-token prompt; 6 x 3.3e9 x 15,500 =
+    3.069e14 FLOP/s on 8 x 1,307.4 TFLOP/s (MI300X, dense BF16) = 1.0459e16: an MFU of 2.93%."""
+    t = rl_prose.miles_throughput()
+    assert t["tokens_per_rollout"] == pytest.approx(5770.1, abs=0.1)
+    assert t["response_mean"] == pytest.approx(5642.1, abs=0.1)
+    assert t["mfu"] == pytest.approx(0.02934, abs=1e-5)
 
 
 def test_the_typed_runs_are_their_data_rows():

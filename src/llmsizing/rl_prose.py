@@ -32,7 +32,8 @@ from .rl_trainer import response_length_check
 from .units import GiB
 
 __all__ = ["DEFAULT_RUN", "L8_ROW", "R1_ZERO", "R1_HOURS", "R1_STEPS", "R1_MINI", "R1_CAPS", "R1_CAP_STEP",
-           "R1_MEAN", "default_run_prose", "published_check_prose", "r1_recipe", "r1_zero_prose"]
+           "R1_MEAN", "MILES_TRAIN_TOKENS_PER_S", "MILES_ACTIVE_PARAMS", "default_run_prose",
+           "miles_throughput", "published_check_prose", "r1_recipe", "r1_zero_prose"]
 
 #: The chapter's default run: NeMo RL v0.4's Llama 3.1 8B on-policy row (16 H100s, 128 prompts x 16
 #: samples, its mean and longest response; the prompt assumed), 1,000 steps.
@@ -50,6 +51,9 @@ R1_HOURS, R1_STEPS, R1_MINI = 198, 10_400, 16
 #: Its response caps, 32,768 tokens until policy step 8,200 and 65,536 after (Nature, Methods), and the mean
 #: response the chapter's reading guesses (the paper gives none).
 R1_CAPS, R1_CAP_STEP, R1_MEAN = (32_768, 65_536), 8_200, 4_000
+#: The Miles run's training throughput on its 8 MI300X (LMSYS blog, 17 March 2026: "~15-16k tokens/s"; the
+#: middle of that) and its model's active parameters (Qwen3-30B-A3B's model card: 3.3B activated).
+MILES_TRAIN_TOKENS_PER_S, MILES_ACTIVE_PARAMS = 15_500, 3.3e9
 
 
 def _says(holds, what: str) -> None:
@@ -73,6 +77,7 @@ def default_run_prose() -> ChapterText:
     base = rl_run(_MODEL, **run)
     report = base.to_frame().round(2).to_string()
     out["rollouts"] = f"{base.rollouts:,}"
+    out["pool"] = f"{run['n_gpus']} {run['gpu'].split()[0]}s"   # "16 H100s", the pool NeMo RL's row ran on
     out["step"] = f"{base.step_s:,.0f}"
     out["step_low"] = f"{base.step_s_low:,.0f}"
     out["step_high"] = f"{base.step_s_high:,.0f}"
@@ -125,9 +130,9 @@ def default_run_prose() -> ChapterText:
     l8 = pd.read_csv(PUBLISHED_CSV).set_index("run").loc[L8_ROW]   # NeMo RL v0.4's row for this very run
     default_pub = l8["step_s"]
     # the row publishes the sequences' mean and cap; the prompt is assumed; the run takes the row's lengths
-    _says((run["prompt"], run["response"])
-          == (l8["prompt_tokens"], (l8["response_mean"], l8["response_max"])),
-          "the default run takes NeMo RL's row's lengths")
+    _says((run["prompt"], run["response"], run["n_gpus"])
+          == (l8["prompt_tokens"], (l8["response_mean"], l8["response_max"]), l8["n_gpus"]),
+          "the default run takes NeMo RL's row's lengths and pool")
     checked = pd.read_csv(PUBLISHED_CSV).query("checked == 'yes'")
     _says((checked["prompt_tokens"] == l8["prompt_tokens"]).all(), "every checked row takes the same prompt")
     out["l8_seq_mean"] = f"{l8['prompt_tokens'] + l8['response_mean']:,.0f}"
@@ -175,6 +180,24 @@ def default_run_prose() -> ChapterText:
     out["len_clip"] = f"{lc['clip_ratio']:.1%}"
     out["len_gap"] = f"{lc['clipped_tokens'] / lc['maxent_tokens'] - 1:.0%}"
     return ChapterText(out, report, {"base": base, "keep": keep, "layout": lay})
+
+
+def miles_throughput(row=None) -> dict[str, float]:
+    """The Miles run's stated training throughput (:data:`MILES_TRAIN_TOKENS_PER_S`) read two ways: the tokens
+    a rollout carries (throughput x the published training seconds / rollouts a step), the mean response that
+    leaves after the prompt, and the training MFU it implies on the node's dense BF16 peak
+    (6 x :data:`MILES_ACTIVE_PARAMS` x throughput / (GPUs x peak)). ``row``: the run's row of
+    ``data/rl_published.csv`` (default: the Miles row). Chapter 19."""
+    import pandas as pd
+
+    from .hardware import dense_tflops
+
+    if row is None:
+        row = pd.read_csv(PUBLISHED_CSV).query("framework == 'Miles (slime)'").iloc[0]
+    tokens = MILES_TRAIN_TOKENS_PER_S * row["published_update_s"] / row["rollouts_per_step"]
+    peak_flops = row["n_gpus"] * dense_tflops(row["gpu"]) * 1e12   # the node's dense BF16 peak
+    mfu = 6 * MILES_ACTIVE_PARAMS * MILES_TRAIN_TOKENS_PER_S / peak_flops
+    return {"tokens_per_rollout": tokens, "response_mean": tokens - row["prompt_tokens"], "mfu": mfu}
 
 
 def published_check_prose(default: dict) -> ChapterText:
@@ -359,6 +382,7 @@ def r1_zero_prose() -> ChapterText:
     out["r1_floor"] = f"{r0.decode_steps:,.0f}"
     out["r1_floor_s"] = f"{r0.phases['generation']:,.0f}"
     out["r1_train_gib"] = f"{r1.train_bytes_per_gpu / GiB:,.0f}"
+    out["r1_train_seq"] = f"{(r1.prompt + cap) / 1000:.0f}K"   # the memory check's longest sequence
     # a shorter mean at the same cap: the full batch's charge, and the engine's draining batch (rl_generation)
     r2 = rl_run("deepseek-v3", **run, response=(half, cap), steps=steps)
     drained = {m: rl_run("deepseek-v3", **run, response=(m, cap), steps=1, drain=True).phases["generation"]
