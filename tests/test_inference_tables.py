@@ -121,6 +121,28 @@ def test_max_inference_batch_by_hand():
         room / (8192 * KV_L3_70B)) == 14
 
 
+@pytest.mark.parametrize("fragmentation, fit", [(0.272, 9), (0.0, 16), (0.08, 14)])
+def test_max_inference_batch_with_another_fragmentation_by_hand(fragmentation, fit):
+    """The same case with the allowance's 8% replaced (its fixed 1 GiB kept). The weights by hand: Llama 3
+    70B's blocks hold 80 x (2 x 8192^2 + 2 x 8192 x 1024 + 3 x 8192 x 28672) = 68,451,041,280 weights at
+    (128 x 4 + 16 + 4) / 128 = 4.15625 bits, the other 70,553,706,496 - 68,451,041,280 = 2,102,665,216 in
+    bf16: W = 35,562,455,040 + 4,205,330,432 = 39,767,785,472 bytes. The room is (85,520,809,984 - 2^30) /
+    (1 + f) - W over 2,684,354,560 bytes a sequence: 9.92 at the published median of 27.2%, 16.64 with no
+    fragmentation, 14.31 at 8% (the default's 14)."""
+    w = 68_451_041_280 * 4.15625 / 8 + 2_102_665_216 * 2
+    assert w == 39_767_785_472
+    assert math.floor(((85_520_809_984 - GiB) / (1 + fragmentation) - w) / (8192 * KV_L3_70B)) == fit
+    assert max_inference_batch("llama-3-70b", "H100 SXM", 8192, weights="int4-g128",
+                               fragmentation=fragmentation) == fit
+
+
+@pytest.mark.parametrize("bad, error", [(-0.1, ValueError), (float("nan"), ValueError), (11.0, ValueError),
+                                        ("27%", TypeError), (True, TypeError)])
+def test_max_inference_batch_refuses_a_bad_fragmentation(bad, error):
+    with pytest.raises(error, match="fragmentation"):
+        max_inference_batch("llama-3-70b", "H100 SXM", 8192, weights="int4-g128", fragmentation=bad)
+
+
 @pytest.mark.parametrize("at_least, tp", [(1, 1), (3, 4), (5, 8), (9, 16), (17, 32), (33, 64)])
 def test_smallest_tp_by_hand(at_least, tp):
     """Llama 3 70B: 64 query heads, 8 KV heads, MLP 28,672 wide. A degree must divide 64 (and 28,672), and

@@ -470,24 +470,38 @@ def kv_room_beside_weights(model: Model | str, gpu, *, weights: str = "bf16",
 
 
 def max_inference_batch(model: Model | str, gpu, context: int, *, weights: str = "bf16",
-                        kv_cache: str = "bf16") -> int:
+                        kv_cache: str = "bf16", fragmentation: float | None = None) -> int:
     """The largest batch of ``context``-token sequences whose :func:`inference_memory` (weights, cache and
     the default allowance, 1 GiB + 8%) fits one ``gpu``'s whole memory, as chapter 3 counts it: the cache
     room is the allowance rule's inverse, :func:`~llmsizing.states.peak_room_bytes` of the memory less the
     weights, and the batch ``floor(room / one sequence's cache)`` (its state too, for a hybrid). 0 when not
-    even one sequence fits. Chapter 3, exercise 5 (vLLM's own count is
+    even one sequence fits. ``fragmentation`` (a fraction, 0 to 10) replaces the allowance's 8%, its fixed
+    1 GiB kept: e.g. :func:`~llmsizing.allocator_fragmentation.fragmentation_allowance`, the published
+    median. Chapter 3, exercise 5 (vLLM's own count is
     :func:`~llmsizing.serve_engine.kv_capacity_sequences`)."""
     m = resolve_model(model, moe=True)
     g = get_gpu(gpu)
-    one = inference_memory(m, batch=1, context=context, weights=weights, kv_cache=kv_cache)
-    room = peak_room_bytes(g.memory_bytes) - one.weights_bytes
+    frag = None if fragmentation is None else check_number("fragmentation", fragmentation, maximum=10.0)
+
+    def memory(n):
+        mem = inference_memory(m, batch=n, context=context, weights=weights, kv_cache=kv_cache)
+        if frag is None:
+            return mem
+        allowance = FIXED_OVERHEAD_BYTES + frag * (mem.weights_bytes + mem.kv_cache_bytes)
+        return inference_memory(m, batch=n, context=context, weights=weights, kv_cache=kv_cache,
+                                overhead_bytes=allowance)
+    one = memory(1)
+    if frag is None:
+        cap = peak_room_bytes(g.memory_bytes)
+    else:
+        cap = (g.memory_bytes - FIXED_OVERHEAD_BYTES) / (1 + frag)
+    room = cap - one.weights_bytes
     if room < one.kv_cache_bytes:
         return 0
     b = min(math.floor(room / one.kv_cache_bytes), MAX_MEANINGFUL)
 
     def fits(n):
-        return inference_memory(m, batch=n, context=context, weights=weights,
-                                kv_cache=kv_cache).total_bytes <= g.memory_bytes
+        return memory(n).total_bytes <= g.memory_bytes
     while b > 0 and not fits(b):              # the quotient rounded by floating-point noise, either way
         b -= 1
     while b < MAX_MEANINGFUL and fits(b + 1):
