@@ -95,3 +95,25 @@ def test_the_fewest_gpus_are_not_the_cheapest(monkeypatch, jobs, reference):
     monkeypatch.setattr(cp, "min_gpus", lambda *a, **k: real(*a, **{**k, "recompute": "full"}))
     with pytest.raises(ProseOutOfDate, match="a few more H100s hold the step without recomputation"):
         jobs_by_gpu_prose(jobs, reference)
+
+
+def test_the_interruption_figures_are_read_from_the_data():
+    """The figures the interruption section quotes, worked by hand from the sources the data cites: Llama 3's
+    snapshot (Dubey et al. 2024, Sec. 3.3.4) had 466 interruptions on 16,384 H100s over 54 days, 419 of them
+    unexpected, so 466 - 419 = 47 planned; OPT-175B ran on 992 A100s; the research clusters' 1,024-GPU jobs
+    failed every 7.9 hours (0.3291667 days x 24 = 7.90); the Llama 3.1 card gives 30.84M H100-hours for the
+    405B model. A Table 5 that no longer counts the 419 (148 + 72 + ... = 419) makes the reading raise."""
+    from llmsizing.cost_prose import interruptions_prose
+    from llmsizing.reliability import interruption_causes, interruption_logs
+
+    logs, causes = interruption_logs(), interruption_causes()
+    text = interruptions_prose(logs, causes)
+    assert text.values == {"int_all": "466", "int_unexpected": "419", "int_planned": "47", "int_days": "54",
+                           "int_gpus": "16,384", "int_opt_gpus": "992", "int_rsc_gpus": "1,024",
+                           "int_rsc_mttf": "7.9", "card_mgpuh": "30.84M"}
+    assert text.data["card_gpu_hours"] == 30.84e6
+    with pytest.raises(ProseOutOfDate, match="Table 5"):
+        interruptions_prose(logs, causes.iloc[1:])            # the 148 faulty GPUs dropped: 271, not 419
+    opt_exact = logs.assign(count_is=logs["count_is"].replace("lower bound", "exact"))
+    with pytest.raises(ProseOutOfDate, match="lower bound"):
+        interruptions_prose(opt_exact, causes)

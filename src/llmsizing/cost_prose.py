@@ -2,11 +2,12 @@
 
 :func:`pareto_front_prose` reads the planner's cost-against-days front for Llama-3-70B (and why its fastest
 plan beats the interleaved pipeline on as many GPUs); :func:`jobs_by_gpu_prose` reads one job priced on five
-GPU types. Each returns a :class:`~llmsizing.prose.ChapterText`: the table the chapter prints (``report``) and
-the texts its prose quotes (``values``, glued as ``ch11_<name>``). The prose's readings ("one sequence per
-replica", "more calls, less wait", "the A100 dearest per job among NVIDIA's") are checked against the numbers,
-and :class:`ProseOutOfDate` names the one that no longer holds. Nothing here computes a new quantity: the
-sentences only format and compare what the library's functions return.
+GPU types; :func:`interruptions_prose` reads the published interruption logs' and the Llama 3.1 model card's
+figures from the data. Each returns a :class:`~llmsizing.prose.ChapterText`: the table the chapter prints
+(``report``) and the texts its prose quotes (``values``, glued as ``ch11_<name>``). The prose's readings ("one
+sequence per replica", "more calls, less wait", "the A100 dearest per job among NVIDIA's") are checked against
+the numbers, and :class:`ProseOutOfDate` names the one that no longer holds. Nothing here computes a new
+quantity: the sentences only format and compare what the library's functions return.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
 from .time_cost import published_runs, training_time
 
-__all__ = ["ProseOutOfDate", "pareto_front_prose", "jobs_by_gpu_prose", "JOB_GPUS", "JOB", "FRONT_PLAN"]
+__all__ = ["ProseOutOfDate", "pareto_front_prose", "jobs_by_gpu_prose", "interruptions_prose", "JOB_GPUS",
+           "JOB", "FRONT_PLAN", "CARD_RUN"]
 
 #: The GPU types chapter 11 prices one job on, and the key each text carries.
 JOB_GPUS = {"H100 SXM": "h100", "B200": "b200", "A100 80GB": "a100", "H200": "h200", "MI300X": "mi300x"}
@@ -232,3 +234,46 @@ def _torchao_texts(by) -> dict:
         t[f"ao_{key}"] = f"{same[g]:.2f}"
         t[f"tab_{key}"] = f"{by.loc[g, 'cost_usd'] / by.loc['H100 SXM', 'cost_usd']:.2f}"
     return t
+
+
+#: The Llama 3.1 model card's row of ``data/published_runs.csv`` that chapter 11 sets its goodput run against.
+CARD_RUN = "Llama 3.1 405B pre-training"
+
+
+def interruptions_prose(logs, causes) -> ChapterText:
+    """The published figures chapter 11's section on interruptions quotes, read from the data that holds them
+    rather than typed: Llama 3's 54-day snapshot (all its interruptions, the unexpected ones, the planned
+    rest, its GPUs and days), OPT-175B's GPUs, the research clusters' job size and mean time to failure
+    (``logs``: :func:`~llmsizing.reliability.interruption_logs`), and the Llama 3.1 model card's H100-hours
+    for the 405B model (``data/published_runs.csv``; ``data["card_gpu_hours"]`` for the cell's comparison).
+    Raises :class:`ProseOutOfDate` where the prose's reading fails: Table 5's causes (``causes``:
+    :func:`~llmsizing.reliability.interruption_causes`) must count the log's unexpected interruptions, OPT's
+    count must be a lower bound and the clusters' a mean time to failure."""
+    cal = logs[logs["role"] == "calibration"]
+    _says(len(cal) == 1, "one log, Llama 3's snapshot, calibrates the rate")
+    llama = cal.iloc[0]
+    n_all, n_unexpected = int(llama["interruptions"]), int(llama["unexpected"])
+    _says(0 < n_unexpected < n_all, "some of Llama 3's interruptions were planned, most unexpected")
+    _says(int(causes["interruptions"].sum()) == n_unexpected,
+          "Table 5's causes count the snapshot's unexpected interruptions")
+    opt = logs[logs["run"].str.startswith("OPT-175B")].iloc[0]
+    _says(opt["count_is"] == "lower bound", "OPT-175B's count is a lower bound")
+    rsc = logs[logs["count_is"] == "mean time to failure"]
+    _says(len(rsc) == 1 and int(rsc.iloc[0]["unexpected"]) == 1,
+          "the research clusters' row is one failure per mean time to failure")
+    rsc = rsc.iloc[0]
+    runs = published_runs().set_index("run")
+    card = float(runs.loc[CARD_RUN, "gpu_hours"])
+    _says(runs.loc[CARD_RUN, "model"] == "llama-3.1-405b" and runs.loc[CARD_RUN, "gpu"] == "H100 SXM",
+          "the model card's hours are the 405B model's, on H100s")
+    t = {}
+    t["int_all"] = f"{n_all}"
+    t["int_unexpected"] = f"{n_unexpected}"
+    t["int_planned"] = f"{n_all - n_unexpected}"
+    t["int_days"] = f"{float(llama['days']):g}"
+    t["int_gpus"] = f"{int(llama['n_gpus']):,}"
+    t["int_opt_gpus"] = f"{int(opt['n_gpus']):,}"
+    t["int_rsc_gpus"] = f"{int(rsc['n_gpus']):,}"
+    t["int_rsc_mttf"] = f"{float(rsc['days']) * 24:.1f}"
+    t["card_mgpuh"] = f"{card / 1e6:.2f}M"
+    return ChapterText(t, data={"card_gpu_hours": card})
