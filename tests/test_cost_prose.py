@@ -95,3 +95,51 @@ def test_the_fewest_gpus_are_not_the_cheapest(monkeypatch, jobs, reference):
     monkeypatch.setattr(cp, "min_gpus", lambda *a, **k: real(*a, **{**k, "recompute": "full"}))
     with pytest.raises(ProseOutOfDate, match="a few more H100s hold the step without recomputation"):
         jobs_by_gpu_prose(jobs, reference)
+
+
+def test_the_interruption_figures_are_read_from_the_data():
+    """The figures the interruption section quotes, worked by hand from the sources the data cites: Llama 3's
+    snapshot (Dubey et al. 2024, Sec. 3.3.4) had 466 interruptions on 16,384 H100s over 54 days, 419 of them
+    unexpected, so 466 - 419 = 47 planned; OPT-175B ran on 992 A100s; the research clusters' 1,024-GPU jobs
+    failed every 7.9 hours (0.3291667 days x 24 = 7.90); the Llama 3.1 card gives 30.84M H100-hours for the
+    405B model. A Table 5 that no longer counts the 419 (148 + 72 + ... = 419) makes the reading raise."""
+    from llmsizing.cost_prose import interruptions_prose
+    from llmsizing.reliability import interruption_causes, interruption_logs
+
+    logs, causes = interruption_logs(), interruption_causes()
+    text = interruptions_prose(logs, causes)
+    assert text.values == {"int_all": "466", "int_unexpected": "419", "int_planned": "47", "int_days": "54",
+                           "int_gpus": "16,384", "int_opt_gpus": "992", "int_rsc_gpus": "1,024",
+                           "int_rsc_mttf": "7.9", "card_mgpuh": "30.84M"}
+    assert text.data["card_gpu_hours"] == 30.84e6
+    with pytest.raises(ProseOutOfDate, match="Table 5"):
+        interruptions_prose(logs, causes.iloc[1:])            # the 148 faulty GPUs dropped: 271, not 419
+    opt_exact = logs.assign(count_is=logs["count_is"].replace("lower bound", "exact"))
+    with pytest.raises(ProseOutOfDate, match="lower bound"):
+        interruptions_prose(opt_exact, causes)
+
+
+def test_the_seed_cost_tables_audit_quotes_the_seed_and_its_own_arithmetic():
+    """Seed 000's tables, worked by hand: one H100 at $2.69 costs 2.69 x 24 = $64.56 a day; Mistral 7B's
+    100B tokens at 3,500 tokens/s take 1e11 / 3,500 / 86,400 = 330.7 days (the table says 262, $16,768), at
+    $64.56 a day $21,349; Llama 2 13B's at 3,200 take 361.7 (the table: 283); the 70B table's 8 H100s at
+    28,000 tokens/s take 1e12 / 28,000 / 86,400 = 413.4 days, 3,500 a GPU; the two 4-GPU rows both say 73 days
+    and $18,907; the small tables are 1 - 262/330.7 = 20.8% (Mistral, 2 GPUs: 1 - 142/178.1 = 20.3%) to
+    1 - 73/105.2 = 30.6% short. A table whose two 4-GPU rows differ makes the reading raise."""
+    from llmsizing.cost import audit_cost_table
+    from llmsizing.cost_prose import seed_cost_tables_prose
+
+    audit = audit_cost_table()
+    v = seed_cost_tables_prose(audit).values
+    assert (v["a_price"], v["a_perday"], v["a_m1_tps"], v["a_m1_said_days"], v["a_m1_said_cost"]) == (
+        "$2.69", "$64.56", "3,500", "262", "$16,768")
+    assert (v["a_m1_days"], v["a_m1_cost"], v["a_13_tps"], v["a_13_said_days"], v["a_13_days"]) == (
+        "331", "$21,349", "3,200", "283", "362")
+    assert (v["a_70_tps8"], v["a_70_said_tps_gpu"], v["a_70_days"], v["a_4x_days"], v["a_4x_cost"]) == (
+        "28,000", "3,500", "413", "73", "$18,907")
+    assert v["a_short"] == "20% to 31%" and v["a_13_verdict"] == "inside"
+    changed = audit.copy()
+    changed.loc[(changed["gpus"] == 4) & (changed["model"] == "mistral-7b"), "days"] = 72
+    changed["total_cost_usd"] = changed["days"] * changed["cost_per_day_usd"]
+    with pytest.raises(ProseOutOfDate, match="4xH100"):
+        seed_cost_tables_prose(changed)

@@ -2,11 +2,12 @@
 
 :func:`pareto_front_prose` reads the planner's cost-against-days front for Llama-3-70B (and why its fastest
 plan beats the interleaved pipeline on as many GPUs); :func:`jobs_by_gpu_prose` reads one job priced on five
-GPU types. Each returns a :class:`~llmsizing.prose.ChapterText`: the table the chapter prints (``report``) and
-the texts its prose quotes (``values``, glued as ``ch11_<name>``). The prose's readings ("one sequence per
-replica", "more calls, less wait", "the A100 dearest per job among NVIDIA's") are checked against the numbers,
-and :class:`ProseOutOfDate` names the one that no longer holds. Nothing here computes a new quantity: the
-sentences only format and compare what the library's functions return.
+GPU types; :func:`interruptions_prose` reads the published interruption logs' and the Llama 3.1 model card's
+figures from the data. Each returns a :class:`~llmsizing.prose.ChapterText`: the table the chapter prints
+(``report``) and the texts its prose quotes (``values``, glued as ``ch11_<name>``). The prose's readings ("one
+sequence per replica", "more calls, less wait", "the A100 dearest per job among NVIDIA's") are checked against
+the numbers, and :class:`ProseOutOfDate` names the one that no longer holds. Nothing here computes a new
+quantity: the sentences only format and compare what the library's functions return.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
 from .time_cost import published_runs, training_time
 
-__all__ = ["ProseOutOfDate", "pareto_front_prose", "jobs_by_gpu_prose", "JOB_GPUS", "JOB", "FRONT_PLAN"]
+__all__ = ["ProseOutOfDate", "pareto_front_prose", "jobs_by_gpu_prose", "interruptions_prose",
+           "seed_cost_tables_prose", "JOB_GPUS", "JOB", "FRONT_PLAN", "CARD_RUN"]
 
 #: The GPU types chapter 11 prices one job on, and the key each text carries.
 JOB_GPUS = {"H100 SXM": "h100", "B200": "b200", "A100 80GB": "a100", "H200": "h200", "MI300X": "mi300x"}
@@ -232,3 +234,124 @@ def _torchao_texts(by) -> dict:
         t[f"ao_{key}"] = f"{same[g]:.2f}"
         t[f"tab_{key}"] = f"{by.loc[g, 'cost_usd'] / by.loc['H100 SXM', 'cost_usd']:.2f}"
     return t
+
+
+#: The Llama 3.1 model card's row of ``data/published_runs.csv`` that chapter 11 sets its goodput run against.
+CARD_RUN = "Llama 3.1 405B pre-training"
+
+
+def interruptions_prose(logs, causes) -> ChapterText:
+    """The published figures chapter 11's section on interruptions quotes, read from the data that holds them
+    rather than typed: Llama 3's 54-day snapshot (all its interruptions, the unexpected ones, the planned
+    rest, its GPUs and days), OPT-175B's GPUs, the research clusters' job size and mean time to failure
+    (``logs``: :func:`~llmsizing.reliability.interruption_logs`), and the Llama 3.1 model card's H100-hours
+    for the 405B model (``data/published_runs.csv``; ``data["card_gpu_hours"]`` for the cell's comparison).
+    Raises :class:`ProseOutOfDate` where the prose's reading fails: Table 5's causes (``causes``:
+    :func:`~llmsizing.reliability.interruption_causes`) must count the log's unexpected interruptions, OPT's
+    count must be a lower bound and the clusters' a mean time to failure."""
+    cal = logs[logs["role"] == "calibration"]
+    _says(len(cal) == 1, "one log, Llama 3's snapshot, calibrates the rate")
+    llama = cal.iloc[0]
+    n_all, n_unexpected = int(llama["interruptions"]), int(llama["unexpected"])
+    _says(0 < n_unexpected < n_all, "some of Llama 3's interruptions were planned, most unexpected")
+    _says(int(causes["interruptions"].sum()) == n_unexpected,
+          "Table 5's causes count the snapshot's unexpected interruptions")
+    opt = logs[logs["run"].str.startswith("OPT-175B")].iloc[0]
+    _says(opt["count_is"] == "lower bound", "OPT-175B's count is a lower bound")
+    rsc = logs[logs["count_is"] == "mean time to failure"]
+    _says(len(rsc) == 1 and int(rsc.iloc[0]["unexpected"]) == 1,
+          "the research clusters' row is one failure per mean time to failure")
+    rsc = rsc.iloc[0]
+    runs = published_runs().set_index("run")
+    card = float(runs.loc[CARD_RUN, "gpu_hours"])
+    _says(runs.loc[CARD_RUN, "model"] == "llama-3.1-405b" and runs.loc[CARD_RUN, "gpu"] == "H100 SXM",
+          "the model card's hours are the 405B model's, on H100s")
+    t = {}
+    t["int_all"] = f"{n_all}"
+    t["int_unexpected"] = f"{n_unexpected}"
+    t["int_planned"] = f"{n_all - n_unexpected}"
+    t["int_days"] = f"{float(llama['days']):g}"
+    t["int_gpus"] = f"{int(llama['n_gpus']):,}"
+    t["int_opt_gpus"] = f"{int(opt['n_gpus']):,}"
+    t["int_rsc_gpus"] = f"{int(rsc['n_gpus']):,}"
+    t["int_rsc_mttf"] = f"{float(rsc['days']) * 24:.1f}"
+    t["card_mgpuh"] = f"{card / 1e6:.2f}M"
+    return ChapterText(t, data={"card_gpu_hours": card})
+
+
+def _audit_table(audit) -> str:
+    cols = {"model": "model", "gpus": "GPUs", "tokens_per_s": "seed TPS", "days": "seed days",
+            "days_from_own_tps": "days from TPS", "total_cost_usd": "seed cost",
+            "cost_from_own_tps": "cost from TPS", "library_days": "library days",
+            "library_cost_usd": "library cost"}
+    out = audit[list(cols)].rename(columns=cols).copy()
+    for c in ("seed TPS", "seed days", "days from TPS", "library days"):
+        out[c] = out[c].map("{:,.0f}".format)
+    for c in ("seed cost", "cost from TPS", "library cost"):
+        out[c] = out[c].map("${:,.0f}".format)
+    return out.to_string(index=False)
+
+
+def seed_cost_tables_prose(audit) -> ChapterText:
+    """Seed 000's three cost tables, audited (``audit``: :func:`~llmsizing.cost.audit_cost_table`): the table
+    chapter 11 prints and every figure its audit quotes, the seed's own (its price, throughputs, days and
+    totals, from ``data/seed000_cost_tables.csv``) and the library's. Raises :class:`ProseOutOfDate` where a
+    reading fails: the cost-per-day column is GPUs x price x 24 to within 1% and each total its days times it;
+    the two 4-GPU rows share their days and total; the 70B rows follow from their own throughput (within 2%)
+    where the small tables fall short of theirs; Llama 2 13B's totals lie inside the library's range and
+    Mistral 7B's above it."""
+    a = audit.set_index(["model", "gpus"])
+    m1, m13, b8 = a.loc[("mistral-7b", 1)], a.loc[("llama-2-13b", 1)], a.loc[("llama-2-70b", 8)]
+    price = set(audit["price_usd_per_gpu_hour"])
+    _says(len(price) == 1, "the three tables use one price")
+    dev = (audit["cost_per_day_usd"] / audit["cost_per_day_from_price"] - 1).abs().max()
+    _says(0 < dev < 0.01 and (audit["days"] * audit["cost_per_day_usd"] == audit["total_cost_usd"]).all(),
+          "the cost-per-day column is GPUs x price x 24, rounded, and each total is days x cost per day")
+    four = audit[audit["gpus"] == 4]
+    _says(len(four) == 2 and four["days"].nunique() == four["total_cost_usd"].nunique() == 1
+          and four["tokens_per_s"].nunique() == 2, "the two 4xH100 rows share days and total, not throughput")
+    big = audit[audit["model"] == "llama-2-70b"]
+    small = audit[audit["model"] != "llama-2-70b"]
+    short = 1 - small["days"] / small["days_from_own_tps"]
+    _says((abs(big["days"] / big["days_from_own_tps"] - 1) < 0.02).all() and (short > 0.1).all(),
+          "the 70B rows follow from their throughput; the small tables' days are short of theirs")
+    seed_70 = big["total_cost_usd"]
+    seed_m = audit[audit["model"] == "mistral-7b"]["total_cost_usd"]
+    seed_13 = audit[audit["model"] == "llama-2-13b"]["total_cost_usd"]
+    in13 = m13["library_cost_usd_low"] <= seed_13.min() and seed_13.max() <= m13["library_cost_usd_high"]
+    _says(in13 and seed_m.min() > m1["library_cost_usd_high"],
+          "Llama 2 13B's totals lie inside the library's range, Mistral 7B's above it")
+    t = {}
+    t["a_price"] = f"${price.pop():.2f}"
+    t["a_m1_tps"] = f"{m1['tokens_per_s']:,.0f}"
+    t["a_m1_said_days"] = f"{m1['days']:.0f}"
+    t["a_m1_said_cost"] = f"${m1['total_cost_usd']:,.0f}"
+    t["a_13_tps"] = f"{m13['tokens_per_s']:,.0f}"
+    t["a_13_said_days"] = f"{m13['days']:.0f}"
+    t["a_4x_days"] = f"{four['days'].iloc[0]:.0f}"
+    t["a_4x_cost"] = f"${four['total_cost_usd'].iloc[0]:,.0f}"
+    t["a_70_tps8"] = f"{b8['tokens_per_s']:,.0f}"
+    t["a_70_said_tps_gpu"] = f"{b8['tokens_per_s'] / b8.name[1]:,.0f}"   # the table's throughput per H100
+    t["a_m1_days"] = f"{m1['days_from_own_tps']:.0f}"
+    t["a_m1_cost"] = f"${m1['cost_from_own_tps']:,.0f}"
+    t["a_perday"] = f"${m1['cost_per_day_from_price']:.2f}"
+    t["a_perday_dev"] = f"{dev:.1%}"
+    t["a_13_days"] = f"{m13['days_from_own_tps']:.0f}"
+    t["a_70_days"] = f"{b8['days_from_own_tps']:.0f}"
+    t["a_m_lib"] = f"${m1['library_cost_usd']:,.0f}"
+    t["a_m_lib_range"] = f"${m1['library_cost_usd_low']:,.0f} to ${m1['library_cost_usd_high']:,.0f}"
+    t["a_13_lib"] = f"${m13['library_cost_usd']:,.0f}"
+    t["a_13_lib_range"] = f"${m13['library_cost_usd_low']:,.0f} to ${m13['library_cost_usd_high']:,.0f}"
+    t["a_70_lib"] = f"${b8['library_cost_usd'] / 1e3:,.0f}k"
+    t["a_70_lib_range"] = (f"${b8['library_cost_usd_low'] / 1e3:,.0f}k to "
+                           f"${b8['library_cost_usd_high'] / 1e3:,.0f}k")
+    t["a_70_lib_days8"] = f"{b8['library_days']:,.0f}"
+    t["a_70_tps"] = f"{b8['library_tokens_per_s'] / b8.name[1]:,.0f}"
+    t["a_70_seed_range"] = f"${seed_70.min() / 1e3:,.0f}k to ${seed_70.max() / 1e3:,.0f}k"
+    t["a_70_x"] = f"{b8['library_cost_usd'] / seed_70.max():.1f}"
+    t["a_70_seed_rise"] = f"{seed_70.max() / seed_70.min() - 1:.0%}"
+    t["a_short"] = f"{short.min():.0%} to {short.max():.0%}"
+    t["a_m_seed_range"] = f"${seed_m.min():,.0f} to ${seed_m.max():,.0f}"
+    t["a_13_seed_range"] = f"${seed_13.min():,.0f} to ${seed_13.max():,.0f}"
+    t["a_13_verdict"] = "inside"
+    return ChapterText(t, _audit_table(audit))
