@@ -154,14 +154,16 @@ GPU_MEMORY_INTERFACE_CSV = Path(__file__).resolve().parents[2] / "data" / "gpu_m
 @dataclass(frozen=True)
 class MemoryInterface:
     """A GPU's memory interface as the GPU reports it: ``bus_bits`` (the CUDA driver's ``memoryBusWidth``)
-    and ``clock_mhz`` (nvidia-smi's double-data-rate memory clock), with the row's ``source`` and ``as_of``
-    (``data/gpu_memory_interface.csv``). Chapter 6."""
+    and ``clock_mhz`` (nvidia-smi's double-data-rate memory clock), beside ``quoted_gbps``, the bandwidth the
+    vendor quotes for it (GB/s; what chapters 0 and 6 set against the interface), with the row's ``source``
+    and ``as_of`` (``data/gpu_memory_interface.csv``). Chapter 6."""
 
     gpu: str
     bus_bits: int
     clock_mhz: float
     source: str
     as_of: str
+    quoted_gbps: float = 0.0
 
 
 @lru_cache(maxsize=None)
@@ -170,7 +172,8 @@ def _memory_interfaces() -> dict[str, MemoryInterface]:
 
     with open(GPU_MEMORY_INTERFACE_CSV, newline="") as fh:
         return {r["gpu"]: MemoryInterface(r["gpu"], int(r["memory_bus_bits"]), float(r["memory_clock_mhz"]),
-                                          r["source"], r["as_of"]) for r in csv.DictReader(fh)}
+                                          r["source"], r["as_of"], float(r["quoted_gbps"]))
+                for r in csv.DictReader(fh)}
 
 
 def memory_interface(gpu) -> MemoryInterface:
