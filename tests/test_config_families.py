@@ -231,9 +231,10 @@ def _shape(m):
 
 
 def test_every_catalogue_row_equals_the_meta_device_row_of_its_shape():
-    """Issue 38: every catalogue row, dense or not, that has a published config of its shape in the file counts
-    exactly what transformers builds from that config. BLOOM's row once lacked the embedding LayerNorm
-    (``word_embeddings_layernorm``: 28,672 short) and no test paired a dense row with its meta-device count."""
+    """Issue 38: every catalogue row, dense or not, that has a published config of its shape in the file
+    counts exactly what transformers builds from that config. BLOOM's row once lacked the embedding LayerNorm
+    (``word_embeddings_layernorm``: 28,672 short) and no test paired a dense row with its meta-device
+    count."""
     meta = {}
     for r in ROWS:
         if r["kind"] == "published":
@@ -247,8 +248,8 @@ def test_every_catalogue_row_equals_the_meta_device_row_of_its_shape():
 
 
 def test_bloom_176b_row_by_hand_against_the_meta_device_row():
-    """176,247,242,752 without the embedding LayerNorm (the row's count before issue 38) + its weight and bias,
-    2 x 14,336 = 28,672, is transformers' BloomForCausalLM and the model card's 176,247,271,424."""
+    """176,247,242,752 without the embedding LayerNorm (the row's count before issue 38) + its weight and
+    bias, 2 x 14,336 = 28,672, is transformers' BloomForCausalLM and the model card's 176,247,271,424."""
     meta = next(r for r in ROWS if r["config_name"] == "bloom (176B)")
     assert 176_247_242_752 + 2 * 14_336 == int(meta["n_params"]) == 176_247_271_424
     m = get_model("bloom-176b")

@@ -60,8 +60,8 @@ def closed_form_count(*, layers, hidden, heads, kv_heads, head_dim, ffn_hidden, 
     """An independent count: per-layer formulas, not the library's tensor list. The keyword arguments after
     ``max_seq`` are the mixture-of-experts and multi-head-latent-attention columns of data/models.csv (issue 24),
     written from DeepSeek-V2 Sec. 2.1 and Hugging Face's ``modeling_mixtral.py`` / ``modeling_deepseek_v3.py``;
-    ``embed_norm`` (one more norm after the embedding: ``modeling_bloom.py``'s ``word_embeddings_layernorm``) and
-    ``pos_offset`` (``max_seq + pos_offset`` position rows: ``modeling_opt.py``'s offset of 2), issue 38."""
+    ``embed_norm`` (one more norm after the embedding: ``modeling_bloom.py``'s ``word_embeddings_layernorm``)
+    and ``pos_offset`` (``max_seq + pos_offset`` position rows: ``modeling_opt.py``'s offset of 2), issue 38."""
     h, a, g, d, f = hidden, heads, kv_heads, head_dim, ffn_hidden
     norm_params = 2 * h if norm == "layernorm" else h             # gain (+ bias for LayerNorm)
     if kv_lora_rank:                                              # MLA: q low-rank, kv latent + rope key
