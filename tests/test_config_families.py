@@ -255,6 +255,8 @@ def test_bloom_176b_row_by_hand_against_the_meta_device_row():
     m = get_model("bloom-176b")
     assert m.n_params == int(meta["n_params"])
     assert m.param_breakdown()["norms"] == (2 * 70 + 1 + 1) * 2 * 14_336      # 2 a block, final, embedding
+    # memory takes it as every other parameter: bf16-mixed AdamW, 2 + 2 + 4 + 4 + 4 = 16 bytes each
+    assert L.model_states(m).total_bytes - L.model_states(m.with_(embed_norm=False)).total_bytes == 16 * 28_672
 
 
 def test_opt_175b_row_has_the_2050_position_rows_transformers_builds():
@@ -270,6 +272,8 @@ def test_opt_175b_row_has_the_2050_position_rows_transformers_builds():
     assert rest == 2_050 * h and 2_050 - json.loads(meta["config_json"])["max_position_embeddings"] == 2
     assert get_model("opt-175b").n_params == 174_604_259_328 + 15 * 12_288 + 2 * 12_288 == 174_604_468_224
     assert get_model("opt-175b").param_breakdown()["position"] == 2_050 * 12_288
+    opt = get_model("opt-175b")
+    assert L.model_states(opt).total_bytes - L.model_states(opt.with_(pos_offset=0)).total_bytes == 16 * 24_576
     # the config reader, equal to transformers on opt-1.3b, gives the same for the 175B shape (Table 1)
     cfg = {**json.loads(meta["config_json"]), "hidden_size": 12288, "num_hidden_layers": 96,
            "num_attention_heads": 96, "ffn_dim": 49152, "word_embed_proj_dim": 12288}
