@@ -237,7 +237,7 @@ def test_model_table():
     assert list(t.index) == list_models()
     assert (t["n_params"] > 0).all()
     # rows published to the parameter are exact; rows published rounded ("1.7B", "530B": Narayanan et al.'s
-    # shapes, BLOOM, the Megatron-Core benchmark models) agree to their rounding
+    # shapes, the Megatron-Core benchmark models) agree to their rounding
     exact = t[t["published_rounded_to"] == 1]
     assert len(exact) >= 10
     assert (exact["n_params"] == exact["published_params"]).all()

@@ -225,6 +225,61 @@ def test_catalogued_moe_models_equal_their_meta_device_rows():
             {**json.loads(r["config_json"]), **_released_shape(cat)}).n_params, cat
 
 
+def _shape(m):
+    return (m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn_hidden, m.vocab, m.experts,
+            m.experts_per_token)
+
+
+def test_every_catalogue_row_equals_the_meta_device_row_of_its_shape():
+    """Issue 38: every catalogue row, dense or not, that has a published config of its shape in the file
+    counts exactly what transformers builds from that config. BLOOM's row once lacked the embedding LayerNorm
+    (``word_embeddings_layernorm``: 28,672 short) and no test paired a dense row with its meta-device
+    count."""
+    meta = {}
+    for r in ROWS:
+        if r["kind"] == "published":
+            meta.setdefault(_shape(Model.from_hf_config(json.loads(r["config_json"]))), []).append(r)
+    paired = {}
+    for name in list_models():
+        for r in meta.get(_shape(get_model(name)), []):
+            paired[name] = r["config_name"]
+            assert get_model(name).n_params == int(r["n_params"]) + int(r["n_persistent_buffers"]), name
+    assert paired["bloom-176b"] == "bloom (176B)" and len(paired) >= 8
+
+
+def test_bloom_176b_row_by_hand_against_the_meta_device_row():
+    """176,247,242,752 without the embedding LayerNorm (the row's count before issue 38) + its weight and
+    bias, 2 x 14,336 = 28,672, is transformers' BloomForCausalLM and the model card's 176,247,271,424."""
+    meta = next(r for r in ROWS if r["config_name"] == "bloom (176B)")
+    assert 176_247_242_752 + 2 * 14_336 == int(meta["n_params"]) == 176_247_271_424
+    m = get_model("bloom-176b")
+    assert m.n_params == int(meta["n_params"])
+    assert m.param_breakdown()["norms"] == (2 * 70 + 1 + 1) * 2 * 14_336      # 2 a block, final, embedding
+    # memory takes it as every other parameter: bf16-mixed AdamW, 2 + 2 + 4 + 4 + 4 = 16 bytes each
+    assert L.model_states(m).total_bytes - L.model_states(m.with_(embed_norm=False)).total_bytes == 16 * 28_672
+
+
+def test_opt_175b_row_has_the_2050_position_rows_transformers_builds():
+    """OPT's learned positions have max_position_embeddings + 2 rows (OPTLearnedPositionalEmbedding's offset).
+    Read from transformers' own count of facebook/opt-1.3b (h 2,048, 24 layers, ffn 8,192, vocab 50,272):
+    per layer 4h^2 + 4h (attention) + 2hf + f + h (MLP) + 2 x 2h (LayerNorms) = 50,358,272, x 24 =
+    1,208,598,528; tied embedding 50,272 x 2,048 = 102,957,056; final LayerNorm 4,096; the rest, 4,198,400,
+    is 2,050 rows of 2,048. OPT-175B is GPT-3's 174,604,259,328 (vocabulary 50,257) + 15 x 12,288 more
+    vocabulary rows = 174,604,443,648 (the row's count before issue 38), + 2 x 12,288 = 174,604,468,224."""
+    meta = next(r for r in ROWS if r["config_name"] == "opt-1.3b")
+    h = 2048
+    rest = int(meta["n_params"]) - (24 * 50_358_272 + 50_272 * h + 2 * h)
+    assert rest == 2_050 * h and 2_050 - json.loads(meta["config_json"])["max_position_embeddings"] == 2
+    assert get_model("opt-175b").n_params == 174_604_259_328 + 15 * 12_288 + 2 * 12_288 == 174_604_468_224
+    assert get_model("opt-175b").param_breakdown()["position"] == 2_050 * 12_288
+    opt = get_model("opt-175b")
+    assert L.model_states(opt).total_bytes - L.model_states(opt.with_(pos_offset=0)).total_bytes == 16 * 24_576
+    # the config reader, equal to transformers on opt-1.3b, gives the same for the 175B shape (Table 1)
+    cfg = {**json.loads(meta["config_json"]), "hidden_size": 12288, "num_hidden_layers": 96,
+           "num_attention_heads": 96, "ffn_dim": 49152, "word_embed_proj_dim": 12288}
+    assert Model.from_hf_config(cfg).n_params == get_model("opt-175b").n_params
+
+
 def _released_shape(cat):
     """The released configs' fields the catalogue rows copy (the Granite 3.0 report's Table 1 with
     ibm-granite/granite-3.1-*-a*m config.json; the OLMoE paper's Appendix B)."""

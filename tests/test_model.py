@@ -55,10 +55,13 @@ def closed_form_count(*, layers, hidden, heads, kv_heads, head_dim, ffn_hidden, 
                       tied_embeddings, norm, bias, qkv_bias, learned_pos, max_seq, mlp_bias=None, qk_norm=None,
                       attn_sinks=False, experts=0, experts_per_token=0, expert_ffn_hidden=None, shared_experts=0,
                       shared_expert_ffn_hidden=None, first_dense_layers=0, router_bias=False, q_lora_rank=None,
-                      kv_lora_rank=None, qk_rope_head_dim=None, qk_nope_head_dim=None, v_head_dim=None) -> int:
+                      kv_lora_rank=None, qk_rope_head_dim=None, qk_nope_head_dim=None, v_head_dim=None,
+                      embed_norm=False, pos_offset=0) -> int:
     """An independent count: per-layer formulas, not the library's tensor list. The keyword arguments after
     ``max_seq`` are the mixture-of-experts and multi-head-latent-attention columns of data/models.csv (issue 24),
-    written from DeepSeek-V2 Sec. 2.1 and Hugging Face's ``modeling_mixtral.py`` / ``modeling_deepseek_v3.py``."""
+    written from DeepSeek-V2 Sec. 2.1 and Hugging Face's ``modeling_mixtral.py`` / ``modeling_deepseek_v3.py``;
+    ``embed_norm`` (one more norm after the embedding: ``modeling_bloom.py``'s ``word_embeddings_layernorm``)
+    and ``pos_offset`` (``max_seq + pos_offset`` position rows: ``modeling_opt.py``'s offset of 2), issue 38."""
     h, a, g, d, f = hidden, heads, kv_heads, head_dim, ffn_hidden
     norm_params = 2 * h if norm == "layernorm" else h             # gain (+ bias for LayerNorm)
     if kv_lora_rank:                                              # MLA: q low-rank, kv latent + rope key
@@ -94,8 +97,9 @@ def closed_form_count(*, layers, hidden, heads, kv_heads, head_dim, ffn_hidden, 
         moe += mlp_of(shared_experts * fs, False) if shared_experts else 0
         blocks += moe_layers * (moe - mlp)
     embeddings = vocab * h * (1 if tied_embeddings else 2)
-    positions = max_seq * h if learned_pos else 0
-    return blocks + embeddings + positions + norm_params   # + final norm
+    positions = (max_seq + pos_offset) * h if learned_pos else 0
+    outside_norms = norm_params * (2 if embed_norm else 1)       # final norm (+ the embedding's)
+    return blocks + embeddings + positions + outside_norms
 
 
 def row_fields(r: dict[str, str]) -> dict:
@@ -107,10 +111,10 @@ def row_fields(r: dict[str, str]) -> dict:
                max_seq=int(r["max_seq"]))
     for k in ("experts", "experts_per_token", "expert_ffn_hidden", "shared_experts", "shared_expert_ffn_hidden",
               "first_dense_layers", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
-              "v_head_dim"):
+              "v_head_dim", "pos_offset"):
         if (r.get(k) or "").strip():
             out[k] = int(r[k])
-    for k in ("router_bias", "attn_sinks", "mlp_bias"):
+    for k in ("router_bias", "attn_sinks", "mlp_bias", "embed_norm"):
         if (r.get(k) or "").strip():
             out[k] = flag(k)
     if (r.get("qk_norm") or "").strip():

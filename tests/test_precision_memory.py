@@ -140,6 +140,22 @@ def test_adafactor_factored_state_by_hand():
     assert pure.total_bytes == (2 + 2) * n + 2 * elements
 
 
+def test_adafactor_factors_gpt2s_fused_c_attn_as_one_matrix():
+    """Hugging Face's GPT-2 holds q, k and v as one Conv1D ``c_attn`` of 768 x 2,304, which Adafactor factors
+    as one matrix (``len(shape) >= 2``): 768 + 2,304 = 3,072 numbers, not 3 x (768 + 768) = 4,608. Per block:
+    c_attn 3,072 + its bias 2,304, attention c_proj 1,536 + 768, two LayerNorms 2 x 1,536, c_fc 768 + 3,072
+    = 3,840 + its bias 3,072, MLP c_proj 3,840 + 768: 22,272; x 12 = 267,264; wte 50,257 + 768 = 51,025, wpe
+    1,024 + 768 = 1,792, ln_f 1,536: 321,617 (q, k, v apart would be 12 x 1,536 = 18,432 more)."""
+    from llmsizing.states import optimizer_state_elements
+
+    n = 124_439_808
+    assert optimizer_state_elements("gpt2", "adafactor") == 12 * 22_272 + 51_025 + 1_792 + 1_536 == 321_617
+    apart = get_model("gpt2").with_(fused_qkv=False)
+    assert optimizer_state_elements(apart, "adafactor") == 321_617 + 12 * 2 * 768
+    assert model_states("gpt2", optimizer="adafactor").bytes_per_param == pytest.approx(8 + 4 * 321_617 / n)
+    assert round(8 + 4 * 321_617 / n, 4) == 8.0103
+
+
 def test_8bit_adamw_with_bitsandbytes_blocks_of_256():
     """bf16-mixed with bitsandbytes' AdamW8bit: 2 (weights) + 2 (grads) + 4 (master) + 2 x 1 (int8 moments)
     + 2 x 4/256 (one fp32 absmax per 256 values of each moment) = 10.03125 bytes per parameter."""

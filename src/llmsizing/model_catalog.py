@@ -34,12 +34,17 @@ class ModelEntry:
 
 #: Columns of ``data/models.csv`` added for mixtures of experts, multi-head latent attention and the odd parts
 #: of other families (issue 24) and the position encoding (``positions``, ``rope_layers``: review22 M3); blank
-#: for a dense Llama-style model, and optional: a file without them still loads.
+#: for a dense Llama-style model, and optional: a file without them still loads. ``embed_norm`` (a norm
+#: right after the word embeddings: BLOOM's ``word_embeddings_layernorm`` in transformers'
+#: ``modeling_bloom.py``, BloombergGPT's Sec. 3.1) and ``pos_offset`` (learned position rows beyond
+#: ``max_seq``: OPT's 2, transformers' ``OPTLearnedPositionalEmbedding``) are
+#: :class:`~llmsizing.model.Model`'s fields of the same names (issue 38); each row's ``source`` cites where
+#: its value comes from.
 _OPTIONAL_INT = ("experts", "experts_per_token", "expert_ffn_hidden", "shared_experts",
                  "shared_expert_ffn_hidden", "window_layers", "q_lora_rank", "kv_lora_rank",
                  "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "expert_groups",
-                 "expert_groups_per_token", "rope_layers")
-_OPTIONAL_FLAG = ("router_bias", "attn_sinks")
+                 "expert_groups_per_token", "rope_layers", "pos_offset")
+_OPTIONAL_FLAG = ("router_bias", "attn_sinks", "embed_norm")
 
 
 def _model_from_row(r: dict[str, str]) -> Model:

@@ -157,7 +157,9 @@ def optimizer_state_elements(model: Model | str, optimizer: str) -> float:
     """How many numbers the optimizer keeps (before choosing their dtype).
 
     Adafactor's factored second moment keeps ``r + c`` numbers per ``r x c`` matrix and the full vector for
-    1-D tensors (Shazeer & Stern 2018, Alg. 4), so it is computed tensor by tensor from :meth:`Model.tensors`.
+    1-D tensors (Shazeer & Stern 2018, Alg. 4), so it is computed tensor by tensor from :meth:`Model.tensors`,
+    with a model's :attr:`~llmsizing.model.Model.fused_qkv` query, key and value weights as the one matrix
+    its module holds (GPT-2's ``c_attn``, 768 x 2,304: ``768 + 2,304`` numbers, not ``3 x (768 + 768)``).
     Muon keeps one buffer for each hidden matrix (the blocks' tensors of two or more dimensions) and AdamW's
     two for the embedding, the positions, the LM head and every vector (Jordan et al. 2024).
     """
@@ -167,8 +169,25 @@ def optimizer_state_elements(model: Model | str, optimizer: str) -> float:
     if opt.matrix_states is not None:   # Muon: the hidden matrices (experts' stacks too) keep fewer buffers
         n -= (opt.states - opt.matrix_states) * muon_matrix_params(model)
     if opt.factored:
-        n += sum((s[0] + s[1] if len(s) == 2 else math.prod(s)) * k for _, _, s, k in model.tensors())
+        n += _factored_elements(model)
     return n
+
+
+#: The weights a :attr:`~llmsizing.model.Model.fused_qkv` model holds as rows of one matrix.
+_QKV_WEIGHTS = ("layers.q_proj.weight", "layers.k_proj.weight", "layers.v_proj.weight")
+
+
+def _factored_elements(model: Model) -> int:
+    """Adafactor's second moment: ``r + c`` per ``r x c`` matrix, the whole of any other tensor; fused q, k, v
+    weights (same input width, same layers) count as one matrix of their rows together."""
+    fused = {}
+    n = 0
+    for _, name, s, k in model.tensors():
+        if model.fused_qkv and name in _QKV_WEIGHTS and len(s) == 2:
+            fused.setdefault((s[1], k), []).append(s[0])
+        else:
+            n += (s[0] + s[1] if len(s) == 2 else math.prod(s)) * k
+    return n + sum((sum(rows) + cols) * k for (cols, k), rows in fused.items())
 
 
 @functools.lru_cache(maxsize=64)
