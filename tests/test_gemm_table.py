@@ -131,3 +131,64 @@ def test_the_curve_meets_the_measured_table_at_few_rows():
     for shape in ((256, 4096, 4096), (512, 4096, 4096), (256, 2048, 4096)):
         measured = float(g[shape]["tflops"]) / H100_BF16_PEAK
         assert K.gemm_efficiency("H100 SXM", *shape) == pytest.approx(measured, rel=0.25), shape
+
+
+# vLLM pull request #19566 (2025-06-12, https://github.com/vllm-project/vllm/pull/19566), its description's
+# raw log of benchmarks/kernels/bench_fp8_gemm.py on a B200 at Llama 3.1 8B's N = K = 4,096, TFLOP/s:
+# column fp8-tensor-w-tensor-a-noquant (vLLM's CUTLASS FP8 GEMM, per-tensor scales) and torch-bf16 (cuBLAS)
+VLLM_B200_FP8 = {128: 610.8, 256: 992.8, 512: 1832.0, 1024: 2076.7}
+VLLM_B200_BF16 = {128: 561.3, 256: 892.9, 512: 1335.8, 1024: 1362.7, 2048: 1444.4}
+# XLA's sm_100 rows at n = k = 4,096 (data/gemm_efficiency.csv, kind == "grid", gpu == "B200"), TFLOP/s
+XLA_B200_FP8 = {256: 930.5, 512: 1472.9, 1024: 1937.6, 4096: 2765.0}
+XLA_B200_BF16 = {256: 651.4, 512: 990.5, 1024: 1214.0, 2048: 1342.5, 4096: 1416.9}
+
+
+def _b200_checks(dtype: str) -> dict:
+    with open(DATA / "gemm_efficiency.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["kind"] == "check" and r["gpu"] == "B200"
+                and r["dtype"] == dtype]
+    assert all("vllm/pull/19566" in r["source"] and r["as_of"] == "2025-06-12" for r in rows)
+    assert {(int(r["n"]), int(r["k"])) for r in rows} == {(4096, 4096)}
+    return {int(r["m"]): float(r["tflops"]) for r in rows}
+
+
+def test_vllms_b200_fp8_gemms_check_the_sm100_fp8_rows_out_of_sample():
+    # the rows in data/ are the published figures (kind "check": the fit reads "curve", few-row prices "grid")
+    assert _b200_checks("fp8") == VLLM_B200_FP8
+    # by hand at 256 rows: the curve at 4,096^3 in FP8 moves 2 x 4096^3 / (3 x 4096^2 x 1 byte) = 2,730.7
+    # FLOP/byte over the B200's FP8 ridge 4,500 / 7.7 = 584.4: r = 4.6725, 1.10 r / (r + 3.75) = 0.6102; times
+    # XLA's sm_100 FP8 loss to 256 rows, 930.5 / 2,765.0 = 0.3365: 0.2054 of 4,500 = 924.1 TFLOP/s against
+    # vLLM's 992.8, 0.931 of it
+    curve = 1.10 * (8192 / 3 / (4500 / 7.7)) / (8192 / 3 / (4500 / 7.7) + 3.75)
+    assert curve == pytest.approx(0.6102, abs=1e-4)
+    predicted = K.gemm_efficiency("B200", 256, 4096, 4096, "fp8")
+    assert predicted == pytest.approx(curve * 930.5 / 2765.0, rel=1e-3)
+    assert predicted * 4500 / 992.8 == pytest.approx(0.931, abs=0.001)
+    # every row, predicted / measured (128 rows at the time of 256, the library's rule below the grid):
+    # 0.5 x 924.1 / 610.8; 0.6102 x 1,472.9 / 2,765.0 x 4,500 = 1,462.8 / 1,832.0; 1,924.3 / 2,076.7
+    expected = {128: 0.757, 256: 0.931, 512: 0.798, 1024: 0.927}
+    ratio = {m: K.gemm_efficiency("B200", m, 4096, 4096, "fp8") * 4500 / t for m, t in VLLM_B200_FP8.items()}
+    assert ratio == pytest.approx(expected, abs=0.002)
+    # the library prices these GEMMs 7-24% under vLLM's kernel; the loss to fewer rows alone (against 1,024
+    # rows, so no level enters) is XLA's at 256 rows (0.480 against vLLM's 992.8 / 2,076.7 = 0.478) and deeper
+    # at 512 (1,472.9 / 1,937.6 = 0.760 against 1,832.0 / 2,076.7 = 0.882) and 128 (0.240 against 0.294)
+    at_1024 = K.few_row_share(1024, 4096, 4096, "B200", "fp8")
+    share = {m: K.few_row_share(m, 4096, 4096, "B200", "fp8") / at_1024 for m in (128, 256, 512)}
+    xla = {m: XLA_B200_FP8[m] / XLA_B200_FP8[1024] for m in (256, 512)}
+    assert share == pytest.approx({128: 0.5 * xla[256], 256: xla[256], 512: xla[512]})
+    assert xla == pytest.approx({256: 0.480, 512: 0.760}, abs=0.001)
+    measured = {m: VLLM_B200_FP8[m] / VLLM_B200_FP8[1024] for m in (128, 256, 512)}
+    assert measured == pytest.approx({128: 0.294, 256: 0.478, 512: 0.882}, abs=0.001)
+
+
+def test_the_same_runs_bf16_gemms_check_the_sm100_bf16_rows():
+    # torch's BF16 GEMM in the same log; the curve at 4,096^3 in BF16 has the same r (twice the bytes, half
+    # the ridge: 2,250 / 7.7 = 292.2), 0.6102, times XLA's sm_100 BF16 loss: at 256 rows 651.4 / 1,416.9 =
+    # 0.4597, 0.2805 of 2,250 = 631.2 TFLOP/s against 892.9 (0.707): cuBLAS keeps more of few rows than XLA's
+    # table
+    assert _b200_checks("bf16") == VLLM_B200_BF16
+    expected = {128: 0.562, 256: 0.707, 512: 0.719, 1024: 0.863, 2048: 0.901}
+    ratio = {m: K.gemm_efficiency("B200", m, 4096, 4096) * 2250 / t for m, t in VLLM_B200_BF16.items()}
+    assert ratio == pytest.approx(expected, abs=0.002)
+    by_hand = 0.6102 * XLA_B200_BF16[256] / XLA_B200_BF16[4096] * 2250 / 892.9
+    assert ratio[256] == pytest.approx(by_hand, abs=0.001)

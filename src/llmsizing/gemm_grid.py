@@ -9,16 +9,22 @@ b200gemm), chosen by the GPU's compute target (``gemm_arch`` in ``data/gpus.csv`
 0.53, 0.70 and 0.90 of their 4,096-row rate at 256 to 2,048 rows (930.5, 1,472.9, 1,937.6 and 2,491.3 of
 2,765.0 TFLOP/s), the BF16 rows 0.46, 0.70, 0.86 and 0.95; 2,765.0 is 0.61 of the B200's 4,500 dense FP8 peak.
 So an FP8 or FP4 GEMM on an ``sm_100`` GPU is priced on those rows (FP4 as FP8, as
-:func:`~llmsizing.hardware.kernel_efficiency_row` does). Nothing checks them out of sample: ``data/`` holds no
-published few-row FP8 GEMM of a Blackwell GPU. The file's ``sm_90`` FP8 entries are not used: from 1,024 rows
-up at ``n = k = 4,096`` they pass the H100's 1,979 TFLOP/s dense FP8 peak (2,112.6 at 2,048 rows, 2,423.8 at
-4,096, 3.1x the BF16 entry where the peaks differ 2x), not a rate the GPU can reach, so not a rate to divide
-by (they would keep 0.22, 0.40, 0.63 and 0.87 of it). Hopper's FP8 GEMMs keep BF16's share; DeepGEMM's H800
-FP8 kernel, written for few rows, keeps 533 of 1,304 TFLOP/s at 128 rows (0.41; BF16's table, 0.27) and
-stays a check (tests/test_gemm_table.py). Searched for other FP8 GEMM rates by ``m`` (gb46): DeepGEMM's
-README (128 rows against 4,096, H800: the check), Transformer Engine's "GEMM Speedups Across Precisions" page
-and GEMM profiling tutorial (a tool and one model's charts on a B300, no rates by ``m``), single-size cuBLASLt
-FP8 benchmarks (8,192^3 only)."""
+:func:`~llmsizing.hardware.kernel_efficiency_row` does). One published table checks them out of sample (``kind
+== "check"``, fitted by nothing; tests/test_gemm_table.py): vLLM's CUTLASS FP8 GEMM on a B200 at ``n = k =
+4,096`` (vLLM pull request #19566, 2025-06-12, 4 rows) is priced at 0.76, 0.93, 0.80 and 0.93 of its 610.8,
+992.8, 1,832.0 and 2,076.7 TFLOP/s at 128 to 1,024 rows; against 1,024 rows (no level) it keeps XLA's share at
+256 (0.48) but more at 512 (0.88, XLA 0.76). Torch's BF16 GEMM in the same log is priced at 0.56-0.90 of it
+(128 to 2,048 rows, 5 rows): cuBLAS keeps more of few rows than XLA's BF16 table. The file's ``sm_90`` FP8
+entries are not used: from 1,024 rows up at ``n = k = 4,096`` they pass the H100's 1,979 TFLOP/s dense FP8
+peak (2,112.6 at 2,048 rows, 2,423.8 at 4,096, 3.1x the BF16 entry where the peaks differ 2x), not a rate the
+GPU can reach, so not a rate to divide by (they would keep 0.22, 0.40, 0.63 and 0.87 of it). Hopper's FP8
+GEMMs keep BF16's share; DeepGEMM's H800 FP8 kernel, written for few rows, keeps 533 of 1,304 TFLOP/s at 128
+rows (0.41; BF16's table, 0.27) and stays a check (tests/test_gemm_table.py). Searched for other FP8 GEMM
+rates by ``m`` (gb46, 2026-12-05): DeepGEMM's README (128 rows against 4,096, H800: the check; its SM100
+README, 2025-07 to 2026-04, has no rates), Transformer Engine's "GEMM Speedups Across Precisions" page and
+GEMM profiling tutorial (no rates by ``m``), single-size cuBLASLt FP8 benchmarks and torchao's B200
+bench_matmul (squares only), vLLM #20071 (B200 FP8 to 256 rows), FlashInfer #2146 and SGLang #13528 (B200
+block-scaled FP8 times, not read)."""
 
 from __future__ import annotations
 
