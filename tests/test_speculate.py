@@ -19,6 +19,7 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
+from llmsizing import speculate_worker  # noqa: E402
 from llmsizing.widgets import long_context, speculate  # noqa: E402
 from llmsizing.widgets.long_context import long_context_ahead, long_context_widget  # noqa: E402
 from llmsizing.widgets.time_money import planner_ahead, planner_widget  # noqa: E402
@@ -283,7 +284,7 @@ def test_stale_jobs_do_not_run_and_take_is_by_key(monkeypatch):
     assert f.result(timeout=60) == ("ok", 42)
     assert s.take(("b",)) is None and s.take(("a",)) == ("ok", 42) and s.take(("a",)) is None
     gen = speculate._POOL["gen"]
-    monkeypatch.setattr(speculate, "_GENERATION", gen)         # (as the worker's set-up leaves it)
+    monkeypatch.setattr(speculate_worker, "_GENERATION", gen)  # (as the worker's set-up leaves it)
     assert speculate._run(gen.value - 1, operator.mul, (2, 3), {}) == ("stale",)
     assert speculate._run(gen.value, operator.mul, (2, 3), {}) == ("ok", 6)
     assert speculate._run(gen.value, operator.truediv, (1, "x"), {})[0] == "error"
@@ -428,3 +429,33 @@ def test_a_killed_kernel_leaves_no_worker(tmp_path):
 def test_the_worker_s_niceness_comes_from_the_environment_within_0_to_19(monkeypatch, raw, want):
     monkeypatch.setenv(speculate.NICE_ENV, raw)
     assert speculate.worker_nice() == want
+
+
+def test_the_worker_imports_neither_the_widgets_nor_matplotlib():
+    # spec48: a fresh worker imported the widgets package (matplotlib, ipywidgets, every chapter's widget:
+    # ~0.75 s of CPU) to run its first job, and missed the step after a reader's first move; it needs only
+    # the worker's module and the job's function.
+    speculate.shutdown()                                   # (a fresh worker: no earlier job's imports)
+    s = speculate.Speculation(eval)
+    probe = "tuple(m in __import__('sys').modules for m in ('matplotlib', 'ipywidgets', 'llmsizing.widgets'))"
+    s.ahead([(("probe",), (probe,), {})])
+    assert s._futures[("probe",)].result(timeout=120) == ("ok", (False, False, False))
+    speculate.shutdown()
+
+
+def test_the_worker_s_delay_counts_from_the_move(monkeypatch):
+    # spec48: a job's first search waits START_DELAY_S after the move that handed it (its answer on the way
+    # to the page), not after the worker's start: a worker that took longer than that to start (importing)
+    # searches at once; one that starts at the move still waits.
+    class Gen:
+        value = 7
+    monkeypatch.setattr(speculate_worker, "_GENERATION", Gen())
+    monkeypatch.setattr(speculate_worker, "START_DELAY_S", 0.6)
+    monkeypatch.setattr(speculate_worker, "_STARTED", [None])
+    t = time.monotonic()
+    assert speculate_worker._run(7, operator.mul, (2, 3), {}, time.time() - 1.0) == ("ok", 6)
+    assert time.monotonic() - t < 0.3                      # handed 1 s ago: no wait left
+    monkeypatch.setattr(speculate_worker, "_STARTED", [None])
+    t = time.monotonic()
+    assert speculate_worker._run(7, operator.mul, (2, 3), {}, time.time() - 0.2) == ("ok", 6)
+    assert 0.3 <= time.monotonic() - t < 0.55              # handed 0.2 s ago: 0.4 s of the 0.6 left

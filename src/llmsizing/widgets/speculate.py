@@ -42,7 +42,13 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import time
 from collections import OrderedDict
+
+# (the worker's side, in a module of its own: a worker imports it without this package; spec48)
+from ..speculate_worker import (_GENERATION, _HANDED, _HANDOFF, _STARTED, AUTOGROUP,  # noqa: F401
+                                HANDOFF_MIN_BYTES, NICE_ENV, PARENT_CHECK_S, START_DELAY_S, _delete, _run,
+                                _worker_init, worker_nice)
 
 #: How many searches one move hands to the worker (the most likely first).
 SPECULATE_JOBS = 12
@@ -51,29 +57,12 @@ SPECULATE_JOBS = 12
 #: long_context_widget).
 SPECULATE_HELD = 4
 
+_UNREAD: list = []        # (in the kernel: hand-off files for the worker to delete at the next move)
 _POOL: dict = {}          # the one worker pool of the process, its generation counter, its hand-off directory
-
-#: A worker's result whose pickle is at least this long (bytes) is handed over as a file (see the module's
-#: docstring); a smaller one comes back through the pool's pipe as before.
-HANDOFF_MIN_BYTES = 1 << 18
-
 
 #: The environment variable that turns speculation on for widgets built with ``speculate=None``: "1" on,
 #: anything else or unset off (``make lab`` sets it: a reader's own machine).
 ENV = "LLMSIZING_SPECULATE"
-
-
-#: The environment variable that sets the worker's niceness (0-19; unset or anything else: 19, the lowest
-#: priority). The tests set 0 (``tests/test_speculate.py``): at 19 the worker got almost no CPU while the
-#: suite's two pytest workers kept both cores busy, and a test that waits for its answers took 150 s or timed
-#: out (suite42, session 42). What the worker computes does not depend on it.
-NICE_ENV = "LLMSIZING_SPECULATE_NICE"
-
-
-def worker_nice() -> int:
-    """The worker's niceness: :data:`NICE_ENV` if it holds a whole number from 0 to 19, else 19."""
-    raw = os.environ.get(NICE_ENV, "").strip()
-    return int(raw) if raw.isdigit() and int(raw) <= 19 else 19
 
 
 def wanted_by_environment() -> bool:
@@ -147,104 +136,6 @@ def free_bytes(meminfo: str = MEMINFO, cgroups=None) -> float | None:
     return min(found) if found else None
 
 
-#: How long (s) the worker waits before the first search a move hands it: the move's answer is still on
-#: its way to the page (the server, the browser's decoding and painting), which a search started at once
-#: slowed on 2 cores (spec30: chapter 12's lab moves with a reader's pause of 1.5 s, the worker starting at
-#: once, were painted 1.05-1.54x later than without it; with its own autogroup and this wait, 0.76-0.93x);
-#: a move made meanwhile makes the searches stale, and they return at once.
-START_DELAY_S = 0.25
-
-#: Where the worker sets its autogroup's nice value (Linux; see :func:`_worker_init`).
-AUTOGROUP = "/proc/self/autogroup"
-
-#: How often (s) the worker checks that the kernel that started it is still there (a kernel killed, e.g.
-#: restarted by force, leaves no worker behind).
-PARENT_CHECK_S = 0.5
-
-
-def _worker_init(generation, parent: int, handoff: str | None = None) -> None:
-    """The worker's set-up: the lowest CPU priority, its own and its session's (it yields to the kernel and
-    everything else), the shared generation number its jobs are checked against, the directory it hands
-    large results over in (``handoff``), and a watch that ends the worker once its kernel (process
-    ``parent``) is gone: its parent process is another (the hand-off directory is removed first)."""
-    import shutil
-    import threading
-    import time
-
-    global _GENERATION, _HANDOFF
-    _GENERATION, _HANDOFF = generation, handoff
-    try:
-        os.nice(worker_nice())
-    except (AttributeError, OSError):                     # (no nice: run as is)
-        pass
-    # A session, so a process group, of its own: a kernel killed with its group (jupyter_client's forced
-    # shutdown) leaves the worker to remove its hand-off files and end, as below. And, where Linux groups
-    # processes by session to share the CPU (autogroup, /proc/sys/kernel/sched_autogroup_enabled), a group
-    # of its own at the lowest priority: inside the kernel's group its nice 19 yielded to the kernel only,
-    # and the group as a whole took its equal share from the browser, the server and every other session
-    # (spec30: chapter 12's lab moves were painted later with the worker running).
-    try:
-        os.setsid()
-    except (AttributeError, OSError):
-        try:
-            os.setpgid(0, 0)
-        except (AttributeError, OSError):
-            pass
-    try:
-        with open(AUTOGROUP, "w") as fh:
-            fh.write("19")
-    except OSError:                                      # (no autogroup: nice 19 is the whole story)
-        pass
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_CHECK_S)
-        if handoff:
-            shutil.rmtree(handoff, ignore_errors=True)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="llmsizing-speculate-watch", daemon=True).start()
-
-
-_GENERATION = None
-_HANDOFF = None           # (in the worker: the kernel's hand-off directory)
-_HANDED = [0]             # (in the worker: the files it wrote)
-_STARTED = [None]         # (in the worker: the generation it last waited START_DELAY_S for)
-_UNREAD: list = []        # (in the kernel: hand-off files for the worker to delete at the next move)
-
-
-def _run(gen: int, fn, args: tuple, kw: dict):
-    """One job in the worker (a move's first after :data:`START_DELAY_S`): ``("ok", fn(*args, **kw))``, or
-    ``("file", path)`` for a result whose pickle is at least :data:`HANDOFF_MIN_BYTES` long (written to the
-    hand-off directory), or ``("stale",)`` if a later move made it stale before it started, or
-    ``("error", message)`` if the function refuses the setting (the kernel then asks it itself, and shows its
-    message)."""
-    import pickle
-    import time
-
-    if _GENERATION is not None and _STARTED[0] != gen:
-        _STARTED[0] = gen
-        time.sleep(START_DELAY_S)
-    if _GENERATION is not None and _GENERATION.value != gen:
-        return ("stale",)
-    try:
-        got = fn(*args, **kw)
-    except (ValueError, TypeError) as exc:
-        return ("error", str(exc))
-    if _HANDOFF is None:
-        return ("ok", got)
-    data = pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL)
-    if len(data) < HANDOFF_MIN_BYTES:
-        return ("ok", got)
-    _HANDED[0] += 1
-    path = os.path.join(_HANDOFF, f"{os.getpid()}-{_HANDED[0]}.pickle")
-    try:
-        with open(path, "wb") as fh:
-            fh.write(data)
-    except OSError:                      # (the directory went: shut down meanwhile) through the pipe then
-        return ("ok", got)
-    return ("file", path)
-
-
 def _handoff_dir() -> str | None:
     """A new directory for the worker's large results, named after this process: in ``/dev/shm`` (memory)
     where there is one, else in the temporary directory; None if neither can be made (results then come
@@ -279,16 +170,6 @@ def _drop(f) -> None:
         got = f.result()
         if got[0] == "file":
             _UNREAD.append(got[1])
-
-
-def _delete(paths: tuple) -> tuple:
-    """In the worker: delete hand-off files (those gone already are skipped)."""
-    for path in paths:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-    return ("ok", None)
 
 
 def _pool():
@@ -384,10 +265,11 @@ class Speculation:
                 f.add_done_callback(_drop)               # (its file, if it runs on and writes one)
             elif f.cancelled() or f.exception() is not None or f.result()[0] in ("stale", "broken"):
                 del self._futures[key]
+        handed = time.time()                             # (the worker's delay counts from here)
         for key, args, kw in wanted:
             if key not in self._futures:
                 try:
-                    self._futures[key] = pool.submit(_run, gen.value, self.fn, args, kw)
+                    self._futures[key] = pool.submit(_run, gen.value, self.fn, args, kw, handed)
                 except RuntimeError:                     # (the pool broke or was shut down)
                     shutdown()
                     return
