@@ -35,6 +35,9 @@ chapter 17). A widget built with ``speculate=None`` (the default) speculates onl
 so, ``LLMSIZING_SPECULATE=1`` (:data:`ENV`), which ``make lab``, ``make app`` (Voila) and ``make serve-live``
 set (each one reader on 127.0.0.1); JupyterHub and Binder do not. It changes how soon an answer comes, never
 the answer.
+
+What the worker process runs (its set-up, a job, deleting hand-off files) is :mod:`llmsizing.speculate_worker`,
+outside this package: a worker imports that and its jobs' function, not the widgets (spec48).
 """
 
 from __future__ import annotations
@@ -71,7 +74,8 @@ def wanted_by_environment() -> bool:
 
 
 #: The memory that must be free for this process before a worker is started: the worker's own peak (~0.4 GB
-#: in chapter 17, most of it the widgets package it imports), the tables the kernel holds for it (up to
+#: in chapter 17 when it imported the widgets package; ~0.26 GB after a few searches since spec48, which it
+#: no longer imports), the tables the kernel holds for it (up to
 #: ~0.4 GB: :data:`SPECULATE_JOBS` + :data:`SPECULATE_HELD` tables of 5-25 MB) and some to spare. A laptop
 #: short of memory then searches in the kernel alone, as without speculation.
 SPECULATE_MIN_FREE_BYTES = int(1.2 * 2**30)
