@@ -36,8 +36,9 @@ so, ``LLMSIZING_SPECULATE=1`` (:data:`ENV`), which ``make lab``, ``make app`` (V
 set (each one reader on 127.0.0.1); JupyterHub and Binder do not. It changes how soon an answer comes, never
 the answer.
 
-What the worker process runs (its set-up, a job, deleting hand-off files) is :mod:`llmsizing.speculate_worker`,
-outside this package: a worker imports that and its jobs' function, not the widgets (spec48).
+What the worker process runs (its set-up, a job, deleting hand-off files) is
+:mod:`llmsizing.speculate_worker`, outside this package: a worker imports that and its jobs' function, not the
+widgets (spec48).
 """
 
 from __future__ import annotations
