@@ -61,11 +61,9 @@ def long_context_ahead(values: dict, most: int) -> list[tuple]:
     """The settings a reader of chapter 17's widget at ``values`` (its controls' values) is likely to ask for
     next, most likely first, as the widget's search keys ``(model, seq, gpus, batch_tokens, max_gpus,
     cp_comm)``: the other context lengths (the chapter's control; the nearest on the slider first), the other
-    K/V exchange, the other tokens per batch, then a second GPU type: the first of the multi-select's list not
-    chosen (its top row, where a reader's eye starts; spec48: the participant's walk adds it, and its step
-    was a search in the kernel, 114-119 ms painted, while the worker idled), then those next to a chosen one
-    in the catalogue's order (its two neighbours on each side). Only searches at the largest GPU limit
-    ``most`` (a lower one is a cut of it, no search)."""
+    K/V exchange, the other tokens per batch, then a second GPU type next to a chosen one in the catalogue's
+    order (its two neighbours on each side). Only searches at the largest GPU limit ``most`` (a lower one is a
+    cut of it, no search)."""
     from ..catalog import list_gpus
 
     m, seq, gpus, bt, cp = (values[k] for k in ("model", "seq", "gpus", "batch_tokens", "cp_comm"))
@@ -74,9 +72,6 @@ def long_context_ahead(values: dict, most: int) -> list[tuple]:
     out += [(m, seq, gpus, bt, most, c) for c in ("p2p", "all_gather") if c != cp]
     out += [(m, seq, gpus, b, most, cp) for _, b in LONG_CONTEXT_BATCH_TOKENS if b != bt]
     every = list_gpus()
-    top = next((g for g in every if g not in gpus), None)       # (the list's first row not chosen)
-    if top is not None:
-        out.append((m, seq, tuple(g for g in every if g in gpus or g == top), bt, most, cp))
     picked = [every.index(g) for g in gpus if g in every]
     for step in (1, -1, 2, -2):
         for i in picked:
