@@ -185,19 +185,25 @@ def default_run_prose() -> ChapterText:
 def miles_throughput(row=None) -> dict[str, float]:
     """The Miles run's stated training throughput (:data:`MILES_TRAIN_TOKENS_PER_S`) read two ways: the tokens
     a rollout carries (throughput x the published training seconds / rollouts a step), the mean response that
-    leaves after the prompt, and the training MFU it implies on the node's dense BF16 peak
-    (6 x :data:`MILES_ACTIVE_PARAMS` x throughput / (GPUs x peak)). ``row``: the run's row of
-    ``data/rl_published.csv`` (default: the Miles row). Chapter 19."""
+    leaves after the prompt, and the training MFU it implies: ``mfu``, the library's model FLOPs
+    (:func:`~llmsizing.mfu_published.implied_mfu`: an hour of that throughput on the row's GPUs, the row's
+    model from the catalogue, its attention at a rollout's length), and ``mfu_6n``, the ``6 N`` reading alone
+    (6 x :data:`MILES_ACTIVE_PARAMS` x throughput / (GPUs x dense BF16 peak)), which leaves out the attention
+    at ~5,800 tokens. ``row``: the run's row of ``data/rl_published.csv`` (default: the Miles row).
+    Chapter 19."""
     import pandas as pd
 
     from .hardware import dense_tflops
+    from .mfu_published import implied_mfu
 
     if row is None:
         row = pd.read_csv(PUBLISHED_CSV).query("framework == 'Miles (slime)'").iloc[0]
     tokens = MILES_TRAIN_TOKENS_PER_S * row["published_update_s"] / row["rollouts_per_step"]
     peak_flops = row["n_gpus"] * dense_tflops(row["gpu"]) * 1e12   # the node's dense BF16 peak
-    mfu = 6 * MILES_ACTIVE_PARAMS * MILES_TRAIN_TOKENS_PER_S / peak_flops
-    return {"tokens_per_rollout": tokens, "response_mean": tokens - row["prompt_tokens"], "mfu": mfu}
+    mfu = implied_mfu(row["model"], gpu=row["gpu"], seq=int(round(tokens)),
+                      tokens=MILES_TRAIN_TOKENS_PER_S * 3600.0, gpu_hours=float(row["n_gpus"]))
+    return {"tokens_per_rollout": tokens, "response_mean": tokens - row["prompt_tokens"], "mfu": mfu,
+            "mfu_6n": 6 * MILES_ACTIVE_PARAMS * MILES_TRAIN_TOKENS_PER_S / peak_flops}
 
 
 def published_check_prose(default: dict) -> ChapterText:
