@@ -272,8 +272,9 @@ def budget_prose(h100) -> ChapterText:
     (:func:`~llmsizing.scaling.overtrained`; Dubey et al. 2024), with Approach 3's surface beside it.
     ``report``: both. The longest runs behind either fit: 500B tokens (Hoffmann et al. 2022, abstract)."""
     budget = largest_compute_optimal(gpu=h100, n_gpus=1024, days=30, seq=8192)
-    l8 = overtrained(8.03e9, 15e12)                      # Llama 3 8B on 15T tokens (Dubey et al. 2024)
-    l8_a3 = overtrained(8.03e9, 15e12, fit="approach3")
+    n8 = get_model("llama-3-8b").n_params                # Llama 3 8B on 15T tokens (Dubey et al. 2024)
+    l8 = overtrained(n8, 15e12)
+    l8_a3 = overtrained(n8, 15e12, fit="approach3")
     opt = budget.optimal
     report = (f"1,024 x H100 for 30 days at MFU {budget.mfu:.0%} ({budget.mfu_from}): {budget.flops:.3g} "
               f"FLOPs -> {opt.params / 1e9:.0f}B parameters on {opt.tokens / 1e12:.1f}T tokens\n"
