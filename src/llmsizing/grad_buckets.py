@@ -281,7 +281,20 @@ def _megatron_pieces(model, tp, etp, ep, layers, whole, part, align, apart: bool
     pieces += [(edge_h[::-1], 1)]
     pieces = [(x, c) for x, c in pieces if len(x) and c]
     gcd = int(np.gcd.reduce(np.concatenate([x for x, _ in pieces]).astype(np.int64))) if pieces else 0
-    return tuple((_prepare(x, align) + (align,), c) for x, c in pieces), cut, gcd
+    return tuple((_kept_prepare(np.asarray(x, dtype=float).tobytes(), align), c) for x, c in pieces), cut, gcd
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_prepare(sizes: bytes, align: int) -> tuple:
+    """:func:`_prepare` of the float64 sizes ``sizes`` (their bytes) with ``align`` appended, kept by the
+    sizes themselves (pick49, issue 38): a chunk's pieces are the same at every pipeline depth and with the
+    embedding apart or not, only their repeats differ, so a dense model's first search prepared each ~8 times
+    (~100 calls, ~1.5 ms of a chapter 17 model pick). The same floats in, so the same arrays out (read-only:
+    shared)."""
+    prep = _prepare(np.frombuffer(sizes, dtype=float), align)
+    for a in prep:
+        a.flags.writeable = False
+    return prep + (align,)
 
 
 def _walk_from(prep: tuple, cap: float, fill: float) -> tuple[int, float]:
@@ -320,8 +333,10 @@ def _needed_align(model, tp, etp, ep, layers, whole, part, align) -> int:
 def _megatron_count(model, tp, etp, ep, layers, whole, part, bucket, align) -> int:
     """The walk's buckets, at least 1: a part that rank 0's first chunk does not hold (the routed experts of
     DeepSeek-V3's first, dense, layers) is one bucket on the stages that do, as every stage but rank 0's."""
+    # (``apart`` reads only a tied embedding under a pipeline: otherwise the same pieces, one key; pick49)
     return _kept_count(model, tp, etp, ep, layers, whole, part, bucket,
-                       _needed_align(model, tp, etp, ep, layers, whole, part, align), align > 1)
+                       _needed_align(model, tp, etp, ep, layers, whole, part, align),
+                       align > 1 and not whole and model.tied_embeddings)
 
 
 @functools.lru_cache(maxsize=COUNTS_KEPT)

@@ -88,8 +88,10 @@ def _check_reshard(value, zero: int) -> bool:
 
 
 def _as_model(model):                  # a catalogue name's Model (a model as given)
+    if not isinstance(model, str):     # (first: no import on the planner's ~1,000 calls a search; pick49)
+        return model
     from .catalog import get_model
-    return get_model(model) if isinstance(model, str) else model
+    return get_model(model)
 
 
 @keep_hash
