@@ -19,7 +19,7 @@ import functools
 from dataclasses import dataclass, fields, replace
 
 from ._compat import keep_hash
-from ._validate import check_bool, check_choice, check_int
+from ._validate import MAX_MEANINGFUL, check_bool, check_choice, check_int
 from .pipeline_schedule import MAX_PP, pipeline_bubble  # noqa: F401 (issue 34: they live with the schedules)
 # how a pipeline splits the layers lives in pipeline_stages (issue 32: modules under 600 lines); re-exported
 from .pipeline_stages import (_held_layers, _kept_stage_chunks, _stage_chunks,  # noqa: F401
@@ -77,6 +77,16 @@ OP_SAC_MODES = tuple(OP_SAC_SDPA_SAVED)
 #: The recomputation modes the activation and step-time models price: :data:`RECOMPUTE` and
 #: :data:`OP_SAC_MODES`.
 RECOMPUTE_MODES = RECOMPUTE + OP_SAC_MODES
+
+
+#: :class:`Parallel`'s integer fields in the order it checks them: the range each takes and
+#: :func:`~llmsizing._validate.check_int`'s keywords for it.
+_INT_CHECKS = tuple((f, 1, MAX_MEANINGFUL, {}) for f in ("tp", "dp", "cp", "ep")) + (
+    ("pp", 1, MAX_PP, {"maximum": MAX_PP}), ("zero", 0, 3, {"minimum": 0, "maximum": 3}),
+    ("virtual_stages", 1, MAX_MEANINGFUL, {}))
+#: :class:`Parallel`'s boolean fields, in the order it checks them.
+_BOOL_FIELDS = ("sp", "expert_tp", "account_for_embedding", "account_for_loss", "deallocate_pipeline_outputs",
+                "shared_expert_overlap")
 
 
 def _check_reshard(value, zero: int) -> bool:
@@ -178,17 +188,20 @@ class Parallel:
     grad_reduce: str = "micro_batch"
 
     def __post_init__(self):
-        # store what the checks return (Python ints), so that tp * pp * dp cannot wrap around in NumPy
-        for f in ("tp", "dp", "cp", "ep"):
-            object.__setattr__(self, f, check_int(f, getattr(self, f)))
-        object.__setattr__(self, "pp", check_int("pp", self.pp, maximum=MAX_PP))
-        object.__setattr__(self, "zero", check_int("zero", self.zero, minimum=0, maximum=3))
-        object.__setattr__(self, "virtual_stages", check_int("virtual_stages", self.virtual_stages))
+        # store what the checks return (Python ints), so that tp * pp * dp cannot wrap around in NumPy; a
+        # Python int (bool) in range is what its check returns, so it is left as it is (pick49: a dense
+        # model's first search builds ~300 layouts)
+        d = self.__dict__
+        for f, low, top, kw in _INT_CHECKS:
+            v = d[f]
+            if type(v) is not int or v < low or v > top:
+                object.__setattr__(self, f, check_int(f, v, **kw))
         check_choice("offload", self.offload, OFFLOADS)
         check_choice("cp_comm", self.cp_comm, CP_COMMS)
-        for f in ("sp", "expert_tp", "account_for_embedding", "account_for_loss",
-                  "deallocate_pipeline_outputs", "shared_expert_overlap"):
-            object.__setattr__(self, f, check_bool(f, getattr(self, f)))
+        for f in _BOOL_FIELDS:
+            v = d[f]
+            if v is not True and v is not False:
+                object.__setattr__(self, f, check_bool(f, v))
         if self.reshard_after_forward is not None or self.zero != 3:   # None: torch's default, ZeRO-3 only
             object.__setattr__(self, "reshard_after_forward", _check_reshard(self.reshard_after_forward,
                                                                              self.zero))
@@ -415,7 +428,8 @@ def derived_layout(par: Parallel, **changes) -> Parallel:
         if name not in _DERIVED or type(value) is not type(_DERIVED[name]) or value != _DERIVED[name]:
             raise ValueError(f"derived_layout: {name}={value!r} is not one of the changes it takes "
                              f"({', '.join(f'{k}={v!r}' for k, v in _DERIVED.items())})")
-    state = {k: v for k, v in par.__dict__.items() if k != "_hash"}
+    state = par.__dict__.copy()          # (its fields, in order; its kept hash dropped: pick49, a copy in C)
+    state.pop("_hash", None)
     state.update(changes)
     f = state.__getitem__
     etp = f("tp") if f("expert_tp") else 1
