@@ -4,14 +4,14 @@ data-parallel rows), against the same search once the model's own work is kept.
 
 Each measurement is a fresh process: two other searches first (the widget's default model and a mixture of
 experts, at the widget's defaults: 128K, 16M tokens per batch, H100 SXM, 16,384 GPUs, ring exchange), then
-``plan()`` of the model at those defaults, timed (``time.process_time``): the **first** search. ``warm``:
-the same, but the model searched at 256K first (its per-model work kept), then the 128K search timed; the
+``plan()`` of the model at those defaults, timed (``time.process_time``): the **first** search. ``warm``: the
+same, but the model searched at 256K first (its per-model work kept), then the 128K search timed; the
 difference is the per-model work a pick pays. The garbage collection the searches before left due is made
-before the timed search (``gc.collect()``), which would otherwise land in it (the planner pauses the collector
-during a search, so its first allocation is in the timed call: ~20 ms more in either mode). ``--widget``: the chapter's widget built first
-(``warm=True``, no speculation) instead of the two searches. ``--repeats R`` fresh processes per figure,
-the least kept; ``--base OTHER/src`` alternates them with another tree's ``src/`` (an A/B at the same
-load).
+before the timed search (``gc.collect()``): the planner pauses the collector during a search, so a collection
+due when the model's search at 256K returned fell in the timed call's first allocation (mistral-7b's ``warm``
+search measured 70-78 ms with it, 50-55 without). ``--widget``: the chapter's widget built first
+(``warm=True``, no speculation) instead of the two searches. ``--repeats R`` fresh processes per figure, the
+least kept; ``--base OTHER/src`` alternates them with another tree's ``src/`` (an A/B at the same load).
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_ch17_dense_picks.py [--repeats 5] [--base OTHER/src]
         [--widget] [MODEL ...]

@@ -92,7 +92,8 @@ def test_kept_bucket_counts_are_the_full_walks(name, tied):
                     bucket = max(DP_BUCKET_MIN_PARAMS, 1_000_000 * dp)
                     par = Parallel(tp=tp, pp=pp, dp=dp, zero=zero)
                     full = max(1, len(megatron_bucket_assignment(model, par, bucket_params=bucket)))
-                    assert megatron_calls_of(model, tp, pp, 1, zero, float(bucket)) == full, (tp, pp, zero, dp)
+                    got = megatron_calls_of(model, tp, pp, 1, zero, float(bucket))
+                    assert got == full, (tp, pp, zero, dp)
                     assert megatron_buckets(model, par, bucket_params=bucket) == full
                     checked += 1
     assert checked == 48
