@@ -317,8 +317,8 @@ def check_layout(model, *, tp: int = 1, pp: int = 1, sp: bool = False, virtual_s
     if virtual_stages > 1 and pp == 1:
         raise ValueError(f"virtual_stages={virtual_stages} needs pp > 1: interleaving splits each pipeline "
                          "stage")
-    emb, loss = (check_bool(f, v) for f, v in (("account_for_embedding", account_for_embedding),
-                                               ("account_for_loss", account_for_loss)))
+    emb, loss = check_bool("account_for_embedding", account_for_embedding), check_bool("account_for_loss",
+                                                                                       account_for_loss)
     if (emb or loss) and pp == 1:
         raise ValueError("account_for_embedding / account_for_loss need pp > 1: they give the embedding or "
                          "the loss a layer's place in the pipeline split")
