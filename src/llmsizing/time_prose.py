@@ -326,6 +326,7 @@ def seed_prose(h100, a100) -> ChapterText:
     one_h100 = training_time("llama-2-70b", tokens=1e12, gpu=h100, n_gpus=1, seq=4096)
     states = model_states("llama-2-70b").total_bytes
     values.update({"8a100_days": f"{seed_8a100.days:,.0f}", "8a100_years": f"{seed_8a100.days / 365:.0f}",
+                   "8a100_range": f"{seed_8a100.days_low:,.0f} to {seed_8a100.days_high:,.0f}",
                    "8a100_x": f"{seed_8a100.days / days_8a100:.0f}",
                    "1h100_years": f"{one_h100.days / 365:.0f}",
                    "1h100_range": f"{one_h100.days_low / 365:.0f} to {one_h100.days_high / 365:.0f}",
