@@ -249,10 +249,10 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
     return FixedView(fig, summary)
 
 
-#: The runs :func:`render_compute_optimal` marks against the frontier: (label, parameters, tokens), from
-#: Hoffmann et al. 2022 (Chinchilla, Sec. 4) and Dubey et al. 2024 (Llama 3: 15T tokens; 405B on 15.6T).
-SCALING_RUNS = (("Chinchilla 70B", 70e9, 1.4e12), ("Llama 3 8B", 8.03e9, 15e12),
-                ("Llama 3 70B", 70.6e9, 15e12), ("Llama 3 405B", 405.9e9, 15.6e12))
+#: The runs :func:`render_compute_optimal` marks: (label, parameters or a catalogue model's name, tokens),
+#: from Hoffmann et al. 2022 (Chinchilla, Sec. 4) and Dubey et al. 2024 (Llama 3: 15T tokens; 405B on 15.6T).
+SCALING_RUNS = (("Chinchilla 70B", 70e9, 1.4e12), ("Llama 3 8B", "llama-3-8b", 15e12),
+                ("Llama 3 70B", "llama-3-70b", 15e12), ("Llama 3 405B", "llama-3.1-405b", 15.6e12))
 SCALING_FIT_COLORS = {"approach1": "#0072B2", "approach2": "#56B4E9", "approach3": "#E69F00",
                       "besiroglu": "#009E73"}
 
@@ -266,16 +266,16 @@ OWN_FIT_POINTS = (("Meta's own law", 402e9, 16.55e12, 3.8e25, "Dubey et al. 2024
 
 def render_compute_optimal(flops_low: float = 1e19, flops_high: float = 2e28, *, runs=SCALING_RUNS,
                            own_fits=OWN_FIT_POINTS) -> View:
-    """Chapter 10: the compute-optimal parameter count against the training budget for Hoffmann et al.'s three
-    approaches and Besiroglu et al.'s refit (:func:`~llmsizing.scaling.compute_optimal`), the published Table
-    3 rows as dots, real runs (``runs``: label, parameters, tokens) at their ``6ND``: below the lines
-    means smaller than compute-optimal, trained on more tokens; and the compute-optimal points labs derived
-    from their own laws (``own_fits``: label, parameters, tokens, FLOPs; hollow diamonds, gid
-    ``"own-fit"``)."""
+    """Chapter 10: compute-optimal parameters against the budget for Hoffmann et al.'s three approaches and
+    Besiroglu et al.'s refit (:func:`~llmsizing.scaling.compute_optimal`), the published Table 3 rows as dots,
+    real runs (``runs``: label, parameters or a catalogue model's name, tokens) at their ``6ND`` (below the
+    lines: smaller than compute-optimal, on more tokens), and the compute-optimal points labs derived from
+    their own laws (``own_fits``: label, parameters, tokens, FLOPs; hollow diamonds, gid ``"own-fit"``)."""
     import numpy as np
 
+    from ..catalog import get_model
     from ..scaling import FLOPS_PER_PARAM_TOKEN, chinchilla_tables, compute_optimal
-
+    runs = [(name, get_model(n).n_params if isinstance(n, str) else n, d) for name, n, d in runs]
     c = np.geomspace(flops_low, flops_high, 60)
     fig, ax = new_figure(7.2, 4.0)
     names = {"approach1": "Approach 1", "approach2": "Approach 2", "approach3": "Approach 3",
