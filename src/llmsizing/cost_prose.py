@@ -20,7 +20,7 @@ import pandas as pd
 from .catalog import get_gpu
 from .cost import FRONT_PLAN, compare_gpus
 from .fewest_gpus import min_gpus
-from .hardware import kernel_efficiency_row
+from .hardware import generation_name, kernel_efficiency_row
 from .job import Job
 from .layouts import step_time
 from .model_catalog import get_model
@@ -182,7 +182,7 @@ def jobs_by_gpu_prose(jobs, reference) -> ChapterText:
 def _borrowed_range_texts(by, notes) -> dict:
     """What the library says of a borrowed range (the B200's and the MI300X's, where torchao's one BF16 run on
     each, held out, sits below its estimate), and each generation's 80% range as factors of the cost."""
-    gen = {g: kernel_efficiency_row(g).generation for g in ("B200", "MI300X")}
+    gen = {g: generation_name(kernel_efficiency_row(g).generation) for g in ("B200", "MI300X")}
     _says(notes["H100 SXM"] and "no calibrated range" not in notes["H100 SXM"]
           and notes["B200"].startswith("no calibrated range applies"),
           "the H100 has a calibrated range, the B200 not")

@@ -449,6 +449,10 @@ class KernelEfficiency:
     source: str
     #: the same runs' one-number equivalent (:func:`~llmsizing.calibration.run_flat_efficiency`)
     flat_efficiency: float | None = None
+    #: the generation's name as its vendor writes it ("Hopper", "CDNA 3"), with its source and as-of date
+    name: str = ""
+    name_source: str = ""
+    name_as_of: str = ""
 
 
 def _kernel_rows() -> list[KernelEfficiency]:
@@ -459,8 +463,18 @@ def _kernel_rows() -> list[KernelEfficiency]:
     with open(path, newline="") as fh:
         return [KernelEfficiency(r["generation"], tuple(x.strip() for x in r["gpus"].split(";")), r["dtype"],
                                  float(r["kernel_efficiency"]), r["runs"], r["source"],
-                                 float(r["flat_efficiency"]) if r.get("flat_efficiency") else None)
+                                 float(r["flat_efficiency"]) if r.get("flat_efficiency") else None,
+                                 r.get("name", ""), r.get("name_source", ""), r.get("name_as_of", ""))
                 for r in csv.DictReader(fh)]
+
+
+def generation_name(generation: str) -> str:
+    """The name a reader knows GPU ``generation`` by (``"blackwell"`` -> ``"Blackwell"``, ``"cdna3"`` ->
+    ``"CDNA 3"``): ``data/kernel_efficiency.csv``'s column ``name`` (its source and date beside it), the
+    key itself for a generation no row names (``"uncalibrated"``). Range notes and warnings print it."""
+    if not _KERNEL_ROWS:
+        _KERNEL_ROWS.extend(_kernel_rows())
+    return next((r.name for r in _KERNEL_ROWS if r.generation == generation and r.name), generation)
 
 
 _KERNEL_ROWS: list = []

@@ -34,7 +34,7 @@ from functools import cache
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import gpu_price, price_kind_of, resolve_model
 from .flops import RECOMPUTE, training_flops_per_token
-from .hardware import check_recipe_runs_on
+from .hardware import check_recipe_runs_on, generation_name
 # the published runs, the MFU each implies and the calibrated model's table live in mfu_published; their
 # names stay importable from here
 from .mfu_published import (FLOPS_CONVENTIONS, MFU_MODEL_CSV, PUBLISHED_RUNS_CSV,  # noqa: F401
@@ -283,7 +283,8 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     elif whole_run:
         group, runs = "pretraining-total", "whole-run totals"
     else:
-        group, runs = (generation, f"{generation} runs") if known else ("all", "published runs")
+        group, runs = ((generation, f"{generation_name(generation)} runs") if known
+                       else ("all", "published runs"))
     return MfuEstimate(central, central * low, min(1.0, central * high), generation, tuple(warnings),
                        estimate_note(AREA, group, runs, generation, key_dtype, known and row is not None,
                                      tokens_per_gpu is not None))

@@ -229,7 +229,7 @@ def estimates_prose() -> ChapterText:
     _says(not mi_runs["calibration"].any(), "the MI300X's runs are held out")
     tested = stand_in_note("training-inputs", "cdna3", "bf16").split("; ")[1]   # where its run sits
     _says(tested in mi.range_note, "the estimate's own note says the same")
-    _says(tested.startswith("the 1 published cdna3 16-bit run") and "sits at 0." in tested
+    _says(tested.startswith("the 1 published CDNA 3 16-bit run") and "sits at 0." in tested
           and tested.endswith("outside the calibrated range"), "one run, below the band")
     values = {"mi300x_range": f"{mi.low:.0%} to {mi.high:.0%}", "mi300x_width": f"{mi.high / mi.low:.1f}",
               "gpt2_mfu": f"{g2.mfu:.0%}",
