@@ -49,8 +49,10 @@ def test_the_texts_chapter_11_quotes():
         "64", "1,667", "$2.69", "$44,863")
     assert t["option1_gpus_word"] == "eight"
     # by hand as above; 216,006 / 26,900 = 8.03; 286,990.72 / 44,863 = 6.40; 44,863 / 4,484.23 = 10.0
-    assert (t["option1_fixed"], t["option2_fixed"], t["option3_fixed"]) == ("$154,446", "$215,200", "$286,991")
-    assert (t["option2_table"], t["option2_x"], t["option3_x"], t["option3_n"]) == ("$216,006", "8.0", "6.4", "10")
+    assert (t["option1_fixed"], t["option2_fixed"], t["option3_fixed"]) == (
+        "$154,446", "$215,200", "$286,991")
+    assert (t["option2_table"], t["option2_x"], t["option3_x"], t["option3_n"]) == (
+        "$216,006", "8.0", "6.4", "10")
     # FAQ: 8 GPUs x 50 days x 24 h x $2.69 (the tables' RunPod price) = $25,824, as 1 GPU x 400 days
     assert t["faq_same"] == "$25,824"
 
