@@ -449,8 +449,7 @@ class KernelEfficiency:
     source: str
     #: the same runs' one-number equivalent (:func:`~llmsizing.calibration.run_flat_efficiency`)
     flat_efficiency: float | None = None
-    #: the generation's name as its vendor writes it ("Hopper", "CDNA 3"), with its source and as-of date
-    name: str = ""
+    name: str = ""              # the vendor's name ("Hopper", "CDNA 3"), with its source and as-of date
     name_source: str = ""
     name_as_of: str = ""
 
@@ -469,9 +468,8 @@ def _kernel_rows() -> list[KernelEfficiency]:
 
 
 def generation_name(generation: str) -> str:
-    """The name a reader knows GPU ``generation`` by (``"blackwell"`` -> ``"Blackwell"``, ``"cdna3"`` ->
-    ``"CDNA 3"``): ``data/kernel_efficiency.csv``'s column ``name`` (its source and date beside it), the
-    key itself for a generation no row names (``"uncalibrated"``). Range notes and warnings print it."""
+    """The name range notes and warnings print for GPU ``generation`` (``"cdna3"`` -> ``"CDNA 3"``): column
+    ``name`` of ``data/kernel_efficiency.csv`` (sourced there); a key no row names is its own name."""
     if not _KERNEL_ROWS:
         _KERNEL_ROWS.extend(_kernel_rows())
     return next((r.name for r in _KERNEL_ROWS if r.generation == generation and r.name), generation)
