@@ -262,7 +262,7 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     row = _mfu_model().get((generation, key_dtype))    # (the extent of the generation's published runs)
     name = generation_name(generation)                  # the warnings name it: "CDNA 3", not "cdna3"
     if not known or row is None:
-        warnings.append(f"no published {key_dtype} run calibrates a {g.name} ({name}): the median "
+        warnings.append(f"no published {key_dtype} run calibrates the {g.name} ({name}): the median "
                         "generation's MFU and the widest range of any generation are used")
     else:
         if not row["min_params"] / 2 <= size <= row["max_params"] * 2:
