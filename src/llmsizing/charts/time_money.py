@@ -50,6 +50,7 @@ def render_mfu_calibration() -> View:
     table, not on the axis (read38b: 150 names at 6 pt, 1,810 px tall). Chapter 10."""
     import numpy as np
 
+    from ..hardware import generation_name as gen
     from ..mfu_inputs import range_factors
     from ..time_cost import mfu_model_table, mfu_residuals
 
@@ -83,7 +84,7 @@ def render_mfu_calibration() -> View:
         for cal, face in ((True, c), (False, "white")):
             part = sub[sub["calibration"] == cal]
             ax.plot(part["predicted_mfu"] * 100, part["implied_mfu"] * 100, ls="none", marker=m, ms=5,
-                    mec=c, mfc=face, label=f"{key[0]} {key[1].upper()}" if cal == shown else None)
+                    mec=c, mfc=face, label=f"{gen(key[0])} {key[1].upper()}" if cal == shown else None)
     most = df[["implied_mfu", "predicted_mfu"]].to_numpy().max()
     top = max(65, 5 * np.ceil(most * 20 + 0.2))        # the axes hold every dot (A100 runs reach 72%)
     ax.plot([10, top], [10, top], color="0.3", lw=0.8, ls="--")
@@ -109,7 +110,7 @@ def render_mfu_calibration() -> View:
         say = (f"range x{lo:.2f} to x{hi:.2f}" if key in ranges.index   # (right of every dot: x1.54)
                else f"stand-in, no calibrated range\n(shaded: x{lo:.2f} to x{hi:.2f})")
         ax_r.text(1.72, i, say, fontsize=pt, color=c, va="center")
-        names.append(f"{key[0]} {key[1].upper()}\n{len(sub)} run{'s' * (len(sub) != 1)}, "
+        names.append(f"{gen(key[0])} {key[1].upper()}\n{len(sub)} run{'s' * (len(sub) != 1)}, "
                      f"{int((~sub['inside']).sum())} outside")
     ax_r.set_yticks(range(len(groups)), names, fontsize=pt)
     for label, key in zip(ax_r.get_yticklabels(), groups):
@@ -119,8 +120,7 @@ def render_mfu_calibration() -> View:
     ticks = [0.5, 0.67, 0.8, 1, 1.25, 1.5]          # (right of x1.6: the ranges' column)
     ax_r.set_xticks(ticks, [f"x{t:g}" for t in ticks], fontsize=pt)
     ax_r.axvline(1, color="0.3", lw=0.8, ls="--")
-    ax_r.set_xlabel("implied / predicted MFU (log scale); shaded: the generation's 80% range",
-                    fontsize=pt + 1)
+    ax_r.set_xlabel("implied / predicted MFU (log scale); shaded: the generation's 80% range", size=pt + 1)
     ax_r.spines[["top", "right"]].set_visible(False)
 
     lines = [f"{int(df['inside'].sum())} of {len(df)} published runs inside their 80% range, in sample "
@@ -130,7 +130,7 @@ def render_mfu_calibration() -> View:
         lo, hi = _steady_range(ranges, key)
         spread = (f"{len(sub)} runs, residuals x{sub['residual'].min():.2f} to x{sub['residual'].max():.2f}"
                   if len(sub) != 1 else f"1 run, residual x{sub['residual'].iloc[0]:.2f}")   # (B200 BF16)
-        lines.append(f"{key[0]} {key[1]}: {spread}, range x{lo:.2f} to x{hi:.2f} (width {hi / lo:.2f}x)")
+        lines.append(f"{gen(key[0])} {key[1]}: {spread}, range x{lo:.2f} to x{hi:.2f} (width {hi / lo:.2f}x)")
     lines.append("outside their range (every run is in the table above):")
     for r in df[~df["inside"]].sort_values("residual").itertuples():
         lines.append(f"  {r.run}: implied {r.implied_mfu:.1%}, predicted {r.predicted_mfu:.1%}, "
