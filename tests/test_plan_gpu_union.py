@@ -9,7 +9,9 @@ The cold tables come from a fresh Python process with nothing kept (every kept r
 known types come from what those searches kept. Six models: dense and mixtures of experts, at long context
 (context parallelism searched: ``cp > 1`` rows asserted), two and three GPU types in several orders, and a
 set whose added type fits nothing (its rows asserted absent). The tests guard equality: the merge changes no
-number (a stable merge by segment and GPU; the listing per layout, GPU, micro-batch and ``dp``)."""
+number (a stable merge by segment and GPU; the listing per layout, GPU, micro-batch and ``dp``). They fail
+when a kept fit is looked up by too little (``plan_fits._fit_key`` without the GPU's memory limit: all six
+walks fail), not when only the search's internal row order changes (``plan()`` ranks by cost)."""
 
 import pickle
 import subprocess
