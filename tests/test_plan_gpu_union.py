@@ -4,14 +4,15 @@ priced block (:func:`~llmsizing.plan_pricing.kept_price`), and recomputes the li
 order on the merged rows. Its table must be the cold search's, bit for bit: values, dtypes, row order, index
 and attrs, whichever types were searched before and in whatever order the types are given.
 
-The cold tables come from a fresh Python process with nothing kept (every kept result is then empty, not only
-``planner._clear_search()``'s); in this process each union is asked after the smaller sets of its walk, so its
-known types come from what those searches kept. Six models: dense and mixtures of experts, at long context
-(context parallelism searched: ``cp > 1`` rows asserted), two and three GPU types in several orders, and a
-set whose added type fits nothing (its rows asserted absent). The tests guard equality: the merge changes no
-number (a stable merge by segment and GPU; the listing per layout, GPU, micro-batch and ``dp``). They fail
-when a kept fit is looked up by too little (``plan_fits._fit_key`` without the GPU's memory limit: all six
-walks fail), not when only the search's internal row order changes (``plan()`` ranks by cost)."""
+The cold tables come from a fresh Python process, each searched after ``planner._clear_search()`` and with
+the search memories (each GPU type's kept fit and totals) dropped; in this process each union is asked after
+the smaller sets of its walk, so its known types come from what those searches kept. Six models: dense and
+mixtures of experts, at long context (context parallelism searched: ``cp > 1`` rows asserted), two and three
+GPU types in several orders, and a set whose added type fits nothing (its rows asserted absent). The tests
+guard equality: the merge changes no number (a stable merge by segment and GPU; the listing per layout, GPU,
+micro-batch and ``dp``). They fail when a kept fit is looked up by too little (``plan_fits._fit_key``
+without the GPU's memory limit: all six walks fail), not when only the search's internal row order changes
+(``plan()`` ranks by cost)."""
 
 import pickle
 import subprocess
@@ -22,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from llmsizing import plan_pricing, planner
+from llmsizing import plan_memory, plan_pricing, planner
 from llmsizing.planner import NoPlanError
 
 H100, A10, A100, B200 = "H100 SXM", "A10", "A100 80GB", "B200"
@@ -53,21 +54,26 @@ def _clear():
     assert not plan_pricing._kept_blocks
 
 
+def _cold():
+    """Every kept result the search of several GPU types reuses cleared: the searches, the priced blocks, the
+    layouts (``_clear_search``) and the search memories holding each type's kept fit and totals."""
+    _clear()
+    plan_memory.kept_search_memory.cache_clear()
+
+
 @pytest.fixture(scope="module")
 def cold(tmp_path_factory):
-    """Each (walk, set) of :data:`STEPS` planned alone in a new Python process, nothing kept before it."""
+    """Each (walk, set) of :data:`STEPS` planned in a new Python process, each from nothing kept
+    (:func:`_cold`)."""
     out = tmp_path_factory.mktemp("gpu_union") / "cold.pkl"
     code = textwrap.dedent(f"""
-        import pickle, subprocess, sys
+        import pickle, sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from test_plan_gpu_union import STEPS
+        from test_plan_gpu_union import STEPS, _cold, _plan
         got = []
-        for w, s in STEPS:          # (each in a process of its own: not even the model's memory kept)
-            r = subprocess.run([sys.executable, "-c", "import pickle, sys; sys.path.insert(0, "
-                                + repr({str(Path(__file__).parent)!r}) + "); from test_plan_gpu_union "
-                                f"import _plan; sys.stdout.buffer.write(pickle.dumps(_plan({{w}}, {{s}})))"],
-                               check=True, capture_output=True)
-            got.append(pickle.loads(r.stdout))
+        for w, s in STEPS:
+            _cold()
+            got.append(_plan(w, s))
         pickle.dump(got, open({str(out)!r}, "wb"))
     """)
     subprocess.run([sys.executable, "-c", code], check=True)
