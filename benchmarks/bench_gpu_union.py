@@ -16,7 +16,7 @@ Least CPU (``time.process_time``) of ``--repeats`` runs, in ms, then the load av
     PYTHONPATH=src .venv/bin/python benchmarks/bench_gpu_union.py [--models M,M] [--new A10,B200]
         [--repeats 5]
 
-2026-12-05 07:33-07:40 UTC, main 03fcbc19, 1-minute load 3.6-3.9 (other helpers; least of 5):
+2026-12-05 07:32-07:34 UTC, main 03fcbc19, 1-minute load 3.6-3.9 (other helpers; least of 5):
 
     model            new          alone     add   merge  cached   after
     qwen3-30b-a3b    A10           28.6    39.5    14.4    10.0     5.1
@@ -32,7 +32,7 @@ Least CPU (``time.process_time``) of ``--repeats`` runs, in ms, then the load av
     gpt2             A100 80GB     14.7    17.2     6.9     2.8     4.3
     gpt2             B200          14.9    18.6     7.4     3.1     4.7
 
-(At load ~1, 07:05-07:20: qwen3-30b-a3b + A10 alone 29.6, add 43.9, merge 16.8; mistral-7b 23.5, 28.3, 8.6.)
+(At load ~1, 07:14-07:18: qwen3-30b-a3b + A10 alone 29.6, add 43.9, merge 16.8; mistral-7b 23.5, 28.3, 8.6.)
 So the move is the new type's own search (``alone``: its fit and pricing, 72-86% of ``add``) plus the merge
 of the known type's kept fit and block and the frame (``merge - cached``: 3-8 ms) and the answer frame over
 the union (``cached``); the "4.5 ms" of a search of the new type alone is ``after``'s, its fit and block
