@@ -22,6 +22,8 @@ What is checked, and where the expected values come from:
   uneven split (equal middle stages of ``ceil(61 / pp)``, at least 2 layers left for the first and the last)
   exists up to ``pp = 16`` (14 x 4 + 5) and for no even ``pp`` above (18: 16 x 4 = 64 > 61; 22: 20 x 3 = 60
   leaves 1; 32: 30 x 2 = 60 leaves 1): 2 x 16 = 32;
+* DeepSeek-V3's count argued from the report's layout (EP 64 -> 32, DP 128 -> 32 at PP 16: the extra routed
+  experts' bytes by hand, the activations unchanged, the layout fits): at most 512 H800s;
 * the count at the report's own 120 micro-batches (15,360 sequences over 128 data-parallel ranks) is the count
   at 32 (Table 2: the memory does not depend on it);
 * no DualPipe layout on fewer GPUs holds the step, weighed one by one with ``training_memory`` (the dense
@@ -114,6 +116,40 @@ def test_deepseek_v3s_count_at_the_reports_micro_batches_is_the_same():
     # with 4 micro-batches only pp = 2 runs (at least 2 pp): the answer has it, on no fewer GPUs
     two, _ = _fewest("llama-3-8b", 4)
     assert two.parallel.pp == 2 and two.gpus >= _fewest("llama-3-8b")[0].gpus
+
+
+def test_deepseek_v3s_fewest_h800s_argued_from_the_reports_layout():
+    """The report's layout (TP1 PP16 DP128 EP64 ZeRO-1, 2,048 H800s, with the planner's split 3, fourteen 4s,
+    2) with half its expert parallelism and a quarter of its data parallelism, EP32 DP32 on 512 GPUs: a middle
+    rank (stages i and 15 - i, four MoE layers each) holds 256 / 32 = 8 routed experts a layer instead of 4,
+    so 4 x 8 x (3 x 7168 x 2048) = 1,409,286,144 more parameters: 2 bytes each of BF16 weights, 4 of FP32
+    gradients, 1 of FP8 copies and an FP32 scale per 128 x 128 block (86,016 blocks); rank 0 (the 3 dense
+    layers, the last 2 MoE layers and the MTP module's) 4 x 3 experts more. The activations do not move (the
+    same tp, pp, micro-batch and recomputation). With full recomputation that layout holds the step, so
+    DualPipe's fewest H800s are at most 512 (plan(schedule="dualpipe")'s 512-GPU rows hold it too)."""
+    from dataclasses import replace
+
+    split = pipeline_split(L.get_model("deepseek-v3"), 16)
+    assert split == {"stage_layers": (3,) + (4,) * 14 + (2,)}
+    report = replace(DEEPSEEK_V3_LAYOUT, **split)
+    fewer = replace(report, ep=32, dp=32)
+    assert (report.gpus, fewer.gpus) == (2048, 512)
+    kw = dict(batch=1, seq=4096, grad_accum=32, recompute="full", schedule="dualpipe",
+              precision="fp8-deepseek", mtp_depth=1, _all_stages=True)
+    ranks = zip(training_memory("deepseek-v3", parallel=report, **kw),
+                training_memory("deepseek-v3", parallel=fewer, **kw))
+    expert = 3 * 7168 * 2048
+    for a, b in ranks:
+        more = 4 * (3 if a.stage == 0 else 8) * expert
+        assert b.states.weights_bytes - a.states.weights_bytes == 2 * more
+        assert b.states.gradients_bytes - a.states.gradients_bytes == 4 * more
+        assert b.states.fp8_weights_bytes - a.states.fp8_weights_bytes == more + 4 * more // (128 * 128)
+        assert b.activations.total_bytes == a.activations.total_bytes
+    limit = USABLE_FRACTION * L.get_gpu("H800").memory_bytes
+    assert training_memory("deepseek-v3", parallel=fewer, **{**kw, "_all_stages": False}).total_bytes <= limit
+    best = min_gpus("deepseek-v3", "H800", batch=1, seq=4096, grad_accum=32, recompute="full",
+                    schedule="dualpipe", **V3_RECIPE)
+    assert best.gpus <= fewer.gpus and best.total_bytes <= limit
 
 
 def _layouts_below(model, n, per_node=8):
