@@ -5,6 +5,7 @@ any plan() <= 1 s, e.g. Qwen3-30B-A3B at 64K), with the MoE time terms of llmsiz
     .venv/bin/python benchmarks/bench_moe_planner.py --ch10 # chapter 10's chart at moves to an MoE, once
     .venv/bin/python benchmarks/bench_moe_planner.py --accounted  # the MoE searches with accounted_split=True
     .venv/bin/python benchmarks/bench_moe_planner.py --dualpipe   # plan(schedule="dualpipe"), dual48
+    .venv/bin/python benchmarks/bench_moe_planner.py --fewest-dualpipe  # min_gpus(schedule="dualpipe")
 
 The MoE cases of benchmarks/bench_planner.py, timed by its own loop (kept results cleared before each run).
 Prints; does not assert (timings are not tests).
@@ -603,9 +604,42 @@ def dualpipe() -> None:
               f"1f1b {t_1:5.2f} s ({n_1:,} plans)")
 
 
+#: min_gpus(schedule="dualpipe") (issue 35, dmin49): DUALPIPE_CASES' models, GPUs and recipes, at the
+#: micro-batches that allow every pp (fewest_gpus.dualpipe_fewest_accum: 32 and 96).
+FEWEST_DUALPIPE_CASES = (
+    ("min_gpus deepseek-v3 on H800s, 4K, its recipe", "deepseek-v3",
+     dict(gpu="H800", batch=1, seq=4096, grad_accum=32, precision="fp8-deepseek", comm_sms=20, mtp_depth=1)),
+    ("min_gpus qwen3-30b-a3b on H100s at 4K", "qwen3-30b-a3b",
+     dict(gpu="H100 SXM", batch=1, seq=4096, grad_accum=96)),
+)
+
+
+def fewest_dualpipe() -> None:
+    """CPU s of min_gpus(schedule="dualpipe") on FEWEST_DUALPIPE_CASES and of cost_by_gpu for DeepSeek-V3 on
+    the whole catalogue, each from scratch, best of 3, beside the same call under 1F1B, with the load."""
+    import os
+
+    from llmsizing.fewest_gpus import min_gpus
+    from llmsizing.time_cost import cost_by_gpu
+
+    print(f"load {os.getloadavg()[0]:.2f}")
+    for label, model, kw in FEWEST_DUALPIPE_CASES:
+        got = {s: min_gpus(model, **kw, schedule=s).gpus for s in ("1f1b", "dualpipe")}
+        t = {s: cpu(lambda s=s: min_gpus(model, **kw, schedule=s)) for s in ("1f1b", "dualpipe")}
+        print(f"{label:56s} dualpipe {t['dualpipe']:5.2f} s ({got['dualpipe']:,} GPUs); "
+              f"1f1b {t['1f1b']:5.2f} s ({got['1f1b']:,} GPUs)")
+    t = {s: cpu(lambda s=s: cost_by_gpu("deepseek-v3", tokens=14.8e12, seq=4096, schedule=s))
+         for s in ("1f1b", "dualpipe")}
+    print(f"{'cost_by_gpu deepseek-v3, every GPU type, 4K':56s} dualpipe {t['dualpipe']:5.2f} s; "
+          f"1f1b {t['1f1b']:5.2f} s")
+
+
 if __name__ == "__main__":
     if "--dualpipe" in sys.argv:
         dualpipe()
+        sys.exit()
+    if "--fewest-dualpipe" in sys.argv:
+        fewest_dualpipe()
         sys.exit()
     bench_planner.CASES[:] = [c for c in bench_planner.CASES if c[1] in MOE]
     if "--accounted" in sys.argv:      # (moeapi42) the same cases with Megatron's accounted split searched too

@@ -707,6 +707,9 @@ def test_the_tensor_parallel_figure_is_chapter_5s(values):
         tp = [r for r in csv.DictReader(f) if r["statistic"] == "max_allocated" and "TP=" in r["run"]]
     assert len(tp) == 10 and all(r["run"].startswith("KempnerForge") for r in tp)
     assert values["app_tp_kf"] == measured_memory_prose().values["mm_kf_ratio_tp"] == "1.32 to 4.07"
+    # priced as their code runs (chapter 5's traced column), every one within the 2% chapter 5 states
+    lo, hi = (float(x) for x in values["app_tp_kf_traced"].split(" to "))
+    assert 0.97 <= lo <= hi <= 1.02 and lo < 1 < hi
 
 
 def test_a_false_appx47c_statement_raises(monkeypatch, tmp_path):

@@ -58,8 +58,8 @@ def test_a_stand_in_group_is_said_to_have_no_calibrated_range():
     ax_r = render_mfu_calibration().figure.axes[1]
     said = dict(zip([t.get_text().split("\n")[0] for t in ax_r.get_yticklabels()],
                     [t.get_text() for t in ax_r.texts]))
-    assert said["blackwell FP8"].startswith("stand-in, no calibrated range"), said
-    assert said["hopper BF16"].startswith("range x0."), said
+    assert said["Blackwell FP8"].startswith("stand-in, no calibrated range"), said
+    assert said["Hopper BF16"].startswith("range x0."), said
 
 
 def test_a_group_of_one_run_is_summarised_in_the_singular():
@@ -70,10 +70,10 @@ def test_a_group_of_one_run_is_summarised_in_the_singular():
     assert len(one) == 1
     view = render_mfu_calibration()
     ratio = one["implied_mfu"].iloc[0] / one["predicted_mfu"].iloc[0]
-    assert f"\nblackwell bf16: 1 run, residual x{ratio:.2f}, range x" in view.summary
+    assert f"\nBlackwell bf16: 1 run, residual x{ratio:.2f}, range x" in view.summary
     assert ": 1 runs" not in view.summary
     labels = [t.get_text() for t in view.figure.axes[1].get_yticklabels()]
-    assert "blackwell BF16\n1 run, 1 outside" in labels, labels
+    assert "Blackwell BF16\n1 run, 1 outside" in labels, labels
 
 
 def test_the_range_column_stays_inside_the_figure():
@@ -94,9 +94,9 @@ def test_the_legend_draws_a_held_out_only_group_open_and_tells_the_grey_groups_a
     handles, names = view.figure.axes[0].get_legend_handles_labels()
     face = {n: h.get_markerfacecolor() for h, n in zip(handles, names)}
     marker = {n: h.get_marker() for h, n in zip(handles, names)}
-    held_out_only = {n for n in names if n.split()[0] in ("blackwell", "cdna3")}
-    assert {"ampere BF16", "hopper BF16", "hopper FP8"} <= set(names) and len(held_out_only) >= 3
+    held_out_only = {n for n in names if n.split()[0] in ("Blackwell", "CDNA")}
+    assert {"Ampere BF16", "Hopper BF16", "Hopper FP8"} <= set(names) and len(held_out_only) >= 3
     assert all(face[n] == "white" for n in held_out_only)
-    assert all(face[n] != "white" for n in ("ampere BF16", "hopper BF16", "hopper FP8"))
+    assert all(face[n] != "white" for n in ("Ampere BF16", "Hopper BF16", "Hopper FP8"))
     grey = [n for n, h in zip(names, handles) if h.get_markeredgecolor() == "0.4"]
     assert len(grey) >= 2 and len({marker[n] for n in grey}) == len(grey)

@@ -316,7 +316,7 @@ def test_only_a_calibrated_range_states_a_coverage():
     from llmsizing.time_cost import training_time
 
     kw = dict(tokens=1e12, gpu="H100 SXM", n_gpus=64, seq=8192)
-    assert "hopper runs" in training_time("llama-3-70b", **kw).range_note          # the generation's range
+    assert "Hopper runs" in training_time("llama-3-70b", **kw).range_note          # the generation's range
     assert "whole-run totals" in training_time("llama-3-70b", whole_run=True, **kw).range_note
     assert training_time("llama-3-70b", mfu=0.4, **kw).range_note == ""
     assert training_time("llama-3-70b", mfu_range=(0.2, 0.6), **kw).range_note == ""   # the caller's range
@@ -337,7 +337,7 @@ def test_a_whole_run_with_the_inputs_states_the_whole_run_totals_count():
     assert mfu_estimate("llama-3-70b", whole_run=True, **kw).range_note == (
         "80% range; out of source it held 15 of 19 whole-run totals (10 sources), 1.86x wide at the median")
     assert mfu_estimate("llama-3-70b", **kw).range_note == (
-        "80% range; out of source it held 54 of 63 hopper runs (17 sources), 1.98x wide at the median")
+        "80% range; out of source it held 54 of 63 Hopper runs (17 sources), 1.98x wide at the median")
 
 
 def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
@@ -354,7 +354,7 @@ def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
     from llmsizing.frameworks import stack_family
 
     runs = published_runs()
-    for gpu, gen in (("MI300X", "cdna3"), ("B200", "blackwell")):
+    for gpu, gen in (("MI300X", "CDNA 3"), ("B200", "Blackwell")):       # by the vendors' names (s49)
         mine = runs[(runs["gpu"] == gpu) & (runs["dtype"] == "fp8")]
         # each run estimated with its own published stack and batch, as the fit reads it
         ratios = [r.implied_mfu / mfu_estimate(r.model, gpu=gpu, seq=int(r.seq), dtype="fp8", n_gpus=int(r.n_gpus),
@@ -367,14 +367,14 @@ def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
             f"FP8 runs (1 source) sit at {min(ratios):.2f}-{max(ratios):.2f} of this estimate, 0 of them "
             "inside the calibrated range (the band shown is the calibrated cells': 80% range;")
     assert mfu_estimate("llama-3-8b", gpu="MI300X", seq=8192, precision="fp8-mixed").range_note.startswith(
-        "no calibrated range applies: no cdna3 FP8 run calibrates it; the 2 published cdna3 FP8 runs (1 "
+        "no calibrated range applies: no CDNA 3 FP8 run calibrates it; the 2 published CDNA 3 FP8 runs (1 "
         "source) sit at 0.55-0.57 of this estimate")           # pytorch/ao's MI300X rows: 0.1305 and 0.1366
     # implied over 0.2376 estimated = 0.549, 0.575 (0.529, 0.554 over 0.2466 before rows31's refit; 0.542,
     # 0.567 before whole34's refit moved the stack offsets)
     # B200 and MI300X in BF16: pytorch/ao's one BF16 row each (data27: 8,307.5 tokens/s, implied 0.2138, see
     # test_published_b200_bf16.py; data27b: 5,376.5 tokens/s on MI300X, see test_published_h100_mi300x_bf16.py),
     # each over its own estimate (the torchtitan stack, 8 sequences of 8,192 on 8 GPUs), recounted here
-    for gpu, gen in (("B200", "blackwell"), ("MI300X", "cdna3")):
+    for gpu, gen in (("B200", "Blackwell"), ("MI300X", "CDNA 3")):
         bf = runs[(runs["gpu"] == gpu) & (runs["dtype"] == "bf16")]
         assert len(bf) == 1
         r = next(bf.itertuples())
@@ -392,14 +392,15 @@ def test_a_generation_with_no_run_says_none_was_among_the_measured_runs():
             "1.86x wide at the median; and 19 of 22 runs without a published batch, estimated as this one "
             "(9 sources), 1.86x wide at the median)")
     assert mfu_estimate("llama-3-8b", gpu="L40S", seq=8192, precision="fp8-mixed").range_note == (
-        "no calibrated range applies: no ada FP8 run calibrates it; no ada FP8 run is in data/published_runs.csv "
+        "no calibrated range applies: no Ada Lovelace FP8 run calibrates it; no Ada Lovelace FP8 run is in "
+        "data/published_runs.csv "
         "(the band shown is the calibrated cells': 80% range; out of source it held 9 of 11 FP8 runs (5 sources), "
         "2.01x wide at the median; and 19 of 22 runs without a published batch, estimated as this one (9 sources), "
         "1.86x wide at the median)")
     h100 = mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=8192).range_note
     # training-inputs rows hopper (0.8571 x 63, 1.9822; 0.8103 x 58, 1.9129 before rows31's MaxText rows;
     # 0.8070 x 57 before data27b's H100 BF16 row, inside) and batch:unpublished (0.8636 x 22, 1.8637), by hand
-    assert h100 == ("80% range; out of source it held 54 of 63 hopper runs (17 sources), 1.98x wide at "
+    assert h100 == ("80% range; out of source it held 54 of 63 Hopper runs (17 sources), 1.98x wide at "
                     "the median; and 19 of 22 runs without a published batch, estimated as this one (9 sources), "
                     "1.86x wide at the median")
     with_batch = mfu_estimate("llama-3-8b", gpu="H100 SXM", seq=8192, n_gpus=64, tokens_per_step=2**22).range_note

@@ -33,7 +33,7 @@ def test_the_note_quotes_the_published_stand_in_runs():
                     if (r["area"], r["generation"], r["dtype"]) == ("training-layout", "blackwell", "fp8"))
     note = layout_range_note("B200", "fp8")
     assert f"sit at {float(cell['min_ratio']):.2f}-{float(cell['max_ratio']):.2f} of this estimate" in note
-    assert f"the {cell['n_rows']} published blackwell FP8 runs" in note
+    assert f"the {cell['n_rows']} published Blackwell FP8 runs" in note
     # B200 in BF16: one run since data27 (pytorch/ao's BF16 row on the same 8 B200s), so the singular and its
     # one ratio; the calibrated range did not hold it
     with open(DATA / "stand_in_runs.csv", newline="") as fh:
@@ -41,7 +41,7 @@ def test_the_note_quotes_the_published_stand_in_runs():
                    if (r["area"], r["generation"], r["dtype"]) == ("training-layout", "blackwell", "bf16"))
     assert (one["n_rows"], one["n_sources"], one["inside"]) == ("1", "1", "0")
     assert one["min_ratio"] == one["max_ratio"]
-    assert (f"the 1 published blackwell 16-bit run (1 source) sits at {float(one['min_ratio']):.2f} of this "
+    assert (f"the 1 published Blackwell 16-bit run (1 source) sits at {float(one['min_ratio']):.2f} of this "
             "estimate, outside the calibrated range") in layout_range_note("B200", "bf16")
     assert "is in data/published_runs.csv" not in layout_range_note("B200", "bf16")
 

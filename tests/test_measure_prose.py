@@ -90,3 +90,34 @@ def test_the_padded_batch_by_hand():
     by_hand_gib = 32 * (8192**2 * 2 + 2 * 8192 * (4096 - 1024) * 2) / 2**30
     assert masked - plain == pytest.approx(by_hand_gib, abs=0.06)
     assert t["mask_8b_pct"] == f"{7.0 / plain:.0%}"
+
+
+def _printed_row(report: str, run: str) -> list[str]:
+    line = next(ln for ln in report.splitlines() if ln.strip().startswith(run))
+    return line.strip()[len(run):].split()
+
+
+def test_the_traced_column_by_hand():
+    """The printed table's ``traced`` column: measured / the peak priced as the run's code runs. torchao's
+    MI300X BF16 run reserved 39.09 GiB; torchtitan's compiled loss holds 8 bytes per logit less at the loss's
+    backward than the eager fp32 loss the model's 42.44 GiB peak prices: 8 B x 8192 x 128,256 (Llama-3-8B's
+    vocabulary) = 8,405,385,216 B = 7.83 GiB, so 39.09 / (42.44 - 7.83) = 1.13. torchtitan's own runs have no
+    traced cause: '-'."""
+    from llmsizing.layout_fits import published_measured_memory
+
+    report = measured_memory_prose().report
+    run = "Llama 3 8B, 8 MI300Xs FSDP2 + compile, BF16 (torchao README)"
+    model_gib = published_measured_memory().set_index("run").loc[run, "model_gib"]
+    by_hand = 39.09 / (model_gib - 8 * 8192 * 128256 / 2**30)
+    assert _printed_row(report, run)[-1] == f"{by_hand:.2f}" == "1.13"
+    assert _printed_row(report, "Llama 3.1 8B, 8 GPUs FSDP + torch.compile (torchtitan)")[-1] == "-"
+
+
+def test_the_b200_reading_raises_when_the_loss_saves_too_little(monkeypatch):
+    """The prose says the torchao gap left after the rerun attention is within what the compiled loss saves
+    (at most 7.0 GiB of 7.83 GiB): a loss that saved 2 bytes per logit (1.96 GiB) makes that false."""
+    import llmsizing.measure_prose as mp
+
+    monkeypatch.setattr(mp, "COMPILED_LOSS_SAVING", {"forward": 0.0, "loss backward": 2.0})
+    with pytest.raises(ProseOutOfDate, match="less than the compiled loss saves"):
+        mp.measured_memory_prose()

@@ -72,6 +72,18 @@ def test_llama3_stages_worked_from_table_4():
     assert texts["plan_bubble_plain"] == f"{15 / 31:.0%}" == "48%"
     assert texts["plan_bubble_v8"] == f"{15 / 143:.0%}" == "10%"
     assert texts["usable_gib"].endswith(" GiB") and "VP" in texts["plan_layout_short"]
+    # the GPU-hours' range is the layout band's (data/intervals.csv, training-layout, bf16 on Hopper with no
+    # stack named: MFU x0.7974 to x1.1625): hours scale as 1 / MFU, so e.g. 30.0M -> 30.0/1.1625 = 25.8M and
+    # 30.0/0.7974 = 37.6M, to the 0.1M the texts are rounded to
+    import csv
+    from llmsizing.catalog import DATA_DIR
+    row = next(r for r in csv.DictReader(open(DATA_DIR / "intervals.csv"))
+               if (r["area"], r["group"]) == ("training-layout", "bf16"))
+    low_f, high_f = float(row["low"]), float(row["high"])
+    for key in ("stage_hours", "plan_hours"):
+        mid = float(texts[key].rstrip("M"))
+        lo, hi = (float(x.rstrip("M")) for x in texts[f"{key}_range"].split(" to "))
+        assert lo == pytest.approx(mid / high_f, abs=0.1) and hi == pytest.approx(mid / low_f, abs=0.1)
 
 
 def test_a_false_statement_raises_prose_out_of_date(monkeypatch):

@@ -177,18 +177,21 @@ def test_the_v3_recipes_sms_slow_the_compute_by_132_over_112_by_hand():
     assert with_sms.bubble_s == pytest.approx(without.bubble_s * 132 / 112, rel=1e-12)
 
 
-def test_dualpipe_is_refused_where_the_fewest_gpus_choose_the_layout_and_says_where_it_is_priced():
-    """plan() searches DualPipe (dual48: tests/test_plan_dualpipe.py); cost_by_gpu and training_time
-    without a layout choose theirs through the fewest GPUs (min_gpus), which do not search it: they refuse
-    it, naming plan(schedule='dualpipe') and the calls that price a given layout."""
-    calls = [lambda: L.cost_by_gpu("deepseek-v3", tokens=V3_TOKENS, seq=V3_SEQ, gpus=("H800",),
-                                   schedule="dualpipe"),
-             lambda: L.training_time("deepseek-v3", tokens=V3_TOKENS, gpu="H800", seq=V3_SEQ, n_gpus=2048,
-                                     schedule="dualpipe")]
-    for call in calls:
-        with pytest.raises(ValueError, match=r"training_time with parallel=.*"
-                                             r"searched by plan\(schedule='dualpipe'\) only"):
-            call()
+def test_dualpipe_where_the_fewest_gpus_choose_the_layout_is_plans_dualpipe_step():
+    """plan() searches DualPipe (dual48: tests/test_plan_dualpipe.py), and since dmin49 so do the fewest GPUs
+    (min_gpus) through which training_time without a layout chooses one (they refused it before, naming
+    plan(schedule='dualpipe')): on 2,048 H800s the layout is plan(schedule="dualpipe")'s fastest on exactly
+    that many at the default global batch (moe_default_layout), one DualPipe runs (an even pp, an even number
+    of micro-batches of at least 2 pp), and the days are that layout's DualPipe step."""
+    from llmsizing.moe_default import moe_default_layout
+
+    t = L.training_time("deepseek-v3", tokens=V3_TOKENS, gpu="H800", seq=V3_SEQ, n_gpus=2048,
+                        schedule="dualpipe")
+    par, gb, micro = moe_default_layout("deepseek-v3", "H800", seq=V3_SEQ, n_gpus=2048, schedule="dualpipe")
+    m = gb // (micro * par.dp)
+    assert par.gpus == 2048 and par.pp % 2 == 0 and m % 2 == 0 and m >= 2 * par.pp
+    st = step_time("deepseek-v3", "H800", par, batch=micro, seq=V3_SEQ, grad_accum=m, schedule="dualpipe")
+    assert t.days == pytest.approx(V3_TOKENS / (gb * V3_SEQ) * st.step_s / 86400, rel=1e-9)
 
 
 def test_a_dense_plan_row_is_step_time_under_zero_bubble_and_kept_sms():

@@ -135,7 +135,7 @@ def test_the_plan_command_is_plan_with_the_recipe(capsys):
 
 
 @pytest.mark.parametrize("extra, words", [
-    (["--schedule", "dualpipe"], "invalid choice: 'dualpipe'"),   # (the fewest GPUs' layout: not offered)
+    (["--schedule", "gpipe"], "invalid choice: 'gpipe'"),   # (dualpipe offered since dmin49)
     (["--comm-sms", "-1"], "--comm-sms"),
     (["--comm-sms", "132"], "comm_sms=132 must be below H100 SXM's 132 SMs"),
     (["--ep-overlap", "1.5"], "--ep-overlap"),
@@ -191,12 +191,10 @@ PLAN = dict(tokens=TOKENS, gpus=(H800,), seq=SEQ, global_batch=512, max_gpus=128
     (lambda: Job(V2, H800, SEQ, V2_PAR, load_skew="1.2"), TypeError, "load_skew must be"),
     (lambda: training_time("llama-3-8b", **{**LAYOUT, "parallel": L.Parallel(tp=2, sp=True, pp=4, dp=16)},
                            load_skew=1.2), ValueError, "llama-3-8b is dense"),
-    # DualPipe where the fewest GPUs choose the layout (plan searches it: tests/test_plan_dualpipe.py), and
-    # zero bubble with interleaved chunks
+    # DualPipe's fewest GPUs without the micro-batches it needs (searched since dmin49:
+    # tests/test_fewest_dualpipe.py), and zero bubble with interleaved chunks
     (lambda: min_gpus(V2, H800, batch=1, seq=SEQ, schedule="dualpipe"), ValueError,
-     "searched by plan(schedule='dualpipe') only"),
-    (lambda: moe_default_layout(V2, H800, seq=SEQ, n_gpus=128, schedule="dualpipe"), ValueError,
-     "searched by plan(schedule='dualpipe') only"),
+     "schedule='dualpipe' needs an even grad_accum >= 2 pp >= 4"),
     (lambda: L.plan("llama-3-8b", **PLAN, schedule="zb1p", virtual_stages=(2,)), ValueError,
      "schedule='zb1p' has no interleaved chunks"),
     # a layout DualPipe cannot run: step_time's own refusal, through training_time

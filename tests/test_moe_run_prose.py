@@ -225,3 +225,24 @@ def test_all_to_all_evidence_prose_by_hand():
     assert abs(float(t["skew_ds3"]) - (1 + float(t["vio_free_mean"]) / 2)) < 0.006
     assert t["skew_mix_lo"] == f"{1 + float(t['vio_lo']):.2f}"
     assert t["skew_mix_hi"] == f"{1 + float(t['vio_hi']):.2f}"
+    # one expert a rank (ep = E = 256): the skew unshrunk, 1 + mean of 0.04, 0.04, 0.027 = 1.036
+    assert t["skew_ds3_flat"] == f"{1 + (0.04 + 0.04 + 0.027) / 3:.2f}" == "1.04"
+
+
+def test_dualpipe_pick_prose_by_hand():
+    """plan(schedule="dualpipe") on DeepSeek-V3's 2,048 H800s: the published pp 16 / ep 64 with ZeRO-1 over
+    2,048 / 16 = 128 ranks; its micro-batches make the published batch of 15,360 sequences; the GPU-hours'
+    range is the MoE range (published over predicted) around the point; another ep comes within 1%."""
+    from llmsizing.mfu import layout_range_factors
+    from llmsizing.moe_case_prose import dualpipe_pick_prose
+
+    t = dualpipe_pick_prose().values
+    assert (t["dp_pick_pp"], t["dp_pick_ep"], t["dp_pick_dp"], t["dp_pick_rc"]) == ("16", "64", "128", "full")
+    assert 128 * int(t["dp_pick_micro"]) * int(t["dp_pick_m"]) == 15_360
+    gh = float(t["dp_pick_gh"].rstrip("M"))
+    lo, hi = (float(x.rstrip("M")) for x in t["dp_pick_gh_range"].split(" to "))
+    f_lo, f_hi = layout_range_factors("H800", "fp8", moe=True)       # the MFU's factors: hours go as 1 / MFU
+    assert abs(lo - gh / f_hi) < 0.011 and abs(hi - gh / f_lo) < 0.011
+    assert lo < gh < hi and 1.3 < hi / gh < 1.5                      # the MoE range's top, about x1.40
+    assert t["dp_pick_next_ep"] in {"8", "16", "32", "128", "256"}   # another divisor of 256 experts
+    assert 0 <= float(t["dp_pick_next_gap"].rstrip("%")) < 1

@@ -20,13 +20,14 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _cells() -> dict:
-    """(generation, dtype) -> (runs, GPUs) of data/kernel_efficiency.csv."""
+    """(generation, dtype) -> (runs, GPUs, name) of data/kernel_efficiency.csv."""
     with open(DATA / "kernel_efficiency.csv", newline="") as fh:
-        return {(r["generation"], r["dtype"]): (r["runs"], r["gpus"].split(";")) for r in csv.DictReader(fh)}
+        return {(r["generation"], r["dtype"]): (r["runs"], r["gpus"].split(";"), r["name"])
+                for r in csv.DictReader(fh)}
 
 
 def _generation(gpu: str) -> str:
-    return next(gen for (gen, _), (_, gpus) in _cells().items() if gpu in gpus)
+    return next(gen for (gen, _), (_, gpus, _) in _cells().items() if gpu in gpus)
 
 
 def _stand_in_words(gpu: str, dtype: str) -> list[str]:
@@ -36,7 +37,8 @@ def _stand_in_words(gpu: str, dtype: str) -> list[str]:
     gen = _generation(gpu)
     assert not _cells()[gen, dtype][0], f"{gpu} {dtype} is calibrated in data/kernel_efficiency.csv"
     words = "FP8" if dtype == "fp8" else "16-bit"
-    out = ["no calibrated range applies", f"no {gen} {words} run calibrates it",
+    name = _cells()[gen, dtype][2]                  # the notes name the generation, not its key (s49)
+    out = ["no calibrated range applies", f"no {name} {words} run calibrates it",
            "the band shown is the calibrated"]
     with open(DATA / "stand_in_runs.csv", newline="") as fh:
         cell = [r for r in csv.DictReader(fh) if (r["area"], r["generation"], r["dtype"]) ==
@@ -44,13 +46,13 @@ def _stand_in_words(gpu: str, dtype: str) -> list[str]:
     if cell and cell[0]["n_rows"] == "1":
         # one run (B200 BF16: pytorch/ao's BF16 row since data27): its ratio, and in or out of the range
         where = "inside" if cell[0]["inside"] == "1" else "outside"
-        out += [f"the 1 published {gen} {words} run (1 source)",
+        out += [f"the 1 published {name} {words} run (1 source)",
                 f"sits at {float(cell[0]['min_ratio']):.2f} of this estimate, {where} the calibrated range"]
     elif cell:
         lo, hi = float(cell[0]["min_ratio"]), float(cell[0]["max_ratio"])
-        out += [f"the {cell[0]['n_rows']} published {gen} {words} runs", f"sit at {lo:.2f}-{hi:.2f} of this"]
+        out += [f"the {cell[0]['n_rows']} published {name} {words} runs", f"sit at {lo:.2f}-{hi:.2f} of this"]
     else:
-        out.append(f"no {gen} {words} run is in data/published_runs.csv")
+        out.append(f"no {name} {words} run is in data/published_runs.csv")
     return out
 
 
@@ -59,6 +61,7 @@ def test_the_cells_the_tests_use_are_what_the_data_says():
     assert cells["hopper", "bf16"][0] and cells["hopper", "fp8"][0]            # calibrated
     assert not cells["blackwell", "fp8"][0] and not cells["blackwell", "bf16"][0]   # stand-ins
     assert _generation("B200") == "blackwell" and _generation("H100 SXM") == "hopper"
+    assert cells["blackwell", "fp8"][2] == "Blackwell" and cells["hopper", "bf16"][2] == "Hopper"
 
 
 def _step(gpu, precision):

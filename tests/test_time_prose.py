@@ -45,6 +45,15 @@ def test_the_seed_figures_are_the_seeds():
     rate = float(v["seed_tps_a100"].replace(",", ""))
     assert v["seed_hours"] == f"{1e12 / (8 * rate) / 3600:,.0f}"        # tokens / (tokens/s) / (s/hour)
     assert v["seed_cost_8x"] == f"${8 * float(v['seed_cost'].lstrip('$').replace(',', '')):,.0f}"
+    # the days' range is the MFU's on Ampere (data/intervals.csv, training-inputs, ampere: x0.7456 to x1.3412):
+    # days scale as 1 / MFU, so 3,672 days -> 3,672/1.3412 = 2,738 and 3,672/0.7456 = 4,925, to a day
+    import csv
+    from llmsizing.catalog import DATA_DIR
+    row = next(r for r in csv.DictReader(open(DATA_DIR / "intervals.csv"))
+               if (r["area"], r["group"]) == ("training-inputs", "ampere"))
+    days = float(v["8a100_days"].replace(",", ""))
+    lo, hi = (float(x.replace(",", "")) for x in v["8a100_range"].split(" to "))
+    assert abs(lo - days / float(row["high"])) <= 1 and abs(hi - days / float(row["low"])) <= 1
 
 
 def test_the_runs_left_out_refuse_a_coverage_the_table_does_not_count():

@@ -39,14 +39,15 @@ def kernel_csv() -> str:
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["generation", "gpus", "dtype", "kernel_efficiency", "runs", "source", "as_of", "note",
-                "flat_efficiency"])
+                "flat_efficiency", "name", "name_source", "name_as_of"])
     for r in _kernel_rows():
         key = (r.generation, r.dtype)
+        named = (r.name, r.name_source, r.name_as_of)      # the generation's display name, kept as written
         if key in fit.index:
             f = fit.loc[key]
             w.writerow([r.generation, ";".join(r.gpus), r.dtype, f"{f['median']:.3f}", int(f["count"]),
                         "median over the calibration runs with a published layout (tools/calibrate.py)",
-                        AS_OF, f"per-run fits {f['min']:.3f} to {f['max']:.3f}", f"{f['flat']:.3f}"])
+                        AS_OF, f"per-run fits {f['min']:.3f} to {f['max']:.3f}", f"{f['flat']:.3f}", *named])
         else:
             values = stand_in[r.dtype]
             i = (len(values) - 1) // 2
@@ -57,7 +58,7 @@ def kernel_csv() -> str:
             w.writerow([r.generation, ";".join(r.gpus), r.dtype, f"{values[i] * scale:.3f}", "",
                         "stand-in: no calibration run with a published layout; the lower median of the "
                         f"calibrated {r.dtype} generations{how}", AS_OF, note,
-                        f"{flat_in[r.dtype][i] * scale:.3f}"])
+                        f"{flat_in[r.dtype][i] * scale:.3f}", *named])
     return out.getvalue()
 
 

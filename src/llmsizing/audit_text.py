@@ -423,7 +423,7 @@ def _finetune_and_hardware(r: _Rows) -> dict[str, str]:
     _holds(b200e.mfu == h100e.mfu and "median generation" in b200e.warnings[0],
            "the B200 gets the median generation's MFU")
     note = b200e.range_note.split(" (the band shown")[0]     # where the one held-out BF16 B200 run sits
-    _holds("1 published blackwell 16-bit run" in note and "outside" in note, "one BF16 B200 run, outside")
+    _holds("1 published Blackwell 16-bit run" in note and "outside" in note, "one BF16 B200 run, outside")
     g["b200_bf16"] = note.split("sits at ")[1].split(" of")[0]
     b200 = get_gpu("B200")
     g["b200_gb"] = f"{b200.memory_marketed_gb:.0f} GB"

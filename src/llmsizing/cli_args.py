@@ -320,25 +320,24 @@ def moe_dispatcher_option(args, model) -> dict:
     return out
 
 
-def add_step_recipe_flags(p, *, ep_overlap: bool = False, dualpipe: bool = False) -> None:
+def add_step_recipe_flags(p, *, ep_overlap: bool = False, dualpipe: bool = True) -> None:
     """``--schedule``, ``--comm-sms`` and ``--load-skew`` (``time``, ``cost`` and ``plan``; with
     ``ep_overlap``, ``time`` and ``cost``, also ``--ep-overlap``): the step recipe's pipeline schedule, the
     SMs its communication kernels keep and a measured load skew, :func:`~llmsizing.layouts.step_time`'s
     ``schedule``, ``comm_sms`` and ``load_skew``, as
     :func:`~llmsizing.time_cost.training_time`, :func:`~llmsizing.time_cost.cost_by_gpu` and
     :func:`~llmsizing.planner.plan` take them (moeapi42; :func:`step_recipe_option`). These commands search
-    or choose the layout: DualPipe is offered where the planner searches it (``dualpipe``: ``plan``, dual48),
-    not where the fewest GPUs choose the layout (``time``, ``cost``)."""
+    or choose the layout, and every one offers DualPipe: the planner searches it (dual48) and so do the
+    fewest GPUs through which ``time`` and ``cost`` choose theirs (dmin49). ``dualpipe``: kept for old
+    calls (``False`` offered 1f1b and zb1p only)."""
     if dualpipe:
         p.add_argument("--schedule", choices=["1f1b", "zb1p", "dualpipe"], default=None,
                        help="the pipeline schedule: 1f1b (default), zb1p (zero bubble) or dualpipe "
                             "(DeepSeek's: even pp, an even number of micro-batches >= 2 pp, two stages a "
-                            "rank)")
+                            "rank; searched by plan and by the fewest GPUs cost and time choose from)")
     else:
         p.add_argument("--schedule", choices=["1f1b", "zb1p"], default=None,
-                       help="the pipeline schedule: 1f1b (default) or zb1p (zero bubble); DualPipe is priced "
-                            "on a given layout (the Python API's step_time or training_time with parallel=) "
-                            "and searched by the plan command")
+                       help="the pipeline schedule: 1f1b (default) or zb1p (zero bubble)")
     p.add_argument("--comm-sms", type=integer(0), default=None, metavar="N",
                    help="SMs per GPU kept by communication kernels, slowing the compute (DeepSeek-V3: 20 "
                         "of the H800's 132; default 0)")

@@ -466,3 +466,43 @@ def audit_cost_table(table=None, *, gpu="H100 SXM", seq: int = 4096, mfu: float 
                     "gpu_hours_library": t.gpu_hours, "library_cost_usd": t.cost_usd,
                     "library_cost_usd_low": t.cost_usd_low, "library_cost_usd_high": t.cost_usd_high})
     return pd.concat([df.reset_index(drop=True), pd.DataFrame(out)], axis=1)
+
+
+# =========================================================================== seed 000's worked options
+SEED_OPTIONS_CSV = SEED_COST_TABLES_CSV.parent / "seed000_options.csv"
+
+#: Seed 000's FAQ (line 269): "8 GPUs for 50 days is cheaper than 1 GPU for 400 days", as (GPUs, days) pairs.
+SEED_FAQ_RUNS = ((8, 50), (1, 400))
+
+
+def audit_seed_options():
+    """Seed 000's worked example "Training Llama 2 70B" (``data/seed000_options.csv``: Options 1 to 3, each
+    with the seed's GPUs, throughput per GPU, efficiency, seconds, hours, days, price and cost), its
+    arithmetic redone: ``hours_from_own_tps`` = tokens / (GPUs x tokens/s per GPU x efficiency) / 3,600;
+    ``one_gpu_cost_usd`` = hours x price (one GPU's bill); ``all_gpus_cost_usd`` = that times the GPUs, the
+    bill of the configuration; ``gpus_billed`` = the seed's cost over one GPU's bill (the GPUs it paid for);
+    ``table_cost_usd``: the total of the "Cost Analysis by Model Size" row with the same model, tokens and
+    GPUs where one is on the same GPU (H100), else NaN. Chapter 11 (its audit of the seed's costs)."""
+    import pandas as pd
+
+    df = pd.read_csv(SEED_OPTIONS_CSV)
+    tables = seed_cost_tables()
+    one = df["hours"] * df["price_usd_per_gpu_hour"]
+    tokens_per_s = df["gpus"] * df["tokens_per_s_per_gpu"] * df["efficiency"]
+    df["hours_from_own_tps"] = df["tokens"] / tokens_per_s / (SECONDS_PER_DAY / HOURS_PER_DAY)
+    df["one_gpu_cost_usd"] = one
+    df["all_gpus_cost_usd"] = one * df["gpus"]
+    df["gpus_billed"] = df["cost_usd"] / one
+    same = [tables[(tables["model"] == r.model) & (tables["tokens"] == r.tokens) & (tables["gpus"] == r.gpus)]
+            if r.gpu == "H100" else tables.iloc[:0] for r in df.itertuples()]
+    df["table_cost_usd"] = [s["total_cost_usd"].iloc[0] if len(s) == 1 else float("nan") for s in same]
+    return df
+
+
+def gpu_days_cost_usd(gpus: int, days: float, price_usd_per_gpu_hour: float) -> float:
+    """The bill of ``gpus`` GPUs rented for ``days`` days at ``price_usd_per_gpu_hour``: GPUs x days x 24 x
+    price (seed 000's FAQ compares 8 GPUs for 50 days with 1 for 400: the same 400 GPU-days, one bill)."""
+    gpus = check_int("gpus", gpus)
+    days = check_number("days", days)
+    price = check_number("price_usd_per_gpu_hour", price_usd_per_gpu_hour)
+    return gpus * days * HOURS_PER_DAY * price

@@ -20,17 +20,17 @@ import pandas as pd
 from .catalog import get_gpu
 from .cost import FRONT_PLAN, compare_gpus
 from .fewest_gpus import min_gpus
-from .hardware import kernel_efficiency_row
+from .hardware import generation_name, kernel_efficiency_row
 from .job import Job
 from .layouts import step_time
 from .model_catalog import get_model
 from .planner import recompute_kwargs
-from .prose import ChapterText, ProseOutOfDate
+from .prose import ChapterText, ProseOutOfDate, number_word
 from .prose import prose_check as _prose_check
 from .time_cost import published_runs, training_time
 
 __all__ = ["ProseOutOfDate", "pareto_front_prose", "jobs_by_gpu_prose", "interruptions_prose",
-           "seed_cost_tables_prose", "JOB_GPUS", "JOB", "FRONT_PLAN", "CARD_RUN"]
+           "seed_cost_tables_prose", "seed_options_prose", "JOB_GPUS", "JOB", "FRONT_PLAN", "CARD_RUN"]
 
 #: The GPU types chapter 11 prices one job on, and the key each text carries.
 JOB_GPUS = {"H100 SXM": "h100", "B200": "b200", "A100 80GB": "a100", "H200": "h200", "MI300X": "mi300x"}
@@ -182,7 +182,7 @@ def jobs_by_gpu_prose(jobs, reference) -> ChapterText:
 def _borrowed_range_texts(by, notes) -> dict:
     """What the library says of a borrowed range (the B200's and the MI300X's, where torchao's one BF16 run on
     each, held out, sits below its estimate), and each generation's 80% range as factors of the cost."""
-    gen = {g: kernel_efficiency_row(g).generation for g in ("B200", "MI300X")}
+    gen = {g: generation_name(kernel_efficiency_row(g).generation) for g in ("B200", "MI300X")}
     _says(notes["H100 SXM"] and "no calibrated range" not in notes["H100 SXM"]
           and notes["B200"].startswith("no calibrated range applies"),
           "the H100 has a calibrated range, the B200 not")
@@ -355,3 +355,46 @@ def seed_cost_tables_prose(audit) -> ChapterText:
     t["a_13_seed_range"] = f"${seed_13.min():,.0f} to ${seed_13.max():,.0f}"
     t["a_13_verdict"] = "inside"
     return ChapterText(t, _audit_table(audit))
+
+
+def seed_options_prose(options=None, tables=None) -> ChapterText:
+    """Seed 000's worked "Options" for Llama 2 70B on 1T tokens (``options``:
+    :func:`~llmsizing.cost.audit_seed_options`; ``tables``: :func:`~llmsizing.cost.seed_cost_tables`, for the
+    price of the FAQ's runs) and the FAQ's "8 GPUs for 50 days is cheaper than 1 GPU for 400 days": the seed's
+    hours, prices and costs the prose quotes, from ``data/seed000_options.csv``, and what they come to. Checks
+    the readings: Options 1 and 2 cost one GPU's bill (the seed's cost is its hours times its price, within
+    0.1%); Option 3's cost is the bill of a whole number of GPUs (within 1%), not 64; each Option's hours
+    follow from its own throughput (within 1%); Option 2's configuration is a row of the seed's table, whose
+    total is its eight GPUs' bill (within 1%); the FAQ's two runs are the same GPU-days."""
+    from .cost import SEED_FAQ_RUNS, audit_seed_options, gpu_days_cost_usd, seed_cost_tables
+
+    o = (audit_seed_options() if options is None else options).set_index("option")
+    o1, o2, o3 = o.loc[1], o.loc[2], o.loc[3]
+    _says((abs(o["hours_from_own_tps"] / o["hours"] - 1) < 0.01).all(),
+          "each Option's hours follow from its own throughput")
+    _says(abs(o1["gpus_billed"] - 1) < 1e-3 and abs(o2["gpus_billed"] - 1) < 1e-3
+          and o1["gpus"] == o2["gpus"] == 8, "Options 1 and 2 cost one GPU's bill, not eight")
+    n3 = round(o3["gpus_billed"])
+    _says(abs(o3["gpus_billed"] / n3 - 1) < 0.01 and n3 != o3["gpus"],
+          "Option 3 bills a whole number of GPUs, not its own")
+    _says(abs(o2["table_cost_usd"] / o2["all_gpus_cost_usd"] - 1) < 0.01,
+          "the table's row for Option 2's configuration is its eight GPUs' bill")
+    t = {}
+    for k, r in (("1", o1), ("2", o2), ("3", o3)):
+        t[f"option{k}_gpus"] = f"{r['gpus']:,.0f}"
+        t[f"option{k}_hours"] = f"{r['hours']:,.0f}"
+        t[f"option{k}_price"] = f"${r['price_usd_per_gpu_hour']:.2f}"
+        t[f"option{k}_said"] = f"${r['cost_usd']:,.0f}"
+        t[f"option{k}_fixed"] = f"${r['all_gpus_cost_usd']:,.0f}"
+    t["option1_gpus_word"] = number_word(int(o1["gpus"]))     # "and eight cost ..."
+    t["option2_table"] = f"${o2['table_cost_usd']:,.0f}"
+    t["option2_x"] = f"{o2['table_cost_usd'] / o2['cost_usd']:.1f}"
+    t["option3_x"] = f"{o3['all_gpus_cost_usd'] / o3['cost_usd']:.1f}"
+    t["option3_n"] = f"{n3:.0f}"                              # the GPU count its cost implies
+    price = set((seed_cost_tables() if tables is None else tables)["price_usd_per_gpu_hour"])
+    _says(len(price) == 1, "the seed's tables use one price")
+    p = price.pop()
+    (g1, d1), (g2, d2) = SEED_FAQ_RUNS
+    _says(g1 * d1 == g2 * d2, "the FAQ's two runs are the same GPU-days")
+    t["faq_same"] = f"${gpu_days_cost_usd(g1, d1, p):,.0f}"
+    return ChapterText(t, "")

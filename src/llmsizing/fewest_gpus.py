@@ -20,7 +20,8 @@ from .layouts import MAX_GPUS_PER_NODE, Plan, _divisors, step_time
 from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages
 from .network import get_node
-from .parallel import MAX_PP, check_layout, kept_parallel
+from .parallel import MAX_PP, check_layout, kept_parallel, pipeline_split
+from .plan_stage_terms import pipeline_degrees
 from .states import USABLE_FRACTION
 
 
@@ -39,7 +40,10 @@ def _stage_runs(model, par, stages, kw: dict) -> tuple:
 def _kept_stage_runs(model, par, stages: tuple, kw_items: tuple) -> tuple:
     from .memory import training_memory
 
-    return tuple(training_memory(model, parallel=par, _all_stages=True, _stages=stages, **dict(kw_items)))
+    kw = dict(kw_items)
+    if kw.get("schedule") == "dualpipe":      # (DualPipe's memory counts every rank, its two stages each)
+        return tuple(training_memory(model, parallel=par, _all_stages=True, **kw))
+    return tuple(training_memory(model, parallel=par, _all_stages=True, _stages=stages, **kw))
 
 
 def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None, first=None) -> int | None:
@@ -100,6 +104,42 @@ def _fits_from(dp: int, top: int, fits) -> int | None:
     return hi
 
 
+def dualpipe_fewest_accum(model: Model | str) -> int:
+    """The fewest micro-batches per step with which DualPipe runs every pipeline degree
+    :func:`min_gpus` searches for ``model`` with ``schedule="dualpipe"``: twice the largest of them
+    (``dualpipe.py`` asserts ``num_chunks >= num_ranks * 2``; DeepSeek-V3's 61 layers: pp up to 16, 32).
+    DualPipe's memory is the same for every even count of at least ``2 pp``
+    (:mod:`llmsizing.memory_dualpipe`: each rank's ``pp + 1`` micro-batches in flight), so the fewest GPUs at
+    this count are the fewest at any: the count :func:`~llmsizing.time_cost.cost_by_gpu` and
+    :func:`~llmsizing.moe_default.moe_default_layout` ask with (dmin49)."""
+    model = resolve_model(model, moe=True)
+    return 2 * max(pipeline_degrees(model, MAX_PP, dualpipe=True), default=1)
+
+
+def _dualpipe_degrees(model, grad_accum: int, offload: bool) -> list[int]:
+    """The pipeline degrees :func:`min_gpus` searches with ``schedule="dualpipe"`` (dmin49), the planner's
+    (:func:`~llmsizing.plan_stage_terms.pipeline_degrees` with ``dualpipe``: even, from 2, uneven splits
+    too, as :func:`~llmsizing.plan_dualpipe.dualpipe_rows` keeps them) up to ``grad_accum / 2``
+    (DualPipe's own assertions: ``grad_accum`` even and at least ``2 pp``); a ``ValueError`` naming
+    ``grad_accum`` (at least 4) or ``offload`` (not searched with DualPipe, as ``plan()`` does not)."""
+    if offload:
+        raise ValueError("offload=True with schedule='dualpipe': ZeRO-Offload under DualPipe is not searched "
+                         "(plan(schedule='dualpipe') does not either); give offload=False")
+    if grad_accum % 2 or grad_accum < 4:
+        raise ValueError(f"schedule='dualpipe' needs an even grad_accum >= 2 pp >= 4 (DualPipe's own "
+                         f"assertions; the pp searched are those up to grad_accum / 2, every one of "
+                         f"{model.name}'s with grad_accum={dualpipe_fewest_accum(model)}), got "
+                         f"grad_accum={grad_accum}")
+    return [p for p in pipeline_degrees(model, MAX_PP, dualpipe=True) if 2 * p <= grad_accum]
+
+
+def _split(model, pp: int) -> dict:
+    """The layout fields of the planner's split of ``model`` over ``pp`` stages
+    (:func:`~llmsizing.parallel.pipeline_split`): none where ``pp`` divides the layers (every 1F1B layout
+    :func:`min_gpus` tries), an accounted or uneven split for a DualPipe ``pp`` that does not (dmin49)."""
+    return {} if model.layers % pp == 0 else pipeline_split(model, pp)
+
+
 #: The GPUs :func:`min_gpus` searches up to by default (its ``max_gpus``).
 MIN_GPUS_MAX = 65536
 
@@ -140,10 +180,23 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     above 1 and ``expert_tp``. ``mtp_depth`` and ``capacity_factor`` (issue 35) go to every
     ``training_memory`` and ``step_time`` call, as :func:`~llmsizing.planner.plan` takes them; ``dispatcher``
     (the MoE token dispatcher, :data:`~llmsizing.all_to_all.DISPATCHERS`) to the ``step_time`` that breaks
-    ties (it moves no bytes of memory); ``schedule`` (``"1f1b"`` or ``"zb1p"``), ``comm_sms`` (the SMs
-    communication kernels keep) and ``load_skew`` likewise (moeapi42:
-    :func:`~llmsizing.job.check_step_recipe`; DualPipe refused: its memory, two stages a rank, and its
-    laid-out bubble are :func:`~llmsizing.planner.plan`'s search alone, dual48).
+    ties (it moves no bytes of memory); ``schedule`` (``"1f1b"``, ``"zb1p"`` or ``"dualpipe"``), ``comm_sms``
+    (the SMs communication kernels keep) and ``load_skew`` likewise (moeapi42:
+    :func:`~llmsizing.job.check_step_recipe`).
+
+    ``schedule="dualpipe"`` (dmin49, issue 35: one answer per question) searches only what DualPipe runs, by
+    :func:`~llmsizing.planner.plan`'s rules (:mod:`llmsizing.plan_dualpipe`): ``pp`` from
+    :func:`~llmsizing.plan_stage_terms.pipeline_degrees` with ``dualpipe`` (even, from 2, DeepSeek-V3's 16
+    stages of 3, fourteen 4s, 2 among them: :func:`~llmsizing.parallel.uneven_split`) up to ``grad_accum / 2``
+    (``grad_accum`` even and at least 4, else a ``ValueError`` naming it; :func:`dualpipe_fewest_accum` lets
+    every ``pp``), ZeRO 0 or 1, no offloading (refused), no interleaving or partial recomputation; each
+    layout's memory ``training_memory(schedule="dualpipe")``'s, every rank's two stages, its tie-breaking step
+    ``step_time(schedule="dualpipe")``'s. DualPipe's memory does not depend on ``grad_accum`` beyond which
+    ``pp`` it allows (each rank holds ``pp + 1`` micro-batches, arXiv:2412.19437 Table 2), so the count is the
+    smallest ``n_gpus`` of ``plan(schedule="dualpipe")`` on the same model, GPU and recipe with
+    ``micro_batches=(batch,)``, ``recomputes=(recompute,)``, ``cp_degrees=(1,)``, ``max_pp`` at most
+    ``grad_accum / 2`` and a ``global_batch`` that is a multiple of the answer's
+    ``batch x grad_accum x dp`` (``tests/test_fewest_dualpipe.py``). Its cost: ``benchmarks/README.md``.
 
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
@@ -173,7 +226,11 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     step_kw = {**options, **dispatcher_kwargs(disp),
                **check_step_recipe(schedule, comm_sms, (g,), searched=True, load_skew=load_skew, model=model,
                                    capacity_factor=capacity_factor)}      # (moeapi42)
-    fast = supports(model, kw, "none")
+    pps = _divisors(model.layers, MAX_PP)
+    if step_kw.get("schedule") == "dualpipe":       # (DualPipe's layouts only: _dualpipe_degrees, dmin49)
+        pps = _dualpipe_degrees(model, m, offload)
+        kw["schedule"] = "dualpipe"
+    fast = supports(model, kw, "none")              # (not with DualPipe: a rank's two stages, every rank)
 
     candidates, passes = [], {}
 
@@ -192,7 +249,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     # a mixture of experts' layouts of one (tp, pp, ZeRO stage) solved together (fewest_arrays: the same dp)
     group, solved, kept, room = None, {}, {}, peak_room_bytes(limit)
     fewest = max_gpus                 # no layout of more GPUs than the fewest found so far can be the answer
-    for tp, pp in sorted(((t, p) for t in _divisors(per_node) for p in _divisors(model.layers, MAX_PP)),
+    for tp, pp in sorted(((t, p) for t in _divisors(per_node) for p in pps),
                          key=lambda tp_pp: tp_pp[0] * tp_pp[1]):
         if tp * pp > fewest:          # (sorted by tp x pp: neither can any layout after it)
             break
@@ -212,7 +269,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                     def par(dp, tp=tp, pp=pp, zero=zero, off=off):
                         # (kept_parallel: the same fields give an equal layout, checked once; fits_on and
                         # chapter 10's figure ask the same layouts on every GPU count)
-                        return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off)
+                        return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off,
+                                             **_split(model, pp))
 
                     def fits(dp, par=par, pp=pp):
                         runs = _stage_runs(model, par(dp), (0, pp - 1), kw)
@@ -230,7 +288,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                     def par(dp, tp=tp, pp=pp, zero=zero, off=off, ep=ep):
                         # (kept_parallel: the same fields give an equal layout, checked once)
                         return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off, ep=ep,
-                                             expert_tp=expert_tp)
+                                             expert_tp=expert_tp, **_split(model, pp))
 
                     if fast and group != (tp, pp) and off == "none":      # (every ZeRO stage's groups)
                         group, groups = (tp, pp), []

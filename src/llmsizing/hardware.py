@@ -449,6 +449,9 @@ class KernelEfficiency:
     source: str
     #: the same runs' one-number equivalent (:func:`~llmsizing.calibration.run_flat_efficiency`)
     flat_efficiency: float | None = None
+    name: str = ""              # the vendor's name ("Hopper", "CDNA 3"), with its source and as-of date
+    name_source: str = ""
+    name_as_of: str = ""
 
 
 def _kernel_rows() -> list[KernelEfficiency]:
@@ -459,8 +462,17 @@ def _kernel_rows() -> list[KernelEfficiency]:
     with open(path, newline="") as fh:
         return [KernelEfficiency(r["generation"], tuple(x.strip() for x in r["gpus"].split(";")), r["dtype"],
                                  float(r["kernel_efficiency"]), r["runs"], r["source"],
-                                 float(r["flat_efficiency"]) if r.get("flat_efficiency") else None)
+                                 float(r["flat_efficiency"]) if r.get("flat_efficiency") else None,
+                                 r.get("name", ""), r.get("name_source", ""), r.get("name_as_of", ""))
                 for r in csv.DictReader(fh)]
+
+
+def generation_name(generation: str) -> str:
+    """The name range notes and warnings print for GPU ``generation`` (``"cdna3"`` -> ``"CDNA 3"``): column
+    ``name`` of ``data/kernel_efficiency.csv`` (sourced there); a key no row names is its own name."""
+    if not _KERNEL_ROWS:
+        _KERNEL_ROWS.extend(_kernel_rows())
+    return next((r.name for r in _KERNEL_ROWS if r.generation == generation and r.name), generation)
 
 
 _KERNEL_ROWS: list = []

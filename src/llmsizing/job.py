@@ -322,16 +322,15 @@ def check_moe_options(model: Model, mtp_depth, capacity_factor) -> dict:
             **({"capacity_factor": cap} if cap is not None else {})}
 
 
-#: What :func:`check_step_recipe` refuses where an answer searches a layout with a search of its own
-#: (:func:`~llmsizing.fewest_gpus.min_gpus`, and the layout :func:`~llmsizing.time_cost.training_time` or
-#: :func:`~llmsizing.time_cost.cost_by_gpu` chooses through it), and why. :func:`~llmsizing.planner.plan`
-#: searches DualPipe since dual48 (issue 35) and no longer raises it; the name stays for old imports.
+#: What :func:`check_step_recipe` refused (before dmin49) where an answer searches a layout with a search of
+#: its own (:func:`~llmsizing.fewest_gpus.min_gpus`, and the layout :func:`~llmsizing.time_cost.training_time`
+#: or :func:`~llmsizing.time_cost.cost_by_gpu` chooses through it). :func:`~llmsizing.planner.plan` searches
+#: DualPipe since dual48 and ``min_gpus`` since dmin49 (issue 35: one answer per question), so nothing raises
+#: it; the name stays for old imports.
 SEARCH_REFUSES_DUALPIPE = (
     "schedule='dualpipe' is priced on a given layout (step_time, training_time with parallel= and "
-    "global_batch=, a Job) and searched by plan(schedule='dualpipe') only: the fewest GPUs (min_gpus), and "
-    "the layout training_time and cost_by_gpu choose through them, do not search it (its memory, two stages "
-    "per rank, and its bubble, laid out per layout, are the planner's alone). Give schedule='1f1b' or "
-    "'zb1p', or the layout, or ask plan(schedule='dualpipe')")
+    "global_batch=, a Job) and searched by plan(schedule='dualpipe') and min_gpus(schedule='dualpipe', "
+    "grad_accum=...)")
 
 
 def check_step_recipe(schedule="1f1b", comm_sms=0, gpus=(), *, searched: bool = False, load_skew=None,
@@ -341,8 +340,9 @@ def check_step_recipe(schedule="1f1b", comm_sms=0, gpus=(), *, searched: bool = 
     ``gpus``' SM count, :func:`~llmsizing.moe_time.comm_sm_share`; DeepSeek-V3: 20 of the H800's 132)
     checked as :func:`~llmsizing.layouts.step_time` checks them, as keywords: only those not at their
     defaults (``{}`` for ``"1f1b"``, 0: an old call's keywords). ``searched``: for an answer that searches the
-    layout with a search of its own, where DualPipe is refused (:data:`SEARCH_REFUSES_DUALPIPE`;
-    :func:`~llmsizing.planner.plan` searches it, dual48). ``load_skew`` (``None``: the
+    layout with a search of its own, where DualPipe was refused until
+    :func:`~llmsizing.fewest_gpus.min_gpus` searched it (dmin49; :func:`~llmsizing.planner.plan` since
+    dual48): kept for old calls, it refuses nothing now. ``load_skew`` (``None``: the
     measured default of :func:`~llmsizing.moe_time.load_skew`; else 1 to 64, the slowest expert rank's
     routed work over the mean): a mixture of experts' only (refused for a dense ``model``) and not with
     ``capacity_factor``, which sets it, as ``step_time`` refuses both. The one check of :class:`Job`,
@@ -353,8 +353,7 @@ def check_step_recipe(schedule="1f1b", comm_sms=0, gpus=(), *, searched: bool = 
     n = check_int("comm_sms", comm_sms, minimum=0, maximum=1024)
     for g in gpus:
         comm_sm_share(g, n)                        # (an SM count not known, or not below it: ValueError)
-    if check_bool("searched", searched) and schedule == "dualpipe":
-        raise ValueError(SEARCH_REFUSES_DUALPIPE)
+    check_bool("searched", searched)            # (DualPipe searched by every answer that searches: dmin49)
     skew = None if load_skew is None else check_number("load_skew", load_skew, minimum=1.0, maximum=64.0)
     if skew is not None and model is not None and not model.is_moe:
         raise ValueError(f"load_skew={load_skew!r} is a mixture of experts' routed load; {model.name} is "

@@ -234,7 +234,7 @@ def nvl_prose(model, h100, nvl, rack: int, m: int, meta128, run: dict, s_meta, l
           "the GPU-seconds fall by more than the peaks")
     # no calibrated range; the one published Blackwell 16-bit run (torchao's BF16 row on 8 B200s, held out)
     # against the step model's prediction for it, as the library's range note states it
-    _says("the 1 published blackwell 16-bit run" in ag.range_note
+    _says("the 1 published Blackwell 16-bit run" in ag.range_note
           and "outside the calibrated range" in ag.range_note,
           "the one published Blackwell 16-bit run sits outside the calibrated range")
     racks = nvl.gpus // (nvl.tp * nvl.cp)

@@ -268,17 +268,23 @@ def _op_sac_tp_texts() -> dict:
 
 def measured_memory_prose() -> ChapterText:
     """The published runs whose sources logged their GPU memory against the model's peak: the table the
-    chapter prints and the numbers of its reading. Raises :class:`ProseOutOfDate` where the reading fails:
+    chapter prints (``traced``: measured / the peak priced with the run's traced cause, ``-`` where none is
+    traced) and the numbers of its reading. Raises :class:`ProseOutOfDate` where the reading fails:
     every KempnerForge run under-counted, none of torchtitan's own over-counted, torchao's H100 runs not
-    over-counted and all its MI300X and B200 runs over-counted, the rest no evidence, the largest ratio the
+    over-counted and all its MI300X and B200 runs over-counted, the model's B200 peak MI300X's less the rerun
+    attention and the gap left below what the compiled loss saves, the rest no evidence, the largest ratio the
     405B pipeline's; and both patterns' causes traced
     (:func:`~llmsizing.measured_traced.measured_memory_traced`, the memory model's options: every multi-GPU
     KempnerForge run within 2% above its traced peak less FSDP's gathered unit, every MI300X and B200 run at
     or above it)."""
     mm = published_measured_memory()
+    tr = measured_memory_traced()            # the rows whose cause is traced, priced as their code runs
+    traced = mm["run"].map(tr.set_index("run")["traced_ratio"])
     printed = mm.assign(measured=mm["measured_gib"].map("{:.1f}".format),
-                        model=mm["model_gib"].map("{:.1f}".format), ratio=mm["ratio"].map("{:.2f}".format))[
-        ["run", "statistic", "micro_batch", "measured", "model", "ratio", "evidence"]].to_string(index=False)
+                        model=mm["model_gib"].map("{:.1f}".format), ratio=mm["ratio"].map("{:.2f}".format),
+                        traced=traced.map("{:.2f}".format).where(traced.notna(), "-"))[
+        ["run", "statistic", "micro_batch", "measured", "model", "ratio", "evidence", "traced"]].to_string(
+        index=False)
     op_sac = op_sac_runs()
     kf = mm[mm["statistic"] == "max_allocated"]
     tt = mm[mm["statistic"] == "max_reserved"]
@@ -302,7 +308,6 @@ def measured_memory_prose() -> ChapterText:
     none = tt[~tt["run"].isin(op_sac)]
     _says((none["evidence"] == "no evidence").all() and "405B" in none.loc[none["ratio"].idxmax(), "run"],
           "the other torchtitan runs are no evidence, the 405B pipeline reserving the most over the model")
-    tr = measured_memory_traced()
     kf_tr, ao_tr = tr[tr["cause"] == "kempnerforge"], tr[tr["cause"] == "compiled loss"]
     one = kf_tr["run"].str.contains("single GPU")
     # (FSDP's gathered unit: the model holds one in every phase, KempnerForge none around its loss)
@@ -317,12 +322,18 @@ def measured_memory_prose() -> ChapterText:
           "the single GPU's allocation fits only the report's micro-batch of 4")
     ao_loss_gib = COMPILED_LOSS_SAVING["loss backward"] * kw["batch"] * kw["seq"] * get_model(
         "llama-3-8b").vocab / GiB
+    mi_model, b200_model = ao_over.loc[~ao_b200, "model_gib"], ao_over.loc[ao_b200, "model_gib"]
+    rerun_gib = mi_model.min() - b200_model.max()        # the table's B200 peak already prices the rerun
+    _says(mi_model.nunique() == b200_model.nunique() == 1 and abs(rerun_gib - sdpa_gib) < 0.1
+          and ao_gap.max() < ao_loss_gib,
+          "the model's B200 peak is MI300X's less the attention those runs rerun, and what is left of the "
+          "gap is less than the compiled loss saves")
     tp = kf["run"].str.contains("TP=")
     t = {"mm_ao_n": f"{len(ao)}", "mm_ao_h100_ratio": _span(ao_h100["ratio"], "{:.2f}"),
          "mm_ao_over_n": f"{len(ao_over)}", "mm_ao_over_ratio": _span(ao_over["ratio"], "{:.2f}"),
          "mm_ao_gap_mi": _span(ao_gap[~ao_b200], "{:.1f}") + " GiB",
          "mm_ao_gap_b200": _span(ao_gap[ao_b200], "{:.1f}") + " GiB",
-         "mm_sdpa_gib": f"{sdpa_gib:.1f} GiB", "mm_n": f"{len(mm)}", "mm_sac_n": f"{len(sac)}",
+         "mm_sdpa_gib": f"{rerun_gib:.1f} GiB", "mm_n": f"{len(mm)}", "mm_sac_n": f"{len(sac)}",
          "mm_sac_ratio": _span(sac["ratio"], "{:.2f}"), "mm_tt_none": f"{len(none)}",
          "mm_tt_none_max": f"{none['ratio'].max():.2f}", "mm_kf_n": f"{len(kf)}",
          "mm_kf_ratio": _span(kf["ratio"], "{:.2f}"),

@@ -34,7 +34,7 @@ from functools import cache
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number, check_sequence
 from .catalog import gpu_price, price_kind_of, resolve_model
 from .flops import RECOMPUTE, training_flops_per_token
-from .hardware import check_recipe_runs_on
+from .hardware import check_recipe_runs_on, generation_name
 # the published runs, the MFU each implies and the calibrated model's table live in mfu_published; their
 # names stay importable from here
 from .mfu_published import (FLOPS_CONVENTIONS, MFU_MODEL_CSV, PUBLISHED_RUNS_CSV,  # noqa: F401
@@ -260,19 +260,20 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
                                                whole_run=whole_run, family=family,
                                                tokens_per_gpu=tokens_per_gpu)
     row = _mfu_model().get((generation, key_dtype))    # (the extent of the generation's published runs)
+    name = generation_name(generation)                  # the warnings name it: "CDNA 3", not "cdna3"
     if not known or row is None:
-        warnings.append(f"no published {key_dtype} run calibrates a {g.name} ({generation}): the median "
+        warnings.append(f"no published {key_dtype} run calibrates the {g.name} ({name}): the median "
                         "generation's MFU and the widest range of any generation are used")
     else:
         if not row["min_params"] / 2 <= size <= row["max_params"] * 2:
-            warnings.append(f"{size / 1e9:,.3g}B parameters is outside the {generation} {key_dtype} runs' "
+            warnings.append(f"{size / 1e9:,.3g}B parameters is outside the {name} {key_dtype} runs' "
                             f"{row['min_params'] / 1e9:,.3g}B to {row['max_params'] / 1e9:,.3g}B")
         if not row["min_seq"] / 2 <= seq <= row["max_seq"] * 2:
-            warnings.append(f"seq={seq:,} is outside the {generation} {key_dtype} runs' "
+            warnings.append(f"seq={seq:,} is outside the {name} {key_dtype} runs' "
                             f"{row['min_seq']:,.0f} to {row['max_seq']:,.0f} tokens")
         if n_gpus is not None and row["max_gpus"] == row["max_gpus"] and not (
                 row["min_gpus"] / 2 <= n_gpus <= row["max_gpus"] * 2):
-            warnings.append(f"{n_gpus:,} GPUs is outside the {generation} {key_dtype} runs' "
+            warnings.append(f"{n_gpus:,} GPUs is outside the {name} {key_dtype} runs' "
                             f"{row['min_gpus']:,.0f} to {row['max_gpus']:,.0f}")
     import math
 
@@ -283,7 +284,8 @@ def mfu_estimate(model: Model | str, *, gpu, seq: int, dtype: str | None = None,
     elif whole_run:
         group, runs = "pretraining-total", "whole-run totals"
     else:
-        group, runs = (generation, f"{generation} runs") if known else ("all", "published runs")
+        group, runs = ((generation, f"{generation_name(generation)} runs") if known
+                       else ("all", "published runs"))
     return MfuEstimate(central, central * low, min(1.0, central * high), generation, tuple(warnings),
                        estimate_note(AREA, group, runs, generation, key_dtype, known and row is not None,
                                      tokens_per_gpu is not None))

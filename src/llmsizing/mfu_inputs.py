@@ -125,21 +125,22 @@ def inputs_of(framework, tokens_per_step, n_gpus, warnings: list | None = None):
 
 @cache
 def no_run_note(generation: str, dtype: str) -> str:
-    """``"; no cdna3 16-bit run among them"`` when ``data/published_runs.csv`` has no run (calibration or held
-    out) of ``generation`` in ``dtype`` (``"fp8"``, else 16-bit: blank, bf16 and fp16 count alike, as the fits
-    read them), else ``""``: the end of :func:`~llmsizing.mfu.mfu_estimate`'s ``range_note``, which states a
-    coverage measured on other generations' runs. A generation can have runs and no fitted row of its own
-    (issue 34 added held-out FP8 runs on MI300X and B200), so the runs are read, not the fit."""
+    """``"; no CDNA 3 16-bit run among them"`` when ``data/published_runs.csv`` has no run (calibration or
+    held out) of ``generation`` in ``dtype`` (``"fp8"``, else 16-bit: blank, bf16 and fp16 count alike, as the
+    fits read them; the generation by its name, :func:`~llmsizing.hardware.generation_name`), else ``""``:
+    the end of :func:`~llmsizing.mfu.mfu_estimate`'s ``range_note``, which states a coverage measured on
+    other generations' runs. A generation can have runs and no fitted row of its own (issue 34 added
+    held-out FP8 runs on MI300X and B200), so the runs are read, not the fit."""
     import csv
 
-    from .hardware import kernel_efficiency_row
+    from .hardware import generation_name, kernel_efficiency_row
 
     key = "fp8" if dtype == "fp8" else "bf16"
     with open(INPUTS_MODEL_CSV.parent / "published_runs.csv", newline="") as fh:
         seen = {kernel_efficiency_row(r["gpu"], d).generation
                 for r in csv.DictReader(fh) if (d := "fp8" if r["dtype"] == "fp8" else "bf16") == key}
     words = "FP8" if key == "fp8" else "16-bit"
-    return "" if generation in seen else f"; no {generation} {words} run among them"
+    return "" if generation in seen else f"; no {generation_name(generation)} {words} run among them"
 
 
 @cache
@@ -156,24 +157,27 @@ def stand_in_note(area: str, generation: str, dtype: str) -> str:
     ``generation`` and ``dtype`` with no calibration run (a stand-in efficiency or intercept) can say of its
     range: that no calibrated range applies, and where the published runs of that cell sit against the area's
     prediction (``data/stand_in_runs.csv``, out of source, written by ``tools/calibrate.py``): e.g. ``"no
-    calibrated range applies: no cdna3 FP8 run calibrates it; the 2 published cdna3 FP8 runs (1 source) sit
+    calibrated range applies: no CDNA 3 FP8 run calibrates it; the 2 published CDNA 3 FP8 runs (1 source) sit
     at 0.53-0.55 of this estimate, 0 of them inside the calibrated range"``; of a single run, ``"the 1
-    published blackwell 16-bit run (1 source) sits at 0.41 of this estimate, outside the calibrated range"``
+    published Blackwell 16-bit run (1 source) sits at 0.41 of this estimate, outside the calibrated range"``
     (pytorch/ao's BF16 row on 8 power-limited B200s, issue 34); or that ``data/published_runs.csv`` holds
     none (not that none is published anywhere: the data holds what the book's sources were read for)."""
+    from .hardware import generation_name
+
     key = "fp8" if dtype in ("fp8", "fp4") else "bf16"
     words = "FP8" if key == "fp8" else "16-bit"
-    note = f"no calibrated range applies: no {generation} {words} run calibrates it"
+    name = generation_name(generation)          # "CDNA 3", not the key "cdna3"
+    note = f"no calibrated range applies: no {name} {words} run calibrates it"
     cell = _stand_in_cells().get((area, generation, key))
     if cell is None:
-        return note + f"; no {generation} {words} run is in data/published_runs.csv"
+        return note + f"; no {name} {words} run is in data/published_runs.csv"
     n = int(cell["n_rows"])
     k = cell["n_sources"]
     if n == 1:
         where = "inside" if int(cell["inside"]) else "outside"
-        return (note + f"; the 1 published {generation} {words} run (1 source) sits at "
+        return (note + f"; the 1 published {name} {words} run (1 source) sits at "
                 f"{float(cell['min_ratio']):.2f} of this estimate, {where} the calibrated range")
-    return (note + f"; the {n} published {generation} {words} run{'s' * (n != 1)} ({k} source"
+    return (note + f"; the {n} published {name} {words} run{'s' * (n != 1)} ({k} source"
             f"{'s' * (k != '1')}) sit at {float(cell['min_ratio']):.2f}-{float(cell['max_ratio']):.2f} of "
             f"this estimate, {cell['inside']} of them inside the calibrated range")
 

@@ -383,11 +383,15 @@ def llama3_stages_prose() -> ChapterText:
              "stage_flops_ratio": f"{long_.flops_per_token / short.flops_per_token:.2f}",
              "stage_mfu_short": f"{short.mfu:.0%}", "stage_mfu_long": f"{long_.mfu:.0%}",
              "stage_days": f"{staged.days:,.0f}", "stage_hours": f"{staged.gpu_hours / 1e6:.1f}M",
+             # the layout band's ends (layout_range_factors), the range the library states with the total
+             "stage_hours_range": f"{staged.gpu_hours_low / 1e6:.1f}M to {staged.gpu_hours_high / 1e6:.1f}M",
              "stage_card": f"{staged.gpu_hours / card_hours:.2f}"}
     p_short = planned.stages[0]
     m = batch_tokens // 8192 // 128       # micro-batches per data-parallel rank at 8K (one sequence each)
     texts.update(plan_layout_short=p_short.layout, plan_mfu_short=f"{p_short.mfu:.0%}",
                  plan_hours=f"{planned.gpu_hours / 1e6:.1f}M",
+                 plan_hours_range=(f"{planned.gpu_hours_low / 1e6:.1f}M to "
+                                   f"{planned.gpu_hours_high / 1e6:.1f}M"),
                  plan_card=f"{planned.gpu_hours / card_hours:.2f}", plan_m=f"{m}",
                  plan_bubble_plain=f"{pipeline_bubble(16, m) / (1 + pipeline_bubble(16, m)):.0%}",
                  plan_bubble_v8=f"{pipeline_bubble(16, m, 8) / (1 + pipeline_bubble(16, m, 8)):.0%}")

@@ -232,26 +232,41 @@ def deepseek_terms_prose() -> ChapterText:
 
 
 def dualpipe_pick_prose() -> ChapterText:
-    """What ``plan(schedule="dualpipe")`` picks for DeepSeek-V3 on its 2,048 H800s (dual48, issue 35): its
-    batch of 15,360 sequences of 4K tokens and its recipe (FP8 as DeepSeek ran it, the MTP module, 20 SMs
-    kept for communication, the all-to-all hidden), the fastest plan on exactly that many GPUs (its layout,
-    micro-batches and GPU-hours, glued as ``dp_pick_*``) beside the published layout
-    (:data:`~llmsizing.deepseek.DEEPSEEK_V3_LAYOUT`). Raises :class:`~llmsizing.prose.ProseOutOfDate` unless
-    the pick runs the published ``pp`` and ``ep`` with ZeRO-1 and no tensor parallelism, as the prose says."""
+    """What ``plan(schedule="dualpipe")`` picks for DeepSeek-V3 on its 2,048 H800s: its batch and tokens
+    (its row of ``data/moe_published_runs.csv``) and its recipe (FP8 as DeepSeek ran it, the MTP module,
+    20 SMs kept for communication, the all-to-all hidden), the fastest plan on exactly that many GPUs (its
+    layout, micro-batches and GPU-hours with the plan's range, glued as ``dp_pick_*``) beside the published
+    layout (:data:`~llmsizing.deepseek.DEEPSEEK_V3_LAYOUT`), and the runner-up of another expert-parallel
+    degree (``dp_pick_next_ep``, ``dp_pick_next_gap``: how close the choice of ``ep`` is). Raises
+    :class:`~llmsizing.prose.ProseOutOfDate` unless the pick runs the published ``pp`` and ``ep`` with
+    ZeRO-1, no tensor parallelism and full recomputation (the published layout does not fit without it), as
+    the prose says."""
     from .deepseek import DEEPSEEK_V3_LAYOUT, DEEPSEEK_V3_MTP_DEPTH
+    from .moe_runs import moe_published_runs
     from .planner import plan
 
     lay = DEEPSEEK_V3_LAYOUT
-    df = plan("deepseek-v3", tokens=14.8e12, gpus=("H800",), seq=4096, global_batch=15360,
-              gpu_counts=(lay.gpus,), schedule="dualpipe", precision="fp8-deepseek",
-              mtp_depth=DEEPSEEK_V3_MTP_DEPTH, comm_sms=20, ep_overlap=1.0)
+    v3 = moe_published_runs().query("model == 'deepseek-v3'").iloc[0]
+    df = plan("deepseek-v3", tokens=float(v3["tokens"]), gpus=(v3["gpu"],), seq=int(v3["seq"]),
+              global_batch=int(v3["global_batch"]), gpu_counts=(lay.gpus,), schedule="dualpipe",
+              precision=v3["precision"], mtp_depth=DEEPSEEK_V3_MTP_DEPTH, comm_sms=int(v3["comm_sms"]),
+              ep_overlap=float(v3["ep_overlap"]))
     pick = df.iloc[0]
     _says((int(pick["pp"]), int(pick["ep"]), int(pick["zero"]), int(pick["tp"])) == (lay.pp, lay.ep, 1, 1),
           "plan(schedule='dualpipe') picks the published pp and ep, ZeRO-1, no tensor parallelism")
+    same = (df["pp"] == lay.pp) & (df["ep"] == lay.ep) & (df["dp"] == lay.dp) & (df["tp"] == 1)
+    _says(pick["recompute"] == "full" and set(df.loc[same, "recompute"]) == {"full"},
+          "the published layout fits the search only with full recomputation")
+    other = df[df["ep"] != pick["ep"]].iloc[0]            # the fastest plan of another expert-parallel degree
+    gap = other["gpu_hours"] / pick["gpu_hours"] - 1
+    _says(gap < 0.01, "another expert-parallel degree comes within 1% of the pick")
+    low, high = (pick["gpu_hours"] * pick[f"days_{e}"] / pick["days"] for e in ("low", "high"))
     texts = {"dp_pick_pp": f"{int(pick['pp'])}", "dp_pick_ep": f"{int(pick['ep'])}",
              "dp_pick_dp": f"{int(pick['dp'])}", "dp_pick_micro": f"{int(pick['micro_batch'])}",
              "dp_pick_m": f"{int(pick['grad_accum'])}", "dp_pick_rc": f"{pick['recompute']}",
-             "dp_pick_gh": f"{pick['gpu_hours'] / 1e6:.2f}M", "dp_pick_n": f"{len(df):,}"}
+             "dp_pick_gh": f"{pick['gpu_hours'] / 1e6:.2f}M", "dp_pick_n": f"{len(df):,}",
+             "dp_pick_gh_range": f"{low / 1e6:.2f}M to {high / 1e6:.2f}M",
+             "dp_pick_next_ep": f"{int(other['ep'])}", "dp_pick_next_gap": f"{gap:.2%}"}
     return ChapterText(values=texts, report="", data={"plans": df})
 
 
@@ -397,6 +412,7 @@ def all_to_all_evidence_prose(layout: dict) -> ChapterText:
     texts = {
         **gloo_all_to_all_figures(cmp),
         "skew_mix": f"{load_skew(mix, 8):.2f}", "skew_ds3": f"{load_skew(ds3, 64):.2f}",
+        "skew_ds3_flat": f"{load_skew(ds3, ds3.experts):.2f}",     # one expert a rank: the skew unshrunk
         "vio_lo": f"{v_lo:.2f}", "vio_hi": f"{v_hi:.2f}", "vio_mean": f"{vio.mean()['aux-loss']:.2f}",
         "vio_free_lo": f"{vio.min()['aux-loss-free']:.3f}",
         "vio_free_hi": f"{vio.max()['aux-loss-free']:.3f}",

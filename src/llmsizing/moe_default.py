@@ -21,10 +21,11 @@ import numpy as np
 from ._validate import check_choice, check_number
 from .all_to_all import check_dispatcher, dispatcher_kwargs, node_limit
 from .catalog import get_gpu, resolve_model
-from .fewest_gpus import MIN_GPUS_MAX, min_gpus
+from .fewest_gpus import MIN_GPUS_MAX, dualpipe_fewest_accum, min_gpus
 from .flops import RECOMPUTE
 from .job import check_moe_options, check_step_recipe
 from .layouts import _divisors
+from .moe_time import SCHEDULES
 from .parallel import Parallel
 from .precision import RECIPES
 
@@ -35,13 +36,18 @@ from .precision import RECIPES
 MOE_DEFAULT_BATCH_TOKENS = 2**22
 
 
-def moe_default_global_batch(par: Parallel, *, seq: int, micro_batch: int = 1) -> int:
+def moe_default_global_batch(par: Parallel, *, seq: int, micro_batch: int = 1,
+                             schedule: str = "1f1b") -> int:
     """Sequences per optimizer step for a mixture of experts timed without a global batch
     (:func:`training_time`, :func:`cost_by_gpu`): :data:`MOE_DEFAULT_BATCH_TOKENS` tokens rounded up to whole
     micro-batches of ``micro_batch`` on every data-parallel rank, and at least ``pp`` micro-batches (1F1B
-    needs as many to fill the pipeline). Chapter 18."""
+    needs as many to fill the pipeline); with ``schedule="dualpipe"`` an even number of at least ``2 pp``
+    (DualPipe's own assertions, ``dualpipe.py``; dmin49). Chapter 18."""
     per_step = micro_batch * par.dp
     m = max(par.pp, math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * per_step)))
+    if check_choice("schedule", schedule, SCHEDULES) == "dualpipe":
+        m = max(m, 2 * par.pp)
+        m += m % 2
     return m * per_step
 
 
@@ -54,8 +60,9 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
     for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
     one again). ``mtp_depth``, ``capacity_factor`` and ``dispatcher`` (the token dispatcher,
     :data:`~llmsizing.all_to_all.DISPATCHERS`): planned with them (issue 35, one MoE path); so are the step
-    recipe's ``schedule``, ``comm_sms`` and ``load_skew`` (DualPipe refused:
-    :func:`~llmsizing.job.check_step_recipe`) and the all-to-all's ``ep_overlap`` and ``max_nodes``
+    recipe's ``schedule``, ``comm_sms`` and ``load_skew`` (DualPipe too since dmin49: the plan and the
+    fewest GPUs search it, at :func:`~llmsizing.fewest_gpus.dualpipe_fewest_accum` micro-batches) and the
+    all-to-all's ``ep_overlap`` and ``max_nodes``
     (moeapi42; the fewest-GPU layout's tie-break, :func:`~llmsizing.fewest_gpus.min_gpus`, takes the recipe
     only: it hides nothing, and routes as the model does)."""
     model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
@@ -102,9 +109,12 @@ def _kept_fewest(model, gpu, seq, recompute, precision, moe_items=(), max_gpus=N
     ``max_gpus``: none of at most that many GPUs). Kept: the same question comes once per GPU count that
     ``plan()`` leaves without an exact fit (issue 38: chapter 10's chart asked it three times a move for
     DeepSeek-V3 on the H100, ~70 ms each)."""
+    items = dict(moe_items)
+    # (DualPipe: the micro-batches that let every pp it runs, its memory the same for all: dmin49)
+    accum = {"grad_accum": dualpipe_fewest_accum(model)} if items.get("schedule") == "dualpipe" else {}
     try:
-        return min_gpus(model, gpu, batch=1, seq=seq, recompute=recompute, precision=precision,
-                        **dict(moe_items), **({} if max_gpus is None else {"max_gpus": max_gpus})).parallel
+        return min_gpus(model, gpu, batch=1, seq=seq, recompute=recompute, precision=precision, **items,
+                        **accum, **({} if max_gpus is None else {"max_gpus": max_gpus})).parallel
     except ValueError:
         return None
 
@@ -175,9 +185,10 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
     def fewest(limit=None):
         return _kept_fewest(model, gpu, seq, recompute, precision, tuple(sorted(few_kw.items())), limit)
 
+    schedule = options.get("schedule", "1f1b")
     if n_gpus is None:
         par = fewest()
-        return None if par is None else (par, moe_default_global_batch(par, seq=seq), 1)
+        return None if par is None else (par, moe_default_global_batch(par, seq=seq, schedule=schedule), 1)
     gb = n_gpus * math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * n_gpus))
     if gb <= MAX_GLOBAL_BATCH:
         # One search answers every GPU count of this global batch (issue 35: chapter 10's chart asks seven
@@ -201,4 +212,4 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
     if one is None or n_gpus % one.gpus:
         return None
     par = dataclasses.replace(one, dp=one.dp * (n_gpus // one.gpus))
-    return par, moe_default_global_batch(par, seq=seq), 1
+    return par, moe_default_global_batch(par, seq=seq, schedule=schedule), 1

@@ -373,7 +373,8 @@ def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_la
     n = None if n_gpus is None else check_int("n_gpus", n_gpus)
     if parallel is not None:
         par = resolve_parallel(parallel, model, seq)
-        chosen = (par, moe_default_global_batch(par, seq=seq), 1) if n in (None, par.gpus) else None
+        chosen = ((par, moe_default_global_batch(par, seq=seq, schedule=recipe.get("schedule", "1f1b")), 1)
+                  if n in (None, par.gpus) else None)
     else:
         chosen = moe_default_layout(model, g, seq=seq, n_gpus=n, recompute=recompute, precision=precision,
                                     ep_degrees=ep_degrees, mtp_depth=mtp_depth,
@@ -394,8 +395,9 @@ def _moe_step_run(model, g, par: Parallel, *, tokens, seq, micro_batch, recomput
     """A mixture of experts' run on the MoE step of layout ``par`` (:func:`~llmsizing.stages.layout_time`,
     as ``training_time(parallel=, global_batch=)``), the global batch :func:`moe_default_global_batch`'s
     unless given, with a warning that names both."""
-    gb = (moe_default_global_batch(par, seq=seq, micro_batch=micro_batch) if global_batch is None
-          else global_batch)
+    gb = (moe_default_global_batch(par, seq=seq, micro_batch=micro_batch,
+                                   schedule=recipe.get("schedule", "1f1b"))
+          if global_batch is None else global_batch)
     t = layout_time(model, g, par, tokens=check_number("tokens", tokens, allow_equal=False), seq=seq,
                     micro_batch=micro_batch, global_batch=gb, precision=precision, dtype=dtype,
                     recompute=recompute, recompute_layers=recompute_layers,

@@ -14,7 +14,7 @@ import warnings as _warnings
 from ._compat import retire as _retire
 from ._validate import check_bool, check_choice, check_fraction, check_int, check_number
 from .catalog import get_gpu, gpu_price, resolve_gpus, resolve_model, resolve_prices
-from .fewest_gpus import min_gpus
+from .fewest_gpus import dualpipe_fewest_accum, min_gpus
 from .mfu import (FLOPS_CONVENTIONS, MFU_MODEL_CSV, PUBLISHED_RUNS_CSV, MfuEstimate,  # noqa: F401
                   TrainingTime, _causal_factor, _layout_label, _mfu_model, _peak_flops, _rerun_layers,
                   _runs_frame, _time_at, implied_mfu, mfu_estimate, mfu_model_table, mfu_range_factors,
@@ -122,8 +122,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     below the GPU's count), ``ep_overlap`` (0 to 1, the all-to-all's hidden share) and ``max_nodes``
     (``"model"``, ``None`` or a node count): :func:`~llmsizing.layouts.step_time`'s, priced on the layout's
     step as it prices them, with ``global_batch`` (any model) or on a mixture of experts' MoE step without it
-    (its layout then planned with them through the fewest GPUs, which refuse ``"dualpipe"``:
-    :func:`~llmsizing.job.check_step_recipe`; ``plan(schedule="dualpipe")`` searches it); not with
+    (its layout then planned with them, through the fewest GPUs without ``n_gpus``, which search
+    ``"dualpipe"`` too since dmin49, as ``plan(schedule="dualpipe")`` does); not with
     ``stages``, ``mfu``, ``mfu_range`` or
     ``moe_dense_mfu``. DeepSeek-V3 as its report states it: ``parallel=DEEPSEEK_V3_LAYOUT`` (with its split),
     ``global_batch``, ``precision="fp8-deepseek"``, ``mtp_depth=1``, ``schedule="dualpipe"``, ``comm_sms=20``,
@@ -297,9 +297,10 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     (token dropping; ``None``: dropless) go to all three, the fewest GPUs, the plan and the step (issue 35:
     one MoE path); not with ``mfu`` or ``moe_dense_mfu``, which do not time the MoE step. ``dispatcher``
     (the MoE token dispatcher, :data:`~llmsizing.all_to_all.DISPATCHERS`) likewise, to the step of all three.
-    The step's recipe (moeapi42): ``schedule`` (``"1f1b"`` or ``"zb1p"``; ``"dualpipe"`` refused, as the
-    fewest GPUs refuse it: ``plan(schedule="dualpipe")`` searches it), ``comm_sms`` and ``load_skew`` to
-    all three, ``ep_overlap`` and ``max_nodes`` to the
+    The step's recipe (moeapi42): ``schedule`` (``"1f1b"``, ``"zb1p"`` or, since dmin49, ``"dualpipe"``:
+    the fewest GPUs DualPipe runs on, :func:`~llmsizing.fewest_gpus.min_gpus` at
+    :func:`~llmsizing.fewest_gpus.dualpipe_fewest_accum` micro-batches, the count ``plan(schedule=
+    "dualpipe")`` gives), ``comm_sms`` and ``load_skew`` to all three, ``ep_overlap`` and ``max_nodes`` to the
     plan and the step (:func:`training_time`'s); a GPU whose SM count is not known, or not above
     ``comm_sms``, gets a ``fits`` of False and the reason. Not with ``mfu`` or ``moe_dense_mfu``.
     Chapter 18."""
@@ -330,6 +331,8 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
         raise ValueError(f"{_recipe_text({**recipe, **routing})} price a mixture of experts' MoE step: not "
                          "with mfu= or moe_dense_mfu=True")
     moe_kw = {**({"ep_degrees": ep_degrees} if ep_degrees is not None else {}), **options}
+    # (DualPipe: the micro-batches that let every pp it runs, its memory the same for all: dmin49)
+    accum = {"grad_accum": dualpipe_fewest_accum(model)} if recipe.get("schedule") == "dualpipe" else {}
     gpu_list = resolve_gpus(list_gpus() if gpus is None else gpus)
     prices = resolve_prices(prices, gpu_list)
     # everything checked before the first GPU, so that a bad argument is refused even where nothing fits
@@ -349,7 +352,7 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
         row = {"gpu": g.name, "price_usd_per_gpu_hour": price_of[g.name], "dtype": effective_dtype(g)}
         try:
             plan = min_gpus(model, g, batch=batch, seq=seq, recompute=recompute, max_gpus=max_gpus, **moe_kw,
-                            **recipe)
+                            **recipe, **accum)
         except ValueError as e:
             rows.append({**row, "fits": False, "why": str(e)})
             continue

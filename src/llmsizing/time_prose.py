@@ -18,7 +18,7 @@ import pandas as pd
 
 from .calibration import fit_kernel_efficiency, mfu_loso_check
 from .catalog import DATA_DIR, get_gpu, get_model, list_gpu_variants
-from .hardware import kernel_efficiency_table
+from .hardware import generation_name, kernel_efficiency_table
 from .intervals import intervals_table
 from .kernels import FA_FWD_BWD, LIB_FWD_BWD, attention_efficiency, best_gemm_share, gemm_efficiency
 from .kernels import layer_gemm_efficiency
@@ -217,7 +217,7 @@ def estimates_prose() -> ChapterText:
     for model, gpu, seq in (("llama-3-8b", "MI300X", 8192), ("gpt2", "H100 SXM", 1024)):
         est = mfu_estimate(model, gpu=gpu, seq=seq)
         lines.append(f"{model} on {gpu}: MFU {est.mfu:.0%} ({est.low:.0%}-{est.high:.0%}), "
-                     f"generation {est.generation}")
+                     f"generation {generation_name(est.generation)}")
         lines += [f"  warning: {w}" for w in est.warnings]
     mi = mfu_estimate("llama-3-8b", gpu="MI300X", seq=8192)
     g2 = mfu_estimate("gpt2", gpu="H100 SXM", seq=1024)
@@ -229,7 +229,7 @@ def estimates_prose() -> ChapterText:
     _says(not mi_runs["calibration"].any(), "the MI300X's runs are held out")
     tested = stand_in_note("training-inputs", "cdna3", "bf16").split("; ")[1]   # where its run sits
     _says(tested in mi.range_note, "the estimate's own note says the same")
-    _says(tested.startswith("the 1 published cdna3 16-bit run") and "sits at 0." in tested
+    _says(tested.startswith("the 1 published CDNA 3 16-bit run") and "sits at 0." in tested
           and tested.endswith("outside the calibrated range"), "one run, below the band")
     values = {"mi300x_range": f"{mi.low:.0%} to {mi.high:.0%}", "mi300x_width": f"{mi.high / mi.low:.1f}",
               "gpt2_mfu": f"{g2.mfu:.0%}",
@@ -326,6 +326,7 @@ def seed_prose(h100, a100) -> ChapterText:
     one_h100 = training_time("llama-2-70b", tokens=1e12, gpu=h100, n_gpus=1, seq=4096)
     states = model_states("llama-2-70b").total_bytes
     values.update({"8a100_days": f"{seed_8a100.days:,.0f}", "8a100_years": f"{seed_8a100.days / 365:.0f}",
+                   "8a100_range": f"{seed_8a100.days_low:,.0f} to {seed_8a100.days_high:,.0f}",
                    "8a100_x": f"{seed_8a100.days / days_8a100:.0f}",
                    "1h100_years": f"{one_h100.days / 365:.0f}",
                    "1h100_range": f"{one_h100.days_low / 365:.0f} to {one_h100.days_high / 365:.0f}",

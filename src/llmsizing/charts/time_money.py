@@ -50,6 +50,7 @@ def render_mfu_calibration() -> View:
     table, not on the axis (read38b: 150 names at 6 pt, 1,810 px tall). Chapter 10."""
     import numpy as np
 
+    from ..hardware import generation_name as gen
     from ..mfu_inputs import range_factors
     from ..time_cost import mfu_model_table, mfu_residuals
 
@@ -83,7 +84,7 @@ def render_mfu_calibration() -> View:
         for cal, face in ((True, c), (False, "white")):
             part = sub[sub["calibration"] == cal]
             ax.plot(part["predicted_mfu"] * 100, part["implied_mfu"] * 100, ls="none", marker=m, ms=5,
-                    mec=c, mfc=face, label=f"{key[0]} {key[1].upper()}" if cal == shown else None)
+                    mec=c, mfc=face, label=f"{gen(key[0])} {key[1].upper()}" if cal == shown else None)
     most = df[["implied_mfu", "predicted_mfu"]].to_numpy().max()
     top = max(65, 5 * np.ceil(most * 20 + 0.2))        # the axes hold every dot (A100 runs reach 72%)
     ax.plot([10, top], [10, top], color="0.3", lw=0.8, ls="--")
@@ -109,7 +110,7 @@ def render_mfu_calibration() -> View:
         say = (f"range x{lo:.2f} to x{hi:.2f}" if key in ranges.index   # (right of every dot: x1.54)
                else f"stand-in, no calibrated range\n(shaded: x{lo:.2f} to x{hi:.2f})")
         ax_r.text(1.72, i, say, fontsize=pt, color=c, va="center")
-        names.append(f"{key[0]} {key[1].upper()}\n{len(sub)} run{'s' * (len(sub) != 1)}, "
+        names.append(f"{gen(key[0])} {key[1].upper()}\n{len(sub)} run{'s' * (len(sub) != 1)}, "
                      f"{int((~sub['inside']).sum())} outside")
     ax_r.set_yticks(range(len(groups)), names, fontsize=pt)
     for label, key in zip(ax_r.get_yticklabels(), groups):
@@ -119,8 +120,7 @@ def render_mfu_calibration() -> View:
     ticks = [0.5, 0.67, 0.8, 1, 1.25, 1.5]          # (right of x1.6: the ranges' column)
     ax_r.set_xticks(ticks, [f"x{t:g}" for t in ticks], fontsize=pt)
     ax_r.axvline(1, color="0.3", lw=0.8, ls="--")
-    ax_r.set_xlabel("implied / predicted MFU (log scale); shaded: the generation's 80% range",
-                    fontsize=pt + 1)
+    ax_r.set_xlabel("implied / predicted MFU (log scale); shaded: the generation's 80% range", size=pt + 1)
     ax_r.spines[["top", "right"]].set_visible(False)
 
     lines = [f"{int(df['inside'].sum())} of {len(df)} published runs inside their 80% range, in sample "
@@ -130,7 +130,7 @@ def render_mfu_calibration() -> View:
         lo, hi = _steady_range(ranges, key)
         spread = (f"{len(sub)} runs, residuals x{sub['residual'].min():.2f} to x{sub['residual'].max():.2f}"
                   if len(sub) != 1 else f"1 run, residual x{sub['residual'].iloc[0]:.2f}")   # (B200 BF16)
-        lines.append(f"{key[0]} {key[1]}: {spread}, range x{lo:.2f} to x{hi:.2f} (width {hi / lo:.2f}x)")
+        lines.append(f"{gen(key[0])} {key[1]}: {spread}, range x{lo:.2f} to x{hi:.2f} (width {hi / lo:.2f}x)")
     lines.append("outside their range (every run is in the table above):")
     for r in df[~df["inside"]].sort_values("residual").itertuples():
         lines.append(f"  {r.run}: implied {r.implied_mfu:.1%}, predicted {r.predicted_mfu:.1%}, "
@@ -249,10 +249,10 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
     return FixedView(fig, summary)
 
 
-#: The runs :func:`render_compute_optimal` marks against the frontier: (label, parameters, tokens), from
-#: Hoffmann et al. 2022 (Chinchilla, Sec. 4) and Dubey et al. 2024 (Llama 3: 15T tokens; 405B on 15.6T).
-SCALING_RUNS = (("Chinchilla 70B", 70e9, 1.4e12), ("Llama 3 8B", 8.03e9, 15e12),
-                ("Llama 3 70B", 70.6e9, 15e12), ("Llama 3 405B", 405.9e9, 15.6e12))
+#: The runs :func:`render_compute_optimal` marks: (label, parameters or a catalogue model's name, tokens),
+#: from Hoffmann et al. 2022 (Chinchilla, Sec. 4) and Dubey et al. 2024 (Llama 3: 15T tokens; 405B on 15.6T).
+SCALING_RUNS = (("Chinchilla 70B", 70e9, 1.4e12), ("Llama 3 8B", "llama-3-8b", 15e12),
+                ("Llama 3 70B", "llama-3-70b", 15e12), ("Llama 3 405B", "llama-3.1-405b", 15.6e12))
 SCALING_FIT_COLORS = {"approach1": "#0072B2", "approach2": "#56B4E9", "approach3": "#E69F00",
                       "besiroglu": "#009E73"}
 
@@ -266,16 +266,16 @@ OWN_FIT_POINTS = (("Meta's own law", 402e9, 16.55e12, 3.8e25, "Dubey et al. 2024
 
 def render_compute_optimal(flops_low: float = 1e19, flops_high: float = 2e28, *, runs=SCALING_RUNS,
                            own_fits=OWN_FIT_POINTS) -> View:
-    """Chapter 10: the compute-optimal parameter count against the training budget for Hoffmann et al.'s three
-    approaches and Besiroglu et al.'s refit (:func:`~llmsizing.scaling.compute_optimal`), the published Table
-    3 rows as dots, real runs (``runs``: label, parameters, tokens) at their ``6ND``: below the lines
-    means smaller than compute-optimal, trained on more tokens; and the compute-optimal points labs derived
-    from their own laws (``own_fits``: label, parameters, tokens, FLOPs; hollow diamonds, gid
-    ``"own-fit"``)."""
+    """Chapter 10: compute-optimal parameters against the budget for Hoffmann et al.'s three approaches and
+    Besiroglu et al.'s refit (:func:`~llmsizing.scaling.compute_optimal`), the published Table 3 rows as dots,
+    real runs (``runs``: label, parameters or a catalogue model's name, tokens) at their ``6ND`` (below the
+    lines: smaller than compute-optimal, on more tokens), and the compute-optimal points labs derived from
+    their own laws (``own_fits``: label, parameters, tokens, FLOPs; hollow diamonds, gid ``"own-fit"``)."""
     import numpy as np
 
+    from ..catalog import get_model
     from ..scaling import FLOPS_PER_PARAM_TOKEN, chinchilla_tables, compute_optimal
-
+    runs = [(name, get_model(n).n_params if isinstance(n, str) else n, d) for name, n, d in runs]
     c = np.geomspace(flops_low, flops_high, 60)
     fig, ax = new_figure(7.2, 4.0)
     names = {"approach1": "Approach 1", "approach2": "Approach 2", "approach3": "Approach 3",
