@@ -50,7 +50,6 @@ def keep_hash(cls):
     each). The tuple is formed here, not by calling the dataclass's ``__hash__`` (which runs in ``cls``'s
     module: a call back into the module that hashes, tests/test_layers.py)."""
     import dataclasses
-
     import operator
 
     names = tuple(f.name for f in dataclasses.fields(cls) if (f.compare if f.hash is None else f.hash))
