@@ -202,8 +202,9 @@ MMB_SEQS = (512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24
 
 
 #: :func:`render_max_micro_batch`'s curves for the last few settings (model, GPU, precision, dropout, states'
-#: sharding, stack; read-only arrays), so that a widget going back to a setting it drew does not work them out
-#: again (six calls of ``max_micro_batch``, ~8 ms; issue 38). Model, GPU and Parallel are frozen dataclasses.
+#: sharding, stack, loss; read-only arrays), so that a widget going back to a setting it drew does not work
+#: them out again (six calls of ``max_micro_batch``, ~8 ms; issue 38). Model, GPU and Parallel are frozen
+#: dataclasses.
 _MMB_KEPT: dict = {}
 _MMB_KEEP = 8
 
@@ -241,15 +242,19 @@ def _widths(curves: dict, base: dict) -> dict:
 
 def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision: str = "bf16-mixed",
                            zero3_gpus: int = 8, dropout: bool = False, stack: str = "fused", *,
-                           into: Figure | None = None) -> View:
+                           loss: str = "fp32", into: Figure | None = None) -> View:
     """The largest micro-batch that fits ``gpu`` as sequence length grows, one curve per recompute level
     (colour) and attention kernel (solid flash, dashed eager); computed by
-    :func:`llmsizing.memory.max_micro_batch`. The ``"hf"`` stack has no selective recomputation. Chapter 4."""
+    :func:`llmsizing.memory.max_micro_batch`. The ``"hf"`` stack has no selective recomputation. ``loss``:
+    how the cross-entropy is computed (:data:`llmsizing.footprint.LOSS_KINDS`: ``"fp32"``, the default, the
+    fp32 upcast, 12 bytes a logit at the loss backward; ``"bf16"``; ``"compiled"``, torchtitan's, 4), named
+    in the title and the summary when it is not the default. Chapter 4b."""
     from .._validate import check_choice
     import matplotlib.ticker
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
+    from ..footprint import LOSS_KINDS
     from ..memory import max_micro_batch
 
     m = resolve_model(model)
@@ -257,14 +262,16 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     par = _zero3(zero3_gpus)
     seqs = np.array(MMB_SEQS)
     stack = check_choice("stack", stack, ("fused", "hf"))   # (torchtitan's stack: no eager attention)
-    key = (m, g, precision, dropout, par, stack)
+    loss = check_choice("loss", loss, tuple(LOSS_KINDS))     # (before the key: a list is no dict key)
+    key = (m, g, precision, dropout, par, stack, loss)
     curves = _MMB_KEPT.pop(key, None)          # (popped and put back: the most recent last)
     if curves is None:
         curves = {}
         for rc in ("none", "full") if stack == "hf" else ("none", "selective", "full"):
             for att in ("flash", "eager"):
                 curves[rc, att] = max_micro_batch(m, g, seqs, precision=precision, attention=att,
-                                                  recompute=rc, dropout=dropout, parallel=par, stack=stack)
+                                                  recompute=rc, dropout=dropout, parallel=par, stack=stack,
+                                                  loss=loss)
                 curves[rc, att].setflags(write=False)
     _MMB_KEPT[key] = curves
     while len(_MMB_KEPT) > _MMB_KEEP:
@@ -285,8 +292,9 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("largest micro-batch (sequences)")
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
-    ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:.1f} GiB), {precision}, {stack} stack, {states}",
-                 fontsize=9, loc="left")
+    named = "" if loss == "fp32" else f", {loss} loss"
+    ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:.1f} GiB), {precision}, {stack} stack{named}, "
+                 f"{states}", fontsize=9, loc="left")
     _grid(ax, lw=0.4, alpha=0.5)
     if np.all([np.all(b == 0) for b in curves.values()]):
         ax.text(0.5, 0.5, "nothing fits: the model states alone exceed the GPU", transform=ax.transAxes,
@@ -303,7 +311,7 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     show_seqs = [s for s in seqs if s in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)]
     idx = [int(np.searchsorted(seqs, s)) for s in show_seqs]
     head = f"{'kernel':<6s} {'recompute':<10s}" + "".join(f"{_seq_label(int(s)):>6s}" for s in show_seqs)
-    lines = [f"Largest micro-batch of {m.name} on {g.name}, {precision}, {stack} stack, {states} "
+    lines = [f"Largest micro-batch of {m.name} on {g.name}, {precision}, {stack} stack{named}, {states} "
              "(0 = does not fit):",
              head]
     for (rc, att), b in curves.items():
