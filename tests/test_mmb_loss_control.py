@@ -57,19 +57,24 @@ def test_each_loss_shows_what_max_micro_batch_answers_and_redraws(board):
     board.render = counted
     try:
         before = (board.image.value, board.summary.value)
-        answers = {}
+        answers, drawn = {}, {}
         for loss in ("compiled", "bf16", "fp32"):
+            n = len(calls)
             c["loss"].value = loss
+            drawn[loss] = calls[n:]                 # (before the figure is read: that brings it up to date)
             assert board.error.value == ""
             answers[loss] = shown(board)
             for (rc, att), got in answers[loss].items():
                 want = max_micro_batch("llama-3-8b", "H100 SXM", np.array(SHOWN), precision="bf16-mixed",
                                        attention=att, recompute=rc, parallel=fsdp8, stack="fused", loss=loss)
                 assert got == list(want), (loss, rc, att)
-            if loss != "fp32":                                                # the summary names it
-                assert f"{loss} loss" in board.summary.value
-        # one redraw a move (the default was drawn when the widget was built; back to it: kept, no render)
-        assert calls == ["compiled", "bf16"]
+            title = board.figure.axes[0].get_legend().get_title().get_text()
+            if loss != "fp32":                            # the summary and the legend's title name it
+                assert f"{loss} loss" in board.summary.value and title == f"{loss} loss"
+            else:
+                assert title == ""
+        # one redraw a move (the default was drawn when the widget was built; back to it: the kept answer)
+        assert drawn == {"compiled": ["compiled"], "bf16": ["bf16"], "fp32": []}
         assert (board.image.value, board.summary.value) == before             # the default view is back
         assert " loss," not in board.summary.value                           # the default names no loss
     finally:

@@ -248,7 +248,7 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     :func:`llmsizing.memory.max_micro_batch`. The ``"hf"`` stack has no selective recomputation. ``loss``:
     how the cross-entropy is computed (:data:`llmsizing.footprint.LOSS_KINDS`: ``"fp32"``, the default, the
     fp32 upcast, 12 bytes a logit at the loss backward; ``"bf16"``; ``"compiled"``, torchtitan's, 4), named
-    in the title and the summary when it is not the default. Chapter 4b."""
+    in the legend's title and the summary when it is not the default. Chapter 4b."""
     from .._validate import check_choice
     import matplotlib.ticker
     import numpy as np
@@ -292,9 +292,8 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("largest micro-batch (sequences)")
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
-    named = "" if loss == "fp32" else f", {loss} loss"
-    ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:.1f} GiB), {precision}, {stack} stack{named}, "
-                 f"{states}", fontsize=9, loc="left")
+    ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:.1f} GiB), {precision}, {stack} stack, {states}",
+                 fontsize=9, loc="left")
     _grid(ax, lw=0.4, alpha=0.5)
     if np.all([np.all(b == 0) for b in curves.values()]):
         ax.text(0.5, 0.5, "nothing fits: the model states alone exceed the GPU", transform=ax.transAxes,
@@ -304,14 +303,18 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     if seqs[-1] > m.max_seq:
         _mark_beyond_max_seq(ax, max(m.max_seq, seqs[0]), seqs[-1] * 1.15, m.max_seq)
         ax.set_xlim(seqs[0] / 1.15, seqs[-1] * 1.15)
-    # kept from the last redraw of a widget's figure when its labels are the same (they set the styles)
-    _kept_legend(ax, ("max micro-batch", *ax.get_legend_handles_labels()[1]),
-                 lambda: ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0)))
+    # a loss other than the default is the legend's title (the title line has no room left for it); the legend
+    # is kept from the last redraw of a widget's figure when its labels are the same (they set the styles)
+    named = None if loss == "fp32" else f"{loss} loss"
+    _kept_legend(ax, ("max micro-batch", named, *ax.get_legend_handles_labels()[1]),
+                 lambda: ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                                   title=named, title_fontsize=7.5, alignment="left"))
 
     show_seqs = [s for s in seqs if s in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)]
     idx = [int(np.searchsorted(seqs, s)) for s in show_seqs]
     head = f"{'kernel':<6s} {'recompute':<10s}" + "".join(f"{_seq_label(int(s)):>6s}" for s in show_seqs)
-    lines = [f"Largest micro-batch of {m.name} on {g.name}, {precision}, {stack} stack{named}, {states} "
+    lines = [f"Largest micro-batch of {m.name} on {g.name}, {precision}, {stack} stack"
+             + ("" if named is None else f", {named}") + f", {states} "
              "(0 = does not fit):",
              head]
     for (rc, att), b in curves.items():
