@@ -202,8 +202,9 @@ MMB_SEQS = (512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24
 
 
 #: :func:`render_max_micro_batch`'s curves for the last few settings (model, GPU, precision, dropout, states'
-#: sharding, stack; read-only arrays), so that a widget going back to a setting it drew does not work them out
-#: again (six calls of ``max_micro_batch``, ~8 ms; issue 38). Model, GPU and Parallel are frozen dataclasses.
+#: sharding, stack, loss; read-only arrays), so that a widget going back to a setting it drew does not work
+#: them out again (six calls of ``max_micro_batch``, ~8 ms; issue 38). Model, GPU and Parallel are frozen
+#: dataclasses.
 _MMB_KEPT: dict = {}
 _MMB_KEEP = 8
 
@@ -241,15 +242,19 @@ def _widths(curves: dict, base: dict) -> dict:
 
 def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision: str = "bf16-mixed",
                            zero3_gpus: int = 8, dropout: bool = False, stack: str = "fused", *,
-                           into: Figure | None = None) -> View:
+                           loss: str = "fp32", into: Figure | None = None) -> View:
     """The largest micro-batch that fits ``gpu`` as sequence length grows, one curve per recompute level
     (colour) and attention kernel (solid flash, dashed eager); computed by
-    :func:`llmsizing.memory.max_micro_batch`. The ``"hf"`` stack has no selective recomputation. Chapter 4."""
+    :func:`llmsizing.memory.max_micro_batch`. The ``"hf"`` stack has no selective recomputation. ``loss``:
+    how the cross-entropy is computed (:data:`llmsizing.footprint.LOSS_KINDS`: ``"fp32"``, the default, the
+    fp32 upcast, 12 bytes a logit at the loss backward; ``"bf16"``; ``"compiled"``, torchtitan's, 4), named
+    in the legend's title and the summary when it is not the default. Chapter 4b."""
     from .._validate import check_choice
     import matplotlib.ticker
     import numpy as np
 
     from ..catalog import get_gpu, resolve_model
+    from ..footprint import LOSS_KINDS
     from ..memory import max_micro_batch
 
     m = resolve_model(model)
@@ -257,14 +262,16 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     par = _zero3(zero3_gpus)
     seqs = np.array(MMB_SEQS)
     stack = check_choice("stack", stack, ("fused", "hf"))   # (torchtitan's stack: no eager attention)
-    key = (m, g, precision, dropout, par, stack)
+    loss = check_choice("loss", loss, tuple(LOSS_KINDS))     # (before the key: a list is no dict key)
+    key = (m, g, precision, dropout, par, stack, loss)
     curves = _MMB_KEPT.pop(key, None)          # (popped and put back: the most recent last)
     if curves is None:
         curves = {}
         for rc in ("none", "full") if stack == "hf" else ("none", "selective", "full"):
             for att in ("flash", "eager"):
                 curves[rc, att] = max_micro_batch(m, g, seqs, precision=precision, attention=att,
-                                                  recompute=rc, dropout=dropout, parallel=par, stack=stack)
+                                                  recompute=rc, dropout=dropout, parallel=par, stack=stack,
+                                                  loss=loss)
                 curves[rc, att].setflags(write=False)
     _MMB_KEPT[key] = curves
     while len(_MMB_KEPT) > _MMB_KEEP:
@@ -296,14 +303,18 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     if seqs[-1] > m.max_seq:
         _mark_beyond_max_seq(ax, max(m.max_seq, seqs[0]), seqs[-1] * 1.15, m.max_seq)
         ax.set_xlim(seqs[0] / 1.15, seqs[-1] * 1.15)
-    # kept from the last redraw of a widget's figure when its labels are the same (they set the styles)
-    _kept_legend(ax, ("max micro-batch", *ax.get_legend_handles_labels()[1]),
-                 lambda: ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0)))
+    # a loss other than the default is the legend's title (the title line has no room left for it); the legend
+    # is kept from the last redraw of a widget's figure when its labels are the same (they set the styles)
+    named = None if loss == "fp32" else f"{loss} loss"
+    _kept_legend(ax, ("max micro-batch", named, *ax.get_legend_handles_labels()[1]),
+                 lambda: ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                                   title=named, title_fontsize=7.5, alignment="left"))
 
     show_seqs = [s for s in seqs if s in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)]
     idx = [int(np.searchsorted(seqs, s)) for s in show_seqs]
     head = f"{'kernel':<6s} {'recompute':<10s}" + "".join(f"{_seq_label(int(s)):>6s}" for s in show_seqs)
-    lines = [f"Largest micro-batch of {m.name} on {g.name}, {precision}, {stack} stack, {states} "
+    lines = [f"Largest micro-batch of {m.name} on {g.name}, {precision}, {stack} stack"
+             + ("" if named is None else f", {named}") + f", {states} "
              "(0 = does not fit):",
              head]
     for (rc, att), b in curves.items():

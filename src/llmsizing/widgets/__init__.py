@@ -36,8 +36,8 @@ from .dashboard import (_BUSY_CSS, _BUSY_SIDE, _CONTROL_ROOM_PX, BUSY_CLASS, BUS
                         _figure_png, _hint, KEPT_ANSWERS, _freeze_once)
 from .png import _deflate, encode_png, png_size  # noqa: F401
 from .many_gpus import decode_roofline_widget, parallel_explorer_widget, zero_stages_widget
-from .one_gpu import (_CONTEXTS, _MAX_HEADS, _WIDGET_STATES_COMPARE, MIN_BAR_SHARE, _cap_gpus_per_line,
-                      _render_inference_memory, _render_model_states, _render_parameters,
+from .one_gpu import (_CONTEXTS, _MAX_HEADS, _WIDGET_STATES_COMPARE, LOSS_LABELS, MIN_BAR_SHARE,
+                      _cap_gpus_per_line, _render_inference_memory, _render_model_states, _render_parameters,
                       activation_memory_widget, gpus_per_line_cap, inference_memory_widget,
                       max_micro_batch_widget, model_states_widget, parameter_counts_widget)
 from .serve_tune import (FLEET_CACHED, FLEET_PERCENTILES, FLEET_USERS, _FINETUNE_SEQS,  # noqa: F401

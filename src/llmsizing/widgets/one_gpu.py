@@ -239,9 +239,16 @@ def activation_memory_widget(model: str = "llama-3-8b") -> Dashboard:
     return box
 
 
+#: The loss control of :func:`max_micro_batch_widget`: a label a reader knows for each of
+#: :data:`llmsizing.footprint.LOSS_KINDS` (bytes per logit kept by the forward + written by the backward).
+LOSS_LABELS = {"fp32": "fp32 upcast", "bf16": "bf16 (no upcast)", "compiled": "compiled (torchtitan)"}
+
+
 def max_micro_batch_widget(model: str = "llama-3-8b") -> Dashboard:
-    """Chapter 4: the largest micro-batch that fits a GPU as sequence length grows, for each recompute level
-    and attention kernel."""
+    """Chapter 4b: the largest micro-batch that fits a GPU as sequence length grows, for each recompute level
+    and attention kernel; the ``loss`` control is :func:`llmsizing.memory.max_micro_batch`'s (the fp32 upcast,
+    12 bytes a logit at the loss backward, by default; torchtitan's compiled loss, 4)."""
+    from ..footprint import LOSS_KINDS
     from ..precision import RECIPES
 
     get_model(model)
@@ -254,6 +261,9 @@ def max_micro_batch_widget(model: str = "llama-3-8b") -> Dashboard:
                                  **_style()),
         "stack": _choice(["fused", "hf"], "fused", "stack"),
         "dropout": W.Checkbox(value=False, description="dropout", **_style()),
+        "loss": W.Dropdown(options=[(LOSS_LABELS[k], k) for k in LOSS_KINDS], value="fp32",
+                           description="loss", **_style(),
+                           tooltip="how the cross-entropy is computed: what its backward holds per logit"),
     }
     return Dashboard(charts.render_max_micro_batch, controls, name="max_micro_batch_widget",
                      keep=KEPT_ANSWERS)
