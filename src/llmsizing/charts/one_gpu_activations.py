@@ -292,10 +292,14 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel("largest micro-batch (sequences)")
     states = "one GPU" if par.dp == 1 else f"states sharded over {par.dp} GPUs"
-    ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:.1f} GiB), {precision}, {stack} stack, {states}",
-                 fontsize=9, loc="left")
+    title = ax.set_title(f"{m.name} on {g.name} ({g.memory_gib:.1f} GiB), {precision}, {stack} stack, "
+                         f"{states}", fontsize=9, loc="left")
+    box = title.get_window_extent()          # (the longest names ran ~30 px past the figure: smaller, to fit)
+    if box.x1 > fig.bbox.width - 4:
+        title.set_fontsize(max(6.5, 9 * (fig.bbox.width - 4 - box.x0) / box.width))
     _grid(ax, lw=0.4, alpha=0.5)
-    if np.all([np.all(b == 0) for b in curves.values()]):
+    none_fit = np.all([np.all(b == 0) for b in curves.values()])
+    if none_fit:
         ax.text(0.5, 0.5, "nothing fits: the model states alone exceed the GPU", transform=ax.transAxes,
                 ha="center", va="center", color="#b00020")
         ax.set_ylim(1, 2)
@@ -306,9 +310,13 @@ def render_max_micro_batch(model="llama-3-8b", gpu: str = "H100 SXM", precision:
     # a loss other than the default is the legend's title (the title line has no room left for it); the legend
     # is kept from the last redraw of a widget's figure when its labels are the same (they set the styles)
     named = None if loss == "fp32" else f"{loss} loss"
-    _kept_legend(ax, ("max micro-batch", named, *ax.get_legend_handles_labels()[1]),
-                 lambda: ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                                   title=named, title_fontsize=7.5, alignment="left"))
+    if none_fit and ax.get_legend() is not None:     # (no curve to name: every one "equal", past the edge)
+        ax.get_legend().remove()
+    elif not none_fit:
+        _kept_legend(ax, ("max micro-batch", named, *ax.get_legend_handles_labels()[1]),
+                     lambda: ax.legend(fontsize=7, frameon=False, loc="upper left",
+                                       bbox_to_anchor=(1.01, 1.0),
+                                       title=named, title_fontsize=7.5, alignment="left"))
 
     show_seqs = [s for s in seqs if s in (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)]
     idx = [int(np.searchsorted(seqs, s)) for s in show_seqs]
