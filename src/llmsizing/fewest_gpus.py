@@ -21,7 +21,7 @@ from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages
 from .network import get_node
 from .parallel import MAX_PP, check_layout, kept_parallel, pipeline_split
-from .plan_stage_terms import pipeline_degrees
+from .plan_stage_terms import pipeline_degrees, search_stages
 from .states import USABLE_FRACTION
 
 
@@ -116,7 +116,7 @@ def dualpipe_fewest_accum(model: Model | str) -> int:
     return 2 * max(pipeline_degrees(model, MAX_PP, dualpipe=True), default=1)
 
 
-def _dualpipe_degrees(model, grad_accum: int, offload: bool) -> list[int]:
+def _dualpipe_degrees(model, grad_accum: int, offload: bool, accounted: bool = False) -> list[int]:
     """The pipeline degrees :func:`min_gpus` searches with ``schedule="dualpipe"`` (dmin49), the planner's
     (:func:`~llmsizing.plan_stage_terms.pipeline_degrees` with ``dualpipe``: even, from 2, uneven splits
     too, as :func:`~llmsizing.plan_dualpipe.dualpipe_rows` keeps them) up to ``grad_accum / 2``
@@ -130,7 +130,7 @@ def _dualpipe_degrees(model, grad_accum: int, offload: bool) -> list[int]:
                          f"assertions; the pp searched are those up to grad_accum / 2, every one of "
                          f"{model.name}'s with grad_accum={dualpipe_fewest_accum(model)}), got "
                          f"grad_accum={grad_accum}")
-    return [p for p in pipeline_degrees(model, MAX_PP, dualpipe=True) if 2 * p <= grad_accum]
+    return [p for p in pipeline_degrees(model, MAX_PP, accounted, dualpipe=True) if 2 * p <= grad_accum]
 
 
 def _split(model, pp: int) -> dict:
@@ -152,7 +152,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
              optimizer_impl: str = "foreach", node=None, mfu: float | None = None, ep_degrees=None,
              expert_tp: bool = False, mtp_depth: int = 0, capacity_factor: float | None = None,
              dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0,
-             load_skew: float | None = None) -> Plan:
+             load_skew: float | None = None, accounted_split: bool = False) -> Plan:
     """The smallest number of ``gpu`` whose most loaded GPU holds a training step of micro-batch ``batch``
     (sequences of ``seq`` tokens, ``grad_accum`` micro-batches per step) within ``usable_fraction`` of its
     memory, and a layout that does it (a :class:`Plan`).
@@ -226,9 +226,10 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     step_kw = {**options, **dispatcher_kwargs(disp),
                **check_step_recipe(schedule, comm_sms, (g,), searched=True, load_skew=load_skew, model=model,
                                    capacity_factor=capacity_factor)}      # (moeapi42)
-    pps = _divisors(model.layers, MAX_PP)
+    accounted = check_bool("accounted_split", accounted_split) and model.is_moe     # (a dense search has it)
+    pps = pipeline_degrees(model, MAX_PP, accounted)          # (plan()'s: its accounted splits too)
     if step_kw.get("schedule") == "dualpipe":       # (DualPipe's layouts only: _dualpipe_degrees, dmin49)
-        pps = _dualpipe_degrees(model, m, offload)
+        pps = _dualpipe_degrees(model, m, offload, accounted)
         kw["schedule"] = "dualpipe"
     fast = supports(model, kw, "none")              # (not with DualPipe: a rank's two stages, every rank)
 
@@ -272,10 +273,12 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                         return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off,
                                              **_split(model, pp))
 
-                    def fits(dp, par=par, pp=pp):
-                        runs = _stage_runs(model, par(dp), (0, pp - 1), kw)
+                    stages = search_stages(model, pp)       # (the planner's: stage 1 too, accounted)
+
+                    def fits(dp, par=par, stages=stages):
+                        runs = _stage_runs(model, par(dp), stages, kw)
                         return max(r.total_bytes for r in runs) <= limit
-                    dp = _smallest_dp(par, limit, kw, model)
+                    dp = _smallest_dp(par, limit, kw, model, stages=stages)
                     if dp is None:
                         continue
                     # floating-point edge: step up until it fits
