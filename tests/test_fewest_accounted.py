@@ -1,7 +1,7 @@
-"""min_gpus searches the pipeline degrees plan() searches (issue 35: one answer per question): for a dense model
-the divisors of the layers (Megatron-LM's even split) and those of ``layers + 2`` (the embedding and the loss
-each counted as a layer's place, ``--account-for-embedding/loss-in-pipeline-split``; Dubey et al. 2024,
-Sec. 3.3.2), for a mixture of experts the latter only with ``accounted_split=True``, as ``plan()``.
+"""min_gpus searches the pipeline degrees plan() searches (issue 35: one answer per question): for a dense
+model the divisors of the layers (Megatron-LM's even split) and those of ``layers + 2`` (the embedding and
+the loss each counted as a layer's place, ``--account-for-embedding/loss-in-pipeline-split``; Dubey et
+al. 2024, Sec. 3.3.2), for a mixture of experts the latter only with ``accounted_split=True``, as ``plan()``.
 
 What is checked, and where the expected values come from:
 

@@ -111,7 +111,8 @@ def dualpipe_fewest_accum(model: Model | str) -> int:
     DualPipe's memory is the same for every even count of at least ``2 pp``
     (:mod:`llmsizing.memory_dualpipe`: each rank's ``pp + 1`` micro-batches in flight), so the fewest GPUs at
     this count are the fewest at any: the count :func:`~llmsizing.time_cost.cost_by_gpu` and
-    :func:`~llmsizing.moe_default.moe_default_layout` ask with (dmin49)."""
+    :func:`~llmsizing.moe_default.moe_default_layout` ask with (dmin49). ``accounted_split`` does not move
+    it: the even divisors of an odd ``layers + 2`` are none, and of an even one at most the layers."""
     model = resolve_model(model, moe=True)
     return 2 * max(pipeline_degrees(model, MAX_PP, dualpipe=True), default=1)
 
@@ -121,7 +122,8 @@ def _dualpipe_degrees(model, grad_accum: int, offload: bool, accounted: bool = F
     (:func:`~llmsizing.plan_stage_terms.pipeline_degrees` with ``dualpipe``: even, from 2, uneven splits
     too, as :func:`~llmsizing.plan_dualpipe.dualpipe_rows` keeps them) up to ``grad_accum / 2``
     (DualPipe's own assertions: ``grad_accum`` even and at least ``2 pp``); a ``ValueError`` naming
-    ``grad_accum`` (at least 4) or ``offload`` (not searched with DualPipe, as ``plan()`` does not)."""
+    ``grad_accum`` (at least 4) or ``offload`` (not searched with DualPipe, as ``plan()`` does not).
+    ``accounted``: a mixture of experts' accounted splits too (:func:`min_gpus`'s ``accounted_split``)."""
     if offload:
         raise ValueError("offload=True with schedule='dualpipe': ZeRO-Offload under DualPipe is not searched "
                          "(plan(schedule='dualpipe') does not either); give offload=False")
@@ -135,8 +137,9 @@ def _dualpipe_degrees(model, grad_accum: int, offload: bool, accounted: bool = F
 
 def _split(model, pp: int) -> dict:
     """The layout fields of the planner's split of ``model`` over ``pp`` stages
-    (:func:`~llmsizing.parallel.pipeline_split`): none where ``pp`` divides the layers (every 1F1B layout
-    :func:`min_gpus` tries), an accounted or uneven split for a DualPipe ``pp`` that does not (dmin49)."""
+    (:func:`~llmsizing.parallel.pipeline_split`): none where ``pp`` divides the layers, Megatron-LM's
+    accounted split where it divides the layers plus two, an uneven split for a DualPipe ``pp`` that divides
+    neither (dmin49)."""
     return {} if model.layers % pp == 0 else pipeline_split(model, pp)
 
 
@@ -160,8 +163,15 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     Layouts tried: ``tp`` from the divisors of the node's scale-up domain (``node``, default the GPU's in
     ``data/nodes.csv``, or ``gpus_per_node``, at most :data:`MAX_GPUS_PER_NODE`) that the
     model allows (tensor parallelism stays inside a node), with sequence parallelism whenever ``tp > 1``;
-    ``pp`` from the divisors of the layer count up to :data:`~llmsizing.parallel.MAX_PP` (Megatron-LM's even
-    split); ZeRO stages 0-3 (2 and 3 only without a pipeline); with ``offload=True`` (a bool) also
+    ``pp`` up to :data:`~llmsizing.parallel.MAX_PP` among those :func:`~llmsizing.planner.plan` searches
+    (:func:`~llmsizing.plan_stage_terms.pipeline_degrees`): the divisors of the layer count (Megatron-LM's
+    even split) and, for a dense model, those of the layers plus two, each split as the planner splits it
+    (:func:`~llmsizing.parallel.pipeline_split`: Megatron-LM's accounted split, the embedding and the loss
+    each a layer's place, Llama 3 405B's 7, fourteen 8s, 7; its first full stage weighed too,
+    :func:`~llmsizing.plan_stage_terms.search_stages`), so that the count is never above the fewest GPUs of
+    ``plan()``'s rows at the same micro-batch (``tests/test_fewest_accounted.py``; before issue 35's one
+    answer per question it tried the even split only: GPT-3 175B on 64 H100s where 56 hold it); ZeRO stages
+    0-3 (2 and 3 only without a pipeline); with ``offload=True`` (a bool) also
     ZeRO-Offload's layouts. For each, :func:`~llmsizing.memory.training_memory` is
     linear in ``1 / dp`` (ZeRO divides the sharded states by ``dp``; nothing else depends on it), so the
     smallest ``dp`` is solved for from two evaluations and then checked. Among the layouts with the fewest
@@ -176,7 +186,10 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     ``tp x cp x dp / etp``: :class:`~llmsizing.parallel.Parallel`), no ZeRO-3 with ``ep > 1``, the routed
     experts split by tensor parallelism only with ``expert_tp`` (as :func:`~llmsizing.planner.plan` searches
     them); the step time that breaks ties includes the all-to-all with the model's node limit
-    (:func:`llmsizing.all_to_all.route_max_nodes` of each layout). A dense model refuses ``ep_degrees``
+    (:func:`llmsizing.all_to_all.route_max_nodes` of each layout). ``accounted_split=True`` (a bool; off by
+    default and read for a mixture of experts only, as :func:`~llmsizing.planner.plan` takes it: a dense
+    search has it always) also tries a mixture of experts' accounted splits (Qwen3-30B-A3B's 48 layers on 10
+    stages of 4, eight 5s, 4). A dense model refuses ``ep_degrees``
     above 1 and ``expert_tp``. ``mtp_depth`` and ``capacity_factor`` (issue 35) go to every
     ``training_memory`` and ``step_time`` call, as :func:`~llmsizing.planner.plan` takes them; ``dispatcher``
     (the MoE token dispatcher, :data:`~llmsizing.all_to_all.DISPATCHERS`) to the ``step_time`` that breaks
