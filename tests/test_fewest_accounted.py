@@ -39,7 +39,7 @@ from __future__ import annotations
 import pytest
 
 import llmsizing as L
-from llmsizing.fewest_gpus import dualpipe_fewest_accum, min_gpus
+from llmsizing.fewest_gpus import dualpipe_fewest_accum, fits_on, min_gpus
 from llmsizing.memory import USABLE_FRACTION, training_memory
 from llmsizing.parallel import ACCOUNTED, Parallel, layers_per_stage
 
@@ -151,3 +151,16 @@ def test_a_mixture_of_experts_accounted_split_as_plans():
 def test_accounted_split_is_a_bool():
     with pytest.raises((TypeError, ValueError), match="accounted_split"):
         min_gpus("qwen3-30b-a3b", H100, batch=1, seq=4096, accounted_split="yes")
+
+
+def test_fits_on_tries_the_accounted_splits_too():
+    """Qwen-14B (40 layers) at 32,768 tokens with full recomputation: 42 = 3 x 14, tp 2 x pp 3 (13, 14, 13) on
+    6 H100s is min_gpus's answer now (8 before, tp 8), and fits_on, "by the test min_gpus applies", says so;
+    on 63 GPUs (no even-split tp x pp of a power-of-two tp divides 63 but pp 1) the accounted pp 3 and 21 are
+    tried too."""
+    best = min_gpus("qwen-14b", H100, batch=1, seq=32768, recompute="full")
+    p = best.parallel
+    assert (best.gpus, p.tp, p.pp, p.dp, p.account_for_embedding) == (6, 2, 3, 1, True)
+    assert list(layers_per_stage(40, p)) == [13, 14, 13]
+    assert fits_on("qwen-14b", H100, 6, seq=32768) and not fits_on("qwen-14b", H100, 5, seq=32768)
+    assert fits_on("qwen-14b", H100, 63, seq=32768)

@@ -370,8 +370,9 @@ def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, r
 
     Fewer than :func:`min_gpus`'s fewest: False. Otherwise the fewest's layout with ``dp`` grown to fill
     ``n_gpus`` (when its ``tp x cp x pp`` divides ``n_gpus``; ZeRO's shards only shrink as ``dp`` grows),
-    then, for a dense model, every ``tp`` (divisors of the node's scale-up domain) and ``pp`` (divisors of the
-    layer count up to :data:`~llmsizing.parallel.MAX_PP`) whose product divides ``n_gpus``, at the largest
+    then, for a dense model, every ``tp`` (divisors of the node's scale-up domain) and ``pp`` (those
+    :func:`min_gpus` tries, the planner's, up to :data:`~llmsizing.parallel.MAX_PP`, each with the planner's
+    split) whose product divides ``n_gpus``, at the largest
     ZeRO stage :func:`min_gpus` pairs with it (3 without a pipeline, 1 with one). False when none of those
     holds the step: "not shown to fit", never a fit claimed unchecked."""
     from dataclasses import replace
@@ -399,13 +400,15 @@ def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, r
     tries = [replace(p, dp=n // (p.tp * p.cp * p.pp))] if n % (p.tp * p.cp * p.pp) == 0 else []
     if not model.is_moe:
         per_node = min(get_node(None, g).scaleup_domain_gpus, MAX_GPUS_PER_NODE)
-        tries += [kept_parallel(tp=t, pp=pp, dp=n // (t * pp), zero=3 if pp == 1 else 1, sp=t > 1)
-                  for t in _divisors(per_node) for pp in _divisors(model.layers, MAX_PP) if n % (t * pp) == 0]
+        tries += [kept_parallel(tp=t, pp=pp, dp=n // (t * pp), zero=3 if pp == 1 else 1, sp=t > 1,
+                                **_split(model, pp))
+                  for t in _divisors(per_node) for pp in pipeline_degrees(model, MAX_PP) if n % (t * pp) == 0]
     for par in tries:
         try:
             check_layout(model, tp=par.tp, pp=par.pp)
             # the first and last stages first (the most loaded: min_gpus's test), then every stage
-            if (max(r.total_bytes for r in _stage_runs(model, par, (0, par.pp - 1), kw)) <= limit
+            stages = search_stages(model, par.pp) if not model.is_moe else (0, par.pp - 1)
+            if (max(r.total_bytes for r in _stage_runs(model, par, stages, kw)) <= limit
                     and training_memory(model, parallel=par, **kw).total_bytes <= limit):
                 return True
         except ValueError:                   # a layout the model refuses (e.g. heads tp does not divide)
