@@ -148,6 +148,18 @@ def test_a_mixture_of_experts_accounted_split_as_plans():
     assert df["n_gpus"].min() == 20
 
 
+@pytest.mark.parametrize("model", ["qwen3-30b-a3b", "mixtral-8x7b"])
+def test_a_mixture_of_experts_accounted_split_never_above_plans(model):
+    """1F1B with ``accounted_split=True`` on both sides (Qwen3-30B-A3B: pp 5, 10, 25 besides 48's divisors;
+    Mixtral's 32 layers: 34 = 2 x 17, pp 17)."""
+    m = 64
+    best = min_gpus(model, H100, batch=1, seq=8192, grad_accum=m, recompute="selective", accounted_split=True)
+    df = L.plan(model, tokens=1e12, gpus=(H100,), seq=8192, global_batch=m * best.parallel.dp,
+                max_gpus=best.gpus, micro_batches=(1,), recomputes=("selective",), cp_degrees=(1,),
+                accounted_split=True, explain=False)
+    assert len(df) and df["n_gpus"].min() == best.gpus
+
+
 def test_accounted_split_is_a_bool():
     with pytest.raises((TypeError, ValueError), match="accounted_split"):
         min_gpus("qwen3-30b-a3b", H100, batch=1, seq=4096, accounted_split="yes")

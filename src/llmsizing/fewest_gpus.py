@@ -53,6 +53,9 @@ def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None,
     ``dp = 1`` and ``dp = 2``. With Megatron-LM's even split the first stage (the embedding, the most
     micro-batches in flight) or the last (the LM head, the logits) is the most loaded, as the planner also
     assumes (``tests/test_planner.py`` checks it against every stage): two stages, not ``pp``, per evaluation.
+    With Megatron-LM's accounted split the second stage too (``stages``:
+    :func:`~llmsizing.plan_stage_terms.search_stages`, the planner's; GPT-3 175B's second of 7 outweighs the
+    first).
 
     A mixture of experts with expert parallelism: every ``dp`` is a multiple of ``unit``
     (:func:`llmsizing.moe_layouts.dp_unit`), the pieces are read off ``dp = unit`` and ``2 unit`` (the
