@@ -157,7 +157,8 @@ def _layouts_below(model, n, per_node=8):
     split the planner gives by default, ZeRO 0 or 1, ``ep`` any divisor of the routed experts, ``dp`` any
     multiple of what it needs), built directly. (Qwen3-30B-A3B's 48 layers on 10 stages with Megatron's
     accounted split, 4, eight 5s, 4 layers, hold it on 20 GPUs: ``plan(accounted_split=True)`` searches
-    that split for a mixture of experts, neither plan's default nor min_gpus does.)"""
+    that split for a mixture of experts, as ``min_gpus(accounted_split=True)`` does; neither default does:
+    ``tests/test_fewest_accounted.py``.)"""
     M = L.get_model(model)
     eps = _divisors(M.experts) if M.is_moe else (1,)
     for tp in _divisors(per_node):
@@ -167,7 +168,7 @@ def _layouts_below(model, n, per_node=8):
                 continue                                       # (no split the planner gives)
             if M.is_moe and M.layers % pp and (M.layers + 2) % pp == 0:
                 continue                   # (Megatron's accounted split: a mixture of experts' only with
-                #                            plan(accounted_split=True), which min_gpus does not take)
+                #                            accounted_split=True, off by default in plan and min_gpus)
             try:
                 check_layout(M, tp=tp, pp=pp)
             except ValueError:

@@ -21,7 +21,7 @@ from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages
 from .network import get_node
 from .parallel import MAX_PP, check_layout, kept_parallel, pipeline_split
-from .plan_stage_terms import pipeline_degrees
+from .plan_stage_terms import pipeline_degrees, search_stages
 from .states import USABLE_FRACTION
 
 
@@ -53,6 +53,9 @@ def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None,
     ``dp = 1`` and ``dp = 2``. With Megatron-LM's even split the first stage (the embedding, the most
     micro-batches in flight) or the last (the LM head, the logits) is the most loaded, as the planner also
     assumes (``tests/test_planner.py`` checks it against every stage): two stages, not ``pp``, per evaluation.
+    With Megatron-LM's accounted split the second stage too (``stages``:
+    :func:`~llmsizing.plan_stage_terms.search_stages`, the planner's; GPT-3 175B's second of 7 outweighs the
+    first).
 
     A mixture of experts with expert parallelism: every ``dp`` is a multiple of ``unit``
     (:func:`llmsizing.moe_layouts.dp_unit`), the pieces are read off ``dp = unit`` and ``2 unit`` (the
@@ -111,17 +114,19 @@ def dualpipe_fewest_accum(model: Model | str) -> int:
     DualPipe's memory is the same for every even count of at least ``2 pp``
     (:mod:`llmsizing.memory_dualpipe`: each rank's ``pp + 1`` micro-batches in flight), so the fewest GPUs at
     this count are the fewest at any: the count :func:`~llmsizing.time_cost.cost_by_gpu` and
-    :func:`~llmsizing.moe_default.moe_default_layout` ask with (dmin49)."""
+    :func:`~llmsizing.moe_default.moe_default_layout` ask with (dmin49). ``accounted_split`` does not move
+    it: the even divisors of an odd ``layers + 2`` are none, and of an even one at most the layers."""
     model = resolve_model(model, moe=True)
     return 2 * max(pipeline_degrees(model, MAX_PP, dualpipe=True), default=1)
 
 
-def _dualpipe_degrees(model, grad_accum: int, offload: bool) -> list[int]:
+def _dualpipe_degrees(model, grad_accum: int, offload: bool, accounted: bool = False) -> list[int]:
     """The pipeline degrees :func:`min_gpus` searches with ``schedule="dualpipe"`` (dmin49), the planner's
     (:func:`~llmsizing.plan_stage_terms.pipeline_degrees` with ``dualpipe``: even, from 2, uneven splits
     too, as :func:`~llmsizing.plan_dualpipe.dualpipe_rows` keeps them) up to ``grad_accum / 2``
     (DualPipe's own assertions: ``grad_accum`` even and at least ``2 pp``); a ``ValueError`` naming
-    ``grad_accum`` (at least 4) or ``offload`` (not searched with DualPipe, as ``plan()`` does not)."""
+    ``grad_accum`` (at least 4) or ``offload`` (not searched with DualPipe, as ``plan()`` does not).
+    ``accounted``: a mixture of experts' accounted splits too (:func:`min_gpus`'s ``accounted_split``)."""
     if offload:
         raise ValueError("offload=True with schedule='dualpipe': ZeRO-Offload under DualPipe is not searched "
                          "(plan(schedule='dualpipe') does not either); give offload=False")
@@ -130,13 +135,14 @@ def _dualpipe_degrees(model, grad_accum: int, offload: bool) -> list[int]:
                          f"assertions; the pp searched are those up to grad_accum / 2, every one of "
                          f"{model.name}'s with grad_accum={dualpipe_fewest_accum(model)}), got "
                          f"grad_accum={grad_accum}")
-    return [p for p in pipeline_degrees(model, MAX_PP, dualpipe=True) if 2 * p <= grad_accum]
+    return [p for p in pipeline_degrees(model, MAX_PP, accounted, dualpipe=True) if 2 * p <= grad_accum]
 
 
 def _split(model, pp: int) -> dict:
     """The layout fields of the planner's split of ``model`` over ``pp`` stages
-    (:func:`~llmsizing.parallel.pipeline_split`): none where ``pp`` divides the layers (every 1F1B layout
-    :func:`min_gpus` tries), an accounted or uneven split for a DualPipe ``pp`` that does not (dmin49)."""
+    (:func:`~llmsizing.parallel.pipeline_split`): none where ``pp`` divides the layers, Megatron-LM's
+    accounted split where it divides the layers plus two, an uneven split for a DualPipe ``pp`` that divides
+    neither (dmin49)."""
     return {} if model.layers % pp == 0 else pipeline_split(model, pp)
 
 
@@ -152,7 +158,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
              optimizer_impl: str = "foreach", node=None, mfu: float | None = None, ep_degrees=None,
              expert_tp: bool = False, mtp_depth: int = 0, capacity_factor: float | None = None,
              dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0,
-             load_skew: float | None = None) -> Plan:
+             load_skew: float | None = None, accounted_split: bool = False) -> Plan:
     """The smallest number of ``gpu`` whose most loaded GPU holds a training step of micro-batch ``batch``
     (sequences of ``seq`` tokens, ``grad_accum`` micro-batches per step) within ``usable_fraction`` of its
     memory, and a layout that does it (a :class:`Plan`).
@@ -160,8 +166,15 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     Layouts tried: ``tp`` from the divisors of the node's scale-up domain (``node``, default the GPU's in
     ``data/nodes.csv``, or ``gpus_per_node``, at most :data:`MAX_GPUS_PER_NODE`) that the
     model allows (tensor parallelism stays inside a node), with sequence parallelism whenever ``tp > 1``;
-    ``pp`` from the divisors of the layer count up to :data:`~llmsizing.parallel.MAX_PP` (Megatron-LM's even
-    split); ZeRO stages 0-3 (2 and 3 only without a pipeline); with ``offload=True`` (a bool) also
+    ``pp`` up to :data:`~llmsizing.parallel.MAX_PP` among those :func:`~llmsizing.planner.plan` searches
+    (:func:`~llmsizing.plan_stage_terms.pipeline_degrees`): the divisors of the layer count (Megatron-LM's
+    even split) and, for a dense model, those of the layers plus two, each split as the planner splits it
+    (:func:`~llmsizing.parallel.pipeline_split`: Megatron-LM's accounted split, the embedding and the loss
+    each a layer's place, Llama 3 405B's 7, fourteen 8s, 7; its first full stage weighed too,
+    :func:`~llmsizing.plan_stage_terms.search_stages`), so that the count is never above the fewest GPUs of
+    ``plan()``'s rows at the same micro-batch (``tests/test_fewest_accounted.py``; before issue 35's one
+    answer per question it tried the even split only: GPT-3 175B on 64 H100s where 56 hold it); ZeRO stages
+    0-3 (2 and 3 only without a pipeline); with ``offload=True`` (a bool) also
     ZeRO-Offload's layouts. For each, :func:`~llmsizing.memory.training_memory` is
     linear in ``1 / dp`` (ZeRO divides the sharded states by ``dp``; nothing else depends on it), so the
     smallest ``dp`` is solved for from two evaluations and then checked. Among the layouts with the fewest
@@ -176,7 +189,10 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     ``tp x cp x dp / etp``: :class:`~llmsizing.parallel.Parallel`), no ZeRO-3 with ``ep > 1``, the routed
     experts split by tensor parallelism only with ``expert_tp`` (as :func:`~llmsizing.planner.plan` searches
     them); the step time that breaks ties includes the all-to-all with the model's node limit
-    (:func:`llmsizing.all_to_all.route_max_nodes` of each layout). A dense model refuses ``ep_degrees``
+    (:func:`llmsizing.all_to_all.route_max_nodes` of each layout). ``accounted_split=True`` (a bool; off by
+    default and read for a mixture of experts only, as :func:`~llmsizing.planner.plan` takes it: a dense
+    search has it always) also tries a mixture of experts' accounted splits (Qwen3-30B-A3B's 48 layers on 10
+    stages of 4, eight 5s, 4). A dense model refuses ``ep_degrees``
     above 1 and ``expert_tp``. ``mtp_depth`` and ``capacity_factor`` (issue 35) go to every
     ``training_memory`` and ``step_time`` call, as :func:`~llmsizing.planner.plan` takes them; ``dispatcher``
     (the MoE token dispatcher, :data:`~llmsizing.all_to_all.DISPATCHERS`) to the ``step_time`` that breaks
@@ -226,9 +242,10 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     step_kw = {**options, **dispatcher_kwargs(disp),
                **check_step_recipe(schedule, comm_sms, (g,), searched=True, load_skew=load_skew, model=model,
                                    capacity_factor=capacity_factor)}      # (moeapi42)
-    pps = _divisors(model.layers, MAX_PP)
+    accounted = check_bool("accounted_split", accounted_split) and model.is_moe     # (a dense search has it)
+    pps = pipeline_degrees(model, MAX_PP, accounted)          # (plan()'s: its accounted splits too)
     if step_kw.get("schedule") == "dualpipe":       # (DualPipe's layouts only: _dualpipe_degrees, dmin49)
-        pps = _dualpipe_degrees(model, m, offload)
+        pps = _dualpipe_degrees(model, m, offload, accounted)
         kw["schedule"] = "dualpipe"
     fast = supports(model, kw, "none")              # (not with DualPipe: a rank's two stages, every rank)
 
@@ -272,10 +289,12 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                         return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off,
                                              **_split(model, pp))
 
-                    def fits(dp, par=par, pp=pp):
-                        runs = _stage_runs(model, par(dp), (0, pp - 1), kw)
+                    stages = search_stages(model, pp)       # (the planner's: stage 1 too, accounted)
+
+                    def fits(dp, par=par, stages=stages):
+                        runs = _stage_runs(model, par(dp), stages, kw)
                         return max(r.total_bytes for r in runs) <= limit
-                    dp = _smallest_dp(par, limit, kw, model)
+                    dp = _smallest_dp(par, limit, kw, model, stages=stages)
                     if dp is None:
                         continue
                     # floating-point edge: step up until it fits
@@ -354,8 +373,9 @@ def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, r
 
     Fewer than :func:`min_gpus`'s fewest: False. Otherwise the fewest's layout with ``dp`` grown to fill
     ``n_gpus`` (when its ``tp x cp x pp`` divides ``n_gpus``; ZeRO's shards only shrink as ``dp`` grows),
-    then, for a dense model, every ``tp`` (divisors of the node's scale-up domain) and ``pp`` (divisors of the
-    layer count up to :data:`~llmsizing.parallel.MAX_PP`) whose product divides ``n_gpus``, at the largest
+    then, for a dense model, every ``tp`` (divisors of the node's scale-up domain) and ``pp`` (those
+    :func:`min_gpus` tries, the planner's, up to :data:`~llmsizing.parallel.MAX_PP`, each with the planner's
+    split) whose product divides ``n_gpus``, at the largest
     ZeRO stage :func:`min_gpus` pairs with it (3 without a pipeline, 1 with one). False when none of those
     holds the step: "not shown to fit", never a fit claimed unchecked."""
     from dataclasses import replace
@@ -383,13 +403,15 @@ def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, r
     tries = [replace(p, dp=n // (p.tp * p.cp * p.pp))] if n % (p.tp * p.cp * p.pp) == 0 else []
     if not model.is_moe:
         per_node = min(get_node(None, g).scaleup_domain_gpus, MAX_GPUS_PER_NODE)
-        tries += [kept_parallel(tp=t, pp=pp, dp=n // (t * pp), zero=3 if pp == 1 else 1, sp=t > 1)
-                  for t in _divisors(per_node) for pp in _divisors(model.layers, MAX_PP) if n % (t * pp) == 0]
+        tries += [kept_parallel(tp=t, pp=pp, dp=n // (t * pp), zero=3 if pp == 1 else 1, sp=t > 1,
+                                **_split(model, pp))
+                  for t in _divisors(per_node) for pp in pipeline_degrees(model, MAX_PP) if n % (t * pp) == 0]
     for par in tries:
         try:
             check_layout(model, tp=par.tp, pp=par.pp)
             # the first and last stages first (the most loaded: min_gpus's test), then every stage
-            if (max(r.total_bytes for r in _stage_runs(model, par, (0, par.pp - 1), kw)) <= limit
+            stages = search_stages(model, par.pp) if not model.is_moe else (0, par.pp - 1)
+            if (max(r.total_bytes for r in _stage_runs(model, par, stages, kw)) <= limit
                     and training_memory(model, parallel=par, **kw).total_bytes <= limit):
                 return True
         except ValueError:                   # a layout the model refuses (e.g. heads tp does not divide)
