@@ -192,6 +192,14 @@ def test_dualpipe_where_the_fewest_gpus_choose_the_layout_is_plans_dualpipe_step
     assert par.gpus == 2048 and par.pp % 2 == 0 and m % 2 == 0 and m >= 2 * par.pp
     st = step_time("deepseek-v3", "H800", par, batch=micro, seq=V3_SEQ, grad_accum=m, schedule="dualpipe")
     assert t.days == pytest.approx(V3_TOKENS / (gb * V3_SEQ) * st.step_s / 86400, rel=1e-9)
+    # ... and that step is the plan row's: its layout with the row's uneven split (61 layers on an even pp
+    # that divides neither 61 nor 63), not the layout rebuilt without it (rev49: 7.059 days against 7.005)
+    rows = L.plan("deepseek-v3", tokens=V3_TOKENS, gpus=("H800",), seq=V3_SEQ, global_batch=gb, max_gpus=2048,
+                  gpu_counts=(2048,), recomputes=("none",), schedule="dualpipe", explain=False)
+    best = rows.loc[rows.loc[rows["n_gpus"] == 2048, "step_time_s"].idxmin()]
+    assert (best["tp"], best["pp"], best["ep"], best["dp"]) == (par.tp, par.pp, par.ep, par.dp)
+    assert par.stage_layers is not None and sum(par.stage_layers) == 61
+    assert st.step_s == pytest.approx(float(best["step_time_s"]), rel=1e-9)
 
 
 def test_a_dense_plan_row_is_step_time_under_zero_bubble_and_kept_sms():

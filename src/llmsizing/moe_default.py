@@ -26,7 +26,7 @@ from .flops import RECOMPUTE
 from .job import check_moe_options, check_step_recipe
 from .layouts import _divisors
 from .moe_time import SCHEDULES
-from .parallel import Parallel
+from .parallel import Parallel, pipeline_split
 from .precision import RECIPES
 
 
@@ -130,7 +130,7 @@ def _kept_fastest(model, gpu, seq, gb, recompute, precision, moe_items, counts) 
     rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=max(counts),
                 gpu_counts=counts, recomputes=(recompute,), precision=precision, explain=False,
                 **dict(moe_items))
-    return _Fastest(rows)
+    return _Fastest(rows, model)
 
 
 def _sharing(gb: int, seq: int) -> tuple:
@@ -146,8 +146,8 @@ class _Fastest:
 
     COLUMNS = ("tp", "cp", "pp", "dp", "zero", "sp", "ep", "micro_batch")
 
-    def __init__(self, rows):
-        self._row, self._cols = {}, {}
+    def __init__(self, rows, model=None):
+        self._row, self._cols, self._model = {}, {}, model
         if not len(rows):                                    # (plan()'s empty table: object columns)
             return
         n, step = rows["n_gpus"].to_numpy(), rows["step_time_s"].to_numpy(dtype=float)
@@ -160,8 +160,11 @@ class _Fastest:
         if n not in self._row:
             return None
         tp, cp, pp, dp, zero, sp, ep, micro = (self._cols[c][self._row[n]] for c in self.COLUMNS)
+        # (the row's pipeline split, as Job.from_plan_row reads it: a DualPipe row's uneven stages, an
+        # accounted split's; the even split's none)
+        split = {} if self._model is None else pipeline_split(resolve_model(self._model, moe=True), int(pp))
         return (Parallel(tp=int(tp), cp=int(cp), pp=int(pp), dp=int(dp), zero=int(zero), sp=bool(sp),
-                         ep=int(ep)), int(micro))
+                         ep=int(ep), **split), int(micro))
 
 
 def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
