@@ -17,7 +17,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from ..catalog import price_note
+from ..catalog import get_model, price_note
 from .base import (DPI, GPU_COLORS, FixedView, View, _log_axis, _log_scale, _short_number, _tokens, _usd,
                    figure_axes, new_figure)
 # chapter 12's figure (the planner's answer) lives in time_money_plan, chapters 13-14's (the library checked)
@@ -249,10 +249,11 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
     return FixedView(fig, summary)
 
 
-#: The runs :func:`render_compute_optimal` marks: (label, parameters or a catalogue model's name, tokens),
-#: from Hoffmann et al. 2022 (Chinchilla, Sec. 4) and Dubey et al. 2024 (Llama 3: 15T tokens; 405B on 15.6T).
-SCALING_RUNS = (("Chinchilla 70B", 70e9, 1.4e12), ("Llama 3 8B", "llama-3-8b", 15e12),
-                ("Llama 3 70B", "llama-3-70b", 15e12), ("Llama 3 405B", "llama-3.1-405b", 15.6e12))
+#: The runs :func:`render_compute_optimal` marks (label, parameters, tokens): Hoffmann et al. 2022 (Sec. 4)
+#: and Dubey et al. 2024 (Llama 3: 15T tokens; 405B on 15.6T), the Llama models' parameters the catalogue's.
+SCALING_RUNS = tuple((label, get_model(n).n_params if isinstance(n, str) else n, d) for label, n, d in (
+    ("Chinchilla 70B", 70e9, 1.4e12), ("Llama 3 8B", "llama-3-8b", 15e12),
+    ("Llama 3 70B", "llama-3-70b", 15e12), ("Llama 3 405B", "llama-3.1-405b", 15.6e12)))
 SCALING_FIT_COLORS = {"approach1": "#0072B2", "approach2": "#56B4E9", "approach3": "#E69F00",
                       "besiroglu": "#009E73"}
 
@@ -273,7 +274,6 @@ def render_compute_optimal(flops_low: float = 1e19, flops_high: float = 2e28, *,
     their own laws (``own_fits``: label, parameters, tokens, FLOPs; hollow diamonds, gid ``"own-fit"``)."""
     import numpy as np
 
-    from ..catalog import get_model
     from ..scaling import FLOPS_PER_PARAM_TOKEN, chinchilla_tables, compute_optimal
     runs = [(name, get_model(n).n_params if isinstance(n, str) else n, d) for name, n, d in runs]
     c = np.geomspace(flops_low, flops_high, 60)
