@@ -246,3 +246,15 @@ def test_dualpipe_pick_prose_by_hand():
     assert lo < gh < hi and 1.3 < hi / gh < 1.5                      # the MoE range's top, about x1.40
     assert t["dp_pick_next_ep"] in {"8", "16", "32", "128", "256"}   # another divisor of 256 experts
     assert 0 <= float(t["dp_pick_next_gap"].rstrip("%")) < 1
+
+
+def test_dualpipe_pick_prose_stops_if_the_pick_costs_less_than_the_terms(monkeypatch):
+    """The page says the pick (fully recomputed) costs more GPU-hours than the term-by-term sum, 2.66M (the
+    published 2.664M within 0.1%, chapter 18's table): with a sum above any pick the prose is out of date."""
+    import llmsizing.deepseek
+    from llmsizing.moe_case_prose import dualpipe_pick_prose
+
+    monkeypatch.setattr(llmsizing.deepseek, "deepseek_v3_time_terms",
+                        lambda: pd.DataFrame({"gpu_hours": [1e12]}))
+    with pytest.raises(ProseOutOfDate, match="term-by-term"):
+        dualpipe_pick_prose()

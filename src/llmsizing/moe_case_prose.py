@@ -239,9 +239,10 @@ def dualpipe_pick_prose() -> ChapterText:
     layout (:data:`~llmsizing.deepseek.DEEPSEEK_V3_LAYOUT`), and the runner-up of another expert-parallel
     degree (``dp_pick_next_ep``, ``dp_pick_next_gap``: how close the choice of ``ep`` is). Raises
     :class:`~llmsizing.prose.ProseOutOfDate` unless the pick runs the published ``pp`` and ``ep`` with
-    ZeRO-1, no tensor parallelism and full recomputation (the published layout does not fit without it), as
-    the prose says."""
-    from .deepseek import DEEPSEEK_V3_LAYOUT, DEEPSEEK_V3_MTP_DEPTH
+    ZeRO-1, no tensor parallelism and full recomputation (the published layout does not fit without it), at
+    more GPU-hours than the term-by-term sum (:func:`~llmsizing.deepseek.deepseek_v3_time_terms`), as the
+    prose says."""
+    from .deepseek import DEEPSEEK_V3_LAYOUT, DEEPSEEK_V3_MTP_DEPTH, deepseek_v3_time_terms
     from .moe_runs import moe_published_runs
     from .planner import plan
 
@@ -257,6 +258,8 @@ def dualpipe_pick_prose() -> ChapterText:
     same = (df["pp"] == lay.pp) & (df["ep"] == lay.ep) & (df["dp"] == lay.dp) & (df["tp"] == 1)
     _says(pick["recompute"] == "full" and set(df.loc[same, "recompute"]) == {"full"},
           "the published layout fits the search only with full recomputation")
+    _says(pick["gpu_hours"] > deepseek_v3_time_terms()["gpu_hours"].iloc[-1],
+          "the pick, fully recomputed, costs more GPU-hours than the term-by-term sum")
     other = df[df["ep"] != pick["ep"]].iloc[0]            # the fastest plan of another expert-parallel degree
     gap = other["gpu_hours"] / pick["gpu_hours"] - 1
     _says(gap < 0.01, "another expert-parallel degree comes within 1% of the pick")
