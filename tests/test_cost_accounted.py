@@ -81,7 +81,7 @@ def test_deepseek_v3_dualpipe_on_a_count_is_timed_on_the_plans_uneven_split():
     row = df.loc[df["step_time_s"].idxmin()]
     assert row["pp"] == 16 and f"PP16 DP{int(row['dp'])}" in t.warnings[0]
     assert t.days == pytest.approx(row["days"], rel=1e-12)
-    default = Parallel(pp=16)                       # what the row's pp alone gave before: not the plan's split
+    default = Parallel(pp=16)                # what the row's pp alone gave before: not the plan's split
     assert layers_per_stage(61, default) == (4,) * 13 + (3,) * 3
 
 
