@@ -322,7 +322,8 @@ KEPT_IN_CHARTS = (("llmsizing.charts.serve_tune", "_sweep_points"),
                   ("llmsizing.charts.time_money_plan", "_row_type"))
 
 # the kept results issue 35 (planfast35, planfast35c) added, by module and name (absent on older commits)
-KEPT_SINCE_ISSUE_35 = ((fewest_gpus, "_kept_stage_runs"), (plan_memory, "kept_search_memory"),
+KEPT_SINCE_ISSUE_35 = ((fewest_gpus, "_kept_stage_runs"), (fewest_gpus, "_kept_dp_terms"),
+                       (plan_memory, "kept_search_memory"),
                        (kernels, "_attention_efficiency"), (parallel, "_kept_resolved"),
                        (states, "_kept_edge_params"), (moe_time, "_mean_max_vio"), (memory, "_kept_act_side"),
                        (memory, "_kept_state_side"), (memory, "_act_layout"),

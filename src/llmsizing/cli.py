@@ -19,7 +19,8 @@ from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFI
                        CODE_OPTION_FLAGS, add_code_option_flags, code_options,
                        add_grad_buffer_flag, add_plan_moe_flags, count, grad_buffer_argv, integer,
                        memory_frame, number, plan_table, stage, add_dispatcher_flag, add_moe_step_flags,
-                       moe_dispatcher_option, moe_step_options, add_step_recipe_flags, step_recipe_option)
+                       moe_dispatcher_option, moe_step_options, add_step_recipe_flags, step_recipe_option,
+                       add_accounted_split_flag)
 from .cli_plan import add_plan_commands, cmd_cost, cmd_plan  # noqa: F401
 from .cli_tune import add_rl_command, cmd_finetune, cmd_serve
 
@@ -193,6 +194,9 @@ def cmd_time(args) -> None:
     if args.stage and args.dispatcher is not None:
         raise ValueError(f"--dispatcher {args.dispatcher} prices one run's MoE step (--tokens, --seq), not "
                          "--stage (`llmsizing plan --stage` takes it: each planned stage's layout)")
+    if args.stage and args.accounted_split:
+        raise ValueError("--accounted-split chooses one run's layout (--tokens, --seq), not --stage's "
+                         "(`llmsizing plan --stage --accounted-split` plans each stage so)")
     if args.stage:
         _time_stages(args)
         return
@@ -213,7 +217,8 @@ def cmd_time(args) -> None:
     t = training_time(model, tokens=args.tokens, gpu=args.gpu, n_gpus=args.gpus,
                       seq=args.seq, mfu=mfu, mfu_range=mfu_range, price_usd_per_gpu_hour=args.price,
                       dtype=args.dtype, whole_run=args.whole_run, **inputs, **disp, **_recompute(args),
-                      **step_recipe_option(args, ep_overlap=True))
+                      **step_recipe_option(args, ep_overlap=True),
+                      **({"accounted_split": True} if args.accounted_split else {}))
     df = t.to_frame()
     if t.mfu_low == t.mfu_high:                        # one MFU: the three cases are the same row
         df = df.loc[["central"]]
@@ -341,6 +346,7 @@ def parser() -> argparse.ArgumentParser:
     add_moe_step_flags(p)
     add_dispatcher_flag(p)
     add_step_recipe_flags(p, ep_overlap=True)
+    add_accounted_split_flag(p)
     _add_output(p)
     p.set_defaults(func=cmd_time)
 

@@ -350,6 +350,15 @@ def add_step_recipe_flags(p, *, ep_overlap: bool = False, dualpipe: bool = True)
                             "default 0)")
 
 
+def add_accounted_split_flag(p) -> None:
+    """``--accounted-split`` (``plan``, ``cost`` and ``time``; cost49): a mixture of experts' accounted
+    pipeline splits searched too, ``accounted_split=True`` of :func:`~llmsizing.planner.plan`,
+    :func:`~llmsizing.time_cost.cost_by_gpu` and :func:`~llmsizing.time_cost.training_time`."""
+    p.add_argument("--accounted-split", action="store_true",
+                   help="a mixture of experts: also search Megatron-LM's accounted pipeline splits (the "
+                        "embedding and the loss a layer's place each; default: the even splits only)")
+
+
 def step_recipe_option(args, *, ep_overlap: bool = False) -> dict:
     """``schedule=``, ``comm_sms=``, ``load_skew=`` (and with ``ep_overlap``, ``ep_overlap=``) of
     :func:`add_step_recipe_flags`' flags, each only where given (an old call's keywords unchanged)."""

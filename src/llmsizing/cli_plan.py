@@ -10,7 +10,7 @@ from .cli_args import (STAGE_FORM, _add_output, _check_single_or_stages, _emit, 
                        _staged_output, add_dispatcher_flag, add_grad_buffer_flag, add_moe_step_flags,
                        add_plan_moe_flags, count, dispatcher_option, integer, moe_dispatcher_option,
                        moe_step_flags_text, moe_step_options, number, plan_table, stage,
-                       add_step_recipe_flags, step_recipe_option)
+                       add_step_recipe_flags, step_recipe_option, add_accounted_split_flag)
 
 
 def cmd_cost(args) -> None:
@@ -26,11 +26,12 @@ def cmd_cost(args) -> None:
     recipe = step_recipe_option(args, ep_overlap=True)     # --schedule, --comm-sms, --ep-overlap (moeapi42)
     said = " ".join(([moe_step_flags_text(options)] if options else [])
                     + ([f"--dispatcher {args.dispatcher}"] if disp else [])
-                    + [f"--{k.replace('_', '-')} {v}" for k, v in recipe.items()])
+                    + [f"--{k.replace('_', '-')} {v}" for k, v in recipe.items()]
+                    + ["--accounted-split"] * bool(args.accounted_split))
     df = cost_by_gpu(model, tokens=args.tokens, seq=args.seq, gpus=args.gpu,
                      batch=args.batch, recompute=args.recompute, mfu=args.mfu, max_gpus=args.max_gpus,
                      **({} if args.ep is None else {"ep_degrees": tuple(args.ep)}), **options, **disp,
-                     **recipe)
+                     **recipe, **({"accounted_split": True} if args.accounted_split else {}))
     if args.json or args.csv:
         _emit(df, args)
         return
@@ -72,7 +73,7 @@ def _plan_layout_options(args) -> dict:
         out["recomputes"] = tuple(args.recompute)
     if args.ep_overlap is not None:
         out["ep_overlap"] = args.ep_overlap
-    flags = ("shard_under_pipeline", "shared_expert_overlap")       # (store_true: only when given)
+    flags = ("shard_under_pipeline", "shared_expert_overlap", "accounted_split")   # (store_true: when given)
     kind = getattr(args, "grad_buffer", False)                      # (True, a kind, or not given)
     return {**out, **{k: True for k in flags if getattr(args, k, False)}, **moe_step_options(args),
             **dispatcher_option(args), **({"grad_buffer": kind} if kind else {}), **step_recipe_option(args)}
@@ -185,6 +186,7 @@ def add_plan_commands(sub, command) -> None:
                         "(default: none, selective, full); op-sac and op-sac-sdpa-rerun are torchtitan's "
                         "op-level selective checkpointing, searched without --tp or --cp only")
     add_plan_moe_flags(p)
+    add_accounted_split_flag(p)
     add_step_recipe_flags(p, dualpipe=True)
     p.add_argument("--framework", default=None,
                    help="the training software (e.g. megatron-core, nemo, torchtitan, llm-foundry): its "
@@ -226,5 +228,6 @@ def add_plan_commands(sub, command) -> None:
     add_moe_step_flags(p)
     add_dispatcher_flag(p)
     add_step_recipe_flags(p, ep_overlap=True)
+    add_accounted_split_flag(p)
     _add_output(p)
     p.set_defaults(func=cmd_cost)

@@ -68,21 +68,40 @@ def _smallest_dp(par, limit: float, kw: dict, model, unit: int = 1, stages=None,
     a = unit
     first = par(a) if first is None else first          # (one checked layout, not three)
     stages = (0, first.pp - 1) if stages is None else stages
-    one = _stage_runs(model, first, stages, kw)
     if first.zero == 0:
-        return a if all(v <= room for r in one for v in r.pieces_bytes.values()) else None
-    two = _stage_runs(model, par(2 * a), stages, kw)
+        return a if _dp_terms(model, first, None, stages, kw) <= room else None
     dp = 1
-    for r1, r2 in zip(one, two):
-        for k, t1 in r1.pieces_bytes.items():
-            t2 = r2.pieces_bytes[k]
-            fixed, sharded = 2 * t2 - t1, 2 * a * (t1 - t2)        # a piece is fixed + sharded / dp
-            if t1 <= room:
-                continue
-            if fixed >= room or sharded <= 0:
-                return None
-            dp = max(dp, math.ceil(sharded / (room - fixed) - 1e-9))
+    for t1, fixed, sharded in _dp_terms(model, first, par(2 * a), stages, kw):
+        if t1 <= room:
+            continue
+        if fixed >= room or sharded <= 0:
+            return None
+        dp = max(dp, math.ceil(sharded / (room - fixed) - 1e-9))
     return dp if a == 1 else a * math.ceil(dp / a)
+
+
+def _dp_terms(model, first, second, stages, kw: dict):
+    """What :func:`_smallest_dp` reads of the pipeline ``stages`` of layouts ``first`` (``dp = a``) and
+    ``second`` (``dp = 2 a``; ``None`` without ZeRO: then the largest piece), each piece's ``(bytes at dp =
+    a, fixed, sharded)``. It does not depend on the GPU, only the room it is compared with does, so it is
+    kept (cost49: :func:`~llmsizing.time_cost.cost_by_gpu` asks the same layouts on every GPU type)."""
+    return _kept_dp_terms(model, first, second, tuple(stages), tuple(sorted(kw.items())))
+
+
+@functools.lru_cache(maxsize=STAGE_RUNS_KEPT)
+def _kept_dp_terms(model, first, second, stages: tuple, kw_items: tuple):
+    kw = dict(kw_items)
+    one = _stage_runs(model, first, stages, kw)
+    if second is None:
+        return max(v for r in one for v in r.pieces_bytes.values())
+    a = first.dp
+    out = []
+    for r1, r2 in zip(one, _stage_runs(model, second, stages, kw)):
+        p2 = r2.pieces_bytes
+        for k, t1 in r1.pieces_bytes.items():
+            t2 = p2[k]
+            out.append((t1, 2 * t2 - t1, 2 * a * (t1 - t2)))        # a piece is fixed + sharded / dp
+    return tuple(out)
 
 
 def _fits_from(dp: int, top: int, fits) -> int | None:
@@ -249,7 +268,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
         kw["schedule"] = "dualpipe"
     fast = supports(model, kw, "none")              # (not with DualPipe: a rank's two stages, every rank)
 
-    candidates, passes = [], {}
+    candidates, passes, weighed = [], {}, {}          # (weighed: each candidate's stages, as fits weighed it)
 
     def moe_passes(tp, pp, zero, ep):
         # (refused: zero=3 with ep > 1, an expert width tp does not divide). Past the (tp, pp) check no rule
@@ -338,6 +357,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                     dp = None if k is None else a * k
                 if dp is not None:
                     candidates.append(par(dp))
+                    weighed[candidates[-1]] = stages
                     fewest = min(fewest, tp * pp * dp)
     if not candidates:
         raise ValueError(f"no layout of up to max_gpus={max_gpus:,} {g.name} GPUs holds batch={batch}, "
@@ -351,7 +371,10 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
         st = step_time(model, g, c, batch=batch, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=0.0,
                        recompute=recompute, precision=precision, node=nd, **step_kw,
                        **({"max_nodes": "model"} if model.is_moe else {}))
-        total = training_memory(model, parallel=c, **kw).total_bytes          # every stage, this time
+        if kw.get("schedule") == "dualpipe":        # (every rank's, weighed already: fits' runs are all)
+            total = max(r.total_bytes for r in _stage_runs(model, c, weighed[c], kw))
+        else:
+            total = training_memory(model, parallel=c, **kw).total_bytes      # every stage, this time
         if total <= limit:
             plans.append(Plan(c, total, float(g.memory_bytes), st.comm_s, st.compute_s, st.bubble))
     # (a middle pipeline stage heavier than the first and the last: never seen)

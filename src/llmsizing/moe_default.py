@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ._validate import check_choice, check_number
+from ._validate import check_bool, check_choice, check_number
 from .all_to_all import check_dispatcher, dispatcher_kwargs, node_limit
 from .catalog import get_gpu, resolve_model
 from .fewest_gpus import MIN_GPUS_MAX, dualpipe_fewest_accum, min_gpus
@@ -26,7 +26,7 @@ from .flops import RECOMPUTE
 from .job import check_moe_options, check_step_recipe
 from .layouts import _divisors
 from .moe_time import SCHEDULES
-from .parallel import Parallel, pipeline_split
+from .parallel import Parallel, split_fields
 from .precision import RECIPES
 
 
@@ -55,7 +55,7 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
                        precision: str = "bf16-mixed", ep_degrees=None, mtp_depth: int = 0,
                        capacity_factor: float | None = None, dispatcher: str = "alltoall",
                        schedule: str = "1f1b", comm_sms: int = 0, ep_overlap: float = 0.0,
-                       max_nodes="model", load_skew: float | None = None):
+                       max_nodes="model", load_skew: float | None = None, accounted_split: bool = False):
     """The layout a mixture of experts is timed on when none is given (:func:`_moe_default_layout`), kept
     for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
     one again). ``mtp_depth``, ``capacity_factor`` and ``dispatcher`` (the token dispatcher,
@@ -64,7 +64,8 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
     fewest GPUs search it, at :func:`~llmsizing.fewest_gpus.dualpipe_fewest_accum` micro-batches) and the
     all-to-all's ``ep_overlap`` and ``max_nodes``
     (moeapi42; the fewest-GPU layout's tie-break, :func:`~llmsizing.fewest_gpus.min_gpus`, takes the recipe
-    only: it hides nothing, and routes as the model does)."""
+    only: it hides nothing, and routes as the model does). ``accounted_split=True`` (cost49): a mixture of
+    experts' accounted pipeline splits too, to both, as ``plan(accounted_split=True)`` searches them."""
     model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
     recompute = check_choice("recompute", recompute, RECOMPUTE)
     precision = check_choice("precision", precision, RECIPES)
@@ -75,7 +76,10 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
                             **check_step_recipe(schedule, comm_sms, (gpu,), searched=True,
                                                 load_skew=load_skew, model=model,
                                                 capacity_factor=capacity_factor),
-                            **routing_kwargs(ep_overlap, max_nodes)}.items()))
+                            **routing_kwargs(ep_overlap, max_nodes),
+                            # (plan()'s and min_gpus' accounted splits; only when asked: old keys unchanged)
+                            **({"accounted_split": True} if check_bool("accounted_split", accounted_split)
+                               else {})}.items()))
     return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps, options)
 
 
@@ -130,7 +134,7 @@ def _kept_fastest(model, gpu, seq, gb, recompute, precision, moe_items, counts) 
     rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=max(counts),
                 gpu_counts=counts, recomputes=(recompute,), precision=precision, explain=False,
                 **dict(moe_items))
-    return _Fastest(rows, model)
+    return _Fastest(rows, model.layers)
 
 
 def _sharing(gb: int, seq: int) -> tuple:
@@ -142,12 +146,16 @@ def _sharing(gb: int, seq: int) -> tuple:
 class _Fastest:
     """:func:`_kept_fastest`'s answer: ``fastest.get(n)`` is ``(parallel, micro_batch)`` of the fastest plan
     on ``n`` GPUs of the table (``rows[rows["n_gpus"] == n]``'s ``step_time_s.idxmin()``: the least, NaN
-    skipped, the first in the table's order on a tie), or ``None``. Those rows are kept, not the table."""
+    skipped, the first in the table's order on a tie), or ``None``. Those rows are kept, not the table. With
+    ``layers`` (the model's), the layout has the planner's split of them
+    (:func:`~llmsizing.parallel.split_fields`: a ``pp`` alone names it, as in
+    :meth:`~llmsizing.job.Job.from_plan_row`): an accounted or a DualPipe uneven split was timed as an even
+    split with the remainder on the first stages before cost49."""
 
     COLUMNS = ("tp", "cp", "pp", "dp", "zero", "sp", "ep", "micro_batch")
 
-    def __init__(self, rows, model=None):
-        self._row, self._cols, self._model = {}, {}, model
+    def __init__(self, rows, layers: int | None = None):
+        self._row, self._cols, self._layers = {}, {}, layers
         if not len(rows):                                    # (plan()'s empty table: object columns)
             return
         n, step = rows["n_gpus"].to_numpy(), rows["step_time_s"].to_numpy(dtype=float)
@@ -160,9 +168,7 @@ class _Fastest:
         if n not in self._row:
             return None
         tp, cp, pp, dp, zero, sp, ep, micro = (self._cols[c][self._row[n]] for c in self.COLUMNS)
-        # (the row's pipeline split, as Job.from_plan_row reads it: a DualPipe row's uneven stages, an
-        # accounted split's; the even split's none)
-        split = {} if self._model is None else pipeline_split(resolve_model(self._model, moe=True), int(pp))
+        split = {} if self._layers is None else split_fields(self._layers, int(pp))
         return (Parallel(tp=int(tp), cp=int(cp), pp=int(pp), dp=int(dp), zero=int(zero), sp=bool(sp),
                          ep=int(ep), **split), int(micro))
 

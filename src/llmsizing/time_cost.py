@@ -48,7 +48,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                   capacity_factor: float | None = None, dispatcher: str = "alltoall", schedule: str = "1f1b",
                   comm_sms: int = 0, ep_overlap: float = 0.0, max_nodes="model",
                   load_skew: float | None = None, kernel_efficiency: float | None = None,
-                  overlap: float | None = None, node=None, tp_backward_overlap: bool | None = None):
+                  overlap: float | None = None, node=None, tp_backward_overlap: bool | None = None,
+                  accounted_split: bool = False):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given). Without either, the GPU-hours and
     the cost stand (they do not depend on the GPU count; a model card gives none) and the days are ``None``.
@@ -186,6 +187,14 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                          "experts' MoE step: not with stages=, mfu=, mfu_range= or moe_dense_mfu=True")
     if stages is None:
         dtype = compute_dtype("bf16-mixed" if precision is None else precision, dtype)
+    accounted = {"accounted_split": True} if check_bool("accounted_split", accounted_split) else {}
+    if accounted and (not model.is_moe or parallel is not None or global_batch is not None
+                      or stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
+        raise ValueError("accounted_split=True searches a mixture of experts' accounted pipeline splits for "
+                         "the layout this call plans (plan()'s, min_gpus'): not with parallel=, "
+                         "global_batch=, stages=, mfu=, mfu_range= or moe_dense_mfu=True, nor for a dense "
+                         "model (no layout is searched there; a planned Stage takes plan_options="
+                         "{'accounted_split': True})")
     if check_bool("moe_dense_mfu", moe_dense_mfu):
         _warnings.warn("moe_dense_mfu=True times a mixture of experts at the calibrated MFU of a dense model "
                        "of its active size, not on its MoE step (llmsizing.moe_time); it goes in the next "
@@ -200,7 +209,8 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                        recompute_layers=recompute_layers,
                        precision="bf16-mixed" if precision is None else precision, dtype=dtype, causal=causal,
                        price=price_usd_per_gpu_hour, goodput=goodput, whole_run=whole_run,
-                       mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=disp, **step_recipe)
+                       mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=disp, **step_recipe,
+                       **accounted)
         if run is not None:
             return run[0]
     if disp != DEFAULT_DISPATCHER and global_batch is None:
@@ -272,7 +282,7 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
                 max_gpus: int = 65536, ep_degrees=None, moe_dense_mfu: bool = False, mtp_depth: int = 0,
                 capacity_factor: float | None = None, dispatcher: str = "alltoall", schedule: str = "1f1b",
                 comm_sms: int = 0, ep_overlap: float = 0.0, max_nodes="model",
-                load_skew: float | None = None):
+                load_skew: float | None = None, accounted_split: bool = False):
     """The cost of the finished job on each GPU type, not the hourly rate: for each of ``gpus`` (default: the
     whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.fewest_gpus.min_gpus`,
     micro-batch ``batch`` of ``seq`` tokens with ``recompute``), the days on that many, and the GPU-hours and
@@ -303,7 +313,9 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     "dualpipe")`` gives), ``comm_sms`` and ``load_skew`` to all three, ``ep_overlap`` and ``max_nodes`` to the
     plan and the step (:func:`training_time`'s); a GPU whose SM count is not known, or not above
     ``comm_sms``, gets a ``fits`` of False and the reason. Not with ``mfu`` or ``moe_dense_mfu``.
-    Chapter 18."""
+    ``accounted_split=True`` (a bool; off by default, as ``plan()`` and
+    :func:`~llmsizing.fewest_gpus.min_gpus` take it; cost49): a mixture of experts' accounted pipeline splits
+    too, in the fewest GPUs and the plan on them (a dense model's search has them always). Chapter 18."""
     import pandas as pd
 
     from .catalog import list_gpus
@@ -330,6 +342,8 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     if (recipe or routing) and (mfu is not None or moe_dense_mfu):
         raise ValueError(f"{_recipe_text({**recipe, **routing})} price a mixture of experts' MoE step: not "
                          "with mfu= or moe_dense_mfu=True")
+    # (a mixture of experts' accounted splits, as plan(accounted_split=True): to the fewest GPUs and the plan)
+    accounted = {"accounted_split": True} if check_bool("accounted_split", accounted_split) else {}
     moe_kw = {**({"ep_degrees": ep_degrees} if ep_degrees is not None else {}), **options}
     # (DualPipe: the micro-batches that let every pp it runs, its memory the same for all: dmin49)
     accum = {"grad_accum": dualpipe_fewest_accum(model)} if recipe.get("schedule") == "dualpipe" else {}
@@ -352,7 +366,7 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
         row = {"gpu": g.name, "price_usd_per_gpu_hour": price_of[g.name], "dtype": effective_dtype(g)}
         try:
             plan = min_gpus(model, g, batch=batch, seq=seq, recompute=recompute, max_gpus=max_gpus, **moe_kw,
-                            **recipe, **accum)
+                            **recipe, **accum, **accounted)
         except ValueError as e:
             rows.append({**row, "fits": False, "why": str(e)})
             continue
@@ -363,7 +377,7 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
                                recompute=recompute, recompute_layers=None, precision="bf16-mixed",
                                dtype=compute_dtype("bf16-mixed"), causal=False,
                                price=row["price_usd_per_gpu_hour"], goodput=1.0, ep_degrees=ep_degrees,
-                               **options, **recipe, **routing)
+                               **options, **recipe, **routing, **accounted)
             except ValueError as e:                  # e.g. a step so slow that its MFU is below 0.1%
                 rows.append({**row, "fits": False, "why": str(e)})
                 continue
