@@ -157,14 +157,6 @@ def _dualpipe_degrees(model, grad_accum: int, offload: bool, accounted: bool = F
     return [p for p in pipeline_degrees(model, MAX_PP, accounted, dualpipe=True) if 2 * p <= grad_accum]
 
 
-def _split(model, pp: int) -> dict:
-    """The layout fields of the planner's split of ``model`` over ``pp`` stages
-    (:func:`~llmsizing.parallel.pipeline_split`): none where ``pp`` divides the layers, Megatron-LM's
-    accounted split where it divides the layers plus two, an uneven split for a DualPipe ``pp`` that divides
-    neither (dmin49)."""
-    return {} if model.layers % pp == 0 else pipeline_split(model, pp)
-
-
 #: The GPUs :func:`min_gpus` searches up to by default (its ``max_gpus``).
 MIN_GPUS_MAX = 65536
 
@@ -306,7 +298,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                         # (kept_parallel: the same fields give an equal layout, checked once; fits_on and
                         # chapter 10's figure ask the same layouts on every GPU count)
                         return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off,
-                                             **_split(model, pp))
+                                             **pipeline_split(model, pp))
 
                     stages = search_stages(model, pp)       # (the planner's: stage 1 too, accounted)
 
@@ -326,7 +318,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                     def par(dp, tp=tp, pp=pp, zero=zero, off=off, ep=ep):
                         # (kept_parallel: the same fields give an equal layout, checked once)
                         return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off, ep=ep,
-                                             expert_tp=expert_tp, **_split(model, pp))
+                                             expert_tp=expert_tp, **pipeline_split(model, pp))
 
                     if fast and group != (tp, pp) and off == "none":      # (every ZeRO stage's groups)
                         group, groups = (tp, pp), []
@@ -427,7 +419,7 @@ def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, r
     if not model.is_moe:
         per_node = min(get_node(None, g).scaleup_domain_gpus, MAX_GPUS_PER_NODE)
         tries += [kept_parallel(tp=t, pp=pp, dp=n // (t * pp), zero=3 if pp == 1 else 1, sp=t > 1,
-                                **_split(model, pp))
+                                **pipeline_split(model, pp))
                   for t in _divisors(per_node) for pp in pipeline_degrees(model, MAX_PP) if n % (t * pp) == 0]
     for par in tries:
         try:
