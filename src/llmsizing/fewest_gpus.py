@@ -21,6 +21,7 @@ from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages
 from .network import get_node
 from .parallel import MAX_PP, check_layout, kept_parallel, pipeline_split
+from .plan_space import check_cp_search
 from .plan_stage_terms import pipeline_degrees, search_stages
 from .states import USABLE_FRACTION
 
@@ -169,7 +170,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
              optimizer_impl: str = "foreach", node=None, mfu: float | None = None, ep_degrees=None,
              expert_tp: bool = False, mtp_depth: int = 0, capacity_factor: float | None = None,
              dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0,
-             load_skew: float | None = None, accounted_split: bool = False) -> Plan:
+             load_skew: float | None = None, accounted_split: bool = False, cp_degrees=None,
+             cp_comm: str = "p2p") -> Plan:
     """The smallest number of ``gpu`` whose most loaded GPU holds a training step of micro-batch ``batch``
     (sequences of ``seq`` tokens, ``grad_accum`` micro-batches per step) within ``usable_fraction`` of its
     memory, and a layout that does it (a :class:`Plan`).
@@ -236,6 +238,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
         raise ValueError(f"expert_tp=True splits routed experts, but {model.name!r} is dense (experts=0)")
     g = check_recipe_runs_on(precision, gpu)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
+    cps, cp_comm = check_cp_search(cp_degrees, cp_comm, seq)        # (plan()'s: (1,) below 16K by default)
     frac = check_fraction("usable_fraction", usable_fraction)
     if gpus_per_node is not None:
         check_int("gpus_per_node", gpus_per_node, maximum=MAX_GPUS_PER_NODE)
@@ -277,10 +280,11 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     # a mixture of experts' layouts of one (tp, pp, ZeRO stage) solved together (fewest_arrays: the same dp)
     group, solved, kept, room = None, {}, {}, peak_room_bytes(limit)
     fewest = max_gpus                 # no layout of more GPUs than the fewest found so far can be the answer
-    for tp, pp in sorted(((t, p) for t in _divisors(per_node) for p in pps),
-                         key=lambda tp_pp: tp_pp[0] * tp_pp[1]):
-        if tp * pp > fewest:          # (sorted by tp x pp: neither can any layout after it)
+    for tp, cp, pp in sorted(((t, c, p) for t in _divisors(per_node) for c in cps for p in pps),
+                             key=lambda t_c_p: t_c_p[0] * t_c_p[1] * t_c_p[2]):
+        if tp * cp * pp > fewest:     # (sorted by tp x cp x pp: neither can any layout after it)
             break
+        cpf = {} if cp == 1 else {"cp": cp, "cp_comm": cp_comm}     # (cp = 1: the layouts as before)
         try:
             check_layout(model, tp=tp, pp=pp)
         except ValueError:
@@ -294,11 +298,11 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                 + (["optimizer+params"] if offload and zero == 3 else [])
             for off in offloads:
                 if not model.is_moe:
-                    def par(dp, tp=tp, pp=pp, zero=zero, off=off):
+                    def par(dp, tp=tp, pp=pp, zero=zero, off=off, cpf=cpf):
                         # (kept_parallel: the same fields give an equal layout, checked once; fits_on and
                         # chapter 10's figure ask the same layouts on every GPU count)
                         return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off,
-                                             **pipeline_split(model, pp))
+                                             **pipeline_split(model, pp), **cpf)
 
                     stages = search_stages(model, pp)       # (the planner's: stage 1 too, accounted)
 
@@ -309,22 +313,22 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                     if dp is None:
                         continue
                     # floating-point edge: step up until it fits
-                    dp = _fits_from(dp, fewest // (tp * pp), fits)
+                    dp = _fits_from(dp, fewest // (tp * cp * pp), fits)
                 else:                              # ---- a mixture of experts: dp in multiples of a
-                    a = dp_unit(tp, 1, ep, expert_tp)
-                    if tp * pp * a > fewest:       # (its fewest GPUs, a x tp x pp, already beaten: skipped
+                    a = dp_unit(tp, cp, ep, expert_tp)
+                    if tp * cp * pp * a > fewest:  # (its fewest GPUs, a tp cp pp, already beaten: skipped
                         continue                   # unweighed, as _fits_from's limit below would refuse it)
 
-                    def par(dp, tp=tp, pp=pp, zero=zero, off=off, ep=ep):
+                    def par(dp, tp=tp, pp=pp, zero=zero, off=off, ep=ep, cpf=cpf):
                         # (kept_parallel: the same fields give an equal layout, checked once)
                         return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off, ep=ep,
-                                             expert_tp=expert_tp, **pipeline_split(model, pp))
+                                             expert_tp=expert_tp, **pipeline_split(model, pp), **cpf)
 
-                    if fast and group != (tp, pp) and off == "none":      # (every ZeRO stage's groups)
-                        group, groups = (tp, pp), []
+                    if fast and group != (tp, cp, pp) and off == "none":  # (every ZeRO stage's groups)
+                        group, groups = (tp, cp, pp), []
                         for z in (0, 1, 2, 3) if pp == 1 else (0, 1):
                             calls = [(e, u) for e in eps if moe_passes(tp, pp, z, e)
-                                     and tp * pp * (u := dp_unit(tp, 1, e, expert_tp)) <= fewest]
+                                     and tp * cp * pp * (u := dp_unit(tp, cp, e, expert_tp)) <= fewest]
                             if calls:
                                 groups.append((par(calls[0][1], zero=z, ep=calls[0][0]), calls))
                         group_stages = heavy_stages(model, groups[0][0])     # (pp's: the same for every ep)
@@ -332,7 +336,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                             model, groups, group_stages, kw, room, kept)) for (e, _), dp in zip(calls, dps)}
                     if fast and off == "none" and (zero, ep) in solved:
                         dp = solved[zero, ep]
-                        if dp is None or dp // a > fewest // (tp * pp * a):
+                        if dp is None or dp // a > fewest // (tp * cp * pp * a):
                             continue               # (_fits_from's refusal, without a layout built)
                         first, stages = par(a), group_stages
                     else:
@@ -345,12 +349,12 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                     def fits(k, par=par, a=a, stages=stages, first=first):
                         runs = _stage_runs(model, first if k == 1 else par(a * k), stages, kw)
                         return max(r.total_bytes for r in runs) <= limit
-                    k = _fits_from(dp // a, fewest // (tp * pp * a), fits)
+                    k = _fits_from(dp // a, fewest // (tp * cp * pp * a), fits)
                     dp = None if k is None else a * k
                 if dp is not None:
                     candidates.append(par(dp))
                     weighed[candidates[-1]] = stages
-                    fewest = min(fewest, tp * pp * dp)
+                    fewest = min(fewest, tp * cp * pp * dp)
     if not candidates:
         raise ValueError(f"no layout of up to max_gpus={max_gpus:,} {g.name} GPUs holds batch={batch}, "
                          f"seq={seq:,} within usable_fraction={frac:g} of their memory: lower batch or seq, "
@@ -374,7 +378,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
         raise ValueError(f"no layout of {fewest:,} {g.name} GPUs holds batch={batch}, seq={seq:,} on every "
                          "pipeline stage: raise max_gpus or lower batch or seq")
     return min(plans, key=lambda p: (round(p.step_s, 9), p.parallel.tp, p.parallel.pp, p.parallel.zero,
-                                     p.parallel.offload != "none", p.parallel.ep))
+                                     p.parallel.offload != "none", p.parallel.ep, p.parallel.cp))
 
 
 def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, recompute: str = "full",
