@@ -27,6 +27,7 @@ from .job import check_moe_options, check_step_recipe
 from .layouts import _divisors
 from .moe_time import SCHEDULES
 from .parallel import Parallel, split_fields
+from .plan_space import cp_search_kwargs
 from .precision import RECIPES
 
 
@@ -55,7 +56,8 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
                        precision: str = "bf16-mixed", ep_degrees=None, mtp_depth: int = 0,
                        capacity_factor: float | None = None, dispatcher: str = "alltoall",
                        schedule: str = "1f1b", comm_sms: int = 0, ep_overlap: float = 0.0,
-                       max_nodes="model", load_skew: float | None = None, accounted_split: bool = False):
+                       max_nodes="model", load_skew: float | None = None, accounted_split: bool = False,
+                       cp_degrees=None, cp_comm: str = "p2p"):
     """The layout a mixture of experts is timed on when none is given (:func:`_moe_default_layout`), kept
     for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
     one again). ``mtp_depth``, ``capacity_factor`` and ``dispatcher`` (the token dispatcher,
@@ -65,7 +67,9 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
     all-to-all's ``ep_overlap`` and ``max_nodes``
     (moeapi42; the fewest-GPU layout's tie-break, :func:`~llmsizing.fewest_gpus.min_gpus`, takes the recipe
     only: it hides nothing, and routes as the model does). ``accounted_split=True`` (cost49): a mixture of
-    experts' accounted pipeline splits too, to both, as ``plan(accounted_split=True)`` searches them."""
+    experts' accounted pipeline splits too, to both, as ``plan(accounted_split=True)`` searches them.
+    ``cp_degrees`` and ``cp_comm``: the context-parallel degrees and K/V exchange both search (default
+    :func:`~llmsizing.plan_space.default_cp_degrees`, the ring), as ``plan()`` takes them."""
     model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
     recompute = check_choice("recompute", recompute, RECOMPUTE)
     precision = check_choice("precision", precision, RECIPES)
@@ -79,7 +83,8 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
                             **routing_kwargs(ep_overlap, max_nodes),
                             # (plan()'s and min_gpus' accounted splits; only when asked: old keys unchanged)
                             **({"accounted_split": True} if check_bool("accounted_split", accounted_split)
-                               else {})}.items()))
+                               else {}),
+                            **cp_search_kwargs(cp_degrees, cp_comm, seq)}.items()))     # (likewise)
     return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps, options)
 
 
