@@ -81,8 +81,8 @@ def test_llama_3_8b_at_128k_on_16_h100s_by_hand():
     assert (best.gpus, p.tp, p.cp, p.pp, p.dp, p.zero) == (16, t, cp, 1, 1, 2)
     r = training_memory("llama-3-8b", parallel=p, batch=1, seq=s, grad_accum=64, recompute="selective")
     st = r.states
-    assert (st.weights_bytes, st.gradients_bytes, st.master_bytes + st.optimizer_state_bytes) == pytest.approx(
-        (2 * per_rank, 2 * per_rank / cp, 12 * per_rank / cp), rel=1e-12)
+    got = (st.weights_bytes, st.gradients_bytes, st.master_bytes + st.optimizer_state_bytes)
+    assert got == pytest.approx((2 * per_rank, 2 * per_rank / cp, 12 * per_rank / cp), rel=1e-12)
     assert best.total_bytes == r.total_bytes <= LIMIT
     # fewer GPUs: tp x cp <= 8, 32 layers in flight on some stage, each layer at least these BF16 tensors
     tokens = s // 8                                                      # per GPU, split tp x cp ways
@@ -131,9 +131,10 @@ def test_cp_degrees_as_given():
     ring = min_gpus("llama-3.1-405b", H100, **kw)
     gather = min_gpus("llama-3.1-405b", H100, cp_comm="all_gather", **kw)
     assert gather.parallel.cp_comm == "all_gather" and ring.parallel.cp_comm == "p2p"
-    assert gather.gpus == L.plan("llama-3.1-405b", tokens=1e12, gpus=(H100,), seq=131072,
-                                 global_batch=64 * gather.parallel.dp, max_gpus=gather.gpus, micro_batches=(1,),
-                                 recomputes=("full",), cp_comm="all_gather", explain=False)["n_gpus"].min()
+    df = L.plan("llama-3.1-405b", tokens=1e12, gpus=(H100,), seq=131072, global_batch=64 * gather.parallel.dp,
+                max_gpus=gather.gpus, micro_batches=(1,), recomputes=("full",), cp_comm="all_gather",
+                explain=False)
+    assert gather.gpus == df["n_gpus"].min()
 
 
 @pytest.mark.parametrize("kw", [dict(cp_degrees=(1, 3)), dict(cp_degrees=(0,)), dict(cp_degrees=4),
