@@ -31,7 +31,7 @@ from __future__ import annotations
 import pytest
 
 import llmsizing as L
-from llmsizing.fewest_gpus import min_gpus
+from llmsizing.fewest_gpus import fits_on, min_gpus
 from llmsizing.memory import USABLE_FRACTION, training_memory
 from llmsizing.parallel import MAX_PP, Parallel, pipeline_split
 from llmsizing.plan_space import default_cp_degrees
@@ -149,3 +149,26 @@ def test_refused_as_plan_refuses(kw):
     got = message(lambda: min_gpus("llama-3-8b", H100, batch=1, seq=seq, **kw))
     want = message(lambda: L.plan("llama-3-8b", tokens=1e12, gpus=(H100,), seq=seq, global_batch=64, **kw))
     assert got == want and ("cp_degrees" in got[1] or "cp_comm" in got[1])
+
+
+def test_fits_on_tries_context_parallel_layouts_too():
+    """Llama 3.1 405B at 131,072 tokens, full recomputation, one micro-batch (fits_on's): min_gpus' 128 (tp 4,
+    cp 32) does not divide 192, and no layout of 192 H100s without context parallelism that fits_on tries
+    (every tp and pp, ZeRO-3 without a pipeline, ZeRO-1 with one) holds the step, weighed one by one; tp 8,
+    cp 8, dp 3 with ZeRO-3 does. Before, False."""
+    model, s = L.get_model("llama-3.1-405b"), 131072
+    kw = dict(batch=1, seq=s, grad_accum=1, recompute="full")
+    assert min_gpus(model, H100, batch=1, seq=s, recompute="full").gpus == 128
+    assert fits_on(model, H100, 128, seq=s) and not fits_on(model, H100, 120, seq=s)
+    plain = 0
+    for t in (1, 2, 4, 8):
+        for pp in pipeline_degrees(model, MAX_PP):
+            if 192 % (t * pp) == 0:
+                par = Parallel(tp=t, pp=pp, dp=192 // (t * pp), zero=3 if pp == 1 else 1, sp=t > 1,
+                               **pipeline_split(model, pp))
+                assert training_memory(model, parallel=par, **kw).total_bytes > LIMIT, par
+                plain += 1
+    assert plain >= 25
+    par = Parallel(tp=8, cp=8, dp=3, zero=3, sp=True)
+    assert training_memory(model, parallel=par, **kw).total_bytes <= LIMIT
+    assert fits_on(model, H100, 192, seq=s)

@@ -21,7 +21,7 @@ from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages
 from .network import get_node
 from .parallel import MAX_PP, check_layout, kept_parallel, pipeline_split
-from .plan_space import check_cp_search
+from .plan_space import check_cp_search, default_cp_degrees
 from .plan_stage_terms import pipeline_degrees, search_stages
 from .states import USABLE_FRACTION
 
@@ -392,9 +392,10 @@ def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, r
 
     Fewer than :func:`min_gpus`'s fewest: False. Otherwise the fewest's layout with ``dp`` grown to fill
     ``n_gpus`` (when its ``tp x cp x pp`` divides ``n_gpus``; ZeRO's shards only shrink as ``dp`` grows),
-    then, for a dense model, every ``tp`` (divisors of the node's scale-up domain) and ``pp`` (those
-    :func:`min_gpus` tries, the planner's, up to :data:`~llmsizing.parallel.MAX_PP`, each with the planner's
-    split) whose product divides ``n_gpus``, at the largest
+    then, for a dense model, every ``tp`` (divisors of the node's scale-up domain), ``cp`` (those
+    :func:`min_gpus` tries by default: none below 16K tokens) and ``pp`` (those :func:`min_gpus` tries, the
+    planner's, up to :data:`~llmsizing.parallel.MAX_PP`, each with the planner's split) whose product divides
+    ``n_gpus``, at the largest
     ZeRO stage :func:`min_gpus` pairs with it (3 without a pipeline, 1 with one). False when none of those
     holds the step: "not shown to fit", never a fit claimed unchecked."""
     from dataclasses import replace
@@ -422,9 +423,10 @@ def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, r
     tries = [replace(p, dp=n // (p.tp * p.cp * p.pp))] if n % (p.tp * p.cp * p.pp) == 0 else []
     if not model.is_moe:
         per_node = min(get_node(None, g).scaleup_domain_gpus, MAX_GPUS_PER_NODE)
-        tries += [kept_parallel(tp=t, pp=pp, dp=n // (t * pp), zero=3 if pp == 1 else 1, sp=t > 1,
-                                **pipeline_split(model, pp))
-                  for t in _divisors(per_node) for pp in pipeline_degrees(model, MAX_PP) if n % (t * pp) == 0]
+        tries += [kept_parallel(tp=t, pp=pp, dp=n // (t * c * pp), zero=3 if pp == 1 else 1, sp=t > 1,
+                                **pipeline_split(model, pp), **({} if c == 1 else {"cp": c}))
+                  for c in default_cp_degrees(kw["seq"]) for t in _divisors(per_node)    # (cp = 1 first)
+                  for pp in pipeline_degrees(model, MAX_PP) if n % (t * c * pp) == 0]
     for par in tries:
         try:
             check_layout(model, tp=par.tp, pp=par.pp)
