@@ -31,7 +31,7 @@ from __future__ import annotations
 import pytest
 
 import llmsizing as L
-from llmsizing.fewest_gpus import fits_on, min_gpus
+from llmsizing.fewest_gpus import dualpipe_fewest_accum, fits_on, min_gpus
 from llmsizing.memory import USABLE_FRACTION, training_memory
 from llmsizing.parallel import MAX_PP, Parallel, pipeline_split
 from llmsizing.plan_space import default_cp_degrees
@@ -172,3 +172,17 @@ def test_fits_on_tries_context_parallel_layouts_too():
     par = Parallel(tp=8, cp=8, dp=3, zero=3, sp=True)
     assert training_memory(model, parallel=par, **kw).total_bytes <= LIMIT
     assert fits_on(model, H100, 192, seq=s)
+
+
+def test_dualpipe_searches_context_parallelism_as_plan():
+    """DualPipe's layouts (even pp, grad_accum >= 2 pp) with cp: Qwen3-30B-A3B at 32,768 tokens on 32 H100s
+    (tp 2, cp 8, pp 2), plan(schedule="dualpipe")'s fewest at the same micro-batch; 48 with cp = 1."""
+    m = dualpipe_fewest_accum("qwen3-30b-a3b")
+    kw = dict(batch=1, seq=32768, grad_accum=m, recompute="none", schedule="dualpipe")
+    best = min_gpus("qwen3-30b-a3b", H100, **kw)
+    assert best.gpus == 32 and best.parallel.cp > 1
+    assert min_gpus("qwen3-30b-a3b", H100, cp_degrees=(1,), **kw).gpus == 48
+    df = L.plan("qwen3-30b-a3b", tokens=1e12, gpus=(H100,), seq=32768, global_batch=m * best.parallel.dp,
+                max_gpus=best.gpus, micro_batches=(1,), recomputes=("none",), schedule="dualpipe",
+                max_pp=m // 2, explain=False)
+    assert df["n_gpus"].min() == 32

@@ -186,15 +186,22 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     each a layer's place, Llama 3 405B's 7, fourteen 8s, 7; its first full stage weighed too,
     :func:`~llmsizing.plan_stage_terms.search_stages`), so that the count is never above the fewest GPUs of
     ``plan()``'s rows at the same micro-batch (``tests/test_fewest_accounted.py``; before issue 35's one
-    answer per question it tried the even split only: GPT-3 175B on 64 H100s where 56 hold it); ZeRO stages
-    0-3 (2 and 3 only without a pipeline); with ``offload=True`` (a bool) also
+    answer per question it tried the even split only: GPT-3 175B on 64 H100s where 56 hold it); context
+    parallelism ``cp`` as :func:`~llmsizing.planner.plan` searches it (issue 35): among ``cp_degrees``
+    (default :func:`~llmsizing.plan_space.default_cp_degrees`: none below 16,384 tokens, so nothing changes
+    there; up to 32 at long context, each rank keeping at least 4,096 tokens; a given tuple searched as is),
+    K and V exchanged as ``cp_comm`` says (the ring ``"p2p"`` or ``"all_gather"``; both checked by
+    :func:`~llmsizing.plan_space.check_cp_search`, ``plan()``'s check), with any ``tp``, ``pp`` and ZeRO
+    stage, ``tp x cp x pp x dp`` GPUs (``tests/test_fewest_cp.py``: Llama 3.1 405B at 128K on 128 H100s, tp 4,
+    cp 32, ZeRO-3, where ``cp = 1`` needs 168 to 1,008 by the micro-batches in flight); ZeRO stages
+    0-3 (2 and 3 only without a pipeline; sharded over ``dp x cp``); with ``offload=True`` (a bool) also
     ZeRO-Offload's layouts. For each, :func:`~llmsizing.memory.training_memory` is
     linear in ``1 / dp`` (ZeRO divides the sharded states by ``dp``; nothing else depends on it), so the
     smallest ``dp`` is solved for from two evaluations and then checked. Among the layouts with the fewest
     GPUs, the one with the shortest pessimistic step (:attr:`Plan.step_s`, from :func:`step_time` with no
     overlap, at ``kernel_efficiency``: default the calibrated one; ``mfu=`` is its old name) wins; ties go to
-    the simpler layout (smaller ``tp``, ``pp``, ZeRO stage). ``optimizer_impl`` is the optimizer step's
-    implementation (:data:`~llmsizing.memory.OPTIMIZER_IMPLS`: PyTorch's default ``"foreach"`` or the
+    the simpler layout (smaller ``tp``, ``pp``, ZeRO stage, ``cp``). ``optimizer_impl`` is the optimizer
+    step's implementation (:data:`~llmsizing.memory.OPTIMIZER_IMPLS`: PyTorch's default ``"foreach"`` or the
     smaller ``"fused"``).
 
     A mixture of experts (issue 24; chapter 18) also tries expert parallelism: ``ep`` among the divisors of
@@ -223,7 +230,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     ``step_time(schedule="dualpipe")``'s. DualPipe's memory does not depend on ``grad_accum`` beyond which
     ``pp`` it allows (each rank holds ``pp + 1`` micro-batches, arXiv:2412.19437 Table 2), so the count is the
     smallest ``n_gpus`` of ``plan(schedule="dualpipe")`` on the same model, GPU and recipe with
-    ``micro_batches=(batch,)``, ``recomputes=(recompute,)``, ``cp_degrees=(1,)``, ``max_pp`` at most
+    ``micro_batches=(batch,)``, ``recomputes=(recompute,)``, the same ``cp_degrees``, ``max_pp`` at most
     ``grad_accum / 2`` and a ``global_batch`` that is a multiple of the answer's
     ``batch x grad_accum x dp`` (``tests/test_fewest_dualpipe.py``). Its cost: ``benchmarks/README.md``.
 
