@@ -54,8 +54,8 @@ def test_the_plan_notes_name_the_generation(gpu, name):
 def test_chapter_10s_tables_name_generations_and_stacks():
     """Chapter 10's four tables (kernel efficiency; the runs against the model; the layout range by stack;
     the range from a planner's inputs) print a generation by its name, as the chapter's figure and warnings
-    do, and a stack row of data/intervals.csv ("stack:pytorch:hopper") with its family as the data write it:
-    "pytorch stack, Hopper". No key is printed; the numbers stay on their rows (read from the CSV here)."""
+    do, and a stack row of data/intervals.csv ("stack:pytorch:hopper") with its family's name
+    (frameworks.STACK_FAMILY_NAMES): "PyTorch stack, Hopper". No key is printed; the numbers stay on their rows (read from the CSV here)."""
     from llmsizing.mfu_prose import calibration_prose, inputs_range_prose, stack_ranges_prose
     from llmsizing.time_prose import kernel_table_prose
 
@@ -69,12 +69,12 @@ def test_chapter_10s_tables_name_generations_and_stacks():
     with open(DATA / "intervals.csv", newline="") as fh:
         rows = {(r["area"], r["group"]): r for r in csv.DictReader(fh)}
     for area, group, shown, text in (
-            ("training-layout", "stack:pytorch:hopper", "pytorch stack, Hopper", stacks),
-            ("training-layout", "stack:megatron:ampere", "megatron stack, Ampere", stacks),
+            ("training-layout", "stack:pytorch:hopper", "PyTorch stack, Hopper", stacks),
+            ("training-layout", "stack:megatron:ampere", "Megatron stack, Ampere", stacks),
             ("training-layout", "stack:all", "all stacks", stacks),
             ("training-layout", "stack:unknown", "unknown stack", stacks),
             ("training-inputs", "hopper", "Hopper", inputs),
-            ("training-inputs", "stack:pytorch", "pytorch stack", inputs),
+            ("training-inputs", "stack:pytorch", "PyTorch stack", inputs),
             ("training-inputs", "fp8", "fp8", inputs)):
         line = next(x for x in text.splitlines() if x.startswith(shown + "  "))
         r = rows[area, group]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 from .catalog import get_gpu
+from .frameworks import STACK_FAMILY_NAMES
 from .hardware import generation_name
 from .intervals import intervals_table
 from .prose import ChapterText, ProseOutOfDate
@@ -37,20 +38,22 @@ def _intervals():
 def _group_name(group: str) -> str:
     """A range group of ``data/intervals.csv`` as the chapter's tables print it: a GPU generation by its name
     (:func:`~llmsizing.hardware.generation_name`, "hopper" -> "Hopper"); a stack row
-    ``stack:<family>[:<generation>]`` with its family as the data write it ("stack:pytorch:hopper" ->
-    "pytorch stack, Hopper"; "stack:all" -> "all stacks"); any other group (a dtype, a kind) as it is."""
+    ``stack:<family>[:<generation>]`` with its family's name
+    (:data:`~llmsizing.frameworks.STACK_FAMILY_NAMES`: "stack:pytorch:hopper" -> "PyTorch stack, Hopper";
+    "stack:all" -> "all stacks"); any other group (a dtype, a kind) as it is."""
     kind, _, rest = group.partition(":")
     if kind != "stack":
         return generation_name(group)
     family, _, gen = rest.partition(":")
-    name = "all stacks" if family == "all" else f"{family} stack"
+    name = "all stacks" if family == "all" else f"{STACK_FAMILY_NAMES.get(family, family)} stack"
     return f"{name}, {generation_name(gen)}" if gen else name
 
 
 def _range_table(groups) -> str:
-    """The printed table of range ``groups`` (rows of :func:`_intervals`), each by its :func:`_group_name`."""
+    """The printed table of range ``groups`` (rows of :func:`_intervals`), each by its :func:`_group_name`; a
+    group that states no range of its own (a pooled or diagnostic row: ``low``/``high`` blank) prints "-"."""
     cols = ["measured_coverage", "median_width", "low", "high", "n_rows", "n_sources"]
-    return groups[cols].rename(index=_group_name).to_string()
+    return groups[cols].rename(index=_group_name).to_string(na_rep="-")
 
 
 def _calibration_table(res) -> str:
