@@ -21,6 +21,7 @@ from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages
 from .network import get_node
 from .parallel import MAX_PP, check_layout, kept_parallel, pipeline_split
+from .plan_moe import dualpipe_rank_memory
 from .plan_stage_terms import pipeline_degrees, search_stages
 from .states import USABLE_FRACTION
 
@@ -42,7 +43,8 @@ def _kept_stage_runs(model, par, stages: tuple, kw_items: tuple) -> tuple:
 
     kw = dict(kw_items)
     if kw.get("schedule") == "dualpipe":      # (DualPipe's memory counts every rank, its two stages each)
-        return tuple(training_memory(model, parallel=par, _all_stages=True, **kw))
+        # (training_memory's ranks from the planner's kept sides, bit for bit: dual50)
+        return tuple(dualpipe_rank_memory(model, par, **kw))
     return tuple(training_memory(model, parallel=par, _all_stages=True, _stages=stages, **kw))
 
 

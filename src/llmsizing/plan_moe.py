@@ -64,7 +64,7 @@ def option_pieces(model, par, stages, *, batch: int, grad_accum: int, seq: int, 
                   dropout: bool = False, stack: str = "fused", optimizer_impl: str = "foreach",
                   recompute_layers: int | None = None, attention_mask: bool = False, mtp_depth: int = 0,
                   capacity_factor: float | None = None, grad_buffer: bool | str = False,
-                  schedule: str = "1f1b") -> list[float]:
+                  schedule: str = "1f1b", _ranks: bool = False) -> list[float]:
     """The bytes of every piece (:func:`~llmsizing.footprint.phase_values`, each summed) of the stages
     ``stages``, stage by stage, as ``training_memory(..., mtp_depth=, capacity_factor=, _all_stages=True,
     _stages=stages)`` works them out: the same kept sides (``_kept_act_side`` with the capacity,
@@ -91,9 +91,20 @@ def option_pieces(model, par, stages, *, batch: int, grad_accum: int, seq: int, 
                          epar.tp, epar.sp, epar.cp, epar.cp_comm, epar.expert_tp, **cap)[0]
         ranks = dualpipe_ranks(epar, grad_accum, acts, states, core.rebuilt_bytes, None, grad_buffer,
                                (batch, seq, stack, optimizer_impl))
-        return [v for r in ranks for v in r.pieces_bytes.values()]
+        return ranks if _ranks else [v for r in ranks for v in r.pieces_bytes.values()]
     return [sum(v) for i in stages for v in _stage_phases(ext, epar, i, grad_accum, acts, states,
                                                            phase_values, grad_buffer=grad_buffer)]
+
+
+def dualpipe_rank_memory(model, par, **kw) -> list:
+    """Every DualPipe rank's :class:`~llmsizing.footprint.TrainingMemory` (ranks ``0 .. pp/2 - 1``), the
+    results of ``training_memory(..., schedule="dualpipe", _all_stages=True)`` without its stage rows
+    (``kw``: its keywords, checked by the caller; ``schedule`` read as ``"dualpipe"``), from
+    :func:`option_pieces`' kept sides: the activations' side shared by the layouts that differ in ZeRO stage,
+    ``dp`` and ``ep`` alone. The same pieces and totals, bit for bit (dual50:
+    :func:`~llmsizing.fewest_gpus.min_gpus` weighs DeepSeek-V3's ~640 DualPipe layouts over the catalogue
+    with it; ``tests/test_cost_together.py``)."""
+    return option_pieces(model, par, (), **{**kw, "schedule": "dualpipe"}, _ranks=True)
 
 
 def stage_moe_layer_counts(model, par, mtp_depth: int = 0) -> tuple:
