@@ -35,7 +35,7 @@ import numpy as np
 from .all_to_all import _links as a2a_links
 from .comm import experts_apart_of
 from .footprint import phase_values
-from .memory import _act_core, _act_layout, _kept_act_side, _kept_state_side, _stage_phases
+from .memory import _act_layout, _kept_act_core, _kept_act_side, _kept_state_side, _stage_phases
 from .memory_dualpipe import dualpipe_ranks
 from .moe import _split, ep_all_to_all, stage_moe_layers
 from .moe_arrays import frame_layers
@@ -87,8 +87,10 @@ def option_pieces(model, par, stages, *, batch: int, grad_accum: int, seq: int, 
         acts, states = mtp_sides(model, epar, mtp_depth, acts, states, precision=precision,
                                  optimizer=optimizer, batch=batch, seq=seq, recompute=recompute)
     if dual:
-        core = _act_core(ext, batch, seq, precision, attention, dropout, recompute, stack, attention_mask,
-                         epar.tp, epar.sp, epar.cp, epar.cp_comm, epar.expert_tp, **cap)[0]
+        # (_act_core's, kept: the same calls, the same numbers)
+        core = _kept_act_core(ext, batch, seq, precision, attention, dropout, recompute, stack,
+                              attention_mask, epar.tp, epar.sp, epar.cp, epar.cp_comm, epar.expert_tp,
+                              **cap)[0]
         ranks = dualpipe_ranks(epar, grad_accum, acts, states, core.rebuilt_bytes, None, grad_buffer,
                                (batch, seq, stack, optimizer_impl))
         return ranks if _ranks else [v for r in ranks for v in r.pieces_bytes.values()]
