@@ -23,7 +23,8 @@ from llmsizing.fewest_gpus import dualpipe_fewest_accum, min_gpus
 from llmsizing.memory import training_memory
 
 #: cost_by_gpu cases: DeepSeek-V3 and Qwen3-30B-A3B under DualPipe with and without the accounted split,
-#: V3 with its own recipe (some GPU types refused by their SMs: rows with fits False), and 1F1B.
+#: V3 with its own recipe (some GPU types refused by their SMs: rows with fits False), 1F1B and ZB1P, and
+#: the paths that read min_gpus' whole answer (a given MFU, a dense model).
 COST_CASES = (
     ("deepseek-v3", dict(tokens=14.8e12, seq=4096, schedule="dualpipe")),
     ("deepseek-v3", dict(tokens=14.8e12, seq=4096, schedule="dualpipe", accounted_split=True)),
@@ -32,6 +33,8 @@ COST_CASES = (
     ("qwen3-30b-a3b", dict(tokens=1e12, seq=4096, schedule="dualpipe", accounted_split=True)),
     ("deepseek-v3", dict(tokens=14.8e12, seq=4096)),
     ("mixtral-8x7b", dict(tokens=1e12, seq=8192, batch=2, schedule="zb1p")),
+    ("mixtral-8x7b", dict(tokens=1e12, seq=4096, mfu=0.3)),             # (the calibrated path: no MoE step)
+    ("llama-3-70b", dict(tokens=1e12, seq=8192, gpus=("H100 SXM", "A100 40GB", "L4"))),
 )
 
 
