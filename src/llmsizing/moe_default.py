@@ -4,7 +4,8 @@ batch of about 4M tokens (:data:`MOE_DEFAULT_BATCH_TOKENS`, Llama 2's: Touvron e
 to whole micro-batches (:func:`moe_default_global_batch`), and the layout: the fastest plan of
 :func:`~llmsizing.planner.plan` on the GPU count asked, else the fewest GPUs that hold a step
 (:func:`~llmsizing.fewest_gpus.min_gpus`) widened by data parallelism (:func:`moe_default_layout`, its answers
-kept: :func:`_kept_moe_layout`, :func:`_kept_fewest`, :func:`_kept_fastest`). No formula of its own: it only
+kept: :func:`_kept_moe_layout`, :func:`_kept_fewest`, :func:`_kept_fastest`; several GPU types' plans in one
+search: :func:`planned_together`). No formula of its own: it only
 chooses among the planner's and ``min_gpus``' answers. :mod:`llmsizing.stages` (and
 :mod:`llmsizing.time_cost`) re-export these names; ``tests/test_stages_moe_counts.py`` checks the kept answers
 against a search per count.

@@ -315,7 +315,9 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     ``comm_sms``, gets a ``fits`` of False and the reason. Not with ``mfu`` or ``moe_dense_mfu``.
     ``accounted_split=True`` (a bool; off by default, as ``plan()`` and
     :func:`~llmsizing.fewest_gpus.min_gpus` take it; cost49): a mixture of experts' accounted pipeline splits
-    too, in the fewest GPUs and the plan on them (a dense model's search has them always). Chapter 18."""
+    too, in the fewest GPUs and the plan on them (a dense model's search has them always). The plans of the
+    GPU types that share a global batch are searched together
+    (:func:`~llmsizing.moe_default.planned_together`, the same answers; dual50). Chapter 18."""
     import pandas as pd
 
     from .catalog import list_gpus
