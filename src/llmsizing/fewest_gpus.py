@@ -21,6 +21,7 @@ from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages
 from .network import get_node
 from .parallel import MAX_PP, check_layout, kept_parallel, pipeline_split
+from .plan_moe import dualpipe_rank_memory
 from .plan_space import check_cp_search, default_cp_degrees
 from .plan_stage_terms import pipeline_degrees, search_stages
 from .states import USABLE_FRACTION
@@ -43,7 +44,8 @@ def _kept_stage_runs(model, par, stages: tuple, kw_items: tuple) -> tuple:
 
     kw = dict(kw_items)
     if kw.get("schedule") == "dualpipe":      # (DualPipe's memory counts every rank, its two stages each)
-        return tuple(training_memory(model, parallel=par, _all_stages=True, **kw))
+        # (training_memory's ranks from the planner's kept sides, bit for bit: dual50)
+        return tuple(dualpipe_rank_memory(model, par, **kw))
     return tuple(training_memory(model, parallel=par, _all_stages=True, _stages=stages, **kw))
 
 
@@ -171,7 +173,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
              expert_tp: bool = False, mtp_depth: int = 0, capacity_factor: float | None = None,
              dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0,
              load_skew: float | None = None, accounted_split: bool = False, cp_degrees=None,
-             cp_comm: str = "p2p") -> Plan:
+             cp_comm: str = "p2p", _count_only: bool = False) -> Plan:
     """The smallest number of ``gpu`` whose most loaded GPU holds a training step of micro-batch ``batch``
     (sequences of ``seq`` tokens, ``grad_accum`` micro-batches per step) within ``usable_fraction`` of its
     memory, and a layout that does it (a :class:`Plan`).
@@ -236,6 +238,10 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
 
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
+
+    ``_count_only=True`` (private; dual50): the count alone, an ``int``, the answer's ``gpus``, without the
+    tie-break's ``step_time`` calls (:func:`~llmsizing.time_cost.cost_by_gpu` times a mixture of experts on
+    the fastest plan of that many GPUs and reads nothing else of the answer); the same refusals.
     """
     from .memory import peak_room_bytes, training_memory
     model = resolve_model(model, moe=True)
@@ -367,17 +373,24 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                          f"seq={seq:,} within usable_fraction={frac:g} of their memory: lower batch or seq, "
                          "or set recompute='full'")
     fewest = min(c.gpus for c in candidates)
+
+    def total_of(c):
+        if kw.get("schedule") == "dualpipe":        # (every rank's, weighed already: fits' runs are all)
+            return max(r.total_bytes for r in _stage_runs(model, c, weighed[c], kw))
+        return training_memory(model, parallel=c, **kw).total_bytes      # every stage, this time
+
     plans = []
     for c in candidates:
         if c.gpus != fewest:
             continue
+        if _count_only:                 # (the first that holds every stage: the count, no step priced)
+            if total_of(c) <= limit:
+                return fewest
+            continue
         st = step_time(model, g, c, batch=batch, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=0.0,
                        recompute=recompute, precision=precision, node=nd, **step_kw,
                        **({"max_nodes": "model"} if model.is_moe else {}))
-        if kw.get("schedule") == "dualpipe":        # (every rank's, weighed already: fits' runs are all)
-            total = max(r.total_bytes for r in _stage_runs(model, c, weighed[c], kw))
-        else:
-            total = training_memory(model, parallel=c, **kw).total_bytes      # every stage, this time
+        total = total_of(c)
         if total <= limit:
             plans.append(Plan(c, total, float(g.memory_bytes), st.comm_s, st.compute_s, st.bubble))
     # (a middle pipeline stage heavier than the first and the last: never seen)
