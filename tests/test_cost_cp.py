@@ -104,3 +104,17 @@ def test_the_commands_take_cp(capsys):
     rc, out, err = _cli(capsys, ["time", QWEN, "--stage", "1T:131072", "--gpu", H100, "--gpus", "64",
                                  "--cp", "2"])
     assert rc != 0 and "--cp" in err
+
+
+def test_cost_by_gpu_plans_gpu_types_together_with_the_given_degrees():
+    """A mixture of experts on two GPU types that share a global batch is planned in one plan()
+    (moe_default.planned_together): the given degrees reach it, each row the GPU's own training_time."""
+    kw = dict(tokens=1e12, seq=S, recompute="full", cp_degrees=(1,))
+    df = cost_by_gpu(QWEN, gpus=[H100, "H800"], **kw).set_index("gpu")
+    for g in (H100, "H800"):
+        n = int(df.loc[g, "min_gpus"])
+        assert n == min_gpus(QWEN, g, batch=1, seq=S, recompute="full", cp_degrees=(1,)).gpus
+        assert "CP" not in df.loc[g, "layout"]
+        t = training_time(QWEN, gpu=g, n_gpus=n, **kw)
+        assert df.loc[g, "days_on_min_gpus"] == pytest.approx(t.days, rel=1e-12)
+    assert "CP" in cost_by_gpu(QWEN, gpus=[H100], tokens=1e12, seq=S).iloc[0]["layout"]
