@@ -29,6 +29,7 @@ from .job import check_moe_options, check_step_recipe
 from .layouts import _divisors
 from .moe_time import SCHEDULES
 from .parallel import Parallel, split_fields
+from .plan_space import cp_search_kwargs
 from .precision import RECIPES
 
 
@@ -57,7 +58,8 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
                        precision: str = "bf16-mixed", ep_degrees=None, mtp_depth: int = 0,
                        capacity_factor: float | None = None, dispatcher: str = "alltoall",
                        schedule: str = "1f1b", comm_sms: int = 0, ep_overlap: float = 0.0,
-                       max_nodes="model", load_skew: float | None = None, accounted_split: bool = False):
+                       max_nodes="model", load_skew: float | None = None, accounted_split: bool = False,
+                       cp_degrees=None, cp_comm: str = "p2p"):
     """The layout a mixture of experts is timed on when none is given (:func:`_moe_default_layout`), kept
     for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
     one again). ``mtp_depth``, ``capacity_factor`` and ``dispatcher`` (the token dispatcher,
@@ -67,17 +69,20 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
     all-to-all's ``ep_overlap`` and ``max_nodes``
     (moeapi42; the fewest-GPU layout's tie-break, :func:`~llmsizing.fewest_gpus.min_gpus`, takes the recipe
     only: it hides nothing, and routes as the model does). ``accounted_split=True`` (cost49): a mixture of
-    experts' accounted pipeline splits too, to both, as ``plan(accounted_split=True)`` searches them."""
+    experts' accounted pipeline splits too, to both, as ``plan(accounted_split=True)`` searches them.
+    ``cp_degrees`` and ``cp_comm``: the context-parallel degrees and K/V exchange both search (default
+    :func:`~llmsizing.plan_space.default_cp_degrees`, the ring), as ``plan()`` takes them."""
     return _kept_moe_layout(*_layout_args(
         model, gpu, seq, n_gpus, recompute=recompute, precision=precision, ep_degrees=ep_degrees,
         mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=dispatcher, schedule=schedule,
         comm_sms=comm_sms, ep_overlap=ep_overlap, max_nodes=max_nodes, load_skew=load_skew,
-        accounted_split=accounted_split))
+        accounted_split=accounted_split, cp_degrees=cp_degrees, cp_comm=cp_comm))
 
 
 def _layout_args(model, gpu, seq, n_gpus, *, recompute="none", precision="bf16-mixed", ep_degrees=None,
                  mtp_depth=0, capacity_factor=None, dispatcher="alltoall", schedule="1f1b", comm_sms=0,
-                 ep_overlap=0.0, max_nodes="model", load_skew=None, accounted_split=False) -> tuple:
+                 ep_overlap=0.0, max_nodes="model", load_skew=None, accounted_split=False, cp_degrees=None,
+                 cp_comm="p2p") -> tuple:
     """:func:`moe_default_layout`'s arguments checked, as :func:`_kept_moe_layout`'s key (also
     :func:`planned_together`'s)."""
     model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
@@ -93,7 +98,8 @@ def _layout_args(model, gpu, seq, n_gpus, *, recompute="none", precision="bf16-m
                             **routing_kwargs(ep_overlap, max_nodes),
                             # (plan()'s and min_gpus' accounted splits; only when asked: old keys unchanged)
                             **({"accounted_split": True} if check_bool("accounted_split", accounted_split)
-                               else {})}.items()))
+                               else {}),
+                            **cp_search_kwargs(cp_degrees, cp_comm, seq)}.items()))     # (likewise)
     return model, gpu, seq, n_gpus, recompute, precision, eps, options
 
 
