@@ -49,7 +49,7 @@ def _published_rows(pub, v, out) -> None:
         low=pub["nested_low"],
         high=pub["nested_high"],
         inside=pub["nested_inside"].map({True: "yes", False: "NO"}).fillna("-"),
-        # (a long note on a version, e.g. an unpinned release's, stays in the CSV: the table shows the release)
+        # (a version's long note, e.g. an unpinned release's, stays in the CSV: the table shows the release)
         engine_version=pub["engine_version"].map(lambda v: v.split(" (")[0] if len(v) > 20 else v),
     )
     out.append(
