@@ -42,7 +42,7 @@ def by_id(table, claim_id):
 def test_csv_columns_and_values(rows):
     assert list(rows[0]) == ["id", "article", "source", "topic", "claim", "claimed", "claimed_high", "bound",
                              "unit", "kind", "line", "from_image", "counted_with", "not_computed", "run_gpus",
-                             "as_of", "gib_source"]
+                             "run_days", "as_of", "gib_source"]
     ids = [r["id"] for r in rows]
     assert len(ids) == len(set(ids)), "claim ids must be unique"
     for r in rows:
@@ -56,6 +56,10 @@ def test_csv_columns_and_values(rows):
         assert r["counted_with"] in ("", *ids) and r["counted_with"] != r["id"]
         assert float(r["claimed"]) > 0
         assert (r["bound"] == "range") == bool(r["claimed_high"]), r["id"]
+        if r["run_days"]:                        # the days of each run of run_gpus, one per GPU count
+            days = r["run_days"].split(";")
+            assert len(days) == len(r["run_gpus"].split(";")) and all(int(d) > 0 for d in days), r["id"]
+            assert r["unit"] != "days", r["id"]          # a claim of days holds them in claimed
         if r["gib_source"]:                      # a source for reading a claim's "GB" as GiB, only where it is GB
             assert r["unit"].startswith("GB") and "1024" in r["gib_source"], r["id"]
         if r["claimed_high"]:

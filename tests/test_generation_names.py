@@ -49,3 +49,33 @@ def test_the_plan_notes_name_the_generation(gpu, name):
                            f"published {name} 16-bit run (1 source) sits at 0.")
     assert "outside the calibrated range" in note
     assert not KEYS.search(note), note
+
+
+def test_chapter_10s_tables_name_generations_and_stacks():
+    """Chapter 10's four tables (kernel efficiency; the runs against the model; the layout range by stack;
+    the range from a planner's inputs) print a generation by its name, as the chapter's figure and warnings
+    do, and a stack row of data/intervals.csv ("stack:pytorch:hopper") with its family's name
+    (frameworks.STACK_FAMILY_NAMES): "PyTorch stack, Hopper". No key is printed; the numbers stay on their rows (read from the CSV here)."""
+    from llmsizing.mfu_prose import calibration_prose, inputs_range_prose, stack_ranges_prose
+    from llmsizing.time_prose import kernel_table_prose
+
+    ke, runs = kernel_table_prose().report, calibration_prose().report
+    stacks, inputs = stack_ranges_prose().report, inputs_range_prose().report
+    for text in (ke, runs, stacks, inputs):
+        assert not KEYS.search(text) and "stack:" not in text, text
+    for name in ("Ampere", "Hopper", "Blackwell", "CDNA 3", "Ada Lovelace", "Ampere (A10)", "Volta"):
+        assert re.search(rf"^ *{re.escape(name)} +bf16 ", ke, re.M), name
+    assert re.search(r"^ *Llama 3 8B pre-training +Hopper +bf16 ", runs, re.M)
+    with open(DATA / "intervals.csv", newline="") as fh:
+        rows = {(r["area"], r["group"]): r for r in csv.DictReader(fh)}
+    for area, group, shown, text in (
+            ("training-layout", "stack:pytorch:hopper", "PyTorch stack, Hopper", stacks),
+            ("training-layout", "stack:megatron:ampere", "Megatron stack, Ampere", stacks),
+            ("training-layout", "stack:all", "all stacks", stacks),
+            ("training-layout", "stack:unknown", "unknown stack", stacks),
+            ("training-inputs", "hopper", "Hopper", inputs),
+            ("training-inputs", "stack:pytorch", "PyTorch stack", inputs),
+            ("training-inputs", "fp8", "fp8", inputs)):
+        line = next(x for x in text.splitlines() if x.startswith(shown + "  "))
+        r = rows[area, group]
+        assert line.split()[-6:-4] == [r["measured_coverage"], r["median_width"]], (group, line)

@@ -4,14 +4,17 @@ for 50 days": chapter 11's figures, once typed in its code cell (session 49), no
 value is worked by hand from the seed's own figures (seed 000 lines 140-157 and 269)."""
 import csv
 import math
+import re
 from pathlib import Path
 
 import pytest
 
+from llmsizing import cost
 from llmsizing.cost import audit_seed_options, gpu_days_cost_usd
 from llmsizing.cost_prose import ProseOutOfDate, seed_options_prose
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+SEED_000 = Path("/work/shared/seeds/000_d6a575a5f6cf2fc5.txt")
 
 
 def test_the_options_arithmetic_by_hand():
@@ -89,3 +92,52 @@ def test_gpu_days_cost():
         gpu_days_cost_usd(8, -1, 2.69)
     with pytest.raises(ValueError, match="price_usd_per_gpu_hour"):
         gpu_days_cost_usd(8, 50, float("nan"))
+
+
+def _seed_line(n: int) -> str:
+    return SEED_000.read_text().split("\n")[n - 1]
+
+
+@pytest.mark.skipif(not SEED_000.is_file(), reason="the seed articles are not on this machine")
+def test_the_faq_runs_are_the_seed_s_own_text():
+    """Seed 000, line 269: "8 GPUs for 50 days is cheaper than 1 GPU for 400 days"; line 279: "$64 x 3 days =
+    $192" on a single H100. The pairs are read off the seed's sentence here, not from the library."""
+    said = re.search(r"(\d+) GPUs? for (\d+) days is cheaper than (\d+) GPUs? for (\d+) days",
+                     _seed_line(269))
+    g1, d1, g2, d2 = (int(x) for x in said.groups())
+    assert ((g1, d1), (g2, d2)) == ((8, 50), (1, 400))
+    assert cost.SEED_FAQ_RUNS == ((g1, d1), (g2, d2))
+    runs = cost.SEED_FAQ_RUNS
+    assert isinstance(runs, tuple) and all(isinstance(x, int) for r in runs for x in r)
+    with open(DATA / "seed_claims.csv", newline="") as fh:
+        rows = {r["id"]: r for r in csv.DictReader(fh)}
+    assert (rows["000-faq-8x50-cheaper"]["run_gpus"], rows["000-faq-8x50-cheaper"]["run_days"]) == (
+        f"{g1};{g2}", f"{d1};{d2}")
+    assert rows["000-faq-8x50-cheaper"]["line"] == "269"
+    assert re.search(r"single H100: \$64 x 3 days = \$192", _seed_line(279))
+    assert (rows["000-faq-finetune-usd"]["run_gpus"], rows["000-faq-finetune-usd"]["run_days"]) == ("1", "3")
+    # the two rows whose claim names its runs' days beside a figure that is not those days; a claim OF days
+    # (000-opt1-days, ...) holds them in claimed, and "12 months", "2 years" are not days: no run_days
+    assert {k for k, r in rows.items() if r["run_days"]} == {"000-faq-8x50-cheaper", "000-faq-finetune-usd"}
+
+
+def test_the_faq_runs_follow_the_data(tmp_path, monkeypatch):
+    """SEED_FAQ_RUNS is read from data/seed_claims.csv (it was typed in cost.py): other days there, other
+    pairs; a row whose days do not pair with its GPUs is refused, naming the columns."""
+    text = (DATA / "seed_claims.csv").read_text()
+    moved = tmp_path / "seed_claims.csv"
+    moved.write_text(text.replace(",8;1,50;400,", ",8;1,60;480,"))
+    monkeypatch.setattr(cost, "_SEED_CLAIMS_CSV", moved)
+    cost._seed_faq_runs.cache_clear()
+    try:
+        assert cost.SEED_FAQ_RUNS == ((8, 60), (1, 480))
+        moved.write_text(text.replace(",8;1,50;400,", ",8;1,50,"))
+        cost._seed_faq_runs.cache_clear()
+        with pytest.raises(ValueError, match="run_days per run_gpus"):
+            cost.SEED_FAQ_RUNS
+    finally:
+        monkeypatch.undo()
+        cost._seed_faq_runs.cache_clear()
+    assert cost.SEED_FAQ_RUNS == ((8, 50), (1, 400))
+    with pytest.raises(AttributeError, match="NO_SUCH_NAME"):
+        cost.NO_SUCH_NAME

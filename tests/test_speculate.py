@@ -5,8 +5,9 @@ searches in a worker process (issue 35/38: ``long_context_widget(speculate=True)
 What must hold: a move answered from the worker shows the same PNG bytes and summary as the same move searched
 in the kernel (the worker runs the planner's own pure ``plan()`` in another process, and its table comes back
 pickled); a move made while the worker is still busy is answered correctly (searched in the kernel); building
-the widget starts no worker (nbval and the static pages make no move); stale jobs do not run; where no process
-can be spawned (Pyodide) the widget works without one.
+the widget starts its worker only where it speculates (the static pages and nbval never do), and the first move
+takes the worker's search; stale jobs do not run; where no process can be spawned (Pyodide) the widget works
+without one.
 """
 
 from __future__ import annotations
@@ -172,13 +173,26 @@ def test_nearest_steps_out_from_the_value():
     assert speculate.nearest((1, 2, 3), 9) == [1, 2, 3]  # (not an option: all, from the first)
 
 
-def test_building_starts_no_worker(monkeypatch):
+def test_building_without_speculation_starts_no_worker(monkeypatch):
     started = []
     monkeypatch.setattr(speculate, "_pool", lambda: started.append(1))
-    w = long_context_widget("llama-3-8b", warm=False)
-    assert started == []
+    w = long_context_widget("llama-3-8b", warm=False, speculate=False)
     w.controls["seq"].value = 65536
-    assert started == [1]
+    assert started == [] and not hasattr(w, "speculation")
+
+
+def test_building_with_speculation_starts_the_worker_and_its_first_searches():
+    # issue 38: the worker started at the reader's first move, so that move and the next were searched in
+    # the kernel (a participant's two slowest moves); now the build hands it the default view's next
+    # searches, and the first move takes one (the context 128K -> 64K: long_context_ahead's nearest first)
+    w = long_context_widget("llama-3-8b", warm=False)
+    move = ("seq", 65536)
+    assert set(w.speculation._futures) >= _long_context_keys(w, *move)
+    _settle(w, _long_context_keys(w, *move))
+    w.controls[move[0]].value = move[1]
+    assert w.speculation.taken == 1
+    want = _walked(long_context_widget("llama-3-8b", warm=False, speculate=False), [move])[0]
+    assert _shown(w) == want
 
 
 def test_no_worker_where_no_process_can_be_spawned(monkeypatch, plain):

@@ -23,8 +23,6 @@ keyword defaults in this process only.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import sys
 import time
@@ -75,11 +73,8 @@ def _install_kernel_table() -> str:
     from llmsizing import hardware as H
 
     text = calibrate.kernel_csv()
-    rows = [H.KernelEfficiency(r["generation"], tuple(x.strip() for x in r["gpus"].split(";")), r["dtype"],
-                               float(r["kernel_efficiency"]), r["runs"], r["source"],
-                               float(r["flat_efficiency"]) if r.get("flat_efficiency") else None)
-            for r in csv.DictReader(io.StringIO(text))]
-    H._KERNEL_ROWS[:] = rows
+    rows = tuple(H._kernel_rows(text))
+    H._kernel_table = lambda: rows               # every reader in llmsizing.hardware goes through it
     H._kernel_row.cache_clear()
     return text
 

@@ -20,7 +20,7 @@ from .cli_args import (_NUMBER, _NUMBER_SUFFIXED, _RECOMPUTE_LAYERS_HELP, _SUFFI
                        add_grad_buffer_flag, add_plan_moe_flags, count, grad_buffer_argv, integer,
                        memory_frame, number, plan_table, stage, add_dispatcher_flag, add_moe_step_flags,
                        moe_dispatcher_option, moe_step_options, add_step_recipe_flags, step_recipe_option,
-                       add_accounted_split_flag)
+                       add_accounted_split_flag, add_cp_search_flags, cp_search_option)
 from .cli_plan import add_plan_commands, cmd_cost, cmd_plan  # noqa: F401
 from .cli_tune import add_rl_command, cmd_finetune, cmd_serve
 
@@ -197,6 +197,9 @@ def cmd_time(args) -> None:
     if args.stage and args.accounted_split:
         raise ValueError("--accounted-split chooses one run's layout (--tokens, --seq), not --stage's "
                          "(`llmsizing plan --stage --accounted-split` plans each stage so)")
+    if args.stage and cp_search_option(args):
+        raise ValueError("--cp and --cp-comm choose one run's layout (--tokens, --seq), not --stage's "
+                         "(`llmsizing plan --stage --cp ...` plans each stage so)")
     if args.stage:
         _time_stages(args)
         return
@@ -218,7 +221,7 @@ def cmd_time(args) -> None:
                       seq=args.seq, mfu=mfu, mfu_range=mfu_range, price_usd_per_gpu_hour=args.price,
                       dtype=args.dtype, whole_run=args.whole_run, **inputs, **disp, **_recompute(args),
                       **step_recipe_option(args, ep_overlap=True),
-                      **({"accounted_split": True} if args.accounted_split else {}))
+                      **({"accounted_split": True} if args.accounted_split else {}), **cp_search_option(args))
     df = t.to_frame()
     if t.mfu_low == t.mfu_high:                        # one MFU: the three cases are the same row
         df = df.loc[["central"]]
@@ -347,6 +350,7 @@ def parser() -> argparse.ArgumentParser:
     add_dispatcher_flag(p)
     add_step_recipe_flags(p, ep_overlap=True)
     add_accounted_split_flag(p)
+    add_cp_search_flags(p)
     _add_output(p)
     p.set_defaults(func=cmd_time)
 

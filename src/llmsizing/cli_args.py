@@ -359,6 +359,26 @@ def add_accounted_split_flag(p) -> None:
                         "embedding and the loss a layer's place each; default: the even splits only)")
 
 
+def add_cp_search_flags(p) -> None:
+    """``--cp`` (repeated) and ``--cp-comm`` (``plan``, ``cost`` and ``time``): the context-parallel degrees
+    searched and their K/V exchange, ``cp_degrees=`` and ``cp_comm=`` of :func:`~llmsizing.planner.plan`,
+    :func:`~llmsizing.fewest_gpus.min_gpus` and the calls built on it (:func:`cp_search_option`)."""
+    from .parallel import CP_COMMS
+
+    p.add_argument("--cp", type=integer(), action="append",
+                   help="a context-parallel degree to search; repeat for several (default: 1 below 16K "
+                        "tokens, powers of two up to 32 from 16K)")
+    p.add_argument("--cp-comm", choices=list(CP_COMMS), default="p2p",
+                   help="how context parallelism exchanges K and V: a ring (p2p, default) or an all-gather")
+
+
+def cp_search_option(args) -> dict:
+    """``cp_degrees=`` and ``cp_comm=`` of :func:`add_cp_search_flags`' flags, each only where given (an old
+    call's keywords unchanged)."""
+    return {**({} if args.cp is None else {"cp_degrees": tuple(args.cp)}),
+            **({} if args.cp_comm == "p2p" else {"cp_comm": args.cp_comm})}
+
+
 def step_recipe_option(args, *, ep_overlap: bool = False) -> dict:
     """``schedule=``, ``comm_sms=``, ``load_skew=`` (and with ``ep_overlap``, ``ep_overlap=``) of
     :func:`add_step_recipe_flags`' flags, each only where given (an old call's keywords unchanged)."""

@@ -10,7 +10,8 @@ from .cli_args import (STAGE_FORM, _add_output, _check_single_or_stages, _emit, 
                        _staged_output, add_dispatcher_flag, add_grad_buffer_flag, add_moe_step_flags,
                        add_plan_moe_flags, count, dispatcher_option, integer, moe_dispatcher_option,
                        moe_step_flags_text, moe_step_options, number, plan_table, stage,
-                       add_step_recipe_flags, step_recipe_option, add_accounted_split_flag)
+                       add_step_recipe_flags, step_recipe_option, add_accounted_split_flag,
+                       add_cp_search_flags, cp_search_option)
 
 
 def cmd_cost(args) -> None:
@@ -27,11 +28,14 @@ def cmd_cost(args) -> None:
     said = " ".join(([moe_step_flags_text(options)] if options else [])
                     + ([f"--dispatcher {args.dispatcher}"] if disp else [])
                     + [f"--{k.replace('_', '-')} {v}" for k, v in recipe.items()]
-                    + ["--accounted-split"] * bool(args.accounted_split))
+                    + ["--accounted-split"] * bool(args.accounted_split)
+                    + [f"--cp {c}" for c in args.cp or ()]
+                    + [f"--cp-comm {args.cp_comm}"] * (args.cp_comm != "p2p"))
     df = cost_by_gpu(model, tokens=args.tokens, seq=args.seq, gpus=args.gpu,
                      batch=args.batch, recompute=args.recompute, mfu=args.mfu, max_gpus=args.max_gpus,
                      **({} if args.ep is None else {"ep_degrees": tuple(args.ep)}), **options, **disp,
-                     **recipe, **({"accounted_split": True} if args.accounted_split else {}))
+                     **recipe, **({"accounted_split": True} if args.accounted_split else {}),
+                     **cp_search_option(args))
     if args.json or args.csv:
         _emit(df, args)
         return
@@ -144,7 +148,6 @@ def add_plan_commands(sub, command) -> None:
     """Add ``plan`` and ``cost`` to the subparsers ``sub`` (``command``: :mod:`llmsizing.cli`'s subcommand
     factory, with its description, the shared examples and the model argument)."""
     from .activations import RECOMPUTE
-    from .parallel import CP_COMMS
     from .plan_space import SEARCH_ORDER
     from .precision import RECIPES
 
@@ -176,11 +179,7 @@ def add_plan_commands(sub, command) -> None:
                    help="memory recipe (bf16-mixed-fp32-grads is Megatron-LM's default)")
     p.add_argument("--optimizer-impl", choices=("foreach", "fused"), default="foreach",
                    help="the optimizer step: PyTorch's default foreach, or the fused kernel (smaller)")
-    p.add_argument("--cp", type=integer(), action="append",
-                   help="a context-parallel degree to search; repeat for several (default: 1 below 16K "
-                        "tokens, powers of two up to 32 from 16K)")
-    p.add_argument("--cp-comm", choices=list(CP_COMMS), default="p2p",
-                   help="how context parallelism exchanges K and V: a ring (p2p, default) or an all-gather")
+    add_cp_search_flags(p)
     p.add_argument("--recompute", action="append", choices=list(SEARCH_ORDER),
                    help="a recomputation to search; repeat for several, the lightest that fits is kept "
                         "(default: none, selective, full); op-sac and op-sac-sdpa-rerun are torchtitan's "
@@ -229,5 +228,6 @@ def add_plan_commands(sub, command) -> None:
     add_dispatcher_flag(p)
     add_step_recipe_flags(p, ep_overlap=True)
     add_accounted_split_flag(p)
+    add_cp_search_flags(p)
     _add_output(p)
     p.set_defaults(func=cmd_cost)

@@ -471,8 +471,32 @@ def audit_cost_table(table=None, *, gpu="H100 SXM", seq: int = 4096, mfu: float 
 # =========================================================================== seed 000's worked options
 SEED_OPTIONS_CSV = SEED_COST_TABLES_CSV.parent / "seed000_options.csv"
 
-#: Seed 000's FAQ (line 269): "8 GPUs for 50 days is cheaper than 1 GPU for 400 days", as (GPUs, days) pairs.
-SEED_FAQ_RUNS = ((8, 50), (1, 400))
+#: Seed 000's FAQ (line 269), "8 GPUs for 50 days is cheaper than 1 GPU for 400 days": its claim in
+#: ``data/seed_claims.csv``, whose ``run_gpus`` and ``run_days`` give ``SEED_FAQ_RUNS``, the (GPUs, days)
+#: pairs ``((8, 50), (1, 400))``.
+_SEED_CLAIMS_CSV = SEED_COST_TABLES_CSV.parent / "seed_claims.csv"
+SEED_FAQ_CLAIM = "000-faq-8x50-cheaper"
+
+
+@cache
+def _seed_faq_runs() -> tuple[tuple[int, int], ...]:
+    """``SEED_FAQ_RUNS``: the (GPUs, days) of each run of :data:`SEED_FAQ_CLAIM`, read from its row's
+    ``run_gpus`` and ``run_days`` (one day count per GPU count, in the same order)."""
+    import csv
+
+    with open(_SEED_CLAIMS_CSV, newline="") as fh:
+        row = next(r for r in csv.DictReader(fh) if r["id"] == SEED_FAQ_CLAIM)
+    gpus, days = row["run_gpus"].split(";"), row["run_days"].split(";")
+    if len(gpus) != len(days) or not all(gpus + days):
+        raise ValueError(f"{_SEED_CLAIMS_CSV.name}: {SEED_FAQ_CLAIM} needs one run_days per run_gpus, "
+                         f"got run_gpus={row['run_gpus']!r}, run_days={row['run_days']!r}")
+    return tuple((int(g), int(d)) for g, d in zip(gpus, days))
+
+
+def __getattr__(name: str):
+    if name == "SEED_FAQ_RUNS":                  # read from data/seed_claims.csv on first use
+        return _seed_faq_runs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def audit_seed_options():

@@ -21,6 +21,8 @@ from .model import Model
 from .moe_layouts import dp_unit, ep_candidates, heavy_stages
 from .network import get_node
 from .parallel import MAX_PP, check_layout, kept_parallel, pipeline_split
+from .plan_moe import dualpipe_rank_memory
+from .plan_space import check_cp_search, default_cp_degrees
 from .plan_stage_terms import pipeline_degrees, search_stages
 from .states import USABLE_FRACTION
 
@@ -42,7 +44,8 @@ def _kept_stage_runs(model, par, stages: tuple, kw_items: tuple) -> tuple:
 
     kw = dict(kw_items)
     if kw.get("schedule") == "dualpipe":      # (DualPipe's memory counts every rank, its two stages each)
-        return tuple(training_memory(model, parallel=par, _all_stages=True, **kw))
+        # (training_memory's ranks from the planner's kept sides, bit for bit: dual50)
+        return tuple(dualpipe_rank_memory(model, par, **kw))
     return tuple(training_memory(model, parallel=par, _all_stages=True, _stages=stages, **kw))
 
 
@@ -169,7 +172,8 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
              optimizer_impl: str = "foreach", node=None, mfu: float | None = None, ep_degrees=None,
              expert_tp: bool = False, mtp_depth: int = 0, capacity_factor: float | None = None,
              dispatcher: str = "alltoall", schedule: str = "1f1b", comm_sms: int = 0,
-             load_skew: float | None = None, accounted_split: bool = False) -> Plan:
+             load_skew: float | None = None, accounted_split: bool = False, cp_degrees=None,
+             cp_comm: str = "p2p", _count_only: bool = False) -> Plan:
     """The smallest number of ``gpu`` whose most loaded GPU holds a training step of micro-batch ``batch``
     (sequences of ``seq`` tokens, ``grad_accum`` micro-batches per step) within ``usable_fraction`` of its
     memory, and a layout that does it (a :class:`Plan`).
@@ -184,15 +188,22 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     each a layer's place, Llama 3 405B's 7, fourteen 8s, 7; its first full stage weighed too,
     :func:`~llmsizing.plan_stage_terms.search_stages`), so that the count is never above the fewest GPUs of
     ``plan()``'s rows at the same micro-batch (``tests/test_fewest_accounted.py``; before issue 35's one
-    answer per question it tried the even split only: GPT-3 175B on 64 H100s where 56 hold it); ZeRO stages
-    0-3 (2 and 3 only without a pipeline); with ``offload=True`` (a bool) also
+    answer per question it tried the even split only: GPT-3 175B on 64 H100s where 56 hold it); context
+    parallelism ``cp`` as :func:`~llmsizing.planner.plan` searches it (issue 35): among ``cp_degrees``
+    (default :func:`~llmsizing.plan_space.default_cp_degrees`: none below 16,384 tokens, so nothing changes
+    there; up to 32 at long context, each rank keeping at least 4,096 tokens; a given tuple searched as is),
+    K and V exchanged as ``cp_comm`` says (the ring ``"p2p"`` or ``"all_gather"``; both checked by
+    :func:`~llmsizing.plan_space.check_cp_search`, ``plan()``'s check), with any ``tp``, ``pp`` and ZeRO
+    stage, ``tp x cp x pp x dp`` GPUs (``tests/test_fewest_cp.py``: Llama 3.1 405B at 128K on 128 H100s, tp 4,
+    cp 32, ZeRO-3, where ``cp = 1`` needs 168 to 1,008 by the micro-batches in flight); ZeRO stages
+    0-3 (2 and 3 only without a pipeline; sharded over ``dp x cp``); with ``offload=True`` (a bool) also
     ZeRO-Offload's layouts. For each, :func:`~llmsizing.memory.training_memory` is
     linear in ``1 / dp`` (ZeRO divides the sharded states by ``dp``; nothing else depends on it), so the
     smallest ``dp`` is solved for from two evaluations and then checked. Among the layouts with the fewest
     GPUs, the one with the shortest pessimistic step (:attr:`Plan.step_s`, from :func:`step_time` with no
     overlap, at ``kernel_efficiency``: default the calibrated one; ``mfu=`` is its old name) wins; ties go to
-    the simpler layout (smaller ``tp``, ``pp``, ZeRO stage). ``optimizer_impl`` is the optimizer step's
-    implementation (:data:`~llmsizing.memory.OPTIMIZER_IMPLS`: PyTorch's default ``"foreach"`` or the
+    the simpler layout (smaller ``tp``, ``pp``, ZeRO stage, ``cp``). ``optimizer_impl`` is the optimizer
+    step's implementation (:data:`~llmsizing.memory.OPTIMIZER_IMPLS`: PyTorch's default ``"foreach"`` or the
     smaller ``"fused"``).
 
     A mixture of experts (issue 24; chapter 18) also tries expert parallelism: ``ep`` among the divisors of
@@ -221,12 +232,16 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     ``step_time(schedule="dualpipe")``'s. DualPipe's memory does not depend on ``grad_accum`` beyond which
     ``pp`` it allows (each rank holds ``pp + 1`` micro-batches, arXiv:2412.19437 Table 2), so the count is the
     smallest ``n_gpus`` of ``plan(schedule="dualpipe")`` on the same model, GPU and recipe with
-    ``micro_batches=(batch,)``, ``recomputes=(recompute,)``, ``cp_degrees=(1,)``, ``max_pp`` at most
+    ``micro_batches=(batch,)``, ``recomputes=(recompute,)``, the same ``cp_degrees``, ``max_pp`` at most
     ``grad_accum / 2`` and a ``global_batch`` that is a multiple of the answer's
     ``batch x grad_accum x dp`` (``tests/test_fewest_dualpipe.py``). Its cost: ``benchmarks/README.md``.
 
     Raises ``ValueError`` if no layout fits within ``max_gpus`` (for example when one layer's activations
     alone outgrow the GPU: lower ``batch`` or ``seq``, or recompute). Taught in chapter 8.
+
+    ``_count_only=True`` (private; dual50): the count alone, an ``int``, the answer's ``gpus``, without the
+    tie-break's ``step_time`` calls (:func:`~llmsizing.time_cost.cost_by_gpu` times a mixture of experts on
+    the fastest plan of that many GPUs and reads nothing else of the answer); the same refusals.
     """
     from .memory import peak_room_bytes, training_memory
     model = resolve_model(model, moe=True)
@@ -236,6 +251,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
         raise ValueError(f"expert_tp=True splits routed experts, but {model.name!r} is dense (experts=0)")
     g = check_recipe_runs_on(precision, gpu)
     batch, seq, m = check_int("batch", batch), check_int("seq", seq), check_int("grad_accum", grad_accum)
+    cps, cp_comm = check_cp_search(cp_degrees, cp_comm, seq)        # (plan()'s: (1,) below 16K by default)
     frac = check_fraction("usable_fraction", usable_fraction)
     if gpus_per_node is not None:
         check_int("gpus_per_node", gpus_per_node, maximum=MAX_GPUS_PER_NODE)
@@ -277,10 +293,11 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
     # a mixture of experts' layouts of one (tp, pp, ZeRO stage) solved together (fewest_arrays: the same dp)
     group, solved, kept, room = None, {}, {}, peak_room_bytes(limit)
     fewest = max_gpus                 # no layout of more GPUs than the fewest found so far can be the answer
-    for tp, pp in sorted(((t, p) for t in _divisors(per_node) for p in pps),
-                         key=lambda tp_pp: tp_pp[0] * tp_pp[1]):
-        if tp * pp > fewest:          # (sorted by tp x pp: neither can any layout after it)
+    for tp, cp, pp in sorted(((t, c, p) for t in _divisors(per_node) for c in cps for p in pps),
+                             key=lambda t_c_p: t_c_p[0] * t_c_p[1] * t_c_p[2]):
+        if tp * cp * pp > fewest:     # (sorted by tp x cp x pp: neither can any layout after it)
             break
+        cpf = {} if cp == 1 else {"cp": cp, "cp_comm": cp_comm}     # (cp = 1: the layouts as before)
         try:
             check_layout(model, tp=tp, pp=pp)
         except ValueError:
@@ -294,11 +311,11 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                 + (["optimizer+params"] if offload and zero == 3 else [])
             for off in offloads:
                 if not model.is_moe:
-                    def par(dp, tp=tp, pp=pp, zero=zero, off=off):
+                    def par(dp, tp=tp, pp=pp, zero=zero, off=off, cpf=cpf):
                         # (kept_parallel: the same fields give an equal layout, checked once; fits_on and
                         # chapter 10's figure ask the same layouts on every GPU count)
                         return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off,
-                                             **pipeline_split(model, pp))
+                                             **pipeline_split(model, pp), **cpf)
 
                     stages = search_stages(model, pp)       # (the planner's: stage 1 too, accounted)
 
@@ -309,22 +326,22 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                     if dp is None:
                         continue
                     # floating-point edge: step up until it fits
-                    dp = _fits_from(dp, fewest // (tp * pp), fits)
+                    dp = _fits_from(dp, fewest // (tp * cp * pp), fits)
                 else:                              # ---- a mixture of experts: dp in multiples of a
-                    a = dp_unit(tp, 1, ep, expert_tp)
-                    if tp * pp * a > fewest:       # (its fewest GPUs, a x tp x pp, already beaten: skipped
+                    a = dp_unit(tp, cp, ep, expert_tp)
+                    if tp * cp * pp * a > fewest:  # (its fewest GPUs, a tp cp pp, already beaten: skipped
                         continue                   # unweighed, as _fits_from's limit below would refuse it)
 
-                    def par(dp, tp=tp, pp=pp, zero=zero, off=off, ep=ep):
+                    def par(dp, tp=tp, pp=pp, zero=zero, off=off, ep=ep, cpf=cpf):
                         # (kept_parallel: the same fields give an equal layout, checked once)
                         return kept_parallel(tp=tp, pp=pp, dp=dp, zero=zero, sp=tp > 1, offload=off, ep=ep,
-                                             expert_tp=expert_tp, **pipeline_split(model, pp))
+                                             expert_tp=expert_tp, **pipeline_split(model, pp), **cpf)
 
-                    if fast and group != (tp, pp) and off == "none":      # (every ZeRO stage's groups)
-                        group, groups = (tp, pp), []
+                    if fast and group != (tp, cp, pp) and off == "none":  # (every ZeRO stage's groups)
+                        group, groups = (tp, cp, pp), []
                         for z in (0, 1, 2, 3) if pp == 1 else (0, 1):
                             calls = [(e, u) for e in eps if moe_passes(tp, pp, z, e)
-                                     and tp * pp * (u := dp_unit(tp, 1, e, expert_tp)) <= fewest]
+                                     and tp * cp * pp * (u := dp_unit(tp, cp, e, expert_tp)) <= fewest]
                             if calls:
                                 groups.append((par(calls[0][1], zero=z, ep=calls[0][0]), calls))
                         group_stages = heavy_stages(model, groups[0][0])     # (pp's: the same for every ep)
@@ -332,7 +349,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                             model, groups, group_stages, kw, room, kept)) for (e, _), dp in zip(calls, dps)}
                     if fast and off == "none" and (zero, ep) in solved:
                         dp = solved[zero, ep]
-                        if dp is None or dp // a > fewest // (tp * pp * a):
+                        if dp is None or dp // a > fewest // (tp * cp * pp * a):
                             continue               # (_fits_from's refusal, without a layout built)
                         first, stages = par(a), group_stages
                     else:
@@ -345,28 +362,35 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
                     def fits(k, par=par, a=a, stages=stages, first=first):
                         runs = _stage_runs(model, first if k == 1 else par(a * k), stages, kw)
                         return max(r.total_bytes for r in runs) <= limit
-                    k = _fits_from(dp // a, fewest // (tp * pp * a), fits)
+                    k = _fits_from(dp // a, fewest // (tp * cp * pp * a), fits)
                     dp = None if k is None else a * k
                 if dp is not None:
                     candidates.append(par(dp))
                     weighed[candidates[-1]] = stages
-                    fewest = min(fewest, tp * pp * dp)
+                    fewest = min(fewest, tp * cp * pp * dp)
     if not candidates:
         raise ValueError(f"no layout of up to max_gpus={max_gpus:,} {g.name} GPUs holds batch={batch}, "
                          f"seq={seq:,} within usable_fraction={frac:g} of their memory: lower batch or seq, "
                          "or set recompute='full'")
     fewest = min(c.gpus for c in candidates)
+
+    def total_of(c):
+        if kw.get("schedule") == "dualpipe":        # (every rank's, weighed already: fits' runs are all)
+            return max(r.total_bytes for r in _stage_runs(model, c, weighed[c], kw))
+        return training_memory(model, parallel=c, **kw).total_bytes      # every stage, this time
+
     plans = []
     for c in candidates:
         if c.gpus != fewest:
             continue
+        if _count_only:                 # (the first that holds every stage: the count, no step priced)
+            if total_of(c) <= limit:
+                return fewest
+            continue
         st = step_time(model, g, c, batch=batch, seq=seq, grad_accum=m, kernel_efficiency=eff, overlap=0.0,
                        recompute=recompute, precision=precision, node=nd, **step_kw,
                        **({"max_nodes": "model"} if model.is_moe else {}))
-        if kw.get("schedule") == "dualpipe":        # (every rank's, weighed already: fits' runs are all)
-            total = max(r.total_bytes for r in _stage_runs(model, c, weighed[c], kw))
-        else:
-            total = training_memory(model, parallel=c, **kw).total_bytes      # every stage, this time
+        total = total_of(c)
         if total <= limit:
             plans.append(Plan(c, total, float(g.memory_bytes), st.comm_s, st.compute_s, st.bubble))
     # (a middle pipeline stage heavier than the first and the last: never seen)
@@ -374,7 +398,7 @@ def min_gpus(model: Model | str, gpu, *, batch: int, seq: int, grad_accum: int =
         raise ValueError(f"no layout of {fewest:,} {g.name} GPUs holds batch={batch}, seq={seq:,} on every "
                          "pipeline stage: raise max_gpus or lower batch or seq")
     return min(plans, key=lambda p: (round(p.step_s, 9), p.parallel.tp, p.parallel.pp, p.parallel.zero,
-                                     p.parallel.offload != "none", p.parallel.ep))
+                                     p.parallel.offload != "none", p.parallel.ep, p.parallel.cp))
 
 
 def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, recompute: str = "full",
@@ -388,9 +412,10 @@ def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, r
 
     Fewer than :func:`min_gpus`'s fewest: False. Otherwise the fewest's layout with ``dp`` grown to fill
     ``n_gpus`` (when its ``tp x cp x pp`` divides ``n_gpus``; ZeRO's shards only shrink as ``dp`` grows),
-    then, for a dense model, every ``tp`` (divisors of the node's scale-up domain) and ``pp`` (those
-    :func:`min_gpus` tries, the planner's, up to :data:`~llmsizing.parallel.MAX_PP`, each with the planner's
-    split) whose product divides ``n_gpus``, at the largest
+    then, for a dense model, every ``tp`` (divisors of the node's scale-up domain), ``cp`` (those
+    :func:`min_gpus` tries by default: none below 16K tokens) and ``pp`` (those :func:`min_gpus` tries, the
+    planner's, up to :data:`~llmsizing.parallel.MAX_PP`, each with the planner's split) whose product divides
+    ``n_gpus``, at the largest
     ZeRO stage :func:`min_gpus` pairs with it (3 without a pipeline, 1 with one). False when none of those
     holds the step: "not shown to fit", never a fit claimed unchecked."""
     from dataclasses import replace
@@ -418,9 +443,10 @@ def fits_on(model: Model | str, gpu, n_gpus: int, *, seq: int, batch: int = 1, r
     tries = [replace(p, dp=n // (p.tp * p.cp * p.pp))] if n % (p.tp * p.cp * p.pp) == 0 else []
     if not model.is_moe:
         per_node = min(get_node(None, g).scaleup_domain_gpus, MAX_GPUS_PER_NODE)
-        tries += [kept_parallel(tp=t, pp=pp, dp=n // (t * pp), zero=3 if pp == 1 else 1, sp=t > 1,
-                                **pipeline_split(model, pp))
-                  for t in _divisors(per_node) for pp in pipeline_degrees(model, MAX_PP) if n % (t * pp) == 0]
+        tries += [kept_parallel(tp=t, pp=pp, dp=n // (t * c * pp), zero=3 if pp == 1 else 1, sp=t > 1,
+                                **pipeline_split(model, pp), **({} if c == 1 else {"cp": c}))
+                  for c in default_cp_degrees(kw["seq"]) for t in _divisors(per_node)    # (cp = 1 first)
+                  for pp in pipeline_degrees(model, MAX_PP) if n % (t * c * pp) == 0]
     for par in tries:
         try:
             check_layout(model, tp=par.tp, pp=par.pp)

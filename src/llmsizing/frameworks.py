@@ -35,6 +35,10 @@ from __future__ import annotations
 #: The families, the last one (``"unknown"``) taking the pooled range.
 STACK_FAMILIES = ("megatron", "deepspeed", "pytorch", "unknown")
 
+#: Each family as a reader's table names it (chapter 10): its projects' own spelling.
+STACK_FAMILY_NAMES = {"megatron": "Megatron", "deepspeed": "DeepSpeed", "pytorch": "PyTorch",
+                      "unknown": "unknown"}
+
 #: ``framework`` names (lower case, as ``data/published_runs.csv`` spells them, and their short forms) ->
 #: family (module docstring). A name starting with ``"megatron-deepspeed"`` is DeepSpeed's engine.
 FRAMEWORK_FAMILY = {

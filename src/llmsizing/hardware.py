@@ -454,28 +454,31 @@ class KernelEfficiency:
     name_as_of: str = ""
 
 
-def _kernel_rows() -> list[KernelEfficiency]:
+def _kernel_rows(text: str | None = None) -> list[KernelEfficiency]:
+    """The rows of ``data/kernel_efficiency.csv`` read afresh, or of ``text`` in its layout (a refit:
+    ``tools/physics_ab.py``); the library reads them once, through :func:`_kernel_table`."""
     import csv
-    from pathlib import Path
+    import io
 
-    path = Path(__file__).resolve().parents[2] / "data" / "kernel_efficiency.csv"
-    with open(path, newline="") as fh:
-        return [KernelEfficiency(r["generation"], tuple(x.strip() for x in r["gpus"].split(";")), r["dtype"],
-                                 float(r["kernel_efficiency"]), r["runs"], r["source"],
-                                 float(r["flat_efficiency"]) if r.get("flat_efficiency") else None,
-                                 r.get("name", ""), r.get("name_source", ""), r.get("name_as_of", ""))
-                for r in csv.DictReader(fh)]
+    text = (Path(__file__).resolve().parents[2] / "data" / "kernel_efficiency.csv").read_text() \
+        if text is None else text
+    return [KernelEfficiency(r["generation"], tuple(x.strip() for x in r["gpus"].split(";")), r["dtype"],
+                             float(r["kernel_efficiency"]), r["runs"], r["source"],
+                             float(r["flat_efficiency"]) if r.get("flat_efficiency") else None,
+                             r.get("name", ""), r.get("name_source", ""), r.get("name_as_of", ""))
+            for r in csv.DictReader(io.StringIO(text))]
+
+
+@lru_cache(maxsize=None)
+def _kernel_table() -> tuple[KernelEfficiency, ...]:
+    """The rows of ``data/kernel_efficiency.csv``, read once per process: every reader in this module."""
+    return tuple(_kernel_rows())
 
 
 def generation_name(generation: str) -> str:
     """The name range notes and warnings print for GPU ``generation`` (``"cdna3"`` -> ``"CDNA 3"``): column
     ``name`` of ``data/kernel_efficiency.csv`` (sourced there); a key no row names is its own name."""
-    if not _KERNEL_ROWS:
-        _KERNEL_ROWS.extend(_kernel_rows())
-    return next((r.name for r in _KERNEL_ROWS if r.generation == generation and r.name), generation)
-
-
-_KERNEL_ROWS: list = []
+    return next((r.name for r in _kernel_table() if r.generation == generation and r.name), generation)
 
 
 def kernel_efficiency_row(gpu, dtype: str = "bf16") -> KernelEfficiency:
@@ -502,14 +505,13 @@ def kernel_efficiency_row(gpu, dtype: str = "bf16") -> KernelEfficiency:
 
 @lru_cache(maxsize=512)
 def _kernel_row(name: str, key: str) -> KernelEfficiency:
-    if not _KERNEL_ROWS:
-        _KERNEL_ROWS.extend(_kernel_rows())
-    for r in _KERNEL_ROWS:
+    rows = _kernel_table()
+    for r in rows:
         if name in r.gpus and r.dtype == key:
             return r
-    same = sorted(r.kernel_efficiency for r in _KERNEL_ROWS if r.dtype == key and r.runs)
-    same = same or sorted(r.kernel_efficiency for r in _KERNEL_ROWS if r.dtype == key)
-    flat = sorted(r.flat_efficiency for r in _KERNEL_ROWS if r.dtype == key and r.runs and r.flat_efficiency)
+    same = sorted(r.kernel_efficiency for r in rows if r.dtype == key and r.runs)
+    same = same or sorted(r.kernel_efficiency for r in rows if r.dtype == key)
+    flat = sorted(r.flat_efficiency for r in rows if r.dtype == key and r.runs and r.flat_efficiency)
     return KernelEfficiency("uncalibrated", (name,), key, same[len(same) // 2], "",
                             f"median of the calibrated {key} generations",
                             flat[len(flat) // 2] if flat else None)
@@ -521,11 +523,9 @@ def kernel_efficiency_table():
     (whether any run was). Shown in chapter 10."""
     import pandas as pd
 
-    if not _KERNEL_ROWS:
-        _KERNEL_ROWS.extend(_kernel_rows())
     return pd.DataFrame([{"generation": r.generation, "dtype": r.dtype, "gpus": ", ".join(r.gpus),
                           "kernel_efficiency": r.kernel_efficiency, "runs": int(r.runs or 0),
-                          "calibrated": bool(r.runs)} for r in _KERNEL_ROWS])
+                          "calibrated": bool(r.runs)} for r in _kernel_table()])
 
 
 def kernel_efficiency(gpu, dtype: str = "bf16") -> float:
@@ -557,9 +557,7 @@ def dtype_kernel_share(gpu, dtype: str = "bf16") -> float:
     dtype = check_choice("dtype", dtype, COMPUTE_DTYPES)
     if dtype not in ("fp8", "fp4"):
         return 1.0
-    if not _KERNEL_ROWS:
-        _KERNEL_ROWS.extend(_kernel_rows())
-    fitted = {(r.generation, r.dtype): r.kernel_efficiency for r in _KERNEL_ROWS if r.runs}
+    fitted = {(r.generation, r.dtype): r.kernel_efficiency for r in _kernel_table() if r.runs}
     ratios = {gen: fitted[gen, "fp8"] / fitted[gen, "bf16"] for gen, d in fitted if d == "fp8"
               and (gen, "bf16") in fitted}
     if not ratios:

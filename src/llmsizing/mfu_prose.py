@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 
 from .catalog import get_gpu
+from .frameworks import STACK_FAMILY_NAMES
+from .hardware import generation_name
 from .intervals import intervals_table
 from .prose import ChapterText, ProseOutOfDate
 from .prose import prose_check as _prose_check
@@ -33,9 +35,31 @@ def _intervals():
     return intervals_table().set_index(["area", "group"])
 
 
+def _group_name(group: str) -> str:
+    """A range group of ``data/intervals.csv`` as the chapter's tables print it: a GPU generation by its name
+    (:func:`~llmsizing.hardware.generation_name`, "hopper" -> "Hopper"); a stack row
+    ``stack:<family>[:<generation>]`` with its family's name
+    (:data:`~llmsizing.frameworks.STACK_FAMILY_NAMES`: "stack:pytorch:hopper" -> "PyTorch stack, Hopper";
+    "stack:all" -> "all stacks"); any other group (a dtype, a kind) as it is."""
+    kind, _, rest = group.partition(":")
+    if kind != "stack":
+        return generation_name(group)
+    family, _, gen = rest.partition(":")
+    name = "all stacks" if family == "all" else f"{STACK_FAMILY_NAMES.get(family, family)} stack"
+    return f"{name}, {generation_name(gen)}" if gen else name
+
+
+def _range_table(groups) -> str:
+    """The printed table of range ``groups`` (rows of :func:`_intervals`), each by its :func:`_group_name`; a
+    group that states no range of its own (a pooled or diagnostic row: ``low``/``high`` blank) prints "-"."""
+    cols = ["measured_coverage", "median_width", "low", "high", "n_rows", "n_sources"]
+    return groups[cols].rename(index=_group_name).to_string(na_rep="-")
+
+
 def _calibration_table(res) -> str:
     table = res[["run", "generation", "dtype", "implied_mfu", "predicted_mfu", "residual", "inside"]].copy()
     table["run"] = table["run"].str.slice(0, 58)
+    table["generation"] = table["generation"].map(generation_name)       # "Hopper", as the figure says
     for col in ("implied_mfu", "predicted_mfu"):
         table[col] = table[col].map("{:.1%}".format)
     table["residual"] = table["residual"].map("x{:.2f}".format)
@@ -145,14 +169,14 @@ def calibration_prose() -> ChapterText:
     return ChapterText(texts, _calibration_table(res))
 
 
-_GEN_NAMES = {"hopper": "Hopper", "ampere": "Ampere"}
+_GENERATIONS = ("hopper", "ampere")          # the stack cells the prose states, named by generation_name
 _FAMILY_LABEL = {"megatron": "Megatron", "deepspeed": "DeepSpeed", "pytorch": "FSDP"}
 
 
 def _cells_say(stacks, fam: str) -> str:
     """What the stack rows of ``fam`` state, per GPU generation, for the prose (formatting only)."""
     out = []
-    for gen, name in _GEN_NAMES.items():
+    for gen, name in ((g, generation_name(g)) for g in _GENERATIONS):
         if f"stack:{fam}:{gen}" not in stacks.index:
             continue
         r = stacks.loc[f"stack:{fam}:{gen}"]
@@ -164,7 +188,7 @@ def _cells_say(stacks, fam: str) -> str:
 
 def _row_name(g: str) -> str:
     parts = g.split(":")[1:]
-    return (f"the {_FAMILY_LABEL[parts[0]]} family on {_GEN_NAMES.get(parts[1], parts[1])}" if len(parts) == 2
+    return (f"the {_FAMILY_LABEL[parts[0]]} family on {generation_name(parts[1])}" if len(parts) == 2
             else f"the {_FAMILY_LABEL[parts[0]]} family as a whole")
 
 
@@ -180,7 +204,7 @@ def stack_ranges_prose() -> ChapterText:
 
     iv = _intervals()
     stacks = iv.loc["training-layout"].filter(like="stack:", axis=0)
-    text = stacks[["measured_coverage", "median_width", "low", "high", "n_rows", "n_sources"]].to_string()
+    text = _range_table(stacks)
     texts = {}
     for grp, row in stacks.iterrows():
         key = grp.removeprefix("stack:").replace(":", "_")
@@ -259,7 +283,7 @@ def inputs_range_prose() -> ChapterText:
     _says(iv.loc[("training", "all"), "median_width"] > MAX_WIDTH, "the baseline is wider than the goal")
     _says(MAX_WIDTH < inp.loc["ampere", "median_width"] < inp.loc["hopper", "median_width"],
           "with the inputs both generations are still wider than the goal, Hopper the wider")
-    text = inp[["measured_coverage", "median_width", "low", "high", "n_rows", "n_sources"]].to_string()
+    text = _range_table(inp)
     texts = {"in_bar": f"{MIN_COVERAGE:.0%} inside at a median width of at most {MAX_WIDTH:g} times"}
     a = inp.loc["all"]
     covered = a["measured_coverage"] >= MIN_COVERAGE

@@ -4,7 +4,8 @@ batch of about 4M tokens (:data:`MOE_DEFAULT_BATCH_TOKENS`, Llama 2's: Touvron e
 to whole micro-batches (:func:`moe_default_global_batch`), and the layout: the fastest plan of
 :func:`~llmsizing.planner.plan` on the GPU count asked, else the fewest GPUs that hold a step
 (:func:`~llmsizing.fewest_gpus.min_gpus`) widened by data parallelism (:func:`moe_default_layout`, its answers
-kept: :func:`_kept_moe_layout`, :func:`_kept_fewest`, :func:`_kept_fastest`). No formula of its own: it only
+kept: :func:`_kept_moe_layout`, :func:`_kept_fewest`, :func:`_kept_fastest`; several GPU types' plans in one
+search: :func:`planned_together`). No formula of its own: it only
 chooses among the planner's and ``min_gpus``' answers. :mod:`llmsizing.stages` (and
 :mod:`llmsizing.time_cost`) re-export these names; ``tests/test_stages_moe_counts.py`` checks the kept answers
 against a search per count.
@@ -12,6 +13,7 @@ against a search per count.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -27,6 +29,7 @@ from .job import check_moe_options, check_step_recipe
 from .layouts import _divisors
 from .moe_time import SCHEDULES
 from .parallel import Parallel, split_fields
+from .plan_space import cp_search_kwargs
 from .precision import RECIPES
 
 
@@ -55,7 +58,8 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
                        precision: str = "bf16-mixed", ep_degrees=None, mtp_depth: int = 0,
                        capacity_factor: float | None = None, dispatcher: str = "alltoall",
                        schedule: str = "1f1b", comm_sms: int = 0, ep_overlap: float = 0.0,
-                       max_nodes="model", load_skew: float | None = None, accounted_split: bool = False):
+                       max_nodes="model", load_skew: float | None = None, accounted_split: bool = False,
+                       cp_degrees=None, cp_comm: str = "p2p"):
     """The layout a mixture of experts is timed on when none is given (:func:`_moe_default_layout`), kept
     for the last :data:`MOE_LAYOUTS_KEPT` questions (a widget that moves the tokens or the price asks the same
     one again). ``mtp_depth``, ``capacity_factor`` and ``dispatcher`` (the token dispatcher,
@@ -65,7 +69,22 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
     all-to-all's ``ep_overlap`` and ``max_nodes``
     (moeapi42; the fewest-GPU layout's tie-break, :func:`~llmsizing.fewest_gpus.min_gpus`, takes the recipe
     only: it hides nothing, and routes as the model does). ``accounted_split=True`` (cost49): a mixture of
-    experts' accounted pipeline splits too, to both, as ``plan(accounted_split=True)`` searches them."""
+    experts' accounted pipeline splits too, to both, as ``plan(accounted_split=True)`` searches them.
+    ``cp_degrees`` and ``cp_comm``: the context-parallel degrees and K/V exchange both search (default
+    :func:`~llmsizing.plan_space.default_cp_degrees`, the ring), as ``plan()`` takes them."""
+    return _kept_moe_layout(*_layout_args(
+        model, gpu, seq, n_gpus, recompute=recompute, precision=precision, ep_degrees=ep_degrees,
+        mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=dispatcher, schedule=schedule,
+        comm_sms=comm_sms, ep_overlap=ep_overlap, max_nodes=max_nodes, load_skew=load_skew,
+        accounted_split=accounted_split, cp_degrees=cp_degrees, cp_comm=cp_comm))
+
+
+def _layout_args(model, gpu, seq, n_gpus, *, recompute="none", precision="bf16-mixed", ep_degrees=None,
+                 mtp_depth=0, capacity_factor=None, dispatcher="alltoall", schedule="1f1b", comm_sms=0,
+                 ep_overlap=0.0, max_nodes="model", load_skew=None, accounted_split=False, cp_degrees=None,
+                 cp_comm="p2p") -> tuple:
+    """:func:`moe_default_layout`'s arguments checked, as :func:`_kept_moe_layout`'s key (also
+    :func:`planned_together`'s)."""
     model, gpu = resolve_model(model, moe=True), get_gpu(gpu)
     recompute = check_choice("recompute", recompute, RECOMPUTE)
     precision = check_choice("precision", precision, RECIPES)
@@ -79,8 +98,9 @@ def moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recom
                             **routing_kwargs(ep_overlap, max_nodes),
                             # (plan()'s and min_gpus' accounted splits; only when asked: old keys unchanged)
                             **({"accounted_split": True} if check_bool("accounted_split", accounted_split)
-                               else {})}.items()))
-    return _kept_moe_layout(model, gpu, seq, n_gpus, recompute, precision, eps, options)
+                               else {}),
+                            **cp_search_kwargs(cp_degrees, cp_comm, seq)}.items()))     # (likewise)
+    return model, gpu, seq, n_gpus, recompute, precision, eps, options
 
 
 #: The all-to-all's keywords :func:`routing_kwargs` gives (plan's, step_time's; not min_gpus').
@@ -129,12 +149,64 @@ def _kept_fastest(model, gpu, seq, gb, recompute, precision, moe_items, counts) 
     table's order on a tie, as ``idxmin``) on each GPU count of ``plan()``'s table at global batch ``gb`` on
     the GPU ``counts`` only (``gpu_counts``, up to the largest; a :class:`_Fastest`); a ``ValueError`` when
     ``plan()`` refuses. Kept: each count of the search asks again."""
+    got = _together.get((model, gpu, seq, gb, recompute, precision, moe_items, counts))
+    if got is not None:                      # (planned with other GPU types: planned_together)
+        return got
+    return _Fastest(_fastest_rows(model, (gpu,), seq, gb, recompute, precision, moe_items, counts),
+                    model.layers)
+
+
+def _fastest_rows(model, gpus: tuple, seq, gb, recompute, precision, moe_items, counts):
+    """:func:`_kept_fastest`'s ``plan()`` table, of the GPU types ``gpus`` (one, or
+    :func:`planned_together`'s several)."""
     from .planner import plan
 
-    rows = plan(model, tokens=1e12, gpus=(gpu.name,), seq=seq, global_batch=gb, max_gpus=max(counts),
-                gpu_counts=counts, recomputes=(recompute,), precision=precision, explain=False,
-                **dict(moe_items))
-    return _Fastest(rows, model.layers)
+    return plan(model, tokens=1e12, gpus=tuple(g.name for g in gpus), seq=seq, global_batch=gb,
+                max_gpus=max(counts), gpu_counts=counts, recomputes=(recompute,), precision=precision,
+                explain=False, **dict(moe_items))
+
+
+#: :func:`planned_together`'s answers while it lasts: :func:`_kept_fastest`'s key to its :class:`_Fastest`.
+_together: dict = {}
+
+
+@contextlib.contextmanager
+def planned_together(model, gpu_counts, *, seq: int, **layout_kw):
+    """Within it, the fastest plans :func:`moe_default_layout` reads for the GPU types and counts
+    ``gpu_counts`` (``(gpu, n_gpus)`` pairs; ``layout_kw``: the rest of its keywords, the same for all) come
+    from one ``plan()`` per global batch for all the GPU types that share it (and its counts), not one per
+    GPU type: :func:`~llmsizing.time_cost.cost_by_gpu` on DeepSeek-V3 with DualPipe over the catalogue makes
+    4 searches instead of 21 (dual50). The same answers bit for bit: a plan's rows, step times and order
+    are its GPU's own whichever GPU types are searched beside it (each GPU's block priced alone,
+    :func:`~llmsizing.plan_pricing.kept_price`; ``tests/test_cost_together.py``). A group that ``plan()``
+    refuses, and a GPU type with no row in it, are left to their own search, as before."""
+    _together.clear()
+    groups = {}
+    for gpu, n in gpu_counts:
+        try:
+            model_, gpu_, seq_, n_, recompute, precision, eps, options = _layout_args(
+                model, gpu, seq, n, **layout_kw)
+        except ValueError:                   # (refused for this GPU: moe_default_layout says so itself)
+            continue
+        key = _fastest_key(model_, gpu_, seq_, n_, recompute, precision, eps, dict(options))
+        if key is not None:
+            groups.setdefault(key[:1] + key[2:], []).append(gpu_)
+    for (model_, *rest), gpus in groups.items():
+        if len(gpus) < 2:
+            continue
+        try:
+            rows = _fastest_rows(model_, tuple(gpus), *rest)
+        except ValueError:                   # (e.g. more plans than one call weighs: each GPU's own, then)
+            continue
+        names = rows["gpu"].to_numpy()
+        for g in gpus:
+            mine = rows[names == g.name]
+            if len(mine):
+                _together[(model_, g, *rest)] = _Fastest(mine, model_.layers)
+    try:
+        yield
+    finally:
+        _together.clear()
 
 
 def _sharing(gb: int, seq: int) -> tuple:
@@ -173,6 +245,19 @@ class _Fastest:
                          ep=int(ep), **split), int(micro))
 
 
+def _fastest_key(model, gpu, seq, n_gpus, recompute, precision, ep_degrees, options: dict):
+    """:func:`_kept_fastest`'s arguments for ``n_gpus`` GPUs (:func:`_moe_default_layout`'s search): its
+    global batch and the GPU counts that share it, or ``None`` above
+    :data:`~llmsizing.planner.MAX_GLOBAL_BATCH`."""
+    from .planner import MAX_GLOBAL_BATCH
+
+    gb = n_gpus * math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * n_gpus))
+    if gb > MAX_GLOBAL_BATCH:
+        return None
+    moe_kw = {**({} if ep_degrees is None else {"ep_degrees": ep_degrees}), **options}
+    return model, gpu, seq, gb, recompute, precision, tuple(sorted(moe_kw.items())), _sharing(gb, seq)
+
+
 def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, recompute: str = "none",
                         precision: str = "bf16-mixed", ep_degrees=None, **options):
     """The layout a mixture of experts is timed on when none is given (:func:`training_time`), as
@@ -186,8 +271,6 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
     (default: every divisor of the routed experts). ``options``: ``mtp_depth``, ``capacity_factor`` and
     ``dispatcher``, given to both; ``schedule``, ``comm_sms`` (both) and ``ep_overlap``, ``max_nodes`` (the
     plan only). Chapter 18."""
-    from .planner import MAX_GLOBAL_BATCH
-
     moe_kw = {**({} if ep_degrees is None else {"ep_degrees": ep_degrees}), **options}
     few_kw = {k: v for k, v in moe_kw.items() if k not in ROUTING_KEYS}      # (min_gpus: not these two)
 
@@ -198,8 +281,7 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
     if n_gpus is None:
         par = fewest()
         return None if par is None else (par, moe_default_global_batch(par, seq=seq, schedule=schedule), 1)
-    gb = n_gpus * math.ceil(MOE_DEFAULT_BATCH_TOKENS / (seq * n_gpus))
-    if gb <= MAX_GLOBAL_BATCH:
+    if (key := _fastest_key(model, gpu, seq, n_gpus, recompute, precision, ep_degrees, options)) is not None:
         # One search answers every GPU count of this global batch (issue 35: chapter 10's chart asks seven
         # counts), of those counts alone (plan(gpu_counts=), issue 35/38: a count d asks for gb only if d
         # divides gb and d x ceil(tokens / (seq d)) = gb, so the search up to gb's 4,096 GPUs priced ~12x the
@@ -207,13 +289,12 @@ def _moe_default_layout(model, gpu, *, seq: int, n_gpus: int | None = None, reco
         # up to n or any larger limit (:func:`~llmsizing.plan_rank.plans_within`, tests/test_planner.py), so
         # their fastest is the same, and the counts and limit are a function of gb alone. Where it refuses
         # (more plans than one call weighs), the search of n_gpus alone.
-        key = (model, gpu, seq, gb, recompute, precision, tuple(sorted(moe_kw.items())))
         try:
-            fastest = _kept_fastest(*key, _sharing(gb, seq))
+            fastest = _kept_fastest(*key)
         except ValueError:
-            fastest = _kept_fastest(*key, (n_gpus,))
+            fastest = _kept_fastest(*key[:-1], (n_gpus,))
         if (best := fastest.get(n_gpus)) is not None:
-            return best[0], gb, best[1]
+            return best[0], key[3], best[1]
     # (only a fewest-GPU layout of at most n_gpus GPUs can divide n_gpus: min_gpus searched up to n_gpus finds
     # the same layout when it has at most n_gpus GPUs, and none otherwise, weighing fewer layouts; issue 35,
     # chapter 10's chart: 35 -> ~20 ms for DeepSeek-V3's three counts below its 244 GPUs on the H100)

@@ -35,7 +35,7 @@ import numpy as np
 from .all_to_all import _links as a2a_links
 from .comm import experts_apart_of
 from .footprint import phase_values
-from .memory import _act_core, _act_layout, _kept_act_side, _kept_state_side, _stage_phases
+from .memory import _act_layout, _kept_act_core, _kept_act_side, _kept_state_side, _stage_phases
 from .memory_dualpipe import dualpipe_ranks
 from .moe import _split, ep_all_to_all, stage_moe_layers
 from .moe_arrays import frame_layers
@@ -64,7 +64,7 @@ def option_pieces(model, par, stages, *, batch: int, grad_accum: int, seq: int, 
                   dropout: bool = False, stack: str = "fused", optimizer_impl: str = "foreach",
                   recompute_layers: int | None = None, attention_mask: bool = False, mtp_depth: int = 0,
                   capacity_factor: float | None = None, grad_buffer: bool | str = False,
-                  schedule: str = "1f1b") -> list[float]:
+                  schedule: str = "1f1b", _ranks: bool = False) -> list[float]:
     """The bytes of every piece (:func:`~llmsizing.footprint.phase_values`, each summed) of the stages
     ``stages``, stage by stage, as ``training_memory(..., mtp_depth=, capacity_factor=, _all_stages=True,
     _stages=stages)`` works them out: the same kept sides (``_kept_act_side`` with the capacity,
@@ -87,13 +87,26 @@ def option_pieces(model, par, stages, *, batch: int, grad_accum: int, seq: int, 
         acts, states = mtp_sides(model, epar, mtp_depth, acts, states, precision=precision,
                                  optimizer=optimizer, batch=batch, seq=seq, recompute=recompute)
     if dual:
-        core = _act_core(ext, batch, seq, precision, attention, dropout, recompute, stack, attention_mask,
-                         epar.tp, epar.sp, epar.cp, epar.cp_comm, epar.expert_tp, **cap)[0]
+        # (_act_core's, kept: the same calls, the same numbers)
+        core = _kept_act_core(ext, batch, seq, precision, attention, dropout, recompute, stack,
+                              attention_mask, epar.tp, epar.sp, epar.cp, epar.cp_comm, epar.expert_tp,
+                              **cap)[0]
         ranks = dualpipe_ranks(epar, grad_accum, acts, states, core.rebuilt_bytes, None, grad_buffer,
                                (batch, seq, stack, optimizer_impl))
-        return [v for r in ranks for v in r.pieces_bytes.values()]
+        return ranks if _ranks else [v for r in ranks for v in r.pieces_bytes.values()]
     return [sum(v) for i in stages for v in _stage_phases(ext, epar, i, grad_accum, acts, states,
                                                            phase_values, grad_buffer=grad_buffer)]
+
+
+def dualpipe_rank_memory(model, par, **kw) -> list:
+    """Every DualPipe rank's :class:`~llmsizing.footprint.TrainingMemory` (ranks ``0 .. pp/2 - 1``), the
+    results of ``training_memory(..., schedule="dualpipe", _all_stages=True)`` without its stage rows
+    (``kw``: its keywords, checked by the caller; ``schedule`` read as ``"dualpipe"``), from
+    :func:`option_pieces`' kept sides: the activations' side shared by the layouts that differ in ZeRO stage,
+    ``dp`` and ``ep`` alone. The same pieces and totals, bit for bit (dual50:
+    :func:`~llmsizing.fewest_gpus.min_gpus` weighs DeepSeek-V3's ~640 DualPipe layouts over the catalogue
+    with it; ``tests/test_cost_together.py``)."""
+    return option_pieces(model, par, (), **{**kw, "schedule": "dualpipe"}, _ranks=True)
 
 
 def stage_moe_layer_counts(model, par, mtp_depth: int = 0) -> tuple:

@@ -8,7 +8,7 @@ the library's functions take it and as tables print it, and the recomputations i
 from __future__ import annotations
 
 from ._validate import check_choice, check_int, check_sequence
-from .parallel import OP_SAC_MODES, RECOMPUTE, RECOMPUTE_MODES
+from .parallel import CP_COMMS, OP_SAC_MODES, RECOMPUTE, RECOMPUTE_MODES
 
 #: The order in which ``plan()`` tries the recomputations it is given (``recomputes``), lightest first: for
 #: each layout and micro-batch it keeps the first that fits. torchtitan's op-level selective checkpointing
@@ -102,6 +102,37 @@ def default_cp_degrees(seq: int) -> tuple[int, ...]:
         return (1,)
     return tuple(c for c in CP_DEGREES
                  if c == 1 or (seq % (2 * c) == 0 and seq // c >= CP_MIN_TOKENS_PER_RANK))
+
+
+def check_cp_search(cp_degrees, cp_comm: str, seq: int) -> tuple[tuple[int, ...], str]:
+    """``plan(cp_degrees=, cp_comm=)`` (and :func:`~llmsizing.fewest_gpus.min_gpus`', the same search's)
+    checked for sequences of ``seq`` tokens, as ``(cps, cp_comm)``: ``cps`` :func:`default_cp_degrees` for
+    ``None``, else the given degrees sorted without repeats, each above 1 dividing ``seq`` into ``2 cp``
+    chunks (a ``ValueError`` naming ``cp_degrees``); ``cp_comm`` one of the K/V exchanges searched, the ring
+    ``"p2p"`` or ``"all_gather"`` (:data:`~llmsizing.parallel.CP_COMMS`; Ulysses' ``"a2a"``, limited by the
+    heads, is not searched)."""
+    cp_comm, seq = check_choice("cp_comm", cp_comm, CP_COMMS[:2]), check_int("seq", seq)
+    if cp_degrees is None:
+        return default_cp_degrees(seq), cp_comm
+    cps = tuple(sorted({check_int("cp_degrees[i]", c) for c in
+                        check_sequence("cp_degrees", cp_degrees, example="(1, 2, 4, 8)")}))
+    for c in cps:
+        if c > 1 and seq % (2 * c):
+            raise ValueError(f"cp_degrees holds {c}, but seq={seq:,} is not a multiple of 2 x {c}: "
+                             "context parallelism gives each rank two chunks of seq / (2 cp) tokens")
+    return cps, cp_comm
+
+
+def cp_search_kwargs(cp_degrees=None, cp_comm: str = "p2p", seq=None) -> dict:
+    """``cp_degrees`` and ``cp_comm`` checked as :func:`check_cp_search` checks them (for sequences of
+    ``seq`` tokens), as the keywords of :func:`~llmsizing.fewest_gpus.min_gpus` and ``plan()`` that a caller
+    passes on: only those not at their defaults (``{}`` for ``None`` and ``"p2p"``: an old call's keywords,
+    and the keys of the answers kept for it, unchanged), ``cp_degrees`` as a sorted tuple."""
+    if cp_degrees is None and type(cp_comm) is str and cp_comm == "p2p":
+        return {}
+    cps, comm = check_cp_search(cp_degrees, cp_comm, seq)
+    return {**({} if cp_degrees is None else {"cp_degrees": cps}),
+            **({} if comm == "p2p" else {"cp_comm": comm})}
 
 
 def recompute_kwargs(row) -> dict:

@@ -56,7 +56,7 @@ from .model import Model
 from .all_to_all import check_dispatcher, dispatcher_kwargs, node_limit
 from .moe_layouts import ep_candidates
 from .moe_time import shared_expert_params
-from .parallel import CP_COMMS, MAX_PP, check_layout
+from .parallel import MAX_PP, check_layout
 from .plan_dualpipe import dualpipe_rows
 from .plan_fits import fitting_plans
 # from the search's table to plan()'s answer (days, cost, the limits, the front, attrs) lives in plan_frame
@@ -79,8 +79,8 @@ from .plan_pricing import (_DP_SLOTS, _cp_coefficients, _dp_exposed, _dp_slot, _
 # the frame's columns, the search's bounds and defaults, and a row's recomputation live in plan_space
 from .plan_space import (CP_DEGREES, CP_MIN_SEQ, CP_MIN_TOKENS_PER_RANK, MAX_GLOBAL_BATCH,  # noqa: F401
                          MAX_LAYOUTS, MAX_MOE_PLANS, MAX_PLANS, MOE_PLAN_COLUMNS, PLAN_COLUMNS,
-                         SEARCH_ORDER, check_global_batch, check_recomputes, default_cp_degrees,
-                         recompute_kwargs, recompute_label)
+                         SEARCH_ORDER, check_cp_search, check_global_batch, check_recomputes,
+                         default_cp_degrees, recompute_kwargs, recompute_label)
 from .precision import OPTIMIZERS, RECIPES, compute_dtype
 
 
@@ -512,16 +512,7 @@ def plan(model: Model | str, *, tokens: float, gpus=("H100 SXM",), seq: int, glo
         check_int(f"the scale-up domain of {name}'s node", nd.scaleup_domain_gpus, maximum=MAX_GPUS_PER_NODE)
     optimizer_impl = check_choice("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
     max_pp = check_int("max_pp", max_pp, maximum=MAX_PP)
-    cp_comm = check_choice("cp_comm", cp_comm, CP_COMMS[:2])     # Ulysses ("a2a") is not searched
-    if cp_degrees is None:
-        cps = default_cp_degrees(seq)
-    else:
-        cps = tuple(sorted({check_int("cp_degrees[i]", c) for c in
-                            check_sequence("cp_degrees", cp_degrees, example="(1, 2, 4, 8)")}))
-        for c in cps:
-            if c > 1 and seq % (2 * c):
-                raise ValueError(f"cp_degrees holds {c}, but seq={seq:,} is not a multiple of 2 x {c}: "
-                                 "context parallelism gives each rank two chunks of seq / (2 cp) tokens")
+    cps, cp_comm = check_cp_search(cp_degrees, cp_comm, seq)     # (min_gpus' too; Ulysses not searched)
     check_bool("explain", explain)
     given = resolve_prices(prices, gpu_list)
     prices = {g.name: given[g.name] if g.name in given else gpu_price(g, name="prices") for g in gpu_list}

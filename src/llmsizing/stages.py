@@ -362,14 +362,15 @@ def _one_stage(model, g, st: Stage, run_gpus, run_par, mfu, mfu_range, price, pr
 
 def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_layers, precision, dtype,
              causal, price, goodput, ep_degrees=None, whole_run=False, mtp_depth=0, capacity_factor=None,
-             dispatcher="alltoall", accounted_split=False, **recipe):
+             dispatcher="alltoall", accounted_split=False, cp_degrees=None, cp_comm="p2p", **recipe):
     """:func:`training_time`'s mixture of experts without a global batch: ``(the run, its layout)`` on the
     MoE step of ``parallel`` or :func:`moe_default_layout`, or ``None`` when there is none. ``mtp_depth``,
     ``capacity_factor`` and ``dispatcher`` go to the step (:func:`layout_time`) and to
     :func:`moe_default_layout`'s plan (issue 35: it was chosen without them before ``plan()`` searched
     them); ``recipe``, :func:`llmsizing.job.check_step_recipe`'s and
     :func:`~llmsizing.moe_default.routing_kwargs`' keywords (``schedule``, ``comm_sms``, ``ep_overlap``,
-    ``max_nodes``; moeapi42), likewise; ``accounted_split`` (cost49) to the plan and the fewest GPUs only."""
+    ``max_nodes``; moeapi42), likewise; ``accounted_split`` (cost49), ``cp_degrees`` and ``cp_comm`` to the
+    plan and the fewest GPUs only."""
     n = None if n_gpus is None else check_int("n_gpus", n_gpus)
     if parallel is not None:
         par = resolve_parallel(parallel, model, seq)
@@ -379,7 +380,8 @@ def _moe_run(model, g, *, tokens, seq, n_gpus, parallel, recompute, recompute_la
         chosen = moe_default_layout(model, g, seq=seq, n_gpus=n, recompute=recompute, precision=precision,
                                     ep_degrees=ep_degrees, mtp_depth=mtp_depth,
                                     capacity_factor=capacity_factor, dispatcher=dispatcher,
-                                    accounted_split=accounted_split, **recipe)
+                                    accounted_split=accounted_split, cp_degrees=cp_degrees,
+                                    cp_comm=cp_comm, **recipe)
     if chosen is None:
         return None
     par, gb, micro = chosen

@@ -8,7 +8,7 @@ per token, the MFU and HFU, GPU-hours that do not depend on the GPU count) and t
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import warnings as _warnings
 
 from ._compat import retire as _retire
@@ -26,9 +26,10 @@ from .job import check_moe_options, check_step_recipe, takes_job
 from .model import Model
 from .mtp import check_mtp_depth
 from .moe_layouts import ep_candidates
-from .moe_default import routing_kwargs
+from .moe_default import planned_together, routing_kwargs
 from .parallel import OP_SAC_MODES, RECOMPUTE_MODES, Parallel, resolve_parallel
 from .precision import compute_dtype
+from .plan_space import cp_search_kwargs
 from .planner import check_global_batch
 from .stages import _staged, layout_time
 # the one MoE time path (issue 35) lives in stages, below this module: stages=... and whole runs use it too
@@ -49,7 +50,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                   comm_sms: int = 0, ep_overlap: float = 0.0, max_nodes="model",
                   load_skew: float | None = None, kernel_efficiency: float | None = None,
                   overlap: float | None = None, node=None, tp_backward_overlap: bool | None = None,
-                  accounted_split: bool = False):
+                  accounted_split: bool = False, cp_degrees=None, cp_comm: str = "p2p"):
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens of length ``seq`` with ``n_gpus``
     GPUs of type ``gpu`` (or ``parallel.gpus`` when only a layout is given). Without either, the GPU-hours and
     the cost stand (they do not depend on the GPU count; a model card gives none) and the days are ``None``.
@@ -116,7 +117,9 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
     ``capacity_factor`` (token dropping; ``None``: dropless) likewise: the step's load skew capped
     (:func:`~llmsizing.moe_time.load_skew`) and the expert buffers at that capacity. ``dispatcher`` (the MoE
     token dispatcher, :func:`~llmsizing.layouts.step_time`'s): with ``global_batch``, or on the MoE step
-    without it (its layout then planned with it), as ``mtp_depth``. Chapter 18.
+    without it (its layout then planned with it), as ``mtp_depth``. ``cp_degrees`` and ``cp_comm`` (the
+    context-parallel degrees and K/V exchange searched; default ``plan()``'s) go to the search of that layout
+    (:func:`moe_default_layout`: the plan and the fewest GPUs), the only one this call makes. Chapter 18.
 
     **The step's recipe** (moeapi42, issue 35: DeepSeek-V3's own recipe through every entry point).
     ``schedule`` (``"1f1b"``, ``"zb1p"``, ``"dualpipe"``), ``comm_sms`` (SMs kept by communication kernels,
@@ -195,6 +198,14 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                          "global_batch=, stages=, mfu=, mfu_range= or moe_dense_mfu=True, nor for a dense "
                          "model (no layout is searched there; a planned Stage takes plan_options="
                          "{'accounted_split': True})")
+    # (the context-parallel degrees and K/V exchange of the layout this call plans, where it plans one)
+    cps = cp_search_kwargs(cp_degrees, cp_comm, seq)
+    if cps and (not model.is_moe or parallel is not None or global_batch is not None
+                or stages is not None or mfu is not None or mfu_range is not None or moe_dense_mfu):
+        raise ValueError(f"{_recipe_text(cps)}: the context-parallel degrees searched for the layout this "
+                         "call plans (plan()'s, min_gpus'): not with parallel=, global_batch=, stages=, "
+                         "mfu=, mfu_range= or moe_dense_mfu=True, nor for a dense model (no layout is "
+                         "searched there; a planned Stage takes plan_options={'cp_degrees': ...})")
     if check_bool("moe_dense_mfu", moe_dense_mfu):
         _warnings.warn("moe_dense_mfu=True times a mixture of experts at the calibrated MFU of a dense model "
                        "of its active size, not on its MoE step (llmsizing.moe_time); it goes in the next "
@@ -210,7 +221,7 @@ def training_time(model: Model | str, *, tokens: float | None = None, gpu, n_gpu
                        precision="bf16-mixed" if precision is None else precision, dtype=dtype, causal=causal,
                        price=price_usd_per_gpu_hour, goodput=goodput, whole_run=whole_run,
                        mtp_depth=mtp_depth, capacity_factor=capacity_factor, dispatcher=disp, **step_recipe,
-                       **accounted)
+                       **accounted, **cps)
         if run is not None:
             return run[0]
     if disp != DEFAULT_DISPATCHER and global_batch is None:
@@ -282,7 +293,8 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
                 max_gpus: int = 65536, ep_degrees=None, moe_dense_mfu: bool = False, mtp_depth: int = 0,
                 capacity_factor: float | None = None, dispatcher: str = "alltoall", schedule: str = "1f1b",
                 comm_sms: int = 0, ep_overlap: float = 0.0, max_nodes="model",
-                load_skew: float | None = None, accounted_split: bool = False):
+                load_skew: float | None = None, accounted_split: bool = False, cp_degrees=None,
+                cp_comm: str = "p2p"):
     """The cost of the finished job on each GPU type, not the hourly rate: for each of ``gpus`` (default: the
     whole catalogue), the fewest GPUs that hold a training step (:func:`~llmsizing.fewest_gpus.min_gpus`,
     micro-batch ``batch`` of ``seq`` tokens with ``recompute``), the days on that many, and the GPU-hours and
@@ -315,7 +327,12 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     ``comm_sms``, gets a ``fits`` of False and the reason. Not with ``mfu`` or ``moe_dense_mfu``.
     ``accounted_split=True`` (a bool; off by default, as ``plan()`` and
     :func:`~llmsizing.fewest_gpus.min_gpus` take it; cost49): a mixture of experts' accounted pipeline splits
-    too, in the fewest GPUs and the plan on them (a dense model's search has them always). Chapter 18."""
+    too, in the fewest GPUs and the plan on them (a dense model's search has them always). ``cp_degrees`` and
+    ``cp_comm``: the context-parallel degrees and K/V exchange searched, as :func:`~llmsizing.planner.plan`
+    and :func:`~llmsizing.fewest_gpus.min_gpus` take them (default: ``plan()``'s, none below 16K tokens, up
+    to 32 at long context), in the fewest GPUs and the plan on them. The plans of the GPU types that share a
+    global batch are searched together (:func:`~llmsizing.moe_default.planned_together`, the same answers;
+    dual50). Chapter 18."""
     import pandas as pd
 
     from .catalog import list_gpus
@@ -352,6 +369,7 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
     # everything checked before the first GPU, so that a bad argument is refused even where nothing fits
     tokens = check_number("tokens", tokens, allow_equal=False)
     seq = check_int("seq", seq)
+    cps = cp_search_kwargs(cp_degrees, cp_comm, seq)       # (min_gpus' and the plan's: only when given)
     batch = check_int("batch", batch)
     check_choice("recompute", recompute, RECOMPUTE)
     mfu = None if mfu is None else check_fraction("mfu", mfu)
@@ -361,44 +379,66 @@ def cost_by_gpu(model: Model | str, *, tokens: float, seq: int, gpus=None, batch
                        "model of its active size, not on its MoE step (llmsizing.moe_time); it goes in the "
                        "next release", DeprecationWarning, stacklevel=3)
     price_of = {g.name: prices[g.name] if g.name in prices else gpu_price(g, name="prices") for g in gpu_list}
-    rows, seen = [], []
+    moe_step = model.is_moe and mfu is None and not moe_dense_mfu     # (timed on the fastest plan on as many)
+
+    def fewest(g, count_only=False):
+        return min_gpus(model, g, batch=batch, seq=seq, recompute=recompute, max_gpus=max_gpus, **moe_kw,
+                        **recipe, **accum, **accounted, **cps,
+                        **({"_count_only": True} if count_only else {}))
+
+    # each GPU type's fewest GPUs first (only the count where the MoE step is timed: dual50), then the runs,
+    # the fastest plans of the GPU types sharing a global batch searched together (planned_together)
+    counts = {}
     for g in gpu_list:
-        row = {"gpu": g.name, "price_usd_per_gpu_hour": price_of[g.name], "dtype": effective_dtype(g)}
         try:
-            plan = min_gpus(model, g, batch=batch, seq=seq, recompute=recompute, max_gpus=max_gpus, **moe_kw,
-                            **recipe, **accum, **accounted)
+            counts[g.name] = fewest(g, count_only=moe_step)
         except ValueError as e:
-            rows.append({**row, "fits": False, "why": str(e)})
-            continue
-        run = None
-        if model.is_moe and mfu is None and not moe_dense_mfu:   # the MoE step of the fastest plan on as many
-            try:
-                run = _moe_run(model, g, tokens=tokens, seq=seq, n_gpus=plan.gpus, parallel=None,
-                               recompute=recompute, recompute_layers=None, precision="bf16-mixed",
-                               dtype=compute_dtype("bf16-mixed"), causal=False,
-                               price=row["price_usd_per_gpu_hour"], goodput=1.0, ep_degrees=ep_degrees,
-                               **options, **recipe, **routing, **accounted)
-            except ValueError as e:                  # e.g. a step so slow that its MFU is below 0.1%
-                rows.append({**row, "fits": False, "why": str(e)})
+            counts[g.name] = e
+    found = [(g, counts[g.name]) for g in gpu_list if isinstance(counts[g.name], int)]
+    together = planned_together(model, found, seq=seq, recompute=recompute, precision="bf16-mixed",
+                                ep_degrees=ep_degrees, **options, **recipe, **routing, **accounted, **cps) \
+        if moe_step else contextlib.nullcontext()
+    rows, seen = [], []
+    with together:
+        for g in gpu_list:
+            row = {"gpu": g.name, "price_usd_per_gpu_hour": price_of[g.name], "dtype": effective_dtype(g)}
+            if isinstance(got := counts[g.name], Exception):
+                rows.append({**row, "fits": False, "why": str(got)})
                 continue
-        if run is not None:
-            t, par = run
-            plan = dataclasses.replace(plan, parallel=par)
-        else:
-            with _warnings.catch_warnings():
-                _warnings.simplefilter("ignore", DeprecationWarning)
-                t = training_time(model, tokens=tokens, gpu=g, n_gpus=plan.gpus, seq=seq, mfu=mfu,
-                                  price_usd_per_gpu_hour=row["price_usd_per_gpu_hour"], recompute=recompute,
-                                  moe_dense_mfu=moe_dense_mfu and model.is_moe)
-        moe_cols = {"ep": plan.parallel.ep} if model.is_moe else {}
-        rows.append({**row, "fits": True, "why": "", "min_gpus": plan.gpus,
-                     "layout": _layout_label(plan.parallel),
-                     **moe_cols, "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu, "days_on_min_gpus": t.days,
-                     "gpu_hours": t.gpu_hours, "gpu_hours_low": t.gpu_hours_low,
-                     "gpu_hours_high": t.gpu_hours_high,
-                     "cost_usd": t.cost_usd, "cost_usd_low": t.cost_usd_low, "cost_usd_high": t.cost_usd_high,
-                     **({"warnings": " | ".join(t.warnings)} if model.is_moe else {})})
-        seen.append(t.warnings)
+            run = None
+            if moe_step:
+                try:
+                    run = _moe_run(model, g, tokens=tokens, seq=seq, n_gpus=got, parallel=None,
+                                   recompute=recompute, recompute_layers=None, precision="bf16-mixed",
+                                   dtype=compute_dtype("bf16-mixed"), causal=False,
+                                   price=row["price_usd_per_gpu_hour"], goodput=1.0, ep_degrees=ep_degrees,
+                                   **options, **recipe, **routing, **accounted, **cps)
+                except ValueError as e:                  # e.g. a step so slow that its MFU is below 0.1%
+                    rows.append({**row, "fits": False, "why": str(e)})
+                    continue
+                # (no layout of the plan's on that many: the fewest GPUs' own, searched again in full)
+                plan = fewest(g) if run is None else None
+            else:
+                plan = got
+            if run is not None:
+                t, par = run
+                gpus, layout = par.gpus, par
+            else:
+                gpus, layout = plan.gpus, plan.parallel
+                with _warnings.catch_warnings():
+                    _warnings.simplefilter("ignore", DeprecationWarning)
+                    t = training_time(model, tokens=tokens, gpu=g, n_gpus=plan.gpus, seq=seq, mfu=mfu,
+                                      price_usd_per_gpu_hour=row["price_usd_per_gpu_hour"],
+                                      recompute=recompute, moe_dense_mfu=moe_dense_mfu and model.is_moe)
+            moe_cols = {"ep": layout.ep} if model.is_moe else {}
+            rows.append({**row, "fits": True, "why": "", "min_gpus": gpus, "layout": _layout_label(layout),
+                         **moe_cols, "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu,
+                         "days_on_min_gpus": t.days, "gpu_hours": t.gpu_hours,
+                         "gpu_hours_low": t.gpu_hours_low, "gpu_hours_high": t.gpu_hours_high,
+                         "cost_usd": t.cost_usd, "cost_usd_low": t.cost_usd_low,
+                         "cost_usd_high": t.cost_usd_high,
+                         **({"warnings": " | ".join(t.warnings)} if model.is_moe else {})})
+            seen.append(t.warnings)
     df = pd.DataFrame(rows)
     if "cost_usd" not in df:                           # no GPU type fits: keep the columns a caller reads
         df["cost_usd"] = float("nan")

@@ -61,6 +61,7 @@ def kernel_table_prose() -> ChapterText:
     shown = ke.copy()
     shown["kernel_efficiency"] = shown["kernel_efficiency"].map("{:.1%}".format)
     shown["runs"] = [str(n) if c else "stand-in" for n, c in zip(ke["runs"], ke["calibrated"])]
+    shown["generation"] = shown["generation"].map(generation_name)      # "Hopper", as the figure says
     report = shown[["generation", "dtype", "kernel_efficiency", "runs", "gpus"]].to_string(index=False)
     by_gen = ke.set_index(["generation", "dtype"])["kernel_efficiency"]
     values = {"ke_ampere": f"{by_gen['ampere', 'bf16']:.1%}", "ke_hopper": f"{by_gen['hopper', 'bf16']:.1%}",

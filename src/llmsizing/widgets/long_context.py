@@ -123,16 +123,16 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     next (:func:`long_context_ahead`) are worked out by a worker process at the lowest priority
     (:class:`~.speculate.Speculation`), while the reader looks at the answer; a move whose search the worker
     has done takes its table (the planner's own, the same bits) and draws it, and any other move searches as
-    before. No worker is started until the reader's first move (building the widget starts none). Measured
-    (benchmarks/bench_ch17_models.py, 2026-12-01, 2 cores): with a pause of 1.5 s between moves, 8 of the 50
-    moves after a mixture of experts' pick over 100 ms of CPU instead of 27 (load 7-9), and none of the four
-    slowest models' 20 instead of 9 (load 3-5); back to back, no gain (~5-10% dearer). It costs a second
-    process (~0.4 GB at the peak) and up to ~0.4 GB more in the kernel (the tables it holds), so no worker
-    starts where less than :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free. Those figures were measured
-    on a reader's own machine; on one server shared by a room the workers slowed every participant's redraws
-    (CHANGES.md: the load test), so ``speculate=None`` (the default) speculates only where the env asks
-    for it (``LLMSIZING_SPECULATE=1``, set by ``make lab``, ``app`` and ``serve-live``); ``True`` always,
-    ``False`` never."""
+    before. The worker starts when the widget is built (with speculation on) and searches ahead of the default
+    view. Measured (benchmarks/bench_ch17_models.py, 2026-12-01, 2 cores): with a pause of 1.5 s between
+    moves, 8 of the 50 moves after a mixture of experts' pick over 100 ms of CPU instead of 27 (load 7-9), and
+    none of the four slowest models' 20 instead of 9 (load 3-5); back to back, no gain (~5-10% dearer). It
+    costs a second process (~0.4 GB at the peak) and up to ~0.4 GB more in the kernel (the tables it holds),
+    so no worker starts where less than :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free. Those figures
+    were measured on a reader's own machine; on one server shared by a room the workers slowed every
+    participant's redraws (CHANGES.md: the load test), so ``speculate=None`` (the default) speculates only
+    where the env asks for it (``LLMSIZING_SPECULATE=1``, set by ``make lab``, ``app`` and ``serve-live``);
+    ``True`` always, ``False`` never."""
     from collections import OrderedDict
 
     from ..planner import plan, plans_within

@@ -3,8 +3,9 @@
 of a move's CPU, over the 100 ms a move may take).
 
 :class:`Speculation` hands such searches to one worker process (spawned, at the lowest CPU priority, shared by
-every widget of the kernel and started at a reader's first move, never by building a widget: nbval and the
-static pages make no move). The worker runs the same pure function the widget would run (e.g.
+every widget of the kernel and started when a speculating widget is built, so that it has imported and
+searched ahead of the default view before the reader's first move; nbval and the static pages never speculate:
+see "Who gets it"). The worker runs the same pure function the widget would run (e.g.
 :func:`~llmsizing.planner.plan`) and sends back its result; a move whose search is done by then takes that
 result instead of searching itself, and any other move searches in the kernel as before. Its results are the
 function's: the planner gives the same table whatever a process searched before
@@ -322,8 +323,11 @@ def watch(board, spec: Speculation, wanted) -> None:
     """Speculate for ``board`` (a :class:`~.dashboard.Dashboard`): after each new value of any of its
     controls (observed after the board's own draw), hand ``spec`` the searches ``wanted()`` lists
     (``(key, args, kw)``, most likely first), unless they are the ones it was last handed and all still
-    asked (a move that only filters: its jobs are left to run on). ``board.speculation`` is ``spec``. Shared
-    by the widgets of chapters 12 and 17."""
+    asked (a move that only filters: its jobs are left to run on); and once when called (the widget's build),
+    so that the worker has started (~0.5 s of importing, at the lowest priority) and searched ahead of the
+    default view before the reader's first move (issue 38: started at the first move, the worker's start
+    made that move dearer and missed the next). ``board.speculation`` is ``spec``. Shared by the widgets of
+    chapters 12 and 17."""
     last: list = []
 
     def ahead(change=None) -> None:
@@ -337,6 +341,7 @@ def watch(board, spec: Speculation, wanted) -> None:
     for w in board.controls.values():
         w.observe(ahead, names="value")
     board.speculation = spec
+    ahead()             # (at build: the worker starts, and searches ahead, before the reader's first move)
 
 
 def _read_handoff(path: str) -> tuple:
