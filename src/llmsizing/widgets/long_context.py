@@ -82,6 +82,19 @@ def long_context_ahead(values: dict, most: int) -> list[tuple]:
     return list(dict.fromkeys(out))
 
 
+def long_context_tier(options, values: dict, most: int) -> list[tuple]:
+    """The lowest tier of what chapter 17's widget asks its worker (pick50): a pick of each model of the
+    drop-down ``options``, in its order, at the other controls' ``values`` (the widget's build values, the
+    default view: 128K, H100 SXM, 16M tokens, ring exchange), as search keys at the largest GPU limit
+    ``most``. The widget hands those it has not searched (the dense models: it searches the mixtures of
+    experts when built) after each move's own searches, and the worker's tables are kept until a pick takes
+    them (:meth:`~.speculate.Speculation.ahead`'s ``pinned``): a reader who opens the chapter and picks a
+    dense model at the default view gets a worked-out table instead of a new search in the kernel (60-140 ms
+    of CPU: gpt2 137, mistral-7b 63)."""
+    seq, gpus, bt, cp = (values[k] for k in ("seq", "gpus", "batch_tokens", "cp_comm"))
+    return [(m, seq, tuple(gpus), bt, most, cp) for m in options]
+
+
 def long_context_jobs() -> int:
     """How many searches chapter 17's widget hands its worker a move (its :class:`~.speculate.Speculation`'s
     ``jobs``, in place of :data:`~.speculate.SPECULATE_JOBS`): every setting :func:`long_context_ahead` can
@@ -140,7 +153,7 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     get_model(model)
     warm = check_bool("warm", warm)
     on = wanted_by_environment() if speculate is None else check_bool("speculate", speculate)
-    spec = Speculation(plan, jobs=long_context_jobs()) if on else None
+    spec = Speculation(plan, jobs=long_context_jobs(), pinned=len(list_models())) if on else None
     most = max(LONG_CONTEXT_MAX_GPUS)
     widest: OrderedDict = OrderedDict()      # the searches at the largest GPU limit, by the other settings
     searched: OrderedDict = OrderedDict()    # the settings cached() searched or took (a hint for speculation)
@@ -207,10 +220,13 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
                 cached(*key)
             except ValueError:                          # (nothing fits: the move shows the planner's message)
                 pass
+    built = {k: w.value for k, w in controls.items()}          # (the default view: the tier's settings)
     board = Dashboard(render, controls, name="long_context_widget", keep=LONG_CONTEXT_KEPT)
     if spec is not None:
         watch(board, spec, lambda: [(k, *_plan_args(*k)) for k in long_context_ahead(board.values(), most)
-                                    if k not in searched])
+                                    if k not in searched],
+              lambda: [(k, *_plan_args(*k)) for k in long_context_tier(controls["model"].options, built, most)
+                       if k not in searched])
     return board
 
 
