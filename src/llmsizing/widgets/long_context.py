@@ -137,15 +137,23 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     (:class:`~.speculate.Speculation`), while the reader looks at the answer; a move whose search the worker
     has done takes its table (the planner's own, the same bits) and draws it, and any other move searches as
     before. The worker starts when the widget is built (with speculation on) and searches ahead of the default
-    view. Measured (benchmarks/bench_ch17_models.py, 2026-12-01, 2 cores): with a pause of 1.5 s between
-    moves, 8 of the 50 moves after a mixture of experts' pick over 100 ms of CPU instead of 27 (load 7-9), and
-    none of the four slowest models' 20 instead of 9 (load 3-5); back to back, no gain (~5-10% dearer). It
-    costs a second process (~0.4 GB at the peak) and up to ~0.4 GB more in the kernel (the tables it holds),
-    so no worker starts where less than :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free. Those figures
-    were measured on a reader's own machine; on one server shared by a room the workers slowed every
-    participant's redraws (CHANGES.md: the load test), so ``speculate=None`` (the default) speculates only
-    where the env asks for it (``LLMSIZING_SPECULATE=1``, set by ``make lab``, ``app`` and ``serve-live``);
-    ``True`` always, ``False`` never."""
+    view. Behind each move's own searches it works out, as its lowest tier, a pick of every model of the
+    drop-down not searched yet at the build's other settings (:func:`long_context_tier`: the 54 other dense
+    models, the mixtures of experts being warm), kept until a pick takes it (pick50;
+    benchmarks/bench_kernel_moves.py 17 --speculate --pause 1.5 --rounds 10, 2026-12-05, 4 alternated kernels
+    a side, load 0.4-1.9: the walk's dense picks took the worker's table in 20 of 20, kernel CPU median 30-32
+    ms, against 0 of 20 and 88-91 ms before; the steps unchanged, median 31.6-32.1 ms; the moves back ~0.3 ms
+    more of the kernel's thread, the tier re-handed behind each move's jobs; ~58 MB more of ``/dev/shm``, the
+    54 tables held as files until taken). Measured (benchmarks/bench_ch17_models.py, 2026-12-01, 2 cores):
+    with a pause of 1.5 s between moves, 8 of the 50 moves after a mixture of experts' pick over 100 ms of CPU
+    instead of 27 (load 7-9), and none of the four slowest models' 20 instead of 9 (load 3-5); back to back,
+    no gain (~5-10% dearer). It costs a second process (~0.4 GB at the peak) and up to ~0.4 GB more in the
+    kernel (the tables it holds), so no worker starts where less than
+    :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free. Those figures were measured on a reader's own
+    machine; on one server shared by a room the workers slowed every participant's redraws (CHANGES.md: the
+    load test), so ``speculate=None`` (the default) speculates only where the env asks for it
+    (``LLMSIZING_SPECULATE=1``, set by ``make lab``, ``app`` and ``serve-live``); ``True`` always, ``False``
+    never."""
     from collections import OrderedDict
 
     from ..planner import plan, plans_within

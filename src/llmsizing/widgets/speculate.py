@@ -37,6 +37,13 @@ so, ``LLMSIZING_SPECULATE=1`` (:data:`ENV`), which ``make lab``, ``make app`` (V
 set (each one reader on 127.0.0.1); JupyterHub and Binder do not. It changes how soon an answer comes, never
 the answer.
 
+**The lowest tier** (pick50): a widget may also hand searches kept until taken (``Speculation(pinned=)``,
+:meth:`Speculation.ahead`'s ``pinned``): chapter 17's pick of each dense model at the default view
+(:func:`~.long_context.long_context_tier`). They go behind each move's own searches (those not started are
+re-handed behind them, as stale jobs are) and are not counted in :data:`SPECULATE_HELD`; each holds one
+hand-off file (the kernel its path): chapter 17's 54 dense tables, 0.06-2.0 MB each, ~58 MB of ``/dev/shm``
+in all, and the worker's RSS ~0.28 GB after the build's searches and all 54 (2026-12-05).
+
 What the worker process runs (its set-up, a job, deleting hand-off files) is
 :mod:`llmsizing.speculate_worker`, outside this package: a worker imports that and its jobs' function, not the
 widgets (spec48).
