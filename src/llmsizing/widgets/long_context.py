@@ -61,9 +61,11 @@ def long_context_ahead(values: dict, most: int) -> list[tuple]:
     """The settings a reader of chapter 17's widget at ``values`` (its controls' values) is likely to ask for
     next, most likely first, as the widget's search keys ``(model, seq, gpus, batch_tokens, max_gpus,
     cp_comm)``: the other context lengths (the chapter's control; the nearest on the slider first), the other
-    K/V exchange, the other tokens per batch, then a second GPU type next to a chosen one in the catalogue's
-    order (its two neighbours on each side). Only searches at the largest GPU limit ``most`` (a lower one is a
-    cut of it, no search)."""
+    K/V exchange, the other tokens per batch, then a second GPU type: first those next to a chosen one in the
+    catalogue's order (its two neighbours on each side), then every other type not chosen, in the catalogue's
+    order (spec50: a reader may add any of them; the participant's walk adds A10, the list's first row, which
+    no neighbour rule predicts). Only searches at the largest GPU limit ``most`` (a lower one is a cut of it,
+    no search). Their count is at most :func:`long_context_jobs`."""
     from ..catalog import list_gpus
 
     m, seq, gpus, bt, cp = (values[k] for k in ("model", "seq", "gpus", "batch_tokens", "cp_comm"))
@@ -73,12 +75,22 @@ def long_context_ahead(values: dict, most: int) -> list[tuple]:
     out += [(m, seq, gpus, b, most, cp) for _, b in LONG_CONTEXT_BATCH_TOKENS if b != bt]
     every = list_gpus()
     picked = [every.index(g) for g in gpus if g in every]
-    for step in (1, -1, 2, -2):
-        for i in picked:
-            j = i + step
-            if 0 <= j < len(every) and every[j] not in gpus:
-                out.append((m, seq, tuple(g for g in every if g in gpus or g == every[j]), bt, most, cp))
+    near = [every[i + step] for step in (1, -1, 2, -2) for i in picked
+            if 0 <= i + step < len(every) and every[i + step] not in gpus]
+    for extra in near + [g for g in every if g not in gpus]:
+        out.append((m, seq, tuple(g for g in every if g in gpus or g == extra), bt, most, cp))
     return list(dict.fromkeys(out))
+
+
+def long_context_jobs() -> int:
+    """How many searches chapter 17's widget hands its worker a move (its :class:`~.speculate.Speculation`'s
+    ``jobs``, in place of :data:`~.speculate.SPECULATE_JOBS`): every setting :func:`long_context_ahead` can
+    list, 28 with the catalogue's 21 GPU types (5 other context lengths, the other exchange, 2 other tokens
+    per batch and 20 second GPU types). The worker runs them most likely first, and a move makes those not
+    done stale (spec50: what the 20 second GPU types cost is in long_context_widget's docstring)."""
+    from ..catalog import list_gpus
+
+    return len(LONG_CONTEXT_SEQS) - 1 + 1 + len(LONG_CONTEXT_BATCH_TOKENS) - 1 + len(list_gpus()) - 1
 
 
 def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
@@ -128,7 +140,7 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     get_model(model)
     warm = check_bool("warm", warm)
     on = wanted_by_environment() if speculate is None else check_bool("speculate", speculate)
-    spec = Speculation(plan) if on else None
+    spec = Speculation(plan, jobs=long_context_jobs()) if on else None
     most = max(LONG_CONTEXT_MAX_GPUS)
     widest: OrderedDict = OrderedDict()      # the searches at the largest GPU limit, by the other settings
     searched: OrderedDict = OrderedDict()    # the settings cached() searched or took (a hint for speculation)

@@ -256,6 +256,16 @@ class Speculation:
         keys = {k for k, _, _ in wanted}
         gen = _POOL["gen"]
         gen.value += 1
+        for key, f in list(self._futures.items()):
+            if not f.done():
+                f.cancel()
+                del self._futures[key]                   # (stale now: sent again below if still wanted)
+                f.add_done_callback(_drop)               # (its file, if it runs on and writes one)
+            elif f.cancelled() or f.exception() is not None or f.result()[0] in ("stale", "broken"):
+                del self._futures[key]
+        done = [k for k, f in self._futures.items() if f.done() and k not in keys]      # (earlier moves')
+        for key in done[:max(len(done) - self.held, 0)]:
+            _drop(self._futures.pop(key))
         if _UNREAD:                 # (first in the worker's queue: after its running job, before the new)
             paths = tuple(_UNREAD)
             del _UNREAD[:len(paths)]
@@ -264,13 +274,6 @@ class Speculation:
             except RuntimeError:
                 shutdown()
                 return
-        for key, f in list(self._futures.items()):
-            if not f.done():
-                f.cancel()
-                del self._futures[key]                   # (stale now: sent again below if still wanted)
-                f.add_done_callback(_drop)               # (its file, if it runs on and writes one)
-            elif f.cancelled() or f.exception() is not None or f.result()[0] in ("stale", "broken"):
-                del self._futures[key]
         handed = time.time()                             # (the worker's delay counts from here)
         for key, args, kw in wanted:
             if key not in self._futures:
@@ -279,9 +282,6 @@ class Speculation:
                 except RuntimeError:                     # (the pool broke or was shut down)
                     shutdown()
                     return
-        done = [k for k, f in self._futures.items() if f.done() and k not in keys]      # (earlier moves')
-        for key in done[:max(len(done) - self.held, 0)]:
-            _drop(self._futures.pop(key))
 
     def take(self, key):
         """The worker's result for ``key`` if it is done (``("ok", result)``), else None: the caller searches
