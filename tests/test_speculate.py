@@ -351,6 +351,22 @@ def test_a_large_result_is_handed_over_as_a_file_and_read_once():
     assert not os.path.exists(folder)
 
 
+def test_results_dropped_at_a_move_are_deleted_before_its_jobs():
+    # spec50: chapter 17 asks 28 searches a move; a result the next move does not want (held=0 here) is
+    # deleted by the worker before that move's jobs, not one move later (the hand-off files of two moves'
+    # jobs, up to ~0.5 GB of /dev/shm, were there at once)
+    import os
+
+    n = speculate.HANDOFF_MIN_BYTES + 1000
+    s = speculate.Speculation(bytes, held=0)
+    s.ahead([(("big", i), (n + i,), {}) for i in range(3)])
+    paths = [s._futures["big", i].result(timeout=60)[1] for i in range(3)]
+    assert all(os.path.isfile(p) for p in paths)
+    s.ahead([(("after",), (1,), {})])               # the next move: none of the three wanted
+    assert s._futures[("after",)].result(timeout=60) == ("ok", bytes(1))
+    assert not any(os.path.exists(p) for p in paths)
+
+
 def test_the_hand_off_folders_of_gone_kernels_are_removed():
     import os
     import subprocess
