@@ -14,7 +14,7 @@ PNG encode (draw42: it was headed ``png``, and read as 5x the in-process encode 
 bench_ch17_participant_walk.py, whose ``draw`` and ``encode`` it is the sum of: 18-20 ms against 13-17 + 3-4).
 
     .venv/bin/python benchmarks/bench_kernel_moves.py 17 [--rounds 6] [--base TREE] [--pairs 2] [--out F]
-        [--pause S] [--speculate]
+        [--pause S] [--speculate] [--add-gpu NAME] [--per-move]
 
 ``--pause``: seconds between moves (a reader's pace; 0.1 by default, back to back). ``--speculate``: the
 kernel gets ``LLMSIZING_SPECULATE=1`` (as ``make lab`` sets it), and the CPU of its worker processes during
@@ -156,8 +156,9 @@ def run_cell(kc, code: str, timeout: float = 900) -> tuple[int | None, str]:
     return reply["content"].get("execution_count"), "".join(text)
 
 
-def moves(info: dict, rounds: int):
-    """The participant's moves: (kind, label, control, new index)."""
+def moves(info: dict, rounds: int, add_gpu: str | None = None):
+    """The participant's moves: (kind, label, control, new index). A multi-select (the GPU types) adds its
+    first option not chosen, as the participant does, or ``add_gpu`` where it is one not chosen."""
     c = info["controls"]
     labels = c["model"]["labels"]
     start = labels[c["model"]["index"]]
@@ -174,6 +175,8 @@ def moves(info: dict, rounds: int):
             d, cur = c[k], at[k]
             if d["kind"] == "SelectMultiple":
                 extra = next(i for i in range(len(d["labels"])) if i not in cur)
+                if add_gpu in d["labels"] and d["labels"].index(add_gpu) not in cur:
+                    extra = d["labels"].index(add_gpu)
                 yield "step", f"{k} + {d['labels'][extra]}", k, sorted([*cur, extra])
             elif len(d["labels"]) >= 2:
                 new = cur + 1 if cur + 1 < len(d["labels"]) else cur - 1
@@ -199,7 +202,75 @@ def children_ns(pid: int) -> int:
     return total
 
 
-def one_kernel(tree: Path, chapter: str, rounds: int, pause_s: float = 0.1, speculate: bool = False) -> dict:
+def descendants(pid: int) -> list[int]:
+    """The process ids of ``pid``'s descendants (a speculation worker, multiprocessing's resource tracker)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("[0-9]*"):
+            try:
+                kids = [int(k) for k in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                kids = []
+            out += kids
+            todo += kids
+    return out
+
+
+def rss_bytes(pid: int) -> int:
+    """Process ``pid``'s resident memory (VmRSS), 0 if gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class MemorySampler:
+    """Every ``every_s`` (a thread of this process, not the kernel's): the kernel's RSS, its descendants'
+    (the worker's) and the bytes of its hand-off files (``/dev/shm/llmsizing-speculate-PID-*``); the peak of
+    each and of their sum (spec50: what a second GPU type asked of the worker costs in memory)."""
+
+    def __init__(self, pid: int, every_s: float = 0.05):
+        import threading
+
+        self.pid, self.every_s, self.stop = pid, every_s, threading.Event()
+        self.peak = dict(kernel=0, workers=0, shm=0, shm_files=0, total=0)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def sample(self) -> None:
+        import glob
+
+        kernel = rss_bytes(self.pid)
+        workers = sum(rss_bytes(k) for k in descendants(self.pid))
+        files = [f for d in glob.glob(f"/dev/shm/llmsizing-speculate-{self.pid}-*")
+                 for f in glob.glob(os.path.join(d, "*"))]
+        shm = 0
+        for f in files:
+            try:
+                shm += os.stat(f).st_size
+            except OSError:
+                pass
+        now = dict(kernel=kernel, workers=workers, shm=shm, shm_files=len(files),
+                   total=kernel + workers + shm)
+        for k, v in now.items():
+            self.peak[k] = max(self.peak[k], v)
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every_s):
+            self.sample()
+
+    def done(self) -> dict:
+        self.stop.set()
+        self.thread.join()
+        return dict(self.peak)
+
+
+def one_kernel(tree: Path, chapter: str, rounds: int, pause_s: float = 0.1, speculate: bool = False,
+               add_gpu: str | None = None) -> dict:
     """Start a kernel on ``tree``, run the chapter, make the moves; the record of every move."""
     from jupyter_client import KernelManager
 
@@ -224,7 +295,9 @@ def one_kernel(tree: Path, chapter: str, rounds: int, pause_s: float = 0.1, spec
         info = json.loads(run_cell(kc, AFTER % widget_n)[1].split("KINFO", 1)[1])
         pid, out = info["pid"], []
         w0 = children_ns(pid)
-        for kind, label, key, index in moves(info, rounds):
+        mem0 = dict(kernel=rss_bytes(pid), workers=sum(rss_bytes(k) for k in descendants(pid)))
+        sampler = MemorySampler(pid)
+        for kind, label, key, index in moves(info, rounds, add_gpu):
             msg = kc.session.msg("comm_msg", {"comm_id": info["controls"][key]["id"], "data": {
                 "method": "update", "state": {"index": index}, "buffer_paths": []}})
             s0, t0 = schedstat(pid), time.perf_counter()
@@ -245,10 +318,11 @@ def one_kernel(tree: Path, chapter: str, rounds: int, pause_s: float = 0.1, spec
                             wall_ms=wall * 1e3, workers_ms=(w1 - w0) / 1e6, load1=os.getloadavg()[0]))
             w0 = w1                  # (the workers' next count takes in the pause before the next move)
             time.sleep(pause_s)
+        peak = sampler.done()
         inner = json.loads(run_cell(kc, "print('KMOVES' + _j.dumps(_K['moves']))")[1].split("KMOVES", 1)[1])
         for m, i in zip(out, inner):
             m["inner"] = {k: v * 1e3 if isinstance(v, float) else v for k, v in i.items()}
-        return dict(tree=str(tree), chapter=chapter, moves=out)
+        return dict(tree=str(tree), chapter=chapter, moves=out, memory=dict(before=mem0, peak=peak))
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
@@ -279,6 +353,22 @@ def table(rec: dict) -> None:
               + f"  {p90:7.1f} {sum(c > 100 for c in cpu) / len(cpu):7.0%}")
 
 
+def per_move(rec: dict) -> None:
+    """Each kind of move apart (a step's label without its values, e.g. ``gpus + A10``, ``seq``): how many,
+    how many the kernel answered without a plan() call (``no plan``: a hit of the worker's table, or a
+    cached or cut table: every move back is one), and the medians of its CPU and plan() (ms)."""
+    groups: dict = {}
+    for m in rec["moves"]:
+        label = m["move"] if m["kind"] == "step" and " + " in m["move"] else m["move"].split(" ")[0]
+        groups.setdefault((m["kind"], label), []).append(m)
+    print(f"  {'kind':11s} {'move':22s} {'n':>3s} {'no plan':>7s} {'cpu':>7s} {'plan':>7s} {'max cpu':>8s}")
+    for (kind, label), ms in groups.items():
+        cpu = [m["cpu_ms"] for m in ms]
+        print(f"  {kind:11s} {label:22s} {len(ms):3d} {sum(m['inner']['plans'] == 0 for m in ms):7d} "
+              f"{statistics.median(cpu):7.1f} {statistics.median(m['inner']['plan'] for m in ms):7.1f} "
+              f"{max(cpu):8.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("chapter", choices=sorted(NOTEBOOKS))
@@ -289,18 +379,30 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="write every move's record here (JSON)")
     ap.add_argument("--pause", type=float, default=0.1, help="seconds between moves")
     ap.add_argument("--speculate", action="store_true", help="LLMSIZING_SPECULATE=1 in the kernel")
+    ap.add_argument("--add-gpu", help="the GPU type the GPU types' step adds (default: the first not chosen, "
+                    "as measure_participant.py; e.g. MI300X)")
+    ap.add_argument("--per-move", action="store_true",
+                    help="also each kind of move apart (e.g. 'gpus + A10'), with the moves without a plan()")
     a = ap.parse_args()
     sides = [("this", ROOT)] + ([("base", a.base.resolve())] if a.base else [])
     runs: list = []
     for p in range(a.pairs if a.base else 1):
         for name, tree in (sides if p % 2 == 0 else sides[::-1]):
             load0 = os.getloadavg()[0]
-            rec = one_kernel(tree, a.chapter, a.rounds, a.pause, a.speculate)
+            rec = one_kernel(tree, a.chapter, a.rounds, a.pause, a.speculate, a.add_gpu)
             rec.update(side=name, pair=p + 1, load=(load0, os.getloadavg()[0]))
             runs.append(rec)
             print(f"\n== {name} ({tree}), chapter {a.chapter}, pair {p + 1}, load {load0:.2f} -> "
                   f"{rec['load'][1]:.2f}")
             table(rec)
+            mem = rec["memory"]
+            print("memory (MB): before the moves kernel {:.0f}, workers {:.0f}; peaks kernel {:.0f}, "
+                  "workers {:.0f}, hand-off files {:.0f} ({} files), all three at once {:.0f}".format(
+                      mem["before"]["kernel"] / 1e6, mem["before"]["workers"] / 1e6,
+                      *(mem["peak"][k] / 1e6 for k in ("kernel", "workers", "shm")), mem["peak"]["shm_files"],
+                      mem["peak"]["total"] / 1e6))
+            if a.per_move:
+                per_move(rec)
     if a.out:
         a.out.write_text(json.dumps(runs, indent=1))
     if a.base:

@@ -21,6 +21,7 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 from llmsizing import speculate_worker  # noqa: E402
+from llmsizing.catalog import list_gpus  # noqa: E402
 from llmsizing.widgets import long_context, speculate  # noqa: E402
 from llmsizing.widgets.long_context import long_context_ahead, long_context_widget  # noqa: E402
 from llmsizing.widgets.time_money import planner_ahead, planner_widget  # noqa: E402
@@ -205,7 +206,7 @@ def test_no_worker_where_no_process_can_be_spawned(monkeypatch, plain):
 
 
 def test_no_worker_where_too_little_memory_is_free(monkeypatch, plain):
-    # a workshop server's 1 GB per participant, a kernel of 0.8 GB: 0.2 GB left, under the worker's 1.2 GB
+    # a workshop server's 1 GB per participant, a kernel of 0.8 GB: 0.2 GB left, under the worker's 1.5 GB
     monkeypatch.setattr(speculate, "_POOL", {})
     monkeypatch.setattr(speculate, "free_bytes", lambda: 0.2 * 2**30)
     w = long_context_widget("llama-3-8b", warm=False)
@@ -350,6 +351,22 @@ def test_a_large_result_is_handed_over_as_a_file_and_read_once():
     assert not os.path.exists(folder)
 
 
+def test_results_dropped_at_a_move_are_deleted_before_its_jobs():
+    # spec50: chapter 17 asks 28 searches a move; a result the next move does not want (held=0 here) is
+    # deleted by the worker before that move's jobs, not one move later (the hand-off files of two moves'
+    # jobs, up to ~0.5 GB of /dev/shm, were there at once)
+    import os
+
+    n = speculate.HANDOFF_MIN_BYTES + 1000
+    s = speculate.Speculation(bytes, held=0)
+    s.ahead([(("big", i), (n + i,), {}) for i in range(3)])
+    paths = [s._futures["big", i].result(timeout=60)[1] for i in range(3)]
+    assert all(os.path.isfile(p) for p in paths)
+    s.ahead([(("after",), (1,), {})])               # the next move: none of the three wanted
+    assert s._futures[("after",)].result(timeout=60) == ("ok", bytes(1))
+    assert not any(os.path.exists(p) for p in paths)
+
+
 def test_the_hand_off_folders_of_gone_kernels_are_removed():
     import os
     import subprocess
@@ -404,6 +421,70 @@ def test_the_likely_next_searches():
     assert all(k[4] == most for k in got)                  # (a lower limit is a cut of the widest)
     pairs = [k[2] for k in got[8:]]
     assert all(len(p) == 2 and "H100 SXM" in p for p in pairs) and ("H100 SXM", "B200") in pairs
+    # spec50: every GPU type not chosen, once: the catalogue's neighbours of H100 SXM first (one step on each
+    # side, then two), then the other 16 in the catalogue's order (A10, the list's first row, is the one the
+    # participant adds)
+    added = [next(g for g in p if g != "H100 SXM") for p in pairs]
+    assert added == ["H200", "A100 80GB", "B200", "A100 40GB",
+                     "A10", "L40S", "RTX 4090", "MI300X", "H800", "H100 PCIe", "H20", "A100 PCIe 80GB",
+                     "V100", "L4", "RTX 6000 Ada", "GB200", "B300", "MI250X GCD", "MI325X", "MI355X"]
+    assert len(got) == 5 + 1 + 2 + 20 == long_context.long_context_jobs()         # (the worker asks them all)
+    # two chosen (A10 and H100 SXM): the neighbours of either, nearest first, then the other 15; none chosen
+    two = long_context_ahead({**values, "gpus": ("A10", "H100 SXM")}, most)
+    added = [next(g for g in k[2] if g not in ("A10", "H100 SXM")) for k in two[8:]]
+    assert added[:6] == ["L40S", "H200", "A100 80GB", "RTX 4090", "B200", "A100 40GB"]
+    assert sorted(added) == sorted(g for g in list_gpus() if g not in ("A10", "H100 SXM"))
+    assert all(len(k[2]) == 3 for k in two[8:]) and len(two) <= long_context.long_context_jobs()
+
+
+def test_a_second_gpu_type_no_neighbour_predicts_is_the_worker_s():
+    # spec50: a reader may add any GPU type; one far from H100 SXM in the catalogue (L4, the 22nd of the 28
+    # searches a move asks) comes from the worker, the planner's own table bit for bit, and is drawn as the
+    # kernel draws it (before, only H100 SXM's four neighbours were asked: the kernel searched it itself)
+    import pandas as pd
+
+    from llmsizing import planner
+
+    walk = (("seq", 65536), ("gpus", ("H100 SXM", "L4")))
+    want = _walked(long_context_widget("llama-3-8b", warm=False, speculate=False), walk)
+    w = long_context_widget("llama-3-8b", warm=False)
+    taken, real = [], w.speculation.take
+
+    def take(key):
+        got = real(key)
+        taken.append((key, got))
+        return got
+
+    w.speculation.take = take
+    w.controls["seq"].value = 65536
+    assert _shown(w) == want[0]
+    _settle(w, _long_context_keys(w, "gpus", ("H100 SXM", "L4")))
+    w.controls["gpus"].value = ("H100 SXM", "L4")
+    assert _shown(w) == want[1]
+    key = ("llama-3-8b", 65536, ("H100 SXM", "L4"), 2**24, max(long_context.LONG_CONTEXT_MAX_GPUS), "p2p")
+    got = [g for k, g in taken if k == key and g is not None]
+    assert len(got) == 1 and got[0][0] == "ok"
+    planner._search.cache_clear()                        # (a fresh search: nothing kept)
+    args, kw = long_context._plan_args(*key)
+    fresh = planner.plan(*args, **kw)
+    pd.testing.assert_frame_equal(got[0][1], fresh, check_exact=True)
+    assert got[0][1].attrs == fresh.attrs
+
+
+def test_a_second_gpu_type_the_planner_refuses_comes_back_as_its_refusal():
+    # spec50: Qwen3-30B-A3B at 128K on H100 SXM and B300 is more than the 60,000 plans plan() prices in one
+    # call; the worker's job returns the planner's message ("error"), and a move that wants it searches in the
+    # kernel, which raises the same message for the widget to show
+    from llmsizing import planner
+
+    key = ("qwen3-30b-a3b", 131072, ("H100 SXM", "B300"), 2**24, 16384, "p2p")
+    args, kw = long_context._plan_args(*key)
+    with pytest.raises(ValueError, match="60,000 plans") as refused:
+        planner.plan(*args, **kw)
+    s = speculate.Speculation(planner.plan)
+    s.ahead([(key, args, kw)])
+    assert s._futures[key].result(timeout=120) == ("error", str(refused.value))
+    assert s.take(key) is None and s.missed == 1 and s.taken == 0
 
 
 _KILLED_KERNEL = """

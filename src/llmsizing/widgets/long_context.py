@@ -61,9 +61,11 @@ def long_context_ahead(values: dict, most: int) -> list[tuple]:
     """The settings a reader of chapter 17's widget at ``values`` (its controls' values) is likely to ask for
     next, most likely first, as the widget's search keys ``(model, seq, gpus, batch_tokens, max_gpus,
     cp_comm)``: the other context lengths (the chapter's control; the nearest on the slider first), the other
-    K/V exchange, the other tokens per batch, then a second GPU type next to a chosen one in the catalogue's
-    order (its two neighbours on each side). Only searches at the largest GPU limit ``most`` (a lower one is a
-    cut of it, no search)."""
+    K/V exchange, the other tokens per batch, then a second GPU type: first those next to a chosen one in the
+    catalogue's order (its two neighbours on each side), then every other type not chosen, in the catalogue's
+    order (spec50: a reader may add any of them; the participant's walk adds A10, the list's first row, which
+    no neighbour rule predicts). Only searches at the largest GPU limit ``most`` (a lower one is a cut of it,
+    no search). Their count is at most :func:`long_context_jobs`."""
     from ..catalog import list_gpus
 
     m, seq, gpus, bt, cp = (values[k] for k in ("model", "seq", "gpus", "batch_tokens", "cp_comm"))
@@ -73,12 +75,22 @@ def long_context_ahead(values: dict, most: int) -> list[tuple]:
     out += [(m, seq, gpus, b, most, cp) for _, b in LONG_CONTEXT_BATCH_TOKENS if b != bt]
     every = list_gpus()
     picked = [every.index(g) for g in gpus if g in every]
-    for step in (1, -1, 2, -2):
-        for i in picked:
-            j = i + step
-            if 0 <= j < len(every) and every[j] not in gpus:
-                out.append((m, seq, tuple(g for g in every if g in gpus or g == every[j]), bt, most, cp))
+    near = [every[i + step] for step in (1, -1, 2, -2) for i in picked
+            if 0 <= i + step < len(every) and every[i + step] not in gpus]
+    for extra in near + [g for g in every if g not in gpus]:
+        out.append((m, seq, tuple(g for g in every if g in gpus or g == extra), bt, most, cp))
     return list(dict.fromkeys(out))
+
+
+def long_context_jobs() -> int:
+    """How many searches chapter 17's widget hands its worker a move (its :class:`~.speculate.Speculation`'s
+    ``jobs``, in place of :data:`~.speculate.SPECULATE_JOBS`): every setting :func:`long_context_ahead` can
+    list, 28 with the catalogue's 21 GPU types (5 other context lengths, the other exchange, 2 other tokens
+    per batch and 20 second GPU types). The worker runs them most likely first, and a move makes those not
+    done stale (spec50: what the 20 second GPU types cost is in long_context_widget's docstring)."""
+    from ..catalog import list_gpus
+
+    return len(LONG_CONTEXT_SEQS) - 1 + 1 + len(LONG_CONTEXT_BATCH_TOKENS) - 1 + len(list_gpus()) - 1
 
 
 def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
@@ -114,13 +126,28 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     before. The worker starts when the widget is built (with speculation on) and searches ahead of the default
     view. Measured (benchmarks/bench_ch17_models.py, 2026-12-01, 2 cores): with a pause of 1.5 s between
     moves, 8 of the 50 moves after a mixture of experts' pick over 100 ms of CPU instead of 27 (load 7-9), and
-    none of the four slowest models' 20 instead of 9 (load 3-5); back to back, no gain (~5-10% dearer). It
-    costs a second process (~0.4 GB at the peak) and up to ~0.4 GB more in the kernel (the tables it holds),
-    so no worker starts where less than :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free. Those figures
-    were measured on a reader's own machine; on one server shared by a room the workers slowed every
-    participant's redraws (CHANGES.md: the load test), so ``speculate=None`` (the default) speculates only
-    where the env asks for it (``LLMSIZING_SPECULATE=1``, set by ``make lab``, ``app`` and ``serve-live``);
-    ``True`` always, ``False`` never."""
+    none of the four slowest models' 20 instead of 9 (load 3-5); back to back, no gain (~5-10% dearer). The
+    worker is asked :func:`long_context_jobs` searches a move (28, not :data:`~.speculate.SPECULATE_JOBS`'
+    12): every second GPU type a reader may add, after the likelier searches, which it runs first (one worker,
+    first in first out; a move cancels those not started, and a second GPU type's job still running at a move,
+    10-70 ms and its pickle on a quiet machine, ends inside the worker's 0.25 s start delay). Measured
+    (spec50, benchmarks/bench_kernel_moves.py 17 --speculate --pause 1.5 --rounds 5 --per-move, 2026-12-05
+    10:00-10:30 UTC, against main 594d3df1, whose worker started at the first move, sides alternated): in the
+    runs at a 1-minute load under 2, the step adding a second GPU type took the worker's table 23 of 25 times
+    (A10 in three runs, MI300X, L4; main 0 of 20: its neighbours rule never asks them), the context, exchange
+    and tokens steps 75 of 75 (main 55 of 60), the steps' kernel CPU p90 40-52 ms (main 66-88); at load
+    2.5-3.2, 11 of 15 and 37 of 45 (main 0 of 15, 32 of 45); at load 4 and more the worker at nice 19 gets ~30
+    ms of CPU a move and both miss alike. It costs the worker 0.43-0.52 s of CPU a move at a reader's pace
+    (median; main 0.05-0.12: the 20 searches of two GPU types, 10-70 ms each, and their pickles), a second
+    process of 0.74-0.75 GB at the walk's peak (main 0.44-0.55: the planner's 32 kept searches are now tables
+    of two types) and its hand-off files (the move's 28 and 4 held at most; 0.28 GB of ``/dev/shm`` at the
+    peak, 32 files; main 0.14-0.17): kernel, worker and files 1.39-1.41 GB at once, main 1.06-1.14 (the kernel
+    itself 0.42-0.44 GB, main 0.45-0.49). No worker starts where less than
+    :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free. Those figures were measured on a reader's own
+    machine; on one server shared by a room the workers slowed every participant's redraws (CHANGES.md: the
+    load test), so ``speculate=None`` (the default) speculates only where the env asks for it
+    (``LLMSIZING_SPECULATE=1``, set by ``make lab``, ``app`` and ``serve-live``); ``True`` always, ``False``
+    never."""
     from collections import OrderedDict
 
     from ..planner import plan, plans_within
@@ -128,7 +155,7 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     get_model(model)
     warm = check_bool("warm", warm)
     on = wanted_by_environment() if speculate is None else check_bool("speculate", speculate)
-    spec = Speculation(plan) if on else None
+    spec = Speculation(plan, jobs=long_context_jobs()) if on else None
     most = max(LONG_CONTEXT_MAX_GPUS)
     widest: OrderedDict = OrderedDict()      # the searches at the largest GPU limit, by the other settings
     searched: OrderedDict = OrderedDict()    # the settings cached() searched or took (a hint for speculation)
