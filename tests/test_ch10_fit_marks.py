@@ -117,7 +117,8 @@ def test_metas_own_compute_optimal_point_is_drawn_where_the_paper_puts_it():
     plt.close(view.figure)
 
 
-@pytest.mark.parametrize("seq, tried", [(8192, "no context parallelism"), (32768, "with context parallelism")])
+@pytest.mark.parametrize("seq, tried", [(8192, "no context parallelism"),
+                                        (32768, "with context parallelism")])
 def test_the_summary_says_whether_the_search_tried_context_parallelism(seq, tried):
     # the fewest-GPU search tries the planner's context-parallel degrees from 16K tokens on (min_gpus and
     # fits_on, issue 35's one answer per question): the crossed-out counts' sentence said "no context

@@ -223,9 +223,9 @@ class _Fastest:
     ``layers`` (the model's), the layout has the planner's split of them
     (:func:`~llmsizing.parallel.split_fields`: a ``pp`` alone names it, as in
     :meth:`~llmsizing.job.Job.from_plan_row`): an accounted or a DualPipe uneven split was timed as an even
-    split with the remainder on the first stages before cost49. ``cp_comm``: the search's K/V exchange (plan()
-    has no column of it), the layout's wherever ``cp > 1`` (an all-gather search was timed as the ring before).
-    """
+    split with the remainder on the first stages before cost49. ``cp_comm``: the search's K/V exchange
+    (plan() has no column of it), the layout's wherever ``cp > 1`` (an all-gather search was timed as the
+    ring before)."""
 
     COLUMNS = ("tp", "cp", "pp", "dp", "zero", "sp", "ep", "micro_batch")
 

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from ..catalog import get_model, price_note
-from ..plan_space import CP_MIN_SEQ
+from ..plan_space import default_cp_degrees
 from .base import (DPI, GPU_COLORS, FixedView, View, _log_axis, _log_scale, _short_number, _tokens, _usd,
                    figure_axes, new_figure)
 # chapter 12's figure (the planner's answer) lives in time_money_plan, chapters 13-14's (the library checked)
@@ -243,8 +243,8 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
                + "".join(f"\nwarning: {w}" for w in t.warnings)
                + (f"\ndoes not fit on {', '.join(f'{n:,}' for n in cannot)} x {t.gpu} (crossed out): no "
                   "layout of that many that the fewest-GPU search tries (ZeRO, no offload, "
-                  f"{'no' if t.seq < CP_MIN_SEQ else 'with'} context parallelism) holds a step "
-                  f"of one {t.seq:,}-token sequence, even with full recomputation"
+                  f"{'with' if len(default_cp_degrees(t.seq)) > 1 else 'no'} context parallelism) "
+                  f"holds a step of one {t.seq:,}-token sequence, even with full recomputation"
                   + ("" if fewest is None else f"; the fewest that hold one: {fewest:,}") if cannot else ""))
     return FixedView(fig, summary)
 
