@@ -181,30 +181,30 @@ def planned_together(model, gpu_counts, *, seq: int, **layout_kw):
     :func:`~llmsizing.plan_pricing.kept_price`; ``tests/test_cost_together.py``). A group that ``plan()``
     refuses, and a GPU type with no row in it, are left to their own search, as before."""
     _together.clear()
-    groups = {}
-    for gpu, n in gpu_counts:
-        try:
-            model_, gpu_, seq_, n_, recompute, precision, eps, options = _layout_args(
-                model, gpu, seq, n, **layout_kw)
-        except ValueError:                   # (refused for this GPU: moe_default_layout says so itself)
-            continue
-        key = _fastest_key(model_, gpu_, seq_, n_, recompute, precision, eps, dict(options))
-        if key is not None:
-            groups.setdefault(key[:1] + key[2:], []).append(gpu_)
-    for (model_, *rest), gpus in groups.items():
-        if len(gpus) < 2:
-            continue
-        try:
-            rows = _fastest_rows(model_, tuple(gpus), *rest)
-        except ValueError:                   # (e.g. more plans than one call weighs: each GPU's own, then)
-            continue
-        names = rows["gpu"].to_numpy()
-        for g in gpus:
-            mine = rows[names == g.name]
-            if len(mine):
-                _together[(model_, g, *rest)] = _Fastest(mine, model_.layers,
-                                                         dict(rest[4]).get("cp_comm", "p2p"))
-    try:
+    try:                                     # (interrupted while planning: nothing left kept)
+        groups = {}
+        for gpu, n in gpu_counts:
+            try:
+                model_, gpu_, seq_, n_, recompute, precision, eps, options = _layout_args(
+                    model, gpu, seq, n, **layout_kw)
+            except ValueError:               # (refused for this GPU: moe_default_layout says so itself)
+                continue
+            key = _fastest_key(model_, gpu_, seq_, n_, recompute, precision, eps, dict(options))
+            if key is not None:
+                groups.setdefault(key[:1] + key[2:], []).append(gpu_)
+        for (model_, *rest), gpus in groups.items():
+            if len(gpus) < 2:
+                continue
+            try:
+                rows = _fastest_rows(model_, tuple(gpus), *rest)
+            except ValueError:               # (e.g. more plans than one call weighs: each GPU's own, then)
+                continue
+            names = rows["gpu"].to_numpy()
+            for g in gpus:
+                mine = rows[names == g.name]
+                if len(mine):
+                    _together[(model_, g, *rest)] = _Fastest(mine, model_.layers,
+                                                             dict(rest[4]).get("cp_comm", "p2p"))
         yield
     finally:
         _together.clear()
