@@ -69,7 +69,7 @@ assets: $(ASSET_STAMP) ## Fetch MathJax and thebe from the npm registry into _ve
 
 .PHONY: book
 book: $(STAMP) $(ASSET_STAMP) ## Build the site into _build/html (+ the JupyterLite copy in lite/), warnings are errors
-	$(VENV)/bin/jupyter-book build . --all -W -n --keep-going
+	env -u LLMSIZING_SPECULATE $(VENV)/bin/jupyter-book build . --all -W -n --keep-going
 	$(PY) tools/build_lite.py
 	$(PY) tools/check_site.py --static
 
@@ -79,6 +79,9 @@ book: $(STAMP) $(ASSET_STAMP) ## Build the site into _build/html (+ the JupyterL
 # Python's bytecode cache stays on (env -u PYTHONDONTWRITEBYTECODE: some shells and CI images set it): each
 # worker and each notebook's kernel then loads pandas, matplotlib and the library compiled instead of compiling
 # them again, and pytest keeps the test files' rewritten asserts; the caches are __pycache__/ (git-ignored).
+# env -u LLMSIZING_SPECULATE (here, in book and in outputs): a terminal of `make lab` has it set, and the
+# kernels these start would inherit it and start chapters 12 and 17's speculation workers as they build the
+# widgets (tests/test_speculate.py sets it where it tests them).
 # -p tests.lazy_iri (before the installed plugins): jsonschema's IRI parsers are built on first use, never here,
 # instead of at import in every process (about 2.5 s CPU each; tests/lazy_iri.py).
 # -p tests.kernel_forks: each worker's notebook kernels are forked from one process that has imported ipykernel,
@@ -86,7 +89,8 @@ book: $(STAMP) $(ASSET_STAMP) ## Build the site into _build/html (+ the JupyterL
 TEST_WORKERS ?= auto
 .PHONY: test
 test: $(STAMP) ## Run unit tests (tests/) and strict nbval over every notebook in book/, on every core
-	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest tests book --ignore=tests/browser --nbval --nbval-current-env \
+	env -u PYTHONDONTWRITEBYTECODE -u LLMSIZING_SPECULATE $(PY) -m pytest tests book --ignore=tests/browser \
+	  --nbval --nbval-current-env \
 	  --nbval-cell-timeout=300 -p no:cacheprovider -p tests.lazy_iri -p tests.kernel_forks \
 	  -o console_output_style=classic -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
@@ -102,7 +106,7 @@ fuzz: $(STAMP) ## Fuzz every public function longer than CI does (FUZZ_EXAMPLES 
 
 .PHONY: outputs
 outputs: $(STAMP) ## Re-execute all notebooks in place to refresh their stored outputs (for nbval)
-	$(PY) tools/refresh_outputs.py
+	env -u LLMSIZING_SPECULATE $(PY) tools/refresh_outputs.py
 
 # tools/lab/jupyter_server_config.py: a pre-save hook strips widget state, widget-view outputs, cell timing
 # and kernel versions (tools/refresh_outputs.py's normalise), so autosave never dirties book/*.ipynb.

@@ -115,3 +115,16 @@ def test_metas_own_compute_optimal_point_is_drawn_where_the_paper_puts_it():
     assert "402B on 16.55T tokens at 3.80e+25 FLOPs as stated (6ND: 3.99e+25)" in view.summary
     import matplotlib.pyplot as plt
     plt.close(view.figure)
+
+
+@pytest.mark.parametrize("seq, tried", [(8192, "no context parallelism"),
+                                        (32768, "with context parallelism")])
+def test_the_summary_says_whether_the_search_tried_context_parallelism(seq, tried):
+    # the fewest-GPU search tries the planner's context-parallel degrees from 16K tokens on (min_gpus and
+    # fits_on, issue 35's one answer per question): the crossed-out counts' sentence said "no context
+    # parallelism" at every length. 1 and 8 H100s hold 70.55e9 x 16 B = 1.129e12 B of states at no length
+    # (8 x 76.97e9 = 0.616e12 B), so both lengths have crossed-out counts to explain.
+    assert 8 * USABLE_H100 < STATES_70B
+    summary = render_training_time("llama-3-70b", gpu="H100 SXM", seq=seq).summary
+    line = next(x for x in summary.splitlines() if x.startswith("does not fit on 1, 8 x H100 SXM"))
+    assert f"(ZeRO, no offload, {tried})" in line

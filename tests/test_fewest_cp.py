@@ -105,7 +105,9 @@ def test_llama_3_8b_at_128k_on_16_h100s_by_hand():
     assert weighed > 50
 
 
-#: (model, seq, micro-batches, recomputation, the count and (tp, cp, pp, dp, zero, ep) before and after)
+#: (model, seq, micro-batches, recomputation, the count and (tp, cp, pp, dp, zero, ep) before and after): a
+#: pin, read off the code before context parallelism was searched (not worked by hand; the hand-worked cases
+#: are above), so that a change below 16K tokens, where plan() tries no context parallelism, shows here.
 BELOW_16K = [("llama-3-8b", 8192, 64, "none", 4, (2, 1, 2, 1, 0, 1)),
              ("llama-3-70b", 8192, 64, "selective", 32, (8, 1, 4, 1, 0, 1)),
              ("gpt3-175b", 4096, 8, "none", 56, (8, 1, 7, 1, 0, 1)),
@@ -119,7 +121,6 @@ def test_nothing_changes_below_16k(model, seq, m, rc, gpus, layout):
     best = min_gpus(model, H100, batch=1, seq=seq, grad_accum=m, recompute=rc)
     q = best.parallel
     assert (best.gpus, (q.tp, q.cp, q.pp, q.dp, q.zero, q.ep)) == (gpus, layout)
-    assert min_gpus(model, H100, batch=1, seq=seq, grad_accum=m, recompute=rc, cp_degrees=(1,)) == best
 
 
 def test_cp_degrees_as_given():

@@ -55,7 +55,8 @@ def test_chapter_10s_tables_name_generations_and_stacks():
     """Chapter 10's four tables (kernel efficiency; the runs against the model; the layout range by stack;
     the range from a planner's inputs) print a generation by its name, as the chapter's figure and warnings
     do, and a stack row of data/intervals.csv ("stack:pytorch:hopper") with its family's name
-    (frameworks.STACK_FAMILY_NAMES): "PyTorch stack, Hopper". No key is printed; the numbers stay on their rows (read from the CSV here)."""
+    (frameworks.STACK_FAMILY_NAMES): "PyTorch stack, Hopper". No key is printed; the numbers stay on their
+    rows (read from the CSV here)."""
     from llmsizing.mfu_prose import calibration_prose, inputs_range_prose, stack_ranges_prose
     from llmsizing.time_prose import kernel_table_prose
 

@@ -120,6 +120,16 @@ def test_one_reader_routes_speculate_and_a_shared_server_does_not():
             assert "LLMSIZING_SPECULATE=1" not in (ROOT / name).read_text(), name
 
 
+def test_the_test_and_build_recipes_never_speculate():
+    """A terminal of `make lab` has LLMSIZING_SPECULATE=1; since the speculating widgets start their worker
+    when built, `make test`, `make book` and `make outputs` unset it, or their kernels would start workers."""
+    make = (ROOT / "Makefile").read_text()
+    for target in ("test", "book", "outputs"):
+        recipe = re.search(rf"^{re.escape(target)}:.*?\n((?:\t.*\n)+)", make, re.M)[1]
+        first = recipe.splitlines()[0]
+        assert first.lstrip().startswith("env -u") and "-u LLMSIZING_SPECULATE" in first, target
+
+
 def test_jupyter_server_refuses_a_non_loopback_origin():
     with pytest.raises(ValueError, match="site_origin"):
         serve_live.start_jupyter("http://0.0.0.0:8000")

@@ -206,7 +206,7 @@ def test_no_worker_where_no_process_can_be_spawned(monkeypatch, plain):
 
 
 def test_no_worker_where_too_little_memory_is_free(monkeypatch, plain):
-    # a workshop server's 1 GB per participant, a kernel of 0.8 GB: 0.2 GB left, under the worker's 1.2 GB
+    # a workshop server's 1 GB per participant, a kernel of 0.8 GB: 0.2 GB left, under the worker's 1.5 GB
     monkeypatch.setattr(speculate, "_POOL", {})
     monkeypatch.setattr(speculate, "free_bytes", lambda: 0.2 * 2**30)
     w = long_context_widget("llama-3-8b", warm=False)

@@ -485,7 +485,9 @@ def _seed_faq_runs() -> tuple[tuple[int, int], ...]:
     import csv
 
     with open(_SEED_CLAIMS_CSV, newline="") as fh:
-        row = next(r for r in csv.DictReader(fh) if r["id"] == SEED_FAQ_CLAIM)
+        row = next((r for r in csv.DictReader(fh) if r["id"] == SEED_FAQ_CLAIM), None)
+    if row is None:
+        raise ValueError(f"{_SEED_CLAIMS_CSV.name} has no row {SEED_FAQ_CLAIM!r} (seed 000's FAQ runs)")
     gpus, days = row["run_gpus"].split(";"), row["run_days"].split(";")
     if len(gpus) != len(days) or not all(gpus + days):
         raise ValueError(f"{_SEED_CLAIMS_CSV.name}: {SEED_FAQ_CLAIM} needs one run_days per run_gpus, "

@@ -170,7 +170,7 @@ def calibration_prose() -> ChapterText:
 
 
 _GENERATIONS = ("hopper", "ampere")          # the stack cells the prose states, named by generation_name
-_FAMILY_LABEL = {"megatron": "Megatron", "deepspeed": "DeepSpeed", "pytorch": "FSDP"}
+_FAMILY_LABEL = STACK_FAMILY_NAMES          # (the tables' names: one map)
 
 
 def _cells_say(stacks, fam: str) -> str:

@@ -153,7 +153,7 @@ def _kept_fastest(model, gpu, seq, gb, recompute, precision, moe_items, counts) 
     if got is not None:                      # (planned with other GPU types: planned_together)
         return got
     return _Fastest(_fastest_rows(model, (gpu,), seq, gb, recompute, precision, moe_items, counts),
-                    model.layers)
+                    model.layers, dict(moe_items).get("cp_comm", "p2p"))
 
 
 def _fastest_rows(model, gpus: tuple, seq, gb, recompute, precision, moe_items, counts):
@@ -181,29 +181,30 @@ def planned_together(model, gpu_counts, *, seq: int, **layout_kw):
     :func:`~llmsizing.plan_pricing.kept_price`; ``tests/test_cost_together.py``). A group that ``plan()``
     refuses, and a GPU type with no row in it, are left to their own search, as before."""
     _together.clear()
-    groups = {}
-    for gpu, n in gpu_counts:
-        try:
-            model_, gpu_, seq_, n_, recompute, precision, eps, options = _layout_args(
-                model, gpu, seq, n, **layout_kw)
-        except ValueError:                   # (refused for this GPU: moe_default_layout says so itself)
-            continue
-        key = _fastest_key(model_, gpu_, seq_, n_, recompute, precision, eps, dict(options))
-        if key is not None:
-            groups.setdefault(key[:1] + key[2:], []).append(gpu_)
-    for (model_, *rest), gpus in groups.items():
-        if len(gpus) < 2:
-            continue
-        try:
-            rows = _fastest_rows(model_, tuple(gpus), *rest)
-        except ValueError:                   # (e.g. more plans than one call weighs: each GPU's own, then)
-            continue
-        names = rows["gpu"].to_numpy()
-        for g in gpus:
-            mine = rows[names == g.name]
-            if len(mine):
-                _together[(model_, g, *rest)] = _Fastest(mine, model_.layers)
-    try:
+    try:                                     # (interrupted while planning: nothing left kept)
+        groups = {}
+        for gpu, n in gpu_counts:
+            try:
+                model_, gpu_, seq_, n_, recompute, precision, eps, options = _layout_args(
+                    model, gpu, seq, n, **layout_kw)
+            except ValueError:               # (refused for this GPU: moe_default_layout says so itself)
+                continue
+            key = _fastest_key(model_, gpu_, seq_, n_, recompute, precision, eps, dict(options))
+            if key is not None:
+                groups.setdefault(key[:1] + key[2:], []).append(gpu_)
+        for (model_, *rest), gpus in groups.items():
+            if len(gpus) < 2:
+                continue
+            try:
+                rows = _fastest_rows(model_, tuple(gpus), *rest)
+            except ValueError:               # (e.g. more plans than one call weighs: each GPU's own, then)
+                continue
+            names = rows["gpu"].to_numpy()
+            for g in gpus:
+                mine = rows[names == g.name]
+                if len(mine):
+                    _together[(model_, g, *rest)] = _Fastest(mine, model_.layers,
+                                                             dict(rest[4]).get("cp_comm", "p2p"))
         yield
     finally:
         _together.clear()
@@ -222,12 +223,14 @@ class _Fastest:
     ``layers`` (the model's), the layout has the planner's split of them
     (:func:`~llmsizing.parallel.split_fields`: a ``pp`` alone names it, as in
     :meth:`~llmsizing.job.Job.from_plan_row`): an accounted or a DualPipe uneven split was timed as an even
-    split with the remainder on the first stages before cost49."""
+    split with the remainder on the first stages before cost49. ``cp_comm``: the search's K/V exchange
+    (plan() has no column of it), the layout's wherever ``cp > 1`` (an all-gather search was timed as the
+    ring before)."""
 
     COLUMNS = ("tp", "cp", "pp", "dp", "zero", "sp", "ep", "micro_batch")
 
-    def __init__(self, rows, layers: int | None = None):
-        self._row, self._cols, self._layers = {}, {}, layers
+    def __init__(self, rows, layers: int | None = None, cp_comm: str = "p2p"):
+        self._row, self._cols, self._layers, self._cp_comm = {}, {}, layers, cp_comm
         if not len(rows):                                    # (plan()'s empty table: object columns)
             return
         n, step = rows["n_gpus"].to_numpy(), rows["step_time_s"].to_numpy(dtype=float)
@@ -241,8 +244,9 @@ class _Fastest:
             return None
         tp, cp, pp, dp, zero, sp, ep, micro = (self._cols[c][self._row[n]] for c in self.COLUMNS)
         split = {} if self._layers is None else split_fields(self._layers, int(pp))
+        exchange = {"cp_comm": self._cp_comm} if int(cp) > 1 else {}
         return (Parallel(tp=int(tp), cp=int(cp), pp=int(pp), dp=int(dp), zero=int(zero), sp=bool(sp),
-                         ep=int(ep), **split), int(micro))
+                         ep=int(ep), **split, **exchange), int(micro))
 
 
 def _fastest_key(model, gpu, seq, n_gpus, recompute, precision, ep_degrees, options: dict):

@@ -50,7 +50,7 @@ def _published_rows(pub, v, out) -> None:
         high=pub["nested_high"],
         inside=pub["nested_inside"].map({True: "yes", False: "NO"}).fillna("-"),
         # (a version's long note, e.g. an unpinned release's, stays in the CSV: the table shows the release)
-        engine_version=pub["engine_version"].map(lambda v: v.split(" (")[0] if len(v) > 20 else v),
+        engine_version=pub["engine_version"].map(lambda v: str(v).split(" (")[0] if len(str(v)) > 20 else v),
     )
     out.append(
         f"80% range of a calibrated engine's per-token speed: {RANGE_LOW:.2f}-{RANGE_HIGH:.2f} x the model"

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from ..catalog import get_model, price_note
+from ..plan_space import default_cp_degrees
 from .base import (DPI, GPU_COLORS, FixedView, View, _log_axis, _log_scale, _short_number, _tokens, _usd,
                    figure_axes, new_figure)
 # chapter 12's figure (the planner's answer) lives in time_money_plan, chapters 13-14's (the library checked)
@@ -144,9 +145,8 @@ TIME_GPU_COUNTS = (1, 8, 64, 512, 4096, 32768)
 def _mfu_kind(t, mfu) -> str:
     """How a summary names the MFU of run ``t``: given, its layout's step (a mixture of experts, issue 35), or
     the calibrated estimate."""
-    if mfu is not None:
-        return "a given "
-    return "its layout's step " if t.mfu_source == "step_time of the layout" else "the calibrated "
+    return "a given " if mfu is not None else (
+        "its layout's step " if t.mfu_source == "step_time of the layout" else "the calibrated ")
 
 
 def fewest_holding(model, gpu, seq: int) -> int | None:
@@ -242,9 +242,9 @@ def render_training_time(model="llama-3-70b", tokens: float = 1e12, gpu: str = "
                f"at ${t.price_usd_per_gpu_hour:.2f}/GPU-hour{price_note(t.price_kind)}"
                + "".join(f"\nwarning: {w}" for w in t.warnings)
                + (f"\ndoes not fit on {', '.join(f'{n:,}' for n in cannot)} x {t.gpu} (crossed out): no "
-                  "layout of that many that the fewest-GPU search tries (ZeRO, no offload, no context "
-                  "parallelism) holds a step "
-                  f"of one {t.seq:,}-token sequence, even with full recomputation"
+                  "layout of that many that the fewest-GPU search tries (ZeRO, no offload, "
+                  f"{'with' if len(default_cp_degrees(t.seq)) > 1 else 'no'} context parallelism) "
+                  f"holds a step of one {t.seq:,}-token sequence, even with full recomputation"
                   + ("" if fewest is None else f"; the fewest that hold one: {fewest:,}") if cannot else ""))
     return FixedView(fig, summary)
 

@@ -147,8 +147,22 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     54 tables held as files until taken). Measured (benchmarks/bench_ch17_models.py, 2026-12-01, 2 cores):
     with a pause of 1.5 s between moves, 8 of the 50 moves after a mixture of experts' pick over 100 ms of CPU
     instead of 27 (load 7-9), and none of the four slowest models' 20 instead of 9 (load 3-5); back to back,
-    no gain (~5-10% dearer). It costs a second process (~0.4 GB at the peak) and up to ~0.4 GB more in the
-    kernel (the tables it holds), so no worker starts where less than
+    no gain (~5-10% dearer). The worker is asked :func:`long_context_jobs` searches a move (28, not
+    :data:`~.speculate.SPECULATE_JOBS`' 12): every second GPU type a reader may add, after the likelier
+    searches, which it runs first (one worker, first in first out; a move cancels those not started, and a
+    second GPU type's job still running at a move, 10-70 ms and its pickle on a quiet machine, ends inside the
+    worker's 0.25 s start delay). Measured (spec50, benchmarks/bench_kernel_moves.py 17 --speculate --pause
+    1.5 --rounds 5 --per-move, 2026-12-05 10:00-10:30 UTC, against main 594d3df1, whose worker started at the
+    first move, sides alternated): in the runs at a 1-minute load under 2, the step adding a second GPU type
+    took the worker's table 23 of 25 times (A10 in three runs, MI300X, L4; main 0 of 20: its neighbours rule
+    never asks them), the context, exchange and tokens steps 75 of 75 (main 55 of 60), the steps' kernel CPU
+    p90 40-52 ms (main 66-88); at load 2.5-3.2, 11 of 15 and 37 of 45 (main 0 of 15, 32 of 45); at load 4 and
+    more the worker at nice 19 gets ~30 ms of CPU a move and both miss alike. It costs the worker 0.43-0.52 s
+    of CPU a move at a reader's pace (median; main 0.05-0.12: the 20 searches of two GPU types, 10-70 ms each,
+    and their pickles), a second process of 0.74-0.75 GB at the walk's peak (main 0.44-0.55: the planner's 32
+    kept searches are now tables of two types) and its hand-off files (the move's 28 and 4 held at most; 0.28
+    GB of ``/dev/shm`` at the peak, 32 files; main 0.14-0.17): kernel, worker and files 1.39-1.41 GB at once,
+    main 1.06-1.14 (the kernel itself 0.42-0.44 GB, main 0.45-0.49). No worker starts where less than
     :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free. Those figures were measured on a reader's own
     machine; on one server shared by a room the workers slowed every participant's redraws (CHANGES.md: the
     load test), so ``speculate=None`` (the default) speculates only where the env asks for it

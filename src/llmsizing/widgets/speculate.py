@@ -19,15 +19,18 @@ in :class:`~concurrent.futures.Future` objects (documented thread-safe); this mo
 read and written by the kernel's thread alone (the moves' callbacks). A large result (a plan table) does not
 come back through the pool's pipe: the worker writes it, pickled, to a file of its kernel's own directory
 (:data:`HANDOFF_MIN_BYTES`; in ``/dev/shm`` where there is one) and sends back its path, which the move that
-takes it reads; the worker deletes the files, those never read included, at the next move (kern30: the
-pool's thread received and unpickled every one of a move's 12 tables, 1-3 ms each and ~20 ms for a first
-batch of 5 MB tables, 8-10 ms of the kernel's helper-thread CPU a move, most of it tables no move took;
-deleting a 5 MB file of ``/dev/shm`` costs the deleting thread ~0.7 ms, so the worker does it). Bounded: at
-most :data:`SPECULATE_JOBS` searches a move; each move makes the jobs of the move before stale (a shared
+takes it reads; the worker deletes the files, those never read included: a file a move read at the next
+move, a result a move drops (not wanted by it, beyond the results held) at that move, before its jobs
+(spec50: one move later, the files of two moves' jobs were there at once) (kern30: the pool's thread
+received and unpickled every one of a move's 12 tables, 1-3 ms each and ~20 ms for a first batch of 5 MB
+tables, 8-10 ms of the kernel's helper-thread CPU a move, most of it tables no move took; deleting a 5 MB
+file of ``/dev/shm`` costs the deleting thread ~0.7 ms, so the worker does it). Bounded: at most a
+widget's ``jobs`` searches a move (:data:`SPECULATE_JOBS` unless it gives its own: chapter 17 asks 28,
+:func:`~.long_context.long_context_jobs`); each move makes the jobs of the move before stale (a shared
 generation number: a stale job not yet started returns at once, and is cancelled where the pool still can);
-at most :data:`SPECULATE_JOBS` + :data:`SPECULATE_HELD` results held. The worker ends with its kernel, even
-one killed by force (its hand-off files with it). Where no process can be spawned (Pyodide, JupyterLite), or
-where too little memory is free for a second process (:data:`SPECULATE_MIN_FREE_BYTES`), nothing is
+at most ``jobs`` + :data:`SPECULATE_HELD` results held, as hand-off files. The worker ends with its kernel,
+even one killed by force (its hand-off files with it). Where no process can be spawned (Pyodide, JupyterLite),
+or where too little memory is free for a second process (:data:`SPECULATE_MIN_FREE_BYTES`), nothing is
 speculated.
 
 **Who gets it.** Speculation is for a reader on a machine of their own: on one server shared by a room, the
@@ -62,7 +65,8 @@ from ..speculate_worker import (_GENERATION, _HANDED, _HANDOFF, _STARTED, AUTOGR
                                 HANDOFF_MIN_BYTES, NICE_ENV, PARENT_CHECK_S, START_DELAY_S, _delete, _run,
                                 _worker_init, worker_nice)
 
-#: How many searches one move hands to the worker (the most likely first).
+#: How many searches one move hands to the worker (the most likely first), unless a widget gives its own
+#: count (``Speculation(jobs=)``: chapter 17's 28, every second GPU type included; spec50).
 SPECULATE_JOBS = 12
 #: How many finished results of earlier moves' searches a widget holds beside the last move's (the oldest
 #: dropped first): each a plan table of ~5-25 MB in chapter 17 (the process's peak memory: see
@@ -84,10 +88,12 @@ def wanted_by_environment() -> bool:
 
 #: The memory that must be free for this process before a worker is started: the worker's own peak (~0.4 GB
 #: in chapter 17 when it imported the widgets package; ~0.26 GB after a few searches since spec48, which it
-#: no longer imports), the tables the kernel holds for it (up to
-#: ~0.4 GB: :data:`SPECULATE_JOBS` + :data:`SPECULATE_HELD` tables of 5-25 MB) and some to spare. A laptop
-#: short of memory then searches in the kernel alone, as without speculation.
-SPECULATE_MIN_FREE_BYTES = int(1.2 * 2**30)
+#: no longer imports; 0.74-0.75 GB at the peak of chapter 17's walk since spec50, whose 28 searches a move
+#: fill the planner's 32 kept searches with tables of two GPU types; 0.44-0.55 before), the hand-off files of
+#: the tables it worked out (a move's jobs and :data:`SPECULATE_HELD` more: 0.28 GB at the walk's peak, 32
+#: files of 0.1-11 MB; 0.14-0.17 before) and some to spare (1.2 GiB before spec50, when the two came to
+#: ~0.7 GB; ~1.0 GB now). A laptop short of memory then searches in the kernel alone, as without speculation.
+SPECULATE_MIN_FREE_BYTES = int(1.5 * 2**30)
 
 #: Where the memory left to this process is read (Linux): the machine's, and the limits of its own cgroup and
 #: each cgroup above it (a JupyterHub that limits each participant, e.g. The Littlest JupyterHub's systemd
