@@ -14,7 +14,7 @@ PNG encode (draw42: it was headed ``png``, and read as 5x the in-process encode 
 bench_ch17_participant_walk.py, whose ``draw`` and ``encode`` it is the sum of: 18-20 ms against 13-17 + 3-4).
 
     .venv/bin/python benchmarks/bench_kernel_moves.py 17 [--rounds 6] [--base TREE] [--pairs 2] [--out F]
-        [--pause S] [--speculate] [--add-gpu NAME] [--per-move]
+        [--pause S] [--speculate] [--add-gpu NAME] [--per-move] [--first-pause S]
 
 ``--pause``: seconds between moves (a reader's pace; 0.1 by default, back to back). ``--speculate``: the
 kernel gets ``LLMSIZING_SPECULATE=1`` (as ``make lab`` sets it), and the CPU of its worker processes during
@@ -270,8 +270,9 @@ class MemorySampler:
 
 
 def one_kernel(tree: Path, chapter: str, rounds: int, pause_s: float = 0.1, speculate: bool = False,
-               add_gpu: str | None = None) -> dict:
-    """Start a kernel on ``tree``, run the chapter, make the moves; the record of every move."""
+               add_gpu: str | None = None, first_pause_s: float = 0.0) -> dict:
+    """Start a kernel on ``tree``, run the chapter, wait ``first_pause_s`` (a reader reading before the first
+    move), make the moves; the record of every move."""
     from jupyter_client import KernelManager
 
     env = {k: v for k, v in os.environ.items() if k not in ("LLMSIZING_SPECULATE", "PYTHONPATH")}
@@ -297,6 +298,9 @@ def one_kernel(tree: Path, chapter: str, rounds: int, pause_s: float = 0.1, spec
         w0 = children_ns(pid)
         mem0 = dict(kernel=rss_bytes(pid), workers=sum(rss_bytes(k) for k in descendants(pid)))
         sampler = MemorySampler(pid)
+        time.sleep(first_pause_s)
+        w_first, w0 = w0, children_ns(pid)
+        first_workers_ms = (w0 - w_first) / 1e6          # (the workers' CPU while the reader reads)
         for kind, label, key, index in moves(info, rounds, add_gpu):
             msg = kc.session.msg("comm_msg", {"comm_id": info["controls"][key]["id"], "data": {
                 "method": "update", "state": {"index": index}, "buffer_paths": []}})
@@ -322,7 +326,8 @@ def one_kernel(tree: Path, chapter: str, rounds: int, pause_s: float = 0.1, spec
         inner = json.loads(run_cell(kc, "print('KMOVES' + _j.dumps(_K['moves']))")[1].split("KMOVES", 1)[1])
         for m, i in zip(out, inner):
             m["inner"] = {k: v * 1e3 if isinstance(v, float) else v for k, v in i.items()}
-        return dict(tree=str(tree), chapter=chapter, moves=out, memory=dict(before=mem0, peak=peak))
+        return dict(tree=str(tree), chapter=chapter, moves=out, memory=dict(before=mem0, peak=peak),
+                    first_pause=dict(s=first_pause_s, workers_ms=first_workers_ms))
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
@@ -360,6 +365,8 @@ def per_move(rec: dict) -> None:
     groups: dict = {}
     for m in rec["moves"]:
         label = m["move"] if m["kind"] == "step" and " + " in m["move"] else m["move"].split(" ")[0]
+        if m["kind"] == "model pick":            # (pick50: the mixtures of experts apart)
+            label = "model MoE" if m["move"].split(" -> ")[-1] in MOE else "model dense"
         groups.setdefault((m["kind"], label), []).append(m)
     print(f"  {'kind':11s} {'move':22s} {'n':>3s} {'no plan':>7s} {'cpu':>7s} {'plan':>7s} {'max cpu':>8s}")
     for (kind, label), ms in groups.items():
@@ -367,6 +374,10 @@ def per_move(rec: dict) -> None:
         print(f"  {kind:11s} {label:22s} {len(ms):3d} {sum(m['inner']['plans'] == 0 for m in ms):7d} "
               f"{statistics.median(cpu):7.1f} {statistics.median(m['inner']['plan'] for m in ms):7.1f} "
               f"{max(cpu):8.1f}")
+    first = rec.get("first_pause") or dict(s=0.0, workers_ms=0.0)
+    print(f"  workers' CPU: {sum(m.get('workers_ms', 0.0) for m in rec['moves']) / 1e3:.2f} s over the walk "
+          f"(each move and the pause before it), {first['workers_ms'] / 1e3:.2f} s in the {first['s']:g} s "
+          f"before its first move")
 
 
 def main() -> None:
@@ -381,6 +392,9 @@ def main() -> None:
     ap.add_argument("--speculate", action="store_true", help="LLMSIZING_SPECULATE=1 in the kernel")
     ap.add_argument("--add-gpu", help="the GPU type the GPU types' step adds (default: the first not chosen, "
                     "as measure_participant.py; e.g. MI300X)")
+    ap.add_argument("--first-pause", type=float, default=0.0,
+                    help="seconds between the chapter's build and the first move (a reader reading first; "
+                    "the worker's time for what it asks ahead of the default view)")
     ap.add_argument("--per-move", action="store_true",
                     help="also each kind of move apart (e.g. 'gpus + A10'), with the moves without a plan()")
     a = ap.parse_args()
@@ -389,7 +403,7 @@ def main() -> None:
     for p in range(a.pairs if a.base else 1):
         for name, tree in (sides if p % 2 == 0 else sides[::-1]):
             load0 = os.getloadavg()[0]
-            rec = one_kernel(tree, a.chapter, a.rounds, a.pause, a.speculate, a.add_gpu)
+            rec = one_kernel(tree, a.chapter, a.rounds, a.pause, a.speculate, a.add_gpu, a.first_pause)
             rec.update(side=name, pair=p + 1, load=(load0, os.getloadavg()[0]))
             runs.append(rec)
             print(f"\n== {name} ({tree}), chapter {a.chapter}, pair {p + 1}, load {load0:.2f} -> "

@@ -554,3 +554,116 @@ def test_the_worker_s_delay_counts_from_the_move(monkeypatch):
     t = time.monotonic()
     assert speculate_worker._run(7, operator.mul, (2, 3), {}, time.time() - 0.2) == ("ok", 6)
     assert 0.3 <= time.monotonic() - t < 0.55              # handed 0.2 s ago: 0.4 s of the 0.6 left
+
+
+# pick50: chapter 17's lowest tier, a pick of every drop-down model not searched at the default view
+
+_DEFAULT_VIEW = (131072, ("H100 SXM",), 2**24, max(long_context.LONG_CONTEXT_MAX_GPUS), "p2p")
+
+
+class _Handed:
+    """The pool, recording the key of every search handed to it (``_run``'s jobs), in the order handed."""
+
+    def __init__(self, pool):
+        self.pool, self.keys = pool, []
+
+    def submit(self, fn, *a):
+        if fn is speculate_worker._run:
+            (model,), kw = a[2], a[3]
+            self.keys.append((model, kw["seq"], kw["gpus"], kw["global_batch"] * kw["seq"], kw["max_gpus"],
+                              kw["cp_comm"]))
+        return self.pool.submit(fn, *a)
+
+
+def test_the_tier_lists_every_dense_model_once_at_the_default_view_after_the_move_s_jobs(monkeypatch):
+    # built with warm=True (the mixtures of experts searched in the kernel) at Llama 3.1 405B: the worker is
+    # handed the build's own likely searches (the 20 second GPU types; its context, exchange and batch steps
+    # are warm), then a pick of each other dense model at 128K, H100 SXM, 16M tokens, ring, in the
+    # drop-down's order, once; a move hands its own searches first and the tier's jobs not started after them
+    from llmsizing.catalog import get_model, list_models
+
+    w = long_context_widget()
+    dense = [m for m in list_models() if not get_model(m).is_moe and m != "llama-3.1-405b"]
+    tier = [(m, *_DEFAULT_VIEW) for m in dense]
+    keys = list(w.speculation._futures)
+    assert len(dense) == 54 and keys[20:] == tier
+    assert all(k[0] == "llama-3.1-405b" and len(k[2]) == 2 for k in keys[:20])
+    handed = _Handed(speculate._pool())
+    monkeypatch.setattr(speculate, "_pool", lambda: handed)
+    w.controls["seq"].value = 65536
+    own = [k for k in handed.keys if k not in tier]
+    assert own and all(k[0] == "llama-3.1-405b" for k in own)
+    assert handed.keys == own + [k for k in handed.keys if k in tier]          # (the tier's behind)
+    assert set(tier) <= set(w.speculation._futures)                          # (handed, running or done)
+
+
+def test_a_later_move_does_not_drop_a_done_tier_result():
+    # held=0: a move drops every earlier result it does not want, but not the tier's (kept until taken, as
+    # hand-off files: the kernel holds their paths)
+    import os
+
+    n = speculate.HANDOFF_MIN_BYTES + 1000
+    s = speculate.Speculation(bytes, held=0, pinned=3)
+    tier = [(("pick", i), (n + i,), {}) for i in range(3)]
+    s.ahead([], tier)
+    paths = [s._futures["pick", i].result(timeout=60) for i in range(3)]
+    assert all(p[0] == "file" and os.path.isfile(p[1]) for p in paths)
+    for move in range(3):
+        s.ahead([(("move", move), (10,), {})], tier)
+        s._futures["move", move].result(timeout=60)
+    assert ("move", 0) not in s._futures and all(os.path.isfile(p[1]) for p in paths)
+    assert [s.take(("pick", i)) for i in range(3)] == [("ok", bytes(n + i)) for i in range(3)]
+    assert s.take(("pick", 0)) is None                                       # (taken once)
+
+
+def test_a_tier_job_running_at_a_move_is_kept_and_the_queued_one_handed_again():
+    s = speculate.Speculation(time.sleep, pinned=3)
+    tier = [(("pick", i), (1.0,), {}) for i in range(3)]
+    s.ahead([(("probe",), (0,), {})], tier)
+    s._futures[("probe",)].result(timeout=60)
+    time.sleep(0.3)                                          # (pick 0 running, pick 1 in the call queue)
+    first = s._futures["pick", 0]
+    s.ahead([(("move",), (0,), {})], tier)
+    assert s._futures["pick", 0] is first and first.result(timeout=60) == ("ok", None)
+    assert s._futures["pick", 1].result(timeout=60) == ("stale",)
+    for _ in range(4):                   # (the next moves hand it again; a tier job queued at one comes back
+        s.ahead([], tier)                # stale in turn)
+        got = [s._futures["pick", i].result(timeout=60) for i in range(3)]
+        if got == [("ok", None)] * 3:
+            break
+    assert got == [("ok", None)] * 3
+
+
+def test_a_pick_at_the_default_view_takes_the_worker_s_table(monkeypatch):
+    # a widget built cold (warm=False: the mixtures of experts are in the tier too), no other searches asked
+    # (the tier alone, quicker to wait for): GPT-2, the drop-down's first model, is worked out as a hand-off
+    # file; its pick draws what a widget without a worker draws, from the worker's table, the planner's own
+    # bit for bit (before pick50 no pick was asked of the worker: the kernel searched it)
+    import pandas as pd
+
+    from llmsizing import planner
+
+    want = _walked(long_context_widget("llama-3-8b", warm=False, speculate=False), [("model", "gpt2")])
+    monkeypatch.setattr(long_context, "long_context_jobs", lambda: 0)
+    w = long_context_widget("llama-3-8b", warm=False)
+    key = ("gpt2", *_DEFAULT_VIEW)
+    _settle(w, {key})
+    handed = w.speculation._futures.get(key)              # (the tier's first job: the drop-down's first)
+    taken, real = [], w.speculation.take
+
+    def take(k):
+        got = real(k)
+        taken.append((k, got))
+        return got
+
+    w.speculation.take = take
+    w.controls["model"].value = "gpt2"
+    assert _shown(w) == want[0]
+    got = [g for k, g in taken if k == key]
+    assert len(got) == 1 and got[0] is not None and got[0][0] == "ok"
+    assert handed.result()[0] == "file"                  # (until the pick, the kernel held its path alone)
+    planner._search.cache_clear()                        # (a fresh search: nothing kept)
+    args, kw = long_context._plan_args(*key)
+    fresh = planner.plan(*args, **kw)
+    pd.testing.assert_frame_equal(got[0][1], fresh, check_exact=True)
+    assert got[0][1].attrs == fresh.attrs

@@ -82,6 +82,19 @@ def long_context_ahead(values: dict, most: int) -> list[tuple]:
     return list(dict.fromkeys(out))
 
 
+def long_context_tier(options, values: dict, most: int) -> list[tuple]:
+    """The lowest tier of what chapter 17's widget asks its worker (pick50): a pick of each model of the
+    drop-down ``options``, in its order, at the other controls' ``values`` (the widget's build values, the
+    default view: 128K, H100 SXM, 16M tokens, ring exchange), as search keys at the largest GPU limit
+    ``most``. The widget hands those it has not searched (the dense models: it searches the mixtures of
+    experts when built) after each move's own searches, and the worker's tables are kept until a pick takes
+    them (:meth:`~.speculate.Speculation.ahead`'s ``pinned``): a reader who opens the chapter and picks a
+    dense model at the default view gets a worked-out table instead of a new search in the kernel (60-140 ms
+    of CPU: gpt2 137, mistral-7b 63)."""
+    seq, gpus, bt, cp = (values[k] for k in ("seq", "gpus", "batch_tokens", "cp_comm"))
+    return [(m, seq, tuple(gpus), bt, most, cp) for m in options]
+
+
 def long_context_jobs() -> int:
     """How many searches chapter 17's widget hands its worker a move (its :class:`~.speculate.Speculation`'s
     ``jobs``, in place of :data:`~.speculate.SPECULATE_JOBS`): every setting :func:`long_context_ahead` can
@@ -124,25 +137,32 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     (:class:`~.speculate.Speculation`), while the reader looks at the answer; a move whose search the worker
     has done takes its table (the planner's own, the same bits) and draws it, and any other move searches as
     before. The worker starts when the widget is built (with speculation on) and searches ahead of the default
-    view. Measured (benchmarks/bench_ch17_models.py, 2026-12-01, 2 cores): with a pause of 1.5 s between
-    moves, 8 of the 50 moves after a mixture of experts' pick over 100 ms of CPU instead of 27 (load 7-9), and
-    none of the four slowest models' 20 instead of 9 (load 3-5); back to back, no gain (~5-10% dearer). The
-    worker is asked :func:`long_context_jobs` searches a move (28, not :data:`~.speculate.SPECULATE_JOBS`'
-    12): every second GPU type a reader may add, after the likelier searches, which it runs first (one worker,
-    first in first out; a move cancels those not started, and a second GPU type's job still running at a move,
-    10-70 ms and its pickle on a quiet machine, ends inside the worker's 0.25 s start delay). Measured
-    (spec50, benchmarks/bench_kernel_moves.py 17 --speculate --pause 1.5 --rounds 5 --per-move, 2026-12-05
-    10:00-10:30 UTC, against main 594d3df1, whose worker started at the first move, sides alternated): in the
-    runs at a 1-minute load under 2, the step adding a second GPU type took the worker's table 23 of 25 times
-    (A10 in three runs, MI300X, L4; main 0 of 20: its neighbours rule never asks them), the context, exchange
-    and tokens steps 75 of 75 (main 55 of 60), the steps' kernel CPU p90 40-52 ms (main 66-88); at load
-    2.5-3.2, 11 of 15 and 37 of 45 (main 0 of 15, 32 of 45); at load 4 and more the worker at nice 19 gets ~30
-    ms of CPU a move and both miss alike. It costs the worker 0.43-0.52 s of CPU a move at a reader's pace
-    (median; main 0.05-0.12: the 20 searches of two GPU types, 10-70 ms each, and their pickles), a second
-    process of 0.74-0.75 GB at the walk's peak (main 0.44-0.55: the planner's 32 kept searches are now tables
-    of two types) and its hand-off files (the move's 28 and 4 held at most; 0.28 GB of ``/dev/shm`` at the
-    peak, 32 files; main 0.14-0.17): kernel, worker and files 1.39-1.41 GB at once, main 1.06-1.14 (the kernel
-    itself 0.42-0.44 GB, main 0.45-0.49). No worker starts where less than
+    view. Behind each move's own searches it works out, as its lowest tier, a pick of every model of the
+    drop-down not searched yet at the build's other settings (:func:`long_context_tier`: the 54 other dense
+    models, the mixtures of experts being warm), kept until a pick takes it (pick50;
+    benchmarks/bench_kernel_moves.py 17 --speculate --pause 1.5 --rounds 10, 2026-12-05, 4 alternated kernels
+    a side, load 0.4-1.9: the walk's dense picks took the worker's table in 20 of 20, kernel CPU median 30-32
+    ms, against 0 of 20 and 88-91 ms before; the steps unchanged, median 31.6-32.1 ms; the moves back ~0.3 ms
+    more of the kernel's thread, the tier re-handed behind each move's jobs; ~58 MB more of ``/dev/shm``, the
+    54 tables held as files until taken). Measured (benchmarks/bench_ch17_models.py, 2026-12-01, 2 cores):
+    with a pause of 1.5 s between moves, 8 of the 50 moves after a mixture of experts' pick over 100 ms of CPU
+    instead of 27 (load 7-9), and none of the four slowest models' 20 instead of 9 (load 3-5); back to back,
+    no gain (~5-10% dearer). The worker is asked :func:`long_context_jobs` searches a move (28, not
+    :data:`~.speculate.SPECULATE_JOBS`' 12): every second GPU type a reader may add, after the likelier
+    searches, which it runs first (one worker, first in first out; a move cancels those not started, and a
+    second GPU type's job still running at a move, 10-70 ms and its pickle on a quiet machine, ends inside the
+    worker's 0.25 s start delay). Measured (spec50, benchmarks/bench_kernel_moves.py 17 --speculate --pause
+    1.5 --rounds 5 --per-move, 2026-12-05 10:00-10:30 UTC, against main 594d3df1, whose worker started at the
+    first move, sides alternated): in the runs at a 1-minute load under 2, the step adding a second GPU type
+    took the worker's table 23 of 25 times (A10 in three runs, MI300X, L4; main 0 of 20: its neighbours rule
+    never asks them), the context, exchange and tokens steps 75 of 75 (main 55 of 60), the steps' kernel CPU
+    p90 40-52 ms (main 66-88); at load 2.5-3.2, 11 of 15 and 37 of 45 (main 0 of 15, 32 of 45); at load 4 and
+    more the worker at nice 19 gets ~30 ms of CPU a move and both miss alike. It costs the worker 0.43-0.52 s
+    of CPU a move at a reader's pace (median; main 0.05-0.12: the 20 searches of two GPU types, 10-70 ms each,
+    and their pickles), a second process of 0.74-0.75 GB at the walk's peak (main 0.44-0.55: the planner's 32
+    kept searches are now tables of two types) and its hand-off files (the move's 28 and 4 held at most; 0.28
+    GB of ``/dev/shm`` at the peak, 32 files; main 0.14-0.17): kernel, worker and files 1.39-1.41 GB at once,
+    main 1.06-1.14 (the kernel itself 0.42-0.44 GB, main 0.45-0.49). No worker starts where less than
     :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free. Those figures were measured on a reader's own
     machine; on one server shared by a room the workers slowed every participant's redraws (CHANGES.md: the
     load test), so ``speculate=None`` (the default) speculates only where the env asks for it
@@ -155,7 +175,7 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     get_model(model)
     warm = check_bool("warm", warm)
     on = wanted_by_environment() if speculate is None else check_bool("speculate", speculate)
-    spec = Speculation(plan, jobs=long_context_jobs()) if on else None
+    spec = Speculation(plan, jobs=long_context_jobs(), pinned=len(list_models())) if on else None
     most = max(LONG_CONTEXT_MAX_GPUS)
     widest: OrderedDict = OrderedDict()      # the searches at the largest GPU limit, by the other settings
     searched: OrderedDict = OrderedDict()    # the settings cached() searched or took (a hint for speculation)
@@ -222,10 +242,13 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
                 cached(*key)
             except ValueError:                          # (nothing fits: the move shows the planner's message)
                 pass
+    built = {k: w.value for k, w in controls.items()}          # (the default view: the tier's settings)
     board = Dashboard(render, controls, name="long_context_widget", keep=LONG_CONTEXT_KEPT)
     if spec is not None:
         watch(board, spec, lambda: [(k, *_plan_args(*k)) for k in long_context_ahead(board.values(), most)
-                                    if k not in searched])
+                                    if k not in searched],
+              lambda: [(k, *_plan_args(*k)) for k in long_context_tier(controls["model"].options, built, most)
+                       if k not in searched])
     return board
 
 

@@ -40,6 +40,13 @@ so, ``LLMSIZING_SPECULATE=1`` (:data:`ENV`), which ``make lab``, ``make app`` (V
 set (each one reader on 127.0.0.1); JupyterHub and Binder do not. It changes how soon an answer comes, never
 the answer.
 
+**The lowest tier** (pick50): a widget may also hand searches kept until taken (``Speculation(pinned=)``,
+:meth:`Speculation.ahead`'s ``pinned``): chapter 17's pick of each dense model at the default view
+(:func:`~.long_context.long_context_tier`). They go behind each move's own searches (those not started are
+re-handed behind them, as stale jobs are) and are not counted in :data:`SPECULATE_HELD`; each holds one
+hand-off file (the kernel its path): chapter 17's 54 dense tables, 0.06-2.0 MB each, ~58 MB of ``/dev/shm``
+in all, and the worker's RSS ~0.28 GB after the build's searches and all 54 (2026-12-05).
+
 What the worker process runs (its set-up, a job, deleting hand-off files) is
 :mod:`llmsizing.speculate_worker`, outside this package: a worker imports that and its jobs' function, not the
 widgets (spec48).
@@ -244,32 +251,45 @@ class Speculation:
     (:meth:`ahead`), taken by the widget's move that needs one (:meth:`take`). ``fn`` must be picklable (a
     module-level function) and pure: its result a function of its arguments alone."""
 
-    def __init__(self, fn, *, jobs: int = SPECULATE_JOBS, held: int = SPECULATE_HELD):
-        self.fn, self.jobs, self.held = fn, jobs, held
+    def __init__(self, fn, *, jobs: int = SPECULATE_JOBS, held: int = SPECULATE_HELD, pinned: int = 0):
+        self.fn, self.jobs, self.held, self.pinned = fn, jobs, held, pinned
         self._futures: OrderedDict = OrderedDict()       # key -> Future (the kernel's thread only)
         self.taken = self.missed = 0                     # (moves that took a result / searched themselves)
 
-    def ahead(self, wanted) -> None:
+    def ahead(self, wanted, pinned=()) -> None:
         """Hand the worker the searches of ``wanted`` (``(key, args, kw)``, most likely first; the first
         :attr:`jobs` of them), after making the last move's stale: every job not done is dropped (cancelled
         where the pool still can; one already in the pool's call queue returns at once, one running finishes
         unused) and handed on again if still wanted; a result already done is held (at most :attr:`held`, the
-        oldest dropped), unless it came back stale or broken."""
+        oldest dropped), unless it came back stale or broken.
+
+        ``pinned`` (the lowest tier; the first :attr:`pinned` of them, those not in ``wanted``): searches
+        handed after ``wanted``'s, whose results are kept until taken (not counted in :attr:`held`, never
+        dropped while ``pinned`` lists them): chapter 17's model picks at the default view (pick50). A move
+        re-hands the tier's jobs not started behind its own, as it does its stale jobs (the pool is FIFO: the
+        tier never delays a move's searches); a tier job already in the pool's call queue is left to it (the
+        one running finishes and its result is kept; the one queued comes back stale and is handed again at
+        the next move). At most :attr:`pinned` results: the kernel holds the path of each hand-off file."""
         pool = _pool()
         if pool is None:
             return
         wanted = list(wanted)[:self.jobs]
         keys = {k for k, _, _ in wanted}
+        tier = [job for job in pinned if job[0] not in keys][:self.pinned]
+        tier_keys = {k for k, _, _ in tier}
         gen = _POOL["gen"]
         gen.value += 1
         for key, f in list(self._futures.items()):
             if not f.done():
+                if key in tier_keys and f.running():     # (in the call queue: running, or back stale soon)
+                    continue
                 f.cancel()
                 del self._futures[key]                   # (stale now: sent again below if still wanted)
                 f.add_done_callback(_drop)               # (its file, if it runs on and writes one)
             elif f.cancelled() or f.exception() is not None or f.result()[0] in ("stale", "broken"):
                 del self._futures[key]
-        done = [k for k, f in self._futures.items() if f.done() and k not in keys]      # (earlier moves')
+        done = [k for k, f in self._futures.items()                         # (earlier moves', not pinned)
+                if f.done() and k not in keys and k not in tier_keys]
         for key in done[:max(len(done) - self.held, 0)]:
             _drop(self._futures.pop(key))
         if _UNREAD:                 # (first in the worker's queue: after its running job, before the new)
@@ -281,7 +301,7 @@ class Speculation:
                 shutdown()
                 return
         handed = time.time()                             # (the worker's delay counts from here)
-        for key, args, kw in wanted:
+        for key, args, kw in wanted + tier:              # (the move's own first: the tier behind them)
             if key not in self._futures:
                 try:
                     self._futures[key] = pool.submit(_run, gen.value, self.fn, args, kw, handed)
@@ -325,10 +345,11 @@ def nearest(options, value) -> list:
     return [o for _, o in sorted(((abs(i - at), -i), o) for i, o in enumerate(options) if o != value)]
 
 
-def watch(board, spec: Speculation, wanted) -> None:
+def watch(board, spec: Speculation, wanted, pinned=None) -> None:
     """Speculate for ``board`` (a :class:`~.dashboard.Dashboard`): after each new value of any of its
     controls (observed after the board's own draw), hand ``spec`` the searches ``wanted()`` lists
-    (``(key, args, kw)``, most likely first), unless they are the ones it was last handed and all still
+    (``(key, args, kw)``, most likely first), then the lowest tier ``pinned()`` lists (if given: searches
+    kept until taken, :meth:`Speculation.ahead`), unless they are the ones it was last handed and all still
     asked (a move that only filters: its jobs are left to run on); and once when called (the widget's build),
     so that the worker has started (~0.5 s of importing, at the lowest priority) and searched ahead of the
     default view before the reader's first move (issue 38: started at the first move, the worker's start
@@ -338,11 +359,12 @@ def watch(board, spec: Speculation, wanted) -> None:
 
     def ahead(change=None) -> None:
         jobs = list(wanted())[:spec.jobs]
-        keys = [k for k, _, _ in jobs]
-        if keys == last and all(spec.known(k) for k in keys):
+        tier = list(pinned())[:spec.pinned] if pinned is not None else []
+        keys = [k for k, _, _ in jobs] + [None] + [k for k, _, _ in tier]
+        if keys == last and all(spec.known(k) for k in keys if k is not None):
             return
         last[:] = keys
-        spec.ahead(jobs)
+        spec.ahead(jobs, tier)
 
     for w in board.controls.values():
         w.observe(ahead, names="value")
