@@ -5,9 +5,9 @@ searches in a worker process (issue 35/38: ``long_context_widget(speculate=True)
 What must hold: a move answered from the worker shows the same PNG bytes and summary as the same move searched
 in the kernel (the worker runs the planner's own pure ``plan()`` in another process, and its table comes back
 pickled); a move made while the worker is still busy is answered correctly (searched in the kernel); building
-the widget starts its worker only where it speculates (the static pages and nbval never do), and the first move
-takes the worker's search; stale jobs do not run; where no process can be spawned (Pyodide) the widget works
-without one.
+the widget starts its worker only where it speculates (the static pages and nbval never do), and the first
+move takes the worker's search; stale jobs do not run; where no process can be spawned (Pyodide) the widget
+works without one.
 """
 
 from __future__ import annotations
@@ -667,3 +667,20 @@ def test_a_pick_at_the_default_view_takes_the_worker_s_table(monkeypatch):
     fresh = planner.plan(*args, **kw)
     pd.testing.assert_frame_equal(got[0][1], fresh, check_exact=True)
     assert got[0][1].attrs == fresh.attrs
+
+
+def test_a_widget_built_again_releases_the_old_one_s_files():
+    # found in review: the worker starts at build, so every run of chapter 17's cell left the old widget's
+    # hand-off files (its jobs, held results and the model tier: up to ~0.35 GB of /dev/shm) until the kernel
+    # ended. Building the widget again releases them; the new widget's build hands the worker their deletion.
+    import os
+
+    old = long_context_widget("llama-3-8b", warm=False)
+    _settle(old)
+    paths = [f.result()[1] for f in old.speculation._futures.values()
+             if f.done() and not f.cancelled() and f.result()[0] == "file"]
+    assert paths and all(os.path.isfile(p) for p in paths)
+    new = long_context_widget("llama-3-8b", warm=False)
+    assert old.speculation._futures == {}
+    _settle(new, set(list(new.speculation._futures)[:1]))     # (the deletion runs before the new jobs)
+    assert not any(os.path.exists(p) for p in paths)

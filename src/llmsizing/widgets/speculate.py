@@ -4,13 +4,13 @@ of a move's CPU, over the 100 ms a move may take).
 
 :class:`Speculation` hands such searches to one worker process (spawned, at the lowest CPU priority, shared by
 every widget of the kernel and started when a speculating widget is built, so that it has imported and
-searched ahead of the default view before the reader's first move; nbval and the static pages never speculate:
-see "Who gets it"). The worker runs the same pure function the widget would run (e.g.
-:func:`~llmsizing.planner.plan`) and sends back its result; a move whose search is done by then takes that
-result instead of searching itself, and any other move searches in the kernel as before. Its results are the
-function's: the planner gives the same table whatever a process searched before
-(``tests/test_plan_kept_price.py`` and ``tests/test_speculate.py`` compare with fresh processes), and a
-pickled table comes back bit for bit.
+searched ahead of the default view before the reader's first move; `make test`, `make book` and `make outputs`
+unset the variable that turns it on, so nbval and the static pages never speculate: see "Who gets it"). The
+worker runs the same pure function the widget would run (e.g. :func:`~llmsizing.planner.plan`) and sends back
+its result; a move whose search is done by then takes that result instead of searching itself, and any other
+move searches in the kernel as before. Its results are the function's: the planner gives the same table
+whatever a process searched before (``tests/test_plan_kept_price.py`` and ``tests/test_speculate.py`` compare
+with fresh processes), and a pickled table comes back bit for bit.
 
 What a move's kernel never does: wait for the worker (a search not done is searched in the kernel, the worker
 being a separate process that holds no lock the kernel needs), or share a cache with it. Thread safety: the
@@ -75,6 +75,7 @@ SPECULATE_HELD = 4
 
 _UNREAD: list = []        # (in the kernel: hand-off files for the worker to delete at the next move)
 _POOL: dict = {}          # the one worker pool of the process, its generation counter, its hand-off directory
+_WATCHED: dict = {}       # a widget's name -> a weak reference to the Speculation its last build watches with
 
 #: The environment variable that turns speculation on for widgets built with ``speculate=None``: "1" on,
 #: anything else or unset off (``make lab`` sets it: a reader's own machine).
@@ -336,6 +337,19 @@ class Speculation:
         """Whether ``key`` is asked of the worker (running, waiting or done)."""
         return key in self._futures
 
+    def release(self) -> None:
+        """Drop every search asked of the worker: not started, cancelled; running or done, its hand-off
+        file handed to the worker to delete at the next move of any widget (a widget built again: the old
+        one's files, up to ~0.35 GB of ``/dev/shm`` for chapter 17's, would stay until the kernel ends). A
+        later move of this widget asks again (its answers stay right)."""
+        for f in self._futures.values():
+            if f.done():
+                _drop(f)
+            else:
+                f.cancel()
+                f.add_done_callback(_drop)
+        self._futures.clear()
+
 
 def nearest(options, value) -> list:
     """``options`` but ``value``, nearest to ``value`` in their order first (a tie: the later one first), as a
@@ -353,8 +367,9 @@ def watch(board, spec: Speculation, wanted, pinned=None) -> None:
     asked (a move that only filters: its jobs are left to run on); and once when called (the widget's build),
     so that the worker has started (~0.5 s of importing, at the lowest priority) and searched ahead of the
     default view before the reader's first move (issue 38: started at the first move, the worker's start
-    made that move dearer and missed the next). ``board.speculation`` is ``spec``. Shared by the widgets of
-    chapters 12 and 17."""
+    made that move dearer and missed the next). A widget of the same name built before (a cell run again)
+    has its searches released (:meth:`Speculation.release`). ``board.speculation`` is ``spec``. Shared by
+    the widgets of chapters 12 and 17."""
     last: list = []
 
     def ahead(change=None) -> None:
@@ -366,6 +381,13 @@ def watch(board, spec: Speculation, wanted, pinned=None) -> None:
         last[:] = keys
         spec.ahead(jobs, tier)
 
+    import weakref
+
+    name = getattr(board, "name", None)
+    before = _WATCHED.get(name, lambda: None)()
+    if before is not None and before is not spec:      # (the same widget built again: the old one's files go)
+        before.release()
+    _WATCHED[name] = weakref.ref(spec)
     for w in board.controls.values():
         w.observe(ahead, names="value")
     board.speculation = spec
