@@ -188,18 +188,7 @@ def moves(info: dict, rounds: int, add_gpu: str | None = None):
 
 def children_ns(pid: int) -> int:
     """On-CPU ns of every thread of ``pid``'s descendants (a speculation worker), from /proc."""
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        for task in Path(f"/proc/{p}/task").glob("[0-9]*"):
-            try:
-                kids = [int(k) for k in (task / "children").read_text().split()]
-            except (OSError, ValueError):
-                kids = []
-            for k in kids:
-                todo.append(k)
-                total += sum(ns for _, ns in schedstat(k).values())
-    return total
+    return sum(ns for k in descendants(pid) for _, ns in schedstat(k).values())
 
 
 def descendants(pid: int) -> list[int]:
