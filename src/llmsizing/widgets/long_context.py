@@ -132,42 +132,20 @@ def long_context_widget(model: str = "llama-3.1-405b", *, warm: bool = True,
     first steps of the slider are then a render and a PNG (~30 ms of CPU) instead of a search as well
     (60-100 ms).
 
-    ``speculate`` (issue 35): after each move of the reader's, the searches the reader is likely to ask for
-    next (:func:`long_context_ahead`) are worked out by a worker process at the lowest priority
-    (:class:`~.speculate.Speculation`), while the reader looks at the answer; a move whose search the worker
-    has done takes its table (the planner's own, the same bits) and draws it, and any other move searches as
-    before. The worker starts when the widget is built (with speculation on) and searches ahead of the default
-    view. Behind each move's own searches it works out, as its lowest tier, a pick of every model of the
-    drop-down not searched yet at the build's other settings (:func:`long_context_tier`: the 54 other dense
-    models, the mixtures of experts being warm), kept until a pick takes it (pick50;
-    benchmarks/bench_kernel_moves.py 17 --speculate --pause 1.5 --rounds 10, 2026-12-05, 4 alternated kernels
-    a side, load 0.4-1.9: the walk's dense picks took the worker's table in 20 of 20, kernel CPU median 30-32
-    ms, against 0 of 20 and 88-91 ms before; the steps unchanged, median 31.6-32.1 ms; the moves back ~0.3 ms
-    more of the kernel's thread, the tier re-handed behind each move's jobs; ~58 MB more of ``/dev/shm``, the
-    54 tables held as files until taken). Measured (benchmarks/bench_ch17_models.py, 2026-12-01, 2 cores):
-    with a pause of 1.5 s between moves, 8 of the 50 moves after a mixture of experts' pick over 100 ms of CPU
-    instead of 27 (load 7-9), and none of the four slowest models' 20 instead of 9 (load 3-5); back to back,
-    no gain (~5-10% dearer). The worker is asked :func:`long_context_jobs` searches a move (28, not
-    :data:`~.speculate.SPECULATE_JOBS`' 12): every second GPU type a reader may add, after the likelier
-    searches, which it runs first (one worker, first in first out; a move cancels those not started, and a
-    second GPU type's job still running at a move, 10-70 ms and its pickle on a quiet machine, ends inside the
-    worker's 0.25 s start delay). Measured (spec50, benchmarks/bench_kernel_moves.py 17 --speculate --pause
-    1.5 --rounds 5 --per-move, 2026-12-05 10:00-10:30 UTC, against main 594d3df1, whose worker started at the
-    first move, sides alternated): in the runs at a 1-minute load under 2, the step adding a second GPU type
-    took the worker's table 23 of 25 times (A10 in three runs, MI300X, L4; main 0 of 20: its neighbours rule
-    never asks them), the context, exchange and tokens steps 75 of 75 (main 55 of 60), the steps' kernel CPU
-    p90 40-52 ms (main 66-88); at load 2.5-3.2, 11 of 15 and 37 of 45 (main 0 of 15, 32 of 45); at load 4 and
-    more the worker at nice 19 gets ~30 ms of CPU a move and both miss alike. It costs the worker 0.43-0.52 s
-    of CPU a move at a reader's pace (median; main 0.05-0.12: the 20 searches of two GPU types, 10-70 ms each,
-    and their pickles), a second process of 0.74-0.75 GB at the walk's peak (main 0.44-0.55: the planner's 32
-    kept searches are now tables of two types) and its hand-off files (the move's 28 and 4 held at most; 0.28
-    GB of ``/dev/shm`` at the peak, 32 files; main 0.14-0.17): kernel, worker and files 1.39-1.41 GB at once,
-    main 1.06-1.14 (the kernel itself 0.42-0.44 GB, main 0.45-0.49). No worker starts where less than
-    :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free. Those figures were measured on a reader's own
-    machine; on one server shared by a room the workers slowed every participant's redraws (CHANGES.md: the
-    load test), so ``speculate=None`` (the default) speculates only where the env asks for it
-    (``LLMSIZING_SPECULATE=1``, set by ``make lab``, ``app`` and ``serve-live``); ``True`` always, ``False``
-    never."""
+    ``speculate`` (issue 35): the searches a reader is likely to ask for next are worked out by one worker
+    process at the lowest priority (:class:`~.speculate.Speculation`), started when the widget is built: after
+    each move, :func:`long_context_jobs` of them (:func:`long_context_ahead`: the other context lengths, K/V
+    exchange and tokens per batch, then every second GPU type, neighbours first), and behind those, as the
+    lowest tier kept until taken, a pick of every drop-down model not searched at the build's settings
+    (:func:`long_context_tier`). A move whose search the worker has done draws its table (the planner's own,
+    the same bits); any other move searches in the kernel as before. The cost, measured 2026-12-05 at a
+    reader's pace (1.5 s pauses, 2 cores): the worker 0.4-0.5 s of CPU a move, ~0.75-0.8 GB at its peak, and
+    up to ~0.35 GB of hand-off files in ``/dev/shm`` (kernel, worker and files ~1.4 GB at once); no worker
+    starts where less than :data:`~.speculate.SPECULATE_MIN_FREE_BYTES` is free. The hits and times are in
+    benchmarks/README.md and CHANGES.md. On one server shared by a room the workers slowed every
+    participant's redraws (CHANGES.md: the load test), so ``speculate=None`` (the default) speculates only
+    where the env asks for it (``LLMSIZING_SPECULATE=1``, set by ``make lab``, ``app`` and ``serve-live``);
+    ``True`` always, ``False`` never."""
     from collections import OrderedDict
 
     from ..planner import plan, plans_within
