@@ -60,6 +60,34 @@ def _settle(w, keys=None, timeout_s: float = 60.0) -> None:
     raise AssertionError("the worker did not finish its searches in time")
 
 
+def _record_takes(w) -> list:
+    """Wrap widget ``w``'s ``speculation.take`` so that each call's ``(key, result)`` is appended to the list
+    returned (the result None: the move searched in the kernel)."""
+    taken, real = [], w.speculation.take
+
+    def take(key):
+        got = real(key)
+        taken.append((key, got))
+        return got
+
+    w.speculation.take = take
+    return taken
+
+
+def _equals_a_fresh_search(table, key) -> None:
+    """``table`` (a worker's) equals chapter 17's ``plan()`` for search ``key`` made afresh (the planner's kept
+    searches cleared first), bit for bit, attrs included."""
+    import pandas as pd
+
+    from llmsizing import planner
+
+    planner._search.cache_clear()
+    args, kw = long_context._plan_args(*key)
+    fresh = planner.plan(*args, **kw)
+    pd.testing.assert_frame_equal(table, fresh, check_exact=True)
+    assert table.attrs == fresh.attrs
+
+
 def _long_context_keys(w, control, value) -> set:
     """The worker's search keys that chapter 17's widget asks for when ``control`` moves to ``value``
     (long_context_widget's ``cached``: the setting's own, or the one at the largest GPU limit it cuts)."""
@@ -441,21 +469,10 @@ def test_a_second_gpu_type_no_neighbour_predicts_is_the_worker_s():
     # spec50: a reader may add any GPU type; one far from H100 SXM in the catalogue (L4, the 22nd of the 28
     # searches a move asks) comes from the worker, the planner's own table bit for bit, and is drawn as the
     # kernel draws it (before, only H100 SXM's four neighbours were asked: the kernel searched it itself)
-    import pandas as pd
-
-    from llmsizing import planner
-
     walk = (("seq", 65536), ("gpus", ("H100 SXM", "L4")))
     want = _walked(long_context_widget("llama-3-8b", warm=False, speculate=False), walk)
     w = long_context_widget("llama-3-8b", warm=False)
-    taken, real = [], w.speculation.take
-
-    def take(key):
-        got = real(key)
-        taken.append((key, got))
-        return got
-
-    w.speculation.take = take
+    taken = _record_takes(w)
     w.controls["seq"].value = 65536
     assert _shown(w) == want[0]
     _settle(w, _long_context_keys(w, "gpus", ("H100 SXM", "L4")))
@@ -464,11 +481,7 @@ def test_a_second_gpu_type_no_neighbour_predicts_is_the_worker_s():
     key = ("llama-3-8b", 65536, ("H100 SXM", "L4"), 2**24, max(long_context.LONG_CONTEXT_MAX_GPUS), "p2p")
     got = [g for k, g in taken if k == key and g is not None]
     assert len(got) == 1 and got[0][0] == "ok"
-    planner._search.cache_clear()                        # (a fresh search: nothing kept)
-    args, kw = long_context._plan_args(*key)
-    fresh = planner.plan(*args, **kw)
-    pd.testing.assert_frame_equal(got[0][1], fresh, check_exact=True)
-    assert got[0][1].attrs == fresh.attrs
+    _equals_a_fresh_search(got[0][1], key)
 
 
 def test_a_second_gpu_type_the_planner_refuses_comes_back_as_its_refusal():
@@ -639,34 +652,19 @@ def test_a_pick_at_the_default_view_takes_the_worker_s_table(monkeypatch):
     # (the tier alone, quicker to wait for): GPT-2, the drop-down's first model, is worked out as a hand-off
     # file; its pick draws what a widget without a worker draws, from the worker's table, the planner's own
     # bit for bit (before pick50 no pick was asked of the worker: the kernel searched it)
-    import pandas as pd
-
-    from llmsizing import planner
-
     want = _walked(long_context_widget("llama-3-8b", warm=False, speculate=False), [("model", "gpt2")])
     monkeypatch.setattr(long_context, "long_context_jobs", lambda: 0)
     w = long_context_widget("llama-3-8b", warm=False)
     key = ("gpt2", *_DEFAULT_VIEW)
     _settle(w, {key})
     handed = w.speculation._futures.get(key)              # (the tier's first job: the drop-down's first)
-    taken, real = [], w.speculation.take
-
-    def take(k):
-        got = real(k)
-        taken.append((k, got))
-        return got
-
-    w.speculation.take = take
+    taken = _record_takes(w)
     w.controls["model"].value = "gpt2"
     assert _shown(w) == want[0]
     got = [g for k, g in taken if k == key]
     assert len(got) == 1 and got[0] is not None and got[0][0] == "ok"
     assert handed.result()[0] == "file"                  # (until the pick, the kernel held its path alone)
-    planner._search.cache_clear()                        # (a fresh search: nothing kept)
-    args, kw = long_context._plan_args(*key)
-    fresh = planner.plan(*args, **kw)
-    pd.testing.assert_frame_equal(got[0][1], fresh, check_exact=True)
-    assert got[0][1].attrs == fresh.attrs
+    _equals_a_fresh_search(got[0][1], key)
 
 
 def test_a_widget_built_again_releases_the_old_one_s_files():
